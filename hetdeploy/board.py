@@ -1,0 +1,347 @@
+"""Load and validate a board capability file (boards/*.yaml).
+
+The schema is declared below as data (``_BOARD``) and documented in
+boards/README.md. Every error names the file, the line, the key path and what
+was expected.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import yaml
+
+from .errors import UserError
+from .graph import Node
+
+BOARDS_DIR = Path(__file__).resolve().parent.parent / "boards"
+DEVICE_KINDS = ("cpu", "gpu", "fpga")
+
+
+# ---------------------------------------------------------------- data
+
+
+@dataclass
+class Device:
+    name: str
+    kind: str
+    description: str
+    ops: Optional[dict[str, dict]]  # None: every standard ONNX op (onnxruntime runs it)
+    clock_mhz: float = 0.0
+    part: str = ""
+    resources: dict[str, int] = field(default_factory=dict)
+    reserve_fraction: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def why_not(self, node: Node) -> Optional[str]:
+        """None when this device runs ``node``; else the limit it breaks."""
+        if node.domain not in ("", "ai.onnx"):
+            return f"custom domain '{node.domain}'"
+        if self.ops is None:
+            return None
+        if node.op not in self.ops:
+            return f"{self.name} does not list {node.op}"
+        return _limit_violation(self.ops[node.op], node)
+
+
+@dataclass
+class Link:
+    source: str
+    target: str
+    bandwidth_bytes_per_s: float
+    latency_s: float
+
+
+@dataclass
+class Board:
+    name: str
+    path: str
+    description: str
+    devices: list[Device]  # in preference order: the partitioner tries them first to last
+    links: list[Link]
+
+    def device(self, name: str) -> Device:
+        return next(d for d in self.devices if d.name == name)
+
+
+# ---------------------------------------------------------------- op limits
+
+
+def _normal_axis(axis: int, rank: int) -> int:
+    return axis + rank if axis < 0 else axis
+
+
+def _limit_violation(limits: dict, node: Node) -> Optional[str]:
+    shape = node.input_shapes[0] if node.input_shapes else []
+    rank = len(shape)
+    for key, allowed in sorted(limits.items()):
+        if key == "dtypes" and node.dtype not in allowed:
+            return f"data type {node.dtype} not in {allowed}"
+        if key == "spatial_dims" and rank - 2 not in allowed:
+            return f"{rank - 2}-D input, supports {allowed}-D"
+        if key == "max_kernel" and max(node.attrs.get("kernel_shape", [0])) > allowed:
+            return f"kernel {node.attrs.get('kernel_shape')} above {allowed}"
+        if key == "max_channels":
+            channels = [s[1] for s in node.input_shapes + node.output_shapes if len(s) > 1]
+            if channels and max(channels) > allowed:
+                return f"{max(channels)} channels, above {allowed}"
+        if key == "max_rank":
+            ranks = [len(s) for s in node.input_shapes]
+            if ranks and max(ranks) > allowed:
+                return f"rank-{max(ranks)} input, supports rank {allowed} at most"
+        if key == "groups":
+            group = node.attrs.get("group", 1)
+            kinds = {"one"} if group == 1 else set()
+            out_channels = node.output_shapes[0][1] if node.output_shapes else -1
+            if rank > 1 and group == shape[1] == out_channels:
+                kinds.add("depthwise")
+            if not kinds & set(allowed):
+                return f"group={group}, supports {allowed}"
+        if key == "axes":
+            default = -1 if node.op == "Softmax" else 1
+            axis = _normal_axis(node.attrs.get("axis", default), rank)
+            if axis not in allowed:
+                return f"axis {axis}, supports {allowed}"
+        if key == "attributes":
+            for attr, values in sorted(allowed.items()):
+                if attr in node.attrs and node.attrs[attr] not in values:
+                    return f"{attr}={node.attrs[attr]}, supports {values}"
+        if key == "constant_inputs":
+            missing = [i for i in allowed if i not in node.constants]
+            if missing:
+                return f"input {missing[0]} is not a constant"
+        if key == "same_shape_inputs" and allowed:
+            if node.constants or len({tuple(s) for s in node.input_shapes}) > 1:
+                return "inputs of different shapes or constant inputs"
+    return None
+
+
+# ---------------------------------------------------------------- schema
+
+# A field spec: (required, check) where check(value) returns None or what was expected.
+Check = Callable[[Any], Optional[str]]
+
+
+def _is(kind: type | tuple, expected: str, cond: Callable[[Any], bool] = lambda v: True) -> Check:
+    def check(value: Any) -> Optional[str]:
+        if isinstance(value, bool) or not isinstance(value, kind) or not cond(value):
+            return expected
+        return None
+
+    return check
+
+
+_STR = _is(str, "a non-empty string", lambda v: bool(v.strip()))
+_POS_NUM = _is((int, float), "a positive number", lambda v: v > 0)
+_NONNEG_NUM = _is((int, float), "a number >= 0", lambda v: v >= 0)
+_POS_INT = _is(int, "a positive integer", lambda v: v > 0)
+_NONNEG_INT = _is(int, "an integer >= 0", lambda v: v >= 0)
+_FRACTION = _is((int, float), "a number from 0 to 1", lambda v: 0 <= v < 1)
+_KIND = _is(str, f"one of {', '.join(DEVICE_KINDS)}", lambda v: v in DEVICE_KINDS)
+_BOOL = lambda v: None if isinstance(v, bool) else "true or false"  # noqa: E731
+
+
+def _list_of(allowed: tuple, expected: str) -> Check:
+    return _is(list, expected, lambda v: bool(v) and all(x in allowed and not isinstance(x, bool) for x in v))
+
+
+_LIMITS = {
+    "dtypes": (False, _list_of(("float32",), "a list of data types from: float32")),
+    "spatial_dims": (False, _list_of((1, 2, 3), "a list from 1, 2, 3")),
+    "max_kernel": (False, _POS_INT),
+    "max_channels": (False, _POS_INT),
+    "max_rank": (False, _POS_INT),
+    "groups": (False, _list_of(("one", "depthwise"), "a list from: one, depthwise")),
+    "axes": (False, _is(list, "a list of axes (integers >= 0)", lambda v: all(isinstance(x, int) and x >= 0 for x in v))),
+    "attributes": (False, _is(dict, "a mapping of attribute name to allowed values")),
+    "constant_inputs": (False, _is(list, "a list of input indices", lambda v: all(isinstance(x, int) and x >= 0 for x in v))),
+    "same_shape_inputs": (False, _BOOL),
+}
+_RESOURCES = {k: (True, _NONNEG_INT) for k in ("lut", "ff", "bram18", "dsp", "uram")}
+_MEMORY = {"dram_bytes": (True, _POS_INT)}
+_DEVICE = {
+    "name": (True, _STR),
+    "kind": (True, _KIND),
+    "description": (False, _STR),
+    "cores": (False, _POS_INT),
+    "clock_mhz": (False, _POS_NUM),
+    "memory": (False, _MEMORY),
+    "ops": (True, None),  # 'all' or a mapping of op -> limits; checked in _validate_ops
+    "part": (False, _STR),
+    "resources": (False, _RESOURCES),
+    "reserve_fraction": (False, _FRACTION),
+}
+_LINK = {
+    "from": (True, _STR),
+    "to": (True, _STR),
+    "bandwidth_bytes_per_s": (True, _POS_NUM),
+    "latency_s": (True, _NONNEG_NUM),
+}
+_BOARD = {
+    "name": (True, _STR),
+    "description": (False, _STR),
+    "devices": (True, [_DEVICE]),
+    "preference": (False, _is(list, "a list of device names", lambda v: all(isinstance(x, str) for x in v))),
+    "links": (False, [_LINK]),
+}
+
+
+# Builds Python scalars from composed nodes (whose tags the composer already resolved).
+_SCALARS = yaml.SafeLoader("")
+
+
+class _Source:
+    """The YAML file's data with the line of every key path."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.lines: dict[str, int] = {}
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            raise UserError(f"{path}: board file not found") from None
+        except (OSError, UnicodeDecodeError) as err:
+            raise UserError(f"{path}: cannot read board file ({err})") from None
+        try:
+            node = yaml.compose(text, Loader=yaml.SafeLoader)
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f"line {mark.line + 1}: " if mark else ""
+            raise UserError(f"{path}: {where}not valid YAML ({getattr(err, 'problem', err)})") from None
+        if node is None:
+            raise UserError(f"{path}: the board file is empty")
+        self.data = self._convert(node, "")
+
+    def _convert(self, node: yaml.Node, path: str) -> Any:
+        self.lines[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            result = {}
+            for key_node, value_node in node.value:
+                key = key_node.value
+                sub = f"{path}.{key}" if path else key
+                if key in result:
+                    self.lines[sub] = key_node.start_mark.line + 1
+                    self.fail(sub, "appears twice")
+                result[key] = self._convert(value_node, sub)
+                self.lines[sub] = key_node.start_mark.line + 1
+            return result
+        if isinstance(node, yaml.SequenceNode):
+            return [self._convert(v, f"{path}[{i}]") for i, v in enumerate(node.value)]
+        return _SCALARS.construct_object(node, deep=True)
+
+    def fail(self, path: str, problem: str) -> None:
+        line = self.lines.get(path)
+        while line is None and path:
+            path_parent = path.rsplit(".", 1)[0] if "." in path else ""
+            line, path = self.lines.get(path_parent), path_parent
+        where = f"line {line}: " if line else ""
+        raise UserError(f"{self.path}: {where}{path or 'top level'}: {problem}")
+
+    def check(self, value: Any, spec: Any, path: str) -> None:
+        if isinstance(spec, list):
+            if not isinstance(value, list) or not value:
+                self.fail(path, "expected a non-empty list")
+            for i, item in enumerate(value):
+                self.check(item, spec[0], f"{path}[{i}]")
+        elif isinstance(spec, dict):
+            if not isinstance(value, dict):
+                self.fail(path, "expected a mapping")
+            for key in value:
+                if key not in spec:
+                    self.fail(_join(path, key), f"unknown key '{key}'; expected one of: {', '.join(spec)}")
+            for key, (required, sub) in spec.items():
+                if key not in value:
+                    if required:
+                        self.fail(path, f"missing key '{key}'")
+                elif sub is not None:
+                    self.check(value[key], sub, _join(path, key))
+        else:
+            expected = spec(value)
+            if expected:
+                self.fail(path, f"expected {expected}, got {value!r}")
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else str(key)
+
+
+def _known_onnx_ops() -> set[str]:
+    import onnx.defs
+
+    return {s.name for s in onnx.defs.get_all_schemas() if s.domain in ("", "ai.onnx")}
+
+
+def _validate(src: _Source) -> Board:
+    data = src.data
+    src.check(data, _BOARD, "")
+    known_ops = _known_onnx_ops()
+    devices = []
+    seen = set()
+    for i, d in enumerate(data["devices"]):
+        path = f"devices[{i}]"
+        if d["name"] in seen:
+            src.fail(f"{path}.name", f"device name '{d['name']}' is used twice")
+        seen.add(d["name"])
+        ops = d["ops"]
+        if ops == "all":
+            ops = None
+        elif isinstance(ops, dict) and ops:
+            for op, limits in ops.items():
+                if op not in known_ops:
+                    src.fail(f"{path}.ops.{op}", f"unknown ONNX op '{op}'")
+                src.check(limits if limits is not None else {}, _LIMITS, f"{path}.ops.{op}")
+            ops = {op: dict(limits or {}) for op, limits in ops.items()}
+        else:
+            src.fail(f"{path}.ops", "expected 'all' or a mapping of ONNX op to its limits")
+        if d["kind"] == "fpga":
+            for key in ("part", "resources", "clock_mhz"):
+                if key not in d:
+                    src.fail(path, f"missing key '{key}' (required for an fpga device)")
+        known = {"name", "kind", "description", "ops", "clock_mhz", "part", "resources", "reserve_fraction"}
+        devices.append(
+            Device(
+                name=d["name"],
+                kind=d["kind"],
+                description=d.get("description", ""),
+                ops=ops,
+                clock_mhz=float(d.get("clock_mhz", 0.0)),
+                part=d.get("part", ""),
+                resources=dict(d.get("resources", {})),
+                reserve_fraction=float(d.get("reserve_fraction", 0.0)),
+                extra={k: v for k, v in d.items() if k not in known},
+            )
+        )
+    links = []
+    for i, link in enumerate(data.get("links", [])):
+        for end in ("from", "to"):
+            if link[end] not in seen:
+                src.fail(f"links[{i}].{end}", f"link names device '{link[end]}', which the board does not define")
+        links.append(Link(link["from"], link["to"], float(link["bandwidth_bytes_per_s"]), float(link["latency_s"])))
+    preference = data.get("preference", [d.name for d in devices])
+    for i, name in enumerate(preference):
+        if name not in seen:
+            src.fail(f"preference[{i}]", f"names device '{name}', which the board does not define")
+    if sorted(preference) != sorted(seen):
+        src.fail("preference", f"must list every device once: {', '.join(sorted(seen))}")
+    ordered = [next(d for d in devices if d.name == name) for name in preference]
+    return Board(data["name"], str(src.path), data.get("description", ""), ordered, links)
+
+
+def available_boards() -> list[str]:
+    return sorted(p.stem for p in BOARDS_DIR.glob("*.yaml"))
+
+
+def load_board(name_or_path: str) -> Board:
+    """``name_or_path``: a board name from boards/ or the path of a YAML file."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or candidate.exists() or "/" in name_or_path:
+        path = candidate
+    else:
+        path = BOARDS_DIR / f"{name_or_path}.yaml"
+        if not path.exists():
+            raise UserError(
+                f"unknown board '{name_or_path}'; known boards: {', '.join(available_boards())} (or give a .yaml path)"
+            )
+    return _validate(_Source(path))

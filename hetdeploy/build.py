@@ -1,0 +1,197 @@
+"""The build pipeline, top to bottom: one function per stage, plan to plan.
+
+    load model -> load board -> partition -> write subfunctions -> generate HLS
+    -> verify in C-simulation -> package
+
+Everything is written into a staging folder beside the destination and moved
+into place only when every stage passed, so a failed build leaves nothing that
+looks complete.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+import onnx
+
+from . import runtime, verify
+from .board import Board, load_board
+from .errors import UserError, VerificationError
+from .hls4ml_adapter import HlsOptions, generate
+from .model import LoadedModel, load_model
+from .ort_adapter import OrtModel
+from .partition import assign_by_support, boundaries, contract
+from .plan import Plan, Subfunction, Verification
+from .samples import load_samples, random_samples
+from .subgraph import extract
+
+# Chaining the subfunctions on onnxruntime must reproduce the model; only
+# float reassociation inside onnxruntime's kernels may differ.
+CHAIN_TOLERANCE = 1e-5
+
+
+@dataclass
+class BuildOptions:
+    model: Path
+    board: str
+    out_dir: Path
+    calibration: Optional[Path] = None
+    samples: int = 4
+    seed: int = 0
+    relative_tolerance: float = 0.05
+    width: int = 16
+
+
+Progress = Callable[[str], None]
+
+
+def _stderr_progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
+    stages = 7
+    started = time.monotonic()
+
+    def step(k: int, what: str) -> None:
+        progress(f"[{k}/{stages}] {what} ({time.monotonic() - started:.1f} s)")
+
+    step(1, f"loading model {options.model}")
+    loaded = load_model(options.model)
+    step(2, f"loading board {options.board}")
+    board = load_board(options.board)
+    step(3, "partitioning by op support")
+    plan = partition(loaded, board, options)
+    with _staging(options.out_dir) as stage_dir:
+        step(4, f"writing {len(plan.subfunctions)} subfunction models")
+        write_subfunctions(plan, loaded, stage_dir)
+        samples = (load_samples(options.calibration, plan.inputs) if options.calibration
+                   else random_samples(plan.inputs, options.samples, options.seed))
+        fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
+        step(5, f"generating HLS through hls4ml for {len(fpga)} FPGA subfunction(s)")
+        generate_hls(plan, board, options, stage_dir, samples, progress)
+        step(6, "verifying in C-simulation against onnxruntime")
+        verify_csim(plan, stage_dir, samples)
+        step(7, f"writing {options.out_dir}")
+        plan.save(stage_dir / "plan.json")
+    progress(f"built {options.out_dir} in {time.monotonic() - started:.1f} s")
+    return plan
+
+
+def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
+    assignment = assign_by_support(loaded.graph, board.devices, f"board '{board.name}'")
+    cuts = boundaries(loaded.graph, contract(loaded.graph, assignment))
+    kinds = {d.name: d.kind for d in board.devices}
+    return Plan(
+        board=board.name,
+        model="model.onnx",
+        source_model=options.model.name,
+        inputs=loaded.inputs,
+        outputs=loaded.outputs,
+        subfunctions=[Subfunction(c.name, c.device, kinds[c.device], c.nodes, c.inputs, c.outputs) for c in cuts],
+        input_reshapes=loaded.input_reshapes,
+        relative_tolerance=options.relative_tolerance,
+        seed=options.seed,
+    )
+
+
+def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None:
+    """source.onnx (the reference), model.onnx (normalised) and one model per subfunction;
+    then check that chaining them on onnxruntime reproduces the source model."""
+    onnx.save(loaded.source, str(build_dir / "source.onnx"))
+    onnx.save(loaded.model, str(build_dir / plan.model))
+    (build_dir / "subfunctions").mkdir()
+    for sub in plan.subfunctions:
+        sub.onnx = f"subfunctions/{sub.name}.onnx"
+        onnx.save(extract(loaded.model, sub), str(build_dir / sub.onnx))
+    chain = runtime.reference_executors(build_dir, plan)
+    source = OrtModel(build_dir / "source.onnx")
+    for feeds in random_samples(plan.inputs, 1, plan.seed):
+        got, want = runtime.run(plan, chain, feeds), source.run(feeds)
+        error = verify.max_abs_error(got, want)
+        if error > CHAIN_TOLERANCE * max(1.0, verify.tolerance(list(want.values()), 1.0)):
+            raise RuntimeError(f"subfunction chain differs from the model on onnxruntime by {error}")
+
+
+def generate_hls(plan: Plan, board: Board, options: BuildOptions, build_dir: Path, samples, progress: Progress) -> None:
+    """Each FPGA subfunction through hls4ml into hls/<name>/, compiled for C-simulation.
+    Layer precisions are sized on the inputs each subfunction sees in the float pipeline."""
+    seen: dict[int, list[dict]] = {}
+
+    def collect(index, inputs, outputs):
+        seen.setdefault(index, []).append(inputs)
+
+    chain = runtime.reference_executors(build_dir, plan)
+    for feeds in samples:
+        runtime.run(plan, chain, feeds, collect)
+    for index, sub in enumerate(plan.subfunctions):
+        if sub.kind != "fpga":
+            continue
+        device = board.device(sub.device)
+        started = time.monotonic()
+        hls = generate(
+            onnx.load(str(build_dir / sub.onnx)),
+            build_dir / "hls" / sub.name,
+            sub.name,
+            seen[index],
+            HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz, width=options.width),
+        )
+        hls.project = os.path.relpath(hls.project, build_dir)
+        hls.library = os.path.relpath(hls.library, build_dir)
+        sub.hls = hls
+        progress(f"      {sub.name}: {len(sub.nodes)} nodes, {hls.io_type}, "
+                 f"converted and compiled in {time.monotonic() - started:.1f} s")
+
+
+def verify_csim(plan: Plan, build_dir: Path, samples) -> None:
+    comparison = verify.compare(
+        plan,
+        runtime.device_executors(build_dir, plan),
+        runtime.reference_executors(build_dir, plan),
+        OrtModel(build_dir / "source.onnx"),
+        samples,
+    )
+    for sub, check in zip(plan.subfunctions, comparison.subfunctions):
+        sub.verification = Verification(len(samples), check.max_abs_error, check.tolerance, check.passed)
+    failed = [s for s in comparison.subfunctions if not s.passed]
+    if failed:
+        worst = failed[0]
+        raise VerificationError(
+            f"C-simulation of {worst.name} differs from onnxruntime by {worst.max_abs_error:.4g} "
+            f"(tolerance {worst.tolerance:.4g})"
+        )
+    if not comparison.passed:
+        raise VerificationError(
+            f"pipeline output differs from the model by {comparison.max_abs_error:.4g} "
+            f"(tolerance {comparison.tolerance:.4g})"
+        )
+
+
+@contextlib.contextmanager
+def _staging(out_dir: Path) -> Iterator[Path]:
+    """A fresh folder beside ``out_dir``; moved onto it only when the body succeeds."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not (out_dir / "plan.json").exists() and any(out_dir.iterdir()):
+        raise UserError(f"{out_dir}: exists and is not a hetdeploy build folder; choose another -o")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage_dir = out_dir.parent / f".{out_dir.name}.partial"
+    shutil.rmtree(stage_dir, ignore_errors=True)
+    stage_dir.mkdir()
+    try:
+        yield stage_dir
+    except BaseException:
+        shutil.rmtree(stage_dir, ignore_errors=True)
+        raise
+    old = out_dir.parent / f".{out_dir.name}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if out_dir.exists():
+        out_dir.rename(old)
+    stage_dir.rename(out_dir)
+    shutil.rmtree(old, ignore_errors=True)

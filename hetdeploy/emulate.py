@@ -1,0 +1,67 @@
+"""``hetdeploy emulate``: the built pipeline on this host against the model on onnxruntime."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from . import runtime, verify
+from .ort_adapter import OrtModel, providers_for
+from .plan import Plan
+from .samples import load_samples, random_samples
+
+
+@dataclass
+class EmulationResult:
+    plan: Plan
+    comparison: verify.Comparison
+    notes: list[str]
+
+    def to_dict(self) -> dict:
+        c = self.comparison
+        return {
+            "board": self.plan.board,
+            "subfunctions": [
+                {"name": s.name, "kind": s.kind, "engine": _engine(s.kind), "max_abs_error": check.max_abs_error,
+                 "tolerance": check.tolerance, "passed": check.passed}
+                for s, check in zip(self.plan.subfunctions, c.subfunctions)
+            ],
+            "max_abs_error": c.max_abs_error,
+            "tolerance": c.tolerance,
+            "passed": c.passed,
+            "notes": self.notes,
+        }
+
+    def table(self) -> str:
+        c = self.comparison
+        lines = [f"{'subfunction':<16} {'device':<10} {'engine':<22} {'max abs error':>13} {'tolerance':>9}"]
+        for s, check in zip(self.plan.subfunctions, c.subfunctions):
+            lines.append(f"{s.name:<16} {s.device:<10} {_engine(s.kind):<22} {check.max_abs_error:>13.4g} "
+                         f"{check.tolerance:>9.4g}{'' if check.passed else '  OUT OF TOLERANCE'}")
+        verdict = "within tolerance" if c.passed else "OUT OF TOLERANCE"
+        lines.append(f"{'overall':<16} {'':<10} {'vs model on onnxruntime':<22} {c.max_abs_error:>13.4g} "
+                     f"{c.tolerance:>9.4g}  {verdict}")
+        return "\n".join(lines + [f"note: {n}" for n in self.notes])
+
+
+def _engine(kind: str) -> str:
+    if kind == "fpga":
+        return "C-simulation (g++)"
+    return "onnxruntime " + providers_for(kind)[0].replace("ExecutionProvider", "")
+
+
+def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0) -> EmulationResult:
+    plan = Plan.load(build_dir / "plan.json")
+    samples = load_samples(input_path, plan.inputs) if input_path else random_samples(plan.inputs, 1, seed)
+    notes = []
+    if any(s.kind == "gpu" for s in plan.subfunctions) and providers_for("gpu")[0] != "CUDAExecutionProvider":
+        notes.append("no CUDA provider in this onnxruntime: GPU subfunctions ran on the CPU provider")
+    comparison = verify.compare(
+        plan,
+        runtime.device_executors(build_dir, plan),
+        runtime.reference_executors(build_dir, plan),
+        OrtModel(build_dir / "source.onnx"),
+        samples,
+    )
+    return EmulationResult(plan, comparison, notes)

@@ -1,0 +1,20 @@
+"""The one exception type that reaches the user as a single line."""
+
+
+class UserError(Exception):
+    """A problem with the user's input (model, board file, options).
+
+    The CLI prints ``str(error)`` on one line and exits with ``exit_code``;
+    anything else escaping a stage is a bug in hetdeploy and keeps its traceback.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str):
+        super().__init__(" ".join(message.split()))
+
+
+class VerificationError(UserError):
+    """C-simulation disagrees with onnxruntime beyond the reported tolerance."""
+
+    exit_code = 3

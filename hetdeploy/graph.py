@@ -1,0 +1,42 @@
+"""A plain view of the model graph: what partitioning and op checks need.
+
+Built by ``model.load_model`` from ONNX; free of onnx so that the algorithms
+over it can be tested with hand-written graphs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Node:
+    name: str
+    op: str
+    inputs: list[str]  # activation inputs only (initializers are in ``constants``)
+    outputs: list[str]
+    attrs: dict = field(default_factory=dict)
+    constants: dict[int, str] = field(default_factory=dict)  # input index -> initializer name
+    input_shapes: list[list[int]] = field(default_factory=list)  # one per ``inputs``
+    output_shapes: list[list[int]] = field(default_factory=list)
+    dtype: str = "float32"
+    domain: str = ""
+
+
+@dataclass
+class Graph:
+    nodes: list[Node]  # in a topological order
+    inputs: list[str]
+    outputs: list[str]
+
+    def producers(self) -> dict[str, int]:
+        """Tensor name -> index of the node that writes it."""
+        return {t: i for i, n in enumerate(self.nodes) for t in n.outputs}
+
+    def consumers(self) -> dict[str, list[int]]:
+        """Tensor name -> indices of the nodes that read it."""
+        result: dict[str, list[int]] = {}
+        for i, n in enumerate(self.nodes):
+            for t in n.inputs:
+                result.setdefault(t, []).append(i)
+        return result

@@ -1,0 +1,293 @@
+"""Stage 1: load the user's ONNX model and normalise it for partitioning.
+
+What real published models do and how it is handled here:
+- initializers also listed as graph inputs (old IR): dropped from the inputs;
+- a symbolic batch dimension: fixed to 1; other symbolic dimensions are refused;
+- nodes with empty or duplicate names: given stable generated names;
+- a bias added by a separate Add after Conv or Gemm: folded into the bias input;
+- a leading Reshape of a graph input: absorbed (the pipeline takes the reshaped
+  tensor; the plan records the reshape so callers still feed the original shape);
+- external data: must stay inside the model's folder.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper, shape_inference
+
+from .errors import UserError
+from .graph import Graph, Node
+from .plan import InputReshape, TensorSpec
+
+# onnxruntime 1.17+ reads IR 10; newer onnx writes 11+ by default.
+MAX_IR_VERSION = 10
+
+_DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64", onnx.TensorProto.INT64: "int64",
+           onnx.TensorProto.INT32: "int32", onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.UINT8: "uint8",
+           onnx.TensorProto.INT8: "int8", onnx.TensorProto.BOOL: "bool"}
+
+
+@dataclass
+class LoadedModel:
+    source: onnx.ModelProto  # the user's model, data loaded, batch fixed (the reference)
+    model: onnx.ModelProto  # normalised: what the partitioner cuts
+    graph: Graph
+    inputs: list[TensorSpec]  # what the user feeds (before any absorbed reshape)
+    outputs: list[TensorSpec]
+    input_reshapes: list[InputReshape]
+
+
+def load_model(path: str | Path) -> LoadedModel:
+    path = Path(path)
+    source = _read(path)
+    _drop_initializer_inputs(source)
+    _fix_batch(source, path)
+    source.ir_version = min(source.ir_version, MAX_IR_VERSION)
+    source = _infer_shapes(source, path)
+    inputs = _specs(source, source.graph.input)
+    outputs = _specs(source, source.graph.output)
+
+    model = onnx.ModelProto()
+    model.CopyFrom(source)
+    _name_nodes(model)
+    _fold_bias_adds(model)
+    reshapes = _absorb_leading_reshapes(model)
+    return LoadedModel(source, model, _to_graph(model, path), inputs, outputs, reshapes)
+
+
+def _read(path: Path) -> onnx.ModelProto:
+    if not path.is_file():
+        raise UserError(f"{path}: model file not found")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as err:  # protobuf raises DecodeError and friends
+        raise UserError(f"{path}: not a readable ONNX model ({type(err).__name__}: {err})") from None
+    if not model.graph.node:
+        raise UserError(f"{path}: the ONNX graph has no nodes")
+    base = path.resolve().parent
+    for tensor in _all_tensors(model.graph):
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        location = {e.key: e.value for e in tensor.external_data}.get("location", "")
+        target = (base / location).resolve()
+        if os.path.isabs(location) or not target.is_relative_to(base):
+            raise UserError(f"{path}: initializer '{tensor.name}' points outside the model's folder ({location!r})")
+        if not target.is_file():
+            raise UserError(f"{path}: initializer '{tensor.name}': external data file {location!r} not found")
+    try:
+        onnx.load_external_data_for_model(model, str(base))
+        onnx.checker.check_model(model)
+    except Exception as err:
+        raise UserError(f"{path}: invalid ONNX model: {str(err).splitlines()[0]}") from None
+    return model
+
+
+def _all_tensors(graph: onnx.GraphProto):
+    yield from graph.initializer
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.TENSOR:
+                yield attr.t
+            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
+                yield from _all_tensors(sub)
+
+
+def _drop_initializer_inputs(model: onnx.ModelProto) -> None:
+    constants = {t.name for t in model.graph.initializer}
+    real = [i for i in model.graph.input if i.name not in constants]
+    del model.graph.input[:]
+    model.graph.input.extend(real)
+
+
+def _fix_batch(model: onnx.ModelProto, path: Path) -> None:
+    for value in list(model.graph.input) + list(model.graph.output):
+        dims = value.type.tensor_type.shape.dim
+        for axis, dim in enumerate(dims):
+            if dim.HasField("dim_value") and dim.dim_value > 0:
+                continue
+            if axis == 0:
+                dim.Clear()
+                dim.dim_value = 1
+            elif value in model.graph.input:
+                symbol = dim.dim_param or "?"
+                raise UserError(
+                    f"{path}: input '{value.name}' has a dynamic size '{symbol}' on axis {axis}; "
+                    "hetdeploy needs fixed sizes except the batch axis"
+                )
+            else:
+                dim.Clear()  # outputs get their sizes from shape inference
+
+
+def _infer_shapes(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
+    try:
+        inferred = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as err:
+        raise UserError(f"{path}: shape inference failed: {str(err).splitlines()[0]}") from None
+    known = _shapes(inferred)
+    for node in inferred.graph.node:
+        for t in node.output:
+            if t and (t not in known or any(d <= 0 for d in known[t])):
+                if node.domain not in ("", "ai.onnx"):
+                    raise UserError(
+                        f"{path}: node '{node.name or node.op_type}': op '{node.op_type}' of domain "
+                        f"'{node.domain}' is not a standard ONNX op; no device runs it"
+                    )
+                raise UserError(
+                    f"{path}: node '{node.name or node.op_type}' ({node.op_type}): "
+                    f"cannot infer a fixed shape for its output '{t}'"
+                )
+    return inferred
+
+
+def _shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
+    result = {}
+    g = model.graph
+    for v in list(g.value_info) + list(g.input) + list(g.output):
+        t = v.type.tensor_type
+        if t.HasField("shape"):
+            result[v.name] = [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim]
+    for init in g.initializer:
+        result[init.name] = list(init.dims)
+    return result
+
+
+def _dtypes(model: onnx.ModelProto) -> dict[str, str]:
+    g = model.graph
+    result = {v.name: _DTYPES.get(v.type.tensor_type.elem_type, "other")
+              for v in list(g.value_info) + list(g.input) + list(g.output)}
+    result.update({i.name: _DTYPES.get(i.data_type, "other") for i in g.initializer})
+    return result
+
+
+def _specs(model: onnx.ModelProto, values) -> list[TensorSpec]:
+    shapes, dtypes = _shapes(model), _dtypes(model)
+    return [TensorSpec(v.name, shapes[v.name], dtypes[v.name]) for v in values]
+
+
+def _name_nodes(model: onnx.ModelProto) -> None:
+    """Empty and repeated names become ``<op>_<index>`` (index in node order: stable)."""
+    counts: dict[str, int] = {}
+    for node in model.graph.node:
+        counts[node.name] = counts.get(node.name, 0) + 1
+    taken = set(counts)
+    for index, node in enumerate(model.graph.node):
+        if node.name and counts[node.name] == 1:
+            continue
+        base = f"{node.op_type}_{index}"
+        name, suffix = base, 1
+        while name in taken:
+            name, suffix = f"{base}_{suffix}", suffix + 1
+        taken.add(name)
+        node.name = name
+
+
+def _consumers(model: onnx.ModelProto) -> dict[str, list[onnx.NodeProto]]:
+    result: dict[str, list[onnx.NodeProto]] = {}
+    for node in model.graph.node:
+        for t in node.input:
+            result.setdefault(t, []).append(node)
+    return result
+
+
+def _fold_bias_adds(model: onnx.ModelProto) -> None:
+    """Conv(no bias) -> Add(constant per channel) becomes Conv(bias); same for Gemm."""
+    g = model.graph
+    inits = {t.name: t for t in g.initializer}
+    shapes = _shapes(model)
+    graph_outputs = {o.name for o in g.output}
+    consumers = _consumers(model)
+    for node in list(g.node):
+        if node.op_type not in ("Conv", "Gemm") or len(node.input) != 2 or node.output[0] in graph_outputs:
+            continue
+        users = consumers.get(node.output[0], [])
+        if len(users) != 1 or users[0].op_type != "Add":
+            continue
+        add = users[0]
+        other = add.input[1] if add.input[0] == node.output[0] else add.input[0]
+        if other not in inits:
+            continue
+        out_shape = shapes[node.output[0]]
+        bias = numpy_helper.to_array(inits[other])
+        channels = out_shape[1]
+        # the constant must broadcast along the channel axis only
+        aligned = [1] * (len(out_shape) - bias.ndim) + list(bias.shape)
+        if bias.size != channels or aligned[1] != channels:
+            continue
+        if node.op_type == "Gemm" and any(a.name == "transA" and a.i for a in node.attribute):
+            continue
+        name = f"{node.name}.folded_bias"
+        g.initializer.append(numpy_helper.from_array(bias.reshape(channels).astype(np.float32), name))
+        node.input.append(name)
+        node.output[0] = add.output[0]
+        g.node.remove(add)
+
+
+def _absorb_leading_reshapes(model: onnx.ModelProto) -> list[InputReshape]:
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    consumers = _consumers(model)
+    shapes, dtypes = _shapes(model), _dtypes(model)
+    graph_outputs = {o.name for o in g.output}
+    result = []
+    for index, value in enumerate(list(g.input)):
+        users = consumers.get(value.name, [])
+        if value.name in graph_outputs or len(users) != 1 or users[0].op_type != "Reshape":
+            continue
+        reshape = users[0]
+        if reshape.input[0] != value.name or reshape.input[1] not in inits:
+            continue
+        out = reshape.output[0]
+        if out in graph_outputs:
+            continue
+        new_input = onnx.helper.make_tensor_value_info(out, value.type.tensor_type.elem_type, shapes[out])
+        g.input.remove(value)
+        g.input.insert(index, new_input)
+        g.node.remove(reshape)
+        kept = [v for v in g.value_info if v.name != out]
+        del g.value_info[:]
+        g.value_info.extend(kept)
+        result.append(InputReshape(TensorSpec(value.name, shapes[value.name], dtypes[value.name]),
+                                   TensorSpec(out, shapes[out], dtypes[out])))
+    return result
+
+
+def _attr_value(attr: onnx.AttributeProto):
+    value = onnx.helper.get_attribute_value(attr)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, (list, tuple)):
+        return [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in value]
+    if isinstance(value, (int, float, str)):
+        return value
+    return None  # tensors and graphs: not needed for op limits
+
+
+def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
+    shapes, dtypes = _shapes(model), _dtypes(model)
+    inits = {t.name for t in model.graph.initializer}
+    nodes = []
+    for node in model.graph.node:
+        activations = [t for t in node.input if t and t not in inits]
+        nodes.append(
+            Node(
+                name=node.name,
+                op=node.op_type,
+                inputs=activations,
+                outputs=[t for t in node.output if t],
+                attrs={a.name: _attr_value(a) for a in node.attribute},
+                constants={i: t for i, t in enumerate(node.input) if t in inits},
+                input_shapes=[shapes[t] for t in activations],
+                output_shapes=[shapes[t] for t in node.output if t],
+                dtype=dtypes.get(activations[0], "other") if activations else "float32",
+                domain=node.domain,
+            )
+        )
+    for spec in _specs(model, model.graph.input):
+        if spec.dtype != "float32":
+            raise UserError(f"{path}: input '{spec.name}' is {spec.dtype}; hetdeploy handles float32 inputs only")
+    return Graph(nodes, [i.name for i in model.graph.input], [o.name for o in model.graph.output])

@@ -1,0 +1,140 @@
+"""Typed data passed between pipeline stages, serialised to plan.json.
+
+A stage is a function from plan to plan; each dataclass here is plain data
+(no onnx, no hls4ml) so that the algorithms can be tested on their own.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, Optional, get_args, get_origin, get_type_hints
+
+PLAN_FORMAT = 1
+
+
+@dataclass
+class TensorSpec:
+    name: str
+    shape: list[int]
+    dtype: str = "float32"
+
+
+@dataclass
+class InputReshape:
+    """A leading Reshape absorbed at intake: the user feeds ``original``,
+    the pipeline sees it reshaped (C order, no data movement) to ``tensor``."""
+
+    original: TensorSpec
+    tensor: TensorSpec
+
+
+@dataclass
+class HlsPort:
+    """One array of the C-simulation library's top function.
+
+    ``layout`` says how the flat C array is ordered: ``channels_last`` means
+    the ONNX tensor (N, C, ...) is transposed to (N, ..., C) first.
+    """
+
+    tensor: str
+    shape: list[int]
+    layout: str
+
+
+@dataclass
+class HlsProject:
+    project: str  # folder of the hls4ml project, relative to the build folder
+    library: str  # C-simulation shared library, relative to the build folder
+    top: str  # C++ name of the top function (the bridge exports top + "_float")
+    io_type: str
+    default_precision: str
+    layer_precision: dict[str, str]
+    inputs: list[HlsPort]
+    outputs: list[HlsPort]
+
+
+@dataclass
+class Verification:
+    """Result of running a subfunction on its device model against onnxruntime."""
+
+    samples: int
+    max_abs_error: float
+    tolerance: float
+    passed: bool
+
+
+@dataclass
+class Subfunction:
+    name: str
+    device: str
+    kind: str
+    nodes: list[str]
+    inputs: list[str]
+    outputs: list[str]
+    onnx: str = ""
+    hls: Optional[HlsProject] = None
+    verification: Optional[Verification] = None
+
+
+@dataclass
+class Plan:
+    board: str
+    model: str  # the normalised model, relative to the build folder
+    source_model: str  # the user's model file name (for reports)
+    inputs: list[TensorSpec]
+    outputs: list[TensorSpec]
+    subfunctions: list[Subfunction] = field(default_factory=list)
+    input_reshapes: list[InputReshape] = field(default_factory=list)
+    relative_tolerance: float = 0.05
+    seed: int = 0
+    format: int = PLAN_FORMAT
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=False) + "\n"
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(self.to_json())
+
+    @staticmethod
+    def load(path: Path) -> "Plan":
+        from .errors import UserError
+
+        try:
+            data = json.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise UserError(f"{path}: no plan.json here; is this a hetdeploy build folder?") from None
+        except json.JSONDecodeError as err:
+            raise UserError(f"{path}: line {err.lineno}: not valid JSON ({err.msg})") from None
+        if data.get("format") != PLAN_FORMAT:
+            raise UserError(f"{path}: plan format {data.get('format')!r}, this hetdeploy reads {PLAN_FORMAT}")
+        return _from_dict(Plan, data)
+
+
+def _from_dict(cls: type, data: Any) -> Any:
+    """Rebuild nested dataclasses from ``asdict`` output."""
+    hints = get_type_hints(cls)
+    kwargs = {}
+    for f in fields(cls):
+        if f.name in data:
+            kwargs[f.name] = _convert(hints[f.name], data[f.name])
+    return cls(**kwargs)
+
+
+def _convert(tp: Any, value: Any) -> Any:
+    if value is None:
+        return None
+    origin = get_origin(tp)
+    if origin is list:
+        (item,) = get_args(tp)
+        return [_convert(item, v) for v in value]
+    if origin is dict:
+        _, item = get_args(tp)
+        return {k: _convert(item, v) for k, v in value.items()}
+    if origin is not None:  # Optional[X]
+        inner = [a for a in get_args(tp) if a is not type(None)][0]
+        return _convert(inner, value)
+    if is_dataclass(tp):
+        return _from_dict(tp, value)
+    return value

@@ -1,0 +1,58 @@
+"""Input samples: the user's .npy/.npz files, or seeded random ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .errors import UserError
+from .plan import TensorSpec
+
+
+def random_samples(specs: list[TensorSpec], count: int, seed: int) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [{s.name: rng.standard_normal(s.shape).astype(np.float32) for s in specs} for _ in range(count)]
+
+
+def load_samples(path: str | Path, specs: list[TensorSpec]) -> list[dict[str, np.ndarray]]:
+    """A .npy (models with one input) or .npz (arrays named after the inputs).
+
+    Each array is either exactly the input's shape (one sample) or a stack of
+    samples along the batch axis: (N, ...) for an input of shape (1, ...).
+    """
+    path = Path(path)
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise UserError(f"{path}: input file not found") from None
+    except (ValueError, OSError) as err:
+        raise UserError(f"{path}: not a readable .npy/.npz file ({err})") from None
+    if isinstance(loaded, np.ndarray):
+        if len(specs) != 1:
+            raise UserError(f"{path}: the model has {len(specs)} inputs; give a .npz with arrays named "
+                            f"{', '.join(s.name for s in specs)}")
+        arrays = {specs[0].name: loaded}
+    else:
+        arrays = {k: loaded[k] for k in loaded.files}
+        missing = [s.name for s in specs if s.name not in arrays]
+        if missing:
+            raise UserError(f"{path}: no array named '{missing[0]}' (the model's inputs: "
+                            f"{', '.join(s.name for s in specs)})")
+    counts = set()
+    for s in specs:
+        a = arrays[s.name]
+        if a.dtype.kind not in "fiu":
+            raise UserError(f"{path}: input '{s.name}' has dtype {a.dtype}, expected numbers")
+        if list(a.shape[1:]) != s.shape[1:] or a.ndim != len(s.shape):
+            raise UserError(f"{path}: input '{s.name}' has shape {list(a.shape)}, the model takes {s.shape} "
+                            f"(or N samples stacked on axis 0)")
+        counts.add(a.shape[0])
+    if len(counts) != 1:
+        raise UserError(f"{path}: the inputs hold different numbers of samples {sorted(counts)}")
+    batch = specs[0].shape[0]
+    n = counts.pop()
+    if n % batch:
+        raise UserError(f"{path}: {n} samples do not split into batches of {batch}")
+    return [{s.name: np.ascontiguousarray(arrays[s.name][i : i + batch], dtype=np.float32) for s in specs}
+            for i in range(0, n, batch)]

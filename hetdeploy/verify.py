@@ -1,0 +1,76 @@
+"""Compare each subfunction on its emulated device with onnxruntime on the same inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import runtime
+from .ort_adapter import OrtModel
+from .plan import Plan
+
+
+def tolerance(reference: list[np.ndarray], relative: float) -> float:
+    """Absolute tolerance: ``relative`` of the reference's largest magnitude (at least of 1.0).
+    Fixed-point error scales with the range a layer is sized for, not with each value."""
+    peak = max((float(np.max(np.abs(r))) for r in reference if r.size), default=0.0)
+    return relative * max(1.0, peak)
+
+
+def max_abs_error(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> float:
+    return max((float(np.max(np.abs(got[t].astype(np.float64) - want[t]))) for t in want if want[t].size), default=0.0)
+
+
+@dataclass
+class SubfunctionCheck:
+    name: str
+    kind: str
+    max_abs_error: float = 0.0
+    tolerance: float = 0.0
+    peak: list[np.ndarray] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.max_abs_error <= self.tolerance
+
+
+@dataclass
+class Comparison:
+    outputs: dict[str, np.ndarray]  # the emulated pipeline's final outputs
+    reference: dict[str, np.ndarray]  # the user's model on onnxruntime
+    subfunctions: list[SubfunctionCheck]
+    max_abs_error: float
+    tolerance: float
+
+    @property
+    def passed(self) -> bool:
+        return self.max_abs_error <= self.tolerance and all(s.passed for s in self.subfunctions)
+
+
+def compare(plan: Plan, device, reference, source: OrtModel, samples: list[dict[str, np.ndarray]]) -> Comparison:
+    """Run ``samples`` through the pipeline on ``device`` executors; check every
+    subfunction against its ``reference`` executor on the very inputs it got, and
+    the final outputs against the user's model."""
+    checks = [SubfunctionCheck(s.name, s.kind) for s in plan.subfunctions]
+    references: list[list[np.ndarray]] = [[] for _ in plan.subfunctions]
+
+    def observe(index, inputs, outputs):
+        want = reference[index](inputs)
+        checks[index].max_abs_error = max(checks[index].max_abs_error, max_abs_error(outputs, want))
+        references[index].extend(want.values())
+
+    outputs: dict[str, list[np.ndarray]] = {o.name: [] for o in plan.outputs}
+    expected: dict[str, list[np.ndarray]] = {o.name: [] for o in plan.outputs}
+    for feeds in samples:
+        env = runtime.run(plan, device, feeds, observe)
+        want = source.run(feeds)
+        for name in outputs:
+            outputs[name].append(env[name])
+            expected[name].append(want[name])
+    for check, refs in zip(checks, references):
+        check.tolerance = tolerance(refs, plan.relative_tolerance)
+    got = {k: np.concatenate(v) for k, v in outputs.items()}
+    want = {k: np.concatenate(v) for k, v in expected.items()}
+    return Comparison(got, want, checks, max_abs_error(got, want),
+                      tolerance(list(want.values()), plan.relative_tolerance))
