@@ -112,6 +112,7 @@ def generate(
     layer's fixed-point integer bits.
     """
     import hls4ml
+    import onnxruntime
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.core.onnx_exec import execute_onnx
     from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
@@ -127,6 +128,8 @@ def generate(
     io_type = "io_stream" if any(n.op_type in STREAM_OPS for n in model.graph.node) else "io_parallel"
 
     project_dir.mkdir(parents=True)
+    # qonnx runs single-node opset-1 models through onnxruntime, which warns on each one
+    onnxruntime.set_default_logger_severity(3)
     log = io.StringIO()
     with _onnxruntime_readable_models(), contextlib.redirect_stdout(log), warnings.catch_warnings():
         warnings.simplefilter("ignore")
