@@ -252,10 +252,12 @@ def _ports(names: list[str], shapes: dict[str, list[int]], sizes: list[int], lay
 
 
 def _make_relocatable(project_dir: Path) -> None:
-    """Drop what ties the project to this folder or to a random stamp: hls4ml's own
-    build_lib.sh (replaced by build_csim.sh) and the absolute OutputDir."""
+    """Drop what ties the project to this folder or to a random stamp (builds must be
+    byte-for-byte reproducible): hls4ml's own build_lib.sh (replaced by
+    build_csim.sh), the random library Stamp and the absolute OutputDir."""
     (project_dir / "build_lib.sh").unlink(missing_ok=True)
     config = project_dir / "hls4ml_config.yml"
     if config.exists():
-        lines = [("OutputDir: ." if line.startswith("OutputDir:") else line) for line in config.read_text().splitlines()]
+        lines = [("OutputDir: ." if line.startswith("OutputDir:") else line)
+                 for line in config.read_text().splitlines() if not line.startswith("Stamp:")]
         config.write_text("\n".join(lines) + "\n")

@@ -1,0 +1,31 @@
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples"))
+
+import networks  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory):
+    """Build each reference network once per session: name -> (model path, build folder)."""
+    import onnx
+
+    from hetdeploy.cli import main
+
+    root = tmp_path_factory.mktemp("builds")
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            model = root / f"{name}.onnx"
+            onnx.save(networks.NETWORKS[name](), str(model))
+            out = root / f"{name}_build"
+            assert main(["build", str(model), "--board", "pynq-z2", "-o", str(out)]) == 0
+            cache[name] = (model, out)
+        return cache[name]
+
+    return get

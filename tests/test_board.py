@@ -1,0 +1,95 @@
+import json
+
+import pytest
+
+from hetdeploy.board import available_boards, load_board
+from hetdeploy.cli import main
+from hetdeploy.errors import UserError
+from hetdeploy.graph import Node
+
+PYNQ = (load_board("pynq-z2").path)
+
+
+def board_text():
+    with open(PYNQ) as f:
+        return f.read()
+
+
+def write(tmp_path, text):
+    path = tmp_path / "custom.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_pynq_z2_figures():
+    board = load_board("pynq-z2")
+    fpga = board.device("fpga")
+    assert fpga.kind == "fpga" and fpga.part == "xc7z020clg400-1" and fpga.clock_mhz == 100
+    assert fpga.resources == {"lut": 53200, "ff": 106400, "bram18": 280, "dsp": 220, "uram": 0}
+    cpu = board.device("arm_cpu")
+    assert cpu.kind == "cpu" and cpu.ops is None
+    assert [d.name for d in board.devices] == ["fpga", "arm_cpu"]  # preference order
+    assert {(link.source, link.target) for link in board.links} == {("arm_cpu", "fpga"), ("fpga", "arm_cpu")}
+
+
+def test_board_by_path_equals_by_name():
+    assert load_board(PYNQ).devices == load_board("pynq-z2").devices
+
+
+def test_op_limits():
+    fpga = load_board("pynq-z2").device("fpga")
+    conv = Node("c", "Conv", ["x"], ["y"], attrs={"kernel_shape": [3, 3], "group": 1}, constants={1: "w"},
+                input_shapes=[[1, 3, 8, 8]], output_shapes=[[1, 4, 8, 8]])
+    assert fpga.why_not(conv) is None
+    big = Node("c", "Conv", ["x"], ["y"], attrs={"kernel_shape": [9, 9]}, constants={1: "w"},
+               input_shapes=[[1, 3, 8, 8]], output_shapes=[[1, 4, 1, 1]])
+    assert "kernel" in fpga.why_not(big)
+    grouped = Node("c", "Conv", ["x"], ["y"], attrs={"kernel_shape": [3, 3], "group": 2}, constants={1: "w"},
+                   input_shapes=[[1, 4, 8, 8]], output_shapes=[[1, 8, 8, 8]])
+    assert "group" in fpga.why_not(grouped)
+    matmul3 = Node("m", "MatMul", ["x"], ["y"], constants={1: "w"}, input_shapes=[[1, 4, 8]], output_shapes=[[1, 4, 2]])
+    assert "rank" in fpga.why_not(matmul3)
+    assert "LRN" in fpga.why_not(Node("l", "LRN", ["x"], ["y"], input_shapes=[[1, 4, 8, 8]]))
+
+
+def test_unknown_board_name():
+    with pytest.raises(UserError, match="unknown board 'pynq-z9'.*pynq-z2"):
+        load_board("pynq-z9")
+
+
+@pytest.mark.parametrize(
+    "old, new, expected",
+    [
+        ("    clock_mhz: 100 ", "    clock_hz: 100 ", r"line \d+: devices\[1\]\.clock_hz: unknown key 'clock_hz'"),
+        ("    clock_mhz: 100 ", "    clock_mhz: -100 ", r"line \d+: devices\[1\]\.clock_mhz: expected a positive number, got -100"),
+        ("    kind: fpga", "    kind: tpu", r"devices\[1\]\.kind: expected one of cpu, gpu, fpga, got 'tpu'"),
+        ("{from: arm_cpu, to: fpga,", "{from: arm_cpu, to: dsp0,", r"links\[0\]\.to: link names device 'dsp0'"),
+        ("bandwidth_bytes_per_s: 1.2e+9, latency_s: 9.4e-4}\n  - {from: fpga",
+         "bandwidth_bytes_per_s: -5.0, latency_s: 9.4e-4}\n  - {from: fpga",
+         r"links\[0\]\.bandwidth_bytes_per_s: expected a positive number, got -5\.0"),
+        ("      Relu: {dtypes: [float32]}", "      Rleu: {dtypes: [float32]}", r"devices\[1\]\.ops\.Rleu: unknown ONNX op 'Rleu'"),
+        ("        max_kernel: 7", "        max_kernel: seven", r"ops\.Conv\.max_kernel: expected a positive integer"),
+        ("    part: xc7z020clg400-1\n", "", r"devices\[1\]: missing key 'part' \(required for an fpga device\)"),
+    ],
+)
+def test_bad_board_files_name_file_line_and_key(tmp_path, old, new, expected):
+    text = board_text()
+    assert old in text
+    path = write(tmp_path, text.replace(old, new, 1))
+    with pytest.raises(UserError, match=expected) as info:
+        load_board(str(path))
+    assert str(path) in str(info.value)
+
+
+def test_invalid_yaml_names_line(tmp_path):
+    path = write(tmp_path, "name: x\ndevices: [\n")
+    with pytest.raises(UserError, match=r"custom\.yaml: line \d+: not valid YAML"):
+        load_board(str(path))
+
+
+def test_boards_command_json(capsys):
+    assert main(["boards", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert [b["name"] for b in listed] == available_boards()
+    pynq = next(b for b in listed if b["name"] == "pynq-z2")
+    assert {"name": "fpga", "kind": "fpga"} in pynq["devices"]

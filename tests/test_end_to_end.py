@@ -1,0 +1,213 @@
+"""The three reference networks through build and emulate, and every bad input of the CLI."""
+
+import filecmp
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+import networks
+from hetdeploy.cli import main
+
+
+def hetdeploy(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "hetdeploy", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def reference(model_path, x):
+    session = ort.InferenceSession(str(model_path), providers=["CPUExecutionProvider"])
+    return session.run(None, {session.get_inputs()[0].name: x})[0]
+
+
+@pytest.mark.parametrize("name, devices", [
+    ("jet_tagger_mlp", ["fpga"]),
+    ("small_cnn", ["fpga"]),
+    ("split_by_lrn", ["fpga", "arm_cpu", "fpga"]),
+])
+def test_build_and_emulate(built, tmp_path, capsys, name, devices):
+    model, out = built(name)
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["board"] == "pynq-z2"
+    assert [s["device"] for s in plan["subfunctions"]] == devices
+    all_nodes = []
+    for sub in plan["subfunctions"]:
+        assert {"name", "device", "nodes", "inputs", "outputs", "onnx"} <= set(sub)
+        assert sub["device"] in sub["name"]
+        assert (out / sub["onnx"]).is_file()
+        all_nodes += sub["nodes"]
+        if sub["kind"] == "fpga":
+            assert (out / sub["hls"]["library"]).is_file()
+            assert (out / sub["hls"]["project"] / "firmware" / f"{sub['hls']['top']}.cpp").is_file()
+            v = sub["verification"]
+            assert v["passed"] and 0 < v["max_abs_error"] <= v["tolerance"]
+    assert len(all_nodes) == len(set(all_nodes)) == len(onnx.load(str(out / "model.onnx")).graph.node)
+
+    spec = onnx.load(str(model)).graph.input[0].type.tensor_type.shape
+    shape = [d.dim_value or 1 for d in spec.dim]
+    x = np.random.default_rng(7).normal(size=shape).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    capsys.readouterr()
+    code = main(["emulate", str(out), "--input", str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy"), "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 0 and report["passed"]
+    assert [s["name"] for s in report["subfunctions"]] == [s["name"] for s in plan["subfunctions"]]
+    y = np.load(tmp_path / "y.npy")
+    want = reference(model, x)
+    error = float(np.max(np.abs(y - want)))
+    assert error == pytest.approx(report["max_abs_error"], rel=1e-5, abs=1e-7)
+    assert error <= report["tolerance"]
+    assert error > 0  # fixed point really ran: not onnxruntime under another name
+    for sub in report["subfunctions"]:
+        if sub["kind"] == "cpu":
+            assert sub["max_abs_error"] <= 1e-6
+
+
+def test_subfunction_chain_on_onnxruntime_equals_model(built):
+    model, out = built("split_by_lrn")
+    plan = json.loads((out / "plan.json").read_text())
+    x = np.random.default_rng(3).normal(size=(1, 3, 14, 14)).astype(np.float32)
+    env = {"input": x}
+    for sub in plan["subfunctions"]:
+        session = ort.InferenceSession(str(out / sub["onnx"]), providers=["CPUExecutionProvider"])
+        results = session.run(None, {i.name: env[i.name] for i in session.get_inputs()})
+        env.update(zip([o.name for o in session.get_outputs()], results))
+    np.testing.assert_array_equal(env["output"], reference(model, x))
+
+
+def test_emulate_out_of_tolerance_exits_3(built, tmp_path):
+    _, out = built("jet_tagger_mlp")
+    copy = tmp_path / "strict"
+    subprocess.run(["cp", "-r", str(out), str(copy)], check=True)
+    plan = json.loads((copy / "plan.json").read_text())
+    plan["relative_tolerance"] = 1e-9
+    (copy / "plan.json").write_text(json.dumps(plan))
+    result = hetdeploy("emulate", copy)
+    assert result.returncode == 3
+    assert "OUT OF TOLERANCE" in result.stdout
+
+
+def test_build_is_byte_for_byte_reproducible(built, tmp_path):
+    model, first = built("jet_tagger_mlp")
+    second = tmp_path / "again"
+    assert main(["build", str(model), "--board", "pynq-z2", "-o", str(second)]) == 0
+    comparison = filecmp.dircmp(first, second)
+
+    def differing(c):
+        return c.diff_files + c.left_only + c.right_only + [f for sub in c.subdirs.values() for f in differing(sub)]
+
+    assert differing(comparison) == []
+
+
+def test_build_folder_survives_being_moved(built, tmp_path):
+    _, out = built("small_cnn")
+    moved = tmp_path / "moved"
+    subprocess.run(["cp", "-r", str(out), str(moved)], check=True)
+    result = hetdeploy("emulate", moved, "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["passed"]
+
+
+def mlp_with_names(names):
+    model = networks.jet_tagger_mlp()
+    for node, name in zip(model.graph.node, names):
+        node.name = name
+    return model
+
+
+def test_hostile_names_never_reach_paths_or_code(tmp_path):
+    hostile = ["../../x", 'a"; system("touch /tmp/pwned");', "$(reboot)", "`id`"]
+    model_path = tmp_path / "m.onnx"
+    onnx.save(mlp_with_names(hostile), str(model_path))
+    board = (tmp_path / "b.yaml")
+    text = open(__import__("hetdeploy.board", fromlist=["x"]).BOARDS_DIR / "pynq-z2.yaml").read()
+    evil = "'../fpga\"$(id)'"
+    for old, new in [("name: fpga\n", f"name: {evil}\n"), ("[fpga,", f"[{evil},"), ("to: fpga,", f"to: {evil},"),
+                     ("from: fpga,", f"from: {evil},")]:
+        assert old in text
+        text = text.replace(old, new)
+    board.write_text(text)
+    out = tmp_path / "out"
+    result = hetdeploy("build", model_path, "--board", board, "-o", out)
+    assert result.returncode == 0, result.stderr
+    written = [p for p in tmp_path.rglob("*")]
+    assert all(p.resolve().is_relative_to(tmp_path.resolve()) for p in written)
+    assert not any(set(p.name) & set('"$`;') for p in written)
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["subfunctions"][0]["nodes"][:2] == hostile[:2]  # the user's names, kept for the user
+    for source in (out / "hls").rglob("*"):
+        if source.suffix in (".cpp", ".h", ".tcl", ".sh", ".yml"):
+            text = source.read_text()
+            assert not any(h in text for h in hostile), source
+            assert "$(id)" not in text and "system(" not in text
+
+
+def one_line_error(result, *fragments):
+    assert result.returncode == 2, result.stdout + result.stderr
+    *progress, error = result.stderr.strip().splitlines()
+    assert error.startswith("hetdeploy: error: "), result.stderr
+    assert all(line.startswith("[") for line in progress), result.stderr  # only "[k/7] ..." before it
+    assert "Traceback" not in result.stderr
+    for fragment in fragments:
+        assert fragment in error, error
+
+
+def model_with_custom_op(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu"),
+             helper.make_node("FancyGlow", ["r"], ["y"], name="glow", domain="com.example")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.example", 1)])
+    model.ir_version = 8
+    path = tmp_path / "custom.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+def test_bad_inputs_end_with_one_line_and_no_build_folder(tmp_path):
+    good = tmp_path / "good.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(good))
+    corrupt = tmp_path / "corrupt.onnx"
+    corrupt.write_bytes(b"not an onnx model at all \x00\xff")
+    bad_board = tmp_path / "bad.yaml"
+    bad_board.write_text(open(__import__("hetdeploy.board", fromlist=["x"]).BOARDS_DIR / "pynq-z2.yaml").read()
+                         .replace("dsp: 220", "dsp: many"))
+    cases = [
+        ((tmp_path / "missing.onnx", "pynq-z2"), ["missing.onnx", "not found"]),
+        ((corrupt, "pynq-z2"), ["corrupt.onnx", "not a readable ONNX model"]),
+        ((good, "pynq-z9"), ["unknown board 'pynq-z9'"]),
+        ((good, bad_board), ["bad.yaml", "line", "resources.dsp", "integer"]),
+        ((model_with_custom_op(tmp_path), "pynq-z2"), ["glow", "FancyGlow"]),
+    ]
+    for (model, board), fragments in cases:
+        out = tmp_path / f"out_{len(list(tmp_path.iterdir()))}"
+        one_line_error(hetdeploy("build", model, "--board", board, "-o", out), *fragments)
+        assert not out.exists()
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") and "partial" in p.name]
+
+
+def test_failed_verification_leaves_previous_build_untouched(tmp_path):
+    model = tmp_path / "m.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))
+    out = tmp_path / "out"
+    result = hetdeploy("build", model, "--board", "pynq-z2", "-o", out, "--tolerance", "1e-9")
+    assert result.returncode == 3
+    assert "differs from onnxruntime" in result.stderr.strip().splitlines()[-1]
+    assert not out.exists()
+
+
+def test_emulate_bad_inputs(built, tmp_path):
+    _, out = built("jet_tagger_mlp")
+    np.save(tmp_path / "wrong.npy", np.zeros((1, 15), dtype=np.float32))
+    one_line_error(hetdeploy("emulate", out, "--input", tmp_path / "wrong.npy"), "shape [1, 15]", "[1, 16]")
+    one_line_error(hetdeploy("emulate", tmp_path), "no plan.json")
+
+
+def test_every_command_has_help():
+    for command in ([], ["build"], ["emulate"], ["boards"]):
+        result = hetdeploy(*command, "--help")
+        assert result.returncode == 0 and "usage: hetdeploy" in result.stdout

@@ -1,0 +1,110 @@
+"""Model intake on the shapes real published models come in."""
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import networks
+from hetdeploy.errors import UserError
+from hetdeploy.model import load_model
+
+
+def save(tmp_path, model, name="m.onnx"):
+    path = tmp_path / name
+    onnx.save(model, str(path))
+    return path
+
+
+def run(model, feeds):
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+
+
+def test_symbolic_batch_fixed_to_one(tmp_path):
+    loaded = load_model(save(tmp_path, networks.jet_tagger_mlp()))
+    assert loaded.inputs[0].shape == [1, 16]
+    assert loaded.outputs[0].shape == [1, 5]
+
+
+def test_initializers_listed_as_inputs_are_not_data_inputs(tmp_path):
+    model = networks.small_cnn()
+    weights = [helper.make_tensor_value_info(t.name, TensorProto.FLOAT, list(t.dims)) for t in model.graph.initializer]
+    model.graph.input.insert(0, weights[0])  # the data input is not first
+    model.graph.input.extend(weights[1:])
+    loaded = load_model(save(tmp_path, model))
+    assert [i.name for i in loaded.inputs] == ["input"]
+
+
+def test_empty_and_duplicate_names_get_stable_generated_names(tmp_path):
+    model = networks.small_cnn()
+    model.graph.node[1].name = ""
+    model.graph.node[4].name = "conv1"  # duplicate of node 0
+    a = load_model(save(tmp_path, model)).graph
+    b = load_model(save(tmp_path, model, "again.onnx")).graph
+    names = [n.name for n in a.nodes]
+    assert len(set(names)) == len(names)
+    assert names == [n.name for n in b.nodes]
+    assert names[1] == "Relu_1" and names[4] == "Relu_4"
+
+
+def test_bias_add_after_conv_is_folded(tmp_path):
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.normal(size=(4, 1, 3, 3)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.normal(size=(4, 1, 1)).astype(np.float32), "b")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3]),
+             helper.make_node("Add", ["c", "b"], ["y"], name="bias")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 6, 6])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 4, 4])], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    loaded = load_model(save(tmp_path, model))
+    assert [n.op for n in loaded.graph.nodes] == ["Conv"]
+    x = rng.normal(size=(1, 1, 6, 6)).astype(np.float32)
+    np.testing.assert_allclose(run(loaded.model, {"x": x})[0], run(model, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
+def test_leading_reshape_is_absorbed(tmp_path):
+    model = networks.small_cnn()
+    shape = numpy_helper.from_array(np.array([1, 1, 28, 28], dtype=np.int64), "shape")
+    model.graph.initializer.append(shape)
+    model.graph.node.insert(0, helper.make_node("Reshape", ["flat_in", "shape"], ["input"], name="reshape_in"))
+    del model.graph.input[:]
+    model.graph.input.append(helper.make_tensor_value_info("flat_in", TensorProto.FLOAT, [1, 784]))
+    loaded = load_model(save(tmp_path, model))
+    assert loaded.inputs[0].name == "flat_in" and loaded.inputs[0].shape == [1, 784]
+    assert [r.tensor.name for r in loaded.input_reshapes] == ["input"]
+    assert "Reshape" not in [n.op for n in loaded.graph.nodes]
+
+
+def test_dynamic_spatial_size_refused(tmp_path):
+    model = networks.small_cnn()
+    model.graph.input[0].type.tensor_type.shape.dim[2].dim_param = "H"
+    with pytest.raises(UserError, match=r"input 'input' has a dynamic size 'H' on axis 2"):
+        load_model(save(tmp_path, model))
+
+
+def test_missing_and_corrupt_files(tmp_path):
+    with pytest.raises(UserError, match="model file not found"):
+        load_model(tmp_path / "nope.onnx")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x08\x07garbage that is not protobuf\xff\xff")
+    with pytest.raises(UserError, match="bad.onnx: not a readable ONNX model"):
+        load_model(bad)
+
+
+def test_external_data_must_stay_in_model_folder(tmp_path):
+    model = networks.jet_tagger_mlp()
+    inside = tmp_path / "model"
+    inside.mkdir()
+    onnx.save(model, str(inside / "m.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="weights.bin", size_threshold=0)
+    assert load_model(inside / "m.onnx").graph.nodes  # inside: fine
+    stored = onnx.load(str(inside / "m.onnx"), load_external_data=False)
+    for t in stored.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = "../../etc/passwd"
+    onnx.save(stored, str(inside / "evil.onnx"))
+    with pytest.raises(UserError, match="points outside the model's folder"):
+        load_model(inside / "evil.onnx")
