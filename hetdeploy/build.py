@@ -151,13 +151,7 @@ def generate_hls(plan: Plan, board: Board, options: BuildOptions, build_dir: Pat
 
 
 def verify_csim(plan: Plan, build_dir: Path, samples) -> None:
-    comparison = verify.compare(
-        plan,
-        runtime.device_executors(build_dir, plan),
-        runtime.reference_executors(build_dir, plan),
-        OrtModel(build_dir / "source.onnx"),
-        samples,
-    )
+    comparison = verify.check_build(plan, build_dir, samples)
     for sub, check in zip(plan.subfunctions, comparison.subfunctions):
         sub.verification = Verification(len(samples), check.max_abs_error, check.tolerance, check.passed)
     failed = [s for s in comparison.subfunctions if not s.passed]

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from . import runtime, verify
-from .ort_adapter import OrtModel, providers_for
+from . import verify
+from .ort_adapter import providers_for
 from .plan import Plan
 from .samples import load_samples, random_samples
 
@@ -57,11 +57,4 @@ def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0) -> Emulat
     notes = []
     if any(s.kind == "gpu" for s in plan.subfunctions) and providers_for("gpu")[0] != "CUDAExecutionProvider":
         notes.append("no CUDA provider in this onnxruntime: GPU subfunctions ran on the CPU provider")
-    comparison = verify.compare(
-        plan,
-        runtime.device_executors(build_dir, plan),
-        runtime.reference_executors(build_dir, plan),
-        OrtModel(build_dir / "source.onnx"),
-        samples,
-    )
-    return EmulationResult(plan, comparison, notes)
+    return EmulationResult(plan, verify.check_build(plan, build_dir, samples), notes)

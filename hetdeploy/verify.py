@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from . import runtime
+from pathlib import Path
+
 from .ort_adapter import OrtModel
 from .plan import Plan
 
@@ -74,3 +76,15 @@ def compare(plan: Plan, device, reference, source: OrtModel, samples: list[dict[
     want = {k: np.concatenate(v) for k, v in expected.items()}
     return Comparison(got, want, checks, max_abs_error(got, want),
                       tolerance(list(want.values()), plan.relative_tolerance))
+
+
+def check_build(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]]) -> Comparison:
+    """``compare`` for a build folder: each subfunction on its emulated device
+    against onnxruntime, the pipeline against source.onnx."""
+    return compare(
+        plan,
+        runtime.device_executors(build_dir, plan),
+        runtime.reference_executors(build_dir, plan),
+        OrtModel(build_dir / "source.onnx"),
+        samples,
+    )

@@ -211,3 +211,21 @@ def test_every_command_has_help():
     for command in ([], ["build"], ["emulate"], ["boards"]):
         result = hetdeploy(*command, "--help")
         assert result.returncode == 0 and "usage: hetdeploy" in result.stdout
+
+
+def test_leading_reshape_model_builds_and_emulates_with_original_input(tmp_path):
+    model = networks.small_cnn()
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array([1, 1, 28, 28], dtype=np.int64), "shape"))
+    model.graph.node.insert(0, helper.make_node("Reshape", ["flat_in", "shape"], ["input"], name="reshape_in"))
+    del model.graph.input[:]
+    model.graph.input.append(helper.make_tensor_value_info("flat_in", TensorProto.FLOAT, ["N", 784]))
+    path = tmp_path / "reshape.onnx"
+    onnx.save(model, str(path))
+    out = tmp_path / "out"
+    assert main(["build", str(path), "--board", "pynq-z2", "-o", str(out)]) == 0
+    x = np.random.default_rng(5).normal(size=(2, 784)).astype(np.float32)  # two samples stacked
+    np.save(tmp_path / "x.npy", x)
+    assert main(["emulate", str(out), "--input", str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy")]) == 0
+    y = np.load(tmp_path / "y.npy")
+    want = np.concatenate([reference(path, x[i : i + 1]) for i in range(2)])
+    assert y.shape == (2, 10) and 0 < np.max(np.abs(y - want)) < 0.05 * max(1.0, np.max(np.abs(want)))
