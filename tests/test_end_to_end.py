@@ -194,10 +194,14 @@ def test_failed_verification_leaves_previous_build_untouched(tmp_path):
     model = tmp_path / "m.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))
     out = tmp_path / "out"
+    out.mkdir()
+    (out / "plan.json").write_text('{"previous": true}')  # stands in for an earlier build
     result = hetdeploy("build", model, "--board", "pynq-z2", "-o", out, "--tolerance", "1e-9")
     assert result.returncode == 3
     assert "differs from onnxruntime" in result.stderr.strip().splitlines()[-1]
-    assert not out.exists()
+    assert [p.name for p in out.iterdir()] == ["plan.json"]
+    assert (out / "plan.json").read_text() == '{"previous": true}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "out"]  # no staging folder left
 
 
 def test_emulate_bad_inputs(built, tmp_path):
