@@ -7,6 +7,7 @@ was expected.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -18,9 +19,36 @@ from .graph import Node
 
 BOARDS_DIR = Path(__file__).resolve().parent.parent / "boards"
 DEVICE_KINDS = ("cpu", "gpu", "fpga")
+# Op classes of the cost model (cost.OP_CLASSES maps ops onto them); a device's
+# compute efficiency is given per class, 'other' being the fallback.
+OP_CLASSES = ("conv", "dense", "pool", "elementwise", "normalization", "softmax", "data", "other")
+# Data types a device's compute peak can be given for; compute.dtype names the one
+# the model's float32 runs in on that device (an FPGA runs it in fixed point).
+COMPUTE_DTYPES = ("float32", "float16", "fixed16", "fixed8", "int8")
+# On-chip capacity per block without parity/ECC bits: a BRAM18 holds 1024 x 16 bit,
+# a URAM 4096 x 64 bit (Xilinx UG473, UG573).
+BRAM18_BITS = 16 * 1024
+URAM_BITS = 64 * 4096
 
 
 # ---------------------------------------------------------------- data
+
+
+@dataclass
+class Compute:
+    dtype: str  # what the model's float32 runs in here: the key of peak_ops_per_s used
+    peak_ops_per_s: dict[str, float]  # per data type; a multiply-add counts 2
+    efficiency: dict[str, float]  # fraction of the peak reached, per op class ('other' as fallback)
+    per_op_s: float = 0.0  # fixed cost of each node (kernel dispatch, pipeline fill)
+
+    def ops_per_s(self, op_class: str) -> float:
+        return self.peak_ops_per_s[self.dtype] * self.efficiency.get(op_class, self.efficiency["other"])
+
+
+@dataclass
+class Memory:
+    bytes: int  # the device's working memory (an FPGA's: the DDR it reaches)
+    bandwidth_bytes_per_s: float
 
 
 @dataclass
@@ -29,11 +57,23 @@ class Device:
     kind: str
     description: str
     ops: Optional[dict[str, dict]]  # None: every standard ONNX op (onnxruntime runs it)
+    compute: Compute
+    memory: Memory
+    invocation_overhead_s: float  # fixed cost of each subfunction call on this device
+    cores: int = 1
     clock_mhz: float = 0.0
     part: str = ""
     resources: dict[str, int] = field(default_factory=dict)
     reserve_fraction: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
+
+    def budget(self) -> dict[str, int]:
+        """FPGA resources left for the design once the reserve is kept free."""
+        return {k: int(v * (1.0 - self.reserve_fraction)) for k, v in self.resources.items()}
+
+    def onchip_bits(self) -> int:
+        """On-chip memory of the budget (BRAM and URAM), in bits."""
+        budget = self.budget()
+        return budget.get("bram18", 0) * BRAM18_BITS + budget.get("uram", 0) * URAM_BITS
 
     def why_not(self, node: Node) -> Optional[str]:
         """None when this device runs ``node``; else the limit it breaks."""
@@ -61,9 +101,13 @@ class Board:
     description: str
     devices: list[Device]  # in preference order: the partitioner tries them first to last
     links: list[Link]
+    host: str  # the cpu device that holds the model's inputs and outputs and runs the pipeline
 
     def device(self, name: str) -> Device:
         return next(d for d in self.devices if d.name == name)
+
+    def link(self, source: str, target: str) -> Link:
+        return next(lk for lk in self.links if lk.source == source and lk.target == target)
 
 
 # ---------------------------------------------------------------- op limits
@@ -160,14 +204,24 @@ _LIMITS = {
     "same_shape_inputs": (False, _BOOL),
 }
 _RESOURCES = {k: (True, _NONNEG_INT) for k in ("lut", "ff", "bram18", "dsp", "uram")}
-_MEMORY = {"dram_bytes": (True, _POS_INT)}
+_MEMORY = {"bytes": (True, _POS_INT), "bandwidth_bytes_per_s": (True, _POS_NUM)}
+_EFFICIENCY = {k: (k == "other", _is((int, float), "a number above 0 and at most 1", lambda v: 0 < v <= 1))
+               for k in OP_CLASSES}
+_COMPUTE = {
+    "dtype": (True, _is(str, f"one of {', '.join(COMPUTE_DTYPES)}", lambda v: v in COMPUTE_DTYPES)),
+    "peak_ops_per_s": (True, {k: (False, _POS_NUM) for k in COMPUTE_DTYPES}),
+    "efficiency": (True, _EFFICIENCY),
+    "per_op_s": (False, _NONNEG_NUM),
+}
 _DEVICE = {
     "name": (True, _STR),
     "kind": (True, _KIND),
     "description": (False, _STR),
     "cores": (False, _POS_INT),
     "clock_mhz": (False, _POS_NUM),
-    "memory": (False, _MEMORY),
+    "compute": (True, _COMPUTE),
+    "memory": (True, _MEMORY),
+    "invocation_overhead_s": (True, _NONNEG_NUM),
     "ops": (True, None),  # 'all' or a mapping of op -> limits; checked in _validate_ops
     "part": (False, _STR),
     "resources": (False, _RESOURCES),
@@ -183,13 +237,26 @@ _BOARD = {
     "name": (True, _STR),
     "description": (False, _STR),
     "devices": (True, [_DEVICE]),
+    "host": (False, _STR),
     "preference": (False, _is(list, "a list of device names", lambda v: all(isinstance(x, str) for x in v))),
     "links": (False, [_LINK]),
 }
 
 
 # Builds Python scalars from composed nodes (whose tags the composer already resolved).
-_SCALARS = yaml.SafeLoader("")
+class _Loader(yaml.SafeLoader):
+    """YAML 1.1 reads 1e9 and 5e-08 as strings; figures in board files are written that way, so
+    floats are resolved as YAML 1.2 does."""
+
+
+_Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9_]+|[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?$"
+               r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
+    list("-+0123456789."),
+)
+_SCALARS = _Loader("")
 
 
 class _Source:
@@ -205,7 +272,7 @@ class _Source:
         except (OSError, UnicodeDecodeError) as err:
             raise UserError(f"{path}: cannot read board file ({err})") from None
         try:
-            node = yaml.compose(text, Loader=yaml.SafeLoader)
+            node = yaml.compose(text, Loader=_Loader)
         except yaml.YAMLError as err:
             mark = getattr(err, "problem_mark", None)
             where = f"line {mark.line + 1}: " if mark else ""
@@ -299,26 +366,47 @@ def _validate(src: _Source) -> Board:
             for key in ("part", "resources", "clock_mhz"):
                 if key not in d:
                     src.fail(path, f"missing key '{key}' (required for an fpga device)")
-        known = {"name", "kind", "description", "ops", "clock_mhz", "part", "resources", "reserve_fraction"}
+        compute = d["compute"]
+        if compute["dtype"] not in compute["peak_ops_per_s"]:
+            src.fail(f"{path}.compute.peak_ops_per_s", f"no peak for compute.dtype '{compute['dtype']}'")
         devices.append(
             Device(
                 name=d["name"],
                 kind=d["kind"],
                 description=d.get("description", ""),
                 ops=ops,
+                compute=Compute(compute["dtype"], {k: float(v) for k, v in compute["peak_ops_per_s"].items()},
+                                {k: float(v) for k, v in compute["efficiency"].items()},
+                                float(compute.get("per_op_s", 0.0))),
+                memory=Memory(int(d["memory"]["bytes"]), float(d["memory"]["bandwidth_bytes_per_s"])),
+                invocation_overhead_s=float(d["invocation_overhead_s"]),
+                cores=int(d.get("cores", 1)),
                 clock_mhz=float(d.get("clock_mhz", 0.0)),
                 part=d.get("part", ""),
                 resources=dict(d.get("resources", {})),
                 reserve_fraction=float(d.get("reserve_fraction", 0.0)),
-                extra={k: v for k, v in d.items() if k not in known},
             )
         )
     links = []
+    pairs = set()
     for i, link in enumerate(data.get("links", [])):
         for end in ("from", "to"):
             if link[end] not in seen:
                 src.fail(f"links[{i}].{end}", f"link names device '{link[end]}', which the board does not define")
+        if (link["from"], link["to"]) in pairs:
+            src.fail(f"links[{i}]", f"a second link from {link['from']} to {link['to']}")
+        pairs.add((link["from"], link["to"]))
         links.append(Link(link["from"], link["to"], float(link["bandwidth_bytes_per_s"]), float(link["latency_s"])))
+    cpus = [d.name for d in devices if d.kind == "cpu"]
+    host = data.get("host", cpus[0] if cpus else "")
+    if host not in cpus:
+        src.fail("host" if "host" in data else "devices",
+                 f"the host must be a device of kind cpu; {'got ' + repr(host) if host else 'there is none'}")
+    # Every call goes through the host: it holds the inputs and outputs and runs the pipeline.
+    for d in devices:
+        for a, b in ((host, d.name), (d.name, host)):
+            if d.name != host and (a, b) not in pairs:
+                src.fail("links", f"no link from {a} to {b}; every device exchanges data with the host ({host})")
     preference = data.get("preference", [d.name for d in devices])
     for i, name in enumerate(preference):
         if name not in seen:
@@ -326,7 +414,7 @@ def _validate(src: _Source) -> Board:
     if sorted(preference) != sorted(seen):
         src.fail("preference", f"must list every device once: {', '.join(sorted(seen))}")
     ordered = [next(d for d in devices if d.name == name) for name in preference]
-    return Board(data["name"], str(src.path), data.get("description", ""), ordered, links)
+    return Board(data["name"], str(src.path), data.get("description", ""), ordered, links, host)
 
 
 def available_boards() -> list[str]:

@@ -27,8 +27,8 @@ from .errors import UserError, VerificationError
 from .hls4ml_adapter import HlsOptions, generate
 from .model import LoadedModel, load_model
 from .ort_adapter import OrtModel
-from .partition import assign_by_support, boundaries, contract
-from .plan import Plan, Subfunction, Verification
+from .partition import partition_graph
+from .plan import Plan, PlanEstimate, Subfunction, SubfunctionEstimate, Verification
 from .samples import load_samples, random_samples
 from .subgraph import extract
 
@@ -47,6 +47,7 @@ class BuildOptions:
     seed: int = 0
     relative_tolerance: float = 0.05
     width: int = 16
+    policy: str = "latency"
 
 
 Progress = Callable[[str], None]
@@ -63,12 +64,7 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
     def step(k: int, what: str) -> None:
         progress(f"[{k}/{stages}] {what} ({time.monotonic() - started:.1f} s)")
 
-    step(1, f"loading model {options.model}")
-    loaded = load_model(options.model)
-    step(2, f"loading board {options.board}")
-    board = load_board(options.board)
-    step(3, "partitioning by op support")
-    plan = partition(loaded, board, options)
+    loaded, board, plan = plan_stages(options, step)
     with _staging(options.out_dir) as stage_dir:
         step(4, f"writing {len(plan.subfunctions)} subfunction models")
         write_subfunctions(plan, loaded, stage_dir)
@@ -85,17 +81,35 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
     return plan
 
 
+def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tuple[LoadedModel, Board, Plan]:
+    """Stages 1 to 3, which ``hetdeploy plan`` runs on their own."""
+    step(1, f"loading model {options.model}")
+    loaded = load_model(options.model)
+    step(2, f"loading board {options.board}")
+    board = load_board(options.board)
+    step(3, f"partitioning ({options.policy} policy)")
+    return loaded, board, partition(loaded, board, options)
+
+
 def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
-    assignment = assign_by_support(loaded.graph, board.devices, f"board '{board.name}'")
-    cuts = boundaries(loaded.graph, contract(loaded.graph, assignment))
+    result = partition_graph(loaded.graph, board, options.policy, options.width)
     kinds = {d.name: d.kind for d in board.devices}
+    subfunctions = [
+        Subfunction(c.name, c.device, kinds[c.device], c.nodes, c.inputs, c.outputs,
+                    estimate=SubfunctionEstimate(e.total_s, e.compute_s, e.transfer_s, e.overhead_s,
+                                                 e.in_bytes, e.out_bytes))
+        for c, e in zip(result.cuts, result.costs)
+    ]
     return Plan(
         board=board.name,
         model="model.onnx",
         source_model=options.model.name,
         inputs=loaded.inputs,
         outputs=loaded.outputs,
-        subfunctions=[Subfunction(c.name, c.device, kinds[c.device], c.nodes, c.inputs, c.outputs) for c in cuts],
+        subfunctions=subfunctions,
+        policy=options.policy,
+        estimate=PlanEstimate(result.latency_s, result.all_host_latency_s, result.support_latency_s,
+                              result.support_fits),
         input_reshapes=loaded.input_reshapes,
         relative_tolerance=options.relative_tolerance,
         seed=options.seed,

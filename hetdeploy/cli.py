@@ -22,7 +22,7 @@ def _build(args: argparse.Namespace) -> int:
 
     plan = build(BuildOptions(
         model=Path(args.model), board=args.board, out_dir=Path(args.output), calibration=args.calibration,
-        samples=args.samples, seed=args.seed, relative_tolerance=args.tolerance,
+        samples=args.samples, seed=args.seed, relative_tolerance=args.tolerance, policy=args.policy,
     ))
     if args.json:
         print(plan.to_json(), end="")
@@ -33,6 +33,36 @@ def _build(args: argparse.Namespace) -> int:
         error = f"{v.max_abs_error:.3g}" if v else "-"
         print(f"{sub.name:<16} {sub.device:<10} {len(sub.nodes):>5}  {error:>20}  {v.tolerance if v else 0:>9.3g}")
     return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from .build import BuildOptions, plan_stages
+
+    _, _, plan = plan_stages(BuildOptions(model=Path(args.model), board=args.board, out_dir=Path("."),
+                                          policy=args.policy), lambda k, what: None)
+    if args.json:
+        print(plan.to_json(), end="")
+        return 0
+    print(f"{'subfunction':<16} {'device':<10} {'nodes':>5} {'time':>10} {'compute':>10} {'transfer':>10} "
+          f"{'overhead':>10} {'in bytes':>10} {'out bytes':>10}")
+    for sub in plan.subfunctions:
+        e = sub.estimate
+        print(f"{sub.name:<16} {sub.device:<10} {len(sub.nodes):>5} {_time(e.latency_s):>10} {_time(e.compute_s):>10} "
+              f"{_time(e.transfer_s):>10} {_time(e.overhead_s):>10} {e.in_bytes:>10} {e.out_bytes:>10}")
+    est = plan.estimate
+    print(f"estimated latency ({plan.policy} policy): {_time(est.latency_s)}")
+    if est.all_cpu_latency_s is not None:
+        print(f"  all on the host CPU: {_time(est.all_cpu_latency_s)} ({est.all_cpu_latency_s / est.latency_s:.2f}x)")
+    fits = "" if est.support_fits else " (does not fit the board)"
+    print(f"  support policy: {_time(est.support_latency_s)} ({est.support_latency_s / est.latency_s:.2f}x){fits}")
+    return 0
+
+
+def _time(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3)):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e6:.3g} us"
 
 
 def _emulate(args: argparse.Namespace) -> int:
@@ -66,6 +96,14 @@ def _boards(args: argparse.Namespace) -> int:
     return 0
 
 
+def _policy_option(command: argparse.ArgumentParser) -> None:
+    from .partition import POLICIES
+
+    command.add_argument("--policy", choices=POLICIES, default="latency",
+                         help="latency (default): least estimated end-to-end latency with the FPGA's reserve kept "
+                              "free; support: each op to the first device in the board's preference that runs it")
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(
         prog="hetdeploy",
@@ -88,7 +126,18 @@ def parser() -> argparse.ArgumentParser:
                    help="allowed max abs error, as a fraction of the reference's peak magnitude (at least 1.0); "
                         "default 0.05")
     b.add_argument("--json", action="store_true", help="print plan.json instead of the summary table")
+    _policy_option(b)
     b.set_defaults(run=_build)
+
+    p = commands.add_parser("plan", help="partition a model and estimate its latency, without generating HLS",
+                            description="Load the model and the board, cut the model into subfunctions and print "
+                                        "each with its device, node count and estimated time and transfers, and "
+                                        "the plan's estimated latency against all-on-CPU and the support policy.")
+    p.add_argument("model", help="the ONNX model file")
+    p.add_argument("--board", required=True, help="a board name from boards/ (see 'hetdeploy boards') or a .yaml path")
+    _policy_option(p)
+    p.add_argument("--json", action="store_true", help="print the plan (plan.json's content, with 'estimate')")
+    p.set_defaults(run=_plan)
 
     e = commands.add_parser("emulate", help="run a build on this host and compare with the model on onnxruntime",
                             description="CPU/GPU subfunctions on onnxruntime, FPGA subfunctions in C-simulation, in "

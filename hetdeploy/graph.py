@@ -17,6 +17,7 @@ class Node:
     outputs: list[str]
     attrs: dict = field(default_factory=dict)
     constants: dict[int, str] = field(default_factory=dict)  # input index -> initializer name
+    constant_elements: int = 0  # values held in the initializers (weights, biases)
     input_shapes: list[list[int]] = field(default_factory=list)  # one per ``inputs``
     output_shapes: list[list[int]] = field(default_factory=list)
     dtype: str = "float32"

@@ -12,6 +12,7 @@ What real published models do and how it is handled here:
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -269,7 +270,7 @@ def _attr_value(attr: onnx.AttributeProto):
 
 def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
     shapes, dtypes = _shapes(model), _dtypes(model)
-    inits = {t.name for t in model.graph.initializer}
+    inits = {t.name: math.prod(t.dims) for t in model.graph.initializer}
     nodes = []
     for node in model.graph.node:
         activations = [t for t in node.input if t and t not in inits]
@@ -281,6 +282,7 @@ def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
                 outputs=[t for t in node.output if t],
                 attrs={a.name: _attr_value(a) for a in node.attribute},
                 constants={i: t for i, t in enumerate(node.input) if t in inits},
+                constant_elements=sum(inits[t] for t in set(node.input) if t in inits),
                 input_shapes=[shapes[t] for t in activations],
                 output_shapes=[shapes[t] for t in node.output if t],
                 dtype=dtypes.get(activations[0], "other") if activations else "float32",

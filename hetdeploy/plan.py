@@ -66,6 +66,28 @@ class Verification:
 
 
 @dataclass
+class SubfunctionEstimate:
+    """The cost model's figures for one call of a subfunction (see cost.py)."""
+
+    latency_s: float
+    compute_s: float
+    transfer_s: float
+    overhead_s: float
+    in_bytes: int
+    out_bytes: int
+
+
+@dataclass
+class PlanEstimate:
+    """Estimated end-to-end latency at batch one, against the two baselines."""
+
+    latency_s: float
+    all_cpu_latency_s: Optional[float]  # everything on the host CPU; None if it cannot run every node
+    support_latency_s: float  # the support policy's plan
+    support_fits: bool  # whether the support plan's devices hold what it gives them
+
+
+@dataclass
 class Subfunction:
     name: str
     device: str
@@ -74,6 +96,7 @@ class Subfunction:
     inputs: list[str]
     outputs: list[str]
     onnx: str = ""
+    estimate: Optional[SubfunctionEstimate] = None
     hls: Optional[HlsProject] = None
     verification: Optional[Verification] = None
 
@@ -86,6 +109,8 @@ class Plan:
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
     subfunctions: list[Subfunction] = field(default_factory=list)
+    policy: str = "latency"
+    estimate: Optional[PlanEstimate] = None
     input_reshapes: list[InputReshape] = field(default_factory=list)
     relative_tolerance: float = 0.05
     seed: int = 0

@@ -64,7 +64,7 @@ def test_unknown_board_name():
         ("    clock_mhz: 100 ", "    clock_mhz: -100 ", r"line \d+: devices\[1\]\.clock_mhz: expected a positive number, got -100"),
         ("    kind: fpga", "    kind: tpu", r"devices\[1\]\.kind: expected one of cpu, gpu, fpga, got 'tpu'"),
         ("{from: arm_cpu, to: fpga,", "{from: arm_cpu, to: dsp0,", r"links\[0\]\.to: link names device 'dsp0'"),
-        ("bandwidth_bytes_per_s: 1.2e+9, latency_s: 9.4e-4}\n  - {from: fpga",
+        ("bandwidth_bytes_per_s: 1.2e+9, latency_s: 2.0e-5}\n  - {from: fpga",
          "bandwidth_bytes_per_s: -5.0, latency_s: 9.4e-4}\n  - {from: fpga",
          r"links\[0\]\.bandwidth_bytes_per_s: expected a positive number, got -5\.0"),
         ("      Relu: {dtypes: [float32]}", "      Rleu: {dtypes: [float32]}", r"devices\[1\]\.ops\.Rleu: unknown ONNX op 'Rleu'"),

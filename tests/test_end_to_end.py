@@ -94,7 +94,7 @@ def test_emulate_out_of_tolerance_exits_3(built, tmp_path):
 def test_build_is_byte_for_byte_reproducible(built, tmp_path):
     model, first = built("jet_tagger_mlp")
     second = tmp_path / "again"
-    assert main(["build", str(model), "--board", "pynq-z2", "-o", str(second)]) == 0
+    assert main(["build", str(model), "--board", "pynq-z2", "-o", str(second), "--policy", "support"]) == 0
     comparison = filecmp.dircmp(first, second)
 
     def differing(c):
@@ -132,7 +132,7 @@ def test_hostile_names_never_reach_paths_or_code(tmp_path):
         text = text.replace(old, new)
     board.write_text(text)
     out = tmp_path / "out"
-    result = hetdeploy("build", model_path, "--board", board, "-o", out)
+    result = hetdeploy("build", model_path, "--board", board, "-o", out, "--policy", "support")
     assert result.returncode == 0, result.stderr
     written = [p for p in tmp_path.rglob("*")]
     assert all(p.resolve().is_relative_to(tmp_path.resolve()) for p in written)
@@ -196,7 +196,7 @@ def test_failed_verification_leaves_previous_build_untouched(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "plan.json").write_text('{"previous": true}')  # stands in for an earlier build
-    result = hetdeploy("build", model, "--board", "pynq-z2", "-o", out, "--tolerance", "1e-9")
+    result = hetdeploy("build", model, "--board", "pynq-z2", "-o", out, "--tolerance", "1e-9", "--policy", "support")
     assert result.returncode == 3
     assert "differs from onnxruntime" in result.stderr.strip().splitlines()[-1]
     assert [p.name for p in out.iterdir()] == ["plan.json"]
@@ -212,7 +212,7 @@ def test_emulate_bad_inputs(built, tmp_path):
 
 
 def test_every_command_has_help():
-    for command in ([], ["build"], ["emulate"], ["boards"]):
+    for command in ([], ["build"], ["plan"], ["emulate"], ["boards"]):
         result = hetdeploy(*command, "--help")
         assert result.returncode == 0 and "usage: hetdeploy" in result.stdout
 
@@ -226,7 +226,7 @@ def test_leading_reshape_model_builds_and_emulates_with_original_input(tmp_path)
     path = tmp_path / "reshape.onnx"
     onnx.save(model, str(path))
     out = tmp_path / "out"
-    assert main(["build", str(path), "--board", "pynq-z2", "-o", str(out)]) == 0
+    assert main(["build", str(path), "--board", "pynq-z2", "-o", str(out), "--policy", "support"]) == 0
     x = np.random.default_rng(5).normal(size=(2, 784)).astype(np.float32)  # two samples stacked
     np.save(tmp_path / "x.npy", x)
     assert main(["emulate", str(out), "--input", str(tmp_path / "x.npy"), "--output", str(tmp_path / "y.npy")]) == 0

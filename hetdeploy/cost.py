@@ -1,0 +1,180 @@
+"""The cost model: what a node costs on a device, what a subfunction costs, what it holds.
+
+Pure functions over ``graph`` and ``board`` data (no onnx).
+
+The execution model is the runtime's (``hetdeploy emulate`` and the board
+script alike): subfunctions run one after the other at batch one; a call on a
+device other than the host gets its inputs from the host over the link
+host -> device and returns its outputs over device -> host. A subfunction's
+cost therefore depends only on its own nodes and device:
+
+    invocation overhead + its nodes' times + its input and output transfers
+
+and a plan's estimated latency is the sum over its subfunctions.
+
+A node's time is a roofline: its operations over the device's peak times the
+efficiency of the node's op class, or its bytes over the memory bandwidth,
+whichever is longer, plus a fixed per-node cost. An FPGA keeps weights and
+activations on chip (the capacity check below makes sure), so only the
+operations count there.
+
+Capacity: an FPGA subfunction must hold its weights in the on-chip memory of
+the budget (resources minus the reserve) at the fixed-point width, and needs
+at least one DSP per layer with multiply-adds (fully folded); a CPU or GPU
+must hold the float32 weights of everything it runs in its memory. All
+subfunctions of a device are resident together, so capacities are shared.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from .board import Board, Device
+from .graph import Graph, Node
+
+FLOAT_BYTES = 4  # tensors cross links as float32 (hls4ml's AXI-stream wrapper takes float too)
+
+OP_CLASS = {
+    **dict.fromkeys(("Conv", "ConvTranspose", "ConvInteger", "QLinearConv"), "conv"),
+    **dict.fromkeys(("Gemm", "MatMul", "MatMulInteger", "QLinearMatMul"), "dense"),
+    **dict.fromkeys(("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool"), "pool"),
+    **dict.fromkeys(("BatchNormalization", "LRN", "InstanceNormalization", "LayerNormalization",
+                     "GroupNormalization"), "normalization"),
+    **dict.fromkeys(("Softmax", "LogSoftmax"), "softmax"),
+    **dict.fromkeys(("Reshape", "Flatten", "Concat", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Split",
+                     "Slice", "Gather", "Pad", "Expand", "Tile", "DepthToSpace", "SpaceToDepth"), "data"),
+    **dict.fromkeys(("Relu", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Selu",
+                     "Clip", "Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "Abs", "Neg", "Exp", "Log",
+                     "Sqrt", "Pow", "Erf", "Softplus", "Dropout"), "elementwise"),
+}
+# Operations per output value, for the classes not counted from kernel shapes.
+_OPS_PER_VALUE = {"pool": 0, "normalization": 2, "softmax": 5, "elementwise": 1, "data": 0, "other": 1}
+
+
+@dataclass(frozen=True)
+class Work:
+    op_class: str
+    ops: float  # arithmetic operations; a multiply-add counts 2
+    macs: float  # multiply-adds (what DSPs do)
+    activation_bytes: float  # inputs and outputs at float32
+    weight_elements: int
+
+
+def _elements(shape: Sequence[int]) -> int:
+    return math.prod(shape) if shape else 1
+
+
+def node_work(node: Node) -> Work:
+    op_class = OP_CLASS.get(node.op, "other")
+    outputs = sum(_elements(s) for s in node.output_shapes)
+    inputs = sum(_elements(s) for s in node.input_shapes)
+    first = node.input_shapes[0] if node.input_shapes else []
+    macs = 0.0
+    if op_class == "conv" and len(first) > 2:
+        kernel = node.attrs.get("kernel_shape")
+        if kernel:
+            macs = outputs * (first[1] // max(1, node.attrs.get("group", 1))) * _elements(kernel)
+        elif node.output_shapes and len(node.output_shapes[0]) > 1:  # kernel size from the weights
+            macs = outputs * (node.constant_elements // node.output_shapes[0][1])
+    elif op_class == "dense" and first:
+        macs = outputs * first[-1]
+    if op_class == "pool":
+        kernel = node.attrs.get("kernel_shape") or first[2:]
+        ops = outputs * _elements(kernel)
+    elif op_class == "normalization" and node.op == "LRN":
+        ops = outputs * (node.attrs.get("size", 1) + 3)
+    elif op_class == "elementwise":
+        ops = outputs * max(1, len(node.inputs) + len(node.constants) - 1)
+    else:
+        ops = 2 * macs or outputs * _OPS_PER_VALUE.get(op_class, 1)
+    return Work(op_class, float(ops), float(macs), float((inputs + outputs) * FLOAT_BYTES), node.constant_elements)
+
+
+def node_seconds(device: Device, work: Work) -> float:
+    compute = work.ops / device.compute.ops_per_s(work.op_class)
+    memory = 0.0
+    if device.kind != "fpga":  # an FPGA streams on chip; see the module doc
+        memory = (work.activation_bytes + work.weight_elements * FLOAT_BYTES) / device.memory.bandwidth_bytes_per_s
+    return max(compute, memory) + device.compute.per_op_s
+
+
+def capacity(device: Device, width: int) -> dict[str, float]:
+    """What a device holds for all its subfunctions together."""
+    if device.kind == "fpga":
+        return {"onchip_bits": float(device.onchip_bits()), "dsp": float(device.budget().get("dsp", 0))}
+    return {"memory_bytes": float(device.memory.bytes)}
+
+
+def usage(device: Device, work: Work, width: int) -> dict[str, float]:
+    """What one node takes of ``capacity(device)``."""
+    if device.kind == "fpga":
+        return {"onchip_bits": float(work.weight_elements * width), "dsp": 1.0 if work.macs else 0.0}
+    return {"memory_bytes": float(work.weight_elements * FLOAT_BYTES)}
+
+
+@dataclass
+class SegmentCost:
+    compute_s: float
+    transfer_s: float
+    overhead_s: float
+    in_bytes: int
+    out_bytes: int
+
+    @property
+    def total_s(self) -> float:
+        return self.compute_s + self.transfer_s + self.overhead_s
+
+
+class CostModel:
+    """Per-node times and usages of one graph on one board."""
+
+    def __init__(self, graph: Graph, board: Board, width: int = 16):
+        self.graph, self.board, self.width = graph, board, width
+        self.work = [node_work(n) for n in graph.nodes]
+        self.tensor_bytes: dict[str, int] = {}
+        for node in graph.nodes:
+            for t, s in list(zip(node.inputs, node.input_shapes)) + list(zip(node.outputs, node.output_shapes)):
+                self.tensor_bytes[t] = _elements(s) * FLOAT_BYTES
+        self.seconds = {d.name: [node_seconds(d, w) for w in self.work] for d in board.devices}
+        self.capacity = {d.name: capacity(d, width) for d in board.devices}
+        self.usage = {d.name: [usage(d, w, width) for w in self.work] for d in board.devices}
+        self.producers = graph.producers()
+        self.consumers = graph.consumers()
+
+    def transfer_seconds(self, source: str, target: str, tensors: int, nbytes: float) -> float:
+        link = self.board.link(source, target)
+        return tensors * link.latency_s + nbytes / link.bandwidth_bytes_per_s
+
+    def segment(self, nodes: Iterable[int], device: str) -> SegmentCost:
+        """The cost of running ``nodes`` as one subfunction on ``device``."""
+        members = set(nodes)
+        inputs: dict[str, int] = {}
+        outputs: dict[str, int] = {}
+        graph_outputs = set(self.graph.outputs)
+        for i in sorted(members):
+            node = self.graph.nodes[i]
+            for t in node.inputs:
+                if self.producers.get(t) not in members:
+                    inputs[t] = self.tensor_bytes[t]
+            for t in node.outputs:
+                if t in graph_outputs or any(c not in members for c in self.consumers.get(t, [])):
+                    outputs[t] = self.tensor_bytes[t]
+        compute = sum(self.seconds[device][i] for i in members)
+        transfer = 0.0
+        if device != self.board.host:
+            transfer = (self.transfer_seconds(self.board.host, device, len(inputs), sum(inputs.values()))
+                        + self.transfer_seconds(device, self.board.host, len(outputs), sum(outputs.values())))
+        overhead = self.board.device(device).invocation_overhead_s
+        return SegmentCost(compute, transfer, overhead, sum(inputs.values()), sum(outputs.values()))
+
+    def fits(self, groups: Iterable[tuple[str, Iterable[int]]]) -> bool:
+        """Whether every device holds all the nodes given to it."""
+        totals: dict[str, dict[str, float]] = {}
+        for device, nodes in groups:
+            total = totals.setdefault(device, dict.fromkeys(self.capacity[device], 0.0))
+            for i in nodes:
+                for key, value in self.usage[device][i].items():
+                    total[key] += value
+        return all(total[k] <= self.capacity[d][k] for d, total in totals.items() for k in total)
