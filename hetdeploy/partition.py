@@ -70,8 +70,9 @@ def assign_by_support(graph: Graph, devices: Sequence[DeviceLike], board: str = 
     return assignment
 
 
-def contract(graph: Graph, assignment: Sequence[str]) -> list[Group]:
-    """Contract same-device nodes into groups that form a DAG (see module doc)."""
+def contract(graph: Graph, assignment: Sequence[str], first: Optional[str] = None) -> list[Group]:
+    """Contract same-device nodes into groups that form a DAG (see module doc).
+    ``first``: the device to start with when it has a ready node."""
     producers = graph.producers()
     successors: list[set[int]] = [set() for _ in graph.nodes]
     indegree = [0] * len(graph.nodes)
@@ -86,6 +87,9 @@ def contract(graph: Graph, assignment: Sequence[str]) -> list[Group]:
             heapq.heappush(ready.setdefault(assignment[i], []), i)
     groups: list[Group] = []
     current = None
+    if ready.get(first):
+        current = first
+        groups.append(Group(first, []))
     while any(ready.values()):
         if not ready.get(current):
             # switch to the device whose earliest ready node comes first: stable and order-preserving
@@ -175,36 +179,81 @@ def solution_seconds(cost: CostModel, solution: Solution) -> float:
     return sum(cost.segment(nodes, device).total_s for device, nodes in solution)
 
 
-def latency_solution(graph: Graph, board, cost: CostModel) -> Solution:
+# Graphs up to this size also get a local search: every single-node move to another device,
+# re-cut on the new assignment's walk orders.
+LOCAL_SEARCH_NODES = 64
+# Steps of the bisection on the capacity price, and how many orders get one.
+BISECTIONS = 12
+PRICED_ORDERS = 1
+
+
+def latency_solution(graph: Graph, board, cost: CostModel, local_search_nodes: int = LOCAL_SEARCH_NODES) -> Solution:
     allowed = allowed_devices(graph, board, cost)
-    candidates: list[Solution] = [[(board.host, list(range(len(graph.nodes))))]]
-    support = [g for g in contract(graph, [names[0] for names in allowed])]
-    support_solution = [(g.device, g.nodes) for g in support]
-    if cost.fits(support_solution):
-        candidates.append(support_solution)
+    n = len(graph.nodes)
+    everything = list(range(n))
+    devices = [d.name for d in board.devices]
+    candidates: list[Solution] = []
+    if all(board.host in names for names in allowed):
+        candidates.append([(board.host, everything)])
+    support = [n_[0] for n_ in allowed]
+    candidates.append([(g.device, g.nodes) for g in contract(graph, support)])
     fastest = [min(names, key=lambda d: cost.seconds[d][i]) for i, names in enumerate(allowed)]
-    orders = [list(range(len(graph.nodes))), _walk_order(graph, [n[0] for n in allowed]), _walk_order(graph, fastest)]
-    seen: list[list[int]] = []
-    for order in orders:
-        if order not in seen:
-            seen.append(order)
-            candidates.append(_cut_order(graph, cost, allowed, order))
-    best = min((c for c in candidates if c), key=lambda c: solution_seconds(cost, c))
-    # The best cut's own walk order can merge groups the first orders kept apart.
-    for _ in range(2):
-        order = _walk_order(graph, _assignment(len(graph.nodes), best))
-        if order in seen:
+    orders: list[list[int]] = [everything]
+    for assignment in (support, fastest):
+        for start in devices:
+            orders.append(_walk_order(graph, assignment, start))
+    orders = [o for k, o in enumerate(orders) if o not in orders[:k]]
+    searched = {tuple(o) for o in orders}
+    # Cut every order with capacities free; where that does not fit, price capacity on the
+    # PRICED_ORDERS orders whose free cut is cheapest (pricing costs a bisection of cuts).
+    free = [(_cut(cost, _tables(graph, cost, allowed, o), o, 0.0), o) for o in orders]
+    candidates += [solution for solution, _ in free]
+    unfit = sorted((item for item in free if not cost.fits(item[0])), key=lambda item: solution_seconds(cost, item[0]))
+    price = 0.0
+    for _, order in unfit[:PRICED_ORDERS]:
+        priced, price = _cut_order(graph, cost, allowed, order)
+        if priced:
+            candidates.append(priced)
+    fitting = [c for c in candidates if cost.fits(c)]
+    if not fitting:
+        raise UserError(f"the model does not fit board '{board.name}': {_capacity_summary(graph, board, cost)}")
+    best = min(fitting, key=lambda c: solution_seconds(cost, c))
+    best_s = solution_seconds(cost, best)
+    improved = True
+    for _ in range(3):  # the best cut's own walk orders, then single-node moves, while they help
+        if not improved:
             break
-        seen.append(order)
-        better = _cut_order(graph, cost, allowed, order)
-        if not better or solution_seconds(cost, better) >= solution_seconds(cost, best):
-            break
-        best = better
-    if not cost.fits(best):
-        raise UserError(f"the model does not fit board '{board.name}': "
-                        + ", ".join(f"{d}: {', '.join(f'{k} {v:.4g}' for k, v in cap.items())}"
-                                    for d, cap in cost.capacity.items()))
+        improved = False
+        assignment = _assignment(n, best)
+        trials = [assignment]
+        if n <= local_search_nodes:
+            for i in range(n):
+                for d in allowed[i]:
+                    if d != assignment[i]:
+                        trials.append(assignment[:i] + [d] + assignment[i + 1:])
+        for trial in trials:
+            for start in devices:
+                order = _walk_order(graph, trial, start)
+                if tuple(order) in searched:
+                    continue
+                searched.add(tuple(order))
+                # small graphs price each order anew; large ones reuse the price found above
+                solution, _ = _cut_order(graph, cost, allowed, order, None if n <= local_search_nodes else price)
+                if solution and solution_seconds(cost, solution) < best_s - 1e-12:
+                    best, best_s, improved = solution, solution_seconds(cost, solution), True
     return best
+
+
+def _capacity_summary(graph: Graph, board, cost: CostModel) -> str:
+    weights = sum(cost.work[i].weight_elements for i in range(len(graph.nodes)))
+    held = []
+    for device in board.devices:
+        if device.kind == "fpga":
+            held.append(f"{device.name} holds {cost.capacity[device.name]['onchip_bits'] / 8 / 2**20:.3g} MiB on chip "
+                        f"at {cost.width} bit and {cost.capacity[device.name]['dsp']:.0f} DSPs with its reserve kept free")
+        else:
+            held.append(f"{device.name} holds {device.memory.bytes / 2**20:.4g} MiB")
+    return f"its {weights / 1e6:.4g} M weights take {weights * 4 / 2**20:.4g} MiB as float32; " + "; ".join(held)
 
 
 def _assignment(n: int, solution: Solution) -> list[str]:
@@ -215,8 +264,8 @@ def _assignment(n: int, solution: Solution) -> list[str]:
     return result
 
 
-def _walk_order(graph: Graph, assignment: Sequence[str]) -> list[int]:
-    return [i for group in contract(graph, assignment) for i in group.nodes]
+def _walk_order(graph: Graph, assignment: Sequence[str], first: Optional[str] = None) -> list[int]:
+    return [i for group in contract(graph, assignment, first) for i in group.nodes]
 
 
 @dataclass
@@ -280,18 +329,19 @@ def _cut(cost: CostModel, tables: _Tables, order: list[int], price: float) -> So
     previous reader (or producer) before i: edge (prev, c) counts when
     prev < i <= c < j, the c being each tensor's first reader from i on. Its
     outputs are the tensors produced in it and read at or after j (or graph
-    outputs). Both are kept as histograms over c and over the last reader,
-    updated as i moves, so every end j of one start i is priced at once.
+    outputs). Both are kept as histograms (bytes, count) over c and over the
+    last reader, updated as i moves, so every end j of one start i is priced
+    at once.
     """
     n = len(order)
     board = cost.board
-    host = board.host
     best = np.full(n + 1, math.inf)
     best[0] = 0.0
     back_start = np.zeros(n + 1, dtype=np.int64)
-    back_device = [""] * (n + 1)
-    in_bytes, in_count = np.zeros(n), np.zeros(n)
-    out_bytes, out_count = np.zeros(n + 1), np.zeros(n + 1)
+    back_device = np.zeros(n + 1, dtype=np.int64)
+    # rows: input bytes and count per first reader; output bytes and count per last reader
+    # (of the tensors produced at or after i)
+    hist = np.zeros((4, n + 1))
     edges_by_prev: dict[int, list[tuple[int, int]]] = {}
     edges_by_reader: dict[int, list[tuple[int, int]]] = {}
     for prev, c, b in tables.in_edges:
@@ -300,61 +350,58 @@ def _cut(cost: CostModel, tables: _Tables, order: list[int], price: float) -> So
     outputs_by_producer: dict[int, list[tuple[int, int]]] = {}
     for p, last, b in tables.outputs:
         outputs_by_producer.setdefault(p, []).append((last, b))
-        out_bytes[last] += b
-        out_count[last] += 1
+        hist[2:, last] += (b, 1)
     for c, b in edges_by_prev.get(-1, []):
-        in_bytes[c] += b
-        in_count[c] += 1
+        hist[:2, c] += (b, 1)
     devices = []
-    for device in board.devices:
+    for index, device in enumerate(board.devices):
         d = device.name
         capacity = cost.capacity[d]
-        # capacity 0: allowed_devices already keeps nodes that use any of it away
-        weights = sum(tables.usage[d][k] / capacity[k] for k in capacity if capacity[k]) if price else None
-        link_in = board.link(host, d) if d != host else None
-        link_out = board.link(d, host) if d != host else None
-        devices.append((d, device.invocation_overhead_s, capacity, weights, link_in, link_out))
+        # Per end j, the part of a group's cost that is a prefix sum: node seconds, the transfer
+        # of everything produced before j and, when priced, usage; the histograms take off what
+        # was produced before i or is read inside the group.
+        prefix = tables.seconds[d].copy()
+        weights = np.zeros(4)
+        if d != board.host:
+            to, back = board.link(board.host, d), board.link(d, board.host)
+            weights = np.array([1 / to.bandwidth_bytes_per_s, to.latency_s,
+                                -1 / back.bandwidth_bytes_per_s, -back.latency_s])
+            prefix += tables.produced_bytes / back.bandwidth_bytes_per_s + tables.produced_count * back.latency_s
+        if price:  # capacity 0: allowed_devices already keeps nodes that use any of it away
+            prefix += price * sum(tables.usage[d][k] / capacity[k] for k in capacity if capacity[k])
+        ends = tables.last_allowed[d].copy()
+        for k, cap in capacity.items():
+            used = tables.usage[d][k]
+            ends = np.minimum(ends, np.searchsorted(used, used[:-1] + cap * (1 + 1e-9), side="right") - 1)
+        devices.append((index, prefix, device.invocation_overhead_s, weights if weights.any() else None, ends))
     for i in range(n):
         if i > 0:  # move the start from i - 1 to i
-            for c, b in edges_by_reader.get(i - 1, []):
-                in_bytes[c] -= b
-                in_count[c] -= 1
-            for c, b in edges_by_prev.get(i - 1, []):
-                in_bytes[c] += b
-                in_count[c] += 1
-            for last, b in outputs_by_producer.get(i - 1, []):
-                out_bytes[last] -= b
-                out_count[last] -= 1
-        if not math.isfinite(best[i]):
+            for c, b in edges_by_reader.get(i - 1, ()):
+                hist[:2, c] -= (b, 1)
+            for c, b in edges_by_prev.get(i - 1, ()):
+                hist[:2, c] += (b, 1)
+            for last, b in outputs_by_producer.get(i - 1, ()):
+                hist[2:, last] -= (b, 1)
+        reach = max(int(dev[4][i]) for dev in devices)
+        if reach <= i:
             continue
-        for d, overhead, capacity, weights, link_in, link_out in devices:
-            end = int(tables.last_allowed[d][i])
-            for k, cap in capacity.items():
-                prefix = tables.usage[d][k]
-                end = min(end, int(np.searchsorted(prefix, prefix[i] + cap * (1 + 1e-9), side="right")) - 1)
+        running = np.cumsum(hist[:, i:reach], axis=1)  # column j - i - 1: sums over [i, j)
+        for index, prefix, overhead, weights, ends in devices:
+            end = int(ends[i])
             if end <= i:
                 continue
-            ends = np.arange(i + 1, end + 1)
-            total = best[i] + overhead + tables.seconds[d][ends] - tables.seconds[d][i]
-            if link_in is not None:
-                total += (np.cumsum(in_count[i:end]) * link_in.latency_s
-                          + np.cumsum(in_bytes[i:end]) / link_in.bandwidth_bytes_per_s)
-                outs_b = tables.produced_bytes[ends] - tables.produced_bytes[i] - np.cumsum(out_bytes[i:end])
-                outs_n = tables.produced_count[ends] - tables.produced_count[i] - np.cumsum(out_count[i:end])
-                total += outs_n * link_out.latency_s + outs_b / link_out.bandwidth_bytes_per_s
+            total = prefix[i + 1:end + 1] + (best[i] + overhead - prefix[i])
             if weights is not None:
-                total += price * (weights[ends] - weights[i])
-            better = total < best[ends] - 1e-15
-            if better.any():
-                improved = ends[better]
-                best[improved] = total[better]
-                back_start[improved] = i
-                for j in improved:
-                    back_device[j] = d
+                total += weights @ running[:, :end - i]
+            current = best[i + 1:end + 1]
+            better = total < current - 1e-15
+            current[better] = total[better]
+            back_start[i + 1:end + 1][better] = i
+            back_device[i + 1:end + 1][better] = index
     solution: Solution = []
     j = n
     while j > 0:
-        i, d = int(back_start[j]), back_device[j]
+        i, d = int(back_start[j]), board.devices[back_device[j]].name
         if solution and solution[0][0] == d:
             solution[0] = (d, order[i:j] + solution[0][1])
         else:
@@ -363,15 +410,19 @@ def _cut(cost: CostModel, tables: _Tables, order: list[int], price: float) -> So
     return solution
 
 
-def _cut_order(graph: Graph, cost: CostModel, allowed: list[list[str]], order: list[int]) -> Optional[Solution]:
-    """The cheapest cut of ``order`` whose devices hold their groups, or None."""
+def _cut_order(graph: Graph, cost: CostModel, allowed: list[list[str]], order: list[int],
+               known_price: Optional[float] = None) -> tuple[Optional[Solution], float]:
+    """The cheapest cut of ``order`` whose devices hold their groups (or None), and the capacity
+    price it took. With ``known_price``, that price is tried instead of a bisection."""
     tables = _tables(graph, cost, allowed, order)
     free = _cut(cost, tables, order, 0.0)
     if cost.fits(free):
-        return free
+        return free, 0.0
+    if known_price is not None:
+        candidate = _cut(cost, tables, order, known_price) if known_price else None
+        return (candidate, known_price) if candidate and cost.fits(candidate) else (None, known_price)
     # Price usage until the groups fit: the smallest price that fits loses the least time.
-    base = solution_seconds(cost, free)
-    low, high = 0.0, base
+    low, high = 0.0, solution_seconds(cost, free)
     fitting = None
     for _ in range(40):
         candidate = _cut(cost, tables, order, high)
@@ -380,15 +431,15 @@ def _cut_order(graph: Graph, cost: CostModel, allowed: list[list[str]], order: l
             break
         low, high = high, high * 4
     if fitting is None:
-        return None
-    for _ in range(12):
+        return None, 0.0
+    for _ in range(BISECTIONS):
         middle = (low + high) / 2
         candidate = _cut(cost, tables, order, middle)
         if cost.fits(candidate):
             fitting, high = candidate, middle
         else:
             low = middle
-    return fitting
+    return fitting, high
 
 
 # ---------------------------------------------------------------- the stage
@@ -422,3 +473,71 @@ def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 1
         support_latency_s=solution_seconds(cost, support),
         support_fits=cost.fits(support),
     )
+
+
+# ---------------------------------------------------------------- exact search (small graphs)
+
+
+def optimal_solution(graph: Graph, board, cost: CostModel) -> Solution:
+    """The least-latency plan over every cycle-free cut, by exhaustive search: for checking
+    ``latency_solution`` on graphs of up to about 16 nodes (the search is exponential).
+
+    Any cut whose group graph has no cycle runs its groups in some order, each
+    group being the difference of two downsets (predecessor-closed node sets)
+    of the graph; so a shortest path over downsets, with a group's cost
+    depending only on its nodes and device, is the optimum. Shared capacities
+    are kept exact by carrying the Pareto set of (seconds, usage) per downset.
+    """
+    n = len(graph.nodes)
+    allowed = allowed_devices(graph, board, cost)
+    producers = graph.producers()
+    preds = [sum(1 << producers[t] for t in node.inputs if t in producers) for node in graph.nodes]
+    devices = [d.name for d in board.devices]
+    allowed_mask = {d: sum(1 << i for i in range(n) if d in allowed[i]) for d in devices}
+    # Only capacities that everything together could exceed need tracking.
+    keys = [(d, k) for d in devices for k, cap in cost.capacity[d].items()
+            if sum(cost.usage[d][i][k] for i in range(n)) > cap]
+    downsets, frontier = {0}, [0]
+    while frontier:
+        current = frontier.pop()
+        for v in range(n):
+            if not current >> v & 1 and preds[v] & ~current == 0 and current | 1 << v not in downsets:
+                downsets.add(current | 1 << v)
+                frontier.append(current | 1 << v)
+    ordered = sorted(downsets, key=lambda m: (bin(m).count("1"), m))
+    # label: (seconds, usage tuple, parent label, group mask, device)
+    labels: dict[int, list[tuple]] = {0: [(0.0, (0.0,) * len(keys), None, 0, "")]}
+    for start in ordered:
+        for stop in ordered:
+            group = stop & ~start
+            if stop & start != start or not group:
+                continue
+            nodes = [i for i in range(n) if group >> i & 1]
+            for d in devices:
+                if group & ~allowed_mask[d]:
+                    continue
+                seconds = cost.segment(nodes, d).total_s
+                used = [sum(cost.usage[d][i][k] for i in nodes) if kd == d else 0.0 for kd, k in keys]
+                for label in labels.get(start, ()):
+                    total = tuple(a + b for a, b in zip(label[1], used))
+                    if any(t > cost.capacity[kd][k] for t, (kd, k) in zip(total, keys)):
+                        continue
+                    _add_label(labels.setdefault(stop, []), (label[0] + seconds, total, label, group, d))
+    full = (1 << n) - 1
+    if not labels.get(full):
+        raise UserError(f"the model does not fit board '{board.name}': {_capacity_summary(graph, board, cost)}")
+    label = min(labels[full], key=lambda item: item[0])
+    solution: Solution = []
+    while label[2] is not None:
+        solution.insert(0, (label[4], [i for i in range(n) if label[3] >> i & 1]))
+        label = label[2]
+    return solution
+
+
+def _add_label(labels: list[tuple], new: tuple) -> None:
+    """Keep ``labels`` a Pareto set over (seconds, usage)."""
+    for old in labels:
+        if old[0] <= new[0] and all(a <= b for a, b in zip(old[1], new[1])):
+            return
+    labels[:] = [old for old in labels if not (new[0] <= old[0] and all(a <= b for a, b in zip(new[1], old[1])))]
+    labels.append(new)
