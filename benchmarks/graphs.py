@@ -79,7 +79,6 @@ class Builder:
 def resnet50() -> Graph:
     b = Builder([1, 3, 224, 224])
     x = b.pool("MaxPool", b.conv_bn_relu("input", 64, 7, 2), 3, 2, 1)
-    channels = 64
     for stage, (blocks, width) in enumerate(zip([3, 4, 6, 3], [64, 128, 256, 512])):
         for block in range(blocks):
             stride = 2 if block == 0 and stage > 0 else 1
@@ -88,7 +87,6 @@ def resnet50() -> Graph:
             y = b.conv_bn_relu(y, width * 4, 1, relu=False)
             shortcut = b.conv_bn_relu(x, width * 4, 1, stride, relu=False) if block == 0 else x
             x = b.unary("Relu", b.add(y, shortcut))
-        channels = width * 4
     return b.graph(b.head(x, 1000))
 
 

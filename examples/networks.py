@@ -95,7 +95,34 @@ def split_by_lrn(seed: int = 0) -> onnx.ModelProto:
                   [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 10])], inits)
 
 
-NETWORKS = {"jet_tagger_mlp": jet_tagger_mlp, "small_cnn": small_cnn, "split_by_lrn": split_by_lrn}
+def alexnet_style(seed: int = 0) -> onnx.ModelProto:
+    """AlexNet's pattern at 3x32x32: Conv-ReLU-MaxPool | LRN | Conv-ReLU-MaxPool-Flatten-Gemm. Large enough
+    that the latency policy puts both convolution stages on a PYNQ-Z2's FPGA and the LRN on its ARM cores."""
+    rng = np.random.default_rng(seed)
+    inits = [
+        _init("conv1.weight", rng.normal(0, 0.2, (32, 3, 3, 3))), _init("conv1.bias", rng.normal(0, 0.1, 32)),
+        _init("conv2.weight", rng.normal(0, 0.06, (32, 32, 3, 3))), _init("conv2.bias", rng.normal(0, 0.1, 32)),
+        _init("fc.weight", rng.normal(0, 0.03, (10, 32 * 8 * 8))), _init("fc.bias", rng.normal(0, 0.1, 10)),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["input", "conv1.weight", "conv1.bias"], ["c1"], name="conv1",
+                         kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("MaxPool", ["r1"], ["p1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("LRN", ["p1"], ["n1"], name="lrn", size=5, alpha=1e-4, beta=0.75, bias=2.0),
+        helper.make_node("Conv", ["n1", "conv2.weight", "conv2.bias"], ["c2"], name="conv2",
+                         kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+        helper.make_node("MaxPool", ["r2"], ["p2"], name="pool2", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Flatten", ["p2"], ["flat"], name="flatten", axis=1),
+        helper.make_node("Gemm", ["flat", "fc.weight", "fc.bias"], ["output"], name="fc", transB=1),
+    ]
+    return _model(nodes, "alexnet_style", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 32, 32])],
+                  [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 10])], inits)
+
+
+NETWORKS = {"jet_tagger_mlp": jet_tagger_mlp, "small_cnn": small_cnn, "split_by_lrn": split_by_lrn,
+            "alexnet_style": alexnet_style}
 
 
 if __name__ == "__main__":

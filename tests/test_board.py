@@ -70,6 +70,13 @@ def test_unknown_board_name():
         ("      Relu: {dtypes: [float32]}", "      Rleu: {dtypes: [float32]}", r"devices\[1\]\.ops\.Rleu: unknown ONNX op 'Rleu'"),
         ("        max_kernel: 7", "        max_kernel: seven", r"ops\.Conv\.max_kernel: expected a positive integer"),
         ("    part: xc7z020clg400-1\n", "", r"devices\[1\]: missing key 'part' \(required for an fpga device\)"),
+        ("  - {from: fpga, to: arm_cpu,", "  - {from: fpga, to: fpga,",
+         r"links: no link from fpga to arm_cpu; every device exchanges data with the host \(arm_cpu\)"),
+        ("{conv: 0.5, dense: 0.5,", "{conv: 1.5, dense: 0.5,", r"compute\.efficiency\.conv: expected a number above 0"),
+        ("      dtype: fixed16 ", "      dtype: int8 ", r"devices\[1\]\.compute\.peak_ops_per_s: no peak for compute\.dtype 'int8'"),
+        ("preference: [fpga, arm_cpu]", "host: fpga\npreference: [fpga, arm_cpu]",
+         r"line \d+: host: the host must be a device of kind cpu; got 'fpga'"),
+        ("    invocation_overhead_s: 9.0e-4\n", "", r"devices\[1\]: missing key 'invocation_overhead_s'"),
     ],
 )
 def test_bad_board_files_name_file_line_and_key(tmp_path, old, new, expected):

@@ -1,4 +1,4 @@
-"""The three reference networks through build and emulate, and every bad input of the CLI."""
+"""The reference networks through build and emulate, and every bad input of the CLI."""
 
 import filecmp
 import json
@@ -28,6 +28,7 @@ def reference(model_path, x):
     ("jet_tagger_mlp", ["fpga"]),
     ("small_cnn", ["fpga"]),
     ("split_by_lrn", ["fpga", "arm_cpu", "fpga"]),
+    ("alexnet_style", ["fpga", "arm_cpu", "fpga"]),  # chosen by the latency policy
 ])
 def test_build_and_emulate(built, tmp_path, capsys, name, devices):
     model, out = built(name)
@@ -233,3 +234,25 @@ def test_leading_reshape_model_builds_and_emulates_with_original_input(tmp_path)
     y = np.load(tmp_path / "y.npy")
     want = np.concatenate([reference(path, x[i : i + 1]) for i in range(2)])
     assert y.shape == (2, 10) and 0 < np.max(np.abs(y - want)) < 0.05 * max(1.0, np.max(np.abs(want)))
+
+
+def test_workstation_board_runs_gpu_part_on_onnxruntime_and_says_which_provider(tmp_path, capsys):
+    import onnxruntime
+
+    model = tmp_path / "split.onnx"
+    onnx.save(networks.split_by_lrn(), str(model))
+    out = tmp_path / "ws"
+    assert main(["build", str(model), "--board", "workstation", "-o", str(out), "--policy", "support"]) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert [s["device"] for s in plan["subfunctions"]] == ["fpga", "gpu", "fpga"]
+    assert plan["subfunctions"][0]["hls"] and plan["subfunctions"][1]["hls"] is None
+    capsys.readouterr()
+    assert main(["emulate", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    gpu = report["subfunctions"][1]
+    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        assert gpu["engine"] == "onnxruntime CUDA" and not report["notes"]
+    else:
+        assert gpu["engine"] == "onnxruntime CPU"
+        assert report["notes"] == ["no CUDA provider in this onnxruntime: GPU subfunctions ran on the CPU provider"]
+    assert gpu["max_abs_error"] <= 1e-6 and report["passed"]

@@ -1,0 +1,197 @@
+"""The cost model and the latency policy, as pure functions over graphs and the shipped boards."""
+
+import dataclasses
+import json
+
+import networkx as nx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import graphs
+from hetdeploy.board import available_boards, load_board
+from hetdeploy.cli import main
+from hetdeploy.cost import CostModel, node_work
+from hetdeploy.errors import UserError
+from hetdeploy.graph import Graph, Node
+from hetdeploy.partition import latency_solution, optimal_solution, partition_graph, solution_seconds
+
+BOARDS = {name: load_board(name) for name in available_boards()}
+
+
+def acyclic(graph, solution):
+    owner = {i: g for g, (_, nodes) in enumerate(solution) for i in nodes}
+    producers = graph.producers()
+    dag = nx.DiGraph()
+    dag.add_nodes_from(range(len(solution)))
+    for i, node in enumerate(graph.nodes):
+        for t in node.inputs:
+            if t in producers and owner[producers[t]] != owner[i]:
+                dag.add_edge(owner[producers[t]], owner[i])
+    return nx.is_directed_acyclic_graph(dag)
+
+
+def test_five_boards_ship_with_cpu_and_fpga_and_one_gpu():
+    assert set(BOARDS) == {"pynq-z2", "ultra96-v2", "zcu104", "kv260", "workstation"}
+    for board in BOARDS.values():
+        kinds = {d.kind for d in board.devices}
+        assert {"cpu", "fpga"} <= kinds and board.device(board.host).kind == "cpu"
+    assert {d.kind for d in BOARDS["workstation"].devices} == {"cpu", "gpu", "fpga"}
+
+
+def test_work_counts_multiply_adds_from_shapes():
+    b = graphs.Builder([1, 8, 16, 16])
+    conv = b.conv("input", 4, 3)
+    flat = b.op("Flatten", [conv], [1, 1024], axis=1)
+    b.op("Gemm", [flat], [1, 10], 1024 * 10 + 10, transB=1)
+    conv_work, flat_work, gemm_work = (node_work(n) for n in b.nodes)
+    assert conv_work.macs == 4 * 16 * 16 * 8 * 9 and conv_work.ops == 2 * conv_work.macs
+    assert conv_work.weight_elements == 4 * 8 * 9 + 4
+    assert flat_work.ops == 0 and flat_work.op_class == "data"
+    assert gemm_work.macs == 10 * 1024 and gemm_work.op_class == "dense"
+
+
+def test_pynq_z2_call_costs_the_measured_940_us():
+    """FACTS.md section 2: a batch-one Python + AXI-DMA call on a PYNQ-Z2 takes about 940 us."""
+    b = graphs.Builder([1, 16])
+    graph = b.graph(b.unary("Relu", "input"))
+    board = BOARDS["pynq-z2"]
+    cost = CostModel(graph, board)
+    call = cost.segment([0], "fpga")
+    assert call.overhead_s + call.transfer_s == pytest.approx(940e-6, rel=0.01)
+    assert cost.segment([0], "arm_cpu").transfer_s == 0  # the host holds inputs and outputs
+
+
+def test_small_network_stays_on_the_arm_cores_large_convolutions_go_to_the_fpga():
+    """At 940 us per FPGA call the jet tagger is faster on the A9; big convolutions are not."""
+    mlp = graphs.Builder([1, 16])
+    x = "input"
+    for fan_in, fan_out in zip([16, 64, 32, 32], [64, 32, 32, 5]):
+        x = mlp.unary("Relu", mlp.op("Gemm", [x], [1, fan_out], fan_in * fan_out + fan_out, transB=1))
+    result = partition_graph(mlp.graph(x), BOARDS["pynq-z2"])
+    assert [c.device for c in result.cuts] == ["arm_cpu"]
+    assert result.support_latency_s > result.latency_s == result.all_host_latency_s
+
+    cnn = graphs.Builder([1, 3, 32, 32])
+    x = "input"
+    for _ in range(4):
+        x = cnn.unary("Relu", cnn.conv(x, 64, 3))
+    result = partition_graph(cnn.graph(x), BOARDS["pynq-z2"])
+    assert [c.device for c in result.cuts] == ["fpga"]
+    assert result.latency_s < result.all_host_latency_s / 10
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), size=st.integers(2, 40), board=st.sampled_from(sorted(BOARDS)))
+def test_latency_plans_are_cycle_free_fit_and_never_lose_to_the_baselines(seed, size, board):
+    graph = graphs.random_dag(seed, size)
+    board = BOARDS[board]
+    cost = CostModel(graph, board)
+    solution = latency_solution(graph, board, cost)
+    assert sorted(i for _, nodes in solution for i in nodes) == list(range(size))
+    assert acyclic(graph, solution)
+    assert cost.fits(solution)
+    for device, nodes in solution:
+        assert all(board.device(device).why_not(graph.nodes[i]) is None for i in nodes)
+        position = {i: k for k, i in enumerate(nodes)}  # execution order inside a group is topological
+        producers = graph.producers()
+        for i in nodes:
+            for t in graph.nodes[i].inputs:
+                if producers.get(t) in position:
+                    assert position[producers[t]] < position[i]
+    result = partition_graph(graph, board)
+    assert result.latency_s <= result.all_host_latency_s * (1 + 1e-9)
+    if result.support_fits:
+        assert result.latency_s <= result.support_latency_s * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("board", ["pynq-z2", "workstation"])
+def test_on_a_chain_the_cut_is_the_exhaustive_optimum(board):
+    """A chain has one topological order, where the cut programme is exact."""
+    b = graphs.Builder([1, 16, 16, 16])
+    x = "input"
+    for op in ["Conv", "Relu", "LRN", "Conv", "Relu", "Conv", "LRN", "Relu", "Conv", "Relu"]:
+        x = b.conv(x, 16, 3) if op == "Conv" else b.unary(op, x, **({"size": 3} if op == "LRN" else {}))
+    graph, board = b.graph(x), BOARDS[board]
+    cost = CostModel(graph, board)
+    best = solution_seconds(cost, optimal_solution(graph, board, cost))
+    assert solution_seconds(cost, latency_solution(graph, board, cost, local_search_nodes=0)) == pytest.approx(best)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exhaustive_search_is_a_lower_bound_and_the_policy_is_close(seed):
+    graph = graphs.random_dag(seed, 9)
+    board = BOARDS["zcu104"]
+    cost = CostModel(graph, board)
+    optimum = optimal_solution(graph, board, cost)
+    assert acyclic(graph, optimum) and cost.fits(optimum)
+    ratio = solution_seconds(cost, optimum) / solution_seconds(cost, latency_solution(graph, board, cost))
+    assert 0.95 <= ratio <= 1 + 1e-9
+
+
+def small_fpga(board, bram18):
+    fpga = dataclasses.replace(board.device("fpga"), resources={**board.device("fpga").resources, "bram18": bram18})
+    return dataclasses.replace(board, devices=[fpga if d.name == "fpga" else d for d in board.devices])
+
+
+def test_fpga_groups_share_the_on_chip_budget():
+    """Four 64-channel convolutions need 4 x 590 kbit of weights; give the FPGA room for two."""
+    b = graphs.Builder([1, 64, 32, 32])
+    x = "input"
+    for _ in range(4):
+        x = b.unary("LRN", b.unary("Relu", b.conv(x, 64, 3)), size=3)
+    graph = b.graph(x)
+    board = small_fpga(BOARDS["pynq-z2"], 82)  # 73 BRAM18 after the reserve: 1.196 Mbit
+    cost = CostModel(graph, board)
+    result = partition_graph(graph, board)
+    on_fpga = [n for c in result.cuts if c.device == "fpga" for n in c.nodes]
+    convs_on_fpga = [n for n in on_fpga if n.startswith("Conv")]
+    assert len(convs_on_fpga) == 2
+    assert cost.fits([(c.device, [int(n.split("_")[1]) for n in c.nodes]) for c in result.cuts])
+    assert not result.support_fits
+
+
+def test_model_larger_than_every_memory_says_so():
+    board = BOARDS["pynq-z2"]
+    cpu = dataclasses.replace(board.device("arm_cpu"),
+                              memory=dataclasses.replace(board.device("arm_cpu").memory, bytes=20000))
+    board = dataclasses.replace(board, devices=[cpu if d.name == "arm_cpu" else d for d in board.devices])
+    b = graphs.Builder([1, 512])
+    x = b.op("Gemm", ["input"], [1, 2048], 512 * 2048, transB=1)  # 1 M weights: fits neither device
+    with pytest.raises(UserError, match=r"node 'Gemm_0': op 'Gemm' cannot run on any device.*holds"):
+        partition_graph(b.graph(x), board)
+    b = graphs.Builder([1, 64])
+    x = "input"
+    for _ in range(3):
+        x = b.op("Gemm", [x], [1, 64], 64 * 64, transB=1)  # each fits somewhere, all three do not
+    board = small_fpga(board, 5)  # 4 BRAM18 after the reserve: one Gemm at 16 bit; the CPU holds one more
+    with pytest.raises(UserError, match=r"does not fit board 'pynq-z2': its 0.01229 M weights take"):
+        partition_graph(b.graph(x), board)
+
+
+def test_op_no_device_runs_names_op_and_node():
+    graph = Graph([Node("glow", "FancyGlow", ["x"], ["y"], domain="com.example", input_shapes=[[1, 4]],
+                        output_shapes=[[1, 4]])], ["x"], ["y"])
+    with pytest.raises(UserError, match=r"node 'glow': op 'FancyGlow'"):
+        partition_graph(graph, BOARDS["workstation"])
+
+
+def test_plan_command_table_and_json(capsys, tmp_path):
+    import networks
+    import onnx
+
+    model = tmp_path / "split.onnx"
+    onnx.save(networks.split_by_lrn(), str(model))
+    assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support"]) == 0
+    out = capsys.readouterr().out
+    assert "sf0_fpga" in out and "sf1_arm_cpu" in out and "sf2_fpga" in out
+    assert "estimated latency (support policy)" in out and "all on the host CPU" in out
+    assert main(["plan", str(model), "--board", "workstation", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["policy"] == "latency" and plan["board"] == "workstation"
+    estimate = plan["estimate"]
+    assert {"latency_s", "all_cpu_latency_s", "support_latency_s"} <= set(estimate)
+    assert estimate["latency_s"] <= estimate["all_cpu_latency_s"]
+    subs = plan["subfunctions"]
+    assert sum(s["estimate"]["latency_s"] for s in subs) == pytest.approx(estimate["latency_s"])
+    assert sorted(n for s in subs for n in s["nodes"]) == sorted(n.name for n in onnx.load(str(model)).graph.node)
