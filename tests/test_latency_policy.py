@@ -14,21 +14,14 @@ from hetdeploy.cli import main
 from hetdeploy.cost import CostModel, node_work
 from hetdeploy.errors import UserError
 from hetdeploy.graph import Graph, Node
-from hetdeploy.partition import latency_solution, optimal_solution, partition_graph, solution_seconds
+from hetdeploy.partition import Group, latency_solution, optimal_solution, partition_graph, solution_seconds
+from test_partition import group_graph
 
 BOARDS = {name: load_board(name) for name in available_boards()}
 
 
 def acyclic(graph, solution):
-    owner = {i: g for g, (_, nodes) in enumerate(solution) for i in nodes}
-    producers = graph.producers()
-    dag = nx.DiGraph()
-    dag.add_nodes_from(range(len(solution)))
-    for i, node in enumerate(graph.nodes):
-        for t in node.inputs:
-            if t in producers and owner[producers[t]] != owner[i]:
-                dag.add_edge(owner[producers[t]], owner[i])
-    return nx.is_directed_acyclic_graph(dag)
+    return nx.is_directed_acyclic_graph(group_graph(graph, [Group(device, nodes) for device, nodes in solution]))
 
 
 def test_five_boards_ship_with_cpu_and_fpga_and_one_gpu():
