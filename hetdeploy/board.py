@@ -52,6 +52,14 @@ class Memory:
 
 
 @dataclass
+class ProcessingElement:
+    """A kind of FPGA processing element: the ops it computes and the ops it fuses after them."""
+
+    ops: list[str]
+    fuse: list[str] = field(default_factory=list)
+
+
+@dataclass
 class Device:
     name: str
     kind: str
@@ -65,6 +73,7 @@ class Device:
     part: str = ""
     resources: dict[str, int] = field(default_factory=dict)
     reserve_fraction: float = 0.0
+    pes: dict[str, ProcessingElement] = field(default_factory=dict)  # FPGA only, in declaration order
 
     def budget(self) -> dict[str, int]:
         """FPGA resources left for the design once the reserve is kept free."""
@@ -226,6 +235,7 @@ _DEVICE = {
     "part": (False, _STR),
     "resources": (False, _RESOURCES),
     "reserve_fraction": (False, _FRACTION),
+    "pes": (False, None),  # a mapping of PE kind -> {ops, fuse}; checked in _validate_pes
 }
 _LINK = {
     "from": (True, _STR),
@@ -362,6 +372,7 @@ def _validate(src: _Source) -> Board:
             ops = {op: dict(limits or {}) for op, limits in ops.items()}
         else:
             src.fail(f"{path}.ops", "expected 'all' or a mapping of ONNX op to its limits")
+        pes = _validate_pes(src, d, path, ops) if d["kind"] == "fpga" else {}
         if d["kind"] == "fpga":
             for key in ("part", "resources", "clock_mhz"):
                 if key not in d:
@@ -385,6 +396,7 @@ def _validate(src: _Source) -> Board:
                 part=d.get("part", ""),
                 resources=dict(d.get("resources", {})),
                 reserve_fraction=float(d.get("reserve_fraction", 0.0)),
+                pes=pes,
             )
         )
     links = []
@@ -415,6 +427,30 @@ def _validate(src: _Source) -> Board:
         src.fail("preference", f"must list every device once: {', '.join(sorted(seen))}")
     ordered = [next(d for d in devices if d.name == name) for name in preference]
     return Board(data["name"], str(src.path), data.get("description", ""), ordered, links, host)
+
+
+_PE = {"ops": (True, _is(list, "a non-empty list of ONNX op names", lambda v: bool(v) and all(isinstance(x, str) for x in v))),
+       "fuse": (False, _is(list, "a list of ONNX op names", lambda v: all(isinstance(x, str) for x in v)))}
+
+
+def _validate_pes(src: _Source, d: dict, path: str, ops: Optional[dict]) -> dict[str, ProcessingElement]:
+    """An FPGA's PE kinds: every op it lists runs on one, and they name only ops it lists."""
+    pes = d.get("pes")
+    if not isinstance(pes, dict) or not pes:
+        src.fail(path if pes is None else f"{path}.pes",
+                 "missing key 'pes' (required for an fpga device)" if pes is None
+                 else "expected a mapping of PE kind to {ops, fuse}")
+    listed = set(ops or {})
+    for kind, spec in pes.items():
+        src.check(spec, _PE, f"{path}.pes.{kind}")
+        for key in ("ops", "fuse"):
+            for k, op in enumerate(spec.get(key, [])):
+                if op not in listed:
+                    src.fail(f"{path}.pes.{kind}.{key}[{k}]", f"'{op}' is not in this device's ops")
+    covered = {op for spec in pes.values() for op in spec["ops"]}
+    for op in listed - covered:
+        src.fail(f"{path}.ops.{op}", f"no PE in {path}.pes runs {op}")
+    return {kind: ProcessingElement(list(spec["ops"]), list(spec.get("fuse", []))) for kind, spec in pes.items()}
 
 
 def available_boards() -> list[str]:

@@ -21,14 +21,14 @@ from typing import Callable, Iterator, Optional
 
 import onnx
 
-from . import runtime, verify
+from . import runtime, units, verify
 from .board import Board, load_board
 from .errors import UserError, VerificationError
 from .hls4ml_adapter import HlsOptions, generate
 from .model import LoadedModel, load_model
 from .ort_adapter import OrtModel
 from .partition import partition_graph
-from .plan import Plan, PlanEstimate, Subfunction, SubfunctionEstimate, Verification
+from .plan import ExecutionUnit, Plan, PlanEstimate, Subfunction, SubfunctionEstimate, Verification
 from .samples import load_samples, random_samples
 from .subgraph import extract
 
@@ -87,8 +87,10 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tupl
     loaded = load_model(options.model)
     step(2, f"loading board {options.board}")
     board = load_board(options.board)
-    step(3, f"partitioning ({options.policy} policy)")
-    return loaded, board, partition(loaded, board, options)
+    step(3, f"partitioning ({options.policy} policy) and folding FPGA execution units")
+    plan = partition(loaded, board, options)
+    fold_units(plan, loaded, board, options)
+    return loaded, board, plan
 
 
 def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
@@ -114,6 +116,33 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
         relative_tolerance=options.relative_tolerance,
         seed=options.seed,
     )
+
+
+def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions) -> None:
+    """Split each FPGA subfunction into execution units and fold all the units of one FPGA
+    together into its budget (the partitioner only gives an FPGA what fits it fully folded)."""
+    index = {n.name: i for i, n in enumerate(loaded.graph.nodes)}
+    for device in (d for d in board.devices if d.kind == "fpga"):
+        subs = [s for s in plan.subfunctions if s.device == device.name]
+        split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs)))
+                 for sub in subs]
+        shapes = [units.unit_shape(loaded.graph, u) for _, found in split for u in found]
+        reuse = units.fold(shapes, device.budget(), options.width)
+        if reuse is None:  # cannot happen after partitioning, which checks the fully folded design
+            raise RuntimeError(f"the FPGA subfunctions do not fit {device.name} even fully folded")
+        budget = {k: device.budget().get(k, 0) for k in units.RESOURCES} | {"latency_cycles": None}
+        choices = iter(zip(shapes, reuse))
+        for sub, found in split:
+            sub.execution_units = []
+            for k, unit in enumerate(found):
+                shape, rf = next(choices)
+                sub.execution_units.append(ExecutionUnit(
+                    name=f"{sub.name}_u{k}", nodes=[loaded.graph.nodes[i].name for i in unit.nodes], pe=unit.pe,
+                    reuse_factor=rf, strategy=units.strategy_for(rf), precision=f"ap_fixed<{options.width},6>",
+                    estimate=units.estimate(shape, rf, options.width)))
+            sub.resources = {k: sum(u.estimate[k] for u in sub.execution_units)
+                             for k in (*units.RESOURCES, "latency_cycles")}
+            sub.budget = budget
 
 
 def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None:

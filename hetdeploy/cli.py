@@ -49,8 +49,19 @@ def _plan(args: argparse.Namespace) -> int:
         e = sub.estimate
         print(f"{sub.name:<16} {sub.device:<10} {len(sub.nodes):>5} {_time(e.latency_s):>10} {_time(e.compute_s):>10} "
               f"{_time(e.transfer_s):>10} {_time(e.overhead_s):>10} {e.in_bytes:>10} {e.out_bytes:>10}")
+    for sub in plan.subfunctions:
+        if not sub.execution_units:
+            continue
+        print(f"\n{sub.name}: execution units (estimates, not synthesis results)")
+        print(f"  {'unit':<14} {'pe':<12} {'nodes':>5} {'reuse':>6} {'strategy':<9} {'DSP':>6} {'BRAM18':>6} "
+              f"{'LUT':>8} {'FF':>8} {'cycles':>9}")
+        rows = [(u.name, u.pe, len(u.nodes), u.reuse_factor, u.strategy, u.estimate) for u in sub.execution_units]
+        rows += [("total", "", "", "", "", sub.resources), ("budget", "", "", "", "", sub.budget)]
+        for name, pe, count, rf, strategy, e in rows:
+            print(f"  {name:<14} {pe:<12} {count!s:>5} {rf!s:>6} {strategy:<9} {e['dsp']:>6} {e['bram18']:>6} "
+                  f"{e['lut']:>8} {e['ff']:>8} {e['latency_cycles'] if e['latency_cycles'] is not None else '':>9}")
     est = plan.estimate
-    print(f"estimated latency ({plan.policy} policy): {_time(est.latency_s)}")
+    print(f"\nestimated latency ({plan.policy} policy): {_time(est.latency_s)}")
     if est.all_cpu_latency_s is not None:
         print(f"  all on the host CPU: {_time(est.all_cpu_latency_s)} ({est.all_cpu_latency_s / est.latency_s:.2f}x)")
     fits = "" if est.support_fits else " (does not fit the board)"

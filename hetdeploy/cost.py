@@ -18,11 +18,12 @@ whichever is longer, plus a fixed per-node cost. An FPGA keeps weights and
 activations on chip (the capacity check below makes sure), so only the
 operations count there.
 
-Capacity: an FPGA subfunction must hold its weights in the on-chip memory of
-the budget (resources minus the reserve) at the fixed-point width, and needs
-at least one DSP per layer with multiply-adds (fully folded); a CPU or GPU
-must hold the float32 weights of everything it runs in its memory. All
-subfunctions of a device are resident together, so capacities are shared.
+Capacity: the FPGA subfunctions together must fit the budget (resources minus
+the reserve: DSP, BRAM18, LUT, FF) with every node folded as far as hls4ml
+allows (``units.estimate``), so that the folding stage can always find reuse
+factors that fit; a CPU or GPU must hold the float32 weights of everything it
+runs in its memory. All subfunctions of a device are resident together, so
+capacities are shared.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import math
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from . import units
 from .board import Board, Device
 from .graph import Graph, Node
 
@@ -100,18 +102,22 @@ def node_seconds(device: Device, work: Work) -> float:
     return max(compute, memory) + device.compute.per_op_s
 
 
-def capacity(device: Device, width: int) -> dict[str, float]:
+def capacity(device: Device) -> dict[str, float]:
     """What a device holds for all its subfunctions together."""
     if device.kind == "fpga":
-        return {"onchip_bits": float(device.onchip_bits()), "dsp": float(device.budget().get("dsp", 0))}
+        budget = device.budget()
+        return {k: float(budget.get(k, 0)) for k in units.RESOURCES}
     return {"memory_bytes": float(device.memory.bytes)}
 
 
-def usage(device: Device, work: Work, width: int) -> dict[str, float]:
-    """What one node takes of ``capacity(device)``."""
+def usage(device: Device, graph: Graph, index: int, width: int) -> dict[str, float]:
+    """What one node takes of ``capacity(device)``: on an FPGA, the node as its own execution unit
+    folded as far as hls4ml allows (fusion and less folding are for the folding stage to choose)."""
     if device.kind == "fpga":
-        return {"onchip_bits": float(work.weight_elements * width), "dsp": 1.0 if work.macs else 0.0}
-    return {"memory_bytes": float(work.weight_elements * FLOAT_BYTES)}
+        shape = units.unit_shape(graph, units.Unit("", [index]))
+        least = units.estimate(shape, units.candidate_reuse_factors(shape)[-1], width)
+        return {k: float(least[k]) for k in units.RESOURCES}
+    return {"memory_bytes": float(graph.nodes[index].constant_elements * FLOAT_BYTES)}
 
 
 @dataclass
@@ -138,8 +144,8 @@ class CostModel:
             for t, s in list(zip(node.inputs, node.input_shapes)) + list(zip(node.outputs, node.output_shapes)):
                 self.tensor_bytes[t] = _elements(s) * FLOAT_BYTES
         self.seconds = {d.name: [node_seconds(d, w) for w in self.work] for d in board.devices}
-        self.capacity = {d.name: capacity(d, width) for d in board.devices}
-        self.usage = {d.name: [usage(d, w, width) for w in self.work] for d in board.devices}
+        self.capacity = {d.name: capacity(d) for d in board.devices}
+        self.usage = {d.name: [usage(d, graph, i, width) for i in range(len(graph.nodes))] for d in board.devices}
         self.producers = graph.producers()
         self.consumers = graph.consumers()
 

@@ -256,9 +256,11 @@ def _capacity_summary(graph: Graph, board, cost: CostModel) -> str:
     weights = sum(cost.work[i].weight_elements for i in range(len(graph.nodes)))
     held = []
     for device in board.devices:
+        cap = cost.capacity[device.name]
         if device.kind == "fpga":
-            held.append(f"{device.name} holds {cost.capacity[device.name]['onchip_bits'] / 8 / 2**20:.3g} MiB on chip "
-                        f"at {cost.width} bit and {cost.capacity[device.name]['dsp']:.0f} DSPs with its reserve kept free")
+            held.append(f"{device.name} holds {', '.join(f'{cap[k]:.0f} {k.upper()}' for k in cap)} with its "
+                        f"reserve kept free, and needs {sum(cost.usage[device.name][i]['bram18'] for i in range(len(graph.nodes))):.0f} "
+                        f"BRAM18 for all of it folded")
         else:
             held.append(f"{device.name} holds {device.memory.bytes / 2**20:.4g} MiB")
     return f"its {weights / 1e6:.4g} M weights take {weights * 4 / 2**20:.4g} MiB as float32; " + "; ".join(held)

@@ -88,6 +88,19 @@ class PlanEstimate:
 
 
 @dataclass
+class ExecutionUnit:
+    """A fused chain of ops on one PE kind of the FPGA, with its folding and estimate."""
+
+    name: str
+    nodes: list[str]
+    pe: str
+    reuse_factor: int
+    strategy: str
+    precision: str
+    estimate: dict[str, int]  # dsp, bram18, lut, ff, latency_cycles
+
+
+@dataclass
 class Subfunction:
     name: str
     device: str
@@ -97,6 +110,9 @@ class Subfunction:
     outputs: list[str]
     onnx: str = ""
     estimate: Optional[SubfunctionEstimate] = None
+    execution_units: list[ExecutionUnit] = field(default_factory=list)
+    resources: Optional[dict[str, int]] = None  # the units' totals
+    budget: Optional[dict[str, Optional[int]]] = None  # the FPGA's resources minus the reserve
     hls: Optional[HlsProject] = None
     verification: Optional[Verification] = None
 

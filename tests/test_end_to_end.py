@@ -46,6 +46,15 @@ def test_build_and_emulate(built, tmp_path, capsys, name, devices):
             assert (out / sub["hls"]["project"] / "firmware" / f"{sub['hls']['top']}.cpp").is_file()
             v = sub["verification"]
             assert v["passed"] and 0 < v["max_abs_error"] <= v["tolerance"]
+            units = sub["execution_units"]
+            assert units and [n for u in units for n in u["nodes"]] == sub["nodes"]
+            for unit in units:
+                assert {"name", "nodes", "pe", "reuse_factor", "strategy", "precision", "estimate"} <= set(unit)
+                assert set(unit["estimate"]) == {"dsp", "bram18", "lut", "ff", "latency_cycles"}
+            for key in ("dsp", "bram18", "lut", "ff"):
+                assert sub["resources"][key] == sum(u["estimate"][key] for u in units) <= sub["budget"][key]
+        else:
+            assert sub["execution_units"] == [] and sub["resources"] is None
     assert len(all_nodes) == len(set(all_nodes)) == len(onnx.load(str(out / "model.onnx")).graph.node)
 
     spec = onnx.load(str(model)).graph.input[0].type.tensor_type.shape

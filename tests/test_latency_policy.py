@@ -70,8 +70,9 @@ def test_small_network_stays_on_the_arm_cores_large_convolutions_go_to_the_fpga(
     for _ in range(4):
         x = cnn.unary("Relu", cnn.conv(x, 64, 3))
     result = partition_graph(cnn.graph(x), BOARDS["pynq-z2"])
-    assert [c.device for c in result.cuts] == ["fpga"]
-    assert result.latency_s < result.all_host_latency_s / 10
+    # hls4ml's streams hold a whole 32x32x64 output each: not all four layers fit the xc7z020
+    assert [c.device for c in result.cuts] == ["fpga", "arm_cpu"] and "Conv_0" in result.cuts[0].nodes
+    assert result.latency_s < result.all_host_latency_s and not result.support_fits
 
 
 @settings(max_examples=40, deadline=None)
@@ -128,13 +129,13 @@ def small_fpga(board, bram18):
 
 
 def test_fpga_groups_share_the_on_chip_budget():
-    """Four 64-channel convolutions need 4 x 590 kbit of weights; give the FPGA room for two."""
-    b = graphs.Builder([1, 64, 32, 32])
+    """Four 64-channel convolutions on 8x8 take 41 BRAM18 each, folded; give the FPGA room for two."""
+    b = graphs.Builder([1, 64, 8, 8])
     x = "input"
     for _ in range(4):
         x = b.unary("LRN", b.unary("Relu", b.conv(x, 64, 3)), size=3)
     graph = b.graph(x)
-    board = small_fpga(BOARDS["pynq-z2"], 82)  # 73 BRAM18 after the reserve: 1.196 Mbit
+    board = small_fpga(BOARDS["pynq-z2"], 100)  # 90 BRAM18 after the reserve
     cost = CostModel(graph, board)
     result = partition_graph(graph, board)
     on_fpga = [n for c in result.cuts if c.device == "fpga" for n in c.nodes]

@@ -1,0 +1,236 @@
+"""Stage 3b: execution units of FPGA subfunctions, their resource estimates, and folding.
+
+Pure functions over ``graph`` and ``board`` data (no onnx, no hls4ml).
+
+A unit is one op that a processing-element kind of the board computes, followed
+by the chain of ops that kind fuses after it (each reading the previous one's
+output and its only reader). Its parallelism is hls4ml's ReuseFactor R: a layer
+with n_in x n_out multiplications per output vector uses ceil(n_in x n_out / R)
+multipliers and takes about R cycles per output vector.
+
+Estimates (per unit, at R and a fixed-point width W), from how hls4ml 1.3 lays
+out its layers:
+- DSP: one per multiplier (two when W > 18: a DSP48 multiplies 27x18 / 25x18);
+- BRAM18: weights, when the Resource strategy keeps them in banks of depth R
+  (a BRAM18 is 512 x 36 or 1024 x 18 bits); line buffers of
+  streamed convolutions and pooling ((k - 1) rows of the input); the output
+  FIFO of a streamed layer (hls4ml sizes it to the whole output);
+  Softmax's two lookup tables;
+- LUT / FF: per multiplier the accumulation adder and pipeline registers
+  (about 1.5 W LUT and 2 W FF), weights held in LUTs under the Latency
+  strategy (W / 2 LUT each), and a fixed control cost per unit;
+- latency in cycles: R per output vector (one vector for a dense layer, one
+  per output pixel for a streamed convolution), plus the pipeline depth and
+  the line-buffer fill.
+These are estimates, not synthesis results; benchmarks/estimates.py puts them
+beside published post-synthesis figures.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from .board import BRAM18_BITS, Device
+from .graph import Graph, Node
+
+RESOURCES = ("dsp", "bram18", "lut", "ff")
+# Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
+BRAM_MIN_DEPTH = 64
+UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 600, 800
+
+
+@dataclass
+class Unit:
+    pe: str
+    nodes: list[int]  # node indices, in execution order
+
+
+def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[str] = frozenset()) -> list[Unit]:
+    """Cut an FPGA subfunction (``nodes`` in execution order) into units. ``keep``: tensors read
+    outside the subfunction, which a fusion must not swallow."""
+    consumers = graph.consumers()
+    outputs = set(graph.outputs) | set(keep)
+    units: list[Unit] = []
+    for i in nodes:
+        node = graph.nodes[i]
+        if units:
+            unit = units[-1]
+            last = graph.nodes[unit.nodes[-1]]
+            fusible = node.op in device.pes[unit.pe].fuse and node.inputs == last.outputs[:1]
+            if fusible and consumers.get(last.outputs[0]) == [i] and last.outputs[0] not in outputs:
+                unit.nodes.append(i)
+                continue
+        pe = next((k for k, spec in device.pes.items() if node.op in spec.ops), None)
+        if pe is None:
+            raise ValueError(f"node '{node.name}': no PE of {device.name} runs {node.op}")
+        units.append(Unit(pe, [i]))
+    return units
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the estimates need of a unit's main node."""
+
+    kind: str  # 'kernel' (multiply-accumulate layer), 'window' (pooling), 'elementwise', 'data' (reshape)
+    n_in: int  # multiplications per output value
+    n_out: int  # output values per vector (channels)
+    vectors: int  # output vectors (pixels; 1 for a dense layer)
+    streamed: bool  # io_stream (spatial data) rather than io_parallel
+    line_buffer_values: int  # values a streamed window keeps ((k - 1) rows x width x channels)
+    output_values: int
+    softmax: bool  # a Softmax in the unit (lookup tables)
+
+
+def unit_shape(graph: Graph, unit: Unit) -> Shape:
+    main = graph.nodes[unit.nodes[0]]
+    first = main.input_shapes[0] if main.input_shapes else [1]
+    out = graph.nodes[unit.nodes[-1]].output_shapes[0] if graph.nodes[unit.nodes[-1]].output_shapes else [1]
+    main_out = main.output_shapes[0] if main.output_shapes else [1]
+    streamed = len(first) > 2
+    softmax = any(graph.nodes[i].op == "Softmax" for i in unit.nodes)
+    output_values = math.prod(out)
+    if main.op == "Conv":
+        kernel = main.attrs.get("kernel_shape") or [1] * (len(first) - 2)
+        group = main.attrs.get("group", 1)
+        n_in = (first[1] // group) * math.prod(kernel)
+        line = (kernel[0] - 1) * (first[-1] if len(first) > 3 else 1) * first[1]
+        return Shape("kernel", n_in, main_out[1], math.prod(main_out[2:]), True, line, output_values, softmax)
+    if main.op in ("Gemm", "MatMul"):
+        return Shape("kernel", first[-1], main_out[-1], 1, False, 0, output_values, softmax)
+    if main.op == "MaxPool":
+        kernel = main.attrs.get("kernel_shape") or [1]
+        line = (kernel[0] - 1) * (first[-1] if len(first) > 3 else 1) * first[1]
+        return Shape("window", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, line, output_values,
+                     softmax)
+    if main.op in ("Flatten", "Reshape"):  # a relabelling of the same values: no logic, no buffer
+        return Shape("data", 0, 0, 0, False, 0, 0, softmax)
+    channels = main_out[1] if len(main_out) > 1 else main_out[0]
+    return Shape("elementwise", 1, channels, max(1, math.prod(main_out) // max(1, channels)), streamed, 0,
+                 output_values, softmax)
+
+
+def valid_reuse_factors(n_in: int, n_out: int) -> list[int]:
+    """The reuse factors hls4ml 1.3 accepts for an n_in x n_out layer (its _validate_reuse_factor)."""
+    total = n_in * n_out
+    result = []
+    for rf in range(1, int(math.isqrt(total)) + 1):
+        if total % rf == 0:
+            result += [rf, total // rf] if rf != total // rf else [rf]
+    return sorted(rf for rf in result if _hls4ml_accepts(n_in, n_out, rf))
+
+
+def _hls4ml_accepts(n_in: int, n_out: int, rf: int) -> bool:
+    limit = math.ceil(n_in * n_out / min(n_in, rf))
+    return (limit % n_out == 0 or rf >= n_in) and (rf % n_in == 0 or rf < n_in) and (n_in * n_out) % rf == 0
+
+
+def strategy_for(reuse_factor: int) -> str:
+    """hls4ml's Latency strategy unrolls into registers; beyond a small reuse factor, Resource keeps
+    weights in BRAM banks."""
+    return "Latency" if reuse_factor < BRAM_MIN_DEPTH else "Resource"
+
+
+def estimate(shape: Shape, reuse_factor: int, width: int) -> dict[str, int]:
+    """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc)."""
+    bram_bits, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
+    cycles = 5
+    dsp = 0
+    if shape.kind == "kernel":
+        products = shape.n_in * shape.n_out
+        multipliers = math.ceil(products / reuse_factor)
+        dsp = multipliers * (2 if width > 18 else 1)
+        lut += int(multipliers * 1.5 * width)
+        ff += multipliers * 2 * width
+        if strategy_for(reuse_factor) == "Resource":
+            # multipliers banks of depth R, W bits wide, in BRAM18s of 512 x 36 or 1024 x 18 bits
+            wide = math.ceil(multipliers * width / 36) * math.ceil(reuse_factor / 512)
+            deep = math.ceil(multipliers * width / 18) * math.ceil(reuse_factor / 1024)
+            bram_bits += min(wide, deep) * BRAM18_BITS
+        else:
+            lut += products * width // 2
+        cycles += shape.vectors * reuse_factor + math.ceil(math.log2(max(2, shape.n_in)))
+    elif shape.kind == "window":
+        lut += shape.n_out * width * shape.n_in
+        ff += shape.n_out * width * 2
+        cycles += shape.vectors * max(1, shape.n_in // 4)
+    elif shape.kind == "elementwise":
+        lut += shape.n_out * width
+        ff += shape.n_out * width
+        cycles += shape.vectors
+    if shape.streamed:
+        bram_bits += _bram_bits(shape.line_buffer_values * width) + _bram_bits(shape.output_values * width)
+        cycles += shape.line_buffer_values // max(1, shape.n_out)
+    else:
+        ff += shape.output_values * width
+    if shape.softmax:
+        bram_bits += 2 * 4096 * 18  # exp and inverse tables of 4,096 entries
+        cycles += 10
+    bram18 = math.ceil(bram_bits / BRAM18_BITS)
+    return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": cycles}
+
+
+def _bram_bits(bits: int) -> int:
+    """Arrays under 1 kbit become LUTRAM or registers; larger ones whole BRAM18s."""
+    return 0 if bits < 1024 else math.ceil(bits / BRAM18_BITS) * BRAM18_BITS
+
+
+def candidate_reuse_factors(shape: Shape) -> list[int]:
+    if shape.kind != "kernel":
+        return [1]
+    return valid_reuse_factors(shape.n_in, shape.n_out)
+
+
+def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int) -> Optional[list[int]]:
+    """Reuse factors, one per unit, with the least total latency that fit ``budget`` together; None
+    when even the most folded design does not fit.
+
+    Greedy: start unfolded; while over budget, raise the reuse factor of the unit whose next step
+    frees the most over-budget resource per added cycle; then lower reuse factors again where the
+    design still fits, the step that saves the most cycles first."""
+    options = [candidate_reuse_factors(s) for s in shapes]
+    choice = [0] * len(shapes)
+    current = [estimate(s, o[0], width) for s, o in zip(shapes, options)]
+
+    def over(totals: dict[str, int]) -> dict[str, float]:
+        return {k: (totals[k] - budget[k]) / max(1, budget[k]) for k in RESOURCES if totals[k] > budget.get(k, 0)}
+
+    while True:
+        totals = {k: sum(e[k] for e in current) for k in RESOURCES}
+        excess = over(totals)
+        if not excess:
+            break
+        best, best_gain = None, 0.0
+        for u, (s, o) in enumerate(zip(shapes, options)):
+            if choice[u] + 1 >= len(o):
+                continue
+            nxt = estimate(s, o[choice[u] + 1], width)
+            freed = sum((current[u][k] - nxt[k]) / max(1, budget[k]) for k in excess)
+            added = max(1, nxt["latency_cycles"] - current[u]["latency_cycles"])
+            if freed > 0 and freed / added > best_gain:
+                best, best_gain = u, freed / added
+        if best is None:
+            # Stuck (a step can cost BRAM, as weights move from LUTs into banks): start again from the
+            # most folded design, which is the only one left to try, and unfold from there.
+            choice = [len(o) - 1 for o in options]
+            current = [estimate(s, o[-1], width) for s, o in zip(shapes, options)]
+            if over({k: sum(e[k] for e in current) for k in RESOURCES}):
+                return None
+            break
+        choice[best] += 1
+        current[best] = estimate(shapes[best], options[best][choice[best]], width)
+    # The steps are coarse: give cycles back where a less folded unit still fits, most saved first.
+    while True:
+        totals = {k: sum(e[k] for e in current) for k in RESOURCES}
+        steps = []
+        for u, (s, o) in enumerate(zip(shapes, options)):
+            if choice[u] > 0:
+                previous = estimate(s, o[choice[u] - 1], width)
+                if not over({k: totals[k] - current[u][k] + previous[k] for k in RESOURCES}):
+                    steps.append((current[u]["latency_cycles"] - previous["latency_cycles"], -u, previous))
+        if not steps:
+            return [o[c] for o, c in zip(options, choice)]
+        _, u, previous = max(steps)
+        choice[-u] -= 1
+        current[-u] = previous
