@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from .board import BRAM18_BITS, Device
-from .graph import Graph, Node
+from .graph import Graph
 
 RESOURCES = ("dsp", "bram18", "lut", "ff")
 # Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
