@@ -25,10 +25,8 @@ OP_CLASSES = ("conv", "dense", "pool", "elementwise", "normalization", "softmax"
 # Data types a device's compute peak can be given for; compute.dtype names the one
 # the model's float32 runs in on that device (an FPGA runs it in fixed point).
 COMPUTE_DTYPES = ("float32", "float16", "fixed16", "fixed8", "int8")
-# On-chip capacity per block without parity/ECC bits: a BRAM18 holds 1024 x 16 bit,
-# a URAM 4096 x 64 bit (Xilinx UG473, UG573).
+# On-chip capacity of a BRAM18 without parity bits: 1024 x 16 bit (Xilinx UG473).
 BRAM18_BITS = 16 * 1024
-URAM_BITS = 64 * 4096
 
 
 # ---------------------------------------------------------------- data
@@ -78,11 +76,6 @@ class Device:
     def budget(self) -> dict[str, int]:
         """FPGA resources left for the design once the reserve is kept free."""
         return {k: int(v * (1.0 - self.reserve_fraction)) for k, v in self.resources.items()}
-
-    def onchip_bits(self) -> int:
-        """On-chip memory of the budget (BRAM and URAM), in bits."""
-        budget = self.budget()
-        return budget.get("bram18", 0) * BRAM18_BITS + budget.get("uram", 0) * URAM_BITS
 
     def why_not(self, node: Node) -> Optional[str]:
         """None when this device runs ``node``; else the limit it breaks."""

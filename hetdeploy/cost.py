@@ -51,8 +51,8 @@ OP_CLASS = {
                      "Clip", "Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "Abs", "Neg", "Exp", "Log",
                      "Sqrt", "Pow", "Erf", "Softplus", "Dropout"), "elementwise"),
 }
-# Operations per output value, for the classes not counted from kernel shapes.
-_OPS_PER_VALUE = {"pool": 0, "normalization": 2, "softmax": 5, "elementwise": 1, "data": 0, "other": 1}
+# Operations per output value of the classes node_work does not count from kernels or inputs.
+_OPS_PER_VALUE = {"normalization": 2, "softmax": 5, "data": 0, "other": 1}
 
 
 @dataclass(frozen=True)
