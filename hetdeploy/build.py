@@ -11,6 +11,7 @@ looks complete.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import sys
@@ -19,16 +20,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
+import numpy as np
 import onnx
 
-from . import runtime, units, verify
+from . import memory, runtime, units, verify
 from .board import Board, load_board
+from .csim import compile_library
 from .errors import UserError, VerificationError
-from .hls4ml_adapter import HlsOptions, generate
+from .hls4ml_adapter import HlsOptions, UnitSettings, ap_types_headers, fixed_precision, generate_unit
+from .hls_top import SYNTHESIS_SCRIPT, SubfunctionSource, element_bytes, library_name, write_project
 from .model import LoadedModel, load_model
 from .ort_adapter import OrtModel
 from .partition import partition_graph
-from .plan import ExecutionUnit, Plan, PlanEstimate, Subfunction, SubfunctionEstimate, Verification
+from .plan import (Buffer, ExecutionUnit, HlsPort, HlsProject, MemoryPlan, Plan, PlanEstimate, Subfunction,
+                   SubfunctionEstimate, Verification)
 from .samples import load_samples, random_samples
 from .subgraph import extract
 
@@ -72,7 +77,7 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
                    else random_samples(plan.inputs, options.samples, options.seed))
         fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
         step(5, f"generating HLS through hls4ml for {len(fpga)} FPGA subfunction(s)")
-        generate_hls(plan, board, options, stage_dir, samples, progress)
+        generate_hls(plan, loaded, board, options, stage_dir, samples, progress)
         step(6, "verifying in C-simulation against onnxruntime")
         verify_csim(plan, stage_dir, samples)
         step(7, f"writing {options.out_dir}")
@@ -139,7 +144,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                 sub.execution_units.append(ExecutionUnit(
                     name=f"{sub.name}_u{k}", nodes=[loaded.graph.nodes[i].name for i in unit.nodes], pe=unit.pe,
                     reuse_factor=rf, strategy=units.strategy_for(rf), precision=f"ap_fixed<{options.width},6>",
-                    estimate=units.estimate(shape, rf, options.width)))
+                    estimate=units.estimate(shape, rf, options.width), inputs=unit.inputs, outputs=[unit.output]))
             sub.resources = {k: sum(u.estimate[k] for u in sub.execution_units)
                              for k in (*units.RESOURCES, "latency_cycles")}
             sub.budget = budget
@@ -163,41 +168,101 @@ def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None
             raise RuntimeError(f"subfunction chain differs from the model on onnxruntime by {error}")
 
 
-def generate_hls(plan: Plan, board: Board, options: BuildOptions, build_dir: Path, samples, progress: Progress) -> None:
-    """Each FPGA subfunction through hls4ml into hls/<name>/, compiled for C-simulation.
-    Layer precisions are sized on the inputs each subfunction sees in the float pipeline."""
-    seen: dict[int, list[dict]] = {}
+def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions, build_dir: Path,
+                 samples, progress: Progress) -> None:
+    """Each FPGA subfunction into hls/<name>/: every execution unit through hls4ml (units/<unit>/),
+    our top over them, compiled for C-simulation. Each unit's layer precisions are sized on the
+    values it sees on the float pipeline (onnxruntime) for ``samples``."""
+    envs: dict[int, list[dict[str, np.ndarray]]] = {}
 
     def collect(index, inputs, outputs):
-        seen.setdefault(index, []).append(inputs)
+        envs.setdefault(index, []).append(dict(inputs))
 
     chain = runtime.reference_executors(build_dir, plan)
     for feeds in samples:
         runtime.run(plan, chain, feeds, collect)
+    shapes = tensor_shapes(loaded)
     for index, sub in enumerate(plan.subfunctions):
-        if sub.kind != "fpga":
-            continue
-        device = board.device(sub.device)
-        started = time.monotonic()
-        hls = generate(
-            onnx.load(str(build_dir / sub.onnx)),
-            build_dir / "hls" / sub.name,
-            sub.name,
-            seen[index],
-            HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz, width=options.width),
-        )
-        hls.project = os.path.relpath(hls.project, build_dir)
-        hls.library = os.path.relpath(hls.library, build_dir)
-        sub.hls = hls
-        progress(f"      {sub.name}: {len(sub.nodes)} nodes, {hls.io_type}, "
-                 f"converted and compiled in {time.monotonic() - started:.1f} s")
+        if sub.kind == "fpga":
+            started = time.monotonic()
+            _generate_subfunction(sub, loaded, board.device(sub.device), options, build_dir, envs[index], shapes)
+            progress(f"      {sub.name}: {len(sub.execution_units)} execution units converted by hls4ml and "
+                     f"compiled in {time.monotonic() - started:.1f} s")
+
+
+def tensor_shapes(loaded: LoadedModel) -> dict[str, list[int]]:
+    shapes = {t.name: t.shape for t in loaded.inputs}
+    for node in loaded.graph.nodes:
+        shapes.update(zip(node.inputs, node.input_shapes))
+        shapes.update(zip(node.outputs, node.output_shapes))
+    return shapes
+
+
+def _generate_subfunction(sub: Subfunction, loaded: LoadedModel, device, options: BuildOptions, build_dir: Path,
+                          envs: list[dict[str, np.ndarray]], shapes: dict[str, list[int]]) -> None:
+    project = build_dir / "hls" / sub.name
+    (build_dir / "subfunctions" / sub.name).mkdir()
+    hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz, width=options.width)
+    config_precision: dict[str, str] = {}  # tensor -> what its buffer holds, as an hls4ml config string
+    cpp_precision: dict[str, str] = {}  # the same, as a C++ type
+    for unit in sub.execution_units:
+        unit.onnx = f"subfunctions/{sub.name}/{unit.name}.onnx"
+        model = extract(loaded.model, unit)
+        onnx.save(model, str(build_dir / unit.onnx))
+        reference = OrtModel(build_dir / unit.onnx)
+        unit_samples = [{t: env[t] for t in unit.inputs} for env in envs]
+        for env in envs:  # the float values every later unit sees
+            env.update(reference.run(env))
+        if _relayout(loaded, unit):
+            (source,) = unit.inputs
+            if source not in cpp_precision:  # a subfunction input read first here
+                config_precision[source], cpp_precision[source] = fixed_precision(
+                    max(float(np.max(np.abs(s[source]))) for s in unit_samples), options.width)
+            config_precision[unit.outputs[0]] = config_precision[source]
+            cpp_precision[unit.outputs[0]] = cpp_precision[source]
+        else:
+            unit.hls = generate_unit(
+                model, project / "units" / unit.name, unit.name, unit_samples,
+                UnitSettings(unit.reuse_factor, unit.strategy, [config_precision.get(t) for t in unit.inputs]),
+                hls_options)
+            unit.hls.project = os.path.relpath(unit.hls.project, build_dir)
+            for port in unit.hls.inputs + unit.hls.outputs:
+                config_precision.setdefault(port.tensor, port.config_precision)
+                cpp_precision.setdefault(port.tensor, port.precision)
+        unit.precision = cpp_precision[unit.outputs[0]]
+
+    steps = [(u.inputs, u.outputs) for u in sub.execution_units]
+    lives = memory.lifetimes(steps, sub.inputs, sub.outputs)
+    sizes = [math.prod(shapes[b.tensor]) * element_bytes(cpp_precision[b.tensor]) for b in lives]
+    offsets = memory.place_without_reuse(sizes)
+    sub.memory = MemoryPlan("fastest", [
+        Buffer(b.tensor, "bram", offset, size, b.first, b.last, cpp_precision[b.tensor])
+        for b, offset, size in zip(lives, offsets, sizes)])
+
+    ports_in = [HlsPort(t, shapes[t], "channels_last" if len(shapes[t]) >= 3 else "onnx") for t in sub.inputs]
+    ports_out = [HlsPort(t, shapes[t], "channels_last" if len(shapes[t]) >= 3 else "onnx") for t in sub.outputs]
+    write_project(SubfunctionSource(sub.name, sub.execution_units, sub.memory, shapes, ports_in, ports_out,
+                                    device.part, hls_options.clock_period_ns, ap_types_headers()), project)
+    compile_library(project, library_name(sub.name))
+    sub.hls = HlsProject(os.path.relpath(project, build_dir), os.path.relpath(project / library_name(sub.name),
+                         build_dir), sub.name, SYNTHESIS_SCRIPT, ports_in, ports_out)
+
+
+def _relayout(loaded: LoadedModel, unit: ExecutionUnit) -> bool:
+    ops = {n.name: n.op for n in loaded.graph.nodes}
+    return all(ops[n] in units.RELAYOUT_OPS for n in unit.nodes)
 
 
 def verify_csim(plan: Plan, build_dir: Path, samples) -> None:
+    """Each execution unit, each subfunction, then the whole pipeline against onnxruntime."""
+    unit_checks = verify.check_units(plan, build_dir, samples)
     comparison = verify.check_build(plan, build_dir, samples)
     for sub, check in zip(plan.subfunctions, comparison.subfunctions):
         sub.verification = Verification(len(samples), check.max_abs_error, check.tolerance, check.passed)
-    failed = [s for s in comparison.subfunctions if not s.passed]
+        for unit in sub.execution_units:
+            u = unit_checks[unit.name]
+            unit.verification = Verification(len(samples), u.max_abs_error, u.tolerance, u.passed)
+    failed = [u for u in unit_checks.values() if not u.passed] + [s for s in comparison.subfunctions if not s.passed]
     if failed:
         worst = failed[0]
         raise VerificationError(

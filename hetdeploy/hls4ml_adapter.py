@@ -1,11 +1,13 @@
-"""hls4ml (and qonnx) behind one function: ONNX subfunction -> compiled HLS project.
+"""hls4ml (and qonnx) behind one function: the ONNX model of an execution unit -> hls4ml project.
 
 What hls4ml 1.3's ONNX frontend needs, and what it gets wrong by default
 (FACTS.md section 6), is handled here and nowhere else:
 - explicit Conv/MaxPool attributes (it reads them without defaults);
-- a QONNX-cleaned, channels-last model (inputs then NHWC, outputs back in ONNX order);
+- a QONNX-cleaned, channels-last model (inputs and outputs NHWC: the transposes qonnx adds to
+  return outputs to ONNX order are dropped, since units pass channels-last buffers);
 - qonnx's constant folding builds IR-14 models that onnxruntime refuses (shim below);
-- the "stable" Softmax is wrong: the legacy one is used;
+- the "stable" Softmax's lookup tables are too coarse and their config keys ignored: sized on the layer;
+- several projects linked into one program share hls4ml's weight loader: each unit's files get a prefix;
 - a global fixed<16,6> overflows and truncation biases every dot product:
   each layer's integer bits come from activations profiled on sample inputs,
   and results round (RND) and saturate (SAT).
@@ -17,20 +19,22 @@ import contextlib
 import functools
 import io
 import math
+import re
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 import onnx
 
-from .csim import compile_library
 from .errors import UserError
 from .model import MAX_IR_VERSION
-from .plan import HlsPort, HlsProject
+from .plan import UnitHls, UnitPort
+from .runtime import channels_last
 
-STREAM_OPS = {"Conv", "MaxPool", "AveragePool", "Concat", "BatchNormalization"}
+# Layers whose parallelism the unit's ReuseFactor and Strategy set (after qonnx's GemmToMatMul).
+_FOLDED_OPS = {"Conv", "MatMul", "Gemm"}
 # Ops whose output hls4ml merges into the preceding layer's result (bias add, scale).
 _MERGED_INTO_PREVIOUS = {"Add", "Mul", "BatchNormalization"}
 _ROUNDING = "RND,SAT"
@@ -42,6 +46,14 @@ class HlsOptions:
     clock_period_ns: float
     width: int = 16
     weight_precision: str = "fixed<16,6,RND,SAT>"
+
+
+@dataclass
+class UnitSettings:
+    reuse_factor: int
+    strategy: str
+    # per unit input: the precision (hls4ml config string) its producing unit writes, or None to size it
+    input_precisions: list[Optional[str]]
 
 
 @contextlib.contextmanager
@@ -95,21 +107,37 @@ def _fixed(width: int, integer: int) -> str:
     return f"fixed<{max(width, integer + 8)},{integer},{_ROUNDING}>"
 
 
-def channels_last(x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.moveaxis(x, 1, -1)) if x.ndim >= 3 else x
+def fixed_precision(max_abs: float, width: int) -> tuple[str, str]:
+    """The fixed-point type for values up to ``max_abs``: (hls4ml config string, C++ type)."""
+    from hls4ml.backends import get_backend
+
+    config = _fixed(width, _integer_bits(max_abs))
+    return config, get_backend("Vivado").convert_precision_string(config).definition_cpp()
 
 
-def generate(
-    sub_model: onnx.ModelProto,
+def ap_types_headers() -> Path:
+    """The ap_fixed/ap_int headers hls4ml ships (and copies into each of its projects)."""
+    import hls4ml
+
+    return Path(hls4ml.__file__).parent / "templates" / "vivado" / "ap_types"
+
+
+def generate_unit(
+    unit_model: onnx.ModelProto,
     project_dir: Path,
-    top: str,
+    namespace: str,
     samples: Sequence[dict[str, np.ndarray]],
+    settings: UnitSettings,
     options: HlsOptions,
-) -> HlsProject:
-    """Convert ``sub_model`` with hls4ml into ``project_dir`` and compile its C-simulation.
+) -> UnitHls:
+    """Convert one execution unit with hls4ml into ``project_dir`` (not compiled: the subfunction's
+    Makefile builds every unit together with our top).
 
-    ``samples``: inputs of the subfunction (ONNX layout) used to size each
-    layer's fixed-point integer bits.
+    The project's code sits in C++ namespace ``namespace`` (its top function too), so that all the
+    units of a subfunction link into one program. ``samples``: the unit's inputs (ONNX layout) on the
+    float pipeline, which size each layer's integer bits. Ports of rank >= 3 are channels-last on
+    both sides: the Transpose back to ONNX order that qonnx appends to outputs is dropped, since the
+    next unit reads channels-last.
     """
     import hls4ml
     import onnxruntime
@@ -120,12 +148,13 @@ def generate(
     from qonnx.util.cleanup import cleanup_model
 
     model = onnx.ModelProto()
-    model.CopyFrom(sub_model)
+    model.CopyFrom(unit_model)
     _explicit_attributes(model)
     onnx_inputs = [v.name for v in model.graph.input]
+    onnx_outputs = [v.name for v in model.graph.output]
     onnx_shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
                    for v in list(model.graph.input) + list(model.graph.output)}
-    io_type = "io_stream" if any(n.op_type in STREAM_OPS for n in model.graph.node) else "io_parallel"
+    io_type = "io_stream" if len(onnx_shapes[onnx_inputs[0]]) >= 3 else "io_parallel"
 
     project_dir.mkdir(parents=True)
     # qonnx runs single-node opset-1 models through onnxruntime, which warns on each one
@@ -138,6 +167,7 @@ def generate(
         wrapper = wrapper.transform(ConvertToChannelsLastAndClean(make_input_channels_last=True))
         wrapper = wrapper.transform(GemmToMatMul())
         wrapper = cleanup_model(wrapper)
+        _drop_output_transposes(wrapper)
         cleaned_inputs = [v.name for v in wrapper.graph.input]
 
         max_abs: dict[str, float] = {}
@@ -152,19 +182,27 @@ def generate(
             wrapper, granularity="name", backend="Vivado", default_precision=options.weight_precision
         )
         layer_precision = _choose_precisions(wrapper.graph, max_abs, options.width)
+        for name, given in zip(cleaned_inputs, settings.input_precisions):
+            if given is not None:  # what the producing unit writes
+                layer_precision[name] = given
         for name, precision in layer_precision.items():
             if name in config["LayerName"]:
                 config["LayerName"][name].setdefault("Precision", {})["result"] = precision
         for node in wrapper.graph.node:
-            if node.op_type == "Softmax" and node.name in config["LayerName"]:
-                layer = config["LayerName"][node.name]
+            layer = config["LayerName"].get(node.name)
+            if layer is None:
+                continue
+            if node.op_type in _FOLDED_OPS:
+                layer.update(ReuseFactor=settings.reuse_factor, Strategy=settings.strategy)
+            if node.op_type == "Softmax":
                 layer.update(Implementation="stable", TableSize=4096)
                 layer["Precision"]["accum"] = _fixed(22, _sum_bits(wrapper.get_tensor_shape(node.input[0])[-1]) + 1)
 
         hls_model = hls4ml.converters.convert_from_onnx_model(
             wrapper,
             output_dir=str(project_dir),
-            project_name=top,
+            project_name=namespace,
+            namespace=namespace,
             backend="Vivado",
             io_type=io_type,
             part=options.part,
@@ -178,20 +216,63 @@ def generate(
         in_vars, out_vars = hls_model.get_input_variables(), hls_model.get_output_variables()
     (project_dir / "hls4ml_convert.log").write_text(log.getvalue())
     _make_relocatable(project_dir)
-
-    inputs = _ports(onnx_inputs, onnx_shapes, [v.size() for v in in_vars], "channels_last", project_dir)
-    outputs = _ports([v.name for v in model.graph.output], onnx_shapes, [v.size() for v in out_vars], "onnx", project_dir)
-    library = compile_library(project_dir, top)
-    return HlsProject(
+    _prefix_weight_files(project_dir / "firmware" / f"{namespace}.cpp")
+    return UnitHls(
         project=str(project_dir),
-        library=str(library),
-        top=top,
         io_type=io_type,
-        default_precision=options.weight_precision,
         layer_precision=dict(sorted(layer_precision.items())),
-        inputs=inputs,
-        outputs=outputs,
+        inputs=_unit_ports(onnx_inputs, onnx_shapes, in_vars, io_type, project_dir),
+        outputs=_unit_ports(onnx_outputs, onnx_shapes, out_vars, io_type, project_dir),
     )
+
+
+def _drop_output_transposes(wrapper) -> None:
+    """Make every channels-last tensor that qonnx transposes back to ONNX order just before a graph
+    output the output itself."""
+    outputs = []
+    for value in wrapper.graph.output:
+        producer = wrapper.find_producer(value.name)
+        rank = len(wrapper.get_tensor_shape(value.name))
+        back_to_onnx = [0, rank - 1, *range(1, rank - 1)]
+        if producer is not None and producer.op_type == "Transpose" and \
+                list(onnx.helper.get_attribute_value(producer.attribute[0])) == back_to_onnx:
+            source = producer.input[0]
+            shape = wrapper.get_tensor_shape(source)
+            wrapper.graph.node.remove(producer)
+            for info in [v for v in wrapper.graph.value_info if v.name == source]:
+                wrapper.graph.value_info.remove(info)
+            value = onnx.helper.make_tensor_value_info(source, value.type.tensor_type.elem_type, shape)
+        outputs.append(value)
+    del wrapper.graph.output[:]
+    wrapper.graph.output.extend(outputs)
+
+
+_WEIGHT_LOAD = re.compile(r'(nnet::load_weights_from_txt<[^;]*?\([^,;]+, )"')
+
+
+def _prefix_weight_files(source: Path) -> None:
+    """hls4ml's weight loader is one inline template for every project linked into a program, which
+    reads WEIGHTS_DIR/<file>: give each unit's files its own folder prefix (empty by default, so
+    the project still builds on its own)."""
+    text = source.read_text()
+    text = _WEIGHT_LOAD.sub(r'\1HETDEPLOY_WEIGHTS_PREFIX "', text)
+    default = '#ifndef HETDEPLOY_WEIGHTS_PREFIX\n#define HETDEPLOY_WEIGHTS_PREFIX ""\n#endif\n'
+    source.write_text(default + text)
+
+
+def _unit_ports(names: list[str], shapes: dict[str, list[int]], variables, io_type: str,
+                project_dir: Path) -> list[UnitPort]:
+    if len(names) != len(variables):
+        raise RuntimeError(f"{project_dir}: hls4ml top has {len(variables)} ports, the unit {len(names)} tensors")
+    ports = []
+    for name, var in zip(names, variables):
+        shape = shapes[name]
+        if int(np.prod(shape)) != var.size():
+            raise RuntimeError(f"{project_dir}: port for '{name}' holds {var.size()} values, the tensor {shape}")
+        pack = int(var.shape[-1]) if io_type == "io_stream" else 1
+        ports.append(UnitPort(name, shape, "channels_last" if len(shape) >= 3 else "onnx", var.type.name, pack,
+                              var.type.precision.definition_cpp(), str(var.type.precision)))
+    return ports
 
 
 def _sum_bits(n: int) -> int:
@@ -236,19 +317,6 @@ def _choose_precisions(graph: onnx.GraphProto, max_abs: dict[str, float], width:
             seen += [max_abs.get(t, 0.0) for t in users[0].output]
         result[node.name] = _fixed(width, _integer_bits(max(seen, default=0.0)))
     return result
-
-
-def _ports(names: list[str], shapes: dict[str, list[int]], sizes: list[int], layout: str,
-           project_dir: Path) -> list[HlsPort]:
-    if len(names) != len(sizes):
-        raise RuntimeError(f"{project_dir}: hls4ml top has {len(sizes)} ports, the subfunction {len(names)} tensors")
-    ports = []
-    for name, size in zip(names, sizes):
-        shape = shapes[name]
-        if int(np.prod(shape)) != size:
-            raise RuntimeError(f"{project_dir}: port for '{name}' holds {size} values, the tensor {shape}")
-        ports.append(HlsPort(name, shape, layout if len(shape) >= 3 else "onnx"))
-    return ports
 
 
 def _make_relocatable(project_dir: Path) -> None:

@@ -24,6 +24,9 @@ class OrtModel:
         self.session = ort.InferenceSession(source, options, providers=providers_for(kind))
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
+        # (name, shape) where every dimension is fixed (the model's batch is fixed at intake)
+        self.inputs = [(i.name, list(i.shape)) for i in self.session.get_inputs()]
+        self.outputs = [(o.name, list(o.shape)) for o in self.session.get_outputs()]
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         results = self.session.run(None, {n: feeds[n] for n in self.input_names})

@@ -45,14 +45,36 @@ class HlsPort:
 
 @dataclass
 class HlsProject:
-    project: str  # folder of the hls4ml project, relative to the build folder
+    """The HLS project of an FPGA subfunction: our top (hls/top.cpp.in) over its units' hls4ml projects."""
+
+    project: str  # folder, relative to the build folder
     library: str  # C-simulation shared library, relative to the build folder
-    top: str  # C++ name of the top function (the bridge exports top + "_float")
-    io_type: str
-    default_precision: str
-    layer_precision: dict[str, str]
+    top: str  # C++ name of the top function (C-simulation exports top + "_float", and top_<unit>_float)
+    synthesis_script: str  # Vivado/Vitis HLS Tcl, relative to the project folder (not run by hetdeploy)
     inputs: list[HlsPort]
     outputs: list[HlsPort]
+
+
+@dataclass
+class UnitPort:
+    """One tensor of an execution unit's hls4ml top function."""
+
+    tensor: str
+    shape: list[int]  # ONNX shape
+    layout: str  # as in HlsPort
+    hls_type: str  # the port's C++ type in the unit's namespace (input_t, result_t, ...)
+    pack: int  # values per stream word (io_stream: the channels); 1 for io_parallel
+    precision: str  # element type, C++ (ap_fixed<16,7,AP_RND,AP_SAT>)
+    config_precision: str  # the same as an hls4ml config string (fixed<16,7,RND,SAT,0>)
+
+
+@dataclass
+class UnitHls:
+    project: str  # hls4ml project folder, relative to the build folder
+    io_type: str
+    layer_precision: dict[str, str]  # hls4ml layer name -> result precision
+    inputs: list[UnitPort]
+    outputs: list[UnitPort]
 
 
 @dataclass
@@ -96,8 +118,32 @@ class ExecutionUnit:
     pe: str
     reuse_factor: int
     strategy: str
-    precision: str
+    precision: str  # of its output (C++ type); "ap_fixed<W,6>" until HLS generation sizes it
     estimate: dict[str, int]  # dsp, bram18, lut, ff, latency_cycles
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+    onnx: str = ""  # the unit as an ONNX model (the reference it is verified against)
+    hls: Optional[UnitHls] = None  # None for a unit our top computes itself (Flatten)
+    verification: Optional[Verification] = None
+
+
+@dataclass
+class Buffer:
+    """A tensor of an FPGA subfunction in one of its memories, live over schedule steps first..last."""
+
+    tensor: str
+    memory: str  # bram, reserved or ddr
+    offset: int  # bytes
+    size: int  # bytes
+    first: int
+    last: int
+    precision: str  # element type, C++
+
+
+@dataclass
+class MemoryPlan:
+    strategy: str
+    buffers: list[Buffer]
 
 
 @dataclass
@@ -113,6 +159,7 @@ class Subfunction:
     execution_units: list[ExecutionUnit] = field(default_factory=list)
     resources: Optional[dict[str, int]] = None  # the units' totals
     budget: Optional[dict[str, Optional[int]]] = None  # the FPGA's resources minus the reserve
+    memory: Optional[MemoryPlan] = None
     hls: Optional[HlsProject] = None
     verification: Optional[Verification] = None
 

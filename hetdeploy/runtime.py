@@ -9,37 +9,64 @@ from typing import Callable
 import numpy as np
 
 from .csim import CSimLibrary
-from .hls4ml_adapter import channels_last
 from .ort_adapter import OrtModel
-from .plan import HlsProject, Plan, Subfunction
+from .plan import Plan, Subfunction
 
 Executor = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
 
-class CSimExecutor:
-    """A subfunction's C-simulation library with ONNX-layout tensors in and out."""
+def channels_last(x: np.ndarray) -> np.ndarray:
+    """(N, C, ...) -> (N, ..., C), the layout of every FPGA buffer of rank >= 3."""
+    return np.ascontiguousarray(np.moveaxis(x, 1, -1)) if x.ndim >= 3 else x
 
-    def __init__(self, build_dir: Path, hls: HlsProject):
-        self.hls = hls
-        self.library = CSimLibrary(
-            build_dir / hls.project,
-            build_dir / hls.library,
-            hls.top,
-            [int(np.prod(p.shape)) for p in hls.inputs],
-            [int(np.prod(p.shape)) for p in hls.outputs],
-        )
+
+def channels_last_shape(shape: list[int]) -> list[int]:
+    return [shape[0], *shape[2:], shape[1]] if len(shape) >= 3 else shape
+
+
+def channels_first(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.moveaxis(x, -1, 1)) if x.ndim >= 3 else x
+
+
+def _csim_library(build_dir: Path, sub: Subfunction) -> CSimLibrary:
+    return CSimLibrary(build_dir / sub.hls.project, build_dir / sub.hls.library,
+                       [f"units/{u.name}/firmware/weights" for u in sub.execution_units if u.hls is not None])
+
+
+class CSimExecutor:
+    """One entry point of a C-simulation library with ONNX-layout tensors in and out; ports of
+    rank >= 3 are channels-last on the C side."""
+
+    def __init__(self, library: CSimLibrary, entry: str, inputs: list[tuple[str, list[int]]],
+                 outputs: list[tuple[str, list[int]]]):
+        self.inputs, self.outputs = inputs, outputs
+        self.call = library.entry(entry, [int(np.prod(s)) for _, s in inputs], [int(np.prod(s)) for _, s in outputs])
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        batch = feeds[self.hls.inputs[0].tensor].shape[0]
-        results: dict[str, list[np.ndarray]] = {p.tensor: [] for p in self.hls.outputs}
-        for b in range(batch):  # the bridge takes one sample per call
-            arrays = []
-            for port in self.hls.inputs:
-                x = feeds[port.tensor][b : b + 1]
-                arrays.append(channels_last(x) if port.layout == "channels_last" else x)
-            for port, flat in zip(self.hls.outputs, self.library(arrays)):
-                results[port.tensor].append(flat.reshape([1] + port.shape[1:]))
+        batch = feeds[self.inputs[0][0]].shape[0]
+        results: dict[str, list[np.ndarray]] = {t: [] for t, _ in self.outputs}
+        for b in range(batch):  # the C entry points take one sample per call
+            arrays = [channels_last(feeds[t][b : b + 1]) for t, _ in self.inputs]
+            for (tensor, shape), flat in zip(self.outputs, self.call(arrays)):
+                results[tensor].append(channels_first(flat.reshape(channels_last_shape([1] + shape[1:]))))
         return {t: np.concatenate(v) for t, v in results.items()}
+
+
+def subfunction_executor(build_dir: Path, sub: Subfunction) -> CSimExecutor:
+    hls = sub.hls
+    return CSimExecutor(_csim_library(build_dir, sub), f"{hls.top}_float",
+                        [(p.tensor, p.shape) for p in hls.inputs], [(p.tensor, p.shape) for p in hls.outputs])
+
+
+def unit_executors(build_dir: Path, sub: Subfunction) -> list[tuple[CSimExecutor, OrtModel]]:
+    """Each execution unit of an FPGA subfunction on its own: in C-simulation, and its ONNX model on
+    onnxruntime (the reference)."""
+    library = _csim_library(build_dir, sub)
+    pairs = []
+    for unit in sub.execution_units:
+        reference = OrtModel(build_dir / unit.onnx)
+        pairs.append((CSimExecutor(library, f"{unit.name}_float", reference.inputs, reference.outputs), reference))
+    return pairs
 
 
 def ort_executor(build_dir: Path, sub: Subfunction) -> Executor:
@@ -48,7 +75,7 @@ def ort_executor(build_dir: Path, sub: Subfunction) -> Executor:
 
 def device_executors(build_dir: Path, plan: Plan) -> list[Executor]:
     """Each subfunction on its emulated device: FPGA in C-simulation, the rest on onnxruntime."""
-    return [CSimExecutor(build_dir, s.hls) if s.hls is not None else ort_executor(build_dir, s)
+    return [subfunction_executor(build_dir, s) if s.hls is not None else ort_executor(build_dir, s)
             for s in plan.subfunctions]
 
 

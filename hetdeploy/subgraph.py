@@ -5,10 +5,10 @@ from __future__ import annotations
 import onnx
 
 from .partition import Cut
-from .plan import Subfunction
+from .plan import ExecutionUnit, Subfunction
 
 
-def extract(model: onnx.ModelProto, cut: Cut | Subfunction) -> onnx.ModelProto:
+def extract(model: onnx.ModelProto, cut: Cut | Subfunction | ExecutionUnit) -> onnx.ModelProto:
     g = model.graph
     wanted = set(cut.nodes)
     nodes = [n for n in g.node if n.name in wanted]

@@ -29,13 +29,16 @@ beside published post-synthesis figures.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 from .board import BRAM18_BITS, Device
 from .graph import Graph
 
 RESOURCES = ("dsp", "bram18", "lut", "ff")
+# Ops that only relabel values: the subfunction's top moves them itself (no hls4ml project), so a
+# unit of one of them holds it alone.
+RELAYOUT_OPS = {"Flatten"}
 # Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
 BRAM_MIN_DEPTH = 64
 UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 600, 800
@@ -45,6 +48,11 @@ UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 600, 800
 class Unit:
     pe: str
     nodes: list[int]  # node indices, in execution order
+    inputs: list[str] = field(default_factory=list)  # tensors it reads that it does not write
+    output: str = ""  # the one tensor it writes that others read
+
+    def relayout(self, graph: Graph) -> bool:
+        return graph.nodes[self.nodes[0]].op in RELAYOUT_OPS
 
 
 def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[str] = frozenset()) -> list[Unit]:
@@ -58,14 +66,18 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
         if units:
             unit = units[-1]
             last = graph.nodes[unit.nodes[-1]]
-            fusible = node.op in device.pes[unit.pe].fuse and node.inputs == last.outputs[:1]
+            fusible = node.op in device.pes[unit.pe].fuse and node.inputs == last.outputs[:1] and \
+                last.op not in RELAYOUT_OPS and node.op not in RELAYOUT_OPS
             if fusible and consumers.get(last.outputs[0]) == [i] and last.outputs[0] not in outputs:
                 unit.nodes.append(i)
+                unit.output = node.outputs[0]
                 continue
         pe = next((k for k, spec in device.pes.items() if node.op in spec.ops), None)
         if pe is None:
             raise ValueError(f"node '{node.name}': no PE of {device.name} runs {node.op}")
-        units.append(Unit(pe, [i]))
+        if len(node.outputs) != 1:
+            raise ValueError(f"node '{node.name}': {node.op} with {len(node.outputs)} outputs on the FPGA")
+        units.append(Unit(pe, [i], list(dict.fromkeys(node.inputs)), node.outputs[0]))
     return units
 
 

@@ -88,3 +88,30 @@ def check_build(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
         OrtModel(build_dir / "source.onnx"),
         samples,
     )
+
+
+def check_units(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]]) -> dict[str, SubfunctionCheck]:
+    """Every execution unit of every FPGA subfunction in C-simulation against its ONNX model on
+    onnxruntime, on the float values the unit sees in the reference pipeline."""
+    seen: dict[int, list[dict[str, np.ndarray]]] = {}
+
+    def collect(index, inputs, outputs):
+        seen.setdefault(index, []).append(dict(inputs))
+
+    chain = runtime.reference_executors(build_dir, plan)
+    for feeds in samples:
+        runtime.run(plan, chain, feeds, collect)
+    checks = {}
+    for index, sub in enumerate(plan.subfunctions):
+        if sub.hls is None:
+            continue
+        for unit, (csim, reference) in zip(sub.execution_units, runtime.unit_executors(build_dir, sub)):
+            check = checks[unit.name] = SubfunctionCheck(unit.name, "fpga")
+            wanted = []
+            for env in seen[index]:
+                want = reference.run(env)
+                check.max_abs_error = max(check.max_abs_error, max_abs_error(csim(env), want))
+                wanted.extend(want.values())
+                env.update(want)
+            check.tolerance = tolerance(wanted, plan.relative_tolerance)
+    return checks

@@ -42,15 +42,28 @@ def test_build_and_emulate(built, tmp_path, capsys, name, devices):
         assert (out / sub["onnx"]).is_file()
         all_nodes += sub["nodes"]
         if sub["kind"] == "fpga":
+            project = out / sub["hls"]["project"]
             assert (out / sub["hls"]["library"]).is_file()
-            assert (out / sub["hls"]["project"] / "firmware" / f"{sub['hls']['top']}.cpp").is_file()
+            top = (project / f"{sub['hls']['top']}_top.cpp").read_text()
+            assert (project / sub["hls"]["synthesis_script"]).is_file()
             v = sub["verification"]
             assert v["passed"] and 0 < v["max_abs_error"] <= v["tolerance"]
             units = sub["execution_units"]
             assert units and [n for u in units for n in u["nodes"]] == sub["nodes"]
+            steps = [line for line in top.splitlines() if line.strip().startswith("// step ")]
+            assert [s.split()[3] for s in steps] == [u["name"] for u in units]  # the top runs them in order
             for unit in units:
                 assert {"name", "nodes", "pe", "reuse_factor", "strategy", "precision", "estimate"} <= set(unit)
                 assert set(unit["estimate"]) == {"dsp", "bram18", "lut", "ff", "latency_cycles"}
+                assert unit["verification"]["passed"] and unit["verification"]["samples"] > 0
+                assert unit["precision"].startswith("ap_fixed<")
+                if unit["hls"] is not None:  # an hls4ml project of its own, with the folding applied
+                    code = (out / unit["hls"]["project"] / "firmware" / "parameters.h").read_text()
+                    if unit["pe"] in ("conv", "dense"):
+                        assert f"reuse_factor = {unit['reuse_factor']};" in code
+                        assert f"strategy = nnet::{unit['strategy'].lower()};" in code
+            buffers = sub["memory"]["buffers"]
+            assert {b["tensor"] for b in buffers} == set(sub["inputs"]) | {t for u in units for t in u["outputs"]}
             for key in ("dsp", "bram18", "lut", "ff"):
                 assert sub["resources"][key] == sum(u["estimate"][key] for u in units) <= sub["budget"][key]
         else:
