@@ -121,8 +121,26 @@ def alexnet_style(seed: int = 0) -> onnx.ModelProto:
                   [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 10])], inits)
 
 
+def four_conv64(seed: int = 0) -> onnx.ModelProto:
+    """Four 3x3 convolutions of 64 channels (with ReLU) on 3x32x32: more than a PYNQ-Z2's FPGA holds even
+    fully folded (hls4ml keeps each layer's whole 32x32x64 output in its stream FIFO)."""
+    rng = np.random.default_rng(seed)
+    inits, nodes, x = [], [], "input"
+    for k, fan_in in enumerate([3, 64, 64, 64]):
+        w, b = f"conv{k + 1}.weight", f"conv{k + 1}.bias"
+        inits += [_init(w, rng.normal(0, np.sqrt(2 / (9 * fan_in)), (64, fan_in, 3, 3))),
+                  _init(b, rng.normal(0, 0.1, 64))]
+        nodes += [helper.make_node("Conv", [x, w, b], [f"c{k + 1}"], name=f"conv{k + 1}", kernel_shape=[3, 3],
+                                   pads=[1, 1, 1, 1]),
+                  helper.make_node("Relu", [f"c{k + 1}"], [f"r{k + 1}"], name=f"relu{k + 1}")]
+        x = f"r{k + 1}"
+    nodes[-1].output[0] = "output"
+    return _model(nodes, "four_conv64", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 32, 32])],
+                  [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 64, 32, 32])], inits)
+
+
 NETWORKS = {"jet_tagger_mlp": jet_tagger_mlp, "small_cnn": small_cnn, "split_by_lrn": split_by_lrn,
-            "alexnet_style": alexnet_style}
+            "alexnet_style": alexnet_style, "four_conv64": four_conv64}
 
 
 if __name__ == "__main__":

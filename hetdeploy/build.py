@@ -32,7 +32,7 @@ from .hls_top import SYNTHESIS_SCRIPT, SubfunctionSource, element_bytes, library
 from .model import LoadedModel, load_model
 from .ort_adapter import OrtModel
 from .partition import partition_graph
-from .plan import (Buffer, ExecutionUnit, HlsPort, HlsProject, MemoryPlan, Plan, PlanEstimate, Subfunction,
+from .plan import (Buffer, ExecutionUnit, FpgaFallback, HlsPort, HlsProject, MemoryPlan, Plan, PlanEstimate, Subfunction,
                    SubfunctionEstimate, Verification)
 from .samples import load_samples, random_samples
 from .subgraph import extract
@@ -117,6 +117,8 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
         policy=options.policy,
         estimate=PlanEstimate(result.latency_s, result.all_host_latency_s, result.support_latency_s,
                               result.support_fits),
+        fpga_fallbacks=[FpgaFallback(loaded.graph.nodes[i].name, device, fpga, reason)
+                        for i, device, fpga, reason in result.fpga_fallbacks],
         input_reshapes=loaded.input_reshapes,
         relative_tolerance=options.relative_tolerance,
         seed=options.seed,

@@ -60,6 +60,12 @@ def _plan(args: argparse.Namespace) -> int:
         for name, pe, count, rf, strategy, e in rows:
             print(f"  {name:<14} {pe:<12} {count!s:>5} {rf!s:>6} {strategy:<9} {e['dsp']:>6} {e['bram18']:>6} "
                   f"{e['lut']:>8} {e['ff']:>8} {e['latency_cycles'] if e['latency_cycles'] is not None else '':>9}")
+    for reason, why in (("capacity", "does not fit beside the units it holds, even fully folded"),
+                        ("latency", "estimated faster elsewhere")):
+        nodes = [f for f in plan.fpga_fallbacks if f.reason == reason]
+        if nodes:
+            shown = ", ".join(f"{f.node} ({f.device})" for f in nodes[:8]) + (", ..." if len(nodes) > 8 else "")
+            print(f"\noff the FPGA, {why}: {len(nodes)} node(s): {shown}")
     est = plan.estimate
     print(f"\nestimated latency ({plan.policy} policy): {_time(est.latency_s)}")
     if est.all_cpu_latency_s is not None:

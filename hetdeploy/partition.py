@@ -463,6 +463,24 @@ class Partition:
     all_host_latency_s: Optional[float]  # None when the host cannot run every node
     support_latency_s: float
     support_fits: bool
+    # (node index, device it runs on, FPGA that could run it, "capacity" or "latency")
+    fpga_fallbacks: list[tuple[int, str, str, str]]
+
+
+def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution) -> list[tuple[int, str, str, str]]:
+    """Nodes an FPGA runs that the plan puts elsewhere, and why: "capacity" when that FPGA could not
+    hold the node beside what it was given (each unit folded as far as hls4ml allows), "latency" when
+    it could but the estimate is lower elsewhere."""
+    fpgas = [d for d in board.devices if d.kind == "fpga"]
+    result = []
+    for device, nodes in solution:
+        if board.device(device).kind == "fpga":
+            continue
+        for i in nodes:
+            for fpga in (f for f in fpgas if f.why_not(graph.nodes[i]) is None):
+                room = cost.fits(list(solution) + [(fpga.name, [i])])
+                result.append((i, device, fpga.name, "latency" if room else "capacity"))
+    return result
 
 
 def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 16) -> Partition:
@@ -482,6 +500,7 @@ def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 1
         all_host_latency_s=cost.segment(range(len(graph.nodes)), board.host).total_s if runs_all else None,
         support_latency_s=solution_seconds(cost, support),
         support_fits=cost.fits(support),
+        fpga_fallbacks=fpga_fallbacks(graph, board, cost, solution),
     )
 
 

@@ -110,6 +110,16 @@ class PlanEstimate:
 
 
 @dataclass
+class FpgaFallback:
+    """A node an FPGA of the board runs that the plan put on another device, and why."""
+
+    node: str
+    device: str
+    fpga: str
+    reason: str  # "capacity": the FPGA cannot hold it beside its units even fully folded; "latency"
+
+
+@dataclass
 class ExecutionUnit:
     """A fused chain of ops on one PE kind of the FPGA, with its folding and estimate."""
 
@@ -174,6 +184,7 @@ class Plan:
     subfunctions: list[Subfunction] = field(default_factory=list)
     policy: str = "latency"
     estimate: Optional[PlanEstimate] = None
+    fpga_fallbacks: list[FpgaFallback] = field(default_factory=list)
     input_reshapes: list[InputReshape] = field(default_factory=list)
     relative_tolerance: float = 0.05
     seed: int = 0

@@ -29,6 +29,7 @@ def reference(model_path, x):
     ("small_cnn", ["fpga"]),
     ("split_by_lrn", ["fpga", "arm_cpu", "fpga"]),
     ("alexnet_style", ["fpga", "arm_cpu", "fpga"]),  # chosen by the latency policy
+    ("four_conv64", ["fpga", "arm_cpu"]),  # more than the FPGA holds
 ])
 def test_build_and_emulate(built, tmp_path, capsys, name, devices):
     model, out = built(name)
@@ -88,6 +89,21 @@ def test_build_and_emulate(built, tmp_path, capsys, name, devices):
     for sub in report["subfunctions"]:
         if sub["kind"] == "cpu":
             assert sub["max_abs_error"] <= 1e-6
+
+
+def test_network_larger_than_the_fpga_is_folded_and_the_rest_moves_off_it(built, capsys):
+    model, out = built("four_conv64")
+    plan = json.loads((out / "plan.json").read_text())
+    fpga = plan["subfunctions"][0]
+    assert fpga["nodes"][:2] == ["conv1", "relu1"]
+    assert max(u["reuse_factor"] for u in fpga["execution_units"]) > 1  # folded to fit
+    fallbacks = {f["node"]: f for f in plan["fpga_fallbacks"]}
+    assert {"conv3", "conv4"} <= set(fallbacks) and fallbacks["conv4"]["reason"] == "capacity"
+    assert all(f["device"] == "arm_cpu" and f["fpga"] == "fpga" for f in fallbacks.values())
+    capsys.readouterr()
+    assert main(["plan", str(model), "--board", "pynq-z2"]) == 0
+    text = capsys.readouterr().out
+    assert "off the FPGA, does not fit beside the units it holds, even fully folded" in text and "conv4" in text
 
 
 def test_subfunction_chain_on_onnxruntime_equals_model(built):
