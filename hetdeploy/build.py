@@ -16,7 +16,7 @@ import os
 import shutil
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -53,6 +53,7 @@ class BuildOptions:
     relative_tolerance: float = 0.05
     width: int = 16
     policy: str = "latency"
+    reuse_factors: dict[str, int] = field(default_factory=dict)  # ONNX node name -> pinned ReuseFactor
 
 
 Progress = Callable[[str], None]
@@ -129,19 +130,34 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
     """Split each FPGA subfunction into execution units and fold all the units of one FPGA
     together into its budget (the partitioner only gives an FPGA what fits it fully folded)."""
     index = {n.name: i for i, n in enumerate(loaded.graph.nodes)}
+    where = {n: s.device for s in plan.subfunctions for n in s.nodes}
+    for node in options.reuse_factors:
+        if node not in index:
+            raise UserError(f"--reuse-factor: the model has no node '{node}'")
+        if board.device(where[node]).kind != "fpga":
+            raise UserError(f"--reuse-factor: node '{node}' runs on {where[node]}, not on an FPGA")
     for device in (d for d in board.devices if d.kind == "fpga"):
         subs = [s for s in plan.subfunctions if s.device == device.name]
         split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs)))
                  for sub in subs]
-        shapes = [units.unit_shape(loaded.graph, u) for _, found in split for u in found]
-        reuse = units.fold(shapes, device.budget(), options.width)
-        if reuse is None:  # cannot happen after partitioning, which checks the fully folded design
-            raise RuntimeError(f"the FPGA subfunctions do not fit {device.name} even fully folded")
+        found = [u for _, units_of_sub in split for u in units_of_sub]
+        shapes = [units.unit_shape(loaded.graph, u) for u in found]
+        pinned = {k: _pinned_reuse_factor(loaded, u, shape, options.reuse_factors)
+                  for k, (u, shape) in enumerate(zip(found, shapes))
+                  if any(loaded.graph.nodes[i].name in options.reuse_factors for i in u.nodes)}
+        reuse = units.fold(shapes, device.budget(), options.width, pinned)
+        if reuse is None:  # only with pinned reuse factors: partitioning checks the fully folded design
+            folded = [units.estimate(s, pinned.get(k, units.candidate_reuse_factors(s)[-1]), options.width)
+                      for k, s in enumerate(shapes)]
+            over = [f"{k.upper()} {sum(e[k] for e in folded)} > {device.budget()[k]}" for k in units.RESOURCES
+                    if sum(e[k] for e in folded) > device.budget()[k]]
+            raise UserError(f"the FPGA units do not fit {device.name} with the reuse factors given by "
+                            f"--reuse-factor, even with every other unit fully folded ({', '.join(over)})")
         budget = {k: device.budget().get(k, 0) for k in units.RESOURCES} | {"latency_cycles": None}
         choices = iter(zip(shapes, reuse))
-        for sub, found in split:
+        for sub, units_of_sub in split:
             sub.execution_units = []
-            for k, unit in enumerate(found):
+            for k, unit in enumerate(units_of_sub):
                 shape, rf = next(choices)
                 sub.execution_units.append(ExecutionUnit(
                     name=f"{sub.name}_u{k}", nodes=[loaded.graph.nodes[i].name for i in unit.nodes], pe=unit.pe,
@@ -150,6 +166,22 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
             sub.resources = {k: sum(u.estimate[k] for u in sub.execution_units)
                              for k in (*units.RESOURCES, "latency_cycles")}
             sub.budget = budget
+
+
+def _pinned_reuse_factor(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, given: dict[str, int]) -> int:
+    (node, rf), *more = [(loaded.graph.nodes[i].name, given[loaded.graph.nodes[i].name])
+                         for i in unit.nodes if loaded.graph.nodes[i].name in given]
+    if more:
+        raise UserError(f"--reuse-factor: nodes '{node}' and '{more[0][0]}' are one execution unit; give one of them")
+    valid = units.candidate_reuse_factors(shape)
+    if shape.kind != "kernel":
+        raise UserError(f"--reuse-factor {node}={rf}: node '{node}' has no multiplications to fold "
+                        f"(its unit runs on the {unit.pe} PE)")
+    if rf not in valid:
+        raise UserError(f"--reuse-factor {node}={rf}: {rf} does not divide the layer ({shape.n_in} inputs x "
+                        f"{shape.n_out} outputs = {shape.n_in * shape.n_out} products) as hls4ml requires; "
+                        f"valid: {', '.join(map(str, valid))}")
+    return rf
 
 
 def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None:

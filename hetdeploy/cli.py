@@ -23,6 +23,7 @@ def _build(args: argparse.Namespace) -> int:
     plan = build(BuildOptions(
         model=Path(args.model), board=args.board, out_dir=Path(args.output), calibration=args.calibration,
         samples=args.samples, seed=args.seed, relative_tolerance=args.tolerance, policy=args.policy,
+        reuse_factors=dict(args.reuse_factor),
     ))
     if args.json:
         print(plan.to_json(), end="")
@@ -39,7 +40,8 @@ def _plan(args: argparse.Namespace) -> int:
     from .build import BuildOptions, plan_stages
 
     _, _, plan = plan_stages(BuildOptions(model=Path(args.model), board=args.board, out_dir=Path("."),
-                                          policy=args.policy), lambda k, what: None)
+                                          policy=args.policy, reuse_factors=dict(args.reuse_factor)),
+                             lambda k, what: None)
     if args.json:
         print(plan.to_json(), end="")
         return 0
@@ -113,12 +115,22 @@ def _boards(args: argparse.Namespace) -> int:
     return 0
 
 
-def _policy_option(command: argparse.ArgumentParser) -> None:
+def _planning_options(command: argparse.ArgumentParser) -> None:
     from .partition import POLICIES
 
     command.add_argument("--policy", choices=POLICIES, default="latency",
                          help="latency (default): least estimated end-to-end latency with the FPGA's reserve kept "
                               "free; support: each op to the first device in the board's preference that runs it")
+    command.add_argument("--reuse-factor", metavar="NODE=R", action="append", default=[], type=_reuse_factor,
+                         help="pin the hls4ml ReuseFactor of the FPGA execution unit holding ONNX node NODE "
+                              "(repeatable); the others are folded around it")
+
+
+def _reuse_factor(text: str) -> tuple[str, int]:
+    node, sep, value = text.rpartition("=")
+    if not sep or not node or not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}': expected NODE=R with R a positive integer")
+    return node, int(value)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -143,7 +155,7 @@ def parser() -> argparse.ArgumentParser:
                    help="allowed max abs error, as a fraction of the reference's peak magnitude (at least 1.0); "
                         "default 0.05")
     b.add_argument("--json", action="store_true", help="print plan.json instead of the summary table")
-    _policy_option(b)
+    _planning_options(b)
     b.set_defaults(run=_build)
 
     p = commands.add_parser("plan", help="partition a model and estimate its latency, without generating HLS",
@@ -152,7 +164,7 @@ def parser() -> argparse.ArgumentParser:
                                         "the plan's estimated latency against all-on-CPU and the support policy.")
     p.add_argument("model", help="the ONNX model file")
     p.add_argument("--board", required=True, help="a board name from boards/ (see 'hetdeploy boards') or a .yaml path")
-    _policy_option(p)
+    _planning_options(p)
     p.add_argument("--json", action="store_true", help="print the plan (plan.json's content, with 'estimate')")
     p.set_defaults(run=_plan)
 

@@ -194,14 +194,17 @@ def candidate_reuse_factors(shape: Shape) -> list[int]:
     return valid_reuse_factors(shape.n_in, shape.n_out)
 
 
-def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int) -> Optional[list[int]]:
+def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int,
+         pinned: Optional[dict[int, int]] = None) -> Optional[list[int]]:
     """Reuse factors, one per unit, with the least total latency that fit ``budget`` together; None
-    when even the most folded design does not fit.
+    when even the most folded design does not fit. ``pinned``: unit index -> a reuse factor the user
+    fixed (one of ``candidate_reuse_factors``).
 
     Greedy: start unfolded; while over budget, raise the reuse factor of the unit whose next step
     frees the most over-budget resource per added cycle; then lower reuse factors again where the
     design still fits, the step that saves the most cycles first."""
-    options = [candidate_reuse_factors(s) for s in shapes]
+    pinned = pinned or {}
+    options = [[pinned[u]] if u in pinned else candidate_reuse_factors(s) for u, s in enumerate(shapes)]
     choice = [0] * len(shapes)
     current = [estimate(s, o[0], width) for s, o in zip(shapes, options)]
 

@@ -229,6 +229,29 @@ def test_bad_inputs_end_with_one_line_and_no_build_folder(tmp_path):
         assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") and "partial" in p.name]
 
 
+def test_reuse_factor_and_calibration_mistakes_are_one_line(tmp_path):
+    model = tmp_path / "m.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))
+    out = tmp_path / "out"
+    support = ("--policy", "support")
+    one_line_error(hetdeploy("build", model, "--board", "pynq-z2", "-o", out, *support, "--reuse-factor", "/fc1/Gemm=7"),
+                   "--reuse-factor /fc1/Gemm=7", "does not divide the layer", "16 inputs x 64 outputs", "valid: 1, 2, 4")
+    cnn = tmp_path / "cnn.onnx"
+    onnx.save(networks.small_cnn(), str(cnn))
+    one_line_error(hetdeploy("plan", cnn, "--board", "pynq-z2", *support, "--reuse-factor", "pool1=2"),
+                   "'pool1'", "no multiplications")
+    one_line_error(hetdeploy("build", model, "--board", "pynq-z2", "-o", out, "--reuse-factor", "/fc1/Gemm=4"),
+                   "'/fc1/Gemm' runs on arm_cpu, not on an FPGA")  # the latency policy keeps it on the A9
+    np.save(tmp_path / "calibration.npy", np.zeros((3, 15), dtype=np.float32))
+    one_line_error(hetdeploy("build", model, "--board", "pynq-z2", "-o", out, *support, "--calibration",
+                             tmp_path / "calibration.npy"), "calibration.npy", "shape [3, 15]", "[1, 16]")
+    assert not out.exists()
+    result = hetdeploy("plan", model, "--board", "pynq-z2", *support, "--reuse-factor", "/fc1/Gemm=16", "--json")
+    assert result.returncode == 0, result.stderr
+    (unit,) = [u for u in json.loads(result.stdout)["subfunctions"][0]["execution_units"] if "/fc1/Gemm" in u["nodes"]]
+    assert unit["reuse_factor"] == 16
+
+
 def test_failed_verification_leaves_previous_build_untouched(tmp_path):
     model = tmp_path / "m.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))
