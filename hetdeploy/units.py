@@ -10,7 +10,8 @@ multipliers and takes about R cycles per output vector.
 
 Estimates (per unit, at R and a fixed-point width W), from how hls4ml 1.3 lays
 out its layers:
-- DSP: one per multiplier (two when W > 18: a DSP48 multiplies 27x18 / 25x18);
+- DSP: one per multiplier (two when W > 18: a DSP48 multiplies 27x18 / 25x18); below
+  DSP_MIN_WIDTH bits Vivado builds the multiplier from LUTs instead (about W^2 / 2 LUTs);
 - BRAM18: weights, when the Resource strategy keeps them in banks of depth R
   (a BRAM18 is 512 x 36 or 1024 x 18 bits); line buffers of
   streamed convolutions and pooling ((k - 1) rows of the input); the output
@@ -42,6 +43,8 @@ RELAYOUT_OPS = {"Flatten"}
 # Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
 BRAM_MIN_DEPTH = 64
 UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 600, 800
+# Narrower products go to fabric LUTs (Vivado's binding; the published 6-bit jet tagger used 9 DSPs).
+DSP_MIN_WIDTH = 10
 
 
 @dataclass
@@ -152,7 +155,10 @@ def estimate(shape: Shape, reuse_factor: int, width: int) -> dict[str, int]:
     if shape.kind == "kernel":
         products = shape.n_in * shape.n_out
         multipliers = math.ceil(products / reuse_factor)
-        dsp = multipliers * (2 if width > 18 else 1)
+        if width < DSP_MIN_WIDTH:
+            lut += multipliers * width * width // 2
+        else:
+            dsp = multipliers * (2 if width > 18 else 1)
         lut += int(multipliers * 1.5 * width)
         ff += multipliers * 2 * width
         if strategy_for(reuse_factor) == "Resource":
