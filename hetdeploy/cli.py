@@ -28,11 +28,14 @@ def _build(args: argparse.Namespace) -> int:
     if args.json:
         print(plan.to_json(), end="")
         return 0
-    print(f"{'subfunction':<16} {'device':<10} {'nodes':>5}  {'C-sim max abs error':>20}  {'tolerance':>9}")
+    print(f"{'subfunction / unit':<18} {'device':<12} {'nodes':>5}  {'precision':<30} {'C-sim max abs error':>20}  "
+          f"{'tolerance':>9}")
     for sub in plan.subfunctions:
-        v = sub.verification
-        error = f"{v.max_abs_error:.3g}" if v else "-"
-        print(f"{sub.name:<16} {sub.device:<10} {len(sub.nodes):>5}  {error:>20}  {v.tolerance if v else 0:>9.3g}")
+        rows = [(sub.name, sub.device, len(sub.nodes), "", sub.verification)]
+        rows += [(f"  {u.name}", u.pe, len(u.nodes), u.precision, u.verification) for u in sub.execution_units]
+        for name, device, count, precision, v in rows:
+            error = f"{v.max_abs_error:.3g}" if v else "-"
+            print(f"{name:<18} {device:<12} {count:>5}  {precision:<30} {error:>20}  {v.tolerance if v else 0:>9.3g}")
     return 0
 
 

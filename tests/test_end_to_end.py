@@ -252,6 +252,25 @@ def test_reuse_factor_and_calibration_mistakes_are_one_line(tmp_path):
     assert unit["reuse_factor"] == 16
 
 
+def test_calibration_data_sizes_each_unit_and_the_error_is_reported(built, tmp_path):
+    def integer_bits(precision):  # ap_fixed<W,I,...>
+        return int(precision.split("<")[1].split(",")[1])
+
+    model, default = built("jet_tagger_mlp")
+    wide = np.random.default_rng(2).normal(0, 40, size=(6, 16)).astype(np.float32)  # far beyond N(0, 1)
+    np.save(tmp_path / "calibration.npy", wide)
+    out = tmp_path / "calibrated"
+    result = hetdeploy("build", model, "--board", "pynq-z2", "-o", out, "--policy", "support",
+                       "--calibration", tmp_path / "calibration.npy")
+    assert result.returncode == 0, result.stderr
+    assert "sf0_fpga_u0" in result.stdout and "ap_fixed<" in result.stdout  # per-unit precision and error
+    plans = [json.loads((d / "plan.json").read_text())["subfunctions"][0] for d in (default, out)]
+    first_input = [p["memory"]["buffers"][0] for p in plans]
+    assert integer_bits(first_input[1]["precision"]) >= integer_bits(first_input[0]["precision"]) + 4
+    for unit in plans[1]["execution_units"]:
+        assert unit["verification"]["samples"] == 6 and unit["verification"]["passed"]
+
+
 def test_failed_verification_leaves_previous_build_untouched(tmp_path):
     model = tmp_path / "m.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))
