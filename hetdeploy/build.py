@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 
 from . import memory, runtime, units, verify
-from .board import Board, load_board
+from .board import BRAM18_BITS, Board, load_board
 from .csim import compile_library
 from .errors import UserError, VerificationError
 from .hls4ml_adapter import HlsOptions, UnitSettings, ap_types_headers, fixed_precision, generate_unit
@@ -37,6 +37,7 @@ from .plan import (Buffer, ExecutionUnit, FpgaFallback, HlsPort, HlsProject, Mem
 from .samples import load_samples, random_samples
 from .subgraph import extract
 
+BRAM18_BYTES = BRAM18_BITS // 8
 # Chaining the subfunctions on onnxruntime must reproduce the model; only
 # float reassociation inside onnxruntime's kernels may differ.
 CHAIN_TOLERANCE = 1e-5
@@ -54,6 +55,7 @@ class BuildOptions:
     width: int = 16
     policy: str = "latency"
     reuse_factors: dict[str, int] = field(default_factory=dict)  # ONNX node name -> pinned ReuseFactor
+    memory_strategy: str = "auto"  # or one of memory.STRATEGIES
 
 
 Progress = Callable[[str], None]
@@ -96,7 +98,18 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tupl
     step(3, f"partitioning ({options.policy} policy) and folding FPGA execution units")
     plan = partition(loaded, board, options)
     fold_units(plan, loaded, board, options)
+    plan_memory(plan, loaded, board, options, lambda t: -(-options.width // 8))
+    _add_ddr_time(plan)
     return loaded, board, plan
+
+
+def _add_ddr_time(plan: Plan) -> None:
+    """The DDR traffic of spilled buffers adds to their subfunction's and the plan's estimate."""
+    for sub in plan.subfunctions:
+        if sub.memory is not None and sub.memory.ddr_transfer_s:
+            sub.estimate.transfer_s += sub.memory.ddr_transfer_s
+            sub.estimate.latency_s += sub.memory.ddr_transfer_s
+            plan.estimate.latency_s += sub.memory.ddr_transfer_s
 
 
 def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
@@ -216,12 +229,23 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
     for feeds in samples:
         runtime.run(plan, chain, feeds, collect)
     shapes = tensor_shapes(loaded)
+    precision: dict[str, str] = {}  # tensor -> the C++ type of its buffer
     for index, sub in enumerate(plan.subfunctions):
         if sub.kind == "fpga":
             started = time.monotonic()
-            _generate_subfunction(sub, loaded, board.device(sub.device), options, build_dir, envs[index], shapes)
-            progress(f"      {sub.name}: {len(sub.execution_units)} execution units converted by hls4ml and "
-                     f"compiled in {time.monotonic() - started:.1f} s")
+            precision |= _generate_units(sub, loaded, board.device(sub.device), options, build_dir, envs[index])
+            progress(f"      {sub.name}: {len(sub.execution_units)} execution units converted by hls4ml in "
+                     f"{time.monotonic() - started:.1f} s")
+    # the same plan as `hetdeploy plan` made, on the buffers' real element sizes
+    plan_memory(plan, loaded, board, options, lambda t: element_bytes(precision[t]), reorder=False)
+    for sub in plan.subfunctions:
+        if sub.kind == "fpga":
+            started = time.monotonic()
+            for b in sub.memory.buffers:
+                b.precision = precision[b.tensor]
+            device = board.device(sub.device)
+            sub.hls = _write_top(sub, shapes, device.part, 1000.0 / device.clock_mhz, build_dir)
+            progress(f"      {sub.name}: top written and C-simulation compiled in {time.monotonic() - started:.1f} s")
 
 
 def tensor_shapes(loaded: LoadedModel) -> dict[str, list[int]]:
@@ -232,8 +256,9 @@ def tensor_shapes(loaded: LoadedModel) -> dict[str, list[int]]:
     return shapes
 
 
-def _generate_subfunction(sub: Subfunction, loaded: LoadedModel, device, options: BuildOptions, build_dir: Path,
-                          envs: list[dict[str, np.ndarray]], shapes: dict[str, list[int]]) -> None:
+def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: BuildOptions, build_dir: Path,
+                    envs: list[dict[str, np.ndarray]]) -> dict[str, str]:
+    """Every execution unit of ``sub`` through hls4ml; returns the C++ type of each buffer."""
     project = build_dir / "hls" / sub.name
     (build_dir / "subfunctions" / sub.name).mkdir()
     hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz, width=options.width)
@@ -264,22 +289,75 @@ def _generate_subfunction(sub: Subfunction, loaded: LoadedModel, device, options
                 config_precision.setdefault(port.tensor, port.config_precision)
                 cpp_precision.setdefault(port.tensor, port.precision)
         unit.precision = cpp_precision[unit.outputs[0]]
+    return cpp_precision
 
-    steps = [(u.inputs, u.outputs) for u in sub.execution_units]
-    lives = memory.lifetimes(steps, sub.inputs, sub.outputs)
-    sizes = [math.prod(shapes[b.tensor]) * element_bytes(cpp_precision[b.tensor]) for b in lives]
-    offsets = memory.place_without_reuse(sizes)
-    sub.memory = MemoryPlan("fastest", [
-        Buffer(b.tensor, "bram", offset, size, b.first, b.last, cpp_precision[b.tensor])
-        for b, offset, size in zip(lives, offsets, sizes)])
 
+def _write_top(sub: Subfunction, shapes: dict[str, list[int]], part: str, clock_period_ns: float,
+               build_dir: Path) -> HlsProject:
+    """Our top over the units' projects, at the memory plan's offsets, compiled for C-simulation."""
+    project = build_dir / "hls" / sub.name
     ports_in = [HlsPort(t, shapes[t], "channels_last" if len(shapes[t]) >= 3 else "onnx") for t in sub.inputs]
     ports_out = [HlsPort(t, shapes[t], "channels_last" if len(shapes[t]) >= 3 else "onnx") for t in sub.outputs]
     write_project(SubfunctionSource(sub.name, sub.execution_units, sub.memory, shapes, ports_in, ports_out,
-                                    device.part, hls_options.clock_period_ns, ap_types_headers()), project)
+                                    part, clock_period_ns, ap_types_headers()), project)
     compile_library(project, library_name(sub.name))
-    sub.hls = HlsProject(os.path.relpath(project, build_dir), os.path.relpath(project / library_name(sub.name),
-                         build_dir), sub.name, SYNTHESIS_SCRIPT, ports_in, ports_out)
+    return HlsProject(os.path.relpath(project, build_dir), os.path.relpath(project / library_name(sub.name),
+                      build_dir), sub.name, SYNTHESIS_SCRIPT, part, clock_period_ns, ports_in, ports_out)
+
+
+def rewrite_tops(build_dir: Path) -> Plan:
+    """Write and compile every FPGA subfunction's top again from the build folder's plan.json (after
+    its memory plan was edited): the units' hls4ml projects stay as they are."""
+    plan = Plan.load(build_dir / "plan.json")
+    for sub in plan.subfunctions:
+        if sub.hls is not None:
+            shapes = {t: s for u in sub.execution_units
+                      for t, s in OrtModel(build_dir / u.onnx).inputs + OrtModel(build_dir / u.onnx).outputs}
+            sub.hls = _write_top(sub, shapes, sub.hls.part, sub.hls.clock_period_ns, build_dir)
+    return plan
+
+
+def plan_memory(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
+                element_bytes_of: Callable[[str], int], reorder: bool = True) -> None:
+    """Stage 4: per FPGA subfunction, the unit schedule (``reorder``: the order with the lower
+    peak) and where each buffer lives. The BRAM the units leave free is the target memory of the
+    device's subfunctions, in plan order; then the reserve; then DDR."""
+    shapes = tensor_shapes(loaded)
+    for device in (d for d in board.devices if d.kind == "fpga"):
+        subs = [s for s in plan.subfunctions if s.device == device.name]
+        budget = device.budget()["bram18"]
+        used = sum(u.estimate["bram18"] for s in subs for u in s.execution_units)
+        target = max(0, budget - used) * BRAM18_BYTES
+        reserve = (device.resources["bram18"] - budget) * BRAM18_BYTES
+        for sub in subs:
+            sizes = {t: math.prod(shapes[t]) * element_bytes_of(t)
+                     for t in sub.inputs + [t for u in sub.execution_units for t in u.outputs]}
+            if reorder:
+                order = memory.schedule([(u.inputs, u.outputs) for u in sub.execution_units], sizes, sub.inputs,
+                                        sub.outputs)
+                sub.execution_units = [sub.execution_units[k] for k in order]
+            lives = memory.lifetimes([(u.inputs, u.outputs) for u in sub.execution_units], sub.inputs, sub.outputs)
+            requests = [memory.Request(sizes[b.tensor], b.first, b.last) for b in lives]
+            footprints = {s: memory.footprint(requests, memory.place(requests, s), "bram")
+                          for s in memory.STRATEGIES}
+            strategy = options.memory_strategy
+            if strategy == "auto":  # the smallest footprint; greedy on a tie
+                strategy = min(memory.STRATEGIES, key=lambda s: (footprints[s], s != "greedy"))
+            placements = memory.place(requests, strategy, target, reserve)
+            used_in = {m: memory.footprint(requests, placements, m) for m in memory.MEMORIES}
+            readers = {b.tensor: 1 + sum(b.tensor in u.inputs for u in sub.execution_units) for b in lives}
+            ddr_traffic = sum(r.size * readers[b.tensor]
+                              for b, r, p in zip(lives, requests, placements) if p.memory == "ddr")
+            sub.memory = MemoryPlan(
+                strategy=strategy, target_bytes=target, reserved_bytes=reserve,
+                reserved_used_bytes=used_in["reserved"], bram_bytes=used_in["bram"], ddr_bytes=used_in["ddr"],
+                lower_bound_bytes=memory.lower_bound(requests),
+                ddr_transfer_s=ddr_traffic / device.memory.bandwidth_bytes_per_s, footprints=footprints,
+                buffers=[Buffer(b.tensor, p.memory, p.offset, r.size, b.first, b.last,
+                                f"ap_fixed<{options.width},6>")
+                         for b, r, p in zip(lives, requests, placements)])
+            target -= used_in["bram"]
+            reserve -= used_in["reserved"]
 
 
 def _relayout(loaded: LoadedModel, unit: ExecutionUnit) -> bool:

@@ -23,7 +23,7 @@ def _build(args: argparse.Namespace) -> int:
     plan = build(BuildOptions(
         model=Path(args.model), board=args.board, out_dir=Path(args.output), calibration=args.calibration,
         samples=args.samples, seed=args.seed, relative_tolerance=args.tolerance, policy=args.policy,
-        reuse_factors=dict(args.reuse_factor),
+        reuse_factors=dict(args.reuse_factor), memory_strategy=args.memory_strategy,
     ))
     if args.json:
         print(plan.to_json(), end="")
@@ -43,7 +43,8 @@ def _plan(args: argparse.Namespace) -> int:
     from .build import BuildOptions, plan_stages
 
     _, _, plan = plan_stages(BuildOptions(model=Path(args.model), board=args.board, out_dir=Path("."),
-                                          policy=args.policy, reuse_factors=dict(args.reuse_factor)),
+                                          policy=args.policy, reuse_factors=dict(args.reuse_factor),
+                                          memory_strategy=args.memory_strategy),
                              lambda k, what: None)
     if args.json:
         print(plan.to_json(), end="")
@@ -119,11 +120,16 @@ def _boards(args: argparse.Namespace) -> int:
 
 
 def _planning_options(command: argparse.ArgumentParser) -> None:
+    from .memory import STRATEGIES
     from .partition import POLICIES
 
     command.add_argument("--policy", choices=POLICIES, default="latency",
                          help="latency (default): least estimated end-to-end latency with the FPGA's reserve kept "
                               "free; support: each op to the first device in the board's preference that runs it")
+    command.add_argument("--memory-strategy", choices=("auto", *STRATEGIES), default="auto",
+                         help="how FPGA buffers share memory: refcount (the seed's block reuse), greedy (offsets, "
+                              "largest first, best-fit gaps), fastest (no reuse); auto (default): the smallest "
+                              "footprint")
     command.add_argument("--reuse-factor", metavar="NODE=R", action="append", default=[], type=_reuse_factor,
                          help="pin the hls4ml ReuseFactor of the FPGA execution unit holding ONNX node NODE "
                               "(repeatable); the others are folded around it")

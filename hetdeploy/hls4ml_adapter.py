@@ -165,6 +165,7 @@ def generate_unit(
         wrapper = ModelWrapper(model)
         wrapper = cleanup_model(wrapper)
         wrapper = wrapper.transform(ConvertToChannelsLastAndClean(make_input_channels_last=True))
+        wrapper = _every_input_channels_last(wrapper)
         wrapper = wrapper.transform(GemmToMatMul())
         wrapper = cleanup_model(wrapper)
         _drop_output_transposes(wrapper)
@@ -224,6 +225,58 @@ def generate_unit(
         inputs=_unit_ports(onnx_inputs, onnx_shapes, in_vars, io_type, project_dir),
         outputs=_unit_ports(onnx_outputs, onnx_shapes, out_vars, io_type, project_dir),
     )
+
+
+def _every_input_channels_last(wrapper):
+    """qonnx makes only the first graph input channels-last; a unit with several (Add, Concat)
+    reads every buffer channels-last: give each input its turn as the first."""
+    from qonnx.transformation.channels_last import RemoveConsecutiveChanFirstAndChanLastTrafos
+    from qonnx.transformation.make_input_chanlast import MakeInputChannelsLast
+
+    names = [v.name for v in wrapper.graph.input]
+    for name in names[1:]:
+        inputs = sorted(wrapper.graph.input, key=lambda v: v.name != name)
+        del wrapper.graph.input[:]
+        wrapper.graph.input.extend(inputs)
+        wrapper = wrapper.transform(MakeInputChannelsLast())
+        wrapper = wrapper.transform(RemoveConsecutiveChanFirstAndChanLastTrafos())
+    inputs = sorted(wrapper.graph.input, key=lambda v: names.index(v.name))
+    del wrapper.graph.input[:]
+    wrapper.graph.input.extend(inputs)
+    _sink_input_transposes(wrapper)
+    return wrapper
+
+
+def _sink_input_transposes(wrapper) -> None:
+    """qonnx leaves Add and Concat in ONNX order behind a Transpose of each channels-last input:
+    run them channels-last on the inputs themselves and transpose their result instead (which
+    ``_drop_output_transposes`` then drops when it is the unit's output)."""
+    graph = wrapper.graph
+    for node in list(graph.node):
+        if node.op_type not in ("Add", "Concat"):
+            continue
+        producers = [wrapper.find_producer(t) for t in node.input]
+        rank = len(wrapper.get_tensor_shape(node.output[0]))
+        back_to_onnx = [0, rank - 1, *range(1, rank - 1)]
+        if rank < 3 or not all(p is not None and p.op_type == "Transpose" and
+                               list(onnx.helper.get_attribute_value(p.attribute[0])) == back_to_onnx
+                               for p in producers):
+            continue
+        for k, producer in enumerate(producers):
+            node.input[k] = producer.input[0]
+        if node.op_type == "Concat":
+            axis = onnx.helper.get_attribute_value(node.attribute[0]) % rank
+            node.attribute[0].i = {0: 0, 1: rank - 1}.get(axis, axis - 1)
+        result = node.output[0]
+        shape = wrapper.get_tensor_shape(result)
+        node.output[0] = f"{result}_channels_last"
+        wrapper.set_tensor_shape(node.output[0], [shape[0], *shape[2:], shape[1]])
+        position = list(graph.node).index(node)
+        graph.node.insert(position + 1, onnx.helper.make_node("Transpose", [node.output[0]], [result],
+                                                              perm=back_to_onnx))
+        for producer in producers:
+            if not wrapper.find_consumers(producer.output[0]):
+                graph.node.remove(producer)
 
 
 def _drop_output_transposes(wrapper) -> None:

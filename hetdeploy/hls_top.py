@@ -59,9 +59,11 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> None:
     units' hls4ml projects already are (units/<unit>/)."""
     buffers = {b.tensor: b for b in source.memory.buffers}
     shutil.copy(TEMPLATES / "arena.h", project_dir / "arena.h")
-    shutil.copytree(source.ap_types, project_dir / "ap_types")
+    shutil.copytree(source.ap_types, project_dir / "ap_types", dirs_exist_ok=True)
     sub = source.name
-    arena_bytes = max((b.offset + b.size for b in source.memory.buffers if b.memory == "bram"), default=1)
+    extent = {m: max((b.offset + b.size for b in source.memory.buffers if b.memory == m), default=0)
+              for m in ("bram", "reserved", "ddr")}
+    arena_bytes, reserve_bytes, ddr_bytes = (max(1, extent[m]) for m in ("bram", "reserved", "ddr"))
 
     offsets = "\n".join(
         f"// {_comment([b.tensor])}: {b.size} bytes at {b.memory} + {b.offset}, steps {b.first}..{b.last}"
@@ -69,7 +71,8 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> None:
     declarations = "\n".join(
         f"void {u.name}_step({_parameters(u)});" for u in source.units if u.hls is not None)
     (project_dir / f"{sub}_units.h").write_text(_template("units.h.in").substitute(
-        subfunction=sub, guard=sub.upper(), arena_bytes=arena_bytes, offsets=offsets,
+        subfunction=sub, guard=sub.upper(), arena_bytes=arena_bytes, reserve_bytes=reserve_bytes,
+        ddr_bytes=extent["ddr"], offsets=offsets,
         declarations=declarations))
 
     for unit in source.units:
@@ -78,16 +81,20 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> None:
 
     types = {b.tensor: f"b{k}_t" for k, b in enumerate(source.memory.buffers)}
     buffer_types = "".join(f"typedef {b.precision} {types[b.tensor]};\n" for b in source.memory.buffers)
-    ports = ", ".join([f"const float in_{k}[{_values(p.shape)}]" for k, p in enumerate(source.inputs)]
-                      + [f"float out_{k}[{_values(p.shape)}]" for k, p in enumerate(source.outputs)])
-    arguments = ", ".join([f"in_{k}" for k in range(len(source.inputs))]
-                          + [f"out_{k}" for k in range(len(source.outputs))])
-    interface = "".join(f"#pragma HLS INTERFACE m_axi port={name} offset=slave bundle=gmem\n"
-                        for name in arguments.split(", "))
+    float_ports = ", ".join([f"const float in_{k}[{_values(p.shape)}]" for k, p in enumerate(source.inputs)]
+                            + [f"float out_{k}[{_values(p.shape)}]" for k, p in enumerate(source.outputs)])
+    names = [f"in_{k}" for k in range(len(source.inputs))] + [f"out_{k}" for k in range(len(source.outputs))]
+    ports, ddr_region = float_ports, ""
+    if extent["ddr"]:  # DDR buffers: a port the host allocates (a static region in C-simulation)
+        ports += f", hetdeploy::byte_t ddr[{ddr_bytes}]"
+        names.append("ddr")
+        ddr_region = f"    static hetdeploy::byte_t ddr[{ddr_bytes}];\n"
+    interface = "".join(f"#pragma HLS INTERFACE m_axi port={name} offset=slave bundle=gmem\n" for name in names)
     interface += "#pragma HLS INTERFACE s_axilite port=return\n"
+    base = {"bram": "arena", "reserved": "reserve", "ddr": "ddr"}
 
     def at(tensor: str) -> str:
-        return f"arena + {buffers[tensor].offset}"
+        return f"{base[buffers[tensor].memory]} + {buffers[tensor].offset}"
 
     body = [f"    hetdeploy::from_float<{types[p.tensor]}>(in_{k}, {at(p.tensor)}, {_values(p.shape)});\n"
             for k, p in enumerate(source.inputs)]
@@ -103,8 +110,9 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> None:
 
     entries = [_unit_entry(sub, unit, types, source.shapes) for unit in source.units]
     (project_dir / f"{sub}_top.cpp").write_text(_template("top.cpp.in").substitute(
-        subfunction=sub, buffer_types=buffer_types, ports=ports, arguments=arguments, interface=interface,
-        arena_bytes=arena_bytes, body="".join(body), unit_entries="\n".join(entries)))
+        subfunction=sub, buffer_types=buffer_types, ports=ports, float_ports=float_ports,
+        arguments=", ".join(names), interface=interface, ddr_region=ddr_region, arena_bytes=arena_bytes,
+        reserve_bytes=reserve_bytes, body="".join(body), unit_entries="\n".join(entries)))
 
     _write_build_files(source, project_dir)
 

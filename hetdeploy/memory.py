@@ -4,13 +4,34 @@ Pure functions over plain data (no onnx, no hls4ml). A subfunction runs its exec
 after the other (schedule step k = unit k). A buffer is a tensor the units exchange: a subfunction
 input (written by the top before step 0), or a unit's output; it is live from the step that writes
 it to the last step that reads it, and a subfunction output stays live to the last step (the top
-reads it after every unit ran).
+reads it after every unit ran). Two buffers may share bytes only when their lifetimes are disjoint.
+
+Memories, tried in this order for every buffer: the BRAM target memory (what the FPGA's budget
+leaves after the units' weights and FIFOs), the reserved pool (the board's reserve: used only when
+the target is short, and reported) and DDR (unbounded; its traffic costs time).
+
+Strategies (``place``):
+- ``refcount``, the seed's rule: buffers are taken in schedule order; each gets the first block
+  (in creation order) whose usage count has dropped to 0 (every consumer of its last buffer ran)
+  and which is large enough, else a new block of its size at the end of the pool; a block keeps its
+  size for good;
+- ``greedy``: offsets, largest buffer first, each into the best-fitting gap left by the buffers
+  already placed that are live at the same time (TFLite's arena planner);
+- ``fastest``: no reuse: every buffer its own range, in schedule order.
+When greedy misses a pool's capacity, ``place`` retries other orders (by lifetime area, by
+duration, then seeded shuffles) before spilling to the next memory.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Optional, Sequence
+
+STRATEGIES = ("refcount", "greedy", "fastest")
+MEMORIES = ("bram", "reserved", "ddr")
+# Orders greedy tries when the first misses a capacity (the search behind the MiniMalloc figures).
+SEARCH_ORDERS = 64
 
 
 @dataclass(frozen=True)
@@ -18,6 +39,19 @@ class Lifetime:
     tensor: str
     first: int
     last: int
+
+
+@dataclass(frozen=True)
+class Request:
+    size: int
+    first: int
+    last: int  # inclusive
+
+
+@dataclass(frozen=True)
+class Placement:
+    memory: str  # one of MEMORIES
+    offset: int
 
 
 def lifetimes(steps: Sequence[tuple[Sequence[str], Sequence[str]]], inputs: Sequence[str],
@@ -39,10 +73,182 @@ def lifetimes(steps: Sequence[tuple[Sequence[str], Sequence[str]]], inputs: Sequ
     return [Lifetime(t, first[t], last[t]) for t in first]
 
 
-def place_without_reuse(sizes: Sequence[int], alignment: int = 1) -> list[int]:
-    """Offsets that give every buffer its own range, in the order given."""
-    offsets, top = [], 0
-    for size in sizes:
-        offsets.append(top)
-        top += -(-size // alignment) * alignment
-    return offsets
+def lower_bound(requests: Sequence[Request]) -> int:
+    """The most bytes live at one step: no placement can use less."""
+    if not requests:
+        return 0
+    delta: dict[int, int] = {}
+    for r in requests:
+        delta[r.first] = delta.get(r.first, 0) + r.size
+        delta[r.last + 1] = delta.get(r.last + 1, 0) - r.size
+    live = peak = 0
+    for step in sorted(delta):
+        live += delta[step]
+        peak = max(peak, live)
+    return peak
+
+
+def footprint(requests: Sequence[Request], placements: Sequence[Placement], memory: str) -> int:
+    return max((p.offset + r.size for r, p in zip(requests, placements) if p.memory == memory), default=0)
+
+
+def place(requests: Sequence[Request], strategy: str, target: Optional[int] = None,
+          reserved: int = 0) -> list[Placement]:
+    """A placement of every request: into BRAM up to ``target`` bytes (None: unbounded), then the
+    ``reserved`` pool, then DDR."""
+    capacities = [target, reserved, None] if target is not None else [None]
+    memories = MEMORIES if target is not None else MEMORIES[:1]
+    if strategy == "refcount":
+        return _refcount(requests, capacities, memories)
+    if strategy == "fastest":
+        return _fastest(requests, capacities, memories)
+    if strategy == "greedy":
+        return _greedy_search(requests, capacities, memories)
+    raise ValueError(f"unknown memory strategy '{strategy}' (known: {', '.join(STRATEGIES)})")
+
+
+def _schedule_order(requests: Sequence[Request]) -> list[int]:
+    return sorted(range(len(requests)), key=lambda i: (requests[i].first, i))
+
+
+def _fits(capacity: Optional[int], end: int) -> bool:
+    return capacity is None or end <= capacity
+
+
+def _fastest(requests, capacities, memories) -> list[Placement]:
+    result: list[Optional[Placement]] = [None] * len(requests)
+    tops = [0] * len(capacities)
+    for i in _schedule_order(requests):
+        size = requests[i].size
+        pool = next(k for k, cap in enumerate(capacities) if _fits(cap, tops[k] + size))
+        result[i] = Placement(memories[pool], tops[pool])
+        tops[pool] += size
+    return result
+
+
+def _refcount(requests, capacities, memories) -> list[Placement]:
+    result: list[Optional[Placement]] = [None] * len(requests)
+    # per pool: blocks [offset, size, step after which it is free again]
+    blocks: list[list[list[int]]] = [[] for _ in capacities]
+    tops = [0] * len(capacities)
+    for i in _schedule_order(requests):
+        r = requests[i]
+        for k, cap in enumerate(capacities):
+            block = next((b for b in blocks[k] if b[2] < r.first and b[1] >= r.size), None)
+            if block is not None:
+                block[2] = r.last
+                result[i] = Placement(memories[k], block[0])
+                break
+            if _fits(cap, tops[k] + r.size):
+                blocks[k].append([tops[k], r.size, r.last])
+                result[i] = Placement(memories[k], tops[k])
+                tops[k] += r.size
+                break
+    return result
+
+
+def _greedy_search(requests, capacities, memories) -> list[Placement]:
+    """Greedy by size; when a bounded pool overflows, other orders, and the one spilling the fewest
+    bytes out of the first pool wins (ties: fewer bytes beyond the second)."""
+    n = len(requests)
+    by_size = sorted(range(n), key=lambda i: (-requests[i].size, requests[i].first, i))
+    best = _greedy(requests, by_size, capacities, memories)
+    if capacities[0] is None or _spilled(requests, best, memories) == (0, 0):
+        return best
+    orders = [
+        sorted(range(n), key=lambda i: (-requests[i].size * (requests[i].last - requests[i].first + 1), i)),
+        sorted(range(n), key=lambda i: (-(requests[i].last - requests[i].first), -requests[i].size, i)),
+    ]
+    rng = random.Random(0)
+    while len(orders) < SEARCH_ORDERS:
+        noisy = {i: requests[i].size * rng.uniform(0.5, 1.5) for i in range(n)}
+        orders.append(sorted(range(n), key=lambda i: (-noisy[i], i)))
+    for order in orders:
+        candidate = _greedy(requests, order, capacities, memories)
+        if _spilled(requests, candidate, memories) < _spilled(requests, best, memories):
+            best = candidate
+            if _spilled(requests, best, memories) == (0, 0):
+                break
+    return best
+
+
+def _spilled(requests, placements, memories) -> tuple[int, int]:
+    beyond_first = sum(r.size for r, p in zip(requests, placements) if p.memory != memories[0])
+    beyond_second = sum(r.size for r, p in zip(requests, placements) if p.memory == "ddr")
+    return beyond_first, beyond_second
+
+
+def _greedy(requests, order, capacities, memories) -> list[Placement]:
+    result: list[Optional[Placement]] = [None] * len(requests)
+    # per pool and step: the placed buffers live then, as (offset, end)
+    live: list[dict[int, list[tuple[int, int]]]] = [{} for _ in capacities]
+    empty: tuple = ()
+    for i in order:
+        r = requests[i]
+        steps = range(r.first, r.last + 1)
+        for k, cap in enumerate(capacities):
+            spans = live[k]
+            if r.first == r.last:
+                taken = sorted(spans.get(r.first, empty))
+            else:
+                taken = sorted(set().union(*(spans.get(step, empty) for step in steps)))
+            offset = _best_fit(taken, r.size)
+            if cap is None or offset + r.size <= cap:
+                result[i] = Placement(memories[k], offset)
+                span = (offset, offset + r.size)
+                for step in steps:
+                    if step in spans:
+                        spans[step].append(span)
+                    else:
+                        spans[step] = [span]
+                break
+    return result
+
+
+def _best_fit(taken: list[tuple[int, int]], size: int) -> int:
+    """The smallest gap between ``taken`` ranges (sorted) that holds ``size``, else the end."""
+    best, best_gap, cursor = None, None, 0
+    for start, end in taken:
+        gap = start - cursor
+        if gap >= size and (best_gap is None or gap < best_gap):
+            best, best_gap = cursor, gap
+        cursor = max(cursor, end)
+    return cursor if best is None else best
+
+
+def schedule(steps: Sequence[tuple[Sequence[str], Sequence[str]]], sizes: dict[str, int],
+             inputs: Sequence[str], outputs: Sequence[str]) -> list[int]:
+    """An order of the steps (a permutation, topological: a step after the steps writing what it
+    reads) with the lower peak of live bytes among two candidates: the given order, and the order
+    that always runs next the ready step freeing the most bytes (least newly allocated on ties)."""
+    n = len(steps)
+    writer = {t: k for k, (_, writes) in enumerate(steps) for t in writes}
+    readers: dict[str, int] = {}
+    for reads, _ in steps:
+        for t in set(reads):
+            readers[t] = readers.get(t, 0) + 1
+    needs = [{writer[t] for t in reads if t in writer} for reads, _ in steps]
+    done: set[int] = set()
+    remaining = dict(readers)
+    order = []
+    while len(order) < n:
+        ready = [k for k in range(n) if k not in done and needs[k] <= done]
+
+        def gain(k: int) -> tuple[int, int, int]:
+            reads, writes = steps[k]
+            freed = sum(sizes[t] for t in set(reads) if remaining[t] == 1 and t not in outputs)
+            return (-(freed - sum(sizes[t] for t in writes)), -freed, k)
+
+        k = min(ready, key=gain)
+        order.append(k)
+        done.add(k)
+        for t in set(steps[k][0]):
+            remaining[t] -= 1
+
+    def peak(candidate: list[int]) -> int:
+        lives = lifetimes([steps[k] for k in candidate], inputs, outputs)
+        return lower_bound([Request(sizes[b.tensor], b.first, b.last) for b in lives])
+
+    given = list(range(n))
+    return order if peak(order) < peak(given) else given
+

@@ -51,6 +51,8 @@ class HlsProject:
     library: str  # C-simulation shared library, relative to the build folder
     top: str  # C++ name of the top function (C-simulation exports top + "_float", and top_<unit>_float)
     synthesis_script: str  # Vivado/Vitis HLS Tcl, relative to the project folder (not run by hetdeploy)
+    part: str
+    clock_period_ns: float
     inputs: list[HlsPort]
     outputs: list[HlsPort]
 
@@ -152,7 +154,17 @@ class Buffer:
 
 @dataclass
 class MemoryPlan:
+    """Where an FPGA subfunction's buffers live (see memory.py)."""
+
     strategy: str
+    target_bytes: int  # BRAM left to this subfunction's buffers after the units' weights and FIFOs
+    reserved_bytes: int  # the board's reserved BRAM still free when this subfunction was planned
+    reserved_used_bytes: int
+    bram_bytes: int  # target memory used
+    ddr_bytes: int
+    lower_bound_bytes: int  # most bytes live at one schedule step
+    ddr_transfer_s: float  # DDR traffic of the spilled buffers (one write, one read per reader)
+    footprints: dict[str, int]  # every strategy's footprint in one unbounded memory (how the choice was made)
     buffers: list[Buffer]
 
 

@@ -1,0 +1,128 @@
+"""The memory planner as pure functions (no onnx, no hls4ml), and a corrupted plan caught in C-simulation."""
+
+import json
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import graphs
+from hetdeploy.memory import (MEMORIES, STRATEGIES, Request, footprint, lifetimes, lower_bound, place, schedule)
+
+
+def graph_requests(seed, size):
+    """The buffers of a random DAG run in node order: each node's output, live to its last reader."""
+    graph = graphs.random_dag(seed, size)
+    steps = [(node.inputs, node.outputs[:1]) for node in graph.nodes]
+    lives = lifetimes(steps, graph.inputs, graph.outputs)
+    rng = np.random.default_rng(seed)
+    return [Request(int(rng.integers(1, 64)) * 16, b.first, b.last) for b in lives]
+
+
+def overlaps(requests, placements):
+    for i, (a, pa) in enumerate(zip(requests, placements)):
+        for b, pb in zip(requests[i + 1:], placements[i + 1:]):
+            same_time = a.first <= b.last and b.first <= a.last
+            same_bytes = pa.offset < pb.offset + b.size and pb.offset < pa.offset + a.size
+            if pa.memory == pb.memory and same_time and same_bytes:
+                return True
+    return False
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 10**6), size=st.integers(2, 40), strategy=st.sampled_from(STRATEGIES),
+       share=st.floats(0.0, 1.5))
+def test_no_two_live_buffers_share_bytes_in_any_strategy_or_memory(seed, size, strategy, share):
+    requests = graph_requests(seed, size)
+    bound = lower_bound(requests)
+    for target in (None, int(bound * share)):
+        placements = place(requests, strategy, target, reserved=int(bound * 0.2))
+        assert not overlaps(requests, placements)
+        assert footprint(requests, placements, "bram") >= (bound if target is None else 0)
+        if target is not None:
+            assert footprint(requests, placements, "bram") <= target
+            assert footprint(requests, placements, "reserved") <= int(bound * 0.2)
+            assert {p.memory for p in placements} <= set(MEMORIES)
+
+
+def test_refcount_reuses_a_block_only_when_free_and_large_enough():
+    # a (0..1) frees its 100-byte block after step 1; b (1..2) is live with it; c (2..3) fits a's block;
+    # d (3..3) is larger than every free block and gets a new one
+    requests = [Request(100, 0, 1), Request(50, 1, 2), Request(80, 2, 3), Request(120, 3, 3)]
+    offsets = [p.offset for p in place(requests, "refcount")]
+    assert offsets == [0, 100, 0, 150]
+    assert [p.offset for p in place(requests, "fastest")] == [0, 100, 150, 230]
+    assert footprint(requests, place(requests, "refcount"), "bram") == 270
+    assert lower_bound(requests) == 200 <= footprint(requests, place(requests, "greedy"), "bram") < 270
+
+
+def test_short_target_spills_to_the_reserve_then_to_ddr():
+    requests = [Request(100, 0, 2), Request(100, 1, 2), Request(100, 2, 2)]
+    memories = [p.memory for p in place(requests, "greedy", target=100, reserved=100)]
+    assert sorted(memories) == ["bram", "ddr", "reserved"]
+    assert [p.memory for p in place(requests, "greedy", target=300, reserved=100)] == ["bram"] * 3
+
+
+def test_schedule_is_a_topological_order_that_does_not_raise_the_peak():
+    # two branches from x: a big one (a1 -> a2) and a small one; running a branch to its end first frees x
+    steps = [(["x"], ["a1"]), (["x"], ["b1"]), (["a1"], ["a2"]), (["b1"], ["b2"]), (["a2", "b2"], ["y"])]
+    sizes = {"x": 10, "a1": 100, "b1": 100, "a2": 1, "b2": 1, "y": 1}
+    order = schedule(steps, sizes, ["x"], ["y"])
+    assert sorted(order) == list(range(5))
+    position = {k: i for i, k in enumerate(order)}
+    assert position[0] < position[2] and position[1] < position[3] and position[4] == 4
+
+    def peak(candidate):
+        lives = lifetimes([steps[k] for k in candidate], ["x"], ["y"])
+        return lower_bound([Request(sizes[b.tensor], b.first, b.last) for b in lives])
+
+    assert peak(order) < peak(list(range(5)))
+
+
+def residual_block():
+    """input -> Conv 3x3 -> Relu -> Add(input, .): the input stays live while the convolution writes."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(rng.normal(0, 0.3, (4, 4, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(rng.normal(0, 0.1, 4).astype(np.float32), "b")]
+    nodes = [helper.make_node("Conv", ["input", "w", "b"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("Add", ["input", "r"], ["output"], name="add")]
+    graph = helper.make_graph(nodes, "residual", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def test_overlapping_live_buffers_make_csimulation_disagree(tmp_path):
+    """The top really reads and writes at the plan's offsets: put the convolution's output over the
+    input the Add still has to read, and the C-simulation must no longer match onnxruntime."""
+    import subprocess
+    import sys
+
+    import onnx
+
+    from hetdeploy.build import rewrite_tops
+    from hetdeploy.cli import main
+    from hetdeploy.emulate import emulate
+
+    onnx.save(residual_block(), str(tmp_path / "residual.onnx"))
+    out = tmp_path / "build"
+    assert main(["build", str(tmp_path / "residual.onnx"), "--board", "pynq-z2", "-o", str(out), "--policy",
+                 "support"]) == 0
+    assert emulate(out, None).comparison.passed
+    plan = json.loads((out / "plan.json").read_text())
+    buffers = {b["tensor"]: b for b in plan["subfunctions"][0]["memory"]["buffers"]}
+    live, written = buffers["input"], buffers["r"]
+    assert live["first"] <= written["last"] and written["first"] <= live["last"]  # live together
+    assert written["offset"] != live["offset"] or written["memory"] != live["memory"]
+    written["memory"], written["offset"] = live["memory"], live["offset"]
+    (out / "plan.json").write_text(json.dumps(plan))
+    rewrite_tops(out)
+    # a fresh process: this one still has the first library loaded under the same path
+    result = subprocess.run([sys.executable, "-m", "hetdeploy", "emulate", str(out), "--json"], capture_output=True,
+                            text=True)
+    assert result.returncode == 3, result.stderr
+    assert not json.loads(result.stdout)["passed"]
