@@ -138,6 +138,15 @@ def densenet264() -> Graph:
     return _densenet([6, 12, 64, 48])
 
 
+def _classifier(b: Builder, x: str) -> str:
+    """AlexNet's and VGG's head: Flatten, two 4096-wide Gemm + Relu, Gemm to 1000 classes, Softmax."""
+    x = b.op("Flatten", [x], [1, math.prod(b.shapes[x][1:])], axis=1)
+    for width in (4096, 4096):
+        x = b.unary("Relu", b.op("Gemm", [x], [1, width], b.shapes[x][1] * width + width, transB=1))
+    x = b.op("Gemm", [x], [1, 1000], 4096 * 1000 + 1000, transB=1)
+    return b.op("Softmax", [x], [1, 1000], axis=1)
+
+
 def vgg16() -> Graph:
     b = Builder([1, 3, 224, 224])
     x = "input"
@@ -145,11 +154,27 @@ def vgg16() -> Graph:
         for width in widths:
             x = b.unary("Relu", b.conv(x, width, 3))
         x = b.pool("MaxPool", x, 2, 2)
-    x = b.op("Flatten", [x], [1, 512 * 7 * 7], axis=1)
-    for width in (4096, 4096):
-        x = b.unary("Relu", b.op("Gemm", [x], [1, width], b.shapes[x][1] * width + width, transB=1))
-    x = b.op("Gemm", [x], [1, 1000], 4096 * 1000 + 1000, transB=1)
-    return b.graph(b.op("Softmax", [x], [1, 1000], axis=1))
+    return b.graph(_classifier(b, x))
+
+
+def alexnet() -> Graph:
+    b = Builder([1, 3, 224, 224])
+    x = b.pool("MaxPool", b.unary("Relu", b.conv("input", 64, 11, 4, pad=2)), 3, 2)
+    x = b.pool("MaxPool", b.unary("Relu", b.conv(x, 192, 5)), 3, 2)
+    for width in (384, 256, 256):
+        x = b.unary("Relu", b.conv(x, width, 3))
+    x = b.pool("MaxPool", x, 3, 2)
+    return b.graph(_classifier(b, x))
+
+
+def resnet18() -> Graph:
+    b = Builder([1, 3, 224, 224])
+    x = b.pool("MaxPool", b.conv_bn_relu("input", 64, 7, 2), 3, 2, 1)
+    for width, stride in ((64, 1), (64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1)):
+        y = b.conv_bn_relu(b.conv_bn_relu(x, width, 3, stride), width, 3, relu=False)
+        shortcut = x if stride == 1 and b.shapes[x][1] == width else b.conv_bn_relu(x, width, 1, stride, relu=False)
+        x = b.unary("Relu", b.add(y, shortcut))
+    return b.graph(b.head(x, 1000))
 
 
 def squeezenet() -> Graph:
@@ -197,8 +222,9 @@ def shufflenet() -> Graph:
     return b.graph(b.head(x, 1000))
 
 
-ARCHITECTURES = {"resnet50": resnet50, "googlenet": googlenet, "densenet121": densenet121, "vgg16": vgg16,
-                 "squeezenet": squeezenet, "shufflenet": shufflenet, "densenet264": densenet264}
+ARCHITECTURES = {"resnet50": resnet50, "resnet18": resnet18, "googlenet": googlenet, "densenet121": densenet121,
+                 "vgg16": vgg16, "alexnet": alexnet, "squeezenet": squeezenet, "shufflenet": shufflenet,
+                 "densenet264": densenet264}
 
 
 def random_dag(seed: int, nodes: int) -> Graph:

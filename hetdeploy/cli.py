@@ -66,6 +66,14 @@ def _plan(args: argparse.Namespace) -> int:
         for name, pe, count, rf, strategy, e in rows:
             print(f"  {name:<14} {pe:<12} {count!s:>5} {rf!s:>6} {strategy:<9} {e['dsp']:>6} {e['bram18']:>6} "
                   f"{e['lut']:>8} {e['ff']:>8} {e['latency_cycles'] if e['latency_cycles'] is not None else '':>9}")
+    for sub in plan.subfunctions:
+        if sub.memory is not None:
+            m = sub.memory
+            print(f"\n{sub.name}: memory plan ({m.strategy}; footprints in one memory: "
+                  + ", ".join(f"{k} {v:,} B" for k, v in m.footprints.items()) + ")")
+            print(f"  BRAM target {m.target_bytes:,} B, used {m.bram_bytes:,} B; reserve {m.reserved_bytes:,} B, used "
+                  f"{m.reserved_used_bytes:,} B; DDR {m.ddr_bytes:,} B (+{_time(m.ddr_transfer_s)}); "
+                  f"lower bound {m.lower_bound_bytes:,} B")
     for reason, why in (("capacity", "does not fit beside the units it holds, even fully folded"),
                         ("latency", "estimated faster elsewhere")):
         nodes = [f for f in plan.fpga_fallbacks if f.reason == reason]
@@ -86,6 +94,13 @@ def _time(seconds: float) -> str:
         if seconds >= scale:
             return f"{seconds / scale:.3g} {unit}"
     return f"{seconds * 1e6:.3g} us"
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .report import write_report
+
+    print(write_report(Path(args.build_dir)))
+    return 0
 
 
 def _emulate(args: argparse.Namespace) -> int:
@@ -190,6 +205,13 @@ def parser() -> argparse.ArgumentParser:
     bo = commands.add_parser("boards", help="list the board capability files", description="List boards/*.yaml.")
     bo.add_argument("--json", action="store_true", help="print a JSON list of {name, devices: [{name, kind}]}")
     bo.set_defaults(run=_boards)
+
+    r = commands.add_parser("report", help="write DIR/report.html: partition, resources and memory maps as pictures",
+                            description="Draw a build's plan: the partition, each FPGA subfunction's resource "
+                                        "estimates against its budget and its memory map (schedule step x address, "
+                                        "on-chip memories and DDR apart). Prints the report's path.")
+    r.add_argument("build_dir", metavar="DIR", help="a folder written by 'hetdeploy build'")
+    r.set_defaults(run=_report)
     return top
 
 

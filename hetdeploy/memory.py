@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 STRATEGIES = ("refcount", "greedy", "fastest")
 MEMORIES = ("bram", "reserved", "ddr")
@@ -41,15 +41,13 @@ class Lifetime:
     last: int
 
 
-@dataclass(frozen=True)
-class Request:
+class Request(NamedTuple):
     size: int
     first: int
     last: int  # inclusive
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(NamedTuple):  # a tuple: built once per buffer, on the planner's hot path
     memory: str  # one of MEMORIES
     offset: int
 
@@ -184,36 +182,33 @@ def _greedy(requests, order, capacities, memories) -> list[Placement]:
     live: list[dict[int, list[tuple[int, int]]]] = [{} for _ in capacities]
     empty: tuple = ()
     for i in order:
-        r = requests[i]
-        steps = range(r.first, r.last + 1)
+        size, first, last = requests[i]
         for k, cap in enumerate(capacities):
             spans = live[k]
-            if r.first == r.last:
-                taken = sorted(spans.get(r.first, empty))
+            if first == last:
+                taken = sorted(spans.get(first, empty))
             else:
-                taken = sorted(set().union(*(spans.get(step, empty) for step in steps)))
-            offset = _best_fit(taken, r.size)
-            if cap is None or offset + r.size <= cap:
+                taken = sorted(set().union(*[spans.get(step, empty) for step in range(first, last + 1)]))
+            # best fit: the smallest gap between taken ranges that holds the buffer, else the end
+            offset, best_gap, cursor = -1, 0, 0
+            for start, end in taken:
+                gap = start - cursor
+                if gap >= size and (offset < 0 or gap < best_gap):
+                    offset, best_gap = cursor, gap
+                if end > cursor:
+                    cursor = end
+            if offset < 0:
+                offset = cursor
+            if cap is None or offset + size <= cap:
                 result[i] = Placement(memories[k], offset)
-                span = (offset, offset + r.size)
-                for step in steps:
+                span = (offset, offset + size)
+                for step in range(first, last + 1):
                     if step in spans:
                         spans[step].append(span)
                     else:
                         spans[step] = [span]
                 break
     return result
-
-
-def _best_fit(taken: list[tuple[int, int]], size: int) -> int:
-    """The smallest gap between ``taken`` ranges (sorted) that holds ``size``, else the end."""
-    best, best_gap, cursor = None, None, 0
-    for start, end in taken:
-        gap = start - cursor
-        if gap >= size and (best_gap is None or gap < best_gap):
-            best, best_gap = cursor, gap
-        cursor = max(cursor, end)
-    return cursor if best is None else best
 
 
 def schedule(steps: Sequence[tuple[Sequence[str], Sequence[str]]], sizes: dict[str, int],

@@ -126,3 +126,48 @@ def test_overlapping_live_buffers_make_csimulation_disagree(tmp_path):
                             text=True)
     assert result.returncode == 3, result.stderr
     assert not json.loads(result.stdout)["passed"]
+
+
+def test_report_draws_partition_resources_and_one_rectangle_per_buffer(built, tmp_path):
+    import re
+    import subprocess
+    import sys
+    import xml.dom.minidom
+
+    _, out = built("split_by_lrn")
+    copy = tmp_path / "b"
+    subprocess.run(["cp", "-r", str(out), str(copy)], check=True)
+    result = subprocess.run([sys.executable, "-m", "hetdeploy", "report", str(copy)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    page = (copy / "report.html").read_text()
+    svgs = re.findall(r"<svg.*?</svg>", page, re.S)
+    plan = json.loads((copy / "plan.json").read_text())
+    fpga = [s for s in plan["subfunctions"] if s["kind"] == "fpga"]
+    assert len(svgs) == 1 + 2 * len(fpga)  # partition, then resources and memory map per FPGA subfunction
+    for svg in svgs:
+        xml.dom.minidom.parseString(svg)
+    for sub, memory_map in zip(fpga, svgs[2::2]):
+        drawn = re.findall(r"<title>([^<]*): \d[\d,]* B at (\w+) \+", memory_map)
+        assert sorted(drawn) == sorted((b["tensor"], b["memory"]) for b in sub["memory"]["buffers"])
+
+
+def test_plan_memory_fields_and_strategy_choice(tmp_path, capsys):
+    import onnx
+
+    import networks
+    from hetdeploy.cli import main
+
+    model = tmp_path / "four.onnx"
+    onnx.save(networks.four_conv64(), str(model))
+    for strategy in ("refcount", "greedy", "fastest", "auto"):
+        assert main(["plan", str(model), "--board", "pynq-z2", "--memory-strategy", strategy, "--json"]) == 0
+        memory = json.loads(capsys.readouterr().out)["subfunctions"][0]["memory"]
+        assert {"strategy", "target_bytes", "reserved_bytes", "reserved_used_bytes", "bram_bytes", "ddr_bytes",
+                "lower_bound_bytes", "buffers"} <= set(memory)
+        assert memory["strategy"] == (strategy if strategy != "auto" else
+                                      min(memory["footprints"], key=lambda s: (memory["footprints"][s], s != "greedy")))
+        for b in memory["buffers"]:
+            assert {"tensor", "memory", "offset", "size", "first", "last"} <= set(b)
+        # a 32x32x64 activation is more than the BRAM the folded units leave: it goes to DDR, and costs time
+        assert memory["ddr_bytes"] > 0 and memory["bram_bytes"] <= memory["target_bytes"]
+        assert memory["lower_bound_bytes"] <= memory["footprints"][memory["strategy"]]

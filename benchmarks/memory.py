@@ -1,0 +1,97 @@
+"""The memory planner (hetdeploy/memory.py) on published architectures, at scale, and on MiniMalloc.
+
+    .venv/bin/python benchmarks/memory.py
+
+Prints three tables; run by hand (tests check behaviour, never time).
+1. Footprint over the lower bound (most bytes live at once) per strategy, with planning time: every
+   activation of each network in benchmarks/graphs.py as a float32 buffer, schedule = node order,
+   batch 1 (the setting of FACTS.md section 3).
+2. Planning time of 10,000 buffers (a chain with short skips).
+3. The MiniMalloc "challenging" instances (../shared/benchmarks/minimalloc): how many fit 1 MiB.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import random
+import time
+from pathlib import Path
+
+import graphs
+from hetdeploy.memory import STRATEGIES, Request, footprint, lifetimes, lower_bound, place
+
+MINIMALLOC = Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks" / "minimalloc"
+
+
+def network_requests(graph) -> list[Request]:
+    shapes = {t: s for n in graph.nodes for t, s in zip(n.outputs, n.output_shapes)}
+    shapes.update({t: s for n in graph.nodes for t, s in zip(n.inputs, n.input_shapes)})
+    steps = [(n.inputs, n.outputs[:1]) for n in graph.nodes]
+    return [Request(4 * math.prod(shapes[b.tensor]), b.first, b.last)
+            for b in lifetimes(steps, graph.inputs, graph.outputs)]
+
+
+def timed(requests, strategy, **capacity):
+    started = time.perf_counter()
+    placements = place(requests, strategy, **capacity)
+    return placements, time.perf_counter() - started
+
+
+def architectures() -> None:
+    print("1. footprint / lower bound (planning ms), float32 activations, node order")
+    print(f"{'network':<12} {'buffers':>7} {'lower bound MB':>14}" + "".join(f"{s:>20}" for s in STRATEGIES))
+    on_bound = {s: 0 for s in STRATEGIES}
+    ratios = {s: [] for s in STRATEGIES}
+    for name, make in graphs.ARCHITECTURES.items():
+        requests = network_requests(make())
+        bound = lower_bound(requests)
+        cells = []
+        for strategy in STRATEGIES:
+            placements, seconds = timed(requests, strategy)
+            ratio = footprint(requests, placements, "bram") / bound
+            ratios[strategy].append(ratio)
+            on_bound[strategy] += ratio == 1.0
+            cells.append(f"{ratio:>11.4f} ({seconds * 1e3:>5.1f})")
+        print(f"{name:<12} {len(requests):>7} {bound / 2**20:>14.2f}" + "".join(f"{c:>20}" for c in cells))
+    for strategy in STRATEGIES:
+        values = ratios[strategy]
+        print(f"  {strategy}: on the bound for {on_bound[strategy]} of {len(values)}, mean "
+              f"+{(sum(values) / len(values) - 1) * 100:.1f} %, max +{(max(values) - 1) * 100:.1f} %")
+
+
+def at_scale() -> None:
+    rng = random.Random(1)
+    n = 10_000
+    requests = [Request(rng.randint(1, 1000) * 64, i, min(n - 1, i + rng.choice([1, 1, 1, 2, 4]))) for i in range(n)]
+    print(f"\n2. {n:,} buffers (chain with skips of up to 4 steps): planning ms, best of 5")
+    for strategy in STRATEGIES:
+        best = min(timed(requests, strategy)[1] for _ in range(5))
+        print(f"  {strategy:<9} {best * 1e3:7.1f} ms")
+
+
+def minimalloc() -> None:
+    files = sorted(MINIMALLOC.glob("benchmarks_challenging_*.csv"))
+    print("\n3. MiniMalloc challenging instances, capacity 1 MiB (greedy, then its search of other orders)")
+    print(f"{'instance':<12} {'buffers':>7} {'lower bound':>11} {'greedy by size':>15} {'fits':>5} {'ms':>8}")
+    fitted = 0
+    for path in files:
+        with path.open() as f:
+            rows = [(int(r["lower"]), int(r["upper"]), int(r["size"])) for r in csv.DictReader(f)]
+        capacity = int(path.suffixes[0].lstrip("."))
+        times = sorted({t for lower, upper, _ in rows for t in (lower, upper)})
+        index = {t: k for k, t in enumerate(times)}  # compress time: overlaps are all that matter
+        requests = [Request(size, index[lower], index[upper] - 1) for lower, upper, size in rows]
+        plain = footprint(requests, place(requests, "greedy"), "bram")
+        placements, seconds = timed(requests, "greedy", target=capacity, reserved=0)
+        fits = all(p.memory == "bram" for p in placements)
+        fitted += fits
+        print(f"{path.stem.split('_')[-1].split('.')[0]:<12} {len(rows):>7} {lower_bound(requests):>11} "
+              f"{plain / capacity:>14.3f}x {'yes' if fits else 'no':>5} {seconds * 1e3:>8.0f}")
+    print(f"  fit 1 MiB: {fitted} of {len(files)}")
+
+
+if __name__ == "__main__":
+    architectures()
+    at_scale()
+    minimalloc()
