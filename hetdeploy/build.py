@@ -26,6 +26,7 @@ import onnx
 from . import memory, runtime, units, verify
 from .board import BRAM18_BITS, Board, load_board
 from .csim import compile_library
+from .deploy import synthesize, write_package
 from .errors import UserError, VerificationError
 from .hls4ml_adapter import HlsOptions, UnitSettings, ap_types_headers, fixed_precision, generate_unit
 from .hls_top import SYNTHESIS_SCRIPT, SubfunctionSource, element_bytes, library_name, write_project
@@ -56,6 +57,7 @@ class BuildOptions:
     policy: str = "latency"
     reuse_factors: dict[str, int] = field(default_factory=dict)  # ONNX node name -> pinned ReuseFactor
     memory_strategy: str = "auto"  # or one of memory.STRATEGIES
+    synth: bool = False  # run the HLS and Vivado scripts when the tools are on PATH
 
 
 Progress = Callable[[str], None]
@@ -83,9 +85,13 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
         generate_hls(plan, loaded, board, options, stage_dir, samples, progress)
         step(6, "verifying in C-simulation against onnxruntime")
         verify_csim(plan, stage_dir, samples)
-        step(7, f"writing {options.out_dir}")
+        step(7, f"writing the deployment package and {options.out_dir}")
+        write_package(plan, board, stage_dir)
         plan.save(stage_dir / "plan.json")
+        shutil.copy(stage_dir / "plan.json", stage_dir / "deploy" / "plan.json")
     progress(f"built {options.out_dir} in {time.monotonic() - started:.1f} s")
+    if options.synth:
+        progress(synthesize(plan, options.out_dir, progress))
     return plan
 
 

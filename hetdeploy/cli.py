@@ -23,7 +23,7 @@ def _build(args: argparse.Namespace) -> int:
     plan = build(BuildOptions(
         model=Path(args.model), board=args.board, out_dir=Path(args.output), calibration=args.calibration,
         samples=args.samples, seed=args.seed, relative_tolerance=args.tolerance, policy=args.policy,
-        reuse_factors=dict(args.reuse_factor), memory_strategy=args.memory_strategy,
+        reuse_factors=dict(args.reuse_factor), memory_strategy=args.memory_strategy, synth=args.synth,
     ))
     if args.json:
         print(plan.to_json(), end="")
@@ -179,6 +179,8 @@ def parser() -> argparse.ArgumentParser:
                    help="allowed max abs error, as a fraction of the reference's peak magnitude (at least 1.0); "
                         "default 0.05")
     b.add_argument("--json", action="store_true", help="print plan.json instead of the summary table")
+    b.add_argument("--synth", action="store_true", help="then run HLS synthesis and the Vivado block design to a "
+                   "bitstream when vitis_hls/vivado_hls and vivado are on PATH; otherwise say how to run them")
     _planning_options(b)
     b.set_defaults(run=_build)
 

@@ -25,7 +25,7 @@ TEMPLATES = Path(__file__).resolve().parent.parent / "hls"
 MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
 
 
-def _template(name: str) -> string.Template:
+def template(name: str) -> string.Template:
     path = TEMPLATES / name
     if not path.is_file():
         raise RuntimeError(f"{path}: hetdeploy's HLS template is missing (a broken install?)")
@@ -70,7 +70,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> None:
         for b in source.memory.buffers)
     declarations = "\n".join(
         f"void {u.name}_step({_parameters(u)});" for u in source.units if u.hls is not None)
-    (project_dir / f"{sub}_units.h").write_text(_template("units.h.in").substitute(
+    (project_dir / f"{sub}_units.h").write_text(template("units.h.in").substitute(
         subfunction=sub, guard=sub.upper(), arena_bytes=arena_bytes, reserve_bytes=reserve_bytes,
         ddr_bytes=extent["ddr"], offsets=offsets,
         declarations=declarations))
@@ -109,7 +109,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> None:
              for k, p in enumerate(source.outputs)]
 
     entries = [_unit_entry(sub, unit, types, source.shapes) for unit in source.units]
-    (project_dir / f"{sub}_top.cpp").write_text(_template("top.cpp.in").substitute(
+    (project_dir / f"{sub}_top.cpp").write_text(template("top.cpp.in").substitute(
         subfunction=sub, buffer_types=buffer_types, ports=ports, float_ports=float_ports,
         arguments=", ".join(names), interface=interface, ddr_region=ddr_region, arena_bytes=arena_bytes,
         reserve_bytes=reserve_bytes, body="".join(body), unit_entries="\n".join(entries)))
@@ -183,7 +183,7 @@ def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], proje
                 f"        hetdeploy::write<{var}_t>({var}, i, {var}_data[i]);\n"
                 f"    }}\n")
     unit_dir = project_dir / "units" / unit.name
-    (unit_dir / f"{unit.name}_step.cpp").write_text(_template("unit.cpp.in").substitute(
+    (unit_dir / f"{unit.name}_step.cpp").write_text(template("unit.cpp.in").substitute(
         unit=unit.name, subfunction=sub, io_type=hls.io_type, buffer_types="".join(types),
         parameters=_parameters(unit), body="".join(body)))
 
@@ -236,10 +236,10 @@ def _write_build_files(source: SubfunctionSource, project_dir: Path) -> None:
     objects.append(f"{sub}_top.o")
     rules.append(f"{sub}_top.o: {sub}_top.cpp\n\t$(CXX) $(FLAGS) -c $< -o $@\n")
     add_files.append(f"add_files {sub}_top.cpp -cflags \"-std=c++0x -Iap_types -I.\"")
-    (project_dir / MAKEFILE).write_text(_template("Makefile.in").substitute(
+    (project_dir / MAKEFILE).write_text(template("Makefile.in").substitute(
         subfunction=sub, ap_types="ap_types", library=library_name(sub), objects=" ".join(objects),
         rules="\n".join(rules)))
-    (project_dir / SYNTHESIS_SCRIPT).write_text(_template("build_prj.tcl.in").substitute(
+    (project_dir / SYNTHESIS_SCRIPT).write_text(template("build_prj.tcl.in").substitute(
         subfunction=sub, add_files="\n".join(add_files), part=source.part,
         clock_period_ns=f"{source.clock_period_ns:g}"))
 

@@ -89,6 +89,12 @@ def test_build_and_emulate(built, tmp_path, capsys, name, devices):
     for sub in report["subfunctions"]:
         if sub["kind"] == "cpu":
             assert sub["max_abs_error"] <= 1e-6
+    # the board script, emulated, gives exactly what `hetdeploy emulate` gave
+    board_run = subprocess.run([sys.executable, str(out / "deploy" / "run.py"), "--input", str(tmp_path / "x.npy"),
+                                "--output", str(tmp_path / "run.npy"), "--emulate"], capture_output=True, text=True,
+                               cwd=out)
+    assert board_run.returncode == 0, board_run.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "run.npy"), y)
 
 
 def test_network_larger_than_the_fpga_is_folded_and_the_rest_moves_off_it(built, capsys):

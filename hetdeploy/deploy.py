@@ -1,0 +1,115 @@
+"""Stage 7: the deployment package (DIR/deploy/) and the bitstream flow (DIR/vivado/).
+
+deploy/ is what goes onto the board: run.py (hetdeploy/board_runtime.py, standalone), plan.json,
+the CPU subfunctions' ONNX models and a README with the steps. vivado/design.tcl is the block design
+for the board's Zynq part around the HLS cores that hls/<subfunction>/build_prj.tcl exports. Neither
+script runs here unless the vendor tools are on PATH (``synthesize``); nothing fakes a bitstream.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Callable, Optional
+
+from .board import Board
+from .hls_top import template
+from .names import identifier
+from .plan import Plan
+
+# Zynq processing systems by part family: (IP, automation rule, config, GP master port, HP slave port)
+_PROCESSING_SYSTEMS = {
+    "xc7z": ("xilinx.com:ip:processing_system7:5.5", "xilinx.com:bd_rule:processing_system7",
+             "CONFIG.PCW_USE_S_AXI_HP0 {1} CONFIG.PCW_FPGA0_PERIPHERAL_FREQMHZ {%g}", "M_AXI_GP0", "S_AXI_HP0"),
+    "xczu": ("xilinx.com:ip:zynq_ultra_ps_e:3.3", "xilinx.com:bd_rule:zynq_ultra_ps_e",
+             "CONFIG.PSU__USE__S_AXI_GP2 {1} CONFIG.PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ {%g}", "M_AXI_HPM0_FPD",
+             "S_AXI_HP0_FPD"),
+}
+_PROCESSING_SYSTEMS["xck"] = _PROCESSING_SYSTEMS["xczu"]  # Kria K26: a Zynq UltraScale+ MPSoC
+
+README = """# Deployment package: {model} on {board}
+
+Written by `hetdeploy build`. What was run where it was built: partitioning, hls4ml conversion, g++
+C-simulation of every FPGA subfunction and `run.py --emulate` checks. What was NOT run: HLS synthesis, Vivado,
+the bitstream, and anything on a real board; {bitstream_state}
+
+## Subfunctions
+
+{table}
+
+## On the board (PYNQ image 3.0 or later, Python 3.10)
+
+1. Build the bitstream on a machine with Vivado/Vitis HLS ({vivado_state}), or run
+   `hetdeploy build ... --synth` there. It writes `design.bit` and `design.hwh` into this folder.
+2. Copy this folder to the board, e.g. `scp -r deploy xilinx@pynq:~/{model_id}`.
+3. On the board: `pip install onnxruntime numpy` (pynq comes with the image).
+4. `sudo python3 run.py --input x.npy --output y.npy [--batch N] [--benchmark]`
+   (sudo: pynq needs it to map the FPGA's registers and allocate DMA memory).
+
+`--input` takes a `.npy` (one input) or `.npz` (arrays named after the inputs) with N samples stacked on
+axis 0. FPGA buffers are allocated once and reused by every sample; each FPGA call writes the inputs,
+starts the core, waits for it (5 s timeout) and reads the outputs.
+
+On a host, from inside the build folder, `python deploy/run.py --input x.npy --emulate` runs the same
+script with the FPGA subfunctions in C-simulation; its output equals `hetdeploy emulate`'s.
+"""
+
+
+def write_package(plan: Plan, board: Board, build_dir: Path) -> None:
+    deploy = build_dir / "deploy"
+    (deploy / "models").mkdir(parents=True)
+    shutil.copy(Path(__file__).with_name("board_runtime.py"), deploy / "run.py")
+    for sub in plan.subfunctions:
+        if sub.kind != "fpga":
+            shutil.copy(build_dir / sub.onnx, deploy / "models" / f"{sub.name}.onnx")
+    fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
+    design = _write_block_design(plan, board, build_dir) if fpga else None
+    table = "\n".join(f"- `{s.name}` on `{s.device}` ({s.kind}): {len(s.nodes)} nodes" for s in plan.subfunctions)
+    vivado_state = (f"`hls/<subfunction>/build_prj.tcl` for each core, then `vivado/{design.name}`" if design else
+                    "no block design was written: this board's FPGA part has no Zynq processing system here")
+    (deploy / "README.md").write_text(README.format(
+        model=identifier(plan.source_model), model_id=identifier(Path(plan.source_model).stem),
+        board=identifier(plan.board), table=table, vivado_state=vivado_state,
+        bitstream_state="there is no design.bit in this folder until the bitstream flow has run." if fpga
+        else "this plan has no FPGA part: no bitstream is needed."))
+
+
+def _write_block_design(plan: Plan, board: Board, build_dir: Path) -> Optional[Path]:
+    fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
+    device = board.device(fpga[0].device)
+    family = next((k for k in _PROCESSING_SYSTEMS if device.part.startswith(k)), None)
+    if family is None:
+        return None
+    ps, rule, config, master, slave = _PROCESSING_SYSTEMS[family]
+    (build_dir / "vivado").mkdir()
+    path = build_dir / "vivado" / "design.tcl"
+    path.write_text(template("design.tcl.in").substitute(
+        board=identifier(board.name), part=device.part, clock_mhz=f"{device.clock_mhz:g}",
+        ip_repos=" ".join(f"../hls/{s.name}/{s.name}_prj/solution1/impl/ip" for s in fpga),
+        ps_vlnv=ps, ps_rule=rule, ps_config=config % device.clock_mhz, ps_master=master, ps_slave=slave,
+        cores=" ".join(s.name for s in fpga)))
+    return path
+
+
+def synthesize(plan: Plan, build_dir: Path, progress: Callable[[str], None]) -> str:
+    """Run the HLS and Vivado scripts when the tools are on PATH; else say what was written and how to
+    run it. Returns the line to show the user."""
+    hls_tool = shutil.which("vitis_hls") or shutil.which("vivado_hls")
+    vivado = shutil.which("vivado")
+    fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
+    if not fpga:
+        return "--synth: the plan has no FPGA subfunction; nothing to synthesise"
+    if hls_tool is None or vivado is None or not (build_dir / "vivado" / "design.tcl").exists():
+        missing = " and ".join(t for t, p in (("vitis_hls/vivado_hls", hls_tool), ("vivado", vivado)) if p is None)
+        steps = "; ".join(f"(cd {build_dir}/hls/{s.name} && vitis_hls -f build_prj.tcl)" for s in fpga)
+        return (f"--synth: {missing or 'a block design for this part'} not available here, so nothing was "
+                f"synthesised; wrote the scripts: {steps}; then (cd {build_dir}/vivado && vivado -mode batch "
+                f"-source design.tcl)")
+    for sub in fpga:
+        progress(f"      synthesising {sub.name} with {Path(hls_tool).name}")
+        subprocess.run([hls_tool, "-f", "build_prj.tcl"], cwd=build_dir / "hls" / sub.name, check=True)
+    progress("      running the Vivado block design to a bitstream")
+    subprocess.run([vivado, "-mode", "batch", "-source", "design.tcl"], cwd=build_dir / "vivado", check=True)
+    return f"--synth: bitstream written to {build_dir}/deploy/design.bit"
+

@@ -1,0 +1,167 @@
+"""The deployment package: run.py in emulation against `hetdeploy emulate`, the pynq calls it makes on a
+board (through a stand-in pynq that records them), the block design and --synth without the tools."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+FAKE_PYNQ = textwrap.dedent('''
+    """Records what run.py asks of pynq (no FPGA here)."""
+    import json
+    import os
+
+    import numpy as np
+
+
+    def _log(*event):
+        with open(os.environ["FAKE_PYNQ_LOG"], "a") as f:
+            f.write(json.dumps(event) + "\\n")
+
+
+    class _Buffer(np.ndarray):
+        def flush(self):
+            _log("flush", self.physical_address)
+
+        def invalidate(self):
+            _log("invalidate", self.physical_address)
+
+
+    _next_address = [0x10000000]
+
+
+    def allocate(shape, dtype):
+        buffer = np.zeros(shape, dtype).view(_Buffer)
+        buffer.physical_address = _next_address[0]
+        _next_address[0] += 0x100000
+        _log("allocate", list(shape), np.dtype(dtype).name, buffer.physical_address)
+        return buffer
+
+
+    class _Registers:
+        def __init__(self, core):
+            object.__setattr__(self, "_core", core)
+
+        def __setattr__(self, name, value):
+            _log("register", self._core, name, value)
+
+
+    class _Core:
+        def __init__(self, name):
+            self.name = name
+            self.register_map = _Registers(name)
+
+        def write(self, offset, value):
+            _log("write", self.name, offset, value)
+
+        def read(self, offset):
+            _log("read", self.name, offset)
+            return 0x2  # ap_done
+
+
+    class Overlay:
+        def __init__(self, bitfile):
+            _log("overlay", os.path.basename(bitfile))
+
+        def __getattr__(self, name):
+            return _Core(name)
+''')
+
+
+def run_py(build, *args, env=None):
+    return subprocess.run([sys.executable, str(build / "deploy" / "run.py"), *map(str, args)], capture_output=True,
+                          text=True, cwd=build, env=env)
+
+
+def test_package_holds_what_the_board_needs_and_says_what_was_not_run(built):
+    _, out = built("split_by_lrn")
+    deploy = out / "deploy"
+    plan = json.loads((deploy / "plan.json").read_text())
+    assert plan == json.loads((out / "plan.json").read_text())
+    assert sorted(p.name for p in (deploy / "models").iterdir()) == ["sf1_arm_cpu.onnx"]
+    readme = (deploy / "README.md").read_text()
+    assert "NOT run" in readme and "bitstream" in readme and "pip install onnxruntime numpy" in readme
+    design = (out / "vivado" / "design.tcl").read_text()
+    assert "-part xc7z020clg400-1" in design and "processing_system7" in design
+    assert "foreach core {sf0_fpga sf2_fpga}" in design and "m_axi_gmem" in design
+    assert not list(out.rglob("*.bit"))  # nothing pretends to be a bitstream
+
+
+def test_run_py_in_emulation_equals_hetdeploy_emulate_and_benchmarks(built, tmp_path):
+    _, out = built("split_by_lrn")
+    x = np.random.default_rng(4).normal(size=(3, 3, 14, 14)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    result = run_py(out, "--input", tmp_path / "x.npy", "--output", tmp_path / "run.npy", "--emulate", "--batch", "2",
+                    "--benchmark")
+    assert result.returncode == 0, result.stderr
+    assert "end to end" in result.stdout and "p99 ms" in result.stdout and "3 samples, batch 2" in result.stdout
+    emulate = subprocess.run([sys.executable, "-m", "hetdeploy", "emulate", str(out), "--input", str(tmp_path / "x.npy"),
+                              "--output", str(tmp_path / "emulate.npy")], capture_output=True, text=True)
+    assert emulate.returncode == 0, emulate.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "run.npy"), np.load(tmp_path / "emulate.npy"))
+
+
+def test_on_the_board_buffers_are_allocated_once_and_cores_driven_by_their_registers(built, tmp_path):
+    _, out = built("split_by_lrn")
+    fake = tmp_path / "fake" / "pynq"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(FAKE_PYNQ)
+    log = tmp_path / "pynq.log"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "fake"), FAKE_PYNQ_LOG=str(log))
+    np.save(tmp_path / "x.npy", np.zeros((3, 3, 14, 14), dtype=np.float32))
+    result = run_py(out, "--input", tmp_path / "x.npy", "--output", tmp_path / "y.npy", "--batch", "3", env=env)
+    assert result.returncode == 0, result.stderr
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert events[0] == ["overlay", "design.bit"]
+    plan = json.loads((out / "plan.json").read_text())
+    cores = [s for s in plan["subfunctions"] if s["kind"] == "fpga"]
+    allocations = [e for e in events if e[0] == "allocate"]
+    sizes = [[int(np.prod(p["shape"]))] for s in cores for p in s["hls"]["inputs"] + s["hls"]["outputs"]]
+    assert [a[1] for a in allocations] == sizes and all(a[2] == "float32" for a in allocations)  # once, not per sample
+    registers = [e for e in events if e[0] == "register"]
+    assert [(r[1], r[2]) for r in registers] == [(s["name"], port) for s in cores for port in ("in_0", "out_0")]
+    assert [r[3] for r in registers] == [a[3] for a in allocations]  # each buffer's physical address
+    last_setup = max(k for k, e in enumerate(events) if e[0] in ("allocate", "register"))
+    assert last_setup < min(k for k, e in enumerate(events) if e[0] == "write")
+    calls = [e for e in events[last_setup + 1:] if e[0] != "read"]
+    per_call = [[e[0] for e in calls[k:k + 3]] for k in range(0, len(calls), 3)]
+    assert per_call == [["flush", "write", "invalidate"]] * (3 * len(cores))  # 3 samples through each core
+    assert all(e[2:] == [0, 1] for e in calls if e[0] == "write")  # ap_start
+    assert np.load(tmp_path / "y.npy").shape == (3, 10)
+
+
+def test_synth_without_vendor_tools_says_what_it_wrote(built, tmp_path):
+    model, _ = built("small_cnn")
+    out = tmp_path / "synth"
+    result = subprocess.run([sys.executable, "-m", "hetdeploy", "build", str(model), "--board", "pynq-z2", "-o", str(out),
+                             "--policy", "support", "--synth"], capture_output=True, text=True,
+                            env=dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin"))
+    assert result.returncode == 0, result.stderr
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("--synth:") and "nothing was synthesised" in line and "vivado -mode batch" in line
+    assert not list(out.rglob("*.bit"))
+
+
+@pytest.mark.parametrize("board, part", [("zcu104", "xczu7ev"), ("kv260", "xck26")])
+def test_block_design_uses_the_zynq_ultrascale_processing_system(tmp_path, board, part):
+    import onnx
+
+    import networks
+    from hetdeploy.board import load_board
+    from hetdeploy.build import BuildOptions, plan_stages
+    from hetdeploy.deploy import write_package
+
+    model = tmp_path / "cnn.onnx"
+    onnx.save(networks.small_cnn(), str(model))
+    _, loaded_board, plan = plan_stages(BuildOptions(model=model, board=board, out_dir=tmp_path, policy="support"),
+                                        lambda k, what: None)
+    for sub in plan.subfunctions:
+        sub.onnx = "cnn.onnx"
+    write_package(plan, loaded_board, tmp_path)
+    design = (tmp_path / "vivado" / "design.tcl").read_text()
+    assert f"-part {part}" in design and "zynq_ultra_ps_e" in design and "S_AXI_HP0_FPD" in design
+    assert load_board(board).name in (tmp_path / "deploy" / "README.md").read_text()
