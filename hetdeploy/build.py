@@ -226,14 +226,7 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
     """Each FPGA subfunction into hls/<name>/: every execution unit through hls4ml (units/<unit>/),
     our top over them, compiled for C-simulation. Each unit's layer precisions are sized on the
     values it sees on the float pipeline (onnxruntime) for ``samples``."""
-    envs: dict[int, list[dict[str, np.ndarray]]] = {}
-
-    def collect(index, inputs, outputs):
-        envs.setdefault(index, []).append(dict(inputs))
-
-    chain = runtime.reference_executors(build_dir, plan)
-    for feeds in samples:
-        runtime.run(plan, chain, feeds, collect)
+    envs = runtime.subfunction_inputs(build_dir, plan, samples)
     shapes = tensor_shapes(loaded)
     precision: dict[str, str] = {}  # tensor -> the C++ type of its buffer
     for index, sub in enumerate(plan.subfunctions):

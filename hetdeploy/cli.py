@@ -17,14 +17,19 @@ from . import __version__
 from .errors import UserError
 
 
-def _build(args: argparse.Namespace) -> int:
-    from .build import BuildOptions, build
+def _options(args: argparse.Namespace, **more):
+    """BuildOptions from what `build` and `plan` share (model, board and _planning_options)."""
+    from .build import BuildOptions
 
-    plan = build(BuildOptions(
-        model=Path(args.model), board=args.board, out_dir=Path(args.output), calibration=args.calibration,
-        samples=args.samples, seed=args.seed, relative_tolerance=args.tolerance, policy=args.policy,
-        reuse_factors=dict(args.reuse_factor), memory_strategy=args.memory_strategy, synth=args.synth,
-    ))
+    return BuildOptions(model=Path(args.model), board=args.board, policy=args.policy,
+                        reuse_factors=dict(args.reuse_factor), memory_strategy=args.memory_strategy, **more)
+
+
+def _build(args: argparse.Namespace) -> int:
+    from .build import build
+
+    plan = build(_options(args, out_dir=Path(args.output), calibration=args.calibration, samples=args.samples,
+                          seed=args.seed, relative_tolerance=args.tolerance, synth=args.synth))
     if args.json:
         print(plan.to_json(), end="")
         return 0
@@ -40,12 +45,9 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from .build import BuildOptions, plan_stages
+    from .build import plan_stages
 
-    _, _, plan = plan_stages(BuildOptions(model=Path(args.model), board=args.board, out_dir=Path("."),
-                                          policy=args.policy, reuse_factors=dict(args.reuse_factor),
-                                          memory_strategy=args.memory_strategy),
-                             lambda k, what: None)
+    _, _, plan = plan_stages(_options(args, out_dir=Path(".")), lambda k, what: None)
     if args.json:
         print(plan.to_json(), end="")
         return 0

@@ -18,6 +18,7 @@ import shutil
 import string
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 from .names import identifier
 from .plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan
 
@@ -100,11 +101,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> None:
             for k, p in enumerate(source.inputs)]
     for step, unit in enumerate(source.units):
         body.append(f"    // step {step}: {unit.name} ({unit.pe}): {_comment(unit.nodes)}\n")
-        if unit.hls is not None:
-            body.append(f"    {unit.name}_step({', '.join(at(t) for t in unit.inputs + unit.outputs)});\n")
-        else:
-            (x,), (y,) = unit.inputs, unit.outputs
-            body.append(f"    {_flatten(source.shapes[x], types[x], at(x), at(y))}\n")
+        body.append(_run_unit(unit, at, types, source.shapes))
     body += [f"    hetdeploy::to_float<{types[p.tensor]}>({at(p.tensor)}, out_{k}, {_values(p.shape)});\n"
              for k, p in enumerate(source.outputs)]
 
@@ -125,6 +122,15 @@ def _flatten(shape: list[int], element: str, source: str, target: str) -> str:
     """ONNX Flatten(axis=1) of a buffer: channels-last when its rank is >= 3, else a plain copy."""
     channels, pixels = (shape[1], _values(shape[2:])) if len(shape) >= 3 else (1, _values(shape))
     return f"hetdeploy::flatten_channels_last<{element}>({source}, {target}, {pixels}, {channels});"
+
+
+def _run_unit(unit: ExecutionUnit, at: Callable[[str], str], types: dict[str, str],
+              shapes: dict[str, list[int]]) -> str:
+    """The line that runs ``unit`` on the buffers ``at(tensor)`` points to."""
+    if unit.hls is not None:
+        return f"    {unit.name}_step({', '.join(at(t) for t in unit.inputs + unit.outputs)});\n"
+    (x,), (y,) = unit.inputs, unit.outputs
+    return f"    {_flatten(shapes[x], types[x], at(x), at(y))}\n"
 
 
 def _parameters(unit: ExecutionUnit) -> str:
@@ -200,11 +206,7 @@ def _unit_entry(sub: str, unit: ExecutionUnit, types: dict[str, str], shapes: di
               f"hetdeploy::stored<{types[t]}>::bytes];\n" for t in tensors]
     lines += [f"    hetdeploy::from_float<{types[t]}>({names[t]}, {names[t]}_bytes, {_values(shapes[t])});\n"
               for t in unit.inputs]
-    if unit.hls is not None:
-        lines.append(f"    {unit.name}_step({', '.join(f'{names[t]}_bytes' for t in tensors)});\n")
-    else:
-        (x,), (y,) = unit.inputs, unit.outputs
-        lines.append(f"    {_flatten(shapes[x], types[x], f'{names[x]}_bytes', f'{names[y]}_bytes')}\n")
+    lines.append(_run_unit(unit, lambda t: f"{names[t]}_bytes", types, shapes))
     lines += [f"    hetdeploy::to_float<{types[t]}>({names[t]}_bytes, {names[t]}, {_values(shapes[t])});\n"
               for t in unit.outputs]
     return "".join(lines) + "}\n"

@@ -105,3 +105,18 @@ def run(plan: Plan, executors: list[Executor], feeds: dict[str, np.ndarray],
             observe(index, inputs, outputs)
         env.update(outputs)
     return env
+
+
+def subfunction_inputs(build_dir: Path, plan: Plan, samples: list[dict[str, np.ndarray]]
+                       ) -> dict[int, list[dict[str, np.ndarray]]]:
+    """Per subfunction index, the inputs it gets for each sample on the float pipeline (every
+    subfunction on onnxruntime)."""
+    seen: dict[int, list[dict[str, np.ndarray]]] = {}
+
+    def collect(index, inputs, outputs):
+        seen.setdefault(index, []).append(dict(inputs))
+
+    chain = reference_executors(build_dir, plan)
+    for feeds in samples:
+        run(plan, chain, feeds, collect)
+    return seen

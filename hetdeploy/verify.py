@@ -93,14 +93,7 @@ def check_build(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
 def check_units(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]]) -> dict[str, SubfunctionCheck]:
     """Every execution unit of every FPGA subfunction in C-simulation against its ONNX model on
     onnxruntime, on the float values the unit sees in the reference pipeline."""
-    seen: dict[int, list[dict[str, np.ndarray]]] = {}
-
-    def collect(index, inputs, outputs):
-        seen.setdefault(index, []).append(dict(inputs))
-
-    chain = runtime.reference_executors(build_dir, plan)
-    for feeds in samples:
-        runtime.run(plan, chain, feeds, collect)
+    seen = runtime.subfunction_inputs(build_dir, plan, samples)
     checks = {}
     for index, sub in enumerate(plan.subfunctions):
         if sub.hls is None:
