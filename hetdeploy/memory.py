@@ -1,6 +1,6 @@
 """Stage 4b: buffers of an FPGA subfunction and where they live in its memories.
 
-Pure functions over plain data (no onnx, no hls4ml). A subfunction runs its execution units one
+Pure functions over plain data (no onnx, no hls4ml; numpy for the lower bound). A subfunction runs its execution units one
 after the other (schedule step k = unit k). A buffer is a tensor the units exchange: a subfunction
 input (written by the top before step 0), or a unit's output; it is live from the step that writes
 it to the last step that reads it, and a subfunction output stays live to the last step (the top
@@ -18,8 +18,8 @@ Strategies (``place``):
 - ``greedy``: offsets, largest buffer first, each into the best-fitting gap left by the buffers
   already placed that are live at the same time (TFLite's arena planner);
 - ``fastest``: no reuse: every buffer its own range, in schedule order.
-When greedy misses a pool's capacity, ``place`` retries other orders (by lifetime area, by
-duration, then seeded shuffles) before spilling to the next memory.
+When greedy is above the lower bound, or spills out of a bounded pool, a seeded hill climb over its
+order follows (swap two buffers, keep what is no worse).
 """
 
 from __future__ import annotations
@@ -28,10 +28,13 @@ import random
 from dataclasses import dataclass
 from typing import NamedTuple, Optional, Sequence
 
+import numpy as np
+
 STRATEGIES = ("refcount", "greedy", "fastest")
 MEMORIES = ("bram", "reserved", "ddr")
-# Orders greedy tries when the first misses a capacity (the search behind the MiniMalloc figures).
-SEARCH_ORDERS = 64
+# The hill climb after greedy: at most this many tries, and at most CLIMB_WORK / buffers of them
+# (each try is a full greedy pass).
+CLIMB_STEPS, CLIMB_WORK = 1000, 200_000
 
 
 @dataclass(frozen=True)
@@ -75,15 +78,11 @@ def lower_bound(requests: Sequence[Request]) -> int:
     """The most bytes live at one step: no placement can use less."""
     if not requests:
         return 0
-    delta: dict[int, int] = {}
-    for r in requests:
-        delta[r.first] = delta.get(r.first, 0) + r.size
-        delta[r.last + 1] = delta.get(r.last + 1, 0) - r.size
-    live = peak = 0
-    for step in sorted(delta):
-        live += delta[step]
-        peak = max(peak, live)
-    return peak
+    sizes, firsts, lasts = (np.array(column, dtype=np.int64) for column in zip(*requests))
+    change = np.zeros(int(lasts.max()) + 2, dtype=np.int64)
+    np.add.at(change, firsts, sizes)
+    np.add.at(change, lasts + 1, -sizes)
+    return int(np.cumsum(change).max())
 
 
 def footprint(requests: Sequence[Request], placements: Sequence[Placement], memory: str) -> int:
@@ -146,34 +145,35 @@ def _refcount(requests, capacities, memories) -> list[Placement]:
 
 
 def _greedy_search(requests, capacities, memories) -> list[Placement]:
-    """Greedy by size; when a bounded pool overflows, other orders, and the one spilling the fewest
-    bytes out of the first pool wins (ties: fewer bytes beyond the second)."""
+    """Greedy by size, then a hill climb over the order (as TVM's USMP does): swap two buffers in it
+    and keep the result when it is no worse; stop at the lower bound (unbounded) or when nothing
+    spills out of the first memory, or after a number of tries that shrinks with the buffer count."""
     n = len(requests)
-    by_size = sorted(range(n), key=lambda i: (-requests[i].size, requests[i].first, i))
-    best = _greedy(requests, by_size, capacities, memories)
-    if capacities[0] is None or _spilled(requests, best, memories) == (0, 0):
-        return best
-    orders = [
-        sorted(range(n), key=lambda i: (-requests[i].size * (requests[i].last - requests[i].first + 1), i)),
-        sorted(range(n), key=lambda i: (-(requests[i].last - requests[i].first), -requests[i].size, i)),
-    ]
+    order = [i for *_, i in sorted((-r.size, r.first, i) for i, r in enumerate(requests))]
+    bounded = capacities[0] is not None
+
+    def score(placements) -> tuple[int, int]:
+        """Bounded: bytes beyond the first memory, then beyond the second; else the footprint."""
+        if not bounded:
+            return footprint(requests, placements, memories[0]), 0
+        return (sum(r.size for r, p in zip(requests, placements) if p.memory != memories[0]),
+                sum(r.size for r, p in zip(requests, placements) if p.memory == "ddr"))
+
+    best = _greedy(requests, order, capacities, memories)
+    best_score = score(best)
+    goal = (0, 0) if bounded else (lower_bound(requests), 0)
     rng = random.Random(0)
-    while len(orders) < SEARCH_ORDERS:
-        noisy = {i: requests[i].size * rng.uniform(0.5, 1.5) for i in range(n)}
-        orders.append(sorted(range(n), key=lambda i: (-noisy[i], i)))
-    for order in orders:
-        candidate = _greedy(requests, order, capacities, memories)
-        if _spilled(requests, candidate, memories) < _spilled(requests, best, memories):
-            best = candidate
-            if _spilled(requests, best, memories) == (0, 0):
-                break
+    for _ in range(min(CLIMB_STEPS, CLIMB_WORK // max(1, n))):
+        if best_score <= goal or n < 2:
+            break
+        i, j = rng.sample(range(n), 2)
+        candidate_order = list(order)
+        candidate_order[i], candidate_order[j] = candidate_order[j], candidate_order[i]
+        candidate = _greedy(requests, candidate_order, capacities, memories)
+        candidate_score = score(candidate)
+        if candidate_score <= best_score:
+            order, best, best_score = candidate_order, candidate, candidate_score
     return best
-
-
-def _spilled(requests, placements, memories) -> tuple[int, int]:
-    beyond_first = sum(r.size for r, p in zip(requests, placements) if p.memory != memories[0])
-    beyond_second = sum(r.size for r, p in zip(requests, placements) if p.memory == "ddr")
-    return beyond_first, beyond_second
 
 
 def _greedy(requests, order, capacities, memories) -> list[Placement]:
