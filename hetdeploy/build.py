@@ -263,6 +263,7 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
     hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz, width=options.width)
     config_precision: dict[str, str] = {}  # tensor -> what its buffer holds, as an hls4ml config string
     cpp_precision: dict[str, str] = {}  # the same, as a C++ type
+    ops = {n.name: n.op for n in loaded.graph.nodes}
     for unit in sub.execution_units:
         unit.onnx = f"subfunctions/{sub.name}/{unit.name}.onnx"
         model = extract(loaded.model, unit)
@@ -271,7 +272,7 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
         unit_samples = [{t: env[t] for t in unit.inputs} for env in envs]
         for env in envs:  # the float values every later unit sees
             env.update(reference.run(env))
-        if _relayout(loaded, unit):
+        if all(ops[n] in units.RELAYOUT_OPS for n in unit.nodes):  # moved by our top, not hls4ml
             (source,) = unit.inputs
             if source not in cpp_precision:  # a subfunction input read first here
                 config_precision[source], cpp_precision[source] = fixed_precision(
@@ -310,8 +311,10 @@ def rewrite_tops(build_dir: Path) -> Plan:
     plan = Plan.load(build_dir / "plan.json")
     for sub in plan.subfunctions:
         if sub.hls is not None:
-            shapes = {t: s for u in sub.execution_units
-                      for t, s in OrtModel(build_dir / u.onnx).inputs + OrtModel(build_dir / u.onnx).outputs}
+            shapes = {}
+            for unit in sub.execution_units:
+                reference = OrtModel(build_dir / unit.onnx)
+                shapes.update(reference.inputs + reference.outputs)
             sub.hls = _write_top(sub, shapes, sub.hls.part, sub.hls.clock_period_ns, build_dir)
     return plan
 
@@ -357,11 +360,6 @@ def plan_memory(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
                          for b, r, p in zip(lives, requests, placements)])
             target -= used_in["bram"]
             reserve -= used_in["reserved"]
-
-
-def _relayout(loaded: LoadedModel, unit: ExecutionUnit) -> bool:
-    ops = {n.name: n.op for n in loaded.graph.nodes}
-    return all(ops[n] in units.RELAYOUT_OPS for n in unit.nodes)
 
 
 def verify_csim(plan: Plan, build_dir: Path, samples) -> None:

@@ -54,9 +54,6 @@ class Unit:
     inputs: list[str] = field(default_factory=list)  # tensors it reads that it does not write
     output: str = ""  # the one tensor it writes that others read
 
-    def relayout(self, graph: Graph) -> bool:
-        return graph.nodes[self.nodes[0]].op in RELAYOUT_OPS
-
 
 def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[str] = frozenset()) -> list[Unit]:
     """Cut an FPGA subfunction (``nodes`` in execution order) into units. ``keep``: tensors read
