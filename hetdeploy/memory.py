@@ -18,13 +18,16 @@ Strategies (``place``):
 - ``greedy``: offsets, largest buffer first, each into the best-fitting gap left by the buffers
   already placed that are live at the same time (TFLite's arena planner);
 - ``fastest``: no reuse: every buffer its own range, in schedule order.
-When greedy is above the lower bound, or spills out of a bounded pool, a seeded hill climb over its
-order follows (swap two buffers, keep what is no worse).
+When greedy spills out of a bounded pool that the lower bound says could hold everything, an exact
+depth-first search (``fit``, after MiniMalloc, Moffitt, ASPLOS 2023) looks for a placement that
+fits; when greedy is above the lower bound, or the search runs out of nodes, a seeded hill climb
+over greedy's order follows (swap two buffers, keep what is no worse).
 """
 
 from __future__ import annotations
 
 import random
+from itertools import chain
 from dataclasses import dataclass
 from typing import NamedTuple, Optional, Sequence
 
@@ -35,6 +38,12 @@ MEMORIES = ("bram", "reserved", "ddr")
 # The hill climb after greedy: at most this many tries, and at most CLIMB_WORK / buffers of them
 # (each try is a full greedy pass).
 CLIMB_STEPS, CLIMB_WORK = 1000, 200_000
+# The exact search: at most this many nodes (one buffer placed each) over all its orders.
+SEARCH_NODES = 200_000
+# The static orders the search takes turns with (ties in offset go to the buffer first in the
+# order): keys compared in turn, each largest first. "peak": the most bytes live at one step of the
+# buffer's lifetime; "lifetime": its steps; "area": size x lifetime.
+SEARCH_ORDERS = (("lifetime", "area", "peak"), ("peak", "area", "lifetime"), ("peak", "lifetime", "area"))
 
 
 @dataclass(frozen=True)
@@ -149,7 +158,10 @@ def _greedy_search(requests, capacities, memories) -> list[Placement]:
     and keep the result when it is no worse; stop at the lower bound (unbounded) or when nothing
     spills out of the first memory, or after a number of tries that shrinks with the buffer count."""
     n = len(requests)
-    order = [i for *_, i in sorted((-r.size, r.first, i) for i, r in enumerate(requests))]
+    # largest first, then earliest (a stable sort keeps the buffers' order on ties); one integer key
+    # per buffer sorts faster than tuples
+    steps = 1 + max((r.last for r in requests), default=0)
+    order = sorted(range(n), key=[r.first - r.size * steps for r in requests].__getitem__)
     bounded = capacities[0] is not None
 
     def score(placements) -> tuple[int, int]:
@@ -161,7 +173,12 @@ def _greedy_search(requests, capacities, memories) -> list[Placement]:
 
     best = _greedy(requests, order, capacities, memories)
     best_score = score(best)
-    goal = (0, 0) if bounded else (lower_bound(requests), 0)
+    bound = lower_bound(requests)
+    if bounded and best_score > (0, 0) and bound <= capacities[0]:
+        offsets = fit(requests, capacities[0])
+        if offsets is not None:
+            return [Placement(memories[0], offset) for offset in offsets]
+    goal = (0, 0) if bounded else (bound, 0)
     rng = random.Random(0)
     for _ in range(min(CLIMB_STEPS, CLIMB_WORK // max(1, n))):
         if best_score <= goal or n < 2:
@@ -178,17 +195,20 @@ def _greedy_search(requests, capacities, memories) -> list[Placement]:
 
 def _greedy(requests, order, capacities, memories) -> list[Placement]:
     result: list[Optional[Placement]] = [None] * len(requests)
-    # per pool and step: the placed buffers live then, as (offset, end)
-    live: list[dict[int, list[tuple[int, int]]]] = [{} for _ in capacities]
-    empty: tuple = ()
+    steps = 1 + max((r.last for r in requests), default=0)
+    # per pool and step: the placed buffers live then, as (offset, end); a pool's lists are made
+    # when a buffer first reaches it
+    live: list[Optional[list[list[tuple[int, int]]]]] = [None] * len(capacities)
     for i in order:
         size, first, last = requests[i]
         for k, cap in enumerate(capacities):
             spans = live[k]
+            if spans is None:
+                spans = live[k] = [[] for _ in range(steps)]
             if first == last:
-                taken = sorted(spans.get(first, empty))
-            else:
-                taken = sorted(set().union(*[spans.get(step, empty) for step in range(first, last + 1)]))
+                taken = sorted(spans[first])
+            else:  # a buffer live at several of these steps appears more than once: harmless below
+                taken = sorted(chain.from_iterable(spans[first:last + 1]))
             # best fit: the smallest gap between taken ranges that holds the buffer, else the end
             offset, best_gap, cursor = -1, 0, 0
             for start, end in taken:
@@ -203,12 +223,197 @@ def _greedy(requests, order, capacities, memories) -> list[Placement]:
                 result[i] = Placement(memories[k], offset)
                 span = (offset, offset + size)
                 for step in range(first, last + 1):
-                    if step in spans:
-                        spans[step].append(span)
-                    else:
-                        spans[step] = [span]
+                    spans[step].append(span)
                 break
     return result
+
+
+_UNBOUNDED = np.iinfo(np.int64).max
+
+
+class _OutOfNodes(Exception):
+    pass
+
+
+def fit(requests: Sequence[Request], capacity: int, nodes: int = SEARCH_NODES) -> Optional[list[int]]:
+    """Offsets that put every request below ``capacity`` with no two live at one step sharing a
+    byte; None when there is none, or none was found within ``nodes``.
+
+    A depth-first search over canonical placements: buffers are placed in non-decreasing order of
+    offset, each at the lowest offset the buffers already placed leave it (above every placed
+    buffer it is live with). Pruning, per section (a run of steps where the same buffers are live):
+    the floor (the top of what is placed there, and at least the least offset any unplaced buffer
+    live there can still take, and at least the offset just used) plus the bytes still unplaced
+    there must fit the capacity. A placement that leaves a gap some unplaced buffer could fill
+    entirely below is skipped (another order places that one first), and when a placed buffer has
+    nothing unplaced live beside it, no other choice at that node can do better. When no unplaced
+    buffer spans a section boundary any more, the two sides are searched independently. The search
+    takes turns over ``SEARCH_ORDERS`` with a node limit that doubles each round."""
+    n = len(requests)
+    if n == 0:
+        return []
+    if max(r.size for r in requests) > capacity or lower_bound(requests) > capacity:
+        return None
+    search = _Search(requests, capacity)
+    limit, left = n, nodes
+    while left > 0:
+        limit *= 2
+        for order in SEARCH_ORDERS:
+            budget = min(limit, left)
+            try:
+                return search.run(order, budget)
+            except _OutOfNodes:
+                left -= budget
+            if left <= 0:
+                break
+    return None
+
+
+class _Search:
+    def __init__(self, requests: Sequence[Request], capacity: int):
+        self.capacity = capacity
+        points = sorted({t for r in requests for t in (r.first, r.last + 1)})
+        section_of = {t: k for k, t in enumerate(points)}
+        self.sizes = [r.size for r in requests]
+        self.lo = [section_of[r.first] for r in requests]
+        self.hi = [section_of[r.last + 1] for r in requests]  # exclusive
+        # numpy copies of what the floor inference reads in bulk
+        self.lo_array, self.hi_array = np.array(self.lo), np.array(self.hi)
+        sections = len(points) - 1
+        self.live_bytes = np.zeros(sections, dtype=np.int64)
+        # per boundary between section b and b + 1: buffers live on both sides
+        self.spanning = [0] * max(0, sections - 1)
+        for size, lo, hi in zip(self.sizes, self.lo, self.hi):
+            self.live_bytes[lo:hi] += size
+            for b in range(lo, hi - 1):
+                self.spanning[b] += 1
+        self.beside: list[list[int]] = [[] for _ in requests]  # buffers live at a common step
+        by_start = sorted(range(len(requests)), key=lambda i: self.lo[i])
+        for k, a in enumerate(by_start):
+            for b in by_start[k + 1:]:
+                if self.lo[b] >= self.hi[a]:
+                    break
+                self.beside[a].append(b)
+                self.beside[b].append(a)
+        self.keys = {"peak": [int(self.live_bytes[lo:hi].max()) for lo, hi in zip(self.lo, self.hi)],
+                     "lifetime": [r.last + 1 - r.first for r in requests],
+                     "area": [r.size * (r.last + 1 - r.first) for r in requests]}
+
+    def run(self, order: tuple[str, ...], nodes: int) -> Optional[list[int]]:
+        n = len(self.sizes)
+        ranked = sorted(range(n), key=lambda i: tuple(-self.keys[k][i] for k in order) + (i,))
+        self.rank = [0] * n
+        for position, i in enumerate(ranked):
+            self.rank[i] = position
+        # search state (a run that ran out of nodes left it half undone)
+        self.least = [0] * n  # the lowest offset each buffer can still take
+        self.placed = [False] * n
+        self.least_array = np.zeros(n, dtype=np.int64)
+        self.placed_array = np.zeros(n, dtype=bool)
+        self.offsets = [0] * n
+        self.floor = np.zeros_like(self.live_bytes)
+        self.total = self.live_bytes.copy()  # unplaced bytes per section
+        self.cuts = list(self.spanning)  # unplaced buffers spanning each boundary
+        self.nodes = nodes
+        start = 0
+        for boundary in range(len(self.total)):
+            if boundary == len(self.total) - 1 or self.cuts[boundary] == 0:
+                end = boundary + 1
+                part = [i for i in range(n) if self.lo[i] < end and start < self.hi[i]]
+                if part and not self._place(part, start, end, 0, -1):
+                    return None
+                start = end
+        return list(self.offsets)
+
+    def _place(self, part: list[int], start: int, end: int, last_offset: int, last_rank: int) -> bool:
+        """Place the unplaced buffers of ``part`` (live only in sections start..end - 1), each at
+        or above ``last_offset`` (and after ``last_rank`` at it)."""
+        if self.nodes <= 0:
+            raise _OutOfNodes
+        self.nodes -= 1
+        least, rank, sizes, lo, hi = self.least, self.rank, self.sizes, self.lo, self.hi
+        floor, total, placed = self.floor, self.total, self.placed
+        unplaced = [i for i in part if not placed[i]]
+        if not unplaced:
+            return True
+        candidates = sorted(unplaced, key=lambda i: (least[i], rank[i]))
+        lowest_top = min(least[i] + sizes[i] for i in candidates)
+        for i in candidates:
+            offset = least[i]
+            if offset < last_offset or (offset == last_offset and rank[i] < last_rank):
+                continue
+            if offset >= lowest_top:  # a gap another buffer fits below: placed first elsewhere
+                break
+            top = offset + sizes[i]
+            a, b = lo[i], hi[i]
+            saved_floor = floor[start:end].copy()
+            floor[a:b] = top
+            total[a:b] -= sizes[i]
+            raised: list[tuple[int, int]] = []
+            alone = True
+            fits = (np.maximum(floor[start:end], offset) + total[start:end]).max() <= self.capacity
+            if fits:
+                placed[i] = self.placed_array[i] = True
+                for j in self.beside[i]:
+                    if not placed[j]:
+                        alone = False
+                        if least[j] < top:
+                            raised.append((j, least[j]))
+                            least[j] = self.least_array[j] = top
+                if raised:
+                    fits = self._raise_floors(unplaced, raised, offset)
+            found = False
+            if fits:
+                self.offsets[i] = offset
+                found = self._place_rest(unplaced, i, start, end, offset)
+            floor[start:end] = saved_floor
+            total[a:b] += sizes[i]
+            for j, previous in reversed(raised):
+                least[j] = self.least_array[j] = previous
+            placed[i] = self.placed_array[i] = False
+            if found:
+                return True
+            if fits and alone:
+                break
+        return False
+
+    def _raise_floors(self, unplaced: list[int], raised: list[tuple[int, int]], offset: int) -> bool:
+        """Where buffers' lowest offsets rose, a section's floor is at least the lowest offset of
+        the unplaced buffers live in it; whether everything still fits then."""
+        a = min(self.lo[j] for j, _ in raised)
+        b = max(self.hi[j] for j, _ in raised)
+        candidates = np.array(unplaced)
+        lo, hi = self.lo_array[candidates], self.hi_array[candidates]
+        near = candidates[~self.placed_array[candidates] & (lo < b) & (hi > a)]
+        sections = np.arange(a, b)
+        live = (self.lo_array[near, None] <= sections) & (sections < self.hi_array[near, None])
+        lowest = np.where(live, self.least_array[near, None], _UNBOUNDED).min(axis=0, initial=_UNBOUNDED)
+        lowest[lowest == _UNBOUNDED] = 0
+        window = self.floor[a:b]
+        np.maximum(window, lowest, out=window)
+        return (np.maximum(window, offset) + self.total[a:b]).max() <= self.capacity
+
+    def _place_rest(self, unplaced: list[int], i: int, start: int, end: int, offset: int) -> bool:
+        """After placing ``i``: split at the boundaries no unplaced buffer spans any more, and place
+        each side on its own."""
+        lo, hi, cuts = self.lo, self.hi, self.cuts
+        splits = [start]
+        for boundary in range(lo[i], hi[i] - 1):
+            cuts[boundary] -= 1
+            if cuts[boundary] == 0:
+                splits.append(boundary + 1)
+        try:
+            if len(splits) == 1:
+                return self._place(unplaced, start, end, offset, self.rank[i])
+            splits.append(end)
+            for a, b in zip(splits, splits[1:]):
+                side = [j for j in unplaced if not self.placed[j] and lo[j] < b and a < hi[j]]
+                if side and not self._place(side, a, b, 0, -1):
+                    return False
+            return True
+        finally:
+            for boundary in range(lo[i], hi[i] - 1):
+                cuts[boundary] += 1
 
 
 def schedule(steps: Sequence[tuple[Sequence[str], Sequence[str]]], sizes: dict[str, int],

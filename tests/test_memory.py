@@ -1,5 +1,6 @@
 """The memory planner as pure functions (no onnx, no hls4ml), and a corrupted plan caught in C-simulation."""
 
+import itertools
 import json
 
 import numpy as np
@@ -7,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphs
-from hetdeploy.memory import (MEMORIES, STRATEGIES, Request, footprint, lifetimes, lower_bound, place, schedule)
+from hetdeploy.memory import (MEMORIES, STRATEGIES, Placement, Request, fit, footprint, lifetimes, lower_bound, place,
+                              schedule)
 
 
 def graph_requests(seed, size):
@@ -43,6 +45,38 @@ def test_no_two_live_buffers_share_bytes_in_any_strategy_or_memory(seed, size, s
             assert footprint(requests, placements, "bram") <= target
             assert footprint(requests, placements, "reserved") <= int(bound * 0.2)
             assert {p.memory for p in placements} <= set(MEMORIES)
+
+
+def fits_somehow(requests, capacity):
+    """Every combination of offsets: whether any puts all requests below ``capacity`` apart."""
+    ranges = [range(capacity - r.size + 1) for r in requests]
+    return any(not overlaps(requests, [Placement("bram", o) for o in offsets])
+               for offsets in itertools.product(*ranges))
+
+
+@settings(max_examples=80, deadline=None)
+@given(buffers=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 4), st.integers(0, 3)), min_size=1, max_size=5),
+       capacity=st.integers(1, 6))
+def test_fit_is_exact_on_small_instances(buffers, capacity):
+    """The search finds a placement exactly when one exists (brute force over every offset)."""
+    requests = [Request(size, first, first + length) for size, first, length in buffers]
+    offsets = fit(requests, capacity)
+    exists = all(r.size <= capacity for r in requests) and fits_somehow(requests, capacity)
+    assert (offsets is not None) == exists
+    if offsets is not None:
+        assert all(o >= 0 and o + r.size <= capacity for o, r in zip(offsets, requests))
+        assert not overlaps(requests, [Placement("bram", o) for o in offsets])
+
+
+def test_greedy_falls_back_to_the_search_when_it_would_spill():
+    # greedy by size: a (0..1) at 0, c (0..2) at 4, d (5..6) at 0, then b (2..5) is live beside c
+    # [4, 8) and d [0, 4) and lands at 8, past the 8 bytes; the search puts d at 4 and b at 0
+    requests = [Request(4, 0, 1), Request(2, 2, 5), Request(4, 0, 2), Request(4, 5, 6)]
+    assert lower_bound(requests) == 8
+    placements = place(requests, "greedy", target=8, reserved=0)
+    assert {p.memory for p in placements} == {"bram"}
+    assert footprint(requests, placements, "bram") == 8 and not overlaps(requests, placements)
+    assert fit(requests, 7) is None
 
 
 def test_refcount_reuses_a_block_only_when_free_and_large_enough():
