@@ -18,17 +18,18 @@ Strategies (``place``):
 - ``greedy``: offsets, largest buffer first, each into the best-fitting gap left by the buffers
   already placed that are live at the same time (TFLite's arena planner);
 - ``fastest``: no reuse: every buffer its own range, in schedule order.
-When greedy spills out of a bounded pool that the lower bound says could hold everything, an exact
-depth-first search (``fit``, after MiniMalloc, Moffitt, ASPLOS 2023) looks for a placement that
-fits; when greedy is above the lower bound, or the search runs out of nodes, a seeded hill climb
-over greedy's order follows (swap two buffers, keep what is no worse).
+When greedy spills out of a bounded pool that the lower bound says could hold everything, or
+(unbounded) is above the lower bound, an exact depth-first search (``fit``, after MiniMalloc,
+Moffitt, ASPLOS 2023) looks for a placement within the pool, or on the lower bound; when that
+search runs out of nodes, a seeded hill climb over greedy's order follows (swap two buffers, keep
+what is no worse).
 """
 
 from __future__ import annotations
 
 import random
-from itertools import chain
 from dataclasses import dataclass
+from itertools import chain
 from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -40,6 +41,8 @@ MEMORIES = ("bram", "reserved", "ddr")
 CLIMB_STEPS, CLIMB_WORK = 1000, 200_000
 # The exact search: at most this many nodes (one buffer placed each) over all its orders.
 SEARCH_NODES = 200_000
+# ... and when only the footprint is at stake (no pool to fit), a shorter one at the lower bound.
+FOOTPRINT_SEARCH_NODES = 20_000
 # The static orders the search takes turns with (ties in offset go to the buffer first in the
 # order): keys compared in turn, each largest first. "peak": the most bytes live at one step of the
 # buffer's lifetime; "lifetime": its steps; "area": size x lifetime.
@@ -154,9 +157,10 @@ def _refcount(requests, capacities, memories) -> list[Placement]:
 
 
 def _greedy_search(requests, capacities, memories) -> list[Placement]:
-    """Greedy by size, then a hill climb over the order (as TVM's USMP does): swap two buffers in it
-    and keep the result when it is no worse; stop at the lower bound (unbounded) or when nothing
-    spills out of the first memory, or after a number of tries that shrinks with the buffer count."""
+    """Greedy by size; when it misses its goal (nothing spilled out of the first memory, or unbounded
+    the lower bound), the exact search for that goal; when that runs out of nodes, a hill climb over
+    greedy's order (as TVM's USMP does): swap two buffers in it and keep the result when it is no
+    worse, until the goal or a number of tries that shrinks with the buffer count."""
     n = len(requests)
     # largest first, then earliest (a stable sort keeps the buffers' order on ties); one integer key
     # per buffer sorts faster than tuples
@@ -174,11 +178,12 @@ def _greedy_search(requests, capacities, memories) -> list[Placement]:
     best = _greedy(requests, order, capacities, memories)
     best_score = score(best)
     bound = lower_bound(requests)
-    if bounded and best_score > (0, 0) and bound <= capacities[0]:
-        offsets = fit(requests, capacities[0])
+    goal = (0, 0) if bounded else (bound, 0)
+    pool = capacities[0] if bounded else bound  # bounded: all in the first memory; else on the bound
+    if best_score > goal and bound <= pool:
+        offsets = fit(requests, pool, SEARCH_NODES if bounded else FOOTPRINT_SEARCH_NODES)
         if offsets is not None:
             return [Placement(memories[0], offset) for offset in offsets]
-    goal = (0, 0) if bounded else (bound, 0)
     rng = random.Random(0)
     for _ in range(min(CLIMB_STEPS, CLIMB_WORK // max(1, n))):
         if best_score <= goal or n < 2:
@@ -295,16 +300,32 @@ class _Search:
                     break
                 self.beside[a].append(b)
                 self.beside[b].append(a)
-        self.keys = {"peak": [int(self.live_bytes[lo:hi].max()) for lo, hi in zip(self.lo, self.hi)],
-                     "lifetime": [r.last + 1 - r.first for r in requests],
-                     "area": [r.size * (r.last + 1 - r.first) for r in requests]}
+        self.lifetime = [r.last + 1 - r.first for r in requests]
+
+    def _rank(self, part: list[int]) -> list[int]:
+        """Rank the buffers of ``part`` in ``self.order`` (the peak from the bytes unplaced now,
+        as a part is searched on its own); the ranks they had before."""
+        keys = {"peak": [int(self.total[self.lo[i]:self.hi[i]].max()) for i in part],
+                "lifetime": [self.lifetime[i] for i in part],
+                "area": [self.sizes[i] * self.lifetime[i] for i in part]}
+        previous = [self.rank[i] for i in part]
+        ranked = sorted(range(len(part)), key=lambda k: tuple(-keys[key][k] for key in self.order) + (part[k],))
+        for position, k in enumerate(ranked):
+            self.rank[part[k]] = position
+        return previous
+
+    def _place_part(self, part: list[int], start: int, end: int) -> bool:
+        previous = self._rank(part)
+        try:
+            return self._place(part, start, end, 0, -1)
+        finally:
+            for i, rank in zip(part, previous):
+                self.rank[i] = rank
 
     def run(self, order: tuple[str, ...], nodes: int) -> Optional[list[int]]:
         n = len(self.sizes)
-        ranked = sorted(range(n), key=lambda i: tuple(-self.keys[k][i] for k in order) + (i,))
+        self.order = order
         self.rank = [0] * n
-        for position, i in enumerate(ranked):
-            self.rank[i] = position
         # search state (a run that ran out of nodes left it half undone)
         self.least = [0] * n  # the lowest offset each buffer can still take
         self.placed = [False] * n
@@ -320,7 +341,7 @@ class _Search:
             if boundary == len(self.total) - 1 or self.cuts[boundary] == 0:
                 end = boundary + 1
                 part = [i for i in range(n) if self.lo[i] < end and start < self.hi[i]]
-                if part and not self._place(part, start, end, 0, -1):
+                if part and not self._place_part(part, start, end):
                     return None
                 start = end
         return list(self.offsets)
@@ -408,7 +429,7 @@ class _Search:
             splits.append(end)
             for a, b in zip(splits, splits[1:]):
                 side = [j for j in unplaced if not self.placed[j] and lo[j] < b and a < hi[j]]
-                if side and not self._place(side, a, b, 0, -1):
+                if side and not self._place_part(side, a, b):
                     return False
             return True
         finally:
