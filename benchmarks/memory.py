@@ -8,6 +8,7 @@ Prints three tables; run by hand (tests check behaviour, never time).
    batch 1 (the setting of FACTS.md section 3).
 2. Planning time of 10,000 buffers (a chain with short skips).
 3. The MiniMalloc "challenging" instances (../shared/benchmarks/minimalloc): how many fit 1 MiB.
+4. The unit schedule: peak live bytes of the node order against memory.schedule's choice.
 """
 
 from __future__ import annotations
@@ -19,17 +20,22 @@ import time
 from pathlib import Path
 
 import graphs
-from hetdeploy.memory import SEARCH_NODES, STRATEGIES, Request, footprint, lifetimes, lower_bound, place
+from hetdeploy.memory import SEARCH_NODES, STRATEGIES, Request, footprint, lifetimes, lower_bound, place, schedule
 
 MINIMALLOC = Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks" / "minimalloc"
 
 
-def network_requests(graph) -> list[Request]:
+def network_steps(graph) -> tuple[list, dict[str, int]]:
+    """Per node what it reads and writes, and each tensor's float32 bytes."""
     shapes = {t: s for n in graph.nodes for t, s in zip(n.outputs, n.output_shapes)}
     shapes.update({t: s for n in graph.nodes for t, s in zip(n.inputs, n.input_shapes)})
-    steps = [(n.inputs, n.outputs[:1]) for n in graph.nodes]
-    return [Request(4 * math.prod(shapes[b.tensor]), b.first, b.last)
-            for b in lifetimes(steps, graph.inputs, graph.outputs)]
+    return [(n.inputs, n.outputs[:1]) for n in graph.nodes], {t: 4 * math.prod(s) for t, s in shapes.items()}
+
+
+def network_requests(graph, order=None) -> list[Request]:
+    steps, sizes = network_steps(graph)
+    steps = [steps[k] for k in order] if order is not None else steps
+    return [Request(sizes[b.tensor], b.first, b.last) for b in lifetimes(steps, graph.inputs, graph.outputs)]
 
 
 def timed(requests, strategy, **capacity):
@@ -58,6 +64,20 @@ def architectures() -> None:
         values = ratios[strategy]
         print(f"  {strategy}: on the bound for {on_bound[strategy]} of {len(values)}, mean "
               f"+{(sum(values) / len(values) - 1) * 100:.1f} %, max +{(max(values) - 1) * 100:.1f} %")
+
+
+def schedules() -> None:
+    print("\n4. schedule: peak live bytes of the node order and of memory.schedule's pick (ms to choose)")
+    print(f"{'network':<12} {'node order MB':>13} {'schedule MB':>11} {'change':>8} {'ms':>7}")
+    for name, make in graphs.ARCHITECTURES.items():
+        graph = make()
+        steps, sizes = network_steps(graph)
+        started = time.perf_counter()
+        order = schedule(steps, sizes, graph.inputs, graph.outputs)
+        seconds = time.perf_counter() - started
+        given, chosen = lower_bound(network_requests(graph)), lower_bound(network_requests(graph, order))
+        print(f"{name:<12} {given / 2**20:>13.2f} {chosen / 2**20:>11.2f} {(chosen / given - 1) * 100:>7.1f}% "
+              f"{seconds * 1e3:>7.0f}")
 
 
 def at_scale() -> None:
@@ -97,3 +117,4 @@ if __name__ == "__main__":
     architectures()
     at_scale()
     minimalloc()
+    schedules()

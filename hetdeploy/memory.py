@@ -437,11 +437,20 @@ class _Search:
                 cuts[boundary] += 1
 
 
+# Seeded random topological orders the schedule also tries, at most this many and at most
+# SCHEDULE_WORK / steps of them.
+SCHEDULE_SAMPLES, SCHEDULE_WORK = 16, 20_000
+
+
 def schedule(steps: Sequence[tuple[Sequence[str], Sequence[str]]], sizes: dict[str, int],
              inputs: Sequence[str], outputs: Sequence[str]) -> list[int]:
     """An order of the steps (a permutation, topological: a step after the steps writing what it
-    reads) with the lower peak of live bytes among two candidates: the given order, and the order
-    that always runs next the ready step freeing the most bytes (least newly allocated on ties)."""
+    reads) with the lowest peak of live bytes among candidates (the seed's idea of generating
+    candidate orders and keeping the one with the least peak; the units run one after another, so
+    the order changes memory, not compute time): the given order; the order that always runs next
+    the ready step freeing the most bytes (least newly allocated on ties); depth first (the ready
+    step reading what was written last, finishing one branch before the next); and seeded random
+    topological orders. The given order wins ties."""
     n = len(steps)
     writer = {t: k for k, (_, writes) in enumerate(steps) for t in writes}
     readers: dict[str, int] = {}
@@ -449,27 +458,47 @@ def schedule(steps: Sequence[tuple[Sequence[str], Sequence[str]]], sizes: dict[s
         for t in set(reads):
             readers[t] = readers.get(t, 0) + 1
     needs = [{writer[t] for t in reads if t in writer} for reads, _ in steps]
-    done: set[int] = set()
-    remaining = dict(readers)
-    order = []
-    while len(order) < n:
-        ready = [k for k in range(n) if k not in done and needs[k] <= done]
+    dependents: list[list[int]] = [[] for _ in steps]
+    for k, need in enumerate(needs):
+        for w in need:
+            dependents[w].append(k)
 
+    def topological(pick) -> list[int]:
+        """Run the steps, choosing each time among the ready ones with ``pick(ready, order,
+        remaining)``; ``remaining``: each tensor's readers that have not run."""
+        waiting = [len(need) for need in needs]
+        ready = [k for k in range(n) if not waiting[k]]
+        remaining = dict(readers)
+        order: list[int] = []
+        while ready:
+            k = pick(ready, order, remaining)
+            ready.remove(k)
+            order.append(k)
+            for t in set(steps[k][0]):
+                remaining[t] -= 1
+            for d in dependents[k]:
+                waiting[d] -= 1
+                if not waiting[d]:
+                    ready.append(d)
+        return order
+
+    def freeing_most(ready, order, remaining) -> int:
         def gain(k: int) -> tuple[int, int, int]:
             reads, writes = steps[k]
             freed = sum(sizes[t] for t in set(reads) if remaining[t] == 1 and t not in outputs)
             return (-(freed - sum(sizes[t] for t in writes)), -freed, k)
+        return min(ready, key=gain)
 
-        k = min(ready, key=gain)
-        order.append(k)
-        done.add(k)
-        for t in set(steps[k][0]):
-            remaining[t] -= 1
+    def depth_first(ready, order, remaining) -> int:
+        return ready[-1]  # the last to become ready: it reads what the last step wrote
+
+    rng = random.Random(0)
+    candidates = [list(range(n)), topological(freeing_most), topological(depth_first)]
+    candidates += [topological(lambda ready, order, remaining: ready[rng.randrange(len(ready))])
+                   for _ in range(min(SCHEDULE_SAMPLES, SCHEDULE_WORK // max(1, n)))]
 
     def peak(candidate: list[int]) -> int:
         lives = lifetimes([steps[k] for k in candidate], inputs, outputs)
         return lower_bound([Request(sizes[b.tensor], b.first, b.last) for b in lives])
 
-    given = list(range(n))
-    return order if peak(order) < peak(given) else given
-
+    return min(candidates, key=peak)  # min keeps the first of equals: the given order on ties

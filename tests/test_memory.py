@@ -113,6 +113,27 @@ def test_schedule_is_a_topological_order_that_does_not_raise_the_peak():
     assert peak(order) < peak(list(range(5)))
 
 
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), size=st.integers(2, 40))
+def test_schedule_on_random_graphs_is_topological_and_never_raises_the_peak(seed, size):
+    graph = graphs.random_dag(seed, size)
+    steps = [(node.inputs, node.outputs[:1]) for node in graph.nodes]
+    rng = np.random.default_rng(seed)
+    sizes = {t: int(rng.integers(1, 100)) for reads, writes in steps for t in [*reads, *writes]}
+    order = schedule(steps, sizes, graph.inputs, graph.outputs)
+    assert sorted(order) == list(range(len(steps)))
+    written = set(graph.inputs)
+    for k in order:
+        assert set(steps[k][0]) <= written
+        written |= set(steps[k][1])
+
+    def peak(candidate):
+        lives = lifetimes([steps[k] for k in candidate], graph.inputs, graph.outputs)
+        return lower_bound([Request(sizes[b.tensor], b.first, b.last) for b in lives])
+
+    assert peak(order) <= peak(list(range(len(steps))))
+
+
 def residual_block():
     """input -> Conv 3x3 -> Relu -> Add(input, .): the input stays live while the convolution writes."""
     from onnx import TensorProto, helper, numpy_helper
