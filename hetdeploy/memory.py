@@ -201,6 +201,12 @@ def _greedy_search(requests, capacities, memories) -> list[Placement]:
 def _greedy(requests, order, capacities, memories) -> list[Placement]:
     result: list[Optional[Placement]] = [None] * len(requests)
     steps = 1 + max((r.last for r in requests), default=0)
+    if steps > 2 * len(requests):
+        # sparse time (buffers from another tool's clock): number the steps where a buffer starts or
+        # follows one that ends instead; the same buffers overlap
+        points = {t: k for k, t in enumerate(sorted({t for r in requests for t in (r.first, r.last + 1)}))}
+        requests = [Request(r.size, points[r.first], points[r.last + 1] - 1) for r in requests]
+        steps = len(points)
     # per pool and step: the placed buffers live then, as (offset, end); a pool's lists are made
     # when a buffer first reaches it
     live: list[Optional[list[list[tuple[int, int]]]]] = [None] * len(capacities)

@@ -77,6 +77,9 @@ def test_greedy_falls_back_to_the_search_when_it_would_spill():
     assert {p.memory for p in placements} == {"bram"}
     assert footprint(requests, placements, "bram") == 8 and not overlaps(requests, placements)
     assert fit(requests, 7) is None
+    # the same on a sparse clock (steps numbered by another tool): greedy numbers the events itself
+    sparse = [Request(r.size, r.first * 1000, r.last * 1000 + 999) for r in requests]
+    assert place(sparse, "greedy") == place(requests, "greedy")
 
 
 def test_refcount_reuses_a_block_only_when_free_and_large_enough():
