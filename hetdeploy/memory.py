@@ -470,14 +470,14 @@ def schedule(steps: Sequence[tuple[Sequence[str], Sequence[str]]], sizes: dict[s
             dependents[w].append(k)
 
     def topological(pick) -> list[int]:
-        """Run the steps, choosing each time among the ready ones with ``pick(ready, order,
-        remaining)``; ``remaining``: each tensor's readers that have not run."""
+        """Run the steps, choosing each time among the ready ones with ``pick(ready, remaining)``;
+        ``remaining``: each tensor's readers that have not run."""
         waiting = [len(need) for need in needs]
         ready = [k for k in range(n) if not waiting[k]]
         remaining = dict(readers)
         order: list[int] = []
         while ready:
-            k = pick(ready, order, remaining)
+            k = pick(ready, remaining)
             ready.remove(k)
             order.append(k)
             for t in set(steps[k][0]):
@@ -488,19 +488,19 @@ def schedule(steps: Sequence[tuple[Sequence[str], Sequence[str]]], sizes: dict[s
                     ready.append(d)
         return order
 
-    def freeing_most(ready, order, remaining) -> int:
+    def freeing_most(ready, remaining) -> int:
         def gain(k: int) -> tuple[int, int, int]:
             reads, writes = steps[k]
             freed = sum(sizes[t] for t in set(reads) if remaining[t] == 1 and t not in outputs)
             return (-(freed - sum(sizes[t] for t in writes)), -freed, k)
         return min(ready, key=gain)
 
-    def depth_first(ready, order, remaining) -> int:
+    def depth_first(ready, remaining) -> int:
         return ready[-1]  # the last to become ready: it reads what the last step wrote
 
     rng = random.Random(0)
     candidates = [list(range(n)), topological(freeing_most), topological(depth_first)]
-    candidates += [topological(lambda ready, order, remaining: ready[rng.randrange(len(ready))])
+    candidates += [topological(lambda ready, remaining: ready[rng.randrange(len(ready))])
                    for _ in range(min(SCHEDULE_SAMPLES, SCHEDULE_WORK // max(1, n)))]
 
     def peak(candidate: list[int]) -> int:
