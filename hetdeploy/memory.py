@@ -156,6 +156,12 @@ def _refcount(requests, capacities, memories) -> list[Placement]:
     return result
 
 
+def _event_numbers(requests: Sequence[Request]) -> dict[int, int]:
+    """Each step where a buffer starts or follows one that ends, numbered in time order: between two
+    consecutive ones the same buffers are live."""
+    return {t: k for k, t in enumerate(sorted({t for r in requests for t in (r.first, r.last + 1)}))}
+
+
 def _greedy_search(requests, capacities, memories) -> list[Placement]:
     """Greedy by size; when it misses its goal (nothing spilled out of the first memory, or unbounded
     the lower bound), the exact search for that goal; when that runs out of nodes, a hill climb over
@@ -175,7 +181,13 @@ def _greedy_search(requests, capacities, memories) -> list[Placement]:
         return (sum(r.size for r, p in zip(requests, placements) if p.memory != memories[0]),
                 sum(r.size for r, p in zip(requests, placements) if p.memory == "ddr"))
 
-    best = _greedy(requests, order, capacities, memories)
+    packed = requests
+    if steps > 2 * n:
+        # sparse time (buffers from another tool's clock): greedy keeps a list per step, so it runs
+        # on the events' numbers instead (the same buffers overlap); the search keeps the real times
+        events = _event_numbers(requests)
+        packed = [Request(r.size, events[r.first], events[r.last + 1] - 1) for r in requests]
+    best = _greedy(packed, order, capacities, memories)
     best_score = score(best)
     bound = lower_bound(requests)
     goal = (0, 0) if bounded else (bound, 0)
@@ -191,7 +203,7 @@ def _greedy_search(requests, capacities, memories) -> list[Placement]:
         i, j = rng.sample(range(n), 2)
         candidate_order = list(order)
         candidate_order[i], candidate_order[j] = candidate_order[j], candidate_order[i]
-        candidate = _greedy(requests, candidate_order, capacities, memories)
+        candidate = _greedy(packed, candidate_order, capacities, memories)
         candidate_score = score(candidate)
         if candidate_score <= best_score:
             order, best, best_score = candidate_order, candidate, candidate_score
@@ -201,12 +213,6 @@ def _greedy_search(requests, capacities, memories) -> list[Placement]:
 def _greedy(requests, order, capacities, memories) -> list[Placement]:
     result: list[Optional[Placement]] = [None] * len(requests)
     steps = 1 + max((r.last for r in requests), default=0)
-    if steps > 2 * len(requests):
-        # sparse time (buffers from another tool's clock): number the steps where a buffer starts or
-        # follows one that ends instead; the same buffers overlap
-        points = {t: k for k, t in enumerate(sorted({t for r in requests for t in (r.first, r.last + 1)}))}
-        requests = [Request(r.size, points[r.first], points[r.last + 1] - 1) for r in requests]
-        steps = len(points)
     # per pool and step: the placed buffers live then, as (offset, end); a pool's lists are made
     # when a buffer first reaches it
     live: list[Optional[list[list[tuple[int, int]]]]] = [None] * len(capacities)
@@ -263,7 +269,7 @@ def fit(requests: Sequence[Request], capacity: int, nodes: int = SEARCH_NODES) -
     n = len(requests)
     if n == 0:
         return []
-    if max(r.size for r in requests) > capacity or lower_bound(requests) > capacity:
+    if lower_bound(requests) > capacity:  # also covers a buffer larger than the capacity
         return None
     search = _Search(requests, capacity)
     limit, left = n, nodes
@@ -283,14 +289,13 @@ def fit(requests: Sequence[Request], capacity: int, nodes: int = SEARCH_NODES) -
 class _Search:
     def __init__(self, requests: Sequence[Request], capacity: int):
         self.capacity = capacity
-        points = sorted({t for r in requests for t in (r.first, r.last + 1)})
-        section_of = {t: k for k, t in enumerate(points)}
+        section_of = _event_numbers(requests)  # section k: from event k to event k + 1
         self.sizes = [r.size for r in requests]
         self.lo = [section_of[r.first] for r in requests]
         self.hi = [section_of[r.last + 1] for r in requests]  # exclusive
         # numpy copies of what the floor inference reads in bulk
         self.lo_array, self.hi_array = np.array(self.lo), np.array(self.hi)
-        sections = len(points) - 1
+        sections = len(section_of) - 1
         self.live_bytes = np.zeros(sections, dtype=np.int64)
         # per boundary between section b and b + 1: buffers live on both sides
         self.spanning = [0] * max(0, sections - 1)
