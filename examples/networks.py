@@ -139,8 +139,25 @@ def four_conv64(seed: int = 0) -> onnx.ModelProto:
                   [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 64, 32, 32])], inits)
 
 
+def wide_mlp(seed: int = 0) -> onnx.ModelProto:
+    """MLP 640-512-10, ReLU, final Softmax: the first layer's 327,680 weights (640 KiB at 16 bits) are more
+    than a PYNQ-Z2's BRAM holds, so they stay in DDR."""
+    rng = np.random.default_rng(seed)
+    dims = [640, 512, 10]
+    inits = [_init("fc1.weight", rng.normal(0, np.sqrt(2 / dims[0]), (dims[1], dims[0]))),
+             _init("fc1.bias", rng.normal(0, 0.1, dims[1])),
+             _init("fc2.weight", rng.normal(0, np.sqrt(1 / dims[1]), (dims[2], dims[1]))),
+             _init("fc2.bias", rng.normal(0, 0.1, dims[2]))]
+    nodes = [helper.make_node("Gemm", ["input", "fc1.weight", "fc1.bias"], ["h1"], name="fc1", transB=1),
+             helper.make_node("Relu", ["h1"], ["a1"], name="relu1"),
+             helper.make_node("Gemm", ["a1", "fc2.weight", "fc2.bias"], ["logits"], name="fc2", transB=1),
+             helper.make_node("Softmax", ["logits"], ["output"], name="softmax", axis=1)]
+    return _model(nodes, "wide_mlp", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, dims[0]])],
+                  [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, dims[2]])], inits)
+
+
 NETWORKS = {"jet_tagger_mlp": jet_tagger_mlp, "small_cnn": small_cnn, "split_by_lrn": split_by_lrn,
-            "alexnet_style": alexnet_style, "four_conv64": four_conv64}
+            "alexnet_style": alexnet_style, "four_conv64": four_conv64, "wide_mlp": wide_mlp}
 
 
 if __name__ == "__main__":

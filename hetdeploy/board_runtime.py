@@ -8,7 +8,7 @@ and on the board pynq; never hetdeploy, onnx or hls4ml.
 CPU subfunctions run on onnxruntime (the board's ARM cores). FPGA subfunctions run on their HLS core
 through pynq: the overlay is loaded once, every port's buffer (and the DDR region of the memory
 plan) is allocated once with pynq.allocate and its physical address written to the core's control
-registers once; a call copies a sample in, starts the core (ap_start), waits for ap_done and copies
+registers once, as are the DDR weights (written into the DDR region, each array's port pointed at it); a call copies a sample in, starts the core (ap_start), waits for ap_done and copies
 the result out. A batch is streamed through those same buffers sample by sample. With --emulate the
 FPGA subfunctions run through their C-simulation libraries (../hls/<name>/lib<name>.so) instead.
 """
@@ -43,6 +43,11 @@ def stored_shape(shape: list[int]) -> list[int]:
     return [1, *shape[2:], shape[1]] if len(shape) >= 3 else [1, *shape[1:]]
 
 
+def ddr_image(sub: dict) -> np.ndarray:
+    """The DDR weights of an FPGA subfunction, as its core reads them (bytes from the region's start)."""
+    return np.fromfile(HERE / "ddr" / f"{sub['name']}.bin", dtype=np.uint8)
+
+
 class CpuSubfunction:
     def __init__(self, sub: dict):
         import onnxruntime
@@ -75,6 +80,12 @@ class FpgaSubfunction:
             self.buffers["ddr"] = pynq.allocate(shape=(ddr,), dtype=np.uint8)
         for name, buffer in self.buffers.items():  # addresses once: the buffers are reused by every call
             self._write_address(name, buffer.physical_address)
+        if sub["hls"]["weight_ports"]:  # DDR weights: written once, each array's port at its offset
+            image = ddr_image(sub)
+            self.buffers["ddr"][: image.size] = image
+            self.buffers["ddr"].flush()
+            for port in sub["hls"]["weight_ports"]:
+                self._write_address(port["port"], self.buffers["ddr"].physical_address + port["offset"])
 
     def _write_address(self, port: str, address: int) -> None:
         """A pointer argument's register(s), by the names the overlay's hardware handoff gives them:
@@ -112,6 +123,12 @@ class EmulatedFpgaSubfunction:
         self.project = (HERE.parent / sub["hls"]["project"]).resolve()
         library = ctypes.CDLL(str((HERE.parent / sub["hls"]["library"]).resolve()), mode=os.RTLD_LOCAL)
         self.entry = getattr(library, f"{sub['hls']['top']}_float")
+        if sub["hls"]["weight_ports"]:
+            image = ddr_image(sub).tobytes()
+            load = getattr(library, f"{sub['hls']['top']}_load_ddr")
+            load.argtypes, load.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
+            if load(image, len(image)) != 0:
+                raise RuntimeError(f"ddr/{sub['name']}.bin: larger than the core's DDR region")
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         arrays = [np.ascontiguousarray(channels_last(feeds[p["tensor"]]), dtype=np.float32).reshape(-1)

@@ -25,11 +25,12 @@ import onnx
 
 from . import memory, runtime, units, verify
 from .board import BRAM18_BITS, Board, load_board
+from .cost import ddr_weight_seconds
 from .csim import compile_library
 from .deploy import synthesize, write_package
 from .errors import UserError, VerificationError
 from .hls4ml_adapter import HlsOptions, UnitSettings, ap_types_headers, fixed_precision, generate_unit
-from .hls_top import SYNTHESIS_SCRIPT, SubfunctionSource, element_bytes, library_name, write_project
+from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, element_bytes, library_name, write_project
 from .model import LoadedModel, load_model
 from .ort_adapter import OrtModel
 from .partition import partition_graph
@@ -104,18 +105,29 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tupl
     step(3, f"partitioning ({options.policy} policy) and folding FPGA execution units")
     plan = partition(loaded, board, options)
     fold_units(plan, loaded, board, options)
-    plan_memory(plan, loaded, board, options, lambda t: -(-options.width // 8))
-    _add_ddr_time(plan)
+    index = {n.name: i for i, n in enumerate(loaded.graph.nodes)}
+    plan_memory(plan, loaded, board, options, lambda t: -(-options.width // 8),
+                lambda u: units.weight_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
+                                                                  for n in u.nodes))
+    _add_ddr_time(plan, loaded, board, options.width)
     return loaded, board, plan
 
 
-def _add_ddr_time(plan: Plan) -> None:
-    """The DDR traffic of spilled buffers adds to their subfunction's and the plan's estimate."""
+def _add_ddr_time(plan: Plan, loaded: LoadedModel, board: Board, width: int) -> None:
+    """The DDR traffic of spilled buffers adds to their subfunction's and the plan's estimate; the
+    DDR weights' reads replace those the partitioner foresaw in the compute time (the folding may
+    have kept other units' weights in DDR)."""
+    index = {n.name: i for i, n in enumerate(loaded.graph.nodes)}
     for sub in plan.subfunctions:
-        if sub.memory is not None and sub.memory.ddr_transfer_s:
-            sub.estimate.transfer_s += sub.memory.ddr_transfer_s
-            sub.estimate.latency_s += sub.memory.ddr_transfer_s
-            plan.estimate.latency_s += sub.memory.ddr_transfer_s
+        if sub.memory is None:
+            continue
+        device = board.device(sub.device)
+        foreseen = sum(ddr_weight_seconds(device, loaded.graph, index[n], width) for n in sub.nodes)
+        change = sub.memory.ddr_weights_s - foreseen
+        sub.estimate.compute_s += change
+        sub.estimate.transfer_s += sub.memory.ddr_transfer_s
+        sub.estimate.latency_s += change + sub.memory.ddr_transfer_s
+        plan.estimate.latency_s += change + sub.memory.ddr_transfer_s
 
 
 def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
@@ -164,24 +176,29 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         pinned = {k: _pinned_reuse_factor(loaded, u, shape, options.reuse_factors)
                   for k, (u, shape) in enumerate(zip(found, shapes))
                   if any(loaded.graph.nodes[i].name in options.reuse_factors for i in u.nodes)}
-        reuse = units.fold(shapes, device.budget(), options.width, pinned)
-        if reuse is None:  # only with pinned reuse factors: partitioning checks the fully folded design
-            folded = [units.estimate(s, pinned.get(k, units.candidate_reuse_factors(s)[-1]), options.width)
+        rate = units.ddr_bytes_per_cycle(device)
+        foldings = units.fold(shapes, device.budget(), options.width, pinned, rate)
+        if foldings is None:  # only with pinned reuse factors: partitioning checks the fully folded design
+            folded = [units.cost(s, units.Folding(pinned[k]) if k in pinned
+                                 else units.folding_options(s, options.width, rate)[-1], options.width, rate)
                       for k, s in enumerate(shapes)]
             over = [f"{k.upper()} {sum(e[k] for e in folded)} > {device.budget()[k]}" for k in units.RESOURCES
                     if sum(e[k] for e in folded) > device.budget()[k]]
             raise UserError(f"the FPGA units do not fit {device.name} with the reuse factors given by "
                             f"--reuse-factor, even with every other unit fully folded ({', '.join(over)})")
         budget = {k: device.budget().get(k, 0) for k in units.RESOURCES} | {"latency_cycles": None}
-        choices = iter(zip(shapes, reuse))
+        choices = iter(zip(shapes, foldings))
         for sub, units_of_sub in split:
             sub.execution_units = []
             for k, unit in enumerate(units_of_sub):
-                shape, rf = next(choices)
+                shape, folding = next(choices)
                 sub.execution_units.append(ExecutionUnit(
                     name=f"{sub.name}_u{k}", nodes=[loaded.graph.nodes[i].name for i in unit.nodes], pe=unit.pe,
-                    reuse_factor=rf, strategy=units.strategy_for(rf), precision=f"ap_fixed<{options.width},6>",
-                    estimate=units.estimate(shape, rf, options.width), inputs=unit.inputs, outputs=[unit.output]))
+                    reuse_factor=folding.reuse_factor,
+                    # weights in DDR are read a bank at a time, never partitioned into registers
+                    strategy="Resource" if folding.weights_in_ddr else units.strategy_for(folding.reuse_factor),
+                    precision=f"ap_fixed<{options.width},6>", estimate=units.cost(shape, folding, options.width, rate),
+                    weights_in_ddr=folding.weights_in_ddr, inputs=unit.inputs, outputs=[unit.output]))
             sub.resources = {k: sum(u.estimate[k] for u in sub.execution_units)
                              for k in (*units.RESOURCES, "latency_cycles")}
             sub.budget = budget
@@ -236,12 +253,15 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
             progress(f"      {sub.name}: {len(sub.execution_units)} execution units converted by hls4ml in "
                      f"{time.monotonic() - started:.1f} s")
     # the same plan as `hetdeploy plan` made, on the buffers' real element sizes
-    plan_memory(plan, loaded, board, options, lambda t: element_bytes(precision[t]), reorder=False)
+    plan_memory(plan, loaded, board, options, lambda t: element_bytes(precision[t]),
+                lambda u: sum(w.size for w in u.hls.ddr_weights), reorder=False)
     for sub in plan.subfunctions:
         if sub.kind == "fpga":
             started = time.monotonic()
+            weights = {f"{u.name}.weights": u.hls.ddr_weights for u in sub.execution_units if u.weights_in_ddr}
             for b in sub.memory.buffers:
-                b.precision = precision[b.tensor]
+                # a unit's DDR weights: their first array's type (the unit's header says each one's)
+                b.precision = weights[b.tensor][0].precision if b.kind == "weights" else precision[b.tensor]
             device = board.device(sub.device)
             sub.hls = _write_top(sub, shapes, device.part, 1000.0 / device.clock_mhz, build_dir)
             progress(f"      {sub.name}: top written and C-simulation compiled in {time.monotonic() - started:.1f} s")
@@ -282,7 +302,8 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
         else:
             unit.hls = generate_unit(
                 model, project / "units" / unit.name, unit.name, unit_samples,
-                UnitSettings(unit.reuse_factor, unit.strategy, [config_precision.get(t) for t in unit.inputs]),
+                UnitSettings(unit.reuse_factor, unit.strategy, [config_precision.get(t) for t in unit.inputs],
+                             unit.weights_in_ddr),
                 hls_options)
             unit.hls.project = os.path.relpath(unit.hls.project, build_dir)
             for port in unit.hls.inputs + unit.hls.outputs:
@@ -298,11 +319,12 @@ def _write_top(sub: Subfunction, shapes: dict[str, list[int]], part: str, clock_
     project = build_dir / "hls" / sub.name
     ports_in = [HlsPort(t, shapes[t], "channels_last" if len(shapes[t]) >= 3 else "onnx") for t in sub.inputs]
     ports_out = [HlsPort(t, shapes[t], "channels_last" if len(shapes[t]) >= 3 else "onnx") for t in sub.outputs]
-    write_project(SubfunctionSource(sub.name, sub.execution_units, sub.memory, shapes, ports_in, ports_out,
-                                    part, clock_period_ns, ap_types_headers()), project)
+    weight_ports = write_project(SubfunctionSource(sub.name, sub.execution_units, sub.memory, shapes, ports_in,
+                                                   ports_out, part, clock_period_ns, ap_types_headers()), project)
     compile_library(project, library_name(sub.name))
     return HlsProject(os.path.relpath(project, build_dir), os.path.relpath(project / library_name(sub.name),
-                      build_dir), sub.name, SYNTHESIS_SCRIPT, part, clock_period_ns, ports_in, ports_out)
+                      build_dir), sub.name, SYNTHESIS_SCRIPT, part, clock_period_ns, ports_in, ports_out,
+                      os.path.relpath(project / DDR_IMAGE, build_dir) if weight_ports else "", weight_ports)
 
 
 def rewrite_tops(build_dir: Path) -> Plan:
@@ -320,11 +342,15 @@ def rewrite_tops(build_dir: Path) -> Plan:
 
 
 def plan_memory(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
-                element_bytes_of: Callable[[str], int], reorder: bool = True) -> None:
+                element_bytes_of: Callable[[str], int], weights_bytes_of: Callable[[ExecutionUnit], int],
+                reorder: bool = True) -> None:
     """Stage 4: per FPGA subfunction, the unit schedule (``reorder``: the order with the lower
     peak) and where each buffer lives. The BRAM the units leave free is the target memory of the
-    device's subfunctions, in plan order; then the reserve; then DDR."""
+    device's subfunctions, in plan order; then the reserve; then DDR. The weights of units folded
+    with their weights in DDR come first in the DDR region (``weights_bytes_of``: a unit's bytes),
+    resident for good; spilled buffers follow them."""
     shapes = tensor_shapes(loaded)
+    index = {n.name: i for i, n in enumerate(loaded.graph.nodes)}
     for device in (d for d in board.devices if d.kind == "fpga"):
         subs = [s for s in plan.subfunctions if s.device == device.name]
         budget = device.budget()["bram18"]
@@ -350,14 +376,24 @@ def plan_memory(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
             readers = {b.tensor: 1 + sum(b.tensor in u.inputs for u in sub.execution_units) for b in lives}
             ddr_traffic = sum(r.size * readers[b.tensor]
                               for b, r, p in zip(lives, requests, placements) if p.memory == "ddr")
+            weights, weights_end, weight_traffic = [], 0, 0
+            for unit in (u for u in sub.execution_units if u.weights_in_ddr):
+                size = weights_bytes_of(unit)
+                weights.append(Buffer(f"{unit.name}.weights", "ddr", weights_end, size, 0,
+                                      len(sub.execution_units) - 1, f"ap_fixed<{options.width},6>", kind="weights"))
+                weights_end += size
+                # read once per output vector (per pixel of a convolution)
+                unit_graph = units.Unit(unit.pe, [index[n] for n in unit.nodes])
+                weight_traffic += size * units.unit_shape(loaded.graph, unit_graph).vectors
             sub.memory = MemoryPlan(
                 strategy=strategy, target_bytes=target, reserved_bytes=reserve,
-                reserved_used_bytes=used_in["reserved"], bram_bytes=used_in["bram"], ddr_bytes=used_in["ddr"],
-                lower_bound_bytes=memory.lower_bound(requests),
-                ddr_transfer_s=ddr_traffic / device.memory.bandwidth_bytes_per_s, footprints=footprints,
-                buffers=[Buffer(b.tensor, p.memory, p.offset, r.size, b.first, b.last,
-                                f"ap_fixed<{options.width},6>")
-                         for b, r, p in zip(lives, requests, placements)])
+                reserved_used_bytes=used_in["reserved"], bram_bytes=used_in["bram"],
+                ddr_bytes=weights_end + used_in["ddr"], lower_bound_bytes=memory.lower_bound(requests),
+                ddr_transfer_s=ddr_traffic / device.memory.bandwidth_bytes_per_s,
+                ddr_weights_s=weight_traffic / device.memory.bandwidth_bytes_per_s, footprints=footprints,
+                buffers=weights + [Buffer(b.tensor, p.memory, p.offset + (weights_end if p.memory == "ddr" else 0),
+                                          r.size, b.first, b.last, f"ap_fixed<{options.width},6>")
+                                   for b, r, p in zip(lives, requests, placements)])
             target -= used_in["bram"]
             reserve -= used_in["reserved"]
 

@@ -61,20 +61,24 @@ def _plan(args: argparse.Namespace) -> int:
         if not sub.execution_units:
             continue
         print(f"\n{sub.name}: execution units (estimates, not synthesis results)")
-        print(f"  {'unit':<14} {'pe':<12} {'nodes':>5} {'reuse':>6} {'strategy':<9} {'DSP':>6} {'BRAM18':>6} "
-              f"{'LUT':>8} {'FF':>8} {'cycles':>9}")
-        rows = [(u.name, u.pe, len(u.nodes), u.reuse_factor, u.strategy, u.estimate) for u in sub.execution_units]
-        rows += [("total", "", "", "", "", sub.resources), ("budget", "", "", "", "", sub.budget)]
-        for name, pe, count, rf, strategy, e in rows:
-            print(f"  {name:<14} {pe:<12} {count!s:>5} {rf!s:>6} {strategy:<9} {e['dsp']:>6} {e['bram18']:>6} "
-                  f"{e['lut']:>8} {e['ff']:>8} {e['latency_cycles'] if e['latency_cycles'] is not None else '':>9}")
+        print(f"  {'unit':<14} {'pe':<12} {'nodes':>5} {'reuse':>6} {'strategy':<9} {'weights':<7} {'DSP':>6} "
+              f"{'BRAM18':>6} {'LUT':>8} {'FF':>8} {'cycles':>9}")
+        rows = [(u.name, u.pe, len(u.nodes), u.reuse_factor, u.strategy, "DDR" if u.weights_in_ddr else "on chip",
+                 u.estimate) for u in sub.execution_units]
+        rows += [("total", "", "", "", "", "", sub.resources), ("budget", "", "", "", "", "", sub.budget)]
+        for name, pe, count, rf, strategy, weights, e in rows:
+            print(f"  {name:<14} {pe:<12} {count!s:>5} {rf!s:>6} {strategy:<9} {weights:<7} {e['dsp']:>6} "
+                  f"{e['bram18']:>6} {e['lut']:>8} {e['ff']:>8} "
+                  f"{e['latency_cycles'] if e['latency_cycles'] is not None else '':>9}")
     for sub in plan.subfunctions:
         if sub.memory is not None:
             m = sub.memory
             print(f"\n{sub.name}: memory plan ({m.strategy}; footprints in one memory: "
                   + ", ".join(f"{k} {v:,} B" for k, v in m.footprints.items()) + ")")
             print(f"  BRAM target {m.target_bytes:,} B, used {m.bram_bytes:,} B; reserve {m.reserved_bytes:,} B, used "
-                  f"{m.reserved_used_bytes:,} B; DDR {m.ddr_bytes:,} B (+{_time(m.ddr_transfer_s)}); "
+                  f"{m.reserved_used_bytes:,} B; DDR {m.ddr_bytes:,} B (spills +{_time(m.ddr_transfer_s)}, "
+                  f"weights {sum(b.size for b in m.buffers if b.kind == 'weights'):,} B read in "
+                  f"{_time(m.ddr_weights_s)}); "
                   f"lower bound {m.lower_bound_bytes:,} B")
     for reason, why in (("capacity", "does not fit beside the units it holds, even fully folded"),
                         ("latency", "estimated faster elsewhere")):

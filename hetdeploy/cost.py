@@ -14,16 +14,17 @@ and a plan's estimated latency is the sum over its subfunctions.
 
 A node's time is a roofline: its operations over the device's peak times the
 efficiency of the node's op class, or its bytes over the memory bandwidth,
-whichever is longer, plus a fixed per-node cost. An FPGA keeps weights and
-activations on chip (the capacity check below makes sure), so only the
-operations count there.
+whichever is longer, plus a fixed per-node cost. An FPGA keeps activations
+on chip, and weights too unless a node's weights alone overflow its BRAM even
+fully folded: those stay in DDR and every output vector reads them again, which
+adds their traffic over the DDR bandwidth to the node's time.
 
 Capacity: the FPGA subfunctions together must fit the budget (resources minus
 the reserve: DSP, BRAM18, LUT, FF) with every node folded as far as hls4ml
-allows (``units.estimate``), so that the folding stage can always find reuse
-factors that fit; a CPU or GPU must hold the float32 weights of everything it
+allows (``units.estimate``; weights in DDR for the nodes above), so that the
+folding stage can always find reuse factors that fit; a CPU or GPU must hold the float32 weights of everything it
 runs in its memory. All subfunctions of a device are resident together, so
-capacities are shared.
+capacities are shared; an FPGA's DDR holds the weights kept there.
 """
 
 from __future__ import annotations
@@ -106,18 +107,41 @@ def capacity(device: Device) -> dict[str, float]:
     """What a device holds for all its subfunctions together."""
     if device.kind == "fpga":
         budget = device.budget()
-        return {k: float(budget.get(k, 0)) for k in units.RESOURCES}
+        return {k: float(budget.get(k, 0)) for k in units.RESOURCES} | {"ddr_bytes": float(device.memory.bytes)}
     return {"memory_bytes": float(device.memory.bytes)}
 
 
+def most_folded(device: Device, graph: Graph, index: int, width: int) -> tuple[units.Shape, units.Folding]:
+    """An FPGA node as its own execution unit, folded as far as hls4ml allows, its weights on chip
+    unless that overflows the BRAM budget alone (fusion and less folding are for the folding stage)."""
+    shape = units.unit_shape(graph, units.Unit("", [index]))
+    rate = units.ddr_bytes_per_cycle(device)
+    *on_chip, last = units.folding_options(shape, width, rate)
+    if not last.weights_in_ddr:
+        return shape, last
+    if units.cost(shape, on_chip[-1], width, rate)["bram18"] <= device.budget().get("bram18", 0):
+        return shape, on_chip[-1]
+    return shape, last
+
+
 def usage(device: Device, graph: Graph, index: int, width: int) -> dict[str, float]:
-    """What one node takes of ``capacity(device)``: on an FPGA, the node as its own execution unit
-    folded as far as hls4ml allows (fusion and less folding are for the folding stage to choose)."""
+    """What one node takes of ``capacity(device)``: on an FPGA, ``most_folded`` (and its DDR weights)."""
     if device.kind == "fpga":
-        shape = units.unit_shape(graph, units.Unit("", [index]))
-        least = units.estimate(shape, units.candidate_reuse_factors(shape)[-1], width)
-        return {k: float(least[k]) for k in units.RESOURCES}
+        shape, folding = most_folded(device, graph, index, width)
+        least = units.cost(shape, folding, width, units.ddr_bytes_per_cycle(device))
+        in_ddr = graph.nodes[index].constant_elements * units.weight_bytes(width) if folding.weights_in_ddr else 0
+        return {k: float(least[k]) for k in units.RESOURCES} | {"ddr_bytes": float(in_ddr)}
     return {"memory_bytes": float(graph.nodes[index].constant_elements * FLOAT_BYTES)}
+
+
+def ddr_weight_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
+    """An FPGA node's weight traffic when ``most_folded`` keeps its weights in DDR: read once per
+    output vector."""
+    shape, folding = most_folded(device, graph, index, width)
+    if not folding.weights_in_ddr:
+        return 0.0
+    weights = shape.n_in * shape.n_out * units.weight_bytes(width)
+    return shape.vectors * weights / device.memory.bandwidth_bytes_per_s
 
 
 @dataclass
@@ -143,7 +167,8 @@ class CostModel:
         for node in graph.nodes:
             for t, s in list(zip(node.inputs, node.input_shapes)) + list(zip(node.outputs, node.output_shapes)):
                 self.tensor_bytes[t] = _elements(s) * FLOAT_BYTES
-        self.seconds = {d.name: [node_seconds(d, w) for w in self.work] for d in board.devices}
+        self.seconds = {d.name: [node_seconds(d, w) + (ddr_weight_seconds(d, graph, i, width) if d.kind == "fpga" else 0.0)
+                                 for i, w in enumerate(self.work)] for d in board.devices}
         self.capacity = {d.name: capacity(d) for d in board.devices}
         self.usage = {d.name: [usage(d, graph, i, width) for i in range(len(graph.nodes))] for d in board.devices}
         self.producers = graph.producers()

@@ -59,6 +59,16 @@ class CSimLibrary:
                 raise UserError(f"{self.project_dir / folder}: weights missing; rebuild with 'hetdeploy build'")
         self._lib = ctypes.CDLL(str(library.resolve()), mode=os.RTLD_LOCAL)
 
+    def load_ddr(self, entry: str, image: Path) -> None:
+        """Fill the library's DDR region from ``image`` (through ``entry``, <top>_load_ddr)."""
+        if not image.is_file():
+            raise UserError(f"{image}: DDR image missing; rebuild with 'hetdeploy build'")
+        data = image.read_bytes()
+        function = getattr(self._lib, entry)
+        function.argtypes, function.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
+        if function(data, len(data)) != 0:
+            raise UserError(f"{image}: {len(data)} bytes, more than the DDR region of the C-simulation library")
+
     def entry(self, name: str, input_sizes: Sequence[int], output_sizes: Sequence[int]):
         function = getattr(self._lib, name)
         pointer = np.ctypeslib.ndpointer(dtype=np.float32, flags="C_CONTIGUOUS")

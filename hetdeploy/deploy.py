@@ -1,7 +1,8 @@
 """Stage 7: the deployment package (DIR/deploy/) and the bitstream flow (DIR/vivado/).
 
 deploy/ is what goes onto the board: run.py (hetdeploy/board_runtime.py, standalone), plan.json,
-the CPU subfunctions' ONNX models and a README with the steps. vivado/design.tcl is the block design
+the CPU subfunctions' ONNX models, the DDR images of FPGA subfunctions whose weights stay in DDR
+(ddr/<subfunction>.bin) and a README with the steps. vivado/design.tcl is the block design
 for the board's Zynq part around the HLS cores that hls/<subfunction>/build_prj.tcl exports. Neither
 script runs here unless the vendor tools are on PATH (``synthesize``); nothing fakes a bitstream.
 """
@@ -48,8 +49,9 @@ the bitstream, and anything on a real board; {bitstream_state}
    (sudo: pynq needs it to map the FPGA's registers and allocate DMA memory).
 
 `--input` takes a `.npy` (one input) or `.npz` (arrays named after the inputs) with N samples stacked on
-axis 0. FPGA buffers are allocated once and reused by every sample; each FPGA call writes the inputs,
-starts the core, waits for it (5 s timeout) and reads the outputs.
+axis 0. FPGA buffers are allocated once and reused by every sample (a core's DDR region gets its DDR
+weights, `ddr/<subfunction>.bin`, once); each FPGA call writes the inputs, starts the core, waits for it
+(5 s timeout) and reads the outputs.
 
 On a host, from inside the build folder, `python deploy/run.py --input x.npy --emulate` runs the same
 script with the FPGA subfunctions in C-simulation; its output equals `hetdeploy emulate`'s.
@@ -63,6 +65,9 @@ def write_package(plan: Plan, board: Board, build_dir: Path) -> None:
     for sub in plan.subfunctions:
         if sub.kind != "fpga":
             shutil.copy(build_dir / sub.onnx, deploy / "models" / f"{sub.name}.onnx")
+        elif sub.hls.ddr_image:
+            (deploy / "ddr").mkdir(exist_ok=True)
+            shutil.copy(build_dir / sub.hls.ddr_image, deploy / "ddr" / f"{sub.name}.bin")
     fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
     design = _write_block_design(plan, board, build_dir) if fpga else None
     table = "\n".join(f"- `{s.name}` on `{s.device}` ({s.kind}): {len(s.nodes)} nodes" for s in plan.subfunctions)

@@ -8,6 +8,8 @@ What hls4ml 1.3's ONNX frontend needs, and what it gets wrong by default
 - qonnx's constant folding builds IR-14 models that onnxruntime refuses (shim below);
 - the "stable" Softmax's lookup tables are too coarse and their config keys ignored: sized on the layer;
 - several projects linked into one program share hls4ml's weight loader: each unit's files get a prefix;
+- a unit whose weights stay in DDR gets them as arguments of its top (hls4ml's BramFactor 0), and
+  its weights packed for DDR (weights.bin) instead of hls4ml's weight files;
 - a global fixed<16,6> overflows and truncation biases every dot product:
   each layer's integer bits come from activations profiled on sample inputs,
   and results round (RND) and saturate (SAT).
@@ -30,7 +32,8 @@ import onnx
 
 from .errors import UserError
 from .model import MAX_IR_VERSION
-from .plan import UnitHls, UnitPort
+from .hls_top import UNIT_WEIGHTS_FILE, pack_fixed
+from .plan import UnitHls, UnitPort, UnitWeight
 from .runtime import channels_last
 
 # Layers whose parallelism the unit's ReuseFactor and Strategy set (after qonnx's GemmToMatMul).
@@ -54,6 +57,7 @@ class UnitSettings:
     strategy: str
     # per unit input: the precision (hls4ml config string) its producing unit writes, or None to size it
     input_precisions: list[Optional[str]]
+    weights_in_ddr: bool = False
 
 
 @contextlib.contextmanager
@@ -189,6 +193,8 @@ def generate_unit(
         for name, precision in layer_precision.items():
             if name in config["LayerName"]:
                 config["LayerName"][name].setdefault("Precision", {})["result"] = precision
+        if settings.weights_in_ddr:  # every weight array an argument of the top (none inside the project)
+            config["Model"]["BramFactor"] = 0
         for node in wrapper.graph.node:
             layer = config["LayerName"].get(node.name)
             if layer is None:
@@ -215,6 +221,8 @@ def generate_unit(
                 _size_softmax_tables(layer, hls_model.config.backend)
         hls_model.write()
         in_vars, out_vars = hls_model.get_input_variables(), hls_model.get_output_variables()
+        ddr_vars = [(v.name, v.type.precision.definition_cpp(), v.data_length)
+                    for v in hls_model.get_weight_variables() if v.storage.lower() == "bram"]
     (project_dir / "hls4ml_convert.log").write_text(log.getvalue())
     _make_relocatable(project_dir)
     _prefix_weight_files(project_dir / "firmware" / f"{namespace}.cpp")
@@ -224,7 +232,39 @@ def generate_unit(
         layer_precision=dict(sorted(layer_precision.items())),
         inputs=_unit_ports(onnx_inputs, onnx_shapes, in_vars, io_type, project_dir),
         outputs=_unit_ports(onnx_outputs, onnx_shapes, out_vars, io_type, project_dir),
+        ddr_weights=_pack_ddr_weights(project_dir, namespace, ddr_vars),
     )
+
+
+
+def _pack_ddr_weights(project_dir: Path, namespace: str, variables: list[tuple[str, str, int]]) -> list[UnitWeight]:
+    """The weight arrays hls4ml made arguments of the unit's top, in its argument order, packed one
+    after the other into ``weights.bin`` as the DDR holds them (``pack_fixed``) from the values
+    hls4ml wrote; its own files for them are removed, and its C-simulation no longer loads them, so
+    that the DDR contents are all the unit computes with."""
+    weights, packed = [], []
+    offset = 0
+    folder = project_dir / "firmware" / "weights"
+    top = project_dir / "firmware" / f"{namespace}.cpp"
+    text = top.read_text()
+    for name, precision, values in variables:
+        txt = folder / f"{name}.txt"
+        data = np.array([float(x) for x in txt.read_text().split(",")], dtype=np.float64)
+        if data.size != values:
+            raise RuntimeError(f"{txt}: {data.size} values, hls4ml's array holds {values}")
+        words = pack_fixed(data, precision)
+        weights.append(UnitWeight(name, precision, values, offset, len(words)))
+        packed.append(words)
+        offset += len(words)
+        txt.unlink()
+        (folder / f"{name}.h").unlink()
+        text, loads = re.subn(rf"\n[ \t]*nnet::load_weights_from_txt<[^;]*\({name}, [^;]*;", "", text)
+        if loads != 1:
+            raise RuntimeError(f"{top}: expected one load of weight array {name}, found {loads}")
+    top.write_text(text)
+    if weights:
+        (project_dir / UNIT_WEIGHTS_FILE).write_bytes(b"".join(packed))
+    return weights
 
 
 def _every_input_channels_last(wrapper):

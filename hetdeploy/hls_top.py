@@ -19,11 +19,16 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+import numpy as np
+
 from .names import identifier
-from .plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan
+from .plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort
+from .units import weight_bytes
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "hls"
 MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
+UNIT_WEIGHTS_FILE = "weights.bin"  # in a unit's project: its DDR weights, packed (pack_fixed)
+DDR_IMAGE = "ddr_image.bin"  # in a subfunction's project: its DDR region's initial contents
 
 
 def template(name: str) -> string.Template:
@@ -55,22 +60,35 @@ class SubfunctionSource:
     ap_types: Path  # the ap_fixed headers to copy into the project
 
 
-def write_project(source: SubfunctionSource, project_dir: Path) -> None:
+def weight_ports(units: list[ExecutionUnit], memory: MemoryPlan) -> list[WeightPort]:
+    """The DDR weight arrays of a subfunction's units, as its top's ports, at their DDR offsets."""
+    where = {b.tensor: b.offset for b in memory.buffers if b.kind == "weights"}
+    return [WeightPort(f"{u.name}_w{k}", u.name, w.precision, w.values, where[f"{u.name}.weights"] + w.offset)
+            for u in units if u.hls is not None for k, w in enumerate(u.hls.ddr_weights)]
+
+
+def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPort]:
     """Write top, unit wrappers, Makefile and synthesis script into ``project_dir``, where the
-    units' hls4ml projects already are (units/<unit>/)."""
-    buffers = {b.tensor: b for b in source.memory.buffers}
+    units' hls4ml projects already are (units/<unit>/), and the DDR image (``DDR_IMAGE``) when
+    units keep their weights in DDR; returns those weights' ports."""
+    activations = [b for b in source.memory.buffers if b.kind == "activation"]
+    buffers = {b.tensor: b for b in activations}
     shutil.copy(TEMPLATES / "arena.h", project_dir / "arena.h")
     shutil.copytree(source.ap_types, project_dir / "ap_types", dirs_exist_ok=True)
     sub = source.name
     extent = {m: max((b.offset + b.size for b in source.memory.buffers if b.memory == m), default=0)
               for m in ("bram", "reserved", "ddr")}
     arena_bytes, reserve_bytes, ddr_bytes = (max(1, extent[m]) for m in ("bram", "reserved", "ddr"))
+    ports_of = {u.name: [] for u in source.units}
+    for port in weight_ports(source.units, source.memory):
+        ports_of[port.unit].append(port)
 
     offsets = "\n".join(
         f"// {_comment([b.tensor])}: {b.size} bytes at {b.memory} + {b.offset}, steps {b.first}..{b.last}"
         for b in source.memory.buffers)
-    declarations = "\n".join(
-        f"void {u.name}_step({_parameters(u)});" for u in source.units if u.hls is not None)
+    declarations = "".join(f"typedef {p.precision} {p.port}_t;\n" for ps in ports_of.values() for p in ps)
+    declarations += "\n".join(
+        f"void {u.name}_step({_parameters(u, ports_of[u.name])});" for u in source.units if u.hls is not None)
     (project_dir / f"{sub}_units.h").write_text(template("units.h.in").substitute(
         subfunction=sub, guard=sub.upper(), arena_bytes=arena_bytes, reserve_bytes=reserve_bytes,
         ddr_bytes=extent["ddr"], offsets=offsets,
@@ -78,18 +96,26 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> None:
 
     for unit in source.units:
         if unit.hls is not None:
-            _write_unit(sub, unit, buffers, project_dir)
+            _write_unit(sub, unit, buffers, ports_of[unit.name], project_dir)
 
-    types = {b.tensor: f"b{k}_t" for k, b in enumerate(source.memory.buffers)}
-    buffer_types = "".join(f"typedef {b.precision} {types[b.tensor]};\n" for b in source.memory.buffers)
+    types = {b.tensor: f"b{k}_t" for k, b in enumerate(activations)}
+    buffer_types = "".join(f"typedef {b.precision} {types[b.tensor]};\n" for b in activations)
     float_ports = ", ".join([f"const float in_{k}[{_values(p.shape)}]" for k, p in enumerate(source.inputs)]
                             + [f"float out_{k}[{_values(p.shape)}]" for k, p in enumerate(source.outputs)])
     names = [f"in_{k}" for k in range(len(source.inputs))] + [f"out_{k}" for k in range(len(source.outputs))]
-    ports, ddr_region = float_ports, ""
-    if extent["ddr"]:  # DDR buffers: a port the host allocates (a static region in C-simulation)
+    ports, csim_memory, load_ddr = float_ports, "", ""
+    every_weight = [p for ps in ports_of.values() for p in ps]
+    if extent["ddr"]:  # a port the host allocates; in C-simulation a static region the host can fill
         ports += f", hetdeploy::byte_t ddr[{ddr_bytes}]"
-        names.append("ddr")
-        ddr_region = f"    static hetdeploy::byte_t ddr[{ddr_bytes}];\n"
+        ports += "".join(f", {p.port}_t {p.port}[{p.values}]" for p in every_weight)
+        names += ["ddr"] + [p.port for p in every_weight]
+        csim_memory = f"static hetdeploy::byte_t ddr[{ddr_bytes}];\n"
+        load_ddr = (f"// the DDR region's contents before the first call (the DDR weights: {DDR_IMAGE})\n"
+                    f"int {sub}_load_ddr(const hetdeploy::byte_t *image, int bytes) {{\n"
+                    f"    if (bytes < 0 || bytes > {ddr_bytes}) return 1;\n"
+                    f"    std::memcpy(ddr, image, bytes);\n"
+                    f"    return 0;\n"
+                    f"}}\n")
     interface = "".join(f"#pragma HLS INTERFACE m_axi port={name} offset=slave bundle=gmem\n" for name in names)
     interface += "#pragma HLS INTERFACE s_axilite port=return\n"
     base = {"bram": "arena", "reserved": "reserve", "ddr": "ddr"}
@@ -101,17 +127,42 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> None:
             for k, p in enumerate(source.inputs)]
     for step, unit in enumerate(source.units):
         body.append(f"    // step {step}: {unit.name} ({unit.pe}): {_comment(unit.nodes)}\n")
-        body.append(_run_unit(unit, at, types, source.shapes))
+        body.append(_run_unit(unit, at, types, source.shapes, ports_of[unit.name]))
     body += [f"    hetdeploy::to_float<{types[p.tensor]}>({at(p.tensor)}, out_{k}, {_values(p.shape)});\n"
              for k, p in enumerate(source.outputs)]
 
-    entries = [_unit_entry(sub, unit, types, source.shapes) for unit in source.units]
+    entries = [_unit_entry(unit, types, source.shapes, ports_of[unit.name]) for unit in source.units]
     (project_dir / f"{sub}_top.cpp").write_text(template("top.cpp.in").substitute(
         subfunction=sub, buffer_types=buffer_types, ports=ports, float_ports=float_ports,
-        arguments=", ".join(names), interface=interface, ddr_region=ddr_region, arena_bytes=arena_bytes,
-        reserve_bytes=reserve_bytes, body="".join(body), unit_entries="\n".join(entries)))
+        arguments=", ".join(names), interface=interface, csim_memory=csim_memory, load_ddr=load_ddr,
+        load_weights=_load_weights(every_weight), arena_bytes=arena_bytes, reserve_bytes=reserve_bytes,
+        body="".join(body), unit_entries="\n".join(entries)))
 
+    _write_ddr_image(source, project_dir)
     _write_build_files(source, project_dir)
+    return every_weight
+
+
+def _write_ddr_image(source: SubfunctionSource, project_dir: Path) -> None:
+    """``DDR_IMAGE``: the DDR weights of every unit (its ``UNIT_WEIGHTS_FILE``) at its buffer's offset."""
+    weights = [b for b in source.memory.buffers if b.kind == "weights"]
+    (project_dir / DDR_IMAGE).unlink(missing_ok=True)
+    if not weights:
+        return
+    image = bytearray(max(b.offset + b.size for b in weights))
+    for b in weights:
+        unit = b.tensor[: -len(".weights")]
+        packed = (project_dir / "units" / unit / UNIT_WEIGHTS_FILE).read_bytes()
+        if len(packed) != b.size:
+            raise RuntimeError(f"{project_dir}: {unit}'s DDR weights are {len(packed)} bytes, the plan gives {b.size}")
+        image[b.offset : b.offset + b.size] = packed
+    (project_dir / DDR_IMAGE).write_bytes(bytes(image))
+
+
+def _load_weights(ports: list[WeightPort]) -> str:
+    """C-simulation: the typed weight arrays, read from the DDR region as an m_axi port would."""
+    return "".join(f"    static {p.port}_t {p.port}[{p.values}];\n"
+                   f"    hetdeploy::load_words<{p.port}_t>(ddr + {p.offset}, {p.port}, {p.values});\n" for p in ports)
 
 
 def _values(shape: list[int]) -> int:
@@ -125,20 +176,23 @@ def _flatten(shape: list[int], element: str, source: str, target: str) -> str:
 
 
 def _run_unit(unit: ExecutionUnit, at: Callable[[str], str], types: dict[str, str],
-              shapes: dict[str, list[int]]) -> str:
-    """The line that runs ``unit`` on the buffers ``at(tensor)`` points to."""
+              shapes: dict[str, list[int]], weights: list[WeightPort]) -> str:
+    """The line that runs ``unit`` on the buffers ``at(tensor)`` points to (and its DDR weights)."""
     if unit.hls is not None:
-        return f"    {unit.name}_step({', '.join(at(t) for t in unit.inputs + unit.outputs)});\n"
+        arguments = [at(t) for t in unit.inputs + unit.outputs] + [p.port for p in weights]
+        return f"    {unit.name}_step({', '.join(arguments)});\n"
     (x,), (y,) = unit.inputs, unit.outputs
     return f"    {_flatten(shapes[x], types[x], at(x), at(y))}\n"
 
 
-def _parameters(unit: ExecutionUnit) -> str:
+def _parameters(unit: ExecutionUnit, weights: list[WeightPort]) -> str:
     return ", ".join([f"const hetdeploy::byte_t *in_{k}" for k in range(len(unit.inputs))]
-                     + [f"hetdeploy::byte_t *out_{k}" for k in range(len(unit.outputs))])
+                     + [f"hetdeploy::byte_t *out_{k}" for k in range(len(unit.outputs))]
+                     + [f"{p.port}_t {p.port}[{p.values}]" for p in weights])
 
 
-def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], project_dir: Path) -> None:
+def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], weights: list[WeightPort],
+                project_dir: Path) -> None:
     hls, ns = unit.hls, unit.name
     stream = hls.io_type == "io_stream"
     types, body, streams = [], [], []
@@ -170,7 +224,7 @@ def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], proje
                 body.append(f"    hls::stream<{element}> {var}_data(\"{var}\");\n" if stream
                             else f"    {element} {var}_data[{values}];\n")
             streams.append(f"{var}_data")
-    body.append(f"    {ns}::{ns}({', '.join(streams)});\n")
+    body.append(f"    {ns}::{ns}({', '.join(streams + [p.port for p in weights])});\n")
     for k, port in enumerate(hls.outputs):
         var, values = f"out_{k}", _values(port.shape)
         if stream:
@@ -191,12 +245,13 @@ def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], proje
     unit_dir = project_dir / "units" / unit.name
     (unit_dir / f"{unit.name}_step.cpp").write_text(template("unit.cpp.in").substitute(
         unit=unit.name, subfunction=sub, io_type=hls.io_type, buffer_types="".join(types),
-        parameters=_parameters(unit), body="".join(body)))
+        parameters=_parameters(unit, weights), body="".join(body)))
 
 
-def _unit_entry(sub: str, unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, list[int]]) -> str:
-    """``<unit>_float``: one unit on float inputs, through a scratch copy of its buffers, for checking
-    each unit against onnxruntime on the same input."""
+def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, list[int]],
+                weights: list[WeightPort]) -> str:
+    """``<unit>_float``: one unit on float inputs, through a scratch copy of its buffers (and its
+    weights from the DDR region), for checking each unit against onnxruntime on the same input."""
     tensors = unit.inputs + unit.outputs
     names = {t: f"{'in' if k < len(unit.inputs) else 'out'}_{k if k < len(unit.inputs) else k - len(unit.inputs)}"
              for k, t in enumerate(tensors)}
@@ -206,13 +261,55 @@ def _unit_entry(sub: str, unit: ExecutionUnit, types: dict[str, str], shapes: di
               f"hetdeploy::stored<{types[t]}>::bytes];\n" for t in tensors]
     lines += [f"    hetdeploy::from_float<{types[t]}>({names[t]}, {names[t]}_bytes, {_values(shapes[t])});\n"
               for t in unit.inputs]
-    lines.append(_run_unit(unit, lambda t: f"{names[t]}_bytes", types, shapes))
+    lines.append(_load_weights(weights))
+    lines.append(_run_unit(unit, lambda t: f"{names[t]}_bytes", types, shapes, weights))
     lines += [f"    hetdeploy::to_float<{types[t]}>({names[t]}_bytes, {names[t]}, {_values(shapes[t])});\n"
               for t in unit.outputs]
     return "".join(lines) + "}\n"
 
 
 _FIXED = re.compile(r"ap_u?fixed<\s*(\d+)")
+_FIXED_TYPE = re.compile(r"(ap_u?fixed)<\s*(\d+)\s*,\s*(-?\d+)\s*(?:,\s*(\w+)\s*)?(?:,\s*(\w+)\s*)?(?:,\s*\d+\s*)?>$")
+_INT_TYPE = re.compile(r"(ap_u?int)<(\d+)>$")
+_ROUNDINGS = {
+    "AP_TRN": np.floor,
+    "AP_TRN_ZERO": np.trunc,
+    "AP_RND": lambda q: np.floor(q + 0.5),
+    "AP_RND_MIN_INF": lambda q: np.ceil(q - 0.5),
+    "AP_RND_INF": lambda q: np.sign(q) * np.floor(np.abs(q) + 0.5),
+    "AP_RND_ZERO": lambda q: np.sign(q) * np.ceil(np.abs(q) - 0.5),
+    "AP_RND_CONV": np.round,  # half to even
+}
+
+
+def pack_fixed(values: np.ndarray, precision: str) -> bytes:
+    """``values`` as ``precision`` (ap_fixed<W,I,Q,O>, ap_int<W>) converts them from double, each in
+    ``units.weight_bytes(W)`` little-endian bytes (how an m_axi port lays out an array of them, and
+    how arena.h's load_words reads them back)."""
+    match = _FIXED_TYPE.match(precision.replace(" ", ""))
+    integral = _INT_TYPE.match(precision.replace(" ", ""))
+    if match is not None:
+        kind, width, integer = match.group(1), int(match.group(2)), int(match.group(3))
+        rounding, overflow = match.group(4) or "AP_TRN", match.group(5) or "AP_WRAP"
+    elif integral is not None:  # ap_int<W> from double: C++'s conversion, toward zero, wrapped
+        kind, width = integral.group(1).replace("int", "fixed"), int(integral.group(2))
+        integer, rounding, overflow = width, "AP_TRN_ZERO", "AP_WRAP"
+    else:
+        raise ValueError(f"not an ap_fixed or ap_int type: {precision}")
+    if rounding not in _ROUNDINGS or overflow not in ("AP_WRAP", "AP_SAT", "AP_SAT_SYM"):
+        raise ValueError(f"{precision}: quantisation {rounding}/{overflow} is not packed for DDR")
+    signed = kind == "ap_fixed"
+    low, high = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+    if overflow == "AP_SAT_SYM" and signed:
+        low = -high
+    steps = _ROUNDINGS[rounding](np.asarray(values, dtype=np.float64) * 2.0 ** (width - integer))
+    if overflow == "AP_WRAP":
+        codes = np.mod(steps, 2.0 ** width).astype(np.int64)
+        if signed:
+            codes = np.where(codes > high, codes - (1 << width), codes)
+    else:
+        codes = np.clip(steps, low, high).astype(np.int64)
+    return codes.astype(f"<i{weight_bytes(width)}").tobytes()  # two's complement, sign-extended
 
 
 def element_bytes(precision: str) -> int:

@@ -35,6 +35,7 @@ from typing import Optional, Protocol, Sequence
 
 import numpy as np
 
+from . import units
 from .cost import CostModel
 from .errors import UserError
 from .graph import Graph, Node
@@ -258,8 +259,9 @@ def _capacity_summary(graph: Graph, board, cost: CostModel) -> str:
     for device in board.devices:
         cap = cost.capacity[device.name]
         if device.kind == "fpga":
-            held.append(f"{device.name} holds {', '.join(f'{cap[k]:.0f} {k.upper()}' for k in cap)} with its "
-                        f"reserve kept free, and needs {sum(cost.usage[device.name][i]['bram18'] for i in range(len(graph.nodes))):.0f} "
+            held.append(f"{device.name} holds {', '.join(f'{cap[k]:.0f} {k.upper()}' for k in units.RESOURCES)} "
+                        f"with its reserve kept free (and {cap['ddr_bytes'] / 2**20:.4g} MiB of DDR for weights), "
+                        f"and needs {sum(cost.usage[device.name][i]['bram18'] for i in range(len(graph.nodes))):.0f} "
                         f"BRAM18 for all of it folded")
         else:
             held.append(f"{device.name} holds {device.memory.bytes / 2**20:.4g} MiB")

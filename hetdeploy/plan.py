@@ -44,6 +44,18 @@ class HlsPort:
 
 
 @dataclass
+class WeightPort:
+    """A DDR weight array of an FPGA subfunction: an m_axi port of its top, pointed at the DDR region
+    plus ``offset`` by the host."""
+
+    port: str  # C++ name of the top's argument (<unit>_w<k>)
+    unit: str
+    precision: str  # element type, C++
+    values: int
+    offset: int  # bytes into the DDR region
+
+
+@dataclass
 class HlsProject:
     """The HLS project of an FPGA subfunction: our top (hls/top.cpp.in) over its units' hls4ml projects."""
 
@@ -55,6 +67,8 @@ class HlsProject:
     clock_period_ns: float
     inputs: list[HlsPort]
     outputs: list[HlsPort]
+    ddr_image: str = ""  # the DDR region's initial contents (the DDR weights), relative to the build folder
+    weight_ports: list[WeightPort] = field(default_factory=list)
 
 
 @dataclass
@@ -71,12 +85,25 @@ class UnitPort:
 
 
 @dataclass
+class UnitWeight:
+    """A weight array of an execution unit whose weights are in DDR: an argument of its hls4ml top,
+    stored in the unit's weight buffer (``units/<unit>/weights.bin``) at ``offset``."""
+
+    variable: str  # hls4ml's name for it (w2, b2, ...)
+    precision: str  # element type, C++
+    values: int
+    offset: int  # bytes into the unit's weight buffer
+    size: int  # bytes
+
+
+@dataclass
 class UnitHls:
     project: str  # hls4ml project folder, relative to the build folder
     io_type: str
     layer_precision: dict[str, str]  # hls4ml layer name -> result precision
     inputs: list[UnitPort]
     outputs: list[UnitPort]
+    ddr_weights: list[UnitWeight] = field(default_factory=list)  # empty: the weights are inside the project
 
 
 @dataclass
@@ -132,6 +159,7 @@ class ExecutionUnit:
     strategy: str
     precision: str  # of its output (C++ type); "ap_fixed<W,6>" until HLS generation sizes it
     estimate: dict[str, int]  # dsp, bram18, lut, ff, latency_cycles
+    weights_in_ddr: bool = False  # its weights stay in DDR, read by the unit on every run
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     onnx: str = ""  # the unit as an ONNX model (the reference it is verified against)
@@ -141,15 +169,17 @@ class ExecutionUnit:
 
 @dataclass
 class Buffer:
-    """A tensor of an FPGA subfunction in one of its memories, live over schedule steps first..last."""
+    """A tensor of an FPGA subfunction in one of its memories, live over schedule steps first..last;
+    or (kind "weights") the DDR weights of an execution unit, resident over every step."""
 
-    tensor: str
+    tensor: str  # kind "weights": "<unit>.weights"
     memory: str  # bram, reserved or ddr
     offset: int  # bytes
     size: int  # bytes
     first: int
     last: int
     precision: str  # element type, C++
+    kind: str = "activation"  # or "weights"
 
 
 @dataclass
@@ -161,9 +191,10 @@ class MemoryPlan:
     reserved_bytes: int  # the board's reserved BRAM still free when this subfunction was planned
     reserved_used_bytes: int
     bram_bytes: int  # target memory used
-    ddr_bytes: int
+    ddr_bytes: int  # spilled buffers and DDR weights
     lower_bound_bytes: int  # most bytes live at one schedule step
     ddr_transfer_s: float  # DDR traffic of the spilled buffers (one write, one read per reader)
+    ddr_weights_s: float  # the DDR weights' reads (once per output vector of their unit)
     footprints: dict[str, int]  # every strategy's footprint in one unbounded memory (how the choice was made)
     buffers: list[Buffer]
 

@@ -29,8 +29,11 @@ def channels_first(x: np.ndarray) -> np.ndarray:
 
 
 def _csim_library(build_dir: Path, sub: Subfunction) -> CSimLibrary:
-    return CSimLibrary(build_dir / sub.hls.project, build_dir / sub.hls.library,
-                       [f"units/{u.name}/firmware/weights" for u in sub.execution_units if u.hls is not None])
+    library = CSimLibrary(build_dir / sub.hls.project, build_dir / sub.hls.library,
+                          [f"units/{u.name}/firmware/weights" for u in sub.execution_units if u.hls is not None])
+    if sub.hls.ddr_image:  # the DDR weights, as the host writes them before the first call
+        library.load_ddr(f"{sub.hls.top}_load_ddr", build_dir / sub.hls.ddr_image)
+    return library
 
 
 class CSimExecutor:

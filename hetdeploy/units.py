@@ -23,6 +23,10 @@ out its layers:
 - latency in cycles: R per output vector (one vector for a dense layer, one
   per output pixel for a streamed convolution), plus the pipeline depth and
   the line-buffer fill.
+A multiply-accumulate unit may instead keep its weights in DDR (when the FPGA's BRAM cannot hold
+them): no weight BRAM or LUTs, and every output vector reads all the weights through the DDR port,
+so a vector takes at least weight bytes / DDR bytes per cycle; its reuse factor is the least that
+keeps its multipliers no faster than that.
 These are estimates, not synthesis results; benchmarks/estimates.py puts them
 beside published post-synthesis figures.
 """
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 from .board import BRAM18_BITS, Device
 from .graph import Graph
@@ -138,14 +142,35 @@ def _hls4ml_accepts(n_in: int, n_out: int, rf: int) -> bool:
     return (limit % n_out == 0 or rf >= n_in) and (rf % n_in == 0 or rf < n_in) and (n_in * n_out) % rf == 0
 
 
+class Folding(NamedTuple):
+    """How a unit is folded: hls4ml's ReuseFactor, and where its weights live."""
+
+    reuse_factor: int
+    weights_in_ddr: bool = False
+
+
+def ddr_bytes_per_cycle(device: Device) -> Optional[float]:
+    """What the FPGA's DDR port delivers per clock cycle; None when the board file gives no clock."""
+    if not device.clock_mhz:
+        return None
+    return device.memory.bandwidth_bytes_per_s / (device.clock_mhz * 1e6)
+
+
+def weight_bytes(width: int) -> int:
+    """Bytes a weight takes in DDR: an m_axi port reads a W-bit fixed-point array element in the
+    next power of two of whole bytes."""
+    return 1 << max(0, math.ceil(math.log2(-(-width // 8))))
+
+
 def strategy_for(reuse_factor: int) -> str:
     """hls4ml's Latency strategy unrolls into registers; beyond a small reuse factor, Resource keeps
     weights in BRAM banks."""
     return "Latency" if reuse_factor < BRAM_MIN_DEPTH else "Resource"
 
 
-def estimate(shape: Shape, reuse_factor: int, width: int) -> dict[str, int]:
-    """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc)."""
+def estimate(shape: Shape, reuse_factor: int, width: int, ddr_bytes_per_cycle: Optional[float] = None) -> dict[str, int]:
+    """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc). ``ddr_bytes_per_cycle``:
+    the unit's weights are in DDR, read at this rate; None: on chip."""
     bram_bits, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
     cycles = 5
     dsp = 0
@@ -158,14 +183,17 @@ def estimate(shape: Shape, reuse_factor: int, width: int) -> dict[str, int]:
             dsp = multipliers * (2 if width > 18 else 1)
         lut += int(multipliers * 1.5 * width)
         ff += multipliers * 2 * width
-        if strategy_for(reuse_factor) == "Resource":
+        cycles_per_vector = reuse_factor
+        if ddr_bytes_per_cycle is not None:
+            cycles_per_vector = max(reuse_factor, ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle))
+        elif strategy_for(reuse_factor) == "Resource":
             # multipliers banks of depth R, W bits wide, in BRAM18s of 512 x 36 or 1024 x 18 bits
             wide = math.ceil(multipliers * width / 36) * math.ceil(reuse_factor / 512)
             deep = math.ceil(multipliers * width / 18) * math.ceil(reuse_factor / 1024)
             bram_bits += min(wide, deep) * BRAM18_BITS
         else:
             lut += products * width // 2
-        cycles += shape.vectors * reuse_factor + math.ceil(math.log2(max(2, shape.n_in)))
+        cycles += shape.vectors * cycles_per_vector + math.ceil(math.log2(max(2, shape.n_in)))
     elif shape.kind == "window":
         lut += shape.n_out * width * shape.n_in
         ff += shape.n_out * width * 2
@@ -186,6 +214,11 @@ def estimate(shape: Shape, reuse_factor: int, width: int) -> dict[str, int]:
     return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": cycles}
 
 
+def ddr_cycles_per_vector(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> int:
+    """Cycles to read a kernel unit's weights once from DDR."""
+    return math.ceil(shape.n_in * shape.n_out * weight_bytes(width) / ddr_bytes_per_cycle)
+
+
 def _bram_bits(bits: int) -> int:
     """Arrays under 1 kbit become LUTRAM or registers; larger ones whole BRAM18s."""
     return 0 if bits < 1024 else math.ceil(bits / BRAM18_BITS) * BRAM18_BITS
@@ -197,19 +230,43 @@ def candidate_reuse_factors(shape: Shape) -> list[int]:
     return valid_reuse_factors(shape.n_in, shape.n_out)
 
 
+def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float] = None) -> list[Folding]:
+    """A unit's foldings, least folded first: every reuse factor with the weights on chip, then (for a
+    multiply-accumulate unit, given the DDR rate) the weights in DDR at the least reuse factor that
+    the DDR keeps busy."""
+    options = [Folding(rf) for rf in candidate_reuse_factors(shape)]
+    if shape.kind == "kernel" and ddr_bytes_per_cycle is not None:
+        rate = ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle)
+        valid = [o.reuse_factor for o in options]
+        options.append(Folding(next((rf for rf in valid if rf >= rate), valid[-1]), True))
+    return options
+
+
+def cost(shape: Shape, folding: Folding, width: int, ddr_bytes_per_cycle: Optional[float]) -> dict[str, int]:
+    """``estimate`` of ``shape`` folded as ``folding``."""
+    return estimate(shape, folding.reuse_factor, width, ddr_bytes_per_cycle if folding.weights_in_ddr else None)
+
+
 def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int,
-         pinned: Optional[dict[int, int]] = None) -> Optional[list[int]]:
-    """Reuse factors, one per unit, with the least total latency that fit ``budget`` together; None
-    when even the most folded design does not fit. ``pinned``: unit index -> a reuse factor the user
-    fixed (one of ``candidate_reuse_factors``).
+         pinned: Optional[dict[int, int]] = None, ddr_bytes_per_cycle: Optional[float] = None) -> Optional[list[Folding]]:
+    """Foldings, one per unit, with the least total latency that fit ``budget`` together; None when
+    even the most folded design does not fit. ``pinned``: unit index -> a reuse factor the user fixed
+    (one of ``candidate_reuse_factors``; weights on chip). ``ddr_bytes_per_cycle``: the FPGA's DDR
+    rate, which lets units keep their weights in DDR (their last, most folded option); None: never.
 
     Greedy: start unfolded; while over budget, raise the reuse factor of the unit whose next step
     frees the most over-budget resource per added cycle; then lower reuse factors again where the
-    design still fits, the step that saves the most cycles first."""
+    design still fits, the step that saves the most cycles first (weights come back on chip whenever
+    they fit, even at some cycles: DDR traffic competes with the host's)."""
     pinned = pinned or {}
-    options = [[pinned[u]] if u in pinned else candidate_reuse_factors(s) for u, s in enumerate(shapes)]
+    options = [[Folding(pinned[u])] if u in pinned else folding_options(s, width, ddr_bytes_per_cycle)
+               for u, s in enumerate(shapes)]
+
+    def estimate_of(u: int, k: int) -> dict[str, int]:
+        return cost(shapes[u], options[u][k], width, ddr_bytes_per_cycle)
+
     choice = [0] * len(shapes)
-    current = [estimate(s, o[0], width) for s, o in zip(shapes, options)]
+    current = [estimate_of(u, 0) for u in range(len(shapes))]
 
     def over(totals: dict[str, int]) -> dict[str, float]:
         return {k: (totals[k] - budget[k]) / max(1, budget[k]) for k in RESOURCES if totals[k] > budget.get(k, 0)}
@@ -220,10 +277,10 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int,
         if not excess:
             break
         best, best_gain = None, 0.0
-        for u, (s, o) in enumerate(zip(shapes, options)):
+        for u, o in enumerate(options):
             if choice[u] + 1 >= len(o):
                 continue
-            nxt = estimate(s, o[choice[u] + 1], width)
+            nxt = estimate_of(u, choice[u] + 1)
             freed = sum((current[u][k] - nxt[k]) / max(1, budget[k]) for k in excess)
             added = max(1, nxt["latency_cycles"] - current[u]["latency_cycles"])
             if freed > 0 and freed / added > best_gain:
@@ -232,19 +289,19 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int,
             # Stuck (a step can cost BRAM, as weights move from LUTs into banks): start again from the
             # most folded design, which is the only one left to try, and unfold from there.
             choice = [len(o) - 1 for o in options]
-            current = [estimate(s, o[-1], width) for s, o in zip(shapes, options)]
+            current = [estimate_of(u, len(o) - 1) for u, o in enumerate(options)]
             if over({k: sum(e[k] for e in current) for k in RESOURCES}):
                 return None
             break
         choice[best] += 1
-        current[best] = estimate(shapes[best], options[best][choice[best]], width)
+        current[best] = estimate_of(best, choice[best])
     # The steps are coarse: give cycles back where a less folded unit still fits, most saved first.
     while True:
         totals = {k: sum(e[k] for e in current) for k in RESOURCES}
         steps = []
-        for u, (s, o) in enumerate(zip(shapes, options)):
+        for u in range(len(options)):
             if choice[u] > 0:
-                previous = estimate(s, o[choice[u] - 1], width)
+                previous = estimate_of(u, choice[u] - 1)
                 if not over({k: totals[k] - current[u][k] + previous[k] for k in RESOURCES}):
                     steps.append((current[u]["latency_cycles"] - previous["latency_cycles"], -u, previous))
         if not steps:

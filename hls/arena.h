@@ -17,17 +17,36 @@ template <class T> struct stored {
     static const int bytes = (T::width + 7) / 8;
 };
 
-template <class T> T read(const byte_t *base, int index) {
+// an element of an m_axi array of T: the next power of two of whole bytes (DDR weights)
+template <class T> struct word {
+    static const int bytes = stored<T>::bytes <= 1 ? 1 : stored<T>::bytes <= 2 ? 2 : stored<T>::bytes <= 4 ? 4 : 8;
+};
+
+template <class T, int BYTES> T read_bytes(const byte_t *base, int index) {
 #pragma HLS INLINE
-    ap_uint<stored<T>::bytes * 8> bits = 0;
-    for (int b = 0; b < stored<T>::bytes; b++) {
+    ap_uint<BYTES * 8> bits = 0;
+    for (int b = 0; b < BYTES; b++) {
 #pragma HLS UNROLL
-        bits.range(8 * b + 7, 8 * b) = base[index * stored<T>::bytes + b];
+        bits.range(8 * b + 7, 8 * b) = base[index * BYTES + b];
     }
     T value;
     value.range(T::width - 1, 0) = bits.range(T::width - 1, 0);
     return value;
 }
+
+template <class T> T read(const byte_t *base, int index) {
+#pragma HLS INLINE
+    return read_bytes<T, stored<T>::bytes>(base, index);
+}
+
+#ifndef __SYNTHESIS__
+// C-simulation of a typed m_axi port into the DDR region: the array it reads at ``image``
+template <class T> void load_words(const byte_t *image, T *target, int n) {
+    for (int i = 0; i < n; i++) {
+        target[i] = read_bytes<T, word<T>::bytes>(image, i);
+    }
+}
+#endif
 
 template <class T> void write(byte_t *base, int index, T value) {
 #pragma HLS INLINE

@@ -147,18 +147,21 @@ def test_fpga_groups_share_the_on_chip_budget():
 
 def test_model_larger_than_every_memory_says_so():
     board = BOARDS["pynq-z2"]
-    cpu = dataclasses.replace(board.device("arm_cpu"),
-                              memory=dataclasses.replace(board.device("arm_cpu").memory, bytes=20000))
-    board = dataclasses.replace(board, devices=[cpu if d.name == "arm_cpu" else d for d in board.devices])
+    small = [dataclasses.replace(d, memory=dataclasses.replace(d.memory, bytes=20000)) for d in board.devices]
     b = graphs.Builder([1, 512])
-    x = b.op("Gemm", ["input"], [1, 2048], 512 * 2048, transB=1)  # 1 M weights: fits neither device
-    with pytest.raises(UserError, match=r"node 'Gemm_0': op 'Gemm' cannot run on any device.*holds"):
-        partition_graph(b.graph(x), board)
+    x = b.op("Gemm", ["input"], [1, 2048], 512 * 2048, transB=1)  # 1 M weights
+    # the FPGA's BRAM cannot hold them, its DDR can: they stay there
+    (cut,) = partition_graph(b.graph(x), board).cuts
+    assert cut.device == "fpga"
+    with pytest.raises(UserError, match=r"node 'Gemm_0': op 'Gemm' cannot run on any device.*ddr_bytes, holds"):
+        partition_graph(b.graph(x), dataclasses.replace(board, devices=small))  # neither memory holds them
     b = graphs.Builder([1, 64])
     x = "input"
     for _ in range(3):
         x = b.op("Gemm", [x], [1, 64], 64 * 64, transB=1)  # each fits somewhere, all three do not
-    board = small_fpga(board, 5)  # 4 BRAM18 after the reserve: one Gemm at 16 bit; the CPU holds one more
+    # 4 BRAM18 after the reserve: one Gemm at 16 bit, and no DDR for more; the CPU holds one more
+    board = small_fpga(dataclasses.replace(board, devices=[dataclasses.replace(
+        d, memory=dataclasses.replace(d.memory, bytes=20000 if d.kind == "cpu" else 0)) for d in board.devices]), 5)
     with pytest.raises(UserError, match=r"does not fit board 'pynq-z2': its 0.01229 M weights take"):
         partition_graph(b.graph(x), board)
 

@@ -1,6 +1,7 @@
 """Execution units, their estimates and folding, as pure functions (hls4ml only as the reference for
 which reuse factors it accepts)."""
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -10,8 +11,10 @@ from hetdeploy.board import load_board
 from hetdeploy.units import (
     RESOURCES,
     candidate_reuse_factors,
+    cost,
     estimate,
     fold,
+    folding_options,
     split_units,
     unit_shape,
     valid_reuse_factors,
@@ -72,17 +75,52 @@ def test_dense_estimate_follows_hls4ml_multiplier_limit():
 
 @settings(max_examples=60, deadline=None)
 @given(layers=st.integers(1, 4), channels=st.sampled_from([8, 16, 32, 64]), dsp=st.integers(20, 400),
-       bram=st.integers(40, 400))
-def test_folding_fits_the_budget_whenever_the_most_folded_design_does(layers, channels, dsp, bram):
+       bram=st.integers(0, 400), ddr_rate=st.sampled_from([None, 12.0]))
+def test_folding_fits_the_budget_whenever_the_most_folded_design_does(layers, channels, dsp, bram, ddr_rate):
     graph = conv_stack(layers, channels, 16)
     shapes = [unit_shape(graph, u) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
     budget = {"dsp": dsp, "bram18": bram, "lut": 47880, "ff": 95760}
-    chosen = fold(shapes, budget, 16)
-    most_folded = [estimate(s, candidate_reuse_factors(s)[-1], 16) for s in shapes]
+    chosen = fold(shapes, budget, 16, ddr_bytes_per_cycle=ddr_rate)
+    most_folded = [cost(s, folding_options(s, 16, ddr_rate)[-1], 16, ddr_rate) for s in shapes]
     fits_folded = all(sum(e[k] for e in most_folded) <= budget[k] for k in RESOURCES)
     if fits_folded:  # the partitioner's check: then folding always succeeds
         assert chosen is not None
     if chosen is not None:
-        used = [estimate(s, rf, 16) for s, rf in zip(shapes, chosen)]
+        used = [cost(s, f, 16, ddr_rate) for s, f in zip(shapes, chosen)]
         assert all(sum(e[k] for e in used) <= budget[k] for k in RESOURCES)
-        assert all(rf in candidate_reuse_factors(s) for s, rf in zip(shapes, chosen))
+        assert all(f in folding_options(s, 16, ddr_rate) for s, f in zip(shapes, chosen))
+        if ddr_rate is None:
+            assert not any(f.weights_in_ddr for f in chosen)
+
+
+def test_weights_in_ddr_free_their_bram_and_cost_the_ddr_reads():
+    graph = conv_stack(1, channels=4, size=8)
+    shape = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[-1])  # dense 64 x 10
+    *on_chip, in_ddr = folding_options(shape, 16, 12.0)
+    assert in_ddr.weights_in_ddr and not any(f.weights_in_ddr for f in on_chip)
+    # 640 weights of 2 bytes at 12 bytes a cycle: 107 cycles a vector; the least reuse factor >= that
+    assert in_ddr.reuse_factor == min(f.reuse_factor for f in on_chip if f.reuse_factor >= 107)
+    chip, ddr = cost(shape, on_chip[-1], 16, 12.0), cost(shape, in_ddr, 16, 12.0)
+    assert ddr["bram18"] < chip["bram18"]  # what is left: the Softmax's tables
+    assert ddr["latency_cycles"] >= 107
+    assert folding_options(shape, 16, None) == on_chip  # no DDR rate: never in DDR
+    # only BRAM too short for the weights pushes them to DDR
+    assert not any(f.weights_in_ddr for f in fold([shape], {"dsp": 220, "bram18": 280, "lut": 53200, "ff": 106400},
+                                                   16, ddr_bytes_per_cycle=12.0))
+    exactly_ddr = {k: ddr[k] for k in RESOURCES}  # no folding with the weights on chip fits that
+    assert fold([shape], exactly_ddr, 16, ddr_bytes_per_cycle=12.0) == [in_ddr]
+    assert fold([shape], exactly_ddr, 16) is None
+
+
+def test_weights_are_packed_as_ap_fixed_converts_them():
+    from hetdeploy.hls_top import pack_fixed
+
+    values = np.array([0.1, -0.1, 100.0, -100.0, 0.5 / 1024, -0.5 / 1024])
+    codes = np.frombuffer(pack_fixed(values, "ap_fixed<16,6,AP_RND,AP_SAT,0>"), dtype="<i2")
+    # 10 fraction bits, round half up, saturate
+    assert codes.tolist() == [102, -102, 32767, -32768, 1, 0]
+    codes = np.frombuffer(pack_fixed(values[:3], "ap_fixed<18,6>"), dtype="<i4")  # truncate, wrap; 4 bytes each
+    assert codes.tolist() == [409, -410, 409600 % (1 << 18) - (1 << 18)]  # 100 wraps to -28
+    assert np.frombuffer(pack_fixed(np.array([1.0, 0.0]), "ap_uint<1>"), dtype="u1").tolist() == [1, 0]
+    with pytest.raises(ValueError, match="float"):
+        pack_fixed(values, "float")
