@@ -8,8 +8,9 @@ and on the board pynq; never hetdeploy, onnx or hls4ml.
 CPU subfunctions run on onnxruntime (the board's ARM cores). FPGA subfunctions run on their HLS core
 through pynq: the overlay is loaded once, every port's buffer (and the DDR region of the memory
 plan) is allocated once with pynq.allocate and its physical address written to the core's control
-registers once, as are the DDR weights (written into the DDR region, each array's port pointed at it); a call copies a sample in, starts the core (ap_start), waits for ap_done and copies
-the result out. A batch is streamed through those same buffers sample by sample. With --emulate the
+registers once, as are the DDR weights (written into the DDR region, each array's port pointed at
+it); a call copies a sample in, starts the core (ap_start), waits for ap_done and copies the result
+out. A batch is streamed through those same buffers sample by sample. With --emulate the
 FPGA subfunctions run through their C-simulation libraries (../hls/<name>/lib<name>.so) instead.
 """
 

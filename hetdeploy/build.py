@@ -57,6 +57,7 @@ class BuildOptions:
     width: int = 16
     policy: str = "latency"
     reuse_factors: dict[str, int] = field(default_factory=dict)  # ONNX node name -> pinned ReuseFactor
+    weights_in_ddr: list[str] = field(default_factory=list)  # ONNX nodes whose unit keeps its weights in DDR
     memory_strategy: str = "auto"  # or one of memory.STRATEGIES
     synth: bool = False  # run the HLS and Vivado scripts when the tools are on PATH
 
@@ -162,30 +163,31 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
     together into its budget (the partitioner only gives an FPGA what fits it fully folded)."""
     index = {n.name: i for i, n in enumerate(loaded.graph.nodes)}
     where = {n: s.device for s in plan.subfunctions for n in s.nodes}
-    for node in options.reuse_factors:
-        if node not in index:
-            raise UserError(f"--reuse-factor: the model has no node '{node}'")
-        if board.device(where[node]).kind != "fpga":
-            raise UserError(f"--reuse-factor: node '{node}' runs on {where[node]}, not on an FPGA")
+    for flag, nodes in (("--reuse-factor", options.reuse_factors), ("--weights-in-ddr", options.weights_in_ddr)):
+        for node in nodes:
+            if node not in index:
+                raise UserError(f"{flag}: the model has no node '{node}'")
+            if board.device(where[node]).kind != "fpga":
+                raise UserError(f"{flag}: node '{node}' runs on {where[node]}, not on an FPGA")
     for device in (d for d in board.devices if d.kind == "fpga"):
         subs = [s for s in plan.subfunctions if s.device == device.name]
         split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs)))
                  for sub in subs]
         found = [u for _, units_of_sub in split for u in units_of_sub]
         shapes = [units.unit_shape(loaded.graph, u) for u in found]
-        pinned = {k: _pinned_reuse_factor(loaded, u, shape, options.reuse_factors)
-                  for k, (u, shape) in enumerate(zip(found, shapes))
-                  if any(loaded.graph.nodes[i].name in options.reuse_factors for i in u.nodes)}
         rate = units.ddr_bytes_per_cycle(device)
+        pinned = {k: folding for k, (u, shape) in enumerate(zip(found, shapes))
+                  if (folding := _pinned_folding(loaded, u, shape, options, rate)) is not None}
         foldings = units.fold(shapes, device.budget(), options.width, pinned, rate)
-        if foldings is None:  # only with pinned reuse factors: partitioning checks the fully folded design
-            folded = [units.cost(s, units.Folding(pinned[k]) if k in pinned
-                                 else units.folding_options(s, options.width, rate)[-1], options.width, rate)
+        if foldings is None:  # only with pinned foldings: partitioning checks the fully folded design
+            folded = [units.cost(s, pinned[k] if k in pinned else units.folding_options(s, options.width, rate)[-1],
+                                 options.width, rate)
                       for k, s in enumerate(shapes)]
             over = [f"{k.upper()} {sum(e[k] for e in folded)} > {device.budget()[k]}" for k in units.RESOURCES
                     if sum(e[k] for e in folded) > device.budget()[k]]
-            raise UserError(f"the FPGA units do not fit {device.name} with the reuse factors given by "
-                            f"--reuse-factor, even with every other unit fully folded ({', '.join(over)})")
+            raise UserError(f"the FPGA units do not fit {device.name} with the foldings given by "
+                            f"--reuse-factor and --weights-in-ddr, even with every other unit fully folded "
+                            f"({', '.join(over)})")
         budget = {k: device.budget().get(k, 0) for k in units.RESOURCES} | {"latency_cycles": None}
         choices = iter(zip(shapes, foldings))
         for sub, units_of_sub in split:
@@ -204,20 +206,34 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
             sub.budget = budget
 
 
-def _pinned_reuse_factor(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, given: dict[str, int]) -> int:
-    (node, rf), *more = [(loaded.graph.nodes[i].name, given[loaded.graph.nodes[i].name])
-                         for i in unit.nodes if loaded.graph.nodes[i].name in given]
-    if more:
-        raise UserError(f"--reuse-factor: nodes '{node}' and '{more[0][0]}' are one execution unit; give one of them")
-    valid = units.candidate_reuse_factors(shape)
+def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, options: BuildOptions,
+                    rate: Optional[float]) -> Optional[units.Folding]:
+    """What --reuse-factor and --weights-in-ddr fix of ``unit``'s folding; None: nothing."""
+    names = [loaded.graph.nodes[i].name for i in unit.nodes]
+    in_ddr = [n for n in names if n in options.weights_in_ddr]
+    given = [(n, options.reuse_factors[n]) for n in names if n in options.reuse_factors]
+    if not given and not in_ddr:
+        return None
+    if len(given) > 1:
+        raise UserError(f"--reuse-factor: nodes '{given[0][0]}' and '{given[1][0]}' are one execution unit; "
+                        f"give one of them")
     if shape.kind != "kernel":
-        raise UserError(f"--reuse-factor {node}={rf}: node '{node}' has no multiplications to fold "
+        flag, node = ("--reuse-factor", given[0][0]) if given else ("--weights-in-ddr", in_ddr[0])
+        raise UserError(f"{flag}: node '{node}' has no multiplications to fold and no weights to move "
                         f"(its unit runs on the {unit.pe} PE)")
+    if not given:
+        ddr = units.folding_options(shape, options.width, rate)[-1]
+        if not ddr.weights_in_ddr:
+            raise UserError(f"--weights-in-ddr: the FPGA of node '{in_ddr[0]}' has no clock in its board file, "
+                            f"so no DDR rate")
+        return ddr
+    node, rf = given[0]
+    valid = units.candidate_reuse_factors(shape)
     if rf not in valid:
         raise UserError(f"--reuse-factor {node}={rf}: {rf} does not divide the layer ({shape.n_in} inputs x "
                         f"{shape.n_out} outputs = {shape.n_in * shape.n_out} products) as hls4ml requires; "
                         f"valid: {', '.join(map(str, valid))}")
-    return rf
+    return units.Folding(rf, bool(in_ddr))
 
 
 def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None:

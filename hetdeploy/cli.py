@@ -22,7 +22,8 @@ def _options(args: argparse.Namespace, **more):
     from .build import BuildOptions
 
     return BuildOptions(model=Path(args.model), board=args.board, policy=args.policy,
-                        reuse_factors=dict(args.reuse_factor), memory_strategy=args.memory_strategy, **more)
+                        reuse_factors=dict(args.reuse_factor), weights_in_ddr=args.weights_in_ddr,
+                        memory_strategy=args.memory_strategy, **more)
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -154,6 +155,10 @@ def _planning_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--reuse-factor", metavar="NODE=R", action="append", default=[], type=_reuse_factor,
                          help="pin the hls4ml ReuseFactor of the FPGA execution unit holding ONNX node NODE "
                               "(repeatable); the others are folded around it")
+    command.add_argument("--weights-in-ddr", metavar="NODE", action="append", default=[],
+                         help="keep the weights of the FPGA execution unit holding ONNX node NODE in DDR, read on "
+                              "every run, instead of on chip (repeatable); units whose weights overflow the BRAM "
+                              "go there anyway")
 
 
 def _reuse_factor(text: str) -> tuple[str, int]:

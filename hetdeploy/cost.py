@@ -167,8 +167,9 @@ class CostModel:
         for node in graph.nodes:
             for t, s in list(zip(node.inputs, node.input_shapes)) + list(zip(node.outputs, node.output_shapes)):
                 self.tensor_bytes[t] = _elements(s) * FLOAT_BYTES
-        self.seconds = {d.name: [node_seconds(d, w) + (ddr_weight_seconds(d, graph, i, width) if d.kind == "fpga" else 0.0)
-                                 for i, w in enumerate(self.work)] for d in board.devices}
+        self.seconds = {d.name: [node_seconds(d, w) + (ddr_weight_seconds(d, graph, i, width) if d.kind == "fpga"
+                                                       else 0.0) for i, w in enumerate(self.work)]
+                        for d in board.devices}
         self.capacity = {d.name: capacity(d) for d in board.devices}
         self.usage = {d.name: [usage(d, graph, i, width) for i in range(len(graph.nodes))] for d in board.devices}
         self.producers = graph.producers()

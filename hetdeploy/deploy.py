@@ -65,7 +65,7 @@ def write_package(plan: Plan, board: Board, build_dir: Path) -> None:
     for sub in plan.subfunctions:
         if sub.kind != "fpga":
             shutil.copy(build_dir / sub.onnx, deploy / "models" / f"{sub.name}.onnx")
-        elif sub.hls.ddr_image:
+        elif sub.hls is not None and sub.hls.ddr_image:
             (deploy / "ddr").mkdir(exist_ok=True)
             shutil.copy(build_dir / sub.hls.ddr_image, deploy / "ddr" / f"{sub.name}.bin")
     fpga = [s for s in plan.subfunctions if s.kind == "fpga"]

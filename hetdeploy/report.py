@@ -14,7 +14,7 @@ from pathlib import Path
 from .plan import MemoryPlan, Plan, Subfunction
 
 COLOURS = {"cpu": "#8fb8de", "gpu": "#9fd89f", "fpga": "#f4b183", "bram": "#f4b183", "reserved": "#ffd966",
-           "ddr": "#b4a7d6"}
+           "ddr": "#b4a7d6", "weights": "#8e7cc3"}
 WIDTH = 900
 
 
@@ -74,8 +74,8 @@ def memory_svg(memory: MemoryPlan, steps: int) -> str:
             base = memory.target_bytes if b.memory == "reserved" else 0
             y = top + height * (base + b.offset) / extent
             body.append(_rect(120 + column * b.first, y, column * (b.last - b.first + 1), height * b.size / extent,
-                              COLOURS[b.memory], f"{b.tensor}: {b.size:,} B at {b.memory} + {b.offset:,}, "
-                                                 f"steps {b.first}..{b.last}"))
+                              COLOURS["weights" if b.kind == "weights" else b.memory],
+                              f"{b.tensor}: {b.size:,} B at {b.memory} + {b.offset:,}, steps {b.first}..{b.last}"))
         if "bram" in memories and memory.reserved_used_bytes:
             y = top + height * memory.target_bytes / extent
             body.append(f'<line x1="120" x2="{120 + column * steps:.1f}" y1="{y:.1f}" y2="{y:.1f}" stroke="red"/>')
@@ -95,7 +95,8 @@ def write_report(build_dir: Path) -> Path:
         parts += [f"<h2>{html.escape(sub.name)}: resources (estimates) against the budget</h2>", resources_svg(sub),
                   f"<h2>{html.escape(sub.name)}: memory map ({html.escape(m.strategy)})</h2>",
                   f"<p>BRAM {m.bram_bytes:,} of {m.target_bytes:,} B; reserve {m.reserved_used_bytes:,} of "
-                  f"{m.reserved_bytes:,} B; DDR {m.ddr_bytes:,} B; lower bound {m.lower_bound_bytes:,} B</p>",
+                  f"{m.reserved_bytes:,} B; DDR {m.ddr_bytes:,} B (units' weights, darker, and spilled buffers); "
+                  f"lower bound {m.lower_bound_bytes:,} B</p>",
                   memory_svg(m, len(sub.execution_units))]
     path = build_dir / "report.html"
     path.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'><title>hetdeploy report</title></head><body>"

@@ -248,18 +248,19 @@ def cost(shape: Shape, folding: Folding, width: int, ddr_bytes_per_cycle: Option
 
 
 def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int,
-         pinned: Optional[dict[int, int]] = None, ddr_bytes_per_cycle: Optional[float] = None) -> Optional[list[Folding]]:
+         pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None
+         ) -> Optional[list[Folding]]:
     """Foldings, one per unit, with the least total latency that fit ``budget`` together; None when
-    even the most folded design does not fit. ``pinned``: unit index -> a reuse factor the user fixed
-    (one of ``candidate_reuse_factors``; weights on chip). ``ddr_bytes_per_cycle``: the FPGA's DDR
-    rate, which lets units keep their weights in DDR (their last, most folded option); None: never.
+    even the most folded design does not fit. ``pinned``: unit index -> a folding the user fixed.
+    ``ddr_bytes_per_cycle``: the FPGA's DDR rate, which lets units keep their weights in DDR (their
+    last, most folded option); None: never.
 
     Greedy: start unfolded; while over budget, raise the reuse factor of the unit whose next step
     frees the most over-budget resource per added cycle; then lower reuse factors again where the
     design still fits, the step that saves the most cycles first (weights come back on chip whenever
     they fit, even at some cycles: DDR traffic competes with the host's)."""
     pinned = pinned or {}
-    options = [[Folding(pinned[u])] if u in pinned else folding_options(s, width, ddr_bytes_per_cycle)
+    options = [[pinned[u]] if u in pinned else folding_options(s, width, ddr_bytes_per_cycle)
                for u, s in enumerate(shapes)]
 
     def estimate_of(u: int, k: int) -> dict[str, int]:

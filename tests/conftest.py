@@ -27,7 +27,7 @@ def built(tmp_path_factory):
             model = root / f"{name}.onnx"
             onnx.save(networks.NETWORKS[name](), str(model))
             out = root / f"{name}_build"
-            policy = "latency" if name in ("alexnet_style", "four_conv64") else "support"  # big enough for it
+            policy = "latency" if name in ("alexnet_style", "four_conv64", "wide_mlp") else "support"  # big enough
             assert main(["build", str(model), "--board", "pynq-z2", "-o", str(out), "--policy", policy]) == 0
             cache[name] = (model, out)
         return cache[name]

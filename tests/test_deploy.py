@@ -1,6 +1,7 @@
 """The deployment package: run.py in emulation against `hetdeploy emulate`, the pynq calls it makes on a
 board (through a stand-in pynq that records them), the block design and --synth without the tools."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 
 FAKE_PYNQ = textwrap.dedent('''
     """Records what run.py asks of pynq (no FPGA here)."""
+    import hashlib
     import json
     import os
 
@@ -25,7 +27,7 @@ FAKE_PYNQ = textwrap.dedent('''
 
     class _Buffer(np.ndarray):
         def flush(self):
-            _log("flush", self.physical_address)
+            _log("flush", self.physical_address, hashlib.sha256(self.tobytes()).hexdigest())
 
         def invalidate(self):
             _log("invalidate", self.physical_address)
@@ -77,6 +79,19 @@ def run_py(build, *args, env=None):
                           text=True, cwd=build, env=env)
 
 
+def run_on_fake_pynq(build, tmp_path, x, *args) -> list:
+    """run.py on ``x`` with the stand-in pynq; the calls it made, in order."""
+    fake = tmp_path / "fake" / "pynq"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(FAKE_PYNQ)
+    log = tmp_path / "pynq.log"
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "fake"), FAKE_PYNQ_LOG=str(log))
+    np.save(tmp_path / "x.npy", x)
+    result = run_py(build, "--input", tmp_path / "x.npy", "--output", tmp_path / "y.npy", *args, env=env)
+    assert result.returncode == 0, result.stderr
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
 def test_package_holds_what_the_board_needs_and_says_what_was_not_run(built):
     _, out = built("split_by_lrn")
     deploy = out / "deploy"
@@ -107,15 +122,7 @@ def test_run_py_in_emulation_equals_hetdeploy_emulate_and_benchmarks(built, tmp_
 
 def test_on_the_board_buffers_are_allocated_once_and_cores_driven_by_their_registers(built, tmp_path):
     _, out = built("split_by_lrn")
-    fake = tmp_path / "fake" / "pynq"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text(FAKE_PYNQ)
-    log = tmp_path / "pynq.log"
-    env = dict(os.environ, PYTHONPATH=str(tmp_path / "fake"), FAKE_PYNQ_LOG=str(log))
-    np.save(tmp_path / "x.npy", np.zeros((3, 3, 14, 14), dtype=np.float32))
-    result = run_py(out, "--input", tmp_path / "x.npy", "--output", tmp_path / "y.npy", "--batch", "3", env=env)
-    assert result.returncode == 0, result.stderr
-    events = [json.loads(line) for line in log.read_text().splitlines()]
+    events = run_on_fake_pynq(out, tmp_path, np.zeros((3, 3, 14, 14), dtype=np.float32), "--batch", "3")
     assert events[0] == ["overlay", "design.bit"]
     plan = json.loads((out / "plan.json").read_text())
     cores = [s for s in plan["subfunctions"] if s["kind"] == "fpga"]
@@ -132,6 +139,25 @@ def test_on_the_board_buffers_are_allocated_once_and_cores_driven_by_their_regis
     assert per_call == [["flush", "write", "invalidate"]] * (3 * len(cores))  # 3 samples through each core
     assert all(e[2:] == [0, 1] for e in calls if e[0] == "write")  # ap_start
     assert np.load(tmp_path / "y.npy").shape == (3, 10)
+
+
+def test_on_the_board_ddr_weights_are_written_once_and_each_port_points_at_its_array(built, tmp_path):
+    _, out = built("wide_mlp")
+    events = run_on_fake_pynq(out, tmp_path, np.zeros((2, 640), dtype=np.float32))
+    plan = json.loads((out / "plan.json").read_text())
+    (sub,) = plan["subfunctions"]
+    (ddr,) = [e for e in events if e[0] == "allocate" and e[2] == "uint8"]
+    assert ddr[1] == [sub["memory"]["ddr_bytes"]]
+    image = (out / "deploy" / "ddr" / f"{sub['name']}.bin").read_bytes()
+    assert image == (out / sub["hls"]["ddr_image"]).read_bytes()
+    region = image + bytes(sub["memory"]["ddr_bytes"] - len(image))
+    flushes = [e for e in events if e[0] == "flush" and e[1] == ddr[3]]
+    assert flushes == [["flush", ddr[3], hashlib.sha256(region).hexdigest()]]  # once, before the first call
+    registers = {e[2]: e[3] for e in events if e[0] == "register"}
+    assert registers["ddr"] == ddr[3]
+    assert [registers[p["port"]] for p in sub["hls"]["weight_ports"]] == \
+        [ddr[3] + p["offset"] for p in sub["hls"]["weight_ports"]]
+    assert events.index(flushes[0]) < min(k for k, e in enumerate(events) if e[0] == "write")
 
 
 def test_synth_without_vendor_tools_says_what_it_wrote(built, tmp_path):

@@ -2,6 +2,7 @@
 
 import filecmp
 import json
+import shutil
 import subprocess
 import sys
 
@@ -9,7 +10,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 
 import networks
 from hetdeploy.cli import main
@@ -246,6 +247,10 @@ def test_reuse_factor_and_calibration_mistakes_are_one_line(tmp_path):
     onnx.save(networks.small_cnn(), str(cnn))
     one_line_error(hetdeploy("plan", cnn, "--board", "pynq-z2", *support, "--reuse-factor", "pool1=2"),
                    "'pool1'", "no multiplications")
+    one_line_error(hetdeploy("plan", cnn, "--board", "pynq-z2", *support, "--weights-in-ddr", "pool1"),
+                   "--weights-in-ddr", "'pool1'", "no weights to move")
+    one_line_error(hetdeploy("plan", cnn, "--board", "pynq-z2", *support, "--weights-in-ddr", "conv9"),
+                   "--weights-in-ddr", "no node 'conv9'")
     one_line_error(hetdeploy("build", model, "--board", "pynq-z2", "-o", out, "--reuse-factor", "/fc1/Gemm=4"),
                    "'/fc1/Gemm' runs on arm_cpu, not on an FPGA")  # the latency policy keeps it on the A9
     np.save(tmp_path / "calibration.npy", np.zeros((3, 15), dtype=np.float32))
@@ -342,3 +347,72 @@ def test_workstation_board_runs_gpu_part_on_onnxruntime_and_says_which_provider(
         assert gpu["engine"] == "onnxruntime CPU"
         assert report["notes"] == ["no CUDA provider in this onnxruntime: GPU subfunctions ran on the CPU provider"]
     assert gpu["max_abs_error"] <= 1e-6 and report["passed"]
+
+
+def test_weights_larger_than_the_bram_stay_in_ddr_and_csimulation_reads_them_there(built, tmp_path):
+    """wide_mlp's first layer (640 x 512 weights) overflows a PYNQ-Z2's BRAM: it stays on the FPGA with
+    its weights in DDR, packed where the memory plan puts them, and C-simulation computes with what
+    is in the DDR image (a corrupted image: out of tolerance)."""
+    from hetdeploy.hls_top import pack_fixed
+
+    model, out = built("wide_mlp")
+    plan = json.loads((out / "plan.json").read_text())
+    (sub,) = plan["subfunctions"]
+    assert sub["kind"] == "fpga" and sub["verification"]["passed"]
+    first, second = sub["execution_units"]
+    assert first["weights_in_ddr"] and not second["weights_in_ddr"] and first["strategy"] == "Resource"
+    assert first["verification"]["passed"]
+    arrays = first["hls"]["ddr_weights"]
+    (weights,) = [b for b in sub["memory"]["buffers"] if b["kind"] == "weights"]
+    assert (weights["tensor"], weights["memory"], weights["offset"]) == (f"{first['name']}.weights", "ddr", 0)
+    assert weights["size"] == sum(a["size"] for a in arrays) and arrays[0]["values"] == 640 * 512
+    assert sub["memory"]["ddr_bytes"] >= weights["size"] and sub["memory"]["ddr_weights_s"] > 0
+    assert [(p["port"], p["offset"]) for p in sub["hls"]["weight_ports"]] == \
+        [(f"{first['name']}_w{k}", weights["offset"] + a["offset"]) for k, a in enumerate(arrays)]
+    # hls4ml's project keeps none of them: the DDR image is all the unit computes with
+    project = out / first["hls"]["project"]
+    assert not list((project / "firmware" / "weights").iterdir())
+    assert "load_weights_from_txt" not in (project / "firmware" / f"{first['name']}.cpp").read_text()
+    # the image holds fc1's weights as hls4ml's Resource-strategy Dense reads them (n_out x n_in: fc1's own
+    # layout) at 10 fraction bits
+    image = (out / sub["hls"]["ddr_image"]).read_bytes()
+    fc1 = next(numpy_helper.to_array(t) for t in onnx.load(str(model)).graph.initializer if t.name == "fc1.weight")
+    packed = image[arrays[0]["offset"]: arrays[0]["offset"] + arrays[0]["size"]]
+    assert packed == pack_fixed(fc1.reshape(-1), arrays[0]["precision"])
+    np.testing.assert_allclose(np.frombuffer(packed, "<i2") / 1024.0, fc1.reshape(-1), atol=0.5 / 1024 + 1e-7)
+
+    corrupted = tmp_path / "corrupted"
+    shutil.copytree(out, corrupted)
+    flipped = bytearray(image)
+    flipped[1: arrays[0]["size"]: 2] = bytes(b ^ 0x40 for b in flipped[1: arrays[0]["size"]: 2])
+    (corrupted / sub["hls"]["ddr_image"]).write_bytes(bytes(flipped))
+    np.save(tmp_path / "x.npy", np.random.default_rng(3).normal(size=(2, 640)).astype(np.float32))
+    good = subprocess.run([sys.executable, "-m", "hetdeploy", "emulate", str(out), "--input", str(tmp_path / "x.npy")],
+                          capture_output=True, text=True)
+    assert good.returncode == 0, good.stderr
+    bad = subprocess.run([sys.executable, "-m", "hetdeploy", "emulate", str(corrupted), "--input",
+                          str(tmp_path / "x.npy")], capture_output=True, text=True)
+    assert bad.returncode == 3 and "OUT OF TOLERANCE" in bad.stdout
+
+
+def test_weights_in_ddr_on_request_for_a_streamed_convolution(tmp_path):
+    """--weights-in-ddr conv2: the io_stream convolution takes its weights from the DDR image."""
+    model, out = tmp_path / "cnn.onnx", tmp_path / "out"
+    onnx.save(networks.small_cnn(), str(model))
+    result = hetdeploy("build", model, "--board", "pynq-z2", "-o", out, "--policy", "support",
+                       "--weights-in-ddr", "conv2")
+    assert result.returncode == 0, result.stderr
+    (sub,) = json.loads((out / "plan.json").read_text())["subfunctions"]
+    (unit,) = [u for u in sub["execution_units"] if u["weights_in_ddr"]]
+    assert "conv2" in unit["nodes"] and unit["hls"]["io_type"] == "io_stream" and unit["verification"]["passed"]
+    (weights,) = [b for b in sub["memory"]["buffers"] if b["kind"] == "weights"]
+    kernel = unit["hls"]["ddr_weights"][0]
+    assert kernel["values"] == 16 * 8 * 5 * 5 and weights["size"] == sum(a["size"] for a in unit["hls"]["ddr_weights"])
+    image = out / sub["hls"]["ddr_image"]
+    np.save(tmp_path / "x.npy", np.random.default_rng(5).normal(size=(2, 1, 28, 28)).astype(np.float32))
+    assert hetdeploy("emulate", out, "--input", tmp_path / "x.npy").returncode == 0
+    data = bytearray(image.read_bytes())
+    start = weights["offset"] + kernel["offset"]
+    data[start + 1: start + kernel["size"]: 2] = bytes(b ^ 0x10 for b in data[start + 1: start + kernel["size"]: 2])
+    image.write_bytes(bytes(data))
+    assert hetdeploy("emulate", out, "--input", tmp_path / "x.npy").returncode == 3

@@ -10,7 +10,6 @@ import graphs
 from hetdeploy.board import load_board
 from hetdeploy.units import (
     RESOURCES,
-    candidate_reuse_factors,
     cost,
     estimate,
     fold,
