@@ -180,9 +180,8 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                   if (folding := _pinned_folding(loaded, u, shape, options, rate)) is not None}
         foldings = units.fold(shapes, device.budget(), options.width, pinned, rate)
         if foldings is None:  # only with pinned foldings: partitioning checks the fully folded design
-            folded = [units.cost(s, pinned[k] if k in pinned else units.folding_options(s, options.width, rate)[-1],
-                                 options.width, rate)
-                      for k, s in enumerate(shapes)]
+            folded = [units.folded_estimate(s, pinned.get(k) or units.folding_options(s, options.width, rate)[-1],
+                                            options.width, rate) for k, s in enumerate(shapes)]
             over = [f"{k.upper()} {sum(e[k] for e in folded)} > {device.budget()[k]}" for k in units.RESOURCES
                     if sum(e[k] for e in folded) > device.budget()[k]]
             raise UserError(f"the FPGA units do not fit {device.name} with the foldings given by "
@@ -199,7 +198,8 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     reuse_factor=folding.reuse_factor,
                     # weights in DDR are read a bank at a time, never partitioned into registers
                     strategy="Resource" if folding.weights_in_ddr else units.strategy_for(folding.reuse_factor),
-                    precision=f"ap_fixed<{options.width},6>", estimate=units.cost(shape, folding, options.width, rate),
+                    precision=f"ap_fixed<{options.width},6>",
+                    estimate=units.folded_estimate(shape, folding, options.width, rate),
                     weights_in_ddr=folding.weights_in_ddr, inputs=unit.inputs, outputs=[unit.output]))
             sub.resources = {k: sum(u.estimate[k] for u in sub.execution_units)
                              for k in (*units.RESOURCES, "latency_cycles")}

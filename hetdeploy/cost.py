@@ -119,7 +119,7 @@ def most_folded(device: Device, graph: Graph, index: int, width: int) -> tuple[u
     *on_chip, last = units.folding_options(shape, width, rate)
     if not last.weights_in_ddr:
         return shape, last
-    if units.cost(shape, on_chip[-1], width, rate)["bram18"] <= device.budget().get("bram18", 0):
+    if units.folded_estimate(shape, on_chip[-1], width, rate)["bram18"] <= device.budget().get("bram18", 0):
         return shape, on_chip[-1]
     return shape, last
 
@@ -128,7 +128,7 @@ def usage(device: Device, graph: Graph, index: int, width: int) -> dict[str, flo
     """What one node takes of ``capacity(device)``: on an FPGA, ``most_folded`` (and its DDR weights)."""
     if device.kind == "fpga":
         shape, folding = most_folded(device, graph, index, width)
-        least = units.cost(shape, folding, width, units.ddr_bytes_per_cycle(device))
+        least = units.folded_estimate(shape, folding, width, units.ddr_bytes_per_cycle(device))
         in_ddr = graph.nodes[index].constant_elements * units.weight_bytes(width) if folding.weights_in_ddr else 0
         return {k: float(least[k]) for k in units.RESOURCES} | {"ddr_bytes": float(in_ddr)}
     return {"memory_bytes": float(graph.nodes[index].constant_elements * FLOAT_BYTES)}

@@ -145,16 +145,17 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
 
 def _write_ddr_image(source: SubfunctionSource, project_dir: Path) -> None:
     """``DDR_IMAGE``: the DDR weights of every unit (its ``UNIT_WEIGHTS_FILE``) at its buffer's offset."""
-    weights = [b for b in source.memory.buffers if b.kind == "weights"]
+    weights = {b.tensor: b for b in source.memory.buffers if b.kind == "weights"}
     (project_dir / DDR_IMAGE).unlink(missing_ok=True)
     if not weights:
         return
-    image = bytearray(max(b.offset + b.size for b in weights))
-    for b in weights:
-        unit = b.tensor[: -len(".weights")]
-        packed = (project_dir / "units" / unit / UNIT_WEIGHTS_FILE).read_bytes()
+    image = bytearray(max(b.offset + b.size for b in weights.values()))
+    for unit in (u for u in source.units if u.weights_in_ddr):
+        b = weights[f"{unit.name}.weights"]
+        packed = (project_dir / "units" / unit.name / UNIT_WEIGHTS_FILE).read_bytes()
         if len(packed) != b.size:
-            raise RuntimeError(f"{project_dir}: {unit}'s DDR weights are {len(packed)} bytes, the plan gives {b.size}")
+            raise RuntimeError(f"{project_dir}: {unit.name}'s DDR weights are {len(packed)} bytes, the plan gives "
+                               f"{b.size}")
         image[b.offset : b.offset + b.size] = packed
     (project_dir / DDR_IMAGE).write_bytes(bytes(image))
 

@@ -242,7 +242,8 @@ def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     return options
 
 
-def cost(shape: Shape, folding: Folding, width: int, ddr_bytes_per_cycle: Optional[float]) -> dict[str, int]:
+def folded_estimate(shape: Shape, folding: Folding, width: int,
+                    ddr_bytes_per_cycle: Optional[float]) -> dict[str, int]:
     """``estimate`` of ``shape`` folded as ``folding``."""
     return estimate(shape, folding.reuse_factor, width, ddr_bytes_per_cycle if folding.weights_in_ddr else None)
 
@@ -264,7 +265,7 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int,
                for u, s in enumerate(shapes)]
 
     def estimate_of(u: int, k: int) -> dict[str, int]:
-        return cost(shapes[u], options[u][k], width, ddr_bytes_per_cycle)
+        return folded_estimate(shapes[u], options[u][k], width, ddr_bytes_per_cycle)
 
     choice = [0] * len(shapes)
     current = [estimate_of(u, 0) for u in range(len(shapes))]

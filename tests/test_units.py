@@ -10,9 +10,9 @@ import graphs
 from hetdeploy.board import load_board
 from hetdeploy.units import (
     RESOURCES,
-    cost,
     estimate,
     fold,
+    folded_estimate,
     folding_options,
     split_units,
     unit_shape,
@@ -80,12 +80,12 @@ def test_folding_fits_the_budget_whenever_the_most_folded_design_does(layers, ch
     shapes = [unit_shape(graph, u) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
     budget = {"dsp": dsp, "bram18": bram, "lut": 47880, "ff": 95760}
     chosen = fold(shapes, budget, 16, ddr_bytes_per_cycle=ddr_rate)
-    most_folded = [cost(s, folding_options(s, 16, ddr_rate)[-1], 16, ddr_rate) for s in shapes]
+    most_folded = [folded_estimate(s, folding_options(s, 16, ddr_rate)[-1], 16, ddr_rate) for s in shapes]
     fits_folded = all(sum(e[k] for e in most_folded) <= budget[k] for k in RESOURCES)
     if fits_folded:  # the partitioner's check: then folding always succeeds
         assert chosen is not None
     if chosen is not None:
-        used = [cost(s, f, 16, ddr_rate) for s, f in zip(shapes, chosen)]
+        used = [folded_estimate(s, f, 16, ddr_rate) for s, f in zip(shapes, chosen)]
         assert all(sum(e[k] for e in used) <= budget[k] for k in RESOURCES)
         assert all(f in folding_options(s, 16, ddr_rate) for s, f in zip(shapes, chosen))
         if ddr_rate is None:
@@ -99,7 +99,7 @@ def test_weights_in_ddr_free_their_bram_and_cost_the_ddr_reads():
     assert in_ddr.weights_in_ddr and not any(f.weights_in_ddr for f in on_chip)
     # 640 weights of 2 bytes at 12 bytes a cycle: 107 cycles a vector; the least reuse factor >= that
     assert in_ddr.reuse_factor == min(f.reuse_factor for f in on_chip if f.reuse_factor >= 107)
-    chip, ddr = cost(shape, on_chip[-1], 16, 12.0), cost(shape, in_ddr, 16, 12.0)
+    chip, ddr = folded_estimate(shape, on_chip[-1], 16, 12.0), folded_estimate(shape, in_ddr, 16, 12.0)
     assert ddr["bram18"] < chip["bram18"]  # what is left: the Softmax's tables
     assert ddr["latency_cycles"] >= 107
     assert folding_options(shape, 16, None) == on_chip  # no DDR rate: never in DDR
