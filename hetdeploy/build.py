@@ -106,7 +106,7 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tupl
     step(3, f"partitioning ({options.policy} policy) and folding FPGA execution units")
     plan = partition(loaded, board, options)
     fold_units(plan, loaded, board, options)
-    index = {n.name: i for i, n in enumerate(loaded.graph.nodes)}
+    index = loaded.graph.node_index()
     plan_memory(plan, loaded, board, options, lambda t: -(-options.width // 8),
                 lambda u: units.weight_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
                                                                   for n in u.nodes))
@@ -118,7 +118,7 @@ def _add_ddr_time(plan: Plan, loaded: LoadedModel, board: Board, width: int) -> 
     """The DDR traffic of spilled buffers adds to their subfunction's and the plan's estimate; the
     DDR weights' reads replace those the partitioner foresaw in the compute time (the folding may
     have kept other units' weights in DDR)."""
-    index = {n.name: i for i, n in enumerate(loaded.graph.nodes)}
+    index = loaded.graph.node_index()
     for sub in plan.subfunctions:
         if sub.memory is None:
             continue
@@ -161,7 +161,7 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
 def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions) -> None:
     """Split each FPGA subfunction into execution units and fold all the units of one FPGA
     together into its budget (the partitioner only gives an FPGA what fits it fully folded)."""
-    index = {n.name: i for i, n in enumerate(loaded.graph.nodes)}
+    index = loaded.graph.node_index()
     where = {n: s.device for s in plan.subfunctions for n in s.nodes}
     for flag, nodes in (("--reuse-factor", options.reuse_factors), ("--weights-in-ddr", options.weights_in_ddr)):
         for node in nodes:
@@ -207,7 +207,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
 
 
 def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, options: BuildOptions,
-                    rate: Optional[float]) -> Optional[units.Folding]:
+                    rate: float) -> Optional[units.Folding]:
     """What --reuse-factor and --weights-in-ddr fix of ``unit``'s folding; None: nothing."""
     names = [loaded.graph.nodes[i].name for i in unit.nodes]
     in_ddr = [n for n in names if n in options.weights_in_ddr]
@@ -222,11 +222,7 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
         raise UserError(f"{flag}: node '{node}' has no multiplications to fold and no weights to move "
                         f"(its unit runs on the {unit.pe} PE)")
     if not given:
-        ddr = units.folding_options(shape, options.width, rate)[-1]
-        if not ddr.weights_in_ddr:
-            raise UserError(f"--weights-in-ddr: the FPGA of node '{in_ddr[0]}' has no clock in its board file, "
-                            f"so no DDR rate")
-        return ddr
+        return units.folding_options(shape, options.width, rate)[-1]  # a kernel unit's last: weights in DDR
     node, rf = given[0]
     valid = units.candidate_reuse_factors(shape)
     if rf not in valid:
@@ -366,7 +362,7 @@ def plan_memory(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
     with their weights in DDR come first in the DDR region (``weights_bytes_of``: a unit's bytes),
     resident for good; spilled buffers follow them."""
     shapes = tensor_shapes(loaded)
-    index = {n.name: i for i, n in enumerate(loaded.graph.nodes)}
+    index = loaded.graph.node_index()
     for device in (d for d in board.devices if d.kind == "fpga"):
         subs = [s for s in plan.subfunctions if s.device == device.name]
         budget = device.budget()["bram18"]

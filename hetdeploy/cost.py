@@ -22,8 +22,8 @@ adds their traffic over the DDR bandwidth to the node's time.
 Capacity: the FPGA subfunctions together must fit the budget (resources minus
 the reserve: DSP, BRAM18, LUT, FF) with every node folded as far as hls4ml
 allows (``units.estimate``; weights in DDR for the nodes above), so that the
-folding stage can always find reuse factors that fit; a CPU or GPU must hold the float32 weights of everything it
-runs in its memory. All subfunctions of a device are resident together, so
+folding stage can always find reuse factors that fit; a CPU or GPU must hold
+the float32 weights of everything it runs in its memory. All subfunctions of a device are resident together, so
 capacities are shared; an FPGA's DDR holds the weights kept there.
 """
 

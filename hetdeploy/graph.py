@@ -30,6 +30,10 @@ class Graph:
     inputs: list[str]
     outputs: list[str]
 
+    def node_index(self) -> dict[str, int]:
+        """Node name -> its index."""
+        return {n.name: i for i, n in enumerate(self.nodes)}
+
     def producers(self) -> dict[str, int]:
         """Tensor name -> index of the node that writes it."""
         return {t: i for i, n in enumerate(self.nodes) for t in n.outputs}

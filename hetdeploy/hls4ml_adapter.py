@@ -242,6 +242,8 @@ def _pack_ddr_weights(project_dir: Path, namespace: str, variables: list[tuple[s
     after the other into ``weights.bin`` as the DDR holds them (``pack_fixed``) from the values
     hls4ml wrote; its own files for them are removed, and its C-simulation no longer loads them, so
     that the DDR contents are all the unit computes with."""
+    if not variables:
+        return []
     weights, packed = [], []
     offset = 0
     folder = project_dir / "firmware" / "weights"
@@ -258,12 +260,11 @@ def _pack_ddr_weights(project_dir: Path, namespace: str, variables: list[tuple[s
         offset += len(words)
         txt.unlink()
         (folder / f"{name}.h").unlink()
-        text, loads = re.subn(rf"\n[ \t]*nnet::load_weights_from_txt<[^;]*\({name}, [^;]*;", "", text)
+        text, loads = re.subn(rf"\n[ \t]*nnet::load_weights_from_txt<[^;]*\({re.escape(name)}, [^;]*;", "", text)
         if loads != 1:
             raise RuntimeError(f"{top}: expected one load of weight array {name}, found {loads}")
     top.write_text(text)
-    if weights:
-        (project_dir / UNIT_WEIGHTS_FILE).write_bytes(b"".join(packed))
+    (project_dir / UNIT_WEIGHTS_FILE).write_bytes(b"".join(packed))
     return weights
 
 

@@ -79,14 +79,13 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     extent = {m: max((b.offset + b.size for b in source.memory.buffers if b.memory == m), default=0)
               for m in ("bram", "reserved", "ddr")}
     arena_bytes, reserve_bytes, ddr_bytes = (max(1, extent[m]) for m in ("bram", "reserved", "ddr"))
-    ports_of = {u.name: [] for u in source.units}
-    for port in weight_ports(source.units, source.memory):
-        ports_of[port.unit].append(port)
+    every_weight = weight_ports(source.units, source.memory)
+    ports_of = {u.name: [p for p in every_weight if p.unit == u.name] for u in source.units}
 
     offsets = "\n".join(
         f"// {_comment([b.tensor])}: {b.size} bytes at {b.memory} + {b.offset}, steps {b.first}..{b.last}"
         for b in source.memory.buffers)
-    declarations = "".join(f"typedef {p.precision} {p.port}_t;\n" for ps in ports_of.values() for p in ps)
+    declarations = "".join(f"typedef {p.precision} {p.port}_t;\n" for p in every_weight)
     declarations += "\n".join(
         f"void {u.name}_step({_parameters(u, ports_of[u.name])});" for u in source.units if u.hls is not None)
     (project_dir / f"{sub}_units.h").write_text(template("units.h.in").substitute(
@@ -104,7 +103,6 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
                             + [f"float out_{k}[{_values(p.shape)}]" for k, p in enumerate(source.outputs)])
     names = [f"in_{k}" for k in range(len(source.inputs))] + [f"out_{k}" for k in range(len(source.outputs))]
     ports, csim_memory, load_ddr = float_ports, "", ""
-    every_weight = [p for ps in ports_of.values() for p in ps]
     if extent["ddr"]:  # a port the host allocates; in C-simulation a static region the host can fill
         ports += f", hetdeploy::byte_t ddr[{ddr_bytes}]"
         ports += "".join(f", {p.port}_t {p.port}[{p.values}]" for p in every_weight)
@@ -163,7 +161,8 @@ def _write_ddr_image(source: SubfunctionSource, project_dir: Path) -> None:
 def _load_weights(ports: list[WeightPort]) -> str:
     """C-simulation: the typed weight arrays, read from the DDR region as an m_axi port would."""
     return "".join(f"    static {p.port}_t {p.port}[{p.values}];\n"
-                   f"    hetdeploy::load_words<{p.port}_t>(ddr + {p.offset}, {p.port}, {p.values});\n" for p in ports)
+                   f"    hetdeploy::load_words<{p.port}_t>(ddr + {p.offset}, {p.port}, {p.values});\n"
+                   for p in ports)
 
 
 def _values(shape: list[int]) -> int:
@@ -270,7 +269,8 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
 
 
 _FIXED = re.compile(r"ap_u?fixed<\s*(\d+)")
-_FIXED_TYPE = re.compile(r"(ap_u?fixed)<\s*(\d+)\s*,\s*(-?\d+)\s*(?:,\s*(\w+)\s*)?(?:,\s*(\w+)\s*)?(?:,\s*\d+\s*)?>$")
+# matched without spaces: ap_fixed<W,I[,Q[,O[,N]]]>, ap_int<W>
+_FIXED_TYPE = re.compile(r"(ap_u?fixed)<(\d+),(-?\d+)(?:,(\w+))?(?:,(\w+))?(?:,\d+)?>$")
 _INT_TYPE = re.compile(r"(ap_u?int)<(\d+)>$")
 _ROUNDINGS = {
     "AP_TRN": np.floor,

@@ -149,10 +149,8 @@ class Folding(NamedTuple):
     weights_in_ddr: bool = False
 
 
-def ddr_bytes_per_cycle(device: Device) -> Optional[float]:
-    """What the FPGA's DDR port delivers per clock cycle; None when the board file gives no clock."""
-    if not device.clock_mhz:
-        return None
+def ddr_bytes_per_cycle(device: Device) -> float:
+    """What the FPGA's DDR port delivers per clock cycle (an FPGA's board entry requires its clock)."""
     return device.memory.bandwidth_bytes_per_s / (device.clock_mhz * 1e6)
 
 
@@ -168,9 +166,10 @@ def strategy_for(reuse_factor: int) -> str:
     return "Latency" if reuse_factor < BRAM_MIN_DEPTH else "Resource"
 
 
-def estimate(shape: Shape, reuse_factor: int, width: int, ddr_bytes_per_cycle: Optional[float] = None) -> dict[str, int]:
-    """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc). ``ddr_bytes_per_cycle``:
-    the unit's weights are in DDR, read at this rate; None: on chip."""
+def estimate(shape: Shape, reuse_factor: int, width: int,
+             ddr_bytes_per_cycle: Optional[float] = None) -> dict[str, int]:
+    """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc).
+    ``ddr_bytes_per_cycle``: the unit's weights are in DDR, read at this rate; None: on chip."""
     bram_bits, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
     cycles = 5
     dsp = 0
