@@ -111,7 +111,28 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tupl
                 lambda u: units.weight_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
                                                                   for n in u.nodes))
     _add_ddr_time(plan, loaded, board, options.width)
+    plan.node_map = map_nodes(plan, loaded)
     return loaded, board, plan
+
+
+def map_nodes(plan: Plan, loaded: LoadedModel) -> dict[str, dict[str, str]]:
+    """Where every node of the user's model went (plan.json's ``node_map``)."""
+    place: dict[str, dict[str, str]] = {}
+    for sub in plan.subfunctions:
+        for name in sub.nodes:
+            place[name] = {"subfunction": sub.name}
+        for unit in sub.execution_units:
+            for name in unit.nodes:
+                place[name]["unit"] = unit.name
+    result = {}
+    for name, target in loaded.traced.items():
+        if target is None:
+            result[name] = {"removed": "its result reaches no output"}
+        elif target == name and name in place:
+            result[name] = place[name]
+        else:  # folded into another node (or into the input, for an absorbed leading Reshape)
+            result[name] = {"folded_into": target, **place.get(target, {})}
+    return result
 
 
 def _add_ddr_time(plan: Plan, loaded: LoadedModel, board: Board, width: int) -> None:

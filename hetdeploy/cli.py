@@ -81,6 +81,11 @@ def _plan(args: argparse.Namespace) -> int:
                   f"weights {sum(b.size for b in m.buffers if b.kind == 'weights'):,} B read in "
                   f"{_time(m.ddr_weights_s)}); "
                   f"lower bound {m.lower_bound_bytes:,} B")
+    if args.nodes:
+        print(f"\n{'model node':<32} {'where':<24} {'unit':<16} {'folded into'}")
+        for name, where in plan.node_map.items():
+            print(f"{name:<32} {where.get('subfunction', where.get('removed', '')):<24} {where.get('unit', ''):<16} "
+                  f"{where.get('folded_into', '')}")
     for reason, why in (("capacity", "does not fit beside the units it holds, even fully folded"),
                         ("latency", "estimated faster elsewhere")):
         nodes = [f for f in plan.fpga_fallbacks if f.reason == reason]
@@ -203,6 +208,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--board", required=True, help="a board name from boards/ (see 'hetdeploy boards') or a .yaml path")
     _planning_options(p)
     p.add_argument("--json", action="store_true", help="print the plan (plan.json's content, with 'estimate')")
+    p.add_argument("--nodes", action="store_true",
+                   help="also list every node of the model with its subfunction and unit, or what intake folded it into")
     p.set_defaults(run=_plan)
 
     e = commands.add_parser("emulate", help="run a build on this host and compare with the model on onnxruntime",

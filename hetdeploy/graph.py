@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Op domains onnxruntime's CPU provider implements (the standard ones, ai.onnx.ml, its contrib ops):
+# what a device that runs onnxruntime (``ops: all``) runs.
+ONNXRUNTIME_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft"})
+
 
 @dataclass
 class Node:

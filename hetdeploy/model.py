@@ -1,13 +1,22 @@
 """Stage 1: load the user's ONNX model and normalise it for partitioning.
 
 What real published models do and how it is handled here:
-- initializers also listed as graph inputs (old IR): dropped from the inputs;
+- initializers also listed as graph inputs (old IR): dropped from the inputs, IR raised to 4;
 - a symbolic batch dimension: fixed to 1; other symbolic dimensions are refused;
 - nodes with empty or duplicate names: given stable generated names;
-- a bias added by a separate Add after Conv or Gemm: folded into the bias input;
+- opsets older than 13: converted by onnx's version converter;
+- constant subgraphs (ConstantOfShape, Shape -> Gather -> Concat, DequantizeLinear of constant
+  weights), Identity and Dropout, Conv + BatchNormalization: folded by onnxruntime's basic graph
+  optimisation;
+- then the named rewrites of ``rewrites.py`` (attribute defaults, Gemm alpha/beta/transA,
+  MatMul + Add, BatchNormalization after Gemm, bias Adds, Reshape as Flatten, ReduceMean as global
+  pooling, Sum, n-ary Concat);
 - a leading Reshape of a graph input: absorbed (the pipeline takes the reshaped
   tensor; the plan records the reshape so callers still feed the original shape);
 - external data: must stay inside the model's folder.
+
+The source model (the reference every check compares with) is the user's, only its batch fixed.
+``LoadedModel.traced`` says what became of every node of the user's model.
 """
 
 from __future__ import annotations
@@ -16,17 +25,21 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
-import numpy as np
 import onnx
-from onnx import numpy_helper, shape_inference
+from onnx import shape_inference, version_converter
 
+from . import rewrites
 from .errors import UserError
-from .graph import Graph, Node
+from .graph import ONNXRUNTIME_DOMAINS, Graph, Node
+from .ort_adapter import fold_constants
 from .plan import InputReshape, TensorSpec
 
 # onnxruntime 1.17+ reads IR 10; newer onnx writes 11+ by default.
 MAX_IR_VERSION = 10
+# IR 3 lists initializers among the graph inputs; from IR 4 on they need not be.
+MIN_IR_VERSION = 4
 
 _DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64", onnx.TensorProto.INT64: "int64",
            onnx.TensorProto.INT32: "int32", onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.UINT8: "uint8",
@@ -41,6 +54,9 @@ class LoadedModel:
     inputs: list[TensorSpec]  # what the user feeds (before any absorbed reshape)
     outputs: list[TensorSpec]
     input_reshapes: list[InputReshape]
+    # every node of the user's model (named as in ``model``) -> the node of ``model`` it is (same
+    # name) or that normalisation folded it into (None: its result reached nothing)
+    traced: dict[str, Optional[str]]
 
 
 def load_model(path: str | Path) -> LoadedModel:
@@ -48,17 +64,49 @@ def load_model(path: str | Path) -> LoadedModel:
     source = _read(path)
     _drop_initializer_inputs(source)
     _fix_batch(source, path)
-    source.ir_version = min(source.ir_version, MAX_IR_VERSION)
-    source = _infer_shapes(source, path)
-    inputs = _specs(source, source.graph.input)
-    outputs = _specs(source, source.graph.output)
+    # IR 3 requires initializers among the inputs, which were just dropped
+    source.ir_version = max(MIN_IR_VERSION, min(source.ir_version, MAX_IR_VERSION))
+    source = _infer_shapes(source, path, strict=False)
 
     model = onnx.ModelProto()
     model.CopyFrom(source)
     _name_nodes(model)
-    _fold_bias_adds(model)
+    named = onnx.ModelProto()
+    named.CopyFrom(model)
+    model = _normalise(model, path)
     reshapes = _absorb_leading_reshapes(model)
-    return LoadedModel(source, model, _to_graph(model, path), inputs, outputs, reshapes)
+    inputs = _specs(source, source.graph.input)
+    outputs = _specs(model, model.graph.output)  # sizes the source's inference may not reach
+    graph = _to_graph(model, path)
+    return LoadedModel(source, model, graph, inputs, outputs, reshapes, rewrites.trace_nodes(named, model))
+
+
+def _normalise(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
+    """What exporters write, in the forms the devices run: the opset raised to MIN_OPSET (onnx's
+    version converter), constants folded (onnxruntime), then each rewrite of ``rewrites.PASSES``."""
+    opset = rewrites.default_opset(model)
+    if opset < rewrites.MIN_OPSET:
+        try:
+            model = version_converter.convert_version(model, rewrites.MIN_OPSET)
+        except Exception as err:
+            raise UserError(f"{path}: cannot convert opset {opset} to {rewrites.MIN_OPSET}: "
+                            f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+        model.ir_version = max(MIN_IR_VERSION, min(model.ir_version, MAX_IR_VERSION))
+    if all(n.domain in ONNXRUNTIME_DOMAINS for n in model.graph.node):
+        try:
+            model = fold_constants(model)
+        except Exception as err:
+            raise UserError(f"{path}: onnxruntime cannot load the model: {str(err).splitlines()[0]}") from None
+        _name_nodes(model)  # nodes onnxruntime made
+    model = _infer_shapes(model, path, strict=False)
+    for rewrite in rewrites.PASSES:
+        try:
+            changed = rewrite(model)
+        except rewrites.RewriteError as err:
+            raise UserError(f"{path}: {err}") from None
+        if changed:
+            model = _infer_shapes(model, path, strict=False)
+    return _infer_shapes(model, path, strict=True)
 
 
 def _read(path: Path) -> onnx.ModelProto:
@@ -124,16 +172,26 @@ def _fix_batch(model: onnx.ModelProto, path: Path) -> None:
                 dim.Clear()  # outputs get their sizes from shape inference
 
 
-def _infer_shapes(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
+def _infer_shapes(model: onnx.ModelProto, path: Path, strict: bool) -> onnx.ModelProto:
+    """Shape inference; ``strict``: every tensor some node reads, and every graph output, must get
+    a fixed shape (an output nothing reads, like Dropout's mask, needs none)."""
     try:
         inferred = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as err:
         raise UserError(f"{path}: shape inference failed: {str(err).splitlines()[0]}") from None
+    if not strict:
+        return inferred
     known = _shapes(inferred)
+    needed = {t for node in inferred.graph.node for t in node.input} | {o.name for o in inferred.graph.output}
+    non_tensor = {v.name for v in list(inferred.graph.value_info) + list(inferred.graph.output)
+                  if not v.type.HasField("tensor_type")}
     for node in inferred.graph.node:
         for t in node.output:
-            if t and (t not in known or any(d <= 0 for d in known[t])):
-                if node.domain not in ("", "ai.onnx"):
+            if t in non_tensor:
+                raise UserError(f"{path}: node '{node.name}' ({node.op_type}): its output '{t}' is not a tensor "
+                                f"(a sequence or map); hetdeploy passes tensors only (skl2onnx: zipmap=False)")
+            if t and t in needed and (t not in known or any(d <= 0 for d in known[t])):
+                if node.domain not in ("", "ai.onnx", "ai.onnx.ml"):
                     raise UserError(
                         f"{path}: node '{node.name or node.op_type}': op '{node.op_type}' of domain "
                         f"'{node.domain}' is not a standard ONNX op; no device runs it"
@@ -193,39 +251,6 @@ def _consumers(model: onnx.ModelProto) -> dict[str, list[onnx.NodeProto]]:
         for t in node.input:
             result.setdefault(t, []).append(node)
     return result
-
-
-def _fold_bias_adds(model: onnx.ModelProto) -> None:
-    """Conv(no bias) -> Add(constant per channel) becomes Conv(bias); same for Gemm."""
-    g = model.graph
-    inits = {t.name: t for t in g.initializer}
-    shapes = _shapes(model)
-    graph_outputs = {o.name for o in g.output}
-    consumers = _consumers(model)
-    for node in list(g.node):
-        if node.op_type not in ("Conv", "Gemm") or len(node.input) != 2 or node.output[0] in graph_outputs:
-            continue
-        users = consumers.get(node.output[0], [])
-        if len(users) != 1 or users[0].op_type != "Add":
-            continue
-        add = users[0]
-        other = add.input[1] if add.input[0] == node.output[0] else add.input[0]
-        if other not in inits:
-            continue
-        out_shape = shapes[node.output[0]]
-        bias = numpy_helper.to_array(inits[other])
-        channels = out_shape[1]
-        # the constant must broadcast along the channel axis only
-        aligned = [1] * (len(out_shape) - bias.ndim) + list(bias.shape)
-        if bias.size != channels or aligned[1] != channels:
-            continue
-        if node.op_type == "Gemm" and any(a.name == "transA" and a.i for a in node.attribute):
-            continue
-        name = f"{node.name}.folded_bias"
-        g.initializer.append(numpy_helper.from_array(bias.reshape(channels).astype(np.float32), name))
-        node.input.append(name)
-        node.output[0] = add.output[0]
-        g.node.remove(add)
 
 
 def _absorb_leading_reshapes(model: onnx.ModelProto) -> list[InputReshape]:

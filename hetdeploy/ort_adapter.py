@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 
 
@@ -31,3 +33,26 @@ class OrtModel:
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         results = self.session.run(None, {n: feeds[n] for n in self.input_names})
         return dict(zip(self.output_names, results))
+
+
+
+def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
+    """onnxruntime's offline graph optimisation at its basic level: constant folding (constant
+    subgraphs, and Shape of statically shaped tensors), redundant nodes (Identity, Dropout, no-op
+    Unsqueeze/Slice) removed, and the semantics-preserving Conv + Add / Mul / BatchNormalization
+    fusions. Quantize/Dequantize pairs of constants are folded too (weights written as
+    DequantizeLinear of integers become floats). Only standard opsets stay imported."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.add_session_config_entry("session.disable_quant_qdq", "1")
+    with tempfile.TemporaryDirectory() as folder:
+        options.optimized_model_filepath = str(Path(folder) / "folded.onnx")
+        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        folded = onnx.load(options.optimized_model_filepath)
+    used = {n.domain for n in folded.graph.node} | {""}
+    kept = [o for o in folded.opset_import if o.domain in used]
+    del folded.opset_import[:]
+    folded.opset_import.extend(kept)
+    folded.ir_version = model.ir_version
+    return folded

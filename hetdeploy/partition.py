@@ -221,6 +221,9 @@ def latency_solution(graph: Graph, board, cost: CostModel, local_search_nodes: i
         if priced:
             candidates.append(priced)
     fitting = [c for c in candidates if cost.fits(c)]
+    if not fitting:  # cuts of orders missed every packing that fits: pack the largest nodes first
+        packed = [(g.device, g.nodes) for g in contract(graph, _packed_assignment(cost, allowed))]
+        fitting = [packed] if cost.fits(packed) else []
     if not fitting:
         raise UserError(f"the model does not fit board '{board.name}': {_capacity_summary(graph, board, cost)}")
     best = min(fitting, key=lambda c: solution_seconds(cost, c))
@@ -251,6 +254,27 @@ def latency_solution(graph: Graph, board, cost: CostModel, local_search_nodes: i
             if improved and small:
                 break
     return best
+
+
+def _packed_assignment(cost: CostModel, allowed: list[list[str]]) -> list[str]:
+    """First fit decreasing: nodes by the largest share of a capacity they take, each onto its
+    fastest allowed device that still has room (else its fastest), so that a plan which fits is
+    found where one node alone decides it (VGG's first dense layer: its weights fit only the FPGA's
+    DDR, and then the other dense layers fit only the CPU)."""
+    left = {d: dict(caps) for d, caps in cost.capacity.items()}
+
+    def share(i: int) -> float:
+        return max((v / cost.capacity[d][k] for d in allowed[i] for k, v in cost.usage[d][i].items()
+                    if cost.capacity[d][k] > 0), default=0.0)
+
+    assignment = [""] * len(allowed)
+    for i in sorted(range(len(allowed)), key=lambda i: (-share(i), i)):
+        by_speed = sorted(allowed[i], key=lambda d: cost.seconds[d][i])
+        room = [d for d in by_speed if all(v <= left[d][k] for k, v in cost.usage[d][i].items())]
+        assignment[i] = (room or by_speed)[0]
+        for k, v in cost.usage[assignment[i]][i].items():
+            left[assignment[i]][k] -= v
+    return assignment
 
 
 def _capacity_summary(graph: Graph, board, cost: CostModel) -> str:

@@ -231,6 +231,10 @@ class Plan:
     input_reshapes: list[InputReshape] = field(default_factory=list)
     relative_tolerance: float = 0.05
     seed: int = 0
+    # every node of the user's model -> where it went: {"subfunction", "unit"} (the unit only on an
+    # FPGA), or {"folded_into": node, ...where that node went} for a node intake folded into
+    # another, or {"removed": why}
+    node_map: dict[str, dict[str, str]] = field(default_factory=dict)
     format: int = PLAN_FORMAT
 
     def to_json(self) -> str:

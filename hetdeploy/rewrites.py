@@ -1,0 +1,499 @@
+"""Graph rewrites of intake: what exporters write, turned into the plain forms the devices run.
+
+One small named transformation per rewrite, in the manner of qonnx's and onnx-simplifier's: each
+takes the model (shapes inferred) and rewrites it in place, returning whether it changed anything.
+``PASSES`` lists them in the order intake applies them; constant folding and opset conversion are
+the libraries' (onnxruntime, onnx's version converter), called from ``model.py``.
+
+A rewritten node keeps the name of the user's node it replaces (a Gemm made of MatMul + Add is named
+after the MatMul), so that ``trace_nodes`` can say where every node of the user's model went.
+Problems the user must fix raise ``RewriteError`` naming the node.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Optional
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+# The opset intake converts older models to (onnx's version converter); newer ones are kept.
+MIN_OPSET = 13
+
+
+class RewriteError(ValueError):
+    """The model cannot be normalised; the message names the node and the reason."""
+
+
+class Graph:
+    """The model's graph with the look-ups the rewrites share (rebuilt by each pass)."""
+
+    def __init__(self, model: onnx.ModelProto):
+        self.model = model
+        self.g = model.graph
+        self.inits = {t.name: t for t in self.g.initializer}
+        self.shapes = _shapes(model)
+        self.outputs = {o.name for o in self.g.output}
+        self.inputs = {i.name for i in self.g.input}
+        self.consumers: dict[str, list[onnx.NodeProto]] = {}
+        self.producer: dict[str, onnx.NodeProto] = {}
+        for node in self.g.node:
+            for t in node.input:
+                self.consumers.setdefault(t, []).append(node)
+            for t in node.output:
+                self.producer[t] = node
+
+    def constant(self, name: str) -> Optional[np.ndarray]:
+        return numpy_helper.to_array(self.inits[name]) if name in self.inits else None
+
+    def add_constant(self, name: str, value: np.ndarray) -> str:
+        """A new initializer ``name`` (made unique) holding ``value``."""
+        taken = self.inits.keys() | self.producer.keys() | self.inputs
+        unique, k = name, 1
+        while unique in taken:
+            unique, k = f"{name}_{k}", k + 1
+        tensor = numpy_helper.from_array(value, unique)
+        self.g.initializer.append(tensor)
+        self.inits[unique] = tensor
+        return unique
+
+    def sole_consumer(self, tensor: str) -> Optional[onnx.NodeProto]:
+        """The one node reading ``tensor`` when nothing else (no graph output) does."""
+        users = self.consumers.get(tensor, [])
+        if len(users) != 1 or tensor in self.outputs:
+            return None
+        return users[0]
+
+    def remove(self, node: onnx.NodeProto) -> None:
+        self.g.node.remove(node)
+
+
+def attribute(node: onnx.NodeProto, name: str, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            value = helper.get_attribute_value(a)
+            return value.decode() if isinstance(value, bytes) else value
+    return default
+
+
+def set_attribute(node: onnx.NodeProto, name: str, value) -> None:
+    kept = [a for a in node.attribute if a.name != name]
+    del node.attribute[:]
+    node.attribute.extend(kept)
+    if value is not None:
+        node.attribute.append(helper.make_attribute(name, value))
+
+
+def _shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
+    result = {}
+    g = model.graph
+    for v in list(g.value_info) + list(g.input) + list(g.output):
+        t = v.type.tensor_type
+        if v.type.HasField("tensor_type") and t.HasField("shape"):
+            result[v.name] = [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim]
+    for init in g.initializer:
+        result[init.name] = list(init.dims)
+    return result
+
+
+def default_opset(model: onnx.ModelProto) -> int:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
+
+
+# ---------------------------------------------------------------- the passes
+
+
+def eliminate_identity(model: onnx.ModelProto) -> bool:
+    """Identity, and Dropout whose mask is unused (inference: Dropout passes its input through),
+    are removed; their readers read the input."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        if node.op_type not in ("Identity", "Dropout") or node.domain not in ("", "ai.onnx"):
+            continue
+        if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1] and \
+                (graph.consumers.get(node.output[1]) or node.output[1] in graph.outputs):
+            continue
+        source, result = node.input[0], node.output[0]
+        if result in graph.outputs:
+            producer = graph.producer.get(source)
+            # the graph output keeps its name: its producer writes it directly
+            if producer is None or source in graph.outputs or len(graph.consumers.get(source, [])) != 1:
+                continue
+            producer.output[list(producer.output).index(source)] = result
+        else:
+            for user in graph.consumers.get(result, []):
+                for k, t in enumerate(user.input):
+                    if t == result:
+                        user.input[k] = source
+        graph.remove(node)
+        graph = Graph(model)
+        changed = True
+    return changed
+
+
+def explicit_attributes(model: onnx.ModelProto) -> bool:
+    """Every attribute a standard op leaves optional gets its ONNX default written out (from the
+    op's schema), and the ones without a schema default are derived: a convolution's
+    ``kernel_shape`` from its weights, ``strides``/``dilations``/``pads`` of convolutions and
+    pooling, and ``auto_pad`` turned into explicit ``pads`` from the input's size."""
+    graph = Graph(model)
+    opset = default_opset(model)
+    changed = False
+    for node in graph.g.node:
+        if node.domain not in ("", "ai.onnx"):
+            continue
+        present = {a.name for a in node.attribute}
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opset, "")
+        except onnx.defs.SchemaError:
+            continue
+        for name, spec in schema.attributes.items():
+            if name not in present and spec.default_value.type != onnx.AttributeProto.UNDEFINED:
+                node.attribute.append(_copy_attribute(spec.default_value, name))
+                changed = True
+        if node.op_type in ("Conv", "MaxPool", "AveragePool", "LpPool"):
+            changed |= _explicit_window(graph, node)
+    return changed
+
+
+def _copy_attribute(default: onnx.AttributeProto, name: str) -> onnx.AttributeProto:
+    copy = onnx.AttributeProto()
+    copy.CopyFrom(default)
+    copy.name = name
+    return copy
+
+
+def _explicit_window(graph: Graph, node: onnx.NodeProto) -> bool:
+    shape = graph.shapes.get(node.input[0])
+    kernel = attribute(node, "kernel_shape")
+    if kernel is None and node.op_type == "Conv":
+        weights = graph.shapes.get(node.input[1])
+        if weights is None or len(weights) < 3 or min(weights[2:]) <= 0:
+            raise RewriteError(f"node '{node.name}' (Conv): no kernel_shape and the weights' shape is unknown")
+        kernel = weights[2:]
+        set_attribute(node, "kernel_shape", list(kernel))
+    if kernel is None:
+        raise RewriteError(f"node '{node.name}' ({node.op_type}): kernel_shape is required")
+    dims = len(kernel)
+    strides = list(attribute(node, "strides", [1] * dims))
+    dilations = list(attribute(node, "dilations", [1] * dims))
+    set_attribute(node, "strides", strides)
+    if node.op_type in ("Conv", "MaxPool"):
+        set_attribute(node, "dilations", dilations)
+    auto_pad = attribute(node, "auto_pad", "NOTSET")
+    if auto_pad == "NOTSET":
+        set_attribute(node, "pads", list(attribute(node, "pads", [0] * (2 * dims))))
+        return True
+    if auto_pad == "VALID":
+        pads = [0] * (2 * dims)
+    else:  # SAME_UPPER / SAME_LOWER: output size ceil(input / stride)
+        if shape is None or len(shape) != dims + 2 or min(shape[2:]) <= 0:
+            raise RewriteError(f"node '{node.name}' ({node.op_type}): auto_pad={auto_pad} needs the input's size")
+        begin, end = [], []
+        for size, k, s, d in zip(shape[2:], kernel, strides, dilations):
+            total = max(0, (math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size)
+            small, large = total // 2, total - total // 2
+            begin.append(small if auto_pad == "SAME_UPPER" else large)
+            end.append(large if auto_pad == "SAME_UPPER" else small)
+        pads = begin + end
+    set_attribute(node, "auto_pad", "NOTSET")
+    set_attribute(node, "pads", pads)
+    return True
+
+
+def normalise_gemm(model: onnx.ModelProto) -> bool:
+    """Gemm's ``alpha`` and ``beta`` go into constant B and C; ``transA`` becomes a Transpose of A
+    before it. What remains is Y = A B' + C, which every device runs."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        if node.op_type != "Gemm" or node.domain not in ("", "ai.onnx"):
+            continue
+        alpha, beta = attribute(node, "alpha", 1.0), attribute(node, "beta", 1.0)
+        b = graph.constant(node.input[1])
+        if alpha != 1.0 and b is not None:
+            node.input[1] = graph.add_constant(f"{node.name}.B", (b * alpha).astype(b.dtype))
+            set_attribute(node, "alpha", 1.0)
+            changed = True
+        has_c = len(node.input) > 2 and node.input[2]
+        c = graph.constant(node.input[2]) if has_c else None
+        if beta != 1.0 and (not has_c or c is not None):
+            if has_c:
+                node.input[2] = graph.add_constant(f"{node.name}.C", (c * beta).astype(c.dtype))
+            set_attribute(node, "beta", 1.0)
+            changed = True
+        if attribute(node, "transA", 0) and graph.constant(node.input[0]) is None:
+            transposed = f"{node.name}.transA_output"
+            graph.g.node.insert(list(graph.g.node).index(node),
+                                helper.make_node("Transpose", [node.input[0]], [transposed], name=f"{node.name}.transA",
+                                                 perm=[1, 0]))
+            node.input[0] = transposed
+            set_attribute(node, "transA", 0)
+            changed = True
+    return changed
+
+
+def matmul_add_to_gemm(model: onnx.ModelProto) -> bool:
+    """MatMul of a 2-D activation by a constant matrix, followed by the Add of a constant bias along
+    its last axis (skl2onnx, Keras and the model-zoo MNIST write dense layers so): one Gemm, named
+    after the MatMul."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        if node.op_type != "MatMul" or graph.constant(node.input[1]) is None:
+            continue
+        a, b = graph.shapes.get(node.input[0]), graph.shapes[node.input[1]]
+        add = graph.sole_consumer(node.output[0])
+        if a is None or len(a) != 2 or len(b) != 2 or add is None or add.op_type != "Add":
+            continue
+        other = add.input[1] if add.input[0] == node.output[0] else add.input[0]
+        bias = graph.constant(other)
+        if bias is None or bias.size != b[1] or (bias.ndim == 2 and bias.shape[0] != 1) or bias.ndim > 2:
+            continue
+        gemm = helper.make_node("Gemm", [node.input[0], node.input[1],
+                                         graph.add_constant(f"{node.name}.bias", bias.reshape(-1))],
+                                [add.output[0]], name=node.name, alpha=1.0, beta=1.0, transA=0, transB=0)
+        position = list(graph.g.node).index(node)
+        graph.remove(node)
+        graph.remove(add)
+        graph.g.node.insert(position, gemm)
+        graph = Graph(model)
+        changed = True
+    return changed
+
+
+def fold_batchnorm(model: onnx.ModelProto) -> bool:
+    """A BatchNormalization (constant statistics) right after a Conv or a 2-D Gemm with constant
+    weights, and read by nothing else, is folded into that layer's weights and bias."""
+    graph = Graph(model)
+    changed = False
+    for bn in list(graph.g.node):
+        if bn.op_type != "BatchNormalization" or len([t for t in bn.output if t]) != 1:
+            continue
+        params = [graph.constant(t) for t in bn.input[1:5]]
+        layer = graph.producer.get(bn.input[0])
+        if any(p is None for p in params) or layer is None or graph.sole_consumer(bn.input[0]) is not bn:
+            continue
+        scale, shift, mean, var = (p.astype(np.float64) for p in params)
+        factor = scale / np.sqrt(var + attribute(bn, "epsilon", 1e-5))
+        folded = _fold_scale_into(graph, layer, factor, shift - mean * factor)
+        if not folded:
+            continue
+        layer.output[0] = bn.output[0]
+        graph.remove(bn)
+        graph = Graph(model)
+        changed = True
+    return changed
+
+
+def _fold_scale_into(graph: Graph, layer: onnx.NodeProto, factor: np.ndarray, shift: np.ndarray) -> bool:
+    """Rewrite ``layer`` (Conv or Gemm) to compute factor * layer(x) + shift per output channel."""
+    weights = graph.constant(layer.input[1])
+    if weights is None:
+        return False
+    channels = factor.size
+    if layer.op_type == "Conv" and weights.shape[0] == channels:
+        w = weights * factor.reshape(-1, *[1] * (weights.ndim - 1))
+    elif layer.op_type == "Gemm" and weights.ndim == 2 and len(graph.shapes.get(layer.input[0], [])) == 2 \
+            and not attribute(layer, "transA", 0) and attribute(layer, "alpha", 1.0) == 1.0:
+        w = weights * (factor.reshape(-1, 1) if attribute(layer, "transB", 0) else factor.reshape(1, -1))
+        if w.shape[1 if not attribute(layer, "transB", 0) else 0] != channels:
+            return False
+    else:
+        return False
+    bias = np.zeros(channels)
+    if len(layer.input) > 2 and layer.input[2]:
+        given = graph.constant(layer.input[2])
+        if given is None or given.size not in (1, channels):
+            return False
+        bias = np.broadcast_to(given.reshape(-1) * attribute(layer, "beta", 1.0), (channels,))
+    layer.input[1] = graph.add_constant(f"{layer.name}.weight_folded", w.astype(weights.dtype))
+    new_bias = graph.add_constant(f"{layer.name}.bias_folded", (bias * factor + shift).astype(weights.dtype))
+    if len(layer.input) > 2:
+        layer.input[2] = new_bias
+    else:
+        layer.input.append(new_bias)
+    if layer.op_type == "Gemm":
+        set_attribute(layer, "beta", 1.0)
+    return True
+
+
+def fold_bias_add(model: onnx.ModelProto) -> bool:
+    """Conv or Gemm followed by the Add of a constant per output channel: the constant joins the
+    layer's bias."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        if node.op_type not in ("Conv", "Gemm") or graph.constant(node.input[1]) is None:
+            continue
+        add = graph.sole_consumer(node.output[0])
+        out = graph.shapes.get(node.output[0])
+        if add is None or add.op_type != "Add" or out is None or len(out) < 2:
+            continue
+        other = add.input[1] if add.input[0] == node.output[0] else add.input[0]
+        value = graph.constant(other)
+        channels = out[1]
+        if value is None or value.size != channels:
+            continue
+        aligned = [1] * (len(out) - value.ndim) + list(value.shape)
+        if len(aligned) != len(out) or aligned[1] != channels:
+            continue
+        if node.op_type == "Gemm" and (attribute(node, "transA", 0) or attribute(node, "beta", 1.0) != 1.0):
+            continue
+        bias = value.reshape(channels)
+        if len(node.input) > 2 and node.input[2]:
+            given = graph.constant(node.input[2])
+            if given is None or given.size not in (1, channels):
+                continue
+            bias = bias + np.broadcast_to(given.reshape(-1), (channels,))
+            node.input[2] = graph.add_constant(f"{node.name}.bias", bias.astype(value.dtype))
+        else:
+            node.input.append(graph.add_constant(f"{node.name}.bias", bias.astype(value.dtype)))
+        node.output[0] = add.output[0]
+        graph.remove(add)
+        graph = Graph(model)
+        changed = True
+    return changed
+
+
+def reshape_to_flatten(model: onnx.ModelProto) -> bool:
+    """A Reshape of (N, C, ...) to (N, C x ...) by a constant shape (torch's flatten, and the old
+    Shape -> Gather -> Concat -> Reshape once folded) is a Flatten."""
+    graph = Graph(model)
+    changed = False
+    for node in graph.g.node:
+        if node.op_type != "Reshape" or graph.constant(node.input[1]) is None:
+            continue
+        source, result = graph.shapes.get(node.input[0]), graph.shapes.get(node.output[0])
+        if source is None or result is None or len(source) < 3 or len(result) != 2 or min(source) <= 0:
+            continue
+        if result != [source[0], math.prod(source[1:])]:
+            continue
+        node.op_type = "Flatten"
+        del node.input[1:]
+        del node.attribute[:]
+        node.attribute.append(helper.make_attribute("axis", 1))
+        changed = True
+    return changed
+
+
+def reduce_mean_to_global_average_pool(model: onnx.ModelProto) -> bool:
+    """ReduceMean over every spatial axis is GlobalAveragePool (followed by a Flatten when it drops
+    the reduced axes)."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        if node.op_type != "ReduceMean":
+            continue
+        shape = graph.shapes.get(node.input[0])
+        axes = attribute(node, "axes")
+        if axes is None and len(node.input) > 1 and node.input[1]:
+            given = graph.constant(node.input[1])
+            axes = None if given is None else given.tolist()
+        if shape is None or len(shape) < 3 or axes is None:
+            continue
+        if sorted(a % len(shape) for a in axes) != list(range(2, len(shape))):
+            continue
+        keepdims = attribute(node, "keepdims", 1)
+        result = node.output[0]
+        pooled = result if keepdims else f"{node.name}.pooled"
+        replacement = [helper.make_node("GlobalAveragePool", [node.input[0]], [pooled], name=node.name)]
+        if not keepdims:
+            replacement.append(helper.make_node("Flatten", [pooled], [result], name=f"{node.name}.flatten", axis=1))
+        position = list(graph.g.node).index(node)
+        graph.remove(node)
+        for k, new in enumerate(replacement):
+            graph.g.node.insert(position + k, new)
+        changed = True
+    return changed
+
+
+def sum_to_add(model: onnx.ModelProto) -> bool:
+    """Sum of two tensors is Add; of more, a chain of Adds (the last keeps the name)."""
+    return _chain_of_pairs(model, "Sum", "Add", {})
+
+
+def split_concat(model: onnx.ModelProto) -> bool:
+    """A Concat of three or more tensors becomes a chain of two-input Concats (hls4ml merges two
+    tensors at a time); the last keeps the name."""
+    return _chain_of_pairs(model, "Concat", "Concat", None)
+
+
+def _chain_of_pairs(model: onnx.ModelProto, op: str, pair_op: str, attributes: Optional[dict]) -> bool:
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        if node.op_type != op or node.domain not in ("", "ai.onnx") or len(node.input) == 2 and op == pair_op:
+            continue
+        if len(node.input) < 2:
+            continue
+        kept = {a.name: helper.get_attribute_value(a) for a in node.attribute} if attributes is None else attributes
+        position = list(graph.g.node).index(node)
+        graph.remove(node)
+        left = node.input[0]
+        chain = []
+        for k, right in enumerate(node.input[1:], start=1):
+            last = k == len(node.input) - 1
+            out = node.output[0] if last else f"{node.name}.part{k}_output"
+            chain.append(helper.make_node(pair_op, [left, right], [out], name=node.name if last else f"{node.name}.part{k}",
+                                          **kept))
+            left = out
+        for k, new in enumerate(chain):
+            graph.g.node.insert(position + k, new)
+        changed = True
+    return changed
+
+
+Pass = Callable[[onnx.ModelProto], bool]
+# In order: attributes first (later passes read them), then the fusions, then the op renamings.
+PASSES: list[Pass] = [
+    eliminate_identity,
+    explicit_attributes,
+    normalise_gemm,
+    matmul_add_to_gemm,
+    fold_batchnorm,
+    fold_bias_add,
+    reshape_to_flatten,
+    reduce_mean_to_global_average_pool,
+    sum_to_add,
+    split_concat,
+]
+
+
+def trace_nodes(before: onnx.ModelProto, after: onnx.ModelProto) -> dict[str, Optional[str]]:
+    """For every node of ``before`` (in its order), the node of ``after`` it is or went into: itself
+    when ``after`` has a node of its name; else the one that now writes its result (a fused BatchNormalization: its Conv), else the first
+    that reads its result (a folded constant: the layer that reads it; a removed Identity: its
+    reader), else where its readers went. None: its result reaches nothing (dead code)."""
+    kept = {n.name for n in after.graph.node}
+    producer_after = {t: n.name for n in after.graph.node for t in n.output}
+    readers_after: dict[str, list[str]] = {}
+    for n in after.graph.node:
+        for t in n.input:
+            readers_after.setdefault(t, []).append(n.name)
+    readers_before: dict[str, list[onnx.NodeProto]] = {}
+    for n in before.graph.node:
+        for t in n.input:
+            readers_before.setdefault(t, []).append(n)
+    found: dict[str, Optional[str]] = {}
+
+    def target(node: onnx.NodeProto) -> Optional[str]:
+        if node.name in kept:
+            return node.name
+        if node.name in found:
+            return found[node.name]
+        found[node.name] = None  # a cycle guard; the graph is acyclic
+        outputs = [t for t in node.output if t]
+        where = next((producer_after[t] for t in outputs if t in producer_after), None)
+        where = where or next((readers_after[t][0] for t in outputs if t in readers_after), None)
+        if where is None:
+            where = next((w for t in outputs for r in readers_before.get(t, []) if (w := target(r))), None)
+        if where is None:  # its input's producer took over (a pass-through at the end of the graph)
+            where = next((producer_after[t] for t in node.input if t in producer_after), None)
+        found[node.name] = where
+        return where
+
+    return {n.name: target(n) for n in before.graph.node}

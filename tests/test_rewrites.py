@@ -1,0 +1,254 @@
+"""Each rewrite of intake on its own (the model before and after agree on onnxruntime), then the
+whole intake on what exporters write, and the ONNX model-zoo topologies the onnx package ships."""
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper, shape_inference
+
+from hetdeploy import rewrites
+from hetdeploy.board import available_boards, load_board
+from hetdeploy.errors import UserError
+from hetdeploy.model import load_model
+
+RNG = np.random.default_rng(0)
+
+
+def const(name, shape, scale=1.0):
+    return numpy_helper.from_array((RNG.normal(size=shape) * scale).astype(np.float32), name)
+
+
+def model_of(nodes, inputs, outputs, inits=(), opset=13):
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs], list(inits))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
+def run(model, feeds):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def feeds_for(model):
+    return {i.name: RNG.normal(size=[d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+            for i in model.graph.input}
+
+
+def rewritten(model, rewrite):
+    """Apply one rewrite; check it changed the model and that onnxruntime agrees before and after."""
+    before = onnx.ModelProto()
+    before.CopyFrom(model)
+    after = shape_inference.infer_shapes(model)
+    assert rewrite(after)
+    onnx.checker.check_model(after)
+    feeds = feeds_for(before)
+    for got, want in zip(run(after, feeds), run(before, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    return after
+
+
+def ops(model):
+    return [n.op_type for n in model.graph.node]
+
+
+def test_eliminate_identity_and_dropout_with_unused_mask():
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r"),
+             helper.make_node("Dropout", ["a"], ["b", "mask"], name="drop"),
+             helper.make_node("Identity", ["b"], ["y"], name="id")]
+    after = rewritten(model_of(nodes, [("x", [1, 4])], [("y", [1, 4])]), rewrites.eliminate_identity)
+    assert ops(after) == ["Relu"] and after.graph.node[0].output[0] == "y"
+
+
+def test_conv_without_kernel_shape_and_same_upper_padding_get_explicit_attributes():
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", auto_pad="SAME_UPPER", strides=[2, 2]),
+             helper.make_node("MaxPool", ["c"], ["y"], name="pool", kernel_shape=[2, 2], auto_pad="SAME_LOWER")]
+    model = model_of(nodes, [("x", [1, 2, 7, 7])], [("y", [1, 3, 4, 4])], [const("w", [3, 2, 4, 4])])
+    after = rewritten(model, rewrites.explicit_attributes)
+    conv, pool = after.graph.node
+    assert rewrites.attribute(conv, "kernel_shape") == [4, 4]
+    assert rewrites.attribute(conv, "pads") == [1, 1, 2, 2] and rewrites.attribute(conv, "auto_pad") == "NOTSET"
+    assert rewrites.attribute(conv, "dilations") == [1, 1] and rewrites.attribute(conv, "group") == 1
+    assert rewrites.attribute(pool, "pads") == [1, 1, 0, 0] and rewrites.attribute(pool, "strides") == [1, 1]
+
+
+def test_gemm_alpha_beta_and_trans_a_are_normalised():
+    nodes = [helper.make_node("Gemm", ["x", "w", "b"], ["y"], name="fc", alpha=0.5, beta=2.0, transA=1, transB=1)]
+    model = model_of(nodes, [("x", [6, 1])], [("y", [1, 3])], [const("w", [3, 6]), const("b", [3])])
+    after = rewritten(model, rewrites.normalise_gemm)
+    assert ops(after) == ["Transpose", "Gemm"]
+    gemm = after.graph.node[1]
+    assert (rewrites.attribute(gemm, "alpha"), rewrites.attribute(gemm, "beta"), rewrites.attribute(gemm, "transA")) \
+        == (1.0, 1.0, 0)
+
+
+def test_matmul_and_bias_add_become_gemm():
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="dense"),
+             helper.make_node("Add", ["m", "b"], ["y"], name="bias")]
+    model = model_of(nodes, [("x", [1, 5])], [("y", [1, 3])], [const("w", [5, 3]), const("b", [1, 3])])
+    after = rewritten(model, rewrites.matmul_add_to_gemm)
+    assert ops(after) == ["Gemm"] and after.graph.node[0].name == "dense"
+
+
+@pytest.mark.parametrize("layer", ["Conv", "Gemm"])
+def test_batchnorm_folds_into_the_layer_before(layer):
+    if layer == "Conv":
+        first = helper.make_node("Conv", ["x", "w"], ["c"], name="layer", kernel_shape=[3, 3])
+        shapes, inits = ([("x", [1, 2, 5, 5])], [("y", [1, 4, 3, 3])]), [const("w", [4, 2, 3, 3])]
+    else:
+        first = helper.make_node("Gemm", ["x", "w", "wb"], ["c"], name="layer", transB=1)
+        shapes, inits = ([("x", [1, 6])], [("y", [1, 4])]), [const("w", [4, 6]), const("wb", [4])]
+    bn = helper.make_node("BatchNormalization", ["c", "s", "b", "m", "v"], ["y"], name="bn", epsilon=1e-3)
+    stats = [const("s", [4]), const("b", [4]), const("m", [4]),
+             numpy_helper.from_array(RNG.uniform(0.5, 2, 4).astype(np.float32), "v")]
+    after = rewritten(model_of([first, bn], *shapes, inits + stats), rewrites.fold_batchnorm)
+    assert ops(after) == [layer]
+
+
+def test_bias_add_after_conv_joins_its_bias():
+    nodes = [helper.make_node("Conv", ["x", "w", "cb"], ["c"], name="conv", kernel_shape=[3, 3]),
+             helper.make_node("Add", ["b", "c"], ["y"], name="bias")]
+    model = model_of(nodes, [("x", [1, 1, 6, 6])], [("y", [1, 4, 4, 4])],
+                     [const("w", [4, 1, 3, 3]), const("cb", [4]), const("b", [4, 1, 1])])
+    assert ops(rewritten(model, rewrites.fold_bias_add)) == ["Conv"]
+
+
+def test_reshape_that_flattens_is_flatten():
+    shape = numpy_helper.from_array(np.array([1, -1], dtype=np.int64), "shape")
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["y"], name="flat")]
+    after = rewritten(model_of(nodes, [("x", [1, 2, 3, 3])], [("y", [1, 18])], [shape]), rewrites.reshape_to_flatten)
+    assert ops(after) == ["Flatten"] and after.graph.node[0].name == "flat"
+
+
+@pytest.mark.parametrize("keepdims", [1, 0])
+def test_reduce_mean_over_space_is_global_average_pool(keepdims):
+    nodes = [helper.make_node("ReduceMean", ["x"], ["y"], name="gap", axes=[2, 3], keepdims=keepdims)]
+    out = [1, 3, 1, 1] if keepdims else [1, 3]
+    after = rewritten(model_of(nodes, [("x", [1, 3, 4, 4])], [("y", out)]),
+                      rewrites.reduce_mean_to_global_average_pool)
+    assert ops(after) == (["GlobalAveragePool"] if keepdims else ["GlobalAveragePool", "Flatten"])
+
+
+def test_reduce_mean_with_axes_as_input_opset_18():
+    axes = numpy_helper.from_array(np.array([-1, -2], dtype=np.int64), "axes")
+    nodes = [helper.make_node("ReduceMean", ["x", "axes"], ["y"], name="gap")]
+    model = model_of(nodes, [("x", [1, 3, 4, 4])], [("y", [1, 3, 1, 1])], [axes], opset=18)
+    assert ops(rewritten(model, rewrites.reduce_mean_to_global_average_pool)) == ["GlobalAveragePool"]
+
+
+def test_sum_of_three_is_a_chain_of_adds_and_concat_of_three_a_chain_of_pairs():
+    nodes = [helper.make_node("Sum", ["a", "b", "c"], ["s"], name="sum"),
+             helper.make_node("Concat", ["a", "s", "c"], ["y"], name="cat", axis=1)]
+    model = model_of(nodes, [(n, [1, 2, 3, 3]) for n in "abc"], [("y", [1, 6, 3, 3])])
+    after = rewritten(model, rewrites.sum_to_add)
+    assert ops(after) == ["Add", "Add", "Concat"]
+    after = rewritten(after, rewrites.split_concat)
+    assert ops(after) == ["Add", "Add", "Concat", "Concat"]
+    assert [n.name for n in after.graph.node][-1] == "cat"
+
+
+def save(tmp_path, model, name="m.onnx"):
+    path = tmp_path / name
+    onnx.save(model, str(path))
+    return path
+
+
+def test_old_pytorch_flatten_and_constant_subgraphs_fold_and_are_traced(tmp_path):
+    """Shape -> Gather -> Unsqueeze -> Concat -> Reshape (older torch.onnx flatten), weights made by
+    ConstantOfShape and a Dropout, at opset 9: intake gives Conv, Relu, Flatten, Gemm, and node_map
+    says where each removed node went."""
+    scalar = lambda name, v: numpy_helper.from_array(np.array(v, dtype=np.int64), name)  # noqa: E731
+    nodes = [
+        helper.make_node("ConstantOfShape", ["wshape"], ["w"], name="make_w",
+                         value=numpy_helper.from_array(np.array([0.1], dtype=np.float32))),
+        helper.make_node("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("Dropout", ["r"], ["d"], name="drop"),
+        helper.make_node("Shape", ["d"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "zero"], ["n"], name="gather", axis=0),
+        helper.make_node("Unsqueeze", ["n"], ["n1"], name="unsqueeze", axes=[0]),
+        helper.make_node("Concat", ["n1", "minus_one"], ["target"], name="concat", axis=0),
+        helper.make_node("Reshape", ["d", "target"], ["flat"], name="flatten"),
+        helper.make_node("Gemm", ["flat", "fc", "fcb"], ["y"], name="fc", transB=1),
+    ]
+    inits = [scalar("wshape", [4, 2, 3, 3]), scalar("zero", 0), scalar("minus_one", [-1]),
+             const("fc", [5, 4 * 4 * 4]), const("fcb", [5])]
+    model = model_of(nodes, [("x", [1, 2, 6, 6])], [("y", [1, 5])], inits, opset=9)
+    model.ir_version = 4
+    loaded = load_model(save(tmp_path, model))
+    assert [n.op for n in loaded.graph.nodes] == ["Conv", "Relu", "Flatten", "Gemm"]
+    assert rewrites.default_opset(loaded.model) == rewrites.MIN_OPSET
+    assert loaded.traced["make_w"] == "conv" and loaded.traced["drop"] in ("relu", "flatten")
+    assert loaded.traced["gather"] == "flatten" and loaded.traced["concat"] == "flatten"
+    feeds = feeds_for(model)
+    np.testing.assert_allclose(run(loaded.model, feeds)[0], run(model, feeds)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_ir3_model_zoo_style_initializer_inputs_load(tmp_path):
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv", kernel_shape=[3, 3])]
+    model = model_of(nodes, [("x", [1, 1, 5, 5])], [("y", [1, 2, 3, 3])], [const("w", [2, 1, 3, 3])], opset=8)
+    model.graph.input.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [2, 1, 3, 3]))
+    model.ir_version = 3
+    loaded = load_model(save(tmp_path, model))
+    assert [i.name for i in loaded.inputs] == ["x"] and loaded.graph.nodes[0].constants == {1: "w"}
+
+
+def test_sklearn_style_classifier_with_ml_ops_runs_on_the_cpu(tmp_path):
+    """MatMul + Add dense layers (skl2onnx) become Gemms; ai.onnx.ml's ArgMax-like
+    ArrayFeatureExtractor stays and is given to the CPU, which runs onnxruntime."""
+    from hetdeploy.partition import partition_graph
+
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="MatMul"),
+             helper.make_node("Add", ["m", "b"], ["h"], name="Add"),
+             helper.make_node("Relu", ["h"], ["r"], name="Relu"),
+             helper.make_node("ArrayFeatureExtractor", ["r", "idx"], ["y"], name="pick", domain="ai.onnx.ml")]
+    idx = numpy_helper.from_array(np.array([0, 2], dtype=np.int64), "idx")
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])],
+                              [const("w", [8, 4]), const("b", [4]), idx])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 3)])
+    model.ir_version = 8
+    loaded = load_model(save(tmp_path, model))
+    assert [n.op for n in loaded.graph.nodes] == ["Gemm", "Relu", "ArrayFeatureExtractor"]
+    result = partition_graph(loaded.graph, load_board("pynq-z2"), "support")
+    assert result.cuts[-1].device == "arm_cpu" and "pick" in result.cuts[-1].nodes
+
+
+def test_a_sequence_output_is_refused_in_one_line(tmp_path):
+    nodes = [helper.make_node("ZipMap", ["x"], ["y"], name="zipmap", domain="ai.onnx.ml", classlabels_int64s=[0, 1])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+                              [helper.make_value_info("y", helper.make_sequence_type_proto(
+                                  helper.make_map_type_proto(TensorProto.INT64,
+                                                             helper.make_tensor_type_proto(TensorProto.FLOAT, []))))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 3)])
+    model.ir_version = 8
+    with pytest.raises(UserError, match=r"node 'zipmap' \(ZipMap\): its output 'y' is not a tensor"):
+        load_model(save(tmp_path, model))
+
+
+ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in ZOO.glob("light_*.onnx")))
+def test_model_zoo_topologies_plan_on_every_board_with_every_node_accounted_for(name):
+    from hetdeploy.build import BuildOptions, fold_units, map_nodes, partition
+
+    loaded = load_model(ZOO / f"{name}.onnx")
+    user_nodes = [n.name or f"{n.op_type}_{k}" for k, n in enumerate(onnx.load(str(ZOO / f"{name}.onnx")).graph.node)]
+    assert list(loaded.traced) == user_nodes
+    for board_name in available_boards():
+        board = load_board(board_name)
+        options = BuildOptions(model=ZOO / f"{name}.onnx", board=board_name, out_dir=Path("."))
+        plan = partition(loaded, board, options)
+        fold_units(plan, loaded, board, options)
+        node_map = map_nodes(plan, loaded)
+        assert list(node_map) == user_nodes
+        placed = {n for s in plan.subfunctions for n in s.nodes}
+        for where in node_map.values():
+            assert where.get("subfunction") or where.get("folded_into") or where.get("removed")
+            if "folded_into" in where:
+                assert where["folded_into"] in placed
