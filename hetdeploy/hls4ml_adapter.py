@@ -284,40 +284,68 @@ def _every_input_channels_last(wrapper):
     inputs = sorted(wrapper.graph.input, key=lambda v: names.index(v.name))
     del wrapper.graph.input[:]
     wrapper.graph.input.extend(inputs)
-    _sink_input_transposes(wrapper)
+    _sink_transposes(wrapper)
     return wrapper
 
 
-def _sink_input_transposes(wrapper) -> None:
-    """qonnx leaves Add and Concat in ONNX order behind a Transpose of each channels-last input:
-    run them channels-last on the inputs themselves and transpose their result instead (which
-    ``_drop_output_transposes`` then drops when it is the unit's output)."""
+# Ops that act on each value alone: a layout transpose commutes with them.
+_PER_VALUE_OPS = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "Selu", "ThresholdedRelu", "HardSigmoid", "Clip",
+                  "Softsign", "Softplus"}
+# Ops over several tensors of one shape (or constants broadcast against it): the transpose commutes
+# when every tensor input comes through the same transpose and every constant is transposed alike.
+_BROADCAST_OPS = {"Add", "Sub", "Mul", "Div", "PRelu", "Max", "Min", "Concat"}
+
+
+def _sink_transposes(wrapper) -> None:
+    """qonnx moves its transposes back to ONNX order only past some ops, and never one that reads
+    a graph input: every elementwise op of a unit (activations, Add and Concat of channels-last
+    inputs, Mul or Add by a constant) would then run on a buffer in ONNX order while the unit's
+    ports are channels-last. Move each such Transpose past the op (transposing its constants
+    with it) until it reaches a graph output, where ``_drop_output_transposes`` drops it."""
+
     graph = wrapper.graph
-    for node in list(graph.node):
-        if node.op_type not in ("Add", "Concat"):
-            continue
-        producers = [wrapper.find_producer(t) for t in node.input]
-        rank = len(wrapper.get_tensor_shape(node.output[0]))
-        back_to_onnx = [0, rank - 1, *range(1, rank - 1)]
-        if rank < 3 or not all(p is not None and p.op_type == "Transpose" and
-                               list(onnx.helper.get_attribute_value(p.attribute[0])) == back_to_onnx
-                               for p in producers):
-            continue
-        for k, producer in enumerate(producers):
-            node.input[k] = producer.input[0]
-        if node.op_type == "Concat":
-            axis = onnx.helper.get_attribute_value(node.attribute[0]) % rank
-            node.attribute[0].i = {0: 0, 1: rank - 1}.get(axis, axis - 1)
-        result = node.output[0]
-        shape = wrapper.get_tensor_shape(result)
-        node.output[0] = f"{result}_channels_last"
-        wrapper.set_tensor_shape(node.output[0], [shape[0], *shape[2:], shape[1]])
-        position = list(graph.node).index(node)
-        graph.node.insert(position + 1, onnx.helper.make_node("Transpose", [node.output[0]], [result],
-                                                              perm=back_to_onnx))
-        for producer in producers:
-            if not wrapper.find_consumers(producer.output[0]):
+    moved = True
+    while moved:
+        moved = False
+        for node in list(graph.node):
+            if node.op_type not in _PER_VALUE_OPS | _BROADCAST_OPS:
+                continue
+            rank = len(wrapper.get_tensor_shape(node.output[0]))
+            if rank < 3:
+                continue
+            back_to_onnx = [0, rank - 1, *range(1, rank - 1)]
+            to_last = [0, *range(2, rank), 1]
+            tensors = [k for k, t in enumerate(node.input) if t and wrapper.get_initializer(t) is None]
+            if node.op_type in _PER_VALUE_OPS:
+                tensors = tensors[:1]
+            producers = [wrapper.find_producer(node.input[k]) for k in tensors]
+            if not tensors or not all(
+                    p is not None and p.op_type == "Transpose" and
+                    list(onnx.helper.get_attribute_value(p.attribute[0])) == back_to_onnx and
+                    len(wrapper.find_consumers(p.output[0])) == 1 for p in producers):
+                continue
+            for k, producer in zip(tensors, producers):
+                node.input[k] = producer.input[0]
+            if node.op_type in _BROADCAST_OPS:
+                for k, t in enumerate(node.input):
+                    value = wrapper.get_initializer(t) if t else None
+                    if value is not None and value.ndim > 0 and value.size > 1:
+                        aligned = value.reshape([1] * (rank - value.ndim) + list(value.shape))
+                        name = f"{t}_channels_last"
+                        wrapper.set_initializer(name, np.ascontiguousarray(aligned.transpose(to_last)))
+                        node.input[k] = name
+            if node.op_type == "Concat":
+                axis = onnx.helper.get_attribute_value(node.attribute[0]) % rank
+                node.attribute[0].i = to_last.index(axis)
+            result = node.output[0]
+            shape = wrapper.get_tensor_shape(result)
+            node.output[0] = f"{result}_channels_last"
+            wrapper.set_tensor_shape(node.output[0], [shape[0], *shape[2:], shape[1]])
+            graph.node.insert(list(graph.node).index(node) + 1,
+                              onnx.helper.make_node("Transpose", [node.output[0]], [result], perm=back_to_onnx))
+            for producer in producers:
                 graph.node.remove(producer)
+            moved = True
 
 
 def _drop_output_transposes(wrapper) -> None:
