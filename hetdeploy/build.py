@@ -5,7 +5,7 @@
 
 Everything is written into a staging folder beside the destination and moved
 into place only when every stage passed, so a failed build leaves nothing that
-looks complete.
+looks complete; the staging folder of a failed build stays, with its logs.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from .board import BRAM18_BITS, Board, load_board
 from .cost import ddr_weight_seconds
 from .csim import compile_library
 from .deploy import synthesize, write_package
-from .errors import UserError, VerificationError
-from .hls4ml_adapter import HlsOptions, UnitSettings, ap_types_headers, fixed_precision, generate_unit
+from .errors import ToolError, UserError, VerificationError
+from .hls4ml_adapter import HLS4ML_LOG, HlsOptions, UnitSettings, ap_types_headers, fixed_precision, generate_unit
 from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, element_bytes, library_name, write_project
 from .model import LoadedModel, load_model
 from .ort_adapter import OrtModel
@@ -333,11 +333,19 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
             config_precision[unit.outputs[0]] = config_precision[source]
             cpp_precision[unit.outputs[0]] = cpp_precision[source]
         else:
-            unit.hls = generate_unit(
-                model, project / "units" / unit.name, unit.name, unit_samples,
-                UnitSettings(unit.reuse_factor, unit.strategy, [config_precision.get(t) for t in unit.inputs],
-                             unit.weights_in_ddr),
-                hls_options)
+            try:
+                unit.hls = generate_unit(
+                    model, project / "units" / unit.name, unit.name, unit_samples,
+                    UnitSettings(unit.reuse_factor, unit.strategy, [config_precision.get(t) for t in unit.inputs],
+                                 unit.weights_in_ddr),
+                    hls_options)
+            except UserError:
+                raise
+            except Exception as err:  # hls4ml or qonnx refused the unit
+                log = project / "units" / unit.name / HLS4ML_LOG
+                raise ToolError(f"hls4ml failed on unit {unit.name} ({', '.join(sorted({ops[n] for n in unit.nodes}))}; "
+                                f"nodes {', '.join(unit.nodes)}): {type(err).__name__}: "
+                                f"{str(err).splitlines()[0] if str(err) else ''}; see {log}") from None
             unit.hls.project = os.path.relpath(unit.hls.project, build_dir)
             for port in unit.hls.inputs + unit.hls.outputs:
                 config_precision.setdefault(port.tensor, port.config_precision)
@@ -456,7 +464,8 @@ def verify_csim(plan: Plan, build_dir: Path, samples) -> None:
 
 @contextlib.contextmanager
 def _staging(out_dir: Path) -> Iterator[Path]:
-    """A fresh folder beside ``out_dir``; moved onto it only when the body succeeds."""
+    """A fresh folder beside ``out_dir``; moved onto it only when the body succeeds. A failed build
+    stays in the staging folder, for its logs."""
     out_dir = Path(out_dir)
     if out_dir.exists() and not (out_dir / "plan.json").exists() and any(out_dir.iterdir()):
         raise UserError(f"{out_dir}: exists and is not a hetdeploy build folder; choose another -o")
@@ -466,9 +475,8 @@ def _staging(out_dir: Path) -> Iterator[Path]:
     stage_dir.mkdir()
     try:
         yield stage_dir
-    except BaseException:
-        shutil.rmtree(stage_dir, ignore_errors=True)
-        raise
+    except UserError as err:  # the evidence (HLS projects, logs) stays; ``out_dir`` is untouched
+        raise type(err)(f"{err} (the failed build is kept in {stage_dir})") from None
     old = out_dir.parent / f".{out_dir.name}.old"
     shutil.rmtree(old, ignore_errors=True)
     if out_dir.exists():

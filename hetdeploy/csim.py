@@ -4,21 +4,27 @@ The library is compiled with a *relative* weights folder so that a build
 folder can be moved after it is built: calls run with the project folder as
 the working directory (hls4ml's loader reads ``WEIGHTS_DIR/<prefix><name>.txt``
 on the first call and calls ``exit(1)`` when a file is missing, so the folders
-are checked before any call).
+are checked before any call). The library runs in a child process: an assert
+in the generated C++ (hls4ml's streamed pooling has some) ends that process, and
+hetdeploy reports it with the log to read.
 """
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
+import multiprocessing
 import os
+import signal
 import subprocess
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from .errors import UserError
+from .errors import ToolError, UserError
+
+# What the C-simulation process prints (hls4ml's asserts and warnings), in the project folder.
+CSIM_LOG = "csim_run.log"
 
 def compile_library(project_dir: Path, library: str) -> Path:
     """Run the project's Makefile (hls_top writes it) with a job per core; returns the library path.
@@ -31,24 +37,48 @@ def compile_library(project_dir: Path, library: str) -> Path:
         (project_dir / "build_csim.log").write_text(result.stdout + result.stderr)
         first_error = next((line for line in result.stderr.splitlines() if "error" in line),
                            result.stderr.strip()[:200])
-        raise RuntimeError(f"{project_dir}: g++ failed to compile the C-simulation ({first_error}); "
-                           f"see build_csim.log")
+        raise ToolError(f"g++ failed to compile the C-simulation of {project_dir.name} ({first_error}); "
+                        f"see {project_dir / 'build_csim.log'}")
     return project_dir / library
 
 
-@contextlib.contextmanager
-def _working_directory(path: Path):
-    previous = os.getcwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(previous)
+class CSimCrash(UserError):
+    """The C-simulation process died (an assert in hls4ml's C++, a segmentation fault)."""
+
+    exit_code = 3
+
+
+def _serve(connection, library: str, project_dir: str, log: str) -> None:
+    """The child process that holds a C-simulation library: what the generated C++ does (asserts,
+    exit, crashes) ends this process, never hetdeploy. Its stdout and stderr go to ``log``."""
+    descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(descriptor, 1)
+    os.dup2(descriptor, 2)
+    os.chdir(project_dir)  # hls4ml's loader reads its weight files relative to the project
+    lib = ctypes.CDLL(library, mode=os.RTLD_LOCAL)
+    pointer = np.ctypeslib.ndpointer(dtype=np.float32, flags="C_CONTIGUOUS")
+    while True:
+        try:
+            request = connection.recv()
+        except EOFError:
+            return
+        kind, name, args = request
+        function = getattr(lib, name)
+        if kind == "load_ddr":
+            function.argtypes, function.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
+            connection.send(function(args, len(args)))
+        else:
+            inputs, output_sizes = args
+            function.argtypes = [pointer] * (len(inputs) + len(output_sizes))
+            function.restype = None
+            outputs = [np.zeros(size, dtype=np.float32) for size in output_sizes]
+            function(*inputs, *outputs)
+            connection.send(outputs)
 
 
 class CSimLibrary:
-    """A compiled C-simulation library; ``entry(name, ...)`` gives one of its float entry points
-    (``name(in_0, ..., out_0, ...)``, one sample per call)."""
+    """A compiled C-simulation library, loaded in a child process of its own; ``entry(name, ...)``
+    gives one of its float entry points (``name(in_0, ..., out_0, ...)``, one sample per call)."""
 
     def __init__(self, project_dir: Path, library: Path, weight_dirs: Sequence[str]):
         self.project_dir = Path(project_dir)
@@ -57,32 +87,45 @@ class CSimLibrary:
         for folder in weight_dirs:
             if not (self.project_dir / folder).is_dir():
                 raise UserError(f"{self.project_dir / folder}: weights missing; rebuild with 'hetdeploy build'")
-        self._lib = ctypes.CDLL(str(library.resolve()), mode=os.RTLD_LOCAL)
+        self.log = self.project_dir / CSIM_LOG
+        context = multiprocessing.get_context("spawn")  # no fork of onnxruntime's threads
+        self._connection, child = context.Pipe()
+        self._process = context.Process(target=_serve, daemon=True,
+                                        args=(child, str(library.resolve()), str(self.project_dir.resolve()),
+                                              str(self.log.resolve())))
+        self._process.start()
+        child.close()
+
+    def _ask(self, kind: str, name: str, args):
+        try:
+            self._connection.send((kind, name, args))
+            return self._connection.recv()
+        except (EOFError, BrokenPipeError, ConnectionResetError):
+            self._process.join(5)
+            code = self._process.exitcode
+            how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
+            raise CSimCrash(f"C-simulation of {name} ended with {how}; see {self.log}") from None
+
+    def close(self) -> None:
+        self._connection.close()
+        self._process.join(5)
 
     def load_ddr(self, entry: str, image: Path) -> None:
         """Fill the library's DDR region from ``image`` (through ``entry``, <top>_load_ddr)."""
         if not image.is_file():
             raise UserError(f"{image}: DDR image missing; rebuild with 'hetdeploy build'")
         data = image.read_bytes()
-        function = getattr(self._lib, entry)
-        function.argtypes, function.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
-        if function(data, len(data)) != 0:
+        if self._ask("load_ddr", entry, data) != 0:
             raise UserError(f"{image}: {len(data)} bytes, more than the DDR region of the C-simulation library")
 
     def entry(self, name: str, input_sizes: Sequence[int], output_sizes: Sequence[int]):
-        function = getattr(self._lib, name)
-        pointer = np.ctypeslib.ndpointer(dtype=np.float32, flags="C_CONTIGUOUS")
-        function.argtypes = [pointer] * (len(input_sizes) + len(output_sizes))
-        function.restype = None
-
         def call(inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
             flat_in = [np.ascontiguousarray(x, dtype=np.float32).reshape(-1) for x in inputs]
+            if len(flat_in) != len(input_sizes):
+                raise ValueError(f"{name} takes {len(input_sizes)} inputs, got {len(flat_in)}")
             for x, size in zip(flat_in, input_sizes):
                 if x.size != size:
                     raise ValueError(f"C-simulation input has {x.size} values, {name} takes {size}")
-            outs = [np.zeros(size, dtype=np.float32) for size in output_sizes]
-            with _working_directory(self.project_dir):
-                function(*flat_in, *outs)
-            return outs
+            return self._ask("call", name, (flat_in, list(output_sizes)))
 
         return call

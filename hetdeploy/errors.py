@@ -18,3 +18,10 @@ class VerificationError(UserError):
     """C-simulation disagrees with onnxruntime beyond the reported tolerance."""
 
     exit_code = 3
+
+
+class ToolError(UserError):
+    """hls4ml or g++ failed on what hetdeploy gave it: one line naming the unit, its ops and the log
+    to read (exit 1, as any failure of hetdeploy's own making)."""
+
+    exit_code = 1

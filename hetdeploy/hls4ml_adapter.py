@@ -22,6 +22,7 @@ import functools
 import io
 import math
 import re
+import traceback
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ _FOLDED_OPS = {"Conv", "MatMul", "Gemm"}
 # Ops whose output hls4ml merges into the preceding layer's result (bias add, scale).
 _MERGED_INTO_PREVIOUS = {"Add", "Mul", "BatchNormalization"}
 _ROUNDING = "RND,SAT"
+HLS4ML_LOG = "hls4ml_convert.log"  # in the unit's project folder
 
 
 @dataclass
@@ -58,6 +60,19 @@ class UnitSettings:
     # per unit input: the precision (hls4ml config string) its producing unit writes, or None to size it
     input_precisions: list[Optional[str]]
     weights_in_ddr: bool = False
+
+
+@contextlib.contextmanager
+def _log_to(path: Path, log: io.StringIO) -> Iterator[None]:
+    """What hls4ml and qonnx print goes to ``path``, whether the conversion succeeds or not (with
+    the exception that ended it)."""
+    try:
+        yield
+    except Exception:
+        log.write(traceback.format_exc())
+        raise
+    finally:
+        path.write_text(log.getvalue())
 
 
 @contextlib.contextmanager
@@ -114,9 +129,10 @@ def _fixed(width: int, integer: int) -> str:
 def fixed_precision(max_abs: float, width: int) -> tuple[str, str]:
     """The fixed-point type for values up to ``max_abs``: (hls4ml config string, C++ type)."""
     from hls4ml.backends import get_backend
+    from hls4ml.backends.fpga.fpga_types import APTypeConverter
 
     config = _fixed(width, _integer_bits(max_abs))
-    return config, get_backend("Vivado").convert_precision_string(config).definition_cpp()
+    return config, APTypeConverter().convert(get_backend("Vivado").convert_precision_string(config)).definition_cpp()
 
 
 def ap_types_headers() -> Path:
@@ -164,7 +180,8 @@ def generate_unit(
     # qonnx runs single-node opset-1 models through onnxruntime, which warns on each one
     onnxruntime.set_default_logger_severity(3)
     log = io.StringIO()
-    with _onnxruntime_readable_models(), contextlib.redirect_stdout(log), warnings.catch_warnings():
+    with _log_to(project_dir / HLS4ML_LOG, log), _onnxruntime_readable_models(), contextlib.redirect_stdout(log), \
+            warnings.catch_warnings():
         warnings.simplefilter("ignore")
         wrapper = ModelWrapper(model)
         wrapper = cleanup_model(wrapper)
@@ -223,7 +240,6 @@ def generate_unit(
         in_vars, out_vars = hls_model.get_input_variables(), hls_model.get_output_variables()
         ddr_vars = [(v.name, v.type.precision.definition_cpp(), v.data_length)
                     for v in hls_model.get_weight_variables() if v.storage.lower() == "bram"]
-    (project_dir / "hls4ml_convert.log").write_text(log.getvalue())
     _make_relocatable(project_dir)
     _prefix_weight_files(project_dir / "firmware" / f"{namespace}.cpp")
     return UnitHls(

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from . import runtime
 from pathlib import Path
 
+import numpy as np
+import onnx
+
+from . import runtime
+from .csim import CSimCrash
 from .ort_adapter import OrtModel
 from .plan import Plan
 
@@ -103,7 +105,13 @@ def check_units(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
             wanted = []
             for env in seen[index]:
                 want = reference.run(env)
-                check.max_abs_error = max(check.max_abs_error, max_abs_error(csim(env), want))
+                try:
+                    got = csim(env)
+                except CSimCrash as crash:
+                    ops = sorted({n.op_type for n in onnx.load(str(build_dir / unit.onnx)).graph.node})
+                    raise CSimCrash(f"unit {unit.name} ({', '.join(ops)}; nodes {', '.join(unit.nodes)}): "
+                                    f"{crash}") from None
+                check.max_abs_error = max(check.max_abs_error, max_abs_error(got, want))
                 wanted.extend(want.values())
                 env.update(want)
             check.tolerance = tolerance(wanted, plan.relative_tolerance)

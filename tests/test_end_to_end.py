@@ -282,7 +282,7 @@ def test_calibration_data_sizes_each_unit_and_the_error_is_reported(built, tmp_p
         assert unit["verification"]["samples"] == 6 and unit["verification"]["passed"]
 
 
-def test_failed_verification_leaves_previous_build_untouched(tmp_path):
+def test_failed_verification_leaves_previous_build_untouched_and_keeps_its_evidence(tmp_path):
     model = tmp_path / "m.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))
     out = tmp_path / "out"
@@ -293,7 +293,10 @@ def test_failed_verification_leaves_previous_build_untouched(tmp_path):
     assert "differs from onnxruntime" in result.stderr.strip().splitlines()[-1]
     assert [p.name for p in out.iterdir()] == ["plan.json"]
     assert (out / "plan.json").read_text() == '{"previous": true}'
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "out"]  # no staging folder left
+    # the failed build is kept beside it, for its logs, and the message says where
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.partial", "m.onnx", "out"]
+    assert f"kept in {tmp_path / '.out.partial'}" in result.stderr
+    assert (tmp_path / ".out.partial" / "hls").is_dir()
 
 
 def test_emulate_bad_inputs(built, tmp_path):
