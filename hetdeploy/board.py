@@ -119,6 +119,13 @@ def _normal_axis(axis: int, rank: int) -> int:
     return axis + rank if axis < 0 else axis
 
 
+def _kernel(node: Node, shape: list[int]) -> list[int]:
+    """A window op's kernel; a global pooling's is its input's spatial size."""
+    if node.op.startswith("Global"):
+        return list(shape[2:])
+    return list(node.attrs.get("kernel_shape") or [])
+
+
 def _limit_violation(limits: dict, node: Node) -> Optional[str]:
     shape = node.input_shapes[0] if node.input_shapes else []
     rank = len(shape)
@@ -127,8 +134,10 @@ def _limit_violation(limits: dict, node: Node) -> Optional[str]:
             return f"data type {node.dtype} not in {allowed}"
         if key == "spatial_dims" and rank - 2 not in allowed:
             return f"{rank - 2}-D input, supports {allowed}-D"
-        if key == "max_kernel" and max(node.attrs.get("kernel_shape", [0])) > allowed:
-            return f"kernel {node.attrs.get('kernel_shape')} above {allowed}"
+        if key == "max_kernel" and max(_kernel(node, shape), default=0) > allowed:
+            return f"kernel {_kernel(node, shape)} above {allowed}"
+        if key == "stride_equals_kernel" and allowed and node.attrs.get("strides") != _kernel(node, shape):
+            return f"strides {node.attrs.get('strides')} differ from the kernel {_kernel(node, shape)}"
         if key == "max_channels":
             channels = [s[1] for s in node.input_shapes + node.output_shapes if len(s) > 1]
             if channels and max(channels) > allowed:
@@ -159,8 +168,15 @@ def _limit_violation(limits: dict, node: Node) -> Optional[str]:
             if missing:
                 return f"input {missing[0]} is not a constant"
         if key == "same_shape_inputs" and allowed:
-            if node.constants or len({tuple(s) for s in node.input_shapes}) > 1:
-                return "inputs of different shapes or constant inputs"
+            if len({tuple(s) for s in node.input_shapes}) > 1:
+                return "inputs of different shapes"
+            if node.constants and not limits.get("per_channel_constants"):
+                return "constant inputs"
+        if key == "per_channel_constants" and allowed:
+            for k, const in sorted(node.constant_shapes.items()):
+                aligned = [1] * (rank - len(const)) + list(const)
+                if len(aligned) != rank or any(d != 1 for axis, d in enumerate(aligned) if axis != 1):
+                    return f"constant input {k} of shape {const} is not one value per channel"
     return None
 
 
@@ -204,6 +220,8 @@ _LIMITS = {
     "attributes": (False, _is(dict, "a mapping of attribute name to allowed values")),
     "constant_inputs": (False, _is(list, "a list of input indices", lambda v: all(isinstance(x, int) and x >= 0 for x in v))),
     "same_shape_inputs": (False, _BOOL),
+    "per_channel_constants": (False, _BOOL),
+    "stride_equals_kernel": (False, _BOOL),
 }
 _RESOURCES = {k: (True, _NONNEG_INT) for k in ("lut", "ff", "bram18", "dsp", "uram")}
 _MEMORY = {"bytes": (True, _POS_INT), "bandwidth_bytes_per_s": (True, _POS_NUM)}

@@ -22,6 +22,7 @@ class Node:
     attrs: dict = field(default_factory=dict)
     constants: dict[int, str] = field(default_factory=dict)  # input index -> initializer name
     constant_elements: int = 0  # values held in the initializers (weights, biases)
+    constant_shapes: dict[int, list[int]] = field(default_factory=dict)  # input index -> its initializer's shape
     input_shapes: list[list[int]] = field(default_factory=list)  # one per ``inputs``
     output_shapes: list[list[int]] = field(default_factory=list)
     dtype: str = "float32"

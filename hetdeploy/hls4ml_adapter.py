@@ -2,7 +2,8 @@
 
 What hls4ml 1.3's ONNX frontend needs, and what it gets wrong by default
 (FACTS.md section 6), is handled here and nowhere else:
-- explicit Conv/MaxPool attributes (it reads them without defaults);
+- ops it converts wrongly or not at all, rewritten exactly into ops it converts right
+  (``rewrites.HLS4ML_LOWERINGS``: average pooling, arithmetic with constants, Clip);
 - a QONNX-cleaned, channels-last model (inputs and outputs NHWC: the transposes qonnx adds to
   return outputs to ONNX order are dropped, since units pass channels-last buffers);
 - qonnx's constant folding builds IR-14 models that onnxruntime refuses (shim below);
@@ -30,11 +31,13 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 import onnx
+import onnx.numpy_helper
 
 from .errors import UserError
 from .model import MAX_IR_VERSION
 from .hls_top import UNIT_WEIGHTS_FILE, pack_fixed
 from .plan import UnitHls, UnitPort, UnitWeight
+from .rewrites import HLS4ML_LOWERINGS
 from .runtime import channels_last
 
 # Layers whose parallelism the unit's ReuseFactor and Strategy set (after qonnx's GemmToMatMul).
@@ -96,23 +99,43 @@ def _onnxruntime_readable_models() -> Iterator[None]:
         onnx.helper.make_model = original
 
 
-def _explicit_attributes(model: onnx.ModelProto) -> None:
-    for node in model.graph.node:
-        attrs = {a.name: a for a in node.attribute}
-        if node.op_type not in ("Conv", "MaxPool"):
-            continue
-        kernel = list(attrs["kernel_shape"].ints) if "kernel_shape" in attrs else None
-        if kernel is None:
-            raise UserError(f"node '{node.name}' ({node.op_type}): kernel_shape must be given for the FPGA")
-        dims = len(kernel)
-        defaults = {"strides": [1] * dims, "pads": [0] * (2 * dims)}
-        if node.op_type == "Conv":
-            defaults.update(dilations=[1] * dims)
-        for name, value in defaults.items():
-            if name not in attrs:
-                node.attribute.append(onnx.helper.make_attribute(name, value))
-        if node.op_type == "Conv" and "group" not in attrs:
-            node.attribute.append(onnx.helper.make_attribute("group", 1))
+def _slopes_as_attributes(wrapper) -> None:
+    """hls4ml 1.3 turns every initializer into a Constant layer, and its ONNX PRelu handler loses
+    the slope (the layer then fails in its optimizers): each PRelu's slope becomes an attribute
+    of the node, which ``_parse_prelu`` reads. Done after profiling (onnxruntime needs the input)."""
+    for node in wrapper.graph.node:
+        if node.op_type == "PRelu":
+            slope = wrapper.get_initializer(node.input[1])
+            node.attribute.append(onnx.helper.make_attribute("slope", onnx.numpy_helper.from_array(slope)))
+            if len(wrapper.find_consumers(node.input[1])) == 1:
+                wrapper.del_initializer(node.input[1])
+            del node.input[1]
+
+
+def _parse_prelu(node, input_names, input_shapes, graph) -> dict:
+    """The slope as hls4ml's PReLU layer holds it: one per value of a sample in stream order (the
+    unit's tensors are channels-last, and so is the slope after ``_sink_transposes``)."""
+    shape = input_shapes[0]
+    slope = onnx.numpy_helper.to_array(next(a.t for a in node.attribute if a.name == "slope"))
+    return {"name": node.name, "class_name": "PReLU", "activation": "prelu", "inputs": input_names[:1],
+            "outputs": list(node.output),
+            "param_data": np.broadcast_to(slope.astype(np.float64), [1, *shape[1:]]).reshape(-1).copy()}
+
+
+@functools.cache
+def _register_onnx_handlers() -> None:
+    import importlib
+
+    importlib.import_module("hls4ml.converters.onnx_to_hls").layer_handlers["PRelu"] = _parse_prelu
+
+
+def lower_for_hls4ml(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``rewrites.HLS4ML_LOWERINGS`` on a unit's model: ops hls4ml gets wrong, as ops it gets right."""
+    model = onnx.shape_inference.infer_shapes(model)
+    for lowering in HLS4ML_LOWERINGS:
+        if lowering(model):
+            model = onnx.shape_inference.infer_shapes(model)
+    return model
 
 
 def _integer_bits(max_abs: float) -> int:
@@ -161,15 +184,15 @@ def generate_unit(
     """
     import hls4ml
     import onnxruntime
+
+    _register_onnx_handlers()
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.core.onnx_exec import execute_onnx
     from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
     from qonnx.transformation.gemm_to_matmul import GemmToMatMul
     from qonnx.util.cleanup import cleanup_model
 
-    model = onnx.ModelProto()
-    model.CopyFrom(unit_model)
-    _explicit_attributes(model)
+    model = lower_for_hls4ml(unit_model)
     onnx_inputs = [v.name for v in model.graph.input]
     onnx_outputs = [v.name for v in model.graph.output]
     onnx_shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
@@ -200,6 +223,7 @@ def generate_unit(
                 if isinstance(value, np.ndarray) and value.dtype.kind == "f":
                     max_abs[name] = max(max_abs.get(name, 0.0), float(np.max(np.abs(value))) if value.size else 0.0)
 
+        _slopes_as_attributes(wrapper)
         config = hls4ml.utils.config_from_onnx_model(
             wrapper, granularity="name", backend="Vivado", default_precision=options.weight_precision
         )

@@ -307,6 +307,7 @@ def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
                 outputs=[t for t in node.output if t],
                 attrs={a.name: _attr_value(a) for a in node.attribute},
                 constants={i: t for i, t in enumerate(node.input) if t in inits},
+                constant_shapes={i: shapes[t] for i, t in enumerate(node.input) if t in inits},
                 constant_elements=sum(inits[t] for t in set(node.input) if t in inits),
                 input_shapes=[shapes[t] for t in activations],
                 output_shapes=[shapes[t] for t in node.output if t],

@@ -463,6 +463,160 @@ PASSES: list[Pass] = [
 ]
 
 
+# ---------------------------------------------------------------- lowerings for hls4ml
+# Exact rewrites of ops hls4ml 1.3 cannot convert (or converts wrongly) into ops it converts right;
+# applied to an execution unit's model just before hls4ml (its ONNX reference keeps the op).
+
+
+def _depthwise_average(graph: Graph, node: onnx.NodeProto, kernel: list[int], strides: list[int],
+                       pads: list[int]) -> onnx.NodeProto:
+    channels = graph.shapes[node.input[0]][1]
+    weights = np.full([channels, 1, *kernel], 1.0 / math.prod(kernel), dtype=np.float32)
+    return helper.make_node("Conv", [node.input[0], graph.add_constant(f"{node.name}.average", weights)],
+                            list(node.output[:1]), name=node.name, kernel_shape=kernel, strides=strides, pads=pads,
+                            dilations=[1] * len(kernel), group=channels)
+
+
+def average_pool_to_depthwise_conv(model: onnx.ModelProto) -> bool:
+    """GlobalAveragePool and AveragePool (no padding, or padding counted) are depthwise
+    convolutions with weights 1/(kernel size): hls4ml averages a channels-last buffer as if it were
+    channels-first, and has no channels-last AveragePool at all."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        shape = graph.shapes.get(node.input[0])
+        if shape is None or len(shape) < 3:
+            continue
+        if node.op_type == "GlobalAveragePool":
+            spatial = shape[2:]
+            conv = _depthwise_average(graph, node, spatial, [1] * len(spatial), [0] * (2 * len(spatial)))
+        elif node.op_type == "AveragePool" and not attribute(node, "ceil_mode", 0) and \
+                (attribute(node, "count_include_pad", 0) or not any(attribute(node, "pads", []))):
+            kernel = attribute(node, "kernel_shape")
+            conv = _depthwise_average(graph, node, kernel, attribute(node, "strides", [1] * len(kernel)),
+                                      attribute(node, "pads", [0] * (2 * len(kernel))))
+        else:
+            continue
+        _replace(graph, node, [conv])
+        changed = True
+    return changed
+
+
+def _replace(graph: Graph, node: onnx.NodeProto, nodes: list[onnx.NodeProto]) -> None:
+    position = list(graph.g.node).index(node)
+    graph.remove(node)
+    for k, new in enumerate(nodes):
+        graph.g.node.insert(position + k, new)
+
+
+def _per_channel(graph: Graph, value: np.ndarray, rank: int, channels: int) -> Optional[np.ndarray]:
+    """``value`` as one number per channel when it broadcasts along axis 1 only, else None."""
+    if value.ndim > rank:
+        return None
+    aligned = value.reshape([1] * (rank - value.ndim) + list(value.shape))
+    if any(d != 1 for k, d in enumerate(aligned.shape) if k != 1) or aligned.shape[1] not in (1, channels):
+        return None
+    return np.broadcast_to(aligned.reshape(-1), (channels,)).astype(np.float32)
+
+
+def _affine(graph: Graph, name: str, source: str, result: str, scale: np.ndarray, shift: np.ndarray
+            ) -> onnx.NodeProto:
+    """scale * x + shift per channel, as the BatchNormalization hls4ml converts (mean 0, variance 1,
+    epsilon 0: exactly that)."""
+    channels = scale.size
+    inputs = [source] + [graph.add_constant(f"{name}.{k}", v.astype(np.float32)) for k, v in
+                         (("scale", scale), ("shift", shift), ("mean", np.zeros(channels)),
+                          ("variance", np.ones(channels)))]
+    return helper.make_node("BatchNormalization", inputs, [result], name=name, epsilon=0.0)
+
+
+def constant_arithmetic_to_affine(model: onnx.ModelProto) -> bool:
+    """Add, Sub, Mul or Div of a tensor by a constant per channel (or one constant) is a
+    BatchNormalization without statistics, which hls4ml converts and folds into the layer before."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        if node.op_type not in ("Add", "Sub", "Mul", "Div") or len(node.input) != 2:
+            continue
+        constant = [k for k in (0, 1) if graph.constant(node.input[k]) is not None]
+        if len(constant) != 1 or (node.op_type in ("Sub", "Div") and constant != [1]):
+            continue
+        source = node.input[1 - constant[0]]
+        shape = graph.shapes.get(source)
+        if shape is None or len(shape) < 2:
+            continue
+        value = _per_channel(graph, graph.constant(node.input[constant[0]]), len(shape), shape[1])
+        if value is None:
+            continue
+        ones, zeros = np.ones_like(value), np.zeros_like(value)
+        scale, shift = {"Add": (ones, value), "Sub": (ones, -value), "Mul": (value, zeros),
+                        "Div": (1.0 / value, zeros)}[node.op_type]
+        _replace(graph, node, [_affine(graph, node.name, source, node.output[0], scale, shift)])
+        changed = True
+    return changed
+
+
+def clip_to_relus(model: onnx.ModelProto) -> bool:
+    """Clip(x, lo, hi) = hi - relu(hi - lo - relu(x - lo)): affine steps and ReLUs, each exact in
+    fixed point (hls4ml has no Clip, and its ReLU6 is not streamed). A missing bound drops its
+    half."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        if node.op_type != "Clip":
+            continue
+        shape = graph.shapes.get(node.input[0])
+        bounds = [graph.constant(node.input[k]) if len(node.input) > k and node.input[k] else np.array(default)
+                  for k, default in ((1, -np.inf), (2, np.inf))]
+        if shape is None or len(shape) < 2 or any(b is None or b.size != 1 for b in bounds):
+            continue
+        lo, hi = (float(b.reshape(-1)[0]) for b in bounds)
+        channels = shape[1]
+        step = lambda k: f"{node.name}.clip{k}"  # noqa: E731
+        nodes, x = [], node.input[0]
+        if math.isfinite(lo):  # relu(x - lo) + lo, folded into the next step
+            nodes += [_affine(graph, step(0), x, f"{step(0)}_output", np.ones(channels), np.full(channels, -lo)),
+                      helper.make_node("Relu", [f"{step(0)}_output"], [f"{step(1)}_output"], name=step(1))]
+            x, offset = f"{step(1)}_output", lo
+        else:
+            offset = 0.0
+        if math.isfinite(hi):  # hi - relu(hi - (x + offset))
+            nodes += [_affine(graph, step(2), x, f"{step(2)}_output", -np.ones(channels),
+                              np.full(channels, hi - offset)),
+                      helper.make_node("Relu", [f"{step(2)}_output"], [f"{step(3)}_output"], name=step(3)),
+                      _affine(graph, step(4), f"{step(3)}_output", node.output[0], -np.ones(channels),
+                              np.full(channels, hi))]
+        else:
+            nodes.append(_affine(graph, step(4), x, node.output[0], np.ones(channels), np.full(channels, offset)))
+        _replace(graph, node, nodes)
+        changed = True
+    return changed
+
+
+def hard_sigmoid_to_clip(model: onnx.ModelProto) -> bool:
+    """HardSigmoid(x) = Clip(alpha x + beta, 0, 1) (hls4ml's ONNX frontend has no HardSigmoid)."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        shape = graph.shapes.get(node.input[0])
+        if node.op_type != "HardSigmoid" or shape is None or len(shape) < 2:
+            continue
+        channels, scaled = shape[1], f"{node.name}.affine_output"
+        alpha, beta = attribute(node, "alpha", 0.2), attribute(node, "beta", 0.5)
+        _replace(graph, node, [
+            _affine(graph, f"{node.name}.affine", node.input[0], scaled, np.full(channels, alpha),
+                    np.full(channels, beta)),
+            helper.make_node("Clip", [scaled, graph.add_constant(f"{node.name}.lo", np.array(0.0, np.float32)),
+                                      graph.add_constant(f"{node.name}.hi", np.array(1.0, np.float32))],
+                             list(node.output), name=node.name)])
+        changed = True
+    return changed
+
+
+HLS4ML_LOWERINGS: list[Pass] = [average_pool_to_depthwise_conv, constant_arithmetic_to_affine, hard_sigmoid_to_clip,
+                                clip_to_relus]
+
+
 def trace_nodes(before: onnx.ModelProto, after: onnx.ModelProto) -> dict[str, Optional[str]]:
     """For every node of ``before`` (in its order), the node of ``after`` it is or went into: itself
     when ``after`` has a node of its name; else the one that now writes its result (a fused BatchNormalization: its Conv), else the first
