@@ -40,12 +40,14 @@ def check_op(op: str, rank: int, position: str, board: str, folder: Path) -> dic
             plan = build(BuildOptions(model=path, board=board, out_dir=folder / path.stem, policy="support"),
                          progress=lambda message: None)
             result = emulate(folder / path.stem, None, 0)
-    except UserError as err:
-        row.update(device="-", error=str(err), seconds=round(time.monotonic() - started, 1))
+    except Exception as err:  # noqa: BLE001  (a benchmark reports every failure and goes on)
+        kind = "" if isinstance(err, UserError) else f"{type(err).__name__}: "
+        row.update(device="-", error=f"{kind}{err}", seconds=round(time.monotonic() - started, 1))
         return row
     where = plan.node_map["op"]
     device = next(s.device for s in plan.subfunctions if s.name == where.get("subfunction"))
-    reason = next((f"{f.reason}" for f in plan.fpga_fallbacks if f.node == "op"), "")
+    reason = next((f"{f.reason}{': ' + f.detail if f.detail else ''}" for f in plan.fpga_fallbacks
+                   if f.node == "op"), "")
     row.update(device=device, unit=where.get("unit", ""), fallback=reason,
                max_abs_error=result.comparison.max_abs_error, tolerance=result.comparison.tolerance,
                passed=result.comparison.passed, seconds=round(time.monotonic() - started, 1))

@@ -171,8 +171,8 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
         policy=options.policy,
         estimate=PlanEstimate(result.latency_s, result.all_host_latency_s, result.support_latency_s,
                               result.support_fits),
-        fpga_fallbacks=[FpgaFallback(loaded.graph.nodes[i].name, device, fpga, reason)
-                        for i, device, fpga, reason in result.fpga_fallbacks],
+        fpga_fallbacks=[FpgaFallback(loaded.graph.nodes[i].name, device, fpga, reason, detail)
+                        for i, device, fpga, reason, detail in result.fpga_fallbacks],
         input_reshapes=loaded.input_reshapes,
         relative_tolerance=options.relative_tolerance,
         seed=options.seed,

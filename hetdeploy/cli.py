@@ -86,11 +86,13 @@ def _plan(args: argparse.Namespace) -> int:
         for name, where in plan.node_map.items():
             print(f"{name:<32} {where.get('subfunction', where.get('removed', '')):<24} {where.get('unit', ''):<16} "
                   f"{where.get('folded_into', '')}")
-    for reason, why in (("capacity", "does not fit beside the units it holds, even fully folded"),
+    for reason, why in (("unsupported", "not run there"),
+                        ("capacity", "does not fit beside the units it holds, even fully folded"),
                         ("latency", "estimated faster elsewhere")):
         nodes = [f for f in plan.fpga_fallbacks if f.reason == reason]
         if nodes:
-            shown = ", ".join(f"{f.node} ({f.device})" for f in nodes[:8]) + (", ..." if len(nodes) > 8 else "")
+            shown = ", ".join(f"{f.node} ({f.device}{': ' + f.detail if f.detail else ''})" for f in nodes[:8]) \
+                + (", ..." if len(nodes) > 8 else "")
             print(f"\noff the FPGA, {why}: {len(nodes)} node(s): {shown}")
     est = plan.estimate
     print(f"\nestimated latency ({plan.policy} policy): {_time(est.latency_s)}")

@@ -99,11 +99,23 @@ def _onnxruntime_readable_models() -> Iterator[None]:
         onnx.helper.make_model = original
 
 
-def _slopes_as_attributes(wrapper) -> None:
-    """hls4ml 1.3 turns every initializer into a Constant layer, and its ONNX PRelu handler loses
-    the slope (the layer then fails in its optimizers): each PRelu's slope becomes an attribute
-    of the node, which ``_parse_prelu`` reads. Done after profiling (onnxruntime needs the input)."""
+def _prepare_for_hls4ml(wrapper) -> None:
+    """What hls4ml 1.3's ONNX frontend reads differently from ONNX, done after profiling (which
+    runs the ONNX model): it turns every initializer into a Constant layer, and its PRelu handler
+    loses the slope (the layer then fails in its optimizers), so each PRelu's slope becomes an
+    attribute of the node, which ``_parse_prelu`` reads; it looks up a shape for every input of a
+    Resize, so an omitted RoI becomes a constant (of one zero: hls4ml tests its truth value); and
+    it scales a channels-last (H, W, C) tensor's width by scales[1] and height by scales[2] (see
+    ``_parse_resize``), so those two swap."""
     for node in wrapper.graph.node:
+        if node.op_type == "Resize" and len(node.input) > 1 and not node.input[1]:
+            node.input[1] = f"{node.name}_roi"
+            wrapper.set_initializer(node.input[1], np.zeros(1, dtype=np.float32))
+        if node.op_type == "Resize":
+            scales = wrapper.get_initializer(node.input[2]).copy()
+            if scales.size == 4:
+                scales[[1, 2]] = scales[[2, 1]]
+                wrapper.set_initializer(node.input[2], scales)
         if node.op_type == "PRelu":
             slope = wrapper.get_initializer(node.input[1])
             node.attribute.append(onnx.helper.make_attribute("slope", onnx.numpy_helper.from_array(slope)))
@@ -122,11 +134,42 @@ def _parse_prelu(node, input_names, input_shapes, graph) -> dict:
             "param_data": np.broadcast_to(slope.astype(np.float64), [1, *shape[1:]]).reshape(-1).copy()}
 
 
+def _channels_last(parse):
+    """hls4ml's ONNX Pad and Resize handlers take the data layout to be channels-last only when the
+    graph holds a node of qonnx's channels-last domain; a unit's tensors always are."""
+
+    def parse_channels_last(node, input_names, input_shapes, graph):
+        marked = onnx.GraphProto()
+        marked.CopyFrom(graph)
+        marked.node.add(op_type="Identity", domain="qonnx.custom_op.channels_last")
+        return parse(node, input_names, input_shapes, marked)
+
+    return parse_channels_last
+
+
+def _height_first(parse):
+    """hls4ml's ONNX Resize handler names a channels-last tensor's axes 1 and 2 width and height,
+    the reverse of how its C++ walks the stream (rows of ``in_width`` values): put them back."""
+
+    def parse_height_first(node, input_names, input_shapes, graph):
+        layer = parse(node, input_names, input_shapes, graph)
+        if len(input_shapes[0]) == 4:
+            layer["in_height"], layer["in_width"] = input_shapes[0][1], input_shapes[0][2]
+            layer["out_height"], layer["out_width"] = layer["in_height"], layer["in_width"]
+        return layer
+
+    return parse_height_first
+
+
 @functools.cache
 def _register_onnx_handlers() -> None:
     import importlib
 
-    importlib.import_module("hls4ml.converters.onnx_to_hls").layer_handlers["PRelu"] = _parse_prelu
+    handlers = importlib.import_module("hls4ml.converters.onnx_to_hls").layer_handlers
+    handlers["PRelu"] = _parse_prelu
+    for op in ("Pad", "Resize"):
+        handlers[op] = _channels_last(handlers[op])
+    handlers["Resize"] = _height_first(handlers["Resize"])
 
 
 def lower_for_hls4ml(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -223,7 +266,7 @@ def generate_unit(
                 if isinstance(value, np.ndarray) and value.dtype.kind == "f":
                     max_abs[name] = max(max_abs.get(name, 0.0), float(np.max(np.abs(value))) if value.size else 0.0)
 
-        _slopes_as_attributes(wrapper)
+        _prepare_for_hls4ml(wrapper)
         config = hls4ml.utils.config_from_onnx_model(
             wrapper, granularity="name", backend="Vivado", default_precision=options.weight_precision
         )
@@ -334,6 +377,9 @@ _PER_VALUE_OPS = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "Selu", "Thresh
 # Ops over several tensors of one shape (or constants broadcast against it): the transpose commutes
 # when every tensor input comes through the same transpose and every constant is transposed alike.
 _BROADCAST_OPS = {"Add", "Sub", "Mul", "Div", "PRelu", "Max", "Min", "Concat"}
+# Ops with a constant vector of one entry per axis (Pad's begins then ends, Resize's scales): the
+# transpose commutes when the vector is permuted alike.
+_PER_AXIS_OPS = {"Pad": 1, "Resize": 2}  # op -> the input holding the vector
 
 
 def _sink_transposes(wrapper) -> None:
@@ -348,7 +394,7 @@ def _sink_transposes(wrapper) -> None:
     while moved:
         moved = False
         for node in list(graph.node):
-            if node.op_type not in _PER_VALUE_OPS | _BROADCAST_OPS:
+            if node.op_type not in _PER_VALUE_OPS | _BROADCAST_OPS | _PER_AXIS_OPS.keys():
                 continue
             rank = len(wrapper.get_tensor_shape(node.output[0]))
             if rank < 3:
@@ -356,7 +402,7 @@ def _sink_transposes(wrapper) -> None:
             back_to_onnx = [0, rank - 1, *range(1, rank - 1)]
             to_last = [0, *range(2, rank), 1]
             tensors = [k for k, t in enumerate(node.input) if t and wrapper.get_initializer(t) is None]
-            if node.op_type in _PER_VALUE_OPS:
+            if node.op_type in _PER_VALUE_OPS | _PER_AXIS_OPS.keys():
                 tensors = tensors[:1]
             producers = [wrapper.find_producer(node.input[k]) for k in tensors]
             if not tensors or not all(
@@ -374,6 +420,13 @@ def _sink_transposes(wrapper) -> None:
                         name = f"{t}_channels_last"
                         wrapper.set_initializer(name, np.ascontiguousarray(aligned.transpose(to_last)))
                         node.input[k] = name
+            if node.op_type in _PER_AXIS_OPS:
+                k = _PER_AXIS_OPS[node.op_type]
+                vector = wrapper.get_initializer(node.input[k])
+                halves = vector.reshape(-1, rank)  # Pad: begins and ends; Resize: the scales
+                name = f"{node.input[k]}_channels_last"
+                wrapper.set_initializer(name, np.ascontiguousarray(halves[:, to_last]).reshape(-1))
+                node.input[k] = name
             if node.op_type == "Concat":
                 axis = onnx.helper.get_attribute_value(node.attribute[0]) % rank
                 node.attribute[0].i = to_last.index(axis)

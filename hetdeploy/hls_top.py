@@ -73,6 +73,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     units keep their weights in DDR; returns those weights' ports."""
     activations = [b for b in source.memory.buffers if b.kind == "activation"]
     buffers = {b.tensor: b for b in activations}
+    project_dir.mkdir(parents=True, exist_ok=True)  # no hls4ml unit made it when our top moves everything
     shutil.copy(TEMPLATES / "arena.h", project_dir / "arena.h")
     shutil.copytree(source.ap_types, project_dir / "ap_types", dirs_exist_ok=True)
     sub = source.name

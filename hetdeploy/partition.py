@@ -490,22 +490,28 @@ class Partition:
     support_latency_s: float
     support_fits: bool
     # (node index, device it runs on, FPGA that could run it, "capacity" or "latency")
-    fpga_fallbacks: list[tuple[int, str, str, str]]
+    fpga_fallbacks: list[tuple[int, str, str, str, str]]  # node, device, fpga, reason, detail
 
 
-def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution) -> list[tuple[int, str, str, str]]:
-    """Nodes an FPGA runs that the plan puts elsewhere, and why: "capacity" when that FPGA could not
-    hold the node beside what it was given (each unit folded as far as hls4ml allows), "latency" when
-    it could but the estimate is lower elsewhere."""
+def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
+                   ) -> list[tuple[int, str, str, str, str]]:
+    """Every node the plan puts off the board's FPGAs, and why: "unsupported" when the FPGA does not
+    run it (the detail names the op or the limit of the board file it breaks), "capacity" when that
+    FPGA could not hold the node beside what it was given (each unit folded as far as hls4ml
+    allows), "latency" when it could but the estimate is lower elsewhere."""
     fpgas = [d for d in board.devices if d.kind == "fpga"]
     result = []
     for device, nodes in solution:
         if board.device(device).kind == "fpga":
             continue
         for i in nodes:
-            for fpga in (f for f in fpgas if f.why_not(graph.nodes[i]) is None):
+            for fpga in fpgas:
+                why = fpga.why_not(graph.nodes[i])
+                if why is not None:
+                    result.append((i, device, fpga.name, "unsupported", why))
+                    continue
                 room = cost.fits(list(solution) + [(fpga.name, [i])])
-                result.append((i, device, fpga.name, "latency" if room else "capacity"))
+                result.append((i, device, fpga.name, "latency" if room else "capacity", ""))
     return result
 
 

@@ -145,7 +145,10 @@ class FpgaFallback:
     node: str
     device: str
     fpga: str
-    reason: str  # "capacity": the FPGA cannot hold it beside its units even fully folded; "latency"
+    # "unsupported": the FPGA does not run it (``detail``: the op or the board-file limit it breaks);
+    # "capacity": the FPGA cannot hold it beside its units even fully folded; "latency"
+    reason: str
+    detail: str = ""
 
 
 @dataclass
