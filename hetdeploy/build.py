@@ -332,6 +332,8 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                     max(float(np.max(np.abs(s[source]))) for s in unit_samples), options.width)
             config_precision[unit.outputs[0]] = config_precision[source]
             cpp_precision[unit.outputs[0]] = cpp_precision[source]
+            if any(ops[n] != "Flatten" for n in unit.nodes):
+                unit.index_table = _write_index_table(unit, reference, project)
         else:
             try:
                 unit.hls = generate_unit(
@@ -352,6 +354,23 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                 cpp_precision.setdefault(port.tensor, port.precision)
         unit.precision = cpp_precision[unit.outputs[0]]
     return cpp_precision
+
+
+def _write_index_table(unit: ExecutionUnit, reference: OrtModel, project: Path) -> str:
+    """The relayout ``unit`` as a table: where in the input buffer each value of the output buffer
+    comes from (buffers of rank >= 3 are channels-last). Found by running the unit's own ONNX model
+    on the input buffer's positions, so any op that only moves values is right by construction."""
+    (name, in_shape), = reference.inputs
+    (_, out_shape), = reference.outputs
+    positions = np.arange(int(np.prod(in_shape)), dtype=np.float32)  # exact up to 2**24 values
+    moved = reference.run({name: runtime.channels_first(positions.reshape(runtime.channels_last_shape(in_shape)))})
+    index = runtime.channels_last(next(iter(moved.values())).reshape(out_shape)).reshape(-1).astype(np.int64)
+    header = Path("units") / unit.name / "index.h"
+    (project / header).parent.mkdir(parents=True, exist_ok=True)
+    (project / header).write_text(
+        f"// {unit.name}: output buffer value j is input buffer value {unit.name}_index[j]\n"
+        f"static const int {unit.name}_index[{index.size}] = {{{', '.join(map(str, index))}}};\n")
+    return str(header)
 
 
 def _write_top(sub: Subfunction, shapes: dict[str, list[int]], part: str, clock_period_ns: float,

@@ -86,7 +86,8 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     offsets = "\n".join(
         f"// {_comment([b.tensor])}: {b.size} bytes at {b.memory} + {b.offset}, steps {b.first}..{b.last}"
         for b in source.memory.buffers)
-    declarations = "".join(f"typedef {p.precision} {p.port}_t;\n" for p in every_weight)
+    declarations = "".join(f'#include "{u.index_table}"\n' for u in source.units if u.index_table)
+    declarations += "".join(f"typedef {p.precision} {p.port}_t;\n" for p in every_weight)
     declarations += "\n".join(
         f"void {u.name}_step({_parameters(u, ports_of[u.name])});" for u in source.units if u.hls is not None)
     (project_dir / f"{sub}_units.h").write_text(template("units.h.in").substitute(
@@ -183,6 +184,8 @@ def _run_unit(unit: ExecutionUnit, at: Callable[[str], str], types: dict[str, st
         arguments = [at(t) for t in unit.inputs + unit.outputs] + [p.port for p in weights]
         return f"    {unit.name}_step({', '.join(arguments)});\n"
     (x,), (y,) = unit.inputs, unit.outputs
+    if unit.index_table:
+        return f"    hetdeploy::gather<{types[x]}>({at(x)}, {at(y)}, {unit.name}_index, {_values(shapes[y])});\n"
     return f"    {_flatten(shapes[x], types[x], at(x), at(y))}\n"
 
 

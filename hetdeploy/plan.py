@@ -166,7 +166,10 @@ class ExecutionUnit:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     onnx: str = ""  # the unit as an ONNX model (the reference it is verified against)
-    hls: Optional[UnitHls] = None  # None for a unit our top computes itself (Flatten)
+    hls: Optional[UnitHls] = None  # None for a unit our top moves itself (Flatten, Reshape, Transpose, ...)
+    # such a unit other than a Flatten: its index table (output buffer position -> input buffer
+    # position), a C++ header relative to the subfunction's HLS project
+    index_table: str = ""
     verification: Optional[Verification] = None
 
 

@@ -41,9 +41,9 @@ from .board import BRAM18_BITS, Device
 from .graph import Graph
 
 RESOURCES = ("dsp", "bram18", "lut", "ff")
-# Ops that only relabel values: the subfunction's top moves them itself (no hls4ml project), so a
-# unit of one of them holds it alone.
-RELAYOUT_OPS = {"Flatten"}
+# Ops that only move values: the subfunction's top moves them itself (no hls4ml project; a Flatten
+# by index arithmetic, the others through an index table), so a unit of one of them holds it alone.
+RELAYOUT_OPS = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze"}
 # Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
 BRAM_MIN_DEPTH = 64
 UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 600, 800
@@ -120,8 +120,13 @@ def unit_shape(graph: Graph, unit: Unit) -> Shape:
         line = (kernel[0] - 1) * (first[-1] if len(first) > 3 else 1) * first[1]
         return Shape("window", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, line, output_values,
                      softmax)
-    if main.op in ("Flatten", "Reshape"):  # a relabelling of the same values: no logic, no buffer
+    if main.op in RELAYOUT_OPS:  # values moved by the top: no logic, no buffer of its own
         return Shape("data", 0, 0, 0, False, 0, 0, softmax)
+    if main.op in ("AveragePool", "GlobalAveragePool"):  # a depthwise convolution on the FPGA
+        kernel = main.attrs.get("kernel_shape") or first[2:]
+        line = (kernel[0] - 1) * (first[-1] if len(first) > 3 else 1) * first[1]
+        return Shape("kernel", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, line, output_values,
+                     softmax)
     channels = main_out[1] if len(main_out) > 1 else main_out[0]
     return Shape("elementwise", 1, channels, max(1, math.prod(main_out) // max(1, channels)), streamed, 0,
                  output_values, softmax)
