@@ -172,6 +172,9 @@ def _limit_violation(limits: dict, node: Node) -> Optional[str]:
                 return "inputs of different shapes"
             if node.constants and not limits.get("per_channel_constants"):
                 return "constant inputs"
+        if key == "padding_counted" and allowed and any(node.attrs.get("pads") or []) \
+                and not node.attrs.get("count_include_pad"):
+            return f"pads={node.attrs.get('pads')} with count_include_pad=0"
         if key == "per_channel_constants" and allowed:
             for k, const in sorted(node.constant_shapes.items()):
                 aligned = [1] * (rank - len(const)) + list(const)
@@ -222,6 +225,7 @@ _LIMITS = {
     "same_shape_inputs": (False, _BOOL),
     "per_channel_constants": (False, _BOOL),
     "stride_equals_kernel": (False, _BOOL),
+    "padding_counted": (False, _BOOL),
 }
 _RESOURCES = {k: (True, _NONNEG_INT) for k in ("lut", "ff", "bram18", "dsp", "uram")}
 _MEMORY = {"bytes": (True, _POS_INT), "bandwidth_bytes_per_s": (True, _POS_NUM)}

@@ -1,0 +1,192 @@
+"""Every op hls4ml can implement runs on the FPGA and matches onnxruntime in C-simulation, standalone
+and fused after a layer, at 4-D and 2-D; what it cannot do stays on the CPU with the reason. Each
+build below checks every execution unit against its ONNX model (a unit out of tolerance fails the
+build), then the whole pipeline is emulated."""
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, shape_inference
+
+import op_models
+from hetdeploy import rewrites
+from hetdeploy.build import BuildOptions, build
+from hetdeploy.emulate import emulate
+from op_models import Builder
+
+
+def save_model(b: Builder, path, shape, name="chain"):
+    graph = helper.make_graph(b.nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info(b.nodes[-1].output[0], TensorProto.FLOAT, None)],
+                              b.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    model = shape_inference.infer_shapes(model)
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+def build_and_emulate(path, out):
+    plan = build(BuildOptions(model=path, board="pynq-z2", out_dir=out, policy="support"), progress=lambda m: None)
+    result = emulate(out, None, 1)
+    assert result.comparison.passed, result.table()
+    return plan
+
+
+def on_fpga(plan, nodes):
+    where = {n: plan.node_map[n] for n in nodes}
+    fpga = {s.name for s in plan.subfunctions if s.kind == "fpga"}
+    assert all(w.get("subfunction") in fpga and w.get("unit") for w in where.values()), where
+    return where
+
+
+def test_every_4d_op_standalone_and_after_a_layer(tmp_path):
+    """Standalone: each op reads a pooling's (or a relayout's) output, so it is a unit of its own or
+    leads one; after a layer: fused into a convolution's unit."""
+    b = Builder(1)
+    C = op_models.CHANNELS
+    conv = lambda x, name: b.node("Conv", [x, b.random(f"{name}.w", [C, C, 3, 3]), b.random(f"{name}.b", [C])], name,
+                                  kernel_shape=[3, 3], pads=[1, 1, 1, 1])  # noqa: E731
+    per_channel = lambda name, scale=0.3: b.random(name, [C, 1, 1], scale)  # noqa: E731
+    x = conv("input", "conv1")
+    x = b.node("PRelu", [x, b.const("slope1", b.rng.uniform(0.05, 0.3, [C, 1, 1]))], "prelu_fused")
+    x = b.node("Mul", [x, per_channel("scale1", 1.0)], "mul_fused")
+    x = b.node("Add", [x, per_channel("shift1")], "add_fused")
+    x = b.node("LeakyRelu", [x], "leaky_fused", alpha=0.1)
+    x = b.node("MaxPool", [x], "pool1", kernel_shape=[2, 2], strides=[2, 2])
+    x = b.node("Tanh", [x], "tanh")
+    x = b.node("Resize", [x, "", b.const("scales", [1.0, 1.0, 2.0, 2.0])], "resize", mode="nearest")
+    x = b.node("Pad", [x, b.const("pads", [0, 0, 1, 0, 0, 0, 0, 1])], "pad", mode="constant")
+    x = b.node("AveragePool", [x], "avgpool", kernel_shape=[3, 3], strides=[1, 1])
+    x = b.node("HardSigmoid", [x], "hardsigmoid", alpha=0.3, beta=0.4)
+    x = b.node("Transpose", [x], "transpose", perm=[0, 1, 3, 2])
+    x = b.node("PRelu", [x, b.const("slope2", b.rng.uniform(0.05, 0.3, [C, 1, 1]))], "prelu")
+    x = b.node("Clip", [x, b.const("lo", -0.25), b.const("hi", 0.5)], "clip")
+    x = conv(x, "conv2")
+    x = b.node("Tanh", [x], "tanh_fused")
+    x = b.node("HardSigmoid", [x], "hardsigmoid_fused")
+    x = b.node("Clip", [x, b.const("zero", 0.0), b.const("six", 6.0)], "relu6_fused")
+    x = b.node("GlobalAveragePool", [x], "gap")
+    x = b.node("Reshape", [x, b.const("flat", [1, C])], "reshape")
+    b.node("Gemm", [x, b.random("fc.w", [3, C]), b.random("fc.b", [3])], "fc", transB=1)
+    path = save_model(b, tmp_path / "ops4d.onnx", [1, C, 8, 8])
+    plan = build_and_emulate(path, tmp_path / "ops4d")
+    where = on_fpga(plan, [n.name for n in b.nodes])
+    assert where["prelu_fused"]["unit"] == where["conv1"]["unit"] == where["leaky_fused"]["unit"]
+    assert where["relu6_fused"]["unit"] == where["conv2"]["unit"]
+    assert where["tanh"]["unit"] != where["pool1"]["unit"]
+
+
+def test_every_2d_op_standalone_and_after_a_layer(tmp_path):
+    b = Builder(2)
+    F = op_models.FEATURES
+    dense = lambda x, name: b.node("Gemm", [x, b.random(f"{name}.w", [F, F]), b.random(f"{name}.b", [F])], name,
+                                   transB=1)  # noqa: E731
+    x = b.node("PRelu", ["input", b.const("slope1", b.rng.uniform(0.05, 0.3, [F]))], "prelu")
+    x = b.node("Mul", [x, b.random("scale", [F], 1.0)], "mul")
+    x = b.node("Add", [x, b.random("shift", [F])], "add")
+    x = b.node("Clip", [x, b.const("lo", -0.5), b.const("hi", 0.75)], "clip")
+    x = dense(x, "fc1")
+    x = b.node("Tanh", [x], "tanh_fused")
+    x = b.node("LeakyRelu", [x], "leaky_fused", alpha=0.2)
+    x = b.node("HardSigmoid", [x], "hardsigmoid_fused")
+    x = dense(x, "fc2")
+    x = b.node("Clip", [x, b.const("zero", 0.0), b.const("six", 6.0)], "relu6_fused")
+    x = b.node("PRelu", [x, b.const("slope2", b.rng.uniform(0.05, 0.3, [F]))], "prelu_fused")
+    x = b.node("Concat", [x, b.node("Sigmoid", [x], "sigmoid")], "concat", axis=1)
+    b.node("Softmax", [x], "softmax", axis=-1)
+    path = save_model(b, tmp_path / "ops2d.onnx", [1, F])
+    plan = build_and_emulate(path, tmp_path / "ops2d")
+    where = on_fpga(plan, [n.name for n in b.nodes])
+    assert where["prelu_fused"]["unit"] == where["fc2"]["unit"]
+
+
+def test_residual_and_inception_blocks_run_wholly_on_the_fpga(tmp_path):
+    """Conv-BN-Relu-Conv-BN-Add-Relu, then four parallel branches (1x1, 3x3, 5x5 convolutions and a
+    pooling branch) joined by one Concat and a Relu: every node of the user's model is on the FPGA
+    (or folded into a node that is)."""
+    b = Builder(3)
+    C = op_models.CHANNELS
+
+    def conv(x, name, k=3, out=C):
+        return b.node("Conv", [x, b.random(f"{name}.w", [out, C, k, k]), b.random(f"{name}.b", [out])], name,
+                      kernel_shape=[k, k], pads=[k // 2] * 4)
+
+    def bn(x, name):
+        return b.node("BatchNormalization", [x, b.random(f"{name}.s", [C]), b.random(f"{name}.b", [C]),
+                                             b.random(f"{name}.m", [C]),
+                                             b.const(f"{name}.v", b.rng.uniform(0.5, 2, C))], name)
+
+    y = b.node("Relu", [bn(conv("input", "res.conv1"), "res.bn1")], "res.relu1")
+    y = bn(conv(y, "res.conv2"), "res.bn2")
+    x = b.node("Relu", [b.node("Add", [y, "input"], "res.add")], "res.relu2")
+    branches = [conv(x, "inc.b1", 1), conv(x, "inc.b3", 3), conv(x, "inc.b5", 5),
+                conv(b.node("MaxPool", [x], "inc.pool", kernel_shape=[2, 2], strides=[2, 2]), "inc.bp", 1)]
+    branches[3] = b.node("Resize", [branches[3], "", b.const("up", [1.0, 1.0, 2.0, 2.0])], "inc.up", mode="nearest")
+    b.node("Relu", [b.node("Concat", branches, "inc.concat", axis=1)], "inc.relu")
+    path = save_model(b, tmp_path / "blocks.onnx", [1, C, 8, 8])
+    plan = build_and_emulate(path, tmp_path / "blocks")
+    assert [s.kind for s in plan.subfunctions] == ["fpga"]
+    for name in (n.name for n in b.nodes):
+        where = plan.node_map[name]
+        assert where.get("unit") or where.get("folded_into"), (name, where)
+    assert plan.node_map["res.bn1"]["folded_into"] == "res.conv1"
+
+
+@pytest.mark.parametrize("op,reason", [("MaxPool_stride", "strides [2, 2] differ from the kernel [3, 3]"),
+                                       ("MaxPool_padded", "pads="),
+                                       ("Conv_dilated", "dilations=[2, 2]")])
+def test_what_hls4ml_cannot_do_stays_on_the_cpu_with_the_reason(tmp_path, op, reason):
+    from hetdeploy.build import plan_stages
+
+    path = tmp_path / f"{op}.onnx"
+    onnx.save(op_models.op_model(op, 4, "after_layer"), str(path))
+    _, _, plan = plan_stages(BuildOptions(model=path, board="pynq-z2", out_dir=tmp_path, policy="support"),
+                             lambda k, what: None)
+    assert plan.node_map["layer"]["subfunction"].endswith("fpga")
+    assert "arm_cpu" in plan.node_map["op"]["subfunction"]
+    (fallback,) = [f for f in plan.fpga_fallbacks if f.node == "op"]
+    assert fallback.reason == "unsupported" and reason in fallback.detail
+    assert json.loads(plan.to_json())["fpga_fallbacks"][0]["detail"] == fallback.detail
+
+
+# ---------------------------------------------------------------- the lowerings on their own
+
+
+def lowered(model, lowering):
+    before = shape_inference.infer_shapes(model)
+    after = onnx.ModelProto()
+    after.CopyFrom(before)
+    assert lowering(after)
+    x = np.random.default_rng(0).normal(0, 2, [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim])
+    run = lambda m: ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"]).run(  # noqa
+        None, {"input": x.astype(np.float32)})[0]
+    np.testing.assert_allclose(run(after), run(before), rtol=1e-5, atol=1e-5)
+    return [n.op_type for n in after.graph.node]
+
+
+@pytest.mark.parametrize("op,lowering,ops", [
+    ("AveragePool", rewrites.average_pool_to_depthwise_conv, ["Conv"]),
+    ("GlobalAveragePool", rewrites.average_pool_to_depthwise_conv, ["Conv"]),
+    ("Mul", rewrites.constant_arithmetic_to_affine, ["BatchNormalization"]),
+    ("Add", rewrites.constant_arithmetic_to_affine, ["BatchNormalization"]),
+    ("Clip_narrow", rewrites.clip_to_relus, ["BatchNormalization", "Relu", "BatchNormalization", "Relu",
+                                             "BatchNormalization"]),
+    ("HardSigmoid", rewrites.hard_sigmoid_to_clip, ["BatchNormalization", "Clip"]),
+])
+def test_lowerings_for_hls4ml_are_exact(op, lowering, ops):
+    assert lowered(op_models.op_model(op, 4, "standalone"), lowering) == ops
+
+
+def test_clip_with_one_bound_lowers_to_one_relu():
+    b = Builder()
+    b.node("Clip", ["input", b.const("lo", -1.0)], "op")
+    graph = helper.make_graph(b.nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3])],
+                              [helper.make_tensor_value_info("op_out", TensorProto.FLOAT, [1, 3])], b.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    assert lowered(model, rewrites.clip_to_relus) == ["BatchNormalization", "Relu", "BatchNormalization"]
