@@ -200,14 +200,17 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         pinned = {k: folding for k, (u, shape) in enumerate(zip(found, shapes))
                   if (folding := _pinned_folding(loaded, u, shape, options, rate)) is not None}
         foldings = units.fold(shapes, device.budget(), options.width, pinned, rate)
-        if foldings is None:  # only with pinned foldings: partitioning checks the fully folded design
+        if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)
             folded = [units.folded_estimate(s, pinned.get(k) or units.folding_options(s, options.width, rate)[-1],
                                             options.width, rate) for k, s in enumerate(shapes)]
             over = [f"{k.upper()} {sum(e[k] for e in folded)} > {device.budget()[k]}" for k in units.RESOURCES
                     if sum(e[k] for e in folded) > device.budget()[k]]
-            raise UserError(f"the FPGA units do not fit {device.name} with the foldings given by "
-                            f"--reuse-factor and --weights-in-ddr, even with every other unit fully folded "
-                            f"({', '.join(over)})")
+            if pinned:
+                raise UserError(f"the FPGA units do not fit {device.name} with the foldings given by "
+                                f"--reuse-factor and --weights-in-ddr, even with every other unit fully folded "
+                                f"({', '.join(over)})")
+            raise UserError(f"the {options.policy} policy gives {device.name} more than it holds even fully "
+                            f"folded ({', '.join(over)}); the latency policy moves what does not fit elsewhere")
         budget = {k: device.budget().get(k, 0) for k in units.RESOURCES} | {"latency_cycles": None}
         choices = iter(zip(shapes, foldings))
         for sub, units_of_sub in split:

@@ -43,7 +43,7 @@ from .graph import Graph
 RESOURCES = ("dsp", "bram18", "lut", "ff")
 # Ops that only move values: the subfunction's top moves them itself (no hls4ml project; a Flatten
 # by index arithmetic, the others through an index table), so a unit of one of them holds it alone.
-RELAYOUT_OPS = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze"}
+RELAYOUT_OPS = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth"}
 # Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
 BRAM_MIN_DEPTH = 64
 UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 600, 800

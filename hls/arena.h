@@ -83,7 +83,7 @@ template <class T> void flatten_channels_last(const byte_t *source, byte_t *targ
     }
 }
 
-// Any other relayout (Reshape, Transpose, Squeeze, Unsqueeze between buffer layouts): target value j
+// Any other relayout (Reshape, Transpose, Squeeze, Unsqueeze, DepthToSpace, SpaceToDepth): target value j
 // is source value index[j], the table hetdeploy computed from the op (units/<unit>/index.h)
 template <class T> void gather(const byte_t *source, byte_t *target, const int *index, int n) {
     for (int j = 0; j < n; j++) {
