@@ -455,7 +455,7 @@ def _validate_pes(src: _Source, d: dict, path: str, ops: Optional[dict]) -> dict
         src.fail(path if pes is None else f"{path}.pes",
                  "missing key 'pes' (required for an fpga device)" if pes is None
                  else "expected a mapping of PE kind to {ops, fuse}")
-    listed = set(ops or {})
+    listed = list(ops or {})  # in the file's order
     for kind, spec in pes.items():
         src.check(spec, _PE, f"{path}.pes.{kind}")
         for key in ("ops", "fuse"):
@@ -463,7 +463,7 @@ def _validate_pes(src: _Source, d: dict, path: str, ops: Optional[dict]) -> dict
                 if op not in listed:
                     src.fail(f"{path}.pes.{kind}.{key}[{k}]", f"'{op}' is not in this device's ops")
     covered = {op for spec in pes.values() for op in spec["ops"]}
-    for op in listed - covered:
+    for op in (op for op in listed if op not in covered):  # in the file's order: the same error every run
         src.fail(f"{path}.ops.{op}", f"no PE in {path}.pes runs {op}")
     return {kind: ProcessingElement(list(spec["ops"]), list(spec.get("fuse", []))) for kind, spec in pes.items()}
 

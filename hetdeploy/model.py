@@ -43,7 +43,8 @@ MIN_IR_VERSION = 4
 
 _DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64", onnx.TensorProto.INT64: "int64",
            onnx.TensorProto.INT32: "int32", onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.UINT8: "uint8",
-           onnx.TensorProto.INT8: "int8", onnx.TensorProto.BOOL: "bool"}
+           onnx.TensorProto.INT8: "int8", onnx.TensorProto.BOOL: "bool", onnx.TensorProto.STRING: "string",
+           onnx.TensorProto.INT16: "int16", onnx.TensorProto.UINT16: "uint16", onnx.TensorProto.BFLOAT16: "bfloat16"}
 
 
 @dataclass

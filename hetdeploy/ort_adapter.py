@@ -43,7 +43,7 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     fusions. Quantize/Dequantize pairs of constants are folded too (weights written as
     DequantizeLinear of integers become floats). Only standard opsets stay imported."""
     options = ort.SessionOptions()
-    options.log_severity_level = 3
+    options.log_severity_level = 4  # a model it refuses is reported by the caller, in one line
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     options.add_session_config_entry("session.disable_quant_qdq", "1")
     with tempfile.TemporaryDirectory() as folder:

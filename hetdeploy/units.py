@@ -101,9 +101,10 @@ class Shape:
 
 def unit_shape(graph: Graph, unit: Unit) -> Shape:
     main = graph.nodes[unit.nodes[0]]
-    first = main.input_shapes[0] if main.input_shapes else [1]
-    out = graph.nodes[unit.nodes[-1]].output_shapes[0] if graph.nodes[unit.nodes[-1]].output_shapes else [1]
-    main_out = main.output_shapes[0] if main.output_shapes else [1]
+    # a scalar (rank 0) counts as one value
+    first = (main.input_shapes[0] if main.input_shapes else None) or [1]
+    out = (graph.nodes[unit.nodes[-1]].output_shapes[0] if graph.nodes[unit.nodes[-1]].output_shapes else None) or [1]
+    main_out = (main.output_shapes[0] if main.output_shapes else None) or [1]
     streamed = len(first) > 2
     softmax = any(graph.nodes[i].op == "Softmax" for i in unit.nodes)
     output_values = math.prod(out)

@@ -40,7 +40,7 @@ def test_units_fuse_batchnorm_and_activation_into_their_layer():
         ("conv", ["Conv", "BatchNormalization", "Relu"]),
         ("conv", ["Conv", "BatchNormalization", "Relu"]),
         ("pool", ["MaxPool"]),
-        ("elementwise", ["Flatten"]),
+        ("data", ["Flatten"]),
         ("dense", ["Gemm", "Softmax"]),
     ]
 
