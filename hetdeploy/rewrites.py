@@ -502,6 +502,22 @@ def average_pool_to_depthwise_conv(model: onnx.ModelProto) -> bool:
     return changed
 
 
+def global_max_pool_to_max_pool(model: onnx.ModelProto) -> bool:
+    """GlobalMaxPool is a MaxPool whose kernel and strides are the input's spatial size (hls4ml's
+    global pooling reads a channels-last buffer as channels-first)."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        shape = graph.shapes.get(node.input[0])
+        if node.op_type != "GlobalMaxPool" or shape is None or len(shape) < 3:
+            continue
+        spatial = list(shape[2:])
+        _replace(graph, node, [helper.make_node("MaxPool", [node.input[0]], list(node.output), name=node.name,
+                                                kernel_shape=spatial, strides=spatial, pads=[0] * (2 * len(spatial)))])
+        changed = True
+    return changed
+
+
 def _replace(graph: Graph, node: onnx.NodeProto, nodes: list[onnx.NodeProto]) -> None:
     position = list(graph.g.node).index(node)
     graph.remove(node)
@@ -613,8 +629,8 @@ def hard_sigmoid_to_clip(model: onnx.ModelProto) -> bool:
     return changed
 
 
-HLS4ML_LOWERINGS: list[Pass] = [average_pool_to_depthwise_conv, constant_arithmetic_to_affine, hard_sigmoid_to_clip,
-                                clip_to_relus]
+HLS4ML_LOWERINGS: list[Pass] = [average_pool_to_depthwise_conv, global_max_pool_to_max_pool,
+                                constant_arithmetic_to_affine, hard_sigmoid_to_clip, clip_to_relus]
 
 
 def trace_nodes(before: onnx.ModelProto, after: onnx.ModelProto) -> dict[str, Optional[str]]:

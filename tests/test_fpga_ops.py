@@ -70,7 +70,8 @@ def test_every_4d_op_standalone_and_after_a_layer(tmp_path):
     x = b.node("Tanh", [x], "tanh_fused")
     x = b.node("HardSigmoid", [x], "hardsigmoid_fused")
     x = b.node("Clip", [x, b.const("zero", 0.0), b.const("six", 6.0)], "relu6_fused")
-    x = b.node("GlobalAveragePool", [x], "gap")
+    x = b.node("Mul", [x, b.node("Softplus", [x], "softplus")], "mul")
+    x = b.node("Add", [b.node("GlobalAveragePool", [x], "gap"), b.node("GlobalMaxPool", [x], "gmp")], "add")
     x = b.node("Reshape", [x, b.const("flat", [1, C])], "reshape")
     b.node("Gemm", [x, b.random("fc.w", [3, C]), b.random("fc.b", [3])], "fc", transB=1)
     path = save_model(b, tmp_path / "ops4d.onnx", [1, C, 8, 8])
@@ -98,6 +99,11 @@ def test_every_2d_op_standalone_and_after_a_layer(tmp_path):
     x = b.node("Clip", [x, b.const("zero", 0.0), b.const("six", 6.0)], "relu6_fused")
     x = b.node("PRelu", [x, b.const("slope2", b.rng.uniform(0.05, 0.3, [F]))], "prelu_fused")
     x = b.node("Concat", [x, b.node("Sigmoid", [x], "sigmoid")], "concat", axis=1)
+    x = b.node("Elu", [x], "elu", alpha=0.5)
+    x = b.node("Softsign", [x], "softsign")
+    x = b.node("Max", [x, b.node("Softplus", [x], "softplus")], "max")
+    x = b.node("Sub", [x, b.node("Selu", [x], "selu")], "sub")
+    x = b.node("Min", [x, b.node("Tanh", [x], "tanh")], "min")
     b.node("Softmax", [x], "softmax", axis=-1)
     path = save_model(b, tmp_path / "ops2d.onnx", [1, F])
     plan = build_and_emulate(path, tmp_path / "ops2d")
@@ -172,6 +178,7 @@ def lowered(model, lowering):
 @pytest.mark.parametrize("op,lowering,ops", [
     ("AveragePool", rewrites.average_pool_to_depthwise_conv, ["Conv"]),
     ("GlobalAveragePool", rewrites.average_pool_to_depthwise_conv, ["Conv"]),
+    ("GlobalMaxPool", rewrites.global_max_pool_to_max_pool, ["MaxPool"]),
     ("Mul", rewrites.constant_arithmetic_to_affine, ["BatchNormalization"]),
     ("Add", rewrites.constant_arithmetic_to_affine, ["BatchNormalization"]),
     ("Clip_narrow", rewrites.clip_to_relus, ["BatchNormalization", "Relu", "BatchNormalization", "Relu",
