@@ -80,6 +80,8 @@ OPS: dict[str, tuple[tuple[int, ...], Callable[[Builder, str, int], str]]] = {
                                             mode="nearest")),
     "Pad": ((4,), lambda b, x, r: b.node("Pad", [x, b.const("pads", [0, 0, 1, 2, 0, 0, 0, 1])], "op",
                                          mode="constant")),
+    "Pad_value": ((4,), lambda b, x, r: b.node("Pad", [x, b.const("pads", [0, 0, 2, 1, 0, 0, 1, 0]),
+                                                       b.const("value", 1.5)], "op", mode="constant")),
     "Transpose": ((4,), lambda b, x, r: b.node("Transpose", [x], "op", perm=[0, 1, 3, 2])),
     "Reshape": ((4,), lambda b, x, r: b.node("Reshape", [x, b.const("shape", [1, CHANNELS * 2, SIZE // 2, SIZE])],
                                              "op")),

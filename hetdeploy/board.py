@@ -83,6 +83,10 @@ class Device:
             return None if node.domain in ONNXRUNTIME_DOMAINS else f"custom domain '{node.domain}'"
         if node.domain not in ("", "ai.onnx"):
             return f"custom domain '{node.domain}'"
+        if self.kind == "fpga":  # its cores take one sample per call: (1, ...) tensors only
+            shape = next((s for s in node.input_shapes + node.output_shapes if len(s) < 2 or s[0] != 1), None)
+            if shape is not None:
+                return f"tensor of shape {shape}: the FPGA takes one sample, (1, ...), per call"
         if node.op not in self.ops:
             return f"{self.name} does not list {node.op}"
         return _limit_violation(self.ops[node.op], node)

@@ -12,10 +12,11 @@ hetdeploy reports it with the log to read.
 from __future__ import annotations
 
 import ctypes
-import multiprocessing
 import os
 import signal
 import subprocess
+import sys
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Sequence
 
@@ -48,7 +49,7 @@ class CSimCrash(UserError):
     exit_code = 3
 
 
-def _serve(connection, library: str, project_dir: str, log: str) -> None:
+def _serve(requests: Connection, replies: Connection, library: str, project_dir: str, log: str) -> None:
     """The child process that holds a C-simulation library: what the generated C++ does (asserts,
     exit, crashes) ends this process, never hetdeploy. Its stdout and stderr go to ``log``."""
     descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
@@ -59,21 +60,21 @@ def _serve(connection, library: str, project_dir: str, log: str) -> None:
     pointer = np.ctypeslib.ndpointer(dtype=np.float32, flags="C_CONTIGUOUS")
     while True:
         try:
-            request = connection.recv()
-        except EOFError:
+            request = requests.recv()
+        except EOFError:  # hetdeploy closed its end (or ended)
             return
         kind, name, args = request
         function = getattr(lib, name)
         if kind == "load_ddr":
             function.argtypes, function.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
-            connection.send(function(args, len(args)))
+            replies.send(function(args, len(args)))
         else:
             inputs, output_sizes = args
             function.argtypes = [pointer] * (len(inputs) + len(output_sizes))
             function.restype = None
             outputs = [np.zeros(size, dtype=np.float32) for size in output_sizes]
             function(*inputs, *outputs)
-            connection.send(outputs)
+            replies.send(outputs)
 
 
 class CSimLibrary:
@@ -88,27 +89,35 @@ class CSimLibrary:
             if not (self.project_dir / folder).is_dir():
                 raise UserError(f"{self.project_dir / folder}: weights missing; rebuild with 'hetdeploy build'")
         self.log = self.project_dir / CSIM_LOG
-        context = multiprocessing.get_context("spawn")  # no fork of onnxruntime's threads
-        self._connection, child = context.Pipe()
-        self._process = context.Process(target=_serve, daemon=True,
-                                        args=(child, str(library.resolve()), str(self.project_dir.resolve()),
-                                              str(self.log.resolve())))
-        self._process.start()
-        child.close()
+        # a fresh interpreter (``python -m hetdeploy.csim``), not a fork of this one and its
+        # onnxruntime threads, nor multiprocessing's spawn, which re-imports the caller's script
+        from_parent, to_child = os.pipe()  # (read end, write end)
+        from_child, to_parent = os.pipe()
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "hetdeploy.csim", str(library.resolve()), str(self.project_dir.resolve()),
+             str(self.log.resolve()), str(from_parent), str(to_parent)],
+            pass_fds=(from_parent, to_parent), stdin=subprocess.DEVNULL, close_fds=True)
+        os.close(from_parent)
+        os.close(to_parent)
+        self._requests, self._replies = Connection(to_child, readable=False), Connection(from_child, writable=False)
 
     def _ask(self, kind: str, name: str, args):
         try:
-            self._connection.send((kind, name, args))
-            return self._connection.recv()
-        except (EOFError, BrokenPipeError, ConnectionResetError):
-            self._process.join(5)
-            code = self._process.exitcode
-            how = f"signal {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit status {code}"
+            self._requests.send((kind, name, args))
+            return self._replies.recv()
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            code = self._process.wait(5)
+            how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
             raise CSimCrash(f"C-simulation of {name} ended with {how}; see {self.log}") from None
 
     def close(self) -> None:
-        self._connection.close()
-        self._process.join(5)
+        self._requests.close()
+        self._replies.close()
+        self._process.wait(5)
+
+    def __del__(self) -> None:
+        if getattr(self, "_process", None) is not None and self._process.poll() is None:
+            self._requests.close()  # the child ends on the end of its input
 
     def load_ddr(self, entry: str, image: Path) -> None:
         """Fill the library's DDR region from ``image`` (through ``entry``, <top>_load_ddr)."""
@@ -129,3 +138,9 @@ class CSimLibrary:
             return self._ask("call", name, (flat_in, list(output_sizes)))
 
         return call
+
+
+if __name__ == "__main__":  # the child process of ``CSimLibrary``
+    _library, _project, _log, _requests, _replies = sys.argv[1:]
+    _serve(Connection(int(_requests), writable=False), Connection(int(_replies), readable=False), _library, _project,
+           _log)

@@ -15,7 +15,8 @@ What real published models do and how it is handled here:
   tensor; the plan records the reshape so callers still feed the original shape);
 - external data: must stay inside the model's folder.
 
-The source model (the reference every check compares with) is the user's, only its batch fixed.
+The source model (the reference every check compares with) is the user's, only its batch fixed (and, below
+opset 7, which onnxruntime does not run, converted like the normalised one).
 ``LoadedModel.traced`` says what became of every node of the user's model.
 """
 
@@ -40,6 +41,8 @@ from .plan import InputReshape, TensorSpec
 MAX_IR_VERSION = 10
 # IR 3 lists initializers among the graph inputs; from IR 4 on they need not be.
 MIN_IR_VERSION = 4
+# The oldest default opset onnxruntime runs.
+ORT_MIN_OPSET = 7
 
 _DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64", onnx.TensorProto.INT64: "int64",
            onnx.TensorProto.INT32: "int32", onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.UINT8: "uint8",
@@ -67,6 +70,8 @@ def load_model(path: str | Path) -> LoadedModel:
     _fix_batch(source, path)
     # IR 3 requires initializers among the inputs, which were just dropped
     source.ir_version = max(MIN_IR_VERSION, min(source.ir_version, MAX_IR_VERSION))
+    if rewrites.default_opset(source) < ORT_MIN_OPSET:  # onnxruntime cannot run it: the conversion is the reference
+        source = _convert_opset(source, path)
     source = _infer_shapes(source, path, strict=False)
 
     model = onnx.ModelProto()
@@ -85,14 +90,8 @@ def load_model(path: str | Path) -> LoadedModel:
 def _normalise(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     """What exporters write, in the forms the devices run: the opset raised to MIN_OPSET (onnx's
     version converter), constants folded (onnxruntime), then each rewrite of ``rewrites.PASSES``."""
-    opset = rewrites.default_opset(model)
-    if opset < rewrites.MIN_OPSET:
-        try:
-            model = version_converter.convert_version(model, rewrites.MIN_OPSET)
-        except Exception as err:
-            raise UserError(f"{path}: cannot convert opset {opset} to {rewrites.MIN_OPSET}: "
-                            f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
-        model.ir_version = max(MIN_IR_VERSION, min(model.ir_version, MAX_IR_VERSION))
+    if rewrites.default_opset(model) < rewrites.MIN_OPSET:
+        model = _convert_opset(model, path)
     if all(n.domain in ONNXRUNTIME_DOMAINS for n in model.graph.node):
         try:
             model = fold_constants(model)
@@ -108,6 +107,18 @@ def _normalise(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
         if changed:
             model = _infer_shapes(model, path, strict=False)
     return _infer_shapes(model, path, strict=True)
+
+
+def _convert_opset(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
+    """The model at opset MIN_OPSET, by onnx's version converter."""
+    opset = rewrites.default_opset(model)
+    try:
+        converted = version_converter.convert_version(model, rewrites.MIN_OPSET)
+    except Exception as err:
+        raise UserError(f"{path}: cannot convert opset {opset} to {rewrites.MIN_OPSET}: "
+                        f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+    converted.ir_version = max(MIN_IR_VERSION, min(converted.ir_version, MAX_IR_VERSION))
+    return converted
 
 
 def _read(path: Path) -> onnx.ModelProto:

@@ -9,6 +9,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from .errors import UserError
+
 
 def providers_for(kind: str) -> list[str]:
     """GPU subfunctions use CUDA when this onnxruntime has it, else the CPU."""
@@ -19,11 +21,18 @@ def providers_for(kind: str) -> list[str]:
 
 
 class OrtModel:
+    """A model on onnxruntime; what onnxruntime refuses (a model it cannot load, a node that fails
+    on the inputs given) is a UserError naming the model."""
+
     def __init__(self, path: Path | str | bytes, kind: str = "cpu"):
         options = ort.SessionOptions()
-        options.log_severity_level = 3
+        options.log_severity_level = 4  # what fails is reported below, in one line
         source = path if isinstance(path, bytes) else str(path)
-        self.session = ort.InferenceSession(source, options, providers=providers_for(kind))
+        self.name = "the model" if isinstance(path, bytes) else str(path)
+        try:
+            self.session = ort.InferenceSession(source, options, providers=providers_for(kind))
+        except Exception as err:  # onnxruntime raises its own Fail / InvalidGraph / NotImplemented kinds
+            raise UserError(f"{self.name}: onnxruntime cannot load it: {_first_line(err)}") from None
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
         # (name, shape) where every dimension is fixed (the model's batch is fixed at intake)
@@ -31,8 +40,15 @@ class OrtModel:
         self.outputs = [(o.name, list(o.shape)) for o in self.session.get_outputs()]
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        results = self.session.run(None, {n: feeds[n] for n in self.input_names})
+        try:
+            results = self.session.run(None, {n: feeds[n] for n in self.input_names})
+        except Exception as err:
+            raise UserError(f"{self.name}: onnxruntime failed to run it: {_first_line(err)}") from None
         return dict(zip(self.output_names, results))
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
 

@@ -518,6 +518,27 @@ def global_max_pool_to_max_pool(model: onnx.ModelProto) -> bool:
     return changed
 
 
+def pad_value_to_zero(model: onnx.ModelProto) -> bool:
+    """Pad with a constant c other than 0 is c + Pad(x - c, 0) (hls4ml pads with zeros only)."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        value = graph.constant(node.input[2]) if node.op_type == "Pad" and len(node.input) > 2 and node.input[2] \
+            else None
+        shape = graph.shapes.get(node.input[0])
+        if value is None or value.size != 1 or float(value.reshape(-1)[0]) == 0.0 or shape is None or len(shape) < 2:
+            continue
+        c = float(value.reshape(-1)[0])
+        ones = np.ones(shape[1])
+        shifted, padded = f"{node.name}.shifted", f"{node.name}.padded"
+        _replace(graph, node, [
+            _affine(graph, f"{node.name}.shift", node.input[0], shifted, ones, -c * ones),
+            helper.make_node("Pad", [shifted, node.input[1]], [padded], name=node.name, mode="constant"),
+            _affine(graph, f"{node.name}.unshift", padded, node.output[0], ones, c * ones)])
+        changed = True
+    return changed
+
+
 def _replace(graph: Graph, node: onnx.NodeProto, nodes: list[onnx.NodeProto]) -> None:
     position = list(graph.g.node).index(node)
     graph.remove(node)
@@ -630,7 +651,7 @@ def hard_sigmoid_to_clip(model: onnx.ModelProto) -> bool:
 
 
 HLS4ML_LOWERINGS: list[Pass] = [average_pool_to_depthwise_conv, global_max_pool_to_max_pool,
-                                constant_arithmetic_to_affine, hard_sigmoid_to_clip, clip_to_relus]
+                                constant_arithmetic_to_affine, hard_sigmoid_to_clip, clip_to_relus, pad_value_to_zero]
 
 
 def trace_nodes(before: onnx.ModelProto, after: onnx.ModelProto) -> dict[str, Optional[str]]:

@@ -184,6 +184,7 @@ def lowered(model, lowering):
     ("Clip_narrow", rewrites.clip_to_relus, ["BatchNormalization", "Relu", "BatchNormalization", "Relu",
                                              "BatchNormalization"]),
     ("HardSigmoid", rewrites.hard_sigmoid_to_clip, ["BatchNormalization", "Clip"]),
+    ("Pad_value", rewrites.pad_value_to_zero, ["BatchNormalization", "Pad", "BatchNormalization"]),
 ])
 def test_lowerings_for_hls4ml_are_exact(op, lowering, ops):
     assert lowered(op_models.op_model(op, 4, "standalone"), lowering) == ops
@@ -197,3 +198,27 @@ def test_clip_with_one_bound_lowers_to_one_relu():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     assert lowered(model, rewrites.clip_to_relus) == ["BatchNormalization", "Relu", "BatchNormalization"]
+
+
+def test_an_assert_in_hls4ml_cpp_is_a_clear_failure_not_a_crash(tmp_path):
+    """A board file that lets the FPGA take a MaxPool with strides other than its kernel (hls4ml's
+    streamed pooling asserts on it): the C-simulation process dies, hetdeploy says which unit, its
+    op and the log, exits 3 and keeps the failed build."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    board = (Path(__file__).resolve().parent.parent / "boards" / "pynq-z2.yaml").read_text()
+    assert "        stride_equals_kernel: true\n" in board
+    (tmp_path / "loose.yaml").write_text(board.replace("        stride_equals_kernel: true\n", "", 1))
+    model = tmp_path / "pool.onnx"
+    onnx.save(op_models.op_model("MaxPool_stride", 4, "standalone"), str(model))
+    result = subprocess.run([sys.executable, "-m", "hetdeploy", "build", str(model), "--board",
+                             str(tmp_path / "loose.yaml"), "--policy", "support", "-o", str(tmp_path / "out")],
+                            capture_output=True, text=True)
+    assert result.returncode == 3, result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("hetdeploy: error")]
+    assert "unit sf0_fpga_u0 (MaxPool; nodes op)" in line and "signal SIGABRT" in line
+    log = tmp_path / ".out.partial" / "hls" / "sf0_fpga" / "csim_run.log"
+    assert str(log) in line and "Assertion" in log.read_text()
+    assert not (tmp_path / "out").exists()
