@@ -102,6 +102,27 @@ def default_opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
 
 
+Replacement = Callable[[Graph, onnx.NodeProto, list[int]], Optional[list[onnx.NodeProto]]]
+
+
+def _replace_each(model: onnx.ModelProto, ops: set[str], replacement: Replacement, min_rank: int = 2) -> bool:
+    """Every node of ``ops`` whose input has a known shape of rank ``min_rank`` or more becomes the
+    nodes ``replacement(graph, node, shape)`` gives (None: it stays)."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        shape = graph.shapes.get(node.input[0]) if node.op_type in ops else None
+        nodes = replacement(graph, node, shape) if shape is not None and len(shape) >= min_rank else None
+        if nodes is not None:
+            position = list(graph.g.node).index(node)
+            graph.remove(node)
+            for k, new in enumerate(nodes):
+                graph.g.node.insert(position + k, new)
+            changed = True
+    return changed
+
+
+
 # ---------------------------------------------------------------- the passes
 
 
@@ -383,32 +404,20 @@ def reshape_to_flatten(model: onnx.ModelProto) -> bool:
 def reduce_mean_to_global_average_pool(model: onnx.ModelProto) -> bool:
     """ReduceMean over every spatial axis is GlobalAveragePool (followed by a Flatten when it drops
     the reduced axes)."""
-    graph = Graph(model)
-    changed = False
-    for node in list(graph.g.node):
-        if node.op_type != "ReduceMean":
-            continue
-        shape = graph.shapes.get(node.input[0])
+    def replacement(graph: Graph, node: onnx.NodeProto, shape: list[int]):
         axes = attribute(node, "axes")
         if axes is None and len(node.input) > 1 and node.input[1]:
             given = graph.constant(node.input[1])
             axes = None if given is None else given.tolist()
-        if shape is None or len(shape) < 3 or axes is None:
-            continue
-        if sorted(a % len(shape) for a in axes) != list(range(2, len(shape))):
-            continue
-        keepdims = attribute(node, "keepdims", 1)
-        result = node.output[0]
-        pooled = result if keepdims else f"{node.name}.pooled"
-        replacement = [helper.make_node("GlobalAveragePool", [node.input[0]], [pooled], name=node.name)]
-        if not keepdims:
-            replacement.append(helper.make_node("Flatten", [pooled], [result], name=f"{node.name}.flatten", axis=1))
-        position = list(graph.g.node).index(node)
-        graph.remove(node)
-        for k, new in enumerate(replacement):
-            graph.g.node.insert(position + k, new)
-        changed = True
-    return changed
+        if axes is None or sorted(a % len(shape) for a in axes) != list(range(2, len(shape))):
+            return None
+        if attribute(node, "keepdims", 1):
+            return [helper.make_node("GlobalAveragePool", [node.input[0]], list(node.output[:1]), name=node.name)]
+        pooled = f"{node.name}.pooled"
+        return [helper.make_node("GlobalAveragePool", [node.input[0]], [pooled], name=node.name),
+                helper.make_node("Flatten", [pooled], list(node.output[:1]), name=f"{node.name}.flatten", axis=1)]
+
+    return _replace_each(model, {"ReduceMean"}, replacement, 3)
 
 
 def sum_to_add(model: onnx.ModelProto) -> bool:
@@ -423,28 +432,22 @@ def split_concat(model: onnx.ModelProto) -> bool:
 
 
 def _chain_of_pairs(model: onnx.ModelProto, op: str, pair_op: str, attributes: Optional[dict]) -> bool:
-    graph = Graph(model)
-    changed = False
-    for node in list(graph.g.node):
-        if node.op_type != op or node.domain not in ("", "ai.onnx") or len(node.input) == 2 and op == pair_op:
-            continue
-        if len(node.input) < 2:
-            continue
+    """``op`` over several inputs as a chain of two-input ``pair_op`` (attributes: the node's own
+    when None)."""
+    def replacement(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+        if node.domain not in ("", "ai.onnx") or len(node.input) < 2 or (len(node.input) == 2 and op == pair_op):
+            return None
         kept = {a.name: helper.get_attribute_value(a) for a in node.attribute} if attributes is None else attributes
-        position = list(graph.g.node).index(node)
-        graph.remove(node)
-        left = node.input[0]
-        chain = []
+        chain, left = [], node.input[0]
         for k, right in enumerate(node.input[1:], start=1):
             last = k == len(node.input) - 1
             out = node.output[0] if last else f"{node.name}.part{k}_output"
-            chain.append(helper.make_node(pair_op, [left, right], [out], name=node.name if last else f"{node.name}.part{k}",
-                                          **kept))
+            chain.append(helper.make_node(pair_op, [left, right], [out],
+                                          name=node.name if last else f"{node.name}.part{k}", **kept))
             left = out
-        for k, new in enumerate(chain):
-            graph.g.node.insert(position + k, new)
-        changed = True
-    return changed
+        return chain
+
+    return _replace_each(model, {op}, replacement, 0)
 
 
 Pass = Callable[[onnx.ModelProto], bool]
@@ -467,86 +470,48 @@ PASSES: list[Pass] = [
 # Exact rewrites of ops hls4ml 1.3 cannot convert (or converts wrongly) into ops it converts right;
 # applied to an execution unit's model just before hls4ml (its ONNX reference keeps the op).
 
+def _affine(graph: Graph, name: str, source: str, result: str, scale, shift) -> onnx.NodeProto:
+    """scale * x + shift per channel, as the BatchNormalization hls4ml converts (mean 0, variance 1,
+    epsilon 0: exactly that)."""
+    channels = np.asarray(scale).size
+    inputs = [source] + [graph.add_constant(f"{name}.{k}", np.asarray(v, dtype=np.float32)) for k, v in
+                         (("scale", scale), ("shift", shift), ("mean", np.zeros(channels)),
+                          ("variance", np.ones(channels)))]
+    return helper.make_node("BatchNormalization", inputs, [result], name=name, epsilon=0.0)
 
-def _depthwise_average(graph: Graph, node: onnx.NodeProto, kernel: list[int], strides: list[int],
-                       pads: list[int]) -> onnx.NodeProto:
-    channels = graph.shapes[node.input[0]][1]
-    weights = np.full([channels, 1, *kernel], 1.0 / math.prod(kernel), dtype=np.float32)
-    return helper.make_node("Conv", [node.input[0], graph.add_constant(f"{node.name}.average", weights)],
-                            list(node.output[:1]), name=node.name, kernel_shape=kernel, strides=strides, pads=pads,
-                            dilations=[1] * len(kernel), group=channels)
+
+def _average_as_depthwise_conv(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+    if node.op_type == "GlobalAveragePool":
+        kernel, strides, pads = shape[2:], [1] * (len(shape) - 2), [0] * (2 * (len(shape) - 2))
+    elif attribute(node, "ceil_mode", 0) or (any(attribute(node, "pads", [])) and
+                                             not attribute(node, "count_include_pad", 0)):
+        return None  # the divisor changes at the borders
+    else:
+        kernel = attribute(node, "kernel_shape")
+        strides = attribute(node, "strides", [1] * len(kernel))
+        pads = attribute(node, "pads", [0] * (2 * len(kernel)))
+    weights = np.full([shape[1], 1, *kernel], 1.0 / math.prod(kernel), dtype=np.float32)
+    return [helper.make_node("Conv", [node.input[0], graph.add_constant(f"{node.name}.average", weights)],
+                             list(node.output[:1]), name=node.name, kernel_shape=list(kernel), strides=list(strides),
+                             pads=list(pads), dilations=[1] * len(kernel), group=shape[1])]
 
 
 def average_pool_to_depthwise_conv(model: onnx.ModelProto) -> bool:
     """GlobalAveragePool and AveragePool (no padding, or padding counted) are depthwise
     convolutions with weights 1/(kernel size): hls4ml averages a channels-last buffer as if it were
     channels-first, and has no channels-last AveragePool at all."""
-    graph = Graph(model)
-    changed = False
-    for node in list(graph.g.node):
-        shape = graph.shapes.get(node.input[0])
-        if shape is None or len(shape) < 3:
-            continue
-        if node.op_type == "GlobalAveragePool":
-            spatial = shape[2:]
-            conv = _depthwise_average(graph, node, spatial, [1] * len(spatial), [0] * (2 * len(spatial)))
-        elif node.op_type == "AveragePool" and not attribute(node, "ceil_mode", 0) and \
-                (attribute(node, "count_include_pad", 0) or not any(attribute(node, "pads", []))):
-            kernel = attribute(node, "kernel_shape")
-            conv = _depthwise_average(graph, node, kernel, attribute(node, "strides", [1] * len(kernel)),
-                                      attribute(node, "pads", [0] * (2 * len(kernel))))
-        else:
-            continue
-        _replace(graph, node, [conv])
-        changed = True
-    return changed
+    return _replace_each(model, {"GlobalAveragePool", "AveragePool"}, _average_as_depthwise_conv, 3)
 
 
 def global_max_pool_to_max_pool(model: onnx.ModelProto) -> bool:
     """GlobalMaxPool is a MaxPool whose kernel and strides are the input's spatial size (hls4ml's
     global pooling reads a channels-last buffer as channels-first)."""
-    graph = Graph(model)
-    changed = False
-    for node in list(graph.g.node):
-        shape = graph.shapes.get(node.input[0])
-        if node.op_type != "GlobalMaxPool" or shape is None or len(shape) < 3:
-            continue
-        spatial = list(shape[2:])
-        _replace(graph, node, [helper.make_node("MaxPool", [node.input[0]], list(node.output), name=node.name,
-                                                kernel_shape=spatial, strides=spatial, pads=[0] * (2 * len(spatial)))])
-        changed = True
-    return changed
+    return _replace_each(model, {"GlobalMaxPool"}, lambda graph, node, shape: [
+        helper.make_node("MaxPool", [node.input[0]], list(node.output), name=node.name, kernel_shape=shape[2:],
+                         strides=shape[2:], pads=[0] * (2 * (len(shape) - 2)))], 3)
 
 
-def pad_value_to_zero(model: onnx.ModelProto) -> bool:
-    """Pad with a constant c other than 0 is c + Pad(x - c, 0) (hls4ml pads with zeros only)."""
-    graph = Graph(model)
-    changed = False
-    for node in list(graph.g.node):
-        value = graph.constant(node.input[2]) if node.op_type == "Pad" and len(node.input) > 2 and node.input[2] \
-            else None
-        shape = graph.shapes.get(node.input[0])
-        if value is None or value.size != 1 or float(value.reshape(-1)[0]) == 0.0 or shape is None or len(shape) < 2:
-            continue
-        c = float(value.reshape(-1)[0])
-        ones = np.ones(shape[1])
-        shifted, padded = f"{node.name}.shifted", f"{node.name}.padded"
-        _replace(graph, node, [
-            _affine(graph, f"{node.name}.shift", node.input[0], shifted, ones, -c * ones),
-            helper.make_node("Pad", [shifted, node.input[1]], [padded], name=node.name, mode="constant"),
-            _affine(graph, f"{node.name}.unshift", padded, node.output[0], ones, c * ones)])
-        changed = True
-    return changed
-
-
-def _replace(graph: Graph, node: onnx.NodeProto, nodes: list[onnx.NodeProto]) -> None:
-    position = list(graph.g.node).index(node)
-    graph.remove(node)
-    for k, new in enumerate(nodes):
-        graph.g.node.insert(position + k, new)
-
-
-def _per_channel(graph: Graph, value: np.ndarray, rank: int, channels: int) -> Optional[np.ndarray]:
+def _per_channel(value: np.ndarray, rank: int, channels: int) -> Optional[np.ndarray]:
     """``value`` as one number per channel when it broadcasts along axis 1 only, else None."""
     if value.ndim > rank:
         return None
@@ -556,98 +521,82 @@ def _per_channel(graph: Graph, value: np.ndarray, rank: int, channels: int) -> O
     return np.broadcast_to(aligned.reshape(-1), (channels,)).astype(np.float32)
 
 
-def _affine(graph: Graph, name: str, source: str, result: str, scale: np.ndarray, shift: np.ndarray
-            ) -> onnx.NodeProto:
-    """scale * x + shift per channel, as the BatchNormalization hls4ml converts (mean 0, variance 1,
-    epsilon 0: exactly that)."""
-    channels = scale.size
-    inputs = [source] + [graph.add_constant(f"{name}.{k}", v.astype(np.float32)) for k, v in
-                         (("scale", scale), ("shift", shift), ("mean", np.zeros(channels)),
-                          ("variance", np.ones(channels)))]
-    return helper.make_node("BatchNormalization", inputs, [result], name=name, epsilon=0.0)
+def _arithmetic_as_affine(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+    if len(node.input) != 2:
+        return None
+    constant = [k for k in (0, 1) if graph.constant(node.input[k]) is not None]
+    if len(constant) != 1 or (node.op_type in ("Sub", "Div") and constant != [1]):
+        return None
+    source = node.input[1 - constant[0]]
+    shape = graph.shapes.get(source, [])
+    value = _per_channel(graph.constant(node.input[constant[0]]), len(shape), shape[1]) if len(shape) >= 2 else None
+    if value is None:
+        return None
+    ones, zeros = np.ones_like(value), np.zeros_like(value)
+    scale, shift = {"Add": (ones, value), "Sub": (ones, -value), "Mul": (value, zeros),
+                    "Div": (1.0 / value, zeros)}[node.op_type]
+    return [_affine(graph, node.name, source, node.output[0], scale, shift)]
 
 
 def constant_arithmetic_to_affine(model: onnx.ModelProto) -> bool:
     """Add, Sub, Mul or Div of a tensor by a constant per channel (or one constant) is a
-    BatchNormalization without statistics, which hls4ml converts and folds into the layer before."""
-    graph = Graph(model)
-    changed = False
-    for node in list(graph.g.node):
-        if node.op_type not in ("Add", "Sub", "Mul", "Div") or len(node.input) != 2:
-            continue
-        constant = [k for k in (0, 1) if graph.constant(node.input[k]) is not None]
-        if len(constant) != 1 or (node.op_type in ("Sub", "Div") and constant != [1]):
-            continue
-        source = node.input[1 - constant[0]]
-        shape = graph.shapes.get(source)
-        if shape is None or len(shape) < 2:
-            continue
-        value = _per_channel(graph, graph.constant(node.input[constant[0]]), len(shape), shape[1])
-        if value is None:
-            continue
-        ones, zeros = np.ones_like(value), np.zeros_like(value)
-        scale, shift = {"Add": (ones, value), "Sub": (ones, -value), "Mul": (value, zeros),
-                        "Div": (1.0 / value, zeros)}[node.op_type]
-        _replace(graph, node, [_affine(graph, node.name, source, node.output[0], scale, shift)])
-        changed = True
-    return changed
+    BatchNormalization without statistics, which hls4ml converts and folds into the layer before.
+    (The constant may come first: the shape looked at is the tensor's.)"""
+    return _replace_each(model, {"Add", "Sub", "Mul", "Div"}, _arithmetic_as_affine, 0)
+
+
+def _clip_as_relus(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+    bounds = [graph.constant(node.input[k]) if len(node.input) > k and node.input[k] else np.array(default)
+              for k, default in ((1, -np.inf), (2, np.inf))]
+    if any(b is None or b.size != 1 for b in bounds):
+        return None
+    lo, hi = (float(b.reshape(-1)[0]) for b in bounds)
+    ones = np.ones(shape[1])
+    step = lambda k: f"{node.name}.clip{k}"  # noqa: E731
+    nodes, x, offset = [], node.input[0], 0.0
+    if math.isfinite(lo):  # relu(x - lo); its offset lo goes into the next step
+        nodes += [_affine(graph, step(0), x, f"{step(0)}_output", ones, -lo * ones),
+                  helper.make_node("Relu", [f"{step(0)}_output"], [f"{step(1)}_output"], name=step(1))]
+        x, offset = f"{step(1)}_output", lo
+    if math.isfinite(hi):  # hi - relu(hi - (x + offset))
+        return nodes + [_affine(graph, step(2), x, f"{step(2)}_output", -ones, (hi - offset) * ones),
+                        helper.make_node("Relu", [f"{step(2)}_output"], [f"{step(3)}_output"], name=step(3)),
+                        _affine(graph, step(4), f"{step(3)}_output", node.output[0], -ones, hi * ones)]
+    return nodes + [_affine(graph, step(4), x, node.output[0], ones, offset * ones)]
 
 
 def clip_to_relus(model: onnx.ModelProto) -> bool:
     """Clip(x, lo, hi) = hi - relu(hi - lo - relu(x - lo)): affine steps and ReLUs, each exact in
     fixed point (hls4ml has no Clip, and its ReLU6 is not streamed). A missing bound drops its
     half."""
-    graph = Graph(model)
-    changed = False
-    for node in list(graph.g.node):
-        if node.op_type != "Clip":
-            continue
-        shape = graph.shapes.get(node.input[0])
-        bounds = [graph.constant(node.input[k]) if len(node.input) > k and node.input[k] else np.array(default)
-                  for k, default in ((1, -np.inf), (2, np.inf))]
-        if shape is None or len(shape) < 2 or any(b is None or b.size != 1 for b in bounds):
-            continue
-        lo, hi = (float(b.reshape(-1)[0]) for b in bounds)
-        channels = shape[1]
-        step = lambda k: f"{node.name}.clip{k}"  # noqa: E731
-        nodes, x = [], node.input[0]
-        if math.isfinite(lo):  # relu(x - lo) + lo, folded into the next step
-            nodes += [_affine(graph, step(0), x, f"{step(0)}_output", np.ones(channels), np.full(channels, -lo)),
-                      helper.make_node("Relu", [f"{step(0)}_output"], [f"{step(1)}_output"], name=step(1))]
-            x, offset = f"{step(1)}_output", lo
-        else:
-            offset = 0.0
-        if math.isfinite(hi):  # hi - relu(hi - (x + offset))
-            nodes += [_affine(graph, step(2), x, f"{step(2)}_output", -np.ones(channels),
-                              np.full(channels, hi - offset)),
-                      helper.make_node("Relu", [f"{step(2)}_output"], [f"{step(3)}_output"], name=step(3)),
-                      _affine(graph, step(4), f"{step(3)}_output", node.output[0], -np.ones(channels),
-                              np.full(channels, hi))]
-        else:
-            nodes.append(_affine(graph, step(4), x, node.output[0], np.ones(channels), np.full(channels, offset)))
-        _replace(graph, node, nodes)
-        changed = True
-    return changed
+    return _replace_each(model, {"Clip"}, _clip_as_relus)
 
 
 def hard_sigmoid_to_clip(model: onnx.ModelProto) -> bool:
     """HardSigmoid(x) = Clip(alpha x + beta, 0, 1) (hls4ml's ONNX frontend has no HardSigmoid)."""
-    graph = Graph(model)
-    changed = False
-    for node in list(graph.g.node):
-        shape = graph.shapes.get(node.input[0])
-        if node.op_type != "HardSigmoid" or shape is None or len(shape) < 2:
-            continue
-        channels, scaled = shape[1], f"{node.name}.affine_output"
-        alpha, beta = attribute(node, "alpha", 0.2), attribute(node, "beta", 0.5)
-        _replace(graph, node, [
-            _affine(graph, f"{node.name}.affine", node.input[0], scaled, np.full(channels, alpha),
-                    np.full(channels, beta)),
-            helper.make_node("Clip", [scaled, graph.add_constant(f"{node.name}.lo", np.array(0.0, np.float32)),
-                                      graph.add_constant(f"{node.name}.hi", np.array(1.0, np.float32))],
-                             list(node.output), name=node.name)])
-        changed = True
-    return changed
+    def replacement(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+        scaled, ones = f"{node.name}.affine_output", np.ones(shape[1])
+        bounds = [graph.add_constant(f"{node.name}.{k}", np.array(v, np.float32)) for k, v in (("lo", 0.0), ("hi", 1.0))]
+        return [_affine(graph, f"{node.name}.affine", node.input[0], scaled, attribute(node, "alpha", 0.2) * ones,
+                        attribute(node, "beta", 0.5) * ones),
+                helper.make_node("Clip", [scaled, *bounds], list(node.output), name=node.name)]
+
+    return _replace_each(model, {"HardSigmoid"}, replacement)
+
+
+def pad_value_to_zero(model: onnx.ModelProto) -> bool:
+    """Pad with a constant c other than 0 is c + Pad(x - c, 0) (hls4ml pads with zeros only)."""
+    def replacement(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+        value = graph.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        if value is None or value.size != 1 or float(value.reshape(-1)[0]) == 0.0:
+            return None
+        c, ones = float(value.reshape(-1)[0]), np.ones(shape[1])
+        shifted, padded = f"{node.name}.shifted", f"{node.name}.padded"
+        return [_affine(graph, f"{node.name}.shift", node.input[0], shifted, ones, -c * ones),
+                helper.make_node("Pad", [shifted, node.input[1]], [padded], name=node.name, mode="constant"),
+                _affine(graph, f"{node.name}.unshift", padded, node.output[0], ones, c * ones)]
+
+    return _replace_each(model, {"Pad"}, replacement)
 
 
 HLS4ML_LOWERINGS: list[Pass] = [average_pool_to_depthwise_conv, global_max_pool_to_max_pool,
