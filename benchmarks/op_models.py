@@ -70,6 +70,7 @@ OPS: dict[str, tuple[tuple[int, ...], Callable[[Builder, str, int], str]]] = {
     "Max2": ((4, 2), lambda b, x, r: b.node("Max", [x, b.node("Sigmoid", [x], "other")], "op")),
     "Min2": ((4, 2), lambda b, x, r: b.node("Min", [x, b.node("Sigmoid", [x], "other")], "op")),
     "Concat": ((4, 2), lambda b, x, r: b.node("Concat", [x, b.node("Sigmoid", [x], "other")], "op", axis=1)),
+    "Gemm_nobias": ((2,), lambda b, x, r: b.node("Gemm", [x, b.random("fc", [FEATURES, FEATURES])], "op", transB=1)),
     "Softmax": ((2,), lambda b, x, r: b.node("Softmax", [x], "op", axis=-1)),
     "Flatten": ((4,), lambda b, x, r: b.node("Flatten", [x], "op", axis=1)),
     "MaxPool": ((4,), lambda b, x, r: b.node("MaxPool", [x], "op", kernel_shape=[2, 2], strides=[2, 2])),

@@ -35,7 +35,7 @@ from .model import LoadedModel, load_model
 from .ort_adapter import OrtModel
 from .partition import partition_graph
 from .plan import (Buffer, ExecutionUnit, FpgaFallback, HlsPort, HlsProject, MemoryPlan, Plan, PlanEstimate, Subfunction,
-                   SubfunctionEstimate, Verification)
+                   SubfunctionEstimate)
 from .samples import load_samples, random_samples
 from .subgraph import extract
 
@@ -267,11 +267,14 @@ def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None
         onnx.save(extract(loaded.model, sub), str(build_dir / sub.onnx))
     chain = runtime.reference_executors(build_dir, plan)
     source = OrtModel(build_dir / "source.onnx")
+    check = verify.SubfunctionCheck("chain", "pipeline", CHAIN_TOLERANCE)
     for feeds in random_samples(plan.inputs, 1, plan.seed):
         got, want = runtime.run(plan, chain, feeds), source.run(feeds)
-        error = verify.max_abs_error(got, want)
-        if error > verify.tolerance(list(want.values()), CHAIN_TOLERANCE):
-            raise RuntimeError(f"subfunction chain differs from the model on onnxruntime by {error}")
+        check.add({t: got[t] for t in want}, want)
+    if any(t.reference_nonfinite for t in check.tensors.values()):
+        raise UserError(f"the model on random inputs: {check.problem()}")
+    if not check.passed:
+        raise RuntimeError(f"the subfunction chain on onnxruntime against the model: {check.problem()}")
 
 
 def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions, build_dir: Path,
@@ -466,22 +469,14 @@ def verify_csim(plan: Plan, build_dir: Path, samples) -> None:
     unit_checks = verify.check_units(plan, build_dir, samples)
     comparison = verify.check_build(plan, build_dir, samples)
     for sub, check in zip(plan.subfunctions, comparison.subfunctions):
-        sub.verification = Verification(len(samples), check.max_abs_error, check.tolerance, check.passed)
+        sub.verification = check.record(len(samples))
         for unit in sub.execution_units:
-            u = unit_checks[unit.name]
-            unit.verification = Verification(len(samples), u.max_abs_error, u.tolerance, u.passed)
+            unit.verification = unit_checks[unit.name].record(len(samples))
     failed = [u for u in unit_checks.values() if not u.passed] + [s for s in comparison.subfunctions if not s.passed]
     if failed:
-        worst = failed[0]
-        raise VerificationError(
-            f"C-simulation of {worst.name} differs from onnxruntime by {worst.max_abs_error:.4g} "
-            f"(tolerance {worst.tolerance:.4g})"
-        )
+        raise VerificationError(f"C-simulation of {failed[0].name} against onnxruntime: {failed[0].problem()}")
     if not comparison.passed:
-        raise VerificationError(
-            f"pipeline output differs from the model by {comparison.max_abs_error:.4g} "
-            f"(tolerance {comparison.tolerance:.4g})"
-        )
+        raise VerificationError(f"the pipeline against the model on onnxruntime: {comparison.pipeline.problem()}")
 
 
 @contextlib.contextmanager

@@ -24,25 +24,37 @@ class EmulationResult:
             "board": self.plan.board,
             "subfunctions": [
                 {"name": s.name, "kind": s.kind, "engine": _engine(s.kind), "max_abs_error": check.max_abs_error,
-                 "tolerance": check.tolerance, "passed": check.passed}
+                 "tolerance": check.tolerance, "passed": check.passed, "outputs": _outputs(check)}
                 for s, check in zip(self.plan.subfunctions, c.subfunctions)
             ],
             "max_abs_error": c.max_abs_error,
             "tolerance": c.tolerance,
             "passed": c.passed,
+            "outputs": _outputs(c.pipeline),
             "notes": self.notes,
         }
 
     def table(self) -> str:
+        """A row per subfunction (its worst output), then one per output of the model, each against
+        its own tolerance, and what failed."""
         c = self.comparison
         lines = [f"{'subfunction':<16} {'device':<10} {'engine':<22} {'max abs error':>13} {'tolerance':>9}"]
         for s, check in zip(self.plan.subfunctions, c.subfunctions):
             lines.append(f"{s.name:<16} {s.device:<10} {_engine(s.kind):<22} {check.max_abs_error:>13.4g} "
                          f"{check.tolerance:>9.4g}{'' if check.passed else '  OUT OF TOLERANCE'}")
-        verdict = "within tolerance" if c.passed else "OUT OF TOLERANCE"
-        lines.append(f"{'overall':<16} {'':<10} {'vs model on onnxruntime':<22} {c.max_abs_error:>13.4g} "
-                     f"{c.tolerance:>9.4g}  {verdict}")
-        return "\n".join(lines + [f"note: {n}" for n in self.notes])
+        for t in c.pipeline.tensors.values():
+            verdict = "within tolerance" if t.passed else "OUT OF TOLERANCE"
+            lines.append(f"{'output ' + t.tensor:<27} {'vs model on onnxruntime':<22} {t.max_abs_error:>13.4g} "
+                         f"{t.tolerance:>9.4g}  {verdict}")
+        problems = [f"{s.name}: {check.problem()}" for s, check in zip(self.plan.subfunctions, c.subfunctions)
+                    if not check.passed] + ([f"overall: {c.pipeline.problem()}"] if not c.pipeline.passed else [])
+        lines.append(f"overall: {'within tolerance' if c.passed else 'OUT OF TOLERANCE'}")
+        return "\n".join(lines + [f"failed: {p}" for p in problems] + [f"note: {n}" for n in self.notes])
+
+
+def _outputs(check: verify.SubfunctionCheck) -> list[dict]:
+    return [{"tensor": t.tensor, "max_abs_error": t.max_abs_error, "peak": t.peak, "tolerance": t.tolerance,
+             "nonfinite": t.nonfinite + t.reference_nonfinite, "passed": t.passed} for t in check.tensors.values()]
 
 
 def _engine(kind: str) -> str:

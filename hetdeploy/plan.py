@@ -107,13 +107,28 @@ class UnitHls:
 
 
 @dataclass
+class TensorVerification:
+    """One output tensor against onnxruntime: passed when every value is finite and the largest
+    error is at most the relative tolerance times the largest magnitude of its own reference."""
+
+    tensor: str
+    max_abs_error: float
+    peak: float  # the reference's largest magnitude
+    tolerance: float
+    nonfinite: int  # NaN or Inf values (result or reference)
+    passed: bool
+
+
+@dataclass
 class Verification:
-    """Result of running a subfunction on its device model against onnxruntime."""
+    """Result of running a subfunction (or unit) on its device model against onnxruntime: per output
+    tensor, and the worst of them (its error and tolerance) at the top."""
 
     samples: int
     max_abs_error: float
     tolerance: float
     passed: bool
+    outputs: list[TensorVerification] = field(default_factory=list)
 
 
 @dataclass

@@ -599,8 +599,24 @@ def pad_value_to_zero(model: onnx.ModelProto) -> bool:
     return _replace_each(model, {"Pad"}, replacement)
 
 
+def gemm_bias(model: onnx.ModelProto) -> bool:
+    """A Gemm without C gets a zero bias (qonnx's GemmToMatMul, on the way to hls4ml, needs one)."""
+    def replacement(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+        out = graph.shapes.get(node.output[0])
+        if (len(node.input) > 2 and node.input[2]) or out is None or len(out) != 2:
+            return None
+        gemm = onnx.NodeProto()
+        gemm.CopyFrom(node)
+        del gemm.input[2:]
+        gemm.input.append(graph.add_constant(f"{node.name}.zero_bias", np.zeros(out[1], np.float32)))
+        return [gemm]
+
+    return _replace_each(model, {"Gemm"}, replacement)
+
+
 HLS4ML_LOWERINGS: list[Pass] = [average_pool_to_depthwise_conv, global_max_pool_to_max_pool,
-                                constant_arithmetic_to_affine, hard_sigmoid_to_clip, clip_to_relus, pad_value_to_zero]
+                                constant_arithmetic_to_affine, hard_sigmoid_to_clip, clip_to_relus, pad_value_to_zero,
+                                gemm_bias]
 
 
 def trace_nodes(before: onnx.ModelProto, after: onnx.ModelProto) -> dict[str, Optional[str]]:

@@ -1,10 +1,16 @@
-"""Compare each subfunction on its emulated device with onnxruntime on the same inputs."""
+"""Compare each subfunction on its emulated device with onnxruntime on the same inputs.
+
+Every output tensor is judged on its own: it passes when every value is finite (a NaN or Inf in the
+result or in the reference fails it) and its largest error is at most ``relative`` times the
+largest magnitude of its own reference. An output whose reference is all zeros must come out all
+zeros. A check passes only when every tensor it saw passed, and one that saw no tensor fails.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import onnx
@@ -12,31 +18,102 @@ import onnx
 from . import runtime
 from .csim import CSimCrash
 from .ort_adapter import OrtModel
-from .plan import Plan
+from .plan import Plan, TensorVerification, Verification
 
 
-def tolerance(reference: list[np.ndarray], relative: float) -> float:
-    """Absolute tolerance: ``relative`` of the reference's largest magnitude (at least of 1.0).
-    Fixed-point error scales with the range a layer is sized for, not with each value."""
-    peak = max((float(np.max(np.abs(r))) for r in reference if r.size), default=0.0)
-    return relative * max(1.0, peak)
+@dataclass
+class TensorCheck:
+    """One tensor against its reference, over every sample seen."""
 
+    tensor: str
+    relative: float
+    max_abs_error: float = 0.0
+    peak: float = 0.0  # the reference's largest magnitude
+    nonfinite: int = 0  # NaN or Inf in the result
+    reference_nonfinite: int = 0  # NaN or Inf in the reference
+    values: int = 0
 
-def max_abs_error(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> float:
-    return max((float(np.max(np.abs(got[t].astype(np.float64) - want[t]))) for t in want if want[t].size), default=0.0)
+    def add(self, got: np.ndarray, want: np.ndarray) -> None:
+        got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+        if got.shape != want.shape:
+            raise ValueError(f"tensor '{self.tensor}': result of shape {list(got.shape)}, reference "
+                             f"{list(want.shape)}")
+        finite = np.isfinite(got) & np.isfinite(want)
+        self.nonfinite += int(np.count_nonzero(~np.isfinite(got)))
+        self.reference_nonfinite += int(np.count_nonzero(~np.isfinite(want)))
+        self.values += got.size
+        if finite.any():
+            self.max_abs_error = max(self.max_abs_error, float(np.max(np.abs(got[finite] - want[finite]))))
+            self.peak = max(self.peak, float(np.max(np.abs(want[finite]))))
+
+    @property
+    def tolerance(self) -> float:
+        return self.relative * self.peak
+
+    @property
+    def passed(self) -> bool:
+        return self.values > 0 and self.nonfinite == 0 and self.reference_nonfinite == 0 and \
+            self.max_abs_error <= self.tolerance
+
+    def problem(self) -> str:
+        """What is wrong, in words ("" when it passed)."""
+        if self.values == 0:
+            return f"output '{self.tensor}' was never compared"
+        if self.reference_nonfinite:
+            return (f"output '{self.tensor}' of the reference (onnxruntime) has {self.reference_nonfinite} NaN or "
+                    f"Inf values on these inputs; give inputs from the model's domain (--calibration)")
+        if self.nonfinite:
+            return f"output '{self.tensor}' has {self.nonfinite} NaN or Inf values"
+        if self.max_abs_error > self.tolerance:
+            return (f"output '{self.tensor}' differs by {self.max_abs_error:.4g} (tolerance {self.tolerance:.4g}, "
+                    f"{self.relative:g} of its peak {self.peak:.4g})")
+        return ""
+
+    def record(self) -> TensorVerification:
+        return TensorVerification(self.tensor, self.max_abs_error, self.peak, self.tolerance,
+                                  self.nonfinite + self.reference_nonfinite, self.passed)
 
 
 @dataclass
 class SubfunctionCheck:
+    """A subfunction (or execution unit, or the whole pipeline): one TensorCheck per output."""
+
     name: str
     kind: str
-    max_abs_error: float = 0.0
-    tolerance: float = 0.0
-    peak: list[np.ndarray] = field(default_factory=list)
+    relative: float
+    tensors: dict[str, TensorCheck] = field(default_factory=dict)
+
+    def add(self, got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
+        for name, value in want.items():
+            self.tensors.setdefault(name, TensorCheck(name, self.relative)).add(got[name], value)
+
+    @property
+    def worst(self) -> Optional[TensorCheck]:
+        """The failing tensor, else the one nearest its tolerance."""
+        def badness(t: TensorCheck) -> tuple:
+            return (not t.passed, t.max_abs_error / t.tolerance if t.tolerance else float(t.max_abs_error > 0))
+
+        return max(self.tensors.values(), key=badness, default=None)
+
+    @property
+    def max_abs_error(self) -> float:
+        return self.worst.max_abs_error if self.worst else 0.0
+
+    @property
+    def tolerance(self) -> float:
+        return self.worst.tolerance if self.worst else 0.0
 
     @property
     def passed(self) -> bool:
-        return self.max_abs_error <= self.tolerance
+        return bool(self.tensors) and all(t.passed for t in self.tensors.values())
+
+    def problem(self) -> str:
+        return "; ".join(t.problem() for t in self.tensors.values() if not t.passed) if self.tensors \
+            else "no output was compared"
+
+    def record(self, samples: int) -> Verification:
+        return Verification(samples, self.max_abs_error, self.tolerance, self.passed,
+                            [t.record() for t in self.tensors.values()])
 
 
 @dataclass
@@ -44,40 +121,43 @@ class Comparison:
     outputs: dict[str, np.ndarray]  # the emulated pipeline's final outputs
     reference: dict[str, np.ndarray]  # the user's model on onnxruntime
     subfunctions: list[SubfunctionCheck]
-    max_abs_error: float
-    tolerance: float
+    pipeline: SubfunctionCheck  # the final outputs against the user's model
+
+    @property
+    def max_abs_error(self) -> float:
+        return self.pipeline.max_abs_error
+
+    @property
+    def tolerance(self) -> float:
+        return self.pipeline.tolerance
 
     @property
     def passed(self) -> bool:
-        return self.max_abs_error <= self.tolerance and all(s.passed for s in self.subfunctions)
+        return self.pipeline.passed and all(s.passed for s in self.subfunctions)
 
 
 def compare(plan: Plan, device, reference, source: OrtModel, samples: list[dict[str, np.ndarray]]) -> Comparison:
     """Run ``samples`` through the pipeline on ``device`` executors; check every
     subfunction against its ``reference`` executor on the very inputs it got, and
     the final outputs against the user's model."""
-    checks = [SubfunctionCheck(s.name, s.kind) for s in plan.subfunctions]
-    references: list[list[np.ndarray]] = [[] for _ in plan.subfunctions]
+    checks = [SubfunctionCheck(s.name, s.kind, plan.relative_tolerance) for s in plan.subfunctions]
+    pipeline = SubfunctionCheck("overall", "pipeline", plan.relative_tolerance)
 
     def observe(index, inputs, outputs):
-        want = reference[index](inputs)
-        checks[index].max_abs_error = max(checks[index].max_abs_error, max_abs_error(outputs, want))
-        references[index].extend(want.values())
+        checks[index].add(outputs, reference[index](inputs))
 
     outputs: dict[str, list[np.ndarray]] = {o.name: [] for o in plan.outputs}
     expected: dict[str, list[np.ndarray]] = {o.name: [] for o in plan.outputs}
     for feeds in samples:
         env = runtime.run(plan, device, feeds, observe)
         want = source.run(feeds)
+        pipeline.add({name: env[name] for name in outputs}, {name: want[name] for name in outputs})
         for name in outputs:
             outputs[name].append(env[name])
             expected[name].append(want[name])
-    for check, refs in zip(checks, references):
-        check.tolerance = tolerance(refs, plan.relative_tolerance)
     got = {k: np.concatenate(v) for k, v in outputs.items()}
     want = {k: np.concatenate(v) for k, v in expected.items()}
-    return Comparison(got, want, checks, max_abs_error(got, want),
-                      tolerance(list(want.values()), plan.relative_tolerance))
+    return Comparison(got, want, checks, pipeline)
 
 
 def check_build(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]]) -> Comparison:
@@ -101,8 +181,7 @@ def check_units(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
         if sub.hls is None:
             continue
         for unit, (csim, reference) in zip(sub.execution_units, runtime.unit_executors(build_dir, sub)):
-            check = checks[unit.name] = SubfunctionCheck(unit.name, "fpga")
-            wanted = []
+            check = checks[unit.name] = SubfunctionCheck(unit.name, "fpga", plan.relative_tolerance)
             for env in seen[index]:
                 want = reference.run(env)
                 try:
@@ -111,8 +190,6 @@ def check_units(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
                     ops = sorted({n.op_type for n in onnx.load(str(build_dir / unit.onnx)).graph.node})
                     raise CSimCrash(f"unit {unit.name} ({', '.join(ops)}; nodes {', '.join(unit.nodes)}): "
                                     f"{crash}") from None
-                check.max_abs_error = max(check.max_abs_error, max_abs_error(got, want))
-                wanted.extend(want.values())
+                check.add(got, want)
                 env.update(want)
-            check.tolerance = tolerance(wanted, plan.relative_tolerance)
     return checks

@@ -290,7 +290,8 @@ def test_failed_verification_leaves_previous_build_untouched_and_keeps_its_evide
     (out / "plan.json").write_text('{"previous": true}')  # stands in for an earlier build
     result = hetdeploy("build", model, "--board", "pynq-z2", "-o", out, "--tolerance", "1e-9", "--policy", "support")
     assert result.returncode == 3
-    assert "differs from onnxruntime" in result.stderr.strip().splitlines()[-1]
+    assert "against onnxruntime: output" in result.stderr.strip().splitlines()[-1]
+    assert "differs by" in result.stderr.strip().splitlines()[-1]
     assert [p.name for p in out.iterdir()] == ["plan.json"]
     assert (out / "plan.json").read_text() == '{"previous": true}'
     # the failed build is kept beside it, for its logs, and the message says where

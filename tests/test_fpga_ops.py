@@ -190,6 +190,10 @@ def test_lowerings_for_hls4ml_are_exact(op, lowering, ops):
     assert lowered(op_models.op_model(op, 4, "standalone"), lowering) == ops
 
 
+def test_a_gemm_without_bias_gets_a_zero_one():
+    assert lowered(op_models.op_model("Gemm_nobias", 2, "standalone"), rewrites.gemm_bias) == ["Gemm"]
+
+
 def test_clip_with_one_bound_lowers_to_one_relu():
     b = Builder()
     b.node("Clip", ["input", b.const("lo", -1.0)], "op")

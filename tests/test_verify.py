@@ -1,0 +1,66 @@
+"""Verification cannot be fooled: every output against its own scale, NaN and Inf fail, nothing
+compared is no pass."""
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from hetdeploy.cli import main
+from hetdeploy.verify import SubfunctionCheck, TensorCheck
+
+
+def check(got, want, relative=0.05):
+    c = SubfunctionCheck("sf", "fpga", relative)
+    c.add(got, want)
+    return c
+
+
+def test_nan_or_inf_in_any_output_fails_and_names_it():
+    want = {"a": np.ones(4), "b": np.ones(4)}
+    c = check({"a": np.ones(4), "b": np.array([1, 1, np.nan, 1])}, want)
+    assert not c.passed and "output 'b' has 1 NaN or Inf values" in c.problem()
+    c = check({"a": np.array([np.inf, 1, 1, 1]), "b": np.ones(4)}, want)
+    assert not c.passed and "output 'a'" in c.problem()
+    c = check({"a": np.ones(4), "b": np.ones(4)}, {"a": np.ones(4), "b": np.array([np.nan, 1, 1, 1])})
+    assert not c.passed and "of the reference (onnxruntime) has 1 NaN" in c.problem()
+
+
+def test_each_output_is_judged_against_its_own_scale():
+    """Outputs peaking at 78 and 0.058: the small one 53 % wrong fails, though its error is tiny
+    beside the large one's scale."""
+    rng = np.random.default_rng(0)
+    big, small = rng.uniform(-78, 78, 10), rng.uniform(-0.058, 0.058, 10)
+    big[0], small[0] = 78, 0.058
+    c = check({"big": big + 0.5, "small": small * 0.47}, {"big": big, "small": small})
+    assert c.tensors["big"].passed and not c.tensors["small"].passed and not c.passed
+    assert "output 'small' differs by" in c.problem() and c.worst.tensor == "small"
+    assert c.max_abs_error == c.tensors["small"].max_abs_error
+
+
+def test_an_all_zero_result_for_a_tiny_reference_fails_and_zero_for_zero_passes():
+    assert not check({"y": np.zeros(5)}, {"y": np.full(5, 1e-6)}).passed
+    assert check({"y": np.zeros(5)}, {"y": np.zeros(5)}).passed
+    assert not check({"y": np.full(5, 1e-9)}, {"y": np.zeros(5)}).passed
+
+
+def test_a_check_that_saw_nothing_does_not_pass():
+    assert not SubfunctionCheck("sf", "fpga", 0.05).passed
+    assert not TensorCheck("y", 0.05).passed
+
+
+def test_tiny_inputs_that_the_fpga_rounds_to_zero_fail_emulation(tmp_path):
+    """A bias-free dense layer sized for N(0, 1) inputs, fed values of about 1e-6: the fixed-point
+    input rounds them to zero, and the all-zero output no longer passes."""
+    w = numpy_helper.from_array(np.random.default_rng(1).normal(0, 0.5, (4, 8)).astype(np.float32), "w")
+    graph = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"], name="fc", transB=1)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    out = tmp_path / "build"
+    assert main(["build", str(tmp_path / "m.onnx"), "--board", "pynq-z2", "--policy", "support", "-o", str(out)]) == 0
+    np.save(tmp_path / "normal.npy", np.random.default_rng(2).normal(size=(3, 8)).astype(np.float32))
+    assert main(["emulate", str(out), "--input", str(tmp_path / "normal.npy")]) == 0
+    np.save(tmp_path / "tiny.npy", np.random.default_rng(2).normal(0, 1e-6, size=(3, 8)).astype(np.float32))
+    assert main(["emulate", str(out), "--input", str(tmp_path / "tiny.npy")]) == 3
