@@ -106,6 +106,10 @@ def _normalise(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
             raise UserError(f"{path}: {err}") from None
         if changed:
             model = _infer_shapes(model, path, strict=False)
+    try:
+        onnx.checker.check_model(model)
+    except Exception as err:
+        raise UserError(f"{path}: not valid ONNX once normalised: {str(err).splitlines()[0]}") from None
     return _infer_shapes(model, path, strict=True)
 
 

@@ -252,3 +252,25 @@ def test_model_zoo_topologies_plan_on_every_board_with_every_node_accounted_for(
             assert where.get("subfunction") or where.get("folded_into") or where.get("removed")
             if "folded_into" in where:
                 assert where["folded_into"] in placed
+
+
+@pytest.mark.parametrize("opset", [7, 9, 11, 13, 17, 21])
+def test_every_opset_from_7_to_21_loads_and_plans(tmp_path, opset):
+    from hetdeploy.build import BuildOptions, plan_stages
+
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Flatten", ["p"], ["f"], name="flatten", axis=1),
+             helper.make_node("Gemm", ["f", "fc", "fcb"], ["y"], name="fc", transB=1)]
+    model = model_of(nodes, [("x", [1, 2, 6, 6])], [("y", [1, 3])],
+                     [const("w", [4, 2, 3, 3]), const("b", [4]), const("fc", [3, 36]), const("fcb", [3])], opset=opset)
+    path = save(tmp_path, model)
+    loaded = load_model(path)
+    assert [n.op for n in loaded.graph.nodes] == ["Conv", "Relu", "MaxPool", "Flatten", "Gemm"]
+    assert rewrites.default_opset(loaded.model) == max(opset, rewrites.MIN_OPSET)
+    _, _, plan = plan_stages(BuildOptions(model=path, board="pynq-z2", out_dir=tmp_path, policy="support"),
+                             lambda k, what: None)
+    assert {s.kind for s in plan.subfunctions} == {"fpga"}
+    feeds = feeds_for(model)
+    np.testing.assert_allclose(run(loaded.model, feeds)[0], run(model, feeds)[0], rtol=1e-5, atol=1e-5)
