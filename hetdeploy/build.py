@@ -86,7 +86,7 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
         step(5, f"generating HLS through hls4ml for {len(fpga)} FPGA subfunction(s)")
         generate_hls(plan, loaded, board, options, stage_dir, samples, progress)
         step(6, "verifying in C-simulation against onnxruntime")
-        verify_csim(plan, stage_dir, samples)
+        verify_csim(plan, stage_dir, samples, progress)
         step(7, f"writing the deployment package and {options.out_dir}")
         write_package(plan, board, stage_dir)
         plan.save(stage_dir / "plan.json")
@@ -176,6 +176,7 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
         input_reshapes=loaded.input_reshapes,
         relative_tolerance=options.relative_tolerance,
         seed=options.seed,
+        width=options.width,
     )
 
 
@@ -464,7 +465,7 @@ def plan_memory(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
             reserve -= used_in["reserved"]
 
 
-def verify_csim(plan: Plan, build_dir: Path, samples) -> None:
+def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = _stderr_progress) -> None:
     """Each execution unit, each subfunction, then the whole pipeline against onnxruntime."""
     unit_checks = verify.check_units(plan, build_dir, samples)
     comparison = verify.check_build(plan, build_dir, samples)
@@ -472,6 +473,11 @@ def verify_csim(plan: Plan, build_dir: Path, samples) -> None:
         sub.verification = check.record(len(samples))
         for unit in sub.execution_units:
             unit.verification = unit_checks[unit.name].record(len(samples))
+    for unit in unit_checks.values():  # overflow is never silent, within tolerance or not
+        for tensor in (t for t in unit.tensors.values() if t.saturated):
+            progress(f"      {unit.name}: {tensor.saturated} of {tensor.values} values of '{tensor.tensor}' saturate "
+                     f"(its type holds {tensor.range[0]:g} to {tensor.range[1]:g}, the reference reaches "
+                     f"{tensor.peak:g})")
     failed = [u for u in unit_checks.values() if not u.passed] + [s for s in comparison.subfunctions if not s.passed]
     if failed:
         raise VerificationError(f"C-simulation of {failed[0].name} against onnxruntime: {failed[0].problem()}")

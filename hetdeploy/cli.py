@@ -23,7 +23,7 @@ def _options(args: argparse.Namespace, **more):
 
     return BuildOptions(model=Path(args.model), board=args.board, policy=args.policy,
                         reuse_factors=dict(args.reuse_factor), weights_in_ddr=args.weights_in_ddr,
-                        memory_strategy=args.memory_strategy, **more)
+                        memory_strategy=args.memory_strategy, width=args.width, **more)
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -162,10 +162,20 @@ def _planning_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--reuse-factor", metavar="NODE=R", action="append", default=[], type=_reuse_factor,
                          help="pin the hls4ml ReuseFactor of the FPGA execution unit holding ONNX node NODE "
                               "(repeatable); the others are folded around it")
+    command.add_argument("--width", type=_width, default=16, metavar="BITS",
+                         help="fixed-point width of every FPGA value, 4 to 32 (default 16): weights, biases and "
+                              "activations, each with the integer bits its values need; the resource estimates "
+                              "follow it")
     command.add_argument("--weights-in-ddr", metavar="NODE", action="append", default=[],
                          help="keep the weights of the FPGA execution unit holding ONNX node NODE in DDR, read on "
                               "every run, instead of on chip (repeatable); units whose weights overflow the BRAM "
                               "go there anyway")
+
+
+def _width(text: str) -> int:
+    if not text.isdigit() or not 4 <= int(text) <= 32:
+        raise argparse.ArgumentTypeError(f"'{text}': expected a whole number of bits from 4 to 32")
+    return int(text)
 
 
 def _reuse_factor(text: str) -> tuple[str, int]:

@@ -53,7 +53,6 @@ class HlsOptions:
     part: str
     clock_period_ns: float
     width: int = 16
-    weight_precision: str = "fixed<16,6,RND,SAT>"
 
 
 @dataclass
@@ -97,6 +96,33 @@ def _onnxruntime_readable_models() -> Iterator[None]:
         yield
     finally:
         onnx.helper.make_model = original
+
+
+def _constant_precisions(wrapper, width: int) -> dict[str, dict[str, str]]:
+    """Per hls4ml layer, the precision of its constants from their values: a Conv's or MatMul's
+    weight and bias (a MatMul's bias is the constant of the Add after it, which hls4ml merges into
+    it), a BatchNormalization's scale and bias as hls4ml folds them."""
+    result: dict[str, dict[str, str]] = {}
+    constant = wrapper.get_initializer
+    for node in wrapper.graph.node:
+        values = [constant(t) if t else None for t in node.input]
+        if node.op_type in ("Conv", "MatMul") and len(values) > 1 and values[1] is not None:
+            kinds = {"weight": weight_precision(values[1], width)}
+            bias = values[2] if len(values) > 2 else None
+            if node.op_type == "MatMul":
+                users = wrapper.find_consumers(node.output[0]) or []
+                add = users[0] if len(users) == 1 and users[0].op_type == "Add" else None
+                bias = next((constant(t) for t in add.input if constant(t) is not None), None) if add else None
+            if bias is not None:
+                kinds["bias"] = weight_precision(bias, width)
+            result[node.name] = kinds
+        if node.op_type == "BatchNormalization" and all(v is not None for v in values[1:5]):
+            gamma, beta, mean, var = (v.astype(np.float64) for v in values[1:5])
+            epsilon = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
+            scale = gamma / np.sqrt(var + epsilon)
+            result[node.name] = {"scale": weight_precision(scale, width),
+                                 "bias": weight_precision(beta - mean * scale, width)}
+    return result
 
 
 def _prepare_for_hls4ml(wrapper) -> None:
@@ -181,15 +207,29 @@ def lower_for_hls4ml(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def _integer_bits(max_abs: float) -> int:
-    """Sign bit + bits for the largest magnitude seen + one bit of headroom."""
+def _integer_bits(max_abs: float, headroom: int = 1) -> int:
+    """Sign bit + bits for the largest magnitude seen + ``headroom`` bits (activations: one, as
+    unseen inputs may be larger; weights: none, their values are known). Negative for values
+    below 1/2 (ap_fixed<16,-3> holds magnitudes under 1/16), never fewer than 1 - width bits."""
     if max_abs <= 0:
         return 1
-    return max(1, math.ceil(math.log2(max_abs)) + 2)
+    return math.ceil(math.log2(max_abs)) + 1 + headroom
+
+
+def weight_precision(values: np.ndarray, width: int) -> str:
+    """The hls4ml precision for a constant: its largest magnitude sets the integer bits, ``width``
+    the total (one more integer bit when rounding the largest would saturate it)."""
+    peak = float(np.max(np.abs(values))) if values.size else 0.0
+    integer = max(_integer_bits(peak, headroom=0), 1 - width)
+    if peak > 2.0 ** (integer - 1) - 2.0 ** (integer - width - 1):  # rounds past the largest code
+        integer += 1
+    return _fixed(width, integer)
 
 
 def _fixed(width: int, integer: int) -> str:
-    return f"fixed<{max(width, integer + 8)},{integer},{_ROUNDING}>"
+    """``width`` bits, ``integer`` of them above the binary point (at most width - 1: what needs
+    more saturates, and the C-simulation counts it)."""
+    return f"fixed<{width},{min(integer, width - 1)},{_ROUNDING}>"
 
 
 def fixed_precision(max_abs: float, width: int) -> tuple[str, str]:
@@ -268,7 +308,7 @@ def generate_unit(
 
         _prepare_for_hls4ml(wrapper)
         config = hls4ml.utils.config_from_onnx_model(
-            wrapper, granularity="name", backend="Vivado", default_precision=options.weight_precision
+            wrapper, granularity="name", backend="Vivado", default_precision=_fixed(options.width, 6)
         )
         layer_precision = _choose_precisions(wrapper.graph, max_abs, options.width)
         for name, given in zip(cleaned_inputs, settings.input_precisions):
@@ -277,6 +317,9 @@ def generate_unit(
         for name, precision in layer_precision.items():
             if name in config["LayerName"]:
                 config["LayerName"][name].setdefault("Precision", {})["result"] = precision
+        for name, kinds in _constant_precisions(wrapper, options.width).items():
+            if name in config["LayerName"]:  # a copy: hls4ml's config shares one dict between layers
+                config["LayerName"][name]["Precision"] = {**config["LayerName"][name]["Precision"], **kinds}
         if settings.weights_in_ddr:  # every weight array an argument of the top (none inside the project)
             config["Model"]["BramFactor"] = 0
         for node in wrapper.graph.node:

@@ -317,6 +317,18 @@ def pack_fixed(values: np.ndarray, precision: str) -> bytes:
     return codes.astype(f"<i{weight_bytes(width)}").tobytes()  # two's complement, sign-extended
 
 
+def fixed_range(precision: str) -> tuple[float, float]:
+    """The least and largest value of ap_fixed<W,I,...> / ap_ufixed<W,I,...> (``precision`` C++)."""
+    match = _FIXED_TYPE.match(precision.replace(" ", ""))
+    if match is None:
+        raise ValueError(f"not an ap_fixed type: {precision}")
+    kind, width, integer = match.group(1), int(match.group(2)), int(match.group(3))
+    step = 2.0 ** (integer - width)
+    if kind == "ap_ufixed":
+        return 0.0, 2.0 ** integer - step
+    return -(2.0 ** (integer - 1)), 2.0 ** (integer - 1) - step
+
+
 def element_bytes(precision: str) -> int:
     """Bytes an element of C++ type ``precision`` (ap_fixed<W,...>) takes in a buffer (arena.h)."""
     match = _FIXED.match(precision)

@@ -117,6 +117,7 @@ class TensorVerification:
     tolerance: float
     nonfinite: int  # NaN or Inf values (result or reference)
     passed: bool
+    saturated: int = 0  # an FPGA unit's output: reference values beyond its fixed-point type's range
 
 
 @dataclass
@@ -252,6 +253,7 @@ class Plan:
     input_reshapes: list[InputReshape] = field(default_factory=list)
     relative_tolerance: float = 0.05
     seed: int = 0
+    width: int = 16  # fixed-point bits of every FPGA value (--width)
     # every node of the user's model -> where it went: {"subfunction", "unit"} (the unit only on an
     # FPGA), or {"folded_into": node, ...where that node went} for a node intake folded into
     # another, or {"removed": why}

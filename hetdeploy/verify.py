@@ -4,6 +4,8 @@ Every output tensor is judged on its own: it passes when every value is finite (
 result or in the reference fails it) and its largest error is at most ``relative`` times the
 largest magnitude of its own reference. An output whose reference is all zeros must come out all
 zeros. A check passes only when every tensor it saw passed, and one that saw no tensor fails.
+An execution unit's outputs also count their saturations: reference values beyond what the
+output's fixed-point type holds (it saturates to its rails), so that overflow is never silent.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import onnx
 
 from . import runtime
 from .csim import CSimCrash
+from .hls_top import fixed_range
 from .ort_adapter import OrtModel
 from .plan import Plan, TensorVerification, Verification
 
@@ -32,6 +35,8 @@ class TensorCheck:
     nonfinite: int = 0  # NaN or Inf in the result
     reference_nonfinite: int = 0  # NaN or Inf in the reference
     values: int = 0
+    range: Optional[tuple[float, float]] = None  # what the result's fixed-point type holds
+    saturated: int = 0  # reference values outside ``range``: the result holds the rail instead
 
     def add(self, got: np.ndarray, want: np.ndarray) -> None:
         got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
@@ -45,6 +50,9 @@ class TensorCheck:
         if finite.any():
             self.max_abs_error = max(self.max_abs_error, float(np.max(np.abs(got[finite] - want[finite]))))
             self.peak = max(self.peak, float(np.max(np.abs(want[finite]))))
+        if self.range is not None:
+            low, high = self.range
+            self.saturated += int(np.count_nonzero((want < low) | (want > high)))
 
     @property
     def tolerance(self) -> float:
@@ -71,7 +79,7 @@ class TensorCheck:
 
     def record(self) -> TensorVerification:
         return TensorVerification(self.tensor, self.max_abs_error, self.peak, self.tolerance,
-                                  self.nonfinite + self.reference_nonfinite, self.passed)
+                                  self.nonfinite + self.reference_nonfinite, self.passed, self.saturated)
 
 
 @dataclass
@@ -82,10 +90,12 @@ class SubfunctionCheck:
     kind: str
     relative: float
     tensors: dict[str, TensorCheck] = field(default_factory=dict)
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)  # tensor -> its fixed-point range
 
     def add(self, got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
         for name, value in want.items():
-            self.tensors.setdefault(name, TensorCheck(name, self.relative)).add(got[name], value)
+            self.tensors.setdefault(name, TensorCheck(name, self.relative, range=self.ranges.get(name))).add(
+                got[name], value)
 
     @property
     def worst(self) -> Optional[TensorCheck]:
@@ -181,7 +191,8 @@ def check_units(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
         if sub.hls is None:
             continue
         for unit, (csim, reference) in zip(sub.execution_units, runtime.unit_executors(build_dir, sub)):
-            check = checks[unit.name] = SubfunctionCheck(unit.name, "fpga", plan.relative_tolerance)
+            ranges = {p.tensor: fixed_range(p.precision) for p in unit.hls.outputs} if unit.hls else {}
+            check = checks[unit.name] = SubfunctionCheck(unit.name, "fpga", plan.relative_tolerance, ranges=ranges)
             for env in seen[index]:
                 want = reference.run(env)
                 try:

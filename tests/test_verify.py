@@ -3,6 +3,7 @@ compared is no pass."""
 
 import numpy as np
 import onnx
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from hetdeploy.cli import main
@@ -64,3 +65,33 @@ def test_tiny_inputs_that_the_fpga_rounds_to_zero_fail_emulation(tmp_path):
     assert main(["emulate", str(out), "--input", str(tmp_path / "normal.npy")]) == 0
     np.save(tmp_path / "tiny.npy", np.random.default_rng(2).normal(0, 1e-6, size=(3, 8)).astype(np.float32))
     assert main(["emulate", str(out), "--input", str(tmp_path / "tiny.npy")]) == 3
+
+
+def test_saturations_are_counted_against_the_output_type():
+    from hetdeploy.hls_top import fixed_range
+
+    assert fixed_range("ap_fixed<8,3,AP_RND,AP_SAT,0>") == (-4.0, 4.0 - 2 ** -5)
+    assert fixed_range("ap_ufixed<4,-1>") == (0.0, 0.5 - 2 ** -5)
+    c = SubfunctionCheck("u", "fpga", 0.05, ranges={"y": fixed_range("ap_fixed<8,3>")})
+    c.add({"y": np.array([3.96875, 0.5, -4.0])}, {"y": np.array([7.0, 0.5, -9.0])})
+    assert c.tensors["y"].saturated == 2 and c.record(1).outputs[0].saturated == 2
+
+
+def test_width_option_sets_every_fpga_type_and_is_checked(tmp_path, capsys):
+    import json
+    from pathlib import Path
+
+    jet = str(Path(__file__).resolve().parent.parent / "examples" / "jet_tagger_mlp.onnx")
+    with pytest.raises(SystemExit) as stop:
+        main(["plan", jet, "--board", "pynq-z2", "--width", "3"])
+    assert stop.value.code == 2
+    assert "--width: '3': expected a whole number of bits from 4 to 32" in capsys.readouterr().err
+    out = tmp_path / "w10"
+    assert main(["build", jet, "--board", "pynq-z2", "--policy", "support", "--width", "10",
+                 "-o", str(out)]) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["width"] == 10
+    units = plan["subfunctions"][0]["execution_units"]
+    assert all(u["precision"].startswith("ap_fixed<10,") for u in units)
+    defines = (out / units[0]["hls"]["project"] / "firmware" / "defines.h").read_text()
+    assert "weight_t;" in defines and "ap_fixed<10," in defines.split("weight_t;")[0].splitlines()[-1]
