@@ -34,8 +34,8 @@ from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, element_byt
 from .model import LoadedModel, load_model
 from .ort_adapter import OrtModel
 from .partition import partition_graph
-from .plan import (Buffer, ExecutionUnit, FpgaFallback, HlsPort, HlsProject, MemoryPlan, Plan, PlanEstimate, Subfunction,
-                   SubfunctionEstimate)
+from .plan import (Buffer, Calibration, ExecutionUnit, FpgaFallback, HlsPort, HlsProject, MemoryPlan, Plan,
+                   PlanEstimate, Subfunction, SubfunctionEstimate)
 from .samples import load_samples, random_samples
 from .subgraph import extract
 
@@ -82,6 +82,8 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
         write_subfunctions(plan, loaded, stage_dir)
         samples = (load_samples(options.calibration, plan.inputs) if options.calibration
                    else random_samples(plan.inputs, options.samples, options.seed))
+        plan.calibration = _calibration(options, samples)
+        progress(_calibration_note(plan.calibration, options.seed))
         fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
         step(5, f"generating HLS through hls4ml for {len(fpga)} FPGA subfunction(s)")
         generate_hls(plan, loaded, board, options, stage_dir, samples, progress)
@@ -95,6 +97,23 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
     if options.synth:
         progress(synthesize(plan, options.out_dir, progress))
     return plan
+
+
+def _calibration(options: BuildOptions, samples: list[dict[str, np.ndarray]]) -> Calibration:
+    ranges = {name: [float(min(np.min(s[name]) for s in samples)), float(max(np.max(s[name]) for s in samples))]
+              for name in samples[0]}
+    if options.calibration:
+        return Calibration("file", len(samples), Path(options.calibration).name, ranges)
+    return Calibration("synthetic", len(samples), "", ranges)
+
+
+def _calibration_note(calibration: Calibration, seed: int) -> str:
+    """Where the FPGA's fixed-point ranges come from, said plainly: synthetic data is a guess."""
+    ranges = ", ".join(f"'{name}' {low:.3g} to {high:.3g}" for name, (low, high) in calibration.input_ranges.items())
+    if calibration.source == "file":
+        return f"      precision sized on {calibration.samples} samples of {calibration.file}: {ranges}"
+    return (f"      precision sized on {calibration.samples} SYNTHETIC N(0, 1) samples (seed {seed}), not on your "
+            f"data: it assumes inputs like {ranges}; pass --calibration X.npy with real inputs")
 
 
 def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tuple[LoadedModel, Board, Plan]:

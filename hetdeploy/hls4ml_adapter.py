@@ -45,6 +45,9 @@ _FOLDED_OPS = {"Conv", "MatMul", "Gemm"}
 # Ops whose output hls4ml merges into the preceding layer's result (bias add, scale).
 _MERGED_INTO_PREVIOUS = {"Add", "Mul", "BatchNormalization"}
 _ROUNDING = "RND,SAT"
+# Activations hls4ml computes by table lookup, and those of them whose outputs lie within (-1, 1).
+_TABLE_OPS = {"Tanh", "Sigmoid", "Softsign", "Softplus", "Elu", "Selu"}
+_BOUNDED_TABLE_OPS = {"Tanh", "Sigmoid", "Softsign"}
 HLS4ML_LOG = "hls4ml_convert.log"  # in the unit's project folder
 
 
@@ -328,6 +331,10 @@ def generate_unit(
                 continue
             if node.op_type in _FOLDED_OPS:
                 layer.update(ReuseFactor=settings.reuse_factor, Strategy=settings.strategy)
+            if node.op_type in _TABLE_OPS:  # hls4ml's 1024 entries err by up to ~0.004
+                layer.update(TableSize=4096)
+                if node.op_type in _BOUNDED_TABLE_OPS:  # outputs within (-1, 1): 16 fraction bits, not 10
+                    layer["Precision"] = {**layer["Precision"], "table": f"fixed<18,2,{_ROUNDING}>"}
             if node.op_type == "Softmax":
                 layer.update(Implementation="stable", TableSize=4096)
                 layer["Precision"]["accum"] = _fixed(22, _sum_bits(wrapper.get_tensor_shape(node.input[0])[-1]) + 1)

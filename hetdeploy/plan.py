@@ -155,6 +155,16 @@ class PlanEstimate:
 
 
 @dataclass
+class Calibration:
+    """The samples the FPGA types were sized on: the user's (``--calibration``) or synthetic."""
+
+    source: str  # "file" or "synthetic"
+    samples: int
+    file: str = ""  # the calibration file's name
+    input_ranges: dict[str, list[float]] = field(default_factory=dict)  # input -> [least, largest] value seen
+
+
+@dataclass
 class FpgaFallback:
     """A node an FPGA of the board runs that the plan put on another device, and why."""
 
@@ -254,6 +264,7 @@ class Plan:
     relative_tolerance: float = 0.05
     seed: int = 0
     width: int = 16  # fixed-point bits of every FPGA value (--width)
+    calibration: Optional[Calibration] = None  # what the FPGA types were sized on (a build's)
     # every node of the user's model -> where it went: {"subfunction", "unit"} (the unit only on an
     # FPGA), or {"folded_into": node, ...where that node went} for a node intake folded into
     # another, or {"removed": why}

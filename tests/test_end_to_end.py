@@ -280,6 +280,12 @@ def test_calibration_data_sizes_each_unit_and_the_error_is_reported(built, tmp_p
     assert integer_bits(first_input[1]["precision"]) >= integer_bits(first_input[0]["precision"]) + 4
     for unit in plans[1]["execution_units"]:
         assert unit["verification"]["samples"] == 6 and unit["verification"]["passed"]
+    # where the ranges came from, said in the build and kept in plan.json
+    assert "precision sized on 6 samples of calibration.npy" in result.stderr
+    calibrations = [json.loads((d / "plan.json").read_text())["calibration"] for d in (default, out)]
+    assert calibrations[0]["source"] == "synthetic" and calibrations[0]["samples"] == 4
+    assert calibrations[1] == {"source": "file", "samples": 6, "file": "calibration.npy",
+                               "input_ranges": {"input": [float(wide.min()), float(wide.max())]}}
 
 
 def test_failed_verification_leaves_previous_build_untouched_and_keeps_its_evidence(tmp_path):
@@ -378,12 +384,17 @@ def test_weights_larger_than_the_bram_stay_in_ddr_and_csimulation_reads_them_the
     assert not list((project / "firmware" / "weights").iterdir())
     assert "load_weights_from_txt" not in (project / "firmware" / f"{first['name']}.cpp").read_text()
     # the image holds fc1's weights as hls4ml's Resource-strategy Dense reads them (n_out x n_in: fc1's own
-    # layout) at 10 fraction bits
+    # layout) at the fraction bits their values leave (hls4ml writes them in decimal, so a value on a tie
+    # may round to the other neighbour: one code apart at most)
     image = (out / sub["hls"]["ddr_image"]).read_bytes()
     fc1 = next(numpy_helper.to_array(t) for t in onnx.load(str(model)).graph.initializer if t.name == "fc1.weight")
     packed = image[arrays[0]["offset"]: arrays[0]["offset"] + arrays[0]["size"]]
-    assert packed == pack_fixed(fc1.reshape(-1), arrays[0]["precision"])
-    np.testing.assert_allclose(np.frombuffer(packed, "<i2") / 1024.0, fc1.reshape(-1), atol=0.5 / 1024 + 1e-7)
+    width, integer = (int(x) for x in arrays[0]["precision"].split("<")[1].split(",")[:2])
+    assert width == 16 and integer < 6  # sized from fc1's values, not hls4ml's default fixed<16,6>
+    codes = np.frombuffer(packed, "<i2").astype(np.int64)
+    assert np.max(np.abs(codes - np.frombuffer(pack_fixed(fc1.reshape(-1), arrays[0]["precision"]), "<i2"))) <= 1
+    lsb = 2.0 ** (integer - width)
+    np.testing.assert_allclose(codes * lsb, fc1.reshape(-1), atol=lsb + 1e-9)
 
     corrupted = tmp_path / "corrupted"
     shutil.copytree(out, corrupted)
