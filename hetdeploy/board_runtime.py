@@ -189,12 +189,13 @@ def main(argv: list[str] | None = None) -> int:
     loaded = np.load(args.input)
     arrays = {plan["inputs"][0]["name"]: loaded} if isinstance(loaded, np.ndarray) else dict(loaded)
     count = len(next(iter(arrays.values())))
+    dtypes = {spec["name"]: spec.get("dtype", "float32") for spec in plan["inputs"]}
     times: list[list[float]] = [[] for _ in runners]
     totals, results = [], {o["name"]: [] for o in plan["outputs"]}
     for start in range(0, count, args.batch):
         for i in range(start, min(count, start + args.batch)):
             began = time.perf_counter()
-            out = run_sample(plan, runners, {k: np.ascontiguousarray(v[i:i + 1], dtype=np.float32)
+            out = run_sample(plan, runners, {k: np.ascontiguousarray(v[i:i + 1], dtype=dtypes.get(k, "float32"))
                                              for k, v in arrays.items()}, times)
             totals.append(time.perf_counter() - began)
             for name, value in out.items():

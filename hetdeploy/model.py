@@ -50,6 +50,10 @@ _DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64"
            onnx.TensorProto.INT16: "int16", onnx.TensorProto.UINT16: "uint16", onnx.TensorProto.BFLOAT16: "bfloat16"}
 
 
+# Input types hetdeploy can feed (samples, .npy files); the FPGA takes float32 only (board limits).
+NUMERIC_DTYPES = ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8", "uint16", "bool")
+
+
 @dataclass
 class LoadedModel:
     source: onnx.ModelProto  # the user's model, data loaded, batch fixed (the reference)
@@ -332,6 +336,7 @@ def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
             )
         )
     for spec in _specs(model, model.graph.input):
-        if spec.dtype != "float32":
-            raise UserError(f"{path}: input '{spec.name}' is {spec.dtype}; hetdeploy handles float32 inputs only")
+        if spec.dtype not in NUMERIC_DTYPES:
+            raise UserError(f"{path}: input '{spec.name}' is {spec.dtype}; hetdeploy feeds numeric tensors only "
+                            f"({', '.join(NUMERIC_DTYPES)})")
     return Graph(nodes, [i.name for i in model.graph.input], [o.name for o in model.graph.output])

@@ -11,8 +11,16 @@ from .plan import TensorSpec
 
 
 def random_samples(specs: list[TensorSpec], count: int, seed: int) -> list[dict[str, np.ndarray]]:
+    """N(0, 1) for floating-point inputs; 0 or 1 for integer and boolean ones (indices valid on any
+    axis of two or more, which is all a random sample can promise)."""
     rng = np.random.default_rng(seed)
-    return [{s.name: rng.standard_normal(s.shape).astype(np.float32) for s in specs} for _ in range(count)]
+
+    def sample(spec: TensorSpec) -> np.ndarray:
+        if spec.dtype.startswith("float"):
+            return rng.standard_normal(spec.shape).astype(spec.dtype)
+        return rng.integers(0, 2, spec.shape).astype(spec.dtype)
+
+    return [{s.name: sample(s) for s in specs} for _ in range(count)]
 
 
 def load_samples(path: str | Path, specs: list[TensorSpec]) -> list[dict[str, np.ndarray]]:
@@ -42,7 +50,7 @@ def load_samples(path: str | Path, specs: list[TensorSpec]) -> list[dict[str, np
     counts = set()
     for s in specs:
         a = arrays[s.name]
-        if a.dtype.kind not in "fiu":
+        if a.dtype.kind not in "fiub":
             raise UserError(f"{path}: input '{s.name}' has dtype {a.dtype}, expected numbers")
         if list(a.shape[1:]) != s.shape[1:] or a.ndim != len(s.shape):
             raise UserError(f"{path}: input '{s.name}' has shape {list(a.shape)}, the model takes {s.shape} "
@@ -54,5 +62,5 @@ def load_samples(path: str | Path, specs: list[TensorSpec]) -> list[dict[str, np
     n = counts.pop()
     if n % batch:
         raise UserError(f"{path}: {n} samples do not split into batches of {batch}")
-    return [{s.name: np.ascontiguousarray(arrays[s.name][i : i + batch], dtype=np.float32) for s in specs}
+    return [{s.name: np.ascontiguousarray(arrays[s.name][i : i + batch], dtype=s.dtype) for s in specs}
             for i in range(0, n, batch)]

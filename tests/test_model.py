@@ -108,3 +108,23 @@ def test_external_data_must_stay_in_model_folder(tmp_path):
     onnx.save(stored, str(inside / "evil.onnx"))
     with pytest.raises(UserError, match="points outside the model's folder"):
         load_model(inside / "evil.onnx")
+
+
+def test_integer_inputs_are_fed_and_run_on_the_cpu(tmp_path):
+    """An embedding lookup (int64 indices) then a ReLU: the Gather runs on the ARM cores, random
+    samples are valid indices, and the build emulates within tolerance."""
+    from hetdeploy.cli import main
+
+    table = numpy_helper.from_array(np.random.default_rng(0).normal(size=(10, 4)).astype(np.float32), "table")
+    nodes = [helper.make_node("Gather", ["table", "ids"], ["e"], name="embed", axis=0),
+             helper.make_node("Relu", ["e"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 4])], [table])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    path = save(tmp_path, model)
+    assert load_model(path).inputs[0].dtype == "int64"
+    out = tmp_path / "build"
+    assert main(["build", str(path), "--board", "pynq-z2", "--policy", "support", "-o", str(out)]) == 0
+    np.save(tmp_path / "ids.npy", np.array([[9, 0, 4], [1, 1, 2]], dtype=np.int64))
+    assert main(["emulate", str(out), "--input", str(tmp_path / "ids.npy")]) == 0
