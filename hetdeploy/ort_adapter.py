@@ -44,7 +44,15 @@ class OrtModel:
             results = self.session.run(None, {n: feeds[n] for n in self.input_names})
         except Exception as err:
             raise UserError(f"{self.name}: onnxruntime failed to run it: {_first_line(err)}") from None
-        return dict(zip(self.output_names, results))
+        return {name: _as_array(value) for name, value in zip(self.output_names, results)}
+
+
+def _as_array(value):
+    """A ZipMap's sequence of {class: probability} maps as the (samples, classes) array intake makes
+    of it (rewrites.zipmap_to_tensor); tensors as they are."""
+    if isinstance(value, list) and value and isinstance(value[0], dict):
+        return np.array([list(row.values()) for row in value], dtype=np.float32)
+    return value
 
 
 def _first_line(err: Exception) -> str:

@@ -450,9 +450,31 @@ def _chain_of_pairs(model: onnx.ModelProto, op: str, pair_op: str, attributes: O
     return _replace_each(model, {op}, replacement, 0)
 
 
+def zipmap_to_tensor(model: onnx.ModelProto) -> bool:
+    """A ZipMap (ai.onnx.ml: skl2onnx's classifiers) that makes a graph output turns a probability
+    tensor into a sequence of {class: probability} maps, which no device passes on: the output
+    becomes that tensor itself, its columns in the classes' order (``OrtModel.run`` gives the user's
+    model's maps the same form, so the two compare)."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        if node.op_type != "ZipMap" or node.output[0] not in graph.outputs:
+            continue
+        source, result = node.input[0], node.output[0]
+        shape = graph.shapes.get(source)
+        graph.remove(node)
+        graph.g.node.append(helper.make_node("Identity", [source], [result], name=node.name))
+        for k, value in enumerate(graph.g.output):
+            if value.name == result:
+                graph.g.output[k].CopyFrom(helper.make_tensor_value_info(result, onnx.TensorProto.FLOAT, shape))
+        changed = True
+    return changed
+
+
 Pass = Callable[[onnx.ModelProto], bool]
 # In order: attributes first (later passes read them), then the fusions, then the op renamings.
 PASSES: list[Pass] = [
+    zipmap_to_tensor,
     eliminate_identity,
     explicit_attributes,
     normalise_gemm,

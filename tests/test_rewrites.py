@@ -218,15 +218,42 @@ def test_sklearn_style_classifier_with_ml_ops_runs_on_the_cpu(tmp_path):
     assert result.cuts[-1].device == "arm_cpu" and "pick" in result.cuts[-1].nodes
 
 
+def test_a_zipmap_classifier_gives_its_probabilities_as_a_tensor_and_builds(tmp_path):
+    """skl2onnx's classifier pattern: dense layers, Softmax, ArgMax for the label and ZipMap for the
+    probabilities (a sequence of maps). The probabilities become a tensor output; the build's
+    reference gives the user's model's maps the same form and the two agree."""
+    from hetdeploy.cli import main
+
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="MatMul"),
+             helper.make_node("Add", ["m", "b"], ["h"], name="Add"),
+             helper.make_node("Softmax", ["h"], ["p"], name="Softmax", axis=1),
+             helper.make_node("ArgMax", ["p"], ["label"], name="ArgMax", axis=1, keepdims=0),
+             helper.make_node("ZipMap", ["p"], ["probabilities"], name="ZipMap", domain="ai.onnx.ml",
+                              classlabels_int64s=[0, 1, 2])]
+    seq = helper.make_sequence_type_proto(helper.make_map_type_proto(TensorProto.INT64,
+                                                                     helper.make_tensor_type_proto(TensorProto.FLOAT, [])))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6])],
+                              [helper.make_tensor_value_info("label", TensorProto.INT64, [1]),
+                               helper.make_value_info("probabilities", seq)], [const("w", [6, 3]), const("b", [3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 1)])
+    model.ir_version = 8
+    path = save(tmp_path, model)
+    loaded = load_model(path)
+    assert [o.name for o in loaded.outputs] == ["label", "probabilities"] and loaded.outputs[1].shape == [1, 3]
+    assert "ZipMap" not in [n.op for n in loaded.graph.nodes]  # an Identity where Softmax has other readers
+    out = tmp_path / "build"
+    assert main(["build", str(path), "--board", "pynq-z2", "-o", str(out)]) == 0
+    assert main(["emulate", str(out)]) == 0
+
+
 def test_a_sequence_output_is_refused_in_one_line(tmp_path):
-    nodes = [helper.make_node("ZipMap", ["x"], ["y"], name="zipmap", domain="ai.onnx.ml", classlabels_int64s=[0, 1])]
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["y"], name="split", axis=1)]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
                               [helper.make_value_info("y", helper.make_sequence_type_proto(
-                                  helper.make_map_type_proto(TensorProto.INT64,
-                                                             helper.make_tensor_type_proto(TensorProto.FLOAT, []))))])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("ai.onnx.ml", 3)])
+                                  helper.make_tensor_type_proto(TensorProto.FLOAT, None)))])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
-    with pytest.raises(UserError, match=r"node 'zipmap' \(ZipMap\): its output 'y' is not a tensor"):
+    with pytest.raises(UserError, match=r"node 'split' \(SplitToSequence\): its output 'y' is not a tensor"):
         load_model(save(tmp_path, model))
 
 
