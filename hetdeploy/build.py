@@ -35,7 +35,7 @@ from .model import LoadedModel, load_model
 from .ort_adapter import OrtModel
 from .partition import partition_graph
 from .plan import (Buffer, Calibration, ExecutionUnit, FpgaFallback, HlsPort, HlsProject, MemoryPlan, Plan,
-                   PlanEstimate, Subfunction, SubfunctionEstimate)
+                   PlanEstimate, Subfunction, SubfunctionEstimate, Widening)
 from .samples import load_samples, random_samples
 from .subgraph import extract
 
@@ -85,10 +85,20 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
         plan.calibration = _calibration(options, samples)
         progress(_calibration_note(plan.calibration, options.seed))
         fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
-        step(5, f"generating HLS through hls4ml for {len(fpga)} FPGA subfunction(s)")
-        generate_hls(plan, loaded, board, options, stage_dir, samples, progress)
-        step(6, "verifying in C-simulation against onnxruntime")
-        verify_csim(plan, stage_dir, samples, progress)
+        unit_widths: dict[str, int] = {}  # units widened past --width
+        while True:
+            step(5, f"generating HLS through hls4ml for {len(fpga)} FPGA subfunction(s)")
+            generate_hls(plan, loaded, board, options, stage_dir, samples, progress, unit_widths)
+            step(6, "verifying in C-simulation against onnxruntime")
+            try:
+                verify_csim(plan, stage_dir, samples, progress)
+                break
+            except VerificationError as err:
+                if not _widen(plan, err, unit_widths, options.width, progress):
+                    raise
+                for sub in fpga:  # generated anew, the widened units wider
+                    shutil.rmtree(stage_dir / "hls" / sub.name, ignore_errors=True)
+                    shutil.rmtree(stage_dir / "subfunctions" / sub.name, ignore_errors=True)
         step(7, f"writing the deployment package and {options.out_dir}")
         write_package(plan, board, stage_dir)
         plan.save(stage_dir / "plan.json")
@@ -97,6 +107,26 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
     if options.synth:
         progress(synthesize(plan, options.out_dir, progress))
     return plan
+
+
+# Automatic widening of a unit out of tolerance: this many bits at a time, up to MAX_WIDTH.
+WIDEN_STEP, MAX_WIDTH = 4, 32
+
+
+def _widen(plan: Plan, failure: VerificationError, unit_widths: dict[str, int], width: int,
+           progress: Progress) -> bool:
+    """Give each execution unit that ``failure`` names WIDEN_STEP more bits (up to MAX_WIDTH) and
+    record it in the plan; False when none can widen (or the failure is not a unit's)."""
+    widened = False
+    for unit in failure.units:
+        before = unit_widths.get(unit.name, width)
+        if before >= MAX_WIDTH:
+            continue
+        unit_widths[unit.name] = min(MAX_WIDTH, before + WIDEN_STEP)
+        plan.widened.append(Widening(unit.name, before, unit_widths[unit.name], unit.problem()))
+        progress(f"      widening {unit.name} from {before} to {unit_widths[unit.name]} bits: {unit.problem()}")
+        widened = True
+    return widened
 
 
 def _calibration(options: BuildOptions, samples: list[dict[str, np.ndarray]]) -> Calibration:
@@ -298,17 +328,19 @@ def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None
 
 
 def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions, build_dir: Path,
-                 samples, progress: Progress) -> None:
+                 samples, progress: Progress, unit_widths: Optional[dict[str, int]] = None) -> None:
     """Each FPGA subfunction into hls/<name>/: every execution unit through hls4ml (units/<unit>/),
     our top over them, compiled for C-simulation. Each unit's layer precisions are sized on the
-    values it sees on the float pipeline (onnxruntime) for ``samples``."""
+    values it sees on the float pipeline (onnxruntime) for ``samples``, at ``options.width`` bits
+    or its own in ``unit_widths``."""
     envs = runtime.subfunction_inputs(build_dir, plan, samples)
     shapes = tensor_shapes(loaded)
     precision: dict[str, str] = {}  # tensor -> the C++ type of its buffer
     for index, sub in enumerate(plan.subfunctions):
         if sub.kind == "fpga":
             started = time.monotonic()
-            precision |= _generate_units(sub, loaded, board.device(sub.device), options, build_dir, envs[index])
+            precision |= _generate_units(sub, loaded, board.device(sub.device), options, build_dir, envs[index],
+                                         unit_widths or {})
             progress(f"      {sub.name}: {len(sub.execution_units)} execution units converted by hls4ml in "
                      f"{time.monotonic() - started:.1f} s")
     # the same plan as `hetdeploy plan` made, on the buffers' real element sizes
@@ -335,11 +367,10 @@ def tensor_shapes(loaded: LoadedModel) -> dict[str, list[int]]:
 
 
 def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: BuildOptions, build_dir: Path,
-                    envs: list[dict[str, np.ndarray]]) -> dict[str, str]:
+                    envs: list[dict[str, np.ndarray]], unit_widths: dict[str, int]) -> dict[str, str]:
     """Every execution unit of ``sub`` through hls4ml; returns the C++ type of each buffer."""
     project = build_dir / "hls" / sub.name
     (build_dir / "subfunctions" / sub.name).mkdir()
-    hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz, width=options.width)
     config_precision: dict[str, str] = {}  # tensor -> what its buffer holds, as an hls4ml config string
     cpp_precision: dict[str, str] = {}  # the same, as a C++ type
     ops = {n.name: n.op for n in loaded.graph.nodes}
@@ -361,6 +392,8 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
             if any(ops[n] != "Flatten" for n in unit.nodes):
                 unit.index_table = _write_index_table(unit, reference, project)
         else:
+            hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz,
+                                     width=unit_widths.get(unit.name, options.width))
             try:
                 unit.hls = generate_unit(
                     model, project / "units" / unit.name, unit.name, unit_samples,
@@ -499,7 +532,9 @@ def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = _stde
                      f"{tensor.peak:g})")
     failed = [u for u in unit_checks.values() if not u.passed] + [s for s in comparison.subfunctions if not s.passed]
     if failed:
-        raise VerificationError(f"C-simulation of {failed[0].name} against onnxruntime: {failed[0].problem()}")
+        error = VerificationError(f"C-simulation of {failed[0].name} against onnxruntime: {failed[0].problem()}")
+        error.units = [u for u in unit_checks.values() if not u.passed]
+        raise error
     if not comparison.passed:
         raise VerificationError(f"the pipeline against the model on onnxruntime: {comparison.pipeline.problem()}")
 

@@ -15,9 +15,14 @@ class UserError(Exception):
 
 
 class VerificationError(UserError):
-    """C-simulation disagrees with onnxruntime beyond the reported tolerance."""
+    """C-simulation disagrees with onnxruntime beyond the reported tolerance; ``units``: the checks
+    of the execution units that failed (empty when only a subfunction or the pipeline did)."""
 
     exit_code = 3
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.units: list = []
 
 
 class ToolError(UserError):

@@ -165,6 +165,16 @@ class Calibration:
 
 
 @dataclass
+class Widening:
+    """An execution unit the build widened past --width because it was out of tolerance."""
+
+    unit: str
+    from_bits: int
+    to_bits: int
+    reason: str  # what its check said
+
+
+@dataclass
 class FpgaFallback:
     """A node an FPGA of the board runs that the plan put on another device, and why."""
 
@@ -265,6 +275,7 @@ class Plan:
     seed: int = 0
     width: int = 16  # fixed-point bits of every FPGA value (--width)
     calibration: Optional[Calibration] = None  # what the FPGA types were sized on (a build's)
+    widened: list[Widening] = field(default_factory=list)  # units the build widened to pass
     # every node of the user's model -> where it went: {"subfunction", "unit"} (the unit only on an
     # FPGA), or {"folded_into": node, ...where that node went} for a node intake folded into
     # another, or {"removed": why}

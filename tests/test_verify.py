@@ -95,3 +95,22 @@ def test_width_option_sets_every_fpga_type_and_is_checked(tmp_path, capsys):
     assert all(u["precision"].startswith("ap_fixed<10,") for u in units)
     defines = (out / units[0]["hls"]["project"] / "firmware" / "defines.h").read_text()
     assert "weight_t;" in defines and "ap_fixed<10," in defines.split("weight_t;")[0].splitlines()[-1]
+
+
+def test_units_out_of_tolerance_are_widened_and_the_build_says_so(tmp_path, capsys):
+    """The jet tagger at 6 bits is out of tolerance: each failing unit gets 4 more bits until it
+    passes; the build prints which and why, and plan.json records it."""
+    import json
+    from pathlib import Path
+
+    jet = str(Path(__file__).resolve().parent.parent / "examples" / "jet_tagger_mlp.onnx")
+    out = tmp_path / "w6"
+    assert main(["build", jet, "--board", "pynq-z2", "--policy", "support", "--width", "6", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["widened"] and all(w["from_bits"] == 6 and w["to_bits"] == 10 for w in plan["widened"])
+    for w in plan["widened"]:
+        assert f"widening {w['unit']} from 6 to 10 bits: output" in err and "differs by" in w["reason"]
+    units = {u["name"]: u for u in plan["subfunctions"][0]["execution_units"]}
+    assert all(units[w["unit"]]["precision"].startswith("ap_fixed<10,") for w in plan["widened"])
+    assert all(u["verification"]["passed"] for u in units.values())
