@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 import yaml
 
 from .errors import UserError
-from .graph import ONNXRUNTIME_DOMAINS, Node
+from .graph import ONNXRUNTIME_DOMAINS, QONNX_DOMAINS, Node
 
 BOARDS_DIR = Path(__file__).resolve().parent.parent / "boards"
 DEVICE_KINDS = ("cpu", "gpu", "fpga")
@@ -79,8 +79,10 @@ class Device:
 
     def why_not(self, node: Node) -> Optional[str]:
         """None when this device runs ``node``; else the limit it breaks."""
-        if self.ops is None:  # onnxruntime: the standard opsets and its own contrib ops
-            return None if node.domain in ONNXRUNTIME_DOMAINS else f"custom domain '{node.domain}'"
+        if self.ops is None:  # onnxruntime: the standard opsets and its own contrib ops; a CPU also qonnx's
+            if node.domain in ONNXRUNTIME_DOMAINS or (self.kind == "cpu" and node.domain in QONNX_DOMAINS):
+                return None
+            return f"custom domain '{node.domain}'"
         if node.domain not in ("", "ai.onnx"):
             return f"custom domain '{node.domain}'"
         if self.kind == "fpga":  # its cores take one sample per call: (1, ...) tensors only

@@ -32,7 +32,7 @@ from .errors import ToolError, UserError, VerificationError
 from .hls4ml_adapter import HLS4ML_LOG, HlsOptions, UnitSettings, ap_types_headers, fixed_precision, generate_unit
 from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, element_bytes, library_name, write_project
 from .model import LoadedModel, load_model
-from .ort_adapter import OrtModel
+from .ort_adapter import OrtModel, open_model
 from .partition import partition_graph
 from .plan import (Buffer, Calibration, ExecutionUnit, FpgaFallback, HlsPort, HlsProject, MemoryPlan, Plan,
                    PlanEstimate, Subfunction, SubfunctionEstimate, Widening)
@@ -316,7 +316,7 @@ def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None
         sub.onnx = f"subfunctions/{sub.name}.onnx"
         onnx.save(extract(loaded.model, sub), str(build_dir / sub.onnx))
     chain = runtime.reference_executors(build_dir, plan)
-    source = OrtModel(build_dir / "source.onnx")
+    source = open_model(build_dir / "source.onnx")
     check = verify.SubfunctionCheck("chain", "pipeline", CHAIN_TOLERANCE)
     for feeds in random_samples(plan.inputs, 1, plan.seed):
         got, want = runtime.run(plan, chain, feeds), source.run(feeds)

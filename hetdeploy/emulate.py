@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import Optional
 
 from . import verify
-from .ort_adapter import providers_for
+from .ort_adapter import open_model, providers_for
+from .qonnx_adapter import QonnxModel
 from .plan import Plan
 from .samples import load_samples, random_samples
 
@@ -17,15 +18,16 @@ class EmulationResult:
     plan: Plan
     comparison: verify.Comparison
     notes: list[str]
+    engines: list[str]  # per subfunction: what ran it here
 
     def to_dict(self) -> dict:
         c = self.comparison
         return {
             "board": self.plan.board,
             "subfunctions": [
-                {"name": s.name, "kind": s.kind, "engine": _engine(s.kind), "max_abs_error": check.max_abs_error,
+                {"name": s.name, "kind": s.kind, "engine": engine, "max_abs_error": check.max_abs_error,
                  "tolerance": check.tolerance, "passed": check.passed, "outputs": _outputs(check)}
-                for s, check in zip(self.plan.subfunctions, c.subfunctions)
+                for s, check, engine in zip(self.plan.subfunctions, c.subfunctions, self.engines)
             ],
             "max_abs_error": c.max_abs_error,
             "tolerance": c.tolerance,
@@ -39,12 +41,12 @@ class EmulationResult:
         its own tolerance, and what failed."""
         c = self.comparison
         lines = [f"{'subfunction':<16} {'device':<10} {'engine':<22} {'max abs error':>13} {'tolerance':>9}"]
-        for s, check in zip(self.plan.subfunctions, c.subfunctions):
-            lines.append(f"{s.name:<16} {s.device:<10} {_engine(s.kind):<22} {check.max_abs_error:>13.4g} "
+        for s, check, engine in zip(self.plan.subfunctions, c.subfunctions, self.engines):
+            lines.append(f"{s.name:<16} {s.device:<10} {engine:<22} {check.max_abs_error:>13.4g} "
                          f"{check.tolerance:>9.4g}{'' if check.passed else '  OUT OF TOLERANCE'}")
         for t in c.pipeline.tensors.values():
             verdict = "within tolerance" if t.passed else "OUT OF TOLERANCE"
-            lines.append(f"{'output ' + t.tensor:<27} {'vs model on onnxruntime':<22} {t.max_abs_error:>13.4g} "
+            lines.append(f"{'output ' + t.tensor:<27} {'vs the model':<22} {t.max_abs_error:>13.4g} "
                          f"{t.tolerance:>9.4g}  {verdict}")
         problems = [f"{s.name}: {check.problem()}" for s, check in zip(self.plan.subfunctions, c.subfunctions)
                     if not check.passed] + ([f"overall: {c.pipeline.problem()}"] if not c.pipeline.passed else [])
@@ -57,10 +59,12 @@ def _outputs(check: verify.SubfunctionCheck) -> list[dict]:
              "nonfinite": t.nonfinite + t.reference_nonfinite, "passed": t.passed} for t in check.tensors.values()]
 
 
-def _engine(kind: str) -> str:
-    if kind == "fpga":
+def _engine(build_dir: Path, sub) -> str:
+    if sub.kind == "fpga":
         return "C-simulation (g++)"
-    return "onnxruntime " + providers_for(kind)[0].replace("ExecutionProvider", "")
+    if isinstance(open_model(build_dir / sub.onnx, sub.kind), QonnxModel):
+        return "qonnx execution"
+    return "onnxruntime " + providers_for(sub.kind)[0].replace("ExecutionProvider", "")
 
 
 def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0) -> EmulationResult:
@@ -69,4 +73,5 @@ def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0) -> Emulat
     notes = []
     if any(s.kind == "gpu" for s in plan.subfunctions) and providers_for("gpu")[0] != "CUDAExecutionProvider":
         notes.append("no CUDA provider in this onnxruntime: GPU subfunctions ran on the CPU provider")
-    return EmulationResult(plan, verify.check_build(plan, build_dir, samples), notes)
+    return EmulationResult(plan, verify.check_build(plan, build_dir, samples), notes,
+                           [_engine(build_dir, s) for s in plan.subfunctions])

@@ -11,6 +11,9 @@ from dataclasses import dataclass, field
 # Op domains onnxruntime's CPU provider implements (the standard ones, ai.onnx.ml, its contrib ops):
 # what a device that runs onnxruntime (``ops: all``) runs.
 ONNXRUNTIME_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft"})
+# QONNX's ops (Quant, BipolarQuant, Trunc, FloatQuant), as Brevitas, QKeras and qonnx write them: a CPU
+# device runs them on qonnx's execution.
+QONNX_DOMAINS = frozenset({"onnx.brevitas", "qonnx.custom_op.general", "finn.custom_op.general"})
 
 
 @dataclass

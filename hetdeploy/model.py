@@ -33,8 +33,9 @@ from onnx import shape_inference, version_converter
 
 from . import rewrites
 from .errors import UserError
-from .graph import ONNXRUNTIME_DOMAINS, Graph, Node
+from .graph import ONNXRUNTIME_DOMAINS, QONNX_DOMAINS, Graph, Node
 from .ort_adapter import fold_constants
+from .qonnx_adapter import infer_shapes as infer_qonnx_shapes
 from .plan import InputReshape, TensorSpec
 
 # onnxruntime 1.17+ reads IR 10; newer onnx writes 11+ by default.
@@ -148,6 +149,9 @@ def _read(path: Path) -> onnx.ModelProto:
             raise UserError(f"{path}: initializer '{tensor.name}' points outside the model's folder ({location!r})")
         if not target.is_file():
             raise UserError(f"{path}: initializer '{tensor.name}': external data file {location!r} not found")
+    imported = {o.domain for o in model.opset_import}
+    for domain in sorted({n.domain for n in model.graph.node} - imported - {"ai.onnx"}):
+        model.opset_import.append(onnx.helper.make_opsetid(domain, 1))  # exporters of custom ops forget it
     try:
         onnx.load_external_data_for_model(model, str(base))
         onnx.checker.check_model(model)
@@ -196,7 +200,10 @@ def _infer_shapes(model: onnx.ModelProto, path: Path, strict: bool) -> onnx.Mode
     """Shape inference; ``strict``: every tensor some node reads, and every graph output, must get
     a fixed shape (an output nothing reads, like Dropout's mask, needs none)."""
     try:
-        inferred = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        if any(n.domain in QONNX_DOMAINS for n in model.graph.node):
+            inferred = infer_qonnx_shapes(model)
+        else:
+            inferred = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as err:
         raise UserError(f"{path}: shape inference failed: {str(err).splitlines()[0]}") from None
     if not strict:

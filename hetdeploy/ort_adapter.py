@@ -80,3 +80,14 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     folded.opset_import.extend(kept)
     folded.ir_version = model.ir_version
     return folded
+
+
+def open_model(path: Path | str, kind: str = "cpu"):
+    """The model at ``path`` on onnxruntime, or on qonnx's execution when it holds QONNX ops."""
+    from .graph import QONNX_DOMAINS
+
+    if any(n.domain in QONNX_DOMAINS for n in onnx.load(str(path), load_external_data=False).graph.node):
+        from .qonnx_adapter import QonnxModel
+
+        return QonnxModel(path)
+    return OrtModel(path, kind)

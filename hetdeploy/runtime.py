@@ -9,7 +9,7 @@ from typing import Callable
 import numpy as np
 
 from .csim import CSimLibrary
-from .ort_adapter import OrtModel
+from .ort_adapter import OrtModel, open_model
 from .plan import Plan, Subfunction
 
 Executor = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
@@ -73,7 +73,7 @@ def unit_executors(build_dir: Path, sub: Subfunction) -> list[tuple[CSimExecutor
 
 
 def ort_executor(build_dir: Path, sub: Subfunction) -> Executor:
-    return OrtModel(build_dir / sub.onnx, sub.kind).run
+    return open_model(build_dir / sub.onnx, sub.kind).run
 
 
 def device_executors(build_dir: Path, plan: Plan) -> list[Executor]:

@@ -20,7 +20,7 @@ import onnx
 from . import runtime
 from .csim import CSimCrash
 from .hls_top import fixed_range
-from .ort_adapter import OrtModel
+from .ort_adapter import OrtModel, open_model
 from .plan import Plan, TensorVerification, Verification
 
 
@@ -177,7 +177,7 @@ def check_build(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
         plan,
         runtime.device_executors(build_dir, plan),
         runtime.reference_executors(build_dir, plan),
-        OrtModel(build_dir / "source.onnx"),
+        open_model(build_dir / "source.onnx"),
         samples,
     )
 

@@ -1,0 +1,54 @@
+"""qonnx behind one small interface: models with QONNX ops (Quant, BipolarQuant, Trunc, FloatQuant)
+run on qonnx's execution, which onnxruntime cannot; their shapes come from qonnx's inference."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from .errors import UserError
+
+
+def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """qonnx's shape inference, which stands each custom op in with a standard one of its shape."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.infer_shapes import InferShapes
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        return ModelWrapper(model).transform(InferShapes()).model
+
+
+class QonnxModel:
+    """The OrtModel interface (``inputs``, ``outputs``, ``run``) on qonnx's execution."""
+
+    def __init__(self, path: Path | str):
+        from qonnx.core.modelwrapper import ModelWrapper
+
+        self.name = str(path)
+        try:
+            self.wrapper = ModelWrapper(infer_shapes(onnx.load(str(path))))
+        except Exception as err:
+            raise UserError(f"{self.name}: qonnx cannot load it: {_first_line(err)}") from None
+        initializers = {t.name for t in self.wrapper.graph.initializer}
+        self.input_names = [i.name for i in self.wrapper.graph.input if i.name not in initializers]
+        self.output_names = [o.name for o in self.wrapper.graph.output]
+        self.inputs = [(n, list(self.wrapper.get_tensor_shape(n))) for n in self.input_names]
+        self.outputs = [(n, list(self.wrapper.get_tensor_shape(n))) for n in self.output_names]
+
+    def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        from qonnx.core.onnx_exec import execute_onnx
+
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                results = execute_onnx(self.wrapper, {n: feeds[n] for n in self.input_names})
+        except Exception as err:
+            raise UserError(f"{self.name}: qonnx's execution failed: {_first_line(err)}") from None
+        return {n: results[n] for n in self.output_names}
+
+
+def _first_line(err: Exception) -> str:
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
