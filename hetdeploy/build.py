@@ -29,7 +29,8 @@ from .cost import ddr_weight_seconds
 from .csim import compile_library
 from .deploy import synthesize, write_package
 from .errors import ToolError, UserError, VerificationError
-from .hls4ml_adapter import HLS4ML_LOG, HlsOptions, UnitSettings, ap_types_headers, fixed_precision, generate_unit
+from .hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitSettings, ap_types_headers, fixed_config, fixed_precision,
+                             generate_unit)
 from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, element_bytes, library_name, write_project
 from .model import LoadedModel, load_model
 from .ort_adapter import OrtModel, open_model
@@ -58,6 +59,8 @@ class BuildOptions:
     policy: str = "latency"
     reuse_factors: dict[str, int] = field(default_factory=dict)  # ONNX node name -> pinned ReuseFactor
     weights_in_ddr: list[str] = field(default_factory=list)  # ONNX nodes whose unit keeps its weights in DDR
+    # ONNX node -> (W, I): its unit's output is ap_fixed<W,I>, its other values W bits wide (--precision)
+    precisions: dict[str, tuple[int, int]] = field(default_factory=dict)
     memory_strategy: str = "auto"  # or one of memory.STRATEGIES
     synth: bool = False  # run the HLS and Vivado scripts when the tools are on PATH
 
@@ -94,7 +97,7 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
                 verify_csim(plan, stage_dir, samples, progress)
                 break
             except VerificationError as err:
-                if not _widen(plan, err, unit_widths, options.width, progress):
+                if not _widen(plan, err, unit_widths, options.width, options.precisions, progress):
                     raise
                 for sub in fpga:  # generated anew, the widened units wider
                     shutil.rmtree(stage_dir / "hls" / sub.name, ignore_errors=True)
@@ -114,13 +117,15 @@ WIDEN_STEP, MAX_WIDTH = 4, 32
 
 
 def _widen(plan: Plan, failure: VerificationError, unit_widths: dict[str, int], width: int,
-           progress: Progress) -> bool:
+           precisions: dict[str, tuple[int, int]], progress: Progress) -> bool:
     """Give each execution unit that ``failure`` names WIDEN_STEP more bits (up to MAX_WIDTH) and
-    record it in the plan; False when none can widen (or the failure is not a unit's)."""
+    record it in the plan; False when none can widen (or the failure is not a unit's). Units with a
+    node in ``precisions`` (--precision) keep theirs."""
     widened = False
+    pinned = {u.name for s in plan.subfunctions for u in s.execution_units if set(u.nodes) & precisions.keys()}
     for unit in failure.units:
         before = unit_widths.get(unit.name, width)
-        if before >= MAX_WIDTH:
+        if before >= MAX_WIDTH or unit.name in pinned:  # --precision is the user's word
             continue
         unit_widths[unit.name] = min(MAX_WIDTH, before + WIDEN_STEP)
         plan.widened.append(Widening(unit.name, before, unit_widths[unit.name], unit.problem()))
@@ -234,7 +239,8 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
     together into its budget (the partitioner only gives an FPGA what fits it fully folded)."""
     index = loaded.graph.node_index()
     where = {n: s.device for s in plan.subfunctions for n in s.nodes}
-    for flag, nodes in (("--reuse-factor", options.reuse_factors), ("--weights-in-ddr", options.weights_in_ddr)):
+    for flag, nodes in (("--reuse-factor", options.reuse_factors), ("--weights-in-ddr", options.weights_in_ddr),
+                        ("--precision", options.precisions)):
         for node in nodes:
             if node not in index:
                 raise UserError(f"{flag}: the model has no node '{node}'")
@@ -247,12 +253,13 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         found = [u for _, units_of_sub in split for u in units_of_sub]
         shapes = [units.unit_shape(loaded.graph, u) for u in found]
         rate = units.ddr_bytes_per_cycle(device)
+        widths = [_pinned_precision(loaded, u, options)[0] for u in found]
         pinned = {k: folding for k, (u, shape) in enumerate(zip(found, shapes))
                   if (folding := _pinned_folding(loaded, u, shape, options, rate)) is not None}
-        foldings = units.fold(shapes, device.budget(), options.width, pinned, rate)
+        foldings = units.fold(shapes, device.budget(), widths, pinned, rate)
         if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)
-            folded = [units.folded_estimate(s, pinned.get(k) or units.folding_options(s, options.width, rate)[-1],
-                                            options.width, rate) for k, s in enumerate(shapes)]
+            folded = [units.folded_estimate(s, pinned.get(k) or units.folding_options(s, widths[k], rate)[-1],
+                                            widths[k], rate) for k, s in enumerate(shapes)]
             over = [f"{k.upper()} {sum(e[k] for e in folded)} > {device.budget()[k]}" for k in units.RESOURCES
                     if sum(e[k] for e in folded) > device.budget()[k]]
             if pinned:
@@ -262,22 +269,38 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
             raise UserError(f"the {options.policy} policy gives {device.name} more than it holds even fully "
                             f"folded ({', '.join(over)}); the latency policy moves what does not fit elsewhere")
         budget = {k: device.budget().get(k, 0) for k in units.RESOURCES} | {"latency_cycles": None}
-        choices = iter(zip(shapes, foldings))
+        choices = iter(zip(shapes, foldings, widths))
         for sub, units_of_sub in split:
             sub.execution_units = []
             for k, unit in enumerate(units_of_sub):
-                shape, folding = next(choices)
+                shape, folding, width = next(choices)
                 sub.execution_units.append(ExecutionUnit(
                     name=f"{sub.name}_u{k}", nodes=[loaded.graph.nodes[i].name for i in unit.nodes], pe=unit.pe,
                     reuse_factor=folding.reuse_factor,
                     # weights in DDR are read a bank at a time, never partitioned into registers
                     strategy="Resource" if folding.weights_in_ddr else units.strategy_for(folding.reuse_factor),
-                    precision=f"ap_fixed<{options.width},6>",
-                    estimate=units.folded_estimate(shape, folding, options.width, rate),
+                    precision=_unit_precision(loaded, unit, options),
+                    estimate=units.folded_estimate(shape, folding, width, rate),
                     weights_in_ddr=folding.weights_in_ddr, inputs=unit.inputs, outputs=[unit.output]))
             sub.resources = {k: sum(u.estimate[k] for u in sub.execution_units)
                              for k in (*units.RESOURCES, "latency_cycles")}
             sub.budget = budget
+
+
+def _pinned_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions) -> tuple[int, Optional[int]]:
+    """(bits, integer bits or None) of ``unit``'s values: --precision's for a node of it, else --width's."""
+    given = [(n, options.precisions[n]) for n in (loaded.graph.nodes[i].name for i in unit.nodes)
+             if n in options.precisions]
+    if len(given) > 1:
+        raise UserError(f"--precision: nodes '{given[0][0]}' and '{given[1][0]}' are one execution unit; "
+                        f"give one of them")
+    return given[0][1] if given else (options.width, None)
+
+
+def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions) -> str:
+    """The unit's output type as far as planning knows it (HLS generation sizes unpinned ones)."""
+    width, integer = _pinned_precision(loaded, unit, options)
+    return f"ap_fixed<{width},{6 if integer is None else integer}>"
 
 
 def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, options: BuildOptions,
@@ -392,19 +415,21 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
             if any(ops[n] != "Flatten" for n in unit.nodes):
                 unit.index_table = _write_index_table(unit, reference, project)
         else:
+            pinned = [options.precisions[n] for n in unit.nodes if n in options.precisions]
             hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz,
-                                     width=unit_widths.get(unit.name, options.width))
+                                     width=pinned[0][0] if pinned else unit_widths.get(unit.name, options.width))
             try:
                 unit.hls = generate_unit(
                     model, project / "units" / unit.name, unit.name, unit_samples,
                     UnitSettings(unit.reuse_factor, unit.strategy, [config_precision.get(t) for t in unit.inputs],
-                                 unit.weights_in_ddr),
+                                 unit.weights_in_ddr, fixed_config(*pinned[0]) if pinned else None),
                     hls_options)
             except UserError:
                 raise
             except Exception as err:  # hls4ml or qonnx refused the unit
                 log = project / "units" / unit.name / HLS4ML_LOG
-                raise ToolError(f"hls4ml failed on unit {unit.name} ({', '.join(sorted({ops[n] for n in unit.nodes}))}; "
+                unit_ops = ", ".join(sorted({ops[n] for n in unit.nodes}))
+                raise ToolError(f"hls4ml failed on unit {unit.name} ({unit_ops}; "
                                 f"nodes {', '.join(unit.nodes)}): {type(err).__name__}: "
                                 f"{str(err).splitlines()[0] if str(err) else ''}; see {log}") from None
             unit.hls.project = os.path.relpath(unit.hls.project, build_dir)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -23,7 +24,8 @@ def _options(args: argparse.Namespace, **more):
 
     return BuildOptions(model=Path(args.model), board=args.board, policy=args.policy,
                         reuse_factors=dict(args.reuse_factor), weights_in_ddr=args.weights_in_ddr,
-                        memory_strategy=args.memory_strategy, width=args.width, **more)
+                        memory_strategy=args.memory_strategy, width=args.width, precisions=dict(args.precision),
+                        **more)
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -166,6 +168,10 @@ def _planning_options(command: argparse.ArgumentParser) -> None:
                          help="fixed-point width of every FPGA value, 4 to 32 (default 16): weights, biases and "
                               "activations, each with the integer bits its values need; the resource estimates "
                               "follow it")
+    command.add_argument("--precision", metavar="NODE=ap_fixed<W,I>", action="append", default=[], type=_precision,
+                         help="the output type of the FPGA execution unit holding ONNX node NODE (repeatable; W from "
+                              "2 to 32 bits, I integer bits, may be negative); its other values are W bits wide and "
+                              "it is never widened")
     command.add_argument("--weights-in-ddr", metavar="NODE", action="append", default=[],
                          help="keep the weights of the FPGA execution unit holding ONNX node NODE in DDR, read on "
                               "every run, instead of on chip (repeatable); units whose weights overflow the BRAM "
@@ -176,6 +182,17 @@ def _width(text: str) -> int:
     if not text.isdigit() or not 4 <= int(text) <= 32:
         raise argparse.ArgumentTypeError(f"'{text}': expected a whole number of bits from 4 to 32")
     return int(text)
+
+
+def _precision(text: str) -> tuple[str, tuple[int, int]]:
+    node, sep, value = text.rpartition("=")
+    match = re.fullmatch(r"(?:ap_)?fixed<\s*(\d+)\s*,\s*(-?\d+)\s*>", value.strip())
+    if not sep or not node or match is None:
+        raise argparse.ArgumentTypeError(f"'{text}': expected NODE=ap_fixed<W,I>")
+    width, integer = int(match.group(1)), int(match.group(2))
+    if not 2 <= width <= 32 or not -width < integer <= width:
+        raise argparse.ArgumentTypeError(f"'{text}': W must be 2 to 32 bits and I from {1 - width} to {width}")
+    return node, (width, integer)
 
 
 def _reuse_factor(text: str) -> tuple[str, int]:
@@ -221,7 +238,8 @@ def parser() -> argparse.ArgumentParser:
     _planning_options(p)
     p.add_argument("--json", action="store_true", help="print the plan (plan.json's content, with 'estimate')")
     p.add_argument("--nodes", action="store_true",
-                   help="also list every node of the model with its subfunction and unit, or what intake folded it into")
+                   help="also list every node of the model with its subfunction and unit, or what intake folded it "
+                        "into")
     p.set_defaults(run=_plan)
 
     e = commands.add_parser("emulate", help="run a build on this host and compare with the model on onnxruntime",

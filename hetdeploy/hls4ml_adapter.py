@@ -65,6 +65,7 @@ class UnitSettings:
     # per unit input: the precision (hls4ml config string) its producing unit writes, or None to size it
     input_precisions: list[Optional[str]]
     weights_in_ddr: bool = False
+    output_precision: Optional[str] = None  # hls4ml config string the unit's outputs take (--precision)
 
 
 @contextlib.contextmanager
@@ -99,6 +100,19 @@ def _onnxruntime_readable_models() -> Iterator[None]:
         yield
     finally:
         onnx.helper.make_model = original
+
+
+def _output_layers(wrapper) -> list[str]:
+    """The layers whose result is a unit output: each output's producer, and the layer before it when
+    hls4ml merges that producer into it (a bias Add, a scale, a BatchNormalization)."""
+    names = []
+    for value in wrapper.graph.output:
+        node = wrapper.find_producer(value.name)
+        while node is not None:
+            names.append(node.name)
+            before = wrapper.find_producer(node.input[0]) if node.op_type in _MERGED_INTO_PREVIOUS else None
+            node = before
+    return names
 
 
 def _constant_precisions(wrapper, width: int) -> dict[str, dict[str, str]]:
@@ -226,12 +240,12 @@ def weight_precision(values: np.ndarray, width: int) -> str:
     integer = max(_integer_bits(peak, headroom=0), 1 - width)
     if peak > 2.0 ** (integer - 1) - 2.0 ** (integer - width - 1):  # rounds past the largest code
         integer += 1
-    return _fixed(width, integer)
+    return fixed_config(width, integer)
 
 
-def _fixed(width: int, integer: int) -> str:
-    """``width`` bits, ``integer`` of them above the binary point (at most width - 1: what needs
-    more saturates, and the C-simulation counts it)."""
+def fixed_config(width: int, integer: int) -> str:
+    """The hls4ml config string of ``width`` bits, ``integer`` of them above the binary point (at
+    most width - 1: what needs more saturates, and the C-simulation counts it), rounded and saturating."""
     return f"fixed<{width},{min(integer, width - 1)},{_ROUNDING}>"
 
 
@@ -240,7 +254,7 @@ def fixed_precision(max_abs: float, width: int) -> tuple[str, str]:
     from hls4ml.backends import get_backend
     from hls4ml.backends.fpga.fpga_types import APTypeConverter
 
-    config = _fixed(width, _integer_bits(max_abs))
+    config = fixed_config(width, _integer_bits(max_abs))
     return config, APTypeConverter().convert(get_backend("Vivado").convert_precision_string(config)).definition_cpp()
 
 
@@ -311,12 +325,15 @@ def generate_unit(
 
         _prepare_for_hls4ml(wrapper)
         config = hls4ml.utils.config_from_onnx_model(
-            wrapper, granularity="name", backend="Vivado", default_precision=_fixed(options.width, 6)
+            wrapper, granularity="name", backend="Vivado", default_precision=fixed_config(options.width, 6)
         )
         layer_precision = _choose_precisions(wrapper.graph, max_abs, options.width)
         for name, given in zip(cleaned_inputs, settings.input_precisions):
             if given is not None:  # what the producing unit writes
                 layer_precision[name] = given
+        if settings.output_precision is not None:
+            for layer in _output_layers(wrapper):
+                layer_precision[layer] = settings.output_precision
         for name, precision in layer_precision.items():
             if name in config["LayerName"]:
                 config["LayerName"][name].setdefault("Precision", {})["result"] = precision
@@ -337,7 +354,8 @@ def generate_unit(
                     layer["Precision"] = {**layer["Precision"], "table": f"fixed<18,2,{_ROUNDING}>"}
             if node.op_type == "Softmax":
                 layer.update(Implementation="stable", TableSize=4096)
-                layer["Precision"]["accum"] = _fixed(22, _sum_bits(wrapper.get_tensor_shape(node.input[0])[-1]) + 1)
+                sums = _sum_bits(wrapper.get_tensor_shape(node.input[0])[-1])
+                layer["Precision"]["accum"] = fixed_config(22, sums + 1)
 
         hls_model = hls4ml.converters.convert_from_onnx_model(
             wrapper,
@@ -572,7 +590,7 @@ def _choose_precisions(graph: onnx.GraphProto, max_abs: dict[str, float], width:
             consumers.setdefault(t, []).append(node)
     result = {}
     for value in graph.input:
-        result[value.name] = _fixed(width, _integer_bits(max_abs.get(value.name, 0.0)))
+        result[value.name] = fixed_config(width, _integer_bits(max_abs.get(value.name, 0.0)))
     for node in graph.node:
         if node.op_type == "Softmax":
             continue
@@ -580,7 +598,7 @@ def _choose_precisions(graph: onnx.GraphProto, max_abs: dict[str, float], width:
         users = consumers.get(node.output[0], [])
         if len(users) == 1 and users[0].op_type in _MERGED_INTO_PREVIOUS:
             seen += [max_abs.get(t, 0.0) for t in users[0].output]
-        result[node.name] = _fixed(width, _integer_bits(max(seen, default=0.0)))
+        result[node.name] = fixed_config(width, _integer_bits(max(seen, default=0.0)))
     return result
 
 

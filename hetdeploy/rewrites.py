@@ -598,7 +598,8 @@ def hard_sigmoid_to_clip(model: onnx.ModelProto) -> bool:
     """HardSigmoid(x) = Clip(alpha x + beta, 0, 1) (hls4ml's ONNX frontend has no HardSigmoid)."""
     def replacement(graph: Graph, node: onnx.NodeProto, shape: list[int]):
         scaled, ones = f"{node.name}.affine_output", np.ones(shape[1])
-        bounds = [graph.add_constant(f"{node.name}.{k}", np.array(v, np.float32)) for k, v in (("lo", 0.0), ("hi", 1.0))]
+        bounds = [graph.add_constant(f"{node.name}.{k}", np.array(v, np.float32))
+                  for k, v in (("lo", 0.0), ("hi", 1.0))]
         return [_affine(graph, f"{node.name}.affine", node.input[0], scaled, attribute(node, "alpha", 0.2) * ones,
                         attribute(node, "beta", 0.5) * ones),
                 helper.make_node("Clip", [scaled, *bounds], list(node.output), name=node.name)]
@@ -643,9 +644,10 @@ HLS4ML_LOWERINGS: list[Pass] = [average_pool_to_depthwise_conv, global_max_pool_
 
 def trace_nodes(before: onnx.ModelProto, after: onnx.ModelProto) -> dict[str, Optional[str]]:
     """For every node of ``before`` (in its order), the node of ``after`` it is or went into: itself
-    when ``after`` has a node of its name; else the one that now writes its result (a fused BatchNormalization: its Conv), else the first
-    that reads its result (a folded constant: the layer that reads it; a removed Identity: its
-    reader), else where its readers went. None: its result reaches nothing (dead code)."""
+    when ``after`` has a node of its name; else the one that now writes its result (a fused
+    BatchNormalization: its Conv), else the first that reads its result (a folded constant: the
+    layer that reads it; a removed Identity: its reader), else where its readers went. None: its
+    result reaches nothing (dead code)."""
     kept = {n.name for n in after.graph.node}
     producer_after = {t: n.name for n in after.graph.node for t in n.output}
     readers_after: dict[str, list[str]] = {}

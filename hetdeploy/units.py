@@ -253,11 +253,12 @@ def folded_estimate(shape: Shape, folding: Folding, width: int,
     return estimate(shape, folding.reuse_factor, width, ddr_bytes_per_cycle if folding.weights_in_ddr else None)
 
 
-def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int,
+def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
          pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None
          ) -> Optional[list[Folding]]:
     """Foldings, one per unit, with the least total latency that fit ``budget`` together; None when
-    even the most folded design does not fit. ``pinned``: unit index -> a folding the user fixed.
+    even the most folded design does not fit. ``width``: the fixed-point bits of every unit, or of
+    each. ``pinned``: unit index -> a folding the user fixed.
     ``ddr_bytes_per_cycle``: the FPGA's DDR rate, which lets units keep their weights in DDR (their
     last, most folded option); None: never.
 
@@ -266,11 +267,12 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int,
     design still fits, the step that saves the most cycles first (weights come back on chip whenever
     they fit, even at some cycles: DDR traffic competes with the host's)."""
     pinned = pinned or {}
-    options = [[pinned[u]] if u in pinned else folding_options(s, width, ddr_bytes_per_cycle)
+    widths = [width] * len(shapes) if isinstance(width, int) else list(width)
+    options = [[pinned[u]] if u in pinned else folding_options(s, widths[u], ddr_bytes_per_cycle)
                for u, s in enumerate(shapes)]
 
     def estimate_of(u: int, k: int) -> dict[str, int]:
-        return folded_estimate(shapes[u], options[u][k], width, ddr_bytes_per_cycle)
+        return folded_estimate(shapes[u], options[u][k], widths[u], ddr_bytes_per_cycle)
 
     choice = [0] * len(shapes)
     current = [estimate_of(u, 0) for u in range(len(shapes))]

@@ -114,3 +114,22 @@ def test_units_out_of_tolerance_are_widened_and_the_build_says_so(tmp_path, caps
     units = {u["name"]: u for u in plan["subfunctions"][0]["execution_units"]}
     assert all(units[w["unit"]]["precision"].startswith("ap_fixed<10,") for w in plan["widened"])
     assert all(u["verification"]["passed"] for u in units.values())
+
+
+def test_precision_pins_a_units_output_type_and_bad_ones_are_one_line(tmp_path, capsys):
+    import json
+    from pathlib import Path
+
+    jet = str(Path(__file__).resolve().parent.parent / "examples" / "jet_tagger_mlp.onnx")
+    out = tmp_path / "pinned"
+    assert main(["build", jet, "--board", "pynq-z2", "--policy", "support", "--precision", "/fc2/Gemm=ap_fixed<12,4>",
+                 "-o", str(out)]) == 0
+    units = json.loads((out / "plan.json").read_text())["subfunctions"][0]["execution_units"]
+    (fc2,) = [u for u in units if "/fc2/Gemm" in u["nodes"]]
+    assert fc2["precision"].startswith("ap_fixed<12,4,")
+    assert all(u["precision"].startswith("ap_fixed<16,") for u in units if u is not fc2)
+    assert main(["plan", jet, "--board", "pynq-z2", "--precision", "nope=ap_fixed<8,4>"]) == 2
+    assert "--precision: the model has no node 'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["plan", jet, "--board", "pynq-z2", "--precision", "/fc2/Gemm=ap_fixed<40,4>"])
+    assert "W must be 2 to 32 bits" in capsys.readouterr().err
