@@ -110,8 +110,7 @@ def _output_layers(wrapper) -> list[str]:
         node = wrapper.find_producer(value.name)
         while node is not None:
             names.append(node.name)
-            before = wrapper.find_producer(node.input[0]) if node.op_type in _MERGED_INTO_PREVIOUS else None
-            node = before
+            node = wrapper.find_producer(node.input[0]) if node.op_type in _MERGED_INTO_PREVIOUS else None
     return names
 
 
@@ -149,7 +148,7 @@ def _prepare_for_hls4ml(wrapper) -> None:
     attribute of the node, which ``_parse_prelu`` reads; it looks up a shape for every input of a
     Resize, so an omitted RoI becomes a constant (of one zero: hls4ml tests its truth value); and
     it scales a channels-last (H, W, C) tensor's width by scales[1] and height by scales[2] (see
-    ``_parse_resize``), so those two swap."""
+    ``_height_first``), so those two swap."""
     for node in wrapper.graph.node:
         if node.op_type == "Resize" and len(node.input) > 1 and not node.input[1]:
             node.input[1] = f"{node.name}_roi"
