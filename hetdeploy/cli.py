@@ -122,7 +122,7 @@ def _report(args: argparse.Namespace) -> int:
 def _emulate(args: argparse.Namespace) -> int:
     from .emulate import emulate
 
-    result = emulate(Path(args.build_dir), args.input, args.seed)
+    result = emulate(Path(args.build_dir), args.input, args.seed, args.labels)
     if args.output:
         values = list(result.comparison.outputs.values())
         if len(values) == 1:
@@ -249,6 +249,8 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--input", metavar="X.npy", help="input (.npy, or .npz by input name); default: a seeded random one")
     e.add_argument("--output", metavar="Y.npy", help="save the pipeline's output here")
     e.add_argument("--seed", type=int, default=0, help="seed of the random input without --input (default 0)")
+    e.add_argument("--labels", metavar="Y.npy", help="class labels of the --input samples (whole numbers, (N,)): also "
+                   "print the emulated pipeline's accuracy beside the model's (argmax of the first output)")
     e.add_argument("--json", action="store_true", help="print the comparison as JSON")
     e.set_defaults(run=_emulate)
 

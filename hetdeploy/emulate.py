@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
+
 from . import verify
+from .errors import UserError
 from .ort_adapter import open_model, providers_for
-from .qonnx_adapter import QonnxModel
 from .plan import Plan
-from .samples import load_samples, random_samples
+from .qonnx_adapter import QonnxModel
+from .samples import load_labels, load_samples, random_samples
+
+
+@dataclass
+class Accuracy:
+    """Classification accuracy on labelled samples: the class is the argmax of ``output``'s last axis."""
+
+    output: str
+    samples: int
+    emulated: float  # the emulated pipeline's
+    model: float  # the user's model's on its reference, on the same samples
 
 
 @dataclass
@@ -19,6 +32,7 @@ class EmulationResult:
     comparison: verify.Comparison
     notes: list[str]
     engines: list[str]  # per subfunction: what ran it here
+    accuracy: Optional[Accuracy] = None
 
     def to_dict(self) -> dict:
         c = self.comparison
@@ -33,6 +47,7 @@ class EmulationResult:
             "tolerance": c.tolerance,
             "passed": c.passed,
             "outputs": _outputs(c.pipeline),
+            "accuracy": asdict(self.accuracy) if self.accuracy else None,
             "notes": self.notes,
         }
 
@@ -51,6 +66,10 @@ class EmulationResult:
         problems = [f"{s.name}: {check.problem()}" for s, check in zip(self.plan.subfunctions, c.subfunctions)
                     if not check.passed] + ([f"overall: {c.pipeline.problem()}"] if not c.pipeline.passed else [])
         lines.append(f"overall: {'within tolerance' if c.passed else 'OUT OF TOLERANCE'}")
+        if self.accuracy is not None:
+            a = self.accuracy
+            lines.append(f"accuracy on {a.samples} labelled samples (argmax of '{a.output}'): emulated "
+                         f"{100 * a.emulated:.2f} %, the model {100 * a.model:.2f} %")
         return "\n".join(lines + [f"failed: {p}" for p in problems] + [f"note: {n}" for n in self.notes])
 
 
@@ -67,11 +86,26 @@ def _engine(build_dir: Path, sub) -> str:
     return "onnxruntime " + providers_for(sub.kind)[0].replace("ExecutionProvider", "")
 
 
-def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0) -> EmulationResult:
+def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0,
+            labels_path: Optional[str] = None) -> EmulationResult:
     plan = Plan.load(build_dir / "plan.json")
+    if labels_path and not input_path:
+        raise UserError("--labels needs --input: the samples the labels are for")
     samples = load_samples(input_path, plan.inputs) if input_path else random_samples(plan.inputs, 1, seed)
+    labels = load_labels(labels_path) if labels_path else None
     notes = []
     if any(s.kind == "gpu" for s in plan.subfunctions) and providers_for("gpu")[0] != "CUDAExecutionProvider":
         notes.append("no CUDA provider in this onnxruntime: GPU subfunctions ran on the CPU provider")
-    return EmulationResult(plan, verify.check_build(plan, build_dir, samples), notes,
-                           [_engine(build_dir, s) for s in plan.subfunctions])
+    comparison = verify.check_build(plan, build_dir, samples)
+    accuracy = None
+    if labels is not None:
+        output = plan.outputs[0].name
+        got, want = comparison.outputs[output], comparison.reference[output]
+        if len(labels) != len(got):
+            raise UserError(f"{labels_path}: {len(labels)} labels for {len(got)} samples")
+        accuracy = Accuracy(output, len(labels), _hits(got, labels), _hits(want, labels))
+    return EmulationResult(plan, comparison, notes, [_engine(build_dir, s) for s in plan.subfunctions], accuracy)
+
+
+def _hits(scores: np.ndarray, labels: np.ndarray) -> float:
+    return float(np.mean(np.argmax(scores.reshape(len(labels), -1), axis=-1) == labels))

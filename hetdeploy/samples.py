@@ -64,3 +64,18 @@ def load_samples(path: str | Path, specs: list[TensorSpec]) -> list[dict[str, np
         raise UserError(f"{path}: {n} samples do not split into batches of {batch}")
     return [{s.name: np.ascontiguousarray(arrays[s.name][i : i + batch], dtype=s.dtype) for s in specs}
             for i in range(0, n, batch)]
+
+
+def load_labels(path: str | Path) -> np.ndarray:
+    """Class labels, one whole number per sample (.npy of shape (N,) or (N, 1))."""
+    path = Path(path)
+    try:
+        labels = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise UserError(f"{path}: labels file not found") from None
+    except (ValueError, OSError) as err:
+        raise UserError(f"{path}: not a readable .npy file ({err})") from None
+    if not isinstance(labels, np.ndarray) or labels.dtype.kind not in "iu" or labels.ndim not in (1, 2) or \
+            (labels.ndim == 2 and labels.shape[1] != 1):
+        raise UserError(f"{path}: expected one whole-number class label per sample, shape (N,) or (N, 1)")
+    return labels.reshape(-1)

@@ -433,3 +433,22 @@ def test_weights_in_ddr_on_request_for_a_streamed_convolution(tmp_path):
     data[start + 1: start + kernel["size"]: 2] = bytes(b ^ 0x10 for b in data[start + 1: start + kernel["size"]: 2])
     image.write_bytes(bytes(data))
     assert hetdeploy("emulate", out, "--input", tmp_path / "x.npy").returncode == 3
+
+
+def test_emulate_with_labels_prints_the_accuracy_beside_the_models(built, tmp_path):
+    model, out = built("jet_tagger_mlp")
+    x = np.random.default_rng(5).normal(size=(20, 16)).astype(np.float32)
+    reference = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    labels = np.argmax(reference.run(None, {"input": x})[0], axis=1)  # the model's own classes: 100 %
+    labels[:4] = (labels[:4] + 1) % 5  # four wrong labels: the model's accuracy is 80 %
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", labels)
+    result = hetdeploy("emulate", out, "--input", tmp_path / "x.npy", "--labels", tmp_path / "y.npy", "--json")
+    assert result.returncode == 0, result.stderr
+    accuracy = json.loads(result.stdout)["accuracy"]
+    assert accuracy["samples"] == 20 and accuracy["model"] == pytest.approx(0.8)
+    assert 0.7 <= accuracy["emulated"] <= 0.9 and accuracy["output"] == "output"
+    np.save(tmp_path / "short.npy", labels[:5])
+    one_line_error(hetdeploy("emulate", out, "--input", tmp_path / "x.npy", "--labels", tmp_path / "short.npy"),
+                   "5 labels for 20 samples")
+    one_line_error(hetdeploy("emulate", out, "--labels", tmp_path / "y.npy"), "--labels needs --input")
