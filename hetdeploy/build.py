@@ -28,7 +28,7 @@ from .board import BRAM18_BITS, Board, load_board
 from .cost import ddr_weight_seconds
 from .csim import compile_library
 from .deploy import synthesize, write_package
-from .errors import ToolError, UserError, VerificationError
+from .errors import ToolError, UserError, VerificationError, first_line
 from .hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitSettings, ap_types_headers, fixed_config, fixed_precision,
                              generate_unit)
 from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, element_bytes, library_name, write_project
@@ -431,7 +431,7 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                 unit_ops = ", ".join(sorted({ops[n] for n in unit.nodes}))
                 raise ToolError(f"hls4ml failed on unit {unit.name} ({unit_ops}; "
                                 f"nodes {', '.join(unit.nodes)}): {type(err).__name__}: "
-                                f"{str(err).splitlines()[0] if str(err) else ''}; see {log}") from None
+                                f"{first_line(err)}; see {log}") from None
             unit.hls.project = os.path.relpath(unit.hls.project, build_dir)
             for port in unit.hls.inputs + unit.hls.outputs:
                 config_precision.setdefault(port.tensor, port.config_precision)

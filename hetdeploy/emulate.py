@@ -10,9 +10,8 @@ import numpy as np
 
 from . import verify
 from .errors import UserError
-from .ort_adapter import open_model, providers_for
+from .ort_adapter import holds_qonnx_ops, providers_for
 from .plan import Plan
-from .qonnx_adapter import QonnxModel
 from .samples import load_labels, load_samples, random_samples
 
 
@@ -81,7 +80,7 @@ def _outputs(check: verify.SubfunctionCheck) -> list[dict]:
 def _engine(build_dir: Path, sub) -> str:
     if sub.kind == "fpga":
         return "C-simulation (g++)"
-    if isinstance(open_model(build_dir / sub.onnx, sub.kind), QonnxModel):
+    if holds_qonnx_ops(build_dir / sub.onnx):
         return "qonnx execution"
     return "onnxruntime " + providers_for(sub.kind)[0].replace("ExecutionProvider", "")
 

@@ -1,6 +1,12 @@
 """The one exception type that reaches the user as a single line."""
 
 
+def first_line(err: BaseException) -> str:
+    """The first line of what ``err`` says (its type's name when it says nothing): for one-line errors
+    that wrap a library's failure."""
+    return (str(err).strip().splitlines() or [type(err).__name__])[0]
+
+
 class UserError(Exception):
     """A problem with the user's input (model, board file, options).
 

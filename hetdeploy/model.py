@@ -32,7 +32,7 @@ import onnx
 from onnx import shape_inference, version_converter
 
 from . import rewrites
-from .errors import UserError
+from .errors import UserError, first_line
 from .graph import ONNXRUNTIME_DOMAINS, QONNX_DOMAINS, Graph, Node
 from .ort_adapter import fold_constants
 from .qonnx_adapter import infer_shapes as infer_qonnx_shapes
@@ -101,7 +101,7 @@ def _normalise(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
         try:
             model = fold_constants(model)
         except Exception as err:
-            raise UserError(f"{path}: onnxruntime cannot load the model: {str(err).splitlines()[0]}") from None
+            raise UserError(f"{path}: onnxruntime cannot load the model: {first_line(err)}") from None
         _name_nodes(model)  # nodes onnxruntime made
     model = _infer_shapes(model, path, strict=False)
     for rewrite in rewrites.PASSES:
@@ -114,7 +114,7 @@ def _normalise(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     try:
         onnx.checker.check_model(model)
     except Exception as err:
-        raise UserError(f"{path}: not valid ONNX once normalised: {str(err).splitlines()[0]}") from None
+        raise UserError(f"{path}: not valid ONNX once normalised: {first_line(err)}") from None
     return _infer_shapes(model, path, strict=True)
 
 
@@ -125,7 +125,7 @@ def _convert_opset(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
         converted = version_converter.convert_version(model, rewrites.MIN_OPSET)
     except Exception as err:
         raise UserError(f"{path}: cannot convert opset {opset} to {rewrites.MIN_OPSET}: "
-                        f"{str(err).splitlines()[0] if str(err) else type(err).__name__}") from None
+                        f"{first_line(err)}") from None
     converted.ir_version = max(MIN_IR_VERSION, min(converted.ir_version, MAX_IR_VERSION))
     return converted
 
@@ -156,7 +156,7 @@ def _read(path: Path) -> onnx.ModelProto:
         onnx.load_external_data_for_model(model, str(base))
         onnx.checker.check_model(model)
     except Exception as err:
-        raise UserError(f"{path}: invalid ONNX model: {str(err).splitlines()[0]}") from None
+        raise UserError(f"{path}: invalid ONNX model: {first_line(err)}") from None
     return model
 
 
@@ -205,7 +205,7 @@ def _infer_shapes(model: onnx.ModelProto, path: Path, strict: bool) -> onnx.Mode
         else:
             inferred = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as err:
-        raise UserError(f"{path}: shape inference failed: {str(err).splitlines()[0]}") from None
+        raise UserError(f"{path}: shape inference failed: {first_line(err)}") from None
     if not strict:
         return inferred
     known = _shapes(inferred)

@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from .errors import UserError
+from .errors import UserError, first_line
 
 
 def providers_for(kind: str) -> list[str]:
@@ -32,7 +32,7 @@ class OrtModel:
         try:
             self.session = ort.InferenceSession(source, options, providers=providers_for(kind))
         except Exception as err:  # onnxruntime raises its own Fail / InvalidGraph / NotImplemented kinds
-            raise UserError(f"{self.name}: onnxruntime cannot load it: {_first_line(err)}") from None
+            raise UserError(f"{self.name}: onnxruntime cannot load it: {first_line(err)}") from None
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
         # (name, shape) where every dimension is fixed (the model's batch is fixed at intake)
@@ -43,7 +43,7 @@ class OrtModel:
         try:
             results = self.session.run(None, {n: feeds[n] for n in self.input_names})
         except Exception as err:
-            raise UserError(f"{self.name}: onnxruntime failed to run it: {_first_line(err)}") from None
+            raise UserError(f"{self.name}: onnxruntime failed to run it: {first_line(err)}") from None
         return {name: _as_array(value) for name, value in zip(self.output_names, results)}
 
 
@@ -54,9 +54,6 @@ def _as_array(value):
         return np.array([list(row.values()) for row in value], dtype=np.float32)
     return value
 
-
-def _first_line(err: Exception) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]
 
 
 
@@ -82,11 +79,16 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     return folded
 
 
-def open_model(path: Path | str, kind: str = "cpu"):
-    """The model at ``path`` on onnxruntime, or on qonnx's execution when it holds QONNX ops."""
+def holds_qonnx_ops(path: Path | str) -> bool:
+    """Whether the model at ``path`` has QONNX ops, which onnxruntime cannot run."""
     from .graph import QONNX_DOMAINS
 
-    if any(n.domain in QONNX_DOMAINS for n in onnx.load(str(path), load_external_data=False).graph.node):
+    return any(n.domain in QONNX_DOMAINS for n in onnx.load(str(path), load_external_data=False).graph.node)
+
+
+def open_model(path: Path | str, kind: str = "cpu"):
+    """The model at ``path`` on onnxruntime, or on qonnx's execution when it holds QONNX ops."""
+    if holds_qonnx_ops(path):
         from .qonnx_adapter import QonnxModel
 
         return QonnxModel(path)

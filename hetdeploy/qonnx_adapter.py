@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from .errors import UserError
+from .errors import UserError, first_line
 
 
 def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -32,7 +32,7 @@ class QonnxModel:
         try:
             self.wrapper = ModelWrapper(infer_shapes(onnx.load(str(path))))
         except Exception as err:
-            raise UserError(f"{self.name}: qonnx cannot load it: {_first_line(err)}") from None
+            raise UserError(f"{self.name}: qonnx cannot load it: {first_line(err)}") from None
         initializers = {t.name for t in self.wrapper.graph.initializer}
         self.input_names = [i.name for i in self.wrapper.graph.input if i.name not in initializers]
         self.output_names = [o.name for o in self.wrapper.graph.output]
@@ -46,9 +46,6 @@ class QonnxModel:
             with contextlib.redirect_stdout(io.StringIO()):
                 results = execute_onnx(self.wrapper, {n: feeds[n] for n in self.input_names})
         except Exception as err:
-            raise UserError(f"{self.name}: qonnx's execution failed: {_first_line(err)}") from None
+            raise UserError(f"{self.name}: qonnx's execution failed: {first_line(err)}") from None
         return {n: results[n] for n in self.output_names}
 
-
-def _first_line(err: Exception) -> str:
-    return (str(err).strip().splitlines() or [type(err).__name__])[0]

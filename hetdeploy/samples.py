@@ -30,12 +30,7 @@ def load_samples(path: str | Path, specs: list[TensorSpec]) -> list[dict[str, np
     samples along the batch axis: (N, ...) for an input of shape (1, ...).
     """
     path = Path(path)
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise UserError(f"{path}: input file not found") from None
-    except (ValueError, OSError) as err:
-        raise UserError(f"{path}: not a readable .npy/.npz file ({err})") from None
+    loaded = _load(path, "input")
     if isinstance(loaded, np.ndarray):
         if len(specs) != 1:
             raise UserError(f"{path}: the model has {len(specs)} inputs; give a .npz with arrays named "
@@ -69,13 +64,18 @@ def load_samples(path: str | Path, specs: list[TensorSpec]) -> list[dict[str, np
 def load_labels(path: str | Path) -> np.ndarray:
     """Class labels, one whole number per sample (.npy of shape (N,) or (N, 1))."""
     path = Path(path)
-    try:
-        labels = np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise UserError(f"{path}: labels file not found") from None
-    except (ValueError, OSError) as err:
-        raise UserError(f"{path}: not a readable .npy file ({err})") from None
+    labels = _load(path, "labels")
     if not isinstance(labels, np.ndarray) or labels.dtype.kind not in "iu" or labels.ndim not in (1, 2) or \
             (labels.ndim == 2 and labels.shape[1] != 1):
         raise UserError(f"{path}: expected one whole-number class label per sample, shape (N,) or (N, 1)")
     return labels.reshape(-1)
+
+
+def _load(path: Path, what: str):
+    """np.load of a .npy or .npz, its failures one line."""
+    try:
+        return np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise UserError(f"{path}: {what} file not found") from None
+    except (ValueError, OSError) as err:
+        raise UserError(f"{path}: not a readable .npy/.npz file ({err})") from None
