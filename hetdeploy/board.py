@@ -83,7 +83,7 @@ class Device:
             if node.domain in ONNXRUNTIME_DOMAINS or (self.kind == "cpu" and node.domain in QONNX_DOMAINS):
                 return None
             return f"custom domain '{node.domain}'"
-        if node.domain not in ("", "ai.onnx"):
+        if node.domain not in ("", "ai.onnx", *QONNX_DOMAINS):  # a listed QONNX quantizer is a precision
             return f"custom domain '{node.domain}'"
         if self.kind == "fpga":  # its cores take one sample per call: (1, ...) tensors only
             shape = next((s for s in node.input_shapes + node.output_shapes if len(s) < 2 or s[0] != 1), None)
@@ -178,6 +178,15 @@ def _limit_violation(limits: dict, node: Node) -> Optional[str]:
                 return "inputs of different shapes"
             if node.constants and not limits.get("per_channel_constants"):
                 return "constant inputs"
+        if key == "scalar_constants":
+            several = [i for i in allowed if i in node.constant_shapes and i not in node.scalars]
+            if several:
+                return f"input {several[0]} holds {node.constant_shapes[several[0]]} values, not one (per tensor)"
+        if key == "constant_range":
+            for index, (low, high) in sorted(allowed.items()):
+                value = node.scalars.get(int(index))
+                if value is not None and not low <= value <= high:
+                    return f"input {index} is {value:g}, outside [{low}, {high}]"
         if key == "padding_counted" and allowed and any(node.attrs.get("pads") or []) \
                 and not node.attrs.get("count_include_pad"):
             return f"pads={node.attrs.get('pads')} with count_include_pad=0"
@@ -232,6 +241,10 @@ _LIMITS = {
     "per_channel_constants": (False, _BOOL),
     "stride_equals_kernel": (False, _BOOL),
     "padding_counted": (False, _BOOL),
+    "scalar_constants": (False, _is(list, "a list of input indices", lambda v: all(isinstance(x, int) and x >= 0 for x in v))),
+    "constant_range": (False, _is(dict, "a mapping of input index to [lowest, highest]",
+                                  lambda v: all(str(k).isdigit() and isinstance(r, list) and len(r) == 2
+                                                for k, r in v.items()))),
 }
 _RESOURCES = {k: (True, _NONNEG_INT) for k in ("lut", "ff", "bram18", "dsp", "uram")}
 _MEMORY = {"bytes": (True, _POS_INT), "bandwidth_bytes_per_s": (True, _POS_NUM)}
@@ -365,10 +378,14 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else str(key)
 
 
+# QONNX's quantizers a board file may list for an FPGA (hls4ml converts these).
+QONNX_QUANTIZERS = {"Quant", "BipolarQuant"}
+
+
 def _known_onnx_ops() -> set[str]:
     import onnx.defs
 
-    return {s.name for s in onnx.defs.get_all_schemas() if s.domain in ("", "ai.onnx")}
+    return {s.name for s in onnx.defs.get_all_schemas() if s.domain in ("", "ai.onnx")} | QONNX_QUANTIZERS
 
 
 def _validate(src: _Source) -> Board:

@@ -24,6 +24,7 @@ import numpy as np
 import onnx
 
 from . import memory, runtime, units, verify
+from .precision import node_widths
 from .board import BRAM18_BITS, Board, load_board
 from .cost import ddr_weight_seconds
 from .csim import compile_library
@@ -194,11 +195,12 @@ def _add_ddr_time(plan: Plan, loaded: LoadedModel, board: Board, width: int) -> 
     DDR weights' reads replace those the partitioner foresaw in the compute time (the folding may
     have kept other units' weights in DDR)."""
     index = loaded.graph.node_index()
+    widths = node_widths(loaded.graph, width)
     for sub in plan.subfunctions:
         if sub.memory is None:
             continue
         device = board.device(sub.device)
-        foreseen = sum(ddr_weight_seconds(device, loaded.graph, index[n], width) for n in sub.nodes)
+        foreseen = sum(ddr_weight_seconds(device, loaded.graph, index[n], widths[index[n]]) for n in sub.nodes)
         change = sub.memory.ddr_weights_s - foreseen
         sub.estimate.compute_s += change
         sub.estimate.transfer_s += sub.memory.ddr_transfer_s
@@ -288,13 +290,14 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
 
 
 def _pinned_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions) -> tuple[int, Optional[int]]:
-    """(bits, integer bits or None) of ``unit``'s values: --precision's for a node of it, else --width's."""
+    """(bits, integer bits or None) of ``unit``'s values: --precision's for a node of it, else its
+    quantizers' in a quantized model, else --width's."""
     given = [(n, options.precisions[n]) for n in (loaded.graph.nodes[i].name for i in unit.nodes)
              if n in options.precisions]
     if len(given) > 1:
         raise UserError(f"--precision: nodes '{given[0][0]}' and '{given[1][0]}' are one execution unit; "
                         f"give one of them")
-    return given[0][1] if given else (options.width, None)
+    return given[0][1] if given else (node_widths(loaded.graph, options.width)[unit.nodes[0]], None)
 
 
 def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions) -> str:
@@ -401,7 +404,7 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
         unit.onnx = f"subfunctions/{sub.name}/{unit.name}.onnx"
         model = extract(loaded.model, unit)
         onnx.save(model, str(build_dir / unit.onnx))
-        reference = OrtModel(build_dir / unit.onnx)
+        reference = open_model(build_dir / unit.onnx)
         unit_samples = [{t: env[t] for t in unit.inputs} for env in envs]
         for env in envs:  # the float values every later unit sees
             env.update(reference.run(env))
@@ -479,7 +482,7 @@ def rewrite_tops(build_dir: Path) -> Plan:
         if sub.hls is not None:
             shapes = {}
             for unit in sub.execution_units:
-                reference = OrtModel(build_dir / unit.onnx)
+                reference = open_model(build_dir / unit.onnx)
                 shapes.update(reference.inputs + reference.outputs)
             sub.hls = _write_top(sub, shapes, sub.hls.part, sub.hls.clock_period_ns, build_dir)
     return plan

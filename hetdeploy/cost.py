@@ -36,6 +36,7 @@ from typing import Iterable, Sequence
 from . import units
 from .board import Board, Device
 from .graph import Graph, Node
+from .precision import node_widths
 
 FLOAT_BYTES = 4  # tensors cross links as float32 (hls4ml's AXI-stream wrapper takes float too)
 
@@ -161,17 +162,20 @@ class CostModel:
     """Per-node times and usages of one graph on one board."""
 
     def __init__(self, graph: Graph, board: Board, width: int = 16):
-        self.graph, self.board, self.width = graph, board, width
+        """``width``: the fixed-point bits of FPGA values (--width); a quantized model's layers take
+        their quantizers' (``precision.node_widths``)."""
+        self.graph, self.board = graph, board
+        self.widths = node_widths(graph, width)
         self.work = [node_work(n) for n in graph.nodes]
         self.tensor_bytes: dict[str, int] = {}
         for node in graph.nodes:
             for t, s in list(zip(node.inputs, node.input_shapes)) + list(zip(node.outputs, node.output_shapes)):
                 self.tensor_bytes[t] = _elements(s) * FLOAT_BYTES
-        self.seconds = {d.name: [node_seconds(d, w) + (ddr_weight_seconds(d, graph, i, width) if d.kind == "fpga"
+        self.seconds = {d.name: [node_seconds(d, w) + (ddr_weight_seconds(d, graph, i, self.widths[i]) if d.kind == "fpga"
                                                        else 0.0) for i, w in enumerate(self.work)]
                         for d in board.devices}
         self.capacity = {d.name: capacity(d) for d in board.devices}
-        self.usage = {d.name: [usage(d, graph, i, width) for i in range(len(graph.nodes))] for d in board.devices}
+        self.usage = {d.name: [usage(d, graph, i, self.widths[i]) for i in range(len(graph.nodes))] for d in board.devices}
         self.producers = graph.producers()
         self.consumers = graph.consumers()
 

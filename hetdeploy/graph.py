@@ -7,6 +7,7 @@ over it can be tested with hand-written graphs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Optional
 
 # Op domains onnxruntime's CPU provider implements (the standard ones, ai.onnx.ml, its contrib ops):
 # what a device that runs onnxruntime (``ops: all``) runs.
@@ -26,6 +27,10 @@ class Node:
     constants: dict[int, str] = field(default_factory=dict)  # input index -> initializer name
     constant_elements: int = 0  # values held in the initializers (weights, biases)
     constant_shapes: dict[int, list[int]] = field(default_factory=dict)  # input index -> its initializer's shape
+    scalars: dict[int, float] = field(default_factory=dict)  # input index -> the value of a one-value initializer
+    # bits that hold every value of the constant at input 1 (a layer's weights) exactly: a quantized
+    # model's; None: more than 16, or no such constant
+    weight_bits: Optional[int] = None
     input_shapes: list[list[int]] = field(default_factory=list)  # one per ``inputs``
     output_shapes: list[list[int]] = field(default_factory=list)
     dtype: str = "float32"

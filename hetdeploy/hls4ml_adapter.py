@@ -37,6 +37,7 @@ from .errors import UserError
 from .model import MAX_IR_VERSION
 from .hls_top import UNIT_WEIGHTS_FILE, pack_fixed
 from .plan import UnitHls, UnitPort, UnitWeight
+from .precision import Quantizer, exact_fixed, integer_bits
 from .rewrites import HLS4ML_LOWERINGS
 from .runtime import channels_last
 
@@ -45,6 +46,7 @@ _FOLDED_OPS = {"Conv", "MatMul", "Gemm"}
 # Ops whose output hls4ml merges into the preceding layer's result (bias add, scale).
 _MERGED_INTO_PREVIOUS = {"Add", "Mul", "BatchNormalization"}
 _ROUNDING = "RND,SAT"
+FLOAT32_MANTISSA_BITS = 24
 # Activations hls4ml computes by table lookup, and those of them whose outputs lie within (-1, 1).
 _TABLE_OPS = {"Tanh", "Sigmoid", "Softsign", "Softplus", "Elu", "Selu"}
 _BOUNDED_TABLE_OPS = {"Tanh", "Sigmoid", "Softsign"}
@@ -223,20 +225,15 @@ def lower_for_hls4ml(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def _integer_bits(max_abs: float, headroom: int = 1) -> int:
-    """Sign bit + bits for the largest magnitude seen + ``headroom`` bits (activations: one, as
-    unseen inputs may be larger; weights: none, their values are known). Negative for values
-    below 1/2 (ap_fixed<16,-3> holds magnitudes under 1/16), never fewer than 1 - width bits."""
-    if max_abs <= 0:
-        return 1
-    return math.ceil(math.log2(max_abs)) + 1 + headroom
-
-
 def weight_precision(values: np.ndarray, width: int) -> str:
-    """The hls4ml precision for a constant: its largest magnitude sets the integer bits, ``width``
-    the total (one more integer bit when rounding the largest would saturate it)."""
+    """The hls4ml precision for a constant: exact in the fewest bits when at most ``width`` hold it
+    (quantized weights); else ``width`` bits, the largest magnitude setting the integer bits (one
+    more when rounding the largest would saturate it)."""
+    exact = exact_fixed(values, width)
+    if exact is not None:
+        return f"fixed<{exact[0]},{exact[1]},{_ROUNDING}>"
     peak = float(np.max(np.abs(values))) if values.size else 0.0
-    integer = max(_integer_bits(peak, headroom=0), 1 - width)
+    integer = max(integer_bits(peak, headroom=0), 1 - width)
     if peak > 2.0 ** (integer - 1) - 2.0 ** (integer - width - 1):  # rounds past the largest code
         integer += 1
     return fixed_config(width, integer)
@@ -253,7 +250,7 @@ def fixed_precision(max_abs: float, width: int) -> tuple[str, str]:
     from hls4ml.backends import get_backend
     from hls4ml.backends.fpga.fpga_types import APTypeConverter
 
-    config = fixed_config(width, _integer_bits(max_abs))
+    config = fixed_config(width, integer_bits(max_abs))
     return config, APTypeConverter().convert(get_backend("Vivado").convert_precision_string(config)).definition_cpp()
 
 
@@ -327,6 +324,8 @@ def generate_unit(
             wrapper, granularity="name", backend="Vivado", default_precision=fixed_config(options.width, 6)
         )
         layer_precision = _choose_precisions(wrapper.graph, max_abs, options.width)
+        given = {name for name, p in zip(cleaned_inputs, settings.input_precisions) if p is not None}
+        layer_precision.update(_quantized_precisions(wrapper, given))
         for name, given in zip(cleaned_inputs, settings.input_precisions):
             if given is not None:  # what the producing unit writes
                 layer_precision[name] = given
@@ -440,7 +439,7 @@ def _every_input_channels_last(wrapper):
 
 # Ops that act on each value alone: a layout transpose commutes with them.
 _PER_VALUE_OPS = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "Selu", "ThresholdedRelu", "HardSigmoid", "Clip",
-                  "Softsign", "Softplus"}
+                  "Softsign", "Softplus", "Quant"}
 # Ops over several tensors of one shape (or constants broadcast against it): the transpose commutes
 # when every tensor input comes through the same transpose and every constant is transposed alike.
 _BROADCAST_OPS = {"Add", "Sub", "Mul", "Div", "PRelu", "Max", "Min", "Concat"}
@@ -589,7 +588,7 @@ def _choose_precisions(graph: onnx.GraphProto, max_abs: dict[str, float], width:
             consumers.setdefault(t, []).append(node)
     result = {}
     for value in graph.input:
-        result[value.name] = fixed_config(width, _integer_bits(max_abs.get(value.name, 0.0)))
+        result[value.name] = fixed_config(width, integer_bits(max_abs.get(value.name, 0.0)))
     for node in graph.node:
         if node.op_type == "Softmax":
             continue
@@ -597,7 +596,68 @@ def _choose_precisions(graph: onnx.GraphProto, max_abs: dict[str, float], width:
         users = consumers.get(node.output[0], [])
         if len(users) == 1 and users[0].op_type in _MERGED_INTO_PREVIOUS:
             seen += [max_abs.get(t, 0.0) for t in users[0].output]
-        result[node.name] = fixed_config(width, _integer_bits(max(seen, default=0.0)))
+        result[node.name] = fixed_config(width, integer_bits(max(seen, default=0.0)))
+    return result
+
+
+# Ops that commute with a rounding, saturating cast (monotone, mapping the grid onto itself): a
+# quantizer after them may as well cast their outputs.
+_COMMUTE_WITH_CAST = {"Relu", "MaxPool"}
+# Layers hls4ml sizes exactly (no rounding) when their result precision is "auto".
+_EXACT_WHEN_AUTO = {"Conv", "MatMul", "Add", "Mul", "BatchNormalization"}
+
+
+def _quantizer(wrapper, node) -> Optional[Quantizer]:
+    """The Quant node's quantizer (constant parameters, one scale and zero point), else None."""
+    values = [wrapper.get_initializer(t) for t in node.input[1:4]]
+    if node.op_type != "Quant" or any(v is None or v.size != 1 for v in values):
+        return None
+    scale, zero_point, bits = (float(v.reshape(-1)[0]) for v in values)
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    rounding = attrs.get("rounding_mode", b"ROUND")
+    return Quantizer(int(bits), scale, zero_point, bool(attrs.get("signed", 1)), bool(attrs.get("narrow", 0)),
+                     rounding.decode() if isinstance(rounding, bytes) else rounding)
+
+
+def _exact_float_input(quantizer: Quantizer) -> str:
+    """A type that float32 inputs convert to without changing the quantizer's result: one integer
+    bit more than its range (what saturates there saturates in it too), and fraction bits to hold a
+    float32 (24-bit mantissa) at its rounding points (half its step) exactly."""
+    width, integer = quantizer.fixed()
+    fraction = width - integer + FLOAT32_MANTISSA_BITS
+    return f"fixed<{integer + 1 + fraction},{integer + 1},{_ROUNDING}>"
+
+
+def _quantized_precisions(wrapper, given: set[str]) -> dict[str, str]:
+    """Precisions that make each fixed-point quantizer (power-of-two scale, zero point 0) exact:
+    the one rounding happens where the quantizer is, on exact values. Going back from it through the
+    ops that commute with its cast (ReLU, max pooling), each of those casts to the quantizer's type;
+    the layer before them rounds to it too, and layers further back compute exactly ("auto"). A unit
+    input read first by the quantizer (unless another unit writes it) holds every float32 value
+    near the quantizer's rounding points exactly (``_exact_float_input``), so it rounds once."""
+    result: dict[str, str] = {}
+    for node in wrapper.graph.node:
+        quantizer = _quantizer(wrapper, node)
+        if quantizer is None or not quantizer.exact_in_fixed_point:
+            continue
+        precision, tensor = quantizer.hls4ml_precision(), node.input[0]
+        rounded = False  # whether a layer on the way already casts to the quantizer's type
+        while len(wrapper.find_consumers(tensor) or []) == 1:
+            producer = wrapper.find_producer(tensor)
+            if producer is None:
+                if tensor not in given:
+                    result[tensor] = _exact_float_input(quantizer)
+                break
+            if producer.op_type in _COMMUTE_WITH_CAST or not rounded:
+                result[producer.name] = precision
+            elif producer.op_type in _EXACT_WHEN_AUTO:
+                result[producer.name] = "auto"
+            else:
+                break
+            rounded = rounded or producer.op_type not in _COMMUTE_WITH_CAST
+            if producer.op_type in ("Conv", "MatMul") or producer.op_type not in _COMMUTE_WITH_CAST | _EXACT_WHEN_AUTO:
+                break
+            tensor = producer.input[0]
     return result
 
 

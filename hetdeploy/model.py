@@ -29,19 +29,24 @@ from pathlib import Path
 from typing import Optional
 
 import onnx
+import onnx.numpy_helper
 from onnx import shape_inference, version_converter
 
 from . import rewrites
 from .errors import UserError, first_line
 from .graph import ONNXRUNTIME_DOMAINS, QONNX_DOMAINS, Graph, Node
 from .ort_adapter import fold_constants
+from .qonnx_adapter import fold_constant_quantizers, qdq_pairs_to_quant
 from .qonnx_adapter import infer_shapes as infer_qonnx_shapes
 from .plan import InputReshape, TensorSpec
+from .precision import exact_fixed
 
 # onnxruntime 1.17+ reads IR 10; newer onnx writes 11+ by default.
 MAX_IR_VERSION = 10
 # IR 3 lists initializers among the graph inputs; from IR 4 on they need not be.
 MIN_IR_VERSION = 4
+# The widest weights whose exact bits a node records (Node.weight_bits).
+WEIGHT_BITS = 16
 # The oldest default opset onnxruntime runs.
 ORT_MIN_OPSET = 7
 
@@ -104,6 +109,7 @@ def _normalise(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
             raise UserError(f"{path}: onnxruntime cannot load the model: {first_line(err)}") from None
         _name_nodes(model)  # nodes onnxruntime made
     model = _infer_shapes(model, path, strict=False)
+    model = _quantizers(model, path)
     for rewrite in rewrites.PASSES:
         try:
             changed = rewrite(model)
@@ -116,6 +122,46 @@ def _normalise(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     except Exception as err:
         raise UserError(f"{path}: not valid ONNX once normalised: {first_line(err)}") from None
     return _infer_shapes(model, path, strict=True)
+
+
+# QONNX quantizers: every input but the first is a parameter the FPGA needs as a constant.
+QUANTIZER_OPS = {"Quant", "BipolarQuant", "Trunc", "FloatQuant"}
+
+
+def _quantizers(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
+    """Quantized models as one node per quantizer: QuantizeLinear/DequantizeLinear pairs as QONNX
+    Quant; every quantizer's parameters constant (else one line naming it); quantizers of constants
+    folded into the constants."""
+    if any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.graph.node):
+        try:
+            model = qdq_pairs_to_quant(model)
+        except Exception as err:
+            raise UserError(f"{path}: qonnx cannot turn its QuantizeLinear/DequantizeLinear pairs into "
+                            f"quantizers: {first_line(err)}") from None
+        _import_domains(model)
+        model = _infer_shapes(model, path, strict=False)
+        _name_nodes(model)
+    quantizers = [n for n in model.graph.node if n.domain in QONNX_DOMAINS and n.op_type in QUANTIZER_OPS]
+    if not quantizers:
+        return model
+    constants = {t.name: t for t in model.graph.initializer}
+    for node in quantizers:
+        for index, tensor in enumerate(node.input[1:], start=1):
+            if tensor and tensor not in constants:
+                raise UserError(f"{path}: node '{node.name}' ({node.op_type}): its parameter input {index} "
+                                f"'{tensor}' is not a constant; hetdeploy needs a quantizer's scale, zero point "
+                                f"and bit width fixed in the model")
+        if node.op_type == "Quant":
+            bits = onnx.numpy_helper.to_array(constants[node.input[3]])
+            if bits.size != 1 or not float(bits.reshape(-1)[0]).is_integer() or bits.reshape(-1)[0] < 1:
+                raise UserError(f"{path}: node '{node.name}' (Quant): bit width {bits.reshape(-1).tolist()} is not "
+                                f"one whole number of at least 1")
+    try:
+        return _infer_shapes(fold_constant_quantizers(model), path, strict=False)
+    except UserError:
+        raise
+    except Exception as err:
+        raise UserError(f"{path}: qonnx cannot fold the model's quantized constants: {first_line(err)}") from None
 
 
 def _convert_opset(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
@@ -149,15 +195,20 @@ def _read(path: Path) -> onnx.ModelProto:
             raise UserError(f"{path}: initializer '{tensor.name}' points outside the model's folder ({location!r})")
         if not target.is_file():
             raise UserError(f"{path}: initializer '{tensor.name}': external data file {location!r} not found")
-    imported = {o.domain for o in model.opset_import}
-    for domain in sorted({n.domain for n in model.graph.node} - imported - {"ai.onnx"}):
-        model.opset_import.append(onnx.helper.make_opsetid(domain, 1))  # exporters of custom ops forget it
+    _import_domains(model)  # exporters of custom ops forget them
     try:
         onnx.load_external_data_for_model(model, str(base))
         onnx.checker.check_model(model)
     except Exception as err:
         raise UserError(f"{path}: invalid ONNX model: {first_line(err)}") from None
     return model
+
+
+def _import_domains(model: onnx.ModelProto) -> None:
+    """An opset import (version 1) for every custom domain the nodes use and the model does not import."""
+    imported = {o.domain for o in model.opset_import}
+    for domain in sorted({n.domain for n in model.graph.node} - imported - {"ai.onnx"}):
+        model.opset_import.append(onnx.helper.make_opsetid(domain, 1))
 
 
 def _all_tensors(graph: onnx.GraphProto):
@@ -323,9 +374,12 @@ def _attr_value(attr: onnx.AttributeProto):
 def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
     shapes, dtypes = _shapes(model), _dtypes(model)
     inits = {t.name: math.prod(t.dims) for t in model.graph.initializer}
+    values = {t.name: t for t in model.graph.initializer}
     nodes = []
     for node in model.graph.node:
         activations = [t for t in node.input if t and t not in inits]
+        constants = {i: onnx.numpy_helper.to_array(values[t]) for i, t in enumerate(node.input) if t in inits}
+        exact = exact_fixed(constants[1], WEIGHT_BITS) if 1 in constants and constants[1].dtype.kind == "f" else None
         nodes.append(
             Node(
                 name=node.name,
@@ -336,6 +390,8 @@ def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
                 constants={i: t for i, t in enumerate(node.input) if t in inits},
                 constant_shapes={i: shapes[t] for i, t in enumerate(node.input) if t in inits},
                 constant_elements=sum(inits[t] for t in set(node.input) if t in inits),
+                scalars={i: float(v.reshape(-1)[0]) for i, v in constants.items() if v.size == 1},
+                weight_bits=exact[0] if exact else None,
                 input_shapes=[shapes[t] for t in activations],
                 output_shapes=[shapes[t] for t in node.output if t],
                 dtype=dtypes.get(activations[0], "other") if activations else "float32",

@@ -49,3 +49,37 @@ class QonnxModel:
             raise UserError(f"{self.name}: qonnx's execution failed: {first_line(err)}") from None
         return {n: results[n] for n in self.output_names}
 
+
+
+def qdq_pairs_to_quant(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Each QuantizeLinear -> (Clip ->) DequantizeLinear pair as one QONNX Quant (qonnx's
+    QCDQToQuant): one node that fixes a tensor's precision, which the FPGA takes as that."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.qcdq_to_qonnx import QCDQToQuant
+
+    model = _drop_per_tensor_axes(model)
+    with contextlib.redirect_stdout(io.StringIO()):
+        return ModelWrapper(model).transform(QCDQToQuant()).model
+
+
+def fold_constant_quantizers(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Quantizers of constants (weights, biases) replaced by the values they give (qonnx's
+    FoldConstants, quantizers included): the layers then read quantized constants."""
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.fold_constants import FoldConstants
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        return ModelWrapper(model).transform(FoldConstants(exclude_op_types=[])).model
+
+
+def _drop_per_tensor_axes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """An ``axis`` on a QuantizeLinear/DequantizeLinear with one scale means nothing (the scale
+    applies to every value), and qonnx's QCDQToQuant reads it as a per-channel axis: drop it."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    scalar = {t.name for t in model.graph.initializer if np.prod(t.dims) == 1}
+    for node in model.graph.node:
+        if node.op_type in ("QuantizeLinear", "DequantizeLinear") and node.input[1] in scalar:
+            kept = [a for a in node.attribute if a.name != "axis"]
+            del node.attribute[:]
+            node.attribute.extend(kept)
+    return model

@@ -637,8 +637,38 @@ def gemm_bias(model: onnx.ModelProto) -> bool:
     return _replace_each(model, {"Gemm"}, replacement)
 
 
+def _quant_on_integer_codes(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+    parameters = [graph.constant(t) for t in node.input[1:3]]
+    if any(p is None or p.size != 1 for p in parameters):
+        return None
+    scale, zero_point = (float(p.reshape(-1)[0]) for p in parameters)
+    mantissa, _ = math.frexp(scale)
+    if mantissa == 0.5 and zero_point == 0:  # a fixed-point cast already
+        return None
+    ones = np.ones(shape[1])
+    codes, quantized = f"{node.name}.codes", f"{node.name}.quantized"
+    unit_scale, no_zero = (graph.add_constant(f"{node.name}.{k}", np.array(v, np.float32))
+                           for k, v in (("unit_scale", 1.0), ("zero", 0.0)))
+    quant = helper.make_node("Quant", [codes, unit_scale, no_zero, node.input[3]], [quantized], name=node.name,
+                             domain=node.domain)
+    quant.attribute.extend(node.attribute)
+    return [_affine(graph, f"{node.name}.to_codes", node.input[0], codes, ones / scale, zero_point * ones), quant,
+            _affine(graph, f"{node.name}.from_codes", quantized, node.output[0], scale * ones,
+                    -zero_point * scale * ones)]
+
+
+def quant_scale_to_affine(model: onnx.ModelProto) -> bool:
+    """A QONNX Quant whose scale is not a power of two (or whose zero point is not 0), as
+    onnxruntime's quantizer writes them, is scale * (Quant_1(x / scale + zero point) - zero point):
+    affine steps around a quantizer of integer codes, which is a fixed-point cast. Not exact: 1 / scale
+    and scale are themselves rounded to fixed point."""
+    return _replace_each(model, {"Quant"}, _quant_on_integer_codes)
+
+
 HLS4ML_LOWERINGS: list[Pass] = [average_pool_to_depthwise_conv, global_max_pool_to_max_pool,
-                                constant_arithmetic_to_affine, hard_sigmoid_to_clip, clip_to_relus, pad_value_to_zero,
+                                quant_scale_to_affine, constant_arithmetic_to_affine,
+                                # what hls4ml would fold itself, after its weights' precision was chosen
+                                fold_batchnorm, hard_sigmoid_to_clip, clip_to_relus, pad_value_to_zero,
                                 gemm_bias]
 
 

@@ -67,7 +67,7 @@ def unit_executors(build_dir: Path, sub: Subfunction) -> list[tuple[CSimExecutor
     library = _csim_library(build_dir, sub)
     pairs = []
     for unit in sub.execution_units:
-        reference = OrtModel(build_dir / unit.onnx)
+        reference = open_model(build_dir / unit.onnx)
         pairs.append((CSimExecutor(library, f"{unit.name}_float", reference.inputs, reference.outputs), reference))
     return pairs
 

@@ -1,0 +1,118 @@
+"""Fixed-point precisions from values and from quantizers: pure arithmetic, no hls4ml or onnx.
+
+A precision is (width, integer): ``width`` bits in all, ``integer`` of them above the binary point
+counting the sign (ap_fixed<width, integer>); integer may be negative or exceed width.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import numpy as np
+
+from .graph import Graph
+
+# Ops whose outputs hold values of their input (moved, or picked by max/ReLU): a quantizer's
+# precision reaches through them.
+VALUE_KEEPING_OPS = {"Relu", "MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
+                     "DepthToSpace", "SpaceToDepth"}
+
+
+@dataclass(frozen=True)
+class Quantizer:
+    """A QONNX Quant (and a QuantizeLinear/DequantizeLinear pair) with constant parameters:
+    y = scale * (clip(round(x / scale + zero_point), lo, hi) - zero_point)."""
+
+    bits: int
+    scale: float
+    zero_point: float
+    signed: bool
+    narrow: bool
+    rounding: str  # "ROUND" (to nearest, ties to even) or "FLOOR"
+
+    @property
+    def exponent(self) -> Optional[int]:
+        """log2(scale) when the scale is a power of two, else None."""
+        mantissa, exponent = math.frexp(self.scale)
+        return exponent - 1 if mantissa == 0.5 else None
+
+    @property
+    def exact_in_fixed_point(self) -> bool:
+        """A power-of-two scale and zero point 0: the quantizer is a fixed-point cast."""
+        return self.exponent is not None and self.zero_point == 0
+
+    def fixed(self) -> tuple[int, int]:
+        """(width, integer) of the fixed-point type its outputs are (exact when
+        ``exact_in_fixed_point``; else the integer codes' range at this scale)."""
+        exponent = self.exponent if self.exponent is not None else math.ceil(math.log2(self.scale))
+        return self.bits, self.bits + exponent
+
+    def hls4ml_precision(self) -> str:
+        """The hls4ml config string of that type, rounding and saturating as the quantizer does."""
+        width, integer = self.fixed()
+        rounding = "RND_CONV" if self.rounding == "ROUND" else "TRN"
+        saturation = "SAT_SYM" if self.narrow and self.signed else "SAT"
+        return f"{'' if self.signed else 'u'}fixed<{width},{integer},{rounding},{saturation}>"
+
+
+def integer_bits(max_abs: float, headroom: int = 1) -> int:
+    """Sign bit + bits for the largest magnitude seen + ``headroom`` bits (activations: one, as
+    unseen inputs may be larger; weights: none, their values are known). Negative for values
+    below 1/2 (ap_fixed<16,-3> holds magnitudes under 1/16)."""
+    if max_abs <= 0:
+        return 1
+    return math.ceil(math.log2(max_abs)) + 1 + headroom
+
+
+def exact_fixed(values: np.ndarray, max_width: int) -> Optional[tuple[int, int]]:
+    """The narrowest signed (width, integer) that holds every value exactly, if one of at most
+    ``max_width`` bits does (quantized weights: a 4-bit weight needs 4 bits, not 16); else None."""
+    values = np.asarray(values, dtype=np.float64).reshape(-1)
+    if values.size > 4096 and exact_fixed(values[:4096], max_width) is None:  # float weights: no need to look on
+        return None
+    if values.size == 0 or not np.all(np.isfinite(values)):
+        return None
+    nonzero = values[values != 0]
+    if nonzero.size == 0:
+        return 1, 1
+    # the least fraction bits that make every value an integer code: a value m * 2**e (m in
+    # [1/2, 1)) needs at least 1 - e; the largest needs e + fraction + 1 bits, at most max_width
+    exponents = np.frexp(nonzero)[1]
+    least, most = 1 - int(np.min(exponents)), max_width - 1 - int(np.max(exponents))
+    for fraction in range(least, most + 1):
+        codes = np.ldexp(values, fraction)
+        if np.all(codes == np.round(codes)):
+            break
+    else:
+        return None
+    low, high = float(np.min(codes)), float(np.max(codes))
+    bits = max(math.ceil(math.log2(high + 1)) + 1 if high > 0 else 1,
+               math.ceil(math.log2(-low)) + 1 if low < 0 else 1)
+    if bits > max_width:
+        return None
+    return bits, bits - fraction
+
+
+def node_widths(graph: Graph, default: int) -> list[int]:
+    """Per node, the bits its multipliers and buffers take: in a quantized model, a layer whose
+    inputs come from quantizers (through ops that keep values) and whose weights are exact in few
+    bits takes the widest of those; every other node ``default`` (--width)."""
+    producers = graph.producers()
+
+    def quantized_bits(tensor: str) -> Optional[int]:
+        while tensor in producers:
+            node = graph.nodes[producers[tensor]]
+            if node.op == "Quant":
+                return int(node.scalars[3]) if 3 in node.scalars else None
+            if node.op not in VALUE_KEEPING_OPS or not node.inputs:
+                return None
+            tensor = node.inputs[0]
+        return None
+
+    widths = []
+    for node in graph.nodes:
+        bits = [quantized_bits(t) for t in node.inputs] + ([node.weight_bits] if 1 in node.constants else [])
+        widths.append(max(bits) if bits and None not in bits else default)
+    return widths

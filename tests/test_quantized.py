@@ -1,0 +1,131 @@
+"""Quantized models on the FPGA: QONNX quantizers (as Brevitas exports them) and onnxruntime's QDQ
+pairs become the layers' precisions, verified in C-simulation against the quantized model's own
+reference (qonnx's execution, onnxruntime)."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+import quantized_models
+from hetdeploy.board import load_board
+from hetdeploy.build import BuildOptions, build
+from hetdeploy.cli import main
+from hetdeploy.emulate import emulate
+from hetdeploy.graph import Graph, Node
+from hetdeploy.model import load_model
+from hetdeploy.precision import Quantizer, exact_fixed, node_widths
+
+
+def test_exact_fixed_is_the_narrowest_type_holding_every_value():
+    assert exact_fixed(np.array([-1, -0.5, 0.25, 0.875]), 16) == (4, 1)  # codes -8..7 at 2**-3
+    assert exact_fixed(np.array([64.0, 128.0]), 16) == (3, 9)  # multiples of 64
+    assert exact_fixed(np.array([0.5, -0.5]), 16) == (2, 1)  # codes -1, 1 at 2**-1: [-1, 0.5]
+    assert exact_fixed(np.array([0.1]), 16) is None  # not a binary fraction
+    assert exact_fixed(np.array([1.0]), 1) is None  # needs a sign bit more
+    assert exact_fixed(np.random.default_rng(0).normal(size=10_000).astype(np.float32), 16) is None
+
+
+def test_quantizer_types():
+    relu = Quantizer(4, 0.25, 0.0, signed=False, narrow=False, rounding="ROUND")
+    assert relu.exact_in_fixed_point and relu.hls4ml_precision() == "ufixed<4,2,RND_CONV,SAT>"
+    weights = Quantizer(8, 2.0 ** -4, 0.0, signed=True, narrow=True, rounding="ROUND")
+    assert weights.hls4ml_precision() == "fixed<8,4,RND_CONV,SAT_SYM>"
+    assert not Quantizer(8, 0.0235, 0.0, True, False, "ROUND").exact_in_fixed_point
+    assert not Quantizer(8, 0.25, 3.0, False, False, "ROUND").exact_in_fixed_point
+
+
+def test_node_widths_follow_quantizers_through_value_keeping_ops():
+    nodes = [Node("q", "Quant", ["x"], ["a"], constants={1: "s", 2: "z", 3: "b"}, scalars={1: 0.5, 2: 0.0, 3: 6.0}),
+             Node("pool", "MaxPool", ["a"], ["p"]), Node("flat", "Flatten", ["p"], ["f"]),
+             Node("fc", "Gemm", ["f"], ["y"], constants={1: "w"}, weight_bits=4),
+             Node("float_fc", "Gemm", ["y"], ["z"], constants={1: "w2"}, weight_bits=None)]
+    assert node_widths(Graph(nodes, ["x"], ["z"]), 16) == [16, 6, 6, 6, 16]
+
+
+@pytest.fixture(scope="module")
+def quantized_builds(tmp_path_factory):
+    """The QONNX MLP and CNN and onnxruntime's QDQ MLP, each built once for pynq-z2, all on the FPGA."""
+    root = tmp_path_factory.mktemp("quantized")
+    paths = {"qonnx_mlp": root / "qonnx_mlp.onnx", "qonnx_cnn": root / "qonnx_cnn.onnx",
+             "qdq_mlp": quantized_models.onnxruntime_qdq_mlp(root)}
+    onnx.save(quantized_models.qonnx_mlp(), str(paths["qonnx_mlp"]))
+    onnx.save(quantized_models.qonnx_cnn(), str(paths["qonnx_cnn"]))
+    builds = {}
+    for name, path in paths.items():
+        out = root / f"{name}_build"
+        plan = build(BuildOptions(model=path, board="pynq-z2", out_dir=out, policy="support"),
+                     progress=lambda message: None)
+        builds[name] = (path, out, plan)
+    return builds
+
+
+@pytest.mark.parametrize("name", ["qonnx_mlp", "qonnx_cnn"])
+def test_qonnx_quantizers_are_exact_fixed_point_on_the_fpga(quantized_builds, name):
+    """Every execution unit whose output is quantized (power-of-two scales) matches qonnx's
+    execution of its ONNX model exactly; the float last layer within tolerance; the estimate
+    takes the quantizers' widths, not 16 bits."""
+    _, out, plan = quantized_builds[name]
+    assert [s.kind for s in plan.subfunctions] == ["fpga"]
+    units = plan.subfunctions[0].execution_units
+    quantized = [u for u in units if "RND_CONV" in u.precision]
+    assert len(quantized) >= 3
+    for unit in quantized:
+        assert unit.verification.passed and unit.verification.max_abs_error == 0.0, unit.name
+    assert plan.subfunctions[0].verification.passed
+    widths = {u.name: u.estimate for u in units if u.pe in ("dense", "conv")}
+    assert all(e["dsp"] == 0 for e in widths.values())  # 8-bit x 4-bit products fit LUTs
+    result = emulate(out, None, 5)
+    assert result.comparison.passed, result.table()
+
+
+def test_onnxruntime_qdq_model_runs_on_the_fpga(quantized_builds):
+    """QuantizeLinear/DequantizeLinear pairs become quantizers (traced to the pair); their
+    non-power-of-two scales run as affine steps around an integer quantizer, within tolerance of
+    onnxruntime's run of the QDQ model."""
+    _, out, plan = quantized_builds["qdq_mlp"]
+    assert [s.kind for s in plan.subfunctions] == ["fpga"]
+    assert plan.node_map["x_QuantizeLinear"]["folded_into"] == plan.node_map["x_DequantizeLinear"]["folded_into"]
+    result = emulate(out, None, 5)
+    assert result.comparison.passed, result.table()
+
+
+def _quant_model(tmp_path, scale_is_input: bool = False, bits: float = 4.0):
+    inits = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
+             (("zero", 0.0), ("bits", bits))] + ([] if scale_is_input else
+                                                  [numpy_helper.from_array(np.array(0.25, np.float32), "s")])
+    inputs = [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8])]
+    if scale_is_input:
+        inputs.append(helper.make_tensor_value_info("s", onnx.TensorProto.FLOAT, []))
+    node = helper.make_node("Quant", ["x", "s", "zero", "bits"], ["y"], name="act_quant",
+                            domain=quantized_models.QONNX_DOMAIN, signed=1, narrow=0, rounding_mode="ROUND")
+    graph = helper.make_graph([node], "q", inputs, [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT,
+                                                                                  [1, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid(quantized_models.QONNX_DOMAIN, 1)])
+    model.ir_version = 8
+    path = tmp_path / "quant.onnx"
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.parametrize("case,expected", [
+    ({"scale_is_input": True}, "node 'act_quant' (Quant): its parameter input 1 's' is not a constant"),
+    ({"bits": 2.5}, "node 'act_quant' (Quant): bit width [2.5] is not one whole number"),
+])
+def test_bad_quantizers_get_one_line_naming_the_node(tmp_path, capsys, case, expected):
+    path = _quant_model(tmp_path, **case)
+    assert main(["plan", str(path), "--board", "pynq-z2"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and len(err.strip().splitlines()) == 1
+
+
+def test_per_channel_activation_quantizer_stays_off_the_fpga(tmp_path):
+    """One scale per channel on an activation: the FPGA takes a quantizer per tensor only."""
+    path = _quant_model(tmp_path)
+    model = onnx.load(str(path))
+    model.graph.initializer[2].CopyFrom(numpy_helper.from_array(np.full([1, 8], 0.25, np.float32), "s"))
+    onnx.save(model, str(path))
+    loaded = load_model(path)
+    fpga = next(d for d in load_board("pynq-z2").devices if d.kind == "fpga")
+    assert "not one (per tensor)" in fpga.why_not(loaded.graph.nodes[0])
