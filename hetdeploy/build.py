@@ -33,7 +33,7 @@ from .errors import ToolError, UserError, VerificationError, first_line
 from .hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitSettings, ap_types_headers, fixed_config, fixed_precision,
                              generate_unit)
 from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, element_bytes, library_name, write_project
-from .model import LoadedModel, load_model
+from .model import QUANTIZER_OPS, LoadedModel, load_model
 from .ort_adapter import OrtModel, open_model
 from .partition import partition_graph
 from .plan import (Buffer, Calibration, ExecutionUnit, FpgaFallback, HlsPort, HlsProject, MemoryPlan, Plan,
@@ -343,7 +343,10 @@ def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None
         onnx.save(extract(loaded.model, sub), str(build_dir / sub.onnx))
     chain = runtime.reference_executors(build_dir, plan)
     source = open_model(build_dir / "source.onnx")
-    check = verify.SubfunctionCheck("chain", "pipeline", CHAIN_TOLERANCE)
+    # Intake's rewrites (a BatchNormalization folded into a convolution) reorder float arithmetic;
+    # a quantizer after them turns a last-bit difference into one of its steps, now and then.
+    quantized = any(n.op in QUANTIZER_OPS for n in loaded.graph.nodes)
+    check = verify.SubfunctionCheck("chain", "pipeline", plan.relative_tolerance if quantized else CHAIN_TOLERANCE)
     for feeds in random_samples(plan.inputs, 1, plan.seed):
         got, want = runtime.run(plan, chain, feeds), source.run(feeds)
         check.add({t: got[t] for t in want}, want)

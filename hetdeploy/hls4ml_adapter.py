@@ -37,7 +37,7 @@ from .errors import UserError
 from .model import MAX_IR_VERSION
 from .hls_top import UNIT_WEIGHTS_FILE, pack_fixed
 from .plan import UnitHls, UnitPort, UnitWeight
-from .precision import Quantizer, exact_fixed, integer_bits
+from .precision import Quantizer, integer_bits, weight_fixed
 from .rewrites import HLS4ML_LOWERINGS
 from .runtime import channels_last
 
@@ -226,17 +226,9 @@ def lower_for_hls4ml(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def weight_precision(values: np.ndarray, width: int) -> str:
-    """The hls4ml precision for a constant: exact in the fewest bits when at most ``width`` hold it
-    (quantized weights); else ``width`` bits, the largest magnitude setting the integer bits (one
-    more when rounding the largest would saturate it)."""
-    exact = exact_fixed(values, width)
-    if exact is not None:
-        return f"fixed<{exact[0]},{exact[1]},{_ROUNDING}>"
-    peak = float(np.max(np.abs(values))) if values.size else 0.0
-    integer = max(integer_bits(peak, headroom=0), 1 - width)
-    if peak > 2.0 ** (integer - 1) - 2.0 ** (integer - width - 1):  # rounds past the largest code
-        integer += 1
-    return fixed_config(width, integer)
+    """The hls4ml precision for a constant (``precision.weight_fixed``), rounded and saturating."""
+    bits, integer = weight_fixed(values, width)
+    return f"fixed<{bits},{integer},{_ROUNDING}>"
 
 
 def fixed_config(width: int, integer: int) -> str:
@@ -632,7 +624,8 @@ def _quantized_precisions(wrapper, given: set[str]) -> dict[str, str]:
     """Precisions that make each fixed-point quantizer (power-of-two scale, zero point 0) exact:
     the one rounding happens where the quantizer is, on exact values. Going back from it through the
     ops that commute with its cast (ReLU, max pooling), each of those casts to the quantizer's type;
-    the layer before them rounds to it too, and layers further back compute exactly ("auto"). A unit
+    the layer before them rounds to it too, and layers further back compute exactly ("auto"); those
+    ops after it keep its type (a max of 4-bit values needs no 16 bits). A unit
     input read first by the quantizer (unless another unit writes it) holds every float32 value
     near the quantizer's rounding points exactly (``_exact_float_input``), so it rounds once."""
     result: dict[str, str] = {}
@@ -658,6 +651,10 @@ def _quantized_precisions(wrapper, given: set[str]) -> dict[str, str]:
             if producer.op_type in ("Conv", "MatMul") or producer.op_type not in _COMMUTE_WITH_CAST | _EXACT_WHEN_AUTO:
                 break
             tensor = producer.input[0]
+        users = wrapper.find_consumers(node.output[0]) or []
+        while len(users) == 1 and users[0].op_type in _COMMUTE_WITH_CAST:  # their outputs are of its type
+            result.setdefault(users[0].name, precision)
+            users = wrapper.find_consumers(users[0].output[0]) or []
     return result
 
 

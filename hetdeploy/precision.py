@@ -66,6 +66,20 @@ def integer_bits(max_abs: float, headroom: int = 1) -> int:
     return math.ceil(math.log2(max_abs)) + 1 + headroom
 
 
+def weight_fixed(values: np.ndarray, width: int) -> tuple[int, int]:
+    """(width, integer) for a constant: exact in the fewest bits when at most ``width`` hold it
+    (quantized weights); else ``width`` bits, the largest magnitude setting the integer bits (one
+    more when rounding the largest would saturate it)."""
+    exact = exact_fixed(values, width)
+    if exact is not None:
+        return exact
+    peak = float(np.max(np.abs(values))) if values.size else 0.0
+    integer = max(integer_bits(peak, headroom=0), 1 - width)
+    if peak > 2.0 ** (integer - 1) - 2.0 ** (integer - width - 1):  # rounds past the largest code
+        integer += 1
+    return width, min(integer, width - 1)  # what needs more saturates (and C-simulation counts it)
+
+
 def exact_fixed(values: np.ndarray, max_width: int) -> Optional[tuple[int, int]]:
     """The narrowest signed (width, integer) that holds every value exactly, if one of at most
     ``max_width`` bits does (quantized weights: a 4-bit weight needs 4 bits, not 16); else None."""
