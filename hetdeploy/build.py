@@ -23,7 +23,7 @@ from typing import Callable, Iterator, Optional
 import numpy as np
 import onnx
 
-from . import memory, runtime, units, verify
+from . import budget, memory, runtime, units, verify
 from .precision import node_widths
 from .board import BRAM18_BITS, Board, load_board
 from .cost import ddr_weight_seconds
@@ -34,10 +34,10 @@ from .hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitSettings, ap_types_head
                              generate_unit)
 from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, element_bytes, library_name, write_project
 from .model import QUANTIZER_OPS, LoadedModel, load_model
-from .ort_adapter import OrtModel, open_model
+from .ort_adapter import OrtModel, open_model, run_in_memory
 from .partition import partition_graph
 from .plan import (Buffer, Calibration, ExecutionUnit, FpgaFallback, HlsPort, HlsProject, MemoryPlan, Plan,
-                   PlanEstimate, Subfunction, SubfunctionEstimate, Widening)
+                   PlanEstimate, PrecisionSearch, Subfunction, SubfunctionEstimate, Widening)
 from .samples import load_samples, random_samples
 from .subgraph import extract
 
@@ -63,6 +63,9 @@ class BuildOptions:
     # ONNX node -> (W, I): its unit's output is ap_fixed<W,I>, its other values W bits wide (--precision)
     precisions: dict[str, tuple[int, int]] = field(default_factory=dict)
     memory_strategy: str = "auto"  # or one of memory.STRATEGIES
+    # the largest relative error per output the FPGA's fixed point may add (--error-budget): each
+    # FPGA layer gets the fewest bits that keep it (budget.py); None: --width everywhere
+    error_budget: Optional[float] = None
     synth: bool = False  # run the HLS and Vivado scripts when the tools are on PATH
 
 
@@ -89,8 +92,11 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
         plan.calibration = _calibration(options, samples)
         progress(_calibration_note(plan.calibration, options.seed))
         fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
-        unit_widths: dict[str, int] = {}  # units widened past --width
+        index = loaded.graph.node_index()
         while True:
+            # each unit's bits where no quantizer sets them: --width's or the search's; more when widened
+            unit_widths = {u.name: loaded.graph.nodes[index[u.nodes[0]]].width or options.width
+                           for s in fpga for u in s.execution_units}
             step(5, f"generating HLS through hls4ml for {len(fpga)} FPGA subfunction(s)")
             generate_hls(plan, loaded, board, options, stage_dir, samples, progress, unit_widths)
             step(6, "verifying in C-simulation against onnxruntime")
@@ -98,8 +104,13 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
                 verify_csim(plan, stage_dir, samples, progress)
                 break
             except VerificationError as err:
-                if not _widen(plan, err, unit_widths, options.width, options.precisions, progress):
+                widened = _widen(plan, err, unit_widths, options.precisions, progress)
+                if not widened:
                     raise
+                for unit in (u for s in fpga for u in s.execution_units if u.name in widened):
+                    for node in unit.nodes:
+                        loaded.graph.nodes[index[node]].width = unit_widths[unit.name]
+                fold_units(plan, loaded, board, options)  # folded anew: the wider units take more
                 for sub in fpga:  # generated anew, the widened units wider
                     shutil.rmtree(stage_dir / "hls" / sub.name, ignore_errors=True)
                     shutil.rmtree(stage_dir / "subfunctions" / sub.name, ignore_errors=True)
@@ -117,21 +128,22 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
 WIDEN_STEP, MAX_WIDTH = 4, 32
 
 
-def _widen(plan: Plan, failure: VerificationError, unit_widths: dict[str, int], width: int,
-           precisions: dict[str, tuple[int, int]], progress: Progress) -> bool:
+def _widen(plan: Plan, failure: VerificationError, unit_widths: dict[str, int],
+           precisions: dict[str, tuple[int, int]], progress: Progress) -> list[str]:
     """Give each execution unit that ``failure`` names WIDEN_STEP more bits (up to MAX_WIDTH) and
-    record it in the plan; False when none can widen (or the failure is not a unit's). Units with a
-    node in ``precisions`` (--precision) keep theirs."""
-    widened = False
+    record it in the plan; returns those widened (none: the failure is not a unit's, or none can
+    widen). Units with a node in ``precisions`` (--precision) keep theirs."""
+    widened = []
     pinned = {u.name for s in plan.subfunctions for u in s.execution_units if set(u.nodes) & precisions.keys()}
     for unit in failure.units:
-        before = unit_widths.get(unit.name, width)
+        before = unit_widths[unit.name]
         if before >= MAX_WIDTH or unit.name in pinned:  # --precision is the user's word
             continue
         unit_widths[unit.name] = min(MAX_WIDTH, before + WIDEN_STEP)
-        plan.widened.append(Widening(unit.name, before, unit_widths[unit.name], unit.problem()))
-        progress(f"      widening {unit.name} from {before} to {unit_widths[unit.name]} bits: {unit.problem()}")
-        widened = True
+        why = unit.problem() if not unit.passed else "its subfunction's outputs are out of tolerance"
+        plan.widened.append(Widening(unit.name, before, unit_widths[unit.name], why))
+        progress(f"      widening {unit.name} from {before} to {unit_widths[unit.name]} bits: {why}")
+        widened.append(unit.name)
     return widened
 
 
@@ -158,8 +170,13 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tupl
     loaded = load_model(options.model)
     step(2, f"loading board {options.board}")
     board = load_board(options.board)
+    search = None
+    if options.error_budget is not None:
+        step(3, f"searching the fewest bits per FPGA layer within a relative error of {options.error_budget:g}")
+        search = search_layer_widths(loaded, board, options)
     step(3, f"partitioning ({options.policy} policy) and folding FPGA execution units")
     plan = partition(loaded, board, options)
+    plan.precision_search = search
     fold_units(plan, loaded, board, options)
     index = loaded.graph.node_index()
     plan_memory(plan, loaded, board, options, lambda t: -(-options.width // 8),
@@ -168,6 +185,31 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tupl
     _add_ddr_time(plan, loaded, board, options.width)
     plan.node_map = map_nodes(plan, loaded)
     return loaded, board, plan
+
+
+def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions) -> PrecisionSearch:
+    """--error-budget: the fewest bits for each layer an FPGA of the board could run that keep the
+    simulated fixed-point model within the budget on the calibration samples (``budget.py``); the
+    widths go onto the graph's nodes, which the partitioner, folding and HLS generation read."""
+    if any(n.op in QUANTIZER_OPS for n in loaded.graph.nodes):
+        raise UserError("--error-budget: the model is quantized already; its quantizers set the FPGA's precisions")
+    fpgas = [d for d in board.devices if d.kind == "fpga"]
+    if not fpgas:
+        raise UserError(f"--error-budget: board {board.name} has no FPGA, which is what the budget sizes")
+    groups = budget.layer_groups(loaded.graph, lambda i: any(d.why_not(loaded.graph.nodes[i]) is None for d in fpgas))
+    samples = (load_samples(options.calibration, loaded.inputs) if options.calibration
+               else random_samples(loaded.inputs, options.samples, options.seed))
+    feeds = [runtime.model_feeds(loaded.input_reshapes, sample) for sample in samples]
+    error = budget.error_function(loaded.model, groups, feeds, run_in_memory)
+    result = budget.search_widths(list(groups), budget.weighted_cost(loaded.graph, groups), error,
+                                  options.error_budget, options.width)
+    if result.error > options.error_budget:
+        raise UserError(f"--error-budget {options.error_budget:g}: even at --width {options.width} bits the "
+                        f"simulated relative error is {result.error:.3g}; give a larger budget or --width")
+    chosen = budget.chosen_node_widths(groups, result)
+    for node in loaded.graph.nodes:
+        node.width = chosen.get(node.name)
+    return PrecisionSearch(options.error_budget, result.error, result.evaluations, len(samples), result.widths)
 
 
 def map_nodes(plan: Plan, loaded: LoadedModel) -> dict[str, dict[str, str]]:
@@ -284,9 +326,12 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     precision=_unit_precision(loaded, unit, options),
                     estimate=units.folded_estimate(shape, folding, width, rate),
                     weights_in_ddr=folding.weights_in_ddr, inputs=unit.inputs, outputs=[unit.output]))
-            sub.resources = {k: sum(u.estimate[k] for u in sub.execution_units)
-                             for k in (*units.RESOURCES, "latency_cycles")}
+            sub.resources = _unit_totals(sub)
             sub.budget = budget
+
+
+def _unit_totals(sub: Subfunction) -> dict[str, int]:
+    return {k: sum(u.estimate[k] for u in sub.execution_units) for k in (*units.RESOURCES, "latency_cycles")}
 
 
 def _pinned_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions) -> tuple[int, Optional[int]]:
@@ -357,11 +402,10 @@ def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None
 
 
 def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions, build_dir: Path,
-                 samples, progress: Progress, unit_widths: Optional[dict[str, int]] = None) -> None:
+                 samples, progress: Progress, unit_widths: dict[str, int]) -> None:
     """Each FPGA subfunction into hls/<name>/: every execution unit through hls4ml (units/<unit>/),
     our top over them, compiled for C-simulation. Each unit's layer precisions are sized on the
-    values it sees on the float pipeline (onnxruntime) for ``samples``, at ``options.width`` bits
-    or its own in ``unit_widths``."""
+    values it sees on the float pipeline (onnxruntime) for ``samples``, at its bits in ``unit_widths``."""
     envs = runtime.subfunction_inputs(build_dir, plan, samples)
     shapes = tensor_shapes(loaded)
     precision: dict[str, str] = {}  # tensor -> the C++ type of its buffer
@@ -369,7 +413,7 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
         if sub.kind == "fpga":
             started = time.monotonic()
             precision |= _generate_units(sub, loaded, board.device(sub.device), options, build_dir, envs[index],
-                                         unit_widths or {})
+                                         unit_widths)
             progress(f"      {sub.name}: {len(sub.execution_units)} execution units converted by hls4ml in "
                      f"{time.monotonic() - started:.1f} s")
     # the same plan as `hetdeploy plan` made, on the buffers' real element sizes
@@ -415,7 +459,7 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
             (source,) = unit.inputs
             if source not in cpp_precision:  # a subfunction input read first here
                 config_precision[source], cpp_precision[source] = fixed_precision(
-                    max(float(np.max(np.abs(s[source]))) for s in unit_samples), options.width)
+                    max(float(np.max(np.abs(s[source]))) for s in unit_samples), unit_widths[unit.name])
             config_precision[unit.outputs[0]] = config_precision[source]
             cpp_precision[unit.outputs[0]] = cpp_precision[source]
             if any(ops[n] != "Flatten" for n in unit.nodes):
@@ -423,7 +467,7 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
         else:
             pinned = [options.precisions[n] for n in unit.nodes if n in options.precisions]
             hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz,
-                                     width=pinned[0][0] if pinned else unit_widths.get(unit.name, options.width))
+                                     width=pinned[0][0] if pinned else unit_widths[unit.name])
             try:
                 unit.hls = generate_unit(
                     model, project / "units" / unit.name, unit.name, unit_samples,
@@ -561,10 +605,15 @@ def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = _stde
             progress(f"      {unit.name}: {tensor.saturated} of {tensor.values} values of '{tensor.tensor}' saturate "
                      f"(its type holds {tensor.range[0]:g} to {tensor.range[1]:g}, the reference reaches "
                      f"{tensor.peak:g})")
-    failed = [u for u in unit_checks.values() if not u.passed] + [s for s in comparison.subfunctions if not s.passed]
-    if failed:
-        error = VerificationError(f"C-simulation of {failed[0].name} against onnxruntime: {failed[0].problem()}")
-        error.units = [u for u in unit_checks.values() if not u.passed]
+    failed_units = [u for u in unit_checks.values() if not u.passed]
+    failed_subs = [(sub, check) for sub, check in zip(plan.subfunctions, comparison.subfunctions) if not check.passed]
+    # Under --error-budget the budget is the outputs': a unit may err more on its own as long as its
+    # subfunction's outputs stay within it (the units of a failing one are widened, its worst first).
+    gate = failed_subs if plan.precision_search is not None else failed_units + failed_subs
+    if gate:
+        first = gate[0][1] if isinstance(gate[0], tuple) else gate[0]
+        error = VerificationError(f"C-simulation of {first.name} against onnxruntime: {first.problem()}")
+        error.units = failed_units or [unit_checks[u.name] for sub, _ in failed_subs for u in sub.execution_units]
         raise error
     if not comparison.passed:
         raise VerificationError(f"the pipeline against the model on onnxruntime: {comparison.pipeline.problem()}")

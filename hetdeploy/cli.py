@@ -25,14 +25,15 @@ def _options(args: argparse.Namespace, **more):
     return BuildOptions(model=Path(args.model), board=args.board, policy=args.policy,
                         reuse_factors=dict(args.reuse_factor), weights_in_ddr=args.weights_in_ddr,
                         memory_strategy=args.memory_strategy, width=args.width, precisions=dict(args.precision),
-                        **more)
+                        error_budget=args.error_budget, calibration=args.calibration, samples=args.samples,
+                        seed=args.seed, **more)
 
 
 def _build(args: argparse.Namespace) -> int:
     from .build import build
 
-    plan = build(_options(args, out_dir=Path(args.output), calibration=args.calibration, samples=args.samples,
-                          seed=args.seed, relative_tolerance=args.tolerance, synth=args.synth))
+    tolerance = args.tolerance if args.tolerance is not None else args.error_budget or 0.05
+    plan = build(_options(args, out_dir=Path(args.output), relative_tolerance=tolerance, synth=args.synth))
     if args.json:
         print(plan.to_json(), end="")
         return 0
@@ -96,6 +97,11 @@ def _plan(args: argparse.Namespace) -> int:
             shown = ", ".join(f"{f.node} ({f.device}{': ' + f.detail if f.detail else ''})" for f in nodes[:8]) \
                 + (", ..." if len(nodes) > 8 else "")
             print(f"\noff the FPGA, {why}: {len(nodes)} node(s): {shown}")
+    search = plan.precision_search
+    if search is not None:
+        widths = ", ".join(f"{layer} {bits}" for layer, bits in search.layer_widths.items())
+        print(f"\nbits per FPGA layer within a relative error of {search.error_budget:g} (simulated "
+              f"{search.simulated_error:.3g} on {search.samples} samples, {search.evaluations} simulations): {widths}")
     est = plan.estimate
     print(f"\nestimated latency ({plan.policy} policy): {_time(est.latency_s)}")
     if est.all_cpu_latency_s is not None:
@@ -172,6 +178,15 @@ def _planning_options(command: argparse.ArgumentParser) -> None:
                          help="the output type of the FPGA execution unit holding ONNX node NODE (repeatable; W from "
                               "2 to 32 bits, I integer bits, may be negative); its other values are W bits wide and "
                               "it is never widened")
+    command.add_argument("--error-budget", type=_fraction, default=None, metavar="E",
+                         help="give each FPGA layer the fewest bits (from --width down) that keep every output's "
+                              "max abs error within E of its peak magnitude on the calibration samples, searched on "
+                              "a fixed-point simulation of the model; the build then verifies at E in C-simulation")
+    command.add_argument("--calibration", metavar="X.npy", help="input samples (.npy, or .npz by input name) used to "
+                         "size fixed-point precisions and to verify; default: seeded random samples")
+    command.add_argument("--samples", type=int, default=4,
+                         help="number of random samples without --calibration (default 4)")
+    command.add_argument("--seed", type=int, default=0, help="seed of the random samples (default 0)")
     command.add_argument("--weights-in-ddr", metavar="NODE", action="append", default=[],
                          help="keep the weights of the FPGA execution unit holding ONNX node NODE in DDR, read on "
                               "every run, instead of on chip (repeatable); units whose weights overflow the BRAM "
@@ -195,6 +210,16 @@ def _precision(text: str) -> tuple[str, tuple[int, int]]:
     return node, (width, integer)
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"'{text}': expected a fraction above 0 and below 1 (0.02: 2 %)")
+    return value
+
+
 def _reuse_factor(text: str) -> tuple[str, int]:
     node, sep, value = text.rpartition("=")
     if not sep or not node or not value.isdigit() or int(value) < 1:
@@ -216,13 +241,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("model", help="the ONNX model file")
     b.add_argument("--board", required=True, help="a board name from boards/ (see 'hetdeploy boards') or a .yaml path")
     b.add_argument("-o", "--output", required=True, metavar="DIR", help="the build folder to write")
-    b.add_argument("--calibration", metavar="X.npy", help="input samples (.npy, or .npz by input name) used to size "
-                   "fixed-point precisions and to verify; default: seeded random samples")
-    b.add_argument("--samples", type=int, default=4, help="number of random samples without --calibration (default 4)")
-    b.add_argument("--seed", type=int, default=0, help="seed of the random samples (default 0)")
-    b.add_argument("--tolerance", type=float, default=0.05,
-                   help="allowed max abs error, as a fraction of the reference's peak magnitude (at least 1.0); "
-                        "default 0.05")
+    b.add_argument("--tolerance", type=float, default=None,
+                   help="allowed max abs error per output, as a fraction of that output's peak magnitude; "
+                        "default: --error-budget's, else 0.05")
     b.add_argument("--json", action="store_true", help="print plan.json instead of the summary table")
     b.add_argument("--synth", action="store_true", help="then run HLS synthesis and the Vivado block design to a "
                    "bitstream when vitis_hls/vivado_hls and vivado are on PATH; otherwise say how to run them")

@@ -31,6 +31,7 @@ class Node:
     # bits that hold every value of the constant at input 1 (a layer's weights) exactly: a quantized
     # model's; None: more than 16, or no such constant
     weight_bits: Optional[int] = None
+    width: Optional[int] = None  # the fixed-point bits --error-budget's search gave it on the FPGA
     input_shapes: list[list[int]] = field(default_factory=list)  # one per ``inputs``
     output_shapes: list[list[int]] = field(default_factory=list)
     dtype: str = "float32"

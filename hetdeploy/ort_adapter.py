@@ -93,3 +93,12 @@ def open_model(path: Path | str, kind: str = "cpu"):
 
         return QonnxModel(path)
     return OrtModel(path, kind)
+
+
+def run_in_memory(model: onnx.ModelProto, feeds: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
+    """Every output of an in-memory model (one built for a search, never saved) on each of ``feeds``."""
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return [dict(zip(names, session.run(names, feed))) for feed in feeds]

@@ -175,6 +175,18 @@ class Widening:
 
 
 @dataclass
+class PrecisionSearch:
+    """What --error-budget's search chose: the fewest bits per FPGA layer (its first node) that
+    keep the simulated fixed-point model's relative error per output within the budget."""
+
+    error_budget: float
+    simulated_error: float  # at the chosen widths, on the calibration samples
+    evaluations: int  # simulated models run
+    samples: int
+    layer_widths: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
 class FpgaFallback:
     """A node an FPGA of the board runs that the plan put on another device, and why."""
 
@@ -276,6 +288,7 @@ class Plan:
     width: int = 16  # fixed-point bits of every FPGA value (--width)
     calibration: Optional[Calibration] = None  # what the FPGA types were sized on (a build's)
     widened: list[Widening] = field(default_factory=list)  # units the build widened to pass
+    precision_search: Optional[PrecisionSearch] = None  # --error-budget's
     # every node of the user's model -> where it went: {"subfunction", "unit"} (the unit only on an
     # FPGA), or {"folded_into": node, ...where that node went} for a node intake folded into
     # another, or {"removed": why}

@@ -110,9 +110,10 @@ def exact_fixed(values: np.ndarray, max_width: int) -> Optional[tuple[int, int]]
 
 
 def node_widths(graph: Graph, default: int) -> list[int]:
-    """Per node, the bits its multipliers and buffers take: in a quantized model, a layer whose
-    inputs come from quantizers (through ops that keep values) and whose weights are exact in few
-    bits takes the widest of those; every other node ``default`` (--width)."""
+    """Per node, the bits its multipliers and buffers take: the search's (``Node.width``) when
+    --error-budget chose them; in a quantized model, a layer whose inputs come from quantizers
+    (through ops that keep values) and whose weights are exact in few bits takes the widest of
+    those; every other node ``default`` (--width)."""
     producers = graph.producers()
 
     def quantized_bits(tensor: str) -> Optional[int]:
@@ -128,5 +129,5 @@ def node_widths(graph: Graph, default: int) -> list[int]:
     widths = []
     for node in graph.nodes:
         bits = [quantized_bits(t) for t in node.inputs] + ([node.weight_bits] if 1 in node.constants else [])
-        widths.append(max(bits) if bits and None not in bits else default)
+        widths.append(node.width or (max(bits) if bits and None not in bits else default))
     return widths

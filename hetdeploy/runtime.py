@@ -10,7 +10,7 @@ import numpy as np
 
 from .csim import CSimLibrary
 from .ort_adapter import OrtModel, open_model
-from .plan import Plan, Subfunction
+from .plan import InputReshape, Plan, Subfunction
 
 Executor = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
@@ -87,10 +87,10 @@ def reference_executors(build_dir: Path, plan: Plan) -> list[Executor]:
     return [ort_executor(build_dir, s) for s in plan.subfunctions]
 
 
-def user_feeds(plan: Plan, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Apply the leading reshapes absorbed at intake to the user's inputs."""
+def model_feeds(input_reshapes: list[InputReshape], feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The user's inputs as the normalised model takes them: the leading reshapes absorbed at intake applied."""
     env = dict(feeds)
-    for r in plan.input_reshapes:
+    for r in input_reshapes:
         env[r.tensor.name] = env.pop(r.original.name).reshape(r.tensor.shape)
     return env
 
@@ -100,7 +100,7 @@ def run(plan: Plan, executors: list[Executor], feeds: dict[str, np.ndarray],
         ) -> dict[str, np.ndarray]:
     """Chain the subfunctions. ``observe(index, inputs, outputs)`` sees each step.
     Returns every tensor computed (the plan's outputs among them)."""
-    env = user_feeds(plan, feeds)
+    env = model_feeds(plan.input_reshapes, feeds)
     for index, (sub, execute) in enumerate(zip(plan.subfunctions, executors)):
         inputs = {t: env[t] for t in sub.inputs}
         outputs = execute(inputs)

@@ -1,0 +1,94 @@
+"""--error-budget: the search on its own (pure), the fixed-point simulation against onnxruntime, and the
+search on the jet-tagger MLP through plan and build."""
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+import networks
+from hetdeploy import budget
+from hetdeploy.board import load_board
+from hetdeploy.build import BuildOptions, build
+from hetdeploy.cli import main
+from hetdeploy.graph import Graph, Node
+from hetdeploy.model import load_model
+from hetdeploy.ort_adapter import run_in_memory
+
+
+def test_search_finds_the_least_bits_per_layer_within_budget():
+    """An error that each layer adds 2**-bits of, weighted: the search lowers the cheap-to-lower
+    layer further and stays within budget; every evaluation it makes is counted."""
+    weight = {"a": 1.0, "b": 8.0}
+
+    def error(widths):
+        return sum(weight[layer] * 2.0 ** -bits for layer, bits in widths.items())
+
+    result = budget.search_widths(["a", "b"], {"a": 10.0, "b": 1.0}, error, budget=0.05, start=16)
+    assert result.error == error(result.widths) <= 0.05
+    assert result.widths["a"] < result.widths["b"]  # "b" errs 8x more per bit
+    for layer in result.widths:  # one bit fewer anywhere breaks the budget
+        assert error({**result.widths, layer: result.widths[layer] - 1}) > 0.05
+    assert result.evaluations > 2
+
+
+def test_search_reports_a_budget_missed_at_the_start_width():
+    result = budget.search_widths(["a"], {}, lambda widths: 1.0, budget=0.05, start=16)
+    assert result.widths == {"a": 16} and result.error == 1.0
+
+
+def test_layers_group_an_activation_with_the_layer_it_follows():
+    nodes = [Node("fc", "Gemm", ["x"], ["a"]), Node("act", "Relu", ["a"], ["b"]),
+             Node("lrn", "LRN", ["b"], ["c"]), Node("fc2", "Gemm", ["c"], ["d"])]
+    graph = Graph(nodes, ["x"], ["d"])
+    assert budget.layer_groups(graph, lambda i: nodes[i].op != "LRN") == {"fc": ["fc", "act"], "fc2": ["fc2"]}
+
+
+@pytest.fixture(scope="module")
+def jet_tagger(tmp_path_factory):
+    path = tmp_path_factory.mktemp("budget") / "jet_tagger_mlp.onnx"
+    onnx.save(networks.NETWORKS["jet_tagger_mlp"](), str(path))
+    return path
+
+
+def test_fixed_point_simulation_converges_on_the_model(jet_tagger):
+    """The simulated model at 24 bits is the float model to within 1e-3 of the output's peak;
+    at 4 bits it is far off: the simulation sees the width."""
+    loaded = load_model(jet_tagger)
+    fpga = next(d for d in load_board("pynq-z2").devices if d.kind == "fpga")
+    groups = budget.layer_groups(loaded.graph, lambda i: fpga.why_not(loaded.graph.nodes[i]) is None)
+    samples = [{"input": np.random.default_rng(k).normal(size=[1, 16]).astype(np.float32)} for k in range(4)]
+    error = budget.error_function(loaded.model, groups, samples, run_in_memory)
+    assert error({layer: 24 for layer in groups}) < 1e-3
+    assert error({layer: 4 for layer in groups}) > 0.05
+
+
+def test_error_budget_on_the_jet_tagger(jet_tagger, tmp_path, capsys):
+    """plan --error-budget gives every layer fewer than 16 bits and the estimate follows; the build
+    then holds the budget in C-simulation (widening where the simulation was optimistic)."""
+    assert main(["plan", str(jet_tagger), "--board", "pynq-z2", "--policy", "support", "--json",
+                 "--error-budget", "0.05"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    widths = plan["precision_search"]["layer_widths"]
+    assert widths and all(bits < 16 for bits in widths.values())
+    assert plan["precision_search"]["simulated_error"] <= 0.05
+    built = build(BuildOptions(model=jet_tagger, board="pynq-z2", out_dir=tmp_path / "b", policy="support",
+                               error_budget=0.05, relative_tolerance=0.05), progress=lambda message: None)
+    check = built.subfunctions[0].verification
+    assert check.passed and all(o.max_abs_error <= 0.05 * o.peak for o in check.outputs)
+    assert all(u.precision.startswith("ap_fixed<") and int(u.precision[9:].split(",")[0]) < 16
+               for u in built.subfunctions[0].execution_units)
+
+
+def test_error_budget_mistakes_are_one_line(jet_tagger, tmp_path, capsys):
+    import quantized_models
+
+    with pytest.raises(SystemExit) as exit_code:
+        main(["plan", str(jet_tagger), "--board", "pynq-z2", "--error-budget", "1.5"])
+    assert exit_code.value.code == 2 and "expected a fraction above 0 and below 1" in capsys.readouterr().err
+    quantized = tmp_path / "q.onnx"
+    onnx.save(quantized_models.qonnx_mlp(), str(quantized))
+    assert main(["plan", str(quantized), "--board", "pynq-z2", "--error-budget", "0.05"]) == 2
+    err = capsys.readouterr().err
+    assert "quantized already" in err and len(err.strip().splitlines()) == 1
