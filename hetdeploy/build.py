@@ -124,13 +124,15 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
     return plan
 
 
-# Automatic widening of a unit out of tolerance: this many bits at a time, up to MAX_WIDTH.
+# Automatic widening of a unit out of tolerance: this many bits at a time (one under
+# --error-budget), up to MAX_WIDTH.
 WIDEN_STEP, MAX_WIDTH = 4, 32
 
 
 def _widen(plan: Plan, failure: VerificationError, unit_widths: dict[str, int],
            precisions: dict[str, tuple[int, int]], progress: Progress) -> list[str]:
-    """Give each execution unit that ``failure`` names WIDEN_STEP more bits (up to MAX_WIDTH) and
+    """Give each execution unit that ``failure`` names WIDEN_STEP more bits (one under --error-budget;
+    up to MAX_WIDTH) and
     record it in the plan; returns those widened (none: the failure is not a unit's, or none can
     widen). Units with a node in ``precisions`` (--precision) keep theirs."""
     widened = []
@@ -139,7 +141,8 @@ def _widen(plan: Plan, failure: VerificationError, unit_widths: dict[str, int],
         before = unit_widths[unit.name]
         if before >= MAX_WIDTH or unit.name in pinned:  # --precision is the user's word
             continue
-        unit_widths[unit.name] = min(MAX_WIDTH, before + WIDEN_STEP)
+        # the search's widths missed only by what its simulation leaves out: a bit at a time
+        unit_widths[unit.name] = min(MAX_WIDTH, before + (1 if plan.precision_search else WIDEN_STEP))
         why = unit.problem() if not unit.passed else "its subfunction's outputs are out of tolerance"
         plan.widened.append(Widening(unit.name, before, unit_widths[unit.name], why))
         progress(f"      widening {unit.name} from {before} to {unit_widths[unit.name]} bits: {why}")

@@ -361,6 +361,7 @@ def generate_unit(
         for layer in hls_model.get_layers():
             if layer.class_name == "Softmax":
                 _size_softmax_tables(layer, hls_model.config.backend)
+        _merged_result(hls_model, wrapper, layer_precision)
         hls_model.write()
         in_vars, out_vars = hls_model.get_input_variables(), hls_model.get_output_variables()
         ddr_vars = [(v.name, v.type.precision.definition_cpp(), v.data_length)
@@ -553,6 +554,26 @@ def _sum_bits(n: int) -> int:
     return math.ceil(math.log2(n + 1)) + 1
 
 
+def _merged_result(hls_model, wrapper, layer_precision: dict[str, str]) -> None:
+    """hls4ml merges a bias or scale layer into the Conv or Dense before it only when that one's
+    result precision is unset ("auto", exact), and keeps it exact after: give it the merged
+    layer's, so that the pair rounds once, to the type sized for the pair's output."""
+    from hls4ml.backends.fpga.fpga_types import APTypeConverter
+
+    kept = {layer.name for layer in hls_model.get_layers()}
+    for layer in hls_model.get_layers():
+        name = layer.name.removeprefix("Dense_")  # hls4ml's name for a Dense made of a MatMul
+        if layer_precision.get(name) != "auto":
+            continue
+        node = wrapper.get_node_from_name(name)
+        users = wrapper.find_consumers(node.output[0]) if node is not None else []
+        merged = users[0].name if len(users) == 1 else None
+        if merged is None or merged in kept or layer_precision.get(merged, "auto") == "auto":
+            continue  # not merged: it stays exact and the layer after it rounds
+        precision = hls_model.config.backend.convert_precision_string(layer_precision[merged])
+        layer.get_output_variable().type.precision = APTypeConverter().convert(precision)
+
+
 def _size_softmax_tables(layer, backend) -> None:
     from hls4ml.model.optimizer import get_optimizer
     from hls4ml.model.types import NamedType
@@ -587,6 +608,12 @@ def _choose_precisions(graph: onnx.GraphProto, max_abs: dict[str, float], width:
         seen = [max_abs.get(t, 0.0) for t in node.output]
         users = consumers.get(node.output[0], [])
         if len(users) == 1 and users[0].op_type in _MERGED_INTO_PREVIOUS:
+            # exact, so that hls4ml merges the layer after it (``_merged_result``); not before a
+            # Softmax, whose tables hls4ml sizes on its input's type while converting
+            after = consumers.get(users[0].output[0], [])
+            if node.op_type in _FOLDED_OPS and not any(n.op_type == "Softmax" for n in after):
+                result[node.name] = "auto"
+                continue
             seen += [max_abs.get(t, 0.0) for t in users[0].output]
         result[node.name] = fixed_config(width, integer_bits(max(seen, default=0.0)))
     return result
