@@ -3,12 +3,12 @@ the widths the budget search chooses.
 
 An MLP (64 -> 32 ReLU -> 10) is trained with scikit-learn on its bundled 8x8 digits (1,437 training
 images, 360 held out), written as ONNX (Gemm, Relu, Gemm), and built for a board with the support
-policy twice: at --width 16, and with --error-budget E at the reuse factors the 16-bit build chose
-(so that the resources differ by the widths alone). Both builds are emulated (C-simulation) on the
+policy: at --width 16, and with each --error-budget E at the reuse factors the 16-bit build chose (so
+that the resources differ by the widths alone). Both builds are emulated (C-simulation) on the
 360 held-out images with their labels: the float model's accuracy beside the emulated pipeline's.
 
     pip install scikit-learn   # the benchmark's only extra
-    python benchmarks/precision.py [--board pynq-z2] [--error-budget 0.15] [--json]
+    python benchmarks/precision.py [--board pynq-z2] [--error-budgets 0.05,0.1,0.15,0.2] [--json]
 """
 
 from __future__ import annotations
@@ -58,11 +58,12 @@ def digits_classifier(folder: Path) -> tuple[Path, Path, Path, Path]:
     return paths
 
 
-def run(board: str, error_budget: float, folder: Path) -> list[dict]:
+def run(board: str, error_budgets: list[float], folder: Path) -> list[dict]:
     model, calibration, test, labels = digits_classifier(folder)
     rows, reuse_factors = [], {}
-    for name, extra in (("16 bits", {"width": 16}), (f"--error-budget {error_budget:g}", {"error_budget": error_budget,
-                                                                                         "relative_tolerance": error_budget})):
+    builds = [("16 bits", {"width": 16})] + [(f"--error-budget {e:g}", {"error_budget": e, "relative_tolerance": e})
+                                             for e in error_budgets]
+    for name, extra in builds:
         out = folder / name.replace(" ", "_").replace("-", "")
         plan = build(BuildOptions(model=model, board=board, out_dir=out, policy="support", calibration=calibration,
                                   reuse_factors=reuse_factors, **extra), progress=lambda message: None)
@@ -90,11 +91,12 @@ def run(board: str, error_budget: float, folder: Path) -> list[dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--board", default="pynq-z2")
-    parser.add_argument("--error-budget", type=float, default=0.15)
+    parser.add_argument("--error-budgets", default="0.05,0.1,0.15,0.2",
+                        help="comma-separated budgets, one build each (default 0.05,0.1,0.15,0.2)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        rows = run(args.board, args.error_budget, Path(folder))
+        rows = run(args.board, [float(e) for e in args.error_budgets.split(",")], Path(folder))
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -104,11 +106,13 @@ def main() -> int:
         print(f"{r['build']:<22} {r['lut']:>7} {r['dsp']:>5} {r['lut_plus_dsp']:>8} {r['ff']:>7} "
               f"{r['latency_cycles']:>7} {r['float_accuracy']:>9.4f} {r['emulated_accuracy']:>12.4f} "
               f"{r['max_relative_error']:>10.4f}")
-    base, searched = rows
-    print(f"\nLUT+DSP cut: {base['lut_plus_dsp'] / searched['lut_plus_dsp']:.2f}x; accuracy drop: "
-          f"{100 * (base['float_accuracy'] - searched['emulated_accuracy']):.2f} points (float -> budget build)")
-    print(f"layer widths: {searched['layer_widths']}; units: {searched['unit_precisions']}; "
-          f"widened: {searched['widened'] or 'none'}; reuse factors (pinned): {searched['reuse_factors']}")
+    base = rows[0]
+    print()
+    for searched in rows[1:]:
+        print(f"{searched['build']}: LUT+DSP cut {base['lut_plus_dsp'] / searched['lut_plus_dsp']:.2f}x, accuracy "
+              f"drop {100 * (base['float_accuracy'] - searched['emulated_accuracy']):.2f} points (float -> build); "
+              f"layer widths {searched['layer_widths']}; widened: {', '.join(searched['widened']) or 'none'}")
+    print(f"reuse factors (the 16-bit build's, pinned for all): {base['reuse_factors']}")
     return 0
 
 
