@@ -608,10 +608,12 @@ def _choose_precisions(graph: onnx.GraphProto, max_abs: dict[str, float], width:
         seen = [max_abs.get(t, 0.0) for t in node.output]
         users = consumers.get(node.output[0], [])
         if len(users) == 1 and users[0].op_type in _MERGED_INTO_PREVIOUS:
-            # exact, so that hls4ml merges the layer after it (``_merged_result``); not before a
-            # Softmax, whose tables hls4ml sizes on its input's type while converting
+            # exact, so that hls4ml merges the layer after it (``_merged_result``); not when that
+            # one is followed by a Softmax, whose tables hls4ml sizes on its input's type while
+            # converting, or by another layer hls4ml would merge too (with a bias sized before)
             after = consumers.get(users[0].output[0], [])
-            if node.op_type in _FOLDED_OPS and not any(n.op_type == "Softmax" for n in after):
+            if node.op_type in _FOLDED_OPS and not any(n.op_type in _MERGED_INTO_PREVIOUS | {"Softmax"}
+                                                       for n in after):
                 result[node.name] = "auto"
                 continue
             seen += [max_abs.get(t, 0.0) for t in users[0].output]

@@ -90,7 +90,7 @@ def exact_fixed(values: np.ndarray, max_width: int) -> Optional[tuple[int, int]]
         return None
     nonzero = values[values != 0]
     if nonzero.size == 0:
-        return 1, 1
+        return 2, 2
     # the least fraction bits that make every value an integer code: a value m * 2**e (m in
     # [1/2, 1)) needs at least 1 - e; the largest needs e + fraction + 1 bits, at most max_width
     exponents = np.frexp(nonzero)[1]
@@ -104,6 +104,7 @@ def exact_fixed(values: np.ndarray, max_width: int) -> Optional[tuple[int, int]]
     low, high = float(np.min(codes)), float(np.max(codes))
     bits = max(math.ceil(math.log2(high + 1)) + 1 if high > 0 else 1,
                math.ceil(math.log2(-low)) + 1 if low < 0 else 1)
+    bits = max(bits, 2)  # hls4ml takes a 1-bit type for a binary (XNOR) one
     if bits > max_width:
         return None
     return bits, bits - fraction
