@@ -7,6 +7,7 @@ was expected.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,6 +215,14 @@ def _is(kind: type | tuple, expected: str, cond: Callable[[Any], bool] = lambda 
 
 
 _STR = _is(str, "a non-empty string", lambda v: bool(v.strip()))
+# Names from a board file reach file names, C++, Tcl and scripts: letters, digits, '_' and '-' only;
+# an FPGA part number the same with '.' (xc7z020clg400-1); free text on one line, without control characters.
+NAME_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
+_NAME = _is(str, "a name of letters, digits, '_' and '-', starting with a letter",
+            lambda v: NAME_PATTERN.fullmatch(v) is not None)
+_PART = _is(str, "an FPGA part number (letters, digits, '_', '-', '.')",
+            lambda v: re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", v) is not None)
+_TEXT = _is(str, "one line of text", lambda v: bool(v.strip()) and v.isprintable())
 _POS_NUM = _is((int, float), "a positive number", lambda v: v > 0)
 _NONNEG_NUM = _is((int, float), "a number >= 0", lambda v: v >= 0)
 _POS_INT = _is(int, "a positive integer", lambda v: v > 0)
@@ -257,32 +266,33 @@ _COMPUTE = {
     "per_op_s": (False, _NONNEG_NUM),
 }
 _DEVICE = {
-    "name": (True, _STR),
+    "name": (True, _NAME),
     "kind": (True, _KIND),
-    "description": (False, _STR),
+    "description": (False, _TEXT),
     "cores": (False, _POS_INT),
     "clock_mhz": (False, _POS_NUM),
     "compute": (True, _COMPUTE),
     "memory": (True, _MEMORY),
     "invocation_overhead_s": (True, _NONNEG_NUM),
     "ops": (True, None),  # 'all' or a mapping of op -> limits; checked in _validate_ops
-    "part": (False, _STR),
+    "part": (False, _PART),
     "resources": (False, _RESOURCES),
     "reserve_fraction": (False, _FRACTION),
     "pes": (False, None),  # a mapping of PE kind -> {ops, fuse}; checked in _validate_pes
 }
 _LINK = {
-    "from": (True, _STR),
-    "to": (True, _STR),
+    "from": (True, _NAME),
+    "to": (True, _NAME),
     "bandwidth_bytes_per_s": (True, _POS_NUM),
     "latency_s": (True, _NONNEG_NUM),
 }
 _BOARD = {
-    "name": (True, _STR),
-    "description": (False, _STR),
+    "name": (True, _NAME),
+    "description": (False, _TEXT),
     "devices": (True, [_DEVICE]),
-    "host": (False, _STR),
-    "preference": (False, _is(list, "a list of device names", lambda v: all(isinstance(x, str) for x in v))),
+    "host": (False, _NAME),
+    "preference": (False, _is(list, "a list of device names",
+                              lambda v: all(isinstance(x, str) and NAME_PATTERN.fullmatch(x) for x in v))),
     "links": (False, [_LINK]),
 }
 
@@ -480,6 +490,9 @@ def _validate_pes(src: _Source, d: dict, path: str, ops: Optional[dict]) -> dict
                  else "expected a mapping of PE kind to {ops, fuse}")
     listed = list(ops or {})  # in the file's order
     for kind, spec in pes.items():
+        if not isinstance(kind, str) or NAME_PATTERN.fullmatch(kind) is None:  # it names C++ and files
+            src.fail(f"{path}.pes", f"PE kind {kind!r}: expected a name of letters, digits, '_' and '-', "
+                                    f"starting with a letter")
         src.check(spec, _PE, f"{path}.pes.{kind}")
         for key in ("ops", "fuse"):
             for k, op in enumerate(spec.get(key, [])):
@@ -501,9 +514,12 @@ def load_board(name_or_path: str) -> Board:
     if candidate.suffix in (".yaml", ".yml") or candidate.exists() or "/" in name_or_path:
         path = candidate
     else:
-        path = BOARDS_DIR / f"{name_or_path}.yaml"
+        known = available_boards()
+        name = next((b for b in known if b.lower() == name_or_path.lower()), name_or_path)  # PYNQ-Z2 is pynq-z2
+        path = BOARDS_DIR / f"{name}.yaml"
         if not path.exists():
-            raise UserError(
-                f"unknown board '{name_or_path}'; known boards: {', '.join(available_boards())} (or give a .yaml path)"
-            )
+            near = difflib.get_close_matches(name_or_path.lower(), known, n=1)
+            hint = f"did you mean '{near[0]}'? " if near else ""
+            raise UserError(f"unknown board '{name_or_path}'; {hint}known boards: {', '.join(known)} "
+                            f"(or give a .yaml path)")
     return _validate(_Source(path))

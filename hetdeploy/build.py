@@ -83,6 +83,7 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
     def step(k: int, what: str) -> None:
         progress(f"[{k}/{stages}] {what} ({time.monotonic() - started:.1f} s)")
 
+    _check_output(Path(options.out_dir))  # before any work
     loaded, board, plan = plan_stages(options, step)
     with _staging(options.out_dir) as stage_dir:
         step(4, f"writing {len(plan.subfunctions)} subfunction models")
@@ -622,13 +623,21 @@ def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = _stde
         raise VerificationError(f"the pipeline against the model on onnxruntime: {comparison.pipeline.problem()}")
 
 
+def _check_output(out_dir: Path) -> None:
+    """-o names a folder to write (new, or a build folder to replace), not a file or another folder."""
+    blocking = next((p for p in [out_dir, *out_dir.parents] if p.exists() and not p.is_dir()), None)
+    if blocking is not None:
+        raise UserError(f"-o {out_dir}: {blocking} is a file, not a folder; choose another -o")
+    if out_dir.exists() and not (out_dir / "plan.json").exists() and any(out_dir.iterdir()):
+        raise UserError(f"{out_dir}: exists and is not a hetdeploy build folder; choose another -o")
+
+
 @contextlib.contextmanager
 def _staging(out_dir: Path) -> Iterator[Path]:
     """A fresh folder beside ``out_dir``; moved onto it only when the body succeeds. A failed build
     stays in the staging folder, for its logs."""
     out_dir = Path(out_dir)
-    if out_dir.exists() and not (out_dir / "plan.json").exists() and any(out_dir.iterdir()):
-        raise UserError(f"{out_dir}: exists and is not a hetdeploy build folder; choose another -o")
+    _check_output(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     stage_dir = out_dir.parent / f".{out_dir.name}.partial"
     shutil.rmtree(stage_dir, ignore_errors=True)

@@ -147,12 +147,17 @@ def _boards(args: argparse.Namespace) -> int:
 
     boards = [load_board(name) for name in available_boards()]
     if args.json:
-        print(json.dumps([{"name": b.name, "devices": [{"name": d.name, "kind": d.kind} for d in b.devices]}
-                          for b in boards], indent=2))
-    else:
-        for b in boards:
-            devices = ", ".join(f"{d.name} ({d.kind})" for d in b.devices)
-            print(f"{b.name:<14} {devices}")
+        print(json.dumps([{"name": b.name, "description": b.description,
+                           "devices": [{"name": d.name, "kind": d.kind, "part": d.part or None,
+                                        "clock_mhz": d.clock_mhz or None, "resources": d.resources or None}
+                                       for d in b.devices]} for b in boards], indent=2))
+        return 0
+    for b in boards:
+        print(f"{b.name}: {b.description}")
+        for d in b.devices:
+            fabric = (f", {d.part} at {d.clock_mhz:g} MHz: " + ", ".join(f"{v:,} {k.upper()}" for k, v in
+                                                                         d.resources.items())) if d.part else ""
+            print(f"  {d.name:<10} {d.kind}{fabric}")
     return 0
 
 
@@ -184,7 +189,7 @@ def _planning_options(command: argparse.ArgumentParser) -> None:
                               "a fixed-point simulation of the model; the build then verifies at E in C-simulation")
     command.add_argument("--calibration", metavar="X.npy", help="input samples (.npy, or .npz by input name) used to "
                          "size fixed-point precisions and to verify; default: seeded random samples")
-    command.add_argument("--samples", type=int, default=4,
+    command.add_argument("--samples", type=_positive_int, default=4,
                          help="number of random samples without --calibration (default 4)")
     command.add_argument("--seed", type=int, default=0, help="seed of the random samples (default 0)")
     command.add_argument("--weights-in-ddr", metavar="NODE", action="append", default=[],
@@ -208,6 +213,12 @@ def _precision(text: str) -> tuple[str, tuple[int, int]]:
     if not 2 <= width <= 32 or not -width < integer <= width:
         raise argparse.ArgumentTypeError(f"'{text}': W must be 2 to 32 bits and I from {1 - width} to {width}")
     return node, (width, integer)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"'{text}': expected a whole number of at least 1")
+    return int(text)
 
 
 def _fraction(text: str) -> float:
@@ -241,7 +252,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("model", help="the ONNX model file")
     b.add_argument("--board", required=True, help="a board name from boards/ (see 'hetdeploy boards') or a .yaml path")
     b.add_argument("-o", "--output", required=True, metavar="DIR", help="the build folder to write")
-    b.add_argument("--tolerance", type=float, default=None,
+    b.add_argument("--tolerance", type=_fraction, default=None,
                    help="allowed max abs error per output, as a fraction of that output's peak magnitude; "
                         "default: --error-budget's, else 0.05")
     b.add_argument("--json", action="store_true", help="print plan.json instead of the summary table")

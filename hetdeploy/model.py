@@ -177,6 +177,8 @@ def _convert_opset(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
 
 
 def _read(path: Path) -> onnx.ModelProto:
+    if path.is_dir():
+        raise UserError(f"{path}: is a folder; give the ONNX model file (.onnx) in it")
     if not path.is_file():
         raise UserError(f"{path}: model file not found")
     try:

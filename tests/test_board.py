@@ -80,6 +80,12 @@ def test_unknown_board_name():
         ("      pool: {ops: [MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool], fuse: [Relu, Quant]}\n", "",
          r"devices\[1\]\.ops\.MaxPool: no PE in devices\[1\]\.pes runs MaxPool"),
         ("      pool: {ops: [MaxPool,", "      pool: {ops: [MaxPool, LRN,", r"pes\.pool\.ops\[1\]: 'LRN' is not in this device's ops"),
+        # names reach C++, Tcl and scripts: nothing but identifiers and part numbers gets through
+        ("      pool: {ops:", '      "pool\\n system(\\"touch /tmp/x\\");": {ops:', r"pes: PE kind 'pool\\n system"),
+        ("    part: xc7z020clg400-1", "    part: 'xc7z020} [exec touch /tmp/x] {'",
+         r"devices\[1\]\.part: expected an FPGA part number"),
+        ("  - name: fpga", "  - name: 'fpga`rm -rf x`'", r"devices\[1\]\.name: expected a name of letters"),
+        ("name: pynq-z2", "name: 'pynq\\n# evil'", r"line \d+: name: expected a name of letters"),
     ],
 )
 def test_bad_board_files_name_file_line_and_key(tmp_path, old, new, expected):
@@ -102,4 +108,11 @@ def test_boards_command_json(capsys):
     listed = json.loads(capsys.readouterr().out)
     assert [b["name"] for b in listed] == available_boards()
     pynq = next(b for b in listed if b["name"] == "pynq-z2")
-    assert {"name": "fpga", "kind": "fpga"} in pynq["devices"]
+    fpga = next(d for d in pynq["devices"] if d["name"] == "fpga")
+    assert fpga["kind"] == "fpga" and fpga["part"] == "xc7z020clg400-1" and fpga["resources"]["dsp"] == 220
+
+
+def test_board_names_ignore_case_and_a_near_miss_is_suggested():
+    assert load_board("PYNQ-Z2").name == "pynq-z2"
+    with pytest.raises(UserError, match="unknown board 'pynqz2'; did you mean 'pynq-z2'?"):
+        load_board("pynqz2")

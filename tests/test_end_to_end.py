@@ -257,6 +257,14 @@ def test_reuse_factor_and_calibration_mistakes_are_one_line(tmp_path):
     one_line_error(hetdeploy("build", model, "--board", "pynq-z2", "-o", out, *support, "--calibration",
                              tmp_path / "calibration.npy"), "calibration.npy", "shape [3, 15]", "[1, 16]")
     assert not out.exists()
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    one_line_error(hetdeploy("build", model, "--board", "pynq-z2", "-o", a_file / "sub"), "a_file is a file, not a folder")
+    one_line_error(hetdeploy("plan", tmp_path, "--board", "pynq-z2"), "is a folder; give the ONNX model file")
+    for flag, value in (("--samples", "0"), ("--tolerance", "-1")):  # argparse's usage line, then the error
+        result = hetdeploy("build", model, "--board", "pynq-z2", "-o", out, flag, value)
+        assert result.returncode == 2 and f"error: argument {flag}: '{value}'" in result.stderr
+        assert "Traceback" not in result.stderr and not out.exists()
     result = hetdeploy("plan", model, "--board", "pynq-z2", *support, "--reuse-factor", "/fc1/Gemm=16", "--json")
     assert result.returncode == 0, result.stderr
     (unit,) = [u for u in json.loads(result.stdout)["subfunctions"][0]["execution_units"] if "/fc1/Gemm" in u["nodes"]]
