@@ -145,12 +145,44 @@ class EmulatedFpgaSubfunction:
                 for p, flat in zip(self.sub["hls"]["outputs"], outs)}
 
 
+class Problem(Exception):
+    """A mistake in how run.py was called: one line, exit 2."""
+
+
+def read_inputs(path: str, specs: list[dict]) -> dict[str, np.ndarray]:
+    """The samples in ``path`` by input name, each (N, *its shape without the batch axis), checked
+    against the plan before anything reads them (a C core would read past a short buffer)."""
+    try:
+        loaded = np.load(path)
+    except (OSError, ValueError) as err:
+        raise Problem(f"{path}: cannot read it as .npy or .npz ({err})") from None
+    arrays = {specs[0]["name"]: loaded} if isinstance(loaded, np.ndarray) else dict(loaded)
+    names = [spec["name"] for spec in specs]
+    if sorted(arrays) != sorted(names):
+        raise Problem(f"{path}: holds {sorted(arrays)}, the model takes {names}")
+    counts = set()
+    for spec in specs:
+        array, sample = arrays[spec["name"]], list(spec["shape"][1:])
+        if array.ndim == len(sample):  # one sample without its batch axis
+            array = arrays[spec["name"]] = array[None]
+        if list(array.shape[1:]) != sample or len(array) == 0:
+            raise Problem(f"{path}: input '{spec['name']}' has shape {list(array.shape)}, the model takes "
+                          f"{[1, *sample]} (or N samples stacked on axis 0)")
+        counts.add(len(array))
+    if len(counts) > 1:
+        raise Problem(f"{path}: the inputs hold different numbers of samples ({sorted(counts)})")
+    return arrays
+
+
 def load(emulate: bool) -> tuple[dict, list]:
     plan = json.loads((HERE / "plan.json").read_text())
     overlay = None
     if not emulate and any(s["kind"] == "fpga" for s in plan["subfunctions"]):
-        import pynq
-
+        try:
+            import pynq
+        except ImportError:
+            raise Problem("pynq is not installed here: on the board, install it; on a host, add --emulate "
+                          "(C-simulation in the build folder)") from None
         overlay = pynq.Overlay(str(HERE / "design.bit"))
     runners = []
     for sub in plan["subfunctions"]:
@@ -185,9 +217,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--emulate", action="store_true", help="FPGA subfunctions through their C-simulation "
                         "libraries (a host with the build folder), not pynq")
     args = parser.parse_args(argv)
-    plan, runners = load(args.emulate)
-    loaded = np.load(args.input)
-    arrays = {plan["inputs"][0]["name"]: loaded} if isinstance(loaded, np.ndarray) else dict(loaded)
+    if args.batch < 1:
+        parser.error(f"argument --batch: '{args.batch}': expected a whole number of at least 1")
+    try:
+        plan, runners = load(args.emulate)
+        arrays = read_inputs(args.input, plan["inputs"])
+    except Problem as problem:
+        print(f"run.py: error: {problem}", file=sys.stderr)
+        return 2
     count = len(next(iter(arrays.values())))
     dtypes = {spec["name"]: spec.get("dtype", "float32") for spec in plan["inputs"]}
     times: list[list[float]] = [[] for _ in runners]

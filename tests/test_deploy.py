@@ -120,6 +120,20 @@ def test_run_py_in_emulation_equals_hetdeploy_emulate_and_benchmarks(built, tmp_
     np.testing.assert_array_equal(np.load(tmp_path / "run.npy"), np.load(tmp_path / "emulate.npy"))
 
 
+def test_run_py_mistakes_are_one_line_before_any_core_runs(built, tmp_path):
+    """A missing or short input, or no pynq on a host: one line, exit 2 (a C core given a short
+    buffer would read past it)."""
+    _, out = built("split_by_lrn")
+    np.save(tmp_path / "short.npy", np.zeros((2, 3, 14, 13), dtype=np.float32))
+    for args, expected in (((tmp_path / "missing.npy", "--emulate"), "cannot read it"),
+                           ((tmp_path / "short.npy", "--emulate"), "has shape [2, 3, 14, 13], the model takes"),
+                           ((tmp_path / "short.npy",), "pynq is not installed here")):
+        result = run_py(out, "--input", *args, "--output", tmp_path / "y.npy")
+        assert result.returncode == 2 and result.stderr.strip().startswith("run.py: error: "), result.stderr
+        assert expected in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "y.npy").exists()
+
+
 def test_on_the_board_buffers_are_allocated_once_and_cores_driven_by_their_registers(built, tmp_path):
     _, out = built("split_by_lrn")
     events = run_on_fake_pynq(out, tmp_path, np.zeros((3, 3, 14, 14), dtype=np.float32), "--batch", "3")
