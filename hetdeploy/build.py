@@ -85,6 +85,9 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
 
     _check_output(Path(options.out_dir))  # before any work
     loaded, board, plan = plan_stages(options, step)
+    note = empty_fpga_note(plan, board)
+    if note:
+        progress(f"      {note}")
     with _staging(options.out_dir) as stage_dir:
         step(4, f"writing {len(plan.subfunctions)} subfunction models")
         write_subfunctions(plan, loaded, stage_dir)
@@ -214,6 +217,23 @@ def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions
     for node in loaded.graph.nodes:
         node.width = chosen.get(node.name)
     return PrecisionSearch(options.error_budget, result.error, result.evaluations, len(samples), result.widths)
+
+
+def empty_fpga_note(plan: Plan, board: Board) -> Optional[str]:
+    """Why a plan for a board with an FPGA puts nothing on it, and what to try; None when it does."""
+    fpgas = [d for d in board.devices if d.kind == "fpga"]
+    if not fpgas or any(s.kind == "fpga" for s in plan.subfunctions):
+        return None
+    reasons = {f.reason for f in plan.fpga_fallbacks}
+    overhead = max(d.invocation_overhead_s for d in fpgas)
+    if reasons <= {"latency"} and reasons:
+        why = (f"every part of it is estimated faster elsewhere: an FPGA call costs {overhead * 1e6:.0f} us on "
+               f"{board.name}, more than the FPGA saves on this model; --policy support puts on the FPGA what it runs")
+    elif reasons <= {"unsupported"}:
+        why = "the FPGA runs none of its ops (plan --nodes and the fallbacks above say why, op by op)"
+    else:
+        why = "what the FPGA runs does not fit it or is estimated faster elsewhere (see the fallbacks)"
+    return f"nothing of this model goes to the FPGA: {why}"
 
 
 def map_nodes(plan: Plan, loaded: LoadedModel) -> dict[str, dict[str, str]]:

@@ -49,9 +49,9 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from .build import plan_stages
+    from .build import empty_fpga_note, plan_stages
 
-    _, _, plan = plan_stages(_options(args, out_dir=Path(".")), lambda k, what: None)
+    _, board, plan = plan_stages(_options(args, out_dir=Path(".")), lambda k, what: None)
     if args.json:
         print(plan.to_json(), end="")
         return 0
@@ -74,6 +74,12 @@ def _plan(args: argparse.Namespace) -> int:
             print(f"  {name:<14} {pe:<12} {count!s:>5} {rf!s:>6} {strategy:<9} {weights:<7} {e['dsp']:>6} "
                   f"{e['bram18']:>6} {e['lut']:>8} {e['ff']:>8} "
                   f"{e['latency_cycles'] if e['latency_cycles'] is not None else '':>9}")
+    for device in sorted({s.device for s in plan.subfunctions if s.execution_units}):
+        subs = [s for s in plan.subfunctions if s.device == device and s.resources]
+        if len(subs) > 1:  # each table above shows one subfunction against the whole chip's budget
+            total = {k: sum(s.resources[k] for s in subs) for k in ("dsp", "bram18", "lut", "ff")}
+            print(f"\n{device}: the chip's total over {len(subs)} subfunctions: " + ", ".join(
+                f"{k.upper()} {v:,} of {subs[0].budget.get(k) or 0:,}" for k, v in total.items()))
     for sub in plan.subfunctions:
         if sub.memory is not None:
             m = sub.memory
@@ -102,6 +108,9 @@ def _plan(args: argparse.Namespace) -> int:
         widths = ", ".join(f"{layer} {bits}" for layer, bits in search.layer_widths.items())
         print(f"\nbits per FPGA layer within a relative error of {search.error_budget:g} (simulated "
               f"{search.simulated_error:.3g} on {search.samples} samples, {search.evaluations} simulations): {widths}")
+    note = empty_fpga_note(plan, board)
+    if note:
+        print(f"\n{note}")
     est = plan.estimate
     print(f"\nestimated latency ({plan.policy} policy): {_time(est.latency_s)}")
     if est.all_cpu_latency_s is not None:

@@ -41,12 +41,7 @@ the bitstream, and anything on a real board; {bitstream_state}
 
 ## On the board (PYNQ image 3.0 or later, Python 3.10)
 
-1. Build the bitstream on a machine with Vivado/Vitis HLS ({vivado_state}), or run
-   `hetdeploy build ... --synth` there. It writes `design.bit` and `design.hwh` into this folder.
-2. Copy this folder to the board, e.g. `scp -r deploy xilinx@pynq:~/{model_id}`.
-3. On the board: `pip install onnxruntime numpy` (pynq comes with the image).
-4. `sudo python3 run.py --input x.npy --output y.npy [--batch N] [--benchmark]`
-   (sudo: pynq needs it to map the FPGA's registers and allocate DMA memory).
+{steps}
 
 `--input` takes a `.npy` (one input) or `.npz` (arrays named after the inputs) with N samples stacked on
 axis 0. FPGA buffers are allocated once and reused by every sample (a core's DDR region gets its DDR
@@ -73,9 +68,16 @@ def write_package(plan: Plan, board: Board, build_dir: Path) -> None:
     table = "\n".join(f"- `{s.name}` on `{s.device}` ({s.kind}): {len(s.nodes)} nodes" for s in plan.subfunctions)
     vivado_state = (f"`hls/<subfunction>/build_prj.tcl` for each core, then `vivado/{design.name}`" if design else
                     "no block design was written: this board's FPGA part has no Zynq processing system here")
+    steps = [f"Build the bitstream on a machine with Vivado/Vitis HLS ({vivado_state}), or run\n   `hetdeploy build "
+             f"... --synth` there. It writes `design.bit` and `design.hwh` into this folder."] if fpga else []
+    steps += [f"Copy this folder to the board, e.g. `scp -r deploy xilinx@pynq:~/"
+              f"{identifier(Path(plan.source_model).stem)}`.",
+              "On the board: `pip install onnxruntime numpy`" + (" (pynq comes with the image)." if fpga else "."),
+              "`" + ("sudo " if fpga else "") + "python3 run.py --input x.npy --output y.npy [--batch N] [--benchmark]`"
+              + ("\n   (sudo: pynq needs it to map the FPGA's registers and allocate DMA memory)." if fpga else "")]
     (deploy / "README.md").write_text(README.format(
-        model=identifier(plan.source_model), model_id=identifier(Path(plan.source_model).stem),
-        board=identifier(plan.board), table=table, vivado_state=vivado_state,
+        steps="\n".join(f"{k}. {step}" for k, step in enumerate(steps, start=1)),
+        model=identifier(plan.source_model), board=identifier(plan.board), table=table,
         bitstream_state="there is no design.bit in this folder until the bitstream flow has run." if fpga
         else "this plan has no FPGA part: no bitstream is needed."))
 

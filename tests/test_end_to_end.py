@@ -460,3 +460,19 @@ def test_emulate_with_labels_prints_the_accuracy_beside_the_models(built, tmp_pa
     one_line_error(hetdeploy("emulate", out, "--input", tmp_path / "x.npy", "--labels", tmp_path / "short.npy"),
                    "5 labels for 20 samples")
     one_line_error(hetdeploy("emulate", out, "--labels", tmp_path / "y.npy"), "--labels needs --input")
+
+
+def test_plan_says_why_nothing_goes_to_the_fpga_and_shows_the_chips_total(tmp_path, capsys):
+    from hetdeploy.cli import main
+
+    model = tmp_path / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))
+    assert main(["plan", str(model), "--board", "pynq-z2"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing of this model goes to the FPGA" in out and "an FPGA call costs 900 us on pynq-z2" in out
+    alexnet = tmp_path / "alexnet.onnx"
+    onnx.save(networks.alexnet_style(), str(alexnet))
+    assert main(["plan", str(alexnet), "--board", "pynq-z2"]) == 0
+    out = capsys.readouterr().out
+    assert "fpga: the chip's total over 2 subfunctions: DSP 180 of 198" in out
+    assert "nothing of this model goes to the FPGA" not in out
