@@ -1,13 +1,14 @@
-"""Load and validate a board capability file (boards/*.yaml).
+"""Load and validate a board capability file (hetdeploy/boards/*.yaml).
 
 The schema is declared below as data (``_BOARD``) and documented in
-boards/README.md. Every error names the file, the line, the key path and what
+hetdeploy/boards/README.md. Every error names the file, the line, the key path and what
 was expected.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib.resources
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,8 @@ import yaml
 from .errors import UserError
 from .graph import ONNXRUNTIME_DOMAINS, QONNX_DOMAINS, Node
 
-BOARDS_DIR = Path(__file__).resolve().parent.parent / "boards"
+# package data (pyproject's package-data): found wherever hetdeploy is installed
+BOARDS_DIR = Path(str(importlib.resources.files("hetdeploy") / "boards"))
 DEVICE_KINDS = ("cpu", "gpu", "fpga")
 # Op classes of the cost model (cost.OP_CLASSES maps ops onto them); a device's
 # compute efficiency is given per class, 'other' being the fallback.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -49,12 +50,20 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from .build import empty_fpga_note, plan_stages
+    from .build import plan_stages
 
     _, board, plan = plan_stages(_options(args, out_dir=Path(".")), lambda k, what: None)
     if args.json:
         print(plan.to_json(), end="")
         return 0
+    print_plan(plan, board, args.nodes)
+    return 0
+
+
+def print_plan(plan, board, nodes: bool) -> None:
+    """The tables ``hetdeploy plan`` prints (also the Python API's view of a plan)."""
+    from .build import empty_fpga_note
+
     print(f"{'subfunction':<16} {'device':<10} {'nodes':>5} {'time':>10} {'compute':>10} {'transfer':>10} "
           f"{'overhead':>10} {'in bytes':>10} {'out bytes':>10}")
     for sub in plan.subfunctions:
@@ -90,7 +99,7 @@ def _plan(args: argparse.Namespace) -> int:
                   f"weights {sum(b.size for b in m.buffers if b.kind == 'weights'):,} B read in "
                   f"{_time(m.ddr_weights_s)}); "
                   f"lower bound {m.lower_bound_bytes:,} B")
-    if args.nodes:
+    if nodes:
         print(f"\n{'model node':<32} {'where':<24} {'unit':<16} {'folded into'}")
         for name, where in plan.node_map.items():
             print(f"{name:<32} {where.get('subfunction', where.get('removed', '')):<24} {where.get('unit', ''):<16} "
@@ -117,7 +126,6 @@ def _plan(args: argparse.Namespace) -> int:
         print(f"  all on the host CPU: {_time(est.all_cpu_latency_s)} ({est.all_cpu_latency_s / est.latency_s:.2f}x)")
     fits = "" if est.support_fits else " (does not fit the board)"
     print(f"  support policy: {_time(est.support_latency_s)} ({est.support_latency_s / est.latency_s:.2f}x){fits}")
-    return 0
 
 
 def _time(seconds: float) -> str:
@@ -259,7 +267,7 @@ def parser() -> argparse.ArgumentParser:
                             description="Run every stage and write the build folder DIR (moved into place only "
                                         "when every stage passed).")
     b.add_argument("model", help="the ONNX model file")
-    b.add_argument("--board", required=True, help="a board name from boards/ (see 'hetdeploy boards') or a .yaml path")
+    b.add_argument("--board", required=True, help="a board name (see 'hetdeploy boards') or a .yaml path")
     b.add_argument("-o", "--output", required=True, metavar="DIR", help="the build folder to write")
     b.add_argument("--tolerance", type=_fraction, default=None,
                    help="allowed max abs error per output, as a fraction of that output's peak magnitude; "
@@ -275,7 +283,7 @@ def parser() -> argparse.ArgumentParser:
                                         "each with its device, node count and estimated time and transfers, and "
                                         "the plan's estimated latency against all-on-CPU and the support policy.")
     p.add_argument("model", help="the ONNX model file")
-    p.add_argument("--board", required=True, help="a board name from boards/ (see 'hetdeploy boards') or a .yaml path")
+    p.add_argument("--board", required=True, help="a board name (see 'hetdeploy boards') or a .yaml path")
     _planning_options(p)
     p.add_argument("--json", action="store_true", help="print the plan (plan.json's content, with 'estimate')")
     p.add_argument("--nodes", action="store_true",
@@ -318,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hetdeploy: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (| head): stop quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -89,12 +89,13 @@ class CSimLibrary:
             if not (self.project_dir / folder).is_dir():
                 raise UserError(f"{self.project_dir / folder}: weights missing; rebuild with 'hetdeploy build'")
         self.log = self.project_dir / CSIM_LOG
-        # a fresh interpreter (``python -m hetdeploy.csim``), not a fork of this one and its
-        # onnxruntime threads, nor multiprocessing's spawn, which re-imports the caller's script
+        # a fresh interpreter (``child_main``), not a fork of this one and its onnxruntime
+        # threads, nor multiprocessing's spawn, which re-imports the caller's script
         from_parent, to_child = os.pipe()  # (read end, write end)
         from_child, to_parent = os.pipe()
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "hetdeploy.csim", str(library.resolve()), str(self.project_dir.resolve()),
+            [sys.executable, "-c", "import sys; from hetdeploy.csim import child_main; child_main(sys.argv[1:])",
+             str(library.resolve()), str(self.project_dir.resolve()),
              str(self.log.resolve()), str(from_parent), str(to_parent)],
             pass_fds=(from_parent, to_parent), stdin=subprocess.DEVNULL, close_fds=True)
         os.close(from_parent)
@@ -140,7 +141,8 @@ class CSimLibrary:
         return call
 
 
-if __name__ == "__main__":  # the child process of ``CSimLibrary``
-    _library, _project, _log, _requests, _replies = sys.argv[1:]
-    _serve(Connection(int(_requests), writable=False), Connection(int(_replies), readable=False), _library, _project,
-           _log)
+def child_main(argv: list[str]) -> None:
+    """The child process of ``CSimLibrary``: library, project folder, log, request and reply pipes."""
+    library, project, log, requests, replies = argv
+    _serve(Connection(int(requests), writable=False), Connection(int(replies), readable=False), library, project,
+           log)

@@ -1,7 +1,7 @@
 """hls4ml (and qonnx) behind one function: the ONNX model of an execution unit -> hls4ml project.
 
 What hls4ml 1.3's ONNX frontend needs, and what it gets wrong by default
-(FACTS.md section 6), is handled here and nowhere else:
+(found on this project's host, hls4ml 1.3.0), is handled here and nowhere else:
 - ops it converts wrongly or not at all, rewritten exactly into ops it converts right
   (``rewrites.HLS4ML_LOWERINGS``: average pooling, arithmetic with constants, Clip);
 - a QONNX-cleaned, channels-last model (inputs and outputs NHWC: the transposes qonnx adds to

@@ -12,6 +12,7 @@ and those go through ``_comment``.
 
 from __future__ import annotations
 
+import importlib.resources
 import math
 import re
 import shutil
@@ -25,7 +26,7 @@ from .names import identifier
 from .plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort
 from .units import weight_bytes
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "hls"
+TEMPLATES = Path(str(importlib.resources.files("hetdeploy") / "hls"))  # package data
 MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
 UNIT_WEIGHTS_FILE = "weights.bin"  # in a unit's project: its DDR weights, packed (pack_fixed)
 DDR_IMAGE = "ddr_image.bin"  # in a subfunction's project: its DDR region's initial contents

@@ -31,13 +31,22 @@ def load_samples(path: str | Path, specs: list[TensorSpec]) -> list[dict[str, np
     """
     path = Path(path)
     loaded = _load(path, "input")
-    if isinstance(loaded, np.ndarray):
+    return split_samples(loaded if isinstance(loaded, np.ndarray) else {k: loaded[k] for k in loaded.files},
+                         specs, str(path))
+
+
+def split_samples(arrays: np.ndarray | dict[str, np.ndarray], specs: list[TensorSpec],
+                  source: str = "input") -> list[dict[str, np.ndarray]]:
+    """Arrays (one for a one-input model, else by input name), each one sample or N stacked on the
+    batch axis, as one feed per sample; ``source`` names them in errors."""
+    path = source
+    if not isinstance(arrays, dict):
         if len(specs) != 1:
-            raise UserError(f"{path}: the model has {len(specs)} inputs; give a .npz with arrays named "
+            raise UserError(f"{path}: the model has {len(specs)} inputs; give arrays named "
                             f"{', '.join(s.name for s in specs)}")
-        arrays = {specs[0].name: loaded}
+        arrays = {specs[0].name: np.asarray(arrays)}
     else:
-        arrays = {k: loaded[k] for k in loaded.files}
+        arrays = {k: np.asarray(v) for k, v in arrays.items()}
         missing = [s.name for s in specs if s.name not in arrays]
         if missing:
             raise UserError(f"{path}: no array named '{missing[0]}' (the model's inputs: "

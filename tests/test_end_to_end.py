@@ -178,7 +178,10 @@ def test_hostile_names_never_reach_paths_or_code(tmp_path):
         text = text.replace(old, new)
     board.write_text(text)
     out = tmp_path / "out"
-    result = hetdeploy("build", model_path, "--board", board, "-o", out, "--policy", "support")
+    # a board file's names reach C++, Tcl and scripts: refused, not escaped
+    one_line_error(hetdeploy("build", model_path, "--board", board, "-o", out, "--policy", "support"),
+                   "b.yaml: line", "devices[1].name: expected a name of letters")
+    result = hetdeploy("build", model_path, "--board", "pynq-z2", "-o", out, "--policy", "support")
     assert result.returncode == 0, result.stderr
     written = [p for p in tmp_path.rglob("*")]
     assert all(p.resolve().is_relative_to(tmp_path.resolve()) for p in written)

@@ -212,7 +212,7 @@ def test_an_assert_in_hls4ml_cpp_is_a_clear_failure_not_a_crash(tmp_path):
     import sys
     from pathlib import Path
 
-    board = (Path(__file__).resolve().parent.parent / "boards" / "pynq-z2.yaml").read_text()
+    board = (Path(__file__).resolve().parent.parent / "hetdeploy" / "boards" / "pynq-z2.yaml").read_text()
     assert "        stride_equals_kernel: true\n" in board
     (tmp_path / "loose.yaml").write_text(board.replace("        stride_equals_kernel: true\n", "", 1))
     model = tmp_path / "pool.onnx"

@@ -1,0 +1,37 @@
+"""The Python API: plan, build, load, predict; predict equals `hetdeploy emulate --output`."""
+
+import numpy as np
+import onnx
+import pytest
+
+import hetdeploy
+import networks
+from hetdeploy.emulate import emulate
+
+
+def test_plan_shows_the_cli_table_and_mistakes_raise_user_error(tmp_path):
+    model = tmp_path / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))
+    view = hetdeploy.plan(model, "pynq-z2", policy="support", width=8)
+    assert view.plan.width == 8 and [s.kind for s in view.plan.subfunctions] == ["fpga"]
+    assert "execution units (estimates, not synthesis results)" in str(view)
+    assert str(view) in view._repr_html_() or "<pre>" in view._repr_html_()
+    with pytest.raises(hetdeploy.UserError, match="unknown board 'pynq'"):
+        hetdeploy.plan(model, "pynq")
+    with pytest.raises(hetdeploy.UserError, match="no plan.json here"):
+        hetdeploy.load(tmp_path)
+
+
+def test_build_predict_and_load_match_emulate(built, tmp_path):
+    model, out = built("small_cnn")
+    x = np.random.default_rng(3).normal(size=(3, 1, 28, 28)).astype(np.float32)
+    pipeline = hetdeploy.load(out)
+    (y,) = pipeline.predict(x)
+    np.save(tmp_path / "x.npy", x)
+    emulated = emulate(out, str(tmp_path / "x.npy"))
+    np.testing.assert_array_equal(y, next(iter(emulated.comparison.outputs.values())))
+    assert "on the FPGA" in repr(pipeline)
+    with pytest.raises(hetdeploy.UserError, match="has shape"):
+        pipeline.predict(x[..., :20])
+    rebuilt = hetdeploy.build(model, "pynq-z2", tmp_path / "again", policy="support")
+    np.testing.assert_array_equal(rebuilt.predict(x)[0], y)  # same inputs, same bytes out
