@@ -42,6 +42,7 @@ from .samples import load_samples, random_samples
 from .subgraph import extract
 
 BRAM18_BYTES = BRAM18_BITS // 8
+BUILD_LOG = "build.log"  # in the build folder, or the kept staging folder of a failed build
 # Chaining the subfunctions on onnxruntime must reproduce the model; only
 # float reassociation inside onnxruntime's kernels may differ.
 CHAIN_TOLERANCE = 1e-5
@@ -79,6 +80,12 @@ def _stderr_progress(message: str) -> None:
 def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
     stages = 7
     started = time.monotonic()
+    log: list[str] = []  # every progress line, written to the build folder's build.log (a failed one's too)
+    shown = progress
+
+    def progress(message: str) -> None:
+        log.append(message)
+        shown(message)
 
     def step(k: int, what: str) -> None:
         progress(f"[{k}/{stages}] {what} ({time.monotonic() - started:.1f} s)")
@@ -88,7 +95,7 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
     note = empty_fpga_note(plan, board)
     if note:
         progress(f"      {note}")
-    with _staging(options.out_dir) as stage_dir:
+    with _staging(options.out_dir, log) as stage_dir:
         step(4, f"writing {len(plan.subfunctions)} subfunction models")
         write_subfunctions(plan, loaded, stage_dir)
         samples = (load_samples(options.calibration, plan.inputs) if options.calibration
@@ -653,19 +660,29 @@ def _check_output(out_dir: Path) -> None:
 
 
 @contextlib.contextmanager
-def _staging(out_dir: Path) -> Iterator[Path]:
+def _staging(out_dir: Path, log: list[str]) -> Iterator[Path]:
     """A fresh folder beside ``out_dir``; moved onto it only when the body succeeds. A failed build
-    stays in the staging folder, for its logs."""
+    stays in the staging folder, for its logs; either way ``log`` (the progress lines, and the
+    error) goes to its BUILD_LOG."""
     out_dir = Path(out_dir)
     _check_output(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     stage_dir = out_dir.parent / f".{out_dir.name}.partial"
     shutil.rmtree(stage_dir, ignore_errors=True)
     stage_dir.mkdir()
+    write_log = lambda: (stage_dir / BUILD_LOG).write_text("".join(f"{line}\n" for line in log))  # noqa: E731
     try:
         yield stage_dir
     except UserError as err:  # the evidence (HLS projects, logs) stays; ``out_dir`` is untouched
-        raise type(err)(f"{err} (the failed build is kept in {stage_dir})") from None
+        log.append(f"error: {err}")
+        write_log()
+        raise type(err)(f"{err} (the failed build is kept in {stage_dir}; its log: {stage_dir / BUILD_LOG})") \
+            from None
+    except BaseException as err:  # a bug or an interrupt: the evidence stays too
+        log.append(f"error: {type(err).__name__}: {err}")
+        write_log()
+        raise
+    write_log()
     old = out_dir.parent / f".{out_dir.name}.old"
     shutil.rmtree(old, ignore_errors=True)
     if out_dir.exists():

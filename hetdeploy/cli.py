@@ -34,7 +34,8 @@ def _build(args: argparse.Namespace) -> int:
     from .build import build
 
     tolerance = args.tolerance if args.tolerance is not None else args.error_budget or 0.05
-    plan = build(_options(args, out_dir=Path(args.output), relative_tolerance=tolerance, synth=args.synth))
+    quiet = {"progress": lambda message: None} if args.quiet else {}  # build.log keeps the lines all the same
+    plan = build(_options(args, out_dir=Path(args.output), relative_tolerance=tolerance, synth=args.synth), **quiet)
     if args.json:
         print(plan.to_json(), end="")
         return 0
@@ -273,6 +274,7 @@ def parser() -> argparse.ArgumentParser:
                    help="allowed max abs error per output, as a fraction of that output's peak magnitude; "
                         "default: --error-budget's, else 0.05")
     b.add_argument("--json", action="store_true", help="print plan.json instead of the summary table")
+    b.add_argument("-q", "--quiet", action="store_true", help="no progress lines (DIR/build.log keeps them)")
     b.add_argument("--synth", action="store_true", help="then run HLS synthesis and the Vivado block design to a "
                    "bitstream when vitis_hls/vivado_hls and vivado are on PATH; otherwise say how to run them")
     _planning_options(b)

@@ -315,8 +315,10 @@ def test_failed_verification_leaves_previous_build_untouched_and_keeps_its_evide
     assert (out / "plan.json").read_text() == '{"previous": true}'
     # the failed build is kept beside it, for its logs, and the message says where
     assert sorted(p.name for p in tmp_path.iterdir()) == [".out.partial", "m.onnx", "out"]
-    assert f"kept in {tmp_path / '.out.partial'}" in result.stderr
+    assert f"kept in {tmp_path / '.out.partial'}; its log: {tmp_path / '.out.partial' / 'build.log'}" in result.stderr
     assert (tmp_path / ".out.partial" / "hls").is_dir()
+    log = (tmp_path / ".out.partial" / "build.log").read_text().splitlines()
+    assert log[0].startswith("[1/7] loading model") and log[-1].startswith("error: C-simulation of")
 
 
 def test_emulate_bad_inputs(built, tmp_path):
