@@ -87,8 +87,13 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
         log.append(message)
         shown(message)
 
+    last = [0, started]  # the step running and when it began
+
     def step(k: int, what: str) -> None:
-        progress(f"[{k}/{stages}] {what} ({time.monotonic() - started:.1f} s)")
+        now = time.monotonic()
+        took = f" (step {last[0]} took {now - last[1]:.1f} s)" if last[0] else ""
+        last[:] = [k, now]
+        progress(f"[{k}/{stages}] {what}{took}")
 
     _check_output(Path(options.out_dir))  # before any work
     loaded, board, plan = plan_stages(options, step)
@@ -129,7 +134,8 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
         write_package(plan, board, stage_dir)
         plan.save(stage_dir / "plan.json")
         shutil.copy(stage_dir / "plan.json", stage_dir / "deploy" / "plan.json")
-    progress(f"built {options.out_dir} in {time.monotonic() - started:.1f} s")
+    progress(f"built {options.out_dir} in {time.monotonic() - started:.1f} s (step 7 took "
+             f"{time.monotonic() - last[1]:.1f} s)")
     if options.synth:
         progress(synthesize(plan, options.out_dir, progress))
     return plan
