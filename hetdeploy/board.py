@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import importlib.resources
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -225,10 +226,13 @@ _NAME = _is(str, "a name of letters, digits, '_' and '-', starting with a letter
 _PART = _is(str, "an FPGA part number (letters, digits, '_', '-', '.')",
             lambda v: re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", v) is not None)
 _TEXT = _is(str, "one line of text", lambda v: bool(v.strip()) and v.isprintable())
-_POS_NUM = _is((int, float), "a positive number", lambda v: v > 0)
-_NONNEG_NUM = _is((int, float), "a number >= 0", lambda v: v >= 0)
-_POS_INT = _is(int, "a positive integer", lambda v: v > 0)
-_NONNEG_INT = _is(int, "an integer >= 0", lambda v: v >= 0)
+# Figures are physical: finite, at most 1e18, and a positive one at least 1e-15 (so that nothing
+# derived from them overflows to inf, which plan.json could not hold).
+_PHYSICAL = lambda v: math.isfinite(v) and abs(v) <= 1e18  # noqa: E731
+_POS_NUM = _is((int, float), "a positive number from 1e-15 to 1e18", lambda v: _PHYSICAL(v) and v >= 1e-15)
+_NONNEG_NUM = _is((int, float), "a number >= 0 up to 1e18", lambda v: _PHYSICAL(v) and (v == 0 or v >= 1e-15))
+_POS_INT = _is(int, "a positive integer up to 1e18", lambda v: 0 < v <= 10**18)
+_NONNEG_INT = _is(int, "an integer >= 0 up to 1e18", lambda v: 0 <= v <= 10**18)
 _FRACTION = _is((int, float), "a number from 0 to 1", lambda v: 0 <= v < 1)
 _KIND = _is(str, f"one of {', '.join(DEVICE_KINDS)}", lambda v: v in DEVICE_KINDS)
 _BOOL = lambda v: None if isinstance(v, bool) else "true or false"  # noqa: E731
