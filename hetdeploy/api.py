@@ -21,7 +21,6 @@ from typing import Optional
 
 import numpy as np
 
-from .errors import UserError
 from .plan import Plan
 
 
@@ -46,8 +45,10 @@ class Pipeline:
     rest on onnxruntime (or qonnx), exactly as ``hetdeploy emulate`` runs them."""
 
     def __init__(self, build_dir: str | Path):
+        from .emulate import load_build
+
         self.build_dir = Path(build_dir)
-        self.plan = Plan.load(self.build_dir / "plan.json")
+        self.plan = load_build(self.build_dir)
         self._executors = None
 
     def predict(self, x: np.ndarray | dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -99,6 +100,4 @@ def build(model: str | Path, board: str, output: str | Path, progress: Optional[
 
 def load(build_dir: str | Path) -> Pipeline:
     """A build folder ``hetdeploy build`` wrote, ready to ``predict``."""
-    if not (Path(build_dir) / "plan.json").is_file():
-        raise UserError(f"{build_dir}: no plan.json here; is this a hetdeploy build folder?")
     return Pipeline(build_dir)

@@ -85,9 +85,19 @@ def _engine(build_dir: Path, sub) -> str:
     return "onnxruntime " + providers_for(sub.kind)[0].replace("ExecutionProvider", "")
 
 
+def load_build(build_dir: Path) -> Plan:
+    """The plan of a build folder ``hetdeploy build`` wrote; one line when ``build_dir`` is not one
+    (its deployment package, which holds plan.json too, included)."""
+    build_dir = Path(build_dir)
+    if (build_dir / "run.py").is_file() and not (build_dir / "source.onnx").is_file():
+        raise UserError(f"{build_dir}: a deployment package (run it with run.py); emulation takes the build folder "
+                        f"that holds it, {build_dir.resolve().parent}")
+    return Plan.load(build_dir / "plan.json")
+
+
 def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0,
             labels_path: Optional[str] = None) -> EmulationResult:
-    plan = Plan.load(build_dir / "plan.json")
+    plan = load_build(build_dir)
     if labels_path and not input_path:
         raise UserError("--labels needs --input: the samples the labels are for")
     samples = load_samples(input_path, plan.inputs) if input_path else random_samples(plan.inputs, 1, seed)

@@ -326,6 +326,8 @@ def test_emulate_bad_inputs(built, tmp_path):
     np.save(tmp_path / "wrong.npy", np.zeros((1, 15), dtype=np.float32))
     one_line_error(hetdeploy("emulate", out, "--input", tmp_path / "wrong.npy"), "shape [1, 15]", "[1, 16]")
     one_line_error(hetdeploy("emulate", tmp_path), "no plan.json")
+    one_line_error(hetdeploy("emulate", out / "deploy"), "a deployment package (run it with run.py)",
+                   f"takes the build folder that holds it, {out.resolve()}")
 
 
 def test_every_command_has_help():
