@@ -306,7 +306,14 @@ _BOARD = {
 # Builds Python scalars from composed nodes (whose tags the composer already resolved).
 class _Loader(yaml.SafeLoader):
     """YAML 1.1 reads 1e9 and 5e-08 as strings; figures in board files are written that way, so
-    floats are resolved as YAML 1.2 does."""
+    floats are resolved as YAML 1.2 does. Aliases are refused while composing: a board file needs
+    none, and a kilobyte of nested aliases expands to gigabytes."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a board file",
+                                              self.peek_event().start_mark)
+        return super().compose_node(parent, index)
 
 
 _Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
@@ -333,13 +340,15 @@ class _Source:
             raise UserError(f"{path}: cannot read board file ({err})") from None
         try:
             node = yaml.compose(text, Loader=_Loader)
-        except yaml.YAMLError as err:
+            if node is None:
+                raise UserError(f"{path}: the board file is empty")
+            self.data = self._convert(node, "")
+        except yaml.YAMLError as err:  # a syntax error, an alias, an unknown !tag
             mark = getattr(err, "problem_mark", None)
             where = f"line {mark.line + 1}: " if mark else ""
             raise UserError(f"{path}: {where}not valid YAML ({getattr(err, 'problem', err)})") from None
-        if node is None:
-            raise UserError(f"{path}: the board file is empty")
-        self.data = self._convert(node, "")
+        except RecursionError:
+            raise UserError(f"{path}: nested too deeply to be a board file") from None
 
     def _convert(self, node: yaml.Node, path: str) -> Any:
         self.lines[path] = node.start_mark.line + 1

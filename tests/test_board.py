@@ -100,6 +100,20 @@ def test_bad_board_files_name_file_line_and_key(tmp_path, old, new, expected):
     assert str(path) in str(info.value)
 
 
+@pytest.mark.parametrize("text, expected", [
+    # a kilobyte that would expand to gigabytes
+    ("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(f"{chr(98 + k)}: &{chr(98 + k)} [*{chr(97 + k)}, *{chr(97 + k)}, "
+                                                        f"*{chr(97 + k)}, *{chr(97 + k)}]\n" for k in range(20)),
+     r"line 2: not valid YAML \(aliases \(\*name\) are not allowed in a board file\)"),
+    ("name: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply to be a board file"),
+    ("name: !custom x\n", r"line 1: not valid YAML \(could not determine a constructor for the tag '!custom'\)"),
+])
+def test_hostile_yaml_is_one_line_and_quick(tmp_path, text, expected):
+    path = write(tmp_path, text)
+    with pytest.raises(UserError, match=expected):
+        load_board(str(path))
+
+
 def test_invalid_yaml_names_line(tmp_path):
     path = write(tmp_path, "name: x\ndevices: [\n")
     with pytest.raises(UserError, match=r"custom\.yaml: line \d+: not valid YAML"):
