@@ -14,14 +14,14 @@ misses its tolerance).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
 from .graph import Graph
-from .precision import integer_bits, weight_fixed
+from .precision import fixed_grid, integer_bits, weight_fixed
 
 # Ops that hls4ml fuses into the layer before them (one execution unit, one width).
 _FOLLOWERS = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "PRelu", "HardSigmoid", "Clip", "Elu", "Selu", "Softsign",
@@ -96,8 +96,7 @@ def search_widths(layers: Sequence[str], cost: dict[str, float], error: Callable
 
 def _fake_fixed(nodes: list, inits: list, tensor: str, width: int, integer: int, name: str) -> str:
     """Nodes computing ``tensor`` rounded to ap_fixed<width, integer> and saturated."""
-    step = 2.0 ** (integer - width)
-    low, high = -(2.0 ** (integer - 1)), 2.0 ** (integer - 1) - step
+    step, low, high = fixed_grid(width, integer)
     constants = {k: f"{name}.{k}" for k in ("inverse_step", "step", "low", "high")}
     for key, value in zip(constants.values(), (1.0 / step, step, low, high)):
         inits.append(numpy_helper.from_array(np.array(value, np.float32), key))
@@ -133,10 +132,8 @@ def fixed_point_model(model: onnx.ModelProto, groups: dict[str, list[str]], widt
                         renamed[tensor] = _fake_fixed(nodes, inits, tensor, width, integer, f"{tensor}.fixed")
                 if node.op_type in _WEIGHTED and k in (1, 2) and tensor in constants:
                     values = numpy_helper.to_array(constants[tensor]).astype(np.float64)
-                    bits, integer = weight_fixed(values, width)
-                    step = 2.0 ** (integer - bits)
-                    rounded = np.clip(np.round(values / step) * step, -(2.0 ** (integer - 1)),
-                                      2.0 ** (integer - 1) - step)
+                    step, low, high = fixed_grid(*weight_fixed(values, width))
+                    rounded = np.clip(np.round(values / step) * step, low, high)
                     inits.append(numpy_helper.from_array(rounded.astype(np.float32), f"{tensor}.fixed_{layer}"))
                     renamed[(node.name, k)] = f"{tensor}.fixed_{layer}"
         copy = onnx.NodeProto()
@@ -212,8 +209,6 @@ def error_function(model: onnx.ModelProto, groups: dict[str, list[str]], samples
     return error
 
 
-def chosen_node_widths(groups: dict[str, list[str]], result: Optional[SearchResult]) -> dict[str, int]:
+def chosen_node_widths(groups: dict[str, list[str]], result: SearchResult) -> dict[str, int]:
     """Every node of every layer -> its layer's width."""
-    if result is None:
-        return {}
     return {node: result.widths[first] for first, nodes in groups.items() for node in nodes}

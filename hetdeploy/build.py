@@ -670,8 +670,7 @@ def _staging(out_dir: Path, log: list[str]) -> Iterator[Path]:
     """A fresh folder beside ``out_dir``; moved onto it only when the body succeeds. A failed build
     stays in the staging folder, for its logs; either way ``log`` (the progress lines, and the
     error) goes to its BUILD_LOG."""
-    out_dir = Path(out_dir)
-    _check_output(out_dir)
+    out_dir = Path(out_dir)  # checked by ``_check_output`` before the build's first stage
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     stage_dir = out_dir.parent / f".{out_dir.name}.partial"
     shutil.rmtree(stage_dir, ignore_errors=True)

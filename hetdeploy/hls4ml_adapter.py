@@ -316,8 +316,8 @@ def generate_unit(
             wrapper, granularity="name", backend="Vivado", default_precision=fixed_config(options.width, 6)
         )
         layer_precision = _choose_precisions(wrapper.graph, max_abs, options.width)
-        given = {name for name, p in zip(cleaned_inputs, settings.input_precisions) if p is not None}
-        layer_precision.update(_quantized_precisions(wrapper, given))
+        written = {name for name, p in zip(cleaned_inputs, settings.input_precisions) if p is not None}
+        layer_precision.update(_quantized_precisions(wrapper, written))
         for name, given in zip(cleaned_inputs, settings.input_precisions):
             if given is not None:  # what the producing unit writes
                 layer_precision[name] = given

@@ -24,6 +24,7 @@ import numpy as np
 
 from .names import identifier
 from .plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort
+from .precision import fixed_grid
 from .units import weight_bytes
 
 TEMPLATES = Path(str(importlib.resources.files("hetdeploy") / "hls"))  # package data
@@ -324,10 +325,8 @@ def fixed_range(precision: str) -> tuple[float, float]:
     if match is None:
         raise ValueError(f"not an ap_fixed type: {precision}")
     kind, width, integer = match.group(1), int(match.group(2)), int(match.group(3))
-    step = 2.0 ** (integer - width)
-    if kind == "ap_ufixed":
-        return 0.0, 2.0 ** integer - step
-    return -(2.0 ** (integer - 1)), 2.0 ** (integer - 1) - step
+    _, least, largest = fixed_grid(width, integer, signed=kind != "ap_ufixed")
+    return least, largest
 
 
 def element_bytes(precision: str) -> int:

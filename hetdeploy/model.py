@@ -380,7 +380,9 @@ def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
     nodes = []
     for node in model.graph.node:
         activations = [t for t in node.input if t and t not in inits]
-        constants = {i: onnx.numpy_helper.to_array(values[t]) for i, t in enumerate(node.input) if t in inits}
+        # the values intake reads: a layer's weights (input 1) and one-value parameters, no others
+        constants = {i: onnx.numpy_helper.to_array(values[t]) for i, t in enumerate(node.input)
+                     if t in inits and (i == 1 or inits[t] == 1)}
         exact = exact_fixed(constants[1], WEIGHT_BITS) if 1 in constants and constants[1].dtype.kind == "f" else None
         nodes.append(
             Node(
@@ -392,7 +394,8 @@ def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
                 constants={i: t for i, t in enumerate(node.input) if t in inits},
                 constant_shapes={i: shapes[t] for i, t in enumerate(node.input) if t in inits},
                 constant_elements=sum(inits[t] for t in set(node.input) if t in inits),
-                scalars={i: float(v.reshape(-1)[0]) for i, v in constants.items() if v.size == 1},
+                scalars={i: float(v.reshape(-1)[0]) for i, v in constants.items()
+                         if v.size == 1 and v.dtype.kind in "fiub"},  # not a string (ai.onnx.ml's)
                 weight_bits=exact[0] if exact else None,
                 input_shapes=[shapes[t] for t in activations],
                 output_shapes=[shapes[t] for t in node.output if t],

@@ -57,6 +57,14 @@ class Quantizer:
         return f"{'' if self.signed else 'u'}fixed<{width},{integer},{rounding},{saturation}>"
 
 
+def fixed_grid(width: int, integer: int, signed: bool = True) -> tuple[float, float, float]:
+    """(step, least, largest value) of ap_fixed<width, integer> (ap_ufixed when not ``signed``)."""
+    step = 2.0 ** (integer - width)
+    if not signed:
+        return step, 0.0, 2.0 ** integer - step
+    return step, -(2.0 ** (integer - 1)), 2.0 ** (integer - 1) - step
+
+
 def integer_bits(max_abs: float, headroom: int = 1) -> int:
     """Sign bit + bits for the largest magnitude seen + ``headroom`` bits (activations: one, as
     unseen inputs may be larger; weights: none, their values are known). Negative for values
