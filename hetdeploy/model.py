@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import onnx
 import onnx.numpy_helper
 from onnx import shape_inference, version_converter
@@ -83,6 +84,7 @@ def load_model(path: str | Path) -> LoadedModel:
     if rewrites.default_opset(source) < ORT_MIN_OPSET:  # onnxruntime cannot run it: the conversion is the reference
         source = _convert_opset(source, path)
     source = _infer_shapes(source, path, strict=False)
+    _check_sizes(source, path)
 
     model = onnx.ModelProto()
     model.CopyFrom(source)
@@ -187,23 +189,71 @@ def _read(path: Path) -> onnx.ModelProto:
         raise UserError(f"{path}: not a readable ONNX model ({type(err).__name__}: {err})") from None
     if not model.graph.node:
         raise UserError(f"{path}: the ONNX graph has no nodes")
+    _check_opsets(model, path)
     base = path.resolve().parent
     for tensor in _all_tensors(model.graph):
+        _check_tensor_data(tensor, path)
         if tensor.data_location != onnx.TensorProto.EXTERNAL:
             continue
         location = {e.key: e.value for e in tensor.external_data}.get("location", "")
-        target = (base / location).resolve()
-        if os.path.isabs(location) or not target.is_relative_to(base):
+        try:
+            target = (base / location).resolve()
+            inside = not os.path.isabs(location) and target.is_relative_to(base)
+            found = inside and target.is_file()
+        except (OSError, ValueError) as err:  # a NUL, a name too long for the file system
+            raise UserError(f"{path}: initializer '{tensor.name}': external data location {location[:80]!r} is not "
+                            f"a usable file name ({type(err).__name__}: {first_line(err)[:80]})") from None
+        if not inside:
             raise UserError(f"{path}: initializer '{tensor.name}' points outside the model's folder ({location!r})")
-        if not target.is_file():
+        if not found:
             raise UserError(f"{path}: initializer '{tensor.name}': external data file {location!r} not found")
+    _densify_sparse_initializers(model, path)
     _import_domains(model)  # exporters of custom ops forget them
     try:
         onnx.load_external_data_for_model(model, str(base))
-        onnx.checker.check_model(model)
+        # the full check includes strict shape inference: outputs or value_info contradicting the graph
+        onnx.checker.check_model(model, full_check=True)
     except Exception as err:
         raise UserError(f"{path}: invalid ONNX model: {first_line(err)}") from None
     return model
+
+
+def _check_opsets(model: onnx.ModelProto, path: Path) -> None:
+    newest = onnx.defs.onnx_opset_version()
+    for opset in model.opset_import:
+        if opset.domain in ("", "ai.onnx") and not 1 <= opset.version <= newest:
+            raise UserError(f"{path}: opset {opset.version} of the default domain does not exist (onnx "
+                            f"{onnx.__version__} knows 1 to {newest})")
+
+
+def _check_tensor_data(tensor: onnx.TensorProto, path: Path) -> None:
+    """Dimensions at least 0 and raw data exactly as long as they say (protobuf checks neither)."""
+    if any(d < 0 for d in tensor.dims):
+        raise UserError(f"{path}: initializer '{tensor.name}' has a negative dimension {list(tensor.dims)}")
+    if not tensor.HasField("raw_data") or tensor.data_type not in _DTYPES or tensor.data_type == onnx.TensorProto.STRING:
+        return
+    itemsize = onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    expected = math.prod(tensor.dims) * itemsize
+    if len(tensor.raw_data) != expected:
+        raise UserError(f"{path}: initializer '{tensor.name}': {len(tensor.raw_data):,} bytes of data for dimensions "
+                        f"{list(tensor.dims)} ({expected:,} bytes)")
+
+
+def _densify_sparse_initializers(model: onnx.ModelProto, path: Path) -> None:
+    """Sparse initializers as the dense ones every later stage reads (onnxruntime does the same)."""
+    for sparse in list(model.graph.sparse_initializer):
+        values = onnx.numpy_helper.to_array(sparse.values)
+        indices = onnx.numpy_helper.to_array(sparse.indices).astype(np.int64)
+        dense = np.zeros(math.prod(sparse.dims), values.dtype)
+        try:
+            flat = indices if indices.ndim == 1 else np.ravel_multi_index(indices.T, tuple(sparse.dims))
+            dense[flat] = values
+        except (IndexError, ValueError) as err:
+            raise UserError(f"{path}: sparse initializer '{sparse.values.name}': its indices do not fit its "
+                            f"dimensions {list(sparse.dims)} ({first_line(err)})") from None
+        model.graph.initializer.append(onnx.numpy_helper.from_array(dense.reshape(tuple(sparse.dims)),
+                                                                    sparse.values.name))
+    del model.graph.sparse_initializer[:]
 
 
 def _import_domains(model: onnx.ModelProto) -> None:
@@ -281,6 +331,40 @@ def _infer_shapes(model: onnx.ModelProto, path: Path, strict: bool) -> onnx.Mode
                     f"cannot infer a fixed shape for its output '{t}'"
                 )
     return inferred
+
+
+# The most elements of one tensor: int32 indexing in onnxruntime's and hls4ml's kernels.
+MAX_ELEMENTS = 2 ** 31 - 1
+
+
+def _check_sizes(model: onnx.ModelProto, path: Path) -> None:
+    for name, shape in _shapes(model).items():
+        if math.prod(max(d, 1) for d in shape) > MAX_ELEMENTS:
+            raise UserError(f"{path}: tensor '{name}' of shape {shape} has more than {MAX_ELEMENTS:,} elements")
+
+
+# Attributes every kernel needs positive (or, pads, non-negative).
+_POSITIVE_INTS = ("kernel_shape", "strides", "dilations", "group", "blocksize")
+
+
+def _check_attributes(model: onnx.ModelProto, path: Path) -> None:
+    """What onnx's checker and shape inference leave to the kernels (which then fail at run time or
+    divide by zero): window attributes positive, pads non-negative, a convolution's groups dividing
+    its channels."""
+    shapes = _shapes(model)
+    for node in model.graph.node:
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        for name, value in attrs.items():
+            values = value if isinstance(value, list) else [value]
+            if name in _POSITIVE_INTS and any(not isinstance(v, int) or v < 1 for v in values) \
+                    or name == "pads" and any(not isinstance(v, int) or v < 0 for v in values):
+                raise UserError(f"{path}: node '{node.name}' ({node.op_type}): attribute {name} = {value} is out of "
+                                f"range")
+        if node.op_type == "Conv" and len(node.input) > 1:
+            x, w, group = shapes.get(node.input[0]), shapes.get(node.input[1]), attrs.get("group", 1)
+            if x and w and len(x) > 1 and len(w) > 1 and (x[1] != w[1] * group or w[0] % group):
+                raise UserError(f"{path}: node '{node.name}' (Conv): {x[1]} input channels and weights of shape {w} "
+                                f"do not make {group} group(s)")
 
 
 def _shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
@@ -374,6 +458,7 @@ def _attr_value(attr: onnx.AttributeProto):
 
 
 def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
+    _check_attributes(model, path)
     shapes, dtypes = _shapes(model), _dtypes(model)
     inits = {t.name: math.prod(t.dims) for t in model.graph.initializer}
     values = {t.name: t for t in model.graph.initializer}

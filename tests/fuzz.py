@@ -1,0 +1,406 @@
+"""A seeded fuzzer of hetdeploy's intake: mutated ONNX models and board files through `plan`.
+
+Every case runs `hetdeploy` in a child process (a crash or a hang is caught, not suffered) inside
+its own empty folder, and must end in one of two ways: exit 0, or exit 2 with exactly one line on
+stderr starting ``hetdeploy: error:``. A traceback, another exit code, a signal, a hang, or any
+file written outside the case's folder is a finding.
+
+    python tests/fuzz.py --cases 1000 --seed 1        # by hand: prints each finding, then a count
+    python tests/fuzz.py --kind board --cases 300
+
+``tests/test_fuzz.py`` runs a bounded number of seeded cases in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import random
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "examples"))
+
+import networks  # noqa: E402
+
+TIMEOUT_S = 120
+
+
+@dataclass
+class Case:
+    name: str  # the mutation, for the finding's line
+    files: dict[str, bytes]  # written into the case's folder
+    argv: list[str]  # hetdeploy's arguments, paths relative to the case's folder
+
+
+@dataclass
+class Outcome:
+    case: Case
+    code: int
+    stderr: str
+    finding: str | None  # None: the case ended as it must
+
+
+def _bases() -> list[onnx.ModelProto]:
+    return [networks.jet_tagger_mlp(), networks.small_cnn()]
+
+
+def _pick_initializer(model: onnx.ModelProto, rng: random.Random) -> onnx.TensorProto:
+    return rng.choice(list(model.graph.initializer))
+
+
+def _set_float_values(tensor: onnx.TensorProto, value: float, rng: random.Random) -> None:
+    array = numpy_helper.to_array(tensor).copy()
+    if array.dtype.kind != "f" or array.size == 0:
+        return
+    array.reshape(-1)[rng.randrange(array.size)] = value
+    tensor.CopyFrom(numpy_helper.from_array(array, tensor.name))
+
+
+def m_rank0_output(m, rng):
+    out = m.graph.output[0]
+    del out.type.tensor_type.shape.dim[:]
+
+
+def m_output_shape_contradicts(m, rng):
+    out = m.graph.output[0]
+    for dim in out.type.tensor_type.shape.dim:
+        dim.Clear()
+        dim.dim_value = rng.choice([3, 7, 1000])
+
+
+def m_output_type_contradicts(m, rng):
+    m.graph.output[0].type.tensor_type.elem_type = rng.choice([TensorProto.INT64, TensorProto.STRING,
+                                                                TensorProto.BOOL, TensorProto.DOUBLE])
+
+
+def m_missing_output(m, rng):
+    m.graph.output[0].name = "no_such_tensor"
+
+
+def m_no_outputs(m, rng):
+    del m.graph.output[:]
+
+
+def m_initializer_as_output(m, rng):
+    init = _pick_initializer(m, rng)
+    m.graph.output.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+
+
+def m_input_as_output(m, rng):
+    i = m.graph.input[0]
+    m.graph.output.append(copy.deepcopy(i))
+
+
+def m_sparse_initializer(m, rng):
+    init = _pick_initializer(m, rng)
+    values = numpy_helper.to_array(init).reshape(-1)
+    idx = np.nonzero(values)[0][:4].astype(np.int64)
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(values[idx], init.name),
+                                       numpy_helper.from_array(idx, ""), list(init.dims))
+    m.graph.initializer.remove(init)
+    m.graph.sparse_initializer.append(sparse)
+
+
+def m_external_location(m, rng):
+    init = _pick_initializer(m, rng)
+    init.data_location = TensorProto.EXTERNAL
+    del init.external_data[:]
+    location = rng.choice(["data\0.bin", "../outside.bin", "/etc/passwd", "", "missing.bin", "a" * 5000])
+    init.external_data.add(key="location", value=location)
+    init.ClearField("raw_data")
+    del init.float_data[:]
+
+
+def m_huge_batch(m, rng):
+    dim = m.graph.input[0].type.tensor_type.shape.dim[0]
+    dim.Clear()
+    dim.dim_value = rng.choice([2 ** 62, 2 ** 40, 100000])
+
+
+def m_huge_dim(m, rng):
+    dims = m.graph.input[0].type.tensor_type.shape.dim
+    dim = dims[rng.randrange(len(dims))]
+    dim.Clear()
+    dim.dim_value = rng.choice([2 ** 31, 2 ** 62, 0])
+
+
+def m_negative_dim(m, rng):
+    dims = m.graph.input[0].type.tensor_type.shape.dim
+    dims[-1].Clear()
+    dims[-1].dim_value = -3
+
+
+def m_input_rank_change(m, rng):
+    dims = m.graph.input[0].type.tensor_type.shape.dim
+    if rng.random() < 0.5:
+        dims.add().dim_value = 2
+    else:
+        del dims[-1]
+
+
+def m_attribute(m, rng):
+    nodes = [n for n in m.graph.node if n.attribute]
+    if not nodes:
+        return
+    node = rng.choice(nodes)
+    attr = rng.choice(list(node.attribute))
+    value = rng.choice([-1, 0, 2 ** 40, -(2 ** 40), 7])
+    if attr.type == onnx.AttributeProto.INT:
+        attr.i = value
+    elif attr.type == onnx.AttributeProto.INTS and attr.ints:
+        attr.ints[rng.randrange(len(attr.ints))] = value
+    elif attr.type == onnx.AttributeProto.FLOAT:
+        attr.f = rng.choice([float("inf"), float("nan"), -1.0, 1e30])
+
+
+def m_conv_group(m, rng):
+    convs = [n for n in m.graph.node if n.op_type == "Conv"] or list(m.graph.node)
+    node = rng.choice(convs)
+    node.attribute.append(helper.make_attribute("group", rng.choice([-1, 0, 3, 2 ** 33])))
+
+
+def m_weight_nonfinite(m, rng):
+    _set_float_values(_pick_initializer(m, rng), rng.choice([float("inf"), float("-inf"), float("nan"), 3e38]), rng)
+
+
+def m_raw_data_length(m, rng):
+    init = _pick_initializer(m, rng)
+    raw = numpy_helper.from_array(numpy_helper.to_array(init), init.name).raw_data
+    init.ClearField("float_data")
+    init.raw_data = raw + b"\0" * rng.choice([1, 4, 64]) if rng.random() < 0.5 else raw[: max(0, len(raw) - 4)]
+
+
+def m_initializer_dtype(m, rng):
+    init = _pick_initializer(m, rng)
+    init.data_type = rng.choice([TensorProto.INT8, TensorProto.DOUBLE, TensorProto.STRING, TensorProto.FLOAT16,
+                                 TensorProto.UNDEFINED, 99])
+
+
+def m_initializer_dims(m, rng):
+    init = _pick_initializer(m, rng)
+    if init.dims:
+        init.dims[rng.randrange(len(init.dims))] = rng.choice([0, -1, 2 ** 40, 1])
+
+
+def m_opset(m, rng):
+    m.opset_import[0].version = rng.choice([1, 6, 10, 23, 99, 10 ** 6])
+
+
+def m_ir_version(m, rng):
+    m.ir_version = rng.choice([0, 1, 3, 12, 99, 2 ** 40])
+
+
+def m_custom_domain(m, rng):
+    node = rng.choice(list(m.graph.node))
+    node.domain = rng.choice(["com.example", "qonnx.custom_op.general", "ai.onnx.ml"])
+
+
+def m_op_type(m, rng):
+    node = rng.choice(list(m.graph.node))
+    node.op_type = rng.choice(["NoSuchOp", "Loop", "If", "Scan", "Relu", "Conv", "Gemm", ""])
+
+
+def m_dangling_input(m, rng):
+    node = rng.choice(list(m.graph.node))
+    node.input[rng.randrange(len(node.input))] = "undefined_tensor"
+
+
+def m_cycle(m, rng):
+    nodes = list(m.graph.node)
+    if len(nodes) > 1:
+        nodes[0].input[0] = nodes[-1].output[0]
+
+
+def m_self_loop(m, rng):
+    node = rng.choice(list(m.graph.node))
+    node.input[0] = node.output[0]
+
+
+def m_duplicate_output(m, rng):
+    nodes = list(m.graph.node)
+    if len(nodes) > 1:
+        nodes[1].output[0] = nodes[0].output[0]
+
+
+def m_drop_node(m, rng):
+    m.graph.node.remove(rng.choice(list(m.graph.node)))
+
+
+def m_shuffle_nodes(m, rng):
+    nodes = list(m.graph.node)
+    rng.shuffle(nodes)
+    del m.graph.node[:]
+    m.graph.node.extend(nodes)
+
+
+def m_no_inputs(m, rng):
+    del m.graph.input[:]
+
+
+def m_input_dtype(m, rng):
+    m.graph.input[0].type.tensor_type.elem_type = rng.choice([TensorProto.STRING, TensorProto.INT8,
+                                                               TensorProto.COMPLEX64, TensorProto.UNDEFINED, 99])
+
+
+def m_names(m, rng):
+    node = rng.choice(list(m.graph.node))
+    node.name = rng.choice(["", "../../x", "a\nb", "x" * 3000, "\0", "$(touch pwned)", "é名"])
+
+
+def m_tensor_names(m, rng):
+    name = rng.choice(["../../etc/x", "a\nb", "$(touch pwned)", "x" * 500, "名前", "\x7f"])
+    old = m.graph.input[0].name
+    m.graph.input[0].name = name
+    for node in m.graph.node:
+        for i, t in enumerate(node.input):
+            if t == old:
+                node.input[i] = name
+
+
+def m_value_info_contradicts(m, rng):
+    node = rng.choice(list(m.graph.node))
+    m.graph.value_info.append(helper.make_tensor_value_info(node.output[0], rng.choice(
+        [TensorProto.INT64, TensorProto.FLOAT]), [rng.choice([1, 5, 9])]))
+
+
+def m_constant_node(m, rng):
+    init = _pick_initializer(m, rng)
+    m.graph.initializer.remove(init)
+    m.graph.node.insert(0, helper.make_node("Constant", [], [init.name], value=init))
+
+
+def m_subgraph_attr(m, rng):
+    node = rng.choice(list(m.graph.node))
+    node.attribute.append(helper.make_attribute("body", helper.make_graph([], "g", [], [])))
+
+
+MUTATIONS = [v for k, v in sorted(globals().items()) if k.startswith("m_")]
+
+
+def _bytes_mutation(data: bytes, rng: random.Random) -> tuple[str, bytes]:
+    data = bytearray(data)
+    kind = rng.choice(["truncate", "flip", "zero", "append"])
+    if kind == "truncate":
+        return kind, bytes(data[: rng.randrange(len(data))])
+    if kind == "flip":
+        for _ in range(rng.randint(1, 8)):
+            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+    elif kind == "zero":
+        start = rng.randrange(len(data))
+        data[start:start + rng.randint(1, 64)] = b"\0" * len(data[start:start + rng.randint(1, 64)])
+    else:
+        data += bytes(rng.randrange(256) for _ in range(rng.randint(1, 32)))
+    return kind, bytes(data)
+
+
+def model_case(rng: random.Random) -> Case:
+    model = copy.deepcopy(rng.choice(_bases()))
+    if rng.random() < 0.1:
+        name, data = _bytes_mutation(model.SerializeToString(), rng)
+        return Case(f"bytes:{name}", {"model.onnx": data}, ["plan", "model.onnx", "--board", "pynq-z2"])
+    names = []
+    for mutation in rng.sample(MUTATIONS, rng.choice([1, 1, 1, 2])):
+        try:
+            mutation(model, rng)
+        except (IndexError, ValueError):  # the base has nothing to mutate this way
+            continue
+        names.append(mutation.__name__[2:])
+    policy = rng.choice(["latency", "support"])
+    return Case("+".join(names), {"model.onnx": model.SerializeToString()},
+                ["plan", "model.onnx", "--board", "pynq-z2", "--policy", policy])
+
+
+BOARD_MUTATIONS = [
+    ("name", lambda t, r: t.replace("name: pynq-z2", f"name: {r.choice(['', 'a b', '../x', 'x' * 300, '[1]'])}")),
+    ("part", lambda t, r: t.replace("xc7z020clg400-1", r.choice(["x}; exec rm", "[exec id]", "", "a\nb"]))),
+    ("number", lambda t, r: t.replace(": 650", f": {r.choice(['-1', '.inf', '.nan', '1e400', '5e-324', '9' * 400])}",
+                                      1)),
+    ("drop", lambda t, r: "\n".join(line for line in t.splitlines() if r.random() > 0.05)),
+    ("indent", lambda t, r: t.replace("\n  ", "\n   ", r.randint(1, 5))),
+    ("alias", lambda t, r: "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a]\n"
+                           "c: &c [*b, *b, *b, *b, *b, *b, *b, *b]\nd: [*c, *c, *c, *c, *c, *c, *c, *c]\n" + t),
+    ("tag", lambda t, r: t.replace("devices:", "devices: !custom", 1)),
+    ("deep", lambda t, r: t + "\nextra: " + "[" * 5000 + "]" * 5000 + "\n"),
+    ("type", lambda t, r: t.replace("kind: fpga", r.choice(["kind: [fpga]", "kind: 3", "kind: FPGA2", "kind:"]))),
+    ("binary", lambda t, r: t[: r.randrange(len(t))] + "\0\xff" + t[r.randrange(len(t)):]),
+]
+
+
+def board_case(rng: random.Random) -> Case:
+    from hetdeploy.board import BOARDS_DIR
+
+    text = (Path(str(BOARDS_DIR)) / "pynq-z2.yaml").read_text()
+    names = []
+    for name, mutate in rng.sample(BOARD_MUTATIONS, rng.choice([1, 1, 2])):
+        text = mutate(text, rng)
+        names.append(name)
+    model = networks.jet_tagger_mlp() if rng.random() < 0.5 else networks.small_cnn()
+    return Case("board:" + "+".join(names),
+                {"board.yaml": text.encode("utf-8", "surrogateescape"), "model.onnx": model.SerializeToString()},
+                ["plan", "model.onnx", "--board", "board.yaml", "--policy", "support"])
+
+
+def run_case(case: Case, python: str = sys.executable) -> Outcome:
+    with tempfile.TemporaryDirectory(prefix="hetdeploy-fuzz-") as tmp:
+        folder = Path(tmp) / "case"
+        folder.mkdir()
+        for name, data in case.files.items():
+            (folder / name).write_bytes(data)
+        before = set(folder.iterdir())
+        try:
+            proc = subprocess.run([python, "-m", "hetdeploy", *case.argv], cwd=folder, capture_output=True,
+                                  text=True, errors="replace", timeout=TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            return Outcome(case, -1, "", f"hang (over {TIMEOUT_S} s)")
+        written = {p.name for p in Path(tmp).iterdir()} - {"case"} | {p.name for p in set(folder.iterdir()) - before}
+        lines = proc.stderr.strip().splitlines()
+        finding = None
+        if proc.returncode < 0:
+            finding = f"killed by signal {-proc.returncode}"
+        elif "Traceback" in proc.stderr:
+            finding = "traceback: " + (lines[-1] if lines else "")
+        elif proc.returncode not in (0, 2):
+            finding = f"exit {proc.returncode}: " + (lines[-1] if lines else "")
+        elif proc.returncode == 2 and (len(lines) != 1 or not lines[0].startswith("hetdeploy: error:")):
+            finding = f"not one error line: {lines[:3]}"
+        elif written:
+            finding = f"wrote {sorted(written)}"
+        elif proc.returncode == 0 and "estimated latency" not in proc.stdout:
+            finding = "exit 0 without a plan"
+        return Outcome(case, proc.returncode, proc.stderr, finding)
+
+
+def cases(kind: str, seed: int, count: int) -> list[Case]:
+    rng = random.Random(seed)
+    make = {"model": model_case, "board": board_case}[kind]
+    return [make(rng) for _ in range(count)]
+
+
+def main() -> int:
+    args = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    args.add_argument("--kind", choices=("model", "board"), default="model")
+    args.add_argument("--cases", type=int, default=200)
+    args.add_argument("--seed", type=int, default=0)
+    options = args.parse_args()
+    findings = 0
+    for index, case in enumerate(cases(options.kind, options.seed, options.cases)):
+        outcome = run_case(case)
+        if outcome.finding:
+            findings += 1
+            print(f"{index:4d} {case.name:<40} {outcome.finding[:200]}", flush=True)
+    print(f"{findings} finding(s) in {options.cases} {options.kind} case(s), seed {options.seed}")
+    return 1 if findings else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
