@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import yaml
 
+from .yamlfile import YamlFile
 from .errors import UserError
 from .graph import ONNXRUNTIME_DOMAINS, QONNX_DOMAINS, Node
 
@@ -303,77 +303,11 @@ _BOARD = {
 }
 
 
-# Builds Python scalars from composed nodes (whose tags the composer already resolved).
-class _Loader(yaml.SafeLoader):
-    """YAML 1.1 reads 1e9 and 5e-08 as strings; figures in board files are written that way, so
-    floats are resolved as YAML 1.2 does. Aliases are refused while composing: a board file needs
-    none, and a kilobyte of nested aliases expands to gigabytes."""
-
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed in a board file",
-                                              self.peek_event().start_mark)
-        return super().compose_node(parent, index)
-
-
-_Loader.yaml_implicit_resolvers = {k: list(v) for k, v in yaml.SafeLoader.yaml_implicit_resolvers.items()}
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9_]+|[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)?$"
-               r"|^[-+]?\.(?:inf|Inf|INF)$|^\.(?:nan|NaN|NAN)$"),
-    list("-+0123456789."),
-)
-_SCALARS = _Loader("")
-
-
-class _Source:
-    """The YAML file's data with the line of every key path."""
+class _Source(YamlFile):
+    """A board file's data with the line of every key path, checked against a spec."""
 
     def __init__(self, path: Path):
-        self.path = path
-        self.lines: dict[str, int] = {}
-        try:
-            text = path.read_text()
-        except FileNotFoundError:
-            raise UserError(f"{path}: board file not found") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise UserError(f"{path}: cannot read board file ({err})") from None
-        try:
-            node = yaml.compose(text, Loader=_Loader)
-            if node is None:
-                raise UserError(f"{path}: the board file is empty")
-            self.data = self._convert(node, "")
-        except yaml.YAMLError as err:  # a syntax error, an alias, an unknown !tag
-            mark = getattr(err, "problem_mark", None)
-            where = f"line {mark.line + 1}: " if mark else ""
-            raise UserError(f"{path}: {where}not valid YAML ({getattr(err, 'problem', err)})") from None
-        except RecursionError:
-            raise UserError(f"{path}: nested too deeply to be a board file") from None
-
-    def _convert(self, node: yaml.Node, path: str) -> Any:
-        self.lines[path] = node.start_mark.line + 1
-        if isinstance(node, yaml.MappingNode):
-            result = {}
-            for key_node, value_node in node.value:
-                key = key_node.value
-                sub = f"{path}.{key}" if path else key
-                if key in result:
-                    self.lines[sub] = key_node.start_mark.line + 1
-                    self.fail(sub, "appears twice")
-                result[key] = self._convert(value_node, sub)
-                self.lines[sub] = key_node.start_mark.line + 1
-            return result
-        if isinstance(node, yaml.SequenceNode):
-            return [self._convert(v, f"{path}[{i}]") for i, v in enumerate(node.value)]
-        return _SCALARS.construct_object(node, deep=True)
-
-    def fail(self, path: str, problem: str) -> None:
-        line = self.lines.get(path)
-        while line is None and path:
-            path_parent = path.rsplit(".", 1)[0] if "." in path else ""
-            line, path = self.lines.get(path_parent), path_parent
-        where = f"line {line}: " if line else ""
-        raise UserError(f"{self.path}: {where}{path or 'top level'}: {problem}")
+        super().__init__(path, "board file")
 
     def check(self, value: Any, spec: Any, path: str) -> None:
         if isinstance(spec, list):

@@ -11,6 +11,7 @@ looks complete; the staging folder of a failed build stays, with its logs.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import math
 import os
 import shutil
@@ -26,6 +27,7 @@ import onnx
 from . import budget, memory, runtime, units, verify
 from .precision import node_widths
 from .board import BRAM18_BITS, Board, load_board
+from .config import BuildOptions, settle_options, resolved_config
 from .cost import ddr_weight_seconds
 from .csim import compile_library
 from .deploy import synthesize, write_package
@@ -46,28 +48,6 @@ BUILD_LOG = "build.log"  # in the build folder, or the kept staging folder of a 
 # Chaining the subfunctions on onnxruntime must reproduce the model; only
 # float reassociation inside onnxruntime's kernels may differ.
 CHAIN_TOLERANCE = 1e-5
-
-
-@dataclass
-class BuildOptions:
-    model: Path
-    board: str
-    out_dir: Path
-    calibration: Optional[Path] = None
-    samples: int = 4
-    seed: int = 0
-    relative_tolerance: float = 0.05
-    width: int = 16
-    policy: str = "latency"
-    reuse_factors: dict[str, int] = field(default_factory=dict)  # ONNX node name -> pinned ReuseFactor
-    weights_in_ddr: list[str] = field(default_factory=list)  # ONNX nodes whose unit keeps its weights in DDR
-    # ONNX node -> (W, I): its unit's output is ap_fixed<W,I>, its other values W bits wide (--precision)
-    precisions: dict[str, tuple[int, int]] = field(default_factory=dict)
-    memory_strategy: str = "auto"  # or one of memory.STRATEGIES
-    # the largest relative error per output the FPGA's fixed point may add (--error-budget): each
-    # FPGA layer gets the fewest bits that keep it (budget.py); None: --width everywhere
-    error_budget: Optional[float] = None
-    synth: bool = False  # run the HLS and Vivado scripts when the tools are on PATH
 
 
 Progress = Callable[[str], None]
@@ -186,10 +166,12 @@ def _calibration_note(calibration: Calibration, seed: int) -> str:
 
 def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tuple[LoadedModel, Board, Plan]:
     """Stages 1 to 3, which ``hetdeploy plan`` runs on their own."""
+    settle_options(options)
     step(1, f"loading model {options.model}")
     loaded = load_model(options.model)
     step(2, f"loading board {options.board}")
     board = load_board(options.board)
+    _model_node_names(options, loaded, board)
     search = None
     if options.error_budget is not None:
         step(3, f"searching the fewest bits per FPGA layer within a relative error of {options.error_budget:g}")
@@ -205,6 +187,33 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tupl
     _add_ddr_time(plan, loaded, board, options.width)
     plan.node_map = map_nodes(plan, loaded)
     return loaded, board, plan
+
+
+def _model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -> None:
+    """Every per-node setting of ``options`` renamed, in place, as the normalised graph names its node
+    (a node intake folded into another, say a BatchNormalization into its Conv, stands for that
+    one); the device pins set on the graph's nodes."""
+    index = loaded.graph.node_index()
+
+    def node(flag: str, name: str) -> str:
+        if name in index:
+            return name
+        if loaded.traced.get(name) in index:
+            return loaded.traced[name]
+        near = difflib.get_close_matches(name, list(index), n=1)
+        raise UserError(f"{flag}: the model has no node '{name}'" + (f"; did you mean '{near[0]}'?" if near else
+                                                                     " ('hetdeploy plan --nodes' lists them)"))
+
+    devices = {d.name for d in board.devices}
+    for name, device in options.devices.items():
+        if device not in devices:
+            raise UserError(f"--device {name}={device}: board {board.name} has no device '{device}' (it has "
+                            f"{', '.join(sorted(devices))})")
+        loaded.graph.nodes[index[node("--device", name)]].device = device
+    options.reuse_factors = {node("--reuse-factor", n): v for n, v in options.reuse_factors.items()}
+    options.weights_in_ddr = [node("--weights-in-ddr", n) for n in options.weights_in_ddr]
+    options.precisions = {node("--precision", n): v for n, v in options.precisions.items()}
+    options.devices = {node("--device", n): v for n, v in options.devices.items()}
 
 
 def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions) -> PrecisionSearch:
@@ -245,7 +254,8 @@ def empty_fpga_note(plan: Plan, board: Board) -> Optional[str]:
     elif reasons <= {"unsupported"}:
         why = "the FPGA runs none of its ops (plan --nodes and the fallbacks above say why, op by op)"
     else:
-        why = "what the FPGA runs does not fit it or is estimated faster elsewhere (see the fallbacks)"
+        why = "what the FPGA runs does not fit it, is estimated faster elsewhere or is pinned elsewhere (see the " \
+              "fallbacks)"
     return f"nothing of this model goes to the FPGA: {why}"
 
 
@@ -312,6 +322,7 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
         relative_tolerance=options.relative_tolerance,
         seed=options.seed,
         width=options.width,
+        config=resolved_config(options),
     )
 
 
@@ -322,9 +333,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
     where = {n: s.device for s in plan.subfunctions for n in s.nodes}
     for flag, nodes in (("--reuse-factor", options.reuse_factors), ("--weights-in-ddr", options.weights_in_ddr),
                         ("--precision", options.precisions)):
-        for node in nodes:
-            if node not in index:
-                raise UserError(f"{flag}: the model has no node '{node}'")
+        for node in nodes:  # named as the graph names them (_model_node_names)
             if board.device(where[node]).kind != "fpga":
                 raise UserError(f"{flag}: node '{node}' runs on {where[node]}, not on an FPGA")
     for device in (d for d in board.devices if d.kind == "fpga"):
@@ -362,7 +371,8 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     strategy="Resource" if folding.weights_in_ddr else units.strategy_for(folding.reuse_factor),
                     precision=_unit_precision(loaded, unit, options),
                     estimate=units.folded_estimate(shape, folding, width, rate),
-                    weights_in_ddr=folding.weights_in_ddr, inputs=unit.inputs, outputs=[unit.output]))
+                    weights_in_ddr=folding.weights_in_ddr, foldable=shape.kind == "kernel", inputs=unit.inputs,
+                    outputs=[unit.output]))
             sub.resources = _unit_totals(sub)
             sub.budget = budget
 

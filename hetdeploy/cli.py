@@ -15,27 +15,73 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__
+from . import __version__, config
 from .errors import UserError
 
 
 def _options(args: argparse.Namespace, **more):
     """BuildOptions from what `build` and `plan` share (model, board and _planning_options)."""
-    from .build import BuildOptions
+    from .config import BuildOptions
 
     return BuildOptions(model=Path(args.model), board=args.board, policy=args.policy,
                         reuse_factors=dict(args.reuse_factor), weights_in_ddr=args.weights_in_ddr,
                         memory_strategy=args.memory_strategy, width=args.width, precisions=dict(args.precision),
-                        error_budget=args.error_budget, calibration=args.calibration, samples=args.samples,
-                        seed=args.seed, **more)
+                        devices=dict(args.device), error_budget=args.error_budget, calibration=args.calibration,
+                        samples=args.samples, seed=args.seed, relative_tolerance=getattr(args, "tolerance", None),
+                        **more)
+
+
+# BuildOptions field -> the argparse destination that sets it (for --config)
+_CONFIG_DESTINATIONS = {"relative_tolerance": "tolerance", "reuse_factors": "reuse_factor",
+                        "precisions": "precision", "devices": "device"}
+
+
+def _with_config(top: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> argparse.Namespace:
+    """``args`` with --config FILE's options as the defaults the command line overrides (per-node
+    settings given on both are merged); then the model and board, from either, are required."""
+    if getattr(args, "config", None) is not None:
+        defaults = {}
+        for name, value in config.load_config(args.config).items():
+            dest = _CONFIG_DESTINATIONS.get(name, name)
+            if hasattr(args, dest):  # not a build-only key (tolerance, synth) read by plan
+                defaults[dest] = list(value.items()) if isinstance(value, dict) else value
+        args.command_parser.set_defaults(**defaults)
+        args = top.parse_args(argv)
+    if hasattr(args, "board"):
+        missing = [what for what, value in (("the model", args.model), ("--board", args.board)) if value is None]
+        if missing:
+            args.command_parser.error(f"{' and '.join(missing)} {'are' if len(missing) > 1 else 'is'} required (on "
+                                      f"the command line or in --config)")
+        args.model = str(args.model)
+    return args
+
+
+def _config(args: argparse.Namespace) -> int:
+    from .config import config_yaml
+    from .emulate import load_build
+
+    plan = load_build(Path(args.build_dir))
+    if not plan.config:
+        raise UserError(f"{args.build_dir}: its plan.json records no configuration (built by an older hetdeploy)")
+    config = dict(plan.config, nodes={node: dict(settings) for node, settings in plan.config["nodes"].items()})
+    if args.folding:
+        for unit in (u for s in plan.subfunctions for u in s.execution_units if u.foldable):
+            settings = config["nodes"].setdefault(unit.nodes[0], {})
+            settings["reuse_factor"] = unit.reuse_factor
+            if unit.weights_in_ddr:
+                settings["weights_in_ddr"] = True
+        config["nodes"] = {node: config["nodes"][node] for node in sorted(config["nodes"])}
+    print(config_yaml(config, f"hetdeploy {__version__} build configuration of {args.build_dir}"
+                              f"{' with its folding pinned' if args.folding else ''}\n"
+                              f"replay: hetdeploy build --config FILE -o DIR"), end="")
+    return 0
 
 
 def _build(args: argparse.Namespace) -> int:
     from .build import build
 
-    tolerance = args.tolerance if args.tolerance is not None else args.error_budget or 0.05
     quiet = {"progress": lambda message: None} if args.quiet else {}  # build.log keeps the lines all the same
-    plan = build(_options(args, out_dir=Path(args.output), relative_tolerance=tolerance, synth=args.synth), **quiet)
+    plan = build(_options(args, out_dir=Path(args.output), synth=args.synth), **quiet)
     if args.json:
         print(plan.to_json(), end="")
         return 0
@@ -107,7 +153,7 @@ def print_plan(plan, board, nodes: bool) -> None:
                   f"{where.get('folded_into', '')}")
     for reason, why in (("unsupported", "not run there"),
                         ("capacity", "does not fit beside the units it holds, even fully folded"),
-                        ("latency", "estimated faster elsewhere")):
+                        ("latency", "estimated faster elsewhere"), ("pinned", "pinned elsewhere by --device")):
         nodes = [f for f in plan.fpga_fallbacks if f.reason == reason]
         if nodes:
             shown = ", ".join(f"{f.node} ({f.device}{': ' + f.detail if f.detail else ''})" for f in nodes[:8]) \
@@ -180,80 +226,74 @@ def _boards(args: argparse.Namespace) -> int:
 
 
 def _planning_options(command: argparse.ArgumentParser) -> None:
-    from .memory import STRATEGIES
-    from .partition import POLICIES
-
-    command.add_argument("--policy", choices=POLICIES, default="latency",
+    command.add_argument("model", nargs="?", help="the ONNX model file (or 'model:' in --config)")
+    command.add_argument("--board", help="a board name (see 'hetdeploy boards') or a .yaml path (or 'board:' in "
+                                         "--config)")
+    command.add_argument("--policy", choices=config.POLICIES, default="latency",
                          help="latency (default): least estimated end-to-end latency with the FPGA's reserve kept "
                               "free; support: each op to the first device in the board's preference that runs it")
-    command.add_argument("--memory-strategy", choices=("auto", *STRATEGIES), default="auto",
+    command.add_argument("--memory-strategy", choices=config.MEMORY_STRATEGIES, default="auto",
                          help="how FPGA buffers share memory: refcount (the seed's block reuse), greedy (offsets, "
                               "largest first, best-fit gaps), fastest (no reuse); auto (default): the smallest "
                               "footprint")
-    command.add_argument("--reuse-factor", metavar="NODE=R", action="append", default=[], type=_reuse_factor,
+    command.add_argument("--config", metavar="FILE.yaml",
+                         help="options from a YAML file (as 'hetdeploy config DIR' writes; per-node settings under "
+                              "'nodes:'); options given here override it")
+    command.add_argument("--reuse-factor", metavar="NODE=R", action="append", default=[],
+                         type=_node_setting(config.positive_int, "NODE=R with R a positive integer"),
                          help="pin the hls4ml ReuseFactor of the FPGA execution unit holding ONNX node NODE "
                               "(repeatable); the others are folded around it")
-    command.add_argument("--width", type=_width, default=16, metavar="BITS",
+    command.add_argument("--width", type=_argument(config.width), default=16, metavar="BITS",
                          help="fixed-point width of every FPGA value, 4 to 32 (default 16): weights, biases and "
                               "activations, each with the integer bits its values need; the resource estimates "
                               "follow it")
-    command.add_argument("--precision", metavar="NODE=ap_fixed<W,I>", action="append", default=[], type=_precision,
+    command.add_argument("--precision", metavar="NODE=ap_fixed<W,I>", action="append", default=[],
+                         type=_node_setting(config.precision, "NODE=ap_fixed<W,I>"),
                          help="the output type of the FPGA execution unit holding ONNX node NODE (repeatable; W from "
                               "2 to 32 bits, I integer bits, may be negative); its other values are W bits wide and "
                               "it is never widened")
-    command.add_argument("--error-budget", type=_fraction, default=None, metavar="E",
+    command.add_argument("--error-budget", type=_argument(config.fraction), default=None, metavar="E",
                          help="give each FPGA layer the fewest bits (from --width down) that keep every output's "
                               "max abs error within E of its peak magnitude on the calibration samples, searched on "
                               "a fixed-point simulation of the model; the build then verifies at E in C-simulation")
     command.add_argument("--calibration", metavar="X.npy", help="input samples (.npy, or .npz by input name) used to "
                          "size fixed-point precisions and to verify; default: seeded random samples")
-    command.add_argument("--samples", type=_positive_int, default=4,
+    command.add_argument("--samples", type=_argument(config.positive_int), default=4,
                          help="number of random samples without --calibration (default 4)")
-    command.add_argument("--seed", type=int, default=0, help="seed of the random samples (default 0)")
+    command.add_argument("--seed", type=_argument(config.seed), default=0,
+                         help="seed of the random samples (default 0)")
     command.add_argument("--weights-in-ddr", metavar="NODE", action="append", default=[],
                          help="keep the weights of the FPGA execution unit holding ONNX node NODE in DDR, read on "
                               "every run, instead of on chip (repeatable); units whose weights overflow the BRAM "
                               "go there anyway")
+    command.add_argument("--device", metavar="NODE=DEVICE", action="append", default=[],
+                         type=_node_setting(config.text, "NODE=DEVICE"),
+                         help="run ONNX node NODE on the board's device DEVICE (repeatable), whatever the policy "
+                              "would choose")
 
 
-def _width(text: str) -> int:
-    if not text.isdigit() or not 4 <= int(text) <= 32:
-        raise argparse.ArgumentTypeError(f"'{text}': expected a whole number of bits from 4 to 32")
-    return int(text)
+def _argument(check):
+    """An argparse type from one of config's value checks (the same for config files and the API)."""
+    def convert(text: str):
+        try:
+            return check(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    convert.__name__ = check.__name__  # argparse names the type in its message
+    return convert
 
 
-def _precision(text: str) -> tuple[str, tuple[int, int]]:
-    node, sep, value = text.rpartition("=")
-    match = re.fullmatch(r"(?:ap_)?fixed<\s*(\d+)\s*,\s*(-?\d+)\s*>", value.strip())
-    if not sep or not node or match is None:
-        raise argparse.ArgumentTypeError(f"'{text}': expected NODE=ap_fixed<W,I>")
-    width, integer = int(match.group(1)), int(match.group(2))
-    if not 2 <= width <= 32 or not -width < integer <= width:
-        raise argparse.ArgumentTypeError(f"'{text}': W must be 2 to 32 bits and I from {1 - width} to {width}")
-    return node, (width, integer)
-
-
-def _positive_int(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"'{text}': expected a whole number of at least 1")
-    return int(text)
-
-
-def _fraction(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"'{text}': expected a fraction above 0 and below 1 (0.02: 2 %)")
-    return value
-
-
-def _reuse_factor(text: str) -> tuple[str, int]:
-    node, sep, value = text.rpartition("=")
-    if not sep or not node or not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"'{text}': expected NODE=R with R a positive integer")
-    return node, int(value)
+def _node_setting(check, expected: str):
+    """NODE=VALUE, VALUE checked by ``check``: (NODE, value)."""
+    def convert(text: str):
+        node, sep, value = text.rpartition("=")
+        if not sep or not node:
+            raise argparse.ArgumentTypeError(f"'{text}': expected {expected}")
+        try:
+            return node, check(value)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(f"'{text}': {err}") from None
+    return convert
 
 
 def parser() -> argparse.ArgumentParser:
@@ -267,31 +307,29 @@ def parser() -> argparse.ArgumentParser:
     b = commands.add_parser("build", help="partition, generate HLS, verify in C-simulation, write a build folder",
                             description="Run every stage and write the build folder DIR (moved into place only "
                                         "when every stage passed).")
-    b.add_argument("model", help="the ONNX model file")
-    b.add_argument("--board", required=True, help="a board name (see 'hetdeploy boards') or a .yaml path")
     b.add_argument("-o", "--output", required=True, metavar="DIR", help="the build folder to write")
-    b.add_argument("--tolerance", type=_fraction, default=None,
+    b.add_argument("--tolerance", type=_argument(config.fraction), default=None,
                    help="allowed max abs error per output, as a fraction of that output's peak magnitude; "
                         "default: --error-budget's, else 0.05")
     b.add_argument("--json", action="store_true", help="print plan.json instead of the summary table")
     b.add_argument("-q", "--quiet", action="store_true", help="no progress lines (DIR/build.log keeps them)")
     b.add_argument("--synth", action="store_true", help="then run HLS synthesis and the Vivado block design to a "
                    "bitstream when vitis_hls/vivado_hls and vivado are on PATH; otherwise say how to run them")
+    b.add_argument("-v", "--verbose", action="store_true",
+                   help="every progress line (each unit converted and compiled) instead of progress bars")
     _planning_options(b)
-    b.set_defaults(run=_build)
+    b.set_defaults(run=_build, command_parser=b)
 
     p = commands.add_parser("plan", help="partition a model and estimate its latency, without generating HLS",
                             description="Load the model and the board, cut the model into subfunctions and print "
                                         "each with its device, node count and estimated time and transfers, and "
                                         "the plan's estimated latency against all-on-CPU and the support policy.")
-    p.add_argument("model", help="the ONNX model file")
-    p.add_argument("--board", required=True, help="a board name (see 'hetdeploy boards') or a .yaml path")
     _planning_options(p)
     p.add_argument("--json", action="store_true", help="print the plan (plan.json's content, with 'estimate')")
     p.add_argument("--nodes", action="store_true",
                    help="also list every node of the model with its subfunction and unit, or what intake folded it "
                         "into")
-    p.set_defaults(run=_plan)
+    p.set_defaults(run=_plan, command_parser=p)
 
     e = commands.add_parser("emulate", help="run a build on this host and compare with the model on onnxruntime",
                             description="CPU/GPU subfunctions on onnxruntime, FPGA subfunctions in C-simulation, in "
@@ -315,12 +353,25 @@ def parser() -> argparse.ArgumentParser:
                                         "on-chip memories and DDR apart). Prints the report's path.")
     r.add_argument("build_dir", metavar="DIR", help="a folder written by 'hetdeploy build'")
     r.set_defaults(run=_report)
+
+    c = commands.add_parser("config", help="print a build's configuration as YAML, for 'build --config'",
+                            description="Print the resolved configuration a build folder was made with (every "
+                                        "option, defaults included, per-node settings under 'nodes:') as the YAML "
+                                        "file 'hetdeploy build --config FILE' reads: save it, edit it, replay it.")
+    c.add_argument("build_dir", metavar="DIR", help="a folder written by 'hetdeploy build'")
+    c.add_argument("--folding", action="store_true",
+                   help="also pin every FPGA unit's chosen reuse factor and weight placement under 'nodes:' "
+                        "(keyed by the unit's first node), to edit the folding")
+    c.set_defaults(run=_config)
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    top = parser()
+    args = top.parse_args(argv)
     try:
+        args = _with_config(top, args, argv)
         return args.run(args)
     except UserError as err:
         print(f"hetdeploy: error: {err}", file=sys.stderr)

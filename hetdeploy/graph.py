@@ -32,6 +32,7 @@ class Node:
     # model's; None: more than 16, or no such constant
     weight_bits: Optional[int] = None
     width: Optional[int] = None  # the fixed-point bits --error-budget's search gave it on the FPGA
+    device: Optional[str] = None  # the board device it is pinned to (--device); None: the partitioner's choice
     input_shapes: list[list[int]] = field(default_factory=list)  # one per ``inputs``
     output_shapes: list[list[int]] = field(default_factory=list)
     dtype: str = "float32"

@@ -57,13 +57,20 @@ class Group:
     nodes: list[int]  # node indices, in execution order
 
 
+def why_not(device: DeviceLike, node: Node) -> str | None:
+    """None when ``device`` may run ``node``: it runs the op and the node is not pinned elsewhere."""
+    if node.device is not None and node.device != device.name:
+        return f"the node is pinned to {node.device}"
+    return device.why_not(node)
+
+
 def assign_by_support(graph: Graph, devices: Sequence[DeviceLike], board: str = "the board") -> list[str]:
     """The first device (board order) that runs each node."""
     assignment = []
     for node in graph.nodes:
         reasons = []
         for device in devices:
-            reason = device.why_not(node)
+            reason = why_not(device, node)
             if reason is None:
                 assignment.append(device.name)
                 break
@@ -163,7 +170,7 @@ def allowed_devices(graph: Graph, board, cost: CostModel) -> list[list[str]]:
     for i, node in enumerate(graph.nodes):
         names, reasons = [], []
         for device in board.devices:
-            reason = device.why_not(node)
+            reason = why_not(device, node)
             if reason is None:
                 over = [k for k, v in cost.usage[device.name][i].items() if v > cost.capacity[device.name][k]]
                 if over:
@@ -509,6 +516,9 @@ def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
                 why = fpga.why_not(graph.nodes[i])
                 if why is not None:
                     result.append((i, device, fpga.name, "unsupported", why))
+                    continue
+                if graph.nodes[i].device is not None:
+                    result.append((i, device, fpga.name, "pinned", f"--device {graph.nodes[i].device}"))
                     continue
                 room = cost.fits(list(solution) + [(fpga.name, [i])])
                 result.append((i, device, fpga.name, "latency" if room else "capacity", ""))

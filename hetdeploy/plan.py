@@ -194,7 +194,8 @@ class FpgaFallback:
     device: str
     fpga: str
     # "unsupported": the FPGA does not run it (``detail``: the op or the board-file limit it breaks);
-    # "capacity": the FPGA cannot hold it beside its units even fully folded; "latency"
+    # "capacity": the FPGA cannot hold it beside its units even fully folded; "latency"; "pinned":
+    # --device put it elsewhere
     reason: str
     detail: str = ""
 
@@ -211,6 +212,7 @@ class ExecutionUnit:
     precision: str  # of its output (C++ type); "ap_fixed<W,6>" until HLS generation sizes it
     estimate: dict[str, int]  # dsp, bram18, lut, ff, latency_cycles
     weights_in_ddr: bool = False  # its weights stay in DDR, read by the unit on every run
+    foldable: bool = False  # a multiply-accumulate layer: a reuse factor folds it, its weights may go to DDR
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     onnx: str = ""  # the unit as an ONNX model (the reference it is verified against)
@@ -293,6 +295,9 @@ class Plan:
     # FPGA), or {"folded_into": node, ...where that node went} for a node intake folded into
     # another, or {"removed": why}
     node_map: dict[str, dict[str, str]] = field(default_factory=dict)
+    # the build's options, defaults included, as a config file holds them (config.resolved_config):
+    # ``hetdeploy config DIR`` writes it back for ``build --config``
+    config: dict[str, Any] = field(default_factory=dict)
     format: int = PLAN_FORMAT
 
     def to_json(self) -> str:

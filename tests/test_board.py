@@ -104,7 +104,7 @@ def test_bad_board_files_name_file_line_and_key(tmp_path, old, new, expected):
     # a kilobyte that would expand to gigabytes
     ("a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(f"{chr(98 + k)}: &{chr(98 + k)} [*{chr(97 + k)}, *{chr(97 + k)}, "
                                                         f"*{chr(97 + k)}, *{chr(97 + k)}]\n" for k in range(20)),
-     r"line 2: not valid YAML \(aliases \(\*name\) are not allowed in a board file\)"),
+     r"line 2: not valid YAML \(aliases \(\*name\) are not allowed\)"),
     ("name: " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply to be a board file"),
     ("name: !custom x\n", r"line 1: not valid YAML \(could not determine a constructor for the tag '!custom'\)"),
 ])
