@@ -641,8 +641,8 @@ def plan_memory(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
 
 def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = _stderr_progress) -> None:
     """Each execution unit, each subfunction, then the whole pipeline against onnxruntime."""
-    unit_checks = verify.check_units(plan, build_dir, samples)
-    comparison = verify.check_build(plan, build_dir, samples)
+    unit_checks = verify.check_units(plan, build_dir, samples, keep_log=True)
+    comparison = verify.check_build(plan, build_dir, samples, keep_log=True)
     for sub, check in zip(plan.subfunctions, comparison.subfunctions):
         sub.verification = check.record(len(samples))
         for unit in sub.execution_units:

@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Sequence
@@ -51,8 +52,10 @@ class CSimCrash(UserError):
 
 def _serve(requests: Connection, replies: Connection, library: str, project_dir: str, log: str) -> None:
     """The child process that holds a C-simulation library: what the generated C++ does (asserts,
-    exit, crashes) ends this process, never hetdeploy. Its stdout and stderr go to ``log``."""
-    descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    exit, crashes) ends this process, never hetdeploy. Its stdout and stderr go to ``log``: a file,
+    or ``fd:N``, a descriptor it inherited."""
+    descriptor = int(log[3:]) if log.startswith("fd:") else os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+                                                                     0o644)
     os.dup2(descriptor, 1)
     os.dup2(descriptor, 2)
     os.chdir(project_dir)  # hls4ml's loader reads its weight files relative to the project
@@ -79,16 +82,21 @@ def _serve(requests: Connection, replies: Connection, library: str, project_dir:
 
 class CSimLibrary:
     """A compiled C-simulation library, loaded in a child process of its own; ``entry(name, ...)``
-    gives one of its float entry points (``name(in_0, ..., out_0, ...)``, one sample per call)."""
+    gives one of its float entry points (``name(in_0, ..., out_0, ...)``, one sample per call).
+    ``keep_log``: what the C++ prints goes to the project's CSIM_LOG (a build's evidence); else to a
+    temporary file, saved under the system's temporary folder only when the process crashes (running
+    a build never writes into it)."""
 
-    def __init__(self, project_dir: Path, library: Path, weight_dirs: Sequence[str]):
+    def __init__(self, project_dir: Path, library: Path, weight_dirs: Sequence[str], keep_log: bool = True):
         self.project_dir = Path(project_dir)
         if not library.is_file():
             raise UserError(f"{library}: C-simulation library missing; rebuild with 'hetdeploy build'")
         for folder in weight_dirs:
             if not (self.project_dir / folder).is_dir():
                 raise UserError(f"{self.project_dir / folder}: weights missing; rebuild with 'hetdeploy build'")
-        self.log = self.project_dir / CSIM_LOG
+        self.log: Path | None = self.project_dir / CSIM_LOG if keep_log else None
+        self._output = None if keep_log else tempfile.TemporaryFile()
+        log = str(self.log.resolve()) if keep_log else f"fd:{self._output.fileno()}"
         # a fresh interpreter (``child_main``), not a fork of this one and its onnxruntime
         # threads, nor multiprocessing's spawn, which re-imports the caller's script
         from_parent, to_child = os.pipe()  # (read end, write end)
@@ -96,8 +104,9 @@ class CSimLibrary:
         self._process = subprocess.Popen(
             [sys.executable, "-c", "import sys; from hetdeploy.csim import child_main; child_main(sys.argv[1:])",
              str(library.resolve()), str(self.project_dir.resolve()),
-             str(self.log.resolve()), str(from_parent), str(to_parent)],
-            pass_fds=(from_parent, to_parent), stdin=subprocess.DEVNULL, close_fds=True)
+             log, str(from_parent), str(to_parent)],
+            pass_fds=(from_parent, to_parent) + (() if keep_log else (self._output.fileno(),)),
+            stdin=subprocess.DEVNULL, close_fds=True)
         os.close(from_parent)
         os.close(to_parent)
         self._requests, self._replies = Connection(to_child, readable=False), Connection(from_child, writable=False)
@@ -109,7 +118,15 @@ class CSimLibrary:
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             code = self._process.wait(5)
             how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
-            raise CSimCrash(f"C-simulation of {name} ended with {how}; see {self.log}") from None
+            raise CSimCrash(f"C-simulation of {name} ended with {how}; see {self._saved_log()}") from None
+
+    def _saved_log(self) -> Path:
+        if self.log is not None:
+            return self.log
+        self._output.seek(0)
+        with tempfile.NamedTemporaryFile(prefix="hetdeploy-csim-", suffix=".log", delete=False) as saved:
+            saved.write(self._output.read())
+        return Path(saved.name)
 
     def close(self) -> None:
         self._requests.close()

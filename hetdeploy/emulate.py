@@ -92,7 +92,29 @@ def load_build(build_dir: Path) -> Plan:
     if (build_dir / "run.py").is_file() and not (build_dir / "source.onnx").is_file():
         raise UserError(f"{build_dir}: a deployment package (run it with run.py); emulation takes the build folder "
                         f"that holds it, {build_dir.resolve().parent}")
-    return Plan.load(build_dir / "plan.json")
+    plan = Plan.load(build_dir / "plan.json")
+    _check_paths(plan, build_dir)
+    return plan
+
+
+def _check_paths(plan: Plan, build_dir: Path) -> None:
+    """Every file plan.json names (models, libraries, projects) inside the build folder: a damaged
+    or hostile plan.json must not load a library or model from elsewhere."""
+    root = build_dir.resolve()
+    named = [("model", plan.model)]
+    for sub in plan.subfunctions:
+        named.append((f"{sub.name} onnx", sub.onnx))
+        if sub.hls is not None:
+            named += [(f"{sub.name} project", sub.hls.project), (f"{sub.name} library", sub.hls.library),
+                      (f"{sub.name} ddr_image", sub.hls.ddr_image)]
+        for unit in sub.execution_units:
+            named.append((f"{unit.name} onnx", unit.onnx))
+            if unit.hls is not None:
+                named.append((f"{unit.name} project", unit.hls.project))
+    for what, path in named:
+        if path and (Path(path).is_absolute() or not (root / path).resolve().is_relative_to(root)):
+            raise UserError(f"{build_dir / 'plan.json'}: {what} '{path}' is outside the build folder; plan.json is "
+                            f"damaged")
 
 
 def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0,

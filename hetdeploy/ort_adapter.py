@@ -83,7 +83,12 @@ def holds_qonnx_ops(path: Path | str) -> bool:
     """Whether the model at ``path`` has QONNX ops, which onnxruntime cannot run."""
     from .graph import QONNX_DOMAINS
 
-    return any(n.domain in QONNX_DOMAINS for n in onnx.load(str(path), load_external_data=False).graph.node)
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as err:  # protobuf's DecodeError, a missing file
+        raise UserError(f"{path}: not a readable ONNX model ({type(err).__name__}); rebuild with 'hetdeploy "
+                        f"build'") from None
+    return any(n.domain in QONNX_DOMAINS for n in model.graph.node)
 
 
 def open_model(path: Path | str, kind: str = "cpu"):

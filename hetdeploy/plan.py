@@ -301,7 +301,7 @@ class Plan:
     format: int = PLAN_FORMAT
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=False) + "\n"
+        return json.dumps(asdict(self), indent=2, sort_keys=False, allow_nan=False) + "\n"  # strict JSON: no Infinity
 
     def save(self, path: Path) -> None:
         Path(path).write_text(self.to_json())
@@ -316,34 +316,61 @@ class Plan:
             raise UserError(f"{path}: no plan.json here; is this a hetdeploy build folder?") from None
         except json.JSONDecodeError as err:
             raise UserError(f"{path}: line {err.lineno}: not valid JSON ({err.msg})") from None
-        if data.get("format") != PLAN_FORMAT:
-            raise UserError(f"{path}: plan format {data.get('format')!r}, this hetdeploy reads {PLAN_FORMAT}")
-        return _from_dict(Plan, data)
+        except (OSError, UnicodeDecodeError, RecursionError) as err:
+            raise UserError(f"{path}: cannot read the plan ({type(err).__name__})") from None
+        if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT:
+            found = data.get("format") if isinstance(data, dict) else None
+            raise UserError(f"{path}: plan format {found!r}, this hetdeploy reads {PLAN_FORMAT}")
+        try:
+            return _from_dict(Plan, data, "")
+        except PlanFormatError as err:
+            raise UserError(f"{path}: not a plan this hetdeploy wrote: {err}") from None
 
 
-def _from_dict(cls: type, data: Any) -> Any:
-    """Rebuild nested dataclasses from ``asdict`` output."""
+class PlanFormatError(ValueError):
+    """A plan.json value of the wrong type, or a field missing: a damaged or foreign file."""
+
+
+def _from_dict(cls: type, data: Any, where: str) -> Any:
+    """Rebuild nested dataclasses from ``asdict`` output, checking every value's type."""
+    if not isinstance(data, dict):
+        raise PlanFormatError(f"{where or 'top level'}: expected an object")
     hints = get_type_hints(cls)
     kwargs = {}
     for f in fields(cls):
         if f.name in data:
-            kwargs[f.name] = _convert(hints[f.name], data[f.name])
-    return cls(**kwargs)
+            kwargs[f.name] = _convert(hints[f.name], data[f.name], f"{where}.{f.name}" if where else f.name)
+    try:
+        return cls(**kwargs)
+    except TypeError:  # a required field missing
+        missing = [f.name for f in fields(cls) if f.name not in kwargs]
+        raise PlanFormatError(f"{where or 'top level'}: missing {', '.join(missing)}") from None
 
 
-def _convert(tp: Any, value: Any) -> Any:
-    if value is None:
-        return None
+_SCALARS = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}
+
+
+def _convert(tp: Any, value: Any, where: str) -> Any:
     origin = get_origin(tp)
+    if value is None:
+        if origin is not None and type(None) in get_args(tp) or tp is Any:
+            return None
+        raise PlanFormatError(f"{where}: null")
     if origin is list:
         (item,) = get_args(tp)
-        return [_convert(item, v) for v in value]
+        if not isinstance(value, list):
+            raise PlanFormatError(f"{where}: expected a list")
+        return [_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
     if origin is dict:
         _, item = get_args(tp)
-        return {k: _convert(item, v) for k, v in value.items()}
+        if not isinstance(value, dict):
+            raise PlanFormatError(f"{where}: expected an object")
+        return {k: _convert(item, v, f"{where}.{k}") for k, v in value.items()}
     if origin is not None:  # Optional[X]
         inner = [a for a in get_args(tp) if a is not type(None)][0]
-        return _convert(inner, value)
+        return _convert(inner, value, where)
     if is_dataclass(tp):
-        return _from_dict(tp, value)
+        return _from_dict(tp, value, where)
+    if tp in _SCALARS and (not isinstance(value, _SCALARS[tp]) or tp is not bool and isinstance(value, bool)):
+        raise PlanFormatError(f"{where}: expected {tp.__name__}, got {type(value).__name__}")
     return value

@@ -28,9 +28,10 @@ def channels_first(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(x, -1, 1)) if x.ndim >= 3 else x
 
 
-def _csim_library(build_dir: Path, sub: Subfunction) -> CSimLibrary:
+def _csim_library(build_dir: Path, sub: Subfunction, keep_log: bool) -> CSimLibrary:
     library = CSimLibrary(build_dir / sub.hls.project, build_dir / sub.hls.library,
-                          [f"units/{u.name}/firmware/weights" for u in sub.execution_units if u.hls is not None])
+                          [f"units/{u.name}/firmware/weights" for u in sub.execution_units if u.hls is not None],
+                          keep_log)
     if sub.hls.ddr_image:  # the DDR weights, as the host writes them before the first call
         library.load_ddr(f"{sub.hls.top}_load_ddr", build_dir / sub.hls.ddr_image)
     return library
@@ -55,16 +56,18 @@ class CSimExecutor:
         return {t: np.concatenate(v) for t, v in results.items()}
 
 
-def subfunction_executor(build_dir: Path, sub: Subfunction) -> CSimExecutor:
+def subfunction_executor(build_dir: Path, sub: Subfunction, keep_log: bool = False) -> CSimExecutor:
+    """``keep_log``: the C-simulation's output into the build folder (a build's own runs)."""
     hls = sub.hls
-    return CSimExecutor(_csim_library(build_dir, sub), f"{hls.top}_float",
+    return CSimExecutor(_csim_library(build_dir, sub, keep_log), f"{hls.top}_float",
                         [(p.tensor, p.shape) for p in hls.inputs], [(p.tensor, p.shape) for p in hls.outputs])
 
 
-def unit_executors(build_dir: Path, sub: Subfunction) -> list[tuple[CSimExecutor, OrtModel]]:
+def unit_executors(build_dir: Path, sub: Subfunction, keep_log: bool = False
+                   ) -> list[tuple[CSimExecutor, OrtModel]]:
     """Each execution unit of an FPGA subfunction on its own: in C-simulation, and its ONNX model on
     onnxruntime (the reference)."""
-    library = _csim_library(build_dir, sub)
+    library = _csim_library(build_dir, sub, keep_log)
     pairs = []
     for unit in sub.execution_units:
         reference = open_model(build_dir / unit.onnx)
@@ -76,9 +79,9 @@ def ort_executor(build_dir: Path, sub: Subfunction) -> Executor:
     return open_model(build_dir / sub.onnx, sub.kind).run
 
 
-def device_executors(build_dir: Path, plan: Plan) -> list[Executor]:
+def device_executors(build_dir: Path, plan: Plan, keep_log: bool = False) -> list[Executor]:
     """Each subfunction on its emulated device: FPGA in C-simulation, the rest on onnxruntime."""
-    return [subfunction_executor(build_dir, s) if s.hls is not None else ort_executor(build_dir, s)
+    return [subfunction_executor(build_dir, s, keep_log) if s.hls is not None else ort_executor(build_dir, s)
             for s in plan.subfunctions]
 
 

@@ -64,6 +64,8 @@ def split_samples(arrays: np.ndarray | dict[str, np.ndarray], specs: list[Tensor
         raise UserError(f"{path}: the inputs hold different numbers of samples {sorted(counts)}")
     batch = specs[0].shape[0]
     n = counts.pop()
+    if n == 0:
+        raise UserError(f"{path}: holds no samples (0 on axis 0)")
     if n % batch:
         raise UserError(f"{path}: {n} samples do not split into batches of {batch}")
     return [{s.name: np.ascontiguousarray(arrays[s.name][i : i + batch], dtype=s.dtype) for s in specs}

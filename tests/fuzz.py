@@ -350,50 +350,142 @@ def board_case(rng: random.Random) -> Case:
                 ["plan", "model.onnx", "--board", "board.yaml", "--policy", "support"])
 
 
+# --------------------------------------------------------------- damaged builds and bad inputs
+
+def _json_paths(value, path=()):
+    yield path, value
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _json_paths(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _json_paths(v, path + (i,))
+
+
+def _replace_json(plan: dict, rng: random.Random) -> str:
+    paths = [(p, v) for p, v in _json_paths(plan) if p]
+    path, value = rng.choice(paths)
+    if isinstance(value, bool):
+        new = not value
+    elif isinstance(value, (int, float)):
+        new = rng.choice([-1, 0, 2 ** 62, 1e308, -0.5, "7", None])
+    elif isinstance(value, str):
+        new = rng.choice(["", "../../../etc/passwd", "/tmp/x.so", "a\nb", "x" * 300, 3, None])
+    elif isinstance(value, list):
+        new = rng.choice([[], value[:1] * 3, {}, None, "list"])
+    else:
+        new = rng.choice([{}, [], None, 0])
+    target = plan
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = new
+    return "/".join(map(str, path))
+
+
+def build_case(rng: random.Random, build: Path) -> Case:
+    """A damaged copy of the build folder ``build`` (or a bad input) through emulate, report or
+    config. The files are the whole folder, relative to the case's folder."""
+    import json
+
+    files = {str(p.relative_to(build.parent)): p.read_bytes() for p in build.rglob("*") if p.is_file()}
+    name = build.name
+    plan_key = f"{name}/plan.json"
+    kind = rng.choice(["plan", "plan", "plan", "foreign", "delete", "truncate", "input", "input"])
+    extra = []
+    if kind == "plan":
+        plan = json.loads(files[plan_key])
+        what = _replace_json(plan, rng)
+        files[plan_key] = json.dumps(plan).encode()
+    elif kind == "foreign":
+        what = rng.choice(['{}', '[]', '"x"', '{"format": 1}', '{"format": 1, "board": 3}', 'nul\0l', '{"format":'])
+        files[plan_key] = what.encode()
+    elif kind == "delete":
+        what = rng.choice(sorted(k for k in files if not k.endswith(".h")))
+        del files[what]
+    elif kind == "truncate":
+        what = rng.choice(sorted(k for k in files if k.endswith((".so", ".onnx", ".json", ".npy"))))
+        files[what] = files[what][: rng.randrange(max(1, len(files[what])))]
+    else:
+        plan = json.loads(files[plan_key])
+        shape = [1, *plan["inputs"][0]["shape"][1:]]
+        import io
+
+        array = rng.choice([np.zeros([2, *shape[1:]], np.float32), np.zeros([3, 5], np.float32),
+                            np.full(shape, np.nan, np.float32), np.zeros([0, *shape[1:]], np.float32),
+                            np.array(["a"] * 4), np.zeros(shape, np.complex64), np.float32(1.0),
+                            np.zeros(shape, np.int64), np.full(shape, 1e30, np.float32)])
+        buffer = io.BytesIO()
+        np.save(buffer, array)
+        files["x.npy"] = buffer.getvalue() if rng.random() < 0.9 else b"not npy"
+        what = f"input {array.dtype} {array.shape}"
+        extra = ["--input", "x.npy"]
+    command = rng.choice([["emulate", name, *extra], ["emulate", name, *extra], ["report", name], ["config", name]])
+    if kind == "input":
+        command = ["emulate", name, *extra]
+    return Case(f"build:{kind}:{what}"[:120], files, command)
+
+
 def run_case(case: Case, python: str = sys.executable) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="hetdeploy-fuzz-") as tmp:
         folder = Path(tmp) / "case"
         folder.mkdir()
         for name, data in case.files.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_bytes(data)
-        before = set(folder.iterdir())
+        before = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
         try:
             proc = subprocess.run([python, "-m", "hetdeploy", *case.argv], cwd=folder, capture_output=True,
                                   text=True, errors="replace", timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return Outcome(case, -1, "", f"hang (over {TIMEOUT_S} s)")
-        written = {p.name for p in Path(tmp).iterdir()} - {"case"} | {p.name for p in set(folder.iterdir()) - before}
+        allowed = case.argv[1] if case.argv[0] == "report" else None  # report writes DIR/report.html
+        written = {p.name for p in Path(tmp).iterdir()} - {"case"} | {
+            str(p.relative_to(folder)) for p in folder.rglob("*")
+            if (p not in before or p.stat().st_mtime_ns != before[p]) and p.is_file()
+            and not (allowed and p == folder / allowed / "report.html")}
         lines = proc.stderr.strip().splitlines()
         finding = None
         if proc.returncode < 0:
             finding = f"killed by signal {-proc.returncode}"
         elif "Traceback" in proc.stderr:
             finding = "traceback: " + (lines[-1] if lines else "")
-        elif proc.returncode not in (0, 2):
+        elif proc.returncode not in (0, 2, 3):
             finding = f"exit {proc.returncode}: " + (lines[-1] if lines else "")
         elif proc.returncode == 2 and (len(lines) != 1 or not lines[0].startswith("hetdeploy: error:")):
             finding = f"not one error line: {lines[:3]}"
         elif written:
             finding = f"wrote {sorted(written)}"
-        elif proc.returncode == 0 and "estimated latency" not in proc.stdout:
+        elif proc.returncode == 0 and case.argv[0] == "plan" and "estimated latency" not in proc.stdout:
             finding = "exit 0 without a plan"
         return Outcome(case, proc.returncode, proc.stderr, finding)
 
 
-def cases(kind: str, seed: int, count: int) -> list[Case]:
+def cases(kind: str, seed: int, count: int, build: Path | None = None) -> list[Case]:
+    """``build``: the build folder the "build" kind damages."""
     rng = random.Random(seed)
-    make = {"model": model_case, "board": board_case}[kind]
+    make = {"model": model_case, "board": board_case, "build": lambda r: build_case(r, build)}[kind]
     return [make(rng) for _ in range(count)]
+
+
+def base_build(folder: Path) -> Path:
+    """The jet-tagger MLP built for the PYNQ-Z2's FPGA (support policy) into ``folder``/jet."""
+    model = folder / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))
+    subprocess.run([sys.executable, "-m", "hetdeploy", "build", str(model), "--board", "pynq-z2", "--policy",
+                    "support", "-o", str(folder / "jet"), "-q"], check=True, stdout=subprocess.DEVNULL)
+    return folder / "jet"
 
 
 def main() -> int:
     args = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    args.add_argument("--kind", choices=("model", "board"), default="model")
+    args.add_argument("--kind", choices=("model", "board", "build"), default="model")
     args.add_argument("--cases", type=int, default=200)
     args.add_argument("--seed", type=int, default=0)
     options = args.parse_args()
     findings = 0
-    for index, case in enumerate(cases(options.kind, options.seed, options.cases)):
+    work = Path(tempfile.mkdtemp(prefix="hetdeploy-fuzz-base-"))
+    build = base_build(work) if options.kind == "build" else None
+    for index, case in enumerate(cases(options.kind, options.seed, options.cases, build)):
         outcome = run_case(case)
         if outcome.finding:
             findings += 1
