@@ -382,6 +382,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (| head): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as err:  # the file system refused (full or read-only disk, a name too long, no permission)
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"hetdeploy: error: {where}{err.strerror or err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -112,7 +112,11 @@ def _check_paths(plan: Plan, build_dir: Path) -> None:
             if unit.hls is not None:
                 named.append((f"{unit.name} project", unit.hls.project))
     for what, path in named:
-        if path and (Path(path).is_absolute() or not (root / path).resolve().is_relative_to(root)):
+        try:
+            inside = not Path(path).is_absolute() and (root / path).resolve().is_relative_to(root)
+        except (OSError, ValueError):  # a name too long, a NUL
+            inside = False
+        if path and not inside:
             raise UserError(f"{build_dir / 'plan.json'}: {what} '{path}' is outside the build folder; plan.json is "
                             f"damaged")
 
