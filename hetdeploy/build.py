@@ -3,19 +3,22 @@
     load model -> load board -> partition -> write subfunctions -> generate HLS
     -> verify in C-simulation -> package
 
-Everything is written into a staging folder beside the destination and moved
-into place only when every stage passed, so a failed build leaves nothing that
-looks complete; the staging folder of a failed build stays, with its logs.
+Everything is written into a staging folder of the build's own beside the
+destination and moved into place only when every stage passed, so a failed build
+leaves nothing that looks complete; a failed build is kept as DIR.failed, with
+its logs. One build at a time writes to a destination (a lock beside it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import difflib
 import math
 import os
 import shutil
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +26,7 @@ from typing import Callable, Iterator, Optional
 
 import numpy as np
 import onnx
+from tqdm import tqdm
 
 from . import budget, memory, runtime, units, verify
 from .precision import node_widths
@@ -57,16 +61,42 @@ def _stderr_progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
+class Reporter:
+    """A build's reporting. Every line goes into build.log; ``show`` gets the step lines and notes,
+    and each unit's line too when ``verbose``; otherwise long steps draw a progress bar (tqdm, on a
+    terminal only) when ``bars``."""
+
+    def __init__(self, show: Progress, verbose: bool, bars: bool):
+        self.log: list[str] = []
+        self.show, self.verbose, self.bars = show, verbose, bars
+
+    def __call__(self, message: str) -> None:
+        self.log.append(message)
+        self.show(message)
+
+    def detail(self, message: str) -> None:
+        self.log.append(message)
+        if self.verbose:
+            self.show(message)
+
+    @contextlib.contextmanager
+    def bar(self, total: int, description: str) -> Iterator[Callable[[], None]]:
+        """A function to call once per item done."""
+        if not self.bars or self.verbose:
+            yield lambda: None
+            return
+        with tqdm(total=total, desc=description, unit="item", leave=False, file=sys.stderr, disable=None,
+                  dynamic_ncols=True) as bar:
+            yield bar.update
+
+
+def build(options: BuildOptions, progress: Progress = _stderr_progress, verbose: bool = False) -> Plan:
+    """Every stage into ``options.out_dir``. ``progress`` gets each line to show (the default prints
+    it to stderr and draws progress bars on long steps); ``verbose``: each unit's line too."""
     stages = 7
     started = time.monotonic()
-    log: list[str] = []  # every progress line, written to the build folder's build.log (a failed one's too)
-    shown = progress
-
-    def progress(message: str) -> None:
-        log.append(message)
-        shown(message)
-
+    progress = Reporter(progress, verbose, bars=progress is _stderr_progress)
+    log = progress.log  # every line, written to the build folder's build.log (a failed one's too)
     last = [0, started]  # the step running and when it began
 
     def step(k: int, what: str) -> None:
@@ -76,6 +106,18 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
         progress(f"[{k}/{stages}] {what}{took}")
 
     _check_output(Path(options.out_dir))  # before any work
+    with _output_lock(Path(options.out_dir)):
+        plan = _build_locked(options, step, progress, log)
+    progress(f"built {options.out_dir} in {time.monotonic() - started:.1f} s (step 7 took "
+             f"{time.monotonic() - last[1]:.1f} s)")
+    if options.synth:
+        progress(synthesize(plan, options.out_dir, progress))
+    return plan
+
+
+def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progress: Reporter,
+                  log: list[str]) -> Plan:
+    """Stages 1 to 7, the output folder locked."""
     loaded, board, plan = plan_stages(options, step)
     note = empty_fpga_note(plan, board)
     if note:
@@ -114,10 +156,6 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress) -> Plan:
         write_package(plan, board, stage_dir)
         plan.save(stage_dir / "plan.json")
         shutil.copy(stage_dir / "plan.json", stage_dir / "deploy" / "plan.json")
-    progress(f"built {options.out_dir} in {time.monotonic() - started:.1f} s (step 7 took "
-             f"{time.monotonic() - last[1]:.1f} s)")
-    if options.synth:
-        progress(synthesize(plan, options.out_dir, progress))
     return plan
 
 
@@ -449,25 +487,26 @@ def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None
 
 
 def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions, build_dir: Path,
-                 samples, progress: Progress, unit_widths: dict[str, int]) -> None:
+                 samples, progress: Reporter, unit_widths: dict[str, int]) -> None:
     """Each FPGA subfunction into hls/<name>/: every execution unit through hls4ml (units/<unit>/),
     our top over them, compiled for C-simulation. Each unit's layer precisions are sized on the
     values it sees on the float pipeline (onnxruntime) for ``samples``, at its bits in ``unit_widths``."""
     envs = runtime.subfunction_inputs(build_dir, plan, samples)
     shapes = tensor_shapes(loaded)
     precision: dict[str, str] = {}  # tensor -> the C++ type of its buffer
-    for index, sub in enumerate(plan.subfunctions):
-        if sub.kind == "fpga":
+    fpga = [(index, sub) for index, sub in enumerate(plan.subfunctions) if sub.kind == "fpga"]
+    # one item per unit converted and per subfunction compiled
+    with progress.bar(sum(len(s.execution_units) + 1 for _, s in fpga), "hls4ml and g++") as done:
+        for index, sub in fpga:
             started = time.monotonic()
             precision |= _generate_units(sub, loaded, board.device(sub.device), options, build_dir, envs[index],
-                                         unit_widths)
-            progress(f"      {sub.name}: {len(sub.execution_units)} execution units converted by hls4ml in "
-                     f"{time.monotonic() - started:.1f} s")
-    # the same plan as `hetdeploy plan` made, on the buffers' real element sizes
-    plan_memory(plan, loaded, board, options, lambda t: element_bytes(precision[t]),
-                lambda u: sum(w.size for w in u.hls.ddr_weights), reorder=False)
-    for sub in plan.subfunctions:
-        if sub.kind == "fpga":
+                                         unit_widths, progress, done)
+            progress.detail(f"      {sub.name}: {len(sub.execution_units)} execution units converted by hls4ml in "
+                            f"{time.monotonic() - started:.1f} s")
+        # the same plan as `hetdeploy plan` made, on the buffers' real element sizes
+        plan_memory(plan, loaded, board, options, lambda t: element_bytes(precision[t]),
+                    lambda u: sum(w.size for w in u.hls.ddr_weights), reorder=False)
+        for _, sub in fpga:
             started = time.monotonic()
             weights = {f"{u.name}.weights": u.hls.ddr_weights for u in sub.execution_units if u.weights_in_ddr}
             for b in sub.memory.buffers:
@@ -475,7 +514,9 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
                 b.precision = weights[b.tensor][0].precision if b.kind == "weights" else precision[b.tensor]
             device = board.device(sub.device)
             sub.hls = _write_top(sub, shapes, device.part, 1000.0 / device.clock_mhz, build_dir)
-            progress(f"      {sub.name}: top written and C-simulation compiled in {time.monotonic() - started:.1f} s")
+            done()
+            progress.detail(f"      {sub.name}: top written and C-simulation compiled in "
+                            f"{time.monotonic() - started:.1f} s")
 
 
 def tensor_shapes(loaded: LoadedModel) -> dict[str, list[int]]:
@@ -487,7 +528,8 @@ def tensor_shapes(loaded: LoadedModel) -> dict[str, list[int]]:
 
 
 def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: BuildOptions, build_dir: Path,
-                    envs: list[dict[str, np.ndarray]], unit_widths: dict[str, int]) -> dict[str, str]:
+                    envs: list[dict[str, np.ndarray]], unit_widths: dict[str, int], progress: Reporter,
+                    done: Callable[[], None]) -> dict[str, str]:
     """Every execution unit of ``sub`` through hls4ml; returns the C++ type of each buffer."""
     project = build_dir / "hls" / sub.name
     (build_dir / "subfunctions" / sub.name).mkdir()
@@ -534,6 +576,9 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                 config_precision.setdefault(port.tensor, port.config_precision)
                 cpp_precision.setdefault(port.tensor, port.precision)
         unit.precision = cpp_precision[unit.outputs[0]]
+        progress.detail(f"        {unit.name} ({', '.join(sorted({ops[n] for n in unit.nodes}))}): "
+                        f"{'moved by the top' if unit.hls is None else 'converted by hls4ml'}, {unit.precision}")
+        done()
     return cpp_precision
 
 
@@ -676,28 +721,64 @@ def _check_output(out_dir: Path) -> None:
 
 
 @contextlib.contextmanager
-def _staging(out_dir: Path, log: list[str]) -> Iterator[Path]:
-    """A fresh folder beside ``out_dir``; moved onto it only when the body succeeds. A failed build
-    stays in the staging folder, for its logs; either way ``log`` (the progress lines, and the
-    error) goes to its BUILD_LOG."""
-    out_dir = Path(out_dir)  # checked by ``_check_output`` before the build's first stage
+def _output_lock(out_dir: Path) -> Iterator[None]:
+    """One build at a time into ``out_dir``: an exclusive lock on ``.DIR.lock`` beside it, held for
+    the whole build (a second build into the same -o stops at once, before any work)."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    stage_dir = out_dir.parent / f".{out_dir.name}.partial"
-    shutil.rmtree(stage_dir, ignore_errors=True)
-    stage_dir.mkdir()
-    write_log = lambda: (stage_dir / BUILD_LOG).write_text("".join(f"{line}\n" for line in log))  # noqa: E731
+    lock_path = out_dir.parent / f".{out_dir.name}.lock"
+    while True:
+        descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            raise UserError(f"-o {out_dir}: another hetdeploy build is writing it now (it holds {lock_path}); "
+                            f"wait for it or choose another -o") from None
+        with contextlib.suppress(FileNotFoundError):
+            if os.stat(lock_path).st_ino == os.fstat(descriptor).st_ino:
+                break
+        os.close(descriptor)  # the holder before us removed the file: lock the one there now
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock_path)
+        os.close(descriptor)
+
+
+@contextlib.contextmanager
+def _staging(out_dir: Path, log: list[str]) -> Iterator[Path]:
+    """A fresh folder of this build's own beside ``out_dir``, moved onto it only when the body
+    succeeds. A failed build is moved to ``DIR.failed`` (replacing an older one) with its logs and
+    projects, and ``log`` (the progress lines and the error) in its BUILD_LOG; an interrupted one
+    (Ctrl-C, SIGTERM) leaves nothing."""
+    out_dir = Path(out_dir)  # checked by ``_check_output`` before the build's first stage
+    stage_dir = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    stage_dir.chmod(0o777 & ~umask)  # a build folder as any folder the user makes, not mkdtemp's private one
+
+    def keep_failed(error: str) -> Path:
+        failed = out_dir.parent / f"{out_dir.name}.failed"
+        log.append(f"error: {error}")
+        (stage_dir / BUILD_LOG).write_text("".join(f"{line}\n" for line in log).replace(str(stage_dir), str(failed)))
+        shutil.rmtree(failed, ignore_errors=True)
+        stage_dir.rename(failed)
+        return failed
+
     try:
         yield stage_dir
-    except UserError as err:  # the evidence (HLS projects, logs) stays; ``out_dir`` is untouched
-        log.append(f"error: {err}")
-        write_log()
-        raise type(err)(f"{err} (the failed build is kept in {stage_dir}; its log: {stage_dir / BUILD_LOG})") \
-            from None
-    except BaseException as err:  # a bug or an interrupt: the evidence stays too
-        log.append(f"error: {type(err).__name__}: {err}")
-        write_log()
+    except KeyboardInterrupt:
+        shutil.rmtree(stage_dir, ignore_errors=True)
         raise
-    write_log()
+    except UserError as err:  # the evidence (HLS projects, logs) stays; ``out_dir`` is untouched
+        failed = keep_failed(str(err))
+        raise type(err)(f"{str(err).replace(str(stage_dir), str(failed))} (the failed build is kept in {failed}; "
+                        f"its log: {failed / BUILD_LOG})") from None
+    except BaseException as err:  # a bug: the evidence stays too
+        keep_failed(f"{type(err).__name__}: {err}")
+        raise
+    (stage_dir / BUILD_LOG).write_text("".join(f"{line}\n" for line in log).replace(str(stage_dir), str(out_dir)))
     old = out_dir.parent / f".{out_dir.name}.old"
     shutil.rmtree(old, ignore_errors=True)
     if out_dir.exists():

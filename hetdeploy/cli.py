@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import __version__, config
+from . import __version__, config, processes
 from .errors import UserError
 
 
@@ -80,8 +80,10 @@ def _config(args: argparse.Namespace) -> int:
 def _build(args: argparse.Namespace) -> int:
     from .build import build
 
+    if args.quiet and args.verbose:
+        args.command_parser.error("-q and -v: choose one")
     quiet = {"progress": lambda message: None} if args.quiet else {}  # build.log keeps the lines all the same
-    plan = build(_options(args, out_dir=Path(args.output), synth=args.synth), **quiet)
+    plan = build(_options(args, out_dir=Path(args.output), synth=args.synth), verbose=args.verbose, **quiet)
     if args.json:
         print(plan.to_json(), end="")
         return 0
@@ -371,11 +373,15 @@ def main(argv: list[str] | None = None) -> int:
     top = parser()
     args = top.parse_args(argv)
     try:
-        args = _with_config(top, args, argv)
-        return args.run(args)
+        with processes.sigterm_as_interrupt():
+            args = _with_config(top, args, argv)
+            return args.run(args)
     except UserError as err:
         print(f"hetdeploy: error: {err}", file=sys.stderr)
         return err.exit_code
+    except processes.Terminated:  # SIGTERM: children killed, nothing half-built left
+        print("hetdeploy: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("hetdeploy: interrupted", file=sys.stderr)
         return 130

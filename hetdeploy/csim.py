@@ -23,6 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
+from . import processes
 from .errors import ToolError, UserError
 
 # What the C-simulation process prints (hls4ml's asserts and warnings), in the project folder.
@@ -31,8 +32,7 @@ CSIM_LOG = "csim_run.log"
 def compile_library(project_dir: Path, library: str) -> Path:
     """Run the project's Makefile (hls_top writes it) with a job per core; returns the library path.
     The objects are removed afterwards: the build folder keeps sources, library and Makefile."""
-    result = subprocess.run(["make", "-s", f"-j{os.cpu_count() or 1}"], cwd=project_dir, capture_output=True,
-                            text=True)
+    result = processes.run(["make", "-s", f"-j{os.cpu_count() or 1}"], cwd=project_dir)
     for obj in sorted(project_dir.rglob("*.o")):
         obj.unlink()
     if result.returncode != 0:
@@ -101,7 +101,7 @@ class CSimLibrary:
         # threads, nor multiprocessing's spawn, which re-imports the caller's script
         from_parent, to_child = os.pipe()  # (read end, write end)
         from_child, to_parent = os.pipe()
-        self._process = subprocess.Popen(
+        self._process = processes.start(
             [sys.executable, "-c", "import sys; from hetdeploy.csim import child_main; child_main(sys.argv[1:])",
              str(library.resolve()), str(self.project_dir.resolve()),
              log, str(from_parent), str(to_parent)],
@@ -131,7 +131,10 @@ class CSimLibrary:
     def close(self) -> None:
         self._requests.close()
         self._replies.close()
-        self._process.wait(5)
+        try:
+            self._process.wait(5)
+        except subprocess.TimeoutExpired:  # busy in the C++: it must not outlive its caller
+            processes.kill(self._process)
 
     def __del__(self) -> None:
         if getattr(self, "_process", None) is not None and self._process.poll() is None:

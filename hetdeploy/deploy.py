@@ -10,11 +10,12 @@ script runs here unless the vendor tools are on PATH (``synthesize``); nothing f
 from __future__ import annotations
 
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Callable, Optional
 
+from . import processes
 from .board import Board
+from .errors import ToolError
 from .hls_top import template
 from .names import identifier
 from .plan import Plan
@@ -99,6 +100,15 @@ def _write_block_design(plan: Plan, board: Board, build_dir: Path) -> Optional[P
     return path
 
 
+def _run_tool(command: list[str], folder: Path) -> None:
+    """A Vitis/Vivado run, its output in ``folder``/<tool>_run.log; a failure is one line naming it."""
+    result = processes.run(command, cwd=folder)
+    log = folder / f"{Path(command[0]).name}_run.log"
+    log.write_text(result.stdout + result.stderr)
+    if result.returncode != 0:
+        raise ToolError(f"{Path(command[0]).name} failed with exit status {result.returncode}; see {log}")
+
+
 def synthesize(plan: Plan, build_dir: Path, progress: Callable[[str], None]) -> str:
     """Run the HLS and Vivado scripts when the tools are on PATH; else say what was written and how to
     run it. Returns the line to show the user."""
@@ -115,8 +125,8 @@ def synthesize(plan: Plan, build_dir: Path, progress: Callable[[str], None]) -> 
                 f"-source design.tcl)")
     for sub in fpga:
         progress(f"      synthesising {sub.name} with {Path(hls_tool).name}")
-        subprocess.run([hls_tool, "-f", "build_prj.tcl"], cwd=build_dir / "hls" / sub.name, check=True)
+        _run_tool([hls_tool, "-f", "build_prj.tcl"], build_dir / "hls" / sub.name)
     progress("      running the Vivado block design to a bitstream")
-    subprocess.run([vivado, "-mode", "batch", "-source", "design.tcl"], cwd=build_dir / "vivado", check=True)
+    _run_tool([vivado, "-mode", "batch", "-source", "design.tcl"], build_dir / "vivado")
     return f"--synth: bitstream written to {build_dir}/deploy/design.bit"
 

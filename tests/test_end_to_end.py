@@ -236,7 +236,7 @@ def test_bad_inputs_end_with_one_line_and_no_build_folder(tmp_path):
         out = tmp_path / f"out_{len(list(tmp_path.iterdir()))}"
         one_line_error(hetdeploy("build", model, "--board", board, "-o", out), *fragments)
         assert not out.exists()
-        assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") and "partial" in p.name]
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") or p.name.endswith(".failed")]
 
 
 def test_reuse_factor_and_calibration_mistakes_are_one_line(tmp_path):
@@ -314,10 +314,10 @@ def test_failed_verification_leaves_previous_build_untouched_and_keeps_its_evide
     assert [p.name for p in out.iterdir()] == ["plan.json"]
     assert (out / "plan.json").read_text() == '{"previous": true}'
     # the failed build is kept beside it, for its logs, and the message says where
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".out.partial", "m.onnx", "out"]
-    assert f"kept in {tmp_path / '.out.partial'}; its log: {tmp_path / '.out.partial' / 'build.log'}" in result.stderr
-    assert (tmp_path / ".out.partial" / "hls").is_dir()
-    log = (tmp_path / ".out.partial" / "build.log").read_text().splitlines()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx", "out", "out.failed"]
+    assert f"kept in {tmp_path / 'out.failed'}; its log: {tmp_path / 'out.failed' / 'build.log'}" in result.stderr
+    assert (tmp_path / "out.failed" / "hls").is_dir()
+    log = (tmp_path / "out.failed" / "build.log").read_text().splitlines()
     assert log[0].startswith("[1/7] loading model") and log[-1].startswith("error: C-simulation of")
 
 

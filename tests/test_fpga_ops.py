@@ -223,6 +223,6 @@ def test_an_assert_in_hls4ml_cpp_is_a_clear_failure_not_a_crash(tmp_path):
     assert result.returncode == 3, result.stderr
     (line,) = [x for x in result.stderr.splitlines() if x.startswith("hetdeploy: error")]
     assert "unit sf0_fpga_u0 (MaxPool; nodes op)" in line and "signal SIGABRT" in line
-    log = tmp_path / ".out.partial" / "hls" / "sf0_fpga" / "csim_run.log"
+    log = tmp_path / "out.failed" / "hls" / "sf0_fpga" / "csim_run.log"
     assert str(log) in line and "Assertion" in log.read_text()
     assert not (tmp_path / "out").exists()

@@ -1,0 +1,67 @@
+"""Child processes that never outlive hetdeploy, and SIGTERM handled like Ctrl-C.
+
+Every tool hetdeploy starts (make and its g++ jobs, the C-simulation process, Vivado) runs in a
+process group of its own and is asked by the kernel to die with hetdeploy (``PR_SET_PDEATHSIG``);
+when hetdeploy stops early (Ctrl-C, SIGTERM, an error) the whole group is killed, grandchildren
+included.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+from typing import Iterator
+
+_PR_SET_PDEATHSIG = 1
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is so that its clean-up runs (as for Ctrl-C)."""
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: the kernel sends it SIGKILL when hetdeploy ends, however it ends."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def start(command: list[str], **options) -> subprocess.Popen:
+    """``subprocess.Popen`` in a new process group that dies with hetdeploy."""
+    return subprocess.Popen(command, start_new_session=True, preexec_fn=_die_with_parent, **options)
+
+
+def kill(process: subprocess.Popen) -> None:
+    """The process and its process group (its own children), at once."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def run(command: list[str], **options) -> subprocess.CompletedProcess:
+    """``subprocess.run(command, capture_output=True, text=True)``, the whole process group killed if
+    hetdeploy stops before it ends."""
+    process = start(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **options)
+    try:
+        stdout, stderr = process.communicate()
+    except BaseException:
+        kill(process)
+        raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises ``Terminated`` in the main thread while the block runs."""
+    def handler(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
