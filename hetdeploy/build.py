@@ -42,6 +42,7 @@ from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, element_byt
 from .model import QUANTIZER_OPS, LoadedModel, load_model
 from .ort_adapter import OrtModel, open_model, run_in_memory
 from .partition import partition_graph
+from .report import write_report
 from .plan import (Buffer, Calibration, ExecutionUnit, FpgaFallback, HlsPort, HlsProject, MemoryPlan, Plan,
                    PlanEstimate, PrecisionSearch, Subfunction, SubfunctionEstimate, Widening)
 from .samples import load_samples, random_samples
@@ -156,6 +157,7 @@ def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progr
         write_package(plan, board, stage_dir)
         plan.save(stage_dir / "plan.json")
         shutil.copy(stage_dir / "plan.json", stage_dir / "deploy" / "plan.json")
+        write_report(stage_dir)
     return plan
 
 

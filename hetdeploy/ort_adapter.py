@@ -91,6 +91,18 @@ def holds_qonnx_ops(path: Path | str) -> bool:
     return any(n.domain in QONNX_DOMAINS for n in model.graph.node)
 
 
+def graph_edges(path: Path | str) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """The model's node-to-node edges (producer, consumer; in node order) and each node's op."""
+    try:
+        graph = onnx.load(str(path), load_external_data=False).graph
+    except Exception as err:
+        raise UserError(f"{path}: not a readable ONNX model ({type(err).__name__}); rebuild with 'hetdeploy "
+                        f"build'") from None
+    producer = {t: node.name for node in graph.node for t in node.output}
+    edges = [(producer[t], node.name) for node in graph.node for t in node.input if t in producer]
+    return edges, {node.name: node.op_type for node in graph.node}
+
+
 def open_model(path: Path | str, kind: str = "cpu"):
     """The model at ``path`` on onnxruntime, or on qonnx's execution when it holds QONNX ops."""
     if holds_qonnx_ops(path):

@@ -1,104 +1,295 @@
-"""``hetdeploy report DIR``: a build's plan as pictures (SVG in one HTML page).
+"""``hetdeploy report DIR`` (and every build): DIR/report.html, a build a person can read.
 
-Three kinds of picture: the partition (one box per subfunction, in run order, on its device), the
-resource use of each FPGA subfunction against its budget, and the memory map of each FPGA
-subfunction (schedule step across, address down, a rectangle per buffer; on-chip memories and DDR
-apart). Every name from the model or board is escaped.
+One self-contained HTML page: the network drawn as a graph coloured by subfunction (and so by
+device), the latency breakdown, a table of the FPGA execution units (reuse factor, precision,
+estimates, verified error), the chip totals against each FPGA's budget, and each FPGA
+subfunction's memory map (schedule step across, address up, one labelled rectangle per buffer, a
+legend). Pictures are matplotlib SVG, written without dates or random ids (the same build gives
+the same bytes); every name from the model or the board is escaped for HTML and for matplotlib's
+mathtext.
 """
 
 from __future__ import annotations
 
 import html
+import io
 from pathlib import Path
+
+import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
 
 from .plan import MemoryPlan, Plan, Subfunction
 
-COLOURS = {"cpu": "#8fb8de", "gpu": "#9fd89f", "fpga": "#f4b183", "bram": "#f4b183", "reserved": "#ffd966",
-           "ddr": "#b4a7d6", "weights": "#8e7cc3"}
-WIDTH = 900
+# per device kind, the colour maps its subfunctions take shades of
+_KIND_MAPS = {"fpga": "Oranges", "cpu": "Blues", "gpu": "Greens"}
+_MEMORY_COLOURS = {"bram": "#f4b183", "reserved": "#ffd966", "ddr": "#b4a7d6", "weights": "#8e7cc3"}
+_MEMORY_NAMES = {"bram": "on-chip BRAM", "reserved": "reserved BRAM", "ddr": "DDR (spilled)",
+                 "weights": "DDR weights of a unit"}
+RESOURCES = ("dsp", "bram18", "lut", "ff")
+# beyond this many nodes the graph is drawn without labels
+LABELLED_NODES = 80
+
+_STYLE = """body{font-family:sans-serif;margin:24px;max-width:1100px;color:#222}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
+th,td{border:1px solid #bbb;padding:3px 8px;text-align:right}
+th{background:#eee}td.name,th.name{text-align:left;font-family:monospace}
+.fail{color:#b00;font-weight:bold}.pass{color:#070}svg{max-width:100%;height:auto}"""
 
 
-def _text(x: float, y: float, text: str, size: int = 12, anchor: str = "start") -> str:
-    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size}" text-anchor="{anchor}" '
-            f'font-family="sans-serif">{html.escape(text)}</text>')
+def _mathtext_safe(text: str) -> str:
+    """Names as matplotlib text: a ``$`` would start mathtext."""
+    return text.replace("$", r"\$")
 
 
-def _rect(x: float, y: float, w: float, h: float, fill: str, title: str) -> str:
-    return (f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 0.5):.1f}" height="{max(h, 0.5):.1f}" fill="{fill}" '
-            f'stroke="#333" stroke-width="0.5"><title>{html.escape(title)}</title></rect>')
+def _svg(figure: Figure) -> str:
+    buffer = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": "hetdeploy", "svg.fonttype": "none"}):
+        figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
 
 
-def _svg(height: float, body: list[str]) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height:.0f}" '
-            f'viewBox="0 0 {WIDTH} {height:.0f}">' + "".join(body) + "</svg>")
+def subfunction_colours(plan: Plan) -> dict[str, tuple]:
+    """A colour per subfunction: the shade of its device kind's colour map."""
+    from matplotlib import colormaps
 
-
-def partition_svg(plan: Plan) -> str:
-    total = sum(s.estimate.latency_s for s in plan.subfunctions if s.estimate) or 1.0
-    body, x = [_text(10, 16, f"estimated latency {plan.estimate.latency_s * 1e3:.3g} ms; width = share of it")], 10.0
+    colours, seen = {}, {}
     for sub in plan.subfunctions:
-        w = (WIDTH - 20) * (sub.estimate.latency_s if sub.estimate else 0) / total
-        body.append(_rect(x, 26, w, 40, COLOURS.get(sub.kind, "#ccc"),
-                          f"{sub.name} on {sub.device}: {len(sub.nodes)} nodes"))
-        if w > 60:
-            body.append(_text(x + 4, 50, f"{sub.name} ({sub.device})", 11))
-        x += w
-    return _svg(80, body)
+        seen.setdefault(sub.kind, []).append(sub.name)
+    for kind, names in seen.items():
+        cmap = colormaps[_KIND_MAPS.get(kind, "Greys")]
+        for k, name in enumerate(names):
+            colours[name] = cmap(0.35 + 0.5 * (k + 1) / (len(names) + 1))
+    return colours
 
 
-def resources_svg(sub: Subfunction) -> str:
-    body = []
-    for row, key in enumerate(("dsp", "bram18", "lut", "ff")):
-        used, budget = sub.resources[key], sub.budget[key] or 1
-        y = 10 + row * 26
-        body.append(_text(10, y + 14, key.upper()))
-        body.append(_rect(80, y, WIDTH - 300, 18, "#eee", f"budget {budget}"))
-        body.append(_rect(80, y, (WIDTH - 300) * min(1.0, used / budget), 18, COLOURS["fpga"], f"{used}"))
-        body.append(_text(WIDTH - 210, y + 14, f"{used:,} of {budget:,} ({used / budget:.0%})"))
-    return _svg(10 + 4 * 26, body)
+def graph_figure(plan: Plan, edges: list[tuple[str, str]], ops: dict[str, str]) -> Figure:
+    """The model's nodes in layers (longest path from the inputs), coloured by subfunction."""
+    where = {n: s.name for s in plan.subfunctions for n in s.nodes}
+    nodes = [n for n in ops if n in where]
+    depth = {n: 0 for n in nodes}
+    for source, target in edges:  # ``edges`` in the model's (topological) node order
+        if source in depth and target in depth:
+            depth[target] = max(depth[target], depth[source] + 1)
+    layers: dict[int, list[str]] = {}
+    for n in nodes:
+        layers.setdefault(depth[n], []).append(n)
+    position = {n: (k - (len(layer) - 1) / 2, -d) for d, layer in layers.items() for k, n in enumerate(layer)}
+    widest = max((len(layer) for layer in layers.values()), default=1)
+    labelled = len(nodes) <= LABELLED_NODES
+    figure = Figure(figsize=(min(14, 3 + 2.2 * widest), min(40, 1.5 + (0.55 if labelled else 0.08) * len(layers))))
+    axes = figure.add_subplot()
+    colours = subfunction_colours(plan)
+    for source, target in edges:
+        if source in position and target in position:
+            (x0, y0), (x1, y1) = position[source], position[target]
+            axes.annotate("", (x1, y1), (x0, y0), arrowprops={"arrowstyle": "-|>", "color": "#888", "lw": 0.6,
+                                                               "shrinkA": 9, "shrinkB": 9})
+    for n in nodes:
+        x, y = position[n]
+        axes.scatter([x], [y], s=260 if labelled else 18, color=colours[where[n]], edgecolors="#333",
+                     linewidths=0.5, zorder=3)
+        if labelled:
+            axes.text(x + 0.12, y, _mathtext_safe(f"{ops[n]}  {n[:28]}"), fontsize=7, va="center", zorder=4)
+    axes.legend(handles=[Patch(color=colours[s.name], label=_mathtext_safe(f"{s.name} ({s.device}, "
+                                                                           f"{len(s.nodes)} nodes)"))
+                         for s in plan.subfunctions], loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
+                title="subfunction (device)")
+    axes.set_axis_off()
+    axes.set_xlim(min((p[0] for p in position.values()), default=0) - 0.6,
+                  max((p[0] for p in position.values()), default=0) + (2.6 if labelled else 0.6))
+    axes.set_title("the network, coloured by subfunction; inputs at the top", fontsize=10)
+    return figure
 
 
-def memory_svg(memory: MemoryPlan, steps: int) -> str:
-    """One panel per memory region: on chip (BRAM then the reserve below it) and DDR."""
-    panels = [("on chip", ("bram", "reserved"), memory.target_bytes + memory.reserved_used_bytes),
-              ("DDR", ("ddr",), memory.ddr_bytes)]
-    body, top = [], 10.0
-    column = (WIDTH - 140) / max(1, steps)
-    for title, memories, extent in panels:
-        if extent == 0:
+def latency_figure(plan: Plan) -> Figure:
+    """Per subfunction, its estimated time as compute, transfers, call overhead and DDR traffic."""
+    subs = [s for s in plan.subfunctions if s.estimate is not None]
+    figure = Figure(figsize=(10, 0.8 + 0.45 * len(subs)))
+    axes = figure.add_subplot()
+    parts = [("compute", "#5b9bd5", lambda e: e.compute_s), ("transfers", "#a5a5a5", lambda e: e.transfer_s),
+             ("call overhead", "#ffc000", lambda e: e.overhead_s),
+             ("DDR traffic", "#8e7cc3", lambda e: max(0.0, e.latency_s - e.compute_s - e.transfer_s - e.overhead_s))]
+    left = [0.0] * len(subs)
+    for label, colour, value in parts:
+        widths = [value(s.estimate) * 1e6 for s in subs]
+        axes.barh(range(len(subs)), widths, left=left, color=colour, label=label)
+        left = [a + b for a, b in zip(left, widths)]
+    axes.set_yticks(range(len(subs)), [_mathtext_safe(f"{s.name} ({s.device})") for s in subs], fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlabel("estimated time per call (us)")
+    axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    axes.set_title(f"estimated latency {plan.estimate.latency_s * 1e6:.4g} us ({plan.policy} policy)", fontsize=10)
+    return figure
+
+
+def chip_totals(plan: Plan) -> dict[str, dict]:
+    """Per FPGA device: each subfunction's resources, their sum and the budget."""
+    totals: dict[str, dict] = {}
+    for sub in plan.subfunctions:
+        if sub.resources is None:
             continue
-        height = 220.0
-        body.append(_text(10, top + 12, f"{title}: {extent:,} B"))
-        body.append(_rect(120, top, column * steps, height, "#f7f7f7", title))
-        for b in (b for b in memory.buffers if b.memory in memories):
+        entry = totals.setdefault(sub.device, {"subfunctions": {}, "budget": sub.budget or {}})
+        entry["subfunctions"][sub.name] = sub.resources
+    for entry in totals.values():
+        entry["total"] = {k: sum(r.get(k) or 0 for r in entry["subfunctions"].values()) for k in RESOURCES}
+    return totals
+
+
+def resources_figure(device: str, entry: dict, colours: dict[str, tuple]) -> Figure:
+    """Each resource as a share of the budget, a segment per subfunction."""
+    figure = Figure(figsize=(10, 2.4))
+    axes = figure.add_subplot()
+    left = [0.0] * len(RESOURCES)
+    for name, used in entry["subfunctions"].items():
+        shares = [100.0 * (used.get(k) or 0) / (entry["budget"].get(k) or 1) for k in RESOURCES]
+        axes.barh(range(len(RESOURCES)), shares, left=left, color=colours[name], edgecolor="#333", linewidth=0.4,
+                  label=_mathtext_safe(name))
+        left = [a + b for a, b in zip(left, shares)]
+    for row, k in enumerate(RESOURCES):
+        axes.text(max(left[row], 0) + 1, row, f"{entry['total'][k]:,} of {entry['budget'].get(k) or 0:,}",
+                  va="center", fontsize=8)
+    axes.axvline(100, color="red", lw=1)
+    axes.set_yticks(range(len(RESOURCES)), [k.upper() for k in RESOURCES])
+    axes.invert_yaxis()
+    axes.set_xlim(0, max(110.0, max(left) + 25))
+    axes.set_xlabel("% of the budget (the FPGA's resources minus the board's reserve); estimates")
+    axes.legend(fontsize=8, loc="lower right", title="subfunction")
+    axes.set_title(_mathtext_safe(f"{device}: the chip's total over {len(entry['subfunctions'])} subfunction(s)"),
+                   fontsize=10)
+    return figure
+
+
+def memory_figure(sub: Subfunction, memory: MemoryPlan) -> Figure:
+    """Schedule step across, address up; on chip (BRAM, the reserve above it) and DDR in panels of
+    their own. Each buffer a rectangle with its key (b0, b1, ...; the table under it names them)."""
+    def top(b) -> int:  # a buffer's end address in its panel (the reserve sits above the BRAM target)
+        return (memory.target_bytes if b.memory == "reserved" else 0) + b.offset + b.size
+
+    panels = [(title, memories, max((top(b) for b in memory.buffers if b.memory in memories), default=0))
+              for title, memories in (("on chip", ("bram", "reserved")), ("DDR", ("ddr",)))]
+    panels = [p for p in panels if p[2] > 0]
+    steps = max(1, len(sub.execution_units))
+    figure = Figure(figsize=(10, 1.2 + 2.8 * max(1, len(panels))))
+    for row, (title, memories, used) in enumerate(panels):
+        axes = figure.add_subplot(len(panels), 1, row + 1)
+        # the BRAM target is drawn when it is in sight; far above the buffers it would flatten them
+        target_shown = "bram" in memories and memory.target_bytes <= 3 * used
+        extent = 1.08 * max(used, memory.target_bytes if target_shown else 0)
+        for key, b in enumerate(memory.buffers):
+            if b.memory not in memories:
+                continue
             base = memory.target_bytes if b.memory == "reserved" else 0
-            y = top + height * (base + b.offset) / extent
-            body.append(_rect(120 + column * b.first, y, column * (b.last - b.first + 1), height * b.size / extent,
-                              COLOURS["weights" if b.kind == "weights" else b.memory],
-                              f"{b.tensor}: {b.size:,} B at {b.memory} + {b.offset:,}, steps {b.first}..{b.last}"))
-        if "bram" in memories and memory.reserved_used_bytes:
-            y = top + height * memory.target_bytes / extent
-            body.append(f'<line x1="120" x2="{120 + column * steps:.1f}" y1="{y:.1f}" y2="{y:.1f}" stroke="red"/>')
-        top += height + 30
-    body.append(_text(120, top, "schedule step ->", 11))
-    return _svg(top + 10, body)
+            kind = "weights" if b.kind == "weights" else b.memory
+            axes.add_patch(Rectangle((b.first - 0.45, base + b.offset), b.last - b.first + 0.9, b.size,
+                                     facecolor=_MEMORY_COLOURS[kind], edgecolor="#333", linewidth=0.5,
+                                     gid=f"buffer-{key}"))
+            if b.size / extent > 0.04:
+                axes.text((b.first + b.last) / 2, base + b.offset + b.size / 2, f"b{key}", ha="center",
+                          va="center", fontsize=7)
+        if target_shown:
+            axes.axhline(memory.target_bytes, color="red", lw=0.8, ls="--")
+            axes.text(steps - 0.45, memory.target_bytes, "BRAM target (reserve above)", color="red", fontsize=7,
+                      ha="right", va="bottom")
+        axes.set_xlim(-0.6, steps - 0.4)
+        axes.set_ylim(0, extent)
+        axes.set_ylabel(f"{title}: address (bytes)", fontsize=8)
+        axes.set_xticks(range(steps), [_mathtext_safe(u.name) for u in sub.execution_units] or ["0"], fontsize=7,
+                        rotation=30 if steps > 6 else 0)
+        used = sorted({"weights" if b.kind == "weights" else b.memory for b in memory.buffers if b.memory in memories})
+        axes.legend(handles=[Patch(color=_MEMORY_COLOURS[k], label=_MEMORY_NAMES[k]) for k in used], fontsize=7,
+                    loc="upper right")
+    figure.axes[-1].set_xlabel("schedule step (the execution unit running)")
+    figure.suptitle(_mathtext_safe(f"{sub.name}: memory map ({memory.strategy})"), fontsize=10)
+    return figure
+
+
+def _table(header: list[str], rows: list[list], names: int = 1) -> str:
+    """An HTML table; the first ``names`` columns are names (left-aligned, monospace)."""
+    head = "".join(f"<th class='name'>{html.escape(h)}</th>" if i < names else f"<th>{html.escape(h)}</th>"
+                   for i, h in enumerate(header))
+    body = "".join("<tr>" + "".join(
+        (f"<td class='name'>{html.escape(str(v))}</td>" if i < names else
+         f"<td>{v if isinstance(v, _Html) else html.escape(str(v))}</td>") for i, v in enumerate(row)) + "</tr>"
+        for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+class _Html(str):
+    """A table cell already written as HTML."""
+
+
+def _verdict(v) -> str:
+    if v is None:
+        return "-"
+    mark = "<span class='pass'>pass</span>" if v.passed else "<span class='fail'>FAIL</span>"
+    return _Html(f"{v.max_abs_error:.3g} / {v.tolerance:.3g} {mark}")
+
+
+def units_table(plan: Plan) -> str:
+    rows = []
+    for sub in plan.subfunctions:
+        for u in sub.execution_units:
+            e = u.estimate
+            rows.append([sub.name, u.name, ", ".join(u.nodes[:4]) + (", ..." if len(u.nodes) > 4 else ""), u.pe,
+                         u.reuse_factor, u.strategy, "DDR" if u.weights_in_ddr else "on chip", u.precision,
+                         e.get("dsp"), e.get("bram18"), e.get("lut"), e.get("ff"),
+                         e.get("latency_cycles") if e.get("latency_cycles") is not None else "-",
+                         _verdict(u.verification)])
+    return _table(["subfunction", "unit", "nodes", "PE", "reuse", "strategy", "weights", "precision", "DSP",
+                   "BRAM18", "LUT", "FF", "cycles", "C-sim max abs error / tolerance"], rows, names=3)
+
+
+def buffers_table(memory: MemoryPlan) -> str:
+    return _table(["key", "tensor", "memory", "offset (B)", "size (B)", "steps", "element type"],
+                  [[f"b{k}", b.tensor, b.memory, f"{b.offset:,}", f"{b.size:,}", f"{b.first}..{b.last}", b.precision]
+                   for k, b in enumerate(memory.buffers)], names=2)
 
 
 def write_report(build_dir: Path) -> Path:
-    plan = Plan.load(build_dir / "plan.json")
-    parts = [f"<h1>hetdeploy build of {html.escape(plan.source_model)} for {html.escape(plan.board)}</h1>",
-             "<h2>Partition</h2>", partition_svg(plan)]
+    from .emulate import load_build
+    from .ort_adapter import graph_edges
+
+    build_dir = Path(build_dir)
+    plan = load_build(build_dir)
+    edges, ops = graph_edges(build_dir / plan.model)
+    colours = subfunction_colours(plan)
+    e = plan.estimate
+    summary = [f"estimated latency <b>{e.latency_s * 1e6:.4g} us</b> ({html.escape(plan.policy)} policy)"]
+    if e.all_cpu_latency_s:
+        summary.append(f"all on the host CPU {e.all_cpu_latency_s * 1e6:.4g} us")
+    summary.append(f"support policy {e.support_latency_s * 1e6:.4g} us")
+    parts = [f"<h1>{html.escape(plan.source_model)} on {html.escape(plan.board)}</h1>",
+             f"<p>{'; '.join(summary)}. Resource and time figures are estimates, not synthesis results.</p>",
+             "<h2>The network</h2>", _svg(graph_figure(plan, edges, ops)),
+             "<h2>Latency breakdown</h2>", _svg(latency_figure(plan)),
+             _table(["subfunction", "device", "nodes", "time (us)", "compute", "transfers", "overhead",
+                     "C-sim or emulation max abs error / tolerance"],
+                    [[s.name, s.device, len(s.nodes), f"{s.estimate.latency_s * 1e6:.4g}",
+                      f"{s.estimate.compute_s * 1e6:.4g}", f"{s.estimate.transfer_s * 1e6:.4g}",
+                      f"{s.estimate.overhead_s * 1e6:.4g}", _verdict(s.verification)]
+                     for s in plan.subfunctions if s.estimate], names=2)]
+    if any(s.execution_units for s in plan.subfunctions):
+        parts += ["<h2>FPGA execution units</h2>", units_table(plan)]
+    for device, entry in chip_totals(plan).items():
+        parts += [f"<h2>{html.escape(device)}: chip totals</h2>", _svg(resources_figure(device, entry, colours)),
+                  _table(["subfunction", *[k.upper() for k in RESOURCES]],
+                         [[name, *[f"{used.get(k) or 0:,}" for k in RESOURCES]]
+                          for name, used in entry["subfunctions"].items()]
+                         + [["total", *[f"{entry['total'][k]:,}" for k in RESOURCES]],
+                            ["budget", *[f"{entry['budget'].get(k) or 0:,}" for k in RESOURCES]]])]
     for sub in plan.subfunctions:
-        if sub.resources is None or sub.memory is None:
+        if sub.memory is None:
             continue
         m = sub.memory
-        parts += [f"<h2>{html.escape(sub.name)}: resources (estimates) against the budget</h2>", resources_svg(sub),
-                  f"<h2>{html.escape(sub.name)}: memory map ({html.escape(m.strategy)})</h2>",
+        parts += [f"<h2>{html.escape(sub.name)}: memory map</h2>",
                   f"<p>BRAM {m.bram_bytes:,} of {m.target_bytes:,} B; reserve {m.reserved_used_bytes:,} of "
-                  f"{m.reserved_bytes:,} B; DDR {m.ddr_bytes:,} B (units' weights, darker, and spilled buffers); "
-                  f"lower bound {m.lower_bound_bytes:,} B</p>",
-                  memory_svg(m, len(sub.execution_units))]
+                  f"{m.reserved_bytes:,} B; DDR {m.ddr_bytes:,} B; lower bound {m.lower_bound_bytes:,} B "
+                  f"(strategy {html.escape(m.strategy)})</p>",
+                  _svg(memory_figure(sub, m)), buffers_table(m)]
     path = build_dir / "report.html"
-    path.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'><title>hetdeploy report</title></head><body>"
-                    + "\n".join(parts) + "</body></html>\n")
+    path.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'><title>hetdeploy report: "
+                    f"{html.escape(plan.source_model)}</title><style>{_STYLE}</style></head><body>"
+                    + "\n".join(parts) + "</body></html>\n", encoding="utf-8")
     return path

@@ -186,27 +186,45 @@ def test_overlapping_live_buffers_make_csimulation_disagree(tmp_path):
     assert not json.loads(result.stdout)["passed"]
 
 
-def test_report_draws_partition_resources_and_one_rectangle_per_buffer(built, tmp_path):
+def test_report_draws_graph_latency_units_totals_and_one_labelled_rectangle_per_buffer(built, tmp_path):
+    import html
     import re
     import subprocess
     import sys
     import xml.dom.minidom
 
     _, out = built("split_by_lrn")
+    page = (out / "report.html").read_text()  # every build writes it
     copy = tmp_path / "b"
     subprocess.run(["cp", "-r", str(out), str(copy)], check=True)
+    (copy / "report.html").unlink()
     result = subprocess.run([sys.executable, "-m", "hetdeploy", "report", str(copy)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
-    page = (copy / "report.html").read_text()
+    assert (copy / "report.html").read_text() == page  # the same build, the same bytes
     svgs = re.findall(r"<svg.*?</svg>", page, re.S)
     plan = json.loads((copy / "plan.json").read_text())
     fpga = [s for s in plan["subfunctions"] if s["kind"] == "fpga"]
-    assert len(svgs) == 1 + 2 * len(fpga)  # partition, then resources and memory map per FPGA subfunction
+    devices = {s["device"] for s in fpga}
+    # the graph, the latency breakdown, the chip totals per FPGA, a memory map per FPGA subfunction
+    assert len(svgs) == 2 + len(devices) + len(fpga)
     for svg in svgs:
         xml.dom.minidom.parseString(svg)
-    for sub, memory_map in zip(fpga, svgs[2::2]):
-        drawn = re.findall(r"<title>([^<]*): \d[\d,]* B at (\w+) \+", memory_map)
-        assert sorted(drawn) == sorted((b["tensor"], b["memory"]) for b in sub["memory"]["buffers"])
+    for sub in plan["subfunctions"]:  # the graph's legend and the latency rows name every subfunction
+        assert f"{sub['name']} ({sub['device']}, {len(sub['nodes'])} nodes)" in svgs[0]
+        assert f"{sub['name']} ({sub['device']})" in svgs[1]
+    for sub in fpga:
+        for unit in sub["execution_units"]:  # the units table: reuse factor, precision, estimates, error
+            row = re.search(rf"<td class='name'>{unit['name']}</td>.*?</tr>", page).group(0)
+            assert f"<td>{unit['reuse_factor']}</td>" in row and html.escape(unit["precision"]) in row
+            assert f"<td>{unit['estimate']['dsp']}</td>" in row and f"{unit['verification']['max_abs_error']:.3g}" in row
+    totals = {k: sum(s["resources"][k] for s in fpga) for k in ("dsp", "bram18", "lut", "ff")}
+    assert f"<td class='name'>total</td><td>{totals['dsp']:,}</td><td>{totals['bram18']:,}</td>" in page
+    for sub, memory_map in zip(fpga, svgs[2 + len(devices):]):
+        buffers = sub["memory"]["buffers"]
+        assert sorted(re.findall(r'id="buffer-(\d+)"', memory_map), key=int) == [str(k) for k in range(len(buffers))]
+        assert "schedule step" in memory_map and "address (bytes)" in memory_map  # axes, labelled
+        for k, b in enumerate(buffers):  # the key under the map names every rectangle
+            assert f"<td class='name'>b{k}</td><td class='name'>{b['tensor']}</td><td>{b['memory']}</td>" in page
 
 
 def test_plan_memory_fields_and_strategy_choice(tmp_path, capsys):

@@ -1,0 +1,46 @@
+"""The report as a person sees it: rendered by a headless Chromium, the screenshot read back.
+
+Needs Chromium (Debian's ``chromium``); where it is missing the test says so and is skipped. The
+structure of the page (one SVG per picture, a rectangle per buffer, the tables) is checked without a
+browser in test_memory.py.
+"""
+
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no headless Chromium on this machine (apt install chromium)")
+def test_report_renders_in_a_headless_browser_with_every_picture(built, tmp_path):
+    from matplotlib import image
+
+    from hetdeploy.plan import Plan
+    from hetdeploy.report import subfunction_colours
+
+    _, out = built("split_by_lrn")
+    shot = tmp_path / "report.png"
+    subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                    f"--user-data-dir={tmp_path / 'profile'}", "--hide-scrollbars", "--window-size=1200,5000",
+                    f"--screenshot={shot}", (out / "report.html").resolve().as_uri()],
+                   check=True, capture_output=True, timeout=120)
+    pixels = image.imread(str(shot))[..., :3]
+    assert pixels.shape[:2] == (5000, 1200)
+
+    def drawn(colour) -> int:
+        return int(np.sum(np.all(np.abs(pixels - np.array(colour[:3])) < 0.02, axis=-1)))
+
+    plan = Plan.load(out / "plan.json")
+    # every subfunction's colour is on the page (graph nodes, legend, chip totals), in more than a few pixels
+    for name, colour in subfunction_colours(plan).items():
+        assert drawn(colour) > 200, name
+    # the memory maps' on-chip buffers and the latency bars' compute segments
+    assert drawn((0xf4 / 255, 0xb1 / 255, 0x83 / 255)) > 2000
+    assert drawn((0x5b / 255, 0x9b / 255, 0xd5 / 255)) > 500
+    # text: dark pixels in every band of the page down to the last memory map
+    rows = np.where(np.any(pixels.mean(axis=-1) < 0.3, axis=1))[0]
+    assert rows.max() > 2000
