@@ -6,6 +6,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "examples"))
 sys.path.insert(0, str(ROOT / "benchmarks"))  # graphs.py: published architectures and random DAGs
+sys.path.insert(0, str(ROOT / "tests"))  # fuzz.py
 
 import networks  # noqa: E402
 

@@ -1,0 +1,97 @@
+"""Build configurations (YAML): the resolved configuration in plan.json, `hetdeploy config DIR`,
+`build --config` replaying it, per-node settings, and one line for every mistake in a config file."""
+
+import json
+import subprocess
+import sys
+
+import onnx
+import pytest
+import yaml
+
+import networks
+from hetdeploy.cli import main
+
+
+def hetdeploy(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "hetdeploy", *map(str, args)], capture_output=True, text=True, cwd=cwd)
+
+
+def test_config_written_back_replays_the_same_plan_and_the_folding_can_be_pinned(built, tmp_path):
+    model, out = built("jet_tagger_mlp")
+    plan = json.loads((out / "plan.json").read_text())
+    config = plan["config"]
+    assert config["model"] == str(model.resolve()) and config["board"] == "pynq-z2" and config["policy"] == "support"
+    assert {"width", "memory_strategy", "error_budget", "calibration", "samples", "seed", "tolerance", "synth",
+            "nodes"} <= set(config)
+
+    written = hetdeploy("config", out, "--folding")
+    assert written.returncode == 0, written.stderr
+    pinned = yaml.safe_load(written.stdout)
+    fpga_units = [u for s in plan["subfunctions"] for u in s["execution_units"] if u["foldable"]]
+    assert pinned["nodes"] == {u["nodes"][0]: {"reuse_factor": u["reuse_factor"]} for u in fpga_units}
+    (tmp_path / "pinned.yaml").write_text(written.stdout)
+    replay = hetdeploy("build", "--config", tmp_path / "pinned.yaml", "-o", tmp_path / "again", "-q")
+    assert replay.returncode == 0, replay.stderr
+    again = json.loads((tmp_path / "again" / "plan.json").read_text())
+    assert again["config"]["nodes"] == pinned["nodes"]
+    assert {k: v for k, v in again.items() if k != "config"} == {k: v for k, v in plan.items() if k != "config"}
+
+    # edited: one unit refolded, the command line overriding the file's width for plan
+    first = fpga_units[0]["nodes"][0]
+    pinned["nodes"] = {first: {"reuse_factor": max(1, fpga_units[0]["reuse_factor"] * 2)}}
+    pinned["width"] = 12
+    (tmp_path / "edited.yaml").write_text(yaml.safe_dump(pinned))
+    planned = hetdeploy("plan", "--config", tmp_path / "edited.yaml", "--width", "10", "--json")
+    assert planned.returncode == 0, planned.stderr
+    edited = json.loads(planned.stdout)
+    assert edited["config"]["width"] == 10 and edited["width"] == 10
+    assert edited["subfunctions"][0]["execution_units"][0]["reuse_factor"] == pinned["nodes"][first]["reuse_factor"]
+
+
+def test_device_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
+    model = tmp_path / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))
+    assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", "--device", "/fc2/Gemm=arm_cpu",
+                 "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [s["device"] for s in plan["subfunctions"]] == ["fpga", "arm_cpu", "fpga"]
+    assert plan["subfunctions"][1]["nodes"] == ["/fc2/Gemm"]
+    assert [(f["node"], f["reason"]) for f in plan["fpga_fallbacks"]] == [("/fc2/Gemm", "pinned")]
+    assert plan["config"]["nodes"] == {"/fc2/Gemm": {"device": "arm_cpu"}}
+    (tmp_path / "c.yaml").write_text(f"model: jet.onnx\nboard: PYNQ-Z2\npolicy: support\n"
+                                     f"nodes:\n  /fc2/Gemm: {{device: arm_cpu}}\n")
+    assert main(["plan", "--config", str(tmp_path / "c.yaml"), "--json"]) == 0  # the model relative to the file
+    assert json.loads(capsys.readouterr().out)["subfunctions"] == plan["subfunctions"]
+
+
+@pytest.mark.parametrize("text, fragments", [
+    ("width: 40\n", ["line 1", "width", "4 to 32"]),
+    ("widht: 8\n", ["line 1", "widht", "unknown key"]),
+    ("policy: fastest\n", ["policy", "latency, support"]),
+    ("tolerance: -1\n", ["tolerance", "fraction"]),
+    ("nodes:\n  /fc1/Gemm: {reuse: 4}\n", ["line 2", "nodes./fc1/Gemm.reuse", "unknown key"]),
+    ("nodes:\n  /fc1/Gemm: {precision: 'ap_fixed<40,2>'}\n", ["nodes./fc1/Gemm.precision", "2 to 32"]),
+    ("nodes:\n  /fc1/Gemm: {reuse_factor: 0}\n", ["reuse_factor", "at least 1"]),
+    ("nodes:\n  /fc1/Gem: {reuse_factor: 4}\n", ["no node '/fc1/Gem'", "did you mean '/fc1/Gemm'"]),
+    ("nodes:\n  /fc1/Gemm: {device: tpu}\n", ["no device 'tpu'", "arm_cpu, fpga"]),
+    ("nodes: [1, 2]\n", ["nodes", "mapping"]),
+    ("a: &a [1]\nb: *a\n", ["line 2", "aliases"]),
+    ("- 1\n", ["top level", "mapping"]),
+    ("seed: !!python/object:os.system x\n", ["not valid YAML"]),
+])
+def test_config_file_mistakes_are_one_line(tmp_path, text, fragments):
+    model = tmp_path / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))
+    (tmp_path / "c.yaml").write_text(text)
+    result = hetdeploy("plan", model, "--board", "pynq-z2", "--policy", "support", "--config", tmp_path / "c.yaml")
+    assert result.returncode == 2
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("hetdeploy: error:") and all(f in line for f in fragments), line
+
+
+def test_model_and_board_come_from_the_command_line_or_the_config(tmp_path):
+    result = hetdeploy("plan", "--board", "pynq-z2")
+    assert result.returncode == 2 and "the model is required (on the command line or in --config)" in result.stderr
+    result = hetdeploy("build", "-o", tmp_path / "out")
+    assert result.returncode == 2 and "the model and --board are required" in result.stderr
