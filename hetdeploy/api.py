@@ -7,7 +7,8 @@ run the built pipeline in-process.
     y = pipeline.predict(x)             # one array per output: FPGA parts in C-simulation
     y = hetdeploy.load("build_dir").predict(x)
 
-Options are ``BuildOptions``' fields (width, precisions, error_budget, reuse_factors, calibration, ...).
+Options are ``BuildOptions``' fields (width, precisions, error_budget, reuse_factors, devices,
+calibration, ...), or ``config="file.yaml"`` (what ``build --config`` reads) with keyword options over it.
 Mistakes raise ``hetdeploy.UserError`` with the one line the CLI prints.
 """
 
@@ -21,6 +22,7 @@ from typing import Optional
 
 import numpy as np
 
+from .errors import UserError
 from .plan import Plan
 
 
@@ -73,28 +75,52 @@ class Pipeline:
                 f"{len(self.plan.subfunctions)} subfunctions, {len(fpga)} on the FPGA)")
 
 
-def plan(model: str | Path, board: str, **options) -> PlanView:
-    """Partition ``model`` for ``board`` and fold its FPGA units (no HLS); ``hetdeploy plan``."""
-    from .build import BuildOptions, plan_stages
+def _options(model, board, config, output, options: dict):
+    """BuildOptions from a config file (``config``), the keyword options over it, and model and board
+    over both (as the CLI merges them)."""
+    import difflib
+    from dataclasses import fields
+
+    from .config import BuildOptions, load_config
+
+    known = [f.name for f in fields(BuildOptions) if f.name not in ("model", "board", "out_dir")]
+    for key in options:
+        if key not in known:
+            near = difflib.get_close_matches(key, known, n=1)
+            raise UserError(f"unknown option '{key}'" + (f"; did you mean '{near[0]}'?" if near else
+                                                         f" (options: {', '.join(known)})"))
+    merged = load_config(config) if config is not None else {}
+    merged.update(options)
+    merged.update({k: v for k, v in (("model", model), ("board", board)) if v is not None})
+    missing = [k for k in ("model", "board") if merged.get(k) is None]
+    if missing:
+        raise UserError(f"give {' and '.join(missing)} (as arguments or in the config file)")
+    return BuildOptions(**dict(merged, model=Path(merged["model"]), out_dir=Path(output)))
+
+
+def plan(model: Optional[str | Path] = None, board: Optional[str] = None, config: Optional[str | Path] = None,
+         **options) -> PlanView:
+    """Partition ``model`` for ``board`` and fold its FPGA units (no HLS); ``hetdeploy plan``.
+    ``config``: a config file (YAML) whose options the keyword options override."""
+    from .build import plan_stages
     from .cli import print_plan
 
-    _, board_data, result = plan_stages(BuildOptions(model=Path(model), board=board, out_dir=Path("."), **options),
-                                        lambda k, what: None)
+    _, board_data, result = plan_stages(_options(model, board, config, ".", options), lambda k, what: None)
     table = io.StringIO()
     with redirect_stdout(table):
         print_plan(result, board_data, nodes=False)
     return PlanView(result, table.getvalue())
 
 
-def build(model: str | Path, board: str, output: str | Path, progress: Optional[bool] = False,
-          **options) -> Pipeline:
+def build(model: Optional[str | Path] = None, board: Optional[str] = None, output: str | Path = "build",
+          config: Optional[str | Path] = None, progress: Optional[bool] = False, **options) -> Pipeline:
     """Every stage of ``hetdeploy build`` into the folder ``output``; the built pipeline.
-    ``progress``: print the stages' progress lines (to stderr)."""
-    from .build import BuildOptions
+    ``config``: a config file (YAML) whose options the keyword options override; ``progress``: print
+    the stages' progress lines (to stderr)."""
     from .build import build as run_build
 
     kwargs = {} if progress else {"progress": lambda message: None}
-    run_build(BuildOptions(model=Path(model), board=board, out_dir=Path(output), **options), **kwargs)
+    run_build(_options(model, board, config, output, options), **kwargs)
     return Pipeline(output)
 
 

@@ -20,6 +20,14 @@ def test_plan_shows_the_cli_table_and_mistakes_raise_user_error(tmp_path):
         hetdeploy.plan(model, "pynq")
     with pytest.raises(hetdeploy.UserError, match="no plan.json here"):
         hetdeploy.load(tmp_path)
+    with pytest.raises(hetdeploy.UserError, match="unknown option 'widht'; did you mean 'width'"):
+        hetdeploy.plan(model, "pynq-z2", widht=8)
+    with pytest.raises(hetdeploy.UserError, match="option width: '40': expected a whole number of bits from 4 to 32"):
+        hetdeploy.plan(model, "pynq-z2", width=40)
+    # a config file, the keyword options over it (as on the command line)
+    (tmp_path / "c.yaml").write_text("model: jet.onnx\nboard: pynq-z2\npolicy: support\nwidth: 12\n")
+    view = hetdeploy.plan(config=tmp_path / "c.yaml", width=10)
+    assert view.plan.width == 10 and view.plan.policy == "support" and view.plan.config["width"] == 10
 
 
 def test_build_predict_and_load_match_emulate(built, tmp_path):
