@@ -715,6 +715,8 @@ def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = _stde
 
 def _check_output(out_dir: Path) -> None:
     """-o names a folder to write (new, or a build folder to replace), not a file or another folder."""
+    if out_dir.name in ("", ".", ".."):  # the build is moved into place under its name
+        raise UserError(f"-o {out_dir}: name the build folder (say -o build/mymodel), not {str(out_dir)!r}")
     blocking = next((p for p in [out_dir, *out_dir.parents] if p.exists() and not p.is_dir()), None)
     if blocking is not None:
         raise UserError(f"-o {out_dir}: {blocking} is a file, not a folder; choose another -o")

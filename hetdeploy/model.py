@@ -208,6 +208,11 @@ def _read(path: Path) -> onnx.ModelProto:
         if not found:
             raise UserError(f"{path}: initializer '{tensor.name}': external data file {location!r} not found")
     _densify_sparse_initializers(model, path)
+    constants = {t.name for t in model.graph.initializer}
+    for output in model.graph.output:
+        if output.name in constants:
+            raise UserError(f"{path}: output '{output.name}' is an initializer, a constant the model does not "
+                            f"compute; hetdeploy deploys computed outputs only")
     _import_domains(model)  # exporters of custom ops forget them
     try:
         onnx.load_external_data_for_model(model, str(base))

@@ -303,11 +303,12 @@ def _bytes_mutation(data: bytes, rng: random.Random) -> tuple[str, bytes]:
     return kind, bytes(data)
 
 
-def model_case(rng: random.Random) -> Case:
+def model_case(rng: random.Random, command: str = "plan") -> Case:
+    """A mutated model through ``command``: plan, or build into ``out``."""
     model = copy.deepcopy(rng.choice(_bases()))
     if rng.random() < 0.1:
         name, data = _bytes_mutation(model.SerializeToString(), rng)
-        return Case(f"bytes:{name}", {"model.onnx": data}, ["plan", "model.onnx", "--board", "pynq-z2"])
+        return Case(f"bytes:{name}", {"model.onnx": data}, _model_argv(command, "latency"))
     names = []
     for mutation in rng.sample(MUTATIONS, rng.choice([1, 1, 1, 2])):
         try:
@@ -315,9 +316,13 @@ def model_case(rng: random.Random) -> Case:
         except (IndexError, ValueError):  # the base has nothing to mutate this way
             continue
         names.append(mutation.__name__[2:])
-    policy = rng.choice(["latency", "support"])
     return Case("+".join(names), {"model.onnx": model.SerializeToString()},
-                ["plan", "model.onnx", "--board", "pynq-z2", "--policy", policy])
+                _model_argv(command, rng.choice(["latency", "support"])))
+
+
+def _model_argv(command: str, policy: str) -> list[str]:
+    output = ["-o", "out", "-q"] if command == "build" else []
+    return [command, "model.onnx", "--board", "pynq-z2", "--policy", policy, *output]
 
 
 BOARD_MUTATIONS = [
@@ -438,11 +443,15 @@ def run_case(case: Case, python: str = sys.executable) -> Outcome:
                                   text=True, errors="replace", timeout=TIMEOUT_S)
         except subprocess.TimeoutExpired:
             return Outcome(case, -1, "", f"hang (over {TIMEOUT_S} s)")
-        allowed = case.argv[1] if case.argv[0] == "report" else None  # report writes DIR/report.html
+        # what the command may write: report DIR/report.html, build its -o folder (or DIR.failed)
+        allowed = [folder / case.argv[1] / "report.html"] if case.argv[0] == "report" else []
+        if case.argv[0] == "build":
+            out = case.argv[case.argv.index("-o") + 1]
+            allowed = [folder / out, folder / f"{out}.failed"]
         written = {p.name for p in Path(tmp).iterdir()} - {"case"} | {
             str(p.relative_to(folder)) for p in folder.rglob("*")
             if (p not in before or p.stat().st_mtime_ns != before[p]) and p.is_file()
-            and not (allowed and p == folder / allowed / "report.html")}
+            and not any(p == a or p.is_relative_to(a) for a in allowed)}
         lines = proc.stderr.strip().splitlines()
         finding = None
         if proc.returncode < 0:
@@ -461,9 +470,11 @@ def run_case(case: Case, python: str = sys.executable) -> Outcome:
 
 
 def cases(kind: str, seed: int, count: int, build: Path | None = None) -> list[Case]:
-    """``build``: the build folder the "build" kind damages."""
+    """``kind``: model (through plan), model-build (through build), board, or build (damaging the
+    build folder ``build``)."""
     rng = random.Random(seed)
-    make = {"model": model_case, "board": board_case, "build": lambda r: build_case(r, build)}[kind]
+    make = {"model": model_case, "model-build": lambda r: model_case(r, "build"), "board": board_case,
+            "build": lambda r: build_case(r, build)}[kind]
     return [make(rng) for _ in range(count)]
 
 
@@ -478,7 +489,7 @@ def base_build(folder: Path) -> Path:
 
 def main() -> int:
     args = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    args.add_argument("--kind", choices=("model", "board", "build"), default="model")
+    args.add_argument("--kind", choices=("model", "model-build", "board", "build"), default="model")
     args.add_argument("--cases", type=int, default=200)
     args.add_argument("--seed", type=int, default=0)
     options = args.parse_args()
