@@ -228,7 +228,7 @@ _PART = _is(str, "an FPGA part number (letters, digits, '_', '-', '.')",
 _TEXT = _is(str, "one line of text", lambda v: bool(v.strip()) and v.isprintable())
 # Figures are physical: finite, at most 1e18, and a positive one at least 1e-15 (so that nothing
 # derived from them overflows to inf, which plan.json could not hold).
-_PHYSICAL = lambda v: math.isfinite(v) and abs(v) <= 1e18  # noqa: E731
+_PHYSICAL = lambda v: abs(v) <= 1e18 and math.isfinite(v)  # noqa: E731  (the bound first: a 400-digit int overflows isfinite)
 _POS_NUM = _is((int, float), "a positive number from 1e-15 to 1e18", lambda v: _PHYSICAL(v) and v >= 1e-15)
 _NONNEG_NUM = _is((int, float), "a number >= 0 up to 1e18", lambda v: _PHYSICAL(v) and (v == 0 or v >= 1e-15))
 _POS_INT = _is(int, "a positive integer up to 1e18", lambda v: 0 < v <= 10**18)
@@ -330,7 +330,8 @@ class _Source(YamlFile):
         else:
             expected = spec(value)
             if expected:
-                self.fail(path, f"expected {expected}, got {value!r}")
+                shown = repr(value)
+                self.fail(path, f"expected {expected}, got {shown if len(shown) <= 60 else shown[:57] + '...'}")
 
 
 def _join(path: str, key: str) -> str:

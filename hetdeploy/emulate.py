@@ -94,7 +94,31 @@ def load_build(build_dir: Path) -> Plan:
                         f"that holds it, {build_dir.resolve().parent}")
     plan = Plan.load(build_dir / "plan.json")
     _check_paths(plan, build_dir)
+    _check_tensors(plan, build_dir)
     return plan
+
+
+def _check_tensors(plan: Plan, build_dir: Path) -> None:
+    """The subfunctions chain: each reads what the model's inputs or an earlier one give, its HLS
+    ports are its own inputs and outputs, and the model's outputs are made (a damaged plan.json fails
+    here, in one line, not while running)."""
+    def damaged(problem: str) -> UserError:
+        return UserError(f"{build_dir / 'plan.json'}: {problem}; plan.json is damaged")
+
+    known = {r.tensor.name for r in plan.input_reshapes} | {t.name for t in plan.inputs}
+    for sub in plan.subfunctions:
+        missing = [t for t in sub.inputs if t not in known]
+        if missing:
+            raise damaged(f"subfunction {sub.name} reads '{missing[0]}', which nothing before it makes")
+        if sub.hls is not None:
+            ports = [p.tensor for p in sub.hls.inputs if p.tensor not in sub.inputs] + \
+                [p.tensor for p in sub.hls.outputs if p.tensor not in sub.outputs]
+            if ports:
+                raise damaged(f"subfunction {sub.name}'s HLS port '{ports[0]}' is none of its tensors")
+        known.update(sub.outputs)
+    missing = [t.name for t in plan.outputs if t.name not in known]
+    if missing:
+        raise damaged(f"the model's output '{missing[0]}' is made by no subfunction")
 
 
 def _check_paths(plan: Plan, build_dir: Path) -> None:

@@ -65,6 +65,8 @@ def test_unknown_board_name():
         ("    invocation_overhead_s: 9.0e-4", "    invocation_overhead_s: .inf",
          r"devices\[1\]\.invocation_overhead_s: expected a number >= 0 up to 1e18, got inf"),
         ("    clock_mhz: 100 ", "    clock_mhz: 5e-324 ", r"devices\[1\]\.clock_mhz: expected a positive number from 1e-15"),
+        ("    clock_mhz: 100 ", "    clock_mhz: " + "9" * 400 + " ",
+         r"devices\[1\]\.clock_mhz: expected a positive number from 1e-15 to 1e18, got 9{57}\.\.\.$"),
         ("    kind: fpga", "    kind: tpu", r"devices\[1\]\.kind: expected one of cpu, gpu, fpga, got 'tpu'"),
         ("{from: arm_cpu, to: fpga,", "{from: arm_cpu, to: dsp0,", r"links\[0\]\.to: link names device 'dsp0'"),
         ("bandwidth_bytes_per_s: 1.2e+9, latency_s: 2.0e-5}\n  - {from: fpga",
