@@ -205,12 +205,16 @@ class CostModel:
         overhead = self.board.device(device).invocation_overhead_s
         return SegmentCost(compute, transfer, overhead, sum(inputs.values()), sum(outputs.values()))
 
-    def fits(self, groups: Iterable[tuple[str, Iterable[int]]]) -> bool:
-        """Whether every device holds all the nodes given to it."""
+    def totals(self, groups: Iterable[tuple[str, Iterable[int]]]) -> dict[str, dict[str, float]]:
+        """Per device given nodes, what they use of each of its capacities."""
         totals: dict[str, dict[str, float]] = {}
         for device, nodes in groups:
             total = totals.setdefault(device, dict.fromkeys(self.capacity[device], 0.0))
             for i in nodes:
                 for key, value in self.usage[device][i].items():
                     total[key] += value
-        return all(total[k] <= self.capacity[d][k] for d, total in totals.items() for k in total)
+        return totals
+
+    def fits(self, groups: Iterable[tuple[str, Iterable[int]]]) -> bool:
+        """Whether every device holds all the nodes given to it."""
+        return all(total[k] <= self.capacity[d][k] for d, total in self.totals(groups).items() for k in total)

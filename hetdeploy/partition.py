@@ -507,6 +507,8 @@ def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
     FPGA could not hold the node beside what it was given (each unit folded as far as hls4ml
     allows), "latency" when it could but the estimate is lower elsewhere."""
     fpgas = [d for d in board.devices if d.kind == "fpga"]
+    fits = cost.fits(solution)
+    totals = cost.totals(solution)
     result = []
     for device, nodes in solution:
         if board.device(device).kind == "fpga":
@@ -520,7 +522,9 @@ def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
                 if graph.nodes[i].device is not None:
                     result.append((i, device, fpga.name, "pinned", f"--device {graph.nodes[i].device}"))
                     continue
-                room = cost.fits(list(solution) + [(fpga.name, [i])])
+                used = totals.get(fpga.name, dict.fromkeys(cost.capacity[fpga.name], 0.0))
+                room = fits and all(used[k] + v <= cost.capacity[fpga.name][k]
+                                    for k, v in cost.usage[fpga.name][i].items())
                 result.append((i, device, fpga.name, "latency" if room else "capacity", ""))
     return result
 
