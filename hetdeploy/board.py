@@ -75,11 +75,14 @@ class Device:
     part: str = ""
     resources: dict[str, int] = field(default_factory=dict)
     reserve_fraction: float = 0.0
+    utilisation: dict[str, float] = field(default_factory=dict)  # resource -> the most of it a design may use
     pes: dict[str, ProcessingElement] = field(default_factory=dict)  # FPGA only, in declaration order
 
     def budget(self) -> dict[str, int]:
-        """FPGA resources left for the design once the reserve is kept free."""
-        return {k: int(v * (1.0 - self.reserve_fraction)) for k, v in self.resources.items()}
+        """FPGA resources left for the design: each resource less the reserve, and at most its
+        utilisation cap."""
+        return {k: int(v * min(1.0 - self.reserve_fraction, self.utilisation.get(k, 1.0)))
+                for k, v in self.resources.items()}
 
     def why_not(self, node: Node) -> Optional[str]:
         """None when this device runs ``node``; else the limit it breaks."""
@@ -262,6 +265,10 @@ _LIMITS = {
                                                 for k, r in v.items()))),
 }
 _RESOURCES = {k: (True, _NONNEG_INT) for k in ("lut", "ff", "bram18", "dsp", "uram")}
+# FINN-style caps: the most of each resource a design may use (FINN's default limits for timing
+# closure are LUT 0.7, FF 0.5, BRAM18/URAM/DSP 0.8: finn/util/platforms.py, DEFAULT_RES_LIMITS)
+_UTILISATION = {k: (False, _is((int, float), "a fraction above 0 and at most 1", lambda v: 0 < v <= 1))
+                for k in _RESOURCES}
 _MEMORY = {"bytes": (True, _POS_INT), "bandwidth_bytes_per_s": (True, _POS_NUM)}
 _EFFICIENCY = {k: (k == "other", _is((int, float), "a number above 0 and at most 1", lambda v: 0 < v <= 1))
                for k in OP_CLASSES}
@@ -284,6 +291,7 @@ _DEVICE = {
     "part": (False, _PART),
     "resources": (False, _RESOURCES),
     "reserve_fraction": (False, _FRACTION),
+    "utilisation": (False, _UTILISATION),
     "pes": (False, None),  # a mapping of PE kind -> {ops, fuse}; checked in _validate_pes
 }
 _LINK = {
@@ -394,6 +402,7 @@ def _validate(src: _Source) -> Board:
                 part=d.get("part", ""),
                 resources=dict(d.get("resources", {})),
                 reserve_fraction=float(d.get("reserve_fraction", 0.0)),
+                utilisation={k: float(v) for k, v in d.get("utilisation", {}).items()},
                 pes=pes,
             )
         )

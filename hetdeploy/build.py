@@ -43,8 +43,8 @@ from .model import QUANTIZER_OPS, LoadedModel, load_model
 from .ort_adapter import OrtModel, open_model, run_in_memory
 from .partition import partition_graph
 from .report import write_report
-from .plan import (Buffer, Calibration, ExecutionUnit, FpgaFallback, HlsPort, HlsProject, MemoryPlan, Plan,
-                   PlanEstimate, PrecisionSearch, Subfunction, SubfunctionEstimate, Widening)
+from .plan import (Buffer, Calibration, ExecutionUnit, FpgaFallback, FpgaResources, HlsPort, HlsProject, MemoryPlan,
+                   Plan, PlanEstimate, PrecisionSearch, Subfunction, SubfunctionEstimate, Widening)
 from .samples import load_samples, random_samples
 from .subgraph import extract
 
@@ -415,6 +415,12 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     outputs=[unit.output]))
             sub.resources = _unit_totals(sub)
             sub.budget = budget
+        if not subs:
+            continue
+        plan.fpga_resources[device.name] = FpgaResources(
+            [s.name for s in subs], {k: sum(s.resources[k] for s in subs) for k in units.RESOURCES},
+            {k: device.budget().get(k, 0) for k in units.RESOURCES},
+            {k: device.resources.get(k, 0) for k in units.RESOURCES})
 
 
 def _unit_totals(sub: Subfunction) -> dict[str, int]:

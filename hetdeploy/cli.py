@@ -95,6 +95,8 @@ def _build(args: argparse.Namespace) -> int:
         for name, device, count, precision, v in rows:
             error = f"{v.max_abs_error:.3g}" if v else "-"
             print(f"{name:<18} {device:<12} {count:>5}  {precision:<30} {error:>20}  {v.tolerance if v else 0:>9.3g}")
+    for line in chip_totals(plan):
+        print(line)
     return 0
 
 
@@ -132,12 +134,8 @@ def print_plan(plan, board, nodes: bool) -> None:
             print(f"  {name:<14} {pe:<12} {count!s:>5} {rf!s:>6} {strategy:<9} {weights:<7} {e['dsp']:>6} "
                   f"{e['bram18']:>6} {e['lut']:>8} {e['ff']:>8} "
                   f"{e['latency_cycles'] if e['latency_cycles'] is not None else '':>9}")
-    for device in sorted({s.device for s in plan.subfunctions if s.execution_units}):
-        subs = [s for s in plan.subfunctions if s.device == device and s.resources]
-        if len(subs) > 1:  # each table above shows one subfunction against the whole chip's budget
-            total = {k: sum(s.resources[k] for s in subs) for k in ("dsp", "bram18", "lut", "ff")}
-            print(f"\n{device}: the chip's total over {len(subs)} subfunctions: " + ", ".join(
-                f"{k.upper()} {v:,} of {subs[0].budget.get(k) or 0:,}" for k, v in total.items()))
+    for line in chip_totals(plan):
+        print(f"\n{line}")
     for sub in plan.subfunctions:
         if sub.memory is not None:
             m = sub.memory
@@ -175,6 +173,14 @@ def print_plan(plan, board, nodes: bool) -> None:
         print(f"  all on the host CPU: {_time(est.all_cpu_latency_s)} ({est.all_cpu_latency_s / est.latency_s:.2f}x)")
     fits = "" if est.support_fits else " (does not fit the board)"
     print(f"  support policy: {_time(est.support_latency_s)} ({est.support_latency_s / est.latency_s:.2f}x){fits}")
+
+
+def chip_totals(plan) -> list[str]:
+    """A line per FPGA: its resources summed over its subfunctions against its budget (each unit table
+    shows one subfunction against the whole chip's budget)."""
+    return [f"{device}: the chip's total over {len(r.subfunctions)} subfunction(s): " + ", ".join(
+        f"{k.upper()} {v:,} of {r.budget.get(k, 0):,} ({v / max(1, r.budget.get(k, 0)):.0%})" for k, v in r.used.items())
+        for device, r in plan.fpga_resources.items()]
 
 
 def _time(seconds: float) -> str:

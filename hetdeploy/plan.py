@@ -256,6 +256,16 @@ class MemoryPlan:
 
 
 @dataclass
+class FpgaResources:
+    """One FPGA's resources summed over all its subfunctions (estimates), against its budget."""
+
+    subfunctions: list[str]
+    used: dict[str, int]  # dsp, bram18, lut, ff
+    budget: dict[str, int]  # the resources less the reserve, within the utilisation caps
+    resources: dict[str, int]  # the chip's
+
+
+@dataclass
 class Subfunction:
     name: str
     device: str
@@ -295,6 +305,7 @@ class Plan:
     # FPGA), or {"folded_into": node, ...where that node went} for a node intake folded into
     # another, or {"removed": why}
     node_map: dict[str, dict[str, str]] = field(default_factory=dict)
+    fpga_resources: dict[str, FpgaResources] = field(default_factory=dict)  # per FPGA device: the chip's totals
     # the build's options, defaults included, as a config file holds them (config.resolved_config):
     # ``hetdeploy config DIR`` writes it back for ``build --config``
     config: dict[str, Any] = field(default_factory=dict)

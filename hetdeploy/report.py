@@ -124,39 +124,28 @@ def latency_figure(plan: Plan) -> Figure:
     return figure
 
 
-def chip_totals(plan: Plan) -> dict[str, dict]:
-    """Per FPGA device: each subfunction's resources, their sum and the budget."""
-    totals: dict[str, dict] = {}
-    for sub in plan.subfunctions:
-        if sub.resources is None:
-            continue
-        entry = totals.setdefault(sub.device, {"subfunctions": {}, "budget": sub.budget or {}})
-        entry["subfunctions"][sub.name] = sub.resources
-    for entry in totals.values():
-        entry["total"] = {k: sum(r.get(k) or 0 for r in entry["subfunctions"].values()) for k in RESOURCES}
-    return totals
-
-
-def resources_figure(device: str, entry: dict, colours: dict[str, tuple]) -> Figure:
+def resources_figure(plan: Plan, device: str, colours: dict[str, tuple]) -> Figure:
     """Each resource as a share of the budget, a segment per subfunction."""
+    totals = plan.fpga_resources[device]
     figure = Figure(figsize=(10, 2.4))
     axes = figure.add_subplot()
     left = [0.0] * len(RESOURCES)
-    for name, used in entry["subfunctions"].items():
-        shares = [100.0 * (used.get(k) or 0) / (entry["budget"].get(k) or 1) for k in RESOURCES]
+    for sub in (s for s in plan.subfunctions if s.name in totals.subfunctions):
+        name, used = sub.name, sub.resources
+        shares = [100.0 * used[k] / max(1, totals.budget[k]) for k in RESOURCES]
         axes.barh(range(len(RESOURCES)), shares, left=left, color=colours[name], edgecolor="#333", linewidth=0.4,
                   label=_mathtext_safe(name))
         left = [a + b for a, b in zip(left, shares)]
     for row, k in enumerate(RESOURCES):
-        axes.text(max(left[row], 0) + 1, row, f"{entry['total'][k]:,} of {entry['budget'].get(k) or 0:,}",
-                  va="center", fontsize=8)
+        axes.text(max(left[row], 0) + 1, row, f"{totals.used[k]:,} of {totals.budget[k]:,}", va="center",
+                  fontsize=8)
     axes.axvline(100, color="red", lw=1)
     axes.set_yticks(range(len(RESOURCES)), [k.upper() for k in RESOURCES])
     axes.invert_yaxis()
     axes.set_xlim(0, max(110.0, max(left) + 25))
     axes.set_xlabel("% of the budget (the FPGA's resources minus the board's reserve); estimates")
     axes.legend(fontsize=8, loc="lower right", title="subfunction")
-    axes.set_title(_mathtext_safe(f"{device}: the chip's total over {len(entry['subfunctions'])} subfunction(s)"),
+    axes.set_title(_mathtext_safe(f"{device}: the chip's total over {len(totals.subfunctions)} subfunction(s)"),
                    fontsize=10)
     return figure
 
@@ -272,13 +261,14 @@ def write_report(build_dir: Path) -> Path:
                      for s in plan.subfunctions if s.estimate], names=2)]
     if any(s.execution_units for s in plan.subfunctions):
         parts += ["<h2>FPGA execution units</h2>", units_table(plan)]
-    for device, entry in chip_totals(plan).items():
-        parts += [f"<h2>{html.escape(device)}: chip totals</h2>", _svg(resources_figure(device, entry, colours)),
+    for device, totals in plan.fpga_resources.items():
+        subs = [s for s in plan.subfunctions if s.name in totals.subfunctions]
+        parts += [f"<h2>{html.escape(device)}: chip totals</h2>", _svg(resources_figure(plan, device, colours)),
                   _table(["subfunction", *[k.upper() for k in RESOURCES]],
-                         [[name, *[f"{used.get(k) or 0:,}" for k in RESOURCES]]
-                          for name, used in entry["subfunctions"].items()]
-                         + [["total", *[f"{entry['total'][k]:,}" for k in RESOURCES]],
-                            ["budget", *[f"{entry['budget'].get(k) or 0:,}" for k in RESOURCES]]])]
+                         [[s.name, *[f"{s.resources[k]:,}" for k in RESOURCES]] for s in subs]
+                         + [["total", *[f"{totals.used[k]:,}" for k in RESOURCES]],
+                            ["budget", *[f"{totals.budget[k]:,}" for k in RESOURCES]],
+                            ["chip", *[f"{totals.resources[k]:,}" for k in RESOURCES]]])]
     for sub in plan.subfunctions:
         if sub.memory is None:
             continue

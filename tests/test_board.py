@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from hetdeploy.board import available_boards, load_board
+from hetdeploy.board import BOARDS_DIR, available_boards, load_board
 from hetdeploy.cli import main
 from hetdeploy.errors import UserError
 from hetdeploy.graph import Node
@@ -30,6 +30,20 @@ def test_pynq_z2_figures():
     assert cpu.kind == "cpu" and cpu.ops is None
     assert [d.name for d in board.devices] == ["fpga", "arm_cpu"]  # preference order
     assert {(link.source, link.target) for link in board.links} == {("arm_cpu", "fpga"), ("fpga", "arm_cpu")}
+
+
+def test_utilisation_caps_bound_the_budget_per_resource(tmp_path):
+    text = (BOARDS_DIR / "pynq-z2.yaml").read_text()
+    assert "    reserve_fraction: 0.1" in text
+    (tmp_path / "capped.yaml").write_text(text.replace(
+        "    reserve_fraction: 0.1", "    reserve_fraction: 0.1\n    utilisation: {lut: 0.7, ff: 0.5, dsp: 0.95}"))
+    fpga = load_board(str(tmp_path / "capped.yaml")).device("fpga")
+    # the smaller of 1 - reserve and the cap: LUT and FF capped, DSP and BRAM18 at the reserve
+    assert fpga.budget() == {"lut": 37240, "ff": 53200, "bram18": 252, "dsp": 198, "uram": 0}
+    (tmp_path / "bad.yaml").write_text(text.replace(
+        "    reserve_fraction: 0.1", "    reserve_fraction: 0.1\n    utilisation: {lut: 1.5}"))
+    with pytest.raises(UserError, match=r"line \d+: devices\[1\]\.utilisation\.lut: expected a fraction above 0 and at most"):
+        load_board(str(tmp_path / "bad.yaml"))
 
 
 def test_board_by_path_equals_by_name():
