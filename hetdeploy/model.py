@@ -37,7 +37,7 @@ from . import rewrites
 from .errors import UserError, first_line
 from .graph import ONNXRUNTIME_DOMAINS, QONNX_DOMAINS, Graph, Node
 from .ort_adapter import fold_constants
-from .qonnx_adapter import fold_constant_quantizers, qdq_pairs_to_quant
+from .qonnx_adapter import fold_constant_quantizers, known_rounding_mode, qdq_pairs_to_quant
 from .qonnx_adapter import infer_shapes as infer_qonnx_shapes
 from .plan import InputReshape, TensorSpec
 from .precision import exact_fixed
@@ -153,17 +153,47 @@ def _quantizers(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
                 raise UserError(f"{path}: node '{node.name}' ({node.op_type}): its parameter input {index} "
                                 f"'{tensor}' is not a constant; hetdeploy needs a quantizer's scale, zero point "
                                 f"and bit width fixed in the model")
-        if node.op_type == "Quant":
-            bits = onnx.numpy_helper.to_array(constants[node.input[3]])
-            if bits.size != 1 or not float(bits.reshape(-1)[0]).is_integer() or bits.reshape(-1)[0] < 1:
-                raise UserError(f"{path}: node '{node.name}' (Quant): bit width {bits.reshape(-1).tolist()} is not "
-                                f"one whole number of at least 1")
+        _check_quantizer(node, {i: onnx.numpy_helper.to_array(constants[t]) for i, t in enumerate(node.input)
+                                if i and t}, path)
     try:
         return _infer_shapes(fold_constant_quantizers(model), path, strict=False)
     except UserError:
         raise
     except Exception as err:
         raise UserError(f"{path}: qonnx cannot fold the model's quantized constants: {first_line(err)}") from None
+
+
+# The widest integer a Quant may round to (qonnx computes 2 ** bits in float64).
+MAX_QUANT_BITS = 64
+
+
+def _check_quantizer(node: onnx.NodeProto, params: dict[int, "np.ndarray"], path: Path) -> None:
+    """A quantizer's parameters as QONNX defines them: a positive finite scale; for Quant a bit width
+    of one whole number from 1 to MAX_QUANT_BITS, whole zero points within that many bits, ``signed``
+    and ``narrow`` 0 or 1 and a rounding mode qonnx knows."""
+    where = f"{path}: node '{node.name}' ({node.op_type})"
+    scale = params.get(1)
+    if scale is not None and not (np.all(np.isfinite(scale)) and np.all(scale > 0)):
+        raise UserError(f"{where}: its scale must be finite and above 0 (found {scale.reshape(-1)[:4].tolist()})")
+    if node.op_type != "Quant":
+        return
+    bits = params[3].reshape(-1)
+    if bits.size != 1 or not np.isfinite(bits[0]) or not float(bits[0]).is_integer() or \
+            not 1 <= bits[0] <= MAX_QUANT_BITS:
+        raise UserError(f"{where}: bit width {bits.tolist()[:4]} is not one whole number from 1 to {MAX_QUANT_BITS}")
+    zero = params[2]
+    if not (np.all(np.isfinite(zero)) and np.all(zero == np.round(zero)) and np.all(np.abs(zero) < 2.0 ** bits[0])):
+        raise UserError(f"{where}: its zero point must be whole numbers within {int(bits[0])} bits (found "
+                        f"{zero.reshape(-1)[:4].tolist()})")
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+    for flag in ("signed", "narrow"):
+        if attrs.get(flag, 0) not in (0, 1):
+            raise UserError(f"{where}: attribute {flag} = {attrs[flag]}, expected 0 or 1")
+    mode = attrs.get("rounding_mode", b"ROUND")
+    mode = mode.decode("utf-8", "replace") if isinstance(mode, bytes) else str(mode)
+    if not known_rounding_mode(mode):
+        raise UserError(f"{where}: rounding mode '{mode[:40]}' is none qonnx knows (ROUND, HALF_EVEN, CEIL, FLOOR, "
+                        f"UP, DOWN, HALF_UP, HALF_DOWN)")
 
 
 def _convert_opset(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:

@@ -42,13 +42,24 @@ class QonnxModel:
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         from qonnx.core.onnx_exec import execute_onnx
 
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):
+        try:  # NaN or overflow in a quantizer is judged on the outputs, not printed as numpy warnings
+            with contextlib.redirect_stdout(io.StringIO()), np.errstate(all="ignore"):
                 results = execute_onnx(self.wrapper, {n: feeds[n] for n in self.input_names})
         except Exception as err:
             raise UserError(f"{self.name}: qonnx's execution failed: {first_line(err)}") from None
         return {n: results[n] for n in self.output_names}
 
+
+
+def known_rounding_mode(mode: str) -> bool:
+    """Whether qonnx's quantizers know the rounding mode ``mode``."""
+    from qonnx.custom_op.general.intquant import resolve_rounding_mode
+
+    try:
+        resolve_rounding_mode(mode)
+    except ValueError:
+        return False
+    return True
 
 
 def qdq_pairs_to_quant(model: onnx.ModelProto) -> onnx.ModelProto:
