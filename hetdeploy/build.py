@@ -12,6 +12,7 @@ its logs. One build at a time writes to a destination (a lock beside it).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import difflib
 import math
@@ -33,6 +34,7 @@ from .precision import node_widths
 from .board import BRAM18_BITS, Board, load_board
 from .config import BuildOptions, settle_options, resolved_config
 from .cost import ddr_weight_seconds
+from .cache import BuildCache, digest, toolchain
 from .csim import compile_library
 from .deploy import synthesize, write_package
 from .errors import ToolError, UserError, VerificationError, first_line
@@ -44,7 +46,8 @@ from .ort_adapter import OrtModel, open_model, run_in_memory
 from .partition import partition_graph
 from .report import write_report
 from .plan import (Buffer, Calibration, ExecutionUnit, FpgaFallback, FpgaResources, HlsPort, HlsProject, MemoryPlan,
-                   Plan, PlanEstimate, PrecisionSearch, Subfunction, SubfunctionEstimate, Widening)
+                   Plan, PlanEstimate, PlanFormatError, PrecisionSearch, Subfunction, SubfunctionEstimate, UnitHls,
+                   Widening, from_dict)
 from .samples import load_samples, random_samples
 from .subgraph import extract
 
@@ -132,12 +135,15 @@ def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progr
         progress(_calibration_note(plan.calibration, options.seed))
         fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
         index = loaded.graph.node_index()
+        cache = BuildCache(options.cache) if options.cache is not None else None
         while True:
             # each unit's bits where no quantizer sets them: --width's or the search's; more when widened
             unit_widths = {u.name: loaded.graph.nodes[index[u.nodes[0]]].width or options.width
                            for s in fpga for u in s.execution_units}
             step(5, f"generating HLS through hls4ml for {len(fpga)} FPGA subfunction(s)")
-            generate_hls(plan, loaded, board, options, stage_dir, samples, progress, unit_widths)
+            generate_hls(plan, loaded, board, options, stage_dir, samples, progress, unit_widths, cache)
+            if cache is not None:
+                progress.detail(f"      from the build cache {options.cache}: {cache.summary()}")
             step(6, "verifying in C-simulation against onnxruntime")
             try:
                 verify_csim(plan, stage_dir, samples, progress)
@@ -495,7 +501,7 @@ def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None
 
 
 def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions, build_dir: Path,
-                 samples, progress: Reporter, unit_widths: dict[str, int]) -> None:
+                 samples, progress: Reporter, unit_widths: dict[str, int], cache: Optional[BuildCache] = None) -> None:
     """Each FPGA subfunction into hls/<name>/: every execution unit through hls4ml (units/<unit>/),
     our top over them, compiled for C-simulation. Each unit's layer precisions are sized on the
     values it sees on the float pipeline (onnxruntime) for ``samples``, at its bits in ``unit_widths``."""
@@ -508,7 +514,7 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
         for index, sub in fpga:
             started = time.monotonic()
             precision |= _generate_units(sub, loaded, board.device(sub.device), options, build_dir, envs[index],
-                                         unit_widths, progress, done)
+                                         unit_widths, progress, done, cache)
             progress.detail(f"      {sub.name}: {len(sub.execution_units)} execution units converted by hls4ml in "
                             f"{time.monotonic() - started:.1f} s")
         # the same plan as `hetdeploy plan` made, on the buffers' real element sizes
@@ -521,7 +527,7 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
                 # a unit's DDR weights: their first array's type (the unit's header says each one's)
                 b.precision = weights[b.tensor][0].precision if b.kind == "weights" else precision[b.tensor]
             device = board.device(sub.device)
-            sub.hls = _write_top(sub, shapes, device.part, 1000.0 / device.clock_mhz, build_dir)
+            sub.hls = _write_top(sub, shapes, device.part, 1000.0 / device.clock_mhz, build_dir, cache)
             done()
             progress.detail(f"      {sub.name}: top written and C-simulation compiled in "
                             f"{time.monotonic() - started:.1f} s")
@@ -537,7 +543,7 @@ def tensor_shapes(loaded: LoadedModel) -> dict[str, list[int]]:
 
 def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: BuildOptions, build_dir: Path,
                     envs: list[dict[str, np.ndarray]], unit_widths: dict[str, int], progress: Reporter,
-                    done: Callable[[], None]) -> dict[str, str]:
+                    done: Callable[[], None], cache: Optional[BuildCache]) -> dict[str, str]:
     """Every execution unit of ``sub`` through hls4ml; returns the C++ type of each buffer."""
     project = build_dir / "hls" / sub.name
     (build_dir / "subfunctions" / sub.name).mkdir()
@@ -565,12 +571,11 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
             pinned = [options.precisions[n] for n in unit.nodes if n in options.precisions]
             hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz,
                                      width=pinned[0][0] if pinned else unit_widths[unit.name])
+            settings = UnitSettings(unit.reuse_factor, unit.strategy, [config_precision.get(t) for t in unit.inputs],
+                                    unit.weights_in_ddr, fixed_config(*pinned[0]) if pinned else None)
             try:
-                unit.hls = generate_unit(
-                    model, project / "units" / unit.name, unit.name, unit_samples,
-                    UnitSettings(unit.reuse_factor, unit.strategy, [config_precision.get(t) for t in unit.inputs],
-                                 unit.weights_in_ddr, fixed_config(*pinned[0]) if pinned else None),
-                    hls_options)
+                unit.hls = _converted_unit(model, project / "units" / unit.name, unit.name, unit_samples, settings,
+                                           hls_options, cache)
             except UserError:
                 raise
             except Exception as err:  # hls4ml or qonnx refused the unit
@@ -588,6 +593,27 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                         f"{'moved by the top' if unit.hls is None else 'converted by hls4ml'}, {unit.precision}")
         done()
     return cpp_precision
+
+
+def _converted_unit(model: onnx.ModelProto, folder: Path, name: str, samples: list[dict[str, np.ndarray]],
+                    settings: UnitSettings, hls_options: HlsOptions, cache: Optional[BuildCache]) -> UnitHls:
+    """hls4ml's project of one unit in ``folder``: from the cache when everything that determines it
+    (the unit's model, its name, the samples that size it, its settings, the toolchain) is as before."""
+    if cache is None:
+        return generate_unit(model, folder, name, samples, settings, hls_options)
+    key = digest(model.SerializeToString(deterministic=True), name, repr(settings), repr(hls_options), toolchain(),
+                 *[part for sample in samples for t in sorted(sample)
+                   for part in (t, str(sample[t].dtype), str(sample[t].shape), sample[t].tobytes())])
+    meta = cache.fetch("unit", key, folder)
+    if meta is not None:
+        try:
+            return dataclasses.replace(from_dict(UnitHls, meta["hls"]), project=str(folder))
+        except (PlanFormatError, KeyError, TypeError):  # a foreign manifest: converted anew
+            shutil.rmtree(folder)
+    hls = generate_unit(model, folder, name, samples, settings, hls_options)
+    cache.store("unit", key, folder, [p for p in folder.rglob("*") if p.is_file()], {"hls": dataclasses.asdict(hls)},
+                tuple(p for p in folder.rglob("*") if p.is_dir()))
+    return hls
 
 
 def _write_index_table(unit: ExecutionUnit, reference: OrtModel, project: Path) -> str:
@@ -608,14 +634,14 @@ def _write_index_table(unit: ExecutionUnit, reference: OrtModel, project: Path) 
 
 
 def _write_top(sub: Subfunction, shapes: dict[str, list[int]], part: str, clock_period_ns: float,
-               build_dir: Path) -> HlsProject:
+               build_dir: Path, cache: Optional[BuildCache] = None) -> HlsProject:
     """Our top over the units' projects, at the memory plan's offsets, compiled for C-simulation."""
     project = build_dir / "hls" / sub.name
     ports_in = [HlsPort(t, shapes[t], "channels_last" if len(shapes[t]) >= 3 else "onnx") for t in sub.inputs]
     ports_out = [HlsPort(t, shapes[t], "channels_last" if len(shapes[t]) >= 3 else "onnx") for t in sub.outputs]
     weight_ports = write_project(SubfunctionSource(sub.name, sub.execution_units, sub.memory, shapes, ports_in,
                                                    ports_out, part, clock_period_ns, ap_types_headers()), project)
-    compile_library(project, library_name(sub.name))
+    compile_library(project, library_name(sub.name), cache)
     return HlsProject(os.path.relpath(project, build_dir), os.path.relpath(project / library_name(sub.name),
                       build_dir), sub.name, SYNTHESIS_SCRIPT, part, clock_period_ns, ports_in, ports_out,
                       os.path.relpath(project / DDR_IMAGE, build_dir) if weight_ports else "", weight_ports)

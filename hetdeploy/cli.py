@@ -31,6 +31,13 @@ def _options(args: argparse.Namespace, **more):
                         **more)
 
 
+def _cache(args: argparse.Namespace) -> dict:
+    """build's --cache DIR / --no-cache as a BuildOptions field (absent: the default folder)."""
+    if args.no_cache:
+        return {"cache": None}
+    return {"cache": Path(args.cache)} if args.cache else {}
+
+
 # BuildOptions field -> the argparse destination that sets it (for --config)
 _CONFIG_DESTINATIONS = {"relative_tolerance": "tolerance", "reuse_factors": "reuse_factor",
                         "precisions": "precision", "devices": "device"}
@@ -43,7 +50,9 @@ def _with_config(top: argparse.ArgumentParser, args: argparse.Namespace, argv: l
         defaults = {}
         for name, value in config.load_config(args.config).items():
             dest = _CONFIG_DESTINATIONS.get(name, name)
-            if hasattr(args, dest):  # not a build-only key (tolerance, synth) read by plan
+            if name == "cache" and value is None:
+                dest, value = "no_cache", True  # 'cache: null': none
+            if hasattr(args, dest):  # not a build-only key (tolerance, synth, cache) read by plan
                 defaults[dest] = list(value.items()) if isinstance(value, dict) else value
         args.command_parser.set_defaults(**defaults)
         args = top.parse_args(argv)
@@ -83,7 +92,8 @@ def _build(args: argparse.Namespace) -> int:
     if args.quiet and args.verbose:
         args.command_parser.error("-q and -v: choose one")
     quiet = {"progress": lambda message: None} if args.quiet else {}  # build.log keeps the lines all the same
-    plan = build(_options(args, out_dir=Path(args.output), synth=args.synth), verbose=args.verbose, **quiet)
+    plan = build(_options(args, out_dir=Path(args.output), synth=args.synth, **_cache(args)), verbose=args.verbose,
+                 **quiet)
     if args.json:
         print(plan.to_json(), end="")
         return 0
@@ -323,6 +333,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("-q", "--quiet", action="store_true", help="no progress lines (DIR/build.log keeps them)")
     b.add_argument("--synth", action="store_true", help="then run HLS synthesis and the Vivado block design to a "
                    "bitstream when vitis_hls/vivado_hls and vivado are on PATH; otherwise say how to run them")
+    b.add_argument("--cache", metavar="DIR", help="the build cache: hls4ml conversions and compiled C-simulation "
+                   "libraries, reused when nothing that determines them changed (default: $XDG_CACHE_HOME/hetdeploy "
+                   "or ~/.cache/hetdeploy)")
+    b.add_argument("--no-cache", action="store_true", help="convert and compile everything anew, keep nothing")
     b.add_argument("-v", "--verbose", action="store_true",
                    help="every progress line (each unit converted and compiled) instead of progress bars")
     _planning_options(b)

@@ -6,6 +6,7 @@ settings included, in the habit of hls4ml's ``config.yml`` and FINN's ``dataflow
     policy: latency
     width: 16
     tolerance: 0.05
+    cache: build-cache             # the build cache's folder; null: none
     nodes:                         # by ONNX node name (``hetdeploy plan --nodes`` lists them)
       conv1: {reuse_factor: 4, precision: "ap_fixed<12,4>", weights_in_ddr: true, device: fpga}
 
@@ -27,6 +28,7 @@ from typing import Any, Optional
 
 import yaml
 
+from .cache import default_root
 from .errors import UserError
 from .memory import STRATEGIES
 from .partition import POLICIES
@@ -58,6 +60,8 @@ class BuildOptions:
     # FPGA layer gets the fewest bits that keep it (budget.py); None: --width everywhere
     error_budget: Optional[float] = None
     synth: bool = False  # run the HLS and Vivado scripts when the tools are on PATH
+    # the build cache's folder (cache.py: hls4ml conversions and compiled libraries); None: no cache
+    cache: Optional[Path] = field(default_factory=default_root)
 
 
 # ------------------------------------------------------------------ values (ValueError: what is wrong)
@@ -139,9 +143,9 @@ _KEYS = {
     "memory_strategy": ("memory_strategy", choice(MEMORY_STRATEGIES)), "width": ("width", width),
     "error_budget": ("error_budget", fraction), "calibration": ("calibration", text),
     "samples": ("samples", positive_int), "seed": ("seed", seed), "tolerance": ("relative_tolerance", fraction),
-    "synth": ("synth", flag),
+    "synth": ("synth", flag), "cache": ("cache", text),
 }
-_PATHS = ("model", "calibration")
+_PATHS = ("model", "calibration", "cache")
 # per-node key -> check
 _NODE_KEYS = {"reuse_factor": positive_int, "precision": precision, "weights_in_ddr": flag, "device": text}
 
@@ -155,14 +159,18 @@ def load_config(path: str | Path) -> dict[str, Any]:
         source.fail("", "expected a mapping of option: value (as 'hetdeploy config DIR' writes)")
     options: dict[str, Any] = {}
     for key, value in data.items():
-        if key == "nodes" or value is None:
+        if key == "nodes":
             continue
         if key not in _KEYS:
             source.fail(str(key), f"unknown key; expected one of: {', '.join([*_KEYS, 'nodes'])}")
         name, check = _KEYS[key]
+        if value is None:  # the option's default; for the cache, none
+            if key == "cache":
+                options[name] = None
+            continue
         options[name] = _checked(check, value, source, key)
         if key in _PATHS:
-            options[name] = base / options[name]
+            options[name] = base / Path(options[name]).expanduser()
     nodes = data.get("nodes") or {}
     if not isinstance(nodes, dict):
         source.fail("nodes", "expected a mapping of ONNX node name to its settings")

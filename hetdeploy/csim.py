@@ -12,6 +12,7 @@ hetdeploy reports it with the log to read.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import signal
 import subprocess
@@ -19,19 +20,36 @@ import sys
 import tempfile
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
 from . import processes
+from .cache import BuildCache, digest, toolchain, tree_digest
 from .errors import ToolError, UserError
 
 # What the C-simulation process prints (hls4ml's asserts and warnings), in the project folder.
 CSIM_LOG = "csim_run.log"
 
-def compile_library(project_dir: Path, library: str) -> Path:
+@functools.lru_cache(maxsize=1)
+def compiler_identity() -> str:
+    """The C++ compiler the Makefile runs, as it names itself (part of a library's cache key)."""
+    compiler = os.environ.get("CXX", "g++")
+    try:
+        return compiler + " " + processes.run([compiler, "--version"]).stdout.split("\n")[0]
+    except OSError:
+        return compiler
+
+
+def compile_library(project_dir: Path, library: str, cache: Optional[BuildCache] = None) -> Path:
     """Run the project's Makefile (hls_top writes it) with a job per core; returns the library path.
-    The objects are removed afterwards: the build folder keeps sources, library and Makefile."""
+    The objects are removed afterwards: the build folder keeps sources, library and Makefile. With
+    ``cache``, a library compiled before from the same files by the same compiler is taken from it."""
+    key = None
+    if cache is not None:
+        key = digest(tree_digest(project_dir, (".log", ".so", ".o")), compiler_identity(), toolchain())
+        if cache.fetch("library", key, project_dir) is not None:
+            return project_dir / library
     result = processes.run(["make", "-s", f"-j{os.cpu_count() or 1}"], cwd=project_dir)
     for obj in sorted(project_dir.rglob("*.o")):
         obj.unlink()
@@ -41,6 +59,8 @@ def compile_library(project_dir: Path, library: str) -> Path:
                            result.stderr.strip()[:200])
         raise ToolError(f"g++ failed to compile the C-simulation of {project_dir.name} ({first_error}); "
                         f"see {project_dir / 'build_csim.log'}")
+    if cache is not None:
+        cache.store("library", key, project_dir, [project_dir / library], {})
     return project_dir / library
 
 

@@ -338,6 +338,12 @@ class Plan:
             raise UserError(f"{path}: not a plan this hetdeploy wrote: {err}") from None
 
 
+def from_dict(cls: type, data: Any) -> Any:
+    """A dataclass of this module from its ``asdict`` form, every value's type checked
+    (PlanFormatError when one does not match)."""
+    return _from_dict(cls, data, "")
+
+
 class PlanFormatError(ValueError):
     """A plan.json value of the wrong type, or a field missing: a damaged or foreign file."""
 

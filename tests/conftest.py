@@ -11,6 +11,22 @@ sys.path.insert(0, str(ROOT / "tests"))  # fuzz.py
 import networks  # noqa: E402
 
 
+@pytest.fixture(scope="session", autouse=True)
+def build_cache(tmp_path_factory):
+    """The build cache of this test session (builds in-process and in child processes share it), not
+    the user's ~/.cache/hetdeploy."""
+    import os
+
+    folder = tmp_path_factory.mktemp("cache_home")
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(folder)
+    yield folder / "hetdeploy"
+    if previous is None:
+        del os.environ["XDG_CACHE_HOME"]
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous
+
+
 @pytest.fixture(scope="session")
 def built(tmp_path_factory):
     """Build each reference network once per session: name -> (model path, build folder).

@@ -1,0 +1,102 @@
+"""The build cache: keys, entries that are whole or absent, damage detected, builds that reuse it."""
+
+import json
+import subprocess
+import sys
+import threading
+
+import onnx
+
+import networks
+from hetdeploy.cache import BuildCache, digest, tree_digest
+
+
+def test_keys_change_with_every_part_and_only_then(tmp_path):
+    assert digest("a", b"b") == digest("a", b"b")
+    assert len({digest("a", "b"), digest("ab"), digest("a", "b", ""), digest("b", "a"), digest("a", "c")}) == 5
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "x.cpp").write_text("int x;")
+    (tmp_path / "d" / "run.log").write_text("1")
+    before = tree_digest(tmp_path / "d", (".log",))
+    (tmp_path / "d" / "run.log").write_text("2")  # skipped: the same key
+    assert tree_digest(tmp_path / "d", (".log",)) == before
+    (tmp_path / "d" / "x.cpp").write_text("int y;")
+    assert tree_digest(tmp_path / "d", (".log",)) != before
+    (tmp_path / "d" / "x.cpp").write_text("int x;")
+    (tmp_path / "d" / "y.h").write_text("")
+    assert tree_digest(tmp_path / "d", (".log",)) != before
+
+
+def test_entries_are_whole_damage_is_detected_and_rebuilt(tmp_path):
+    source = tmp_path / "src"
+    (source / "sub" / "empty").mkdir(parents=True)
+    (source / "sub" / "a.txt").write_text("alpha")
+    cache = BuildCache(tmp_path / "cache")
+    assert cache.fetch("unit", "k" * 64, tmp_path / "none") is None
+    cache.store("unit", "k" * 64, source, [source / "sub" / "a.txt"], {"n": 1}, (source / "sub" / "empty",))
+    assert cache.fetch("unit", "k" * 64, tmp_path / "out") == {"n": 1}
+    assert (tmp_path / "out" / "sub" / "a.txt").read_text() == "alpha" and (tmp_path / "out" / "sub" / "empty").is_dir()
+    assert not list((tmp_path / "cache" / "tmp").iterdir())  # nothing half-written left behind
+    entry = tmp_path / "cache" / "unit" / "kk" / ("k" * 64)
+    (entry / "files" / "sub" / "a.txt").write_text("alphA")  # damaged
+    assert cache.fetch("unit", "k" * 64, tmp_path / "again") is None and not entry.exists()
+    assert (cache.hits, cache.misses) == ({"unit": 1}, {"unit": 2})
+    (tmp_path / "cache" / "tmp" / "half").mkdir()  # a writer that died: never read as an entry
+    assert cache.fetch("unit", "h" * 64, tmp_path / "x") is None
+
+
+def test_concurrent_stores_of_one_key_keep_one_entry(tmp_path):
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "lib.so").write_bytes(b"\x7fELF" + bytes(100_000))
+    caches = [BuildCache(tmp_path / "cache") for _ in range(4)]
+    threads = [threading.Thread(target=c.store, args=("library", "z" * 64, source, [source / "lib.so"], {}))
+               for c in caches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert [p.name for p in (tmp_path / "cache" / "library" / "zz").iterdir()] == ["z" * 64]
+    assert caches[0].fetch("library", "z" * 64, tmp_path / "out") == {}
+    assert (tmp_path / "out" / "lib.so").read_bytes() == (source / "lib.so").read_bytes()
+
+
+def _build(model, out, *more):
+    return subprocess.run([sys.executable, "-m", "hetdeploy", "build", str(model), "--board", "pynq-z2", "--policy",
+                           "support", "-o", str(out), "-v", *map(str, more)], capture_output=True, text=True)
+
+
+def test_a_rebuild_takes_everything_from_the_cache_and_gives_the_same_bytes(tmp_path):
+    model = tmp_path / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))
+    cache = tmp_path / "cache"
+    first = _build(model, tmp_path / "a", "--cache", cache)
+    assert first.returncode == 0, first.stderr
+    assert "from the build cache" in first.stderr and "0 of 1 compiled libraries, 0 of 4 unit conversions" in first.stderr
+    second = _build(model, tmp_path / "b", "--cache", cache)
+    assert second.returncode == 0, second.stderr
+    assert "1 of 1 compiled libraries, 4 of 4 unit conversions" in second.stderr
+    for path in ("plan.json", "hls/sf0_fpga/libsf0_fpga.so", "hls/sf0_fpga/units/sf0_fpga_u0/firmware/sf0_fpga_u0.cpp",
+                 "report.html"):
+        assert (tmp_path / "a" / path).read_bytes() == (tmp_path / "b" / path).read_bytes(), path
+    # every unit pinned where it was, then one refolded: that unit converted anew, the library compiled anew
+    units = json.loads((tmp_path / "a" / "plan.json").read_text())["subfunctions"][0]["execution_units"]
+    pins = [f"{u['nodes'][0]}={u['reuse_factor'] * (2 if k == len(units) - 1 else 1)}" for k, u in enumerate(units)]
+    refolded = _build(model, tmp_path / "c", "--cache", cache, *[a for pin in pins for a in ("--reuse-factor", pin)])
+    assert refolded.returncode == 0, refolded.stderr
+    assert "0 of 1 compiled libraries, 3 of 4 unit conversions" in refolded.stderr
+    # --no-cache: nothing looked up, nothing kept
+    plain = _build(model, tmp_path / "d", "--no-cache")
+    assert plain.returncode == 0 and "from the build cache" not in plain.stderr
+
+
+def test_two_builds_sharing_a_cache_at_once_both_succeed(tmp_path):
+    model = tmp_path / "cnn.onnx"
+    onnx.save(networks.small_cnn(), str(model))
+    builds = [subprocess.Popen([sys.executable, "-m", "hetdeploy", "build", str(model), "--board", "pynq-z2",
+                                "--policy", "support", "-o", str(tmp_path / f"out{k}"), "-q", "--cache",
+                                str(tmp_path / "cache")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for k in range(2)]
+    results = [b.communicate(timeout=600) for b in builds]
+    assert [b.returncode for b in builds] == [0, 0], results
+    assert (tmp_path / "out0" / "plan.json").read_text() == (tmp_path / "out1" / "plan.json").read_text()
