@@ -184,5 +184,6 @@ class CSimLibrary:
 def child_main(argv: list[str]) -> None:
     """The child process of ``CSimLibrary``: library, project folder, log, request and reply pipes."""
     library, project, log, requests, replies = argv
+    processes.die_with_parent()
     _serve(Connection(int(requests), writable=False), Connection(int(replies), readable=False), library, project,
            log)

@@ -1,9 +1,10 @@
 """Child processes that never outlive hetdeploy, and SIGTERM handled like Ctrl-C.
 
 Every tool hetdeploy starts (make and its g++ jobs, the C-simulation process, Vivado) runs in a
-process group of its own and is asked by the kernel to die with hetdeploy (``PR_SET_PDEATHSIG``);
-when hetdeploy stops early (Ctrl-C, SIGTERM, an error) the whole group is killed, grandchildren
-included.
+process group of its own; when hetdeploy stops early (Ctrl-C, SIGTERM, an error) the whole group is
+killed, grandchildren included. The C-simulation process also asks the kernel to end it with
+hetdeploy (``PR_SET_PDEATHSIG``, set by the child itself: a ``preexec_fn`` is not safe in a process
+with threads, as onnxruntime's).
 """
 
 from __future__ import annotations
@@ -23,16 +24,17 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is so that its clean-up runs (as for Ctrl-C)."""
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: the kernel sends it SIGKILL when hetdeploy ends, however it ends."""
+def die_with_parent() -> None:
+    """Called by a child process of hetdeploy's: the kernel sends it SIGKILL when its parent ends,
+    however it ends."""
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def start(command: list[str], **options) -> subprocess.Popen:
-    """``subprocess.Popen`` in a new process group that dies with hetdeploy."""
-    return subprocess.Popen(command, start_new_session=True, preexec_fn=_die_with_parent, **options)
+    """``subprocess.Popen`` in a process group of its own (``kill`` ends it with its children)."""
+    return subprocess.Popen(command, start_new_session=True, **options)
 
 
 def kill(process: subprocess.Popen) -> None:
