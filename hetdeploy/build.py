@@ -404,7 +404,8 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                                 f"({', '.join(over)})")
             raise UserError(f"the {options.policy} policy gives {device.name} more than it holds even fully "
                             f"folded ({', '.join(over)}); the latency policy moves what does not fit elsewhere")
-        budget = {k: device.budget().get(k, 0) for k in units.RESOURCES} | {"latency_cycles": None}
+        chip_budget = {k: device.budget().get(k, 0) for k in units.RESOURCES}
+        budget = chip_budget | {"latency_cycles": None}
         choices = iter(zip(shapes, foldings, widths))
         for sub, units_of_sub in split:
             sub.execution_units = []
@@ -425,8 +426,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
             continue
         plan.fpga_resources[device.name] = FpgaResources(
             [s.name for s in subs], {k: sum(s.resources[k] for s in subs) for k in units.RESOURCES},
-            {k: device.budget().get(k, 0) for k in units.RESOURCES},
-            {k: device.resources.get(k, 0) for k in units.RESOURCES})
+            chip_budget, {k: device.resources.get(k, 0) for k in units.RESOURCES})
 
 
 def _unit_totals(sub: Subfunction) -> dict[str, int]:
