@@ -6,6 +6,7 @@ run the built pipeline in-process.
     pipeline = hetdeploy.build("model.onnx", "pynq-z2", "build_dir", policy="support")
     y = pipeline.predict(x)             # one array per output: FPGA parts in C-simulation
     y = hetdeploy.load("build_dir").predict(x)
+    table = hetdeploy.sweep("model.onnx", boards=["pynq-z2", "zcu104"], widths=[8, 16], output="sweep_dir")
 
 Options are ``BuildOptions``' fields (width, precisions, error_budget, reuse_factors, devices,
 calibration, ...), or ``config="file.yaml"`` (what ``build --config`` reads) with keyword options over it.
@@ -18,12 +19,15 @@ import io
 from contextlib import redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
 
 from .errors import UserError
 from .plan import Plan
+
+if TYPE_CHECKING:
+    from .sweep import SweepTable
 
 
 @dataclass
@@ -122,6 +126,27 @@ def build(model: Optional[str | Path] = None, board: Optional[str] = None, outpu
     kwargs = {} if progress else {"progress": lambda message: None}
     run_build(_options(model, board, config, output, options), **kwargs)
     return Pipeline(output)
+
+
+def sweep(model: Optional[str | Path] = None, boards: Sequence[str] = (), widths: Sequence[int] = (16,),
+          policies: Sequence[str] = ("latency",), reuse_factors: Sequence[Optional[int]] = (None,),
+          output: str | Path = "sweep", build: bool = False, labels: Optional[str | Path] = None,
+          scheduler: Optional[str] = None, workers: Optional[int] = None, retry_failed: bool = False,
+          config: Optional[str | Path] = None, progress: bool = False, **options) -> "SweepTable":
+    """``hetdeploy sweep``: every point of boards x widths x policies x reuse factors (None: each unit
+    folded to fit) planned, or with ``build`` built and verified, on Dask (a local cluster of
+    ``workers`` processes, else the one at ``scheduler``), recorded in the folder ``output``. Returns
+    the points' records (a list of dicts, in grid order: ``pandas.DataFrame(table)`` makes a frame of
+    it; ``print(table)`` shows it); ``options`` and ``config`` as for ``plan``, for every point."""
+    from .sweep import grid, sweep as run_sweep
+
+    axes = {"width": "widths", "policy": "policies", "model_reuse_factor": "reuse_factors"}
+    for option in set(options) & set(axes):
+        raise UserError(f"option {option}: the sweep varies it; give {axes[option]}=[...]")
+    base = _options(model, boards[0] if boards else "", config, output, options)
+    return run_sweep(base.model, grid(boards, widths, policies, reuse_factors), base, Path(output), build=build,
+                     labels=str(labels) if labels else None, scheduler=scheduler, workers=workers,
+                     retry_failed=retry_failed, bar=progress)
 
 
 def load(build_dir: str | Path) -> Pipeline:

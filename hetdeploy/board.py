@@ -467,11 +467,16 @@ def available_boards() -> list[str]:
     return sorted(p.stem for p in BOARDS_DIR.glob("*.yaml"))
 
 
+def is_board_file(name_or_path: str) -> bool:
+    """Whether ``name_or_path`` names a YAML file rather than a shipped board."""
+    candidate = Path(name_or_path)
+    return candidate.suffix in (".yaml", ".yml") or candidate.exists() or "/" in name_or_path
+
+
 def load_board(name_or_path: str) -> Board:
     """``name_or_path``: a board name from boards/ or the path of a YAML file."""
-    candidate = Path(name_or_path)
-    if candidate.suffix in (".yaml", ".yml") or candidate.exists() or "/" in name_or_path:
-        path = candidate
+    if is_board_file(name_or_path):
+        path = Path(name_or_path)
     else:
         known = available_boards()
         name = next((b for b in known if b.lower() == name_or_path.lower()), name_or_path)  # PYNQ-Z2 is pynq-z2

@@ -110,7 +110,7 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress, verbose:
         progress(f"[{k}/{stages}] {what}{took}")
 
     _check_output(Path(options.out_dir))  # before any work
-    with _output_lock(Path(options.out_dir)):
+    with output_lock(Path(options.out_dir)):
         plan = _build_locked(options, step, progress, log)
     progress(f"built {options.out_dir} in {time.monotonic() - started:.1f} s (step 7 took "
              f"{time.monotonic() - last[1]:.1f} s)")
@@ -400,7 +400,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     if sum(e[k] for e in folded) > device.budget()[k]]
             if pinned:
                 raise UserError(f"the FPGA units do not fit {device.name} with the foldings given by "
-                                f"--reuse-factor and --weights-in-ddr, even with every other unit fully folded "
+                                f"--reuse-factor, --model-reuse-factor and --weights-in-ddr, even with every other unit fully folded "
                                 f"({', '.join(over)})")
             raise UserError(f"the {options.policy} policy gives {device.name} more than it holds even fully "
                             f"folded ({', '.join(over)}); the latency policy moves what does not fit elsewhere")
@@ -452,10 +452,14 @@ def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions
 
 def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, options: BuildOptions,
                     rate: float) -> Optional[units.Folding]:
-    """What --reuse-factor and --weights-in-ddr fix of ``unit``'s folding; None: nothing."""
+    """What --reuse-factor, --model-reuse-factor and --weights-in-ddr fix of ``unit``'s folding; None:
+    nothing."""
     names = [loaded.graph.nodes[i].name for i in unit.nodes]
     in_ddr = [n for n in names if n in options.weights_in_ddr]
     given = [(n, options.reuse_factors[n]) for n in names if n in options.reuse_factors]
+    if not given and not in_ddr and options.model_reuse_factor is not None and shape.kind == "kernel":
+        valid = units.candidate_reuse_factors(shape)  # the nearest valid one, as hls4ml picks (ties: the smaller)
+        return units.Folding(min(valid, key=lambda rf: (abs(rf - options.model_reuse_factor), rf)))
     if not given and not in_ddr:
         return None
     if len(given) > 1:
@@ -757,9 +761,9 @@ def _check_output(out_dir: Path) -> None:
 
 
 @contextlib.contextmanager
-def _output_lock(out_dir: Path) -> Iterator[None]:
-    """One build at a time into ``out_dir``: an exclusive lock on ``.DIR.lock`` beside it, held for
-    the whole build (a second build into the same -o stops at once, before any work)."""
+def output_lock(out_dir: Path, command: str = "build") -> Iterator[None]:
+    """One build (or sweep) at a time into ``out_dir``: an exclusive lock on ``.DIR.lock`` beside it,
+    held for the whole command (a second one into the same -o stops at once, before any work)."""
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     lock_path = out_dir.parent / f".{out_dir.name}.lock"
     while True:
@@ -768,7 +772,7 @@ def _output_lock(out_dir: Path) -> Iterator[None]:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(descriptor)
-            raise UserError(f"-o {out_dir}: another hetdeploy build is writing it now (it holds {lock_path}); "
+            raise UserError(f"-o {out_dir}: another hetdeploy {command} is writing it now (it holds {lock_path}); "
                             f"wait for it or choose another -o") from None
         with contextlib.suppress(FileNotFoundError):
             if os.stat(lock_path).st_ino == os.fstat(descriptor).st_ino:

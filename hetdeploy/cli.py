@@ -20,15 +20,20 @@ from .errors import UserError
 
 
 def _options(args: argparse.Namespace, **more):
-    """BuildOptions from what `build` and `plan` share (model, board and _planning_options)."""
+    """BuildOptions from what `build`, `plan` and `sweep` share (_model_options); ``more``: the rest."""
     from .config import BuildOptions
 
-    return BuildOptions(model=Path(args.model), board=args.board, policy=args.policy,
-                        reuse_factors=dict(args.reuse_factor), weights_in_ddr=args.weights_in_ddr,
-                        memory_strategy=args.memory_strategy, width=args.width, precisions=dict(args.precision),
-                        devices=dict(args.device), error_budget=args.error_budget, calibration=args.calibration,
-                        samples=args.samples, seed=args.seed, relative_tolerance=getattr(args, "tolerance", None),
-                        **more)
+    return BuildOptions(model=Path(args.model), reuse_factors=dict(args.reuse_factor),
+                        weights_in_ddr=args.weights_in_ddr, memory_strategy=args.memory_strategy,
+                        precisions=dict(args.precision), devices=dict(args.device), error_budget=args.error_budget,
+                        calibration=args.calibration, samples=args.samples, seed=args.seed,
+                        relative_tolerance=getattr(args, "tolerance", None), **more)
+
+
+def _point(args: argparse.Namespace) -> dict:
+    """The options of `build` and `plan` a sweep varies (_point_options)."""
+    return {"board": args.board, "policy": args.policy, "width": args.width,
+            "model_reuse_factor": args.model_reuse_factor}
 
 
 def _cache(args: argparse.Namespace) -> dict:
@@ -92,8 +97,8 @@ def _build(args: argparse.Namespace) -> int:
     if args.quiet and args.verbose:
         args.command_parser.error("-q and -v: choose one")
     quiet = {"progress": lambda message: None} if args.quiet else {}  # build.log keeps the lines all the same
-    plan = build(_options(args, out_dir=Path(args.output), synth=args.synth, **_cache(args)), verbose=args.verbose,
-                 **quiet)
+    plan = build(_options(args, out_dir=Path(args.output), synth=args.synth, **_point(args), **_cache(args)),
+                 verbose=args.verbose, **quiet)
     if args.json:
         print(plan.to_json(), end="")
         return 0
@@ -113,7 +118,7 @@ def _build(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from .build import plan_stages
 
-    _, board, plan = plan_stages(_options(args, out_dir=Path(".")), lambda k, what: None)
+    _, board, plan = plan_stages(_options(args, out_dir=Path("."), **_point(args)), lambda k, what: None)
     if args.json:
         print(plan.to_json(), end="")
         return 0
@@ -200,6 +205,28 @@ def _time(seconds: float) -> str:
     return f"{seconds * 1e6:.3g} us"
 
 
+def _sweep(args: argparse.Namespace) -> int:
+    from .sweep import grid, sweep
+
+    if args.model is None:
+        args.command_parser.error("the model is required (on the command line or in --config)")
+    shown = not (args.quiet or args.json)  # a bar on a terminal, else a line per point
+    lines = shown and not sys.stderr.isatty()
+    records = sweep(Path(args.model), grid(args.boards, args.widths, args.policies, args.reuse_factors),
+                    _options(args, board="", out_dir=Path(args.output), **_cache(args)), Path(args.output),
+                    build=args.build, labels=args.labels, scheduler=args.scheduler, workers=args.workers,
+                    retry_failed=args.retry_failed, bar=shown and not lines,
+                    progress=(lambda line: print(line, file=sys.stderr, flush=True)) if lines else None)
+    if args.json:
+        print(json.dumps(records, indent=1))
+        return 0
+    print(records)
+    failed = sum(r["status"] != "ok" for r in records)
+    print(f"{len(records)} points, {failed} failed; {Path(args.output) / 'results.csv'}, "
+          f"{Path(args.output) / 'pareto.png'}")
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from .report import write_report
 
@@ -243,13 +270,37 @@ def _boards(args: argparse.Namespace) -> int:
     return 0
 
 
-def _planning_options(command: argparse.ArgumentParser) -> None:
-    command.add_argument("model", nargs="?", help="the ONNX model file (or 'model:' in --config)")
+def _build_cache_options(command: argparse.ArgumentParser) -> None:
+    """What a command that builds takes besides the model's options: the tolerance and the cache."""
+    command.add_argument("--tolerance", type=_argument(config.fraction), default=None,
+                         help="allowed max abs error per output, as a fraction of that output's peak magnitude; "
+                              "default: --error-budget's, else 0.05")
+    command.add_argument("--cache", metavar="DIR", help="the build cache: hls4ml conversions and compiled "
+                         "C-simulation libraries, reused when nothing that determines them changed (default: "
+                         "$XDG_CACHE_HOME/hetdeploy or ~/.cache/hetdeploy)")
+    command.add_argument("--no-cache", action="store_true", help="convert and compile everything anew, keep nothing")
+
+
+def _point_options(command: argparse.ArgumentParser) -> None:
+    """What `build` and `plan` take one of and `sweep` a list of."""
     command.add_argument("--board", help="a board name (see 'hetdeploy boards') or a .yaml path (or 'board:' in "
                                          "--config)")
     command.add_argument("--policy", choices=config.POLICIES, default="latency",
                          help="latency (default): least estimated end-to-end latency with the FPGA's reserve kept "
                               "free; support: each op to the first device in the board's preference that runs it")
+    command.add_argument("--width", type=_argument(config.width), default=16, metavar="BITS",
+                         help="fixed-point width of every FPGA value, 4 to 32 (default 16): weights, biases and "
+                              "activations, each with the integer bits its values need; the resource estimates "
+                              "follow it")
+    command.add_argument("--model-reuse-factor", type=_argument(config.positive_int), default=None, metavar="R",
+                         help="the ReuseFactor of every foldable FPGA unit (hls4ml's model-wide ReuseFactor): the "
+                              "valid one nearest R for each; --reuse-factor NODE=R overrides it per unit "
+                              "(default: each folded to fit the FPGA)")
+
+
+def _model_options(command: argparse.ArgumentParser) -> None:
+    """The model and every option of a build but the point's (_point_options)."""
+    command.add_argument("model", nargs="?", help="the ONNX model file (or 'model:' in --config)")
     command.add_argument("--memory-strategy", choices=config.MEMORY_STRATEGIES, default="auto",
                          help="how FPGA buffers share memory: refcount (the seed's block reuse), greedy (offsets, "
                               "largest first, best-fit gaps), fastest (no reuse); auto (default): the smallest "
@@ -261,10 +312,6 @@ def _planning_options(command: argparse.ArgumentParser) -> None:
                          type=_node_setting(config.positive_int, "NODE=R with R a positive integer"),
                          help="pin the hls4ml ReuseFactor of the FPGA execution unit holding ONNX node NODE "
                               "(repeatable); the others are folded around it")
-    command.add_argument("--width", type=_argument(config.width), default=16, metavar="BITS",
-                         help="fixed-point width of every FPGA value, 4 to 32 (default 16): weights, biases and "
-                              "activations, each with the integer bits its values need; the resource estimates "
-                              "follow it")
     command.add_argument("--precision", metavar="NODE=ap_fixed<W,I>", action="append", default=[],
                          type=_node_setting(config.precision, "NODE=ap_fixed<W,I>"),
                          help="the output type of the FPGA execution unit holding ONNX node NODE (repeatable; W from "
@@ -288,6 +335,28 @@ def _planning_options(command: argparse.ArgumentParser) -> None:
                          type=_node_setting(config.text, "NODE=DEVICE"),
                          help="run ONNX node NODE on the board's device DEVICE (repeatable), whatever the policy "
                               "would choose")
+
+
+def _listed(check):
+    """An argparse type: comma-separated values, each checked by ``check``, none repeated."""
+    def convert(text: str):
+        values = []
+        for item in text.split(","):
+            try:
+                value = check(item.strip())
+            except ValueError as err:
+                raise argparse.ArgumentTypeError(str(err)) from None
+            if value in values:
+                raise argparse.ArgumentTypeError(f"'{item.strip()}' is listed twice")
+            values.append(value)
+        return values
+    convert.__name__ = f"list of {check.__name__}"
+    return convert
+
+
+def _reuse_factor(text: str):
+    """A reuse factor, or 'auto' (None): each unit folded to fit."""
+    return None if text == "auto" else config.positive_int(text)
 
 
 def _argument(check):
@@ -326,27 +395,23 @@ def parser() -> argparse.ArgumentParser:
                             description="Run every stage and write the build folder DIR (moved into place only "
                                         "when every stage passed).")
     b.add_argument("-o", "--output", required=True, metavar="DIR", help="the build folder to write")
-    b.add_argument("--tolerance", type=_argument(config.fraction), default=None,
-                   help="allowed max abs error per output, as a fraction of that output's peak magnitude; "
-                        "default: --error-budget's, else 0.05")
     b.add_argument("--json", action="store_true", help="print plan.json instead of the summary table")
     b.add_argument("-q", "--quiet", action="store_true", help="no progress lines (DIR/build.log keeps them)")
     b.add_argument("--synth", action="store_true", help="then run HLS synthesis and the Vivado block design to a "
                    "bitstream when vitis_hls/vivado_hls and vivado are on PATH; otherwise say how to run them")
-    b.add_argument("--cache", metavar="DIR", help="the build cache: hls4ml conversions and compiled C-simulation "
-                   "libraries, reused when nothing that determines them changed (default: $XDG_CACHE_HOME/hetdeploy "
-                   "or ~/.cache/hetdeploy)")
-    b.add_argument("--no-cache", action="store_true", help="convert and compile everything anew, keep nothing")
+    _build_cache_options(b)
     b.add_argument("-v", "--verbose", action="store_true",
                    help="every progress line (each unit converted and compiled) instead of progress bars")
-    _planning_options(b)
+    _model_options(b)
+    _point_options(b)
     b.set_defaults(run=_build, command_parser=b)
 
     p = commands.add_parser("plan", help="partition a model and estimate its latency, without generating HLS",
                             description="Load the model and the board, cut the model into subfunctions and print "
                                         "each with its device, node count and estimated time and transfers, and "
                                         "the plan's estimated latency against all-on-CPU and the support policy.")
-    _planning_options(p)
+    _model_options(p)
+    _point_options(p)
     p.add_argument("--json", action="store_true", help="print the plan (plan.json's content, with 'estimate')")
     p.add_argument("--nodes", action="store_true",
                    help="also list every node of the model with its subfunction and unit, or what intake folded it "
@@ -375,6 +440,38 @@ def parser() -> argparse.ArgumentParser:
                                         "on-chip memories and DDR apart). Prints the report's path.")
     r.add_argument("build_dir", metavar="DIR", help="a folder written by 'hetdeploy build'")
     r.set_defaults(run=_report)
+
+    s = commands.add_parser("sweep", help="plan (or build and verify) a model over boards x widths x policies x "
+                            "reuse factors, on Dask",
+                            description="Evaluate every point of the grid on a Dask cluster (a local one of a worker "
+                                        "per core, or --scheduler's) and write DIR/results.json, DIR/results.csv "
+                                        "and DIR/pareto.png (estimated latency against LUT + DSP). A failing point "
+                                        "is recorded with its error; an interrupted sweep resumes from DIR.")
+    s.add_argument("-o", "--output", required=True, metavar="DIR", help="the sweep's folder")
+    s.add_argument("--boards", required=True, type=_listed(config.text), metavar="B1,B2",
+                   help="board names (see 'hetdeploy boards') or .yaml paths")
+    s.add_argument("--widths", type=_listed(config.width), default=[16], metavar="W1,W2",
+                   help="fixed-point widths (--width of each point; default 16)")
+    s.add_argument("--policies", type=_listed(config.choice(config.POLICIES)), default=["latency"], metavar="P1,P2",
+                   help=f"partitioning policies, of {', '.join(config.POLICIES)} (default latency)")
+    s.add_argument("--reuse-factors", type=_listed(_reuse_factor), default=[None], metavar="R1,R2",
+                   help="model-wide reuse factors (--model-reuse-factor of each point); 'auto': each unit folded to "
+                        "fit (the default)")
+    s.add_argument("--build", action="store_true", help="build every point into DIR/builds and verify it against "
+                   "the model (on --calibration's samples, else a seeded random one)")
+    s.add_argument("--labels", metavar="Y.npy", help="with --build and --calibration: class labels of the "
+                   "calibration samples; each point records its accuracy beside the model's")
+    s.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler (tcp://host:8786) whose workers "
+                   "see the model and DIR at the same paths; default: a local cluster")
+    s.add_argument("--workers", type=_argument(config.positive_int), default=None, metavar="N",
+                   help="worker processes of the local cluster (default: one per core)")
+    s.add_argument("--retry-failed", action="store_true", help="run again the points an earlier run recorded as "
+                   "failed (recorded points are otherwise kept)")
+    s.add_argument("--json", action="store_true", help="print the records (results.json's) instead of the table")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress")
+    _build_cache_options(s)
+    _model_options(s)
+    s.set_defaults(run=_sweep, command_parser=s)
 
     c = commands.add_parser("config", help="print a build's configuration as YAML, for 'build --config'",
                             description="Print the resolved configuration a build folder was made with (every "

@@ -51,6 +51,8 @@ class BuildOptions:
     width: int = 16
     policy: str = "latency"
     reuse_factors: dict[str, int] = field(default_factory=dict)  # ONNX node name -> pinned ReuseFactor
+    # every foldable unit's ReuseFactor (hls4ml's model-wide one): the valid one nearest it; None: folded to fit
+    model_reuse_factor: Optional[int] = None
     weights_in_ddr: list[str] = field(default_factory=list)  # ONNX nodes whose unit keeps its weights in DDR
     # ONNX node -> (W, I): its unit's output is ap_fixed<W,I>, its other values W bits wide (--precision)
     precisions: dict[str, tuple[int, int]] = field(default_factory=dict)
@@ -143,7 +145,7 @@ _KEYS = {
     "memory_strategy": ("memory_strategy", choice(MEMORY_STRATEGIES)), "width": ("width", width),
     "error_budget": ("error_budget", fraction), "calibration": ("calibration", text),
     "samples": ("samples", positive_int), "seed": ("seed", seed), "tolerance": ("relative_tolerance", fraction),
-    "synth": ("synth", flag), "cache": ("cache", text),
+    "synth": ("synth", flag), "cache": ("cache", text), "model_reuse_factor": ("model_reuse_factor", positive_int),
 }
 _PATHS = ("model", "calibration", "cache")
 # per-node key -> check
