@@ -134,9 +134,9 @@ def test_a_model_wide_reuse_factor_gives_every_unit_the_nearest_valid_one(built)
     from hetdeploy.units import valid_reuse_factors
 
     model, _ = built("jet_tagger_mlp")
-    plan = hetdeploy.plan(model, "pynq-z2", policy="support", model_reuse_factor=24,
+    plan = hetdeploy.plan(model, "pynq-z2", policy="support", model_reuse_factor=48,
                           reuse_factors={"/fc4/Gemm": 8}).plan
     got = [u.reuse_factor for s in plan.subfunctions for u in s.execution_units]
     layers = [(16, 64), (64, 32), (32, 32)]  # the last (32 x 5) pinned per node
-    assert got == [min(valid_reuse_factors(*layer), key=lambda rf: (abs(rf - 24), rf)) for layer in layers] + [8]
-    assert got[0] == 16  # 16 and 32 are as near: hls4ml's get_closest_reuse_factor takes the smaller
+    assert got == [min(valid_reuse_factors(*layer), key=lambda rf: (abs(rf - 48), rf)) for layer in layers] + [8]
+    assert got[0] == 32  # 32 and 64 are as near: hls4ml's get_closest_reuse_factor takes the smaller
