@@ -64,7 +64,7 @@ class Pipeline:
         from .samples import split_samples
 
         if self._executors is None:
-            self._executors = runtime.device_executors(self.build_dir, self.plan)
+            self._executors = runtime.device_executors(runtime.CSimLibraries(self.build_dir), self.plan)
         outputs = [o.name for o in self.plan.outputs]
         results: dict[str, list[np.ndarray]] = {name: [] for name in outputs}
         for feeds in split_samples(x, self.plan.inputs, "predict"):

@@ -21,7 +21,6 @@ import shutil
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -44,7 +43,6 @@ from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, element_byt
 from .model import QUANTIZER_OPS, LoadedModel, load_model
 from .ort_adapter import OrtModel, open_model, run_in_memory
 from .partition import partition_graph
-from .report import write_report
 from .plan import (Buffer, Calibration, ExecutionUnit, FpgaFallback, FpgaResources, HlsPort, HlsProject, MemoryPlan,
                    Plan, PlanEstimate, PlanFormatError, PrecisionSearch, Subfunction, SubfunctionEstimate, UnitHls,
                    Widening, from_dict)
@@ -142,8 +140,6 @@ def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progr
                            for s in fpga for u in s.execution_units}
             step(5, f"generating HLS through hls4ml for {len(fpga)} FPGA subfunction(s)")
             generate_hls(plan, loaded, board, options, stage_dir, samples, progress, unit_widths, cache)
-            if cache is not None:
-                progress.detail(f"      from the build cache {options.cache}: {cache.summary()}")
             step(6, "verifying in C-simulation against onnxruntime")
             try:
                 verify_csim(plan, stage_dir, samples, progress)
@@ -163,8 +159,23 @@ def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progr
         write_package(plan, board, stage_dir)
         plan.save(stage_dir / "plan.json")
         shutil.copy(stage_dir / "plan.json", stage_dir / "deploy" / "plan.json")
-        write_report(stage_dir)
+        _write_report(plan, stage_dir, cache)
+        if cache is not None:
+            progress.detail(f"      from the build cache {options.cache}: {cache.summary()}")
     return plan
+
+
+def _write_report(plan: Plan, build_dir: Path, cache: Optional[BuildCache]) -> None:
+    """report.html, drawn from plan.json and the model alone: the cache keeps it under their bytes
+    (drawing it, and importing matplotlib, cost a second)."""
+    key = digest((build_dir / "plan.json").read_bytes(), (build_dir / plan.model).read_bytes(), toolchain())
+    if cache is not None and cache.fetch("report", key, build_dir) is not None:
+        return
+    from .report import write_report
+
+    write_report(build_dir)
+    if cache is not None:
+        cache.store("report", key, build_dir, [build_dir / "report.html"], {})
 
 
 # Automatic widening of a unit out of tolerance: this many bits at a time (one under
@@ -724,8 +735,9 @@ def plan_memory(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
 
 def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = _stderr_progress) -> None:
     """Each execution unit, each subfunction, then the whole pipeline against onnxruntime."""
-    unit_checks = verify.check_units(plan, build_dir, samples, keep_log=True)
-    comparison = verify.check_build(plan, build_dir, samples, keep_log=True)
+    libraries = runtime.CSimLibraries(build_dir, keep_log=True)  # one process per subfunction for both checks
+    unit_checks = verify.check_units(plan, build_dir, samples, libraries)
+    comparison = verify.check_build(plan, build_dir, samples, libraries)
     for sub, check in zip(plan.subfunctions, comparison.subfunctions):
         sub.verification = check.record(len(samples))
         for unit in sub.execution_units:

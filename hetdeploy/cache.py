@@ -67,7 +67,7 @@ def _file_hash(path: Path) -> str:
 
 
 class BuildCache:
-    """Entries of kinds ("unit", "library") under ``root``; ``hits`` and ``misses`` count this
+    """Entries of kinds ("unit", "library", "objects", "report") under ``root``; ``hits`` and ``misses`` count this
     build's lookups per kind."""
 
     def __init__(self, root: Path):
@@ -139,4 +139,5 @@ class BuildCache:
                          for k in kinds) or "nothing looked up"
 
 
-_PLURALS = {"unit": "unit conversions", "library": "compiled libraries"}
+_PLURALS = {"unit": "unit conversions", "library": "compiled libraries", "objects": "units' compiled objects",
+            "report": "reports"}

@@ -11,7 +11,6 @@ hetdeploy reports it with the log to read.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import os
 import signal
@@ -30,6 +29,8 @@ from .errors import ToolError, UserError
 
 # What the C-simulation process prints (hls4ml's asserts and warnings), in the project folder.
 CSIM_LOG = "csim_run.log"
+# the C-simulation process's program (the standard library and numpy only)
+CHILD = Path(__file__).with_name("csim_child.py")
 
 @functools.lru_cache(maxsize=1)
 def compiler_identity() -> str:
@@ -44,13 +45,21 @@ def compiler_identity() -> str:
 def compile_library(project_dir: Path, library: str, cache: Optional[BuildCache] = None) -> Path:
     """Run the project's Makefile (hls_top writes it) with a job per core; returns the library path.
     The objects are removed afterwards: the build folder keeps sources, library and Makefile. With
-    ``cache``, a library compiled before from the same files by the same compiler is taken from it."""
-    key = None
+    ``cache``, a library compiled before from the same files by the same compiler is taken from it;
+    else each unit's objects compiled before from the same unit, shared headers and flags are, and
+    make compiles only the others (a refolded unit) and the top."""
+    key, unit_keys, missed = None, {}, []
     if cache is not None:
-        key = digest(tree_digest(project_dir, (".log", ".so", ".o")), compiler_identity(), toolchain())
+        key = digest(tree_digest(project_dir, _NOT_SOURCES), compiler_identity(), toolchain())
         if cache.fetch("library", key, project_dir) is not None:
             return project_dir / library
+        unit_keys = _unit_object_keys(project_dir)
+        # fetched objects are newer than the sources written before them: make leaves them be
+        missed = [unit for unit, unit_key in unit_keys.items() if cache.fetch("objects", unit_key, unit) is None]
     result = processes.run(["make", "-s", f"-j{os.cpu_count() or 1}"], cwd=project_dir)
+    if result.returncode == 0 and cache is not None:
+        for unit in missed:
+            cache.store("objects", unit_keys[unit], unit, sorted(unit.rglob("*.o")), {})
     for obj in sorted(project_dir.rglob("*.o")):
         obj.unlink()
     if result.returncode != 0:
@@ -64,40 +73,26 @@ def compile_library(project_dir: Path, library: str, cache: Optional[BuildCache]
     return project_dir / library
 
 
+# what a library's or a unit's key leaves out: logs and what compiling makes
+_NOT_SOURCES = (".log", ".so", ".o")
+
+
+def _unit_object_keys(project_dir: Path) -> dict[Path, str]:
+    """Per unit folder (``units/<unit>``), the key of the objects compiled from it: its files, and
+    what every unit's compile reads besides (the project's headers, the ap_types headers, the
+    Makefile's flags), the compiler and the toolchain."""
+    shared = digest(*[part for p in sorted(project_dir.glob("*.h")) for part in (p.name, p.read_bytes())],
+                    (project_dir / "Makefile").read_bytes(), tree_digest(project_dir / "ap_types"),
+                    compiler_identity(), toolchain())
+    units = project_dir / "units"
+    folders = sorted(p for p in units.iterdir() if p.is_dir()) if units.is_dir() else []
+    return {unit: digest(tree_digest(unit, _NOT_SOURCES), shared) for unit in folders}
+
+
 class CSimCrash(UserError):
     """The C-simulation process died (an assert in hls4ml's C++, a segmentation fault)."""
 
     exit_code = 3
-
-
-def _serve(requests: Connection, replies: Connection, library: str, project_dir: str, log: str) -> None:
-    """The child process that holds a C-simulation library: what the generated C++ does (asserts,
-    exit, crashes) ends this process, never hetdeploy. Its stdout and stderr go to ``log``: a file,
-    or ``fd:N``, a descriptor it inherited."""
-    descriptor = int(log[3:]) if log.startswith("fd:") else os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-                                                                     0o644)
-    os.dup2(descriptor, 1)
-    os.dup2(descriptor, 2)
-    os.chdir(project_dir)  # hls4ml's loader reads its weight files relative to the project
-    lib = ctypes.CDLL(library, mode=os.RTLD_LOCAL)
-    pointer = np.ctypeslib.ndpointer(dtype=np.float32, flags="C_CONTIGUOUS")
-    while True:
-        try:
-            request = requests.recv()
-        except EOFError:  # hetdeploy closed its end (or ended)
-            return
-        kind, name, args = request
-        function = getattr(lib, name)
-        if kind == "load_ddr":
-            function.argtypes, function.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
-            replies.send(function(args, len(args)))
-        else:
-            inputs, output_sizes = args
-            function.argtypes = [pointer] * (len(inputs) + len(output_sizes))
-            function.restype = None
-            outputs = [np.zeros(size, dtype=np.float32) for size in output_sizes]
-            function(*inputs, *outputs)
-            replies.send(outputs)
 
 
 class CSimLibrary:
@@ -117,13 +112,14 @@ class CSimLibrary:
         self.log: Path | None = self.project_dir / CSIM_LOG if keep_log else None
         self._output = None if keep_log else tempfile.TemporaryFile()
         log = str(self.log.resolve()) if keep_log else f"fd:{self._output.fileno()}"
-        # a fresh interpreter (``child_main``), not a fork of this one and its onnxruntime
-        # threads, nor multiprocessing's spawn, which re-imports the caller's script
+        # a fresh interpreter running csim_child.py alone (not the hetdeploy package, whose
+        # imports cost half a second), not a fork of this one and its onnxruntime threads, nor
+        # multiprocessing's spawn, which re-imports the caller's script
         from_parent, to_child = os.pipe()  # (read end, write end)
         from_child, to_parent = os.pipe()
         self._process = processes.start(
-            [sys.executable, "-c", "import sys; from hetdeploy.csim import child_main; child_main(sys.argv[1:])",
-             str(library.resolve()), str(self.project_dir.resolve()),
+            [sys.executable, "-c", "import sys, runpy; runpy.run_path(sys.argv[1], run_name='__main__')",
+             str(CHILD), str(library.resolve()), str(self.project_dir.resolve()),
              log, str(from_parent), str(to_parent)],
             pass_fds=(from_parent, to_parent) + (() if keep_log else (self._output.fileno(),)),
             stdin=subprocess.DEVNULL, close_fds=True)
@@ -179,11 +175,3 @@ class CSimLibrary:
             return self._ask("call", name, (flat_in, list(output_sizes)))
 
         return call
-
-
-def child_main(argv: list[str]) -> None:
-    """The child process of ``CSimLibrary``: library, project folder, log, request and reply pipes."""
-    library, project, log, requests, replies = argv
-    processes.die_with_parent()
-    _serve(Connection(int(requests), writable=False), Connection(int(replies), readable=False), library, project,
-           log)

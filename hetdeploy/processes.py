@@ -3,33 +3,20 @@
 Every tool hetdeploy starts (make and its g++ jobs, the C-simulation process, Vivado) runs in a
 process group of its own; when hetdeploy stops early (Ctrl-C, SIGTERM, an error) the whole group is
 killed, grandchildren included. The C-simulation process also asks the kernel to end it with
-hetdeploy (``PR_SET_PDEATHSIG``, set by the child itself: a ``preexec_fn`` is not safe in a process
-with threads, as onnxruntime's).
+hetdeploy (``PR_SET_PDEATHSIG``, set by the child itself in csim_child.py: a ``preexec_fn`` is not safe
+in a process with threads, as onnxruntime's).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
-import sys
 from typing import Iterator
-
-_PR_SET_PDEATHSIG = 1
-
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is so that its clean-up runs (as for Ctrl-C)."""
-
-
-def die_with_parent() -> None:
-    """Called by a child process of hetdeploy's: the kernel sends it SIGKILL when its parent ends,
-    however it ends."""
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def start(command: list[str], **options) -> subprocess.Popen:

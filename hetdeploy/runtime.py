@@ -28,13 +28,24 @@ def channels_first(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(x, -1, 1)) if x.ndim >= 3 else x
 
 
-def _csim_library(build_dir: Path, sub: Subfunction, keep_log: bool) -> CSimLibrary:
-    library = CSimLibrary(build_dir / sub.hls.project, build_dir / sub.hls.library,
-                          [f"units/{u.name}/firmware/weights" for u in sub.execution_units if u.hls is not None],
-                          keep_log)
-    if sub.hls.ddr_image:  # the DDR weights, as the host writes them before the first call
-        library.load_ddr(f"{sub.hls.top}_load_ddr", build_dir / sub.hls.ddr_image)
-    return library
+class CSimLibraries:
+    """The C-simulation libraries of a build folder, each started once (a process per FPGA
+    subfunction, whose start costs a tenth of a second) and shared by the executors made from them.
+    ``keep_log``: the C-simulation's output into the build folder (a build's own runs)."""
+
+    def __init__(self, build_dir: Path, keep_log: bool = False):
+        self.build_dir, self.keep_log = build_dir, keep_log
+        self._started: dict[str, CSimLibrary] = {}
+
+    def of(self, sub: Subfunction) -> CSimLibrary:
+        if sub.name not in self._started:
+            library = CSimLibrary(self.build_dir / sub.hls.project, self.build_dir / sub.hls.library,
+                                  [f"units/{u.name}/firmware/weights" for u in sub.execution_units
+                                   if u.hls is not None], self.keep_log)
+            if sub.hls.ddr_image:  # the DDR weights, as the host writes them before the first call
+                library.load_ddr(f"{sub.hls.top}_load_ddr", self.build_dir / sub.hls.ddr_image)
+            self._started[sub.name] = library
+        return self._started[sub.name]
 
 
 class CSimExecutor:
@@ -56,21 +67,19 @@ class CSimExecutor:
         return {t: np.concatenate(v) for t, v in results.items()}
 
 
-def subfunction_executor(build_dir: Path, sub: Subfunction, keep_log: bool = False) -> CSimExecutor:
-    """``keep_log``: the C-simulation's output into the build folder (a build's own runs)."""
+def subfunction_executor(libraries: CSimLibraries, sub: Subfunction) -> CSimExecutor:
     hls = sub.hls
-    return CSimExecutor(_csim_library(build_dir, sub, keep_log), f"{hls.top}_float",
-                        [(p.tensor, p.shape) for p in hls.inputs], [(p.tensor, p.shape) for p in hls.outputs])
+    return CSimExecutor(libraries.of(sub), f"{hls.top}_float", [(p.tensor, p.shape) for p in hls.inputs],
+                        [(p.tensor, p.shape) for p in hls.outputs])
 
 
-def unit_executors(build_dir: Path, sub: Subfunction, keep_log: bool = False
-                   ) -> list[tuple[CSimExecutor, OrtModel]]:
+def unit_executors(libraries: CSimLibraries, sub: Subfunction) -> list[tuple[CSimExecutor, OrtModel]]:
     """Each execution unit of an FPGA subfunction on its own: in C-simulation, and its ONNX model on
     onnxruntime (the reference)."""
-    library = _csim_library(build_dir, sub, keep_log)
+    library = libraries.of(sub)
     pairs = []
     for unit in sub.execution_units:
-        reference = open_model(build_dir / unit.onnx)
+        reference = open_model(libraries.build_dir / unit.onnx)
         pairs.append((CSimExecutor(library, f"{unit.name}_float", reference.inputs, reference.outputs), reference))
     return pairs
 
@@ -79,9 +88,9 @@ def ort_executor(build_dir: Path, sub: Subfunction) -> Executor:
     return open_model(build_dir / sub.onnx, sub.kind).run
 
 
-def device_executors(build_dir: Path, plan: Plan, keep_log: bool = False) -> list[Executor]:
+def device_executors(libraries: CSimLibraries, plan: Plan) -> list[Executor]:
     """Each subfunction on its emulated device: FPGA in C-simulation, the rest on onnxruntime."""
-    return [subfunction_executor(build_dir, s, keep_log) if s.hls is not None else ort_executor(build_dir, s)
+    return [subfunction_executor(libraries, s) if s.hls is not None else ort_executor(libraries.build_dir, s)
             for s in plan.subfunctions]
 
 

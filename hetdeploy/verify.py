@@ -170,22 +170,23 @@ def compare(plan: Plan, device, reference, source: OrtModel, samples: list[dict[
     return Comparison(got, want, checks, pipeline)
 
 
-def check_build(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]], keep_log: bool = False
-                ) -> Comparison:
+def check_build(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]],
+                libraries: Optional[runtime.CSimLibraries] = None) -> Comparison:
     """``compare`` for a build folder: each subfunction on its emulated device
-    against onnxruntime, the pipeline against source.onnx. ``keep_log``: the C-simulation's output
-    into the build folder (the build's own check)."""
+    against onnxruntime, the pipeline against source.onnx. ``libraries``: the C-simulation libraries
+    to run (a build's own check shares them with ``check_units``; default: started here, their output
+    kept out of the build folder)."""
     return compare(
         plan,
-        runtime.device_executors(build_dir, plan, keep_log),
+        runtime.device_executors(libraries or runtime.CSimLibraries(build_dir), plan),
         runtime.reference_executors(build_dir, plan),
         open_model(build_dir / "source.onnx"),
         samples,
     )
 
 
-def check_units(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]], keep_log: bool = False
-                ) -> dict[str, SubfunctionCheck]:
+def check_units(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]],
+                libraries: runtime.CSimLibraries) -> dict[str, SubfunctionCheck]:
     """Every execution unit of every FPGA subfunction in C-simulation against its ONNX model on
     onnxruntime, on the float values the unit sees in the reference pipeline."""
     seen = runtime.subfunction_inputs(build_dir, plan, samples)
@@ -193,7 +194,7 @@ def check_units(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
     for index, sub in enumerate(plan.subfunctions):
         if sub.hls is None:
             continue
-        for unit, (csim, reference) in zip(sub.execution_units, runtime.unit_executors(build_dir, sub, keep_log)):
+        for unit, (csim, reference) in zip(sub.execution_units, runtime.unit_executors(libraries, sub)):
             ranges = {p.tensor: fixed_range(p.precision) for p in unit.hls.outputs} if unit.hls else {}
             check = checks[unit.name] = SubfunctionCheck(unit.name, "fpga", plan.relative_tolerance, ranges=ranges)
             for env in seen[index]:

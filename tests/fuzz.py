@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import os
 import random
 import re
 import subprocess

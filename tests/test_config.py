@@ -59,8 +59,8 @@ def test_device_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
     assert plan["subfunctions"][1]["nodes"] == ["/fc2/Gemm"]
     assert [(f["node"], f["reason"]) for f in plan["fpga_fallbacks"]] == [("/fc2/Gemm", "pinned")]
     assert plan["config"]["nodes"] == {"/fc2/Gemm": {"device": "arm_cpu"}}
-    (tmp_path / "c.yaml").write_text(f"model: jet.onnx\nboard: PYNQ-Z2\npolicy: support\n"
-                                     f"nodes:\n  /fc2/Gemm: {{device: arm_cpu}}\n")
+    (tmp_path / "c.yaml").write_text("model: jet.onnx\nboard: PYNQ-Z2\npolicy: support\n"
+                                     "nodes:\n  /fc2/Gemm: {device: arm_cpu}\n")
     assert main(["plan", "--config", str(tmp_path / "c.yaml"), "--json"]) == 0  # the model relative to the file
     assert json.loads(capsys.readouterr().out)["subfunctions"] == plan["subfunctions"]
 
