@@ -44,9 +44,14 @@ SEARCH_NODES = 200_000
 # ... and when only the footprint is at stake (no pool to fit), a shorter one at the lower bound.
 FOOTPRINT_SEARCH_NODES = 20_000
 # The static orders the search takes turns with (ties in offset go to the buffer first in the
-# order): keys compared in turn, each largest first. "peak": the most bytes live at one step of the
-# buffer's lifetime; "lifetime": its steps; "area": size x lifetime.
-SEARCH_ORDERS = (("lifetime", "area", "peak"), ("peak", "area", "lifetime"), ("peak", "lifetime", "area"))
+# order): keys compared in turn, each largest first. "peak": the most bytes live at one section of the
+# buffer's lifetime; "lifetime": the sections it spans; "area": size x lifetime; "degree": the
+# buffers live beside it; "start": its first section, earliest first; "size". Every key counts
+# sections (runs of steps with the same buffers live), never raw time: the search, like greedy, gives
+# the same answer however time is numbered (MiniMalloc's own widths are raw time). The first three are
+# MiniMalloc's; the others each solve instances that those leave.
+SEARCH_ORDERS = (("lifetime", "area", "peak"), ("peak", "area", "lifetime"), ("peak", "lifetime", "area"),
+                 ("area", "peak"), ("degree", "peak", "size"), ("start", "size"))
 
 
 @dataclass(frozen=True)
@@ -311,14 +316,16 @@ class _Search:
                     break
                 self.beside[a].append(b)
                 self.beside[b].append(a)
-        self.lifetime = [r.last + 1 - r.first for r in requests]
+        self.lifetime = [h - l for l, h in zip(self.lo, self.hi)]
 
     def _rank(self, part: list[int]) -> list[int]:
         """Rank the buffers of ``part`` in ``self.order`` (the peak from the bytes unplaced now,
         as a part is searched on its own); the ranks they had before."""
         keys = {"peak": [int(self.total[self.lo[i]:self.hi[i]].max()) for i in part],
                 "lifetime": [self.lifetime[i] for i in part],
-                "area": [self.sizes[i] * self.lifetime[i] for i in part]}
+                "area": [self.sizes[i] * self.lifetime[i] for i in part],
+                "degree": [len(self.beside[i]) for i in part], "start": [-self.lo[i] for i in part],
+                "size": [self.sizes[i] for i in part]}
         previous = [self.rank[i] for i in part]
         ranked = sorted(range(len(part)), key=lambda k: tuple(-keys[key][k] for key in self.order) + (part[k],))
         for position, k in enumerate(ranked):

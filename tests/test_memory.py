@@ -47,6 +47,25 @@ def test_no_two_live_buffers_share_bytes_in_any_strategy_or_memory(seed, size, s
             assert {p.memory for p in placements} <= set(MEMORIES)
 
 
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), size=st.integers(2, 60), gaps=st.lists(st.integers(1, 50), min_size=200,
+                                                                            max_size=200),
+       share=st.sampled_from([None, 0.8, 1.0]))
+def test_renumbering_time_changes_no_answer(seed, size, gaps, share):
+    """The same buffers with their steps renumbered (the same order, other gaps: another tool's clock)
+    get the same placements, so the same footprint, bounded or not; none overlap."""
+    requests = graph_requests(seed, size)
+    clock = list(itertools.accumulate(gaps))  # step k -> clock[k], strictly increasing
+    stretched = [Request(r.size, clock[r.first], clock[r.last + 1] - 1) for r in requests]
+    target = None if share is None else int(lower_bound(requests) * share)
+    for strategy in STRATEGIES:
+        plain = place(requests, strategy, target, reserved=0)
+        assert place(stretched, strategy, target, reserved=0) == plain, strategy
+        assert not overlaps(stretched, plain)
+    offsets = fit(requests, lower_bound(requests), nodes=5_000)
+    assert fit(stretched, lower_bound(requests), nodes=5_000) == offsets
+
+
 def fits_somehow(requests, capacity):
     """Every combination of offsets: whether any puts all requests below ``capacity`` apart."""
     ranges = [range(capacity - r.size + 1) for r in requests]
