@@ -32,7 +32,6 @@ from . import budget, memory, runtime, units, verify
 from .precision import node_widths
 from .board import BRAM18_BITS, Board, load_board
 from .config import BuildOptions, settle_options, resolved_config
-from .cost import ddr_weight_seconds
 from .cache import BuildCache, digest, toolchain
 from .csim import compile_library
 from .deploy import synthesize, write_package
@@ -241,7 +240,7 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tupl
     plan_memory(plan, loaded, board, options, lambda t: -(-options.width // 8),
                 lambda u: units.weight_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
                                                                   for n in u.nodes))
-    _add_ddr_time(plan, loaded, board, options.width)
+    fpga_times(plan, board)
     plan.node_map = map_nodes(plan, loaded)
     return loaded, board, plan
 
@@ -336,22 +335,22 @@ def map_nodes(plan: Plan, loaded: LoadedModel) -> dict[str, dict[str, str]]:
     return result
 
 
-def _add_ddr_time(plan: Plan, loaded: LoadedModel, board: Board, width: int) -> None:
-    """The DDR traffic of spilled buffers adds to their subfunction's and the plan's estimate; the
-    DDR weights' reads replace those the partitioner foresaw in the compute time (the folding may
-    have kept other units' weights in DDR)."""
-    index = loaded.graph.node_index()
-    widths = node_widths(loaded.graph, width)
+def fpga_times(plan: Plan, board: Board) -> None:
+    """Each FPGA subfunction's compute time becomes the sum of its folded units' cycles at the FPGA's
+    clock (what the partitioner priced each node at, folded as the chip's units share it), and the
+    DDR traffic of its spilled buffers adds to its transfers; the plan's estimate follows, so it
+    equals the sum of its tables."""
     for sub in plan.subfunctions:
-        if sub.memory is None:
+        if sub.kind != "fpga" or sub.estimate is None:
             continue
-        device = board.device(sub.device)
-        foreseen = sum(ddr_weight_seconds(device, loaded.graph, index[n], widths[index[n]]) for n in sub.nodes)
-        change = sub.memory.ddr_weights_s - foreseen
-        sub.estimate.compute_s += change
-        sub.estimate.transfer_s += sub.memory.ddr_transfer_s
-        sub.estimate.latency_s += change + sub.memory.ddr_transfer_s
-        plan.estimate.latency_s += change + sub.memory.ddr_transfer_s
+        clock_hz = board.device(sub.device).clock_mhz * 1e6
+        compute = sum(u.estimate["latency_cycles"] for u in sub.execution_units) / clock_hz
+        spilled = sub.memory.ddr_transfer_s if sub.memory is not None else 0.0
+        change = compute - sub.estimate.compute_s + spilled
+        sub.estimate.compute_s = compute
+        sub.estimate.transfer_s += spilled
+        sub.estimate.latency_s += change
+        plan.estimate.latency_s += change
 
 
 def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
@@ -441,7 +440,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
 
 
 def _unit_totals(sub: Subfunction) -> dict[str, int]:
-    return {k: sum(u.estimate[k] for u in sub.execution_units) for k in (*units.RESOURCES, "latency_cycles")}
+    return {k: sum(u.estimate[k] for u in sub.execution_units) for k in (*units.RESOURCES, *units.CYCLES)}
 
 
 def _pinned_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions) -> tuple[int, Optional[int]]:

@@ -140,14 +140,14 @@ def print_plan(plan, board, nodes: bool) -> None:
             continue
         print(f"\n{sub.name}: execution units (estimates, not synthesis results)")
         print(f"  {'unit':<14} {'pe':<12} {'nodes':>5} {'reuse':>6} {'strategy':<9} {'weights':<7} {'DSP':>6} "
-              f"{'BRAM18':>6} {'LUT':>8} {'FF':>8} {'cycles':>9}")
+              f"{'BRAM18':>6} {'LUT':>8} {'FF':>8} {'cycles':>9} {'compute':>9} {'buffers':>8} {'DDR':>8}")
         rows = [(u.name, u.pe, len(u.nodes), u.reuse_factor, u.strategy, "DDR" if u.weights_in_ddr else "on chip",
                  u.estimate) for u in sub.execution_units]
         rows += [("total", "", "", "", "", "", sub.resources), ("budget", "", "", "", "", "", sub.budget)]
         for name, pe, count, rf, strategy, weights, e in rows:
             print(f"  {name:<14} {pe:<12} {count!s:>5} {rf!s:>6} {strategy:<9} {weights:<7} {e['dsp']:>6} "
                   f"{e['bram18']:>6} {e['lut']:>8} {e['ff']:>8} "
-                  f"{e['latency_cycles'] if e['latency_cycles'] is not None else '':>9}")
+                  + " ".join(f"{e.get(k) if e.get(k) is not None else '':>{w}}" for k, w in CYCLE_PARTS))
     for line in chip_totals(plan):
         print(f"\n{line}")
     for sub in plan.subfunctions:
@@ -187,6 +187,10 @@ def print_plan(plan, board, nodes: bool) -> None:
         print(f"  all on the host CPU: {_time(est.all_cpu_latency_s)} ({est.all_cpu_latency_s / est.latency_s:.2f}x)")
     fits = "" if est.support_fits else " (does not fit the board)"
     print(f"  support policy: {_time(est.support_latency_s)} ({est.support_latency_s / est.latency_s:.2f}x){fits}")
+
+
+# a unit's latency and its parts (units.estimate), as the plan table's columns: key, width
+CYCLE_PARTS = (("latency_cycles", 9), ("compute_cycles", 9), ("buffer_cycles", 8), ("ddr_cycles", 8))
 
 
 def chip_totals(plan) -> list[str]:

@@ -135,14 +135,19 @@ def usage(device: Device, graph: Graph, index: int, width: int) -> dict[str, flo
     return {"memory_bytes": float(graph.nodes[index].constant_elements * FLOAT_BYTES)}
 
 
-def ddr_weight_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
-    """An FPGA node's weight traffic when ``most_folded`` keeps its weights in DDR: read once per
-    output vector."""
-    shape, folding = most_folded(device, graph, index, width)
-    if not folding.weights_in_ddr:
-        return 0.0
-    weights = shape.n_in * shape.n_out * units.weight_bytes(width)
-    return shape.vectors * weights / device.memory.bandwidth_bytes_per_s
+def fpga_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
+    """An FPGA node's time: the execution-unit estimate (units.estimate: arithmetic, DDR weights,
+    moving its buffers) of the node as its own unit at the least folding that fits the FPGA by
+    itself, at the FPGA's clock. The folding stage folds units further where they share the chip;
+    the plan then takes their cycles (build.fpga_times): one cost for the FPGA everywhere."""
+    shape = units.unit_shape(graph, units.Unit("", [index]))
+    rate = units.ddr_bytes_per_cycle(device)
+    budget = device.budget()
+    options = units.folding_options(shape, width, rate)
+    folding = next((f for f in options if all(units.folded_estimate(shape, f, width, rate)[k] <= budget.get(k, 0)
+                                               for k in units.RESOURCES)), options[-1])
+    cycles = units.folded_estimate(shape, folding, width, rate)["latency_cycles"]
+    return cycles / (device.clock_mhz * 1e6) + device.compute.per_op_s
 
 
 @dataclass
@@ -171,8 +176,8 @@ class CostModel:
         for node in graph.nodes:
             for t, s in list(zip(node.inputs, node.input_shapes)) + list(zip(node.outputs, node.output_shapes)):
                 self.tensor_bytes[t] = _elements(s) * FLOAT_BYTES
-        self.seconds = {d.name: [node_seconds(d, w) + (ddr_weight_seconds(d, graph, i, self.widths[i]) if d.kind == "fpga"
-                                                       else 0.0) for i, w in enumerate(self.work)]
+        self.seconds = {d.name: [fpga_seconds(d, graph, i, self.widths[i]) if d.kind == "fpga" else node_seconds(d, w)
+                                 for i, w in enumerate(self.work)]
                         for d in board.devices}
         self.capacity = {d.name: capacity(d) for d in board.devices}
         self.usage = {d.name: [usage(d, graph, i, self.widths[i]) for i in range(len(graph.nodes))] for d in board.devices}

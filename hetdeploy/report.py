@@ -224,10 +224,12 @@ def units_table(plan: Plan) -> str:
             rows.append([sub.name, u.name, ", ".join(u.nodes[:4]) + (", ..." if len(u.nodes) > 4 else ""), u.pe,
                          u.reuse_factor, u.strategy, "DDR" if u.weights_in_ddr else "on chip", u.precision,
                          e.get("dsp"), e.get("bram18"), e.get("lut"), e.get("ff"),
-                         e.get("latency_cycles") if e.get("latency_cycles") is not None else "-",
+                         *[e.get(k) if e.get(k) is not None else "-" for k in
+                           ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")],
                          _verdict(u.verification)])
     return _table(["subfunction", "unit", "nodes", "PE", "reuse", "strategy", "weights", "precision", "DSP",
-                   "BRAM18", "LUT", "FF", "cycles", "C-sim max abs error / tolerance"], rows, names=3)
+                   "BRAM18", "LUT", "FF", "cycles", "compute", "buffers", "DDR", "C-sim max abs error / tolerance"],
+                  rows, names=3)
 
 
 def buffers_table(memory: MemoryPlan) -> str:

@@ -22,7 +22,9 @@ out its layers:
   strategy (W / 2 LUT each), and a fixed control cost per unit;
 - latency in cycles: R per output vector (one vector for a dense layer, one
   per output pixel for a streamed convolution), plus the pipeline depth and
-  the line-buffer fill.
+  the line-buffer fill; plus moving the unit's inputs and outputs through the
+  subfunction's byte-wide arena (two bytes a cycle): after the arithmetic for an
+  io_parallel unit, beside it for a streamed one.
 A multiply-accumulate unit may instead keep its weights in DDR (when the FPGA's BRAM cannot hold
 them): no weight BRAM or LUTs, and every output vector reads all the weights through the DDR port,
 so a vector takes at least weight bytes / DDR bytes per cycle; its reuse factor is the least that
@@ -33,6 +35,7 @@ beside published post-synthesis figures.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional, Sequence
@@ -41,12 +44,17 @@ from .board import BRAM18_BITS, Device
 from .graph import Graph
 
 RESOURCES = ("dsp", "bram18", "lut", "ff")
+# a unit's latency and its parts (``estimate``)
+CYCLES = ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")
 # Ops that only move values: the subfunction's top moves them itself (no hls4ml project; a Flatten
 # by index arithmetic, the others through an index table), so a unit of one of them holds it alone.
 RELAYOUT_OPS = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth"}
 # Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
 BRAM_MIN_DEPTH = 64
 UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 600, 800
+# Bytes the subfunction's arena (hls/arena.h: a byte array in BRAM) moves a cycle: a true dual-port
+# BRAM gives two accesses, shared by a unit's reads and writes.
+ARENA_PORTS = 2
 # Narrower products go to fabric LUTs (Vivado's binding; the published 6-bit jet tagger used 9 DSPs).
 DSP_MIN_WIDTH = 10
 
@@ -97,9 +105,17 @@ class Shape:
     line_buffer_values: int  # values a streamed window keeps ((k - 1) rows x width x channels)
     output_values: int
     softmax: bool  # a Softmax in the unit (lookup tables)
+    input_values: int = 0  # the values it reads from the subfunction's memories per run (every input)
 
 
 def unit_shape(graph: Graph, unit: Unit) -> Shape:
+    """``_main_shape`` with the values the unit reads (every activation input of its main node)."""
+    main = graph.nodes[unit.nodes[0]]
+    read = sum(math.prod(s or [1]) for s in main.input_shapes)
+    return dataclasses.replace(_main_shape(graph, unit), input_values=read)
+
+
+def _main_shape(graph: Graph, unit: Unit) -> Shape:
     main = graph.nodes[unit.nodes[0]]
     # a scalar (rank 0) counts as one value
     first = (main.input_shapes[0] if main.input_shapes else None) or [1]
@@ -174,11 +190,16 @@ def strategy_for(reuse_factor: int) -> str:
 
 def estimate(shape: Shape, reuse_factor: int, width: int,
              ddr_bytes_per_cycle: Optional[float] = None) -> dict[str, int]:
-    """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc).
-    ``ddr_bytes_per_cycle``: the unit's weights are in DDR, read at this rate; None: on chip."""
+    """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc), and the latency's
+    parts: ``compute_cycles`` (its arithmetic, DDR weights' reads within: a vector waits for its
+    weights), ``buffer_cycles`` (moving its inputs and outputs through the subfunction's byte-wide
+    arena, ARENA_PORTS bytes a cycle) and ``ddr_cycles`` (what the DDR weights' reads add to the
+    arithmetic). An io_parallel unit reads, computes and writes in turn; a streamed one overlaps the
+    three (dataflow). ``ddr_bytes_per_cycle``: the unit's weights are in DDR, read at this rate; None:
+    on chip."""
     bram_bits, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
     cycles = 5
-    dsp = 0
+    dsp = ddr = 0
     if shape.kind == "kernel":
         products = shape.n_in * shape.n_out
         multipliers = math.ceil(products / reuse_factor)
@@ -191,6 +212,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         cycles_per_vector = reuse_factor
         if ddr_bytes_per_cycle is not None:
             cycles_per_vector = max(reuse_factor, ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle))
+            ddr = shape.vectors * (cycles_per_vector - reuse_factor)
         elif strategy_for(reuse_factor) == "Resource":
             # multipliers banks of depth R, W bits wide, in BRAM18s of 512 x 36 or 1024 x 18 bits
             wide = math.ceil(multipliers * width / 36) * math.ceil(reuse_factor / 512)
@@ -216,7 +238,11 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         bram_bits += 2 * 4096 * 18  # exp and inverse tables of 4,096 entries
         cycles += 10
     bram18 = math.ceil(bram_bits / BRAM18_BITS)
-    return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": cycles}
+    written = shape.input_values if shape.kind == "data" else shape.output_values  # the top moves a relayout
+    moved = math.ceil((shape.input_values + written) * -(-width // 8) / ARENA_PORTS)
+    latency = max(cycles, moved) if shape.streamed else cycles + moved
+    return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": latency, "compute_cycles": cycles,
+            "buffer_cycles": latency - cycles, "ddr_cycles": ddr}
 
 
 def ddr_cycles_per_vector(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> int:

@@ -123,3 +123,59 @@ def test_weights_are_packed_as_ap_fixed_converts_them():
     assert np.frombuffer(pack_fixed(np.array([1.0, 0.0]), "ap_uint<1>"), dtype="u1").tolist() == [1, 0]
     with pytest.raises(ValueError, match="float"):
         pack_fixed(values, "float")
+
+
+def test_a_units_latency_is_its_arithmetic_plus_moving_its_buffers():
+    graph = conv_stack(1, channels=4, size=8)
+    conv, *_, dense = [unit_shape(graph, u) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
+    for shape in (conv, dense):
+        for width in (8, 16, 20):
+            e = estimate(shape, 4, width)
+            # the byte-wide arena moves two bytes a cycle: every input and output value, whole bytes each
+            moved = -(-(shape.input_values + shape.output_values) * -(-width // 8) // 2)
+            if shape.streamed:  # dataflow: the moves overlap the arithmetic
+                assert e["latency_cycles"] == max(e["compute_cycles"], moved)
+            else:  # read, compute, write in turn
+                assert e["latency_cycles"] == e["compute_cycles"] + moved
+            assert e["buffer_cycles"] == e["latency_cycles"] - e["compute_cycles"] and e["ddr_cycles"] == 0
+    assert (conv.input_values, dense.input_values) == (3 * 8 * 8, 4 * 16)
+    # weights in DDR: what a vector waits for its weights (640 x 2 bytes at 12 a cycle: 107 cycles) beyond its
+    # reuse factor is the DDR part of its arithmetic
+    from hetdeploy.units import Folding
+
+    fast, slow = (folded_estimate(dense, Folding(rf, True), 16, 12.0) for rf in (4, 128))
+    assert (fast["ddr_cycles"], slow["ddr_cycles"]) == (107 - 4, 0)
+    assert fast["compute_cycles"] - fast["ddr_cycles"] == estimate(dense, 4, 16)["compute_cycles"]
+
+
+def test_the_plan_prices_the_fpga_as_its_units_do():
+    """One cost: the partitioner's FPGA time per node is the unit estimate's, and the plan's FPGA
+    subfunction time is the sum of its folded units' cycles at the clock; the plan's latency the sum
+    of its subfunctions'."""
+    import tempfile
+    from pathlib import Path
+
+    import onnx
+
+    import networks
+    from hetdeploy.api import plan
+    from hetdeploy.cost import CostModel, fpga_seconds
+    from hetdeploy.model import load_model
+
+    with tempfile.TemporaryDirectory() as folder:
+        model = Path(folder) / "alexnet.onnx"
+        onnx.save(networks.alexnet_style(), str(model))
+        result = plan(model, "pynq-z2").plan
+        graph = load_model(model).graph
+    board = load_board("pynq-z2")
+    costs = CostModel(graph, board)
+    fpga = board.device("fpga")
+    assert all(costs.seconds["fpga"][i] == fpga_seconds(fpga, graph, i, 16) for i in range(len(graph.nodes)))
+    subs = [s for s in result.subfunctions if s.kind == "fpga"]
+    assert subs
+    for sub in subs:
+        cycles = sum(u.estimate["latency_cycles"] for u in sub.execution_units)
+        assert sub.estimate.compute_s == pytest.approx(cycles / (fpga.clock_mhz * 1e6), rel=1e-12)
+        assert sub.resources["latency_cycles"] == cycles
+    total = sum(s.estimate.latency_s for s in result.subfunctions)
+    assert result.estimate.latency_s == pytest.approx(total, rel=1e-9)
