@@ -56,7 +56,10 @@ def test_build_and_emulate(built, tmp_path, capsys, name, devices):
             assert [s.split()[3] for s in steps] == [u["name"] for u in units]  # the top runs them in order
             for unit in units:
                 assert {"name", "nodes", "pe", "reuse_factor", "strategy", "precision", "estimate"} <= set(unit)
-                assert set(unit["estimate"]) == {"dsp", "bram18", "lut", "ff", "latency_cycles"}
+                e = unit["estimate"]
+                assert set(e) == {"dsp", "bram18", "lut", "ff", "latency_cycles", "compute_cycles", "buffer_cycles",
+                                  "ddr_cycles"}
+                assert e["latency_cycles"] == e["compute_cycles"] + e["buffer_cycles"]
                 assert unit["verification"]["passed"] and unit["verification"]["samples"] > 0
                 assert unit["precision"].startswith("ap_fixed<")
                 if unit["hls"] is not None:  # an hls4ml project of its own, with the folding applied
