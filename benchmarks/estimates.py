@@ -1,54 +1,142 @@
-"""The execution-unit estimator (hetdeploy/units.py) beside published post-synthesis figures.
+"""The execution-unit estimator (hetdeploy/units.py) against published synthesis results.
 
-    .venv/bin/python benchmarks/estimates.py
+    .venv/bin/python benchmarks/estimates.py [--json]
 
-Prints a table; run by hand. Published figure: the hls4ml jet-tagging MLP 16-64-32-32-5 on a PYNQ-Z2
-(FACTS.md section 2: Vivado 2019.2 post-place utilisation, HLS latency; 6-bit QKeras, about 75 %
-of the weights pruned, ReuseFactor 1, Latency strategy). The estimator knows neither pruning nor
-Vivado's habit of building narrow multipliers from LUTs; the rows show it with and without the
-pruning applied (3 of 4 multiplications removed), so the ratios say what the model misses.
+benchmarks/published_synthesis.csv holds the published points with their sources: hls4ml tutorial notebook
+outputs (fastmachinelearning/hls4ml-tutorial at the commit named), hls4ml's synthesis baselines, a PYNQ-Z2
+implementation of the jet tagger, and two FINN designs (BNN-PYNQ) the estimator does not model. Each row's
+configuration (network, fixed-point bits, reuse factor, fraction of the multiplications pruning kept) goes
+through ``units.estimate`` layer by layer; the rows are compared like with like: an HLS report's figures with
+the estimate, a synthesis or implementation result with the same estimate (the table's ``kind`` says which).
+Latency is the units' arithmetic (``compute_cycles``: hls4ml's own design; hetdeploy's arena moves are not in a
+standalone hls4ml project): summed for io_parallel networks, the slowest layer plus each other layer's
+pipeline fill for io_stream ones (dataflow).
+
+Prints one row per point and metric (``--json``: a list of {source, network, part, metric, published,
+estimate, kind, use}), then the share of points within the issue's bars per metric (DSP, BRAM18 and latency
+within +-25 %, LUT and FF within +-50 %), for the points the constants were fitted on (``use`` = fit) and the
+ones held aside (holdout) apart, and the worst points. Run by hand; tests check behaviour, never time.
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
+import json
 import math
+from pathlib import Path
 
 from hetdeploy.units import RESOURCES, Shape, estimate
 
-JET_TAGGER = [(16, 64), (64, 32), (32, 32), (32, 5)]  # dense layers (n_in, n_out)
-# LUT 20,668; FF 23,097; BRAM36 7 (= 14 BRAM18); DSP 9; 95 cycles (FACTS.md section 2)
-PUBLISHED = {"lut": 20668, "ff": 23097, "bram18": 14, "dsp": 9, "latency_cycles": 95}
+TABLE = Path(__file__).resolve().parent / "published_synthesis.csv"
+METRICS = (*RESOURCES, "latency_cycles")
+BARS = {"dsp": 0.25, "bram18": 0.25, "latency_cycles": 0.25, "lut": 0.5, "ff": 0.5}
+UNIT_FILL = 5  # units.estimate's fixed cycles per unit: a streamed layer's share when it is not the slowest
 
 
-def jet_tagger_estimate(width: int, kept: float, softmax: bool = True) -> dict[str, int]:
-    """Sum over the four dense units at ReuseFactor 1; ``kept``: fraction of multiplications left
-    after pruning (folded into n_in)."""
-    totals = dict.fromkeys((*RESOURCES, "latency_cycles"), 0)
-    for k, (n_in, n_out) in enumerate(JET_TAGGER):
-        effective = max(1, math.ceil(n_in * kept))
-        shape = Shape("kernel", effective, n_out, 1, False, 0, n_out, softmax and k == len(JET_TAGGER) - 1)
-        for key, value in estimate(shape, 1, width).items():
-            totals[key] += value
+def _dense(n_in: int, n_out: int, kept: float, softmax: bool = False) -> Shape:
+    return Shape("kernel", max(1, math.ceil(n_in * kept)), n_out, 1, False, 0, n_out, softmax, input_values=n_in)
+
+
+def _conv(size: int, channels: int, filters: int, kept: float, padding: int = 0) -> tuple[Shape, int]:
+    """A 3x3 convolution, stride 1, on size x size x channels; its shape and output size."""
+    out = size + 2 * padding - 2
+    return Shape("kernel", max(1, math.ceil(9 * channels * kept)), filters, out * out, True, 2 * size * channels,
+                 out * out * filters, False, input_values=size * size * channels), out
+
+
+def _pool(size: int, channels: int) -> tuple[Shape, int]:
+    out = size // 2
+    return Shape("window", 4, channels, out * out, True, size * channels, out * out * channels, False,
+                 input_values=size * size * channels), out
+
+
+def network(name: str, kept: float) -> list[Shape]:
+    """The layers of a published network as the estimator sees them (BatchNormalization and ReLU fused)."""
+    if name == "jsc":  # the jet-tagging MLP 16-64-32-32-5, Softmax last (io_parallel)
+        layers = [(16, 64), (64, 32), (32, 32), (32, 5)]
+        return [_dense(n_in, n_out, kept, k == len(layers) - 1) for k, (n_in, n_out) in enumerate(layers)]
+    if name == "svhn_cnn":  # hls4ml tutorial part 6: 32x32x3, conv 16-16-24 (3x3 valid) + 2x2 pools, dense 42-64-10
+        shapes, size, channels = [], 32, 3
+        for filters in (16, 16, 24):
+            conv, size = _conv(size, channels, filters, kept)
+            pool, size = _pool(size, filters)
+            shapes += [conv, pool]
+            channels = filters
+        flat = size * size * channels
+        return shapes + [_dense(flat, 42, kept), _dense(42, 64, kept), _dense(64, 10, kept, softmax=True)]
+    if name == "depthwise3x3":  # hls4ml's DepthwiseConv2D baseline: 3x3 on 32x32x3, 'same', io_stream
+        return [Shape("kernel", 9, 3, 32 * 32, True, 2 * 32 * 3, 32 * 32 * 3, False, input_values=32 * 32 * 3)]
+    raise KeyError(name)
+
+
+def network_estimate(shapes: list[Shape], reuse_factor: int, bits: int) -> dict[str, int]:
+    layers = [estimate(s, reuse_factor, bits) for s in shapes]
+    totals = {k: sum(e[k] for e in layers) for k in RESOURCES}
+    compute = [e["compute_cycles"] for e in layers]
+    if any(s.streamed for s in shapes):  # dataflow: the slowest layer, the others' fill
+        totals["latency_cycles"] = max(compute) + UNIT_FILL * (len(compute) - 1)
+    else:
+        totals["latency_cycles"] = sum(compute)
     return totals
 
 
+def points() -> list[dict]:
+    """One object per published figure of a row the estimator models, and the excluded rows' reasons."""
+    result = []
+    with TABLE.open() as f:
+        for row in csv.DictReader(f):
+            if row["use"].startswith("excluded"):
+                result.append({"source": row["source"], "network": row["network"], "part": row["part"],
+                               "kind": row["kind"], "use": row["use"]})
+                continue
+            figures = network_estimate(network(row["network"], float(row["kept"])), int(row["reuse_factor"]),
+                                       int(row["bits"]))
+            for metric in METRICS:
+                if row[metric]:
+                    result.append({"source": row["source"], "network": row["network"], "part": row["part"],
+                                   "metric": metric, "published": int(row[metric]), "estimate": figures[metric],
+                                   "kind": row["kind"], "use": row["use"], "id": row["id"]})
+    return result
+
+
+def within(point: dict) -> bool:
+    published, estimated = point["published"], point["estimate"]
+    if published == 0:
+        return estimated == 0
+    return abs(estimated - published) / published <= BARS[point["metric"]]
+
+
 def main() -> None:
-    rows = [
-        ("published (6-bit, pruned)", PUBLISHED),
-        ("estimate 6-bit, unpruned", jet_tagger_estimate(6, 1.0)),
-        ("estimate 6-bit, 25 % kept", jet_tagger_estimate(6, 0.25)),
-        ("estimate 16-bit, unpruned", jet_tagger_estimate(16, 1.0)),
-    ]
-    keys = (*RESOURCES, "latency_cycles")
-    print("hls4ml jet tagger 16-64-32-32-5 on a PYNQ-Z2, ReuseFactor 1, Latency strategy")
-    print(f"{'':<28}" + "".join(f"{k:>16}" for k in keys))
-    for name, figures in rows:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print the points as JSON, then the shares")
+    args = parser.parse_args()
+    found = points()
+    compared = [p for p in found if "metric" in p]
+    if args.json:
+        print(json.dumps([{k: p[k] for k in ("source", "network", "part", "metric", "published", "estimate", "kind",
+                                              "use")} for p in compared], indent=1))
+    else:
+        print(f"{'point':<26} {'kind':<6} {'use':<8} {'metric':<15} {'published':>10} {'estimate':>10} {'ratio':>7}")
+        for p in compared:
+            ratio = p["estimate"] / p["published"] if p["published"] else float("nan")
+            print(f"{p['id']:<26} {p['kind']:<6} {p['use']:<8} {p['metric']:<15} {p['published']:>10} "
+                  f"{p['estimate']:>10} {ratio:>7.2f}{'' if within(p) else '  outside'}")
+    print("\nshare within the bar (DSP, BRAM18, latency: +-25 %; LUT, FF: +-50 %)")
+    for use in ("fit", "holdout", "all"):
+        mine = [p for p in compared if use == "all" or p["use"] == use]
         cells = []
-        for k in keys:
-            ratio = "" if figures is PUBLISHED else f" ({figures[k] / PUBLISHED[k]:.2f}x)"
-            cells.append(f"{str(figures[k]) + ratio:>16}")
-        print(f"{name:<28}" + "".join(cells))
-    print("ratio = estimate / published")
+        for metric in METRICS:
+            of = [p for p in mine if p["metric"] == metric]
+            cells.append(f"{metric} {sum(map(within, of))}/{len(of)}" + (f" ({100 * sum(map(within, of)) / len(of):.0f} %)"
+                                                                        if of else ""))
+        print(f"  {use:<8} " + ", ".join(cells))
+    worst = sorted(compared, key=lambda p: -abs(math.log(max(p["estimate"], 1) / max(p["published"], 1))))[:8]
+    print("worst points (estimate / published): " + "; ".join(
+        f"{p['id']} {p['metric']} {p['estimate']}/{p['published']}" for p in worst))
+    for p in found:
+        if "metric" not in p:
+            print(f"not compared: {p['source']} ({p['use']})")
 
 
 if __name__ == "__main__":
