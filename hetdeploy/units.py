@@ -18,11 +18,11 @@ out its layers:
   FIFO of a streamed layer (hls4ml sizes it to the whole output);
   Softmax's two lookup tables;
 - LUT / FF: per multiplier the accumulation adder and pipeline registers
-  (about 1.5 W LUT and 2 W FF), weights held in LUTs under the Latency
+  (about W LUT and W / 2 FF), weights held in LUTs under the Latency
   strategy (W / 2 LUT each), and a fixed control cost per unit;
 - latency in cycles: R per output vector (one vector for a dense layer, one
-  per output pixel for a streamed convolution), plus the pipeline depth and
-  the line-buffer fill; plus moving the unit's inputs and outputs through the
+  per output pixel for a streamed convolution), plus the adder tree (three
+  levels a cycle), the line-buffer fill and Softmax's two cycles; plus moving the unit's inputs and outputs through the
   subfunction's byte-wide arena (two bytes a cycle): after the arithmetic for an
   io_parallel unit, beside it for a streamed one.
 A multiply-accumulate unit may instead keep its weights in DDR (when the FPGA's BRAM cannot hold
@@ -30,7 +30,9 @@ them): no weight BRAM or LUTs, and every output vector reads all the weights thr
 so a vector takes at least weight bytes / DDR bytes per cycle; its reuse factor is the least that
 keeps its multipliers no faster than that.
 These are estimates, not synthesis results; benchmarks/estimates.py puts them
-beside published post-synthesis figures.
+beside published synthesis results (benchmarks/published_synthesis.csv), on whose
+points marked "fit" the constants above were set (hls4ml tutorial jet tagger and
+SVHN CNN reports); the points marked "holdout" check them.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ RELAYOUT_OPS = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Dept
 # Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
 BRAM_MIN_DEPTH = 64
 UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 600, 800
+# The adder tree of a dense product: this many levels a cycle (hls4ml's Latency designs at 200 MHz).
+ADDER_LEVELS_PER_CYCLE = 3
 # Bytes the subfunction's arena (hls/arena.h: a byte array in BRAM) moves a cycle: a true dual-port
 # BRAM gives two accesses, shared by a unit's reads and writes.
 ARENA_PORTS = 2
@@ -198,7 +202,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     three (dataflow). ``ddr_bytes_per_cycle``: the unit's weights are in DDR, read at this rate; None:
     on chip."""
     bram_bits, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
-    cycles = 5
+    cycles = 0
     dsp = ddr = 0
     if shape.kind == "kernel":
         products = shape.n_in * shape.n_out
@@ -207,8 +211,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
             lut += multipliers * width * width // 2
         else:
             dsp = multipliers * (2 if width > 18 else 1)
-        lut += int(multipliers * 1.5 * width)
-        ff += multipliers * 2 * width
+        lut += multipliers * width
+        ff += multipliers * width // 2
         cycles_per_vector = reuse_factor
         if ddr_bytes_per_cycle is not None:
             cycles_per_vector = max(reuse_factor, ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle))
@@ -220,7 +224,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
             bram_bits += min(wide, deep) * BRAM18_BITS
         else:
             lut += products * width // 2
-        cycles += shape.vectors * cycles_per_vector + math.ceil(math.log2(max(2, shape.n_in)))
+        cycles += shape.vectors * cycles_per_vector + math.ceil(math.log2(max(2, shape.n_in)) / ADDER_LEVELS_PER_CYCLE)
     elif shape.kind == "window":
         lut += shape.n_out * width * shape.n_in
         ff += shape.n_out * width * 2
@@ -236,7 +240,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         ff += shape.output_values * width
     if shape.softmax:
         bram_bits += 2 * 4096 * 18  # exp and inverse tables of 4,096 entries
-        cycles += 10
+        cycles += 2
     bram18 = math.ceil(bram_bits / BRAM18_BITS)
     written = shape.input_values if shape.kind == "data" else shape.output_values  # the top moves a relayout
     moved = math.ceil((shape.input_values + written) * -(-width // 8) / ARENA_PORTS)
