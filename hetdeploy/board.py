@@ -67,7 +67,7 @@ class Device:
     kind: str
     description: str
     ops: Optional[dict[str, dict]]  # None: every standard ONNX op (onnxruntime runs it)
-    compute: Compute
+    compute: Optional[Compute]  # a CPU's or GPU's; None on an FPGA (its units' estimates time it)
     memory: Memory
     invocation_overhead_s: float  # fixed cost of each subfunction call on this device
     cores: int = 1
@@ -284,7 +284,7 @@ _DEVICE = {
     "description": (False, _TEXT),
     "cores": (False, _POS_INT),
     "clock_mhz": (False, _POS_NUM),
-    "compute": (True, _COMPUTE),
+    "compute": (False, None),  # a CPU's or GPU's (required there), checked in _validate; an FPGA has none
     "memory": (True, _MEMORY),
     "invocation_overhead_s": (True, _NONNEG_NUM),
     "ops": (True, None),  # 'all' or a mapping of op -> limits; checked in _validate_ops
@@ -383,18 +383,27 @@ def _validate(src: _Source) -> Board:
             for key in ("part", "resources", "clock_mhz"):
                 if key not in d:
                     src.fail(path, f"missing key '{key}' (required for an fpga device)")
-        compute = d["compute"]
-        if compute["dtype"] not in compute["peak_ops_per_s"]:
-            src.fail(f"{path}.compute.peak_ops_per_s", f"no peak for compute.dtype '{compute['dtype']}'")
+        compute = None
+        if d["kind"] == "fpga":
+            if "compute" in d:
+                src.fail(f"{path}.compute", "an FPGA's time comes from its execution units' estimates at its "
+                                            "clock_mhz (hetdeploy/units.py); remove this block")
+        else:
+            if "compute" not in d:
+                src.fail(path, "missing key 'compute'")
+            src.check(d["compute"], _COMPUTE, f"{path}.compute")
+            given = d["compute"]
+            if given["dtype"] not in given["peak_ops_per_s"]:
+                src.fail(f"{path}.compute.peak_ops_per_s", f"no peak for compute.dtype '{given['dtype']}'")
+            compute = Compute(given["dtype"], {k: float(v) for k, v in given["peak_ops_per_s"].items()},
+                              {k: float(v) for k, v in given["efficiency"].items()}, float(given.get("per_op_s", 0.0)))
         devices.append(
             Device(
                 name=d["name"],
                 kind=d["kind"],
                 description=d.get("description", ""),
                 ops=ops,
-                compute=Compute(compute["dtype"], {k: float(v) for k, v in compute["peak_ops_per_s"].items()},
-                                {k: float(v) for k, v in compute["efficiency"].items()},
-                                float(compute.get("per_op_s", 0.0))),
+                compute=compute,
                 memory=Memory(int(d["memory"]["bytes"]), float(d["memory"]["bandwidth_bytes_per_s"])),
                 invocation_overhead_s=float(d["invocation_overhead_s"]),
                 cores=int(d.get("cores", 1)),

@@ -137,8 +137,8 @@ def usage(device: Device, graph: Graph, index: int, width: int) -> dict[str, flo
 
 def fpga_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
     """An FPGA node's time: the execution-unit estimate (units.estimate: arithmetic, DDR weights,
-    moving its buffers) of the node as its own unit at the least folding that fits the FPGA by
-    itself, at the FPGA's clock. The folding stage folds units further where they share the chip;
+    moving its buffers, the pipeline's depth) of the node as its own unit at the least folding that
+    fits the FPGA by itself, at the FPGA's clock. The folding stage folds units further where they share the chip;
     the plan then takes their cycles (build.fpga_times): one cost for the FPGA everywhere."""
     shape = units.unit_shape(graph, units.Unit("", [index]))
     rate = units.ddr_bytes_per_cycle(device)
@@ -146,8 +146,7 @@ def fpga_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
     options = units.folding_options(shape, width, rate)
     folding = next((f for f in options if all(units.folded_estimate(shape, f, width, rate)[k] <= budget.get(k, 0)
                                                for k in units.RESOURCES)), options[-1])
-    cycles = units.folded_estimate(shape, folding, width, rate)["latency_cycles"]
-    return cycles / (device.clock_mhz * 1e6) + device.compute.per_op_s
+    return units.folded_estimate(shape, folding, width, rate)["latency_cycles"] / (device.clock_mhz * 1e6)
 
 
 @dataclass
