@@ -12,12 +12,13 @@ cost therefore depends only on its own nodes and device:
 
 and a plan's estimated latency is the sum over its subfunctions.
 
-A node's time is a roofline: its operations over the device's peak times the
-efficiency of the node's op class, or its bytes over the memory bandwidth,
-whichever is longer, plus a fixed per-node cost. An FPGA keeps activations
-on chip, and weights too unless a node's weights alone overflow its BRAM even
-fully folded: those stay in DDR and every output vector reads them again, which
-adds their traffic over the DDR bandwidth to the node's time.
+On a CPU or GPU a node's time is a roofline: its operations over the device's
+peak times the efficiency of the node's op class, or its bytes over the memory
+bandwidth, whichever is longer, plus a fixed per-node cost. On an FPGA it is
+the node's execution-unit estimate (``units.estimate``: its arithmetic, moving
+its buffers, and waiting for weights kept in DDR) at the FPGA's clock, at the
+least folding that fits the FPGA by itself (``fpga_seconds``); the plan then
+takes the folded units' cycles, the same function.
 
 Capacity: the FPGA subfunctions together must fit the budget (resources minus
 the reserve: DSP, BRAM18, LUT, FF) with every node folded as far as hls4ml
