@@ -98,10 +98,9 @@ def node_work(node: Node) -> Work:
 
 
 def node_seconds(device: Device, work: Work) -> float:
+    """A node's roofline on a CPU or GPU (an FPGA's: ``fpga_seconds``)."""
     compute = work.ops / device.compute.ops_per_s(work.op_class)
-    memory = 0.0
-    if device.kind != "fpga":  # an FPGA streams on chip; see the module doc
-        memory = (work.activation_bytes + work.weight_elements * FLOAT_BYTES) / device.memory.bandwidth_bytes_per_s
+    memory = (work.activation_bytes + work.weight_elements * FLOAT_BYTES) / device.memory.bandwidth_bytes_per_s
     return max(compute, memory) + device.compute.per_op_s
 
 
