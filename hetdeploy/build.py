@@ -106,7 +106,7 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress, verbose:
         last[:] = [k, now]
         progress(f"[{k}/{stages}] {what}{took}")
 
-    _check_output(Path(options.out_dir))  # before any work
+    check_output(Path(options.out_dir))  # before any work
     with output_lock(Path(options.out_dir)):
         plan = _build_locked(options, step, progress, log)
     progress(f"built {options.out_dir} in {time.monotonic() - started:.1f} s (step 7 took "
@@ -760,15 +760,16 @@ def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = _stde
         raise VerificationError(f"the pipeline against the model on onnxruntime: {comparison.pipeline.problem()}")
 
 
-def _check_output(out_dir: Path) -> None:
-    """-o names a folder to write (new, or a build folder to replace), not a file or another folder."""
+def check_output(out_dir: Path, marker: str = "plan.json", command: str = "build") -> None:
+    """-o names a folder to write (new, or one of ``command``'s, which holds ``marker``, to replace or
+    resume), not a file or another folder."""
     if out_dir.name in ("", ".", ".."):  # the build is moved into place under its name
-        raise UserError(f"-o {out_dir}: name the build folder (say -o build/mymodel), not {str(out_dir)!r}")
+        raise UserError(f"-o {out_dir}: name the {command} folder (say -o {command}/mymodel), not {str(out_dir)!r}")
     blocking = next((p for p in [out_dir, *out_dir.parents] if p.exists() and not p.is_dir()), None)
     if blocking is not None:
         raise UserError(f"-o {out_dir}: {blocking} is a file, not a folder; choose another -o")
-    if out_dir.exists() and not (out_dir / "plan.json").exists() and any(out_dir.iterdir()):
-        raise UserError(f"{out_dir}: exists and is not a hetdeploy build folder; choose another -o")
+    if out_dir.exists() and not (out_dir / marker).exists() and any(out_dir.iterdir()):
+        raise UserError(f"{out_dir}: exists and is not a hetdeploy {command} folder; choose another -o")
 
 
 @contextlib.contextmanager
@@ -803,7 +804,7 @@ def _staging(out_dir: Path, log: list[str]) -> Iterator[Path]:
     succeeds. A failed build is moved to ``DIR.failed`` (replacing an older one) with its logs and
     projects, and ``log`` (the progress lines and the error) in its BUILD_LOG; an interrupted one
     (Ctrl-C, SIGTERM) leaves nothing."""
-    out_dir = Path(out_dir)  # checked by ``_check_output`` before the build's first stage
+    out_dir = Path(out_dir)  # checked by ``check_output`` before the build's first stage
     stage_dir = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.partial-", dir=out_dir.parent))
     umask = os.umask(0)
     os.umask(umask)

@@ -143,10 +143,9 @@ def fpga_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
     shape = units.unit_shape(graph, units.Unit("", [index]))
     rate = units.ddr_bytes_per_cycle(device)
     budget = device.budget()
-    options = units.folding_options(shape, width, rate)
-    folding = next((f for f in options if all(units.folded_estimate(shape, f, width, rate)[k] <= budget.get(k, 0)
-                                               for k in units.RESOURCES)), options[-1])
-    return units.folded_estimate(shape, folding, width, rate)["latency_cycles"] / (device.clock_mhz * 1e6)
+    estimates = [units.folded_estimate(shape, f, width, rate) for f in units.folding_options(shape, width, rate)]
+    fastest = next((e for e in estimates if all(e[k] <= budget.get(k, 0) for k in units.RESOURCES)), estimates[-1])
+    return fastest["latency_cycles"] / (device.clock_mhz * 1e6)
 
 
 @dataclass

@@ -153,11 +153,11 @@ def sweep(model: Path, points: list[Point], base: BuildOptions, output: Path, bu
     """Every point of ``points`` evaluated on Dask (a local cluster of ``workers`` processes, else the
     one at ``scheduler``), recorded in ``output``; the records of ``points``, in their order.
     ``progress``: gets a line per point done; ``bar``: a progress bar instead (on a terminal)."""
-    from .build import output_lock
+    from .build import check_output, output_lock
 
     model, output = Path(model).resolve(), Path(output)
     base = _checked_base(model, points, base, build, labels)
-    _check_output(output)
+    check_output(output, SWEEP_JSON, "sweep")
     with output_lock(output, "sweep"):
         output.mkdir(parents=True, exist_ok=True)
         _claim(output, _identity(model, base, build, labels))
@@ -206,15 +206,6 @@ def _checked_base(model: Path, points: list[Point], base: BuildOptions, build: b
     config.settle_options(dataclasses.replace(base, board=points[0].board))
     load_model(model)
     return base
-
-
-def _check_output(output: Path) -> None:
-    if output.name in ("", ".", ".."):
-        raise UserError(f"-o {output}: name the sweep's folder (say -o sweeps/mymodel), not {str(output)!r}")
-    if output.exists() and not output.is_dir():
-        raise UserError(f"-o {output}: is a file, not a folder; choose another -o")
-    if output.is_dir() and not (output / SWEEP_JSON).exists() and any(output.iterdir()):
-        raise UserError(f"{output}: exists and is not a hetdeploy sweep folder; choose another -o")
 
 
 def _identity(model: Path, base: BuildOptions, build: bool, labels: Optional[str]) -> dict:
