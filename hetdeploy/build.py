@@ -32,6 +32,7 @@ from . import budget, memory, runtime, units, verify
 from .precision import node_widths
 from .board import BRAM18_BITS, Board, load_board
 from .config import BuildOptions, settle_options, resolved_config
+from .cost import FLOAT_BYTES, stream_seconds
 from .cache import BuildCache, digest, toolchain
 from .csim import compile_library
 from .deploy import synthesize, write_package
@@ -350,17 +351,20 @@ def fpga_times(plan: Plan, board: Board) -> None:
         sub.estimate.compute_s = compute
         sub.estimate.transfer_s += spilled
         sub.estimate.latency_s += change
+        sub.estimate.batch_s += plan.estimate.batch * change
         plan.estimate.latency_s += change
+    plan.estimate.throughput_per_s = 1.0 / stream_seconds(
+        [(s.estimate.resource, s.estimate.batch_s) for s in plan.subfunctions], plan.estimate.batch)
 
 
 def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
-    result = partition_graph(loaded.graph, board, options.policy, options.width)
+    result = partition_graph(loaded.graph, board, options.policy, options.width, options.objective, options.batch)
     kinds = {d.name: d.kind for d in board.devices}
     subfunctions = [
         Subfunction(c.name, c.device, kinds[c.device], c.nodes, c.inputs, c.outputs,
                     estimate=SubfunctionEstimate(e.total_s, e.compute_s, e.transfer_s, e.overhead_s,
-                                                 e.in_bytes, e.out_bytes))
-        for c, e in zip(result.cuts, result.costs)
+                                                 e.in_bytes, e.out_bytes, batch_s, resource))
+        for c, e, batch_s, resource in zip(result.cuts, result.costs, result.batch_seconds, result.resources)
     ]
     return Plan(
         board=board.name,
@@ -371,7 +375,8 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
         subfunctions=subfunctions,
         policy=options.policy,
         estimate=PlanEstimate(result.latency_s, result.all_host_latency_s, result.support_latency_s,
-                              result.support_fits),
+                              result.support_fits, options.objective, options.batch, 1.0 / result.stream_s,
+                              1.0 / result.all_host_stream_s if result.all_host_stream_s else None),
         fpga_fallbacks=[FpgaFallback(loaded.graph.nodes[i].name, device, fpga, reason, detail)
                         for i, device, fpga, reason, detail in result.fpga_fallbacks],
         input_reshapes=loaded.input_reshapes,
@@ -541,7 +546,7 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
                 # a unit's DDR weights: their first array's type (the unit's header says each one's)
                 b.precision = weights[b.tensor][0].precision if b.kind == "weights" else precision[b.tensor]
             device = board.device(sub.device)
-            sub.hls = _write_top(sub, shapes, device.part, 1000.0 / device.clock_mhz, build_dir, cache)
+            sub.hls = _write_top(sub, shapes, device.part, 1000.0 / device.clock_mhz, options.batch, build_dir, cache)
             done()
             progress.detail(f"      {sub.name}: top written and C-simulation compiled in "
                             f"{time.monotonic() - started:.1f} s")
@@ -647,18 +652,20 @@ def _write_index_table(unit: ExecutionUnit, reference: OrtModel, project: Path) 
     return str(header)
 
 
-def _write_top(sub: Subfunction, shapes: dict[str, list[int]], part: str, clock_period_ns: float,
+def _write_top(sub: Subfunction, shapes: dict[str, list[int]], part: str, clock_period_ns: float, max_batch: int,
                build_dir: Path, cache: Optional[BuildCache] = None) -> HlsProject:
     """Our top over the units' projects, at the memory plan's offsets, compiled for C-simulation."""
     project = build_dir / "hls" / sub.name
     ports_in = [HlsPort(t, shapes[t], "channels_last" if len(shapes[t]) >= 3 else "onnx") for t in sub.inputs]
     ports_out = [HlsPort(t, shapes[t], "channels_last" if len(shapes[t]) >= 3 else "onnx") for t in sub.outputs]
     weight_ports = write_project(SubfunctionSource(sub.name, sub.execution_units, sub.memory, shapes, ports_in,
-                                                   ports_out, part, clock_period_ns, ap_types_headers()), project)
+                                                   ports_out, part, clock_period_ns, ap_types_headers(), max_batch),
+                                 project)
     compile_library(project, library_name(sub.name), cache)
     return HlsProject(os.path.relpath(project, build_dir), os.path.relpath(project / library_name(sub.name),
                       build_dir), sub.name, SYNTHESIS_SCRIPT, part, clock_period_ns, ports_in, ports_out,
-                      os.path.relpath(project / DDR_IMAGE, build_dir) if weight_ports else "", weight_ports)
+                      os.path.relpath(project / DDR_IMAGE, build_dir) if weight_ports else "", weight_ports,
+                      max_batch)
 
 
 def rewrite_tops(build_dir: Path) -> Plan:
@@ -671,7 +678,7 @@ def rewrite_tops(build_dir: Path) -> Plan:
             for unit in sub.execution_units:
                 reference = open_model(build_dir / unit.onnx)
                 shapes.update(reference.inputs + reference.outputs)
-            sub.hls = _write_top(sub, shapes, sub.hls.part, sub.hls.clock_period_ns, build_dir)
+            sub.hls = _write_top(sub, shapes, sub.hls.part, sub.hls.clock_period_ns, sub.hls.max_batch, build_dir)
     return plan
 
 
@@ -727,9 +734,26 @@ def plan_memory(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
                 ddr_weights_s=weight_traffic / device.memory.bandwidth_bytes_per_s, footprints=footprints,
                 buffers=weights + [Buffer(b.tensor, p.memory, p.offset + (weights_end if p.memory == "ddr" else 0),
                                           r.size, b.first, b.last, f"ap_fixed<{options.width},6>")
-                                   for b, r, p in zip(lives, requests, placements)])
+                                   for b, r, p in zip(lives, requests, placements)],
+                batch_bytes=2 * options.batch * FLOAT_BYTES * sum(math.prod(shapes[t]) for t in sub.inputs + sub.outputs))
             target -= used_in["bram"]
             reserve -= used_in["reserved"]
+        _check_ddr(device, subs, shapes, options.batch)
+
+
+def _check_ddr(device, subs: list[Subfunction], shapes: dict[str, list[int]], batch: int) -> None:
+    """The FPGA's DDR holds its subfunctions' DDR weights, spills and batch buffers, and every batched
+    port stays within the C int indices of the top (one line naming --batch when not)."""
+    largest = max((math.prod(shapes[t]) for s in subs for t in s.inputs + s.outputs), default=0)
+    if batch * largest * FLOAT_BYTES >= 2 ** 31:
+        raise UserError(f"--batch {batch}: a port of {largest:,} values takes {batch * largest * FLOAT_BYTES:,} bytes "
+                        f"a batch, more than an FPGA core's port addresses (2 GiB); take a smaller batch")
+    needed = sum(s.memory.ddr_bytes + s.memory.batch_bytes for s in subs)
+    if needed > device.memory.bytes:
+        batches = sum(s.memory.batch_bytes for s in subs)
+        raise UserError(f"--batch {batch}: {device.name}'s DDR holds {device.memory.bytes / 2**20:,.4g} MiB, its "
+                        f"subfunctions need {needed / 2**20:,.4g} MiB ({batches / 2**20:,.4g} MiB of it the batch "
+                        f"buffers, two sets); take a smaller batch")
 
 
 def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = _stderr_progress) -> None:

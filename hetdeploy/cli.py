@@ -26,7 +26,8 @@ def _options(args: argparse.Namespace, **more):
                         weights_in_ddr=args.weights_in_ddr, memory_strategy=args.memory_strategy,
                         precisions=dict(args.precision), devices=dict(args.device), error_budget=args.error_budget,
                         calibration=args.calibration, samples=args.samples, seed=args.seed,
-                        relative_tolerance=getattr(args, "tolerance", None), **more)
+                        relative_tolerance=getattr(args, "tolerance", None), objective=args.objective,
+                        batch=args.batch, **more)
 
 
 def _point(args: argparse.Namespace) -> dict:
@@ -159,7 +160,7 @@ def print_plan(plan, board, nodes: bool) -> None:
                   f"{m.reserved_used_bytes:,} B; DDR {m.ddr_bytes:,} B (spills +{_time(m.ddr_transfer_s)}, "
                   f"weights {sum(b.size for b in m.buffers if b.kind == 'weights'):,} B read in "
                   f"{_time(m.ddr_weights_s)}); "
-                  f"lower bound {m.lower_bound_bytes:,} B")
+                  f"lower bound {m.lower_bound_bytes:,} B; batch buffers in DDR {m.batch_bytes:,} B")
     if nodes:
         print(f"\n{'model node':<32} {'where':<24} {'unit':<16} {'folded into'}")
         for name, where in plan.node_map.items():
@@ -182,7 +183,11 @@ def print_plan(plan, board, nodes: bool) -> None:
     if note:
         print(f"\n{note}")
     est = plan.estimate
-    print(f"\nestimated latency ({plan.policy} policy): {_time(est.latency_s)}")
+    print(f"\nestimated latency ({plan.policy} policy, objective {est.objective}): {_time(est.latency_s)} a sample")
+    cpu = (f" (all on the host CPU: {est.all_cpu_throughput_per_s:,.0f}, "
+           f"{est.throughput_per_s / est.all_cpu_throughput_per_s:.2f}x)" if est.all_cpu_throughput_per_s else "")
+    print(f"estimated throughput, a pipelined stream of batches of {est.batch}: {est.throughput_per_s:,.0f} "
+          f"samples/s{cpu}")
     if est.all_cpu_latency_s is not None:
         print(f"  all on the host CPU: {_time(est.all_cpu_latency_s)} ({est.all_cpu_latency_s / est.latency_s:.2f}x)")
     fits = "" if est.support_fits else " (does not fit the board)"
@@ -308,6 +313,13 @@ def _model_options(command: argparse.ArgumentParser) -> None:
                          help="how FPGA buffers share memory: refcount (the seed's block reuse), greedy (offsets, "
                               "largest first, best-fit gaps), fastest (no reuse); auto (default): the smallest "
                               "footprint")
+    command.add_argument("--objective", choices=config.OBJECTIVES, default="latency",
+                         help="what the latency policy minimises: latency (default), one sample through the "
+                              "subfunctions in turn; throughput, samples per second of a stream of --batch samples "
+                              "a call run as a pipeline (the busiest device, or FPGA core, sets the pace)")
+    command.add_argument("--batch", type=_argument(config.positive_int), default=1, metavar="N",
+                         help="samples per call (default 1): the most an FPGA core takes in one call (its float "
+                              "ports hold N samples, in DDR) and the batch the estimated throughput is for")
     command.add_argument("--config", metavar="FILE.yaml",
                          help="options from a YAML file (as 'hetdeploy config DIR' writes; per-node settings under "
                               "'nodes:'); options given here override it")

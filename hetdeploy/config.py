@@ -4,6 +4,8 @@ settings included, in the habit of hls4ml's ``config.yml`` and FINN's ``dataflow
     model: small_cnn.onnx          # paths are relative to this file's folder
     board: pynq-z2
     policy: latency
+    objective: latency             # or throughput (a pipelined stream of batches)
+    batch: 1                       # samples per FPGA call
     width: 16
     tolerance: 0.05
     cache: build-cache             # the build cache's folder; null: none
@@ -29,6 +31,7 @@ from typing import Any, Optional
 import yaml
 
 from .cache import default_root
+from .cost import OBJECTIVES
 from .errors import UserError
 from .memory import STRATEGIES
 from .partition import POLICIES
@@ -50,6 +53,8 @@ class BuildOptions:
     relative_tolerance: Optional[float] = None
     width: int = 16
     policy: str = "latency"
+    objective: str = "latency"  # what the latency policy minimises (cost.OBJECTIVES)
+    batch: int = 1  # samples per call: the FPGA cores' largest batch, and the stream the throughput is for
     reuse_factors: dict[str, int] = field(default_factory=dict)  # ONNX node name -> pinned ReuseFactor
     # every foldable unit's ReuseFactor (hls4ml's model-wide one): the valid one nearest it; None: folded to fit
     model_reuse_factor: Optional[int] = None
@@ -146,6 +151,7 @@ _KEYS = {
     "error_budget": ("error_budget", fraction), "calibration": ("calibration", text),
     "samples": ("samples", positive_int), "seed": ("seed", seed), "tolerance": ("relative_tolerance", fraction),
     "synth": ("synth", flag), "cache": ("cache", text), "model_reuse_factor": ("model_reuse_factor", positive_int),
+    "objective": ("objective", choice(OBJECTIVES)), "batch": ("batch", positive_int),
 }
 _PATHS = ("model", "calibration", "cache")
 # per-node key -> check

@@ -12,6 +12,16 @@ cost therefore depends only on its own nodes and device:
 
 and a plan's estimated latency is the sum over its subfunctions.
 
+A stream (``objective`` "throughput") runs the subfunctions as a pipeline over batches of
+``batch`` samples. An FPGA core takes a batch in one call, so its invocation overhead and each
+tensor's link latency are paid once a batch, its compute and bytes once a sample; a CPU or GPU
+subfunction's model takes one sample (its batch axis is fixed at intake), so it pays its call per
+sample. Stages on
+one CPU or GPU share it; each FPGA subfunction is a core of its own (hls/design.tcl.in places one
+per subfunction), so it is a resource alone. The stream's time per sample is its busiest
+resource's time per batch over the batch (``stream_seconds``); the host's part in driving an
+accelerator call (the copies into its buffers) is taken as overlapped.
+
 On a CPU or GPU a node's time is a roofline: its operations over the device's
 peak times the efficiency of the node's op class, or its bytes over the memory
 bandwidth, whichever is longer, plus a fixed per-node cost. On an FPGA it is
@@ -161,13 +171,34 @@ class SegmentCost:
         return self.compute_s + self.transfer_s + self.overhead_s
 
 
-class CostModel:
-    """Per-node times and usages of one graph on one board."""
+OBJECTIVES = ("latency", "throughput")
+STREAM_TIE_BREAK = 1e-3  # the share of a stream plan's total work per sample added to its pace
 
-    def __init__(self, graph: Graph, board: Board, width: int = 16):
+
+def stream_seconds(stages: Iterable[tuple[str, float]], batch: int) -> float:
+    """A pipelined stream's time per sample: ``stages`` are (resource, seconds of one call on a batch
+    of ``batch``); the busiest resource sets the pace."""
+    busy: dict[str, float] = {}
+    for resource, seconds in stages:
+        busy[resource] = busy.get(resource, 0.0) + seconds
+    return max(busy.values(), default=0.0) / batch
+
+
+def stage_resource(device: Device, stage: str) -> str:
+    """What a subfunction's calls occupy: its own core on an FPGA, else the whole device."""
+    return f"{device.name}/{stage}" if device.kind == "fpga" else device.name
+
+
+class CostModel:
+    """Per-node times and usages of one graph on one board, priced for an ``objective`` at ``batch``
+    samples a call: "latency" is one sample through the subfunctions in turn (``batch`` 1 is what
+    it means; a larger one only sizes the calls), "throughput" a pipelined stream of batches."""
+
+    def __init__(self, graph: Graph, board: Board, width: int = 16, objective: str = "latency", batch: int = 1):
         """``width``: the fixed-point bits of FPGA values (--width); a quantized model's layers take
         their quantizers' (``precision.node_widths``)."""
         self.graph, self.board = graph, board
+        self.objective, self.batch = objective, batch
         self.widths = node_widths(graph, width)
         self.work = [node_work(n) for n in graph.nodes]
         self.tensor_bytes: dict[str, int] = {}
@@ -182,12 +213,18 @@ class CostModel:
         self.producers = graph.producers()
         self.consumers = graph.consumers()
 
-    def transfer_seconds(self, source: str, target: str, tensors: int, nbytes: float) -> float:
+    def transfer_seconds(self, source: str, target: str, tensors: int, nbytes: float, calls: float = 1.0) -> float:
         link = self.board.link(source, target)
-        return tensors * link.latency_s + nbytes / link.bandwidth_bytes_per_s
+        return calls * tensors * link.latency_s + nbytes / link.bandwidth_bytes_per_s
 
-    def segment(self, nodes: Iterable[int], device: str) -> SegmentCost:
-        """The cost of running ``nodes`` as one subfunction on ``device``."""
+    def calls_per_sample(self, device: str, batch: int) -> float:
+        """Calls a subfunction on ``device`` makes per sample of a stream of ``batch`` samples a call."""
+        return 1.0 / batch if self.board.device(device).kind == "fpga" else 1.0
+
+    def segment(self, nodes: Iterable[int], device: str, batch: int = 1) -> SegmentCost:
+        """The cost per sample of running ``nodes`` as one subfunction on ``device`` in calls of
+        ``batch`` samples (an FPGA call shares its overhead and link latencies over its batch)."""
+        calls = self.calls_per_sample(device, batch)
         members = set(nodes)
         inputs: dict[str, int] = {}
         outputs: dict[str, int] = {}
@@ -203,10 +240,24 @@ class CostModel:
         compute = sum(self.seconds[device][i] for i in members)
         transfer = 0.0
         if device != self.board.host:
-            transfer = (self.transfer_seconds(self.board.host, device, len(inputs), sum(inputs.values()))
-                        + self.transfer_seconds(device, self.board.host, len(outputs), sum(outputs.values())))
-        overhead = self.board.device(device).invocation_overhead_s
+            transfer = (self.transfer_seconds(self.board.host, device, len(inputs), sum(inputs.values()), calls)
+                        + self.transfer_seconds(device, self.board.host, len(outputs), sum(outputs.values()), calls))
+        overhead = calls * self.board.device(device).invocation_overhead_s
         return SegmentCost(compute, transfer, overhead, sum(inputs.values()), sum(outputs.values()))
+
+    def stream_seconds(self, groups: Sequence[tuple[str, Iterable[int]]], batch: int) -> float:
+        """``stream_seconds`` of the subfunctions ``groups`` (device, nodes) at ``batch`` samples a call."""
+        return stream_seconds(((stage_resource(self.board.device(device), str(k)),
+                                batch * self.segment(nodes, device, batch).total_s)
+                               for k, (device, nodes) in enumerate(groups)), batch)
+
+    def objective_seconds(self, groups: Sequence[tuple[str, Iterable[int]]]) -> float:
+        """What the partitioner minimises: the latency (the subfunctions' sum) or the stream's time
+        per sample at this model's batch."""
+        if self.objective == "throughput":  # ties (one stage sets the pace) go to less work per sample
+            work = sum(self.segment(nodes, device, self.batch).total_s for device, nodes in groups)
+            return self.stream_seconds(groups, self.batch) + STREAM_TIE_BREAK * work
+        return sum(self.segment(nodes, device).total_s for device, nodes in groups)
 
     def totals(self, groups: Iterable[tuple[str, Iterable[int]]]) -> dict[str, dict[str, float]]:
         """Per device given nodes, what they use of each of its capacities."""

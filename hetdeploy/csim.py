@@ -164,14 +164,24 @@ class CSimLibrary:
         if self._ask("load_ddr", entry, data) != 0:
             raise UserError(f"{image}: {len(data)} bytes, more than the DDR region of the C-simulation library")
 
-    def entry(self, name: str, input_sizes: Sequence[int], output_sizes: Sequence[int]):
-        def call(inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    def entry(self, name: str, input_sizes: Sequence[int], output_sizes: Sequence[int], max_batch: int = 0):
+        """``call(inputs, samples=1)``: the entry ``name`` on ``samples`` samples, each input holding
+        that many of ``input_sizes`` values one after another; ``max_batch`` > 0: a batched entry
+        (``<top>_float(samples, ...)``, at most that many a call), else a one-sample one."""
+        def call(inputs: Sequence[np.ndarray], samples: int = 1) -> list[np.ndarray]:
             flat_in = [np.ascontiguousarray(x, dtype=np.float32).reshape(-1) for x in inputs]
             if len(flat_in) != len(input_sizes):
                 raise ValueError(f"{name} takes {len(input_sizes)} inputs, got {len(flat_in)}")
+            if not 1 <= samples <= max(1, max_batch):
+                raise ValueError(f"{name} takes 1 to {max(1, max_batch)} samples a call, got {samples}")
             for x, size in zip(flat_in, input_sizes):
-                if x.size != size:
-                    raise ValueError(f"C-simulation input has {x.size} values, {name} takes {size}")
-            return self._ask("call", name, (flat_in, list(output_sizes)))
+                if x.size != samples * size:
+                    raise ValueError(f"C-simulation input has {x.size} values, {name} takes {samples} x {size}")
+            if not max_batch:
+                return self._ask("call", name, (flat_in, list(output_sizes)))
+            status, outputs = self._ask("batch", name, (samples, flat_in, [samples * s for s in output_sizes]))
+            if status != 0:
+                raise ValueError(f"{name} refused a batch of {samples} samples (built for at most {max_batch})")
+            return outputs
 
         return call

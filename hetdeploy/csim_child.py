@@ -7,7 +7,9 @@ starting it must not cost the hetdeploy package's imports (onnx, onnxruntime, ma
     csim_child.py LIBRARY PROJECT_DIR LOG REQUESTS_FD REPLIES_FD
 
 Requests are ``(kind, entry, args)`` on a ``multiprocessing`` connection: ``("call", name,
-(inputs, output_sizes))`` answers the float outputs, ``("load_ddr", name, bytes)`` the entry's status.
+(inputs, output_sizes))`` answers the float outputs of a one-sample entry, ``("batch", name,
+(samples, inputs, output_sizes))`` the entry's status and the float outputs of a batched one (its
+first argument the sample count), ``("load_ddr", name, bytes)`` the entry's status.
 """
 
 import contextlib
@@ -50,6 +52,12 @@ def serve(requests: Connection, replies: Connection, library: str, project_dir: 
         if kind == "load_ddr":
             function.argtypes, function.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
             replies.send(function(args, len(args)))
+        elif kind == "batch":
+            samples, inputs, output_sizes = args
+            function.argtypes = [ctypes.c_int] + [pointer] * (len(inputs) + len(output_sizes))
+            function.restype = ctypes.c_int
+            outputs = [np.zeros(size, dtype=np.float32) for size in output_sizes]
+            replies.send((function(samples, *inputs, *outputs), outputs))
         else:
             inputs, output_sizes = args
             function.argtypes = [pointer] * (len(inputs) + len(output_sizes))

@@ -60,6 +60,7 @@ class SubfunctionSource:
     part: str
     clock_period_ns: float
     ap_types: Path  # the ap_fixed headers to copy into the project
+    max_batch: int = 1  # the most samples a call of the top takes
 
 
 def weight_ports(units: list[ExecutionUnit], memory: MemoryPlan) -> list[WeightPort]:
@@ -103,10 +104,12 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
 
     types = {b.tensor: f"b{k}_t" for k, b in enumerate(activations)}
     buffer_types = "".join(f"typedef {b.precision} {types[b.tensor]};\n" for b in activations)
-    float_ports = ", ".join([f"const float in_{k}[{_values(p.shape)}]" for k, p in enumerate(source.inputs)]
-                            + [f"float out_{k}[{_values(p.shape)}]" for k, p in enumerate(source.outputs)])
+    batch = source.max_batch
+    float_ports = ", ".join([f"const float in_{k}[{batch * _values(p.shape)}]" for k, p in enumerate(source.inputs)]
+                            + [f"float out_{k}[{batch * _values(p.shape)}]" for k, p in enumerate(source.outputs)])
     names = [f"in_{k}" for k in range(len(source.inputs))] + [f"out_{k}" for k in range(len(source.outputs))]
-    ports, csim_memory, load_ddr = float_ports, "", ""
+    depth = {name: batch * _values(p.shape) for name, p in zip(names, source.inputs + source.outputs)}
+    ports, csim_memory, load_ddr = "int samples, " + float_ports, "", ""
     if extent["ddr"]:  # a port the host allocates; in C-simulation a static region the host can fill
         ports += f", hetdeploy::byte_t ddr[{ddr_bytes}]"
         ports += "".join(f", {p.port}_t {p.port}[{p.values}]" for p in every_weight)
@@ -118,26 +121,29 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
                     f"    std::memcpy(ddr, image, bytes);\n"
                     f"    return 0;\n"
                     f"}}\n")
-    interface = "".join(f"#pragma HLS INTERFACE m_axi port={name} offset=slave bundle=gmem\n" for name in names)
-    interface += "#pragma HLS INTERFACE s_axilite port=return\n"
+    interface = "".join(f"#pragma HLS INTERFACE m_axi port={name} offset=slave bundle=gmem"
+                        + (f" depth={depth[name]}" if name in depth else "") + "\n" for name in names)
+    interface += "#pragma HLS INTERFACE s_axilite port=samples\n#pragma HLS INTERFACE s_axilite port=return\n"
     base = {"bram": "arena", "reserved": "reserve", "ddr": "ddr"}
 
     def at(tensor: str) -> str:
         return f"{base[buffers[tensor].memory]} + {buffers[tensor].offset}"
 
-    body = [f"    hetdeploy::from_float<{types[p.tensor]}>(in_{k}, {at(p.tensor)}, {_values(p.shape)});\n"
-            for k, p in enumerate(source.inputs)]
+    body = [f"    hetdeploy::from_float<{types[p.tensor]}>(in_{k} + s * {_values(p.shape)}, {at(p.tensor)}, "
+            f"{_values(p.shape)});\n" for k, p in enumerate(source.inputs)]
     for step, unit in enumerate(source.units):
         body.append(f"    // step {step}: {unit.name} ({unit.pe}): {_comment(unit.nodes)}\n")
         body.append(_run_unit(unit, at, types, source.shapes, ports_of[unit.name]))
-    body += [f"    hetdeploy::to_float<{types[p.tensor]}>({at(p.tensor)}, out_{k}, {_values(p.shape)});\n"
-             for k, p in enumerate(source.outputs)]
+    body += [f"    hetdeploy::to_float<{types[p.tensor]}>({at(p.tensor)}, out_{k} + s * {_values(p.shape)}, "
+             f"{_values(p.shape)});\n" for k, p in enumerate(source.outputs)]
+    body = ["    " + line if line.strip() else line for line in body]  # inside the samples loop
 
     entries = [_unit_entry(unit, types, source.shapes, ports_of[unit.name]) for unit in source.units]
     (project_dir / f"{sub}_top.cpp").write_text(template("top.cpp.in").substitute(
         subfunction=sub, buffer_types=buffer_types, ports=ports, float_ports=float_ports,
         arguments=", ".join(names), interface=interface, csim_memory=csim_memory, load_ddr=load_ddr,
         load_weights=_load_weights(every_weight), arena_bytes=arena_bytes, reserve_bytes=reserve_bytes,
+        max_batch=batch,
         body="".join(body), unit_entries="\n".join(entries)))
 
     _write_ddr_image(source, project_dir)

@@ -36,7 +36,7 @@ from typing import Optional, Protocol, Sequence
 import numpy as np
 
 from . import units
-from .cost import CostModel
+from .cost import CostModel, stage_resource
 from .errors import UserError
 from .graph import Graph, Node
 from .names import identifier
@@ -188,7 +188,7 @@ def allowed_devices(graph: Graph, board, cost: CostModel) -> list[list[str]]:
 
 
 def solution_seconds(cost: CostModel, solution: Solution) -> float:
-    return sum(cost.segment(nodes, device).total_s for device, nodes in solution)
+    return cost.objective_seconds(solution)
 
 
 # Graphs up to this size also get a local search: every single-node move to another device,
@@ -405,18 +405,20 @@ def _cut(cost: CostModel, tables: _Tables, order: list[int], price: float) -> So
         # was produced before i or is read inside the group.
         prefix = tables.seconds[d].copy()
         weights = np.zeros(4)
+        calls = cost.calls_per_sample(d, cost.batch if cost.objective == "throughput" else 1)
         if d != board.host:
             to, back = board.link(board.host, d), board.link(d, board.host)
-            weights = np.array([1 / to.bandwidth_bytes_per_s, to.latency_s,
-                                -1 / back.bandwidth_bytes_per_s, -back.latency_s])
-            prefix += tables.produced_bytes / back.bandwidth_bytes_per_s + tables.produced_count * back.latency_s
+            weights = np.array([1 / to.bandwidth_bytes_per_s, calls * to.latency_s,
+                                -1 / back.bandwidth_bytes_per_s, -calls * back.latency_s])
+            prefix += (tables.produced_bytes / back.bandwidth_bytes_per_s
+                       + tables.produced_count * calls * back.latency_s)
         if price:  # capacity 0: allowed_devices already keeps nodes that use any of it away
             prefix += price * sum(tables.usage[d][k] / capacity[k] for k in capacity if capacity[k])
         ends = tables.last_allowed[d].copy()
         for k, cap in capacity.items():
             used = tables.usage[d][k]
             ends = np.minimum(ends, np.searchsorted(used, used[:-1] + cap * (1 + 1e-9), side="right") - 1)
-        devices.append((index, prefix, device.invocation_overhead_s, weights if weights.any() else None, ends))
+        devices.append((index, prefix, calls * device.invocation_overhead_s, weights if weights.any() else None, ends))
     for i in range(n):
         if i > 0:  # move the start from i - 1 to i
             for c, b in edges_by_reader.get(i - 1, ()):
@@ -491,9 +493,14 @@ def _cut_order(graph: Graph, cost: CostModel, allowed: list[list[str]], order: l
 @dataclass
 class Partition:
     cuts: list[Cut]
-    costs: list  # cost.SegmentCost per cut
+    costs: list  # cost.SegmentCost per cut: one sample at batch one
+    batch_seconds: list[float]  # per cut: one call on a batch of ``batch`` samples
+    resources: list[str]  # per cut: what its calls occupy (cost.stage_resource)
+    batch: int
     latency_s: float
+    stream_s: float  # the plan as a pipelined stream at ``batch``: seconds per sample
     all_host_latency_s: Optional[float]  # None when the host cannot run every node
+    all_host_stream_s: Optional[float]
     support_latency_s: float
     support_fits: bool
     # (node index, device it runs on, FPGA that could run it, "capacity" or "latency")
@@ -529,9 +536,11 @@ def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
     return result
 
 
-def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 16) -> Partition:
-    """Cut ``graph`` for ``board`` by ``policy``, with the estimates of the plan and of both baselines."""
-    cost = CostModel(graph, board, width)
+def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 16, objective: str = "latency",
+                    batch: int = 1) -> Partition:
+    """Cut ``graph`` for ``board`` by ``policy`` (the latency policy minimising ``objective`` at
+    ``batch`` samples a call), with the estimates of the plan and of both baselines."""
+    cost = CostModel(graph, board, width, objective, batch)
     support = [(g.device, g.nodes) for g in contract(graph, assign_by_support(graph, board.devices,
                                                                               f"board '{board.name}'"))]
     solution = latency_solution(graph, board, cost) if policy == "latency" else support
@@ -539,12 +548,18 @@ def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 1
     runs_all = all(host.why_not(node) is None for node in graph.nodes)
     groups = [Group(device, nodes) for device, nodes in solution]
     costs = [cost.segment(nodes, device) for device, nodes in solution]
+    everything = [(board.host, list(range(len(graph.nodes))))]
     return Partition(
         cuts=boundaries(graph, groups),
         costs=costs,
+        batch_seconds=[batch * cost.segment(nodes, device, batch).total_s for device, nodes in solution],
+        resources=[stage_resource(board.device(device), str(k)) for k, (device, _) in enumerate(solution)],
+        batch=batch,
         latency_s=sum(c.total_s for c in costs),
-        all_host_latency_s=cost.segment(range(len(graph.nodes)), board.host).total_s if runs_all else None,
-        support_latency_s=solution_seconds(cost, support),
+        stream_s=cost.stream_seconds(solution, batch),
+        all_host_latency_s=cost.segment(everything[0][1], board.host).total_s if runs_all else None,
+        all_host_stream_s=cost.stream_seconds(everything, batch) if runs_all else None,
+        support_latency_s=sum(cost.segment(nodes, device).total_s for device, nodes in support),
         support_fits=cost.fits(support),
         fpga_fallbacks=fpga_fallbacks(graph, board, cost, solution),
     )

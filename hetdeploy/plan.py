@@ -69,6 +69,9 @@ class HlsProject:
     outputs: list[HlsPort]
     ddr_image: str = ""  # the DDR region's initial contents (the DDR weights), relative to the build folder
     weight_ports: list[WeightPort] = field(default_factory=list)
+    # the most samples one call of the top takes (hetdeploy build --batch): its float ports hold that many,
+    # its ``samples`` register says how many a call has
+    max_batch: int = 1
 
 
 @dataclass
@@ -142,16 +145,23 @@ class SubfunctionEstimate:
     overhead_s: float
     in_bytes: int
     out_bytes: int
+    batch_s: float = 0.0  # one call on a batch of the plan's ``estimate.batch`` samples
+    resource: str = ""  # what its calls occupy in a stream: its device, or on an FPGA its own core
 
 
 @dataclass
 class PlanEstimate:
-    """Estimated end-to-end latency at batch one, against the two baselines."""
+    """Estimated end-to-end latency at batch one, against the two baselines; and the samples per
+    second of the plan run as a pipelined stream of batches of ``batch`` (cost.py)."""
 
     latency_s: float
     all_cpu_latency_s: Optional[float]  # everything on the host CPU; None if it cannot run every node
     support_latency_s: float  # the support policy's plan
     support_fits: bool  # whether the support plan's devices hold what it gives them
+    objective: str = "latency"  # what the latency policy minimised (--objective)
+    batch: int = 1  # samples per call (--batch): the FPGA cores' largest batch
+    throughput_per_s: float = 0.0
+    all_cpu_throughput_per_s: Optional[float] = None
 
 
 @dataclass
@@ -253,6 +263,10 @@ class MemoryPlan:
     ddr_weights_s: float  # the DDR weights' reads (once per output vector of their unit)
     footprints: dict[str, int]  # every strategy's footprint in one unbounded memory (how the choice was made)
     buffers: list[Buffer]
+    # the top's float ports for a batch of ``hls.max_batch`` samples, in DDR the host allocates: two sets
+    # (run.py fills one while the core works on the other). The units take one sample at a time, so a
+    # batch needs no more on-chip buffers than one sample.
+    batch_bytes: int = 0
 
 
 @dataclass

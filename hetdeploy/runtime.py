@@ -49,28 +49,32 @@ class CSimLibraries:
 
 
 class CSimExecutor:
-    """One entry point of a C-simulation library with ONNX-layout tensors in and out; ports of
-    rank >= 3 are channels-last on the C side."""
+    """One entry point of a C-simulation library with ONNX-layout tensors in and out, the samples
+    stacked on axis 0; ports of rank >= 3 are channels-last on the C side. ``max_batch`` > 0: the
+    batched entry of a subfunction's top, called once per ``max_batch`` samples; else a one-sample
+    entry (a unit's), called once per sample."""
 
     def __init__(self, library: CSimLibrary, entry: str, inputs: list[tuple[str, list[int]]],
-                 outputs: list[tuple[str, list[int]]]):
-        self.inputs, self.outputs = inputs, outputs
-        self.call = library.entry(entry, [int(np.prod(s)) for _, s in inputs], [int(np.prod(s)) for _, s in outputs])
+                 outputs: list[tuple[str, list[int]]], max_batch: int = 0):
+        self.inputs, self.outputs, self.per_call = inputs, outputs, max(1, max_batch)
+        self.call = library.entry(entry, [int(np.prod(s)) for _, s in inputs], [int(np.prod(s)) for _, s in outputs],
+                                  max_batch)
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        batch = feeds[self.inputs[0][0]].shape[0]
+        count = feeds[self.inputs[0][0]].shape[0]
         results: dict[str, list[np.ndarray]] = {t: [] for t, _ in self.outputs}
-        for b in range(batch):  # the C entry points take one sample per call
-            arrays = [channels_last(feeds[t][b : b + 1]) for t, _ in self.inputs]
-            for (tensor, shape), flat in zip(self.outputs, self.call(arrays)):
-                results[tensor].append(channels_first(flat.reshape(channels_last_shape([1] + shape[1:]))))
+        for start in range(0, count, self.per_call):
+            end = min(count, start + self.per_call)
+            arrays = [channels_last(feeds[t][start:end]) for t, _ in self.inputs]
+            for (tensor, shape), flat in zip(self.outputs, self.call(arrays, end - start)):
+                results[tensor].append(channels_first(flat.reshape(channels_last_shape([end - start] + shape[1:]))))
         return {t: np.concatenate(v) for t, v in results.items()}
 
 
 def subfunction_executor(libraries: CSimLibraries, sub: Subfunction) -> CSimExecutor:
     hls = sub.hls
     return CSimExecutor(libraries.of(sub), f"{hls.top}_float", [(p.tensor, p.shape) for p in hls.inputs],
-                        [(p.tensor, p.shape) for p in hls.outputs])
+                        [(p.tensor, p.shape) for p in hls.outputs], hls.max_batch)
 
 
 def unit_executors(libraries: CSimLibraries, sub: Subfunction) -> list[tuple[CSimExecutor, OrtModel]]:
