@@ -1,17 +1,23 @@
 """run.py of a deployment package: the plan executed on the board, or emulated on a host.
 
 This file is copied as DIR/deploy/run.py and runs there on its own: it needs numpy and onnxruntime,
-and on the board pynq; never hetdeploy, onnx or hls4ml.
+and on the board pynq; never hetdeploy, onnx or hls4ml. (hetdeploy's own emulation imports its
+stream runner, ``run_stream``, from here.)
 
-    python run.py --input X.npy --output Y.npy [--batch N] [--benchmark] [--emulate]
+    python run.py --input X.npy --output Y.npy [--batch N] [--sequential] [--benchmark] [--emulate]
 
-CPU subfunctions run on onnxruntime (the board's ARM cores). FPGA subfunctions run on their HLS core
-through pynq: the overlay is loaded once, every port's buffer (and the DDR region of the memory
-plan) is allocated once with pynq.allocate and its physical address written to the core's control
-registers once, as are the DDR weights (written into the DDR region, each array's port pointed at
-it); a call copies a sample in, starts the core (ap_start), waits for ap_done and copies the result
-out. A batch is streamed through those same buffers sample by sample. With --emulate the
-FPGA subfunctions run through their C-simulation libraries (../hls/<name>/lib<name>.so) instead.
+The samples go through in batches of N (the last one may be smaller). CPU subfunctions run on
+onnxruntime (the board's ARM cores), a sample a call (their models take one). FPGA subfunctions run
+on their HLS core through pynq, a batch a call: the overlay is loaded once; every port's buffers (two
+sets of a batch each, and the DDR region of the memory plan) are allocated once with pynq.allocate,
+the DDR weights written once and each weight port pointed at them; a call copies the batch into one
+set, points the core at it, writes the sample count (the ``samples`` register), starts the core
+(ap_start) and waits for ap_done. With more than one batch the subfunctions run as a pipeline, a
+thread each: while one works on batch k the next works on batch k - 1, and an FPGA subfunction copies
+batch k + 1 into its other buffer set while its core runs batch k; the outputs are those of the
+sequential run (--sequential: one batch after another through one subfunction after another).
+With --emulate the FPGA subfunctions run through their C-simulation libraries
+(../hls/<name>/lib<name>.so) instead.
 """
 
 from __future__ import annotations
@@ -20,15 +26,20 @@ import argparse
 import ctypes
 import json
 import os
+import queue
 import sys
+import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Optional
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
 AP_START, AP_DONE = 0x1, 0x2
 DONE_TIMEOUT_S = 5.0
+POLL_S = 20e-6  # between reads of a core's ap_done
 
 
 def channels_last(x: np.ndarray) -> np.ndarray:
@@ -39,14 +50,21 @@ def channels_first(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(np.moveaxis(x, -1, 1)) if x.ndim >= 3 else x
 
 
-def stored_shape(shape: list[int]) -> list[int]:
-    """The layout of an FPGA port: rank >= 3 is channels-last."""
-    return [1, *shape[2:], shape[1]] if len(shape) >= 3 else [1, *shape[1:]]
+def stored_shape(shape: list[int], count: int = 1) -> list[int]:
+    """The layout of an FPGA port holding ``count`` samples: rank >= 3 is channels-last."""
+    return [count, *shape[2:], shape[1]] if len(shape) >= 3 else [count, *shape[1:]]
 
 
 def ddr_image(sub: dict) -> np.ndarray:
     """The DDR weights of an FPGA subfunction, as its core reads them (bytes from the region's start)."""
     return np.fromfile(HERE / "ddr" / f"{sub['name']}.bin", dtype=np.uint8)
+
+
+def per_sample(run, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``run`` (one sample's feeds -> its outputs) over every sample of ``feeds`` (axis 0), stacked."""
+    count = len(next(iter(feeds.values())))
+    results = [run({t: x[i:i + 1] for t, x in feeds.items()}) for i in range(count)]
+    return {t: np.concatenate([r[t] for r in results]) for t in results[0]}
 
 
 class CpuSubfunction:
@@ -58,35 +76,42 @@ class CpuSubfunction:
         self.session = onnxruntime.InferenceSession(str(HERE / "models" / f"{sub['name']}.onnx"), options,
                                                     providers=["CPUExecutionProvider"])
         self.outputs = [o.name for o in self.session.get_outputs()]
+        self.names = [i.name for i in self.session.get_inputs()]
+
+    def _one(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return dict(zip(self.outputs, self.session.run(None, {n: feeds[n] for n in self.names})))
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        names = [i.name for i in self.session.get_inputs()]
-        return dict(zip(self.outputs, self.session.run(None, {n: feeds[n] for n in names})))
+        return per_sample(self._one, feeds)  # the model's batch axis is fixed at 1
 
 
 class FpgaSubfunction:
-    """One HLS core of the overlay, driven through its control registers (s_axilite)."""
+    """One HLS core of the overlay, driven through its control registers (s_axilite), a batch a
+    call, through two sets of port buffers: ``prepare`` fills one while the core may still run on
+    the other, ``launch`` starts the core on it, ``wait`` waits for ap_done, ``collect`` reads it."""
 
     def __init__(self, sub: dict, overlay):
         import pynq
 
         self.sub = sub
+        self.max_batch = sub["hls"].get("max_batch", 1)
         self.core = getattr(overlay, sub["hls"]["top"])
         ports = [(f"in_{k}", p) for k, p in enumerate(sub["hls"]["inputs"])]
         ports += [(f"out_{k}", p) for k, p in enumerate(sub["hls"]["outputs"])]
-        self.buffers = {name: pynq.allocate(shape=(int(np.prod(p["shape"])),), dtype=np.float32)
-                        for name, p in ports}
+        self.sets = [{name: pynq.allocate(shape=(self.max_batch * int(np.prod(p["shape"])),), dtype=np.float32)
+                      for name, p in ports} for _ in range(2)]
+        self.counts = [0, 0]  # samples in each set
+        self.next = 0
         ddr = sub["memory"]["ddr_bytes"]
         if ddr:
-            self.buffers["ddr"] = pynq.allocate(shape=(ddr,), dtype=np.uint8)
-        for name, buffer in self.buffers.items():  # addresses once: the buffers are reused by every call
-            self._write_address(name, buffer.physical_address)
+            self.ddr = pynq.allocate(shape=(ddr,), dtype=np.uint8)
+            self._write_address("ddr", self.ddr.physical_address)
         if sub["hls"]["weight_ports"]:  # DDR weights: written once, each array's port at its offset
             image = ddr_image(sub)
-            self.buffers["ddr"][: image.size] = image
-            self.buffers["ddr"].flush()
+            self.ddr[: image.size] = image
+            self.ddr.flush()
             for port in sub["hls"]["weight_ports"]:
-                self._write_address(port["port"], self.buffers["ddr"].physical_address + port["offset"])
+                self._write_address(port["port"], self.ddr.physical_address + port["offset"])
 
     def _write_address(self, port: str, address: int) -> None:
         """A pointer argument's register(s), by the names the overlay's hardware handoff gives them:
@@ -98,32 +123,61 @@ class FpgaSubfunction:
         else:
             setattr(registers, port, address)
 
-    def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def prepare(self, feeds: dict[str, np.ndarray]) -> int:
+        """Copy a batch into the next buffer set; returns the set."""
+        slot, self.next = self.next, 1 - self.next
+        buffers = self.sets[slot]
         for k, port in enumerate(self.sub["hls"]["inputs"]):
-            self.buffers[f"in_{k}"][:] = channels_last(feeds[port["tensor"]]).reshape(-1)
-            self.buffers[f"in_{k}"].flush()
+            flat = channels_last(feeds[port["tensor"]]).reshape(-1)
+            buffers[f"in_{k}"][: flat.size] = flat
+            buffers[f"in_{k}"].flush()
+        self.counts[slot] = len(feeds[self.sub["hls"]["inputs"][0]["tensor"]])
+        return slot
+
+    def launch(self, slot: int) -> None:
+        """Point the core at buffer set ``slot`` and start it on its samples."""
+        for name, buffer in self.sets[slot].items():
+            self._write_address(name, buffer.physical_address)
+        self.core.register_map.samples = self.counts[slot]
         self.core.write(0x00, AP_START)
+
+    def wait(self) -> None:
         started = time.monotonic()
         while not self.core.read(0x00) & AP_DONE:
             if time.monotonic() - started > DONE_TIMEOUT_S:
                 raise RuntimeError(f"{self.sub['name']}: the core did not finish in {DONE_TIMEOUT_S} s "
                                    f"(bitstream and plan from different builds?)")
-        results = {}
+            time.sleep(POLL_S)  # let the other stages' threads run
+
+    def collect(self, slot: int) -> dict[str, np.ndarray]:
+        results, count = {}, self.counts[slot]
         for k, port in enumerate(self.sub["hls"]["outputs"]):
-            self.buffers[f"out_{k}"].invalidate()
-            flat = np.array(self.buffers[f"out_{k}"])
-            results[port["tensor"]] = channels_first(flat.reshape(stored_shape(port["shape"])))
+            buffer = self.sets[slot][f"out_{k}"]
+            buffer.invalidate()
+            flat = np.array(buffer[: count * int(np.prod(port["shape"]))])
+            results[port["tensor"]] = channels_first(flat.reshape(stored_shape(port["shape"], count)))
         return results
+
+    def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        slot = self.prepare(feeds)
+        self.launch(slot)
+        self.wait()
+        return self.collect(slot)
 
 
 class EmulatedFpgaSubfunction:
-    """The same subfunction through its C-simulation library, on a host."""
+    """The same subfunction through its C-simulation library, on a host, a batch a call."""
+
+    _first_calls = threading.Lock()  # the first call reads the weights relative to the working folder
 
     def __init__(self, sub: dict):
         self.sub = sub
+        self.max_batch = sub["hls"].get("max_batch", 1)
         self.project = (HERE.parent / sub["hls"]["project"]).resolve()
         library = ctypes.CDLL(str((HERE.parent / sub["hls"]["library"]).resolve()), mode=os.RTLD_LOCAL)
         self.entry = getattr(library, f"{sub['hls']['top']}_float")
+        self.entry.restype = ctypes.c_int
+        self.weights_read = False
         if sub["hls"]["weight_ports"]:
             image = ddr_image(sub).tobytes()
             load = getattr(library, f"{sub['hls']['top']}_load_ddr")
@@ -132,17 +186,186 @@ class EmulatedFpgaSubfunction:
                 raise RuntimeError(f"ddr/{sub['name']}.bin: larger than the core's DDR region")
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        count = len(feeds[self.sub["hls"]["inputs"][0]["tensor"]])
         arrays = [np.ascontiguousarray(channels_last(feeds[p["tensor"]]), dtype=np.float32).reshape(-1)
                   for p in self.sub["hls"]["inputs"]]
-        outs = [np.zeros(int(np.prod(p["shape"])), dtype=np.float32) for p in self.sub["hls"]["outputs"]]
-        previous = os.getcwd()
-        os.chdir(self.project)  # the library reads its weights relative to its project
-        try:
-            self.entry(*[a.ctypes.data_as(ctypes.c_void_p) for a in arrays + outs])
-        finally:
-            os.chdir(previous)
-        return {p["tensor"]: channels_first(flat.reshape(stored_shape(p["shape"])))
+        outs = [np.zeros(count * int(np.prod(p["shape"])), dtype=np.float32) for p in self.sub["hls"]["outputs"]]
+        arguments = [ctypes.c_int(count)] + [a.ctypes.data_as(ctypes.c_void_p) for a in arrays + outs]
+        if self.weights_read:  # ctypes lets the other stages' threads run meanwhile
+            status = self.entry(*arguments)
+        else:
+            with self._first_calls:  # one library at a time in its project folder (the process's)
+                previous = os.getcwd()
+                os.chdir(self.project)
+                try:
+                    status = self.entry(*arguments)
+                finally:
+                    os.chdir(previous)
+            self.weights_read = True
+        if status != 0:
+            raise RuntimeError(f"{self.sub['name']}: the library refused a batch of {count} (built for at most "
+                               f"{self.max_batch}; library and plan from different builds?)")
+        return {p["tensor"]: channels_first(flat.reshape(stored_shape(p["shape"], count)))
                 for p, flat in zip(self.sub["hls"]["outputs"], outs)}
+
+
+# ---------------------------------------------------------------- the stream
+
+
+def resource_of(kind: str, device: str, stage: str) -> str:
+    """What a stage's calls occupy: on an FPGA its own core (one per subfunction), else its device."""
+    return f"{device}/{stage}" if kind == "fpga" else device
+
+
+@dataclass
+class Stage:
+    name: str
+    resource: str  # resource_of its subfunction
+    inputs: list  # tensor names
+    run: Callable  # feeds of a batch -> its outputs
+
+
+@dataclass
+class StreamTimes:
+    """What ``run_stream`` measured: per stage, the seconds each batch took in it (and the seconds its
+    device was busy with it), end to end per batch, and the whole stream's wall time."""
+
+    stages: dict = field(default_factory=dict)  # stage name -> [seconds per batch]
+    busy: dict = field(default_factory=dict)  # stage name -> [seconds its device worked per batch]
+    end_to_end: list = field(default_factory=list)
+    batch_sizes: list = field(default_factory=list)
+    wall_s: float = 0.0
+
+
+_END = object()
+
+
+def run_stream(stages: list, batches: list, pipelined: bool = True, times: Optional[StreamTimes] = None) -> list:
+    """Each batch's environment (tensor -> array, samples on axis 0) through ``stages`` in order, each
+    stage adding its outputs; returns the environments in batch order. ``pipelined``: a thread per
+    stage, a bounded queue between stages, so the stages work on different batches at once (an
+    FPGA stage double-buffered, ``_fpga_stage``); else one batch after another. The results are the
+    same either way: every stage sees the same inputs."""
+    times = times if times is not None else StreamTimes()
+    for stage in stages:
+        times.stages.setdefault(stage.name, [])
+        times.busy.setdefault(stage.name, [])
+    times.batch_sizes = [len(next(iter(b.values()))) for b in batches]
+    began = time.perf_counter()
+    entered: list = []
+    if not pipelined or len(batches) < 2:
+        results = []
+        for env in batches:
+            entered.append(time.perf_counter())
+            for stage in stages:
+                started = time.perf_counter()
+                env.update(stage.run({t: env[t] for t in stage.inputs}))
+                times.stages[stage.name].append(time.perf_counter() - started)
+                times.busy[stage.name].append(times.stages[stage.name][-1])
+            results.append(env)
+            times.end_to_end.append(time.perf_counter() - entered[-1])
+    else:
+        queues = [queue.Queue(maxsize=2) for _ in range(len(stages) + 1)]
+        failures: list = []
+        workers = [threading.Thread(target=_stage_worker, args=(stage, queues[k], queues[k + 1], times, failures),
+                                    daemon=True) for k, stage in enumerate(stages)]
+        for worker in workers:
+            worker.start()
+        results = []
+        feeder = threading.Thread(target=_feed, args=(batches, queues[0], entered), daemon=True)
+        feeder.start()
+        while True:
+            item = queues[-1].get()
+            if item is _END:
+                break
+            results.append(item[1])
+            times.end_to_end.append(time.perf_counter() - entered[item[0]])
+        if failures:
+            raise failures[0]
+    times.wall_s = time.perf_counter() - began
+    return results
+
+
+def _feed(batches: list, inbox, entered: list) -> None:
+    for index, env in enumerate(batches):
+        entered.append(time.perf_counter())
+        inbox.put((index, env))
+    inbox.put(_END)
+
+
+def _stage_worker(stage: Stage, inbox, outbox, times: StreamTimes, failures: list) -> None:
+    """One stage of a pipelined stream; after a failure it passes nothing on but the end."""
+    try:
+        if hasattr(stage.run, "prepare"):
+            _fpga_stage(stage, inbox, outbox, times)
+        else:
+            while (item := inbox.get()) is not _END:
+                started = time.perf_counter()
+                item[1].update(stage.run({t: item[1][t] for t in stage.inputs}))
+                times.stages[stage.name].append(time.perf_counter() - started)
+                times.busy[stage.name].append(times.stages[stage.name][-1])
+                outbox.put(item)
+    except Exception as error:  # noqa: BLE001 - handed to the caller, which raises it
+        failures.append(error)
+        while inbox.get() is not _END:  # let the stages before this one finish
+            pass
+    outbox.put(_END)
+
+
+def _fpga_stage(stage: Stage, inbox, outbox, times: StreamTimes) -> None:
+    """An FPGA core double-buffered: batch k + 1 is copied into the other buffer set while the core
+    runs batch k; then k is collected while k + 1 runs."""
+    core = stage.run
+    flight = None  # (item, slot, prepared at, launched at)
+    while True:
+        item = inbox.get()
+        if item is not _END:
+            prepared = time.perf_counter()
+            slot = core.prepare({t: item[1][t] for t in stage.inputs})
+        if flight is not None:
+            core.wait()
+            done = time.perf_counter()
+            if item is not _END:
+                core.launch(slot)
+                launched = time.perf_counter()
+            flight[0][1].update(core.collect(flight[1]))
+            times.stages[stage.name].append(time.perf_counter() - flight[2])
+            times.busy[stage.name].append(done - flight[3])
+            outbox.put(flight[0])
+        elif item is not _END:
+            core.launch(slot)
+            launched = time.perf_counter()
+        if item is _END:
+            return
+        flight = (item, slot, prepared, launched)
+
+
+def stream_summary(names: list, resources: list, times: StreamTimes) -> dict:
+    """--benchmark's figures: per stage and end to end, the latency percentiles of a batch (ms) and
+    the samples per second; per device (per core on an FPGA), the share of the stream's wall time it
+    was busy."""
+    samples = sum(times.batch_sizes)
+    rows = {}
+    for name, seconds in [(n, times.stages[n]) for n in names] + [("end to end", times.end_to_end)]:
+        p50, p90, p99 = (float(np.percentile(seconds, q)) * 1e3 for q in (50, 90, 99))
+        rate = samples / (sum(seconds) if name != "end to end" else times.wall_s)
+        rows[name] = {"p50_ms": p50, "p90_ms": p90, "p99_ms": p99, "samples_per_s": rate}
+    busy: dict = {}
+    for name, resource in zip(names, resources):
+        busy[resource] = busy.get(resource, 0.0) + sum(times.busy[name])
+    return {"samples": samples, "batches": len(times.batch_sizes), "wall_s": times.wall_s, "stages": rows,
+            "busy": {device: min(1.0, b / times.wall_s) for device, b in busy.items()}}
+
+
+def stream_table(summary: dict) -> list:
+    """``stream_summary`` as the lines --benchmark prints."""
+    lines = [f"{'stage':<20} {'p50 ms':>9} {'p90 ms':>9} {'p99 ms':>9} {'samples/s':>12}"]
+    for name, row in summary["stages"].items():
+        lines.append(f"{name:<20} {row['p50_ms']:>9.3f} {row['p90_ms']:>9.3f} {row['p99_ms']:>9.3f} "
+                     f"{row['samples_per_s']:>12.1f}")
+    lines.append("busy: " + ", ".join(f"{device} {share:.0%}" for device, share in summary["busy"].items())
+                 + f" of {summary['wall_s'] * 1e3:.1f} ms")
+    return lines
 
 
 class Problem(Exception):
@@ -195,15 +418,26 @@ def load(emulate: bool) -> tuple[dict, list]:
     return plan, runners
 
 
-def run_sample(plan: dict, runners: list, feeds: dict[str, np.ndarray], times: list[list[float]]) -> dict:
-    env = dict(feeds)
-    for r in plan["input_reshapes"]:
-        env[r["tensor"]["name"]] = env.pop(r["original"]["name"]).reshape(r["tensor"]["shape"])
-    for k, (sub, runner) in enumerate(zip(plan["subfunctions"], runners)):
-        started = time.perf_counter()
-        env.update(runner({t: env[t] for t in sub["inputs"]}))
-        times[k].append(time.perf_counter() - started)
-    return {o["name"]: env[o["name"]] for o in plan["outputs"]}
+def batches_of(plan: dict, arrays: dict[str, np.ndarray], batch: int) -> list[dict[str, np.ndarray]]:
+    """The samples in batches of ``batch`` (the last one what is left), as the subfunctions take them:
+    the plan's input dtypes, and the leading reshapes absorbed at intake applied."""
+    count = len(next(iter(arrays.values())))
+    dtypes = {spec["name"]: spec.get("dtype", "float32") for spec in plan["inputs"]}
+    batches = []
+    for start in range(0, count, batch):
+        env = {k: np.ascontiguousarray(v[start:start + batch], dtype=dtypes.get(k, "float32"))
+               for k, v in arrays.items()}
+        for r in plan["input_reshapes"]:
+            x = env.pop(r["original"]["name"])
+            env[r["tensor"]["name"]] = x.reshape([len(x), *r["tensor"]["shape"][1:]])
+        batches.append(env)
+    return batches
+
+
+def largest_batch(plan: dict) -> Optional[int]:
+    """The most samples the plan's FPGA cores take in one call (None: no FPGA subfunction)."""
+    sizes = [s["hls"].get("max_batch", 1) for s in plan["subfunctions"] if s["kind"] == "fpga" and s.get("hls")]
+    return min(sizes) if sizes else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,45 +445,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--input", required=True, metavar="X.npy", help="inputs: .npy (one input) or .npz by name, "
                         "N samples stacked on axis 0")
     parser.add_argument("--output", metavar="Y.npy", help="where to save the outputs (.npy, or .npz by name)")
-    parser.add_argument("--batch", type=int, default=1, help="samples per batch (streamed through the same buffers)")
-    parser.add_argument("--benchmark", action="store_true", help="print latency percentiles and throughput per "
-                        "subfunction and end to end")
+    parser.add_argument("--batch", type=int, default=1, help="samples per FPGA call (default 1; at most the build's "
+                        "'hetdeploy build --batch'); the last batch takes what is left")
+    parser.add_argument("--sequential", action="store_true", help="one batch after another through one subfunction "
+                        "after another (default: the subfunctions run as a pipeline when there is more than one "
+                        "batch)")
+    parser.add_argument("--benchmark", action="store_true", help="print latency percentiles of a batch and "
+                        "throughput per subfunction and end to end, and how busy each device was")
     parser.add_argument("--emulate", action="store_true", help="FPGA subfunctions through their C-simulation "
                         "libraries (a host with the build folder), not pynq")
     args = parser.parse_args(argv)
     if args.batch < 1:
         parser.error(f"argument --batch: '{args.batch}': expected a whole number of at least 1")
     try:
+        plan = json.loads((HERE / "plan.json").read_text())
+        most = largest_batch(plan)
+        if most is not None and args.batch > most:
+            raise Problem(f"--batch {args.batch}: this build's FPGA cores take at most {most} samples a call "
+                          f"(build with 'hetdeploy build --batch {args.batch}' for more)")
         plan, runners = load(args.emulate)
         arrays = read_inputs(args.input, plan["inputs"])
     except Problem as problem:
         print(f"run.py: error: {problem}", file=sys.stderr)
         return 2
-    count = len(next(iter(arrays.values())))
-    dtypes = {spec["name"]: spec.get("dtype", "float32") for spec in plan["inputs"]}
-    times: list[list[float]] = [[] for _ in runners]
-    totals, results = [], {o["name"]: [] for o in plan["outputs"]}
-    for start in range(0, count, args.batch):
-        for i in range(start, min(count, start + args.batch)):
-            began = time.perf_counter()
-            out = run_sample(plan, runners, {k: np.ascontiguousarray(v[i:i + 1], dtype=dtypes.get(k, "float32"))
-                                             for k, v in arrays.items()}, times)
-            totals.append(time.perf_counter() - began)
-            for name, value in out.items():
-                results[name].append(value)
-    outputs = {k: np.concatenate(v) for k, v in results.items()}
+    stages = [Stage(s["name"], resource_of(s["kind"], s["device"], s["name"]), s["inputs"], runner)
+              for s, runner in zip(plan["subfunctions"], runners)]
+    times = StreamTimes()
+    envs = run_stream(stages, batches_of(plan, arrays, args.batch), not args.sequential, times)
+    outputs = {o["name"]: np.concatenate([env[o["name"]] for env in envs]) for o in plan["outputs"]}
     if args.output:
         if len(outputs) == 1:
             np.save(args.output, next(iter(outputs.values())))
         else:
             np.savez(args.output, **outputs)
     if args.benchmark:
-        print(f"{'stage':<20} {'p50 ms':>9} {'p90 ms':>9} {'p99 ms':>9} {'per s':>10}")
-        rows = [(s["name"], t) for s, t in zip(plan["subfunctions"], times)] + [("end to end", totals)]
-        for name, samples in rows:
-            p50, p90, p99 = (np.percentile(samples, q) * 1e3 for q in (50, 90, 99))
-            print(f"{name:<20} {p50:>9.3f} {p90:>9.3f} {p99:>9.3f} {len(samples) / sum(samples):>10.1f}")
-        print(f"{count} samples, batch {args.batch}{', emulated' if args.emulate else ''}")
+        for line in stream_table(stream_summary([s.name for s in stages], [s.resource for s in stages], times)):
+            print(line)
+        how = "one after another" if args.sequential or len(envs) < 2 else "pipelined"
+        print(f"{sum(times.batch_sizes)} samples in {len(envs)} batch(es) of up to {args.batch}, {how}"
+              f"{', emulated' if args.emulate else ''}")
     return 0
 
 

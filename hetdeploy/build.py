@@ -32,6 +32,7 @@ from . import budget, memory, runtime, units, verify
 from .precision import node_widths
 from .board import BRAM18_BITS, Board, load_board
 from .config import BuildOptions, settle_options, resolved_config
+from .board_runtime import resource_of
 from .cost import FLOAT_BYTES, stream_seconds
 from .cache import BuildCache, digest, toolchain
 from .csim import compile_library
@@ -363,8 +364,9 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
     subfunctions = [
         Subfunction(c.name, c.device, kinds[c.device], c.nodes, c.inputs, c.outputs,
                     estimate=SubfunctionEstimate(e.total_s, e.compute_s, e.transfer_s, e.overhead_s,
-                                                 e.in_bytes, e.out_bytes, batch_s, resource))
-        for c, e, batch_s, resource in zip(result.cuts, result.costs, result.batch_seconds, result.resources)
+                                                 e.in_bytes, e.out_bytes, batch_s,
+                                                 resource_of(kinds[c.device], c.device, c.name)))
+        for c, e, batch_s in zip(result.cuts, result.costs, result.batch_seconds)
     ]
     return Plan(
         board=board.name,

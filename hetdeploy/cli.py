@@ -245,7 +245,8 @@ def _report(args: argparse.Namespace) -> int:
 def _emulate(args: argparse.Namespace) -> int:
     from .emulate import emulate
 
-    result = emulate(Path(args.build_dir), args.input, args.seed, args.labels)
+    result = emulate(Path(args.build_dir), args.input, args.seed, args.labels, args.batch, not args.sequential,
+                     args.benchmark)
     if args.output:
         values = list(result.comparison.outputs.values())
         if len(values) == 1:
@@ -434,14 +435,24 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_plan, command_parser=p)
 
     e = commands.add_parser("emulate", help="run a build on this host and compare with the model on onnxruntime",
-                            description="CPU/GPU subfunctions on onnxruntime, FPGA subfunctions in C-simulation, in "
-                                        "plan order; exits 3 when out of tolerance.")
+                            description="CPU/GPU subfunctions on onnxruntime, FPGA subfunctions in C-simulation, "
+                                        "run as the board's run.py runs them (batches of --batch samples, the "
+                                        "subfunctions a pipeline of threads when there is more than one batch); "
+                                        "every subfunction and output compared; exits 3 when out of tolerance.")
     e.add_argument("build_dir", metavar="DIR", help="a folder written by 'hetdeploy build'")
     e.add_argument("--input", metavar="X.npy", help="input (.npy, or .npz by input name); default: a seeded random one")
     e.add_argument("--output", metavar="Y.npy", help="save the pipeline's output here")
     e.add_argument("--seed", type=int, default=0, help="seed of the random input without --input (default 0)")
     e.add_argument("--labels", metavar="Y.npy", help="class labels of the --input samples (whole numbers, (N,)): also "
                    "print the emulated pipeline's accuracy beside the model's (argmax of the first output)")
+    e.add_argument("--batch", type=_argument(config.positive_int), default=1, metavar="N",
+                   help="samples per FPGA call (default 1; at most the build's 'build --batch'); the last batch "
+                        "takes what is left")
+    e.add_argument("--sequential", action="store_true", help="one batch after another through one subfunction "
+                   "after another (default: a pipeline when there is more than one batch)")
+    e.add_argument("--benchmark", action="store_true", help="also print latency percentiles of a batch and "
+                   "throughput per subfunction and end to end, and how busy each device was (C-simulation and "
+                   "this host's times, not the board's)")
     e.add_argument("--json", action="store_true", help="print the comparison as JSON")
     e.set_defaults(run=_emulate)
 

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from . import units
+from .board_runtime import resource_of
 from .board import Board, Device
 from .graph import Graph, Node
 from .precision import node_widths
@@ -184,11 +185,6 @@ def stream_seconds(stages: Iterable[tuple[str, float]], batch: int) -> float:
     return max(busy.values(), default=0.0) / batch
 
 
-def stage_resource(device: Device, stage: str) -> str:
-    """What a subfunction's calls occupy: its own core on an FPGA, else the whole device."""
-    return f"{device.name}/{stage}" if device.kind == "fpga" else device.name
-
-
 class CostModel:
     """Per-node times and usages of one graph on one board, priced for an ``objective`` at ``batch``
     samples a call: "latency" is one sample through the subfunctions in turn (``batch`` 1 is what
@@ -247,7 +243,7 @@ class CostModel:
 
     def stream_seconds(self, groups: Sequence[tuple[str, Iterable[int]]], batch: int) -> float:
         """``stream_seconds`` of the subfunctions ``groups`` (device, nodes) at ``batch`` samples a call."""
-        return stream_seconds(((stage_resource(self.board.device(device), str(k)),
+        return stream_seconds(((resource_of(self.board.device(device).kind, device, str(k)),
                                 batch * self.segment(nodes, device, batch).total_s)
                                for k, (device, nodes) in enumerate(groups)), batch)
 

@@ -9,9 +9,11 @@ from typing import Optional
 import numpy as np
 
 from . import verify
+from .board_runtime import StreamTimes, resource_of, stream_summary, stream_table
 from .errors import UserError
 from .ort_adapter import holds_qonnx_ops, providers_for
 from .plan import Plan
+from .runtime import largest_batch
 from .samples import load_labels, load_samples, random_samples
 
 
@@ -32,6 +34,7 @@ class EmulationResult:
     notes: list[str]
     engines: list[str]  # per subfunction: what ran it here
     accuracy: Optional[Accuracy] = None
+    benchmark: Optional[dict] = None  # board_runtime.stream_summary of the run, when asked for
 
     def to_dict(self) -> dict:
         c = self.comparison
@@ -47,6 +50,7 @@ class EmulationResult:
             "passed": c.passed,
             "outputs": _outputs(c.pipeline),
             "accuracy": asdict(self.accuracy) if self.accuracy else None,
+            "benchmark": self.benchmark,
             "notes": self.notes,
         }
 
@@ -69,6 +73,8 @@ class EmulationResult:
             a = self.accuracy
             lines.append(f"accuracy on {a.samples} labelled samples (argmax of '{a.output}'): emulated "
                          f"{100 * a.emulated:.2f} %, the model {100 * a.model:.2f} %")
+        if self.benchmark is not None:
+            lines += ["", *stream_table(self.benchmark)]
         return "\n".join(lines + [f"failed: {p}" for p in problems] + [f"note: {n}" for n in self.notes])
 
 
@@ -145,17 +151,25 @@ def _check_paths(plan: Plan, build_dir: Path) -> None:
                             f"damaged")
 
 
-def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0,
-            labels_path: Optional[str] = None) -> EmulationResult:
+def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0, labels_path: Optional[str] = None,
+            batch: int = 1, pipelined: bool = True, benchmark: bool = False) -> EmulationResult:
+    """The build on the samples of ``input_path`` (else one seeded random sample), run as run.py runs
+    them: in batches of ``batch`` samples (an FPGA call each), the subfunctions a pipeline when
+    ``pipelined`` and there is more than one batch; ``benchmark``: with its timings."""
     plan = load_build(build_dir)
     if labels_path and not input_path:
         raise UserError("--labels needs --input: the samples the labels are for")
+    most = largest_batch(plan)
+    if most is not None and batch > most:
+        raise UserError(f"--batch {batch}: the build's FPGA cores take at most {most} samples a call (build with "
+                        f"'hetdeploy build --batch {batch}' for more)")
     samples = load_samples(input_path, plan.inputs) if input_path else random_samples(plan.inputs, 1, seed)
     labels = load_labels(labels_path) if labels_path else None
     notes = []
     if any(s.kind == "gpu" for s in plan.subfunctions) and providers_for("gpu")[0] != "CUDAExecutionProvider":
         notes.append("no CUDA provider in this onnxruntime: GPU subfunctions ran on the CPU provider")
-    comparison = verify.check_build(plan, build_dir, samples)
+    times = StreamTimes()
+    comparison = verify.check_build(plan, build_dir, samples, batch=batch, pipelined=pipelined, times=times)
     accuracy = None
     if labels is not None:
         output = plan.outputs[0].name
@@ -163,7 +177,11 @@ def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0,
         if len(labels) != len(got):
             raise UserError(f"{labels_path}: {len(labels)} labels for {len(got)} samples")
         accuracy = Accuracy(output, len(labels), _hits(got, labels), _hits(want, labels))
-    return EmulationResult(plan, comparison, notes, [_engine(build_dir, s) for s in plan.subfunctions], accuracy)
+    summary = stream_summary([s.name for s in plan.subfunctions],
+                             [resource_of(s.kind, s.device, s.name) for s in plan.subfunctions], times) \
+        if benchmark else None
+    return EmulationResult(plan, comparison, notes, [_engine(build_dir, s) for s in plan.subfunctions], accuracy,
+                           summary)
 
 
 def _hits(scores: np.ndarray, labels: np.ndarray) -> float:

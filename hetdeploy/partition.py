@@ -36,7 +36,7 @@ from typing import Optional, Protocol, Sequence
 import numpy as np
 
 from . import units
-from .cost import CostModel, stage_resource
+from .cost import CostModel
 from .errors import UserError
 from .graph import Graph, Node
 from .names import identifier
@@ -495,7 +495,6 @@ class Partition:
     cuts: list[Cut]
     costs: list  # cost.SegmentCost per cut: one sample at batch one
     batch_seconds: list[float]  # per cut: one call on a batch of ``batch`` samples
-    resources: list[str]  # per cut: what its calls occupy (cost.stage_resource)
     batch: int
     latency_s: float
     stream_s: float  # the plan as a pipelined stream at ``batch``: seconds per sample
@@ -553,7 +552,6 @@ def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 1
         cuts=boundaries(graph, groups),
         costs=costs,
         batch_seconds=[batch * cost.segment(nodes, device, batch).total_s for device, nodes in solution],
-        resources=[stage_resource(board.device(device), str(k)) for k, (device, _) in enumerate(solution)],
         batch=batch,
         latency_s=sum(c.total_s for c in costs),
         stream_s=cost.stream_seconds(solution, batch),

@@ -1,13 +1,18 @@
 """Run a built plan on this host: CPU/GPU subfunctions on onnxruntime, FPGA
-subfunctions through their C-simulation libraries, in plan order."""
+subfunctions through their C-simulation libraries, in plan order (``run``), or as run.py runs a
+stream of batches (``stream``)."""
 
 from __future__ import annotations
 
+import functools
+import json
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 import numpy as np
 
+from . import board_runtime
+from .board_runtime import Stage, StreamTimes, per_sample, resource_of, run_stream
 from .csim import CSimLibrary
 from .ort_adapter import OrtModel, open_model
 from .plan import InputReshape, Plan, Subfunction
@@ -89,7 +94,8 @@ def unit_executors(libraries: CSimLibraries, sub: Subfunction) -> list[tuple[CSi
 
 
 def ort_executor(build_dir: Path, sub: Subfunction) -> Executor:
-    return open_model(build_dir / sub.onnx, sub.kind).run
+    """A CPU or GPU subfunction on onnxruntime, a sample a call (its model's batch axis is fixed at 1)."""
+    return functools.partial(per_sample, open_model(build_dir / sub.onnx, sub.kind).run)
 
 
 def device_executors(libraries: CSimLibraries, plan: Plan) -> list[Executor]:
@@ -104,11 +110,35 @@ def reference_executors(build_dir: Path, plan: Plan) -> list[Executor]:
 
 
 def model_feeds(input_reshapes: list[InputReshape], feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """The user's inputs as the normalised model takes them: the leading reshapes absorbed at intake applied."""
+    """The user's inputs (samples on axis 0) as the normalised model takes them: the leading reshapes
+    absorbed at intake applied."""
     env = dict(feeds)
     for r in input_reshapes:
-        env[r.tensor.name] = env.pop(r.original.name).reshape(r.tensor.shape)
+        x = env.pop(r.original.name)
+        env[r.tensor.name] = x.reshape([len(x), *r.tensor.shape[1:]])
     return env
+
+
+def batches(samples: list[dict[str, np.ndarray]], batch: int) -> list[dict[str, np.ndarray]]:
+    """One-sample feeds stacked into feeds of ``batch`` samples (the last one what is left)."""
+    return [{name: np.concatenate([s[name] for s in samples[i:i + batch]]) for name in samples[0]}
+            for i in range(0, len(samples), batch)]
+
+
+def largest_batch(plan: Plan) -> Optional[int]:
+    """The most samples the plan's FPGA cores take a call (None: no FPGA subfunction)."""
+    return board_runtime.largest_batch(json.loads(plan.to_json()))
+
+
+def stream(plan: Plan, executors: list[Executor], samples: list[dict[str, np.ndarray]], batch: int = 1,
+           pipelined: bool = True, times: Optional[StreamTimes] = None) -> list[dict[str, np.ndarray]]:
+    """``samples`` (one feeds dict each, the user's inputs) through the plan in batches of ``batch``,
+    as run.py runs them (``board_runtime.run_stream``: the subfunctions a pipeline of threads when
+    ``pipelined``); per batch, every tensor computed."""
+    stages = [Stage(s.name, resource_of(s.kind, s.device, s.name), s.inputs, execute)
+              for s, execute in zip(plan.subfunctions, executors)]
+    return run_stream(stages, [model_feeds(plan.input_reshapes, b) for b in batches(samples, batch)], pipelined,
+                      times)
 
 
 def run(plan: Plan, executors: list[Executor], feeds: dict[str, np.ndarray],

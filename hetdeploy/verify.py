@@ -146,32 +146,30 @@ class Comparison:
         return self.pipeline.passed and all(s.passed for s in self.subfunctions)
 
 
-def compare(plan: Plan, device, reference, source: OrtModel, samples: list[dict[str, np.ndarray]]) -> Comparison:
-    """Run ``samples`` through the pipeline on ``device`` executors; check every
-    subfunction against its ``reference`` executor on the very inputs it got, and
-    the final outputs against the user's model."""
+def compare(plan: Plan, device, reference, source: OrtModel, samples: list[dict[str, np.ndarray]], batch: int = 1,
+            pipelined: bool = True, times: Optional[runtime.StreamTimes] = None) -> Comparison:
+    """Run ``samples`` through the pipeline on ``device`` executors as a stream of batches of
+    ``batch`` (``runtime.stream``); check every subfunction against its ``reference`` executor on
+    the very inputs it got, and the final outputs against the user's model."""
     checks = [SubfunctionCheck(s.name, s.kind, plan.relative_tolerance) for s in plan.subfunctions]
     pipeline = SubfunctionCheck("overall", "pipeline", plan.relative_tolerance)
-
-    def observe(index, inputs, outputs):
-        checks[index].add(outputs, reference[index](inputs))
-
-    outputs: dict[str, list[np.ndarray]] = {o.name: [] for o in plan.outputs}
-    expected: dict[str, list[np.ndarray]] = {o.name: [] for o in plan.outputs}
-    for feeds in samples:
-        env = runtime.run(plan, device, feeds, observe)
-        want = source.run(feeds)
-        pipeline.add({name: env[name] for name in outputs}, {name: want[name] for name in outputs})
-        for name in outputs:
-            outputs[name].append(env[name])
-            expected[name].append(want[name])
-    got = {k: np.concatenate(v) for k, v in outputs.items()}
-    want = {k: np.concatenate(v) for k, v in expected.items()}
+    envs = runtime.stream(plan, device, samples, batch, pipelined, times)
+    names = [o.name for o in plan.outputs]
+    expected: list[dict[str, np.ndarray]] = []
+    for env, feeds in zip(envs, runtime.batches(samples, batch)):
+        for check, sub, execute in zip(checks, plan.subfunctions, reference):
+            check.add({t: env[t] for t in sub.outputs}, execute({t: env[t] for t in sub.inputs}))
+        want = runtime.per_sample(source.run, feeds)
+        pipeline.add({name: env[name] for name in names}, {name: want[name] for name in names})
+        expected.append(want)
+    got = {name: np.concatenate([env[name] for env in envs]) for name in names}
+    want = {name: np.concatenate([w[name] for w in expected]) for name in names}
     return Comparison(got, want, checks, pipeline)
 
 
 def check_build(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]],
-                libraries: Optional[runtime.CSimLibraries] = None) -> Comparison:
+                libraries: Optional[runtime.CSimLibraries] = None, batch: int = 1, pipelined: bool = True,
+                times: Optional[runtime.StreamTimes] = None) -> Comparison:
     """``compare`` for a build folder: each subfunction on its emulated device
     against onnxruntime, the pipeline against source.onnx. ``libraries``: the C-simulation libraries
     to run (a build's own check shares them with ``check_units``; default: started here, their output
@@ -181,7 +179,7 @@ def check_build(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
         runtime.device_executors(libraries or runtime.CSimLibraries(build_dir), plan),
         runtime.reference_executors(build_dir, plan),
         open_model(build_dir / "source.onnx"),
-        samples,
+        samples, batch, pipelined, times,
     )
 
 

@@ -27,6 +27,10 @@ def build_cache(tmp_path_factory):
         os.environ["XDG_CACHE_HOME"] = previous
 
 
+# the FPGA cores' largest batch (build --batch) of the reference builds that test batched calls
+BATCHES = {"split_by_lrn": 4, "jet_tagger_mlp": 50}
+
+
 @pytest.fixture(scope="session")
 def built(tmp_path_factory):
     """Build each reference network once per session: name -> (model path, build folder).
@@ -45,7 +49,9 @@ def built(tmp_path_factory):
             onnx.save(networks.NETWORKS[name](), str(model))
             out = root / f"{name}_build"
             policy = "latency" if name in ("alexnet_style", "four_conv64", "wide_mlp") else "support"  # big enough
-            assert main(["build", str(model), "--board", "pynq-z2", "-o", str(out), "--policy", policy]) == 0
+            batch = BATCHES.get(name, 1)
+            assert main(["build", str(model), "--board", "pynq-z2", "-o", str(out), "--policy", policy,
+                         "--batch", str(batch)]) == 0
             cache[name] = (model, out)
         return cache[name]
 

@@ -113,11 +113,26 @@ def test_run_py_in_emulation_equals_hetdeploy_emulate_and_benchmarks(built, tmp_
     result = run_py(out, "--input", tmp_path / "x.npy", "--output", tmp_path / "run.npy", "--emulate", "--batch", "2",
                     "--benchmark")
     assert result.returncode == 0, result.stderr
-    assert "end to end" in result.stdout and "p99 ms" in result.stdout and "3 samples, batch 2" in result.stdout
+    assert "end to end" in result.stdout and "p99 ms" in result.stdout
+    assert "3 samples in 2 batch(es) of up to 2, pipelined" in result.stdout
+    assert "busy: fpga/sf0_fpga" in result.stdout and "arm_cpu" in result.stdout  # each core, the ARM
     emulate = subprocess.run([sys.executable, "-m", "hetdeploy", "emulate", str(out), "--input", str(tmp_path / "x.npy"),
                               "--output", str(tmp_path / "emulate.npy")], capture_output=True, text=True)
     assert emulate.returncode == 0, emulate.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "run.npy"), np.load(tmp_path / "emulate.npy"))
+
+
+def test_a_batch_beyond_the_build_or_none_is_one_line(built, tmp_path):
+    """The build's cores take at most its --batch (4 here) samples a call: more, or none, is one line and
+    exit 2, in run.py and in hetdeploy emulate alike."""
+    _, out = built("split_by_lrn")
+    np.save(tmp_path / "x.npy", np.zeros((5, 3, 14, 14), dtype=np.float32))
+    for batch, expected in (("5", "take at most 4 samples a call"), ("0", "expected a whole number of at least 1")):
+        result = run_py(out, "--input", tmp_path / "x.npy", "--emulate", "--batch", batch)
+        assert result.returncode == 2 and expected in result.stderr and len(result.stderr.strip().splitlines()) <= 3
+        emulate = subprocess.run([sys.executable, "-m", "hetdeploy", "emulate", str(out), "--input",
+                                  str(tmp_path / "x.npy"), "--batch", batch], capture_output=True, text=True)
+        assert emulate.returncode == 2 and expected in emulate.stderr, emulate.stderr
 
 
 def test_run_py_mistakes_are_one_line_before_any_core_runs(built, tmp_path):
@@ -134,25 +149,33 @@ def test_run_py_mistakes_are_one_line_before_any_core_runs(built, tmp_path):
     assert not (tmp_path / "y.npy").exists()
 
 
-def test_on_the_board_buffers_are_allocated_once_and_cores_driven_by_their_registers(built, tmp_path):
+def test_on_the_board_buffers_are_allocated_once_and_each_batch_is_one_core_call(built, tmp_path):
+    """Seven samples in batches of 3 (3, 3, 1) through a build whose cores take 4 a call: every core's
+    two buffer sets are allocated once, before any call; each batch is one ap_start of each core,
+    pointed at the set its samples were copied into (the sets alternate), with the batch's sample
+    count in its samples register."""
     _, out = built("split_by_lrn")
-    events = run_on_fake_pynq(out, tmp_path, np.zeros((3, 3, 14, 14), dtype=np.float32), "--batch", "3")
+    x = np.random.default_rng(5).normal(size=(7, 3, 14, 14)).astype(np.float32)
+    events = run_on_fake_pynq(out, tmp_path, x, "--batch", "3")
     assert events[0] == ["overlay", "design.bit"]
     plan = json.loads((out / "plan.json").read_text())
     cores = [s for s in plan["subfunctions"] if s["kind"] == "fpga"]
     allocations = [e for e in events if e[0] == "allocate"]
-    sizes = [[int(np.prod(p["shape"]))] for s in cores for p in s["hls"]["inputs"] + s["hls"]["outputs"]]
-    assert [a[1] for a in allocations] == sizes and all(a[2] == "float32" for a in allocations)  # once, not per sample
-    registers = [e for e in events if e[0] == "register"]
-    assert [(r[1], r[2]) for r in registers] == [(s["name"], port) for s in cores for port in ("in_0", "out_0")]
-    assert [r[3] for r in registers] == [a[3] for a in allocations]  # each buffer's physical address
-    last_setup = max(k for k, e in enumerate(events) if e[0] in ("allocate", "register"))
-    assert last_setup < min(k for k, e in enumerate(events) if e[0] == "write")
-    calls = [e for e in events[last_setup + 1:] if e[0] != "read"]
-    per_call = [[e[0] for e in calls[k:k + 3]] for k in range(0, len(calls), 3)]
-    assert per_call == [["flush", "write", "invalidate"]] * (3 * len(cores))  # 3 samples through each core
-    assert all(e[2:] == [0, 1] for e in calls if e[0] == "write")  # ap_start
-    assert np.load(tmp_path / "y.npy").shape == (3, 10)
+    per_set = [[4 * int(np.prod(p["shape"]))] for p in cores[0]["hls"]["inputs"] + cores[0]["hls"]["outputs"]]
+    assert [a[1] for a in allocations[:2 * len(per_set)]] == per_set * 2  # a batch of 4 per port, two sets
+    assert len(allocations) == sum(2 * len(s["hls"]["inputs"] + s["hls"]["outputs"]) for s in cores)
+    first_call = min(k for k, e in enumerate(events) if e[0] == "write")
+    assert max(k for k, e in enumerate(events) if e[0] == "allocate") < first_call
+    start = 0
+    for sub in cores:
+        ports = len(sub["hls"]["inputs"] + sub["hls"]["outputs"])
+        sets = [allocations[start][3], allocations[start + ports][3]]  # its in_0 in each set
+        start += 2 * ports
+        mine = [e for e in events if e[0] in ("register", "write") and e[1] == sub["name"]]
+        assert [e[2:] for e in mine if e[0] == "write"] == [[0, 1]] * 3  # ap_start, once per batch
+        assert [e[3] for e in mine if e[0] == "register" and e[2] == "samples"] == [3, 3, 1]
+        assert [e[3] for e in mine if e[0] == "register" and e[2] == "in_0"] == [sets[0], sets[1], sets[0]]
+    assert np.load(tmp_path / "y.npy").shape == (7, 10)
 
 
 def test_on_the_board_ddr_weights_are_written_once_and_each_port_points_at_its_array(built, tmp_path):

@@ -182,7 +182,8 @@ def test_plan_command_table_and_json(capsys, tmp_path):
     assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support"]) == 0
     out = capsys.readouterr().out
     assert "sf0_fpga" in out and "sf1_arm_cpu" in out and "sf2_fpga" in out
-    assert "estimated latency (support policy)" in out and "all on the host CPU" in out
+    assert "estimated latency (support policy, objective latency)" in out and "all on the host CPU" in out
+    assert "estimated throughput, a pipelined stream of batches of 1:" in out
     assert main(["plan", str(model), "--board", "workstation", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert plan["policy"] == "latency" and plan["board"] == "workstation"
@@ -192,3 +193,48 @@ def test_plan_command_table_and_json(capsys, tmp_path):
     subs = plan["subfunctions"]
     assert sum(s["estimate"]["latency_s"] for s in subs) == pytest.approx(estimate["latency_s"])
     assert sorted(n for s in subs for n in s["nodes"]) == sorted(n.name for n in onnx.load(str(model)).graph.node)
+
+
+def test_stream_pace_is_the_busiest_device_and_each_fpga_core_is_its_own():
+    from hetdeploy.cost import stream_seconds
+
+    stages = [("arm", 3.0), ("fpga/sf1", 4.0), ("arm", 2.0), ("fpga/sf3", 4.5)]
+    assert stream_seconds(stages, 10) == pytest.approx(0.5)  # the ARM's 5 s a batch of 10, not the cores'
+    assert stream_seconds(stages[1::2], 1) == pytest.approx(4.5)
+
+
+def test_throughput_objective_moves_a_small_mlp_to_the_fpga_and_prices_the_stream(tmp_path, capsys):
+    """A jet-tagger MLP on the PYNQ-Z2: one sample pays the 900 us FPGA call, so the latency
+    objective keeps it on the ARM; a stream of batches of 1000 shares the call, so the throughput
+    objective puts it on the FPGA, at a throughput above the all-ARM plan's. The plan's throughput is
+    its subfunctions' batch times as a stream; the latency it prints stays the one-sample figure."""
+    import networks
+    import onnx
+
+    from hetdeploy.cost import stream_seconds
+
+    model = tmp_path / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))
+    plans = {}
+    for objective in ("latency", "throughput"):
+        assert main(["plan", str(model), "--board", "pynq-z2", "--objective", objective, "--batch", "1000",
+                     "--json"]) == 0
+        plans[objective] = json.loads(capsys.readouterr().out)
+    latency, throughput = plans["latency"], plans["throughput"]
+    assert {s["kind"] for s in latency["subfunctions"]} == {"cpu"}
+    fpga = [s for s in throughput["subfunctions"] if s["kind"] == "fpga"]
+    assert sum(len(s["nodes"]) for s in fpga) >= len(latency["node_map"]) - 1
+    for plan in plans.values():
+        e = plan["estimate"]
+        assert e["batch"] == 1000 and e["objective"] in ("latency", "throughput")
+        pace = stream_seconds([(s["estimate"]["resource"], s["estimate"]["batch_s"]) for s in plan["subfunctions"]],
+                              1000)
+        assert e["throughput_per_s"] == pytest.approx(1 / pace)
+        assert e["latency_s"] == pytest.approx(sum(s["estimate"]["latency_s"] for s in plan["subfunctions"]))
+    assert throughput["estimate"]["throughput_per_s"] > 5 * latency["estimate"]["throughput_per_s"]
+    assert latency["estimate"]["throughput_per_s"] == pytest.approx(latency["estimate"]["all_cpu_throughput_per_s"])
+    (sub,) = latency["subfunctions"]  # on a CPU a sample a call: its stream is its latency
+    assert latency["estimate"]["throughput_per_s"] == pytest.approx(1 / sub["estimate"]["latency_s"])
+    for s in fpga:  # a batch's call: one overhead, a thousand samples' compute
+        e = s["estimate"]
+        assert e["batch_s"] == pytest.approx(e["overhead_s"] + 1000 * e["compute_s"], rel=0.05, abs=1000 * 1e-6)
