@@ -45,9 +45,11 @@ the bitstream, and anything on a real board; {bitstream_state}
 {steps}
 
 `--input` takes a `.npy` (one input) or `.npz` (arrays named after the inputs) with N samples stacked on
-axis 0. FPGA buffers are allocated once and reused by every sample (a core's DDR region gets its DDR
-weights, `ddr/<subfunction>.bin`, once); each FPGA call writes the inputs, starts the core, waits for it
-(5 s timeout) and reads the outputs.
+axis 0. `--batch N` (at most {max_batch}, the build's `--batch`) makes each FPGA call take N samples; with more
+than one batch the subfunctions run as a pipeline (`--sequential`: one after another). FPGA buffers, two sets
+of a batch per core, are allocated once and reused by every call (a core's DDR region gets its DDR weights,
+`ddr/<subfunction>.bin`, once); each FPGA call writes a batch's inputs, its sample count, starts the core,
+waits for it (5 s timeout) and reads the outputs.
 
 On a host, from inside the build folder, `python deploy/run.py --input x.npy --emulate` runs the same
 script with the FPGA subfunctions in C-simulation; its output equals `hetdeploy emulate`'s.
@@ -74,11 +76,13 @@ def write_package(plan: Plan, board: Board, build_dir: Path) -> None:
     steps += [f"Copy this folder to the board, e.g. `scp -r deploy xilinx@pynq:~/"
               f"{identifier(Path(plan.source_model).stem)}`.",
               "On the board: `pip install onnxruntime numpy`" + (" (pynq comes with the image)." if fpga else "."),
-              "`" + ("sudo " if fpga else "") + "python3 run.py --input x.npy --output y.npy [--batch N] [--benchmark]`"
+              "`" + ("sudo " if fpga else "") + "python3 run.py --input x.npy --output y.npy [--batch N] [--sequential] "
+              "[--benchmark]`"
               + ("\n   (sudo: pynq needs it to map the FPGA's registers and allocate DMA memory)." if fpga else "")]
     (deploy / "README.md").write_text(README.format(
         steps="\n".join(f"{k}. {step}" for k, step in enumerate(steps, start=1)),
         model=identifier(plan.source_model), board=identifier(plan.board), table=table,
+        max_batch=min((s.hls.max_batch for s in fpga if s.hls is not None), default=1),
         bitstream_state="there is no design.bit in this folder until the bitstream flow has run." if fpga
         else "this plan has no FPGA part: no bitstream is needed."))
 

@@ -28,6 +28,7 @@ measures it against ``optimal_solution``, the exhaustive optimum).
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 from dataclasses import dataclass
@@ -543,6 +544,10 @@ def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 1
     support = [(g.device, g.nodes) for g in contract(graph, assign_by_support(graph, board.devices,
                                                                               f"board '{board.name}'"))]
     solution = latency_solution(graph, board, cost) if policy == "latency" else support
+    if policy == "latency" and objective == "throughput":  # the latency plan is a stream too: never do worse
+        for_latency = copy.copy(cost)
+        for_latency.objective = "latency"
+        solution = min(solution, latency_solution(graph, board, for_latency), key=cost.objective_seconds)
     host = board.device(board.host)
     runs_all = all(host.why_not(node) is None for node in graph.nodes)
     groups = [Group(device, nodes) for device, nodes in solution]

@@ -251,6 +251,8 @@ def write_report(build_dir: Path) -> Path:
     if e.all_cpu_latency_s:
         summary.append(f"all on the host CPU {e.all_cpu_latency_s * 1e6:.4g} us")
     summary.append(f"support policy {e.support_latency_s * 1e6:.4g} us")
+    summary.append(f"a pipelined stream of batches of {e.batch}: <b>{e.throughput_per_s:,.0f} samples/s</b> "
+                   f"(objective {html.escape(e.objective)})")
     parts = [f"<h1>{html.escape(plan.source_model)} on {html.escape(plan.board)}</h1>",
              f"<p>{'; '.join(summary)}. Resource and time figures are estimates, not synthesis results.</p>",
              "<h2>The network</h2>", _svg(graph_figure(plan, edges, ops)),

@@ -46,7 +46,8 @@ WORKER_WAIT_S = 60  # how long a sweep waits for a running cluster's first worke
 BUILDS = "builds"  # DIR/builds/<point>: each point's build folder (--build)
 RESOURCES = ("dsp", "bram18", "lut", "ff")
 # results.csv's columns: the axes, then the figures (fpga_resources summed over the board's FPGAs)
-COLUMNS = ("board", "width", "policy", "reuse_factor", "status", "latency_s", "all_cpu_latency_s", "subfunctions",
+COLUMNS = ("board", "width", "policy", "reuse_factor", "status", "latency_s", "all_cpu_latency_s",
+           "throughput_per_s", "subfunctions",
            "fpga_nodes", "devices", *RESOURCES, "max_abs_error", "tolerance", "verified", "accuracy",
            "model_accuracy", "build_dir", "error")
 # the options the grid sets per point; everything else is the sweep's (and its identity, for resuming)
@@ -118,11 +119,13 @@ def evaluate(point: Point, base: BuildOptions, builds: Optional[str], labels: Op
 
 
 def plan_figures(plan) -> dict:
-    """What a record says of a plan: latency, devices used, FPGA resources (per FPGA and summed)."""
+    """What a record says of a plan: latency, throughput (a stream of the sweep's --batch), devices used,
+    FPGA resources (per FPGA and summed)."""
     used = {device: dataclasses.asdict(r) for device, r in plan.fpga_resources.items()}
     return {
         "latency_s": plan.estimate.latency_s,
         "all_cpu_latency_s": plan.estimate.all_cpu_latency_s,
+        "throughput_per_s": plan.estimate.throughput_per_s,
         "subfunctions": len(plan.subfunctions),
         "fpga_nodes": sum(len(s.nodes) for s in plan.subfunctions if s.kind == "fpga"),
         "devices": sorted({s.device for s in plan.subfunctions}),

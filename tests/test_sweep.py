@@ -41,6 +41,7 @@ def test_every_point_is_recorded_as_its_own_plan_and_failures_do_not_stop_it(cnn
             continue
         plan = _plan(cnn, record["board"], record["width"], record["policy"], record["reuse_factor"])
         assert record["latency_s"] == plan.estimate.latency_s
+        assert record["throughput_per_s"] == plan.estimate.throughput_per_s
         assert record["devices"] == sorted({s.device for s in plan.subfunctions})
         for resource in ("dsp", "lut", "bram18", "ff"):
             assert record[resource] == sum(r.used[resource] for r in plan.fpga_resources.values())
