@@ -11,7 +11,8 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Optional, get_args, get_origin, get_type_hints
 
-PLAN_FORMAT = 1
+# 2: FPGA tops take a batch (hls.max_batch; their C-simulation entry's first argument is the sample count)
+PLAN_FORMAT = 2
 
 
 @dataclass

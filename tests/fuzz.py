@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import networks  # noqa: E402
 import quantized_models  # noqa: E402
+from hetdeploy.plan import PLAN_FORMAT  # noqa: E402
 
 TIMEOUT_S = 120
 
@@ -425,7 +426,8 @@ def build_case(rng: random.Random, build: Path) -> Case:
         what = _replace_json(plan, rng)
         files[plan_key] = json.dumps(plan).encode()
     elif kind == "foreign":
-        what = rng.choice(['{}', '[]', '"x"', '{"format": 1}', '{"format": 1, "board": 3}', 'nul\0l', '{"format":'])
+        what = rng.choice(['{}', '[]', '"x"', '{"format": 1}', f'{{"format": {PLAN_FORMAT}}}',
+                           f'{{"format": {PLAN_FORMAT}, "board": 3}}', 'nul\0l', '{"format":'])
         files[plan_key] = what.encode()
     elif kind == "delete":
         what = rng.choice(sorted(k for k in files if not k.endswith(".h")))

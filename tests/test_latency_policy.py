@@ -238,3 +238,15 @@ def test_throughput_objective_moves_a_small_mlp_to_the_fpga_and_prices_the_strea
     for s in fpga:  # a batch's call: one overhead, a thousand samples' compute
         e = s["estimate"]
         assert e["batch_s"] == pytest.approx(e["overhead_s"] + 1000 * e["compute_s"], rel=0.05, abs=1000 * 1e-6)
+
+
+def test_a_batch_the_fpga_ddr_cannot_hold_is_one_line(tmp_path, capsys):
+    import networks
+    import onnx
+
+    model = tmp_path / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))
+    for batch, expected in (("4000000", "its subfunctions need"), ("40000000", "more than an FPGA core's port")):
+        assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", "--batch", batch]) == 2
+        error = capsys.readouterr().err
+        assert f"--batch {batch}" in error and expected in error and len(error.strip().splitlines()) == 1
