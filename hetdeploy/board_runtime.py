@@ -258,10 +258,7 @@ def run_stream(stages: list, batches: list, pipelined: bool = True, times: Optio
         for env in batches:
             entered.append(time.perf_counter())
             for stage in stages:
-                started = time.perf_counter()
-                env.update(stage.run({t: env[t] for t in stage.inputs}))
-                times.stages[stage.name].append(time.perf_counter() - started)
-                times.busy[stage.name].append(times.stages[stage.name][-1])
+                _run_stage(stage, env, times)
             results.append(env)
             times.end_to_end.append(time.perf_counter() - entered[-1])
     else:
@@ -286,6 +283,14 @@ def run_stream(stages: list, batches: list, pipelined: bool = True, times: Optio
     return results
 
 
+def _run_stage(stage: Stage, env: dict, times: StreamTimes) -> None:
+    """``stage`` on a batch's environment, its outputs added to it, its time recorded."""
+    started = time.perf_counter()
+    env.update(stage.run({t: env[t] for t in stage.inputs}))
+    times.stages[stage.name].append(time.perf_counter() - started)
+    times.busy[stage.name].append(times.stages[stage.name][-1])
+
+
 def _feed(batches: list, inbox, entered: list) -> None:
     for index, env in enumerate(batches):
         entered.append(time.perf_counter())
@@ -300,10 +305,7 @@ def _stage_worker(stage: Stage, inbox, outbox, times: StreamTimes, failures: lis
             _fpga_stage(stage, inbox, outbox, times)
         else:
             while (item := inbox.get()) is not _END:
-                started = time.perf_counter()
-                item[1].update(stage.run({t: item[1][t] for t in stage.inputs}))
-                times.stages[stage.name].append(time.perf_counter() - started)
-                times.busy[stage.name].append(times.stages[stage.name][-1])
+                _run_stage(stage, item[1], times)
                 outbox.put(item)
     except Exception as error:  # noqa: BLE001 - handed to the caller, which raises it
         failures.append(error)
@@ -325,16 +327,14 @@ def _fpga_stage(stage: Stage, inbox, outbox, times: StreamTimes) -> None:
         if flight is not None:
             core.wait()
             done = time.perf_counter()
-            if item is not _END:
-                core.launch(slot)
-                launched = time.perf_counter()
+        if item is not _END:
+            core.launch(slot)
+            launched = time.perf_counter()
+        if flight is not None:
             flight[0][1].update(core.collect(flight[1]))
             times.stages[stage.name].append(time.perf_counter() - flight[2])
             times.busy[stage.name].append(done - flight[3])
             outbox.put(flight[0])
-        elif item is not _END:
-            core.launch(slot)
-            launched = time.perf_counter()
         if item is _END:
             return
         flight = (item, slot, prepared, launched)
@@ -440,6 +440,15 @@ def largest_batch(plan: dict) -> Optional[int]:
     return min(sizes) if sizes else None
 
 
+def batch_problem(batch: int, most: Optional[int]) -> Optional[str]:
+    """What is wrong with calling cores that take at most ``most`` samples (None: no core) with
+    ``batch``; None when nothing is."""
+    if most is None or batch <= most:
+        return None
+    return (f"--batch {batch}: the build's FPGA cores take at most {most} samples a call (build with "
+            f"'hetdeploy build --batch {batch}' for more)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run a hetdeploy plan on the board (or --emulate on a host).")
     parser.add_argument("--input", required=True, metavar="X.npy", help="inputs: .npy (one input) or .npz by name, "
@@ -459,10 +468,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"argument --batch: '{args.batch}': expected a whole number of at least 1")
     try:
         plan = json.loads((HERE / "plan.json").read_text())
-        most = largest_batch(plan)
-        if most is not None and args.batch > most:
-            raise Problem(f"--batch {args.batch}: this build's FPGA cores take at most {most} samples a call "
-                          f"(build with 'hetdeploy build --batch {args.batch}' for more)")
+        problem = batch_problem(args.batch, largest_batch(plan))
+        if problem:
+            raise Problem(problem)
         plan, runners = load(args.emulate)
         arrays = read_inputs(args.input, plan["inputs"])
     except Problem as problem:

@@ -19,6 +19,7 @@ from .errors import ToolError
 from .hls_top import template
 from .names import identifier
 from .plan import Plan
+from .runtime import largest_batch
 
 # Zynq processing systems by part family: (IP, automation rule, config, GP master port, HP slave port)
 _PROCESSING_SYSTEMS = {
@@ -82,7 +83,7 @@ def write_package(plan: Plan, board: Board, build_dir: Path) -> None:
     (deploy / "README.md").write_text(README.format(
         steps="\n".join(f"{k}. {step}" for k, step in enumerate(steps, start=1)),
         model=identifier(plan.source_model), board=identifier(plan.board), table=table,
-        max_batch=min((s.hls.max_batch for s in fpga if s.hls is not None), default=1),
+        max_batch=largest_batch(plan) or 1,
         bitstream_state="there is no design.bit in this folder until the bitstream flow has run." if fpga
         else "this plan has no FPGA part: no bitstream is needed."))
 

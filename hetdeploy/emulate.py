@@ -9,7 +9,7 @@ from typing import Optional
 import numpy as np
 
 from . import verify
-from .board_runtime import StreamTimes, resource_of, stream_summary, stream_table
+from .board_runtime import StreamTimes, batch_problem, resource_of, stream_summary, stream_table
 from .errors import UserError
 from .ort_adapter import holds_qonnx_ops, providers_for
 from .plan import Plan
@@ -159,10 +159,9 @@ def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0, labels_pa
     plan = load_build(build_dir)
     if labels_path and not input_path:
         raise UserError("--labels needs --input: the samples the labels are for")
-    most = largest_batch(plan)
-    if most is not None and batch > most:
-        raise UserError(f"--batch {batch}: the build's FPGA cores take at most {most} samples a call (build with "
-                        f"'hetdeploy build --batch {batch}' for more)")
+    problem = batch_problem(batch, largest_batch(plan))
+    if problem:
+        raise UserError(problem)
     samples = load_samples(input_path, plan.inputs) if input_path else random_samples(plan.inputs, 1, seed)
     labels = load_labels(labels_path) if labels_path else None
     notes = []

@@ -5,13 +5,11 @@ stream of batches (``stream``)."""
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
 
-from . import board_runtime
 from .board_runtime import Stage, StreamTimes, per_sample, resource_of, run_stream
 from .csim import CSimLibrary
 from .ort_adapter import OrtModel, open_model
@@ -126,8 +124,9 @@ def batches(samples: list[dict[str, np.ndarray]], batch: int) -> list[dict[str, 
 
 
 def largest_batch(plan: Plan) -> Optional[int]:
-    """The most samples the plan's FPGA cores take a call (None: no FPGA subfunction)."""
-    return board_runtime.largest_batch(json.loads(plan.to_json()))
+    """The most samples the plan's FPGA cores take a call (None: no FPGA subfunction); run.py's
+    ``board_runtime.largest_batch`` reads the same from plan.json."""
+    return min((s.hls.max_batch for s in plan.subfunctions if s.hls is not None), default=None)
 
 
 def stream(plan: Plan, executors: list[Executor], samples: list[dict[str, np.ndarray]], batch: int = 1,
