@@ -20,7 +20,8 @@ Strategies (``place``):
 - ``fastest``: no reuse: every buffer its own range, in schedule order.
 When greedy spills out of a bounded pool that the lower bound says could hold everything, or
 (unbounded) is above the lower bound, an exact depth-first search (``fit``, after MiniMalloc,
-Moffitt, ASPLOS 2023) looks for a placement within the pool, or on the lower bound; when that
+Moffitt, ASPLOS 2023; C++ compiled with g++, exact_packing.cpp) looks for a placement within the
+pool, or on the lower bound; when that
 search runs out of nodes, a seeded hill climb over greedy's order follows (swap two buffers, keep
 what is no worse).
 """
@@ -34,24 +35,24 @@ from typing import NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from . import exact_packing
+
 STRATEGIES = ("refcount", "greedy", "fastest")
 MEMORIES = ("bram", "reserved", "ddr")
 # The hill climb after greedy: at most this many tries, and at most CLIMB_WORK / buffers of them
 # (each try is a full greedy pass).
 CLIMB_STEPS, CLIMB_WORK = 1000, 200_000
 # The exact search: at most this many nodes (one buffer placed each) over all its orders.
-SEARCH_NODES = 200_000
+SEARCH_NODES = 1_000_000
 # ... and when only the footprint is at stake (no pool to fit), a shorter one at the lower bound.
 FOOTPRINT_SEARCH_NODES = 20_000
 # The static orders the search takes turns with (ties in offset go to the buffer first in the
-# order): keys compared in turn, each largest first. "peak": the most bytes live at one section of the
-# buffer's lifetime; "lifetime": the sections it spans; "area": size x lifetime; "degree": the
-# buffers live beside it; "start": its first section, earliest first; "size". Every key counts
-# sections (runs of steps with the same buffers live), never raw time: the search, like greedy, gives
-# the same answer however time is numbered (MiniMalloc's own widths are raw time). The first three are
-# MiniMalloc's; the others each solve instances that those leave.
-SEARCH_ORDERS = (("lifetime", "area", "peak"), ("peak", "area", "lifetime"), ("peak", "lifetime", "area"),
-                 ("area", "peak"), ("degree", "peak", "size"), ("start", "size"))
+# order), in exact_packing.cpp's keys, compared in turn, each largest first: T the most unplaced
+# bytes in one section of the buffer's lifetime, C the sections it spans (a section: a maximal set
+# of buffers live at one moment), A its size x sections, L its first section (earliest first).
+# Every key counts sections, never raw time: the search, like greedy, gives the same answer however
+# time is numbered. MiniMalloc's orders are these with raw lifetimes for C and A.
+SEARCH_ORDERS = ("TCA", "TAC", "CAT", "TC", "LCA")
 
 
 @dataclass(frozen=True)
@@ -250,209 +251,18 @@ def _greedy(requests, order, capacities, memories) -> list[Placement]:
     return result
 
 
-_UNBOUNDED = np.iinfo(np.int64).max
-
-
-class _OutOfNodes(Exception):
-    pass
-
-
 def fit(requests: Sequence[Request], capacity: int, nodes: int = SEARCH_NODES) -> Optional[list[int]]:
     """Offsets that put every request below ``capacity`` with no two live at one step sharing a
-    byte; None when there is none, or none was found within ``nodes``.
-
-    A depth-first search over canonical placements: buffers are placed in non-decreasing order of
-    offset, each at the lowest offset the buffers already placed leave it (above every placed
-    buffer it is live with). Pruning, per section (a run of steps where the same buffers are live):
-    the floor (the top of what is placed there, and at least the least offset any unplaced buffer
-    live there can still take, and at least the offset just used) plus the bytes still unplaced
-    there must fit the capacity. A placement that leaves a gap some unplaced buffer could fill
-    entirely below is skipped (another order places that one first), and when a placed buffer has
-    nothing unplaced live beside it, no other choice at that node can do better. When no unplaced
-    buffer spans a section boundary any more, the two sides are searched independently. The search
-    takes turns over ``SEARCH_ORDERS`` with a node limit that doubles each round."""
-    n = len(requests)
-    if n == 0:
+    byte; None when there is none, or none was found within ``nodes``: the exact search of
+    exact_packing.cpp (canonical placements, section floors and inference, dominance,
+    decomposition; after MiniMalloc), compiled with g++, taking turns over ``SEARCH_ORDERS`` with a
+    node limit that doubles each round."""
+    if not requests:
         return []
     if lower_bound(requests) > capacity:  # also covers a buffer larger than the capacity
         return None
-    search = _Search(requests, capacity)
-    limit, left = n, nodes
-    while left > 0:
-        limit *= 2
-        for order in SEARCH_ORDERS:
-            budget = min(limit, left)
-            try:
-                return search.run(order, budget)
-            except _OutOfNodes:
-                left -= budget
-            if left <= 0:
-                break
-    return None
-
-
-class _Search:
-    def __init__(self, requests: Sequence[Request], capacity: int):
-        self.capacity = capacity
-        section_of = _event_numbers(requests)  # section k: from event k to event k + 1
-        self.sizes = [r.size for r in requests]
-        self.lo = [section_of[r.first] for r in requests]
-        self.hi = [section_of[r.last + 1] for r in requests]  # exclusive
-        # numpy copies of what the floor inference reads in bulk
-        self.lo_array, self.hi_array = np.array(self.lo), np.array(self.hi)
-        sections = len(section_of) - 1
-        self.live_bytes = np.zeros(sections, dtype=np.int64)
-        # per boundary between section b and b + 1: buffers live on both sides
-        self.spanning = [0] * max(0, sections - 1)
-        for size, lo, hi in zip(self.sizes, self.lo, self.hi):
-            self.live_bytes[lo:hi] += size
-            for b in range(lo, hi - 1):
-                self.spanning[b] += 1
-        self.beside: list[list[int]] = [[] for _ in requests]  # buffers live at a common step
-        by_start = sorted(range(len(requests)), key=lambda i: self.lo[i])
-        for k, a in enumerate(by_start):
-            for b in by_start[k + 1:]:
-                if self.lo[b] >= self.hi[a]:
-                    break
-                self.beside[a].append(b)
-                self.beside[b].append(a)
-        self.lifetime = [h - l for l, h in zip(self.lo, self.hi)]
-
-    def _rank(self, part: list[int]) -> list[int]:
-        """Rank the buffers of ``part`` in ``self.order`` (the peak from the bytes unplaced now,
-        as a part is searched on its own); the ranks they had before."""
-        keys = {"peak": [int(self.total[self.lo[i]:self.hi[i]].max()) for i in part],
-                "lifetime": [self.lifetime[i] for i in part],
-                "area": [self.sizes[i] * self.lifetime[i] for i in part],
-                "degree": [len(self.beside[i]) for i in part], "start": [-self.lo[i] for i in part],
-                "size": [self.sizes[i] for i in part]}
-        previous = [self.rank[i] for i in part]
-        ranked = sorted(range(len(part)), key=lambda k: tuple(-keys[key][k] for key in self.order) + (part[k],))
-        for position, k in enumerate(ranked):
-            self.rank[part[k]] = position
-        return previous
-
-    def _place_part(self, part: list[int], start: int, end: int) -> bool:
-        previous = self._rank(part)
-        try:
-            return self._place(part, start, end, 0, -1)
-        finally:
-            for i, rank in zip(part, previous):
-                self.rank[i] = rank
-
-    def run(self, order: tuple[str, ...], nodes: int) -> Optional[list[int]]:
-        n = len(self.sizes)
-        self.order = order
-        self.rank = [0] * n
-        # search state (a run that ran out of nodes left it half undone)
-        self.least = [0] * n  # the lowest offset each buffer can still take
-        self.placed = [False] * n
-        self.least_array = np.zeros(n, dtype=np.int64)
-        self.placed_array = np.zeros(n, dtype=bool)
-        self.offsets = [0] * n
-        self.floor = np.zeros_like(self.live_bytes)
-        self.total = self.live_bytes.copy()  # unplaced bytes per section
-        self.cuts = list(self.spanning)  # unplaced buffers spanning each boundary
-        self.nodes = nodes
-        start = 0
-        for boundary in range(len(self.total)):
-            if boundary == len(self.total) - 1 or self.cuts[boundary] == 0:
-                end = boundary + 1
-                part = [i for i in range(n) if self.lo[i] < end and start < self.hi[i]]
-                if part and not self._place_part(part, start, end):
-                    return None
-                start = end
-        return list(self.offsets)
-
-    def _place(self, part: list[int], start: int, end: int, last_offset: int, last_rank: int) -> bool:
-        """Place the unplaced buffers of ``part`` (live only in sections start..end - 1), each at
-        or above ``last_offset`` (and after ``last_rank`` at it)."""
-        if self.nodes <= 0:
-            raise _OutOfNodes
-        self.nodes -= 1
-        least, rank, sizes, lo, hi = self.least, self.rank, self.sizes, self.lo, self.hi
-        floor, total, placed = self.floor, self.total, self.placed
-        unplaced = [i for i in part if not placed[i]]
-        if not unplaced:
-            return True
-        candidates = sorted(unplaced, key=lambda i: (least[i], rank[i]))
-        lowest_top = min(least[i] + sizes[i] for i in candidates)
-        for i in candidates:
-            offset = least[i]
-            if offset < last_offset or (offset == last_offset and rank[i] < last_rank):
-                continue
-            if offset >= lowest_top:  # a gap another buffer fits below: placed first elsewhere
-                break
-            top = offset + sizes[i]
-            a, b = lo[i], hi[i]
-            saved_floor = floor[start:end].copy()
-            floor[a:b] = top
-            total[a:b] -= sizes[i]
-            raised: list[tuple[int, int]] = []
-            alone = True
-            fits = (np.maximum(floor[start:end], offset) + total[start:end]).max() <= self.capacity
-            if fits:
-                placed[i] = self.placed_array[i] = True
-                for j in self.beside[i]:
-                    if not placed[j]:
-                        alone = False
-                        if least[j] < top:
-                            raised.append((j, least[j]))
-                            least[j] = self.least_array[j] = top
-                if raised:
-                    fits = self._raise_floors(unplaced, raised, offset)
-            found = False
-            if fits:
-                self.offsets[i] = offset
-                found = self._place_rest(unplaced, i, start, end, offset)
-            floor[start:end] = saved_floor
-            total[a:b] += sizes[i]
-            for j, previous in reversed(raised):
-                least[j] = self.least_array[j] = previous
-            placed[i] = self.placed_array[i] = False
-            if found:
-                return True
-            if fits and alone:
-                break
-        return False
-
-    def _raise_floors(self, unplaced: list[int], raised: list[tuple[int, int]], offset: int) -> bool:
-        """Where buffers' lowest offsets rose, a section's floor is at least the lowest offset of
-        the unplaced buffers live in it; whether everything still fits then."""
-        a = min(self.lo[j] for j, _ in raised)
-        b = max(self.hi[j] for j, _ in raised)
-        candidates = np.array(unplaced)
-        lo, hi = self.lo_array[candidates], self.hi_array[candidates]
-        near = candidates[~self.placed_array[candidates] & (lo < b) & (hi > a)]
-        sections = np.arange(a, b)
-        live = (self.lo_array[near, None] <= sections) & (sections < self.hi_array[near, None])
-        lowest = np.where(live, self.least_array[near, None], _UNBOUNDED).min(axis=0, initial=_UNBOUNDED)
-        lowest[lowest == _UNBOUNDED] = 0
-        window = self.floor[a:b]
-        np.maximum(window, lowest, out=window)
-        return (np.maximum(window, offset) + self.total[a:b]).max() <= self.capacity
-
-    def _place_rest(self, unplaced: list[int], i: int, start: int, end: int, offset: int) -> bool:
-        """After placing ``i``: split at the boundaries no unplaced buffer spans any more, and place
-        each side on its own."""
-        lo, hi, cuts = self.lo, self.hi, self.cuts
-        splits = [start]
-        for boundary in range(lo[i], hi[i] - 1):
-            cuts[boundary] -= 1
-            if cuts[boundary] == 0:
-                splits.append(boundary + 1)
-        try:
-            if len(splits) == 1:
-                return self._place(unplaced, start, end, offset, self.rank[i])
-            splits.append(end)
-            for a, b in zip(splits, splits[1:]):
-                side = [j for j in unplaced if not self.placed[j] and lo[j] < b and a < hi[j]]
-                if side and not self._place_part(side, a, b):
-                    return False
-            return True
-        finally:
-            for boundary in range(lo[i], hi[i] - 1):
-                cuts[boundary] += 1
+    return exact_packing.search([r.size for r in requests], [r.first for r in requests],
+                                [r.last for r in requests], capacity, SEARCH_ORDERS, nodes)
 
 
 # Seeded random topological orders the schedule also tries, at most this many and at most

@@ -4,6 +4,7 @@ import itertools
 import json
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -85,6 +86,56 @@ def test_fit_is_exact_on_small_instances(buffers, capacity):
     if offsets is not None:
         assert all(o >= 0 and o + r.size <= capacity for o, r in zip(offsets, requests))
         assert not overlaps(requests, [Placement("bram", o) for o in offsets])
+
+
+def tiling(rng, steps, capacity, pieces):
+    """Buffers that tile the whole steps x capacity rectangle (cut in two at random, again and again):
+    a packing into exactly ``capacity`` exists and has no byte to spare at any step."""
+    rectangles = [(0, steps, 0, capacity)]  # [first, end) x [offset, top)
+    while len(rectangles) < pieces:
+        k = max(range(len(rectangles)), key=lambda k: (rectangles[k][1] - rectangles[k][0]) * (rectangles[k][3] - rectangles[k][2]))
+        first, end, bottom, top = rectangles.pop(k)
+        if end - first > 1 and (top - bottom < 2 or rng.random() < 0.5):
+            cut = int(rng.integers(first + 1, end))
+            rectangles += [(first, cut, bottom, top), (cut, end, bottom, top)]
+        else:
+            cut = int(rng.integers(bottom + 1, top))
+            rectangles += [(first, end, bottom, cut), (first, end, cut, top)]
+    order = rng.permutation(len(rectangles))
+    return [Request(rectangles[k][3] - rectangles[k][2], rectangles[k][0], rectangles[k][1] - 1) for k in order]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6), pieces=st.integers(2, 40))
+def test_fit_packs_zero_slack_tilings_however_time_is_numbered(seed, pieces):
+    """Instances with a perfect packing (every step full to the byte, as MiniMalloc's hardest): the
+    search finds one, and the same one with the steps spread over another clock."""
+    rng = np.random.default_rng(seed)
+    requests = tiling(rng, steps=12, capacity=64 * 1024, pieces=pieces)
+    assert lower_bound(requests) == 64 * 1024
+    offsets = fit(requests, 64 * 1024)
+    assert offsets is not None
+    placements = [Placement("bram", o) for o in offsets]
+    assert footprint(requests, placements, "bram") == 64 * 1024 and not overlaps(requests, placements)
+    clock = np.cumsum(rng.integers(1, 1000, size=13))
+    stretched = [Request(r.size, int(clock[r.first]), int(clock[r.last + 1]) - 1) for r in requests]
+    assert fit(stretched, 64 * 1024) == offsets
+
+
+def test_a_search_that_cannot_be_compiled_is_one_line(tmp_path, monkeypatch):
+    from hetdeploy import csim, exact_packing
+    from hetdeploy.errors import ToolError
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
+    csim.compiler_identity.cache_clear()
+    exact_packing._library.cache_clear()
+    try:
+        with pytest.raises(ToolError, match="could not compile hetdeploy's buffer-packing search") as error:
+            fit([Request(4, 0, 1), Request(2, 1, 2)], 6)
+        assert "\n" not in str(error.value)
+    finally:
+        csim.compiler_identity.cache_clear()
+        exact_packing._library.cache_clear()
 
 
 def test_greedy_falls_back_to_the_search_when_it_would_spill():
