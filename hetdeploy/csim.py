@@ -32,14 +32,23 @@ CSIM_LOG = "csim_run.log"
 # the C-simulation process's program (the standard library and numpy only)
 CHILD = Path(__file__).with_name("csim_child.py")
 
+def compiler() -> str:
+    """The C++ compiler: ``$CXX``, else g++ (what the Makefile runs too)."""
+    return os.environ.get("CXX", "g++")
+
+
 @functools.lru_cache(maxsize=1)
 def compiler_identity() -> str:
     """The C++ compiler the Makefile runs, as it names itself (part of a library's cache key)."""
-    compiler = os.environ.get("CXX", "g++")
     try:
-        return compiler + " " + processes.run([compiler, "--version"]).stdout.split("\n")[0]
+        return compiler() + " " + processes.run([compiler(), "--version"]).stdout.split("\n")[0]
     except OSError:
-        return compiler
+        return compiler()
+
+
+def first_error(stderr: str) -> str:
+    """The compiler's first line that reports an error (else the start of what it printed)."""
+    return next((line for line in stderr.splitlines() if "error" in line), stderr.strip()[:200])
 
 
 def compile_library(project_dir: Path, library: str, cache: Optional[BuildCache] = None) -> Path:
@@ -64,9 +73,7 @@ def compile_library(project_dir: Path, library: str, cache: Optional[BuildCache]
         obj.unlink()
     if result.returncode != 0:
         (project_dir / "build_csim.log").write_text(result.stdout + result.stderr)
-        first_error = next((line for line in result.stderr.splitlines() if "error" in line),
-                           result.stderr.strip()[:200])
-        raise ToolError(f"g++ failed to compile the C-simulation of {project_dir.name} ({first_error}); "
+        raise ToolError(f"g++ failed to compile the C-simulation of {project_dir.name} ({first_error(result.stderr)}); "
                         f"see {project_dir / 'build_csim.log'}")
     if cache is not None:
         cache.store("library", key, project_dir, [project_dir / library], {})

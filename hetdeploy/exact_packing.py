@@ -19,7 +19,7 @@ import numpy as np
 
 from . import processes
 from .cache import default_root, digest
-from .csim import compiler_identity
+from .csim import compiler, compiler_identity, first_error
 from .errors import ToolError
 
 SOURCE = Path(__file__).with_name("exact_packing.cpp")
@@ -28,23 +28,25 @@ _INT64_ARRAY = np.ctypeslib.ndpointer(dtype=np.int64, flags="C_CONTIGUOUS")
 
 @functools.lru_cache(maxsize=1)
 def _library() -> ctypes.CDLL:
-    compiler = os.environ.get("CXX", "g++")
     folder = default_root() / "native" / digest(SOURCE.read_bytes(), compiler_identity())[:16]
     library = folder / "exact_packing.so"
     if not library.exists():
+        staging = None
         try:
             folder.mkdir(parents=True, exist_ok=True)
             handle, staging = tempfile.mkstemp(dir=folder, suffix=".so")
             os.close(handle)
-            result = processes.run([compiler, "-O2", "-std=c++17", "-shared", "-fPIC", "-o", staging, str(SOURCE)])
+            result = processes.run([compiler(), "-O2", "-std=c++17", "-shared", "-fPIC", "-o", staging, str(SOURCE)])
+            if result.returncode != 0:
+                raise ToolError(f"{compiler()} failed to compile hetdeploy's buffer-packing search {SOURCE}: "
+                                f"{first_error(result.stderr)}")
+            os.replace(staging, library)
         except OSError as error:
-            raise ToolError(f"could not compile hetdeploy's buffer-packing search {SOURCE} with {compiler} "
+            raise ToolError(f"could not compile hetdeploy's buffer-packing search {SOURCE} with {compiler()} "
                             f"into {folder}: {error}") from None
-        if result.returncode != 0:
-            os.unlink(staging)
-            first_error = next((line for line in result.stderr.splitlines() if "error" in line), result.stderr[:200])
-            raise ToolError(f"{compiler} failed to compile hetdeploy's buffer-packing search {SOURCE}: {first_error}")
-        os.replace(staging, library)
+        finally:
+            if staging is not None and os.path.exists(staging):  # a failed compile leaves nothing behind
+                os.unlink(staging)
     loaded = ctypes.CDLL(str(library))
     search = loaded.hetdeploy_exact_packing
     search.argtypes = [ctypes.c_int64, _INT64_ARRAY, _INT64_ARRAY, _INT64_ARRAY, ctypes.c_int64, ctypes.c_char_p,

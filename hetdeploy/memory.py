@@ -21,9 +21,8 @@ Strategies (``place``):
 When greedy spills out of a bounded pool that the lower bound says could hold everything, or
 (unbounded) is above the lower bound, an exact depth-first search (``fit``, after MiniMalloc,
 Moffitt, ASPLOS 2023; C++ compiled with g++, exact_packing.cpp) looks for a placement within the
-pool, or on the lower bound; when that
-search runs out of nodes, a seeded hill climb over greedy's order follows (swap two buffers, keep
-what is no worse).
+pool, or on the lower bound; when that search runs out of nodes, a seeded hill climb over greedy's
+order follows (swap two buffers, keep what is no worse).
 """
 
 from __future__ import annotations

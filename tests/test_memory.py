@@ -133,6 +133,7 @@ def test_a_search_that_cannot_be_compiled_is_one_line(tmp_path, monkeypatch):
         with pytest.raises(ToolError, match="could not compile hetdeploy's buffer-packing search") as error:
             fit([Request(4, 0, 1), Request(2, 1, 2)], 6)
         assert "\n" not in str(error.value)
+        assert not list(tmp_path.rglob("*.so"))  # no half-made library left behind
     finally:
         csim.compiler_identity.cache_clear()
         exact_packing._library.cache_clear()
