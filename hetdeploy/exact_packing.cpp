@@ -13,8 +13,10 @@
 // of its unplaced buffers can still take, and to the offset just used) plus its unplaced bytes must
 // fit the capacity; a candidate whose offset is at or above the top some other unplaced buffer
 // could reach is skipped (that one goes first in another branch); when a placed buffer has nothing
-// unplaced live beside it, no other choice at its node does better. When no unplaced buffer spans a
-// section boundary any more, the two sides are searched independently. Static orders take turns
+// unplaced live beside it, no other choice at its node does better; a section whose unplaced bytes
+// fill it from the lowest open offset to the capacity has one of them at that offset (if none can
+// go there, a dead end; if one, the node's only choice). When no unplaced buffer spans a section
+// boundary any more, the two sides are searched independently. Static orders take turns
 // under a node limit that doubles each round; the total work is bounded by the caller's budget in
 // nodes, never by time, so the same instance gives the same answer on every machine.
 
@@ -191,9 +193,15 @@ class Packer {
     });
     int64_t lowest_top = std::numeric_limits<int64_t>::max();
     for (const Candidate& c : candidates) lowest_top = std::min(lowest_top, c.offset + size_[c.buffer]);
+    auto excluded = [&](const Candidate& c) {
+      return c.offset < last_offset || (c.offset == last_offset && c.rank < last_rank);
+    };
+    const int forced = Forced(candidates, start, end, excluded);
+    if (forced == kDead) return Outcome::none;
     for (const Candidate& c : candidates) {
-      if (c.offset < last_offset || (c.offset == last_offset && c.rank < last_rank)) continue;
+      if (excluded(c)) continue;
       if (c.offset >= lowest_top) break;  // it would leave a gap another buffer fills: placed first elsewhere
+      if (forced != kNone && c.buffer != forced) continue;
       const int i = c.buffer;
       const int64_t top = c.offset + size_[i];
       offset_[i] = c.offset;
@@ -229,7 +237,9 @@ class Packer {
       Outcome outcome = Outcome::none;
       if (Fits(start, end, c.offset)) {
         solution_[i] = c.offset;
-        outcome = Continue(candidates, i, start, end, c.offset, c.rank);
+        // a forced choice picked no rank among equals: the exclusions below it stay as they were
+        const int rank = forced == kNone ? c.rank : c.offset == last_offset ? last_rank : -1;
+        outcome = Continue(candidates, i, start, end, c.offset, rank);
       }
       while (floors_.size() > floors_from) {
         floor_[floors_.back().section] = floors_.back().floor;
@@ -248,6 +258,37 @@ class Packer {
       if (alone) break;  // placed with nothing unplaced beside it, and still no completion
     }
     return Outcome::none;
+  }
+
+  // A tight section, one whose unplaced bytes fill it from the lowest offset still open (the first
+  // candidate not excluded) to the capacity, has one of its unplaced buffers at that offset in
+  // every completion. Returns kDead when some tight section has no candidate there, the buffer to
+  // place when one has exactly one (the node's only choice), else kNone.
+  template <typename Excluded>
+  int Forced(const std::vector<Candidate>& candidates, int start, int end, const Excluded& excluded) {
+    auto open = std::find_if(candidates.begin(), candidates.end(), [&](const Candidate& c) { return !excluded(c); });
+    if (open == candidates.end()) return kDead;
+    const int64_t lowest = open->offset;
+    auto tight = [&](int s) { return unplaced_count_[s] > 0 && lowest + unplaced_bytes_[s] >= capacity_; };
+    int s = start;
+    while (s < end && !tight(s)) ++s;
+    if (s == end) return kNone;
+    choices_.assign(end - start, 0);
+    last_choice_.assign(end - start, kNone);
+    for (auto c = open; c != candidates.end() && c->offset == lowest; ++c) {
+      if (excluded(*c)) continue;
+      for (int t = std::max(start, lo_[c->buffer]); t < std::min(end, hi_[c->buffer]); ++t) {
+        ++choices_[t - start];
+        last_choice_[t - start] = c->buffer;
+      }
+    }
+    int forced = kNone;
+    for (; s < end; ++s) {
+      if (!tight(s)) continue;
+      if (choices_[s - start] == 0) return kDead;
+      if (choices_[s - start] == 1) forced = last_choice_[s - start];
+    }
+    return forced;
   }
 
   // A section's floor rises to the least offset its unplaced buffers can take. Only a rise above
@@ -316,6 +357,8 @@ class Packer {
   std::vector<int64_t> offset_, solution_, least_;
   std::vector<LeastChange> raised_;
   std::vector<FloorChange> floors_;
+  static constexpr int kNone = -1, kDead = -2;
+  std::vector<int> choices_, last_choice_;  // Forced's count of candidates per section, and one of them
   const char* order_ = "";
   int64_t nodes_left_ = 0;
 };
