@@ -239,9 +239,9 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tupl
     plan.precision_search = search
     fold_units(plan, loaded, board, options)
     index = loaded.graph.node_index()
-    plan_memory(plan, loaded, board, options, lambda t: -(-options.width // 8),
-                lambda u: units.weight_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
-                                                                  for n in u.nodes))
+    plan_memory(plan, loaded, board, options, lambda t: units.element_bytes(options.width),
+                lambda u: units.element_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
+                                                                   for n in u.nodes))
     fpga_times(plan, board)
     plan.node_map = map_nodes(plan, loaded)
     return loaded, board, plan
@@ -701,7 +701,7 @@ def plan_memory(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
         target = max(0, budget - used) * BRAM18_BYTES
         reserve = (device.resources["bram18"] - budget) * BRAM18_BYTES
         for sub in subs:
-            sizes = {t: math.prod(shapes[t]) * element_bytes_of(t)
+            sizes = {t: units.buffer_bytes(math.prod(shapes[t]), element_bytes_of(t))
                      for t in sub.inputs + [t for u in sub.execution_units for t in u.outputs]}
             if reorder:
                 order = memory.schedule([(u.inputs, u.outputs) for u in sub.execution_units], sizes, sub.inputs,
@@ -721,7 +721,7 @@ def plan_memory(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
                               for b, r, p in zip(lives, requests, placements) if p.memory == "ddr")
             weights, weights_end, weight_traffic = [], 0, 0
             for unit in (u for u in sub.execution_units if u.weights_in_ddr):
-                size = weights_bytes_of(unit)
+                size = units.buffer_bytes(weights_bytes_of(unit), 1)
                 weights.append(Buffer(f"{unit.name}.weights", "ddr", weights_end, size, 0,
                                       len(sub.execution_units) - 1, f"ap_fixed<{options.width},6>", kind="weights"))
                 weights_end += size

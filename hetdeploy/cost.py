@@ -141,7 +141,7 @@ def usage(device: Device, graph: Graph, index: int, width: int) -> dict[str, flo
     if device.kind == "fpga":
         shape, folding = most_folded(device, graph, index, width)
         least = units.folded_estimate(shape, folding, width, units.ddr_bytes_per_cycle(device))
-        in_ddr = graph.nodes[index].constant_elements * units.weight_bytes(width) if folding.weights_in_ddr else 0
+        in_ddr = graph.nodes[index].constant_elements * units.element_bytes(width) if folding.weights_in_ddr else 0
         return {k: float(least[k]) for k in units.RESOURCES} | {"ddr_bytes": float(in_ddr)}
     return {"memory_bytes": float(graph.nodes[index].constant_elements * FLOAT_BYTES)}
 

@@ -39,6 +39,7 @@ from .plan import UnitHls, UnitPort, UnitWeight
 from .precision import Quantizer, integer_bits, weight_fixed
 from .rewrites import HLS4ML_LOWERINGS
 from .runtime import channels_last
+from .units import buffer_bytes
 
 # Layers whose parallelism the unit's ReuseFactor and Strategy set (after qonnx's GemmToMatMul).
 _FOLDED_OPS = {"Conv", "MatMul", "Gemm"}
@@ -381,7 +382,7 @@ def generate_unit(
 
 def _pack_ddr_weights(project_dir: Path, namespace: str, variables: list[tuple[str, str, int]]) -> list[UnitWeight]:
     """The weight arrays hls4ml made arguments of the unit's top, in its argument order, packed one
-    after the other into ``weights.bin`` as the DDR holds them (``pack_fixed``) from the values
+    after the other, each from a word (arena.h), into ``weights.bin`` as the DDR holds them (``pack_fixed``) from the values
     hls4ml wrote; its own files for them are removed, and its C-simulation no longer loads them, so
     that the DDR contents are all the unit computes with."""
     if not variables:
@@ -397,6 +398,7 @@ def _pack_ddr_weights(project_dir: Path, namespace: str, variables: list[tuple[s
         if data.size != values:
             raise RuntimeError(f"{txt}: {data.size} values, hls4ml's array holds {values}")
         words = pack_fixed(data, precision)
+        words += bytes(buffer_bytes(len(words), 1) - len(words))  # each array on whole arena words
         weights.append(UnitWeight(name, precision, values, offset, len(words)))
         packed.append(words)
         offset += len(words)

@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Callable
 import numpy as np
 
+from . import units
 from .names import identifier
 from .plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort
 from .precision import fixed_grid
-from .units import weight_bytes
+from .units import ARENA_WORD_BYTES
 
 TEMPLATES = Path(str(importlib.resources.files("hetdeploy") / "hls"))  # package data
 MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
@@ -82,7 +83,9 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     sub = source.name
     extent = {m: max((b.offset + b.size for b in source.memory.buffers if b.memory == m), default=0)
               for m in ("bram", "reserved", "ddr")}
-    arena_bytes, reserve_bytes, ddr_bytes = (max(1, extent[m]) for m in ("bram", "reserved", "ddr"))
+    if any(b.offset % ARENA_WORD_BYTES or b.size % ARENA_WORD_BYTES for b in source.memory.buffers):
+        raise RuntimeError(f"{sub}: a buffer of the memory plan is not whole {ARENA_WORD_BYTES}-byte words")
+    arena_words, reserve_words, ddr_words = (max(1, extent[m] // ARENA_WORD_BYTES) for m in ("bram", "reserved", "ddr"))
     every_weight = weight_ports(source.units, source.memory)
     ports_of = {u.name: [p for p in every_weight if p.unit == u.name] for u in source.units}
 
@@ -94,7 +97,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     declarations += "\n".join(
         f"void {u.name}_step({_parameters(u, ports_of[u.name])});" for u in source.units if u.hls is not None)
     (project_dir / f"{sub}_units.h").write_text(template("units.h.in").substitute(
-        subfunction=sub, guard=sub.upper(), arena_bytes=arena_bytes, reserve_bytes=reserve_bytes,
+        subfunction=sub, guard=sub.upper(), arena_bytes=extent["bram"], reserve_bytes=extent["reserved"],
         ddr_bytes=extent["ddr"], offsets=offsets,
         declarations=declarations))
 
@@ -111,14 +114,14 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     depth = {name: batch * _values(p.shape) for name, p in zip(names, source.inputs + source.outputs)}
     ports, csim_memory, load_ddr = "int samples, " + float_ports, "", ""
     if extent["ddr"]:  # a port the host allocates; in C-simulation a static region the host can fill
-        ports += f", hetdeploy::byte_t ddr[{ddr_bytes}]"
+        ports += f", hetdeploy::word_t ddr[{ddr_words}]"
         ports += "".join(f", {p.port}_t {p.port}[{p.values}]" for p in every_weight)
         names += ["ddr"] + [p.port for p in every_weight]
-        csim_memory = f"static hetdeploy::byte_t ddr[{ddr_bytes}];\n"
+        csim_memory = f"static hetdeploy::word_t ddr[{ddr_words}];\n"
         load_ddr = (f"// the DDR region's contents before the first call (the DDR weights: {DDR_IMAGE})\n"
                     f"int {sub}_load_ddr(const hetdeploy::byte_t *image, int bytes) {{\n"
-                    f"    if (bytes < 0 || bytes > {ddr_bytes}) return 1;\n"
-                    f"    std::memcpy(ddr, image, bytes);\n"
+                    f"    if (bytes < 0 || bytes > {ddr_words * ARENA_WORD_BYTES}) return 1;\n"
+                    f"    hetdeploy::load_bytes(ddr, image, bytes);\n"
                     f"    return 0;\n"
                     f"}}\n")
     interface = "".join(f"#pragma HLS INTERFACE m_axi port={name} offset=slave bundle=gmem"
@@ -127,7 +130,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     base = {"bram": "arena", "reserved": "reserve", "ddr": "ddr"}
 
     def at(tensor: str) -> str:
-        return f"{base[buffers[tensor].memory]} + {buffers[tensor].offset}"
+        return f"{base[buffers[tensor].memory]} + {buffers[tensor].offset // ARENA_WORD_BYTES}"
 
     body = [f"    hetdeploy::from_float<{types[p.tensor]}>(in_{k} + s * {_values(p.shape)}, {at(p.tensor)}, "
             f"{_values(p.shape)});\n" for k, p in enumerate(source.inputs)]
@@ -142,7 +145,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     (project_dir / f"{sub}_top.cpp").write_text(template("top.cpp.in").substitute(
         subfunction=sub, buffer_types=buffer_types, ports=ports, float_ports=float_ports,
         arguments=", ".join(names), interface=interface, csim_memory=csim_memory, load_ddr=load_ddr,
-        load_weights=_load_weights(every_weight), arena_bytes=arena_bytes, reserve_bytes=reserve_bytes,
+        load_weights=_load_weights(every_weight), arena_words=arena_words, reserve_words=reserve_words,
         max_batch=batch,
         body="".join(body), unit_entries="\n".join(entries)))
 
@@ -171,7 +174,7 @@ def _write_ddr_image(source: SubfunctionSource, project_dir: Path) -> None:
 def _load_weights(ports: list[WeightPort]) -> str:
     """C-simulation: the typed weight arrays, read from the DDR region as an m_axi port would."""
     return "".join(f"    static {p.port}_t {p.port}[{p.values}];\n"
-                   f"    hetdeploy::load_words<{p.port}_t>(ddr + {p.offset}, {p.port}, {p.values});\n"
+                   f"    hetdeploy::load_array<{p.port}_t>(ddr + {p.offset // ARENA_WORD_BYTES}, {p.port}, {p.values});\n"
                    for p in ports)
 
 
@@ -198,8 +201,8 @@ def _run_unit(unit: ExecutionUnit, at: Callable[[str], str], types: dict[str, st
 
 
 def _parameters(unit: ExecutionUnit, weights: list[WeightPort]) -> str:
-    return ", ".join([f"const hetdeploy::byte_t *in_{k}" for k in range(len(unit.inputs))]
-                     + [f"hetdeploy::byte_t *out_{k}" for k in range(len(unit.outputs))]
+    return ", ".join([f"const hetdeploy::word_t *in_{k}" for k in range(len(unit.inputs))]
+                     + [f"hetdeploy::word_t *out_{k}" for k in range(len(unit.outputs))]
                      + [f"{p.port}_t {p.port}[{p.values}]" for p in weights])
 
 
@@ -214,24 +217,18 @@ def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], weigh
             types.append(f"typedef {buffers[port.tensor].precision} {var}_t;\n")
             element = f"{ns}::{port.hls_type}"
             if direction == "in":
-                if stream:
+                if stream:  # a pixel's channels a cycle, from the words they lie in
                     body.append(
                         f"    hls::stream<{element}> {var}_data(\"{var}\");\n"
                         f"    for (int i = 0; i < {values // port.pack}; i++) {{\n"
-                        f"        {element} word;\n"
-                        f"        for (int c = 0; c < {port.pack}; c++) {{\n"
-                        f"#pragma HLS UNROLL\n"
-                        f"            word[c] = hetdeploy::read<{var}_t>({var}, i * {port.pack} + c);\n"
-                        f"        }}\n"
-                        f"        {var}_data.write(word);\n"
+                        f"#pragma HLS PIPELINE\n"
+                        f"        {element} pixel;\n"
+                        f"        hetdeploy::read_run<{var}_t, {port.pack}>({var}, i, pixel.data);\n"
+                        f"        {var}_data.write(pixel);\n"
                         f"    }}\n")
                 else:
-                    body.append(
-                        f"    {element} {var}_data[{values}];\n"
-                        f"    for (int i = 0; i < {values}; i++) {{\n"
-                        f"#pragma HLS PIPELINE\n"
-                        f"        {var}_data[i] = hetdeploy::read<{var}_t>({var}, i);\n"
-                        f"    }}\n")
+                    body.append(f"    {element} {var}_data[{values}];\n"
+                                f"    hetdeploy::read_array<{var}_t>({var}, {var}_data, {values});\n")
             else:
                 body.append(f"    hls::stream<{element}> {var}_data(\"{var}\");\n" if stream
                             else f"    {element} {var}_data[{values}];\n")
@@ -242,18 +239,12 @@ def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], weigh
         if stream:
             body.append(
                 f"    for (int i = 0; i < {values // port.pack}; i++) {{\n"
-                f"        {ns}::{port.hls_type} word = {var}_data.read();\n"
-                f"        for (int c = 0; c < {port.pack}; c++) {{\n"
-                f"#pragma HLS UNROLL\n"
-                f"            hetdeploy::write<{var}_t>({var}, i * {port.pack} + c, word[c]);\n"
-                f"        }}\n"
+                f"#pragma HLS PIPELINE\n"
+                f"        {ns}::{port.hls_type} pixel = {var}_data.read();\n"
+                f"        hetdeploy::write_run<{var}_t, {port.pack}>({var}, i, pixel.data);\n"
                 f"    }}\n")
         else:
-            body.append(
-                f"    for (int i = 0; i < {values}; i++) {{\n"
-                f"#pragma HLS PIPELINE\n"
-                f"        hetdeploy::write<{var}_t>({var}, i, {var}_data[i]);\n"
-                f"    }}\n")
+            body.append(f"    hetdeploy::write_array<{var}_t>({var}, {var}_data, {values});\n")
     unit_dir = project_dir / "units" / unit.name
     (unit_dir / f"{unit.name}_step.cpp").write_text(template("unit.cpp.in").substitute(
         unit=unit.name, subfunction=sub, io_type=hls.io_type, buffer_types="".join(types),
@@ -269,13 +260,13 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
              for k, t in enumerate(tensors)}
     params = ", ".join([f"const float *{names[t]}" for t in unit.inputs] + [f"float *{names[t]}" for t in unit.outputs])
     lines = [f"void {unit.name}_float({params}) {{\n"]
-    lines += [f"    static hetdeploy::byte_t {names[t]}_bytes[{_values(shapes[t])} * "
-              f"hetdeploy::stored<{types[t]}>::bytes];\n" for t in tensors]
-    lines += [f"    hetdeploy::from_float<{types[t]}>({names[t]}, {names[t]}_bytes, {_values(shapes[t])});\n"
+    lines += [f"    static hetdeploy::word_t {names[t]}_words[({_values(shapes[t])} + hetdeploy::lane<{types[t]}>::per_word"
+              f" - 1) / hetdeploy::lane<{types[t]}>::per_word];\n" for t in tensors]
+    lines += [f"    hetdeploy::from_float<{types[t]}>({names[t]}, {names[t]}_words, {_values(shapes[t])});\n"
               for t in unit.inputs]
     lines.append(_load_weights(weights))
-    lines.append(_run_unit(unit, lambda t: f"{names[t]}_bytes", types, shapes, weights))
-    lines += [f"    hetdeploy::to_float<{types[t]}>({names[t]}_bytes, {names[t]}, {_values(shapes[t])});\n"
+    lines.append(_run_unit(unit, lambda t: f"{names[t]}_words", types, shapes, weights))
+    lines += [f"    hetdeploy::to_float<{types[t]}>({names[t]}_words, {names[t]}, {_values(shapes[t])});\n"
               for t in unit.outputs]
     return "".join(lines) + "}\n"
 
@@ -297,7 +288,7 @@ _ROUNDINGS = {
 
 def pack_fixed(values: np.ndarray, precision: str) -> bytes:
     """``values`` as ``precision`` (ap_fixed<W,I,Q,O>, ap_int<W>) converts them from double, each in
-    ``units.weight_bytes(W)`` little-endian bytes (how an m_axi port lays out an array of them, and
+    ``units.element_bytes(W)`` little-endian bytes (how an m_axi port lays out an array of them, and
     how arena.h's load_words reads them back)."""
     match = _FIXED_TYPE.match(precision.replace(" ", ""))
     integral = _INT_TYPE.match(precision.replace(" ", ""))
@@ -322,7 +313,7 @@ def pack_fixed(values: np.ndarray, precision: str) -> bytes:
             codes = np.where(codes > high, codes - (1 << width), codes)
     else:
         codes = np.clip(steps, low, high).astype(np.int64)
-    return codes.astype(f"<i{weight_bytes(width)}").tobytes()  # two's complement, sign-extended
+    return codes.astype(f"<i{units.element_bytes(width)}").tobytes()  # two's complement, sign-extended
 
 
 def fixed_range(precision: str) -> tuple[float, float]:
@@ -336,11 +327,11 @@ def fixed_range(precision: str) -> tuple[float, float]:
 
 
 def element_bytes(precision: str) -> int:
-    """Bytes an element of C++ type ``precision`` (ap_fixed<W,...>) takes in a buffer (arena.h)."""
+    """Bytes an element of C++ type ``precision`` (ap_fixed<W,...>) takes in a buffer (arena.h's lane)."""
     match = _FIXED.match(precision)
     if match is None:
         raise ValueError(f"not an ap_fixed type: {precision}")
-    return -(-int(match.group(1)) // 8)
+    return units.element_bytes(int(match.group(1)))
 
 
 def _write_build_files(source: SubfunctionSource, project_dir: Path) -> None:

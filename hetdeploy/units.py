@@ -23,8 +23,8 @@ out its layers:
 - latency in cycles: R per output vector (one vector for a dense layer, one
   per output pixel for a streamed convolution), plus the adder tree (three
   levels a cycle), the line-buffer fill and Softmax's two cycles; plus moving the unit's inputs and outputs through the
-  subfunction's byte-wide arena (two bytes a cycle): after the arithmetic for an
-  io_parallel unit, beside it for a streamed one.
+  subfunction's word-wide arena (two 64-bit words a cycle, each holding 8 / E values of E bytes): after the
+  arithmetic for an io_parallel unit, beside it for a streamed one.
 A multiply-accumulate unit may instead keep its weights in DDR (when the FPGA's BRAM cannot hold
 them): no weight BRAM or LUTs, and every output vector reads all the weights through the DDR port,
 so a vector takes at least weight bytes / DDR bytes per cycle; its reuse factor is the least that
@@ -56,8 +56,10 @@ BRAM_MIN_DEPTH = 64
 UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 600, 800
 # The adder tree of a dense product: this many levels a cycle (hls4ml's Latency designs at 200 MHz).
 ADDER_LEVELS_PER_CYCLE = 3
-# Bytes the subfunction's arena (hls/arena.h: a byte array in BRAM) moves a cycle: a true dual-port
-# BRAM gives two accesses, shared by a unit's reads and writes.
+# The subfunction's memories (hls/arena.h) are arrays of words of this many bytes, each element in a
+# lane of ``element_bytes``; a unit moves whole words, ARENA_PORTS a cycle (a true dual-port BRAM gives
+# two accesses, shared by a unit's reads and writes).
+ARENA_WORD_BYTES = 8
 ARENA_PORTS = 2
 # Narrower products go to fabric LUTs (Vivado's binding; the published 6-bit jet tagger used 9 DSPs).
 DSP_MIN_WIDTH = 10
@@ -180,10 +182,20 @@ def ddr_bytes_per_cycle(device: Device) -> float:
     return device.memory.bandwidth_bytes_per_s / (device.clock_mhz * 1e6)
 
 
-def weight_bytes(width: int) -> int:
-    """Bytes a weight takes in DDR: an m_axi port reads a W-bit fixed-point array element in the
-    next power of two of whole bytes."""
+def element_bytes(width: int) -> int:
+    """Bytes a W-bit fixed-point element takes in any of a subfunction's memories: the next power of
+    two of whole bytes (a lane of an arena word; how an m_axi port lays out an array of them)."""
     return 1 << max(0, math.ceil(math.log2(-(-width // 8))))
+
+
+def buffer_bytes(values: int, element: int) -> int:
+    """Bytes a buffer of ``values`` elements of ``element`` bytes takes: whole arena words."""
+    return -(-values * element // ARENA_WORD_BYTES) * ARENA_WORD_BYTES
+
+
+def arena_words(values: int, width: int) -> int:
+    """Arena words a unit moves for ``values`` W-bit values."""
+    return buffer_bytes(values, element_bytes(width)) // ARENA_WORD_BYTES
 
 
 def strategy_for(reuse_factor: int) -> str:
@@ -196,8 +208,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
              ddr_bytes_per_cycle: Optional[float] = None) -> dict[str, int]:
     """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc), and the latency's
     parts: ``compute_cycles`` (its arithmetic, DDR weights' reads within: a vector waits for its
-    weights), ``buffer_cycles`` (moving its inputs and outputs through the subfunction's byte-wide
-    arena, ARENA_PORTS bytes a cycle) and ``ddr_cycles`` (what the DDR weights' reads add to the
+    weights), ``buffer_cycles`` (moving its inputs and outputs through the subfunction's word-wide
+    arena, ARENA_PORTS words a cycle) and ``ddr_cycles`` (what the DDR weights' reads add to the
     arithmetic). An io_parallel unit reads, computes and writes in turn; a streamed one overlaps the
     three (dataflow). ``ddr_bytes_per_cycle``: the unit's weights are in DDR, read at this rate; None:
     on chip."""
@@ -243,7 +255,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         cycles += 2
     bram18 = math.ceil(bram_bits / BRAM18_BITS)
     written = shape.input_values if shape.kind == "data" else shape.output_values  # the top moves a relayout
-    moved = math.ceil((shape.input_values + written) * -(-width // 8) / ARENA_PORTS)
+    moved = -(-(arena_words(shape.input_values, width) + arena_words(written, width)) // ARENA_PORTS)
     latency = max(cycles, moved) if shape.streamed else cycles + moved
     return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": latency, "compute_cycles": cycles,
             "buffer_cycles": latency - cycles, "ddr_cycles": ddr}
@@ -251,7 +263,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
 
 def ddr_cycles_per_vector(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> int:
     """Cycles to read a kernel unit's weights once from DDR."""
-    return math.ceil(shape.n_in * shape.n_out * weight_bytes(width) / ddr_bytes_per_cycle)
+    return math.ceil(shape.n_in * shape.n_out * element_bytes(width) / ddr_bytes_per_cycle)
 
 
 def _bram_bits(bits: int) -> int:

@@ -131,8 +131,9 @@ def test_a_units_latency_is_its_arithmetic_plus_moving_its_buffers():
     for shape in (conv, dense):
         for width in (8, 16, 20):
             e = estimate(shape, 4, width)
-            # the byte-wide arena moves two bytes a cycle: every input and output value, whole bytes each
-            moved = -(-(shape.input_values + shape.output_values) * -(-width // 8) // 2)
+            # the arena moves two 64-bit words a cycle, each holding 8, 4 or 2 values (a lane of 1, 2 or 4 bytes)
+            per_word = {8: 8, 16: 4, 20: 2}[width]
+            moved = -(-(-(-shape.input_values // per_word) - (-shape.output_values // per_word)) // 2)
             if shape.streamed:  # dataflow: the moves overlap the arithmetic
                 assert e["latency_cycles"] == max(e["compute_cycles"], moved)
             else:  # read, compute, write in turn

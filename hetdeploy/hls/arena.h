@@ -1,8 +1,12 @@
-// hetdeploy: the byte-addressed memories of an FPGA subfunction (the on-chip arena, and DDR).
+// hetdeploy: the word-wide memories of an FPGA subfunction (the on-chip arena, the reserve, and DDR).
 //
-// Every buffer of the memory plan is a run of elements at a byte offset; an element is stored as the
-// raw bits of its fixed-point type in ceil(width / 8) little-endian bytes, so a buffer of N values at
-// ap_fixed<16,I> takes 2N bytes whatever its producer and consumer are.
+// A memory is an array of 64-bit words. Every buffer of the memory plan starts on a word and takes
+// whole words. An element is the raw bits of its fixed-point type in a lane of E bytes, E the next
+// power of two of ceil(width / 8): word k of a buffer holds its elements k * (8 / E) onwards, the
+// first in the lowest bits, so the bytes are those of little-endian elements one after another (the
+// layout of an m_axi array of them, and of the DDR image the host writes). Units move whole words:
+// an io_parallel layer's vector 8 / E values an access, a streamed layer's pixel of C channels in
+// the ceil(C * E / 8) words it lies in, never a byte at a time.
 #ifndef HETDEPLOY_ARENA_H_
 #define HETDEPLOY_ARENA_H_
 
@@ -12,84 +16,174 @@
 namespace hetdeploy {
 
 typedef unsigned char byte_t;
+typedef ap_uint<64> word_t;
+static const int WORD_BYTES = 8;
 
-template <class T> struct stored {
-    static const int bytes = (T::width + 7) / 8;
+template <class T> struct lane {
+    static const int whole_bytes = (T::width + 7) / 8;
+    static const int bytes = whole_bytes <= 1 ? 1 : whole_bytes <= 2 ? 2 : whole_bytes <= 4 ? 4 : 8;
+    static const int per_word = WORD_BYTES / bytes;
 };
 
-// an element of an m_axi array of T: the next power of two of whole bytes (DDR weights)
-template <class T> struct word {
-    static const int bytes = stored<T>::bytes <= 1 ? 1 : stored<T>::bytes <= 2 ? 2 : stored<T>::bytes <= 4 ? 4 : 8;
-};
-
-template <class T, int BYTES> T read_bytes(const byte_t *base, int index) {
+template <class T> T lane_value(const word_t &word, int k) {
 #pragma HLS INLINE
-    ap_uint<BYTES * 8> bits = 0;
-    for (int b = 0; b < BYTES; b++) {
-#pragma HLS UNROLL
-        bits.range(8 * b + 7, 8 * b) = base[index * BYTES + b];
-    }
+    const int low = 8 * lane<T>::bytes * k;
     T value;
-    value.range(T::width - 1, 0) = bits.range(T::width - 1, 0);
+    value.range(T::width - 1, 0) = word.range(low + T::width - 1, low);
     return value;
 }
 
-template <class T> T read(const byte_t *base, int index) {
+template <class T> void set_lane(word_t &word, int k, T value) {
 #pragma HLS INLINE
-    return read_bytes<T, stored<T>::bytes>(base, index);
-}
-
-#ifndef __SYNTHESIS__
-// C-simulation of a typed m_axi port into the DDR region: the array it reads at ``image``
-template <class T> void load_words(const byte_t *image, T *target, int n) {
-    for (int i = 0; i < n; i++) {
-        target[i] = read_bytes<T, word<T>::bytes>(image, i);
-    }
-}
-#endif
-
-template <class T> void write(byte_t *base, int index, T value) {
-#pragma HLS INLINE
-    ap_uint<stored<T>::bytes * 8> bits = 0;
+    const int low = 8 * lane<T>::bytes * k;
+    ap_uint<8 * lane<T>::bytes> bits = 0;
     bits.range(T::width - 1, 0) = value.range(T::width - 1, 0);
-    for (int b = 0; b < stored<T>::bytes; b++) {
+    word.range(low + 8 * lane<T>::bytes - 1, low) = bits;
+}
+
+// element ``index`` of a buffer: one word read
+template <class T> T read(const word_t *base, int index) {
+#pragma HLS INLINE
+    return lane_value<T>(base[index / lane<T>::per_word], index % lane<T>::per_word);
+}
+
+// A run: values i * N .. i * N + N - 1 of a buffer, N a streamed word's channels or one arena word's
+// lanes. The words it lies in are read (and written) once each: N / (8 / E) of them when N fills
+// whole words, else at most two more, shared with the neighbouring runs of the same buffer.
+template <class T, int N> struct run {
+    static const int per_word = lane<T>::per_word;
+    static const bool whole = N % per_word == 0;
+    static const int words = whole ? N / per_word : N / per_word + 2;
+    static int first_word(int i) { return i * N / per_word; }
+    static int first_lane(int i) { return whole ? 0 : i * N % per_word; }
+    static int last_word(int i) { return (first_lane(i) + N - 1) / per_word; }  // of the run, from its first
+};
+
+template <class T, int N, class V> void read_run(const word_t *base, int i, V values[N]) {
+#pragma HLS INLINE
+    word_t window[run<T, N>::words];
+    for (int w = 0; w < run<T, N>::words; w++) {
 #pragma HLS UNROLL
-        base[index * stored<T>::bytes + b] = bits.range(8 * b + 7, 8 * b);
+        window[w] = w <= run<T, N>::last_word(i) ? base[run<T, N>::first_word(i) + w] : word_t(0);
+    }
+    for (int c = 0; c < N; c++) {
+#pragma HLS UNROLL
+        const int v = run<T, N>::first_lane(i) + c;
+        values[c] = lane_value<T>(window[v / lane<T>::per_word], v % lane<T>::per_word);
     }
 }
 
-// float ports of the top <-> fixed-point buffers (T's rounding and saturation apply)
-template <class T> void from_float(const float *source, byte_t *buffer, int n) {
-    for (int i = 0; i < n; i++) {
-#pragma HLS PIPELINE
-        write<T>(buffer, i, T(source[i]));
+template <class T, int N, class V> void write_run(word_t *base, int i, const V values[N]) {
+#pragma HLS INLINE
+    word_t window[run<T, N>::words];
+    for (int w = 0; w < run<T, N>::words; w++) {
+#pragma HLS UNROLL
+        // a word the run shares with its neighbours keeps their lanes
+        window[w] = !run<T, N>::whole && w <= run<T, N>::last_word(i) ? base[run<T, N>::first_word(i) + w]
+                                                                        : word_t(0);
+    }
+    for (int c = 0; c < N; c++) {
+#pragma HLS UNROLL
+        const int v = run<T, N>::first_lane(i) + c;
+        set_lane<T>(window[v / lane<T>::per_word], v % lane<T>::per_word, T(values[c]));
+    }
+    for (int w = 0; w < run<T, N>::words; w++) {
+#pragma HLS UNROLL
+        if (w <= run<T, N>::last_word(i)) base[run<T, N>::first_word(i) + w] = window[w];
     }
 }
 
-template <class T> void to_float(const byte_t *buffer, float *target, int n) {
-    for (int i = 0; i < n; i++) {
+// A buffer of n values to or from an array of them (an io_parallel layer's vector, a float port),
+// a word of lanes a cycle; the lanes past n in the last word are the buffer's padding.
+template <class T, class V> void read_array(const word_t *base, V *values, int n) {
+    for (int w = 0; w * lane<T>::per_word < n; w++) {
 #pragma HLS PIPELINE
-        target[i] = read<T>(buffer, i).to_float();
-    }
-}
-
-// ONNX Flatten of a channels-last buffer: pixel-major (H, W, C) values to ONNX's (C, H, W) order
-template <class T> void flatten_channels_last(const byte_t *source, byte_t *target, int pixels, int channels) {
-    for (int c = 0; c < channels; c++) {
-        for (int p = 0; p < pixels; p++) {
-#pragma HLS PIPELINE
-            write<T>(target, c * pixels + p, read<T>(source, p * channels + c));
+        V lanes[lane<T>::per_word];
+        read_run<T, lane<T>::per_word>(base, w, lanes);
+        for (int k = 0; k < lane<T>::per_word; k++) {
+#pragma HLS UNROLL
+            if (w * lane<T>::per_word + k < n) values[w * lane<T>::per_word + k] = lanes[k];
         }
     }
 }
 
+template <class T, class V> void write_array(word_t *base, const V *values, int n) {
+    for (int w = 0; w * lane<T>::per_word < n; w++) {
+#pragma HLS PIPELINE
+        T lanes[lane<T>::per_word];
+        for (int k = 0; k < lane<T>::per_word; k++) {
+#pragma HLS UNROLL
+            lanes[k] = w * lane<T>::per_word + k < n ? T(values[w * lane<T>::per_word + k]) : T(0);
+        }
+        write_run<T, lane<T>::per_word>(base, w, lanes);
+    }
+}
+
+// float ports of the top <-> fixed-point buffers (T's rounding and saturation apply)
+template <class T> void from_float(const float *source, word_t *buffer, int n) {
+    write_array<T>(buffer, source, n);
+}
+
+template <class T> void to_float(const word_t *buffer, float *target, int n) {
+    for (int w = 0; w * lane<T>::per_word < n; w++) {
+#pragma HLS PIPELINE
+        T lanes[lane<T>::per_word];
+        read_run<T, lane<T>::per_word>(buffer, w, lanes);
+        for (int k = 0; k < lane<T>::per_word; k++) {
+#pragma HLS UNROLL
+            if (w * lane<T>::per_word + k < n) target[w * lane<T>::per_word + k] = lanes[k].to_float();
+        }
+    }
+}
+
+#ifndef __SYNTHESIS__
+// C-simulation of a typed m_axi port into the DDR region: the array of n elements at ``region``
+template <class T> void load_array(const word_t *region, T *target, int n) {
+    for (int i = 0; i < n; i++) target[i] = read<T>(region, i);
+}
+
+// the DDR region's words from the bytes of the host's image (little-endian)
+inline void load_bytes(word_t *region, const byte_t *image, int bytes) {
+    for (int b = 0; b < bytes; b++) region[b / WORD_BYTES].range(8 * (b % WORD_BYTES) + 7, 8 * (b % WORD_BYTES)) = image[b];
+}
+#endif
+
+// A relayout, one target word at a time: target value j is source value index(j), each read a word
+// access, each target word written once.
+template <class T, class Index> void relayout(const word_t *source, word_t *target, const Index &index, int n) {
+    for (int w = 0; w * lane<T>::per_word < n; w++) {
+#pragma HLS PIPELINE
+        T lanes[lane<T>::per_word];
+        for (int k = 0; k < lane<T>::per_word; k++) {
+#pragma HLS UNROLL
+            const int j = w * lane<T>::per_word + k;
+            lanes[k] = j < n ? read<T>(source, index(j)) : T(0);
+        }
+        write_run<T, lane<T>::per_word>(target, w, lanes);
+    }
+}
+
+// ONNX Flatten of a channels-last buffer: pixel-major (H, W, C) values to ONNX's (C, H, W) order
+struct channels_last_to_first {
+    int pixels, channels;
+    int operator()(int j) const { return (j % pixels) * channels + j / pixels; }
+};
+
+template <class T> void flatten_channels_last(const word_t *source, word_t *target, int pixels, int channels) {
+    const channels_last_to_first index = {pixels, channels};
+    relayout<T>(source, target, index, pixels * channels);
+}
+
 // Any other relayout (Reshape, Transpose, Squeeze, Unsqueeze, DepthToSpace, SpaceToDepth): target value j
 // is source value index[j], the table hetdeploy computed from the op (units/<unit>/index.h)
-template <class T> void gather(const byte_t *source, byte_t *target, const int *index, int n) {
-    for (int j = 0; j < n; j++) {
-#pragma HLS PIPELINE
-        write<T>(target, j, read<T>(source, index[j]));
-    }
+struct table_index {
+    const int *table;
+    int operator()(int j) const { return table[j]; }
+};
+
+template <class T> void gather(const word_t *source, word_t *target, const int *index, int n) {
+    const table_index lookup = {index};
+    relayout<T>(source, target, lookup, n);
 }
 
 } // namespace hetdeploy

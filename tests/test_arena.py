@@ -1,0 +1,73 @@
+"""hls/arena.h on its own: the word-wide memories every generated top and unit wrapper moves buffers
+through. A small C++ program writes runs of values (a streamed pixel's channels, whole words and
+runs that share words with their neighbours) and arrays, reads them back run by run, value by
+value and as bytes, and prints what it read; the test compares with the values and with the
+little-endian layout the host and the DDR image assume."""
+
+from __future__ import annotations
+
+import subprocess
+
+import numpy as np
+import pytest
+
+from hetdeploy.csim import compiler
+from hetdeploy.hls4ml_adapter import ap_types_headers
+from hetdeploy.hls_top import TEMPLATES, pack_fixed
+
+PROGRAM = r"""
+#include <cstdio>
+#include "arena.h"
+
+typedef ap_fixed<%(width)d, 6> value_t;
+static const int N = %(run)d, RUNS = %(runs)d, VALUES = N * RUNS;
+static const int WORDS = (VALUES + hetdeploy::lane<value_t>::per_word - 1) / hetdeploy::lane<value_t>::per_word;
+
+int main() {
+    static hetdeploy::word_t memory[WORDS + 2];  // a guard word either side
+    memory[0] = memory[WORDS + 1] = ~hetdeploy::word_t(0);
+    hetdeploy::word_t *buffer = memory + 1;
+    float source[VALUES];
+    for (int i = 0; i < VALUES; i++) source[i] = (i * 37 %% 101 - 50) / 4.0f;
+    for (int r = RUNS - 1; r >= 0; r--) {  // out of order: each run keeps its neighbours' lanes
+        value_t run[N];
+        for (int c = 0; c < N; c++) run[c] = source[r * N + c];
+        hetdeploy::write_run<value_t, N>(buffer, r, run);
+    }
+    for (int r = 0; r < RUNS; r++) {
+        value_t run[N];
+        hetdeploy::read_run<value_t, N>(buffer, r, run);
+        for (int c = 0; c < N; c++) std::printf("%%g %%g\n", run[c].to_float(), hetdeploy::read<value_t>(buffer, r * N + c).to_float());
+    }
+    float back[VALUES];
+    hetdeploy::from_float<value_t>(source, buffer, VALUES);
+    hetdeploy::to_float<value_t>(buffer, back, VALUES);
+    for (int i = 0; i < VALUES; i++) std::printf("%%g\n", back[i]);
+    for (int b = 0; b < WORDS * hetdeploy::WORD_BYTES; b++)
+        std::printf("%%d\n", int(buffer[b / 8].range(8 * (b %% 8) + 7, 8 * (b %% 8))));
+    std::printf("%%d\n", int(memory[0] == ~hetdeploy::word_t(0) && memory[WORDS + 1] == ~hetdeploy::word_t(0)));
+}
+"""
+
+
+@pytest.mark.parametrize("width, run, runs", [(16, 3, 7), (16, 8, 3), (8, 1, 13), (8, 5, 5), (20, 3, 4), (32, 1, 3)])
+def test_runs_arrays_and_bytes_round_trip_through_words(tmp_path, width, run, runs):
+    (tmp_path / "main.cpp").write_text(PROGRAM % {"width": width, "run": run, "runs": runs})
+    binary = tmp_path / "main"
+    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
+                    str(tmp_path / "main.cpp")], check=True, capture_output=True)
+    lines = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split("\n")
+    values = run * runs
+    source = np.array([(i * 37 % 101 - 50) / 4.0 for i in range(values)], dtype=np.float32)
+    pairs = np.array([line.split() for line in lines[:values]], dtype=np.float64)
+    # every value is a multiple of 1/4 within ap_fixed<W,6>'s range: exact
+    assert (pairs[:, 0] == source).all() and (pairs[:, 1] == source).all()
+    assert (np.array(lines[values:2 * values], dtype=np.float64) == source).all()
+    layout = bytes(int(x) for x in lines[2 * values:-2])
+    packed = pack_fixed(source.astype(np.float64), f"ap_fixed<{width},6>")  # the host's little-endian elements
+    lane = len(packed) // values
+    mask = (1 << width) - 1  # a lane's bits above the value's are not the value's (the host sign-extends)
+    assert [int.from_bytes(layout[k:k + lane], "little") & mask for k in range(0, len(packed), lane)] == \
+        [int.from_bytes(packed[k:k + lane], "little") & mask for k in range(0, len(packed), lane)]
+    assert len(layout) % 8 == 0 and not any(layout[len(packed):])  # whole words; the last one's padding zero
+    assert lines[-2] == "1"  # nothing written outside the buffer's words
