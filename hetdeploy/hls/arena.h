@@ -125,15 +125,7 @@ template <class T> void from_float(const float *source, word_t *buffer, int n) {
 }
 
 template <class T> void to_float(const word_t *buffer, float *target, int n) {
-    for (int w = 0; w * lane<T>::per_word < n; w++) {
-#pragma HLS PIPELINE
-        T lanes[lane<T>::per_word];
-        read_run<T, lane<T>::per_word>(buffer, w, lanes);
-        for (int k = 0; k < lane<T>::per_word; k++) {
-#pragma HLS UNROLL
-            if (w * lane<T>::per_word + k < n) target[w * lane<T>::per_word + k] = lanes[k].to_float();
-        }
-    }
+    read_array<T>(buffer, target, n);
 }
 
 #ifndef __SYNTHESIS__
