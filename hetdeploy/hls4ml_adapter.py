@@ -382,9 +382,9 @@ def generate_unit(
 
 def _pack_ddr_weights(project_dir: Path, namespace: str, variables: list[tuple[str, str, int]]) -> list[UnitWeight]:
     """The weight arrays hls4ml made arguments of the unit's top, in its argument order, packed one
-    after the other, each from a word (arena.h), into ``weights.bin`` as the DDR holds them (``pack_fixed``) from the values
-    hls4ml wrote; its own files for them are removed, and its C-simulation no longer loads them, so
-    that the DDR contents are all the unit computes with."""
+    after the other, each from an arena word (arena.h), into ``weights.bin`` as the DDR holds them
+    (``pack_fixed``) from the values hls4ml wrote; its own files for them are removed, and its
+    C-simulation no longer loads them, so that the DDR contents are all the unit computes with."""
     if not variables:
         return []
     weights, packed = [], []

@@ -26,7 +26,6 @@ from . import units
 from .names import identifier
 from .plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort
 from .precision import fixed_grid
-from .units import ARENA_WORD_BYTES
 
 TEMPLATES = Path(str(importlib.resources.files("hetdeploy") / "hls"))  # package data
 MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
@@ -83,9 +82,9 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     sub = source.name
     extent = {m: max((b.offset + b.size for b in source.memory.buffers if b.memory == m), default=0)
               for m in ("bram", "reserved", "ddr")}
-    if any(b.offset % ARENA_WORD_BYTES or b.size % ARENA_WORD_BYTES for b in source.memory.buffers):
-        raise RuntimeError(f"{sub}: a buffer of the memory plan is not whole {ARENA_WORD_BYTES}-byte words")
-    arena_words, reserve_words, ddr_words = (max(1, extent[m] // ARENA_WORD_BYTES) for m in ("bram", "reserved", "ddr"))
+    if any(b.offset % units.ARENA_WORD_BYTES or b.size % units.ARENA_WORD_BYTES for b in source.memory.buffers):
+        raise RuntimeError(f"{sub}: a buffer of the memory plan is not whole {units.ARENA_WORD_BYTES}-byte words")
+    arena_words, reserve_words, ddr_words = (max(1, extent[m] // units.ARENA_WORD_BYTES) for m in ("bram", "reserved", "ddr"))
     every_weight = weight_ports(source.units, source.memory)
     ports_of = {u.name: [p for p in every_weight if p.unit == u.name] for u in source.units}
 
@@ -120,7 +119,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
         csim_memory = f"static hetdeploy::word_t ddr[{ddr_words}];\n"
         load_ddr = (f"// the DDR region's contents before the first call (the DDR weights: {DDR_IMAGE})\n"
                     f"int {sub}_load_ddr(const hetdeploy::byte_t *image, int bytes) {{\n"
-                    f"    if (bytes < 0 || bytes > {ddr_words * ARENA_WORD_BYTES}) return 1;\n"
+                    f"    if (bytes < 0 || bytes > {ddr_words * units.ARENA_WORD_BYTES}) return 1;\n"
                     f"    hetdeploy::load_bytes(ddr, image, bytes);\n"
                     f"    return 0;\n"
                     f"}}\n")
@@ -130,7 +129,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     base = {"bram": "arena", "reserved": "reserve", "ddr": "ddr"}
 
     def at(tensor: str) -> str:
-        return f"{base[buffers[tensor].memory]} + {buffers[tensor].offset // ARENA_WORD_BYTES}"
+        return f"{base[buffers[tensor].memory]} + {buffers[tensor].offset // units.ARENA_WORD_BYTES}"
 
     body = [f"    hetdeploy::from_float<{types[p.tensor]}>(in_{k} + s * {_values(p.shape)}, {at(p.tensor)}, "
             f"{_values(p.shape)});\n" for k, p in enumerate(source.inputs)]
@@ -174,7 +173,7 @@ def _write_ddr_image(source: SubfunctionSource, project_dir: Path) -> None:
 def _load_weights(ports: list[WeightPort]) -> str:
     """C-simulation: the typed weight arrays, read from the DDR region as an m_axi port would."""
     return "".join(f"    static {p.port}_t {p.port}[{p.values}];\n"
-                   f"    hetdeploy::load_array<{p.port}_t>(ddr + {p.offset // ARENA_WORD_BYTES}, {p.port}, {p.values});\n"
+                   f"    hetdeploy::load_array<{p.port}_t>(ddr + {p.offset // units.ARENA_WORD_BYTES}, {p.port}, {p.values});\n"
                    for p in ports)
 
 
