@@ -32,6 +32,7 @@ TABLE = Path(__file__).resolve().parent / "published_synthesis.csv"
 METRICS = (*RESOURCES, "latency_cycles")
 BARS = {"dsp": 0.25, "bram18": 0.25, "latency_cycles": 0.25, "lut": 0.5, "ff": 0.5}
 UNIT_FILL = 5  # cycles a streamed layer adds to the dataflow's latency when it is not the slowest
+HLS4ML_TABLE_SIZE = 1024  # the published designs kept hls4ml's default Softmax tables
 
 
 def _dense(n_in: int, n_out: int, kept: float, softmax: bool = False) -> Shape:
@@ -39,20 +40,30 @@ def _dense(n_in: int, n_out: int, kept: float, softmax: bool = False) -> Shape:
 
 
 def _conv(size: int, channels: int, filters: int, kept: float, padding: int = 0) -> tuple[Shape, int]:
-    """A 3x3 convolution, stride 1, on size x size x channels; its shape and output size."""
+    """A 3x3 convolution, stride 1, on size x size x channels, its output through a FIFO; its shape
+    and output size."""
     out = size + 2 * padding - 2
     return Shape("kernel", max(1, math.ceil(9 * channels * kept)), filters, out * out, True, 2 * size * channels,
-                 out * out * filters, False, input_values=size * size * channels), out
+                 out * out * filters, False, input_values=size * size * channels,
+                 fifos=((out * out, filters),)), out
+
+
+def _relu(size: int, channels: int) -> Shape:
+    """hls4ml's separate streamed ReLU layer on size x size x channels, its output through a FIFO."""
+    return Shape("elementwise", 1, channels, size * size, True, 0, size * size * channels, False,
+                 input_values=size * size * channels, fifos=((size * size, channels),))
 
 
 def _pool(size: int, channels: int) -> tuple[Shape, int]:
+    """A 2x2 max pooling, its output through a FIFO."""
     out = size // 2
     return Shape("window", 4, channels, out * out, True, size * channels, out * out * channels, False,
-                 input_values=size * size * channels), out
+                 input_values=size * size * channels, fifos=((out * out, channels),)), out
 
 
 def network(name: str, kept: float) -> list[Shape]:
-    """The layers of a published network as the estimator sees them (BatchNormalization and ReLU fused)."""
+    """The layers of a published network as hls4ml built them (BatchNormalization fused into the
+    layer before it; under io_stream each Activation a layer of its own)."""
     if name == "jsc":  # the jet-tagging MLP 16-64-32-32-5, Softmax last (io_parallel)
         layers = [(16, 64), (64, 32), (32, 32), (32, 5)]
         return [_dense(n_in, n_out, kept, k == len(layers) - 1) for k, (n_in, n_out) in enumerate(layers)]
@@ -60,19 +71,21 @@ def network(name: str, kept: float) -> list[Shape]:
         shapes, size, channels = [], 32, 3
         for filters in (16, 16, 24):
             conv, size = _conv(size, channels, filters, kept)
-            pool, size = _pool(size, filters)
-            shapes += [conv, pool]
+            pool, pooled = _pool(size, filters)
+            shapes += [conv, _relu(size, filters), pool]
+            size = pooled
             channels = filters
         flat = size * size * channels
         # the tutorial prunes every layer but output_dense
         return shapes + [_dense(flat, 42, kept), _dense(42, 64, kept), _dense(64, 10, 1.0, softmax=True)]
-    if name == "depthwise3x3":  # hls4ml's DepthwiseConv2D baseline: 3x3 on 32x32x3, 'same', io_stream
+    if name == "depthwise3x3":  # hls4ml's DepthwiseConv2D baseline: 3x3 on 32x32x3, 'same', io_stream,
+        # one layer (its output the top's port: no FIFO)
         return [Shape("kernel", 9, 3, 32 * 32, True, 2 * 32 * 3, 32 * 32 * 3, False, input_values=32 * 32 * 3)]
     raise KeyError(name)
 
 
 def network_estimate(shapes: list[Shape], reuse_factor: int, bits: int) -> dict[str, int]:
-    layers = [estimate(s, reuse_factor, bits) for s in shapes]
+    layers = [estimate(s, reuse_factor, bits, softmax_table=HLS4ML_TABLE_SIZE) for s in shapes]
     totals = {k: sum(e[k] for e in layers) for k in RESOURCES}
     compute = [e["compute_cycles"] for e in layers]
     if any(s.streamed for s in shapes):  # dataflow: the slowest layer, the others' fill

@@ -137,10 +137,13 @@ def most_folded(device: Device, graph: Graph, index: int, width: int) -> tuple[u
 
 
 def usage(device: Device, graph: Graph, index: int, width: int) -> dict[str, float]:
-    """What one node takes of ``capacity(device)``: on an FPGA, ``most_folded`` (and its DDR weights)."""
+    """What one node takes of ``capacity(device)``: on an FPGA, ``most_folded`` (and its DDR weights),
+    and the FIFO to its reader should the folding stage put the two in one unit."""
     if device.kind == "fpga":
         shape, folding = most_folded(device, graph, index, width)
         least = units.folded_estimate(shape, folding, width, units.ddr_bytes_per_cycle(device))
+        least["bram18"] += sum(units.bram18_blocks(pixels, channels * width)
+                               for pixels, channels in units.output_fifo(graph, index))
         in_ddr = graph.nodes[index].constant_elements * units.element_bytes(width) if folding.weights_in_ddr else 0
         return {k: float(least[k]) for k in units.RESOURCES} | {"ddr_bytes": float(in_ddr)}
     return {"memory_bytes": float(graph.nodes[index].constant_elements * FLOAT_BYTES)}

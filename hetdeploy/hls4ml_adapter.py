@@ -33,6 +33,7 @@ import numpy as np
 import onnx
 import onnx.numpy_helper
 
+from . import units
 from .model import MAX_IR_VERSION
 from .hls_top import UNIT_WEIGHTS_FILE, pack_fixed
 from .plan import UnitHls, UnitPort, UnitWeight
@@ -340,11 +341,11 @@ def generate_unit(
             if node.op_type in _FOLDED_OPS:
                 layer.update(ReuseFactor=settings.reuse_factor, Strategy=settings.strategy)
             if node.op_type in _TABLE_OPS:  # hls4ml's 1024 entries err by up to ~0.004
-                layer.update(TableSize=4096)
+                layer.update(TableSize=units.LOOKUP_TABLE_SIZE)
                 if node.op_type in _BOUNDED_TABLE_OPS:  # outputs within (-1, 1): 16 fraction bits, not 10
                     layer["Precision"] = {**layer["Precision"], "table": f"fixed<18,2,{_ROUNDING}>"}
             if node.op_type == "Softmax":
-                layer.update(Implementation="stable", TableSize=4096)
+                layer.update(Implementation="stable", TableSize=units.LOOKUP_TABLE_SIZE)
                 sums = _sum_bits(wrapper.get_tensor_shape(node.input[0])[-1])
                 layer["Precision"]["accum"] = fixed_config(22, sums + 1)
 

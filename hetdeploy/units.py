@@ -13,13 +13,19 @@ out its layers:
 - DSP: one per multiplier (two when W > 18: a DSP48 multiplies 27x18 / 25x18); below
   DSP_MIN_WIDTH bits Vivado builds the multiplier from LUTs instead (about W^2 / 2 LUTs);
 - BRAM18: weights, when the Resource strategy keeps them in banks of depth R
-  (a BRAM18 is 512 x 36 or 1024 x 18 bits); line buffers of
-  streamed convolutions and pooling ((k - 1) rows of the input); the output
-  FIFO of a streamed layer (hls4ml sizes it to the whole output);
-  Softmax's two lookup tables;
+  (a BRAM18 is 512 x 36 or 1024 x 18 bits); the FIFOs between a streamed unit's
+  layers (hls4ml sizes each to the whole tensor, a pixel's channels a word: so many
+  blocks side by side for the word's width, so many deep for the pixels);
+  Softmax's lookup tables: the exponential's read once per output in one
+  pipelined pass, so copied until the reads fit the copies' two ports in R
+  cycles, and the inverse's (LOOKUP_TABLE_SIZE entries of 18 bits each);
+- DSP also: Softmax's products of each exponential by the inverse of their sum
+  (18 x 18 bits), one per output, shared over R cycles;
 - LUT / FF: per multiplier the accumulation adder and pipeline registers
   (about W LUT and W / 2 FF), weights held in LUTs under the Latency
-  strategy (W / 2 LUT each), and a fixed control cost per unit;
+  strategy (W / 2 LUT each), the line buffers of streamed convolutions and pooling
+  ((k - 1) rows of the input in hls4ml's shift registers, which Vivado builds from
+  32-bit shift-register LUTs, not BRAM), and a fixed control cost per unit;
 - latency in cycles: R per output vector (one vector for a dense layer, one
   per output pixel for a streamed convolution), plus the adder tree (three
   levels a cycle), the line-buffer fill and Softmax's two cycles; plus moving the unit's inputs and outputs through the
@@ -42,7 +48,7 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple, Optional, Sequence
 
-from .board import BRAM18_BITS, Device
+from .board import Device
 from .graph import Graph
 
 RESOURCES = ("dsp", "bram18", "lut", "ff")
@@ -61,6 +67,13 @@ ADDER_LEVELS_PER_CYCLE = 3
 # two accesses, shared by a unit's reads and writes).
 ARENA_WORD_BYTES = 8
 ARENA_PORTS = 2
+# Entries of the lookup tables hetdeploy gives hls4ml's Softmax, Sigmoid, Tanh... (its TableSize; hls4ml's
+# own default, 1024, errs by up to ~0.004), each 18 bits wide.
+LOOKUP_TABLE_SIZE = 4096
+LOOKUP_TABLE_BITS = 18
+# The shapes (depth, bits) a BRAM18 takes, widest last; a smaller array is LUTRAM or registers.
+BRAM18_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36))
+BRAM_MIN_BITS = 1024
 # Narrower products go to fabric LUTs (Vivado's binding; the published 6-bit jet tagger used 9 DSPs).
 DSP_MIN_WIDTH = 10
 
@@ -112,13 +125,26 @@ class Shape:
     output_values: int
     softmax: bool  # a Softmax in the unit (lookup tables)
     input_values: int = 0  # the values it reads from the subfunction's memories per run (every input)
+    fifos: tuple[tuple[int, int], ...] = ()  # (pixels, channels) of each stream between the unit's layers
 
 
 def unit_shape(graph: Graph, unit: Unit) -> Shape:
-    """``_main_shape`` with the values the unit reads (every activation input of its main node)."""
+    """``_main_shape`` with the values the unit reads (every activation input of its main node) and,
+    when it streams, the FIFO hls4ml puts after each of its layers but the last."""
     main = graph.nodes[unit.nodes[0]]
     read = sum(math.prod(s or [1]) for s in main.input_shapes)
-    return dataclasses.replace(_main_shape(graph, unit), input_values=read)
+    shape = dataclasses.replace(_main_shape(graph, unit), input_values=read)
+    if not shape.streamed:
+        return shape
+    return dataclasses.replace(shape, fifos=tuple(f for i in unit.nodes[:-1] for f in output_fifo(graph, i)))
+
+
+def output_fifo(graph: Graph, index: int) -> tuple[tuple[int, int], ...]:
+    """(pixels, channels) of the FIFO hls4ml streams a node's spatial output through to the next layer
+    of its unit; none for a flat output."""
+    node = graph.nodes[index]
+    shape = node.output_shapes[0] if node.output_shapes else None
+    return ((math.prod(shape[2:]), shape[1]),) if shape and len(shape) > 2 else ()
 
 
 def _main_shape(graph: Graph, unit: Unit) -> Shape:
@@ -205,15 +231,15 @@ def strategy_for(reuse_factor: int) -> str:
 
 
 def estimate(shape: Shape, reuse_factor: int, width: int,
-             ddr_bytes_per_cycle: Optional[float] = None) -> dict[str, int]:
+             ddr_bytes_per_cycle: Optional[float] = None, softmax_table: int = LOOKUP_TABLE_SIZE) -> dict[str, int]:
     """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc), and the latency's
     parts: ``compute_cycles`` (its arithmetic, DDR weights' reads within: a vector waits for its
     weights), ``buffer_cycles`` (moving its inputs and outputs through the subfunction's word-wide
     arena, ARENA_PORTS words a cycle) and ``ddr_cycles`` (what the DDR weights' reads add to the
     arithmetic). An io_parallel unit reads, computes and writes in turn; a streamed one overlaps the
     three (dataflow). ``ddr_bytes_per_cycle``: the unit's weights are in DDR, read at this rate; None:
-    on chip."""
-    bram_bits, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
+    on chip. ``softmax_table``: entries of each Softmax lookup table."""
+    bram18, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
     cycles = 0
     dsp = ddr = 0
     if shape.kind == "kernel":
@@ -230,10 +256,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
             cycles_per_vector = max(reuse_factor, ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle))
             ddr = shape.vectors * (cycles_per_vector - reuse_factor)
         elif strategy_for(reuse_factor) == "Resource":
-            # multipliers banks of depth R, W bits wide, in BRAM18s of 512 x 36 or 1024 x 18 bits
-            wide = math.ceil(multipliers * width / 36) * math.ceil(reuse_factor / 512)
-            deep = math.ceil(multipliers * width / 18) * math.ceil(reuse_factor / 1024)
-            bram_bits += min(wide, deep) * BRAM18_BITS
+            bram18 += bram18_blocks(reuse_factor, multipliers * width)  # a bank per multiplier, R deep
         else:
             lut += products * width // 2
         cycles += shape.vectors * cycles_per_vector + math.ceil(math.log2(max(2, shape.n_in)) / ADDER_LEVELS_PER_CYCLE)
@@ -246,14 +269,16 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         ff += shape.n_out * width
         cycles += shape.vectors
     if shape.streamed:
-        bram_bits += _bram_bits(shape.line_buffer_values * width) + _bram_bits(shape.output_values * width)
+        lut += math.ceil(shape.line_buffer_values * width / 32)
+        bram18 += sum(bram18_blocks(pixels, channels * width) for pixels, channels in shape.fifos)
         cycles += shape.line_buffer_values // max(1, shape.n_out)
     else:
         ff += shape.output_values * width
     if shape.softmax:
-        bram_bits += 2 * 4096 * 18  # exp and inverse tables of 4,096 entries
+        table = bram18_blocks(softmax_table, LOOKUP_TABLE_BITS)
+        bram18 += (math.ceil(shape.n_out / (2 * reuse_factor)) + 1) * table
+        dsp += math.ceil(shape.n_out / reuse_factor)
         cycles += 2
-    bram18 = math.ceil(bram_bits / BRAM18_BITS)
     written = shape.input_values if shape.kind == "data" else shape.output_values  # the top moves a relayout
     moved = -(-(arena_words(shape.input_values, width) + arena_words(written, width)) // ARENA_PORTS)
     latency = max(cycles, moved) if shape.streamed else cycles + moved
@@ -266,9 +291,13 @@ def ddr_cycles_per_vector(shape: Shape, width: int, ddr_bytes_per_cycle: float) 
     return math.ceil(shape.n_in * shape.n_out * element_bytes(width) / ddr_bytes_per_cycle)
 
 
-def _bram_bits(bits: int) -> int:
-    """Arrays under 1 kbit become LUTRAM or registers; larger ones whole BRAM18s."""
-    return 0 if bits < 1024 else math.ceil(bits / BRAM18_BITS) * BRAM18_BITS
+def bram18_blocks(depth: int, bits: int) -> int:
+    """BRAM18s an array of ``depth`` words of ``bits`` takes: the fewest over the shapes a BRAM18
+    can take, blocks side by side for the width and stacked for the depth; none under
+    BRAM_MIN_BITS (LUTRAM) or two words deep (registers)."""
+    if depth <= 2 or depth * bits < BRAM_MIN_BITS:
+        return 0
+    return min(math.ceil(bits / wide) * math.ceil(depth / deep) for deep, wide in BRAM18_SHAPES)
 
 
 def candidate_reuse_factors(shape: Shape) -> list[int]:

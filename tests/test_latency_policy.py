@@ -129,13 +129,14 @@ def small_fpga(board, bram18):
 
 
 def test_fpga_groups_share_the_on_chip_budget():
-    """Four 64-channel convolutions on 8x8 take 41 BRAM18 each, folded; give the FPGA room for two."""
+    """Four 64-channel convolutions on 8x8 take 36 BRAM18 each, folded, and each 8x8x64 FIFO after a
+    layer 29 (64 words of 1,024 bits); give the FPGA room for two convolutions and their ReLUs."""
     b = graphs.Builder([1, 64, 8, 8])
     x = "input"
     for _ in range(4):
         x = b.unary("LRN", b.unary("Relu", b.conv(x, 64, 3)), size=3)
     graph = b.graph(x)
-    board = small_fpga(BOARDS["pynq-z2"], 100)  # 90 BRAM18 after the reserve
+    board = small_fpga(BOARDS["pynq-z2"], 220)  # 198 BRAM18 after the reserve
     cost = CostModel(graph, board)
     result = partition_graph(graph, board)
     on_fpga = [n for c in result.cuts if c.device == "fpga" for n in c.nodes]

@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 import graphs
 from hetdeploy.board import load_board
 from hetdeploy.units import (
+    LOOKUP_TABLE_SIZE,
     RESOURCES,
+    bram18_blocks,
     estimate,
     fold,
     folded_estimate,
@@ -65,9 +67,10 @@ def test_dense_estimate_follows_hls4ml_multiplier_limit():
     dense = split_units(graph, range(len(graph.nodes)), FPGA)[-1]
     shape = unit_shape(graph, dense)
     assert (shape.n_in, shape.n_out) == (4 * 16, 10)
+    assert shape.softmax  # its Softmax multiplies each of the 10 exponentials by 1 / their sum
     for rf in (1, 4, 64):
-        assert estimate(shape, rf, 16)["dsp"] == -(-64 * 10 // rf)  # ceil(n_in * n_out / R)
-    assert estimate(shape, 1, 24)["dsp"] == 2 * 640  # wider than a DSP48 port: two per product
+        assert estimate(shape, rf, 16)["dsp"] == -(-64 * 10 // rf) - (-10 // rf)  # ceil(n_in * n_out / R) + ceil(10 / R)
+    assert estimate(shape, 1, 24)["dsp"] == 2 * 640 + 10  # wider than a DSP48 port: two per product
     more, fewer = estimate(shape, 4, 16), estimate(shape, 64, 16)
     assert fewer["latency_cycles"] > more["latency_cycles"] and fewer["dsp"] < more["dsp"]
 
@@ -90,6 +93,32 @@ def test_folding_fits_the_budget_whenever_the_most_folded_design_does(layers, ch
         assert all(f in folding_options(s, 16, ddr_rate) for s, f in zip(shapes, chosen))
         if ddr_rate is None:
             assert not any(f.weights_in_ddr for f in chosen)
+
+
+@pytest.mark.parametrize("depth, bits, blocks", [
+    (900, 256, 15),  # 15 blocks of 1024 x 18 side by side (16 of 512 x 36)
+    (225, 256, 8),  # 512 x 36: 8 side by side
+    (1024, 18, 1), (512, 36, 1), (1025, 18, 2), (16384, 1, 1), (2048, 9, 1),
+    (31, 32, 0),  # 992 bits: LUTRAM
+    (2, 4096, 0),  # two words: registers
+])
+def test_bram18_blocks_take_the_best_shape(depth, bits, blocks):
+    assert bram18_blocks(depth, bits) == blocks
+
+
+def test_softmax_tables_are_copied_for_their_reads_and_fifos_counted():
+    graph = conv_stack(1, channels=4, size=8)
+    units = split_units(graph, range(len(graph.nodes)), FPGA)
+    dense = unit_shape(graph, units[-1])  # 64 x 10 and the Softmax: 10 reads of the exponential's table
+    assert dense.softmax and not dense.fifos
+    at = {rf: estimate(dense, rf, 16, softmax_table=1024)["bram18"] for rf in (1, 2, 3, 5)}
+    # ceil(10 / (2 ports x R)) copies of the exponential's table and one inverse table, a BRAM18 each
+    assert at == {1: 6, 2: 4, 3: 3, 5: 2}
+    assert estimate(dense, 1, 16)["bram18"] == 6 * (LOOKUP_TABLE_SIZE // 1024)
+    conv = next(unit_shape(graph, u) for u in units if unit_shape(graph, u).streamed and len(u.nodes) > 1)
+    assert conv.fifos and all(pixels > 2 for pixels, _ in conv.fifos)
+    fifo_blocks = sum(bram18_blocks(pixels, channels * 16) for pixels, channels in conv.fifos)
+    assert estimate(conv, 1, 16)["bram18"] == fifo_blocks  # no weights in BRAM at R = 1, no tables
 
 
 def test_weights_in_ddr_free_their_bram_and_cost_the_ddr_reads():
