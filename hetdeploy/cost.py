@@ -142,8 +142,7 @@ def usage(device: Device, graph: Graph, index: int, width: int) -> dict[str, flo
     if device.kind == "fpga":
         shape, folding = most_folded(device, graph, index, width)
         least = units.folded_estimate(shape, folding, width, units.ddr_bytes_per_cycle(device))
-        least["bram18"] += sum(units.bram18_blocks(pixels, channels * width)
-                               for pixels, channels in units.output_fifo(graph, index))
+        least["bram18"] += units.fifo_bram18(units.output_fifo(graph, index), width)
         in_ddr = graph.nodes[index].constant_elements * units.element_bytes(width) if folding.weights_in_ddr else 0
         return {k: float(least[k]) for k in units.RESOURCES} | {"ddr_bytes": float(in_ddr)}
     return {"memory_bytes": float(graph.nodes[index].constant_elements * FLOAT_BYTES)}

@@ -40,7 +40,6 @@ from .plan import UnitHls, UnitPort, UnitWeight
 from .precision import Quantizer, integer_bits, weight_fixed
 from .rewrites import HLS4ML_LOWERINGS
 from .runtime import channels_last
-from .units import buffer_bytes
 
 # Layers whose parallelism the unit's ReuseFactor and Strategy set (after qonnx's GemmToMatMul).
 _FOLDED_OPS = {"Conv", "MatMul", "Gemm"}
@@ -399,7 +398,7 @@ def _pack_ddr_weights(project_dir: Path, namespace: str, variables: list[tuple[s
         if data.size != values:
             raise RuntimeError(f"{txt}: {data.size} values, hls4ml's array holds {values}")
         words = pack_fixed(data, precision)
-        words += bytes(buffer_bytes(len(words), 1) - len(words))  # each array on whole arena words
+        words += bytes(units.buffer_bytes(len(words), 1) - len(words))  # each array on whole arena words
         weights.append(UnitWeight(name, precision, values, offset, len(words)))
         packed.append(words)
         offset += len(words)

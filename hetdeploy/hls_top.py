@@ -288,7 +288,7 @@ _ROUNDINGS = {
 def pack_fixed(values: np.ndarray, precision: str) -> bytes:
     """``values`` as ``precision`` (ap_fixed<W,I,Q,O>, ap_int<W>) converts them from double, each in
     ``units.element_bytes(W)`` little-endian bytes (how an m_axi port lays out an array of them, and
-    how arena.h's load_words reads them back)."""
+    how arena.h's load_array reads them back)."""
     match = _FIXED_TYPE.match(precision.replace(" ", ""))
     integral = _INT_TYPE.match(precision.replace(" ", ""))
     if match is not None:

@@ -12,10 +12,11 @@ Estimates (per unit, at R and a fixed-point width W), from how hls4ml 1.3 lays
 out its layers:
 - DSP: one per multiplier (two when W > 18: a DSP48 multiplies 27x18 / 25x18); below
   DSP_MIN_WIDTH bits Vivado builds the multiplier from LUTs instead (about W^2 / 2 LUTs);
-- BRAM18: weights, when the Resource strategy keeps them in banks of depth R
-  (a BRAM18 is 512 x 36 or 1024 x 18 bits); the FIFOs between a streamed unit's
-  layers (hls4ml sizes each to the whole tensor, a pixel's channels a word: so many
-  blocks side by side for the word's width, so many deep for the pixels);
+- BRAM18 (each array in whichever of a BRAM18's shapes, 16K x 1 to 512 x 36, takes
+  fewest: ``bram18_blocks``): weights, when the Resource strategy keeps them in banks
+  of depth R; the FIFOs between a streamed unit's layers (hls4ml sizes each to the
+  whole tensor, a pixel's channels a word: so many blocks side by side for the
+  word's width, so many deep for the pixels);
   Softmax's lookup tables: the exponential's read once per output in one
   pipelined pass, so copied until the reads fit the copies' two ports in R
   cycles, and the inverse's (LOOKUP_TABLE_SIZE entries of 18 bits each);
@@ -270,7 +271,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         cycles += shape.vectors
     if shape.streamed:
         lut += math.ceil(shape.line_buffer_values * width / 32)
-        bram18 += sum(bram18_blocks(pixels, channels * width) for pixels, channels in shape.fifos)
+        bram18 += fifo_bram18(shape.fifos, width)
         cycles += shape.line_buffer_values // max(1, shape.n_out)
     else:
         ff += shape.output_values * width
@@ -298,6 +299,11 @@ def bram18_blocks(depth: int, bits: int) -> int:
     if depth <= 2 or depth * bits < BRAM_MIN_BITS:
         return 0
     return min(math.ceil(bits / wide) * math.ceil(depth / deep) for deep, wide in BRAM18_SHAPES)
+
+
+def fifo_bram18(fifos: Sequence[tuple[int, int]], width: int) -> int:
+    """BRAM18s of FIFOs of (pixels, channels) W-bit values, a pixel's channels a word."""
+    return sum(bram18_blocks(pixels, channels * width) for pixels, channels in fifos)
 
 
 def candidate_reuse_factors(shape: Shape) -> list[int]:
