@@ -26,17 +26,25 @@ import json
 import math
 from pathlib import Path
 
-from hetdeploy.units import RESOURCES, Shape, estimate
+from hetdeploy.units import RESOURCES, TABLE_OPS, Shape, estimate
 
 TABLE = Path(__file__).resolve().parent / "published_synthesis.csv"
 METRICS = (*RESOURCES, "latency_cycles")
 BARS = {"dsp": 0.25, "bram18": 0.25, "latency_cycles": 0.25, "lut": 0.5, "ff": 0.5}
 UNIT_FILL = 5  # cycles a streamed layer adds to the dataflow's latency when it is not the slowest
-HLS4ML_TABLE_SIZE = 1024  # the published designs kept hls4ml's default Softmax tables
+HLS4ML_TABLE_SIZE = 1024  # the published designs kept hls4ml's default lookup tables
 
 
-def _dense(n_in: int, n_out: int, kept: float, softmax: bool = False) -> Shape:
-    return Shape("kernel", max(1, math.ceil(n_in * kept)), n_out, 1, False, 0, n_out, softmax, input_values=n_in)
+def _dense(n_in: int, n_out: int, kept: float, softmax: bool = False, streamed: bool = False) -> Shape:
+    """A dense layer; under io_stream its output through a FIFO of one word."""
+    return Shape("kernel", max(1, math.ceil(n_in * kept)), n_out, 1, streamed, 0, n_out, softmax, input_values=n_in,
+                 fifos=((1, n_out),) if streamed else ())
+
+
+def _activation(op: str, values: int, streamed: bool) -> Shape:
+    """hls4ml's separate activation layer on a flat vector (a lookup table for TABLE_OPS)."""
+    return Shape("elementwise", 1, values, 1, streamed, 0, values, False, input_values=values,
+                 table_layers=int(op in TABLE_OPS))
 
 
 def _conv(size: int, channels: int, filters: int, kept: float, padding: int = 0) -> tuple[Shape, int]:
@@ -61,9 +69,28 @@ def _pool(size: int, channels: int) -> tuple[Shape, int]:
                  input_values=size * size * channels, fifos=((out * out, channels),)), out
 
 
+# the Keras activations of hls4ml's baselines, as ONNX ops
+KERAS_ACTIVATIONS = {"relu": "Relu", "leaky_relu": "LeakyRelu", "prelu": "PRelu", "elu": "Elu", "sigmoid": "Sigmoid"}
+
+
 def network(name: str, kept: float) -> list[Shape]:
     """The layers of a published network as hls4ml built them (BatchNormalization fused into the
-    layer before it; under io_stream each Activation a layer of its own)."""
+    layer before it; under io_stream each Activation a layer of its own). hls4ml's single-layer
+    baselines are named by their parameters: ``dense:N_IN:N_OUT:ACTIVATION:IO`` (a Dense layer and a
+    separate Keras activation, IO ``parallel`` or ``stream``), ``maxpool:RANK:PADDING`` (MaxPooling1D
+    on 121 x 3 or MaxPooling2D on 18 x 15 x 3, pool 2, io_parallel)."""
+    kind, *parameters = name.split(":")
+    if kind == "dense":
+        n_in, n_out, activation, io = parameters
+        streamed = io == "stream"
+        return [_dense(int(n_in), int(n_out), kept, streamed=streamed),
+                _activation(KERAS_ACTIVATIONS[activation], int(n_out), streamed)]
+    if kind == "maxpool":
+        rank, padding = parameters
+        size, channels = ((18, 15), 3) if rank == "2d" else ((121,), 3)
+        out = [(n + 1) // 2 if padding == "same" else n // 2 for n in size]
+        return [Shape("window", 2 ** len(size), channels, math.prod(out), False, 0, math.prod(out) * channels, False,
+                      input_values=math.prod(size) * channels)]
     if name == "jsc":  # the jet-tagging MLP 16-64-32-32-5, Softmax last (io_parallel)
         layers = [(16, 64), (64, 32), (32, 32), (32, 5)]
         return [_dense(n_in, n_out, kept, k == len(layers) - 1) for k, (n_in, n_out) in enumerate(layers)]
@@ -78,14 +105,19 @@ def network(name: str, kept: float) -> list[Shape]:
         flat = size * size * channels
         # the tutorial prunes every layer but output_dense
         return shapes + [_dense(flat, 42, kept), _dense(42, 64, kept), _dense(64, 10, 1.0, softmax=True)]
-    if name == "depthwise3x3":  # hls4ml's DepthwiseConv2D baseline: 3x3 on 32x32x3, 'same', io_stream,
+    if name == "depthwise3x3":  # hls4ml's DepthwiseConv2D baseline: 3x3 on 32x32x3, 'valid', io_stream,
         # one layer (its output the top's port: no FIFO)
-        return [Shape("kernel", 9, 3, 32 * 32, True, 2 * 32 * 3, 32 * 32 * 3, False, input_values=32 * 32 * 3)]
+        return [Shape("kernel", 9, 3, 30 * 30, True, 2 * 32 * 3, 30 * 30 * 3, False, input_values=32 * 32 * 3)]
+    if name == "depthwise1d":  # hls4ml's DepthwiseConv1D baseline: kernel 3 on 32 x 3, 'valid', io_stream
+        return [Shape("kernel", 3, 3, 30, True, 2 * 3, 30 * 3, False, input_values=32 * 3)]
+    if name == "conv2d_4x4s4":  # hls4ml's Conv2D baseline: 32 filters 4x4, stride 4, 'same', on 28x28x3,
+        # io_parallel, no bias
+        return [Shape("kernel", 4 * 4 * 3, 32, 7 * 7, False, 0, 7 * 7 * 32, False, input_values=28 * 28 * 3)]
     raise KeyError(name)
 
 
 def network_estimate(shapes: list[Shape], reuse_factor: int, bits: int) -> dict[str, int]:
-    layers = [estimate(s, reuse_factor, bits, softmax_table=HLS4ML_TABLE_SIZE) for s in shapes]
+    layers = [estimate(s, reuse_factor, bits, table_entries=HLS4ML_TABLE_SIZE) for s in shapes]
     totals = {k: sum(e[k] for e in layers) for k in RESOURCES}
     compute = [e["compute_cycles"] for e in layers]
     if any(s.streamed for s in shapes):  # dataflow: the slowest layer, the others' fill

@@ -48,7 +48,6 @@ _MERGED_INTO_PREVIOUS = {"Add", "Mul", "BatchNormalization"}
 _ROUNDING = "RND,SAT"
 FLOAT32_MANTISSA_BITS = 24
 # Activations hls4ml computes by table lookup, and those of them whose outputs lie within (-1, 1).
-_TABLE_OPS = {"Tanh", "Sigmoid", "Softsign", "Softplus", "Elu", "Selu"}
 _BOUNDED_TABLE_OPS = {"Tanh", "Sigmoid", "Softsign"}
 HLS4ML_LOG = "hls4ml_convert.log"  # in the unit's project folder
 
@@ -339,7 +338,7 @@ def generate_unit(
                 continue
             if node.op_type in _FOLDED_OPS:
                 layer.update(ReuseFactor=settings.reuse_factor, Strategy=settings.strategy)
-            if node.op_type in _TABLE_OPS:  # hls4ml's 1024 entries err by up to ~0.004
+            if node.op_type in units.TABLE_OPS:  # hls4ml's 1024 entries err by up to ~0.004
                 layer.update(TableSize=units.LOOKUP_TABLE_SIZE)
                 if node.op_type in _BOUNDED_TABLE_OPS:  # outputs within (-1, 1): 16 fraction bits, not 10
                     layer["Precision"] = {**layer["Precision"], "table": f"fixed<18,2,{_ROUNDING}>"}

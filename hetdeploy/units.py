@@ -17,16 +17,20 @@ out its layers:
   of depth R; the FIFOs between a streamed unit's layers (hls4ml sizes each to the
   whole tensor, a pixel's channels a word: so many blocks side by side for the
   word's width, so many deep for the pixels);
-  Softmax's lookup tables: the exponential's read once per output in one
-  pipelined pass, so copied until the reads fit the copies' two ports in R
-  cycles, and the inverse's (LOOKUP_TABLE_SIZE entries of 18 bits each);
+  the lookup tables of Softmax and of the table activations (TABLE_OPS), LOOKUP_TABLE_SIZE
+  entries of 18 bits each: hls4ml 1.3 pipelines these layers at one vector a cycle
+  whatever the reuse factor, reading a table once per value, so each table is copied
+  until the reads fit the copies' two ports (ceil(n / 2) copies); Softmax adds the
+  inverse of the exponentials' sum, read once;
 - DSP also: Softmax's products of each exponential by the inverse of their sum
-  (18 x 18 bits), one per output, shared over R cycles;
+  (18 x 18 bits), one per output;
 - LUT / FF: per multiplier the accumulation adder and pipeline registers
   (about W LUT and W / 2 FF), weights held in LUTs under the Latency
   strategy (W / 2 LUT each), the line buffers of streamed convolutions and pooling
   ((k - 1) rows of the input in hls4ml's shift registers, which Vivado builds from
-  32-bit shift-register LUTs, not BRAM), and a fixed control cost per unit;
+  32-bit shift-register LUTs, not BRAM), an io_parallel unit's input vector in
+  registers (W FF a value; its activations and pooling are combinational, pooling's
+  comparators copied for every output pixel), and a fixed control cost per unit;
 - latency in cycles: R per output vector (one vector for a dense layer, one
   per output pixel for a streamed convolution), plus the adder tree (three
   levels a cycle), the line-buffer fill and Softmax's two cycles; plus moving the unit's inputs and outputs through the
@@ -60,7 +64,7 @@ CYCLES = ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")
 RELAYOUT_OPS = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth"}
 # Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
 BRAM_MIN_DEPTH = 64
-UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 600, 800
+UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 300, 200
 # The adder tree of a dense product: this many levels a cycle (hls4ml's Latency designs at 200 MHz).
 ADDER_LEVELS_PER_CYCLE = 3
 # The subfunction's memories (hls/arena.h) are arrays of words of this many bytes, each element in a
@@ -68,8 +72,9 @@ ADDER_LEVELS_PER_CYCLE = 3
 # two accesses, shared by a unit's reads and writes).
 ARENA_WORD_BYTES = 8
 ARENA_PORTS = 2
-# Entries of the lookup tables hetdeploy gives hls4ml's Softmax, Sigmoid, Tanh... (its TableSize; hls4ml's
+# Entries of the lookup tables hetdeploy gives hls4ml's Softmax and TABLE_OPS (its TableSize; hls4ml's
 # own default, 1024, errs by up to ~0.004), each 18 bits wide.
+TABLE_OPS = frozenset({"Tanh", "Sigmoid", "Softsign", "Softplus", "Elu", "Selu"})
 LOOKUP_TABLE_SIZE = 4096
 LOOKUP_TABLE_BITS = 18
 # The shapes (depth, bits) a BRAM18 takes, widest last; a smaller array is LUTRAM or registers.
@@ -127,6 +132,7 @@ class Shape:
     softmax: bool  # a Softmax in the unit (lookup tables)
     input_values: int = 0  # the values it reads from the subfunction's memories per run (every input)
     fifos: tuple[tuple[int, int], ...] = ()  # (pixels, channels) of each stream between the unit's layers
+    table_layers: int = 0  # layers of TABLE_OPS in the unit (a lookup table each)
 
 
 def unit_shape(graph: Graph, unit: Unit) -> Shape:
@@ -134,7 +140,8 @@ def unit_shape(graph: Graph, unit: Unit) -> Shape:
     when it streams, the FIFO hls4ml puts after each of its layers but the last."""
     main = graph.nodes[unit.nodes[0]]
     read = sum(math.prod(s or [1]) for s in main.input_shapes)
-    shape = dataclasses.replace(_main_shape(graph, unit), input_values=read)
+    tables = sum(graph.nodes[i].op in TABLE_OPS for i in unit.nodes)
+    shape = dataclasses.replace(_main_shape(graph, unit), input_values=read, table_layers=tables)
     if not shape.streamed:
         return shape
     return dataclasses.replace(shape, fifos=tuple(f for i in unit.nodes[:-1] for f in output_fifo(graph, i)))
@@ -232,14 +239,14 @@ def strategy_for(reuse_factor: int) -> str:
 
 
 def estimate(shape: Shape, reuse_factor: int, width: int,
-             ddr_bytes_per_cycle: Optional[float] = None, softmax_table: int = LOOKUP_TABLE_SIZE) -> dict[str, int]:
+             ddr_bytes_per_cycle: Optional[float] = None, table_entries: int = LOOKUP_TABLE_SIZE) -> dict[str, int]:
     """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc), and the latency's
     parts: ``compute_cycles`` (its arithmetic, DDR weights' reads within: a vector waits for its
     weights), ``buffer_cycles`` (moving its inputs and outputs through the subfunction's word-wide
     arena, ARENA_PORTS words a cycle) and ``ddr_cycles`` (what the DDR weights' reads add to the
     arithmetic). An io_parallel unit reads, computes and writes in turn; a streamed one overlaps the
     three (dataflow). ``ddr_bytes_per_cycle``: the unit's weights are in DDR, read at this rate; None:
-    on chip. ``softmax_table``: entries of each Softmax lookup table."""
+    on chip. ``table_entries``: entries of each lookup table (Softmax's, TABLE_OPS')."""
     bram18, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
     cycles = 0
     dsp = ddr = 0
@@ -261,24 +268,32 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         else:
             lut += products * width // 2
         cycles += shape.vectors * cycles_per_vector + math.ceil(math.log2(max(2, shape.n_in)) / ADDER_LEVELS_PER_CYCLE)
-    elif shape.kind == "window":
+    elif shape.kind == "window" and shape.streamed:  # one output pixel a cycle
         lut += shape.n_out * width * shape.n_in
         ff += shape.n_out * width * 2
         cycles += shape.vectors * max(1, shape.n_in // 4)
+    elif shape.kind == "window":  # io_parallel: every output pixel's comparators at once, in one cycle
+        lut += shape.vectors * shape.n_out * width * shape.n_in
+        cycles += 1
     elif shape.kind == "elementwise":
         lut += shape.n_out * width
-        ff += shape.n_out * width
+        if shape.streamed or shape.table_layers:  # else combinational (compares, shifts)
+            ff += shape.n_out * width
         cycles += shape.vectors
     if shape.streamed:
         lut += math.ceil(shape.line_buffer_values * width / 32)
         bram18 += fifo_bram18(shape.fifos, width)
         cycles += shape.line_buffer_values // max(1, shape.n_out)
-    else:
-        ff += shape.output_values * width
+    else:  # an io_parallel unit holds its input vector in registers (the next one's input: its output)
+        ff += shape.input_values * width
+    # hls4ml pipelines its table layers at a vector a cycle whatever the reuse factor, each table read
+    # once per value: copied until the reads fit the copies' two ports
+    table = bram18_blocks(table_entries, LOOKUP_TABLE_BITS)
+    copies = math.ceil(shape.n_out / 2)
+    bram18 += shape.table_layers * copies * table
     if shape.softmax:
-        table = bram18_blocks(softmax_table, LOOKUP_TABLE_BITS)
-        bram18 += (math.ceil(shape.n_out / (2 * reuse_factor)) + 1) * table
-        dsp += math.ceil(shape.n_out / reuse_factor)
+        bram18 += (copies + 1) * table  # the exponential's copies and the inverse's one
+        dsp += shape.n_out
         cycles += 2
     written = shape.input_values if shape.kind == "data" else shape.output_values  # the top moves a relayout
     moved = -(-(arena_words(shape.input_values, width) + arena_words(written, width)) // ARENA_PORTS)

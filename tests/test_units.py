@@ -69,7 +69,8 @@ def test_dense_estimate_follows_hls4ml_multiplier_limit():
     assert (shape.n_in, shape.n_out) == (4 * 16, 10)
     assert shape.softmax  # its Softmax multiplies each of the 10 exponentials by 1 / their sum
     for rf in (1, 4, 64):
-        assert estimate(shape, rf, 16)["dsp"] == -(-64 * 10 // rf) - (-10 // rf)  # ceil(n_in * n_out / R) + ceil(10 / R)
+        # ceil(n_in * n_out / R), and the Softmax's 10 products, pipelined at a vector a cycle whatever R
+        assert estimate(shape, rf, 16)["dsp"] == -(-64 * 10 // rf) + 10
     assert estimate(shape, 1, 24)["dsp"] == 2 * 640 + 10  # wider than a DSP48 port: two per product
     more, fewer = estimate(shape, 4, 16), estimate(shape, 64, 16)
     assert fewer["latency_cycles"] > more["latency_cycles"] and fewer["dsp"] < more["dsp"]
@@ -106,15 +107,23 @@ def test_bram18_blocks_take_the_best_shape(depth, bits, blocks):
     assert bram18_blocks(depth, bits) == blocks
 
 
-def test_softmax_tables_are_copied_for_their_reads_and_fifos_counted():
+def test_lookup_tables_are_copied_for_their_reads_and_fifos_counted():
     graph = conv_stack(1, channels=4, size=8)
     units = split_units(graph, range(len(graph.nodes)), FPGA)
     dense = unit_shape(graph, units[-1])  # 64 x 10 and the Softmax: 10 reads of the exponential's table
-    assert dense.softmax and not dense.fifos
-    at = {rf: estimate(dense, rf, 16, softmax_table=1024)["bram18"] for rf in (1, 2, 3, 5)}
-    # ceil(10 / (2 ports x R)) copies of the exponential's table and one inverse table, a BRAM18 each
-    assert at == {1: 6, 2: 4, 3: 3, 5: 2}
+    assert dense.softmax and not dense.fifos and dense.table_layers == 0
+    # hls4ml pipelines the Softmax at a vector a cycle whatever R: ceil(10 / 2 ports) copies of the
+    # exponential's table and one inverse table, a BRAM18 each at 1,024 entries
+    at = {rf: estimate(dense, rf, 16, table_entries=1024)["bram18"] for rf in (1, 2, 5)}
+    assert at == {1: 6, 2: 6, 5: 6}
     assert estimate(dense, 1, 16)["bram18"] == 6 * (LOOKUP_TABLE_SIZE // 1024)
+    # a Sigmoid after a 64-wide layer reads its table 64 times a vector: 32 copies (hls4ml's baseline
+    # Dense(64) + sigmoid: 32 BRAM18s under Vivado HLS 2020.1 and Vitis HLS 2024.1)
+    b = graphs.Builder([1, 1])
+    head = b.graph(b.unary("Sigmoid", b.op("Gemm", ["input"], [1, 64], 64, transB=1)))
+    (sigmoid,) = split_units(head, range(len(head.nodes)), FPGA)
+    assert unit_shape(head, sigmoid).table_layers == 1
+    assert estimate(unit_shape(head, sigmoid), 1, 16, table_entries=1024)["bram18"] == 32
     conv = next(unit_shape(graph, u) for u in units if unit_shape(graph, u).streamed and len(u.nodes) > 1)
     assert conv.fifos and all(pixels > 2 for pixels, _ in conv.fifos)
     fifo_blocks = sum(bram18_blocks(pixels, channels * 16) for pixels, channels in conv.fifos)
