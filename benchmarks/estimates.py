@@ -15,7 +15,8 @@ pipeline fill for io_stream ones (dataflow).
 Prints one row per point and metric (``--json``: a list of {source, network, part, metric, published,
 estimate, kind, use}), then the share of points within the issue's bars per metric (DSP, BRAM18 and latency
 within +-25 %, LUT and FF within +-50 %), for the points the constants were fitted on (``use`` = fit) and the
-ones held aside (holdout) apart, and the worst points. Run by hand; tests check behaviour, never time.
+ones held aside (holdout) apart, for whole networks and hls4ml's single-layer baselines apart, and the worst
+points. Run by hand; tests check behaviour, never time.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ TABLE = Path(__file__).resolve().parent / "published_synthesis.csv"
 METRICS = (*RESOURCES, "latency_cycles")
 BARS = {"dsp": 0.25, "bram18": 0.25, "latency_cycles": 0.25, "lut": 0.5, "ff": 0.5}
 UNIT_FILL = 5  # cycles a streamed layer adds to the dataflow's latency when it is not the slowest
+BASELINES = "test/pytest/baselines"  # hls4ml's single-layer synthesis baselines, apart from whole networks
 HLS4ML_TABLE_SIZE = 1024  # the published designs kept hls4ml's default lookup tables
 
 
@@ -169,14 +171,17 @@ def main() -> None:
             print(f"{p['id']:<26} {p['kind']:<6} {p['use']:<8} {p['metric']:<15} {p['published']:>10} "
                   f"{p['estimate']:>10} {ratio:>7.2f}{'' if within(p) else '  outside'}")
     print("\nshare within the bar (DSP, BRAM18, latency: +-25 %; LUT, FF: +-50 %)")
-    for use in ("fit", "holdout", "all"):
-        mine = [p for p in compared if use == "all" or p["use"] == use]
+    groups = {"fit": lambda p: p["use"] == "fit", "holdout": lambda p: p["use"] == "holdout",
+              "networks": lambda p: BASELINES not in p["source"], "baselines": lambda p: BASELINES in p["source"],
+              "all": lambda p: True}
+    for use, member in groups.items():
+        mine = [p for p in compared if member(p)]
         cells = []
         for metric in METRICS:
             of = [p for p in mine if p["metric"] == metric]
             cells.append(f"{metric} {sum(map(within, of))}/{len(of)}" + (f" ({100 * sum(map(within, of)) / len(of):.0f} %)"
                                                                         if of else ""))
-        print(f"  {use:<8} " + ", ".join(cells))
+        print(f"  {use:<9} " + ", ".join(cells))
     worst = sorted(compared, key=lambda p: -abs(math.log(max(p["estimate"], 1) / max(p["published"], 1))))[:8]
     print("worst points (estimate / published): " + "; ".join(
         f"{p['id']} {p['metric']} {p['estimate']}/{p['published']}" for p in worst))
