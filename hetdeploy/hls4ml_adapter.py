@@ -47,7 +47,7 @@ _FOLDED_OPS = {"Conv", "MatMul", "Gemm"}
 _MERGED_INTO_PREVIOUS = {"Add", "Mul", "BatchNormalization"}
 _ROUNDING = "RND,SAT"
 FLOAT32_MANTISSA_BITS = 24
-# Activations hls4ml computes by table lookup, and those of them whose outputs lie within (-1, 1).
+# The table activations (units.TABLE_OPS) whose outputs lie within (-1, 1).
 _BOUNDED_TABLE_OPS = {"Tanh", "Sigmoid", "Softsign"}
 HLS4ML_LOG = "hls4ml_convert.log"  # in the unit's project folder
 
