@@ -284,7 +284,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         lut += math.ceil(shape.line_buffer_values * width / 32)
         bram18 += fifo_bram18(shape.fifos, width)
         cycles += shape.line_buffer_values // max(1, shape.n_out)
-    else:  # an io_parallel unit holds its input vector in registers (a chain counts each vector once)
+    elif shape.kind != "data":  # an io_parallel unit holds its input vector in registers (a chain counts each once)
         ff += shape.input_values * width
     # hls4ml pipelines its table layers at a vector a cycle whatever the reuse factor, each table read
     # once per value: copied until the reads fit the copies' two ports
