@@ -270,7 +270,15 @@ def test_model_zoo_topologies_plan_on_every_board_with_every_node_accounted_for(
     for board_name in available_boards():
         board = load_board(board_name)
         options = BuildOptions(model=ZOO / f"{name}.onnx", board=board_name, out_dir=Path("."))
-        plan = partition(loaded, board, options)
+        try:
+            plan = partition(loaded, board, options)
+        except UserError as error:
+            # refused only where its float32 weights exceed the host's memory and the FPGA cannot take the
+            # rest (VGG-19 on a PYNQ-Z2: 548 MiB; its 25,088-input dense layer needs 401,408 FF of input
+            # registers under io_parallel)
+            weights = sum(node.constant_elements for node in loaded.graph.nodes) * 4
+            assert "does not fit" in str(error) and weights > board.device(board.host).memory.bytes, error
+            continue
         fold_units(plan, loaded, board, options)
         node_map = map_nodes(plan, loaded)
         assert list(node_map) == user_nodes
