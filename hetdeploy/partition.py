@@ -291,10 +291,12 @@ def _capacity_summary(graph: Graph, board, cost: CostModel) -> str:
     for device in board.devices:
         cap = cost.capacity[device.name]
         if device.kind == "fpga":
+            usage = cost.usage[device.name]
+            needs = {k: sum(usage[i].get(k, 0) for i in range(len(graph.nodes))) for k in units.RESOURCES}
+            over = [f"{needs[k]:.0f} {k.upper()}" for k in units.RESOURCES if needs[k] > cap[k]]
             held.append(f"{device.name} holds {', '.join(f'{cap[k]:.0f} {k.upper()}' for k in units.RESOURCES)} "
-                        f"with its reserve kept free (and {cap['ddr_bytes'] / 2**20:.4g} MiB of DDR for weights), "
-                        f"and needs {sum(cost.usage[device.name][i]['bram18'] for i in range(len(graph.nodes))):.0f} "
-                        f"BRAM18 for all of it folded")
+                        f"with its reserve kept free (and {cap['ddr_bytes'] / 2**20:.4g} MiB of DDR for weights)"
+                        + (f", and needs {', '.join(over)} for all of it folded" if over else ""))
         else:
             held.append(f"{device.name} holds {device.memory.bytes / 2**20:.4g} MiB")
     return f"its {weights / 1e6:.4g} M weights take {weights * 4 / 2**20:.4g} MiB as float32; " + "; ".join(held)
