@@ -73,8 +73,8 @@ def compile_library(project_dir: Path, library: str, cache: Optional[BuildCache]
         obj.unlink()
     if result.returncode != 0:
         (project_dir / "build_csim.log").write_text(result.stdout + result.stderr)
-        raise ToolError(f"g++ failed to compile the C-simulation of {project_dir.name} ({first_error(result.stderr)}); "
-                        f"see {project_dir / 'build_csim.log'}")
+        raise ToolError(f"{compiler()} failed to compile the C-simulation of {project_dir.name} "
+                        f"({first_error(result.stderr)}); see {project_dir / 'build_csim.log'}")
     if cache is not None:
         cache.store("library", key, project_dir, [project_dir / library], {})
     return project_dir / library
