@@ -43,10 +43,12 @@ def _dense(n_in: int, n_out: int, kept: float, softmax: bool = False, streamed: 
                  fifos=((1, n_out),) if streamed else ())
 
 
-def _activation(op: str, values: int, streamed: bool) -> Shape:
-    """hls4ml's separate activation layer on a flat vector (a lookup table for TABLE_OPS)."""
-    return Shape("elementwise", 1, values, 1, streamed, 0, values, False, input_values=values,
-                 table_layers=int(op in TABLE_OPS))
+def _activation(op: str, channels: int, streamed: bool, pixels: int = 1, fifo: bool = False) -> Shape:
+    """hls4ml's separate activation layer on ``pixels`` of ``channels`` (a lookup table for
+    TABLE_OPS), its output through a FIFO when ``fifo``."""
+    values = pixels * channels
+    return Shape("elementwise", 1, channels, pixels, streamed, 0, values, False, input_values=values,
+                 fifos=((pixels, channels),) if fifo else (), table_layers=int(op in TABLE_OPS))
 
 
 def _conv(size: int, channels: int, filters: int, kept: float, padding: int = 0) -> tuple[Shape, int]:
@@ -56,12 +58,6 @@ def _conv(size: int, channels: int, filters: int, kept: float, padding: int = 0)
     return Shape("kernel", max(1, math.ceil(9 * channels * kept)), filters, out * out, True, 2 * size * channels,
                  out * out * filters, False, input_values=size * size * channels,
                  fifos=((out * out, filters),)), out
-
-
-def _relu(size: int, channels: int) -> Shape:
-    """hls4ml's separate streamed ReLU layer on size x size x channels, its output through a FIFO."""
-    return Shape("elementwise", 1, channels, size * size, True, 0, size * size * channels, False,
-                 input_values=size * size * channels, fifos=((size * size, channels),))
 
 
 def _pool(size: int, channels: int) -> tuple[Shape, int]:
@@ -101,7 +97,7 @@ def network(name: str, kept: float) -> list[Shape]:
         for filters in (16, 16, 24):
             conv, size = _conv(size, channels, filters, kept)
             pool, pooled = _pool(size, filters)
-            shapes += [conv, _relu(size, filters), pool]
+            shapes += [conv, _activation("Relu", filters, True, size * size, fifo=True), pool]
             size = pooled
             channels = filters
         flat = size * size * channels
