@@ -33,9 +33,11 @@ out its layers:
   comparators copied for every output pixel), and a fixed control cost per unit;
 - latency in cycles: R per output vector (one vector for a dense layer, one
   per output pixel for a streamed convolution), plus the adder tree (three
-  levels a cycle), the line-buffer fill and Softmax's two cycles; plus moving the unit's inputs and outputs through the
-  subfunction's word-wide arena (two 64-bit words a cycle, each holding 8 / E values of E bytes): after the
-  arithmetic for an io_parallel unit, beside it for a streamed one.
+  levels a cycle), the line-buffer fill and Softmax's two cycles; io_parallel
+  pooling none (combinational: hls4ml's io_parallel MaxPooling baselines report
+  0); plus moving the unit's inputs and outputs through the subfunction's
+  word-wide arena (two 64-bit words a cycle, each holding 8 / E values of E
+  bytes): after the arithmetic for an io_parallel unit, beside it for a streamed one.
 A multiply-accumulate unit may instead keep its weights in DDR (when the FPGA's BRAM cannot hold
 them): no weight BRAM or LUTs, and every output vector reads all the weights through the DDR port,
 so a vector takes at least weight bytes / DDR bytes per cycle; its reuse factor is the least that
@@ -272,9 +274,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         lut += shape.n_out * width * shape.n_in
         ff += shape.n_out * width * 2
         cycles += shape.vectors * max(1, shape.n_in // 4)
-    elif shape.kind == "window":  # io_parallel: every output pixel's comparators at once, in one cycle
+    elif shape.kind == "window":  # io_parallel: every output pixel's comparators at once, combinational
         lut += shape.vectors * shape.n_out * width * shape.n_in
-        cycles += 1
     elif shape.kind == "elementwise":
         lut += shape.n_out * width
         if shape.streamed or shape.table_layers:  # else combinational (compares, shifts)
