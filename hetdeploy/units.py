@@ -30,7 +30,8 @@ out its layers:
   ((k - 1) rows of the input in hls4ml's shift registers, which Vivado builds from
   32-bit shift-register LUTs, not BRAM), an io_parallel unit's input vector in
   registers (W FF a value; its activations and pooling are combinational, pooling's
-  comparators copied for every output pixel), and a fixed control cost per unit;
+  comparators copied for every output pixel), each table read's index (about 3W LUT a
+  value of a table layer, and of Softmax's n + 1), and a fixed control cost per unit;
 - latency in cycles: R per output vector (one vector for a dense layer, one
   per output pixel for a streamed convolution), plus the adder tree (three
   levels a cycle), the line-buffer fill and Softmax's two cycles; io_parallel
@@ -79,6 +80,10 @@ ARENA_PORTS = 2
 TABLE_OPS = frozenset({"Tanh", "Sigmoid", "Softsign", "Softplus", "Elu", "Selu"})
 LOOKUP_TABLE_SIZE = 4096
 LOOKUP_TABLE_BITS = 18
+# Each table read's index: the value scaled and offset (an adder) and clamped to the table at both ends
+# (two comparators, a multiplexer): about this many LUTs a bit of the value (set on hls4ml's Dense + sigmoid
+# and Dense + ELU baselines).
+TABLE_INDEX_LUT_PER_BIT = 3
 # The shapes (depth, bits) a BRAM18 takes, widest last; a smaller array is LUTRAM or registers.
 BRAM18_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36))
 BRAM_MIN_BITS = 1024
@@ -292,10 +297,13 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     table = bram18_blocks(table_entries, LOOKUP_TABLE_BITS)
     copies = math.ceil(shape.n_out / 2)
     bram18 += shape.table_layers * copies * table
+    lookups = shape.table_layers * shape.n_out
     if shape.softmax:
         bram18 += (copies + 1) * table  # the exponential's copies and the inverse's one
+        lookups += shape.n_out + 1
         dsp += shape.n_out
         cycles += 2
+    lut += lookups * TABLE_INDEX_LUT_PER_BIT * width
     written = shape.input_values if shape.kind == "data" else shape.output_values  # the top moves a relayout
     moved = -(-(arena_words(shape.input_values, width) + arena_words(written, width)) // ARENA_PORTS)
     latency = max(cycles, moved) if shape.streamed else cycles + moved
