@@ -11,6 +11,7 @@ from hetdeploy.board import load_board
 from hetdeploy.units import (
     LOOKUP_TABLE_SIZE,
     RESOURCES,
+    TABLE_INDEX_LUT_PER_BIT,
     bram18_blocks,
     estimate,
     fold,
@@ -124,6 +125,12 @@ def test_lookup_tables_are_copied_for_their_reads_and_fifos_counted():
     (sigmoid,) = split_units(head, range(len(head.nodes)), FPGA)
     assert unit_shape(head, sigmoid).table_layers == 1
     assert estimate(unit_shape(head, sigmoid), 1, 16, table_entries=1024)["bram18"] == 32
+    # each of its 64 reads computes an index (scale, offset, clamp): LUTs a plain ReLU does not take
+    plain = graphs.Builder([1, 1])
+    relu_head = plain.graph(plain.unary("Relu", plain.op("Gemm", ["input"], [1, 64], 64, transB=1)))
+    (relu,) = split_units(relu_head, range(len(relu_head.nodes)), FPGA)
+    extra = estimate(unit_shape(head, sigmoid), 1, 16)["lut"] - estimate(unit_shape(relu_head, relu), 1, 16)["lut"]
+    assert extra == 64 * TABLE_INDEX_LUT_PER_BIT * 16
     conv = next(unit_shape(graph, u) for u in units if unit_shape(graph, u).streamed and len(u.nodes) > 1)
     assert conv.fifos and all(pixels > 2 for pixels, _ in conv.fifos)
     fifo_blocks = sum(bram18_blocks(pixels, channels * 16) for pixels, channels in conv.fifos)
