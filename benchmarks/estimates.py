@@ -27,7 +27,9 @@ import dataclasses
 import json
 import math
 from pathlib import Path
+from typing import Callable
 
+from hetdeploy.precision import OCTAVES
 from hetdeploy.units import RESOURCES, TABLE_OPS, Shape, estimate
 
 TABLE = Path(__file__).resolve().parent / "published_synthesis.csv"
@@ -35,12 +37,39 @@ METRICS = (*RESOURCES, "latency_cycles")
 BARS = {"dsp": 0.25, "bram18": 0.25, "latency_cycles": 0.25, "lut": 0.5, "ff": 0.5}
 BASELINES = "test/pytest/baselines"  # hls4ml's single-layer synthesis baselines, apart from whole networks
 HLS4ML_TABLE_SIZE = 1024  # the published designs kept hls4ml's default lookup tables
+HLS4ML_INTEGER = 6  # integer bits of hls4ml's default precision, ap_fixed<16,6>
 
 
-def _dense(n_in: int, n_out: int, kept: float, softmax: bool = False, streamed: bool = False) -> Shape:
+def _dense(n_in: int, n_out: int, kept: float, softmax: bool = False, streamed: bool = False,
+           weight_octaves: tuple[int, ...] = ()) -> Shape:
     """A dense layer; under io_stream its output through a FIFO of one word."""
     return Shape("kernel", max(1, math.ceil(n_in * kept)), n_out, 1, streamed, 0, n_out, softmax, input_values=n_in,
-                 fifos=((1, n_out),) if streamed else ())
+                 fifos=((1, n_out),) if streamed else (), weight_octaves=weight_octaves)
+
+
+def keras_magnitudes(initializer: str, fan_in: int, fan_out: int) -> Callable[[float], float]:
+    """The probability that a weight Keras draws from ``initializer`` has a magnitude under x (the Keras
+    defaults: 'normal' is N(0, 0.05^2); the Glorot and LeCun limits from the kernel's fans);
+    'uniform_1_10' is RandomUniform(1, 10)."""
+    if initializer == "normal":
+        return lambda x: math.erf(x / (0.05 * math.sqrt(2)))
+    if initializer == "uniform_1_10":
+        return lambda x: min(1.0, max(0.0, (x - 1) / 9))
+    limit = {"lecun_uniform": math.sqrt(3 / fan_in), "glorot_uniform": math.sqrt(6 / (fan_in + fan_out))}[initializer]
+    return lambda x: min(x, limit) / limit
+
+
+def drawn_octaves(initializer: str, fan_in: int, fan_out: int, count: int, integer: int) -> tuple[int, ...]:
+    """``precision.weight_octaves`` expected of ``count`` weights drawn from a Keras initializer, in
+    ap_fixed<W, ``integer``>: the published baselines' weights are such draws, not published themselves."""
+    below = keras_magnitudes(initializer, fan_in, fan_out)
+    bounds = [math.inf] + [2.0 ** (integer - 2 - d) for d in range(OCTAVES - 1)] + [0.0]
+    expected = [count * (below(bounds[d]) - below(bounds[d + 1])) for d in range(OCTAVES)]
+    counts = [math.floor(e) for e in expected]
+    # whole weights, ``count`` in all: the ones left go to the octaves with the largest remainders
+    for d in sorted(range(OCTAVES), key=lambda d: counts[d] - expected[d])[:count - sum(counts)]:
+        counts[d] += 1
+    return tuple(counts)
 
 
 def _activation(op: str, channels: int, streamed: bool, pixels: int = 1, fifo: bool = False) -> Shape:
@@ -74,14 +103,18 @@ KERAS_ACTIVATIONS = {"relu": "Relu", "leaky_relu": "LeakyRelu", "prelu": "PRelu"
 def network(name: str, kept: float) -> list[Shape]:
     """The layers of a published network as hls4ml built them (BatchNormalization fused into the
     layer before it; under io_stream each Activation a layer of its own). hls4ml's single-layer
-    baselines are named by their parameters: ``dense:N_IN:N_OUT:ACTIVATION:IO`` (a Dense layer and a
-    separate Keras activation, IO ``parallel`` or ``stream``), ``maxpool:RANK:PADDING`` (MaxPooling1D
-    on 121 x 3 or MaxPooling2D on 18 x 15 x 3, pool 2, io_parallel)."""
+    baselines are named by their parameters: ``dense:N_IN:N_OUT:ACTIVATION:IO:INITIALIZER`` (a Dense layer and a
+    separate Keras activation, IO ``parallel`` or ``stream``, its weights drawn from the Keras
+    initializer named), ``maxpool:RANK:PADDING`` (MaxPooling1D on 121 x 3 or MaxPooling2D on 18 x 15 x 3,
+    pool 2, io_parallel). The baselines' weights are in hls4ml's default ap_fixed<16,6> but for the
+    DepthwiseConv2D test's fixed<32,12>; the networks' weights are not published (every product counts as a
+    full-width one)."""
     kind, *parameters = name.split(":")
     if kind == "dense":
-        n_in, n_out, activation, io = parameters
+        n_in, n_out, activation, io, initializer = parameters
         streamed = io == "stream"
-        return [_dense(int(n_in), int(n_out), kept, streamed=streamed),
+        weights = drawn_octaves(initializer, int(n_in), int(n_out), int(n_in) * int(n_out), HLS4ML_INTEGER)
+        return [_dense(int(n_in), int(n_out), kept, streamed=streamed, weight_octaves=weights),
                 _activation(KERAS_ACTIVATIONS[activation], int(n_out), streamed)]
     if kind == "maxpool":
         rank, padding = parameters
@@ -104,13 +137,17 @@ def network(name: str, kept: float) -> list[Shape]:
         # the tutorial prunes every layer but output_dense
         return shapes + [_dense(flat, 42, kept), _dense(42, 64, kept), _dense(64, 10, 1.0, softmax=True)]
     if name == "depthwise3x3":  # hls4ml's DepthwiseConv2D baseline: 3x3 on 32x32x3, 'valid', io_stream,
-        # one layer (its output the top's port: no FIFO)
-        return [Shape("kernel", 9, 3, 30 * 30, True, 2 * 32 * 3, 30 * 30 * 3, False, input_values=32 * 32 * 3)]
-    if name == "depthwise1d":  # hls4ml's DepthwiseConv1D baseline: kernel 3 on 32 x 3, 'valid', io_stream
-        return [Shape("kernel", 3, 3, 30, True, 2 * 3, 30 * 3, False, input_values=32 * 3)]
+        # one layer (its output the top's port: no FIFO); a (3, 3, 3, 1) kernel: fans 27 and 9
+        return [Shape("kernel", 9, 3, 30 * 30, True, 2 * 32 * 3, 30 * 30 * 3, False, input_values=32 * 32 * 3,
+                      weight_octaves=drawn_octaves("glorot_uniform", 27, 9, 27, 12))]
+    if name == "depthwise1d":  # hls4ml's DepthwiseConv1D baseline: kernel 3 on 32 x 3, 'valid', io_stream;
+        # a (3, 3, 1) kernel: fans 9 and 3
+        return [Shape("kernel", 3, 3, 30, True, 2 * 3, 30 * 3, False, input_values=32 * 3,
+                      weight_octaves=drawn_octaves("glorot_uniform", 9, 3, 9, HLS4ML_INTEGER))]
     if name == "conv2d_4x4s4":  # hls4ml's Conv2D baseline: 32 filters 4x4, stride 4, 'same', on 28x28x3,
-        # io_parallel, no bias
-        return [Shape("kernel", 4 * 4 * 3, 32, 7 * 7, False, 0, 7 * 7 * 32, False, input_values=28 * 28 * 3)]
+        # io_parallel, no bias, weights from 'normal'
+        return [Shape("kernel", 4 * 4 * 3, 32, 7 * 7, False, 0, 7 * 7 * 32, False, input_values=28 * 28 * 3,
+                      weight_octaves=drawn_octaves("normal", 48, 512, 4 * 4 * 3 * 32, HLS4ML_INTEGER))]
     raise KeyError(name)
 
 
@@ -188,7 +225,7 @@ def main() -> None:
         cells = []
         for metric in METRICS:
             of = [p for p in mine if p["metric"] == metric]
-            cells.append(f"{metric} {sum(map(within, of))}/{len(of)}" + (f" ({100 * sum(map(within, of)) / len(of):.0f} %)"
+            cells.append(f"{metric} {sum(map(within, of))}/{len(of)}" + (f" ({100 * sum(map(within, of)) / len(of):.1f} %)"
                                                                         if of else ""))
         print(f"  {use:<9} " + ", ".join(cells))
     worst = sorted(compared, key=lambda p: -abs(math.log(max(p["estimate"], 1) / max(p["published"], 1))))[:8]

@@ -31,6 +31,9 @@ class Node:
     # bits that hold every value of the constant at input 1 (a layer's weights) exactly: a quantized
     # model's; None: more than 16, or no such constant
     weight_bits: Optional[int] = None
+    # its weights (the constant at input 1) counted by octave under the top of the fixed-point format
+    # hetdeploy gives them (precision.weight_octaves); () when it has none
+    weight_octaves: tuple[int, ...] = ()
     width: Optional[int] = None  # the fixed-point bits --error-budget's search gave it on the FPGA
     device: Optional[str] = None  # the board device it is pinned to (--device); None: the partitioner's choice
     input_shapes: list[list[int]] = field(default_factory=list)  # one per ``inputs``

@@ -40,7 +40,7 @@ from .ort_adapter import fold_constants
 from .qonnx_adapter import fold_constant_quantizers, known_rounding_mode, qdq_pairs_to_quant
 from .qonnx_adapter import infer_shapes as infer_qonnx_shapes
 from .plan import InputReshape, TensorSpec
-from .precision import exact_fixed
+from .precision import exact_fixed, weight_fixed, weight_octaves
 
 # onnxruntime 1.17+ reads IR 10; newer onnx writes 11+ by default.
 MAX_IR_VERSION = 10
@@ -48,6 +48,8 @@ MAX_IR_VERSION = 10
 MIN_IR_VERSION = 4
 # The widest weights whose exact bits a node records (Node.weight_bits).
 WEIGHT_BITS = 16
+# Ops whose constant input 1 is a multiply-accumulate layer's weights (Node.weight_octaves).
+WEIGHTED_OPS = frozenset({"Conv", "Gemm", "MatMul"})
 # The oldest default opset onnxruntime runs.
 ORT_MIN_OPSET = 7
 
@@ -492,6 +494,14 @@ def _attr_value(attr: onnx.AttributeProto):
     return None  # tensors and graphs: not needed for op limits
 
 
+def _weight_octaves(weights: Optional[np.ndarray]) -> tuple[int, ...]:
+    """A layer's float weights by octave under the top of the format the build gives them
+    (``precision.weight_fixed``); () for none, or for weights not all finite (no format holds them)."""
+    if weights is None or not np.all(np.isfinite(weights)):
+        return ()
+    return weight_octaves(weights, weight_fixed(weights, WEIGHT_BITS)[1])
+
+
 def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
     _check_attributes(model, path)
     shapes, dtypes = _shapes(model), _dtypes(model)
@@ -503,7 +513,8 @@ def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
         # the values intake reads: a layer's weights (input 1) and one-value parameters, no others
         constants = {i: onnx.numpy_helper.to_array(values[t]) for i, t in enumerate(node.input)
                      if t in inits and (i == 1 or inits[t] == 1)}
-        exact = exact_fixed(constants[1], WEIGHT_BITS) if 1 in constants and constants[1].dtype.kind == "f" else None
+        weights = constants[1] if 1 in constants and constants[1].dtype.kind == "f" else None
+        exact = exact_fixed(weights, WEIGHT_BITS) if weights is not None else None
         nodes.append(
             Node(
                 name=node.name,
@@ -517,6 +528,7 @@ def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
                 scalars={i: float(v.reshape(-1)[0]) for i, v in constants.items()
                          if v.size == 1 and v.dtype.kind in "fiub"},  # not a string (ai.onnx.ml's)
                 weight_bits=exact[0] if exact else None,
+                weight_octaves=_weight_octaves(weights) if node.op_type in WEIGHTED_OPS else (),
                 input_shapes=[shapes[t] for t in activations],
                 output_shapes=[shapes[t] for t in node.output if t],
                 dtype=dtypes.get(activations[0], "other") if activations else "float32",

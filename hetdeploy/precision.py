@@ -88,6 +88,24 @@ def weight_fixed(values: np.ndarray, width: int) -> tuple[int, int]:
     return width, min(integer, width - 1)  # what needs more saturates (and C-simulation counts it)
 
 
+# Octaves ``weight_octaves`` tells apart: one more than the widest fixed-point type hetdeploy builds
+# (--width 32) has magnitude bits.
+OCTAVES = 33
+
+
+def weight_octaves(values: np.ndarray, integer: int) -> tuple[int, ...]:
+    """How many of a layer's weights lie each octave under the top of their fixed-point format
+    ap_fixed<W, ``integer``> (whose magnitudes stay under 2**(integer - 1)): entry d counts those in
+    [2**(integer - 2 - d), 2**(integer - 1 - d)), whose codes need W - 1 - d magnitude bits at any W;
+    the last entry (OCTAVES - 1) those further under, zeros included, which round to nothing at any
+    width up to OCTAVES - 1. An estimate of a multiplication by a constant needs these bits, not W."""
+    magnitudes = np.abs(np.asarray(values, dtype=np.float64).reshape(-1))
+    magnitudes = magnitudes[np.isfinite(magnitudes)]
+    exponents = np.frexp(magnitudes)[1]  # |w| in [2**(e - 1), 2**e)
+    depth = np.where(magnitudes > 0, integer - 1 - exponents, OCTAVES - 1)
+    return tuple(int(n) for n in np.bincount(np.clip(depth, 0, OCTAVES - 1), minlength=OCTAVES))
+
+
 def exact_fixed(values: np.ndarray, max_width: int) -> Optional[tuple[int, int]]:
     """The narrowest signed (width, integer) that holds every value exactly, if one of at most
     ``max_width`` bits does (quantized weights: a 4-bit weight needs 4 bits, not 16); else None."""

@@ -11,7 +11,10 @@ multipliers and takes about R cycles per output vector.
 Estimates (per unit, at R and a fixed-point width W), from how hls4ml 1.3 lays
 out its layers:
 - DSP: one per multiplier (two when W > 18: a DSP48 multiplies 27x18 / 25x18); below
-  DSP_MIN_WIDTH bits Vivado builds the multiplier from LUTs instead (about W^2 / 2 LUTs);
+  DSP_MIN_WIDTH bits Vivado builds the multiplier from LUTs instead (about W x b / 2 LUTs for
+  b-bit weights). Unrolled (R = 1), each multiplier has one constant weight and the HLS folds it
+  in, so the layer's own weights decide: one that rounds to 0 costs nothing, one whose code has
+  fewer than DSP_MIN_CONSTANT_BITS bits is a few shifts and adds in LUTs;
 - BRAM18 (each array in whichever of a BRAM18's shapes, 16K x 1 to 512 x 36, takes
   fewest: ``bram18_blocks``): weights, when the Resource strategy keeps them in banks
   of depth R; the FIFOs between a streamed unit's layers (hls4ml sizes each to the
@@ -89,6 +92,10 @@ BRAM18_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 
 BRAM_MIN_BITS = 1024
 # Narrower products go to fabric LUTs (Vivado's binding; the published 6-bit jet tagger used 9 DSPs).
 DSP_MIN_WIDTH = 10
+# A constant weight whose code needs fewer magnitude bits than this is a shift or two and an adder in LUTs
+# (set on hls4ml's Vivado Conv2D baseline: 740 DSPs for 1,536 products of weights drawn from N(0, 0.05^2) in
+# ap_fixed<16,6>, of which about 54 % need 6 bits or more).
+DSP_MIN_CONSTANT_BITS = 6
 
 
 @dataclass
@@ -140,6 +147,10 @@ class Shape:
     input_values: int = 0  # the values it reads from the subfunction's memories per run (every input)
     fifos: tuple[tuple[int, int], ...] = ()  # (pixels, channels) of each stream between the unit's layers
     table_layers: int = 0  # layers of TABLE_OPS in the unit (a lookup table each)
+    # a kernel's weights by octave under their format's top (graph.Node.weight_octaves; () unknown) and the
+    # bits that hold them exactly (Node.weight_bits; None: float weights, as wide as the unit)
+    weight_octaves: tuple[int, ...] = ()
+    weight_bits: Optional[int] = None
 
 
 def unit_shape(graph: Graph, unit: Unit) -> Shape:
@@ -148,7 +159,8 @@ def unit_shape(graph: Graph, unit: Unit) -> Shape:
     main = graph.nodes[unit.nodes[0]]
     read = sum(math.prod(s or [1]) for s in main.input_shapes)
     tables = sum(graph.nodes[i].op in TABLE_OPS for i in unit.nodes)
-    shape = dataclasses.replace(_main_shape(graph, unit), input_values=read, table_layers=tables)
+    shape = dataclasses.replace(_main_shape(graph, unit), input_values=read, table_layers=tables,
+                                weight_octaves=main.weight_octaves, weight_bits=main.weight_bits)
     if not shape.streamed:
         return shape
     return dataclasses.replace(shape, fifos=tuple(f for i in unit.nodes[:-1] for f in output_fifo(graph, i)))
@@ -258,12 +270,16 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     cycles = 0
     dsp = ddr = 0
     if shape.kind == "kernel":
-        products = shape.n_in * shape.n_out
-        multipliers = math.ceil(products / reuse_factor)
-        if width < DSP_MIN_WIDTH:
-            lut += multipliers * width * width // 2
-        else:
-            dsp = multipliers * (2 if width > 18 else 1)
+        products, multipliers = shape.n_in * shape.n_out, 0
+        for factor_bits, count in _weight_factors(shape, reuse_factor, width, ddr_bytes_per_cycle is None):
+            if factor_bits <= 0:  # a constant weight that rounds to 0 (or to +-1): no multiplier, nothing held
+                products -= count
+                continue
+            multipliers += count
+            if width < DSP_MIN_WIDTH or factor_bits < DSP_MIN_CONSTANT_BITS:
+                lut += count * width * factor_bits // 2
+            else:
+                dsp += count * (2 if width > 18 else 1)
         lut += multipliers * width
         ff += multipliers * width // 2
         cycles_per_vector = reuse_factor
@@ -309,6 +325,17 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     latency = max(cycles, moved) if shape.streamed else cycles + moved
     return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": latency, "compute_cycles": cycles,
             "buffer_cycles": latency - cycles, "ddr_cycles": ddr}
+
+
+def _weight_factors(shape: Shape, reuse_factor: int, width: int, on_chip: bool) -> list[tuple[int, int]]:
+    """(bits of the weight factor, multipliers) of a kernel unit. Unrolled (R = 1, weights on chip), each
+    multiplier has one constant weight, which the HLS folds in: it takes the bits of that weight's code
+    (``Shape.weight_octaves``: at W bits, W - 1 - d under the top; a quantized model's weights keep their own
+    bits). Else every multiplier reads W-bit weights: ceil(n_in x n_out / R) of them."""
+    if reuse_factor == 1 and on_chip and shape.weight_octaves:
+        code = shape.weight_bits if shape.weight_bits and shape.weight_bits <= width else width
+        return [(code - 1 - depth, count) for depth, count in enumerate(shape.weight_octaves) if count]
+    return [(width, math.ceil(shape.n_in * shape.n_out / reuse_factor))]
 
 
 def ddr_cycles_per_vector(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> int:

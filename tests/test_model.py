@@ -128,3 +128,21 @@ def test_integer_inputs_are_fed_and_run_on_the_cpu(tmp_path):
     assert main(["build", str(path), "--board", "pynq-z2", "--policy", "support", "-o", str(out)]) == 0
     np.save(tmp_path / "ids.npy", np.array([[9, 0, 4], [1, 1, 2]], dtype=np.int64))
     assert main(["emulate", str(out), "--input", str(tmp_path / "ids.npy")]) == 0
+
+
+def test_a_layers_weights_are_counted_by_octave_under_their_formats_top(tmp_path):
+    """What the estimator needs of an unrolled layer's constant weights: how many bits each one's code takes
+    (``precision.weight_octaves`` in the format the build gives the weights: here ap_fixed<W, 1>, top 1)."""
+    def gemm(weights):
+        w = numpy_helper.from_array(np.asarray(weights, dtype=np.float32), "w")
+        node = helper.make_node("Gemm", ["x", "w"], ["y"], name="fc")
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], [w])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model.ir_version = 8
+        return load_model(save(tmp_path, model)).graph.nodes[0]
+
+    octaves = gemm([[0.75, -0.3], [0.001, 0.0]]).weight_octaves
+    # 0.75 under 1, 0.3 one octave under, 0.001 (in [2**-10, 2**-9)) nine under; 0 past every width
+    assert {d: n for d, n in enumerate(octaves) if n} == {0: 1, 1: 1, 9: 1, len(octaves) - 1: 1}
+    assert gemm([[np.nan, 1.0], [0.5, 0.25]]).weight_octaves == ()  # no format holds a NaN: none counted

@@ -1,6 +1,8 @@
 """Execution units, their estimates and folding, as pure functions (hls4ml only as the reference for
 which reuse factors it accepts)."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -8,10 +10,13 @@ from hypothesis import strategies as st
 
 import graphs
 from hetdeploy.board import load_board
+from hetdeploy.precision import OCTAVES
 from hetdeploy.units import (
+    DSP_MIN_CONSTANT_BITS,
     LOOKUP_TABLE_SIZE,
     RESOURCES,
     TABLE_INDEX_LUT_PER_BIT,
+    Folding,
     bram18_blocks,
     estimate,
     fold,
@@ -225,3 +230,28 @@ def test_the_plan_prices_the_fpga_as_its_units_do():
         assert sub.resources["latency_cycles"] == cycles
     total = sum(s.estimate.latency_s for s in result.subfunctions)
     assert result.estimate.latency_s == pytest.approx(total, rel=1e-9)
+
+
+def test_an_unrolled_units_constant_weights_decide_its_multipliers():
+    """At R = 1 each multiplier has one constant weight, which the HLS folds in: a weight that rounds to 0
+    takes nothing, one whose code has fewer than DSP_MIN_CONSTANT_BITS bits is LUT shifts and adds; folded
+    (R > 1) or read from DDR, every multiplier takes W-bit weights in turn, on a DSP."""
+    b = graphs.Builder([1, 8])
+    head = b.graph(b.op("Gemm", ["input"], [1, 4], 32, transB=1))
+    (unit,) = split_units(head, range(len(head.nodes)), FPGA)
+    full = unit_shape(head, unit)
+    octaves = [0] * OCTAVES
+    octaves[0], octaves[10], octaves[-1] = 20, 8, 4  # 8 weights ten octaves under the top: 5-bit codes at 16 bits
+    weights = dataclasses.replace(full, weight_octaves=tuple(octaves))
+    assert estimate(full, 1, 16)["dsp"] == 32 and estimate(weights, 1, 16)["dsp"] == 20
+    unrolled, unknown = estimate(weights, 1, 16), estimate(full, 1, 16)
+    # 8 LUT multipliers of 16 x 5 bits; the 4 zeros' adders (16 LUT), held weights (8 LUT) and registers (8 FF) gone
+    assert unrolled["lut"] - unknown["lut"] == 8 * 16 * 5 // 2 - 4 * (16 + 8)
+    assert unrolled["ff"] - unknown["ff"] == -4 * 8
+    assert DSP_MIN_CONSTANT_BITS == 6 and estimate(weights, 1, 17)["dsp"] == 20 + 8  # 6-bit codes at 17 bits: DSPs
+    for rf in (2, 4):
+        assert estimate(weights, rf, 16) == estimate(full, rf, 16)
+    assert folded_estimate(weights, Folding(1, True), 16, 12.0) == folded_estimate(full, Folding(1, True), 16, 12.0)
+    # a quantized model's weights keep their own bits whatever the data's width: 4-bit codes are LUT products
+    quantized = dataclasses.replace(full, weight_octaves=tuple([32] + [0] * (OCTAVES - 1)), weight_bits=4)
+    assert estimate(quantized, 1, 16)["dsp"] == 0 and estimate(quantized, 2, 16)["dsp"] == 16
