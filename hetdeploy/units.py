@@ -14,7 +14,9 @@ out its layers:
   DSP_MIN_WIDTH bits Vivado builds the multiplier from LUTs instead (about W x b / 2 LUTs for
   b-bit weights). Unrolled (R = 1), each multiplier has one constant weight and the HLS folds it
   in, so the layer's own weights decide: one that rounds to 0 costs nothing, one whose code has
-  fewer than DSP_MIN_CONSTANT_BITS bits is a few shifts and adds in LUTs;
+  fewer than DSP_MIN_CONSTANT_BITS bits is a few shifts and adds in LUTs; folded (R > 1), the Latency
+  strategy still leaves out the products by zero weights (hls4ml's multiplier_limit,
+  ceil(n_in x n_out / R) - zeros // R);
 - BRAM18 (each array in whichever of a BRAM18's shapes, 16K x 1 to 512 x 36, takes
   fewest: ``bram18_blocks``): weights, when the Resource strategy keeps them in banks
   of depth R; the FIFOs between a streamed unit's layers (hls4ml sizes each to the
@@ -270,14 +272,20 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     cycles = 0
     dsp = ddr = 0
     if shape.kind == "kernel":
-        products, multipliers = shape.n_in * shape.n_out, 0
-        for factor_bits, count in _weight_factors(shape, reuse_factor, width, ddr_bytes_per_cycle is None):
-            if factor_bits <= 0:  # a constant weight that rounds to 0 (or to +-1): no multiplier, nothing held
-                products -= count
-                continue
-            multipliers += count
-            if width < DSP_MIN_WIDTH or factor_bits < DSP_MIN_CONSTANT_BITS:
-                lut += count * width * factor_bits // 2
+        held = shape.n_in * shape.n_out  # weights
+        # hls4ml's Latency strategy keeps the weights as constants: their values count (none known: all W bits)
+        latency_strategy = ddr_bytes_per_cycle is None and strategy_for(reuse_factor) == "Latency"
+        codes = _weight_codes(shape, width) if latency_strategy else []
+        zeros = sum(count for bits, count in codes if bits < 0)  # weights under half a step: they round to 0
+        if reuse_factor == 1 and codes:  # each multiplier one constant weight, which the HLS folds in (+-1: a wire)
+            factors = [(bits, count) for bits, count in codes if bits > 0]
+        else:  # W-bit weights in turn; hls4ml's multiplier_limit leaves out the products by a zero weight
+            factors = [(width, math.ceil(held / reuse_factor) - zeros // reuse_factor)]
+        held -= zeros
+        multipliers = sum(count for _, count in factors)
+        for bits, count in factors:
+            if width < DSP_MIN_WIDTH or bits < DSP_MIN_CONSTANT_BITS:
+                lut += count * width * bits // 2
             else:
                 dsp += count * (2 if width > 18 else 1)
         lut += multipliers * width
@@ -289,7 +297,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         elif strategy_for(reuse_factor) == "Resource":
             bram18 += bram18_blocks(reuse_factor, multipliers * width)  # a bank per multiplier, R deep
         else:
-            lut += products * width // 2
+            lut += held * width // 2
         cycles += shape.vectors * cycles_per_vector + math.ceil(math.log2(max(2, shape.n_in)) / ADDER_LEVELS_PER_CYCLE)
     elif shape.kind == "window" and shape.streamed:  # one output pixel a cycle
         lut += shape.n_out * width * shape.n_in
@@ -327,15 +335,12 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
             "buffer_cycles": latency - cycles, "ddr_cycles": ddr}
 
 
-def _weight_factors(shape: Shape, reuse_factor: int, width: int, on_chip: bool) -> list[tuple[int, int]]:
-    """(bits of the weight factor, multipliers) of a kernel unit. Unrolled (R = 1, weights on chip), each
-    multiplier has one constant weight, which the HLS folds in: it takes the bits of that weight's code
-    (``Shape.weight_octaves``: at W bits, W - 1 - d under the top; a quantized model's weights keep their own
-    bits). Else every multiplier reads W-bit weights: ceil(n_in x n_out / R) of them."""
-    if reuse_factor == 1 and on_chip and shape.weight_octaves:
-        code = shape.weight_bits if shape.weight_bits and shape.weight_bits <= width else width
-        return [(code - 1 - depth, count) for depth, count in enumerate(shape.weight_octaves) if count]
-    return [(width, math.ceil(shape.n_in * shape.n_out / reuse_factor))]
+def _weight_codes(shape: Shape, width: int) -> list[tuple[int, int]]:
+    """(magnitude bits of the code, weights) of each octave of a kernel unit's weights at W bits
+    (``Shape.weight_octaves``: W - 1 - d for the octave d under the top; a quantized model's weights
+    keep their own bits at any W); none when its weights are not known."""
+    code = shape.weight_bits if shape.weight_bits and shape.weight_bits <= width else width
+    return [(code - 1 - depth, count) for depth, count in enumerate(shape.weight_octaves) if count]
 
 
 def ddr_cycles_per_vector(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> int:

@@ -235,7 +235,8 @@ def test_the_plan_prices_the_fpga_as_its_units_do():
 def test_an_unrolled_units_constant_weights_decide_its_multipliers():
     """At R = 1 each multiplier has one constant weight, which the HLS folds in: a weight that rounds to 0
     takes nothing, one whose code has fewer than DSP_MIN_CONSTANT_BITS bits is LUT shifts and adds; folded
-    (R > 1) or read from DDR, every multiplier takes W-bit weights in turn, on a DSP."""
+    (R > 1), every multiplier takes W-bit weights in turn, on a DSP, and hls4ml's Latency strategy leaves
+    the zeros' products out (multiplier_limit); weights in BRAM (Resource) or DDR: every product counts."""
     b = graphs.Builder([1, 8])
     head = b.graph(b.op("Gemm", ["input"], [1, 4], 32, transB=1))
     (unit,) = split_units(head, range(len(head.nodes)), FPGA)
@@ -249,8 +250,10 @@ def test_an_unrolled_units_constant_weights_decide_its_multipliers():
     assert unrolled["lut"] - unknown["lut"] == 8 * 16 * 5 // 2 - 4 * (16 + 8)
     assert unrolled["ff"] - unknown["ff"] == -4 * 8
     assert DSP_MIN_CONSTANT_BITS == 6 and estimate(weights, 1, 17)["dsp"] == 20 + 8  # 6-bit codes at 17 bits: DSPs
-    for rf in (2, 4):
-        assert estimate(weights, rf, 16) == estimate(full, rf, 16)
+    for rf in (2, 4):  # ceil(32 / R) - 4 // R multipliers, the 28 non-zero weights held in LUTs
+        assert estimate(weights, rf, 16)["dsp"] == 32 // rf - 4 // rf == estimate(full, rf, 16)["dsp"] - 4 // rf
+        assert estimate(full, rf, 16)["lut"] - estimate(weights, rf, 16)["lut"] == 4 // rf * 16 + 4 * 16 // 2
+    assert estimate(weights, 64, 16) == estimate(full, 64, 16)  # Resource: weights in BRAM banks
     assert folded_estimate(weights, Folding(1, True), 16, 12.0) == folded_estimate(full, Folding(1, True), 16, 12.0)
     # a quantized model's weights keep their own bits whatever the data's width: 4-bit codes are LUT products
     quantized = dataclasses.replace(full, weight_octaves=tuple([32] + [0] * (OCTAVES - 1)), weight_bits=4)
