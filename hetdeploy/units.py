@@ -294,7 +294,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         if ddr_bytes_per_cycle is not None:
             cycles_per_vector = max(reuse_factor, ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle))
             ddr = shape.vectors * (cycles_per_vector - reuse_factor)
-        elif strategy_for(reuse_factor) == "Resource":
+        elif not latency_strategy:  # Resource
             bram18 += bram18_blocks(reuse_factor, multipliers * width)  # a bank per multiplier, R deep
         else:
             lut += held * width // 2
