@@ -11,6 +11,8 @@ the estimate, a synthesis or implementation result with the same estimate (the t
 Latency is the units' arithmetic (``compute_cycles``: hls4ml's own design; hetdeploy's arena moves are not in a
 standalone hls4ml project): summed for io_parallel networks; for io_stream ones (dataflow) the slowest layer
 plus each other layer's fill, its estimate for one vector (none for an activation without a lookup table).
+An io_parallel network is one hls4ml project, which holds its input in registers once (its later layers read the
+wires before them), where each of hetdeploy's units is a project of its own and holds its input.
 
 Prints one row per point and metric (``--json``: a list of {source, network, part, metric, published,
 estimate, kind, use}), then the share of points within the issue's bars per metric (DSP, BRAM18 and latency
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 from hetdeploy.precision import OCTAVES
-from hetdeploy.units import RESOURCES, TABLE_OPS, Shape, estimate
+from hetdeploy.units import RESOURCES, TABLE_OPS, TABLE_SELECT_OPS, Shape, estimate
 
 TABLE = Path(__file__).resolve().parent / "published_synthesis.csv"
 METRICS = (*RESOURCES, "latency_cycles")
@@ -77,7 +79,8 @@ def _activation(op: str, channels: int, streamed: bool, pixels: int = 1, fifo: b
     TABLE_OPS), its output through a FIFO when ``fifo``."""
     values = pixels * channels
     return Shape("elementwise", 1, channels, pixels, streamed, 0, values, False, input_values=values,
-                 fifos=((pixels, channels),) if fifo else (), table_layers=int(op in TABLE_OPS))
+                 fifos=((pixels, channels),) if fifo else (), table_layers=int(op in TABLE_OPS),
+                 table_selects=int(op in TABLE_SELECT_OPS))
 
 
 def _conv(size: int, channels: int, filters: int, kept: float, padding: int = 0) -> tuple[Shape, int]:
@@ -86,14 +89,14 @@ def _conv(size: int, channels: int, filters: int, kept: float, padding: int = 0)
     out = size + 2 * padding - 2
     return Shape("kernel", max(1, math.ceil(9 * channels * kept)), filters, out * out, True, 2 * size * channels,
                  out * out * filters, False, input_values=size * size * channels,
-                 fifos=((out * out, filters),)), out
+                 fifos=((out * out, filters),), window_values=9 * channels), out
 
 
 def _pool(size: int, channels: int) -> tuple[Shape, int]:
     """A 2x2 max pooling, its output through a FIFO."""
     out = size // 2
     return Shape("window", 4, channels, out * out, True, size * channels, out * out * channels, False,
-                 input_values=size * size * channels, fifos=((out * out, channels),)), out
+                 input_values=size * size * channels, fifos=((out * out, channels),), window_values=4 * channels), out
 
 
 # the Keras activations of hls4ml's baselines, as ONNX ops
@@ -139,11 +142,11 @@ def network(name: str, kept: float) -> list[Shape]:
     if name == "depthwise3x3":  # hls4ml's DepthwiseConv2D baseline: 3x3 on 32x32x3, 'valid', io_stream,
         # one layer (its output the top's port: no FIFO); a (3, 3, 3, 1) kernel: fans 27 and 9
         return [Shape("kernel", 9, 3, 30 * 30, True, 2 * 32 * 3, 30 * 30 * 3, False, input_values=32 * 32 * 3,
-                      weight_octaves=drawn_octaves("glorot_uniform", 27, 9, 27, 12))]
+                      weight_octaves=drawn_octaves("glorot_uniform", 27, 9, 27, 12), window_values=27)]
     if name == "depthwise1d":  # hls4ml's DepthwiseConv1D baseline: kernel 3 on 32 x 3, 'valid', io_stream;
         # a (3, 3, 1) kernel: fans 9 and 3
         return [Shape("kernel", 3, 3, 30, True, 2 * 3, 30 * 3, False, input_values=32 * 3,
-                      weight_octaves=drawn_octaves("glorot_uniform", 9, 3, 9, HLS4ML_INTEGER))]
+                      weight_octaves=drawn_octaves("glorot_uniform", 9, 3, 9, HLS4ML_INTEGER), window_values=9)]
     if name == "conv2d_4x4s4":  # hls4ml's Conv2D baseline: 32 filters 4x4, stride 4, 'same', on 28x28x3,
         # io_parallel, no bias, weights from 'normal'
         return [Shape("kernel", 4 * 4 * 3, 32, 7 * 7, False, 0, 7 * 7 * 32, False, input_values=28 * 28 * 3,
@@ -163,10 +166,13 @@ def fill_cycles(shape: Shape, reuse_factor: int, bits: int) -> int:
 
 
 def network_estimate(shapes: list[Shape], reuse_factor: int, bits: int) -> dict[str, int]:
+    streamed = any(s.streamed for s in shapes)
+    if not streamed:  # one io_parallel project registers its input once; its later layers read the wires before them
+        shapes = shapes[:1] + [dataclasses.replace(s, input_values=0) for s in shapes[1:]]
     layers = [estimate(s, reuse_factor, bits, table_entries=HLS4ML_TABLE_SIZE) for s in shapes]
     totals = {k: sum(e[k] for e in layers) for k in RESOURCES}
     compute = [e["compute_cycles"] for e in layers]
-    if any(s.streamed for s in shapes):  # dataflow: the slowest layer, and each other layer's fill
+    if streamed:  # dataflow: the slowest layer, and each other layer's fill
         slowest = compute.index(max(compute))
         totals["latency_cycles"] = compute[slowest] + sum(fill_cycles(s, reuse_factor, bits)
                                                           for k, s in enumerate(shapes) if k != slowest)

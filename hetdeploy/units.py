@@ -29,14 +29,20 @@ out its layers:
   inverse of the exponentials' sum, read once;
 - DSP also: Softmax's products of each exponential by the inverse of their sum
   (18 x 18 bits), one per output;
-- LUT / FF: per multiplier the accumulation adder and pipeline registers
-  (about W LUT and W / 2 FF), weights held in LUTs under the Latency
-  strategy (W / 2 LUT each), the line buffers of streamed convolutions and pooling
-  ((k - 1) rows of the input in hls4ml's shift registers, which Vivado builds from
-  32-bit shift-register LUTs, not BRAM), an io_parallel unit's input vector in
-  registers (W FF a value; its activations and pooling are combinational, pooling's
-  comparators copied for every output pixel), each table read's index (about 3W LUT a
-  value of a table layer, and of Softmax's n + 1), and a fixed control cost per unit;
+- LUT: per multiplier the accumulation adder (about W LUT), weights held in LUTs under the
+  Latency strategy (W / 2 LUT each), the line buffers of streamed convolutions and pooling
+  ((k - 1) rows of the input in hls4ml's shift registers, which Vivado builds from 32-bit
+  shift-register LUTs, not BRAM), pooling's comparators (io_parallel: copied for every
+  output pixel), each table read's index (about 3W LUT a value of a table layer, and of
+  Softmax's n + 1), and a fixed control cost per unit;
+- FF, the registers at the pipeline's cuts (W bits a value): an io_parallel unit's input
+  vector; under the Latency strategy every product a sum waits for (hls4ml keeps its
+  products in a completely partitioned array, and at R > 1 they wait for the last ones),
+  under the Resource strategy each multiplier's, about W / 2 a product (a product with no
+  sum, n_in = 1, feeds its output combinationally); a streamed layer's output word and its
+  window (k x k x input channels); a table layer's read, and the input beside it where the
+  output chooses between the two (ELU, SELU); a few for the control state. Plain
+  activations and io_parallel pooling are combinational;
 - latency in cycles: R per output vector (one vector for a dense layer, one
   per output pixel for a streamed convolution), plus the adder tree (three
   levels a cycle), the line-buffer fill and Softmax's two cycles; io_parallel
@@ -72,7 +78,9 @@ CYCLES = ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")
 RELAYOUT_OPS = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth"}
 # Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
 BRAM_MIN_DEPTH = 64
-UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 300, 200
+# FF: a combinational hls4ml design's control state (its io_parallel MaxPooling and Dense(1 -> 64) + ReLU
+# baselines take exactly 16 FF an input value and 2 more)
+UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 300, 2
 # The adder tree of a dense product: this many levels a cycle (hls4ml's Latency designs at 200 MHz).
 ADDER_LEVELS_PER_CYCLE = 3
 # The subfunction's memories (hls/arena.h) are arrays of words of this many bytes, each element in a
@@ -83,6 +91,9 @@ ARENA_PORTS = 2
 # Entries of the lookup tables hetdeploy gives hls4ml's Softmax and TABLE_OPS (its TableSize; hls4ml's
 # own default, 1024, errs by up to ~0.004), each 18 bits wide.
 TABLE_OPS = frozenset({"Tanh", "Sigmoid", "Softsign", "Softplus", "Elu", "Selu"})
+# ... of which these output the input itself (scaled) where it is not negative, the table elsewhere: the input
+# waits beside the table read
+TABLE_SELECT_OPS = frozenset({"Elu", "Selu"})
 LOOKUP_TABLE_SIZE = 4096
 LOOKUP_TABLE_BITS = 18
 # Each table read's index: the value scaled and offset (an adder) and clamped to the table at both ends
@@ -153,6 +164,8 @@ class Shape:
     # bits that hold them exactly (Node.weight_bits; None: float weights, as wide as the unit)
     weight_octaves: tuple[int, ...] = ()
     weight_bits: Optional[int] = None
+    window_values: int = 0  # values a streamed convolution or pooling holds in its window (k x k x input channels)
+    table_selects: int = 0  # table layers of TABLE_SELECT_OPS in the unit
 
 
 def unit_shape(graph: Graph, unit: Unit) -> Shape:
@@ -161,7 +174,8 @@ def unit_shape(graph: Graph, unit: Unit) -> Shape:
     main = graph.nodes[unit.nodes[0]]
     read = sum(math.prod(s or [1]) for s in main.input_shapes)
     tables = sum(graph.nodes[i].op in TABLE_OPS for i in unit.nodes)
-    shape = dataclasses.replace(_main_shape(graph, unit), input_values=read, table_layers=tables,
+    selects = sum(graph.nodes[i].op in TABLE_SELECT_OPS for i in unit.nodes)
+    shape = dataclasses.replace(_main_shape(graph, unit), input_values=read, table_layers=tables, table_selects=selects,
                                 weight_octaves=main.weight_octaves, weight_bits=main.weight_bits)
     if not shape.streamed:
         return shape
@@ -190,21 +204,22 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
         group = main.attrs.get("group", 1)
         n_in = (first[1] // group) * math.prod(kernel)
         line = (kernel[0] - 1) * (first[-1] if len(first) > 3 else 1) * first[1]
-        return Shape("kernel", n_in, main_out[1], math.prod(main_out[2:]), True, line, output_values, softmax)
+        return Shape("kernel", n_in, main_out[1], math.prod(main_out[2:]), True, line, output_values, softmax,
+                     window_values=first[1] * math.prod(kernel))
     if main.op in ("Gemm", "MatMul"):
         return Shape("kernel", first[-1], main_out[-1], 1, False, 0, output_values, softmax)
     if main.op == "MaxPool":
         kernel = main.attrs.get("kernel_shape") or [1]
         line = (kernel[0] - 1) * (first[-1] if len(first) > 3 else 1) * first[1]
         return Shape("window", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, line, output_values,
-                     softmax)
+                     softmax, window_values=first[1] * math.prod(kernel))
     if main.op in RELAYOUT_OPS:  # values moved by the top: no logic, no buffer of its own
         return Shape("data", 0, 0, 0, False, 0, 0, softmax)
     if main.op in ("AveragePool", "GlobalAveragePool"):  # a depthwise convolution on the FPGA
         kernel = main.attrs.get("kernel_shape") or first[2:]
         line = (kernel[0] - 1) * (first[-1] if len(first) > 3 else 1) * first[1]
         return Shape("kernel", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, line, output_values,
-                     softmax)
+                     softmax, window_values=first[1] * math.prod(kernel))
     channels = main_out[1] if len(main_out) > 1 else main_out[0]
     return Shape("elementwise", 1, channels, max(1, math.prod(main_out) // max(1, channels)), streamed, 0,
                  output_values, softmax)
@@ -289,7 +304,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
             else:
                 dsp += count * (2 if width > 18 else 1)
         lut += multipliers * width
-        ff += multipliers * width // 2
+        if shape.n_in > 1:  # products wait for their sum: all of them under Latency, each multiplier's else
+            ff += (held if latency_strategy else multipliers) * width // 2
         cycles_per_vector = reuse_factor
         if ddr_bytes_per_cycle is not None:
             cycles_per_vector = max(reuse_factor, ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle))
@@ -301,16 +317,14 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         cycles += shape.vectors * cycles_per_vector + math.ceil(math.log2(max(2, shape.n_in)) / ADDER_LEVELS_PER_CYCLE)
     elif shape.kind == "window" and shape.streamed:  # one output pixel a cycle
         lut += shape.n_out * width * shape.n_in
-        ff += shape.n_out * width * 2
         cycles += shape.vectors * max(1, shape.n_in // 4)
     elif shape.kind == "window":  # io_parallel: every output pixel's comparators at once, combinational
         lut += shape.vectors * shape.n_out * width * shape.n_in
     elif shape.kind == "elementwise":
-        lut += shape.n_out * width
-        if shape.streamed or shape.table_layers:  # else combinational (compares, shifts)
-            ff += shape.n_out * width
+        lut += shape.n_out * width  # combinational but for table reads (compares, shifts)
         cycles += shape.vectors
-    if shape.streamed:
+    if shape.streamed:  # its output word and its window in registers
+        ff += (shape.n_out + shape.window_values) * width
         lut += math.ceil(shape.line_buffer_values * width / 32)
         bram18 += fifo_bram18(shape.fifos, width)
         cycles += shape.line_buffer_values // max(1, shape.n_out)
@@ -322,6 +336,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     copies = math.ceil(shape.n_out / 2)
     bram18 += shape.table_layers * copies * table
     lookups = shape.table_layers * shape.n_out
+    # each read registered, and the input beside it where the output may be the input
+    ff += (shape.table_layers + shape.table_selects) * shape.n_out * width
     if shape.softmax:
         bram18 += (copies + 1) * table  # the exponential's copies and the inverse's one
         lookups += shape.n_out + 1

@@ -16,6 +16,7 @@ from hetdeploy.units import (
     LOOKUP_TABLE_SIZE,
     RESOURCES,
     TABLE_INDEX_LUT_PER_BIT,
+    UNIT_CONTROL_FF,
     Folding,
     bram18_blocks,
     estimate,
@@ -258,3 +259,33 @@ def test_an_unrolled_units_constant_weights_decide_its_multipliers():
     # a quantized model's weights keep their own bits whatever the data's width: 4-bit codes are LUT products
     quantized = dataclasses.replace(full, weight_octaves=tuple([32] + [0] * (OCTAVES - 1)), weight_bits=4)
     assert estimate(quantized, 1, 16)["dsp"] == 0 and estimate(quantized, 2, 16)["dsp"] == 16
+
+
+def _head(op_after, n_in=1, n_out=64):
+    """A Gemm(n_in -> n_out) unit with ``op_after`` fused after it."""
+    b = graphs.Builder([1, n_in])
+    head = b.graph(b.unary(op_after, b.op("Gemm", ["input"], [1, n_out], n_in * n_out, transB=1)))
+    (unit,) = split_units(head, range(len(head.nodes)), FPGA)
+    return unit_shape(head, unit)
+
+
+def test_registers_sit_at_the_pipelines_cuts():
+    """FF: an io_parallel unit's input vector; every product a sum waits for (Latency: all of them, whatever
+    R; Resource: each multiplier's); a table read, and the input beside it where the output may be the input;
+    a streamed layer's output word and window; and the control state (hls4ml's io_parallel Dense(1 -> 64) +
+    ReLU baseline: 18 FF, 16 for its one input and 2)."""
+    relu = _head("Relu")
+    assert estimate(relu, 1, 16)["ff"] == 16 + UNIT_CONTROL_FF == 18  # products with no sum: combinational
+    sigmoid, elu = _head("Sigmoid"), _head("Elu")
+    assert estimate(sigmoid, 1, 16)["ff"] - estimate(relu, 1, 16)["ff"] == 64 * 16  # each read registered
+    assert estimate(elu, 1, 16)["ff"] - estimate(relu, 1, 16)["ff"] == 2 * 64 * 16  # and ELU's input beside it
+    dense = _head("Relu", n_in=16)
+    for rf in (1, 2, 8, 32):  # Latency: the 1,024 products all wait for their sums
+        assert estimate(dense, rf, 16)["ff"] == 16 * 64 * 16 // 2 + 16 * 16 + UNIT_CONTROL_FF
+    resource = estimate(dense, 64, 16)  # Resource: 16 multipliers accumulate in place
+    assert resource["ff"] == 16 * 16 // 2 + 16 * 16 + UNIT_CONTROL_FF
+    graph = conv_stack(1, channels=8, size=8)
+    conv = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[0])  # 3x3 on 3 channels -> 8
+    assert conv.streamed and conv.window_values == 3 * 3 * 3
+    # 27 x 8 products, the 8-channel output word and the 27-value window, no input vector in registers
+    assert estimate(conv, 1, 16)["ff"] == 27 * 8 * 16 // 2 + (8 + 27) * 16 + UNIT_CONTROL_FF
