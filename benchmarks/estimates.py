@@ -40,6 +40,17 @@ BARS = {"dsp": 0.25, "bram18": 0.25, "latency_cycles": 0.25, "lut": 0.5, "ff": 0
 BASELINES = "test/pytest/baselines"  # hls4ml's single-layer synthesis baselines, apart from whole networks
 HLS4ML_TABLE_SIZE = 1024  # the published designs kept hls4ml's default lookup tables
 HLS4ML_INTEGER = 6  # integer bits of hls4ml's default precision, ap_fixed<16,6>
+# The tutorial's trained jet-tagger weights are not published. Standing in for them: the same network (16-64-32-32-5,
+# ReLU, lecun_uniform, trained on the same jet data set by hls4ml's authors, without the tutorial's L1 term),
+# fastmachinelearning/example-models@ce390f9a806dac2c254736c6113896c540e7447b keras/KERAS_3layer_weights.h5, its
+# layers' kernels (fc1_relu, fc2_relu, fc3_relu, output_softmax) counted by ``precision.weight_octaves`` in
+# ap_fixed<16,6> (octave 0 first; the octaves not listed hold none).
+JSC_TRAINED_OCTAVES = (
+    (0, 0, 0, 53, 83, 93, 331, 252, 79, 66, 28, 20, 5, 7, 1, 3, 1, 0, 0, 2),
+    (0, 0, 0, 0, 1, 6, 71, 855, 543, 275, 131, 82, 49, 19, 6, 2, 2, 1, 3, 0, 2),
+    (0, 0, 0, 1, 3, 16, 230, 356, 214, 91, 60, 24, 14, 5, 4, 3, 0, 0, 0, 3),
+    (0, 0, 0, 1, 4, 13, 36, 45, 29, 11, 13, 5, 2, 0, 1),
+)
 
 
 def _dense(n_in: int, n_out: int, kept: float, softmax: bool = False, streamed: bool = False,
@@ -110,8 +121,8 @@ def network(name: str, kept: float) -> list[Shape]:
     separate Keras activation, IO ``parallel`` or ``stream``, its weights drawn from the Keras
     initializer named), ``maxpool:RANK:PADDING`` (MaxPooling1D on 121 x 3 or MaxPooling2D on 18 x 15 x 3,
     pool 2, io_parallel). The baselines' weights are in hls4ml's default ap_fixed<16,6> but for the
-    DepthwiseConv2D test's fixed<32,12>; the networks' weights are not published (every product counts as a
-    full-width one)."""
+    DepthwiseConv2D test's fixed<32,12>; the unpruned jet tagger's are JSC_TRAINED_OCTAVES, the other networks'
+    are not published (every product counts as a full-width one)."""
     kind, *parameters = name.split(":")
     if kind == "dense":
         n_in, n_out, activation, io, initializer = parameters
@@ -125,9 +136,12 @@ def network(name: str, kept: float) -> list[Shape]:
         out = [(n + 1) // 2 if padding == "same" else n // 2 for n in size]
         return [Shape("window", 2 ** len(size), channels, math.prod(out), False, 0, math.prod(out) * channels, False,
                       input_values=math.prod(size) * channels)]
-    if name == "jsc":  # the jet-tagging MLP 16-64-32-32-5, Softmax last (io_parallel)
+    if name == "jsc":  # the jet-tagging MLP 16-64-32-32-5, Softmax last (io_parallel); unpruned, the weights of
+        # hls4ml's own training (which weights pruning kept is not published)
         layers = [(16, 64), (64, 32), (32, 32), (32, 5)]
-        return [_dense(n_in, n_out, kept, k == len(layers) - 1) for k, (n_in, n_out) in enumerate(layers)]
+        trained = [octaves + (0,) * (OCTAVES - len(octaves)) if kept == 1.0 else () for octaves in JSC_TRAINED_OCTAVES]
+        return [_dense(n_in, n_out, kept, k == len(layers) - 1, weight_octaves=trained[k])
+                for k, (n_in, n_out) in enumerate(layers)]
     if name == "svhn_cnn":  # hls4ml tutorial part 6: 32x32x3, conv 16-16-24 (3x3 valid) + 2x2 pools, dense 42-64-10
         shapes, size, channels = [], 32, 3
         for filters in (16, 16, 24):
