@@ -42,6 +42,14 @@ def conv_stack(layers, channels=64, size=32):
     return b.graph(b.op("Softmax", [x], [1, 10], axis=1))
 
 
+def _head(op_after, n_in=1, n_out=64):
+    """A Gemm(n_in -> n_out) unit with ``op_after`` fused after it."""
+    b = graphs.Builder([1, n_in])
+    head = b.graph(b.unary(op_after, b.op("Gemm", ["input"], [1, n_out], n_in * n_out, transB=1)))
+    (unit,) = split_units(head, range(len(head.nodes)), FPGA)
+    return unit_shape(head, unit)
+
+
 def test_units_fuse_batchnorm_and_activation_into_their_layer():
     graph = conv_stack(2)
     units = split_units(graph, range(len(graph.nodes)), FPGA)
@@ -126,16 +134,11 @@ def test_lookup_tables_are_copied_for_their_reads_and_fifos_counted():
     assert estimate(dense, 1, 16)["bram18"] == 6 * (LOOKUP_TABLE_SIZE // 1024)
     # a Sigmoid after a 64-wide layer reads its table 64 times a vector: 32 copies (hls4ml's baseline
     # Dense(64) + sigmoid: 32 BRAM18s under Vivado HLS 2020.1 and Vitis HLS 2024.1)
-    b = graphs.Builder([1, 1])
-    head = b.graph(b.unary("Sigmoid", b.op("Gemm", ["input"], [1, 64], 64, transB=1)))
-    (sigmoid,) = split_units(head, range(len(head.nodes)), FPGA)
-    assert unit_shape(head, sigmoid).table_layers == 1
-    assert estimate(unit_shape(head, sigmoid), 1, 16, table_entries=1024)["bram18"] == 32
+    sigmoid = _head("Sigmoid")
+    assert sigmoid.table_layers == 1
+    assert estimate(sigmoid, 1, 16, table_entries=1024)["bram18"] == 32
     # each of its 64 reads computes an index (scale, offset, clamp): LUTs a plain ReLU does not take
-    plain = graphs.Builder([1, 1])
-    relu_head = plain.graph(plain.unary("Relu", plain.op("Gemm", ["input"], [1, 64], 64, transB=1)))
-    (relu,) = split_units(relu_head, range(len(relu_head.nodes)), FPGA)
-    extra = estimate(unit_shape(head, sigmoid), 1, 16)["lut"] - estimate(unit_shape(relu_head, relu), 1, 16)["lut"]
+    extra = estimate(sigmoid, 1, 16)["lut"] - estimate(_head("Relu"), 1, 16)["lut"]
     assert extra == 64 * TABLE_INDEX_LUT_PER_BIT * 16
     conv = next(unit_shape(graph, u) for u in units if unit_shape(graph, u).streamed and len(u.nodes) > 1)
     assert conv.fifos and all(pixels > 2 for pixels, _ in conv.fifos)
@@ -259,14 +262,6 @@ def test_an_unrolled_units_constant_weights_decide_its_multipliers():
     # a quantized model's weights keep their own bits whatever the data's width: 4-bit codes are LUT products
     quantized = dataclasses.replace(full, weight_octaves=tuple([32] + [0] * (OCTAVES - 1)), weight_bits=4)
     assert estimate(quantized, 1, 16)["dsp"] == 0 and estimate(quantized, 2, 16)["dsp"] == 16
-
-
-def _head(op_after, n_in=1, n_out=64):
-    """A Gemm(n_in -> n_out) unit with ``op_after`` fused after it."""
-    b = graphs.Builder([1, n_in])
-    head = b.graph(b.unary(op_after, b.op("Gemm", ["input"], [1, n_out], n_in * n_out, transB=1)))
-    (unit,) = split_units(head, range(len(head.nodes)), FPGA)
-    return unit_shape(head, unit)
 
 
 def test_registers_sit_at_the_pipelines_cuts():
