@@ -141,6 +141,23 @@ def test_emulate_out_of_tolerance_exits_3(built, tmp_path):
     assert "OUT OF TOLERANCE" in result.stdout
 
 
+@pytest.mark.parametrize("ports", [[], "reversed"])
+def test_a_plan_whose_fpga_ports_are_not_its_tensors_is_refused_in_one_line(built, tmp_path, ports):
+    """The top's ports are the subfunction's inputs, in order: a damaged plan.json that leaves one out
+    (found by tests/fuzz.py) or swaps two is refused before anything runs."""
+    _, out = built("alexnet_style")
+    copy = tmp_path / "damaged"
+    subprocess.run(["cp", "-r", str(out), str(copy)], check=True)
+    plan = json.loads((copy / "plan.json").read_text())
+    hls = next(s["hls"] for s in plan["subfunctions"] if s["hls"])
+    if ports == "reversed":
+        hls["outputs"], hls["inputs"] = hls["inputs"], hls["outputs"]
+    else:
+        hls["inputs"] = ports
+    (copy / "plan.json").write_text(json.dumps(plan))
+    one_line_error(hetdeploy("emulate", copy), "plan.json is damaged", "HLS inputs")
+
+
 def test_build_is_byte_for_byte_reproducible(built, tmp_path):
     model, first = built("jet_tagger_mlp")
     second = tmp_path / "again"
