@@ -117,11 +117,11 @@ def _check_tensors(plan: Plan, build_dir: Path) -> None:
         if missing:
             raise damaged(f"subfunction {sub.name} reads '{missing[0]}', which nothing before it makes")
         if sub.hls is not None:  # the top's ports are the subfunction's inputs and outputs, in order (build.py)
-            for kind, ports, tensors in (("inputs", sub.hls.inputs, sub.inputs), ("outputs", sub.hls.outputs,
-                                                                               sub.outputs)):
-                if [p.tensor for p in ports] != tensors:
-                    raise damaged(f"subfunction {sub.name}'s HLS {kind} {[p.tensor for p in ports]} are not its "
-                                  f"{kind} {tensors}")
+            for kind, ports, tensors in (("inputs", sub.hls.inputs, sub.inputs),
+                                         ("outputs", sub.hls.outputs, sub.outputs)):
+                named = [p.tensor for p in ports]
+                if named != tensors:
+                    raise damaged(f"subfunction {sub.name}'s HLS {kind} {named} are not its {kind} {tensors}")
         known.update(sub.outputs)
     missing = [t.name for t in plan.outputs if t.name not in known]
     if missing:
