@@ -203,26 +203,33 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
         kernel = main.attrs.get("kernel_shape") or [1] * (len(first) - 2)
         group = main.attrs.get("group", 1)
         n_in = (first[1] // group) * math.prod(kernel)
-        line = (kernel[0] - 1) * (first[-1] if len(first) > 3 else 1) * first[1]
+        line, window = _window_values(first, kernel)
         return Shape("kernel", n_in, main_out[1], math.prod(main_out[2:]), True, line, output_values, softmax,
-                     window_values=first[1] * math.prod(kernel))
+                     window_values=window)
     if main.op in ("Gemm", "MatMul"):
         return Shape("kernel", first[-1], main_out[-1], 1, False, 0, output_values, softmax)
     if main.op == "MaxPool":
         kernel = main.attrs.get("kernel_shape") or [1]
-        line = (kernel[0] - 1) * (first[-1] if len(first) > 3 else 1) * first[1]
+        line, window = _window_values(first, kernel)
         return Shape("window", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, line, output_values,
-                     softmax, window_values=first[1] * math.prod(kernel))
+                     softmax, window_values=window)
     if main.op in RELAYOUT_OPS:  # values moved by the top: no logic, no buffer of its own
         return Shape("data", 0, 0, 0, False, 0, 0, softmax)
     if main.op in ("AveragePool", "GlobalAveragePool"):  # a depthwise convolution on the FPGA
         kernel = main.attrs.get("kernel_shape") or first[2:]
-        line = (kernel[0] - 1) * (first[-1] if len(first) > 3 else 1) * first[1]
+        line, window = _window_values(first, kernel)
         return Shape("kernel", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, line, output_values,
-                     softmax, window_values=first[1] * math.prod(kernel))
+                     softmax, window_values=window)
     channels = main_out[1] if len(main_out) > 1 else main_out[0]
     return Shape("elementwise", 1, channels, max(1, math.prod(main_out) // max(1, channels)), streamed, 0,
                  output_values, softmax)
+
+
+def _window_values(first: Sequence[int], kernel: Sequence[int]) -> tuple[int, int]:
+    """A streamed window op's values held over its input ``first`` (N, C, ...): its line buffer ((k - 1) rows of
+    the input) and its window in registers (k x k x C)."""
+    line = (kernel[0] - 1) * (first[-1] if len(first) > 3 else 1) * first[1]
+    return line, first[1] * math.prod(kernel)
 
 
 def valid_reuse_factors(n_in: int, n_out: int) -> list[int]:
