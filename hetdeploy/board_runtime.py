@@ -73,6 +73,8 @@ class CpuSubfunction:
 
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
+        # exact integer kernels on an x86 host too (--emulate), as hetdeploy's ort_adapter.session_options
+        options.add_session_config_entry("session.x64quantprecision", "1")
         self.session = onnxruntime.InferenceSession(str(HERE / "models" / f"{sub['name']}.onnx"), options,
                                                     providers=["CPUExecutionProvider"])
         self.outputs = [o.name for o in self.session.get_outputs()]

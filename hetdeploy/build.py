@@ -37,7 +37,7 @@ from .cost import FLOAT_BYTES, stream_seconds
 from .cache import BuildCache, digest, toolchain
 from .csim import compile_library
 from .deploy import synthesize, write_package
-from .errors import ToolError, UserError, VerificationError, first_line
+from .errors import ToolError, UserError, VerificationError, first_line, raised_in_hetdeploy
 from .hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitSettings, ap_types_headers, fixed_config, fixed_precision,
                              generate_unit)
 from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, element_bytes, library_name, write_project
@@ -599,12 +599,14 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                                            hls_options, cache)
             except UserError:
                 raise
-            except Exception as err:  # hls4ml or qonnx refused the unit
-                log = project / "units" / unit.name / HLS4ML_LOG
+            except Exception as err:
+                if raised_in_hetdeploy(err):  # our rewrites or precisions: a bug, with its traceback
+                    raise
+                log = project / "units" / unit.name / HLS4ML_LOG  # hls4ml or qonnx refused the unit
                 unit_ops = ", ".join(sorted({ops[n] for n in unit.nodes}))
                 raise ToolError(f"hls4ml failed on unit {unit.name} ({unit_ops}; "
                                 f"nodes {', '.join(unit.nodes)}): {type(err).__name__}: "
-                                f"{first_line(err)}; see {log}") from None
+                                f"{first_line(err)}; see {log if log.exists() else 'no log was written'}") from None
             unit.hls.project = os.path.relpath(unit.hls.project, build_dir)
             for port in unit.hls.inputs + unit.hls.outputs:
                 config_precision.setdefault(port.tensor, port.config_precision)

@@ -1,6 +1,19 @@
 """The one exception type that reaches the user as a single line."""
 
 
+import traceback
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def raised_in_hetdeploy(err: BaseException) -> bool:
+    """Whether ``err`` was raised by hetdeploy's own code (the innermost frame of its traceback in this
+    package): then it is hetdeploy's bug, whichever library call it was made around."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return bool(frames) and Path(frames[-1].filename).resolve().is_relative_to(_PACKAGE)
+
+
 def first_line(err: BaseException) -> str:
     """The first line of what ``err`` says (its type's name when it says nothing): for one-line errors
     that wrap a library's failure."""

@@ -654,7 +654,8 @@ def _quantized_precisions(wrapper, given: set[str]) -> dict[str, str]:
     """Precisions that make each fixed-point quantizer (power-of-two scale, zero point 0) exact:
     the one rounding happens where the quantizer is, on exact values. Going back from it through the
     ops that commute with its cast (ReLU, max pooling), each of those casts to the quantizer's type;
-    the layer before them rounds to it too, and layers further back compute exactly ("auto"); those
+    the layer before them rounds to it too, and layers further back compute exactly ("auto"), a ReLU
+    before a scaling step (a quantizer's scale as an affine step) among them; those
     ops after it keep its type (a max of 4-bit values needs no 16 bits). A unit
     input read first by the quantizer (unless another unit writes it) holds every float32 value
     near the quantizer's rounding points exactly (``_exact_float_input``), so it rounds once."""
@@ -671,9 +672,9 @@ def _quantized_precisions(wrapper, given: set[str]) -> dict[str, str]:
                 if tensor not in given:
                     result[tensor] = _exact_float_input(quantizer)
                 break
-            if producer.op_type in _COMMUTE_WITH_CAST or not rounded:
+            if not rounded:  # the layer that rounds, or a ReLU / max pool between it and the quantizer
                 result[producer.name] = precision
-            elif producer.op_type in _EXACT_WHEN_AUTO:
+            elif producer.op_type in _EXACT_WHEN_AUTO | _COMMUTE_WITH_CAST:  # before the rounding: exact
                 result[producer.name] = "auto"
             else:
                 break

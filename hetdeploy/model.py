@@ -246,6 +246,7 @@ def _read(path: Path) -> onnx.ModelProto:
             raise UserError(f"{path}: output '{output.name}' is an initializer, a constant the model does not "
                             f"compute; hetdeploy deploys computed outputs only")
     _import_domains(model)  # exporters of custom ops forget them
+    _drop_repeated_value_info(model.graph)
     try:
         onnx.load_external_data_for_model(model, str(base))
         # the full check includes strict shape inference: outputs or value_info contradicting the graph
@@ -253,6 +254,21 @@ def _read(path: Path) -> onnx.ModelProto:
     except Exception as err:
         raise UserError(f"{path}: invalid ONNX model: {first_line(err)}") from None
     return model
+
+
+def _drop_repeated_value_info(graph: onnx.GraphProto) -> None:
+    """A ``value_info`` for a graph input or output, or a second one for a tensor, says nothing new;
+    onnxruntime's ``quant_pre_process`` writes them and qonnx refuses them ("Multiple ValueInfoProto
+    found"): keep the first of each tensor, the graph's own inputs and outputs before all."""
+    seen = {v.name for v in list(graph.input) + list(graph.output)}
+    kept = []
+    for value in graph.value_info:
+        if value.name not in seen:
+            seen.add(value.name)
+            kept.append(value)
+    if len(kept) != len(graph.value_info):
+        del graph.value_info[:]
+        graph.value_info.extend(kept)
 
 
 def _check_opsets(model: onnx.ModelProto, path: Path) -> None:

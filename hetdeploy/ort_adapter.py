@@ -20,13 +20,24 @@ def providers_for(kind: str) -> list[str]:
     return ["CPUExecutionProvider"]
 
 
+def session_options(log_severity_level: int = 4) -> ort.SessionOptions:
+    """onnxruntime's options for every run of a model: its integer kernels exact on any x86 CPU.
+    On x86 without VNNI, onnxruntime's u8s8 matrix kernels (the QDQ Gemm/Conv/MatMul it fuses) add
+    pairs of products in 16 bits, which saturate (onnxruntime PR #12088); ``session.x64quantprecision``
+    makes them u8u8, which does not, so a QDQ model runs as the ONNX standard defines it, as it does on
+    the board's ARM cores, whatever CPU runs the check."""
+    options = ort.SessionOptions()
+    options.log_severity_level = log_severity_level
+    options.add_session_config_entry("session.x64quantprecision", "1")
+    return options
+
+
 class OrtModel:
     """A model on onnxruntime; what onnxruntime refuses (a model it cannot load, a node that fails
     on the inputs given) is a UserError naming the model."""
 
     def __init__(self, path: Path | str | bytes, kind: str = "cpu"):
-        options = ort.SessionOptions()
-        options.log_severity_level = 4  # what fails is reported below, in one line
+        options = session_options()  # what fails is reported below, in one line
         source = path if isinstance(path, bytes) else str(path)
         self.name = "the model" if isinstance(path, bytes) else str(path)
         try:
@@ -63,8 +74,7 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     Unsqueeze/Slice) removed, and the semantics-preserving Conv + Add / Mul / BatchNormalization
     fusions. Quantize/Dequantize pairs of constants are folded too (weights written as
     DequantizeLinear of integers become floats). Only standard opsets stay imported."""
-    options = ort.SessionOptions()
-    options.log_severity_level = 4  # a model it refuses is reported by the caller, in one line
+    options = session_options()  # a model it refuses is reported by the caller, in one line
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     options.add_session_config_entry("session.disable_quant_qdq", "1")
     with tempfile.TemporaryDirectory() as folder:
@@ -114,8 +124,6 @@ def open_model(path: Path | str, kind: str = "cpu"):
 
 def run_in_memory(model: onnx.ModelProto, feeds: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:
     """Every output of an in-memory model (one built for a search, never saved) on each of ``feeds``."""
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(model.SerializeToString(), session_options(3), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
     return [dict(zip(names, session.run(names, feed))) for feed in feeds]

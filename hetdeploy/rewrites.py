@@ -312,6 +312,8 @@ def fold_batchnorm(model: onnx.ModelProto) -> bool:
 
 def _fold_scale_into(graph: Graph, layer: onnx.NodeProto, factor: np.ndarray, shift: np.ndarray) -> bool:
     """Rewrite ``layer`` (Conv or Gemm) to compute factor * layer(x) + shift per output channel."""
+    if layer.op_type not in ("Conv", "Gemm"):  # an activation or a quantizer: nothing to fold into
+        return False
     weights = graph.constant(layer.input[1])
     if weights is None:
         return False

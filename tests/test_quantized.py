@@ -90,6 +90,25 @@ def test_onnxruntime_qdq_model_runs_on_the_fpga(quantized_builds):
     assert result.comparison.passed, result.table()
 
 
+def test_the_qdq_reference_is_the_onnx_standards_on_any_cpu(tmp_path):
+    """onnxruntime's fused u8s8 kernels saturate on x86 CPUs without VNNI (this suite's machine
+    among them): the reference that checks a build runs a QDQ model as the standard defines it
+    (onnxruntime with no graph optimisation), exactly, on every sample."""
+    import onnxruntime as ort
+
+    from hetdeploy.ort_adapter import OrtModel
+
+    path = quantized_models.onnxruntime_qdq_mlp(tmp_path)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    standard = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    reference = OrtModel(path)
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        x = rng.normal(0, 1.5, [1, 16]).astype(np.float32)
+        np.testing.assert_array_equal(reference.run({"x": x})["fc1_out"], standard.run(None, {"x": x})[0])
+
+
 def _quant_model(tmp_path, scale_is_input: bool = False, bits: float = 4.0):
     inits = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
              (("zero", 0.0), ("bits", bits))] + ([] if scale_is_input else
