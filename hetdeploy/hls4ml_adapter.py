@@ -103,6 +103,22 @@ def _onnxruntime_readable_models() -> Iterator[None]:
         onnx.helper.make_model = original
 
 
+@contextlib.contextmanager
+def _no_batchnorm_fusion() -> Iterator[None]:
+    """hls4ml's fuse_batchnorm folds a BatchNormalization into the Dense or Conv before it whose result
+    precision is "auto", keeping the weights' precision: a quantized layer's integer codes (2 bits)
+    would then hold scaled weights. Every BatchNormalization hetdeploy leaves after a layer is one it
+    kept on purpose (``rewrites.fold_batchnorm`` folds the others before hls4ml): off while converting."""
+    from hls4ml.model.optimizer.passes.bn_fuse import FuseBatchNormalization
+
+    original = FuseBatchNormalization.match
+    FuseBatchNormalization.match = lambda self, node: False
+    try:
+        yield
+    finally:
+        FuseBatchNormalization.match = original
+
+
 def _output_layers(wrapper) -> list[str]:
     """The layers whose result is a unit output: each output's producer, and the layer before it when
     hls4ml merges that producer into it (a bias Add, a scale, a BatchNormalization)."""
@@ -291,7 +307,8 @@ def generate_unit(
     # qonnx runs single-node opset-1 models through onnxruntime, which warns on each one
     onnxruntime.set_default_logger_severity(3)
     log = io.StringIO()
-    with _log_to(project_dir / HLS4ML_LOG, log), _onnxruntime_readable_models(), contextlib.redirect_stdout(log), \
+    with _log_to(project_dir / HLS4ML_LOG, log), _onnxruntime_readable_models(), _no_batchnorm_fusion(), \
+            contextlib.redirect_stdout(log), \
             warnings.catch_warnings():
         warnings.simplefilter("ignore")
         wrapper = ModelWrapper(model)

@@ -68,18 +68,25 @@ def _as_array(value):
 
 
 
+# onnxruntime's fusions that scale a Conv's weights: a quantized model's weights keep their codes
+# (rewrites.quantized_weights_as_codes puts the scale after the layer).
+_WEIGHT_SCALING_FUSIONS = ["ConvBNFusion", "ConvAddFusion", "ConvMulFusion"]
+
+
 def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     """onnxruntime's offline graph optimisation at its basic level: constant folding (constant
     subgraphs, and Shape of statically shaped tensors), redundant nodes (Identity, Dropout, no-op
     Unsqueeze/Slice) removed, and the semantics-preserving Conv + Add / Mul / BatchNormalization
-    fusions. Quantize/Dequantize pairs of constants are folded too (weights written as
-    DequantizeLinear of integers become floats). Only standard opsets stay imported."""
+    fusions. In a quantized model (QuantizeLinear/DequantizeLinear nodes) the weights stay
+    DequantizeLinear of integers and no fusion scales them. Only standard opsets stay imported."""
+    quantized = any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.graph.node)
     options = session_options()  # a model it refuses is reported by the caller, in one line
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    options.add_session_config_entry("session.disable_quant_qdq", "1")
+    options.add_session_config_entry("session.disable_quant_qdq", "0" if quantized else "1")
     with tempfile.TemporaryDirectory() as folder:
         options.optimized_model_filepath = str(Path(folder) / "folded.onnx")
-        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"],
+                             disabled_optimizers=_WEIGHT_SCALING_FUSIONS if quantized else None)
         folded = onnx.load(options.optimized_model_filepath)
     used = {n.domain for n in folded.graph.node} | {""}
     kept = [o for o in folded.opset_import if o.domain in used]

@@ -113,7 +113,8 @@ class UnitHls:
 @dataclass
 class TensorVerification:
     """One output tensor against onnxruntime: passed when every value is finite and the largest
-    error is at most the relative tolerance times the largest magnitude of its own reference."""
+    error is at most the relative tolerance times the largest magnitude of its own reference, or one
+    step of the quantizer that writes it, whichever is larger (``tolerance``)."""
 
     tensor: str
     max_abs_error: float

@@ -19,8 +19,14 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .precision import exact_fixed
+
 # The opset intake converts older models to (onnx's version converter); newer ones are kept.
 MIN_OPSET = 13
+
+
+# Weights exact in this many bits or fewer are a quantizer's codes: no scale is folded into them.
+QUANTIZED_WEIGHT_BITS = 8
 
 
 class RewriteError(ValueError):
@@ -288,19 +294,18 @@ def matmul_add_to_gemm(model: onnx.ModelProto) -> bool:
 
 def fold_batchnorm(model: onnx.ModelProto) -> bool:
     """A BatchNormalization (constant statistics) right after a Conv or a 2-D Gemm with constant
-    weights, and read by nothing else, is folded into that layer's weights and bias."""
+    weights, and read by nothing else, is folded into that layer's weights and bias; right after
+    another BatchNormalization, merged into it (one affine step)."""
     graph = Graph(model)
     changed = False
     for bn in list(graph.g.node):
         if bn.op_type != "BatchNormalization" or len([t for t in bn.output if t]) != 1:
             continue
-        params = [graph.constant(t) for t in bn.input[1:5]]
+        affine = _affine_of(graph, bn)
         layer = graph.producer.get(bn.input[0])
-        if any(p is None for p in params) or layer is None or graph.sole_consumer(bn.input[0]) is not bn:
+        if affine is None or layer is None or graph.sole_consumer(bn.input[0]) is not bn:
             continue
-        scale, shift, mean, var = (p.astype(np.float64) for p in params)
-        factor = scale / np.sqrt(var + attribute(bn, "epsilon", 1e-5))
-        folded = _fold_scale_into(graph, layer, factor, shift - mean * factor)
+        folded = _fold_scale_into(graph, layer, *affine)
         if not folded:
             continue
         layer.output[0] = bn.output[0]
@@ -310,12 +315,34 @@ def fold_batchnorm(model: onnx.ModelProto) -> bool:
     return changed
 
 
+def _affine_of(graph: Graph, node: onnx.NodeProto) -> Optional[tuple[np.ndarray, np.ndarray]]:
+    """A BatchNormalization with constant statistics as (factor, shift) per channel, else None."""
+    params = [graph.constant(t) for t in node.input[1:5]]
+    if node.op_type != "BatchNormalization" or any(p is None for p in params):
+        return None
+    scale, shift, mean, var = (p.astype(np.float64).reshape(-1) for p in params)
+    factor = scale / np.sqrt(var + attribute(node, "epsilon", 1e-5))
+    return factor, shift - mean * factor
+
+
 def _fold_scale_into(graph: Graph, layer: onnx.NodeProto, factor: np.ndarray, shift: np.ndarray) -> bool:
-    """Rewrite ``layer`` (Conv or Gemm) to compute factor * layer(x) + shift per output channel."""
+    """Rewrite ``layer`` (Conv, Gemm or a BatchNormalization) to compute factor * layer(x) + shift
+    per output channel. Weights that are exact in a few bits (a quantizer's integer codes) are never
+    scaled: that would make them full-width; the scale stays a step of its own."""
+    before = _affine_of(graph, layer)
+    if before is not None and before[0].size in (1, factor.size):  # two affine steps: one
+        inner_factor, inner_shift = before
+        layer.input[1] = graph.add_constant(f"{layer.name}.scale_merged", (inner_factor * factor).astype(np.float32))
+        layer.input[2] = graph.add_constant(f"{layer.name}.shift_merged",
+                                            (inner_shift * factor + shift).astype(np.float32))
+        layer.input[3] = graph.add_constant(f"{layer.name}.mean_merged", np.zeros(factor.size, np.float32))
+        layer.input[4] = graph.add_constant(f"{layer.name}.variance_merged", np.ones(factor.size, np.float32))
+        set_attribute(layer, "epsilon", 0.0)
+        return True
     if layer.op_type not in ("Conv", "Gemm"):  # an activation or a quantizer: nothing to fold into
         return False
     weights = graph.constant(layer.input[1])
-    if weights is None:
+    if weights is None or exact_fixed(weights, QUANTIZED_WEIGHT_BITS) is not None:
         return False
     channels = factor.size
     if layer.op_type == "Conv" and weights.shape[0] == channels:
@@ -342,6 +369,89 @@ def _fold_scale_into(graph: Graph, layer: onnx.NodeProto, factor: np.ndarray, sh
     if layer.op_type == "Gemm":
         set_attribute(layer, "beta", 1.0)
     return True
+
+
+QONNX_QUANT_DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas", "finn.custom_op.general")
+
+
+def _output_channel_scale(layer: onnx.NodeProto, weights_shape: list[int], scale: np.ndarray) -> Optional[np.ndarray]:
+    """A weight quantizer's scale as one value per output channel of ``layer``, if it is per tensor
+    or per output channel (Conv: axis 0; Gemm: axis 0 with transB, else axis 1)."""
+    if scale.size == 1:
+        channels = weights_shape[0] if layer.op_type == "Conv" or attribute(layer, "transB", 0) else weights_shape[1]
+        return np.full(channels, float(scale.reshape(-1)[0]))
+    axis = 0 if layer.op_type == "Conv" or attribute(layer, "transB", 0) else 1
+    if scale.ndim != len(weights_shape) or any(d != 1 for k, d in enumerate(scale.shape) if k != axis):
+        return None
+    return scale.reshape(-1).astype(np.float64) if scale.shape[axis] == weights_shape[axis] else None
+
+
+def _constant_value(graph: Graph, tensor: str) -> Optional[np.ndarray]:
+    """An initializer's value, or a DequantizeLinear's of constants (onnxruntime's quantized biases)."""
+    if tensor in graph.inits:
+        return graph.constant(tensor)
+    node = graph.producer.get(tensor)
+    if node is not None and node.op_type == "Quant" and node.domain in QONNX_QUANT_DOMAINS:
+        return _quant_of_constants(graph, node)
+    if node is None or node.op_type != "DequantizeLinear" or len(node.input) < 2:
+        return None
+    values = [graph.constant(t) for t in node.input[:3] if t]
+    if any(v is None for v in values) or attribute(node, "axis", 1) != 1 and values[1].size > 1:
+        return None
+    codes, scale = values[0].astype(np.float64), values[1].astype(np.float64)
+    zero = values[2].astype(np.float64) if len(values) > 2 else 0.0
+    return (codes - zero) * scale
+
+
+def _quant_of_constants(graph: Graph, node: onnx.NodeProto) -> Optional[np.ndarray]:
+    """What a QONNX Quant of constants gives, by the op's definition (round half to even, clamp to
+    the integer range, back to scale), for its ROUND mode and 2 bits or more; else None."""
+    values = [graph.constant(t) for t in node.input[:4]]
+    if any(v is None for v in values) or attribute(node, "rounding_mode", b"ROUND") not in (b"ROUND", "ROUND") \
+            or values[3].size != 1 or float(values[3].reshape(-1)[0]) < 2:
+        return None
+    x, scale, zero = (v.astype(np.float64) for v in values[:3])
+    bits, signed, narrow = int(values[3].reshape(-1)[0]), attribute(node, "signed", 1), attribute(node, "narrow", 0)
+    low = -(2 ** (bits - 1)) + int(narrow) if signed else 0
+    high = 2 ** (bits - 1) - 1 if signed else 2 ** bits - 1 - int(narrow)
+    return (np.clip(np.round(x / scale + zero), low, high) - zero) * scale
+
+
+def quantized_weights_as_codes(model: onnx.ModelProto) -> bool:
+    """A Conv or Gemm whose weights a QONNX Quant or a DequantizeLinear of integers (zero point 0, a
+    positive per-tensor or per-output-channel scale) quantizes computes on the integer codes, its scale and bias an affine step after
+    it: scale * (x * codes) + bias, FINN's streamlining. The layer keeps the quantizer's few bits
+    (Brevitas' float scales and a BatchNormalization after the layer no longer widen them: the
+    BatchNormalization merges into that step), and ``fold_batchnorm`` never folds into codes."""
+    graph = Graph(model)
+    changed = False
+    for quant in list(graph.g.node):
+        quantizer = (quant.op_type == "Quant" and quant.domain in QONNX_QUANT_DOMAINS) or \
+            (quant.op_type == "DequantizeLinear" and quant.domain in ("", "ai.onnx"))
+        params = [graph.constant(t) if t else np.zeros(1) for t in list(quant.input[:3]) + [""] * (3 - len(quant.input))]
+        layer = graph.sole_consumer(quant.output[0]) if quantizer else None
+        if layer is None or any(p is None for p in params) or layer.op_type not in ("Conv", "Gemm") \
+                or list(layer.input[1:2]) != [quant.output[0]] or np.any(params[2] != 0) or np.any(params[1] <= 0):
+            continue
+        if layer.op_type == "Gemm" and (attribute(layer, "transA", 0) or attribute(layer, "alpha", 1.0) != 1.0):
+            continue
+        scale = _output_channel_scale(layer, list(params[0].shape), params[1])
+        bias = _constant_value(graph, layer.input[2]) if len(layer.input) > 2 and layer.input[2] else np.zeros(1)
+        if scale is None or bias is None or bias.size not in (1, scale.size):
+            continue
+        bias = np.broadcast_to(bias.reshape(-1) * (attribute(layer, "beta", 1.0) if layer.op_type == "Gemm" else 1),
+                               scale.shape)
+        if quant.op_type == "Quant":  # Quant(w, s) = s * Quant(w / s, 1); a DequantizeLinear reads codes already
+            quant.input[0] = graph.add_constant(f"{quant.name}.in_steps", (params[0] / params[1]).astype(np.float32))
+        quant.input[1] = graph.add_constant(f"{quant.name}.unit_scale", np.ones_like(params[1]))
+        del layer.input[2:]
+        result, codes_result = layer.output[0], f"{layer.output[0]}.on_codes"
+        layer.output[0] = codes_result
+        position = list(graph.g.node).index(layer)
+        graph.g.node.insert(position + 1, _affine(graph, f"{layer.name}.weight_scale", codes_result, result, scale,
+                                                  bias))
+        changed = True
+    return changed
 
 
 def fold_bias_add(model: onnx.ModelProto) -> bool:
@@ -667,8 +777,40 @@ def quant_scale_to_affine(model: onnx.ModelProto) -> bool:
     return _replace_each(model, {"Quant"}, _quant_on_integer_codes)
 
 
+def positive_scale_before_relu(model: onnx.ModelProto) -> bool:
+    """relu(x) * c + d is relu(c * x) + d for c > 0: a quantizer's scaling step (an affine step with
+    positive factors) moves before the ReLU that feeds it, where it merges with the layer's own
+    affine step (``fold_batchnorm``), so that one multiply-and-round per channel requantizes."""
+    graph = Graph(model)
+    changed = False
+    for relu in list(graph.g.node):
+        step = graph.sole_consumer(relu.output[0]) if relu.op_type == "Relu" else None
+        affine = _affine_of(graph, step) if step is not None else None
+        if affine is None or np.any(affine[0] <= 0):
+            continue
+        factor, shift = affine
+        channels = factor.size
+        scaled = f"{relu.input[0]}.scaled"
+        position = list(graph.g.node).index(relu)
+        graph.g.node.insert(position, _affine(graph, f"{step.name}.before_relu", relu.input[0], scaled, factor,
+                                              np.zeros(channels)))
+        relu.input[0] = scaled
+        if np.any(shift != 0):
+            step.input[1] = graph.add_constant(f"{step.name}.unit_factor", np.ones(channels, np.float32))
+            step.input[3] = graph.add_constant(f"{step.name}.no_mean", np.zeros(channels, np.float32))
+            step.input[4] = graph.add_constant(f"{step.name}.unit_variance", np.ones(channels, np.float32))
+            step.input[2] = graph.add_constant(f"{step.name}.shift", shift.astype(np.float32))
+            set_attribute(step, "epsilon", 0.0)
+        else:
+            relu.output[0] = step.output[0]
+            graph.remove(step)
+        graph = Graph(model)
+        changed = True
+    return changed
+
+
 HLS4ML_LOWERINGS: list[Pass] = [average_pool_to_depthwise_conv, global_max_pool_to_max_pool,
-                                quant_scale_to_affine, constant_arithmetic_to_affine,
+                                quant_scale_to_affine, positive_scale_before_relu, constant_arithmetic_to_affine,
                                 # what hls4ml would fold itself, after its weights' precision was chosen
                                 fold_batchnorm, hard_sigmoid_to_clip, clip_to_relus, pad_value_to_zero,
                                 gemm_bias]

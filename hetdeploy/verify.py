@@ -2,8 +2,10 @@
 
 Every output tensor is judged on its own: it passes when every value is finite (a NaN or Inf in the
 result or in the reference fails it) and its largest error is at most ``relative`` times the
-largest magnitude of its own reference. An output whose reference is all zeros must come out all
-zeros. A check passes only when every tensor it saw passed, and one that saw no tensor fails.
+largest magnitude of its own reference, or one step of the quantizer that writes it (a QONNX Quant
+or a DequantizeLinear, through ops that keep values), whichever is larger: a quantized output
+rounded at a tie the other way is one step off, however small a share of the peak a step is. An
+output whose reference is all zeros must come out all zeros. A check passes only when every tensor it saw passed, and one that saw no tensor fails.
 An execution unit's outputs also count their saturations: reference values beyond what the
 output's fixed-point type holds (it saturates to its rails), so that overflow is never silent.
 """
@@ -37,6 +39,7 @@ class TensorCheck:
     values: int = 0
     range: Optional[tuple[float, float]] = None  # what the result's fixed-point type holds
     saturated: int = 0  # reference values outside ``range``: the result holds the rail instead
+    step: float = 0.0  # the largest step of the quantizer that writes it (0: not quantized)
 
     def add(self, got: np.ndarray, want: np.ndarray) -> None:
         got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
@@ -56,7 +59,7 @@ class TensorCheck:
 
     @property
     def tolerance(self) -> float:
-        return self.relative * self.peak
+        return max(self.relative * self.peak, self.step)
 
     @property
     def passed(self) -> bool:
@@ -73,8 +76,9 @@ class TensorCheck:
         if self.nonfinite:
             return f"output '{self.tensor}' has {self.nonfinite} NaN or Inf values"
         if self.max_abs_error > self.tolerance:
-            return (f"output '{self.tensor}' differs by {self.max_abs_error:.4g} (tolerance {self.tolerance:.4g}, "
-                    f"{self.relative:g} of its peak {self.peak:.4g})")
+            rule = ("one step of its quantizer" if self.step > self.relative * self.peak else
+                    f"{self.relative:g} of its peak {self.peak:.4g}")
+            return f"output '{self.tensor}' differs by {self.max_abs_error:.4g} (tolerance {self.tolerance:.4g}, {rule})"
         return ""
 
     def record(self) -> TensorVerification:
@@ -91,11 +95,12 @@ class SubfunctionCheck:
     relative: float
     tensors: dict[str, TensorCheck] = field(default_factory=dict)
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)  # tensor -> its fixed-point range
+    steps: dict[str, float] = field(default_factory=dict)  # tensor -> its quantizer's step (quantizer_steps)
 
     def add(self, got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
         for name, value in want.items():
-            self.tensors.setdefault(name, TensorCheck(name, self.relative, range=self.ranges.get(name))).add(
-                got[name], value)
+            self.tensors.setdefault(name, TensorCheck(name, self.relative, range=self.ranges.get(name),
+                                                      step=self.steps.get(name, 0.0))).add(got[name], value)
 
     @property
     def worst(self) -> Optional[TensorCheck]:
@@ -146,13 +151,47 @@ class Comparison:
         return self.pipeline.passed and all(s.passed for s in self.subfunctions)
 
 
+# Ops whose outputs are some of their input's values: a quantized input stays on its quantizer's grid.
+_VALUE_KEEPING_OPS = {"Relu", "MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
+                      "Identity", "Concat", "Slice", "Gather", "Pad", "DepthToSpace", "SpaceToDepth"}
+
+
+def quantizer_steps(path: Path) -> dict[str, float]:
+    """Every tensor of the model at ``path`` that a quantizer writes: a QONNX Quant (its scale) or a
+    DequantizeLinear (its scale), or an op that keeps its input's values reading one; the quantizer's
+    largest step (per-channel scales: the largest)."""
+    model = onnx.load(str(path), load_external_data=False)
+    constants = {t.name: t for t in model.graph.initializer}
+    steps: dict[str, float] = {}
+    for node in model.graph.node:  # topological order: a value-keeping op's input is known first
+        step = 0.0
+        if node.op_type in ("Quant", "DequantizeLinear") and len(node.input) > 1 and node.input[1] in constants:
+            tensor = constants[node.input[1]]
+            if tensor.data_location != onnx.TensorProto.EXTERNAL:
+                step = float(np.max(np.abs(onnx.numpy_helper.to_array(tensor)))) if np.prod(tensor.dims) else 0.0
+        elif node.op_type in _VALUE_KEEPING_OPS and node.input and node.input[0] in steps:
+            step = steps[node.input[0]]
+        if step > 0:
+            steps.update({t: step for t in node.output[:1] if t})
+    return steps
+
+
+def build_steps(build_dir: Path) -> dict[str, float]:
+    """``quantizer_steps`` of a build's normalised model (its units' and subfunctions' tensors) and of
+    the user's model (the pipeline's outputs)."""
+    return {**quantizer_steps(build_dir / "model.onnx"), **quantizer_steps(build_dir / "source.onnx")}
+
+
 def compare(plan: Plan, device, reference, source: OrtModel, samples: list[dict[str, np.ndarray]], batch: int = 1,
-            pipelined: bool = True, times: Optional[runtime.StreamTimes] = None) -> Comparison:
+            pipelined: bool = True, times: Optional[runtime.StreamTimes] = None,
+            steps: Optional[dict[str, float]] = None) -> Comparison:
     """Run ``samples`` through the pipeline on ``device`` executors as a stream of batches of
     ``batch`` (``runtime.stream``); check every subfunction against its ``reference`` executor on
-    the very inputs it got, and the final outputs against the user's model."""
-    checks = [SubfunctionCheck(s.name, s.kind, plan.relative_tolerance) for s in plan.subfunctions]
-    pipeline = SubfunctionCheck("overall", "pipeline", plan.relative_tolerance)
+    the very inputs it got, and the final outputs against the user's model. ``steps``: the quantized
+    tensors' steps (``build_steps``)."""
+    steps = steps or {}
+    checks = [SubfunctionCheck(s.name, s.kind, plan.relative_tolerance, steps=steps) for s in plan.subfunctions]
+    pipeline = SubfunctionCheck("overall", "pipeline", plan.relative_tolerance, steps=steps)
     envs = runtime.stream(plan, device, samples, batch, pipelined, times)
     names = [o.name for o in plan.outputs]
     expected: list[dict[str, np.ndarray]] = []
@@ -179,7 +218,7 @@ def check_build(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
         runtime.device_executors(libraries or runtime.CSimLibraries(build_dir), plan),
         runtime.reference_executors(build_dir, plan),
         open_model(build_dir / "source.onnx"),
-        samples, batch, pipelined, times,
+        samples, batch, pipelined, times, build_steps(build_dir),
     )
 
 
@@ -188,13 +227,15 @@ def check_units(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
     """Every execution unit of every FPGA subfunction in C-simulation against its ONNX model on
     onnxruntime, on the float values the unit sees in the reference pipeline."""
     seen = runtime.subfunction_inputs(build_dir, plan, samples)
+    steps = build_steps(build_dir)
     checks = {}
     for index, sub in enumerate(plan.subfunctions):
         if sub.hls is None:
             continue
         for unit, (csim, reference) in zip(sub.execution_units, runtime.unit_executors(libraries, sub)):
             ranges = {p.tensor: fixed_range(p.precision) for p in unit.hls.outputs} if unit.hls else {}
-            check = checks[unit.name] = SubfunctionCheck(unit.name, "fpga", plan.relative_tolerance, ranges=ranges)
+            check = checks[unit.name] = SubfunctionCheck(unit.name, "fpga", plan.relative_tolerance, ranges=ranges,
+                                                         steps=steps)
             for env in seen[index]:
                 want = reference.run(env)
                 try:

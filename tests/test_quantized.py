@@ -2,6 +2,8 @@
 pairs become the layers' precisions, verified in C-simulation against the quantized model's own
 reference (qonnx's execution, onnxruntime)."""
 
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -148,3 +150,61 @@ def test_per_channel_activation_quantizer_stays_off_the_fpga(tmp_path):
     loaded = load_model(path)
     fpga = next(d for d in load_board("pynq-z2").devices if d.kind == "fpga")
     assert "not one (per tensor)" in fpga.why_not(loaded.graph.nodes[0])
+
+
+# ---------------------------------------------------------------- models as the exporters write them
+# tests/data/quantized: trained on the digits and exported by benchmarks/quantized_exports.py (Brevitas
+# 0.13 export_qonnx / export_onnx_qcdq, onnxruntime's quantize_static), each with the framework's own
+# outputs on its first test images (NAME.npz: x, y, accuracy).
+EXPORTS = Path(__file__).resolve().parent / "data" / "quantized"
+EXPORTED = ["tfc_bn_qonnx", "tfc_bn_qcdq", "tfc_qonnx", "cnv_qonnx", "cnv_qcdq", "ort_static", "ort_static_pre"]
+CALIBRATION = 8  # the first images size the build; the rest check it
+
+
+@pytest.mark.parametrize("name", EXPORTED)
+def test_every_matrix_layer_of_an_export_plans_onto_the_fpga(name, capsys):
+    """Brevitas' default float-scale quantizers and onnxruntime's QDQ, as written: every Gemm and
+    Conv on the FPGA under the support policy (quant_pre_process's repeated value_info taken in)."""
+    import json
+
+    assert main(["plan", str(EXPORTS / f"{name}.onnx"), "--board", "pynq-z2", "--policy", "support", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    on_fpga = {n for s in plan["subfunctions"] if s["kind"] == "fpga" for n in s["nodes"]}
+    layers = [n.name for n in load_model(EXPORTS / f"{name}.onnx").graph.nodes if n.op in ("Gemm", "Conv")]
+    assert layers and set(layers) <= on_fpga
+
+
+@pytest.fixture(scope="module")
+def export_builds(tmp_path_factory):
+    """A Brevitas QONNX MLP with BatchNorm, a Brevitas QCDQ CNN and onnxruntime's quantize_static
+    after quant_pre_process, built for pynq-z2 under the support policy on their first images."""
+    root = tmp_path_factory.mktemp("exports")
+    builds = {}
+    for name in ("tfc_bn_qonnx", "cnv_qcdq", "ort_static_pre"):
+        data = np.load(EXPORTS / f"{name}.npz")
+        np.save(root / f"{name}_calibration.npy", data["x"][:CALIBRATION])
+        np.save(root / f"{name}_check.npy", data["x"][CALIBRATION:])
+        out = root / name
+        plan = build(BuildOptions(model=EXPORTS / f"{name}.onnx", board="pynq-z2", out_dir=out, policy="support",
+                                  calibration=root / f"{name}_calibration.npy"), progress=lambda message: None)
+        builds[name] = (out, plan, root / f"{name}_check.npy", data["y"][CALIBRATION:])
+    return builds
+
+
+@pytest.mark.parametrize("name", ["tfc_bn_qonnx", "cnv_qcdq", "ort_static_pre"])
+def test_an_export_on_the_fpga_answers_as_its_framework(export_builds, name):
+    """On images the build did not size on: every layer on the FPGA, the emulation within 1 % of the
+    output's peak (or one step of the quantizer that writes the output) of the framework's own
+    outputs (Brevitas', onnxruntime's) and the same class."""
+    from hetdeploy.verify import quantizer_steps
+
+    out, plan, check, framework = export_builds[name]
+    assert [s.kind for s in plan.subfunctions] == ["fpga"]
+    result = emulate(out, str(check))
+    assert result.comparison.passed, result.table()
+    output = plan.outputs[0].name
+    got = result.comparison.outputs[output]
+    assert got.shape == framework.shape and np.all(np.isfinite(got))
+    step = quantizer_steps(EXPORTS / f"{name}.onnx").get(output, 0.0)
+    assert np.max(np.abs(got - framework)) <= max(0.01 * np.max(np.abs(framework)), step * 1.0001)
+    assert np.array_equal(np.argmax(got, axis=1), np.argmax(framework, axis=1))
