@@ -1,9 +1,16 @@
 """Quantized models built and emulated against their own quantized reference (qonnx's execution for
-QONNX, onnxruntime for QDQ): the Brevitas-exported models qonnx ships (the ESPCN super-resolution
-networks, the FP8 linear layer), and benchmarks/quantized_models.py's QONNX MLP and CNN and
-onnxruntime-quantized QDQ MLP. Prints, per model and policy, where it ran, how many FPGA units are
-bit-exact (error 0 against their ONNX model), and the emulated pipeline's error per output.
+QONNX, onnxruntime for QDQ).
 
+First the exports of tests/data/quantized (benchmarks/quantized_exports.py: Brevitas' export_qonnx and
+export_onnx_qcdq, onnxruntime's quantize_static, trained on scikit-learn's digits), each built with
+``--policy support`` on its first 8 test images: nodes on the FPGA, FPGA units bit-exact (error 0 against
+their ONNX model) and within one step of their quantizer, the DSP and LUT estimates, and the accuracy on
+the whole digits test set emulated beside the framework's own (Brevitas', onnxruntime's). Then the
+Brevitas-exported models qonnx ships (the ESPCN super-resolution networks, the FP8 linear layer) and
+benchmarks/quantized_models.py's QONNX MLP and CNN and QDQ MLP, per policy: where they ran, the bit-exact
+units, and the emulated pipeline's error per output.
+
+    pip install scikit-learn   # the digits
     python benchmarks/quantized.py [--board pynq-z2] [--samples 3] [--json]
 """
 
@@ -69,6 +76,61 @@ def run(board: str, samples: int, folder: Path) -> list[dict]:
     return rows
 
 
+EXPORTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "quantized"
+EXPORTED = ["tfc_bn_qonnx", "tfc_bn_qcdq", "tfc_qonnx", "cnv_qonnx", "cnv_qcdq", "ort_static", "ort_static_pre"]
+CALIBRATION = 8  # test images the build sizes on (as the tests do)
+
+
+def exports(board: str, folder: Path) -> list[dict]:
+    """Each export built under the support policy and emulated on the whole digits test set."""
+    import numpy as np
+
+    from hetdeploy.verify import quantizer_steps
+    from quantized_exports import digits
+
+    _, x_test, _, y_test = digits()
+    folder.mkdir(parents=True, exist_ok=True)
+    np.save(folder / "x_test.npy", x_test)
+    np.save(folder / "y_test.npy", y_test.astype(np.int64))
+    np.save(folder / "calibration.npy", x_test[:CALIBRATION])
+    rows = []
+    for name in EXPORTED:
+        out = folder / name
+        row = {"model": name, "framework_accuracy": float(np.load(EXPORTS / f"{name}.npz")["accuracy"])}
+        try:
+            plan = build(BuildOptions(model=EXPORTS / f"{name}.onnx", board=board, out_dir=out, policy="support",
+                                      calibration=folder / "calibration.npy"), progress=lambda message: None)
+        except UserError as err:
+            rows.append({**row, "error": str(err)})
+            continue
+        steps = quantizer_steps(out / "model.onnx")
+        units = [u for s in plan.subfunctions if s.kind == "fpga" for u in s.execution_units if u.hls is not None]
+        exact = [u for u in units if u.verification.max_abs_error == 0.0]
+        one_step = [u for u in units if u not in exact and u.outputs[0] in steps
+                    and u.verification.max_abs_error <= steps[u.outputs[0]]]
+        used = next(iter(plan.fpga_resources.values())).used if plan.fpga_resources else {}
+        result = emulate(out, str(folder / "x_test.npy"), labels_path=str(folder / "y_test.npy"))
+        layers = [n for s in plan.subfunctions for n in s.nodes]
+        rows.append({**row, "fpga_nodes": sum(len(s.nodes) for s in plan.subfunctions if s.kind == "fpga"),
+                     "nodes": len(layers), "fpga_units": len(units), "bit_exact_units": len(exact),
+                     "one_step_units": len(one_step), "dsp": used.get("dsp", 0), "lut": used.get("lut", 0),
+                     "accuracy": result.accuracy.emulated, "model_accuracy": result.accuracy.model,
+                     "passed": result.comparison.passed})
+    return rows
+
+
+def print_exports(rows: list[dict]) -> None:
+    print(f"{'export (support policy)':<16} {'FPGA nodes':>10} {'units':>5} {'exact':>5} {'1 step':>6} {'DSP':>5} "
+          f"{'LUT':>7}  {'accuracy':>8} {'reference':>9} {'framework':>9}")
+    for r in rows:
+        if "error" in r:
+            print(f"{r['model']:<16} not built: {r['error']}")
+            continue
+        print(f"{r['model']:<16} {r['fpga_nodes']:>4} of {r['nodes']:<3} {r['fpga_units']:>5} "
+              f"{r['bit_exact_units']:>5} {r['one_step_units']:>6} {r['dsp']:>5} {r['lut']:>7,}  {100 * r['accuracy']:>7.2f}% "
+              f"{100 * r['model_accuracy']:>8.2f}% {100 * r['framework_accuracy']:>8.2f}%")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--board", default="pynq-z2")
@@ -76,10 +138,13 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
+        exported = exports(args.board, Path(folder) / "exports")
         rows = run(args.board, args.samples, Path(folder))
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"exports": exported, "models": rows}, indent=2))
         return 0
+    print_exports(exported)
+    print()
     print(f"{'model':<52} {'policy':<8} {'devices':<22} {'FPGA units (exact)':>18}  {'max abs error / peak':>22}  "
           f"verdict")
     for r in rows:

@@ -1,7 +1,7 @@
 """Quantized models as the exporters write them, trained on scikit-learn's bundled digits (8 x 8
 images, 10 classes), for tests/data/quantized/ and benchmarks/quantized.py.
 
-    pip install -e ".[bench]" torch brevitas    # the benchmark extra: PyTorch, Brevitas, scikit-learn
+    pip install -e ".[bench]"    # the benchmark extra: PyTorch, Brevitas, scikit-learn
     python benchmarks/quantized_exports.py [--out tests/data/quantized]
 
 Writes, per model, NAME.onnx and NAME.npz (``x``: the first test images, ``y``: the framework's own

@@ -28,7 +28,7 @@ import numpy as np
 import onnx
 from tqdm import tqdm
 
-from . import budget, memory, runtime, units, verify
+from . import budget, memory, rewrites, runtime, units, verify
 from .precision import node_widths
 from .board import BRAM18_BITS, Board, load_board
 from .config import BuildOptions, settle_options, resolved_config
@@ -36,10 +36,11 @@ from .board_runtime import resource_of
 from .cost import FLOAT_BYTES, stream_seconds
 from .cache import BuildCache, digest, toolchain
 from .csim import compile_library
-from .deploy import synthesize, write_package
+from .deploy import check_package, synthesize, write_package
 from .errors import ToolError, UserError, VerificationError, first_line, raised_in_hetdeploy
 from .hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitSettings, ap_types_headers, fixed_config, fixed_precision,
                              generate_unit)
+from .graph import QONNX_DOMAINS
 from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, element_bytes, library_name, write_project
 from .model import QUANTIZER_OPS, LoadedModel, load_model
 from .ort_adapter import OrtModel, open_model, run_in_memory
@@ -143,7 +144,7 @@ def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progr
             generate_hls(plan, loaded, board, options, stage_dir, samples, progress, unit_widths, cache)
             step(6, "verifying in C-simulation against onnxruntime")
             try:
-                verify_csim(plan, stage_dir, samples, progress)
+                emulated = verify_csim(plan, stage_dir, samples, progress)
                 break
             except VerificationError as err:
                 widened = _widen(plan, err, unit_widths, options.precisions, progress)
@@ -160,6 +161,9 @@ def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progr
         write_package(plan, board, stage_dir)
         plan.save(stage_dir / "plan.json")
         shutil.copy(stage_dir / "plan.json", stage_dir / "deploy" / "plan.json")
+        check_package(plan, stage_dir, samples, emulated)
+        progress(f"      deploy/run.py --emulate, run as on the board (no hetdeploy, onnx, qonnx or hls4ml): the "
+                 f"build's outputs on its {len(samples)} samples")
         _write_report(plan, stage_dir, cache)
         if cache is not None:
             progress.detail(f"      from the build cache {options.cache}: {cache.summary()}")
@@ -346,6 +350,8 @@ def fpga_times(plan: Plan, board: Board) -> None:
         if sub.kind != "fpga" or sub.estimate is None:
             continue
         clock_hz = board.device(sub.device).clock_mhz * 1e6
+        for unit in sub.execution_units:
+            unit.rate_per_s = clock_hz / max(1, unit.estimate["latency_cycles"])
         compute = sum(u.estimate["latency_cycles"] for u in sub.execution_units) / clock_hz
         spilled = sub.memory.ddr_transfer_s if sub.memory is not None else 0.0
         change = compute - sub.estimate.compute_s + spilled
@@ -409,7 +415,15 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         widths = [_pinned_precision(loaded, u, options)[0] for u in found]
         pinned = {k: folding for k, (u, shape) in enumerate(zip(found, shapes))
                   if (folding := _pinned_folding(loaded, u, shape, options, rate)) is not None}
-        foldings = units.fold(shapes, device.budget(), widths, pinned, rate)
+        if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps)
+            groups, start = [], 0
+            for _, units_of_sub in split:
+                groups.append(range(start, start + len(units_of_sub)))
+                start += len(units_of_sub)
+            cycles = [_cycles_for_rate(sub, options, device.clock_mhz) for sub in subs]
+            foldings = units.fold_for_rate(shapes, device.budget(), widths, groups, cycles, pinned, rate)
+        else:
+            foldings = units.fold(shapes, device.budget(), widths, pinned, rate)
         if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)
             folded = [units.folded_estimate(s, pinned.get(k) or units.folding_options(s, widths[k], rate)[-1],
                                             widths[k], rate) for k, s in enumerate(shapes)]
@@ -444,6 +458,14 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         plan.fpga_resources[device.name] = FpgaResources(
             [s.name for s in subs], {k: sum(s.resources[k] for s in subs) for k in units.RESOURCES},
             chip_budget, {k: device.resources.get(k, 0) for k in units.RESOURCES})
+
+
+def _cycles_for_rate(sub: Subfunction, options: BuildOptions, clock_mhz: float) -> float:
+    """The cycles a sample that FPGA subfunction ``sub``'s units may take together for a stream of
+    ``options.batch`` samples a call to reach ``options.target_rate``: a sample's share of the time
+    less what its call overhead and transfers take (none left: 0, as fast as it goes)."""
+    other_s = sub.estimate.batch_s / options.batch - sub.estimate.compute_s
+    return max(0.0, 1.0 / options.target_rate - other_s) * clock_mhz * 1e6
 
 
 def _unit_totals(sub: Subfunction) -> dict[str, int]:
@@ -505,7 +527,15 @@ def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None
     (build_dir / "subfunctions").mkdir()
     for sub in plan.subfunctions:
         sub.onnx = f"subfunctions/{sub.name}.onnx"
-        onnx.save(extract(loaded.model, sub), str(build_dir / sub.onnx))
+        model = extract(loaded.model, sub)
+        if sub.kind != "fpga":  # the board runs it on onnxruntime alone
+            rewrites.quantizers_as_standard_onnx(model)
+            left = next((n for n in model.graph.node if n.domain in QONNX_DOMAINS), None)
+            if left is not None:
+                raise UserError(f"node '{left.name}' ({left.op_type}) would run on {sub.device} (subfunction "
+                                f"{sub.name}), where only qonnx runs it and the board has onnxruntime alone: put it on an FPGA that "
+                                f"takes it (--device NODE=DEVICE) or export it as standard ONNX")
+        onnx.save(model, str(build_dir / sub.onnx))
     chain = runtime.reference_executors(build_dir, plan)
     source = open_model(build_dir / "source.onnx")
     # Intake's rewrites (a BatchNormalization folded into a convolution) reorder float arithmetic;
@@ -760,8 +790,10 @@ def _check_ddr(device, subs: list[Subfunction], shapes: dict[str, list[int]], ba
                         f"buffers, two sets); take a smaller batch")
 
 
-def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = _stderr_progress) -> None:
-    """Each execution unit, each subfunction, then the whole pipeline against onnxruntime."""
+def verify_csim(plan: Plan, build_dir: Path, samples,
+                progress: Progress = _stderr_progress) -> dict[str, np.ndarray]:
+    """Each execution unit, each subfunction, then the whole pipeline against onnxruntime; the
+    pipeline's emulated outputs."""
     libraries = runtime.CSimLibraries(build_dir, keep_log=True)  # one process per subfunction for both checks
     unit_checks = verify.check_units(plan, build_dir, samples, libraries)
     comparison = verify.check_build(plan, build_dir, samples, libraries)
@@ -786,6 +818,7 @@ def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = _stde
         raise error
     if not comparison.passed:
         raise VerificationError(f"the pipeline against the model on onnxruntime: {comparison.pipeline.problem()}")
+    return comparison.outputs
 
 
 def check_output(out_dir: Path, marker: str = "plan.json", command: str = "build") -> None:

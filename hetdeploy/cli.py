@@ -27,7 +27,7 @@ def _options(args: argparse.Namespace, **more):
                         precisions=dict(args.precision), devices=dict(args.device), error_budget=args.error_budget,
                         calibration=args.calibration, samples=args.samples, seed=args.seed,
                         relative_tolerance=getattr(args, "tolerance", None), objective=args.objective,
-                        batch=args.batch, **more)
+                        batch=args.batch, target_rate=args.target_rate, **more)
 
 
 def _point(args: argparse.Namespace) -> dict:
@@ -141,14 +141,16 @@ def print_plan(plan, board, nodes: bool) -> None:
             continue
         print(f"\n{sub.name}: execution units (estimates, not synthesis results)")
         print(f"  {'unit':<14} {'pe':<12} {'nodes':>5} {'reuse':>6} {'strategy':<9} {'weights':<7} {'DSP':>6} "
-              f"{'BRAM18':>6} {'LUT':>8} {'FF':>8} {'cycles':>9} {'compute':>9} {'buffers':>8} {'DDR':>8}")
+              f"{'BRAM18':>6} {'LUT':>8} {'FF':>8} {'cycles':>9} {'compute':>9} {'buffers':>8} {'DDR':>8} "
+              f"{'samples/s':>11}")
         rows = [(u.name, u.pe, len(u.nodes), u.reuse_factor, u.strategy, "DDR" if u.weights_in_ddr else "on chip",
-                 u.estimate) for u in sub.execution_units]
-        rows += [("total", "", "", "", "", "", sub.resources), ("budget", "", "", "", "", "", sub.budget)]
-        for name, pe, count, rf, strategy, weights, e in rows:
+                 u.estimate, f"{u.rate_per_s:,.0f}") for u in sub.execution_units]
+        rows += [("total", "", "", "", "", "", sub.resources, ""), ("budget", "", "", "", "", "", sub.budget, "")]
+        for name, pe, count, rf, strategy, weights, e, rate in rows:
             print(f"  {name:<14} {pe:<12} {count!s:>5} {rf!s:>6} {strategy:<9} {weights:<7} {e['dsp']:>6} "
                   f"{e['bram18']:>6} {e['lut']:>8} {e['ff']:>8} "
-                  + " ".join(f"{e.get(k) if e.get(k) is not None else '':>{w}}" for k, w in CYCLE_PARTS))
+                  + " ".join(f"{e.get(k) if e.get(k) is not None else '':>{w}}" for k, w in CYCLE_PARTS)
+                  + f" {rate:>11}")
     for line in chip_totals(plan):
         print(f"\n{line}")
     for sub in plan.subfunctions:
@@ -188,6 +190,14 @@ def print_plan(plan, board, nodes: bool) -> None:
            f"{est.throughput_per_s / est.all_cpu_throughput_per_s:.2f}x)" if est.all_cpu_throughput_per_s else "")
     print(f"estimated throughput, a pipelined stream of batches of {est.batch}: {est.throughput_per_s:,.0f} "
           f"samples/s{cpu}")
+    target = plan.config.get("target_rate")
+    cores = [(est.batch / s.estimate.batch_s, s.name) for s in plan.subfunctions if s.kind == "fpga" and s.estimate]
+    if target and cores:
+        slowest, name = min(cores)
+        verdict = ("reached" if slowest >= target * (1 - 1e-9) else
+                   "NOT reached (as unfolded as the chip holds; a larger --batch shares the call overhead more)")
+        print(f"  --target-rate {target:,.0f} samples/s: {verdict}; the slowest FPGA core, {name}, "
+              f"{slowest:,.0f} samples/s")
     if est.all_cpu_latency_s is not None:
         print(f"  all on the host CPU: {_time(est.all_cpu_latency_s)} ({est.all_cpu_latency_s / est.latency_s:.2f}x)")
     fits = "" if est.support_fits else " (does not fit the board)"
@@ -321,6 +331,10 @@ def _model_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--batch", type=_argument(config.positive_int), default=1, metavar="N",
                          help="samples per call (default 1): the most an FPGA core takes in one call (its float "
                               "ports hold N samples, in DDR) and the batch the estimated throughput is for")
+    command.add_argument("--target-rate", type=_argument(config.rate), default=None, metavar="N",
+                         help="samples per second the FPGA must sustain on a stream of --batch samples a call: "
+                              "its units folded to the fewest resources that reach N (FINN's target_fps); "
+                              "default: folded to the least latency that fits")
     command.add_argument("--config", metavar="FILE.yaml",
                          help="options from a YAML file (as 'hetdeploy config DIR' writes; per-node settings under "
                               "'nodes:'); options given here override it")

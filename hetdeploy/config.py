@@ -6,6 +6,7 @@ settings included, in the habit of hls4ml's ``config.yml`` and FINN's ``dataflow
     policy: latency
     objective: latency             # or throughput (a pipelined stream of batches)
     batch: 1                       # samples per FPGA call
+    target_rate: null              # samples/s: FPGA units folded to the fewest resources that reach it
     width: 16
     tolerance: 0.05
     cache: build-cache             # the build cache's folder; null: none
@@ -55,6 +56,9 @@ class BuildOptions:
     policy: str = "latency"
     objective: str = "latency"  # what the latency policy minimises (cost.OBJECTIVES)
     batch: int = 1  # samples per call: the FPGA cores' largest batch, and the stream the throughput is for
+    # samples per second of that stream the FPGA units must reach, with the fewest resources (FINN's
+    # target_fps); None: folded to the least latency that fits
+    target_rate: Optional[float] = None
     reuse_factors: dict[str, int] = field(default_factory=dict)  # ONNX node name -> pinned ReuseFactor
     # every foldable unit's ReuseFactor (hls4ml's model-wide one): the valid one nearest it; None: folded to fit
     model_reuse_factor: Optional[int] = None
@@ -114,6 +118,16 @@ def fraction(value: Any) -> float:
     return number
 
 
+def rate(value: Any) -> float:
+    try:
+        number = float(value) if not isinstance(value, bool) else math.nan
+    except (TypeError, ValueError):
+        number = math.nan
+    if not 0 < number < math.inf:
+        raise ValueError(f"'{value}': expected samples per second, a number above 0")
+    return number
+
+
 def choice(options: tuple[str, ...]):
     def check(value: Any) -> str:
         if value not in options:
@@ -152,6 +166,7 @@ _KEYS = {
     "samples": ("samples", positive_int), "seed": ("seed", seed), "tolerance": ("relative_tolerance", fraction),
     "synth": ("synth", flag), "cache": ("cache", text), "model_reuse_factor": ("model_reuse_factor", positive_int),
     "objective": ("objective", choice(OBJECTIVES)), "batch": ("batch", positive_int),
+    "target_rate": ("target_rate", rate),
 }
 _PATHS = ("model", "calibration", "cache")
 # per-node key -> check

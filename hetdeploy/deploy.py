@@ -10,14 +10,19 @@ script runs here unless the vendor tools are on PATH (``synthesize``); nothing f
 from __future__ import annotations
 
 import shutil
+import sys
+import tempfile
 from pathlib import Path
 from typing import Callable, Optional
+
+import numpy as np
 
 from . import processes
 from .board import Board
 from .errors import ToolError
 from .hls_top import template
 from .names import identifier
+from .ort_adapter import providers_for
 from .plan import Plan
 from .runtime import largest_batch
 
@@ -55,6 +60,49 @@ waits for it (5 s timeout) and reads the outputs.
 On a host, from inside the build folder, `python deploy/run.py --input x.npy --emulate` runs the same
 script with the FPGA subfunctions in C-simulation; its output equals `hetdeploy emulate`'s.
 """
+
+
+# What the host has and the board does not: run.py must never need them.
+HOST_ONLY_MODULES = ("hetdeploy", "onnx", "qonnx", "hls4ml", "onnxscript", "onnx_ir", "torch", "brevitas")
+
+# Runs run.py (argv[1], its arguments after it) with the host-only modules unimportable.
+_AS_ON_THE_BOARD = """
+import runpy, sys
+class HostOnly:
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in %r:
+            raise ModuleNotFoundError(f"No module named {name!r} (not on the board)")
+sys.meta_path.insert(0, HostOnly())
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name='__main__')
+"""
+
+
+def check_package(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]],
+                  expected: dict[str, np.ndarray]) -> None:
+    """Run the package's own run.py as the board would (a child process, none of HOST_ONLY_MODULES
+    importable), with --emulate, on ``samples``; its outputs must equal ``expected`` (the build's
+    emulation of the same samples) exactly. Any difference is hetdeploy's bug (RuntimeError)."""
+    with tempfile.TemporaryDirectory() as folder:
+        inputs = Path(folder) / "x.npz"
+        np.savez(inputs, **{spec.name: np.concatenate([s[spec.name] for s in samples]) for spec in plan.inputs})
+        result_path = Path(folder) / ("y.npy" if len(plan.outputs) == 1 else "y.npz")
+        run = processes.run([sys.executable, "-c", _AS_ON_THE_BOARD % (HOST_ONLY_MODULES,),
+                             str(build_dir / "deploy" / "run.py"), "--input", str(inputs), "--output",
+                             str(result_path), "--emulate"], cwd=build_dir)
+        if run.returncode != 0:
+            raise RuntimeError(f"deploy/run.py --emulate, as on the board, ended with exit {run.returncode}:\n"
+                               f"{run.stderr[-4000:]}")
+        loaded = np.load(result_path)
+        got = {plan.outputs[0].name: loaded} if len(plan.outputs) == 1 else dict(loaded)
+    # run.py runs GPU subfunctions on the CPU; the build's emulation on CUDA where it has it
+    on_cuda = any(s.kind == "gpu" for s in plan.subfunctions) and providers_for("gpu")[0] == "CUDAExecutionProvider"
+    for name, want in expected.items():
+        allowed = plan.relative_tolerance * float(np.max(np.abs(want))) if on_cuda else 0.0
+        if got[name].shape != want.shape or not np.all(np.abs(got[name] - want) <= allowed):
+            raise RuntimeError(f"deploy/run.py --emulate gives output '{name}' other than the build's emulation "
+                               f"(shapes {list(got[name].shape)} and {list(want.shape)}, allowed difference "
+                               f"{allowed:g})")
 
 
 def write_package(plan: Plan, board: Board, build_dir: Path) -> None:

@@ -233,6 +233,7 @@ class ExecutionUnit:
     # position), a C++ header relative to the subfunction's HLS project
     index_table: str = ""
     verification: Optional[Verification] = None
+    rate_per_s: float = 0.0  # samples a second it sustains on its own: the FPGA's clock over its cycles a sample
 
 
 @dataclass

@@ -226,9 +226,10 @@ def units_table(plan: Plan) -> str:
                          e.get("dsp"), e.get("bram18"), e.get("lut"), e.get("ff"),
                          *[e.get(k) if e.get(k) is not None else "-" for k in
                            ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")],
-                         _verdict(u.verification)])
+                         f"{u.rate_per_s:,.0f}", _verdict(u.verification)])
     return _table(["subfunction", "unit", "nodes", "PE", "reuse", "strategy", "weights", "precision", "DSP",
-                   "BRAM18", "LUT", "FF", "cycles", "compute", "buffers", "DDR", "C-sim max abs error / tolerance"],
+                   "BRAM18", "LUT", "FF", "cycles", "compute", "buffers", "DDR", "samples/s",
+                   "C-sim max abs error / tolerance"],
                   rows, names=3)
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .graph import QONNX_DOMAINS as QONNX_QUANT_DOMAINS
 from .precision import exact_fixed
 
 # The opset intake converts older models to (onnx's version converter); newer ones are kept.
@@ -371,7 +372,6 @@ def _fold_scale_into(graph: Graph, layer: onnx.NodeProto, factor: np.ndarray, sh
     return True
 
 
-QONNX_QUANT_DOMAINS = ("qonnx.custom_op.general", "onnx.brevitas", "finn.custom_op.general")
 
 
 def _output_channel_scale(layer: onnx.NodeProto, weights_shape: list[int], scale: np.ndarray) -> Optional[np.ndarray]:
@@ -419,16 +419,18 @@ def _quant_of_constants(graph: Graph, node: onnx.NodeProto) -> Optional[np.ndarr
 
 def quantized_weights_as_codes(model: onnx.ModelProto) -> bool:
     """A Conv or Gemm whose weights a QONNX Quant or a DequantizeLinear of integers (zero point 0, a
-    positive per-tensor or per-output-channel scale) quantizes computes on the integer codes, its scale and bias an affine step after
-    it: scale * (x * codes) + bias, FINN's streamlining. The layer keeps the quantizer's few bits
-    (Brevitas' float scales and a BatchNormalization after the layer no longer widen them: the
-    BatchNormalization merges into that step), and ``fold_batchnorm`` never folds into codes."""
+    positive per-tensor or per-output-channel scale) quantizes computes on the integer codes, its
+    scale and bias an affine step after it: scale * (x * codes) + bias, FINN's streamlining. The
+    layer keeps the quantizer's few bits (Brevitas' float scales and a BatchNormalization after the
+    layer no longer widen them: the BatchNormalization merges into that step), and
+    ``fold_batchnorm`` never folds into codes."""
     graph = Graph(model)
     changed = False
     for quant in list(graph.g.node):
         quantizer = (quant.op_type == "Quant" and quant.domain in QONNX_QUANT_DOMAINS) or \
             (quant.op_type == "DequantizeLinear" and quant.domain in ("", "ai.onnx"))
-        params = [graph.constant(t) if t else np.zeros(1) for t in list(quant.input[:3]) + [""] * (3 - len(quant.input))]
+        inputs = list(quant.input[:3]) + [""] * (3 - len(quant.input))  # a DequantizeLinear may lack a zero point
+        params = [graph.constant(t) if t else np.zeros(1) for t in inputs]
         layer = graph.sole_consumer(quant.output[0]) if quantizer else None
         if layer is None or any(p is None for p in params) or layer.op_type not in ("Conv", "Gemm") \
                 or list(layer.input[1:2]) != [quant.output[0]] or np.any(params[2] != 0) or np.any(params[1] <= 0):
@@ -451,6 +453,77 @@ def quantized_weights_as_codes(model: onnx.ModelProto) -> bool:
         graph.g.node.insert(position + 1, _affine(graph, f"{layer.name}.weight_scale", codes_result, result, scale,
                                                   bias))
         changed = True
+    return changed
+
+
+# QONNX rounding modes by the standard op that rounds the same way (qonnx: ROUND and HALF_EVEN are np.round).
+_ROUNDING_OPS = {"ROUND": "Round", "HALF_EVEN": "Round", "FLOOR": "Floor", "CEIL": "Ceil"}
+
+
+def _quant_as_arithmetic(graph: Graph, node: onnx.NodeProto) -> Optional[list[onnx.NodeProto]]:
+    """A QONNX Quant (constant parameters) as the standard ops that compute it as qonnx's execution
+    does, in float32 and in its order: x / scale + zero point, clamped to the integer range, rounded,
+    less the zero point, times the scale; 1-bit signed: the sign (+-1) times the scale."""
+    values = [graph.constant(t) for t in node.input[1:4]]
+    mode = attribute(node, "rounding_mode", b"ROUND")
+    mode = (mode.decode() if isinstance(mode, bytes) else mode).upper()
+    if any(v is None for v in values) or values[2].size != 1 or mode not in _ROUNDING_OPS:
+        return None
+    scale, zero, bits = values[0], values[1], int(values[2].reshape(-1)[0])
+    signed, narrow = attribute(node, "signed", 1), attribute(node, "narrow", 0)
+    name, x, y = node.name, node.input[0], node.output[0]
+    if bits == 1 and signed:
+        return _sign_times(graph, name, x, y, scale)
+    low = -(2 ** (bits - 1)) + int(narrow) if signed else 0
+    high = 2 ** (bits - 1) - 1 if signed else 2 ** bits - 1 - int(narrow)
+    const = lambda key, value: graph.add_constant(f"{name}.{key}", np.asarray(value, np.float32))  # noqa: E731
+    steps = [("Div", [x, const("scale", scale)]), ("Add", [const("zero_point", zero)]),
+             ("Clip", [const("low", low), const("high", high)]), (_ROUNDING_OPS[mode], []),
+             ("Sub", [const("zero_point_back", zero)]), ("Mul", [const("scale_back", scale)])]
+    nodes, previous = [], None
+    for k, (op, operands) in enumerate(steps):
+        inputs = operands if previous is None else [previous] + operands
+        previous = y if k == len(steps) - 1 else f"{name}.{op.lower()}"
+        nodes.append(helper.make_node(op, inputs, [previous], name=f"{name}.{op.lower()}" if k else name))
+    return nodes
+
+
+def _sign_times(graph: Graph, name: str, x: str, y: str, scale: np.ndarray) -> list[onnx.NodeProto]:
+    """scale where x >= 0, else -scale (qonnx's BipolarQuant and 1-bit signed Quant)."""
+    positive = graph.add_constant(f"{name}.plus", np.asarray(scale, np.float32))
+    negative = graph.add_constant(f"{name}.minus", -np.asarray(scale, np.float32))
+    zero = graph.add_constant(f"{name}.zero", np.zeros((), np.float32))
+    return [helper.make_node("GreaterOrEqual", [x, zero], [f"{name}.not_negative"], name=name),
+            helper.make_node("Where", [f"{name}.not_negative", positive, negative], [y], name=f"{name}.where")]
+
+
+def quantizers_as_standard_onnx(model: onnx.ModelProto) -> bool:
+    """Every QONNX Quant and BipolarQuant with constant parameters as standard ONNX (``_quant_as_arithmetic``,
+    ``_sign_times``), so that onnxruntime alone runs the model (a CPU subfunction on the board), with
+    qonnx's results; other QONNX ops stay (the caller refuses them for the board)."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        if node.domain not in QONNX_QUANT_DOMAINS:
+            continue
+        if node.op_type == "Quant":
+            nodes = _quant_as_arithmetic(graph, node)
+        elif node.op_type == "BipolarQuant" and graph.constant(node.input[1]) is not None:
+            nodes = _sign_times(graph, node.name, node.input[0], node.output[0], graph.constant(node.input[1]))
+        else:
+            nodes = None
+        if nodes is None:
+            continue
+        position = list(graph.g.node).index(node)
+        graph.remove(node)
+        for k, new in enumerate(nodes):
+            graph.g.node.insert(position + k, new)
+        changed = True
+    if changed:
+        used = {n.domain for n in graph.g.node} | {"", "ai.onnx"}
+        kept = [o for o in model.opset_import if o.domain in used]
+        del model.opset_import[:]
+        model.opset_import.extend(kept)
     return changed
 
 

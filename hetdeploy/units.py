@@ -409,6 +409,64 @@ def folded_estimate(shape: Shape, folding: Folding, width: int,
     return estimate(shape, folding.reuse_factor, width, ddr_bytes_per_cycle if folding.weights_in_ddr else None)
 
 
+def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
+                  groups: Sequence[Sequence[int]], cycles: Sequence[float],
+                  pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None
+                  ) -> Optional[list[Folding]]:
+    """Foldings, one per unit, with the fewest resources that let each group of units (an FPGA
+    subfunction, whose units run one after another) take at most ``cycles[g]`` cycles a sample, as
+    FINN's ``target_fps`` folds; None when even the most folded design does not fit ``budget``.
+    A group that cannot reach its cycles within the budget ends as unfolded as the budget lets it
+    (the caller says so).
+
+    Greedy, from the most folded design (weights on chip): while a group takes more cycles than it
+    may, unfold the unit of it whose next step saves the most cycles per share of the budget it adds
+    and still fits the budget; then fold back, most resources freed first, what the rate lets fold.
+    ``ddr_bytes_per_cycle``: the DDR rate of pinned foldings with their weights in DDR."""
+    pinned = pinned or {}
+    widths = [width] * len(shapes) if isinstance(width, int) else list(width)
+    options = [[pinned[u]] if u in pinned else folding_options(s, widths[u]) for u, s in enumerate(shapes)]
+
+    def estimate_of(u: int, k: int) -> dict[str, int]:
+        return folded_estimate(shapes[u], options[u][k], widths[u], ddr_bytes_per_cycle)
+
+    choice = [len(o) - 1 for o in options]
+    current = [estimate_of(u, choice[u]) for u in range(len(shapes))]
+    if any(sum(e[k] for e in current) > budget.get(k, 0) for k in RESOURCES):
+        return None
+    for group, allowed in zip(groups, cycles):
+        while sum(current[u]["latency_cycles"] for u in group) > allowed:
+            best, best_gain = None, 0.0
+            totals = {k: sum(e[k] for e in current) for k in RESOURCES}
+            for u in (u for u in group if choice[u] > 0):
+                nxt = estimate_of(u, choice[u] - 1)
+                if any(totals[k] - current[u][k] + nxt[k] > budget.get(k, 0) for k in RESOURCES):
+                    continue  # the chip holds no less folded a unit
+                saved = current[u]["latency_cycles"] - nxt["latency_cycles"]
+                added = sum(max(0, nxt[k] - current[u][k]) / max(1, budget.get(k, 0)) for k in RESOURCES)
+                if saved > 0 and saved / max(added, 1e-9) > best_gain:
+                    best, best_gain = u, saved / max(added, 1e-9)
+            if best is None:
+                break
+            choice[best] -= 1
+            current[best] = estimate_of(best, choice[best])
+        # The steps are coarse: fold back what the rate lets fold, the most resources freed first.
+        while sum(current[u]["latency_cycles"] for u in group) <= allowed:
+            took = sum(current[u]["latency_cycles"] for u in group)
+            steps = []
+            for u in (u for u in group if choice[u] + 1 < len(options[u])):
+                more = estimate_of(u, choice[u] + 1)
+                freed = sum(max(0, current[u][k] - more[k]) / max(1, budget.get(k, 0)) for k in RESOURCES)
+                if freed > 0 and took - current[u]["latency_cycles"] + more["latency_cycles"] <= allowed:
+                    steps.append((freed, -u, more))
+            if not steps:
+                break
+            _, u, more = max(steps)
+            choice[-u] += 1
+            current[-u] = more
+    return [o[c] for o, c in zip(options, choice)]
+
+
 def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
          pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None
          ) -> Optional[list[Folding]]:

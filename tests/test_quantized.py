@@ -208,3 +208,86 @@ def test_an_export_on_the_fpga_answers_as_its_framework(export_builds, name):
     step = quantizer_steps(EXPORTS / f"{name}.onnx").get(output, 0.0)
     assert np.max(np.abs(got - framework)) <= max(0.01 * np.max(np.abs(framework)), step * 1.0001)
     assert np.array_equal(np.argmax(got, axis=1), np.argmax(framework, axis=1))
+
+
+@pytest.fixture(scope="module")
+def arm_build(tmp_path_factory):
+    """The Brevitas QONNX MLP with BatchNorm under the latency policy: every layer on the ARM cores."""
+    out = tmp_path_factory.mktemp("arm") / "tfc_bn_qonnx"
+    plan = build(BuildOptions(model=EXPORTS / "tfc_bn_qonnx.onnx", board="pynq-z2", out_dir=out),
+                 progress=lambda message: None)
+    return out, plan
+
+
+def test_quantizers_on_the_arm_are_standard_onnx_that_run_py_runs_as_on_the_board(arm_build, tmp_path):
+    """The CPU subfunction holds no QONNX op (the board has onnxruntime, not qonnx); the build ran
+    deploy/run.py --emulate with qonnx, onnx and hetdeploy unimportable and got its emulation's
+    outputs; emulate on images the build did not see agrees with qonnx on the user's model."""
+    from hetdeploy.deploy import check_package
+    from hetdeploy.graph import QONNX_DOMAINS
+
+    out, plan = arm_build
+    assert [s.kind for s in plan.subfunctions] == ["cpu"]
+    deployed = onnx.load(str(out / "deploy" / "models" / f"{plan.subfunctions[0].name}.onnx"))
+    assert not any(n.domain in QONNX_DOMAINS for n in deployed.graph.node)
+    data = np.load(EXPORTS / "tfc_bn_qonnx.npz")
+    np.save(tmp_path / "x.npy", data["x"])
+    result = emulate(out, str(tmp_path / "x.npy"))
+    assert result.comparison.passed and result.comparison.max_abs_error <= 1e-5, result.table()
+    samples = [{"input": data["x"][k:k + 1]} for k in range(len(data["x"]))]
+    expected = {plan.outputs[0].name: result.comparison.outputs[plan.outputs[0].name]}
+    check_package(plan, out, samples, expected)
+    run_py = out / "deploy" / "run.py"
+    original = run_py.read_text()
+    try:  # what the board lacks is unimportable in that child: a run.py that needs qonnx fails there
+        run_py.write_text(original.replace("import argparse\n", "import argparse\nimport qonnx\n", 1))
+        with pytest.raises(RuntimeError, match="No module named 'qonnx' \\(not on the board\\)"):
+            check_package(plan, out, samples, expected)
+    finally:
+        run_py.write_text(original)
+    wrong = {name: value + 1 for name, value in expected.items()}
+    with pytest.raises(RuntimeError, match="other than the build's emulation"):
+        check_package(plan, out, samples, wrong)
+
+
+def test_a_quantizer_only_qonnx_runs_is_refused_on_the_cpu_at_build(tmp_path, capsys):
+    """A Trunc (TruncAvgPool) the FPGA does not take would run on the ARM, which has no qonnx: one
+    line naming the node, exit 2, before any HLS."""
+    inits = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
+             (("scale", 0.25), ("zero", 0.0), ("in_bits", 8.0), ("out_bits", 4.0))]
+    trunc = helper.make_node("Trunc", ["x", "scale", "zero", "in_bits", "out_bits"], ["y"], name="avg_trunc",
+                             domain=quantized_models.QONNX_DOMAIN, rounding_mode="FLOOR")
+    graph = helper.make_graph([trunc], "t", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 8])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid(quantized_models.QONNX_DOMAIN, 1)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "trunc.onnx"))
+    assert main(["build", str(tmp_path / "trunc.onnx"), "--board", "pynq-z2", "-o", str(tmp_path / "out"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "node 'avg_trunc' (Trunc)" in err and "only qonnx runs it" in err
+
+
+def test_a_target_rate_folds_the_tfc_export_to_the_fewest_resources_that_reach_it(capsys, tmp_path):
+    """FINN's target_fps on the Brevitas TFC-like export: 150,000 samples/s of batches of 1000 on the
+    PYNQ-Z2 with no DSP and under 2x the 2,190 LUT finn-plus estimates for it; without a target the
+    units fold to the least latency the chip holds (many more LUT). A config file's target_rate too."""
+    import json
+
+    common = [str(EXPORTS / "tfc_bn_qonnx.onnx"), "--board", "pynq-z2", "--policy", "support", "--objective",
+              "throughput", "--batch", "1000", "--json"]
+    assert main(["plan", *common, "--target-rate", "150000"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    used = plan["fpga_resources"]["fpga"]["used"]
+    assert plan["estimate"]["throughput_per_s"] >= 150_000 and used["dsp"] == 0 and used["lut"] <= 4_400
+    assert all(u["rate_per_s"] >= 150_000 for s in plan["subfunctions"] for u in s["execution_units"])
+    assert main(["plan", *common]) == 0
+    fastest = json.loads(capsys.readouterr().out)
+    assert fastest["fpga_resources"]["fpga"]["used"]["lut"] > 4 * used["lut"]
+    config = tmp_path / "rate.yaml"
+    config.write_text("target_rate: 150000\n")
+    assert main(["plan", *common, "--config", str(config)]) == 0
+    assert json.loads(capsys.readouterr().out)["fpga_resources"]["fpga"]["used"] == used
+    config.write_text("target_rate: fast\n")
+    assert main(["plan", *common, "--config", str(config)]) == 2
+    assert "target_rate" in capsys.readouterr().err

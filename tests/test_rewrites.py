@@ -309,3 +309,38 @@ def test_every_opset_from_7_to_21_loads_and_plans(tmp_path, opset):
     assert {s.kind for s in plan.subfunctions} == {"fpga"}
     feeds = feeds_for(model)
     np.testing.assert_allclose(run(loaded.model, feeds)[0], run(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
+QONNX = "qonnx.custom_op.general"
+
+
+def _quant_model(bits, signed, narrow, mode, scale, zero_point, shape=(4, 16)):
+    inits = [numpy_helper.from_array(np.asarray(v, np.float32), n) for n, v in
+             (("scale", scale), ("zero_point", zero_point), ("bits", bits))]
+    node = helper.make_node("Quant", ["x", "scale", "zero_point", "bits"], ["y"], name="q", domain=QONNX,
+                            signed=signed, narrow=narrow, rounding_mode=mode)
+    model = model_of([node], [("x", list(shape))], [("y", list(shape))], inits)
+    model.opset_import.append(helper.make_opsetid(QONNX, 1))
+    return model
+
+
+@pytest.mark.parametrize("bits,signed,narrow,mode,scale,zero_point", [
+    (4, 0, 0, "ROUND", 0.1726, 0), (8, 0, 0, "ROUND", 0.195, 164), (8, 1, 1, "ROUND", 0.0093, 0),
+    (2, 1, 1, "ROUND", [[0.3], [0.2], [0.1], [0.5]], 0), (3, 1, 0, "FLOOR", 0.25, 0), (5, 0, 1, "CEIL", 0.3, 2),
+    (1, 1, 0, "ROUND", 0.5, 0)])
+def test_quantizers_as_standard_onnx_compute_what_qonnx_does(tmp_path, bits, signed, narrow, mode, scale, zero_point):
+    """A CPU subfunction's Quant as Div/Add/Clip/Round/Sub/Mul (1-bit: the sign times the scale), run
+    on onnxruntime alone: equal to qonnx's execution, ties at every half step and both rails included."""
+    from hetdeploy.qonnx_adapter import QonnxModel
+
+    model = _quant_model(bits, signed, narrow, mode, scale, zero_point)
+    onnx.save(model, str(tmp_path / "quant.onnx"))
+    standard = onnx.ModelProto()
+    standard.CopyFrom(model)
+    assert rewrites.quantizers_as_standard_onnx(standard)
+    assert all(n.domain == "" for n in standard.graph.node) and {o.domain for o in standard.opset_import} == {""}
+    reference = QonnxModel(tmp_path / "quant.onnx")
+    step = float(np.max(scale))
+    ties = (np.arange(-40, 40, dtype=np.float32) + np.float32(0.5)) * np.float32(step)  # every half step
+    for x in [ties[:64].reshape(4, 16), RNG.normal(0, 20 * step, (4, 16)).astype(np.float32)]:
+        np.testing.assert_array_equal(run(standard, {"x": x})[0], reference.run({"x": x})["y"])

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import graphs
 from hetdeploy.board import load_board
 from hetdeploy.precision import OCTAVES
-from hetdeploy.units import (
+from hetdeploy.units import (fold_for_rate, 
     DSP_MIN_CONSTANT_BITS,
     LOOKUP_TABLE_SIZE,
     RESOURCES,
@@ -109,6 +109,38 @@ def test_folding_fits_the_budget_whenever_the_most_folded_design_does(layers, ch
         assert all(f in folding_options(s, 16, ddr_rate) for s, f in zip(shapes, chosen))
         if ddr_rate is None:
             assert not any(f.weights_in_ddr for f in chosen)
+
+
+@settings(max_examples=40, deadline=None)
+@given(layers=st.integers(1, 4), channels=st.sampled_from([8, 16, 32, 64]), dsp=st.integers(20, 400),
+       cycles=st.integers(1, 20_000))
+def test_folding_for_a_rate_takes_the_fewest_resources_that_reach_it(layers, channels, dsp, cycles):
+    """FINN's target_fps: the units of a subfunction within ``cycles`` a sample, each unit as folded as
+    that lets it be (no unit can fold one step further and keep the rate), never over the budget;
+    where the rate is out of reach, no unit can unfold one step within the budget."""
+    graph = conv_stack(layers, channels, 16)
+    shapes = [unit_shape(graph, u) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
+    budget = {"dsp": dsp, "bram18": 280, "lut": 53200, "ff": 106400}
+    chosen = fold_for_rate(shapes, budget, 16, [range(len(shapes))], [cycles])
+    most_folded = [folded_estimate(s, folding_options(s, 16)[-1], 16, None) for s in shapes]
+    if any(sum(e[k] for e in most_folded) > budget[k] for k in RESOURCES):
+        assert chosen is None
+        return
+    used = [folded_estimate(s, f, 16, None) for s, f in zip(shapes, chosen)]
+    totals = {k: sum(e[k] for e in used) for k in RESOURCES}
+    assert all(totals[k] <= budget[k] for k in RESOURCES)
+    took = sum(e["latency_cycles"] for e in used)
+    for u, (shape, folding) in enumerate(zip(shapes, chosen)):
+        options = folding_options(shape, 16)
+        k = options.index(folding)
+        if took <= cycles and k + 1 < len(options):  # one step more folded misses the rate or frees nothing
+            more = folded_estimate(shape, options[k + 1], 16, None)
+            assert took - used[u]["latency_cycles"] + more["latency_cycles"] > cycles or \
+                not any(more[r] < used[u][r] for r in RESOURCES)
+        if took > cycles and k > 0:  # out of reach: unfolding further would not fit
+            less = folded_estimate(shape, options[k - 1], 16, None)
+            assert less["latency_cycles"] >= used[u]["latency_cycles"] or \
+                any(totals[r] - used[u][r] + less[r] > budget[r] for r in RESOURCES)
 
 
 @pytest.mark.parametrize("depth, bits, blocks", [
