@@ -123,6 +123,17 @@ class TensorVerification:
     nonfinite: int  # NaN or Inf values (result or reference)
     passed: bool
     saturated: int = 0  # an FPGA unit's output: reference values beyond its fixed-point type's range
+    step: float = 0.0  # the step of the quantizer that writes it (0: none)
+
+    @property
+    def agreement(self) -> str:
+        """"bit-exact" (error 0), "within one step" of its quantizer, "within tolerance" (a share of its
+        peak), or "" (failed)."""
+        if not self.passed:
+            return ""
+        if self.max_abs_error == 0.0:
+            return "bit-exact"
+        return "within one step" if 0 < self.step and self.max_abs_error <= self.step else "within tolerance"
 
 
 @dataclass

@@ -83,7 +83,7 @@ class TensorCheck:
 
     def record(self) -> TensorVerification:
         return TensorVerification(self.tensor, self.max_abs_error, self.peak, self.tolerance,
-                                  self.nonfinite + self.reference_nonfinite, self.passed, self.saturated)
+                                  self.nonfinite + self.reference_nonfinite, self.passed, self.saturated, self.step)
 
 
 @dataclass
