@@ -111,7 +111,7 @@ def _build(args: argparse.Namespace) -> int:
             error = f"{v.max_abs_error:.3g}" if v else "-"
             # the least exact of its outputs: bit-exact, within one step of its quantizer, or within tolerance
             agreement = min((t.agreement for t in v.outputs), default="",
-                            key=["", "within tolerance", "within one step", "bit-exact"].index) if v else ""
+                            key=AGREEMENTS.index) if v else ""
             print(f"{name:<18} {device:<12} {count:>5}  {precision:<30} {error:>20}  {v.tolerance if v else 0:>9.3g}  "
                   f"{agreement}")
     for line in chip_totals(plan):
@@ -207,6 +207,9 @@ def print_plan(plan, board, nodes: bool) -> None:
     fits = "" if est.support_fits else " (does not fit the board)"
     print(f"  support policy: {_time(est.support_latency_s)} ({est.support_latency_s / est.latency_s:.2f}x){fits}")
 
+
+# how an output agrees with its reference (TensorVerification.agreement), least exact first
+AGREEMENTS = ["", "within tolerance", "within one step", "same codes", "bit-exact"]
 
 # a unit's latency and its parts (units.estimate), as the plan table's columns: key, width
 CYCLE_PARTS = (("latency_cycles", 9), ("compute_cycles", 9), ("buffer_cycles", 8), ("ddr_cycles", 8))

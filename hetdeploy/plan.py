@@ -127,12 +127,15 @@ class TensorVerification:
 
     @property
     def agreement(self) -> str:
-        """"bit-exact" (error 0), "within one step" of its quantizer, "within tolerance" (a share of its
-        peak), or "" (failed)."""
+        """"bit-exact" (error 0); "same codes": every value on its quantizer's code (off by under half a
+        step: a float scale times the code, rounded to the output's fixed-point type); "within one step"
+        of its quantizer; "within tolerance" (a share of its peak); or "" (failed)."""
         if not self.passed:
             return ""
         if self.max_abs_error == 0.0:
             return "bit-exact"
+        if 0 < self.step and self.max_abs_error < self.step / 2:
+            return "same codes"
         return "within one step" if 0 < self.step and self.max_abs_error <= self.step else "within tolerance"
 
 
