@@ -83,6 +83,7 @@ def check_package(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarra
     """Run the package's own run.py as the board would (a child process, none of HOST_ONLY_MODULES
     importable), with --emulate, on ``samples``; its outputs must equal ``expected`` (the build's
     emulation of the same samples) exactly. Any difference is hetdeploy's bug (RuntimeError)."""
+    build_dir = Path(build_dir).resolve()  # the child runs in it
     with tempfile.TemporaryDirectory() as folder:
         inputs = Path(folder) / "x.npz"
         np.savez(inputs, **{spec.name: np.concatenate([s[spec.name] for s in samples]) for spec in plan.inputs})
