@@ -525,16 +525,17 @@ def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None
     onnx.save(loaded.source, str(build_dir / "source.onnx"))
     onnx.save(loaded.model, str(build_dir / plan.model))
     (build_dir / "subfunctions").mkdir()
+    qdq = any(n.op_type == "QuantizeLinear" for n in loaded.source.graph.node)
     for sub in plan.subfunctions:
         sub.onnx = f"subfunctions/{sub.name}.onnx"
         model = extract(loaded.model, sub)
-        if sub.kind != "fpga":  # the board runs it on onnxruntime alone
-            rewrites.quantizers_as_standard_onnx(model)
+        if sub.kind != "fpga":  # the board runs it on onnxruntime alone; a QDQ model's pairs stay pairs
+            rewrites.quantizers_as_standard_onnx(model, zero_points_as_qdq=qdq)
             left = next((n for n in model.graph.node if n.domain in QONNX_DOMAINS), None)
             if left is not None:
                 raise UserError(f"node '{left.name}' ({left.op_type}) would run on {sub.device} (subfunction "
-                                f"{sub.name}), where only qonnx runs it and the board has onnxruntime alone: put it on an FPGA that "
-                                f"takes it (--device NODE=DEVICE) or export it as standard ONNX")
+                                f"{sub.name}), where only qonnx runs it and the board has onnxruntime alone: put it "
+                                f"on an FPGA that takes it (--device NODE=DEVICE) or export it as standard ONNX")
         onnx.save(model, str(build_dir / sub.onnx))
     chain = runtime.reference_executors(build_dir, plan)
     source = open_model(build_dir / "source.onnx")

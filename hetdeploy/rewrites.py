@@ -497,17 +497,43 @@ def _sign_times(graph: Graph, name: str, x: str, y: str, scale: np.ndarray) -> l
             helper.make_node("Where", [f"{name}.not_negative", positive, negative], [y], name=f"{name}.where")]
 
 
-def quantizers_as_standard_onnx(model: onnx.ModelProto) -> bool:
-    """Every QONNX Quant and BipolarQuant with constant parameters as standard ONNX (``_quant_as_arithmetic``,
-    ``_sign_times``), so that onnxruntime alone runs the model (a CPU subfunction on the board), with
-    qonnx's results; other QONNX ops stay (the caller refuses them for the board)."""
+def _quant_as_qdq(graph: Graph, node: onnx.NodeProto, zero_points: bool) -> Optional[list[onnx.NodeProto]]:
+    """An 8-bit, per-tensor, ROUND, full-range QONNX Quant as a QuantizeLinear -> DequantizeLinear pair
+    (int8 or uint8), which onnxruntime fuses into integer kernels: qonnx's results where the zero point
+    is 0; with another (``zero_points``) QuantizeLinear's, which round x / scale before adding the zero
+    point (qonnx rounds after: the two differ at ties when it is odd) and so those of a QDQ model's own
+    pairs. None where the Quant is not of that kind."""
+    values = [graph.constant(t) for t in node.input[1:4]]
+    if any(v is None or v.size != 1 for v in values) or float(values[2].reshape(-1)[0]) != 8 or \
+            attribute(node, "narrow", 0) or attribute(node, "rounding_mode", b"ROUND") not in (b"ROUND", "ROUND"):
+        return None
+    signed = bool(attribute(node, "signed", 1))
+    zero = float(values[1].reshape(-1)[0])
+    low, high = (-128, 127) if signed else (0, 255)
+    if zero != round(zero) or not low <= zero <= high or (zero != 0 and not zero_points):
+        return None
+    scale = graph.add_constant(f"{node.name}.scale", np.asarray(values[0].reshape(-1)[0], np.float32))
+    zero_point = graph.add_constant(f"{node.name}.zero_point",
+                                    np.asarray(int(zero), np.int8 if signed else np.uint8))
+    codes = f"{node.name}.codes"
+    return [helper.make_node("QuantizeLinear", [node.input[0], scale, zero_point], [codes], name=node.name),
+            helper.make_node("DequantizeLinear", [codes, scale, zero_point], [node.output[0]],
+                             name=f"{node.name}.dequantize")]
+
+
+def quantizers_as_standard_onnx(model: onnx.ModelProto, zero_points_as_qdq: bool = False) -> bool:
+    """Every QONNX Quant and BipolarQuant with constant parameters as standard ONNX, so that
+    onnxruntime alone runs the model (a CPU subfunction on the board): a QuantizeLinear/DequantizeLinear
+    pair where one computes it (``_quant_as_qdq``; with a zero point only for a model that was QDQ,
+    ``zero_points_as_qdq``), else qonnx's own arithmetic (``_quant_as_arithmetic``, ``_sign_times``);
+    other QONNX ops stay (the caller refuses them for the board)."""
     graph = Graph(model)
     changed = False
     for node in list(graph.g.node):
         if node.domain not in QONNX_QUANT_DOMAINS:
             continue
         if node.op_type == "Quant":
-            nodes = _quant_as_arithmetic(graph, node)
+            nodes = _quant_as_qdq(graph, node, zero_points_as_qdq) or _quant_as_arithmetic(graph, node)
         elif node.op_type == "BipolarQuant" and graph.constant(node.input[1]) is not None:
             nodes = _sign_times(graph, node.name, node.input[0], node.output[0], graph.constant(node.input[1]))
         else:
@@ -520,6 +546,10 @@ def quantizers_as_standard_onnx(model: onnx.ModelProto) -> bool:
             graph.g.node.insert(position + k, new)
         changed = True
     if changed:
+        read = {t for n in graph.g.node for t in n.input}
+        kept_constants = [t for t in graph.g.initializer if t.name in read]
+        del graph.g.initializer[:]
+        graph.g.initializer.extend(kept_constants)
         used = {n.domain for n in graph.g.node} | {"", "ai.onnx"}
         kept = [o for o in model.opset_import if o.domain in used]
         del model.opset_import[:]

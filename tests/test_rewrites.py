@@ -326,11 +326,13 @@ def _quant_model(bits, signed, narrow, mode, scale, zero_point, shape=(4, 16)):
 
 @pytest.mark.parametrize("bits,signed,narrow,mode,scale,zero_point", [
     (4, 0, 0, "ROUND", 0.1726, 0), (8, 0, 0, "ROUND", 0.195, 164), (8, 1, 1, "ROUND", 0.0093, 0),
+    (8, 1, 0, "ROUND", 0.0093, 0), (8, 0, 0, "ROUND", 0.1726, 0),
     (2, 1, 1, "ROUND", [[0.3], [0.2], [0.1], [0.5]], 0), (3, 1, 0, "FLOOR", 0.25, 0), (5, 0, 1, "CEIL", 0.3, 2),
     (1, 1, 0, "ROUND", 0.5, 0)])
 def test_quantizers_as_standard_onnx_compute_what_qonnx_does(tmp_path, bits, signed, narrow, mode, scale, zero_point):
-    """A CPU subfunction's Quant as Div/Add/Clip/Round/Sub/Mul (1-bit: the sign times the scale), run
-    on onnxruntime alone: equal to qonnx's execution, ties at every half step and both rails included."""
+    """A CPU subfunction's Quant as a QuantizeLinear/DequantizeLinear pair (8 bits, full range, zero
+    point 0) or Div/Add/Clip/Round/Sub/Mul (1-bit: the sign times the scale), run on onnxruntime alone:
+    equal to qonnx's execution, ties at every half step and both rails included."""
     from hetdeploy.qonnx_adapter import QonnxModel
 
     model = _quant_model(bits, signed, narrow, mode, scale, zero_point)
@@ -339,8 +341,27 @@ def test_quantizers_as_standard_onnx_compute_what_qonnx_does(tmp_path, bits, sig
     standard.CopyFrom(model)
     assert rewrites.quantizers_as_standard_onnx(standard)
     assert all(n.domain == "" for n in standard.graph.node) and {o.domain for o in standard.opset_import} == {""}
+    pair = bits == 8 and not narrow and zero_point == 0
+    assert ([n.op_type for n in standard.graph.node] == ["QuantizeLinear", "DequantizeLinear"]) == pair
     reference = QonnxModel(tmp_path / "quant.onnx")
     step = float(np.max(scale))
     ties = (np.arange(-40, 40, dtype=np.float32) + np.float32(0.5)) * np.float32(step)  # every half step
     for x in [ties[:64].reshape(4, 16), RNG.normal(0, 20 * step, (4, 16)).astype(np.float32)]:
         np.testing.assert_array_equal(run(standard, {"x": x})[0], reference.run({"x": x})["y"])
+
+
+@pytest.mark.parametrize("scale,zero_point,signed", [(0.195, 164, 0), (0.0273, 143, 0), (0.3, -5, 1)])
+def test_a_qdq_models_quantizers_go_back_to_its_own_pairs(scale, zero_point, signed):
+    """A QDQ model's quantizer with a zero point, back on the CPU, is the QuantizeLinear/DequantizeLinear
+    pair it was (which rounds before adding the zero point; qonnx's Quant after: at a tie with an odd zero
+    point they differ), equal to that pair on onnxruntime at every half step."""
+    model = _quant_model(8, signed, 0, "ROUND", scale, zero_point)
+    assert rewrites.quantizers_as_standard_onnx(model, zero_points_as_qdq=True)
+    codes = TensorProto.INT8 if signed else TensorProto.UINT8
+    pair = model_of([helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"]),
+                     helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"])], [("x", [4, 16])], [("y", [4, 16])],
+                    [numpy_helper.from_array(np.array(scale, np.float32), "s"),
+                     helper.make_tensor("z", codes, [], [zero_point])])
+    ties = ((np.arange(64, dtype=np.float32) - 32 + np.float32(0.5)) * np.float32(scale)).reshape(4, 16)
+    for x in [ties, RNG.normal(0, 40 * scale, (4, 16)).astype(np.float32)]:
+        np.testing.assert_array_equal(run(model, {"x": x})[0], run(pair, {"x": x})[0])
