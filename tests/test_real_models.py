@@ -31,17 +31,27 @@ def test_shipped_models_build_and_emulate_on_pynq_z2(tmp_path, model, policy, al
         assert [s.kind for s in plan.subfunctions] == ["fpga"]
 
 
-@pytest.mark.parametrize("model,on_fpga", [("bsd300x3-espcn/subpixel/quant_model.onnx", True),
-                                            ("floatquant_exec/qonnx_act_weight_fp8.onnx", False)])
-def test_qonnx_models_build_and_emulate_against_their_quantized_reference(tmp_path, model, on_fpga):
-    """The Brevitas-exported QONNX models qonnx ships (Quant, FloatQuant in domain onnx.brevitas):
-    planned, built and emulated against the quantized model's own reference (qonnx's execution).
-    The ESPCN's weight quantizers fold into its convolutions, one of which the latency policy puts
-    on the FPGA; FloatQuant (FP8) runs on the ARM cores on qonnx's execution."""
+def test_a_shipped_qonnx_model_builds_and_emulates_against_its_quantized_reference(tmp_path):
+    """The Brevitas-exported ESPCN qonnx ships (Quant in domain onnx.brevitas): planned, built and
+    emulated against the quantized model's own reference (qonnx's execution). Its weight quantizers fold
+    into its convolutions, one of which the latency policy puts on the FPGA; its activation quantizers
+    on the ARM cores are standard ONNX that onnxruntime runs (the board has no qonnx)."""
     out = tmp_path / "build"
-    plan = build(BuildOptions(model=DATA / model, board="pynq-z2", out_dir=out), progress=lambda message: None)
+    plan = build(BuildOptions(model=DATA / "bsd300x3-espcn/subpixel/quant_model.onnx", board="pynq-z2", out_dir=out),
+                 progress=lambda message: None)
     result = emulate(out, None, 3)
     assert result.comparison.passed, result.table()
-    assert "qonnx execution" in result.engines
-    assert any(s.kind == "fpga" for s in plan.subfunctions) == on_fpga
+    assert any(s.kind == "fpga" for s in plan.subfunctions)
+    assert set(result.engines) == {"C-simulation (g++)", "onnxruntime CPU"}
     assert any(w.get("subfunction") for w in plan.node_map.values())
+
+
+def test_a_quantizer_only_qonnx_runs_stops_the_build_in_one_line(tmp_path, capsys):
+    """qonnx's FP8 model (FloatQuant, which neither the FPGA nor onnxruntime runs) would run on the ARM
+    cores, where the board has no qonnx: refused at build, naming the node, before any HLS."""
+    from hetdeploy.cli import main
+
+    model = DATA / "floatquant_exec/qonnx_act_weight_fp8.onnx"
+    assert main(["build", str(model), "--board", "pynq-z2", "-o", str(tmp_path / "build"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "(FloatQuant) would run on arm_cpu" in err
