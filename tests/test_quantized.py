@@ -177,11 +177,11 @@ def test_every_matrix_layer_of_an_export_plans_onto_the_fpga(name, capsys):
 
 @pytest.fixture(scope="module")
 def export_builds(tmp_path_factory):
-    """A Brevitas QONNX MLP with BatchNorm, a Brevitas QCDQ CNN and onnxruntime's quantize_static
-    after quant_pre_process, built for pynq-z2 under the support policy on their first images."""
+    """A Brevitas QONNX MLP with BatchNorm and a Brevitas QCDQ CNN, built for pynq-z2 under the support
+    policy on their first images (onnxruntime's QDQ on the FPGA: the qdq_mlp fixture above)."""
     root = tmp_path_factory.mktemp("exports")
     builds = {}
-    for name in ("tfc_bn_qonnx", "cnv_qcdq", "ort_static_pre"):
+    for name in ("tfc_bn_qonnx", "cnv_qcdq"):
         data = np.load(EXPORTS / f"{name}.npz")
         np.save(root / f"{name}_calibration.npy", data["x"][:CALIBRATION])
         np.save(root / f"{name}_check.npy", data["x"][CALIBRATION:])
@@ -192,7 +192,7 @@ def export_builds(tmp_path_factory):
     return builds
 
 
-@pytest.mark.parametrize("name", ["tfc_bn_qonnx", "cnv_qcdq", "ort_static_pre"])
+@pytest.mark.parametrize("name", ["tfc_bn_qonnx", "cnv_qcdq"])
 def test_an_export_on_the_fpga_answers_as_its_framework(export_builds, name):
     """On images the build did not size on: every layer on the FPGA, the emulation within 1 % of the
     output's peak (or one step of the quantizer that writes the output) of the framework's own
