@@ -333,12 +333,7 @@ def _fold_scale_into(graph: Graph, layer: onnx.NodeProto, factor: np.ndarray, sh
     before = _affine_of(graph, layer)
     if before is not None and before[0].size in (1, factor.size):  # two affine steps: one
         inner_factor, inner_shift = before
-        layer.input[1] = graph.add_constant(f"{layer.name}.scale_merged", (inner_factor * factor).astype(np.float32))
-        layer.input[2] = graph.add_constant(f"{layer.name}.shift_merged",
-                                            (inner_shift * factor + shift).astype(np.float32))
-        layer.input[3] = graph.add_constant(f"{layer.name}.mean_merged", np.zeros(factor.size, np.float32))
-        layer.input[4] = graph.add_constant(f"{layer.name}.variance_merged", np.ones(factor.size, np.float32))
-        set_attribute(layer, "epsilon", 0.0)
+        _set_affine(graph, layer, inner_factor * factor, inner_shift * factor + shift)
         return True
     if layer.op_type not in ("Conv", "Gemm"):  # an activation or a quantizer: nothing to fold into
         return False
@@ -372,6 +367,20 @@ def _fold_scale_into(graph: Graph, layer: onnx.NodeProto, factor: np.ndarray, sh
     return True
 
 
+def _set_affine(graph: Graph, node: onnx.NodeProto, factor: np.ndarray, shift: np.ndarray) -> None:
+    """BatchNormalization ``node`` made factor * x + shift per channel (mean 0, variance 1, epsilon 0)."""
+    channels = np.asarray(factor).size
+    for k, (key, value) in enumerate((("scale", factor), ("shift", shift), ("mean", np.zeros(channels)),
+                                      ("variance", np.ones(channels))), start=1):
+        node.input[k] = graph.add_constant(f"{node.name}.{key}", np.asarray(value, dtype=np.float32))
+    set_attribute(node, "epsilon", 0.0)
+
+
+def _integer_range(bits: int, signed: bool, narrow: bool) -> tuple[int, int]:
+    """The codes a QONNX quantizer of ``bits`` bits takes (qonnx's min_int and max_int)."""
+    if signed:
+        return -(2 ** (bits - 1)) + int(narrow), 2 ** (bits - 1) - 1
+    return 0, 2 ** bits - 1 - int(narrow)
 
 
 def _output_channel_scale(layer: onnx.NodeProto, weights_shape: list[int], scale: np.ndarray) -> Optional[np.ndarray]:
@@ -407,13 +416,12 @@ def _quant_of_constants(graph: Graph, node: onnx.NodeProto) -> Optional[np.ndarr
     """What a QONNX Quant of constants gives, by the op's definition (round half to even, clamp to
     the integer range, back to scale), for its ROUND mode and 2 bits or more; else None."""
     values = [graph.constant(t) for t in node.input[:4]]
-    if any(v is None for v in values) or attribute(node, "rounding_mode", b"ROUND") not in (b"ROUND", "ROUND") \
-            or values[3].size != 1 or float(values[3].reshape(-1)[0]) < 2:
+    if any(v is None for v in values) or attribute(node, "rounding_mode", "ROUND") != "ROUND" or values[3].size != 1 \
+            or float(values[3].reshape(-1)[0]) < 2:
         return None
     x, scale, zero = (v.astype(np.float64) for v in values[:3])
-    bits, signed, narrow = int(values[3].reshape(-1)[0]), attribute(node, "signed", 1), attribute(node, "narrow", 0)
-    low = -(2 ** (bits - 1)) + int(narrow) if signed else 0
-    high = 2 ** (bits - 1) - 1 if signed else 2 ** bits - 1 - int(narrow)
+    bits = int(values[3].reshape(-1)[0])
+    low, high = _integer_range(bits, attribute(node, "signed", 1), attribute(node, "narrow", 0))
     return (np.clip(np.round(x / scale + zero), low, high) - zero) * scale
 
 
@@ -465,8 +473,7 @@ def _quant_as_arithmetic(graph: Graph, node: onnx.NodeProto) -> Optional[list[on
     does, in float32 and in its order: x / scale + zero point, clamped to the integer range, rounded,
     less the zero point, times the scale; 1-bit signed: the sign (+-1) times the scale."""
     values = [graph.constant(t) for t in node.input[1:4]]
-    mode = attribute(node, "rounding_mode", b"ROUND")
-    mode = (mode.decode() if isinstance(mode, bytes) else mode).upper()
+    mode = attribute(node, "rounding_mode", "ROUND").upper()
     if any(v is None for v in values) or values[2].size != 1 or mode not in _ROUNDING_OPS:
         return None
     scale, zero, bits = values[0], values[1], int(values[2].reshape(-1)[0])
@@ -474,8 +481,7 @@ def _quant_as_arithmetic(graph: Graph, node: onnx.NodeProto) -> Optional[list[on
     name, x, y = node.name, node.input[0], node.output[0]
     if bits == 1 and signed:
         return _sign_times(graph, name, x, y, scale)
-    low = -(2 ** (bits - 1)) + int(narrow) if signed else 0
-    high = 2 ** (bits - 1) - 1 if signed else 2 ** bits - 1 - int(narrow)
+    low, high = _integer_range(bits, signed, narrow)
     const = lambda key, value: graph.add_constant(f"{name}.{key}", np.asarray(value, np.float32))  # noqa: E731
     steps = [("Div", [x, const("scale", scale)]), ("Add", [const("zero_point", zero)]),
              ("Clip", [const("low", low), const("high", high)]), (_ROUNDING_OPS[mode], []),
@@ -505,11 +511,11 @@ def _quant_as_qdq(graph: Graph, node: onnx.NodeProto, zero_points: bool) -> Opti
     pairs. None where the Quant is not of that kind."""
     values = [graph.constant(t) for t in node.input[1:4]]
     if any(v is None or v.size != 1 for v in values) or float(values[2].reshape(-1)[0]) != 8 or \
-            attribute(node, "narrow", 0) or attribute(node, "rounding_mode", b"ROUND") not in (b"ROUND", "ROUND"):
+            attribute(node, "narrow", 0) or attribute(node, "rounding_mode", "ROUND") != "ROUND":
         return None
     signed = bool(attribute(node, "signed", 1))
     zero = float(values[1].reshape(-1)[0])
-    low, high = (-128, 127) if signed else (0, 255)
+    low, high = _integer_range(8, signed, False)
     if zero != round(zero) or not low <= zero <= high or (zero != 0 and not zero_points):
         return None
     scale = graph.add_constant(f"{node.name}.scale", np.asarray(values[0].reshape(-1)[0], np.float32))
@@ -710,11 +716,9 @@ PASSES: list[Pass] = [
 def _affine(graph: Graph, name: str, source: str, result: str, scale, shift) -> onnx.NodeProto:
     """scale * x + shift per channel, as the BatchNormalization hls4ml converts (mean 0, variance 1,
     epsilon 0: exactly that)."""
-    channels = np.asarray(scale).size
-    inputs = [source] + [graph.add_constant(f"{name}.{k}", np.asarray(v, dtype=np.float32)) for k, v in
-                         (("scale", scale), ("shift", shift), ("mean", np.zeros(channels)),
-                          ("variance", np.ones(channels)))]
-    return helper.make_node("BatchNormalization", inputs, [result], name=name, epsilon=0.0)
+    node = helper.make_node("BatchNormalization", [source, "", "", "", ""], [result], name=name)
+    _set_affine(graph, node, scale, shift)
+    return node
 
 
 def _average_as_depthwise_conv(graph: Graph, node: onnx.NodeProto, shape: list[int]):
@@ -899,11 +903,7 @@ def positive_scale_before_relu(model: onnx.ModelProto) -> bool:
                                               np.zeros(channels)))
         relu.input[0] = scaled
         if np.any(shift != 0):
-            step.input[1] = graph.add_constant(f"{step.name}.unit_factor", np.ones(channels, np.float32))
-            step.input[3] = graph.add_constant(f"{step.name}.no_mean", np.zeros(channels, np.float32))
-            step.input[4] = graph.add_constant(f"{step.name}.unit_variance", np.ones(channels, np.float32))
-            step.input[2] = graph.add_constant(f"{step.name}.shift", shift.astype(np.float32))
-            set_attribute(step, "epsilon", 0.0)
+            _set_affine(graph, step, np.ones(channels), shift)
         else:
             relu.output[0] = step.output[0]
             graph.remove(step)

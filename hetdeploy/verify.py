@@ -5,7 +5,8 @@ result or in the reference fails it) and its largest error is at most ``relative
 largest magnitude of its own reference, or one step of the quantizer that writes it (a QONNX Quant
 or a DequantizeLinear, through ops that keep values), whichever is larger: a quantized output
 rounded at a tie the other way is one step off, however small a share of the peak a step is. An
-output whose reference is all zeros must come out all zeros. A check passes only when every tensor it saw passed, and one that saw no tensor fails.
+output whose reference is all zeros must come out all zeros. A check passes only when every tensor
+it saw passed, and one that saw no tensor fails.
 An execution unit's outputs also count their saturations: reference values beyond what the
 output's fixed-point type holds (it saturates to its rails), so that overflow is never silent.
 """
@@ -78,7 +79,8 @@ class TensorCheck:
         if self.max_abs_error > self.tolerance:
             rule = ("one step of its quantizer" if self.step > self.relative * self.peak else
                     f"{self.relative:g} of its peak {self.peak:.4g}")
-            return f"output '{self.tensor}' differs by {self.max_abs_error:.4g} (tolerance {self.tolerance:.4g}, {rule})"
+            return (f"output '{self.tensor}' differs by {self.max_abs_error:.4g} (tolerance {self.tolerance:.4g}, "
+                    f"{rule})")
         return ""
 
     def record(self) -> TensorVerification:
