@@ -189,6 +189,11 @@ def _limit_violation(limits: dict, node: Node) -> Optional[str]:
             several = [i for i in allowed if i in node.constant_shapes and i not in node.scalars]
             if several:
                 return f"input {several[0]} holds {node.constant_shapes[several[0]]} values, not one (per tensor)"
+        if key == "channel_constants":
+            for k in allowed:
+                const = node.constant_shapes.get(k)
+                if const is not None and not _one_per_channel(const, rank, shape):
+                    return f"input {k} holds {const} values, not one or one per channel (axis 1)"
         if key == "constant_range":
             for index, (low, high) in sorted(allowed.items()):
                 value = node.scalars.get(int(index))
@@ -199,10 +204,17 @@ def _limit_violation(limits: dict, node: Node) -> Optional[str]:
             return f"pads={node.attrs.get('pads')} with count_include_pad=0"
         if key == "per_channel_constants" and allowed:
             for k, const in sorted(node.constant_shapes.items()):
-                aligned = [1] * (rank - len(const)) + list(const)
-                if len(aligned) != rank or any(d != 1 for axis, d in enumerate(aligned) if axis != 1):
+                if not _one_per_channel(const, rank, shape):
                     return f"constant input {k} of shape {const} is not one value per channel"
     return None
+
+
+def _one_per_channel(constant_shape: list[int], rank: int, shape: list[int]) -> bool:
+    """Whether a constant of ``constant_shape`` broadcast against a rank-``rank`` input of ``shape``
+    holds one value, or one per channel (axis 1)."""
+    aligned = [1] * (rank - len(constant_shape)) + list(constant_shape)
+    return len(aligned) == rank and all(d == 1 for axis, d in enumerate(aligned) if axis != 1) and \
+        (rank < 2 or aligned[1] in (1, shape[1] if len(shape) > 1 else 1))
 
 
 # ---------------------------------------------------------------- schema
@@ -260,6 +272,8 @@ _LIMITS = {
     "stride_equals_kernel": (False, _BOOL),
     "padding_counted": (False, _BOOL),
     "scalar_constants": (False, _is(list, "a list of input indices", lambda v: all(isinstance(x, int) and x >= 0 for x in v))),
+    "channel_constants": (False, _is(list, "a list of input indices",
+                                     lambda v: all(isinstance(x, int) and x >= 0 for x in v))),
     "constant_range": (False, _is(dict, "a mapping of input index to [lowest, highest]",
                                   lambda v: all(str(k).isdigit() and isinstance(r, list) and len(r) == 2
                                                 for k, r in v.items()))),

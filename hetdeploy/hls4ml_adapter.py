@@ -378,6 +378,7 @@ def generate_unit(
         for layer in hls_model.get_layers():
             if layer.class_name == "Softmax":
                 _size_softmax_tables(layer, hls_model.config.backend)
+            _binary_as_two_bits(layer)
         _merged_result(hls_model, wrapper, layer_precision)
         hls_model.write()
         in_vars, out_vars = hls_model.get_input_variables(), hls_model.get_output_variables()
@@ -394,6 +395,18 @@ def generate_unit(
         ddr_weights=_pack_ddr_weights(project_dir, namespace, ddr_vars),
     )
 
+
+
+def _binary_as_two_bits(layer) -> None:
+    """hls4ml's binary_tanh (a BipolarQuant) writes hls4ml's XNOR type, one bit meaning -1 or +1,
+    which hetdeploy's ports and the layers after it would read as 0 or 1: it writes -1 and +1 in a
+    signed two-bit fixed-point type instead (binary_tanh casts +-1 to it exactly)."""
+    from hls4ml.backends.fpga.fpga_types import APTypeConverter
+    from hls4ml.model.types import FixedPrecisionType, XnorPrecisionType
+
+    if layer.get_attr("activation") == "binary_tanh" and isinstance(layer.get_output_variable().type.precision,
+                                                                    XnorPrecisionType):
+        layer.get_output_variable().type.precision = APTypeConverter().convert(FixedPrecisionType(2, 2, signed=True))
 
 
 def _pack_ddr_weights(project_dir: Path, namespace: str, variables: list[tuple[str, str, int]]) -> list[UnitWeight]:

@@ -157,6 +157,7 @@ def _quantizers(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
                                 f"and bit width fixed in the model")
         _check_quantizer(node, {i: onnx.numpy_helper.to_array(constants[t]) for i, t in enumerate(node.input)
                                 if i and t}, path)
+    rewrites.trunc_as_quants(model)
     rewrites.quantized_weights_as_codes(model)
     try:
         return _infer_shapes(fold_constant_quantizers(model), path, strict=False)

@@ -121,30 +121,60 @@ def _replace_each(model: onnx.ModelProto, ops: set[str], replacement: Replacemen
         shape = graph.shapes.get(node.input[0]) if node.op_type in ops else None
         nodes = replacement(graph, node, shape) if shape is not None and len(shape) >= min_rank else None
         if nodes is not None:
-            position = list(graph.g.node).index(node)
-            graph.remove(node)
-            for k, new in enumerate(nodes):
-                graph.g.node.insert(position + k, new)
+            _splice(graph, node, nodes)
             changed = True
     return changed
+
+
+def _splice(graph: Graph, node: onnx.NodeProto, nodes: list[onnx.NodeProto]) -> None:
+    """``nodes`` in ``node``'s place."""
+    position = list(graph.g.node).index(node)
+    graph.remove(node)
+    for k, new in enumerate(nodes):
+        graph.g.node.insert(position + k, new)
 
 
 
 # ---------------------------------------------------------------- the passes
 
 
+# Arithmetic that passes its tensor through when the constant is all this value (x + 0, x * 1, ...),
+# and the inputs the constant may be at.
+_NEUTRAL = {"Add": (0.0, (0, 1)), "Sub": (0.0, (1,)), "Mul": (1.0, (0, 1)), "Div": (1.0, (1,))}
+
+
+def _passed_through(graph: Graph, node: onnx.NodeProto) -> Optional[str]:
+    """The input ``node`` passes through unchanged, else None."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "Identity":
+        return node.input[0]
+    if node.op_type == "Dropout":  # inference: its input, unless its mask is read
+        mask_read = len(node.output) > 1 and node.output[1] and \
+            (graph.consumers.get(node.output[1]) or node.output[1] in graph.outputs)
+        return None if mask_read else node.input[0]
+    if node.op_type not in _NEUTRAL or len(node.input) != 2:
+        return None
+    neutral, positions = _NEUTRAL[node.op_type]
+    for k in positions:
+        value, other = graph.constant(node.input[k]), node.input[1 - k]
+        if value is not None and np.all(value == neutral) and graph.constant(other) is None and \
+                graph.shapes.get(other) is not None and graph.shapes.get(other) == graph.shapes.get(node.output[0]):
+            return other
+    return None
+
+
 def eliminate_identity(model: onnx.ModelProto) -> bool:
-    """Identity, and Dropout whose mask is unused (inference: Dropout passes its input through),
-    are removed; their readers read the input."""
+    """Identity, Dropout whose mask is unused (inference: Dropout passes its input through), and
+    arithmetic with a neutral constant (x + 0, x - 0, x * 1, x / 1, as BNN-PYNQ's TensorNorm
+    exports with its default statistics; the result of the input's shape) are removed; their
+    readers read the input."""
     graph = Graph(model)
     changed = False
     for node in list(graph.g.node):
-        if node.op_type not in ("Identity", "Dropout") or node.domain not in ("", "ai.onnx"):
+        source, result = _passed_through(graph, node), node.output[0]
+        if source is None:
             continue
-        if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1] and \
-                (graph.consumers.get(node.output[1]) or node.output[1] in graph.outputs):
-            continue
-        source, result = node.input[0], node.output[0]
         if result in graph.outputs:
             producer = graph.producer.get(source)
             # the graph output keeps its name: its producer writes it directly
@@ -465,6 +495,55 @@ def quantized_weights_as_codes(model: onnx.ModelProto) -> bool:
 
 
 # QONNX rounding modes by the standard op that rounds the same way (qonnx: ROUND and HALF_EVEN are np.round).
+def _trunc_as_quants(graph: Graph, node: onnx.NodeProto) -> Optional[list[onnx.NodeProto]]:
+    """qonnx's Trunc (v1: 5 inputs; v2: 6) with zero point 0 as Quants; None for another."""
+    values = [graph.constant(t) for t in node.input[1:]]
+    if len(values) not in (4, 5) or any(v is None or v.size != 1 for v in values) or float(values[1]) != 0:
+        return None
+    scale, in_bits = float(values[0].reshape(-1)[0]), int(values[2].reshape(-1)[0])
+    if len(values) == 4:  # v1: floor(codes / 2^(in - out)), back at the input's scale
+        out_scale, out_bits = scale, int(values[3].reshape(-1)[0])
+        step, signed, narrow = 2.0 ** (in_bits - out_bits), 1, 0
+        out_bits += 1  # v1 clamps nothing: a sign bit more than the truncated codes need
+    else:
+        out_scale, out_bits = float(values[3].reshape(-1)[0]), int(values[4].reshape(-1)[0])
+        step = 2.0 ** round(math.log2(out_scale / scale))
+        signed, narrow = attribute(node, "signed", 1), attribute(node, "narrow", 0)
+    const = lambda key, value: graph.add_constant(f"{node.name}.{key}", np.asarray(value, np.float32))  # noqa: E731
+    codes, truncated = f"{node.name}.on_grid", f"{node.name}.truncated"
+    quant = lambda inputs, result, name, **attrs: helper.make_node(  # noqa: E731
+        "Quant", inputs, [result], name=name, domain=node.domain, **attrs)
+    nodes = [quant([node.input[0], node.input[1], const("zero", 0.0), const("grid_bits", in_bits + 1)], codes,
+                   f"{node.name}.grid", signed=1, narrow=0, rounding_mode="ROUND"),
+             quant([codes, const("step", scale * step), const("zero_out", 0.0), const("bits", out_bits)],
+                   truncated, node.name, signed=signed, narrow=narrow,
+                   rounding_mode=attribute(node, "rounding_mode", "FLOOR").upper())]
+    factor = out_scale / (scale * step)
+    if factor == 1.0:
+        nodes[-1].output[0] = node.output[0]
+    else:
+        nodes.append(helper.make_node("Mul", [truncated, const("rescale", factor)], [node.output[0]],
+                                      name=f"{node.name}.rescale"))
+    return nodes
+
+
+def trunc_as_quants(model: onnx.ModelProto) -> bool:
+    """qonnx's Trunc (Brevitas' TruncAvgPool2d, truncating accumulators) with constant parameters and
+    zero point 0 is two Quants, as qonnx computes it: the input rounded onto its own grid (scale s, the
+    input's bits and a sign bit more: clamps nothing), then onto the output's (s times the power of two
+    2^round(log2(s_out / s)), the output's bits, sign and narrow range, Trunc's rounding mode, FLOOR by
+    default); then times s_out over that scale where they differ (v1: back at s, unclamped)."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        nodes = _trunc_as_quants(graph, node) if node.op_type == "Trunc" and node.domain in QONNX_QUANT_DOMAINS \
+            else None
+        if nodes is not None:
+            _splice(graph, node, nodes)
+            changed = True
+    return changed
+
+
 _ROUNDING_OPS = {"ROUND": "Round", "HALF_EVEN": "Round", "FLOOR": "Floor", "CEIL": "Ceil"}
 
 
@@ -544,13 +623,9 @@ def quantizers_as_standard_onnx(model: onnx.ModelProto, zero_points_as_qdq: bool
             nodes = _sign_times(graph, node.name, node.input[0], node.output[0], graph.constant(node.input[1]))
         else:
             nodes = None
-        if nodes is None:
-            continue
-        position = list(graph.g.node).index(node)
-        graph.remove(node)
-        for k, new in enumerate(nodes):
-            graph.g.node.insert(position + k, new)
-        changed = True
+        if nodes is not None:
+            _splice(graph, node, nodes)
+            changed = True
     if changed:
         read = {t for n in graph.g.node for t in n.input}
         kept_constants = [t for t in graph.g.initializer if t.name in read]
@@ -858,30 +933,71 @@ def gemm_bias(model: onnx.ModelProto) -> bool:
 
 def _quant_on_integer_codes(graph: Graph, node: onnx.NodeProto, shape: list[int]):
     parameters = [graph.constant(t) for t in node.input[1:3]]
-    if any(p is None or p.size != 1 for p in parameters):
+    if any(p is None for p in parameters):
         return None
-    scale, zero_point = (float(p.reshape(-1)[0]) for p in parameters)
-    mantissa, _ = math.frexp(scale)
-    if mantissa == 0.5 and zero_point == 0:  # a fixed-point cast already
-        return None
-    ones = np.ones(shape[1])
+    scale, zero_point = (_per_channel(p, len(shape), shape[1]) for p in parameters)
+    if scale is None or zero_point is None:
+        return None  # neither one value nor one per channel: the board's limits keep it off the FPGA
+    if parameters[0].size == 1 and math.frexp(float(scale[0]))[0] == 0.5 and not np.any(zero_point):
+        return None  # a fixed-point cast already
     codes, quantized = f"{node.name}.codes", f"{node.name}.quantized"
     unit_scale, no_zero = (graph.add_constant(f"{node.name}.{k}", np.array(v, np.float32))
                            for k, v in (("unit_scale", 1.0), ("zero", 0.0)))
     quant = helper.make_node("Quant", [codes, unit_scale, no_zero, node.input[3]], [quantized], name=node.name,
                              domain=node.domain)
     quant.attribute.extend(node.attribute)
-    return [_affine(graph, f"{node.name}.to_codes", node.input[0], codes, ones / scale, zero_point * ones), quant,
-            _affine(graph, f"{node.name}.from_codes", quantized, node.output[0], scale * ones,
-                    -zero_point * scale * ones)]
+    ones = np.ones_like(scale)
+    return [_affine(graph, f"{node.name}.to_codes", node.input[0], codes, ones / scale, zero_point), quant,
+            _affine(graph, f"{node.name}.from_codes", quantized, node.output[0], scale, -zero_point * scale)]
 
 
 def quant_scale_to_affine(model: onnx.ModelProto) -> bool:
-    """A QONNX Quant whose scale is not a power of two (or whose zero point is not 0), as
-    onnxruntime's quantizer writes them, is scale * (Quant_1(x / scale + zero point) - zero point):
+    """A QONNX Quant whose scale is not one power of two (or whose zero point is not 0), as
+    onnxruntime's quantizer and Brevitas' float and per-channel scales write them, is
+    scale * (Quant_1(x / scale + zero point) - zero point) per channel:
     affine steps around a quantizer of integer codes, which is a fixed-point cast. Not exact: 1 / scale
     and scale are themselves rounded to fixed point."""
     return _replace_each(model, {"Quant"}, _quant_on_integer_codes)
+
+
+def _narrow_unsigned_as_clip(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+    values = [graph.constant(t) for t in node.input[1:4]]
+    if attribute(node, "signed", 1) or not attribute(node, "narrow", 0) or \
+            any(v is None or v.size != 1 for v in values):
+        return None
+    scale, zero_point, bits = (float(v.reshape(-1)[0]) for v in values)
+    full_range = f"{node.name}.full_range"
+    graph.g.value_info.append(helper.make_tensor_value_info(full_range, onnx.TensorProto.FLOAT, shape))
+    top = graph.add_constant(f"{node.name}.top", np.asarray((2.0 ** bits - 2 - zero_point) * scale, np.float32))
+    quant = helper.make_node("Quant", list(node.input), [full_range], name=node.name, domain=node.domain)
+    quant.attribute.extend(a for a in node.attribute if a.name != "narrow")
+    quant.attribute.append(helper.make_attribute("narrow", 0))
+    return [quant, helper.make_node("Clip", [full_range, "", top], list(node.output), name=f"{node.name}.narrow")]
+
+
+def narrow_unsigned_quant_as_clip(model: onnx.ModelProto) -> bool:
+    """An unsigned narrow-range Quant (codes 0 .. 2^bits - 2), which hls4ml refuses ("Narrow mode is
+    only supported for signed numbers"), is the full-range Quant clipped at its top code: the same
+    values. After ``quant_scale_to_affine``, so that the clip works on codes (times a power of two),
+    exactly, and merges with no rescaling step."""
+    return _replace_each(model, {"Quant"}, _narrow_unsigned_as_clip, 1)
+
+
+def _bipolar_times_scale(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+    scale = graph.constant(node.input[1])
+    factor = _per_channel(scale, len(shape), shape[1]) if scale is not None else None
+    if factor is None or np.all(factor == 1.0):
+        return None
+    signs = f"{node.name}.signs"
+    unit = graph.add_constant(f"{node.name}.unit_scale", np.array(1.0, np.float32))
+    return [helper.make_node("BipolarQuant", [node.input[0], unit], [signs], name=node.name, domain=node.domain),
+            _affine(graph, f"{node.name}.scaled", signs, node.output[0], factor, np.zeros_like(factor))]
+
+
+def bipolar_scale_to_affine(model: onnx.ModelProto) -> bool:
+    """A BipolarQuant of scale s (one, or one per channel) is s * BipolarQuant_1: hls4ml converts only
+    the unit scale (its binary_tanh, +1 where x >= 0, else -1, as qonnx)."""
+    return _replace_each(model, {"BipolarQuant"}, _bipolar_times_scale)
 
 
 def positive_scale_before_relu(model: onnx.ModelProto) -> bool:
@@ -913,10 +1029,13 @@ def positive_scale_before_relu(model: onnx.ModelProto) -> bool:
 
 
 HLS4ML_LOWERINGS: list[Pass] = [average_pool_to_depthwise_conv, global_max_pool_to_max_pool,
-                                quant_scale_to_affine, positive_scale_before_relu, constant_arithmetic_to_affine,
-                                # what hls4ml would fold itself, after its weights' precision was chosen
-                                fold_batchnorm, hard_sigmoid_to_clip, clip_to_relus, pad_value_to_zero,
-                                gemm_bias]
+                                quant_scale_to_affine, narrow_unsigned_quant_as_clip, bipolar_scale_to_affine,
+                                hard_sigmoid_to_clip, clip_to_relus, positive_scale_before_relu,
+                                constant_arithmetic_to_affine,
+                                # what hls4ml would fold itself, after its weights' precision was chosen;
+                                # also two affine steps in a row as one (hls4ml's own merge keeps the
+                                # second one's precision, sized for its factor alone)
+                                fold_batchnorm, pad_value_to_zero, gemm_bias]
 
 
 def trace_nodes(before: onnx.ModelProto, after: onnx.ModelProto) -> dict[str, Optional[str]]:

@@ -158,19 +158,26 @@ _VALUE_KEEPING_OPS = {"Relu", "MaxPool", "GlobalMaxPool", "Flatten", "Reshape", 
                       "Identity", "Concat", "Slice", "Gather", "Pad", "DepthToSpace", "SpaceToDepth"}
 
 
+# Quantizers and the input holding their step (by their number of inputs: qonnx's Trunc v1 steps at
+# its input scale, v2 at its output scale). Not BipolarQuant: one step of its two values is its whole
+# range, and a tolerance of one step would pass any output; a binary output must be exact.
+_STEP_INPUT = {"Quant": {4: 1}, "DequantizeLinear": {2: 1, 3: 1}, "Trunc": {5: 1, 6: 4}}
+
+
 def quantizer_steps(path: Path) -> dict[str, float]:
-    """Every tensor of the model at ``path`` that a quantizer writes: a QONNX Quant (its scale) or a
-    DequantizeLinear (its scale), or an op that keeps its input's values reading one; the quantizer's
+    """Every tensor of the model at ``path`` that a quantizer writes: a QONNX Quant or Trunc or a
+    DequantizeLinear, or an op that keeps its input's values reading one; the quantizer's
     largest step (per-channel scales: the largest)."""
     model = onnx.load(str(path), load_external_data=False)
     constants = {t.name: t for t in model.graph.initializer}
     steps: dict[str, float] = {}
     for node in model.graph.node:  # topological order: a value-keeping op's input is known first
         step = 0.0
-        if node.op_type in ("Quant", "DequantizeLinear") and len(node.input) > 1 and node.input[1] in constants:
-            tensor = constants[node.input[1]]
-            if tensor.data_location != onnx.TensorProto.EXTERNAL:
-                step = float(np.max(np.abs(onnx.numpy_helper.to_array(tensor)))) if np.prod(tensor.dims) else 0.0
+        index = _STEP_INPUT.get(node.op_type, {}).get(len(node.input))
+        if index is not None and node.input[index] in constants:
+            tensor = constants[node.input[index]]
+            if tensor.data_location != onnx.TensorProto.EXTERNAL and np.prod(tensor.dims):
+                step = float(np.max(np.abs(onnx.numpy_helper.to_array(tensor))))
         elif node.op_type in _VALUE_KEEPING_OPS and node.input and node.input[0] in steps:
             step = steps[node.input[0]]
         if step > 0:

@@ -101,7 +101,7 @@ def test_unknown_board_name():
         ("preference: [fpga, arm_cpu]", "host: fpga\npreference: [fpga, arm_cpu]",
          r"line \d+: host: the host must be a device of kind cpu; got 'fpga'"),
         ("    invocation_overhead_s: 9.0e-4\n", "", r"devices\[1\]: missing key 'invocation_overhead_s'"),
-        ("      pool: {ops: [MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool], fuse: [Relu, Quant]}\n", "",
+        ("      pool: {ops: [MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool], fuse: [Relu, Quant, BipolarQuant]}\n", "",
          r"devices\[1\]\.ops\.MaxPool: no PE in devices\[1\]\.pes runs MaxPool"),
         ("      pool: {ops: [MaxPool,", "      pool: {ops: [MaxPool, LRN,", r"pes\.pool\.ops\[1\]: 'LRN' is not in this device's ops"),
         # names reach C++, Tcl and scripts: nothing but identifiers and part numbers gets through

@@ -1,0 +1,241 @@
+"""Every layer FINN takes from Brevitas, exported by Brevitas' ``export_qonnx`` and built for the FPGA.
+
+Layer kinds at FINN's test settings (QuantIdentity, QuantReLU, QuantHardTanh at 1, 2, 4 and 8 bits, signed,
+unsigned and narrow, per tensor and per channel in the NCHW, NHWC, NCW and NWC layouts; QuantLinear,
+QuantConv2d and QuantConvTranspose2d with 1- to 8-bit weights; TruncAvgPool2d) and the BNN-PYNQ
+topologies (TFC, SFC, LFC, CNV at W1A1, W1A2, W2A2), untrained, from seed 0. Per case: planned, built
+with ``--policy support`` (sized on the first half of the samples), the nodes on the FPGA, and the
+pipeline's error on the other half against Brevitas' own outputs, in steps of the output's quantizer.
+
+    pip install -e ".[bench]"     # PyTorch and Brevitas
+    python benchmarks/brevitas_layers.py [--only relu] [--plan-only] [--json]
+    python benchmarks/brevitas_layers.py --export tests/data/brevitas --only SMALL   # ONNX + outputs for tests
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+SAMPLES = 16  # inputs per case: the first half sizes the build, the second half checks it
+LAYOUTS = {"nchw": ((1, 4, 5, 5), 1), "nhwc": ((1, 5, 5, 4), 3), "ncw": ((1, 4, 6), 1), "nwc": ((1, 6, 4), 2)}
+
+
+def _act_quant(signed: bool, narrow: bool, bits: int):
+    from brevitas.quant import Int8ActPerTensorFloat, SignedBinaryActPerTensorConst, Uint8ActPerTensorFloat
+
+    if bits == 1:
+        return SignedBinaryActPerTensorConst
+    base = Int8ActPerTensorFloat if signed else Uint8ActPerTensorFloat
+    return base.let(bit_width=bits, narrow_range=narrow)
+
+
+def _weight_quant(bits: int):
+    from brevitas.quant import Int8WeightPerTensorFloat, SignedBinaryWeightPerTensorConst
+
+    return SignedBinaryWeightPerTensorConst if bits == 1 else Int8WeightPerTensorFloat.let(bit_width=bits)
+
+
+def _per_channel(layout: str) -> dict:
+    shape, axis = LAYOUTS[layout]
+    broadcast = [1] * len(shape)
+    broadcast[axis] = shape[axis]
+    permute = [axis] + [d for d in range(len(shape)) if d != axis]
+    return dict(scaling_per_output_channel=True, per_channel_broadcastable_shape=tuple(broadcast),
+                scaling_stats_permute_dims=tuple(permute))
+
+
+def _sequential(*layers):
+    import torch.nn as nn
+
+    return nn.Sequential(*layers)
+
+
+def _input_quant(bits: int = 8):
+    from brevitas import nn as qnn
+
+    return qnn.QuantIdentity(act_quant=_act_quant(True, False, bits), return_quant_tensor=True)
+
+
+def _output_quant():
+    return _input_quant(8)
+
+
+def _bnn_pynq(name: str):
+    from brevitas_examples.bnn_pynq.models import model_with_cfg
+
+    model, cfg = model_with_cfg(name, pretrained=False)
+    channels = cfg.getint("MODEL", "IN_CHANNELS")
+    return model, ((1, channels, 32, 32) if name.startswith("cnv") else (1, 1, 28, 28))
+
+
+def cases() -> dict:
+    """Case name -> a function returning (the torch module, its input shape, the input's range)."""
+    from brevitas import nn as qnn
+
+    made = {}
+    for bits in (1, 2, 4, 8):
+        for kind, signed, narrow in (("s", True, False), ("u", False, False), ("n", True, True),
+                                     ("un", False, True)):
+            if bits == 1 and kind != "s":
+                continue  # a 1-bit quantizer is binary (bipolar, +-1) only
+            made[f"identity_{kind}{bits}"] = lambda s=signed, n=narrow, b=bits: (_sequential(
+                qnn.QuantIdentity(act_quant=_act_quant(s, n, b))), (1, 16), "normal")
+        if bits > 1:
+            made[f"relu_{bits}"] = lambda b=bits: (_sequential(_input_quant(), qnn.QuantReLU(bit_width=b)),
+                                                   (1, 16), "normal")
+            made[f"hardtanh_{bits}"] = lambda b=bits: (_sequential(_input_quant(), qnn.QuantHardTanh(
+                bit_width=b, min_val=-1.0, max_val=1.0)), (1, 16), "normal")
+            made[f"hardtanh_const_{bits}"] = lambda b=bits: (_sequential(_input_quant(), qnn.QuantHardTanh(
+                bit_width=b, min_val=-2.0, max_val=2.0, scaling_impl_type="const")), (1, 16), "normal")
+        made[f"linear_w{bits}"] = lambda b=bits: (_sequential(
+            _input_quant(), qnn.QuantLinear(16, 8, bias=b > 1, weight_quant=_weight_quant(b)), _output_quant()),
+            (1, 16), "normal")
+        made[f"conv_w{bits}"] = lambda b=bits: (_sequential(
+            _input_quant(), qnn.QuantConv2d(3, 4, 3, bias=b > 1, weight_quant=_weight_quant(b)),
+            _output_quant()), (1, 3, 6, 6), "normal")
+        made[f"convtranspose_w{bits}"] = lambda b=bits: (_sequential(
+            _input_quant(), qnn.QuantConvTranspose2d(3, 4, 3, stride=2, bias=b > 1, weight_quant=_weight_quant(b)),
+            _output_quant()), (1, 3, 4, 4), "normal")
+    for layout, (shape, _) in LAYOUTS.items():
+        made[f"relu_pc_{layout}"] = lambda lay=layout, s=shape: (_sequential(
+            _input_quant(), qnn.QuantReLU(bit_width=4, **_per_channel(lay))), s, "normal")
+        made[f"identity_pc_{layout}"] = lambda lay=layout, s=shape: (_sequential(
+            qnn.QuantIdentity(bit_width=4, **_per_channel(lay))), s, "normal")
+    for bits in (2, 4, 8):
+        made[f"truncavgpool_{bits}"] = lambda b=bits: (_sequential(
+            qnn.QuantReLU(bit_width=b, return_quant_tensor=True),
+            qnn.TruncAvgPool2d(kernel_size=2, stride=2, float_to_int_impl_type="floor")), (1, 4, 6, 6), "normal")
+    for net in ("tfc", "sfc", "lfc", "cnv"):
+        for precision in ("1w1a", "1w2a", "2w2a"):
+            if (net, precision) != ("lfc", "2w2a"):  # BNN-PYNQ has no LFC W2A2
+                made[f"{net}_{precision}"] = lambda n=f"{net}_{precision}": (*_bnn_pynq(n), "unit")
+    return made
+
+
+def export(name: str, make, folder: Path) -> Path:
+    """NAME.onnx (Brevitas' export_qonnx) and NAME.npz (x: the inputs, y: Brevitas' outputs on them)."""
+    import torch
+    from brevitas.export import export_qonnx
+
+    torch.manual_seed(0)
+    module, shape, kind = make()
+    module.eval()
+    generator = np.random.default_rng(0)
+    x = (generator.uniform(0, 1, (SAMPLES, *shape[1:])) if kind == "unit"
+         else generator.normal(0, 1, (SAMPLES, *shape[1:]))).astype(np.float32)
+    with torch.no_grad():
+        module(torch.from_numpy(x))  # sets the statistics-initialised scales, as a first batch would
+        y = np.concatenate([_value(module(torch.from_numpy(x[k:k + 1]))) for k in range(SAMPLES)])
+    path = folder / f"{name}.onnx"
+    export_qonnx(module, torch.from_numpy(x[:1]), export_path=str(path))
+    np.savez(folder / f"{name}.npz", x=x, y=y)
+    return path
+
+
+def _value(result) -> np.ndarray:
+    return np.asarray(getattr(result, "value", result).detach().numpy(), dtype=np.float32)
+
+
+def output_step(path: Path) -> float | None:
+    """The scale of the quantizer that writes the model's output (None where no quantizer does)."""
+    from hetdeploy.verify import quantizer_steps
+
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    steps = quantizer_steps(path)
+    return steps.get(model.graph.output[0].name)
+
+
+def run_case(name: str, path: Path, folder: Path, plan_only: bool, board: str) -> dict:
+    from hetdeploy import api
+    from hetdeploy.build import BuildOptions, build, plan_stages
+    from hetdeploy.errors import UserError
+
+    data = np.load(folder / f"{name}.npz")
+    half = SAMPLES // 2
+    np.save(folder / f"{name}_calibration.npy", data["x"][:half])
+    row: dict = {"case": name}
+    options = BuildOptions(model=path, board=board, out_dir=folder / f"{name}_build", policy="support",
+                           calibration=folder / f"{name}_calibration.npy")
+    try:
+        loaded, _, plan = plan_stages(options, lambda number, message: None)
+        if not plan_only:
+            plan = build(options, progress=lambda message: None)
+    except UserError as err:
+        return {**row, "error": str(err)}
+    except Exception as err:  # a bug of ours: shown in the table, the traceback on stderr
+        import traceback
+
+        traceback.print_exc()
+        return {**row, "error": f"BUG {type(err).__name__}: {err}"}
+    row["nodes"] = sum(len(s.nodes) for s in plan.subfunctions)
+    row["fpga_nodes"] = sum(len(s.nodes) for s in plan.subfunctions if s.kind == "fpga")
+    index = loaded.graph.node_index()
+    row["off_fpga"] = sorted({loaded.graph.nodes[index[n]].op for s in plan.subfunctions if s.kind != "fpga"
+                              for n in s.nodes})
+    row["resources"] = next(iter(plan.fpga_resources.values())).used if plan.fpga_resources else {}
+    if plan_only:
+        return row
+    emulated = api.load(options.out_dir).predict(data["x"][half:])[0]
+    expected = data["y"][half:]
+    error = float(np.max(np.abs(emulated.reshape(expected.shape) - expected)))
+    step = output_step(path)
+    row["max_abs_error"] = error
+    row["steps"] = error / step if step else None
+    row["peak"] = float(np.max(np.abs(expected)))
+    return row
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--board", default="pynq-z2")
+    parser.add_argument("--only", help="a regular expression the case names must match")
+    parser.add_argument("--plan-only", action="store_true", help="plan each case, do not build it")
+    parser.add_argument("--export", type=Path, help="only export the cases (ONNX, inputs, Brevitas' outputs) here")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    chosen = {n: m for n, m in cases().items() if not args.only or re.search(args.only, n)}
+    if args.export:
+        args.export.mkdir(parents=True, exist_ok=True)
+        for name, make in chosen.items():
+            export(name, make, args.export)
+            print(f"exported {name}")
+        return 0
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, make in chosen.items():
+            path = export(name, make, Path(tmp))
+            rows.append(run_case(name, path, Path(tmp), args.plan_only, args.board))
+            if not args.json:
+                print_row(rows[-1])
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    return 0
+
+
+def print_row(r: dict) -> None:
+    if "error" in r:
+        print(f"{r['case']:<22} NOT BUILT: {r['error']}", flush=True)
+        return
+    steps = "" if "max_abs_error" not in r else (
+        f"  error {r['steps']:.3g} steps" if r["steps"] is not None else
+        f"  error {r['max_abs_error']:.3g} (peak {r['peak']:.3g}, no output quantizer)")
+    off = f"  off the FPGA: {', '.join(r['off_fpga'])}" if r["off_fpga"] else ""
+    used = r["resources"]
+    print(f"{r['case']:<22} FPGA {r['fpga_nodes']:>3} of {r['nodes']:<3} LUT {used.get('lut', 0):>8,} "
+          f"BRAM18 {used.get('bram18', 0):>4} DSP {used.get('dsp', 0):>4}{steps}{off}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
