@@ -135,8 +135,17 @@ def export(name: str, make, folder: Path) -> Path:
         y = np.concatenate([_value(module(torch.from_numpy(x[k:k + 1]))) for k in range(SAMPLES)])
     path = folder / f"{name}.onnx"
     export_qonnx(module, torch.from_numpy(x[:1]), export_path=str(path))
+    _one_file(path)
     np.savez(folder / f"{name}.npz", x=x, y=y)
     return path
+
+
+def _one_file(path: Path) -> None:
+    """The export as one file: torch's exporter writes the weights beside it (NAME.onnx.data)."""
+    import onnx
+
+    onnx.save(onnx.load(str(path)), str(path))
+    path.with_name(path.name + ".data").unlink(missing_ok=True)
 
 
 def _value(result) -> np.ndarray:

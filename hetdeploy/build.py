@@ -190,23 +190,42 @@ WIDEN_STEP, MAX_WIDTH = 4, 32
 
 def _widen(plan: Plan, failure: VerificationError, unit_widths: dict[str, int],
            precisions: dict[str, tuple[int, int]], progress: Progress) -> list[str]:
-    """Give each execution unit that ``failure`` names WIDEN_STEP more bits (one under --error-budget;
-    up to MAX_WIDTH) and
+    """Give each execution unit that ``failure`` names, and the data units carrying its inputs,
+    WIDEN_STEP more bits (one under --error-budget; up to MAX_WIDTH) and
     record it in the plan; returns those widened (none: the failure is not a unit's, or none can
     widen). Units with a node in ``precisions`` (--precision) keep theirs."""
     widened = []
     pinned = {u.name for s in plan.subfunctions for u in s.execution_units if set(u.nodes) & precisions.keys()}
-    for unit in failure.units:
-        before = unit_widths[unit.name]
-        if before >= MAX_WIDTH or unit.name in pinned:  # --precision is the user's word
+    for name, why in _with_data_units_before(plan, failure.units):
+        before = unit_widths[name]
+        if before >= MAX_WIDTH or name in pinned:  # --precision is the user's word
             continue
         # the search's widths missed only by what its simulation leaves out: a bit at a time
-        unit_widths[unit.name] = min(MAX_WIDTH, before + (1 if plan.precision_search else WIDEN_STEP))
-        why = unit.problem() if not unit.passed else "its subfunction's outputs are out of tolerance"
-        plan.widened.append(Widening(unit.name, before, unit_widths[unit.name], why))
-        progress(f"      widening {unit.name} from {before} to {unit_widths[unit.name]} bits: {why}")
-        widened.append(unit.name)
+        unit_widths[name] = min(MAX_WIDTH, before + (1 if plan.precision_search else WIDEN_STEP))
+        plan.widened.append(Widening(name, before, unit_widths[name], why))
+        progress(f"      widening {name} from {before} to {unit_widths[name]} bits: {why}")
+        widened.append(name)
     return widened
+
+
+def _with_data_units_before(plan: Plan, failed: list) -> list[tuple[str, str]]:
+    """(unit, why) for each failed unit check, and before each the data units (Flatten, Reshape, ...:
+    moved by the top, no logic) that carry its inputs: their buffers' type is their width's, and a
+    value rounded there, say a float input near a binary quantizer's threshold, stays rounded however
+    wide the unit after them grows."""
+    units = {u.name: u for s in plan.subfunctions for u in s.execution_units}
+    writer = {t: u for u in units.values() for t in u.outputs}
+    chosen: dict[str, str] = {}
+    for check in failed:
+        why = check.problem() if not check.passed else "its subfunction's outputs are out of tolerance"
+        tensors = list(units[check.name].inputs) if check.name in units else []
+        while tensors:
+            source = writer.get(tensors.pop())
+            if source is not None and source.pe == "data" and source.name not in chosen:
+                chosen[source.name] = f"it carries the input of {check.name}"
+                tensors.extend(source.inputs)
+        chosen[check.name] = why
+    return list(chosen.items())
 
 
 def _calibration(options: BuildOptions, samples: list[dict[str, np.ndarray]]) -> Calibration:

@@ -108,15 +108,23 @@ def _no_batchnorm_fusion() -> Iterator[None]:
     """hls4ml's fuse_batchnorm folds a BatchNormalization into the Dense or Conv before it whose result
     precision is "auto", keeping the weights' precision: a quantized layer's integer codes (2 bits)
     would then hold scaled weights. Every BatchNormalization hetdeploy leaves after a layer is one it
-    kept on purpose (``rewrites.fold_batchnorm`` folds the others before hls4ml): off while converting."""
+    kept on purpose (``rewrites.fold_batchnorm`` folds the others before hls4ml). Its Vivado backend's
+    merge of a BatchNormalization into the binary_tanh after it compares with a threshold of the
+    input's type, floored, and -bias / scale for a negative scale too (the comparison would have to
+    turn around): ``rewrites.batchnorm_before_sign_as_threshold`` makes that step exact instead.
+    Both off while converting."""
+    from hls4ml.backends.vivado.passes.bn_quant import MergeBatchNormAndQuantizedTanh
     from hls4ml.model.optimizer.passes.bn_fuse import FuseBatchNormalization
 
-    original = FuseBatchNormalization.match
-    FuseBatchNormalization.match = lambda self, node: False
+    passes = (FuseBatchNormalization, MergeBatchNormAndQuantizedTanh)
+    originals = [p.match for p in passes]
+    for p in passes:
+        p.match = lambda self, node: False
     try:
         yield
     finally:
-        FuseBatchNormalization.match = original
+        for p, original in zip(passes, originals):
+            p.match = original
 
 
 def _output_layers(wrapper) -> list[str]:
@@ -688,7 +696,8 @@ def _quantized_precisions(wrapper, given: set[str]) -> dict[str, str]:
     before a scaling step (a quantizer's scale as an affine step) among them; those
     ops after it keep its type (a max of 4-bit values needs no 16 bits). A unit
     input read first by the quantizer (unless another unit writes it) holds every float32 value
-    near the quantizer's rounding points exactly (``_exact_float_input``), so it rounds once."""
+    near the quantizer's rounding points exactly (``_exact_float_input``), so it rounds once. A
+    BipolarQuant's sign is taken of an exact value the same way."""
     result: dict[str, str] = {}
     for node in wrapper.graph.node:
         quantizer = _quantizer(wrapper, node)
@@ -716,6 +725,15 @@ def _quantized_precisions(wrapper, given: set[str]) -> dict[str, str]:
         while len(users) == 1 and users[0].op_type in _COMMUTE_WITH_CAST:  # their outputs are of its type
             result.setdefault(users[0].name, precision)
             users = wrapper.find_consumers(users[0].output[0]) or []
+    for node in wrapper.graph.node:
+        if node.op_type == "BipolarQuant":  # its sign exact: the layers before it exact, back to a Conv or MatMul
+            producer = wrapper.find_producer(node.input[0])
+            while producer is not None and producer.op_type in _EXACT_WHEN_AUTO | _COMMUTE_WITH_CAST and \
+                    len(wrapper.find_consumers(producer.output[0]) or []) == 1:
+                result[producer.name] = "auto"
+                if producer.op_type in ("Conv", "MatMul"):
+                    break
+                producer = wrapper.find_producer(producer.input[0])
     return result
 
 

@@ -1000,6 +1000,28 @@ def bipolar_scale_to_affine(model: onnx.ModelProto) -> bool:
     return _replace_each(model, {"BipolarQuant"}, _bipolar_times_scale)
 
 
+def batchnorm_before_sign_as_threshold(model: onnx.ModelProto) -> bool:
+    """An affine step a * x + b read only by a unit-scale BipolarQuant (a BatchNormalization before a
+    binary activation, as FINN's thresholds compute it) becomes sign(a) * x + b / |a|: the same sign
+    (a positive factor does not change it), and a comparison of the layer's exact result with a
+    threshold -b / a instead of a product rounded to fixed point near 0. A zero a: b, whose sign it is."""
+    graph = Graph(model)
+    changed = False
+    for node in graph.g.node:
+        reader = graph.sole_consumer(node.output[0]) if node.op_type == "BatchNormalization" else None
+        affine = _affine_of(graph, node) if reader is not None and reader.op_type == "BipolarQuant" else None
+        scale = graph.constant(reader.input[1]) if affine is not None else None
+        if scale is None or np.any(scale != 1.0):
+            continue
+        factor, shift = affine
+        if np.all(np.abs(factor) == 1.0):
+            continue  # a threshold already
+        magnitude = np.where(factor == 0, 1.0, np.abs(factor))
+        _set_affine(graph, node, np.sign(factor), shift / magnitude)
+        changed = True
+    return changed
+
+
 def positive_scale_before_relu(model: onnx.ModelProto) -> bool:
     """relu(x) * c + d is relu(c * x) + d for c > 0: a quantizer's scaling step (an affine step with
     positive factors) moves before the ReLU that feeds it, where it merges with the layer's own
@@ -1035,7 +1057,7 @@ HLS4ML_LOWERINGS: list[Pass] = [average_pool_to_depthwise_conv, global_max_pool_
                                 # what hls4ml would fold itself, after its weights' precision was chosen;
                                 # also two affine steps in a row as one (hls4ml's own merge keeps the
                                 # second one's precision, sized for its factor alone)
-                                fold_batchnorm, pad_value_to_zero, gemm_bias]
+                                fold_batchnorm, batchnorm_before_sign_as_threshold, pad_value_to_zero, gemm_bias]
 
 
 def trace_nodes(before: onnx.ModelProto, after: onnx.ModelProto) -> dict[str, Optional[str]]:

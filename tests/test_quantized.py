@@ -142,15 +142,19 @@ def test_bad_quantizers_get_one_line_naming_the_node(tmp_path, capsys, case, exp
     assert expected in err and len(err.strip().splitlines()) == 1
 
 
-def test_per_channel_activation_quantizer_stays_off_the_fpga(tmp_path):
-    """One scale per channel on an activation: the FPGA takes a quantizer per tensor only."""
+def test_an_activation_quantizer_per_channel_runs_on_the_fpga_and_one_per_element_does_not(tmp_path):
+    """One scale per channel (axis 1): affine steps around a quantizer of codes, on the FPGA; a scale
+    per element of another axis (Brevitas' NHWC layouts): not one hls4ml's channels-last buffer holds
+    per channel, so off the FPGA, the reason named."""
     path = _quant_model(tmp_path)
     model = onnx.load(str(path))
-    model.graph.initializer[2].CopyFrom(numpy_helper.from_array(np.full([1, 8], 0.25, np.float32), "s"))
-    onnx.save(model, str(path))
-    loaded = load_model(path)
     fpga = next(d for d in load_board("pynq-z2").devices if d.kind == "fpga")
-    assert "not one (per tensor)" in fpga.why_not(loaded.graph.nodes[0])
+    for scale, reason in ((np.full([1, 8], 0.25, np.float32), None),
+                          (np.full([8, 1], 0.25, np.float32), "not one or one per channel (axis 1)")):
+        model.graph.initializer[2].CopyFrom(numpy_helper.from_array(scale, "s"))
+        onnx.save(model, str(path))
+        why = fpga.why_not(load_model(path).graph.nodes[0])
+        assert (why is None) if reason is None else (reason in why), why
 
 
 # ---------------------------------------------------------------- models as the exporters write them

@@ -365,3 +365,111 @@ def test_a_qdq_models_quantizers_go_back_to_its_own_pairs(scale, zero_point, sig
     ties = ((np.arange(64, dtype=np.float32) - 32 + np.float32(0.5)) * np.float32(scale)).reshape(4, 16)
     for x in [ties, RNG.normal(0, 40 * scale, (4, 16)).astype(np.float32)]:
         np.testing.assert_array_equal(run(model, {"x": x})[0], run(pair, {"x": x})[0])
+
+
+def _qonnx_agree(tmp_path, model, rewrite, inputs, exact=True):
+    """``rewrite`` changes ``model``, and qonnx's execution gives the same outputs before and after on
+    each of ``inputs`` (exactly, or within float32 rounding)."""
+    from hetdeploy.qonnx_adapter import QonnxModel
+
+    onnx.save(model, str(tmp_path / "before.onnx"))
+    after = shape_inference.infer_shapes(model)
+    assert rewrite(after)
+    onnx.save(after, str(tmp_path / "after.onnx"))
+    before, now = QonnxModel(tmp_path / "before.onnx"), QonnxModel(tmp_path / "after.onnx")
+    name = model.graph.output[0].name
+    for x in inputs:
+        want, got = before.run({"x": x})[name], now.run({"x": x})[name]
+        if exact:
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    return after
+
+
+def _qonnx_model(nodes, shape, inits, opset=2):
+    model = model_of(nodes, [("x", list(shape))], [("y", list(shape))],
+                     [numpy_helper.from_array(np.asarray(v, np.float32), n) for n, v in inits])
+    model.opset_import.append(helper.make_opsetid(QONNX, opset))
+    return model
+
+
+@pytest.mark.parametrize("signed,narrow,out_scale,out_bits", [(0, 0, 0.25, 4), (1, 0, 0.5, 3), (1, 1, 0.125, 6),
+                                                              (0, 0, 2.0 ** -5, 8)])
+def test_trunc_is_two_quants_as_qonnx_computes_it(tmp_path, signed, narrow, out_scale, out_bits):
+    """qonnx's Trunc v2 (Brevitas' TruncAvgPool2d: an input of 8-bit codes at scale 1/32, floored to
+    the output's bits at its scale) as two Quants, equal to qonnx's own on every code of the input,
+    a float32 step off the grid included; v1 the same."""
+    node = helper.make_node("Trunc", ["x", "s", "z", "in_bits", "out_s", "out_bits"], ["y"], name="t", domain=QONNX,
+                            signed=signed, narrow=narrow, rounding_mode="FLOOR")
+    model = _qonnx_model([node], (1, 512), [("s", 2.0 ** -5), ("z", 0.0), ("in_bits", 8.0), ("out_s", out_scale),
+                                            ("out_bits", float(out_bits))])
+    codes = np.arange(-256, 256, dtype=np.float32).reshape(1, 512) * np.float32(2.0 ** -5)
+    after = _qonnx_agree(tmp_path, model, rewrites.trunc_as_quants, [codes, np.nextafter(codes, np.float32(-9))])
+    assert {n.op_type for n in after.graph.node} <= {"Quant", "Mul"}
+    v1 = helper.make_node("Trunc", ["x", "s", "z", "in_bits", "out_bits"], ["y"], name="t", domain=QONNX,
+                          rounding_mode="FLOOR")
+    model = _qonnx_model([v1], (1, 512), [("s", 2.0 ** -5), ("z", 0.0), ("in_bits", 9.0),
+                                          ("out_bits", float(out_bits))], opset=1)
+    _qonnx_agree(tmp_path, model, rewrites.trunc_as_quants, [codes])
+
+
+@pytest.mark.parametrize("bits,scale", [(2, 0.3), (4, 0.0714), (8, 2.0 ** -6)])
+def test_an_unsigned_narrow_quant_is_the_full_range_one_clipped_at_its_top_code(tmp_path, bits, scale):
+    """hls4ml refuses narrow unsigned quantizers: the full-range Quant and a Clip at the top code,
+    equal to qonnx's narrow one at every half step and past both rails."""
+    model = _quant_model(bits, 0, 1, "ROUND", scale, 0, shape=(1, 640))
+    ties = ((np.arange(-64, 576, dtype=np.float32) + np.float32(0.5)) * np.float32(scale)).reshape(1, 640)
+    after = _qonnx_agree(tmp_path, model, rewrites.narrow_unsigned_quant_as_clip, [ties])
+    assert ops(after) == ["Quant", "Clip"] and rewrites.attribute(after.graph.node[0], "narrow") == 0
+
+
+def test_a_batchnorm_before_a_sign_becomes_a_threshold_with_the_same_signs(tmp_path):
+    """sign(a x + b) = sign(sign(a) x + b / |a|): negative, zero and positive factors; on integer
+    accumulators, ties (a x + b = 0) included."""
+    factor = np.array([0.5, -0.25, 0.0, 3.0, -1.0, 0.0], np.float32)
+    shift = np.array([1.0, 0.75, -2.0, -6.0, 2.0, 0.0], np.float32)
+    nodes = [helper.make_node("BatchNormalization", ["x", "a", "b", "m", "v"], ["t"], name="bn", epsilon=0.0),
+             helper.make_node("BipolarQuant", ["t", "one"], ["y"], name="sign", domain=QONNX)]
+    model = _qonnx_model(nodes, (9, 6), [("a", factor), ("b", shift), ("m", np.zeros(6)), ("v", np.ones(6)),
+                                         ("one", 1.0)])
+    accumulators = np.arange(-4, 5, dtype=np.float32)[:, None] * np.ones((1, 6), np.float32)
+    after = _qonnx_agree(tmp_path, model, rewrites.batchnorm_before_sign_as_threshold, [accumulators])
+    threshold = numpy_helper.to_array(next(t for t in after.graph.initializer if t.name == after.graph.node[0].input[1]))
+    assert set(np.abs(threshold).tolist()) <= {0.0, 1.0}
+
+
+def test_a_bipolar_quant_of_another_scale_is_a_unit_one_and_an_affine_step(tmp_path):
+    node = helper.make_node("BipolarQuant", ["x", "s"], ["y"], name="sign", domain=QONNX)
+    model = _qonnx_model([node], (2, 3, 4, 4), [("s", np.array([0.5, 2.0, 0.125]).reshape(1, 3, 1, 1))])
+    after = _qonnx_agree(tmp_path, model, rewrites.bipolar_scale_to_affine,
+                         [RNG.normal(size=(2, 3, 4, 4)).astype(np.float32)])
+    assert ops(after) == ["BipolarQuant", "BatchNormalization"]
+
+
+@pytest.mark.parametrize("scale", [[0.3, 0.07, 0.5, 0.125], [0.25, 0.5, 0.125, 1.0]])
+def test_a_per_channel_quant_is_one_of_codes_between_affine_steps(tmp_path, scale):
+    """Brevitas' per-channel activation quantizers (scales [1, C, 1, 1]): codes by a per-channel affine
+    step, a unit-scale Quant, back by another; qonnx's results off its rounding points (where x * (1 /
+    s) and x / s may round apart in float32)."""
+    model = _quant_model(4, 0, 0, "ROUND", np.array(scale).reshape(1, 4, 1, 1), 0, shape=(2, 4, 3, 3))
+    x = RNG.uniform(0, 20, (2, 4, 3, 3)).astype(np.float32) * np.array(scale, np.float32).reshape(1, 4, 1, 1)
+    x = np.where(np.abs(x / np.array(scale, np.float32).reshape(1, 4, 1, 1) % 1 - 0.5) < 0.01, 0, x)
+    after = _qonnx_agree(tmp_path, model, rewrites.quant_scale_to_affine, [x.astype(np.float32)], exact=False)
+    assert ops(after) == ["BatchNormalization", "Quant", "BatchNormalization"]
+
+
+def test_arithmetic_with_a_neutral_constant_is_removed():
+    """x - 0, x * 1 (BNN-PYNQ's TensorNorm at its default statistics): removed; 0 - x and x + 0 that
+    broadcasts to a larger shape stay."""
+    zero, one = numpy_helper.from_array(np.zeros(1, np.float32), "zero"), numpy_helper.from_array(
+        np.ones(1, np.float32), "one")
+    nodes = [helper.make_node("Sub", ["x", "zero"], ["a"], name="minus_zero"),
+             helper.make_node("Mul", ["one", "a"], ["b"], name="times_one"),
+             helper.make_node("Sub", ["zero", "b"], ["y"], name="negate")]
+    after = rewritten(model_of(nodes, [("x", [1, 4])], [("y", [1, 4])], [zero, one]), rewrites.eliminate_identity)
+    assert [n.name for n in after.graph.node] == ["negate"] and after.graph.node[0].input[1] == "x"
+    widening = [helper.make_node("Add", ["x", "zeros"], ["y"], name="broadcast")]
+    model = shape_inference.infer_shapes(model_of(widening, [("x", [1, 4])], [("y", [3, 4])],
+                                                  [numpy_helper.from_array(np.zeros((3, 4), np.float32), "zeros")]))
+    assert not rewrites.eliminate_identity(model)
