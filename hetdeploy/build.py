@@ -190,13 +190,13 @@ WIDEN_STEP, MAX_WIDTH = 4, 32
 
 def _widen(plan: Plan, failure: VerificationError, unit_widths: dict[str, int],
            precisions: dict[str, tuple[int, int]], progress: Progress) -> list[str]:
-    """Give each execution unit that ``failure`` names, and the data units carrying its inputs,
+    """Give each execution unit that ``failure`` names, and the units writing its inputs,
     WIDEN_STEP more bits (one under --error-budget; up to MAX_WIDTH) and
     record it in the plan; returns those widened (none: the failure is not a unit's, or none can
     widen). Units with a node in ``precisions`` (--precision) keep theirs."""
     widened = []
     pinned = {u.name for s in plan.subfunctions for u in s.execution_units if set(u.nodes) & precisions.keys()}
-    for name, why in _with_data_units_before(plan, failure.units):
+    for name, why in _with_writers_of_inputs(plan, failure.units):
         before = unit_widths[name]
         if before >= MAX_WIDTH or name in pinned:  # --precision is the user's word
             continue
@@ -208,11 +208,11 @@ def _widen(plan: Plan, failure: VerificationError, unit_widths: dict[str, int],
     return widened
 
 
-def _with_data_units_before(plan: Plan, failed: list) -> list[tuple[str, str]]:
-    """(unit, why) for each failed unit check, and before each the data units (Flatten, Reshape, ...:
-    moved by the top, no logic) that carry its inputs: their buffers' type is their width's, and a
-    value rounded there, say a float input near a binary quantizer's threshold, stays rounded however
-    wide the unit after them grows."""
+def _with_writers_of_inputs(plan: Plan, failed: list) -> list[tuple[str, str]]:
+    """(unit, why) for each failed unit check, and before each the units that write its inputs: the
+    data units (Flatten, Reshape, ...: moved by the top, no logic) that carry them and the unit that
+    computes them. A value rounded there to their width, say one near a binary quantizer's threshold,
+    stays rounded however wide the unit after them grows."""
     units = {u.name: u for s in plan.subfunctions for u in s.execution_units}
     writer = {t: u for u in units.values() for t in u.outputs}
     chosen: dict[str, str] = {}
@@ -221,8 +221,10 @@ def _with_data_units_before(plan: Plan, failed: list) -> list[tuple[str, str]]:
         tensors = list(units[check.name].inputs) if check.name in units else []
         while tensors:
             source = writer.get(tensors.pop())
-            if source is not None and source.pe == "data" and source.name not in chosen:
-                chosen[source.name] = f"it carries the input of {check.name}"
+            if source is None or source.name in chosen:
+                continue
+            chosen[source.name] = f"it writes the input of {check.name}"
+            if source.pe == "data":
                 tensors.extend(source.inputs)
         chosen[check.name] = why
     return list(chosen.items())

@@ -79,6 +79,7 @@ class LoadedModel:
 def load_model(path: str | Path) -> LoadedModel:
     path = Path(path)
     source = _read(path)
+    _finn_ops_as_qonnx(source, path)
     _drop_initializer_inputs(source)
     _fix_batch(source, path)
     # IR 3 requires initializers among the inputs, which were just dropped
@@ -129,7 +130,7 @@ def _normalise(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
 
 
 # QONNX quantizers: every input but the first is a parameter the FPGA needs as a constant.
-QUANTIZER_OPS = {"Quant", "BipolarQuant", "Trunc", "FloatQuant"}
+QUANTIZER_OPS = {"Quant", "BipolarQuant", "Trunc", "FloatQuant", "MultiThreshold"}
 
 
 def _quantizers(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
@@ -158,6 +159,7 @@ def _quantizers(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
         _check_quantizer(node, {i: onnx.numpy_helper.to_array(constants[t]) for i, t in enumerate(node.input)
                                 if i and t}, path)
     rewrites.trunc_as_quants(model)
+    rewrites.multithreshold_as_signs(model)
     rewrites.quantized_weights_as_codes(model)
     try:
         return _infer_shapes(fold_constant_quantizers(model), path, strict=False)
@@ -176,7 +178,7 @@ def _check_quantizer(node: onnx.NodeProto, params: dict[int, "np.ndarray"], path
     of one whole number from 1 to MAX_QUANT_BITS, whole zero points within that many bits, ``signed``
     and ``narrow`` 0 or 1 and a rounding mode qonnx knows."""
     where = f"{path}: node '{node.name}' ({node.op_type})"
-    scale = params.get(1)
+    scale = params.get(1) if node.op_type != "MultiThreshold" else None  # its input 1: thresholds
     if scale is not None and not (np.all(np.isfinite(scale)) and np.all(scale > 0)):
         raise UserError(f"{where}: its scale must be finite and above 0 (found {scale.reshape(-1)[:4].tolist()})")
     if node.op_type != "Quant":
@@ -309,6 +311,29 @@ def _densify_sparse_initializers(model: onnx.ModelProto, path: Path) -> None:
         model.graph.initializer.append(onnx.numpy_helper.from_array(dense.reshape(tuple(sparse.dims)),
                                                                     sparse.values.name))
     del model.graph.sparse_initializer[:]
+
+
+FINN_GENERAL_DOMAIN = "finn.custom_op.general"
+
+
+def _finn_ops_as_qonnx(model: onnx.ModelProto, path: Path) -> None:
+    """A FINN-ONNX model (FINN's tidied or streamlined graphs): the ops of FINN's general domain
+    qonnx implements (MultiThreshold, Im2Col, ...; qonnx took them over from FINN) in qonnx's domain;
+    an op only FINN runs (its HLS and RTL layers) refused in one line naming it."""
+    from .qonnx_adapter import QONNX_GENERAL_DOMAIN, qonnx_general_ops
+
+    for node in model.graph.node:
+        if not node.domain.startswith("finn."):
+            continue
+        if node.domain != FINN_GENERAL_DOMAIN or node.op_type not in qonnx_general_ops():
+            raise UserError(f"{path}: node '{node.name}' ({node.op_type}, domain {node.domain}): only FINN runs this "
+                            f"op; give hetdeploy the model as it was before FINN's hardware conversion "
+                            f"(after streamlining at the latest)")
+        node.domain = QONNX_GENERAL_DOMAIN
+    kept = [o for o in model.opset_import if not o.domain.startswith("finn.")]
+    del model.opset_import[:]
+    model.opset_import.extend(kept)
+    _import_domains(model)
 
 
 def _import_domains(model: onnx.ModelProto) -> None:

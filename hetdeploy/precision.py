@@ -148,6 +148,8 @@ def node_widths(graph: Graph, default: int) -> list[int]:
             node = graph.nodes[producers[tensor]]
             if node.op == "Quant":
                 return int(node.scalars[3]) if 3 in node.scalars else None
+            if node.op == "BipolarQuant":  # -1 and +1, in the two-bit type the FPGA holds them in
+                return 2
             if node.op not in VALUE_KEEPING_OPS or not node.inputs:
                 return None
             tensor = node.inputs[0]

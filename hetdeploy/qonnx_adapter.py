@@ -34,6 +34,12 @@ class QonnxModel:
         except Exception as err:
             raise UserError(f"{self.name}: qonnx cannot load it: {first_line(err)}") from None
         initializers = {t.name for t in self.wrapper.graph.initializer}
+        # FINN annotates its inputs' data type (UINT8 for MNIST's 0..255); qonnx would round the inputs
+        # to it and stop when that changes them much: the model runs on the inputs as given, as ONNX does
+        inputs = {i.name for i in self.wrapper.graph.input}
+        kept = [a for a in self.wrapper.graph.quantization_annotation if a.tensor_name not in inputs]
+        del self.wrapper.graph.quantization_annotation[:]
+        self.wrapper.graph.quantization_annotation.extend(kept)
         self.input_names = [i.name for i in self.wrapper.graph.input if i.name not in initializers]
         self.output_names = [o.name for o in self.wrapper.graph.output]
         self.inputs = [(n, list(self.wrapper.get_tensor_shape(n))) for n in self.input_names]
@@ -49,6 +55,16 @@ class QonnxModel:
             raise UserError(f"{self.name}: qonnx's execution failed: {first_line(err)}") from None
         return {n: results[n] for n in self.output_names}
 
+
+
+QONNX_GENERAL_DOMAIN = "qonnx.custom_op.general"
+
+
+def qonnx_general_ops() -> set[str]:
+    """The ops of qonnx's general domain (its quantizers, MultiThreshold, Im2Col, ...)."""
+    import qonnx.custom_op.general as general
+
+    return {name.split("_v")[0] for name in general.__all__}
 
 
 def known_rounding_mode(mode: str) -> bool:

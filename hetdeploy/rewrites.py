@@ -544,6 +544,58 @@ def trunc_as_quants(model: onnx.ModelProto) -> bool:
     return changed
 
 
+def _multithreshold_as_signs(graph: Graph, node: onnx.NodeProto) -> Optional[list[onnx.NodeProto]]:
+    thresholds, shape = graph.constant(node.input[1]), graph.shapes.get(node.input[0])
+    if thresholds is None or thresholds.ndim != 2 or not thresholds.shape[1] or shape is None:
+        return None
+    rank, (channels, count) = len(shape), thresholds.shape
+    layout = attribute(node, "data_layout", "") or {2: "NC", 3: "NWC", 4: "NCHW"}.get(rank, "")
+    axis = layout.index("C") if "C" in layout else 1  # qonnx's: the layout's C, else axis 1
+    if channels != 1 and (axis >= rank or shape[axis] != channels):
+        return None
+    name = node.name
+    const = lambda key, value: graph.add_constant(f"{name}.{key}", np.asarray(value, np.float32))  # noqa: E731
+    unit = const("unit_scale", 1.0)
+    nodes, signs = [], []
+    for t in range(count):
+        value = thresholds[:, t].reshape([channels] + [1] * (rank - 1 - axis)) if channels > 1 else thresholds[0, t]
+        nodes += [helper.make_node("Sub", [node.input[0], const(f"threshold{t}", value)], [f"{name}.over{t}"],
+                                   name=f"{name}.over{t}"),
+                  helper.make_node("BipolarQuant", [f"{name}.over{t}", unit], [f"{name}.sign{t}"],
+                                   name=f"{name}.sign{t}", domain=node.domain)]
+        if signs:
+            nodes.append(helper.make_node("Add", [signs[-1], f"{name}.sign{t}"], [f"{name}.signs{t}"],
+                                          name=f"{name}.signs{t}"))
+        signs.append(nodes[-1].output[0])
+    # count = (sum of signs + n) / 2; the output out_scale * count + out_bias
+    scale, bias = float(attribute(node, "out_scale", 1.0)), float(attribute(node, "out_bias", 0.0))
+    steps = [(op, value) for op, value, neutral in (("Mul", scale / 2, 1.0), ("Add", scale * count / 2 + bias, 0.0))
+             if value != neutral]
+    if not steps:
+        nodes[-1].output[0] = node.output[0]
+    for k, (op, value) in enumerate(steps):
+        result = node.output[0] if k == len(steps) - 1 else f"{name}.scaled"
+        nodes.append(helper.make_node(op, [nodes[-1].output[0], const(op.lower(), value)], [result],
+                                      name=f"{name}.{op.lower()}"))
+    return nodes
+
+
+def multithreshold_as_signs(model: onnx.ModelProto) -> bool:
+    """qonnx's (FINN's) MultiThreshold with constant thresholds T (one set, or one per channel) is
+    out_scale * #{t: x >= T_t} + out_bias, and x >= T is sign(x - T) = +1 (float subtraction keeps
+    the order of x and T): (sum of the BipolarQuants of x - T_t + n) / 2, then the output's affine
+    step; ops the FPGA and the CPU both run."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        nodes = _multithreshold_as_signs(graph, node) if node.op_type == "MultiThreshold" and \
+            node.domain in QONNX_QUANT_DOMAINS else None
+        if nodes is not None:
+            _splice(graph, node, nodes)
+            changed = True
+    return changed
+
+
 _ROUNDING_OPS = {"ROUND": "Round", "HALF_EVEN": "Round", "FLOOR": "Floor", "CEIL": "Ceil"}
 
 
@@ -635,6 +687,36 @@ def quantizers_as_standard_onnx(model: onnx.ModelProto, zero_points_as_qdq: bool
         kept = [o for o in model.opset_import if o.domain in used]
         del model.opset_import[:]
         model.opset_import.extend(kept)
+    return changed
+
+
+def _axes(graph: Graph, node: onnx.NodeProto) -> Optional[list[int]]:
+    """An Unsqueeze's or Squeeze's axes: its attribute (opset < 13) or its constant input."""
+    if len(node.input) > 1:
+        value = graph.constant(node.input[1])
+        return None if value is None else [int(a) for a in value.reshape(-1)]
+    return attribute(node, "axes")
+
+
+def batchnorm_without_squeezes(model: onnx.ModelProto) -> bool:
+    """Unsqueeze -> BatchNormalization -> Squeeze over the same trailing axes (FINN's tidied models
+    normalise [N, C] as [N, C, 1]) is the BatchNormalization on [N, C]: the channels stay axis 1."""
+    graph = Graph(model)
+    changed = False
+    for squeeze in list(graph.g.node):
+        bn = graph.producer.get(squeeze.input[0]) if squeeze.op_type == "Squeeze" else None
+        unsqueeze = graph.producer.get(bn.input[0]) if bn is not None and bn.op_type == "BatchNormalization" else None
+        if unsqueeze is None or unsqueeze.op_type != "Unsqueeze" or graph.sole_consumer(bn.output[0]) is not squeeze \
+                or graph.sole_consumer(unsqueeze.output[0]) is not bn:
+            continue
+        axes, rank = _axes(graph, unsqueeze), len(graph.shapes.get(unsqueeze.input[0], []))
+        if not axes or not rank or axes != _axes(graph, squeeze) or any(a < 2 or a < rank for a in axes):
+            continue
+        bn.input[0], bn.output[0] = unsqueeze.input[0], squeeze.output[0]
+        graph.remove(unsqueeze)
+        graph.remove(squeeze)
+        graph = Graph(model)
+        changed = True
     return changed
 
 
@@ -775,6 +857,7 @@ PASSES: list[Pass] = [
     explicit_attributes,
     normalise_gemm,
     matmul_add_to_gemm,
+    batchnorm_without_squeezes,
     fold_batchnorm,
     fold_bias_add,
     reshape_to_flatten,

@@ -72,3 +72,92 @@ def test_a_bnn_pynq_network_on_the_fpga_answers_as_brevitas(tmp_path, name):
     assert np.all(np.isfinite(got)) and got.shape == brevitas.shape
     assert np.max(np.abs(got - brevitas)) <= 1e-3 * np.max(np.abs(brevitas))
     assert np.array_equal(np.argmax(got, axis=1), np.argmax(brevitas, axis=1))
+
+
+# ---------------------------------------------------------------- FINN's own model form
+FINN_DOMAIN = "finn.custom_op.general"
+
+
+def finn_form(source: Path, path: Path) -> None:
+    """The Brevitas TFC W1A1 export as FINN's QONNX-to-FINN conversion writes it: weight quantizers
+    folded into the weights (+-1), each activation's BipolarQuant a MultiThreshold of FINN's domain
+    (one threshold at 0, out_dtype BIPOLAR, out_scale 2, out_bias -1), and TopK's class index as the
+    output, as FINN's build_dataflow example model has it."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    model = onnx.load(str(source))
+    constants = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    kept = []
+    for node in model.graph.node:
+        if node.op_type == "BipolarQuant" and node.input[0] in constants:
+            signs = np.where(constants[node.input[0]] >= 0, 1.0, -1.0) * constants[node.input[1]]
+            model.graph.initializer.append(numpy_helper.from_array(signs.astype(np.float32), node.output[0]))
+            continue
+        if node.op_type == "BipolarQuant":
+            zero = f"{node.name}_threshold"
+            model.graph.initializer.append(numpy_helper.from_array(np.zeros((1, 1), np.float32), zero))
+            node = helper.make_node("MultiThreshold", [node.input[0], zero], list(node.output), name=node.name,
+                                    domain=FINN_DOMAIN, out_dtype="BIPOLAR", out_scale=2.0, out_bias=-1.0)
+        kept.append(node)
+    scores = model.graph.output[0].name
+    k = numpy_helper.from_array(np.array([1], np.int64), "top_k")
+    model.graph.initializer.append(k)
+    kept.append(helper.make_node("TopK", [scores, "top_k"], ["top_score", "global_out"], name="TopK_0", axis=-1))
+    del model.graph.node[:]
+    model.graph.node.extend(kept)
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_tensor_value_info("global_out", TensorProto.INT64, [1, 1]))
+    used = {t for n in model.graph.node for t in n.input}
+    for listed in (model.graph.initializer, model.graph.input):  # the exporter lists weights as inputs too
+        live = [t for t in listed if t.name in used]
+        del listed[:]
+        listed.extend(live)
+    kept_imports = [o for o in model.opset_import if o.domain != "qonnx.custom_op.general"]
+    del model.opset_import[:]
+    model.opset_import.extend(kept_imports + [helper.make_opsetid(FINN_DOMAIN, 1)])
+    onnx.save(model, str(path))
+
+
+def test_a_finn_model_plans_its_thresholds_onto_the_fpga_and_its_topk_onto_the_cpu(tmp_path, capsys):
+    finn_form(DATA / "tfc_1w1a.onnx", tmp_path / "tfc_finn.onnx")
+    assert main(["plan", str(tmp_path / "tfc_finn.onnx"), "--board", "pynq-z2", "--policy", "support",
+                 "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [s["kind"] for s in plan["subfunctions"]] == ["fpga", "cpu"]
+    assert plan["subfunctions"][1]["nodes"] == ["TopK_0"]
+
+
+def test_an_op_only_finn_runs_is_refused_naming_it(tmp_path, capsys):
+    import onnx
+
+    finn_form(DATA / "tfc_1w1a.onnx", tmp_path / "tfc_finn.onnx")
+    model = onnx.load(str(tmp_path / "tfc_finn.onnx"))
+    layer = next(n for n in model.graph.node if n.op_type == "MatMul" or n.op_type == "Gemm")
+    layer.op_type, layer.domain = "MatrixVectorActivation", "finn.custom_op.fpgadataflow"
+    onnx.save(model, str(tmp_path / "hls.onnx"))
+    assert main(["plan", str(tmp_path / "hls.onnx"), "--board", "pynq-z2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"node '{layer.name}' (MatrixVectorActivation, domain finn.custom_op.fpgadataflow): only FINN runs" \
+        in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_a_finn_model_builds_and_classifies_as_qonnx_does(tmp_path):
+    """Thresholds on the FPGA (bit-exact units), the class index from the CPU's TopK: the classes qonnx's
+    execution of the FINN model gives, and Brevitas' own, on inputs the build did not size on."""
+    from hetdeploy.qonnx_adapter import QonnxModel
+
+    finn_form(DATA / "tfc_1w1a.onnx", tmp_path / "tfc_finn.onnx")
+    data = np.load(DATA / "tfc_1w1a.npz")
+    np.save(tmp_path / "calibration.npy", data["x"][:SIZED_ON])
+    plan = build(BuildOptions(model=tmp_path / "tfc_finn.onnx", board="pynq-z2", out_dir=tmp_path / "out",
+                              policy="support", calibration=tmp_path / "calibration.npy"), progress=lambda m: None)
+    units = plan.subfunctions[0].execution_units
+    assert sum(t.agreement == "bit-exact" for u in units for t in u.verification.outputs) >= 4
+    held_out = data["x"][SIZED_ON:]
+    got = load(tmp_path / "out").predict(held_out)[0].reshape(-1)
+    reference = QonnxModel(tmp_path / "tfc_finn.onnx")
+    qonnx = np.concatenate([reference.run({reference.input_names[0]: x[None]})["global_out"] for x in held_out])
+    assert np.array_equal(got, qonnx.reshape(-1))
+    assert np.array_equal(got, np.argmax(data["y"][SIZED_ON:], axis=1))

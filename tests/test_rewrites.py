@@ -473,3 +473,31 @@ def test_arithmetic_with_a_neutral_constant_is_removed():
     model = shape_inference.infer_shapes(model_of(widening, [("x", [1, 4])], [("y", [3, 4])],
                                                   [numpy_helper.from_array(np.zeros((3, 4), np.float32), "zeros")]))
     assert not rewrites.eliminate_identity(model)
+
+
+@pytest.mark.parametrize("shape,layout,channels,count,scale,bias", [
+    ((2, 6), "", 6, 3, 1.0, 0.0), ((2, 4, 3, 3), "", 4, 2, 0.5, -1.0), ((2, 3, 3, 4), "NHWC", 4, 3, 1.0, 0.0),
+    ((2, 5), "", 1, 1, 2.0, -1.0)])
+def test_a_multithreshold_is_a_sum_of_signs_as_qonnx_counts(tmp_path, shape, layout, channels, count, scale, bias):
+    """FINN's MultiThreshold (thresholds per channel or shared, as many as the output has levels less
+    one; FINN's bipolar form: one threshold, out_scale 2, out_bias -1) as Sub, BipolarQuant, Add and
+    an affine step: qonnx's counts, the inputs on the thresholds included."""
+    thresholds = np.sort(RNG.integers(-4, 5, (channels, count)).astype(np.float32), axis=1)
+    attrs = {"out_dtype": "UINT2", "out_scale": scale, "out_bias": bias, **({"data_layout": layout} if layout else {})}
+    node = helper.make_node("MultiThreshold", ["x", "t"], ["y"], name="mt", domain=QONNX, **attrs)
+    model = _qonnx_model([node], shape, [("t", thresholds)], opset=1)
+    x = RNG.integers(-5, 6, shape).astype(np.float32)
+    after = _qonnx_agree(tmp_path, model, rewrites.multithreshold_as_signs, [x, x + np.float32(0.5)])
+    assert "MultiThreshold" not in ops(after) and ops(after).count("BipolarQuant") == count
+
+
+def test_a_batchnorm_between_unsqueeze_and_squeeze_is_one_on_the_tensor():
+    """FINN's tidied models normalise [N, C] as [N, C, 1]: the BatchNormalization alone, on [N, C]."""
+    axes = numpy_helper.from_array(np.array([2], np.int64), "axes")
+    stats = [const(n, [5]) for n in ("g", "b", "m")] + [numpy_helper.from_array(np.ones(5, np.float32), "v")]
+    nodes = [helper.make_node("Unsqueeze", ["x", "axes"], ["u"], name="unsqueeze"),
+             helper.make_node("BatchNormalization", ["u", "g", "b", "m", "v"], ["n"], name="bn"),
+             helper.make_node("Squeeze", ["n", "axes"], ["y"], name="squeeze")]
+    after = rewritten(model_of(nodes, [("x", [1, 5])], [("y", [1, 5])], [axes, *stats]),
+                      rewrites.batchnorm_without_squeezes)
+    assert ops(after) == ["BatchNormalization"] and list(after.graph.node[0].input[:1]) == ["x"]

@@ -98,8 +98,8 @@ def test_width_option_sets_every_fpga_type_and_is_checked(tmp_path, capsys):
 
 
 def test_units_out_of_tolerance_are_widened_and_the_build_says_so(tmp_path, capsys):
-    """The jet tagger at 6 bits is out of tolerance: each failing unit gets 4 more bits until it
-    passes; the build prints which and why, and plan.json records it."""
+    """The jet tagger at 6 bits is out of tolerance: each failing unit, and the unit writing its
+    input, gets 4 more bits until it passes; the build prints which and why, and plan.json records it."""
     import json
     from pathlib import Path
 
@@ -109,8 +109,11 @@ def test_units_out_of_tolerance_are_widened_and_the_build_says_so(tmp_path, caps
     err = capsys.readouterr().err
     plan = json.loads((out / "plan.json").read_text())
     assert plan["widened"] and all(w["from_bits"] == 6 and w["to_bits"] == 10 for w in plan["widened"])
+    failed = [w for w in plan["widened"] if "differs by" in w["reason"]]
+    assert failed
     for w in plan["widened"]:
-        assert f"widening {w['unit']} from 6 to 10 bits: output" in err and "differs by" in w["reason"]
+        assert f"widening {w['unit']} from 6 to 10 bits: {w['reason']}" in err
+        assert w in failed or any(w["reason"] == f"it writes the input of {f['unit']}" for f in failed)
     units = {u["name"]: u for u in plan["subfunctions"][0]["execution_units"]}
     assert all(units[w["unit"]]["precision"].startswith("ap_fixed<10,") for w in plan["widened"])
     assert all(u["verification"]["passed"] for u in units.values())
