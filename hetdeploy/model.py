@@ -160,7 +160,9 @@ def _quantizers(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
                                 if i and t}, path)
     rewrites.trunc_as_quants(model)
     rewrites.multithreshold_as_signs(model)
+    rewrites.conv_transpose_as_conv(model)  # before the weights become codes: its Conv's do
     rewrites.quantized_weights_as_codes(model)
+    rewrites.channel_quantizer_on_axis_one(model)
     try:
         return _infer_shapes(fold_constant_quantizers(model), path, strict=False)
     except UserError:

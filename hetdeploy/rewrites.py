@@ -55,12 +55,17 @@ class Graph:
     def constant(self, name: str) -> Optional[np.ndarray]:
         return numpy_helper.to_array(self.inits[name]) if name in self.inits else None
 
-    def add_constant(self, name: str, value: np.ndarray) -> str:
-        """A new initializer ``name`` (made unique) holding ``value``."""
-        taken = self.inits.keys() | self.producer.keys() | self.inputs
+    def fresh(self, name: str) -> str:
+        """``name``, or ``name_k``, which no tensor of the graph has."""
+        taken = self.inits.keys() | self.producer.keys() | self.inputs | self.consumers.keys() | self.outputs
         unique, k = name, 1
         while unique in taken:
             unique, k = f"{name}_{k}", k + 1
+        return unique
+
+    def add_constant(self, name: str, value: np.ndarray) -> str:
+        """A new initializer ``name`` (made unique) holding ``value``."""
+        unique = self.fresh(name)
         tensor = numpy_helper.from_array(value, unique)
         self.g.initializer.append(tensor)
         self.inits[unique] = tensor
@@ -494,7 +499,6 @@ def quantized_weights_as_codes(model: onnx.ModelProto) -> bool:
     return changed
 
 
-# QONNX rounding modes by the standard op that rounds the same way (qonnx: ROUND and HALF_EVEN are np.round).
 def _trunc_as_quants(graph: Graph, node: onnx.NodeProto) -> Optional[list[onnx.NodeProto]]:
     """qonnx's Trunc (v1: 5 inputs; v2: 6) with zero point 0 as Quants; None for another."""
     values = [graph.constant(t) for t in node.input[1:]]
@@ -596,6 +600,145 @@ def multithreshold_as_signs(model: onnx.ModelProto) -> bool:
     return changed
 
 
+def _subpixel_kernel(weights: np.ndarray, stride: int, taps: tuple[int, int]) -> np.ndarray:
+    """ConvTranspose weights [C_in, C_out, kh, kw] as one Conv's [s*s*C_out, C_in, Mh, Mw]: output
+    channel (a*s + b)*C_out + o computes phase (a, b) of the transposed convolution's output (rows
+    s*q + a, columns s*r + b), kernel tap (j, i) being the transposed one's (a + s*(Mh-1-j), b + s*(Mw-1-i))
+    (flipped: a correlation), zero where that lies outside the kernel."""
+    c_in, c_out, kh, kw = weights.shape
+    kernel = np.zeros((stride, stride, c_out, c_in, *taps), weights.dtype)
+    for a in range(stride):
+        for b in range(stride):
+            for j in range(taps[0]):
+                for i in range(taps[1]):
+                    ky, kx = a + stride * (taps[0] - 1 - j), b + stride * (taps[1] - 1 - i)
+                    if ky < kh and kx < kw:
+                        kernel[a, b, :, :, j, i] = weights[:, :, ky, kx].T
+    return kernel.reshape(stride * stride * c_out, c_in, *taps)
+
+
+def _conv_transpose_as_conv(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+    weights_source = graph.producer.get(node.input[1])
+    quant = weights_source if weights_source is not None and weights_source.op_type == "Quant" and \
+        weights_source.domain in QONNX_QUANT_DOMAINS and graph.sole_consumer(node.input[1]) is node else None
+    weights = graph.constant(quant.input[0] if quant is not None else node.input[1])
+    params = [graph.constant(t) for t in quant.input[1:4]] if quant is not None else []
+    strides = attribute(node, "strides", [1, 1])
+    if weights is None or weights.ndim != 4 or len(shape) != 4 or any(p is None for p in params) or \
+            attribute(node, "group", 1) != 1 or any(d != 1 for d in attribute(node, "dilations", [1, 1])) or \
+            attribute(node, "output_shape") or attribute(node, "auto_pad", "NOTSET") != "NOTSET" or \
+            len(set(strides)) != 1:
+        return None
+    stride, kernel = strides[0], weights.shape[2:]
+    pads = attribute(node, "pads", [0, 0, 0, 0])
+    extra = attribute(node, "output_padding", [0, 0])
+    taps = tuple(-(-k // stride) for k in kernel)
+    out = [(shape[2 + d] - 1) * stride - pads[d] - pads[2 + d] + kernel[d] + extra[d] for d in (0, 1)]
+    # the phases' rows q cover the transposed output's rows pads[d] .. pads[d] + out[d] - 1 (as s*q + a)
+    rows = [-(-(pads[d] + out[d]) // stride) for d in (0, 1)]
+    conv_pads = [taps[0] - 1, taps[1] - 1, max(rows[0] - shape[2], 0), max(rows[1] - shape[3], 0)]
+    c_out = weights.shape[1]
+    name = node.name
+    kernel_value = _subpixel_kernel(weights, stride, taps)
+    nodes = []
+    if quant is not None:  # the same quantizer over the rearranged weights: one scale per new output channel
+        scale = np.broadcast_to(params[0], weights.shape) if params[0].size > 1 else None
+        if params[1].size != 1 or (scale is not None and np.any(scale != scale[:, :, :1, :1])) or \
+                (params[0].size > 1 and params[0].shape[1] != c_out):
+            return None
+        if scale is not None:  # per output channel (axis 1): repeated for each phase
+            per_out = np.tile(scale[0, :, 0, 0], stride * stride).reshape(-1, 1, 1, 1).astype(np.float32)
+            params[0] = per_out
+        weight_name = f"{name}.subpixel_weights"
+        nodes.append(helper.make_node("Quant", [graph.add_constant(f"{name}.subpixel_float", kernel_value),
+                                                graph.add_constant(f"{name}.subpixel_scale",
+                                                                   np.asarray(params[0], np.float32)),
+                                                quant.input[2], quant.input[3]], [weight_name],
+                                      name=f"{quant.name}.subpixel", domain=quant.domain))
+        nodes[-1].attribute.extend(quant.attribute)
+    else:
+        weight_name = graph.add_constant(f"{name}.subpixel_weights", kernel_value)
+    inputs = [node.input[0], weight_name]
+    bias = graph.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+    if len(node.input) > 2 and node.input[2]:
+        if bias is None:
+            return None
+        inputs.append(graph.add_constant(f"{name}.subpixel_bias", np.tile(bias, stride * stride)))
+    phases, full = f"{name}.phases", f"{name}.full"
+    nodes += [helper.make_node("Conv", inputs, [phases], name=name, kernel_shape=list(taps), pads=conv_pads,
+                               strides=[1, 1], dilations=[1, 1], group=1),
+              helper.make_node("DepthToSpace", [phases], [full], name=f"{name}.interleave", blocksize=stride,
+                               mode="DCR")]
+    full_rows = [stride * (shape[2 + d] + conv_pads[2 + d]) for d in (0, 1)]
+    if list(pads[:2]) == [0, 0] and full_rows == out:
+        nodes[-1].output[0] = node.output[0]
+        return nodes
+    const = lambda key, value: graph.add_constant(f"{name}.{key}", np.asarray(value, np.int64))  # noqa: E731
+    nodes.append(helper.make_node("Slice", [full, const("crop_starts", pads[:2]),
+                                            const("crop_ends", [pads[0] + out[0], pads[1] + out[1]]),
+                                            const("crop_axes", [2, 3])], list(node.output), name=f"{name}.crop"))
+    return nodes
+
+
+def conv_transpose_as_conv(model: onnx.ModelProto) -> bool:
+    """A 2-D ConvTranspose of stride s (one group, no dilation, explicit pads) is one Conv with s*s
+    phases of output channels (``_subpixel_kernel``; its weights' quantizer over the rearranged
+    weights, so that the Conv computes on codes), a DepthToSpace that interleaves the phases, and a
+    Slice that crops the pads: the sub-pixel form of the transposed convolution, in ops the FPGA runs
+    (hls4ml 1.3 has no ConvTranspose from ONNX)."""
+    changed = _replace_each(model, {"ConvTranspose"}, _conv_transpose_as_conv, 4)
+    if changed:  # the replaced weight quantizers
+        graph = Graph(model)
+        for node in list(graph.g.node):
+            if node.op_type == "Quant" and not graph.consumers.get(node.output[0]) and \
+                    node.output[0] not in graph.outputs:
+                graph.remove(node)
+    return changed
+
+
+def _channel_axis(shape: list[int], *values: np.ndarray) -> Optional[int]:
+    """The one axis other than 0 along which ``values`` (broadcast against ``shape``) vary, if one."""
+    axes = set()
+    for value in values:
+        if value.ndim > len(shape):
+            return None
+        aligned = [1] * (len(shape) - value.ndim) + list(value.shape)
+        axes |= {k for k, d in enumerate(aligned) if d != 1}
+    return axes.pop() if len(axes) == 1 and 0 not in axes else None
+
+
+def _quant_on_axis_one(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+    if node.domain not in QONNX_QUANT_DOMAINS:
+        return None
+    params = [graph.constant(t) for t in node.input[1:3]]
+    axis = _channel_axis(shape, *params) if all(p is not None for p in params) else None
+    if axis is None or axis == 1:
+        return None
+    perm = [0, axis] + [k for k in range(1, len(shape)) if k != axis]
+    back = [perm.index(k) for k in range(len(shape))]
+    name = node.name
+    moved, quantized = graph.fresh(f"{name}.channels_first"), graph.fresh(f"{name}.on_axis_one")
+
+    def per_channel(value: np.ndarray, key: str) -> str:
+        aligned = value.reshape([1] * (len(shape) - value.ndim) + list(value.shape))
+        return graph.add_constant(f"{name}.{key}", np.transpose(aligned, perm).astype(np.float32))
+
+    quant = helper.make_node("Quant", [moved, per_channel(params[0], "scale"), per_channel(params[1], "zero_point"),
+                                       node.input[3]], [quantized], name=name, domain=node.domain)
+    quant.attribute.extend(node.attribute)
+    return [helper.make_node("Transpose", [node.input[0]], [moved], name=f"{name}.to_channels", perm=perm), quant,
+            helper.make_node("Transpose", [quantized], list(node.output), name=f"{name}.back", perm=back)]
+
+
+def channel_quantizer_on_axis_one(model: onnx.ModelProto) -> bool:
+    """A Quant whose scale or zero point varies along one axis other than 1 (Brevitas' per-channel
+    quantizers of channels-last tensors, NHWC or NWC) quantizes between two Transposes that move that
+    axis to 1 and back: per channel on axis 1, which the FPGA's quantizer takes (the Transposes are
+    relayouts its top moves)."""
+    return _replace_each(model, {"Quant"}, _quant_on_axis_one, 2)
+
+
+# QONNX rounding modes by the standard op that rounds the same way (qonnx: ROUND and HALF_EVEN are np.round).
 _ROUNDING_OPS = {"ROUND": "Round", "HALF_EVEN": "Round", "FLOOR": "Floor", "CEIL": "Ceil"}
 
 
@@ -857,6 +1000,7 @@ PASSES: list[Pass] = [
     explicit_attributes,
     normalise_gemm,
     matmul_add_to_gemm,
+    conv_transpose_as_conv,
     batchnorm_without_squeezes,
     fold_batchnorm,
     fold_bias_add,
@@ -1023,7 +1167,7 @@ def _quant_on_integer_codes(graph: Graph, node: onnx.NodeProto, shape: list[int]
         return None  # neither one value nor one per channel: the board's limits keep it off the FPGA
     if parameters[0].size == 1 and math.frexp(float(scale[0]))[0] == 0.5 and not np.any(zero_point):
         return None  # a fixed-point cast already
-    codes, quantized = f"{node.name}.codes", f"{node.name}.quantized"
+    codes, quantized = graph.fresh(f"{node.name}.codes"), graph.fresh(f"{node.name}.quantized")
     unit_scale, no_zero = (graph.add_constant(f"{node.name}.{k}", np.array(v, np.float32))
                            for k, v in (("unit_scale", 1.0), ("zero", 0.0)))
     quant = helper.make_node("Quant", [codes, unit_scale, no_zero, node.input[3]], [quantized], name=node.name,

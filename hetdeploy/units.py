@@ -75,7 +75,7 @@ RESOURCES = ("dsp", "bram18", "lut", "ff")
 CYCLES = ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")
 # Ops that only move values: the subfunction's top moves them itself (no hls4ml project; a Flatten
 # by index arithmetic, the others through an index table), so a unit of one of them holds it alone.
-RELAYOUT_OPS = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth"}
+RELAYOUT_OPS = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth", "Slice"}
 # Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
 BRAM_MIN_DEPTH = 64
 # FF: a combinational hls4ml design's control state (its io_parallel MaxPooling and Dense(1 -> 64) + ReLU

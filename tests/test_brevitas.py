@@ -19,7 +19,8 @@ from hetdeploy.cli import main
 from hetdeploy.verify import quantizer_steps
 
 DATA = Path(__file__).resolve().parent / "data" / "brevitas"
-LAYERS = ["identity_s1", "identity_un4", "relu_pc_nchw", "hardtanh_4", "truncavgpool_4", "linear_w1", "conv_w2"]
+LAYERS = ["identity_s1", "identity_un4", "relu_pc_nchw", "identity_pc_nhwc", "hardtanh_4", "truncavgpool_4", "linear_w1",
+          "conv_w2", "convtranspose_w4"]
 NETWORKS = ["tfc_1w1a", "tfc_1w2a"]
 SIZED_ON = 8
 

@@ -435,7 +435,8 @@ def test_a_batchnorm_before_a_sign_becomes_a_threshold_with_the_same_signs(tmp_p
                                          ("one", 1.0)])
     accumulators = np.arange(-4, 5, dtype=np.float32)[:, None] * np.ones((1, 6), np.float32)
     after = _qonnx_agree(tmp_path, model, rewrites.batchnorm_before_sign_as_threshold, [accumulators])
-    threshold = numpy_helper.to_array(next(t for t in after.graph.initializer if t.name == after.graph.node[0].input[1]))
+    factor_name = after.graph.node[0].input[1]
+    threshold = numpy_helper.to_array(next(t for t in after.graph.initializer if t.name == factor_name))
     assert set(np.abs(threshold).tolist()) <= {0.0, 1.0}
 
 
@@ -501,3 +502,56 @@ def test_a_batchnorm_between_unsqueeze_and_squeeze_is_one_on_the_tensor():
     after = rewritten(model_of(nodes, [("x", [1, 5])], [("y", [1, 5])], [axes, *stats]),
                       rewrites.batchnorm_without_squeezes)
     assert ops(after) == ["BatchNormalization"] and list(after.graph.node[0].input[:1]) == ["x"]
+
+
+@pytest.mark.parametrize("kernel,stride,pads,extra,bias", [
+    (3, 2, [0, 0, 0, 0], [0, 0], True), (3, 2, [1, 1, 1, 1], [1, 1], False), (4, 2, [1, 1, 1, 1], [0, 0], True),
+    (2, 2, [0, 0, 0, 0], [0, 0], True), (5, 3, [2, 1, 0, 2], [0, 1], True), (3, 1, [1, 1, 1, 1], [0, 0], False),
+    ((2, 3), 2, [0, 1, 0, 1], [0, 0], True)])
+def test_a_conv_transpose_is_a_subpixel_conv_interleaved_and_cropped(kernel, stride, pads, extra, bias):
+    """torch's and Brevitas' ConvTranspose2d (kernel, stride, padding, output_padding) as Conv ->
+    DepthToSpace -> Slice: onnxruntime's ConvTranspose outputs."""
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+    h, w = 5, 4
+    out = [(h - 1) * stride - pads[0] - pads[2] + kh + extra[0], (w - 1) * stride - pads[1] - pads[3] + kw + extra[1]]
+    inits = [const("w", [3, 2, kh, kw])] + ([const("b", [2])] if bias else [])
+    node = helper.make_node("ConvTranspose", ["x", "w"] + (["b"] if bias else []), ["y"], name="up",
+                            strides=[stride, stride], pads=pads, output_padding=extra, kernel_shape=[kh, kw])
+    after = rewritten(model_of([node], [("x", [1, 3, h, w])], [("y", [1, 2, *out])], inits),
+                      rewrites.conv_transpose_as_conv)
+    assert "ConvTranspose" not in ops(after) and ops(after)[:2] == ["Conv", "DepthToSpace"]
+
+
+def test_a_quantized_conv_transpose_keeps_its_weight_quantizer_over_the_conv(tmp_path):
+    """Brevitas' QuantConvTranspose2d (its weight Quant per output channel): the Conv's weights are the
+    same quantizer's, so that intake turns them into codes; qonnx's outputs."""
+    scale = np.array([0.25, 0.1], np.float32).reshape(1, 2, 1, 1)
+    nodes = [helper.make_node("Quant", ["w", "s", "z", "bits"], ["wq"], name="wq", domain=QONNX, signed=1, narrow=1,
+                              rounding_mode="ROUND"),
+             helper.make_node("ConvTranspose", ["x", "wq"], ["y"], name="up", strides=[2, 2], pads=[1, 1, 1, 1],
+                              kernel_shape=[3, 3])]
+    model = model_of(nodes, [("x", [1, 3, 4, 4])], [("y", [1, 2, 7, 7])],
+                     [const("w", [3, 2, 3, 3]), numpy_helper.from_array(scale, "s"),
+                      numpy_helper.from_array(np.array(0.0, np.float32), "z"),
+                      numpy_helper.from_array(np.array(4.0, np.float32), "bits")])
+    model.opset_import.append(helper.make_opsetid(QONNX, 1))
+    after = _qonnx_agree(tmp_path, model, rewrites.conv_transpose_as_conv,
+                         [RNG.normal(size=(1, 3, 4, 4)).astype(np.float32)], exact=False)
+    assert ops(after) == ["Quant", "Conv", "DepthToSpace", "Slice"]
+
+
+@pytest.mark.parametrize("shape,scale_shape", [((2, 5, 5, 4), (1, 1, 1, 4)), ((2, 6, 4), (1, 1, 4)),
+                                               ((2, 5, 3, 4), (1, 5, 1, 1))])
+def test_a_channels_last_quantizer_quantizes_on_axis_one_between_transposes(tmp_path, shape, scale_shape):
+    """Brevitas' per-channel quantizers of NHWC and NWC tensors (scales along the last axis): between
+    two Transposes that move that axis to 1 and back, as qonnx computes them; one on axis 1 stays."""
+    scale = RNG.uniform(0.05, 0.5, scale_shape).astype(np.float32)
+    model = _quant_model(4, 1, 0, "ROUND", scale, 0, shape=shape)
+    if scale_shape[1] != 1:
+        assert not rewrites.channel_quantizer_on_axis_one(shape_inference.infer_shapes(model))
+        return
+    after = _qonnx_agree(tmp_path, model, rewrites.channel_quantizer_on_axis_one,
+                         [RNG.normal(0, 2, shape).astype(np.float32)])
+    assert ops(after) == ["Transpose", "Quant", "Transpose"]
+    assert list(numpy_helper.to_array(next(t for t in after.graph.initializer
+                                           if t.name == after.graph.node[1].input[1])).shape[:2]) == [1, scale_shape[-1]]

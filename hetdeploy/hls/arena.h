@@ -166,7 +166,7 @@ template <class T> void flatten_channels_last(const word_t *source, word_t *targ
     relayout<T>(source, target, index, pixels * channels);
 }
 
-// Any other relayout (Reshape, Transpose, Squeeze, Unsqueeze, DepthToSpace, SpaceToDepth): target value j
+// Any other relayout (Reshape, Transpose, Squeeze, Unsqueeze, DepthToSpace, SpaceToDepth, Slice): target value j
 // is source value index[j], the table hetdeploy computed from the op (units/<unit>/index.h)
 struct table_index {
     const int *table;
