@@ -10,6 +10,11 @@ pipeline's error on the other half against Brevitas' own outputs, in steps of th
     pip install -e ".[bench]"     # PyTorch and Brevitas
     python benchmarks/brevitas_layers.py [--only relu] [--plan-only] [--json]
     python benchmarks/brevitas_layers.py --export tests/data/brevitas --only SMALL   # ONNX + outputs for tests
+    python benchmarks/brevitas_layers.py --finn-example FINN/src/finn/qnn-data/build_dataflow
+
+``--finn-example``: FINN's build_dataflow example (a FINN checkout's folder: model.onnx, the TFC W1A1 with
+MultiThreshold nodes and a TopK, its four MNIST digits input.npy and their classes expected_output.npy),
+built with ``--policy support`` sized on 8 random 0..255 images, then its four digits classified.
 """
 
 from __future__ import annotations
@@ -209,8 +214,12 @@ def main() -> int:
     parser.add_argument("--only", help="a regular expression the case names must match")
     parser.add_argument("--plan-only", action="store_true", help="plan each case, do not build it")
     parser.add_argument("--export", type=Path, help="only export the cases (ONNX, inputs, Brevitas' outputs) here")
+    parser.add_argument("--finn-example", type=Path, help="FINN's build_dataflow example folder: build it and "
+                        "classify its digits")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.finn_example:
+        return finn_example(args.finn_example, args.board, args.json)
     import torch
 
     torch.set_num_threads(1)
@@ -231,6 +240,37 @@ def main() -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
     return 0
+
+
+def finn_example(folder: Path, board: str, as_json: bool) -> int:
+    from hetdeploy import api
+    from hetdeploy.build import BuildOptions, build
+    from hetdeploy.qonnx_adapter import QonnxModel
+
+    digits, expected = np.load(folder / "input.npy"), np.load(folder / "expected_output.npy").reshape(-1)
+    with tempfile.TemporaryDirectory() as tmp:
+        calibration = Path(tmp) / "calibration.npy"
+        np.save(calibration, np.random.default_rng(1).integers(0, 256, (8, *digits.shape[1:])).astype(np.float32))
+        plan = build(BuildOptions(model=folder / "model.onnx", board=board, out_dir=Path(tmp) / "out", policy="support",
+                                  calibration=calibration), progress=lambda message: None)
+        classes = api.load(Path(tmp) / "out").predict(digits)[0].reshape(-1)
+    reference = QonnxModel(folder / "model.onnx")
+    name = reference.input_names[0]
+    by_qonnx = np.concatenate([reference.run({name: x[None]})[reference.output_names[0]] for x in digits]).reshape(-1)
+    units = [u for s in plan.subfunctions if s.kind == "fpga" for u in s.execution_units]
+    row = {"devices": [s.kind for s in plan.subfunctions], "fpga_nodes": sum(len(s.nodes) for s in plan.subfunctions
+                                                                            if s.kind == "fpga"),
+           "bit_exact_units": sum(u.verification.max_abs_error == 0.0 for u in units), "units": len(units),
+           "classes": classes.tolist(), "qonnx": by_qonnx.tolist(), "finn_expected": expected.tolist(),
+           "resources": next(iter(plan.fpga_resources.values())).used}
+    if as_json:
+        print(json.dumps(row, indent=2))
+    else:
+        print(f"FINN build_dataflow TFC W1A1: {'+'.join(row['devices'])}, {row['fpga_nodes']} nodes on the FPGA, "
+              f"{row['bit_exact_units']} of {row['units']} units bit-exact; classes {row['classes']}, qonnx "
+              f"{row['qonnx']}, FINN's expected {row['finn_expected']}; estimated LUT {row['resources']['lut']:,}, "
+              f"DSP {row['resources']['dsp']}, BRAM18 {row['resources']['bram18']}")
+    return 0 if row["classes"] == row["qonnx"] == row["finn_expected"] else 1
 
 
 def print_row(r: dict) -> None:

@@ -38,8 +38,8 @@ from .cache import BuildCache, digest, toolchain
 from .csim import compile_library
 from .deploy import check_package, synthesize, write_package
 from .errors import ToolError, UserError, VerificationError, first_line, raised_in_hetdeploy
-from .hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitSettings, ap_types_headers, fixed_config, fixed_precision,
-                             generate_unit)
+from .hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitIsACopy, UnitSettings, ap_types_headers, fixed_config,
+                             fixed_precision, generate_unit)
 from .graph import QONNX_DOMAINS
 from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, element_bytes, library_name, write_project
 from .model import QUANTIZER_OPS, LoadedModel, load_model
@@ -631,24 +631,18 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
         unit_samples = [{t: env[t] for t in unit.inputs} for env in envs]
         for env in envs:  # the float values every later unit sees
             env.update(reference.run(env))
-        if all(ops[n] in units.RELAYOUT_OPS for n in unit.nodes):  # moved by our top, not hls4ml
-            (source,) = unit.inputs
-            if source not in cpp_precision:  # a subfunction input read first here
-                config_precision[source], cpp_precision[source] = fixed_precision(
-                    max(float(np.max(np.abs(s[source]))) for s in unit_samples), unit_widths[unit.name])
-            config_precision[unit.outputs[0]] = config_precision[source]
-            cpp_precision[unit.outputs[0]] = cpp_precision[source]
-            if any(ops[n] != "Flatten" for n in unit.nodes):
-                unit.index_table = _write_index_table(unit, reference, project)
-        else:
+        if not all(ops[n] in units.RELAYOUT_OPS for n in unit.nodes):
             pinned = [options.precisions[n] for n in unit.nodes if n in options.precisions]
             hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz,
                                      width=pinned[0][0] if pinned else unit_widths[unit.name])
             settings = UnitSettings(unit.reuse_factor, unit.strategy, [config_precision.get(t) for t in unit.inputs],
                                     unit.weights_in_ddr, fixed_config(*pinned[0]) if pinned else None)
+            unit.hls = None
             try:
                 unit.hls = _converted_unit(model, project / "units" / unit.name, unit.name, unit_samples, settings,
                                            hls_options, cache)
+            except UnitIsACopy:  # hls4ml left no layer (a BatchNormalization of 1 and 0): the top copies it
+                shutil.rmtree(project / "units" / unit.name, ignore_errors=True)
             except UserError:
                 raise
             except Exception as err:
@@ -659,6 +653,16 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                 raise ToolError(f"hls4ml failed on unit {unit.name} ({unit_ops}; "
                                 f"nodes {', '.join(unit.nodes)}): {type(err).__name__}: "
                                 f"{first_line(err)}; see {log if log.exists() else 'no log was written'}") from None
+        if unit.hls is None:  # moved by our top, not hls4ml
+            (source,) = unit.inputs
+            if source not in cpp_precision:  # a subfunction input read first here
+                config_precision[source], cpp_precision[source] = fixed_precision(
+                    max(float(np.max(np.abs(s[source]))) for s in unit_samples), unit_widths[unit.name])
+            config_precision[unit.outputs[0]] = config_precision[source]
+            cpp_precision[unit.outputs[0]] = cpp_precision[source]
+            if any(ops[n] != "Flatten" for n in unit.nodes):
+                unit.index_table = _write_index_table(unit, reference, project)
+        else:
             unit.hls.project = os.path.relpath(unit.hls.project, build_dir)
             for port in unit.hls.inputs + unit.hls.outputs:
                 config_precision.setdefault(port.tensor, port.config_precision)

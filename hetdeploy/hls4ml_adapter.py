@@ -59,6 +59,11 @@ class HlsOptions:
     width: int = 16
 
 
+class UnitIsACopy(Exception):
+    """hls4ml removed every layer of the unit (a BatchNormalization of scale 1 and shift 0, say): its
+    output would be its input, and its top would name both ports alike; the caller copies it instead."""
+
+
 @dataclass
 class UnitSettings:
     reuse_factor: int
@@ -388,8 +393,10 @@ def generate_unit(
                 _size_softmax_tables(layer, hls_model.config.backend)
             _binary_as_two_bits(layer)
         _merged_result(hls_model, wrapper, layer_precision)
-        hls_model.write()
         in_vars, out_vars = hls_model.get_input_variables(), hls_model.get_output_variables()
+        if {v.name for v in out_vars} & {v.name for v in in_vars}:
+            raise UnitIsACopy(name)
+        hls_model.write()
         ddr_vars = [(v.name, v.type.precision.definition_cpp(), v.data_length)
                     for v in hls_model.get_weight_variables() if v.storage.lower() == "bram"]
     _make_relocatable(project_dir)
@@ -471,7 +478,7 @@ def _every_input_channels_last(wrapper):
 
 # Ops that act on each value alone: a layout transpose commutes with them.
 _PER_VALUE_OPS = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "Elu", "Selu", "ThresholdedRelu", "HardSigmoid", "Clip",
-                  "Softsign", "Softplus", "Quant"}
+                  "Softsign", "Softplus", "Quant", "BipolarQuant"}
 # Ops over several tensors of one shape (or constants broadcast against it): the transpose commutes
 # when every tensor input comes through the same transpose and every constant is transposed alike.
 _BROADCAST_OPS = {"Add", "Sub", "Mul", "Div", "PRelu", "Max", "Min", "Concat"}

@@ -234,3 +234,16 @@ def test_an_assert_in_hls4ml_cpp_is_a_clear_failure_not_a_crash(tmp_path):
     log = tmp_path / "out.failed" / "hls" / "sf0_fpga" / "csim_run.log"
     assert str(log) in line and "Assertion" in log.read_text()
     assert not (tmp_path / "out").exists()
+
+
+def test_a_unit_hls4ml_leaves_without_a_layer_is_a_copy_the_top_makes(tmp_path):
+    """A BatchNormalization of scale 1 and shift 0 after a ReLU, a unit of its own: hls4ml removes the
+    layer, which would leave the unit's top with one name for its input and its output; the unit
+    becomes a copy (an index table the top moves), and the build passes."""
+    b = Builder()
+    x = b.node("Relu", ["input"], "relu")
+    b.node("BatchNormalization", [x, b.const("g", np.ones(4)), b.const("b", np.zeros(4)), b.const("m", np.zeros(4)),
+                                  b.const("v", np.ones(4))], "identity_bn", epsilon=0.0)
+    plan = build_and_emulate(save_model(b, tmp_path / "nop.onnx", [1, 4]), tmp_path / "out")
+    copy = next(u for u in plan.subfunctions[0].execution_units if "identity_bn" in u.nodes)
+    assert copy.hls is None and copy.index_table and copy.verification.passed
