@@ -158,14 +158,19 @@ def _value(result) -> np.ndarray:
 
 
 def output_step(path: Path) -> float | None:
-    """The scale of the quantizer that writes the model's output (None where no quantizer does)."""
-    from hetdeploy.verify import quantizer_steps
-
+    """The step of the quantizer that writes the model's output (a BipolarQuant's: the distance of its
+    two values, twice its scale); None where no quantizer does."""
     import onnx
 
+    from hetdeploy.verify import quantizer_steps
+
     model = onnx.load(str(path), load_external_data=False)
-    steps = quantizer_steps(path)
-    return steps.get(model.graph.output[0].name)
+    output = model.graph.output[0].name
+    writer = next((n for n in model.graph.node if output in n.output), None)
+    if writer is not None and writer.op_type == "BipolarQuant":
+        scale = next(t for t in model.graph.initializer if t.name == writer.input[1])
+        return 2.0 * float(np.max(np.abs(onnx.numpy_helper.to_array(scale))))
+    return quantizer_steps(path).get(output)
 
 
 def run_case(name: str, path: Path, folder: Path, plan_only: bool, board: str) -> dict:

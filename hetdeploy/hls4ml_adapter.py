@@ -46,6 +46,7 @@ _FOLDED_OPS = {"Conv", "MatMul", "Gemm"}
 # Ops whose output hls4ml merges into the preceding layer's result (bias add, scale).
 _MERGED_INTO_PREVIOUS = {"Add", "Mul", "BatchNormalization"}
 _ROUNDING = "RND,SAT"
+BINARY_PRECISION = "fixed<2,2>"  # -1 and +1: a BipolarQuant's output (``_binary_as_two_bits``)
 FLOAT32_MANTISSA_BITS = 24
 # The table activations (units.TABLE_OPS) whose outputs lie within (-1, 1).
 _BOUNDED_TABLE_OPS = {"Tanh", "Sigmoid", "Softsign"}
@@ -421,6 +422,7 @@ def _binary_as_two_bits(layer) -> None:
 
     if layer.get_attr("activation") == "binary_tanh" and isinstance(layer.get_output_variable().type.precision,
                                                                     XnorPrecisionType):
+        # BINARY_PRECISION's type
         layer.get_output_variable().type.precision = APTypeConverter().convert(FixedPrecisionType(2, 2, signed=True))
 
 
@@ -734,6 +736,10 @@ def _quantized_precisions(wrapper, given: set[str]) -> dict[str, str]:
             users = wrapper.find_consumers(users[0].output[0]) or []
     for node in wrapper.graph.node:
         if node.op_type == "BipolarQuant":  # its sign exact: the layers before it exact, back to a Conv or MatMul
+            users = wrapper.find_consumers(node.output[0]) or []
+            while len(users) == 1 and users[0].op_type in _COMMUTE_WITH_CAST:  # a max of +-1 is +-1
+                result.setdefault(users[0].name, BINARY_PRECISION)
+                users = wrapper.find_consumers(users[0].output[0]) or []
             producer = wrapper.find_producer(node.input[0])
             while producer is not None and producer.op_type in _EXACT_WHEN_AUTO | _COMMUTE_WITH_CAST and \
                     len(wrapper.find_consumers(producer.output[0]) or []) == 1:

@@ -461,8 +461,8 @@ def _quant_of_constants(graph: Graph, node: onnx.NodeProto) -> Optional[np.ndarr
 
 
 def quantized_weights_as_codes(model: onnx.ModelProto) -> bool:
-    """A Conv or Gemm whose weights a QONNX Quant or a DequantizeLinear of integers (zero point 0, a
-    positive per-tensor or per-output-channel scale) quantizes computes on the integer codes, its
+    """A Conv or Gemm whose weights a QONNX Quant or BipolarQuant or a DequantizeLinear of integers (zero
+    point 0, a positive per-tensor or per-output-channel scale) quantizes computes on the integer codes, its
     scale and bias an affine step after it: scale * (x * codes) + bias, FINN's streamlining. The
     layer keeps the quantizer's few bits (Brevitas' float scales and a BatchNormalization after the
     layer no longer widen them: the BatchNormalization merges into that step), and
@@ -470,7 +470,7 @@ def quantized_weights_as_codes(model: onnx.ModelProto) -> bool:
     graph = Graph(model)
     changed = False
     for quant in list(graph.g.node):
-        quantizer = (quant.op_type == "Quant" and quant.domain in QONNX_QUANT_DOMAINS) or \
+        quantizer = (quant.op_type in ("Quant", "BipolarQuant") and quant.domain in QONNX_QUANT_DOMAINS) or \
             (quant.op_type == "DequantizeLinear" and quant.domain in ("", "ai.onnx"))
         inputs = list(quant.input[:3]) + [""] * (3 - len(quant.input))  # a DequantizeLinear may lack a zero point
         params = [graph.constant(t) if t else np.zeros(1) for t in inputs]
@@ -486,7 +486,9 @@ def quantized_weights_as_codes(model: onnx.ModelProto) -> bool:
             continue
         bias = np.broadcast_to(bias.reshape(-1) * (attribute(layer, "beta", 1.0) if layer.op_type == "Gemm" else 1),
                                scale.shape)
-        if quant.op_type == "Quant":  # Quant(w, s) = s * Quant(w / s, 1); a DequantizeLinear reads codes already
+        # Quant(w, s) = s * Quant(w / s, 1), BipolarQuant(w, s) = s * BipolarQuant(w, 1); a DequantizeLinear
+        # reads codes already
+        if quant.op_type == "Quant":
             quant.input[0] = graph.add_constant(f"{quant.name}.in_steps", (params[0] / params[1]).astype(np.float32))
         quant.input[1] = graph.add_constant(f"{quant.name}.unit_scale", np.ones_like(params[1]))
         del layer.input[2:]
@@ -619,7 +621,7 @@ def _subpixel_kernel(weights: np.ndarray, stride: int, taps: tuple[int, int]) ->
 
 def _conv_transpose_as_conv(graph: Graph, node: onnx.NodeProto, shape: list[int]):
     weights_source = graph.producer.get(node.input[1])
-    quant = weights_source if weights_source is not None and weights_source.op_type == "Quant" and \
+    quant = weights_source if weights_source is not None and weights_source.op_type in ("Quant", "BipolarQuant") and \
         weights_source.domain in QONNX_QUANT_DOMAINS and graph.sole_consumer(node.input[1]) is node else None
     weights = graph.constant(quant.input[0] if quant is not None else node.input[1])
     params = [graph.constant(t) for t in quant.input[1:4]] if quant is not None else []
@@ -639,11 +641,21 @@ def _conv_transpose_as_conv(graph: Graph, node: onnx.NodeProto, shape: list[int]
     conv_pads = [taps[0] - 1, taps[1] - 1, max(rows[0] - shape[2], 0), max(rows[1] - shape[3], 0)]
     c_out = weights.shape[1]
     name = node.name
+    if quant is not None and quant.op_type == "BipolarQuant":
+        # the kernel's missing taps are zeros, which a sign would make +1: its +-scale values under a
+        # narrow 2-bit Quant of the same scale instead (codes -1, 0, +1)
+        weights = np.where(weights >= 0, 1.0, -1.0).astype(np.float32) * np.broadcast_to(params[0], weights.shape)
+        const = lambda key, value: graph.add_constant(f"{name}.{key}", np.asarray(value, np.float32))  # noqa: E731
+        quant_inputs, quant_attributes = [const("ternary_zero", 0.0), const("ternary_bits", 2.0)], \
+            dict(signed=1, narrow=1, rounding_mode="ROUND")
+    elif quant is not None:
+        quant_inputs, quant_attributes = list(quant.input[2:]), {a.name: helper.get_attribute_value(a)
+                                                                for a in quant.attribute}
     kernel_value = _subpixel_kernel(weights, stride, taps)
     nodes = []
     if quant is not None:  # the same quantizer over the rearranged weights: one scale per new output channel
         scale = np.broadcast_to(params[0], weights.shape) if params[0].size > 1 else None
-        if params[1].size != 1 or (scale is not None and np.any(scale != scale[:, :, :1, :1])) or \
+        if any(p.size != 1 for p in params[1:2]) or (scale is not None and np.any(scale != scale[:, :, :1, :1])) or \
                 (params[0].size > 1 and params[0].shape[1] != c_out):
             return None
         if scale is not None:  # per output channel (axis 1): repeated for each phase
@@ -653,9 +665,8 @@ def _conv_transpose_as_conv(graph: Graph, node: onnx.NodeProto, shape: list[int]
         nodes.append(helper.make_node("Quant", [graph.add_constant(f"{name}.subpixel_float", kernel_value),
                                                 graph.add_constant(f"{name}.subpixel_scale",
                                                                    np.asarray(params[0], np.float32)),
-                                                quant.input[2], quant.input[3]], [weight_name],
-                                      name=f"{quant.name}.subpixel", domain=quant.domain))
-        nodes[-1].attribute.extend(quant.attribute)
+                                                *quant_inputs], [weight_name],
+                                      name=f"{quant.name}.subpixel", domain=quant.domain, **quant_attributes))
     else:
         weight_name = graph.add_constant(f"{name}.subpixel_weights", kernel_value)
     inputs = [node.input[0], weight_name]
@@ -690,7 +701,7 @@ def conv_transpose_as_conv(model: onnx.ModelProto) -> bool:
     if changed:  # the replaced weight quantizers
         graph = Graph(model)
         for node in list(graph.g.node):
-            if node.op_type == "Quant" and not graph.consumers.get(node.output[0]) and \
+            if node.op_type in ("Quant", "BipolarQuant") and not graph.consumers.get(node.output[0]) and \
                     node.output[0] not in graph.outputs:
                 graph.remove(node)
     return changed

@@ -522,12 +522,16 @@ def test_a_conv_transpose_is_a_subpixel_conv_interleaved_and_cropped(kernel, str
     assert "ConvTranspose" not in ops(after) and ops(after)[:2] == ["Conv", "DepthToSpace"]
 
 
-def test_a_quantized_conv_transpose_keeps_its_weight_quantizer_over_the_conv(tmp_path):
+@pytest.mark.parametrize("binary", [False, True])
+def test_a_quantized_conv_transpose_keeps_its_weight_quantizer_over_the_conv(tmp_path, binary):
     """Brevitas' QuantConvTranspose2d (its weight Quant per output channel): the Conv's weights are the
-    same quantizer's, so that intake turns them into codes; qonnx's outputs."""
+    same quantizer's, so that intake turns them into codes; binary weights (a BipolarQuant) a ternary
+    Quant of their +-scale values, the kernel's missing taps 0; qonnx's outputs."""
     scale = np.array([0.25, 0.1], np.float32).reshape(1, 2, 1, 1)
-    nodes = [helper.make_node("Quant", ["w", "s", "z", "bits"], ["wq"], name="wq", domain=QONNX, signed=1, narrow=1,
-                              rounding_mode="ROUND"),
+    weight_quant = helper.make_node("BipolarQuant", ["w", "s"], ["wq"], name="wq", domain=QONNX) if binary else \
+        helper.make_node("Quant", ["w", "s", "z", "bits"], ["wq"], name="wq", domain=QONNX, signed=1, narrow=1,
+                         rounding_mode="ROUND")
+    nodes = [weight_quant,
              helper.make_node("ConvTranspose", ["x", "wq"], ["y"], name="up", strides=[2, 2], pads=[1, 1, 1, 1],
                               kernel_shape=[3, 3])]
     model = model_of(nodes, [("x", [1, 3, 4, 4])], [("y", [1, 2, 7, 7])],
