@@ -261,10 +261,11 @@ def test_quantizers_on_the_arm_are_standard_onnx_that_run_py_runs_as_on_the_boar
 
 
 def test_a_quantizer_only_qonnx_runs_is_refused_on_the_cpu_at_build(tmp_path, capsys):
-    """A Trunc (TruncAvgPool) the FPGA does not take would run on the ARM, which has no qonnx: one
-    line naming the node, exit 2, before any HLS."""
+    """A Trunc with a zero point (intake makes the others Quants, which the FPGA takes), which the FPGA
+    does not take, would run on the ARM, which has no qonnx: one line naming the node, exit 2, before
+    any HLS."""
     inits = [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in
-             (("scale", 0.25), ("zero", 0.0), ("in_bits", 8.0), ("out_bits", 4.0))]
+             (("scale", 0.25), ("zero", 1.0), ("in_bits", 8.0), ("out_bits", 4.0))]
     trunc = helper.make_node("Trunc", ["x", "scale", "zero", "in_bits", "out_bits"], ["y"], name="avg_trunc",
                              domain=quantized_models.QONNX_DOMAIN, rounding_mode="FLOOR")
     graph = helper.make_graph([trunc], "t", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8])],
