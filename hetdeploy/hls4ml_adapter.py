@@ -422,7 +422,7 @@ def _binary_as_two_bits(layer) -> None:
 
     if layer.get_attr("activation") == "binary_tanh" and isinstance(layer.get_output_variable().type.precision,
                                                                     XnorPrecisionType):
-        # BINARY_PRECISION's type
+        # the type BINARY_PRECISION names
         layer.get_output_variable().type.precision = APTypeConverter().convert(FixedPrecisionType(2, 2, signed=True))
 
 
@@ -730,16 +730,10 @@ def _quantized_precisions(wrapper, given: set[str]) -> dict[str, str]:
             if producer.op_type in ("Conv", "MatMul") or producer.op_type not in _COMMUTE_WITH_CAST | _EXACT_WHEN_AUTO:
                 break
             tensor = producer.input[0]
-        users = wrapper.find_consumers(node.output[0]) or []
-        while len(users) == 1 and users[0].op_type in _COMMUTE_WITH_CAST:  # their outputs are of its type
-            result.setdefault(users[0].name, precision)
-            users = wrapper.find_consumers(users[0].output[0]) or []
+        _keep_type_after(wrapper, node, precision, result)
     for node in wrapper.graph.node:
         if node.op_type == "BipolarQuant":  # its sign exact: the layers before it exact, back to a Conv or MatMul
-            users = wrapper.find_consumers(node.output[0]) or []
-            while len(users) == 1 and users[0].op_type in _COMMUTE_WITH_CAST:  # a max of +-1 is +-1
-                result.setdefault(users[0].name, BINARY_PRECISION)
-                users = wrapper.find_consumers(users[0].output[0]) or []
+            _keep_type_after(wrapper, node, BINARY_PRECISION, result)  # a max of +-1 is +-1
             producer = wrapper.find_producer(node.input[0])
             while producer is not None and producer.op_type in _EXACT_WHEN_AUTO | _COMMUTE_WITH_CAST and \
                     len(wrapper.find_consumers(producer.output[0]) or []) == 1:
@@ -748,6 +742,14 @@ def _quantized_precisions(wrapper, given: set[str]) -> dict[str, str]:
                     break
                 producer = wrapper.find_producer(producer.input[0])
     return result
+
+
+def _keep_type_after(wrapper, quantizer, precision: str, result: dict[str, str]) -> None:
+    """The ops after ``quantizer`` that commute with its cast (ReLU, max pooling) keep its type."""
+    users = wrapper.find_consumers(quantizer.output[0]) or []
+    while len(users) == 1 and users[0].op_type in _COMMUTE_WITH_CAST:
+        result.setdefault(users[0].name, precision)
+        users = wrapper.find_consumers(users[0].output[0]) or []
 
 
 def _make_relocatable(project_dir: Path) -> None:

@@ -324,10 +324,12 @@ def _finn_ops_as_qonnx(model: onnx.ModelProto, path: Path) -> None:
     an op only FINN runs (its HLS and RTL layers) refused in one line naming it."""
     from .qonnx_adapter import QONNX_GENERAL_DOMAIN, qonnx_general_ops
 
-    for node in model.graph.node:
-        if not node.domain.startswith("finn."):
-            continue
-        if node.domain != FINN_GENERAL_DOMAIN or node.op_type not in qonnx_general_ops():
+    finn_nodes = [n for n in model.graph.node if n.domain.startswith("finn.")]
+    if not finn_nodes:
+        return
+    qonnx_ops = qonnx_general_ops()
+    for node in finn_nodes:
+        if node.domain != FINN_GENERAL_DOMAIN or node.op_type not in qonnx_ops:
             raise UserError(f"{path}: node '{node.name}' ({node.op_type}, domain {node.domain}): only FINN runs this "
                             f"op; give hetdeploy the model as it was before FINN's hardware conversion "
                             f"(after streamlining at the latest)")

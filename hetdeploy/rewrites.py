@@ -516,7 +516,7 @@ def _trunc_as_quants(graph: Graph, node: onnx.NodeProto) -> Optional[list[onnx.N
         step = 2.0 ** round(math.log2(out_scale / scale))
         signed, narrow = attribute(node, "signed", 1), attribute(node, "narrow", 0)
     const = lambda key, value: graph.add_constant(f"{node.name}.{key}", np.asarray(value, np.float32))  # noqa: E731
-    codes, truncated = f"{node.name}.on_grid", f"{node.name}.truncated"
+    codes, truncated = graph.fresh(f"{node.name}.on_grid"), graph.fresh(f"{node.name}.truncated")
     quant = lambda inputs, result, name, **attrs: helper.make_node(  # noqa: E731
         "Quant", inputs, [result], name=name, domain=node.domain, **attrs)
     nodes = [quant([node.input[0], node.input[1], const("zero", 0.0), const("grid_bits", in_bits + 1)], codes,
@@ -533,21 +533,26 @@ def _trunc_as_quants(graph: Graph, node: onnx.NodeProto) -> Optional[list[onnx.N
     return nodes
 
 
+def _replace_qonnx(model: onnx.ModelProto, ops: set[str],
+                   replacement: Callable[[Graph, onnx.NodeProto], Optional[list[onnx.NodeProto]]]) -> bool:
+    """Every QONNX node of ``ops`` becomes the nodes ``replacement(graph, node)`` gives (None: it stays)."""
+    graph = Graph(model)
+    changed = False
+    for node in list(graph.g.node):
+        nodes = replacement(graph, node) if node.op_type in ops and node.domain in QONNX_QUANT_DOMAINS else None
+        if nodes is not None:
+            _splice(graph, node, nodes)
+            changed = True
+    return changed
+
+
 def trunc_as_quants(model: onnx.ModelProto) -> bool:
     """qonnx's Trunc (Brevitas' TruncAvgPool2d, truncating accumulators) with constant parameters and
     zero point 0 is two Quants, as qonnx computes it: the input rounded onto its own grid (scale s, the
     input's bits and a sign bit more: clamps nothing), then onto the output's (s times the power of two
     2^round(log2(s_out / s)), the output's bits, sign and narrow range, Trunc's rounding mode, FLOOR by
     default); then times s_out over that scale where they differ (v1: back at s, unclamped)."""
-    graph = Graph(model)
-    changed = False
-    for node in list(graph.g.node):
-        nodes = _trunc_as_quants(graph, node) if node.op_type == "Trunc" and node.domain in QONNX_QUANT_DOMAINS \
-            else None
-        if nodes is not None:
-            _splice(graph, node, nodes)
-            changed = True
-    return changed
+    return _replace_qonnx(model, {"Trunc"}, _trunc_as_quants)
 
 
 def _multithreshold_as_signs(graph: Graph, node: onnx.NodeProto) -> Optional[list[onnx.NodeProto]]:
@@ -565,13 +570,12 @@ def _multithreshold_as_signs(graph: Graph, node: onnx.NodeProto) -> Optional[lis
     nodes, signs = [], []
     for t in range(count):
         value = thresholds[:, t].reshape([channels] + [1] * (rank - 1 - axis)) if channels > 1 else thresholds[0, t]
-        nodes += [helper.make_node("Sub", [node.input[0], const(f"threshold{t}", value)], [f"{name}.over{t}"],
-                                   name=f"{name}.over{t}"),
-                  helper.make_node("BipolarQuant", [f"{name}.over{t}", unit], [f"{name}.sign{t}"],
-                                   name=f"{name}.sign{t}", domain=node.domain)]
+        over, sign = graph.fresh(f"{name}.over{t}"), graph.fresh(f"{name}.sign{t}")
+        nodes += [helper.make_node("Sub", [node.input[0], const(f"threshold{t}", value)], [over], name=over),
+                  helper.make_node("BipolarQuant", [over, unit], [sign], name=sign, domain=node.domain)]
         if signs:
-            nodes.append(helper.make_node("Add", [signs[-1], f"{name}.sign{t}"], [f"{name}.signs{t}"],
-                                          name=f"{name}.signs{t}"))
+            total = graph.fresh(f"{name}.signs{t}")
+            nodes.append(helper.make_node("Add", [signs[-1], sign], [total], name=total))
         signs.append(nodes[-1].output[0])
     # count = (sum of signs + n) / 2; the output out_scale * count + out_bias
     scale, bias = float(attribute(node, "out_scale", 1.0)), float(attribute(node, "out_bias", 0.0))
@@ -580,7 +584,7 @@ def _multithreshold_as_signs(graph: Graph, node: onnx.NodeProto) -> Optional[lis
     if not steps:
         nodes[-1].output[0] = node.output[0]
     for k, (op, value) in enumerate(steps):
-        result = node.output[0] if k == len(steps) - 1 else f"{name}.scaled"
+        result = node.output[0] if k == len(steps) - 1 else graph.fresh(f"{name}.scaled")
         nodes.append(helper.make_node(op, [nodes[-1].output[0], const(op.lower(), value)], [result],
                                       name=f"{name}.{op.lower()}"))
     return nodes
@@ -591,15 +595,7 @@ def multithreshold_as_signs(model: onnx.ModelProto) -> bool:
     out_scale * #{t: x >= T_t} + out_bias, and x >= T is sign(x - T) = +1 (float subtraction keeps
     the order of x and T): (sum of the BipolarQuants of x - T_t + n) / 2, then the output's affine
     step; ops the FPGA and the CPU both run."""
-    graph = Graph(model)
-    changed = False
-    for node in list(graph.g.node):
-        nodes = _multithreshold_as_signs(graph, node) if node.op_type == "MultiThreshold" and \
-            node.domain in QONNX_QUANT_DOMAINS else None
-        if nodes is not None:
-            _splice(graph, node, nodes)
-            changed = True
-    return changed
+    return _replace_qonnx(model, {"MultiThreshold"}, _multithreshold_as_signs)
 
 
 def _subpixel_kernel(weights: np.ndarray, stride: int, taps: tuple[int, int]) -> np.ndarray:
@@ -641,41 +637,38 @@ def _conv_transpose_as_conv(graph: Graph, node: onnx.NodeProto, shape: list[int]
     conv_pads = [taps[0] - 1, taps[1] - 1, max(rows[0] - shape[2], 0), max(rows[1] - shape[3], 0)]
     c_out = weights.shape[1]
     name = node.name
-    if quant is not None and quant.op_type == "BipolarQuant":
-        # the kernel's missing taps are zeros, which a sign would make +1: its +-scale values under a
-        # narrow 2-bit Quant of the same scale instead (codes -1, 0, +1)
+    scale = np.broadcast_to(params[0], weights.shape) if params and params[0].size > 1 else None
+    if quant is not None and (any(p.size != 1 for p in params[1:2]) or (scale is not None and (
+            params[0].shape[1] != c_out or np.any(scale != scale[:, :, :1, :1])))):
+        return None  # a zero point, or a scale, that is not one or one per output channel
+    bias = graph.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else np.zeros(0)
+    if bias is None:
+        return None
+    binary = quant is not None and quant.op_type == "BipolarQuant"
+    if binary:  # the kernel's missing taps are zeros, which a sign would make +1: its +-scale values instead
         weights = np.where(weights >= 0, 1.0, -1.0).astype(np.float32) * np.broadcast_to(params[0], weights.shape)
-        const = lambda key, value: graph.add_constant(f"{name}.{key}", np.asarray(value, np.float32))  # noqa: E731
-        quant_inputs, quant_attributes = [const("ternary_zero", 0.0), const("ternary_bits", 2.0)], \
-            dict(signed=1, narrow=1, rounding_mode="ROUND")
-    elif quant is not None:
-        quant_inputs, quant_attributes = list(quant.input[2:]), {a.name: helper.get_attribute_value(a)
-                                                                for a in quant.attribute}
     kernel_value = _subpixel_kernel(weights, stride, taps)
     nodes = []
     if quant is not None:  # the same quantizer over the rearranged weights: one scale per new output channel
-        scale = np.broadcast_to(params[0], weights.shape) if params[0].size > 1 else None
-        if any(p.size != 1 for p in params[1:2]) or (scale is not None and np.any(scale != scale[:, :, :1, :1])) or \
-                (params[0].size > 1 and params[0].shape[1] != c_out):
-            return None
-        if scale is not None:  # per output channel (axis 1): repeated for each phase
-            per_out = np.tile(scale[0, :, 0, 0], stride * stride).reshape(-1, 1, 1, 1).astype(np.float32)
-            params[0] = per_out
-        weight_name = f"{name}.subpixel_weights"
-        nodes.append(helper.make_node("Quant", [graph.add_constant(f"{name}.subpixel_float", kernel_value),
-                                                graph.add_constant(f"{name}.subpixel_scale",
-                                                                   np.asarray(params[0], np.float32)),
-                                                *quant_inputs], [weight_name],
+        const = lambda key, value: graph.add_constant(f"{name}.{key}", np.asarray(value, np.float32))  # noqa: E731
+        if binary:  # a narrow 2-bit Quant of the same scale (codes -1, 0, +1)
+            quant_inputs = [const("ternary_zero", 0.0), const("ternary_bits", 2.0)]
+            quant_attributes = dict(signed=1, narrow=1, rounding_mode="ROUND")
+        else:
+            quant_inputs = list(quant.input[2:])
+            quant_attributes = {a.name: helper.get_attribute_value(a) for a in quant.attribute}
+        # per output channel (axis 1): repeated for each phase
+        new_scale = params[0] if scale is None else np.tile(scale[0, :, 0, 0], stride * stride).reshape(-1, 1, 1, 1)
+        weight_name = graph.fresh(f"{name}.subpixel_weights")
+        nodes.append(helper.make_node("Quant", [const("subpixel_float", kernel_value),
+                                                const("subpixel_scale", new_scale), *quant_inputs], [weight_name],
                                       name=f"{quant.name}.subpixel", domain=quant.domain, **quant_attributes))
     else:
         weight_name = graph.add_constant(f"{name}.subpixel_weights", kernel_value)
     inputs = [node.input[0], weight_name]
-    bias = graph.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
-    if len(node.input) > 2 and node.input[2]:
-        if bias is None:
-            return None
+    if bias.size:
         inputs.append(graph.add_constant(f"{name}.subpixel_bias", np.tile(bias, stride * stride)))
-    phases, full = f"{name}.phases", f"{name}.full"
+    phases, full = graph.fresh(f"{name}.phases"), graph.fresh(f"{name}.full")
     nodes += [helper.make_node("Conv", inputs, [phases], name=name, kernel_shape=list(taps), pads=conv_pads,
                                strides=[1, 1], dilations=[1, 1], group=1),
               helper.make_node("DepthToSpace", [phases], [full], name=f"{name}.interleave", blocksize=stride,
@@ -818,26 +811,20 @@ def quantizers_as_standard_onnx(model: onnx.ModelProto, zero_points_as_qdq: bool
     pair where one computes it (``_quant_as_qdq``; with a zero point only for a model that was QDQ,
     ``zero_points_as_qdq``), else qonnx's own arithmetic (``_quant_as_arithmetic``, ``_sign_times``);
     other QONNX ops stay (the caller refuses them for the board)."""
-    graph = Graph(model)
-    changed = False
-    for node in list(graph.g.node):
-        if node.domain not in QONNX_QUANT_DOMAINS:
-            continue
+    def standard(graph: Graph, node: onnx.NodeProto) -> Optional[list[onnx.NodeProto]]:
         if node.op_type == "Quant":
-            nodes = _quant_as_qdq(graph, node, zero_points_as_qdq) or _quant_as_arithmetic(graph, node)
-        elif node.op_type == "BipolarQuant" and graph.constant(node.input[1]) is not None:
-            nodes = _sign_times(graph, node.name, node.input[0], node.output[0], graph.constant(node.input[1]))
-        else:
-            nodes = None
-        if nodes is not None:
-            _splice(graph, node, nodes)
-            changed = True
+            return _quant_as_qdq(graph, node, zero_points_as_qdq) or _quant_as_arithmetic(graph, node)
+        scale = graph.constant(node.input[1])
+        return None if scale is None else _sign_times(graph, node.name, node.input[0], node.output[0], scale)
+
+    changed = _replace_qonnx(model, {"Quant", "BipolarQuant"}, standard)
     if changed:
-        read = {t for n in graph.g.node for t in n.input}
-        kept_constants = [t for t in graph.g.initializer if t.name in read]
-        del graph.g.initializer[:]
-        graph.g.initializer.extend(kept_constants)
-        used = {n.domain for n in graph.g.node} | {"", "ai.onnx"}
+        g = model.graph
+        read = {t for n in g.node for t in n.input}
+        kept_constants = [t for t in g.initializer if t.name in read]
+        del g.initializer[:]
+        g.initializer.extend(kept_constants)
+        used = {n.domain for n in g.node} | {"", "ai.onnx"}
         kept = [o for o in model.opset_import if o.domain in used]
         del model.opset_import[:]
         model.opset_import.extend(kept)
@@ -1204,7 +1191,7 @@ def _narrow_unsigned_as_clip(graph: Graph, node: onnx.NodeProto, shape: list[int
             any(v is None or v.size != 1 for v in values):
         return None
     scale, zero_point, bits = (float(v.reshape(-1)[0]) for v in values)
-    full_range = f"{node.name}.full_range"
+    full_range = graph.fresh(f"{node.name}.full_range")
     graph.g.value_info.append(helper.make_tensor_value_info(full_range, onnx.TensorProto.FLOAT, shape))
     top = graph.add_constant(f"{node.name}.top", np.asarray((2.0 ** bits - 2 - zero_point) * scale, np.float32))
     quant = helper.make_node("Quant", list(node.input), [full_range], name=node.name, domain=node.domain)
@@ -1226,7 +1213,7 @@ def _bipolar_times_scale(graph: Graph, node: onnx.NodeProto, shape: list[int]):
     factor = _per_channel(scale, len(shape), shape[1]) if scale is not None else None
     if factor is None or np.all(factor == 1.0):
         return None
-    signs = f"{node.name}.signs"
+    signs = graph.fresh(f"{node.name}.signs")
     unit = graph.add_constant(f"{node.name}.unit_scale", np.array(1.0, np.float32))
     return [helper.make_node("BipolarQuant", [node.input[0], unit], [signs], name=node.name, domain=node.domain),
             _affine(graph, f"{node.name}.scaled", signs, node.output[0], factor, np.zeros_like(factor))]
