@@ -22,6 +22,7 @@ from onnx import helper, numpy_helper
 
 from .graph import Graph
 from .precision import fixed_grid, integer_bits, weight_fixed
+from .verify import SubfunctionCheck
 
 # Ops that hls4ml fuses into the layer before them (one execution unit, one width).
 _FOLLOWERS = {"Relu", "Sigmoid", "Tanh", "LeakyRelu", "PRelu", "HardSigmoid", "Clip", "Elu", "Selu", "Softsign",
@@ -161,17 +162,13 @@ def fixed_point_model(model: onnx.ModelProto, groups: dict[str, list[str]], widt
 
 
 def relative_error(got: Sequence[dict[str, np.ndarray]], want: Sequence[dict[str, np.ndarray]]) -> float:
-    """The largest, over outputs, of the output's max abs error over its own peak (verify's measure);
-    inf when a value is not finite."""
-    worst = 0.0
-    for name in want[0]:
-        ours = np.stack([g[name] for g in got]).astype(np.float64)
-        theirs = np.stack([w[name] for w in want]).astype(np.float64)
-        if not np.all(np.isfinite(ours)):
-            return float("inf")
-        peak = float(np.max(np.abs(theirs))) or 1.0
-        worst = max(worst, float(np.max(np.abs(ours - theirs))) / peak)
-    return worst
+    """The largest, over outputs, of verify's measure (``verify.TensorCheck.relative_error``: the
+    max abs error over the output's own peak; inf for a NaN or Inf on either side, and for any error
+    against an all-zero output)."""
+    check = SubfunctionCheck("budget", "pipeline", 0.0)
+    for ours, theirs in zip(got, want):
+        check.add(ours, theirs)
+    return check.relative_error
 
 
 def weighted_cost(graph: Graph, groups: dict[str, list[str]]) -> dict[str, float]:

@@ -48,7 +48,7 @@ from .partition import partition_graph
 from .plan import (Buffer, Calibration, ExecutionUnit, FpgaFallback, FpgaResources, HlsPort, HlsProject, MemoryPlan,
                    Plan, PlanEstimate, PlanFormatError, PrecisionSearch, Subfunction, SubfunctionEstimate, UnitHls,
                    Widening, from_dict)
-from .samples import load_samples, random_samples
+from .samples import VERIFICATION, edge_sample, hold_out, input_ranges, load_samples, random_samples
 from .subgraph import extract
 
 BRAM18_BYTES = BRAM18_BITS // 8
@@ -128,10 +128,9 @@ def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progr
         progress(f"      {note}")
     with _staging(options.out_dir, log) as stage_dir:
         step(4, f"writing {len(plan.subfunctions)} subfunction models")
-        write_subfunctions(plan, loaded, stage_dir)
-        samples = (load_samples(options.calibration, plan.inputs) if options.calibration
-                   else random_samples(plan.inputs, options.samples, options.seed))
-        plan.calibration = _calibration(options, samples)
+        samples = build_samples(options, plan.inputs)
+        plan.calibration = samples.calibration
+        write_subfunctions(plan, loaded, stage_dir, samples.sizing[0])
         progress(_calibration_note(plan.calibration, options.seed))
         fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
         index = loaded.graph.node_index()
@@ -141,10 +140,11 @@ def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progr
             unit_widths = {u.name: loaded.graph.nodes[index[u.nodes[0]]].width or options.width
                            for s in fpga for u in s.execution_units}
             step(5, f"generating HLS through hls4ml for {len(fpga)} FPGA subfunction(s)")
-            generate_hls(plan, loaded, board, options, stage_dir, samples, progress, unit_widths, cache)
-            step(6, "verifying in C-simulation against onnxruntime")
+            generate_hls(plan, loaded, board, options, stage_dir, samples.sizing, progress, unit_widths, cache)
+            step(6, f"verifying in C-simulation against onnxruntime on {len(samples.verification)} samples it "
+                    f"did not size on")
             try:
-                emulated = verify_csim(plan, stage_dir, samples, progress)
+                emulated = verify_csim(plan, stage_dir, samples.verification, progress)
                 break
             except VerificationError as err:
                 widened = _widen(plan, err, unit_widths, options.precisions, progress)
@@ -161,9 +161,9 @@ def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progr
         write_package(plan, board, stage_dir)
         plan.save(stage_dir / "plan.json")
         shutil.copy(stage_dir / "plan.json", stage_dir / "deploy" / "plan.json")
-        check_package(plan, stage_dir, samples, emulated)
+        check_package(plan, stage_dir, samples.verification, emulated)
         progress(f"      deploy/run.py --emulate, run as on the board (no hetdeploy, onnx, qonnx or hls4ml): the "
-                 f"build's outputs on its {len(samples)} samples")
+                 f"build's outputs on its {len(samples.verification)} verification samples")
         _write_report(plan, stage_dir, cache)
         if cache is not None:
             progress.detail(f"      from the build cache {options.cache}: {cache.summary()}")
@@ -230,21 +230,61 @@ def _with_writers_of_inputs(plan: Plan, failed: list) -> list[tuple[str, str]]:
     return list(chosen.items())
 
 
-def _calibration(options: BuildOptions, samples: list[dict[str, np.ndarray]]) -> Calibration:
-    ranges = {name: [float(min(np.min(s[name]) for s in samples)), float(max(np.max(s[name]) for s in samples))]
-              for name in samples[0]}
+@dataclasses.dataclass
+class BuildSamples:
+    """What a build sizes its fixed-point types on and what it verifies on: never the same samples."""
+
+    sizing: list[dict[str, np.ndarray]]
+    verification: list[dict[str, np.ndarray]]
+    held_out: list[int]  # the --calibration samples verified on (their indices), when held out of it
+    calibration: Calibration
+
+
+def build_samples(options: BuildOptions, specs) -> BuildSamples:
+    """--calibration's samples less a held-out quarter (``samples.hold_out``), which verification
+    takes, or all of them when --verify-input gives those; without --calibration, --samples random
+    ones (stream SIZING of --seed), verified on as many of another stream (VERIFICATION) and one
+    stretched onto the edges of the sized ranges (``samples.edge_sample``)."""
+    held: list[int] = []
     if options.calibration:
-        return Calibration("file", len(samples), Path(options.calibration).name, ranges)
-    return Calibration("synthetic", len(samples), "", ranges)
+        given = load_samples(options.calibration, specs)
+        name = Path(options.calibration).name
+        if options.verify_input:
+            sizing, verification = given, load_samples(options.verify_input, specs)
+            where = f"the {len(verification)} samples of {Path(options.verify_input).name}"
+        elif len(given) < 2:
+            raise UserError(f"{options.calibration}: holds one sample; a build sizes its types on some samples and "
+                            f"verifies on others: give two or more (a quarter are held out) or --verify-input Y.npy")
+        else:
+            sizing, held = hold_out(given, options.seed)
+            verification = [given[i] for i in held]
+            where = f"{len(held)} of the {len(given)} samples of {name}, held out (never sized on)"
+        return BuildSamples(sizing, verification, held,
+                            Calibration("file", len(sizing), name, input_ranges(sizing), len(verification), where))
+    sizing = random_samples(specs, options.samples, options.seed)
+    ranges = input_ranges(sizing)
+    if options.verify_input:
+        verification = load_samples(options.verify_input, specs)
+        where = f"the {len(verification)} samples of {Path(options.verify_input).name}"
+    else:
+        verification = random_samples(specs, options.samples, options.seed, VERIFICATION)
+        where = f"{len(verification)} other synthetic samples (seed {options.seed}, another stream)"
+        if any(s.dtype.startswith("float") for s in specs):
+            verification.append(edge_sample(verification[0], ranges))
+            where += " and 1 stretched onto the edges of the sized ranges"
+    return BuildSamples(sizing, verification, held,
+                        Calibration("synthetic", len(sizing), "", ranges, len(verification), where))
 
 
 def _calibration_note(calibration: Calibration, seed: int) -> str:
-    """Where the FPGA's fixed-point ranges come from, said plainly: synthetic data is a guess."""
+    """Where the FPGA's fixed-point ranges come from, said plainly (synthetic data is a guess), and
+    what the build verifies on."""
     ranges = ", ".join(f"'{name}' {low:.3g} to {high:.3g}" for name, (low, high) in calibration.input_ranges.items())
+    verified = f"; verified on {calibration.verification}"
     if calibration.source == "file":
-        return f"      precision sized on {calibration.samples} samples of {calibration.file}: {ranges}"
+        return f"      precision sized on {calibration.samples} samples of {calibration.file}: {ranges}{verified}"
     return (f"      precision sized on {calibration.samples} SYNTHETIC N(0, 1) samples (seed {seed}), not on your "
-            f"data: it assumes inputs like {ranges}; pass --calibration X.npy with real inputs")
+            f"data: it assumes inputs like {ranges}; pass --calibration X.npy with real inputs{verified}")
 
 
 def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tuple[LoadedModel, Board, Plan]:
@@ -309,8 +349,7 @@ def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions
     if not fpgas:
         raise UserError(f"--error-budget: board {board.name} has no FPGA, which is what the budget sizes")
     groups = budget.layer_groups(loaded.graph, lambda i: any(d.why_not(loaded.graph.nodes[i]) is None for d in fpgas))
-    samples = (load_samples(options.calibration, loaded.inputs) if options.calibration
-               else random_samples(loaded.inputs, options.samples, options.seed))
+    samples = build_samples(options, loaded.inputs).sizing
     feeds = [runtime.model_feeds(loaded.input_reshapes, sample) for sample in samples]
     error = budget.error_function(loaded.model, groups, feeds, run_in_memory)
     result = budget.search_widths(list(groups), budget.weighted_cost(loaded.graph, groups), error,
@@ -540,9 +579,10 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
     return units.Folding(rf, bool(in_ddr))
 
 
-def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None:
+def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path, sample: dict[str, np.ndarray]) -> None:
     """source.onnx (the reference), model.onnx (normalised) and one model per subfunction;
-    then check that chaining them on onnxruntime reproduces the source model."""
+    then check that chaining them on onnxruntime reproduces the source model on ``sample`` (one of
+    the user's inputs, or a synthetic one)."""
     onnx.save(loaded.source, str(build_dir / "source.onnx"))
     onnx.save(loaded.model, str(build_dir / plan.model))
     (build_dir / "subfunctions").mkdir()
@@ -558,17 +598,17 @@ def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path) -> None
                                 f"{sub.name}), where only qonnx runs it and the board has onnxruntime alone: put it "
                                 f"on an FPGA that takes it (--device NODE=DEVICE) or export it as standard ONNX")
         onnx.save(model, str(build_dir / sub.onnx))
-    chain = runtime.reference_executors(build_dir, plan)
+    chain = runtime.file_executors(build_dir, plan)
     source = open_model(build_dir / "source.onnx")
     # Intake's rewrites (a BatchNormalization folded into a convolution) reorder float arithmetic;
     # a quantizer after them turns a last-bit difference into one of its steps, now and then.
     quantized = any(n.op in QUANTIZER_OPS for n in loaded.graph.nodes)
     check = verify.SubfunctionCheck("chain", "pipeline", plan.relative_tolerance if quantized else CHAIN_TOLERANCE)
-    for feeds in random_samples(plan.inputs, 1, plan.seed):
-        got, want = runtime.run(plan, chain, feeds), source.run(feeds)
-        check.add({t: got[t] for t in want}, want)
+    got, want = runtime.run(plan, chain, sample), source.run(sample)
+    check.add({t: got[t] for t in want}, want)
     if any(t.reference_nonfinite for t in check.tensors.values()):
-        raise UserError(f"the model on random inputs: {check.problem()}")
+        where = "a --calibration sample" if plan.calibration.source == "file" else "a random sample"
+        raise UserError(f"the model on {where}: {check.problem()}")
     if not check.passed:
         raise RuntimeError(f"the subfunction chain on onnxruntime against the model: {check.problem()}")
 
@@ -837,6 +877,9 @@ def verify_csim(plan: Plan, build_dir: Path, samples,
     # Under --error-budget the budget is the outputs': a unit may err more on its own as long as its
     # subfunction's outputs stay within it (the units of a failing one are widened, its worst first).
     gate = failed_subs if plan.precision_search is not None else failed_units + failed_subs
+    gated = failed_units if plan.precision_search is None else \
+        [unit_checks[u.name] for sub, _ in failed_subs for u in sub.execution_units]
+    _fail_on_saturation(gated, plan)
     if gate:
         first = gate[0][1] if isinstance(gate[0], tuple) else gate[0]
         error = VerificationError(f"C-simulation of {first.name} against onnxruntime: {first.problem()}")
@@ -845,6 +888,22 @@ def verify_csim(plan: Plan, build_dir: Path, samples,
     if not comparison.passed:
         raise VerificationError(f"the pipeline against the model on onnxruntime: {comparison.pipeline.problem()}")
     return comparison.outputs
+
+
+def _fail_on_saturation(failed: list[verify.SubfunctionCheck], plan: Plan) -> None:
+    """A unit out of tolerance because samples it was not sized on go beyond its output type's range:
+    more bits widen its fraction, never its range, so the build stops naming the unit, the tensor and
+    the value (its integer bits come from the sizing samples, which must cover the inputs)."""
+    for check in failed:
+        for tensor in (t for t in check.tensors.values() if not t.passed and t.saturated):
+            low, high = tensor.range
+            error = VerificationError(
+                f"C-simulation of unit {check.name}: {tensor.problem()}: on samples the build did not size on, "
+                f"'{tensor.tensor}' reaches {tensor.beyond:g} ({tensor.saturated} of {tensor.values} values beyond "
+                f"its type's {low:g} to {high:g}, sized on {plan.calibration.samples} samples); more bits would not "
+                f"widen that range: size on samples that cover your inputs (--calibration)")
+            error.units = []  # nothing to widen
+            raise error
 
 
 def check_output(out_dir: Path, marker: str = "plan.json", command: str = "build") -> None:

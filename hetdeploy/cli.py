@@ -25,7 +25,7 @@ def _options(args: argparse.Namespace, **more):
     return BuildOptions(model=Path(args.model), reuse_factors=dict(args.reuse_factor),
                         weights_in_ddr=args.weights_in_ddr, memory_strategy=args.memory_strategy,
                         precisions=dict(args.precision), devices=dict(args.device), error_budget=args.error_budget,
-                        calibration=args.calibration, samples=args.samples, seed=args.seed,
+                        calibration=args.calibration, verify_input=args.verify_input, samples=args.samples, seed=args.seed,
                         relative_tolerance=getattr(args, "tolerance", None), objective=args.objective,
                         batch=args.batch, target_rate=args.target_rate, **more)
 
@@ -358,10 +358,15 @@ def _model_options(command: argparse.ArgumentParser) -> None:
                          help="give each FPGA layer the fewest bits (from --width down) that keep every output's "
                               "max abs error within E of its peak magnitude on the calibration samples, searched on "
                               "a fixed-point simulation of the model; the build then verifies at E in C-simulation")
-    command.add_argument("--calibration", metavar="X.npy", help="input samples (.npy, or .npz by input name) used to "
-                         "size fixed-point precisions and to verify; default: seeded random samples")
+    command.add_argument("--calibration", metavar="X.npy", help="input samples (.npy, or .npz by input name) that "
+                         "size the fixed-point precisions; a quarter of them (at least one, chosen by --seed) are "
+                         "held out and never sized on: C-simulation verifies on those. Default: seeded random "
+                         "samples, verified on others of another seed and one at the edges of their range")
+    command.add_argument("--verify-input", metavar="Y.npy", help="input samples to verify on in C-simulation "
+                         "(never used for sizing); with it, every --calibration sample sizes the types")
     command.add_argument("--samples", type=_argument(config.positive_int), default=4,
-                         help="number of random samples without --calibration (default 4)")
+                         help="number of random samples to size on, and as many to verify on, without "
+                              "--calibration (default 4)")
     command.add_argument("--seed", type=_argument(config.seed), default=0,
                          help="seed of the random samples (default 0)")
     command.add_argument("--weights-in-ddr", metavar="NODE", action="append", default=[],
@@ -461,7 +466,8 @@ def parser() -> argparse.ArgumentParser:
                                         "subfunctions a pipeline of threads when there is more than one batch); "
                                         "every subfunction and output compared; exits 3 when out of tolerance.")
     e.add_argument("build_dir", metavar="DIR", help="a folder written by 'hetdeploy build'")
-    e.add_argument("--input", metavar="X.npy", help="input (.npy, or .npz by input name); default: a seeded random one")
+    e.add_argument("--input", metavar="X.npy", help="input (.npy, or .npz by input name); default: one seeded random sample that the "
+                   "build neither sized nor verified on (uniform within its --calibration ranges, else N(0, 1))")
     e.add_argument("--output", metavar="Y.npy", help="save the pipeline's output here")
     e.add_argument("--seed", type=int, default=0, help="seed of the random input without --input (default 0)")
     e.add_argument("--labels", metavar="Y.npy", help="class labels of the --input samples (whole numbers, (N,)): also "
@@ -505,7 +511,7 @@ def parser() -> argparse.ArgumentParser:
                    help="model-wide reuse factors (--model-reuse-factor of each point); 'auto': each unit folded to "
                         "fit (the default)")
     s.add_argument("--build", action="store_true", help="build every point into DIR/builds and verify it against "
-                   "the model (on --calibration's samples, else a seeded random one)")
+                   "the model (on the samples each build verified on, never those it sized on)")
     s.add_argument("--labels", metavar="Y.npy", help="with --build and --calibration: class labels of the "
                    "calibration samples; each point records its accuracy beside the model's")
     s.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler (tcp://host:8786) whose workers "

@@ -47,7 +47,8 @@ class BuildOptions:
     model: Path
     board: str
     out_dir: Path
-    calibration: Optional[Path] = None
+    calibration: Optional[Path] = None  # samples that size the FPGA's types (a quarter held out to verify on)
+    verify_input: Optional[Path] = None  # samples to verify on instead (never used for sizing)
     samples: int = 4
     seed: int = 0
     # allowed max abs error per output, as a fraction of its peak; None: error_budget's, else DEFAULT_TOLERANCE
@@ -163,12 +164,12 @@ _KEYS = {
     "model": ("model", text), "board": ("board", text), "policy": ("policy", choice(POLICIES)),
     "memory_strategy": ("memory_strategy", choice(MEMORY_STRATEGIES)), "width": ("width", width),
     "error_budget": ("error_budget", fraction), "calibration": ("calibration", text),
-    "samples": ("samples", positive_int), "seed": ("seed", seed), "tolerance": ("relative_tolerance", fraction),
+    "verify_input": ("verify_input", text), "samples": ("samples", positive_int), "seed": ("seed", seed), "tolerance": ("relative_tolerance", fraction),
     "synth": ("synth", flag), "cache": ("cache", text), "model_reuse_factor": ("model_reuse_factor", positive_int),
     "objective": ("objective", choice(OBJECTIVES)), "batch": ("batch", positive_int),
     "target_rate": ("target_rate", rate),
 }
-_PATHS = ("model", "calibration", "cache")
+_PATHS = ("model", "calibration", "verify_input", "cache")
 # per-node key -> check
 _NODE_KEYS = {"reuse_factor": positive_int, "precision": precision, "weights_in_ddr": flag, "device": text}
 

@@ -11,10 +11,9 @@ import numpy as np
 from . import verify
 from .board_runtime import StreamTimes, batch_problem, resource_of, stream_summary, stream_table
 from .errors import UserError
-from .ort_adapter import holds_qonnx_ops, providers_for
 from .plan import Plan
 from .runtime import largest_batch
-from .samples import load_labels, load_samples, random_samples
+from .samples import EMULATION, load_labels, load_samples, random_samples, uniform_samples
 
 
 @dataclass
@@ -81,14 +80,6 @@ class EmulationResult:
 def _outputs(check: verify.SubfunctionCheck) -> list[dict]:
     return [{"tensor": t.tensor, "max_abs_error": t.max_abs_error, "peak": t.peak, "tolerance": t.tolerance,
              "nonfinite": t.nonfinite + t.reference_nonfinite, "passed": t.passed} for t in check.tensors.values()]
-
-
-def _engine(build_dir: Path, sub) -> str:
-    if sub.kind == "fpga":
-        return "C-simulation (g++)"
-    if holds_qonnx_ops(build_dir / sub.onnx):
-        return "qonnx execution"
-    return "onnxruntime " + providers_for(sub.kind)[0].replace("ExecutionProvider", "")
 
 
 def load_build(build_dir: Path) -> Plan:
@@ -163,25 +154,50 @@ def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0, labels_pa
     problem = batch_problem(batch, largest_batch(plan))
     if problem:
         raise UserError(problem)
-    samples = load_samples(input_path, plan.inputs) if input_path else random_samples(plan.inputs, 1, seed)
-    labels = load_labels(labels_path) if labels_path else None
     notes = []
-    if any(s.kind == "gpu" for s in plan.subfunctions) and providers_for("gpu")[0] != "CUDAExecutionProvider":
-        notes.append("no CUDA provider in this onnxruntime: GPU subfunctions ran on the CPU provider")
+    if input_path:
+        samples = load_samples(input_path, plan.inputs)
+    else:
+        samples, note = unseen_sample(plan, seed)
+        notes.append(note)
+    labels = load_labels(labels_path) if labels_path else None
+    if labels is not None and len(labels) != len(samples) * plan.inputs[0].shape[0]:
+        raise UserError(f"{labels_path}: {len(labels)} labels for {len(samples) * plan.inputs[0].shape[0]} samples")
+    return emulate_samples(build_dir, plan, samples, labels, notes, batch, pipelined, benchmark)
+
+
+def emulate_samples(build_dir: Path, plan: Plan, samples: list[dict[str, np.ndarray]], labels: Optional[np.ndarray],
+                    notes: list[str], batch: int = 1, pipelined: bool = True, benchmark: bool = False
+                    ) -> EmulationResult:
+    """``emulate`` on samples in hand (one feeds dict each) and their labels, if any."""
     times = StreamTimes()
     comparison = verify.check_build(plan, build_dir, samples, batch=batch, pipelined=pipelined, times=times)
+    if any(s.kind == "gpu" and not engine.endswith("CUDA")
+           for s, engine in zip(plan.subfunctions, comparison.engines)):
+        notes.append("no CUDA provider in this onnxruntime: GPU subfunctions ran on the CPU provider")
     accuracy = None
     if labels is not None:
         output = plan.outputs[0].name
         got, want = comparison.outputs[output], comparison.reference[output]
-        if len(labels) != len(got):
-            raise UserError(f"{labels_path}: {len(labels)} labels for {len(got)} samples")
         accuracy = Accuracy(output, len(labels), _hits(got, labels), _hits(want, labels))
     summary = stream_summary([s.name for s in plan.subfunctions],
                              [resource_of(s.kind, s.device, s.name) for s in plan.subfunctions], times) \
         if benchmark else None
-    return EmulationResult(plan, comparison, notes, [_engine(build_dir, s) for s in plan.subfunctions], accuracy,
+    return EmulationResult(plan, comparison, notes, comparison.engines, accuracy,
                            summary)
+
+
+def unseen_sample(plan: Plan, seed: int) -> tuple[list[dict[str, np.ndarray]], str]:
+    """One sample the build neither sized on nor verified on (a stream of ``seed`` of its own), of
+    the kind it sized on: uniform within its calibration file's ranges, else N(0, 1); and a note
+    saying so."""
+    calibration = plan.calibration
+    if calibration is not None and calibration.source == "file":
+        return (uniform_samples(plan.inputs, 1, calibration.input_ranges, seed, EMULATION),
+                f"no --input: 1 sample drawn uniformly within the ranges of {calibration.file} (seed {seed}), "
+                f"which the build neither sized nor verified on; give --input with real inputs")
+    return (random_samples(plan.inputs, 1, seed, EMULATION),
+            f"no --input: 1 synthetic N(0, 1) sample (seed {seed}) that the build neither sized nor verified on")
 
 
 def _hits(scores: np.ndarray, labels: np.ndarray) -> float:

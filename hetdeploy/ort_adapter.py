@@ -36,10 +36,10 @@ class OrtModel:
     """A model on onnxruntime; what onnxruntime refuses (a model it cannot load, a node that fails
     on the inputs given) is a UserError naming the model."""
 
-    def __init__(self, path: Path | str | bytes, kind: str = "cpu"):
+    def __init__(self, path: Path | str | bytes, kind: str = "cpu", name: str = "the model"):
         options = session_options()  # what fails is reported below, in one line
         source = path if isinstance(path, bytes) else str(path)
-        self.name = "the model" if isinstance(path, bytes) else str(path)
+        self.name = name if isinstance(path, bytes) else str(path)
         try:
             self.session = ort.InferenceSession(source, options, providers=providers_for(kind))
         except Exception as err:  # onnxruntime raises its own Fail / InvalidGraph / NotImplemented kinds
@@ -49,6 +49,11 @@ class OrtModel:
         # (name, shape) where every dimension is fixed (the model's batch is fixed at intake)
         self.inputs = [(i.name, list(i.shape)) for i in self.session.get_inputs()]
         self.outputs = [(o.name, list(o.shape)) for o in self.session.get_outputs()]
+
+    @property
+    def engine(self) -> str:
+        """What runs it, as its session reports (a provider it could not start is not listed)."""
+        return "onnxruntime " + self.session.get_providers()[0].replace("ExecutionProvider", "")
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         try:
@@ -127,6 +132,17 @@ def open_model(path: Path | str, kind: str = "cpu"):
 
         return QonnxModel(path)
     return OrtModel(path, kind)
+
+
+def open_in_memory(model: onnx.ModelProto, name: str):
+    """``open_model`` for a model built in memory (``name`` says what it is in errors); on the CPU."""
+    from .graph import QONNX_DOMAINS
+
+    if any(n.domain in QONNX_DOMAINS for n in model.graph.node):
+        from .qonnx_adapter import QonnxModel
+
+        return QonnxModel(model, name)
+    return OrtModel(model.SerializeToString(), "cpu", name)
 
 
 def run_in_memory(model: onnx.ModelProto, feeds: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:

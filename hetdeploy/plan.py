@@ -182,12 +182,15 @@ class PlanEstimate:
 
 @dataclass
 class Calibration:
-    """The samples the FPGA types were sized on: the user's (``--calibration``) or synthetic."""
+    """The samples the FPGA types were sized on (the user's, ``--calibration``, or synthetic) and
+    the others, never used for sizing, that the build verified on."""
 
     source: str  # "file" or "synthetic"
-    samples: int
+    samples: int  # sized on
     file: str = ""  # the calibration file's name
-    input_ranges: dict[str, list[float]] = field(default_factory=dict)  # input -> [least, largest] value seen
+    input_ranges: dict[str, list[float]] = field(default_factory=dict)  # input -> [least, largest] value sized on
+    verified_on: int = 0  # held-out samples C-simulation checked
+    verification: str = ""  # where those came from, in words
 
 
 @dataclass

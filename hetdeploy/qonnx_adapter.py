@@ -25,12 +25,15 @@ def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
 class QonnxModel:
     """The OrtModel interface (``inputs``, ``outputs``, ``run``) on qonnx's execution."""
 
-    def __init__(self, path: Path | str):
+    engine = "qonnx execution"
+
+    def __init__(self, path: Path | str | onnx.ModelProto, name: str = ""):
         from qonnx.core.modelwrapper import ModelWrapper
 
-        self.name = str(path)
+        self.name = name or str(path)
         try:
-            self.wrapper = ModelWrapper(infer_shapes(onnx.load(str(path))))
+            model = path if isinstance(path, onnx.ModelProto) else onnx.load(str(path))
+            self.wrapper = ModelWrapper(infer_shapes(model))
         except Exception as err:
             raise UserError(f"{self.name}: qonnx cannot load it: {first_line(err)}") from None
         initializers = {t.name for t in self.wrapper.graph.initializer}

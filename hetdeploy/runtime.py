@@ -4,16 +4,17 @@ stream of batches (``stream``)."""
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
+import onnx
 
 from .board_runtime import Stage, StreamTimes, per_sample, resource_of, run_stream
 from .csim import CSimLibrary
-from .ort_adapter import OrtModel, open_model
+from .ort_adapter import OrtModel, open_in_memory, open_model
 from .plan import InputReshape, Plan, Subfunction
+from .subgraph import extract
 
 Executor = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
@@ -63,6 +64,8 @@ class CSimExecutor:
         self.call = library.entry(entry, [int(np.prod(s)) for _, s in inputs], [int(np.prod(s)) for _, s in outputs],
                                   max_batch)
 
+    engine = "C-simulation (g++)"
+
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         count = feeds[self.inputs[0][0]].shape[0]
         results: dict[str, list[np.ndarray]] = {t: [] for t, _ in self.outputs}
@@ -91,20 +94,39 @@ def unit_executors(libraries: CSimLibraries, sub: Subfunction) -> list[tuple[CSi
     return pairs
 
 
-def ort_executor(build_dir: Path, sub: Subfunction) -> Executor:
-    """A CPU or GPU subfunction on onnxruntime, a sample a call (its model's batch axis is fixed at 1)."""
-    return functools.partial(per_sample, open_model(build_dir / sub.onnx, sub.kind).run)
+class ModelExecutor:
+    """A model on onnxruntime (or qonnx), a sample a call (its batch axis is fixed at 1)."""
+
+    def __init__(self, model):
+        self.model = model
+        self.engine = model.engine
+
+    def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return per_sample(self.model.run, feeds)
 
 
 def device_executors(libraries: CSimLibraries, plan: Plan) -> list[Executor]:
-    """Each subfunction on its emulated device: FPGA in C-simulation, the rest on onnxruntime."""
-    return [subfunction_executor(libraries, s) if s.hls is not None else ort_executor(libraries.build_dir, s)
-            for s in plan.subfunctions]
+    """Each subfunction on its emulated device: FPGA in C-simulation, the rest on onnxruntime with
+    their device's provider (CUDA for a GPU, when this onnxruntime has it)."""
+    return [subfunction_executor(libraries, s) if s.hls is not None else
+            ModelExecutor(open_model(libraries.build_dir / s.onnx, s.kind)) for s in plan.subfunctions]
+
+
+def file_executors(build_dir: Path, plan: Plan) -> list[Executor]:
+    """Every subfunction's own model file on the CPU: the float pipeline the build sizes on and
+    whose chain it checks against the source model."""
+    return [ModelExecutor(open_model(build_dir / s.onnx)) for s in plan.subfunctions]
 
 
 def reference_executors(build_dir: Path, plan: Plan) -> list[Executor]:
-    """Every subfunction on onnxruntime: the float reference for each one."""
-    return [ort_executor(build_dir, s) for s in plan.subfunctions]
+    """Each subfunction's reference: its nodes cut afresh from the build's normalised model
+    (model.onnx, which the build checked against the user's model), on the CPU provider, or on
+    qonnx where QONNX quantizers are left. Never the file the device runs (a CPU subfunction's has
+    its quantizers rewritten, and could be damaged) nor the device's provider (a GPU subfunction is
+    CUDA against the CPU)."""
+    model = onnx.load(str(build_dir / plan.model))
+    return [ModelExecutor(open_in_memory(extract(model, s), f"{plan.model}'s nodes of {s.name}"))
+            for s in plan.subfunctions]
 
 
 def model_feeds(input_reshapes: list[InputReshape], feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -164,7 +186,7 @@ def subfunction_inputs(build_dir: Path, plan: Plan, samples: list[dict[str, np.n
     def collect(index, inputs, outputs):
         seen.setdefault(index, []).append(dict(inputs))
 
-    chain = reference_executors(build_dir, plan)
+    chain = file_executors(build_dir, plan)
     for feeds in samples:
         run(plan, chain, feeds, collect)
     return seen

@@ -1,7 +1,9 @@
-"""Input samples: the user's .npy/.npz files, or seeded random ones."""
+"""Input samples: the user's .npy/.npz files, or seeded random ones; the split of a build's samples
+into those that size its fixed-point types and those it verifies on, which never overlap."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -10,10 +12,22 @@ from .errors import UserError
 from .plan import TensorSpec
 
 
-def random_samples(specs: list[TensorSpec], count: int, seed: int) -> list[dict[str, np.ndarray]]:
+# Random streams drawn from one --seed: the sizing samples are stream 0 (``default_rng(seed)``, as
+# they always were); the others are seeded by (seed, stream), which numpy's SeedSequence keeps apart
+# from every plain seed, so a build never verifies on, nor emulates by default, what it sized on.
+SIZING, VERIFICATION, EMULATION, HOLD_OUT = 0, 1, 2, 3
+
+
+def _generator(seed: int, stream: int) -> np.random.Generator:
+    return np.random.default_rng(seed if stream == SIZING else [seed, stream])
+
+
+def random_samples(specs: list[TensorSpec], count: int, seed: int, stream: int = SIZING
+                   ) -> list[dict[str, np.ndarray]]:
     """N(0, 1) for floating-point inputs; 0 or 1 for integer and boolean ones (indices valid on any
-    axis of two or more, which is all a random sample can promise)."""
-    rng = np.random.default_rng(seed)
+    axis of two or more, which is all a random sample can promise); ``stream``: which of --seed's
+    streams (SIZING, VERIFICATION, EMULATION)."""
+    rng = _generator(seed, stream)
 
     def sample(spec: TensorSpec) -> np.ndarray:
         if spec.dtype.startswith("float"):
@@ -21,6 +35,54 @@ def random_samples(specs: list[TensorSpec], count: int, seed: int) -> list[dict[
         return rng.integers(0, 2, spec.shape).astype(spec.dtype)
 
     return [{s.name: sample(s) for s in specs} for _ in range(count)]
+
+
+def uniform_samples(specs: list[TensorSpec], count: int, ranges: dict[str, list[float]], seed: int,
+                    stream: int = EMULATION) -> list[dict[str, np.ndarray]]:
+    """Uniform samples within each input's ``ranges`` ([least, largest], a build's calibration
+    ranges): inputs of the kind a build sized its types on, none of them its own (integer inputs:
+    whole numbers in the range)."""
+    rng = _generator(seed, stream)
+
+    def sample(spec: TensorSpec) -> np.ndarray:
+        low, high = ranges[spec.name]
+        if spec.dtype.startswith("float"):
+            return rng.uniform(low, high, spec.shape).astype(spec.dtype)
+        return rng.integers(math.ceil(low), math.floor(high) + 1, spec.shape).astype(spec.dtype)
+
+    return [{s.name: sample(s) for s in specs} for _ in range(count)]
+
+
+def edge_sample(sample: dict[str, np.ndarray], ranges: dict[str, list[float]]) -> dict[str, np.ndarray]:
+    """``sample`` stretched onto the edges of the ranges the types were sized for: each floating-point
+    input mapped affinely so that its least value is the range's least and its largest the range's
+    largest (a constant input: the larger edge); integer inputs as they are."""
+    edged = {}
+    for name, x in sample.items():
+        low, high = ranges[name]
+        if x.dtype.kind != "f":
+            edged[name] = x
+            continue
+        least, most = float(np.min(x)), float(np.max(x))
+        stretched = low + (x.astype(np.float64) - least) * ((high - low) / (most - least)) if most > least else \
+            np.full(x.shape, high if abs(high) >= abs(low) else low)
+        edged[name] = np.clip(stretched, low, high).astype(x.dtype)  # the ends exactly on the edges
+    return edged
+
+
+def input_ranges(samples: list[dict[str, np.ndarray]]) -> dict[str, list[float]]:
+    """Each input's [least, largest] value over ``samples``."""
+    return {name: [float(min(np.min(s[name]) for s in samples)), float(max(np.max(s[name]) for s in samples))]
+            for name in samples[0]}
+
+
+def hold_out(samples: list[dict[str, np.ndarray]], seed: int) -> tuple[list[dict[str, np.ndarray]], list[int]]:
+    """The user's calibration samples split in two: those that size the types and the indices of a
+    quarter of them (at least one, chosen by a seeded shuffle: a file sorted by class gives every
+    class its chance) held out for verification, which sizing never sees."""
+    count = max(1, len(samples) // 4)
+    held = sorted(int(i) for i in _generator(seed, HOLD_OUT).permutation(len(samples))[:count])
+    return [s for i, s in enumerate(samples) if i not in set(held)], held
 
 
 def load_samples(path: str | Path, specs: list[TensorSpec]) -> list[dict[str, np.ndarray]]:

@@ -86,10 +86,11 @@ def grid(boards: Iterable[str], widths: Iterable[int], policies: Iterable[str],
 
 def evaluate(point: Point, base: BuildOptions, builds: Optional[str], labels: Optional[str]) -> dict:
     """``point``'s record: plan it (``builds``: build it into ``builds/<point>`` and emulate it against
-    the model on ``base``'s calibration samples, or a seeded random one). Never raises: a failure is
-    recorded with its one line (and the traceback when it is a bug of hetdeploy's)."""
-    from .build import build, plan_stages
-    from .emulate import emulate
+    the model on the samples the build verified on, which it did not size on). Never raises: a failure
+    is recorded with its one line (and the traceback when it is a bug of hetdeploy's)."""
+    from .build import build, build_samples, plan_stages
+    from .emulate import emulate_samples, load_build
+    from .samples import load_labels
 
     record = {"board": point.board, "width": point.width, "policy": point.policy,
               "reuse_factor": point.reuse_factor, "status": "ok", "error": None}
@@ -102,9 +103,11 @@ def evaluate(point: Point, base: BuildOptions, builds: Optional[str], labels: Op
         else:
             plan = build(options, progress=lambda message: None)
         record.update(plan_figures(plan))
-        if builds is not None:
-            calibration = str(base.calibration) if base.calibration else None
-            result = emulate(out_dir, calibration, base.seed, labels)
+        if builds is not None:  # on what the build verified on, never on what it sized on
+            samples = build_samples(options, plan.inputs)
+            held_labels = (load_labels(labels).reshape(-1, plan.inputs[0].shape[0])[samples.held_out].reshape(-1)
+                           if labels else None)
+            result = emulate_samples(out_dir, load_build(out_dir), samples.verification, held_labels, [])
             c = result.comparison
             record.update(max_abs_error=c.max_abs_error, tolerance=c.tolerance, verified=c.passed,
                           build_dir=str(Path(BUILDS) / point.folder()))
@@ -190,6 +193,10 @@ def _checked_base(model: Path, points: list[Point], base: BuildOptions, build: b
         raise UserError("the sweep has no points: give at least one board, width and policy")
     if labels and not (build and base.calibration):
         raise UserError("--labels needs --build and --calibration: the labels are of the calibration samples")
+    if labels and base.verify_input:
+        raise UserError("--labels: the labels are of the calibration samples, and with --verify-input a build "
+                        "verifies on others")
+
     for point in points:
         for check, value, name in ((config.width, point.width, "width"),
                                    (config.choice(config.POLICIES), point.policy, "policy")):
@@ -205,9 +212,17 @@ def _checked_base(model: Path, points: list[Point], base: BuildOptions, build: b
     for board in sorted({p.board for p in points}):
         load_board(board)
     base = dataclasses.replace(base, model=model,
-                               calibration=Path(base.calibration).resolve() if base.calibration else None)
+                               calibration=Path(base.calibration).resolve() if base.calibration else None,
+                               verify_input=Path(base.verify_input).resolve() if base.verify_input else None)
     config.settle_options(dataclasses.replace(base, board=points[0].board))
-    load_model(model)
+    loaded = load_model(model)
+    if labels:
+        from .samples import load_labels, load_samples
+
+        given = len(load_samples(base.calibration, loaded.inputs)) * loaded.inputs[0].shape[0]
+        if len(load_labels(labels)) != given:
+            raise UserError(f"{labels}: {len(load_labels(labels))} labels for the {given} samples of "
+                            f"{base.calibration}")
     return base
 
 

@@ -40,6 +40,7 @@ class TensorCheck:
     values: int = 0
     range: Optional[tuple[float, float]] = None  # what the result's fixed-point type holds
     saturated: int = 0  # reference values outside ``range``: the result holds the rail instead
+    beyond: float = 0.0  # the reference value farthest outside ``range`` (when ``saturated``)
     step: float = 0.0  # the largest step of the quantizer that writes it (0: not quantized)
 
     def add(self, got: np.ndarray, want: np.ndarray) -> None:
@@ -56,7 +57,10 @@ class TensorCheck:
             self.peak = max(self.peak, float(np.max(np.abs(want[finite]))))
         if self.range is not None:
             low, high = self.range
-            self.saturated += int(np.count_nonzero((want < low) | (want > high)))
+            outside = want[(want < low) | (want > high)]
+            self.saturated += outside.size
+            if outside.size and np.max(np.abs(outside)) > abs(self.beyond):
+                self.beyond = float(outside[np.argmax(np.abs(outside))])
 
     @property
     def tolerance(self) -> float:
@@ -66,6 +70,17 @@ class TensorCheck:
     def passed(self) -> bool:
         return self.values > 0 and self.nonfinite == 0 and self.reference_nonfinite == 0 and \
             self.max_abs_error <= self.tolerance
+
+    @property
+    def relative_error(self) -> float:
+        """The measure the tolerance applies to, as one number: the max abs error over the peak; inf
+        for a NaN or Inf on either side, for a tensor never compared, and for any error against an
+        all-zero reference (which must come out all zeros)."""
+        if self.values == 0 or self.nonfinite or self.reference_nonfinite:
+            return float("inf")
+        if self.peak == 0:
+            return 0.0 if self.max_abs_error == 0 else float("inf")
+        return self.max_abs_error / self.peak
 
     def problem(self) -> str:
         """What is wrong, in words ("" when it passed)."""
@@ -128,6 +143,11 @@ class SubfunctionCheck:
         return "; ".join(t.problem() for t in self.tensors.values() if not t.passed) if self.tensors \
             else "no output was compared"
 
+    @property
+    def relative_error(self) -> float:
+        """The largest of its tensors' (inf when it compared none)."""
+        return max((t.relative_error for t in self.tensors.values()), default=float("inf"))
+
     def record(self, samples: int) -> Verification:
         return Verification(samples, self.max_abs_error, self.tolerance, self.passed,
                             [t.record() for t in self.tensors.values()])
@@ -139,6 +159,7 @@ class Comparison:
     reference: dict[str, np.ndarray]  # the user's model on onnxruntime
     subfunctions: list[SubfunctionCheck]
     pipeline: SubfunctionCheck  # the final outputs against the user's model
+    engines: list[str]  # per subfunction, what ran it (for onnxruntime, the provider its session used)
 
     @property
     def max_abs_error(self) -> float:
@@ -196,8 +217,8 @@ def compare(plan: Plan, device, reference, source: OrtModel, samples: list[dict[
             steps: Optional[dict[str, float]] = None) -> Comparison:
     """Run ``samples`` through the pipeline on ``device`` executors as a stream of batches of
     ``batch`` (``runtime.stream``); check every subfunction against its ``reference`` executor on
-    the very inputs it got, and the final outputs against the user's model. ``steps``: the quantized
-    tensors' steps (``build_steps``)."""
+    the very inputs it got (so an error upstream is not counted against it), and the final outputs
+    against the user's model. ``steps``: the quantized tensors' steps (``build_steps``)."""
     steps = steps or {}
     checks = [SubfunctionCheck(s.name, s.kind, plan.relative_tolerance, steps=steps) for s in plan.subfunctions]
     pipeline = SubfunctionCheck("overall", "pipeline", plan.relative_tolerance, steps=steps)
@@ -212,16 +233,17 @@ def compare(plan: Plan, device, reference, source: OrtModel, samples: list[dict[
         expected.append(want)
     got = {name: np.concatenate([env[name] for env in envs]) for name in names}
     want = {name: np.concatenate([w[name] for w in expected]) for name in names}
-    return Comparison(got, want, checks, pipeline)
+    return Comparison(got, want, checks, pipeline, [e.engine for e in device])
 
 
 def check_build(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]],
                 libraries: Optional[runtime.CSimLibraries] = None, batch: int = 1, pipelined: bool = True,
                 times: Optional[runtime.StreamTimes] = None) -> Comparison:
-    """``compare`` for a build folder: each subfunction on its emulated device
-    against onnxruntime, the pipeline against source.onnx. ``libraries``: the C-simulation libraries
-    to run (a build's own check shares them with ``check_units``; default: started here, their output
-    kept out of the build folder)."""
+    """``compare`` for a build folder: each subfunction on its emulated device against the same nodes
+    of the build's normalised model on the CPU (``runtime.reference_executors``: never the file the
+    device runs, nor the device's provider), the pipeline against source.onnx. ``libraries``: the
+    C-simulation libraries to run (a build's own check shares them with ``check_units``; default:
+    started here, their output kept out of the build folder)."""
     return compare(
         plan,
         runtime.device_executors(libraries or runtime.CSimLibraries(build_dir), plan),

@@ -87,7 +87,8 @@ def test_width_option_sets_every_fpga_type_and_is_checked(tmp_path, capsys):
     assert stop.value.code == 2
     assert "--width: '3': expected a whole number of bits from 4 to 32" in capsys.readouterr().err
     out = tmp_path / "w10"
-    assert main(["build", jet, "--board", "pynq-z2", "--policy", "support", "--width", "10",
+    # 10 bits are 3.7 % of the peak off on samples the build did not size on: within 10 %, none is widened
+    assert main(["build", jet, "--board", "pynq-z2", "--policy", "support", "--width", "10", "--tolerance", "0.1",
                  "-o", str(out)]) == 0
     plan = json.loads((out / "plan.json").read_text())
     assert plan["width"] == 10
@@ -99,7 +100,8 @@ def test_width_option_sets_every_fpga_type_and_is_checked(tmp_path, capsys):
 
 def test_units_out_of_tolerance_are_widened_and_the_build_says_so(tmp_path, capsys):
     """The jet tagger at 6 bits is out of tolerance: each failing unit, and the unit writing its
-    input, gets 4 more bits until it passes; the build prints which and why, and plan.json records it."""
+    input, gets 4 more bits at a time until it passes; the build prints which and why, and plan.json
+    records each step."""
     import json
     from pathlib import Path
 
@@ -108,14 +110,17 @@ def test_units_out_of_tolerance_are_widened_and_the_build_says_so(tmp_path, caps
     assert main(["build", jet, "--board", "pynq-z2", "--policy", "support", "--width", "6", "-o", str(out)]) == 0
     err = capsys.readouterr().err
     plan = json.loads((out / "plan.json").read_text())
-    assert plan["widened"] and all(w["from_bits"] == 6 and w["to_bits"] == 10 for w in plan["widened"])
+    assert plan["widened"]
     failed = [w for w in plan["widened"] if "differs by" in w["reason"]]
     assert failed
+    bits = {}
     for w in plan["widened"]:
-        assert f"widening {w['unit']} from 6 to 10 bits: {w['reason']}" in err
+        assert w["from_bits"] == bits.get(w["unit"], 6) and w["to_bits"] == w["from_bits"] + 4
+        bits[w["unit"]] = w["to_bits"]
+        assert f"widening {w['unit']} from {w['from_bits']} to {w['to_bits']} bits: {w['reason']}" in err
         assert w in failed or any(w["reason"] == f"it writes the input of {f['unit']}" for f in failed)
     units = {u["name"]: u for u in plan["subfunctions"][0]["execution_units"]}
-    assert all(units[w["unit"]]["precision"].startswith("ap_fixed<10,") for w in plan["widened"])
+    assert all(units[name]["precision"].startswith(f"ap_fixed<{width},") for name, width in bits.items())
     assert all(u["verification"]["passed"] for u in units.values())
 
 
