@@ -92,8 +92,8 @@ def test_build_and_emulate(built, tmp_path, capsys, name, devices):
     assert error <= report["tolerance"]
     assert error > 0  # fixed point really ran: not onnxruntime under another name
     for sub in report["subfunctions"]:
-        if sub["kind"] == "cpu":
-            assert sub["max_abs_error"] <= 1e-6
+        if sub["kind"] == "cpu":  # the same float nodes as its reference, cut from model.onnx, on the same provider
+            assert sub["outputs"] and sub["max_abs_error"] == 0 and sub["engine"] == "onnxruntime CPU"
     # the board script, emulated, gives exactly what `hetdeploy emulate` gave
     board_run = subprocess.run([sys.executable, str(out / "deploy" / "run.py"), "--input", str(tmp_path / "x.npy"),
                                 "--output", str(tmp_path / "run.npy"), "--emulate"], capture_output=True, text=True,
@@ -376,7 +376,37 @@ def test_leading_reshape_model_builds_and_emulates_with_original_input(tmp_path)
     assert y.shape == (2, 10) and 0 < np.max(np.abs(y - want)) < 0.05 * max(1.0, np.max(np.abs(want)))
 
 
-def test_workstation_board_runs_gpu_part_on_onnxruntime_and_says_which_provider(tmp_path, capsys):
+def test_a_changed_weight_in_a_cpu_subfunction_fails_emulation_naming_it(tmp_path, capsys):
+    """Each subfunction is checked against its nodes cut afresh from the build's normalised model,
+    never against its own file: one weight changed in a CPU subfunction's ONNX (the jet tagger's last
+    layer pinned to the A9) and emulate fails, naming that subfunction with a non-zero error."""
+    model = tmp_path / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))
+    out = tmp_path / "jet"
+    assert main(["build", str(model), "--board", "pynq-z2", "--policy", "support", "--device", "/fc4/Gemm=arm_cpu",
+                 "--device", "/softmax/Softmax=arm_cpu", "-o", str(out)]) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    (cpu,) = [s for s in plan["subfunctions"] if s["kind"] == "cpu"]
+    capsys.readouterr()
+    assert main(["emulate", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["passed"]
+    path = out / cpu["onnx"]
+    changed = onnx.load(str(path))
+    weights = next(t for t in changed.graph.initializer if len(t.dims) == 2)
+    values = numpy_helper.to_array(weights).copy()
+    values.flat[0] += 0.5
+    weights.CopyFrom(numpy_helper.from_array(values, weights.name))
+    onnx.save(changed, str(path))
+    assert main(["emulate", str(out), "--json"]) == 3
+    report = json.loads(capsys.readouterr().out)
+    (sub,) = [s for s in report["subfunctions"] if s["name"] == cpu["name"]]
+    assert not sub["passed"] and sub["max_abs_error"] > 0
+    assert all(s["passed"] for s in report["subfunctions"] if s["name"] != cpu["name"])
+
+
+def test_workstation_board_runs_gpu_part_on_onnxruntime_and_says_which_provider(tmp_path, capsys, monkeypatch):
+    """The engine column is the provider the GPU subfunction's session used: here an onnxruntime that
+    claims CUDA but cannot start it runs the GPU part on the CPU provider, and emulate says so."""
     import onnxruntime
 
     model = tmp_path / "split.onnx"
@@ -386,16 +416,22 @@ def test_workstation_board_runs_gpu_part_on_onnxruntime_and_says_which_provider(
     plan = json.loads((out / "plan.json").read_text())
     assert [s["device"] for s in plan["subfunctions"]] == ["fpga", "gpu", "fpga"]
     assert plan["subfunctions"][0]["hls"] and plan["subfunctions"][1]["hls"] is None
-    capsys.readouterr()
-    assert main(["emulate", str(out), "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
-    gpu = report["subfunctions"][1]
-    if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
-        assert gpu["engine"] == "onnxruntime CUDA" and not report["notes"]
-    else:
-        assert gpu["engine"] == "onnxruntime CPU"
-        assert report["notes"] == ["no CUDA provider in this onnxruntime: GPU subfunctions ran on the CPU provider"]
-    assert gpu["max_abs_error"] <= 1e-6 and report["passed"]
+    has_cuda = "CUDAExecutionProvider" in onnxruntime.get_available_providers()
+    for claims_cuda in (False, True):
+        if claims_cuda and not has_cuda:  # asked for, then refused: the session falls back to the CPU
+            listed = onnxruntime.get_available_providers()
+            monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CUDAExecutionProvider", *listed])
+        capsys.readouterr()
+        assert main(["emulate", str(out), "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        gpu = report["subfunctions"][1]
+        if has_cuda:  # CUDA, checked against the CPU provider's run of the same nodes
+            assert gpu["engine"] == "onnxruntime CUDA" and len(report["notes"]) == 1
+        else:
+            assert gpu["engine"] == "onnxruntime CPU"
+            assert report["notes"][1:] == ["no CUDA provider in this onnxruntime: GPU subfunctions ran on the CPU "
+                                           "provider"]
+        assert gpu["outputs"] and gpu["passed"] and report["passed"]
 
 
 def test_weights_larger_than_the_bram_stay_in_ddr_and_csimulation_reads_them_there(built, tmp_path):

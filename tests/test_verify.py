@@ -1,6 +1,9 @@
 """Verification cannot be fooled: every output against its own scale, NaN and Inf fail, nothing
 compared is no pass."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -141,3 +144,68 @@ def test_precision_pins_a_units_output_type_and_bad_ones_are_one_line(tmp_path, 
     with pytest.raises(SystemExit):
         main(["plan", jet, "--board", "pynq-z2", "--precision", "/fc2/Gemm=ap_fixed<40,4>"])
     assert "W must be 2 to 32 bits" in capsys.readouterr().err
+
+
+JET = Path(__file__).resolve().parent.parent / "examples" / "jet_tagger_mlp.onnx"
+
+
+def test_the_build_verifies_on_samples_it_did_not_size_on_and_says_so(tmp_path, capsys):
+    """--calibration: a seeded quarter of the samples is held out, never sized on, and is what
+    C-simulation checks; plan.json and the build's lines say both counts. Without --calibration the
+    verification samples come from another seed stream, with one at the edges of the sized range;
+    emulate without --input draws a sample of a third stream and says so."""
+    from hetdeploy.build import build_samples
+    from hetdeploy.config import BuildOptions
+    from hetdeploy.model import load_model
+    from hetdeploy.samples import hold_out
+
+    x = np.random.default_rng(1).normal(size=(8, 16)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    specs = load_model(JET).inputs
+    split = build_samples(BuildOptions(JET, "pynq-z2", tmp_path, calibration=tmp_path / "x.npy"), specs)
+    assert len(split.sizing) == 6 and len(split.verification) == 2 == len(split.held_out)
+    sized = {s["input"].tobytes() for s in split.sizing}
+    assert not sized & {s["input"].tobytes() for s in split.verification}
+    assert split.held_out == hold_out(list(range(8)), 0)[1]
+    assert split.calibration.input_ranges["input"] == [float(np.min(x[[i for i in range(8) if i not in
+                                                                          split.held_out]])),
+                                                       float(np.max(np.delete(x, split.held_out, axis=0)))]
+    synthetic = build_samples(BuildOptions(JET, "pynq-z2", tmp_path), specs)
+    sized = {s["input"].tobytes() for s in synthetic.sizing}
+    assert len(synthetic.verification) == 5 and not sized & {s["input"].tobytes() for s in synthetic.verification}
+    edge = synthetic.verification[-1]["input"]  # stretched onto the sized range, both ends reached
+    assert [float(edge.min()), float(edge.max())] == pytest.approx(synthetic.calibration.input_ranges["input"])
+    with pytest.raises(Exception, match="holds one sample"):
+        np.save(tmp_path / "one.npy", x[:1])
+        build_samples(BuildOptions(JET, "pynq-z2", tmp_path, calibration=tmp_path / "one.npy"), specs)
+
+    out = tmp_path / "held"
+    assert main(["build", str(JET), "--board", "pynq-z2", "--policy", "support", "--calibration",
+                 str(tmp_path / "x.npy"), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    calibration = json.loads((out / "plan.json").read_text())["calibration"]
+    assert calibration["samples"] == 6 and calibration["verified_on"] == 2
+    assert "precision sized on 6 samples of x.npy" in err and "verified on 2 of the 8 samples of x.npy, held out" in err
+    assert main(["emulate", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["notes"] == ["no --input: 1 sample drawn uniformly within the ranges of x.npy (seed 0), which the "
+                               "build neither sized nor verified on; give --input with real inputs"]
+
+
+def test_held_out_samples_beyond_the_sized_range_stop_the_build_naming_the_unit(tmp_path, capsys):
+    """Sized on samples within +-1, verified on samples 20 times larger: the first layer's output
+    saturates, which more bits cannot mend: exit 3 naming the unit, the tensor and the value. The
+    same build checked on its sizing samples (the old behaviour) passes."""
+    small = np.random.default_rng(2).uniform(-1, 1, size=(6, 16)).astype(np.float32)
+    np.save(tmp_path / "small.npy", small)
+    np.save(tmp_path / "large.npy", 20 * small[:2])
+    assert main(["build", str(JET), "--board", "pynq-z2", "--policy", "support", "--calibration",
+                 str(tmp_path / "small.npy"), "--verify-input", str(tmp_path / "large.npy"),
+                 "-o", str(tmp_path / "large")]) == 3
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "C-simulation of unit sf0_fpga_u0" in error and "on samples the build did not size on, " \
+        "'/act1/Relu_output_0' reaches" in error and "more bits would not widen that range" in error
+    assert not (tmp_path / "large").exists() and (tmp_path / "large.failed").is_dir()
+    assert main(["build", str(JET), "--board", "pynq-z2", "--policy", "support", "--calibration",
+                 str(tmp_path / "small.npy"), "--verify-input", str(tmp_path / "small.npy"),
+                 "-o", str(tmp_path / "small")]) == 0
