@@ -1,5 +1,7 @@
 """Model intake on the shapes real published models come in."""
 
+import json
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -115,7 +117,8 @@ def test_integer_inputs_are_fed_and_run_on_the_cpu(tmp_path):
     samples are valid indices, and the build emulates within tolerance."""
     from hetdeploy.cli import main
 
-    table = numpy_helper.from_array(np.random.default_rng(0).normal(size=(10, 4)).astype(np.float32), "table")
+    values = np.random.default_rng(0).normal(size=(10, 4)).astype(np.float32)
+    table = numpy_helper.from_array(values, "table")
     nodes = [helper.make_node("Gather", ["table", "ids"], ["e"], name="embed", axis=0),
              helper.make_node("Relu", ["e"], ["y"], name="relu")]
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("ids", TensorProto.INT64, [1, 3])],
@@ -126,8 +129,13 @@ def test_integer_inputs_are_fed_and_run_on_the_cpu(tmp_path):
     assert load_model(path).inputs[0].dtype == "int64"
     out = tmp_path / "build"
     assert main(["build", str(path), "--board", "pynq-z2", "--policy", "support", "-o", str(out)]) == 0
-    np.save(tmp_path / "ids.npy", np.array([[9, 0, 4], [1, 1, 2]], dtype=np.int64))
-    assert main(["emulate", str(out), "--input", str(tmp_path / "ids.npy")]) == 0
+    plan = json.loads((out / "plan.json").read_text())
+    assert {n: s["device"] for s in plan["subfunctions"] for n in s["nodes"]}["embed"] == "arm_cpu"
+    ids = np.array([[9, 0, 4], [1, 1, 2]], dtype=np.int64)
+    np.save(tmp_path / "ids.npy", ids)
+    assert main(["emulate", str(out), "--input", str(tmp_path / "ids.npy"), "--output", str(tmp_path / "y.npy")]) == 0
+    y, want = np.load(tmp_path / "y.npy"), np.maximum(values[ids], 0)  # the rows the ids name, ReLU'd
+    assert y.shape == (2, 3, 4) and np.max(np.abs(y - want)) <= 0.05 * np.max(want)
 
 
 def test_a_layers_weights_are_counted_by_octave_under_their_formats_top(tmp_path):

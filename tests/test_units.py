@@ -13,10 +13,7 @@ from hetdeploy.board import load_board
 from hetdeploy.precision import OCTAVES
 from hetdeploy.units import (fold_for_rate, 
     DSP_MIN_CONSTANT_BITS,
-    LOOKUP_TABLE_SIZE,
     RESOURCES,
-    TABLE_INDEX_LUT_PER_BIT,
-    UNIT_CONTROL_FF,
     Folding,
     bram18_blocks,
     estimate,
@@ -83,10 +80,10 @@ def test_dense_estimate_follows_hls4ml_multiplier_limit():
     shape = unit_shape(graph, dense)
     assert (shape.n_in, shape.n_out) == (4 * 16, 10)
     assert shape.softmax  # its Softmax multiplies each of the 10 exponentials by 1 / their sum
-    for rf in (1, 4, 64):
-        # ceil(n_in * n_out / R), and the Softmax's 10 products, pipelined at a vector a cycle whatever R
-        assert estimate(shape, rf, 16)["dsp"] == -(-64 * 10 // rf) + 10
-    assert estimate(shape, 1, 24)["dsp"] == 2 * 640 + 10  # wider than a DSP48 port: two per product
+    # hls4ml's dense_latency: multiplier_limit = DIV_ROUNDUP(n_in * n_out, R) = 640, 160 and 10 products,
+    # and the Softmax's 10, pipelined at a vector a cycle whatever R
+    assert {rf: estimate(shape, rf, 16)["dsp"] for rf in (1, 4, 64)} == {1: 650, 4: 170, 64: 20}
+    assert estimate(shape, 1, 24)["dsp"] == 1290  # 24 bits are wider than a DSP48's port: two a product
     more, fewer = estimate(shape, 4, 16), estimate(shape, 64, 16)
     assert fewer["latency_cycles"] > more["latency_cycles"] and fewer["dsp"] < more["dsp"]
 
@@ -163,7 +160,7 @@ def test_lookup_tables_are_copied_for_their_reads_and_fifos_counted():
     # exponential's table and one inverse table, a BRAM18 each at 1,024 entries
     at = {rf: estimate(dense, rf, 16, table_entries=1024)["bram18"] for rf in (1, 2, 5)}
     assert at == {1: 6, 2: 6, 5: 6}
-    assert estimate(dense, 1, 16)["bram18"] == 6 * (LOOKUP_TABLE_SIZE // 1024)
+    assert estimate(dense, 1, 16)["bram18"] == 24  # at hetdeploy's 4,096 entries: 4 blocks a copy
     # a Sigmoid after a 64-wide layer reads its table 64 times a vector: 32 copies (hls4ml's baseline
     # Dense(64) + sigmoid: 32 BRAM18s under Vivado HLS 2020.1 and Vitis HLS 2024.1)
     sigmoid = _head("Sigmoid")
@@ -171,11 +168,12 @@ def test_lookup_tables_are_copied_for_their_reads_and_fifos_counted():
     assert estimate(sigmoid, 1, 16, table_entries=1024)["bram18"] == 32
     # each of its 64 reads computes an index (scale, offset, clamp): LUTs a plain ReLU does not take
     extra = estimate(sigmoid, 1, 16)["lut"] - estimate(_head("Relu"), 1, 16)["lut"]
-    assert extra == 64 * TABLE_INDEX_LUT_PER_BIT * 16
+    assert extra == 3072  # about 3 LUT a bit of each of the 64 16-bit reads
     conv = next(unit_shape(graph, u) for u in units if unit_shape(graph, u).streamed and len(u.nodes) > 1)
-    assert conv.fifos and all(pixels > 2 for pixels, _ in conv.fifos)
-    fifo_blocks = sum(bram18_blocks(pixels, channels * 16) for pixels, channels in conv.fifos)
-    assert estimate(conv, 1, 16)["bram18"] == fifo_blocks  # no weights in BRAM at R = 1, no tables
+    assert conv.fifos == ((64, 4), (64, 4))  # the 8x8 image of 4 channels between its layers, twice
+    # each FIFO 64 words of 4 x 16 = 64 bits: two BRAM18s side by side (36 bits a block); no weights in BRAM at
+    # R = 1, no tables
+    assert estimate(conv, 1, 16)["bram18"] == 4
 
 
 def test_weights_in_ddr_free_their_bram_and_cost_the_ddr_reads():
@@ -214,18 +212,16 @@ def test_weights_are_packed_as_ap_fixed_converts_them():
 def test_a_units_latency_is_its_arithmetic_plus_moving_its_buffers():
     graph = conv_stack(1, channels=4, size=8)
     conv, *_, dense = [unit_shape(graph, u) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
-    for shape in (conv, dense):
-        for width in (8, 16, 20):
-            e = estimate(shape, 4, width)
-            # the arena moves two 64-bit words a cycle, each holding 8, 4 or 2 values (a lane of 1, 2 or 4 bytes)
-            per_word = {8: 8, 16: 4, 20: 2}[width]
-            moved = -(-(-(-shape.input_values // per_word) - (-shape.output_values // per_word)) // 2)
-            if shape.streamed:  # dataflow: the moves overlap the arithmetic
-                assert e["latency_cycles"] == max(e["compute_cycles"], moved)
-            else:  # read, compute, write in turn
-                assert e["latency_cycles"] == e["compute_cycles"] + moved
-            assert e["buffer_cycles"] == e["latency_cycles"] - e["compute_cycles"] and e["ddr_cycles"] == 0
-    assert (conv.input_values, dense.input_values) == (3 * 8 * 8, 4 * 16)
+    assert (conv.input_values, conv.output_values, dense.input_values, dense.output_values) == (192, 256, 64, 10)
+    # The arena moves two 64-bit words a cycle, each holding 8, 4 or 2 values (a lane of 1, 2 or 4 bytes). The
+    # dense unit reads, computes and writes in turn: at 8 bits 8 + 2 words, 5 cycles; at 16 bits 16 + 3, 10; at
+    # 20 bits 32 + 5, 19. The streamed convolution moves its 192 + 256 values while it computes (at most 112
+    # words, 56 cycles, under its arithmetic): nothing added.
+    for width, moves in ((8, 5), (16, 10), (20, 19)):
+        e, c = estimate(dense, 4, width), estimate(conv, 4, width)
+        assert e["latency_cycles"] == e["compute_cycles"] + moves and e["buffer_cycles"] == moves
+        assert c["latency_cycles"] == c["compute_cycles"] and c["buffer_cycles"] == 0
+        assert e["ddr_cycles"] == c["ddr_cycles"] == 0
     # weights in DDR: what a vector waits for its weights (640 x 2 bytes at 12 a cycle: 107 cycles) beyond its
     # reuse factor is the DDR part of its arithmetic
     from hetdeploy.units import Folding
@@ -302,17 +298,17 @@ def test_registers_sit_at_the_pipelines_cuts():
     a streamed layer's output word and window; and the control state (hls4ml's io_parallel Dense(1 -> 64) +
     ReLU baseline: 18 FF, 16 for its one input and 2)."""
     relu = _head("Relu")
-    assert estimate(relu, 1, 16)["ff"] == 16 + UNIT_CONTROL_FF == 18  # products with no sum: combinational
+    assert estimate(relu, 1, 16)["ff"] == 18  # products with no sum: combinational
     sigmoid, elu = _head("Sigmoid"), _head("Elu")
-    assert estimate(sigmoid, 1, 16)["ff"] - estimate(relu, 1, 16)["ff"] == 64 * 16  # each read registered
-    assert estimate(elu, 1, 16)["ff"] - estimate(relu, 1, 16)["ff"] == 2 * 64 * 16  # and ELU's input beside it
+    assert estimate(sigmoid, 1, 16)["ff"] - estimate(relu, 1, 16)["ff"] == 1024  # each of 64 reads, 16 bits
+    assert estimate(elu, 1, 16)["ff"] - estimate(relu, 1, 16)["ff"] == 2048  # and ELU's input beside it
     dense = _head("Relu", n_in=16)
-    for rf in (1, 2, 8, 32):  # Latency: the 1,024 products all wait for their sums
-        assert estimate(dense, rf, 16)["ff"] == 16 * 64 * 16 // 2 + 16 * 16 + UNIT_CONTROL_FF
+    for rf in (1, 2, 8, 32):  # Latency: the 1,024 products all wait for their sums (a 16-bit product: 8 FF)
+        assert estimate(dense, rf, 16)["ff"] == 8192 + 256 + 2  # and the 16-value input, and the control
     resource = estimate(dense, 64, 16)  # Resource: 16 multipliers accumulate in place
-    assert resource["ff"] == 16 * 16 // 2 + 16 * 16 + UNIT_CONTROL_FF
+    assert resource["ff"] == 128 + 256 + 2
     graph = conv_stack(1, channels=8, size=8)
     conv = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[0])  # 3x3 on 3 channels -> 8
     assert conv.streamed and conv.window_values == 3 * 3 * 3
     # 27 x 8 products, the 8-channel output word and the 27-value window, no input vector in registers
-    assert estimate(conv, 1, 16)["ff"] == 27 * 8 * 16 // 2 + (8 + 27) * 16 + UNIT_CONTROL_FF
+    assert estimate(conv, 1, 16)["ff"] == 1728 + 560 + 2
