@@ -4,9 +4,12 @@
 
 benchmarks/published_synthesis.csv holds the published points with their sources: hls4ml tutorial notebook
 outputs (fastmachinelearning/hls4ml-tutorial at the commit named), hls4ml's synthesis baselines, a PYNQ-Z2
-implementation of the jet tagger, and two FINN designs (BNN-PYNQ) the estimator does not model. Each row's
-configuration (network, fixed-point bits, reuse factor, fraction of the multiplications pruning kept) goes
-through ``units.estimate`` layer by layer; the rows are compared like with like: an HLS report's figures with
+implementation of the jet tagger, public hls4ml projects that commit their reports (the source names the
+repository, commit and report), and two FINN designs (BNN-PYNQ) the estimator does not model. Each row's
+configuration (network, fixed-point bits, reuse factor, fraction of the multiplications pruning kept; a network
+given layer by layer, ``layers``) goes through ``units.estimate`` layer by layer, with the design's own
+weights where its project committed them (the ``weights`` column, a folder of the shared data
+synthesis-weights; else estimated from the architecture, and the output says which rows); the rows are compared like with like: an HLS report's figures with
 the estimate, a synthesis or implementation result with the same estimate (the table's ``kind`` says which).
 Latency is the units' arithmetic (``compute_cycles``: hls4ml's own design; hetdeploy's arena moves are not in a
 standalone hls4ml project): summed for io_parallel networks; for io_stream ones (dataflow) the slowest layer
@@ -16,8 +19,8 @@ wires before them), where each of hetdeploy's units is a project of its own and 
 
 Prints one row per point and metric (``--json``: a list of {source, network, part, metric, published,
 estimate, kind, use}), then the share of points within the issue's bars per metric (DSP, BRAM18 and latency
-within +-25 %, LUT and FF within +-50 %), for the points the constants were fitted on (``use`` = fit) and the
-ones held aside (holdout) apart, for whole networks and hls4ml's single-layer baselines apart, and the worst
+within +-25 %, LUT and FF within +-50 %), first for the points held out (``use`` = holdout: marked so when
+added, before any rule looked at them), then for those the constants were fitted on (fit: in-sample), for whole networks and hls4ml's single-layer baselines apart, and the worst
 points. Run by hand; tests check behaviour, never time.
 """
 
@@ -31,7 +34,9 @@ import math
 from pathlib import Path
 from typing import Callable
 
-from hetdeploy.precision import OCTAVES
+import numpy as np
+
+from hetdeploy.precision import OCTAVES, weight_octaves
 from hetdeploy.units import RESOURCES, TABLE_OPS, TABLE_SELECT_OPS, Shape, estimate
 
 TABLE = Path(__file__).resolve().parent / "published_synthesis.csv"
@@ -40,17 +45,11 @@ BARS = {"dsp": 0.25, "bram18": 0.25, "latency_cycles": 0.25, "lut": 0.5, "ff": 0
 BASELINES = "test/pytest/baselines"  # hls4ml's single-layer synthesis baselines, apart from whole networks
 HLS4ML_TABLE_SIZE = 1024  # the published designs kept hls4ml's default lookup tables
 HLS4ML_INTEGER = 6  # integer bits of hls4ml's default precision, ap_fixed<16,6>
-# The tutorial's trained jet-tagger weights are not published. Standing in for them: the same network (16-64-32-32-5,
-# ReLU, lecun_uniform, trained on the same jet data set by hls4ml's authors, without the tutorial's L1 term),
-# fastmachinelearning/example-models@ce390f9a806dac2c254736c6113896c540e7447b keras/KERAS_3layer_weights.h5, its
-# layers' kernels (fc1_relu, fc2_relu, fc3_relu, output_softmax) counted by ``precision.weight_octaves`` in
-# ap_fixed<16,6> (octave 0 first; the octaves not listed hold none).
-JSC_TRAINED_OCTAVES = (
-    (0, 0, 0, 53, 83, 93, 331, 252, 79, 66, 28, 20, 5, 7, 1, 3, 1, 0, 0, 2),
-    (0, 0, 0, 0, 1, 6, 71, 855, 543, 275, 131, 82, 49, 19, 6, 2, 2, 1, 3, 0, 2),
-    (0, 0, 0, 1, 3, 16, 230, 356, 214, 91, 60, 24, 14, 5, 4, 3, 0, 0, 0, 3),
-    (0, 0, 0, 1, 4, 13, 36, 45, 29, 11, 13, 5, 2, 0, 1),
-)
+# The weights some public projects committed beside their reports (the table's ``weights`` column): the
+# shared data folder beside this checkout, as in shared/data/synthesis-weights/README.md. A row whose weights are
+# not published (or not found here) is estimated from its architecture alone, every product a full-width one.
+WEIGHTS = [Path(__file__).resolve().parents[2] / "shared" / "data" / "synthesis-weights",
+           Path(__file__).resolve().parents[1] / "shared" / "data" / "synthesis-weights"]
 
 
 def _dense(n_in: int, n_out: int, kept: float, softmax: bool = False, streamed: bool = False,
@@ -114,15 +113,18 @@ def _pool(size: int, channels: int) -> tuple[Shape, int]:
 KERAS_ACTIVATIONS = {"relu": "Relu", "leaky_relu": "LeakyRelu", "prelu": "PRelu", "elu": "Elu", "sigmoid": "Sigmoid"}
 
 
-def network(name: str, kept: float) -> list[Shape]:
+def network(name: str, kept: float, weights: list = ()) -> list[Shape]:
     """The layers of a published network as hls4ml built them (BatchNormalization fused into the
-    layer before it; under io_stream each Activation a layer of its own). hls4ml's single-layer
+    layer before it; under io_stream each Activation a layer of its own). A network given layer by
+    layer (``parallel|...`` or ``stream|...``) is ``layers``'. hls4ml's single-layer
     baselines are named by their parameters: ``dense:N_IN:N_OUT:ACTIVATION:IO:INITIALIZER`` (a Dense layer and a
     separate Keras activation, IO ``parallel`` or ``stream``, its weights drawn from the Keras
     initializer named), ``maxpool:RANK:PADDING`` (MaxPooling1D on 121 x 3 or MaxPooling2D on 18 x 15 x 3,
     pool 2, io_parallel). The baselines' weights are in hls4ml's default ap_fixed<16,6> but for the
-    DepthwiseConv2D test's fixed<32,12>; the unpruned jet tagger's are JSC_TRAINED_OCTAVES, the other networks'
-    are not published (every product counts as a full-width one)."""
+    DepthwiseConv2D test's fixed<32,12>; ``weights`` (each kernel layer's, in order) where the design's are
+    published, else none (every product counts as a full-width one)."""
+    if name.split("|")[0] in ("parallel", "stream"):
+        return layers(name, kept, weights)
     kind, *parameters = name.split(":")
     if kind == "dense":
         n_in, n_out, activation, io, initializer = parameters
@@ -136,12 +138,6 @@ def network(name: str, kept: float) -> list[Shape]:
         out = [(n + 1) // 2 if padding == "same" else n // 2 for n in size]
         return [Shape("window", 2 ** len(size), channels, math.prod(out), False, 0, math.prod(out) * channels, False,
                       input_values=math.prod(size) * channels)]
-    if name == "jsc":  # the jet-tagging MLP 16-64-32-32-5, Softmax last (io_parallel); unpruned, the weights of
-        # hls4ml's own training (which weights pruning kept is not published)
-        layers = [(16, 64), (64, 32), (32, 32), (32, 5)]
-        trained = [octaves + (0,) * (OCTAVES - len(octaves)) if kept == 1.0 else () for octaves in JSC_TRAINED_OCTAVES]
-        return [_dense(n_in, n_out, kept, k == len(layers) - 1, weight_octaves=trained[k])
-                for k, (n_in, n_out) in enumerate(layers)]
     if name == "svhn_cnn":  # hls4ml tutorial part 6: 32x32x3, conv 16-16-24 (3x3 valid) + 2x2 pools, dense 42-64-10
         shapes, size, channels = [], 32, 3
         for filters in (16, 16, 24):
@@ -166,6 +162,76 @@ def network(name: str, kept: float) -> list[Shape]:
         return [Shape("kernel", 4 * 4 * 3, 32, 7 * 7, False, 0, 7 * 7 * 32, False, input_values=28 * 28 * 3,
                       weight_octaves=drawn_octaves("normal", 48, 512, 4 * 4 * 3 * 32, HLS4ML_INTEGER))]
     raise KeyError(name)
+
+
+def layers(spec: str, kept: float, weights: list = ()) -> list[Shape]:
+    """A network given layer by layer, '|' between layers: its io type (``parallel`` or ``stream``), ``in
+    DIMS`` (``16``, ``128x9``, ``28x28x1``: spatial sizes then channels), then in order ``dense N``, ``conv F kK
+    [same]`` (stride 1), ``dwconv kK [same]`` (depthwise), ``pwconv F`` (1x1), ``maxpool P``, ``gmaxpool``
+    (global), ``bn`` (a BatchNormalization hls4ml keeps as a layer), ``flatten``, and activations (``relu``,
+    ``sigmoid``, ...; ``softmax`` goes with the dense layer before it, as its Softmax). ``weights``: each
+    kernel layer's octaves, in order (none: unknown). Under io_stream every layer but the last writes a FIFO."""
+    io, first, *rest = spec.split("|")
+    streamed = io == "stream"
+    *spatial, channels = [int(d) for d in first.split()[1].split("x")]
+    octaves = iter(weights or ())
+    shapes: list[Shape] = []
+
+    def fifo(pixels: int, width: int) -> tuple:
+        return ((pixels, width),) if streamed else ()
+
+    for token in rest:
+        op, *args = token.split()
+        pixels, read = math.prod(spatial), math.prod(spatial) * channels
+        if op in ("conv", "dwconv", "pwconv"):
+            k = 1 if op == "pwconv" else int(args[-2 if args[-1] == "same" else -1][1:])
+            filters = channels if op == "dwconv" else int(args[0])
+            out = spatial if "same" in args else [n - k + 1 for n in spatial]
+            taps = k ** len(spatial)
+            shapes.append(Shape("kernel", max(1, math.ceil(taps * (1 if op == "dwconv" else channels) * kept)),
+                                filters, math.prod(out), streamed, (k - 1) * math.prod(spatial[1:]) * channels,
+                                math.prod(out) * filters, False, input_values=read,
+                                fifos=fifo(math.prod(out), filters), window_values=taps * channels,
+                                weight_octaves=next(octaves, ())))
+            spatial, channels = out, filters
+        elif op == "dense":
+            shapes.append(_dense(read, int(args[0]), kept, streamed=streamed, weight_octaves=next(octaves, ())))
+            spatial, channels = [], int(args[0])
+        elif op == "softmax":
+            shapes[-1] = dataclasses.replace(shapes[-1], softmax=True)
+        elif op in ("maxpool", "gmaxpool"):
+            size = int(args[0]) if op == "maxpool" else max(spatial)
+            out = [n // size for n in spatial]
+            shapes.append(Shape("window", size ** len(spatial), channels, math.prod(out), streamed,
+                                (size - 1) * math.prod(spatial[1:]) * channels, math.prod(out) * channels, False,
+                                input_values=read, fifos=fifo(math.prod(out), channels),
+                                window_values=size ** len(spatial) * channels))
+            spatial = [] if op == "gmaxpool" else out
+        elif op == "bn":
+            shapes.append(Shape("elementwise", 1, channels, pixels, streamed, 0, read, False, input_values=read,
+                                fifos=fifo(pixels, channels)))
+        elif op == "flatten":
+            spatial, channels = [], read
+        else:  # an activation
+            shapes.append(_activation(KERAS_ACTIVATIONS[op], channels, streamed, max(1, pixels),
+                                      fifo=streamed))
+    if streamed:  # the last layer writes the top's port, not a FIFO
+        shapes[-1] = dataclasses.replace(shapes[-1], fifos=())
+    return shapes
+
+
+def published_weights(folder: str, integer: int) -> list[tuple[int, ...]]:
+    """Each kernel layer's weights (``precision.weight_octaves`` in ap_fixed<W, ``integer``>) from the
+    design's committed weights, in layer order (a separable convolution's depthwise half first); none
+    when they are not found here."""
+    for root in WEIGHTS:
+        path = root / folder / "weights.npz"
+        if path.is_file():
+            arrays = np.load(path)
+            order = sorted((k for k in arrays.files if not k.endswith("_bn")),
+                           key=lambda k: (int(k.split("_")[0][1:]), k.endswith("_pw")))
+            return [weight_octaves(arrays[k], integer) for k in order]
+    return []
 
 
 def fill_cycles(shape: Shape, reuse_factor: int, bits: int) -> int:
@@ -204,13 +270,16 @@ def points() -> list[dict]:
                 result.append({"source": row["source"], "network": row["network"], "part": row["part"],
                                "kind": row["kind"], "use": row["use"]})
                 continue
-            figures = network_estimate(network(row["network"], float(row["kept"])), int(row["reuse_factor"]),
-                                       int(row["bits"]))
+            weights = published_weights(row["weights"], HLS4ML_INTEGER) if row["weights"] else []
+            figures = network_estimate(network(row["network"], float(row["kept"]), weights),
+                                       int(row["reuse_factor"]), int(row["bits"]))
             for metric in METRICS:
                 if row[metric]:
                     result.append({"source": row["source"], "network": row["network"], "part": row["part"],
                                    "metric": metric, "published": int(row[metric]), "estimate": figures[metric],
-                                   "kind": row["kind"], "use": row["use"], "id": row["id"]})
+                                   "kind": row["kind"], "use": row["use"], "id": row["id"],
+                                   "weights": "published" if weights else
+                                   ("not found here" if row["weights"] else "not published")})
     return result
 
 
@@ -237,7 +306,9 @@ def main() -> None:
             print(f"{p['id']:<26} {p['kind']:<6} {p['use']:<8} {p['metric']:<15} {p['published']:>10} "
                   f"{p['estimate']:>10} {ratio:>7.2f}{'' if within(p) else '  outside'}")
     print("\nshare within the bar (DSP, BRAM18, latency: +-25 %; LUT, FF: +-50 %)")
-    groups = {"fit": lambda p: p["use"] == "fit", "holdout": lambda p: p["use"] == "holdout",
+    # held-out first: rows marked so when they were added, before any rule looked at them (a rule set on
+    # one moves it to "fit" in the same commit); the fit rows' share is in-sample
+    groups = {"holdout": lambda p: p["use"] == "holdout", "fit": lambda p: p["use"] == "fit",
               "networks": lambda p: BASELINES not in p["source"], "baselines": lambda p: BASELINES in p["source"],
               "all": lambda p: True}
     for use, member in groups.items():
@@ -248,6 +319,11 @@ def main() -> None:
             cells.append(f"{metric} {sum(map(within, of))}/{len(of)}" + (f" ({100 * sum(map(within, of)) / len(of):.1f} %)"
                                                                         if of else ""))
         print(f"  {use:<9} " + ", ".join(cells))
+    unknown = sorted({p["id"] for p in compared if p["weights"] != "published"})
+    known = sorted({p["id"] for p in compared if p["weights"] == "published"})
+    print(f"weights: published for {len(known)} rows ({', '.join(known) or 'none'}); the other {len(unknown)} are "
+          f"estimated from their architecture (a baseline's drawn from its Keras initializer, a network's products "
+          f"all full width)")
     worst = sorted(compared, key=lambda p: -abs(math.log(max(p["estimate"], 1) / max(p["published"], 1))))[:8]
     print("worst points (estimate / published): " + "; ".join(
         f"{p['id']} {p['metric']} {p['estimate']}/{p['published']}" for p in worst))
