@@ -15,6 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 import networks
 from conftest import BATCHES
 from hetdeploy.cli import main
+from hetdeploy.samples import hold_out
 
 
 def hetdeploy(*args, cwd=None):
@@ -301,7 +302,7 @@ def test_calibration_data_sizes_each_unit_and_the_error_is_reported(built, tmp_p
         return int(precision.split("<")[1].split(",")[1])
 
     model, default = built("jet_tagger_mlp")
-    wide = np.random.default_rng(2).normal(0, 40, size=(6, 16)).astype(np.float32)  # far beyond N(0, 1)
+    wide = np.random.default_rng(2).normal(0, 40, size=(8, 16)).astype(np.float32)  # far beyond N(0, 1)
     np.save(tmp_path / "calibration.npy", wide)
     out = tmp_path / "calibrated"
     result = hetdeploy("build", model, "--board", "pynq-z2", "-o", out, "--policy", "support",
@@ -311,14 +312,18 @@ def test_calibration_data_sizes_each_unit_and_the_error_is_reported(built, tmp_p
     plans = [json.loads((d / "plan.json").read_text())["subfunctions"][0] for d in (default, out)]
     first_input = [p["memory"]["buffers"][0] for p in plans]
     assert integer_bits(first_input[1]["precision"]) >= integer_bits(first_input[0]["precision"]) + 4
-    for unit in plans[1]["execution_units"]:
-        assert unit["verification"]["samples"] == 6 and unit["verification"]["passed"]
+    for unit in plans[1]["execution_units"]:  # checked on the 2 of 8 samples held out of sizing
+        assert unit["verification"]["samples"] == 2 and unit["verification"]["passed"]
     # where the ranges came from, said in the build and kept in plan.json
     assert "precision sized on 6 samples of calibration.npy" in result.stderr
     calibrations = [json.loads((d / "plan.json").read_text())["calibration"] for d in (default, out)]
     assert calibrations[0]["source"] == "synthetic" and calibrations[0]["samples"] == 4
+    assert calibrations[0]["verified_on"] == 5  # 4 of another seed stream and 1 at the edges of the sized range
+    sized = np.delete(wide, hold_out(list(wide), 0)[1], axis=0)
     assert calibrations[1] == {"source": "file", "samples": 6, "file": "calibration.npy",
-                               "input_ranges": {"input": [float(wide.min()), float(wide.max())]}}
+                               "input_ranges": {"input": [float(sized.min()), float(sized.max())]},
+                               "verified_on": 2,
+                               "verification": "2 of the 8 samples of calibration.npy, held out (never sized on)"}
 
 
 def test_failed_verification_leaves_previous_build_untouched_and_keeps_its_evidence(tmp_path):
