@@ -92,3 +92,18 @@ def test_error_budget_mistakes_are_one_line(jet_tagger, tmp_path, capsys):
     assert main(["plan", str(quantized), "--board", "pynq-z2", "--error-budget", "0.05"]) == 2
     err = capsys.readouterr().err
     assert "quantized already" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_budget_measures_error_as_verify_does():
+    """One measure (verify's): the worst output's max abs error over its own peak; a NaN or Inf on either
+    side is an infinite error (a NaN in the reference used to score 0), and so is any error against an
+    all-zero output (which used to be judged against a peak of 1)."""
+    ones, zeros = np.ones((1, 4), np.float32), np.zeros((1, 4), np.float32)
+    assert budget.relative_error([{"y": 0.9 * ones}], [{"y": ones}]) == pytest.approx(0.1)
+    assert budget.relative_error([{"y": ones, "z": 100 * ones}], [{"y": ones, "z": 50 * ones}]) == 1.0
+    with_nan = ones.copy()
+    with_nan[0, 1] = np.nan
+    assert budget.relative_error([{"y": ones}], [{"y": with_nan}]) == float("inf")
+    assert budget.relative_error([{"y": with_nan}], [{"y": ones}]) == float("inf")
+    assert budget.relative_error([{"y": 0.01 * ones}], [{"y": zeros}]) == float("inf")
+    assert budget.relative_error([{"y": zeros}], [{"y": zeros}]) == 0.0
