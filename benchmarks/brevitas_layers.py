@@ -181,9 +181,10 @@ def run_case(name: str, path: Path, folder: Path, plan_only: bool, board: str) -
     data = np.load(folder / f"{name}.npz")
     half = SAMPLES // 2
     np.save(folder / f"{name}_calibration.npy", data["x"][:half])
+    np.save(folder / f"{name}_check.npy", data["x"][half:])  # what the build verifies on: the half compared below
     row: dict = {"case": name}
     options = BuildOptions(model=path, board=board, out_dir=folder / f"{name}_build", policy="support",
-                           calibration=folder / f"{name}_calibration.npy")
+                           calibration=folder / f"{name}_calibration.npy", verify_input=folder / f"{name}_check.npy")
     try:
         loaded, _, plan = plan_stages(options, lambda number, message: None)
         if not plan_only:

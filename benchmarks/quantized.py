@@ -94,13 +94,15 @@ def exports(board: str, folder: Path) -> list[dict]:
     np.save(folder / "x_test.npy", x_test)
     np.save(folder / "y_test.npy", y_test.astype(np.int64))
     np.save(folder / "calibration.npy", x_test[:CALIBRATION])
+    np.save(folder / "check.npy", x_test[CALIBRATION:2 * CALIBRATION])  # the build's own check: images it did not size on
     rows = []
     for name in EXPORTED:
         out = folder / name
         row = {"model": name, "framework_accuracy": float(np.load(EXPORTS / f"{name}.npz")["accuracy"])}
         try:
             plan = build(BuildOptions(model=EXPORTS / f"{name}.onnx", board=board, out_dir=out, policy="support",
-                                      calibration=folder / "calibration.npy"), progress=lambda message: None)
+                                      calibration=folder / "calibration.npy", verify_input=folder / "check.npy"),
+                         progress=lambda message: None)
         except UserError as err:
             rows.append({**row, "error": str(err)})
             continue
