@@ -175,6 +175,8 @@ def emulate_samples(build_dir: Path, plan: Plan, samples: list[dict[str, np.ndar
     if any(s.kind == "gpu" and not engine.endswith("CUDA")
            for s, engine in zip(plan.subfunctions, comparison.engines)):
         notes.append("no CUDA provider in this onnxruntime: GPU subfunctions ran on the CPU provider")
+    if not comparison.passed:
+        notes += why_out_of_tolerance(plan, samples, comparison)
     accuracy = None
     if labels is not None:
         output = plan.outputs[0].name
@@ -185,6 +187,31 @@ def emulate_samples(build_dir: Path, plan: Plan, samples: list[dict[str, np.ndar
         if benchmark else None
     return EmulationResult(plan, comparison, notes, comparison.engines, accuracy,
                            summary)
+
+
+def why_out_of_tolerance(plan: Plan, samples: list[dict[str, np.ndarray]], comparison: verify.Comparison
+                         ) -> list[str]:
+    """What can be known of why an emulation is out of tolerance: inputs beyond the ranges the build
+    sized its fixed-point types on, and FPGA outputs whose reference goes beyond what their types hold."""
+    reasons = []
+    calibration = plan.calibration
+    if calibration is not None:
+        for name, (low, high) in calibration.input_ranges.items():
+            least = min(float(np.min(s[name])) for s in samples if name in s)
+            most = max(float(np.max(s[name])) for s in samples if name in s)
+            if least < low or most > high:
+                sized = (f"{calibration.samples} samples of {calibration.file}" if calibration.source == "file" else
+                         f"{calibration.samples} synthetic N(0, 1) samples")
+                reasons.append(f"input '{name}' spans {least:.4g} to {most:.4g} here, beyond the {low:.4g} to "
+                               f"{high:.4g} of the {sized} the FPGA's types were sized on: rebuild with --calibration "
+                               f"X.npy holding inputs like these")
+    for sub, check in zip(plan.subfunctions, comparison.subfunctions):
+        for tensor in (t for t in check.tensors.values() if t.saturated):
+            low, high = tensor.range
+            reasons.append(f"{sub.name}: {tensor.saturated} of {tensor.values} values of '{tensor.tensor}' go beyond "
+                           f"what its type holds ({low:g} to {high:g}; the reference reaches {tensor.beyond:g}), "
+                           f"so they saturate")
+    return reasons
 
 
 def unseen_sample(plan: Plan, seed: int) -> tuple[list[dict[str, np.ndarray]], str]:

@@ -212,6 +212,19 @@ def build_steps(build_dir: Path) -> dict[str, float]:
     return {**quantizer_steps(build_dir / "model.onnx"), **quantizer_steps(build_dir / "source.onnx")}
 
 
+def output_ranges(sub) -> dict[str, tuple[float, float]]:
+    """What an FPGA subfunction's output buffers hold (their fixed-point types'), so that its check counts
+    the reference values beyond them; none for a CPU or GPU subfunction."""
+    ranges = {}
+    for buffer in sub.memory.buffers if sub.hls is not None and sub.memory is not None else []:
+        if buffer.tensor in sub.outputs:
+            try:
+                ranges[buffer.tensor] = fixed_range(buffer.precision)
+            except ValueError:  # not an ap_fixed type (a one-bit or integer buffer): nothing to count
+                pass
+    return ranges
+
+
 def compare(plan: Plan, device, reference, source: OrtModel, samples: list[dict[str, np.ndarray]], batch: int = 1,
             pipelined: bool = True, times: Optional[runtime.StreamTimes] = None,
             steps: Optional[dict[str, float]] = None) -> Comparison:
@@ -220,7 +233,8 @@ def compare(plan: Plan, device, reference, source: OrtModel, samples: list[dict[
     the very inputs it got (so an error upstream is not counted against it), and the final outputs
     against the user's model. ``steps``: the quantized tensors' steps (``build_steps``)."""
     steps = steps or {}
-    checks = [SubfunctionCheck(s.name, s.kind, plan.relative_tolerance, steps=steps) for s in plan.subfunctions]
+    checks = [SubfunctionCheck(s.name, s.kind, plan.relative_tolerance, ranges=output_ranges(s), steps=steps)
+              for s in plan.subfunctions]
     pipeline = SubfunctionCheck("overall", "pipeline", plan.relative_tolerance, steps=steps)
     envs = runtime.stream(plan, device, samples, batch, pipelined, times)
     names = [o.name for o in plan.outputs]

@@ -209,3 +209,23 @@ def test_held_out_samples_beyond_the_sized_range_stop_the_build_naming_the_unit(
     assert main(["build", str(JET), "--board", "pynq-z2", "--policy", "support", "--calibration",
                  str(tmp_path / "small.npy"), "--verify-input", str(tmp_path / "small.npy"),
                  "-o", str(tmp_path / "small")]) == 0
+
+
+def test_an_emulation_out_of_tolerance_says_why_when_it_can_be_known(built, tmp_path, capsys):
+    """Inputs 100 times the range the build sized its types on: emulate fails and says so, names the
+    FPGA outputs that saturate on them (with the value reached) and the fix; in range, no such note."""
+    _, out = built("split_by_lrn")
+    x = np.random.default_rng(4).normal(size=(2, 3, 14, 14)).astype(np.float32)
+    np.save(tmp_path / "large.npy", 100 * x)
+    capsys.readouterr()
+    assert main(["emulate", str(out), "--input", str(tmp_path / "large.npy"), "--json"]) == 3
+    notes = json.loads(capsys.readouterr().out)["notes"]
+    sized = json.loads((out / "plan.json").read_text())["calibration"]["input_ranges"]["input"]
+    assert any(n.startswith(f"input 'input' spans {float(np.min(100 * x)):.4g} to {float(np.max(100 * x)):.4g} here, "
+                            f"beyond the {sized[0]:.4g} to {sized[1]:.4g} of the 4 synthetic N(0, 1) samples")
+               and "--calibration" in n for n in notes)
+    assert any(n.startswith("sf0_fpga: ") and "go beyond what its type holds" in n and "the reference reaches" in n
+               for n in notes)
+    np.save(tmp_path / "small.npy", 0.5 * x)
+    assert main(["emulate", str(out), "--input", str(tmp_path / "small.npy"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == []
