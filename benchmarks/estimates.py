@@ -17,11 +17,12 @@ plus each other layer's fill, its estimate for one vector (none for an activatio
 An io_parallel network is one hls4ml project, which holds its input in registers once (its later layers read the
 wires before them), where each of hetdeploy's units is a project of its own and holds its input.
 
-Prints one row per point and metric (``--json``: a list of {source, network, part, metric, published,
-estimate, kind, use}), then the share of points within the issue's bars per metric (DSP, BRAM18 and latency
-within +-25 %, LUT and FF within +-50 %), first for the points held out (``use`` = holdout: marked so when
-added, before any rule looked at them), then for those the constants were fitted on (fit: in-sample), for whole networks and hls4ml's single-layer baselines apart, and the worst
-points. Run by hand; tests check behaviour, never time.
+Prints one row per point and metric, then the share of points within the issue's bars per metric (DSP,
+BRAM18 and latency within +-25 %, LUT and FF within +-50 %): first for the points held out (``use`` = holdout:
+marked so when added, before any rule looked at them), then for those the constants were fitted on (fit:
+in-sample), for whole networks and hls4ml's single-layer baselines apart, and the worst points. ``--json``:
+JSON only, {points: [{id, source, network, part, metric, published, estimate, kind, use, weights}], shares,
+not_compared}. Run by hand; tests check behaviour, never time.
 """
 
 from __future__ import annotations
@@ -290,35 +291,43 @@ def within(point: dict) -> bool:
     return abs(estimated - published) / published <= BARS[point["metric"]]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print the points as JSON, then the shares")
-    args = parser.parse_args()
-    found = points()
-    compared = [p for p in found if "metric" in p]
-    if args.json:
-        print(json.dumps([{k: p[k] for k in ("source", "network", "part", "metric", "published", "estimate", "kind",
-                                              "use")} for p in compared], indent=1))
-    else:
-        print(f"{'point':<26} {'kind':<6} {'use':<8} {'metric':<15} {'published':>10} {'estimate':>10} {'ratio':>7}")
-        for p in compared:
-            ratio = p["estimate"] / p["published"] if p["published"] else float("nan")
-            print(f"{p['id']:<26} {p['kind']:<6} {p['use']:<8} {p['metric']:<15} {p['published']:>10} "
-                  f"{p['estimate']:>10} {ratio:>7.2f}{'' if within(p) else '  outside'}")
-    print("\nshare within the bar (DSP, BRAM18, latency: +-25 %; LUT, FF: +-50 %)")
-    # held-out first: rows marked so when they were added, before any rule looked at them (a rule set on
-    # one moves it to "fit" in the same commit); the fit rows' share is in-sample
+def shares(compared: list[dict]) -> dict[str, dict[str, list[int]]]:
+    """Per group of points (held out first: rows marked so when they were added, before any rule looked at
+    them, a rule set on one moving it to "fit" in the same commit; the fit rows' share is in-sample), per
+    metric: [points within the bar, points]."""
     groups = {"holdout": lambda p: p["use"] == "holdout", "fit": lambda p: p["use"] == "fit",
               "networks": lambda p: BASELINES not in p["source"], "baselines": lambda p: BASELINES in p["source"],
               "all": lambda p: True}
-    for use, member in groups.items():
-        mine = [p for p in compared if member(p)]
-        cells = []
-        for metric in METRICS:
-            of = [p for p in mine if p["metric"] == metric]
-            cells.append(f"{metric} {sum(map(within, of))}/{len(of)}" + (f" ({100 * sum(map(within, of)) / len(of):.1f} %)"
-                                                                        if of else ""))
-        print(f"  {use:<9} " + ", ".join(cells))
+    return {group: {metric: [sum(map(within, of)), len(of)]
+                    for metric in METRICS
+                    for of in [[p for p in compared if member(p) and p["metric"] == metric]]}
+            for group, member in groups.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print JSON only: the points, the shares per group and "
+                        "metric ([within, of]), the rows not compared")
+    args = parser.parse_args()
+    found = points()
+    compared = [p for p in found if "metric" in p]
+    by_group = shares(compared)
+    if args.json:
+        print(json.dumps({"points": [{k: p[k] for k in ("id", "source", "network", "part", "metric", "published",
+                                                         "estimate", "kind", "use", "weights")} for p in compared],
+                          "shares": by_group,
+                          "not_compared": [{"source": p["source"], "use": p["use"]} for p in found
+                                           if "metric" not in p]}, indent=1))
+        return
+    print(f"{'point':<26} {'kind':<6} {'use':<8} {'metric':<15} {'published':>10} {'estimate':>10} {'ratio':>7}")
+    for p in compared:
+        ratio = p["estimate"] / p["published"] if p["published"] else float("nan")
+        print(f"{p['id']:<26} {p['kind']:<6} {p['use']:<8} {p['metric']:<15} {p['published']:>10} "
+              f"{p['estimate']:>10} {ratio:>7.2f}{'' if within(p) else '  outside'}")
+    print("\nshare within the bar (DSP, BRAM18, latency: +-25 %; LUT, FF: +-50 %)")
+    for group, metrics in by_group.items():
+        print(f"  {group:<9} " + ", ".join(f"{metric} {hit}/{of}" + (f" ({100 * hit / of:.1f} %)" if of else "")
+                                           for metric, (hit, of) in metrics.items()))
     unknown = sorted({p["id"] for p in compared if p["weights"] != "published"})
     known = sorted({p["id"] for p in compared if p["weights"] == "published"})
     print(f"weights: published for {len(known)} rows ({', '.join(known) or 'none'}); the other {len(unknown)} are "
