@@ -9,8 +9,9 @@ repository, commit and report), and two FINN designs (BNN-PYNQ) the estimator do
 configuration (network, fixed-point bits, reuse factor, fraction of the multiplications pruning kept; a network
 given layer by layer, ``layers``) goes through ``units.estimate`` layer by layer, with the design's own
 weights where its project committed them (the ``weights`` column, a folder of the shared data
-synthesis-weights; else estimated from the architecture, and the output says which rows); the rows are compared like with like: an HLS report's figures with
-the estimate, a synthesis or implementation result with the same estimate (the table's ``kind`` says which).
+synthesis-weights; else estimated from the architecture, and the output says which rows); the rows are
+compared like with like: an HLS report's figures with the estimate, a synthesis or implementation result with
+the same estimate (the table's ``kind`` says which).
 Latency is the units' arithmetic (``compute_cycles``: hls4ml's own design; hetdeploy's arena moves are not in a
 standalone hls4ml project): summed for io_parallel networks; for io_stream ones (dataflow) the slowest layer
 plus each other layer's fill, its estimate for one vector (none for an activation without a lookup table).
