@@ -425,8 +425,16 @@ def _node_setting(check, expected: str):
     return convert
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, its mistakes one line on stderr (not the usage block first) and exit 2, as every other bad
+    input; --help still shows the usage. Its subcommands' parsers are of this class too."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} ('{self.prog} --help' shows the usage)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
+    top = OneLineParser(
         prog="hetdeploy",
         description="Deploy an ONNX network onto a heterogeneous CPU/GPU/FPGA board.",
     )
