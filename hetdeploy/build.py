@@ -295,10 +295,12 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tupl
     step(2, f"loading board {options.board}")
     board = load_board(options.board)
     _model_node_names(options, loaded, board)
+    # a sample file that is missing or of the wrong shape is a mistake now, for `plan` too, not at build time
+    samples = build_samples(options, loaded.inputs) if options.calibration or options.verify_input else None
     search = None
     if options.error_budget is not None:
         step(3, f"searching the fewest bits per FPGA layer within a relative error of {options.error_budget:g}")
-        search = search_layer_widths(loaded, board, options)
+        search = search_layer_widths(loaded, board, options, samples or build_samples(options, loaded.inputs))
     step(3, f"partitioning ({options.policy} policy) and folding FPGA execution units")
     plan = partition(loaded, board, options)
     plan.precision_search = search
@@ -339,7 +341,8 @@ def _model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) 
     options.devices = {node("--device", n): v for n, v in options.devices.items()}
 
 
-def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions) -> PrecisionSearch:
+def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions,
+                        samples: BuildSamples) -> PrecisionSearch:
     """--error-budget: the fewest bits for each layer an FPGA of the board could run that keep the
     simulated fixed-point model within the budget on the calibration samples (``budget.py``); the
     widths go onto the graph's nodes, which the partitioner, folding and HLS generation read."""
@@ -349,8 +352,7 @@ def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions
     if not fpgas:
         raise UserError(f"--error-budget: board {board.name} has no FPGA, which is what the budget sizes")
     groups = budget.layer_groups(loaded.graph, lambda i: any(d.why_not(loaded.graph.nodes[i]) is None for d in fpgas))
-    samples = build_samples(options, loaded.inputs).sizing
-    feeds = [runtime.model_feeds(loaded.input_reshapes, sample) for sample in samples]
+    feeds = [runtime.model_feeds(loaded.input_reshapes, sample) for sample in samples.sizing]
     error = budget.error_function(loaded.model, groups, feeds, run_in_memory)
     result = budget.search_widths(list(groups), budget.weighted_cost(loaded.graph, groups), error,
                                   options.error_budget, options.width)
@@ -360,7 +362,7 @@ def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions
     chosen = budget.chosen_node_widths(groups, result)
     for node in loaded.graph.nodes:
         node.width = chosen.get(node.name)
-    return PrecisionSearch(options.error_budget, result.error, result.evaluations, len(samples), result.widths)
+    return PrecisionSearch(options.error_budget, result.error, result.evaluations, len(samples.sizing), result.widths)
 
 
 def empty_fpga_note(plan: Plan, board: Board) -> Optional[str]:

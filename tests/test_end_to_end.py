@@ -283,6 +283,11 @@ def test_reuse_factor_and_calibration_mistakes_are_one_line(tmp_path):
     one_line_error(hetdeploy("build", model, "--board", "pynq-z2", "-o", out, *support, "--calibration",
                              tmp_path / "calibration.npy"), "calibration.npy", "shape [3, 15]", "[1, 16]")
     assert not out.exists()
+    for flag in ("--calibration", "--verify-input"):  # `plan` reads them too: a mistake is not left to `build`
+        one_line_error(hetdeploy("plan", model, "--board", "pynq-z2", flag, tmp_path / "calibration.npy"),
+                       "calibration.npy", "shape [3, 15]")
+        one_line_error(hetdeploy("plan", model, "--board", "pynq-z2", flag, tmp_path / "missing.npy"),
+                       "missing.npy: input file not found")
     a_file = tmp_path / "a_file"
     a_file.write_text("")
     one_line_error(hetdeploy("build", model, "--board", "pynq-z2", "-o", a_file / "sub"), "a_file is a file, not a folder")
