@@ -1,7 +1,8 @@
 """The ``hetdeploy`` command.
 
 Exit codes: 0 success; 2 bad input (model, board, options); 3 C-simulation or
-emulation out of tolerance; 1 an internal error (a bug: the traceback is kept).
+emulation out of tolerance; 4 build --synth without the vendor tools (built, not synthesised); 1 an
+internal error (a bug: the traceback is kept).
 """
 
 from __future__ import annotations

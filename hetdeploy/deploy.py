@@ -19,7 +19,7 @@ import numpy as np
 
 from . import processes
 from .board import Board
-from .errors import ToolError
+from .errors import SynthesisNotRun, ToolError
 from .hls_top import template
 from .names import identifier
 from .ort_adapter import providers_for
@@ -164,8 +164,8 @@ def _run_tool(command: list[str], folder: Path) -> None:
 
 
 def synthesize(plan: Plan, build_dir: Path, progress: Callable[[str], None]) -> str:
-    """Run the HLS and Vivado scripts when the tools are on PATH; else say what was written and how to
-    run it. Returns the line to show the user."""
+    """Run the HLS and Vivado scripts when the tools are on PATH; else raise SynthesisNotRun, saying
+    what was written and how to run it. Returns the line to show the user."""
     hls_tool = shutil.which("vitis_hls") or shutil.which("vivado_hls")
     vivado = shutil.which("vivado")
     fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
@@ -174,9 +174,10 @@ def synthesize(plan: Plan, build_dir: Path, progress: Callable[[str], None]) -> 
     if hls_tool is None or vivado is None or not (build_dir / "vivado" / "design.tcl").exists():
         missing = " and ".join(t for t, p in (("vitis_hls/vivado_hls", hls_tool), ("vivado", vivado)) if p is None)
         steps = "; ".join(f"(cd {build_dir}/hls/{s.name} && vitis_hls -f build_prj.tcl)" for s in fpga)
-        return (f"--synth: {missing or 'a block design for this part'} not available here, so nothing was "
-                f"synthesised; wrote the scripts: {steps}; then (cd {build_dir}/vivado && vivado -mode batch "
-                f"-source design.tcl)")
+        raise SynthesisNotRun(f"--synth: {missing or 'a block design for this part'} not available here, so "
+                              f"nothing was synthesised (the build itself is complete in {build_dir}); wrote the "
+                              f"scripts: {steps}; then (cd {build_dir}/vivado && vivado -mode batch -source "
+                              f"design.tcl)")
     for sub in fpga:
         progress(f"      synthesising {sub.name} with {Path(hls_tool).name}")
         _run_tool([hls_tool, "-f", "build_prj.tcl"], build_dir / "hls" / sub.name)

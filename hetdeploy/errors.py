@@ -49,3 +49,11 @@ class ToolError(UserError):
     to read (exit 1, as any failure of hetdeploy's own making)."""
 
     exit_code = 1
+
+
+class SynthesisNotRun(UserError):
+    """``build --synth`` where Vitis/Vivado HLS or Vivado are not on PATH: the build is complete and in
+    place, but nothing was synthesised, so a script must be able to tell (exit 4): the line says which
+    tool is missing and how to run the scripts written."""
+
+    exit_code = 4

@@ -198,14 +198,18 @@ def test_on_the_board_ddr_weights_are_written_once_and_each_port_points_at_its_a
 
 
 def test_synth_without_vendor_tools_says_what_it_wrote(built, tmp_path):
+    """The build is complete and in place, but nothing was synthesised: exit 4, so a script can tell, and
+    one line saying which tool is missing and how to run the scripts written."""
     model, _ = built("small_cnn")
     out = tmp_path / "synth"
     result = subprocess.run([sys.executable, "-m", "hetdeploy", "build", str(model), "--board", "pynq-z2", "-o", str(out),
                              "--policy", "support", "--synth"], capture_output=True, text=True,
                             env=dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + "/usr/bin:/bin"))
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 4, result.stderr
     line = result.stderr.strip().splitlines()[-1]
-    assert line.startswith("--synth:") and "nothing was synthesised" in line and "vivado -mode batch" in line
+    assert line.startswith("hetdeploy: error: --synth:") and "nothing was synthesised" in line
+    assert "vivado -mode batch" in line and "the build itself is complete" in line
+    assert (out / "plan.json").is_file() and (out / "deploy" / "run.py").is_file()
     assert not list(out.rglob("*.bit"))
 
 
