@@ -494,6 +494,9 @@ def main(argv: list[str] | None = None) -> int:
         how = "one after another" if args.sequential or len(envs) < 2 else "pipelined"
         print(f"{sum(times.batch_sizes)} samples in {len(envs)} batch(es) of up to {args.batch}, {how}"
               f"{', emulated' if args.emulate else ''}")
+    if not args.output and not args.benchmark:  # a run that keeps nothing says what it did and how to keep it
+        print(f"ran {sum(times.batch_sizes)} samples in {len(envs)} batch(es){' (emulated)' if args.emulate else ''}; "
+              f"--output Y.npy saves the outputs, --benchmark prints the timings")
     return 0
 
 

@@ -120,6 +120,9 @@ def test_run_py_in_emulation_equals_hetdeploy_emulate_and_benchmarks(built, tmp_
                               "--output", str(tmp_path / "emulate.npy")], capture_output=True, text=True)
     assert emulate.returncode == 0, emulate.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "run.npy"), np.load(tmp_path / "emulate.npy"))
+    quiet = run_py(out, "--input", tmp_path / "x.npy", "--emulate")  # keeps nothing: says what it ran, and how to keep it
+    assert quiet.returncode == 0 and quiet.stdout.strip() == (
+        "ran 3 samples in 3 batch(es) (emulated); --output Y.npy saves the outputs, --benchmark prints the timings")
 
 
 def test_a_batch_beyond_the_build_or_none_is_one_line(built, tmp_path):
