@@ -110,6 +110,9 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress, verbose:
         progress(f"[{k}/{stages}] {what}{took}")
 
     check_output(Path(options.out_dir))  # before any work
+    if (Path(options.out_dir) / "plan.json").is_file():
+        progress(f"      {options.out_dir} holds an earlier build: this one replaces it once complete (if this one "
+                 f"fails, it stays as it is)")
     with output_lock(Path(options.out_dir)):
         plan = _build_locked(options, step, progress, log)
     progress(f"built {options.out_dir} in {time.monotonic() - started:.1f} s (step 7 took "

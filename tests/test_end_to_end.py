@@ -355,7 +355,10 @@ def test_failed_verification_leaves_previous_build_untouched_and_keeps_its_evide
     assert f"kept in {tmp_path / 'out.failed'}; its log: {tmp_path / 'out.failed' / 'build.log'}" in result.stderr
     assert (tmp_path / "out.failed" / "hls").is_dir()
     log = (tmp_path / "out.failed" / "build.log").read_text().splitlines()
-    assert log[0].startswith("[1/7] loading model") and log[-1].startswith("error: C-simulation of")
+    # the earlier build was named as replaced once this one completes, which it did not
+    assert log[0] == f"      {out} holds an earlier build: this one replaces it once complete (if this one fails, " \
+                     f"it stays as it is)"
+    assert log[1].startswith("[1/7] loading model") and log[-1].startswith("error: C-simulation of")
 
 
 def test_emulate_bad_inputs(built, tmp_path):
