@@ -126,9 +126,9 @@ def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progr
                   log: list[str]) -> Plan:
     """Stages 1 to 7, the output folder locked."""
     loaded, board, plan = plan_stages(options, step)
-    note = empty_fpga_note(plan, board)
-    if note:
-        progress(f"      {note}")
+    for note in [*loaded.notes, empty_fpga_note(plan, board)]:
+        if note:
+            progress(f"      {note}")
     with _staging(options.out_dir, log) as stage_dir:
         step(4, f"writing {len(plan.subfunctions)} subfunction models")
         samples = build_samples(options, plan.inputs)

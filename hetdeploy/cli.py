@@ -110,7 +110,8 @@ def _build(args: argparse.Namespace) -> int:
         rows += [(f"  {u.name}", u.pe, len(u.nodes), u.precision, u.verification, True) for u in sub.execution_units]
         for name, device, count, precision, v, emulated in rows:
             error = f"{v.max_abs_error:.3g}" if v else "-"
-            # the least exact of its outputs (FPGA parts alone: a CPU or GPU subfunction runs its own reference)
+            # the least exact of its outputs (FPGA parts alone: a CPU or GPU subfunction runs the float nodes
+            # of its reference)
             agreement = min((t.agreement for t in v.outputs), default="",
                             key=AGREEMENTS.index) if v and emulated else ""
             print(f"{name:<18} {device:<12} {count:>5}  {precision:<30} {error:>20}  {v.tolerance if v else 0:>9.3g}  "
@@ -123,7 +124,9 @@ def _build(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from .build import plan_stages
 
-    _, board, plan = plan_stages(_options(args, out_dir=Path("."), **_point(args)), lambda k, what: None)
+    loaded, board, plan = plan_stages(_options(args, out_dir=Path("."), **_point(args)), lambda k, what: None)
+    for note in loaded.notes:  # on stderr: --json's stdout stays JSON
+        print(f"note: {note}", file=sys.stderr)
     if args.json:
         print(plan.to_json(), end="")
         return 0

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
@@ -74,6 +74,7 @@ class LoadedModel:
     # every node of the user's model (named as in ``model``) -> the node of ``model`` it is (same
     # name) or that normalisation folded it into (None: its result reached nothing)
     traced: dict[str, Optional[str]]
+    notes: list[str] = field(default_factory=list)  # what intake changed that the user should hear of
 
 
 def load_model(path: str | Path) -> LoadedModel:
@@ -81,7 +82,7 @@ def load_model(path: str | Path) -> LoadedModel:
     source = _read(path)
     _finn_ops_as_qonnx(source, path)
     _drop_initializer_inputs(source)
-    _fix_batch(source, path)
+    fixed = _fix_batch(source, path)
     # IR 3 requires initializers among the inputs, which were just dropped
     source.ir_version = max(MIN_IR_VERSION, min(source.ir_version, MAX_IR_VERSION))
     if rewrites.default_opset(source) < ORT_MIN_OPSET:  # onnxruntime cannot run it: the conversion is the reference
@@ -99,7 +100,10 @@ def load_model(path: str | Path) -> LoadedModel:
     inputs = _specs(source, source.graph.input)
     outputs = _specs(model, model.graph.output)  # sizes the source's inference may not reach
     graph = _to_graph(model, path)
-    return LoadedModel(source, model, graph, inputs, outputs, reshapes, rewrites.trace_nodes(named, model))
+    notes = [f"input '{name}': its symbolic batch axis '{symbol}' is fixed to 1 (a call takes one sample; emulate "
+             f"and run.py take N stacked and run them in batches, --batch N samples an FPGA call)"
+             for name, symbol in fixed]
+    return LoadedModel(source, model, graph, inputs, outputs, reshapes, rewrites.trace_nodes(named, model), notes)
 
 
 def _normalise(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
@@ -364,13 +368,18 @@ def _drop_initializer_inputs(model: onnx.ModelProto) -> None:
     model.graph.input.extend(real)
 
 
-def _fix_batch(model: onnx.ModelProto, path: Path) -> None:
+def _fix_batch(model: onnx.ModelProto, path: Path) -> list[tuple[str, str]]:
+    """Every input's and output's symbolic batch axis (axis 0) fixed to 1; any other symbolic size of
+    an input refused. Returns (input, symbol) for each input whose batch axis was symbolic."""
+    fixed = []
     for value in list(model.graph.input) + list(model.graph.output):
         dims = value.type.tensor_type.shape.dim
         for axis, dim in enumerate(dims):
             if dim.HasField("dim_value") and dim.dim_value > 0:
                 continue
             if axis == 0:
+                if value in model.graph.input:
+                    fixed.append((value.name, dim.dim_param or "unnamed"))
                 dim.Clear()
                 dim.dim_value = 1
             elif value in model.graph.input:
@@ -381,6 +390,7 @@ def _fix_batch(model: onnx.ModelProto, path: Path) -> None:
                 )
             else:
                 dim.Clear()  # outputs get their sizes from shape inference
+    return fixed
 
 
 def _infer_shapes(model: onnx.ModelProto, path: Path, strict: bool) -> onnx.ModelProto:

@@ -222,7 +222,8 @@ def one_line_error(result, *fragments):
     assert result.returncode == 2, result.stdout + result.stderr
     *progress, error = result.stderr.strip().splitlines()
     assert error.startswith("hetdeploy: error: "), result.stderr
-    assert all(line.startswith("[") for line in progress), result.stderr  # only "[k/7] ..." before it
+    # only progress before it: "[k/7] ..." and their indented notes
+    assert all(line.startswith(("[", "      ")) for line in progress), result.stderr
     assert "Traceback" not in result.stderr
     for fragment in fragments:
         assert fragment in error, error

@@ -23,10 +23,24 @@ def run(model, feeds):
     return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
 
 
-def test_symbolic_batch_fixed_to_one(tmp_path):
-    loaded = load_model(save(tmp_path, networks.jet_tagger_mlp()))
+def test_symbolic_batch_fixed_to_one(tmp_path, capsys):
+    """Fixed to 1, and said (plan on stderr, so --json stays JSON; build among its progress lines); a
+    model whose batch is fixed already says nothing."""
+    from hetdeploy.cli import main
+
+    model = networks.jet_tagger_mlp()
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    loaded = load_model(save(tmp_path, model))
     assert loaded.inputs[0].shape == [1, 16]
     assert loaded.outputs[0].shape == [1, 5]
+    note = ("input 'input': its symbolic batch axis 'N' is fixed to 1 (a call takes one sample; emulate and run.py "
+            "take N stacked and run them in batches, --batch N samples an FPGA call)")
+    assert loaded.notes == [note]
+    assert main(["plan", str(tmp_path / "m.onnx"), "--board", "pynq-z2", "--json"]) == 0
+    printed = capsys.readouterr()
+    assert printed.err == f"note: {note}\n" and json.loads(printed.out)["inputs"][0]["shape"] == [1, 16]
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1
+    assert load_model(save(tmp_path, model)).notes == []
 
 
 def test_initializers_listed_as_inputs_are_not_data_inputs(tmp_path):
