@@ -447,8 +447,8 @@ def batch_problem(batch: int, most: Optional[int]) -> Optional[str]:
     ``batch``; None when nothing is."""
     if most is None or batch <= most:
         return None
-    return (f"--batch {batch}: the build's FPGA cores take at most {most} samples a call (build with "
-            f"'hetdeploy build --batch {batch}' for more)")
+    return (f"--batch {batch}: the build's FPGA cores take at most {most} sample{'s' if most > 1 else ''} a call "
+            f"(build with 'hetdeploy build --batch {batch}' for more)")
 
 
 def main(argv: list[str] | None = None) -> int:

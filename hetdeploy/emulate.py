@@ -160,6 +160,9 @@ def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0, labels_pa
     else:
         samples, note = unseen_sample(plan, seed)
         notes.append(note)
+        if benchmark:
+            notes.append("--benchmark timed that one sample: its percentiles are one call's; give --input with many "
+                         "samples for a distribution")
     labels = load_labels(labels_path) if labels_path else None
     if labels is not None and len(labels) != len(samples) * plan.inputs[0].shape[0]:
         raise UserError(f"{labels_path}: {len(labels)} labels for {len(samples) * plan.inputs[0].shape[0]} samples")

@@ -235,3 +235,23 @@ def test_block_design_uses_the_zynq_ultrascale_processing_system(tmp_path, board
     design = (tmp_path / "vivado" / "design.tcl").read_text()
     assert f"-part {part}" in design and "zynq_ultra_ps_e" in design and "S_AXI_HP0_FPD" in design
     assert load_board(board).name in (tmp_path / "deploy" / "README.md").read_text()
+
+
+def test_emulate_benchmark_says_what_it_timed(built, tmp_path, capsys):
+    """Without --input, --benchmark times one sample: emulate says so, beside the note that the sample is
+    one the build never saw; with --input of many samples, no such note. A batch beyond the build's one
+    sample a call is one line, in the singular."""
+    from hetdeploy.cli import main
+
+    _, out = built("small_cnn")
+    capsys.readouterr()
+    assert main(["emulate", str(out), "--benchmark", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["benchmark"] and report["notes"][1] == ("--benchmark timed that one sample: its percentiles are "
+                                                          "one call's; give --input with many samples for a "
+                                                          "distribution")
+    np.save(tmp_path / "x.npy", np.random.default_rng(6).normal(size=(3, 1, 28, 28)).astype(np.float32))
+    assert main(["emulate", str(out), "--benchmark", "--input", str(tmp_path / "x.npy"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == []
+    assert main(["emulate", str(out), "--batch", "8", "--input", str(tmp_path / "x.npy")]) == 2
+    assert "take at most 1 sample a call (build with 'hetdeploy build --batch 8' for more)" in capsys.readouterr().err
