@@ -105,9 +105,10 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress, verbose:
 
     def step(k: int, what: str) -> None:
         now = time.monotonic()
-        took = f" (step {last[0]} took {now - last[1]:.1f} s)" if last[0] else ""
+        if last[0]:  # the step before ends with its own time, under its own lines
+            progress(f"      step {last[0]} took {now - last[1]:.1f} s")
         last[:] = [k, now]
-        progress(f"[{k}/{stages}] {what}{took}")
+        progress(f"[{k}/{stages}] {what}")
 
     check_output(Path(options.out_dir))  # before any work
     if (Path(options.out_dir) / "plan.json").is_file():
@@ -115,8 +116,8 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress, verbose:
                  f"fails, it stays as it is)")
     with output_lock(Path(options.out_dir)):
         plan = _build_locked(options, step, progress, log)
-    progress(f"built {options.out_dir} in {time.monotonic() - started:.1f} s (step 7 took "
-             f"{time.monotonic() - last[1]:.1f} s)")
+    progress(f"      step 7 took {time.monotonic() - last[1]:.1f} s")
+    progress(f"built {options.out_dir} in {time.monotonic() - started:.1f} s")
     if options.synth:
         progress(synthesize(plan, options.out_dir, progress))
     return plan
@@ -125,10 +126,10 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress, verbose:
 def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progress: Reporter,
                   log: list[str]) -> Plan:
     """Stages 1 to 7, the output folder locked."""
-    loaded, board, plan = plan_stages(options, step)
-    for note in [*loaded.notes, empty_fpga_note(plan, board)]:
-        if note:
-            progress(f"      {note}")
+    loaded, board, plan = plan_stages(options, step, lambda note: progress(f"      {note}"))
+    note = empty_fpga_note(plan, board)
+    if note:
+        progress(f"      {note}")
     with _staging(options.out_dir, log) as stage_dir:
         step(4, f"writing {len(plan.subfunctions)} subfunction models")
         samples = build_samples(options, plan.inputs)
@@ -290,11 +291,15 @@ def _calibration_note(calibration: Calibration, seed: int) -> str:
             f"data: it assumes inputs like {ranges}; pass --calibration X.npy with real inputs{verified}")
 
 
-def plan_stages(options: BuildOptions, step: Callable[[int, str], None]) -> tuple[LoadedModel, Board, Plan]:
-    """Stages 1 to 3, which ``hetdeploy plan`` runs on their own."""
+def plan_stages(options: BuildOptions, step: Callable[[int, str], None],
+                note: Callable[[str], None] = lambda line: None) -> tuple[LoadedModel, Board, Plan]:
+    """Stages 1 to 3, which ``hetdeploy plan`` runs on their own; ``note`` gets what intake changed that
+    the user should hear of (a symbolic batch axis fixed to 1)."""
     settle_options(options)
     step(1, f"loading model {options.model}")
     loaded = load_model(options.model)
+    for line in loaded.notes:
+        note(line)
     step(2, f"loading board {options.board}")
     board = load_board(options.board)
     _model_node_names(options, loaded, board)

@@ -124,9 +124,8 @@ def _build(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from .build import plan_stages
 
-    loaded, board, plan = plan_stages(_options(args, out_dir=Path("."), **_point(args)), lambda k, what: None)
-    for note in loaded.notes:  # on stderr: --json's stdout stays JSON
-        print(f"note: {note}", file=sys.stderr)
+    _, board, plan = plan_stages(_options(args, out_dir=Path("."), **_point(args)), lambda k, what: None,
+                                 lambda note: print(f"note: {note}", file=sys.stderr))  # --json's stdout stays JSON
     if args.json:
         print(plan.to_json(), end="")
         return 0

@@ -325,6 +325,12 @@ def test_calibration_data_sizes_each_unit_and_the_error_is_reported(built, tmp_p
     assert integer_bits(first_input[1]["precision"]) >= integer_bits(first_input[0]["precision"]) + 4
     for unit in plans[1]["execution_units"]:  # checked on the 2 of 8 samples held out of sizing
         assert unit["verification"]["samples"] == 2 and unit["verification"]["passed"]
+    # each step's time under its own lines, never on the next step's line (it read as that step's time)
+    lines = result.stderr.splitlines()
+    steps = [k for k, line in enumerate(lines) if line.startswith("[")]
+    assert len(steps) == 7 and all(lines[k - 1] == f"      step {n} took {lines[k - 1].split()[3]} s"
+                                   for n, k in enumerate(steps[1:], start=1))
+    assert not any("(step" in line for line in lines)
     # where the ranges came from, said in the build and kept in plan.json
     assert "precision sized on 6 samples of calibration.npy" in result.stderr
     calibrations = [json.loads((d / "plan.json").read_text())["calibration"] for d in (default, out)]
