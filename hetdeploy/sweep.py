@@ -28,6 +28,7 @@ import itertools
 import json
 import logging
 import os
+import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -337,6 +338,25 @@ def _run(todo: list[Point], base: BuildOptions, builds: Optional[str], labels: O
 
 
 @contextlib.contextmanager
+def _main_not_run_again() -> Iterator[None]:
+    """While the local cluster's worker processes start: multiprocessing's spawn, which Dask uses, runs the
+    caller's script again in each (as ``__mp_main__``), so a script without an ``if __name__ ==
+    "__main__":`` guard would plan, build and sweep again in every worker, and a script read from standard
+    input ('<stdin>') cannot be found at all. The workers need only hetdeploy, so the script's path is
+    hidden from spawn while they start (a module run with ``python -m`` is imported by name, as before)."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or getattr(main, "__spec__", None) is not None:
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
+
+
+@contextlib.contextmanager
 def _client(scheduler: Optional[str], workers: Optional[int]) -> Iterator:
     """A Dask client of the cluster at ``scheduler``, else of a local cluster of ``workers`` processes
     (one per core by default, one thread each: a point's g++ and onnxruntime use the core)."""
@@ -344,9 +364,10 @@ def _client(scheduler: Optional[str], workers: Optional[int]) -> Iterator:
 
     if scheduler is None:
         # on this host only; the dashboard on a free port (its default one may be another cluster's)
-        with LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
-                          host="127.0.0.1", dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \
-                Client(cluster) as client:
+        with _main_not_run_again():
+            cluster = LocalCluster(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+                                   host="127.0.0.1", dashboard_address=":0", silence_logs=logging.ERROR)
+        with cluster, Client(cluster) as client:
             yield client
         return
     try:
