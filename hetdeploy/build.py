@@ -310,16 +310,47 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None],
         step(3, f"searching the fewest bits per FPGA layer within a relative error of {options.error_budget:g}")
         search = search_layer_widths(loaded, board, options, samples or build_samples(options, loaded.inputs))
     step(3, f"partitioning ({options.policy} policy) and folding FPGA execution units")
-    plan = partition(loaded, board, options)
+    plan = folded_plan(loaded, board, options)
+    if options.policy == "support":  # its own figure: the board holds it, folded
+        plan.estimate.support_latency_s, plan.estimate.support_fits = plan.estimate.latency_s, True
+    else:
+        plan = against_support(plan, loaded, board, options)
     plan.precision_search = search
+    plan.node_map = map_nodes(plan, loaded)
+    return loaded, board, plan
+
+
+def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
+    """The partition by ``options.policy``, its FPGA units folded together and their memory planned,
+    its estimate from the folded units' cycles (``fpga_times``)."""
+    plan = partition(loaded, board, options)
     fold_units(plan, loaded, board, options)
     index = loaded.graph.node_index()
     plan_memory(plan, loaded, board, options, lambda t: units.element_bytes(options.width),
                 lambda u: units.element_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
                                                                    for n in u.nodes))
     fpga_times(plan, board)
-    plan.node_map = map_nodes(plan, loaded)
-    return loaded, board, plan
+    return plan
+
+
+def against_support(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
+    """The latency policy's plan beside the support policy's, both folded and estimated alike (the
+    partitioner prices each FPGA node at the least folding that fits the FPGA alone; folding the units
+    together can cost more, or fit with weights in DDR what it could not): the support figure the plan
+    reports is that plan's own, as `plan --policy support` prints it, and under the latency objective
+    the latency policy takes the support plan where it is faster, so it is never estimated slower than a
+    support plan that fits. Where the support plan cannot be folded to fit, the partitioner's figure
+    stays, marked as not fitting."""
+    try:
+        support = folded_plan(loaded, board, dataclasses.replace(options, policy="support"))
+    except UserError:  # it does not fit even fully folded, or a pin of the user's the support placement cannot take
+        return plan
+    plan.estimate.support_latency_s, plan.estimate.support_fits = support.estimate.latency_s, True
+    if options.objective != "latency" or support.estimate.latency_s >= plan.estimate.latency_s:
+        return plan
+    support.policy, support.config = plan.policy, plan.config  # the latency policy's choice, as asked
+    support.estimate.support_latency_s = support.estimate.latency_s
+    return support
 
 
 def _model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -> None:

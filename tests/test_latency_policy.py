@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+from pathlib import Path
 
 import networkx as nx
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 
 import graphs
 from hetdeploy.board import available_boards, load_board
-from hetdeploy.cli import main
+from hetdeploy.cli import _time, main
 from hetdeploy.cost import CostModel, node_work
 from hetdeploy.errors import UserError
 from hetdeploy.graph import Graph, Node
@@ -265,3 +266,45 @@ def test_a_batch_the_fpga_ddr_cannot_hold_is_one_line(tmp_path, capsys):
         assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", "--batch", batch]) == 2
         error = capsys.readouterr().err
         assert f"--batch {batch}" in error and expected in error and len(error.strip().splitlines()) == 1
+
+
+def test_one_plan_one_figure_and_the_latency_policy_never_loses_to_a_fitting_support_plan(tmp_path, capsys):
+    """Over the reference networks and qonnx's shipped MNIST on every board: the latency policy's plan,
+    folded, is never estimated slower than a support plan that fits (nor than all on the host CPU); the
+    support figure `plan` prints is the one `plan --policy support` gives; `plan`'s table, `plan --json`
+    and the sweep's record say the same latency. (The support figure used to be the partitioner's,
+    before folding: the alexnet-style network on the PYNQ-Z2 printed 2.85 ms beside a support plan of
+    2.75 ms that was the same plan.)"""
+    import networks
+    import onnx
+    import qonnx
+
+    from hetdeploy.board import available_boards
+    from hetdeploy.sweep import Point, evaluate
+    from hetdeploy.config import BuildOptions
+
+    models = {name: tmp_path / f"{name}.onnx" for name in sorted(networks.NETWORKS)}
+    for name, path in models.items():
+        onnx.save(networks.NETWORKS[name](), str(path))
+    models["mnist"] = Path(qonnx.__file__).parent / "data" / "onnx" / "mnist-conv" / "model.onnx"
+    for name, path in models.items():
+        for board in available_boards():
+            figures = {}
+            for policy in ("latency", "support"):
+                capsys.readouterr()
+                assert main(["plan", str(path), "--board", board, "--policy", policy, "--json"]) == 0, (name, board)
+                figures[policy] = json.loads(capsys.readouterr().out)["estimate"]
+            latency, support = figures["latency"], figures["support"]
+            assert support["support_latency_s"] == support["latency_s"] and support["support_fits"]
+            assert latency["support_fits"] and latency["support_latency_s"] == pytest.approx(support["latency_s"],
+                                                                                           rel=1e-12), (name, board)
+            assert latency["latency_s"] <= latency["support_latency_s"] * (1 + 1e-12), (name, board)
+            if latency["all_cpu_latency_s"] is not None:
+                assert latency["latency_s"] <= latency["all_cpu_latency_s"] * (1 + 1e-12), (name, board)
+            if name in ("alexnet_style", "mnist"):  # the table and a sweep's record say the same
+                assert main(["plan", str(path), "--board", board]) == 0
+                table = capsys.readouterr().out
+                assert f"latency policy, objective latency): {_time(latency['latency_s'])} a sample" in table
+                assert f"support policy: {_time(latency['support_latency_s'])} (" in table
+                record = evaluate(Point(board, 16, "latency", None), BuildOptions(path, board, tmp_path), None, None)
+                assert record["latency_s"] == latency["latency_s"], (name, board)

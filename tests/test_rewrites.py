@@ -262,7 +262,10 @@ ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 
 @pytest.mark.parametrize("name", sorted(p.stem for p in ZOO.glob("light_*.onnx")))
 def test_model_zoo_topologies_plan_on_every_board_with_every_node_accounted_for(name):
-    from hetdeploy.build import BuildOptions, fold_units, map_nodes, partition
+    """Every node of the user's model placed, folded into one placed, or removed; and the latency policy's
+    plan, folded and estimated as `plan` does, never estimated slower than a support plan that fits nor
+    than all on the host CPU."""
+    from hetdeploy.build import BuildOptions, against_support, folded_plan, map_nodes
 
     loaded = load_model(ZOO / f"{name}.onnx")
     user_nodes = [n.name or f"{n.op_type}_{k}" for k, n in enumerate(onnx.load(str(ZOO / f"{name}.onnx")).graph.node)]
@@ -271,7 +274,7 @@ def test_model_zoo_topologies_plan_on_every_board_with_every_node_accounted_for(
         board = load_board(board_name)
         options = BuildOptions(model=ZOO / f"{name}.onnx", board=board_name, out_dir=Path("."))
         try:
-            plan = partition(loaded, board, options)
+            plan = against_support(folded_plan(loaded, board, options), loaded, board, options)
         except UserError as error:
             # refused only where its float32 weights exceed the host's memory and the FPGA cannot take the
             # rest (VGG-19 on a PYNQ-Z2: 548 MiB; its 25,088-input dense layer needs 401,408 FF of input
@@ -279,7 +282,9 @@ def test_model_zoo_topologies_plan_on_every_board_with_every_node_accounted_for(
             weights = sum(node.constant_elements for node in loaded.graph.nodes) * 4
             assert "does not fit" in str(error) and weights > board.device(board.host).memory.bytes, error
             continue
-        fold_units(plan, loaded, board, options)
+        estimate = plan.estimate
+        assert not estimate.support_fits or estimate.latency_s <= estimate.support_latency_s * (1 + 1e-12)
+        assert estimate.all_cpu_latency_s is None or estimate.latency_s <= estimate.all_cpu_latency_s * (1 + 1e-12)
         node_map = map_nodes(plan, loaded)
         assert list(node_map) == user_nodes
         placed = {n for s in plan.subfunctions for n in s.nodes}
