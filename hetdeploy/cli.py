@@ -440,6 +440,10 @@ def parser() -> argparse.ArgumentParser:
     top = OneLineParser(
         prog="hetdeploy",
         description="Deploy an ONNX network onto a heterogeneous CPU/GPU/FPGA board.",
+        epilog="exit codes: 0 success; 2 bad input (one line naming the file, line, key, op or node); 3 C-simulation "
+               "or emulation out of tolerance; 4 build --synth without Vitis/Vivado (built, not synthesised); 1 "
+               "hls4ml or g++ failed (one line naming the log) or a bug (its traceback); 130 interrupted; 143 "
+               "terminated",
     )
     top.add_argument("--version", action="version", version=f"hetdeploy {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
