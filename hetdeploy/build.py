@@ -31,7 +31,7 @@ from tqdm import tqdm
 from . import budget, memory, rewrites, runtime, units, verify
 from .precision import node_widths
 from .board import BRAM18_BITS, Board, load_board
-from .config import BuildOptions, settle_options, resolved_config
+from .config import BuildOptions, resolved_config, said, settle_options
 from .board_runtime import resource_of
 from .cost import FLOAT_BYTES, stream_seconds
 from .cache import BuildCache, digest, toolchain
@@ -359,25 +359,26 @@ def _model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) 
     one); the device pins set on the graph's nodes."""
     index = loaded.graph.node_index()
 
-    def node(flag: str, name: str) -> str:
-        if name in index:
-            return name
-        if loaded.traced.get(name) in index:
-            return loaded.traced[name]
-        near = difflib.get_close_matches(name, list(index), n=1)
-        raise UserError(f"{flag}: the model has no node '{name}'" + (f"; did you mean '{near[0]}'?" if near else
-                                                                     " ('hetdeploy plan --nodes' lists them)"))
+    def node(flag: str, name: str, value=None) -> str:
+        found = name if name in index else loaded.traced.get(name)
+        if found not in index:
+            near = difflib.get_close_matches(name, list(index), n=1)
+            raise UserError(f"{said(options, flag, name, value)}: the model has no node '{name}'" +
+                            (f"; did you mean '{near[0]}'?" if near else " ('hetdeploy plan --nodes' lists them)"))
+        if found != name and f"{flag} {name}" in options.origins:  # its config file line follows it
+            options.origins[f"{flag} {found}"] = options.origins[f"{flag} {name}"]
+        return found
 
     devices = {d.name for d in board.devices}
     for name, device in options.devices.items():
         if device not in devices:
-            raise UserError(f"--device {name}={device}: board {board.name} has no device '{device}' (it has "
-                            f"{', '.join(sorted(devices))})")
-        loaded.graph.nodes[index[node("--device", name)]].device = device
-    options.reuse_factors = {node("--reuse-factor", n): v for n, v in options.reuse_factors.items()}
+            raise UserError(f"{said(options, '--device', name, device)}: board {board.name} has no device "
+                            f"'{device}' (it has {', '.join(sorted(devices))})")
+        loaded.graph.nodes[index[node("--device", name, device)]].device = device
+    options.reuse_factors = {node("--reuse-factor", n, v): v for n, v in options.reuse_factors.items()}
     options.weights_in_ddr = [node("--weights-in-ddr", n) for n in options.weights_in_ddr]
-    options.precisions = {node("--precision", n): v for n, v in options.precisions.items()}
-    options.devices = {node("--device", n): v for n, v in options.devices.items()}
+    options.precisions = {node("--precision", n, v): v for n, v in options.precisions.items()}
+    options.devices = {node("--device", n, v): v for n, v in options.devices.items()}
 
 
 def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions,
@@ -505,7 +506,9 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                         ("--precision", options.precisions)):
         for node in nodes:  # named as the graph names them (_model_node_names)
             if board.device(where[node]).kind != "fpga":
-                raise UserError(f"{flag}: node '{node}' runs on {where[node]}, not on an FPGA")
+                value = nodes[node] if isinstance(nodes, dict) else None
+                raise UserError(f"{said(options, flag, node, value)}: node '{node}' runs on {where[node]}, not on "
+                                f"an FPGA")
     for device in (d for d in board.devices if d.kind == "fpga"):
         subs = [s for s in plan.subfunctions if s.device == device.name]
         split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs)))
@@ -606,16 +609,17 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
         raise UserError(f"--reuse-factor: nodes '{given[0][0]}' and '{given[1][0]}' are one execution unit; "
                         f"give one of them")
     if shape.kind != "kernel":
-        flag, node = ("--reuse-factor", given[0][0]) if given else ("--weights-in-ddr", in_ddr[0])
-        raise UserError(f"{flag}: node '{node}' has no multiplications to fold and no weights to move "
-                        f"(its unit runs on the {unit.pe} PE)")
+        setting = said(options, "--reuse-factor", *given[0]) if given else said(options, "--weights-in-ddr",
+                                                                                in_ddr[0])
+        raise UserError(f"{setting}: node '{(given[0] if given else in_ddr)[0]}' has no multiplications to fold and "
+                        f"no weights to move (its unit runs on the {unit.pe} PE)")
     if not given:
         return units.folding_options(shape, options.width, rate)[-1]  # a kernel unit's last: weights in DDR
     node, rf = given[0]
     valid = units.candidate_reuse_factors(shape)
     if rf not in valid:
-        raise UserError(f"--reuse-factor {node}={rf}: {rf} does not divide the layer ({shape.n_in} inputs x "
-                        f"{shape.n_out} outputs = {shape.n_in * shape.n_out} products) as hls4ml requires; "
+        raise UserError(f"{said(options, '--reuse-factor', node, rf)}: {rf} does not divide the layer ({shape.n_in} "
+                        f"inputs x {shape.n_out} outputs = {shape.n_in * shape.n_out} products) as hls4ml requires; "
                         f"valid: {', '.join(map(str, valid))}")
     return units.Folding(rf, bool(in_ddr))
 

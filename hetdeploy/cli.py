@@ -28,7 +28,8 @@ def _options(args: argparse.Namespace, **more):
                         precisions=dict(args.precision), devices=dict(args.device), error_budget=args.error_budget,
                         calibration=args.calibration, verify_input=args.verify_input, samples=args.samples, seed=args.seed,
                         relative_tolerance=getattr(args, "tolerance", None), objective=args.objective,
-                        batch=args.batch, target_rate=args.target_rate, **more)
+                        batch=args.batch, target_rate=args.target_rate, origins=getattr(args, "origins", {}),
+                        **more)
 
 
 def _point(args: argparse.Namespace) -> dict:
@@ -52,9 +53,12 @@ _CONFIG_DESTINATIONS = {"relative_tolerance": "tolerance", "reuse_factors": "reu
 def _with_config(top: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> argparse.Namespace:
     """``args`` with --config FILE's options as the defaults the command line overrides (per-node
     settings given on both are merged); then the model and board, from either, are required."""
+    origins = {}
     if getattr(args, "config", None) is not None:
         defaults = {}
-        for name, value in config.load_config(args.config).items():
+        loaded = config.load_config(args.config)
+        origins = loaded.pop("origins", {})  # where the file set each per-node setting, for its error lines
+        for name, value in loaded.items():
             dest = _CONFIG_DESTINATIONS.get(name, name)
             if name == "cache" and value is None:
                 dest, value = "no_cache", True  # 'cache: null': none
@@ -62,6 +66,7 @@ def _with_config(top: argparse.ArgumentParser, args: argparse.Namespace, argv: l
                 defaults[dest] = list(value.items()) if isinstance(value, dict) else value
         args.command_parser.set_defaults(**defaults)
         args = top.parse_args(argv)
+    args.origins = origins
     if hasattr(args, "board"):
         missing = [what for what, value in (("the model", args.model), ("--board", args.board)) if value is None]
         if missing:
@@ -124,8 +129,10 @@ def _build(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> int:
     from .build import plan_stages
 
-    _, board, plan = plan_stages(_options(args, out_dir=Path("."), **_point(args)), lambda k, what: None,
-                                 lambda note: print(f"note: {note}", file=sys.stderr))  # --json's stdout stays JSON
+    notes: list[str] = []
+    _, board, plan = plan_stages(_options(args, out_dir=Path("."), **_point(args)), lambda k, what: None, notes.append)
+    for note in notes:  # once planned (a mistake stays one line), on stderr (--json's stdout stays JSON)
+        print(f"note: {note}", file=sys.stderr)
     if args.json:
         print(plan.to_json(), end="")
         return 0

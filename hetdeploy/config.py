@@ -74,6 +74,18 @@ class BuildOptions:
     synth: bool = False  # run the HLS and Vivado scripts when the tools are on PATH
     # the build cache's folder (cache.py: hls4ml conversions and compiled libraries); None: no cache
     cache: Optional[Path] = field(default_factory=default_root)
+    # "FLAG NODE" (say "--reuse-factor conv1") -> (where a config file set it: "c.yaml: line 5:
+    # nodes.conv1.reuse_factor", the value set there): a mistake in it names the file and line (``said``)
+    origins: dict[str, tuple[str, Any]] = field(default_factory=dict)
+
+
+def said(options: BuildOptions, flag: str, node: str, value: Any = None) -> str:
+    """How the user gave ``flag``'s setting of ``node`` (``value``), for an error line: the config file's
+    line when the setting still is the file's, else the flag as on the command line."""
+    where = options.origins.get(f"{flag} {node}")
+    if where is not None and where[1] == value:
+        return where[0]
+    return f"{flag} {node}" if value is None else f"{flag} {node}={value}"
 
 
 # ------------------------------------------------------------------ values (ValueError: what is wrong)
@@ -172,6 +184,9 @@ _KEYS = {
 _PATHS = ("model", "calibration", "verify_input", "cache")
 # per-node key -> check
 _NODE_KEYS = {"reuse_factor": positive_int, "precision": precision, "weights_in_ddr": flag, "device": text}
+# per-node key -> the command-line flag that sets the same
+_NODE_FLAGS = {"reuse_factor": "--reuse-factor", "precision": "--precision", "weights_in_ddr": "--weights-in-ddr",
+               "device": "--device"}
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
@@ -206,6 +221,8 @@ def load_config(path: str | Path) -> dict[str, Any]:
             if key not in _NODE_KEYS:
                 source.fail(f"{where}.{key}", f"unknown key; expected one of: {', '.join(_NODE_KEYS)}")
             value = _checked(_NODE_KEYS[key], value, source, f"{where}.{key}")
+            options.setdefault("origins", {})[f"{_NODE_FLAGS[key]} {node}"] = (
+                f"{path}: line {source.lines[f'{where}.{key}']}: {where}.{key}", None if key == "weights_in_ddr" else value)
             if key == "reuse_factor":
                 options.setdefault("reuse_factors", {})[str(node)] = value
             elif key == "precision":

@@ -2,6 +2,7 @@
 `build --config` replaying it, per-node settings, and one line for every mistake in a config file."""
 
 import json
+from pathlib import Path
 import subprocess
 import sys
 
@@ -95,3 +96,25 @@ def test_model_and_board_come_from_the_command_line_or_the_config(tmp_path):
     assert result.returncode == 2 and "the model is required (on the command line or in --config)" in result.stderr
     result = hetdeploy("build", "-o", tmp_path / "out")
     assert result.returncode == 2 and "the model and --board are required" in result.stderr
+
+
+def test_a_mistake_in_a_config_files_node_settings_names_the_file_line_and_key(tmp_path, capsys):
+    """A per-node setting from the config file that the model or board refuses is reported at its line in
+    the file, not as a command-line flag the user never typed; the same setting given on the command
+    line (over the file's) is reported as that flag."""
+    jet = Path(__file__).resolve().parent.parent / "examples" / "jet_tagger_mlp.onnx"
+    config = tmp_path / "c.yaml"
+    config.write_text(f"model: {jet}\nboard: pynq-z2\npolicy: support\nnodes:\n  /fc1/Gemm: {{reuse_factor: 10}}\n")
+    assert main(["plan", "--config", str(config)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith(f"hetdeploy: error: {config}: line 5: nodes./fc1/Gemm.reuse_factor: 10 does not divide")
+    assert main(["plan", "--config", str(config), "--reuse-factor", "/fc1/Gemm=7"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
+        "hetdeploy: error: --reuse-factor /fc1/Gemm=7: 7 does not divide")
+    config.write_text(f"model: {jet}\nboard: pynq-z2\nnodes:\n  nope: {{device: fpga}}\n  /fc2/Gemm: {{device: gpu}}\n")
+    assert main(["plan", "--config", str(config)]) == 2
+    assert f"error: {config}: line 4: nodes.nope.device: the model has no node 'nope'" in capsys.readouterr().err
+    config.write_text(f"model: {jet}\nboard: pynq-z2\nnodes:\n  /fc2/Gemm: {{device: gpu}}\n")
+    assert main(["plan", "--config", str(config)]) == 2
+    assert f"error: {config}: line 4: nodes./fc2/Gemm.device: board pynq-z2 has no device 'gpu'" in \
+        capsys.readouterr().err
