@@ -363,7 +363,7 @@ def _model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) 
         found = name if name in index else loaded.traced.get(name)
         if found not in index:
             near = difflib.get_close_matches(name, list(index), n=1)
-            raise UserError(f"{said(options, flag, name, value)}: the model has no node '{name}'" +
+            raise UserError(f"{said(options, flag, name, value, flag)}: the model has no node '{name}'" +
                             (f"; did you mean '{near[0]}'?" if near else " ('hetdeploy plan --nodes' lists them)"))
         if found != name and f"{flag} {name}" in options.origins:  # its config file line follows it
             options.origins[f"{flag} {found}"] = options.origins[f"{flag} {name}"]
@@ -372,7 +372,8 @@ def _model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) 
     devices = {d.name for d in board.devices}
     for name, device in options.devices.items():
         if device not in devices:
-            raise UserError(f"{said(options, '--device', name, device)}: board {board.name} has no device "
+            setting = said(options, "--device", name, device, f"--device {name}={device}")
+            raise UserError(f"{setting}: board {board.name} has no device "
                             f"'{device}' (it has {', '.join(sorted(devices))})")
         loaded.graph.nodes[index[node("--device", name, device)]].device = device
     options.reuse_factors = {node("--reuse-factor", n, v): v for n, v in options.reuse_factors.items()}
@@ -507,8 +508,8 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         for node in nodes:  # named as the graph names them (_model_node_names)
             if board.device(where[node]).kind != "fpga":
                 value = nodes[node] if isinstance(nodes, dict) else None
-                raise UserError(f"{said(options, flag, node, value)}: node '{node}' runs on {where[node]}, not on "
-                                f"an FPGA")
+                raise UserError(f"{said(options, flag, node, value, flag)}: node '{node}' runs on {where[node]}, "
+                                f"not on an FPGA")
     for device in (d for d in board.devices if d.kind == "fpga"):
         subs = [s for s in plan.subfunctions if s.device == device.name]
         split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs)))
@@ -609,8 +610,8 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
         raise UserError(f"--reuse-factor: nodes '{given[0][0]}' and '{given[1][0]}' are one execution unit; "
                         f"give one of them")
     if shape.kind != "kernel":
-        setting = said(options, "--reuse-factor", *given[0]) if given else said(options, "--weights-in-ddr",
-                                                                                in_ddr[0])
+        setting = (said(options, "--reuse-factor", *given[0], "--reuse-factor") if given else
+                   said(options, "--weights-in-ddr", in_ddr[0], None, "--weights-in-ddr"))
         raise UserError(f"{setting}: node '{(given[0] if given else in_ddr)[0]}' has no multiplications to fold and "
                         f"no weights to move (its unit runs on the {unit.pe} PE)")
     if not given:
@@ -618,9 +619,9 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
     node, rf = given[0]
     valid = units.candidate_reuse_factors(shape)
     if rf not in valid:
-        raise UserError(f"{said(options, '--reuse-factor', node, rf)}: {rf} does not divide the layer ({shape.n_in} "
-                        f"inputs x {shape.n_out} outputs = {shape.n_in * shape.n_out} products) as hls4ml requires; "
-                        f"valid: {', '.join(map(str, valid))}")
+        setting = said(options, "--reuse-factor", node, rf, f"--reuse-factor {node}={rf}")
+        raise UserError(f"{setting}: {rf} does not divide the layer ({shape.n_in} inputs x {shape.n_out} outputs = "
+                        f"{shape.n_in * shape.n_out} products) as hls4ml requires; valid: {', '.join(map(str, valid))}")
     return units.Folding(rf, bool(in_ddr))
 
 

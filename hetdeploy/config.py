@@ -79,13 +79,11 @@ class BuildOptions:
     origins: dict[str, tuple[str, Any]] = field(default_factory=dict)
 
 
-def said(options: BuildOptions, flag: str, node: str, value: Any = None) -> str:
-    """How the user gave ``flag``'s setting of ``node`` (``value``), for an error line: the config file's
-    line when the setting still is the file's, else the flag as on the command line."""
+def said(options: BuildOptions, flag: str, node: str, value: Any, typed: str) -> str:
+    """Where the user gave ``flag``'s setting ``value`` of ``node``, for an error line: the config file's
+    line when the setting still is the file's, else ``typed`` (the command line's wording)."""
     where = options.origins.get(f"{flag} {node}")
-    if where is not None and where[1] == value:
-        return where[0]
-    return f"{flag} {node}" if value is None else f"{flag} {node}={value}"
+    return where[0] if where is not None and where[1] == value else typed
 
 
 # ------------------------------------------------------------------ values (ValueError: what is wrong)
