@@ -126,13 +126,13 @@ def build(options: BuildOptions, progress: Progress = _stderr_progress, verbose:
 def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progress: Reporter,
                   log: list[str]) -> Plan:
     """Stages 1 to 7, the output folder locked."""
-    loaded, board, plan = plan_stages(options, step, lambda note: progress(f"      {note}"))
+    loaded, board, plan, samples = _plan_stages(options, step, lambda note: progress(f"      {note}"))
     note = empty_fpga_note(plan, board)
     if note:
         progress(f"      {note}")
     with _staging(options.out_dir, log) as stage_dir:
         step(4, f"writing {len(plan.subfunctions)} subfunction models")
-        samples = build_samples(options, plan.inputs)
+        samples = samples or build_samples(options, plan.inputs)  # loaded by planning when files were given
         plan.calibration = samples.calibration
         write_subfunctions(plan, loaded, stage_dir, samples.sizing[0])
         progress(_calibration_note(plan.calibration, options.seed))
@@ -295,6 +295,13 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None],
                 note: Callable[[str], None] = lambda line: None) -> tuple[LoadedModel, Board, Plan]:
     """Stages 1 to 3, which ``hetdeploy plan`` runs on their own; ``note`` gets what intake changed that
     the user should hear of (a symbolic batch axis fixed to 1)."""
+    return _plan_stages(options, step, note)[:3]
+
+
+def _plan_stages(options: BuildOptions, step: Callable[[int, str], None], note: Callable[[str], None]
+                 ) -> tuple[LoadedModel, Board, Plan, Optional[BuildSamples]]:
+    """``plan_stages``, and the build's samples when planning needed them (a sample file given, or the
+    error-budget search), so that the build does not load them again."""
     settle_options(options)
     step(1, f"loading model {options.model}")
     loaded = load_model(options.model)
@@ -304,11 +311,12 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None],
     board = load_board(options.board)
     _model_node_names(options, loaded, board)
     # a sample file that is missing or of the wrong shape is a mistake now, for `plan` too, not at build time
-    samples = build_samples(options, loaded.inputs) if options.calibration or options.verify_input else None
+    samples = build_samples(options, loaded.inputs) if options.calibration or options.verify_input or \
+        options.error_budget is not None else None
     search = None
     if options.error_budget is not None:
         step(3, f"searching the fewest bits per FPGA layer within a relative error of {options.error_budget:g}")
-        search = search_layer_widths(loaded, board, options, samples or build_samples(options, loaded.inputs))
+        search = search_layer_widths(loaded, board, options, samples)
     step(3, f"partitioning ({options.policy} policy) and folding FPGA execution units")
     plan = folded_plan(loaded, board, options)
     if options.policy == "support":  # its own figure: the board holds it, folded
@@ -317,7 +325,7 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None],
         plan = against_support(plan, loaded, board, options)
     plan.precision_search = search
     plan.node_map = map_nodes(plan, loaded)
-    return loaded, board, plan
+    return loaded, board, plan, samples
 
 
 def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
@@ -610,9 +618,8 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
         raise UserError(f"--reuse-factor: nodes '{given[0][0]}' and '{given[1][0]}' are one execution unit; "
                         f"give one of them")
     if shape.kind != "kernel":
-        setting = (said(options, "--reuse-factor", *given[0], "--reuse-factor") if given else
-                   said(options, "--weights-in-ddr", in_ddr[0], None, "--weights-in-ddr"))
-        raise UserError(f"{setting}: node '{(given[0] if given else in_ddr)[0]}' has no multiplications to fold and "
+        flag, node, value = ("--reuse-factor", *given[0]) if given else ("--weights-in-ddr", in_ddr[0], None)
+        raise UserError(f"{said(options, flag, node, value, flag)}: node '{node}' has no multiplications to fold and "
                         f"no weights to move (its unit runs on the {unit.pe} PE)")
     if not given:
         return units.folding_options(shape, options.width, rate)[-1]  # a kernel unit's last: weights in DDR

@@ -13,7 +13,7 @@ from .board_runtime import StreamTimes, batch_problem, resource_of, stream_summa
 from .errors import UserError
 from .plan import Plan
 from .runtime import largest_batch
-from .samples import EMULATION, load_labels, load_samples, random_samples, uniform_samples
+from .samples import EMULATION, input_ranges, load_labels, load_samples, random_samples, uniform_samples
 
 
 @dataclass
@@ -164,8 +164,9 @@ def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0, labels_pa
             notes.append("--benchmark timed that one sample: its percentiles are one call's; give --input with many "
                          "samples for a distribution")
     labels = load_labels(labels_path) if labels_path else None
-    if labels is not None and len(labels) != len(samples) * plan.inputs[0].shape[0]:
-        raise UserError(f"{labels_path}: {len(labels)} labels for {len(samples) * plan.inputs[0].shape[0]} samples")
+    count = len(samples) * plan.inputs[0].shape[0]  # each feed holds the model's batch of samples
+    if labels is not None and len(labels) != count:
+        raise UserError(f"{labels_path}: {len(labels)} labels for {count} samples")
     return emulate_samples(build_dir, plan, samples, labels, notes, batch, pipelined, benchmark)
 
 
@@ -199,9 +200,9 @@ def why_out_of_tolerance(plan: Plan, samples: list[dict[str, np.ndarray]], compa
     reasons = []
     calibration = plan.calibration
     if calibration is not None:
+        seen = input_ranges(samples)
         for name, (low, high) in calibration.input_ranges.items():
-            least = min(float(np.min(s[name])) for s in samples if name in s)
-            most = max(float(np.max(s[name])) for s in samples if name in s)
+            least, most = seen[name]
             if least < low or most > high:
                 sized = (f"{calibration.samples} samples of {calibration.file}" if calibration.source == "file" else
                          f"{calibration.samples} synthetic N(0, 1) samples")

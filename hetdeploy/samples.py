@@ -82,7 +82,8 @@ def hold_out(samples: list[dict[str, np.ndarray]], seed: int) -> tuple[list[dict
     class its chance) held out for verification, which sizing never sees."""
     count = max(1, len(samples) // 4)
     held = sorted(int(i) for i in _generator(seed, HOLD_OUT).permutation(len(samples))[:count])
-    return [s for i, s in enumerate(samples) if i not in set(held)], held
+    kept = set(range(len(samples))) - set(held)
+    return [s for i, s in enumerate(samples) if i in kept], held
 
 
 def load_samples(path: str | Path, specs: list[TensorSpec]) -> list[dict[str, np.ndarray]]:

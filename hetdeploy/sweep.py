@@ -221,9 +221,9 @@ def _checked_base(model: Path, points: list[Point], base: BuildOptions, build: b
         from .samples import load_labels, load_samples
 
         given = len(load_samples(base.calibration, loaded.inputs)) * loaded.inputs[0].shape[0]
-        if len(load_labels(labels)) != given:
-            raise UserError(f"{labels}: {len(load_labels(labels))} labels for the {given} samples of "
-                            f"{base.calibration}")
+        count = len(load_labels(labels))
+        if count != given:
+            raise UserError(f"{labels}: {count} labels for the {given} samples of {base.calibration}")
     return base
 
 
