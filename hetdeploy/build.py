@@ -322,7 +322,7 @@ def _plan_stages(options: BuildOptions, step: Callable[[int, str], None], note: 
     if options.policy == "support":  # its own figure: the board holds it, folded
         plan.estimate.support_latency_s, plan.estimate.support_fits = plan.estimate.latency_s, True
     else:
-        plan = against_support(plan, loaded, board, options)
+        plan = against_baselines(plan, loaded, board, options)
     plan.precision_search = search
     plan.node_map = map_nodes(plan, loaded)
     return loaded, board, plan, samples
@@ -341,24 +341,38 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions) -> Pla
     return plan
 
 
-def against_support(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
-    """The latency policy's plan beside the support policy's, both folded and estimated alike (the
-    partitioner prices each FPGA node at the least folding that fits the FPGA alone; folding the units
-    together can cost more, or fit with weights in DDR what it could not): the support figure the plan
-    reports is that plan's own, as `plan --policy support` prints it, and under the latency objective
-    the latency policy takes the support plan where it is faster, so it is never estimated slower than a
-    support plan that fits. Where the support plan cannot be folded to fit, the partitioner's figure
-    stays, marked as not fitting."""
+def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
+    """The latency policy's plan beside the support policy's and all on the host, each folded and
+    estimated alike (the partitioner prices each FPGA node at the least folding that fits the FPGA
+    alone; folding the units together can cost more, or fit with weights in DDR what it could not):
+    the support figure the plan reports is that plan's own, as `plan --policy support` prints it, and
+    under the latency objective the latency policy takes the support plan, or everything on the host,
+    where that is faster, so it is never estimated slower than either. Where the support plan cannot
+    be folded to fit, the partitioner's figure stays, marked as not fitting."""
+    support = _folded_or_none(loaded, board, options, "support")
+    if support is not None:
+        plan.estimate.support_latency_s, plan.estimate.support_fits = support.estimate.latency_s, True
+    if options.objective != "latency":
+        return plan
+    host = None
+    if plan.estimate.all_cpu_latency_s is not None and plan.estimate.all_cpu_latency_s < plan.estimate.latency_s \
+            and all(n.device in (None, board.host) for n in loaded.graph.nodes):
+        host = _folded_or_none(loaded, board, options, "host")
+    best = min((p for p in (plan, support, host) if p is not None), key=lambda p: p.estimate.latency_s)
+    if best is not plan:
+        best.policy, best.config = plan.policy, plan.config  # the latency policy's choice, as asked
+        best.estimate.support_latency_s = plan.estimate.support_latency_s
+        best.estimate.support_fits = plan.estimate.support_fits
+    return best
+
+
+def _folded_or_none(loaded: LoadedModel, board: Board, options: BuildOptions, policy: str) -> Optional[Plan]:
+    """``folded_plan`` by ``policy``, or None where it cannot be had: it does not fit even fully
+    folded, or a setting of the user's (a pin, a reuse factor) names a node it does not put on an FPGA."""
     try:
-        support = folded_plan(loaded, board, dataclasses.replace(options, policy="support"))
-    except UserError:  # it does not fit even fully folded, or a pin of the user's the support placement cannot take
-        return plan
-    plan.estimate.support_latency_s, plan.estimate.support_fits = support.estimate.latency_s, True
-    if options.objective != "latency" or support.estimate.latency_s >= plan.estimate.latency_s:
-        return plan
-    support.policy, support.config = plan.policy, plan.config  # the latency policy's choice, as asked
-    support.estimate.support_latency_s = support.estimate.latency_s
-    return support
+        return folded_plan(loaded, board, dataclasses.replace(options, policy=policy))
+    except UserError:
+        return None
 
 
 def _model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -> None:

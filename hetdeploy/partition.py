@@ -541,11 +541,14 @@ def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
 def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 16, objective: str = "latency",
                     batch: int = 1) -> Partition:
     """Cut ``graph`` for ``board`` by ``policy`` (the latency policy minimising ``objective`` at
-    ``batch`` samples a call), with the estimates of the plan and of both baselines."""
+    ``batch`` samples a call; "host", everything on the host, is the baseline the build compares a
+    folded plan with), with the estimates of the plan and of both baselines."""
     cost = CostModel(graph, board, width, objective, batch)
     support = [(g.device, g.nodes) for g in contract(graph, assign_by_support(graph, board.devices,
                                                                               f"board '{board.name}'"))]
-    solution = latency_solution(graph, board, cost) if policy == "latency" else support
+    everything = [(board.host, list(range(len(graph.nodes))))]
+    solution = latency_solution(graph, board, cost) if policy == "latency" else \
+        everything if policy == "host" else support
     if policy == "latency" and objective == "throughput":  # the latency plan is a stream too: never do worse
         for_latency = copy.copy(cost)
         for_latency.objective = "latency"
@@ -554,7 +557,6 @@ def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 1
     runs_all = all(host.why_not(node) is None for node in graph.nodes)
     groups = [Group(device, nodes) for device, nodes in solution]
     costs = [cost.segment(nodes, device) for device, nodes in solution]
-    everything = [(board.host, list(range(len(graph.nodes))))]
     return Partition(
         cuts=boundaries(graph, groups),
         costs=costs,

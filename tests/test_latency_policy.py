@@ -1,6 +1,7 @@
 """The cost model and the latency policy, as pure functions over graphs and the shipped boards."""
 
 import dataclasses
+import importlib
 import json
 from pathlib import Path
 
@@ -308,3 +309,38 @@ def test_one_plan_one_figure_and_the_latency_policy_never_loses_to_a_fitting_sup
                 assert f"support policy: {_time(latency['support_latency_s'])} (" in table
                 record = evaluate(Point(board, 16, "latency", None), BuildOptions(path, board, tmp_path), None, None)
                 assert record["latency_s"] == latency["latency_s"], (name, board)
+
+
+def test_a_plan_that_folding_makes_slower_than_the_host_becomes_all_on_the_host(tmp_path, monkeypatch):
+    """The partitioner prices each FPGA node folded as little as the FPGA alone allows; where folding
+    the units together makes the plan slower than all on the host CPU, the latency policy takes the
+    host (its figure, its subfunctions), as it takes a faster support plan."""
+    import networks
+    import onnx
+
+    from hetdeploy.config import BuildOptions
+    from hetdeploy.model import load_model
+
+    build = importlib.import_module("hetdeploy.build")  # the package's `build` is the API function
+    path = tmp_path / "alexnet_style.onnx"
+    onnx.save(networks.NETWORKS["alexnet_style"](), str(path))
+    loaded, board = load_model(path), load_board("pynq-z2")
+    options = BuildOptions(path, "pynq-z2", tmp_path)
+    plan = build.folded_plan(loaded, board, options)
+    assert any(s.kind == "fpga" for s in plan.subfunctions)
+    assert build.against_baselines(plan, loaded, board, options) is plan  # as priced, the FPGA pays
+
+    real = build.fpga_times
+
+    def slow_fpga(plan, board):  # every unit a million times its cycles
+        for unit in (u for s in plan.subfunctions for u in s.execution_units):
+            unit.estimate["latency_cycles"] *= 10**6
+        real(plan, board)
+
+    monkeypatch.setattr(build, "fpga_times", slow_fpga)
+    slow = build.folded_plan(loaded, board, options)
+    chosen = build.against_baselines(slow, loaded, board, options)
+    assert [s.device for s in chosen.subfunctions] == [board.host] and chosen.policy == "latency"
+    assert chosen.estimate.latency_s == pytest.approx(slow.estimate.all_cpu_latency_s)
+    assert slow.estimate.all_cpu_latency_s < slow.estimate.latency_s
+    assert build.against_baselines(slow, loaded, board, dataclasses.replace(options, objective="throughput")) is slow

@@ -265,7 +265,7 @@ def test_model_zoo_topologies_plan_on_every_board_with_every_node_accounted_for(
     """Every node of the user's model placed, folded into one placed, or removed; and the latency policy's
     plan, folded and estimated as `plan` does, never estimated slower than a support plan that fits nor
     than all on the host CPU."""
-    from hetdeploy.build import BuildOptions, against_support, folded_plan, map_nodes
+    from hetdeploy.build import BuildOptions, against_baselines, folded_plan, map_nodes
 
     loaded = load_model(ZOO / f"{name}.onnx")
     user_nodes = [n.name or f"{n.op_type}_{k}" for k, n in enumerate(onnx.load(str(ZOO / f"{name}.onnx")).graph.node)]
@@ -274,7 +274,7 @@ def test_model_zoo_topologies_plan_on_every_board_with_every_node_accounted_for(
         board = load_board(board_name)
         options = BuildOptions(model=ZOO / f"{name}.onnx", board=board_name, out_dir=Path("."))
         try:
-            plan = against_support(folded_plan(loaded, board, options), loaded, board, options)
+            plan = against_baselines(folded_plan(loaded, board, options), loaded, board, options)
         except UserError as error:
             # refused only where its float32 weights exceed the host's memory and the FPGA cannot take the
             # rest (VGG-19 on a PYNQ-Z2: 548 MiB; its 25,088-input dense layer needs 401,408 FF of input
