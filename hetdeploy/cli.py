@@ -20,7 +20,8 @@ from .errors import UserError
 
 
 def _options(args: argparse.Namespace, **more):
-    """BuildOptions from what `build`, `plan` and `sweep` share (_model_options); ``more``: the rest."""
+    """BuildOptions from what `build`, `plan` and `sweep` share (_model_options, _build_options); ``more``:
+    the rest."""
     from .config import BuildOptions
 
     return BuildOptions(model=Path(args.model), reuse_factors=dict(args.reuse_factor),
@@ -292,101 +293,163 @@ def _boards(args: argparse.Namespace) -> int:
 
     boards = [load_board(name) for name in available_boards()]
     if args.json:
-        print(json.dumps([{"name": b.name, "description": b.description,
-                           "devices": [{"name": d.name, "kind": d.kind, "part": d.part or None,
-                                        "clock_mhz": d.clock_mhz or None, "resources": d.resources or None}
-                                       for d in b.devices]} for b in boards], indent=2))
+        print(json.dumps([{"name": b.name, "description": b.description, "host": b.host,
+                           "devices": [_device_record(d) for d in b.devices]} for b in boards], indent=2))
         return 0
     for b in boards:
         print(f"{b.name}: {b.description}")
         for d in b.devices:
-            fabric = (f", {d.part} at {d.clock_mhz:g} MHz: " + ", ".join(f"{v:,} {k.upper()}" for k, v in
-                                                                         d.resources.items())) if d.part else ""
-            print(f"  {d.name:<10} {d.kind}{fabric}")
+            print(f"  {d.name:<10} {_device_line(d)}{'  (host)' if d.name == b.host else ''}")
     return 0
+
+
+def _device_record(device) -> dict:
+    """One device of `boards --json`."""
+    record = {"name": device.name, "kind": device.kind, "description": device.description, "cores": device.cores,
+              "clock_mhz": device.clock_mhz or None, "memory_bytes": device.memory.bytes,
+              "memory_bandwidth_bytes_per_s": device.memory.bandwidth_bytes_per_s}
+    if device.compute is not None:
+        record["peak_ops_per_s"] = device.compute.peak_ops_per_s
+    if device.kind == "fpga":
+        record.update(part=device.part, resources=device.resources, reserve_fraction=device.reserve_fraction)
+    return record
+
+
+def _device_line(device) -> str:
+    """One device of `boards`: an FPGA's part, clock and resources; a CPU's or GPU's own description
+    and peak arithmetic; the memory it works in."""
+    memory = f"{device.memory.bytes / 2**30:.3g} GiB at {device.memory.bandwidth_bytes_per_s / 1e9:.3g} GB/s"
+    if device.kind == "fpga":
+        return (f"fpga, {device.part} at {device.clock_mhz:g} MHz: " +
+                ", ".join(f"{v:,} {k.upper()}" for k, v in device.resources.items()) + f"; DDR {memory}")
+    peak = device.compute.peak_ops_per_s[device.compute.dtype] if device.compute else 0.0
+    figure = f"{peak / 1e12:.3g} Top/s" if peak >= 1e12 else f"{peak / 1e9:.3g} Gop/s"
+    return f"{device.kind}, {device.description}; {figure} {device.compute.dtype} peak; {memory}" if peak else \
+        f"{device.kind}, {device.description}; {memory}"
+
+
+# The sections of every command's --help, in this order (argparse leaves out an empty one).
+_SECTIONS = ("what to deploy", "the sweep's grid", "partitioning", "precision and verification",
+             "folding and memory", "building", "what it prints")
+
+
+def _sections(command: argparse.ArgumentParser) -> dict[str, argparse._ArgumentGroup]:
+    """``command``'s --help sections, made once in _SECTIONS' order so that the same option sits in
+    the same place in every command."""
+    if not hasattr(command, "sections"):
+        command.sections = {title: command.add_argument_group(title) for title in _SECTIONS}
+    return command.sections
 
 
 def _build_cache_options(command: argparse.ArgumentParser) -> None:
     """What a command that builds takes besides the model's options: the tolerance and the cache."""
-    command.add_argument("--tolerance", type=_argument(config.fraction), default=None,
-                         help="allowed max abs error per output, as a fraction of that output's peak magnitude; "
-                              "default: --error-budget's, else 0.05")
-    command.add_argument("--cache", metavar="DIR", help="the build cache: hls4ml conversions and compiled "
-                         "C-simulation libraries, reused when nothing that determines them changed (default: "
-                         "$XDG_CACHE_HOME/hetdeploy or ~/.cache/hetdeploy)")
-    command.add_argument("--no-cache", action="store_true", help="convert and compile everything anew, keep nothing")
+    section = _sections(command)
+    section["precision and verification"].add_argument(
+        "--tolerance", type=_argument(config.fraction), default=None, metavar="F",
+        help="allowed max abs error per output, as a fraction of that output's peak magnitude; default: "
+             "--error-budget's, else 0.05")
+    section["building"].add_argument(
+        "--cache", metavar="DIR", help="the build cache: hls4ml conversions and compiled C-simulation libraries, "
+        "reused when nothing that determines them changed (default: $XDG_CACHE_HOME/hetdeploy or ~/.cache/hetdeploy)")
+    section["building"].add_argument("--no-cache", action="store_true",
+                                     help="convert and compile everything anew, keep nothing")
 
 
 def _point_options(command: argparse.ArgumentParser) -> None:
     """What `build` and `plan` take one of and `sweep` a list of."""
-    command.add_argument("--board", help="a board name (see 'hetdeploy boards') or a .yaml path (or 'board:' in "
-                                         "--config)")
-    command.add_argument("--policy", choices=config.POLICIES, default="latency",
-                         help="latency (default): least estimated end-to-end latency with the FPGA's reserve kept "
-                              "free; support: each op to the first device in the board's preference that runs it")
-    command.add_argument("--width", type=_argument(config.width), default=16, metavar="BITS",
-                         help="fixed-point width of every FPGA value, 4 to 32 (default 16): weights, biases and "
-                              "activations, each with the integer bits its values need; the resource estimates "
-                              "follow it")
-    command.add_argument("--model-reuse-factor", type=_argument(config.positive_int), default=None, metavar="R",
-                         help="the ReuseFactor of every foldable FPGA unit (hls4ml's model-wide ReuseFactor): the "
-                              "valid one nearest R for each; --reuse-factor NODE=R overrides it per unit "
-                              "(default: each folded to fit the FPGA)")
+    section = _sections(command)
+    section["what to deploy"].add_argument(
+        "--board", metavar="BOARD", help="required: a board name (see 'hetdeploy boards') or a .yaml path (or "
+                                         "'board:' in --config)")
+    section["partitioning"].add_argument(
+        "--policy", choices=config.POLICIES, default="latency",
+        help="latency (default): least estimated end-to-end latency with the FPGA's reserve kept free; support: "
+             "each op to the first device in the board's preference that runs it")
+    section["precision and verification"].add_argument(
+        "--width", type=_argument(config.width), default=16, metavar="BITS",
+        help="fixed-point width of every FPGA value, 4 to 32 (default 16): weights, biases and activations, each "
+             "with the integer bits its values need; the resource estimates follow it")
+    section["folding and memory"].add_argument(
+        "--model-reuse-factor", type=_argument(config.positive_int), default=None, metavar="R",
+        help="the ReuseFactor of every foldable FPGA unit (hls4ml's model-wide ReuseFactor): the valid one nearest "
+             "R for each; --reuse-factor NODE=R overrides it per unit (default: each folded to fit the FPGA)")
 
 
 def _model_options(command: argparse.ArgumentParser) -> None:
-    """The model and every option of a build but the point's (_point_options)."""
-    command.add_argument("model", nargs="?", help="the ONNX model file (or 'model:' in --config)")
-    command.add_argument("--memory-strategy", choices=config.MEMORY_STRATEGIES, default="auto",
-                         help="how FPGA buffers share memory: refcount (the seed's block reuse), greedy (offsets, "
-                              "largest first, best-fit gaps), fastest (no reuse); auto (default): the smallest "
-                              "footprint")
-    command.add_argument("--objective", choices=config.OBJECTIVES, default="latency",
-                         help="what the latency policy minimises: latency (default), one sample through the "
-                              "subfunctions in turn; throughput, samples per second of a stream of --batch samples "
-                              "a call run as a pipeline (the busiest device, or FPGA core, sets the pace)")
-    command.add_argument("--batch", type=_argument(config.positive_int), default=1, metavar="N",
-                         help="samples per call (default 1): the most an FPGA core takes in one call (its float "
-                              "ports hold N samples, in DDR) and the batch the estimated throughput is for")
-    command.add_argument("--target-rate", type=_argument(config.rate), default=None, metavar="N",
-                         help="samples per second the FPGA must sustain on a stream of --batch samples a call: "
-                              "its units folded to the fewest resources that reach N (FINN's target_fps); "
-                              "default: folded to the least latency that fits")
-    command.add_argument("--config", metavar="FILE.yaml",
-                         help="options from a YAML file (as 'hetdeploy config DIR' writes; per-node settings under "
-                              "'nodes:'); options given here override it")
-    command.add_argument("--reuse-factor", metavar="NODE=R", action="append", default=[],
-                         type=_node_setting(config.positive_int, "NODE=R with R a positive integer"),
-                         help="pin the hls4ml ReuseFactor of the FPGA execution unit holding ONNX node NODE "
-                              "(repeatable); the others are folded around it")
-    command.add_argument("--precision", metavar="NODE=ap_fixed<W,I>", action="append", default=[],
-                         type=_node_setting(config.precision, "NODE=ap_fixed<W,I>"),
-                         help="the output type of the FPGA execution unit holding ONNX node NODE (repeatable; W from "
-                              "2 to 32 bits, I integer bits, may be negative); its other values are W bits wide and "
-                              "it is never widened")
-    command.add_argument("--error-budget", type=_argument(config.fraction), default=None, metavar="E",
-                         help="give each FPGA layer the fewest bits (from --width down) that keep every output's "
-                              "max abs error within E of its peak magnitude on the calibration samples, searched on "
-                              "a fixed-point simulation of the model; the build then verifies at E in C-simulation")
-    command.add_argument("--calibration", metavar="X.npy", help="input samples (.npy, or .npz by input name) that "
-                         "size the fixed-point precisions; a quarter of them (at least one, chosen by --seed) are "
-                         "held out and never sized on: C-simulation verifies on those. Default: seeded random "
-                         "samples, verified on others of another seed and one at the edges of their range")
-    command.add_argument("--verify-input", metavar="Y.npy", help="input samples to verify on in C-simulation "
-                         "(never used for sizing); with it, every --calibration sample sizes the types")
-    command.add_argument("--samples", type=_argument(config.positive_int), default=4,
-                         help="number of random samples to size on, and as many to verify on, without "
-                              "--calibration (default 4)")
-    command.add_argument("--seed", type=_argument(config.seed), default=0,
-                         help="seed of the random samples (default 0)")
-    command.add_argument("--weights-in-ddr", metavar="NODE", action="append", default=[],
-                         help="keep the weights of the FPGA execution unit holding ONNX node NODE in DDR, read on "
-                              "every run, instead of on chip (repeatable); units whose weights overflow the BRAM "
-                              "go there anyway")
-    command.add_argument("--device", metavar="NODE=DEVICE", action="append", default=[],
-                         type=_node_setting(config.text, "NODE=DEVICE"),
-                         help="run ONNX node NODE on the board's device DEVICE (repeatable), whatever the policy "
-                              "would choose")
+    """The model and the config file (first in each command's help; the point's options follow)."""
+    deploy = _sections(command)["what to deploy"]
+    deploy.add_argument("model", metavar="MODEL.onnx", nargs="?",
+                        help="required: the ONNX model file (or 'model:' in --config)")
+    deploy.add_argument("--config", metavar="FILE.yaml",
+                        help="options from a YAML file (as 'hetdeploy config DIR' writes; per-node settings under "
+                             "'nodes:'); options given here override it")
+
+
+def _build_options(command: argparse.ArgumentParser) -> None:
+    """Every option of a build but the model's (_model_options) and the point's (_point_options)."""
+    section = _sections(command)
+    partitioning = section["partitioning"]
+    precision, folding = section["precision and verification"], section["folding and memory"]
+    partitioning.add_argument(
+        "--objective", choices=config.OBJECTIVES, default="latency",
+        help="what the latency policy minimises: latency (default), one sample through the subfunctions in turn; "
+             "throughput, samples per second of a stream of --batch samples a call run as a pipeline (the busiest "
+             "device, or FPGA core, sets the pace)")
+    partitioning.add_argument(
+        "--batch", type=_argument(config.positive_int), default=1, metavar="N",
+        help="samples per call (default 1): the most an FPGA core takes in one call (its float ports hold N "
+             "samples, in DDR) and the batch the estimated throughput is for")
+    partitioning.add_argument(
+        "--device", metavar="NODE=DEVICE", action="append", default=[], type=_node_setting(config.text, "NODE=DEVICE"),
+        help="run ONNX node NODE on the board's device DEVICE (repeatable), whatever the policy would choose")
+    precision.add_argument(
+        "--precision", metavar="NODE=ap_fixed<W,I>", action="append", default=[],
+        type=_node_setting(config.precision, "NODE=ap_fixed<W,I>"),
+        help="the output type of the FPGA execution unit holding ONNX node NODE (repeatable; W from 2 to 32 bits, "
+             "I integer bits, may be negative); its other values are W bits wide and it is never widened")
+    precision.add_argument(
+        "--error-budget", type=_argument(config.fraction), default=None, metavar="E",
+        help="give each FPGA layer the fewest bits (from --width down) that keep every output's max abs error "
+             "within E of its peak magnitude on the calibration samples, searched on a fixed-point simulation of "
+             "the model; the build then verifies at E in C-simulation")
+    precision.add_argument(
+        "--calibration", metavar="X.npy",
+        help="input samples (.npy, or .npz by input name) that size the fixed-point precisions; a quarter of them "
+             "(at least one, chosen by --seed) are held out and never sized on: C-simulation verifies on those. "
+             "Default: seeded random samples, verified on others of another seed and one at the edges of their range")
+    precision.add_argument("--verify-input", metavar="Y.npy",
+                           help="input samples to verify on in C-simulation (never used for sizing); with it, every "
+                                "--calibration sample sizes the types")
+    precision.add_argument("--samples", type=_argument(config.positive_int), default=4, metavar="N",
+                           help="number of random samples to size on, and as many to verify on, without "
+                                "--calibration (default 4)")
+    precision.add_argument("--seed", type=_argument(config.seed), default=0, metavar="N",
+                           help="seed of the random samples (default 0)")
+    folding.add_argument(
+        "--reuse-factor", metavar="NODE=R", action="append", default=[],
+        type=_node_setting(config.positive_int, "NODE=R with R a positive integer"),
+        help="pin the hls4ml ReuseFactor of the FPGA execution unit holding ONNX node NODE (repeatable); the "
+             "others are folded around it")
+    folding.add_argument(
+        "--target-rate", type=_argument(config.rate), default=None, metavar="N",
+        help="samples per second the FPGA must sustain on a stream of --batch samples a call: its units folded to "
+             "the fewest resources that reach N (FINN's target_fps); default: folded to the least latency that fits")
+    folding.add_argument(
+        "--weights-in-ddr", metavar="NODE", action="append", default=[],
+        help="keep the weights of the FPGA execution unit holding ONNX node NODE in DDR, read on every run, instead "
+             "of on chip (repeatable); units whose weights overflow the BRAM go there anyway")
+    folding.add_argument(
+        "--memory-strategy", choices=config.MEMORY_STRATEGIES, default="auto",
+        help="how FPGA buffers share memory: refcount (the seed's block reuse), greedy (offsets, largest first, "
+             "best-fit gaps), fastest (no reuse); auto (default): the smallest footprint")
+
+
+def _printing_options(command: argparse.ArgumentParser, json_help: str, quiet_help: str = "") -> None:
+    """--json, and -q where the command shows progress, in the section every command prints them in."""
+    printing = _sections(command)["what it prints"]
+    printing.add_argument("--json", action="store_true", help=json_help)
+    if quiet_help:
+        printing.add_argument("-q", "--quiet", action="store_true", help=quiet_help)
 
 
 def _listed(check):
@@ -455,45 +518,58 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--version", action="version", version=f"hetdeploy {__version__}")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    config_note = "MODEL.onnx and --board may instead come from --config FILE.yaml."
     b = commands.add_parser("build", help="partition, generate HLS, verify in C-simulation, write a build folder",
+                            usage="%(prog)s MODEL.onnx --board BOARD -o DIR [options]",
                             description="Run every stage and write the build folder DIR (moved into place only "
-                                        "when every stage passed).")
-    b.add_argument("-o", "--output", required=True, metavar="DIR", help="the build folder to write")
-    b.add_argument("--json", action="store_true", help="print plan.json instead of the summary table")
-    b.add_argument("-q", "--quiet", action="store_true", help="no progress lines (DIR/build.log keeps them)")
-    b.add_argument("--synth", action="store_true", help="then run HLS synthesis and the Vivado block design to a "
-                   "bitstream when vitis_hls/vivado_hls and vivado are on PATH; otherwise say how to run them")
-    _build_cache_options(b)
-    b.add_argument("-v", "--verbose", action="store_true",
-                   help="every progress line (each unit converted and compiled) instead of progress bars")
+                                        "when every stage passed). " + config_note)
     _model_options(b)
     _point_options(b)
+    _build_options(b)
+    _build_cache_options(b)
+    section = _sections(b)
+    section["what to deploy"].add_argument("-o", "--output", required=True, metavar="DIR",
+                                           help="required: the build folder to write")
+    section["building"].add_argument(
+        "--synth", action="store_true", help="then run HLS synthesis and the Vivado block design to a bitstream when "
+        "vitis_hls/vivado_hls and vivado are on PATH; otherwise say how to run them (exit 4)")
+    _printing_options(b, json_help="print plan.json instead of the summary table",
+                      quiet_help="no progress lines (DIR/build.log keeps them)")
+    section["what it prints"].add_argument(
+        "-v", "--verbose", action="store_true",
+        help="a line per unit converted and compiled, instead of a progress bar (a log or CI gets a line per unit "
+             "anyway)")
     b.set_defaults(run=_build, command_parser=b)
 
     p = commands.add_parser("plan", help="partition a model and estimate its latency, without generating HLS",
+                            usage="%(prog)s MODEL.onnx --board BOARD [options]",
                             description="Load the model and the board, cut the model into subfunctions and print "
                                         "each with its device, node count and estimated time and transfers, and "
-                                        "the plan's estimated latency against all-on-CPU and the support policy.")
+                                        "the plan's estimated latency against all-on-CPU and the support policy. "
+                                        + config_note)
     _model_options(p)
     _point_options(p)
-    p.add_argument("--json", action="store_true", help="print the plan (plan.json's content, with 'estimate')")
-    p.add_argument("--nodes", action="store_true",
-                   help="also list every node of the model with its subfunction and unit, or what intake folded it "
-                        "into")
+    _build_options(p)
+    _printing_options(p, json_help="print the plan (plan.json's content, with 'estimate')")
+    _sections(p)["what it prints"].add_argument(
+        "--nodes", action="store_true",
+        help="also list every node of the model with its subfunction and unit, or what intake folded it into")
     p.set_defaults(run=_plan, command_parser=p)
 
     e = commands.add_parser("emulate", help="run a build on this host and compare with the model on onnxruntime",
+                            usage="%(prog)s DIR [options]",
                             description="CPU/GPU subfunctions on onnxruntime, FPGA subfunctions in C-simulation, "
                                         "run as the board's run.py runs them (batches of --batch samples, the "
                                         "subfunctions a pipeline of threads when there is more than one batch); "
                                         "every subfunction and output compared; exits 3 when out of tolerance.")
     e.add_argument("build_dir", metavar="DIR", help="a folder written by 'hetdeploy build'")
-    e.add_argument("--input", metavar="X.npy", help="input (.npy, or .npz by input name); default: one seeded random sample that the "
-                   "build neither sized nor verified on (uniform within its --calibration ranges, else N(0, 1))")
-    e.add_argument("--output", metavar="Y.npy", help="save the pipeline's output here")
-    e.add_argument("--seed", type=int, default=0, help="seed of the random input without --input (default 0)")
+    e.add_argument("--input", metavar="X.npy", help="input (.npy, or .npz by input name); default: one seeded random "
+                   "sample that the build neither sized nor verified on (uniform within its --calibration ranges, "
+                   "else N(0, 1))")
     e.add_argument("--labels", metavar="Y.npy", help="class labels of the --input samples (whole numbers, (N,)): also "
                    "print the emulated pipeline's accuracy beside the model's (argmax of the first output)")
+    e.add_argument("--seed", type=_argument(config.seed), default=0, metavar="N",
+                   help="seed of the random input without --input (default 0)")
     e.add_argument("--batch", type=_argument(config.positive_int), default=1, metavar="N",
                    help="samples per FPGA call (default 1; at most the build's 'build --batch'); the last batch "
                         "takes what is left")
@@ -502,11 +578,19 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--benchmark", action="store_true", help="also print latency percentiles of a batch and "
                    "throughput per subfunction and end to end, and how busy each device was (C-simulation and "
                    "this host's times, not the board's)")
+    e.add_argument("--output", metavar="Y.npy", help="save the pipeline's output here")
     e.add_argument("--json", action="store_true", help="print the comparison as JSON")
     e.set_defaults(run=_emulate)
 
-    bo = commands.add_parser("boards", help="list the board capability files", description="List boards/*.yaml.")
-    bo.add_argument("--json", action="store_true", help="print a JSON list of {name, devices: [{name, kind}]}")
+    bo = commands.add_parser("boards", help="list the board capability files: devices, CPUs, FPGA parts and "
+                             "resources", description="List the shipped boards (hetdeploy/boards/*.yaml): each "
+                             "device, its cores, clock, peak arithmetic and memory; an FPGA's part and resources. "
+                             "A board of your own is a .yaml path wherever a board name goes.")
+    bo.add_argument("--json", action="store_true",
+                    help="print a JSON list, a board each: {name, description, host, devices (in the board's "
+                         "preference order): [{name, kind, description, cores, clock_mhz, peak_ops_per_s, memory_bytes, "
+                         "memory_bandwidth_bytes_per_s, part, resources, reserve_fraction}]} (part, resources and "
+                         "reserve_fraction FPGA only; peak_ops_per_s a CPU's or GPU's, by data type)")
     bo.set_defaults(run=_boards)
 
     r = commands.add_parser("report", help="write DIR/report.html: partition, resources and memory maps as pictures",
@@ -518,34 +602,40 @@ def parser() -> argparse.ArgumentParser:
 
     s = commands.add_parser("sweep", help="plan (or build and verify) a model over boards x widths x policies x "
                             "reuse factors, on Dask",
+                            usage="%(prog)s MODEL.onnx --boards B1,B2 -o DIR [options]",
                             description="Evaluate every point of the grid on a Dask cluster (a local one of a worker "
                                         "per core, or --scheduler's) and write DIR/results.json, DIR/results.csv "
                                         "and DIR/pareto.png (estimated latency against LUT + DSP). A failing point "
-                                        "is recorded with its error; an interrupted sweep resumes from DIR.")
-    s.add_argument("-o", "--output", required=True, metavar="DIR", help="the sweep's folder")
-    s.add_argument("--boards", required=True, type=_listed(config.text), metavar="B1,B2",
-                   help="board names (see 'hetdeploy boards') or .yaml paths")
-    s.add_argument("--widths", type=_listed(config.width), default=[16], metavar="W1,W2",
-                   help="fixed-point widths (--width of each point; default 16)")
-    s.add_argument("--policies", type=_listed(config.choice(config.POLICIES)), default=["latency"], metavar="P1,P2",
-                   help=f"partitioning policies, of {', '.join(config.POLICIES)} (default latency)")
-    s.add_argument("--reuse-factors", type=_listed(_reuse_factor), default=[None], metavar="R1,R2",
-                   help="model-wide reuse factors (--model-reuse-factor of each point); 'auto': each unit folded to "
-                        "fit (the default)")
-    s.add_argument("--build", action="store_true", help="build every point into DIR/builds and verify it against "
-                   "the model (on the samples each build verified on, never those it sized on)")
-    s.add_argument("--labels", metavar="Y.npy", help="with --build and --calibration: class labels of the "
-                   "calibration samples; each point records its accuracy beside the model's")
-    s.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler (tcp://host:8786) whose workers "
-                   "see the model and DIR at the same paths; default: a local cluster")
-    s.add_argument("--workers", type=_argument(config.positive_int), default=None, metavar="N",
-                   help="worker processes of the local cluster (default: one per core)")
-    s.add_argument("--retry-failed", action="store_true", help="run again the points an earlier run recorded as "
-                   "failed (recorded points are otherwise kept)")
-    s.add_argument("--json", action="store_true", help="print the records (results.json's) instead of the table")
-    s.add_argument("-q", "--quiet", action="store_true", help="no progress")
-    _build_cache_options(s)
+                                        "is recorded with its error; an interrupted sweep resumes from DIR. "
+                                        "MODEL.onnx may instead come from --config FILE.yaml.")
     _model_options(s)
+    _build_options(s)
+    _build_cache_options(s)
+    section = _sections(s)
+    section["what to deploy"].add_argument("-o", "--output", required=True, metavar="DIR",
+                                           help="required: the sweep's folder")
+    grid = section["the sweep's grid"]
+    grid.add_argument("--boards", required=True, type=_listed(config.text), metavar="B1,B2",
+                      help="required: board names (see 'hetdeploy boards') or .yaml paths")
+    grid.add_argument("--widths", type=_listed(config.width), default=[16], metavar="W1,W2",
+                      help="fixed-point widths (--width of each point; default 16)")
+    grid.add_argument("--policies", type=_listed(config.choice(config.POLICIES)), default=["latency"],
+                      metavar="P1,P2", help=f"partitioning policies, of {', '.join(config.POLICIES)} (default latency)")
+    grid.add_argument("--reuse-factors", type=_listed(_reuse_factor), default=[None], metavar="R1,R2",
+                      help="model-wide reuse factors (--model-reuse-factor of each point); 'auto': each unit folded "
+                           "to fit (the default)")
+    building = section["building"]
+    building.add_argument("--build", action="store_true", help="build every point into DIR/builds and verify it "
+                          "against the model (on the samples each build verified on, never those it sized on)")
+    building.add_argument("--labels", metavar="Y.npy", help="with --build and --calibration: class labels of the "
+                          "calibration samples; each point records its accuracy beside the model's")
+    building.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler (tcp://host:8786) whose "
+                          "workers see the model and DIR at the same paths; default: a local cluster")
+    building.add_argument("--workers", type=_argument(config.positive_int), default=None, metavar="N",
+                          help="worker processes of the local cluster (default: one per core)")
+    building.add_argument("--retry-failed", action="store_true", help="run again the points an earlier run "
+                          "recorded as failed (recorded points are otherwise kept)")
+    _printing_options(s, json_help="print the records (results.json's) instead of the table", quiet_help="no progress")
     s.set_defaults(run=_sweep, command_parser=s)
 
     c = commands.add_parser("config", help="print a build's configuration as YAML, for 'build --config'",

@@ -148,6 +148,18 @@ def test_boards_command_json(capsys):
     pynq = next(b for b in listed if b["name"] == "pynq-z2")
     fpga = next(d for d in pynq["devices"] if d["name"] == "fpga")
     assert fpga["kind"] == "fpga" and fpga["part"] == "xc7z020clg400-1" and fpga["resources"]["dsp"] == 220
+    assert pynq["host"] == "arm_cpu" and [d["name"] for d in pynq["devices"]] == ["fpga", "arm_cpu"]
+    cpu = next(d for d in pynq["devices"] if d["name"] == "arm_cpu")
+    assert cpu["cores"] == 2 and cpu["clock_mhz"] == 650 and cpu["peak_ops_per_s"]["float32"] == 5.2e9
+    assert cpu["memory_bytes"] == 512 * 2**20 and "part" not in cpu
+
+
+def test_boards_command_says_what_each_cpu_and_gpu_is(capsys):
+    assert main(["boards"]) == 0
+    listed = capsys.readouterr().out
+    assert "arm_cpu    cpu, 2x ARM Cortex-A9 at 650 MHz (NEON), runs onnxruntime; 5.2 Gop/s float32 peak; " \
+           "0.5 GiB at 2.1 GB/s  (host)" in listed
+    assert "gpu        gpu, NVIDIA RTX A6000 (48 GB), onnxruntime's CUDA execution provider; 38.7 Top/s" in listed
 
 
 def test_board_names_ignore_case_and_a_near_miss_is_suggested():

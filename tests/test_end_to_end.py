@@ -378,9 +378,37 @@ def test_emulate_bad_inputs(built, tmp_path):
 
 
 def test_every_command_has_help():
-    for command in ([], ["build"], ["plan"], ["emulate"], ["boards"], ["report"]):
+    for command in ([], ["build"], ["plan"], ["emulate"], ["boards"], ["report"], ["sweep"], ["config"]):
         result = hetdeploy(*command, "--help")
         assert result.returncode == 0 and "usage: hetdeploy" in result.stdout
+
+
+def test_help_shows_what_is_required_and_every_option_in_the_same_place():
+    """The usage line names the model and the board as required (they may come from --config instead,
+    which the description says), and build, plan and sweep list the options they share in one order,
+    in the same sections."""
+    from hetdeploy.cli import parser
+
+    commands = parser()._subparsers._group_actions[0].choices
+    usage = {name: commands[name].format_usage() for name in ("build", "plan", "sweep", "emulate")}
+    assert usage["build"] == "usage: hetdeploy build MODEL.onnx --board BOARD -o DIR [options]\n"
+    assert usage["plan"] == "usage: hetdeploy plan MODEL.onnx --board BOARD [options]\n"
+    assert usage["sweep"] == "usage: hetdeploy sweep MODEL.onnx --boards B1,B2 -o DIR [options]\n"
+    assert usage["emulate"] == "usage: hetdeploy emulate DIR [options]\n"
+
+    def layout(name):  # (section, option) in the order --help prints them
+        return [(group.title, action.option_strings[-1] if action.option_strings else action.metavar)
+                for group in commands[name]._action_groups for action in group._group_actions]
+
+    shared = set(layout("build")) & set(layout("plan")) & set(layout("sweep"))
+    assert len(shared) > 15
+    orders = [[entry for entry in layout(name) if entry in shared] for name in ("build", "plan", "sweep")]
+    assert orders[0] == orders[1] == orders[2]
+    for name in ("build", "plan", "sweep", "emulate"):  # a placeholder names what to give, never the option again
+        for group in commands[name]._action_groups:
+            for action in group._group_actions:
+                if action.option_strings and action.nargs is None and action.type is not None:
+                    assert action.metavar is not None, (name, action.option_strings)
 
 
 def test_leading_reshape_model_builds_and_emulates_with_original_input(tmp_path):
