@@ -67,12 +67,16 @@ def _stderr_progress(message: str) -> None:
 
 class Reporter:
     """A build's reporting. Every line goes into build.log; ``show`` gets the step lines and notes,
-    and each unit's line too when ``verbose``; otherwise long steps draw a progress bar (tqdm, on a
-    terminal only) when ``bars``."""
+    and each unit's line too when ``verbose``. With ``bars`` (the default, stderr), a terminal gets a
+    progress bar on long steps instead of the units' lines, and a log or CI, where no bar can be
+    drawn, the units' lines: never a minute without a line."""
 
     def __init__(self, show: Progress, verbose: bool, bars: bool):
         self.log: list[str] = []
-        self.show, self.verbose, self.bars = show, verbose, bars
+        self.show = show
+        self.bars = bars and not verbose and sys.stderr.isatty()
+        self.verbose = verbose or (bars and not self.bars)
+        self._bar: Optional[tqdm] = None
 
     def __call__(self, message: str) -> None:
         self.log.append(message)
@@ -83,15 +87,26 @@ class Reporter:
         if self.verbose:
             self.show(message)
 
+    def working(self, what: str, slow: bool = False) -> None:
+        """What a long step does now: the bar's note; a line too where there is no bar and it is ``slow``
+        (the lines after each unit are progress enough otherwise)."""
+        if self._bar is not None:
+            self._bar.set_postfix_str(what, refresh=True)
+        elif slow:
+            self.detail(f"      {what} ...")
+
     @contextlib.contextmanager
-    def bar(self, total: int, description: str) -> Iterator[Callable[[], None]]:
-        """A function to call once per item done."""
-        if not self.bars or self.verbose:
+    def bar(self, total: int, description: str, unit: str) -> Iterator[Callable[[], None]]:
+        """A function to call once per ``unit`` done."""
+        if not self.bars:
             yield lambda: None
             return
-        with tqdm(total=total, desc=description, unit="item", leave=False, file=sys.stderr, disable=None,
-                  dynamic_ncols=True) as bar:
-            yield bar.update
+        with tqdm(total=total, desc=description, unit=unit, leave=False, file=sys.stderr,
+                  dynamic_ncols=True) as self._bar:
+            try:
+                yield self._bar.update
+            finally:
+                self._bar = None
 
 
 def build(options: BuildOptions, progress: Progress = _stderr_progress, verbose: bool = False) -> Plan:
@@ -170,7 +185,10 @@ def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progr
                  f"build's outputs on its {len(samples.verification)} verification samples")
         _write_report(plan, stage_dir, cache)
         if cache is not None:
-            progress.detail(f"      from the build cache {options.cache}: {cache.summary()}")
+            moved = sum(u.hls is None for s in fpga for u in s.execution_units)  # the top moves them: no hls4ml
+            progress.detail(f"      from the build cache {options.cache}: {cache.summary()}" +
+                            (f" ({moved} unit{'s' if moved > 1 else ''} moved by the top, not converted)"
+                             if moved else ""))
     return plan
 
 
@@ -689,8 +707,8 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
     shapes = tensor_shapes(loaded)
     precision: dict[str, str] = {}  # tensor -> the C++ type of its buffer
     fpga = [(index, sub) for index, sub in enumerate(plan.subfunctions) if sub.kind == "fpga"]
-    # one item per unit converted and per subfunction compiled
-    with progress.bar(sum(len(s.execution_units) + 1 for _, s in fpga), "hls4ml and g++") as done:
+    # a step per unit converted and per subfunction compiled (the compile, of the whole top, the longest)
+    with progress.bar(sum(len(s.execution_units) + 1 for _, s in fpga), "hls4ml and g++", "step") as done:
         for index, sub in fpga:
             started = time.monotonic()
             precision |= _generate_units(sub, loaded, board.device(sub.device), options, build_dir, envs[index],
@@ -707,6 +725,8 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
                 # a unit's DDR weights: their first array's type (the unit's header says each one's)
                 b.precision = weights[b.tensor][0].precision if b.kind == "weights" else precision[b.tensor]
             device = board.device(sub.device)
+            progress.working(f"{sub.name}: compiling the C-simulation of its top and {len(sub.execution_units)} "
+                             f"units (g++)", slow=True)
             sub.hls = _write_top(sub, shapes, device.part, 1000.0 / device.clock_mhz, options.batch, build_dir, cache)
             done()
             progress.detail(f"      {sub.name}: top written and C-simulation compiled in "
@@ -731,6 +751,7 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
     cpp_precision: dict[str, str] = {}  # the same, as a C++ type
     ops = {n.name: n.op for n in loaded.graph.nodes}
     for unit in sub.execution_units:
+        progress.working(f"{unit.name}: converting through hls4ml")
         unit.onnx = f"subfunctions/{sub.name}/{unit.name}.onnx"
         model = extract(loaded.model, unit)
         onnx.save(model, str(build_dir / unit.onnx))

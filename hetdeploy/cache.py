@@ -133,11 +133,11 @@ class BuildCache:
                 shutil.rmtree(staging, ignore_errors=True)
 
     def summary(self) -> str:
-        """``2 of 4 unit conversions, 1 of 2 libraries`` from the cache."""
+        """``1 of 2 compiled libraries, 2 of 4 hls4ml conversions`` from the cache."""
         kinds = sorted(set(self.hits) | set(self.misses))
         return ", ".join(f"{self.hits.get(k, 0)} of {self.hits.get(k, 0) + self.misses.get(k, 0)} {_PLURALS[k]}"
                          for k in kinds) or "nothing looked up"
 
 
-_PLURALS = {"unit": "unit conversions", "library": "compiled libraries", "objects": "units' compiled objects",
+_PLURALS = {"unit": "hls4ml conversions", "library": "compiled libraries", "objects": "units' compiled objects",
             "report": "reports"}

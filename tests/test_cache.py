@@ -73,10 +73,10 @@ def test_a_rebuild_takes_everything_from_the_cache_and_gives_the_same_bytes(tmp_
     first = _build(model, tmp_path / "a", "--cache", cache)
     assert first.returncode == 0, first.stderr
     assert ("from the build cache" in first.stderr and "0 of 1 compiled libraries, 0 of 4 units' compiled objects, "
-            "0 of 1 reports, 0 of 4 unit conversions" in first.stderr), first.stderr
+            "0 of 1 reports, 0 of 4 hls4ml conversions" in first.stderr), first.stderr
     second = _build(model, tmp_path / "b", "--cache", cache)
     assert second.returncode == 0, second.stderr
-    assert "1 of 1 compiled libraries, 1 of 1 reports, 4 of 4 unit conversions" in second.stderr
+    assert "1 of 1 compiled libraries, 1 of 1 reports, 4 of 4 hls4ml conversions" in second.stderr
     for path in ("plan.json", "hls/sf0_fpga/libsf0_fpga.so", "hls/sf0_fpga/units/sf0_fpga_u0/firmware/sf0_fpga_u0.cpp",
                  "report.html"):
         assert (tmp_path / "a" / path).read_bytes() == (tmp_path / "b" / path).read_bytes(), path
@@ -86,7 +86,7 @@ def test_a_rebuild_takes_everything_from_the_cache_and_gives_the_same_bytes(tmp_
     pins = [f"{u['nodes'][0]}={u['reuse_factor'] * (2 if k == len(units) - 1 else 1)}" for k, u in enumerate(units)]
     refolded = _build(model, tmp_path / "c", "--cache", cache, *[a for pin in pins for a in ("--reuse-factor", pin)])
     assert refolded.returncode == 0, refolded.stderr
-    assert "0 of 1 compiled libraries, 3 of 4 units' compiled objects, 0 of 1 reports, 3 of 4 unit conversions" \
+    assert "0 of 1 compiled libraries, 3 of 4 units' compiled objects, 0 of 1 reports, 3 of 4 hls4ml conversions" \
         in refolded.stderr, refolded.stderr
     # --no-cache: nothing looked up, nothing kept
     plain = _build(model, tmp_path / "d", "--no-cache")

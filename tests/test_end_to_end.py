@@ -331,6 +331,9 @@ def test_calibration_data_sizes_each_unit_and_the_error_is_reported(built, tmp_p
     assert len(steps) == 7 and all(lines[k - 1] == f"      step {n} took {lines[k - 1].split()[3]} s"
                                    for n, k in enumerate(steps[1:], start=1))
     assert not any("(step" in line for line in lines)
+    # a log (stderr not a terminal) gets a line per unit and one before the long compile, never a silent minute
+    assert all(f"sf0_fpga_u{k} (Gemm" in result.stderr for k in range(4))
+    assert "      sf0_fpga: compiling the C-simulation of its top and 4 units (g++) ..." in lines
     # where the ranges came from, said in the build and kept in plan.json
     assert "precision sized on 6 samples of calibration.npy" in result.stderr
     calibrations = [json.loads((d / "plan.json").read_text())["calibration"] for d in (default, out)]
