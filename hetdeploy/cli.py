@@ -17,6 +17,7 @@ import numpy as np
 
 from . import __version__, config, processes
 from .errors import UserError
+from .plan import duration
 
 
 def _options(args: argparse.Namespace, **more):
@@ -149,8 +150,8 @@ def print_plan(plan, board, nodes: bool) -> None:
           f"{'overhead':>10} {'in bytes':>10} {'out bytes':>10}")
     for sub in plan.subfunctions:
         e = sub.estimate
-        print(f"{sub.name:<16} {sub.device:<10} {len(sub.nodes):>5} {_time(e.latency_s):>10} {_time(e.compute_s):>10} "
-              f"{_time(e.transfer_s):>10} {_time(e.overhead_s):>10} {e.in_bytes:>10} {e.out_bytes:>10}")
+        print(f"{sub.name:<16} {sub.device:<10} {len(sub.nodes):>5} {duration(e.latency_s):>10} {duration(e.compute_s):>10} "
+              f"{duration(e.transfer_s):>10} {duration(e.overhead_s):>10} {e.in_bytes:>10} {e.out_bytes:>10}")
     for sub in plan.subfunctions:
         if not sub.execution_units:
             continue
@@ -174,9 +175,9 @@ def print_plan(plan, board, nodes: bool) -> None:
             print(f"\n{sub.name}: memory plan ({m.strategy}; footprints in one memory: "
                   + ", ".join(f"{k} {v:,} B" for k, v in m.footprints.items()) + ")")
             print(f"  BRAM target {m.target_bytes:,} B, used {m.bram_bytes:,} B; reserve {m.reserved_bytes:,} B, used "
-                  f"{m.reserved_used_bytes:,} B; DDR {m.ddr_bytes:,} B (spills +{_time(m.ddr_transfer_s)}, "
+                  f"{m.reserved_used_bytes:,} B; DDR {m.ddr_bytes:,} B (spills +{duration(m.ddr_transfer_s)}, "
                   f"weights {sum(b.size for b in m.buffers if b.kind == 'weights'):,} B read in "
-                  f"{_time(m.ddr_weights_s)}); "
+                  f"{duration(m.ddr_weights_s)}); "
                   f"lower bound {m.lower_bound_bytes:,} B; batch buffers in DDR {m.batch_bytes:,} B")
     if nodes:
         print(f"\n{'model node':<32} {'where':<24} {'unit':<16} {'folded into'}")
@@ -200,7 +201,7 @@ def print_plan(plan, board, nodes: bool) -> None:
     if note:
         print(f"\n{note}")
     est = plan.estimate
-    print(f"\nestimated latency ({plan.policy} policy, objective {est.objective}): {_time(est.latency_s)} a sample")
+    print(f"\nestimated latency ({plan.policy} policy, objective {est.objective}): {duration(est.latency_s)} a sample")
     cpu = (f" (all on the host CPU: {est.all_cpu_throughput_per_s:,.0f}, "
            f"{est.throughput_per_s / est.all_cpu_throughput_per_s:.2f}x)" if est.all_cpu_throughput_per_s else "")
     print(f"estimated throughput, a pipelined stream of batches of {est.batch}: {est.throughput_per_s:,.0f} "
@@ -214,9 +215,9 @@ def print_plan(plan, board, nodes: bool) -> None:
         print(f"  --target-rate {target:,.0f} samples/s: {verdict}; the slowest FPGA core, {name}, "
               f"{slowest:,.0f} samples/s")
     if est.all_cpu_latency_s is not None:
-        print(f"  all on the host CPU: {_time(est.all_cpu_latency_s)} ({est.all_cpu_latency_s / est.latency_s:.2f}x)")
+        print(f"  all on the host CPU: {duration(est.all_cpu_latency_s)} ({est.all_cpu_latency_s / est.latency_s:.2f}x)")
     fits = "" if est.support_fits else " (does not fit the board)"
-    print(f"  support policy: {_time(est.support_latency_s)} ({est.support_latency_s / est.latency_s:.2f}x){fits}")
+    print(f"  support policy: {duration(est.support_latency_s)} ({est.support_latency_s / est.latency_s:.2f}x){fits}")
 
 
 # how an output agrees with its reference (TensorVerification.agreement), least exact first
@@ -232,13 +233,6 @@ def chip_totals(plan) -> list[str]:
     return [f"{device}: the chip's total over {len(r.subfunctions)} subfunction(s): " + ", ".join(
         f"{k.upper()} {v:,} of {r.budget.get(k, 0):,} ({v / max(1, r.budget.get(k, 0)):.0%})" for k, v in r.used.items())
         for device, r in plan.fpga_resources.items()]
-
-
-def _time(seconds: float) -> str:
-    for unit, scale in (("s", 1.0), ("ms", 1e-3)):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds * 1e6:.3g} us"
 
 
 def _sweep(args: argparse.Namespace) -> int:

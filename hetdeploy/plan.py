@@ -180,6 +180,20 @@ class PlanEstimate:
     all_cpu_throughput_per_s: Optional[float] = None
 
 
+def time_unit(seconds: float) -> tuple[str, float]:
+    """The unit a duration reads best in (s, ms or us) and its length in seconds: an estimate's
+    figures, and a chart's axis, in one unit a person reads at a glance."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3)):
+        if seconds >= scale:
+            return unit, scale
+    return "us", 1e-6
+
+
+def duration(seconds: float) -> str:
+    unit, scale = time_unit(seconds)
+    return f"{seconds / scale:.3g} {unit}"
+
+
 @dataclass
 class Calibration:
     """The samples the FPGA types were sized on (the user's, ``--calibration``, or synthetic) and

@@ -17,12 +17,14 @@ from pathlib import Path
 
 import matplotlib
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-from .plan import MemoryPlan, Plan, Subfunction
+from .plan import MemoryPlan, Plan, Subfunction, duration, time_unit
 
-# per device kind, the colour maps its subfunctions take shades of
-_KIND_MAPS = {"fpga": "Oranges", "cpu": "Blues", "gpu": "Greens"}
+# A subfunction's colour is its own, from a qualitative palette in plan order (two FPGA
+# subfunctions must not read as one); its device kind is the graph's node marker.
+_KIND_MARKERS = {"fpga": "s", "cpu": "o", "gpu": "^"}
 _MEMORY_COLOURS = {"bram": "#f4b183", "reserved": "#ffd966", "ddr": "#b4a7d6", "weights": "#8e7cc3"}
 _MEMORY_NAMES = {"bram": "on-chip BRAM", "reserved": "reserved BRAM", "ddr": "DDR (spilled)",
                  "weights": "DDR weights of a unit"}
@@ -31,7 +33,7 @@ RESOURCES = ("dsp", "bram18", "lut", "ff")
 LABELLED_NODES = 80
 
 _STYLE = """body{font-family:sans-serif;margin:24px;max-width:1100px;color:#222}
-table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:13px;display:block;overflow-x:auto;max-width:100%}
 th,td{border:1px solid #bbb;padding:3px 8px;text-align:right}
 th{background:#eee}td.name,th.name{text-align:left;font-family:monospace}
 .fail{color:#b00;font-weight:bold}.pass{color:#070}svg{max-width:100%;height:auto}"""
@@ -51,17 +53,15 @@ def _svg(figure: Figure) -> str:
 
 
 def subfunction_colours(plan: Plan) -> dict[str, tuple]:
-    """A colour per subfunction: the shade of its device kind's colour map."""
+    """A colour per subfunction, each its own: tab10 in plan order (tab20 beyond ten)."""
     from matplotlib import colormaps
 
-    colours, seen = {}, {}
-    for sub in plan.subfunctions:
-        seen.setdefault(sub.kind, []).append(sub.name)
-    for kind, names in seen.items():
-        cmap = colormaps[_KIND_MAPS.get(kind, "Greys")]
-        for k, name in enumerate(names):
-            colours[name] = cmap(0.35 + 0.5 * (k + 1) / (len(names) + 1))
-    return colours
+    palette = colormaps["tab10" if len(plan.subfunctions) <= 10 else "tab20"]
+    return {s.name: palette(k % palette.N) for k, s in enumerate(plan.subfunctions)}
+
+
+def _subfunction_label(sub: Subfunction) -> str:
+    return _mathtext_safe(f"{sub.name} ({sub.device}, {sub.kind}, {len(sub.nodes)} nodes)")
 
 
 def graph_figure(plan: Plan, edges: list[tuple[str, str]], ops: dict[str, str]) -> Figure:
@@ -86,16 +86,17 @@ def graph_figure(plan: Plan, edges: list[tuple[str, str]], ops: dict[str, str]) 
             (x0, y0), (x1, y1) = position[source], position[target]
             axes.annotate("", (x1, y1), (x0, y0), arrowprops={"arrowstyle": "-|>", "color": "#888", "lw": 0.6,
                                                                "shrinkA": 9, "shrinkB": 9})
+    kinds = {s.name: s.kind for s in plan.subfunctions}
     for n in nodes:
         x, y = position[n]
         axes.scatter([x], [y], s=260 if labelled else 18, color=colours[where[n]], edgecolors="#333",
-                     linewidths=0.5, zorder=3)
+                     marker=_KIND_MARKERS.get(kinds[where[n]], "D"), linewidths=0.5, zorder=3)
         if labelled:
             axes.text(x + 0.12, y, _mathtext_safe(f"{ops[n]}  {n[:28]}"), fontsize=7, va="center", zorder=4)
-    axes.legend(handles=[Patch(color=colours[s.name], label=_mathtext_safe(f"{s.name} ({s.device}, "
-                                                                           f"{len(s.nodes)} nodes)"))
+    axes.legend(handles=[Line2D([], [], color=colours[s.name], marker=_KIND_MARKERS.get(s.kind, "D"), ls="",
+                                markersize=9, markeredgecolor="#333", label=_subfunction_label(s))
                          for s in plan.subfunctions], loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
-                title="subfunction (device)")
+                title="subfunction (device, kind):\nsquare FPGA, circle CPU, triangle GPU")
     axes.set_axis_off()
     axes.set_xlim(min((p[0] for p in position.values()), default=0) - 0.6,
                   max((p[0] for p in position.values()), default=0) + (2.6 if labelled else 0.6))
@@ -104,23 +105,30 @@ def graph_figure(plan: Plan, edges: list[tuple[str, str]], ops: dict[str, str]) 
 
 
 def latency_figure(plan: Plan) -> Figure:
-    """Per subfunction, its estimated time as compute, transfers, call overhead and DDR traffic."""
+    """Per subfunction, its estimated time as compute, transfers, call overhead and DDR traffic, each
+    bar's total written at its end, in the one unit the longest reads best in."""
     subs = [s for s in plan.subfunctions if s.estimate is not None]
-    figure = Figure(figsize=(10, 0.8 + 0.45 * len(subs)))
+    figure = Figure(figsize=(10, 1.0 + 0.45 * len(subs)))
     axes = figure.add_subplot()
+    longest = max((s.estimate.latency_s for s in subs), default=0.0)
+    unit, scale = time_unit(longest or 1e-6)
     parts = [("compute", "#5b9bd5", lambda e: e.compute_s), ("transfers", "#a5a5a5", lambda e: e.transfer_s),
              ("call overhead", "#ffc000", lambda e: e.overhead_s),
              ("DDR traffic", "#8e7cc3", lambda e: max(0.0, e.latency_s - e.compute_s - e.transfer_s - e.overhead_s))]
     left = [0.0] * len(subs)
     for label, colour, value in parts:
-        widths = [value(s.estimate) * 1e6 for s in subs]
+        widths = [value(s.estimate) / scale for s in subs]
         axes.barh(range(len(subs)), widths, left=left, color=colour, label=label)
         left = [a + b for a, b in zip(left, widths)]
+    for row, sub in enumerate(subs):  # the total beside its bar, inside the frame
+        axes.text(left[row], row, f"  {duration(sub.estimate.latency_s)}", va="center", fontsize=8)
+    axes.set_xlim(0, max(left, default=0.0) * 1.18 or 1.0)
     axes.set_yticks(range(len(subs)), [_mathtext_safe(f"{s.name} ({s.device})") for s in subs], fontsize=8)
     axes.invert_yaxis()
-    axes.set_xlabel("estimated time per call (us)")
+    axes.set_xlabel(f"estimated time per call ({unit})")
     axes.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    axes.set_title(f"estimated latency {plan.estimate.latency_s * 1e6:.4g} us ({plan.policy} policy)", fontsize=10)
+    axes.set_title(f"estimated latency {duration(plan.estimate.latency_s)} a sample, the subfunctions in turn "
+                   f"({plan.policy} policy)", fontsize=10)
     return figure
 
 
@@ -248,10 +256,10 @@ def write_report(build_dir: Path) -> Path:
     edges, ops = graph_edges(build_dir / plan.model)
     colours = subfunction_colours(plan)
     e = plan.estimate
-    summary = [f"estimated latency <b>{e.latency_s * 1e6:.4g} us</b> ({html.escape(plan.policy)} policy)"]
+    summary = [f"estimated latency <b>{duration(e.latency_s)}</b> ({html.escape(plan.policy)} policy)"]
     if e.all_cpu_latency_s:
-        summary.append(f"all on the host CPU {e.all_cpu_latency_s * 1e6:.4g} us")
-    summary.append(f"support policy {e.support_latency_s * 1e6:.4g} us")
+        summary.append(f"all on the host CPU {duration(e.all_cpu_latency_s)}")
+    summary.append(f"support policy {duration(e.support_latency_s)}" + ("" if e.support_fits else " (does not fit)"))
     summary.append(f"a pipelined stream of batches of {e.batch}: <b>{e.throughput_per_s:,.0f} samples/s</b> "
                    f"(objective {html.escape(e.objective)})")
     parts = [f"<h1>{html.escape(plan.source_model)} on {html.escape(plan.board)}</h1>",

@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 
 import graphs
 from hetdeploy.board import available_boards, load_board
-from hetdeploy.cli import _time, main
+from hetdeploy.cli import main
 from hetdeploy.cost import CostModel, node_work
 from hetdeploy.errors import UserError
 from hetdeploy.graph import Graph, Node
+from hetdeploy.plan import duration
 from hetdeploy.partition import Group, latency_solution, optimal_solution, partition_graph, solution_seconds
 from test_partition import group_graph
 
@@ -305,8 +306,8 @@ def test_one_plan_one_figure_and_the_latency_policy_never_loses_to_a_fitting_sup
             if name in ("alexnet_style", "mnist"):  # the table and a sweep's record say the same
                 assert main(["plan", str(path), "--board", board]) == 0
                 table = capsys.readouterr().out
-                assert f"latency policy, objective latency): {_time(latency['latency_s'])} a sample" in table
-                assert f"support policy: {_time(latency['support_latency_s'])} (" in table
+                assert f"latency policy, objective latency): {duration(latency['latency_s'])} a sample" in table
+                assert f"support policy: {duration(latency['support_latency_s'])} (" in table
                 record = evaluate(Point(board, 16, "latency", None), BuildOptions(path, board, tmp_path), None, None)
                 assert record["latency_s"] == latency["latency_s"], (name, board)
 

@@ -9,6 +9,7 @@ without a browser in test_memory.py.
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -50,3 +51,33 @@ def test_report_renders_in_a_headless_browser_with_every_picture(built, tmp_path
     # text: dark pixels in every band of the page down to the last memory map
     rows = np.where(np.any(pixels.mean(axis=-1) < 0.3, axis=1))[0]
     assert rows.max() > 2000
+
+
+def test_each_subfunction_has_a_colour_of_its_own_and_each_time_bar_its_total_inside_the_frame():
+    """Two FPGA subfunctions used to be two shades of one orange; a latency bar ran into the frame.
+    Every pair of subfunction colours is far apart (ten far apart, up to 20 apart), and in the latency chart
+    of the alexnet-style network (two FPGA subfunctions around an LRN on the PYNQ-Z2's CPU) each bar's
+    total is written inside the axes, in the unit the longest bar reads best in."""
+    from itertools import combinations
+    from types import SimpleNamespace
+
+    from hetdeploy.build import plan_stages
+    from hetdeploy.config import BuildOptions
+    from hetdeploy.report import latency_figure, subfunction_colours
+
+    for count in range(2, 21):
+        plan = SimpleNamespace(subfunctions=[SimpleNamespace(name=f"sf{k}", kind="fpga") for k in range(count)])
+        colours = list(subfunction_colours(plan).values())
+        nearest = min(np.abs(np.subtract(a[:3], b[:3])).sum() for a, b in combinations(colours, 2))
+        assert nearest > (0.35 if count <= 10 else 0.12), count  # beyond ten, light and dark pairs
+
+    model = Path(__file__).resolve().parent.parent / "examples" / "alexnet_style.onnx"
+    _, _, plan = plan_stages(BuildOptions(model, "pynq-z2", Path(".")), lambda k, what: None, lambda note: None)
+    assert [s.kind for s in plan.subfunctions] == ["fpga", "cpu", "fpga"]
+    figure = latency_figure(plan)
+    axes = figure.axes[0]
+    figure.canvas.draw()
+    right = axes.get_window_extent().x1
+    totals = [t for t in axes.texts if t.get_text().strip().endswith(("us", "ms", " s"))]
+    assert len(totals) == 3 and all(t.get_window_extent().x1 < right for t in totals)
+    assert axes.get_xlabel() == "estimated time per call (ms)"
