@@ -14,7 +14,7 @@ DIR/results.json (a list of records, in grid order) and DIR/results.csv are rewr
 point, so an interrupted sweep resumes from them: a point already recorded is not run again (a
 failed one only with ``--retry-failed``). DIR/sweep.json records what the records depend on (the
 model's bytes, every option but the axes); a sweep that differs is refused rather than mixed in.
-DIR/pareto.png draws estimated latency against LUT + DSP, one colour per board.
+DIR/pareto.png draws estimated latency against LUT + DSP: colour the board, shape the policy, size the width.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from . import config
 from .config import BuildOptions
 from .errors import UserError, first_line
 from .names import identifier
+from .plan import duration, time_unit
 
 RESULTS_JSON = "results.json"
 RESULTS_CSV = "results.csv"
@@ -400,49 +401,73 @@ def table(records: list[dict]) -> str:
                       f"{'verified' if r['verified'] else 'OUT OF TOLERANCE'}")
             if r.get("accuracy") is not None:
                 result += f", accuracy {100 * r['accuracy']:.2f} % (model {100 * r['model_accuracy']:.2f} %)"
-        lines.append(f"{head} {_seconds(r['latency_s']):>10} {r['dsp']:>6} {r['lut']:>8} {r['bram18']:>6} "
+        lines.append(f"{head} {duration(r['latency_s']):>10} {r['dsp']:>6} {r['lut']:>8} {r['bram18']:>6} "
                      f"{r['ff']:>8}  {result}")
     return "\n".join(lines)
 
 
-def _seconds(value: float) -> str:
-    return f"{value * 1e6:.1f} us" if value < 1e-3 else f"{value * 1e3:.2f} ms"
-
-
 def pareto_png(records: list[dict], title: str) -> bytes:
-    """Estimated latency against LUT + DSP of every planned point, coloured by board, marked by
-    policy, with the Pareto front (no point both faster and smaller) drawn through."""
+    buffer = io.BytesIO()
+    pareto_figure(records, title).savefig(buffer, format="png", dpi=110, metadata={"Software": None},
+                                          bbox_inches="tight")
+    return buffer.getvalue()
+
+
+def pareto_figure(records: list[dict], title: str):
+    """Estimated latency against LUT + DSP of every planned point with the Pareto front (no point both
+    faster and smaller) drawn through: colour the board, shape the policy (the latency policy
+    filled, the support policy a ring around it, so that a point both plan alike shows both), size the
+    width; latency in the unit it reads best in, the legends outside the points."""
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter
 
     ok = [r for r in records if r["status"] == "ok"]
-    figure = Figure(figsize=(7.5, 4.8))
+    figure = Figure(figsize=(8.5, 4.8))
     axes = figure.subplots()
     boards = sorted({r["board"] for r in ok})
     policies = sorted({r["policy"] for r in ok})
-    markers = "os^Dvp*"
+    widths = sorted({r["width"] for r in ok})
+    unit, scale = time_unit(min((r["latency_s"] for r in ok), default=1e-3))
+    markers, sizes = "os^Dvp*", {w: 28 + 90 * k / max(1, len(widths) - 1) for k, w in enumerate(widths)}
+    hollow = {p: k % 2 == 1 for k, p in enumerate(policies)}
     for k, board in enumerate(boards):
         for m, policy in enumerate(policies):
             mine = [r for r in ok if r["board"] == board and r["policy"] == policy]
             if mine:
-                axes.scatter([r["lut"] + r["dsp"] for r in mine], [r["latency_s"] for r in mine],
-                             color=f"C{k % 10}", marker=markers[m % len(markers)], alpha=0.8,
-                             label=f"{Path(board).stem}, {policy}".replace("$", r"\$"))
+                colour = f"C{k % 10}"
+                axes.scatter([r["lut"] + r["dsp"] for r in mine], [r["latency_s"] / scale for r in mine],
+                             s=[(sizes[r["width"]] * (2.2 if hollow[policy] else 1)) for r in mine],
+                             marker=markers[m % len(markers)], facecolors="none" if hollow[policy] else colour,
+                             edgecolors=colour, linewidths=1.4 if hollow[policy] else 0.5,
+                             zorder=2 if hollow[policy] else 3)
     front, best = [], float("inf")
     for r in sorted(ok, key=lambda r: (r["lut"] + r["dsp"], r["latency_s"])):
         if r["latency_s"] < best:
             front.append(r)
             best = r["latency_s"]
     if len(front) > 1:
-        axes.step([r["lut"] + r["dsp"] for r in front], [r["latency_s"] for r in front], where="post",
-                  color="grey", linestyle="--", linewidth=1, label="Pareto front")
+        axes.step([r["lut"] + r["dsp"] for r in front], [r["latency_s"] / scale for r in front], where="post",
+                  color="grey", linestyle="--", linewidth=1)
     axes.set_yscale("log")
+    plain = FuncFormatter(lambda value, _: f"{value:g}")  # 2.75, not 2.75x10^0
+    axes.yaxis.set_major_formatter(plain)
+    axes.yaxis.set_minor_formatter(plain)
+    axes.tick_params(axis="y", which="minor", labelsize=7)
     axes.set_xlabel("LUT + DSP (estimated, summed over the board's FPGAs)")
-    axes.set_ylabel("estimated latency per sample (s)")
+    axes.set_ylabel(f"estimated latency per sample ({unit})")
     failed = len(records) - len(ok)
     axes.set_title(f"{title}: {len(ok)} points planned{f', {failed} failed' if failed else ''}".replace("$", r"\$"))
     axes.grid(True, which="both", alpha=0.3)
     if ok:
-        axes.legend(fontsize=7, loc="best")
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110, metadata={"Software": None}, bbox_inches="tight")
-    return buffer.getvalue()
+        key = [Line2D([], [], ls="", marker="s", color=f"C{k % 10}", label=Path(b).stem.replace("$", r"\$"))
+               for k, b in enumerate(boards)]
+        key += [Line2D([], [], ls="", marker=markers[m % len(markers)], markersize=8 if hollow[p] else 6,
+                       markerfacecolor="none" if hollow[p] else "grey", markeredgecolor="grey",
+                       label=f"{p} policy") for m, p in enumerate(policies)]
+        key += [Line2D([], [], ls="", marker="o", color="grey", markersize=sizes[w] ** 0.5, label=f"{w} bits")
+                for w in widths]
+        if len(front) > 1:
+            key.append(Line2D([], [], color="grey", ls="--", lw=1, label="Pareto front"))
+        axes.legend(handles=key, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return figure

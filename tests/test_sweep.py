@@ -141,3 +141,30 @@ def test_a_model_wide_reuse_factor_gives_every_unit_the_nearest_valid_one(built)
     layers = [(16, 64), (64, 32), (32, 32)]  # the last (32 x 5) pinned per node
     assert got == [min(valid_reuse_factors(*layer), key=lambda rf: (abs(rf - 48), rf)) for layer in layers] + [8]
     assert got[0] == 32  # 32 and 64 are as near: hls4ml's get_closest_reuse_factor takes the smaller
+
+
+def test_pareto_chart_tells_boards_policies_and_widths_apart_in_readable_units():
+    """Latency in ms (not 2.75x10^-3 s), the support policy a ring that a latency-policy point planned
+    alike cannot hide, each width its own size, and a legend for each."""
+    from hetdeploy.sweep import pareto_figure
+
+    records = [{"status": "ok", "board": board, "policy": policy, "width": width, "latency_s": latency,
+                "lut": 20000 * width * larger, "dsp": 100}
+               for board, latency, larger in (("pynq-z2", 2.75e-3, 1), ("zcu104", 1.3e-3, 3))
+               for policy in ("latency", "support") for width in (8, 16)]
+    records.append({"status": "failed", "board": "kv260", "policy": "latency", "width": 8})
+    figure = pareto_figure(records, "m.onnx")
+    axes = figure.axes[0]
+    figure.canvas.draw()
+    assert axes.get_ylabel() == "estimated latency per sample (ms)"
+    assert axes.get_title() == "m.onnx: 8 points planned, 1 failed"
+    labels = [t.get_text() for t in axes.yaxis.get_ticklabels(which="both") if t.get_text()]
+    assert labels and not any("10^" in label or "times" in label for label in labels)
+    filled, rings = [], []
+    for points in axes.collections:
+        (filled if points.get_facecolors().size else rings).append(points)
+    assert len(filled) == 2 and len(rings) == 2  # a collection per board and policy
+    assert all(len(set(points.get_sizes())) == 2 for points in axes.collections)  # 8 and 16 bits
+    assert min(rings[0].get_sizes()) > max(filled[0].get_sizes()) / 2  # a ring around a filled point
+    legend = [t.get_text() for t in axes.get_legend().get_texts()]
+    assert legend == ["pynq-z2", "zcu104", "latency policy", "support policy", "8 bits", "16 bits", "Pareto front"]
