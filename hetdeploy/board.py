@@ -73,6 +73,10 @@ class Device:
     cores: int = 1
     clock_mhz: float = 0.0
     part: str = ""
+    # the board files' names for the board around an FPGA part: its processing system's presets (DDR,
+    # MIO, clocks) come from them; empty: the bare part
+    board_part: str = ""
+    board_connections: list[str] = field(default_factory=list)
     resources: dict[str, int] = field(default_factory=dict)
     reserve_fraction: float = 0.0
     utilisation: dict[str, float] = field(default_factory=dict)  # resource -> the most of it a design may use
@@ -240,6 +244,15 @@ _NAME = _is(str, "a name of letters, digits, '_' and '-', starting with a letter
             lambda v: NAME_PATTERN.fullmatch(v) is not None)
 _PART = _is(str, "an FPGA part number (letters, digits, '_', '-', '.')",
             lambda v: re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", v) is not None)
+# Vivado's board files: a board part is vendor:board:part0:version; a connection, a connector and
+# the VLNV of what is plugged into it (a Kria SOM's carrier card). Checked this tightly because
+# they go into the block design's Tcl.
+_VLNV = r"[A-Za-z0-9][A-Za-z0-9_.-]*(?::[A-Za-z0-9][A-Za-z0-9_.-]*){3}"
+_BOARD_PART = _is(str, "a Vivado board part, vendor:board:part0:version (tul.com.tw:pynq-z2:part0:1.0)",
+                  lambda v: re.fullmatch(_VLNV, v) is not None)
+_BOARD_CONNECTIONS = _is(list, "a list of 'connector vendor:board:connector:version' (a Kria SOM's carrier)",
+                         lambda v: all(isinstance(x, str) and re.fullmatch(rf"[A-Za-z0-9_]+ {_VLNV}", x)
+                                       for x in v))
 _TEXT = _is(str, "one line of text", lambda v: bool(v.strip()) and v.isprintable())
 # Figures are physical: finite, at most 1e18, and a positive one at least 1e-15 (so that nothing
 # derived from them overflows to inf, which plan.json could not hold).
@@ -303,6 +316,8 @@ _DEVICE = {
     "invocation_overhead_s": (True, _NONNEG_NUM),
     "ops": (True, None),  # 'all' or a mapping of op -> limits; checked in _validate_ops
     "part": (False, _PART),
+    "board_part": (False, _BOARD_PART),
+    "board_connections": (False, _BOARD_CONNECTIONS),
     "resources": (False, _RESOURCES),
     "reserve_fraction": (False, _FRACTION),
     "utilisation": (False, _UTILISATION),
@@ -397,6 +412,11 @@ def _validate(src: _Source) -> Board:
             for key in ("part", "resources", "clock_mhz"):
                 if key not in d:
                     src.fail(path, f"missing key '{key}' (required for an fpga device)")
+        for key in ("board_part", "board_connections"):
+            if key in d and d["kind"] != "fpga":
+                src.fail(f"{path}.{key}", "only an fpga device sits on a Vivado board part")
+        if "board_connections" in d and "board_part" not in d:
+            src.fail(f"{path}.board_connections", "connections need the board_part they connect")
         compute = None
         if d["kind"] == "fpga":
             if "compute" in d:
@@ -423,6 +443,8 @@ def _validate(src: _Source) -> Board:
                 cores=int(d.get("cores", 1)),
                 clock_mhz=float(d.get("clock_mhz", 0.0)),
                 part=d.get("part", ""),
+                board_part=d.get("board_part", ""),
+                board_connections=list(d.get("board_connections", [])),
                 resources=dict(d.get("resources", {})),
                 reserve_fraction=float(d.get("reserve_fraction", 0.0)),
                 utilisation={k: float(v) for k, v in d.get("utilisation", {}).items()},

@@ -1,10 +1,12 @@
-"""Stage 7: the deployment package (DIR/deploy/) and the bitstream flow (DIR/vivado/).
+"""Stage 7: the deployment package (DIR/deploy/), the bitstream flow inside it.
 
-deploy/ is what goes onto the board: run.py (hetdeploy/board_runtime.py, standalone), plan.json,
-the CPU subfunctions' ONNX models, the DDR images of FPGA subfunctions whose weights stay in DDR
-(ddr/<subfunction>.bin) and a README with the steps. vivado/design.tcl is the block design
-for the board's Zynq part around the HLS cores that hls/<subfunction>/build_prj.tcl exports. Neither
-script runs here unless the vendor tools are on PATH (``synthesize``); nothing fakes a bitstream.
+deploy/ is all a user carries: run.py (hetdeploy/board_runtime.py, standalone), plan.json, the CPU
+subfunctions' ONNX models, the DDR images of FPGA subfunctions whose weights stay in DDR
+(ddr/<subfunction>.bin), a README with the steps, and hardware/: each FPGA subfunction's synthesis
+sources with its build_prj.tcl (hls/<subfunction>/ less what C-simulation compiled) and design.tcl,
+the block design for the board's Zynq part around the cores they export, which writes design.bit
+and design.hwh into deploy/. Neither script runs here unless the vendor tools are on PATH
+(``synthesize``); nothing fakes a bitstream.
 """
 
 from __future__ import annotations
@@ -20,17 +22,25 @@ import numpy as np
 from . import processes
 from .board import Board
 from .errors import SynthesisNotRun, ToolError
-from .hls_top import template
+from .hls_top import TOOL_VERSIONS, template
 from .names import identifier
 from .ort_adapter import providers_for
 from .plan import Plan
 from .runtime import largest_batch
 
-# Zynq processing systems by part family: (IP, automation rule, config, GP master port, HP slave port)
+HARDWARE = "hardware"  # deploy/hardware/: what a machine with Vivado needs to make the bitstream
+# What C-simulation compiled or logged beside an FPGA subfunction's synthesis sources
+_NOT_SYNTHESIS_SOURCES = shutil.ignore_patterns("*.so", "*.o", "*.d", "*.log", "Makefile", "tb_data")
+
+# Zynq processing systems by part family: (IP, automation rule, automation config, config, GP master
+# port, HP slave port). The automation is the one hls4ml's VivadoAccelerator pynq-z2 design and PYNQ's
+# overlays run: the board files' presets (DDR, MIO, clocks) where the board names its board_part, the
+# Zynq-7000's DDR and fixed IO made external.
 _PROCESSING_SYSTEMS = {
     "xc7z": ("xilinx.com:ip:processing_system7:5.5", "xilinx.com:bd_rule:processing_system7",
+             'make_external "FIXED_IO, DDR" apply_board_preset "%d" Master "Disable" Slave "Disable"',
              "CONFIG.PCW_USE_S_AXI_HP0 {1} CONFIG.PCW_FPGA0_PERIPHERAL_FREQMHZ {%g}", "M_AXI_GP0", "S_AXI_HP0"),
-    "xczu": ("xilinx.com:ip:zynq_ultra_ps_e:3.3", "xilinx.com:bd_rule:zynq_ultra_ps_e",
+    "xczu": ("xilinx.com:ip:zynq_ultra_ps_e:3.3", "xilinx.com:bd_rule:zynq_ultra_ps_e", 'apply_board_preset "%d"',
              "CONFIG.PSU__USE__S_AXI_GP2 {1} CONFIG.PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ {%g}", "M_AXI_HPM0_FPD",
              "S_AXI_HP0_FPD"),
 }
@@ -117,39 +127,74 @@ def write_package(plan: Plan, board: Board, build_dir: Path) -> None:
             (deploy / "ddr").mkdir(exist_ok=True)
             shutil.copy(build_dir / sub.hls.ddr_image, deploy / "ddr" / f"{sub.name}.bin")
     fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
-    design = _write_block_design(plan, board, build_dir) if fpga else None
-    table = "\n".join(f"- `{s.name}` on `{s.device}` ({s.kind}): {len(s.nodes)} nodes" for s in plan.subfunctions)
-    vivado_state = (f"`hls/<subfunction>/build_prj.tcl` for each core, then `vivado/{design.name}`" if design else
-                    "no block design was written: this board's FPGA part has no Zynq processing system here")
-    steps = [f"Build the bitstream on a machine with Vivado/Vitis HLS ({vivado_state}), or run\n   `hetdeploy build "
-             f"... --synth` there. It writes `design.bit` and `design.hwh` into this folder."] if fpga else []
-    steps += [f"Copy this folder to the board, e.g. `scp -r deploy xilinx@pynq:~/"
-              f"{identifier(Path(plan.source_model).stem)}`.",
+    design = write_hardware(plan, board, build_dir) if fpga else None
+    table = "\n".join(f"- `{s.name}` on `{s.device}` ({s.kind}): {len(s.nodes)} node{'s' if len(s.nodes) > 1 else ''}"
+                      for s in plan.subfunctions)
+    hardware = (f"in `{HARDWARE}/`: `(cd <subfunction> && vitis_hls -f build_prj.tcl)` for each core, then "
+                f"`vivado -mode batch -source {design.name}`" if design else
+                f"`{HARDWARE}/<subfunction>/build_prj.tcl` exports each core; no block design was written: this "
+                f"board's FPGA part has no Zynq processing system here")
+    steps = [f"Build the bitstream on a machine with {TOOL_VERSIONS} ({hardware}), or run\n   "
+             f"`hetdeploy build ... --synth` there. It writes `design.bit` and `design.hwh` into this folder. "
+             f"The scripts\n   were written for those versions and never run where this package was built."] \
+        if fpga else []
+    steps += [f"Copy this folder to the board"
+              + (f", without `{HARDWARE}/` (the board needs none of it), e.g. `rsync -a --exclude {HARDWARE} deploy/ "
+                 f"xilinx@pynq:~/{identifier(Path(plan.source_model).stem)}/`." if fpga else
+                 f", e.g. `scp -r deploy xilinx@pynq:~/{identifier(Path(plan.source_model).stem)}`."),
               "On the board: `pip install onnxruntime numpy`" + (" (pynq comes with the image)." if fpga else "."),
               "`" + ("sudo " if fpga else "") + "python3 run.py --input x.npy --output y.npy [--batch N] [--sequential] "
               "[--benchmark]`"
               + ("\n   (sudo: pynq needs it to map the FPGA's registers and allocate DMA memory)." if fpga else "")]
     (deploy / "README.md").write_text(README.format(
         steps="\n".join(f"{k}. {step}" for k, step in enumerate(steps, start=1)),
-        model=identifier(plan.source_model), board=identifier(plan.board), table=table,
+        model=_code_span(plan.source_model), board=_code_span(plan.board), table=table,
         max_batch=largest_batch(plan) or 1,
         bitstream_state="there is no design.bit in this folder until the bitstream flow has run." if fpga
         else "this plan has no FPGA part: no bitstream is needed."))
 
 
-def _write_block_design(plan: Plan, board: Board, build_dir: Path) -> Optional[Path]:
+def _code_span(name: str) -> str:
+    """A name from the model or board as Markdown code: printable, no backtick, nothing it could link or run."""
+    return "`" + "".join(c for c in name if c.isprintable() and c != "`") + "`"
+
+
+def write_hardware(plan: Plan, board: Board, build_dir: Path) -> Optional[Path]:
+    """deploy/hardware/: each FPGA subfunction's synthesis sources and build_prj.tcl, copied from its
+    HLS project less what C-simulation compiled, and the block design over them (``write_block_design``),
+    so that deploy/ alone makes the bitstream. Returns the block design's path (None: no Zynq part)."""
+    hardware = build_dir / "deploy" / HARDWARE
+    for sub in (s for s in plan.subfunctions if s.kind == "fpga"):
+        shutil.copytree(build_dir / "hls" / sub.name, hardware / sub.name, ignore=_NOT_SYNTHESIS_SOURCES)
+    return write_block_design(plan, board, hardware)
+
+
+def write_block_design(plan: Plan, board: Board, folder: Path) -> Optional[Path]:
+    """``folder``/design.tcl: the board's processing system (its board files' presets where the board
+    names a board_part), the core each of the plan's FPGA subfunctions exports from
+    ``folder``/<subfunction>/, the AXI wiring and the fabric clock; None where the part has no Zynq
+    processing system hetdeploy knows."""
     fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
     device = board.device(fpga[0].device)
     family = next((k for k in _PROCESSING_SYSTEMS if device.part.startswith(k)), None)
     if family is None:
         return None
-    ps, rule, config, master, slave = _PROCESSING_SYSTEMS[family]
-    (build_dir / "vivado").mkdir()
-    path = build_dir / "vivado" / "design.tcl"
+    ps, rule, automation, config, master, slave = _PROCESSING_SYSTEMS[family]
+    if device.board_part:
+        board_part = f"set_property board_part {device.board_part} [current_project]"
+        if device.board_connections:
+            board_part += f"\nset_property board_connections {{{' '.join(device.board_connections)}}} [current_project]"
+    else:
+        board_part = (f"# board {identifier(board.name)} names no board_part: the processing system keeps the bare "
+                      f"part's defaults;\n# set its DDR and MIO for your board before running (or add board_part "
+                      f"to the board file)")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "design.tcl"
     path.write_text(template("design.tcl.in").substitute(
-        board=identifier(board.name), part=device.part, clock_mhz=f"{device.clock_mhz:g}",
-        ip_repos=" ".join(f"../hls/{s.name}/{s.name}_prj/solution1/impl/ip" for s in fpga),
-        ps_vlnv=ps, ps_rule=rule, ps_config=config % device.clock_mhz, ps_master=master, ps_slave=slave,
+        board=identifier(board.name), part=device.part, clock_mhz=f"{device.clock_mhz:g}", board_part=board_part,
+        ip_repos=" ".join(f"{s.name}/{s.name}_prj/solution1/impl/ip" for s in fpga), tool_versions=TOOL_VERSIONS,
+        ps_vlnv=ps, ps_rule=rule, ps_automation=automation % bool(device.board_part),
+        ps_config=config % device.clock_mhz, ps_master=master, ps_slave=slave,
         cores=" ".join(s.name for s in fpga)))
     return path
 
@@ -171,17 +216,18 @@ def synthesize(plan: Plan, build_dir: Path, progress: Callable[[str], None]) -> 
     fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
     if not fpga:
         return "--synth: the plan has no FPGA subfunction; nothing to synthesise"
-    if hls_tool is None or vivado is None or not (build_dir / "vivado" / "design.tcl").exists():
+    hardware = build_dir / "deploy" / HARDWARE
+    if hls_tool is None or vivado is None or not (hardware / "design.tcl").exists():
         missing = " and ".join(t for t, p in (("vitis_hls/vivado_hls", hls_tool), ("vivado", vivado)) if p is None)
-        steps = "; ".join(f"(cd {build_dir}/hls/{s.name} && vitis_hls -f build_prj.tcl)" for s in fpga)
+        steps = "; ".join(f"(cd {hardware}/{s.name} && vitis_hls -f build_prj.tcl)" for s in fpga)
         raise SynthesisNotRun(f"--synth: {missing or 'a block design for this part'} not available here, so "
                               f"nothing was synthesised (the build itself is complete in {build_dir}); wrote the "
-                              f"scripts: {steps}; then (cd {build_dir}/vivado && vivado -mode batch -source "
-                              f"design.tcl)")
+                              f"scripts, for {TOOL_VERSIONS}: {steps}; then (cd {hardware} && vivado -mode batch "
+                              f"-source design.tcl)")
     for sub in fpga:
         progress(f"      synthesising {sub.name} with {Path(hls_tool).name}")
-        _run_tool([hls_tool, "-f", "build_prj.tcl"], build_dir / "hls" / sub.name)
+        _run_tool([hls_tool, "-f", "build_prj.tcl"], hardware / sub.name)
     progress("      running the Vivado block design to a bitstream")
-    _run_tool([vivado, "-mode", "batch", "-source", "design.tcl"], build_dir / "vivado")
+    _run_tool([vivado, "-mode", "batch", "-source", "design.tcl"], hardware)
     return f"--synth: bitstream written to {build_dir}/deploy/design.bit"
 

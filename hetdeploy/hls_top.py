@@ -29,6 +29,10 @@ from .precision import fixed_grid
 
 TEMPLATES = Path(str(importlib.resources.files("hetdeploy") / "hls"))  # package data
 MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
+# The tools the synthesis scripts (build_prj.tcl, design.tcl) are written for, said in each and in
+# the package's README. Never run here (no Vivado or Vitis where hetdeploy is tested): the commands
+# are those of these versions' documentation and of hls4ml's and PYNQ's own scripts.
+TOOL_VERSIONS = "Vitis HLS and Vivado 2022.1 to 2023.2 (PYNQ 3.0's images are built with 2022.1)"
 UNIT_WEIGHTS_FILE = "weights.bin"  # in a unit's project: its DDR weights, packed (pack_fixed)
 DDR_IMAGE = "ddr_image.bin"  # in a subfunction's project: its DDR region's initial contents
 
@@ -353,5 +357,5 @@ def _write_build_files(source: SubfunctionSource, project_dir: Path) -> None:
         rules="\n".join(rules)))
     (project_dir / SYNTHESIS_SCRIPT).write_text(template("build_prj.tcl.in").substitute(
         subfunction=sub, add_files="\n".join(add_files), part=source.part,
-        clock_period_ns=f"{source.clock_period_ns:g}"))
+        clock_period_ns=f"{source.clock_period_ns:g}", tool_versions=TOOL_VERSIONS))
 

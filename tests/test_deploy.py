@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -100,9 +101,24 @@ def test_package_holds_what_the_board_needs_and_says_what_was_not_run(built):
     assert sorted(p.name for p in (deploy / "models").iterdir()) == ["sf1_arm_cpu.onnx"]
     readme = (deploy / "README.md").read_text()
     assert "NOT run" in readme and "bitstream" in readme and "pip install onnxruntime numpy" in readme
-    design = (out / "vivado" / "design.tcl").read_text()
+    # deploy/ alone makes the bitstream: each core's synthesis sources and script, and the block design
+    hardware = deploy / "hardware"
+    design = (hardware / "design.tcl").read_text()
     assert "-part xc7z020clg400-1" in design and "processing_system7" in design
+    assert "set_property board_part tul.com.tw:pynq-z2:part0:1.0 [current_project]" in design
+    assert 'make_external "FIXED_IO, DDR" apply_board_preset "1"' in design
     assert "foreach core {sf0_fpga sf2_fpga}" in design and "m_axi_gmem" in design
+    assert "ip_repo_paths [list sf0_fpga/sf0_fpga_prj/solution1/impl/ip sf2_fpga/sf2_fpga_prj/solution1/impl/ip]" \
+        in design and "../design.bit" in design and not (out / "vivado").exists()
+    assert "Vitis HLS and Vivado 2022.1 to 2023.2" in design and "Vitis HLS and Vivado 2022.1 to 2023.2" in readme
+    for core in ("sf0_fpga", "sf2_fpga"):
+        script = (hardware / core / "build_prj.tcl").read_text()
+        sources = [line.split()[1] for line in script.splitlines() if line.startswith("add_files")]
+        assert sources and all((hardware / core / source).is_file() for source in sources)
+        assert (hardware / core / "ap_types").is_dir()
+        assert not [p for p in (hardware / core).rglob("*") if p.suffix in (".so", ".o", ".log")]
+    assert "rsync -a --exclude hardware deploy/" in readme and "`split_by_lrn.onnx` on `pynq-z2`" in readme
+    assert "(fpga): 1 nodes" not in readme and "(cpu): 1 node" in readme
     assert not list(out.rglob("*.bit"))  # nothing pretends to be a bitstream
 
 
@@ -223,18 +239,44 @@ def test_block_design_uses_the_zynq_ultrascale_processing_system(tmp_path, board
     import networks
     from hetdeploy.board import load_board
     from hetdeploy.build import BuildOptions, plan_stages
-    from hetdeploy.deploy import write_package
+    from hetdeploy.deploy import write_block_design
 
     model = tmp_path / "cnn.onnx"
     onnx.save(networks.small_cnn(), str(model))
     _, loaded_board, plan = plan_stages(BuildOptions(model=model, board=board, out_dir=tmp_path, policy="support"),
                                         lambda k, what: None)
-    for sub in plan.subfunctions:
-        sub.onnx = "cnn.onnx"
-    write_package(plan, loaded_board, tmp_path)
-    design = (tmp_path / "vivado" / "design.tcl").read_text()
+    design = write_block_design(plan, loaded_board, tmp_path).read_text()
     assert f"-part {part}" in design and "zynq_ultra_ps_e" in design and "S_AXI_HP0_FPD" in design
-    assert load_board(board).name in (tmp_path / "deploy" / "README.md").read_text()
+    fpga = load_board(board).device("fpga")
+    assert f"set_property board_part {fpga.board_part} [current_project]" in design and 'apply_board_preset "1"' in design
+    assert ("set_property board_connections {som240_1_connector xilinx.com:kv260_carrier:som240_1_connector:1.3}"
+            in design) == (board == "kv260")
+
+
+def test_a_board_without_board_part_gets_the_bare_part_and_says_so(tmp_path):
+    """A board file of the user's with no board_part: no preset is applied (there are no board files to
+    take it from) and the script says what to set."""
+    import networks
+    import onnx
+    from hetdeploy.board import load_board
+    from hetdeploy.build import BuildOptions, plan_stages
+    from hetdeploy.deploy import write_block_design
+    from hetdeploy.errors import UserError
+
+    shipped = (Path(__file__).resolve().parent.parent / "hetdeploy" / "boards" / "pynq-z2.yaml").read_text()
+    custom = tmp_path / "mine.yaml"
+    custom.write_text("\n".join(line for line in shipped.splitlines() if "board_part:" not in line)
+                      .replace("name: pynq-z2", "name: mine"))
+    model = tmp_path / "cnn.onnx"
+    onnx.save(networks.small_cnn(), str(model))
+    _, board, plan = plan_stages(BuildOptions(model=model, board=str(custom), out_dir=tmp_path, policy="support"),
+                                 lambda k, what: None)
+    design = write_block_design(plan, board, tmp_path).read_text()
+    assert "board_part" not in design.split("names no board_part")[0].split("-part")[1]
+    assert 'apply_board_preset "0"' in design and "set its DDR and MIO for your board" in design
+    custom.write_text(shipped.replace("board_part: tul.com.tw:pynq-z2:part0:1.0", "board_part: 'x; exec rm -rf /'"))
+    with pytest.raises(UserError, match=r"mine\.yaml: line \d+: devices\[1\]\.board_part: expected a Vivado board part"):
+        load_board(str(custom))
 
 
 def test_emulate_benchmark_says_what_it_timed(built, tmp_path, capsys):
