@@ -134,12 +134,18 @@ def sweep(model: Optional[str | Path] = None, boards: Sequence[str] = (), widths
     ``workers`` processes, else the one at ``scheduler``), recorded in the folder ``output``. Returns
     the points' records (a list of dicts, in grid order: ``pandas.DataFrame(table)`` makes a frame of
     it; ``print(table)`` shows it); ``options`` and ``config`` as for ``plan``, for every point."""
+    from .config import worker_count
     from .sweep import grid, sweep as run_sweep
 
     axes = {"width": "widths", "policy": "policies", "model_reuse_factor": "reuse_factors"}
     for option in set(options) & set(axes):
         raise UserError(f"option {option}: the sweep varies it; give {axes[option]}=[...]")
     base = _options(model, boards[0] if boards else "", config, output, options)
+    if workers is not None:
+        try:
+            worker_count(workers)
+        except ValueError as err:
+            raise UserError(f"option workers: {err}") from None
     return run_sweep(base.model, grid(boards, widths, policies, reuse_factors), base, Path(output), build=build,
                      labels=str(labels) if labels else None, scheduler=scheduler, workers=workers,
                      retry_failed=retry_failed, bar=progress)

@@ -266,8 +266,23 @@ _KIND = _is(str, f"one of {', '.join(DEVICE_KINDS)}", lambda v: v in DEVICE_KIND
 _BOOL = lambda v: None if isinstance(v, bool) else "true or false"  # noqa: E731
 
 
+def _once(values: list) -> bool:
+    """No entry twice (a list that names one twice is a slip: two fuse entries of one op, two axes)."""
+    return len({repr(v) for v in values}) == len(values)
+
+
 def _list_of(allowed: tuple, expected: str) -> Check:
-    return _is(list, expected, lambda v: bool(v) and all(x in allowed and not isinstance(x, bool) for x in v))
+    return _is(list, expected + ", each once",
+               lambda v: bool(v) and _once(v) and all(x in allowed and not isinstance(x, bool) for x in v))
+
+
+def _indices(expected: str) -> Check:
+    return _is(list, expected + " (integers >= 0), each once",
+               lambda v: _once(v) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in v))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 _LIMITS = {
@@ -277,19 +292,21 @@ _LIMITS = {
     "max_channels": (False, _POS_INT),
     "max_rank": (False, _POS_INT),
     "groups": (False, _list_of(("one", "depthwise"), "a list from: one, depthwise")),
-    "axes": (False, _is(list, "a list of axes (integers >= 0)", lambda v: all(isinstance(x, int) and x >= 0 for x in v))),
-    "attributes": (False, _is(dict, "a mapping of attribute name to allowed values")),
-    "constant_inputs": (False, _is(list, "a list of input indices", lambda v: all(isinstance(x, int) and x >= 0 for x in v))),
+    "axes": (False, _indices("a list of axes")),
+    # each attribute's allowed values: a list (of values, or of lists for a list-valued attribute)
+    "attributes": (False, _is(dict, "a mapping of attribute name to a list of its allowed values",
+                              lambda v: all(isinstance(k, str) and isinstance(x, list) and x and _once(x)
+                                            for k, x in v.items()))),
+    "constant_inputs": (False, _indices("a list of input indices")),
     "same_shape_inputs": (False, _BOOL),
     "per_channel_constants": (False, _BOOL),
     "stride_equals_kernel": (False, _BOOL),
     "padding_counted": (False, _BOOL),
-    "scalar_constants": (False, _is(list, "a list of input indices", lambda v: all(isinstance(x, int) and x >= 0 for x in v))),
-    "channel_constants": (False, _is(list, "a list of input indices",
-                                     lambda v: all(isinstance(x, int) and x >= 0 for x in v))),
-    "constant_range": (False, _is(dict, "a mapping of input index to [lowest, highest]",
+    "scalar_constants": (False, _indices("a list of input indices")),
+    "channel_constants": (False, _indices("a list of input indices")),
+    "constant_range": (False, _is(dict, "a mapping of input index to [lowest, highest], two numbers in order",
                                   lambda v: all(str(k).isdigit() and isinstance(r, list) and len(r) == 2
-                                                for k, r in v.items()))),
+                                                and all(map(_number, r)) and r[0] <= r[1] for k, r in v.items()))),
 }
 _RESOURCES = {k: (True, _NONNEG_INT) for k in ("lut", "ff", "bram18", "dsp", "uram")}
 # FINN-style caps: the most of each resource a design may use (FINN's default limits for timing
@@ -334,8 +351,8 @@ _BOARD = {
     "description": (False, _TEXT),
     "devices": (True, [_DEVICE]),
     "host": (False, _NAME),
-    "preference": (False, _is(list, "a list of device names",
-                              lambda v: all(isinstance(x, str) and NAME_PATTERN.fullmatch(x) for x in v))),
+    "preference": (False, _is(list, "a list of device names, each once",
+                              lambda v: _once(v) and all(isinstance(x, str) and NAME_PATTERN.fullmatch(x) for x in v))),
     "links": (False, [_LINK]),
 }
 
@@ -481,8 +498,10 @@ def _validate(src: _Source) -> Board:
     return Board(data["name"], str(src.path), data.get("description", ""), ordered, links, host)
 
 
-_PE = {"ops": (True, _is(list, "a non-empty list of ONNX op names", lambda v: bool(v) and all(isinstance(x, str) for x in v))),
-       "fuse": (False, _is(list, "a list of ONNX op names", lambda v: all(isinstance(x, str) for x in v)))}
+_PE = {"ops": (True, _is(list, "a non-empty list of ONNX op names, each once",
+                         lambda v: bool(v) and _once(v) and all(isinstance(x, str) for x in v))),
+       "fuse": (False, _is(list, "a list of ONNX op names, each once",
+                           lambda v: _once(v) and all(isinstance(x, str) for x in v)))}
 
 
 def _validate_pes(src: _Source, d: dict, path: str, ops: Optional[dict]) -> dict[str, ProcessingElement]:

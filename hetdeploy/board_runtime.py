@@ -27,9 +27,11 @@ import ctypes
 import json
 import os
 import queue
+import stat
 import sys
 import threading
 import time
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
@@ -378,16 +380,23 @@ def read_inputs(path: str, specs: list[dict]) -> dict[str, np.ndarray]:
     """The samples in ``path`` by input name, each (N, *its shape without the batch axis), checked
     against the plan before anything reads them (a C core would read past a short buffer)."""
     try:
-        loaded = np.load(path)
-    except (OSError, ValueError) as err:
-        raise Problem(f"{path}: cannot read it as .npy or .npz ({err})") from None
-    arrays = {specs[0]["name"]: loaded} if isinstance(loaded, np.ndarray) else dict(loaded)
+        if not stat.S_ISREG(os.stat(path).st_mode):  # a pipe or device: np.load would block or never end
+            raise Problem(f"{path}: is not a regular file; give the input as a .npy or .npz file")
+        loaded = np.load(path, allow_pickle=False)
+        if isinstance(loaded, np.lib.npyio.NpzFile):  # every array read now: a bad one fails here
+            with loaded:
+                loaded = {name: loaded[name] for name in loaded.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:  # missing, object arrays, truncated
+        raise Problem(f"{path}: cannot read it as .npy or .npz of numbers ({err})") from None
+    arrays = {specs[0]["name"]: loaded} if isinstance(loaded, np.ndarray) else loaded
     names = [spec["name"] for spec in specs]
     if sorted(arrays) != sorted(names):
         raise Problem(f"{path}: holds {sorted(arrays)}, the model takes {names}")
     counts = set()
     for spec in specs:
         array, sample = arrays[spec["name"]], list(spec["shape"][1:])
+        if array.dtype.kind not in "fiub":
+            raise Problem(f"{path}: input '{spec['name']}' holds {array.dtype}, not numbers")
         if array.ndim == len(sample):  # one sample without its batch axis
             array = arrays[spec["name"]] = array[None]
         if list(array.shape[1:]) != sample or len(array) == 0:

@@ -414,7 +414,7 @@ def _build_options(command: argparse.ArgumentParser) -> None:
     precision.add_argument("--verify-input", metavar="Y.npy",
                            help="input samples to verify on in C-simulation (never used for sizing); with it, every "
                                 "--calibration sample sizes the types")
-    precision.add_argument("--samples", type=_argument(config.positive_int), default=4, metavar="N",
+    precision.add_argument("--samples", type=_argument(config.sample_count), default=4, metavar="N",
                            help="number of random samples to size on, and as many to verify on, without "
                                 "--calibration (default 4)")
     precision.add_argument("--seed", type=_argument(config.seed), default=0, metavar="N",
@@ -493,11 +493,12 @@ def _node_setting(check, expected: str):
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, its mistakes one line on stderr (not the usage block first) and exit 2, as every other bad
-    input; --help still shows the usage. Its subcommands' parsers are of this class too."""
+    """argparse, its mistakes one line on stderr (not the usage block first) and exit 2, in the one form
+    of every other refusal ("hetdeploy: error: ..."); --help still shows the usage. Its subcommands'
+    parsers are of this class too."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} ('{self.prog} --help' shows the usage)\n")
+        self.exit(2, f"hetdeploy: error: {message} ('{self.prog} --help' shows the usage)\n")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -625,7 +626,7 @@ def parser() -> argparse.ArgumentParser:
                           "calibration samples; each point records its accuracy beside the model's")
     building.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler (tcp://host:8786) whose "
                           "workers see the model and DIR at the same paths; default: a local cluster")
-    building.add_argument("--workers", type=_argument(config.positive_int), default=None, metavar="N",
+    building.add_argument("--workers", type=_argument(config.worker_count), default=None, metavar="N",
                           help="worker processes of the local cluster (default: one per core)")
     building.add_argument("--retry-failed", action="store_true", help="run again the points an earlier run "
                           "recorded as failed (recorded points are otherwise kept)")

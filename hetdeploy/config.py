@@ -113,6 +113,25 @@ def positive_int(value: Any) -> int:
     return int(value)
 
 
+# Synthetic samples to size on (and as many to verify on): each runs through every unit's
+# C-simulation, so more than this is a mistake, not a wish.
+MAX_SAMPLES = 100_000
+# A local Dask cluster's worker processes: each holds a Python with onnx and hls4ml.
+MAX_WORKERS = 256
+
+
+def sample_count(value: Any) -> int:
+    if not _whole(value) or not 1 <= int(value) <= MAX_SAMPLES:
+        raise ValueError(f"'{value}': expected a whole number of samples from 1 to {MAX_SAMPLES:,}")
+    return int(value)
+
+
+def worker_count(value: Any) -> int:
+    if not _whole(value) or not 1 <= int(value) <= MAX_WORKERS:
+        raise ValueError(f"'{value}': expected a whole number of worker processes from 1 to {MAX_WORKERS}")
+    return int(value)
+
+
 def seed(value: Any) -> int:
     if not _whole(value, signed=True) or not 0 <= int(value) < 2 ** 32:
         raise ValueError(f"'{value}': expected a whole number from 0 to 2^32 - 1")
@@ -174,7 +193,7 @@ _KEYS = {
     "model": ("model", text), "board": ("board", text), "policy": ("policy", choice(POLICIES)),
     "memory_strategy": ("memory_strategy", choice(MEMORY_STRATEGIES)), "width": ("width", width),
     "error_budget": ("error_budget", fraction), "calibration": ("calibration", text),
-    "verify_input": ("verify_input", text), "samples": ("samples", positive_int), "seed": ("seed", seed), "tolerance": ("relative_tolerance", fraction),
+    "verify_input": ("verify_input", text), "samples": ("samples", sample_count), "seed": ("seed", seed), "tolerance": ("relative_tolerance", fraction),
     "synth": ("synth", flag), "cache": ("cache", text), "model_reuse_factor": ("model_reuse_factor", positive_int),
     "objective": ("objective", choice(OBJECTIVES)), "batch": ("batch", positive_int),
     "target_rate": ("target_rate", rate),

@@ -29,6 +29,7 @@ from .errors import ToolError, UserError
 
 # What the C-simulation process prints (hls4ml's asserts and warnings), in the project folder.
 CSIM_LOG = "csim_run.log"
+CRASH_LOG = "csim_crash.log"  # what an emulation's C-simulation printed before it crashed
 # the C-simulation process's program (the standard library and numpy only)
 CHILD = Path(__file__).with_name("csim_child.py")
 
@@ -106,8 +107,8 @@ class CSimLibrary:
     """A compiled C-simulation library, loaded in a child process of its own; ``entry(name, ...)``
     gives one of its float entry points (``name(in_0, ..., out_0, ...)``, one sample per call).
     ``keep_log``: what the C++ prints goes to the project's CSIM_LOG (a build's evidence); else to a
-    temporary file, saved under the system's temporary folder only when the process crashes (running
-    a build never writes into it)."""
+    temporary file, saved as the project's CRASH_LOG only when the process crashes (running a build
+    writes nothing else into it, and nothing outside it)."""
 
     def __init__(self, project_dir: Path, library: Path, weight_dirs: Sequence[str], keep_log: bool = True):
         self.project_dir = Path(project_dir)
@@ -141,15 +142,21 @@ class CSimLibrary:
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             code = self._process.wait(5)
             how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
-            raise CSimCrash(f"C-simulation of {name} ended with {how}; see {self._saved_log()}") from None
+            raise CSimCrash(f"C-simulation of {name} ended with {how}; {self._saved_log()}") from None
 
-    def _saved_log(self) -> Path:
+    def _saved_log(self) -> str:
+        """Where to read what the crashed process printed ("see LOG", the log kept in the project
+        folder); where that folder cannot be written, the last line it printed."""
         if self.log is not None:
-            return self.log
+            return f"see {self.log}"
         self._output.seek(0)
-        with tempfile.NamedTemporaryFile(prefix="hetdeploy-csim-", suffix=".log", delete=False) as saved:
-            saved.write(self._output.read())
-        return Path(saved.name)
+        printed = self._output.read()
+        try:
+            (self.project_dir / CRASH_LOG).write_bytes(printed)
+            return f"see {self.project_dir / CRASH_LOG}"
+        except OSError:
+            last = printed.decode("utf-8", "replace").strip().splitlines()
+            return f"its last line: {last[-1][:200]!r}" if last else "it printed nothing"
 
     def close(self) -> None:
         self._requests.close()

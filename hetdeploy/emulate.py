@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
@@ -103,6 +105,12 @@ def _check_tensors(plan: Plan, build_dir: Path) -> None:
         return UserError(f"{build_dir / 'plan.json'}: {problem}; plan.json is damaged")
 
     known = {r.tensor.name for r in plan.input_reshapes} | {t.name for t in plan.inputs}
+    # values per sample of the tensors whose shape plan.json says: the model's inputs and outputs, and
+    # what an FPGA core's ports hold (its C-simulation library was compiled for them)
+    values = {t.name: math.prod(t.shape[1:]) for t in [*plan.inputs, *(r.tensor for r in plan.input_reshapes)]}
+    for r in plan.input_reshapes:
+        if math.prod(r.original.shape[1:]) != values[r.tensor.name]:
+            raise damaged(f"input '{r.original.name}' {r.original.shape} does not reshape to {r.tensor.shape}")
     for sub in plan.subfunctions:
         missing = [t for t in sub.inputs if t not in known]
         if missing:
@@ -113,7 +121,18 @@ def _check_tensors(plan: Plan, build_dir: Path) -> None:
                 named = [p.tensor for p in ports]
                 if named != tensors:
                     raise damaged(f"subfunction {sub.name}'s HLS {kind} {named} are not its {kind} {tensors}")
+                for port in ports:
+                    if not port.shape or port.shape[0] != 1 or any(d < 1 for d in port.shape):
+                        raise damaged(f"subfunction {sub.name}'s HLS port '{port.tensor}' has shape {port.shape}, "
+                                      f"not one sample of positive sizes")
+                    size = math.prod(port.shape[1:])
+                    if values.setdefault(port.tensor, size) != size:
+                        raise damaged(f"subfunction {sub.name}'s HLS port '{port.tensor}' holds {port.shape}, "
+                                      f"{values[port.tensor]} values a sample elsewhere in the plan")
         known.update(sub.outputs)
+    for output in plan.outputs:
+        if values.get(output.name, math.prod(output.shape[1:])) != math.prod(output.shape[1:]):
+            raise damaged(f"the model's output '{output.name}' {output.shape} is not what its FPGA core makes")
     missing = [t.name for t in plan.outputs if t.name not in known]
     if missing:
         raise damaged(f"the model's output '{missing[0]}' is made by no subfunction")

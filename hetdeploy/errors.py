@@ -1,6 +1,7 @@
 """The one exception type that reaches the user as a single line."""
 
 
+import stat
 import traceback
 from pathlib import Path
 
@@ -31,6 +32,22 @@ class UserError(Exception):
 
     def __init__(self, message: str):
         super().__init__(" ".join(message.split()))
+
+
+def input_file(path: Path, what: str) -> Path:
+    """``path`` when it is a regular file to read ``what`` from; else the one line saying what it is:
+    missing, a folder, or a pipe, socket or device, which reading would block on or never finish."""
+    try:
+        mode = Path(path).stat().st_mode
+    except FileNotFoundError:
+        raise UserError(f"{path}: {what} not found") from None
+    except (OSError, ValueError) as err:  # no permission, a NUL in the name, a name too long
+        raise UserError(f"{path}: cannot read the {what} ({getattr(err, 'strerror', None) or err})") from None
+    if stat.S_ISDIR(mode):
+        raise UserError(f"{path}: is a folder, not the {what}")
+    if not stat.S_ISREG(mode):
+        raise UserError(f"{path}: is not a regular file (a pipe, socket or device); give the {what} as a file")
+    return Path(path)
 
 
 class VerificationError(UserError):

@@ -34,7 +34,7 @@ import onnx.numpy_helper
 from onnx import shape_inference, version_converter
 
 from . import rewrites
-from .errors import UserError, first_line
+from .errors import UserError, first_line, input_file
 from .graph import ONNXRUNTIME_DOMAINS, QONNX_DOMAINS, Graph, Node
 from .ort_adapter import fold_constants
 from .qonnx_adapter import fold_constant_quantizers, known_rounding_mode, qdq_pairs_to_quant
@@ -50,8 +50,9 @@ MIN_IR_VERSION = 4
 WEIGHT_BITS = 16
 # Ops whose constant input 1 is a multiply-accumulate layer's weights (Node.weight_octaves).
 WEIGHTED_OPS = frozenset({"Conv", "Gemm", "MatMul"})
-# The oldest default opset onnxruntime runs.
-ORT_MIN_OPSET = 7
+# The oldest default-domain opset onnxruntime runs (its operator kernels start at opset 7): older
+# models are refused, since onnxruntime is the reference every build is checked against.
+OLDEST_OPSET = 7
 
 _DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64", onnx.TensorProto.INT64: "int64",
            onnx.TensorProto.INT32: "int32", onnx.TensorProto.FLOAT16: "float16", onnx.TensorProto.UINT8: "uint8",
@@ -85,14 +86,12 @@ def load_model(path: str | Path) -> LoadedModel:
     fixed = _fix_batch(source, path)
     # IR 3 requires initializers among the inputs, which were just dropped
     source.ir_version = max(MIN_IR_VERSION, min(source.ir_version, MAX_IR_VERSION))
-    if rewrites.default_opset(source) < ORT_MIN_OPSET:  # onnxruntime cannot run it: the conversion is the reference
-        source = _convert_opset(source, path)
     source = _infer_shapes(source, path, strict=False)
     _check_sizes(source, path)
+    _name_nodes(source)  # the reference too: onnxruntime refuses two nodes of one name
 
     model = onnx.ModelProto()
     model.CopyFrom(source)
-    _name_nodes(model)
     named = onnx.ModelProto()
     named.CopyFrom(model)
     model = _normalise(model, path)
@@ -223,14 +222,15 @@ def _convert_opset(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
 def _read(path: Path) -> onnx.ModelProto:
     if path.is_dir():
         raise UserError(f"{path}: is a folder; give the ONNX model file (.onnx) in it")
-    if not path.is_file():
-        raise UserError(f"{path}: model file not found")
+    input_file(path, "model file")
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as err:  # protobuf raises DecodeError and friends
         raise UserError(f"{path}: not a readable ONNX model ({type(err).__name__}: {err})") from None
     if not model.graph.node:
         raise UserError(f"{path}: the ONNX graph has no nodes")
+    if not model.graph.output:
+        raise UserError(f"{path}: the ONNX graph has no outputs: nothing it computes is read")
     _check_opsets(model, path)
     base = path.resolve().parent
     for tensor in _all_tensors(model.graph):
@@ -287,6 +287,10 @@ def _check_opsets(model: onnx.ModelProto, path: Path) -> None:
         if opset.domain in ("", "ai.onnx") and not 1 <= opset.version <= newest:
             raise UserError(f"{path}: opset {opset.version} of the default domain does not exist (onnx "
                             f"{onnx.__version__} knows 1 to {newest})")
+        if opset.domain in ("", "ai.onnx") and opset.version < OLDEST_OPSET:
+            raise UserError(f"{path}: opset {opset.version} of the default domain: onnxruntime, the reference every "
+                            f"build is checked against, runs opset {OLDEST_OPSET} and later; export the model at "
+                            f"opset 13 (or convert it with onnx.version_converter)")
 
 
 def _check_tensor_data(tensor: onnx.TensorProto, path: Path) -> None:

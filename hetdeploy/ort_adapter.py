@@ -101,25 +101,25 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     return folded
 
 
+def read_built_model(path: Path | str) -> onnx.ModelProto:
+    """A model a build wrote (its external data embedded); a damaged or missing one is one line."""
+    try:
+        return onnx.load(str(path), load_external_data=False)
+    except Exception as err:  # protobuf's DecodeError, a missing file
+        raise UserError(f"{path}: not a readable ONNX model ({type(err).__name__}); rebuild with 'hetdeploy "
+                        f"build'") from None
+
+
 def holds_qonnx_ops(path: Path | str) -> bool:
     """Whether the model at ``path`` has QONNX ops, which onnxruntime cannot run."""
     from .graph import QONNX_DOMAINS
 
-    try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as err:  # protobuf's DecodeError, a missing file
-        raise UserError(f"{path}: not a readable ONNX model ({type(err).__name__}); rebuild with 'hetdeploy "
-                        f"build'") from None
-    return any(n.domain in QONNX_DOMAINS for n in model.graph.node)
+    return any(n.domain in QONNX_DOMAINS for n in read_built_model(path).graph.node)
 
 
 def graph_edges(path: Path | str) -> tuple[list[tuple[str, str]], dict[str, str]]:
     """The model's node-to-node edges (producer, consumer; in node order) and each node's op."""
-    try:
-        graph = onnx.load(str(path), load_external_data=False).graph
-    except Exception as err:
-        raise UserError(f"{path}: not a readable ONNX model ({type(err).__name__}); rebuild with 'hetdeploy "
-                        f"build'") from None
+    graph = read_built_model(path).graph
     producer = {t: node.name for node in graph.node for t in node.output}
     edges = [(producer[t], node.name) for node in graph.node for t in node.input if t in producer]
     return edges, {node.name: node.op_type for node in graph.node}

@@ -61,7 +61,8 @@ def subfunction_colours(plan: Plan) -> dict[str, tuple]:
 
 
 def _subfunction_label(sub: Subfunction) -> str:
-    return _mathtext_safe(f"{sub.name} ({sub.device}, {sub.kind}, {len(sub.nodes)} nodes)")
+    count = len(sub.nodes)
+    return _mathtext_safe(f"{sub.name} ({sub.device}, {count} node{'s' if count > 1 else ''})")
 
 
 def graph_figure(plan: Plan, edges: list[tuple[str, str]], ops: dict[str, str]) -> Figure:
@@ -96,7 +97,7 @@ def graph_figure(plan: Plan, edges: list[tuple[str, str]], ops: dict[str, str]) 
     axes.legend(handles=[Line2D([], [], color=colours[s.name], marker=_KIND_MARKERS.get(s.kind, "D"), ls="",
                                 markersize=9, markeredgecolor="#333", label=_subfunction_label(s))
                          for s in plan.subfunctions], loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8,
-                title="subfunction (device, kind):\nsquare FPGA, circle CPU, triangle GPU")
+                title="subfunction (device):\nsquare FPGA, circle CPU, triangle GPU")
     axes.set_axis_off()
     axes.set_xlim(min((p[0] for p in position.values()), default=0) - 0.6,
                   max((p[0] for p in position.values()), default=0) + (2.6 if labelled else 0.6))

@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Callable, Optional
 
 import numpy as np
-import onnx
 
 from .board_runtime import Stage, StreamTimes, per_sample, resource_of, run_stream
 from .csim import CSimLibrary
-from .ort_adapter import OrtModel, open_in_memory, open_model
+from .ort_adapter import OrtModel, open_in_memory, open_model, read_built_model
 from .plan import InputReshape, Plan, Subfunction
 from .subgraph import extract
 
@@ -124,7 +123,7 @@ def reference_executors(build_dir: Path, plan: Plan) -> list[Executor]:
     qonnx where QONNX quantizers are left. Never the file the device runs (a CPU subfunction's has
     its quantizers rewritten, and could be damaged) nor the device's provider (a GPU subfunction is
     CUDA against the CPU)."""
-    model = onnx.load(str(build_dir / plan.model))
+    model = read_built_model(build_dir / plan.model)
     return [ModelExecutor(open_in_memory(extract(model, s), f"{plan.model}'s nodes of {s.name}"))
             for s in plan.subfunctions]
 

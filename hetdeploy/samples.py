@@ -4,11 +4,12 @@ into those that size its fixed-point types and those it verifies on, which never
 from __future__ import annotations
 
 import math
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
-from .errors import UserError
+from .errors import UserError, first_line, input_file
 from .plan import TensorSpec
 
 
@@ -93,9 +94,7 @@ def load_samples(path: str | Path, specs: list[TensorSpec]) -> list[dict[str, np
     samples along the batch axis: (N, ...) for an input of shape (1, ...).
     """
     path = Path(path)
-    loaded = _load(path, "input")
-    return split_samples(loaded if isinstance(loaded, np.ndarray) else {k: loaded[k] for k in loaded.files},
-                         specs, str(path))
+    return split_samples(_load(path, "input"), specs, str(path))
 
 
 def split_samples(arrays: np.ndarray | dict[str, np.ndarray], specs: list[TensorSpec],
@@ -145,11 +144,14 @@ def load_labels(path: str | Path) -> np.ndarray:
     return labels.reshape(-1)
 
 
-def _load(path: Path, what: str):
-    """np.load of a .npy or .npz, its failures one line."""
+def _load(path: Path, what: str) -> np.ndarray | dict[str, np.ndarray]:
+    """np.load of a .npy (an array) or .npz (its arrays by name, every one read now), its failures
+    one line."""
     try:
-        return np.load(path, allow_pickle=False)
-    except FileNotFoundError:
-        raise UserError(f"{path}: {what} file not found") from None
-    except (ValueError, OSError) as err:
-        raise UserError(f"{path}: not a readable .npy/.npz file ({err})") from None
+        loaded = np.load(input_file(path, f"{what} file"), allow_pickle=False)
+        if isinstance(loaded, np.lib.npyio.NpzFile):  # read every array now: a bad one fails here, in one line
+            with loaded:
+                return {name: loaded[name] for name in loaded.files}
+        return loaded
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:  # object arrays, truncated, empty
+        raise UserError(f"{path}: not a readable .npy/.npz file of numbers ({first_line(err)})") from None

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from .errors import UserError
+from .errors import UserError, input_file
 
 
 class _Loader(yaml.SafeLoader):
@@ -43,9 +43,7 @@ class YamlFile:
         self.path = path
         self.lines: dict[str, int] = {}
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise UserError(f"{path}: {what} not found") from None
+            text = input_file(path, what).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as err:
             raise UserError(f"{path}: cannot read the {what} ({err})") from None
         try:
@@ -65,6 +63,10 @@ class YamlFile:
         if isinstance(node, yaml.MappingNode):
             result = {}
             for key_node, value_node in node.value:
+                if not isinstance(key_node, yaml.ScalarNode):  # ? [a, b]: a list or mapping as a key
+                    where = f"{path}.?" if path else "?"
+                    self.lines[where] = key_node.start_mark.line + 1
+                    self.fail(where, f"a key must be a name, not a {key_node.id}")
                 key = key_node.value
                 sub = f"{path}.{key}" if path else key
                 if key in result:

@@ -7,8 +7,12 @@ with exactly one line on stderr starting ``hetdeploy: error:``, or exit 1 with o
 hls4ml or g++ failed on a unit and naming its log. A traceback, another exit code, a signal, a hang,
 or a file written outside the command's output folder is a finding.
 
-    python tests/fuzz.py --cases 1000 --seed 1        # by hand: prints each finding, then a count
-    python tests/fuzz.py --kind model-build|board|build --cases 300
+    python tests/fuzz.py --cases 1000 --seed 1 --jobs 2    # by hand: prints each finding, then a count
+    python tests/fuzz.py --kind model-build|board|path|option|build --cases 300
+
+A case known invalid (no graph outputs, an opset onnxruntime cannot run, a board file with a list
+as a key, a special file as a path, a non-numeric input, a bad number for a numeric option) must be
+refused; one known valid (repeated and empty node names) must pass.
 
 ``tests/test_faults.py`` runs a bounded number of seeded cases in the test suite.
 """
@@ -17,11 +21,14 @@ from __future__ import annotations
 
 import argparse
 import copy
+import os
 import random
 import re
 import subprocess
 import sys
 import tempfile
+import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,8 +50,11 @@ TIMEOUT_S = 120
 @dataclass
 class Case:
     name: str  # the mutation, for the finding's line
-    files: dict[str, bytes]  # written into the case's folder
+    # written into the case's folder: bytes, or a special file: "fifo", "folder", "link:TARGET"
+    files: dict[str, bytes | str]
     argv: list[str]  # hetdeploy's arguments, paths relative to the case's folder
+    # what the input is known to deserve: "refuse" (exit 2, one line), "pass" (exit 0), "any" (either)
+    expect: str = "any"
 
 
 @dataclass
@@ -303,12 +313,34 @@ def m_quantizer(m, rng):
         node.attribute.extend(kept + [helper.make_attribute(name, value)])
 
 
+def m_old_opset(m, rng):
+    m.opset_import[0].version = rng.randint(1, 6)  # before onnxruntime's kernels: refused
+
+
+def m_every_opset(m, rng):
+    m.opset_import[0].version = rng.randint(1, onnx.defs.onnx_opset_version())
+
+
+def m_repeated_names(m, rng):
+    for node, name in zip(m.graph.node, ["same", "", "same", "same", ""]):  # README: they become <Op>_<index>
+        node.name = name
+
+
 def m_subgraph_attr(m, rng):
     node = rng.choice(list(m.graph.node))
     node.attribute.append(helper.make_attribute("body", helper.make_graph([], "g", [], [])))
 
 
 MUTATIONS = [v for k, v in sorted(globals().items()) if k.startswith("m_")]
+# mutations whose model is invalid whatever else is done to it, and those that leave a valid one
+INVALID_MODELS = {"no_outputs", "old_opset"}
+VALID_MODELS = {"repeated_names"}
+
+
+def _expectation(names: list[str], invalid: set[str], valid: set[str]) -> str:
+    if set(names) & invalid:
+        return "refuse"
+    return "pass" if names and set(names) <= valid else "any"
 
 
 def _bytes_mutation(data: bytes, rng: random.Random) -> tuple[str, bytes]:
@@ -341,7 +373,8 @@ def model_case(rng: random.Random, command: str = "plan") -> Case:
             continue
         names.append(mutation.__name__[2:])
     return Case("+".join(names), {"model.onnx": model.SerializeToString()},
-                _model_argv(command, rng.choice(["latency", "support"])))
+                _model_argv(command, rng.choice(["latency", "support"])),
+                _expectation(names, INVALID_MODELS, VALID_MODELS))
 
 
 def _model_argv(command: str, policy: str) -> list[str]:
@@ -362,7 +395,30 @@ BOARD_MUTATIONS = [
     ("deep", lambda t, r: t + "\nextra: " + "[" * 5000 + "]" * 5000 + "\n"),
     ("type", lambda t, r: t.replace("kind: fpga", r.choice(["kind: [fpga]", "kind: 3", "kind: FPGA2", "kind:"]))),
     ("binary", lambda t, r: t[: r.randrange(len(t))] + "\0\xff" + t[r.randrange(len(t)):]),
+    ("node_kind", lambda t, r: _swap_yaml_node(t, r)),
+    ("unhashable_key", lambda t, r: t + r.choice(["\n? [a, b]\n: 1\n", "\n? {a: 1}\n: 1\n"])),
+    ("attributes_scalar", lambda t, r: t.replace("attributes: {auto_pad: [NOTSET], dilations: [[1], [1, 1]]}",
+                                                 "attributes: {auto_pad: NOTSET, dilations: 1}")),
+    ("fuse_repeat", lambda t, r: t.replace("fuse: [BatchNormalization, Relu,", "fuse: [BatchNormalization, Relu, Relu,",
+                                           1)),
 ]
+INVALID_BOARDS = {"unhashable_key", "attributes_scalar", "fuse_repeat"}
+# what a YAML node of another kind may be: scalars of each type, a list, a mapping, empty ones
+_NODES = [None, True, 0, -1, 2 ** 70, 1.5, float("nan"), "", "x", [], [1, "a"], {}, {"a": [1]}, [[[]]]]
+
+
+def _swap_yaml_node(text: str, rng: random.Random) -> str:
+    """The board file with one value, anywhere in it, replaced by a node of another kind."""
+    import yaml
+
+    data = yaml.safe_load(text)
+    paths = [p for p, _ in _json_paths(data) if p]
+    path = rng.choice(paths)
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = copy.deepcopy(rng.choice(_NODES))
+    return yaml.safe_dump(data, sort_keys=False)
 
 
 def board_case(rng: random.Random) -> Case:
@@ -376,7 +432,58 @@ def board_case(rng: random.Random) -> Case:
     model = networks.jet_tagger_mlp() if rng.random() < 0.5 else networks.small_cnn()
     return Case("board:" + "+".join(names),
                 {"board.yaml": text.encode("utf-8", "surrogateescape"), "model.onnx": model.SerializeToString()},
-                ["plan", "model.onnx", "--board", "board.yaml", "--policy", "support"])
+                ["plan", "model.onnx", "--board", "board.yaml", "--policy", "support"],
+                "refuse" if set(names) & INVALID_BOARDS else "any")
+
+
+# ------------------------------------------------------------------ special files, numeric options
+
+SPECIAL_FILES = ["fifo", "folder", "link:/dev/zero", "link:/dev/null", "link:no_such_file"]
+
+
+def path_case(rng: random.Random) -> Case:
+    """One of plan's input files a pipe, a device, a folder or a dangling link: refused, never read
+    forever."""
+    model = networks.jet_tagger_mlp().SerializeToString()
+    special = rng.choice(SPECIAL_FILES)
+    which = rng.choice(["model", "board", "config", "calibration", "verify_input"])
+    files: dict[str, bytes | str] = {"model.onnx": model, "special": special}
+    argv = ["plan", "model.onnx", "--board", "pynq-z2"]
+    if which == "model":
+        argv[1] = "special"
+    elif which == "board":
+        argv[3] = "special"
+    else:
+        argv += [f"--{which.replace('_', '-')}", "special"]
+    return Case(f"path:{which}:{special}", files, argv, "refuse")
+
+
+# numeric options of plan and sweep, with values none of them takes, and values some take
+NUMERIC_OPTIONS = ["--width", "--batch", "--samples", "--seed", "--target-rate", "--error-budget",
+                   "--model-reuse-factor", "--reuse-factor /fc1/Gemm=", "--precision /fc1/Gemm=ap_fixed<{},4>",
+                   "--device /fc1/Gemm="]
+SWEEP_OPTIONS = ["--workers", "--widths", "--reuse-factors"]
+BAD_NUMBERS = ["-1", "-0.5", "nan", "inf", "-inf", "1e400", "x", "", "0x10"]
+EDGE_NUMBERS = ["0", "1", "4", "32", "33", "1_0", str(2 ** 31), str(2 ** 63), "1e-300", "0.999999"]
+
+
+def option_case(rng: random.Random) -> Case:
+    value = rng.choice(BAD_NUMBERS + EDGE_NUMBERS)
+    model = {"model.onnx": networks.jet_tagger_mlp().SerializeToString()}
+    if rng.random() < 0.2:  # the sweep: only values it must refuse, so that no cluster starts
+        value = rng.choice(BAD_NUMBERS)
+        option = rng.choice(SWEEP_OPTIONS)
+        return Case(f"option:sweep {option} {value!r}", model,
+                    ["sweep", "model.onnx", "--boards", "pynq-z2", "-o", "out", "-q", option, value], "refuse")
+    option = rng.choice(NUMERIC_OPTIONS)
+    if "{}" in option:
+        words = option.format(value).split(" ", 1)
+    elif option.endswith("="):
+        words = [option.split()[0], option.split()[1] + value]
+    else:
+        words = [option, value]
+    expect = "refuse" if value in BAD_NUMBERS and not option.startswith("--device") else "any"
+    return Case(f"option:{' '.join(words)!r}", model, ["plan", "model.onnx", "--board", "pynq-z2", *words], expect)
 
 
 # --------------------------------------------------------------- damaged builds and bad inputs
@@ -420,7 +527,8 @@ def build_case(rng: random.Random, build: Path) -> Case:
     name = build.name
     plan_key = f"{name}/plan.json"
     kind = rng.choice(["plan", "plan", "plan", "foreign", "delete", "truncate", "input", "input"])
-    extra = []
+    extra: list[str] = []
+    expect = "any"
     if kind == "plan":
         plan = json.loads(files[plan_key])
         what = _replace_json(plan, rng)
@@ -440,19 +548,35 @@ def build_case(rng: random.Random, build: Path) -> Case:
         shape = [1, *plan["inputs"][0]["shape"][1:]]
         import io
 
-        array = rng.choice([np.zeros([2, *shape[1:]], np.float32), np.zeros([3, 5], np.float32),
-                            np.full(shape, np.nan, np.float32), np.zeros([0, *shape[1:]], np.float32),
-                            np.array(["a"] * 4), np.zeros(shape, np.complex64), np.float32(1.0),
-                            np.zeros(shape, np.int64), np.full(shape, 1e30, np.float32)])
+        numeric = rng.random() < 0.5
+        dtype = rng.choice(["bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+                            "float16", "float32", "float64"] if numeric else
+                           ["complex64", "complex128", "<U3", "S3", "object", "datetime64[s]", "timedelta64[s]",
+                            [("a", "<f4")]])
+        with np.errstate(all="ignore"), warnings.catch_warnings():  # nan and 1e30 cast to integers
+            warnings.simplefilter("ignore")
+            array = rng.choice([np.zeros(shape), np.zeros([2, *shape[1:]]), np.zeros([3, 5]),
+                                np.zeros([0, *shape[1:]]), np.full(shape, np.nan), np.full(shape, 1e30),
+                                np.float64(1.0)]).astype(dtype)
         buffer = io.BytesIO()
-        np.save(buffer, array)
-        files["x.npy"] = buffer.getvalue() if rng.random() < 0.9 else b"not npy"
-        what = f"input {array.dtype} {array.shape}"
-        extra = ["--input", "x.npy"]
+        if rng.random() < 0.3:  # an .npz of it, by the input's name
+            np.savez(buffer, **{plan["inputs"][0]["name"]: array}, allow_pickle=True)
+        else:
+            np.save(buffer, array, allow_pickle=True)
+        data = buffer.getvalue()
+        damage = rng.choice(["", "", "", "truncated", "empty", "not npy", "special"])
+        files["x.npy"] = {"": data, "truncated": data[: rng.randrange(max(1, len(data)))], "empty": b"",
+                          "not npy": b"not npy", "special": rng.choice(SPECIAL_FILES)}[damage]
+        expect = "any" if numeric and damage == "" else "refuse"
+        if rng.random() < 0.2:
+            extra = rng.choice([["--seed", rng.choice(BAD_NUMBERS)], ["--batch", rng.choice(BAD_NUMBERS)]])
+            expect = "refuse"
+        what = f"input {array.dtype} {array.shape} {damage} {extra}"
+        extra = [*extra, "--input", "x.npy"]
     command = rng.choice([["emulate", name, *extra], ["emulate", name, *extra], ["report", name], ["config", name]])
     if kind == "input":
         command = ["emulate", name, *extra]
-    return Case(f"build:{kind}:{what}"[:120], files, command)
+    return Case(f"build:{kind}:{what}"[:120], files, command, expect)
 
 
 def run_case(case: Case, python: str = sys.executable) -> Outcome:
@@ -460,9 +584,17 @@ def run_case(case: Case, python: str = sys.executable) -> Outcome:
         folder = Path(tmp) / "case"
         folder.mkdir()
         for name, data in case.files.items():
-            (folder / name).parent.mkdir(parents=True, exist_ok=True)
-            (folder / name).write_bytes(data)
-        before = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+            path = folder / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(data, bytes):
+                path.write_bytes(data)
+            elif data == "fifo":
+                os.mkfifo(path)
+            elif data == "folder":
+                path.mkdir()
+            else:
+                path.symlink_to(data.removeprefix("link:"))
+        before = {p: p.lstat().st_mtime_ns for p in folder.rglob("*")}
         try:
             proc = subprocess.run([python, "-m", "hetdeploy", *case.argv], cwd=folder, capture_output=True,
                                   text=True, errors="replace", timeout=TIMEOUT_S)
@@ -470,12 +602,14 @@ def run_case(case: Case, python: str = sys.executable) -> Outcome:
             return Outcome(case, -1, "", f"hang (over {TIMEOUT_S} s)")
         # what the command may write: report DIR/report.html, build its -o folder (or DIR.failed)
         allowed = [folder / case.argv[1] / "report.html"] if case.argv[0] == "report" else []
+        if case.argv[0] == "emulate":  # what a crashed C-simulation printed, kept beside its library
+            allowed = list((folder / case.argv[1] / "hls").glob("*/csim_crash.log"))
         if case.argv[0] == "build":
             out = case.argv[case.argv.index("-o") + 1]
             allowed = [folder / out, folder / f"{out}.failed"]
         written = {p.name for p in Path(tmp).iterdir()} - {"case"} | {
             str(p.relative_to(folder)) for p in folder.rglob("*")
-            if (p not in before or p.stat().st_mtime_ns != before[p]) and p.is_file()
+            if (p not in before or p.lstat().st_mtime_ns != before[p]) and p.is_file()
             and not any(p == a or p.is_relative_to(a) for a in allowed)}
         lines = proc.stderr.strip().splitlines()
         finding = None
@@ -492,17 +626,25 @@ def run_case(case: Case, python: str = sys.executable) -> Outcome:
             finding = f"not one error line: {lines[:3]}"
         elif written:
             finding = f"wrote {sorted(written)}"
+        elif case.expect == "refuse" and proc.returncode != 2:
+            finding = f"accepted (exit {proc.returncode}) an input it must refuse"
+        elif case.expect == "pass" and proc.returncode != 0:
+            finding = f"refused (exit {proc.returncode}) a valid input: " + (lines[-1] if lines else "")
         elif proc.returncode == 0 and case.argv[0] == "plan" and "estimated latency" not in proc.stdout:
             finding = "exit 0 without a plan"
         return Outcome(case, proc.returncode, proc.stderr, finding)
 
 
+KINDS = ("model", "model-build", "board", "path", "option", "build")
+
+
 def cases(kind: str, seed: int, count: int, build: Path | None = None) -> list[Case]:
-    """``kind``: model (through plan), model-build (through build), board, or build (damaging the
-    build folder ``build``)."""
+    """``kind``: model (through plan), model-build (through build), board, path (special files as
+    plan's paths), option (bad numbers for every numeric option), or build (damaging the build folder
+    ``build``, bad inputs of every dtype to emulate)."""
     rng = random.Random(seed)
     make = {"model": model_case, "model-build": lambda r: model_case(r, "build"), "board": board_case,
-            "build": lambda r: build_case(r, build)}[kind]
+            "path": path_case, "option": option_case, "build": lambda r: build_case(r, build)}[kind]
     return [make(rng) for _ in range(count)]
 
 
@@ -517,19 +659,23 @@ def base_build(folder: Path) -> Path:
 
 def main() -> int:
     args = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    args.add_argument("--kind", choices=("model", "model-build", "board", "build"), default="model")
+    args.add_argument("--kind", choices=KINDS, default="model")
     args.add_argument("--cases", type=int, default=200)
     args.add_argument("--seed", type=int, default=0)
+    args.add_argument("--jobs", type=int, default=1, help="cases run at once (each in a child process)")
     options = args.parse_args()
-    findings = 0
     work = Path(tempfile.mkdtemp(prefix="hetdeploy-fuzz-base-"))
     build = base_build(work) if options.kind == "build" else None
-    for index, case in enumerate(cases(options.kind, options.seed, options.cases, build)):
-        outcome = run_case(case)
-        if outcome.finding:
-            findings += 1
-            print(f"{index:4d} {case.name:<40} {outcome.finding[:200]}", flush=True)
-    print(f"{findings} finding(s) in {options.cases} {options.kind} case(s), seed {options.seed}")
+    findings, refused, passed = 0, 0, 0
+    with ThreadPoolExecutor(options.jobs) as pool:
+        for index, outcome in enumerate(pool.map(run_case, cases(options.kind, options.seed, options.cases, build))):
+            refused += outcome.code == 2
+            passed += outcome.code in (0, 3)
+            if outcome.finding:
+                findings += 1
+                print(f"{index:4d} {outcome.case.name:<40} {outcome.finding[:200]}", flush=True)
+    print(f"{findings} finding(s) in {options.cases} {options.kind} case(s), seed {options.seed} "
+          f"({refused} refused in one line, {passed} ran to a result)")
     return 1 if findings else 0
 
 

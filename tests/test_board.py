@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 
@@ -110,6 +111,18 @@ def test_unknown_board_name():
          r"devices\[1\]\.part: expected an FPGA part number"),
         ("  - name: fpga", "  - name: 'fpga`rm -rf x`'", r"devices\[1\]\.name: expected a name of letters"),
         ("name: pynq-z2", "name: 'pynq\\n# evil'", r"line \d+: name: expected a name of letters"),
+        # what the fuzzer found accepted: an attribute's allowed values as a scalar, an op fused twice
+        ("attributes: {auto_pad: [NOTSET], dilations: [[1], [1, 1]]}", "attributes: {auto_pad: NOTSET, dilations: 1}",
+         r"ops\.Conv\.attributes: expected a mapping of attribute name to a list of its allowed values"),
+        ("fuse: [BatchNormalization, Relu,", "fuse: [BatchNormalization, Relu, Relu,",
+         r"pes\.conv\.fuse: expected a list of ONNX op names, each once"),
+        ("constant_range: {3: [1, 32]}", "constant_range: {3: [32, 1]}",
+         r"constant_range: expected a mapping of input index to \[lowest, highest\], two numbers in order"),
+        ("preference: [fpga, arm_cpu]", "preference: [fpga, fpga, arm_cpu]", r"preference: expected a list of device names, each once"),
+        ("    board_part: tul.com.tw:pynq-z2:part0:1.0", "    board_part: 'x [exec id]'",
+         r"devices\[1\]\.board_part: expected a Vivado board part"),
+        ("    clock_mhz: 650", "    clock_mhz: 650\n    board_part: tul.com.tw:pynq-z2:part0:1.0",
+         r"devices\[0\]\.board_part: only an fpga device sits on a Vivado board part"),
     ],
 )
 def test_bad_board_files_name_file_line_and_key(tmp_path, old, new, expected):
@@ -132,6 +145,28 @@ def test_bad_board_files_name_file_line_and_key(tmp_path, old, new, expected):
 def test_hostile_yaml_is_one_line_and_quick(tmp_path, text, expected):
     path = write(tmp_path, text)
     with pytest.raises(UserError, match=expected):
+        load_board(str(path))
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("name: x\n? [a, b]\n: 1\n", r"custom\.yaml: line 2: \?: a key must be a name, not a sequence"),
+    ("name: x\ndevices:\n  - {? {a: 1} : 2}\n", r"line 3: devices\[0\]\.\?: a key must be a name, not a mapping"),
+])
+def test_a_list_or_mapping_as_a_key_is_one_line(tmp_path, text, expected):
+    with pytest.raises(UserError, match=expected):
+        load_board(str(write(tmp_path, text)))
+
+
+@pytest.mark.parametrize("special", ["fifo", "/dev/zero", "/dev/null"])
+def test_a_board_path_that_is_no_regular_file_is_refused_without_reading_it(tmp_path, special):
+    """A pipe used to block `plan --board` until killed; a device reads forever or as nothing."""
+    path = tmp_path / "board.yaml"
+    if special == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to(special)
+    with pytest.raises(UserError, match=r"board\.yaml: is not a regular file \(a pipe, socket or device\); give "
+                                        r"the board file as a file"):
         load_board(str(path))
 
 

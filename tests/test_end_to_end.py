@@ -2,9 +2,11 @@
 
 import filecmp
 import json
+import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -301,7 +303,7 @@ def test_reuse_factor_and_calibration_mistakes_are_one_line(tmp_path):
                            ([], "--board is required")):
         result = hetdeploy("plan", model, *args)
         assert result.returncode == 2 and [line for line in result.stderr.splitlines() if line] == [
-            f"hetdeploy plan: error: {result.stderr.split('error: ')[1].strip()}"] and expected in result.stderr
+            f"hetdeploy: error: {result.stderr.split('error: ')[1].strip()}"] and expected in result.stderr
     result = hetdeploy("plan", model, "--board", "pynq-z2", *support, "--reuse-factor", "/fc1/Gemm=16", "--json")
     assert result.returncode == 0, result.stderr
     (unit,) = [u for u in json.loads(result.stdout)["subfunctions"][0]["execution_units"] if "/fc1/Gemm" in u["nodes"]]
@@ -369,6 +371,47 @@ def test_failed_verification_leaves_previous_build_untouched_and_keeps_its_evide
     assert log[0] == f"      {out} holds an earlier build: this one replaces it once complete (if this one fails, " \
                      f"it stays as it is)"
     assert log[1].startswith("[1/7] loading model") and log[-1].startswith("error: C-simulation of")
+
+
+def test_what_fuzzing_found_in_emulate_and_run_py_is_one_line(built, tmp_path):
+    """Object arrays (.npy and .npz), an empty file, a pipe, a negative seed, a plan.json whose input
+    no longer matches its C-simulation library: one line and exit 2 from emulate and from run.py; a
+    C-simulation that crashes keeps what it printed in the build folder, never in the system's
+    temporary folder."""
+    import tempfile
+
+    _, out = built("jet_tagger_mlp")
+    np.save(tmp_path / "objects.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    np.savez(tmp_path / "objects.npz", input=np.array([{"a": 1}], dtype=object))
+    (tmp_path / "empty.npy").write_bytes(b"")
+    os.mkfifo(tmp_path / "pipe.npy")
+    for name, expected in (("objects.npy", "Object arrays cannot be loaded"), ("objects.npz", "Object arrays"),
+                           ("empty.npy", "not a readable .npy/.npz file of numbers"),
+                           ("pipe.npy", "is not a regular file (a pipe, socket or device)")):
+        one_line_error(hetdeploy("emulate", out, "--input", tmp_path / name), f"{tmp_path / name}: ", expected)
+        result = subprocess.run([sys.executable, "deploy/run.py", "--emulate", "--input", str(tmp_path / name)],
+                                cwd=out, capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2 and result.stderr.startswith(f"run.py: error: {tmp_path / name}: "), result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    result = hetdeploy("emulate", out, "--seed", "-5")
+    assert result.returncode == 2 and result.stderr.startswith("hetdeploy: error: argument --seed: '-5'")
+    damaged = tmp_path / "damaged"
+    shutil.copytree(out, damaged)
+    plan = json.loads((damaged / "plan.json").read_text())
+    plan["inputs"][0]["shape"] = [1, 17]
+    (damaged / "plan.json").write_text(json.dumps(plan))
+    one_line_error(hetdeploy("emulate", damaged), "plan.json: subfunction sf0_fpga's HLS port 'input' holds [1, 16], "
+                                                  "17 values a sample elsewhere in the plan; plan.json is damaged")
+    crashing = tmp_path / "crashing"
+    shutil.copytree(out, crashing)
+    library = crashing / "hls" / "sf0_fpga" / "libsf0_fpga.so"
+    library.write_bytes(library.read_bytes()[: library.stat().st_size // 2])
+    before = set(Path(tempfile.gettempdir()).glob("hetdeploy-csim-*"))
+    result = hetdeploy("emulate", crashing)
+    assert result.returncode == 3 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    log = crashing / "hls" / "sf0_fpga" / "csim_crash.log"
+    assert f"; see {log}" in result.stderr and log.is_file()
+    assert set(Path(tempfile.gettempdir()).glob("hetdeploy-csim-*")) == before
 
 
 def test_emulate_bad_inputs(built, tmp_path):

@@ -285,7 +285,8 @@ def test_report_draws_graph_latency_units_totals_and_one_labelled_rectangle_per_
     for svg in svgs:
         xml.dom.minidom.parseString(svg)
     for sub in plan["subfunctions"]:  # the graph's legend and the latency rows name every subfunction
-        assert f"{sub['name']} ({sub['device']}, {len(sub['nodes'])} nodes)" in svgs[0]
+        count = len(sub["nodes"])
+        assert f"{sub['name']} ({sub['device']}, {count} node{'s' if count > 1 else ''})" in svgs[0]
         assert f"{sub['name']} ({sub['device']})" in svgs[1]
     for sub in fpga:
         for unit in sub["execution_units"]:  # the units table: reuse factor, precision, estimates, error

@@ -1,6 +1,7 @@
 """Model intake on the shapes real published models come in."""
 
 import json
+import os
 
 import numpy as np
 import onnx
@@ -62,6 +63,49 @@ def test_empty_and_duplicate_names_get_stable_generated_names(tmp_path):
     assert len(set(names)) == len(names)
     assert names == [n.name for n in b.nodes]
     assert names[1] == "Relu_1" and names[4] == "Relu_4"
+
+
+def test_the_reference_gets_the_same_names_and_onnxruntime_runs_it(tmp_path):
+    """Names ['same', '', 'same', 'same', '']: planned, and the reference (source.onnx) renamed alike, so
+    that onnxruntime loads it (it refuses two nodes of one name) and a build can check against it."""
+    model = networks.jet_tagger_mlp()
+    for node, name in zip(model.graph.node, ["same", "", "same", "same", ""]):
+        node.name = name
+    loaded = load_model(save(tmp_path, model))
+    names = [n.name for n in loaded.source.graph.node]
+    assert names[:5] == ["Gemm_0", "Relu_1", "Gemm_2", "Relu_3", "Gemm_4"] and len(set(names)) == len(names)
+    x = np.ones([1, 16], np.float32)
+    session = ort.InferenceSession(loaded.source.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = ort.InferenceSession(networks.jet_tagger_mlp().SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(session.run(None, {"input": x})[0], want.run(None, {"input": x})[0])
+
+
+def test_a_graph_without_outputs_and_an_opset_onnxruntime_cannot_run_are_refused(tmp_path):
+    model = networks.jet_tagger_mlp()
+    del model.graph.output[:]
+    with pytest.raises(UserError, match="the ONNX graph has no outputs: nothing it computes is read"):
+        load_model(save(tmp_path, model))
+    for opset in (1, 6):
+        model = networks.jet_tagger_mlp()
+        model.opset_import[0].version = opset
+        with pytest.raises(UserError, match=f"opset {opset} of the default domain: onnxruntime, the reference every "
+                                            f"build is checked against, runs opset 7 and later"):
+            load_model(save(tmp_path, model))
+    model.opset_import[0].version = 7  # converted to 13, as the README says
+    assert load_model(save(tmp_path, model)).graph.nodes
+
+
+@pytest.mark.parametrize("special", ["fifo", "folder", "/dev/zero"])
+def test_a_model_path_that_is_no_regular_file_is_refused_without_reading_it(tmp_path, special):
+    path = tmp_path / "model.onnx"
+    if special == "fifo":
+        os.mkfifo(path)
+    elif special == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to(special)
+    with pytest.raises(UserError, match="is a folder|is not a regular file \\(a pipe, socket or device\\)"):
+        load_model(path)
 
 
 def test_bias_add_after_conv_is_folded(tmp_path):
