@@ -411,8 +411,13 @@ def _swap_yaml_node(text: str, rng: random.Random) -> str:
     """The board file with one value, anywhere in it, replaced by a node of another kind."""
     import yaml
 
-    data = yaml.safe_load(text)
-    paths = [p for p, _ in _json_paths(data) if p]
+    try:
+        data = yaml.safe_load(text)
+        paths = [p for p, _ in _json_paths(data) if p]
+    except (yaml.YAMLError, RecursionError):  # an earlier mutation left no YAML to walk
+        return text
+    if not paths:
+        return text
     path = rng.choice(paths)
     target = data
     for key in path[:-1]:
