@@ -320,12 +320,16 @@ def pack_fixed(values: np.ndarray, precision: str) -> bytes:
 
 
 def fixed_range(precision: str) -> tuple[float, float]:
-    """The least and largest value of ap_fixed<W,I,...> / ap_ufixed<W,I,...> (``precision`` C++)."""
+    """The least and largest value of ap_fixed<W,I,...> / ap_ufixed<W,I,...> (``precision`` C++): a
+    signed type saturating symmetrically (AP_SAT_SYM, a narrow signed quantizer's) stops one step above
+    the most negative code."""
     match = _FIXED_TYPE.match(precision.replace(" ", ""))
     if match is None:
         raise ValueError(f"not an ap_fixed type: {precision}")
-    kind, width, integer = match.group(1), int(match.group(2)), int(match.group(3))
+    kind, width, integer, overflow = match.group(1), int(match.group(2)), int(match.group(3)), match.group(5)
     _, least, largest = fixed_grid(width, integer, signed=kind != "ap_ufixed")
+    if overflow == "AP_SAT_SYM" and kind == "ap_fixed":
+        least = -largest
     return least, largest
 
 

@@ -75,9 +75,15 @@ def test_saturations_are_counted_against_the_output_type():
 
     assert fixed_range("ap_fixed<8,3,AP_RND,AP_SAT,0>") == (-4.0, 4.0 - 2 ** -5)
     assert fixed_range("ap_ufixed<4,-1>") == (0.0, 0.5 - 2 ** -5)
+    # symmetric saturation (a narrow signed quantizer) never reaches the most negative code
+    assert fixed_range("ap_fixed<8,3,AP_RND,AP_SAT_SYM,0>") == (-(4.0 - 2 ** -5), 4.0 - 2 ** -5)
+    assert fixed_range("ap_ufixed<8,3,AP_RND,AP_SAT_SYM,0>") == (0.0, 8.0 - 2 ** -5)
     c = SubfunctionCheck("u", "fpga", 0.05, ranges={"y": fixed_range("ap_fixed<8,3>")})
     c.add({"y": np.array([3.96875, 0.5, -4.0])}, {"y": np.array([7.0, 0.5, -9.0])})
     assert c.tensors["y"].saturated == 2 and c.record(1).outputs[0].saturated == 2
+    symmetric = SubfunctionCheck("u", "fpga", 0.05, ranges={"y": fixed_range("ap_fixed<8,3,AP_RND,AP_SAT_SYM,0>")})
+    symmetric.add({"y": np.array([-(4.0 - 2 ** -5), 0.5])}, {"y": np.array([-9.0, 0.5])})
+    assert symmetric.tensors["y"].saturated == 1  # at its negative limit, one step above -4
 
 
 def test_width_option_sets_every_fpga_type_and_is_checked(tmp_path, capsys):
