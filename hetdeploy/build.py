@@ -153,7 +153,7 @@ def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progr
         progress(_calibration_note(plan.calibration, options.seed))
         fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
         index = loaded.graph.node_index()
-        cache = BuildCache(options.cache) if options.cache is not None else None
+        cache = BuildCache(options.cache, options.cache_limit) if options.cache is not None else None
         while True:
             # each unit's bits where no quantizer sets them: --width's or the search's; more when widened
             unit_widths = {u.name: loaded.graph.nodes[index[u.nodes[0]]].width or options.width

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import __version__, config, processes
 from .errors import UserError
+from .cache import LIMIT_VARIABLE
 from .plan import duration
 
 
@@ -41,10 +42,12 @@ def _point(args: argparse.Namespace) -> dict:
 
 
 def _cache(args: argparse.Namespace) -> dict:
-    """build's --cache DIR / --no-cache as a BuildOptions field (absent: the default folder)."""
+    """build's --cache DIR / --no-cache / --cache-limit SIZE as BuildOptions fields (absent: the default
+    folder and limit)."""
     if args.no_cache:
         return {"cache": None}
-    return {"cache": Path(args.cache)} if args.cache else {}
+    limit = {"cache_limit": args.cache_limit} if args.cache_limit is not None else {}
+    return {"cache": Path(args.cache), **limit} if args.cache else limit
 
 
 # BuildOptions field -> the argparse destination that sets it (for --config)
@@ -282,6 +285,40 @@ def _emulate(args: argparse.Namespace) -> int:
     return 0 if result.comparison.passed else 3
 
 
+def _cache_command(args: argparse.Namespace) -> int:
+    from .cache import BuildCache, default_root
+
+    cache = BuildCache(Path(args.cache) if args.cache else default_root())
+    if cache.root.exists() and not cache.root.is_dir():
+        raise UserError(f"{cache.root}: not a folder")
+    freed = cache.clear() if args.clear else None
+    entries = cache.entries()
+    kinds: dict[str, dict[str, int]] = {}
+    for entry in entries:
+        kind = kinds.setdefault(entry.kind, {"count": 0, "bytes": 0})
+        kind["count"] += 1
+        kind["bytes"] += entry.bytes
+    total = sum(e.bytes for e in entries)
+    if args.json:
+        print(json.dumps({"folder": str(cache.root), "bytes": total, "limit": cache.limit,
+                          "entries": {k: kinds[k] for k in sorted(kinds)}, "freed": freed}, indent=2))
+        return 0
+    if freed is not None:
+        print(f"cleared {cache.root}: {_size(freed)} freed")
+    print(f"{cache.root}: {len(entries)} entr{'y' if len(entries) == 1 else 'ies'}, {_size(total)} of a "
+          f"{_size(cache.limit)} limit")
+    for kind in sorted(kinds):
+        print(f"  {kind:<8} {kinds[kind]['count']:>6}  {_size(kinds[kind]['bytes']):>10}")
+    return 0
+
+
+def _size(count: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= scale:
+            return f"{count / scale:.3g} {unit}"
+    return f"{count} B"
+
+
 def _boards(args: argparse.Namespace) -> int:
     from .board import available_boards, load_board
 
@@ -347,6 +384,10 @@ def _build_cache_options(command: argparse.ArgumentParser) -> None:
         "reused when nothing that determines them changed (default: $XDG_CACHE_HOME/hetdeploy or ~/.cache/hetdeploy)")
     section["building"].add_argument("--no-cache", action="store_true",
                                      help="convert and compile everything anew, keep nothing")
+    section["building"].add_argument(
+        "--cache-limit", type=_argument(config.cache_size), default=None, metavar="SIZE",
+        help=f"the most the cache keeps, as 5G or 500M: past it the least recently used entries go (default: "
+             f"${LIMIT_VARIABLE}, else 5G); 'hetdeploy cache' shows it")
 
 
 def _point_options(command: argparse.ArgumentParser) -> None:
@@ -632,6 +673,20 @@ def parser() -> argparse.ArgumentParser:
                           "recorded as failed (recorded points are otherwise kept)")
     _printing_options(s, json_help="print the records (results.json's) instead of the table", quiet_help="no progress")
     s.set_defaults(run=_sweep, command_parser=s)
+
+    k = commands.add_parser("cache", help="show the build cache's size and entries; --clear empties it",
+                            usage="%(prog)s [--cache DIR] [--clear] [--json]",
+                            description="The build cache keeps hls4ml conversions, compiled C-simulation libraries "
+                                        "and reports under a key of everything that determines them; past its "
+                                        "limit (--cache-limit, $HETDEPLOY_CACHE_LIMIT, else 5G) a build evicts the "
+                                        "least recently used entries.")
+    k.add_argument("--cache", metavar="DIR", help="the cache folder (default: $XDG_CACHE_HOME/hetdeploy or "
+                                                  "~/.cache/hetdeploy)")
+    k.add_argument("--clear", action="store_true", help="remove every entry (a build running now rebuilds what it "
+                                                        "loses)")
+    k.add_argument("--json", action="store_true", help="print {folder, bytes, limit, entries: {kind: {count, "
+                                                       "bytes}}} instead")
+    k.set_defaults(run=_cache_command)
 
     c = commands.add_parser("config", help="print a build's configuration as YAML, for 'build --config'",
                             description="Print the resolved configuration a build folder was made with (every "

@@ -10,6 +10,7 @@ settings included, in the habit of hls4ml's ``config.yml`` and FINN's ``dataflow
     width: 16
     tolerance: 0.05
     cache: build-cache             # the build cache's folder; null: none
+    cache_limit: 5G                # the most it keeps (least recently used evicted); null: $HETDEPLOY_CACHE_LIMIT or 5G
     nodes:                         # by ONNX node name (``hetdeploy plan --nodes`` lists them)
       conv1: {reuse_factor: 4, precision: "ap_fixed<12,4>", weights_in_ddr: true, device: fpga}
 
@@ -31,7 +32,7 @@ from typing import Any, Optional
 
 import yaml
 
-from .cache import default_root
+from .cache import default_root, parse_size
 from .cost import OBJECTIVES
 from .errors import UserError
 from .memory import STRATEGIES
@@ -74,6 +75,8 @@ class BuildOptions:
     synth: bool = False  # run the HLS and Vivado scripts when the tools are on PATH
     # the build cache's folder (cache.py: hls4ml conversions and compiled libraries); None: no cache
     cache: Optional[Path] = field(default_factory=default_root)
+    # the most bytes the cache keeps (least recently used entries evicted); None: $HETDEPLOY_CACHE_LIMIT, else 5 GiB
+    cache_limit: Optional[int] = None
     # "FLAG NODE" (say "--reuse-factor conv1") -> (where a config file set it: "c.yaml: line 5:
     # nodes.conv1.reuse_factor", the value set there): a mistake in it names the file and line (``said``)
     origins: dict[str, tuple[str, Any]] = field(default_factory=dict)
@@ -130,6 +133,10 @@ def worker_count(value: Any) -> int:
     if not _whole(value) or not 1 <= int(value) <= MAX_WORKERS:
         raise ValueError(f"'{value}': expected a whole number of worker processes from 1 to {MAX_WORKERS}")
     return int(value)
+
+
+def cache_size(value: Any) -> int:
+    return parse_size(value)
 
 
 def seed(value: Any) -> int:
@@ -196,7 +203,7 @@ _KEYS = {
     "verify_input": ("verify_input", text), "samples": ("samples", sample_count), "seed": ("seed", seed), "tolerance": ("relative_tolerance", fraction),
     "synth": ("synth", flag), "cache": ("cache", text), "model_reuse_factor": ("model_reuse_factor", positive_int),
     "objective": ("objective", choice(OBJECTIVES)), "batch": ("batch", positive_int),
-    "target_rate": ("target_rate", rate),
+    "target_rate": ("target_rate", rate), "cache_limit": ("cache_limit", cache_size),
 }
 _PATHS = ("model", "calibration", "verify_input", "cache")
 # per-node key -> check

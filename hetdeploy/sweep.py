@@ -230,8 +230,8 @@ def _checked_base(model: Path, points: list[Point], base: BuildOptions, build: b
 
 def _identity(model: Path, base: BuildOptions, build: bool, labels: Optional[str]) -> dict:
     """What every record depends on besides its point: the sweep in DIR/sweep.json."""
-    options = {k: v for k, v in config.resolved_config(base).items() if k not in ("board", "width", "policy",
-                                                                               "model_reuse_factor", "cache")}
+    options = {k: v for k, v in config.resolved_config(base).items()
+               if k not in ("board", "width", "policy", "model_reuse_factor", "cache", "cache_limit")}
     return {"model": str(model), "model_sha256": hashlib.sha256(model.read_bytes()).hexdigest(),
             "options": options, "build": build,
             "labels_sha256": hashlib.sha256(Path(labels).read_bytes()).hexdigest() if labels else None}

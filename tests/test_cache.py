@@ -1,6 +1,8 @@
 """The build cache: keys, entries that are whole or absent, damage detected, builds that reuse it."""
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -59,6 +61,88 @@ def test_concurrent_stores_of_one_key_keep_one_entry(tmp_path):
     assert [p.name for p in (tmp_path / "cache" / "library" / "zz").iterdir()] == ["z" * 64]
     assert caches[0].fetch("library", "z" * 64, tmp_path / "out") == {}
     assert (tmp_path / "out" / "lib.so").read_bytes() == (source / "lib.so").read_bytes()
+
+
+def _store(root, key, size, limit):
+    """A new build's cache storing one entry of ``size`` bytes under ``key``."""
+    source = root.parent / f"src-{key}"
+    source.mkdir(exist_ok=True)
+    (source / "data.bin").write_bytes(bytes(size))
+    cache = BuildCache(root, limit)
+    cache.store("unit", key * 64, source, [source / "data.bin"], {})
+    return cache
+
+
+def _entry(root, key):
+    return root / "unit" / (key * 2) / (key * 64)
+
+
+def test_past_its_limit_the_cache_evicts_the_least_recently_used_and_the_next_build_hits_the_newest(tmp_path):
+    root = tmp_path / "cache"
+    _store(root, "a", 1000, 10_000)
+    _store(root, "b", 1000, 10_000)
+    os.utime(_entry(root, "a") / "manifest.json", (1000, 1000))  # a stored long ago ...
+    os.utime(_entry(root, "b") / "manifest.json", (2000, 2000))
+    third = BuildCache(root, 2500)
+    assert third.fetch("unit", "a" * 64, tmp_path / "got") == {}  # ... and used now: b is the least recent
+    third_source = tmp_path / "src-c"
+    third_source.mkdir()
+    (third_source / "data.bin").write_bytes(bytes(1000))
+    third.store("unit", "c" * 64, third_source, [third_source / "data.bin"], {})
+    assert not _entry(root, "b").exists() and _entry(root, "a").exists() and _entry(root, "c").exists()
+    assert sum(e.bytes for e in BuildCache(root, 2500).entries()) <= 2500
+    assert BuildCache(root, 2500).fetch("unit", "c" * 64, tmp_path / "next") == {}
+    # a build never evicts what it used itself, even past the limit
+    greedy = BuildCache(root, 1)
+    greedy.fetch("unit", "a" * 64, tmp_path / "again")
+    greedy.fetch("unit", "c" * 64, tmp_path / "again2")
+    assert greedy.evict() == [] and _entry(root, "a").exists()
+
+
+def test_an_entry_evicted_while_it_is_copied_is_a_miss_and_leaves_nothing_half_copied(tmp_path, monkeypatch):
+    from hetdeploy import cache as cache_module
+
+    root = tmp_path / "cache"
+    source = tmp_path / "src"
+    source.mkdir()
+    for name in ("one.h", "two.h"):
+        (source / name).write_text(name)
+    BuildCache(root, 10**9).store("unit", "e" * 64, source, [source / "one.h", source / "two.h"], {})
+    real, calls = cache_module.shutil.copyfile, []
+
+    def evicted_midway(src, dst):
+        calls.append(src)
+        if len(calls) == 2:  # another build's eviction took the entry after the first file
+            shutil.rmtree(_entry(root, "e"))
+            raise FileNotFoundError(src)
+        return real(src, dst)
+
+    monkeypatch.setattr(cache_module.shutil, "copyfile", evicted_midway)
+    reader = BuildCache(root, 10**9)
+    assert reader.fetch("unit", "e" * 64, tmp_path / "out") is None and reader.misses == {"unit": 1}
+    assert not [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+
+
+def test_cache_command_shows_the_size_and_clears(tmp_path, monkeypatch, capsys):
+    from hetdeploy.cache import parse_size
+    from hetdeploy.cli import main
+
+    root = tmp_path / "cache"
+    _store(root, "a", 3000, 10**9)
+    _store(root, "b", 2000, 10**9)
+    assert main(["cache", "--cache", str(root), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["entries"] == {"unit": {"count": 2, "bytes": shown["bytes"]}} and shown["bytes"] >= 5000
+    assert shown["limit"] == 5 * 2**30
+    monkeypatch.setenv("HETDEPLOY_CACHE_LIMIT", "500M")
+    assert main(["cache", "--cache", str(root)]) == 0
+    assert f"{root}: 2 entries" in capsys.readouterr().out and BuildCache(root).limit == 500 * 2**20
+    assert main(["cache", "--cache", str(root), "--clear"]) == 0
+    assert "cleared" in capsys.readouterr().out and BuildCache(root).entries() == []
+    monkeypatch.setenv("HETDEPLOY_CACHE_LIMIT", "lots")
+    assert main(["cache", "--cache", str(root)]) == 2
+    assert "$HETDEPLOY_CACHE_LIMIT: 'lots': expected a size in bytes" in capsys.readouterr().err
+    assert parse_size("5G") == 5 * 2**30 and parse_size("1.5k") == 1536 and parse_size(7) == 7
 
 
 def _build(model, out, *more):
