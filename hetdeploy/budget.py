@@ -21,7 +21,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from .graph import Graph
-from .precision import fixed_grid, integer_bits, weight_fixed
+from .precision import fixed_grid, integer_bits, quantize, weight_fixed
 from .verify import SubfunctionCheck
 
 # Ops that hls4ml fuses into the layer before them (one execution unit, one width).
@@ -96,13 +96,16 @@ def search_widths(layers: Sequence[str], cost: dict[str, float], error: Callable
 
 
 def _fake_fixed(nodes: list, inits: list, tensor: str, width: int, integer: int, name: str) -> str:
-    """Nodes computing ``tensor`` rounded to ap_fixed<width, integer> and saturated."""
+    """Nodes computing ``tensor`` as the build's ap_fixed<width, integer> holds it (precision's
+    BUILD_ROUNDING and BUILD_OVERFLOW, RND and SAT): rounded half up, floor(x + 1/2) (ONNX's Round would
+    take halves to even), and saturated."""
     step, low, high = fixed_grid(width, integer)
-    constants = {k: f"{name}.{k}" for k in ("inverse_step", "step", "low", "high")}
-    for key, value in zip(constants.values(), (1.0 / step, step, low, high)):
+    constants = {k: f"{name}.{k}" for k in ("inverse_step", "half", "step", "low", "high")}
+    for key, value in zip(constants.values(), (1.0 / step, 0.5, step, low, high)):
         inits.append(numpy_helper.from_array(np.array(value, np.float32), key))
     nodes += [helper.make_node("Mul", [tensor, constants["inverse_step"]], [f"{name}.codes"]),
-              helper.make_node("Round", [f"{name}.codes"], [f"{name}.rounded"]),
+              helper.make_node("Add", [f"{name}.codes", constants["half"]], [f"{name}.shifted"]),
+              helper.make_node("Floor", [f"{name}.shifted"], [f"{name}.rounded"]),
               helper.make_node("Mul", [f"{name}.rounded", constants["step"]], [f"{name}.value"]),
               helper.make_node("Clip", [f"{name}.value", constants["low"], constants["high"]], [f"{name}.out"])]
     return f"{name}.out"
@@ -133,8 +136,7 @@ def fixed_point_model(model: onnx.ModelProto, groups: dict[str, list[str]], widt
                         renamed[tensor] = _fake_fixed(nodes, inits, tensor, width, integer, f"{tensor}.fixed")
                 if node.op_type in _WEIGHTED and k in (1, 2) and tensor in constants:
                     values = numpy_helper.to_array(constants[tensor]).astype(np.float64)
-                    step, low, high = fixed_grid(*weight_fixed(values, width))
-                    rounded = np.clip(np.round(values / step) * step, low, high)
+                    rounded = quantize(values, *weight_fixed(values, width))  # as the build's weight type
                     inits.append(numpy_helper.from_array(rounded.astype(np.float32), f"{tensor}.fixed_{layer}"))
                     renamed[(node.name, k)] = f"{tensor}.fixed_{layer}"
         copy = onnx.NodeProto()

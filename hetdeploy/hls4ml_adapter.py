@@ -37,7 +37,7 @@ from . import units
 from .model import MAX_IR_VERSION
 from .hls_top import UNIT_WEIGHTS_FILE, pack_fixed
 from .plan import UnitHls, UnitPort, UnitWeight
-from .precision import Quantizer, integer_bits, weight_fixed
+from .precision import BUILD_OVERFLOW, BUILD_ROUNDING, Quantizer, integer_bits, weight_fixed
 from .rewrites import HLS4ML_LOWERINGS
 from .runtime import channels_last
 
@@ -45,7 +45,7 @@ from .runtime import channels_last
 _FOLDED_OPS = {"Conv", "MatMul", "Gemm"}
 # Ops whose output hls4ml merges into the preceding layer's result (bias add, scale).
 _MERGED_INTO_PREVIOUS = {"Add", "Mul", "BatchNormalization"}
-_ROUNDING = "RND,SAT"
+_ROUNDING = f"{BUILD_ROUNDING},{BUILD_OVERFLOW}"  # precision.quantize simulates the same
 BINARY_PRECISION = "fixed<2,2>"  # -1 and +1: a BipolarQuant's output (``_binary_as_two_bits``)
 FLOAT32_MANTISSA_BITS = 24
 # The table activations (units.TABLE_OPS) whose outputs lie within (-1, 1).

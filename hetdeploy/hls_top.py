@@ -25,7 +25,7 @@ import numpy as np
 from . import units
 from .names import identifier
 from .plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort
-from .precision import fixed_grid
+from .precision import fixed_grid, quantize
 
 TEMPLATES = Path(str(importlib.resources.files("hetdeploy") / "hls"))  # package data
 MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
@@ -278,21 +278,12 @@ _FIXED = re.compile(r"ap_u?fixed<\s*(\d+)")
 # matched without spaces: ap_fixed<W,I[,Q[,O[,N]]]>, ap_int<W>
 _FIXED_TYPE = re.compile(r"(ap_u?fixed)<(\d+),(-?\d+)(?:,(\w+))?(?:,(\w+))?(?:,\d+)?>$")
 _INT_TYPE = re.compile(r"(ap_u?int)<(\d+)>$")
-_ROUNDINGS = {
-    "AP_TRN": np.floor,
-    "AP_TRN_ZERO": np.trunc,
-    "AP_RND": lambda q: np.floor(q + 0.5),
-    "AP_RND_MIN_INF": lambda q: np.ceil(q - 0.5),
-    "AP_RND_INF": lambda q: np.sign(q) * np.floor(np.abs(q) + 0.5),
-    "AP_RND_ZERO": lambda q: np.sign(q) * np.ceil(np.abs(q) - 0.5),
-    "AP_RND_CONV": np.round,  # half to even
-}
 
 
 def pack_fixed(values: np.ndarray, precision: str) -> bytes:
     """``values`` as ``precision`` (ap_fixed<W,I,Q,O>, ap_int<W>) converts them from double, each in
     ``units.element_bytes(W)`` little-endian bytes (how an m_axi port lays out an array of them, and
-    how arena.h's load_array reads them back)."""
+    how arena.h's load_array reads them back); the rounding and overflow are ``precision.quantize``'s."""
     match = _FIXED_TYPE.match(precision.replace(" ", ""))
     integral = _INT_TYPE.match(precision.replace(" ", ""))
     if match is not None:
@@ -303,19 +294,11 @@ def pack_fixed(values: np.ndarray, precision: str) -> bytes:
         integer, rounding, overflow = width, "AP_TRN_ZERO", "AP_WRAP"
     else:
         raise ValueError(f"not an ap_fixed or ap_int type: {precision}")
-    if rounding not in _ROUNDINGS or overflow not in ("AP_WRAP", "AP_SAT", "AP_SAT_SYM"):
-        raise ValueError(f"{precision}: quantisation {rounding}/{overflow} is not packed for DDR")
-    signed = kind == "ap_fixed"
-    low, high = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
-    if overflow == "AP_SAT_SYM" and signed:
-        low = -high
-    steps = _ROUNDINGS[rounding](np.asarray(values, dtype=np.float64) * 2.0 ** (width - integer))
-    if overflow == "AP_WRAP":
-        codes = np.mod(steps, 2.0 ** width).astype(np.int64)
-        if signed:
-            codes = np.where(codes > high, codes - (1 << width), codes)
-    else:
-        codes = np.clip(steps, low, high).astype(np.int64)
+    try:
+        held = quantize(values, width, integer, kind == "ap_fixed", rounding, overflow)
+    except ValueError as err:
+        raise ValueError(f"{precision}: {err}, not packed for DDR") from None
+    codes = np.round(held * 2.0 ** (width - integer)).astype(np.int64)  # on the grid: exact
     return codes.astype(f"<i{units.element_bytes(width)}").tobytes()  # two's complement, sign-extended
 
 
@@ -327,9 +310,7 @@ def fixed_range(precision: str) -> tuple[float, float]:
     if match is None:
         raise ValueError(f"not an ap_fixed type: {precision}")
     kind, width, integer, overflow = match.group(1), int(match.group(2)), int(match.group(3)), match.group(5)
-    _, least, largest = fixed_grid(width, integer, signed=kind != "ap_ufixed")
-    if overflow == "AP_SAT_SYM" and kind == "ap_fixed":
-        least = -largest
+    _, least, largest = fixed_grid(width, integer, kind != "ap_ufixed", overflow or "AP_WRAP")
     return least, largest
 
 

@@ -57,12 +57,37 @@ class Quantizer:
         return f"{'' if self.signed else 'u'}fixed<{width},{integer},{rounding},{saturation}>"
 
 
-def fixed_grid(width: int, integer: int, signed: bool = True) -> tuple[float, float, float]:
-    """(step, least, largest value) of ap_fixed<width, integer> (ap_ufixed when not ``signed``)."""
+# How the build rounds and saturates every value it sizes (hls4ml's "fixed<W,I,RND,SAT>"): round half
+# up, saturate. The budget search simulates the same.
+BUILD_ROUNDING, BUILD_OVERFLOW = "RND", "SAT"
+
+
+def fixed_grid(width: int, integer: int, signed: bool = True, overflow: str = BUILD_OVERFLOW
+               ) -> tuple[float, float, float]:
+    """(step, least, largest value) of ap_fixed<width, integer> (ap_ufixed when not ``signed``); a
+    signed type saturating symmetrically (SAT_SYM, a narrow quantizer's) stops one step above the most
+    negative code."""
     step = 2.0 ** (integer - width)
     if not signed:
         return step, 0.0, 2.0 ** integer - step
-    return step, -(2.0 ** (integer - 1)), 2.0 ** (integer - 1) - step
+    largest = 2.0 ** (integer - 1) - step
+    return step, -largest if overflow.removeprefix("AP_") == "SAT_SYM" else -(2.0 ** (integer - 1)), largest
+
+
+def quantize(values: np.ndarray, width: int, integer: int, signed: bool = True, rounding: str = BUILD_ROUNDING,
+             overflow: str = BUILD_OVERFLOW) -> np.ndarray:
+    """``values`` as ap_fixed<width, integer, AP_<rounding>, AP_<overflow> (ap_ufixed when not
+    ``signed``) holds them, as float64: by ``quantizers``, hls4ml's own fixed-point library (tested
+    against the ap_types headers). Modes: TRN, TRN_ZERO, RND, RND_ZERO, RND_MIN_INF, RND_INF,
+    RND_CONV; WRAP, SAT, SAT_SYM, WRAP_SM (the AP_ prefix optional)."""
+    from quantizers import get_fixed_quantizer_np
+
+    try:
+        quantizer = get_fixed_quantizer_np(rounding.removeprefix("AP_"), overflow.removeprefix("AP_"))
+    except KeyError:
+        raise ValueError(f"fixed-point mode {rounding}/{overflow} is not one ap_fixed has") from None
+    sign = 1 if signed else 0
+    return quantizer(np.asarray(values, dtype=np.float64), sign, integer - sign, width - integer)
 
 
 def integer_bits(max_abs: float, headroom: int = 1) -> int:

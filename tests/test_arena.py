@@ -71,3 +71,39 @@ def test_runs_arrays_and_bytes_round_trip_through_words(tmp_path, width, run, ru
         [int.from_bytes(packed[k:k + lane], "little") & mask for k in range(0, len(packed), lane)]
     assert len(layout) % 8 == 0 and not any(layout[len(packed):])  # whole words; the last one's padding zero
     assert lines[-2] == "1"  # nothing written outside the buffer's words
+
+
+ROUNDINGS = ("AP_TRN", "AP_TRN_ZERO", "AP_RND", "AP_RND_ZERO", "AP_RND_MIN_INF", "AP_RND_INF", "AP_RND_CONV")
+OVERFLOWS = ("AP_WRAP", "AP_SAT", "AP_SAT_SYM")
+
+
+def test_packing_and_the_budgets_rounding_are_ap_fixeds_own_on_every_mode(tmp_path):
+    """pack_fixed (DDR weights) and precision.quantize (the --error-budget simulation), both through
+    hls4ml's quantizers, give the codes the ap_types headers give when a double is assigned, for every
+    rounding and overflow mode, signed and unsigned, on values at and between the grid's half steps
+    and beyond its range."""
+    from hetdeploy.precision import quantize
+
+    types = [f"{kind}<8,3,{q},{o}>" for kind in ("ap_fixed", "ap_ufixed") for q in ROUNDINGS for o in OVERFLOWS]
+    values = np.concatenate([np.arange(-24, 24, 1 / 64), np.arange(-24, 24, 1 / 64) + 1 / 128, [0.3, -0.3, 1e-9]])
+    dumps = "\n".join(f"    dump<{t} >(v, n);" for t in types)
+    program = ("#include <cstdio>\n#include <stdint.h>\n#include \"ap_fixed.h\"\n"
+               "template <typename T> void dump(const double *v, int n) {\n"
+               "    for (int i = 0; i < n; i++) { T x = v[i]; printf(\"%llu \", (unsigned long long)"
+               "x.range(T::width - 1, 0).to_uint64()); }\n    printf(\"\\n\");\n}\n"
+               f"static const double v[] = {{{', '.join(repr(float(x)) for x in values)}}};\n"
+               f"int main() {{\n    const int n = {len(values)};\n{dumps}\n    return 0;\n}}\n")
+    (tmp_path / "modes.cpp").write_text(program)
+    binary = tmp_path / "modes"
+    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{ap_types_headers()}", "-o", str(binary),
+                    str(tmp_path / "modes.cpp")], check=True, capture_output=True)
+    lines = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.splitlines()
+    assert len(lines) == len(types)
+    mask = (1 << 8) - 1
+    for precision, line in zip(types, lines):
+        expected = np.array(line.split(), dtype=np.int64)
+        packed = np.frombuffer(pack_fixed(values, precision), dtype="<i1").astype(np.int64) & mask
+        assert packed.tolist() == expected.tolist(), precision
+        kind, rounding, overflow = precision.split("<")[0], precision.split(",")[2], precision.split(",")[3][:-1]
+        held = quantize(values, 8, 3, kind == "ap_fixed", rounding, overflow)
+        assert (np.round(held * 32).astype(np.int64) & mask).tolist() == expected.tolist(), precision

@@ -107,3 +107,24 @@ def test_the_budget_measures_error_as_verify_does():
     assert budget.relative_error([{"y": with_nan}], [{"y": ones}]) == float("inf")
     assert budget.relative_error([{"y": 0.01 * ones}], [{"y": zeros}]) == float("inf")
     assert budget.relative_error([{"y": zeros}], [{"y": zeros}]) == 0.0
+
+
+def test_the_simulation_rounds_and_saturates_as_the_build_does():
+    """The search's fixed-point graph holds a value as the build's ap_fixed<W,I,AP_RND,AP_SAT> does
+    (precision.quantize): halves round up (ONNX's Round would take 2.5 steps to 2), beyond the range
+    saturates."""
+    from onnx import TensorProto, helper
+
+    from hetdeploy.precision import quantize
+
+    nodes, inits = [], []
+    out = budget._fake_fixed(nodes, inits, "x", 8, 3, "x.fixed")
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 9])],
+                              [helper.make_tensor_value_info(out, TensorProto.FLOAT, [1, 9])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    step = 2.0 ** -5
+    x = np.array([[2.5 * step, -2.5 * step, 3.5 * step, -0.5 * step, 0.5 * step, 0.3, 100.0, -100.0, 0.0]],
+                 np.float32)
+    (result,) = run_in_memory(model, [{"x": x}])
+    np.testing.assert_array_equal(result[out].reshape(-1), quantize(x.reshape(-1), 8, 3))
+    assert quantize(np.array([2.5 * step]), 8, 3)[0] == 3 * step  # half up, not to even
