@@ -16,13 +16,13 @@ Mistakes raise ``hetdeploy.UserError`` with the one line the CLI prints.
 from __future__ import annotations
 
 import io
-from contextlib import redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
 
+from .capture import captured_stdout
 from .errors import UserError
 from .plan import Plan
 
@@ -107,7 +107,7 @@ def plan(model: Optional[str | Path] = None, board: Optional[str] = None, config
 
     _, board_data, result = plan_stages(_options(model, board, config, ".", options), lambda k, what: None)
     table = io.StringIO()
-    with redirect_stdout(table):
+    with captured_stdout(table):
         print_plan(result, board_data, nodes=False)
     return PlanView(result, table.getvalue())
 

@@ -23,6 +23,7 @@ import functools
 import io
 import math
 import re
+import threading
 import traceback
 import warnings
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ import onnx
 import onnx.numpy_helper
 
 from . import units
+from .capture import captured_stdout
 from .model import MAX_IR_VERSION
 from .hls_top import UNIT_WEIGHTS_FILE, pack_fixed
 from .plan import UnitHls, UnitPort, UnitWeight
@@ -300,6 +302,20 @@ def generate_unit(
     both sides: the Transpose back to ONNX order that qonnx appends to outputs is dropped, since the
     next unit reads channels-last.
     """
+    with _CONVERTING:
+        return _generate_unit(unit_model, project_dir, namespace, samples, settings, options)
+
+
+# One conversion at a time in a process: while hls4ml and qonnx run, their output goes to the unit's
+# log through a redirected stdout, warnings are silenced, onnx.helper.make_model is capped and two
+# hls4ml passes are off, all process-wide. Threads of one Dask worker (dask worker --nthreads N)
+# take turns here; worker processes, and everything else a build does (compiling, C-simulation),
+# run in parallel.
+_CONVERTING = threading.Lock()
+
+
+def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: str,
+                   samples: Sequence[dict[str, np.ndarray]], settings: UnitSettings, options: HlsOptions) -> UnitHls:
     import hls4ml
     import onnxruntime
 
@@ -322,7 +338,7 @@ def generate_unit(
     onnxruntime.set_default_logger_severity(3)
     log = io.StringIO()
     with _log_to(project_dir / HLS4ML_LOG, log), _onnxruntime_readable_models(), _no_batchnorm_fusion(), \
-            contextlib.redirect_stdout(log), \
+            captured_stdout(log), \
             warnings.catch_warnings():
         warnings.simplefilter("ignore")
         wrapper = ModelWrapper(model)

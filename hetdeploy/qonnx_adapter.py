@@ -3,13 +3,12 @@ run on qonnx's execution, which onnxruntime cannot; their shapes come from qonnx
 
 from __future__ import annotations
 
-import contextlib
-import io
 from pathlib import Path
 
 import numpy as np
 import onnx
 
+from .capture import captured_stdout
 from .errors import UserError, first_line
 
 
@@ -18,7 +17,7 @@ def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.infer_shapes import InferShapes
 
-    with contextlib.redirect_stdout(io.StringIO()):
+    with captured_stdout():
         return ModelWrapper(model).transform(InferShapes()).model
 
 
@@ -52,7 +51,7 @@ class QonnxModel:
         from qonnx.core.onnx_exec import execute_onnx
 
         try:  # NaN or overflow in a quantizer is judged on the outputs, not printed as numpy warnings
-            with contextlib.redirect_stdout(io.StringIO()), np.errstate(all="ignore"):
+            with captured_stdout(), np.errstate(all="ignore"):
                 results = execute_onnx(self.wrapper, {n: feeds[n] for n in self.input_names})
         except Exception as err:
             raise UserError(f"{self.name}: qonnx's execution failed: {first_line(err)}") from None
@@ -88,7 +87,7 @@ def qdq_pairs_to_quant(model: onnx.ModelProto) -> onnx.ModelProto:
     from qonnx.transformation.qcdq_to_qonnx import QCDQToQuant
 
     model = _drop_per_tensor_axes(model)
-    with contextlib.redirect_stdout(io.StringIO()):
+    with captured_stdout():
         return ModelWrapper(model).transform(QCDQToQuant()).model
 
 
@@ -98,7 +97,7 @@ def fold_constant_quantizers(model: onnx.ModelProto) -> onnx.ModelProto:
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.fold_constants import FoldConstants
 
-    with contextlib.redirect_stdout(io.StringIO()):
+    with captured_stdout():
         return ModelWrapper(model).transform(FoldConstants(exclude_op_types=[])).model
 
 

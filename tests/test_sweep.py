@@ -1,5 +1,6 @@
 """``hetdeploy sweep``: every point of the grid planned (or built) on Dask, recorded, resumed."""
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -105,9 +106,10 @@ def test_a_built_sweep_records_the_verified_error_and_accuracy(built, tmp_path):
     assert record["verified"] and 0 < record["max_abs_error"] <= record["tolerance"]
 
 
-def test_a_running_dask_cluster_gives_the_local_clusters_records(cnn, tmp_path):
-    """A separately started scheduler and worker: the same records as the local cluster's."""
-    scheduler_file = tmp_path / "scheduler.json"
+@contextlib.contextmanager
+def running_cluster(folder, threads):
+    """A separately started scheduler and one worker of ``threads`` threads; yields the address."""
+    scheduler_file = folder / "scheduler.json"
     dask = [sys.executable, "-m", "distributed.cli.dask_scheduler"]
     processes = [subprocess.Popen([*dask, "--scheduler-file", str(scheduler_file), "--host", "127.0.0.1",
                                    "--port", "0", "--dashboard-address", ":0"], stderr=subprocess.DEVNULL)]
@@ -116,19 +118,71 @@ def test_a_running_dask_cluster_gives_the_local_clusters_records(cnn, tmp_path):
         while not scheduler_file.exists() and time.monotonic() < deadline:
             time.sleep(0.2)
         processes.append(subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", "--scheduler-file",
-                                           str(scheduler_file), "--nthreads", "1", "--dashboard-address", ":0"],
-                                          stderr=subprocess.DEVNULL))
-        address = json.loads(scheduler_file.read_text())["address"]
-        grid = dict(boards=["pynq-z2", "kv260"], widths=[8, 16], policies=["latency", "support"])
-        remote = hetdeploy.sweep(cnn, **grid, output=tmp_path / "remote", scheduler=address)
-        local = hetdeploy.sweep(cnn, **grid, output=tmp_path / "local", workers=2)
-        assert (tmp_path / "remote" / "results.json").read_bytes() == (tmp_path / "local" / "results.json").read_bytes()
-        assert len(remote) == 8 and all(r["status"] == "ok" for r in local)
+                                           str(scheduler_file), "--nthreads", str(threads), "--dashboard-address",
+                                           ":0"], stderr=subprocess.DEVNULL))
+        yield json.loads(scheduler_file.read_text())["address"]
     finally:
         for process in processes:
             process.terminate()
         for process in processes:
             process.wait(timeout=30)
+
+
+def test_a_running_dask_cluster_gives_the_local_clusters_records(cnn, tmp_path):
+    """A separately started scheduler and worker: the same records as the local cluster's."""
+    with running_cluster(tmp_path, threads=1) as address:
+        grid = dict(boards=["pynq-z2", "kv260"], widths=[8, 16], policies=["latency", "support"])
+        remote = hetdeploy.sweep(cnn, **grid, output=tmp_path / "remote", scheduler=address)
+        local = hetdeploy.sweep(cnn, **grid, output=tmp_path / "local", workers=2)
+        assert (tmp_path / "remote" / "results.json").read_bytes() == (tmp_path / "local" / "results.json").read_bytes()
+        assert len(remote) == 8 and all(r["status"] == "ok" for r in local)
+
+
+@pytest.mark.slow
+def test_builds_on_one_worker_of_four_threads_equal_the_local_clusters_and_keep_their_own_logs(built, tmp_path):
+    """dask worker --nthreads 4: four builds in one process at once, converting units through hls4ml
+    (which prints to stdout) side by side. The records equal the local cluster's byte for byte, and
+    every unit's hls4ml log equals the one the same unit of the same point wrote alone."""
+    model, _ = built("jet_tagger_mlp")
+    grid = dict(boards=["pynq-z2"], widths=[8, 10, 12, 16], policies=["support"], build=True, cache=None)
+    with running_cluster(tmp_path, threads=4) as address:
+        remote = hetdeploy.sweep(model, **grid, output=tmp_path / "remote", scheduler=address)
+    local = hetdeploy.sweep(model, **grid, output=tmp_path / "local", workers=1)
+    assert len(remote) == 4 and all(r["status"] == "ok" and r["verified"] for r in remote), remote
+    assert (tmp_path / "remote" / "results.json").read_bytes() == (tmp_path / "local" / "results.json").read_bytes()
+    logs = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("hls4ml_convert.log"))
+    assert len(logs) == 16
+    for log in logs:
+        assert (tmp_path / "remote" / log).read_text() == (tmp_path / "local" / log).read_text(), log
+
+
+def test_captured_stdout_keeps_each_threads_lines_apart():
+    """Two threads capturing at once, each printing between the other's lines: each capture holds its
+    own lines only, and the process's stdout is the same object before and after."""
+    import threading
+
+    from hetdeploy.capture import captured_stdout
+
+    before = sys.stdout
+    both = threading.Barrier(2)
+    captures = {}
+
+    def work(name):
+        with captured_stdout() as text:
+            for k in range(50):
+                print(f"{name} {k}")
+                if k % 10 == 0:
+                    both.wait()
+        captures[name] = text.getvalue().split()
+
+    threads = [threading.Thread(target=work, args=(name,)) for name in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert captures["a"] == [w for k in range(50) for w in ("a", str(k))]
+    assert captures["b"] == [w for k in range(50) for w in ("b", str(k))]
+    assert getattr(sys.stdout, "original", sys.stdout) is getattr(before, "original", before)
 
 
 def test_a_model_wide_reuse_factor_gives_every_unit_the_nearest_valid_one(built):
