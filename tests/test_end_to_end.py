@@ -424,7 +424,7 @@ def test_emulate_bad_inputs(built, tmp_path):
 
 
 def test_every_command_has_help():
-    for command in ([], ["build"], ["plan"], ["emulate"], ["boards"], ["report"], ["sweep"], ["config"]):
+    for command in ([], ["build"], ["plan"], ["emulate"], ["boards"], ["report"], ["sweep"], ["config"], ["cache"]):
         result = hetdeploy(*command, "--help")
         assert result.returncode == 0 and "usage: hetdeploy" in result.stdout
 
