@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import graphs
 from hetdeploy.memory import (MEMORIES, STRATEGIES, Placement, Request, fit, footprint, lifetimes, lower_bound, place,
                               schedule)
+from hetdeploy.plan import duration
 
 
 def graph_requests(seed, size):
@@ -278,6 +279,9 @@ def test_report_draws_graph_latency_units_totals_and_one_labelled_rectangle_per_
     assert (copy / "report.html").read_text() == page  # the same build, the same bytes
     svgs = re.findall(r"<svg.*?</svg>", page, re.S)
     plan = json.loads((copy / "plan.json").read_text())
+    estimate = plan["estimate"]  # the figures as `plan` prints them, from the build's own plan
+    assert f"estimated latency <b>{duration(estimate['latency_s'])}</b>" in page
+    assert f"support policy {duration(estimate['support_latency_s'])}" in page
     fpga = [s for s in plan["subfunctions"] if s["kind"] == "fpga"]
     devices = {s["device"] for s in fpga}
     # the graph, the latency breakdown, the chip totals per FPGA, a memory map per FPGA subfunction
