@@ -185,6 +185,7 @@ def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progr
                  f"build's outputs on its {len(samples.verification)} verification samples")
         _write_report(plan, stage_dir, cache)
         if cache is not None:
+            cache.evict()  # once, now that this build stored what it made: past its limit, the least recently used
             moved = sum(u.hls is None for s in fpga for u in s.execution_units)  # the top moves them: no hls4ml
             progress.detail(f"      from the build cache {options.cache}: {cache.summary()}" +
                             (f" ({moved} unit{'s' if moved > 1 else ''} moved by the top, not converted)"

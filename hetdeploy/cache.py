@@ -11,8 +11,8 @@ partial one, and two builds writing the same key at once keep one; every file a 
 checked against the manifest, and an entry that does not match is removed and rebuilt.
 
 The cache is bounded: past its limit (``DEFAULT_LIMIT``, ``$HETDEPLOY_CACHE_LIMIT``, the config's
-``cache_limit``) storing an entry evicts the least recently used ones (a hit marks its entry used),
-never one this build has used. An evicted entry is renamed out of the tree before it is deleted, and a
+``cache_limit``) a build, once it has stored what it made, evicts the least recently used entries (a
+hit marks its entry used), never one this build has used. An evicted entry is renamed out of the tree before it is deleted, and a
 reader that loses an entry in the middle of copying it counts a miss and rebuilds: eviction never
 breaks a build in progress.
 """
@@ -136,7 +136,7 @@ class BuildCache:
 
     def evict(self) -> list["CacheEntry"]:
         """The least recently used entries removed until the cache is within its limit (never one this
-        build used); returns them."""
+        build used); returns them. A build calls it once, at its end: it reads every entry's manifest."""
         entries = self.entries()
         total, evicted = sum(e.bytes for e in entries), []
         for entry in entries:
@@ -222,7 +222,6 @@ class BuildCache:
                 os.rename(staging, entry)  # atomic; fails when another build stored the key first
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
-            self.evict()
 
     def summary(self) -> str:
         """``1 of 2 compiled libraries, 2 of 4 hls4ml conversions`` from the cache."""

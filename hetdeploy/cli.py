@@ -385,7 +385,7 @@ def _build_cache_options(command: argparse.ArgumentParser) -> None:
     section["building"].add_argument("--no-cache", action="store_true",
                                      help="convert and compile everything anew, keep nothing")
     section["building"].add_argument(
-        "--cache-limit", type=_argument(config.cache_size), default=None, metavar="SIZE",
+        "--cache-limit", type=_argument(config.parse_size), default=None, metavar="SIZE",
         help=f"the most the cache keeps, as 5G or 500M: past it the least recently used entries go (default: "
              f"${LIMIT_VARIABLE}, else 5G); 'hetdeploy cache' shows it")
 

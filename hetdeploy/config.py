@@ -135,10 +135,6 @@ def worker_count(value: Any) -> int:
     return int(value)
 
 
-def cache_size(value: Any) -> int:
-    return parse_size(value)
-
-
 def seed(value: Any) -> int:
     if not _whole(value, signed=True) or not 0 <= int(value) < 2 ** 32:
         raise ValueError(f"'{value}': expected a whole number from 0 to 2^32 - 1")
@@ -203,7 +199,7 @@ _KEYS = {
     "verify_input": ("verify_input", text), "samples": ("samples", sample_count), "seed": ("seed", seed), "tolerance": ("relative_tolerance", fraction),
     "synth": ("synth", flag), "cache": ("cache", text), "model_reuse_factor": ("model_reuse_factor", positive_int),
     "objective": ("objective", choice(OBJECTIVES)), "batch": ("batch", positive_int),
-    "target_rate": ("target_rate", rate), "cache_limit": ("cache_limit", cache_size),
+    "target_rate": ("target_rate", rate), "cache_limit": ("cache_limit", parse_size),
 }
 _PATHS = ("model", "calibration", "verify_input", "cache")
 # per-node key -> check

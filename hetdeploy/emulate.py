@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
@@ -131,7 +130,8 @@ def _check_tensors(plan: Plan, build_dir: Path) -> None:
                                       f"{values[port.tensor]} values a sample elsewhere in the plan")
         known.update(sub.outputs)
     for output in plan.outputs:
-        if values.get(output.name, math.prod(output.shape[1:])) != math.prod(output.shape[1:]):
+        size = math.prod(output.shape[1:])
+        if values.get(output.name, size) != size:
             raise damaged(f"the model's output '{output.name}' {output.shape} is not what its FPGA core makes")
     missing = [t.name for t in plan.outputs if t.name not in known]
     if missing:

@@ -89,6 +89,7 @@ def test_past_its_limit_the_cache_evicts_the_least_recently_used_and_the_next_bu
     third_source.mkdir()
     (third_source / "data.bin").write_bytes(bytes(1000))
     third.store("unit", "c" * 64, third_source, [third_source / "data.bin"], {})
+    third.evict()  # as a build does once it has stored what it made
     assert not _entry(root, "b").exists() and _entry(root, "a").exists() and _entry(root, "c").exists()
     assert sum(e.bytes for e in BuildCache(root, 2500).entries()) <= 2500
     assert BuildCache(root, 2500).fetch("unit", "c" * 64, tmp_path / "next") == {}
@@ -172,6 +173,17 @@ def test_a_rebuild_takes_everything_from_the_cache_and_gives_the_same_bytes(tmp_
     assert refolded.returncode == 0, refolded.stderr
     assert "0 of 1 compiled libraries, 3 of 4 units' compiled objects, 0 of 1 reports, 3 of 4 hls4ml conversions" \
         in refolded.stderr, refolded.stderr
+    # past --cache-limit, a build evicts at its end what it did not use (the refolded unit's entries, the
+    # objects a library hit made unneeded), never what it used
+    before = BuildCache(cache).entries()
+    bounded = _build(model, tmp_path / "e", "--cache", cache, "--cache-limit", "1")
+    assert bounded.returncode == 0, bounded.stderr
+    # (its report is drawn anew: plan.json records the limit)
+    assert "1 of 1 compiled libraries, 0 of 1 reports, 4 of 4 hls4ml conversions" in bounded.stderr
+    after = BuildCache(cache).entries()
+    assert {e.path for e in after if e.kind != "report"} < {e.path for e in before}
+    # what it used: the library (so no unit's objects were looked up), its new report, the four conversions
+    assert sorted(e.kind for e in after) == ["library", "report", "unit", "unit", "unit", "unit"]
     # --no-cache: nothing looked up, nothing kept
     plain = _build(model, tmp_path / "d", "--no-cache")
     assert plain.returncode == 0 and "from the build cache" not in plain.stderr
