@@ -433,7 +433,8 @@ def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions
     fpgas = [d for d in board.devices if d.kind == "fpga"]
     if not fpgas:
         raise UserError(f"--error-budget: board {board.name} has no FPGA, which is what the budget sizes")
-    groups = budget.layer_groups(loaded.graph, lambda i: any(d.why_not(loaded.graph.nodes[i]) is None for d in fpgas))
+    fpga = fpgas[0]
+    groups = budget.layer_groups(loaded.graph, lambda i: fpga.why_not(loaded.graph.nodes[i]) is None, fpga)
     feeds = [runtime.model_feeds(loaded.input_reshapes, sample) for sample in samples.sizing]
     error = budget.error_function(loaded.model, groups, feeds, run_in_memory)
     result = budget.search_widths(list(groups), budget.weighted_cost(loaded.graph, groups), error,

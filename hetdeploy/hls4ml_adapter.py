@@ -39,7 +39,7 @@ from .capture import captured_stdout
 from .model import MAX_IR_VERSION
 from .hls_top import UNIT_WEIGHTS_FILE, pack_fixed
 from .plan import UnitHls, UnitPort, UnitWeight
-from .precision import BUILD_OVERFLOW, BUILD_ROUNDING, Quantizer, integer_bits, weight_fixed
+from .precision import BUILD_OVERFLOW, BUILD_ROUNDING, Quantizer, SoftmaxTables, integer_bits, weight_fixed
 from .rewrites import HLS4ML_LOWERINGS
 from .runtime import channels_last
 
@@ -116,23 +116,28 @@ def _no_batchnorm_fusion() -> Iterator[None]:
     """hls4ml's fuse_batchnorm folds a BatchNormalization into the Dense or Conv before it whose result
     precision is "auto", keeping the weights' precision: a quantized layer's integer codes (2 bits)
     would then hold scaled weights. Every BatchNormalization hetdeploy leaves after a layer is one it
-    kept on purpose (``rewrites.fold_batchnorm`` folds the others before hls4ml). Its Vivado backend's
-    merge of a BatchNormalization into the binary_tanh after it compares with a threshold of the
-    input's type, floored, and -bias / scale for a negative scale too (the comparison would have to
-    turn around): ``rewrites.batchnorm_before_sign_as_threshold`` makes that step exact instead.
-    Both off while converting."""
+    kept on purpose (``rewrites.fold_batchnorm`` folds the others before hls4ml), so only a bias (a
+    BatchNormalization of scale 1: hls4ml's form of the Add after a MatMul or Conv) merges, which
+    leaves the weights as they are and gives the bias its own type (``_constant_precisions``); kept
+    apart, it would round the layer's output twice and hold the bias in the model's default type.
+    Its Vivado backend's merge of a BatchNormalization into the binary_tanh after it compares with a
+    threshold of the input's type, floored, and -bias / scale for a negative scale too (the comparison
+    would have to turn around): ``rewrites.batchnorm_before_sign_as_threshold`` makes that step exact
+    instead, and that merge is off."""
     from hls4ml.backends.vivado.passes.bn_quant import MergeBatchNormAndQuantizedTanh
     from hls4ml.model.optimizer.passes.bn_fuse import FuseBatchNormalization
 
-    passes = (FuseBatchNormalization, MergeBatchNormAndQuantizedTanh)
-    originals = [p.match for p in passes]
-    for p in passes:
-        p.match = lambda self, node: False
+    fuse, merge_into_tanh = FuseBatchNormalization.match, MergeBatchNormAndQuantizedTanh.match
+
+    def bias_only(self, node) -> bool:
+        return fuse(self, node) and bool(np.all(node.weights["scale"].data_unquantized == 1))
+
+    FuseBatchNormalization.match = bias_only
+    MergeBatchNormAndQuantizedTanh.match = lambda self, node: False
     try:
         yield
     finally:
-        for p, original in zip(passes, originals):
-            p.match = original
+        FuseBatchNormalization.match, MergeBatchNormAndQuantizedTanh.match = fuse, merge_into_tanh
 
 
 def _output_layers(wrapper) -> list[str]:
@@ -389,10 +394,11 @@ def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: st
                 layer.update(TableSize=units.LOOKUP_TABLE_SIZE)
                 if node.op_type in _BOUNDED_TABLE_OPS:  # outputs within (-1, 1): 16 fraction bits, not 10
                     layer["Precision"] = {**layer["Precision"], "table": f"fixed<18,2,{_ROUNDING}>"}
-            if node.op_type == "Softmax":
-                layer.update(Implementation="stable", TableSize=units.LOOKUP_TABLE_SIZE)
-                sums = _sum_bits(wrapper.get_tensor_shape(node.input[0])[-1])
-                layer["Precision"]["accum"] = fixed_config(22, sums + 1)
+            if node.op_type == "Softmax":  # its inverse table's size given, hls4ml keeps the sizes we give
+                layer.update(Implementation="stable", TableSize=units.LOOKUP_TABLE_SIZE,
+                             InvTableSize=units.LOOKUP_TABLE_SIZE)
+                n = wrapper.get_tensor_shape(node.input[0])[-1]
+                layer["Precision"]["accum"] = SoftmaxTables(0, 0, n, units.LOOKUP_TABLE_SIZE).accumulator()
 
         hls_model = hls4ml.converters.convert_from_onnx_model(
             wrapper,
@@ -405,11 +411,11 @@ def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: st
             clock_period=options.clock_period_ns,
             hls_config=config,
         )
+        _merged_result(hls_model, wrapper, layer_precision)
         for layer in hls_model.get_layers():
             if layer.class_name == "Softmax":
                 _size_softmax_tables(layer, hls_model.config.backend)
             _binary_as_two_bits(layer)
-        _merged_result(hls_model, wrapper, layer_precision)
         in_vars, out_vars = hls_model.get_input_variables(), hls_model.get_output_variables()
         if {v.name for v in out_vars} & {v.name for v in in_vars}:
             raise UnitIsACopy(name)
@@ -613,11 +619,6 @@ def _unit_ports(names: list[str], shapes: dict[str, list[int]], variables, io_ty
     return ports
 
 
-def _sum_bits(n: int) -> int:
-    """Integer bits (unsigned) for a sum of n values in (0, 1]."""
-    return math.ceil(math.log2(n + 1)) + 1
-
-
 def _merged_result(hls_model, wrapper, layer_precision: dict[str, str]) -> None:
     """hls4ml merges a bias or scale layer into the Conv or Dense before it only when that one's
     result precision is unset ("auto", exact), and keeps it exact after: give it the merged
@@ -639,23 +640,34 @@ def _merged_result(hls_model, wrapper, layer_precision: dict[str, str]) -> None:
 
 
 def _size_softmax_tables(layer, backend) -> None:
+    """hls4ml's stable Softmax indexes a table of 1/sum over fixed<18,8> (steps of 1/8 for sums near
+    1: up to 12 % error), holds max - x in an ap_ufixed one bit narrower than the input, which wraps
+    where the inputs spread over more than half their range, and its "Precision" config keys for the
+    tables are not applied. Size them on the layer, after ``_merged_result`` has settled its input's
+    type, as ``precision.SoftmaxTables`` describes: max - x exact, exp(x - max) in (0, 1], 1/sum in
+    (0, 1]; the sum's exact accumulator is set before converting (its name is hls4ml's then)."""
+    from hls4ml.backends.vivado.passes.core_templates import SoftmaxConfigTemplate
     from hls4ml.model.optimizer import get_optimizer
     from hls4ml.model.types import NamedType
 
-    """hls4ml's stable Softmax indexes a table of 1/sum over fixed<18,8> (steps of 1/8
-    for sums near 1: up to 12 % error), and its "Precision" config keys for the
-    tables are not applied. Size the tables on the layer to what they hold:
-    exp(x - max) in (0, 1], sums in [1, n]."""
-    sum_bits = _sum_bits(layer.get_attr("n_in"))
+    data = layer.get_input_variable().type.precision
+    n_slice = layer.get_attr("n_in") // layer.get_attr("n_inner", 1) // layer.get_attr("n_outer", 1)
+    tables = SoftmaxTables(data.width, data.integer, n_slice, units.LOOKUP_TABLE_SIZE)
+    width, integer = SoftmaxTables.TABLE_WIDTH, SoftmaxTables.TABLE_INTEGER
     types = {
-        "exp_table_t": f"fixed<18,2,{_ROUNDING}>",
-        "inv_table_t": f"fixed<18,2,{_ROUNDING}>",
-        "inv_inp_t": f"ufixed<18,{sum_bits},{_ROUNDING}>",
+        "exp_table_t": f"fixed<{width},{integer},{_ROUNDING}>",
+        "inv_table_t": f"fixed<{width},{integer},{_ROUNDING}>",
+        "inv_inp_t": f"ufixed<{width},{tables.sum_bits},{_ROUNDING}>",
+        "inp_norm_t": f"ufixed<{data.width},{data.integer},{_ROUNDING}>",
     }
     for attr, precision in types.items():
         layer.set_attr(attr, NamedType(f"{layer.name}_{attr}", backend.convert_precision_string(precision)))
-    # turn the plain types into the backend's (as hls4ml's own flow does after conversion)
+    layer.set_attr("exp_table_size", tables.exp_size)
+    layer.set_attr("inv_table_size", tables.table_size)
+    # turn the plain types into the backend's (as hls4ml's own flow does after conversion), and write
+    # the layer's config again: conversion wrote it with the sizes and the inp_norm_t it had then
     get_optimizer("vivado:transform_types").transform(layer.model, layer)
+    layer.set_attr("config_cpp", SoftmaxConfigTemplate().format(layer))
 
 
 def _choose_precisions(graph: onnx.GraphProto, max_abs: dict[str, float], width: int) -> dict[str, str]:
@@ -667,17 +679,13 @@ def _choose_precisions(graph: onnx.GraphProto, max_abs: dict[str, float], width:
     for value in graph.input:
         result[value.name] = fixed_config(width, integer_bits(max_abs.get(value.name, 0.0)))
     for node in graph.node:
-        if node.op_type == "Softmax":
-            continue
         seen = [max_abs.get(t, 0.0) for t in node.output]
         users = consumers.get(node.output[0], [])
         if len(users) == 1 and users[0].op_type in _MERGED_INTO_PREVIOUS:
             # exact, so that hls4ml merges the layer after it (``_merged_result``); not when that
-            # one is followed by a Softmax, whose tables hls4ml sizes on its input's type while
-            # converting, or by another layer hls4ml would merge too (with a bias sized before)
+            # one is followed by another layer hls4ml would merge too (with a bias sized before)
             after = consumers.get(users[0].output[0], [])
-            if node.op_type in _FOLDED_OPS and not any(n.op_type in _MERGED_INTO_PREVIOUS | {"Softmax"}
-                                                       for n in after):
+            if node.op_type in _FOLDED_OPS and not any(n.op_type in _MERGED_INTO_PREVIOUS for n in after):
                 result[node.name] = "auto"
                 continue
             seen += [max_abs.get(t, 0.0) for t in users[0].output]

@@ -90,6 +90,48 @@ def quantize(values: np.ndarray, width: int, integer: int, signed: bool = True, 
     return quantizer(np.asarray(values, dtype=np.float64), sign, integer - sign, width - integer)
 
 
+@dataclass(frozen=True)
+class SoftmaxTables:
+    """What hls4ml's stable Softmax computes with, as ``hls4ml_adapter`` configures it for an input of
+    ap_fixed<input_width, input_integer> and ``n`` values per slice: d = max - x held exactly
+    (ap_ufixed<input_width, input_integer>), an exp table indexed by d's top bits, the sum of the
+    exponentials exact, an inverse table indexed by the top bits of that sum as ap_ufixed<18, sum_bits>."""
+
+    input_width: int
+    input_integer: int
+    n: int
+    table_size: int  # units.LOOKUP_TABLE_SIZE
+
+    TABLE_WIDTH, TABLE_INTEGER = 18, 2  # both tables: values in (0, 1] and 1/sum in (0, 1]
+
+    @property
+    def exp_size(self) -> int:
+        return min(self.table_size, 2 ** self.input_width)
+
+    @property
+    def sum_bits(self) -> int:
+        """Integer bits (unsigned) of a sum of n values in (0, 1]."""
+        return math.ceil(math.log2(self.n + 1)) + 1
+
+    def accumulator(self) -> str:
+        """The hls4ml precision that sums the n table values exactly: signed, the sum's integer bits,
+        every fraction bit of the table's."""
+        return f"fixed<{self.sum_bits + 1 + self.TABLE_WIDTH - self.TABLE_INTEGER},{self.sum_bits + 1}," \
+               f"{BUILD_ROUNDING},{BUILD_OVERFLOW}>"
+
+    def exp_table(self) -> np.ndarray:
+        """exp(-d) at each index's least d, as float32 (the C++ fills it with std::exp on floats)."""
+        d = np.arange(self.exp_size) * 2.0 ** (self.input_integer - self.exp_size.bit_length() + 1)
+        return quantize(np.exp(-d.astype(np.float32)), self.TABLE_WIDTH, self.TABLE_INTEGER)
+
+    def inverse_table(self) -> np.ndarray:
+        """1 / s at each index's least s (index 0: 1/0, saturated to the largest value)."""
+        s = np.arange(self.table_size) * 2.0 ** (self.sum_bits - self.table_size.bit_length() + 1)
+        with np.errstate(divide="ignore"):
+            inverse = np.float32(1.0) / s.astype(np.float32)
+        return quantize(inverse, self.TABLE_WIDTH, self.TABLE_INTEGER)
+
+
 def integer_bits(max_abs: float, headroom: int = 1) -> int:
     """Sign bit + bits for the largest magnitude seen + ``headroom`` bits (activations: one, as
     unseen inputs may be larger; weights: none, their values are known). Negative for values
