@@ -119,6 +119,26 @@ def test_every_2d_op_standalone_and_after_a_layer(tmp_path):
     assert where["prelu_fused"]["unit"] == where["fc2"]["unit"]
 
 
+def test_a_softmax_whose_inputs_spread_over_half_their_range_is_right(tmp_path):
+    """Sized on inputs up to 4 (ap_fixed<16,4>: -8 to 8), verified on 5 and -5: max - x is 10, which
+    hls4ml's own ap_ufixed<15,3> for it wraps to 2 (exp(-2) where exp(-10) is meant); the build's
+    holds it."""
+    b = Builder(3)
+    b.node("Softmax", ["input"], "softmax", axis=-1)
+    path = save_model(b, tmp_path / "softmax.onnx", [1, 5])
+    rng = np.random.default_rng(3)
+    calibration = rng.uniform(-4, 4, [8, 5]).astype(np.float32)
+    calibration[0, 0] = 4.0
+    np.save(tmp_path / "calibration.npy", calibration)
+    np.save(tmp_path / "spread.npy", np.array([[5.0, -5.0, 0.0, 1.0, -1.0]], np.float32))
+    plan = build(BuildOptions(model=path, board="pynq-z2", out_dir=tmp_path / "out", policy="support",
+                              calibration=tmp_path / "calibration.npy", verify_input=tmp_path / "spread.npy"),
+                 progress=lambda m: None)
+    on_fpga(plan, ["softmax"])
+    check = plan.subfunctions[0].verification
+    assert check.passed and check.max_abs_error < 0.01 * check.outputs[0].peak, check
+
+
 def test_residual_and_inception_blocks_run_wholly_on_the_fpga(tmp_path):
     """Conv-BN-Relu-Conv-BN-Add-Relu, then four parallel branches (1x1, 3x3, 5x5 convolutions and a
     pooling branch) joined by one Concat and a Relu: every node of the user's model is on the FPGA
