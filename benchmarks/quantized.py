@@ -86,7 +86,7 @@ def exports(board: str, folder: Path) -> list[dict]:
     """Each export built under the support policy and emulated on the whole digits test set."""
     import numpy as np
 
-    from hetdeploy.cli import AGREEMENTS
+    from hetdeploy.plan_text import AGREEMENTS
     from quantized_exports import digits
 
     _, x_test, _, y_test = digits()

@@ -15,16 +15,15 @@ Mistakes raise ``hetdeploy.UserError`` with the one line the CLI prints.
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
 
-from .capture import captured_stdout
 from .errors import UserError
 from .plan import Plan
+from .plan_text import plan_table
 
 if TYPE_CHECKING:
     from .sweep import SweepTable
@@ -103,13 +102,9 @@ def plan(model: Optional[str | Path] = None, board: Optional[str] = None, config
     """Partition ``model`` for ``board`` and fold its FPGA units (no HLS); ``hetdeploy plan``.
     ``config``: a config file (YAML) whose options the keyword options override."""
     from .build import plan_stages
-    from .cli import print_plan
 
     _, board_data, result = plan_stages(_options(model, board, config, ".", options), lambda k, what: None)
-    table = io.StringIO()
-    with captured_stdout(table):
-        print_plan(result, board_data, nodes=False)
-    return PlanView(result, table.getvalue())
+    return PlanView(result, plan_table(result, board_data, nodes=False))
 
 
 def build(model: Optional[str | Path] = None, board: Optional[str] = None, output: str | Path = "build",

@@ -45,6 +45,7 @@ from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, element_byt
 from .model import QUANTIZER_OPS, LoadedModel, load_model
 from .ort_adapter import OrtModel, open_model, run_in_memory
 from .partition import partition_graph
+from .plan_text import empty_fpga_note
 from .plan import (Buffer, Calibration, ExecutionUnit, FpgaFallback, FpgaResources, HlsPort, HlsProject, MemoryPlan,
                    Plan, PlanEstimate, PlanFormatError, PrecisionSearch, Subfunction, SubfunctionEstimate, UnitHls,
                    Widening, from_dict)
@@ -446,24 +447,6 @@ def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions
     for node in loaded.graph.nodes:
         node.width = chosen.get(node.name)
     return PrecisionSearch(options.error_budget, result.error, result.evaluations, len(samples.sizing), result.widths)
-
-
-def empty_fpga_note(plan: Plan, board: Board) -> Optional[str]:
-    """Why a plan for a board with an FPGA puts nothing on it, and what to try; None when it does."""
-    fpgas = [d for d in board.devices if d.kind == "fpga"]
-    if not fpgas or any(s.kind == "fpga" for s in plan.subfunctions):
-        return None
-    reasons = {f.reason for f in plan.fpga_fallbacks}
-    overhead = max(d.invocation_overhead_s for d in fpgas)
-    if reasons <= {"latency"} and reasons:
-        why = (f"every part of it is estimated faster elsewhere: an FPGA call costs {overhead * 1e6:.0f} us on "
-               f"{board.name}, more than the FPGA saves on this model; --policy support puts on the FPGA what it runs")
-    elif reasons <= {"unsupported"}:
-        why = "the FPGA runs none of its ops (plan --nodes and the fallbacks above say why, op by op)"
-    else:
-        why = "what the FPGA runs does not fit it, is estimated faster elsewhere or is pinned elsewhere (see the " \
-              "fallbacks)"
-    return f"nothing of this model goes to the FPGA: {why}"
 
 
 def map_nodes(plan: Plan, loaded: LoadedModel) -> dict[str, dict[str, str]]:

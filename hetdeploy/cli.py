@@ -19,6 +19,7 @@ from . import __version__, config, processes
 from .errors import UserError
 from .cache import LIMIT_VARIABLE
 from .plan import duration
+from .plan_text import build_table, plan_table
 
 
 def _options(args: argparse.Namespace, **more):
@@ -113,21 +114,7 @@ def _build(args: argparse.Namespace) -> int:
     if args.json:
         print(plan.to_json(), end="")
         return 0
-    print(f"{'subfunction / unit':<18} {'device':<12} {'nodes':>5}  {'precision':<30} {'C-sim max abs error':>20}  "
-          f"{'tolerance':>9}  against its reference")
-    for sub in plan.subfunctions:
-        rows = [(sub.name, sub.device, len(sub.nodes), "", sub.verification, sub.kind == "fpga")]
-        rows += [(f"  {u.name}", u.pe, len(u.nodes), u.precision, u.verification, True) for u in sub.execution_units]
-        for name, device, count, precision, v, emulated in rows:
-            error = f"{v.max_abs_error:.3g}" if v else "-"
-            # the least exact of its outputs (FPGA parts alone: a CPU or GPU subfunction runs the float nodes
-            # of its reference)
-            agreement = min((t.agreement for t in v.outputs), default="",
-                            key=AGREEMENTS.index) if v and emulated else ""
-            print(f"{name:<18} {device:<12} {count:>5}  {precision:<30} {error:>20}  {v.tolerance if v else 0:>9.3g}  "
-                  f"{agreement}")
-    for line in chip_totals(plan):
-        print(line)
+    print(build_table(plan), end="")
     return 0
 
 
@@ -141,101 +128,8 @@ def _plan(args: argparse.Namespace) -> int:
     if args.json:
         print(plan.to_json(), end="")
         return 0
-    print_plan(plan, board, args.nodes)
+    print(plan_table(plan, board, args.nodes), end="")
     return 0
-
-
-def print_plan(plan, board, nodes: bool) -> None:
-    """The tables ``hetdeploy plan`` prints (also the Python API's view of a plan)."""
-    from .build import empty_fpga_note
-
-    print(f"{'subfunction':<16} {'device':<10} {'nodes':>5} {'time':>10} {'compute':>10} {'transfer':>10} "
-          f"{'overhead':>10} {'in bytes':>10} {'out bytes':>10}")
-    for sub in plan.subfunctions:
-        e = sub.estimate
-        print(f"{sub.name:<16} {sub.device:<10} {len(sub.nodes):>5} {duration(e.latency_s):>10} {duration(e.compute_s):>10} "
-              f"{duration(e.transfer_s):>10} {duration(e.overhead_s):>10} {e.in_bytes:>10} {e.out_bytes:>10}")
-    for sub in plan.subfunctions:
-        if not sub.execution_units:
-            continue
-        print(f"\n{sub.name}: execution units (estimates, not synthesis results)")
-        print(f"  {'unit':<14} {'pe':<12} {'nodes':>5} {'reuse':>6} {'strategy':<9} {'weights':<7} {'DSP':>6} "
-              f"{'BRAM18':>6} {'LUT':>8} {'FF':>8} {'cycles':>9} {'compute':>9} {'buffers':>8} {'DDR':>8} "
-              f"{'samples/s':>11}")
-        rows = [(u.name, u.pe, len(u.nodes), u.reuse_factor, u.strategy, "DDR" if u.weights_in_ddr else "on chip",
-                 u.estimate, f"{u.rate_per_s:,.0f}") for u in sub.execution_units]
-        rows += [("total", "", "", "", "", "", sub.resources, ""), ("budget", "", "", "", "", "", sub.budget, "")]
-        for name, pe, count, rf, strategy, weights, e, rate in rows:
-            print(f"  {name:<14} {pe:<12} {count!s:>5} {rf!s:>6} {strategy:<9} {weights:<7} {e['dsp']:>6} "
-                  f"{e['bram18']:>6} {e['lut']:>8} {e['ff']:>8} "
-                  + " ".join(f"{e.get(k) if e.get(k) is not None else '':>{w}}" for k, w in CYCLE_PARTS)
-                  + f" {rate:>11}")
-    for line in chip_totals(plan):
-        print(f"\n{line}")
-    for sub in plan.subfunctions:
-        if sub.memory is not None:
-            m = sub.memory
-            print(f"\n{sub.name}: memory plan ({m.strategy}; footprints in one memory: "
-                  + ", ".join(f"{k} {v:,} B" for k, v in m.footprints.items()) + ")")
-            print(f"  BRAM target {m.target_bytes:,} B, used {m.bram_bytes:,} B; reserve {m.reserved_bytes:,} B, used "
-                  f"{m.reserved_used_bytes:,} B; DDR {m.ddr_bytes:,} B (spills +{duration(m.ddr_transfer_s)}, "
-                  f"weights {sum(b.size for b in m.buffers if b.kind == 'weights'):,} B read in "
-                  f"{duration(m.ddr_weights_s)}); "
-                  f"lower bound {m.lower_bound_bytes:,} B; batch buffers in DDR {m.batch_bytes:,} B")
-    if nodes:
-        print(f"\n{'model node':<32} {'where':<24} {'unit':<16} {'folded into'}")
-        for name, where in plan.node_map.items():
-            print(f"{name:<32} {where.get('subfunction', where.get('removed', '')):<24} {where.get('unit', ''):<16} "
-                  f"{where.get('folded_into', '')}")
-    for reason, why in (("unsupported", "not run there"),
-                        ("capacity", "does not fit beside the units it holds, even fully folded"),
-                        ("latency", "estimated faster elsewhere"), ("pinned", "pinned elsewhere by --device")):
-        nodes = [f for f in plan.fpga_fallbacks if f.reason == reason]
-        if nodes:
-            shown = ", ".join(f"{f.node} ({f.device}{': ' + f.detail if f.detail else ''})" for f in nodes[:8]) \
-                + (", ..." if len(nodes) > 8 else "")
-            print(f"\noff the FPGA, {why}: {len(nodes)} node(s): {shown}")
-    search = plan.precision_search
-    if search is not None:
-        widths = ", ".join(f"{layer} {bits}" for layer, bits in search.layer_widths.items())
-        print(f"\nbits per FPGA layer within a relative error of {search.error_budget:g} (simulated "
-              f"{search.simulated_error:.3g} on {search.samples} samples, {search.evaluations} simulations): {widths}")
-    note = empty_fpga_note(plan, board)
-    if note:
-        print(f"\n{note}")
-    est = plan.estimate
-    print(f"\nestimated latency ({plan.policy} policy, objective {est.objective}): {duration(est.latency_s)} a sample")
-    cpu = (f" (all on the host CPU: {est.all_cpu_throughput_per_s:,.0f}, "
-           f"{est.throughput_per_s / est.all_cpu_throughput_per_s:.2f}x)" if est.all_cpu_throughput_per_s else "")
-    print(f"estimated throughput, a pipelined stream of batches of {est.batch}: {est.throughput_per_s:,.0f} "
-          f"samples/s{cpu}")
-    target = plan.config.get("target_rate")
-    cores = [(est.batch / s.estimate.batch_s, s.name) for s in plan.subfunctions if s.kind == "fpga" and s.estimate]
-    if target and cores:
-        slowest, name = min(cores)
-        verdict = ("reached" if slowest >= target * (1 - 1e-9) else
-                   "NOT reached (as unfolded as the chip holds; a larger --batch shares the call overhead more)")
-        print(f"  --target-rate {target:,.0f} samples/s: {verdict}; the slowest FPGA core, {name}, "
-              f"{slowest:,.0f} samples/s")
-    if est.all_cpu_latency_s is not None:
-        print(f"  all on the host CPU: {duration(est.all_cpu_latency_s)} ({est.all_cpu_latency_s / est.latency_s:.2f}x)")
-    fits = "" if est.support_fits else " (does not fit the board)"
-    print(f"  support policy: {duration(est.support_latency_s)} ({est.support_latency_s / est.latency_s:.2f}x){fits}")
-
-
-# how an output agrees with its reference (TensorVerification.agreement), least exact first
-AGREEMENTS = ["", "within tolerance", "within one step", "same codes", "bit-exact"]
-
-# a unit's latency and its parts (units.estimate), as the plan table's columns: key, width
-CYCLE_PARTS = (("latency_cycles", 9), ("compute_cycles", 9), ("buffer_cycles", 8), ("ddr_cycles", 8))
-
-
-def chip_totals(plan) -> list[str]:
-    """A line per FPGA: its resources summed over its subfunctions against its budget (each unit table
-    shows one subfunction against the whole chip's budget)."""
-    return [f"{device}: the chip's total over {len(r.subfunctions)} subfunction(s): " + ", ".join(
-        f"{k.upper()} {v:,} of {r.budget.get(k, 0):,} ({v / max(1, r.budget.get(k, 0)):.0%})" for k, v in r.used.items())
-        for device, r in plan.fpga_resources.items()]
 
 
 def _sweep(args: argparse.Namespace) -> int:

@@ -1,0 +1,141 @@
+"""The plan and the build as the text tables ``hetdeploy plan`` and ``hetdeploy build`` print, and the
+Python API shows (``api.PlanView``): views of a ``Plan``, computing nothing of their own."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .board import Board
+from .plan import Plan, duration
+
+
+# how an output agrees with its reference (TensorVerification.agreement), least exact first
+AGREEMENTS = ["", "within tolerance", "within one step", "same codes", "bit-exact"]
+
+# a unit's latency and its parts (units.estimate), as the plan table's columns: key, width
+CYCLE_PARTS = (("latency_cycles", 9), ("compute_cycles", 9), ("buffer_cycles", 8), ("ddr_cycles", 8))
+
+
+def chip_totals(plan) -> list[str]:
+    """A line per FPGA: its resources summed over its subfunctions against its budget (each unit table
+    shows one subfunction against the whole chip's budget)."""
+    return [f"{device}: the chip's total over {len(r.subfunctions)} subfunction(s): " + ", ".join(
+        f"{k.upper()} {v:,} of {r.budget.get(k, 0):,} ({v / max(1, r.budget.get(k, 0)):.0%})" for k, v in r.used.items())
+        for device, r in plan.fpga_resources.items()]
+
+
+def empty_fpga_note(plan: Plan, board: Board) -> Optional[str]:
+    """Why a plan for a board with an FPGA puts nothing on it, and what to try; None when it does."""
+    fpgas = [d for d in board.devices if d.kind == "fpga"]
+    if not fpgas or any(s.kind == "fpga" for s in plan.subfunctions):
+        return None
+    reasons = {f.reason for f in plan.fpga_fallbacks}
+    overhead = max(d.invocation_overhead_s for d in fpgas)
+    if reasons <= {"latency"} and reasons:
+        why = (f"every part of it is estimated faster elsewhere: an FPGA call costs {overhead * 1e6:.0f} us on "
+               f"{board.name}, more than the FPGA saves on this model; --policy support puts on the FPGA what it runs")
+    elif reasons <= {"unsupported"}:
+        why = "the FPGA runs none of its ops (plan --nodes and the fallbacks above say why, op by op)"
+    else:
+        why = "what the FPGA runs does not fit it, is estimated faster elsewhere or is pinned elsewhere (see the " \
+              "fallbacks)"
+    return f"nothing of this model goes to the FPGA: {why}"
+
+
+def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
+    """The tables ``hetdeploy plan`` prints (also the Python API's view of a plan); ``nodes``: where
+    each model node went, too."""
+    lines = []
+    lines.append(f"{'subfunction':<16} {'device':<10} {'nodes':>5} {'time':>10} {'compute':>10} {'transfer':>10} "
+                 f"{'overhead':>10} {'in bytes':>10} {'out bytes':>10}")
+    for sub in plan.subfunctions:
+        e = sub.estimate
+        lines.append(f"{sub.name:<16} {sub.device:<10} {len(sub.nodes):>5} {duration(e.latency_s):>10} {duration(e.compute_s):>10} "
+                     f"{duration(e.transfer_s):>10} {duration(e.overhead_s):>10} {e.in_bytes:>10} {e.out_bytes:>10}")
+    for sub in plan.subfunctions:
+        if not sub.execution_units:
+            continue
+        lines.append(f"\n{sub.name}: execution units (estimates, not synthesis results)")
+        lines.append(f"  {'unit':<14} {'pe':<12} {'nodes':>5} {'reuse':>6} {'strategy':<9} {'weights':<7} {'DSP':>6} "
+                     f"{'BRAM18':>6} {'LUT':>8} {'FF':>8} {'cycles':>9} {'compute':>9} {'buffers':>8} {'DDR':>8} "
+                     f"{'samples/s':>11}")
+        rows = [(u.name, u.pe, len(u.nodes), u.reuse_factor, u.strategy, "DDR" if u.weights_in_ddr else "on chip",
+                 u.estimate, f"{u.rate_per_s:,.0f}") for u in sub.execution_units]
+        rows += [("total", "", "", "", "", "", sub.resources, ""), ("budget", "", "", "", "", "", sub.budget, "")]
+        for name, pe, count, rf, strategy, weights, e, rate in rows:
+            lines.append(f"  {name:<14} {pe:<12} {count!s:>5} {rf!s:>6} {strategy:<9} {weights:<7} {e['dsp']:>6} "
+                         f"{e['bram18']:>6} {e['lut']:>8} {e['ff']:>8} "
+                         + " ".join(f"{e.get(k) if e.get(k) is not None else '':>{w}}" for k, w in CYCLE_PARTS)
+                         + f" {rate:>11}")
+    for line in chip_totals(plan):
+        lines.append(f"\n{line}")
+    for sub in plan.subfunctions:
+        if sub.memory is not None:
+            m = sub.memory
+            lines.append(f"\n{sub.name}: memory plan ({m.strategy}; footprints in one memory: "
+                         + ", ".join(f"{k} {v:,} B" for k, v in m.footprints.items()) + ")")
+            lines.append(f"  BRAM target {m.target_bytes:,} B, used {m.bram_bytes:,} B; reserve {m.reserved_bytes:,} B, used "
+                         f"{m.reserved_used_bytes:,} B; DDR {m.ddr_bytes:,} B (spills +{duration(m.ddr_transfer_s)}, "
+                         f"weights {sum(b.size for b in m.buffers if b.kind == 'weights'):,} B read in "
+                         f"{duration(m.ddr_weights_s)}); "
+                         f"lower bound {m.lower_bound_bytes:,} B; batch buffers in DDR {m.batch_bytes:,} B")
+    if nodes:
+        lines.append(f"\n{'model node':<32} {'where':<24} {'unit':<16} {'folded into'}")
+        for name, where in plan.node_map.items():
+            lines.append(f"{name:<32} {where.get('subfunction', where.get('removed', '')):<24} {where.get('unit', ''):<16} "
+                         f"{where.get('folded_into', '')}")
+    for reason, why in (("unsupported", "not run there"),
+                        ("capacity", "does not fit beside the units it holds, even fully folded"),
+                        ("latency", "estimated faster elsewhere"), ("pinned", "pinned elsewhere by --device")):
+        nodes = [f for f in plan.fpga_fallbacks if f.reason == reason]
+        if nodes:
+            shown = ", ".join(f"{f.node} ({f.device}{': ' + f.detail if f.detail else ''})" for f in nodes[:8]) \
+                + (", ..." if len(nodes) > 8 else "")
+            lines.append(f"\noff the FPGA, {why}: {len(nodes)} node(s): {shown}")
+    search = plan.precision_search
+    if search is not None:
+        widths = ", ".join(f"{layer} {bits}" for layer, bits in search.layer_widths.items())
+        lines.append(f"\nbits per FPGA layer within a relative error of {search.error_budget:g} (simulated "
+                     f"{search.simulated_error:.3g} on {search.samples} samples, {search.evaluations} simulations): {widths}")
+    note = empty_fpga_note(plan, board)
+    if note:
+        lines.append(f"\n{note}")
+    est = plan.estimate
+    lines.append(f"\nestimated latency ({plan.policy} policy, objective {est.objective}): {duration(est.latency_s)} a sample")
+    cpu = (f" (all on the host CPU: {est.all_cpu_throughput_per_s:,.0f}, "
+           f"{est.throughput_per_s / est.all_cpu_throughput_per_s:.2f}x)" if est.all_cpu_throughput_per_s else "")
+    lines.append(f"estimated throughput, a pipelined stream of batches of {est.batch}: {est.throughput_per_s:,.0f} "
+                 f"samples/s{cpu}")
+    target = plan.config.get("target_rate")
+    cores = [(est.batch / s.estimate.batch_s, s.name) for s in plan.subfunctions if s.kind == "fpga" and s.estimate]
+    if target and cores:
+        slowest, name = min(cores)
+        verdict = ("reached" if slowest >= target * (1 - 1e-9) else
+                   "NOT reached (as unfolded as the chip holds; a larger --batch shares the call overhead more)")
+        lines.append(f"  --target-rate {target:,.0f} samples/s: {verdict}; the slowest FPGA core, {name}, "
+                     f"{slowest:,.0f} samples/s")
+    if est.all_cpu_latency_s is not None:
+        lines.append(f"  all on the host CPU: {duration(est.all_cpu_latency_s)} ({est.all_cpu_latency_s / est.latency_s:.2f}x)")
+    fits = "" if est.support_fits else " (does not fit the board)"
+    lines.append(f"  support policy: {duration(est.support_latency_s)} ({est.support_latency_s / est.latency_s:.2f}x){fits}")
+    return "\n".join(lines) + "\n"
+
+
+def build_table(plan: Plan) -> str:
+    """The table ``hetdeploy build`` prints: each subfunction and unit, its precision and its check."""
+    lines = []
+    lines.append(f"{'subfunction / unit':<18} {'device':<12} {'nodes':>5}  {'precision':<30} {'C-sim max abs error':>20}  "
+                 f"{'tolerance':>9}  against its reference")
+    for sub in plan.subfunctions:
+        rows = [(sub.name, sub.device, len(sub.nodes), "", sub.verification, sub.kind == "fpga")]
+        rows += [(f"  {u.name}", u.pe, len(u.nodes), u.precision, u.verification, True) for u in sub.execution_units]
+        for name, device, count, precision, v, emulated in rows:
+            error = f"{v.max_abs_error:.3g}" if v else "-"
+            # the least exact of its outputs (FPGA parts alone: a CPU or GPU subfunction runs the float nodes
+            # of its reference)
+            agreement = min((t.agreement for t in v.outputs), default="",
+                            key=AGREEMENTS.index) if v and emulated else ""
+            lines.append(f"{name:<18} {device:<12} {count:>5}  {precision:<30} {error:>20}  {v.tolerance if v else 0:>9.3g}  "
+                         f"{agreement}")
+    lines += chip_totals(plan)
+    return "\n".join(lines) + "\n"
