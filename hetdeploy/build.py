@@ -1,12 +1,14 @@
-"""The build pipeline, top to bottom: one function per stage, plan to plan.
+"""The build pipeline, top to bottom: an ordered list of named steps over one state (``STEPS``), as
+FINN's build_dataflow_steps are.
 
-    load model -> load board -> partition -> write subfunctions -> generate HLS
-    -> verify in C-simulation -> package
+    load_model -> load_board -> search_widths -> partition            (PLAN_STEPS: hetdeploy plan)
+    -> write_subfunctions -> unit_widths -> generate_hls -> verify -> package
 
-Everything is written into a staging folder of the build's own beside the
-destination and moved into place only when every stage passed, so a failed build
-leaves nothing that looks complete; a failed build is kept as DIR.failed, with
-its logs. One build at a time writes to a destination (a lock beside it).
+The progress numbers come from the list; a unit out of tolerance in ``verify`` is widened and the
+list runs again from ``unit_widths`` (``RerunFrom``). The writing steps write into a staging folder
+of the build's own beside the destination, moved into place only when every step passed, so a
+failed build leaves nothing that looks complete; a failed build is kept as DIR.failed, with its
+logs. One build at a time writes to a destination (a lock beside it).
 """
 
 from __future__ import annotations
@@ -110,88 +112,236 @@ class Reporter:
                 self._bar = None
 
 
+@dataclasses.dataclass
+class BuildState:
+    """What the steps of a build hand on, each step reading some of it and setting more."""
+
+    options: BuildOptions
+    note: Callable[[str], None]  # what intake changed that the user should hear of
+    progress: Optional[Reporter] = None  # a build's reporting (planning alone has none)
+    loaded: Optional[LoadedModel] = None
+    board: Optional[Board] = None
+    samples: Optional[BuildSamples] = None  # loaded while planning when it needs them, else by the build
+    search: Optional[PrecisionSearch] = None
+    plan: Optional[Plan] = None
+    build_dir: Optional[Path] = None  # the staging folder the build writes into
+    cache: Optional[BuildCache] = None
+    unit_widths: dict[str, int] = dataclasses.field(default_factory=dict)  # FPGA unit -> its bits
+    emulated: Optional[list] = None  # the pipeline's outputs on the verification samples, C-simulated
+
+
+@dataclasses.dataclass(frozen=True)
+class Step:
+    """One named step of a build: ``run`` takes the state to the next; ``says`` is its progress line."""
+
+    name: str
+    run: Callable[[BuildState], BuildState]
+    says: Callable[[BuildState], str]
+
+
+class RerunFrom(Exception):
+    """Raised by a step to run the list again from the step named ``step`` (a widened unit: its
+    folding, HLS and check anew)."""
+
+    def __init__(self, step: str):
+        super().__init__(step)
+        self.step = step
+
+
+def run_steps(steps: list[Step], state: BuildState, announce: Callable[[int, str], None], first: int = 0
+              ) -> BuildState:
+    """``steps`` in order over ``state``; ``announce(number, line)`` before each (``first`` + its index +
+    1), again before a step that a ``RerunFrom`` names."""
+    names = [s.name for s in steps]
+    k = 0
+    while k < len(steps):
+        announce(first + k + 1, steps[k].says(state))
+        try:
+            state = steps[k].run(state)
+        except RerunFrom as again:
+            k = names.index(again.step)
+            continue
+        k += 1
+    return state
+
+
 def build(options: BuildOptions, progress: Progress = _stderr_progress, verbose: bool = False) -> Plan:
-    """Every stage into ``options.out_dir``. ``progress`` gets each line to show (the default prints
-    it to stderr and draws progress bars on long steps); ``verbose``: each unit's line too."""
-    stages = 7
+    """Every step (``STEPS``) into ``options.out_dir``. ``progress`` gets each line to show (the default
+    prints it to stderr and draws progress bars on long steps); ``verbose``: each unit's line too."""
     started = time.monotonic()
     progress = Reporter(progress, verbose, bars=progress is _stderr_progress)
-    log = progress.log  # every line, written to the build folder's build.log (a failed one's too)
     last = [0, started]  # the step running and when it began
 
-    def step(k: int, what: str) -> None:
+    def announce(k: int, what: str) -> None:
         now = time.monotonic()
         if last[0]:  # the step before ends with its own time, under its own lines
             progress(f"      step {last[0]} took {now - last[1]:.1f} s")
         last[:] = [k, now]
-        progress(f"[{k}/{stages}] {what}")
+        progress(f"[{k}/{len(STEPS)}] {what}")
 
     check_output(Path(options.out_dir))  # before any work
     if (Path(options.out_dir) / "plan.json").is_file():
         progress(f"      {options.out_dir} holds an earlier build: this one replaces it once complete (if this one "
                  f"fails, it stays as it is)")
+    state = BuildState(options, lambda note: progress(f"      {note}"), progress)
     with output_lock(Path(options.out_dir)):
-        plan = _build_locked(options, step, progress, log)
-    progress(f"      step 7 took {time.monotonic() - last[1]:.1f} s")
+        state = run_steps(PLAN_STEPS, state, announce)
+        note = empty_fpga_note(state.plan, state.board)
+        if note:
+            progress(f"      {note}")
+        with _staging(options.out_dir, progress.log) as state.build_dir:
+            state = run_steps(WRITE_STEPS, state, announce, first=len(PLAN_STEPS))
+    progress(f"      step {last[0]} took {time.monotonic() - last[1]:.1f} s")
     progress(f"built {options.out_dir} in {time.monotonic() - started:.1f} s")
     if options.synth:
-        progress(synthesize(plan, options.out_dir, progress))
-    return plan
+        progress(synthesize(state.plan, options.out_dir, progress))
+    return state.plan
 
 
-def _build_locked(options: BuildOptions, step: Callable[[int, str], None], progress: Reporter,
-                  log: list[str]) -> Plan:
-    """Stages 1 to 7, the output folder locked."""
-    loaded, board, plan, samples = _plan_stages(options, step, lambda note: progress(f"      {note}"))
-    note = empty_fpga_note(plan, board)
-    if note:
-        progress(f"      {note}")
-    with _staging(options.out_dir, log) as stage_dir:
-        step(4, f"writing {len(plan.subfunctions)} subfunction models")
-        samples = samples or build_samples(options, plan.inputs)  # loaded by planning when files were given
-        plan.calibration = samples.calibration
-        write_subfunctions(plan, loaded, stage_dir, samples.sizing[0])
-        progress(_calibration_note(plan.calibration, options.seed))
-        fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
-        index = loaded.graph.node_index()
-        cache = BuildCache(options.cache, options.cache_limit) if options.cache is not None else None
-        while True:
-            # each unit's bits where no quantizer sets them: --width's or the search's; more when widened
-            unit_widths = {u.name: loaded.graph.nodes[index[u.nodes[0]]].width or options.width
-                           for s in fpga for u in s.execution_units}
-            step(5, f"generating HLS through hls4ml for {len(fpga)} FPGA subfunction(s)")
-            generate_hls(plan, loaded, board, options, stage_dir, samples.sizing, progress, unit_widths, cache)
-            step(6, f"verifying in C-simulation against onnxruntime on {len(samples.verification)} samples it "
-                    f"did not size on")
-            try:
-                emulated = verify_csim(plan, stage_dir, samples.verification, progress)
-                break
-            except VerificationError as err:
-                widened = _widen(plan, err, unit_widths, options.precisions, progress)
-                if not widened:
-                    raise
-                for unit in (u for s in fpga for u in s.execution_units if u.name in widened):
-                    for node in unit.nodes:
-                        loaded.graph.nodes[index[node]].width = unit_widths[unit.name]
-                fold_units(plan, loaded, board, options)  # folded anew: the wider units take more
-                for sub in fpga:  # generated anew, the widened units wider
-                    shutil.rmtree(stage_dir / "hls" / sub.name, ignore_errors=True)
-                    shutil.rmtree(stage_dir / "subfunctions" / sub.name, ignore_errors=True)
-        step(7, f"writing the deployment package and {options.out_dir}")
-        write_package(plan, board, stage_dir)
-        plan.save(stage_dir / "plan.json")
-        shutil.copy(stage_dir / "plan.json", stage_dir / "deploy" / "plan.json")
-        check_package(plan, stage_dir, samples.verification, emulated)
-        progress(f"      deploy/run.py --emulate, run as on the board (no hetdeploy, onnx, qonnx or hls4ml): the "
-                 f"build's outputs on its {len(samples.verification)} verification samples")
-        _write_report(plan, stage_dir, cache)
-        if cache is not None:
-            cache.evict()  # once, now that this build stored what it made: past its limit, the least recently used
-            moved = sum(u.hls is None for s in fpga for u in s.execution_units)  # the top moves them: no hls4ml
-            progress.detail(f"      from the build cache {options.cache}: {cache.summary()}" +
-                            (f" ({moved} unit{'s' if moved > 1 else ''} moved by the top, not converted)"
-                             if moved else ""))
-    return plan
+def plan_stages(options: BuildOptions, step: Callable[[int, str], None],
+                note: Callable[[str], None] = lambda line: None) -> tuple[LoadedModel, Board, Plan]:
+    """``PLAN_STEPS``, which ``hetdeploy plan`` runs on their own: (the model, the board, the plan);
+    ``step`` gets each step's number and line, ``note`` what intake changed that the user should hear
+    of (a symbolic batch axis fixed to 1)."""
+    state = run_steps(PLAN_STEPS, BuildState(options, note), step)
+    return state.loaded, state.board, state.plan
+
+
+def _load_model(state: BuildState) -> BuildState:
+    settle_options(state.options)
+    state.loaded = load_model(state.options.model)
+    for line in state.loaded.notes:
+        state.note(line)
+    return state
+
+
+def _load_board(state: BuildState) -> BuildState:
+    options = state.options
+    state.board = load_board(options.board)
+    _model_node_names(options, state.loaded, state.board)
+    # a sample file that is missing or of the wrong shape is a mistake now, for `plan` too, not at build time
+    if options.calibration or options.verify_input or options.error_budget is not None:
+        state.samples = build_samples(options, state.loaded.inputs)
+    return state
+
+
+def _search_widths(state: BuildState) -> BuildState:
+    if state.options.error_budget is not None:
+        state.search = search_layer_widths(state.loaded, state.board, state.options, state.samples)
+    return state
+
+
+def _search_says(state: BuildState) -> str:
+    if state.options.error_budget is None:
+        return f"every FPGA layer at --width {state.options.width} bits, or its quantizer's (no --error-budget)"
+    return f"searching the fewest bits per FPGA layer within a relative error of {state.options.error_budget:g}"
+
+
+def _partition(state: BuildState) -> BuildState:
+    loaded, board, options = state.loaded, state.board, state.options
+    plan = folded_plan(loaded, board, options)
+    if options.policy == "support":  # its own figure: the board holds it, folded
+        plan.estimate.support_latency_s, plan.estimate.support_fits = plan.estimate.latency_s, True
+    else:
+        plan = against_baselines(plan, loaded, board, options)
+    plan.precision_search = state.search
+    plan.node_map = map_nodes(plan, loaded)
+    state.plan = plan
+    return state
+
+
+def _write_subfunctions(state: BuildState) -> BuildState:
+    options, plan = state.options, state.plan
+    state.samples = state.samples or build_samples(options, plan.inputs)
+    plan.calibration = state.samples.calibration
+    write_subfunctions(plan, state.loaded, state.build_dir, state.samples.sizing[0])
+    state.progress(_calibration_note(plan.calibration, options.seed))
+    state.cache = BuildCache(options.cache, options.cache_limit) if options.cache is not None else None
+    return state
+
+
+def _fpga(plan: Plan) -> list[Subfunction]:
+    return [s for s in plan.subfunctions if s.kind == "fpga"]
+
+
+def _unit_widths(state: BuildState) -> BuildState:
+    """Each unit's bits where no quantizer sets them: --width's or the search's, more once widened;
+    after a widening, the units folded anew (the wider take more) and their HLS cleared."""
+    loaded, plan = state.loaded, state.plan
+    if state.unit_widths:  # a re-run after ``_verify``'s widening
+        fold_units(plan, loaded, state.board, state.options)
+        for sub in _fpga(plan):
+            shutil.rmtree(state.build_dir / "hls" / sub.name, ignore_errors=True)
+            shutil.rmtree(state.build_dir / "subfunctions" / sub.name, ignore_errors=True)
+    index = loaded.graph.node_index()
+    state.unit_widths = {u.name: loaded.graph.nodes[index[u.nodes[0]]].width or state.options.width
+                         for s in _fpga(plan) for u in s.execution_units}
+    return state
+
+
+def _generate_hls(state: BuildState) -> BuildState:
+    generate_hls(state.plan, state.loaded, state.board, state.options, state.build_dir, state.samples.sizing,
+                 state.progress, state.unit_widths, state.cache)
+    return state
+
+
+def _verify(state: BuildState) -> BuildState:
+    """The C-simulation against onnxruntime; a unit out of tolerance widened (``_widen``) and the build
+    run again from its unit widths, or the failure raised where none can widen."""
+    plan = state.plan
+    try:
+        state.emulated = verify_csim(plan, state.build_dir, state.samples.verification, state.progress)
+    except VerificationError as err:
+        widened = _widen(plan, err, state.unit_widths, state.options.precisions, state.progress)
+        if not widened:
+            raise
+        index = state.loaded.graph.node_index()
+        for unit in (u for s in _fpga(plan) for u in s.execution_units if u.name in widened):
+            for node in unit.nodes:
+                state.loaded.graph.nodes[index[node]].width = state.unit_widths[unit.name]
+        raise RerunFrom("unit_widths") from None
+    return state
+
+
+def _package(state: BuildState) -> BuildState:
+    plan, stage_dir, progress, cache = state.plan, state.build_dir, state.progress, state.cache
+    write_package(plan, state.board, stage_dir)
+    plan.save(stage_dir / "plan.json")
+    shutil.copy(stage_dir / "plan.json", stage_dir / "deploy" / "plan.json")
+    check_package(plan, stage_dir, state.samples.verification, state.emulated)
+    progress(f"      deploy/run.py --emulate, run as on the board (no hetdeploy, onnx, qonnx or hls4ml): the "
+             f"build's outputs on its {len(state.samples.verification)} verification samples")
+    _write_report(plan, stage_dir, cache)
+    if cache is not None:
+        cache.evict()  # once, now that this build stored what it made: past its limit, the least recently used
+        moved = sum(u.hls is None for s in _fpga(plan) for u in s.execution_units)  # the top moves them: no hls4ml
+        progress.detail(f"      from the build cache {state.options.cache}: {cache.summary()}" +
+                        (f" ({moved} unit{'s' if moved > 1 else ''} moved by the top, not converted)"
+                         if moved else ""))
+    return state
+
+
+# The build, step by step: ``hetdeploy plan`` runs PLAN_STEPS; ``hetdeploy build`` all of STEPS, the
+# writing steps in a staging folder moved into place when the last is done.
+PLAN_STEPS = [
+    Step("load_model", _load_model, lambda s: f"loading model {s.options.model}"),
+    Step("load_board", _load_board, lambda s: f"loading board {s.options.board}"),
+    Step("search_widths", _search_widths, _search_says),
+    Step("partition", _partition, lambda s: f"partitioning ({s.options.policy} policy) and folding FPGA execution "
+                                            f"units"),
+]
+WRITE_STEPS = [
+    Step("write_subfunctions", _write_subfunctions, lambda s: f"writing {len(s.plan.subfunctions)} subfunction "
+                                                              f"models"),
+    Step("unit_widths", _unit_widths, lambda s: "settling each FPGA unit's bits" +
+         (" (widened: folded anew)" if s.unit_widths else "")),
+    Step("generate_hls", _generate_hls, lambda s: f"generating HLS through hls4ml for {len(_fpga(s.plan))} FPGA "
+                                                  f"subfunction(s)"),
+    Step("verify", _verify, lambda s: f"verifying in C-simulation against onnxruntime on "
+                                      f"{len(s.samples.verification)} samples it did not size on"),
+    Step("package", _package, lambda s: f"writing the deployment package and {s.options.out_dir}"),
+]
+STEPS = PLAN_STEPS + WRITE_STEPS
 
 
 def _write_report(plan: Plan, build_dir: Path, cache: Optional[BuildCache]) -> None:
@@ -309,43 +459,6 @@ def _calibration_note(calibration: Calibration, seed: int) -> str:
         return f"      precision sized on {calibration.samples} samples of {calibration.file}: {ranges}{verified}"
     return (f"      precision sized on {calibration.samples} SYNTHETIC N(0, 1) samples (seed {seed}), not on your "
             f"data: it assumes inputs like {ranges}; pass --calibration X.npy with real inputs{verified}")
-
-
-def plan_stages(options: BuildOptions, step: Callable[[int, str], None],
-                note: Callable[[str], None] = lambda line: None) -> tuple[LoadedModel, Board, Plan]:
-    """Stages 1 to 3, which ``hetdeploy plan`` runs on their own; ``note`` gets what intake changed that
-    the user should hear of (a symbolic batch axis fixed to 1)."""
-    return _plan_stages(options, step, note)[:3]
-
-
-def _plan_stages(options: BuildOptions, step: Callable[[int, str], None], note: Callable[[str], None]
-                 ) -> tuple[LoadedModel, Board, Plan, Optional[BuildSamples]]:
-    """``plan_stages``, and the build's samples when planning needed them (a sample file given, or the
-    error-budget search), so that the build does not load them again."""
-    settle_options(options)
-    step(1, f"loading model {options.model}")
-    loaded = load_model(options.model)
-    for line in loaded.notes:
-        note(line)
-    step(2, f"loading board {options.board}")
-    board = load_board(options.board)
-    _model_node_names(options, loaded, board)
-    # a sample file that is missing or of the wrong shape is a mistake now, for `plan` too, not at build time
-    samples = build_samples(options, loaded.inputs) if options.calibration or options.verify_input or \
-        options.error_budget is not None else None
-    search = None
-    if options.error_budget is not None:
-        step(3, f"searching the fewest bits per FPGA layer within a relative error of {options.error_budget:g}")
-        search = search_layer_widths(loaded, board, options, samples)
-    step(3, f"partitioning ({options.policy} policy) and folding FPGA execution units")
-    plan = folded_plan(loaded, board, options)
-    if options.policy == "support":  # its own figure: the board holds it, folded
-        plan.estimate.support_latency_s, plan.estimate.support_fits = plan.estimate.latency_s, True
-    else:
-        plan = against_baselines(plan, loaded, board, options)
-    plan.precision_search = search
-    plan.node_map = map_nodes(plan, loaded)
-    return loaded, board, plan, samples
 
 
 def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:

@@ -132,6 +132,14 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_steps(parser: argparse.ArgumentParser, epilog: str) -> str:
+    """``parser``'s help with ``epilog`` naming the build's steps (imported only when the help is shown)."""
+    from .build import PLAN_STEPS, STEPS
+
+    parser.epilog = epilog.format(planned=len(PLAN_STEPS), steps=", ".join(s.name for s in STEPS))
+    return argparse.ArgumentParser.format_help(parser)
+
+
 def _sweep(args: argparse.Namespace) -> int:
     from .sweep import grid, sweep
 
@@ -470,6 +478,7 @@ def parser() -> argparse.ArgumentParser:
         help="a line per unit converted and compiled, instead of a progress bar (a log or CI gets a line per unit "
              "anyway)")
     b.set_defaults(run=_build, command_parser=b)
+    b.format_help = lambda: _with_steps(b, "steps (hetdeploy plan runs the first {planned}): {steps}")
 
     p = commands.add_parser("plan", help="partition a model and estimate its latency, without generating HLS",
                             usage="%(prog)s MODEL.onnx --board BOARD [options]",

@@ -16,6 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import networks
 from conftest import BATCHES
+from hetdeploy.build import STEPS
 from hetdeploy.cli import main
 from hetdeploy.samples import hold_out
 
@@ -224,7 +225,7 @@ def one_line_error(result, *fragments):
     assert result.returncode == 2, result.stdout + result.stderr
     *progress, error = result.stderr.strip().splitlines()
     assert error.startswith("hetdeploy: error: "), result.stderr
-    # only progress before it: "[k/7] ..." and their indented notes
+    # only progress before it: "[k/N] ..." and their indented notes
     assert all(line.startswith(("[", "      ")) for line in progress), result.stderr
     assert "Traceback" not in result.stderr
     for fragment in fragments:
@@ -370,7 +371,7 @@ def test_failed_verification_leaves_previous_build_untouched_and_keeps_its_evide
     # the earlier build was named as replaced once this one completes, which it did not
     assert log[0] == f"      {out} holds an earlier build: this one replaces it once complete (if this one fails, " \
                      f"it stays as it is)"
-    assert log[1].startswith("[1/7] loading model") and log[-1].startswith("error: C-simulation of")
+    assert log[1].startswith(f"[1/{len(STEPS)}] loading model") and log[-1].startswith("error: C-simulation of")
 
 
 def test_what_fuzzing_found_in_emulate_and_run_py_is_one_line(built, tmp_path):
@@ -427,6 +428,34 @@ def test_every_command_has_help():
     for command in ([], ["build"], ["plan"], ["emulate"], ["boards"], ["report"], ["sweep"], ["config"], ["cache"]):
         result = hetdeploy(*command, "--help")
         assert result.returncode == 0 and "usage: hetdeploy" in result.stdout
+
+
+def test_the_build_is_a_list_of_named_steps_its_help_lists():
+    """Progress numbers come from the list; a step's RerunFrom runs the list again from the step it
+    names (a widened unit: from unit_widths), the numbers as the list has them; build --help names
+    every step, and says which plan runs."""
+    from hetdeploy.build import PLAN_STEPS, BuildState, RerunFrom, Step, run_steps
+
+    ran, announced, widened = [], [], []
+
+    def record(name):
+        def run(state):
+            ran.append(name)
+            if name == "verify" and not widened:
+                widened.append(True)
+                raise RerunFrom("unit_widths")
+            return state
+        return Step(name, run, lambda state: f"{name} now")
+
+    steps = [record(s.name) for s in STEPS]
+    run_steps(steps[len(PLAN_STEPS):], BuildState(None, print), lambda k, line: announced.append((k, line)),
+              first=len(PLAN_STEPS))
+    assert ran == ["write_subfunctions", "unit_widths", "generate_hls", "verify", "unit_widths", "generate_hls",
+                   "verify", "package"]
+    assert [k for k, _ in announced] == [5, 6, 7, 8, 6, 7, 8, 9] and announced[0] == (5, "write_subfunctions now")
+    result = hetdeploy("build", "--help")
+    assert f"hetdeploy plan runs the first {len(PLAN_STEPS)}" in result.stdout
+    assert all(step.name in result.stdout for step in STEPS)
 
 
 def test_help_shows_what_is_required_and_every_option_in_the_same_place():
