@@ -43,7 +43,7 @@ from .errors import ToolError, UserError, VerificationError, first_line, raised_
 from .hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitIsACopy, UnitSettings, ap_types_headers, fixed_config,
                              fixed_precision, generate_unit)
 from .graph import QONNX_DOMAINS
-from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, element_bytes, library_name, write_project
+from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, library_name, precision_bytes, write_project
 from .model import QUANTIZER_OPS, LoadedModel, load_model
 from .ort_adapter import OrtModel, open_model, run_in_memory
 from .partition import partition_graph
@@ -814,7 +814,7 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
             progress.detail(f"      {sub.name}: {len(sub.execution_units)} execution units converted by hls4ml in "
                             f"{time.monotonic() - started:.1f} s")
         # the same plan as `hetdeploy plan` made, on the buffers' real element sizes
-        plan_memory(plan, loaded, board, options, lambda t: element_bytes(precision[t]),
+        plan_memory(plan, loaded, board, options, lambda t: precision_bytes(precision[t]),
                     lambda u: sum(w.size for w in u.hls.ddr_weights), reorder=False)
         for _, sub in fpga:
             started = time.monotonic()

@@ -314,7 +314,7 @@ def fixed_range(precision: str) -> tuple[float, float]:
     return least, largest
 
 
-def element_bytes(precision: str) -> int:
+def precision_bytes(precision: str) -> int:
     """Bytes an element of C++ type ``precision`` (ap_fixed<W,...>) takes in a buffer (arena.h's lane)."""
     match = _FIXED.match(precision)
     if match is None:

@@ -409,7 +409,7 @@ def _infer_shapes(model: onnx.ModelProto, path: Path, strict: bool) -> onnx.Mode
         raise UserError(f"{path}: shape inference failed: {first_line(err)}") from None
     if not strict:
         return inferred
-    known = _shapes(inferred)
+    known = rewrites.tensor_shapes(inferred)
     needed = {t for node in inferred.graph.node for t in node.input} | {o.name for o in inferred.graph.output}
     non_tensor = {v.name for v in list(inferred.graph.value_info) + list(inferred.graph.output)
                   if not v.type.HasField("tensor_type")}
@@ -436,7 +436,7 @@ MAX_ELEMENTS = 2 ** 31 - 1
 
 
 def _check_sizes(model: onnx.ModelProto, path: Path) -> None:
-    for name, shape in _shapes(model).items():
+    for name, shape in rewrites.tensor_shapes(model).items():
         if math.prod(max(d, 1) for d in shape) > MAX_ELEMENTS:
             raise UserError(f"{path}: tensor '{name}' of shape {shape} has more than {MAX_ELEMENTS:,} elements")
 
@@ -449,7 +449,7 @@ def _check_attributes(model: onnx.ModelProto, path: Path) -> None:
     """What onnx's checker and shape inference leave to the kernels (which then fail at run time or
     divide by zero): window attributes positive, pads non-negative, a convolution's groups dividing
     its channels."""
-    shapes = _shapes(model)
+    shapes = rewrites.tensor_shapes(model)
     for node in model.graph.node:
         attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
         for name, value in attrs.items():
@@ -465,18 +465,6 @@ def _check_attributes(model: onnx.ModelProto, path: Path) -> None:
                                 f"do not make {group} group(s)")
 
 
-def _shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
-    result = {}
-    g = model.graph
-    for v in list(g.value_info) + list(g.input) + list(g.output):
-        t = v.type.tensor_type
-        if t.HasField("shape"):
-            result[v.name] = [d.dim_value if d.HasField("dim_value") else -1 for d in t.shape.dim]
-    for init in g.initializer:
-        result[init.name] = list(init.dims)
-    return result
-
-
 def _dtypes(model: onnx.ModelProto) -> dict[str, str]:
     g = model.graph
     result = {v.name: _DTYPES.get(v.type.tensor_type.elem_type, "other")
@@ -486,7 +474,7 @@ def _dtypes(model: onnx.ModelProto) -> dict[str, str]:
 
 
 def _specs(model: onnx.ModelProto, values) -> list[TensorSpec]:
-    shapes, dtypes = _shapes(model), _dtypes(model)
+    shapes, dtypes = rewrites.tensor_shapes(model), _dtypes(model)
     return [TensorSpec(v.name, shapes[v.name], dtypes[v.name]) for v in values]
 
 
@@ -519,7 +507,7 @@ def _absorb_leading_reshapes(model: onnx.ModelProto) -> list[InputReshape]:
     g = model.graph
     inits = {t.name for t in g.initializer}
     consumers = _consumers(model)
-    shapes, dtypes = _shapes(model), _dtypes(model)
+    shapes, dtypes = rewrites.tensor_shapes(model), _dtypes(model)
     graph_outputs = {o.name for o in g.output}
     result = []
     for index, value in enumerate(list(g.input)):
@@ -565,7 +553,7 @@ def _weight_octaves(weights: Optional[np.ndarray]) -> tuple[int, ...]:
 
 def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
     _check_attributes(model, path)
-    shapes, dtypes = _shapes(model), _dtypes(model)
+    shapes, dtypes = rewrites.tensor_shapes(model), _dtypes(model)
     inits = {t.name: math.prod(t.dims) for t in model.graph.initializer}
     values = {t.name: t for t in model.graph.initializer}
     nodes = []

@@ -34,14 +34,15 @@ class RewriteError(ValueError):
     """The model cannot be normalised; the message names the node and the reason."""
 
 
-class Graph:
-    """The model's graph with the look-ups the rewrites share (rebuilt by each pass)."""
+class ModelIndex:
+    """An ONNX model's graph with the look-ups the rewrites share (rebuilt by each pass); not the
+    partitioner's ``graph.Graph``."""
 
     def __init__(self, model: onnx.ModelProto):
         self.model = model
         self.g = model.graph
         self.inits = {t.name: t for t in self.g.initializer}
-        self.shapes = _shapes(model)
+        self.shapes = tensor_shapes(model)
         self.outputs = {o.name for o in self.g.output}
         self.inputs = {i.name for i in self.g.input}
         self.consumers: dict[str, list[onnx.NodeProto]] = {}
@@ -98,7 +99,8 @@ def set_attribute(node: onnx.NodeProto, name: str, value) -> None:
         node.attribute.append(helper.make_attribute(name, value))
 
 
-def _shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
+def tensor_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
+    """Tensor name -> its shape as the model records it (-1 for a dimension it does not fix)."""
     result = {}
     g = model.graph
     for v in list(g.value_info) + list(g.input) + list(g.output):
@@ -114,13 +116,13 @@ def default_opset(model: onnx.ModelProto) -> int:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
 
 
-Replacement = Callable[[Graph, onnx.NodeProto, list[int]], Optional[list[onnx.NodeProto]]]
+Replacement = Callable[[ModelIndex, onnx.NodeProto, list[int]], Optional[list[onnx.NodeProto]]]
 
 
 def _replace_each(model: onnx.ModelProto, ops: set[str], replacement: Replacement, min_rank: int = 2) -> bool:
     """Every node of ``ops`` whose input has a known shape of rank ``min_rank`` or more becomes the
     nodes ``replacement(graph, node, shape)`` gives (None: it stays)."""
-    graph = Graph(model)
+    graph = ModelIndex(model)
     changed = False
     for node in list(graph.g.node):
         shape = graph.shapes.get(node.input[0]) if node.op_type in ops else None
@@ -131,7 +133,7 @@ def _replace_each(model: onnx.ModelProto, ops: set[str], replacement: Replacemen
     return changed
 
 
-def _splice(graph: Graph, node: onnx.NodeProto, nodes: list[onnx.NodeProto]) -> None:
+def _splice(graph: ModelIndex, node: onnx.NodeProto, nodes: list[onnx.NodeProto]) -> None:
     """``nodes`` in ``node``'s place."""
     position = list(graph.g.node).index(node)
     graph.remove(node)
@@ -148,7 +150,7 @@ def _splice(graph: Graph, node: onnx.NodeProto, nodes: list[onnx.NodeProto]) -> 
 _NEUTRAL = {"Add": (0.0, (0, 1)), "Sub": (0.0, (1,)), "Mul": (1.0, (0, 1)), "Div": (1.0, (1,))}
 
 
-def _passed_through(graph: Graph, node: onnx.NodeProto) -> Optional[str]:
+def _passed_through(graph: ModelIndex, node: onnx.NodeProto) -> Optional[str]:
     """The input ``node`` passes through unchanged, else None."""
     if node.domain not in ("", "ai.onnx"):
         return None
@@ -174,7 +176,7 @@ def eliminate_identity(model: onnx.ModelProto) -> bool:
     arithmetic with a neutral constant (x + 0, x - 0, x * 1, x / 1, as BNN-PYNQ's TensorNorm
     exports with its default statistics; the result of the input's shape) are removed; their
     readers read the input."""
-    graph = Graph(model)
+    graph = ModelIndex(model)
     changed = False
     for node in list(graph.g.node):
         source, result = _passed_through(graph, node), node.output[0]
@@ -192,7 +194,7 @@ def eliminate_identity(model: onnx.ModelProto) -> bool:
                     if t == result:
                         user.input[k] = source
         graph.remove(node)
-        graph = Graph(model)
+        graph = ModelIndex(model)
         changed = True
     return changed
 
@@ -202,7 +204,7 @@ def explicit_attributes(model: onnx.ModelProto) -> bool:
     op's schema), and the ones without a schema default are derived: a convolution's
     ``kernel_shape`` from its weights, ``strides``/``dilations``/``pads`` of convolutions and
     pooling, and ``auto_pad`` turned into explicit ``pads`` from the input's size."""
-    graph = Graph(model)
+    graph = ModelIndex(model)
     opset = default_opset(model)
     changed = False
     for node in graph.g.node:
@@ -229,7 +231,7 @@ def _copy_attribute(default: onnx.AttributeProto, name: str) -> onnx.AttributePr
     return copy
 
 
-def _explicit_window(graph: Graph, node: onnx.NodeProto) -> bool:
+def _explicit_window(graph: ModelIndex, node: onnx.NodeProto) -> bool:
     shape = graph.shapes.get(node.input[0])
     kernel = attribute(node, "kernel_shape")
     if kernel is None and node.op_type == "Conv":
@@ -270,7 +272,7 @@ def _explicit_window(graph: Graph, node: onnx.NodeProto) -> bool:
 def normalise_gemm(model: onnx.ModelProto) -> bool:
     """Gemm's ``alpha`` and ``beta`` go into constant B and C; ``transA`` becomes a Transpose of A
     before it. What remains is Y = A B' + C, which every device runs."""
-    graph = Graph(model)
+    graph = ModelIndex(model)
     changed = False
     for node in list(graph.g.node):
         if node.op_type != "Gemm" or node.domain not in ("", "ai.onnx"):
@@ -303,7 +305,7 @@ def matmul_add_to_gemm(model: onnx.ModelProto) -> bool:
     """MatMul of a 2-D activation by a constant matrix, followed by the Add of a constant bias along
     its last axis (skl2onnx, Keras and the model-zoo MNIST write dense layers so): one Gemm, named
     after the MatMul."""
-    graph = Graph(model)
+    graph = ModelIndex(model)
     changed = False
     for node in list(graph.g.node):
         if node.op_type != "MatMul" or graph.constant(node.input[1]) is None:
@@ -323,7 +325,7 @@ def matmul_add_to_gemm(model: onnx.ModelProto) -> bool:
         graph.remove(node)
         graph.remove(add)
         graph.g.node.insert(position, gemm)
-        graph = Graph(model)
+        graph = ModelIndex(model)
         changed = True
     return changed
 
@@ -332,7 +334,7 @@ def fold_batchnorm(model: onnx.ModelProto) -> bool:
     """A BatchNormalization (constant statistics) right after a Conv or a 2-D Gemm with constant
     weights, and read by nothing else, is folded into that layer's weights and bias; right after
     another BatchNormalization, merged into it (one affine step)."""
-    graph = Graph(model)
+    graph = ModelIndex(model)
     changed = False
     for bn in list(graph.g.node):
         if bn.op_type != "BatchNormalization" or len([t for t in bn.output if t]) != 1:
@@ -346,12 +348,12 @@ def fold_batchnorm(model: onnx.ModelProto) -> bool:
             continue
         layer.output[0] = bn.output[0]
         graph.remove(bn)
-        graph = Graph(model)
+        graph = ModelIndex(model)
         changed = True
     return changed
 
 
-def _affine_of(graph: Graph, node: onnx.NodeProto) -> Optional[tuple[np.ndarray, np.ndarray]]:
+def _affine_of(graph: ModelIndex, node: onnx.NodeProto) -> Optional[tuple[np.ndarray, np.ndarray]]:
     """A BatchNormalization with constant statistics as (factor, shift) per channel, else None."""
     params = [graph.constant(t) for t in node.input[1:5]]
     if node.op_type != "BatchNormalization" or any(p is None for p in params):
@@ -361,7 +363,7 @@ def _affine_of(graph: Graph, node: onnx.NodeProto) -> Optional[tuple[np.ndarray,
     return factor, shift - mean * factor
 
 
-def _fold_scale_into(graph: Graph, layer: onnx.NodeProto, factor: np.ndarray, shift: np.ndarray) -> bool:
+def _fold_scale_into(graph: ModelIndex, layer: onnx.NodeProto, factor: np.ndarray, shift: np.ndarray) -> bool:
     """Rewrite ``layer`` (Conv, Gemm or a BatchNormalization) to compute factor * layer(x) + shift
     per output channel. Weights that are exact in a few bits (a quantizer's integer codes) are never
     scaled: that would make them full-width; the scale stays a step of its own."""
@@ -402,7 +404,7 @@ def _fold_scale_into(graph: Graph, layer: onnx.NodeProto, factor: np.ndarray, sh
     return True
 
 
-def _set_affine(graph: Graph, node: onnx.NodeProto, factor: np.ndarray, shift: np.ndarray) -> None:
+def _set_affine(graph: ModelIndex, node: onnx.NodeProto, factor: np.ndarray, shift: np.ndarray) -> None:
     """BatchNormalization ``node`` made factor * x + shift per channel (mean 0, variance 1, epsilon 0)."""
     channels = np.asarray(factor).size
     for k, (key, value) in enumerate((("scale", factor), ("shift", shift), ("mean", np.zeros(channels)),
@@ -430,7 +432,7 @@ def _output_channel_scale(layer: onnx.NodeProto, weights_shape: list[int], scale
     return scale.reshape(-1).astype(np.float64) if scale.shape[axis] == weights_shape[axis] else None
 
 
-def _constant_value(graph: Graph, tensor: str) -> Optional[np.ndarray]:
+def _constant_value(graph: ModelIndex, tensor: str) -> Optional[np.ndarray]:
     """An initializer's value, or a DequantizeLinear's of constants (onnxruntime's quantized biases)."""
     if tensor in graph.inits:
         return graph.constant(tensor)
@@ -447,7 +449,7 @@ def _constant_value(graph: Graph, tensor: str) -> Optional[np.ndarray]:
     return (codes - zero) * scale
 
 
-def _quant_of_constants(graph: Graph, node: onnx.NodeProto) -> Optional[np.ndarray]:
+def _quant_of_constants(graph: ModelIndex, node: onnx.NodeProto) -> Optional[np.ndarray]:
     """What a QONNX Quant of constants gives, by the op's definition (round half to even, clamp to
     the integer range, back to scale), for its ROUND mode and 2 bits or more; else None."""
     values = [graph.constant(t) for t in node.input[:4]]
@@ -467,7 +469,7 @@ def quantized_weights_as_codes(model: onnx.ModelProto) -> bool:
     layer keeps the quantizer's few bits (Brevitas' float scales and a BatchNormalization after the
     layer no longer widen them: the BatchNormalization merges into that step), and
     ``fold_batchnorm`` never folds into codes."""
-    graph = Graph(model)
+    graph = ModelIndex(model)
     changed = False
     for quant in list(graph.g.node):
         quantizer = (quant.op_type in ("Quant", "BipolarQuant") and quant.domain in QONNX_QUANT_DOMAINS) or \
@@ -501,7 +503,7 @@ def quantized_weights_as_codes(model: onnx.ModelProto) -> bool:
     return changed
 
 
-def _trunc_as_quants(graph: Graph, node: onnx.NodeProto) -> Optional[list[onnx.NodeProto]]:
+def _trunc_as_quants(graph: ModelIndex, node: onnx.NodeProto) -> Optional[list[onnx.NodeProto]]:
     """qonnx's Trunc (v1: 5 inputs; v2: 6) with zero point 0 as Quants; None for another."""
     values = [graph.constant(t) for t in node.input[1:]]
     if len(values) not in (4, 5) or any(v is None or v.size != 1 for v in values) or float(values[1]) != 0:
@@ -534,9 +536,9 @@ def _trunc_as_quants(graph: Graph, node: onnx.NodeProto) -> Optional[list[onnx.N
 
 
 def _replace_qonnx(model: onnx.ModelProto, ops: set[str],
-                   replacement: Callable[[Graph, onnx.NodeProto], Optional[list[onnx.NodeProto]]]) -> bool:
+                   replacement: Callable[[ModelIndex, onnx.NodeProto], Optional[list[onnx.NodeProto]]]) -> bool:
     """Every QONNX node of ``ops`` becomes the nodes ``replacement(graph, node)`` gives (None: it stays)."""
-    graph = Graph(model)
+    graph = ModelIndex(model)
     changed = False
     for node in list(graph.g.node):
         nodes = replacement(graph, node) if node.op_type in ops and node.domain in QONNX_QUANT_DOMAINS else None
@@ -555,7 +557,7 @@ def trunc_as_quants(model: onnx.ModelProto) -> bool:
     return _replace_qonnx(model, {"Trunc"}, _trunc_as_quants)
 
 
-def _multithreshold_as_signs(graph: Graph, node: onnx.NodeProto) -> Optional[list[onnx.NodeProto]]:
+def _multithreshold_as_signs(graph: ModelIndex, node: onnx.NodeProto) -> Optional[list[onnx.NodeProto]]:
     thresholds, shape = graph.constant(node.input[1]), graph.shapes.get(node.input[0])
     if thresholds is None or thresholds.ndim != 2 or not thresholds.shape[1] or shape is None:
         return None
@@ -615,7 +617,7 @@ def _subpixel_kernel(weights: np.ndarray, stride: int, taps: tuple[int, int]) ->
     return kernel.reshape(stride * stride * c_out, c_in, *taps)
 
 
-def _conv_transpose_as_conv(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+def _conv_transpose_as_conv(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
     weights_source = graph.producer.get(node.input[1])
     quant = weights_source if weights_source is not None and weights_source.op_type in ("Quant", "BipolarQuant") and \
         weights_source.domain in QONNX_QUANT_DOMAINS and graph.sole_consumer(node.input[1]) is node else None
@@ -692,7 +694,7 @@ def conv_transpose_as_conv(model: onnx.ModelProto) -> bool:
     (hls4ml 1.3 has no ConvTranspose from ONNX)."""
     changed = _replace_each(model, {"ConvTranspose"}, _conv_transpose_as_conv, 4)
     if changed:  # the replaced weight quantizers
-        graph = Graph(model)
+        graph = ModelIndex(model)
         for node in list(graph.g.node):
             if node.op_type in ("Quant", "BipolarQuant") and not graph.consumers.get(node.output[0]) and \
                     node.output[0] not in graph.outputs:
@@ -711,7 +713,7 @@ def _channel_axis(shape: list[int], *values: np.ndarray) -> Optional[int]:
     return axes.pop() if len(axes) == 1 and 0 not in axes else None
 
 
-def _quant_on_axis_one(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+def _quant_on_axis_one(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
     if node.domain not in QONNX_QUANT_DOMAINS:
         return None
     params = [graph.constant(t) for t in node.input[1:3]]
@@ -746,7 +748,7 @@ def channel_quantizer_on_axis_one(model: onnx.ModelProto) -> bool:
 _ROUNDING_OPS = {"ROUND": "Round", "HALF_EVEN": "Round", "FLOOR": "Floor", "CEIL": "Ceil"}
 
 
-def _quant_as_arithmetic(graph: Graph, node: onnx.NodeProto) -> Optional[list[onnx.NodeProto]]:
+def _quant_as_arithmetic(graph: ModelIndex, node: onnx.NodeProto) -> Optional[list[onnx.NodeProto]]:
     """A QONNX Quant (constant parameters) as the standard ops that compute it as qonnx's execution
     does, in float32 and in its order: x / scale + zero point, clamped to the integer range, rounded,
     less the zero point, times the scale; 1-bit signed: the sign (+-1) times the scale."""
@@ -772,7 +774,7 @@ def _quant_as_arithmetic(graph: Graph, node: onnx.NodeProto) -> Optional[list[on
     return nodes
 
 
-def _sign_times(graph: Graph, name: str, x: str, y: str, scale: np.ndarray) -> list[onnx.NodeProto]:
+def _sign_times(graph: ModelIndex, name: str, x: str, y: str, scale: np.ndarray) -> list[onnx.NodeProto]:
     """scale where x >= 0, else -scale (qonnx's BipolarQuant and 1-bit signed Quant)."""
     positive = graph.add_constant(f"{name}.plus", np.asarray(scale, np.float32))
     negative = graph.add_constant(f"{name}.minus", -np.asarray(scale, np.float32))
@@ -781,7 +783,7 @@ def _sign_times(graph: Graph, name: str, x: str, y: str, scale: np.ndarray) -> l
             helper.make_node("Where", [f"{name}.not_negative", positive, negative], [y], name=f"{name}.where")]
 
 
-def _quant_as_qdq(graph: Graph, node: onnx.NodeProto, zero_points: bool) -> Optional[list[onnx.NodeProto]]:
+def _quant_as_qdq(graph: ModelIndex, node: onnx.NodeProto, zero_points: bool) -> Optional[list[onnx.NodeProto]]:
     """An 8-bit, per-tensor, ROUND, full-range QONNX Quant as a QuantizeLinear -> DequantizeLinear pair
     (int8 or uint8), which onnxruntime fuses into integer kernels: qonnx's results where the zero point
     is 0; with another (``zero_points``) QuantizeLinear's, which round x / scale before adding the zero
@@ -811,7 +813,7 @@ def quantizers_as_standard_onnx(model: onnx.ModelProto, zero_points_as_qdq: bool
     pair where one computes it (``_quant_as_qdq``; with a zero point only for a model that was QDQ,
     ``zero_points_as_qdq``), else qonnx's own arithmetic (``_quant_as_arithmetic``, ``_sign_times``);
     other QONNX ops stay (the caller refuses them for the board)."""
-    def standard(graph: Graph, node: onnx.NodeProto) -> Optional[list[onnx.NodeProto]]:
+    def standard(graph: ModelIndex, node: onnx.NodeProto) -> Optional[list[onnx.NodeProto]]:
         if node.op_type == "Quant":
             return _quant_as_qdq(graph, node, zero_points_as_qdq) or _quant_as_arithmetic(graph, node)
         scale = graph.constant(node.input[1])
@@ -831,7 +833,7 @@ def quantizers_as_standard_onnx(model: onnx.ModelProto, zero_points_as_qdq: bool
     return changed
 
 
-def _axes(graph: Graph, node: onnx.NodeProto) -> Optional[list[int]]:
+def _axes(graph: ModelIndex, node: onnx.NodeProto) -> Optional[list[int]]:
     """An Unsqueeze's or Squeeze's axes: its attribute (opset < 13) or its constant input."""
     if len(node.input) > 1:
         value = graph.constant(node.input[1])
@@ -842,7 +844,7 @@ def _axes(graph: Graph, node: onnx.NodeProto) -> Optional[list[int]]:
 def batchnorm_without_squeezes(model: onnx.ModelProto) -> bool:
     """Unsqueeze -> BatchNormalization -> Squeeze over the same trailing axes (FINN's tidied models
     normalise [N, C] as [N, C, 1]) is the BatchNormalization on [N, C]: the channels stay axis 1."""
-    graph = Graph(model)
+    graph = ModelIndex(model)
     changed = False
     for squeeze in list(graph.g.node):
         bn = graph.producer.get(squeeze.input[0]) if squeeze.op_type == "Squeeze" else None
@@ -856,7 +858,7 @@ def batchnorm_without_squeezes(model: onnx.ModelProto) -> bool:
         bn.input[0], bn.output[0] = unsqueeze.input[0], squeeze.output[0]
         graph.remove(unsqueeze)
         graph.remove(squeeze)
-        graph = Graph(model)
+        graph = ModelIndex(model)
         changed = True
     return changed
 
@@ -864,7 +866,7 @@ def batchnorm_without_squeezes(model: onnx.ModelProto) -> bool:
 def fold_bias_add(model: onnx.ModelProto) -> bool:
     """Conv or Gemm followed by the Add of a constant per output channel: the constant joins the
     layer's bias."""
-    graph = Graph(model)
+    graph = ModelIndex(model)
     changed = False
     for node in list(graph.g.node):
         if node.op_type not in ("Conv", "Gemm") or graph.constant(node.input[1]) is None:
@@ -894,7 +896,7 @@ def fold_bias_add(model: onnx.ModelProto) -> bool:
             node.input.append(graph.add_constant(f"{node.name}.bias", bias.astype(value.dtype)))
         node.output[0] = add.output[0]
         graph.remove(add)
-        graph = Graph(model)
+        graph = ModelIndex(model)
         changed = True
     return changed
 
@@ -902,7 +904,7 @@ def fold_bias_add(model: onnx.ModelProto) -> bool:
 def reshape_to_flatten(model: onnx.ModelProto) -> bool:
     """A Reshape of (N, C, ...) to (N, C x ...) by a constant shape (torch's flatten, and the old
     Shape -> Gather -> Concat -> Reshape once folded) is a Flatten."""
-    graph = Graph(model)
+    graph = ModelIndex(model)
     changed = False
     for node in graph.g.node:
         if node.op_type != "Reshape" or graph.constant(node.input[1]) is None:
@@ -923,7 +925,7 @@ def reshape_to_flatten(model: onnx.ModelProto) -> bool:
 def reduce_mean_to_global_average_pool(model: onnx.ModelProto) -> bool:
     """ReduceMean over every spatial axis is GlobalAveragePool (followed by a Flatten when it drops
     the reduced axes)."""
-    def replacement(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+    def replacement(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
         axes = attribute(node, "axes")
         if axes is None and len(node.input) > 1 and node.input[1]:
             given = graph.constant(node.input[1])
@@ -953,7 +955,7 @@ def split_concat(model: onnx.ModelProto) -> bool:
 def _chain_of_pairs(model: onnx.ModelProto, op: str, pair_op: str, attributes: Optional[dict]) -> bool:
     """``op`` over several inputs as a chain of two-input ``pair_op`` (attributes: the node's own
     when None)."""
-    def replacement(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+    def replacement(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
         if node.domain not in ("", "ai.onnx") or len(node.input) < 2 or (len(node.input) == 2 and op == pair_op):
             return None
         kept = {a.name: helper.get_attribute_value(a) for a in node.attribute} if attributes is None else attributes
@@ -974,7 +976,7 @@ def zipmap_to_tensor(model: onnx.ModelProto) -> bool:
     tensor into a sequence of {class: probability} maps, which no device passes on: the output
     becomes that tensor itself, its columns in the classes' order (``OrtModel.run`` gives the user's
     model's maps the same form, so the two compare)."""
-    graph = Graph(model)
+    graph = ModelIndex(model)
     changed = False
     for node in list(graph.g.node):
         if node.op_type != "ZipMap" or node.output[0] not in graph.outputs:
@@ -1013,7 +1015,7 @@ PASSES: list[Pass] = [
 # Exact rewrites of ops hls4ml 1.3 cannot convert (or converts wrongly) into ops it converts right;
 # applied to an execution unit's model just before hls4ml (its ONNX reference keeps the op).
 
-def _affine(graph: Graph, name: str, source: str, result: str, scale, shift) -> onnx.NodeProto:
+def _affine(graph: ModelIndex, name: str, source: str, result: str, scale, shift) -> onnx.NodeProto:
     """scale * x + shift per channel, as the BatchNormalization hls4ml converts (mean 0, variance 1,
     epsilon 0: exactly that)."""
     node = helper.make_node("BatchNormalization", [source, "", "", "", ""], [result], name=name)
@@ -1021,7 +1023,7 @@ def _affine(graph: Graph, name: str, source: str, result: str, scale, shift) -> 
     return node
 
 
-def _average_as_depthwise_conv(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+def _average_as_depthwise_conv(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
     if node.op_type == "GlobalAveragePool":
         kernel, strides, pads = shape[2:], [1] * (len(shape) - 2), [0] * (2 * (len(shape) - 2))
     elif attribute(node, "ceil_mode", 0) or (any(attribute(node, "pads", [])) and
@@ -1062,7 +1064,7 @@ def _per_channel(value: np.ndarray, rank: int, channels: int) -> Optional[np.nda
     return np.broadcast_to(aligned.reshape(-1), (channels,)).astype(np.float32)
 
 
-def _arithmetic_as_affine(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+def _arithmetic_as_affine(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
     if len(node.input) != 2:
         return None
     constant = [k for k in (0, 1) if graph.constant(node.input[k]) is not None]
@@ -1086,7 +1088,7 @@ def constant_arithmetic_to_affine(model: onnx.ModelProto) -> bool:
     return _replace_each(model, {"Add", "Sub", "Mul", "Div"}, _arithmetic_as_affine, 0)
 
 
-def _clip_as_relus(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+def _clip_as_relus(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
     bounds = [graph.constant(node.input[k]) if len(node.input) > k and node.input[k] else np.array(default)
               for k, default in ((1, -np.inf), (2, np.inf))]
     if any(b is None or b.size != 1 for b in bounds):
@@ -1115,7 +1117,7 @@ def clip_to_relus(model: onnx.ModelProto) -> bool:
 
 def hard_sigmoid_to_clip(model: onnx.ModelProto) -> bool:
     """HardSigmoid(x) = Clip(alpha x + beta, 0, 1) (hls4ml's ONNX frontend has no HardSigmoid)."""
-    def replacement(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+    def replacement(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
         scaled, ones = f"{node.name}.affine_output", np.ones(shape[1])
         bounds = [graph.add_constant(f"{node.name}.{k}", np.array(v, np.float32))
                   for k, v in (("lo", 0.0), ("hi", 1.0))]
@@ -1128,7 +1130,7 @@ def hard_sigmoid_to_clip(model: onnx.ModelProto) -> bool:
 
 def pad_value_to_zero(model: onnx.ModelProto) -> bool:
     """Pad with a constant c other than 0 is c + Pad(x - c, 0) (hls4ml pads with zeros only)."""
-    def replacement(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+    def replacement(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
         value = graph.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
         if value is None or value.size != 1 or float(value.reshape(-1)[0]) == 0.0:
             return None
@@ -1143,7 +1145,7 @@ def pad_value_to_zero(model: onnx.ModelProto) -> bool:
 
 def gemm_bias(model: onnx.ModelProto) -> bool:
     """A Gemm without C gets a zero bias (qonnx's GemmToMatMul, on the way to hls4ml, needs one)."""
-    def replacement(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+    def replacement(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
         out = graph.shapes.get(node.output[0])
         if (len(node.input) > 2 and node.input[2]) or out is None or len(out) != 2:
             return None
@@ -1156,7 +1158,7 @@ def gemm_bias(model: onnx.ModelProto) -> bool:
     return _replace_each(model, {"Gemm"}, replacement)
 
 
-def _quant_on_integer_codes(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+def _quant_on_integer_codes(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
     parameters = [graph.constant(t) for t in node.input[1:3]]
     if any(p is None for p in parameters):
         return None
@@ -1185,7 +1187,7 @@ def quant_scale_to_affine(model: onnx.ModelProto) -> bool:
     return _replace_each(model, {"Quant"}, _quant_on_integer_codes)
 
 
-def _narrow_unsigned_as_clip(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+def _narrow_unsigned_as_clip(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
     values = [graph.constant(t) for t in node.input[1:4]]
     if attribute(node, "signed", 1) or not attribute(node, "narrow", 0) or \
             any(v is None or v.size != 1 for v in values):
@@ -1208,7 +1210,7 @@ def narrow_unsigned_quant_as_clip(model: onnx.ModelProto) -> bool:
     return _replace_each(model, {"Quant"}, _narrow_unsigned_as_clip, 1)
 
 
-def _bipolar_times_scale(graph: Graph, node: onnx.NodeProto, shape: list[int]):
+def _bipolar_times_scale(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
     scale = graph.constant(node.input[1])
     factor = _per_channel(scale, len(shape), shape[1]) if scale is not None else None
     if factor is None or np.all(factor == 1.0):
@@ -1230,7 +1232,7 @@ def batchnorm_before_sign_as_threshold(model: onnx.ModelProto) -> bool:
     binary activation, as FINN's thresholds compute it) becomes sign(a) * x + b / |a|: the same sign
     (a positive factor does not change it), and a comparison of the layer's exact result with a
     threshold -b / a instead of a product rounded to fixed point near 0. A zero a: b, whose sign it is."""
-    graph = Graph(model)
+    graph = ModelIndex(model)
     changed = False
     for node in graph.g.node:
         reader = graph.sole_consumer(node.output[0]) if node.op_type == "BatchNormalization" else None
@@ -1251,7 +1253,7 @@ def positive_scale_before_relu(model: onnx.ModelProto) -> bool:
     """relu(x) * c + d is relu(c * x) + d for c > 0: a quantizer's scaling step (an affine step with
     positive factors) moves before the ReLU that feeds it, where it merges with the layer's own
     affine step (``fold_batchnorm``), so that one multiply-and-round per channel requantizes."""
-    graph = Graph(model)
+    graph = ModelIndex(model)
     changed = False
     for relu in list(graph.g.node):
         step = graph.sole_consumer(relu.output[0]) if relu.op_type == "Relu" else None
@@ -1270,7 +1272,7 @@ def positive_scale_before_relu(model: onnx.ModelProto) -> bool:
         else:
             relu.output[0] = step.output[0]
             graph.remove(step)
-        graph = Graph(model)
+        graph = ModelIndex(model)
         changed = True
     return changed
 
