@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import fcntl
 import difflib
-import math
 import os
 import shutil
 import sys
@@ -32,10 +31,10 @@ from tqdm import tqdm
 
 from . import budget, memory, rewrites, runtime, units, verify
 from .precision import node_widths
-from .board import BRAM18_BITS, Board, load_board
+from .board import Board, load_board
 from .config import BuildOptions, resolved_config, said, settle_options
 from .board_runtime import resource_of
-from .cost import FLOAT_BYTES, stream_seconds
+from .cost import stream_seconds
 from .cache import BuildCache, digest, toolchain
 from .csim import compile_library
 from .deploy import check_package, synthesize, write_package
@@ -48,13 +47,12 @@ from .model import QUANTIZER_OPS, LoadedModel, load_model
 from .ort_adapter import OrtModel, open_model, run_in_memory
 from .partition import partition_graph
 from .plan_text import empty_fpga_note
-from .plan import (Buffer, Calibration, ExecutionUnit, FpgaFallback, FpgaResources, HlsPort, HlsProject, MemoryPlan,
+from .plan import (Calibration, ExecutionUnit, FpgaFallback, FpgaResources, HlsPort, HlsProject,
                    Plan, PlanEstimate, PlanFormatError, PrecisionSearch, Subfunction, SubfunctionEstimate, UnitHls,
                    Widening, from_dict)
 from .samples import VERIFICATION, edge_sample, hold_out, input_ranges, load_samples, random_samples
 from .subgraph import extract
 
-BRAM18_BYTES = BRAM18_BITS // 8
 BUILD_LOG = "build.log"  # in the build folder, or the kept staging folder of a failed build
 # Chaining the subfunctions on onnxruntime must reproduce the model; only
 # float reassociation inside onnxruntime's kernels may differ.
@@ -467,9 +465,10 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions) -> Pla
     plan = partition(loaded, board, options)
     fold_units(plan, loaded, board, options)
     index = loaded.graph.node_index()
-    plan_memory(plan, loaded, board, options, lambda t: units.element_bytes(options.width),
-                lambda u: units.element_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
-                                                                   for n in u.nodes))
+    memory.plan_memory(plan, loaded.graph, tensor_shapes(loaded), board, options.memory_strategy, options.width,
+                       options.batch, lambda t: units.element_bytes(options.width),
+                       lambda u: units.element_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
+                                                                          for n in u.nodes))
     fpga_times(plan, board)
     return plan
 
@@ -814,8 +813,9 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
             progress.detail(f"      {sub.name}: {len(sub.execution_units)} execution units converted by hls4ml in "
                             f"{time.monotonic() - started:.1f} s")
         # the same plan as `hetdeploy plan` made, on the buffers' real element sizes
-        plan_memory(plan, loaded, board, options, lambda t: precision_bytes(precision[t]),
-                    lambda u: sum(w.size for w in u.hls.ddr_weights), reorder=False)
+        memory.plan_memory(plan, loaded.graph, tensor_shapes(loaded), board, options.memory_strategy, options.width,
+                           options.batch, lambda t: precision_bytes(precision[t]), lambda u: sum(w.size for w in u.hls.ddr_weights),
+                           reorder=False)
         for _, sub in fpga:
             started = time.monotonic()
             weights = {f"{u.name}.weights": u.hls.ddr_weights for u in sub.execution_units if u.weights_in_ddr}
@@ -966,80 +966,6 @@ def rewrite_tops(build_dir: Path) -> Plan:
                 shapes.update(reference.inputs + reference.outputs)
             sub.hls = _write_top(sub, shapes, sub.hls.part, sub.hls.clock_period_ns, sub.hls.max_batch, build_dir)
     return plan
-
-
-def plan_memory(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
-                element_bytes_of: Callable[[str], int], weights_bytes_of: Callable[[ExecutionUnit], int],
-                reorder: bool = True) -> None:
-    """Stage 4: per FPGA subfunction, the unit schedule (``reorder``: the order with the lower
-    peak) and where each buffer lives. The BRAM the units leave free is the target memory of the
-    device's subfunctions, in plan order; then the reserve; then DDR. The weights of units folded
-    with their weights in DDR come first in the DDR region (``weights_bytes_of``: a unit's bytes),
-    resident for good; spilled buffers follow them."""
-    shapes = tensor_shapes(loaded)
-    index = loaded.graph.node_index()
-    for device in (d for d in board.devices if d.kind == "fpga"):
-        subs = [s for s in plan.subfunctions if s.device == device.name]
-        budget = device.budget()["bram18"]
-        used = sum(u.estimate["bram18"] for s in subs for u in s.execution_units)
-        target = max(0, budget - used) * BRAM18_BYTES
-        reserve = (device.resources["bram18"] - budget) * BRAM18_BYTES
-        for sub in subs:
-            sizes = {t: units.buffer_bytes(math.prod(shapes[t]), element_bytes_of(t))
-                     for t in sub.inputs + [t for u in sub.execution_units for t in u.outputs]}
-            if reorder:
-                order = memory.schedule([(u.inputs, u.outputs) for u in sub.execution_units], sizes, sub.inputs,
-                                        sub.outputs)
-                sub.execution_units = [sub.execution_units[k] for k in order]
-            lives = memory.lifetimes([(u.inputs, u.outputs) for u in sub.execution_units], sub.inputs, sub.outputs)
-            requests = [memory.Request(sizes[b.tensor], b.first, b.last) for b in lives]
-            footprints = {s: memory.footprint(requests, memory.place(requests, s), "bram")
-                          for s in memory.STRATEGIES}
-            strategy = options.memory_strategy
-            if strategy == "auto":  # the smallest footprint; greedy on a tie
-                strategy = min(memory.STRATEGIES, key=lambda s: (footprints[s], s != "greedy"))
-            placements = memory.place(requests, strategy, target, reserve)
-            used_in = {m: memory.footprint(requests, placements, m) for m in memory.MEMORIES}
-            readers = {b.tensor: 1 + sum(b.tensor in u.inputs for u in sub.execution_units) for b in lives}
-            ddr_traffic = sum(r.size * readers[b.tensor]
-                              for b, r, p in zip(lives, requests, placements) if p.memory == "ddr")
-            weights, weights_end, weight_traffic = [], 0, 0
-            for unit in (u for u in sub.execution_units if u.weights_in_ddr):
-                size = units.buffer_bytes(weights_bytes_of(unit), 1)
-                weights.append(Buffer(f"{unit.name}.weights", "ddr", weights_end, size, 0,
-                                      len(sub.execution_units) - 1, f"ap_fixed<{options.width},6>", kind="weights"))
-                weights_end += size
-                # read once per output vector (per pixel of a convolution)
-                unit_graph = units.Unit(unit.pe, [index[n] for n in unit.nodes])
-                weight_traffic += size * units.unit_shape(loaded.graph, unit_graph).vectors
-            sub.memory = MemoryPlan(
-                strategy=strategy, target_bytes=target, reserved_bytes=reserve,
-                reserved_used_bytes=used_in["reserved"], bram_bytes=used_in["bram"],
-                ddr_bytes=weights_end + used_in["ddr"], lower_bound_bytes=memory.lower_bound(requests),
-                ddr_transfer_s=ddr_traffic / device.memory.bandwidth_bytes_per_s,
-                ddr_weights_s=weight_traffic / device.memory.bandwidth_bytes_per_s, footprints=footprints,
-                buffers=weights + [Buffer(b.tensor, p.memory, p.offset + (weights_end if p.memory == "ddr" else 0),
-                                          r.size, b.first, b.last, f"ap_fixed<{options.width},6>")
-                                   for b, r, p in zip(lives, requests, placements)],
-                batch_bytes=2 * options.batch * FLOAT_BYTES * sum(math.prod(shapes[t]) for t in sub.inputs + sub.outputs))
-            target -= used_in["bram"]
-            reserve -= used_in["reserved"]
-        _check_ddr(device, subs, shapes, options.batch)
-
-
-def _check_ddr(device, subs: list[Subfunction], shapes: dict[str, list[int]], batch: int) -> None:
-    """The FPGA's DDR holds its subfunctions' DDR weights, spills and batch buffers, and every batched
-    port stays within the C int indices of the top (one line naming --batch when not)."""
-    largest = max((math.prod(shapes[t]) for s in subs for t in s.inputs + s.outputs), default=0)
-    if batch * largest * FLOAT_BYTES >= 2 ** 31:
-        raise UserError(f"--batch {batch}: a port of {largest:,} values takes {batch * largest * FLOAT_BYTES:,} bytes "
-                        f"a batch, more than an FPGA core's port addresses (2 GiB); take a smaller batch")
-    needed = sum(s.memory.ddr_bytes + s.memory.batch_bytes for s in subs)
-    if needed > device.memory.bytes:
-        batches = sum(s.memory.batch_bytes for s in subs)
-        raise UserError(f"--batch {batch}: {device.name}'s DDR holds {device.memory.bytes / 2**20:,.4g} MiB, its "
-                        f"subfunctions need {needed / 2**20:,.4g} MiB ({batches / 2**20:,.4g} MiB of it the batch "
-                        f"buffers, two sets); take a smaller batch")
 
 
 def verify_csim(plan: Plan, build_dir: Path, samples,

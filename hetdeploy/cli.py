@@ -18,7 +18,6 @@ import numpy as np
 from . import __version__, config, processes
 from .errors import UserError
 from .cache import LIMIT_VARIABLE
-from .plan import duration
 from .plan_text import build_table, plan_table
 
 

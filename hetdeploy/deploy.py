@@ -139,7 +139,7 @@ def write_package(plan: Plan, board: Board, build_dir: Path) -> None:
              f"The scripts\n   were written for those versions and never run where this package was built."] \
         if fpga else []
     on_board = identifier(Path(plan.source_model).stem)  # the folder on the board
-    steps += [f"Copy this folder to the board"
+    steps += ["Copy this folder to the board"
               + (f", without `{HARDWARE}/` (the board needs none of it), e.g. `rsync -a --exclude {HARDWARE} deploy/ "
                  f"xilinx@pynq:~/{on_board}/`." if fpga else f", e.g. `scp -r deploy xilinx@pynq:~/{on_board}`."),
               "On the board: `pip install onnxruntime numpy`" + (" (pynq comes with the image)." if fpga else "."),

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
-import math
 import re
 import threading
 import traceback

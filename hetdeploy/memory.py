@@ -1,6 +1,8 @@
 """Stage 4b: buffers of an FPGA subfunction and where they live in its memories.
 
-Pure functions over plain data (no onnx, no hls4ml; numpy for the lower bound). A subfunction runs its execution units one
+``plan_memory`` is the policy over a plan: the BRAM the units leave free is the target memory of the
+device's subfunctions, in plan order; then the reserve; then DDR. Below it, pure functions over plain data
+(no onnx, no hls4ml; numpy for the lower bound). A subfunction runs its execution units one
 after the other (schedule step k = unit k). A buffer is a tensor the units exchange: a subfunction
 input (written by the top before step 0), or a unit's output; it is live from the step that writes
 it to the last step that reads it, and a subfunction output stays live to the last step (the top
@@ -27,14 +29,20 @@ order follows (swap two buffers, keep what is no worse).
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass
 from itertools import chain
-from typing import NamedTuple, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from . import exact_packing
+from . import exact_packing, units
+from .board import BRAM18_BITS, Board
+from .cost import FLOAT_BYTES
+from .errors import UserError
+from .graph import Graph
+from .plan import Buffer, ExecutionUnit, MemoryPlan, Plan, Subfunction
 
 STRATEGIES = ("refcount", "greedy", "fastest")
 MEMORIES = ("bram", "reserved", "ddr")
@@ -329,3 +337,82 @@ def schedule(steps: Sequence[tuple[Sequence[str], Sequence[str]]], sizes: dict[s
         return lower_bound([Request(sizes[b.tensor], b.first, b.last) for b in lives])
 
     return min(candidates, key=peak)  # min keeps the first of equals: the given order on ties
+
+
+BRAM18_BYTES = BRAM18_BITS // 8
+
+
+def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: Board, policy: str, width: int,
+                batch: int, element_bytes_of: Callable[[str], int], weights_bytes_of: Callable[[ExecutionUnit], int],
+                reorder: bool = True) -> None:
+    """The memory policy, per FPGA subfunction of ``plan``: the unit schedule (``reorder``: the order with the lower
+    peak) and where each buffer lives by ``policy`` (a strategy, or "auto": the smallest footprint), ``width``
+    the bits of a value (its placeholder type), ``batch`` the samples a batch buffer holds (``shapes``: each
+    tensor's). the unit schedule (``reorder``: the order with the lower
+    peak) and where each buffer lives. The BRAM the units leave free is the target memory of the
+    device's subfunctions, in plan order; then the reserve; then DDR. The weights of units folded
+    with their weights in DDR come first in the DDR region (``weights_bytes_of``: a unit's bytes),
+    resident for good; spilled buffers follow them."""
+    index = graph.node_index()
+    for device in (d for d in board.devices if d.kind == "fpga"):
+        subs = [s for s in plan.subfunctions if s.device == device.name]
+        budget = device.budget()["bram18"]
+        used = sum(u.estimate["bram18"] for s in subs for u in s.execution_units)
+        target = max(0, budget - used) * BRAM18_BYTES
+        reserve = (device.resources["bram18"] - budget) * BRAM18_BYTES
+        for sub in subs:
+            sizes = {t: units.buffer_bytes(math.prod(shapes[t]), element_bytes_of(t))
+                     for t in sub.inputs + [t for u in sub.execution_units for t in u.outputs]}
+            if reorder:
+                order = schedule([(u.inputs, u.outputs) for u in sub.execution_units], sizes, sub.inputs,
+                                        sub.outputs)
+                sub.execution_units = [sub.execution_units[k] for k in order]
+            lives = lifetimes([(u.inputs, u.outputs) for u in sub.execution_units], sub.inputs, sub.outputs)
+            requests = [Request(sizes[b.tensor], b.first, b.last) for b in lives]
+            footprints = {s: footprint(requests, place(requests, s), "bram")
+                          for s in STRATEGIES}
+            strategy = policy
+            if strategy == "auto":  # the smallest footprint; greedy on a tie
+                strategy = min(STRATEGIES, key=lambda s: (footprints[s], s != "greedy"))
+            placements = place(requests, strategy, target, reserve)
+            used_in = {m: footprint(requests, placements, m) for m in MEMORIES}
+            readers = {b.tensor: 1 + sum(b.tensor in u.inputs for u in sub.execution_units) for b in lives}
+            ddr_traffic = sum(r.size * readers[b.tensor]
+                              for b, r, p in zip(lives, requests, placements) if p.memory == "ddr")
+            weights, weights_end, weight_traffic = [], 0, 0
+            for unit in (u for u in sub.execution_units if u.weights_in_ddr):
+                size = units.buffer_bytes(weights_bytes_of(unit), 1)
+                weights.append(Buffer(f"{unit.name}.weights", "ddr", weights_end, size, 0,
+                                      len(sub.execution_units) - 1, f"ap_fixed<{width},6>", kind="weights"))
+                weights_end += size
+                # read once per output vector (per pixel of a convolution)
+                unit_graph = units.Unit(unit.pe, [index[n] for n in unit.nodes])
+                weight_traffic += size * units.unit_shape(graph, unit_graph).vectors
+            sub.memory = MemoryPlan(
+                strategy=strategy, target_bytes=target, reserved_bytes=reserve,
+                reserved_used_bytes=used_in["reserved"], bram_bytes=used_in["bram"],
+                ddr_bytes=weights_end + used_in["ddr"], lower_bound_bytes=lower_bound(requests),
+                ddr_transfer_s=ddr_traffic / device.memory.bandwidth_bytes_per_s,
+                ddr_weights_s=weight_traffic / device.memory.bandwidth_bytes_per_s, footprints=footprints,
+                buffers=weights + [Buffer(b.tensor, p.memory, p.offset + (weights_end if p.memory == "ddr" else 0),
+                                          r.size, b.first, b.last, f"ap_fixed<{width},6>")
+                                   for b, r, p in zip(lives, requests, placements)],
+                batch_bytes=2 * batch * FLOAT_BYTES * sum(math.prod(shapes[t]) for t in sub.inputs + sub.outputs))
+            target -= used_in["bram"]
+            reserve -= used_in["reserved"]
+        _check_ddr(device, subs, shapes, batch)
+
+
+def _check_ddr(device, subs: list[Subfunction], shapes: dict[str, list[int]], batch: int) -> None:
+    """The FPGA's DDR holds its subfunctions' DDR weights, spills and batch buffers, and every batched
+    port stays within the C int indices of the top (one line naming --batch when not)."""
+    largest = max((math.prod(shapes[t]) for s in subs for t in s.inputs + s.outputs), default=0)
+    if batch * largest * FLOAT_BYTES >= 2 ** 31:
+        raise UserError(f"--batch {batch}: a port of {largest:,} values takes {batch * largest * FLOAT_BYTES:,} bytes "
+                        f"a batch, more than an FPGA core's port addresses (2 GiB); take a smaller batch")
+    needed = sum(s.memory.ddr_bytes + s.memory.batch_bytes for s in subs)
+    if needed > device.memory.bytes:
+        batches = sum(s.memory.batch_bytes for s in subs)
+        raise UserError(f"--batch {batch}: {device.name}'s DDR holds {device.memory.bytes / 2**20:,.4g} MiB, its "
+                        f"subfunctions need {needed / 2**20:,.4g} MiB ({batches / 2**20:,.4g} MiB of it the batch "
+                        f"buffers, two sets); take a smaller batch")

@@ -147,7 +147,7 @@ def test_builds_on_one_worker_of_four_threads_equal_the_local_clusters_and_keep_
     grid = dict(boards=["pynq-z2"], widths=[8, 10, 12, 16], policies=["support"], build=True, cache=None)
     with running_cluster(tmp_path, threads=4) as address:
         remote = hetdeploy.sweep(model, **grid, output=tmp_path / "remote", scheduler=address)
-    local = hetdeploy.sweep(model, **grid, output=tmp_path / "local", workers=1)
+    hetdeploy.sweep(model, **grid, output=tmp_path / "local", workers=1)
     assert len(remote) == 4 and all(r["status"] == "ok" and r["verified"] for r in remote), remote
     assert (tmp_path / "remote" / "results.json").read_bytes() == (tmp_path / "local" / "results.json").read_bytes()
     logs = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("hls4ml_convert.log"))
