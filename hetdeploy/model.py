@@ -77,6 +77,14 @@ class LoadedModel:
     traced: dict[str, Optional[str]]
     notes: list[str] = field(default_factory=list)  # what intake changed that the user should hear of
 
+    def tensor_shapes(self) -> dict[str, list[int]]:
+        """Every tensor of the normalised graph -> its shape (the user's inputs as fed)."""
+        shapes = {t.name: t.shape for t in self.inputs}
+        for node in self.graph.nodes:
+            shapes.update(zip(node.inputs, node.input_shapes))
+            shapes.update(zip(node.outputs, node.output_shapes))
+        return shapes
+
 
 def load_model(path: str | Path) -> LoadedModel:
     path = Path(path)

@@ -161,7 +161,7 @@ def sweep(model: Path, points: list[Point], base: BuildOptions, output: Path, bu
     """Every point of ``points`` evaluated on Dask (a local cluster of ``workers`` processes, else the
     one at ``scheduler``), recorded in ``output``; the records of ``points``, in their order.
     ``progress``: gets a line per point done; ``bar``: a progress bar instead (on a terminal)."""
-    from .build import check_output, output_lock
+    from .output import check_output, output_lock
 
     model, output = Path(model).resolve(), Path(output)
     base = _checked_base(model, points, base, build, labels)
@@ -261,7 +261,7 @@ def _clear_interrupted_builds(builds: Path) -> None:
     cluster cannot clean up after itself); a build still running holds its lock and is left alone."""
     import shutil
 
-    from .build import output_lock
+    from .output import output_lock
 
     for partial in sorted(builds.glob(".*.partial-*")):
         name = partial.name[1:partial.name.rindex(".partial-")]

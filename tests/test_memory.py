@@ -238,7 +238,7 @@ def test_overlapping_live_buffers_make_csimulation_disagree(tmp_path):
 
     import onnx
 
-    from hetdeploy.build import rewrite_tops
+    from hetdeploy.fpga import rewrite_tops
     from hetdeploy.cli import main
     from hetdeploy.emulate import emulate
 
