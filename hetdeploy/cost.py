@@ -152,7 +152,7 @@ def fpga_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
     """An FPGA node's time: the execution-unit estimate (units.estimate: arithmetic, DDR weights,
     moving its buffers, the pipeline's depth) of the node as its own unit at the least folding that
     fits the FPGA by itself, at the FPGA's clock. The folding stage folds units further where they share the chip;
-    the plan then takes their cycles (build.fpga_times): one cost for the FPGA everywhere."""
+    the plan then takes their cycles (planning.fpga_times): one cost for the FPGA everywhere."""
     shape = units.unit_shape(graph, units.Unit("", [index]))
     rate = units.ddr_bytes_per_cycle(device)
     budget = device.budget()

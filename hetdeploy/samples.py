@@ -3,14 +3,19 @@ into those that size its fixed-point types and those it verifies on, which never
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .errors import UserError, first_line, input_file
-from .plan import TensorSpec
+from .plan import Calibration, TensorSpec
+
+if TYPE_CHECKING:
+    from .config import BuildOptions
 
 
 # Random streams drawn from one --seed: the sizing samples are stream 0 (``default_rng(seed)``, as
@@ -155,3 +160,60 @@ def _load(path: Path, what: str) -> np.ndarray | dict[str, np.ndarray]:
         return loaded
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:  # object arrays, truncated, empty
         raise UserError(f"{path}: not a readable .npy/.npz file of numbers ({first_line(err)})") from None
+
+
+@dataclasses.dataclass
+class BuildSamples:
+    """What a build sizes its fixed-point types on and what it verifies on: never the same samples."""
+
+    sizing: list[dict[str, np.ndarray]]
+    verification: list[dict[str, np.ndarray]]
+    held_out: list[int]  # the --calibration samples verified on (their indices), when held out of it
+    calibration: Calibration
+
+
+def build_samples(options: BuildOptions, specs) -> BuildSamples:
+    """--calibration's samples less a held-out quarter (``samples.hold_out``), which verification
+    takes, or all of them when --verify-input gives those; without --calibration, --samples random
+    ones (stream SIZING of --seed), verified on as many of another stream (VERIFICATION) and one
+    stretched onto the edges of the sized ranges (``samples.edge_sample``)."""
+    held: list[int] = []
+    if options.calibration:
+        given = load_samples(options.calibration, specs)
+        name = Path(options.calibration).name
+        if options.verify_input:
+            sizing, verification = given, load_samples(options.verify_input, specs)
+            where = f"the {len(verification)} samples of {Path(options.verify_input).name}"
+        elif len(given) < 2:
+            raise UserError(f"{options.calibration}: holds one sample; a build sizes its types on some samples and "
+                            f"verifies on others: give two or more (a quarter are held out) or --verify-input Y.npy")
+        else:
+            sizing, held = hold_out(given, options.seed)
+            verification = [given[i] for i in held]
+            where = f"{len(held)} of the {len(given)} samples of {name}, held out (never sized on)"
+        return BuildSamples(sizing, verification, held,
+                            Calibration("file", len(sizing), name, input_ranges(sizing), len(verification), where))
+    sizing = random_samples(specs, options.samples, options.seed)
+    ranges = input_ranges(sizing)
+    if options.verify_input:
+        verification = load_samples(options.verify_input, specs)
+        where = f"the {len(verification)} samples of {Path(options.verify_input).name}"
+    else:
+        verification = random_samples(specs, options.samples, options.seed, VERIFICATION)
+        where = f"{len(verification)} other synthetic samples (seed {options.seed}, another stream)"
+        if any(s.dtype.startswith("float") for s in specs):
+            verification.append(edge_sample(verification[0], ranges))
+            where += " and 1 stretched onto the edges of the sized ranges"
+    return BuildSamples(sizing, verification, held,
+                        Calibration("synthetic", len(sizing), "", ranges, len(verification), where))
+
+
+def calibration_note(calibration: Calibration, seed: int) -> str:
+    """Where the FPGA's fixed-point ranges come from, said plainly (synthetic data is a guess), and
+    what the build verifies on."""
+    ranges = ", ".join(f"'{name}' {low:.3g} to {high:.3g}" for name, (low, high) in calibration.input_ranges.items())
+    verified = f"; verified on {calibration.verification}"
+    if calibration.source == "file":
+        return f"      precision sized on {calibration.samples} samples of {calibration.file}: {ranges}{verified}"
+    return (f"      precision sized on {calibration.samples} SYNTHETIC N(0, 1) samples (seed {seed}), not on your "
+            f"data: it assumes inputs like {ranges}; pass --calibration X.npy with real inputs{verified}")

@@ -90,7 +90,8 @@ def evaluate(point: Point, base: BuildOptions, builds: Optional[str], labels: Op
     """``point``'s record: plan it (``builds``: build it into ``builds/<point>`` and emulate it against
     the model on the samples the build verified on, which it did not size on). Never raises: a failure
     is recorded with its one line (and the traceback when it is a bug of hetdeploy's)."""
-    from .build import build, build_samples, plan_stages
+    from .build import build, plan_stages
+    from .samples import build_samples
     from .emulate import emulate_samples, load_build
     from .samples import load_labels
 

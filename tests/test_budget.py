@@ -10,7 +10,9 @@ import pytest
 import networks
 from hetdeploy import budget, runtime
 from hetdeploy.board import load_board
-from hetdeploy.build import BuildOptions, build, build_samples, settle_options
+from hetdeploy.build import BuildOptions, build
+from hetdeploy.config import settle_options
+from hetdeploy.samples import build_samples
 from hetdeploy.cli import main
 from hetdeploy.graph import Graph, Node
 from hetdeploy.model import load_model

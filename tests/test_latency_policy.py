@@ -1,7 +1,6 @@
 """The cost model and the latency policy, as pure functions over graphs and the shipped boards."""
 
 import dataclasses
-import importlib
 import json
 from pathlib import Path
 
@@ -322,26 +321,27 @@ def test_a_plan_that_folding_makes_slower_than_the_host_becomes_all_on_the_host(
     from hetdeploy.config import BuildOptions
     from hetdeploy.model import load_model
 
-    build = importlib.import_module("hetdeploy.build")  # the package's `build` is the API function
+    from hetdeploy import planning
+
     path = tmp_path / "alexnet_style.onnx"
     onnx.save(networks.NETWORKS["alexnet_style"](), str(path))
     loaded, board = load_model(path), load_board("pynq-z2")
     options = BuildOptions(path, "pynq-z2", tmp_path)
-    plan = build.folded_plan(loaded, board, options)
+    plan = planning.folded_plan(loaded, board, options)
     assert any(s.kind == "fpga" for s in plan.subfunctions)
-    assert build.against_baselines(plan, loaded, board, options) is plan  # as priced, the FPGA pays
+    assert planning.against_baselines(plan, loaded, board, options) is plan  # as priced, the FPGA pays
 
-    real = build.fpga_times
+    real = planning.fpga_times
 
     def slow_fpga(plan, board):  # every unit a million times its cycles
         for unit in (u for s in plan.subfunctions for u in s.execution_units):
             unit.estimate["latency_cycles"] *= 10**6
         real(plan, board)
 
-    monkeypatch.setattr(build, "fpga_times", slow_fpga)
-    slow = build.folded_plan(loaded, board, options)
-    chosen = build.against_baselines(slow, loaded, board, options)
+    monkeypatch.setattr(planning, "fpga_times", slow_fpga)
+    slow = planning.folded_plan(loaded, board, options)
+    chosen = planning.against_baselines(slow, loaded, board, options)
     assert [s.device for s in chosen.subfunctions] == [board.host] and chosen.policy == "latency"
     assert chosen.estimate.latency_s == pytest.approx(slow.estimate.all_cpu_latency_s)
     assert slow.estimate.all_cpu_latency_s < slow.estimate.latency_s
-    assert build.against_baselines(slow, loaded, board, dataclasses.replace(options, objective="throughput")) is slow
+    assert planning.against_baselines(slow, loaded, board, dataclasses.replace(options, objective="throughput")) is slow

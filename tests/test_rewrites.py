@@ -265,7 +265,8 @@ def test_model_zoo_topologies_plan_on_every_board_with_every_node_accounted_for(
     """Every node of the user's model placed, folded into one placed, or removed; and the latency policy's
     plan, folded and estimated as `plan` does, never estimated slower than a support plan that fits nor
     than all on the host CPU."""
-    from hetdeploy.build import BuildOptions, against_baselines, folded_plan, map_nodes
+    from hetdeploy.build import BuildOptions
+    from hetdeploy.planning import against_baselines, folded_plan, map_nodes
 
     loaded = load_model(ZOO / f"{name}.onnx")
     user_nodes = [n.name or f"{n.op_type}_{k}" for k, n in enumerate(onnx.load(str(ZOO / f"{name}.onnx")).graph.node)]

@@ -160,7 +160,7 @@ def test_the_build_verifies_on_samples_it_did_not_size_on_and_says_so(tmp_path, 
     C-simulation checks; plan.json and the build's lines say both counts. Without --calibration the
     verification samples come from another seed stream, with one at the edges of the sized range;
     emulate without --input draws a sample of a third stream and says so."""
-    from hetdeploy.build import build_samples
+    from hetdeploy.samples import build_samples
     from hetdeploy.config import BuildOptions
     from hetdeploy.model import load_model
     from hetdeploy.samples import hold_out
