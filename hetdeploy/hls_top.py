@@ -121,15 +121,10 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
         ports += "".join(f", {p.port}_t {p.port}[{p.values}]" for p in every_weight)
         names += ["ddr"] + [p.port for p in every_weight]
         csim_memory = f"static hetdeploy::word_t ddr[{ddr_words}];\n"
-        load_ddr = (f"// the DDR region's contents before the first call (the DDR weights: {DDR_IMAGE})\n"
-                    f"int {sub}_load_ddr(const hetdeploy::byte_t *image, int bytes) {{\n"
-                    f"    if (bytes < 0 || bytes > {ddr_words * units.ARENA_WORD_BYTES}) return 1;\n"
-                    f"    hetdeploy::load_bytes(ddr, image, bytes);\n"
-                    f"    return 0;\n"
-                    f"}}\n")
-    interface = "".join(f"#pragma HLS INTERFACE m_axi port={name} offset=slave bundle=gmem"
-                        + (f" depth={depth[name]}" if name in depth else "") + "\n" for name in names)
-    interface += "#pragma HLS INTERFACE s_axilite port=samples\n#pragma HLS INTERFACE s_axilite port=return\n"
+        load_ddr = template("top_load_ddr.cpp.in").substitute(image=DDR_IMAGE, subfunction=sub,
+                                                               bytes=ddr_words * units.ARENA_WORD_BYTES)
+    m_axi_ports = "".join(template("top_m_axi_port.cpp.in").substitute(
+        port=name, depth=f" depth={depth[name]}" if name in depth else "") for name in names)
     base = {"bram": "arena", "reserved": "reserve", "ddr": "ddr"}
 
     def at(tensor: str) -> str:
@@ -147,7 +142,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     entries = [_unit_entry(unit, types, source.shapes, ports_of[unit.name]) for unit in source.units]
     (project_dir / f"{sub}_top.cpp").write_text(template("top.cpp.in").substitute(
         subfunction=sub, buffer_types=buffer_types, ports=ports, float_ports=float_ports,
-        arguments=", ".join(names), interface=interface, csim_memory=csim_memory, load_ddr=load_ddr,
+        arguments=", ".join(names), m_axi_ports=m_axi_ports, csim_memory=csim_memory, load_ddr=load_ddr,
         load_weights=_load_weights(every_weight), arena_words=arena_words, reserve_words=reserve_words,
         max_batch=batch,
         body="".join(body), unit_entries="\n".join(entries)))
@@ -221,14 +216,8 @@ def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], weigh
             element = f"{ns}::{port.hls_type}"
             if direction == "in":
                 if stream:  # a pixel's channels a cycle, from the words they lie in
-                    body.append(
-                        f"    hls::stream<{element}> {var}_data(\"{var}\");\n"
-                        f"    for (int i = 0; i < {values // port.pack}; i++) {{\n"
-                        f"#pragma HLS PIPELINE\n"
-                        f"        {element} pixel;\n"
-                        f"        hetdeploy::read_run<{var}_t, {port.pack}>({var}, i, pixel.data);\n"
-                        f"        {var}_data.write(pixel);\n"
-                        f"    }}\n")
+                    body.append(template("unit_stream_in.cpp.in").substitute(
+                        element=element, var=var, words=values // port.pack, pack=port.pack))
                 else:
                     body.append(f"    {element} {var}_data[{values}];\n"
                                 f"    hetdeploy::read_array<{var}_t>({var}, {var}_data, {values});\n")
@@ -239,13 +228,9 @@ def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], weigh
     body.append(f"    {ns}::{ns}({', '.join(streams + [p.port for p in weights])});\n")
     for k, port in enumerate(hls.outputs):
         var, values = f"out_{k}", _values(port.shape)
-        if stream:
-            body.append(
-                f"    for (int i = 0; i < {values // port.pack}; i++) {{\n"
-                f"#pragma HLS PIPELINE\n"
-                f"        {ns}::{port.hls_type} pixel = {var}_data.read();\n"
-                f"        hetdeploy::write_run<{var}_t, {port.pack}>({var}, i, pixel.data);\n"
-                f"    }}\n")
+        if stream:  # a pixel's channels a cycle, into the words they lie in
+            body.append(template("unit_stream_out.cpp.in").substitute(
+                element=f"{ns}::{port.hls_type}", var=var, words=values // port.pack, pack=port.pack))
         else:
             body.append(f"    hetdeploy::write_array<{var}_t>({var}, {var}_data, {values});\n")
     unit_dir = project_dir / "units" / unit.name
