@@ -8,7 +8,8 @@ zcu104, under the support policy so that the FPGA path is taken): `plan --json`,
 every source file it generates (subfunction models, hls4ml projects, our tops, Makefiles and Tcl), the
 deployment package, and `emulate --json`. `record` writes their SHA-256 digests to FILE (JSON);
 `compare` builds again and prints each case whose bytes differ, file by file, exiting 1 if any does.
-Compiled objects, libraries and logs are left out (they hold times and absolute paths). `--quick`
+Compiled objects, libraries and logs are left out (they hold times and absolute paths); the checkout's
+own path is read as <root> (plan.json names the model by its path). `--quick`
 runs the first two cases only. Run by hand: about 15 minutes on two cores with a warm build cache.
 """
 
@@ -42,7 +43,9 @@ def hetdeploy(*args: str) -> str:
 
 
 def digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    """SHA-256 of ``data`` with this checkout's path as <root>: plan.json names the model by its path, and a
+    recording made in another worktree must compare."""
+    return hashlib.sha256(data.replace(str(ROOT).encode(), b"<root>")).hexdigest()
 
 
 def fingerprint(model: Path, board: str) -> dict[str, str]:
