@@ -12,13 +12,43 @@ from .capture import captured_stdout
 from .errors import UserError, first_line
 
 
+def _transform(model: onnx.ModelProto, transformation) -> onnx.ModelProto:
+    """``model`` through a qonnx transformation, the tensors it names anew renamed in the order the
+    graph reaches them: qonnx names them by random strings (``util.basic.random_string``), and the
+    same model must give the same bytes."""
+    from qonnx.core.modelwrapper import ModelWrapper
+
+    graph = model.graph
+    before = {t for n in graph.node for t in list(n.input) + list(n.output)} | \
+        {t.name for t in list(graph.initializer) + list(graph.input) + list(graph.output) + list(graph.value_info)}
+    with captured_stdout():
+        result = ModelWrapper(model).transform(transformation).model
+    graph = result.graph
+    reached = [t for n in graph.node for t in list(n.input) + list(n.output)] + \
+        [t.name for t in list(graph.initializer) + list(graph.value_info)]
+    new = [t for t in dict.fromkeys(reached) if t and t not in before]
+    taken = before | set(reached)
+    renamed, k = {}, 0
+    for name in new:
+        while f"qonnx_{k}" in taken:
+            k += 1
+        renamed[name] = f"qonnx_{k}"
+        taken.add(renamed[name])
+    for node in graph.node:
+        node.input[:] = [renamed.get(t, t) for t in node.input]
+        node.output[:] = [renamed.get(t, t) for t in node.output]
+    for value in list(graph.initializer) + list(graph.value_info) + list(graph.input) + list(graph.output):
+        value.name = renamed.get(value.name, value.name)
+    for annotation in graph.quantization_annotation:  # qonnx's datatypes, by tensor
+        annotation.tensor_name = renamed.get(annotation.tensor_name, annotation.tensor_name)
+    return result
+
+
 def infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     """qonnx's shape inference, which stands each custom op in with a standard one of its shape."""
-    from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.infer_shapes import InferShapes
 
-    with captured_stdout():
-        return ModelWrapper(model).transform(InferShapes()).model
+    return _transform(model, InferShapes())
 
 
 class QonnxModel:
@@ -83,22 +113,17 @@ def known_rounding_mode(mode: str) -> bool:
 def qdq_pairs_to_quant(model: onnx.ModelProto) -> onnx.ModelProto:
     """Each QuantizeLinear -> (Clip ->) DequantizeLinear pair as one QONNX Quant (qonnx's
     QCDQToQuant): one node that fixes a tensor's precision, which the FPGA takes as that."""
-    from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.qcdq_to_qonnx import QCDQToQuant
 
-    model = _drop_per_tensor_axes(model)
-    with captured_stdout():
-        return ModelWrapper(model).transform(QCDQToQuant()).model
+    return _transform(_drop_per_tensor_axes(model), QCDQToQuant())
 
 
 def fold_constant_quantizers(model: onnx.ModelProto) -> onnx.ModelProto:
     """Quantizers of constants (weights, biases) replaced by the values they give (qonnx's
     FoldConstants, quantizers included): the layers then read quantized constants."""
-    from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.transformation.fold_constants import FoldConstants
 
-    with captured_stdout():
-        return ModelWrapper(model).transform(FoldConstants(exclude_op_types=[])).model
+    return _transform(model, FoldConstants(exclude_op_types=[]))
 
 
 def _drop_per_tensor_axes(model: onnx.ModelProto) -> onnx.ModelProto:
