@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -44,8 +43,7 @@ def fidelity(build_dir: Path) -> dict:
     samples = build_samples(options, loaded.inputs)
     sizing, verification = ([runtime.model_feeds(loaded.input_reshapes, s) for s in chosen]
                             for chosen in (samples.sizing, samples.verification))
-    groups = {u.nodes[0]: u.nodes for u in sub.execution_units}
-    widths = {u.nodes[0]: int(re.match(r"ap_u?fixed<(\d+)", u.precision).group(1)) for u in sub.execution_units}
+    groups, widths = budget.built_layers(sub.execution_units)
     simulated = budget.error_function(loaded.model, groups, sizing, run_in_memory, measured_on=verification)(widths)
     built = max(o.max_abs_error / o.peak for o in sub.verification.outputs)
     return {"build": str(build_dir), "model": str(options.model), "board": options.board, "widths": widths,

@@ -6,7 +6,7 @@ candidate width (integer bits from the calibration range, as ``hls4ml_adapter`` 
 by ``precision.weight_fixed``), as Brevitas and QKeras simulate quantization in training; the
 simulated model runs on onnxruntime. The layers are the build's execution units (``units.split_units``
 on the board's FPGA), accumulators are exact in the generated HLS as here, and a Softmax reads the
-lookup tables the build gives hls4ml's stable Softmax (``softmax_tables``), so for the widths the
+lookup tables the build gives hls4ml's stable Softmax (``precision.SoftmaxTables``), so for the widths the
 build ends with the simulated error is the C-simulation's on the same samples. Not simulated
 bit for bit: the table activations (``units.TABLE_OPS``: Sigmoid, Tanh, ...), rounded at their
 output as any layer; the build verifies the chosen widths in C-simulation, which has the last word
@@ -26,7 +26,9 @@ from onnx import helper, numpy_helper
 
 from .board import Device
 from .graph import Graph
+from .hls_top import precision_width
 from .precision import SoftmaxTables, fixed_grid, integer_bits, quantize, weight_fixed
+from .rewrites import tensor_shapes
 from .units import LOOKUP_TABLE_SIZE, split_units
 from .verify import SubfunctionCheck
 
@@ -113,8 +115,7 @@ def _table_softmax(nodes: list, inits: list, tensor: str, axis: int, tables: Sof
                    opset: int) -> str:
     """Nodes computing hls4ml's stable Softmax of ``tensor`` (already in its fixed-point type) with
     ``tables``, in float64 (every value on its grid exactly), before the rounding to its result type."""
-    exp_shift = 2.0 ** (tables.exp_size.bit_length() - 1 - tables.input_integer)
-    sum_shift = 2.0 ** (tables.table_size.bit_length() - 1 - tables.sum_bits)
+    exp_shift, sum_shift = 1.0 / tables.exp_step, 1.0 / tables.sum_step  # value -> table index
     constants = {f"{name}.exp_table": tables.exp_table(), f"{name}.inverse_table": tables.inverse_table(),
                  f"{name}.exp_shift": exp_shift, f"{name}.sum_shift": sum_shift,
                  f"{name}.max.axes": np.array([axis], np.int64), f"{name}.sum.axes": np.array([axis], np.int64)}
@@ -129,8 +130,8 @@ def _table_softmax(nodes: list, inits: list, tensor: str, axis: int, tables: Sof
               helper.make_node("Cast", [f"{name}.d_floor"], [f"{name}.d_index"], to=onnx.TensorProto.INT64),
               helper.make_node("Gather", [f"{name}.exp_table", f"{name}.d_index"], [f"{name}.exp"]),
               _reduce("ReduceSum", f"{name}.exp", axis, f"{name}.sum", opset)]
-    held = _fake_fixed(nodes, inits, f"{name}.sum", 18, tables.sum_bits, f"{name}.sum_fixed", signed=False,
-                       dtype=np.float64)
+    held = _fake_fixed(nodes, inits, f"{name}.sum", tables.TABLE_WIDTH, tables.sum_bits, f"{name}.sum_fixed",
+                       signed=False, dtype=np.float64)
     nodes += [helper.make_node("Mul", [held, f"{name}.sum_shift"], [f"{name}.s_scaled"]),
               helper.make_node("Floor", [f"{name}.s_scaled"], [f"{name}.s_floor"]),
               helper.make_node("Cast", [f"{name}.s_floor"], [f"{name}.s_index"], to=onnx.TensorProto.INT64),
@@ -151,9 +152,7 @@ def fixed_point_model(model: onnx.ModelProto, groups: dict[str, list[str]], widt
     graph = simulated.graph
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
     constants = {t.name: t for t in graph.initializer}
-    inferred = onnx.shape_inference.infer_shapes(model).graph
-    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
-              for v in list(inferred.input) + list(inferred.value_info)}
+    shapes: dict[str, list[int]] = {}  # inferred at the first Softmax (none in most models)
     on_fpga = {t for node in graph.node if node.name in layer_of for t in node.output}
     nodes, inits, renamed = [], [], {}
     types: dict[str, tuple[int, int]] = {}  # a tensor the FPGA holds -> (width, integer) of its type
@@ -178,6 +177,7 @@ def fixed_point_model(model: onnx.ModelProto, groups: dict[str, list[str]], widt
         if layer is not None and node.op_type == "Softmax":
             source = node.input[0]
             axis = next((a.i for a in node.attribute if a.name == "axis"), -1 if opset >= 13 else 1)
+            shapes = shapes or tensor_shapes(onnx.shape_inference.infer_shapes(model))
             shape = shapes[source]
             tables = SoftmaxTables(*types[source], shape[axis], LOOKUP_TABLE_SIZE)
             out = _table_softmax(nodes, inits, renamed.get(source, source), axis % len(shape), tables,
@@ -252,6 +252,13 @@ def error_function(model: onnx.ModelProto, groups: dict[str, list[str]], samples
         return relative_error([{o: g.get(f"{o}.simulated", g.get(o)) for o in outputs} for g in got], want)
 
     return error
+
+
+def built_layers(units: Sequence) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """A built subfunction's execution units as the simulation's layers: (first node -> its nodes,
+    first node -> the width the build ended with), for ``error_function`` at a build's widths."""
+    return ({u.nodes[0]: u.nodes for u in units},
+            {u.nodes[0]: precision_width(u.precision) for u in units})
 
 
 def chosen_node_widths(groups: dict[str, list[str]], result: SearchResult) -> dict[str, int]:

@@ -299,12 +299,17 @@ def fixed_range(precision: str) -> tuple[float, float]:
     return least, largest
 
 
-def precision_bytes(precision: str) -> int:
-    """Bytes an element of C++ type ``precision`` (ap_fixed<W,...>) takes in a buffer (arena.h's lane)."""
+def precision_width(precision: str) -> int:
+    """W of C++ type ``precision`` (ap_fixed<W,...>, ap_ufixed<W,...>)."""
     match = _FIXED.match(precision)
     if match is None:
         raise ValueError(f"not an ap_fixed type: {precision}")
-    return units.element_bytes(int(match.group(1)))
+    return int(match.group(1))
+
+
+def precision_bytes(precision: str) -> int:
+    """Bytes an element of C++ type ``precision`` (ap_fixed<W,...>) takes in a buffer (arena.h's lane)."""
+    return units.element_bytes(precision_width(precision))
 
 
 def _write_build_files(source: SubfunctionSource, project_dir: Path) -> None:

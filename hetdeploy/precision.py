@@ -119,14 +119,24 @@ class SoftmaxTables:
         return f"fixed<{self.sum_bits + 1 + self.TABLE_WIDTH - self.TABLE_INTEGER},{self.sum_bits + 1}," \
                f"{BUILD_ROUNDING},{BUILD_OVERFLOW}>"
 
+    @property
+    def exp_step(self) -> float:
+        """The d one exp-table index spans: d's top log2(exp_size) bits index it."""
+        return 2.0 ** (self.input_integer - (self.exp_size.bit_length() - 1))
+
+    @property
+    def sum_step(self) -> float:
+        """The sum one inverse-table index spans: the top log2(table_size) bits of ap_ufixed<18, sum_bits>."""
+        return 2.0 ** (self.sum_bits - (self.table_size.bit_length() - 1))
+
     def exp_table(self) -> np.ndarray:
         """exp(-d) at each index's least d, as float32 (the C++ fills it with std::exp on floats)."""
-        d = np.arange(self.exp_size) * 2.0 ** (self.input_integer - self.exp_size.bit_length() + 1)
+        d = np.arange(self.exp_size) * self.exp_step
         return quantize(np.exp(-d.astype(np.float32)), self.TABLE_WIDTH, self.TABLE_INTEGER)
 
     def inverse_table(self) -> np.ndarray:
         """1 / s at each index's least s (index 0: 1/0, saturated to the largest value)."""
-        s = np.arange(self.table_size) * 2.0 ** (self.sum_bits - self.table_size.bit_length() + 1)
+        s = np.arange(self.table_size) * self.sum_step
         with np.errstate(divide="ignore"):
             inverse = np.float32(1.0) / s.astype(np.float32)
         return quantize(inverse, self.TABLE_WIDTH, self.TABLE_INTEGER)

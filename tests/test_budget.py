@@ -94,9 +94,7 @@ def test_error_budget_on_the_jet_tagger(jet_tagger, tmp_path, capsys):
     samples = build_samples(options, loaded.inputs)
     feeds = [[runtime.model_feeds(loaded.input_reshapes, s) for s in chosen]
              for chosen in (samples.sizing, samples.verification)]
-    units = built.subfunctions[0].execution_units
-    groups = {u.nodes[0]: u.nodes for u in units}
-    widths = {u.nodes[0]: int(u.precision[9:].split(",")[0]) for u in units}
+    groups, widths = budget.built_layers(built.subfunctions[0].execution_units)
     simulated = budget.error_function(loaded.model, groups, feeds[0], run_in_memory, measured_on=feeds[1])
     built_error = max(o.max_abs_error / o.peak for o in check.outputs)
     assert built_error > 0
