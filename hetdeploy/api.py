@@ -108,15 +108,17 @@ def plan(model: Optional[str | Path] = None, board: Optional[str] = None, config
 
 
 def build(model: Optional[str | Path] = None, board: Optional[str] = None, output: str | Path = "build",
-          config: Optional[str | Path] = None, progress: Optional[bool] = False, **options) -> Pipeline:
+          config: Optional[str | Path] = None, progress: Optional[bool] = False, from_step: Optional[str] = None,
+          to_step: Optional[str] = None, **options) -> Optional[Pipeline]:
     """Every stage of ``hetdeploy build`` into the folder ``output``; the built pipeline.
     ``config``: a config file (YAML) whose options the keyword options override; ``progress``: print
-    the stages' progress lines (to stderr)."""
+    the stages' progress lines (to stderr); ``from_step``, ``to_step``: as ``--from-step`` and
+    ``--to-step`` (a build stopped before its last step returns None)."""
     from .build import build as run_build
 
     kwargs = {} if progress else {"progress": lambda message: None}
-    run_build(_options(model, board, config, output, options), **kwargs)
-    return Pipeline(output)
+    run_build(_options(model, board, config, output, options), from_step=from_step, to_step=to_step, **kwargs)
+    return Pipeline(output) if (Path(output) / "plan.json").is_file() else None
 
 
 def sweep(model: Optional[str | Path] = None, boards: Sequence[str] = (), widths: Sequence[int] = (16,),

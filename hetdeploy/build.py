@@ -9,6 +9,12 @@ list runs again from ``unit_widths`` ``RerunFrom``. The writing steps write into
 of the build's own beside the destination, moved into place only when every step passed, so a
 failed build leaves nothing that looks complete; a failed build is kept as DIR.failed, with its
 logs. One build at a time writes to a destination a lock beside it.
+
+A build may stop after a named step (``--to-step``: the folder then holds its checkpoint and what the
+steps wrote, no plan.json) and go on from one (``--from-step``): ``load_model`` and ``load_board`` run
+again (they settle the options and load what the steps read), the steps between them and the one
+named are taken from the folder's checkpoint (``checkpoint.py``), and the named step and those after
+it run anew on a copy of the folder without what they write (``Step.writes``).
 """
 
 from __future__ import annotations
@@ -24,8 +30,9 @@ import onnx
 
 from . import rewrites, runtime, verify
 from .board import Board, load_board
-from .config import BuildOptions, settle_options
+from .config import BuildOptions, resolved_config, settle_options
 from .cache import BuildCache, digest, toolchain
+from .checkpoint import CHECKPOINT, STATE, Checkpoint, read_checkpoint, write_checkpoint
 from .deploy import check_package, synthesize, write_package
 from .errors import UserError, VerificationError
 from .graph import QONNX_DOMAINS
@@ -35,10 +42,10 @@ from .plan_text import empty_fpga_note
 from .plan import Plan, PrecisionSearch, Subfunction, Widening
 from .subgraph import extract
 from .samples import BuildSamples, build_samples, calibration_note
-from .planning import (against_baselines, fold_units, folded_plan, map_nodes, model_node_names,
+from .planning import (against_baselines, fold_units, folded_plan, fpga_times, map_nodes, model_node_names,
                        search_layer_widths)
 from .progress import Progress, Reporter, stderr_progress
-from .output import check_output, output_lock, staging
+from .output import BUILD_LOG, check_output, output_lock, staging
 from .fpga import generate_hls, verify_csim
 
 # Chaining the subfunctions on onnxruntime must reproduce the model; only
@@ -60,17 +67,20 @@ class BuildState:
     plan: Optional[Plan] = None
     build_dir: Optional[Path] = None  # the staging folder the build writes into
     cache: Optional[BuildCache] = None
+    searched_widths: dict[str, int] = dataclasses.field(default_factory=dict)  # node -> --error-budget's bits
     unit_widths: dict[str, int] = dataclasses.field(default_factory=dict)  # FPGA unit -> its bits
     emulated: Optional[list] = None  # the pipeline's outputs on the verification samples, C-simulated
 
 
 @dataclasses.dataclass(frozen=True)
 class Step:
-    """One named step of a build: ``run`` takes the state to the next; ``says`` is its progress line."""
+    """One named step of a build: ``run`` takes the state to the next; ``says`` is its progress line;
+    ``writes`` the paths in the build folder it makes (glob patterns; one ending in / names folders)."""
 
     name: str
     run: Callable[[BuildState], BuildState]
     says: Callable[[BuildState], str]
+    writes: tuple[str, ...] = ()
 
 
 class RerunFrom(Exception):
@@ -82,14 +92,14 @@ class RerunFrom(Exception):
         self.step = step
 
 
-def run_steps(steps: list[Step], state: BuildState, announce: Callable[[int, str], None], first: int = 0
-              ) -> BuildState:
-    """``steps`` in order over ``state``; ``announce(number, line)`` before each (``first`` + its index +
-    1), again before a step that a ``RerunFrom`` names."""
+def run_steps(steps: list[Step], state: BuildState, announce: Callable[[int, str], None], start: int = 0,
+              stop: Optional[int] = None) -> BuildState:
+    """``steps[start:stop]`` in order over ``state``; ``announce(number, line)`` before each (its index
+    in ``steps`` + 1), again before a step that a ``RerunFrom`` names."""
     names = [s.name for s in steps]
-    k = 0
-    while k < len(steps):
-        announce(first + k + 1, steps[k].says(state))
+    k, stop = start, len(steps) if stop is None else stop
+    while k < stop:
+        announce(k + 1, steps[k].says(state))
         try:
             state = steps[k].run(state)
         except RerunFrom as again:
@@ -99,37 +109,139 @@ def run_steps(steps: list[Step], state: BuildState, announce: Callable[[int, str
     return state
 
 
-def build(options: BuildOptions, progress: Progress = stderr_progress, verbose: bool = False) -> Plan:
-    """Every step (``STEPS``) into ``options.out_dir``. ``progress`` gets each line to show (the default
-    prints it to stderr and draws progress bars on long steps); ``verbose``: each unit's line too."""
+def build(options: BuildOptions, progress: Progress = stderr_progress, verbose: bool = False,
+          from_step: Optional[str] = None, to_step: Optional[str] = None) -> Optional[Plan]:
+    """Every step (``STEPS``) into ``options.out_dir``, or those from ``from_step`` (the earlier ones
+    taken from the folder's checkpoint) up to ``to_step``: the plan, None when the build stopped
+    before ``partition``. ``progress`` gets each line to show (the default prints it to stderr and
+    draws progress bars on long steps); ``verbose``: each unit's line too."""
+    first, last = _step_range(from_step, to_step)
     started = time.monotonic()
     progress = Reporter(progress, verbose, bars=progress is stderr_progress)
-    last = [0, started]  # the step running and when it began
+    running = [0, started]  # the step running and when it began
 
     def announce(k: int, what: str) -> None:
         now = time.monotonic()
-        if last[0]:  # the step before ends with its own time, under its own lines
-            progress(f"      step {last[0]} took {now - last[1]:.1f} s")
-        last[:] = [k, now]
+        if running[0]:  # the step before ends with its own time, under its own lines
+            progress(f"      step {running[0]} took {now - running[1]:.1f} s")
+        running[:] = [k, now]
         progress(f"[{k}/{len(STEPS)}] {what}")
 
-    check_output(Path(options.out_dir))  # before any work
-    if (Path(options.out_dir) / "plan.json").is_file():
-        progress(f"      {options.out_dir} holds an earlier build: this one replaces it once complete (if this one "
+    out_dir = Path(options.out_dir)
+    check_output(out_dir, ("plan.json", f"{CHECKPOINT}/{STATE}"))  # before any work
+    if (out_dir / "plan.json").is_file() and first <= _SETTLING:
+        progress(f"      {out_dir} holds an earlier build: this one replaces it once complete (if this one "
                  f"fails, it stays as it is)")
     state = BuildState(options, lambda note: progress(f"      {note}"), progress)
-    with output_lock(Path(options.out_dir)):
-        state = run_steps(PLAN_STEPS, state, announce)
-        note = empty_fpga_note(state.plan, state.board)
+    with output_lock(out_dir):
+        state = run_steps(STEPS, state, announce, 0, min(last + 1, _SETTLING))
+        if first > _SETTLING:
+            state = _resume(state, out_dir, first)
+        state = run_steps(STEPS, state, announce, max(first, _SETTLING), min(last + 1, len(PLAN_STEPS)))
+        note = empty_fpga_note(state.plan, state.board) if state.plan is not None and first <= len(PLAN_STEPS) \
+            else None
         if note:
             progress(f"      {note}")
-        with staging(options.out_dir, progress.log) as state.build_dir:
-            state = run_steps(WRITE_STEPS, state, announce, first=len(PLAN_STEPS))
-    progress(f"      step {last[0]} took {time.monotonic() - last[1]:.1f} s")
-    progress(f"built {options.out_dir} in {time.monotonic() - started:.1f} s")
+        state.cache = BuildCache(options.cache, options.cache_limit) if options.cache is not None else None
+        with staging(out_dir, progress.log) as state.build_dir:
+            if first > _SETTLING:
+                _keep_earlier_outputs(out_dir, state.build_dir, STEPS[first:])
+            state = run_steps(STEPS, state, announce, max(first, len(PLAN_STEPS)), last + 1)
+            write_checkpoint(state.build_dir, _checkpoint(state, last + 1), state.plan, state.emulated)
+    progress(f"      step {running[0]} took {time.monotonic() - running[1]:.1f} s")
+    if last + 1 < len(STEPS):
+        progress(f"stopped after step {STEPS[last].name} (--to-step): {out_dir} holds its checkpoint; go on with "
+                 f"--from-step {STEPS[last + 1].name}")
+        return state.plan
+    progress(f"built {out_dir} in {time.monotonic() - started:.1f} s")
     if options.synth:
-        progress(synthesize(state.plan, options.out_dir, progress))
+        progress(synthesize(state.plan, out_dir, progress))
     return state.plan
+
+
+# load_model and load_board: run by every build, --from-step or not (they settle the options and load
+# what later steps read, and write nothing)
+_SETTLING = 2
+
+
+def _step_range(from_step: Optional[str], to_step: Optional[str]) -> tuple[int, int]:
+    """The indices in STEPS of the first step to run and the last."""
+    names = [s.name for s in STEPS]
+    for flag, name in (("--from-step", from_step), ("--to-step", to_step)):
+        if name is not None and name not in names:
+            raise UserError(f"{flag} {name}: no such step; the build's steps: {', '.join(names)}")
+    first = names.index(from_step) if from_step is not None else 0
+    last = names.index(to_step) if to_step is not None else len(STEPS) - 1
+    if first > last:
+        raise UserError(f"--from-step {from_step} comes after --to-step {to_step} in the build's steps: "
+                        f"{', '.join(names)}")
+    return first, last
+
+
+# Settings that change no step's result: a resumed build may give other ones.
+_RESUMABLE_SETTINGS = ("model", "cache", "cache_limit", "synth")
+
+
+def _checkpoint(state: BuildState, done: int) -> Checkpoint:
+    """The checkpoint of ``state`` once ``STEPS[:done]`` ran."""
+    return Checkpoint(
+        steps=[s.name for s in STEPS[:done]], remaining=[s.name for s in STEPS[done:]], model_digest=digest(state.loaded.source.SerializeToString()),
+        board=state.board.name if state.board is not None else "", config=resolved_config(state.options),
+        searched_widths=state.searched_widths,
+        layer_widths={n.name: n.width for n in state.loaded.graph.nodes if n.width is not None},
+        unit_widths=state.unit_widths, search=state.search)
+
+
+def _resume(state: BuildState, out_dir: Path, first: int) -> BuildState:
+    """The state after ``STEPS[_SETTLING:first]`` as ``out_dir``'s checkpoint holds it, once it is
+    the checkpoint of this model, board and settings, with those steps done."""
+    checkpoint, plan, emulated = read_checkpoint(out_dir)
+    named, skipped = STEPS[first].name, [s.name for s in STEPS[_SETTLING:first]]
+    if not set(skipped) <= set(checkpoint.steps):
+        stopped = f"stopped after step {checkpoint.steps[-1]}" if checkpoint.steps else "did no step"
+        raise UserError(f"--from-step {named}: the build in {out_dir} {stopped}; go on from a step up to "
+                        f"{STEPS[len(checkpoint.steps)].name}")
+    if checkpoint.model_digest != digest(state.loaded.source.SerializeToString()):
+        raise UserError(f"--from-step {named}: {out_dir} was built from another model than {state.options.model}; "
+                        f"build it from the start (leave --from-step out)")
+    if checkpoint.board != state.board.name:
+        raise UserError(f"--from-step {named}: {out_dir} was built for board {checkpoint.board}, not "
+                        f"{state.board.name}; build it from the start (leave --from-step out)")
+    given = resolved_config(state.options)
+    changed = [k for k in sorted(given.keys() | checkpoint.config.keys())
+               if k not in _RESUMABLE_SETTINGS and given.get(k) != checkpoint.config.get(k)]
+    if changed:
+        key = changed[0]
+        raise UserError(f"--from-step {named}: {out_dir} was built with {key} {checkpoint.config.get(key)!r}, this "
+                        f"command gives {given.get(key)!r}; a build that goes on keeps its settings: build it from "
+                        f"the start to change them (leave --from-step out)")
+    # the plan after partition holds the units as widened; a partition run anew starts from the search's
+    widths = checkpoint.layer_widths if "partition" in skipped else checkpoint.searched_widths
+    for node in state.loaded.graph.nodes:
+        node.width = widths.get(node.name)
+    state.searched_widths = checkpoint.searched_widths
+    state.search, state.plan = checkpoint.search, plan
+    if "unit_widths" in skipped:
+        state.unit_widths = checkpoint.unit_widths
+    if "verify" in skipped:
+        state.emulated = emulated
+    if "write_subfunctions" in skipped:
+        state.samples = state.samples or build_samples(state.options, plan.inputs)
+    state.progress(f"      step{'s' if len(skipped) > 1 else ''} {', '.join(skipped)}: from {out_dir / CHECKPOINT} "
+                   f"(--from-step {named})")
+    return state
+
+
+def _keep_earlier_outputs(out_dir: Path, stage_dir: Path, rerun: list[Step]) -> None:
+    """``out_dir``'s files into the staging folder, but for what the steps in ``rerun`` write, its log
+    and its checkpoint (written anew)."""
+    shutil.copytree(out_dir, stage_dir, symlinks=True, dirs_exist_ok=True)
+    for pattern in [p for step in rerun for p in step.writes] + [BUILD_LOG, CHECKPOINT]:
+        for path in stage_dir.glob(pattern.rstrip("/")):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            elif not pattern.endswith("/"):
+                path.unlink()
 
 
 def plan_stages(options: BuildOptions, step: Callable[[int, str], None],
@@ -162,6 +274,7 @@ def _load_board(state: BuildState) -> BuildState:
 def _search_widths(state: BuildState) -> BuildState:
     if state.options.error_budget is not None:
         state.search = search_layer_widths(state.loaded, state.board, state.options, state.samples)
+        state.searched_widths = {n.name: n.width for n in state.loaded.graph.nodes if n.width is not None}
     return state
 
 
@@ -190,7 +303,6 @@ def _write_subfunctions(state: BuildState) -> BuildState:
     plan.calibration = state.samples.calibration
     write_subfunctions(plan, state.loaded, state.build_dir, state.samples.sizing[0])
     state.progress(calibration_note(plan.calibration, options.seed))
-    state.cache = BuildCache(options.cache, options.cache_limit) if options.cache is not None else None
     return state
 
 
@@ -204,6 +316,7 @@ def _unit_widths(state: BuildState) -> BuildState:
     loaded, plan = state.loaded, state.plan
     if state.unit_widths:  # a re-run after ``_verify``'s widening
         fold_units(plan, loaded, state.board, state.options)
+        fpga_times(plan, state.board, spills=False)
         for sub in _fpga(plan):
             shutil.rmtree(state.build_dir / "hls" / sub.name, ignore_errors=True)
             shutil.rmtree(state.build_dir / "subfunctions" / sub.name, ignore_errors=True)
@@ -266,14 +379,16 @@ PLAN_STEPS = [
 ]
 WRITE_STEPS = [
     Step("write_subfunctions", _write_subfunctions, lambda s: f"writing {len(s.plan.subfunctions)} subfunction "
-                                                              f"models"),
+                                                              f"models", ("source.onnx", "model.onnx", "subfunctions")),
     Step("unit_widths", _unit_widths, lambda s: "settling each FPGA unit's bits" +
          (" (widened: folded anew)" if s.unit_widths else "")),
     Step("generate_hls", _generate_hls, lambda s: f"generating HLS through hls4ml for {len(_fpga(s.plan))} FPGA "
-                                                  f"subfunction(s)"),
+                                                  f"subfunction(s)", ("hls", "subfunctions/*/")),
     Step("verify", _verify, lambda s: f"verifying in C-simulation against onnxruntime on "
-                                      f"{len(s.samples.verification)} samples it did not size on"),
-    Step("package", _package, lambda s: f"writing the deployment package and {s.options.out_dir}"),
+                                      f"{len(s.samples.verification)} samples it did not size on",
+         ("hls/*/csim_run.log",)),
+    Step("package", _package, lambda s: f"writing the deployment package and {s.options.out_dir}",
+         ("deploy", "plan.json", "report.html")),
 ]
 STEPS = PLAN_STEPS + WRITE_STEPS
 

@@ -109,7 +109,11 @@ def _build(args: argparse.Namespace) -> int:
         args.command_parser.error("-q and -v: choose one")
     quiet = {"progress": lambda message: None} if args.quiet else {}  # build.log keeps the lines all the same
     plan = build(_options(args, out_dir=Path(args.output), synth=args.synth, **_point(args), **_cache(args)),
-                 verbose=args.verbose, **quiet)
+                 verbose=args.verbose, from_step=args.from_step, to_step=args.to_step, **quiet)
+    if not (Path(args.output) / "plan.json").is_file():  # stopped by --to-step, as its last line said
+        if args.json and plan is not None:  # the plan as it stood
+            print(plan.to_json(), end="")
+        return 0
     if args.json:
         print(plan.to_json(), end="")
         return 0
@@ -467,6 +471,13 @@ def parser() -> argparse.ArgumentParser:
     section = _sections(b)
     section["what to deploy"].add_argument("-o", "--output", required=True, metavar="DIR",
                                            help="required: the build folder to write")
+    section["building"].add_argument(
+        "--to-step", metavar="STEP", help="stop after this step (listed below): DIR then holds what the steps wrote "
+        "and their checkpoint, no plan.json; go on later with --from-step")
+    section["building"].add_argument(
+        "--from-step", metavar="STEP", help="go on from this step in DIR, the steps before it taken from DIR's "
+        "checkpoint (a finished build, or one --to-step stopped) with the same model, board and settings; the "
+        "build cache makes the steps run again cheap")
     section["building"].add_argument(
         "--synth", action="store_true", help="then run HLS synthesis and the Vivado block design to a bitstream when "
         "vitis_hls/vivado_hls and vivado are on PATH; otherwise say how to run them (exit 4)")

@@ -10,6 +10,7 @@ from typing import Optional
 import numpy as np
 
 from . import verify
+from .checkpoint import CHECKPOINT, STATE, read_checkpoint
 from .board_runtime import StreamTimes, batch_problem, resource_of, stream_summary, stream_table
 from .errors import UserError
 from .plan import Plan
@@ -90,6 +91,11 @@ def load_build(build_dir: Path) -> Plan:
     if (build_dir / "run.py").is_file() and not (build_dir / "source.onnx").is_file():
         raise UserError(f"{build_dir}: a deployment package (run it with run.py); emulation takes the build folder "
                         f"that holds it, {build_dir.resolve().parent}")
+    if not (build_dir / "plan.json").exists() and (build_dir / CHECKPOINT / STATE).is_file():
+        checkpoint = read_checkpoint(build_dir)[0]
+        raise UserError(f"{build_dir}: a build that stopped after step {checkpoint.steps[-1]} (--to-step), not a "
+                        f"finished one; finish it with hetdeploy build ... -o {build_dir} --from-step "
+                        f"{checkpoint.remaining[0] if checkpoint.remaining else checkpoint.steps[-1]}")
     plan = Plan.load(build_dir / "plan.json")
     _check_paths(plan, build_dir)
     _check_tensors(plan, build_dir)

@@ -17,15 +17,15 @@ from .errors import UserError
 BUILD_LOG = "build.log"  # in the build folder, or the kept staging folder of a failed build
 
 
-def check_output(out_dir: Path, marker: str = "plan.json", command: str = "build") -> None:
-    """-o names a folder to write (new, or one of ``command``'s, which holds ``marker``, to replace or
-    resume), not a file or another folder."""
+def check_output(out_dir: Path, markers: tuple[str, ...], command: str = "build") -> None:
+    """-o names a folder to write (new, or one of ``command``'s, which holds one of ``markers``, to
+    replace or resume), not a file or another folder."""
     if out_dir.name in ("", ".", ".."):  # the build is moved into place under its name
         raise UserError(f"-o {out_dir}: name the {command} folder (say -o {command}/mymodel), not {str(out_dir)!r}")
     blocking = next((p for p in [out_dir, *out_dir.parents] if p.exists() and not p.is_dir()), None)
     if blocking is not None:
         raise UserError(f"-o {out_dir}: {blocking} is a file, not a folder; choose another -o")
-    if out_dir.exists() and not (out_dir / marker).exists() and any(out_dir.iterdir()):
+    if out_dir.exists() and not any((out_dir / m).exists() for m in markers) and any(out_dir.iterdir()):
         raise UserError(f"{out_dir}: exists and is not a hetdeploy {command} folder; choose another -o")
 
 

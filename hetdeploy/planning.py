@@ -148,11 +148,12 @@ def map_nodes(plan: Plan, loaded: LoadedModel) -> dict[str, dict[str, str]]:
     return result
 
 
-def fpga_times(plan: Plan, board: Board) -> None:
+def fpga_times(plan: Plan, board: Board, spills: bool = True) -> None:
     """Each FPGA subfunction's compute time becomes the sum of its folded units' cycles at the FPGA's
     clock (what the partitioner priced each node at, folded as the chip's units share it), and the
-    DDR traffic of its spilled buffers adds to its transfers; the plan's estimate follows, so it
-    equals the sum of its tables."""
+    DDR traffic of its spilled buffers adds to its transfers (``spills``: once, when the memory is
+    first planned, not again for units folded anew after a widening); the plan's estimate follows,
+    so it equals the sum of its tables."""
     for sub in plan.subfunctions:
         if sub.kind != "fpga" or sub.estimate is None:
             continue
@@ -160,7 +161,7 @@ def fpga_times(plan: Plan, board: Board) -> None:
         for unit in sub.execution_units:
             unit.rate_per_s = clock_hz / max(1, unit.estimate["latency_cycles"])
         compute = sum(u.estimate["latency_cycles"] for u in sub.execution_units) / clock_hz
-        spilled = sub.memory.ddr_transfer_s if sub.memory is not None else 0.0
+        spilled = sub.memory.ddr_transfer_s if spills and sub.memory is not None else 0.0
         change = compute - sub.estimate.compute_s + spilled
         sub.estimate.compute_s = compute
         sub.estimate.transfer_s += spilled

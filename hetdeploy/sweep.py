@@ -166,7 +166,7 @@ def sweep(model: Path, points: list[Point], base: BuildOptions, output: Path, bu
 
     model, output = Path(model).resolve(), Path(output)
     base = _checked_base(model, points, base, build, labels)
-    check_output(output, SWEEP_JSON, "sweep")
+    check_output(output, (SWEEP_JSON,), "sweep")
     with output_lock(output, "sweep"):
         output.mkdir(parents=True, exist_ok=True)
         _claim(output, _identity(model, base, build, labels))

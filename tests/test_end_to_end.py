@@ -448,14 +448,54 @@ def test_the_build_is_a_list_of_named_steps_its_help_lists():
         return Step(name, run, lambda state: f"{name} now")
 
     steps = [record(s.name) for s in STEPS]
-    run_steps(steps[len(PLAN_STEPS):], BuildState(None, print), lambda k, line: announced.append((k, line)),
-              first=len(PLAN_STEPS))
+    run_steps(steps, BuildState(None, print), lambda k, line: announced.append((k, line)), len(PLAN_STEPS))
     assert ran == ["write_subfunctions", "unit_widths", "generate_hls", "verify", "unit_widths", "generate_hls",
                    "verify", "package"]
     assert [k for k, _ in announced] == [5, 6, 7, 8, 6, 7, 8, 9] and announced[0] == (5, "write_subfunctions now")
     result = hetdeploy("build", "--help")
     assert f"hetdeploy plan runs the first {len(PLAN_STEPS)}" in result.stdout
     assert all(step.name in result.stdout for step in STEPS)
+
+
+def _same_files(one: Path, other: Path) -> list[str]:
+    """The files of build folder ``one`` that ``other`` lacks or holds other bytes of, and those only
+    ``other`` holds, but for their logs (each its own run's)."""
+    def files(root):
+        return {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file() and p.name != "build.log"}
+    a, b = files(one), files(other)
+    return sorted(str(p) for p in a.keys() | b.keys() if a.get(p) != b.get(p))
+
+
+def test_a_build_stops_after_a_step_and_goes_on_from_one(built, tmp_path):
+    """--to-step leaves the steps' files and a checkpoint, no plan.json (emulate refuses it in one
+    line naming the step to go on from); --from-step goes on from the checkpoint, and a build stopped
+    and gone on, or a finished one gone on from verify, is the same bytes as the build made at once.
+    A changed setting, another board, an unknown step or a step the folder has not reached: one line."""
+    model, finished = built("jet_tagger_mlp")
+    settings = [str(model), "--board", "pynq-z2", "--policy", "support", "--batch", "50", "-q"]
+    again = tmp_path / "again"
+    shutil.copytree(finished, again)
+    assert main(["build", *settings, "-o", str(again), "--from-step", "verify"]) == 0
+    assert _same_files(finished, again) == []
+
+    stopped = tmp_path / "stopped"
+    assert main(["build", *settings, "-o", str(stopped), "--to-step", "generate_hls"]) == 0
+    assert (stopped / "checkpoint" / "state.json").is_file() and (stopped / "hls").is_dir()
+    assert not (stopped / "plan.json").exists() and not (stopped / "deploy").exists()
+    result = hetdeploy("emulate", str(stopped))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert "stopped after step generate_hls" in result.stderr and "--from-step verify" in result.stderr
+    for args, says in ((["--from-step", "verify", "--width", "12"], "built with width 16, this command gives 12"),
+                       (["--from-step", "package"], "stopped after step generate_hls; go on from a step up to "
+                                                     "verify"),
+                       (["--from-step", "verify", "--to-step", "unit_widths"], "comes after --to-step"),
+                       (["--from-step", "checks"], "--from-step checks: no such step")):
+        result = hetdeploy("build", *settings, "-o", str(stopped), *args)
+        assert result.returncode == 2 and says in result.stderr.splitlines()[-1], (args, result.stderr)
+    result = hetdeploy("build", *settings[:2], "zcu104", *settings[3:], "-o", str(stopped), "--from-step", "verify")
+    assert result.returncode == 2 and "built for board pynq-z2, not zcu104" in result.stderr
+    assert main(["build", *settings, "-o", str(stopped), "--from-step", "verify"]) == 0
+    assert _same_files(finished, stopped) == []
 
 
 def test_help_shows_what_is_required_and_every_option_in_the_same_place():
