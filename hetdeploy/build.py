@@ -68,6 +68,7 @@ class BuildState:
     build_dir: Optional[Path] = None  # the staging folder the build writes into
     cache: Optional[BuildCache] = None
     searched_widths: dict[str, int] = dataclasses.field(default_factory=dict)  # node -> --error-budget's bits
+    layer_widths: dict[str, int] = dataclasses.field(default_factory=dict)  # node -> those bits, widened by verify
     unit_widths: dict[str, int] = dataclasses.field(default_factory=dict)  # FPGA unit -> its bits
     emulated: Optional[list] = None  # the pipeline's outputs on the verification samples, C-simulated
 
@@ -188,7 +189,7 @@ def _checkpoint(state: BuildState, done: int) -> Checkpoint:
         steps=[s.name for s in STEPS[:done]], remaining=[s.name for s in STEPS[done:]], model_digest=digest(state.loaded.source.SerializeToString()),
         board=state.board.name if state.board is not None else "", config=resolved_config(state.options),
         searched_widths=state.searched_widths,
-        layer_widths={n.name: n.width for n in state.loaded.graph.nodes if n.width is not None},
+        layer_widths=state.layer_widths,
         unit_widths=state.unit_widths, search=state.search)
 
 
@@ -216,9 +217,7 @@ def _resume(state: BuildState, out_dir: Path, first: int) -> BuildState:
                         f"command gives {given.get(key)!r}; a build that goes on keeps its settings: build it from "
                         f"the start to change them (leave --from-step out)")
     # the plan after partition holds the units as widened; a partition run anew starts from the search's
-    widths = checkpoint.layer_widths if "partition" in skipped else checkpoint.searched_widths
-    for node in state.loaded.graph.nodes:
-        node.width = widths.get(node.name)
+    state.layer_widths = dict(checkpoint.layer_widths if "partition" in skipped else checkpoint.searched_widths)
     state.searched_widths = checkpoint.searched_widths
     state.search, state.plan = checkpoint.search, plan
     if "unit_widths" in skipped:
@@ -273,8 +272,9 @@ def _load_board(state: BuildState) -> BuildState:
 
 def _search_widths(state: BuildState) -> BuildState:
     if state.options.error_budget is not None:
-        state.search = search_layer_widths(state.loaded, state.board, state.options, state.samples)
-        state.searched_widths = {n.name: n.width for n in state.loaded.graph.nodes if n.width is not None}
+        state.search, state.searched_widths = search_layer_widths(state.loaded, state.board, state.options,
+                                                                  state.samples)
+        state.layer_widths = dict(state.searched_widths)
     return state
 
 
@@ -286,11 +286,11 @@ def _search_says(state: BuildState) -> str:
 
 def _partition(state: BuildState) -> BuildState:
     loaded, board, options = state.loaded, state.board, state.options
-    plan = folded_plan(loaded, board, options)
+    plan = folded_plan(loaded, board, options, state.layer_widths)
     if options.policy == "support":  # its own figure: the board holds it, folded
         plan.estimate.support_latency_s, plan.estimate.support_fits = plan.estimate.latency_s, True
     else:
-        plan = against_baselines(plan, loaded, board, options)
+        plan = against_baselines(plan, loaded, board, options, state.layer_widths)
     plan.precision_search = state.search
     plan.node_map = map_nodes(plan, loaded)
     state.plan = plan
@@ -315,13 +315,12 @@ def _unit_widths(state: BuildState) -> BuildState:
     after a widening, the units folded anew (the wider take more) and their HLS cleared."""
     loaded, plan = state.loaded, state.plan
     if state.unit_widths:  # a re-run after ``_verify``'s widening
-        fold_units(plan, loaded, state.board, state.options)
+        fold_units(plan, loaded, state.board, state.options, state.layer_widths)
         fpga_times(plan, state.board, spills=False)
         for sub in _fpga(plan):
             shutil.rmtree(state.build_dir / "hls" / sub.name, ignore_errors=True)
             shutil.rmtree(state.build_dir / "subfunctions" / sub.name, ignore_errors=True)
-    index = loaded.graph.node_index()
-    state.unit_widths = {u.name: loaded.graph.nodes[index[u.nodes[0]]].width or state.options.width
+    state.unit_widths = {u.name: state.layer_widths.get(u.nodes[0]) or state.options.width
                          for s in _fpga(plan) for u in s.execution_units}
     return state
 
@@ -342,10 +341,9 @@ def _verify(state: BuildState) -> BuildState:
         widened = _widen(plan, err, state.unit_widths, state.options.precisions, state.progress)
         if not widened:
             raise
-        index = state.loaded.graph.node_index()
         for unit in (u for s in _fpga(plan) for u in s.execution_units if u.name in widened):
             for node in unit.nodes:
-                state.loaded.graph.nodes[index[node]].width = state.unit_widths[unit.name]
+                state.layer_widths[node] = state.unit_widths[unit.name]
         raise RerunFrom("unit_widths") from None
     return state
 

@@ -42,13 +42,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Mapping, Sequence
 
 from . import units
 from .board_runtime import resource_of
 from .board import Board, Device
 from .graph import Graph, Node
-from .precision import node_widths
+from .precision import NO_LAYER_WIDTHS, node_widths
 
 FLOAT_BYTES = 4  # tensors cross links as float32 (hls4ml's AXI-stream wrapper takes float too)
 
@@ -192,12 +192,13 @@ class CostModel:
     samples a call: "latency" is one sample through the subfunctions in turn (``batch`` 1 is what
     it means; a larger one only sizes the calls), "throughput" a pipelined stream of batches."""
 
-    def __init__(self, graph: Graph, board: Board, width: int = 16, objective: str = "latency", batch: int = 1):
+    def __init__(self, graph: Graph, board: Board, width: int = 16, objective: str = "latency", batch: int = 1,
+                 layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS):
         """``width``: the fixed-point bits of FPGA values (--width); a quantized model's layers take
-        their quantizers' (``precision.node_widths``)."""
+        their quantizers', a node of ``layer_widths`` (--error-budget's) its own (``precision.node_widths``)."""
         self.graph, self.board = graph, board
         self.objective, self.batch = objective, batch
-        self.widths = node_widths(graph, width)
+        self.widths = node_widths(graph, width, layer_widths)
         self.work = [node_work(n) for n in graph.nodes]
         self.tensor_bytes: dict[str, int] = {}
         for node in graph.nodes:

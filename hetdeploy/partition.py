@@ -32,7 +32,7 @@ import copy
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Optional, Protocol, Sequence
+from typing import Mapping, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -41,6 +41,7 @@ from .cost import CostModel
 from .errors import UserError
 from .graph import Graph, Node
 from .names import identifier
+from .precision import NO_LAYER_WIDTHS
 
 POLICIES = ("latency", "support")
 
@@ -539,11 +540,12 @@ def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
 
 
 def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 16, objective: str = "latency",
-                    batch: int = 1) -> Partition:
+                    batch: int = 1, layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS) -> Partition:
     """Cut ``graph`` for ``board`` by ``policy`` (the latency policy minimising ``objective`` at
     ``batch`` samples a call; "host", everything on the host, is the baseline the build compares a
-    folded plan with), with the estimates of the plan and of both baselines."""
-    cost = CostModel(graph, board, width, objective, batch)
+    folded plan with), with the estimates of the plan and of both baselines; ``layer_widths``: the
+    bits of the nodes --error-budget sized (``precision.node_widths``)."""
+    cost = CostModel(graph, board, width, objective, batch, layer_widths)
     support = [(g.device, g.nodes) for g in contract(graph, assign_by_support(graph, board.devices,
                                                                               f"board '{board.name}'"))]
     everything = [(board.host, list(range(len(graph.nodes))))]

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Optional
+from typing import Mapping, Optional
 
 from . import budget, memory, runtime, units
-from .precision import node_widths
+from .precision import NO_LAYER_WIDTHS, node_widths
 from .board import Board
 from .config import BuildOptions, resolved_config, said
 from .board_runtime import resource_of
@@ -26,11 +26,13 @@ from .samples import BuildSamples
 # float reassociation inside onnxruntime's kernels may differ.
 
 
-def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
+def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
+                layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS) -> Plan:
     """The partition by ``options.policy``, its FPGA units folded together and their memory planned,
-    its estimate from the folded units' cycles (``fpga_times``)."""
-    plan = partition(loaded, board, options)
-    fold_units(plan, loaded, board, options)
+    its estimate from the folded units' cycles (``fpga_times``); ``layer_widths``: the bits of the
+    nodes --error-budget sized (``precision.node_widths``)."""
+    plan = partition(loaded, board, options, layer_widths)
+    fold_units(plan, loaded, board, options, layer_widths)
     index = loaded.graph.node_index()
     memory.plan_memory(plan, loaded.graph, loaded.tensor_shapes(), board, options.memory_strategy, options.width,
                        options.batch, lambda t: units.element_bytes(options.width),
@@ -40,7 +42,8 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions) -> Pla
     return plan
 
 
-def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
+def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
+                      layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS) -> Plan:
     """The latency policy's plan beside the support policy's and all on the host, each folded and
     estimated alike (the partitioner prices each FPGA node at the least folding that fits the FPGA
     alone; folding the units together can cost more, or fit with weights in DDR what it could not):
@@ -48,7 +51,7 @@ def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: Bu
     under the latency objective the latency policy takes the support plan, or everything on the host,
     where that is faster, so it is never estimated slower than either. Where the support plan cannot
     be folded to fit, the partitioner's figure stays, marked as not fitting."""
-    support = _folded_or_none(loaded, board, options, "support")
+    support = _folded_or_none(loaded, board, options, "support", layer_widths)
     if support is not None:
         plan.estimate.support_latency_s, plan.estimate.support_fits = support.estimate.latency_s, True
     if options.objective != "latency":
@@ -56,7 +59,7 @@ def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: Bu
     host = None
     if plan.estimate.all_cpu_latency_s is not None and plan.estimate.all_cpu_latency_s < plan.estimate.latency_s \
             and all(n.device in (None, board.host) for n in loaded.graph.nodes):
-        host = _folded_or_none(loaded, board, options, "host")
+        host = _folded_or_none(loaded, board, options, "host", layer_widths)
     best = min((p for p in (plan, support, host) if p is not None), key=lambda p: p.estimate.latency_s)
     if best is not plan:
         best.policy, best.config = plan.policy, plan.config  # the latency policy's choice, as asked
@@ -65,11 +68,12 @@ def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: Bu
     return best
 
 
-def _folded_or_none(loaded: LoadedModel, board: Board, options: BuildOptions, policy: str) -> Optional[Plan]:
+def _folded_or_none(loaded: LoadedModel, board: Board, options: BuildOptions, policy: str,
+                    layer_widths: Mapping[str, int]) -> Optional[Plan]:
     """``folded_plan`` by ``policy``, or None where it cannot be had: it does not fit even fully
     folded, or a setting of the user's (a pin, a reuse factor) names a node it does not put on an FPGA."""
     try:
-        return folded_plan(loaded, board, dataclasses.replace(options, policy=policy))
+        return folded_plan(loaded, board, dataclasses.replace(options, policy=policy), layer_widths)
     except UserError:
         return None
 
@@ -104,10 +108,10 @@ def model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -
 
 
 def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions,
-                        samples: BuildSamples) -> PrecisionSearch:
+                        samples: BuildSamples) -> tuple[PrecisionSearch, dict[str, int]]:
     """--error-budget: the fewest bits for each layer an FPGA of the board could run that keep the
-    simulated fixed-point model within the budget on the calibration samples (``budget.py``); the
-    widths go onto the graph's nodes, which the partitioner, folding and HLS generation read."""
+    simulated fixed-point model within the budget on the calibration samples (``budget.py``): the
+    search, and the bits of each node it sized, which the partitioner, folding and HLS generation read."""
     if any(n.op in QUANTIZER_OPS for n in loaded.graph.nodes):
         raise UserError("--error-budget: the model is quantized already; its quantizers set the FPGA's precisions")
     fpgas = [d for d in board.devices if d.kind == "fpga"]
@@ -122,10 +126,8 @@ def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions
     if result.error > options.error_budget:
         raise UserError(f"--error-budget {options.error_budget:g}: even at --width {options.width} bits the "
                         f"simulated relative error is {result.error:.3g}; give a larger budget or --width")
-    chosen = budget.chosen_node_widths(groups, result)
-    for node in loaded.graph.nodes:
-        node.width = chosen.get(node.name)
-    return PrecisionSearch(options.error_budget, result.error, result.evaluations, len(samples.sizing), result.widths)
+    return (PrecisionSearch(options.error_budget, result.error, result.evaluations, len(samples.sizing), result.widths),
+            budget.chosen_node_widths(groups, result))
 
 
 def map_nodes(plan: Plan, loaded: LoadedModel) -> dict[str, dict[str, str]]:
@@ -172,8 +174,9 @@ def fpga_times(plan: Plan, board: Board, spills: bool = True) -> None:
         [(s.estimate.resource, s.estimate.batch_s) for s in plan.subfunctions], plan.estimate.batch)
 
 
-def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
-    result = partition_graph(loaded.graph, board, options.policy, options.width, options.objective, options.batch)
+def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_widths: Mapping[str, int]) -> Plan:
+    result = partition_graph(loaded.graph, board, options.policy, options.width, options.objective, options.batch,
+                             layer_widths)
     kinds = {d.name: d.kind for d in board.devices}
     subfunctions = [
         Subfunction(c.name, c.device, kinds[c.device], c.nodes, c.inputs, c.outputs,
@@ -203,9 +206,11 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions) -> Plan:
     )
 
 
-def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions) -> None:
+def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
+               layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS) -> None:
     """Split each FPGA subfunction into execution units and fold all the units of one FPGA
-    together into its budget (the partitioner only gives an FPGA what fits it fully folded)."""
+    together into its budget (the partitioner only gives an FPGA what fits it fully folded), each at
+    its width (``_pinned_precision``)."""
     index = loaded.graph.node_index()
     where = {n: s.device for s in plan.subfunctions for n in s.nodes}
     for flag, nodes in (("--reuse-factor", options.reuse_factors), ("--weights-in-ddr", options.weights_in_ddr),
@@ -222,7 +227,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         found = [u for _, units_of_sub in split for u in units_of_sub]
         shapes = [units.unit_shape(loaded.graph, u) for u in found]
         rate = units.ddr_bytes_per_cycle(device)
-        widths = [_pinned_precision(loaded, u, options)[0] for u in found]
+        widths = [_pinned_precision(loaded, u, options, layer_widths)[0] for u in found]
         pinned = {k: folding for k, (u, shape) in enumerate(zip(found, shapes))
                   if (folding := _pinned_folding(loaded, u, shape, options, rate)) is not None}
         if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps)
@@ -257,7 +262,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     reuse_factor=folding.reuse_factor,
                     # weights in DDR are read a bank at a time, never partitioned into registers
                     strategy="Resource" if folding.weights_in_ddr else units.strategy_for(folding.reuse_factor),
-                    precision=_unit_precision(loaded, unit, options),
+                    precision=_unit_precision(loaded, unit, options, layer_widths),
                     estimate=units.folded_estimate(shape, folding, width, rate),
                     weights_in_ddr=folding.weights_in_ddr, foldable=shape.kind == "kernel", inputs=unit.inputs,
                     outputs=[unit.output]))
@@ -282,20 +287,22 @@ def _unit_totals(sub: Subfunction) -> dict[str, int]:
     return {k: sum(u.estimate[k] for u in sub.execution_units) for k in (*units.RESOURCES, *units.CYCLES)}
 
 
-def _pinned_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions) -> tuple[int, Optional[int]]:
+def _pinned_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions,
+                      layer_widths: Mapping[str, int]) -> tuple[int, Optional[int]]:
     """(bits, integer bits or None) of ``unit``'s values: --precision's for a node of it, else its
-    quantizers' in a quantized model, else --width's."""
+    quantizers' in a quantized model, else --error-budget's (``layer_widths``), else --width's."""
     given = [(n, options.precisions[n]) for n in (loaded.graph.nodes[i].name for i in unit.nodes)
              if n in options.precisions]
     if len(given) > 1:
         raise UserError(f"--precision: nodes '{given[0][0]}' and '{given[1][0]}' are one execution unit; "
                         f"give one of them")
-    return given[0][1] if given else (node_widths(loaded.graph, options.width)[unit.nodes[0]], None)
+    return given[0][1] if given else (node_widths(loaded.graph, options.width, layer_widths)[unit.nodes[0]], None)
 
 
-def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions) -> str:
+def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions,
+                    layer_widths: Mapping[str, int]) -> str:
     """The unit's output type as far as planning knows it (HLS generation sizes unpinned ones)."""
-    width, integer = _pinned_precision(loaded, unit, options)
+    width, integer = _pinned_precision(loaded, unit, options, layer_widths)
     return f"ap_fixed<{width},{6 if integer is None else integer}>"
 
 

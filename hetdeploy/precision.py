@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from types import MappingProxyType
+from typing import Mapping, Optional
 
 import numpy as np
 
@@ -213,9 +214,13 @@ def exact_fixed(values: np.ndarray, max_width: int) -> Optional[tuple[int, int]]
     return bits, bits - fraction
 
 
-def node_widths(graph: Graph, default: int) -> list[int]:
-    """Per node, the bits its multipliers and buffers take: the search's (``Node.width``) when
-    --error-budget chose them; in a quantized model, a layer whose inputs come from quantizers
+# no node's width chosen by --error-budget's search: each takes its quantizers' or --width's
+NO_LAYER_WIDTHS: Mapping[str, int] = MappingProxyType({})
+
+
+def node_widths(graph: Graph, default: int, layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS) -> list[int]:
+    """Per node, the bits its multipliers and buffers take: ``layer_widths``' (node name -> bits) when
+    --error-budget's search chose them (widened where verification widened them); in a quantized model, a layer whose inputs come from quantizers
     (through ops that keep values) and whose weights are exact in few bits takes the widest of
     those; every other node ``default`` (--width)."""
     producers = graph.producers()
@@ -235,5 +240,5 @@ def node_widths(graph: Graph, default: int) -> list[int]:
     widths = []
     for node in graph.nodes:
         bits = [quantized_bits(t) for t in node.inputs] + ([node.weight_bits] if 1 in node.constants else [])
-        widths.append(node.width or (max(bits) if bits and None not in bits else default))
+        widths.append(layer_widths.get(node.name) or (max(bits) if bits and None not in bits else default))
     return widths
