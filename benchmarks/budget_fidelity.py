@@ -38,7 +38,7 @@ def fidelity(build_dir: Path) -> dict:
     options = BuildOptions(model=Path(config["model"]), board=config["board"], out_dir=build_dir,
                            calibration=config.get("calibration"), verify_input=config.get("verify_input"),
                            samples=config.get("samples", 4), seed=config.get("seed", 0))
-    settle_options(options)
+    options = settle_options(options)
     loaded = load_model(options.model)
     samples = build_samples(options, loaded.inputs)
     sizing, verification = ([runtime.model_feeds(loaded.input_reshapes, s) for s in chosen]

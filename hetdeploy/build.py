@@ -253,7 +253,7 @@ def plan_stages(options: BuildOptions, step: Callable[[int, str], None],
 
 
 def _load_model(state: BuildState) -> BuildState:
-    settle_options(state.options)
+    state.options = settle_options(state.options)
     state.loaded = load_model(state.options.model)
     for line in state.loaded.notes:
         state.note(line)
@@ -263,7 +263,7 @@ def _load_model(state: BuildState) -> BuildState:
 def _load_board(state: BuildState) -> BuildState:
     options = state.options
     state.board = load_board(options.board)
-    model_node_names(options, state.loaded, state.board)
+    state.options = options = model_node_names(options, state.loaded, state.board)
     # a sample file that is missing or of the wrong shape is a mistake now, for `plan` too, not at build time
     if options.calibration or options.verify_input or options.error_budget is not None:
         state.samples = build_samples(options, state.loaded.inputs)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -43,8 +43,11 @@ MEMORY_STRATEGIES = ("auto", *STRATEGIES)
 DEFAULT_TOLERANCE = 0.05
 
 
-@dataclass
+@dataclass(frozen=True)
 class BuildOptions:
+    """Every setting of a build, as the user gave them (the command line, a config file, the Python
+    API); frozen: ``settle_options`` and ``planning.model_node_names`` give settled copies."""
+
     model: Path
     board: str
     out_dir: Path
@@ -268,11 +271,11 @@ def _check_option(check, value: Any, where: str) -> Any:
         raise UserError(f"{where}: {err}") from None
 
 
-def settle_options(options: BuildOptions) -> None:
-    """Check the values of ``options`` (from the CLI, a config file or the Python API) before any work,
-    and fill the defaults that follow others (the tolerance follows the error budget)."""
+def settle_options(options: BuildOptions) -> BuildOptions:
+    """``options`` (from the CLI, a config file or the Python API) checked before any work, with the
+    defaults that follow others filled (the tolerance follows the error budget)."""
     if options.relative_tolerance is None:
-        options.relative_tolerance = options.error_budget or DEFAULT_TOLERANCE
+        options = replace(options, relative_tolerance=options.error_budget or DEFAULT_TOLERANCE)
     for key, (name, check) in _KEYS.items():
         value = getattr(options, name)
         if value is not None and key not in _PATHS:
@@ -281,6 +284,7 @@ def settle_options(options: BuildOptions) -> None:
         _check_option(positive_int, value, f"reuse factor of node '{node}'")
     for node, value in options.precisions.items():
         _check_option(precision, value, f"precision of node '{node}'")
+    return options
 
 
 def resolved_config(options: BuildOptions) -> dict[str, Any]:

@@ -78,11 +78,12 @@ def _folded_or_none(loaded: LoadedModel, board: Board, options: BuildOptions, po
         return None
 
 
-def model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -> None:
-    """Every per-node setting of ``options`` renamed, in place, as the normalised graph names its node
-    (a node intake folded into another, say a BatchNormalization into its Conv, stands for that
-    one); the device pins set on the graph's nodes."""
+def model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -> BuildOptions:
+    """``options`` with every per-node setting named as the normalised graph names its node (a node
+    intake folded into another, say a BatchNormalization into its Conv, stands for that one); the
+    device pins set on the graph's nodes."""
     index = loaded.graph.node_index()
+    origins = dict(options.origins)
 
     def node(flag: str, name: str, value=None) -> str:
         found = name if name in index else loaded.traced.get(name)
@@ -91,7 +92,7 @@ def model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -
             raise UserError(f"{said(options, flag, name, value, flag)}: the model has no node '{name}'" +
                             (f"; did you mean '{near[0]}'?" if near else " ('hetdeploy plan --nodes' lists them)"))
         if found != name and f"{flag} {name}" in options.origins:  # its config file line follows it
-            options.origins[f"{flag} {found}"] = options.origins[f"{flag} {name}"]
+            origins[f"{flag} {found}"] = options.origins[f"{flag} {name}"]
         return found
 
     devices = {d.name for d in board.devices}
@@ -101,10 +102,11 @@ def model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -
             raise UserError(f"{setting}: board {board.name} has no device "
                             f"'{device}' (it has {', '.join(sorted(devices))})")
         loaded.graph.nodes[index[node("--device", name, device)]].device = device
-    options.reuse_factors = {node("--reuse-factor", n, v): v for n, v in options.reuse_factors.items()}
-    options.weights_in_ddr = [node("--weights-in-ddr", n) for n in options.weights_in_ddr]
-    options.precisions = {node("--precision", n, v): v for n, v in options.precisions.items()}
-    options.devices = {node("--device", n, v): v for n, v in options.devices.items()}
+    return dataclasses.replace(
+        options, reuse_factors={node("--reuse-factor", n, v): v for n, v in options.reuse_factors.items()},
+        weights_in_ddr=[node("--weights-in-ddr", n) for n in options.weights_in_ddr],
+        precisions={node("--precision", n, v): v for n, v in options.precisions.items()},
+        devices={node("--device", n, v): v for n, v in options.devices.items()}, origins=origins)
 
 
 def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions,

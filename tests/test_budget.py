@@ -89,7 +89,7 @@ def test_error_budget_on_the_jet_tagger(jet_tagger, tmp_path, capsys):
     # the search's simulation at the widths the build ended with (after its widening), sized on the
     # build's sizing samples and run on its verification samples: the C-simulation's error exactly
     options = BuildOptions(model=jet_tagger, board="pynq-z2", out_dir=tmp_path / "b", policy="support")
-    settle_options(options)
+    options = settle_options(options)
     loaded = load_model(jet_tagger)
     samples = build_samples(options, loaded.inputs)
     feeds = [[runtime.model_feeds(loaded.input_reshapes, s) for s in chosen]
