@@ -78,11 +78,10 @@ def _options(model, board, config, output, options: dict):
     """BuildOptions from a config file (``config``), the keyword options over it, and model and board
     over both (as the CLI merges them)."""
     import difflib
-    from dataclasses import fields
 
-    from .config import BuildOptions, load_config
+    from .config import OPTIONS, BuildOptions, load_config
 
-    known = [f.name for f in fields(BuildOptions) if f.name not in ("model", "board", "out_dir")]
+    known = [o.field for o in OPTIONS if o.field not in ("model", "board")]
     for key in options:
         if key not in known:
             near = difflib.get_close_matches(key, known, n=1)
@@ -131,10 +130,10 @@ def sweep(model: Optional[str | Path] = None, boards: Sequence[str] = (), widths
     ``workers`` processes, else the one at ``scheduler``), recorded in the folder ``output``. Returns
     the points' records (a list of dicts, in grid order: ``pandas.DataFrame(table)`` makes a frame of
     it; ``print(table)`` shows it); ``options`` and ``config`` as for ``plan``, for every point."""
-    from .config import worker_count
+    from .config import OPTIONS, worker_count
     from .sweep import grid, sweep as run_sweep
 
-    axes = {"width": "widths", "policy": "policies", "model_reuse_factor": "reuse_factors"}
+    axes = {o.field: o.axis for o in OPTIONS if o.axis}
     for option in set(options) & set(axes):
         raise UserError(f"option {option}: the sweep varies it; give {axes[option]}=[...]")
     base = _options(model, boards[0] if boards else "", config, output, options)

@@ -11,34 +11,29 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import MISSING, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from . import __version__, config, processes
 from .errors import UserError
-from .cache import LIMIT_VARIABLE
 from .plan_text import build_table, plan_table
 
 
 def _options(args: argparse.Namespace, **more):
-    """BuildOptions from what `build`, `plan` and `sweep` share (_model_options, _build_options); ``more``:
-    the rest."""
+    """BuildOptions from the options of ``config.OPTIONS`` the command took (_add_options), the cache's
+    from --cache, --no-cache and --cache-limit (_cache); ``more``: the rest."""
     from .config import BuildOptions
 
-    return BuildOptions(model=Path(args.model), reuse_factors=dict(args.reuse_factor),
-                        weights_in_ddr=args.weights_in_ddr, memory_strategy=args.memory_strategy,
-                        precisions=dict(args.precision), devices=dict(args.device), error_budget=args.error_budget,
-                        calibration=args.calibration, verify_input=args.verify_input, samples=args.samples, seed=args.seed,
-                        relative_tolerance=getattr(args, "tolerance", None), objective=args.objective,
-                        batch=args.batch, target_rate=args.target_rate, origins=getattr(args, "origins", {}),
-                        **more)
-
-
-def _point(args: argparse.Namespace) -> dict:
-    """The options of `build` and `plan` a sweep varies (_point_options)."""
-    return {"board": args.board, "policy": args.policy, "width": args.width,
-            "model_reuse_factor": args.model_reuse_factor}
+    given = {}
+    for option in config.OPTIONS:
+        if option.field not in ("model", "cache", "cache_limit") and hasattr(args, option.key):
+            value = getattr(args, option.key)
+            given[option.field] = dict(value) if option.per_node and option.check is not config.flag else value
+    cache = _cache(args) if hasattr(args, "cache") else {}
+    return BuildOptions(model=Path(args.model), origins=getattr(args, "origins", {}), **given, **cache, **more)
 
 
 def _cache(args: argparse.Namespace) -> dict:
@@ -50,11 +45,6 @@ def _cache(args: argparse.Namespace) -> dict:
     return {"cache": Path(args.cache), **limit} if args.cache else limit
 
 
-# BuildOptions field -> the argparse destination that sets it (for --config)
-_CONFIG_DESTINATIONS = {"relative_tolerance": "tolerance", "reuse_factors": "reuse_factor",
-                        "precisions": "precision", "devices": "device"}
-
-
 def _with_config(top: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> argparse.Namespace:
     """``args`` with --config FILE's options as the defaults the command line overrides (per-node
     settings given on both are merged); then the model and board, from either, are required."""
@@ -64,7 +54,7 @@ def _with_config(top: argparse.ArgumentParser, args: argparse.Namespace, argv: l
         loaded = config.load_config(args.config)
         origins = loaded.pop("origins", {})  # where the file set each per-node setting, for its error lines
         for name, value in loaded.items():
-            dest = _CONFIG_DESTINATIONS.get(name, name)
+            dest = next(o.key for o in config.OPTIONS if o.field == name)  # the argparse destination
             if name == "cache" and value is None:
                 dest, value = "no_cache", True  # 'cache: null': none
             if hasattr(args, dest):  # not a build-only key (tolerance, synth, cache) read by plan
@@ -108,7 +98,7 @@ def _build(args: argparse.Namespace) -> int:
     if args.quiet and args.verbose:
         args.command_parser.error("-q and -v: choose one")
     quiet = {"progress": lambda message: None} if args.quiet else {}  # build.log keeps the lines all the same
-    plan = build(_options(args, out_dir=Path(args.output), synth=args.synth, **_point(args), **_cache(args)),
+    plan = build(_options(args, out_dir=Path(args.output)),
                  verbose=args.verbose, from_step=args.from_step, to_step=args.to_step, **quiet)
     if not (Path(args.output) / "plan.json").is_file():  # stopped by --to-step, as its last line said
         if args.json and plan is not None:  # the plan as it stood
@@ -125,7 +115,7 @@ def _plan(args: argparse.Namespace) -> int:
     from .build import plan_stages
 
     notes: list[str] = []
-    _, board, plan = plan_stages(_options(args, out_dir=Path("."), **_point(args)), lambda k, what: None, notes.append)
+    _, board, plan = plan_stages(_options(args, out_dir=Path(".")), lambda k, what: None, notes.append)
     for note in notes:  # once planned (a mistake stays one line), on stderr (--json's stdout stays JSON)
         print(f"note: {note}", file=sys.stderr)
     if args.json:
@@ -151,7 +141,7 @@ def _sweep(args: argparse.Namespace) -> int:
     shown = not (args.quiet or args.json)  # a bar on a terminal, else a line per point
     lines = shown and not sys.stderr.isatty()
     records = sweep(Path(args.model), grid(args.boards, args.widths, args.policies, args.reuse_factors),
-                    _options(args, board="", out_dir=Path(args.output), **_cache(args)), Path(args.output),
+                    _options(args, board="", out_dir=Path(args.output)), Path(args.output),
                     build=args.build, labels=args.labels, scheduler=args.scheduler, workers=args.workers,
                     retry_failed=args.retry_failed, bar=shown and not lines,
                     progress=(lambda line: print(line, file=sys.stderr, flush=True)) if lines else None)
@@ -277,111 +267,52 @@ def _sections(command: argparse.ArgumentParser) -> dict[str, argparse._ArgumentG
     return command.sections
 
 
-def _build_cache_options(command: argparse.ArgumentParser) -> None:
-    """What a command that builds takes besides the model's options: the tolerance and the cache."""
+def _add_options(command: argparse.ArgumentParser, scopes: tuple[str, ...]) -> None:
+    """The options of ``config.OPTIONS`` whose scope is one of ``scopes``, each in its --help section in
+    ``OPTIONS``' order: the model first (positional), then --config."""
     section = _sections(command)
-    section["precision and verification"].add_argument(
-        "--tolerance", type=_argument(config.fraction), default=None, metavar="F",
-        help="allowed max abs error per output, as a fraction of that output's peak magnitude; default: "
-             "--error-budget's, else 0.05")
-    section["building"].add_argument(
-        "--cache", metavar="DIR", help="the build cache: hls4ml conversions and compiled C-simulation libraries, "
-        "reused when nothing that determines them changed (default: $XDG_CACHE_HOME/hetdeploy or ~/.cache/hetdeploy)")
-    section["building"].add_argument("--no-cache", action="store_true",
-                                     help="convert and compile everything anew, keep nothing")
-    section["building"].add_argument(
-        "--cache-limit", type=_argument(config.parse_size), default=None, metavar="SIZE",
-        help=f"the most the cache keeps, as 5G or 500M: past it the least recently used entries go (default: "
-             f"${LIMIT_VARIABLE}, else 5G); 'hetdeploy cache' shows it")
+    for option in (o for o in config.OPTIONS if o.scope in scopes):
+        where = section[option.section]
+        if option.field == "model":
+            where.add_argument("model", metavar=option.metavar, nargs="?", help=option.help)
+            where.add_argument("--config", metavar="FILE.yaml",
+                               help="options from a YAML file (as 'hetdeploy config DIR' writes; per-node settings "
+                                    "under 'nodes:'); options given here override it")
+        elif option.per_node:
+            value = {"type": _node_setting(option.check, option.metavar)} if option.check is not config.flag else {}
+            where.add_argument(option.flag, metavar=option.metavar, action="append", default=[], help=option.help,
+                               **value)
+        elif option.check is config.flag:
+            where.add_argument(option.flag, action="store_true", help=option.help)
+        elif option.choices:
+            where.add_argument(option.flag, choices=option.choices, default=_default(option), help=option.help)
+        else:  # --board, which has no default, is required once --config is read (_with_config)
+            default = _default(option)
+            where.add_argument(option.flag, type=None if option.check is config.text else _argument(option.check),
+                               default=None if default is MISSING else default, metavar=option.metavar,
+                               help=option.help)
+        if option.field == "cache":
+            where.add_argument("--no-cache", action="store_true", help="convert and compile everything anew, keep nothing")
 
 
-def _point_options(command: argparse.ArgumentParser) -> None:
-    """What `build` and `plan` take one of and `sweep` a list of."""
-    section = _sections(command)
-    section["what to deploy"].add_argument(
-        "--board", metavar="BOARD", help="required: a board name (see 'hetdeploy boards') or a .yaml path (or "
-                                         "'board:' in --config)")
-    section["partitioning"].add_argument(
-        "--policy", choices=config.POLICIES, default="latency",
-        help="latency (default): least estimated end-to-end latency with the FPGA's reserve kept free; support: "
-             "each op to the first device in the board's preference that runs it")
-    section["precision and verification"].add_argument(
-        "--width", type=_argument(config.width), default=16, metavar="BITS",
-        help="fixed-point width of every FPGA value, 4 to 32 (default 16): weights, biases and activations, each "
-             "with the integer bits its values need; the resource estimates follow it")
-    section["folding and memory"].add_argument(
-        "--model-reuse-factor", type=_argument(config.positive_int), default=None, metavar="R",
-        help="the ReuseFactor of every foldable FPGA unit (hls4ml's model-wide ReuseFactor): the valid one nearest "
-             "R for each; --reuse-factor NODE=R overrides it per unit (default: each folded to fit the FPGA)")
+def _add_axes(command: argparse.ArgumentParser) -> None:
+    """The sweep's grid: a list of each option a sweep varies (``Option.axis``), as R1,R2; a list of
+    one an option without a default must be given; 'auto' stands for a default of None."""
+    grid = _sections(command)["the sweep's grid"]
+    for option in (o for o in config.OPTIONS if o.axis):
+        flag, letter, default = "--" + option.axis.replace("_", "-"), option.axis[0].upper(), _default(option)
+        given = {"required": True} if default is MISSING else {"default": [default]}
+        check = _or_auto(option.check) if default is None else option.check
+        grid.add_argument(flag, type=_listed(check), metavar=f"{letter}1,{letter}2", help=option.axis_help, **given)
 
 
-def _model_options(command: argparse.ArgumentParser) -> None:
-    """The model and the config file (first in each command's help; the point's options follow)."""
-    deploy = _sections(command)["what to deploy"]
-    deploy.add_argument("model", metavar="MODEL.onnx", nargs="?",
-                        help="required: the ONNX model file (or 'model:' in --config)")
-    deploy.add_argument("--config", metavar="FILE.yaml",
-                        help="options from a YAML file (as 'hetdeploy config DIR' writes; per-node settings under "
-                             "'nodes:'); options given here override it")
+def _default(option) -> Any:
+    """``option``'s BuildOptions default: MISSING where it has none, None where it is found at run time
+    (the cache's folder)."""
+    from .config import BuildOptions
 
-
-def _build_options(command: argparse.ArgumentParser) -> None:
-    """Every option of a build but the model's (_model_options) and the point's (_point_options)."""
-    section = _sections(command)
-    partitioning = section["partitioning"]
-    precision, folding = section["precision and verification"], section["folding and memory"]
-    partitioning.add_argument(
-        "--objective", choices=config.OBJECTIVES, default="latency",
-        help="what the latency policy minimises: latency (default), one sample through the subfunctions in turn; "
-             "throughput, samples per second of a stream of --batch samples a call run as a pipeline (the busiest "
-             "device, or FPGA core, sets the pace)")
-    partitioning.add_argument(
-        "--batch", type=_argument(config.positive_int), default=1, metavar="N",
-        help="samples per call (default 1): the most an FPGA core takes in one call (its float ports hold N "
-             "samples, in DDR) and the batch the estimated throughput is for")
-    partitioning.add_argument(
-        "--device", metavar="NODE=DEVICE", action="append", default=[], type=_node_setting(config.text, "NODE=DEVICE"),
-        help="run ONNX node NODE on the board's device DEVICE (repeatable), whatever the policy would choose")
-    precision.add_argument(
-        "--precision", metavar="NODE=ap_fixed<W,I>", action="append", default=[],
-        type=_node_setting(config.precision, "NODE=ap_fixed<W,I>"),
-        help="the output type of the FPGA execution unit holding ONNX node NODE (repeatable; W from 2 to 32 bits, "
-             "I integer bits, may be negative); its other values are W bits wide and it is never widened")
-    precision.add_argument(
-        "--error-budget", type=_argument(config.fraction), default=None, metavar="E",
-        help="give each FPGA layer the fewest bits (from --width down) that keep every output's max abs error "
-             "within E of its peak magnitude on the calibration samples, searched on a fixed-point simulation of "
-             "the model; the build then verifies at E in C-simulation")
-    precision.add_argument(
-        "--calibration", metavar="X.npy",
-        help="input samples (.npy, or .npz by input name) that size the fixed-point precisions; a quarter of them "
-             "(at least one, chosen by --seed) are held out and never sized on: C-simulation verifies on those. "
-             "Default: seeded random samples, verified on others of another seed and one at the edges of their range")
-    precision.add_argument("--verify-input", metavar="Y.npy",
-                           help="input samples to verify on in C-simulation (never used for sizing); with it, every "
-                                "--calibration sample sizes the types")
-    precision.add_argument("--samples", type=_argument(config.sample_count), default=4, metavar="N",
-                           help="number of random samples to size on, and as many to verify on, without "
-                                "--calibration (default 4)")
-    precision.add_argument("--seed", type=_argument(config.seed), default=0, metavar="N",
-                           help="seed of the random samples (default 0)")
-    folding.add_argument(
-        "--reuse-factor", metavar="NODE=R", action="append", default=[],
-        type=_node_setting(config.positive_int, "NODE=R with R a positive integer"),
-        help="pin the hls4ml ReuseFactor of the FPGA execution unit holding ONNX node NODE (repeatable); the "
-             "others are folded around it")
-    folding.add_argument(
-        "--target-rate", type=_argument(config.rate), default=None, metavar="N",
-        help="samples per second the FPGA must sustain on a stream of --batch samples a call: its units folded to "
-             "the fewest resources that reach N (FINN's target_fps); default: folded to the least latency that fits")
-    folding.add_argument(
-        "--weights-in-ddr", metavar="NODE", action="append", default=[],
-        help="keep the weights of the FPGA execution unit holding ONNX node NODE in DDR, read on every run, instead "
-             "of on chip (repeatable); units whose weights overflow the BRAM go there anyway")
-    folding.add_argument(
-        "--memory-strategy", choices=config.MEMORY_STRATEGIES, default="auto",
-        help="how FPGA buffers share memory: refcount (the seed's block reuse), greedy (offsets, largest first, "
-             "best-fit gaps), fastest (no reuse); auto (default): the smallest footprint")
+    default = next(f.default for f in fields(BuildOptions) if f.name == option.field)
+    return None if default is MISSING and option.field == "cache" else default
 
 
 def _printing_options(command: argparse.ArgumentParser, json_help: str, quiet_help: str = "") -> None:
@@ -409,9 +340,12 @@ def _listed(check):
     return convert
 
 
-def _reuse_factor(text: str):
-    """A reuse factor, or 'auto' (None): each unit folded to fit."""
-    return None if text == "auto" else config.positive_int(text)
+def _or_auto(check):
+    """A value ``check`` takes, or 'auto' (None): a reuse factor, or each unit folded to fit."""
+    def convert(text: str):
+        return None if text == "auto" else check(text)
+    convert.__name__ = check.__name__
+    return convert
 
 
 def _argument(check):
@@ -464,10 +398,7 @@ def parser() -> argparse.ArgumentParser:
                             usage="%(prog)s MODEL.onnx --board BOARD -o DIR [options]",
                             description="Run every stage and write the build folder DIR (moved into place only "
                                         "when every stage passed). " + config_note)
-    _model_options(b)
-    _point_options(b)
-    _build_options(b)
-    _build_cache_options(b)
+    _add_options(b, ("point", "shared", "building", "build"))
     section = _sections(b)
     section["what to deploy"].add_argument("-o", "--output", required=True, metavar="DIR",
                                            help="required: the build folder to write")
@@ -478,9 +409,6 @@ def parser() -> argparse.ArgumentParser:
         "--from-step", metavar="STEP", help="go on from this step in DIR, the steps before it taken from DIR's "
         "checkpoint (a finished build, or one --to-step stopped) with the same model, board and settings; the "
         "build cache makes the steps run again cheap")
-    section["building"].add_argument(
-        "--synth", action="store_true", help="then run HLS synthesis and the Vivado block design to a bitstream when "
-        "vitis_hls/vivado_hls and vivado are on PATH; otherwise say how to run them (exit 4)")
     _printing_options(b, json_help="print plan.json instead of the summary table",
                       quiet_help="no progress lines (DIR/build.log keeps them)")
     section["what it prints"].add_argument(
@@ -496,9 +424,7 @@ def parser() -> argparse.ArgumentParser:
                                         "each with its device, node count and estimated time and transfers, and "
                                         "the plan's estimated latency against all-on-CPU and the support policy. "
                                         + config_note)
-    _model_options(p)
-    _point_options(p)
-    _build_options(p)
+    _add_options(p, ("point", "shared"))
     _printing_options(p, json_help="print the plan (plan.json's content, with 'estimate')")
     _sections(p)["what it prints"].add_argument(
         "--nodes", action="store_true",
@@ -557,22 +483,11 @@ def parser() -> argparse.ArgumentParser:
                                         "and DIR/pareto.png (estimated latency against LUT + DSP). A failing point "
                                         "is recorded with its error; an interrupted sweep resumes from DIR. "
                                         "MODEL.onnx may instead come from --config FILE.yaml.")
-    _model_options(s)
-    _build_options(s)
-    _build_cache_options(s)
+    _add_options(s, ("shared", "building"))
+    _add_axes(s)
     section = _sections(s)
     section["what to deploy"].add_argument("-o", "--output", required=True, metavar="DIR",
                                            help="required: the sweep's folder")
-    grid = section["the sweep's grid"]
-    grid.add_argument("--boards", required=True, type=_listed(config.text), metavar="B1,B2",
-                      help="required: board names (see 'hetdeploy boards') or .yaml paths")
-    grid.add_argument("--widths", type=_listed(config.width), default=[16], metavar="W1,W2",
-                      help="fixed-point widths (--width of each point; default 16)")
-    grid.add_argument("--policies", type=_listed(config.choice(config.POLICIES)), default=["latency"],
-                      metavar="P1,P2", help=f"partitioning policies, of {', '.join(config.POLICIES)} (default latency)")
-    grid.add_argument("--reuse-factors", type=_listed(_reuse_factor), default=[None], metavar="R1,R2",
-                      help="model-wide reuse factors (--model-reuse-factor of each point); 'auto': each unit folded "
-                           "to fit (the default)")
     building = section["building"]
     building.add_argument("--build", action="store_true", help="build every point into DIR/builds and verify it "
                           "against the model (on the samples each build verified on, never those it sized on)")

@@ -18,8 +18,10 @@ plan.json's ``config`` holds the resolved configuration of the build (every key,
 paths absolute); ``hetdeploy config DIR`` writes it back as YAML (``--folding``: with every FPGA
 unit's reuse factor and weight placement pinned, for editing), and ``build --config`` replays it.
 
-The checks of option values live here too, shared by the CLI's arguments, config files and the
-Python API: one line naming the option or key.
+Every option is described once, in ``OPTIONS`` (its field, key, flag, check, default, --help text
+and section, the commands that take it, the sweep's axis): the CLI's arguments, the config file's
+keys, plan.json's ``config``, the Python API's keywords and the sweep's grid are made from it. The
+checks of option values live here too: one line naming the option or key.
 """
 
 from __future__ import annotations
@@ -28,11 +30,11 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import yaml
 
-from .cache import default_root, parse_size
+from .cache import LIMIT_VARIABLE, default_root, parse_size
 from .cost import OBJECTIVES
 from .errors import UserError
 from .memory import STRATEGIES
@@ -192,25 +194,121 @@ def _whole(value: Any, signed: bool = False) -> bool:
     return isinstance(value, str) and re.fullmatch(r"-?\d{1,12}" if signed else r"\d{1,12}", value) is not None
 
 
+# ------------------------------------------------------------------ every option, described once
+
+# Which commands take an option: "point" build and plan (a sweep varies it along its ``axis``),
+# "shared" build, plan and sweep, "building" build and sweep (they verify and cache), "build" build alone.
+SCOPES = ("point", "shared", "building", "build")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting of a build, described once: its ``BuildOptions`` field (the Python API's keyword),
+    its config-file key (top level, or under ``nodes.NODE`` when ``per_node``: NODE=VALUE on the
+    command line, repeatable), the check of its values, its --help section and text, and which
+    commands take it (``SCOPES``). The CLI's arguments, the config file's keys, plan.json's ``config``,
+    the API's keywords and the sweep's axes are all made from ``OPTIONS``; ``OPTIONS``' order is
+    --help's."""
+
+    field: str
+    key: str
+    check: Callable[[Any], Any]
+    section: str
+    help: str
+    scope: str = "shared"
+    metavar: Optional[str] = None
+    choices: tuple[str, ...] = ()
+    per_node: bool = False
+    path: bool = False  # resolved against the config file's folder; absolute in plan.json
+    axis: Optional[str] = None  # the sweep's list of it (the API's keyword; --axis-name on the command line)
+    axis_help: str = ""
+    written: Callable[[Any], Any] = lambda value: value  # its value as a config file holds it
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.key.replace("_", "-")
+
+
+def _typed(value: tuple[int, int]) -> str:
+    return f"ap_fixed<{value[0]},{value[1]}>"
+
+
+OPTIONS = (
+    Option("model", "model", text, "what to deploy", "required: the ONNX model file (or 'model:' in --config)",
+           metavar="MODEL.onnx", path=True),
+    Option("board", "board", text, "what to deploy", "required: a board name (see 'hetdeploy boards') or a .yaml "
+           "path (or 'board:' in --config)", scope="point", metavar="BOARD", axis="boards",
+           axis_help="required: board names (see 'hetdeploy boards') or .yaml paths"),
+    Option("width", "width", width, "precision and verification", "fixed-point width of every FPGA value, 4 to 32 "
+           "(default 16): weights, biases and activations, each with the integer bits its values need; the resource "
+           "estimates follow it", scope="point", metavar="BITS", axis="widths",
+           axis_help="fixed-point widths (--width of each point; default 16)"),
+    Option("policy", "policy", choice(POLICIES), "partitioning", "latency (default): least estimated end-to-end "
+           "latency with the FPGA's reserve kept free; support: each op to the first device in the board's "
+           "preference that runs it", scope="point", choices=POLICIES, axis="policies",
+           axis_help=f"partitioning policies, of {', '.join(POLICIES)} (default latency)"),
+    Option("model_reuse_factor", "model_reuse_factor", positive_int, "folding and memory", "the ReuseFactor of "
+           "every foldable FPGA unit (hls4ml's model-wide ReuseFactor): the valid one nearest R for each; "
+           "--reuse-factor NODE=R overrides it per unit (default: each folded to fit the FPGA)", scope="point",
+           metavar="R", axis="reuse_factors", axis_help="model-wide reuse factors (--model-reuse-factor of each "
+           "point); 'auto': each unit folded to fit (the default)"),
+    Option("objective", "objective", choice(OBJECTIVES), "partitioning", "what the latency policy minimises: "
+           "latency (default), one sample through the subfunctions in turn; throughput, samples per second of a "
+           "stream of --batch samples a call run as a pipeline (the busiest device, or FPGA core, sets the pace)",
+           choices=OBJECTIVES),
+    Option("batch", "batch", positive_int, "partitioning", "samples per call (default 1): the most an FPGA core "
+           "takes in one call (its float ports hold N samples, in DDR) and the batch the estimated throughput is "
+           "for", metavar="N"),
+    Option("devices", "device", text, "partitioning", "run ONNX node NODE on the board's device DEVICE "
+           "(repeatable), whatever the policy would choose", metavar="NODE=DEVICE", per_node=True),
+    Option("precisions", "precision", precision, "precision and verification", "the output type of the FPGA "
+           "execution unit holding ONNX node NODE (repeatable; W from 2 to 32 bits, I integer bits, may be "
+           "negative); its other values are W bits wide and it is never widened", metavar="NODE=ap_fixed<W,I>",
+           per_node=True, written=_typed),
+    Option("error_budget", "error_budget", fraction, "precision and verification", "give each FPGA layer the "
+           "fewest bits (from --width down) that keep every output's max abs error within E of its peak magnitude "
+           "on the calibration samples, searched on a fixed-point simulation of the model; the build then verifies "
+           "at E in C-simulation", metavar="E"),
+    Option("calibration", "calibration", text, "precision and verification", "input samples (.npy, or .npz by "
+           "input name) that size the fixed-point precisions; a quarter of them (at least one, chosen by --seed) "
+           "are held out and never sized on: C-simulation verifies on those. Default: seeded random samples, "
+           "verified on others of another seed and one at the edges of their range", metavar="X.npy", path=True),
+    Option("verify_input", "verify_input", text, "precision and verification", "input samples to verify on in "
+           "C-simulation (never used for sizing); with it, every --calibration sample sizes the types",
+           metavar="Y.npy", path=True),
+    Option("samples", "samples", sample_count, "precision and verification", "number of random samples to size "
+           "on, and as many to verify on, without --calibration (default 4)", metavar="N"),
+    Option("seed", "seed", seed, "precision and verification", "seed of the random samples (default 0)",
+           metavar="N"),
+    Option("reuse_factors", "reuse_factor", positive_int, "folding and memory", "pin the hls4ml ReuseFactor of the "
+           "FPGA execution unit holding ONNX node NODE (repeatable); the others are folded around it",
+           metavar="NODE=R", per_node=True),
+    Option("target_rate", "target_rate", rate, "folding and memory", "samples per second the FPGA must sustain on "
+           "a stream of --batch samples a call: its units folded to the fewest resources that reach N (FINN's "
+           "target_fps); default: folded to the least latency that fits", metavar="N"),
+    Option("weights_in_ddr", "weights_in_ddr", flag, "folding and memory", "keep the weights of the FPGA execution "
+           "unit holding ONNX node NODE in DDR, read on every run, instead of on chip (repeatable); units whose "
+           "weights overflow the BRAM go there anyway", metavar="NODE", per_node=True),
+    Option("memory_strategy", "memory_strategy", choice(MEMORY_STRATEGIES), "folding and memory", "how FPGA buffers "
+           "share memory: refcount (the seed's block reuse), greedy (offsets, largest first, best-fit gaps), "
+           "fastest (no reuse); auto (default): the smallest footprint", choices=MEMORY_STRATEGIES),
+    Option("relative_tolerance", "tolerance", fraction, "precision and verification", "allowed max abs error per "
+           "output, as a fraction of that output's peak magnitude; default: --error-budget's, else 0.05",
+           scope="building", metavar="F"),
+    Option("cache", "cache", text, "building", "the build cache: hls4ml conversions and compiled C-simulation "
+           "libraries, reused when nothing that determines them changed (default: $XDG_CACHE_HOME/hetdeploy or "
+           "~/.cache/hetdeploy)", scope="building", metavar="DIR", path=True),
+    Option("cache_limit", "cache_limit", parse_size, "building", f"the most the cache keeps, as 5G or 500M: past it "
+           f"the least recently used entries go (default: ${LIMIT_VARIABLE}, else 5G); 'hetdeploy cache' shows it",
+           scope="building", metavar="SIZE"),
+    Option("synth", "synth", flag, "building", "then run HLS synthesis and the Vivado block design to a bitstream "
+           "when vitis_hls/vivado_hls and vivado are on PATH; otherwise say how to run them (exit 4)", scope="build"),
+)
+_TOP_LEVEL = {o.key: o for o in OPTIONS if not o.per_node}  # a config file's keys
+_PER_NODE = {o.key: o for o in OPTIONS if o.per_node}  # its keys under nodes.NODE
+
+
 # ------------------------------------------------------------------ the file
-
-# top-level key -> (BuildOptions field, check); paths are resolved against the file's folder
-_KEYS = {
-    "model": ("model", text), "board": ("board", text), "policy": ("policy", choice(POLICIES)),
-    "memory_strategy": ("memory_strategy", choice(MEMORY_STRATEGIES)), "width": ("width", width),
-    "error_budget": ("error_budget", fraction), "calibration": ("calibration", text),
-    "verify_input": ("verify_input", text), "samples": ("samples", sample_count), "seed": ("seed", seed), "tolerance": ("relative_tolerance", fraction),
-    "synth": ("synth", flag), "cache": ("cache", text), "model_reuse_factor": ("model_reuse_factor", positive_int),
-    "objective": ("objective", choice(OBJECTIVES)), "batch": ("batch", positive_int),
-    "target_rate": ("target_rate", rate), "cache_limit": ("cache_limit", parse_size),
-}
-_PATHS = ("model", "calibration", "verify_input", "cache")
-# per-node key -> check
-_NODE_KEYS = {"reuse_factor": positive_int, "precision": precision, "weights_in_ddr": flag, "device": text}
-# per-node key -> the command-line flag that sets the same
-_NODE_FLAGS = {"reuse_factor": "--reuse-factor", "precision": "--precision", "weights_in_ddr": "--weights-in-ddr",
-               "device": "--device"}
-
 
 def load_config(path: str | Path) -> dict[str, Any]:
     """BuildOptions' fields (those the file gives) from a config file; one line naming the file,
@@ -223,37 +321,35 @@ def load_config(path: str | Path) -> dict[str, Any]:
     for key, value in data.items():
         if key == "nodes":
             continue
-        if key not in _KEYS:
-            source.fail(str(key), f"unknown key; expected one of: {', '.join([*_KEYS, 'nodes'])}")
-        name, check = _KEYS[key]
+        if key not in _TOP_LEVEL:
+            source.fail(str(key), f"unknown key; expected one of: {', '.join([*_TOP_LEVEL, 'nodes'])}")
+        option = _TOP_LEVEL[key]
         if value is None:  # the option's default; for the cache, none
             if key == "cache":
-                options[name] = None
+                options[option.field] = None
             continue
-        options[name] = _checked(check, value, source, key)
-        if key in _PATHS:
-            options[name] = base / Path(options[name]).expanduser()
+        options[option.field] = _checked(option.check, value, source, key)
+        if option.path:
+            options[option.field] = base / Path(options[option.field]).expanduser()
     nodes = data.get("nodes") or {}
     if not isinstance(nodes, dict):
         source.fail("nodes", "expected a mapping of ONNX node name to its settings")
     for node, settings in nodes.items():
         where = f"nodes.{node}"
         if not isinstance(settings, dict):
-            source.fail(where, f"expected a mapping of {', '.join(_NODE_KEYS)}")
+            source.fail(where, f"expected a mapping of {', '.join(_PER_NODE)}")
         for key, value in settings.items():
-            if key not in _NODE_KEYS:
-                source.fail(f"{where}.{key}", f"unknown key; expected one of: {', '.join(_NODE_KEYS)}")
-            value = _checked(_NODE_KEYS[key], value, source, f"{where}.{key}")
-            options.setdefault("origins", {})[f"{_NODE_FLAGS[key]} {node}"] = (
-                f"{path}: line {source.lines[f'{where}.{key}']}: {where}.{key}", None if key == "weights_in_ddr" else value)
-            if key == "reuse_factor":
-                options.setdefault("reuse_factors", {})[str(node)] = value
-            elif key == "precision":
-                options.setdefault("precisions", {})[str(node)] = value
-            elif key == "device":
-                options.setdefault("devices", {})[str(node)] = value
+            if key not in _PER_NODE:
+                source.fail(f"{where}.{key}", f"unknown key; expected one of: {', '.join(_PER_NODE)}")
+            option = _PER_NODE[key]
+            value = _checked(option.check, value, source, f"{where}.{key}")
+            listed = option.check is flag  # a node list (weights_in_ddr: true), not a node -> value mapping
+            options.setdefault("origins", {})[f"{option.flag} {node}"] = (
+                f"{path}: line {source.lines[f'{where}.{key}']}: {where}.{key}", None if listed else value)
+            if not listed:
+                options.setdefault(option.field, {})[str(node)] = value
             elif value:
-                options.setdefault("weights_in_ddr", []).append(str(node))
+                options.setdefault(option.field, []).append(str(node))
     return options
 
 
@@ -272,36 +368,35 @@ def _check_option(check, value: Any, where: str) -> Any:
 
 
 def settle_options(options: BuildOptions) -> BuildOptions:
-    """``options`` (from the CLI, a config file or the Python API) checked before any work, with the
-    defaults that follow others filled (the tolerance follows the error budget)."""
+    """``options`` (from the CLI, a config file or the Python API) checked before any work, each value
+    in its checked form (the API's precision "ap_fixed<8,3>" as (8, 3)), with the defaults that follow
+    others filled (the tolerance follows the error budget)."""
     if options.relative_tolerance is None:
         options = replace(options, relative_tolerance=options.error_budget or DEFAULT_TOLERANCE)
-    for key, (name, check) in _KEYS.items():
-        value = getattr(options, name)
-        if value is not None and key not in _PATHS:
-            _check_option(check, value, f"option {name}")
-    for node, value in options.reuse_factors.items():
-        _check_option(positive_int, value, f"reuse factor of node '{node}'")
-    for node, value in options.precisions.items():
-        _check_option(precision, value, f"precision of node '{node}'")
-    return options
+    settled = {}
+    for option in OPTIONS:
+        value = getattr(options, option.field)
+        if option.per_node and isinstance(value, dict):
+            settled[option.field] = {node: _check_option(option.check, setting, f"{option.key.replace('_', ' ')} of "
+                                                                                  f"node '{node}'")
+                                     for node, setting in value.items()}
+        elif not option.per_node and value is not None and not option.path:
+            settled[option.field] = _check_option(option.check, value, f"option {option.field}")
+    return replace(options, **settled)
 
 
 def resolved_config(options: BuildOptions) -> dict[str, Any]:
     """Every option of a build, defaults included, in the config file's form (plan.json ``config``)."""
     config: dict[str, Any] = {}
-    for key, (name, _) in _KEYS.items():
-        value = getattr(options, name)
-        config[key] = str(Path(value).resolve()) if key in _PATHS and value is not None else value
+    for option in _TOP_LEVEL.values():
+        value = getattr(options, option.field)
+        config[option.key] = str(Path(value).resolve()) if option.path and value is not None else value
     nodes: dict[str, dict[str, Any]] = {}
-    for node, value in options.reuse_factors.items():
-        nodes.setdefault(node, {})["reuse_factor"] = value
-    for node, (bits, integer) in options.precisions.items():
-        nodes.setdefault(node, {})["precision"] = f"ap_fixed<{bits},{integer}>"
-    for node in options.weights_in_ddr:
-        nodes.setdefault(node, {})["weights_in_ddr"] = True
-    for node, device in options.devices.items():
-        nodes.setdefault(node, {})["device"] = device
+    for option in _PER_NODE.values():
+        settings = getattr(options, option.field)
+        for node in settings:
+            nodes.setdefault(node, {})[option.key] = option.written(settings[node]) if isinstance(settings, dict) \
+                else True
     config["nodes"] = {node: nodes[node] for node in sorted(nodes)}
     return config
 

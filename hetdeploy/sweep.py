@@ -52,8 +52,9 @@ COLUMNS = ("board", "width", "policy", "reuse_factor", "status", "latency_s", "a
            "throughput_per_s", "subfunctions",
            "fpga_nodes", "devices", *RESOURCES, "max_abs_error", "tolerance", "verified", "accuracy",
            "model_accuracy", "build_dir", "error")
-# the options the grid sets per point; everything else is the sweep's (and its identity, for resuming)
-_AXES_OPTIONS = ("board", "width", "policy", "model_reuse_factor")
+# the options the grid sets per point (their config keys); everything else is the sweep's (and its
+# identity, for resuming)
+_AXES_OPTIONS = tuple(o.key for o in config.OPTIONS if o.axis)
 
 
 @dataclass(frozen=True)
@@ -232,7 +233,7 @@ def _checked_base(model: Path, points: list[Point], base: BuildOptions, build: b
 def _identity(model: Path, base: BuildOptions, build: bool, labels: Optional[str]) -> dict:
     """What every record depends on besides its point: the sweep in DIR/sweep.json."""
     options = {k: v for k, v in config.resolved_config(base).items()
-               if k not in ("board", "width", "policy", "model_reuse_factor", "cache", "cache_limit")}
+               if k not in (*_AXES_OPTIONS, "cache", "cache_limit")}
     return {"model": str(model), "model_sha256": hashlib.sha256(model.read_bytes()).hexdigest(),
             "options": options, "build": build,
             "labels_sha256": hashlib.sha256(Path(labels).read_bytes()).hexdigest() if labels else None}

@@ -31,6 +31,13 @@ def test_plan_shows_the_cli_table_and_mistakes_raise_user_error(tmp_path):
     (tmp_path / "c.yaml").write_text("model: jet.onnx\nboard: pynq-z2\npolicy: support\nwidth: 12\n")
     view = hetdeploy.plan(config=tmp_path / "c.yaml", width=10)
     assert view.plan.width == 10 and view.plan.policy == "support" and view.plan.config["width"] == 10
+    # values as a user writes them, per node too, in the form the config file and the command line take
+    view = hetdeploy.plan(model, "pynq-z2", policy="support", width="12", precisions={"/fc1/Gemm": "ap_fixed<8,3>"})
+    units = view.plan.subfunctions[0].execution_units
+    assert view.plan.width == 12 and units[0].precision == "ap_fixed<8,3>" and units[1].precision == "ap_fixed<12,6>"
+    assert view.plan.config["nodes"] == {"/fc1/Gemm": {"precision": "ap_fixed<8,3>"}}
+    with pytest.raises(hetdeploy.UserError, match="reuse factor of node '/fc1/Gemm': '0': expected a whole number"):
+        hetdeploy.plan(model, "pynq-z2", reuse_factors={"/fc1/Gemm": 0})
 
 
 def test_build_predict_and_load_match_emulate(built, tmp_path):
