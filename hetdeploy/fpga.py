@@ -22,7 +22,8 @@ from .csim import compile_library
 from .errors import ToolError, UserError, VerificationError, first_line, raised_in_hetdeploy
 from .hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitIsACopy, UnitSettings, ap_types_headers, fixed_config,
                              fixed_precision, generate_unit)
-from .hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, library_name, precision_bytes, write_project
+from .hls_top import (DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, library_name, precision_bytes, statement,
+                      write_project)
 from .model import LoadedModel
 from .ort_adapter import OrtModel, open_model
 from .plan import ExecutionUnit, HlsPort, HlsProject, Plan, PlanFormatError, Subfunction, UnitHls, from_dict
@@ -160,9 +161,8 @@ def _write_index_table(unit: ExecutionUnit, reference: OrtModel, project: Path) 
     index = runtime.channels_last(next(iter(moved.values())).reshape(out_shape)).reshape(-1).astype(np.int64)
     header = Path("units") / unit.name / "index.h"
     (project / header).parent.mkdir(parents=True, exist_ok=True)
-    (project / header).write_text(
-        f"// {unit.name}: output buffer value j is input buffer value {unit.name}_index[j]\n"
-        f"static const int {unit.name}_index[{index.size}] = {{{', '.join(map(str, index))}}};\n")
+    (project / header).write_text(statement("index_table", unit=unit.name, size=index.size,
+                                            values=", ".join(map(str, index))) + "\n")
     return str(header)
 
 

@@ -12,6 +12,7 @@ and those go through ``_comment``.
 
 from __future__ import annotations
 
+import functools
 import importlib.resources
 import math
 import re
@@ -42,6 +43,28 @@ def template(name: str) -> string.Template:
     if not path.is_file():
         raise RuntimeError(f"{path}: hetdeploy's HLS template is missing (a broken install?)")
     return string.Template(path.read_text())
+
+
+@functools.cache
+def _snippets(file: str, marker: str) -> dict[str, string.Template]:
+    """The templates of ``file`` in hls/ by name: the text after each line "``marker`` NAME"."""
+    blocks = template(file).template.split(f"\n{marker} ")[1:]
+    return {name: string.Template(body.rstrip("\n")) for name, _, body in (b.partition("\n") for b in blocks)}
+
+
+def statement(name: str, /, **values) -> str:
+    """The C++ of hls/statements.cpp.in's template ``name`` filled with ``values``."""
+    return _snippets("statements.cpp.in", "//@")[name].substitute(values)
+
+
+def project_line(name: str, /, **values) -> str:
+    """A Makefile rule or Tcl line, hls/project_lines.in's template ``name`` filled with ``values``."""
+    return _snippets("project_lines.in", "#@")[name].substitute(values)
+
+
+def _line(name: str, /, **values) -> str:
+    """``statement`` as a line of a function's body."""
+    return f"    {statement(name, **values)}\n"
 
 
 def _comment(names: list[str]) -> str:
@@ -92,13 +115,12 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     every_weight = weight_ports(source.units, source.memory)
     ports_of = {u.name: [p for p in every_weight if p.unit == u.name] for u in source.units}
 
-    offsets = "\n".join(
-        f"// {_comment([b.tensor])}: {b.size} bytes at {b.memory} + {b.offset}, steps {b.first}..{b.last}"
-        for b in source.memory.buffers)
-    declarations = "".join(f'#include "{u.index_table}"\n' for u in source.units if u.index_table)
-    declarations += "".join(f"typedef {p.precision} {p.port}_t;\n" for p in every_weight)
-    declarations += "\n".join(
-        f"void {u.name}_step({_parameters(u, ports_of[u.name])});" for u in source.units if u.hls is not None)
+    offsets = "\n".join(statement("buffer_comment", tensor=_comment([b.tensor]), size=b.size, memory=b.memory,
+                                   offset=b.offset, first=b.first, last=b.last) for b in source.memory.buffers)
+    declarations = "".join(statement("include", header=u.index_table) + "\n" for u in source.units if u.index_table)
+    declarations += "".join(statement("typedef", type=p.precision, name=f"{p.port}_t") + "\n" for p in every_weight)
+    declarations += "\n".join(statement("step_declaration", unit=u.name, parameters=_parameters(u, ports_of[u.name]))
+                              for u in source.units if u.hls is not None)
     (project_dir / f"{sub}_units.h").write_text(template("units.h.in").substitute(
         subfunction=sub, guard=sub.upper(), arena_bytes=extent["bram"], reserve_bytes=extent["reserved"],
         ddr_bytes=extent["ddr"], offsets=offsets,
@@ -109,39 +131,42 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
             _write_unit(sub, unit, buffers, ports_of[unit.name], project_dir)
 
     types = {b.tensor: f"b{k}_t" for k, b in enumerate(activations)}
-    buffer_types = "".join(f"typedef {b.precision} {types[b.tensor]};\n" for b in activations)
+    buffer_types = "".join(statement("typedef", type=b.precision, name=types[b.tensor]) + "\n" for b in activations)
     batch = source.max_batch
-    float_ports = ", ".join([f"const float in_{k}[{batch * _values(p.shape)}]" for k, p in enumerate(source.inputs)]
-                            + [f"float out_{k}[{batch * _values(p.shape)}]" for k, p in enumerate(source.outputs)])
     names = [f"in_{k}" for k in range(len(source.inputs))] + [f"out_{k}" for k in range(len(source.outputs))]
     depth = {name: batch * _values(p.shape) for name, p in zip(names, source.inputs + source.outputs)}
-    ports, csim_memory, load_ddr = "int samples, " + float_ports, "", ""
+    float_ports = ", ".join(statement("float_input" if name.startswith("in_") else "float_output", name=name,
+                                      values=depth[name]) for name in names)
+    ports, csim_memory, load_ddr = [float_ports], "", ""
     if extent["ddr"]:  # a port the host allocates; in C-simulation a static region the host can fill
-        ports += f", hetdeploy::word_t ddr[{ddr_words}]"
-        ports += "".join(f", {p.port}_t {p.port}[{p.values}]" for p in every_weight)
+        ports.append(statement("ddr_parameter", words=ddr_words))
+        ports += [statement("array_parameter", type=f"{p.port}_t", name=p.port, values=p.values) for p in every_weight]
         names += ["ddr"] + [p.port for p in every_weight]
-        csim_memory = f"static hetdeploy::word_t ddr[{ddr_words}];\n"
+        csim_memory = statement("ddr_region", words=ddr_words) + "\n"
         load_ddr = template("top_load_ddr.cpp.in").substitute(image=DDR_IMAGE, subfunction=sub,
                                                                bytes=ddr_words * units.ARENA_WORD_BYTES)
     m_axi_ports = "".join(template("top_m_axi_port.cpp.in").substitute(
-        port=name, depth=f" depth={depth[name]}" if name in depth else "") for name in names)
+        port=name, depth=statement("m_axi_depth", values=depth[name]) if name in depth else "") for name in names)
     base = {"bram": "arena", "reserved": "reserve", "ddr": "ddr"}
 
     def at(tensor: str) -> str:
-        return f"{base[buffers[tensor].memory]} + {buffers[tensor].offset // units.ARENA_WORD_BYTES}"
+        return statement("at_word", memory=base[buffers[tensor].memory],
+                         word=buffers[tensor].offset // units.ARENA_WORD_BYTES)
 
-    body = [f"    hetdeploy::from_float<{types[p.tensor]}>(in_{k} + s * {_values(p.shape)}, {at(p.tensor)}, "
-            f"{_values(p.shape)});\n" for k, p in enumerate(source.inputs)]
+    body = [_line("from_float", type=types[p.tensor], source=statement("sample_of", port=f"in_{k}",
+                                                                      values=_values(p.shape)),
+                  target=at(p.tensor), values=_values(p.shape)) for k, p in enumerate(source.inputs)]
     for step, unit in enumerate(source.units):
-        body.append(f"    // step {step}: {unit.name} ({unit.pe}): {_comment(unit.nodes)}\n")
+        body.append(_line("step_comment", step=step, unit=unit.name, pe=unit.pe, nodes=_comment(unit.nodes)))
         body.append(_run_unit(unit, at, types, source.shapes, ports_of[unit.name]))
-    body += [f"    hetdeploy::to_float<{types[p.tensor]}>({at(p.tensor)}, out_{k} + s * {_values(p.shape)}, "
-             f"{_values(p.shape)});\n" for k, p in enumerate(source.outputs)]
+    body += [_line("to_float", type=types[p.tensor], source=at(p.tensor),
+                   target=statement("sample_of", port=f"out_{k}", values=_values(p.shape)), values=_values(p.shape))
+             for k, p in enumerate(source.outputs)]
     body = ["    " + line if line.strip() else line for line in body]  # inside the samples loop
 
     entries = [_unit_entry(unit, types, source.shapes, ports_of[unit.name]) for unit in source.units]
     (project_dir / f"{sub}_top.cpp").write_text(template("top.cpp.in").substitute(
-        subfunction=sub, buffer_types=buffer_types, ports=ports, float_ports=float_ports,
+        subfunction=sub, buffer_types=buffer_types, ports=", ".join(ports), float_ports=float_ports,
         arguments=", ".join(names), m_axi_ports=m_axi_ports, csim_memory=csim_memory, load_ddr=load_ddr,
         load_weights=_load_weights(every_weight), arena_words=arena_words, reserve_words=reserve_words,
         max_batch=batch,
@@ -171,9 +196,9 @@ def _write_ddr_image(source: SubfunctionSource, project_dir: Path) -> None:
 
 def _load_weights(ports: list[WeightPort]) -> str:
     """C-simulation: the typed weight arrays, read from the DDR region as an m_axi port would."""
-    return "".join(f"    static {p.port}_t {p.port}[{p.values}];\n"
-                   f"    hetdeploy::load_array<{p.port}_t>(ddr + {p.offset // units.ARENA_WORD_BYTES}, {p.port}, {p.values});\n"
-                   for p in ports)
+    return "".join(_line("static_array", type=f"{p.port}_t", name=p.port, values=p.values) +
+                   _line("load_array", type=f"{p.port}_t", word=p.offset // units.ARENA_WORD_BYTES, name=p.port,
+                         values=p.values) for p in ports)
 
 
 def _values(shape: list[int]) -> int:
@@ -183,7 +208,7 @@ def _values(shape: list[int]) -> int:
 def _flatten(shape: list[int], element: str, source: str, target: str) -> str:
     """ONNX Flatten(axis=1) of a buffer: channels-last when its rank is >= 3, else a plain copy."""
     channels, pixels = (shape[1], _values(shape[2:])) if len(shape) >= 3 else (1, _values(shape))
-    return f"hetdeploy::flatten_channels_last<{element}>({source}, {target}, {pixels}, {channels});"
+    return statement("flatten", type=element, source=source, target=target, pixels=pixels, channels=channels)
 
 
 def _run_unit(unit: ExecutionUnit, at: Callable[[str], str], types: dict[str, str],
@@ -191,17 +216,18 @@ def _run_unit(unit: ExecutionUnit, at: Callable[[str], str], types: dict[str, st
     """The line that runs ``unit`` on the buffers ``at(tensor)`` points to (and its DDR weights)."""
     if unit.hls is not None:
         arguments = [at(t) for t in unit.inputs + unit.outputs] + [p.port for p in weights]
-        return f"    {unit.name}_step({', '.join(arguments)});\n"
+        return _line("run_step", unit=unit.name, arguments=", ".join(arguments))
     (x,), (y,) = unit.inputs, unit.outputs
     if unit.index_table:
-        return f"    hetdeploy::gather<{types[x]}>({at(x)}, {at(y)}, {unit.name}_index, {_values(shapes[y])});\n"
+        return _line("gather", type=types[x], source=at(x), target=at(y), unit=unit.name, values=_values(shapes[y]))
     return f"    {_flatten(shapes[x], types[x], at(x), at(y))}\n"
 
 
 def _parameters(unit: ExecutionUnit, weights: list[WeightPort]) -> str:
-    return ", ".join([f"const hetdeploy::word_t *in_{k}" for k in range(len(unit.inputs))]
-                     + [f"hetdeploy::word_t *out_{k}" for k in range(len(unit.outputs))]
-                     + [f"{p.port}_t {p.port}[{p.values}]" for p in weights])
+    return ", ".join([statement("word_input", name=f"in_{k}") for k in range(len(unit.inputs))]
+                     + [statement("word_output", name=f"out_{k}") for k in range(len(unit.outputs))]
+                     + [statement("array_parameter", type=f"{p.port}_t", name=p.port, values=p.values)
+                        for p in weights])
 
 
 def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], weights: list[WeightPort],
@@ -212,27 +238,27 @@ def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], weigh
     for direction, ports in (("in", hls.inputs), ("out", hls.outputs)):
         for k, port in enumerate(ports):
             var, values = f"{direction}_{k}", _values(port.shape)
-            types.append(f"typedef {buffers[port.tensor].precision} {var}_t;\n")
+            types.append(statement("typedef", type=buffers[port.tensor].precision, name=f"{var}_t") + "\n")
             element = f"{ns}::{port.hls_type}"
             if direction == "in":
                 if stream:  # a pixel's channels a cycle, from the words they lie in
                     body.append(template("unit_stream_in.cpp.in").substitute(
                         element=element, var=var, words=values // port.pack, pack=port.pack))
                 else:
-                    body.append(f"    {element} {var}_data[{values}];\n"
-                                f"    hetdeploy::read_array<{var}_t>({var}, {var}_data, {values});\n")
+                    body.append(_line("unit_array", type=element, name=var, values=values) +
+                                _line("read_array", name=var, values=values))
             else:
-                body.append(f"    hls::stream<{element}> {var}_data(\"{var}\");\n" if stream
-                            else f"    {element} {var}_data[{values}];\n")
+                body.append(_line("unit_stream", type=element, name=var) if stream
+                            else _line("unit_array", type=element, name=var, values=values))
             streams.append(f"{var}_data")
-    body.append(f"    {ns}::{ns}({', '.join(streams + [p.port for p in weights])});\n")
+    body.append(_line("run_unit", unit=ns, arguments=", ".join(streams + [p.port for p in weights])))
     for k, port in enumerate(hls.outputs):
         var, values = f"out_{k}", _values(port.shape)
         if stream:  # a pixel's channels a cycle, into the words they lie in
             body.append(template("unit_stream_out.cpp.in").substitute(
                 element=f"{ns}::{port.hls_type}", var=var, words=values // port.pack, pack=port.pack))
         else:
-            body.append(f"    hetdeploy::write_array<{var}_t>({var}, {var}_data, {values});\n")
+            body.append(_line("write_array", name=var, values=values))
     unit_dir = project_dir / "units" / unit.name
     (unit_dir / f"{unit.name}_step.cpp").write_text(template("unit.cpp.in").substitute(
         unit=unit.name, subfunction=sub, io_type=hls.io_type, buffer_types="".join(types),
@@ -246,17 +272,16 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
     tensors = unit.inputs + unit.outputs
     names = {t: f"{'in' if k < len(unit.inputs) else 'out'}_{k if k < len(unit.inputs) else k - len(unit.inputs)}"
              for k, t in enumerate(tensors)}
-    params = ", ".join([f"const float *{names[t]}" for t in unit.inputs] + [f"float *{names[t]}" for t in unit.outputs])
-    lines = [f"void {unit.name}_float({params}) {{\n"]
-    lines += [f"    static hetdeploy::word_t {names[t]}_words[({_values(shapes[t])} + hetdeploy::lane<{types[t]}>::per_word"
-              f" - 1) / hetdeploy::lane<{types[t]}>::per_word];\n" for t in tensors]
-    lines += [f"    hetdeploy::from_float<{types[t]}>({names[t]}, {names[t]}_words, {_values(shapes[t])});\n"
+    params = ", ".join([statement("float_pointer_input", name=names[t]) for t in unit.inputs] +
+                       [statement("float_pointer_output", name=names[t]) for t in unit.outputs])
+    lines = [_line("scratch_words", name=names[t], values=_values(shapes[t]), type=types[t]) for t in tensors]
+    lines += [_line("from_float", type=types[t], source=names[t], target=f"{names[t]}_words", values=_values(shapes[t]))
               for t in unit.inputs]
     lines.append(_load_weights(weights))
     lines.append(_run_unit(unit, lambda t: f"{names[t]}_words", types, shapes, weights))
-    lines += [f"    hetdeploy::to_float<{types[t]}>({names[t]}_words, {names[t]}, {_values(shapes[t])});\n"
+    lines += [_line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=_values(shapes[t]))
               for t in unit.outputs]
-    return "".join(lines) + "}\n"
+    return statement("unit_float", unit=unit.name, parameters=params, body="".join(lines)) + "\n"
 
 
 _FIXED = re.compile(r"ap_u?fixed<\s*(\d+)")
@@ -317,16 +342,14 @@ def _write_build_files(source: SubfunctionSource, project_dir: Path) -> None:
     objects, rules, add_files = [], [], []
     for unit in (u for u in source.units if u.hls is not None):
         base = f"units/{unit.name}"
-        prefix = f"-DHETDEPLOY_WEIGHTS_PREFIX='\"{base}/firmware/weights/\"'"
-        for cpp, extra in ((f"{base}/firmware/{unit.name}.cpp", f" {prefix}"), (f"{base}/{unit.name}_step.cpp", "")):
-            obj = cpp[:-4] + ".o"
-            objects.append(obj)
-            rules.append(f"{obj}: {cpp}\n\t$(CXX) $(FLAGS){extra} -c $< -o $@\n")
-        add_files.append(f"add_files {base}/firmware/{unit.name}.cpp -cflags \"-std=c++0x -Iap_types -I.\"")
-        add_files.append(f"add_files {base}/{unit.name}_step.cpp -cflags \"-std=c++0x -Iap_types -I.\"")
+        prefix = project_line("weights_prefix", folder=f"{base}/firmware/weights/")
+        for cpp, flags in ((f"{base}/firmware/{unit.name}.cpp", prefix), (f"{base}/{unit.name}_step.cpp", "")):
+            objects.append(cpp[:-4] + ".o")
+            rules.append(project_line("make_rule", object=objects[-1], source=cpp, flags=flags) + "\n")
+            add_files.append(project_line("add_files", source=cpp))
     objects.append(f"{sub}_top.o")
-    rules.append(f"{sub}_top.o: {sub}_top.cpp\n\t$(CXX) $(FLAGS) -c $< -o $@\n")
-    add_files.append(f"add_files {sub}_top.cpp -cflags \"-std=c++0x -Iap_types -I.\"")
+    rules.append(project_line("make_rule", object=objects[-1], source=f"{sub}_top.cpp", flags="") + "\n")
+    add_files.append(project_line("add_files", source=f"{sub}_top.cpp"))
     (project_dir / MAKEFILE).write_text(template("Makefile.in").substitute(
         subfunction=sub, ap_types="ap_types", library=library_name(sub), objects=" ".join(objects),
         rules="\n".join(rules)))
