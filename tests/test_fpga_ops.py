@@ -119,6 +119,32 @@ def test_every_2d_op_standalone_and_after_a_layer(tmp_path):
     assert where["prelu_fused"]["unit"] == where["fc2"]["unit"]
 
 
+def test_a_batchnormalization_anywhere_runs_on_the_fpga(tmp_path):
+    """A BatchNormalization at the input, after a ReLU (a negative scale: it cannot move into the
+    convolution before the ReLU) and after a max pooling, then Flatten and Gemm: every node on the
+    FPGA, each unit and the pipeline within tolerance of onnxruntime."""
+    b = Builder(4)
+    C = op_models.CHANNELS
+
+    def batchnorm(x, name, channels, scale):
+        return b.node("BatchNormalization", [x, b.const(f"{name}.scale", scale), b.random(f"{name}.bias", [channels]),
+                                             b.random(f"{name}.mean", [channels]),
+                                             b.const(f"{name}.var", b.rng.uniform(0.5, 1.5, [channels]))], name)
+
+    x = batchnorm("input", "bn_input", 3, b.rng.uniform(0.5, 1.5, [3]))
+    x = b.node("Conv", [x, b.random("conv.w", [C, 3, 3, 3])], "conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    x = b.node("Relu", [x], "relu")
+    x = batchnorm(x, "bn_relu", C, -b.rng.uniform(0.5, 1.5, [C]))
+    x = b.node("MaxPool", [x], "pool", kernel_shape=[2, 2], strides=[2, 2])
+    x = batchnorm(x, "bn_pool", C, b.rng.uniform(0.5, 1.5, [C]))
+    x = b.node("Flatten", [x], "flatten")
+    b.node("Gemm", [x, b.random("fc.w", [10, C * 16]), b.random("fc.b", [10])], "fc", transB=1)
+    path = save_model(b, tmp_path / "batchnorms.onnx", [1, 3, 8, 8])
+    plan = build_and_emulate(path, tmp_path / "batchnorms")
+    on_fpga(plan, [n.name for n in b.nodes])
+    assert all(u.verification.passed for s in plan.subfunctions for u in s.execution_units)
+
+
 def test_a_softmax_whose_inputs_spread_over_half_their_range_is_right(tmp_path):
     """Sized on inputs up to 4 (ap_fixed<16,4>: -8 to 8), verified on 5 and -5: max - x is 10, which
     hls4ml's own ap_ufixed<15,3> for it wraps to 2 (exp(-2) where exp(-10) is meant); the build's
