@@ -61,6 +61,7 @@ def test_build_predict_and_load_match_emulate(built, tmp_path):
     np.testing.assert_array_equal(rebuilt.predict(x)[0], y)  # same inputs, same bytes out
 
 
+@pytest.mark.slow  # the README's example builds
 def test_the_readme_python_example_runs_as_a_script_and_from_standard_input(tmp_path):
     """The README's "From Python" block, as a user saves it (a script without a __main__ guard) and as they
     pipe it into python: Dask's worker processes must not run it again (they did: 'Nanny failed to start',

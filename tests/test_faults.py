@@ -64,7 +64,8 @@ def test_two_builds_into_one_folder_one_waits_for_nothing_and_says_so(tmp_path):
     assert (tmp_path / "out" / "plan.json").is_file()
 
 
-@pytest.mark.parametrize("kind, count", [("model", 40), ("model-build", 6), ("board", 16), ("path", 8), ("option", 16)])
+@pytest.mark.parametrize("kind, count", [("model", 40), pytest.param("model-build", 6, marks=pytest.mark.slow),
+                                         ("board", 16), ("path", 8), ("option", 16)])
 def test_fuzzed_models_and_board_files_end_in_one_line_or_a_plan(kind, count):
     findings = [f"{o.case.name}: {o.finding}" for o in map(fuzz.run_case, fuzz.cases(kind, 2026, count))
                 if o.finding]
