@@ -14,7 +14,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .errors import UserError
-from .plan import Plan, PlanFormatError, PrecisionSearch, from_dict
+from .plan import Plan, PrecisionSearch, read_json
 
 CHECKPOINT = "checkpoint"  # the folder in a build folder
 STATE = "state.json"
@@ -56,23 +56,9 @@ def write_checkpoint(build_dir: Path, checkpoint: Checkpoint, plan: Optional[Pla
 def read_checkpoint(build_dir: Path) -> tuple[Checkpoint, Optional[Plan], Optional[dict[str, np.ndarray]]]:
     """The checkpoint ``write_checkpoint`` left in ``build_dir``: (it, the plan or None, the verified
     outputs or None); one line naming the file when there is none or it is damaged."""
-    path = build_dir / CHECKPOINT / STATE
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no checkpoint here; {build_dir} holds no build to go on from (build it first, "
-                        f"or leave --from-step out)") from None
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}: line {err.lineno}: not valid JSON ({err.msg})") from None
-    except (OSError, UnicodeDecodeError, RecursionError) as err:
-        raise UserError(f"{path}: cannot read it ({type(err).__name__})") from None
-    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
-        found = data.get("format") if isinstance(data, dict) else None
-        raise UserError(f"{path}: checkpoint format {found!r}, this hetdeploy reads {CHECKPOINT_FORMAT}")
-    try:
-        checkpoint = from_dict(Checkpoint, data)
-    except PlanFormatError as err:
-        raise UserError(f"{path}: not a checkpoint this hetdeploy wrote: {err}") from None
+    checkpoint = read_json(build_dir / CHECKPOINT / STATE, Checkpoint, "checkpoint", CHECKPOINT_FORMAT,
+                           f"no checkpoint here; {build_dir} holds no build to go on from (build it first, or leave "
+                           f"--from-step out)")
     plan_path = build_dir / CHECKPOINT / "plan.json"
     plan = Plan.load(plan_path) if plan_path.is_file() else None
     if not checkpoint.outputs:

@@ -367,23 +367,30 @@ class Plan:
 
     @staticmethod
     def load(path: Path) -> "Plan":
-        from .errors import UserError
+        return read_json(path, Plan, "plan", PLAN_FORMAT, "no plan.json here; is this a hetdeploy build folder?")
 
-        try:
-            data = json.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise UserError(f"{path}: no plan.json here; is this a hetdeploy build folder?") from None
-        except json.JSONDecodeError as err:
-            raise UserError(f"{path}: line {err.lineno}: not valid JSON ({err.msg})") from None
-        except (OSError, UnicodeDecodeError, RecursionError) as err:
-            raise UserError(f"{path}: cannot read the plan ({type(err).__name__})") from None
-        if not isinstance(data, dict) or data.get("format") != PLAN_FORMAT:
-            found = data.get("format") if isinstance(data, dict) else None
-            raise UserError(f"{path}: plan format {found!r}, this hetdeploy reads {PLAN_FORMAT}")
-        try:
-            return _from_dict(Plan, data, "")
-        except PlanFormatError as err:
-            raise UserError(f"{path}: not a plan this hetdeploy wrote: {err}") from None
+
+def read_json(path: Path, cls: type, what: str, version: int, missing: str) -> Any:
+    """The dataclass ``cls`` from the JSON file ``path`` hetdeploy wrote (its ``format`` ``version``),
+    every value's type checked; one line naming the file when it is missing (``missing`` says what
+    that means), not JSON, of another format or damaged."""
+    from .errors import UserError
+
+    try:
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: {missing}") from None
+    except json.JSONDecodeError as err:
+        raise UserError(f"{path}: line {err.lineno}: not valid JSON ({err.msg})") from None
+    except (OSError, UnicodeDecodeError, RecursionError) as err:
+        raise UserError(f"{path}: cannot read the {what} ({type(err).__name__})") from None
+    if not isinstance(data, dict) or data.get("format") != version:
+        found = data.get("format") if isinstance(data, dict) else None
+        raise UserError(f"{path}: {what} format {found!r}, this hetdeploy reads {version}")
+    try:
+        return _from_dict(cls, data, "")
+    except PlanFormatError as err:
+        raise UserError(f"{path}: not a {what} this hetdeploy wrote: {err}") from None
 
 
 def from_dict(cls: type, data: Any) -> Any:

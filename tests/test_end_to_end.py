@@ -498,6 +498,19 @@ def test_a_build_stops_after_a_step_and_goes_on_from_one(built, tmp_path):
     assert _same_files(finished, stopped) == []
 
 
+def test_a_damaged_checkpoint_is_one_line_naming_it(tmp_path):
+    jet = str(Path(__file__).resolve().parent.parent / "examples" / "jet_tagger_mlp.onnx")
+    out = tmp_path / "out"
+    (out / "checkpoint").mkdir(parents=True)
+    for content, says in (("{", "line 1: not valid JSON"), ('{"format": 9}', "checkpoint format 9, this hetdeploy "
+                                                                              "reads 1"),
+                          ('{"format": 1, "steps": 3}', "not a checkpoint this hetdeploy wrote: steps: expected a list")):
+        (out / "checkpoint" / "state.json").write_text(content)
+        result = hetdeploy("build", jet, "--board", "pynq-z2", "-o", str(out), "--from-step", "verify", "-q")
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert f"{out / 'checkpoint' / 'state.json'}: {says}" in result.stderr
+
+
 def test_help_shows_what_is_required_and_every_option_in_the_same_place():
     """The usage line names the model and the board as required (they may come from --config instead,
     which the description says), and build, plan and sweep list the options they share in one order,
