@@ -25,33 +25,23 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-import numpy as np
-import onnx
-
-from . import rewrites, runtime, verify
 from .board import Board, load_board
 from .config import BuildOptions, resolved_config, settle_options
 from .cache import BuildCache, digest, toolchain
 from .checkpoint import CHECKPOINT, STATE, Checkpoint, read_checkpoint, write_checkpoint
 from .deploy import check_package, synthesize, write_package
 from .errors import UserError, VerificationError
-from .graph import QONNX_DOMAINS
-from .model import QUANTIZER_OPS, LoadedModel, load_model
-from .ort_adapter import open_model
+from .model import LoadedModel, load_model
 from .plan_text import empty_fpga_note
-from .plan import Plan, PrecisionSearch, Subfunction, Widening
-from .subgraph import extract
+from .plan import Plan, PrecisionSearch, Subfunction
+from .subfunctions import write_subfunctions
 from .samples import BuildSamples, build_samples, calibration_note
 from .planning import (against_baselines, fold_units, folded_plan, fpga_times, map_nodes, model_node_names,
                        search_layer_widths)
 from .progress import Progress, Reporter, stderr_progress
 from .output import BUILD_LOG, check_output, output_lock, staging
 from .fpga import generate_hls, verify_csim
-
-# Chaining the subfunctions on onnxruntime must reproduce the model; only
-# float reassociation inside onnxruntime's kernels may differ.
-CHAIN_TOLERANCE = 1e-5
-
+from .verify import widen
 
 @dataclasses.dataclass
 class BuildState:
@@ -338,7 +328,7 @@ def _verify(state: BuildState) -> BuildState:
     try:
         state.emulated = verify_csim(plan, state.build_dir, state.samples.verification, state.progress)
     except VerificationError as err:
-        widened = _widen(plan, err, state.unit_widths, state.options.precisions, state.progress)
+        widened = widen(plan, err, state.unit_widths, state.options.precisions, state.progress)
         if not widened:
             raise
         for unit in (u for s in _fpga(plan) for u in s.execution_units if u.name in widened):
@@ -402,84 +392,3 @@ def _write_report(plan: Plan, build_dir: Path, cache: Optional[BuildCache]) -> N
     write_report(build_dir)
     if cache is not None:
         cache.store("report", key, build_dir, [build_dir / "report.html"], {})
-
-
-# Automatic widening of a unit out of tolerance: this many bits at a time (one under
-# --error-budget), up to MAX_WIDTH.
-WIDEN_STEP, MAX_WIDTH = 4, 32
-
-
-def _widen(plan: Plan, failure: VerificationError, unit_widths: dict[str, int],
-           precisions: dict[str, tuple[int, int]], progress: Progress) -> list[str]:
-    """Give each execution unit that ``failure`` names, and the units writing its inputs,
-    WIDEN_STEP more bits (one under --error-budget; up to MAX_WIDTH) and
-    record it in the plan; returns those widened (none: the failure is not a unit's, or none can
-    widen). Units with a node in ``precisions`` (--precision) keep theirs."""
-    widened = []
-    pinned = {u.name for s in plan.subfunctions for u in s.execution_units if set(u.nodes) & precisions.keys()}
-    for name, why in _with_writers_of_inputs(plan, failure.units):
-        before = unit_widths[name]
-        if before >= MAX_WIDTH or name in pinned:  # --precision is the user's word
-            continue
-        # the search's widths missed only by what its simulation leaves out: a bit at a time
-        unit_widths[name] = min(MAX_WIDTH, before + (1 if plan.precision_search else WIDEN_STEP))
-        plan.widened.append(Widening(name, before, unit_widths[name], why))
-        progress(f"      widening {name} from {before} to {unit_widths[name]} bits: {why}")
-        widened.append(name)
-    return widened
-
-
-def _with_writers_of_inputs(plan: Plan, failed: list) -> list[tuple[str, str]]:
-    """(unit, why) for each failed unit check, and before each the units that write its inputs: the
-    data units (Flatten, Reshape, ...: moved by the top, no logic) that carry them and the unit that
-    computes them. A value rounded there to their width, say one near a binary quantizer's threshold,
-    stays rounded however wide the unit after them grows."""
-    units = {u.name: u for s in plan.subfunctions for u in s.execution_units}
-    writer = {t: u for u in units.values() for t in u.outputs}
-    chosen: dict[str, str] = {}
-    for check in failed:
-        why = check.problem() if not check.passed else "its subfunction's outputs are out of tolerance"
-        tensors = list(units[check.name].inputs) if check.name in units else []
-        while tensors:
-            source = writer.get(tensors.pop())
-            if source is None or source.name in chosen:
-                continue
-            chosen[source.name] = f"it writes the input of {check.name}"
-            if source.pe == "data":
-                tensors.extend(source.inputs)
-        chosen[check.name] = why
-    return list(chosen.items())
-
-
-def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path, sample: dict[str, np.ndarray]) -> None:
-    """source.onnx (the reference), model.onnx (normalised) and one model per subfunction;
-    then check that chaining them on onnxruntime reproduces the source model on ``sample`` (one of
-    the user's inputs, or a synthetic one)."""
-    onnx.save(loaded.source, str(build_dir / "source.onnx"))
-    onnx.save(loaded.model, str(build_dir / plan.model))
-    (build_dir / "subfunctions").mkdir()
-    qdq = any(n.op_type == "QuantizeLinear" for n in loaded.source.graph.node)
-    for sub in plan.subfunctions:
-        sub.onnx = f"subfunctions/{sub.name}.onnx"
-        model = extract(loaded.model, sub)
-        if sub.kind != "fpga":  # the board runs it on onnxruntime alone; a QDQ model's pairs stay pairs
-            rewrites.quantizers_as_standard_onnx(model, zero_points_as_qdq=qdq)
-            left = next((n for n in model.graph.node if n.domain in QONNX_DOMAINS), None)
-            if left is not None:
-                raise UserError(f"node '{left.name}' ({left.op_type}) would run on {sub.device} (subfunction "
-                                f"{sub.name}), where only qonnx runs it and the board has onnxruntime alone: put it "
-                                f"on an FPGA that takes it (--device NODE=DEVICE) or export it as standard ONNX")
-        onnx.save(model, str(build_dir / sub.onnx))
-    chain = runtime.file_executors(build_dir, plan)
-    source = open_model(build_dir / "source.onnx")
-    # Intake's rewrites (a BatchNormalization folded into a convolution) reorder float arithmetic;
-    # a quantizer after them turns a last-bit difference into one of its steps, now and then.
-    quantized = any(n.op in QUANTIZER_OPS for n in loaded.graph.nodes)
-    check = verify.SubfunctionCheck("chain", "pipeline", plan.relative_tolerance if quantized else CHAIN_TOLERANCE)
-    got, want = runtime.run(plan, chain, sample), source.run(sample)
-    check.add({t: got[t] for t in want}, want)
-    if any(t.reference_nonfinite for t in check.tensors.values()):
-        where = "a --calibration sample" if plan.calibration.source == "file" else "a random sample"
-        raise UserError(f"the model on {where}: {check.problem()}")
-    if not check.passed:
-        raise RuntimeError(f"the subfunction chain on onnxruntime against the model: {check.problem()}")

@@ -9,6 +9,7 @@ output whose reference is all zeros must come out all zeros. A check passes only
 it saw passed, and one that saw no tensor fails.
 An execution unit's outputs also count their saturations: reference values beyond what the
 output's fixed-point type holds (it saturates to its rails), so that overflow is never silent.
+A build whose units fail widens them (``widen``) and runs again from their folding.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ from . import runtime
 from .csim import CSimCrash
 from .hls_top import fixed_range
 from .ort_adapter import OrtModel, open_model
-from .plan import Plan, TensorVerification, Verification
+from .errors import VerificationError
+from .plan import Plan, TensorVerification, Verification, Widening
+from .progress import Progress
 
 
 @dataclass
@@ -292,3 +295,50 @@ def check_units(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
                 check.add(got, want)
                 env.update(want)
     return checks
+
+
+# Automatic widening of a unit out of tolerance: this many bits at a time (one under
+# --error-budget), up to MAX_WIDTH.
+WIDEN_STEP, MAX_WIDTH = 4, 32
+
+
+def widen(plan: Plan, failure: VerificationError, unit_widths: dict[str, int],
+          precisions: dict[str, tuple[int, int]], progress: Progress) -> list[str]:
+    """Give each execution unit that ``failure`` names, and the units writing its inputs,
+    WIDEN_STEP more bits (one under --error-budget; up to MAX_WIDTH) and
+    record it in the plan; returns those widened (none: the failure is not a unit's, or none can
+    widen). Units with a node in ``precisions`` (--precision) keep theirs."""
+    widened = []
+    pinned = {u.name for s in plan.subfunctions for u in s.execution_units if set(u.nodes) & precisions.keys()}
+    for name, why in _with_writers_of_inputs(plan, failure.units):
+        before = unit_widths[name]
+        if before >= MAX_WIDTH or name in pinned:  # --precision is the user's word
+            continue
+        # the search's widths missed only by what its simulation leaves out: a bit at a time
+        unit_widths[name] = min(MAX_WIDTH, before + (1 if plan.precision_search else WIDEN_STEP))
+        plan.widened.append(Widening(name, before, unit_widths[name], why))
+        progress(f"      widening {name} from {before} to {unit_widths[name]} bits: {why}")
+        widened.append(name)
+    return widened
+
+
+def _with_writers_of_inputs(plan: Plan, failed: list) -> list[tuple[str, str]]:
+    """(unit, why) for each failed unit check, and before each the units that write its inputs: the
+    data units (Flatten, Reshape, ...: moved by the top, no logic) that carry them and the unit that
+    computes them. A value rounded there to their width, say one near a binary quantizer's threshold,
+    stays rounded however wide the unit after them grows."""
+    units = {u.name: u for s in plan.subfunctions for u in s.execution_units}
+    writer = {t: u for u in units.values() for t in u.outputs}
+    chosen: dict[str, str] = {}
+    for check in failed:
+        why = check.problem() if not check.passed else "its subfunction's outputs are out of tolerance"
+        tensors = list(units[check.name].inputs) if check.name in units else []
+        while tensors:
+            source = writer.get(tensors.pop())
+            if source is None or source.name in chosen:
+                continue
+            chosen[source.name] = f"it writes the input of {check.name}"
+            if source.pe == "data":
+                tensors.extend(source.inputs)
+        chosen[check.name] = why
+    return list(chosen.items())
