@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Iterable, Mapping, Sequence
 
 from . import units
@@ -187,16 +188,21 @@ def stream_seconds(stages: Iterable[tuple[str, float]], batch: int) -> float:
     return max(busy.values(), default=0.0) / batch
 
 
+# no node pinned to a device (--device)
+NO_PINS: Mapping[str, str] = MappingProxyType({})
+
+
 class CostModel:
     """Per-node times and usages of one graph on one board, priced for an ``objective`` at ``batch``
     samples a call: "latency" is one sample through the subfunctions in turn (``batch`` 1 is what
     it means; a larger one only sizes the calls), "throughput" a pipelined stream of batches."""
 
     def __init__(self, graph: Graph, board: Board, width: int = 16, objective: str = "latency", batch: int = 1,
-                 layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS):
+                 layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS, pins: Mapping[str, str] = NO_PINS):
         """``width``: the fixed-point bits of FPGA values (--width); a quantized model's layers take
-        their quantizers', a node of ``layer_widths`` (--error-budget's) its own (``precision.node_widths``)."""
-        self.graph, self.board = graph, board
+        their quantizers', a node of ``layer_widths`` (--error-budget's) its own (``precision.node_widths``);
+        ``pins``: node -> the device --device puts it on."""
+        self.graph, self.board, self.pins = graph, board, pins
         self.objective, self.batch = objective, batch
         self.widths = node_widths(graph, width, layer_widths)
         self.work = [node_work(n) for n in graph.nodes]

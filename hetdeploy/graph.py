@@ -34,7 +34,6 @@ class Node:
     # its weights (the constant at input 1) counted by octave under the top of the fixed-point format
     # hetdeploy gives them (precision.weight_octaves); () when it has none
     weight_octaves: tuple[int, ...] = ()
-    device: Optional[str] = None  # the board device it is pinned to (--device); None: the partitioner's choice
     input_shapes: list[list[int]] = field(default_factory=list)  # one per ``inputs``
     output_shapes: list[list[int]] = field(default_factory=list)
     dtype: str = "float32"

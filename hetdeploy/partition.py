@@ -37,7 +37,7 @@ from typing import Mapping, Optional, Protocol, Sequence
 import numpy as np
 
 from . import units
-from .cost import CostModel
+from .cost import NO_PINS, CostModel
 from .errors import UserError
 from .graph import Graph, Node
 from .names import identifier
@@ -59,20 +59,23 @@ class Group:
     nodes: list[int]  # node indices, in execution order
 
 
-def why_not(device: DeviceLike, node: Node) -> str | None:
-    """None when ``device`` may run ``node``: it runs the op and the node is not pinned elsewhere."""
-    if node.device is not None and node.device != device.name:
-        return f"the node is pinned to {node.device}"
+def why_not(device: DeviceLike, node: Node, pins: Mapping[str, str]) -> str | None:
+    """None when ``device`` may run ``node``: it runs the op and ``pins`` (node -> device, --device)
+    does not put the node elsewhere."""
+    pinned = pins.get(node.name)
+    if pinned is not None and pinned != device.name:
+        return f"the node is pinned to {pinned}"
     return device.why_not(node)
 
 
-def assign_by_support(graph: Graph, devices: Sequence[DeviceLike], board: str = "the board") -> list[str]:
-    """The first device (board order) that runs each node."""
+def assign_by_support(graph: Graph, devices: Sequence[DeviceLike], board: str = "the board",
+                      pins: Mapping[str, str] = NO_PINS) -> list[str]:
+    """The first device (board order) that runs each node (and ``pins`` allows)."""
     assignment = []
     for node in graph.nodes:
         reasons = []
         for device in devices:
-            reason = why_not(device, node)
+            reason = why_not(device, node, pins)
             if reason is None:
                 assignment.append(device.name)
                 break
@@ -172,7 +175,7 @@ def allowed_devices(graph: Graph, board, cost: CostModel) -> list[list[str]]:
     for i, node in enumerate(graph.nodes):
         names, reasons = [], []
         for device in board.devices:
-            reason = why_not(device, node)
+            reason = why_not(device, node, cost.pins)
             if reason is None:
                 over = [k for k, v in cost.usage[device.name][i].items() if v > cost.capacity[device.name][k]]
                 if over:
@@ -529,8 +532,8 @@ def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
                 if why is not None:
                     result.append((i, device, fpga.name, "unsupported", why))
                     continue
-                if graph.nodes[i].device is not None:
-                    result.append((i, device, fpga.name, "pinned", f"--device {graph.nodes[i].device}"))
+                if graph.nodes[i].name in cost.pins:
+                    result.append((i, device, fpga.name, "pinned", f"--device {cost.pins[graph.nodes[i].name]}"))
                     continue
                 used = totals.get(fpga.name, dict.fromkeys(cost.capacity[fpga.name], 0.0))
                 room = fits and all(used[k] + v <= cost.capacity[fpga.name][k]
@@ -540,14 +543,16 @@ def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
 
 
 def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 16, objective: str = "latency",
-                    batch: int = 1, layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS) -> Partition:
+                    batch: int = 1, layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS,
+                    pins: Mapping[str, str] = NO_PINS) -> Partition:
     """Cut ``graph`` for ``board`` by ``policy`` (the latency policy minimising ``objective`` at
     ``batch`` samples a call; "host", everything on the host, is the baseline the build compares a
     folded plan with), with the estimates of the plan and of both baselines; ``layer_widths``: the
-    bits of the nodes --error-budget sized (``precision.node_widths``)."""
-    cost = CostModel(graph, board, width, objective, batch, layer_widths)
+    bits of the nodes --error-budget sized (``precision.node_widths``); ``pins``: node -> the device
+    --device puts it on."""
+    cost = CostModel(graph, board, width, objective, batch, layer_widths, pins)
     support = [(g.device, g.nodes) for g in contract(graph, assign_by_support(graph, board.devices,
-                                                                              f"board '{board.name}'"))]
+                                                                              f"board '{board.name}'", pins))]
     everything = [(board.host, list(range(len(graph.nodes))))]
     solution = latency_solution(graph, board, cost) if policy == "latency" else \
         everything if policy == "host" else support

@@ -58,7 +58,7 @@ def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: Bu
         return plan
     host = None
     if plan.estimate.all_cpu_latency_s is not None and plan.estimate.all_cpu_latency_s < plan.estimate.latency_s \
-            and all(n.device in (None, board.host) for n in loaded.graph.nodes):
+            and all(device == board.host for device in options.devices.values()):
         host = _folded_or_none(loaded, board, options, "host", layer_widths)
     best = min((p for p in (plan, support, host) if p is not None), key=lambda p: p.estimate.latency_s)
     if best is not plan:
@@ -80,8 +80,8 @@ def _folded_or_none(loaded: LoadedModel, board: Board, options: BuildOptions, po
 
 def model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -> BuildOptions:
     """``options`` with every per-node setting named as the normalised graph names its node (a node
-    intake folded into another, say a BatchNormalization into its Conv, stands for that one); the
-    device pins set on the graph's nodes."""
+    intake folded into another, say a BatchNormalization into its Conv, stands for that one), each
+    --device naming a device of ``board``."""
     index = loaded.graph.node_index()
     origins = dict(options.origins)
 
@@ -95,18 +95,18 @@ def model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -
             origins[f"{flag} {found}"] = options.origins[f"{flag} {name}"]
         return found
 
-    devices = {d.name for d in board.devices}
-    for name, device in options.devices.items():
+    devices, pins = {d.name for d in board.devices}, {}
+    for name, device in options.devices.items():  # in the order given: the first mistake is the one named
         if device not in devices:
             setting = said(options, "--device", name, device, f"--device {name}={device}")
             raise UserError(f"{setting}: board {board.name} has no device "
                             f"'{device}' (it has {', '.join(sorted(devices))})")
-        loaded.graph.nodes[index[node("--device", name, device)]].device = device
+        pins[node("--device", name, device)] = device
     return dataclasses.replace(
         options, reuse_factors={node("--reuse-factor", n, v): v for n, v in options.reuse_factors.items()},
         weights_in_ddr=[node("--weights-in-ddr", n) for n in options.weights_in_ddr],
-        precisions={node("--precision", n, v): v for n, v in options.precisions.items()},
-        devices={node("--device", n, v): v for n, v in options.devices.items()}, origins=origins)
+        precisions={node("--precision", n, v): v for n, v in options.precisions.items()}, devices=pins,
+        origins=origins)
 
 
 def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions,
@@ -178,7 +178,7 @@ def fpga_times(plan: Plan, board: Board, spills: bool = True) -> None:
 
 def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_widths: Mapping[str, int]) -> Plan:
     result = partition_graph(loaded.graph, board, options.policy, options.width, options.objective, options.batch,
-                             layer_widths)
+                             layer_widths, options.devices)
     kinds = {d.name: d.kind for d in board.devices}
     subfunctions = [
         Subfunction(c.name, c.device, kinds[c.device], c.nodes, c.inputs, c.outputs,
