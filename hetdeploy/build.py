@@ -176,11 +176,14 @@ _RESUMABLE_SETTINGS = ("model", "cache", "cache_limit", "synth")
 def _checkpoint(state: BuildState, done: int) -> Checkpoint:
     """The checkpoint of ``state`` once ``STEPS[:done]`` ran."""
     return Checkpoint(
-        steps=[s.name for s in STEPS[:done]], remaining=[s.name for s in STEPS[done:]], model_digest=digest(state.loaded.source.SerializeToString()),
-        board=state.board.name if state.board is not None else "", config=resolved_config(state.options),
-        searched_widths=state.searched_widths,
-        layer_widths=state.layer_widths,
-        unit_widths=state.unit_widths, search=state.search)
+        steps=[s.name for s in STEPS[:done]], remaining=[s.name for s in STEPS[done:]],
+        model_digest=_model_digest(state.loaded), board=state.board.name if state.board is not None else "",
+        config=resolved_config(state.options), searched_widths=state.searched_widths,
+        layer_widths=state.layer_widths, unit_widths=state.unit_widths, search=state.search)
+
+
+def _model_digest(loaded: LoadedModel) -> str:
+    return digest(loaded.source.SerializeToString())
 
 
 def _resume(state: BuildState, out_dir: Path, first: int) -> BuildState:
@@ -192,7 +195,7 @@ def _resume(state: BuildState, out_dir: Path, first: int) -> BuildState:
         stopped = f"stopped after step {checkpoint.steps[-1]}" if checkpoint.steps else "did no step"
         raise UserError(f"--from-step {named}: the build in {out_dir} {stopped}; go on from a step up to "
                         f"{STEPS[len(checkpoint.steps)].name}")
-    if checkpoint.model_digest != digest(state.loaded.source.SerializeToString()):
+    if checkpoint.model_digest != _model_digest(state.loaded):
         raise UserError(f"--from-step {named}: {out_dir} was built from another model than {state.options.model}; "
                         f"build it from the start (leave --from-step out)")
     if checkpoint.board != state.board.name:
@@ -223,14 +226,12 @@ def _resume(state: BuildState, out_dir: Path, first: int) -> BuildState:
 
 def _keep_earlier_outputs(out_dir: Path, stage_dir: Path, rerun: list[Step]) -> None:
     """``out_dir``'s files into the staging folder, but for what the steps in ``rerun`` write, its log
-    and its checkpoint (written anew)."""
-    shutil.copytree(out_dir, stage_dir, symlinks=True, dirs_exist_ok=True)
-    for pattern in [p for step in rerun for p in step.writes] + [BUILD_LOG, CHECKPOINT]:
-        for path in stage_dir.glob(pattern.rstrip("/")):
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            elif not pattern.endswith("/"):
-                path.unlink()
+    and its checkpoint (written anew), which are not copied."""
+    written = {path for pattern in [p for step in rerun for p in step.writes] + [BUILD_LOG, CHECKPOINT]
+               for path in out_dir.glob(pattern.rstrip("/"))
+               if not pattern.endswith("/") or (path.is_dir() and not path.is_symlink())}
+    shutil.copytree(out_dir, stage_dir, symlinks=True, dirs_exist_ok=True,
+                    ignore=lambda folder, names: [n for n in names if Path(folder) / n in written])
 
 
 def plan_stages(options: BuildOptions, step: Callable[[int, str], None],

@@ -31,7 +31,7 @@ def _options(args: argparse.Namespace, **more):
     for option in config.OPTIONS:
         if option.field not in ("model", "cache", "cache_limit") and hasattr(args, option.key):
             value = getattr(args, option.key)
-            given[option.field] = dict(value) if option.per_node and option.check is not config.flag else value
+            given[option.field] = dict(value) if option.per_node and not option.listed else value
     cache = _cache(args) if hasattr(args, "cache") else {}
     return BuildOptions(model=Path(args.model), origins=getattr(args, "origins", {}), **given, **cache, **more)
 
@@ -100,12 +100,10 @@ def _build(args: argparse.Namespace) -> int:
     quiet = {"progress": lambda message: None} if args.quiet else {}  # build.log keeps the lines all the same
     plan = build(_options(args, out_dir=Path(args.output)),
                  verbose=args.verbose, from_step=args.from_step, to_step=args.to_step, **quiet)
-    if not (Path(args.output) / "plan.json").is_file():  # stopped by --to-step, as its last line said
-        if args.json and plan is not None:  # the plan as it stood
-            print(plan.to_json(), end="")
-        return 0
-    if args.json:
+    stopped = not (Path(args.output) / "plan.json").is_file()  # by --to-step, as its last line said
+    if args.json and plan is not None:  # a stopped build's: the plan as it stood
         print(plan.to_json(), end="")
+    if args.json or stopped:
         return 0
     print(build_table(plan), end="")
     return 0
@@ -279,14 +277,14 @@ def _add_options(command: argparse.ArgumentParser, scopes: tuple[str, ...]) -> N
                                help="options from a YAML file (as 'hetdeploy config DIR' writes; per-node settings "
                                     "under 'nodes:'); options given here override it")
         elif option.per_node:
-            value = {"type": _node_setting(option.check, option.metavar)} if option.check is not config.flag else {}
+            value = {} if option.listed else {"type": _node_setting(option.check, option.metavar)}
             where.add_argument(option.flag, metavar=option.metavar, action="append", default=[], help=option.help,
                                **value)
         elif option.check is config.flag:
             where.add_argument(option.flag, action="store_true", help=option.help)
         elif option.choices:
             where.add_argument(option.flag, choices=option.choices, default=_default(option), help=option.help)
-        else:  # --board, which has no default, is required once --config is read (_with_config)
+        else:  # no default here: --board is required once --config is read (_with_config), --cache is _cache's
             default = _default(option)
             where.add_argument(option.flag, type=None if option.check is config.text else _argument(option.check),
                                default=None if default is MISSING else default, metavar=option.metavar,
@@ -307,12 +305,11 @@ def _add_axes(command: argparse.ArgumentParser) -> None:
 
 
 def _default(option) -> Any:
-    """``option``'s BuildOptions default: MISSING where it has none, None where it is found at run time
-    (the cache's folder)."""
+    """``option``'s BuildOptions default: MISSING where it has none or it is found at run time (the
+    cache's folder, by ``_cache``)."""
     from .config import BuildOptions
 
-    default = next(f.default for f in fields(BuildOptions) if f.name == option.field)
-    return None if default is MISSING and option.field == "cache" else default
+    return next(f.default for f in fields(BuildOptions) if f.name == option.field)
 
 
 def _printing_options(command: argparse.ArgumentParser, json_help: str, quiet_help: str = "") -> None:

@@ -224,9 +224,18 @@ class Option:
     axis_help: str = ""
     written: Callable[[Any], Any] = lambda value: value  # its value as a config file holds it
 
+    def __post_init__(self):
+        if self.scope not in SCOPES:
+            raise ValueError(f"option {self.field}: scope {self.scope!r}, expected one of {SCOPES}")
+
     @property
     def flag(self) -> str:
         return "--" + self.key.replace("_", "-")
+
+    @property
+    def listed(self) -> bool:
+        """A per-node setting that is a list of nodes (weights_in_ddr: true), not a node -> value mapping."""
+        return self.per_node and self.check is flag
 
 
 def _typed(value: tuple[int, int]) -> str:
@@ -343,10 +352,9 @@ def load_config(path: str | Path) -> dict[str, Any]:
                 source.fail(f"{where}.{key}", f"unknown key; expected one of: {', '.join(_PER_NODE)}")
             option = _PER_NODE[key]
             value = _checked(option.check, value, source, f"{where}.{key}")
-            listed = option.check is flag  # a node list (weights_in_ddr: true), not a node -> value mapping
             options.setdefault("origins", {})[f"{option.flag} {node}"] = (
-                f"{path}: line {source.lines[f'{where}.{key}']}: {where}.{key}", None if listed else value)
-            if not listed:
+                f"{path}: line {source.lines[f'{where}.{key}']}: {where}.{key}", None if option.listed else value)
+            if not option.listed:
                 options.setdefault(option.field, {})[str(node)] = value
             elif value:
                 options.setdefault(option.field, []).append(str(node))
@@ -395,8 +403,7 @@ def resolved_config(options: BuildOptions) -> dict[str, Any]:
     for option in _PER_NODE.values():
         settings = getattr(options, option.field)
         for node in settings:
-            nodes.setdefault(node, {})[option.key] = option.written(settings[node]) if isinstance(settings, dict) \
-                else True
+            nodes.setdefault(node, {})[option.key] = True if option.listed else option.written(settings[node])
     config["nodes"] = {node: nodes[node] for node in sorted(nodes)}
     return config
 
