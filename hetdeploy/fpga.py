@@ -16,6 +16,7 @@ import onnx
 
 from . import memory, runtime, units, verify
 from .board import Board
+from .board_runtime import channels_first, channels_last, stored_shape
 from .config import BuildOptions
 from .cache import BuildCache, digest, toolchain
 from .csim import compile_library
@@ -157,8 +158,8 @@ def _write_index_table(unit: ExecutionUnit, reference: OrtModel, project: Path) 
     (name, in_shape), = reference.inputs
     (_, out_shape), = reference.outputs
     positions = np.arange(int(np.prod(in_shape)), dtype=np.float32)  # exact up to 2**24 values
-    moved = reference.run({name: runtime.channels_first(positions.reshape(runtime.channels_last_shape(in_shape)))})
-    index = runtime.channels_last(next(iter(moved.values())).reshape(out_shape)).reshape(-1).astype(np.int64)
+    moved = reference.run({name: channels_first(positions.reshape(stored_shape(in_shape, in_shape[0])))})
+    index = channels_last(next(iter(moved.values())).reshape(out_shape)).reshape(-1).astype(np.int64)
     header = Path("units") / unit.name / "index.h"
     (project / header).parent.mkdir(parents=True, exist_ok=True)
     (project / header).write_text(statement("index_table", unit=unit.name, size=index.size,

@@ -34,13 +34,13 @@ import onnx
 import onnx.numpy_helper
 
 from . import units
+from .board_runtime import channels_last
 from .capture import captured_stdout
 from .model import MAX_IR_VERSION
 from .hls_top import UNIT_WEIGHTS_FILE, pack_fixed
 from .plan import UnitHls, UnitPort, UnitWeight
 from .precision import BUILD_OVERFLOW, BUILD_ROUNDING, Quantizer, SoftmaxTables, integer_bits, weight_fixed
 from .rewrites import HLS4ML_LOWERINGS
-from .runtime import channels_last
 
 # Layers whose parallelism the unit's ReuseFactor and Strategy set (after qonnx's GemmToMatMul).
 _FOLDED_OPS = {"Conv", "MatMul", "Gemm"}

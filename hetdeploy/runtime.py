@@ -9,26 +9,14 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from .board_runtime import Stage, StreamTimes, per_sample, resource_of, run_stream
+from .board_runtime import (Stage, StreamTimes, channels_first, channels_last, per_sample, resource_of, run_stream,
+                            stored_shape)
 from .csim import CSimLibrary
 from .ort_adapter import OrtModel, open_in_memory, open_model, read_built_model
 from .plan import InputReshape, Plan, Subfunction
 from .subgraph import extract
 
 Executor = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
-
-
-def channels_last(x: np.ndarray) -> np.ndarray:
-    """(N, C, ...) -> (N, ..., C), the layout of every FPGA buffer of rank >= 3."""
-    return np.ascontiguousarray(np.moveaxis(x, 1, -1)) if x.ndim >= 3 else x
-
-
-def channels_last_shape(shape: list[int]) -> list[int]:
-    return [shape[0], *shape[2:], shape[1]] if len(shape) >= 3 else shape
-
-
-def channels_first(x: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.moveaxis(x, -1, 1)) if x.ndim >= 3 else x
 
 
 class CSimLibraries:
@@ -72,7 +60,7 @@ class CSimExecutor:
             end = min(count, start + self.per_call)
             arrays = [channels_last(feeds[t][start:end]) for t, _ in self.inputs]
             for (tensor, shape), flat in zip(self.outputs, self.call(arrays, end - start)):
-                results[tensor].append(channels_first(flat.reshape(channels_last_shape([end - start] + shape[1:]))))
+                results[tensor].append(channels_first(flat.reshape(stored_shape(shape, end - start))))
         return {t: np.concatenate(v) for t, v in results.items()}
 
 

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Protocol, Sequence
+
 import onnx
 
-from .partition import Cut
-from .plan import ExecutionUnit, Subfunction
+
+class Piece(Protocol):
+    """What is cut out: a partition's cut, a subfunction or an execution unit."""
+    name: str
+    nodes: Sequence[str]
+    inputs: Sequence[str]
+    outputs: Sequence[str]
 
 
-def extract(model: onnx.ModelProto, cut: Cut | Subfunction | ExecutionUnit) -> onnx.ModelProto:
+def extract(model: onnx.ModelProto, cut: Piece) -> onnx.ModelProto:
     g = model.graph
     wanted = set(cut.nodes)
     nodes = [n for n in g.node if n.name in wanted]
