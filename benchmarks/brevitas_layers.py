@@ -162,7 +162,7 @@ def output_step(path: Path) -> float | None:
     two values, twice its scale); None where no quantizer does."""
     import onnx
 
-    from hetdeploy.verify import quantizer_steps
+    from hetdeploy.running.verify import quantizer_steps
 
     model = onnx.load(str(path), load_external_data=False)
     output = model.graph.output[0].name
@@ -174,9 +174,9 @@ def output_step(path: Path) -> float | None:
 
 
 def run_case(name: str, path: Path, folder: Path, plan_only: bool, board: str) -> dict:
-    from hetdeploy import api
-    from hetdeploy.build import BuildOptions, build, plan_stages
-    from hetdeploy.errors import UserError
+    from hetdeploy.commands import api
+    from hetdeploy.core.errors import UserError
+    from hetdeploy.steps.build import BuildOptions, build, plan_stages
 
     data = np.load(folder / f"{name}.npz")
     half = SAMPLES // 2
@@ -249,9 +249,9 @@ def main() -> int:
 
 
 def finn_example(folder: Path, board: str, as_json: bool) -> int:
-    from hetdeploy import api
-    from hetdeploy.build import BuildOptions, build
-    from hetdeploy.qonnx_adapter import QonnxModel
+    from hetdeploy.commands import api
+    from hetdeploy.intake.qonnx_adapter import QonnxModel
+    from hetdeploy.steps.build import BuildOptions, build
 
     digits, expected = np.load(folder / "input.npy"), np.load(folder / "expected_output.npy").reshape(-1)
     with tempfile.TemporaryDirectory() as tmp:

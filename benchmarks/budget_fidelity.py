@@ -21,12 +21,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hetdeploy import budget, runtime  # noqa: E402
-from hetdeploy.config import BuildOptions, settle_options  # noqa: E402
-from hetdeploy.model import load_model  # noqa: E402
-from hetdeploy.ort_adapter import run_in_memory  # noqa: E402
-from hetdeploy.plan import Plan  # noqa: E402
-from hetdeploy.samples import build_samples  # noqa: E402
+from hetdeploy.core.plan import Plan  # noqa: E402
+from hetdeploy.intake.model import load_model  # noqa: E402
+from hetdeploy.intake.ort_adapter import run_in_memory  # noqa: E402
+from hetdeploy.planning.config import BuildOptions, settle_options  # noqa: E402
+from hetdeploy.running import budget, runtime  # noqa: E402
+from hetdeploy.running.samples import build_samples  # noqa: E402
 
 
 def fidelity(build_dir: Path) -> dict:

@@ -18,8 +18,8 @@ import onnx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "examples"))
 
 import networks  # noqa: E402
-from hetdeploy.build import BuildOptions, build  # noqa: E402
-from hetdeploy.emulate import emulate  # noqa: E402
+from hetdeploy.running.emulate import emulate  # noqa: E402
+from hetdeploy.steps.build import BuildOptions, build  # noqa: E402
 
 
 def main() -> None:

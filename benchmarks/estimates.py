@@ -1,4 +1,4 @@
-"""The execution-unit estimator (hetdeploy/units.py) against published synthesis results.
+"""The execution-unit estimator (hetdeploy/planning/units.py) against published synthesis results.
 
     .venv/bin/python benchmarks/estimates.py [--json]
 
@@ -38,8 +38,8 @@ from typing import Callable
 
 import numpy as np
 
-from hetdeploy.precision import OCTAVES, weight_octaves
-from hetdeploy.units import RESOURCES, TABLE_OPS, TABLE_SELECT_OPS, Shape, estimate
+from hetdeploy.core.precision import OCTAVES, weight_octaves
+from hetdeploy.planning.units import RESOURCES, TABLE_OPS, TABLE_SELECT_OPS, Shape, estimate
 
 TABLE = Path(__file__).resolve().parent / "published_synthesis.csv"
 METRICS = (*RESOURCES, "latency_cycles")

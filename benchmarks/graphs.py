@@ -1,4 +1,4 @@
-"""Graphs of published architectures and random DAGs, as hetdeploy.graph.Graph (no onnx, no weights).
+"""Graphs of published architectures and random DAGs, as hetdeploy.core.graph.Graph (no onnx, no weights).
 
 The partitioning and memory benchmarks and the property tests run on these.
 Each architecture follows its paper's layer table at batch one, with
@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import random
 
-from hetdeploy.graph import Graph, Node
+from hetdeploy.core.graph import Graph, Node
 
 
 class Builder:

@@ -1,4 +1,4 @@
-"""The memory planner (hetdeploy/memory.py) on published architectures, at scale, and on MiniMalloc.
+"""The memory planner (hetdeploy/planning/memory.py) on published architectures, at scale, and on MiniMalloc.
 
     .venv/bin/python benchmarks/memory.py
 
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import graphs
-from hetdeploy.memory import SEARCH_NODES, STRATEGIES, Request, footprint, lifetimes, lower_bound, place, schedule
+from hetdeploy.planning.memory import SEARCH_NODES, STRATEGIES, Request, footprint, lifetimes, lower_bound, place, schedule
 
 MINIMALLOC = Path(__file__).resolve().parent.parent.parent / "shared" / "benchmarks" / "minimalloc"
 

@@ -21,9 +21,9 @@ import onnx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import op_models  # noqa: E402
 
-from hetdeploy.build import BuildOptions, build  # noqa: E402
-from hetdeploy.emulate import emulate  # noqa: E402
-from hetdeploy.errors import UserError  # noqa: E402
+from hetdeploy.core.errors import UserError  # noqa: E402
+from hetdeploy.running.emulate import emulate  # noqa: E402
+from hetdeploy.steps.build import BuildOptions, build  # noqa: E402
 
 
 def check_op(op: str, rank: int, position: str, board: str, folder: Path) -> dict | None:

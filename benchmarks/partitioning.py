@@ -30,15 +30,15 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import graphs  # noqa: E402
 
-from hetdeploy.board import available_boards, load_board  # noqa: E402
-from hetdeploy.cost import CostModel  # noqa: E402
-from hetdeploy.model import load_model  # noqa: E402
-from hetdeploy.partition import (  # noqa: E402
-    latency_solution,
-    optimal_solution,
-    partition_graph,
-    solution_seconds,
-)
+from hetdeploy.core.board import available_boards, load_board  # noqa: E402
+from hetdeploy.intake.model import load_model  # noqa: E402
+from hetdeploy.planning.cost import CostModel  # noqa: E402
+from hetdeploy.planning.partition import (  # noqa: E402
+                                          latency_solution,
+                                          optimal_solution,
+                                          partition_graph,
+                                          solution_seconds,
+                                          )
 
 
 def _ms(seconds: float | None) -> str:

@@ -23,8 +23,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from hetdeploy.build import BuildOptions, build
-from hetdeploy.emulate import emulate
+from hetdeploy.running.emulate import emulate
+from hetdeploy.steps.build import BuildOptions, build
 
 
 def digits_classifier(folder: Path) -> tuple[Path, Path, Path, Path]:

@@ -29,9 +29,9 @@ import qonnx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import quantized_models  # noqa: E402
 
-from hetdeploy.build import BuildOptions, build  # noqa: E402
-from hetdeploy.emulate import emulate  # noqa: E402
-from hetdeploy.errors import UserError  # noqa: E402
+from hetdeploy.core.errors import UserError  # noqa: E402
+from hetdeploy.running.emulate import emulate  # noqa: E402
+from hetdeploy.steps.build import BuildOptions, build  # noqa: E402
 
 SHIPPED = Path(qonnx.__file__).parent / "data" / "onnx"
 
@@ -86,7 +86,7 @@ def exports(board: str, folder: Path) -> list[dict]:
     """Each export built under the support policy and emulated on the whole digits test set."""
     import numpy as np
 
-    from hetdeploy.plan_text import AGREEMENTS
+    from hetdeploy.core.plan_text import AGREEMENTS
     from quantized_exports import digits
 
     _, x_test, _, y_test = digits()

@@ -143,7 +143,7 @@ def export_onnxruntime(folder: Path, data) -> None:
         path = folder / f"{name}.onnx"
         quantize_static(str(source), str(path), Reader(), quant_format=QuantFormat.QDQ,
                         activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-        from hetdeploy.ort_adapter import OrtModel  # the reference hetdeploy verifies against
+        from hetdeploy.intake.ort_adapter import OrtModel  # the reference hetdeploy verifies against
 
         reference = OrtModel(path)
         predictions = np.concatenate([reference.run({"x": x_test[k:k + 1]})["y"] for k in range(len(x_test))])

@@ -6,7 +6,7 @@ Run by hand (prints tables; nothing here is a test):
 
     .venv/bin/python benchmarks/throughput.py [--batch 1000] [--json]
 
-1. The jet-tagger MLP and the small CNN (examples/) on the PYNQ-Z2, planned in full (hetdeploy.plan:
+1. The jet-tagger MLP and the small CNN (examples/) on the PYNQ-Z2, planned in full (hetdeploy.core.plan:
    partition, folding, memory): with ``--objective throughput --batch N``, where their nodes go and the
    estimated samples per second, against all on the ARM cores, against the same objective at batch
    one, and against the latency objective's plan run as a stream of the same batches.
@@ -28,10 +28,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import graphs  # noqa: E402
 
 import hetdeploy  # noqa: E402
-from hetdeploy.board import available_boards, load_board  # noqa: E402
-from hetdeploy.errors import UserError  # noqa: E402
-from hetdeploy.model import load_model  # noqa: E402
-from hetdeploy.partition import partition_graph  # noqa: E402
+from hetdeploy.core.board import available_boards, load_board  # noqa: E402
+from hetdeploy.core.errors import UserError  # noqa: E402
+from hetdeploy.intake.model import load_model  # noqa: E402
+from hetdeploy.planning.partition import partition_graph  # noqa: E402
 
 
 def _fpga_nodes(plan) -> int:

@@ -40,7 +40,7 @@ def built(tmp_path_factory):
     networks this small (the 940 us per FPGA call on a PYNQ-Z2 costs more than the A9's compute)."""
     import onnx
 
-    from hetdeploy.cli import main
+    from hetdeploy.commands.cli import main
 
     root = tmp_path_factory.mktemp("builds")
     cache = {}

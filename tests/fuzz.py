@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import networks  # noqa: E402
 import quantized_models  # noqa: E402
-from hetdeploy.plan import PLAN_FORMAT  # noqa: E402
+from hetdeploy.core.plan import PLAN_FORMAT  # noqa: E402
 
 TIMEOUT_S = 120
 
@@ -430,7 +430,7 @@ def _swap_yaml_node(text: str, rng: random.Random) -> str:
 
 
 def board_case(rng: random.Random) -> Case:
-    from hetdeploy.board import BOARDS_DIR
+    from hetdeploy.core.board import BOARDS_DIR
 
     text = (Path(str(BOARDS_DIR)) / "pynq-z2.yaml").read_text()
     names = []

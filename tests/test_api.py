@@ -9,7 +9,7 @@ import pytest
 
 import hetdeploy
 import networks
-from hetdeploy.emulate import emulate
+from hetdeploy.running.emulate import emulate
 
 
 def test_plan_shows_the_cli_table_and_mistakes_raise_user_error(tmp_path):

@@ -11,9 +11,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from hetdeploy.csim import compiler
-from hetdeploy.hls4ml_adapter import ap_types_headers
-from hetdeploy.hls_top import TEMPLATES, pack_fixed
+from hetdeploy.core.csim import compiler
+from hetdeploy.fpga.hls4ml_adapter import ap_types_headers
+from hetdeploy.fpga.hls_top import TEMPLATES, pack_fixed
 
 PROGRAM = r"""
 #include <cstdio>
@@ -82,7 +82,7 @@ def test_packing_and_the_budgets_rounding_are_ap_fixeds_own_on_every_mode(tmp_pa
     hls4ml's quantizers, give the codes the ap_types headers give when a double is assigned, for every
     rounding and overflow mode, signed and unsigned, on values at and between the grid's half steps
     and beyond its range."""
-    from hetdeploy.precision import quantize
+    from hetdeploy.core.precision import quantize
 
     types = [f"{kind}<8,3,{q},{o}>" for kind in ("ap_fixed", "ap_ufixed") for q in ROUNDINGS for o in OVERFLOWS]
     values = np.concatenate([np.arange(-24, 24, 1 / 64), np.arange(-24, 24, 1 / 64) + 1 / 128, [0.3, -0.3, 1e-9]])

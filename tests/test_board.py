@@ -3,10 +3,10 @@ import os
 
 import pytest
 
-from hetdeploy.board import BOARDS_DIR, available_boards, load_board
-from hetdeploy.cli import main
-from hetdeploy.errors import UserError
-from hetdeploy.graph import Node
+from hetdeploy.commands.cli import main
+from hetdeploy.core.board import BOARDS_DIR, available_boards, load_board
+from hetdeploy.core.errors import UserError
+from hetdeploy.core.graph import Node
 
 PYNQ = (load_board("pynq-z2").path)
 

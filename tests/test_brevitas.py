@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from hetdeploy.api import load
-from hetdeploy.build import BuildOptions, build
-from hetdeploy.cli import main
-from hetdeploy.verify import quantizer_steps
+from hetdeploy.commands.api import load
+from hetdeploy.commands.cli import main
+from hetdeploy.running.verify import quantizer_steps
+from hetdeploy.steps.build import BuildOptions, build
 
 DATA = Path(__file__).resolve().parent / "data" / "brevitas"
 LAYERS = ["identity_s1", "identity_un4", "relu_pc_nchw", "identity_pc_nhwc", "hardtanh_4", "truncavgpool_4", "linear_w1",
@@ -147,7 +147,7 @@ def test_an_op_only_finn_runs_is_refused_naming_it(tmp_path, capsys):
 def test_a_finn_model_builds_and_classifies_as_qonnx_does(tmp_path):
     """Thresholds on the FPGA (bit-exact units), the class index from the CPU's TopK: the classes qonnx's
     execution of the FINN model gives, and Brevitas' own, on inputs the build did not size on."""
-    from hetdeploy.qonnx_adapter import QonnxModel
+    from hetdeploy.intake.qonnx_adapter import QonnxModel
 
     finn_form(DATA / "tfc_1w1a.onnx", tmp_path / "tfc_finn.onnx")
     data = np.load(DATA / "tfc_1w1a.npz")
@@ -170,7 +170,7 @@ def test_the_same_export_loads_to_the_same_bytes():
     subfunction files) every time."""
     import random
 
-    from hetdeploy.model import load_model
+    from hetdeploy.intake.model import load_model
 
     path = Path(__file__).parent / "data" / "brevitas" / "tfc_1w1a.onnx"
     first = load_model(path)

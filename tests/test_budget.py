@@ -8,15 +8,15 @@ import onnx
 import pytest
 
 import networks
-from hetdeploy import budget, runtime
-from hetdeploy.board import load_board
-from hetdeploy.build import BuildOptions, build
-from hetdeploy.config import settle_options
-from hetdeploy.samples import build_samples
-from hetdeploy.cli import main
-from hetdeploy.graph import Graph, Node
-from hetdeploy.model import load_model
-from hetdeploy.ort_adapter import run_in_memory
+from hetdeploy.commands.cli import main
+from hetdeploy.core.board import load_board
+from hetdeploy.core.graph import Graph, Node
+from hetdeploy.intake.model import load_model
+from hetdeploy.intake.ort_adapter import run_in_memory
+from hetdeploy.planning.config import settle_options
+from hetdeploy.running import budget, runtime
+from hetdeploy.running.samples import build_samples
+from hetdeploy.steps.build import BuildOptions, build
 
 
 def test_search_finds_the_least_bits_per_layer_within_budget():
@@ -135,7 +135,7 @@ def test_the_simulation_rounds_and_saturates_as_the_build_does():
     saturates."""
     from onnx import TensorProto, helper
 
-    from hetdeploy.precision import quantize
+    from hetdeploy.core.precision import quantize
 
     nodes, inits = [], []
     out = budget._fake_fixed(nodes, inits, "x", 8, 3, "x.fixed")

@@ -10,7 +10,7 @@ import threading
 import onnx
 
 import networks
-from hetdeploy.cache import BuildCache, digest, tree_digest
+from hetdeploy.core.cache import BuildCache, digest, tree_digest
 
 
 def test_keys_change_with_every_part_and_only_then(tmp_path):
@@ -101,7 +101,7 @@ def test_past_its_limit_the_cache_evicts_the_least_recently_used_and_the_next_bu
 
 
 def test_an_entry_evicted_while_it_is_copied_is_a_miss_and_leaves_nothing_half_copied(tmp_path, monkeypatch):
-    from hetdeploy import cache as cache_module
+    from hetdeploy.core import cache as cache_module
 
     root = tmp_path / "cache"
     source = tmp_path / "src"
@@ -125,8 +125,8 @@ def test_an_entry_evicted_while_it_is_copied_is_a_miss_and_leaves_nothing_half_c
 
 
 def test_cache_command_shows_the_size_and_clears(tmp_path, monkeypatch, capsys):
-    from hetdeploy.cache import parse_size
-    from hetdeploy.cli import main
+    from hetdeploy.commands.cli import main
+    from hetdeploy.core.cache import parse_size
 
     root = tmp_path / "cache"
     _store(root, "a", 3000, 10**9)

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 import networks
-from hetdeploy.cli import main
+from hetdeploy.commands.cli import main
 
 
 def hetdeploy(*args, cwd=None):

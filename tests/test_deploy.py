@@ -237,9 +237,9 @@ def test_block_design_uses_the_zynq_ultrascale_processing_system(tmp_path, board
     import onnx
 
     import networks
-    from hetdeploy.board import load_board
-    from hetdeploy.build import BuildOptions, plan_stages
-    from hetdeploy.deploy import write_block_design
+    from hetdeploy.core.board import load_board
+    from hetdeploy.running.deploy import write_block_design
+    from hetdeploy.steps.build import BuildOptions, plan_stages
 
     model = tmp_path / "cnn.onnx"
     onnx.save(networks.small_cnn(), str(model))
@@ -258,10 +258,10 @@ def test_a_board_without_board_part_gets_the_bare_part_and_says_so(tmp_path):
     take it from) and the script says what to set."""
     import networks
     import onnx
-    from hetdeploy.board import load_board
-    from hetdeploy.build import BuildOptions, plan_stages
-    from hetdeploy.deploy import write_block_design
-    from hetdeploy.errors import UserError
+    from hetdeploy.core.board import load_board
+    from hetdeploy.core.errors import UserError
+    from hetdeploy.running.deploy import write_block_design
+    from hetdeploy.steps.build import BuildOptions, plan_stages
 
     shipped = (Path(__file__).resolve().parent.parent / "hetdeploy" / "boards" / "pynq-z2.yaml").read_text()
     custom = tmp_path / "mine.yaml"
@@ -283,7 +283,7 @@ def test_emulate_benchmark_says_what_it_timed(built, tmp_path, capsys):
     """Without --input, --benchmark times one sample: emulate says so, beside the note that the sample is
     one the build never saw; with --input of many samples, no such note. A batch beyond the build's one
     sample a call is one line, in the singular."""
-    from hetdeploy.cli import main
+    from hetdeploy.commands.cli import main
 
     _, out = built("small_cnn")
     capsys.readouterr()

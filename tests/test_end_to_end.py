@@ -16,9 +16,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import networks
 from conftest import BATCHES
-from hetdeploy.build import STEPS
-from hetdeploy.cli import main
-from hetdeploy.samples import hold_out
+from hetdeploy.commands.cli import main
+from hetdeploy.running.samples import hold_out
+from hetdeploy.steps.build import STEPS
 
 
 def hetdeploy(*args, cwd=None):
@@ -196,7 +196,7 @@ def test_hostile_names_never_reach_paths_or_code(tmp_path):
     model_path = tmp_path / "m.onnx"
     onnx.save(mlp_with_names(hostile), str(model_path))
     board = (tmp_path / "b.yaml")
-    text = open(__import__("hetdeploy.board", fromlist=["x"]).BOARDS_DIR / "pynq-z2.yaml").read()
+    text = open(__import__("hetdeploy.core.board", fromlist=["x"]).BOARDS_DIR / "pynq-z2.yaml").read()
     evil = "'../fpga\"$(id)'"
     for old, new in [("name: fpga\n", f"name: {evil}\n"), ("[fpga,", f"[{evil},"), ("to: fpga,", f"to: {evil},"),
                      ("from: fpga,", f"from: {evil},")]:
@@ -250,7 +250,7 @@ def test_bad_inputs_end_with_one_line_and_no_build_folder(tmp_path):
     corrupt = tmp_path / "corrupt.onnx"
     corrupt.write_bytes(b"not an onnx model at all \x00\xff")
     bad_board = tmp_path / "bad.yaml"
-    bad_board.write_text(open(__import__("hetdeploy.board", fromlist=["x"]).BOARDS_DIR / "pynq-z2.yaml").read()
+    bad_board.write_text(open(__import__("hetdeploy.core.board", fromlist=["x"]).BOARDS_DIR / "pynq-z2.yaml").read()
                          .replace("dsp: 220", "dsp: many"))
     cases = [
         ((tmp_path / "missing.onnx", "pynq-z2"), ["missing.onnx", "not found"]),
@@ -434,7 +434,7 @@ def test_the_build_is_a_list_of_named_steps_its_help_lists():
     """Progress numbers come from the list; a step's RerunFrom runs the list again from the step it
     names (a widened unit: from unit_widths), the numbers as the list has them; build --help names
     every step, and says which plan runs."""
-    from hetdeploy.build import PLAN_STEPS, BuildState, RerunFrom, Step, run_steps
+    from hetdeploy.steps.build import PLAN_STEPS, BuildState, RerunFrom, Step, run_steps
 
     ran, announced, widened = [], [], []
 
@@ -515,7 +515,7 @@ def test_help_shows_what_is_required_and_every_option_in_the_same_place():
     """The usage line names the model and the board as required (they may come from --config instead,
     which the description says), and build, plan and sweep list the options they share in one order,
     in the same sections."""
-    from hetdeploy.cli import parser
+    from hetdeploy.commands.cli import parser
 
     commands = parser()._subparsers._group_actions[0].choices
     usage = {name: commands[name].format_usage() for name in ("build", "plan", "sweep", "emulate")}
@@ -619,7 +619,7 @@ def test_weights_larger_than_the_bram_stay_in_ddr_and_csimulation_reads_them_the
     """wide_mlp's first layer (640 x 512 weights) overflows a PYNQ-Z2's BRAM: it stays on the FPGA with
     its weights in DDR, packed where the memory plan puts them, and C-simulation computes with what
     is in the DDR image (a corrupted image: out of tolerance)."""
-    from hetdeploy.hls_top import pack_fixed
+    from hetdeploy.fpga.hls_top import pack_fixed
 
     model, out = built("wide_mlp")
     plan = json.loads((out / "plan.json").read_text())
@@ -709,7 +709,7 @@ def test_emulate_with_labels_prints_the_accuracy_beside_the_models(built, tmp_pa
 
 
 def test_plan_says_why_nothing_goes_to_the_fpga_and_shows_the_chips_total(tmp_path, capsys):
-    from hetdeploy.cli import main
+    from hetdeploy.commands.cli import main
 
     model = tmp_path / "jet.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))

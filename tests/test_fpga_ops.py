@@ -14,9 +14,9 @@ from onnx import TensorProto, helper, shape_inference
 
 import hetdeploy
 import op_models
-from hetdeploy import rewrites
-from hetdeploy.build import BuildOptions, build
-from hetdeploy.emulate import emulate
+from hetdeploy.intake import rewrites
+from hetdeploy.running.emulate import emulate
+from hetdeploy.steps.build import BuildOptions, build
 from op_models import Builder
 
 
@@ -201,7 +201,7 @@ def test_residual_and_inception_blocks_run_wholly_on_the_fpga(tmp_path):
                                        ("MaxPool_padded", "pads="),
                                        ("Conv_dilated", "dilations=[2, 2]")])
 def test_what_hls4ml_cannot_do_stays_on_the_cpu_with_the_reason(tmp_path, op, reason):
-    from hetdeploy.build import plan_stages
+    from hetdeploy.steps.build import plan_stages
 
     path = tmp_path / f"{op}.onnx"
     onnx.save(op_models.op_model(op, 4, "after_layer"), str(path))

@@ -10,13 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphs
-from hetdeploy.board import available_boards, load_board
-from hetdeploy.cli import main
-from hetdeploy.cost import CostModel, node_work
-from hetdeploy.errors import UserError
-from hetdeploy.graph import Graph, Node
-from hetdeploy.plan import duration
-from hetdeploy.partition import Group, latency_solution, optimal_solution, partition_graph, solution_seconds
+from hetdeploy.commands.cli import main
+from hetdeploy.core.board import available_boards, load_board
+from hetdeploy.core.errors import UserError
+from hetdeploy.core.graph import Graph, Node
+from hetdeploy.core.plan import duration
+from hetdeploy.planning.cost import CostModel, node_work
+from hetdeploy.planning.partition import Group, latency_solution, optimal_solution, partition_graph, solution_seconds
 from test_partition import group_graph
 
 BOARDS = {name: load_board(name) for name in available_boards()}
@@ -210,7 +210,7 @@ def test_plan_command_table_and_json(capsys, tmp_path):
 
 
 def test_stream_pace_is_the_busiest_device_and_each_fpga_core_is_its_own():
-    from hetdeploy.cost import stream_seconds
+    from hetdeploy.planning.cost import stream_seconds
 
     stages = [("arm", 3.0), ("fpga/sf1", 4.0), ("arm", 2.0), ("fpga/sf3", 4.5)]
     assert stream_seconds(stages, 10) == pytest.approx(0.5)  # the ARM's 5 s a batch of 10, not the cores'
@@ -225,7 +225,7 @@ def test_throughput_objective_moves_a_small_mlp_to_the_fpga_and_prices_the_strea
     import networks
     import onnx
 
-    from hetdeploy.cost import stream_seconds
+    from hetdeploy.planning.cost import stream_seconds
 
     model = tmp_path / "jet.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))
@@ -280,9 +280,9 @@ def test_one_plan_one_figure_and_the_latency_policy_never_loses_to_a_fitting_sup
     import onnx
     import qonnx
 
-    from hetdeploy.board import available_boards
-    from hetdeploy.sweep import Point, evaluate
-    from hetdeploy.config import BuildOptions
+    from hetdeploy.commands.sweep import Point, evaluate
+    from hetdeploy.core.board import available_boards
+    from hetdeploy.planning.config import BuildOptions
 
     models = {name: tmp_path / f"{name}.onnx" for name in sorted(networks.NETWORKS)}
     for name, path in models.items():
@@ -318,30 +318,30 @@ def test_a_plan_that_folding_makes_slower_than_the_host_becomes_all_on_the_host(
     import networks
     import onnx
 
-    from hetdeploy.config import BuildOptions
-    from hetdeploy.model import load_model
+    from hetdeploy.intake.model import load_model
+    from hetdeploy.planning.config import BuildOptions
 
-    from hetdeploy import planning
+    from hetdeploy.steps import plan_model
 
     path = tmp_path / "alexnet_style.onnx"
     onnx.save(networks.NETWORKS["alexnet_style"](), str(path))
     loaded, board = load_model(path), load_board("pynq-z2")
     options = BuildOptions(path, "pynq-z2", tmp_path)
-    plan = planning.folded_plan(loaded, board, options)
+    plan = plan_model.folded_plan(loaded, board, options)
     assert any(s.kind == "fpga" for s in plan.subfunctions)
-    assert planning.against_baselines(plan, loaded, board, options) is plan  # as priced, the FPGA pays
+    assert plan_model.against_baselines(plan, loaded, board, options) is plan  # as priced, the FPGA pays
 
-    real = planning.fpga_times
+    real = plan_model.fpga_times
 
     def slow_fpga(plan, board):  # every unit a million times its cycles
         for unit in (u for s in plan.subfunctions for u in s.execution_units):
             unit.estimate["latency_cycles"] *= 10**6
         real(plan, board)
 
-    monkeypatch.setattr(planning, "fpga_times", slow_fpga)
-    slow = planning.folded_plan(loaded, board, options)
-    chosen = planning.against_baselines(slow, loaded, board, options)
+    monkeypatch.setattr(plan_model, "fpga_times", slow_fpga)
+    slow = plan_model.folded_plan(loaded, board, options)
+    chosen = plan_model.against_baselines(slow, loaded, board, options)
     assert [s.device for s in chosen.subfunctions] == [board.host] and chosen.policy == "latency"
     assert chosen.estimate.latency_s == pytest.approx(slow.estimate.all_cpu_latency_s)
     assert slow.estimate.all_cpu_latency_s < slow.estimate.latency_s
-    assert planning.against_baselines(slow, loaded, board, dataclasses.replace(options, objective="throughput")) is slow
+    assert plan_model.against_baselines(slow, loaded, board, dataclasses.replace(options, objective="throughput")) is slow

@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphs
-from hetdeploy.memory import (MEMORIES, STRATEGIES, Placement, Request, fit, footprint, lifetimes, lower_bound, place,
-                              schedule)
-from hetdeploy.plan import duration
+from hetdeploy.core.plan import duration
+from hetdeploy.planning.memory import (MEMORIES, STRATEGIES, Placement, Request, fit, footprint, lifetimes, lower_bound, place,
+                                       schedule)
 
 
 def graph_requests(seed, size):
@@ -128,8 +128,9 @@ def test_fit_packs_zero_slack_tilings_however_time_is_numbered(seed, pieces):
 
 
 def test_a_search_that_cannot_be_compiled_is_one_line(tmp_path, monkeypatch):
-    from hetdeploy import csim, exact_packing
-    from hetdeploy.errors import ToolError
+    from hetdeploy.core import csim
+    from hetdeploy.core.errors import ToolError
+    from hetdeploy.planning import exact_packing
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
     csim.compiler_identity.cache_clear()
@@ -238,9 +239,9 @@ def test_overlapping_live_buffers_make_csimulation_disagree(tmp_path):
 
     import onnx
 
-    from hetdeploy.fpga import rewrite_tops
-    from hetdeploy.cli import main
-    from hetdeploy.emulate import emulate
+    from hetdeploy.commands.cli import main
+    from hetdeploy.running.emulate import emulate
+    from hetdeploy.steps.generate import rewrite_tops
 
     onnx.save(residual_block(), str(tmp_path / "residual.onnx"))
     out = tmp_path / "build"
@@ -311,7 +312,7 @@ def test_plan_memory_fields_and_strategy_choice(tmp_path, capsys):
     import onnx
 
     import networks
-    from hetdeploy.cli import main
+    from hetdeploy.commands.cli import main
 
     import hetdeploy
 

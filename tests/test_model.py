@@ -10,8 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import networks
-from hetdeploy.errors import UserError
-from hetdeploy.model import load_model
+from hetdeploy.core.errors import UserError
+from hetdeploy.intake.model import load_model
 
 
 def save(tmp_path, model, name="m.onnx"):
@@ -27,7 +27,7 @@ def run(model, feeds):
 def test_symbolic_batch_fixed_to_one(tmp_path, capsys):
     """Fixed to 1, and said (plan on stderr, so --json stays JSON; build among its progress lines); a
     model whose batch is fixed already says nothing."""
-    from hetdeploy.cli import main
+    from hetdeploy.commands.cli import main
 
     model = networks.jet_tagger_mlp()
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
@@ -173,7 +173,7 @@ def test_external_data_must_stay_in_model_folder(tmp_path):
 def test_integer_inputs_are_fed_and_run_on_the_cpu(tmp_path):
     """An embedding lookup (int64 indices) then a ReLU: the Gather runs on the ARM cores, random
     samples are valid indices, and the build emulates within tolerance."""
-    from hetdeploy.cli import main
+    from hetdeploy.commands.cli import main
 
     values = np.random.default_rng(0).normal(size=(10, 4)).astype(np.float32)
     table = numpy_helper.from_array(values, "table")

@@ -6,8 +6,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-from hetdeploy.board import BOARDS_DIR, available_boards
-from hetdeploy.hls_top import TEMPLATES
+from hetdeploy.core.board import BOARDS_DIR, available_boards
+from hetdeploy.fpga.hls_top import TEMPLATES
 
 ROOT = Path(__file__).resolve().parent.parent
 

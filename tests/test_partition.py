@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hetdeploy.errors import UserError
-from hetdeploy.graph import Graph, Node
-from hetdeploy.partition import assign_by_support, boundaries, contract
+from hetdeploy.core.errors import UserError
+from hetdeploy.core.graph import Graph, Node
+from hetdeploy.planning.partition import assign_by_support, boundaries, contract
 
 
 class FakeDevice:

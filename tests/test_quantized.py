@@ -10,13 +10,13 @@ import pytest
 from onnx import helper, numpy_helper
 
 import quantized_models
-from hetdeploy.board import load_board
-from hetdeploy.build import BuildOptions, build
-from hetdeploy.cli import main
-from hetdeploy.emulate import emulate
-from hetdeploy.graph import Graph, Node
-from hetdeploy.model import load_model
-from hetdeploy.precision import Quantizer, exact_fixed, node_widths
+from hetdeploy.commands.cli import main
+from hetdeploy.core.board import load_board
+from hetdeploy.core.graph import Graph, Node
+from hetdeploy.core.precision import Quantizer, exact_fixed, node_widths
+from hetdeploy.intake.model import load_model
+from hetdeploy.running.emulate import emulate
+from hetdeploy.steps.build import BuildOptions, build
 
 
 def test_exact_fixed_is_the_narrowest_type_holding_every_value():
@@ -99,7 +99,7 @@ def test_the_qdq_reference_is_the_onnx_standards_on_any_cpu(tmp_path):
     (onnxruntime with no graph optimisation), exactly, on every sample."""
     import onnxruntime as ort
 
-    from hetdeploy.ort_adapter import OrtModel
+    from hetdeploy.intake.ort_adapter import OrtModel
 
     path = quantized_models.onnxruntime_qdq_mlp(tmp_path)
     options = ort.SessionOptions()
@@ -202,7 +202,7 @@ def test_an_export_on_the_fpga_answers_as_its_framework(export_builds, name):
     output's peak (or one step of the quantizer that writes the output) of the framework's own
     outputs (Brevitas', onnxruntime's) and the same class; every unit bit-exact, within one step of
     its quantizer or within tolerance, some of them bit-exact or on their quantizer's codes."""
-    from hetdeploy.verify import quantizer_steps
+    from hetdeploy.running.verify import quantizer_steps
 
     out, plan, check, framework = export_builds[name]
     assert [s.kind for s in plan.subfunctions] == ["fpga"]
@@ -233,8 +233,8 @@ def test_quantizers_on_the_arm_are_standard_onnx_that_run_py_runs_as_on_the_boar
     """The CPU subfunction holds no QONNX op (the board has onnxruntime, not qonnx); the build ran
     deploy/run.py --emulate with qonnx, onnx and hetdeploy unimportable and got its emulation's
     outputs; emulate on images the build did not see agrees with qonnx on the user's model."""
-    from hetdeploy.deploy import check_package
-    from hetdeploy.graph import QONNX_DOMAINS
+    from hetdeploy.core.graph import QONNX_DOMAINS
+    from hetdeploy.running.deploy import check_package
 
     out, plan = arm_build
     assert [s.kind for s in plan.subfunctions] == ["cpu"]

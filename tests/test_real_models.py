@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import qonnx
 
-from hetdeploy.build import BuildOptions, build
-from hetdeploy.emulate import emulate
+from hetdeploy.running.emulate import emulate
+from hetdeploy.steps.build import BuildOptions, build
 
 DATA = Path(qonnx.__file__).parent / "data" / "onnx"
 
@@ -49,7 +49,7 @@ def test_a_shipped_qonnx_model_builds_and_emulates_against_its_quantized_referen
 def test_a_quantizer_only_qonnx_runs_stops_the_build_in_one_line(tmp_path, capsys):
     """qonnx's FP8 model (FloatQuant, which neither the FPGA nor onnxruntime runs) would run on the ARM
     cores, where the board has no qonnx: refused at build, naming the node, before any HLS."""
-    from hetdeploy.cli import main
+    from hetdeploy.commands.cli import main
 
     model = DATA / "floatquant_exec/qonnx_act_weight_fp8.onnx"
     assert main(["build", str(model), "--board", "pynq-z2", "-o", str(tmp_path / "build"), "-q"]) == 2

@@ -25,8 +25,8 @@ def test_report_renders_in_a_headless_browser_with_every_picture(built, tmp_path
             pytest.fail("no headless Chromium under CI: .ci/run installs Debian's chromium (apt-get install chromium)")
         pytest.skip("no headless Chromium on this machine (apt install chromium)")
 
-    from hetdeploy.plan import Plan
-    from hetdeploy.report import subfunction_colours
+    from hetdeploy.core.plan import Plan
+    from hetdeploy.running.report import subfunction_colours
 
     _, out = built("split_by_lrn")
     shot = tmp_path / "report.png"
@@ -61,9 +61,9 @@ def test_each_subfunction_has_a_colour_of_its_own_and_each_time_bar_its_total_in
     from itertools import combinations
     from types import SimpleNamespace
 
-    from hetdeploy.build import plan_stages
-    from hetdeploy.config import BuildOptions
-    from hetdeploy.report import latency_figure, subfunction_colours
+    from hetdeploy.planning.config import BuildOptions
+    from hetdeploy.running.report import latency_figure, subfunction_colours
+    from hetdeploy.steps.build import plan_stages
 
     for count in range(2, 21):
         plan = SimpleNamespace(subfunctions=[SimpleNamespace(name=f"sf{k}", kind="fpga") for k in range(count)])

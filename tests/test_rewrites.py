@@ -9,10 +9,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
-from hetdeploy import rewrites
-from hetdeploy.board import available_boards, load_board
-from hetdeploy.errors import UserError
-from hetdeploy.model import load_model
+from hetdeploy.core.board import available_boards, load_board
+from hetdeploy.core.errors import UserError
+from hetdeploy.intake import rewrites
+from hetdeploy.intake.model import load_model
 
 RNG = np.random.default_rng(0)
 
@@ -200,7 +200,7 @@ def test_ir3_model_zoo_style_initializer_inputs_load(tmp_path):
 def test_sklearn_style_classifier_with_ml_ops_runs_on_the_cpu(tmp_path):
     """MatMul + Add dense layers (skl2onnx) become Gemms; ai.onnx.ml's ArgMax-like
     ArrayFeatureExtractor stays and is given to the CPU, which runs onnxruntime."""
-    from hetdeploy.partition import partition_graph
+    from hetdeploy.planning.partition import partition_graph
 
     nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="MatMul"),
              helper.make_node("Add", ["m", "b"], ["h"], name="Add"),
@@ -222,7 +222,7 @@ def test_a_zipmap_classifier_gives_its_probabilities_as_a_tensor_and_builds(tmp_
     """skl2onnx's classifier pattern: dense layers, Softmax, ArgMax for the label and ZipMap for the
     probabilities (a sequence of maps). The probabilities become a tensor output; the build's
     reference gives the user's model's maps the same form and the two agree."""
-    from hetdeploy.cli import main
+    from hetdeploy.commands.cli import main
 
     nodes = [helper.make_node("MatMul", ["x", "w"], ["m"], name="MatMul"),
              helper.make_node("Add", ["m", "b"], ["h"], name="Add"),
@@ -265,8 +265,8 @@ def test_model_zoo_topologies_plan_on_every_board_with_every_node_accounted_for(
     """Every node of the user's model placed, folded into one placed, or removed; and the latency policy's
     plan, folded and estimated as `plan` does, never estimated slower than a support plan that fits nor
     than all on the host CPU."""
-    from hetdeploy.build import BuildOptions
-    from hetdeploy.planning import against_baselines, folded_plan, map_nodes
+    from hetdeploy.steps.build import BuildOptions
+    from hetdeploy.steps.plan_model import against_baselines, folded_plan, map_nodes
 
     loaded = load_model(ZOO / f"{name}.onnx")
     user_nodes = [n.name or f"{n.op_type}_{k}" for k, n in enumerate(onnx.load(str(ZOO / f"{name}.onnx")).graph.node)]
@@ -297,7 +297,7 @@ def test_model_zoo_topologies_plan_on_every_board_with_every_node_accounted_for(
 
 @pytest.mark.parametrize("opset", [7, 9, 11, 13, 17, 21])
 def test_every_opset_from_7_to_21_loads_and_plans(tmp_path, opset):
-    from hetdeploy.build import BuildOptions, plan_stages
+    from hetdeploy.steps.build import BuildOptions, plan_stages
 
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c"], ["r"], name="relu"),
@@ -339,7 +339,7 @@ def test_quantizers_as_standard_onnx_compute_what_qonnx_does(tmp_path, bits, sig
     """A CPU subfunction's Quant as a QuantizeLinear/DequantizeLinear pair (8 bits, full range, zero
     point 0) or Div/Add/Clip/Round/Sub/Mul (1-bit: the sign times the scale), run on onnxruntime alone:
     equal to qonnx's execution, ties at every half step and both rails included."""
-    from hetdeploy.qonnx_adapter import QonnxModel
+    from hetdeploy.intake.qonnx_adapter import QonnxModel
 
     model = _quant_model(bits, signed, narrow, mode, scale, zero_point)
     onnx.save(model, str(tmp_path / "quant.onnx"))
@@ -376,7 +376,7 @@ def test_a_qdq_models_quantizers_go_back_to_its_own_pairs(scale, zero_point, sig
 def _qonnx_agree(tmp_path, model, rewrite, inputs, exact=True):
     """``rewrite`` changes ``model``, and qonnx's execution gives the same outputs before and after on
     each of ``inputs`` (exactly, or within float32 rounding)."""
-    from hetdeploy.qonnx_adapter import QonnxModel
+    from hetdeploy.intake.qonnx_adapter import QonnxModel
 
     onnx.save(model, str(tmp_path / "before.onnx"))
     after = shape_inference.infer_shapes(model)

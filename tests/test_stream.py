@@ -10,10 +10,10 @@ import time
 import numpy as np
 import pytest
 
-from hetdeploy import runtime
-from hetdeploy.board_runtime import Stage, StreamTimes, run_stream, stream_summary
-from hetdeploy.emulate import load_build
-from hetdeploy.samples import random_samples
+from hetdeploy.core.board_runtime import Stage, StreamTimes, run_stream, stream_summary
+from hetdeploy.running import runtime
+from hetdeploy.running.emulate import load_build
+from hetdeploy.running.samples import random_samples
 
 
 class Jittery:

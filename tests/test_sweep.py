@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import hetdeploy
-from hetdeploy.cli import main
+from hetdeploy.commands.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -161,7 +161,7 @@ def test_captured_stdout_keeps_each_threads_lines_apart():
     own lines only, and the process's stdout is the same object before and after."""
     import threading
 
-    from hetdeploy.capture import captured_stdout
+    from hetdeploy.core.capture import captured_stdout
 
     before = sys.stdout
     both = threading.Barrier(2)
@@ -186,7 +186,7 @@ def test_captured_stdout_keeps_each_threads_lines_apart():
 
 
 def test_a_model_wide_reuse_factor_gives_every_unit_the_nearest_valid_one(built):
-    from hetdeploy.units import valid_reuse_factors
+    from hetdeploy.planning.units import valid_reuse_factors
 
     model, _ = built("jet_tagger_mlp")
     plan = hetdeploy.plan(model, "pynq-z2", policy="support", model_reuse_factor=48,
@@ -200,7 +200,7 @@ def test_a_model_wide_reuse_factor_gives_every_unit_the_nearest_valid_one(built)
 def test_pareto_chart_tells_boards_policies_and_widths_apart_in_readable_units():
     """Latency in ms (not 2.75x10^-3 s), the support policy a ring that a latency-policy point planned
     alike cannot hide, each width its own size, and a legend for each."""
-    from hetdeploy.sweep import pareto_figure
+    from hetdeploy.commands.sweep import pareto_figure
 
     records = [{"status": "ok", "board": board, "policy": policy, "width": width, "latency_s": latency,
                 "lut": 20000 * width * larger, "dsp": 100}

@@ -9,21 +9,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphs
-from hetdeploy.board import load_board
-from hetdeploy.precision import OCTAVES
-from hetdeploy.units import (fold_for_rate, 
-    DSP_MIN_CONSTANT_BITS,
-    RESOURCES,
-    Folding,
-    bram18_blocks,
-    estimate,
-    fold,
-    folded_estimate,
-    folding_options,
-    split_units,
-    unit_shape,
-    valid_reuse_factors,
-)
+from hetdeploy.core.board import load_board
+from hetdeploy.core.precision import OCTAVES
+from hetdeploy.planning.units import (fold_for_rate, 
+                                      DSP_MIN_CONSTANT_BITS,
+                                      RESOURCES,
+                                      Folding,
+                                      bram18_blocks,
+                                      estimate,
+                                      fold,
+                                      folded_estimate,
+                                      folding_options,
+                                      split_units,
+                                      unit_shape,
+                                      valid_reuse_factors,
+                                      )
 
 FPGA = load_board("pynq-z2").device("fpga")
 
@@ -196,7 +196,7 @@ def test_weights_in_ddr_free_their_bram_and_cost_the_ddr_reads():
 
 
 def test_weights_are_packed_as_ap_fixed_converts_them():
-    from hetdeploy.hls_top import pack_fixed
+    from hetdeploy.fpga.hls_top import pack_fixed
 
     values = np.array([0.1, -0.1, 100.0, -100.0, 0.5 / 1024, -0.5 / 1024])
     codes = np.frombuffer(pack_fixed(values, "ap_fixed<16,6,AP_RND,AP_SAT,0>"), dtype="<i2")
@@ -224,7 +224,7 @@ def test_a_units_latency_is_its_arithmetic_plus_moving_its_buffers():
         assert e["ddr_cycles"] == c["ddr_cycles"] == 0
     # weights in DDR: what a vector waits for its weights (640 x 2 bytes at 12 a cycle: 107 cycles) beyond its
     # reuse factor is the DDR part of its arithmetic
-    from hetdeploy.units import Folding
+    from hetdeploy.planning.units import Folding
 
     fast, slow = (folded_estimate(dense, Folding(rf, True), 16, 12.0) for rf in (4, 128))
     assert (fast["ddr_cycles"], slow["ddr_cycles"]) == (107 - 4, 0)
@@ -241,9 +241,9 @@ def test_the_plan_prices_the_fpga_as_its_units_do():
     import onnx
 
     import networks
-    from hetdeploy.api import plan
-    from hetdeploy.cost import CostModel, fpga_seconds
-    from hetdeploy.model import load_model
+    from hetdeploy.commands.api import plan
+    from hetdeploy.intake.model import load_model
+    from hetdeploy.planning.cost import CostModel, fpga_seconds
 
     with tempfile.TemporaryDirectory() as folder:
         model = Path(folder) / "alexnet.onnx"

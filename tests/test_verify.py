@@ -9,9 +9,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from hetdeploy.board import load_board
-from hetdeploy.cli import main
-from hetdeploy.verify import SubfunctionCheck, TensorCheck
+from hetdeploy.commands.cli import main
+from hetdeploy.core.board import load_board
+from hetdeploy.running.verify import SubfunctionCheck, TensorCheck
 
 
 def check(got, want, relative=0.05):
@@ -72,7 +72,7 @@ def test_tiny_inputs_that_the_fpga_rounds_to_zero_fail_emulation(tmp_path):
 
 
 def test_saturations_are_counted_against_the_output_type():
-    from hetdeploy.hls_top import fixed_range
+    from hetdeploy.fpga.hls_top import fixed_range
 
     assert fixed_range("ap_fixed<8,3,AP_RND,AP_SAT,0>") == (-4.0, 4.0 - 2 ** -5)
     assert fixed_range("ap_ufixed<4,-1>") == (0.0, 0.5 - 2 ** -5)
@@ -167,10 +167,10 @@ def test_the_build_verifies_on_samples_it_did_not_size_on_and_says_so(tmp_path, 
     C-simulation checks; plan.json and the build's lines say both counts. Without --calibration the
     verification samples come from another seed stream, with one at the edges of the sized range;
     emulate without --input draws a sample of a third stream and says so."""
-    from hetdeploy.samples import build_samples
-    from hetdeploy.config import BuildOptions
-    from hetdeploy.model import load_model
-    from hetdeploy.samples import hold_out
+    from hetdeploy.intake.model import load_model
+    from hetdeploy.planning.config import BuildOptions
+    from hetdeploy.running.samples import build_samples
+    from hetdeploy.running.samples import hold_out
 
     x = np.random.default_rng(1).normal(size=(8, 16)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)

@@ -1,0 +1,359 @@
+"""Stage 5b: the HLS project of an FPGA subfunction, from our templates in hls/.
+
+Text generation over plan data only (no hls4ml): the top (hls/top.cpp.in) runs the units in
+schedule order over the memory plan's buffers; each hls4ml unit gets a wrapper (hls/unit.cpp.in)
+that moves its buffers in and out of the hls4ml top function; a Makefile builds the C-simulation
+library with g++ and a Tcl script synthesises the whole subfunction as one IP core (not run here).
+
+Every C++ identifier written here is one hetdeploy made (subfunction and unit names, buffer
+numbers, hls4ml's own type names): no name from the model reaches the code except in comments,
+and those go through ``_comment``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import math
+import re
+import shutil
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+import numpy as np
+
+from ..core.names import identifier
+from ..core.plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort
+from ..core.precision import fixed_grid, quantize
+from ..planning import units
+
+TEMPLATES = Path(str(importlib.resources.files("hetdeploy") / "hls"))  # package data
+MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
+# The tools the synthesis scripts (build_prj.tcl, design.tcl) are written for, said in each and in
+# the package's README. Never run here (no Vivado or Vitis where hetdeploy is tested): the commands
+# are those of these versions' documentation and of hls4ml's and PYNQ's own scripts.
+TOOL_VERSIONS = "Vitis HLS and Vivado 2022.1 to 2023.2 (PYNQ 3.0's images are built with 2022.1)"
+UNIT_WEIGHTS_FILE = "weights.bin"  # in a unit's project: its DDR weights, packed (pack_fixed)
+DDR_IMAGE = "ddr_image.bin"  # in a subfunction's project: its DDR region's initial contents
+
+
+def template(name: str) -> string.Template:
+    path = TEMPLATES / name
+    if not path.is_file():
+        raise RuntimeError(f"{path}: hetdeploy's HLS template is missing (a broken install?)")
+    return string.Template(path.read_text())
+
+
+@functools.cache
+def _snippets(file: str, marker: str) -> dict[str, string.Template]:
+    """The templates of ``file`` in hls/ by name: the text after each line "``marker`` NAME"."""
+    blocks = template(file).template.split(f"\n{marker} ")[1:]
+    return {name: string.Template(body.rstrip("\n")) for name, _, body in (b.partition("\n") for b in blocks)}
+
+
+def statement(name: str, /, **values) -> str:
+    """The C++ of hls/statements.cpp.in's template ``name`` filled with ``values``."""
+    return _snippets("statements.cpp.in", "//@")[name].substitute(values)
+
+
+def project_line(name: str, /, **values) -> str:
+    """A Makefile rule or Tcl line, hls/project_lines.in's template ``name`` filled with ``values``."""
+    return _snippets("project_lines.in", "#@")[name].substitute(values)
+
+
+def _line(name: str, /, **values) -> str:
+    """``statement`` as a line of a function's body."""
+    return f"    {statement(name, **values)}\n"
+
+
+def _comment(names: list[str]) -> str:
+    """Model names for a // comment: as identifiers (plan.json keeps the originals)."""
+    return ", ".join(identifier(n) for n in names)
+
+
+def library_name(top: str) -> str:
+    return f"lib{top}.so"
+
+
+@dataclass
+class SubfunctionSource:
+    name: str  # the C++ top; a hetdeploy identifier (sf<k>_<device>)
+    units: list[ExecutionUnit]
+    memory: MemoryPlan
+    shapes: dict[str, list[int]]  # ONNX shape of every buffer's tensor
+    inputs: list[HlsPort]
+    outputs: list[HlsPort]
+    part: str
+    clock_period_ns: float
+    ap_types: Path  # the ap_fixed headers to copy into the project
+    max_batch: int = 1  # the most samples a call of the top takes
+
+
+def weight_ports(units: list[ExecutionUnit], memory: MemoryPlan) -> list[WeightPort]:
+    """The DDR weight arrays of a subfunction's units, as its top's ports, at their DDR offsets."""
+    where = {b.tensor: b.offset for b in memory.buffers if b.kind == "weights"}
+    return [WeightPort(f"{u.name}_w{k}", u.name, w.precision, w.values, where[f"{u.name}.weights"] + w.offset)
+            for u in units if u.hls is not None for k, w in enumerate(u.hls.ddr_weights)]
+
+
+def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPort]:
+    """Write top, unit wrappers, Makefile and synthesis script into ``project_dir``, where the
+    units' hls4ml projects already are (units/<unit>/), and the DDR image (``DDR_IMAGE``) when
+    units keep their weights in DDR; returns those weights' ports."""
+    activations = [b for b in source.memory.buffers if b.kind == "activation"]
+    buffers = {b.tensor: b for b in activations}
+    project_dir.mkdir(parents=True, exist_ok=True)  # no hls4ml unit made it when our top moves everything
+    shutil.copy(TEMPLATES / "arena.h", project_dir / "arena.h")
+    shutil.copytree(source.ap_types, project_dir / "ap_types", dirs_exist_ok=True)
+    sub = source.name
+    extent = {m: max((b.offset + b.size for b in source.memory.buffers if b.memory == m), default=0)
+              for m in ("bram", "reserved", "ddr")}
+    if any(b.offset % units.ARENA_WORD_BYTES or b.size % units.ARENA_WORD_BYTES for b in source.memory.buffers):
+        raise RuntimeError(f"{sub}: a buffer of the memory plan is not whole {units.ARENA_WORD_BYTES}-byte words")
+    arena_words, reserve_words, ddr_words = (max(1, extent[m] // units.ARENA_WORD_BYTES) for m in ("bram", "reserved", "ddr"))
+    every_weight = weight_ports(source.units, source.memory)
+    ports_of = {u.name: [p for p in every_weight if p.unit == u.name] for u in source.units}
+
+    offsets = "\n".join(statement("buffer_comment", tensor=_comment([b.tensor]), size=b.size, memory=b.memory,
+                                   offset=b.offset, first=b.first, last=b.last) for b in source.memory.buffers)
+    declarations = "".join(statement("include", header=u.index_table) + "\n" for u in source.units if u.index_table)
+    declarations += "".join(statement("typedef", type=p.precision, name=f"{p.port}_t") + "\n" for p in every_weight)
+    declarations += "\n".join(statement("step_declaration", unit=u.name, parameters=_parameters(u, ports_of[u.name]))
+                              for u in source.units if u.hls is not None)
+    (project_dir / f"{sub}_units.h").write_text(template("units.h.in").substitute(
+        subfunction=sub, guard=sub.upper(), arena_bytes=extent["bram"], reserve_bytes=extent["reserved"],
+        ddr_bytes=extent["ddr"], offsets=offsets,
+        declarations=declarations))
+
+    for unit in source.units:
+        if unit.hls is not None:
+            _write_unit(sub, unit, buffers, ports_of[unit.name], project_dir)
+
+    types = {b.tensor: f"b{k}_t" for k, b in enumerate(activations)}
+    buffer_types = "".join(statement("typedef", type=b.precision, name=types[b.tensor]) + "\n" for b in activations)
+    batch = source.max_batch
+    names = [f"in_{k}" for k in range(len(source.inputs))] + [f"out_{k}" for k in range(len(source.outputs))]
+    depth = {name: batch * _values(p.shape) for name, p in zip(names, source.inputs + source.outputs)}
+    float_ports = ", ".join(statement("float_input" if name.startswith("in_") else "float_output", name=name,
+                                      values=depth[name]) for name in names)
+    ports, csim_memory, load_ddr = [float_ports], "", ""
+    if extent["ddr"]:  # a port the host allocates; in C-simulation a static region the host can fill
+        ports.append(statement("ddr_parameter", words=ddr_words))
+        ports += [statement("array_parameter", type=f"{p.port}_t", name=p.port, values=p.values) for p in every_weight]
+        names += ["ddr"] + [p.port for p in every_weight]
+        csim_memory = statement("ddr_region", words=ddr_words) + "\n"
+        load_ddr = template("top_load_ddr.cpp.in").substitute(image=DDR_IMAGE, subfunction=sub,
+                                                               bytes=ddr_words * units.ARENA_WORD_BYTES)
+    m_axi_ports = "".join(template("top_m_axi_port.cpp.in").substitute(
+        port=name, depth=statement("m_axi_depth", values=depth[name]) if name in depth else "") for name in names)
+    base = {"bram": "arena", "reserved": "reserve", "ddr": "ddr"}
+
+    def at(tensor: str) -> str:
+        return statement("at_word", memory=base[buffers[tensor].memory],
+                         word=buffers[tensor].offset // units.ARENA_WORD_BYTES)
+
+    body = [_line("from_float", type=types[p.tensor], source=statement("sample_of", port=f"in_{k}",
+                                                                      values=_values(p.shape)),
+                  target=at(p.tensor), values=_values(p.shape)) for k, p in enumerate(source.inputs)]
+    for step, unit in enumerate(source.units):
+        body.append(_line("step_comment", step=step, unit=unit.name, pe=unit.pe, nodes=_comment(unit.nodes)))
+        body.append(_run_unit(unit, at, types, source.shapes, ports_of[unit.name]))
+    body += [_line("to_float", type=types[p.tensor], source=at(p.tensor),
+                   target=statement("sample_of", port=f"out_{k}", values=_values(p.shape)), values=_values(p.shape))
+             for k, p in enumerate(source.outputs)]
+    body = ["    " + line if line.strip() else line for line in body]  # inside the samples loop
+
+    entries = [_unit_entry(unit, types, source.shapes, ports_of[unit.name]) for unit in source.units]
+    (project_dir / f"{sub}_top.cpp").write_text(template("top.cpp.in").substitute(
+        subfunction=sub, buffer_types=buffer_types, ports=", ".join(ports), float_ports=float_ports,
+        arguments=", ".join(names), m_axi_ports=m_axi_ports, csim_memory=csim_memory, load_ddr=load_ddr,
+        load_weights=_load_weights(every_weight), arena_words=arena_words, reserve_words=reserve_words,
+        max_batch=batch,
+        body="".join(body), unit_entries="\n".join(entries)))
+
+    _write_ddr_image(source, project_dir)
+    _write_build_files(source, project_dir)
+    return every_weight
+
+
+def _write_ddr_image(source: SubfunctionSource, project_dir: Path) -> None:
+    """``DDR_IMAGE``: the DDR weights of every unit (its ``UNIT_WEIGHTS_FILE``) at its buffer's offset."""
+    weights = {b.tensor: b for b in source.memory.buffers if b.kind == "weights"}
+    (project_dir / DDR_IMAGE).unlink(missing_ok=True)
+    if not weights:
+        return
+    image = bytearray(max(b.offset + b.size for b in weights.values()))
+    for unit in (u for u in source.units if u.weights_in_ddr):
+        b = weights[f"{unit.name}.weights"]
+        packed = (project_dir / "units" / unit.name / UNIT_WEIGHTS_FILE).read_bytes()
+        if len(packed) != b.size:
+            raise RuntimeError(f"{project_dir}: {unit.name}'s DDR weights are {len(packed)} bytes, the plan gives "
+                               f"{b.size}")
+        image[b.offset : b.offset + b.size] = packed
+    (project_dir / DDR_IMAGE).write_bytes(bytes(image))
+
+
+def _load_weights(ports: list[WeightPort]) -> str:
+    """C-simulation: the typed weight arrays, read from the DDR region as an m_axi port would."""
+    return "".join(_line("static_array", type=f"{p.port}_t", name=p.port, values=p.values) +
+                   _line("load_array", type=f"{p.port}_t", word=p.offset // units.ARENA_WORD_BYTES, name=p.port,
+                         values=p.values) for p in ports)
+
+
+def _values(shape: list[int]) -> int:
+    return int(math.prod(shape))
+
+
+def _flatten(shape: list[int], element: str, source: str, target: str) -> str:
+    """ONNX Flatten(axis=1) of a buffer: channels-last when its rank is >= 3, else a plain copy."""
+    channels, pixels = (shape[1], _values(shape[2:])) if len(shape) >= 3 else (1, _values(shape))
+    return statement("flatten", type=element, source=source, target=target, pixels=pixels, channels=channels)
+
+
+def _run_unit(unit: ExecutionUnit, at: Callable[[str], str], types: dict[str, str],
+              shapes: dict[str, list[int]], weights: list[WeightPort]) -> str:
+    """The line that runs ``unit`` on the buffers ``at(tensor)`` points to (and its DDR weights)."""
+    if unit.hls is not None:
+        arguments = [at(t) for t in unit.inputs + unit.outputs] + [p.port for p in weights]
+        return _line("run_step", unit=unit.name, arguments=", ".join(arguments))
+    (x,), (y,) = unit.inputs, unit.outputs
+    if unit.index_table:
+        return _line("gather", type=types[x], source=at(x), target=at(y), unit=unit.name, values=_values(shapes[y]))
+    return f"    {_flatten(shapes[x], types[x], at(x), at(y))}\n"
+
+
+def _parameters(unit: ExecutionUnit, weights: list[WeightPort]) -> str:
+    return ", ".join([statement("word_input", name=f"in_{k}") for k in range(len(unit.inputs))]
+                     + [statement("word_output", name=f"out_{k}") for k in range(len(unit.outputs))]
+                     + [statement("array_parameter", type=f"{p.port}_t", name=p.port, values=p.values)
+                        for p in weights])
+
+
+def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], weights: list[WeightPort],
+                project_dir: Path) -> None:
+    hls, ns = unit.hls, unit.name
+    stream = hls.io_type == "io_stream"
+    types, body, streams = [], [], []
+    for direction, ports in (("in", hls.inputs), ("out", hls.outputs)):
+        for k, port in enumerate(ports):
+            var, values = f"{direction}_{k}", _values(port.shape)
+            types.append(statement("typedef", type=buffers[port.tensor].precision, name=f"{var}_t") + "\n")
+            element = f"{ns}::{port.hls_type}"
+            if direction == "in":
+                if stream:  # a pixel's channels a cycle, from the words they lie in
+                    body.append(template("unit_stream_in.cpp.in").substitute(
+                        element=element, var=var, words=values // port.pack, pack=port.pack))
+                else:
+                    body.append(_line("unit_array", type=element, name=var, values=values) +
+                                _line("read_array", name=var, values=values))
+            else:
+                body.append(_line("unit_stream", type=element, name=var) if stream
+                            else _line("unit_array", type=element, name=var, values=values))
+            streams.append(f"{var}_data")
+    body.append(_line("run_unit", unit=ns, arguments=", ".join(streams + [p.port for p in weights])))
+    for k, port in enumerate(hls.outputs):
+        var, values = f"out_{k}", _values(port.shape)
+        if stream:  # a pixel's channels a cycle, into the words they lie in
+            body.append(template("unit_stream_out.cpp.in").substitute(
+                element=f"{ns}::{port.hls_type}", var=var, words=values // port.pack, pack=port.pack))
+        else:
+            body.append(_line("write_array", name=var, values=values))
+    unit_dir = project_dir / "units" / unit.name
+    (unit_dir / f"{unit.name}_step.cpp").write_text(template("unit.cpp.in").substitute(
+        unit=unit.name, subfunction=sub, io_type=hls.io_type, buffer_types="".join(types),
+        parameters=_parameters(unit, weights), body="".join(body)))
+
+
+def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, list[int]],
+                weights: list[WeightPort]) -> str:
+    """``<unit>_float``: one unit on float inputs, through a scratch copy of its buffers (and its
+    weights from the DDR region), for checking each unit against onnxruntime on the same input."""
+    tensors = unit.inputs + unit.outputs
+    names = {t: f"{'in' if k < len(unit.inputs) else 'out'}_{k if k < len(unit.inputs) else k - len(unit.inputs)}"
+             for k, t in enumerate(tensors)}
+    params = ", ".join([statement("float_pointer_input", name=names[t]) for t in unit.inputs] +
+                       [statement("float_pointer_output", name=names[t]) for t in unit.outputs])
+    lines = [_line("scratch_words", name=names[t], values=_values(shapes[t]), type=types[t]) for t in tensors]
+    lines += [_line("from_float", type=types[t], source=names[t], target=f"{names[t]}_words", values=_values(shapes[t]))
+              for t in unit.inputs]
+    lines.append(_load_weights(weights))
+    lines.append(_run_unit(unit, lambda t: f"{names[t]}_words", types, shapes, weights))
+    lines += [_line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=_values(shapes[t]))
+              for t in unit.outputs]
+    return statement("unit_float", unit=unit.name, parameters=params, body="".join(lines)) + "\n"
+
+
+_FIXED = re.compile(r"ap_u?fixed<\s*(\d+)")
+# matched without spaces: ap_fixed<W,I[,Q[,O[,N]]]>, ap_int<W>
+_FIXED_TYPE = re.compile(r"(ap_u?fixed)<(\d+),(-?\d+)(?:,(\w+))?(?:,(\w+))?(?:,\d+)?>$")
+_INT_TYPE = re.compile(r"(ap_u?int)<(\d+)>$")
+
+
+def pack_fixed(values: np.ndarray, precision: str) -> bytes:
+    """``values`` as ``precision`` (ap_fixed<W,I,Q,O>, ap_int<W>) converts them from double, each in
+    ``units.element_bytes(W)`` little-endian bytes (how an m_axi port lays out an array of them, and
+    how arena.h's load_array reads them back); the rounding and overflow are ``precision.quantize``'s."""
+    match = _FIXED_TYPE.match(precision.replace(" ", ""))
+    integral = _INT_TYPE.match(precision.replace(" ", ""))
+    if match is not None:
+        kind, width, integer = match.group(1), int(match.group(2)), int(match.group(3))
+        rounding, overflow = match.group(4) or "AP_TRN", match.group(5) or "AP_WRAP"
+    elif integral is not None:  # ap_int<W> from double: C++'s conversion, toward zero, wrapped
+        kind, width = integral.group(1).replace("int", "fixed"), int(integral.group(2))
+        integer, rounding, overflow = width, "AP_TRN_ZERO", "AP_WRAP"
+    else:
+        raise ValueError(f"not an ap_fixed or ap_int type: {precision}")
+    try:
+        held = quantize(values, width, integer, kind == "ap_fixed", rounding, overflow)
+    except ValueError as err:
+        raise ValueError(f"{precision}: {err}, not packed for DDR") from None
+    codes = np.round(held * 2.0 ** (width - integer)).astype(np.int64)  # on the grid: exact
+    return codes.astype(f"<i{units.element_bytes(width)}").tobytes()  # two's complement, sign-extended
+
+
+def fixed_range(precision: str) -> tuple[float, float]:
+    """The least and largest value of ap_fixed<W,I,...> / ap_ufixed<W,I,...> (``precision`` C++): a
+    signed type saturating symmetrically (AP_SAT_SYM, a narrow signed quantizer's) stops one step above
+    the most negative code."""
+    match = _FIXED_TYPE.match(precision.replace(" ", ""))
+    if match is None:
+        raise ValueError(f"not an ap_fixed type: {precision}")
+    kind, width, integer, overflow = match.group(1), int(match.group(2)), int(match.group(3)), match.group(5)
+    _, least, largest = fixed_grid(width, integer, kind != "ap_ufixed", overflow or "AP_WRAP")
+    return least, largest
+
+
+def precision_width(precision: str) -> int:
+    """W of C++ type ``precision`` (ap_fixed<W,...>, ap_ufixed<W,...>)."""
+    match = _FIXED.match(precision)
+    if match is None:
+        raise ValueError(f"not an ap_fixed type: {precision}")
+    return int(match.group(1))
+
+
+def precision_bytes(precision: str) -> int:
+    """Bytes an element of C++ type ``precision`` (ap_fixed<W,...>) takes in a buffer (arena.h's lane)."""
+    return units.element_bytes(precision_width(precision))
+
+
+def _write_build_files(source: SubfunctionSource, project_dir: Path) -> None:
+    sub = source.name
+    objects, rules, add_files = [], [], []
+    for unit in (u for u in source.units if u.hls is not None):
+        base = f"units/{unit.name}"
+        prefix = project_line("weights_prefix", folder=f"{base}/firmware/weights/")
+        for cpp, flags in ((f"{base}/firmware/{unit.name}.cpp", prefix), (f"{base}/{unit.name}_step.cpp", "")):
+            objects.append(cpp[:-4] + ".o")
+            rules.append(project_line("make_rule", object=objects[-1], source=cpp, flags=flags) + "\n")
+            add_files.append(project_line("add_files", source=cpp))
+    objects.append(f"{sub}_top.o")
+    rules.append(project_line("make_rule", object=objects[-1], source=f"{sub}_top.cpp", flags="") + "\n")
+    add_files.append(project_line("add_files", source=f"{sub}_top.cpp"))
+    (project_dir / MAKEFILE).write_text(template("Makefile.in").substitute(
+        subfunction=sub, ap_types="ap_types", library=library_name(sub), objects=" ".join(objects),
+        rules="\n".join(rules)))
+    (project_dir / SYNTHESIS_SCRIPT).write_text(template("build_prj.tcl.in").substitute(
+        subfunction=sub, add_files="\n".join(add_files), part=source.part,
+        clock_period_ns=f"{source.clock_period_ns:g}", tool_versions=TOOL_VERSIONS))
+

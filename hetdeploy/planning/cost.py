@@ -1,0 +1,279 @@
+"""The cost model: what a node costs on a device, what a subfunction costs, what it holds.
+
+Pure functions over ``graph`` and ``board`` data (no onnx).
+
+The execution model is the runtime's (``hetdeploy emulate`` and the board
+script alike): subfunctions run one after the other at batch one; a call on a
+device other than the host gets its inputs from the host over the link
+host -> device and returns its outputs over device -> host. A subfunction's
+cost therefore depends only on its own nodes and device:
+
+    invocation overhead + its nodes' times + its input and output transfers
+
+and a plan's estimated latency is the sum over its subfunctions.
+
+A stream (``objective`` "throughput") runs the subfunctions as a pipeline over batches of
+``batch`` samples. An FPGA core takes a batch in one call, so its invocation overhead and each
+tensor's link latency are paid once a batch, its compute and bytes once a sample; a CPU or GPU
+subfunction's model takes one sample (its batch axis is fixed at intake), so it pays its call per
+sample. Stages on
+one CPU or GPU share it; each FPGA subfunction is a core of its own (hls/design.tcl.in places one
+per subfunction), so it is a resource alone. The stream's time per sample is its busiest
+resource's time per batch over the batch (``stream_seconds``); the host's part in driving an
+accelerator call (the copies into its buffers) is taken as overlapped.
+
+On a CPU or GPU a node's time is a roofline: its operations over the device's
+peak times the efficiency of the node's op class, or its bytes over the memory
+bandwidth, whichever is longer, plus a fixed per-node cost. On an FPGA it is
+the node's execution-unit estimate (``units.estimate``: its arithmetic, moving
+its buffers, and waiting for weights kept in DDR) at the FPGA's clock, at the
+least folding that fits the FPGA by itself (``fpga_seconds``); the plan then
+takes the folded units' cycles, the same function.
+
+Capacity: the FPGA subfunctions together must fit the budget (resources minus
+the reserve: DSP, BRAM18, LUT, FF) with every node folded as far as hls4ml
+allows (``units.estimate``; weights in DDR for the nodes above), so that the
+folding stage can always find reuse factors that fit; a CPU or GPU must hold
+the float32 weights of everything it runs in its memory. All subfunctions of a device are resident together, so
+capacities are shared; an FPGA's DDR holds the weights kept there.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Iterable, Mapping, Sequence
+
+from ..core.board import Board, Device
+from ..core.board_runtime import resource_of
+from ..core.graph import Graph, Node
+from ..core.precision import NO_LAYER_WIDTHS, node_widths
+from . import units
+
+FLOAT_BYTES = 4  # tensors cross links as float32 (hls4ml's AXI-stream wrapper takes float too)
+
+OP_CLASS = {
+    **dict.fromkeys(("Conv", "ConvTranspose", "ConvInteger", "QLinearConv"), "conv"),
+    **dict.fromkeys(("Gemm", "MatMul", "MatMulInteger", "QLinearMatMul"), "dense"),
+    **dict.fromkeys(("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool"), "pool"),
+    **dict.fromkeys(("BatchNormalization", "LRN", "InstanceNormalization", "LayerNormalization",
+                     "GroupNormalization"), "normalization"),
+    **dict.fromkeys(("Softmax", "LogSoftmax"), "softmax"),
+    **dict.fromkeys(("Reshape", "Flatten", "Concat", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Split",
+                     "Slice", "Gather", "Pad", "Expand", "Tile", "DepthToSpace", "SpaceToDepth"), "data"),
+    **dict.fromkeys(("Relu", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Elu", "Selu",
+                     "Clip", "Add", "Sub", "Mul", "Div", "Max", "Min", "Sum", "Mean", "Abs", "Neg", "Exp", "Log",
+                     "Sqrt", "Pow", "Erf", "Softplus", "Dropout"), "elementwise"),
+}
+# Operations per output value of the classes node_work does not count from kernels or inputs.
+_OPS_PER_VALUE = {"normalization": 2, "softmax": 5, "data": 0, "other": 1}
+
+
+@dataclass(frozen=True)
+class Work:
+    op_class: str
+    ops: float  # arithmetic operations; a multiply-add counts 2
+    macs: float  # multiply-adds (what DSPs do)
+    activation_bytes: float  # inputs and outputs at float32
+    weight_elements: int
+
+
+def _elements(shape: Sequence[int]) -> int:
+    return math.prod(shape) if shape else 1
+
+
+def node_work(node: Node) -> Work:
+    op_class = OP_CLASS.get(node.op, "other")
+    outputs = sum(_elements(s) for s in node.output_shapes)
+    inputs = sum(_elements(s) for s in node.input_shapes)
+    first = node.input_shapes[0] if node.input_shapes else []
+    macs = 0.0
+    if op_class == "conv" and len(first) > 2:
+        kernel = node.attrs.get("kernel_shape")
+        if kernel:
+            macs = outputs * (first[1] // max(1, node.attrs.get("group", 1))) * _elements(kernel)
+        elif node.output_shapes and len(node.output_shapes[0]) > 1:  # kernel size from the weights
+            macs = outputs * (node.constant_elements // node.output_shapes[0][1])
+    elif op_class == "dense" and first:
+        macs = outputs * first[-1]
+    if op_class == "pool":
+        kernel = node.attrs.get("kernel_shape") or first[2:]
+        ops = outputs * _elements(kernel)
+    elif op_class == "normalization" and node.op == "LRN":
+        ops = outputs * (node.attrs.get("size", 1) + 3)
+    elif op_class == "elementwise":
+        ops = outputs * max(1, len(node.inputs) + len(node.constants) - 1)
+    else:
+        ops = 2 * macs or outputs * _OPS_PER_VALUE.get(op_class, 1)
+    return Work(op_class, float(ops), float(macs), float((inputs + outputs) * FLOAT_BYTES), node.constant_elements)
+
+
+def node_seconds(device: Device, work: Work) -> float:
+    """A node's roofline on a CPU or GPU (an FPGA's: ``fpga_seconds``)."""
+    compute = work.ops / device.compute.ops_per_s(work.op_class)
+    memory = (work.activation_bytes + work.weight_elements * FLOAT_BYTES) / device.memory.bandwidth_bytes_per_s
+    return max(compute, memory) + device.compute.per_op_s
+
+
+def capacity(device: Device) -> dict[str, float]:
+    """What a device holds for all its subfunctions together."""
+    if device.kind == "fpga":
+        budget = device.budget()
+        return {k: float(budget.get(k, 0)) for k in units.RESOURCES} | {"ddr_bytes": float(device.memory.bytes)}
+    return {"memory_bytes": float(device.memory.bytes)}
+
+
+def most_folded(device: Device, graph: Graph, index: int, width: int) -> tuple[units.Shape, units.Folding]:
+    """An FPGA node as its own execution unit, folded as far as hls4ml allows, its weights on chip
+    unless that overflows the BRAM budget alone (fusion and less folding are for the folding stage)."""
+    shape = units.unit_shape(graph, units.Unit("", [index]))
+    rate = units.ddr_bytes_per_cycle(device)
+    *on_chip, last = units.folding_options(shape, width, rate)
+    if not last.weights_in_ddr:
+        return shape, last
+    if units.folded_estimate(shape, on_chip[-1], width, rate)["bram18"] <= device.budget().get("bram18", 0):
+        return shape, on_chip[-1]
+    return shape, last
+
+
+def usage(device: Device, graph: Graph, index: int, width: int) -> dict[str, float]:
+    """What one node takes of ``capacity(device)``: on an FPGA, ``most_folded`` (and its DDR weights),
+    and the FIFO to its reader should the folding stage put the two in one unit."""
+    if device.kind == "fpga":
+        shape, folding = most_folded(device, graph, index, width)
+        least = units.folded_estimate(shape, folding, width, units.ddr_bytes_per_cycle(device))
+        least["bram18"] += units.fifo_bram18(units.output_fifo(graph, index), width)
+        in_ddr = graph.nodes[index].constant_elements * units.element_bytes(width) if folding.weights_in_ddr else 0
+        return {k: float(least[k]) for k in units.RESOURCES} | {"ddr_bytes": float(in_ddr)}
+    return {"memory_bytes": float(graph.nodes[index].constant_elements * FLOAT_BYTES)}
+
+
+def fpga_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
+    """An FPGA node's time: the execution-unit estimate (units.estimate: arithmetic, DDR weights,
+    moving its buffers, the pipeline's depth) of the node as its own unit at the least folding that
+    fits the FPGA by itself, at the FPGA's clock. The folding stage folds units further where they share the chip;
+    the plan then takes their cycles (planning.fpga_times): one cost for the FPGA everywhere."""
+    shape = units.unit_shape(graph, units.Unit("", [index]))
+    rate = units.ddr_bytes_per_cycle(device)
+    budget = device.budget()
+    estimates = [units.folded_estimate(shape, f, width, rate) for f in units.folding_options(shape, width, rate)]
+    fastest = next((e for e in estimates if all(e[k] <= budget.get(k, 0) for k in units.RESOURCES)), estimates[-1])
+    return fastest["latency_cycles"] / (device.clock_mhz * 1e6)
+
+
+@dataclass
+class SegmentCost:
+    compute_s: float
+    transfer_s: float
+    overhead_s: float
+    in_bytes: int
+    out_bytes: int
+
+    @property
+    def total_s(self) -> float:
+        return self.compute_s + self.transfer_s + self.overhead_s
+
+
+OBJECTIVES = ("latency", "throughput")
+STREAM_TIE_BREAK = 1e-3  # the share of a stream plan's total work per sample added to its pace
+
+
+def stream_seconds(stages: Iterable[tuple[str, float]], batch: int) -> float:
+    """A pipelined stream's time per sample: ``stages`` are (resource, seconds of one call on a batch
+    of ``batch``); the busiest resource sets the pace."""
+    busy: dict[str, float] = {}
+    for resource, seconds in stages:
+        busy[resource] = busy.get(resource, 0.0) + seconds
+    return max(busy.values(), default=0.0) / batch
+
+
+# no node pinned to a device (--device)
+NO_PINS: Mapping[str, str] = MappingProxyType({})
+
+
+class CostModel:
+    """Per-node times and usages of one graph on one board, priced for an ``objective`` at ``batch``
+    samples a call: "latency" is one sample through the subfunctions in turn (``batch`` 1 is what
+    it means; a larger one only sizes the calls), "throughput" a pipelined stream of batches."""
+
+    def __init__(self, graph: Graph, board: Board, width: int = 16, objective: str = "latency", batch: int = 1,
+                 layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS, pins: Mapping[str, str] = NO_PINS):
+        """``width``: the fixed-point bits of FPGA values (--width); a quantized model's layers take
+        their quantizers', a node of ``layer_widths`` (--error-budget's) its own (``precision.node_widths``);
+        ``pins``: node -> the device --device puts it on."""
+        self.graph, self.board, self.pins = graph, board, pins
+        self.objective, self.batch = objective, batch
+        self.widths = node_widths(graph, width, layer_widths)
+        self.work = [node_work(n) for n in graph.nodes]
+        self.tensor_bytes: dict[str, int] = {}
+        for node in graph.nodes:
+            for t, s in list(zip(node.inputs, node.input_shapes)) + list(zip(node.outputs, node.output_shapes)):
+                self.tensor_bytes[t] = _elements(s) * FLOAT_BYTES
+        self.seconds = {d.name: [fpga_seconds(d, graph, i, self.widths[i]) if d.kind == "fpga" else node_seconds(d, w)
+                                 for i, w in enumerate(self.work)]
+                        for d in board.devices}
+        self.capacity = {d.name: capacity(d) for d in board.devices}
+        self.usage = {d.name: [usage(d, graph, i, self.widths[i]) for i in range(len(graph.nodes))] for d in board.devices}
+        self.producers = graph.producers()
+        self.consumers = graph.consumers()
+
+    def transfer_seconds(self, source: str, target: str, tensors: int, nbytes: float, calls: float = 1.0) -> float:
+        link = self.board.link(source, target)
+        return calls * tensors * link.latency_s + nbytes / link.bandwidth_bytes_per_s
+
+    def calls_per_sample(self, device: str, batch: int) -> float:
+        """Calls a subfunction on ``device`` makes per sample of a stream of ``batch`` samples a call."""
+        return 1.0 / batch if self.board.device(device).kind == "fpga" else 1.0
+
+    def segment(self, nodes: Iterable[int], device: str, batch: int = 1) -> SegmentCost:
+        """The cost per sample of running ``nodes`` as one subfunction on ``device`` in calls of
+        ``batch`` samples (an FPGA call shares its overhead and link latencies over its batch)."""
+        calls = self.calls_per_sample(device, batch)
+        members = set(nodes)
+        inputs: dict[str, int] = {}
+        outputs: dict[str, int] = {}
+        graph_outputs = set(self.graph.outputs)
+        for i in sorted(members):
+            node = self.graph.nodes[i]
+            for t in node.inputs:
+                if self.producers.get(t) not in members:
+                    inputs[t] = self.tensor_bytes[t]
+            for t in node.outputs:
+                if t in graph_outputs or any(c not in members for c in self.consumers.get(t, [])):
+                    outputs[t] = self.tensor_bytes[t]
+        compute = sum(self.seconds[device][i] for i in members)
+        transfer = 0.0
+        if device != self.board.host:
+            transfer = (self.transfer_seconds(self.board.host, device, len(inputs), sum(inputs.values()), calls)
+                        + self.transfer_seconds(device, self.board.host, len(outputs), sum(outputs.values()), calls))
+        overhead = calls * self.board.device(device).invocation_overhead_s
+        return SegmentCost(compute, transfer, overhead, sum(inputs.values()), sum(outputs.values()))
+
+    def stream_seconds(self, groups: Sequence[tuple[str, Iterable[int]]], batch: int) -> float:
+        """``stream_seconds`` of the subfunctions ``groups`` (device, nodes) at ``batch`` samples a call."""
+        return stream_seconds(((resource_of(self.board.device(device).kind, device, str(k)),
+                                batch * self.segment(nodes, device, batch).total_s)
+                               for k, (device, nodes) in enumerate(groups)), batch)
+
+    def objective_seconds(self, groups: Sequence[tuple[str, Iterable[int]]]) -> float:
+        """What the partitioner minimises: the latency (the subfunctions' sum) or the stream's time
+        per sample at this model's batch."""
+        if self.objective == "throughput":  # ties (one stage sets the pace) go to less work per sample
+            work = sum(self.segment(nodes, device, self.batch).total_s for device, nodes in groups)
+            return self.stream_seconds(groups, self.batch) + STREAM_TIE_BREAK * work
+        return sum(self.segment(nodes, device).total_s for device, nodes in groups)
+
+    def totals(self, groups: Iterable[tuple[str, Iterable[int]]]) -> dict[str, dict[str, float]]:
+        """Per device given nodes, what they use of each of its capacities."""
+        totals: dict[str, dict[str, float]] = {}
+        for device, nodes in groups:
+            total = totals.setdefault(device, dict.fromkeys(self.capacity[device], 0.0))
+            for i in nodes:
+                for key, value in self.usage[device][i].items():
+                    total[key] += value
+        return totals
+
+    def fits(self, groups: Iterable[tuple[str, Iterable[int]]]) -> bool:
+        """Whether every device holds all the nodes given to it."""
+        return all(total[k] <= self.capacity[d][k] for d, total in self.totals(groups).items() for k in total)

@@ -1,0 +1,418 @@
+"""Stage 4b: buffers of an FPGA subfunction and where they live in its memories.
+
+``plan_memory`` is the policy over a plan: the BRAM the units leave free is the target memory of the
+device's subfunctions, in plan order; then the reserve; then DDR. Below it, pure functions over plain data
+(no onnx, no hls4ml; numpy for the lower bound). A subfunction runs its execution units one
+after the other (schedule step k = unit k). A buffer is a tensor the units exchange: a subfunction
+input (written by the top before step 0), or a unit's output; it is live from the step that writes
+it to the last step that reads it, and a subfunction output stays live to the last step (the top
+reads it after every unit ran). Two buffers may share bytes only when their lifetimes are disjoint.
+
+Memories, tried in this order for every buffer: the BRAM target memory (what the FPGA's budget
+leaves after the units' weights and FIFOs), the reserved pool (the board's reserve: used only when
+the target is short, and reported) and DDR (unbounded; its traffic costs time).
+
+Strategies (``place``):
+- ``refcount``, the seed's rule: buffers are taken in schedule order; each gets the first block
+  (in creation order) whose usage count has dropped to 0 (every consumer of its last buffer ran)
+  and which is large enough, else a new block of its size at the end of the pool; a block keeps its
+  size for good;
+- ``greedy``: offsets, largest buffer first, each into the best-fitting gap left by the buffers
+  already placed that are live at the same time (TFLite's arena planner);
+- ``fastest``: no reuse: every buffer its own range, in schedule order.
+When greedy spills out of a bounded pool that the lower bound says could hold everything, or
+(unbounded) is above the lower bound, an exact depth-first search (``fit``, after MiniMalloc,
+Moffitt, ASPLOS 2023; C++ compiled with g++, exact_packing.cpp) looks for a placement within the
+pool, or on the lower bound; when that search runs out of nodes, a seeded hill climb over greedy's
+order follows (swap two buffers, keep what is no worse).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from itertools import chain
+from typing import Callable, NamedTuple, Optional, Sequence
+
+import numpy as np
+
+from ..core.board import BRAM18_BITS, Board
+from ..core.errors import UserError
+from ..core.graph import Graph
+from ..core.plan import Buffer, ExecutionUnit, MemoryPlan, Plan, Subfunction
+from . import exact_packing, units
+from .cost import FLOAT_BYTES
+
+STRATEGIES = ("refcount", "greedy", "fastest")
+MEMORIES = ("bram", "reserved", "ddr")
+# The hill climb after greedy: at most this many tries, and at most CLIMB_WORK / buffers of them
+# (each try is a full greedy pass).
+CLIMB_STEPS, CLIMB_WORK = 1000, 200_000
+# The exact search: at most this many nodes (one buffer placed each) over all its orders.
+SEARCH_NODES = 1_000_000
+# ... and when only the footprint is at stake (no pool to fit), a shorter one at the lower bound.
+FOOTPRINT_SEARCH_NODES = 20_000
+# The static orders the search takes turns with (ties in offset go to the buffer first in the
+# order), in exact_packing.cpp's keys, compared in turn, each largest first: T the most unplaced
+# bytes in one section of the buffer's lifetime, C the sections it spans (a section: a maximal set
+# of buffers live at one moment), A its size x sections, L its first section (earliest first).
+# Every key counts sections, never raw time: the search, like greedy, gives the same answer however
+# time is numbered. MiniMalloc's orders are these with raw lifetimes for C and A.
+SEARCH_ORDERS = ("TCA", "TAC", "CAT", "TC", "LCA")
+
+
+@dataclass(frozen=True)
+class Lifetime:
+    tensor: str
+    first: int
+    last: int
+
+
+class Request(NamedTuple):
+    size: int
+    first: int
+    last: int  # inclusive
+
+
+class Placement(NamedTuple):  # a tuple: built once per buffer, on the planner's hot path
+    memory: str  # one of MEMORIES
+    offset: int
+
+
+def lifetimes(steps: Sequence[tuple[Sequence[str], Sequence[str]]], inputs: Sequence[str],
+              outputs: Sequence[str]) -> list[Lifetime]:
+    """``steps``: per schedule step, the tensors its unit reads and writes. Buffers in the order
+    they are first written (inputs first)."""
+    end = len(steps) - 1
+    first: dict[str, int] = {t: 0 for t in inputs}
+    last: dict[str, int] = {t: 0 for t in inputs}
+    for step, (reads, writes) in enumerate(steps):
+        for t in reads:
+            if t not in first:
+                raise ValueError(f"step {step} reads '{t}' before any step writes it")
+            last[t] = step
+        for t in writes:
+            first[t], last[t] = step, step
+    for t in outputs:
+        last[t] = end
+    return [Lifetime(t, first[t], last[t]) for t in first]
+
+
+def lower_bound(requests: Sequence[Request]) -> int:
+    """The most bytes live at one step: no placement can use less."""
+    if not requests:
+        return 0
+    sizes, firsts, lasts = (np.array(column, dtype=np.int64) for column in zip(*requests))
+    change = np.zeros(int(lasts.max()) + 2, dtype=np.int64)
+    np.add.at(change, firsts, sizes)
+    np.add.at(change, lasts + 1, -sizes)
+    return int(np.cumsum(change).max())
+
+
+def footprint(requests: Sequence[Request], placements: Sequence[Placement], memory: str) -> int:
+    return max((p.offset + r.size for r, p in zip(requests, placements) if p.memory == memory), default=0)
+
+
+def place(requests: Sequence[Request], strategy: str, target: Optional[int] = None,
+          reserved: int = 0) -> list[Placement]:
+    """A placement of every request: into BRAM up to ``target`` bytes (None: unbounded), then the
+    ``reserved`` pool, then DDR."""
+    capacities = [target, reserved, None] if target is not None else [None]
+    memories = MEMORIES if target is not None else MEMORIES[:1]
+    if strategy == "refcount":
+        return _refcount(requests, capacities, memories)
+    if strategy == "fastest":
+        return _fastest(requests, capacities, memories)
+    if strategy == "greedy":
+        return _greedy_search(requests, capacities, memories)
+    raise ValueError(f"unknown memory strategy '{strategy}' (known: {', '.join(STRATEGIES)})")
+
+
+def _schedule_order(requests: Sequence[Request]) -> list[int]:
+    return sorted(range(len(requests)), key=lambda i: (requests[i].first, i))
+
+
+def _fits(capacity: Optional[int], end: int) -> bool:
+    return capacity is None or end <= capacity
+
+
+def _fastest(requests, capacities, memories) -> list[Placement]:
+    result: list[Optional[Placement]] = [None] * len(requests)
+    tops = [0] * len(capacities)
+    for i in _schedule_order(requests):
+        size = requests[i].size
+        pool = next(k for k, cap in enumerate(capacities) if _fits(cap, tops[k] + size))
+        result[i] = Placement(memories[pool], tops[pool])
+        tops[pool] += size
+    return result
+
+
+def _refcount(requests, capacities, memories) -> list[Placement]:
+    result: list[Optional[Placement]] = [None] * len(requests)
+    # per pool: blocks [offset, size, step after which it is free again]
+    blocks: list[list[list[int]]] = [[] for _ in capacities]
+    tops = [0] * len(capacities)
+    for i in _schedule_order(requests):
+        r = requests[i]
+        for k, cap in enumerate(capacities):
+            block = next((b for b in blocks[k] if b[2] < r.first and b[1] >= r.size), None)
+            if block is not None:
+                block[2] = r.last
+                result[i] = Placement(memories[k], block[0])
+                break
+            if _fits(cap, tops[k] + r.size):
+                blocks[k].append([tops[k], r.size, r.last])
+                result[i] = Placement(memories[k], tops[k])
+                tops[k] += r.size
+                break
+    return result
+
+
+def _event_numbers(requests: Sequence[Request]) -> dict[int, int]:
+    """Each step where a buffer starts or follows one that ends, numbered in time order: between two
+    consecutive ones the same buffers are live."""
+    return {t: k for k, t in enumerate(sorted({t for r in requests for t in (r.first, r.last + 1)}))}
+
+
+def _greedy_search(requests, capacities, memories) -> list[Placement]:
+    """Greedy by size; when it misses its goal (nothing spilled out of the first memory, or unbounded
+    the lower bound), the exact search for that goal; when that runs out of nodes, a hill climb over
+    greedy's order (as TVM's USMP does): swap two buffers in it and keep the result when it is no
+    worse, until the goal or a number of tries that shrinks with the buffer count."""
+    n = len(requests)
+    # largest first, then earliest (a stable sort keeps the buffers' order on ties); one integer key
+    # per buffer sorts faster than tuples
+    steps = 1 + max((r.last for r in requests), default=0)
+    order = sorted(range(n), key=[r.first - r.size * steps for r in requests].__getitem__)
+    bounded = capacities[0] is not None
+
+    def score(placements) -> tuple[int, int]:
+        """Bounded: bytes beyond the first memory, then beyond the second; else the footprint."""
+        if not bounded:
+            return footprint(requests, placements, memories[0]), 0
+        return (sum(r.size for r, p in zip(requests, placements) if p.memory != memories[0]),
+                sum(r.size for r, p in zip(requests, placements) if p.memory == "ddr"))
+
+    packed = requests
+    if steps > 2 * n:
+        # sparse time (buffers from another tool's clock): greedy keeps a list per step, so it runs
+        # on the events' numbers instead (the same buffers overlap); the search keeps the real times
+        events = _event_numbers(requests)
+        packed = [Request(r.size, events[r.first], events[r.last + 1] - 1) for r in requests]
+    best = _greedy(packed, order, capacities, memories)
+    best_score = score(best)
+    bound = lower_bound(requests)
+    goal = (0, 0) if bounded else (bound, 0)
+    pool = capacities[0] if bounded else bound  # bounded: all in the first memory; else on the bound
+    if best_score > goal and bound <= pool:
+        offsets = fit(requests, pool, SEARCH_NODES if bounded else FOOTPRINT_SEARCH_NODES)
+        if offsets is not None:
+            return [Placement(memories[0], offset) for offset in offsets]
+    rng = random.Random(0)
+    for _ in range(min(CLIMB_STEPS, CLIMB_WORK // max(1, n))):
+        if best_score <= goal or n < 2:
+            break
+        i, j = rng.sample(range(n), 2)
+        candidate_order = list(order)
+        candidate_order[i], candidate_order[j] = candidate_order[j], candidate_order[i]
+        candidate = _greedy(packed, candidate_order, capacities, memories)
+        candidate_score = score(candidate)
+        if candidate_score <= best_score:
+            order, best, best_score = candidate_order, candidate, candidate_score
+    return best
+
+
+def _greedy(requests, order, capacities, memories) -> list[Placement]:
+    result: list[Optional[Placement]] = [None] * len(requests)
+    steps = 1 + max((r.last for r in requests), default=0)
+    # per pool and step: the placed buffers live then, as (offset, end); a pool's lists are made
+    # when a buffer first reaches it
+    live: list[Optional[list[list[tuple[int, int]]]]] = [None] * len(capacities)
+    for i in order:
+        size, first, last = requests[i]
+        for k, cap in enumerate(capacities):
+            spans = live[k]
+            if spans is None:
+                spans = live[k] = [[] for _ in range(steps)]
+            if first == last:
+                taken = sorted(spans[first])
+            else:  # a buffer live at several of these steps appears more than once: harmless below
+                taken = sorted(chain.from_iterable(spans[first:last + 1]))
+            # best fit: the smallest gap between taken ranges that holds the buffer, else the end
+            offset, best_gap, cursor = -1, 0, 0
+            for start, end in taken:
+                gap = start - cursor
+                if gap >= size and (offset < 0 or gap < best_gap):
+                    offset, best_gap = cursor, gap
+                if end > cursor:
+                    cursor = end
+            if offset < 0:
+                offset = cursor
+            if cap is None or offset + size <= cap:
+                result[i] = Placement(memories[k], offset)
+                span = (offset, offset + size)
+                for step in range(first, last + 1):
+                    spans[step].append(span)
+                break
+    return result
+
+
+def fit(requests: Sequence[Request], capacity: int, nodes: int = SEARCH_NODES) -> Optional[list[int]]:
+    """Offsets that put every request below ``capacity`` with no two live at one step sharing a
+    byte; None when there is none, or none was found within ``nodes``: the exact search of
+    exact_packing.cpp (canonical placements, section floors and inference, dominance,
+    decomposition; after MiniMalloc), compiled with g++, taking turns over ``SEARCH_ORDERS`` with a
+    node limit that doubles each round."""
+    if not requests:
+        return []
+    if lower_bound(requests) > capacity:  # also covers a buffer larger than the capacity
+        return None
+    return exact_packing.search([r.size for r in requests], [r.first for r in requests],
+                                [r.last for r in requests], capacity, SEARCH_ORDERS, nodes)
+
+
+# Seeded random topological orders the schedule also tries, at most this many and at most
+# SCHEDULE_WORK / steps of them.
+SCHEDULE_SAMPLES, SCHEDULE_WORK = 16, 20_000
+
+
+def schedule(steps: Sequence[tuple[Sequence[str], Sequence[str]]], sizes: dict[str, int],
+             inputs: Sequence[str], outputs: Sequence[str]) -> list[int]:
+    """An order of the steps (a permutation, topological: a step after the steps writing what it
+    reads) with the lowest peak of live bytes among candidates (the seed's idea of generating
+    candidate orders and keeping the one with the least peak; the units run one after another, so
+    the order changes memory, not compute time): the given order; the order that always runs next
+    the ready step freeing the most bytes (least newly allocated on ties); depth first (the ready
+    step reading what was written last, finishing one branch before the next); and seeded random
+    topological orders. The given order wins ties."""
+    n = len(steps)
+    writer = {t: k for k, (_, writes) in enumerate(steps) for t in writes}
+    readers: dict[str, int] = {}
+    for reads, _ in steps:
+        for t in set(reads):
+            readers[t] = readers.get(t, 0) + 1
+    needs = [{writer[t] for t in reads if t in writer} for reads, _ in steps]
+    dependents: list[list[int]] = [[] for _ in steps]
+    for k, need in enumerate(needs):
+        for w in need:
+            dependents[w].append(k)
+
+    def topological(pick) -> list[int]:
+        """Run the steps, choosing each time among the ready ones with ``pick(ready, remaining)``;
+        ``remaining``: each tensor's readers that have not run."""
+        waiting = [len(need) for need in needs]
+        ready = [k for k in range(n) if not waiting[k]]
+        remaining = dict(readers)
+        order: list[int] = []
+        while ready:
+            k = pick(ready, remaining)
+            ready.remove(k)
+            order.append(k)
+            for t in set(steps[k][0]):
+                remaining[t] -= 1
+            for d in dependents[k]:
+                waiting[d] -= 1
+                if not waiting[d]:
+                    ready.append(d)
+        return order
+
+    def freeing_most(ready, remaining) -> int:
+        def gain(k: int) -> tuple[int, int, int]:
+            reads, writes = steps[k]
+            freed = sum(sizes[t] for t in set(reads) if remaining[t] == 1 and t not in outputs)
+            return (-(freed - sum(sizes[t] for t in writes)), -freed, k)
+        return min(ready, key=gain)
+
+    def depth_first(ready, remaining) -> int:
+        return ready[-1]  # the last to become ready: it reads what the last step wrote
+
+    rng = random.Random(0)
+    candidates = [list(range(n)), topological(freeing_most), topological(depth_first)]
+    candidates += [topological(lambda ready, remaining: ready[rng.randrange(len(ready))])
+                   for _ in range(min(SCHEDULE_SAMPLES, SCHEDULE_WORK // max(1, n)))]
+
+    def peak(candidate: list[int]) -> int:
+        lives = lifetimes([steps[k] for k in candidate], inputs, outputs)
+        return lower_bound([Request(sizes[b.tensor], b.first, b.last) for b in lives])
+
+    return min(candidates, key=peak)  # min keeps the first of equals: the given order on ties
+
+
+BRAM18_BYTES = BRAM18_BITS // 8
+
+
+def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: Board, policy: str, width: int,
+                batch: int, element_bytes_of: Callable[[str], int], weights_bytes_of: Callable[[ExecutionUnit], int],
+                reorder: bool = True) -> None:
+    """The memory policy, per FPGA subfunction of ``plan``: the unit schedule (``reorder``: the order with the lower
+    peak) and where each buffer lives by ``policy`` (a strategy, or "auto": the smallest footprint), ``width``
+    the bits of a value (its placeholder type), ``batch`` the samples a batch buffer holds (``shapes``: each
+    tensor's). the unit schedule (``reorder``: the order with the lower
+    peak) and where each buffer lives. The BRAM the units leave free is the target memory of the
+    device's subfunctions, in plan order; then the reserve; then DDR. The weights of units folded
+    with their weights in DDR come first in the DDR region (``weights_bytes_of``: a unit's bytes),
+    resident for good; spilled buffers follow them."""
+    index = graph.node_index()
+    for device in (d for d in board.devices if d.kind == "fpga"):
+        subs = [s for s in plan.subfunctions if s.device == device.name]
+        budget = device.budget()["bram18"]
+        used = sum(u.estimate["bram18"] for s in subs for u in s.execution_units)
+        target = max(0, budget - used) * BRAM18_BYTES
+        reserve = (device.resources["bram18"] - budget) * BRAM18_BYTES
+        for sub in subs:
+            sizes = {t: units.buffer_bytes(math.prod(shapes[t]), element_bytes_of(t))
+                     for t in sub.inputs + [t for u in sub.execution_units for t in u.outputs]}
+            if reorder:
+                order = schedule([(u.inputs, u.outputs) for u in sub.execution_units], sizes, sub.inputs,
+                                        sub.outputs)
+                sub.execution_units = [sub.execution_units[k] for k in order]
+            lives = lifetimes([(u.inputs, u.outputs) for u in sub.execution_units], sub.inputs, sub.outputs)
+            requests = [Request(sizes[b.tensor], b.first, b.last) for b in lives]
+            footprints = {s: footprint(requests, place(requests, s), "bram")
+                          for s in STRATEGIES}
+            strategy = policy
+            if strategy == "auto":  # the smallest footprint; greedy on a tie
+                strategy = min(STRATEGIES, key=lambda s: (footprints[s], s != "greedy"))
+            placements = place(requests, strategy, target, reserve)
+            used_in = {m: footprint(requests, placements, m) for m in MEMORIES}
+            readers = {b.tensor: 1 + sum(b.tensor in u.inputs for u in sub.execution_units) for b in lives}
+            ddr_traffic = sum(r.size * readers[b.tensor]
+                              for b, r, p in zip(lives, requests, placements) if p.memory == "ddr")
+            weights, weights_end, weight_traffic = [], 0, 0
+            for unit in (u for u in sub.execution_units if u.weights_in_ddr):
+                size = units.buffer_bytes(weights_bytes_of(unit), 1)
+                weights.append(Buffer(f"{unit.name}.weights", "ddr", weights_end, size, 0,
+                                      len(sub.execution_units) - 1, f"ap_fixed<{width},6>", kind="weights"))
+                weights_end += size
+                # read once per output vector (per pixel of a convolution)
+                unit_graph = units.Unit(unit.pe, [index[n] for n in unit.nodes])
+                weight_traffic += size * units.unit_shape(graph, unit_graph).vectors
+            sub.memory = MemoryPlan(
+                strategy=strategy, target_bytes=target, reserved_bytes=reserve,
+                reserved_used_bytes=used_in["reserved"], bram_bytes=used_in["bram"],
+                ddr_bytes=weights_end + used_in["ddr"], lower_bound_bytes=lower_bound(requests),
+                ddr_transfer_s=ddr_traffic / device.memory.bandwidth_bytes_per_s,
+                ddr_weights_s=weight_traffic / device.memory.bandwidth_bytes_per_s, footprints=footprints,
+                buffers=weights + [Buffer(b.tensor, p.memory, p.offset + (weights_end if p.memory == "ddr" else 0),
+                                          r.size, b.first, b.last, f"ap_fixed<{width},6>")
+                                   for b, r, p in zip(lives, requests, placements)],
+                batch_bytes=2 * batch * FLOAT_BYTES * sum(math.prod(shapes[t]) for t in sub.inputs + sub.outputs))
+            target -= used_in["bram"]
+            reserve -= used_in["reserved"]
+        _check_ddr(device, subs, shapes, batch)
+
+
+def _check_ddr(device, subs: list[Subfunction], shapes: dict[str, list[int]], batch: int) -> None:
+    """The FPGA's DDR holds its subfunctions' DDR weights, spills and batch buffers, and every batched
+    port stays within the C int indices of the top (one line naming --batch when not)."""
+    largest = max((math.prod(shapes[t]) for s in subs for t in s.inputs + s.outputs), default=0)
+    if batch * largest * FLOAT_BYTES >= 2 ** 31:
+        raise UserError(f"--batch {batch}: a port of {largest:,} values takes {batch * largest * FLOAT_BYTES:,} bytes "
+                        f"a batch, more than an FPGA core's port addresses (2 GiB); take a smaller batch")
+    needed = sum(s.memory.ddr_bytes + s.memory.batch_bytes for s in subs)
+    if needed > device.memory.bytes:
+        batches = sum(s.memory.batch_bytes for s in subs)
+        raise UserError(f"--batch {batch}: {device.name}'s DDR holds {device.memory.bytes / 2**20:,.4g} MiB, its "
+                        f"subfunctions need {needed / 2**20:,.4g} MiB ({batches / 2**20:,.4g} MiB of it the batch "
+                        f"buffers, two sets); take a smaller batch")

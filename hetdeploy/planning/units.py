@@ -1,0 +1,534 @@
+"""Stage 3b: execution units of FPGA subfunctions, their resource estimates, and folding.
+
+Pure functions over ``graph`` and ``board`` data (no onnx, no hls4ml).
+
+A unit is one op that a processing-element kind of the board computes, followed
+by the chain of ops that kind fuses after it (each reading the previous one's
+output and its only reader). Its parallelism is hls4ml's ReuseFactor R: a layer
+with n_in x n_out multiplications per output vector uses ceil(n_in x n_out / R)
+multipliers and takes about R cycles per output vector.
+
+Estimates (per unit, at R and a fixed-point width W), from how hls4ml 1.3 lays
+out its layers:
+- DSP: one per multiplier (two when W > 18: a DSP48 multiplies 27x18 / 25x18); below
+  DSP_MIN_WIDTH bits Vivado builds the multiplier from LUTs instead (about W x b / 2 LUTs for
+  b-bit weights). Unrolled (R = 1), each multiplier has one constant weight and the HLS folds it
+  in, so the layer's own weights decide: one that rounds to 0 costs nothing, one whose code has
+  fewer than DSP_MIN_CONSTANT_BITS bits is a few shifts and adds in LUTs; folded (R > 1), the Latency
+  strategy still leaves out the products by zero weights (hls4ml's multiplier_limit,
+  ceil(n_in x n_out / R) - zeros // R);
+- BRAM18 (each array in whichever of a BRAM18's shapes, 16K x 1 to 512 x 36, takes
+  fewest: ``bram18_blocks``): weights, when the Resource strategy keeps them in banks
+  of depth R; the FIFOs between a streamed unit's layers (hls4ml sizes each to the
+  whole tensor, a pixel's channels a word: so many blocks side by side for the
+  word's width, so many deep for the pixels);
+  the lookup tables of Softmax and of the table activations (TABLE_OPS), LOOKUP_TABLE_SIZE
+  entries of 18 bits each: hls4ml 1.3 pipelines these layers at one vector a cycle
+  whatever the reuse factor, reading a table once per value, so each table is copied
+  until the reads fit the copies' two ports (ceil(n / 2) copies); Softmax adds the
+  inverse of the exponentials' sum, read once;
+- DSP also: Softmax's products of each exponential by the inverse of their sum
+  (18 x 18 bits), one per output;
+- LUT: per multiplier the accumulation adder (about W LUT), weights held in LUTs under the
+  Latency strategy (W / 2 LUT each), the line buffers of streamed convolutions and pooling
+  ((k - 1) rows of the input in hls4ml's shift registers, which Vivado builds from 32-bit
+  shift-register LUTs, not BRAM), pooling's comparators (io_parallel: copied for every
+  output pixel), each table read's index (about 3W LUT a value of a table layer, and of
+  Softmax's n + 1), and a fixed control cost per unit;
+- FF, the registers at the pipeline's cuts (W bits a value): an io_parallel unit's input
+  vector; under the Latency strategy every product a sum waits for (hls4ml keeps its
+  products in a completely partitioned array, and at R > 1 they wait for the last ones),
+  under the Resource strategy each multiplier's, about W / 2 a product (a product with no
+  sum, n_in = 1, feeds its output combinationally); a streamed layer's output word and its
+  window (k x k x input channels); a table layer's read, and the input beside it where the
+  output chooses between the two (ELU, SELU); a few for the control state. Plain
+  activations and io_parallel pooling are combinational;
+- latency in cycles: R per output vector (one vector for a dense layer, one
+  per output pixel for a streamed convolution), plus the adder tree (three
+  levels a cycle), the line-buffer fill and Softmax's two cycles; io_parallel
+  pooling none (combinational: hls4ml's io_parallel MaxPooling baselines report
+  0); plus moving the unit's inputs and outputs through the subfunction's
+  word-wide arena (two 64-bit words a cycle, each holding 8 / E values of E
+  bytes): after the arithmetic for an io_parallel unit, beside it for a streamed one.
+A multiply-accumulate unit may instead keep its weights in DDR (when the FPGA's BRAM cannot hold
+them): no weight BRAM or LUTs, and every output vector reads all the weights through the DDR port,
+so a vector takes at least weight bytes / DDR bytes per cycle; its reuse factor is the least that
+keeps its multipliers no faster than that.
+These are estimates, not synthesis results; benchmarks/estimates.py puts them
+beside published synthesis results (benchmarks/published_synthesis.csv), on whose
+points marked "fit" the constants above were set (hls4ml tutorial jet tagger and
+SVHN CNN reports); the points marked "holdout" check them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple, Optional, Sequence
+
+from ..core.board import Device
+from ..core.graph import Graph
+
+RESOURCES = ("dsp", "bram18", "lut", "ff")
+# a unit's latency and its parts (``estimate``)
+CYCLES = ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")
+# Ops that only move values: the subfunction's top moves them itself (no hls4ml project; a Flatten
+# by index arithmetic, the others through an index table), so a unit of one of them holds it alone.
+RELAYOUT_OPS = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth", "Slice"}
+# Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
+BRAM_MIN_DEPTH = 64
+# FF: a combinational hls4ml design's control state (its io_parallel MaxPooling and Dense(1 -> 64) + ReLU
+# baselines take exactly 16 FF an input value and 2 more)
+UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 300, 2
+# The adder tree of a dense product: this many levels a cycle (hls4ml's Latency designs at 200 MHz).
+ADDER_LEVELS_PER_CYCLE = 3
+# The subfunction's memories (hls/arena.h) are arrays of words of this many bytes, each element in a
+# lane of ``element_bytes``; a unit moves whole words, ARENA_PORTS a cycle (a true dual-port BRAM gives
+# two accesses, shared by a unit's reads and writes).
+ARENA_WORD_BYTES = 8
+ARENA_PORTS = 2
+# Entries of the lookup tables hetdeploy gives hls4ml's Softmax and TABLE_OPS (its TableSize; hls4ml's
+# own default, 1024, errs by up to ~0.004), each 18 bits wide.
+TABLE_OPS = frozenset({"Tanh", "Sigmoid", "Softsign", "Softplus", "Elu", "Selu"})
+# ... of which these output the input itself (scaled) where it is not negative, the table elsewhere: the input
+# waits beside the table read
+TABLE_SELECT_OPS = frozenset({"Elu", "Selu"})
+LOOKUP_TABLE_SIZE = 4096
+LOOKUP_TABLE_BITS = 18
+# Each table read's index: the value scaled and offset (an adder) and clamped to the table at both ends
+# (two comparators, a multiplexer): about this many LUTs a bit of the value (set on hls4ml's Dense + sigmoid
+# and Dense + ELU baselines).
+TABLE_INDEX_LUT_PER_BIT = 3
+# The shapes (depth, bits) a BRAM18 takes, widest last; a smaller array is LUTRAM or registers.
+BRAM18_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36))
+BRAM_MIN_BITS = 1024
+# Narrower products go to fabric LUTs (Vivado's binding; the published 6-bit jet tagger used 9 DSPs).
+DSP_MIN_WIDTH = 10
+# A constant weight whose code needs fewer magnitude bits than this is a shift or two and an adder in LUTs
+# (set on hls4ml's Vivado Conv2D baseline: 740 DSPs for 1,536 products of weights drawn from N(0, 0.05^2) in
+# ap_fixed<16,6>, of which about 54 % need 6 bits or more).
+DSP_MIN_CONSTANT_BITS = 6
+
+
+@dataclass
+class Unit:
+    pe: str
+    nodes: list[int]  # node indices, in execution order
+    inputs: list[str] = field(default_factory=list)  # tensors it reads that it does not write
+    output: str = ""  # the one tensor it writes that others read
+
+
+def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[str] = frozenset()) -> list[Unit]:
+    """Cut an FPGA subfunction (``nodes`` in execution order) into units. ``keep``: tensors read
+    outside the subfunction, which a fusion must not swallow."""
+    consumers = graph.consumers()
+    outputs = set(graph.outputs) | set(keep)
+    units: list[Unit] = []
+    for i in nodes:
+        node = graph.nodes[i]
+        if units:
+            unit = units[-1]
+            last = graph.nodes[unit.nodes[-1]]
+            fusible = node.op in device.pes[unit.pe].fuse and node.inputs == last.outputs[:1] and \
+                last.op not in RELAYOUT_OPS and node.op not in RELAYOUT_OPS
+            if fusible and consumers.get(last.outputs[0]) == [i] and last.outputs[0] not in outputs:
+                unit.nodes.append(i)
+                unit.output = node.outputs[0]
+                continue
+        pe = next((k for k, spec in device.pes.items() if node.op in spec.ops), None)
+        if pe is None:
+            raise ValueError(f"node '{node.name}': no PE of {device.name} runs {node.op}")
+        if len(node.outputs) != 1:
+            raise ValueError(f"node '{node.name}': {node.op} with {len(node.outputs)} outputs on the FPGA")
+        units.append(Unit(pe, [i], list(dict.fromkeys(node.inputs)), node.outputs[0]))
+    return units
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the estimates need of a unit's main node."""
+
+    kind: str  # 'kernel' (multiply-accumulate layer), 'window' (pooling), 'elementwise', 'data' (reshape)
+    n_in: int  # multiplications per output value
+    n_out: int  # output values per vector (channels)
+    vectors: int  # output vectors (pixels; 1 for a dense layer)
+    streamed: bool  # io_stream (spatial data) rather than io_parallel
+    line_buffer_values: int  # values a streamed window keeps ((k - 1) rows x width x channels)
+    output_values: int
+    softmax: bool  # a Softmax in the unit (lookup tables)
+    input_values: int = 0  # the values it reads from the subfunction's memories per run (every input)
+    fifos: tuple[tuple[int, int], ...] = ()  # (pixels, channels) of each stream between the unit's layers
+    table_layers: int = 0  # layers of TABLE_OPS in the unit (a lookup table each)
+    # a kernel's weights by octave under their format's top (graph.Node.weight_octaves; () unknown) and the
+    # bits that hold them exactly (Node.weight_bits; None: float weights, as wide as the unit)
+    weight_octaves: tuple[int, ...] = ()
+    weight_bits: Optional[int] = None
+    window_values: int = 0  # values a streamed convolution or pooling holds in its window (k x k x input channels)
+    table_selects: int = 0  # table layers of TABLE_SELECT_OPS in the unit
+
+
+def unit_shape(graph: Graph, unit: Unit) -> Shape:
+    """``_main_shape`` with the values the unit reads (every activation input of its main node) and,
+    when it streams, the FIFO hls4ml puts after each of its layers but the last."""
+    main = graph.nodes[unit.nodes[0]]
+    read = sum(math.prod(s or [1]) for s in main.input_shapes)
+    tables = sum(graph.nodes[i].op in TABLE_OPS for i in unit.nodes)
+    selects = sum(graph.nodes[i].op in TABLE_SELECT_OPS for i in unit.nodes)
+    shape = dataclasses.replace(_main_shape(graph, unit), input_values=read, table_layers=tables, table_selects=selects,
+                                weight_octaves=main.weight_octaves, weight_bits=main.weight_bits)
+    if not shape.streamed:
+        return shape
+    return dataclasses.replace(shape, fifos=tuple(f for i in unit.nodes[:-1] for f in output_fifo(graph, i)))
+
+
+def output_fifo(graph: Graph, index: int) -> tuple[tuple[int, int], ...]:
+    """(pixels, channels) of the FIFO hls4ml streams a node's spatial output through to the next layer
+    of its unit; none for a flat output."""
+    node = graph.nodes[index]
+    shape = node.output_shapes[0] if node.output_shapes else None
+    return ((math.prod(shape[2:]), shape[1]),) if shape and len(shape) > 2 else ()
+
+
+def _main_shape(graph: Graph, unit: Unit) -> Shape:
+    main = graph.nodes[unit.nodes[0]]
+    # a scalar (rank 0) counts as one value
+    first = (main.input_shapes[0] if main.input_shapes else None) or [1]
+    out = (graph.nodes[unit.nodes[-1]].output_shapes[0] if graph.nodes[unit.nodes[-1]].output_shapes else None) or [1]
+    main_out = (main.output_shapes[0] if main.output_shapes else None) or [1]
+    streamed = len(first) > 2
+    softmax = any(graph.nodes[i].op == "Softmax" for i in unit.nodes)
+    output_values = math.prod(out)
+    if main.op == "Conv":
+        kernel = main.attrs.get("kernel_shape") or [1] * (len(first) - 2)
+        group = main.attrs.get("group", 1)
+        n_in = (first[1] // group) * math.prod(kernel)
+        line, window = _window_values(first, kernel)
+        return Shape("kernel", n_in, main_out[1], math.prod(main_out[2:]), True, line, output_values, softmax,
+                     window_values=window)
+    if main.op in ("Gemm", "MatMul"):
+        return Shape("kernel", first[-1], main_out[-1], 1, False, 0, output_values, softmax)
+    if main.op == "MaxPool":
+        kernel = main.attrs.get("kernel_shape") or [1]
+        line, window = _window_values(first, kernel)
+        return Shape("window", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, line, output_values,
+                     softmax, window_values=window)
+    if main.op in RELAYOUT_OPS:  # values moved by the top: no logic, no buffer of its own
+        return Shape("data", 0, 0, 0, False, 0, 0, softmax)
+    if main.op in ("AveragePool", "GlobalAveragePool"):  # a depthwise convolution on the FPGA
+        kernel = main.attrs.get("kernel_shape") or first[2:]
+        line, window = _window_values(first, kernel)
+        return Shape("kernel", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, line, output_values,
+                     softmax, window_values=window)
+    channels = main_out[1] if len(main_out) > 1 else main_out[0]
+    return Shape("elementwise", 1, channels, max(1, math.prod(main_out) // max(1, channels)), streamed, 0,
+                 output_values, softmax)
+
+
+def _window_values(first: Sequence[int], kernel: Sequence[int]) -> tuple[int, int]:
+    """A streamed window op's values held over its input ``first`` (N, C, ...): its line buffer ((k - 1) rows of
+    the input) and its window in registers (k x k x C)."""
+    line = (kernel[0] - 1) * (first[-1] if len(first) > 3 else 1) * first[1]
+    return line, first[1] * math.prod(kernel)
+
+
+def valid_reuse_factors(n_in: int, n_out: int) -> list[int]:
+    """The reuse factors hls4ml 1.3 accepts for an n_in x n_out layer (its _validate_reuse_factor)."""
+    total = n_in * n_out
+    result = []
+    for rf in range(1, int(math.isqrt(total)) + 1):
+        if total % rf == 0:
+            result += [rf, total // rf] if rf != total // rf else [rf]
+    return sorted(rf for rf in result if _hls4ml_accepts(n_in, n_out, rf))
+
+
+def _hls4ml_accepts(n_in: int, n_out: int, rf: int) -> bool:
+    limit = math.ceil(n_in * n_out / min(n_in, rf))
+    return (limit % n_out == 0 or rf >= n_in) and (rf % n_in == 0 or rf < n_in) and (n_in * n_out) % rf == 0
+
+
+class Folding(NamedTuple):
+    """How a unit is folded: hls4ml's ReuseFactor, and where its weights live."""
+
+    reuse_factor: int
+    weights_in_ddr: bool = False
+
+
+def ddr_bytes_per_cycle(device: Device) -> float:
+    """What the FPGA's DDR port delivers per clock cycle (an FPGA's board entry requires its clock)."""
+    return device.memory.bandwidth_bytes_per_s / (device.clock_mhz * 1e6)
+
+
+def element_bytes(width: int) -> int:
+    """Bytes a W-bit fixed-point element takes in any of a subfunction's memories: the next power of
+    two of whole bytes (a lane of an arena word; how an m_axi port lays out an array of them)."""
+    return 1 << max(0, math.ceil(math.log2(-(-width // 8))))
+
+
+def buffer_bytes(values: int, element: int) -> int:
+    """Bytes a buffer of ``values`` elements of ``element`` bytes takes: whole arena words."""
+    return -(-values * element // ARENA_WORD_BYTES) * ARENA_WORD_BYTES
+
+
+def arena_words(values: int, width: int) -> int:
+    """Arena words a unit moves for ``values`` W-bit values."""
+    return buffer_bytes(values, element_bytes(width)) // ARENA_WORD_BYTES
+
+
+def strategy_for(reuse_factor: int) -> str:
+    """hls4ml's Latency strategy unrolls into registers; beyond a small reuse factor, Resource keeps
+    weights in BRAM banks."""
+    return "Latency" if reuse_factor < BRAM_MIN_DEPTH else "Resource"
+
+
+def estimate(shape: Shape, reuse_factor: int, width: int,
+             ddr_bytes_per_cycle: Optional[float] = None, table_entries: int = LOOKUP_TABLE_SIZE) -> dict[str, int]:
+    """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc), and the latency's
+    parts: ``compute_cycles`` (its arithmetic, DDR weights' reads within: a vector waits for its
+    weights), ``buffer_cycles`` (moving its inputs and outputs through the subfunction's word-wide
+    arena, ARENA_PORTS words a cycle) and ``ddr_cycles`` (what the DDR weights' reads add to the
+    arithmetic). An io_parallel unit reads, computes and writes in turn; a streamed one overlaps the
+    three (dataflow). ``ddr_bytes_per_cycle``: the unit's weights are in DDR, read at this rate; None:
+    on chip. ``table_entries``: entries of each lookup table (Softmax's, TABLE_OPS')."""
+    bram18, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
+    cycles = 0
+    dsp = ddr = 0
+    if shape.kind == "kernel":
+        held = shape.n_in * shape.n_out  # weights
+        # hls4ml's Latency strategy keeps the weights as constants: their values count (none known: all W bits)
+        latency_strategy = ddr_bytes_per_cycle is None and strategy_for(reuse_factor) == "Latency"
+        codes = _weight_codes(shape, width) if latency_strategy else []
+        zeros = sum(count for bits, count in codes if bits < 0)  # weights under half a step: they round to 0
+        if reuse_factor == 1 and codes:  # each multiplier one constant weight, which the HLS folds in (+-1: a wire)
+            factors = [(bits, count) for bits, count in codes if bits > 0]
+        else:  # W-bit weights in turn; hls4ml's multiplier_limit leaves out the products by a zero weight
+            factors = [(width, math.ceil(held / reuse_factor) - zeros // reuse_factor)]
+        held -= zeros
+        multipliers = sum(count for _, count in factors)
+        for bits, count in factors:
+            if width < DSP_MIN_WIDTH or bits < DSP_MIN_CONSTANT_BITS:
+                lut += count * width * bits // 2
+            else:
+                dsp += count * (2 if width > 18 else 1)
+        lut += multipliers * width
+        if shape.n_in > 1:  # products wait for their sum: all of them under Latency, each multiplier's else
+            ff += (held if latency_strategy else multipliers) * width // 2
+        cycles_per_vector = reuse_factor
+        if ddr_bytes_per_cycle is not None:
+            cycles_per_vector = max(reuse_factor, ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle))
+            ddr = shape.vectors * (cycles_per_vector - reuse_factor)
+        elif not latency_strategy:  # Resource
+            bram18 += bram18_blocks(reuse_factor, multipliers * width)  # a bank per multiplier, R deep
+        else:
+            lut += held * width // 2
+        cycles += shape.vectors * cycles_per_vector + math.ceil(math.log2(max(2, shape.n_in)) / ADDER_LEVELS_PER_CYCLE)
+    elif shape.kind == "window" and shape.streamed:  # one output pixel a cycle
+        lut += shape.n_out * width * shape.n_in
+        cycles += shape.vectors * max(1, shape.n_in // 4)
+    elif shape.kind == "window":  # io_parallel: every output pixel's comparators at once, combinational
+        lut += shape.vectors * shape.n_out * width * shape.n_in
+    elif shape.kind == "elementwise":
+        lut += shape.n_out * width  # combinational but for table reads (compares, shifts)
+        cycles += shape.vectors
+    if shape.streamed:  # its output word and its window in registers
+        ff += (shape.n_out + shape.window_values) * width
+        lut += math.ceil(shape.line_buffer_values * width / 32)
+        bram18 += fifo_bram18(shape.fifos, width)
+        cycles += shape.line_buffer_values // max(1, shape.n_out)
+    elif shape.kind != "data":  # an io_parallel unit holds its input vector in registers (a chain counts each once)
+        ff += shape.input_values * width
+    # hls4ml pipelines its table layers at a vector a cycle whatever the reuse factor, each table read
+    # once per value: copied until the reads fit the copies' two ports
+    table = bram18_blocks(table_entries, LOOKUP_TABLE_BITS)
+    copies = math.ceil(shape.n_out / 2)
+    bram18 += shape.table_layers * copies * table
+    lookups = shape.table_layers * shape.n_out
+    # each read registered, and the input beside it where the output may be the input
+    ff += (shape.table_layers + shape.table_selects) * shape.n_out * width
+    if shape.softmax:
+        bram18 += (copies + 1) * table  # the exponential's copies and the inverse's one
+        lookups += shape.n_out + 1
+        dsp += shape.n_out
+        cycles += 2
+    lut += lookups * TABLE_INDEX_LUT_PER_BIT * width
+    written = shape.input_values if shape.kind == "data" else shape.output_values  # the top moves a relayout
+    moved = -(-(arena_words(shape.input_values, width) + arena_words(written, width)) // ARENA_PORTS)
+    latency = max(cycles, moved) if shape.streamed else cycles + moved
+    return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": latency, "compute_cycles": cycles,
+            "buffer_cycles": latency - cycles, "ddr_cycles": ddr}
+
+
+def _weight_codes(shape: Shape, width: int) -> list[tuple[int, int]]:
+    """(magnitude bits of the code, weights) of each octave of a kernel unit's weights at W bits
+    (``Shape.weight_octaves``: W - 1 - d for the octave d under the top; a quantized model's weights
+    keep their own bits at any W); none when its weights are not known."""
+    code = shape.weight_bits if shape.weight_bits and shape.weight_bits <= width else width
+    return [(code - 1 - depth, count) for depth, count in enumerate(shape.weight_octaves) if count]
+
+
+def ddr_cycles_per_vector(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> int:
+    """Cycles to read a kernel unit's weights once from DDR."""
+    return math.ceil(shape.n_in * shape.n_out * element_bytes(width) / ddr_bytes_per_cycle)
+
+
+def bram18_blocks(depth: int, bits: int) -> int:
+    """BRAM18s an array of ``depth`` words of ``bits`` takes: the fewest over the shapes a BRAM18
+    can take, blocks side by side for the width and stacked for the depth; none under
+    BRAM_MIN_BITS (LUTRAM) or two words deep (registers)."""
+    if depth <= 2 or depth * bits < BRAM_MIN_BITS:
+        return 0
+    return min(math.ceil(bits / wide) * math.ceil(depth / deep) for deep, wide in BRAM18_SHAPES)
+
+
+def fifo_bram18(fifos: Sequence[tuple[int, int]], width: int) -> int:
+    """BRAM18s of FIFOs of (pixels, channels) W-bit values, a pixel's channels a word."""
+    return sum(bram18_blocks(pixels, channels * width) for pixels, channels in fifos)
+
+
+def candidate_reuse_factors(shape: Shape) -> list[int]:
+    if shape.kind != "kernel":
+        return [1]
+    return valid_reuse_factors(shape.n_in, shape.n_out)
+
+
+def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float] = None) -> list[Folding]:
+    """A unit's foldings, least folded first: every reuse factor with the weights on chip, then (for a
+    multiply-accumulate unit, given the DDR rate) the weights in DDR at the least reuse factor that
+    the DDR keeps busy."""
+    options = [Folding(rf) for rf in candidate_reuse_factors(shape)]
+    if shape.kind == "kernel" and ddr_bytes_per_cycle is not None:
+        rate = ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle)
+        valid = [o.reuse_factor for o in options]
+        options.append(Folding(next((rf for rf in valid if rf >= rate), valid[-1]), True))
+    return options
+
+
+def folded_estimate(shape: Shape, folding: Folding, width: int,
+                    ddr_bytes_per_cycle: Optional[float]) -> dict[str, int]:
+    """``estimate`` of ``shape`` folded as ``folding``."""
+    return estimate(shape, folding.reuse_factor, width, ddr_bytes_per_cycle if folding.weights_in_ddr else None)
+
+
+def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
+                  groups: Sequence[Sequence[int]], cycles: Sequence[float],
+                  pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None
+                  ) -> Optional[list[Folding]]:
+    """Foldings, one per unit, with the fewest resources that let each group of units (an FPGA
+    subfunction, whose units run one after another) take at most ``cycles[g]`` cycles a sample, as
+    FINN's ``target_fps`` folds; None when even the most folded design does not fit ``budget``.
+    A group that cannot reach its cycles within the budget ends as unfolded as the budget lets it
+    (the caller says so).
+
+    Greedy, from the most folded design (weights on chip): while a group takes more cycles than it
+    may, unfold the unit of it whose next step saves the most cycles per share of the budget it adds
+    and still fits the budget; then fold back, most resources freed first, what the rate lets fold.
+    ``ddr_bytes_per_cycle``: the DDR rate of pinned foldings with their weights in DDR."""
+    pinned = pinned or {}
+    widths = [width] * len(shapes) if isinstance(width, int) else list(width)
+    options = [[pinned[u]] if u in pinned else folding_options(s, widths[u]) for u, s in enumerate(shapes)]
+
+    def estimate_of(u: int, k: int) -> dict[str, int]:
+        return folded_estimate(shapes[u], options[u][k], widths[u], ddr_bytes_per_cycle)
+
+    choice = [len(o) - 1 for o in options]
+    current = [estimate_of(u, choice[u]) for u in range(len(shapes))]
+    if any(sum(e[k] for e in current) > budget.get(k, 0) for k in RESOURCES):
+        return None
+    for group, allowed in zip(groups, cycles):
+        while sum(current[u]["latency_cycles"] for u in group) > allowed:
+            best, best_gain = None, 0.0
+            totals = {k: sum(e[k] for e in current) for k in RESOURCES}
+            for u in (u for u in group if choice[u] > 0):
+                nxt = estimate_of(u, choice[u] - 1)
+                if any(totals[k] - current[u][k] + nxt[k] > budget.get(k, 0) for k in RESOURCES):
+                    continue  # the chip holds no less folded a unit
+                saved = current[u]["latency_cycles"] - nxt["latency_cycles"]
+                added = sum(max(0, nxt[k] - current[u][k]) / max(1, budget.get(k, 0)) for k in RESOURCES)
+                if saved > 0 and saved / max(added, 1e-9) > best_gain:
+                    best, best_gain = u, saved / max(added, 1e-9)
+            if best is None:
+                break
+            choice[best] -= 1
+            current[best] = estimate_of(best, choice[best])
+        # The steps are coarse: fold back what the rate lets fold, the most resources freed first.
+        while sum(current[u]["latency_cycles"] for u in group) <= allowed:
+            took = sum(current[u]["latency_cycles"] for u in group)
+            steps = []
+            for u in (u for u in group if choice[u] + 1 < len(options[u])):
+                more = estimate_of(u, choice[u] + 1)
+                freed = sum(max(0, current[u][k] - more[k]) / max(1, budget.get(k, 0)) for k in RESOURCES)
+                if freed > 0 and took - current[u]["latency_cycles"] + more["latency_cycles"] <= allowed:
+                    steps.append((freed, -u, more))
+            if not steps:
+                break
+            _, u, more = max(steps)
+            choice[-u] += 1
+            current[-u] = more
+    return [o[c] for o, c in zip(options, choice)]
+
+
+def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
+         pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None
+         ) -> Optional[list[Folding]]:
+    """Foldings, one per unit, with the least total latency that fit ``budget`` together; None when
+    even the most folded design does not fit. ``width``: the fixed-point bits of every unit, or of
+    each. ``pinned``: unit index -> a folding the user fixed.
+    ``ddr_bytes_per_cycle``: the FPGA's DDR rate, which lets units keep their weights in DDR (their
+    last, most folded option); None: never.
+
+    Greedy: start unfolded; while over budget, raise the reuse factor of the unit whose next step
+    frees the most over-budget resource per added cycle; then lower reuse factors again where the
+    design still fits, the step that saves the most cycles first (weights come back on chip whenever
+    they fit, even at some cycles: DDR traffic competes with the host's)."""
+    pinned = pinned or {}
+    widths = [width] * len(shapes) if isinstance(width, int) else list(width)
+    options = [[pinned[u]] if u in pinned else folding_options(s, widths[u], ddr_bytes_per_cycle)
+               for u, s in enumerate(shapes)]
+
+    def estimate_of(u: int, k: int) -> dict[str, int]:
+        return folded_estimate(shapes[u], options[u][k], widths[u], ddr_bytes_per_cycle)
+
+    choice = [0] * len(shapes)
+    current = [estimate_of(u, 0) for u in range(len(shapes))]
+
+    def over(totals: dict[str, int]) -> dict[str, float]:
+        return {k: (totals[k] - budget[k]) / max(1, budget[k]) for k in RESOURCES if totals[k] > budget.get(k, 0)}
+
+    while True:
+        totals = {k: sum(e[k] for e in current) for k in RESOURCES}
+        excess = over(totals)
+        if not excess:
+            break
+        best, best_gain = None, 0.0
+        for u, o in enumerate(options):
+            if choice[u] + 1 >= len(o):
+                continue
+            nxt = estimate_of(u, choice[u] + 1)
+            freed = sum((current[u][k] - nxt[k]) / max(1, budget[k]) for k in excess)
+            added = max(1, nxt["latency_cycles"] - current[u]["latency_cycles"])
+            if freed > 0 and freed / added > best_gain:
+                best, best_gain = u, freed / added
+        if best is None:
+            # Stuck (a step can cost BRAM, as weights move from LUTs into banks): start again from the
+            # most folded design, which is the only one left to try, and unfold from there.
+            choice = [len(o) - 1 for o in options]
+            current = [estimate_of(u, len(o) - 1) for u, o in enumerate(options)]
+            if over({k: sum(e[k] for e in current) for k in RESOURCES}):
+                return None
+            break
+        choice[best] += 1
+        current[best] = estimate_of(best, choice[best])
+    # The steps are coarse: give cycles back where a less folded unit still fits, most saved first.
+    while True:
+        totals = {k: sum(e[k] for e in current) for k in RESOURCES}
+        steps = []
+        for u in range(len(options)):
+            if choice[u] > 0:
+                previous = estimate_of(u, choice[u] - 1)
+                if not over({k: totals[k] - current[u][k] + previous[k] for k in RESOURCES}):
+                    steps.append((current[u]["latency_cycles"] - previous["latency_cycles"], -u, previous))
+        if not steps:
+            return [o[c] for o, c in zip(options, choice)]
+        _, u, previous = max(steps)
+        choice[-u] -= 1
+        current[-u] = previous

@@ -1,0 +1,248 @@
+"""FPGA subfunctions into C++ and C-simulation: each execution unit through hls4ml ``hls4ml_adapter``,
+our top over them ``hls_top``, compiled with g++ ``csim``; then the pipeline checked in C-simulation against
+onnxruntime, output by output ``verify``."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import onnx
+
+from ..core.board import Board
+from ..core.board_runtime import channels_first, channels_last, stored_shape
+from ..core.cache import BuildCache, digest, toolchain
+from ..core.csim import compile_library
+from ..core.errors import ToolError, UserError, VerificationError, first_line, raised_in_hetdeploy
+from ..core.plan import ExecutionUnit, HlsPort, HlsProject, Plan, PlanFormatError, Subfunction, UnitHls, from_dict
+from ..core.progress import Progress, Reporter, stderr_progress
+from ..fpga.hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitIsACopy, UnitSettings, ap_types_headers, fixed_config,
+                                   fixed_precision, generate_unit)
+from ..fpga.hls_top import (DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, library_name, precision_bytes, statement,
+                            write_project)
+from ..intake.model import LoadedModel
+from ..intake.ort_adapter import OrtModel, open_model
+from ..intake.subgraph import extract
+from ..planning import memory, units
+from ..planning.config import BuildOptions
+from ..running import runtime, verify
+
+
+def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions, build_dir: Path,
+                 samples, progress: Reporter, unit_widths: dict[str, int], cache: Optional[BuildCache] = None) -> None:
+    """Each FPGA subfunction into hls/<name>/: every execution unit through hls4ml (units/<unit>/),
+    our top over them, compiled for C-simulation. Each unit's layer precisions are sized on the
+    values it sees on the float pipeline (onnxruntime) for ``samples``, at its bits in ``unit_widths``."""
+    envs = runtime.subfunction_inputs(build_dir, plan, samples)
+    shapes = loaded.tensor_shapes()
+    precision: dict[str, str] = {}  # tensor -> the C++ type of its buffer
+    fpga = [(index, sub) for index, sub in enumerate(plan.subfunctions) if sub.kind == "fpga"]
+    # a step per unit converted and per subfunction compiled (the compile, of the whole top, the longest)
+    with progress.bar(sum(len(s.execution_units) + 1 for _, s in fpga), "hls4ml and g++", "step") as done:
+        for index, sub in fpga:
+            started = time.monotonic()
+            precision |= _generate_units(sub, loaded, board.device(sub.device), options, build_dir, envs[index],
+                                         unit_widths, progress, done, cache)
+            progress.detail(f"      {sub.name}: {len(sub.execution_units)} execution units converted by hls4ml in "
+                            f"{time.monotonic() - started:.1f} s")
+        # the same plan as `hetdeploy plan` made, on the buffers' real element sizes
+        memory.plan_memory(plan, loaded.graph, loaded.tensor_shapes(), board, options.memory_strategy, options.width,
+                           options.batch, lambda t: precision_bytes(precision[t]),
+                           lambda u: sum(w.size for w in u.hls.ddr_weights),
+                           reorder=False)
+        for _, sub in fpga:
+            started = time.monotonic()
+            weights = {f"{u.name}.weights": u.hls.ddr_weights for u in sub.execution_units if u.weights_in_ddr}
+            for b in sub.memory.buffers:
+                # a unit's DDR weights: their first array's type (the unit's header says each one's)
+                b.precision = weights[b.tensor][0].precision if b.kind == "weights" else precision[b.tensor]
+            device = board.device(sub.device)
+            progress.working(f"{sub.name}: compiling the C-simulation of its top and {len(sub.execution_units)} "
+                             f"units (g++)", slow=True)
+            sub.hls = _write_top(sub, shapes, device.part, 1000.0 / device.clock_mhz, options.batch, build_dir, cache)
+            done()
+            progress.detail(f"      {sub.name}: top written and C-simulation compiled in "
+                            f"{time.monotonic() - started:.1f} s")
+
+
+def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: BuildOptions, build_dir: Path,
+                    envs: list[dict[str, np.ndarray]], unit_widths: dict[str, int], progress: Reporter,
+                    done: Callable[[], None], cache: Optional[BuildCache]) -> dict[str, str]:
+    """Every execution unit of ``sub`` through hls4ml; returns the C++ type of each buffer."""
+    project = build_dir / "hls" / sub.name
+    (build_dir / "subfunctions" / sub.name).mkdir()
+    config_precision: dict[str, str] = {}  # tensor -> what its buffer holds, as an hls4ml config string
+    cpp_precision: dict[str, str] = {}  # the same, as a C++ type
+    ops = {n.name: n.op for n in loaded.graph.nodes}
+    for unit in sub.execution_units:
+        progress.working(f"{unit.name}: converting through hls4ml")
+        unit.onnx = f"subfunctions/{sub.name}/{unit.name}.onnx"
+        model = extract(loaded.model, unit)
+        onnx.save(model, str(build_dir / unit.onnx))
+        reference = open_model(build_dir / unit.onnx)
+        unit_samples = [{t: env[t] for t in unit.inputs} for env in envs]
+        for env in envs:  # the float values every later unit sees
+            env.update(reference.run(env))
+        if not all(ops[n] in units.RELAYOUT_OPS for n in unit.nodes):
+            pinned = [options.precisions[n] for n in unit.nodes if n in options.precisions]
+            hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz,
+                                     width=pinned[0][0] if pinned else unit_widths[unit.name])
+            settings = UnitSettings(unit.reuse_factor, unit.strategy, [config_precision.get(t) for t in unit.inputs],
+                                    unit.weights_in_ddr, fixed_config(*pinned[0]) if pinned else None)
+            unit.hls = None
+            try:
+                unit.hls = _converted_unit(model, project / "units" / unit.name, unit.name, unit_samples, settings,
+                                           hls_options, cache)
+            except UnitIsACopy:  # hls4ml left no layer (a BatchNormalization of 1 and 0): the top copies it
+                shutil.rmtree(project / "units" / unit.name, ignore_errors=True)
+            except UserError:
+                raise
+            except Exception as err:
+                if raised_in_hetdeploy(err):  # our rewrites or precisions: a bug, with its traceback
+                    raise
+                log = project / "units" / unit.name / HLS4ML_LOG  # hls4ml or qonnx refused the unit
+                unit_ops = ", ".join(sorted({ops[n] for n in unit.nodes}))
+                raise ToolError(f"hls4ml failed on unit {unit.name} ({unit_ops}; "
+                                f"nodes {', '.join(unit.nodes)}): {type(err).__name__}: "
+                                f"{first_line(err)}; see {log if log.exists() else 'no log was written'}") from None
+        if unit.hls is None:  # moved by our top, not hls4ml
+            (source,) = unit.inputs
+            if source not in cpp_precision:  # a subfunction input read first here
+                config_precision[source], cpp_precision[source] = fixed_precision(
+                    max(float(np.max(np.abs(s[source]))) for s in unit_samples), unit_widths[unit.name])
+            config_precision[unit.outputs[0]] = config_precision[source]
+            cpp_precision[unit.outputs[0]] = cpp_precision[source]
+            if any(ops[n] != "Flatten" for n in unit.nodes):
+                unit.index_table = _write_index_table(unit, reference, project)
+        else:
+            unit.hls.project = os.path.relpath(unit.hls.project, build_dir)
+            for port in unit.hls.inputs + unit.hls.outputs:
+                config_precision.setdefault(port.tensor, port.config_precision)
+                cpp_precision.setdefault(port.tensor, port.precision)
+        unit.precision = cpp_precision[unit.outputs[0]]
+        progress.detail(f"        {unit.name} ({', '.join(sorted({ops[n] for n in unit.nodes}))}): "
+                        f"{'moved by the top' if unit.hls is None else 'converted by hls4ml'}, {unit.precision}")
+        done()
+    return cpp_precision
+
+
+def _converted_unit(model: onnx.ModelProto, folder: Path, name: str, samples: list[dict[str, np.ndarray]],
+                    settings: UnitSettings, hls_options: HlsOptions, cache: Optional[BuildCache]) -> UnitHls:
+    """hls4ml's project of one unit in ``folder``: from the cache when everything that determines it
+    (the unit's model, its name, the samples that size it, its settings, the toolchain) is as before."""
+    if cache is None:
+        return generate_unit(model, folder, name, samples, settings, hls_options)
+    key = digest(model.SerializeToString(deterministic=True), name, repr(settings), repr(hls_options), toolchain(),
+                 *[part for sample in samples for t in sorted(sample)
+                   for part in (t, str(sample[t].dtype), str(sample[t].shape), sample[t].tobytes())])
+    meta = cache.fetch("unit", key, folder)
+    if meta is not None:
+        try:
+            return dataclasses.replace(from_dict(UnitHls, meta["hls"]), project=str(folder))
+        except (PlanFormatError, KeyError, TypeError):  # a foreign manifest: converted anew
+            shutil.rmtree(folder)
+    hls = generate_unit(model, folder, name, samples, settings, hls_options)
+    cache.store("unit", key, folder, [p for p in folder.rglob("*") if p.is_file()], {"hls": dataclasses.asdict(hls)},
+                tuple(p for p in folder.rglob("*") if p.is_dir()))
+    return hls
+
+
+def _write_index_table(unit: ExecutionUnit, reference: OrtModel, project: Path) -> str:
+    """The relayout ``unit`` as a table: where in the input buffer each value of the output buffer
+    comes from (buffers of rank >= 3 are channels-last). Found by running the unit's own ONNX model
+    on the input buffer's positions, so any op that only moves values is right by construction."""
+    (name, in_shape), = reference.inputs
+    (_, out_shape), = reference.outputs
+    positions = np.arange(int(np.prod(in_shape)), dtype=np.float32)  # exact up to 2**24 values
+    moved = reference.run({name: channels_first(positions.reshape(stored_shape(in_shape, in_shape[0])))})
+    index = channels_last(next(iter(moved.values())).reshape(out_shape)).reshape(-1).astype(np.int64)
+    header = Path("units") / unit.name / "index.h"
+    (project / header).parent.mkdir(parents=True, exist_ok=True)
+    (project / header).write_text(statement("index_table", unit=unit.name, size=index.size,
+                                            values=", ".join(map(str, index))) + "\n")
+    return str(header)
+
+
+def _write_top(sub: Subfunction, shapes: dict[str, list[int]], part: str, clock_period_ns: float, max_batch: int,
+               build_dir: Path, cache: Optional[BuildCache] = None) -> HlsProject:
+    """Our top over the units' projects, at the memory plan's offsets, compiled for C-simulation."""
+    project = build_dir / "hls" / sub.name
+    ports_in = [HlsPort(t, shapes[t], "channels_last" if len(shapes[t]) >= 3 else "onnx") for t in sub.inputs]
+    ports_out = [HlsPort(t, shapes[t], "channels_last" if len(shapes[t]) >= 3 else "onnx") for t in sub.outputs]
+    weight_ports = write_project(SubfunctionSource(sub.name, sub.execution_units, sub.memory, shapes, ports_in,
+                                                   ports_out, part, clock_period_ns, ap_types_headers(), max_batch),
+                                 project)
+    compile_library(project, library_name(sub.name), cache)
+    return HlsProject(os.path.relpath(project, build_dir), os.path.relpath(project / library_name(sub.name),
+                      build_dir), sub.name, SYNTHESIS_SCRIPT, part, clock_period_ns, ports_in, ports_out,
+                      os.path.relpath(project / DDR_IMAGE, build_dir) if weight_ports else "", weight_ports,
+                      max_batch)
+
+
+def rewrite_tops(build_dir: Path) -> Plan:
+    """Write and compile every FPGA subfunction's top again from the build folder's plan.json (after
+    its memory plan was edited): the units' hls4ml projects stay as they are."""
+    plan = Plan.load(build_dir / "plan.json")
+    for sub in plan.subfunctions:
+        if sub.hls is not None:
+            shapes = {}
+            for unit in sub.execution_units:
+                reference = open_model(build_dir / unit.onnx)
+                shapes.update(reference.inputs + reference.outputs)
+            sub.hls = _write_top(sub, shapes, sub.hls.part, sub.hls.clock_period_ns, sub.hls.max_batch, build_dir)
+    return plan
+
+
+def verify_csim(plan: Plan, build_dir: Path, samples,
+                progress: Progress = stderr_progress) -> dict[str, np.ndarray]:
+    """Each execution unit, each subfunction, then the whole pipeline against onnxruntime; the
+    pipeline's emulated outputs."""
+    libraries = runtime.CSimLibraries(build_dir, keep_log=True)  # one process per subfunction for both checks
+    unit_checks = verify.check_units(plan, build_dir, samples, libraries)
+    comparison = verify.check_build(plan, build_dir, samples, libraries)
+    for sub, check in zip(plan.subfunctions, comparison.subfunctions):
+        sub.verification = check.record(len(samples))
+        for unit in sub.execution_units:
+            unit.verification = unit_checks[unit.name].record(len(samples))
+    for unit in unit_checks.values():  # overflow is never silent, within tolerance or not
+        for tensor in (t for t in unit.tensors.values() if t.saturated):
+            progress(f"      {unit.name}: {tensor.saturated} of {tensor.values} values of '{tensor.tensor}' saturate "
+                     f"(its type holds {tensor.range[0]:g} to {tensor.range[1]:g}, the reference reaches "
+                     f"{tensor.peak:g})")
+    failed_units = [u for u in unit_checks.values() if not u.passed]
+    failed_subs = [(sub, check) for sub, check in zip(plan.subfunctions, comparison.subfunctions) if not check.passed]
+    # Under --error-budget the budget is the outputs': a unit may err more on its own as long as its
+    # subfunction's outputs stay within it (the units of a failing one are widened, its worst first).
+    gate = failed_subs if plan.precision_search is not None else failed_units + failed_subs
+    gated = failed_units if plan.precision_search is None else \
+        [unit_checks[u.name] for sub, _ in failed_subs for u in sub.execution_units]
+    _fail_on_saturation(gated, plan)
+    if gate:
+        first = gate[0][1] if isinstance(gate[0], tuple) else gate[0]
+        error = VerificationError(f"C-simulation of {first.name} against onnxruntime: {first.problem()}")
+        error.units = failed_units or [unit_checks[u.name] for sub, _ in failed_subs for u in sub.execution_units]
+        raise error
+    if not comparison.passed:
+        raise VerificationError(f"the pipeline against the model on onnxruntime: {comparison.pipeline.problem()}")
+    return comparison.outputs
+
+
+def _fail_on_saturation(failed: list[verify.SubfunctionCheck], plan: Plan) -> None:
+    """A unit out of tolerance because samples it was not sized on go beyond its output type's range:
+    more bits widen its fraction, never its range, so the build stops naming the unit, the tensor and
+    the value (its integer bits come from the sizing samples, which must cover the inputs)."""
+    for check in failed:
+        for tensor in (t for t in check.tensors.values() if not t.passed and t.saturated):
+            low, high = tensor.range
+            error = VerificationError(
+                f"C-simulation of unit {check.name}: {tensor.problem()}: on samples the build did not size on, "
+                f"'{tensor.tensor}' reaches {tensor.beyond:g} ({tensor.saturated} of {tensor.values} values beyond "
+                f"its type's {low:g} to {high:g}, sized on {plan.calibration.samples} samples); more bits would not "
+                f"widen that range: size on samples that cover your inputs (--calibration)")
+            error.units = []  # nothing to widen
+            raise error

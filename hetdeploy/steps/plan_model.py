@@ -1,0 +1,339 @@
+"""Planning: the model cut into subfunctions ``partition_graph`` and assembled into a ``Plan``, the FPGA
+subfunctions' execution units folded to fit ``units``, their memory planned ``memory.plan_memory``, the
+plan estimated against the support policy's and all on the host; the node settings of the options named as
+the normalised graph names its nodes, and the --error-budget search's widths ``budget``."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from typing import Mapping, Optional
+
+from ..core.board import Board
+from ..core.board_runtime import resource_of
+from ..core.errors import UserError
+from ..core.plan import (ExecutionUnit, FpgaFallback, FpgaResources, Plan, PlanEstimate, PrecisionSearch, Subfunction,
+                         SubfunctionEstimate)
+from ..core.precision import NO_LAYER_WIDTHS, node_widths
+from ..intake.model import QUANTIZER_OPS, LoadedModel
+from ..intake.ort_adapter import run_in_memory
+from ..planning import memory, units
+from ..planning.config import BuildOptions, resolved_config, said
+from ..planning.cost import stream_seconds
+from ..planning.partition import partition_graph
+from ..running import budget, runtime
+from ..running.samples import BuildSamples
+
+# float reassociation inside onnxruntime's kernels may differ.
+
+
+def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
+                layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS) -> Plan:
+    """The partition by ``options.policy``, its FPGA units folded together and their memory planned,
+    its estimate from the folded units' cycles (``fpga_times``); ``layer_widths``: the bits of the
+    nodes --error-budget sized (``precision.node_widths``)."""
+    plan = partition(loaded, board, options, layer_widths)
+    fold_units(plan, loaded, board, options, layer_widths)
+    index = loaded.graph.node_index()
+    memory.plan_memory(plan, loaded.graph, loaded.tensor_shapes(), board, options.memory_strategy, options.width,
+                       options.batch, lambda t: units.element_bytes(options.width),
+                       lambda u: units.element_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
+                                                                          for n in u.nodes))
+    fpga_times(plan, board)
+    return plan
+
+
+def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
+                      layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS) -> Plan:
+    """The latency policy's plan beside the support policy's and all on the host, each folded and
+    estimated alike (the partitioner prices each FPGA node at the least folding that fits the FPGA
+    alone; folding the units together can cost more, or fit with weights in DDR what it could not):
+    the support figure the plan reports is that plan's own, as `plan --policy support` prints it, and
+    under the latency objective the latency policy takes the support plan, or everything on the host,
+    where that is faster, so it is never estimated slower than either. Where the support plan cannot
+    be folded to fit, the partitioner's figure stays, marked as not fitting."""
+    support = _folded_or_none(loaded, board, options, "support", layer_widths)
+    if support is not None:
+        plan.estimate.support_latency_s, plan.estimate.support_fits = support.estimate.latency_s, True
+    if options.objective != "latency":
+        return plan
+    host = None
+    if plan.estimate.all_cpu_latency_s is not None and plan.estimate.all_cpu_latency_s < plan.estimate.latency_s \
+            and all(device == board.host for device in options.devices.values()):
+        host = _folded_or_none(loaded, board, options, "host", layer_widths)
+    best = min((p for p in (plan, support, host) if p is not None), key=lambda p: p.estimate.latency_s)
+    if best is not plan:
+        best.policy, best.config = plan.policy, plan.config  # the latency policy's choice, as asked
+        best.estimate.support_latency_s = plan.estimate.support_latency_s
+        best.estimate.support_fits = plan.estimate.support_fits
+    return best
+
+
+def _folded_or_none(loaded: LoadedModel, board: Board, options: BuildOptions, policy: str,
+                    layer_widths: Mapping[str, int]) -> Optional[Plan]:
+    """``folded_plan`` by ``policy``, or None where it cannot be had: it does not fit even fully
+    folded, or a setting of the user's (a pin, a reuse factor) names a node it does not put on an FPGA."""
+    try:
+        return folded_plan(loaded, board, dataclasses.replace(options, policy=policy), layer_widths)
+    except UserError:
+        return None
+
+
+def model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -> BuildOptions:
+    """``options`` with every per-node setting named as the normalised graph names its node (a node
+    intake folded into another, say a BatchNormalization into its Conv, stands for that one), each
+    --device naming a device of ``board``."""
+    index = loaded.graph.node_index()
+    origins = dict(options.origins)
+
+    def node(flag: str, name: str, value=None) -> str:
+        found = name if name in index else loaded.traced.get(name)
+        if found not in index:
+            near = difflib.get_close_matches(name, list(index), n=1)
+            raise UserError(f"{said(options, flag, name, value, flag)}: the model has no node '{name}'" +
+                            (f"; did you mean '{near[0]}'?" if near else " ('hetdeploy plan --nodes' lists them)"))
+        if found != name and f"{flag} {name}" in options.origins:  # its config file line follows it
+            origins[f"{flag} {found}"] = options.origins[f"{flag} {name}"]
+        return found
+
+    devices, pins = {d.name for d in board.devices}, {}
+    for name, device in options.devices.items():  # in the order given: the first mistake is the one named
+        if device not in devices:
+            setting = said(options, "--device", name, device, f"--device {name}={device}")
+            raise UserError(f"{setting}: board {board.name} has no device "
+                            f"'{device}' (it has {', '.join(sorted(devices))})")
+        pins[node("--device", name, device)] = device
+    return dataclasses.replace(
+        options, reuse_factors={node("--reuse-factor", n, v): v for n, v in options.reuse_factors.items()},
+        weights_in_ddr=[node("--weights-in-ddr", n) for n in options.weights_in_ddr],
+        precisions={node("--precision", n, v): v for n, v in options.precisions.items()}, devices=pins,
+        origins=origins)
+
+
+def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions,
+                        samples: BuildSamples) -> tuple[PrecisionSearch, dict[str, int]]:
+    """--error-budget: the fewest bits for each layer an FPGA of the board could run that keep the
+    simulated fixed-point model within the budget on the calibration samples (``budget.py``): the
+    search, and the bits of each node it sized, which the partitioner, folding and HLS generation read."""
+    if any(n.op in QUANTIZER_OPS for n in loaded.graph.nodes):
+        raise UserError("--error-budget: the model is quantized already; its quantizers set the FPGA's precisions")
+    fpgas = [d for d in board.devices if d.kind == "fpga"]
+    if not fpgas:
+        raise UserError(f"--error-budget: board {board.name} has no FPGA, which is what the budget sizes")
+    fpga = fpgas[0]
+    groups = budget.layer_groups(loaded.graph, lambda i: fpga.why_not(loaded.graph.nodes[i]) is None, fpga)
+    feeds = [runtime.model_feeds(loaded.input_reshapes, sample) for sample in samples.sizing]
+    error = budget.error_function(loaded.model, groups, feeds, run_in_memory)
+    result = budget.search_widths(list(groups), budget.weighted_cost(loaded.graph, groups), error,
+                                  options.error_budget, options.width)
+    if result.error > options.error_budget:
+        raise UserError(f"--error-budget {options.error_budget:g}: even at --width {options.width} bits the "
+                        f"simulated relative error is {result.error:.3g}; give a larger budget or --width")
+    return (PrecisionSearch(options.error_budget, result.error, result.evaluations, len(samples.sizing), result.widths),
+            budget.chosen_node_widths(groups, result))
+
+
+def map_nodes(plan: Plan, loaded: LoadedModel) -> dict[str, dict[str, str]]:
+    """Where every node of the user's model went (plan.json's ``node_map``)."""
+    place: dict[str, dict[str, str]] = {}
+    for sub in plan.subfunctions:
+        for name in sub.nodes:
+            place[name] = {"subfunction": sub.name}
+        for unit in sub.execution_units:
+            for name in unit.nodes:
+                place[name]["unit"] = unit.name
+    result = {}
+    for name, target in loaded.traced.items():
+        if target is None:
+            result[name] = {"removed": "its result reaches no output"}
+        elif target == name and name in place:
+            result[name] = place[name]
+        else:  # folded into another node (or into the input, for an absorbed leading Reshape)
+            result[name] = {"folded_into": target, **place.get(target, {})}
+    return result
+
+
+def fpga_times(plan: Plan, board: Board, spills: bool = True) -> None:
+    """Each FPGA subfunction's compute time becomes the sum of its folded units' cycles at the FPGA's
+    clock (what the partitioner priced each node at, folded as the chip's units share it), and the
+    DDR traffic of its spilled buffers adds to its transfers (``spills``: once, when the memory is
+    first planned, not again for units folded anew after a widening); the plan's estimate follows,
+    so it equals the sum of its tables."""
+    for sub in plan.subfunctions:
+        if sub.kind != "fpga" or sub.estimate is None:
+            continue
+        clock_hz = board.device(sub.device).clock_mhz * 1e6
+        for unit in sub.execution_units:
+            unit.rate_per_s = clock_hz / max(1, unit.estimate["latency_cycles"])
+        compute = sum(u.estimate["latency_cycles"] for u in sub.execution_units) / clock_hz
+        spilled = sub.memory.ddr_transfer_s if spills and sub.memory is not None else 0.0
+        change = compute - sub.estimate.compute_s + spilled
+        sub.estimate.compute_s = compute
+        sub.estimate.transfer_s += spilled
+        sub.estimate.latency_s += change
+        sub.estimate.batch_s += plan.estimate.batch * change
+        plan.estimate.latency_s += change
+    plan.estimate.throughput_per_s = 1.0 / stream_seconds(
+        [(s.estimate.resource, s.estimate.batch_s) for s in plan.subfunctions], plan.estimate.batch)
+
+
+def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_widths: Mapping[str, int]) -> Plan:
+    result = partition_graph(loaded.graph, board, options.policy, options.width, options.objective, options.batch,
+                             layer_widths, options.devices)
+    kinds = {d.name: d.kind for d in board.devices}
+    subfunctions = [
+        Subfunction(c.name, c.device, kinds[c.device], c.nodes, c.inputs, c.outputs,
+                    estimate=SubfunctionEstimate(e.total_s, e.compute_s, e.transfer_s, e.overhead_s,
+                                                 e.in_bytes, e.out_bytes, batch_s,
+                                                 resource_of(kinds[c.device], c.device, c.name)))
+        for c, e, batch_s in zip(result.cuts, result.costs, result.batch_seconds)
+    ]
+    return Plan(
+        board=board.name,
+        model="model.onnx",
+        source_model=options.model.name,
+        inputs=loaded.inputs,
+        outputs=loaded.outputs,
+        subfunctions=subfunctions,
+        policy=options.policy,
+        estimate=PlanEstimate(result.latency_s, result.all_host_latency_s, result.support_latency_s,
+                              result.support_fits, options.objective, options.batch, 1.0 / result.stream_s,
+                              1.0 / result.all_host_stream_s if result.all_host_stream_s else None),
+        fpga_fallbacks=[FpgaFallback(loaded.graph.nodes[i].name, device, fpga, reason, detail)
+                        for i, device, fpga, reason, detail in result.fpga_fallbacks],
+        input_reshapes=loaded.input_reshapes,
+        relative_tolerance=options.relative_tolerance,
+        seed=options.seed,
+        width=options.width,
+        config=resolved_config(options),
+    )
+
+
+def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
+               layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS) -> None:
+    """Split each FPGA subfunction into execution units and fold all the units of one FPGA
+    together into its budget (the partitioner only gives an FPGA what fits it fully folded), each at
+    its width (``_pinned_precision``)."""
+    index = loaded.graph.node_index()
+    where = {n: s.device for s in plan.subfunctions for n in s.nodes}
+    for flag, nodes in (("--reuse-factor", options.reuse_factors), ("--weights-in-ddr", options.weights_in_ddr),
+                        ("--precision", options.precisions)):
+        for node in nodes:  # named as the graph names them (model_node_names)
+            if board.device(where[node]).kind != "fpga":
+                value = nodes[node] if isinstance(nodes, dict) else None
+                raise UserError(f"{said(options, flag, node, value, flag)}: node '{node}' runs on {where[node]}, "
+                                f"not on an FPGA")
+    for device in (d for d in board.devices if d.kind == "fpga"):
+        subs = [s for s in plan.subfunctions if s.device == device.name]
+        split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs)))
+                 for sub in subs]
+        found = [u for _, units_of_sub in split for u in units_of_sub]
+        shapes = [units.unit_shape(loaded.graph, u) for u in found]
+        rate = units.ddr_bytes_per_cycle(device)
+        widths = [_pinned_precision(loaded, u, options, layer_widths)[0] for u in found]
+        pinned = {k: folding for k, (u, shape) in enumerate(zip(found, shapes))
+                  if (folding := _pinned_folding(loaded, u, shape, options, rate)) is not None}
+        if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps)
+            groups, start = [], 0
+            for _, units_of_sub in split:
+                groups.append(range(start, start + len(units_of_sub)))
+                start += len(units_of_sub)
+            cycles = [_cycles_for_rate(sub, options, device.clock_mhz) for sub in subs]
+            foldings = units.fold_for_rate(shapes, device.budget(), widths, groups, cycles, pinned, rate)
+        else:
+            foldings = units.fold(shapes, device.budget(), widths, pinned, rate)
+        if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)
+            folded = [units.folded_estimate(s, pinned.get(k) or units.folding_options(s, widths[k], rate)[-1],
+                                            widths[k], rate) for k, s in enumerate(shapes)]
+            over = [f"{k.upper()} {sum(e[k] for e in folded)} > {device.budget()[k]}" for k in units.RESOURCES
+                    if sum(e[k] for e in folded) > device.budget()[k]]
+            if pinned:
+                raise UserError(f"the FPGA units do not fit {device.name} with the foldings given by "
+                                f"--reuse-factor, --model-reuse-factor and --weights-in-ddr, even with every other unit fully folded "
+                                f"({', '.join(over)})")
+            raise UserError(f"the {options.policy} policy gives {device.name} more than it holds even fully "
+                            f"folded ({', '.join(over)}); the latency policy moves what does not fit elsewhere")
+        chip_budget = {k: device.budget().get(k, 0) for k in units.RESOURCES}
+        budget = chip_budget | {"latency_cycles": None}
+        choices = iter(zip(shapes, foldings, widths))
+        for sub, units_of_sub in split:
+            sub.execution_units = []
+            for k, unit in enumerate(units_of_sub):
+                shape, folding, width = next(choices)
+                sub.execution_units.append(ExecutionUnit(
+                    name=f"{sub.name}_u{k}", nodes=[loaded.graph.nodes[i].name for i in unit.nodes], pe=unit.pe,
+                    reuse_factor=folding.reuse_factor,
+                    # weights in DDR are read a bank at a time, never partitioned into registers
+                    strategy="Resource" if folding.weights_in_ddr else units.strategy_for(folding.reuse_factor),
+                    precision=_unit_precision(loaded, unit, options, layer_widths),
+                    estimate=units.folded_estimate(shape, folding, width, rate),
+                    weights_in_ddr=folding.weights_in_ddr, foldable=shape.kind == "kernel", inputs=unit.inputs,
+                    outputs=[unit.output]))
+            sub.resources = _unit_totals(sub)
+            sub.budget = budget
+        if not subs:
+            continue
+        plan.fpga_resources[device.name] = FpgaResources(
+            [s.name for s in subs], {k: sum(s.resources[k] for s in subs) for k in units.RESOURCES},
+            chip_budget, {k: device.resources.get(k, 0) for k in units.RESOURCES})
+
+
+def _cycles_for_rate(sub: Subfunction, options: BuildOptions, clock_mhz: float) -> float:
+    """The cycles a sample that FPGA subfunction ``sub``'s units may take together for a stream of
+    ``options.batch`` samples a call to reach ``options.target_rate``: a sample's share of the time
+    less what its call overhead and transfers take (none left: 0, as fast as it goes)."""
+    other_s = sub.estimate.batch_s / options.batch - sub.estimate.compute_s
+    return max(0.0, 1.0 / options.target_rate - other_s) * clock_mhz * 1e6
+
+
+def _unit_totals(sub: Subfunction) -> dict[str, int]:
+    return {k: sum(u.estimate[k] for u in sub.execution_units) for k in (*units.RESOURCES, *units.CYCLES)}
+
+
+def _pinned_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions,
+                      layer_widths: Mapping[str, int]) -> tuple[int, Optional[int]]:
+    """(bits, integer bits or None) of ``unit``'s values: --precision's for a node of it, else its
+    quantizers' in a quantized model, else --error-budget's (``layer_widths``), else --width's."""
+    given = [(n, options.precisions[n]) for n in (loaded.graph.nodes[i].name for i in unit.nodes)
+             if n in options.precisions]
+    if len(given) > 1:
+        raise UserError(f"--precision: nodes '{given[0][0]}' and '{given[1][0]}' are one execution unit; "
+                        f"give one of them")
+    return given[0][1] if given else (node_widths(loaded.graph, options.width, layer_widths)[unit.nodes[0]], None)
+
+
+def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions,
+                    layer_widths: Mapping[str, int]) -> str:
+    """The unit's output type as far as planning knows it (HLS generation sizes unpinned ones)."""
+    width, integer = _pinned_precision(loaded, unit, options, layer_widths)
+    return f"ap_fixed<{width},{6 if integer is None else integer}>"
+
+
+def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, options: BuildOptions,
+                    rate: float) -> Optional[units.Folding]:
+    """What --reuse-factor, --model-reuse-factor and --weights-in-ddr fix of ``unit``'s folding; None:
+    nothing."""
+    names = [loaded.graph.nodes[i].name for i in unit.nodes]
+    in_ddr = [n for n in names if n in options.weights_in_ddr]
+    given = [(n, options.reuse_factors[n]) for n in names if n in options.reuse_factors]
+    if not given and not in_ddr and options.model_reuse_factor is not None and shape.kind == "kernel":
+        valid = units.candidate_reuse_factors(shape)  # the nearest valid one, as hls4ml picks (ties: the smaller)
+        return units.Folding(min(valid, key=lambda rf: (abs(rf - options.model_reuse_factor), rf)))
+    if not given and not in_ddr:
+        return None
+    if len(given) > 1:
+        raise UserError(f"--reuse-factor: nodes '{given[0][0]}' and '{given[1][0]}' are one execution unit; "
+                        f"give one of them")
+    if shape.kind != "kernel":
+        flag, node, value = ("--reuse-factor", *given[0]) if given else ("--weights-in-ddr", in_ddr[0], None)
+        raise UserError(f"{said(options, flag, node, value, flag)}: node '{node}' has no multiplications to fold and "
+                        f"no weights to move (its unit runs on the {unit.pe} PE)")
+    if not given:
+        return units.folding_options(shape, options.width, rate)[-1]  # a kernel unit's last: weights in DDR
+    node, rf = given[0]
+    valid = units.candidate_reuse_factors(shape)
+    if rf not in valid:
+        setting = said(options, "--reuse-factor", node, rf, f"--reuse-factor {node}={rf}")
+        raise UserError(f"{setting}: {rf} does not divide the layer ({shape.n_in} inputs x {shape.n_out} outputs = "
+                        f"{shape.n_in * shape.n_out} products) as hls4ml requires; valid: {', '.join(map(str, valid))}")
+    return units.Folding(rf, bool(in_ddr))
