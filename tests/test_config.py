@@ -30,7 +30,8 @@ def test_config_written_back_replays_the_same_plan_and_the_folding_can_be_pinned
     assert written.returncode == 0, written.stderr
     pinned = yaml.safe_load(written.stdout)
     fpga_units = [u for s in plan["subfunctions"] for u in s["execution_units"] if u["foldable"]]
-    assert pinned["nodes"] == {u["nodes"][0]: {"reuse_factor": u["reuse_factor"]} for u in fpga_units}
+    assert pinned["nodes"] == {u["nodes"][0]: {"reuse_factor": u["reuse_factor"], "strategy": u["strategy"].lower()}
+                               for u in fpga_units}
     (tmp_path / "pinned.yaml").write_text(written.stdout)
     replay = hetdeploy("build", "--config", tmp_path / "pinned.yaml", "-o", tmp_path / "again", "-q")
     assert replay.returncode == 0, replay.stderr
@@ -48,6 +49,59 @@ def test_config_written_back_replays_the_same_plan_and_the_folding_can_be_pinned
     edited = json.loads(planned.stdout)
     assert edited["config"]["width"] == 10 and edited["width"] == 10
     assert edited["subfunctions"][0]["execution_units"][0]["reuse_factor"] == pinned["nodes"][first]["reuse_factor"]
+
+
+def test_strategy_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
+    """--strategy NODE=S (and nodes.NODE.strategy) pins hls4ml's Strategy of the node's unit; each strategy's
+    reuse factors are hls4ml's (Latency: any up to the layer's products; Resource: those dividing it)."""
+    model = tmp_path / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))  # fc1 16 x 64, fc2 64 x 32, fc3 32 x 32, fc4 32 x 5
+
+    def units(*flags):
+        assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", *flags, "--json"]) == 0
+        plan = json.loads(capsys.readouterr().out)
+        return plan, {u["nodes"][0]: u for s in plan["subfunctions"] for u in s["execution_units"]}
+
+    _, free = units()
+    assert {u["strategy"] for u in free.values() if u["foldable"]} == {"Latency"}  # as folded to fit, unpinned
+    plan, pinned = units("--strategy", "/fc1/Gemm=resource", "--strategy", "/fc2/Gemm=Latency", "--reuse-factor",
+                         "/fc2/Gemm=100")
+    assert plan["config"]["nodes"]["/fc1/Gemm"] == {"strategy": "resource"}
+    assert pinned["/fc1/Gemm"]["strategy"] == "Resource" and pinned["/fc1/Gemm"]["estimate"]["bram18"] > 0
+    assert pinned["/fc1/Gemm"]["estimate"]["lut"] < free["/fc1/Gemm"]["estimate"]["lut"]  # weights out of LUTs
+    # 100 does not divide 64 x 32, which hls4ml's Latency strategy never checks
+    assert (pinned["/fc2/Gemm"]["strategy"], pinned["/fc2/Gemm"]["reuse_factor"]) == ("Latency", 100)
+    assert pinned["/fc2/Gemm"]["estimate"]["bram18"] == 0  # weights as constants, at any reuse factor
+    _, low = units("--reuse-factor", "/fc4/Gemm=7")  # unpinned below 64: Latency, which takes 7 on 32 x 5
+    assert (low["/fc4/Gemm"]["strategy"], low["/fc4/Gemm"]["reuse_factor"]) == ("Latency", 7)
+
+    config = tmp_path / "c.yaml"
+    config.write_text(f"model: {model}\nboard: pynq-z2\npolicy: support\nnodes:\n  /fc3/Gemm: {{strategy: resource, "
+                      f"reuse_factor: 8}}\n")
+    assert main(["plan", "--config", str(config), "--json"]) == 0
+    from_file = json.loads(capsys.readouterr().out)
+    unit = next(u for s in from_file["subfunctions"] for u in s["execution_units"] if u["nodes"][0] == "/fc3/Gemm")
+    assert (unit["strategy"], unit["reuse_factor"]) == ("Resource", 8)
+    for flags, fragments in (
+            (["--strategy", "/fc2/Gemm=resource", "--reuse-factor", "/fc2/Gemm=100"],
+             ["--reuse-factor /fc2/Gemm=100: 100 does not divide", "under the resource strategy; valid: 1, 2"]),
+            (["--reuse-factor", "/fc2/Gemm=100"], ["--strategy /fc2/Gemm=latency takes any"]),
+            (["--strategy", "/fc4/Gemm=latency", "--reuse-factor", "/fc4/Gemm=161"], ["above the layer's 160 products"]),
+            (["--strategy", "/fc2/Gemm=latency", "--weights-in-ddr", "/fc2/Gemm"], ["has --strategy latency"]),
+            (["--strategy", "/fc2/Gemm=resource", "--device", "/fc2/Gemm=arm_cpu"], ["runs on arm_cpu, not on an FPGA"])):
+        assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", *flags]) == 2, flags
+        error = capsys.readouterr().err.strip().splitlines()
+        assert len(error) == 1 and all(f in error[0] for f in fragments), (flags, error)
+    with pytest.raises(SystemExit, match="2"):  # argparse's refusal
+        main(["plan", str(model), "--board", "pynq-z2", "--strategy", "/fc2/Gemm=fast"])
+    assert "'fast': expected one of latency, resource" in capsys.readouterr().err
+    cnn = tmp_path / "cnn.onnx"
+    onnx.save(networks.small_cnn(), str(cnn))
+    assert main(["plan", str(cnn), "--board", "pynq-z2", "--policy", "support", "--strategy", "pool1=resource"]) == 2
+    assert "--strategy pool1=resource: node 'pool1' has no multiplications" in capsys.readouterr().err
+    config.write_text(f"model: {model}\nboard: pynq-z2\nnodes:\n  /fc3/Gemm: {{strategy: dataflow}}\n")
+    assert main(["plan", "--config", str(config)]) == 2
+    assert f"{config}: line 4: nodes./fc3/Gemm.strategy: 'dataflow': expected one of" in capsys.readouterr().err
 
 
 def test_device_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
@@ -104,13 +158,13 @@ def test_a_mistake_in_a_config_files_node_settings_names_the_file_line_and_key(t
     line (over the file's) is reported as that flag."""
     jet = Path(__file__).resolve().parent.parent / "examples" / "jet_tagger_mlp.onnx"
     config = tmp_path / "c.yaml"
-    config.write_text(f"model: {jet}\nboard: pynq-z2\npolicy: support\nnodes:\n  /fc1/Gemm: {{reuse_factor: 10}}\n")
+    config.write_text(f"model: {jet}\nboard: pynq-z2\npolicy: support\nnodes:\n  /fc1/Gemm: {{reuse_factor: 100}}\n")
     assert main(["plan", "--config", str(config)]) == 2
     error = capsys.readouterr().err.strip().splitlines()[-1]
-    assert error.startswith(f"hetdeploy: error: {config}: line 5: nodes./fc1/Gemm.reuse_factor: 10 does not divide")
-    assert main(["plan", "--config", str(config), "--reuse-factor", "/fc1/Gemm=7"]) == 2
+    assert error.startswith(f"hetdeploy: error: {config}: line 5: nodes./fc1/Gemm.reuse_factor: 100 does not divide")
+    assert main(["plan", "--config", str(config), "--reuse-factor", "/fc1/Gemm=96"]) == 2
     assert capsys.readouterr().err.strip().splitlines()[-1].startswith(
-        "hetdeploy: error: --reuse-factor /fc1/Gemm=7: 7 does not divide")
+        "hetdeploy: error: --reuse-factor /fc1/Gemm=96: 96 does not divide")
     config.write_text(f"model: {jet}\nboard: pynq-z2\nnodes:\n  nope: {{device: fpga}}\n  /fc2/Gemm: {{device: gpu}}\n")
     assert main(["plan", "--config", str(config)]) == 2
     assert f"error: {config}: line 4: nodes.nope.device: the model has no node 'nope'" in capsys.readouterr().err

@@ -271,8 +271,10 @@ def test_reuse_factor_and_calibration_mistakes_are_one_line(tmp_path):
     onnx.save(networks.jet_tagger_mlp(), str(model))
     out = tmp_path / "out"
     support = ("--policy", "support")
-    one_line_error(hetdeploy("build", model, "--board", "pynq-z2", "-o", out, *support, "--reuse-factor", "/fc1/Gemm=7"),
-                   "--reuse-factor /fc1/Gemm=7", "does not divide the layer", "16 inputs x 64 outputs", "valid: 1, 2, 4")
+    one_line_error(hetdeploy("build", model, "--board", "pynq-z2", "-o", out, *support, "--reuse-factor", "/fc1/Gemm=7",
+                             "--strategy", "/fc1/Gemm=resource"),
+                   "--reuse-factor /fc1/Gemm=7", "does not divide the layer", "16 inputs x 64 outputs",
+                   "under the resource strategy", "valid: 1, 2, 4")
     cnn = tmp_path / "cnn.onnx"
     onnx.save(networks.small_cnn(), str(cnn))
     one_line_error(hetdeploy("plan", cnn, "--board", "pynq-z2", *support, "--reuse-factor", "pool1=2"),

@@ -32,8 +32,9 @@ def save_model(b: Builder, path, shape, name="chain"):
     return path
 
 
-def build_and_emulate(path, out, board="pynq-z2"):
-    plan = build(BuildOptions(model=path, board=board, out_dir=out, policy="support"), progress=lambda m: None)
+def build_and_emulate(path, out, board="pynq-z2", **settings):
+    plan = build(BuildOptions(model=path, board=board, out_dir=out, policy="support", **settings),
+                 progress=lambda m: None)
     result = emulate(out, None, 1)
     assert result.comparison.passed, result.table()
     return plan
@@ -142,6 +143,41 @@ def test_a_batchnormalization_anywhere_runs_on_the_fpga(tmp_path):
     path = save_model(b, tmp_path / "batchnorms.onnx", [1, 3, 8, 8])
     plan = build_and_emulate(path, tmp_path / "batchnorms")
     on_fpga(plan, [n.name for n in b.nodes])
+    assert all(u.verification.passed for s in plan.subfunctions for u in s.execution_units)
+
+
+def test_each_strategy_hls4ml_has_builds_and_verifies_at_its_own_reuse_factors(tmp_path):
+    """--strategy pinned on a streamed convolution (Resource, folded to fit) and on Dense layers under
+    Latency at a reuse factor that does not divide the layer (which hls4ml's Resource would refuse) and
+    under Resource below and above the layer's inputs: hls4ml generates each as pinned, every unit and the
+    pipeline within tolerance of onnxruntime."""
+    b = Builder(5)
+    C = op_models.CHANNELS
+    x = b.node("Conv", ["input", b.random("conv.w", [C, 3, 3, 3])], "conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    x = b.node("Relu", [x], "relu")
+    x = b.node("MaxPool", [x], "pool", kernel_shape=[2, 2], strides=[2, 2])
+    x = b.node("Flatten", [x], "flatten")
+    x = b.node("Gemm", [x, b.random("fc1.w", [24, C * 16]), b.random("fc1.b", [24])], "fc1", transB=1)
+    x = b.node("Relu", [x], "relu1")
+    x = b.node("Gemm", [x, b.random("fc2.w", [16, 24]), b.random("fc2.b", [16])], "fc2", transB=1)
+    x = b.node("Relu", [x], "relu2")
+    b.node("Gemm", [x, b.random("fc3.w", [10, 16]), b.random("fc3.b", [10])], "fc3", transB=1)
+    path = save_model(b, tmp_path / "strategies.onnx", [1, 3, 8, 8])
+    strategies = {"conv": "Resource", "fc1": "Latency", "fc2": "Resource", "fc3": "Resource"}
+    reuse = {"fc1": 100, "fc2": 8, "fc3": 32}  # 100 does not divide 24 x 16C; 8 < 24 inputs; 32 > 16 inputs
+    plan = build_and_emulate(path, tmp_path / "strategies", strategies=strategies, reuse_factors=reuse)
+    on_fpga(plan, [n.name for n in b.nodes])
+    found = {u.nodes[0]: u for s in plan.subfunctions for u in s.execution_units}
+    assert {n: found[n].strategy for n in strategies} == strategies
+    assert {n: found[n].reuse_factor for n in reuse} == reuse
+    for node, strategy in strategies.items():  # what hls4ml generated: its layer's parameters
+        firmware = tmp_path / "strategies" / found[node].hls.project / "firmware" / "parameters.h"
+        [layer] = [block for block in firmware.read_text().split("struct ")
+                   if block.split("{")[0].strip().endswith(("nnet::dense_config", "nnet::conv2d_config"))
+                   and "_mult" not in block.split(":")[0]]
+        assert f"strategy = nnet::{strategy.lower()};" in layer, (node, layer)
+        if node in reuse:
+            assert f"reuse_factor = {reuse[node]};" in layer, (node, layer)
     assert all(u.verification.passed for s in plan.subfunctions for u in s.execution_units)
 
 

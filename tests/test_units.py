@@ -11,19 +11,9 @@ from hypothesis import strategies as st
 import graphs
 from hetdeploy.core.board import load_board
 from hetdeploy.core.precision import OCTAVES
-from hetdeploy.planning.units import (fold_for_rate, 
-                                      DSP_MIN_CONSTANT_BITS,
-                                      RESOURCES,
-                                      Folding,
-                                      bram18_blocks,
-                                      estimate,
-                                      fold,
-                                      folded_estimate,
-                                      folding_options,
-                                      split_units,
-                                      unit_shape,
-                                      valid_reuse_factors,
-                                      )
+from hetdeploy.planning.units import (DSP_MIN_CONSTANT_BITS, RESOURCES, Folding, bram18_blocks, estimate, fold,
+                                      fold_for_rate, folded_estimate, folding_options, reuse_factors_for,
+                                      split_units, unit_shape, valid_reuse_factors)
 
 FPGA = load_board("pynq-z2").device("fpga")
 
@@ -174,6 +164,33 @@ def test_lookup_tables_are_copied_for_their_reads_and_fifos_counted():
     # each FIFO 64 words of 4 x 16 = 64 bits: two BRAM18s side by side (36 bits a block); no weights in BRAM at
     # R = 1, no tables
     assert estimate(conv, 1, 16)["bram18"] == 4
+
+
+def test_a_pinned_strategy_is_priced_and_checked_as_hls4ml_lays_it_out():
+    """hls4ml's Latency strategy keeps the weights as constants in the fabric at any reuse factor and
+    checks none; Resource keeps them in banks R deep and takes only the factors that divide the layer."""
+    graph = conv_stack(1, channels=4, size=8)
+    shape = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[-1])  # dense 64 x 10
+    latency, resource = (estimate(shape, 64, 16, strategy=s) for s in ("Latency", "Resource"))
+    assert estimate(shape, 64, 16) == resource  # unpinned from reuse factor 64: Resource
+    # Resource: a bank 64 deep for each of the 10 multipliers' 16-bit weights; Latency: none (the Softmax's
+    # tables in both)
+    assert resource["bram18"] - latency["bram18"] == bram18_blocks(64, 10 * 16) > 0
+    assert latency["lut"] > resource["lut"] + 640 * 16 // 2 - 1  # 640 weights of 16 bits in LUTs
+    assert latency["ff"] > resource["ff"]  # every product waits for its sum
+    assert latency["latency_cycles"] == resource["latency_cycles"]
+    assert 48 in reuse_factors_for(shape, "Latency") and 48 not in reuse_factors_for(shape, "Resource")
+    assert reuse_factors_for(shape, "Latency") == list(range(1, 641))
+    assert reuse_factors_for(shape, "Resource") == valid_reuse_factors(64, 10)
+    assert all(f.strategy == "Latency" for f in folding_options(shape, 16, 12.0, "Latency"))  # never in DDR
+    assert folding_options(shape, 16, 12.0, "Resource")[-1].weights_in_ddr
+    assert Folding(8).hls_strategy == "Latency" and Folding(64).hls_strategy == "Resource"
+    assert Folding(8, True).hls_strategy == Folding(8, False, "Resource").hls_strategy == "Resource"
+    budget = {"dsp": 220, "bram18": 280, "lut": 53200, "ff": 106400}
+    assert all(f.hls_strategy == "Resource" for f in fold([shape, shape], budget, 16, strategies={0: "Resource",
+                                                                                                  1: "Resource"}))
+    assert [f.hls_strategy for f in fold_for_rate([shape], budget, 16, [[0]], [1e9], strategies={0: "Latency"})] \
+        == ["Latency"]
 
 
 def test_weights_in_ddr_free_their_bram_and_cost_the_ddr_reads():

@@ -85,6 +85,7 @@ def _config(args: argparse.Namespace) -> int:
         for unit in (u for s in plan.subfunctions for u in s.execution_units if u.foldable):
             settings = config["nodes"].setdefault(unit.nodes[0], {})
             settings["reuse_factor"] = unit.reuse_factor
+            settings["strategy"] = unit.strategy.lower()
             if unit.weights_in_ddr:
                 settings["weights_in_ddr"] = True
         config["nodes"] = {node: config["nodes"][node] for node in sorted(config["nodes"])}

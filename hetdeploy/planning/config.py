@@ -40,6 +40,7 @@ from ..core.yamlfile import YamlFile
 from .cost import OBJECTIVES
 from .memory import STRATEGIES
 from .partition import POLICIES
+from .units import STRATEGIES as HLS_STRATEGIES
 
 MEMORY_STRATEGIES = ("auto", *STRATEGIES)
 DEFAULT_TOLERANCE = 0.05
@@ -67,6 +68,7 @@ class BuildOptions:
     # target_fps); None: folded to the least latency that fits
     target_rate: Optional[float] = None
     reuse_factors: dict[str, int] = field(default_factory=dict)  # ONNX node name -> pinned ReuseFactor
+    strategies: dict[str, str] = field(default_factory=dict)  # ONNX node name -> pinned hls4ml Strategy
     # every foldable unit's ReuseFactor (hls4ml's model-wide one): the valid one nearest it; None: folded to fit
     model_reuse_factor: Optional[int] = None
     weights_in_ddr: list[str] = field(default_factory=list)  # ONNX nodes whose unit keeps its weights in DDR
@@ -172,6 +174,14 @@ def choice(options: tuple[str, ...]):
             raise ValueError(f"'{value}': expected one of {', '.join(options)}")
         return value
     return check
+
+
+def hls_strategy(value: Any) -> str:
+    """hls4ml's Strategy, in any case as hls4ml's config takes it, spelt as hls4ml writes it."""
+    found = next((s for s in HLS_STRATEGIES if str(value).lower() == s.lower()), None)
+    if found is None:
+        raise ValueError(f"'{value}': expected one of {', '.join(s.lower() for s in HLS_STRATEGIES)}")
+    return found
 
 
 def flag(value: Any) -> bool:
@@ -292,6 +302,11 @@ OPTIONS = (
     Option("reuse_factors", "reuse_factor", positive_int, "folding and memory", "pin the hls4ml ReuseFactor of the "
            "FPGA execution unit holding ONNX node NODE (repeatable); the others are folded around it",
            metavar="NODE=R", per_node=True),
+    Option("strategies", "strategy", hls_strategy, "folding and memory", "pin the hls4ml Strategy of the FPGA "
+           "execution unit holding multiply-accumulate node NODE (repeatable): latency (products in registers, "
+           "weights as constants; any reuse factor) or resource (weights in banks of depth R; R must divide the "
+           "layer); default: latency below reuse factor 64, resource from it", metavar="NODE=S", per_node=True,
+           written=str.lower),
     Option("target_rate", "target_rate", rate, "folding and memory", "samples per second the FPGA must sustain on "
            "a stream of --batch samples a call: its units folded to the fewest resources that reach N (FINN's "
            "target_fps); default: folded to the least latency that fits", metavar="N"),

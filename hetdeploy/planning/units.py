@@ -71,6 +71,8 @@ from ..core.board import Device
 from ..core.graph import Graph
 
 RESOURCES = ("dsp", "bram18", "lut", "ff")
+# hls4ml's Strategy of a multiply-accumulate layer, as its config spells it
+STRATEGIES = ("Latency", "Resource")
 # a unit's latency and its parts (``estimate``)
 CYCLES = ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")
 # Ops that only move values: the subfunction's top moves them itself (no hls4ml project; a Flatten
@@ -248,10 +250,18 @@ def _hls4ml_accepts(n_in: int, n_out: int, rf: int) -> bool:
 
 
 class Folding(NamedTuple):
-    """How a unit is folded: hls4ml's ReuseFactor, and where its weights live."""
+    """How a unit is folded: hls4ml's ReuseFactor, where its weights live, and hls4ml's Strategy (one of
+    STRATEGIES; None: by the reuse factor, ``strategy_for``)."""
 
     reuse_factor: int
     weights_in_ddr: bool = False
+    strategy: Optional[str] = None
+
+    @property
+    def hls_strategy(self) -> str:
+        """The Strategy hls4ml is given: weights in DDR are read a bank at a time, never partitioned into
+        registers (Resource)."""
+        return "Resource" if self.weights_in_ddr else self.strategy or strategy_for(self.reuse_factor)
 
 
 def ddr_bytes_per_cycle(device: Device) -> float:
@@ -276,27 +286,39 @@ def arena_words(values: int, width: int) -> int:
 
 
 def strategy_for(reuse_factor: int) -> str:
-    """hls4ml's Latency strategy unrolls into registers; beyond a small reuse factor, Resource keeps
-    weights in BRAM banks."""
+    """The strategy a unit gets when none is pinned: hls4ml's Latency strategy unrolls into registers;
+    beyond a small reuse factor, Resource keeps weights in BRAM banks."""
     return "Latency" if reuse_factor < BRAM_MIN_DEPTH else "Resource"
 
 
+def reuse_factors_for(shape: Shape, strategy: Optional[str]) -> list[int]:
+    """The reuse factors hls4ml 1.3 accepts for a kernel unit under ``strategy``: Resource's must divide the
+    layer (``valid_reuse_factors``); Latency checks none (hls4ml's ``init_dense``/``init_conv*`` validate
+    the reuse factor for the Resource strategy only): any from 1 to the layer's products. None: the
+    factors the folding chooses from, which both strategies take."""
+    if strategy == "Latency":
+        return list(range(1, shape.n_in * shape.n_out + 1))
+    return valid_reuse_factors(shape.n_in, shape.n_out)
+
+
 def estimate(shape: Shape, reuse_factor: int, width: int,
-             ddr_bytes_per_cycle: Optional[float] = None, table_entries: int = LOOKUP_TABLE_SIZE) -> dict[str, int]:
+             ddr_bytes_per_cycle: Optional[float] = None, table_entries: int = LOOKUP_TABLE_SIZE,
+             strategy: Optional[str] = None) -> dict[str, int]:
     """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc), and the latency's
     parts: ``compute_cycles`` (its arithmetic, DDR weights' reads within: a vector waits for its
     weights), ``buffer_cycles`` (moving its inputs and outputs through the subfunction's word-wide
     arena, ARENA_PORTS words a cycle) and ``ddr_cycles`` (what the DDR weights' reads add to the
     arithmetic). An io_parallel unit reads, computes and writes in turn; a streamed one overlaps the
     three (dataflow). ``ddr_bytes_per_cycle``: the unit's weights are in DDR, read at this rate; None:
-    on chip. ``table_entries``: entries of each lookup table (Softmax's, TABLE_OPS')."""
+    on chip. ``table_entries``: entries of each lookup table (Softmax's, TABLE_OPS'). ``strategy``: hls4ml's
+    Strategy (STRATEGIES; None: ``strategy_for`` the reuse factor)."""
     bram18, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
     cycles = 0
     dsp = ddr = 0
     if shape.kind == "kernel":
         held = shape.n_in * shape.n_out  # weights
         # hls4ml's Latency strategy keeps the weights as constants: their values count (none known: all W bits)
-        latency_strategy = ddr_bytes_per_cycle is None and strategy_for(reuse_factor) == "Latency"
+        latency_strategy = ddr_bytes_per_cycle is None and (strategy or strategy_for(reuse_factor)) == "Latency"
         codes = _weight_codes(shape, width) if latency_strategy else []
         zeros = sum(count for bits, count in codes if bits < 0)  # weights under half a step: they round to 0
         if reuse_factor == 1 and codes:  # each multiplier one constant weight, which the HLS folds in (+-1: a wire)
@@ -391,12 +413,13 @@ def candidate_reuse_factors(shape: Shape) -> list[int]:
     return valid_reuse_factors(shape.n_in, shape.n_out)
 
 
-def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float] = None) -> list[Folding]:
+def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float] = None,
+                    strategy: Optional[str] = None) -> list[Folding]:
     """A unit's foldings, least folded first: every reuse factor with the weights on chip, then (for a
-    multiply-accumulate unit, given the DDR rate) the weights in DDR at the least reuse factor that
-    the DDR keeps busy."""
-    options = [Folding(rf) for rf in candidate_reuse_factors(shape)]
-    if shape.kind == "kernel" and ddr_bytes_per_cycle is not None:
+    multiply-accumulate unit, given the DDR rate, under no strategy or Resource) the weights in DDR at the
+    least reuse factor that the DDR keeps busy. ``strategy``: the one the user pinned (STRATEGIES)."""
+    options = [Folding(rf, False, strategy) for rf in candidate_reuse_factors(shape)]
+    if shape.kind == "kernel" and ddr_bytes_per_cycle is not None and strategy != "Latency":
         rate = ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle)
         valid = [o.reuse_factor for o in options]
         options.append(Folding(next((rf for rf in valid if rf >= rate), valid[-1]), True))
@@ -406,13 +429,14 @@ def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
 def folded_estimate(shape: Shape, folding: Folding, width: int,
                     ddr_bytes_per_cycle: Optional[float]) -> dict[str, int]:
     """``estimate`` of ``shape`` folded as ``folding``."""
-    return estimate(shape, folding.reuse_factor, width, ddr_bytes_per_cycle if folding.weights_in_ddr else None)
+    return estimate(shape, folding.reuse_factor, width, ddr_bytes_per_cycle if folding.weights_in_ddr else None,
+                    strategy=folding.hls_strategy)
 
 
 def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
                   groups: Sequence[Sequence[int]], cycles: Sequence[float],
-                  pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None
-                  ) -> Optional[list[Folding]]:
+                  pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
+                  strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
     """Foldings, one per unit, with the fewest resources that let each group of units (an FPGA
     subfunction, whose units run one after another) take at most ``cycles[g]`` cycles a sample, as
     FINN's ``target_fps`` folds; None when even the most folded design does not fit ``budget``.
@@ -422,10 +446,13 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
     Greedy, from the most folded design (weights on chip): while a group takes more cycles than it
     may, unfold the unit of it whose next step saves the most cycles per share of the budget it adds
     and still fits the budget; then fold back, most resources freed first, what the rate lets fold.
-    ``ddr_bytes_per_cycle``: the DDR rate of pinned foldings with their weights in DDR."""
+    ``ddr_bytes_per_cycle``: the DDR rate of pinned foldings with their weights in DDR; ``strategies`` as
+    ``fold``'s."""
     pinned = pinned or {}
     widths = [width] * len(shapes) if isinstance(width, int) else list(width)
-    options = [[pinned[u]] if u in pinned else folding_options(s, widths[u]) for u, s in enumerate(shapes)]
+    strategies = strategies or {}
+    options = [[pinned[u]] if u in pinned else folding_options(s, widths[u], strategy=strategies.get(u))
+               for u, s in enumerate(shapes)]
 
     def estimate_of(u: int, k: int) -> dict[str, int]:
         return folded_estimate(shapes[u], options[u][k], widths[u], ddr_bytes_per_cycle)
@@ -468,11 +495,12 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
 
 
 def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
-         pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None
-         ) -> Optional[list[Folding]]:
+         pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
+         strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
     """Foldings, one per unit, with the least total latency that fit ``budget`` together; None when
     even the most folded design does not fit. ``width``: the fixed-point bits of every unit, or of
-    each. ``pinned``: unit index -> a folding the user fixed.
+    each. ``pinned``: unit index -> a folding the user fixed; ``strategies``: unit index -> the strategy the
+    user fixed (its reuse factor still folded).
     ``ddr_bytes_per_cycle``: the FPGA's DDR rate, which lets units keep their weights in DDR (their
     last, most folded option); None: never.
 
@@ -480,9 +508,9 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[
     frees the most over-budget resource per added cycle; then lower reuse factors again where the
     design still fits, the step that saves the most cycles first (weights come back on chip whenever
     they fit, even at some cycles: DDR traffic competes with the host's)."""
-    pinned = pinned or {}
+    pinned, strategies = pinned or {}, strategies or {}
     widths = [width] * len(shapes) if isinstance(width, int) else list(width)
-    options = [[pinned[u]] if u in pinned else folding_options(s, widths[u], ddr_bytes_per_cycle)
+    options = [[pinned[u]] if u in pinned else folding_options(s, widths[u], ddr_bytes_per_cycle, strategies.get(u))
                for u, s in enumerate(shapes)]
 
     def estimate_of(u: int, k: int) -> dict[str, int]:

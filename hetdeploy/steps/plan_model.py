@@ -105,6 +105,7 @@ def model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -
         pins[node("--device", name, device)] = device
     return dataclasses.replace(
         options, reuse_factors={node("--reuse-factor", n, v): v for n, v in options.reuse_factors.items()},
+        strategies={node("--strategy", n, v): v for n, v in options.strategies.items()},
         weights_in_ddr=[node("--weights-in-ddr", n) for n in options.weights_in_ddr],
         precisions={node("--precision", n, v): v for n, v in options.precisions.items()}, devices=pins,
         origins=origins)
@@ -216,8 +217,8 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
     its width (``_pinned_precision``)."""
     index = loaded.graph.node_index()
     where = {n: s.device for s in plan.subfunctions for n in s.nodes}
-    for flag, nodes in (("--reuse-factor", options.reuse_factors), ("--weights-in-ddr", options.weights_in_ddr),
-                        ("--precision", options.precisions)):
+    for flag, nodes in (("--reuse-factor", options.reuse_factors), ("--strategy", options.strategies),
+                        ("--weights-in-ddr", options.weights_in_ddr), ("--precision", options.precisions)):
         for node in nodes:  # named as the graph names them (model_node_names)
             if board.device(where[node]).kind != "fpga":
                 value = nodes[node] if isinstance(nodes, dict) else None
@@ -231,25 +232,28 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         shapes = [units.unit_shape(loaded.graph, u) for u in found]
         rate = units.ddr_bytes_per_cycle(device)
         widths = [_pinned_precision(loaded, u, options, layer_widths)[0] for u in found]
+        strategies = {k: strategy for k, (u, shape) in enumerate(zip(found, shapes))
+                      if (strategy := _pinned_strategy(loaded, u, shape, options)) is not None}
         pinned = {k: folding for k, (u, shape) in enumerate(zip(found, shapes))
-                  if (folding := _pinned_folding(loaded, u, shape, options, rate)) is not None}
+                  if (folding := _pinned_folding(loaded, u, shape, options, rate, strategies.get(k))) is not None}
         if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps)
             groups, start = [], 0
             for _, units_of_sub in split:
                 groups.append(range(start, start + len(units_of_sub)))
                 start += len(units_of_sub)
             cycles = [_cycles_for_rate(sub, options, device.clock_mhz) for sub in subs]
-            foldings = units.fold_for_rate(shapes, device.budget(), widths, groups, cycles, pinned, rate)
+            foldings = units.fold_for_rate(shapes, device.budget(), widths, groups, cycles, pinned, rate, strategies)
         else:
-            foldings = units.fold(shapes, device.budget(), widths, pinned, rate)
+            foldings = units.fold(shapes, device.budget(), widths, pinned, rate, strategies)
         if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)
-            folded = [units.folded_estimate(s, pinned.get(k) or units.folding_options(s, widths[k], rate)[-1],
+            folded = [units.folded_estimate(s, pinned.get(k) or units.folding_options(s, widths[k], rate,
+                                                                                      strategies.get(k))[-1],
                                             widths[k], rate) for k, s in enumerate(shapes)]
             over = [f"{k.upper()} {sum(e[k] for e in folded)} > {device.budget()[k]}" for k in units.RESOURCES
                     if sum(e[k] for e in folded) > device.budget()[k]]
             if pinned:
                 raise UserError(f"the FPGA units do not fit {device.name} with the foldings given by "
-                                f"--reuse-factor, --model-reuse-factor and --weights-in-ddr, even with every other unit fully folded "
+                                f"--reuse-factor, --model-reuse-factor, --strategy and --weights-in-ddr, even with every other unit fully folded "
                                 f"({', '.join(over)})")
             raise UserError(f"the {options.policy} policy gives {device.name} more than it holds even fully "
                             f"folded ({', '.join(over)}); the latency policy moves what does not fit elsewhere")
@@ -262,9 +266,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                 shape, folding, width = next(choices)
                 sub.execution_units.append(ExecutionUnit(
                     name=f"{sub.name}_u{k}", nodes=[loaded.graph.nodes[i].name for i in unit.nodes], pe=unit.pe,
-                    reuse_factor=folding.reuse_factor,
-                    # weights in DDR are read a bank at a time, never partitioned into registers
-                    strategy="Resource" if folding.weights_in_ddr else units.strategy_for(folding.reuse_factor),
+                    reuse_factor=folding.reuse_factor, strategy=folding.hls_strategy,
                     precision=_unit_precision(loaded, unit, options, layer_widths),
                     estimate=units.folded_estimate(shape, folding, width, rate),
                     weights_in_ddr=folding.weights_in_ddr, foldable=shape.kind == "kernel", inputs=unit.inputs,
@@ -309,16 +311,37 @@ def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions
     return f"ap_fixed<{width},{6 if integer is None else integer}>"
 
 
+def _pinned_strategy(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
+                     options: BuildOptions) -> Optional[str]:
+    """The hls4ml Strategy --strategy fixes for ``unit``; None: none."""
+    given = [(loaded.graph.nodes[i].name, options.strategies[loaded.graph.nodes[i].name]) for i in unit.nodes
+             if loaded.graph.nodes[i].name in options.strategies]
+    if not given:
+        return None
+    node, strategy = given[0]
+    if len(given) > 1:
+        raise UserError(f"--strategy: nodes '{node}' and '{given[1][0]}' are one execution unit; give one of them")
+    if shape.kind != "kernel":
+        raise UserError(f"{said(options, '--strategy', node, strategy, f'--strategy {node}={strategy.lower()}')}: "
+                        f"node '{node}' has no multiplications for a strategy to lay out (its unit runs on the "
+                        f"{unit.pe} PE)")
+    return strategy
+
+
 def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, options: BuildOptions,
-                    rate: float) -> Optional[units.Folding]:
-    """What --reuse-factor, --model-reuse-factor and --weights-in-ddr fix of ``unit``'s folding; None:
-    nothing."""
+                    rate: float, strategy: Optional[str]) -> Optional[units.Folding]:
+    """What --reuse-factor, --model-reuse-factor and --weights-in-ddr fix of ``unit``'s folding, under the
+    ``strategy`` --strategy pinned (None: by the reuse factor); None: nothing."""
     names = [loaded.graph.nodes[i].name for i in unit.nodes]
     in_ddr = [n for n in names if n in options.weights_in_ddr]
     given = [(n, options.reuse_factors[n]) for n in names if n in options.reuse_factors]
+    if in_ddr and strategy == "Latency":
+        setting = said(options, "--weights-in-ddr", in_ddr[0], None, "--weights-in-ddr")
+        raise UserError(f"{setting}: node '{in_ddr[0]}' has --strategy latency, which keeps the weights as "
+                        f"constants in the fabric; weights in DDR are read a bank at a time (resource)")
     if not given and not in_ddr and options.model_reuse_factor is not None and shape.kind == "kernel":
         valid = units.candidate_reuse_factors(shape)  # the nearest valid one, as hls4ml picks (ties: the smaller)
-        return units.Folding(min(valid, key=lambda rf: (abs(rf - options.model_reuse_factor), rf)))
+        return units.Folding(min(valid, key=lambda rf: (abs(rf - options.model_reuse_factor), rf)), False, strategy)
     if not given and not in_ddr:
         return None
     if len(given) > 1:
@@ -331,9 +354,16 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
     if not given:
         return units.folding_options(shape, options.width, rate)[-1]  # a kernel unit's last: weights in DDR
     node, rf = given[0]
-    valid = units.candidate_reuse_factors(shape)
-    if rf not in valid:
-        setting = said(options, "--reuse-factor", node, rf, f"--reuse-factor {node}={rf}")
+    products = shape.n_in * shape.n_out
+    setting = said(options, "--reuse-factor", node, rf, f"--reuse-factor {node}={rf}")
+    folding = units.Folding(rf, bool(in_ddr), strategy)
+    if folding.hls_strategy == "Latency" and rf > products:
+        raise UserError(f"{setting}: above the layer's {products} products ({shape.n_in} inputs x {shape.n_out} "
+                        f"outputs), the most a reuse factor can fold")
+    if rf not in (valid := units.reuse_factors_for(shape, folding.hls_strategy)):
+        why = ("" if strategy else " (with its weights in DDR)" if in_ddr else
+               f" (the default from reuse factor {units.BRAM_MIN_DEPTH}; --strategy {node}=latency takes any)")
         raise UserError(f"{setting}: {rf} does not divide the layer ({shape.n_in} inputs x {shape.n_out} outputs = "
-                        f"{shape.n_in * shape.n_out} products) as hls4ml requires; valid: {', '.join(map(str, valid))}")
-    return units.Folding(rf, bool(in_ddr))
+                        f"{products} products) as hls4ml requires under the resource strategy{why}; valid: "
+                        f"{', '.join(map(str, valid))}")
+    return folding
