@@ -243,15 +243,15 @@ def fill_cycles(shape: Shape, reuse_factor: int, bits: int) -> int:
     one cycle more)."""
     if shape.kind == "elementwise" and not shape.table_layers:
         return 0
-    return estimate(dataclasses.replace(shape, vectors=1), reuse_factor, bits,
-                    table_entries=HLS4ML_TABLE_SIZE)["compute_cycles"]
+    return estimate(dataclasses.replace(shape, vectors=1, table_entries=HLS4ML_TABLE_SIZE), reuse_factor,
+                    bits)["compute_cycles"]
 
 
 def network_estimate(shapes: list[Shape], reuse_factor: int, bits: int) -> dict[str, int]:
     streamed = any(s.streamed for s in shapes)
     if not streamed:  # one io_parallel project registers its input once; its later layers read the wires before them
         shapes = shapes[:1] + [dataclasses.replace(s, input_values=0) for s in shapes[1:]]
-    layers = [estimate(s, reuse_factor, bits, table_entries=HLS4ML_TABLE_SIZE) for s in shapes]
+    layers = [estimate(dataclasses.replace(s, table_entries=HLS4ML_TABLE_SIZE), reuse_factor, bits) for s in shapes]
     totals = {k: sum(e[k] for e in layers) for k in RESOURCES}
     compute = [e["compute_cycles"] for e in layers]
     if streamed:  # dataflow: the slowest layer, and each other layer's fill

@@ -104,6 +104,38 @@ def test_strategy_pins_from_the_command_line_and_a_config_file(tmp_path, capsys)
     assert f"{config}: line 4: nodes./fc3/Gemm.strategy: 'dataflow': expected one of" in capsys.readouterr().err
 
 
+def test_table_size_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
+    """--table-size NODE=N (nodes.NODE.table_size) sets the entries of the lookup tables of the unit holding
+    NODE, and its estimate follows: the jet tagger's Softmax at hls4ml's 1,024 entries takes a BRAM18 a table
+    where hetdeploy's 4,096 take four."""
+    model = tmp_path / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))
+
+    def last_unit(*flags):
+        assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", *flags, "--json"]) == 0
+        plan = json.loads(capsys.readouterr().out)
+        units = [u for s in plan["subfunctions"] for u in s["execution_units"]]
+        assert [u["table_size"] for u in units[:-1]] == [0, 0, 0]  # no tables there
+        return plan, units[-1]
+
+    _, default = last_unit()
+    plan, pinned = last_unit("--table-size", "/softmax/Softmax=1024")
+    assert (default["table_size"], pinned["table_size"]) == (4096, 1024)
+    assert plan["config"]["nodes"]["/softmax/Softmax"] == {"table_size": 1024}
+    # 3 copies of the exponential's table (5 reads, two ports each) and the inverse's: 4 blocks each, then 1
+    assert (default["estimate"]["bram18"], pinned["estimate"]["bram18"]) == (16, 4)
+    config = tmp_path / "c.yaml"
+    config.write_text(f"model: {model}\nboard: pynq-z2\npolicy: support\nnodes:\n  /fc4/Gemm: {{table_size: 256}}\n")
+    assert main(["plan", "--config", str(config), "--json"]) == 0  # a node of the unit: the Softmax fused after fc4
+    assert json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"][-1]["table_size"] == 256
+    assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", "--table-size", "/fc1/Gemm=256"]) == 2
+    assert "--table-size /fc1/Gemm=256: the unit holding node '/fc1/Gemm' has no lookup table" in capsys.readouterr().err
+    config.write_text(f"model: {model}\nboard: pynq-z2\nnodes:\n  /softmax/Softmax: {{table_size: 1000}}\n")
+    assert main(["plan", "--config", str(config)]) == 2
+    assert (f"{config}: line 4: nodes./softmax/Softmax.table_size: '1000': expected a power of two from 16 to 65536"
+            in capsys.readouterr().err)
+
+
 def test_device_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
     model = tmp_path / "jet.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))

@@ -146,11 +146,11 @@ def test_a_batchnormalization_anywhere_runs_on_the_fpga(tmp_path):
     assert all(u.verification.passed for s in plan.subfunctions for u in s.execution_units)
 
 
-def test_each_strategy_hls4ml_has_builds_and_verifies_at_its_own_reuse_factors(tmp_path):
+def test_hls4ml_builds_and_verifies_the_strategies_and_table_sizes_pinned(tmp_path):
     """--strategy pinned on a streamed convolution (Resource, folded to fit) and on Dense layers under
     Latency at a reuse factor that does not divide the layer (which hls4ml's Resource would refuse) and
-    under Resource below and above the layer's inputs: hls4ml generates each as pinned, every unit and the
-    pipeline within tolerance of onnxruntime."""
+    under Resource below and above the layer's inputs; --table-size on a Sigmoid and a Softmax: hls4ml
+    generates each as pinned, every unit and the pipeline within tolerance of onnxruntime."""
     b = Builder(5)
     C = op_models.CHANNELS
     x = b.node("Conv", ["input", b.random("conv.w", [C, 3, 3, 3])], "conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
@@ -160,12 +160,15 @@ def test_each_strategy_hls4ml_has_builds_and_verifies_at_its_own_reuse_factors(t
     x = b.node("Gemm", [x, b.random("fc1.w", [24, C * 16]), b.random("fc1.b", [24])], "fc1", transB=1)
     x = b.node("Relu", [x], "relu1")
     x = b.node("Gemm", [x, b.random("fc2.w", [16, 24]), b.random("fc2.b", [16])], "fc2", transB=1)
-    x = b.node("Relu", [x], "relu2")
-    b.node("Gemm", [x, b.random("fc3.w", [10, 16]), b.random("fc3.b", [10])], "fc3", transB=1)
+    x = b.node("Sigmoid", [x], "sigmoid")
+    x = b.node("Gemm", [x, b.random("fc3.w", [10, 16]), b.random("fc3.b", [10])], "fc3", transB=1)
+    b.node("Softmax", [x], "softmax", axis=-1)
     path = save_model(b, tmp_path / "strategies.onnx", [1, 3, 8, 8])
     strategies = {"conv": "Resource", "fc1": "Latency", "fc2": "Resource", "fc3": "Resource"}
     reuse = {"fc1": 100, "fc2": 8, "fc3": 32}  # 100 does not divide 24 x 16C; 8 < 24 inputs; 32 > 16 inputs
-    plan = build_and_emulate(path, tmp_path / "strategies", strategies=strategies, reuse_factors=reuse)
+    tables = {"sigmoid": 512, "softmax": 1024}
+    plan = build_and_emulate(path, tmp_path / "strategies", strategies=strategies, reuse_factors=reuse,
+                             table_sizes=tables)
     on_fpga(plan, [n.name for n in b.nodes])
     found = {u.nodes[0]: u for s in plan.subfunctions for u in s.execution_units}
     assert {n: found[n].strategy for n in strategies} == strategies
@@ -178,6 +181,11 @@ def test_each_strategy_hls4ml_has_builds_and_verifies_at_its_own_reuse_factors(t
         assert f"strategy = nnet::{strategy.lower()};" in layer, (node, layer)
         if node in reuse:
             assert f"reuse_factor = {reuse[node]};" in layer, (node, layer)
+    for node, entries in tables.items():
+        unit = next(u for u in found.values() if node in u.nodes)
+        assert unit.table_size == entries
+        firmware = (tmp_path / "strategies" / unit.hls.project / "firmware" / "parameters.h").read_text()
+        assert f"table_size = {entries};" in firmware and "table_size = 4096" not in firmware, node
     assert all(u.verification.passed for s in plan.subfunctions for u in s.execution_units)
 
 

@@ -148,14 +148,14 @@ def test_lookup_tables_are_copied_for_their_reads_and_fifos_counted():
     assert dense.softmax and not dense.fifos and dense.table_layers == 0
     # hls4ml pipelines the Softmax at a vector a cycle whatever R: ceil(10 / 2 ports) copies of the
     # exponential's table and one inverse table, a BRAM18 each at 1,024 entries
-    at = {rf: estimate(dense, rf, 16, table_entries=1024)["bram18"] for rf in (1, 2, 5)}
+    at = {rf: estimate(dataclasses.replace(dense, table_entries=1024), rf, 16)["bram18"] for rf in (1, 2, 5)}
     assert at == {1: 6, 2: 6, 5: 6}
     assert estimate(dense, 1, 16)["bram18"] == 24  # at hetdeploy's 4,096 entries: 4 blocks a copy
     # a Sigmoid after a 64-wide layer reads its table 64 times a vector: 32 copies (hls4ml's baseline
     # Dense(64) + sigmoid: 32 BRAM18s under Vivado HLS 2020.1 and Vitis HLS 2024.1)
     sigmoid = _head("Sigmoid")
     assert sigmoid.table_layers == 1
-    assert estimate(sigmoid, 1, 16, table_entries=1024)["bram18"] == 32
+    assert estimate(dataclasses.replace(sigmoid, table_entries=1024), 1, 16)["bram18"] == 32
     # each of its 64 reads computes an index (scale, offset, clamp): LUTs a plain ReLU does not take
     extra = estimate(sigmoid, 1, 16)["lut"] - estimate(_head("Relu"), 1, 16)["lut"]
     assert extra == 3072  # about 3 LUT a bit of each of the 64 16-bit reads

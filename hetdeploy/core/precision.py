@@ -101,7 +101,7 @@ class SoftmaxTables:
     input_width: int
     input_integer: int
     n: int
-    table_size: int  # units.LOOKUP_TABLE_SIZE
+    table_size: int  # the unit's TableSize (units.LOOKUP_TABLE_SIZE unless --table-size pins another)
 
     TABLE_WIDTH, TABLE_INTEGER = 18, 2  # both tables: values in (0, 1] and 1/sum in (0, 1]
 

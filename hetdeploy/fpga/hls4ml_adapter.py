@@ -74,6 +74,7 @@ class UnitSettings:
     input_precisions: list[Optional[str]]
     weights_in_ddr: bool = False
     output_precision: Optional[str] = None  # hls4ml config string the unit's outputs take (--precision)
+    table_size: int = 0  # entries of each lookup table (ExecutionUnit.table_size; 0: the unit has none)
 
 
 @contextlib.contextmanager
@@ -389,15 +390,14 @@ def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: st
                 continue
             if node.op_type in _FOLDED_OPS:
                 layer.update(ReuseFactor=settings.reuse_factor, Strategy=settings.strategy)
-            if node.op_type in units.TABLE_OPS:  # hls4ml's 1024 entries err by up to ~0.004
-                layer.update(TableSize=units.LOOKUP_TABLE_SIZE)
+            if node.op_type in units.TABLE_OPS:  # the unit's (default 4096: hls4ml's 1024 err by up to ~0.004)
+                layer.update(TableSize=settings.table_size)
                 if node.op_type in _BOUNDED_TABLE_OPS:  # outputs within (-1, 1): 16 fraction bits, not 10
                     layer["Precision"] = {**layer["Precision"], "table": f"fixed<18,2,{_ROUNDING}>"}
             if node.op_type == "Softmax":  # its inverse table's size given, hls4ml keeps the sizes we give
-                layer.update(Implementation="stable", TableSize=units.LOOKUP_TABLE_SIZE,
-                             InvTableSize=units.LOOKUP_TABLE_SIZE)
+                layer.update(Implementation="stable", TableSize=settings.table_size, InvTableSize=settings.table_size)
                 n = wrapper.get_tensor_shape(node.input[0])[-1]
-                layer["Precision"]["accum"] = SoftmaxTables(0, 0, n, units.LOOKUP_TABLE_SIZE).accumulator()
+                layer["Precision"]["accum"] = SoftmaxTables(0, 0, n, settings.table_size).accumulator()
 
         hls_model = hls4ml.converters.convert_from_onnx_model(
             wrapper,
@@ -651,7 +651,7 @@ def _size_softmax_tables(layer, backend) -> None:
 
     data = layer.get_input_variable().type.precision
     n_slice = layer.get_attr("n_in") // layer.get_attr("n_inner", 1) // layer.get_attr("n_outer", 1)
-    tables = SoftmaxTables(data.width, data.integer, n_slice, units.LOOKUP_TABLE_SIZE)
+    tables = SoftmaxTables(data.width, data.integer, n_slice, layer.get_attr("table_size"))  # the unit's TableSize
     width, integer = SoftmaxTables.TABLE_WIDTH, SoftmaxTables.TABLE_INTEGER
     types = {
         "exp_table_t": f"fixed<{width},{integer},{_ROUNDING}>",

@@ -40,6 +40,7 @@ from ..core.yamlfile import YamlFile
 from .cost import OBJECTIVES
 from .memory import STRATEGIES
 from .partition import POLICIES
+from .units import LOOKUP_TABLE_SIZE, TABLE_SIZES
 from .units import STRATEGIES as HLS_STRATEGIES
 
 MEMORY_STRATEGIES = ("auto", *STRATEGIES)
@@ -69,6 +70,7 @@ class BuildOptions:
     target_rate: Optional[float] = None
     reuse_factors: dict[str, int] = field(default_factory=dict)  # ONNX node name -> pinned ReuseFactor
     strategies: dict[str, str] = field(default_factory=dict)  # ONNX node name -> pinned hls4ml Strategy
+    table_sizes: dict[str, int] = field(default_factory=dict)  # ONNX node name -> its unit's lookup tables' entries
     # every foldable unit's ReuseFactor (hls4ml's model-wide one): the valid one nearest it; None: folded to fit
     model_reuse_factor: Optional[int] = None
     weights_in_ddr: list[str] = field(default_factory=list)  # ONNX nodes whose unit keeps its weights in DDR
@@ -182,6 +184,12 @@ def hls_strategy(value: Any) -> str:
     if found is None:
         raise ValueError(f"'{value}': expected one of {', '.join(s.lower() for s in HLS_STRATEGIES)}")
     return found
+
+
+def table_size(value: Any) -> int:
+    if not _whole(value) or int(value) not in TABLE_SIZES:
+        raise ValueError(f"'{value}': expected a power of two from {TABLE_SIZES[0]} to {TABLE_SIZES[-1]}")
+    return int(value)
 
 
 def flag(value: Any) -> bool:
@@ -307,6 +315,11 @@ OPTIONS = (
            "weights as constants; any reuse factor) or resource (weights in banks of depth R; R must divide the "
            "layer); default: latency below reuse factor 64, resource from it", metavar="NODE=S", per_node=True,
            written=str.lower),
+    Option("table_sizes", "table_size", table_size, "precision and verification", "entries of each lookup table "
+           "(hls4ml's TableSize) of the FPGA execution unit holding ONNX node NODE, a Softmax or a table activation "
+           "(Sigmoid, Tanh, Softsign, Softplus, Elu, Selu), or a layer such a node is fused into (repeatable; a power "
+           f"of two from {TABLE_SIZES[0]} to {TABLE_SIZES[-1]}; default {LOOKUP_TABLE_SIZE}; hls4ml's own: 1024)",
+           metavar="NODE=N", per_node=True),
     Option("target_rate", "target_rate", rate, "folding and memory", "samples per second the FPGA must sustain on "
            "a stream of --batch samples a call: its units folded to the fewest resources that reach N (FINN's "
            "target_fps); default: folded to the least latency that fits", metavar="N"),

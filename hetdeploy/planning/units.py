@@ -90,13 +90,15 @@ ADDER_LEVELS_PER_CYCLE = 3
 # two accesses, shared by a unit's reads and writes).
 ARENA_WORD_BYTES = 8
 ARENA_PORTS = 2
-# Entries of the lookup tables hetdeploy gives hls4ml's Softmax and TABLE_OPS (its TableSize; hls4ml's
-# own default, 1024, errs by up to ~0.004), each 18 bits wide.
+# Entries of the lookup tables hetdeploy gives hls4ml's Softmax and TABLE_OPS unless --table-size pins
+# others (its TableSize; hls4ml's own default, 1024, errs by up to ~0.004), each 18 bits wide.
 TABLE_OPS = frozenset({"Tanh", "Sigmoid", "Softsign", "Softplus", "Elu", "Selu"})
 # ... of which these output the input itself (scaled) where it is not negative, the table elsewhere: the input
 # waits beside the table read
 TABLE_SELECT_OPS = frozenset({"Elu", "Selu"})
 LOOKUP_TABLE_SIZE = 4096
+# the sizes --table-size takes: hetdeploy's Softmax tables index by the top bits of a value (a power of two)
+TABLE_SIZES = tuple(2 ** k for k in range(4, 17))
 LOOKUP_TABLE_BITS = 18
 # Each table read's index: the value scaled and offset (an adder) and clamped to the table at both ends
 # (two comparators, a multiplexer): about this many LUTs a bit of the value (set on hls4ml's Dense + sigmoid
@@ -168,6 +170,7 @@ class Shape:
     weight_bits: Optional[int] = None
     window_values: int = 0  # values a streamed convolution or pooling holds in its window (k x k x input channels)
     table_selects: int = 0  # table layers of TABLE_SELECT_OPS in the unit
+    table_entries: int = LOOKUP_TABLE_SIZE  # entries of each lookup table (Softmax's, TABLE_OPS'): hls4ml's TableSize
 
 
 def unit_shape(graph: Graph, unit: Unit) -> Shape:
@@ -302,15 +305,14 @@ def reuse_factors_for(shape: Shape, strategy: Optional[str]) -> list[int]:
 
 
 def estimate(shape: Shape, reuse_factor: int, width: int,
-             ddr_bytes_per_cycle: Optional[float] = None, table_entries: int = LOOKUP_TABLE_SIZE,
-             strategy: Optional[str] = None) -> dict[str, int]:
+             ddr_bytes_per_cycle: Optional[float] = None, strategy: Optional[str] = None) -> dict[str, int]:
     """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc), and the latency's
     parts: ``compute_cycles`` (its arithmetic, DDR weights' reads within: a vector waits for its
     weights), ``buffer_cycles`` (moving its inputs and outputs through the subfunction's word-wide
     arena, ARENA_PORTS words a cycle) and ``ddr_cycles`` (what the DDR weights' reads add to the
     arithmetic). An io_parallel unit reads, computes and writes in turn; a streamed one overlaps the
     three (dataflow). ``ddr_bytes_per_cycle``: the unit's weights are in DDR, read at this rate; None:
-    on chip. ``table_entries``: entries of each lookup table (Softmax's, TABLE_OPS'). ``strategy``: hls4ml's
+    on chip. ``strategy``: hls4ml's
     Strategy (STRATEGIES; None: ``strategy_for`` the reuse factor)."""
     bram18, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
     cycles = 0
@@ -361,7 +363,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         ff += shape.input_values * width
     # hls4ml pipelines its table layers at a vector a cycle whatever the reuse factor, each table read
     # once per value: copied until the reads fit the copies' two ports
-    table = bram18_blocks(table_entries, LOOKUP_TABLE_BITS)
+    table = bram18_blocks(shape.table_entries, LOOKUP_TABLE_BITS)
     copies = math.ceil(shape.n_out / 2)
     bram18 += shape.table_layers * copies * table
     lookups = shape.table_layers * shape.n_out

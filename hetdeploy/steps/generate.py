@@ -93,7 +93,8 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
             hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz,
                                      width=pinned[0][0] if pinned else unit_widths[unit.name])
             settings = UnitSettings(unit.reuse_factor, unit.strategy, [config_precision.get(t) for t in unit.inputs],
-                                    unit.weights_in_ddr, fixed_config(*pinned[0]) if pinned else None)
+                                    unit.weights_in_ddr, fixed_config(*pinned[0]) if pinned else None,
+                                    unit.table_size)
             unit.hls = None
             try:
                 unit.hls = _converted_unit(model, project / "units" / unit.name, unit.name, unit_samples, settings,

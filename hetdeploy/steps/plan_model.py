@@ -106,6 +106,7 @@ def model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -
     return dataclasses.replace(
         options, reuse_factors={node("--reuse-factor", n, v): v for n, v in options.reuse_factors.items()},
         strategies={node("--strategy", n, v): v for n, v in options.strategies.items()},
+        table_sizes={node("--table-size", n, v): v for n, v in options.table_sizes.items()},
         weights_in_ddr=[node("--weights-in-ddr", n) for n in options.weights_in_ddr],
         precisions={node("--precision", n, v): v for n, v in options.precisions.items()}, devices=pins,
         origins=origins)
@@ -218,7 +219,8 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
     index = loaded.graph.node_index()
     where = {n: s.device for s in plan.subfunctions for n in s.nodes}
     for flag, nodes in (("--reuse-factor", options.reuse_factors), ("--strategy", options.strategies),
-                        ("--weights-in-ddr", options.weights_in_ddr), ("--precision", options.precisions)):
+                        ("--weights-in-ddr", options.weights_in_ddr), ("--precision", options.precisions),
+                        ("--table-size", options.table_sizes)):
         for node in nodes:  # named as the graph names them (model_node_names)
             if board.device(where[node]).kind != "fpga":
                 value = nodes[node] if isinstance(nodes, dict) else None
@@ -229,7 +231,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs)))
                  for sub in subs]
         found = [u for _, units_of_sub in split for u in units_of_sub]
-        shapes = [units.unit_shape(loaded.graph, u) for u in found]
+        shapes = [_pinned_tables(loaded, u, units.unit_shape(loaded.graph, u), options) for u in found]
         rate = units.ddr_bytes_per_cycle(device)
         widths = [_pinned_precision(loaded, u, options, layer_widths)[0] for u in found]
         strategies = {k: strategy for k, (u, shape) in enumerate(zip(found, shapes))
@@ -269,7 +271,9 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     reuse_factor=folding.reuse_factor, strategy=folding.hls_strategy,
                     precision=_unit_precision(loaded, unit, options, layer_widths),
                     estimate=units.folded_estimate(shape, folding, width, rate),
-                    weights_in_ddr=folding.weights_in_ddr, foldable=shape.kind == "kernel", inputs=unit.inputs,
+                    weights_in_ddr=folding.weights_in_ddr,
+                    table_size=shape.table_entries if shape.table_layers or shape.softmax else 0,
+                    foldable=shape.kind == "kernel", inputs=unit.inputs,
                     outputs=[unit.output]))
             sub.resources = _unit_totals(sub)
             sub.budget = budget
@@ -309,6 +313,21 @@ def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions
     """The unit's output type as far as planning knows it (HLS generation sizes unpinned ones)."""
     width, integer = _pinned_precision(loaded, unit, options, layer_widths)
     return f"ap_fixed<{width},{6 if integer is None else integer}>"
+
+
+def _pinned_tables(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, options: BuildOptions) -> units.Shape:
+    """``shape`` with the table size --table-size gives a node of ``unit``."""
+    given = [(loaded.graph.nodes[i].name, options.table_sizes[loaded.graph.nodes[i].name]) for i in unit.nodes
+             if loaded.graph.nodes[i].name in options.table_sizes]
+    if not given:
+        return shape
+    node, size = given[0]
+    if len(given) > 1:
+        raise UserError(f"--table-size: nodes '{node}' and '{given[1][0]}' are one execution unit; give one of them")
+    if not (shape.table_layers or shape.softmax):
+        raise UserError(f"{said(options, '--table-size', node, size, f'--table-size {node}={size}')}: the unit holding "
+                        f"node '{node}' has no lookup table (no Softmax or {', '.join(sorted(units.TABLE_OPS))})")
+    return dataclasses.replace(shape, table_entries=size)
 
 
 def _pinned_strategy(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
