@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from ..core.board import Board
 from ..core.board_runtime import resource_of
@@ -296,16 +296,22 @@ def _unit_totals(sub: Subfunction) -> dict[str, int]:
     return {k: sum(u.estimate[k] for u in sub.execution_units) for k in (*units.RESOURCES, *units.CYCLES)}
 
 
+def _unit_setting(loaded: LoadedModel, unit: units.Unit, flag: str, settings: Mapping[str, Any]
+                  ) -> Optional[tuple[str, Any]]:
+    """(node, value) of the one node of ``unit`` that a per-node setting names; None: no node of it. A unit
+    takes one value: two nodes of it named is a mistake."""
+    given = [(n, settings[n]) for n in (loaded.graph.nodes[i].name for i in unit.nodes) if n in settings]
+    if len(given) > 1:
+        raise UserError(f"{flag}: nodes '{given[0][0]}' and '{given[1][0]}' are one execution unit; give one of them")
+    return given[0] if given else None
+
+
 def _pinned_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions,
                       layer_widths: Mapping[str, int]) -> tuple[int, Optional[int]]:
     """(bits, integer bits or None) of ``unit``'s values: --precision's for a node of it, else its
     quantizers' in a quantized model, else --error-budget's (``layer_widths``), else --width's."""
-    given = [(n, options.precisions[n]) for n in (loaded.graph.nodes[i].name for i in unit.nodes)
-             if n in options.precisions]
-    if len(given) > 1:
-        raise UserError(f"--precision: nodes '{given[0][0]}' and '{given[1][0]}' are one execution unit; "
-                        f"give one of them")
-    return given[0][1] if given else (node_widths(loaded.graph, options.width, layer_widths)[unit.nodes[0]], None)
+    given = _unit_setting(loaded, unit, "--precision", options.precisions)
+    return given[1] if given else (node_widths(loaded.graph, options.width, layer_widths)[unit.nodes[0]], None)
 
 
 def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions,
@@ -317,13 +323,10 @@ def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions
 
 def _pinned_tables(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, options: BuildOptions) -> units.Shape:
     """``shape`` with the table size --table-size gives a node of ``unit``."""
-    given = [(loaded.graph.nodes[i].name, options.table_sizes[loaded.graph.nodes[i].name]) for i in unit.nodes
-             if loaded.graph.nodes[i].name in options.table_sizes]
-    if not given:
+    given = _unit_setting(loaded, unit, "--table-size", options.table_sizes)
+    if given is None:
         return shape
-    node, size = given[0]
-    if len(given) > 1:
-        raise UserError(f"--table-size: nodes '{node}' and '{given[1][0]}' are one execution unit; give one of them")
+    node, size = given
     if not (shape.table_layers or shape.softmax):
         raise UserError(f"{said(options, '--table-size', node, size, f'--table-size {node}={size}')}: the unit holding "
                         f"node '{node}' has no lookup table (no Softmax or {', '.join(sorted(units.TABLE_OPS))})")
@@ -333,13 +336,10 @@ def _pinned_tables(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, op
 def _pinned_strategy(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
                      options: BuildOptions) -> Optional[str]:
     """The hls4ml Strategy --strategy fixes for ``unit``; None: none."""
-    given = [(loaded.graph.nodes[i].name, options.strategies[loaded.graph.nodes[i].name]) for i in unit.nodes
-             if loaded.graph.nodes[i].name in options.strategies]
-    if not given:
+    given = _unit_setting(loaded, unit, "--strategy", options.strategies)
+    if given is None:
         return None
-    node, strategy = given[0]
-    if len(given) > 1:
-        raise UserError(f"--strategy: nodes '{node}' and '{given[1][0]}' are one execution unit; give one of them")
+    node, strategy = given
     if shape.kind != "kernel":
         raise UserError(f"{said(options, '--strategy', node, strategy, f'--strategy {node}={strategy.lower()}')}: "
                         f"node '{node}' has no multiplications for a strategy to lay out (its unit runs on the "
@@ -353,7 +353,7 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
     ``strategy`` --strategy pinned (None: by the reuse factor); None: nothing."""
     names = [loaded.graph.nodes[i].name for i in unit.nodes]
     in_ddr = [n for n in names if n in options.weights_in_ddr]
-    given = [(n, options.reuse_factors[n]) for n in names if n in options.reuse_factors]
+    given = _unit_setting(loaded, unit, "--reuse-factor", options.reuse_factors)
     if in_ddr and strategy == "Latency":
         setting = said(options, "--weights-in-ddr", in_ddr[0], None, "--weights-in-ddr")
         raise UserError(f"{setting}: node '{in_ddr[0]}' has --strategy latency, which keeps the weights as "
@@ -363,16 +363,13 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
         return units.Folding(min(valid, key=lambda rf: (abs(rf - options.model_reuse_factor), rf)), False, strategy)
     if not given and not in_ddr:
         return None
-    if len(given) > 1:
-        raise UserError(f"--reuse-factor: nodes '{given[0][0]}' and '{given[1][0]}' are one execution unit; "
-                        f"give one of them")
     if shape.kind != "kernel":
-        flag, node, value = ("--reuse-factor", *given[0]) if given else ("--weights-in-ddr", in_ddr[0], None)
+        flag, node, value = ("--reuse-factor", *given) if given else ("--weights-in-ddr", in_ddr[0], None)
         raise UserError(f"{said(options, flag, node, value, flag)}: node '{node}' has no multiplications to fold and "
                         f"no weights to move (its unit runs on the {unit.pe} PE)")
     if not given:
         return units.folding_options(shape, options.width, rate)[-1]  # a kernel unit's last: weights in DDR
-    node, rf = given[0]
+    node, rf = given
     products = shape.n_in * shape.n_out
     setting = said(options, "--reuse-factor", node, rf, f"--reuse-factor {node}={rf}")
     folding = units.Folding(rf, bool(in_ddr), strategy)
