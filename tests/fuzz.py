@@ -469,7 +469,8 @@ def path_case(rng: random.Random) -> Case:
 # numeric options of plan and sweep, with values none of them takes, and values some take
 NUMERIC_OPTIONS = ["--width", "--batch", "--samples", "--seed", "--target-rate", "--error-budget",
                    "--model-reuse-factor", "--reuse-factor /fc1/Gemm=", "--precision /fc1/Gemm=ap_fixed<{},4>",
-                   "--device /fc1/Gemm=", "--strategy /fc1/Gemm=", "--table-size /softmax/Softmax="]
+                   "--device /fc1/Gemm=", "--strategy /fc1/Gemm=", "--table-size /softmax/Softmax=",
+                   "--io-type /fc1/Gemm="]
 SWEEP_OPTIONS = ["--workers", "--widths", "--reuse-factors"]
 BAD_NUMBERS = ["-1", "-0.5", "nan", "inf", "-inf", "1e400", "x", "", "0x10"]
 EDGE_NUMBERS = ["0", "1", "4", "32", "33", "1_0", str(2 ** 31), str(2 ** 63), "1e-300", "0.999999"]

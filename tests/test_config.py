@@ -136,6 +136,47 @@ def test_table_size_pins_from_the_command_line_and_a_config_file(tmp_path, capsy
             in capsys.readouterr().err)
 
 
+def test_io_type_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
+    """--io-type NODE=T (nodes.NODE.io_type) sets hls4ml's IOType of the unit holding NODE, and its estimate
+    follows: a streamed Dense moves its values beside its arithmetic (no separate buffer cycles) and holds its
+    output word, not its input vector, in registers."""
+    model = tmp_path / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))
+
+    def units(*flags):
+        assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", *flags, "--json"]) == 0
+        plan = json.loads(capsys.readouterr().out)
+        return plan, {u["nodes"][0]: u for s in plan["subfunctions"] for u in s["execution_units"]}
+
+    _, parallel = units()
+    assert {u["io_type"] for u in parallel.values()} == {"io_parallel"}  # flat: parallel unless pinned
+    plan, pinned = units("--io-type", "/fc1/Gemm=stream")
+    assert plan["config"]["nodes"]["/fc1/Gemm"] == {"io_type": "stream"}
+    streamed, before = pinned["/fc1/Gemm"], parallel["/fc1/Gemm"]
+    assert streamed["io_type"] == "io_stream" and pinned["/fc2/Gemm"] == parallel["/fc2/Gemm"]
+    assert before["estimate"]["buffer_cycles"] > 0 and streamed["estimate"]["buffer_cycles"] == 0
+    assert streamed["estimate"]["ff"] - before["estimate"]["ff"] == (64 - 16) * 16  # output word 64, input 16
+    config = tmp_path / "c.yaml"
+    config.write_text(f"model: {model}\nboard: pynq-z2\npolicy: support\nnodes:\n  /fc2/Gemm: {{io_type: io_stream}}\n")
+    assert main(["plan", "--config", str(config), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"][1]["io_type"] == "io_stream"
+    cnn = tmp_path / "cnn.onnx"
+    onnx.save(networks.small_cnn(), str(cnn))
+    assert main(["plan", str(cnn), "--board", "pynq-z2", "--policy", "support", "--io-type", "flatten=stream"]) == 2
+    assert "--io-type flatten=stream: node 'flatten' only moves values" in capsys.readouterr().err
+    # every output pixel's comparators at once: 43k LUT more than the stream, past the PYNQ-Z2's budget
+    assert main(["plan", str(cnn), "--board", "pynq-z2", "--policy", "support", "--io-type", "pool1=parallel"]) == 2
+    assert "(LUT 77072 > 47880)" in capsys.readouterr().err
+    assert main(["plan", str(cnn), "--board", "zcu104", "--policy", "support", "--io-type", "pool1=parallel",
+                 "--json"]) == 0
+    pool = json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"][1]
+    assert pool["nodes"][0] == "pool1" and pool["io_type"] == "io_parallel"
+    config.write_text(f"model: {model}\nboard: pynq-z2\nnodes:\n  /fc2/Gemm: {{io_type: dataflow}}\n")
+    assert main(["plan", "--config", str(config)]) == 2
+    assert f"{config}: line 4: nodes./fc2/Gemm.io_type: 'dataflow': expected one of parallel, stream" in \
+        capsys.readouterr().err
+
+
 def test_device_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
     model = tmp_path / "jet.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))

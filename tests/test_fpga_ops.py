@@ -146,11 +146,12 @@ def test_a_batchnormalization_anywhere_runs_on_the_fpga(tmp_path):
     assert all(u.verification.passed for s in plan.subfunctions for u in s.execution_units)
 
 
-def test_hls4ml_builds_and_verifies_the_strategies_and_table_sizes_pinned(tmp_path):
+def test_hls4ml_builds_and_verifies_the_strategies_table_sizes_and_io_types_pinned(tmp_path):
     """--strategy pinned on a streamed convolution (Resource, folded to fit) and on Dense layers under
     Latency at a reuse factor that does not divide the layer (which hls4ml's Resource would refuse) and
-    under Resource below and above the layer's inputs; --table-size on a Sigmoid and a Softmax: hls4ml
-    generates each as pinned, every unit and the pipeline within tolerance of onnxruntime."""
+    under Resource below and above the layer's inputs; --table-size on a Sigmoid and a Softmax; --io-type
+    io_parallel on the max pooling and io_stream on two Dense layers: hls4ml generates each as pinned,
+    every unit and the pipeline within tolerance of onnxruntime."""
     b = Builder(5)
     C = op_models.CHANNELS
     x = b.node("Conv", ["input", b.random("conv.w", [C, 3, 3, 3])], "conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
@@ -167,8 +168,9 @@ def test_hls4ml_builds_and_verifies_the_strategies_and_table_sizes_pinned(tmp_pa
     strategies = {"conv": "Resource", "fc1": "Latency", "fc2": "Resource", "fc3": "Resource"}
     reuse = {"fc1": 100, "fc2": 8, "fc3": 32}  # 100 does not divide 24 x 16C; 8 < 24 inputs; 32 > 16 inputs
     tables = {"sigmoid": 512, "softmax": 1024}
+    io_types = {"pool": "io_parallel", "fc2": "io_stream", "fc3": "io_stream"}
     plan = build_and_emulate(path, tmp_path / "strategies", strategies=strategies, reuse_factors=reuse,
-                             table_sizes=tables)
+                             table_sizes=tables, io_types=io_types)
     on_fpga(plan, [n.name for n in b.nodes])
     found = {u.nodes[0]: u for s in plan.subfunctions for u in s.execution_units}
     assert {n: found[n].strategy for n in strategies} == strategies
@@ -181,6 +183,11 @@ def test_hls4ml_builds_and_verifies_the_strategies_and_table_sizes_pinned(tmp_pa
         assert f"strategy = nnet::{strategy.lower()};" in layer, (node, layer)
         if node in reuse:
             assert f"reuse_factor = {reuse[node]};" in layer, (node, layer)
+    for node, io_type in {**io_types, "conv": "io_stream", "fc1": "io_parallel"}.items():  # pinned, and defaults
+        unit = found[node]
+        assert unit.io_type == unit.hls.io_type == io_type, node
+        top = tmp_path / "strategies" / unit.hls.project / "firmware" / f"{unit.name}.cpp"
+        assert ("hls::stream" in top.read_text()) == (io_type == "io_stream"), node
     for node, entries in tables.items():
         unit = next(u for u in found.values() if node in u.nodes)
         assert unit.table_size == entries

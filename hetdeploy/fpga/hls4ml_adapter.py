@@ -75,6 +75,7 @@ class UnitSettings:
     weights_in_ddr: bool = False
     output_precision: Optional[str] = None  # hls4ml config string the unit's outputs take (--precision)
     table_size: int = 0  # entries of each lookup table (ExecutionUnit.table_size; 0: the unit has none)
+    io_type: str = "io_parallel"  # hls4ml's IOType (ExecutionUnit.io_type)
 
 
 @contextlib.contextmanager
@@ -336,7 +337,7 @@ def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: st
     onnx_outputs = [v.name for v in model.graph.output]
     onnx_shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
                    for v in list(model.graph.input) + list(model.graph.output)}
-    io_type = "io_stream" if len(onnx_shapes[onnx_inputs[0]]) >= 3 else "io_parallel"
+    io_type = settings.io_type
 
     project_dir.mkdir(parents=True)
     # qonnx runs single-node opset-1 models through onnxruntime, which warns on each one

@@ -40,7 +40,7 @@ from ..core.yamlfile import YamlFile
 from .cost import OBJECTIVES
 from .memory import STRATEGIES
 from .partition import POLICIES
-from .units import LOOKUP_TABLE_SIZE, TABLE_SIZES
+from .units import IO_TYPES, LOOKUP_TABLE_SIZE, TABLE_SIZES
 from .units import STRATEGIES as HLS_STRATEGIES
 
 MEMORY_STRATEGIES = ("auto", *STRATEGIES)
@@ -71,6 +71,7 @@ class BuildOptions:
     reuse_factors: dict[str, int] = field(default_factory=dict)  # ONNX node name -> pinned ReuseFactor
     strategies: dict[str, str] = field(default_factory=dict)  # ONNX node name -> pinned hls4ml Strategy
     table_sizes: dict[str, int] = field(default_factory=dict)  # ONNX node name -> its unit's lookup tables' entries
+    io_types: dict[str, str] = field(default_factory=dict)  # ONNX node name -> its unit's hls4ml IOType
     # every foldable unit's ReuseFactor (hls4ml's model-wide one): the valid one nearest it; None: folded to fit
     model_reuse_factor: Optional[int] = None
     weights_in_ddr: list[str] = field(default_factory=list)  # ONNX nodes whose unit keeps its weights in DDR
@@ -183,6 +184,14 @@ def hls_strategy(value: Any) -> str:
     found = next((s for s in HLS_STRATEGIES if str(value).lower() == s.lower()), None)
     if found is None:
         raise ValueError(f"'{value}': expected one of {', '.join(s.lower() for s in HLS_STRATEGIES)}")
+    return found
+
+
+def io_type(value: Any) -> str:
+    """hls4ml's IOType, as io_parallel or parallel, spelt as hls4ml writes it."""
+    found = next((t for t in IO_TYPES if str(value).lower() in (t, t.removeprefix("io_"))), None)
+    if found is None:
+        raise ValueError(f"'{value}': expected one of {', '.join(t.removeprefix('io_') for t in IO_TYPES)}")
     return found
 
 
@@ -315,6 +324,10 @@ OPTIONS = (
            "weights as constants; any reuse factor) or resource (weights in banks of depth R; R must divide the "
            "layer); default: latency below reuse factor 64, resource from it", metavar="NODE=S", per_node=True,
            written=str.lower),
+    Option("io_types", "io_type", io_type, "folding and memory", "pin hls4ml's IOType of the FPGA execution unit "
+           "holding ONNX node NODE (repeatable): parallel (values as arrays in registers) or stream (streams of "
+           "words through FIFOs); default: stream for spatial data, parallel for flat", metavar="NODE=T",
+           per_node=True, written=lambda value: value.removeprefix("io_")),
     Option("table_sizes", "table_size", table_size, "precision and verification", "entries of each lookup table "
            "(hls4ml's TableSize) of the FPGA execution unit holding ONNX node NODE, a Softmax or a table activation "
            "(Sigmoid, Tanh, Softsign, Softplus, Elu, Selu), or a layer such a node is fused into (repeatable; a power "

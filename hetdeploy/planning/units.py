@@ -73,6 +73,8 @@ from ..core.graph import Graph
 RESOURCES = ("dsp", "bram18", "lut", "ff")
 # hls4ml's Strategy of a multiply-accumulate layer, as its config spells it
 STRATEGIES = ("Latency", "Resource")
+# hls4ml's IOType of a unit's project: its values as arrays (registers) or as streams of words (FIFOs)
+IO_TYPES = ("io_parallel", "io_stream")
 # a unit's latency and its parts (``estimate``)
 CYCLES = ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")
 # Ops that only move values: the subfunction's top moves them itself (no hls4ml project; a Flatten
@@ -173,15 +175,18 @@ class Shape:
     table_entries: int = LOOKUP_TABLE_SIZE  # entries of each lookup table (Softmax's, TABLE_OPS'): hls4ml's TableSize
 
 
-def unit_shape(graph: Graph, unit: Unit) -> Shape:
+def unit_shape(graph: Graph, unit: Unit, io_type: Optional[str] = None) -> Shape:
     """``_main_shape`` with the values the unit reads (every activation input of its main node) and,
-    when it streams, the FIFO hls4ml puts after each of its layers but the last."""
+    when it streams, the FIFO hls4ml puts after each of its layers but the last. ``io_type``: the one
+    the user pinned (IO_TYPES); None: io_stream for spatial data, io_parallel for flat (``_main_shape``)."""
     main = graph.nodes[unit.nodes[0]]
     read = sum(math.prod(s or [1]) for s in main.input_shapes)
     tables = sum(graph.nodes[i].op in TABLE_OPS for i in unit.nodes)
     selects = sum(graph.nodes[i].op in TABLE_SELECT_OPS for i in unit.nodes)
     shape = dataclasses.replace(_main_shape(graph, unit), input_values=read, table_layers=tables, table_selects=selects,
                                 weight_octaves=main.weight_octaves, weight_bits=main.weight_bits)
+    if io_type is not None:
+        shape = dataclasses.replace(shape, streamed=io_type == "io_stream")
     if not shape.streamed:
         return shape
     return dataclasses.replace(shape, fifos=tuple(f for i in unit.nodes[:-1] for f in output_fifo(graph, i)))

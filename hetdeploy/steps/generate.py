@@ -94,7 +94,7 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                                      width=pinned[0][0] if pinned else unit_widths[unit.name])
             settings = UnitSettings(unit.reuse_factor, unit.strategy, [config_precision.get(t) for t in unit.inputs],
                                     unit.weights_in_ddr, fixed_config(*pinned[0]) if pinned else None,
-                                    unit.table_size)
+                                    unit.table_size, unit.io_type)
             unit.hls = None
             try:
                 unit.hls = _converted_unit(model, project / "units" / unit.name, unit.name, unit_samples, settings,

@@ -107,6 +107,7 @@ def model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -
         options, reuse_factors={node("--reuse-factor", n, v): v for n, v in options.reuse_factors.items()},
         strategies={node("--strategy", n, v): v for n, v in options.strategies.items()},
         table_sizes={node("--table-size", n, v): v for n, v in options.table_sizes.items()},
+        io_types={node("--io-type", n, v): v for n, v in options.io_types.items()},
         weights_in_ddr=[node("--weights-in-ddr", n) for n in options.weights_in_ddr],
         precisions={node("--precision", n, v): v for n, v in options.precisions.items()}, devices=pins,
         origins=origins)
@@ -220,7 +221,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
     where = {n: s.device for s in plan.subfunctions for n in s.nodes}
     for flag, nodes in (("--reuse-factor", options.reuse_factors), ("--strategy", options.strategies),
                         ("--weights-in-ddr", options.weights_in_ddr), ("--precision", options.precisions),
-                        ("--table-size", options.table_sizes)):
+                        ("--table-size", options.table_sizes), ("--io-type", options.io_types)):
         for node in nodes:  # named as the graph names them (model_node_names)
             if board.device(where[node]).kind != "fpga":
                 value = nodes[node] if isinstance(nodes, dict) else None
@@ -231,7 +232,8 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs)))
                  for sub in subs]
         found = [u for _, units_of_sub in split for u in units_of_sub]
-        shapes = [_pinned_tables(loaded, u, units.unit_shape(loaded.graph, u), options) for u in found]
+        shapes = [_pinned_tables(loaded, u, units.unit_shape(loaded.graph, u, _pinned_io_type(loaded, u, options)),
+                                 options) for u in found]
         rate = units.ddr_bytes_per_cycle(device)
         widths = [_pinned_precision(loaded, u, options, layer_widths)[0] for u in found]
         strategies = {k: strategy for k, (u, shape) in enumerate(zip(found, shapes))
@@ -273,6 +275,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     estimate=units.folded_estimate(shape, folding, width, rate),
                     weights_in_ddr=folding.weights_in_ddr,
                     table_size=shape.table_entries if shape.table_layers or shape.softmax else 0,
+                    io_type="" if shape.kind == "data" else units.IO_TYPES[shape.streamed],
                     foldable=shape.kind == "kernel", inputs=unit.inputs,
                     outputs=[unit.output]))
             sub.resources = _unit_totals(sub)
@@ -319,6 +322,19 @@ def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions
     """The unit's output type as far as planning knows it (HLS generation sizes unpinned ones)."""
     width, integer = _pinned_precision(loaded, unit, options, layer_widths)
     return f"ap_fixed<{width},{6 if integer is None else integer}>"
+
+
+def _pinned_io_type(loaded: LoadedModel, unit: units.Unit, options: BuildOptions) -> Optional[str]:
+    """The hls4ml IOType --io-type fixes for ``unit``; None: none."""
+    given = _unit_setting(loaded, unit, "--io-type", options.io_types)
+    if given is None:
+        return None
+    node, io_type = given
+    if loaded.graph.nodes[unit.nodes[0]].op in units.RELAYOUT_OPS:
+        setting = said(options, "--io-type", node, io_type, f"--io-type {node}={io_type.removeprefix('io_')}")
+        raise UserError(f"{setting}: node '{node}' only moves values, which the subfunction's top does itself "
+                        f"(no hls4ml project)")
+    return io_type
 
 
 def _pinned_tables(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, options: BuildOptions) -> units.Shape:
