@@ -177,6 +177,46 @@ def test_io_type_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
         capsys.readouterr().err
 
 
+def test_precision_by_kind_from_the_command_line_and_a_config_file(tmp_path, capsys):
+    """--precision NODE=KIND:TYPE,... (or a mapping under nodes.NODE.precision) pins hls4ml's weight, bias,
+    accum and result types of the unit holding NODE; plan.json's config holds the mapping, which a config
+    file reads back; the estimate counts the weight type's bits."""
+    model = tmp_path / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))
+    kinds = "weight:ap_fixed<4,1>,accum:ap_fixed<24,10>,result:ap_fixed<12,4>"
+    assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", "--reuse-factor", "/fc4/Gemm=1",
+                 "--precision", f"/fc4/Gemm={kinds}", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    written = plan["config"]["nodes"]["/fc4/Gemm"]["precision"]
+    assert written == {"weight": "ap_fixed<4,1>", "accum": "ap_fixed<24,10>", "result": "ap_fixed<12,4>"}
+    unit = plan["subfunctions"][0]["execution_units"][-1]
+    assert unit["precision"] == "ap_fixed<12,4>"
+    assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", "--reuse-factor", "/fc4/Gemm=1",
+                 "--precision", "/fc4/Gemm=ap_fixed<12,4>", "--json"]) == 0
+    wide = json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"][-1]
+    # unrolled, each product by a constant: 4-bit weights are shifts and adds in LUTs, 12-bit ones DSPs
+    assert unit["estimate"]["dsp"] < wide["estimate"]["dsp"]
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"model": str(model), "board": "pynq-z2", "policy": "support",
+                                      "nodes": {"/fc4/Gemm": {"precision": written}}}))
+    assert main(["plan", "--config", str(config), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["nodes"]["/fc4/Gemm"]["precision"] == written
+    for value, fragment in (("wait:ap_fixed<4,1>", "with KIND one of result, weight, bias, accum"),
+                            ("weight:ap_fixed<4,1>,weight:ap_fixed<5,1>", "a kind given twice"),
+                            ("weight:ap_fixed<40,1>", "W must be 2 to 32 bits")):
+        with pytest.raises(SystemExit, match="2"):
+            main(["plan", str(model), "--board", "pynq-z2", "--precision", f"/fc1/Gemm={value}"])
+        assert fragment in capsys.readouterr().err
+    cnn = tmp_path / "cnn.onnx"
+    onnx.save(networks.small_cnn(), str(cnn))
+    assert main(["plan", str(cnn), "--board", "pynq-z2", "--policy", "support", "--precision",
+                 "pool1=accum:ap_fixed<20,8>"]) == 2
+    assert "node 'pool1' has no multiply-accumulate layer to give the accum type" in capsys.readouterr().err
+    config.write_text(f"model: {model}\nboard: pynq-z2\nnodes:\n  /fc1/Gemm:\n    precision: {{weight: 7}}\n")
+    assert main(["plan", "--config", str(config)]) == 2
+    assert f"{config}: line 5: nodes./fc1/Gemm.precision: '7': expected ap_fixed<W,I>" in capsys.readouterr().err
+
+
 def test_device_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
     model = tmp_path / "jet.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))

@@ -4,6 +4,7 @@ build below checks every execution unit against its ONNX model (a unit out of to
 build), then the whole pipeline is emulated."""
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -150,8 +151,9 @@ def test_hls4ml_builds_and_verifies_the_strategies_table_sizes_and_io_types_pinn
     """--strategy pinned on a streamed convolution (Resource, folded to fit) and on Dense layers under
     Latency at a reuse factor that does not divide the layer (which hls4ml's Resource would refuse) and
     under Resource below and above the layer's inputs; --table-size on a Sigmoid and a Softmax; --io-type
-    io_parallel on the max pooling and io_stream on two Dense layers: hls4ml generates each as pinned,
-    every unit and the pipeline within tolerance of onnxruntime."""
+    io_parallel on the max pooling and io_stream on two Dense layers; --precision's weight, bias and accum
+    types on a Dense layer: hls4ml generates each as pinned, every unit and the pipeline within tolerance
+    of onnxruntime."""
     b = Builder(5)
     C = op_models.CHANNELS
     x = b.node("Conv", ["input", b.random("conv.w", [C, 3, 3, 3])], "conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
@@ -169,8 +171,9 @@ def test_hls4ml_builds_and_verifies_the_strategies_table_sizes_and_io_types_pinn
     reuse = {"fc1": 100, "fc2": 8, "fc3": 32}  # 100 does not divide 24 x 16C; 8 < 24 inputs; 32 > 16 inputs
     tables = {"sigmoid": 512, "softmax": 1024}
     io_types = {"pool": "io_parallel", "fc2": "io_stream", "fc3": "io_stream"}
+    types = {"weight": (10, 2), "bias": (12, 3), "accum": (24, 10)}
     plan = build_and_emulate(path, tmp_path / "strategies", strategies=strategies, reuse_factors=reuse,
-                             table_sizes=tables, io_types=io_types)
+                             table_sizes=tables, io_types=io_types, precisions={"fc2": types})
     on_fpga(plan, [n.name for n in b.nodes])
     found = {u.nodes[0]: u for s in plan.subfunctions for u in s.execution_units}
     assert {n: found[n].strategy for n in strategies} == strategies
@@ -188,6 +191,11 @@ def test_hls4ml_builds_and_verifies_the_strategies_table_sizes_and_io_types_pinn
         assert unit.io_type == unit.hls.io_type == io_type, node
         top = tmp_path / "strategies" / unit.hls.project / "firmware" / f"{unit.name}.cpp"
         assert ("hls::stream" in top.read_text()) == (io_type == "io_stream"), node
+    defines = (tmp_path / "strategies" / found["fc2"].hls.project / "firmware" / "defines.h").read_text()
+    parameters = (tmp_path / "strategies" / found["fc2"].hls.project / "firmware" / "parameters.h").read_text()
+    for kind, (bits, integer) in types.items():  # the Dense layer's own type of that kind, as pinned
+        [name] = re.findall(rf"typedef (\w+) {kind}_t;", parameters)  # the dense config's, named in defines.h
+        assert re.search(rf"typedef ap_fixed<{bits},{integer}[,>][^;]* {name};", defines), (kind, name)
     for node, entries in tables.items():
         unit = next(u for u in found.values() if node in u.nodes)
         assert unit.table_size == entries

@@ -25,7 +25,7 @@ import re
 import threading
 import traceback
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
@@ -76,6 +76,8 @@ class UnitSettings:
     output_precision: Optional[str] = None  # hls4ml config string the unit's outputs take (--precision)
     table_size: int = 0  # entries of each lookup table (ExecutionUnit.table_size; 0: the unit has none)
     io_type: str = "io_parallel"  # hls4ml's IOType (ExecutionUnit.io_type)
+    # hls4ml config strings of its multiply-accumulate layers' weight, bias and accum types (--precision)
+    layer_types: dict[str, str] = field(default_factory=dict)
 
 
 @contextlib.contextmanager
@@ -391,6 +393,7 @@ def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: st
                 continue
             if node.op_type in _FOLDED_OPS:
                 layer.update(ReuseFactor=settings.reuse_factor, Strategy=settings.strategy)
+                layer["Precision"] = {**layer.get("Precision", {}), **settings.layer_types}
             if node.op_type in units.TABLE_OPS:  # the unit's (default 4096: hls4ml's 1024 err by up to ~0.004)
                 layer.update(TableSize=settings.table_size)
                 if node.op_type in _BOUNDED_TABLE_OPS:  # outputs within (-1, 1): 16 fraction bits, not 10

@@ -75,8 +75,9 @@ class BuildOptions:
     # every foldable unit's ReuseFactor (hls4ml's model-wide one): the valid one nearest it; None: folded to fit
     model_reuse_factor: Optional[int] = None
     weights_in_ddr: list[str] = field(default_factory=list)  # ONNX nodes whose unit keeps its weights in DDR
-    # ONNX node -> (W, I): its unit's output is ap_fixed<W,I>, its other values W bits wide (--precision)
-    precisions: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # ONNX node -> {kind: (W, I)} (--precision), kinds of TYPE_KINDS: hls4ml's types of its unit; one type
+    # given is the unit's output ("result"), its other values W bits wide
+    precisions: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     devices: dict[str, str] = field(default_factory=dict)  # ONNX node -> the board device it must run on
     memory_strategy: str = "auto"  # or one of memory.STRATEGIES
     # the largest relative error per output the FPGA's fixed point may add (--error-budget): each
@@ -107,7 +108,31 @@ def width(value: Any) -> int:
     return int(value)
 
 
-def precision(value: Any) -> tuple[int, int]:
+# The types --precision pins, as hls4ml's layer config names them: the unit's output, and its
+# multiply-accumulate layers' weights, biases and accumulators.
+TYPE_KINDS = ("result", "weight", "bias", "accum")
+
+
+def precision(value: Any) -> dict[str, tuple[int, int]]:
+    """One type (the unit's output: result), or kinds of TYPE_KINDS with a type each, as
+    "weight:ap_fixed<4,1>,accum:ap_fixed<24,12>" or a mapping."""
+    if isinstance(value, dict):
+        pairs = list(value.items())
+    elif isinstance(value, str) and ":" in value:
+        pairs = [part.split(":", 1) for part in re.split(r",(?![^<]*>)", value)]  # commas outside <...>
+    else:
+        return {"result": fixed_type(value)}
+    if not pairs or any(len(p) != 2 or str(p[0]).strip() not in TYPE_KINDS for p in pairs):
+        raise ValueError(f"'{value}': expected ap_fixed<W,I>, or KIND:ap_fixed<W,I>,... with KIND one of "
+                         f"{', '.join(TYPE_KINDS)}")
+    kinds = {str(kind).strip(): fixed_type(typed) for kind, typed in pairs}
+    if len(kinds) < len(pairs):
+        raise ValueError(f"'{value}': a kind given twice")
+    return kinds
+
+
+def fixed_type(value: Any) -> tuple[int, int]:
+    """(W, I) of ap_fixed<W,I> (or a pair)."""
     if isinstance(value, (list, tuple)) and len(value) == 2 and all(_whole(v) for v in value):
         bits, integer = int(value[0]), int(value[1])
     else:
@@ -265,8 +290,10 @@ class Option:
         return self.per_node and self.check is flag
 
 
-def _typed(value: tuple[int, int]) -> str:
-    return f"ap_fixed<{value[0]},{value[1]}>"
+def _typed(value: dict[str, tuple[int, int]]) -> str | dict[str, str]:
+    """--precision's value as a config file holds it: the one type, or kind -> type."""
+    typed = {kind: f"ap_fixed<{bits},{integer}>" for kind, (bits, integer) in value.items()}
+    return typed["result"] if list(typed) == ["result"] else typed
 
 
 OPTIONS = (
@@ -299,8 +326,9 @@ OPTIONS = (
            "(repeatable), whatever the policy would choose", metavar="NODE=DEVICE", per_node=True),
     Option("precisions", "precision", precision, "precision and verification", "the output type of the FPGA "
            "execution unit holding ONNX node NODE (repeatable; W from 2 to 32 bits, I integer bits, may be "
-           "negative); its other values are W bits wide and it is never widened", metavar="NODE=ap_fixed<W,I>",
-           per_node=True, written=_typed),
+           "negative); its other values are W bits wide and it is never widened. Or hls4ml's types by kind, "
+           "NODE=result:ap_fixed<W,I>,weight:...,bias:...,accum:... (any of them; weight, bias and accum of its "
+           "multiply-accumulate layers)", metavar="NODE=ap_fixed<W,I>", per_node=True, written=_typed),
     Option("error_budget", "error_budget", fraction, "precision and verification", "give each FPGA layer the "
            "fewest bits (from --width down) that keep every output's max abs error within E of its peak magnitude "
            "on the calibration samples, searched on a fixed-point simulation of the model; the build then verifies "

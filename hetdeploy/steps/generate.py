@@ -89,12 +89,14 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
         for env in envs:  # the float values every later unit sees
             env.update(reference.run(env))
         if not all(ops[n] in units.RELAYOUT_OPS for n in unit.nodes):
-            pinned = [options.precisions[n] for n in unit.nodes if n in options.precisions]
+            types = next((options.precisions[n] for n in unit.nodes if n in options.precisions), {})
+            result = types.get("result")
             hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz,
-                                     width=pinned[0][0] if pinned else unit_widths[unit.name])
+                                     width=result[0] if result else unit_widths[unit.name])
             settings = UnitSettings(unit.reuse_factor, unit.strategy, [config_precision.get(t) for t in unit.inputs],
-                                    unit.weights_in_ddr, fixed_config(*pinned[0]) if pinned else None,
-                                    unit.table_size, unit.io_type)
+                                    unit.weights_in_ddr, fixed_config(*result) if result else None,
+                                    unit.table_size, unit.io_type,
+                                    {kind: fixed_config(*t) for kind, t in types.items() if kind != "result"})
             unit.hls = None
             try:
                 unit.hls = _converted_unit(model, project / "units" / unit.name, unit.name, unit_samples, settings,

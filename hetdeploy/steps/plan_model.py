@@ -232,8 +232,8 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs)))
                  for sub in subs]
         found = [u for _, units_of_sub in split for u in units_of_sub]
-        shapes = [_pinned_tables(loaded, u, units.unit_shape(loaded.graph, u, _pinned_io_type(loaded, u, options)),
-                                 options) for u in found]
+        shapes = [_pinned_layer_types(loaded, u, _pinned_tables(loaded, u, units.unit_shape(
+            loaded.graph, u, _pinned_io_type(loaded, u, options)), options), options) for u in found]
         rate = units.ddr_bytes_per_cycle(device)
         widths = [_pinned_precision(loaded, u, options, layer_widths)[0] for u in found]
         strategies = {k: strategy for k, (u, shape) in enumerate(zip(found, shapes))
@@ -314,7 +314,9 @@ def _pinned_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptio
     """(bits, integer bits or None) of ``unit``'s values: --precision's for a node of it, else its
     quantizers' in a quantized model, else --error-budget's (``layer_widths``), else --width's."""
     given = _unit_setting(loaded, unit, "--precision", options.precisions)
-    return given[1] if given else (node_widths(loaded.graph, options.width, layer_widths)[unit.nodes[0]], None)
+    if given is not None and "result" in given[1]:
+        return given[1]["result"]
+    return node_widths(loaded.graph, options.width, layer_widths)[unit.nodes[0]], None
 
 
 def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions,
@@ -322,6 +324,21 @@ def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions
     """The unit's output type as far as planning knows it (HLS generation sizes unpinned ones)."""
     width, integer = _pinned_precision(loaded, unit, options, layer_widths)
     return f"ap_fixed<{width},{6 if integer is None else integer}>"
+
+
+def _pinned_layer_types(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
+                        options: BuildOptions) -> units.Shape:
+    """``shape`` with the weights' bits --precision's weight type gives ``unit`` (its weights rounded to
+    them, as a quantized model's are); the weight, bias and accum kinds need a multiply-accumulate unit."""
+    given = _unit_setting(loaded, unit, "--precision", options.precisions)
+    layer_kinds = [kind for kind in (given[1] if given else {}) if kind != "result"]
+    if not layer_kinds:
+        return shape
+    node, types = given
+    if shape.kind != "kernel":
+        raise UserError(f"{said(options, '--precision', node, types, '--precision ' + node)}: node '{node}' has no "
+                        f"multiply-accumulate layer to give the {layer_kinds[0]} type (its unit runs on the {unit.pe} PE)")
+    return dataclasses.replace(shape, weight_bits=types["weight"][0]) if "weight" in types else shape
 
 
 def _pinned_io_type(loaded: LoadedModel, unit: units.Unit, options: BuildOptions) -> Optional[str]:
