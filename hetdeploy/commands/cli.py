@@ -522,7 +522,7 @@ def parser() -> argparse.ArgumentParser:
                                         "file 'hetdeploy build --config FILE' reads: save it, edit it, replay it.")
     c.add_argument("build_dir", metavar="DIR", help="a folder written by 'hetdeploy build'")
     c.add_argument("--folding", action="store_true",
-                   help="also pin every FPGA unit's chosen reuse factor and weight placement under 'nodes:' "
+                   help="also pin every FPGA unit's chosen reuse factor, strategy and weight placement under 'nodes:' "
                         "(keyed by the unit's first node), to edit the folding")
     c.set_defaults(run=_config)
     return top

@@ -255,7 +255,7 @@ class ExecutionUnit:
     precision: str  # of its output (C++ type); "ap_fixed<W,6>" until HLS generation sizes it
     estimate: dict[str, int]  # dsp, bram18, lut, ff, latency_cycles
     weights_in_ddr: bool = False  # its weights stay in DDR, read by the unit on every run
-    table_size: int = 0  # entries of each lookup table of its Softmax or table activations (hls4ml's TableSize); 0: none
+    table_size: int = 0  # entries of each lookup table of its Softmax or table activations (TableSize); 0: none
     io_type: str = ""  # hls4ml's IOType of its project (units.IO_TYPES); "": none, the top moves its values
     foldable: bool = False  # a multiply-accumulate layer: a reuse factor folds it, its weights may go to DDR
     inputs: list[str] = field(default_factory=list)

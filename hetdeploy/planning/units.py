@@ -299,11 +299,11 @@ def strategy_for(reuse_factor: int) -> str:
     return "Latency" if reuse_factor < BRAM_MIN_DEPTH else "Resource"
 
 
-def reuse_factors_for(shape: Shape, strategy: Optional[str]) -> list[int]:
-    """The reuse factors hls4ml 1.3 accepts for a kernel unit under ``strategy``: Resource's must divide the
-    layer (``valid_reuse_factors``); Latency checks none (hls4ml's ``init_dense``/``init_conv*`` validate
-    the reuse factor for the Resource strategy only): any from 1 to the layer's products. None: the
-    factors the folding chooses from, which both strategies take."""
+def reuse_factors_for(shape: Shape, strategy: str) -> list[int]:
+    """The reuse factors hls4ml 1.3 accepts for a kernel unit under ``strategy`` (STRATEGIES): Resource's
+    must divide the layer (``valid_reuse_factors``, which the folding chooses from under either); Latency
+    checks none (hls4ml's ``init_dense``/``init_conv*`` validate the reuse factor for the Resource strategy
+    only): any from 1 to the layer's products."""
     if strategy == "Latency":
         return list(range(1, shape.n_in * shape.n_out + 1))
     return valid_reuse_factors(shape.n_in, shape.n_out)

@@ -18,7 +18,7 @@ from ..core.precision import NO_LAYER_WIDTHS, node_widths
 from ..intake.model import QUANTIZER_OPS, LoadedModel
 from ..intake.ort_adapter import run_in_memory
 from ..planning import memory, units
-from ..planning.config import BuildOptions, resolved_config, said
+from ..planning.config import OPTIONS, BuildOptions, resolved_config, said
 from ..planning.cost import stream_seconds
 from ..planning.partition import partition_graph
 from ..running import budget, runtime
@@ -79,6 +79,10 @@ def _folded_or_none(loaded: LoadedModel, board: Board, options: BuildOptions, po
         return None
 
 
+# The per-node settings of an FPGA execution unit (--device places a node, on any device).
+_UNIT_SETTINGS = tuple(o for o in OPTIONS if o.per_node and o.field != "devices")
+
+
 def model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -> BuildOptions:
     """``options`` with every per-node setting named as the normalised graph names its node (a node
     intake folded into another, say a BatchNormalization into its Conv, stands for that one), each
@@ -103,14 +107,9 @@ def model_node_names(options: BuildOptions, loaded: LoadedModel, board: Board) -
             raise UserError(f"{setting}: board {board.name} has no device "
                             f"'{device}' (it has {', '.join(sorted(devices))})")
         pins[node("--device", name, device)] = device
-    return dataclasses.replace(
-        options, reuse_factors={node("--reuse-factor", n, v): v for n, v in options.reuse_factors.items()},
-        strategies={node("--strategy", n, v): v for n, v in options.strategies.items()},
-        table_sizes={node("--table-size", n, v): v for n, v in options.table_sizes.items()},
-        io_types={node("--io-type", n, v): v for n, v in options.io_types.items()},
-        weights_in_ddr=[node("--weights-in-ddr", n) for n in options.weights_in_ddr],
-        precisions={node("--precision", n, v): v for n, v in options.precisions.items()}, devices=pins,
-        origins=origins)
+    named = {o.field: [node(o.flag, n) for n in getattr(options, o.field)] if o.listed else
+             {node(o.flag, n, v): v for n, v in getattr(options, o.field).items()} for o in _UNIT_SETTINGS}
+    return dataclasses.replace(options, **named, devices=pins, origins=origins)
 
 
 def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions,
@@ -219,21 +218,19 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
     its width (``_pinned_precision``)."""
     index = loaded.graph.node_index()
     where = {n: s.device for s in plan.subfunctions for n in s.nodes}
-    for flag, nodes in (("--reuse-factor", options.reuse_factors), ("--strategy", options.strategies),
-                        ("--weights-in-ddr", options.weights_in_ddr), ("--precision", options.precisions),
-                        ("--table-size", options.table_sizes), ("--io-type", options.io_types)):
+    for option in _UNIT_SETTINGS:
+        nodes = getattr(options, option.field)
         for node in nodes:  # named as the graph names them (model_node_names)
             if board.device(where[node]).kind != "fpga":
-                value = nodes[node] if isinstance(nodes, dict) else None
-                raise UserError(f"{said(options, flag, node, value, flag)}: node '{node}' runs on {where[node]}, "
-                                f"not on an FPGA")
+                value = None if option.listed else nodes[node]
+                raise UserError(f"{said(options, option.flag, node, value, option.flag)}: node '{node}' runs on "
+                                f"{where[node]}, not on an FPGA")
     for device in (d for d in board.devices if d.kind == "fpga"):
         subs = [s for s in plan.subfunctions if s.device == device.name]
         split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs)))
                  for sub in subs]
         found = [u for _, units_of_sub in split for u in units_of_sub]
-        shapes = [_pinned_layer_types(loaded, u, _pinned_tables(loaded, u, units.unit_shape(
-            loaded.graph, u, _pinned_io_type(loaded, u, options)), options), options) for u in found]
+        shapes = [_unit_shape(loaded, u, options) for u in found]
         rate = units.ddr_bytes_per_cycle(device)
         widths = [_pinned_precision(loaded, u, options, layer_widths)[0] for u in found]
         strategies = {k: strategy for k, (u, shape) in enumerate(zip(found, shapes))
@@ -324,6 +321,13 @@ def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions
     """The unit's output type as far as planning knows it (HLS generation sizes unpinned ones)."""
     width, integer = _pinned_precision(loaded, unit, options, layer_widths)
     return f"ap_fixed<{width},{6 if integer is None else integer}>"
+
+
+def _unit_shape(loaded: LoadedModel, unit: units.Unit, options: BuildOptions) -> units.Shape:
+    """``unit``'s shape as the estimates see it, with what --io-type, --table-size and --precision's layer
+    types pin of it."""
+    shape = units.unit_shape(loaded.graph, unit, _pinned_io_type(loaded, unit, options))
+    return _pinned_layer_types(loaded, unit, _pinned_tables(loaded, unit, shape, options), options)
 
 
 def _pinned_layer_types(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
