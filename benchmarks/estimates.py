@@ -6,8 +6,9 @@ benchmarks/published_synthesis.csv holds the published points with their sources
 outputs (fastmachinelearning/hls4ml-tutorial at the commit named), hls4ml's synthesis baselines, a PYNQ-Z2
 implementation of the jet tagger, public hls4ml projects that commit their reports (the source names the
 repository, commit and report), and two FINN designs (BNN-PYNQ) the estimator does not model. Each row's
-configuration (network, fixed-point bits, reuse factor, fraction of the multiplications pruning kept; a network
-given layer by layer, ``layers``) goes through ``units.estimate`` layer by layer, with the design's own
+configuration (network, fixed-point bits, reuse factor, fraction of the multiplications pruning kept, the clock
+period the design was built at, ``clock_ns``: hls4ml's ClockPeriod, its default 5 ns where the project sets none;
+a network given layer by layer, ``layers``) goes through ``units.estimate`` layer by layer, with the design's own
 weights where its project committed them (the ``weights`` column, a folder of the shared data
 synthesis-weights; else estimated from the architecture, and the output says which rows); the rows are
 compared like with like: an HLS report's figures with the estimate, a synthesis or implementation result with
@@ -273,8 +274,10 @@ def points() -> list[dict]:
                                "kind": row["kind"], "use": row["use"]})
                 continue
             weights = published_weights(row["weights"], HLS4ML_INTEGER) if row["weights"] else []
-            figures = network_estimate(network(row["network"], float(row["kept"]), weights),
-                                       int(row["reuse_factor"]), int(row["bits"]))
+            clock_mhz = 1000.0 / float(row["clock_ns"])
+            shapes = [dataclasses.replace(s, clock_mhz=clock_mhz)
+                      for s in network(row["network"], float(row["kept"]), weights)]
+            figures = network_estimate(shapes, int(row["reuse_factor"]), int(row["bits"]))
             for metric in METRICS:
                 if row[metric]:
                     result.append({"source": row["source"], "network": row["network"], "part": row["part"],

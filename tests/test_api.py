@@ -1,6 +1,7 @@
 """The Python API: plan, build, load, predict; predict equals `hetdeploy emulate --output`."""
 
 import html
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -9,6 +10,7 @@ import pytest
 
 import hetdeploy
 import networks
+from hetdeploy.planning.units import RESOURCES
 from hetdeploy.running.emulate import emulate
 
 
@@ -38,6 +40,25 @@ def test_plan_shows_the_cli_table_and_mistakes_raise_user_error(tmp_path):
     assert view.plan.config["nodes"] == {"/fc1/Gemm": {"precision": "ap_fixed<8,3>"}}
     with pytest.raises(hetdeploy.UserError, match="reuse factor of node '/fc1/Gemm': '0': expected a whole number"):
         hetdeploy.plan(model, "pynq-z2", reuse_factors={"/fc1/Gemm": 0})
+
+
+def test_the_board_files_fpga_clock_reaches_every_unit_estimate(tmp_path):
+    """The same plan on a PYNQ-Z2 whose fabric is clocked at 200 MHz instead of 100: each multiply-accumulate
+    unit's pipeline takes as many cycles or more (``units.pipeline_cycles``), none fewer, its resources the
+    same, and its seconds come from the board's clock."""
+    model = tmp_path / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(model))
+    board = (Path(hetdeploy.__file__).parent / "boards" / "pynq-z2.yaml").read_text()
+    assert board.count("clock_mhz: 100 ") == 1
+    (tmp_path / "fast.yaml").write_text(board.replace("clock_mhz: 100 ", "clock_mhz: 200 "))
+    slow, fast = (hetdeploy.plan(model, b, policy="support", width=16).plan.subfunctions[0].execution_units
+                  for b in ("pynq-z2", str(tmp_path / "fast.yaml")))
+    assert [u.nodes for u in slow] == [u.nodes for u in fast]
+    deeper = [f.estimate["compute_cycles"] - s.estimate["compute_cycles"] for s, f in zip(slow, fast)]
+    assert min(deeper) >= 0 and max(deeper) > 0
+    assert all({k: s.estimate[k] for k in RESOURCES} == {k: f.estimate[k] for k in RESOURCES}
+               for s, f in zip(slow, fast))
+    assert all(f.rate_per_s == pytest.approx(200e6 / f.estimate["latency_cycles"]) for f in fast)
 
 
 def test_build_predict_and_load_match_emulate(built, tmp_path):

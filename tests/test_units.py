@@ -34,7 +34,7 @@ def _head(op_after, n_in=1, n_out=64):
     b = graphs.Builder([1, n_in])
     head = b.graph(b.unary(op_after, b.op("Gemm", ["input"], [1, n_out], n_in * n_out, transB=1)))
     (unit,) = split_units(head, range(len(head.nodes)), FPGA)
-    return unit_shape(head, unit)
+    return unit_shape(head, unit, FPGA.clock_mhz)
 
 
 def test_units_fuse_batchnorm_and_activation_into_their_layer():
@@ -67,7 +67,7 @@ def test_reuse_factors_are_the_ones_hls4ml_accepts(n_in, n_out):
 def test_dense_estimate_follows_hls4ml_multiplier_limit():
     graph = conv_stack(1, channels=4, size=8)
     dense = split_units(graph, range(len(graph.nodes)), FPGA)[-1]
-    shape = unit_shape(graph, dense)
+    shape = unit_shape(graph, dense, FPGA.clock_mhz)
     assert (shape.n_in, shape.n_out) == (4 * 16, 10)
     assert shape.softmax  # its Softmax multiplies each of the 10 exponentials by 1 / their sum
     # hls4ml's dense_latency: multiplier_limit = DIV_ROUNDUP(n_in * n_out, R) = 640, 160 and 10 products,
@@ -83,7 +83,7 @@ def test_dense_estimate_follows_hls4ml_multiplier_limit():
        bram=st.integers(0, 400), ddr_rate=st.sampled_from([None, 12.0]))
 def test_folding_fits_the_budget_whenever_the_most_folded_design_does(layers, channels, dsp, bram, ddr_rate):
     graph = conv_stack(layers, channels, 16)
-    shapes = [unit_shape(graph, u) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
+    shapes = [unit_shape(graph, u, FPGA.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
     budget = {"dsp": dsp, "bram18": bram, "lut": 47880, "ff": 95760}
     chosen = fold(shapes, budget, 16, ddr_bytes_per_cycle=ddr_rate)
     most_folded = [folded_estimate(s, folding_options(s, 16, ddr_rate)[-1], 16, ddr_rate) for s in shapes]
@@ -106,7 +106,7 @@ def test_folding_for_a_rate_takes_the_fewest_resources_that_reach_it(layers, cha
     that lets it be (no unit can fold one step further and keep the rate), never over the budget;
     where the rate is out of reach, no unit can unfold one step within the budget."""
     graph = conv_stack(layers, channels, 16)
-    shapes = [unit_shape(graph, u) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
+    shapes = [unit_shape(graph, u, FPGA.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
     budget = {"dsp": dsp, "bram18": 280, "lut": 53200, "ff": 106400}
     chosen = fold_for_rate(shapes, budget, 16, [range(len(shapes))], [cycles])
     most_folded = [folded_estimate(s, folding_options(s, 16)[-1], 16, None) for s in shapes]
@@ -144,7 +144,7 @@ def test_bram18_blocks_take_the_best_shape(depth, bits, blocks):
 def test_lookup_tables_are_copied_for_their_reads_and_fifos_counted():
     graph = conv_stack(1, channels=4, size=8)
     units = split_units(graph, range(len(graph.nodes)), FPGA)
-    dense = unit_shape(graph, units[-1])  # 64 x 10 and the Softmax: 10 reads of the exponential's table
+    dense = unit_shape(graph, units[-1], FPGA.clock_mhz)  # 64 x 10 and the Softmax: 10 reads of the exponential's
     assert dense.softmax and not dense.fifos and dense.table_layers == 0
     # hls4ml pipelines the Softmax at a vector a cycle whatever R: ceil(10 / 2 ports) copies of the
     # exponential's table and one inverse table, a BRAM18 each at 1,024 entries
@@ -159,7 +159,8 @@ def test_lookup_tables_are_copied_for_their_reads_and_fifos_counted():
     # each of its 64 reads computes an index (scale, offset, clamp): LUTs a plain ReLU does not take
     extra = estimate(sigmoid, 1, 16)["lut"] - estimate(_head("Relu"), 1, 16)["lut"]
     assert extra == 3072  # about 3 LUT a bit of each of the 64 16-bit reads
-    conv = next(unit_shape(graph, u) for u in units if unit_shape(graph, u).streamed and len(u.nodes) > 1)
+    shapes = [(unit_shape(graph, u, FPGA.clock_mhz), u) for u in units]
+    conv = next(shape for shape, u in shapes if shape.streamed and len(u.nodes) > 1)
     assert conv.fifos == ((64, 4), (64, 4))  # the 8x8 image of 4 channels between its layers, twice
     # each FIFO 64 words of 4 x 16 = 64 bits: two BRAM18s side by side (36 bits a block); no weights in BRAM at
     # R = 1, no tables
@@ -170,7 +171,7 @@ def test_a_pinned_strategy_is_priced_and_checked_as_hls4ml_lays_it_out():
     """hls4ml's Latency strategy keeps the weights as constants in the fabric at any reuse factor and
     checks none; Resource keeps them in banks R deep and takes only the factors that divide the layer."""
     graph = conv_stack(1, channels=4, size=8)
-    shape = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[-1])  # dense 64 x 10
+    shape = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[-1], FPGA.clock_mhz)  # dense 64 x 10
     latency, resource = (estimate(shape, 64, 16, strategy=s) for s in ("Latency", "Resource"))
     assert estimate(shape, 64, 16) == resource  # unpinned from reuse factor 64: Resource
     # Resource: a bank 64 deep for each of the 10 multipliers' 16-bit weights; Latency: none (the Softmax's
@@ -193,9 +194,25 @@ def test_a_pinned_strategy_is_priced_and_checked_as_hls4ml_lays_it_out():
         == ["Latency"]
 
 
+def test_the_clock_sets_the_pipeline_depth_and_nothing_else():
+    """The product, the adder tree and Softmax's pipeline keep their delay in time: a unit clocked slower
+    fits more of them in a cycle (fewer cycles), faster fewer; resources and the reuse factor's cycles stay."""
+    graph = conv_stack(1, channels=4, size=8)
+    unit = split_units(graph, range(len(graph.nodes)), FPGA)[-1]  # dense 64 x 10 and its Softmax
+    at = {mhz: estimate(unit_shape(graph, unit, mhz), 4, 16) for mhz in (100.0, 200.0, 400.0)}
+    # at 200 MHz (hls4ml's 5 ns) a product and three adder levels a cycle: 4 + log2(64) / 3 = 2 cycles of
+    # the tree, Softmax's 2; moving its 64 inputs and 10 outputs (16 + 3 words of 8 bytes) through the arena's
+    # two ports 10 at any clock
+    assert at[200.0]["compute_cycles"] == 4 + 2 + 2
+    assert at[100.0]["compute_cycles"] == 4 + 1 + 1  # (1 + 6 / 3) / 2 cycles, less the product's own
+    assert at[400.0]["compute_cycles"] == 4 + 5 + 4  # (1 + 6 / 3) x 2
+    assert all(at[mhz]["latency_cycles"] - at[mhz]["compute_cycles"] == 10 for mhz in at)
+    assert all({k: at[mhz][k] for k in RESOURCES} == {k: at[200.0][k] for k in RESOURCES} for mhz in at)
+
+
 def test_weights_in_ddr_free_their_bram_and_cost_the_ddr_reads():
     graph = conv_stack(1, channels=4, size=8)
-    shape = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[-1])  # dense 64 x 10
+    shape = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[-1], FPGA.clock_mhz)  # dense 64 x 10
     *on_chip, in_ddr = folding_options(shape, 16, 12.0)
     assert in_ddr.weights_in_ddr and not any(f.weights_in_ddr for f in on_chip)
     # 640 weights of 2 bytes at 12 bytes a cycle: 107 cycles a vector; the least reuse factor >= that
@@ -228,7 +245,7 @@ def test_weights_are_packed_as_ap_fixed_converts_them():
 
 def test_a_units_latency_is_its_arithmetic_plus_moving_its_buffers():
     graph = conv_stack(1, channels=4, size=8)
-    conv, *_, dense = [unit_shape(graph, u) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
+    conv, *_, dense = [unit_shape(graph, u, FPGA.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
     assert (conv.input_values, conv.output_values, dense.input_values, dense.output_values) == (192, 256, 64, 10)
     # The arena moves two 64-bit words a cycle, each holding 8, 4 or 2 values (a lane of 1, 2 or 4 bytes). The
     # dense unit reads, computes and writes in turn: at 8 bits 8 + 2 words, 5 cycles; at 16 bits 16 + 3, 10; at
@@ -289,7 +306,7 @@ def test_an_unrolled_units_constant_weights_decide_its_multipliers():
     b = graphs.Builder([1, 8])
     head = b.graph(b.op("Gemm", ["input"], [1, 4], 32, transB=1))
     (unit,) = split_units(head, range(len(head.nodes)), FPGA)
-    full = unit_shape(head, unit)
+    full = unit_shape(head, unit, FPGA.clock_mhz)
     octaves = [0] * OCTAVES
     octaves[0], octaves[10], octaves[-1] = 20, 8, 4  # 8 weights ten octaves under the top: 5-bit codes at 16 bits
     weights = dataclasses.replace(full, weight_octaves=tuple(octaves))
@@ -325,7 +342,8 @@ def test_registers_sit_at_the_pipelines_cuts():
     resource = estimate(dense, 64, 16)  # Resource: 16 multipliers accumulate in place
     assert resource["ff"] == 128 + 256 + 2
     graph = conv_stack(1, channels=8, size=8)
-    conv = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[0])  # 3x3 on 3 channels -> 8
+    # 3x3 on 3 channels -> 8
+    conv = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[0], FPGA.clock_mhz)
     assert conv.streamed and conv.window_values == 3 * 3 * 3
     # 27 x 8 products, the 8-channel output word and the 27-value window, no input vector in registers
     assert estimate(conv, 1, 16)["ff"] == 1728 + 560 + 2

@@ -387,7 +387,7 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                 weights_end += size
                 # read once per output vector (per pixel of a convolution)
                 unit_graph = units.Unit(unit.pe, [index[n] for n in unit.nodes])
-                weight_traffic += size * units.unit_shape(graph, unit_graph).vectors
+                weight_traffic += size * units.unit_shape(graph, unit_graph, device.clock_mhz).vectors
             sub.memory = MemoryPlan(
                 strategy=strategy, target_bytes=target, reserved_bytes=reserve,
                 reserved_used_bytes=used_in["reserved"], bram_bytes=used_in["bram"],

@@ -44,8 +44,9 @@ out its layers:
   output chooses between the two (ELU, SELU); a few for the control state. Plain
   activations and io_parallel pooling are combinational;
 - latency in cycles: R per output vector (one vector for a dense layer, one
-  per output pixel for a streamed convolution), plus the adder tree (three
-  levels a cycle), the line-buffer fill and Softmax's two cycles; io_parallel
+  per output pixel for a streamed convolution), plus the pipeline of the product and its adder tree
+  and Softmax's, in cycles of the unit's clock (``pipeline_cycles``: a product and three adder levels a
+  cycle at 200 MHz, proportionally more or fewer at a slower or faster clock), the line-buffer fill; io_parallel
   pooling none (combinational: hls4ml's io_parallel MaxPooling baselines report
   0); plus moving the unit's inputs and outputs through the subfunction's
   word-wide arena (two 64-bit words a cycle, each holding 8 / E values of E
@@ -85,8 +86,13 @@ BRAM_MIN_DEPTH = 64
 # FF: a combinational hls4ml design's control state (its io_parallel MaxPooling and Dense(1 -> 64) + ReLU
 # baselines take exactly 16 FF an input value and 2 more)
 UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 300, 2
-# The adder tree of a dense product: this many levels a cycle (hls4ml's Latency designs at 200 MHz).
+# The adder tree of a dense product: this many levels a cycle at the reference clock (hls4ml's Latency designs
+# at its default 5 ns); a multiplication takes about as long as these levels (one cycle of the reference clock).
 ADDER_LEVELS_PER_CYCLE = 3
+REFERENCE_CLOCK_MHZ = 200.0
+# Softmax's pipeline after its exponentials' table reads (the sum, the inverse's read, the products): cycles at
+# the reference clock
+SOFTMAX_REFERENCE_CYCLES = 2
 # The subfunction's memories (hls/arena.h) are arrays of words of this many bytes, each element in a
 # lane of ``element_bytes``; a unit moves whole words, ARENA_PORTS a cycle (a true dual-port BRAM gives
 # two accesses, shared by a unit's reads and writes).
@@ -173,18 +179,20 @@ class Shape:
     window_values: int = 0  # values a streamed convolution or pooling holds in its window (k x k x input channels)
     table_selects: int = 0  # table layers of TABLE_SELECT_OPS in the unit
     table_entries: int = LOOKUP_TABLE_SIZE  # entries of each lookup table (Softmax's, TABLE_OPS'): hls4ml's TableSize
+    clock_mhz: float = REFERENCE_CLOCK_MHZ  # the clock the unit runs at (the board's FPGA clock: hls4ml's ClockPeriod)
 
 
-def unit_shape(graph: Graph, unit: Unit, io_type: Optional[str] = None) -> Shape:
+def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str] = None) -> Shape:
     """``_main_shape`` with the values the unit reads (every activation input of its main node) and,
-    when it streams, the FIFO hls4ml puts after each of its layers but the last. ``io_type``: the one
-    the user pinned (IO_TYPES); None: io_stream for spatial data, io_parallel for flat (``_main_shape``)."""
+    when it streams, the FIFO hls4ml puts after each of its layers but the last, at the FPGA's clock
+    ``clock_mhz``. ``io_type``: the one the user pinned (IO_TYPES); None: io_stream for spatial data,
+    io_parallel for flat (``_main_shape``)."""
     main = graph.nodes[unit.nodes[0]]
     read = sum(math.prod(s or [1]) for s in main.input_shapes)
     tables = sum(graph.nodes[i].op in TABLE_OPS for i in unit.nodes)
     selects = sum(graph.nodes[i].op in TABLE_SELECT_OPS for i in unit.nodes)
     shape = dataclasses.replace(_main_shape(graph, unit), input_values=read, table_layers=tables, table_selects=selects,
-                                weight_octaves=main.weight_octaves, weight_bits=main.weight_bits)
+                                weight_octaves=main.weight_octaves, weight_bits=main.weight_bits, clock_mhz=clock_mhz)
     if io_type is not None:
         shape = dataclasses.replace(shape, streamed=io_type == "io_stream")
     if not shape.streamed:
@@ -350,7 +358,9 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
             bram18 += bram18_blocks(reuse_factor, multipliers * width)  # a bank per multiplier, R deep
         else:
             lut += held * width // 2
-        cycles += shape.vectors * cycles_per_vector + math.ceil(math.log2(max(2, shape.n_in)) / ADDER_LEVELS_PER_CYCLE)
+        # the first product's pipeline (multiply, then the adder tree) adds to the vectors' cycles
+        tree = 1 + math.log2(max(2, shape.n_in)) / ADDER_LEVELS_PER_CYCLE
+        cycles += shape.vectors * cycles_per_vector + pipeline_cycles(tree, shape.clock_mhz) - 1
     elif shape.kind == "window" and shape.streamed:  # one output pixel a cycle
         lut += shape.n_out * width * shape.n_in
         cycles += shape.vectors * max(1, shape.n_in // 4)
@@ -378,13 +388,21 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         bram18 += (copies + 1) * table  # the exponential's copies and the inverse's one
         lookups += shape.n_out + 1
         dsp += shape.n_out
-        cycles += 2
+        cycles += pipeline_cycles(SOFTMAX_REFERENCE_CYCLES, shape.clock_mhz)
     lut += lookups * TABLE_INDEX_LUT_PER_BIT * width
     written = shape.input_values if shape.kind == "data" else shape.output_values  # the top moves a relayout
     moved = -(-(arena_words(shape.input_values, width) + arena_words(written, width)) // ARENA_PORTS)
     latency = max(cycles, moved) if shape.streamed else cycles + moved
     return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": latency, "compute_cycles": cycles,
             "buffer_cycles": latency - cycles, "ddr_cycles": ddr}
+
+
+def pipeline_cycles(reference_cycles: float, clock_mhz: float) -> int:
+    """Cycles at ``clock_mhz`` of logic that takes ``reference_cycles`` at REFERENCE_CLOCK_MHZ: its delay
+    fixed in time, so a slower clock fits more of it in a cycle and a faster one less (at least one cycle).
+    Set at hls4ml's default 5 ns; the table's published points at 10 ns are streamed or AXI-wrapped designs
+    whose latency the estimate misses under either rule (benchmarks/estimates.py)."""
+    return max(1, math.ceil(round(reference_cycles * clock_mhz / REFERENCE_CLOCK_MHZ, 9)))
 
 
 def _weight_codes(shape: Shape, width: int) -> list[tuple[int, int]]:

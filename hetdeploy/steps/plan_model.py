@@ -230,7 +230,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs)))
                  for sub in subs]
         found = [u for _, units_of_sub in split for u in units_of_sub]
-        shapes = [_unit_shape(loaded, u, options) for u in found]
+        shapes = [_unit_shape(loaded, u, device.clock_mhz, options) for u in found]
         rate = units.ddr_bytes_per_cycle(device)
         widths = [_pinned_precision(loaded, u, options, layer_widths)[0] for u in found]
         strategies = {k: strategy for k, (u, shape) in enumerate(zip(found, shapes))
@@ -323,10 +323,10 @@ def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions
     return f"ap_fixed<{width},{6 if integer is None else integer}>"
 
 
-def _unit_shape(loaded: LoadedModel, unit: units.Unit, options: BuildOptions) -> units.Shape:
-    """``unit``'s shape as the estimates see it, with what --io-type, --table-size and --precision's layer
-    types pin of it."""
-    shape = units.unit_shape(loaded.graph, unit, _pinned_io_type(loaded, unit, options))
+def _unit_shape(loaded: LoadedModel, unit: units.Unit, clock_mhz: float, options: BuildOptions) -> units.Shape:
+    """``unit``'s shape as the estimates see it at the FPGA's clock, with what --io-type, --table-size and
+    --precision's layer types pin of it."""
+    shape = units.unit_shape(loaded.graph, unit, clock_mhz, _pinned_io_type(loaded, unit, options))
     return _pinned_layer_types(loaded, unit, _pinned_tables(loaded, unit, shape, options), options)
 
 
