@@ -93,7 +93,7 @@ def test_folding_fits_the_budget_whenever_the_most_folded_design_does(layers, ch
     if chosen is not None:
         used = [folded_estimate(s, f, 16, ddr_rate) for s, f in zip(shapes, chosen)]
         assert all(sum(e[k] for e in used) <= budget[k] for k in RESOURCES)
-        assert all(f in folding_options(s, 16, ddr_rate) for s, f in zip(shapes, chosen))
+        assert all(f in folding_options(s, 16, ddr_rate, f.strategy) for s, f in zip(shapes, chosen))
         if ddr_rate is None:
             assert not any(f.weights_in_ddr for f in chosen)
 
@@ -110,15 +110,15 @@ def test_folding_for_a_rate_takes_the_fewest_resources_that_reach_it(layers, cha
     budget = {"dsp": dsp, "bram18": 280, "lut": 53200, "ff": 106400}
     chosen = fold_for_rate(shapes, budget, 16, [range(len(shapes))], [cycles])
     most_folded = [folded_estimate(s, folding_options(s, 16)[-1], 16, None) for s in shapes]
-    if any(sum(e[k] for e in most_folded) > budget[k] for k in RESOURCES):
-        assert chosen is None
+    if chosen is None:  # not even the most folded design fits (under the strategies by reuse factor either)
+        assert any(sum(e[k] for e in most_folded) > budget[k] for k in RESOURCES)
         return
     used = [folded_estimate(s, f, 16, None) for s, f in zip(shapes, chosen)]
     totals = {k: sum(e[k] for e in used) for k in RESOURCES}
     assert all(totals[k] <= budget[k] for k in RESOURCES)
     took = sum(e["latency_cycles"] for e in used)
     for u, (shape, folding) in enumerate(zip(shapes, chosen)):
-        options = folding_options(shape, 16)
+        options = folding_options(shape, 16, strategy=folding.strategy)
         k = options.index(folding)
         if took <= cycles and k + 1 < len(options):  # one step more folded misses the rate or frees nothing
             more = folded_estimate(shape, options[k + 1], 16, None)
@@ -167,7 +167,7 @@ def test_lookup_tables_are_copied_for_their_reads_and_fifos_counted():
     assert estimate(conv, 1, 16)["bram18"] == 4
 
 
-def test_a_pinned_strategy_is_priced_and_checked_as_hls4ml_lays_it_out():
+def test_strategies_are_priced_as_hls4ml_lays_them_out_and_chosen_by_cost_unless_pinned():
     """hls4ml's Latency strategy keeps the weights as constants in the fabric at any reuse factor and
     checks none; Resource keeps them in banks R deep and takes only the factors that divide the layer."""
     graph = conv_stack(1, channels=4, size=8)
@@ -192,6 +192,18 @@ def test_a_pinned_strategy_is_priced_and_checked_as_hls4ml_lays_it_out():
                                                                                                   1: "Resource"}))
     assert [f.hls_strategy for f in fold_for_rate([shape], budget, 16, [[0]], [1e9], strategies={0: "Latency"})] \
         == ["Latency"]
+    # unpinned, the strategy is a folding choice: LUTs scarce and BRAM plenty, a folded unit keeps its weights
+    # in BRAM (Resource) even below reuse factor 64; BRAM scarce, in the fabric (Latency) even from 64
+    tables = latency["bram18"]  # the Softmax's, whatever the strategy
+    lut_poor, bram_poor = budget | {"lut": 4000, "bram18": 4000}, budget | {"bram18": tables + 1}
+    (chosen,) = fold([shape], lut_poor, 16)
+    assert 1 < chosen.reuse_factor < 64 and chosen.hls_strategy == "Resource"
+    assert fold([shape], lut_poor, 16, strategies={0: "Latency"}) is None  # 640 weights do not fit in LUTs
+    # the Softmax's 10 products and at most 10 multipliers: reuse factor 64 or more
+    (chosen,) = fold([shape], bram_poor | {"dsp": 20}, 16)
+    assert chosen.reuse_factor >= 64 and chosen.hls_strategy == "Latency"
+    (chosen,) = fold_for_rate([shape], lut_poor, 16, [[0]], [1e9])  # any rate: the fewest resources
+    assert chosen.hls_strategy == "Resource"
 
 
 def test_the_clock_sets_the_pipeline_depth_and_nothing_else():

@@ -64,9 +64,10 @@ SVHN CNN reports); the points marked "holdout" check them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
-from typing import NamedTuple, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 from ..core.board import Device
 from ..core.graph import Graph
@@ -302,8 +303,10 @@ def arena_words(values: int, width: int) -> int:
 
 
 def strategy_for(reuse_factor: int) -> str:
-    """The strategy a unit gets when none is pinned: hls4ml's Latency strategy unrolls into registers;
-    beyond a small reuse factor, Resource keeps weights in BRAM banks."""
+    """The strategy of a unit folded to ``reuse_factor`` that no one chose one for (the folding's starting
+    point, which ``by_cost`` improves on; a reuse factor the user pins without a strategy; the partitioner's
+    estimate of a node alone): hls4ml's Latency strategy unrolls into registers; beyond a small reuse factor,
+    Resource keeps weights in BRAM banks."""
     return "Latency" if reuse_factor < BRAM_MIN_DEPTH else "Resource"
 
 
@@ -354,8 +357,9 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         if ddr_bytes_per_cycle is not None:
             cycles_per_vector = max(reuse_factor, ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle))
             ddr = shape.vectors * (cycles_per_vector - reuse_factor)
-        elif not latency_strategy:  # Resource
-            bram18 += bram18_blocks(reuse_factor, multipliers * width)  # a bank per multiplier, R deep
+        elif not latency_strategy and reuse_factor > 1:  # Resource: a bank per multiplier, R deep, bound to
+            # BRAM however shallow (hls4ml's ROM_nP_BRAM binding of its weights); at R = 1 they are constants
+            bram18 += bram18_blocks(reuse_factor, multipliers * width, bound=True)
         else:
             lut += held * width // 2
         # the first product's pipeline (multiply, then the adder tree) adds to the vectors' cycles
@@ -418,11 +422,11 @@ def ddr_cycles_per_vector(shape: Shape, width: int, ddr_bytes_per_cycle: float) 
     return math.ceil(shape.n_in * shape.n_out * element_bytes(width) / ddr_bytes_per_cycle)
 
 
-def bram18_blocks(depth: int, bits: int) -> int:
+def bram18_blocks(depth: int, bits: int, bound: bool = False) -> int:
     """BRAM18s an array of ``depth`` words of ``bits`` takes: the fewest over the shapes a BRAM18
     can take, blocks side by side for the width and stacked for the depth; none under
-    BRAM_MIN_BITS (LUTRAM) or two words deep (registers)."""
-    if depth <= 2 or depth * bits < BRAM_MIN_BITS:
+    BRAM_MIN_BITS (LUTRAM) or two words deep (registers) unless the HLS source ``bound`` it to BRAM."""
+    if not bound and (depth <= 2 or depth * bits < BRAM_MIN_BITS):
         return 0
     return min(math.ceil(bits / wide) * math.ceil(depth / deep) for deep, wide in BRAM18_SHAPES)
 
@@ -442,13 +446,19 @@ def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
                     strategy: Optional[str] = None) -> list[Folding]:
     """A unit's foldings, least folded first: every reuse factor with the weights on chip, then (for a
     multiply-accumulate unit, given the DDR rate, under no strategy or Resource) the weights in DDR at the
-    least reuse factor that the DDR keeps busy. ``strategy``: the one the user pinned (STRATEGIES)."""
+    least reuse factor that the DDR keeps busy. ``strategy``: the unit's (STRATEGIES); None: by the reuse
+    factor (``strategy_for``)."""
     options = [Folding(rf, False, strategy) for rf in candidate_reuse_factors(shape)]
     if shape.kind == "kernel" and ddr_bytes_per_cycle is not None and strategy != "Latency":
-        rate = ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle)
-        valid = [o.reuse_factor for o in options]
-        options.append(Folding(next((rf for rf in valid if rf >= rate), valid[-1]), True))
+        options.append(ddr_folding(shape, width, ddr_bytes_per_cycle))
     return options
+
+
+def ddr_folding(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> Folding:
+    """A multiply-accumulate unit with its weights in DDR, at the least reuse factor that the DDR keeps busy."""
+    rate = ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle)
+    valid = candidate_reuse_factors(shape)
+    return Folding(next((rf for rf in valid if rf >= rate), valid[-1]), True)
 
 
 def folded_estimate(shape: Shape, folding: Folding, width: int,
@@ -462,6 +472,84 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
                   groups: Sequence[Sequence[int]], cycles: Sequence[float],
                   pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
                   strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
+    """``_fold_for_rate_under`` the strategies ``by_cost`` finds: the least cycles over each group's rate,
+    then the least share of the budget."""
+    unit_estimate = _unit_estimates(shapes, width, ddr_bytes_per_cycle)
+
+    def missed_then_share(foldings: list[Folding]) -> tuple[float, float]:
+        used = [unit_estimate(u, f) for u, f in enumerate(foldings)]
+        missed = sum(max(0.0, sum(used[u]["latency_cycles"] for u in group) - allowed)
+                     for group, allowed in zip(groups, cycles))
+        return missed, _share(used, budget)
+
+    return by_cost(lambda chosen: _fold_for_rate_under(shapes, budget, width, groups, cycles, unit_estimate,
+                                                       pinned, chosen),
+                   shapes, pinned or {}, strategies or {}, missed_then_share)
+
+
+def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
+         pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
+         strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
+    """``_fold_under`` the strategies ``by_cost`` finds: the least total latency, then the least share of
+    the budget."""
+    unit_estimate = _unit_estimates(shapes, width, ddr_bytes_per_cycle)
+
+    def latency_then_share(foldings: list[Folding]) -> tuple[float, float]:
+        used = [unit_estimate(u, f) for u, f in enumerate(foldings)]
+        return sum(e["latency_cycles"] for e in used), _share(used, budget)
+
+    return by_cost(lambda chosen: _fold_under(shapes, budget, width, unit_estimate, pinned, ddr_bytes_per_cycle,
+                                              chosen),
+                   shapes, pinned or {}, strategies or {}, latency_then_share)
+
+
+def by_cost(fold_under: Callable[[dict[int, str]], Optional[list[Folding]]], shapes: Sequence[Shape],
+            pinned: dict[int, Folding], strategies: dict[int, str],
+            cost: Callable[[list[Folding]], tuple[float, float]]) -> Optional[list[Folding]]:
+    """hls4ml's Strategy as a folding choice: ``fold_under`` folds every unit under the strategies given
+    (unit index -> STRATEGIES; a unit not named by its reuse factor, ``strategy_for``). From the user's
+    ``strategies``, each multiply-accumulate unit that neither they nor a pinned folding fix tries Latency
+    and Resource at every reuse factor, one unit after another, and keeps the one whose folding of every unit
+    has the lesser ``cost`` (a strategy changes what the unit takes, and so how far every other unit must
+    fold). A unit the folding leaves unfolded keeps its own: at reuse factor 1 both keep the weights as
+    constants."""
+    chosen = dict(strategies)
+    best = fold_under(chosen)
+    for u, shape in enumerate(shapes):
+        if shape.kind != "kernel" or u in pinned or u in strategies or (best and best[u].reuse_factor == 1):
+            continue
+        by_reuse = {strategy_for(rf) for rf in candidate_reuse_factors(shape)}
+        for strategy in (s for s in STRATEGIES if by_reuse != {s}):  # one the reuse factors give anyway: tried
+            trial = chosen | {u: strategy}
+            foldings = fold_under(trial)
+            if foldings is not None and (best is None or cost(foldings) < cost(best)):
+                best, chosen = foldings, trial
+    return best
+
+
+def _unit_estimates(shapes: Sequence[Shape], width: int | Sequence[int],
+                    ddr_bytes_per_cycle: Optional[float]) -> Callable[[int, Folding], dict[str, int]]:
+    """``folded_estimate`` of unit u under a folding, each computed once (the foldings ``by_cost`` compares
+    share most of their units' options)."""
+    widths = [width] * len(shapes) if isinstance(width, int) else list(width)
+
+    @functools.cache
+    def unit_estimate(u: int, folding: Folding) -> dict[str, int]:
+        return folded_estimate(shapes[u], folding, widths[u], ddr_bytes_per_cycle)
+
+    return unit_estimate
+
+
+def _share(used: Sequence[dict[str, int]], budget: dict[str, int]) -> float:
+    """The sum over resources of the share of ``budget`` the units take together."""
+    return sum(sum(e[k] for e in used) / max(1, budget.get(k, 0)) for k in RESOURCES)
+
+
+def _fold_for_rate_under(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
+                         groups: Sequence[Sequence[int]], cycles: Sequence[float],
+                         unit_estimate: Callable[[int, Folding], dict[str, int]],
+                         pinned: Optional[dict[int, Folding]] = None,
+                         strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
     """Foldings, one per unit, with the fewest resources that let each group of units (an FPGA
     subfunction, whose units run one after another) take at most ``cycles[g]`` cycles a sample, as
     FINN's ``target_fps`` folds; None when even the most folded design does not fit ``budget``.
@@ -471,8 +559,8 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
     Greedy, from the most folded design (weights on chip): while a group takes more cycles than it
     may, unfold the unit of it whose next step saves the most cycles per share of the budget it adds
     and still fits the budget; then fold back, most resources freed first, what the rate lets fold.
-    ``ddr_bytes_per_cycle``: the DDR rate of pinned foldings with their weights in DDR; ``strategies`` as
-    ``fold``'s."""
+    ``unit_estimate``: unit u's estimate under a folding (pinned ones with their weights in DDR at the
+    FPGA's DDR rate); ``strategies`` as ``_fold_under``'s."""
     pinned = pinned or {}
     widths = [width] * len(shapes) if isinstance(width, int) else list(width)
     strategies = strategies or {}
@@ -480,7 +568,7 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
                for u, s in enumerate(shapes)]
 
     def estimate_of(u: int, k: int) -> dict[str, int]:
-        return folded_estimate(shapes[u], options[u][k], widths[u], ddr_bytes_per_cycle)
+        return unit_estimate(u, options[u][k])
 
     choice = [len(o) - 1 for o in options]
     current = [estimate_of(u, choice[u]) for u in range(len(shapes))]
@@ -519,13 +607,14 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
     return [o[c] for o, c in zip(options, choice)]
 
 
-def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
-         pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
-         strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
+def _fold_under(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
+                unit_estimate: Callable[[int, Folding], dict[str, int]],
+                pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
+                strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
     """Foldings, one per unit, with the least total latency that fit ``budget`` together; None when
     even the most folded design does not fit. ``width``: the fixed-point bits of every unit, or of
-    each. ``pinned``: unit index -> a folding the user fixed; ``strategies``: unit index -> the strategy the
-    user fixed (its reuse factor still folded).
+    each; ``unit_estimate``: unit u's estimate under a folding. ``pinned``: unit index -> a folding the user
+    fixed; ``strategies``: unit index -> the unit's strategy (its reuse factor still folded).
     ``ddr_bytes_per_cycle``: the FPGA's DDR rate, which lets units keep their weights in DDR (their
     last, most folded option); None: never.
 
@@ -539,7 +628,7 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[
                for u, s in enumerate(shapes)]
 
     def estimate_of(u: int, k: int) -> dict[str, int]:
-        return folded_estimate(shapes[u], options[u][k], widths[u], ddr_bytes_per_cycle)
+        return unit_estimate(u, options[u][k])
 
     choice = [0] * len(shapes)
     current = [estimate_of(u, 0) for u in range(len(shapes))]

@@ -405,7 +405,7 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
         raise UserError(f"{said(options, flag, node, value, flag)}: node '{node}' has no multiplications to fold and "
                         f"no weights to move (its unit runs on the {unit.pe} PE)")
     if not given:
-        return units.folding_options(shape, options.width, rate)[-1]  # a kernel unit's last: weights in DDR
+        return units.ddr_folding(shape, options.width, rate)
     node, rf = given
     products = shape.n_in * shape.n_out
     setting = said(options, "--reuse-factor", node, rf, f"--reuse-factor {node}={rf}")
