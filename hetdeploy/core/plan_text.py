@@ -56,14 +56,18 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
         if not sub.execution_units:
             continue
         lines.append(f"\n{sub.name}: execution units (estimates, not synthesis results)")
-        lines.append(f"  {'unit':<14} {'pe':<12} {'nodes':>5} {'reuse':>6} {'strategy':<9} {'weights':<7} {'DSP':>6} "
-                     f"{'BRAM18':>6} {'LUT':>8} {'FF':>8} {'cycles':>9} {'compute':>9} {'buffers':>8} {'DDR':>8} "
-                     f"{'samples/s':>11}")
-        rows = [(u.name, u.pe, len(u.nodes), u.reuse_factor, u.strategy, "DDR" if u.weights_in_ddr else "on chip",
-                 u.estimate, f"{u.rate_per_s:,.0f}") for u in sub.execution_units]
-        rows += [("total", "", "", "", "", "", sub.resources, ""), ("budget", "", "", "", "", "", sub.budget, "")]
-        for name, pe, count, rf, strategy, weights, e, rate in rows:
-            lines.append(f"  {name:<14} {pe:<12} {count!s:>5} {rf!s:>6} {strategy:<9} {weights:<7} {e['dsp']:>6} "
+        lines.append(f"  {'unit':<14} {'pe':<12} {'nodes':>5} {'reuse':>6} {'strategy':<9} {'io':<8} {'tables':>6} "
+                     f"{'weights':<7} {'DSP':>6} {'BRAM18':>6} {'LUT':>8} {'FF':>8} {'cycles':>9} {'compute':>9} "
+                     f"{'buffers':>8} {'DDR':>8} {'samples/s':>11}")
+        # io: hls4ml's IOType without its prefix; tables: entries of each lookup table (none: blank)
+        rows = [(u.name, u.pe, len(u.nodes), u.reuse_factor, u.strategy, u.io_type.removeprefix("io_"),
+                 u.table_size or "", "DDR" if u.weights_in_ddr else "on chip", u.estimate, f"{u.rate_per_s:,.0f}")
+                for u in sub.execution_units]
+        rows += [("total", "", "", "", "", "", "", "", sub.resources, ""),
+                 ("budget", "", "", "", "", "", "", "", sub.budget, "")]
+        for name, pe, count, rf, strategy, io, tables, weights, e, rate in rows:
+            lines.append(f"  {name:<14} {pe:<12} {count!s:>5} {rf!s:>6} {strategy:<9} {io:<8} {tables!s:>6} "
+                         f"{weights:<7} {e['dsp']:>6} "
                          f"{e['bram18']:>6} {e['lut']:>8} {e['ff']:>8} "
                          + " ".join(f"{e.get(k) if e.get(k) is not None else '':>{w}}" for k, w in CYCLE_PARTS)
                          + f" {rate:>11}")

@@ -472,65 +472,79 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
                   groups: Sequence[Sequence[int]], cycles: Sequence[float],
                   pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
                   strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
-    """``_fold_for_rate_under`` the strategies ``by_cost`` finds: the least cycles over each group's rate,
-    then the least share of the budget."""
+    """``_fold_for_rate_under`` the strategies the user pinned (the others by reuse factor), then each unit's
+    strategy ``by_cost``: the least cycles over each group's rate, then the least share of the budget."""
     unit_estimate = _unit_estimates(shapes, width, ddr_bytes_per_cycle)
+    foldings = _fold_for_rate_under(shapes, budget, width, groups, cycles, unit_estimate, pinned, strategies)
+    if foldings is None:
+        return None
 
-    def missed_then_share(foldings: list[Folding]) -> tuple[float, float]:
-        used = [unit_estimate(u, f) for u, f in enumerate(foldings)]
+    def missed_then_share(used: Sequence[dict[str, int]]) -> tuple[float, float]:
         missed = sum(max(0.0, sum(used[u]["latency_cycles"] for u in group) - allowed)
                      for group, allowed in zip(groups, cycles))
         return missed, _share(used, budget)
 
-    return by_cost(lambda chosen: _fold_for_rate_under(shapes, budget, width, groups, cycles, unit_estimate,
-                                                       pinned, chosen),
-                   shapes, pinned or {}, strategies or {}, missed_then_share)
+    return by_cost(foldings, shapes, width, budget, unit_estimate, missed_then_share,
+                   set(strategies or {}) | set(pinned or {}), ddr_bytes_per_cycle)
 
 
 def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
          pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
          strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
-    """``_fold_under`` the strategies ``by_cost`` finds: the least total latency, then the least share of
-    the budget."""
+    """``_fold_under`` the strategies the user pinned (the others by reuse factor), then each unit's
+    strategy ``by_cost`` (the least total latency, then the least share of the budget), then less folding
+    wherever what that freed lets a unit unfold under its strategy (``_give_back``)."""
     unit_estimate = _unit_estimates(shapes, width, ddr_bytes_per_cycle)
+    foldings = _fold_under(shapes, budget, width, unit_estimate, pinned, ddr_bytes_per_cycle, strategies)
+    if foldings is None:
+        return None
 
-    def latency_then_share(foldings: list[Folding]) -> tuple[float, float]:
-        used = [unit_estimate(u, f) for u, f in enumerate(foldings)]
+    def latency_then_share(used: Sequence[dict[str, int]]) -> tuple[float, float]:
         return sum(e["latency_cycles"] for e in used), _share(used, budget)
 
-    return by_cost(lambda chosen: _fold_under(shapes, budget, width, unit_estimate, pinned, ddr_bytes_per_cycle,
-                                              chosen),
-                   shapes, pinned or {}, strategies or {}, latency_then_share)
+    pinned = pinned or {}
+    foldings = by_cost(foldings, shapes, width, budget, unit_estimate, latency_then_share,
+                       set(strategies or {}) | set(pinned), ddr_bytes_per_cycle)
+    widths = [width] * len(shapes) if isinstance(width, int) else list(width)
+    options = [[pinned[u]] if u in pinned else folding_options(s, widths[u], ddr_bytes_per_cycle, f.strategy)
+               for u, (s, f) in enumerate(zip(shapes, foldings))]
+    choice = [o.index(f) for o, f in zip(options, foldings)]
+    return _give_back(options, choice, budget, lambda u, k: unit_estimate(u, options[u][k]))
 
 
-def by_cost(fold_under: Callable[[dict[int, str]], Optional[list[Folding]]], shapes: Sequence[Shape],
-            pinned: dict[int, Folding], strategies: dict[int, str],
-            cost: Callable[[list[Folding]], tuple[float, float]]) -> Optional[list[Folding]]:
-    """hls4ml's Strategy as a folding choice: ``fold_under`` folds every unit under the strategies given
-    (unit index -> STRATEGIES; a unit not named by its reuse factor, ``strategy_for``). From the user's
-    ``strategies``, each multiply-accumulate unit that neither they nor a pinned folding fix tries Latency
-    and Resource at every reuse factor, one unit after another, and keeps the one whose folding of every unit
-    has the lesser ``cost`` (a strategy changes what the unit takes, and so how far every other unit must
-    fold). A unit the folding leaves unfolded keeps its own: at reuse factor 1 both keep the weights as
-    constants."""
-    chosen = dict(strategies)
-    best = fold_under(chosen)
+def by_cost(foldings: list[Folding], shapes: Sequence[Shape], width: int | Sequence[int], budget: dict[str, int],
+            unit_estimate: Callable[[int, Folding], dict[str, int]],
+            cost: Callable[[Sequence[dict[str, int]]], tuple[float, float]], fixed: set[int],
+            ddr_bytes_per_cycle: Optional[float]) -> list[Folding]:
+    """hls4ml's Strategy as a folding choice: each folded multiply-accumulate unit whose strategy is not
+    ``fixed`` (by the user, or a pinned folding), one after another, takes whichever of its foldings under
+    Latency or under Resource gives all the units together the least ``cost`` (their estimates) within
+    ``budget``, the other units as they are. A unit the folding leaves unfolded keeps its strategy: at reuse
+    factor 1 both keep the weights as constants."""
+    widths = [width] * len(shapes) if isinstance(width, int) else list(width)
+    used = [unit_estimate(u, f) for u, f in enumerate(foldings)]
+    totals = {k: sum(e[k] for e in used) for k in RESOURCES}
+    best = cost(used)
     for u, shape in enumerate(shapes):
-        if shape.kind != "kernel" or u in pinned or u in strategies or (best and best[u].reuse_factor == 1):
+        if shape.kind != "kernel" or u in fixed or foldings[u].reuse_factor == 1:
             continue
-        by_reuse = {strategy_for(rf) for rf in candidate_reuse_factors(shape)}
-        for strategy in (s for s in STRATEGIES if by_reuse != {s}):  # one the reuse factors give anyway: tried
-            trial = chosen | {u: strategy}
-            foldings = fold_under(trial)
-            if foldings is not None and (best is None or cost(foldings) < cost(best)):
-                best, chosen = foldings, trial
-    return best
+        for strategy in STRATEGIES:
+            for option in folding_options(shape, widths[u], ddr_bytes_per_cycle, strategy):
+                trial = unit_estimate(u, option)
+                if any(totals[k] - used[u][k] + trial[k] > budget.get(k, 0) for k in RESOURCES):
+                    continue
+                trial_cost = cost(used[:u] + [trial] + used[u + 1:])
+                if trial_cost < best:
+                    totals = {k: totals[k] - used[u][k] + trial[k] for k in RESOURCES}
+                    foldings = foldings[:u] + [option] + foldings[u + 1:]
+                    used, best = used[:u] + [trial] + used[u + 1:], trial_cost
+    return foldings
 
 
 def _unit_estimates(shapes: Sequence[Shape], width: int | Sequence[int],
                     ddr_bytes_per_cycle: Optional[float]) -> Callable[[int, Folding], dict[str, int]]:
-    """``folded_estimate`` of unit u under a folding, each computed once (the foldings ``by_cost`` compares
-    share most of their units' options)."""
+    """``folded_estimate`` of unit u under a folding, each computed once (the folding's greedy steps and
+    ``by_cost`` look at the same options again and again)."""
     widths = [width] * len(shapes) if isinstance(width, int) else list(width)
 
     @functools.cache
@@ -660,14 +674,23 @@ def _fold_under(shapes: Sequence[Shape], budget: dict[str, int], width: int | Se
             break
         choice[best] += 1
         current[best] = estimate_of(best, choice[best])
-    # The steps are coarse: give cycles back where a less folded unit still fits, most saved first.
+    return _give_back(options, choice, budget, estimate_of)
+
+
+def _give_back(options: list[list[Folding]], choice: list[int], budget: dict[str, int],
+               estimate_of: Callable[[int, int], dict[str, int]]) -> list[Folding]:
+    """The foldings ``choice`` picks of each unit's ``options`` (least folded first), unfolded one step at a
+    time where the units still fit ``budget``, the step that saves the most cycles first (the folding's
+    steps are coarse)."""
+    choice = list(choice)
+    current = [estimate_of(u, c) for u, c in enumerate(choice)]
     while True:
         totals = {k: sum(e[k] for e in current) for k in RESOURCES}
         steps = []
         for u in range(len(options)):
             if choice[u] > 0:
                 previous = estimate_of(u, choice[u] - 1)
-                if not over({k: totals[k] - current[u][k] + previous[k] for k in RESOURCES}):
+                if all(totals[k] - current[u][k] + previous[k] <= budget.get(k, 0) for k in RESOURCES):
                     steps.append((current[u]["latency_cycles"] - previous["latency_cycles"], -u, previous))
         if not steps:
             return [o[c] for o, c in zip(options, choice)]
