@@ -63,12 +63,15 @@ def test_strategy_pins_from_the_command_line_and_a_config_file(tmp_path, capsys)
         return plan, {u["nodes"][0]: u for s in plan["subfunctions"] for u in s["execution_units"]}
 
     _, free = units()
-    assert {u["strategy"] for u in free.values() if u["foldable"]} == {"Latency"}  # as folded to fit, unpinned
+    # unpinned, folded to fit: every weight in BRAM banks takes less of the chip than in the fabric (units.by_cost)
+    assert {u["strategy"] for u in free.values() if u["foldable"]} == {"Resource"}
+    _, latency = units("--strategy", "/fc1/Gemm=latency")
+    assert latency["/fc1/Gemm"]["strategy"] == "Latency" and latency["/fc1/Gemm"]["estimate"]["bram18"] == 0
     plan, pinned = units("--strategy", "/fc1/Gemm=resource", "--strategy", "/fc2/Gemm=Latency", "--reuse-factor",
                          "/fc2/Gemm=100")
     assert plan["config"]["nodes"]["/fc1/Gemm"] == {"strategy": "resource"}
     assert pinned["/fc1/Gemm"]["strategy"] == "Resource" and pinned["/fc1/Gemm"]["estimate"]["bram18"] > 0
-    assert pinned["/fc1/Gemm"]["estimate"]["lut"] < free["/fc1/Gemm"]["estimate"]["lut"]  # weights out of LUTs
+    assert pinned["/fc1/Gemm"]["estimate"]["lut"] < latency["/fc1/Gemm"]["estimate"]["lut"]  # weights out of LUTs
     # 100 does not divide 64 x 32, which hls4ml's Latency strategy never checks
     assert (pinned["/fc2/Gemm"]["strategy"], pinned["/fc2/Gemm"]["reuse_factor"]) == ("Latency", 100)
     assert pinned["/fc2/Gemm"]["estimate"]["bram18"] == 0  # weights as constants, at any reuse factor
@@ -111,8 +114,9 @@ def test_table_size_pins_from_the_command_line_and_a_config_file(tmp_path, capsy
     model = tmp_path / "jet.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))
 
-    def last_unit(*flags):
-        assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", *flags, "--json"]) == 0
+    def last_unit(*flags):  # fc4 and the Softmax, its weights in the fabric: the tables alone in BRAM
+        assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", "--strategy",
+                     "/fc4/Gemm=latency", *flags, "--json"]) == 0
         plan = json.loads(capsys.readouterr().out)
         units = [u for s in plan["subfunctions"] for u in s["execution_units"]]
         assert [u["table_size"] for u in units[:-1]] == [0, 0, 0]  # no tables there
@@ -122,6 +126,7 @@ def test_table_size_pins_from_the_command_line_and_a_config_file(tmp_path, capsy
     plan, pinned = last_unit("--table-size", "/softmax/Softmax=1024")
     assert (default["table_size"], pinned["table_size"]) == (4096, 1024)
     assert plan["config"]["nodes"]["/softmax/Softmax"] == {"table_size": 1024}
+    assert plan["config"]["nodes"]["/fc4/Gemm"] == {"strategy": "latency"}
     # 3 copies of the exponential's table (5 reads, two ports each) and the inverse's: 4 blocks each, then 1
     assert (default["estimate"]["bram18"], pinned["estimate"]["bram18"]) == (16, 4)
     config = tmp_path / "c.yaml"
