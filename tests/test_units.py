@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 import graphs
 from hetdeploy.core.board import load_board
 from hetdeploy.core.precision import OCTAVES
-from hetdeploy.planning.units import (DSP_MIN_CONSTANT_BITS, RESOURCES, Folding, bram18_blocks, estimate, fold,
-                                      fold_for_rate, folded_estimate, folding_options, reuse_factors_for,
-                                      split_units, unit_shape, valid_reuse_factors)
+from hetdeploy.planning.units import (DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, RESOURCES, Folding, bram18_blocks, estimate,
+                                      estimate_range, fold, fold_for_rate, folded_estimate, folding_options,
+                                      reuse_factors_for, split_units, unit_shape, valid_reuse_factors)
 
 FPGA = load_board("pynq-z2").device("fpga")
 
@@ -220,6 +220,23 @@ def test_the_clock_sets_the_pipeline_depth_and_nothing_else():
     assert at[400.0]["compute_cycles"] == 4 + 5 + 4  # (1 + 6 / 3) x 2
     assert all(at[mhz]["latency_cycles"] - at[mhz]["compute_cycles"] == 10 for mhz in at)
     assert all({k: at[mhz][k] for k in RESOURCES} == {k: at[200.0][k] for k in RESOURCES} for mhz in at)
+
+
+def test_the_range_where_synthesis_binds_products_to_dsps_or_luts():
+    """A product's binding near the rule's thresholds is Vivado's to decide: the estimate gives the resources
+    it moves as a range holding the estimate; away from them, none."""
+    graph = conv_stack(1, channels=4, size=8)
+    shape = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[-1], FPGA.clock_mhz)  # dense 64 x 10
+    at_threshold = estimate_range(shape, Folding(8), DSP_MIN_WIDTH, None)
+    point = estimate(shape, 8, DSP_MIN_WIDTH)
+    assert set(at_threshold) == {"dsp", "lut"}  # 80 multipliers of 10 bits: DSPs or LUTs
+    assert at_threshold["dsp"][0] <= point["dsp"] <= at_threshold["dsp"][1]
+    assert at_threshold["dsp"][1] - at_threshold["dsp"][0] == 80
+    assert at_threshold["lut"][0] <= point["lut"] <= at_threshold["lut"][1]
+    assert estimate_range(shape, Folding(8), 16, None) == {}  # 16-bit data, no constant weights: DSPs
+    # unfolded, each product's constant weight decides: codes near DSP_MIN_CONSTANT_BITS are Vivado's call
+    codes = dataclasses.replace(shape, weight_octaves=(0, 0, 0, 0, 0, 0, 0, 0, 0, 640))  # 640 weights of 6 bits
+    assert estimate_range(codes, Folding(1), 16, None)["dsp"] == [10, 10 + 640]  # and the Softmax's 10
 
 
 def test_weights_in_ddr_free_their_bram_and_cost_the_ddr_reads():

@@ -71,6 +71,11 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
                          f"{e['bram18']:>6} {e['lut']:>8} {e['ff']:>8} "
                          + " ".join(f"{e.get(k) if e.get(k) is not None else '':>{w}}" for k, w in CYCLE_PARTS)
                          + f" {rate:>11}")
+        decided = [f"{u.name} " + ", ".join(f"{k.upper()} {low:,}-{high:,}"
+                                            for k, (low, high) in u.estimate_range.items())
+                   for u in sub.execution_units if u.estimate_range]
+        if decided:  # products near the DSP-or-LUT thresholds: Vivado binds them
+            lines.append("  synthesis decides (a product near the DSP-or-LUT thresholds): " + "; ".join(decided))
     for line in chip_totals(plan):
         lines.append(f"\n{line}")
     for sub in plan.subfunctions:

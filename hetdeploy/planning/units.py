@@ -321,7 +321,8 @@ def reuse_factors_for(shape: Shape, strategy: str) -> list[int]:
 
 
 def estimate(shape: Shape, reuse_factor: int, width: int,
-             ddr_bytes_per_cycle: Optional[float] = None, strategy: Optional[str] = None) -> dict[str, int]:
+             ddr_bytes_per_cycle: Optional[float] = None, strategy: Optional[str] = None,
+             dsp_binding: tuple[int, int] = (DSP_MIN_WIDTH, DSP_MIN_CONSTANT_BITS)) -> dict[str, int]:
     """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc), and the latency's
     parts: ``compute_cycles`` (its arithmetic, DDR weights' reads within: a vector waits for its
     weights), ``buffer_cycles`` (moving its inputs and outputs through the subfunction's word-wide
@@ -329,7 +330,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     arithmetic). An io_parallel unit reads, computes and writes in turn; a streamed one overlaps the
     three (dataflow). ``ddr_bytes_per_cycle``: the unit's weights are in DDR, read at this rate; None:
     on chip. ``strategy``: hls4ml's
-    Strategy (STRATEGIES; None: ``strategy_for`` the reuse factor)."""
+    Strategy (STRATEGIES; None: ``strategy_for`` the reuse factor). ``dsp_binding``: the least data bits and
+    constant weight bits a product takes a DSP at (below either, LUTs)."""
     bram18, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
     cycles = 0
     dsp = ddr = 0
@@ -346,7 +348,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         held -= zeros
         multipliers = sum(count for _, count in factors)
         for bits, count in factors:
-            if width < DSP_MIN_WIDTH or bits < DSP_MIN_CONSTANT_BITS:
+            if width < dsp_binding[0] or bits < dsp_binding[1]:
                 lut += count * width * bits // 2
             else:
                 dsp += count * (2 if width > 18 else 1)
@@ -461,11 +463,23 @@ def ddr_folding(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> Folding
     return Folding(next((rf for rf in valid if rf >= rate), valid[-1]), True)
 
 
-def folded_estimate(shape: Shape, folding: Folding, width: int,
-                    ddr_bytes_per_cycle: Optional[float]) -> dict[str, int]:
+def folded_estimate(shape: Shape, folding: Folding, width: int, ddr_bytes_per_cycle: Optional[float],
+                    dsp_binding: tuple[int, int] = (DSP_MIN_WIDTH, DSP_MIN_CONSTANT_BITS)) -> dict[str, int]:
     """``estimate`` of ``shape`` folded as ``folding``."""
     return estimate(shape, folding.reuse_factor, width, ddr_bytes_per_cycle if folding.weights_in_ddr else None,
-                    strategy=folding.hls_strategy)
+                    strategy=folding.hls_strategy, dsp_binding=dsp_binding)
+
+
+def estimate_range(shape: Shape, folding: Folding, width: int,
+                   ddr_bytes_per_cycle: Optional[float]) -> dict[str, list[int]]:
+    """What synthesis decides and the estimate cannot know: whether Vivado binds a product to a DSP or to LUTs
+    near the rule's thresholds (DSP_MIN_WIDTH data bits, DSP_MIN_CONSTANT_BITS bits of a constant weight,
+    set on published points, not read from the tool). Each resource whose estimate moves when either
+    threshold moves one bit either way, as [least, most]; the others are not listed."""
+    variants = [folded_estimate(shape, folding, width, ddr_bytes_per_cycle,
+                                (DSP_MIN_WIDTH + w, DSP_MIN_CONSTANT_BITS + c)) for w in (-1, 0, 1) for c in (-1, 0, 1)]
+    return {k: [min(v[k] for v in variants), max(v[k] for v in variants)] for k in RESOURCES
+            if min(v[k] for v in variants) != max(v[k] for v in variants)}
 
 
 def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],

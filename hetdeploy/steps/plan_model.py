@@ -270,6 +270,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     reuse_factor=folding.reuse_factor, strategy=folding.hls_strategy,
                     precision=_unit_precision(loaded, unit, options, layer_widths),
                     estimate=units.folded_estimate(shape, folding, width, rate),
+                    estimate_range=units.estimate_range(shape, folding, width, rate),
                     weights_in_ddr=folding.weights_in_ddr,
                     table_size=shape.table_entries if shape.table_layers or shape.softmax else 0,
                     io_type="" if shape.kind == "data" else units.IO_TYPES[shape.streamed],
