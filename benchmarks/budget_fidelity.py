@@ -43,8 +43,9 @@ def fidelity(build_dir: Path) -> dict:
     samples = build_samples(options, loaded.inputs)
     sizing, verification = ([runtime.model_feeds(loaded.input_reshapes, s) for s in chosen]
                             for chosen in (samples.sizing, samples.verification))
-    groups, widths = budget.built_layers(sub.execution_units)
-    simulated = budget.error_function(loaded.model, groups, sizing, run_in_memory, measured_on=verification)(widths)
+    groups, widths, table_sizes = budget.built_layers(sub.execution_units)
+    simulated = budget.error_function(loaded.model, groups, sizing, run_in_memory, measured_on=verification,
+                                      table_sizes=table_sizes)(widths)
     built = max(o.max_abs_error / o.peak for o in sub.verification.outputs)
     return {"build": str(build_dir), "model": str(options.model), "board": options.board, "widths": widths,
             "simulated_error": simulated, "c_simulation_error": built, "difference": simulated - built}

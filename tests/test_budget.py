@@ -68,6 +68,11 @@ def test_fixed_point_simulation_converges_on_the_model(jet_tagger):
     error = budget.error_function(loaded.model, groups, samples, run_in_memory)
     assert error({layer: 24 for layer in groups}) < 2e-3
     assert error({layer: 4 for layer in groups}) > 0.05
+    # the Softmax through tables of the entries --table-size gives its layer: 16 are coarse
+    (softmax_layer,) = [first for first, nodes in groups.items()
+                        if any(loaded.graph.nodes[loaded.graph.node_index()[n]].op == "Softmax" for n in nodes)]
+    coarse = budget.error_function(loaded.model, groups, samples, run_in_memory, table_sizes={softmax_layer: 16})
+    assert coarse({layer: 24 for layer in groups}) > 10 * error({layer: 24 for layer in groups})
 
 
 def test_error_budget_on_the_jet_tagger(jet_tagger, tmp_path, capsys):
@@ -78,6 +83,10 @@ def test_error_budget_on_the_jet_tagger(jet_tagger, tmp_path, capsys):
     plan = json.loads(capsys.readouterr().out)
     widths = plan["precision_search"]["layer_widths"]
     assert widths and all(bits < 16 for bits in widths.values())
+    # the search simulates the Softmax at the table size given: 16 entries miss the budget at any width
+    assert main(["plan", str(jet_tagger), "--board", "pynq-z2", "--policy", "support", "--error-budget", "0.05",
+                 "--table-size", "/softmax/Softmax=16"]) == 2
+    assert "even at --width 16 bits the simulated relative error is" in capsys.readouterr().err
     assert plan["precision_search"]["simulated_error"] <= 0.05
     built = build(BuildOptions(model=jet_tagger, board="pynq-z2", out_dir=tmp_path / "b", policy="support",
                                error_budget=0.05, relative_tolerance=0.05), progress=lambda message: None)
@@ -94,8 +103,9 @@ def test_error_budget_on_the_jet_tagger(jet_tagger, tmp_path, capsys):
     samples = build_samples(options, loaded.inputs)
     feeds = [[runtime.model_feeds(loaded.input_reshapes, s) for s in chosen]
              for chosen in (samples.sizing, samples.verification)]
-    groups, widths = budget.built_layers(built.subfunctions[0].execution_units)
-    simulated = budget.error_function(loaded.model, groups, feeds[0], run_in_memory, measured_on=feeds[1])
+    groups, widths, table_sizes = budget.built_layers(built.subfunctions[0].execution_units)
+    simulated = budget.error_function(loaded.model, groups, feeds[0], run_in_memory, measured_on=feeds[1],
+                                      table_sizes=table_sizes)
     built_error = max(o.max_abs_error / o.peak for o in check.outputs)
     assert built_error > 0
     assert simulated(widths) == pytest.approx(built_error, rel=1e-9)

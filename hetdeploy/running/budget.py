@@ -18,7 +18,8 @@ output as any layer; the build verifies the chosen widths in C-simulation, which
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from types import MappingProxyType
+from typing import Callable, Mapping, Optional, Sequence
 
 import numpy as np
 import onnx
@@ -142,10 +143,11 @@ def _table_softmax(nodes: list, inits: list, tensor: str, axis: int, tables: Sof
 
 
 def fixed_point_model(model: onnx.ModelProto, groups: dict[str, list[str]], widths: dict[str, int],
-                      max_abs: dict[str, float]) -> onnx.ModelProto:
+                      max_abs: dict[str, float], table_sizes: Mapping[str, int]) -> onnx.ModelProto:
     """``model`` with each layer's outputs (and what it reads from off the FPGA) rounded to the width chosen
     for it, integer bits from ``max_abs`` (one bit of headroom), its weights and biases rounded
-    as the build rounds them, and a Softmax through the build's tables (``SoftmaxTables``)."""
+    as the build rounds them, and a Softmax through the build's tables (``SoftmaxTables``), of the entries
+    ``table_sizes`` gives its layer (LOOKUP_TABLE_SIZE where it gives none: --table-size)."""
     layer_of = {node: first for first, nodes in groups.items() for node in nodes}
     simulated = onnx.ModelProto()
     simulated.CopyFrom(model)
@@ -179,7 +181,7 @@ def fixed_point_model(model: onnx.ModelProto, groups: dict[str, list[str]], widt
             axis = next((a.i for a in node.attribute if a.name == "axis"), -1 if opset >= 13 else 1)
             shapes = shapes or tensor_shapes(onnx.shape_inference.infer_shapes(model))
             shape = shapes[source]
-            tables = SoftmaxTables(*types[source], shape[axis], LOOKUP_TABLE_SIZE)
+            tables = SoftmaxTables(*types[source], shape[axis], table_sizes.get(layer, LOOKUP_TABLE_SIZE))
             out = _table_softmax(nodes, inits, renamed.get(source, source), axis % len(shape), tables,
                                  f"{node.output[0]}.table", opset)
             nodes.append(helper.make_node("Identity", [out], [node.output[0]]))
@@ -226,10 +228,12 @@ def weighted_cost(graph: Graph, groups: dict[str, list[str]]) -> dict[str, float
 
 def error_function(model: onnx.ModelProto, groups: dict[str, list[str]], samples: list[dict[str, np.ndarray]],
                    run: Callable[[onnx.ModelProto, list[dict[str, np.ndarray]]], list[dict[str, np.ndarray]]],
-                   measured_on: Optional[list[dict[str, np.ndarray]]] = None) -> Callable[[dict[str, int]], float]:
+                   measured_on: Optional[list[dict[str, np.ndarray]]] = None,
+                   table_sizes: Mapping[str, int] = MappingProxyType({})) -> Callable[[dict[str, int]], float]:
     """widths -> the simulated model's relative error against ``model``, its types sized on ``samples``
     as the build sizes them, measured on ``measured_on`` (``samples`` when not given); ``run`` runs a
-    model on samples, every tensor of it (``run(model, samples)`` gives each node output)."""
+    model on samples, every tensor of it (``run(model, samples)`` gives each node output); ``table_sizes``:
+    a layer (its first node) -> the entries of its lookup tables (``fixed_point_model``)."""
     exposed = onnx.ModelProto()
     exposed.CopyFrom(model)
     known = {o.name for o in exposed.graph.output}
@@ -247,18 +251,20 @@ def error_function(model: onnx.ModelProto, groups: dict[str, list[str]], samples
     want = [{o: v[o] for o in outputs} for v in (values if measured_on is samples else run(model, measured_on))]
 
     def error(widths: dict[str, int]) -> float:
-        simulated = fixed_point_model(model, groups, widths, max_abs)
+        simulated = fixed_point_model(model, groups, widths, max_abs, table_sizes)
         got = run(simulated, measured_on)
         return relative_error([{o: g.get(f"{o}.simulated", g.get(o)) for o in outputs} for g in got], want)
 
     return error
 
 
-def built_layers(units: Sequence) -> tuple[dict[str, list[str]], dict[str, int]]:
+def built_layers(units: Sequence) -> tuple[dict[str, list[str]], dict[str, int], dict[str, int]]:
     """A built subfunction's execution units as the simulation's layers: (first node -> its nodes,
-    first node -> the width the build ended with), for ``error_function`` at a build's widths."""
+    first node -> the width the build ended with, first node -> its tables' entries where it has tables),
+    for ``error_function`` at a build's widths and table sizes."""
     return ({u.nodes[0]: u.nodes for u in units},
-            {u.nodes[0]: precision_width(u.precision) for u in units})
+            {u.nodes[0]: precision_width(u.precision) for u in units},
+            {u.nodes[0]: u.table_size for u in units if u.table_size})
 
 
 def chosen_node_widths(groups: dict[str, list[str]], result: SearchResult) -> dict[str, int]:

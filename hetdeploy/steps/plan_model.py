@@ -125,7 +125,10 @@ def search_layer_widths(loaded: LoadedModel, board: Board, options: BuildOptions
     fpga = fpgas[0]
     groups = budget.layer_groups(loaded.graph, lambda i: fpga.why_not(loaded.graph.nodes[i]) is None, fpga)
     feeds = [runtime.model_feeds(loaded.input_reshapes, sample) for sample in samples.sizing]
-    error = budget.error_function(loaded.model, groups, feeds, run_in_memory)
+    # a layer's tables at the size --table-size gives any node of it (as the unit holding them is pinned)
+    table_sizes = {first: options.table_sizes[n] for first, nodes in groups.items() for n in nodes
+                   if n in options.table_sizes}
+    error = budget.error_function(loaded.model, groups, feeds, run_in_memory, table_sizes=table_sizes)
     result = budget.search_widths(list(groups), budget.weighted_cost(loaded.graph, groups), error,
                                   options.error_budget, options.width)
     if result.error > options.error_budget:
