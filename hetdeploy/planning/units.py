@@ -55,6 +55,11 @@ A multiply-accumulate unit may instead keep its weights in DDR (when the FPGA's 
 them): no weight BRAM or LUTs, and every output vector reads all the weights through the DDR port,
 so a vector takes at least weight bytes / DDR bytes per cycle; its reuse factor is the least that
 keeps its multipliers no faster than that.
+Folding (``fold``, ``fold_for_rate``) chooses each unit's reuse factor and, where the user pins none,
+hls4ml's strategy (``by_cost``: weights in the fabric or in BRAM, whichever lets the units together be
+faster or take less of the chip).
+Where synthesis decides (a product's binding to a DSP or to LUTs near the thresholds above), the
+estimate also gives a range (``estimate_range``).
 These are estimates, not synthesis results; benchmarks/estimates.py puts them
 beside published synthesis results (benchmarks/published_synthesis.csv), on whose
 points marked "fit" the constants above were set (hls4ml tutorial jet tagger and
