@@ -165,11 +165,12 @@ def test_a_rebuild_takes_everything_from_the_cache_and_gives_the_same_bytes(tmp_
     for path in ("plan.json", "hls/sf0_fpga/libsf0_fpga.so", "hls/sf0_fpga/units/sf0_fpga_u0/firmware/sf0_fpga_u0.cpp",
                  "report.html"):
         assert (tmp_path / "a" / path).read_bytes() == (tmp_path / "b" / path).read_bytes(), path
-    # every unit pinned where it was, then one refolded: that unit converted and compiled anew, the others'
-    # objects from the cache, the library linked anew
+    # every unit pinned where it was (reuse factor and strategy), then one refolded: that unit converted and
+    # compiled anew, the others' objects from the cache, the library linked anew
     units = json.loads((tmp_path / "a" / "plan.json").read_text())["subfunctions"][0]["execution_units"]
-    pins = [f"{u['nodes'][0]}={u['reuse_factor'] * (2 if k == len(units) - 1 else 1)}" for k, u in enumerate(units)]
-    refolded = _build(model, tmp_path / "c", "--cache", cache, *[a for pin in pins for a in ("--reuse-factor", pin)])
+    pins = [("--reuse-factor", f"{u['nodes'][0]}={u['reuse_factor'] * (2 if k == len(units) - 1 else 1)}",
+             "--strategy", f"{u['nodes'][0]}={u['strategy'].lower()}") for k, u in enumerate(units)]
+    refolded = _build(model, tmp_path / "c", "--cache", cache, *[a for pin in pins for a in pin])
     assert refolded.returncode == 0, refolded.stderr
     assert "0 of 1 compiled libraries, 3 of 4 units' compiled objects, 0 of 1 reports, 3 of 4 hls4ml conversions" \
         in refolded.stderr, refolded.stderr
