@@ -204,6 +204,9 @@ def test_strategies_are_priced_as_hls4ml_lays_them_out_and_chosen_by_cost_unless
     assert chosen.reuse_factor >= 64 and chosen.hls_strategy == "Latency"
     (chosen,) = fold_for_rate([shape], lut_poor, 16, [[0]], [1e9])  # any rate: the fewest resources
     assert chosen.hls_strategy == "Resource"
+    # BRAM plenty too: at reuse factor 64 both are as fast, and the folding leaves the BRAM to the buffers
+    (chosen,) = fold([shape], budget | {"dsp": 20}, 16)
+    assert (chosen.reuse_factor, chosen.hls_strategy) == (64, "Latency")
 
 
 def test_the_clock_sets_the_pipeline_depth_and_nothing_else():

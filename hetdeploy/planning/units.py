@@ -492,16 +492,17 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
                   pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
                   strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
     """``_fold_for_rate_under`` the strategies the user pinned (the others by reuse factor), then each unit's
-    strategy ``by_cost``: the least cycles over each group's rate, then the least share of the budget."""
+    strategy ``by_cost``: the least cycles over each group's rate, then the fewest BRAM18 (``_units_bram18``),
+    then the least share of the budget."""
     unit_estimate = _unit_estimates(shapes, width, ddr_bytes_per_cycle)
     foldings = _fold_for_rate_under(shapes, budget, width, groups, cycles, unit_estimate, pinned, strategies)
     if foldings is None:
         return None
 
-    def missed_then_share(used: Sequence[dict[str, int]]) -> tuple[float, float]:
+    def missed_then_share(used: Sequence[dict[str, int]]) -> tuple[float, ...]:
         missed = sum(max(0.0, sum(used[u]["latency_cycles"] for u in group) - allowed)
                      for group, allowed in zip(groups, cycles))
-        return missed, _share(used, budget)
+        return missed, _units_bram18(used), _share(used, budget)
 
     return by_cost(foldings, shapes, width, budget, unit_estimate, missed_then_share,
                    set(strategies or {}) | set(pinned or {}), ddr_bytes_per_cycle)
@@ -511,15 +512,16 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[
          pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
          strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
     """``_fold_under`` the strategies the user pinned (the others by reuse factor), then each unit's
-    strategy ``by_cost`` (the least total latency, then the least share of the budget), then less folding
+    strategy ``by_cost`` (the least total latency, then the fewest BRAM18 (``_units_bram18``), then the least
+    share of the budget), then less folding
     wherever what that freed lets a unit unfold under its strategy (``_give_back``)."""
     unit_estimate = _unit_estimates(shapes, width, ddr_bytes_per_cycle)
     foldings = _fold_under(shapes, budget, width, unit_estimate, pinned, ddr_bytes_per_cycle, strategies)
     if foldings is None:
         return None
 
-    def latency_then_share(used: Sequence[dict[str, int]]) -> tuple[float, float]:
-        return sum(e["latency_cycles"] for e in used), _share(used, budget)
+    def latency_then_share(used: Sequence[dict[str, int]]) -> tuple[float, ...]:
+        return sum(e["latency_cycles"] for e in used), _units_bram18(used), _share(used, budget)
 
     pinned = pinned or {}
     foldings = by_cost(foldings, shapes, width, budget, unit_estimate, latency_then_share,
@@ -533,7 +535,7 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[
 
 def by_cost(foldings: list[Folding], shapes: Sequence[Shape], width: int | Sequence[int], budget: dict[str, int],
             unit_estimate: Callable[[int, Folding], dict[str, int]],
-            cost: Callable[[Sequence[dict[str, int]]], tuple[float, float]], fixed: set[int],
+            cost: Callable[[Sequence[dict[str, int]]], tuple[float, ...]], fixed: set[int],
             ddr_bytes_per_cycle: Optional[float]) -> list[Folding]:
     """hls4ml's Strategy as a folding choice: each folded multiply-accumulate unit whose strategy is not
     ``fixed`` (by the user, or a pinned folding), one after another, takes whichever of its foldings under
@@ -571,6 +573,12 @@ def _unit_estimates(shapes: Sequence[Shape], width: int | Sequence[int],
         return folded_estimate(shapes[u], folding, widths[u], ddr_bytes_per_cycle)
 
     return unit_estimate
+
+
+def _units_bram18(used: Sequence[dict[str, int]]) -> int:
+    """BRAM18 the units take together: what they leave holds the subfunctions' buffers (the memory plan
+    comes after the folding), so at equal cycles the folding keeps weights out of BRAM."""
+    return sum(e["bram18"] for e in used)
 
 
 def _share(used: Sequence[dict[str, int]], budget: dict[str, int]) -> float:
