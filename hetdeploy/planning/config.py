@@ -350,7 +350,8 @@ OPTIONS = (
     Option("strategies", "strategy", hls_strategy, "folding and memory", "pin the hls4ml Strategy of the FPGA "
            "execution unit holding multiply-accumulate node NODE (repeatable): latency (products in registers, "
            "weights as constants; any reuse factor) or resource (weights in banks of depth R; R must divide the "
-           "layer); default: the folding chooses the one that lets the units be faster or take less of the chip",
+           "layer); default: the folding chooses the one that lets the units be faster, or as fast with fewer "
+           "BRAM18s",
            metavar="NODE=S", per_node=True,
            written=str.lower),
     Option("io_types", "io_type", io_type, "folding and memory", "pin hls4ml's IOType of the FPGA execution unit "

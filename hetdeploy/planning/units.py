@@ -57,7 +57,7 @@ so a vector takes at least weight bytes / DDR bytes per cycle; its reuse factor 
 keeps its multipliers no faster than that.
 Folding (``fold``, ``fold_for_rate``) chooses each unit's reuse factor and, where the user pins none,
 hls4ml's strategy (``by_cost``: weights in the fabric or in BRAM, whichever lets the units together be
-faster or take less of the chip).
+faster, or as fast with fewer BRAM18s, then less of the chip).
 Where synthesis decides (a product's binding to a DSP or to LUTs near the thresholds above), the
 estimate also gives a range (``estimate_range``).
 These are estimates, not synthesis results; benchmarks/estimates.py puts them
