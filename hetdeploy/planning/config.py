@@ -351,7 +351,7 @@ OPTIONS = (
            "execution unit holding multiply-accumulate node NODE (repeatable): latency (products in registers, "
            "weights as constants; any reuse factor) or resource (weights in banks of depth R; R must divide the "
            "layer); default: the folding chooses the one that lets the units be faster, or as fast with fewer "
-           "BRAM18s",
+           "BRAM18s (with --target-rate: fewer resources)",
            metavar="NODE=S", per_node=True,
            written=str.lower),
     Option("io_types", "io_type", io_type, "folding and memory", "pin hls4ml's IOType of the FPGA execution unit "

@@ -57,7 +57,7 @@ so a vector takes at least weight bytes / DDR bytes per cycle; its reuse factor 
 keeps its multipliers no faster than that.
 Folding (``fold``, ``fold_for_rate``) chooses each unit's reuse factor and, where the user pins none,
 hls4ml's strategy (``by_cost``: weights in the fabric or in BRAM, whichever lets the units together be
-faster, or as fast with fewer BRAM18s, then less of the chip).
+faster, or as fast with fewer BRAM18s, then less of the chip; for a rate, the least share of the chip).
 Where synthesis decides (a product's binding to a DSP or to LUTs near the thresholds above), the
 estimate also gives a range (``estimate_range``).
 These are estimates, not synthesis results; benchmarks/estimates.py puts them
@@ -492,17 +492,17 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
                   pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
                   strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
     """``_fold_for_rate_under`` the strategies the user pinned (the others by reuse factor), then each unit's
-    strategy ``by_cost``: the least cycles over each group's rate, then the fewest BRAM18 (``_units_bram18``),
-    then the least share of the budget."""
+    strategy ``by_cost``: the least cycles over each group's rate, then the least share of the budget (the
+    fewest resources, as FINN's target_fps asks, BRAM counted in its share)."""
     unit_estimate = _unit_estimates(shapes, width, ddr_bytes_per_cycle)
     foldings = _fold_for_rate_under(shapes, budget, width, groups, cycles, unit_estimate, pinned, strategies)
     if foldings is None:
         return None
 
-    def missed_then_share(used: Sequence[dict[str, int]]) -> tuple[float, ...]:
+    def missed_then_share(used: Sequence[dict[str, int]]) -> tuple[float, float]:
         missed = sum(max(0.0, sum(used[u]["latency_cycles"] for u in group) - allowed)
                      for group, allowed in zip(groups, cycles))
-        return missed, _units_bram18(used), _share(used, budget)
+        return missed, _share(used, budget)
 
     return by_cost(foldings, shapes, width, budget, unit_estimate, missed_then_share,
                    set(strategies or {}) | set(pinned or {}), ddr_bytes_per_cycle)
@@ -577,7 +577,7 @@ def _unit_estimates(shapes: Sequence[Shape], width: int | Sequence[int],
 
 def _units_bram18(used: Sequence[dict[str, int]]) -> int:
     """BRAM18 the units take together: what they leave holds the subfunctions' buffers (the memory plan
-    comes after the folding), so at equal cycles the folding keeps weights out of BRAM."""
+    comes after the folding), so at equal cycles the least-latency folding keeps weights out of BRAM."""
     return sum(e["bram18"] for e in used)
 
 
