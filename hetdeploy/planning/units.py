@@ -494,8 +494,9 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
     """``_fold_for_rate_under`` the strategies the user pinned (the others by reuse factor), then each unit's
     strategy ``by_cost``: the least cycles over each group's rate, then the least share of the budget (the
     fewest resources, as FINN's target_fps asks, BRAM counted in its share)."""
-    unit_estimate = _unit_estimates(shapes, width, ddr_bytes_per_cycle)
-    foldings = _fold_for_rate_under(shapes, budget, width, groups, cycles, unit_estimate, pinned, strategies)
+    widths = _per_unit(width, shapes)
+    unit_estimate = _unit_estimates(shapes, widths, ddr_bytes_per_cycle)
+    foldings = _fold_for_rate_under(shapes, budget, widths, groups, cycles, unit_estimate, pinned, strategies)
     if foldings is None:
         return None
 
@@ -504,7 +505,7 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
                      for group, allowed in zip(groups, cycles))
         return missed, _share(used, budget)
 
-    return by_cost(foldings, shapes, width, budget, unit_estimate, missed_then_share,
+    return by_cost(foldings, shapes, widths, budget, unit_estimate, missed_then_share,
                    set(strategies or {}) | set(pinned or {}), ddr_bytes_per_cycle)
 
 
@@ -513,27 +514,27 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[
          strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
     """``_fold_under`` the strategies the user pinned (the others by reuse factor), then each unit's
     strategy ``by_cost`` (the least total latency, then the fewest BRAM18 (``_units_bram18``), then the least
-    share of the budget), then less folding
-    wherever what that freed lets a unit unfold under its strategy (``_give_back``)."""
-    unit_estimate = _unit_estimates(shapes, width, ddr_bytes_per_cycle)
-    foldings = _fold_under(shapes, budget, width, unit_estimate, pinned, ddr_bytes_per_cycle, strategies)
+    share of the budget), then less folding wherever what that freed lets a unit unfold under its strategy
+    (``_give_back``)."""
+    widths = _per_unit(width, shapes)
+    unit_estimate = _unit_estimates(shapes, widths, ddr_bytes_per_cycle)
+    foldings = _fold_under(shapes, budget, widths, unit_estimate, pinned, ddr_bytes_per_cycle, strategies)
     if foldings is None:
         return None
 
-    def latency_then_share(used: Sequence[dict[str, int]]) -> tuple[float, ...]:
+    def latency_then_bram_then_share(used: Sequence[dict[str, int]]) -> tuple[float, ...]:
         return sum(e["latency_cycles"] for e in used), _units_bram18(used), _share(used, budget)
 
     pinned = pinned or {}
-    foldings = by_cost(foldings, shapes, width, budget, unit_estimate, latency_then_share,
+    foldings = by_cost(foldings, shapes, widths, budget, unit_estimate, latency_then_bram_then_share,
                        set(strategies or {}) | set(pinned), ddr_bytes_per_cycle)
-    widths = [width] * len(shapes) if isinstance(width, int) else list(width)
     options = [[pinned[u]] if u in pinned else folding_options(s, widths[u], ddr_bytes_per_cycle, f.strategy)
                for u, (s, f) in enumerate(zip(shapes, foldings))]
     choice = [o.index(f) for o, f in zip(options, foldings)]
     return _give_back(options, choice, budget, lambda u, k: unit_estimate(u, options[u][k]))
 
 
-def by_cost(foldings: list[Folding], shapes: Sequence[Shape], width: int | Sequence[int], budget: dict[str, int],
+def by_cost(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[int], budget: dict[str, int],
             unit_estimate: Callable[[int, Folding], dict[str, int]],
             cost: Callable[[Sequence[dict[str, int]]], tuple[float, ...]], fixed: set[int],
             ddr_bytes_per_cycle: Optional[float]) -> list[Folding]:
@@ -541,8 +542,7 @@ def by_cost(foldings: list[Folding], shapes: Sequence[Shape], width: int | Seque
     ``fixed`` (by the user, or a pinned folding), one after another, takes whichever of its foldings under
     Latency or under Resource gives all the units together the least ``cost`` (their estimates) within
     ``budget``, the other units as they are. A unit the folding leaves unfolded keeps its strategy: at reuse
-    factor 1 both keep the weights as constants."""
-    widths = [width] * len(shapes) if isinstance(width, int) else list(width)
+    factor 1 both keep the weights as constants. ``widths``: each unit's fixed-point bits."""
     used = [unit_estimate(u, f) for u, f in enumerate(foldings)]
     totals = {k: sum(e[k] for e in used) for k in RESOURCES}
     best = cost(used)
@@ -562,11 +562,15 @@ def by_cost(foldings: list[Folding], shapes: Sequence[Shape], width: int | Seque
     return foldings
 
 
-def _unit_estimates(shapes: Sequence[Shape], width: int | Sequence[int],
+def _per_unit(width: int | Sequence[int], shapes: Sequence[Shape]) -> list[int]:
+    """The fixed-point bits of each unit: ``width`` for every one, or each its own."""
+    return [width] * len(shapes) if isinstance(width, int) else list(width)
+
+
+def _unit_estimates(shapes: Sequence[Shape], widths: Sequence[int],
                     ddr_bytes_per_cycle: Optional[float]) -> Callable[[int, Folding], dict[str, int]]:
     """``folded_estimate`` of unit u under a folding, each computed once (the folding's greedy steps and
     ``by_cost`` look at the same options again and again)."""
-    widths = [width] * len(shapes) if isinstance(width, int) else list(width)
 
     @functools.cache
     def unit_estimate(u: int, folding: Folding) -> dict[str, int]:
@@ -586,7 +590,7 @@ def _share(used: Sequence[dict[str, int]], budget: dict[str, int]) -> float:
     return sum(sum(e[k] for e in used) / max(1, budget.get(k, 0)) for k in RESOURCES)
 
 
-def _fold_for_rate_under(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
+def _fold_for_rate_under(shapes: Sequence[Shape], budget: dict[str, int], widths: Sequence[int],
                          groups: Sequence[Sequence[int]], cycles: Sequence[float],
                          unit_estimate: Callable[[int, Folding], dict[str, int]],
                          pinned: Optional[dict[int, Folding]] = None,
@@ -603,7 +607,6 @@ def _fold_for_rate_under(shapes: Sequence[Shape], budget: dict[str, int], width:
     ``unit_estimate``: unit u's estimate under a folding (pinned ones with their weights in DDR at the
     FPGA's DDR rate); ``strategies`` as ``_fold_under``'s."""
     pinned = pinned or {}
-    widths = [width] * len(shapes) if isinstance(width, int) else list(width)
     strategies = strategies or {}
     options = [[pinned[u]] if u in pinned else folding_options(s, widths[u], strategy=strategies.get(u))
                for u, s in enumerate(shapes)]
@@ -648,14 +651,14 @@ def _fold_for_rate_under(shapes: Sequence[Shape], budget: dict[str, int], width:
     return [o[c] for o, c in zip(options, choice)]
 
 
-def _fold_under(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
+def _fold_under(shapes: Sequence[Shape], budget: dict[str, int], widths: Sequence[int],
                 unit_estimate: Callable[[int, Folding], dict[str, int]],
                 pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
                 strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
     """Foldings, one per unit, with the least total latency that fit ``budget`` together; None when
-    even the most folded design does not fit. ``width``: the fixed-point bits of every unit, or of
-    each; ``unit_estimate``: unit u's estimate under a folding. ``pinned``: unit index -> a folding the user
-    fixed; ``strategies``: unit index -> the unit's strategy (its reuse factor still folded).
+    even the most folded design does not fit. ``widths``: each unit's fixed-point bits; ``unit_estimate``:
+    unit u's estimate under a folding. ``pinned``: unit index -> a folding the user fixed; ``strategies``:
+    unit index -> the unit's strategy (its reuse factor still folded).
     ``ddr_bytes_per_cycle``: the FPGA's DDR rate, which lets units keep their weights in DDR (their
     last, most folded option); None: never.
 
@@ -664,7 +667,6 @@ def _fold_under(shapes: Sequence[Shape], budget: dict[str, int], width: int | Se
     design still fits, the step that saves the most cycles first (weights come back on chip whenever
     they fit, even at some cycles: DDR traffic competes with the host's)."""
     pinned, strategies = pinned or {}, strategies or {}
-    widths = [width] * len(shapes) if isinstance(width, int) else list(width)
     options = [[pinned[u]] if u in pinned else folding_options(s, widths[u], ddr_bytes_per_cycle, strategies.get(u))
                for u, s in enumerate(shapes)]
 
