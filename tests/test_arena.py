@@ -107,3 +107,82 @@ def test_packing_and_the_budgets_rounding_are_ap_fixeds_own_on_every_mode(tmp_pa
         kind, rounding, overflow = precision.split("<")[0], precision.split(",")[2], precision.split(",")[3][:-1]
         held = quantize(values, 8, 3, kind == "ap_fixed", rounding, overflow)
         assert (np.round(held * 32).astype(np.int64) & mask).tolist() == expected.tolist(), precision
+
+
+# (op, input shape, attributes): the window ops the top reduces, on odd sizes, every geometry ONNX allows
+WINDOW_CASES = [
+    ("MaxPool", [1, 5, 11, 9], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # ResNet's stem
+    ("MaxPool", [1, 3, 7, 8], {"kernel_shape": [2, 2], "strides": [1, 1]}),
+    ("MaxPool", [1, 4, 9, 9], {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ("MaxPool", [1, 2, 6, 7], {"kernel_shape": [2, 3], "strides": [2, 1], "pads": [0, 1, 1, 0]}),
+    ("MaxPool", [1, 3, 10, 10], {"kernel_shape": [2, 2], "strides": [1, 2], "dilations": [2, 3]}),
+    ("MaxPool", [1, 4, 13], {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
+    ("GlobalAveragePool", [1, 3, 12, 12], {}),
+    ("GlobalAveragePool", [1, 5, 7, 5], {}),
+    ("GlobalAveragePool", [1, 6, 20], {}),
+]
+
+
+def test_the_tops_window_ops_match_onnxruntime_on_every_geometry(tmp_path):
+    """arena.h's window_op on each case's geometry (hls_top.window_of, as a build writes it) against
+    onnxruntime on the same values, multiples of 1/64 that ap_fixed<16,5> holds exactly: a maximum is
+    one of them, exact; a mean is within half a step of 1/2048 (AP_RND) of the true one."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from hetdeploy.core.board_runtime import channels_last
+    from hetdeploy.core.graph import Node
+    from hetdeploy.fpga.hls_top import window_declaration, window_of
+
+    rng = np.random.default_rng(7)
+    declarations, calls, cases = [], [], []
+    for k, (op, shape, attrs) in enumerate(WINDOW_CASES):
+        node = helper.make_node(op, ["x"], ["y"], **attrs)
+        graph = helper.make_graph([node], "w", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        x = (rng.integers(-15 * 64, 15 * 64, shape) / 64).astype(np.float32)
+        (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+        window = window_of(Node(f"case{k}", op, ["x"], ["y"], attrs, input_shapes=[shape],
+                                output_shapes=[list(y.shape)]))
+        declarations.append(window_declaration(f"case{k}", window))
+        values = ", ".join(f"{v:.6f}f" for v in channels_last(x).reshape(-1))
+        calls.append(f"{{ static const float x[] = {{{values}}}; run<hetdeploy::window_{window.reduce}>("
+                     f"x, {x.size}, {y.size}, case{k}_window); }}")
+        cases.append(channels_last(y).reshape(-1))
+    (tmp_path / "main.cpp").write_text(WINDOW_PROGRAM % {"declarations": "\n".join(declarations),
+                                                          "calls": "\n    ".join(calls)})
+    binary = tmp_path / "main"
+    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
+                    str(tmp_path / "main.cpp")], check=True, capture_output=True)
+    lines = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split("\n")
+    for (op, shape, attrs), want, line in zip(WINDOW_CASES, cases, lines):
+        got = np.array(line.split(), dtype=np.float64)
+        assert got.shape == want.shape, (op, shape, attrs)
+        if op == "MaxPool":
+            assert (got == want).all(), (op, shape, attrs, np.flatnonzero(got != want)[:5])
+        else:
+            assert np.abs(got - want).max() <= 2.0 ** -12 + 1e-6, (op, shape, np.abs(got - want).max())
+
+
+WINDOW_PROGRAM = r"""
+#include <cstdio>
+#include "arena.h"
+
+typedef ap_fixed<16, 5, AP_RND, AP_SAT> value_t;
+%(declarations)s
+
+template <class Reduce> void run(const float *x, int n, int m, const hetdeploy::window_geometry &g) {
+    static hetdeploy::word_t source[4096], target[4096];
+    static float y[16384];
+    hetdeploy::from_float<value_t>(x, source, n);
+    hetdeploy::window_op<value_t>(source, target, g, Reduce());
+    hetdeploy::to_float<value_t>(target, y, m);
+    for (int i = 0; i < m; i++) std::printf("%%.9g ", y[i]);
+    std::printf("\n");
+}
+
+int main() {
+    %(calls)s
+}
+"""

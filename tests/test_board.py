@@ -67,6 +67,23 @@ def test_op_limits():
     assert "LRN" in fpga.why_not(Node("l", "LRN", ["x"], ["y"], input_shapes=[[1, 4, 8, 8]]))
 
 
+def test_a_node_goes_to_the_first_pe_that_runs_it_within_the_pes_limits():
+    """hls4ml's pooling takes a MaxPool whose strides are its kernel; the top's window PE takes ResNet's
+    stem (kernel 3, stride 2, padding 1), a 1-D one, and a global average over more than 8 x 8."""
+    fpga = load_board("pynq-z2").device("fpga")
+    pool = lambda attrs, shape=(1, 4, 8, 8): Node("p", "MaxPool", ["x"], ["y"], attrs=attrs,  # noqa: E731
+                                                   input_shapes=[list(shape)], output_shapes=[[1, 4, 4, 4]])
+    assert fpga.pe_for(pool({"kernel_shape": [2, 2], "strides": [2, 2]})) == "pool"
+    stem = pool({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]})
+    assert fpga.why_not(stem) is None and fpga.pe_for(stem) == "window"
+    assert fpga.pe_for(pool({"kernel_shape": [2], "strides": [2]}, (1, 4, 8))) == "window"
+    gap = lambda side: Node("g", "GlobalAveragePool", ["x"], ["y"], input_shapes=[[1, 4, side, side]],  # noqa: E731
+                            output_shapes=[[1, 4, 1, 1]])
+    assert (fpga.pe_for(gap(8)), fpga.pe_for(gap(12))) == ("pool", "window")
+    assert fpga.pes["window"].engine == "top" and fpga.pes["pool"].engine == "hls4ml"
+    assert "3-D input" in fpga.why_not(pool({"kernel_shape": [2, 2, 2]}, (1, 4, 8, 8, 8)))
+
+
 def test_unknown_board_name():
     with pytest.raises(UserError, match="unknown board 'pynq-z9'.*pynq-z2"):
         load_board("pynq-z9")
@@ -102,8 +119,21 @@ def test_unknown_board_name():
         ("preference: [fpga, arm_cpu]", "host: fpga\npreference: [fpga, arm_cpu]",
          r"line \d+: host: the host must be a device of kind cpu; got 'fpga'"),
         ("    invocation_overhead_s: 9.0e-4\n", "", r"devices\[1\]: missing key 'invocation_overhead_s'"),
-        ("      pool: {ops: [MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool], fuse: [Relu, Quant, BipolarQuant]}\n", "",
-         r"devices\[1\]\.ops\.MaxPool: no PE in devices\[1\]\.pes runs MaxPool"),
+        ("      pool: {ops: [MaxPool, AveragePool,", "      pool: {ops: [MaxPool,",
+         r"devices\[1\]\.ops\.AveragePool: no PE in devices\[1\]\.pes runs AveragePool"),
+        # a PE's own limits, and who implements its ops
+        ("limits: {MaxPool: {spatial_dims", "limits: {Conv: {spatial_dims",
+         r"pes\.pool\.limits\.Conv: 'Conv' is not in this PE's ops"),
+        ("GlobalAveragePool: {spatial_dims: [2], max_kernel: 8}", "GlobalAveragePool: {max_kernal: 8}",
+         r"pes\.pool\.limits\.GlobalAveragePool\.max_kernal: unknown key 'max_kernal'"),
+        ("window: {ops: [MaxPool, GlobalAveragePool]", "window: {ops: [MaxPool, GlobalAveragePool, Relu]",
+         r"pes\.window\.ops\[2\]: 'Relu' is not implemented by the top engine"),
+        ("fuse: [],\n             engine: top}", "fuse: []}",
+         r"pes\.data\.ops\[0\]: 'Flatten' is not implemented by the hls4ml engine; the top implements Flatten"),
+        ("GlobalAveragePool], fuse: [], engine: top}", "GlobalAveragePool], fuse: [Relu], engine: top}",
+         r"pes\.window\.fuse: a PE the top implements fuses nothing"),
+        ("GlobalAveragePool], fuse: [], engine: top}", "GlobalAveragePool], fuse: [], engine: vivado}",
+         r"pes\.window\.engine: expected one of hls4ml, top, got 'vivado'"),
         ("      pool: {ops: [MaxPool,", "      pool: {ops: [MaxPool, LRN,", r"pes\.pool\.ops\[1\]: 'LRN' is not in this device's ops"),
         # names reach C++, Tcl and scripts: nothing but identifiers and part numbers gets through
         ("      pool: {ops:", '      "pool\\n system(\\"touch /tmp/x\\");": {ops:', r"pes: PE kind 'pool\\n system"),

@@ -256,9 +256,37 @@ def test_residual_and_inception_blocks_run_wholly_on_the_fpga(tmp_path):
     assert plan.node_map["res.bn1"]["folded_into"] == "res.conv1"
 
 
-@pytest.mark.parametrize("op,reason", [("MaxPool_stride", "strides [2, 2] differ from the kernel [3, 3]"),
-                                       ("MaxPool_padded", "pads="),
-                                       ("Conv_dilated", "dilations=[2, 2]")])
+def test_the_window_ops_hls4ml_cannot_run_are_reduced_by_the_top(tmp_path):
+    """ResNet's stem pooling (kernel 3, stride 2, padding 1), a 1-D MaxPool with a stride of 1 and a
+    global average over 12 x 12 stay on the FPGA, each a unit of the top's window PE (no hls4ml project),
+    checked against onnxruntime like every unit; a MaxPool hls4ml runs stays on its pool PE."""
+    b = Builder(1)
+    C = op_models.CHANNELS
+    conv = lambda x, name, stride=1: b.node("Conv", [x, b.random(f"{name}.w", [C, C, 3, 3]),  # noqa: E731
+                                                     b.random(f"{name}.b", [C])], name, kernel_shape=[3, 3],
+                                            pads=[1, 1, 1, 1], strides=[stride, stride])
+    x = b.node("Relu", [conv("input", "stem.conv", 2)], "stem.relu")
+    x = b.node("MaxPool", [x], "stem.pool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    x = b.node("MaxPool", [conv(x, "conv2")], "pool2", kernel_shape=[2, 2], strides=[2, 2])
+    x = b.node("Reshape", [conv(x, "conv3"), b.const("rows", [1, C, 36])], "rows")
+    x = b.node("MaxPool", [x], "pool1d", kernel_shape=[3], strides=[1], pads=[1, 1])
+    x = b.node("Reshape", [x, b.const("square", [1, C, 6, 6])], "square")
+    x = b.node("Relu", [b.node("Resize", [x, "", b.const("scales", [1.0, 1.0, 2.0, 2.0])], "up", mode="nearest")],
+               "up.relu")
+    x = b.node("Flatten", [b.node("GlobalAveragePool", [x], "gap")], "flat")
+    b.node("Gemm", [x, b.random("fc.w", [3, C]), b.random("fc.b", [3])], "fc", transB=1)
+    path = save_model(b, tmp_path / "stem.onnx", [1, C, 48, 48])
+    plan = build_and_emulate(path, tmp_path / "stem")
+    where = on_fpga(plan, [n.name for n in b.nodes])
+    units = {u.name: u for s in plan.subfunctions for u in s.execution_units}
+    for name, reduce in (("stem.pool", "max"), ("pool1d", "max"), ("gap", "mean")):
+        unit = units[where[name]["unit"]]
+        assert (unit.pe, unit.hls, unit.window.reduce, unit.verification.passed) == ("window", None, reduce, True)
+    assert units[where["pool2"]["unit"]].pe == "pool" and units[where["pool2"]["unit"]].hls is not None
+    assert len({s.name for s in plan.subfunctions}) == 1  # one FPGA call: nothing went back to the CPU
+
+
+@pytest.mark.parametrize("op,reason", [("Conv_dilated", "dilations=[2, 2]")])
 def test_what_hls4ml_cannot_do_stays_on_the_cpu_with_the_reason(tmp_path, op, reason):
     from hetdeploy.steps.build import plan_stages
 
@@ -318,7 +346,7 @@ def test_clip_with_one_bound_lowers_to_one_relu():
 
 
 def test_an_assert_in_hls4ml_cpp_is_a_clear_failure_not_a_crash(tmp_path):
-    """A board file that lets the FPGA take a MaxPool with strides other than its kernel (hls4ml's
+    """A board file that lets hls4ml's pooling take a MaxPool with strides other than its kernel (hls4ml's
     streamed pooling asserts on it): the C-simulation process dies, hetdeploy says which unit, its
     op and the log, exits 3 and keeps the failed build."""
     import subprocess
@@ -326,8 +354,8 @@ def test_an_assert_in_hls4ml_cpp_is_a_clear_failure_not_a_crash(tmp_path):
     from pathlib import Path
 
     board = (Path(__file__).resolve().parent.parent / "hetdeploy" / "boards" / "pynq-z2.yaml").read_text()
-    assert "        stride_equals_kernel: true\n" in board
-    (tmp_path / "loose.yaml").write_text(board.replace("        stride_equals_kernel: true\n", "", 1))
+    assert " stride_equals_kernel: true," in board  # the pool PE's limit: hls4ml's pooling takes every MaxPool
+    (tmp_path / "loose.yaml").write_text(board.replace(" stride_equals_kernel: true,", "", 1))
     model = tmp_path / "pool.onnx"
     onnx.save(op_models.op_model("MaxPool_stride", 4, "standalone"), str(model))
     result = subprocess.run([sys.executable, "-m", "hetdeploy", "build", str(model), "--board",

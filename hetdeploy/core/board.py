@@ -31,6 +31,11 @@ OP_CLASSES = ("conv", "dense", "pool", "elementwise", "normalization", "softmax"
 COMPUTE_DTYPES = ("float32", "float16", "fixed16", "fixed8", "int8")
 # On-chip capacity of a BRAM18 without parity bits: 1024 x 16 bit (Xilinx UG473).
 BRAM18_BITS = 16 * 1024
+# Who implements a PE's ops: hls4ml (a project per unit), or hetdeploy's subfunction top itself
+# (hetdeploy/hls/arena.h), which moves values (the relayouts) and reduces windows (the window ops).
+ENGINES = ("hls4ml", "top")
+RELAYOUT_OPS = ("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth", "Slice")
+TOP_WINDOW_OPS = ("MaxPool", "GlobalAveragePool")
 
 
 # ---------------------------------------------------------------- data
@@ -55,10 +60,14 @@ class Memory:
 
 @dataclass
 class ProcessingElement:
-    """A kind of FPGA processing element: the ops it computes and the ops it fuses after them."""
+    """A kind of FPGA processing element: the ops it computes and the ops it fuses after them, who
+    implements them (ENGINES), and, per op, the limits this PE adds to the device's (a node goes to
+    the first PE that runs it within them)."""
 
     ops: list[str]
     fuse: list[str] = field(default_factory=list)
+    engine: str = "hls4ml"
+    limits: dict[str, dict] = field(default_factory=dict)
 
 
 @dataclass
@@ -102,7 +111,16 @@ class Device:
                 return f"tensor of shape {shape}: the FPGA takes one sample, (1, ...), per call"
         if node.op not in self.ops:
             return f"{self.name} does not list {node.op}"
-        return _limit_violation(self.ops[node.op], node)
+        broken = _limit_violation(self.ops[node.op], node)
+        if broken is None and self.kind == "fpga" and self.pe_for(node) is None:
+            return next(_limit_violation(pe.limits.get(node.op, {}), node)
+                        for pe in self.pes.values() if node.op in pe.ops)
+        return broken
+
+    def pe_for(self, node: Node) -> Optional[str]:
+        """The first of this FPGA's PE kinds that runs ``node`` within its limits; None: none does."""
+        return next((kind for kind, pe in self.pes.items()
+                     if node.op in pe.ops and _limit_violation(pe.limits.get(node.op, {}), node) is None), None)
 
 
 @dataclass
@@ -501,7 +519,9 @@ def _validate(src: _Source) -> Board:
 _PE = {"ops": (True, _is(list, "a non-empty list of ONNX op names, each once",
                          lambda v: bool(v) and _once(v) and all(isinstance(x, str) for x in v))),
        "fuse": (False, _is(list, "a list of ONNX op names, each once",
-                           lambda v: _once(v) and all(isinstance(x, str) for x in v)))}
+                           lambda v: _once(v) and all(isinstance(x, str) for x in v))),
+       "engine": (False, _is(str, f"one of {', '.join(ENGINES)}", lambda v: v in ENGINES)),
+       "limits": (False, _is(dict, "a mapping of the PE's ops to their limits"))}
 
 
 def _validate_pes(src: _Source, d: dict, path: str, ops: Optional[dict]) -> dict[str, ProcessingElement]:
@@ -521,10 +541,25 @@ def _validate_pes(src: _Source, d: dict, path: str, ops: Optional[dict]) -> dict
             for k, op in enumerate(spec.get(key, [])):
                 if op not in listed:
                     src.fail(f"{path}.pes.{kind}.{key}[{k}]", f"'{op}' is not in this device's ops")
+        for op, limits in spec.get("limits", {}).items():
+            if op not in spec["ops"]:
+                src.fail(f"{path}.pes.{kind}.limits.{op}", f"'{op}' is not in this PE's ops")
+            src.check(limits if limits is not None else {}, _LIMITS, f"{path}.pes.{kind}.limits.{op}")
+        engine = spec.get("engine", "hls4ml")
+        # hls4ml has no layer for a relayout; the top implements only its own ops and fuses nothing
+        for k, op in enumerate(spec["ops"]):
+            if (op in RELAYOUT_OPS) != (engine == "top") and op not in TOP_WINDOW_OPS:
+                src.fail(f"{path}.pes.{kind}.ops[{k}]",
+                         f"'{op}' is not implemented by the {engine} engine; the top implements "
+                         f"{', '.join(RELAYOUT_OPS + TOP_WINDOW_OPS)}, hls4ml the rest")
+        if engine == "top" and spec.get("fuse"):
+            src.fail(f"{path}.pes.{kind}.fuse", "a PE the top implements fuses nothing")
     covered = {op for spec in pes.values() for op in spec["ops"]}
     for op in (op for op in listed if op not in covered):  # in the file's order: the same error every run
         src.fail(f"{path}.ops.{op}", f"no PE in {path}.pes runs {op}")
-    return {kind: ProcessingElement(list(spec["ops"]), list(spec.get("fuse", []))) for kind, spec in pes.items()}
+    return {kind: ProcessingElement(list(spec["ops"]), list(spec.get("fuse", [])), spec.get("engine", "hls4ml"),
+                                    {op: dict(limits or {}) for op, limits in spec.get("limits", {}).items()})
+            for kind, spec in pes.items()}
 
 
 def available_boards() -> list[str]:

@@ -244,6 +244,24 @@ class FpgaFallback:
 
 
 @dataclass
+class Window:
+    """A window op the subfunction's top reduces itself (arena.h's window_op) over a channels-last
+    buffer: output pixel (y, x), channel c, reduces channel c of the input pixels (y * strides[0] -
+    pads[0] + i * dilations[0], x * strides[1] - pads[1] + j * dilations[1]) for i, j within the kernel
+    that lie inside the input (padding: none to a maximum). A 1-D op's rows are one. ``reduce``: "max",
+    or "mean" (the sum over the whole kernel, divided by its size)."""
+
+    reduce: str
+    channels: int
+    input: list[int]  # rows, columns
+    output: list[int]
+    kernel: list[int]
+    strides: list[int]
+    pads: list[int]  # before the first row and column
+    dilations: list[int]
+
+
+@dataclass
 class ExecutionUnit:
     """A fused chain of ops on one PE kind of the FPGA, with its folding and estimate."""
 
@@ -263,10 +281,11 @@ class ExecutionUnit:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     onnx: str = ""  # the unit as an ONNX model (the reference it is verified against)
-    hls: Optional[UnitHls] = None  # None for a unit our top moves itself (Flatten, Reshape, Transpose, ...)
+    hls: Optional[UnitHls] = None  # None for a unit our top implements itself (Flatten, Reshape, ..., MaxPool)
     # such a unit other than a Flatten: its index table (output buffer position -> input buffer
     # position), a C++ header relative to the subfunction's HLS project
     index_table: str = ""
+    window: Optional[Window] = None  # a window op the top reduces (a MaxPool, a GlobalAveragePool): its geometry
     verification: Optional[Verification] = None
     rate_per_s: float = 0.0  # samples a second it sustains on its own: the FPGA's clock over its cycles a sample
 

@@ -24,7 +24,8 @@ from typing import Callable
 import numpy as np
 
 from ..core.names import identifier
-from ..core.plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort
+from ..core.graph import Node
+from ..core.plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort, Window
 from ..core.precision import fixed_grid, quantize
 from ..planning import units
 
@@ -118,6 +119,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     offsets = "\n".join(statement("buffer_comment", tensor=_comment([b.tensor]), size=b.size, memory=b.memory,
                                    offset=b.offset, first=b.first, last=b.last) for b in source.memory.buffers)
     declarations = "".join(statement("include", header=u.index_table) + "\n" for u in source.units if u.index_table)
+    declarations += "".join(window_declaration(u.name, u.window) + "\n" for u in source.units if u.window)
     declarations += "".join(statement("typedef", type=p.precision, name=f"{p.port}_t") + "\n" for p in every_weight)
     declarations += "\n".join(statement("step_declaration", unit=u.name, parameters=_parameters(u, ports_of[u.name]))
                               for u in source.units if u.hls is not None)
@@ -220,7 +222,31 @@ def _run_unit(unit: ExecutionUnit, at: Callable[[str], str], types: dict[str, st
     (x,), (y,) = unit.inputs, unit.outputs
     if unit.index_table:
         return _line("gather", type=types[x], source=at(x), target=at(y), unit=unit.name, values=_values(shapes[y]))
+    if unit.window:
+        return _line(f"window_{unit.window.reduce}", type=types[x], source=at(x), target=at(y), unit=unit.name)
     return f"    {_flatten(shapes[x], types[x], at(x), at(y))}\n"
+
+
+def window_of(node: Node) -> Window:
+    """The geometry of a window op (board.TOP_WINDOW_OPS) the top reduces, from its attributes and shapes."""
+    first, out = node.input_shapes[0], node.output_shapes[0]
+    spatial = len(first) - 2
+
+    def as_2d(values, fill=1):  # a 1-D op's one row
+        return [fill] * (2 - spatial) + list(values)
+
+    if node.op == "GlobalAveragePool":
+        return Window("mean", first[1], as_2d(first[2:]), as_2d(out[2:]), as_2d(first[2:]), [1, 1], [0, 0], [1, 1])
+    pads = node.attrs.get("pads") or [0] * (2 * spatial)
+    return Window("max", first[1], as_2d(first[2:]), as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
+                  as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
+                  as_2d(node.attrs.get("dilations") or [1] * spatial))
+
+
+def window_declaration(name: str, w: Window) -> str:
+    """``<name>_window``, the C++ constant of window ``w`` (arena.h's window_geometry, in its field order)."""
+    values = [w.channels, *w.input, *w.output, *w.kernel, *w.strides, *w.pads, *w.dilations]
+    return statement("window_geometry", unit=name, values=", ".join(map(str, values)))
 
 
 def _parameters(unit: ExecutionUnit, weights: list[WeightPort]) -> str:

@@ -127,7 +127,7 @@ def capacity(device: Device) -> dict[str, float]:
 def most_folded(device: Device, graph: Graph, index: int, width: int) -> tuple[units.Shape, units.Folding]:
     """An FPGA node as its own execution unit, folded as far as hls4ml allows, its weights on chip
     unless that overflows the BRAM budget alone (fusion and less folding are for the folding stage)."""
-    shape = units.unit_shape(graph, units.Unit("", [index]), device.clock_mhz)
+    shape = units.unit_shape(graph, units.node_unit(graph, index, device), device.clock_mhz)
     rate = units.ddr_bytes_per_cycle(device)
     *on_chip, last = units.folding_options(shape, width, rate)
     if not last.weights_in_ddr:
@@ -154,7 +154,7 @@ def fpga_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
     moving its buffers, the pipeline's depth) of the node as its own unit at the least folding that
     fits the FPGA by itself, at the FPGA's clock. The folding stage folds units further where they share the chip;
     the plan then takes their cycles (planning.fpga_times): one cost for the FPGA everywhere."""
-    shape = units.unit_shape(graph, units.Unit("", [index]), device.clock_mhz)
+    shape = units.unit_shape(graph, units.node_unit(graph, index, device), device.clock_mhz)
     rate = units.ddr_bytes_per_cycle(device)
     budget = device.budget()
     estimates = [units.folded_estimate(shape, f, width, rate) for f in units.folding_options(shape, width, rate)]

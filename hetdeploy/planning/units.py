@@ -74,7 +74,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Optional, Sequence
 
-from ..core.board import Device
+from ..core.board import RELAYOUT_OPS, Device
 from ..core.graph import Graph
 
 RESOURCES = ("dsp", "bram18", "lut", "ff")
@@ -84,9 +84,6 @@ STRATEGIES = ("Latency", "Resource")
 IO_TYPES = ("io_parallel", "io_stream")
 # a unit's latency and its parts (``estimate``)
 CYCLES = ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")
-# Ops that only move values: the subfunction's top moves them itself (no hls4ml project; a Flatten
-# by index arithmetic, the others through an index table), so a unit of one of them holds it alone.
-RELAYOUT_OPS = {"Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth", "Slice"}
 # Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
 BRAM_MIN_DEPTH = 64
 # FF: a combinational hls4ml design's control state (its io_parallel MaxPooling and Dense(1 -> 64) + ReLU
@@ -135,6 +132,13 @@ class Unit:
     nodes: list[int]  # node indices, in execution order
     inputs: list[str] = field(default_factory=list)  # tensors it reads that it does not write
     output: str = ""  # the one tensor it writes that others read
+    engine: str = "hls4ml"  # who implements it (board.ENGINES): a unit of the top's holds its one op alone
+
+
+def node_unit(graph: Graph, index: int, device: Device) -> Unit:
+    """Node ``index`` as an execution unit of its own on the FPGA ``device``, on the PE that runs it."""
+    pe = device.pe_for(graph.nodes[index])
+    return Unit(pe or "", [index], engine=device.pes[pe].engine if pe else "hls4ml")
 
 
 def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[str] = frozenset()) -> list[Unit]:
@@ -145,21 +149,22 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
     units: list[Unit] = []
     for i in nodes:
         node = graph.nodes[i]
+        own = node_unit(graph, i, device)
         if units:
             unit = units[-1]
             last = graph.nodes[unit.nodes[-1]]
+            # the top implements its ops alone (it fuses nothing), and hls4ml has no relayout layer
             fusible = node.op in device.pes[unit.pe].fuse and node.inputs == last.outputs[:1] and \
-                last.op not in RELAYOUT_OPS and node.op not in RELAYOUT_OPS
+                unit.engine == own.engine == "hls4ml" and node.op not in RELAYOUT_OPS
             if fusible and consumers.get(last.outputs[0]) == [i] and last.outputs[0] not in outputs:
                 unit.nodes.append(i)
                 unit.output = node.outputs[0]
                 continue
-        pe = next((k for k, spec in device.pes.items() if node.op in spec.ops), None)
-        if pe is None:
-            raise ValueError(f"node '{node.name}': no PE of {device.name} runs {node.op}")
+        if not own.pe:
+            raise ValueError(f"node '{node.name}': no PE of {device.name} runs {node.op} within its limits")
         if len(node.outputs) != 1:
             raise ValueError(f"node '{node.name}': {node.op} with {len(node.outputs)} outputs on the FPGA")
-        units.append(Unit(pe, [i], list(dict.fromkeys(node.inputs)), node.outputs[0]))
+        units.append(dataclasses.replace(own, inputs=list(dict.fromkeys(node.inputs)), output=node.outputs[0]))
     return units
 
 
@@ -167,7 +172,9 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
 class Shape:
     """What the estimates need of a unit's main node."""
 
-    kind: str  # 'kernel' (multiply-accumulate layer), 'window' (pooling), 'elementwise', 'data' (reshape)
+    # 'kernel' (multiply-accumulate layer), 'window' (hls4ml's pooling), 'gather' (the top's window op),
+    # 'elementwise', 'data' (the top's relayout)
+    kind: str
     n_in: int  # multiplications per output value
     n_out: int  # output values per vector (channels)
     vectors: int  # output vectors (pixels; 1 for a dense layer)
@@ -223,6 +230,12 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
     streamed = len(first) > 2
     softmax = any(graph.nodes[i].op == "Softmax" for i in unit.nodes)
     output_values = math.prod(out)
+    if main.op in RELAYOUT_OPS:  # values moved by the top: no logic, no buffer of its own
+        return Shape("data", 0, 0, 0, False, 0, 0, softmax)
+    if unit.engine == "top":  # a window the top reduces (arena.h): each output value reads its window's values
+        kernel = first[2:] if main.op.startswith("Global") else main.attrs.get("kernel_shape") or [1]
+        return Shape("gather", math.prod(kernel), main_out[1], math.prod(main_out[2:]), False, 0, output_values,
+                     softmax)
     if main.op == "Conv":
         kernel = main.attrs.get("kernel_shape") or [1] * (len(first) - 2)
         group = main.attrs.get("group", 1)
@@ -237,8 +250,6 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
         line, window = _window_values(first, kernel)
         return Shape("window", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, line, output_values,
                      softmax, window_values=window)
-    if main.op in RELAYOUT_OPS:  # values moved by the top: no logic, no buffer of its own
-        return Shape("data", 0, 0, 0, False, 0, 0, softmax)
     if main.op in ("AveragePool", "GlobalAveragePool"):  # a depthwise convolution on the FPGA
         kernel = main.attrs.get("kernel_shape") or first[2:]
         line, window = _window_values(first, kernel)
@@ -380,12 +391,17 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     elif shape.kind == "elementwise":
         lut += shape.n_out * width  # combinational but for table reads (compares, shifts)
         cycles += shape.vectors
+    elif shape.kind == "gather":  # the top: an output word's lanes at once, each of its n_in window values a read
+        lanes = ARENA_WORD_BYTES // element_bytes(width)
+        lut += lanes * width * 2  # a comparator (or adder) and a multiplexer a lane
+        ff += lanes * width
+        cycles += -(-shape.output_values * shape.n_in // ARENA_PORTS)
     if shape.streamed:  # its output word and its window in registers
         ff += (shape.n_out + shape.window_values) * width
         lut += math.ceil(shape.line_buffer_values * width / 32)
         bram18 += fifo_bram18(shape.fifos, width)
         cycles += shape.line_buffer_values // max(1, shape.n_out)
-    elif shape.kind != "data":  # an io_parallel unit holds its input vector in registers (a chain counts each once)
+    elif shape.kind not in ("data", "gather"):  # an io_parallel hls4ml unit holds its input vector in registers
         ff += shape.input_values * width
     # hls4ml pipelines its table layers at a vector a cycle whatever the reuse factor, each table read
     # once per value: copied until the reads fit the copies' two ports
@@ -402,7 +418,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         cycles += pipeline_cycles(SOFTMAX_REFERENCE_CYCLES, shape.clock_mhz)
     lut += lookups * TABLE_INDEX_LUT_PER_BIT * width
     written = shape.input_values if shape.kind == "data" else shape.output_values  # the top moves a relayout
-    moved = -(-(arena_words(shape.input_values, width) + arena_words(written, width)) // ARENA_PORTS)
+    read = 0 if shape.kind == "gather" else arena_words(shape.input_values, width)  # a gather's reads: its compute
+    moved = -(-(read + arena_words(written, width)) // ARENA_PORTS)
     latency = max(cycles, moved) if shape.streamed else cycles + moved
     return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": latency, "compute_cycles": cycles,
             "buffer_cycles": latency - cycles, "ddr_cycles": ddr}

@@ -350,9 +350,9 @@ def _package(state: BuildState) -> BuildState:
     _write_report(plan, stage_dir, cache)
     if cache is not None:
         cache.evict()  # once, now that this build stored what it made: past its limit, the least recently used
-        moved = sum(u.hls is None for s in _fpga(plan) for u in s.execution_units)  # the top moves them: no hls4ml
+        moved = sum(u.hls is None for s in _fpga(plan) for u in s.execution_units)  # the top implements them
         progress.detail(f"      from the build cache {state.options.cache}: {cache.summary()}" +
-                        (f" ({moved} unit{'s' if moved > 1 else ''} moved by the top, not converted)"
+                        (f" ({moved} unit{'s' if moved > 1 else ''} implemented by the top, not converted)"
                          if moved else ""))
     return state
 

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 import onnx
 
-from ..core.board import Board
+from ..core.board import TOP_WINDOW_OPS, Board
 from ..core.board_runtime import channels_first, channels_last, stored_shape
 from ..core.cache import BuildCache, digest, toolchain
 from ..core.csim import compile_library
@@ -24,11 +24,11 @@ from ..core.progress import Progress, Reporter, stderr_progress
 from ..fpga.hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitIsACopy, UnitSettings, ap_types_headers, fixed_config,
                                    fixed_precision, generate_unit)
 from ..fpga.hls_top import (DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, library_name, precision_bytes, statement,
-                            write_project)
+                            window_of, write_project)
 from ..intake.model import LoadedModel
 from ..intake.ort_adapter import OrtModel, open_model
 from ..intake.subgraph import extract
-from ..planning import memory, units
+from ..planning import memory
 from ..planning.config import BuildOptions
 from ..running import runtime, verify
 
@@ -88,7 +88,7 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
         unit_samples = [{t: env[t] for t in unit.inputs} for env in envs]
         for env in envs:  # the float values every later unit sees
             env.update(reference.run(env))
-        if not all(ops[n] in units.RELAYOUT_OPS for n in unit.nodes):
+        if device.pes[unit.pe].engine == "hls4ml":
             types = next((options.precisions[n] for n in unit.nodes if n in options.precisions), {})
             result = types.get("result")
             hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz,
@@ -113,14 +113,17 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                 raise ToolError(f"hls4ml failed on unit {unit.name} ({unit_ops}; "
                                 f"nodes {', '.join(unit.nodes)}): {type(err).__name__}: "
                                 f"{first_line(err)}; see {log if log.exists() else 'no log was written'}") from None
-        if unit.hls is None:  # moved by our top, not hls4ml
+        if unit.hls is None:  # implemented by our top, not hls4ml
             (source,) = unit.inputs
             if source not in cpp_precision:  # a subfunction input read first here
                 config_precision[source], cpp_precision[source] = fixed_precision(
                     max(float(np.max(np.abs(s[source]))) for s in unit_samples), unit_widths[unit.name])
             config_precision[unit.outputs[0]] = config_precision[source]
             cpp_precision[unit.outputs[0]] = cpp_precision[source]
-            if any(ops[n] != "Flatten" for n in unit.nodes):
+            (node,) = (n for n in loaded.graph.nodes if n.name in unit.nodes)
+            if node.op in TOP_WINDOW_OPS:
+                unit.window = window_of(node)
+            elif node.op != "Flatten":
                 unit.index_table = _write_index_table(unit, reference, project)
         else:
             unit.hls.project = os.path.relpath(unit.hls.project, build_dir)
@@ -129,7 +132,7 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                 cpp_precision.setdefault(port.tensor, port.precision)
         unit.precision = cpp_precision[unit.outputs[0]]
         progress.detail(f"        {unit.name} ({', '.join(sorted({ops[n] for n in unit.nodes}))}): "
-                        f"{'moved by the top' if unit.hls is None else 'converted by hls4ml'}, {unit.precision}")
+                        f"{'implemented by the top' if unit.hls is None else 'converted by hls4ml'}, {unit.precision}")
         done()
     return cpp_precision
 

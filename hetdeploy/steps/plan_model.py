@@ -276,7 +276,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     estimate_range=units.estimate_range(shape, folding, width, rate),
                     weights_in_ddr=folding.weights_in_ddr,
                     table_size=shape.table_entries if shape.table_layers or shape.softmax else 0,
-                    io_type="" if shape.kind == "data" else units.IO_TYPES[shape.streamed],
+                    io_type="" if unit.engine == "top" else units.IO_TYPES[shape.streamed],
                     foldable=shape.kind == "kernel", inputs=unit.inputs,
                     outputs=[unit.output]))
             sub.resources = _unit_totals(sub)
@@ -355,10 +355,10 @@ def _pinned_io_type(loaded: LoadedModel, unit: units.Unit, options: BuildOptions
     if given is None:
         return None
     node, io_type = given
-    if loaded.graph.nodes[unit.nodes[0]].op in units.RELAYOUT_OPS:
+    if unit.engine == "top":
         setting = said(options, "--io-type", node, io_type, f"--io-type {node}={io_type.removeprefix('io_')}")
-        raise UserError(f"{setting}: node '{node}' only moves values, which the subfunction's top does itself "
-                        f"(no hls4ml project)")
+        raise UserError(f"{setting}: node '{node}' ({loaded.graph.nodes[unit.nodes[0]].op}) is implemented by the "
+                        f"subfunction's top itself (no hls4ml project)")
     return io_type
 
 
