@@ -109,7 +109,8 @@ def test_packing_and_the_budgets_rounding_are_ap_fixeds_own_on_every_mode(tmp_pa
         assert (np.round(held * 32).astype(np.int64) & mask).tolist() == expected.tolist(), precision
 
 
-# (op, input shape, attributes): the window ops the top reduces, on odd sizes, every geometry ONNX allows
+# (op, input shape, attributes): the window ops the top reduces, on odd sizes, every geometry ONNX allows; 4 or 8
+# channels fill whole words of ap_fixed<16,5> (one read a window position for the word), the others do not
 WINDOW_CASES = [
     ("MaxPool", [1, 5, 11, 9], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # ResNet's stem
     ("MaxPool", [1, 3, 7, 8], {"kernel_shape": [2, 2], "strides": [1, 1]}),
@@ -117,9 +118,11 @@ WINDOW_CASES = [
     ("MaxPool", [1, 2, 6, 7], {"kernel_shape": [2, 3], "strides": [2, 1], "pads": [0, 1, 1, 0]}),
     ("MaxPool", [1, 3, 10, 10], {"kernel_shape": [2, 2], "strides": [1, 2], "dilations": [2, 3]}),
     ("MaxPool", [1, 4, 13], {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
+    ("MaxPool", [1, 8, 9, 9], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # a word a pixel
     ("GlobalAveragePool", [1, 3, 12, 12], {}),
     ("GlobalAveragePool", [1, 5, 7, 5], {}),
     ("GlobalAveragePool", [1, 6, 20], {}),
+    ("GlobalAveragePool", [1, 12, 9, 10], {}),
 ]
 
 

@@ -169,7 +169,8 @@ def test_io_type_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
     cnn = tmp_path / "cnn.onnx"
     onnx.save(networks.small_cnn(), str(cnn))
     assert main(["plan", str(cnn), "--board", "pynq-z2", "--policy", "support", "--io-type", "flatten=stream"]) == 2
-    assert "--io-type flatten=stream: node 'flatten' only moves values" in capsys.readouterr().err
+    assert "--io-type flatten=stream: node 'flatten' (Flatten) is implemented by the subfunction's top itself" in \
+        capsys.readouterr().err
     # every output pixel's comparators at once: 43k LUT more than the stream, past the PYNQ-Z2's budget
     assert main(["plan", str(cnn), "--board", "pynq-z2", "--policy", "support", "--io-type", "pool1=parallel"]) == 2
     assert "(LUT 77072 > 47880)" in capsys.readouterr().err

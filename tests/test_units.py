@@ -297,6 +297,24 @@ def test_a_units_latency_is_its_arithmetic_plus_moving_its_buffers():
     assert fast["compute_cycles"] - fast["ddr_cycles"] == estimate(dense, 4, 16)["compute_cycles"]
 
 
+def test_a_window_the_top_reduces_is_priced_by_its_reads():
+    """ResNet's stem pooling (kernel 3, stride 2, padding 1) on 12 x 12: a unit of the top's window PE, no
+    hls4ml layer. Each of its 6 x 6 x C outputs reads 9 values, two arena words a cycle; at 16 bits a word holds
+    4 lanes, and with 8 channels (whole words) one read serves a word of them: 36 x 8 x 9 / 8 = 324 cycles;
+    with 6 channels a read a value: 36 x 6 x 9 / 2 = 972. Writing the output takes its words over two ports."""
+    def stem(channels):
+        b = graphs.Builder([1, channels, 12, 12])
+        graph = b.graph(b.pool("MaxPool", "input", 3, 2, 1))
+        (unit,) = split_units(graph, [0], FPGA)
+        return unit, unit_shape(graph, unit, FPGA.clock_mhz)
+
+    for channels, reads, words in ((8, 324, 72), (6, 972, 54)):
+        unit, shape = stem(channels)
+        assert (unit.pe, unit.engine, shape.kind, shape.n_in) == ("window", "top", "gather", 9)
+        e = estimate(shape, 1, 16)
+        assert (e["compute_cycles"], e["buffer_cycles"], e["dsp"], e["bram18"]) == (reads, words // 2, 0, 0)
+
+
 def test_the_plan_prices_the_fpga_as_its_units_do():
     """One cost: the partitioner's FPGA time per node is the unit estimate's, and the plan's FPGA
     subfunction time is the sum of its folded units' cycles at the clock; the plan's latency the sum

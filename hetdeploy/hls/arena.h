@@ -181,48 +181,61 @@ template <class T> void gather(const word_t *source, word_t *target, const int *
 // A window op (MaxPool, GlobalAveragePool) over a channels-last buffer: output value (pixel (y, x),
 // channel c) reduces channel c of the input pixels (y * s_h - pad_top + i * d_h, x * s_w - pad_left +
 // j * d_w), i < k_h, j < k_w, that lie inside the input; those outside are padding, which a maximum
-// ignores. One target word at a time, each of its values' window values a word access.
+// ignores (a window wholly in padding gives 0). One target word at a time: when the channels fill whole
+// words, its lanes are one pixel's channels and each window position is one word read for all of them;
+// else each lane's window values are a word read each.
 struct window_geometry {
     int channels, in_h, in_w, out_h, out_w, k_h, k_w, s_h, s_w, pad_top, pad_left, d_h, d_w;
 };
 
 template <class T, class Reduce>
 void window_op(const word_t *source, word_t *target, const window_geometry &g, const Reduce &reduce) {
+    static const int L = lane<T>::per_word;
+    const int together = g.channels % L == 0 ? L : 1;  // lanes one read serves
     const int n = g.out_h * g.out_w * g.channels;
-    for (int w = 0; w * lane<T>::per_word < n; w++) {
-        T lanes[lane<T>::per_word];
-        for (int k = 0; k < lane<T>::per_word; k++) {
-            const int j = w * lane<T>::per_word + k;
+    for (int w = 0; w * L < n; w++) {
+        T lanes[L];
+        typename Reduce::template of<T>::sum_t sums[L];
+        for (int k = 0; k < L; k += together) {
+            const int j = w * L + k;
             const int c = j % g.channels, pixel = j / g.channels, y = pixel / g.out_w, x = pixel % g.out_w;
-            typename Reduce::template of<T>::sum_t sum = 0;
             bool any = false;
             for (int i = 0; i < g.k_h; i++) {
                 for (int m = 0; m < g.k_w; m++) {
 #pragma HLS PIPELINE
                     const int row = y * g.s_h - g.pad_top + i * g.d_h, column = x * g.s_w - g.pad_left + m * g.d_w;
                     if (j >= n || row < 0 || row >= g.in_h || column < 0 || column >= g.in_w) continue;
-                    sum = reduce.template add<T>(sum, read<T>(source, (row * g.in_w + column) * g.channels + c), any);
+                    const int at = (row * g.in_w + column) * g.channels + c;
+                    const word_t word = source[at / L];
+                    for (int t = 0; t < together; t++) {
+                        const T value = lane_value<T>(word, at % L + t);
+                        sums[k + t] = any ? reduce.template add<T>(sums[k + t], value)
+                                          : reduce.template first<T>(value);
+                    }
                     any = true;
                 }
             }
-            lanes[k] = j < n ? reduce.template result<T>(sum, g) : T(0);
+            for (int t = 0; t < together; t++)
+                lanes[k + t] = j + t < n && any ? reduce.template result<T>(sums[k + t], g) : T(0);
         }
-        write_run<T, lane<T>::per_word>(target, w, lanes);
+        write_run<T, L>(target, w, lanes);
     }
 }
 
 // the largest value of a window (a value of T: exact)
 struct window_max {
     template <class T> struct of { typedef T sum_t; };
-    template <class T> T add(T best, T value, bool any) const { return !any || value > best ? value : best; }
+    template <class T> T first(T value) const { return value; }
+    template <class T> T add(T best, T value) const { return value > best ? value : best; }
     template <class T> T result(T best, const window_geometry &) const { return best; }
 };
 
 // the mean of a window without padding (GlobalAveragePool): the sum exact (as many more integer bits
-// as 2**24 values need), times the kernel size's inverse, then rounded as T rounds
+// as 2**25 values need), times the kernel size's inverse, then rounded as T rounds
 struct window_mean {
     template <class T> struct of { typedef ap_fixed<T::width + 25, T::iwidth + 25> sum_t; };
-    template <class T> typename of<T>::sum_t add(typename of<T>::sum_t sum, T value, bool) const { return sum + value; }
+    template <class T> typename of<T>::sum_t first(T value) const { return value; }
+    template <class T> typename of<T>::sum_t add(typename of<T>::sum_t sum, T value) const { return sum + value; }
     template <class T> T result(typename of<T>::sum_t sum, const window_geometry &g) const {
         const ap_ufixed<48, 1, AP_RND> inverse = 1.0 / (g.k_h * g.k_w);
         return T(sum * inverse);

@@ -391,11 +391,13 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     elif shape.kind == "elementwise":
         lut += shape.n_out * width  # combinational but for table reads (compares, shifts)
         cycles += shape.vectors
-    elif shape.kind == "gather":  # the top: an output word's lanes at once, each of its n_in window values a read
+    elif shape.kind == "gather":  # the top (arena.h's window_op): each output value reads its n_in window values,
+        # a word read serving a whole word of lanes when the channels fill whole words
         lanes = ARENA_WORD_BYTES // element_bytes(width)
+        together = lanes if shape.n_out % lanes == 0 else 1
         lut += lanes * width * 2  # a comparator (or adder) and a multiplexer a lane
         ff += lanes * width
-        cycles += -(-shape.output_values * shape.n_in // ARENA_PORTS)
+        cycles += -(-shape.output_values * shape.n_in // (together * ARENA_PORTS))
     if shape.streamed:  # its output word and its window in registers
         ff += (shape.n_out + shape.window_values) * width
         lut += math.ceil(shape.line_buffer_values * width / 32)
