@@ -82,6 +82,9 @@ def test_a_node_goes_to_the_first_pe_that_runs_it_within_the_pes_limits():
     assert (fpga.pe_for(gap(8)), fpga.pe_for(gap(12))) == ("pool", "window")
     assert fpga.pes["window"].engine == "top" and fpga.pes["pool"].engine == "hls4ml"
     assert "3-D input" in fpga.why_not(pool({"kernel_shape": [2, 2, 2]}, (1, 4, 8, 8, 8)))
+    with_indices = Node("p", "MaxPool", ["x"], ["y", "i"], attrs={"kernel_shape": [2, 2], "strides": [2, 2]},
+                        input_shapes=[[1, 4, 8, 8]], output_shapes=[[1, 4, 4, 4], [1, 4, 4, 4]])
+    assert fpga.why_not(with_indices) == "2 outputs: an FPGA unit writes one"
 
 
 def test_unknown_board_name():

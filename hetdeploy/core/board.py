@@ -109,6 +109,8 @@ class Device:
             shape = next((s for s in node.input_shapes + node.output_shapes if len(s) < 2 or s[0] != 1), None)
             if shape is not None:
                 return f"tensor of shape {shape}: the FPGA takes one sample, (1, ...), per call"
+            if len(node.outputs) > 1:  # a unit writes one buffer (MaxPool's Indices, say, are not computed)
+                return f"{len(node.outputs)} outputs: an FPGA unit writes one"
         if node.op not in self.ops:
             return f"{self.name} does not list {node.op}"
         broken = _limit_violation(self.ops[node.op], node)
