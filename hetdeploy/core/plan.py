@@ -262,6 +262,34 @@ class Window:
 
 
 @dataclass
+class Band:
+    """A unit run band by band, its hls4ml project made for one band of rows: band b computes output
+    rows b * rows onwards (the last band's rows past the map are computed and dropped) from ``input_rows``
+    input rows from b * input_step - pad_top (the kernel's halo; rows outside the map are zeros, the
+    layer's padding), which the top copies from the unit's input buffer into a band buffer; it copies the
+    output band into the unit's output buffer. Activations stay whole in their buffers (in DDR where the
+    memory plan puts them there); only the band buffers need to be on chip."""
+
+    rows: int
+    count: int
+    input_rows: int
+    input_step: int
+    pad_top: int
+    input_height: int
+    output_height: int
+    input_row_values: int  # values of an input row (its width x channels, channels-last)
+    output_row_values: int
+
+    @property
+    def input_values(self) -> int:
+        return self.input_rows * self.input_row_values
+
+    @property
+    def output_values(self) -> int:
+        return self.rows * self.output_row_values
+
+
+@dataclass
 class ExecutionUnit:
     """A fused chain of ops on one PE kind of the FPGA, with its folding and estimate."""
 
@@ -286,8 +314,16 @@ class ExecutionUnit:
     # position), a C++ header relative to the subfunction's HLS project
     index_table: str = ""
     window: Optional[Window] = None  # a window op the top reduces (a MaxPool, a GlobalAveragePool): its geometry
+    band: Optional[Band] = None  # run band by band, through two band buffers (``band_buffers``)
     verification: Optional[Verification] = None
     rate_per_s: float = 0.0  # samples a second it sustains on its own: the FPGA's clock over its cycles a sample
+
+    def band_buffers(self) -> dict[str, tuple[str, int]]:
+        """A banded unit's band buffers: name -> (the tensor whose values it holds a band of, its values)."""
+        if self.band is None:
+            return {}
+        return {f"{self.name}.band_in": (self.inputs[0], self.band.input_values),
+                f"{self.name}.band_out": (self.outputs[0], self.band.output_values)}
 
 
 @dataclass

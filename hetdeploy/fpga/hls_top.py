@@ -64,8 +64,8 @@ def project_line(name: str, /, **values) -> str:
 
 
 def _line(name: str, /, **values) -> str:
-    """``statement`` as a line of a function's body."""
-    return f"    {statement(name, **values)}\n"
+    """``statement`` as lines of a function's body."""
+    return "".join(f"    {line}\n" for line in statement(name, **values).split("\n"))
 
 
 def _comment(names: list[str]) -> str:
@@ -216,6 +216,15 @@ def _flatten(shape: list[int], element: str, source: str, target: str) -> str:
 def _run_unit(unit: ExecutionUnit, at: Callable[[str], str], types: dict[str, str],
               shapes: dict[str, list[int]], weights: list[WeightPort]) -> str:
     """The line that runs ``unit`` on the buffers ``at(tensor)`` points to (and its DDR weights)."""
+    if unit.band is not None:  # the unit's step on each band, between the band buffers and its own
+        (band_in, _), (band_out, _) = unit.band_buffers().items()
+        b, (x,), (y,) = unit.band, unit.inputs, unit.outputs
+        return _line("band_loop", count=b.count, in_type=types[x], source=at(x), band_in=at(band_in),
+                     in_height=b.input_height, in_row_values=b.input_row_values, in_step=b.input_step,
+                     pad_top=b.pad_top, in_rows=b.input_rows, unit=unit.name,
+                     arguments=", ".join([at(band_in), at(band_out)] + [p.port for p in weights]),
+                     out_type=types[y], band_out=at(band_out), target=at(y), out_height=b.output_height,
+                     out_row_values=b.output_row_values, rows=b.rows)
     if unit.hls is not None:
         arguments = [at(t) for t in unit.inputs + unit.outputs] + [p.port for p in weights]
         return _line("run_step", unit=unit.name, arguments=", ".join(arguments))
@@ -301,6 +310,9 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
     params = ", ".join([statement("float_pointer_input", name=names[t]) for t in unit.inputs] +
                        [statement("float_pointer_output", name=names[t]) for t in unit.outputs])
     lines = [_line("scratch_words", name=names[t], values=_values(shapes[t]), type=types[t]) for t in tensors]
+    for k, (band, (tensor, values)) in enumerate(unit.band_buffers().items()):
+        names[band] = f"band_{k}"
+        lines.append(_line("scratch_words", name=names[band], values=values, type=types[tensor]))
     lines += [_line("from_float", type=types[t], source=names[t], target=f"{names[t]}_words", values=_values(shapes[t]))
               for t in unit.inputs]
     lines.append(_load_weights(weights))

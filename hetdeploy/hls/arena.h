@@ -242,6 +242,36 @@ struct window_mean {
     }
 };
 
+// A unit run in bands (plan.json's "band"): ``rows`` rows of ``row_values`` values (channels-last) from
+// row ``first`` of a buffer of ``height`` rows into a band buffer, rows outside it zeros (the layer's
+// padding); a word of the band at a time.
+template <class T> void band_in(const word_t *source, word_t *band, int height, int row_values, int first, int rows) {
+    const int n = rows * row_values;
+    for (int w = 0; w * lane<T>::per_word < n; w++) {
+#pragma HLS PIPELINE
+        T lanes[lane<T>::per_word];
+        for (int k = 0; k < lane<T>::per_word; k++) {
+#pragma HLS UNROLL
+            const int j = w * lane<T>::per_word + k, row = first + j / row_values;
+            lanes[k] = j < n && row >= 0 && row < height ? read<T>(source, first * row_values + j) : T(0);
+        }
+        write_run<T, lane<T>::per_word>(band, w, lanes);
+    }
+}
+
+// ... and an output band back: band rows 0..rows-1 to rows ``first``.. of a buffer of ``height`` rows
+// (the last band's rows past it dropped), a value at a time (a row need not start on a word)
+template <class T> void band_out(const word_t *band, word_t *target, int height, int row_values, int first, int rows) {
+    const int n = (first + rows <= height ? rows : height - first) * row_values;
+    for (int j = 0; j < n; j++) {
+#pragma HLS PIPELINE
+        const int at = first * row_values + j;
+        word_t word = target[at / lane<T>::per_word];
+        set_lane<T>(word, at % lane<T>::per_word, read<T>(band, j));
+        target[at / lane<T>::per_word] = word;
+    }
+}
+
 } // namespace hetdeploy
 
 #endif

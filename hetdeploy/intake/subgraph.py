@@ -6,6 +6,8 @@ from typing import Protocol, Sequence
 
 import onnx
 
+from ..core.plan import Band
+
 
 class Piece(Protocol):
     """What is cut out: a partition's cut, a subfunction or an execution unit."""
@@ -34,3 +36,21 @@ def extract(model: onnx.ModelProto, cut: Piece) -> onnx.ModelProto:
     sub = onnx.helper.make_model(graph, opset_imports=list(model.opset_import), producer_name="hetdeploy")
     sub.ir_version = model.ir_version
     return sub
+
+
+def band_model(unit_model: onnx.ModelProto, band: Band) -> onnx.ModelProto:
+    """``unit_model`` (a unit of ``units.BANDED_OPS``, one input) made for one ``band``: its input ``input_rows``
+    rows high, its first layer without padding above and below (the band's rows outside the map carry it), its
+    output ``rows`` high; the shapes within inferred anew."""
+    banded = onnx.ModelProto()
+    banded.CopyFrom(unit_model)
+    g = banded.graph
+    g.input[0].type.tensor_type.shape.dim[2].dim_value = band.input_rows
+    for value in g.output:
+        value.type.tensor_type.shape.dim[2].dim_value = band.rows
+    main = g.node[0]
+    for attribute in main.attribute:
+        if attribute.name == "pads":  # [top, left, bottom, right]
+            attribute.ints[0] = attribute.ints[2] = 0
+    del g.value_info[:]
+    return onnx.shape_inference.infer_shapes(banded, strict_mode=True)

@@ -72,6 +72,7 @@ class BuildOptions:
     strategies: dict[str, str] = field(default_factory=dict)  # ONNX node name -> pinned hls4ml Strategy
     table_sizes: dict[str, int] = field(default_factory=dict)  # ONNX node name -> its unit's lookup tables' entries
     io_types: dict[str, str] = field(default_factory=dict)  # ONNX node name -> its unit's hls4ml IOType
+    band_rows: dict[str, int] = field(default_factory=dict)  # ONNX node name -> its unit's output rows a band
     # every foldable unit's ReuseFactor (hls4ml's model-wide one): the valid one nearest it; None: folded to fit
     model_reuse_factor: Optional[int] = None
     weights_in_ddr: list[str] = field(default_factory=list)  # ONNX nodes whose unit keeps its weights in DDR
@@ -358,6 +359,11 @@ OPTIONS = (
            "holding ONNX node NODE (repeatable): parallel (values as arrays in registers) or stream (streams of "
            "words through FIFOs); default: stream for spatial data, parallel for flat", metavar="NODE=T",
            per_node=True, written=lambda value: value.removeprefix("io_")),
+    Option("band_rows", "band_rows", positive_int, "folding and memory", "run the FPGA execution unit holding ONNX "
+           "node NODE band by band, R of its output rows a band (repeatable): its hls4ml layer is made for one band "
+           "(the kernel's halo rows above and below it), the top copies each band in from the unit's input buffer and "
+           "out to its output buffer, which may then sit in DDR; for units starting with a 2-D Conv or MaxPool",
+           metavar="NODE=R", per_node=True),
     Option("table_sizes", "table_size", table_size, "precision and verification", "entries of each lookup table "
            "(hls4ml's TableSize) of the FPGA execution unit holding ONNX node NODE, a Softmax or a table activation "
            "(Sigmoid, Tanh, Softsign, Softplus, Elu, Selu), or a layer such a node is fused into (repeatable; a power "

@@ -363,11 +363,15 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
         for sub in subs:
             sizes = {t: units.buffer_bytes(math.prod(shapes[t]), element_bytes_of(t))
                      for t in sub.inputs + [t for u in sub.execution_units for t in u.outputs]}
+            # a banded unit's band buffers: written and read within its own step
+            sizes |= {name: units.buffer_bytes(values, element_bytes_of(tensor))
+                      for u in sub.execution_units for name, (tensor, values) in u.band_buffers().items()}
+            steps = [(u.inputs, u.outputs + list(u.band_buffers())) for u in sub.execution_units]
             if reorder:
-                order = schedule([(u.inputs, u.outputs) for u in sub.execution_units], sizes, sub.inputs,
-                                        sub.outputs)
+                order = schedule(steps, sizes, sub.inputs, sub.outputs)
                 sub.execution_units = [sub.execution_units[k] for k in order]
-            lives = lifetimes([(u.inputs, u.outputs) for u in sub.execution_units], sub.inputs, sub.outputs)
+                steps = [steps[k] for k in order]
+            lives = lifetimes(steps, sub.inputs, sub.outputs)
             requests = [Request(sizes[b.tensor], b.first, b.last) for b in lives]
             footprints = {s: footprint(requests, place(requests, s), "bram")
                           for s in STRATEGIES}

@@ -76,8 +76,11 @@ from typing import Callable, NamedTuple, Optional, Sequence
 
 from ..core.board import RELAYOUT_OPS, Device
 from ..core.graph import Graph
+from ..core.plan import Band
 
 RESOURCES = ("dsp", "bram18", "lut", "ff")
+# The layers a unit may start with to run band by band (``band_of``): a window over rows, hls4ml's
+BANDED_OPS = ("Conv", "MaxPool")
 # hls4ml's Strategy of a multiply-accumulate layer, as its config spells it
 STRATEGIES = ("Latency", "Resource")
 # hls4ml's IOType of a unit's project: its values as arrays (registers) or as streams of words (FIFOs)
@@ -193,6 +196,7 @@ class Shape:
     table_selects: int = 0  # table layers of TABLE_SELECT_OPS in the unit
     table_entries: int = LOOKUP_TABLE_SIZE  # entries of each lookup table (Softmax's, TABLE_OPS'): hls4ml's TableSize
     clock_mhz: float = REFERENCE_CLOCK_MHZ  # the clock the unit runs at (the board's FPGA clock: hls4ml's ClockPeriod)
+    bands: int = 1  # runs of the unit, one band of rows each (``banded``): the other fields are one band's
 
 
 def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str] = None) -> Shape:
@@ -258,6 +262,33 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
     channels = main_out[1] if len(main_out) > 1 else main_out[0]
     return Shape("elementwise", 1, channels, max(1, math.prod(main_out) // max(1, channels)), streamed, 0,
                  output_values, softmax)
+
+
+def band_of(graph: Graph, unit: Unit, rows: int) -> Optional[Band]:
+    """``unit`` run in bands of ``rows`` output rows (plan.Band); None when one band holds the whole map.
+    ValueError (why) for a unit that cannot be banded: it must start with a 2-D layer of BANDED_OPS that hls4ml
+    implements, every op after it computing each pixel on its own (the PE's fusions), on one input."""
+    main = graph.nodes[unit.nodes[0]]
+    if main.op not in BANDED_OPS or unit.engine != "hls4ml" or len(main.input_shapes[0]) != 4:
+        raise ValueError(f"its unit starts with a {main.op} on the {unit.pe} PE; bands are for 2-D "
+                         f"{' and '.join(BANDED_OPS)} layers of hls4ml")
+    (_, channels, height, width), (_, out_channels, out_height, out_width) = main.input_shapes[0], \
+        graph.nodes[unit.nodes[-1]].output_shapes[0]
+    if rows >= out_height:
+        return None
+    kernel, stride = main.attrs["kernel_shape"][0], (main.attrs.get("strides") or [1, 1])[0]
+    return Band(rows, -(-out_height // rows), (rows - 1) * stride + kernel, rows * stride,
+                (main.attrs.get("pads") or [0, 0, 0, 0])[0], height, out_height, width * channels,
+                out_width * out_channels)
+
+
+def banded(shape: Shape, band: Band) -> Shape:
+    """``shape`` of a unit run in ``band``s: one band's values, vectors and FIFOs (its resources), ``count`` runs."""
+    columns = band.output_row_values // max(1, shape.n_out)
+    return dataclasses.replace(shape, vectors=band.rows * columns, output_values=band.rows * band.output_row_values,
+                               input_values=band.input_rows * band.input_row_values,
+                               fifos=tuple((band.rows * columns, channels) for _, channels in shape.fifos),
+                               bands=band.count)
 
 
 def _window_values(first: Sequence[int], kernel: Sequence[int]) -> tuple[int, int]:
@@ -423,6 +454,9 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     read = 0 if shape.kind == "gather" else arena_words(shape.input_values, width)  # a gather's reads: its compute
     moved = -(-(read + arena_words(written, width)) // ARENA_PORTS)
     latency = max(cycles, moved) if shape.streamed else cycles + moved
+    if shape.bands > 1:  # the top copies each band in and out around its run, and the unit runs once a band
+        copies = -(-(arena_words(shape.input_values, width) + arena_words(shape.output_values, width)) // ARENA_PORTS)
+        cycles, ddr, latency = cycles * shape.bands, ddr * shape.bands, (latency + copies) * shape.bands
     return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": latency, "compute_cycles": cycles,
             "buffer_cycles": latency - cycles, "ddr_cycles": ddr}
 

@@ -19,7 +19,7 @@ from ..core.board_runtime import channels_first, channels_last, stored_shape
 from ..core.cache import BuildCache, digest, toolchain
 from ..core.csim import compile_library
 from ..core.errors import ToolError, UserError, VerificationError, first_line, raised_in_hetdeploy
-from ..core.plan import ExecutionUnit, HlsPort, HlsProject, Plan, PlanFormatError, Subfunction, UnitHls, from_dict
+from ..core.plan import Band, ExecutionUnit, HlsPort, HlsProject, Plan, PlanFormatError, Subfunction, UnitHls, from_dict
 from ..core.progress import Progress, Reporter, stderr_progress
 from ..fpga.hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitIsACopy, UnitSettings, ap_types_headers, fixed_config,
                                    fixed_precision, generate_unit)
@@ -27,7 +27,7 @@ from ..fpga.hls_top import (DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, libr
                             window_of, write_project)
 from ..intake.model import LoadedModel
 from ..intake.ort_adapter import OrtModel, open_model
-from ..intake.subgraph import extract
+from ..intake.subgraph import band_model, extract
 from ..planning import memory
 from ..planning.config import BuildOptions
 from ..running import runtime, verify
@@ -86,6 +86,10 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
         onnx.save(model, str(build_dir / unit.onnx))
         reference = open_model(build_dir / unit.onnx)
         unit_samples = [{t: env[t] for t in unit.inputs} for env in envs]
+        if unit.band is not None:  # hls4ml makes the layer for one band, sized on every band of the samples
+            model = band_model(model, unit.band)
+            unit_samples = [{t: _band_rows(s[t], unit.band, b)} for s in unit_samples for t in s
+                            for b in range(unit.band.count)]
         for env in envs:  # the float values every later unit sees
             env.update(reference.run(env))
         if device.pes[unit.pe].engine == "hls4ml":
@@ -131,6 +135,8 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                 config_precision.setdefault(port.tensor, port.config_precision)
                 cpp_precision.setdefault(port.tensor, port.precision)
         unit.precision = cpp_precision[unit.outputs[0]]
+        for band, (tensor, _) in unit.band_buffers().items():
+            cpp_precision[band] = cpp_precision[tensor]
         progress.detail(f"        {unit.name} ({', '.join(sorted({ops[n] for n in unit.nodes}))}): "
                         f"{'implemented by the top' if unit.hls is None else 'converted by hls4ml'}, {unit.precision}")
         done()
@@ -156,6 +162,15 @@ def _converted_unit(model: onnx.ModelProto, folder: Path, name: str, samples: li
     cache.store("unit", key, folder, [p for p in folder.rglob("*") if p.is_file()], {"hls": dataclasses.asdict(hls)},
                 tuple(p for p in folder.rglob("*") if p.is_dir()))
     return hls
+
+
+def _band_rows(x: np.ndarray, band: Band, b: int) -> np.ndarray:
+    """Band ``b``'s input rows of ``x`` (N, C, H, W), zeros outside the map (the layer's padding)."""
+    first = b * band.input_step - band.pad_top
+    rows = np.zeros(x.shape[:2] + (band.input_rows,) + x.shape[3:], dtype=x.dtype)
+    inside = range(max(0, first), min(x.shape[2], first + band.input_rows))
+    rows[:, :, inside.start - first:inside.stop - first] = x[:, :, inside.start:inside.stop]
+    return rows
 
 
 def _write_index_table(unit: ExecutionUnit, reference: OrtModel, project: Path) -> str:

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Optional
 from ..core.board import Board
 from ..core.board_runtime import resource_of
 from ..core.errors import UserError
-from ..core.plan import (ExecutionUnit, FpgaFallback, FpgaResources, Plan, PlanEstimate, PrecisionSearch, Subfunction,
+from ..core.plan import (Band, ExecutionUnit, FpgaFallback, FpgaResources, Plan, PlanEstimate, PrecisionSearch, Subfunction,
                          SubfunctionEstimate)
 from ..core.precision import NO_LAYER_WIDTHS, node_widths
 from ..intake.model import QUANTIZER_OPS, LoadedModel
@@ -277,7 +277,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     weights_in_ddr=folding.weights_in_ddr,
                     table_size=shape.table_entries if shape.table_layers or shape.softmax else 0,
                     io_type="" if unit.engine == "top" else units.IO_TYPES[shape.streamed],
-                    foldable=shape.kind == "kernel", inputs=unit.inputs,
+                    foldable=shape.kind == "kernel", inputs=unit.inputs, band=_pinned_band(loaded, unit, options),
                     outputs=[unit.output]))
             sub.resources = _unit_totals(sub)
             sub.budget = budget
@@ -331,7 +331,22 @@ def _unit_shape(loaded: LoadedModel, unit: units.Unit, clock_mhz: float, options
     """``unit``'s shape as the estimates see it at the FPGA's clock, with what --io-type, --table-size and
     --precision's layer types pin of it."""
     shape = units.unit_shape(loaded.graph, unit, clock_mhz, _pinned_io_type(loaded, unit, options))
+    band = _pinned_band(loaded, unit, options)
+    shape = units.banded(shape, band) if band is not None else shape
     return _pinned_layer_types(loaded, unit, _pinned_tables(loaded, unit, shape, options), options)
+
+
+def _pinned_band(loaded: LoadedModel, unit: units.Unit, options: BuildOptions) -> Optional[Band]:
+    """The bands --band-rows runs ``unit`` in; None: whole."""
+    given = _unit_setting(loaded, unit, "--band-rows", options.band_rows)
+    if given is None:
+        return None
+    node, rows = given
+    try:
+        return units.band_of(loaded.graph, unit, rows)
+    except ValueError as why:
+        raise UserError(f"{said(options, '--band-rows', node, rows, f'--band-rows {node}={rows}')}: node '{node}' "
+                        f"cannot run in bands: {why}") from None
 
 
 def _pinned_layer_types(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
