@@ -286,6 +286,38 @@ def test_the_window_ops_hls4ml_cannot_run_are_reduced_by_the_top(tmp_path):
     assert len({s.name for s in plan.subfunctions}) == 1  # one FPGA call: nothing went back to the CPU
 
 
+def test_units_run_in_bands_match_onnxruntime(tmp_path):
+    """--band-rows on a padded convolution (bands of 5 of its 20 rows), a strided one (bands of 3 of 10: the
+    last band's two rows past the map dropped), hls4ml's MaxPool (bands of 2) and a unit that starts with an
+    activation (no halo): each unit's hls4ml layer is made for one band and the top runs it band by band
+    through the band buffers of the memory plan; every unit checked against onnxruntime on the whole map."""
+    b = Builder(1)
+    C = op_models.CHANNELS
+    conv = lambda x, name, stride: b.node("Conv", [x, b.random(f"{name}.w", [C, C, 3, 3]),  # noqa: E731
+                                                   b.random(f"{name}.b", [C])], name, kernel_shape=[3, 3],
+                                          pads=[1, 1, 1, 1], strides=[stride, stride])
+    x = b.node("Relu", [conv("input", "conv1", 1)], "relu1")
+    x = b.node("Relu", [conv(x, "conv2", 2)], "relu2")
+    x = b.node("MaxPool", [x], "pool", kernel_shape=[2, 2], strides=[2, 2])
+    x = b.node("Tanh", [x], "tanh")
+    x = b.node("Flatten", [b.node("GlobalAveragePool", [x], "gap")], "flat")
+    b.node("Gemm", [x, b.random("fc.w", [3, C]), b.random("fc.b", [3])], "fc", transB=1)
+    path = save_model(b, tmp_path / "bands.onnx", [1, C, 20, 20])
+    plan = build_and_emulate(path, tmp_path / "bands", band_rows={"conv1": 5, "conv2": 3, "pool": 2, "tanh": 2})
+    where = on_fpga(plan, [n.name for n in b.nodes])
+    units = {u.name: u for s in plan.subfunctions for u in s.execution_units}
+    bands = {name: units[where[name]["unit"]].band for name in ("conv1", "conv2", "pool", "tanh")}
+    assert {name: (band.count, band.rows, band.input_rows) for name, band in bands.items()} == \
+        {"conv1": (4, 5, 7), "conv2": (4, 3, 7), "pool": (3, 2, 4), "tanh": (3, 2, 2)}
+    assert all(units[where[name]["unit"]].verification.passed for name in bands)
+    (sub,) = plan.subfunctions
+    buffers = {buffer.tensor: buffer for buffer in sub.memory.buffers}
+    for name in bands:  # written and read within the unit's own step
+        unit = units[where[name]["unit"]]
+        step = sub.execution_units.index(unit)
+        assert (buffers[f"{unit.name}.band_in"].first, buffers[f"{unit.name}.band_in"].last) == (step, step)
+
+
 @pytest.mark.parametrize("op,reason", [("Conv_dilated", "dilations=[2, 2]")])
 def test_what_hls4ml_cannot_do_stays_on_the_cpu_with_the_reason(tmp_path, op, reason):
     from hetdeploy.steps.build import plan_stages

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 import graphs
 from hetdeploy.core.board import load_board
 from hetdeploy.core.precision import OCTAVES
-from hetdeploy.planning.units import (DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, RESOURCES, Folding, bram18_blocks, estimate,
+from hetdeploy.planning.units import (BAND_BRAM_SHARE, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, RESOURCES, Folding, band_of,
+                                      banded, bram18_blocks, chosen_band, ddr_bytes_per_cycle, estimate,
                                       estimate_range, fold, fold_for_rate, folded_estimate, folding_options,
                                       reuse_factors_for, split_units, unit_shape, valid_reuse_factors)
 
@@ -313,6 +314,60 @@ def test_a_window_the_top_reduces_is_priced_by_its_reads():
         assert (unit.pe, unit.engine, shape.kind, shape.n_in) == ("window", "top", "gather", 9)
         e = estimate(shape, 1, 16)
         assert (e["compute_cycles"], e["buffer_cycles"], e["dsp"], e["bram18"]) == (reads, words // 2, 0, 0)
+
+
+def test_bands_of_a_units_rows_and_their_estimate():
+    """A 3 x 3, stride 2, padding 1 convolution + ReLU of 32 x 32 x 3 to 16 x 16 x 8, in bands of 3 output
+    rows: 6 bands (the last one's two rows past the map dropped), each 7 input rows (two rows' stride and the
+    kernel's halo) from row 6b - 1 (the padding row above the map). One band's FIFO holds 3 of the 16 rows;
+    the unit runs 6 times, and the top copies each band in and out (7 x 96 + 3 x 128 values, 16-bit: 264
+    words over two ports, 132 cycles a band)."""
+    b = graphs.Builder([1, 3, 32, 32])
+    graph = b.graph(b.unary("Relu", b.conv("input", 8, 3, stride=2)))
+    (unit,) = split_units(graph, [0, 1], FPGA)
+    band = band_of(graph, unit, 3)
+    assert (band.rows, band.count, band.input_rows, band.input_step, band.pad_top) == (3, 6, 7, 6, 1)
+    assert (band.input_row_values, band.output_row_values, band.input_height, band.output_height) == (96, 128, 32, 16)
+    assert band_of(graph, unit, 16) is None  # one band is the whole map
+    whole = unit_shape(graph, unit, FPGA.clock_mhz)
+    one = banded(whole, band)
+    assert (one.vectors, one.fifos, one.bands) == (48, ((48, 8),), 6) and whole.fifos == ((256, 8),)
+    e, single = estimate(one, 1, 16), estimate(dataclasses.replace(one, bands=1), 1, 16)
+    assert e["compute_cycles"] == 6 * single["compute_cycles"]
+    assert e["latency_cycles"] == 6 * (single["latency_cycles"] + 132)
+    assert {k: e[k] for k in RESOURCES} == {k: single[k] for k in RESOURCES}
+    # a unit that starts with a Gemm has no rows to band; one that computes each pixel on its own has no halo
+    d = graphs.Builder([1, 16])
+    dense = d.graph(d.op("Gemm", ["input"], [1, 4], 64, transB=1))
+    with pytest.raises(ValueError, match="bands are for"):
+        band_of(dense, split_units(dense, [0], FPGA)[0], 1)
+    t = graphs.Builder([1, 4, 10, 10])
+    tanh = t.graph(t.unary("Tanh", "input"))
+    assert band_of(tanh, split_units(tanh, [0], FPGA)[0], 4).input_rows == 4
+
+
+def test_a_unit_whose_whole_map_does_not_fit_runs_in_the_fewest_bands_that_do():
+    """A 64-channel 3 x 3 convolution + BatchNormalization + ReLU on 224 x 224: hls4ml's FIFOs between its
+    layers hold the whole 224 x 224 x 64 map (far past the PYNQ-Z2's BRAM18s); the chosen bands are the fewest
+    with which one band takes at most a quarter of the budget. On 28 x 28 the whole map fits: no bands."""
+    def conv_unit(side):
+        b = graphs.Builder([1, 64, side, side])
+        graph = b.graph(b.conv_bn_relu("input", 64, 3))
+        (unit,) = split_units(graph, range(len(graph.nodes)), FPGA)
+        return graph, unit, unit_shape(graph, unit, FPGA.clock_mhz)
+
+    budget, rate = FPGA.budget(), ddr_bytes_per_cycle(FPGA)
+    graph, unit, whole = conv_unit(224)
+
+    def bram18(shape):
+        return folded_estimate(shape, folding_options(shape, 16, rate)[-1], 16, rate)["bram18"]
+
+    assert bram18(whole) > budget["bram18"]
+    band = chosen_band(graph, unit, whole, budget, 16, rate)
+    assert bram18(banded(whole, band)) <= BAND_BRAM_SHARE * budget["bram18"]
+    fewer = band_of(graph, unit, -(-224 // (band.count - 1)))
+    assert bram18(banded(whole, fewer)) > BAND_BRAM_SHARE * budget["bram18"]
+    assert chosen_band(*conv_unit(28), budget, 16, rate) is None
 
 
 def test_the_plan_prices_the_fpga_as_its_units_do():

@@ -76,6 +76,10 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
                    for u in sub.execution_units if u.estimate_range]
         if decided:  # products near the DSP-or-LUT thresholds: Vivado binds them
             lines.append("  synthesis decides (a product near the DSP-or-LUT thresholds): " + "; ".join(decided))
+        banded = [f"{u.name} {u.band.count} of {u.band.rows} output rows ({u.band.input_rows} input rows each)"
+                  for u in sub.execution_units if u.band]
+        if banded:  # the unit's figures are one band's resources and all its bands' cycles
+            lines.append("  run in bands (resources of one band, cycles of all): " + "; ".join(banded))
     for line in chip_totals(plan):
         lines.append(f"\n{line}")
     for sub in plan.subfunctions:

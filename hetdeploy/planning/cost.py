@@ -124,10 +124,25 @@ def capacity(device: Device) -> dict[str, float]:
     return {"memory_bytes": float(device.memory.bytes)}
 
 
+def node_shape(device: Device, graph: Graph, index: int, width: int) -> units.Shape:
+    """An FPGA node as its own execution unit, in the bands ``units.chosen_band`` gives it."""
+    unit = units.node_unit(graph, index, device)
+    shape = units.unit_shape(graph, unit, device.clock_mhz)
+    band = units.chosen_band(graph, unit, shape, device.budget(), width, units.ddr_bytes_per_cycle(device),
+                             reader_fifo(device, graph, index))
+    return units.banded(shape, band) if band is not None else shape
+
+
+def reader_fifo(device: Device, graph: Graph, index: int) -> tuple[tuple[int, int], ...]:
+    """The FIFO from an FPGA node to its reader should the folding stage put the two in one unit (the
+    top's units fuse nothing: none)."""
+    return () if units.node_unit(graph, index, device).engine == "top" else units.output_fifo(graph, index)
+
+
 def most_folded(device: Device, graph: Graph, index: int, width: int) -> tuple[units.Shape, units.Folding]:
     """An FPGA node as its own execution unit, folded as far as hls4ml allows, its weights on chip
     unless that overflows the BRAM budget alone (fusion and less folding are for the folding stage)."""
-    shape = units.unit_shape(graph, units.node_unit(graph, index, device), device.clock_mhz)
+    shape = node_shape(device, graph, index, width)
     rate = units.ddr_bytes_per_cycle(device)
     *on_chip, last = units.folding_options(shape, width, rate)
     if not last.weights_in_ddr:
@@ -143,7 +158,9 @@ def usage(device: Device, graph: Graph, index: int, width: int) -> dict[str, flo
     if device.kind == "fpga":
         shape, folding = most_folded(device, graph, index, width)
         least = units.folded_estimate(shape, folding, width, units.ddr_bytes_per_cycle(device))
-        least["bram18"] += units.fifo_bram18(units.output_fifo(graph, index), width)
+        # the FIFO to its reader, in bands a band's rows of it
+        least["bram18"] += units.fifo_bram18([(pixels // shape.bands, channels) for pixels, channels
+                                              in reader_fifo(device, graph, index)], width)
         in_ddr = graph.nodes[index].constant_elements * units.element_bytes(width) if folding.weights_in_ddr else 0
         return {k: float(least[k]) for k in units.RESOURCES} | {"ddr_bytes": float(in_ddr)}
     return {"memory_bytes": float(graph.nodes[index].constant_elements * FLOAT_BYTES)}
@@ -154,7 +171,7 @@ def fpga_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
     moving its buffers, the pipeline's depth) of the node as its own unit at the least folding that
     fits the FPGA by itself, at the FPGA's clock. The folding stage folds units further where they share the chip;
     the plan then takes their cycles (planning.fpga_times): one cost for the FPGA everywhere."""
-    shape = units.unit_shape(graph, units.node_unit(graph, index, device), device.clock_mhz)
+    shape = node_shape(device, graph, index, width)
     rate = units.ddr_bytes_per_cycle(device)
     budget = device.budget()
     estimates = [units.folded_estimate(shape, f, width, rate) for f in units.folding_options(shape, width, rate)]

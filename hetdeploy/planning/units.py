@@ -72,7 +72,7 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Callable, NamedTuple, Optional, Sequence
+from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
 from ..core.board import RELAYOUT_OPS, Device
 from ..core.graph import Graph
@@ -81,6 +81,11 @@ from ..core.plan import Band
 RESOURCES = ("dsp", "bram18", "lut", "ff")
 # The layers a unit may start with to run band by band (``band_of``): a window over rows, hls4ml's
 BANDED_OPS = ("Conv", "MaxPool")
+# Ops that change a map's rows or mix them (beyond BANDED_OPS' windows): a unit starting with one is not banded
+NOT_PER_PIXEL_OPS = ("Resize", "Pad", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Concat", "Softmax")
+# A unit whose whole map does not fit the chip runs in bands of which one takes at most this share of the BRAM18
+# budget (``chosen_band``): a choice, not a measured optimum
+BAND_BRAM_SHARE = 0.25
 # hls4ml's Strategy of a multiply-accumulate layer, as its config spells it
 STRATEGIES = ("Latency", "Resource")
 # hls4ml's IOType of a unit's project: its values as arrays (registers) or as streams of words (FIFOs)
@@ -140,8 +145,10 @@ class Unit:
 
 def node_unit(graph: Graph, index: int, device: Device) -> Unit:
     """Node ``index`` as an execution unit of its own on the FPGA ``device``, on the PE that runs it."""
-    pe = device.pe_for(graph.nodes[index])
-    return Unit(pe or "", [index], engine=device.pes[pe].engine if pe else "hls4ml")
+    node = graph.nodes[index]
+    pe = device.pe_for(node)
+    return Unit(pe or "", [index], list(dict.fromkeys(node.inputs)), node.outputs[0] if node.outputs else "",
+                device.pes[pe].engine if pe else "hls4ml")
 
 
 def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[str] = frozenset()) -> list[Unit]:
@@ -167,7 +174,7 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
             raise ValueError(f"node '{node.name}': no PE of {device.name} runs {node.op} within its limits")
         if len(node.outputs) != 1:
             raise ValueError(f"node '{node.name}': {node.op} with {len(node.outputs)} outputs on the FPGA")
-        units.append(dataclasses.replace(own, inputs=list(dict.fromkeys(node.inputs)), output=node.outputs[0]))
+        units.append(own)
     return units
 
 
@@ -266,20 +273,53 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
 
 def band_of(graph: Graph, unit: Unit, rows: int) -> Optional[Band]:
     """``unit`` run in bands of ``rows`` output rows (plan.Band); None when one band holds the whole map.
-    ValueError (why) for a unit that cannot be banded: it must start with a 2-D layer of BANDED_OPS that hls4ml
-    implements, every op after it computing each pixel on its own (the PE's fusions), on one input."""
-    main = graph.nodes[unit.nodes[0]]
-    if main.op not in BANDED_OPS or unit.engine != "hls4ml" or len(main.input_shapes[0]) != 4:
-        raise ValueError(f"its unit starts with a {main.op} on the {unit.pe} PE; bands are for 2-D "
-                         f"{' and '.join(BANDED_OPS)} layers of hls4ml")
-    (_, channels, height, width), (_, out_channels, out_height, out_width) = main.input_shapes[0], \
-        graph.nodes[unit.nodes[-1]].output_shapes[0]
+    ValueError (why) for a unit that cannot be banded: an hls4ml unit on one 4-D input, starting with a
+    layer of BANDED_OPS (a window over rows) or with an op that computes each pixel on its own, every op
+    after it computing each pixel on its own (the PE's fusions)."""
+    main, last = graph.nodes[unit.nodes[0]], graph.nodes[unit.nodes[-1]]
+    first = main.input_shapes[0] if main.input_shapes else []
+    out = last.output_shapes[0] if last.output_shapes else []
+    per_pixel = main.op not in BANDED_OPS and main.op not in NOT_PER_PIXEL_OPS and first[2:] == out[2:]
+    if unit.engine != "hls4ml" or len(first) != 4 or len(unit.inputs) != 1 or \
+            not (main.op in BANDED_OPS or per_pixel):
+        raise ValueError(f"its unit starts with a {main.op} on the {unit.pe} PE; bands are for hls4ml units on one "
+                         f"4-D input that start with a {' or '.join(BANDED_OPS)} or compute each pixel on its own")
+    (_, channels, height, width), (_, out_channels, out_height, out_width) = first, out
     if rows >= out_height:
         return None
-    kernel, stride = main.attrs["kernel_shape"][0], (main.attrs.get("strides") or [1, 1])[0]
-    return Band(rows, -(-out_height // rows), (rows - 1) * stride + kernel, rows * stride,
-                (main.attrs.get("pads") or [0, 0, 0, 0])[0], height, out_height, width * channels,
-                out_width * out_channels)
+    kernel, stride = ((main.attrs["kernel_shape"][0], (main.attrs.get("strides") or [1, 1])[0])
+                      if main.op in BANDED_OPS else (1, 1))
+    pad_top = (main.attrs.get("pads") or [0, 0, 0, 0])[0] if main.op in BANDED_OPS else 0
+    return Band(rows, -(-out_height // rows), (rows - 1) * stride + kernel, rows * stride, pad_top, height,
+                out_height, width * channels, out_width * out_channels)
+
+
+def chosen_band(graph: Graph, unit: Unit, shape: Shape, budget: Mapping[str, int], width: int,
+                ddr_bytes_per_cycle: Optional[float], reader_fifos: Sequence[tuple[int, int]] = ()) -> Optional[Band]:
+    """The bands a unit no one gave bands runs in: none while the whole map fits the chip by itself
+    (most folded, BRAM18 within ``budget``: FIFOs and line buffers as hls4ml sizes them for the whole
+    map, and ``reader_fifos``, (pixels, channels) of FIFOs to a reader fused after it); else the fewest
+    bands (the least halo read again) with which one band takes at most BAND_BRAM_SHARE of the BRAM18
+    budget, room for the other units and the band buffers; none if even one-row bands do not."""
+    def bram18(candidate: Shape) -> int:
+        fifos = fifo_bram18([(pixels // candidate.bands, channels) for pixels, channels in reader_fifos], width)
+        return fifos + folded_estimate(candidate, folding_options(candidate, width, ddr_bytes_per_cycle)[-1], width,
+                                       ddr_bytes_per_cycle)["bram18"]
+
+    if not shape.streamed or bram18(shape) <= budget.get("bram18", 0):
+        return None
+    try:
+        tallest = band_of(graph, unit, 1)
+    except ValueError:  # not a unit bands are for
+        return None
+    if tallest is None:
+        return None
+    counts = sorted({-(-tallest.output_height // rows) for rows in range(1, tallest.output_height)})
+    for count in counts:  # fewest bands first
+        band = band_of(graph, unit, -(-tallest.output_height // count))
+        if bram18(banded(shape, band)) <= BAND_BRAM_SHARE * budget.get("bram18", 0):
+            return band
+    return None
 
 
 def banded(shape: Shape, band: Band) -> Shape:

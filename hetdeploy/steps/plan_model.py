@@ -9,11 +9,11 @@ import dataclasses
 import difflib
 from typing import Any, Mapping, Optional
 
-from ..core.board import Board
+from ..core.board import Board, Device
 from ..core.board_runtime import resource_of
 from ..core.errors import UserError
-from ..core.plan import (Band, ExecutionUnit, FpgaFallback, FpgaResources, Plan, PlanEstimate, PrecisionSearch, Subfunction,
-                         SubfunctionEstimate)
+from ..core.plan import (Band, ExecutionUnit, FpgaFallback, FpgaResources, Plan, PlanEstimate, PrecisionSearch,
+                         Subfunction, SubfunctionEstimate)
 from ..core.precision import NO_LAYER_WIDTHS, node_widths
 from ..intake.model import QUANTIZER_OPS, LoadedModel
 from ..intake.ort_adapter import run_in_memory
@@ -233,9 +233,10 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs)))
                  for sub in subs]
         found = [u for _, units_of_sub in split for u in units_of_sub]
-        shapes = [_unit_shape(loaded, u, device.clock_mhz, options) for u in found]
         rate = units.ddr_bytes_per_cycle(device)
         widths = [_pinned_precision(loaded, u, options, layer_widths)[0] for u in found]
+        bands = [_unit_band(loaded, u, device, width, options) for u, width in zip(found, widths)]
+        shapes = [_unit_shape(loaded, u, device.clock_mhz, options, band) for u, band in zip(found, bands)]
         strategies = {k: strategy for k, (u, shape) in enumerate(zip(found, shapes))
                       if (strategy := _pinned_strategy(loaded, u, shape, options)) is not None}
         pinned = {k: folding for k, (u, shape) in enumerate(zip(found, shapes))
@@ -263,11 +264,11 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                             f"folded ({', '.join(over)}); the latency policy moves what does not fit elsewhere")
         chip_budget = {k: device.budget().get(k, 0) for k in units.RESOURCES}
         budget = chip_budget | {"latency_cycles": None}
-        choices = iter(zip(shapes, foldings, widths))
+        choices = iter(zip(shapes, foldings, widths, bands))
         for sub, units_of_sub in split:
             sub.execution_units = []
             for k, unit in enumerate(units_of_sub):
-                shape, folding, width = next(choices)
+                shape, folding, width, band = next(choices)
                 sub.execution_units.append(ExecutionUnit(
                     name=f"{sub.name}_u{k}", nodes=[loaded.graph.nodes[i].name for i in unit.nodes], pe=unit.pe,
                     reuse_factor=folding.reuse_factor, strategy=folding.hls_strategy,
@@ -277,7 +278,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     weights_in_ddr=folding.weights_in_ddr,
                     table_size=shape.table_entries if shape.table_layers or shape.softmax else 0,
                     io_type="" if unit.engine == "top" else units.IO_TYPES[shape.streamed],
-                    foldable=shape.kind == "kernel", inputs=unit.inputs, band=_pinned_band(loaded, unit, options),
+                    foldable=shape.kind == "kernel", inputs=unit.inputs, band=band,
                     outputs=[unit.output]))
             sub.resources = _unit_totals(sub)
             sub.budget = budget
@@ -327,20 +328,23 @@ def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions
     return f"ap_fixed<{width},{6 if integer is None else integer}>"
 
 
-def _unit_shape(loaded: LoadedModel, unit: units.Unit, clock_mhz: float, options: BuildOptions) -> units.Shape:
-    """``unit``'s shape as the estimates see it at the FPGA's clock, with what --io-type, --table-size and
-    --precision's layer types pin of it."""
+def _unit_shape(loaded: LoadedModel, unit: units.Unit, clock_mhz: float, options: BuildOptions,
+                band: Optional[Band] = None) -> units.Shape:
+    """``unit``'s shape as the estimates see it at the FPGA's clock, run in ``band``s (None: whole), with what
+    --io-type, --table-size and --precision's layer types pin of it."""
     shape = units.unit_shape(loaded.graph, unit, clock_mhz, _pinned_io_type(loaded, unit, options))
-    band = _pinned_band(loaded, unit, options)
     shape = units.banded(shape, band) if band is not None else shape
     return _pinned_layer_types(loaded, unit, _pinned_tables(loaded, unit, shape, options), options)
 
 
-def _pinned_band(loaded: LoadedModel, unit: units.Unit, options: BuildOptions) -> Optional[Band]:
-    """The bands --band-rows runs ``unit`` in; None: whole."""
+def _unit_band(loaded: LoadedModel, unit: units.Unit, device: Device, width: int,
+               options: BuildOptions) -> Optional[Band]:
+    """The bands ``unit`` runs in: --band-rows's, else those ``units.chosen_band`` gives a unit whose whole
+    map does not fit the chip; None: whole."""
     given = _unit_setting(loaded, unit, "--band-rows", options.band_rows)
     if given is None:
-        return None
+        whole = _unit_shape(loaded, unit, device.clock_mhz, options)
+        return units.chosen_band(loaded.graph, unit, whole, device.budget(), width, units.ddr_bytes_per_cycle(device))
     node, rows = given
     try:
         return units.band_of(loaded.graph, unit, rows)
