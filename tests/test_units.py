@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 import graphs
 from hetdeploy.core.board import load_board
 from hetdeploy.core.precision import OCTAVES
-from hetdeploy.planning.units import (BAND_BRAM_SHARE, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, RESOURCES, Folding, band_of,
-                                      banded, bram18_blocks, chosen_band, ddr_bytes_per_cycle, estimate,
+from hetdeploy.planning.units import (BAND_BRAM_SHARE, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, RESOURCES, Folding,
+                                      band_of, banded, bram18_blocks, chosen_band, ddr_bytes_per_cycle, estimate,
                                       estimate_range, fold, fold_for_rate, folded_estimate, folding_options,
                                       reuse_factors_for, split_units, unit_shape, valid_reuse_factors)
 
