@@ -17,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 import networks
 from conftest import BATCHES
 from hetdeploy.commands.cli import main
+from hetdeploy.core.board import BOARDS_DIR
 from hetdeploy.running.samples import hold_out
 from hetdeploy.steps.build import STEPS
 
@@ -35,7 +36,7 @@ def reference(model_path, x):
     ("small_cnn", ["fpga"]),
     ("split_by_lrn", ["fpga", "arm_cpu", "fpga"]),
     ("alexnet_style", ["fpga", "arm_cpu", "fpga"]),  # chosen by the latency policy
-    ("four_conv64", ["fpga", "arm_cpu"]),  # more than the FPGA holds
+    ("four_conv64", ["fpga"]),  # its maps in bands, whole in DDR
 ])
 def test_build_and_emulate(built, tmp_path, capsys, name, devices):
     model, out = built(name)
@@ -73,7 +74,8 @@ def test_build_and_emulate(built, tmp_path, capsys, name, devices):
                         assert f"reuse_factor = {unit['reuse_factor']};" in code
                         assert f"strategy = nnet::{unit['strategy'].lower()};" in code
             buffers = sub["memory"]["buffers"]
-            assert {b["tensor"] for b in buffers} == set(sub["inputs"]) | {t for u in units for t in u["outputs"]}
+            assert {b["tensor"] for b in buffers} == set(sub["inputs"]) | {t for u in units for t in u["outputs"]} | \
+                {f"{u['name']}.band_{end}" for u in units if u["band"] for end in ("in", "out")}
             for key in ("dsp", "bram18", "lut", "ff"):
                 assert sub["resources"][key] == sum(u["estimate"][key] for u in units) <= sub["budget"][key]
         else:
@@ -106,17 +108,41 @@ def test_build_and_emulate(built, tmp_path, capsys, name, devices):
     np.testing.assert_array_equal(np.load(tmp_path / "run.npy"), y)
 
 
-def test_network_larger_than_the_fpga_is_folded_and_the_rest_moves_off_it(built, capsys):
+def test_a_network_whose_maps_exceed_the_chip_runs_in_bands_with_its_activations_in_ddr(built, capsys):
+    """Four 3 x 3 convolutions of 64 channels on 32 x 32: hls4ml's FIFOs hold a layer's whole 32 x 32 x 64 map
+    (57 BRAM18s, past an eighth of the PYNQ-Z2's budget), so each unit runs in two bands of 16 rows; the maps
+    themselves sit in DDR, and the whole network is one FPGA call (built and emulated within tolerance in
+    test_build_and_emulate)."""
     model, out = built("four_conv64")
     plan = json.loads((out / "plan.json").read_text())
+    (fpga,) = plan["subfunctions"]
+    assert [(u["band"]["count"], u["band"]["rows"], u["band"]["input_rows"]) for u in fpga["execution_units"]] == \
+        [(2, 16, 18)] * 4
+    assert fpga["memory"]["ddr_bytes"] > 0 and all(u["verification"]["passed"] for u in fpga["execution_units"])
+    capsys.readouterr()
+    assert main(["plan", str(model), "--board", "pynq-z2"]) == 0
+    assert "run in bands (resources of one band, cycles of all): sf0_fpga_u0 2 of 16 output rows" in \
+        capsys.readouterr().out
+
+
+def test_network_larger_than_the_fpga_is_folded_and_the_rest_moves_off_it(tmp_path, capsys):
+    """A PYNQ-Z2 with 90 BRAM18s: beside the first convolution's unit, the others' weights do not fit even
+    fully folded and in bands; they move to the ARM, each with its reason."""
+    model = tmp_path / "four_conv64.onnx"
+    onnx.save(networks.four_conv64(), str(model))
+    shipped = (BOARDS_DIR / "pynq-z2.yaml").read_text()
+    assert "bram18: 280," in shipped
+    board = tmp_path / "pynq-z2-90.yaml"
+    board.write_text(shipped.replace("bram18: 280,", "bram18: 90,"))
+    assert main(["plan", str(model), "--board", str(board), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
     fpga = plan["subfunctions"][0]
     assert fpga["nodes"][:2] == ["conv1", "relu1"]
     assert max(u["reuse_factor"] for u in fpga["execution_units"]) > 1  # folded to fit
     fallbacks = {f["node"]: f for f in plan["fpga_fallbacks"]}
     assert {"conv3", "conv4"} <= set(fallbacks) and fallbacks["conv4"]["reason"] == "capacity"
     assert all(f["device"] == "arm_cpu" and f["fpga"] == "fpga" for f in fallbacks.values())
-    capsys.readouterr()
-    assert main(["plan", str(model), "--board", "pynq-z2"]) == 0
+    assert main(["plan", str(model), "--board", str(board)]) == 0
     text = capsys.readouterr().out
     assert "off the FPGA, does not fit beside the units it holds, even fully folded" in text and "conv4" in text
 

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 import graphs
 from hetdeploy.core.board import load_board
 from hetdeploy.core.precision import OCTAVES
-from hetdeploy.planning.units import (BAND_BRAM_SHARE, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, RESOURCES, Folding,
-                                      band_of, banded, bram18_blocks, chosen_band, ddr_bytes_per_cycle, estimate,
+from hetdeploy.planning.units import (BAND_FIFO_SHARE, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, RESOURCES, Folding,
+                                      band_of, banded, bram18_blocks, chosen_band, estimate, fifo_bram18,
                                       estimate_range, fold, fold_for_rate, folded_estimate, folding_options,
                                       reuse_factors_for, split_units, unit_shape, valid_reuse_factors)
 
@@ -346,28 +346,28 @@ def test_bands_of_a_units_rows_and_their_estimate():
     assert band_of(tanh, split_units(tanh, [0], FPGA)[0], 4).input_rows == 4
 
 
-def test_a_unit_whose_whole_map_does_not_fit_runs_in_the_fewest_bands_that_do():
-    """A 64-channel 3 x 3 convolution + BatchNormalization + ReLU on 224 x 224: hls4ml's FIFOs between its
-    layers hold the whole 224 x 224 x 64 map (far past the PYNQ-Z2's BRAM18s); the chosen bands are the fewest
-    with which one band takes at most a quarter of the budget. On 28 x 28 the whole map fits: no bands."""
+def test_a_unit_whose_fifos_hold_too_much_of_the_chip_runs_in_the_fewest_bands_that_do_not():
+    """A 16-channel 3 x 3 convolution + BatchNormalization + ReLU on 224 x 224: hls4ml sizes the FIFOs between its
+    layers to the whole 224 x 224 x 16 map, far past an eighth of the PYNQ-Z2's BRAM18s; the chosen bands are the
+    fewest whose FIFOs take at most that. On 14 x 14 the whole map's do: no bands. (A FIFO is a pixel's channels
+    wide: however few its rows, 64 channels of 16 bits take 29 BRAM18s side by side, and bands cannot go below.)"""
     def conv_unit(side):
-        b = graphs.Builder([1, 64, side, side])
-        graph = b.graph(b.conv_bn_relu("input", 64, 3))
+        b = graphs.Builder([1, 16, side, side])
+        graph = b.graph(b.conv_bn_relu("input", 16, 3))
         (unit,) = split_units(graph, range(len(graph.nodes)), FPGA)
         return graph, unit, unit_shape(graph, unit, FPGA.clock_mhz)
 
-    budget, rate = FPGA.budget(), ddr_bytes_per_cycle(FPGA)
+    budget = FPGA.budget()
+    limit = BAND_FIFO_SHARE * budget["bram18"]
     graph, unit, whole = conv_unit(224)
-
-    def bram18(shape):
-        return folded_estimate(shape, folding_options(shape, 16, rate)[-1], 16, rate)["bram18"]
-
-    assert bram18(whole) > budget["bram18"]
-    band = chosen_band(graph, unit, whole, budget, 16, rate)
-    assert bram18(banded(whole, band)) <= BAND_BRAM_SHARE * budget["bram18"]
-    fewer = band_of(graph, unit, -(-224 // (band.count - 1)))
-    assert bram18(banded(whole, fewer)) > BAND_BRAM_SHARE * budget["bram18"]
-    assert chosen_band(*conv_unit(28), budget, 16, rate) is None
+    assert fifo_bram18(whole.fifos, 16) > budget["bram18"]
+    band = chosen_band(graph, unit, whole, budget, 16)
+    assert fifo_bram18(banded(whole, band).fifos, 16) <= limit < \
+        fifo_bram18(banded(whole, band_of(graph, unit, -(-224 // (band.count - 1)))).fifos, 16)
+    # a reader's FIFO fused after it counts too, a band of it
+    with_reader = chosen_band(graph, unit, whole, budget, 16, reader_fifos=[(224 * 224, 16)])
+    assert with_reader.count > band.count
+    assert chosen_band(*conv_unit(14), budget, 16) is None
 
 
 def test_the_plan_prices_the_fpga_as_its_units_do():

@@ -128,15 +128,18 @@ def node_shape(device: Device, graph: Graph, index: int, width: int) -> units.Sh
     """An FPGA node as its own execution unit, in the bands ``units.chosen_band`` gives it."""
     unit = units.node_unit(graph, index, device)
     shape = units.unit_shape(graph, unit, device.clock_mhz)
-    band = units.chosen_band(graph, unit, shape, device.budget(), width, units.ddr_bytes_per_cycle(device),
-                             reader_fifo(device, graph, index))
+    band = units.chosen_band(graph, unit, shape, device.budget(), width, reader_fifo(device, graph, index))
     return units.banded(shape, band) if band is not None else shape
 
 
 def reader_fifo(device: Device, graph: Graph, index: int) -> tuple[tuple[int, int], ...]:
-    """The FIFO from an FPGA node to its reader should the folding stage put the two in one unit (the
-    top's units fuse nothing: none)."""
-    return () if units.node_unit(graph, index, device).engine == "top" else units.output_fifo(graph, index)
+    """The FIFO from an FPGA node to its reader should the folding stage put the two in one unit: its one
+    reader, an op its PE fuses (the top's units fuse nothing)."""
+    unit = units.node_unit(graph, index, device)
+    readers = graph.consumers().get(unit.output, [])
+    fusible = unit.engine == "hls4ml" and len(readers) == 1 and \
+        graph.nodes[readers[0]].op in device.pes[unit.pe].fuse if unit.pe else False
+    return units.output_fifo(graph, index) if fusible else ()
 
 
 def most_folded(device: Device, graph: Graph, index: int, width: int) -> tuple[units.Shape, units.Folding]:

@@ -83,9 +83,9 @@ RESOURCES = ("dsp", "bram18", "lut", "ff")
 BANDED_OPS = ("Conv", "MaxPool")
 # Ops that change a map's rows or mix them (beyond BANDED_OPS' windows): a unit starting with one is not banded
 NOT_PER_PIXEL_OPS = ("Resize", "Pad", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Concat", "Softmax")
-# A unit whose whole map does not fit the chip runs in bands of which one takes at most this share of the BRAM18
-# budget (``chosen_band``): a choice, not a measured optimum
-BAND_BRAM_SHARE = 0.25
+# A unit whose FIFOs (hls4ml sizes them to the whole map) take more than this share of the chip's BRAM18 budget
+# runs in the fewest bands whose FIFOs take at most this share (``chosen_band``): a choice, not a measured optimum
+BAND_FIFO_SHARE = 0.125
 # hls4ml's Strategy of a multiply-accumulate layer, as its config spells it
 STRATEGIES = ("Latency", "Resource")
 # hls4ml's IOType of a unit's project: its values as arrays (registers) or as streams of words (FIFOs)
@@ -295,18 +295,17 @@ def band_of(graph: Graph, unit: Unit, rows: int) -> Optional[Band]:
 
 
 def chosen_band(graph: Graph, unit: Unit, shape: Shape, budget: Mapping[str, int], width: int,
-                ddr_bytes_per_cycle: Optional[float], reader_fifos: Sequence[tuple[int, int]] = ()) -> Optional[Band]:
-    """The bands a unit no one gave bands runs in: none while the whole map fits the chip by itself
-    (most folded, BRAM18 within ``budget``: FIFOs and line buffers as hls4ml sizes them for the whole
-    map, and ``reader_fifos``, (pixels, channels) of FIFOs to a reader fused after it); else the fewest
-    bands (the least halo read again) with which one band takes at most BAND_BRAM_SHARE of the BRAM18
-    budget, room for the other units and the band buffers; none if even one-row bands do not."""
-    def bram18(candidate: Shape) -> int:
-        fifos = fifo_bram18([(pixels // candidate.bands, channels) for pixels, channels in reader_fifos], width)
-        return fifos + folded_estimate(candidate, folding_options(candidate, width, ddr_bytes_per_cycle)[-1], width,
-                                       ddr_bytes_per_cycle)["bram18"]
+                reader_fifos: Sequence[tuple[int, int]] = ()) -> Optional[Band]:
+    """The bands a unit no one gave bands runs in: none while the FIFOs hls4ml sizes to its whole map (between
+    its layers, and ``reader_fifos``, (pixels, channels) of those to a reader fused after it) take at most
+    BAND_FIFO_SHARE of the chip's BRAM18 ``budget``; else the fewest bands (the least halo read again) with
+    which one band's do; none if even one-row bands' do not."""
+    def fifo_bram18_of(candidate: Shape) -> int:
+        return fifo_bram18(list(candidate.fifos) + [(pixels // candidate.bands, channels)
+                                                    for pixels, channels in reader_fifos], width)
 
-    if not shape.streamed or bram18(shape) <= budget.get("bram18", 0):
+    limit = BAND_FIFO_SHARE * budget.get("bram18", 0)
+    if not shape.streamed or fifo_bram18_of(shape) <= limit:
         return None
     try:
         tallest = band_of(graph, unit, 1)
@@ -314,10 +313,9 @@ def chosen_band(graph: Graph, unit: Unit, shape: Shape, budget: Mapping[str, int
         return None
     if tallest is None:
         return None
-    counts = sorted({-(-tallest.output_height // rows) for rows in range(1, tallest.output_height)})
-    for count in counts:  # fewest bands first
+    for count in sorted({-(-tallest.output_height // rows) for rows in range(1, tallest.output_height)}):
         band = band_of(graph, unit, -(-tallest.output_height // count))
-        if bram18(banded(shape, band)) <= BAND_BRAM_SHARE * budget.get("bram18", 0):
+        if fifo_bram18_of(banded(shape, band)) <= limit:
             return band
     return None
 

@@ -344,7 +344,7 @@ def _unit_band(loaded: LoadedModel, unit: units.Unit, device: Device, width: int
     given = _unit_setting(loaded, unit, "--band-rows", options.band_rows)
     if given is None:
         whole = _unit_shape(loaded, unit, device.clock_mhz, options)
-        return units.chosen_band(loaded.graph, unit, whole, device.budget(), width, units.ddr_bytes_per_cycle(device))
+        return units.chosen_band(loaded.graph, unit, whole, device.budget(), width)
     node, rows = given
     try:
         return units.band_of(loaded.graph, unit, rows)
