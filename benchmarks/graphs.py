@@ -261,3 +261,50 @@ def parameter_count(graph: Graph) -> int:
 def describe(graph: Graph) -> str:
     return f"{len(graph.nodes)} nodes, {parameter_count(graph) / 1e6:.1f} M parameters, " \
            f"{sum(math.prod(n.output_shapes[0]) for n in graph.nodes) * 4 / 2**20:.0f} MiB of activations"
+
+
+def to_onnx(graph: Graph, seed: int = 0):
+    """``graph`` as an ONNX model (opset 13) with seeded random weights (He-scaled, so the values stay in range
+    through the layers; BatchNormalization near identity): what the planning benchmarks that need a real model
+    (its memory plan, a build) run on. Written with onnx.helper; imported here only, so the rest of this module
+    needs no onnx."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(seed)
+    inits, nodes = [], []
+
+    def constant(name, array):
+        inits.append(numpy_helper.from_array(np.asarray(array, dtype=np.float32 if array.dtype.kind == "f"
+                                                        else np.int64), name))
+        return name
+
+    for node in graph.nodes:
+        inputs, attrs = list(node.inputs), dict(node.attrs)
+        first, out = node.input_shapes[0], node.output_shapes[0]
+        if node.op == "Conv":
+            fan_in = first[1] // attrs.get("group", 1) * math.prod(attrs["kernel_shape"])
+            inputs += [constant(f"{node.name}.w", rng.normal(0, math.sqrt(2 / fan_in),
+                                                             [out[1], fan_in // math.prod(attrs["kernel_shape"]),
+                                                              *attrs["kernel_shape"]])),
+                       constant(f"{node.name}.b", rng.normal(0, 0.05, out[1]))]
+        elif node.op == "Gemm":
+            inputs += [constant(f"{node.name}.w", rng.normal(0, math.sqrt(1 / first[1]), [out[1], first[1]])),
+                       constant(f"{node.name}.b", rng.normal(0, 0.05, out[1]))]
+        elif node.op == "BatchNormalization":
+            c = first[1]
+            inputs += [constant(f"{node.name}.{k}", v) for k, v in
+                       (("scale", rng.uniform(0.8, 1.2, c)), ("bias", rng.normal(0, 0.05, c)),
+                        ("mean", rng.normal(0, 0.05, c)), ("var", rng.uniform(0.8, 1.2, c)))]
+        elif node.op == "Reshape":
+            inputs.append(constant(f"{node.name}.shape", np.array(out, dtype=np.int64)))
+        nodes.append(helper.make_node(node.op, inputs, list(node.outputs), name=node.name, **attrs))
+    shapes = {t: shape for n in graph.nodes for t, shape in zip(n.inputs + n.outputs, n.input_shapes + n.output_shapes)}
+    graph_proto = helper.make_graph(
+        nodes, "graph", [helper.make_tensor_value_info(t, TensorProto.FLOAT, shapes[t]) for t in graph.inputs],
+        [helper.make_tensor_value_info(t, TensorProto.FLOAT, shapes[t]) for t in graph.outputs], inits)
+    model = helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model

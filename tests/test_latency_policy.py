@@ -15,7 +15,7 @@ from hetdeploy.core.board import available_boards, load_board
 from hetdeploy.core.errors import UserError
 from hetdeploy.core.graph import Graph, Node
 from hetdeploy.core.plan import duration
-from hetdeploy.planning.cost import CostModel, node_work
+from hetdeploy.planning.cost import CostModel, node_shape, node_work
 from hetdeploy.planning.partition import Group, latency_solution, optimal_solution, partition_graph, solution_seconds
 from test_partition import group_graph
 
@@ -83,9 +83,10 @@ def test_small_network_stays_on_the_arm_cores_large_convolutions_go_to_the_fpga(
     for _ in range(4):
         x = cnn.unary("Relu", cnn.conv(x, 64, 3))
     result = partition_graph(cnn.graph(x), BOARDS["pynq-z2"])
-    # hls4ml's streams hold a whole 32x32x64 output each: not all four layers fit the xc7z020
-    assert [c.device for c in result.cuts] == ["fpga", "arm_cpu"] and "Conv_0" in result.cuts[0].nodes
-    assert result.latency_s < result.all_host_latency_s and not result.support_fits
+    # hls4ml's streams hold a whole 32x32x64 output each: all four layers fit the xc7z020 only in bands
+    assert [c.device for c in result.cuts] == ["fpga"]
+    assert node_shape(BOARDS["pynq-z2"].device("fpga"), cnn.graph(x), 0, 16).bands == 2
+    assert result.latency_s < result.all_host_latency_s
 
 
 @settings(max_examples=40, deadline=None)
@@ -142,14 +143,15 @@ def small_fpga(board, bram18):
 
 
 def test_fpga_groups_share_the_on_chip_budget():
-    """Four 64-channel convolutions on 8x8 take 36 BRAM18 each, folded, and each 8x8x64 FIFO after a
-    layer 29 (64 words of 1,024 bits); give the FPGA room for two convolutions and their ReLUs."""
+    """Four 64-channel convolutions on 8x8 take 36 BRAM18 each, folded, and the 8x8x64 FIFO to the ReLU fused
+    after each 29 (64 words of 1,024 bits: a pixel's channels wide, which bands of fewer rows do not narrow; no
+    FIFO to the LRN, which nothing fuses); give the FPGA room for two convolutions and their ReLUs."""
     b = graphs.Builder([1, 64, 8, 8])
     x = "input"
     for _ in range(4):
         x = b.unary("LRN", b.unary("Relu", b.conv(x, 64, 3)), size=3)
     graph = b.graph(x)
-    board = small_fpga(BOARDS["pynq-z2"], 220)  # 198 BRAM18 after the reserve
+    board = small_fpga(BOARDS["pynq-z2"], 160)  # 144 BRAM18 after the reserve
     cost = CostModel(graph, board)
     result = partition_graph(graph, board)
     on_fpga = [n for c in result.cuts if c.device == "fpga" for n in c.nodes]

@@ -1,0 +1,97 @@
+"""ImageNet-class CNNs on the Zynq boards: how much of them the latency policy puts on the FPGA.
+
+Run by hand (prints a table; nothing here is a test):
+
+    .venv/bin/python benchmarks/big_cnns.py                          # the architectures below, every Zynq board
+    .venv/bin/python benchmarks/big_cnns.py --model resnet50.onnx    # a model of your own too (the model zoo's)
+    .venv/bin/python benchmarks/big_cnns.py --json
+
+The networks are benchmarks/graphs.py's architectures at 224 x 224 (ResNet-50, DenseNet-121, SqueezeNet 1.0,
+ShuffleNet v1, Inception v1 / GoogLeNet), written as ONNX with seeded random weights (graphs.to_onnx): the model
+zoo's files (onnx's backend test data downloads them) are not on this machine; pass them with --model where they
+are. Each is planned (`hetdeploy plan`, the latency policy) on the PYNQ-Z2, Ultra96-V2, KV260 and ZCU104.
+
+Per model and board: nodes on the FPGA, the share of the model's convolution and matrix multiply-accumulates run
+there, the estimated latency against all on the ARM and against the support policy (whose plan may not fit:
+"fits" says), the FPGA units run in bands, and the DDR bytes a sample moves (spilled activations written once and
+read by each reader, DDR weights read per output vector: the memory plan's traffic). Estimates of hetdeploy's cost
+model (the one benchmarks/estimates.py checks against published synthesis), not measurements.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import onnx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import graphs  # noqa: E402
+
+from hetdeploy.core.board import load_board  # noqa: E402
+from hetdeploy.planning.config import BuildOptions  # noqa: E402
+from hetdeploy.planning.cost import node_work  # noqa: E402
+from hetdeploy.steps.build import plan_stages  # noqa: E402
+
+ARCHITECTURES = ("resnet50", "densenet121", "squeezenet", "shufflenet", "googlenet")
+BOARDS = ("pynq-z2", "ultra96-v2", "kv260", "zcu104")
+
+
+def measure(model: Path, board_name: str) -> dict:
+    started = time.perf_counter()
+    loaded, board, plan = plan_stages(BuildOptions(model=model, board=board_name, out_dir=model.parent,
+                                                   policy="latency"), lambda k, what: None)
+    elapsed = time.perf_counter() - started
+    fpga_subs = [s for s in plan.subfunctions if board.device(s.device).kind == "fpga"]
+    on_fpga = {n for s in fpga_subs for n in s.nodes}
+    macs = {n.name: node_work(n).macs for n in loaded.graph.nodes}
+    traffic = sum((s.memory.ddr_transfer_s + s.memory.ddr_weights_s) * board.device(s.device).memory.bandwidth_bytes_per_s
+                  for s in fpga_subs if s.memory is not None)
+    e = plan.estimate
+    return {"model": model.stem, "board": board_name, "nodes": len(loaded.graph.nodes), "fpga_nodes": len(on_fpga),
+            "mac_share": sum(macs[n] for n in on_fpga) / max(1.0, sum(macs.values())),
+            "latency_s": e.latency_s, "all_cpu_latency_s": e.all_cpu_latency_s,
+            "support_latency_s": e.support_latency_s, "support_fits": e.support_fits,
+            "banded_units": sum(u.band is not None for s in fpga_subs for u in s.execution_units),
+            "ddr_bytes_per_sample": round(traffic), "plan_s": round(elapsed, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", action="append", default=[], type=Path, help="an ONNX model of your own")
+    parser.add_argument("--board", action="append", choices=BOARDS, help="only these boards (default: all four)")
+    parser.add_argument("--json", action="store_true", help="one JSON list of the rows")
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        models = list(args.model)
+        for name in ARCHITECTURES:
+            path = Path(folder) / f"{name}.onnx"
+            onnx.save(graphs.to_onnx(graphs.ARCHITECTURES[name]()), str(path))
+            models.append(path)
+        for model in models:
+            for board in args.board or BOARDS:
+                load_board(board)
+                rows.append(measure(model, board))
+                if not args.json:
+                    r = rows[-1]
+                    if len(rows) == 1:
+                        print("| model | board | nodes | on FPGA | FPGA MAC share | latency ms | x all-ARM | x support "
+                              "(fits) | banded units | DDR MB a sample | plan s |")
+                        print("|---|---|---|---|---|---|---|---|---|---|---|")
+                    print(f"| {r['model']} | {r['board']} | {r['nodes']} | {r['fpga_nodes']} | {r['mac_share']:.1%} | "
+                          f"{r['latency_s'] * 1e3:.1f} | {r['all_cpu_latency_s'] / r['latency_s']:.2f} | "
+                          f"{r['support_latency_s'] / r['latency_s']:.2f} ({'yes' if r['support_fits'] else 'no'}) | "
+                          f"{r['banded_units']} | {r['ddr_bytes_per_sample'] / 1e6:.2f} | {r['plan_s']} |", flush=True)
+    if args.json:
+        print(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
