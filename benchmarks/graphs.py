@@ -167,14 +167,17 @@ def alexnet() -> Graph:
     return b.graph(_classifier(b, x))
 
 
-def resnet18() -> Graph:
-    b = Builder([1, 3, 224, 224])
-    x = b.pool("MaxPool", b.conv_bn_relu("input", 64, 7, 2), 3, 2, 1)
-    for width, stride in ((64, 1), (64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1)):
-        y = b.conv_bn_relu(b.conv_bn_relu(x, width, 3, stride), width, 3, relu=False)
-        shortcut = x if stride == 1 and b.shapes[x][1] == width else b.conv_bn_relu(x, width, 1, stride, relu=False)
-        x = b.unary("Relu", b.add(y, shortcut))
-    return b.graph(b.head(x, 1000))
+def resnet18(size: int = 224, widths: tuple[int, ...] = (64, 128, 256, 512), classes: int = 1000) -> Graph:
+    """ResNet-18 on 3 x ``size`` x ``size``, its four stages ``widths`` channels wide (the paper's by default)."""
+    b = Builder([1, 3, size, size])
+    x = b.pool("MaxPool", b.conv_bn_relu("input", widths[0], 7, 2), 3, 2, 1)
+    for stage, width in enumerate(widths):
+        for block_stride in (1 if stage == 0 else 2, 1):
+            y = b.conv_bn_relu(b.conv_bn_relu(x, width, 3, block_stride), width, 3, relu=False)
+            shortcut = x if block_stride == 1 and b.shapes[x][1] == width else \
+                b.conv_bn_relu(x, width, 1, block_stride, relu=False)
+            x = b.unary("Relu", b.add(y, shortcut))
+    return b.graph(b.head(x, classes))
 
 
 def squeezenet() -> Graph:
