@@ -231,12 +231,13 @@ def units_table(plan: Plan) -> str:
         for u in sub.execution_units:
             e = u.estimate
             rows.append([sub.name, u.name, ", ".join(u.nodes[:4]) + (", ..." if len(u.nodes) > 4 else ""), u.pe,
-                         u.reuse_factor, u.strategy, "DDR" if u.weights_in_ddr else "on chip", u.precision,
+                         u.reuse_factor, u.strategy, "DDR" if u.weights_in_ddr else "on chip",
+                         f"{u.band.count} x {u.band.rows} rows" if u.band else "whole", u.precision,
                          e.get("dsp"), e.get("bram18"), e.get("lut"), e.get("ff"),
                          *[e.get(k) if e.get(k) is not None else "-" for k in
                            ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")],
                          f"{u.rate_per_s:,.0f}", _verdict(u.verification)])
-    return _table(["subfunction", "unit", "nodes", "PE", "reuse", "strategy", "weights", "precision", "DSP",
+    return _table(["subfunction", "unit", "nodes", "PE", "reuse", "strategy", "weights", "bands", "precision", "DSP",
                    "BRAM18", "LUT", "FF", "cycles", "compute", "buffers", "DDR", "samples/s",
                    "C-sim max abs error / tolerance"],
                   rows, names=3)
