@@ -137,9 +137,9 @@ def reader_fifo(device: Device, graph: Graph, index: int) -> tuple[tuple[int, in
     reader, an op its PE fuses (the top's units fuse nothing)."""
     unit = units.node_unit(graph, index, device)
     readers = graph.consumers().get(unit.output, [])
-    fusible = unit.engine == "hls4ml" and len(readers) == 1 and \
-        graph.nodes[readers[0]].op in device.pes[unit.pe].fuse if unit.pe else False
-    return units.output_fifo(graph, index) if fusible else ()
+    if not unit.pe or unit.engine != "hls4ml" or len(readers) != 1:
+        return ()
+    return units.output_fifo(graph, index) if graph.nodes[readers[0]].op in device.pes[unit.pe].fuse else ()
 
 
 def most_folded(device: Device, graph: Graph, index: int, width: int) -> tuple[units.Shape, units.Folding]:

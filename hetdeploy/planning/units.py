@@ -55,6 +55,12 @@ A multiply-accumulate unit may instead keep its weights in DDR (when the FPGA's 
 them): no weight BRAM or LUTs, and every output vector reads all the weights through the DDR port,
 so a vector takes at least weight bytes / DDR bytes per cycle; its reuse factor is the least that
 keeps its multipliers no faster than that.
+The subfunction's top implements some units itself (board PEs of ``engine: top``): a relayout moves its
+values (reads and writes, no logic); a window op (MaxPool, GlobalAveragePool: kind 'gather') reads each
+output value's window values, a word read for a word of lanes when the channels fill whole words, two
+reads a cycle, with a comparator or adder a lane.
+A unit run in bands (``band_of``, ``chosen_band``) is priced as one band (its FIFOs, vectors and values:
+its resources) run once a band, plus the top's copies of each band in and out of its band buffers.
 Folding (``fold``, ``fold_for_rate``) chooses each unit's reuse factor and, where the user pins none,
 hls4ml's strategy (``by_cost``: weights in the fabric or in BRAM, whichever lets the units together be
 faster, or as fast with fewer BRAM18s, then less of the chip; for a rate, the least share of the chip).

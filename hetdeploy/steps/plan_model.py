@@ -339,8 +339,8 @@ def _unit_shape(loaded: LoadedModel, unit: units.Unit, clock_mhz: float, options
 
 def _unit_band(loaded: LoadedModel, unit: units.Unit, device: Device, width: int,
                options: BuildOptions) -> Optional[Band]:
-    """The bands ``unit`` runs in: --band-rows's, else those ``units.chosen_band`` gives a unit whose whole
-    map does not fit the chip; None: whole."""
+    """The bands ``unit`` runs in: --band-rows's, else ``units.chosen_band``'s (for a unit whose whole-map FIFOs
+    take too much of the chip's BRAM18s); None: whole."""
     given = _unit_setting(loaded, unit, "--band-rows", options.band_rows)
     if given is None:
         whole = _unit_shape(loaded, unit, device.clock_mhz, options)
