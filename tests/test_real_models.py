@@ -16,7 +16,7 @@ DATA = Path(qonnx.__file__).parent / "data" / "onnx"
 @pytest.mark.parametrize("model,policy,all_on_fpga", [
     ("mnist-conv/model.onnx", "support", True),
     ("bsd300x3-espcn/subpixel/float_model.onnx", "support", True),
-    ("bsd300x3-espcn/nn_resize/float_model.onnx", "latency", False),
+    ("bsd300x3-espcn/nn_resize/float_model.onnx", "latency", True),  # in bands
 ])
 def test_shipped_models_build_and_emulate_on_pynq_z2(tmp_path, model, policy, all_on_fpga):
     out = tmp_path / "build"
@@ -34,14 +34,17 @@ def test_shipped_models_build_and_emulate_on_pynq_z2(tmp_path, model, policy, al
 def test_a_shipped_qonnx_model_builds_and_emulates_against_its_quantized_reference(tmp_path):
     """The Brevitas-exported ESPCN qonnx ships (Quant in domain onnx.brevitas): planned, built and
     emulated against the quantized model's own reference (qonnx's execution). Its weight quantizers fold
-    into its convolutions, one of which the latency policy puts on the FPGA; its activation quantizers
-    on the ARM cores are standard ONNX that onnxruntime runs (the board has no qonnx)."""
+    into its convolutions, its activation quantizers into their units; its first convolution's unit (a
+    128 x 128 x 64 map: in bands) on the FPGA, the others pinned to the ARM cores (all of it on the FPGA
+    C-simulates for tens of minutes), where its activation quantizers are standard ONNX that onnxruntime runs
+    (the board has no qonnx)."""
     out = tmp_path / "build"
-    plan = build(BuildOptions(model=DATA / "bsd300x3-espcn/subpixel/quant_model.onnx", board="pynq-z2", out_dir=out),
-                 progress=lambda message: None)
+    on_arm = {node: "arm_cpu" for node in ("Conv_17", "Conv_29", "Conv_41")}
+    plan = build(BuildOptions(model=DATA / "bsd300x3-espcn/subpixel/quant_model.onnx", board="pynq-z2", out_dir=out,
+                              devices=on_arm), progress=lambda message: None)
     result = emulate(out, None, 3)
     assert result.comparison.passed, result.table()
-    assert any(s.kind == "fpga" for s in plan.subfunctions)
+    assert plan.subfunctions[0].kind == "fpga" and plan.subfunctions[0].execution_units[0].band
     assert set(result.engines) == {"C-simulation (g++)", "onnxruntime CPU"}
     assert any(w.get("subfunction") for w in plan.node_map.values())
 

@@ -187,13 +187,17 @@ def _prepare_for_hls4ml(wrapper) -> None:
     runs the ONNX model): it turns every initializer into a Constant layer, and its PRelu handler
     loses the slope (the layer then fails in its optimizers), so each PRelu's slope becomes an
     attribute of the node, which ``_parse_prelu`` reads; it looks up a shape for every input of a
-    Resize, so an omitted RoI becomes a constant (of one zero: hls4ml tests its truth value); and
+    Resize, so an omitted or empty RoI becomes a constant (of one zero: hls4ml tests its truth value); and
     it scales a channels-last (H, W, C) tensor's width by scales[1] and height by scales[2] (see
     ``_height_first``), so those two swap."""
     for node in wrapper.graph.node:
-        if node.op_type == "Resize" and len(node.input) > 1 and not node.input[1]:
-            node.input[1] = f"{node.name}_roi"
+        roi = wrapper.get_initializer(node.input[1]) if node.op_type == "Resize" and len(node.input) > 1 and \
+            node.input[1] else None
+        if node.op_type == "Resize" and len(node.input) > 1 and (roi is None or roi.size == 0):
+            empty, node.input[1] = node.input[1], f"{node.name}_roi"
             wrapper.set_initializer(node.input[1], np.zeros(1, dtype=np.float32))
+            if roi is not None and not wrapper.find_consumers(empty):  # hls4ml would make it a layer of no value
+                wrapper.del_initializer(empty)
         if node.op_type == "Resize":
             scales = wrapper.get_initializer(node.input[2]).copy()
             if scales.size == 4:

@@ -305,7 +305,8 @@ def chosen_band(graph: Graph, unit: Unit, shape: Shape, budget: Mapping[str, int
     """The bands a unit no one gave bands runs in: none while the FIFOs hls4ml sizes to its whole map (between
     its layers, and ``reader_fifos``, (pixels, channels) of those to a reader fused after it) take at most
     BAND_FIFO_SHARE of the chip's BRAM18 ``budget``; else the fewest bands (the least halo read again) with
-    which one band's do; none if even one-row bands' do not."""
+    which one band's do; if none do (a FIFO is a pixel's channels wide, whatever its rows), the fewest bands
+    whose FIFOs take the least."""
     def fifo_bram18_of(candidate: Shape) -> int:
         return fifo_bram18(list(candidate.fifos) + [(pixels // candidate.bands, channels)
                                                     for pixels, channels in reader_fifos], width)
@@ -319,11 +320,15 @@ def chosen_band(graph: Graph, unit: Unit, shape: Shape, budget: Mapping[str, int
         return None
     if tallest is None:
         return None
+    least = (fifo_bram18_of(shape), None)  # the fewest FIFO BRAM18s, in the fewest bands that take them
     for count in sorted({-(-tallest.output_height // rows) for rows in range(1, tallest.output_height)}):
         band = band_of(graph, unit, -(-tallest.output_height // count))
-        if fifo_bram18_of(banded(shape, band)) <= limit:
+        fifos = fifo_bram18_of(banded(shape, band))
+        if fifos <= limit:
             return band
-    return None
+        if fifos < least[0]:
+            least = (fifos, band)
+    return least[1]
 
 
 def banded(shape: Shape, band: Band) -> Shape:
