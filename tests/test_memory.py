@@ -326,7 +326,7 @@ def test_plan_memory_fields_and_strategy_choice(tmp_path, capsys):
     placed, buffers = {}, {}  # strategy -> its footprint in one unbounded memory, and its plan's buffers
     for strategy in ("refcount", "greedy", "fastest", "auto"):
         assert main(["plan", str(model), "--board", str(board), "--memory-strategy", strategy, "--json"]) == 0
-        memory = json.loads(capsys.readouterr().out)["subfunctions"][0]["memory"]
+        memory = next(s["memory"] for s in json.loads(capsys.readouterr().out)["subfunctions"] if s["memory"])
         assert {"strategy", "target_bytes", "reserved_bytes", "reserved_used_bytes", "bram_bytes", "ddr_bytes",
                 "lower_bound_bytes", "buffers"} <= set(memory)
         if strategy != "auto":
