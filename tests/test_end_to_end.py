@@ -485,6 +485,40 @@ def test_the_build_is_a_list_of_named_steps_its_help_lists():
     assert all(step.name in result.stdout for step in STEPS)
 
 
+def test_units_widened_beyond_their_fpga_are_partitioned_again_at_their_widths(tmp_path):
+    """small_cnn runs wholly on the FPGA of a PYNQ-Z2 with 25 BRAM18s at 16 bits, and at 32 bits does
+    not fit it even fully folded (23 BRAM18s of its 22): a verification that widens its units to 32 bits sends the build back to the
+    partition, which now places them at 32 bits; a fold that fails at the widths it was partitioned
+    at is the error it is (no loop)."""
+    from hetdeploy.steps.build import PLAN_STEPS, BuildState, RerunFrom, run_steps
+    from hetdeploy.steps.plan_model import UnitsDoNotFit
+    from hetdeploy.planning.config import BuildOptions
+
+    said, board = [], tmp_path / "pynq-z2-25.yaml"
+    board.write_text((BOARDS_DIR / "pynq-z2.yaml").read_text().replace("bram18: 280,", "bram18: 25,"))
+    options = BuildOptions(model=Path("examples/small_cnn.onnx"), board=str(board), out_dir=tmp_path, width=16)
+    state = run_steps(PLAN_STEPS, BuildState(options, said.append, said.append), lambda k, line: None)
+    assert [s.device for s in state.plan.subfunctions] == ["fpga"]
+    by_name = {s.name: s for s in STEPS}
+    state.build_dir = tmp_path
+    (tmp_path / "hls" / "sf0_fpga").mkdir(parents=True)
+    state.unit_widths = by_name["unit_widths"].run(state).unit_widths  # as built: every unit at 16 bits
+    assert set(state.unit_widths.values()) == {16}
+    state.layer_widths = {node: 32 for node in state.plan.subfunctions[0].nodes}  # as verify widens them
+    with pytest.raises(RerunFrom) as again:
+        by_name["unit_widths"].run(state)
+    assert again.value.step == "partition" and not (tmp_path / "hls").exists()
+    assert any("the widened units do not fit: partitioning again at their widths" in line for line in said)
+    state = by_name["unit_widths"].run(by_name["partition"].run(state))
+    assert [s.device for s in state.plan.subfunctions] == ["arm_cpu"] and state.unit_widths == {}
+    # the plan's FPGA units at the widths it was partitioned at, widened past it: the fold's own error
+    fpga = run_steps(PLAN_STEPS, BuildState(options, said.append, said.append), lambda k, line: None)
+    fpga.build_dir, fpga.unit_widths = tmp_path, {"sf0_fpga_u0": 32}
+    fpga.layer_widths = fpga.partitioned_widths = {node: 32 for node in fpga.plan.subfunctions[0].nodes}
+    with pytest.raises(UnitsDoNotFit, match="more than it holds even fully folded"):
+        by_name["unit_widths"].run(fpga)
+
+
 def _same_files(one: Path, other: Path) -> list[str]:
     """The files of build folder ``one`` that ``other`` lacks or holds other bytes of, and those only
     ``other`` holds, but for their logs (each its own run's)."""

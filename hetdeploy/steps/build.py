@@ -39,8 +39,8 @@ from ..running.deploy import check_package, synthesize, write_package
 from ..running.samples import BuildSamples, build_samples, calibration_note
 from ..running.verify import widen
 from .generate import generate_hls, verify_csim
-from .plan_model import (against_baselines, fold_units, folded_plan, fpga_times, map_nodes, model_node_names,
-                         search_layer_widths)
+from .plan_model import (UnitsDoNotFit, against_baselines, fold_units, folded_plan, fpga_times, map_nodes,
+                         model_node_names, search_layer_widths)
 from .subfunctions import write_subfunctions
 
 @dataclasses.dataclass
@@ -59,6 +59,7 @@ class BuildState:
     cache: Optional[BuildCache] = None
     searched_widths: dict[str, int] = dataclasses.field(default_factory=dict)  # node -> --error-budget's bits
     layer_widths: dict[str, int] = dataclasses.field(default_factory=dict)  # node -> those bits, widened by verify
+    partitioned_widths: Optional[dict[str, int]] = None  # the layer widths the plan was partitioned at
     unit_widths: dict[str, int] = dataclasses.field(default_factory=dict)  # FPGA unit -> its bits
     emulated: Optional[list] = None  # the pipeline's outputs on the verification samples, C-simulated
 
@@ -285,6 +286,7 @@ def _partition(state: BuildState) -> BuildState:
     plan.precision_search = state.search
     plan.node_map = map_nodes(plan, loaded)
     state.plan = plan
+    state.partitioned_widths = dict(state.layer_widths)
     return state
 
 
@@ -306,7 +308,16 @@ def _unit_widths(state: BuildState) -> BuildState:
     after a widening, the units folded anew (the wider take more) and their HLS cleared."""
     loaded, plan = state.loaded, state.plan
     if state.unit_widths:  # a re-run after ``_verify``'s widening
-        fold_units(plan, loaded, state.board, state.options, state.layer_widths)
+        try:
+            fold_units(plan, loaded, state.board, state.options, state.layer_widths)
+        except UnitsDoNotFit as err:
+            if state.layer_widths == state.partitioned_widths:
+                raise
+            # the widened units outgrow their FPGA: the partition again, at the widths they now need
+            state.progress(f"      the widened units do not fit: partitioning again at their widths ({err})")
+            for folder in ("hls", "subfunctions"):
+                shutil.rmtree(state.build_dir / folder, ignore_errors=True)
+            raise RerunFrom("partition") from None
         fpga_times(plan, state.board, spills=False)
         for sub in _fpga(plan):
             shutil.rmtree(state.build_dir / "hls" / sub.name, ignore_errors=True)

@@ -214,6 +214,10 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_wi
     )
 
 
+class UnitsDoNotFit(UserError):
+    """The FPGA units of a plan do not fit their FPGA even folded as far as the settings allow."""
+
+
 def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
                layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS) -> None:
     """Split each FPGA subfunction into execution units and fold all the units of one FPGA
@@ -257,10 +261,10 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
             over = [f"{k.upper()} {sum(e[k] for e in folded)} > {device.budget()[k]}" for k in units.RESOURCES
                     if sum(e[k] for e in folded) > device.budget()[k]]
             if pinned:
-                raise UserError(f"the FPGA units do not fit {device.name} with the foldings given by "
+                raise UnitsDoNotFit(f"the FPGA units do not fit {device.name} with the foldings given by "
                                 f"--reuse-factor, --model-reuse-factor, --strategy and --weights-in-ddr, even with every other unit fully folded "
                                 f"({', '.join(over)})")
-            raise UserError(f"the {options.policy} policy gives {device.name} more than it holds even fully "
+            raise UnitsDoNotFit(f"the {options.policy} policy gives {device.name} more than it holds even fully "
                             f"folded ({', '.join(over)}); the latency policy moves what does not fit elsewhere")
         chip_budget = {k: device.budget().get(k, 0) for k in units.RESOURCES}
         budget = chip_budget | {"latency_cycles": None}
