@@ -197,6 +197,53 @@ def test_on_the_board_buffers_are_allocated_once_and_each_batch_is_one_core_call
     assert np.load(tmp_path / "y.npy").shape == (7, 10)
 
 
+def test_run_py_profiles_the_board_run_and_plan_takes_its_figures(built, tmp_path):
+    """run.py --profile on the board (the stand-in pynq): each FPGA call's core time and copies, each
+    link's bytes (the tensors that crossed it) and seconds, the A9's nodes by onnxruntime's profiler;
+    hetdeploy plan --profile takes the lot (on the board: the FPGA's and the links' too), and
+    run.py --emulate's profile is the host's, whose FPGA figures plan leaves out."""
+    model, out = built("split_by_lrn")
+    x = np.random.default_rng(6).normal(size=(5, 3, 14, 14)).astype(np.float32)
+    run_on_fake_pynq(out, tmp_path, x, "--batch", "2", "--profile", tmp_path / "board.json")
+    profile = json.loads((tmp_path / "board.json").read_text())
+    plan = json.loads((out / "plan.json").read_text())
+    assert profile["recorded_by"] == "run.py" and profile["on_board"] is True and profile["board"] == "pynq-z2"
+    assert profile["samples"] == 5 and profile["batches"] == 3
+    subs = {s["name"]: s for s in profile["subfunctions"]}
+    assert list(subs) == [s["name"] for s in plan["subfunctions"]]
+    for sub in plan["subfunctions"]:
+        measured = subs[sub["name"]]
+        assert measured["calls"] == 3 and measured["measured_on"].endswith(
+            "of the board (pynq-z2)")
+        if sub["kind"] == "fpga":
+            assert measured["nodes"] == sub["nodes"] and measured["samples_per_call"] == pytest.approx(5 / 3)
+            assert all(measured[k] > 0 for k in ("core_seconds", "copy_in_seconds", "copy_out_seconds"))
+            assert measured["estimated_compute_seconds"] == sub["estimate"]["compute_s"]
+        else:
+            assert sorted(measured["nodes"]) == sorted(sub["nodes"]) and all(t > 0 for t in measured["nodes"].values())
+    shapes = {t["name"]: t["shape"] for t in plan["inputs"]}
+    assert profile["links"][0] == {"subfunction": "sf0_fpga", "from": "host", "to": "fpga", "tensors": 1,
+                                   "bytes": 4 * int(np.prod(shapes[plan["inputs"][0]["name"]])),
+                                   "seconds": subs["sf0_fpga"]["copy_in_seconds"] * 3 / 5}
+    assert [(link["from"], link["to"]) for link in profile["links"]] == [("host", "fpga"), ("fpga", "host")] * 2
+    result = subprocess.run([sys.executable, "-m", "hetdeploy", "plan", str(model), "--board", "pynq-z2", "--json",
+                             "--profile", str(tmp_path / "board.json")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    measured = json.loads(result.stdout)["measured"]
+    assert measured["measured_on"] == "on the board (run.py)"
+    assert measured["links"] == ["arm_cpu->fpga", "fpga->arm_cpu"]
+    assert sorted(measured["fpga_nodes"]["fpga"]) == sorted(n for s in plan["subfunctions"] if s["kind"] == "fpga"
+                                                            for n in s["nodes"])
+    assert measured["nodes"] == {"arm_cpu": sorted(n for s in plan["subfunctions"] if s["kind"] == "cpu"
+                                                   for n in s["nodes"])}
+    emulated = run_py(out, "--input", tmp_path / "x.npy", "--emulate", "--profile", tmp_path / "emulated.json")
+    assert emulated.returncode == 0 and "profile written to" in emulated.stdout
+    result = subprocess.run([sys.executable, "-m", "hetdeploy", "plan", str(model), "--board", "pynq-z2", "--json",
+                             "--profile", str(tmp_path / "emulated.json")], capture_output=True, text=True)
+    measured = json.loads(result.stdout)["measured"]
+    assert measured["fpga_nodes"] == {} and measured["links"] == [] and measured["nodes"]
+
+
 def test_on_the_board_ddr_weights_are_written_once_and_each_port_points_at_its_array(built, tmp_path):
     _, out = built("wide_mlp")
     events = run_on_fake_pynq(out, tmp_path, np.zeros((2, 640), dtype=np.float32))

@@ -167,7 +167,7 @@ def _emulate(args: argparse.Namespace) -> int:
     from ..running.emulate import emulate
 
     result = emulate(Path(args.build_dir), args.input, args.seed, args.labels, args.batch, not args.sequential,
-                     args.benchmark)
+                     args.benchmark, args.profile)
     if args.output:
         values = list(result.comparison.outputs.values())
         if len(values) == 1:
@@ -454,6 +454,9 @@ def parser() -> argparse.ArgumentParser:
                    "throughput per subfunction and end to end, and how busy each device was (C-simulation and "
                    "this host's times, not the board's)")
     e.add_argument("--output", metavar="Y.npy", help="save the pipeline's output here")
+    e.add_argument("--profile", metavar="FILE.json", help="record what the run measured (README: Profiles): each "
+                   "CPU/GPU node's time by onnxruntime's profiler, each FPGA call's time, the bytes of each link; this "
+                   "host's figures, which 'hetdeploy plan --profile' uses for the CPU nodes")
     e.add_argument("--json", action="store_true", help="print the comparison as JSON")
     e.set_defaults(run=_emulate)
 

@@ -5,6 +5,7 @@ and on the board pynq; never hetdeploy, onnx or hls4ml. (hetdeploy's own emulati
 stream runner, ``run_stream``, from here.)
 
     python run.py --input X.npy --output Y.npy [--batch N] [--sequential] [--benchmark] [--emulate]
+                  [--profile FILE.json]
 
 The samples go through in batches of N (the last one may be smaller). CPU subfunctions run on
 onnxruntime (the board's ARM cores), a sample a call (their models take one). FPGA subfunctions run
@@ -26,9 +27,13 @@ import argparse
 import ctypes
 import json
 import os
+import platform
 import queue
+import shutil
+import socket
 import stat
 import sys
+import tempfile
 import threading
 import time
 import zipfile
@@ -89,6 +94,16 @@ class CpuSubfunction:
         return per_sample(self._one, feeds)  # the model's batch axis is fixed at 1
 
 
+@dataclass
+class FpgaTimings:
+    """Seconds per call of an FPGA subfunction: the host copying a batch into its buffers, its core
+    (ap_start to ap_done; the C-simulation's call when emulated), the host copying the results out."""
+
+    copy_in: list = field(default_factory=list)
+    core: list = field(default_factory=list)
+    copy_out: list = field(default_factory=list)
+
+
 class FpgaSubfunction:
     """One HLS core of the overlay, driven through its control registers (s_axilite), a batch a
     call, through two sets of port buffers: ``prepare`` fills one while the core may still run on
@@ -106,6 +121,8 @@ class FpgaSubfunction:
                       for name, p in ports} for _ in range(2)]
         self.counts = [0, 0]  # samples in each set
         self.next = 0
+        self.timings = FpgaTimings()
+        self.launched = 0.0
         ddr = sub["memory"]["ddr_bytes"]
         if ddr:
             self.ddr = pynq.allocate(shape=(ddr,), dtype=np.uint8)
@@ -129,6 +146,7 @@ class FpgaSubfunction:
 
     def prepare(self, feeds: dict[str, np.ndarray]) -> int:
         """Copy a batch into the next buffer set; returns the set."""
+        started = time.perf_counter()
         slot, self.next = self.next, 1 - self.next
         buffers = self.sets[slot]
         for k, port in enumerate(self.sub["hls"]["inputs"]):
@@ -136,6 +154,7 @@ class FpgaSubfunction:
             buffers[f"in_{k}"][: flat.size] = flat
             buffers[f"in_{k}"].flush()
         self.counts[slot] = len(feeds[self.sub["hls"]["inputs"][0]["tensor"]])
+        self.timings.copy_in.append(time.perf_counter() - started)
         return slot
 
     def launch(self, slot: int) -> None:
@@ -144,6 +163,7 @@ class FpgaSubfunction:
             self._write_address(name, buffer.physical_address)
         self.core.register_map.samples = self.counts[slot]
         self.core.write(0x00, AP_START)
+        self.launched = time.perf_counter()
 
     def wait(self) -> None:
         started = time.monotonic()
@@ -152,14 +172,17 @@ class FpgaSubfunction:
                 raise RuntimeError(f"{self.sub['name']}: the core did not finish in {DONE_TIMEOUT_S} s "
                                    f"(bitstream and plan from different builds?)")
             time.sleep(POLL_S)  # let the other stages' threads run
+        self.timings.core.append(time.perf_counter() - self.launched)
 
     def collect(self, slot: int) -> dict[str, np.ndarray]:
+        started = time.perf_counter()
         results, count = {}, self.counts[slot]
         for k, port in enumerate(self.sub["hls"]["outputs"]):
             buffer = self.sets[slot][f"out_{k}"]
             buffer.invalidate()
             flat = np.array(buffer[: count * int(np.prod(port["shape"]))])
             results[port["tensor"]] = channels_first(flat.reshape(stored_shape(port["shape"], count)))
+        self.timings.copy_out.append(time.perf_counter() - started)
         return results
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -182,6 +205,7 @@ class EmulatedFpgaSubfunction:
         self.entry = getattr(library, f"{sub['hls']['top']}_float")
         self.entry.restype = ctypes.c_int
         self.weights_read = False
+        self.timings = FpgaTimings()
         if sub["hls"]["weight_ports"]:
             image = ddr_image(sub).tobytes()
             load = getattr(library, f"{sub['hls']['top']}_load_ddr")
@@ -190,11 +214,14 @@ class EmulatedFpgaSubfunction:
                 raise RuntimeError(f"ddr/{sub['name']}.bin: larger than the core's DDR region")
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        started = time.perf_counter()
         count = len(feeds[self.sub["hls"]["inputs"][0]["tensor"]])
         arrays = [np.ascontiguousarray(channels_last(feeds[p["tensor"]]), dtype=np.float32).reshape(-1)
                   for p in self.sub["hls"]["inputs"]]
         outs = [np.zeros(count * int(np.prod(p["shape"])), dtype=np.float32) for p in self.sub["hls"]["outputs"]]
         arguments = [ctypes.c_int(count)] + [a.ctypes.data_as(ctypes.c_void_p) for a in arrays + outs]
+        launched = time.perf_counter()
+        self.timings.copy_in.append(launched - started)
         if self.weights_read:  # ctypes lets the other stages' threads run meanwhile
             status = self.entry(*arguments)
         else:
@@ -209,8 +236,12 @@ class EmulatedFpgaSubfunction:
         if status != 0:
             raise RuntimeError(f"{self.sub['name']}: the library refused a batch of {count} (built for at most "
                                f"{self.max_batch}; library and plan from different builds?)")
-        return {p["tensor"]: channels_first(flat.reshape(stored_shape(p["shape"], count)))
-                for p, flat in zip(self.sub["hls"]["outputs"], outs)}
+        done = time.perf_counter()
+        self.timings.core.append(done - launched)
+        results = {p["tensor"]: channels_first(flat.reshape(stored_shape(p["shape"], count)))
+                   for p, flat in zip(self.sub["hls"]["outputs"], outs)}
+        self.timings.copy_out.append(time.perf_counter() - done)
+        return results
 
 
 # ---------------------------------------------------------------- the stream
@@ -372,6 +403,99 @@ def stream_table(summary: dict) -> list:
     return lines
 
 
+# ---------------------------------------------------------------- profiles (--profile)
+
+PROFILE_FORMAT, PROFILE_VERSION = "hetdeploy-profile", 1
+
+
+def node_seconds(model: str | bytes, samples: list, providers: list) -> dict:
+    """Each node's seconds a sample by onnxruntime's own profiler: ``model`` (a path or its bytes)
+    run on every one-sample feeds of ``samples`` in a session of its own at the basic level of
+    graph optimisation, so that every node is timed under its own name (the higher levels fuse nodes
+    and time them under new names); after a first run on the first sample, the warm-up, which is left
+    out."""
+    import onnxruntime
+
+    folder = tempfile.mkdtemp(prefix="hetdeploy-profile-")
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = 3
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.add_session_config_entry("session.x64quantprecision", "1")
+    options.enable_profiling = True
+    options.profile_file_prefix = os.path.join(folder, "onnxruntime")
+    try:
+        session = onnxruntime.InferenceSession(model, options, providers=providers)
+        names = [i.name for i in session.get_inputs()]
+        for feeds in samples[:1] + samples:
+            session.run(None, {n: feeds[n] for n in names})
+        events = json.loads(Path(session.end_profiling()).read_text())
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    runs: dict = {}
+    for event in events:
+        if event.get("cat") == "Node" and event.get("name", "").endswith("_kernel_time"):
+            runs.setdefault(event["name"][: -len("_kernel_time")], []).append(event["dur"] * 1e-6)
+    return {node: float(np.mean(times[1:])) for node, times in runs.items() if len(times) > 1}
+
+
+def one_sample_feeds(envs: list, names: list) -> list:
+    """Each sample of the batches ``envs`` as feeds of one sample of the tensors ``names``."""
+    return [{n: env[n][i:i + 1] for n in names} for env in envs for i in range(len(env[names[0]]))]
+
+
+def _mean(values: list) -> Optional[float]:
+    return float(np.mean(values)) if values else None
+
+
+def profile_document(plan: dict, recorded_by: str, on_board: bool, times: StreamTimes, envs: list,
+                     nodes: dict, fpga: dict) -> dict:
+    """What a run measured, in the format ``hetdeploy plan --profile`` reads (README: Profiles):
+    ``envs`` the batches' tensors, ``nodes`` per CPU/GPU subfunction each node's seconds a sample
+    (``node_seconds``), ``fpga`` per FPGA subfunction its ``FpgaTimings`` (absent: only the call
+    was timed)."""
+    samples = sum(times.batch_sizes)
+    machine = {"host": socket.gethostname(), "platform": platform.platform(), "machine": platform.machine()}
+    try:
+        import onnxruntime
+        machine["onnxruntime"] = onnxruntime.__version__
+    except ImportError:
+        pass
+    where = f"the board ({plan['board']})" if on_board else f"the host {machine['host']} ({machine['machine']})"
+    subfunctions, links = [], []
+    for sub in plan["subfunctions"]:
+        calls = times.stages.get(sub["name"], [])
+        entry = {"name": sub["name"], "device": sub["device"], "kind": sub["kind"], "calls": len(calls),
+                 "samples_per_call": samples / max(1, len(calls)), "call_seconds": _mean(calls),
+                 "estimated_compute_seconds": sub["estimate"]["compute_s"]}
+        if sub["kind"] == "fpga":
+            timed = fpga.get(sub["name"])
+            entry["measured_on"] = (f"{sub['device']} of {where}" if on_board else
+                                    f"C-simulation on {where}: not the FPGA's time")
+            entry |= {"nodes": sub["nodes"], "core_seconds": _mean(timed.core) if timed else None,
+                      "copy_in_seconds": _mean(timed.copy_in) if timed else None,
+                      "copy_out_seconds": _mean(timed.copy_out) if timed else None}
+            ports = [(sub["inputs"], "copy_in_seconds", "host", sub["device"]),
+                     (sub["outputs"], "copy_out_seconds", sub["device"], "host")]
+            for tensors, copy, source, target in ports:
+                moved = sum(env[t].nbytes for env in envs for t in tensors)
+                links.append({"subfunction": sub["name"], "from": source, "to": target, "tensors": len(tensors),
+                              "bytes": moved / max(1, samples),
+                              "seconds": entry[copy] * len(calls) / max(1, samples) if entry[copy] is not None
+                              else None})
+        else:
+            entry["measured_on"] = (f"{sub['device']} of {where}" if on_board else
+                                    f"{where}, standing in for {sub['device']}")
+            entry["nodes"] = nodes.get(sub["name"], {})
+        subfunctions.append(entry)
+    return {"format": PROFILE_FORMAT, "version": PROFILE_VERSION, "recorded_by": recorded_by, "on_board": on_board,
+            "board": plan["board"], "model": plan["source_model"], "machine": machine, "samples": samples,
+            "batches": len(times.batch_sizes), "subfunctions": subfunctions, "links": links}
+
+
+def write_profile(path: str, document: dict) -> None:
+    Path(path).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+
+
 class Problem(Exception):
     """A mistake in how run.py was called: one line, exit 2."""
 
@@ -474,6 +598,9 @@ def main(argv: list[str] | None = None) -> int:
                         "throughput per subfunction and end to end, and how busy each device was")
     parser.add_argument("--emulate", action="store_true", help="FPGA subfunctions through their C-simulation "
                         "libraries (a host with the build folder), not pynq")
+    parser.add_argument("--profile", metavar="FILE.json", help="record what the run measured (each CPU node's time "
+                        "by onnxruntime's profiler, in a second pass over the same inputs; each FPGA call's core time "
+                        "and copies; the bytes and time of each link) for 'hetdeploy plan --profile'")
     args = parser.parse_args(argv)
     if args.batch < 1:
         parser.error(f"argument --batch: '{args.batch}': expected a whole number of at least 1")
@@ -503,7 +630,16 @@ def main(argv: list[str] | None = None) -> int:
         how = "one after another" if args.sequential or len(envs) < 2 else "pipelined"
         print(f"{sum(times.batch_sizes)} samples in {len(envs)} batch(es) of up to {args.batch}, {how}"
               f"{', emulated' if args.emulate else ''}")
-    if not args.output and not args.benchmark:  # a run that keeps nothing says what it did and how to keep it
+    if args.profile:
+        nodes = {s["name"]: node_seconds(str(HERE / "models" / f"{s['name']}.onnx"),
+                                         one_sample_feeds(envs, s["inputs"]), ["CPUExecutionProvider"])
+                 for s in plan["subfunctions"] if s["kind"] != "fpga"}
+        fpga = {s["name"]: runner.timings for s, runner in zip(plan["subfunctions"], runners) if s["kind"] == "fpga"}
+        write_profile(args.profile, profile_document(plan, "run.py --emulate" if args.emulate else "run.py",
+                                                     not args.emulate, times, envs, nodes, fpga))
+        print(f"profile written to {args.profile}")
+    # a run that keeps nothing says what it did and how to keep it
+    if not args.output and not args.benchmark and not args.profile:
         print(f"ran {sum(times.batch_sizes)} samples in {len(envs)} batch(es){' (emulated)' if args.emulate else ''}; "
               f"--output Y.npy saves the outputs, --benchmark prints the timings")
     return 0

@@ -391,6 +391,20 @@ class Subfunction:
 
 
 @dataclass
+class MeasuredFigures:
+    """What a profile (--profile) gave the plan in place of the board file's figures (planning.profile)."""
+
+    file: str
+    recorded_by: str  # run.py, run.py --emulate or hetdeploy emulate
+    measured_on: str
+    nodes: dict[str, list[str]]  # device -> the nodes whose seconds on it were measured
+    # FPGA -> node -> the factor its measured calls put on its estimate (measured / estimated core time)
+    fpga_nodes: dict[str, dict[str, float]]
+    links: list[str]  # "source->target": links whose seconds per byte were measured
+    ignored_nodes: list[str]  # nodes the profile names that the model does not have
+
+
+@dataclass
 class Plan:
     board: str
     model: str  # the normalised model, relative to the build folder
@@ -413,6 +427,7 @@ class Plan:
     # another, or {"removed": why}
     node_map: dict[str, dict[str, str]] = field(default_factory=dict)
     fpga_resources: dict[str, FpgaResources] = field(default_factory=dict)  # per FPGA device: the chip's totals
+    measured: Optional[MeasuredFigures] = None  # the profile's figures the plan used (--profile)
     # the build's options, defaults included, as a config file holds them (config.resolved_config):
     # ``hetdeploy config DIR`` writes it back for ``build --config``
     config: dict[str, Any] = field(default_factory=dict)

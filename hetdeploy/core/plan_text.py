@@ -42,6 +42,26 @@ def empty_fpga_note(plan: Plan, board: Board) -> Optional[str]:
     return f"nothing of this model goes to the FPGA: {why}"
 
 
+def measured_lines(plan: Plan) -> list[str]:
+    """Which figures of the plan a profile measured (--profile), and which are the board file's."""
+    measured = plan.measured
+    if measured is None:
+        return []
+    lines = [f"\nmeasured ({measured.file}, {measured.measured_on}); the rest from the board file:"]
+    for device, nodes in measured.nodes.items():
+        shown = ", ".join(nodes[:8]) + (", ..." if len(nodes) > 8 else "")
+        lines.append(f"  {device}: the times of {len(nodes)} node(s): {shown}")
+    for device, factors in measured.fpga_nodes.items():
+        scales = ", ".join(f"{f:.2f}x" for f in sorted(set(factors.values())))
+        lines.append(f"  {device}: the estimates of {len(factors)} node(s) scaled to its measured calls ({scales})")
+    if measured.links:
+        lines.append(f"  links: {', '.join(measured.links)} (seconds per byte)")
+    if measured.ignored_nodes:
+        lines.append(f"  not in this model, left out: {len(measured.ignored_nodes)} node(s) of the profile: "
+                     f"{', '.join(measured.ignored_nodes[:8])}{', ...' if len(measured.ignored_nodes) > 8 else ''}")
+    return lines
+
+
 def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
     """The tables ``hetdeploy plan`` prints (also the Python API's view of a plan); ``nodes``: where
     each model node went, too."""
@@ -110,6 +130,7 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
         widths = ", ".join(f"{layer} {bits}" for layer, bits in search.layer_widths.items())
         lines.append(f"\nbits per FPGA layer within a relative error of {search.error_budget:g} (simulated "
                      f"{search.simulated_error:.3g} on {search.samples} samples, {search.evaluations} simulations): {widths}")
+    lines += measured_lines(plan)
     note = empty_fpga_note(plan, board)
     if note:
         lines.append(f"\n{note}")

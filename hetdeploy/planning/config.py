@@ -80,6 +80,7 @@ class BuildOptions:
     # given is the unit's output ("result"), its other values W bits wide
     precisions: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     devices: dict[str, str] = field(default_factory=dict)  # ONNX node -> the board device it must run on
+    profile: Optional[Path] = None  # a run's measured figures, in place of the board file's (planning.profile)
     memory_strategy: str = "auto"  # or one of memory.STRATEGIES
     # the largest relative error per output the FPGA's fixed point may add (--error-budget): each
     # FPGA layer gets the fewest bits that keep it (budget.py); None: --width everywhere
@@ -320,6 +321,10 @@ OPTIONS = (
            "latency (default), one sample through the subfunctions in turn; throughput, samples per second of a "
            "stream of --batch samples a call run as a pipeline (the busiest device, or FPGA core, sets the pace)",
            choices=OBJECTIVES),
+    Option("profile", "profile", text, "partitioning", "what a run measured (run.py --profile on the board, or "
+           "hetdeploy emulate --profile): its CPU/GPU nodes' times, and on the board its FPGA calls' and links', in "
+           "place of the board file's estimates for what it covers (README: Profiles)", metavar="FILE.json",
+           path=True),
     Option("batch", "batch", positive_int, "partitioning", "samples per call (default 1): the most an FPGA core "
            "takes in one call (its float ports hold N samples, in DDR) and the batch the estimated throughput is "
            "for", metavar="N"),

@@ -30,6 +30,10 @@ its buffers, and waiting for weights kept in DDR) at the FPGA's clock, at the
 least folding that fits the FPGA by itself (``fpga_seconds``); the plan then
 takes the folded units' cycles, the same function.
 
+A profile (``--profile``, ``profile.py``) replaces these figures where it measured them: a CPU or GPU
+node's seconds, an FPGA node's estimate scaled by its measured calls against their estimate, a link's
+seconds per byte.
+
 Capacity: the FPGA subfunctions together must fit the budget (resources minus
 the reserve: DSP, BRAM18, LUT, FF) with every node folded as far as hls4ml
 allows (``units.estimate``; weights in DDR for the nodes above), so that the
@@ -50,6 +54,7 @@ from ..core.board_runtime import resource_of
 from ..core.graph import Graph, Node
 from ..core.precision import NO_LAYER_WIDTHS, node_widths
 from . import units
+from .profile import NOTHING_MEASURED, Measured
 
 FLOAT_BYTES = 4  # tensors cross links as float32 (hls4ml's AXI-stream wrapper takes float too)
 
@@ -218,11 +223,13 @@ class CostModel:
     it means; a larger one only sizes the calls), "throughput" a pipelined stream of batches."""
 
     def __init__(self, graph: Graph, board: Board, width: int = 16, objective: str = "latency", batch: int = 1,
-                 layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS, pins: Mapping[str, str] = NO_PINS):
+                 layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS, pins: Mapping[str, str] = NO_PINS,
+                 measured: Measured = NOTHING_MEASURED):
         """``width``: the fixed-point bits of FPGA values (--width); a quantized model's layers take
         their quantizers', a node of ``layer_widths`` (--error-budget's) its own (``precision.node_widths``);
-        ``pins``: node -> the device --device puts it on."""
-        self.graph, self.board, self.pins = graph, board, pins
+        ``pins``: node -> the device --device puts it on; ``measured``: a profile's figures, in place of
+        the board file's where it has them (``profile``)."""
+        self.graph, self.board, self.pins, self.measured = graph, board, pins, measured
         self.objective, self.batch = objective, batch
         self.widths = node_widths(graph, width, layer_widths)
         self.work = [node_work(n) for n in graph.nodes]
@@ -233,12 +240,24 @@ class CostModel:
         self.seconds = {d.name: [fpga_seconds(d, graph, i, self.widths[i]) if d.kind == "fpga" else node_seconds(d, w)
                                  for i, w in enumerate(self.work)]
                         for d in board.devices}
+        for device, timed in measured.node_seconds.items():
+            for i, node in enumerate(graph.nodes):
+                if node.name in timed:
+                    self.seconds[device][i] = timed[node.name]
+        for device, factors in measured.fpga_factors.items():
+            for i, node in enumerate(graph.nodes):
+                self.seconds[device][i] *= factors.get(node.name, 1.0)
         self.capacity = {d.name: capacity(d) for d in board.devices}
         self.usage = {d.name: [usage(d, graph, i, self.widths[i]) for i in range(len(graph.nodes))] for d in board.devices}
         self.producers = graph.producers()
         self.consumers = graph.consumers()
 
     def transfer_seconds(self, source: str, target: str, tensors: int, nbytes: float, calls: float = 1.0) -> float:
+        """A link's time: the profile's seconds per byte where it measured the link (its latencies
+        inside), else the board file's latency a tensor a call and bandwidth."""
+        per_byte = self.measured.link_seconds_per_byte.get((source, target))
+        if per_byte is not None:
+            return nbytes * per_byte
         link = self.board.link(source, target)
         return calls * tensors * link.latency_s + nbytes / link.bandwidth_bytes_per_s
 

@@ -42,6 +42,7 @@ from ..core.names import identifier
 from ..core.precision import NO_LAYER_WIDTHS
 from . import units
 from .cost import NO_PINS, CostModel
+from .profile import NOTHING_MEASURED, Measured
 
 POLICIES = ("latency", "support")
 
@@ -544,13 +545,13 @@ def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
 
 def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 16, objective: str = "latency",
                     batch: int = 1, layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS,
-                    pins: Mapping[str, str] = NO_PINS) -> Partition:
+                    pins: Mapping[str, str] = NO_PINS, measured: Measured = NOTHING_MEASURED) -> Partition:
     """Cut ``graph`` for ``board`` by ``policy`` (the latency policy minimising ``objective`` at
     ``batch`` samples a call; "host", everything on the host, is the baseline the build compares a
     folded plan with), with the estimates of the plan and of both baselines; ``layer_widths``: the
     bits of the nodes --error-budget sized (``precision.node_widths``); ``pins``: node -> the device
-    --device puts it on."""
-    cost = CostModel(graph, board, width, objective, batch, layer_widths, pins)
+    --device puts it on; ``measured``: a profile's figures (``profile``)."""
+    cost = CostModel(graph, board, width, objective, batch, layer_widths, pins, measured)
     support = [(g.device, g.nodes) for g in contract(graph, assign_by_support(graph, board.devices,
                                                                               f"board '{board.name}'", pins))]
     everything = [(board.host, list(range(len(graph.nodes))))]

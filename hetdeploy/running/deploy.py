@@ -144,8 +144,10 @@ def write_package(plan: Plan, board: Board, build_dir: Path) -> None:
                  f"xilinx@pynq:~/{on_board}/`." if fpga else f", e.g. `scp -r deploy xilinx@pynq:~/{on_board}`."),
               "On the board: `pip install onnxruntime numpy`" + (" (pynq comes with the image)." if fpga else "."),
               "`" + ("sudo " if fpga else "") + "python3 run.py --input x.npy --output y.npy [--batch N] [--sequential] "
-              "[--benchmark]`"
-              + ("\n   (sudo: pynq needs it to map the FPGA's registers and allocate DMA memory)." if fpga else "")]
+              "[--benchmark] [--profile profile.json]`"
+              + ("\n   (sudo: pynq needs it to map the FPGA's registers and allocate DMA memory)." if fpga else "")
+              + "\n   `--profile` records what the run measured; `hetdeploy plan MODEL --profile profile.json` plans "
+                "with it."]
     (deploy / "README.md").write_text(README.format(
         steps="\n".join(f"{k}. {step}" for k, step in enumerate(steps, start=1)),
         model=_code_span(plan.source_model), board=_code_span(plan.board), table=table,

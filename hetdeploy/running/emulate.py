@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
-
-from ..core.board_runtime import StreamTimes, batch_problem, resource_of, stream_summary, stream_table
+from ..core.board_runtime import (StreamTimes, batch_problem, node_seconds, one_sample_feeds, profile_document,
+                                  resource_of, stream_summary, stream_table, write_profile)
 from ..core.checkpoint import CHECKPOINT, STATE, read_checkpoint
 from ..core.errors import UserError
 from ..core.plan import Plan
-from . import verify
+from ..intake.ort_adapter import providers_for
+from . import runtime, verify
 from .runtime import largest_batch
 from .samples import EMULATION, input_ranges, load_labels, load_samples, random_samples, uniform_samples
 
@@ -169,10 +171,12 @@ def _check_paths(plan: Plan, build_dir: Path) -> None:
 
 
 def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0, labels_path: Optional[str] = None,
-            batch: int = 1, pipelined: bool = True, benchmark: bool = False) -> EmulationResult:
+            batch: int = 1, pipelined: bool = True, benchmark: bool = False, profile: Optional[str] = None
+            ) -> EmulationResult:
     """The build on the samples of ``input_path`` (else one seeded random sample), run as run.py runs
     them: in batches of ``batch`` samples (an FPGA call each), the subfunctions a pipeline when
-    ``pipelined`` and there is more than one batch; ``benchmark``: with its timings."""
+    ``pipelined`` and there is more than one batch; ``benchmark``: with its timings; ``profile``: a
+    file to write what the run measured to (``record_profile``)."""
     plan = load_build(build_dir)
     if labels_path and not input_path:
         raise UserError("--labels needs --input: the samples the labels are for")
@@ -192,12 +196,12 @@ def emulate(build_dir: Path, input_path: Optional[str], seed: int = 0, labels_pa
     count = len(samples) * plan.inputs[0].shape[0]  # each feed holds the model's batch of samples
     if labels is not None and len(labels) != count:
         raise UserError(f"{labels_path}: {len(labels)} labels for {count} samples")
-    return emulate_samples(build_dir, plan, samples, labels, notes, batch, pipelined, benchmark)
+    return emulate_samples(build_dir, plan, samples, labels, notes, batch, pipelined, benchmark, profile)
 
 
 def emulate_samples(build_dir: Path, plan: Plan, samples: list[dict[str, np.ndarray]], labels: Optional[np.ndarray],
-                    notes: list[str], batch: int = 1, pipelined: bool = True, benchmark: bool = False
-                    ) -> EmulationResult:
+                    notes: list[str], batch: int = 1, pipelined: bool = True, benchmark: bool = False,
+                    profile: Optional[str] = None) -> EmulationResult:
     """``emulate`` on samples in hand (one feeds dict each) and their labels, if any."""
     times = StreamTimes()
     comparison = verify.check_build(plan, build_dir, samples, batch=batch, pipelined=pipelined, times=times)
@@ -214,8 +218,28 @@ def emulate_samples(build_dir: Path, plan: Plan, samples: list[dict[str, np.ndar
     summary = stream_summary([s.name for s in plan.subfunctions],
                              [resource_of(s.kind, s.device, s.name) for s in plan.subfunctions], times) \
         if benchmark else None
-    return EmulationResult(plan, comparison, notes, comparison.engines, accuracy,
-                           summary)
+    if profile:
+        record_profile(build_dir, plan, samples, times, profile)
+        notes.append(f"profile written to {profile}: this host's figures (CPU nodes by onnxruntime's profiler, "
+                     f"FPGA calls in C-simulation), not the board's; 'hetdeploy plan --profile' uses its CPU nodes")
+    return EmulationResult(plan, comparison, notes, comparison.engines, accuracy, summary)
+
+
+def record_profile(build_dir: Path, plan: Plan, samples: list[dict[str, np.ndarray]], times: StreamTimes,
+                   path: str) -> None:
+    """What the emulation measured (``times``: its calls), as run.py --profile records it, into
+    ``path``: each CPU or GPU subfunction's nodes timed by onnxruntime's profiler on the inputs they
+    get in the float pipeline, a second pass; the FPGA calls are C-simulation's, timed as calls."""
+    executors = runtime.file_executors(build_dir, plan)
+    envs = [runtime.run(plan, executors, feeds) for feeds in samples]
+    nodes = {s.name: node_seconds(str(build_dir / s.onnx), one_sample_feeds(envs, s.inputs), providers_for(s.kind))
+             for s in plan.subfunctions if s.kind != "fpga"}
+    document = profile_document(json.loads((build_dir / "plan.json").read_text()), "hetdeploy emulate", False,
+                                times, envs, nodes, {})
+    try:
+        write_profile(path, document)
+    except OSError as err:
+        raise UserError(f"--profile {path}: cannot write it ({err.strerror})") from None
 
 
 def why_out_of_tolerance(plan: Plan, samples: list[dict[str, np.ndarray]], comparison: verify.Comparison

@@ -21,6 +21,7 @@ from ..planning import memory, units
 from ..planning.config import OPTIONS, BuildOptions, resolved_config, said
 from ..planning.cost import stream_seconds
 from ..planning.partition import partition_graph
+from ..planning.profile import NOTHING_MEASURED, read_profile
 from ..running import budget, runtime
 from ..running.samples import BuildSamples
 
@@ -163,14 +164,17 @@ def fpga_times(plan: Plan, board: Board, spills: bool = True) -> None:
     clock (what the partitioner priced each node at, folded as the chip's units share it), and the
     DDR traffic of its spilled buffers adds to its transfers (``spills``: once, when the memory is
     first planned, not again for units folded anew after a widening); the plan's estimate follows,
-    so it equals the sum of its tables."""
+    so it equals the sum of its tables; a profile measured on the board scales each unit's cycles as it
+    scaled its nodes' (``profile``)."""
     for sub in plan.subfunctions:
         if sub.kind != "fpga" or sub.estimate is None:
             continue
         clock_hz = board.device(sub.device).clock_mhz * 1e6
         for unit in sub.execution_units:
             unit.rate_per_s = clock_hz / max(1, unit.estimate["latency_cycles"])
-        compute = sum(u.estimate["latency_cycles"] for u in sub.execution_units) / clock_hz
+        factors = plan.measured.fpga_nodes.get(sub.device, {}) if plan.measured is not None else {}
+        compute = sum(u.estimate["latency_cycles"] * factors.get(u.nodes[0], 1.0)
+                      for u in sub.execution_units) / clock_hz
         spilled = sub.memory.ddr_transfer_s if spills and sub.memory is not None else 0.0
         change = compute - sub.estimate.compute_s + spilled
         sub.estimate.compute_s = compute
@@ -183,8 +187,10 @@ def fpga_times(plan: Plan, board: Board, spills: bool = True) -> None:
 
 
 def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_widths: Mapping[str, int]) -> Plan:
+    measured = NOTHING_MEASURED if options.profile is None else read_profile(
+        options.profile, board.name, board.host, [d.name for d in board.devices], [n.name for n in loaded.graph.nodes])
     result = partition_graph(loaded.graph, board, options.policy, options.width, options.objective, options.batch,
-                             layer_widths, options.devices)
+                             layer_widths, options.devices, measured)
     kinds = {d.name: d.kind for d in board.devices}
     subfunctions = [
         Subfunction(c.name, c.device, kinds[c.device], c.nodes, c.inputs, c.outputs,
@@ -211,6 +217,7 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_wi
         seed=options.seed,
         width=options.width,
         config=resolved_config(options),
+        measured=measured.figures,
     )
 
 
