@@ -160,7 +160,7 @@ def test_a_wrong_profile_is_one_line_naming_the_file_and_key(emulated_profile, t
 def test_a_profile_that_is_not_json_or_not_there_is_one_line(tmp_path):
     (tmp_path / "broken.json").write_text('{"format": "hetdeploy-profile",\n "version": ')
     for path, expected in ((tmp_path / "broken.json", "broken.json: line 2: not valid JSON"),
-                           (tmp_path / "missing.json", "--profile " + str(tmp_path / "missing.json") + ": no such file")):
+                           (tmp_path / "missing.json", str(tmp_path / "missing.json") + ": no such file (--profile)")):
         result = subprocess.run([sys.executable, "-m", "hetdeploy", "plan", str(SMALL_CNN), "--board", "pynq-z2",
                                  "--profile", str(path)], capture_output=True, text=True)
         assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1

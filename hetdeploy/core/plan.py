@@ -391,6 +391,20 @@ class Subfunction:
 
 
 @dataclass
+class IlpRun:
+    """What the exact partitioner (--partitioner ilp, planning.ilp) did for the plan."""
+
+    status: str  # HiGHS's: "Optimal", "Time limit reached", ...
+    slots: int  # the most subfunctions the programme's plans have
+    bound_s: Optional[float]  # the proven lower bound on their latency (None: none within the time limit)
+    gap: Optional[float]  # (the plan's latency - bound) / the plan's latency, as the partitioner priced it
+    seconds: float  # solving time
+    time_limit_s: float
+    search_s: float  # the search's plan's latency as the partitioner priced it
+    chosen: str  # "ilp" where the solver's plan was better, else "search" (the solver's start)
+
+
+@dataclass
 class MeasuredFigures:
     """What a profile (--profile) gave the plan in place of the board file's figures (planning.profile)."""
 
@@ -428,6 +442,7 @@ class Plan:
     node_map: dict[str, dict[str, str]] = field(default_factory=dict)
     fpga_resources: dict[str, FpgaResources] = field(default_factory=dict)  # per FPGA device: the chip's totals
     measured: Optional[MeasuredFigures] = None  # the profile's figures the plan used (--profile)
+    ilp: Optional[IlpRun] = None  # the exact partitioner's run (--partitioner ilp)
     # the build's options, defaults included, as a config file holds them (config.resolved_config):
     # ``hetdeploy config DIR`` writes it back for ``build --config``
     config: dict[str, Any] = field(default_factory=dict)
@@ -444,20 +459,28 @@ class Plan:
         return read_json(path, Plan, "plan", PLAN_FORMAT, "no plan.json here; is this a hetdeploy build folder?")
 
 
-def read_json(path: Path, cls: type, what: str, version: int, missing: str) -> Any:
-    """The dataclass ``cls`` from the JSON file ``path`` hetdeploy wrote (its ``format`` ``version``),
-    every value's type checked; one line naming the file when it is missing (``missing`` says what
-    that means), not JSON, of another format or damaged."""
+def load_json(path: Path, what: str, missing: str) -> Any:
+    """The JSON value in the file ``path`` (the ``what`` it holds); one line naming the file when it
+    is missing (``missing`` says what that means), unreadable or not JSON."""
     from .errors import UserError
 
     try:
-        data = json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_text())
     except FileNotFoundError:
         raise UserError(f"{path}: {missing}") from None
     except json.JSONDecodeError as err:
         raise UserError(f"{path}: line {err.lineno}: not valid JSON ({err.msg})") from None
     except (OSError, UnicodeDecodeError, RecursionError) as err:
         raise UserError(f"{path}: cannot read the {what} ({type(err).__name__})") from None
+
+
+def read_json(path: Path, cls: type, what: str, version: int, missing: str) -> Any:
+    """The dataclass ``cls`` from the JSON file ``path`` hetdeploy wrote (its ``format`` ``version``),
+    every value's type checked; one line naming the file when it is missing (``missing`` says what
+    that means), not JSON, of another format or damaged."""
+    from .errors import UserError
+
+    data = load_json(path, what, missing)
     if not isinstance(data, dict) or data.get("format") != version:
         found = data.get("format") if isinstance(data, dict) else None
         raise UserError(f"{path}: {what} format {found!r}, this hetdeploy reads {version}")

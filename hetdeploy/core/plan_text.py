@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .board import Board
-from .plan import Plan, duration
+from .plan import IlpRun, Plan, duration
 
 
 # how an output agrees with its reference (TensorVerification.agreement), least exact first
@@ -40,6 +40,15 @@ def empty_fpga_note(plan: Plan, board: Board) -> Optional[str]:
         why = "what the FPGA runs does not fit it, is estimated faster elsewhere or is pinned elsewhere (see the " \
               "fallbacks)"
     return f"nothing of this model goes to the FPGA: {why}"
+
+
+def ilp_line(ilp: IlpRun) -> str:
+    """What the exact partitioner did (--partitioner ilp)."""
+    proven = ("no bound proven" if ilp.bound_s is None else
+              f"proven gap {ilp.gap:.2%} (no plan of at most {ilp.slots} subfunctions under {duration(ilp.bound_s)})")
+    took = "the ILP's" if ilp.chosen == "ilp" else "the search's, which the ILP did not beat"
+    return (f"partitioner ilp (HiGHS): {ilp.status.lower()} in {ilp.seconds:.1f} s of {ilp.time_limit_s:g}, {proven}; "
+            f"the plan is {took} (the search's: {duration(ilp.search_s)})")
 
 
 def measured_lines(plan: Plan) -> list[str]:
@@ -131,6 +140,8 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
         lines.append(f"\nbits per FPGA layer within a relative error of {search.error_budget:g} (simulated "
                      f"{search.simulated_error:.3g} on {search.samples} samples, {search.evaluations} simulations): {widths}")
     lines += measured_lines(plan)
+    if plan.ilp is not None:
+        lines.append(f"\n{ilp_line(plan.ilp)}")
     note = empty_fpga_note(plan, board)
     if note:
         lines.append(f"\n{note}")

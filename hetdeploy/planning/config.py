@@ -39,7 +39,7 @@ from ..core.errors import UserError
 from ..core.yamlfile import YamlFile
 from .cost import OBJECTIVES
 from .memory import STRATEGIES
-from .partition import POLICIES
+from .partition import ILP_TIME_LIMIT_S, PARTITIONERS, POLICIES
 from .units import IO_TYPES, LOOKUP_TABLE_SIZE, TABLE_SIZES
 from .units import STRATEGIES as HLS_STRATEGIES
 
@@ -81,6 +81,8 @@ class BuildOptions:
     precisions: dict[str, dict[str, tuple[int, int]]] = field(default_factory=dict)
     devices: dict[str, str] = field(default_factory=dict)  # ONNX node -> the board device it must run on
     profile: Optional[Path] = None  # a run's measured figures, in place of the board file's (planning.profile)
+    partitioner: str = "search"  # how the latency policy cuts (partition.PARTITIONERS)
+    ilp_time_limit: float = ILP_TIME_LIMIT_S  # seconds the integer programme may take (--partitioner ilp)
     memory_strategy: str = "auto"  # or one of memory.STRATEGIES
     # the largest relative error per output the FPGA's fixed point may add (--error-budget): each
     # FPGA layer gets the fewest bits that keep it (budget.py); None: --width everywhere
@@ -188,14 +190,22 @@ def fraction(value: Any) -> float:
     return number
 
 
-def rate(value: Any) -> float:
+def _positive(value: Any, what: str) -> float:
     try:
         number = float(value) if not isinstance(value, bool) else math.nan
     except (TypeError, ValueError):
         number = math.nan
     if not 0 < number < math.inf:
-        raise ValueError(f"'{value}': expected samples per second, a number above 0")
+        raise ValueError(f"'{value}': expected {what}, a number above 0")
     return number
+
+
+def rate(value: Any) -> float:
+    return _positive(value, "samples per second")
+
+
+def time_limit(value: Any) -> float:
+    return _positive(value, "seconds")
 
 
 def choice(options: tuple[str, ...]):
@@ -321,6 +331,14 @@ OPTIONS = (
            "latency (default), one sample through the subfunctions in turn; throughput, samples per second of a "
            "stream of --batch samples a call run as a pipeline (the busiest device, or FPGA core, sets the pace)",
            choices=OBJECTIVES),
+    Option("partitioner", "partitioner", choice(PARTITIONERS), "partitioning", "how the latency policy finds its "
+           "plan: search (default: a dynamic programme over cut points on several orders, then a local search), or "
+           "ilp: the latency as an integer programme solved by HiGHS from the search's plan within "
+           "--ilp-time-limit, exact over every cycle-free cut on graphs of up to 24 nodes; plan prints its proven "
+           "gap", choices=PARTITIONERS),
+    Option("ilp_time_limit", "ilp_time_limit", time_limit, "partitioning", "seconds the integer programme of "
+           f"--partitioner ilp may take (default {ILP_TIME_LIMIT_S:g}); then its best plan, never slower than the "
+           "search's, and its gap", metavar="S"),
     Option("profile", "profile", text, "partitioning", "what a run measured (run.py --profile on the board, or "
            "hetdeploy emulate --profile): its CPU/GPU nodes' times, and on the board its FPGA calls' and links', in "
            "place of the board file's estimates for what it covers (README: Profiles)", metavar="FILE.json",

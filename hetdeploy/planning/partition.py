@@ -41,10 +41,14 @@ from ..core.graph import Graph, Node
 from ..core.names import identifier
 from ..core.precision import NO_LAYER_WIDTHS
 from . import units
+from ..core.plan import IlpRun
 from .cost import NO_PINS, CostModel
+from .ilp import ilp_solution
 from .profile import NOTHING_MEASURED, Measured
 
 POLICIES = ("latency", "support")
+PARTITIONERS = ("search", "ilp")  # how the latency policy cuts: the search below, or planning.ilp's programme
+ILP_TIME_LIMIT_S = 30.0
 
 
 class DeviceLike(Protocol):
@@ -512,6 +516,7 @@ class Partition:
     support_fits: bool
     # (node index, device it runs on, FPGA that could run it, "capacity" or "latency")
     fpga_fallbacks: list[tuple[int, str, str, str, str]]  # node, device, fpga, reason, detail
+    ilp: Optional[IlpRun] = None  # the exact partitioner's run, where it ran
 
 
 def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
@@ -545,18 +550,27 @@ def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
 
 def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 16, objective: str = "latency",
                     batch: int = 1, layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS,
-                    pins: Mapping[str, str] = NO_PINS, measured: Measured = NOTHING_MEASURED) -> Partition:
+                    pins: Mapping[str, str] = NO_PINS, measured: Measured = NOTHING_MEASURED,
+                    partitioner: str = "search", ilp_time_limit_s: float = ILP_TIME_LIMIT_S) -> Partition:
     """Cut ``graph`` for ``board`` by ``policy`` (the latency policy minimising ``objective`` at
     ``batch`` samples a call; "host", everything on the host, is the baseline the build compares a
     folded plan with), with the estimates of the plan and of both baselines; ``layer_widths``: the
     bits of the nodes --error-budget sized (``precision.node_widths``); ``pins``: node -> the device
-    --device puts it on; ``measured``: a profile's figures (``profile``)."""
+    --device puts it on; ``measured``: a profile's figures (``profile``); ``partitioner`` "ilp": the
+    latency policy's plan is ``ilp.ilp_solution``'s within ``ilp_time_limit_s``, from the search's (never
+    a plan estimated slower than the search's)."""
     cost = CostModel(graph, board, width, objective, batch, layer_widths, pins, measured)
     support = [(g.device, g.nodes) for g in contract(graph, assign_by_support(graph, board.devices,
                                                                               f"board '{board.name}'", pins))]
     everything = [(board.host, list(range(len(graph.nodes))))]
     solution = latency_solution(graph, board, cost) if policy == "latency" else \
         everything if policy == "host" else support
+    ilp = None
+    if policy == "latency" and partitioner == "ilp":
+        if objective != "latency":
+            raise UserError(f"--partitioner ilp: the {objective} objective is not in the integer programme yet "
+                            f"(it minimises latency); leave --partitioner out to plan for {objective}")
+        solution, ilp = _exact(graph, board, cost, solution, ilp_time_limit_s)
     if policy == "latency" and objective == "throughput":  # the latency plan is a stream too: never do worse
         for_latency = copy.copy(cost)
         for_latency.objective = "latency"
@@ -577,7 +591,23 @@ def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 1
         support_latency_s=sum(cost.segment(nodes, device).total_s for device, nodes in support),
         support_fits=cost.fits(support),
         fpga_fallbacks=fpga_fallbacks(graph, board, cost, solution),
+        ilp=ilp,
     )
+
+
+def _exact(graph: Graph, board, cost: CostModel, search: Solution, time_limit_s: float) -> tuple[Solution, IlpRun]:
+    """The integer programme's plan where it is estimated faster than ``search`` and fits, else
+    ``search``; and what the solver did."""
+    result = ilp_solution(graph, cost, allowed_devices(graph, board, cost), board.host, search, time_limit_s)
+    search_s = solution_seconds(cost, search)
+    better = result.solution is not None and cost.fits(result.solution) and \
+        solution_seconds(cost, result.solution) < search_s * (1 - 1e-9)
+    chosen = result.solution if better else search
+    bound = result.bound_s if math.isfinite(result.bound_s) else None
+    latency = solution_seconds(cost, chosen)
+    gap = None if bound is None else max(0.0, latency - bound) / latency if latency > 0 else 0.0
+    return chosen, IlpRun(result.status, result.slots, bound, gap, result.seconds, time_limit_s, search_s,
+                          "ilp" if better else "search")
 
 
 # ---------------------------------------------------------------- exact search (small graphs)

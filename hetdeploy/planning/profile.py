@@ -17,14 +17,13 @@ A profile of an older build of the model is used for the nodes it names that the
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..core.errors import UserError
-from ..core.plan import MeasuredFigures
+from ..core.plan import MeasuredFigures, load_json
 
 FORMAT, VERSION = "hetdeploy-profile", 1
 HOST = "host"  # a link's end on the board's host CPU, whatever the board names it
@@ -46,14 +45,7 @@ NOTHING_MEASURED = Measured()
 def read_profile(path: Path | str, board: str, host: str, devices: Sequence[str], nodes: Sequence[str]) -> Measured:
     """The profile at ``path`` for a plan of ``nodes`` on board ``board`` (its host CPU ``host``, its
     ``devices``); one line naming the file and the key for anything wrong."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"--profile {path}: no such file") from None
-    except json.JSONDecodeError as err:
-        raise UserError(f"{path}: line {err.lineno}: not valid JSON ({err.msg})") from None
-    except (OSError, UnicodeDecodeError, RecursionError) as err:
-        raise UserError(f"{path}: cannot read the profile ({type(err).__name__})") from None
+    data = load_json(Path(path), "profile", "no such file (--profile)")
     return measured(data, str(path), board, host, devices, nodes)
 
 

@@ -190,7 +190,7 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_wi
     measured = NOTHING_MEASURED if options.profile is None else read_profile(
         options.profile, board.name, board.host, [d.name for d in board.devices], [n.name for n in loaded.graph.nodes])
     result = partition_graph(loaded.graph, board, options.policy, options.width, options.objective, options.batch,
-                             layer_widths, options.devices, measured)
+                             layer_widths, options.devices, measured, options.partitioner, options.ilp_time_limit)
     kinds = {d.name: d.kind for d in board.devices}
     subfunctions = [
         Subfunction(c.name, c.device, kinds[c.device], c.nodes, c.inputs, c.outputs,
@@ -218,6 +218,7 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_wi
         width=options.width,
         config=resolved_config(options),
         measured=measured.figures,
+        ilp=result.ilp,
     )
 
 
