@@ -333,7 +333,7 @@ OPTIONS = (
            choices=OBJECTIVES),
     Option("partitioner", "partitioner", choice(PARTITIONERS), "partitioning", "how the latency policy finds its "
            "plan: search (default: a dynamic programme over cut points on several orders, then a local search), or "
-           "ilp: the latency as an integer programme solved by HiGHS from the search's plan within "
+           "ilp: its objective as an integer programme solved by HiGHS from the search's plan within "
            "--ilp-time-limit, exact over every cycle-free cut on graphs of up to 24 nodes; plan prints its proven "
            "gap", choices=PARTITIONERS),
     Option("ilp_time_limit", "ilp_time_limit", time_limit, "partitioning", "seconds the integer programme of "

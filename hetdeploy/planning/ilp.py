@@ -1,8 +1,8 @@
-"""The exact partitioner (``--partitioner ilp``): the latency objective as a mixed-integer programme,
-solved by HiGHS (``highspy``) within a time limit, started from the search's plan.
+"""The exact partitioner (``--partitioner ilp``): the latency policy's objective as a mixed-integer
+programme, solved by HiGHS (``highspy``) within a time limit, started from the search's plan.
 
-The programme prices a plan exactly as ``cost.CostModel.objective_seconds`` does (the latency
-objective), so its optimum is the cost model's optimum over the plans it can express:
+The programme prices a plan exactly as ``cost.CostModel.objective_seconds`` does, so its optimum is
+the cost model's optimum over the plans it can express:
 
 - subfunctions are ``slots`` 0..K-1 in order; ``z[i, k, d]`` puts node i in slot k on device d
   (only devices that run it and hold it alone, ``partition.allowed_devices``); ``y[k, d]`` gives
@@ -15,6 +15,11 @@ objective), so its optimum is the cost model's optimum over the plans it can exp
   its bytes (``CostModel.transfer_seconds``, a profile's where measured);
 - capacity: every device's usages (an FPGA's resources fully folded, DDR, memory) within it, as
   the search checks them.
+- under the throughput objective (a stream of batches of ``cost.batch``), each of those terms a sample
+  at that batch (an FPGA call's overhead and link latencies shared by its batch) loads the resource
+  its slot occupies (its CPU or GPU, shared by its slots; an FPGA slot is a core of its own), and the
+  objective is the busiest resource's load plus the tie-break share of all of them
+  (``cost.stream_seconds``, ``cost.STREAM_TIE_BREAK``).
 
 K is the node count on graphs of up to ``EXACT_NODES`` nodes, where the optimum is over every
 cycle-free cut; above it, the search's subfunctions plus ``EXTRA_SLOTS``, and the optimum (and its
@@ -33,7 +38,7 @@ from typing import Optional
 import numpy as np
 
 from ..core.graph import Graph
-from .cost import CostModel
+from .cost import STREAM_TIE_BREAK, CostModel
 
 EXACT_NODES = 24
 EXTRA_SLOTS = 6
@@ -60,9 +65,9 @@ class _Programme:
         self.integer: list[bool] = []
         self.rows: list[tuple[list[int], list[float], float, float]] = []
 
-    def column(self, cost: float = 0.0, binary: bool = True) -> int:
+    def column(self, cost: float = 0.0, binary: bool = True, upper: float = 1.0) -> int:
         self.cost.append(cost)
-        self.upper.append(1.0)
+        self.upper.append(upper)
         self.integer.append(binary)
         return len(self.cost) - 1
 
@@ -78,7 +83,7 @@ class _Programme:
         lp.num_col_, lp.num_row_ = len(self.cost), len(self.rows)
         lp.col_cost_ = np.array(self.cost)
         lp.col_lower_ = np.zeros(len(self.cost))
-        lp.col_upper_ = np.array(self.upper)
+        lp.col_upper_ = np.array([inf if u == np.inf else u for u in self.upper])
         lp.row_lower_ = np.array([-inf if r[2] == -np.inf else r[2] for r in self.rows])
         lp.row_upper_ = np.array([inf if r[3] == np.inf else r[3] for r in self.rows])
         lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
@@ -120,13 +125,32 @@ def _quiet_solver():
 
 def ilp_solution(graph: Graph, cost: CostModel, allowed: list[list[str]], host: str, start: Solution,
                  time_limit_s: float) -> IlpResult:
-    """The least-latency plan of ``graph`` as the programme above, from the plan ``start``."""
+    """The plan of ``graph`` that minimises ``cost``'s objective as the programme above, from the plan
+    ``start``."""
     n = len(graph.nodes)
     slots = n if n <= EXACT_NODES else min(n, len(start) + EXTRA_SLOTS)
-    devices = sorted({d for names in allowed for d in names}, key=lambda d: [x.name for x in cost.board.devices].index(d))
+    order = [x.name for x in cost.board.devices]
+    devices = sorted({d for names in allowed for d in names}, key=order.index)
+    stream = cost.objective == "throughput"
+    batch = cost.batch if stream else 1
+    calls = {d: cost.calls_per_sample(d, batch) for d in devices}
     p = _Programme()
-    z = {(i, k, d): p.column(cost.seconds[d][i] * SECONDS) for i in range(n) for k in range(slots) for d in allowed[i]}
-    y = {(k, d): p.column(cost.board.device(d).invocation_overhead_s * SECONDS) for k in range(slots) for d in devices}
+    loads: dict[object, tuple[list[int], list[float]]] = {}  # a stream's resource -> its columns and seconds
+
+    def priced(seconds: float, device: str, k: int, binary: bool = True) -> int:
+        """A column of ``seconds`` a sample on ``device`` in slot k: the latency's term, or under the
+        throughput objective its tie-break share and a load on the resource the slot occupies."""
+        column = p.column(seconds * (STREAM_TIE_BREAK if stream else 1.0) * SECONDS, binary)
+        if stream:
+            resource = (device, k) if cost.board.device(device).kind == "fpga" else device
+            columns, values = loads.setdefault(resource, ([], []))
+            columns.append(column)
+            values.append(seconds * SECONDS)
+        return column
+
+    z = {(i, k, d): priced(cost.seconds[d][i], d, k) for i in range(n) for k in range(slots) for d in allowed[i]}
+    y = {(k, d): priced(calls[d] * cost.board.device(d).invocation_overhead_s, d, k)
+         for k in range(slots) for d in devices}
     for i in range(n):  # every node in one slot on one device
         cols = [z[i, k, d] for k in range(slots) for d in allowed[i]]
         p.row(cols, [1.0] * len(cols), 1.0, 1.0)
@@ -161,11 +185,11 @@ def ilp_solution(graph: Graph, cost: CostModel, allowed: list[list[str]], host: 
             for d in (d for d in devices if d != host):
                 here = [z[producer, k, e] for e in allowed[producer]] if producer is not None else []
                 if readers:  # taken in: read in slot k on d, made elsewhere
-                    taken = p.column(cost.transfer_seconds(host, d, 1, nbytes) * SECONDS, binary=False)
+                    taken = priced(cost.transfer_seconds(host, d, 1, nbytes, calls[d]), d, k, binary=False)
                     for c in (c for c in readers if d in allowed[c]):
                         p.row([taken, z[c, k, d]] + here, [1.0, -1.0] + [1.0] * len(here), 0.0, np.inf)
                 if producer is not None and d in allowed[producer]:  # given out: made in k on d, read elsewhere
-                    given = p.column(cost.transfer_seconds(d, host, 1, nbytes) * SECONDS, binary=False)
+                    given = priced(cost.transfer_seconds(d, host, 1, nbytes, calls[d]), d, k, binary=False)
                     if t in outputs:
                         p.row([given, z[producer, k, d]], [1.0, -1.0], 0.0, np.inf)
                     for c in readers:
@@ -182,6 +206,10 @@ def ilp_solution(graph: Graph, cost: CostModel, allowed: list[list[str]], host: 
                         values.append(used)
             if cols and sum(values) / slots > held:
                 p.row(cols, values, -np.inf, held)
+    if stream:  # the pace: the busiest resource's seconds a sample (cost.stream_seconds)
+        pace = p.column(1.0, binary=False, upper=np.inf)
+        for columns, values in loads.values():
+            p.row([pace] + columns, [1.0] + [-v for v in values], 0.0, np.inf)
     solver = p.solve(time_limit_s, _start(p, z, y, start, slots))
     info = solver.getInfo()
     status = solver.modelStatusToString(solver.getModelStatus())

@@ -557,8 +557,8 @@ def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 1
     folded plan with), with the estimates of the plan and of both baselines; ``layer_widths``: the
     bits of the nodes --error-budget sized (``precision.node_widths``); ``pins``: node -> the device
     --device puts it on; ``measured``: a profile's figures (``profile``); ``partitioner`` "ilp": the
-    latency policy's plan is ``ilp.ilp_solution``'s within ``ilp_time_limit_s``, from the search's (never
-    a plan estimated slower than the search's)."""
+    latency policy's plan (either objective) is ``ilp.ilp_solution``'s within ``ilp_time_limit_s``, from
+    the search's (never a plan estimated slower than the search's)."""
     cost = CostModel(graph, board, width, objective, batch, layer_widths, pins, measured)
     support = [(g.device, g.nodes) for g in contract(graph, assign_by_support(graph, board.devices,
                                                                               f"board '{board.name}'", pins))]
@@ -567,9 +567,6 @@ def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 1
         everything if policy == "host" else support
     ilp = None
     if policy == "latency" and partitioner == "ilp":
-        if objective != "latency":
-            raise UserError(f"--partitioner ilp: the {objective} objective is not in the integer programme yet "
-                            f"(it minimises latency); leave --partitioner out to plan for {objective}")
         solution, ilp = _exact(graph, board, cost, solution, ilp_time_limit_s)
     if policy == "latency" and objective == "throughput":  # the latency plan is a stream too: never do worse
         for_latency = copy.copy(cost)
