@@ -30,8 +30,10 @@ def test_config_written_back_replays_the_same_plan_and_the_folding_can_be_pinned
     assert written.returncode == 0, written.stderr
     pinned = yaml.safe_load(written.stdout)
     fpga_units = [u for s in plan["subfunctions"] for u in s["execution_units"] if u["foldable"]]
-    assert pinned["nodes"] == {u["nodes"][0]: {"reuse_factor": u["reuse_factor"], "strategy": u["strategy"].lower()}
-                               for u in fpga_units}
+    assert [u["table_size"] for u in fpga_units] == [0, 0, 0, 4096]  # the last unit's Softmax
+    assert pinned["nodes"] == {
+        u["nodes"][0]: {"reuse_factor": u["reuse_factor"], "strategy": u["strategy"].lower(), "io_type": "parallel"}
+        | ({"table_size": 4096} if u["table_size"] else {}) for u in fpga_units}
     (tmp_path / "pinned.yaml").write_text(written.stdout)
     replay = hetdeploy("build", "--config", tmp_path / "pinned.yaml", "-o", tmp_path / "again", "-q")
     assert replay.returncode == 0, replay.stderr

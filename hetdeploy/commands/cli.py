@@ -82,12 +82,18 @@ def _config(args: argparse.Namespace) -> int:
         raise UserError(f"{args.build_dir}: its plan.json records no configuration (built by an older hetdeploy)")
     config = dict(plan.config, nodes={node: dict(settings) for node, settings in plan.config["nodes"].items()})
     if args.folding:
-        for unit in (u for s in plan.subfunctions for u in s.execution_units if u.foldable):
+        for unit in (u for s in plan.subfunctions for u in s.execution_units if u.io_type):  # hls4ml's units
             settings = config["nodes"].setdefault(unit.nodes[0], {})
-            settings["reuse_factor"] = unit.reuse_factor
-            settings["strategy"] = unit.strategy.lower()
-            if unit.weights_in_ddr:
-                settings["weights_in_ddr"] = True
+            if unit.foldable:
+                settings["reuse_factor"] = unit.reuse_factor
+                settings["strategy"] = unit.strategy.lower()
+                if unit.weights_in_ddr:
+                    settings["weights_in_ddr"] = True
+            settings["io_type"] = unit.io_type.removeprefix("io_")  # as config files spell it
+            if unit.table_size:
+                settings["table_size"] = unit.table_size
+            if unit.band is not None:
+                settings["band_rows"] = unit.band.rows
         config["nodes"] = {node: config["nodes"][node] for node in sorted(config["nodes"])}
     print(config_yaml(config, f"hetdeploy {__version__} build configuration of {args.build_dir}"
                               f"{' with its folding pinned' if args.folding else ''}\n"
@@ -525,8 +531,9 @@ def parser() -> argparse.ArgumentParser:
                                         "file 'hetdeploy build --config FILE' reads: save it, edit it, replay it.")
     c.add_argument("build_dir", metavar="DIR", help="a folder written by 'hetdeploy build'")
     c.add_argument("--folding", action="store_true",
-                   help="also pin every FPGA unit's chosen reuse factor, strategy and weight placement under 'nodes:' "
-                        "(keyed by the unit's first node), to edit the folding")
+                   help="also pin every hls4ml unit's chosen reuse factor, strategy and weight placement (a "
+                        "multiply-accumulate unit's), io type, table size and band rows under 'nodes:' (keyed by the "
+                        "unit's first node), to edit the folding")
     c.set_defaults(run=_config)
     return top
 
