@@ -244,6 +244,41 @@ class EmulatedFpgaSubfunction:
         return results
 
 
+# ---------------------------------------------------------------- zero-compressed tensors
+#
+# A tensor crossing a link can travel zero-compressed (planning.compression weighs when it pays):
+# per sample, uint32 words: the count of values kept, a bitmap (bit j % 32 of word j // 32 set: value
+# j is kept) and the kept values' bits in order. A bitmap, not a run-length form: ReLU zeros are
+# scattered, not in long runs, and a bitmap costs one bit a value whatever their pattern, bounds the
+# size in advance (the port's buffer) and decodes a word of 32 values at a time. A value is dropped
+# only where its bits are all 0 (+0.0): -0.0 and NaN keep theirs, so the round trip is exact.
+
+
+def compressed_words(count: int) -> int:
+    """The most words one sample of ``count`` values takes zero-compressed (none of them zero)."""
+    return 1 + (count + 31) // 32 + count
+
+
+def zero_compress(values: np.ndarray) -> np.ndarray:
+    """One sample's values (float32) zero-compressed, as uint32 words."""
+    bits = np.ascontiguousarray(values, dtype=np.float32).reshape(-1).view(np.uint32)
+    kept = bits != 0
+    bitmap = np.zeros((len(bits) + 31) // 32 * 4, dtype=np.uint8)
+    packed = np.packbits(kept, bitorder="little")
+    bitmap[: len(packed)] = packed
+    return np.concatenate([np.array([np.count_nonzero(kept)], dtype=np.uint32), bitmap.view("<u4"), bits[kept]])
+
+
+def zero_decompress(words: np.ndarray, count: int) -> np.ndarray:
+    """``zero_compress``'s words back into the sample's ``count`` float32 values, bit for bit."""
+    words = np.asarray(words, dtype=np.uint32)
+    map_words = (count + 31) // 32
+    kept = np.unpackbits(words[1: 1 + map_words].astype("<u4").view(np.uint8), bitorder="little")[:count]
+    values = np.zeros(count, dtype=np.uint32)
+    values[kept.astype(bool)] = words[1 + map_words: 1 + map_words + int(words[0])]
+    return values.view(np.float32)
+
+
 # ---------------------------------------------------------------- the stream
 
 
