@@ -180,6 +180,29 @@ def resnet18(size: int = 224, widths: tuple[int, ...] = (64, 128, 256, 512), cla
     return b.graph(b.head(x, classes))
 
 
+# MobileNetV2's inverted-residual stages (expansion t, output channels c, repeats n, first stride s)
+MOBILENET_V2 = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                (6, 320, 1, 1))
+
+
+def mobilenet_v2(size: int = 224, stages: tuple[tuple[int, int, int, int], ...] = MOBILENET_V2, stem: int = 32,
+                 last: int = 1280, classes: int = 1000) -> Graph:
+    """MobileNetV2 on 3 x ``size`` x ``size``: a strided stem, then per stage (t, c, n, s) n inverted residual
+    blocks (1 x 1 expansion by t, 3 x 3 depthwise, 1 x 1 projection to c; an Add where the shape is kept), a
+    1 x 1 convolution to ``last`` channels and the head. ReLU where the paper has ReLU6 (a Clip)."""
+    b = Builder([1, 3, size, size])
+    x = b.conv_bn_relu("input", stem, 3, 2)
+    for expansion, channels, repeats, first_stride in stages:
+        for k in range(repeats):
+            stride = first_stride if k == 0 else 1
+            wide = b.shapes[x][1] * expansion
+            y = b.conv_bn_relu(x, wide, 1) if expansion != 1 else x
+            y = b.conv_bn_relu(y, wide, 3, stride, group=wide)
+            y = b.conv_bn_relu(y, channels, 1, relu=False)
+            x = b.add(x, y) if stride == 1 and b.shapes[x][1] == channels else y
+    return b.graph(b.head(b.conv_bn_relu(x, last, 1), classes))
+
+
 def squeezenet() -> Graph:
     b = Builder([1, 3, 224, 224])
     x = b.pool("MaxPool", b.unary("Relu", b.conv("input", 96, 7, 2, pad=0)), 3, 2)
@@ -227,7 +250,7 @@ def shufflenet() -> Graph:
 
 ARCHITECTURES = {"resnet50": resnet50, "resnet18": resnet18, "googlenet": googlenet, "densenet121": densenet121,
                  "vgg16": vgg16, "alexnet": alexnet, "squeezenet": squeezenet, "shufflenet": shufflenet,
-                 "densenet264": densenet264}
+                 "mobilenet_v2": mobilenet_v2, "densenet264": densenet264}
 
 
 def random_dag(seed: int, nodes: int) -> Graph:

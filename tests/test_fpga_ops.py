@@ -204,6 +204,24 @@ def test_hls4ml_builds_and_verifies_the_strategies_table_sizes_and_io_types_pinn
     assert all(u.verification.passed for s in plan.subfunctions for u in s.execution_units)
 
 
+def test_a_folded_depthwise_convolution_stays_under_latency_and_is_right(tmp_path):
+    """A 72-channel depthwise convolution, stride 2, folded to reuse factor 72: hls4ml 1.3's Resource
+    strategy C-simulates it wrongly (differs by 12.5 from onnxruntime at every reuse factor, which is
+    why the folding keeps depthwise convolutions under Latency); under Latency it is within tolerance,
+    and --strategy resource on it is refused in one line."""
+    b = Builder(6)
+    b.node("Conv", ["input", b.random("dw.w", [72, 1, 3, 3]), b.random("dw.b", [72])], "dw", group=72,
+           kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    path = save_model(b, tmp_path / "depthwise.onnx", [1, 72, 16, 16])
+    plan = build_and_emulate(path, tmp_path / "dw", reuse_factors={"dw": 72})
+    [unit] = [u for s in plan.subfunctions for u in s.execution_units]
+    assert (unit.reuse_factor, unit.strategy) == (72, "Latency") and unit.verification.passed
+    with pytest.raises(hetdeploy.core.errors.UserError, match="is a depthwise convolution, which hls4ml 1.3 computes "
+                                                              "wrongly under the resource strategy"):
+        build(BuildOptions(model=path, board="pynq-z2", out_dir=tmp_path / "r", policy="support",
+                           strategies={"dw": "Resource"}), progress=lambda m: None)
+
+
 def test_a_softmax_whose_inputs_spread_over_half_their_range_is_right(tmp_path):
     """Sized on inputs up to 4 (ap_fixed<16,4>: -8 to 8), verified on 5 and -5: max - x is 10, which
     hls4ml's own ap_ufixed<15,3> for it wraps to 2 (exp(-2) where exp(-10) is meant); the build's

@@ -452,3 +452,31 @@ def test_registers_sit_at_the_pipelines_cuts():
     assert conv.streamed and conv.window_values == 3 * 3 * 3
     # 27 x 8 products, the 8-channel output word and the 27-value window, no input vector in registers
     assert estimate(conv, 1, 16)["ff"] == 1728 + 560 + 2
+
+
+def test_a_depthwise_convolution_is_folded_under_latency_only():
+    """hls4ml 1.3's Resource strategy computes depthwise convolutions wrongly (tests/test_fpga_ops.py): their
+    foldings, the partitioner's and by_cost's alike, are all Latency, weights never in DDR; a grouped
+    convolution that is not depthwise and a dense convolution keep both strategies."""
+    from hetdeploy.planning.units import by_cost
+
+    b = graphs.Builder([1, 72, 16, 16])
+    x = b.conv("input", 72, 3, 2, group=72)
+    x = b.conv(x, 72, 3, 1, group=8)
+    graph = b.graph(b.conv(x, 64, 1))
+    shapes = [unit_shape(graph, u, FPGA.clock_mhz) for u in split_units(graph, [0, 1, 2], FPGA)]
+    assert [s.latency_only for s in shapes] == [True, False, False]
+    options = folding_options(shapes[0], 16, 1.0)
+    assert {f.hls_strategy for f in options} == {"Latency"} and not any(f.weights_in_ddr for f in options)
+    assert {f.hls_strategy for f in folding_options(shapes[0], 16, 1.0, "Resource")} == {"Latency"}
+    assert {f.hls_strategy for f in folding_options(shapes[2], 16, 1.0)} == {"Latency", "Resource"}
+    folded = [next(f for f in folding_options(shape, 16, 1.0) if f.reuse_factor == rf)
+              for shape, rf in zip(shapes, (72, 81, 72))]
+
+    def estimate(u, folding):
+        return folded_estimate(shapes[u], folding, 16, 1.0)
+
+    # a cost that Resource wins (weights in BRAM banks instead of registers) where it may
+    chosen = by_cost(folded, shapes, [16] * 3, {k: 10 ** 9 for k in RESOURCES},
+                     estimate, lambda used: (sum(e["ff"] for e in used),), set(), 1.0)
+    assert [f.hls_strategy for f in chosen] == ["Latency", "Resource", "Resource"]

@@ -206,6 +206,9 @@ class Shape:
     weight_octaves: tuple[int, ...] = ()
     weight_bits: Optional[int] = None
     window_values: int = 0  # values a streamed convolution or pooling holds in its window (k x k x input channels)
+    # hls4ml 1.3 computes it right only under its Latency strategy: a depthwise convolution, whose Resource
+    # path (depthwise_product_resource) C-simulates wrong outputs at every reuse factor (tests/test_fpga_ops.py)
+    latency_only: bool = False
     table_selects: int = 0  # table layers of TABLE_SELECT_OPS in the unit
     table_entries: int = LOOKUP_TABLE_SIZE  # entries of each lookup table (Softmax's, TABLE_OPS'): hls4ml's TableSize
     clock_mhz: float = REFERENCE_CLOCK_MHZ  # the clock the unit runs at (the board's FPGA clock: hls4ml's ClockPeriod)
@@ -259,7 +262,7 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
         n_in = (first[1] // group) * math.prod(kernel)
         line, window = _window_values(first, kernel)
         return Shape("kernel", n_in, main_out[1], math.prod(main_out[2:]), True, line, output_values, softmax,
-                     window_values=window)
+                     window_values=window, latency_only=group > 1 and group == first[1])
     if main.op in ("Gemm", "MatMul"):
         return Shape("kernel", first[-1], main_out[-1], 1, False, 0, output_values, softmax)
     if main.op == "MaxPool":
@@ -556,7 +559,8 @@ def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     """A unit's foldings, least folded first: every reuse factor with the weights on chip, then (for a
     multiply-accumulate unit, given the DDR rate, under no strategy or Resource) the weights in DDR at the
     least reuse factor that the DDR keeps busy. ``strategy``: the unit's (STRATEGIES); None: by the reuse
-    factor (``strategy_for``)."""
+    factor (``strategy_for``); a unit hls4ml computes only under Latency (``Shape.latency_only``): Latency."""
+    strategy = "Latency" if shape.latency_only else strategy
     options = [Folding(rf, False, strategy) for rf in candidate_reuse_factors(shape)]
     if shape.kind == "kernel" and ddr_bytes_per_cycle is not None and strategy != "Latency":
         options.append(ddr_folding(shape, width, ddr_bytes_per_cycle))
@@ -651,7 +655,7 @@ def by_cost(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[i
     for u, shape in enumerate(shapes):
         if shape.kind != "kernel" or u in fixed or foldings[u].reuse_factor == 1:
             continue
-        for strategy in STRATEGIES:
+        for strategy in ("Latency",) if shape.latency_only else STRATEGIES:
             for option in folding_options(shape, widths[u], ddr_bytes_per_cycle, strategy):
                 trial = unit_estimate(u, option)
                 if any(totals[k] - used[u][k] + trial[k] > budget.get(k, 0) for k in RESOURCES):

@@ -416,6 +416,10 @@ def _pinned_strategy(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
         raise UserError(f"{said(options, '--strategy', node, strategy, f'--strategy {node}={strategy.lower()}')}: "
                         f"node '{node}' has no multiplications for a strategy to lay out (its unit runs on the "
                         f"{unit.pe} PE)")
+    if shape.latency_only and strategy != "Latency":
+        raise UserError(f"{said(options, '--strategy', node, strategy, f'--strategy {node}={strategy.lower()}')}: "
+                        f"node '{node}' is a depthwise convolution, which hls4ml 1.3 computes wrongly under the "
+                        f"resource strategy (its C-simulation differs from onnxruntime); leave it to latency")
     return strategy
 
 
@@ -426,10 +430,13 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
     names = [loaded.graph.nodes[i].name for i in unit.nodes]
     in_ddr = [n for n in names if n in options.weights_in_ddr]
     given = _unit_setting(loaded, unit, "--reuse-factor", options.reuse_factors)
+    strategy = "Latency" if shape.latency_only else strategy
     if in_ddr and strategy == "Latency":
         setting = said(options, "--weights-in-ddr", in_ddr[0], None, "--weights-in-ddr")
-        raise UserError(f"{setting}: node '{in_ddr[0]}' has --strategy latency, which keeps the weights as "
-                        f"constants in the fabric; weights in DDR are read a bank at a time (resource)")
+        why = ("is a depthwise convolution, which hls4ml 1.3 computes right only under the latency strategy"
+               if shape.latency_only else "has --strategy latency")
+        raise UserError(f"{setting}: node '{in_ddr[0]}' {why}, which keeps the weights as constants in the fabric; "
+                        f"weights in DDR are read a bank at a time (resource)")
     if not given and not in_ddr and options.model_reuse_factor is not None and shape.kind == "kernel":
         valid = units.candidate_reuse_factors(shape)  # the nearest valid one, as hls4ml picks (ties: the smaller)
         return units.Folding(min(valid, key=lambda rf: (abs(rf - options.model_reuse_factor), rf)), False, strategy)
