@@ -216,10 +216,34 @@ def test_a_folded_depthwise_convolution_stays_under_latency_and_is_right(tmp_pat
     plan = build_and_emulate(path, tmp_path / "dw", reuse_factors={"dw": 72})
     [unit] = [u for s in plan.subfunctions for u in s.execution_units]
     assert (unit.reuse_factor, unit.strategy) == (72, "Latency") and unit.verification.passed
-    with pytest.raises(hetdeploy.core.errors.UserError, match="is a depthwise convolution, which hls4ml 1.3 computes "
-                                                              "wrongly under the resource strategy"):
+    refused = "runs as a depthwise convolution, which hls4ml 1.3 computes wrongly under the resource strategy"
+    with pytest.raises(hetdeploy.core.errors.UserError, match=refused):
         build(BuildOptions(model=path, board="pynq-z2", out_dir=tmp_path / "r", policy="support",
                            strategies={"dw": "Resource"}), progress=lambda m: None)
+
+
+def test_a_mobilenet_v2_shaped_network_in_bands_matches_onnxruntime(tmp_path):
+    """MobileNetV2's first stages at 64 x 64 (graphs.mobilenet_v2: stem, inverted residual blocks of 1 x 1
+    expansion, 3 x 3 depthwise and 1 x 1 projection, residual Adds), planned by the latency policy on the
+    PYNQ-Z2 with the stem and two depthwise convolutions (one strided) forced into small bands: every unit
+    within tolerance at 16 bits (none widened), the pipeline emulated within tolerance."""
+    import graphs
+
+    graph = graphs.mobilenet_v2(64, ((1, 8, 1, 1), (6, 12, 2, 2), (6, 16, 2, 2)), stem=8, last=64, classes=10)
+    onnx.save(graphs.to_onnx(graph), str(tmp_path / "mobilenet_v2.onnx"))
+    bands = {"Conv_0": 7, "Conv_3": 5, "Conv_12": 3}
+    plan = build(BuildOptions(model=tmp_path / "mobilenet_v2.onnx", board="pynq-z2", out_dir=tmp_path / "out",
+                              band_rows=bands), progress=lambda m: None)
+    found = {u.nodes[0]: u for s in plan.subfunctions for u in s.execution_units}
+    assert {n: (found[n].band.rows, found[n].band.count) for n in bands} == {"Conv_0": (7, 5), "Conv_3": (5, 7),
+                                                                              "Conv_12": (3, 6)}
+    depthwise = [n.name for n in graph.nodes if n.op == "Conv" and n.attrs.get("group", 1) > 1]
+    adds = [n.name for n in graph.nodes if n.op == "Add"]
+    on_fpga(plan, depthwise[:3] + adds[:2])  # the last block stays on the A9 (the chip is full)
+    assert all(found[n].strategy == "Latency" for n in depthwise if n in found)
+    assert not plan.widened and all(u.verification.passed for u in found.values())
+    result = emulate(tmp_path / "out", None, 2)
+    assert result.comparison.passed, result.table()
 
 
 def test_a_softmax_whose_inputs_spread_over_half_their_range_is_right(tmp_path):

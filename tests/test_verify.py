@@ -242,3 +242,37 @@ def test_an_emulation_out_of_tolerance_says_why_when_it_can_be_known(built, tmp_
     np.save(tmp_path / "small.npy", 0.5 * x)
     assert main(["emulate", str(out), "--input", str(tmp_path / "small.npy"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["notes"] == []
+
+
+def test_a_unit_whose_error_widening_left_where_it_was_is_not_widened_again(tmp_path):
+    """Bits do not mend a layer computed wrongly: once a widening leaves a unit's error where it was,
+    widen gives it (and its writers) no more bits and says why, so the failure stands; a unit whose
+    error fell is widened again."""
+    from types import SimpleNamespace
+
+    from hetdeploy.core.errors import VerificationError
+    from hetdeploy.planning.config import BuildOptions
+    from hetdeploy.running.verify import widen
+    from hetdeploy.steps.build import plan_stages
+
+    jet = Path(__file__).resolve().parent.parent / "examples" / "jet_tagger_mlp.onnx"
+    _, _, plan = plan_stages(BuildOptions(model=jet, board="pynq-z2", out_dir=tmp_path, policy="support"),
+                             lambda k, line: None)
+    units = [u.name for u in plan.subfunctions[0].execution_units]
+    widths, said = dict.fromkeys(units, 16), []
+
+    def failing(errors):
+        failure = VerificationError("out of tolerance")
+        failure.units = [SimpleNamespace(name=name, passed=False, max_abs_error=error,
+                                         problem=lambda e=error: f"output differs by {e}")
+                         for name, error in errors.items()]
+        return failure
+
+    assert widen(plan, failing({units[2]: 0.5, units[3]: 2.0}), widths, {}, said.append) == units[1:4]
+    assert widths == {units[0]: 16, units[1]: 20, units[2]: 20, units[3]: 20}
+    assert [(w.unit, w.error) for w in plan.widened] == [(units[1], None), (units[2], 0.5), (units[3], 2.0)]
+    assert widen(plan, failing({units[2]: 0.1, units[3]: 2.0}), widths, {}, said.append) == units[1:3]
+    assert widths == {units[0]: 16, units[1]: 24, units[2]: 24, units[3]: 20}
+    assert f"      not widening {units[3]} again: from 16 to 20 bits its error stayed 2 (was 2), so it is not a " \
+           f"matter of precision" in said
+    assert widen(plan, failing({units[3]: 2.0}), widths, {}, said.append) == []

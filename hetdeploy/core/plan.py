@@ -215,6 +215,7 @@ class Widening:
     from_bits: int
     to_bits: int
     reason: str  # what its check said
+    error: Optional[float] = None  # its worst output's max abs error at from_bits (None: widened as a writer)
 
 
 @dataclass

@@ -274,7 +274,7 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
         kernel = main.attrs.get("kernel_shape") or first[2:]
         line, window = _window_values(first, kernel)
         return Shape("kernel", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, line, output_values,
-                     softmax, window_values=window)
+                     softmax, window_values=window, latency_only=True)
     channels = main_out[1] if len(main_out) > 1 else main_out[0]
     return Shape("elementwise", 1, channels, max(1, math.prod(main_out) // max(1, channels)), streamed, 0,
                  output_values, softmax)

@@ -310,16 +310,29 @@ def widen(plan: Plan, failure: VerificationError, unit_widths: dict[str, int],
     widen). Units with a node in ``precisions`` (--precision) keep theirs."""
     widened = []
     pinned = {u.name for s in plan.subfunctions for u in s.execution_units if set(u.nodes) & precisions.keys()}
-    for name, why in _with_writers_of_inputs(plan, failure.units):
+    errors = {check.name: check.max_abs_error for check in failure.units if not check.passed}
+    stuck = [name for name, error in errors.items() if _widening_left(plan, name, error)]
+    for name in stuck:
+        last = next(w for w in reversed(plan.widened) if w.unit == name and w.error is not None)
+        progress(f"      not widening {name} again: from {last.from_bits} to {last.to_bits} bits its error stayed "
+                 f"{errors[name]:.4g} (was {last.error:.4g}), so it is not a matter of precision")
+    for name, why in _with_writers_of_inputs(plan, [c for c in failure.units if c.name not in stuck]):
         before = unit_widths[name]
         if before >= MAX_WIDTH or name in pinned:  # --precision is the user's word
             continue
         # the search's widths missed only by what its simulation leaves out: a bit at a time
         unit_widths[name] = min(MAX_WIDTH, before + (1 if plan.precision_search else WIDEN_STEP))
-        plan.widened.append(Widening(name, before, unit_widths[name], why))
+        plan.widened.append(Widening(name, before, unit_widths[name], why, errors.get(name)))
         progress(f"      widening {name} from {before} to {unit_widths[name]} bits: {why}")
         widened.append(name)
     return widened
+
+
+def _widening_left(plan: Plan, unit: str, error: float) -> bool:
+    """Whether the last widening of ``unit`` left its error where it was (within a part in a thousand):
+    bits do not mend what they did not move (a layer computed wrongly, not too coarsely)."""
+    last = next((w for w in reversed(plan.widened) if w.unit == unit and w.error is not None), None)
+    return last is not None and error >= last.error * (1 - 1e-3)
 
 
 def _with_writers_of_inputs(plan: Plan, failed: list) -> list[tuple[str, str]]:

@@ -418,7 +418,7 @@ def _pinned_strategy(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
                         f"{unit.pe} PE)")
     if shape.latency_only and strategy != "Latency":
         raise UserError(f"{said(options, '--strategy', node, strategy, f'--strategy {node}={strategy.lower()}')}: "
-                        f"node '{node}' is a depthwise convolution, which hls4ml 1.3 computes wrongly under the "
+                        f"node '{node}' runs as a depthwise convolution, which hls4ml 1.3 computes wrongly under the "
                         f"resource strategy (its C-simulation differs from onnxruntime); leave it to latency")
     return strategy
 
@@ -433,7 +433,7 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
     strategy = "Latency" if shape.latency_only else strategy
     if in_ddr and strategy == "Latency":
         setting = said(options, "--weights-in-ddr", in_ddr[0], None, "--weights-in-ddr")
-        why = ("is a depthwise convolution, which hls4ml 1.3 computes right only under the latency strategy"
+        why = ("runs as a depthwise convolution, which hls4ml 1.3 computes right only under the latency strategy"
                if shape.latency_only else "has --strategy latency")
         raise UserError(f"{setting}: node '{in_ddr[0]}' {why}, which keeps the weights as constants in the fabric; "
                         f"weights in DDR are read a bank at a time (resource)")
