@@ -490,9 +490,10 @@ def test_units_widened_beyond_their_fpga_are_partitioned_again_at_their_widths(t
     not fit it even fully folded (23 BRAM18s of its 22): a verification that widens its units to 32 bits sends the build back to the
     partition, which now places them at 32 bits; a fold that fails at the widths it was partitioned
     at is the error it is (no loop)."""
+    from hetdeploy.core.plan import Widening
+    from hetdeploy.planning.config import BuildOptions
     from hetdeploy.steps.build import PLAN_STEPS, BuildState, RerunFrom, run_steps
     from hetdeploy.steps.plan_model import UnitsDoNotFit
-    from hetdeploy.planning.config import BuildOptions
 
     said, board = [], tmp_path / "pynq-z2-25.yaml"
     board.write_text((BOARDS_DIR / "pynq-z2.yaml").read_text().replace("bram18: 280,", "bram18: 25,"))
@@ -505,12 +506,14 @@ def test_units_widened_beyond_their_fpga_are_partitioned_again_at_their_widths(t
     state.unit_widths = by_name["unit_widths"].run(state).unit_widths  # as built: every unit at 16 bits
     assert set(state.unit_widths.values()) == {16}
     state.layer_widths = {node: 32 for node in state.plan.subfunctions[0].nodes}  # as verify widens them
+    state.plan.widened = [Widening("sf0_fpga_u0", 16, 32, "output 'x' differs by 1", 1.0)]
     with pytest.raises(RerunFrom) as again:
         by_name["unit_widths"].run(state)
     assert again.value.step == "partition" and not (tmp_path / "hls").exists()
     assert any("the widened units do not fit: partitioning again at their widths" in line for line in said)
     state = by_name["unit_widths"].run(by_name["partition"].run(state))
     assert [s.device for s in state.plan.subfunctions] == ["arm_cpu"] and state.unit_widths == {}
+    assert [w.unit for w in state.plan.widened] == ["sf0_fpga_u0"]  # what the build widened stays on record
     # the plan's FPGA units at the widths it was partitioned at, widened past it: the fold's own error
     fpga = run_steps(PLAN_STEPS, BuildState(options, said.append, said.append), lambda k, line: None)
     fpga.build_dir, fpga.unit_widths = tmp_path, {"sf0_fpga_u0": 32}

@@ -285,6 +285,8 @@ def _partition(state: BuildState) -> BuildState:
         plan = against_baselines(plan, loaded, board, options, state.layer_widths)
     plan.precision_search = state.search
     plan.node_map = map_nodes(plan, loaded)
+    if state.partitioned_widths is not None:  # again, after a widening (``_unit_widths``): the widenings stand
+        plan.widened = state.plan.widened
     state.plan = plan
     state.partitioned_widths = dict(state.layer_widths)
     return state
