@@ -678,6 +678,14 @@ def test_workstation_board_runs_gpu_part_on_onnxruntime_and_says_which_provider(
             assert report["notes"][1:] == ["no CUDA provider in this onnxruntime: GPU subfunctions ran on the CPU "
                                            "provider"]
         assert gpu["outputs"] and gpu["passed"] and report["passed"]
+    # run.py runs the GPU part on onnxruntime's CPU provider: its profile leaves those nodes untimed
+    np.save(tmp_path / "x.npy", np.random.default_rng(1).normal(size=(2, 3, 14, 14)).astype(np.float32))
+    ran = subprocess.run([sys.executable, "deploy/run.py", "--emulate", "--input", str(tmp_path / "x.npy"),
+                          "--profile", str(tmp_path / "p.json")], capture_output=True, text=True, cwd=out)
+    assert ran.returncode == 0, ran.stderr
+    gpu = json.loads((tmp_path / "p.json").read_text())["subfunctions"][1]
+    assert gpu["device"] == "gpu" and gpu["nodes"] == {}
+    assert gpu["measured_on"] == "not timed: run.py --emulate runs it on onnxruntime's CPU provider, not on gpu"
 
 
 def test_weights_larger_than_the_bram_stay_in_ddr_and_csimulation_reads_them_there(built, tmp_path):

@@ -486,8 +486,8 @@ def profile_document(plan: dict, recorded_by: str, on_board: bool, times: Stream
                      nodes: dict, fpga: dict) -> dict:
     """What a run measured, in the format ``hetdeploy plan --profile`` reads (README: Profiles):
     ``envs`` the batches' tensors, ``nodes`` per CPU/GPU subfunction each node's seconds a sample
-    (``node_seconds``), ``fpga`` per FPGA subfunction its ``FpgaTimings`` (absent: only the call
-    was timed)."""
+    (``node_seconds``; absent: not timed, its nodes left out), ``fpga`` per FPGA subfunction its
+    ``FpgaTimings`` (absent: only the call was timed)."""
     samples = sum(times.batch_sizes)
     machine = {"host": socket.gethostname(), "platform": platform.platform(), "machine": platform.machine()}
     try:
@@ -518,7 +518,9 @@ def profile_document(plan: dict, recorded_by: str, on_board: bool, times: Stream
                               "seconds": entry[copy] * len(calls) / max(1, samples) if entry[copy] is not None
                               else None})
         else:
-            entry["measured_on"] = (f"{sub['device']} of {where}" if on_board else
+            entry["measured_on"] = (f"not timed: {recorded_by} runs it on onnxruntime's CPU provider, not on "
+                                    f"{sub['device']}" if sub["name"] not in nodes else
+                                    f"{sub['device']} of {where}" if on_board else
                                     f"{where}, standing in for {sub['device']}")
             entry["nodes"] = nodes.get(sub["name"], {})
         subfunctions.append(entry)
@@ -668,7 +670,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         nodes = {s["name"]: node_seconds(str(HERE / "models" / f"{s['name']}.onnx"),
                                          one_sample_feeds(envs, s["inputs"]), ["CPUExecutionProvider"])
-                 for s in plan["subfunctions"] if s["kind"] != "fpga"}
+                 for s in plan["subfunctions"] if s["kind"] == "cpu"}  # a GPU's runs on the CPU provider here
         fpga = {s["name"]: runner.timings for s, runner in zip(plan["subfunctions"], runners) if s["kind"] == "fpga"}
         write_profile(args.profile, profile_document(plan, "run.py --emulate" if args.emulate else "run.py",
                                                      not args.emulate, times, envs, nodes, fpga))
