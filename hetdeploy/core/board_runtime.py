@@ -443,7 +443,7 @@ def stream_table(summary: dict) -> list:
 PROFILE_FORMAT, PROFILE_VERSION = "hetdeploy-profile", 1
 
 
-def node_seconds(model: str | bytes, samples: list, providers: list) -> dict:
+def profiled_node_seconds(model: str | bytes, samples: list, providers: list) -> dict:
     """Each node's seconds a sample by onnxruntime's own profiler: ``model`` (a path or its bytes)
     run on every one-sample feeds of ``samples`` in a session of its own at the basic level of
     graph optimisation, so that every node is timed under its own name (the higher levels fuse nodes
@@ -486,7 +486,7 @@ def profile_document(plan: dict, recorded_by: str, on_board: bool, times: Stream
                      nodes: dict, fpga: dict) -> dict:
     """What a run measured, in the format ``hetdeploy plan --profile`` reads (README: Profiles):
     ``envs`` the batches' tensors, ``nodes`` per CPU/GPU subfunction each node's seconds a sample
-    (``node_seconds``; absent: not timed, its nodes left out), ``fpga`` per FPGA subfunction its
+    (``profiled_node_seconds``; absent: not timed, its nodes left out), ``fpga`` per FPGA subfunction its
     ``FpgaTimings`` (absent: only the call was timed)."""
     samples = sum(times.batch_sizes)
     machine = {"host": socket.gethostname(), "platform": platform.platform(), "machine": platform.machine()}
@@ -530,7 +530,10 @@ def profile_document(plan: dict, recorded_by: str, on_board: bool, times: Stream
 
 
 def write_profile(path: str, document: dict) -> None:
-    Path(path).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    try:
+        Path(path).write_text(json.dumps(document, indent=1, sort_keys=True) + "\n")
+    except OSError as err:
+        raise Problem(f"--profile {path}: cannot write it ({err.strerror})") from None
 
 
 class Problem(Exception):
@@ -668,12 +671,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{sum(times.batch_sizes)} samples in {len(envs)} batch(es) of up to {args.batch}, {how}"
               f"{', emulated' if args.emulate else ''}")
     if args.profile:
-        nodes = {s["name"]: node_seconds(str(HERE / "models" / f"{s['name']}.onnx"),
-                                         one_sample_feeds(envs, s["inputs"]), ["CPUExecutionProvider"])
+        nodes = {s["name"]: profiled_node_seconds(str(HERE / "models" / f"{s['name']}.onnx"),
+                                                  one_sample_feeds(envs, s["inputs"]), ["CPUExecutionProvider"])
                  for s in plan["subfunctions"] if s["kind"] == "cpu"}  # a GPU's runs on the CPU provider here
         fpga = {s["name"]: runner.timings for s, runner in zip(plan["subfunctions"], runners) if s["kind"] == "fpga"}
-        write_profile(args.profile, profile_document(plan, "run.py --emulate" if args.emulate else "run.py",
-                                                     not args.emulate, times, envs, nodes, fpga))
+        try:
+            write_profile(args.profile, profile_document(plan, "run.py --emulate" if args.emulate else "run.py",
+                                                         not args.emulate, times, envs, nodes, fpga))
+        except Problem as problem:
+            print(f"run.py: error: {problem}", file=sys.stderr)
+            return 2
         print(f"profile written to {args.profile}")
     # a run that keeps nothing says what it did and how to keep it
     if not args.output and not args.benchmark and not args.profile:

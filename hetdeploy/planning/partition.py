@@ -39,9 +39,9 @@ import numpy as np
 from ..core.errors import UserError
 from ..core.graph import Graph, Node
 from ..core.names import identifier
+from ..core.plan import IlpRun
 from ..core.precision import NO_LAYER_WIDTHS
 from . import units
-from ..core.plan import IlpRun
 from .cost import NO_PINS, CostModel
 from .ilp import ilp_solution
 from .profile import NOTHING_MEASURED, Measured

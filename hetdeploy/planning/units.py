@@ -655,7 +655,7 @@ def by_cost(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[i
     for u, shape in enumerate(shapes):
         if shape.kind != "kernel" or u in fixed or foldings[u].reuse_factor == 1:
             continue
-        for strategy in ("Latency",) if shape.latency_only else STRATEGIES:
+        for strategy in STRATEGIES:  # folding_options keeps a latency-only unit under Latency
             for option in folding_options(shape, widths[u], ddr_bytes_per_cycle, strategy):
                 trial = unit_estimate(u, option)
                 if any(totals[k] - used[u][k] + trial[k] > budget.get(k, 0) for k in RESOURCES):

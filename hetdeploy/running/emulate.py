@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
-from ..core.board_runtime import (StreamTimes, batch_problem, node_seconds, one_sample_feeds, profile_document,
-                                  resource_of, stream_summary, stream_table, write_profile)
+
+from ..core.board_runtime import (Problem, StreamTimes, batch_problem, one_sample_feeds, profile_document,
+                                  profiled_node_seconds, resource_of, stream_summary, stream_table, write_profile)
 from ..core.checkpoint import CHECKPOINT, STATE, read_checkpoint
 from ..core.errors import UserError
 from ..core.plan import Plan
@@ -232,14 +233,15 @@ def record_profile(build_dir: Path, plan: Plan, samples: list[dict[str, np.ndarr
     get in the float pipeline, a second pass; the FPGA calls are C-simulation's, timed as calls."""
     executors = runtime.file_executors(build_dir, plan)
     envs = [runtime.run(plan, executors, feeds) for feeds in samples]
-    nodes = {s.name: node_seconds(str(build_dir / s.onnx), one_sample_feeds(envs, s.inputs), providers_for(s.kind))
+    nodes = {s.name: profiled_node_seconds(str(build_dir / s.onnx), one_sample_feeds(envs, s.inputs),
+                                           providers_for(s.kind))
              for s in plan.subfunctions if s.kind != "fpga"}
     document = profile_document(json.loads((build_dir / "plan.json").read_text()), "hetdeploy emulate", False,
                                 times, envs, nodes, {})
     try:
         write_profile(path, document)
-    except OSError as err:
-        raise UserError(f"--profile {path}: cannot write it ({err.strerror})") from None
+    except Problem as problem:
+        raise UserError(str(problem)) from None
 
 
 def why_out_of_tolerance(plan: Plan, samples: list[dict[str, np.ndarray]], comparison: verify.Comparison

@@ -313,7 +313,7 @@ def widen(plan: Plan, failure: VerificationError, unit_widths: dict[str, int],
     errors = {check.name: check.max_abs_error for check in failure.units if not check.passed}
     stuck = [name for name, error in errors.items() if _widening_left(plan, name, error)]
     for name in stuck:
-        last = next(w for w in reversed(plan.widened) if w.unit == name and w.error is not None)
+        last = _last_widening(plan, name)
         progress(f"      not widening {name} again: from {last.from_bits} to {last.to_bits} bits its error stayed "
                  f"{errors[name]:.4g} (was {last.error:.4g}), so it is not a matter of precision")
     for name, why in _with_writers_of_inputs(plan, [c for c in failure.units if c.name not in stuck]):
@@ -328,10 +328,15 @@ def widen(plan: Plan, failure: VerificationError, unit_widths: dict[str, int],
     return widened
 
 
+def _last_widening(plan: Plan, unit: str) -> Optional[Widening]:
+    """The last widening of ``unit`` for its own check (not as the writer of another's input)."""
+    return next((w for w in reversed(plan.widened) if w.unit == unit and w.error is not None), None)
+
+
 def _widening_left(plan: Plan, unit: str, error: float) -> bool:
     """Whether the last widening of ``unit`` left its error where it was (within a part in a thousand):
     bits do not mend what they did not move (a layer computed wrongly, not too coarsely)."""
-    last = next((w for w in reversed(plan.widened) if w.unit == unit and w.error is not None), None)
+    last = _last_widening(plan, unit)
     return last is not None and error >= last.error * (1 - 1e-3)
 
 

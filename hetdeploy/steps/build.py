@@ -319,6 +319,7 @@ def _unit_widths(state: BuildState) -> BuildState:
             state.progress(f"      the widened units do not fit: partitioning again at their widths ({err})")
             for folder in ("hls", "subfunctions"):
                 shutil.rmtree(state.build_dir / folder, ignore_errors=True)
+            state.unit_widths = {}  # the new plan comes folded at these widths: nothing to fold anew
             raise RerunFrom("partition") from None
         fpga_times(plan, state.board, spills=False)
         for sub in _fpga(plan):
