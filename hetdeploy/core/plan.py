@@ -291,6 +291,29 @@ class Band:
 
 
 @dataclass
+class OpenSynthesis:
+    """An FPGA execution unit's arithmetic as RTL from open tools (``build --open-synth``): da4ml's
+    Verilog of what its C-simulation computes, simulated by Icarus Verilog against that C-simulation,
+    synthesised by Yosys. Not the RTL Vivado HLS makes from hls4ml's C++; Yosys's counts, not Vivado's."""
+
+    status: str  # "synthesised"; "not traced" (``why``: the op or type that stops it); "skipped for size"
+    why: str = ""
+    rtl: str = ""  # its folder, relative to the build folder
+    kernel: str = ""  # "unit": the whole unit a call; "pixel": a convolution's kernel, once an output pixel
+    vectors: int = 0  # input vectors simulated (samples, times output pixels for a kernel)
+    values: int = 0  # output values compared with the C-simulation
+    mismatches: int = 0  # of those, how many differ in any bit
+    first_mismatch: str = ""  # where, and the two values
+    da4ml_cost: float = 0.0  # da4ml's own estimate (its adder bits, LUT-equivalent)
+    yosys: dict[str, int] = field(default_factory=dict)  # lut, carry, ff, dsp, bram18, lutram
+    seconds: dict[str, float] = field(default_factory=dict)  # trace, simulate, synthesise
+
+    @property
+    def bit_exact(self) -> bool:
+        return self.values > 0 and self.mismatches == 0
+
+
+@dataclass
 class ExecutionUnit:
     """A fused chain of ops on one PE kind of the FPGA, with its folding and estimate."""
 
@@ -318,6 +341,7 @@ class ExecutionUnit:
     band: Optional[Band] = None  # run band by band, through two band buffers (``band_buffers``)
     verification: Optional[Verification] = None
     rate_per_s: float = 0.0  # samples a second it sustains on its own: the FPGA's clock over its cycles a sample
+    open_synthesis: Optional[OpenSynthesis] = None  # build --open-synth's
 
     def band_buffers(self) -> dict[str, tuple[str, int]]:
         """A banded unit's band buffers: name -> (the tensor whose values it holds a band of, its values)."""

@@ -7,6 +7,7 @@ counting the sign (ap_fixed<width, integer>); integer may be negative or exceed 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Mapping, Optional
@@ -89,6 +90,39 @@ def quantize(values: np.ndarray, width: int, integer: int, signed: bool = True, 
         raise ValueError(f"fixed-point mode {rounding}/{overflow} is not one ap_fixed has") from None
     sign = 1 if signed else 0
     return quantizer(np.asarray(values, dtype=np.float64), sign, integer - sign, width - integer)
+
+
+@dataclass(frozen=True)
+class CppFixed:
+    """A C++ fixed-point type as hls4ml writes it: ap_fixed<W,I[,Q[,O[,N]]]>, ap_ufixed<...>, ap_int<W>,
+    ap_uint<W> (an integer: I = W); Q and O without the AP_ prefix (defaults TRN, WRAP)."""
+
+    signed: bool
+    width: int
+    integer: int
+    rounding: str = "TRN"
+    overflow: str = "WRAP"
+
+    _TYPE = re.compile(r"ap_(u?)fixed<(\d+),(-?\d+)(?:,AP_(\w+?))?(?:,AP_(\w+?))?(?:,\d+)?>$")
+    _INT = re.compile(r"ap_(u?)int<(\d+)>$")
+
+    @classmethod
+    def parse(cls, definition: str) -> "CppFixed":
+        text = definition.replace(" ", "")
+        if (match := cls._TYPE.match(text)) is not None:
+            unsigned, width, integer, rounding, overflow = match.groups()
+            return cls(not unsigned, int(width), int(integer), rounding or "TRN", overflow or "WRAP")
+        if (match := cls._INT.match(text)) is not None:
+            return cls(not match.group(1), int(match.group(2)), int(match.group(2)))
+        raise ValueError(f"not an ap_fixed or ap_int type: {definition}")
+
+    @property
+    def fraction(self) -> int:
+        return self.width - self.integer
+
+    def quantize(self, values: np.ndarray) -> np.ndarray:
+        """``values`` as this type holds them (float64)."""
+        return quantize(values, self.width, self.integer, self.signed, self.rounding, self.overflow)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import contextlib
 import os
 import signal
 import subprocess
-from typing import Iterator
+from typing import Iterator, Optional
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is so that its clean-up runs (as for Ctrl-C)."""
@@ -31,12 +31,12 @@ def kill(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def run(command: list[str], **options) -> subprocess.CompletedProcess:
+def run(command: list[str], timeout: Optional[float] = None, **options) -> subprocess.CompletedProcess:
     """``subprocess.run(command, capture_output=True, text=True)``, the whole process group killed if
-    hetdeploy stops before it ends."""
+    hetdeploy stops before it ends or it runs past ``timeout`` seconds (then ``subprocess.TimeoutExpired``)."""
     process = start(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **options)
     try:
-        stdout, stderr = process.communicate()
+        stdout, stderr = process.communicate(timeout=timeout)
     except BaseException:
         kill(process)
         raise

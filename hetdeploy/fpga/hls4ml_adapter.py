@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import json
 import re
 import threading
 import traceback
@@ -52,6 +53,11 @@ FLOAT32_MANTISSA_BITS = 24
 # The table activations (units.TABLE_OPS) whose outputs lie within (-1, 1).
 _BOUNDED_TABLE_OPS = {"Tanh", "Sigmoid", "Softsign"}
 HLS4ML_LOG = "hls4ml_convert.log"  # in the unit's project folder
+ARITHMETIC_FILE = "arithmetic.npz"  # in the unit's project folder: ``write_arithmetic``
+# The layer attributes ``write_arithmetic`` keeps: those of windows (convolution and pooling) and activations.
+_ARITHMETIC_ATTRIBUTES = ("activation", "n_in", "n_out", "n_chan", "n_filt", "in_height", "in_width", "out_height",
+                          "out_width", "filt_height", "filt_width", "stride_height", "stride_width", "pad_top",
+                          "pad_bottom", "pad_left", "pad_right", "pool_height", "pool_width", "pool_op", "data_format")
 
 
 @dataclass
@@ -427,6 +433,7 @@ def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: st
         if {v.name for v in out_vars} & {v.name for v in in_vars}:
             raise UnitIsACopy(name)
         hls_model.write()
+        write_arithmetic(hls_model, project_dir / ARITHMETIC_FILE)
         ddr_vars = [(v.name, v.type.precision.definition_cpp(), v.data_length)
                     for v in hls_model.get_weight_variables() if v.storage.lower() == "bram"]
     _make_relocatable(project_dir)
@@ -440,6 +447,42 @@ def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: st
         ddr_weights=_pack_ddr_weights(project_dir, namespace, ddr_vars),
     )
 
+
+def write_arithmetic(hls_model, path: Path) -> None:
+    """What each layer of the converted unit computes, as its C-simulation does, into ``path`` (an npz:
+    ``layers``, a JSON list of each layer's class, name, input and output tensors, output type and
+    shape, accumulator type and window attributes; ``<layer>/<weight>`` arrays): for an RTL model of
+    the same arithmetic (``fpga/open_synth.py``). Weights are the values the C-simulation holds: the
+    text hls4ml writes of each (its ``precision_fmt``), read as a double and cast to the weight's type
+    (nnet_helpers' loader), in the layer's logical layout (the Resource strategy's transposes undone)."""
+    from ..core.precision import CppFixed
+
+    layers, arrays = [], {}
+    for layer in hls_model.get_layers():
+        output = layer.get_output_variable()
+        record = {"class": layer.class_name, "name": layer.name, "inputs": list(layer.inputs),
+                  "outputs": list(layer.outputs), "output_type": output.type.precision.definition_cpp(),
+                  "output_shape": [int(d) for d in output.shape], "weights": {}}
+        for key in _ARITHMETIC_ATTRIBUTES:
+            value = layer.get_attr(key)
+            if value is not None:
+                record[key] = value if isinstance(value, str) else int(value)
+        accum = layer.get_attr("accum_t")
+        if accum is not None:
+            record["accum_type"] = accum.precision.definition_cpp()
+        for kind, variable in layer.weights.items():
+            if variable.data is None or not variable.precision_fmt:
+                continue
+            cpp = variable.type.precision.definition_cpp()
+            text = np.vectorize(lambda v, fmt=variable.precision_fmt: float(fmt.format(v)), otypes=[np.float64])
+            held = CppFixed.parse(cpp).quantize(text(np.asarray(variable.data, dtype=np.float64)))
+            if layer.get_attr("_weights_transposed") and kind == "weight":
+                held = np.transpose(held) if held.ndim == 2 else np.moveaxis(held, 0, -1)  # (F, ..., C) back
+            record["weights"][kind] = cpp
+            arrays[f"{layer.name}/{kind}"] = held
+        layers.append(record)
+    with path.open("wb") as out:
+        np.savez(out, layers=np.array(json.dumps(layers)), **arrays)
 
 
 def _binary_as_two_bits(layer) -> None:

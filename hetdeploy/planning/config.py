@@ -88,6 +88,7 @@ class BuildOptions:
     # FPGA layer gets the fewest bits that keep it (budget.py); None: --width everywhere
     error_budget: Optional[float] = None
     synth: bool = False  # run the HLS and Vivado scripts when the tools are on PATH
+    open_synth: bool = False  # each FPGA unit's arithmetic as RTL by da4ml, simulated and synthesised (Yosys)
     # the build cache's folder (cache.py: hls4ml conversions and compiled libraries); None: no cache
     cache: Optional[Path] = field(default_factory=default_root)
     # the most bytes the cache keeps (least recently used entries evicted); None: $HETDEPLOY_CACHE_LIMIT, else 5 GiB
@@ -412,6 +413,10 @@ OPTIONS = (
            scope="building", metavar="SIZE"),
     Option("synth", "synth", flag, "building", "then run HLS synthesis and the Vivado block design to a bitstream "
            "when vitis_hls/vivado_hls and vivado are on PATH; otherwise say how to run them (exit 4)", scope="build"),
+    Option("open_synth", "open_synth", flag, "building", "also each FPGA execution unit's arithmetic as Verilog by "
+           "da4ml in DIR/rtl/, simulated by Icarus Verilog against the unit's C-simulation bit for bit and "
+           "synthesised by Yosys for the board's family (the open-synth extra, and yosys and iverilog on PATH)",
+           scope="build"),
 )
 _TOP_LEVEL = {o.key: o for o in OPTIONS if not o.per_node}  # a config file's keys
 _PER_NODE = {o.key: o for o in OPTIONS if o.per_node}  # its keys under nodes.NODE

@@ -2,7 +2,7 @@
 FINN's build_dataflow_steps are.
 
     load_model -> load_board -> search_widths -> partition            PLAN_STEPS: hetdeploy plan
-    -> write_subfunctions -> unit_widths -> generate_hls -> verify -> package
+    -> write_subfunctions -> unit_widths -> generate_hls -> verify -> open_synth -> package
 
 The progress numbers come from the list; a unit out of tolerance in ``verify`` is widened and the
 list runs again from ``unit_widths`` ``RerunFrom``. The writing steps write into a staging folder
@@ -33,12 +33,14 @@ from ..core.output import BUILD_LOG, check_output, output_lock, staging
 from ..core.plan import Plan, PrecisionSearch, Subfunction
 from ..core.plan_text import empty_fpga_note
 from ..core.progress import Progress, Reporter, stderr_progress
+from ..fpga.open_synth import check_tools
 from ..intake.model import LoadedModel, load_model
 from ..planning.config import BuildOptions, resolved_config, settle_options
 from ..running.deploy import check_package, synthesize, write_package
 from ..running.samples import BuildSamples, build_samples, calibration_note
 from ..running.verify import widen
 from .generate import generate_hls, verify_csim
+from .open_synth import open_synthesis
 from .plan_model import (UnitsDoNotFit, against_baselines, fold_units, folded_plan, fpga_times, map_nodes,
                          model_node_names, search_layer_widths)
 from .subfunctions import write_subfunctions
@@ -254,6 +256,8 @@ def _load_model(state: BuildState) -> BuildState:
 
 def _load_board(state: BuildState) -> BuildState:
     options = state.options
+    if options.open_synth:  # before any work
+        check_tools()
     state.board = load_board(options.board)
     state.options = options = model_node_names(options, state.loaded, state.board)
     # a sample file that is missing or of the wrong shape is a mistake now, for `plan` too, not at build time
@@ -353,6 +357,19 @@ def _verify(state: BuildState) -> BuildState:
     return state
 
 
+def _open_synth(state: BuildState) -> BuildState:
+    if state.options.open_synth:
+        open_synthesis(state.plan, state.build_dir, state.samples.verification, state.progress)
+    return state
+
+
+def _open_synth_says(state: BuildState) -> str:
+    if not state.options.open_synth:
+        return "open synthesis: not asked (--open-synth)"
+    return (f"each FPGA unit's arithmetic as RTL by da4ml, simulated by Icarus Verilog against its C-simulation on "
+            f"{len(state.samples.verification)} samples, synthesised by Yosys")
+
+
 def _package(state: BuildState) -> BuildState:
     plan, stage_dir, progress, cache = state.plan, state.build_dir, state.progress, state.cache
     write_package(plan, state.board, stage_dir)
@@ -390,6 +407,7 @@ WRITE_STEPS = [
     Step("verify", _verify, lambda s: f"verifying in C-simulation against onnxruntime on "
                                       f"{len(s.samples.verification)} samples it did not size on",
          ("hls/*/csim_run.log",)),
+    Step("open_synth", _open_synth, _open_synth_says, ("rtl",)),
     Step("package", _package, lambda s: f"writing the deployment package and {s.options.out_dir}",
          ("deploy", "plan.json", "report.html")),
 ]

@@ -1,0 +1,444 @@
+"""Open tools behind one module: an execution unit's arithmetic -> da4ml's Verilog -> Icarus Verilog's
+simulation -> Yosys's synthesis (``build --open-synth``).
+
+The arithmetic is the hls4ml adapter's record of the converted unit (``write_arithmetic``): the layers as
+its C-simulation computes them, weights as that holds them. ``trace`` rebuilds it with da4ml 0.6's
+tracer (the distributed-arithmetic compiler hls4ml 1.3 uses for its distributed_arithmetic strategy):
+products and sums exact, each layer's result cast to its type with the type's rounding and overflow, a
+multiply-accumulate layer's sum first to its accumulator type (hls4ml casts every product and the bias to
+it: only where those casts drop no bit is it traced). The Verilog is combinational (no pipeline
+registers: Yosys counts no flip-flops in it). Round-to-even (AP_RND_CONV, QONNX's ROUND), which da4ml 0.6
+has not, is built as hardware builds it (``_towards_even``). What da4ml 0.6 cannot express is refused,
+naming the layer: other rounding modes where they drop bits, overflow modes other than wrap and saturation, lookup-table activations, layers other than Dense, Conv2D,
+BatchNormalization, ReLU and linear activations, branches.
+
+A unit is traced whole (``kernel`` "unit": a chain of Dense and element-wise layers, a vector in and
+one out, or element-wise layers alone on a map, channels-last) or, for a unit that starts with a 2-D
+convolution or an unpadded max pooling followed by element-wise layers only, as the window's kernel
+(``kernel`` "pixel": one output pixel's channels from its window, the window's channels-last values in,
+as hls4ml's streamed layers compute each pixel): ``vectors`` makes the input vectors and the
+C-simulation's matching outputs from whole tensors.
+
+Yosys (``synth_xilinx``) maps to the 7-series cells for the Zynq-7000 boards (``-family xc7``) and to
+UltraScale+'s for the Zynq UltraScale+ ones (``-family xcup``); its counts are Yosys's, not Vivado's.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from ..core.errors import UserError
+from ..core.precision import CppFixed
+from ..core import processes
+from .hls_top import template
+
+# The extra's pin: hls4ml 1.3's distributed_arithmetic strategy is built on da4ml 0.6.
+DA4ML_VERSION = "0.6"
+# Units larger than this are not traced (da4ml's trace and Yosys grow with the constant multiplications):
+# at 8-bit weights, 16 x 64 took 1.1 s to trace and 2 min in Yosys 0.23 on this project's host.
+MAX_WEIGHTS = 4096
+MAX_COST = 40_000  # da4ml's estimate (LUT-equivalent adder bits) above which Yosys is not run
+SYNTH_TIMEOUT_S = 600
+SIMULATE_TIMEOUT_S = 300
+# Layers that act on each value alone, and that follow a traced multiply-accumulate.
+_ELEMENTWISE = {"Activation", "BatchNormalization"}
+_WINDOWED = {"Conv2D", "Pooling2D"}  # traced as the kernel of one output pixel
+_SIDES = ("top", "bottom", "left", "right")
+_TRACED_ACTIVATIONS = {"relu", "linear"}
+_ROUNDING = {"TRN": "TRN", "RND": "RND"}  # ap_fixed's modes da4ml 0.6 has, by their da4ml names
+_OVERFLOW = {"WRAP", "SAT", "SAT_SYM"}
+# Yosys's synth_xilinx family per part prefix.
+_FAMILIES = (("xc7", "xc7"), ("xczu", "xcup"), ("xcu", "xcup"), ("xcvu", "xcup"))
+
+
+class NotTraced(Exception):
+    """The unit's arithmetic holds something da4ml 0.6 cannot express: the message names it."""
+
+
+def missing_tools() -> list[str]:
+    """What ``--open-synth`` needs and this machine lacks, each with how to install it."""
+    missing = []
+    try:
+        version = importlib.metadata.version("da4ml")
+        if not version.startswith(DA4ML_VERSION + "."):
+            missing.append(f"da4ml {DA4ML_VERSION} (this is {version}: pip install 'hetdeploy[open-synth]')")
+    except importlib.metadata.PackageNotFoundError:
+        missing.append("da4ml (pip install 'hetdeploy[open-synth]')")
+    for tool, package in (("yosys", "yosys"), ("iverilog", "iverilog"), ("vvp", "iverilog")):
+        if shutil.which(tool) is None:
+            missing.append(f"{tool} (apt-get install {package})")
+    return missing
+
+
+def check_tools() -> None:
+    missing = missing_tools()
+    if missing:
+        raise UserError(f"--open-synth needs {', '.join(missing)}")
+
+
+def yosys_family(part: str) -> str:
+    for prefix, family in _FAMILIES:
+        if part.lower().startswith(prefix):
+            return family
+    raise UserError(f"--open-synth: no Yosys family for part {part} (Yosys's synth_xilinx: 7-series and "
+                    f"UltraScale+ here)")
+
+
+@dataclass
+class Arithmetic:
+    """The hls4ml adapter's record of a unit (``write_arithmetic``)."""
+
+    layers: list[dict]
+    weights: dict[str, np.ndarray]  # "<layer>/<kind>" -> the values its C-simulation holds
+
+    @staticmethod
+    def load(path: Path) -> "Arithmetic":
+        import json
+
+        with np.load(path, allow_pickle=False) as data:
+            return Arithmetic(json.loads(str(data["layers"])), {k: data[k] for k in data.files if k != "layers"})
+
+
+@dataclass
+class Window:
+    """A convolution's geometry, for the windows of a "pixel" kernel (hls4ml's attribute names)."""
+
+    filt_height: int
+    filt_width: int
+    stride_height: int
+    stride_width: int
+    pad_top: int
+    pad_left: int
+
+    def patches(self, x: np.ndarray, out_height: int, out_width: int) -> np.ndarray:
+        """Every output pixel's window of ``x`` (H, W, C channels-last), zero outside the map, as rows
+        (out_height * out_width, filt_height * filt_width * C) in hls4ml's weight order (row, column, channel)."""
+        height, width, channels = x.shape
+        padded = np.zeros((max(height + self.pad_top, (out_height - 1) * self.stride_height + self.filt_height),
+                           max(width + self.pad_left, (out_width - 1) * self.stride_width + self.filt_width),
+                           channels), dtype=x.dtype)
+        padded[self.pad_top:self.pad_top + height, self.pad_left:self.pad_left + width] = x
+        rows = [padded[r * self.stride_height:r * self.stride_height + self.filt_height,
+                       c * self.stride_width:c * self.stride_width + self.filt_width].reshape(-1)
+                for r in range(out_height) for c in range(out_width)]
+        return np.stack(rows)
+
+
+@dataclass
+class Traced:
+    """A unit's arithmetic as da4ml's combinational logic."""
+
+    logic: object  # da4ml.types.CombLogic
+    kernel: str  # "unit" or "pixel"
+    input_type: CppFixed  # every input value's
+    window: Optional[Window] = None  # the convolution's, for a "pixel" kernel
+
+    @property
+    def cost(self) -> float:
+        return float(self.logic.cost)
+
+    def vectors(self, inputs: np.ndarray, outputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(input vectors, expected output vectors) from one sample's unit input and C-simulated output
+        (ONNX layout, batch of one): the input cast to the unit's input type as its C-simulation casts it."""
+        x = self.input_type.quantize(inputs[0])
+        y = np.asarray(outputs[0], dtype=np.float64)
+        if self.kernel == "unit":  # a map (element-wise layers only) channels-last, as the unit holds it
+            return (np.moveaxis(x, 0, -1) if x.ndim > 1 else x).reshape(1, -1), \
+                (np.moveaxis(y, 0, -1) if y.ndim > 1 else y).reshape(1, -1)
+        return (self.window.patches(np.moveaxis(x, 0, -1), *y.shape[1:]),
+                np.moveaxis(y, 0, -1).reshape(-1, y.shape[0]))
+
+
+def trace(arithmetic: Arithmetic, pad_top: Optional[int] = None) -> Traced:
+    """The unit's arithmetic through da4ml's tracer; NotTraced naming what stops it. ``pad_top``: the
+    map's top padding where the unit's convolution was converted for a band of it (the band's is 0)."""
+    from da4ml.trace import FixedVariableArray, HWConfig, comb_trace
+
+    layers = arithmetic.layers
+    if not layers or layers[0]["class"] != "Input":
+        raise NotTraced("no input layer")
+    source, body = layers[0], layers[1:]
+    if len([layer for layer in layers if layer["class"] == "Input"]) != 1:
+        raise NotTraced("more than one input")
+    input_type = CppFixed.parse(source["output_type"])
+    window = None
+    if body and body[0]["class"] in _WINDOWED:
+        head = body[0]
+        if head["class"] == "Pooling2D" and (head.get("pool_op") != "Max" or
+                                             any(head.get(f"pad_{side}", 0) for side in _SIDES)):
+            raise NotTraced(f"layer {head['name']} ({head.get('pool_op')} pooling"
+                            f"{', padded' if head.get('pool_op') == 'Max' else ''}): max pooling without padding "
+                            f"is traced")
+        prefix = "filt" if head["class"] == "Conv2D" else "pool"
+        window = Window(int(head[f"{prefix}_height"]), int(head[f"{prefix}_width"]), int(head["stride_height"]),
+                        int(head["stride_width"]), int(head.get("pad_top", 0)), int(head.get("pad_left", 0)))
+        width = window.filt_height * window.filt_width * int(head["n_chan"] if prefix == "filt" else head["n_filt"])
+        if any(layer["class"] not in _ELEMENTWISE for layer in body[1:]):
+            stop = next(layer for layer in body[1:] if layer["class"] not in _ELEMENTWISE)
+            raise NotTraced(f"layer {stop['name']} ({stop['class']}) after a window layer (a pixel's kernel is "
+                            f"traced only with element-wise layers after it)")
+    else:
+        flat = [layer for layer in body if layer["class"] not in _ELEMENTWISE]
+        if len(source["output_shape"]) != 1 and flat:
+            raise NotTraced(f"layer {flat[0]['name']} ({flat[0]['class']}) on an input of shape "
+                            f"{source['output_shape']}")
+        width = int(np.prod(source["output_shape"]))
+    weights = sum(arithmetic.weights[f"{layer['name']}/weight"].size for layer in body
+                  if f"{layer['name']}/weight" in arithmetic.weights)
+    if weights > MAX_WEIGHTS:
+        raise NotTraced(f"{weights} weights, above the {MAX_WEIGHTS} traced (size)")
+    k, i, f = _kif(input_type)
+    inputs = FixedVariableArray.from_kif(np.full(width, k), np.full(width, i), np.full(width, f),
+                                         HWConfig(1, -1, -1), solver_options={"hard_dc": 2})
+    value, name = inputs, source["outputs"][0]
+    for layer in body:
+        if layer["inputs"] != [name]:
+            raise NotTraced(f"layer {layer['name']} ({layer['class']}) reads {', '.join(layer['inputs'])}, not "
+                            f"the layer before it (a branch)")
+        value = _layer(layer, value, arithmetic.weights)
+        name = layer["outputs"][0]
+    if window is not None and pad_top is not None:
+        window.pad_top = pad_top
+    return Traced(comb_trace(inputs, value), "pixel" if window else "unit", input_type, window)
+
+
+def _kif(fixed: CppFixed) -> tuple[int, int, int]:
+    """da4ml's (keep sign, integer bits less the sign, fraction bits) of a type."""
+    return int(fixed.signed), fixed.integer - int(fixed.signed), fixed.fraction
+
+
+def _cast(value, cpp: str, layer: dict):
+    """``value`` cast to C++ type ``cpp`` as ap_fixed casts it; NotTraced where da4ml cannot."""
+    fixed = CppFixed.parse(cpp)
+    if fixed.overflow not in _OVERFLOW:
+        raise NotTraced(f"layer {layer['name']} ({layer['class']}) overflows to {cpp}: AP_{fixed.overflow}, which "
+                        f"da4ml {DA4ML_VERSION} has not")
+    k, i, f = _kif(fixed)
+    fractions = np.asarray(value.kif[2]).reshape(value.shape)
+    if fixed.rounding == "RND_CONV" and np.any(fractions > f):
+        value = _towards_even(value, f, fractions)
+        rounding = "TRN"
+    elif np.all(fractions <= f):
+        rounding = "TRN"  # no bit dropped: every rounding mode is the same
+    elif fixed.rounding in _ROUNDING:
+        rounding = _ROUNDING[fixed.rounding]
+    else:
+        raise NotTraced(f"layer {layer['name']} ({layer['class']}) rounds to {cpp}: AP_{fixed.rounding}, which "
+                        f"da4ml {DA4ML_VERSION} has not")
+    return value.quantize(k=k, i=i, f=f, overflow_mode=fixed.overflow, round_mode=rounding)
+
+
+def _towards_even(value, f: int, fractions: np.ndarray):
+    """``value`` plus what makes truncation to ``f`` fraction bits round to nearest, ties to even
+    (AP_RND_CONV, QONNX's ROUND), as convergent rounding is built in hardware: add half of the kept
+    step less one step of the value's own, and one of its own more where the kept part is odd. Values
+    with no more than ``f`` fraction bits are left as they are."""
+    dropping = fractions > f
+    own_step = np.where(dropping, 2.0 ** -fractions.astype(np.float64), 0.0)
+    k, i, _ = value.kif
+    kept = value.quantize(k=k, i=i, f=np.full(value.shape, f), overflow_mode="WRAP", round_mode="TRN")
+    odd = kept - kept.quantize(k=k, i=i, f=np.full(value.shape, f - 1), overflow_mode="WRAP", round_mode="TRN")
+    # ``odd`` is 2^-f where the kept part's last bit is set: scaled to the value's own step
+    return value + np.where(dropping, 2.0 ** -(f + 1), 0.0) - own_step + odd * (own_step * 2.0 ** f)
+
+
+def _layer(layer: dict, value, weights: dict[str, np.ndarray]):
+    kind, name = layer["class"], layer["name"]
+    held = {key.split("/", 1)[1]: array for key, array in weights.items() if key.split("/", 1)[0] == name}
+    if set(layer["weights"]) - set(held):
+        raise NotTraced(f"layer {name} ({kind}) holds weights of a type that is not fixed-point")
+    if kind in ("Dense", "Conv2D"):
+        kernel = held["weight"].reshape(-1, held["weight"].shape[-1])
+        accum = CppFixed.parse(layer["accum_type"])
+        product_bits = int(np.max(value.kif[2])) + CppFixed.parse(layer["weights"]["weight"]).fraction
+        if product_bits > accum.fraction:
+            raise NotTraced(f"layer {name} ({kind}) casts its products ({product_bits} fraction bits) to "
+                            f"{layer['accum_type']}, dropping bits")
+        total = value @ kernel
+        if "bias" in held:
+            if CppFixed.parse(layer["weights"]["bias"]).fraction > accum.fraction:
+                raise NotTraced(f"layer {name} ({kind}) casts its bias to {layer['accum_type']}, dropping bits")
+            total = total + held["bias"].reshape(-1)
+        return _cast(_cast(total, layer["accum_type"], layer), layer["output_type"], layer)
+    if kind == "Pooling2D":  # the window's values, (row, column, channel): the largest per channel
+        channels = int(layer["n_filt"])
+        return _cast(np.amax(value.reshape(-1, channels), axis=0), layer["output_type"], layer)
+    if kind == "BatchNormalization":  # per channel, the last axis of a channels-last tensor
+        repeat = value.size // held["scale"].size
+        return _cast(value * np.tile(held["scale"].reshape(-1), repeat) + np.tile(held["bias"].reshape(-1), repeat),
+                     layer["output_type"], layer)
+    if kind == "Activation":
+        activation = str(layer.get("activation", "")).lower()
+        if activation not in _TRACED_ACTIVATIONS:
+            raise NotTraced(f"layer {name}: activation {activation} (a lookup table)")
+        return _cast(value.relu() if activation == "relu" else value, layer["output_type"], layer)
+    raise NotTraced(f"layer {name} ({kind})")
+
+
+@dataclass
+class Written:
+    """A traced unit's Verilog in its folder."""
+
+    folder: Path
+    module: str
+    sources: list[str]  # file names in ``folder``
+
+
+def write_verilog(traced: Traced, folder: Path, module: str) -> Written:
+    """The traced logic as Verilog module ``module`` in ``folder``, with da4ml's building blocks it uses."""
+    from da4ml.codegen.rtl import verilog
+    from da4ml.codegen.rtl.verilog.comb import comb_logic_gen
+
+    folder.mkdir(parents=True, exist_ok=True)
+    code = comb_logic_gen(traced.logic, module)
+    (folder / f"{module}.v").write_text(code)
+    sources = [f"{module}.v"]
+    for block in sorted((Path(verilog.__file__).parent / "source").glob("*.v")):
+        if re.search(rf"\b{block.stem}\s*(#|\w+\s*\()", code):
+            shutil.copy(block, folder / block.name)
+            sources.append(block.name)
+    return Written(folder, module, sources)
+
+
+def _port_fields(qints) -> list[tuple[bool, int, int]]:
+    """(signed, bits, fraction bits) of each value of a port, LSB first, as da4ml packs them."""
+    from da4ml.types import minimal_kif
+
+    fields = []
+    for qint in qints:
+        k, i, f = minimal_kif(qint)
+        fields.append((bool(k), int(k) + int(i) + int(f), int(f)))
+    return fields
+
+
+def pack(values: np.ndarray, fields: list[tuple[bool, int, int]]) -> list[str]:
+    """Each row of ``values`` as the hex of its codes packed LSB first."""
+    lines = []
+    for row in values:
+        word, offset = 0, 0
+        for value, (_, bits, fraction) in zip(row, fields):
+            if bits:
+                code = value * 2.0 ** fraction
+                if code != np.round(code):
+                    raise ValueError(f"{value} is not on its port's grid of 2^-{fraction}")
+                word |= (int(code) & ((1 << bits) - 1)) << offset
+                offset += bits
+        lines.append(f"{word:x}")
+    return lines
+
+
+def unpack(lines: list[str], fields: list[tuple[bool, int, int]]) -> np.ndarray:
+    rows = []
+    for line in lines:
+        word, offset, row = int(line, 16), 0, []
+        for signed, bits, fraction in fields:
+            code = (word >> offset) & ((1 << bits) - 1) if bits else 0
+            if signed and bits and code >> (bits - 1):
+                code -= 1 << bits
+            row.append(code * 2.0 ** -fraction)
+            offset += bits
+        rows.append(row)
+    return np.array(rows, dtype=np.float64).reshape(len(rows), len(fields))
+
+
+# What the simulation reads and writes, in the RTL folder.
+INPUT_VECTORS, EXPECTED, SIMULATED = "inputs.hex", "expected.hex", "simulated.hex"
+TESTBENCH = "testbench.v"
+
+
+def write_vectors(traced: Traced, written: Written, inputs: np.ndarray, expected: np.ndarray) -> None:
+    """The input vectors and the C-simulation's outputs for them, in the RTL folder, with the testbench
+    that applies them (``simulate`` runs it)."""
+    in_fields, out_fields = _port_fields(traced.logic.inp_qint), _port_fields(traced.logic.out_qint)
+    (written.folder / INPUT_VECTORS).write_text("\n".join(pack(inputs, in_fields)) + "\n")
+    (written.folder / EXPECTED).write_text("\n".join(pack(expected, out_fields)) + "\n")
+    (written.folder / TESTBENCH).write_text(template("rtl_testbench.v.in").substitute(
+        module=written.module, inputs=INPUT_VECTORS, outputs=SIMULATED, vectors=len(inputs),
+        input_bits=max(1, sum(bits for _, bits, _ in in_fields)),
+        output_bits=max(1, sum(bits for _, bits, _ in out_fields))))
+
+
+@dataclass
+class Simulated:
+    values: int
+    mismatches: int
+    first_mismatch: str
+
+
+def simulate(written: Written, traced: Traced) -> Simulated:
+    """Icarus Verilog runs the testbench over the folder's input vectors; its outputs against the expected
+    ones, value by value (each bit: both are codes on the same port)."""
+    folder = written.folder
+    log = folder / "simulate.log"
+    for command in (["iverilog", "-g2012", "-o", "simulation", TESTBENCH, *written.sources],
+                    ["vvp", "-n", "simulation"]):
+        _run(command, folder, log, SIMULATE_TIMEOUT_S)
+    out_fields = _port_fields(traced.logic.out_qint)
+    got = unpack((folder / SIMULATED).read_text().split(), out_fields)
+    want = unpack((folder / EXPECTED).read_text().split(), out_fields)
+    if got.shape != want.shape:
+        return Simulated(want.size, want.size, f"{len(got)} output vectors for {len(want)} inputs")
+    differ = np.argwhere(got != want)
+    first = ""
+    if len(differ):
+        row, column = differ[0]
+        first = f"vector {row}, output {column}: RTL {got[row, column]:g}, C-simulation {want[row, column]:g}"
+    return Simulated(want.size, len(differ), first)
+
+
+def synthesise(written: Written, family: str) -> dict[str, int]:
+    """Yosys's synth_xilinx of the module; its cell counts: lut, carry, ff, dsp, bram18, lutram."""
+    folder = written.folder
+    (folder / "synth.ys").write_text(template("rtl_synth.ys.in").substitute(
+        module=written.module, family=family, sources=" ".join(written.sources), statistics="yosys_stat.txt"))
+    _run(["yosys", "-q", "-s", "synth.ys"], folder, folder / "synth.log", SYNTH_TIMEOUT_S)
+    return cell_counts((folder / "yosys_stat.txt").read_text())
+
+
+def cell_counts(statistics: str) -> dict[str, int]:
+    """Yosys ``stat`` output's cells grouped: LUT1..6, CARRY4/8, flip-flops (FD*), DSP48E1/2, block RAM
+    in 18 Kb halves, LUT RAM."""
+    counts = {"lut": 0, "carry": 0, "ff": 0, "dsp": 0, "bram18": 0, "lutram": 0}
+    for cell, number in re.findall(r"^\s+(\w+)\s+(\d+)\s*$", statistics, re.MULTILINE):
+        n = int(number)
+        if re.fullmatch(r"LUT[1-6](_2)?", cell):
+            counts["lut"] += n
+        elif cell.startswith("CARRY"):
+            counts["carry"] += n
+        elif re.fullmatch(r"FD[RSCPE]{2}(_1)?", cell):
+            counts["ff"] += n
+        elif cell.startswith("DSP48"):
+            counts["dsp"] += n
+        elif cell.startswith("RAMB18"):
+            counts["bram18"] += n
+        elif cell.startswith("RAMB36"):
+            counts["bram18"] += 2 * n
+        elif cell.startswith(("RAM32", "RAM64", "RAM128", "RAM256", "RAMS", "RAMD", "SRL")):
+            counts["lutram"] += n
+    return counts
+
+
+class ToolFailed(Exception):
+    """A tool exited non-zero or ran past its time: the message names it and its log."""
+
+
+def _run(command: list[str], folder: Path, log: Path, timeout: float) -> None:
+    with log.open("a") as out:
+        out.write(f"$ {' '.join(command)}\n")
+        try:
+            result = processes.run(command, timeout=timeout, cwd=folder)
+        except subprocess.TimeoutExpired:
+            out.write(f"stopped after {timeout:.0f} s\n")
+            raise ToolFailed(f"{command[0]} ran past {timeout:.0f} s; see {log}") from None
+        out.write(result.stdout + result.stderr)
+    if result.returncode != 0:
+        raise ToolFailed(f"{command[0]} exited {result.returncode}; see {log}")
+

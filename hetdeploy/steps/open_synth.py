@@ -1,0 +1,99 @@
+"""``build --open-synth``: every FPGA execution unit's arithmetic as RTL from open tools, simulated against
+the unit's own C-simulation on the build's verification samples, bit for bit, and synthesised by Yosys
+(``fpga/open_synth.py`` runs the tools). Each unit's record goes to plan.json (``ExecutionUnit.
+open_synthesis``); its Verilog, vectors, testbench, Yosys script and logs to ``rtl/<unit>/``.
+
+This is the same arithmetic compiled by an open tool (da4ml), not the RTL Vivado HLS makes from
+hls4ml's C++: the two agree value for value where the simulation says so, and Yosys's cell counts are
+Yosys's, not Vivado's; no timing is claimed."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..core.plan import ExecutionUnit, OpenSynthesis, Plan
+from ..core.progress import Reporter
+from ..fpga import open_synth
+from ..fpga.hls4ml_adapter import ARITHMETIC_FILE
+from ..running import runtime
+
+RTL_FOLDER = "rtl"  # in the build folder: one folder per unit
+
+
+def open_synthesis(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]], progress: Reporter) -> None:
+    """Each FPGA execution unit of ``plan`` traced, simulated and synthesised (or why not), recorded on it."""
+    libraries = runtime.CSimLibraries(build_dir)
+    seen = runtime.subfunction_inputs(build_dir, plan, samples)
+    for index, sub in enumerate(plan.subfunctions):
+        if sub.hls is None:
+            continue
+        family = open_synth.yosys_family(sub.hls.part)
+        pairs = {}  # unit -> [(its inputs, its C-simulated outputs)] per sample
+        for unit, (csim, reference) in zip(sub.execution_units, runtime.unit_executors(libraries, sub)):
+            pairs[unit.name] = []
+            for env in seen[index]:
+                pairs[unit.name].append(({t: env[t] for t in unit.inputs}, csim(env)))
+                env.update(reference.run(env))
+        for unit in sub.execution_units:
+            progress.working(f"{unit.name}: da4ml, Icarus Verilog, Yosys")
+            unit.open_synthesis = _unit(unit, build_dir, pairs[unit.name], family)
+            progress(f"      {unit.name}: {summary(unit.open_synthesis)}")
+
+
+def _unit(unit: ExecutionUnit, build_dir: Path, pairs: list, family: str) -> OpenSynthesis:
+    if unit.hls is None:
+        return OpenSynthesis("not traced", "implemented by hetdeploy's top (it moves or picks values: no "
+                                           "arithmetic to trace)")
+    if len(unit.inputs) != 1 or len(unit.outputs) != 1:
+        return OpenSynthesis("not traced", f"{len(unit.inputs)} inputs and {len(unit.outputs)} outputs (one each "
+                                           f"is traced)")
+    seconds = {}
+    started = time.monotonic()
+    try:
+        traced = open_synth.trace(open_synth.Arithmetic.load(build_dir / unit.hls.project / ARITHMETIC_FILE),
+                                  unit.band.pad_top if unit.band is not None else None)
+    except open_synth.NotTraced as why:
+        status = "skipped for size" if "(size)" in str(why) else "not traced"
+        return OpenSynthesis(status, str(why))
+    seconds["trace"] = time.monotonic() - started
+    folder = build_dir / RTL_FOLDER / unit.name
+    written = open_synth.write_verilog(traced, folder, unit.name)
+    (source,), (result,) = unit.inputs, unit.outputs
+    vectors = [traced.vectors(inputs[source], outputs[result]) for inputs, outputs in pairs]
+    open_synth.write_vectors(traced, written, np.concatenate([v[0] for v in vectors]),
+                             np.concatenate([v[1] for v in vectors]))
+    record = OpenSynthesis("synthesised", rtl=str(folder.relative_to(build_dir)), kernel=traced.kernel,
+                           vectors=sum(len(v[0]) for v in vectors), da4ml_cost=traced.cost, seconds=seconds)
+    started = time.monotonic()
+    simulated = open_synth.simulate(written, traced)
+    seconds["simulate"] = time.monotonic() - started
+    record.values, record.mismatches, record.first_mismatch = (simulated.values, simulated.mismatches,
+                                                               simulated.first_mismatch)
+    if traced.cost > open_synth.MAX_COST:
+        record.status, record.why = "skipped for size", (f"da4ml's estimate {traced.cost:.0f} above the "
+                                                         f"{open_synth.MAX_COST} synthesised")
+        return record
+    started = time.monotonic()
+    try:
+        record.yosys = open_synth.synthesise(written, family)
+    except open_synth.ToolFailed as failed:
+        record.status, record.why = "not synthesised", str(failed)
+    seconds["synthesise"] = time.monotonic() - started
+    return record
+
+
+def summary(record: OpenSynthesis) -> str:
+    """One line: the RTL's verdict against the C-simulation and Yosys's counts, or why there are none."""
+    if record.values == 0:
+        return f"{record.status}: {record.why}"
+    verdict = (f"RTL equals its C-simulation on all {record.values} values ({record.vectors} vectors)"
+               if record.bit_exact else
+               f"RTL DIFFERS from its C-simulation on {record.mismatches} of {record.values} values "
+               f"({record.first_mismatch})")
+    if record.yosys:
+        counts = ", ".join(f"{key.upper()} {value:,}" for key, value in record.yosys.items())
+        return f"{verdict}; Yosys: {counts}"
+    return f"{verdict}; {record.status}: {record.why}"
