@@ -20,7 +20,7 @@ import numpy as np
 from .. import __version__
 from ..core import processes
 from ..core.errors import UserError
-from ..core.plan_text import build_table, plan_table
+from ..core.plan_text import build_table, open_synth_table, plan_table
 from ..planning import config
 
 
@@ -114,7 +114,7 @@ def _build(args: argparse.Namespace) -> int:
         print(plan.to_json(), end="")
     if args.json or stopped:
         return 0
-    print(build_table(plan), end="")
+    print(build_table(plan) + open_synth_table(plan), end="")
     return 0
 
 

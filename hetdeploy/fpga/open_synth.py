@@ -26,6 +26,7 @@ UltraScale+'s for the Zynq UltraScale+ ones (``-family xcup``); its counts are Y
 from __future__ import annotations
 
 import importlib.metadata
+import json
 import re
 import shutil
 import subprocess
@@ -55,6 +56,9 @@ _SIDES = ("top", "bottom", "left", "right")
 _TRACED_ACTIVATIONS = {"relu", "linear"}
 _ROUNDING = {"TRN": "TRN", "RND": "RND"}  # ap_fixed's modes da4ml 0.6 has, by their da4ml names
 _OVERFLOW = {"WRAP", "SAT", "SAT_SYM"}
+# In an RTL folder: the module's port layout and files (``Written``), the vectors and the testbench.
+MANIFEST, INPUT_VECTORS, EXPECTED, SIMULATED, TESTBENCH = ("rtl.json", "inputs.hex", "expected.hex", "simulated.hex",
+                                                           "testbench.v")
 # Yosys's synth_xilinx family per part prefix.
 _FAMILIES = (("xc7", "xc7"), ("xczu", "xcup"), ("xcu", "xcup"), ("xcvu", "xcup"))
 
@@ -101,8 +105,6 @@ class Arithmetic:
 
     @staticmethod
     def load(path: Path) -> "Arithmetic":
-        import json
-
         with np.load(path, allow_pickle=False) as data:
             return Arithmetic(json.loads(str(data["layers"])), {k: data[k] for k in data.files if k != "layers"})
 
@@ -285,11 +287,24 @@ def _layer(layer: dict, value, weights: dict[str, np.ndarray]):
 
 @dataclass
 class Written:
-    """A traced unit's Verilog in its folder."""
+    """A traced unit's Verilog in its folder, with the layout of its ports (``MANIFEST``): what
+    ``simulate`` and ``synthesise`` need, from the folder alone."""
 
     folder: Path
     module: str
     sources: list[str]  # file names in ``folder``
+    inputs: list[tuple[bool, int, int]]  # each input value's (signed, bits, fraction bits), LSB first
+    outputs: list[tuple[bool, int, int]]
+
+    def save(self) -> None:
+        (self.folder / MANIFEST).write_text(json.dumps({"module": self.module, "sources": self.sources,
+                                                         "inputs": self.inputs, "outputs": self.outputs}) + "\n")
+
+    @staticmethod
+    def load(folder: Path) -> "Written":
+        manifest = json.loads((folder / MANIFEST).read_text())
+        return Written(folder, manifest["module"], manifest["sources"],
+                       [tuple(f) for f in manifest["inputs"]], [tuple(f) for f in manifest["outputs"]])
 
 
 def write_verilog(traced: Traced, folder: Path, module: str) -> Written:
@@ -305,7 +320,10 @@ def write_verilog(traced: Traced, folder: Path, module: str) -> Written:
         if re.search(rf"\b{block.stem}\s*(#|\w+\s*\()", code):
             shutil.copy(block, folder / block.name)
             sources.append(block.name)
-    return Written(folder, module, sources)
+    written = Written(folder, module, sources, _port_fields(traced.logic.inp_qint),
+                      _port_fields(traced.logic.out_qint))
+    written.save()
+    return written
 
 
 def _port_fields(qints) -> list[tuple[bool, int, int]]:
@@ -349,15 +367,10 @@ def unpack(lines: list[str], fields: list[tuple[bool, int, int]]) -> np.ndarray:
     return np.array(rows, dtype=np.float64).reshape(len(rows), len(fields))
 
 
-# What the simulation reads and writes, in the RTL folder.
-INPUT_VECTORS, EXPECTED, SIMULATED = "inputs.hex", "expected.hex", "simulated.hex"
-TESTBENCH = "testbench.v"
-
-
-def write_vectors(traced: Traced, written: Written, inputs: np.ndarray, expected: np.ndarray) -> None:
+def write_vectors(written: Written, inputs: np.ndarray, expected: np.ndarray) -> None:
     """The input vectors and the C-simulation's outputs for them, in the RTL folder, with the testbench
     that applies them (``simulate`` runs it)."""
-    in_fields, out_fields = _port_fields(traced.logic.inp_qint), _port_fields(traced.logic.out_qint)
+    in_fields, out_fields = written.inputs, written.outputs
     (written.folder / INPUT_VECTORS).write_text("\n".join(pack(inputs, in_fields)) + "\n")
     (written.folder / EXPECTED).write_text("\n".join(pack(expected, out_fields)) + "\n")
     (written.folder / TESTBENCH).write_text(template("rtl_testbench.v.in").substitute(
@@ -373,15 +386,17 @@ class Simulated:
     first_mismatch: str
 
 
-def simulate(written: Written, traced: Traced) -> Simulated:
-    """Icarus Verilog runs the testbench over the folder's input vectors; its outputs against the expected
-    ones, value by value (each bit: both are codes on the same port)."""
-    folder = written.folder
+def simulate(folder: Path) -> Simulated:
+    """Icarus Verilog runs the RTL folder's testbench over its input vectors; its outputs against the
+    expected ones, value by value (each bit: both are codes on the same port)."""
+    written = Written.load(folder)
     log = folder / "simulate.log"
+    log.write_text("")
+    (folder / SIMULATED).unlink(missing_ok=True)  # a run's own outputs only
     for command in (["iverilog", "-g2012", "-o", "simulation", TESTBENCH, *written.sources],
                     ["vvp", "-n", "simulation"]):
         _run(command, folder, log, SIMULATE_TIMEOUT_S)
-    out_fields = _port_fields(traced.logic.out_qint)
+    out_fields = written.outputs
     got = unpack((folder / SIMULATED).read_text().split(), out_fields)
     want = unpack((folder / EXPECTED).read_text().split(), out_fields)
     if got.shape != want.shape:
@@ -399,6 +414,7 @@ def synthesise(written: Written, family: str) -> dict[str, int]:
     folder = written.folder
     (folder / "synth.ys").write_text(template("rtl_synth.ys.in").substitute(
         module=written.module, family=family, sources=" ".join(written.sources), statistics="yosys_stat.txt"))
+    (folder / "synth.log").write_text("")
     _run(["yosys", "-q", "-s", "synth.ys"], folder, folder / "synth.log", SYNTH_TIMEOUT_S)
     return cell_counts((folder / "yosys_stat.txt").read_text())
 

@@ -63,12 +63,12 @@ def _unit(unit: ExecutionUnit, build_dir: Path, pairs: list, family: str) -> Ope
     written = open_synth.write_verilog(traced, folder, unit.name)
     (source,), (result,) = unit.inputs, unit.outputs
     vectors = [traced.vectors(inputs[source], outputs[result]) for inputs, outputs in pairs]
-    open_synth.write_vectors(traced, written, np.concatenate([v[0] for v in vectors]),
+    open_synth.write_vectors(written, np.concatenate([v[0] for v in vectors]),
                              np.concatenate([v[1] for v in vectors]))
     record = OpenSynthesis("synthesised", rtl=str(folder.relative_to(build_dir)), kernel=traced.kernel,
                            vectors=sum(len(v[0]) for v in vectors), da4ml_cost=traced.cost, seconds=seconds)
     started = time.monotonic()
-    simulated = open_synth.simulate(written, traced)
+    simulated = open_synth.simulate(folder)
     seconds["simulate"] = time.monotonic() - started
     record.values, record.mismatches, record.first_mismatch = (simulated.values, simulated.mismatches,
                                                                simulated.first_mismatch)
