@@ -172,6 +172,10 @@ def trace(arithmetic: Arithmetic, pad_top: Optional[int] = None) -> Traced:
         raise NotTraced("more than one input")
     input_type = CppFixed.parse(source["output_type"])
     window = None
+    if len(body) > 1 and body[0]["class"] == "ZeroPadding2D" and body[1]["class"] in _WINDOWED:
+        # hls4ml's streamed layers pad in a layer of their own: the window's padding
+        body = [{**body[1], **{f"pad_{side}": int(body[0].get(f"pad_{side}", 0)) for side in _SIDES},
+                 "inputs": body[0]["inputs"]}] + body[2:]
     if body and body[0]["class"] in _WINDOWED:
         head = body[0]
         if head["class"] == "Pooling2D" and (head.get("pool_op") != "Max" or
