@@ -76,9 +76,10 @@ def missing_tools() -> list[str]:
             missing.append(f"da4ml {DA4ML_VERSION} (this is {version}: pip install 'hetdeploy[open-synth]')")
     except importlib.metadata.PackageNotFoundError:
         missing.append("da4ml (pip install 'hetdeploy[open-synth]')")
-    for tool, package in (("yosys", "yosys"), ("iverilog", "iverilog"), ("vvp", "iverilog")):
-        if shutil.which(tool) is None:
-            missing.append(f"{tool} (apt-get install {package})")
+    if shutil.which("yosys") is None:
+        missing.append("Yosys (apt-get install yosys)")
+    if shutil.which("iverilog") is None or shutil.which("vvp") is None:
+        missing.append("Icarus Verilog's iverilog and vvp (apt-get install iverilog)")
     return missing
 
 

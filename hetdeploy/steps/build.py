@@ -123,6 +123,8 @@ def build(options: BuildOptions, progress: Progress = stderr_progress, verbose: 
 
     out_dir = Path(options.out_dir)
     check_output(out_dir, ("plan.json", f"{CHECKPOINT}/{STATE}"))  # before any work
+    if options.open_synth:
+        check_tools()
     if (out_dir / "plan.json").is_file() and first <= _SETTLING:
         progress(f"      {out_dir} holds an earlier build: this one replaces it once complete (if this one "
                  f"fails, it stays as it is)")
@@ -256,8 +258,6 @@ def _load_model(state: BuildState) -> BuildState:
 
 def _load_board(state: BuildState) -> BuildState:
     options = state.options
-    if options.open_synth:  # before any work
-        check_tools()
     state.board = load_board(options.board)
     state.options = options = model_node_names(options, state.loaded, state.board)
     # a sample file that is missing or of the wrong shape is a mistake now, for `plan` too, not at build time

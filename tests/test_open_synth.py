@@ -1,0 +1,250 @@
+"""build --open-synth (issue 36): each FPGA unit's arithmetic as da4ml's Verilog, simulated by Icarus
+Verilog against the unit's C-simulation bit for bit, synthesised by Yosys.
+
+Needs the open-synth extra (da4ml, installed by the test extra) and Debian's yosys and iverilog, which
+the README's test command installs where it can; where they are missing these tests say so and are
+skipped."""
+
+import json
+import re
+import shutil
+
+import numpy as np
+import onnx
+import pytest
+
+import quantized_models
+from hetdeploy.commands.cli import main
+from hetdeploy.core.plan import Plan
+from hetdeploy.core.precision import CppFixed
+from hetdeploy.fpga import open_synth
+from hetdeploy.steps.build import BuildOptions, build
+
+da4ml = pytest.importorskip("da4ml", reason="the open-synth extra (da4ml) is not installed")
+SIMULATOR = shutil.which("iverilog") and shutil.which("vvp")
+needs_simulator = pytest.mark.skipif(not SIMULATOR, reason="no Icarus Verilog (apt-get install iverilog)")
+needs_yosys = pytest.mark.skipif(not (SIMULATOR and shutil.which("yosys")),
+                                 reason="no Yosys and Icarus Verilog (apt-get install yosys iverilog)")
+
+
+def _input(width: int, cpp: str):
+    from da4ml.trace import FixedVariableArray, HWConfig
+
+    fixed = CppFixed.parse(cpp)
+    k, i, f = int(fixed.signed), fixed.integer - int(fixed.signed), fixed.fraction
+    return FixedVariableArray.from_kif(np.full(width, k), np.full(width, i), np.full(width, f), HWConfig(1, -1, -1))
+
+
+def _on_grid(rng, cpp: str, shape) -> np.ndarray:
+    """Random values of C++ type ``cpp``, every code reachable."""
+    fixed = CppFixed.parse(cpp)
+    least = -(2 ** (fixed.width - 1)) if fixed.signed else 0
+    codes = rng.integers(least, least + 2 ** fixed.width, shape)
+    return codes * 2.0 ** -fixed.fraction
+
+
+@pytest.mark.parametrize("source,target", [
+    ("ap_fixed<12,5>", "ap_ufixed<4,4,AP_RND_CONV,AP_SAT,0>"),  # QONNX's ROUND: ties to even
+    ("ap_fixed<12,3>", "ap_fixed<6,2,AP_RND_CONV,AP_SAT,0>"),
+    ("ap_fixed<10,5>", "ap_fixed<8,3,AP_RND_CONV,AP_WRAP>"),
+    ("ap_fixed<14,6>", "ap_fixed<8,4,AP_RND,AP_SAT,0>"),  # hetdeploy's own rounding
+    ("ap_fixed<14,6>", "ap_fixed<8,4,AP_RND,AP_SAT_SYM,0>"),
+    ("ap_fixed<14,6>", "ap_fixed<8,3>"),  # truncation and wrap, the auto types' modes
+])
+def test_a_cast_in_the_rtl_rounds_and_overflows_as_ap_fixed(source, target):
+    """Every code of the source type cast to the target, by da4ml's own bit-exact model of the traced
+    logic, equals the quantizers library's ap_fixed (tested against the ap_types headers): ties are hit."""
+    from da4ml.trace import comb_trace
+
+    rng = np.random.default_rng(0)
+    values = _on_grid(rng, source, (300, 32))
+    inputs = _input(32, source)
+    logic = comb_trace(inputs, open_synth._cast(inputs, target, {"name": "q", "class": "Activation"}))
+    np.testing.assert_array_equal(logic.predict(values), CppFixed.parse(target).quantize(values))
+
+
+def test_what_da4ml_cannot_express_is_named():
+    inputs = _input(4, "ap_fixed<12,5>")
+    with pytest.raises(open_synth.NotTraced, match=r"layer q \(Activation\) rounds to .*AP_RND_ZERO"):
+        open_synth._cast(inputs, "ap_fixed<6,3,AP_RND_ZERO,AP_SAT>", {"name": "q", "class": "Activation"})
+    arithmetic = open_synth.Arithmetic([
+        {"class": "Input", "name": "x", "inputs": ["x"], "outputs": ["x"], "output_type": "ap_fixed<8,3>",
+         "output_shape": [4], "weights": {}},
+        {"class": "Activation", "name": "soft", "inputs": ["x"], "outputs": ["y"], "activation": "Softmax",
+         "output_type": "ap_fixed<8,1>", "output_shape": [4], "weights": {}}], {})
+    with pytest.raises(open_synth.NotTraced, match="layer soft: activation softmax"):
+        open_synth.trace(arithmetic)
+
+
+def _dense_relu(rng, n_in=12, n_out=6) -> open_synth.Arithmetic:
+    """Dense -> ReLU as the hls4ml adapter records it: 4-bit weights, an exact accumulator, a result
+    type that rounds half up and saturates."""
+    weight = rng.integers(-8, 8, (n_in, n_out)) / 8.0
+    bias = rng.integers(-16, 16, n_out) / 16.0
+    return open_synth.Arithmetic([
+        {"class": "Input", "name": "x", "inputs": ["x"], "outputs": ["x"], "output_type": "ap_fixed<8,3,AP_RND,AP_SAT>",
+         "output_shape": [n_in], "weights": {}},
+        {"class": "Dense", "name": "fc", "inputs": ["x"], "outputs": ["fc_out"], "accum_type": "ap_fixed<24,10>",
+         "output_type": "ap_fixed<10,5,AP_RND,AP_SAT>", "output_shape": [n_out],
+         "weights": {"weight": "ap_fixed<4,1>", "bias": "ap_fixed<6,1>"}},
+        {"class": "Activation", "name": "relu", "inputs": ["fc_out"], "outputs": ["y"], "activation": "ReLU",
+         "output_type": "ap_ufixed<6,4,AP_RND_CONV,AP_SAT>", "output_shape": [n_out], "weights": {}}],
+        {"fc/weight": weight, "fc/bias": bias})
+
+
+def _dense_relu_reference(arithmetic, x):
+    weight, bias = arithmetic.weights["fc/weight"], arithmetic.weights["fc/bias"]
+    dense = CppFixed.parse("ap_fixed<10,5,AP_RND,AP_SAT>").quantize(x @ weight + bias)
+    return CppFixed.parse("ap_ufixed<6,4,AP_RND_CONV,AP_SAT>").quantize(np.maximum(dense, 0))
+
+
+def test_a_traced_unit_computes_what_its_layers_do():
+    rng = np.random.default_rng(1)
+    arithmetic = _dense_relu(rng)
+    traced = open_synth.trace(arithmetic)
+    x = _on_grid(rng, "ap_fixed<8,3>", (500, 12))
+    np.testing.assert_array_equal(traced.logic.predict(x), _dense_relu_reference(arithmetic, x))
+    assert traced.kernel == "unit"
+
+
+def test_a_convolution_is_traced_as_its_kernel_over_every_window():
+    """A padded, strided 3x3 convolution with a per-channel BatchNormalization after it, its kernel applied
+    to each output pixel's window, against the convolution computed directly."""
+    rng = np.random.default_rng(2)
+    channels, filters = 2, 3
+    weight = rng.integers(-4, 4, (3, 3, channels, filters)) / 4.0
+    scale, shift = rng.integers(1, 8, filters) / 4.0, rng.integers(-4, 4, filters) / 8.0
+    arithmetic = open_synth.Arithmetic([
+        {"class": "Input", "name": "x", "inputs": ["x"], "outputs": ["x"], "output_type": "ap_fixed<6,2>",
+         "output_shape": [7, 6, channels], "weights": {}},
+        {"class": "Conv2D", "name": "conv", "inputs": ["x"], "outputs": ["c"], "accum_type": "ap_fixed<20,8>",
+         "output_type": "ap_fixed<12,6,AP_RND,AP_SAT>", "output_shape": [4, 3, filters], "filt_height": 3,
+         "filt_width": 3, "stride_height": 2, "stride_width": 2, "pad_top": 1, "pad_left": 1, "n_chan": channels,
+         "weights": {"weight": "ap_fixed<4,1>"}},
+        {"class": "BatchNormalization", "name": "bn", "inputs": ["c"], "outputs": ["y"],
+         "output_type": "ap_fixed<8,4,AP_RND,AP_SAT>", "output_shape": [4, 3, filters],
+         "weights": {"scale": "ap_fixed<5,2>", "bias": "ap_fixed<4,1>"}}],
+        {"conv/weight": weight, "bn/scale": scale, "bn/bias": shift})
+    traced = open_synth.trace(arithmetic)
+    assert traced.kernel == "pixel"
+    x = _on_grid(rng, "ap_fixed<6,2>", (1, channels, 7, 6))  # ONNX layout, as the unit's input
+    padded = np.pad(x[0], ((0, 0), (1, 1), (1, 1)))
+    conv = np.zeros((filters, 4, 3))
+    for r in range(4):
+        for c in range(3):
+            window = padded[:, 2 * r:2 * r + 3, 2 * c:2 * c + 3]  # (channels, 3, 3)
+            conv[:, r, c] = np.einsum("chw,hwcf->f", window, weight)
+    conv = CppFixed.parse("ap_fixed<12,6,AP_RND,AP_SAT>").quantize(conv)
+    want = CppFixed.parse("ap_fixed<8,4,AP_RND,AP_SAT>").quantize(conv * scale[:, None, None] + shift[:, None, None])
+    inputs, expected = traced.vectors(x, want[None])
+    np.testing.assert_array_equal(traced.logic.predict(inputs), expected)
+    assert inputs.shape == (12, 3 * 3 * channels)
+
+
+@needs_simulator
+def test_the_verilog_simulates_to_the_expected_codes_and_a_changed_weight_is_seen(tmp_path):
+    rng = np.random.default_rng(3)
+    arithmetic = _dense_relu(rng)
+    traced = open_synth.trace(arithmetic)
+    written = open_synth.write_verilog(traced, tmp_path / "rtl", "unit0")
+    x = _on_grid(rng, "ap_fixed<8,3>", (64, 12))
+    open_synth.write_vectors(written, x, _dense_relu_reference(arithmetic, x))
+    simulated = open_synth.simulate(written.folder)
+    assert (simulated.values, simulated.mismatches) == (64 * 6, 0)
+    _change_a_weight(written.folder / "unit0.v")
+    changed = open_synth.simulate(written.folder)
+    assert changed.mismatches > 0 and "RTL" in changed.first_mismatch
+
+
+def _change_a_weight(verilog):
+    """One shift-and-add of the constant multiplications shifted one bit further: a weight doubled."""
+    text = verilog.read_text()
+    adder = re.compile(r"shift_adder #\((\d+), (\d+), (\d+), (\d+), (\d+), (-?\d+), (\d)\)")
+    match = adder.search(text)
+    assert match is not None, "no shift-and-add in the Verilog"
+    values = list(match.groups())
+    values[5] = str(int(values[5]) + 1)
+    verilog.write_text(text[:match.start()] + f"shift_adder #({', '.join(values)})" + text[match.end():])
+
+
+def test_yosys_statistics_group_into_the_resources():
+    statistics = """
+=== unit ===
+   Number of cells:               2479
+     CARRY4                        445
+     FDRE                           10
+     FDSE                            2
+     IBUF                          144
+     LUT2                         1311
+     LUT6                          163
+     MUXF7                          50
+     DSP48E1                         1
+     RAMB18E1                        2
+     RAMB36E1                        1
+     OBUF                           64
+"""
+    assert open_synth.cell_counts(statistics) == {"lut": 1474, "carry": 445, "ff": 12, "dsp": 1, "bram18": 4,
+                                                  "lutram": 0}
+
+
+def test_without_the_tools_open_synth_is_one_line_naming_what_to_install(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(open_synth.shutil, "which", lambda tool: None)
+    model = tmp_path / "mlp.onnx"
+    onnx.save(quantized_models.qonnx_mlp(), str(model))
+    assert main(["build", str(model), "--board", "pynq-z2", "-o", str(tmp_path / "out"), "--open-synth"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--open-synth needs" in err[0] and "apt-get install yosys" in err[0] \
+        and "apt-get install iverilog" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def open_builds(tmp_path_factory):
+    """The quantized MLP and CNN (QONNX, as Brevitas writes them) built for the PYNQ-Z2 with --open-synth."""
+    root = tmp_path_factory.mktemp("open_synth")
+    builds = {}
+    for name, model in (("mlp", quantized_models.qonnx_mlp()), ("cnn", quantized_models.qonnx_cnn())):
+        path = root / f"{name}.onnx"
+        onnx.save(model, str(path))
+        out = root / f"{name}_build"
+        build(BuildOptions(model=path, board="pynq-z2", out_dir=out, policy="support", open_synth=True),
+              progress=lambda message: None)
+        builds[name] = out
+    return builds
+
+
+@needs_yosys
+@pytest.mark.parametrize("name", ["mlp", "cnn"])
+def test_every_unit_of_a_quantized_build_is_rtl_equal_to_its_c_simulation(open_builds, name):
+    """The done-when: each unit with arithmetic traced, its Verilog equal to its C-simulation on every
+    verification sample (every output pixel of the convolutions), Yosys's counts recorded, no DSP (da4ml
+    makes constant multiplications of shifts and adds); a weight changed in a unit's Verilog is seen."""
+    out = open_builds[name]
+    plan = Plan.load(out / "plan.json")
+    units = [u for s in plan.subfunctions for u in s.execution_units]
+    traced = [u for u in units if u.hls is not None]
+    assert traced and all(u.open_synthesis is not None for u in units)
+    for unit in traced:
+        record = unit.open_synthesis
+        assert record.status == "synthesised", (unit.name, record.why)
+        assert record.bit_exact and record.values >= 5 * len(unit.outputs), (unit.name, record)
+        assert record.yosys["lut"] > 0 and record.yosys["dsp"] == 0, (unit.name, record.yosys)
+        manifest = json.loads((out / record.rtl / open_synth.MANIFEST).read_text())
+        assert manifest["module"] == unit.name
+    if name == "cnn":
+        assert any(u.open_synthesis.kernel == "pixel" and u.open_synthesis.vectors > 5 for u in traced)
+    for unit in (u for u in units if u.hls is None):  # the top's relayouts: listed, with why
+        assert unit.open_synthesis.status == "not traced" and "top" in unit.open_synthesis.why
+    unit = max(traced, key=lambda u: u.open_synthesis.da4ml_cost)
+    folder = out / unit.open_synthesis.rtl
+    _change_a_weight(folder / f"{unit.name}.v")
+    assert open_synth.simulate(folder).mismatches > 0
+
+
+@needs_yosys
+def test_the_build_prints_the_rtl_verdicts_beside_the_estimates(open_builds, capsys):
+    from hetdeploy.core.plan_text import open_synth_table
+
+    text = open_synth_table(Plan.load(open_builds["mlp"] / "plan.json"))
+    assert "not the RTL Vivado HLS makes" in text and "Yosys LUT" in text and "est. LUT" in text
+    assert "the 4 synthesised unit(s) take, by Yosys: LUT" in text
