@@ -194,39 +194,50 @@ YOSYS_COLUMNS = ("lut", "carry", "ff", "dsp", "bram18")
 ESTIMATE_COLUMNS = ("lut", "ff", "dsp", "bram18")
 
 
+def open_synth_totals(plan: Plan) -> dict[str, dict]:
+    """Per FPGA device, over its units that Yosys synthesised: their count, Yosys's counts summed and
+    hetdeploy's estimates of the same units summed."""
+    totals: dict[str, dict] = {}
+    for sub in plan.subfunctions:
+        for unit in sub.execution_units:
+            if unit.open_synthesis is None or not unit.open_synthesis.yosys:
+                continue
+            device = totals.setdefault(sub.device, {"units": 0, "yosys": dict.fromkeys(YOSYS_COLUMNS, 0),
+                                                    "estimate": dict.fromkeys(ESTIMATE_COLUMNS, 0)})
+            device["units"] += 1
+            for k in YOSYS_COLUMNS:
+                device["yosys"][k] += unit.open_synthesis.yosys[k]
+            for k in ESTIMATE_COLUMNS:
+                device["estimate"][k] += unit.estimate.get(k, 0)
+    return totals
+
+
+def open_synth_verdict(record) -> str:
+    """A unit's RTL against its C-simulation, in a few words."""
+    if not record.values:
+        return record.status
+    return f"equal on {record.values:,}" if record.bit_exact else f"DIFFER {record.mismatches:,}/{record.values:,}"
+
+
 def open_synth_table(plan: Plan) -> str:
     """build --open-synth's table: each FPGA unit's RTL verdict against its C-simulation, Yosys's counts,
     da4ml's estimate and hetdeploy's own, side by side; the total of what was synthesised against the
     chip; "" when the build did not run it."""
-    units = [(s, u) for s in plan.subfunctions for u in s.execution_units if u.open_synthesis is not None]
+    units = [u for s in plan.subfunctions for u in s.execution_units if u.open_synthesis is not None]
     if not units:
         return ""
     lines = [f"open synthesis: {OPEN_SYNTH_CAVEAT}",
              f"{'unit':<16} {'RTL against C-sim':<22} " + " ".join(f"{'Yosys ' + k.upper():>12}" for k in YOSYS_COLUMNS)
              + f" {'da4ml':>8} " + " ".join(f"{'est. ' + k.upper():>12}" for k in ESTIMATE_COLUMNS)]
-    totals = {}
-    for sub, unit in units:
+    for unit in units:
         record = unit.open_synthesis
-        if record.values:
-            verdict = (f"equal on {record.values:,}" if record.bit_exact
-                       else f"DIFFER {record.mismatches:,}/{record.values:,}")
-        else:
-            verdict = record.status
         counts = " ".join(f"{record.yosys[k]:>12,}" if record.yosys else f"{'-':>12}" for k in YOSYS_COLUMNS)
         cost = f"{record.da4ml_cost:>8,.0f}" if record.da4ml_cost else f"{'-':>8}"
         estimate = " ".join(f"{unit.estimate.get(k, 0):>12,}" for k in ESTIMATE_COLUMNS)
-        lines.append(f"{unit.name:<16} {verdict:<22} {counts} {cost} {estimate}")
-        if record.yosys:
-            device = totals.setdefault(sub.device, {"units": 0, "yosys": {}, "estimate": {}})
-            device["units"] += 1
-            for k in YOSYS_COLUMNS:
-                device["yosys"][k] = device["yosys"].get(k, 0) + record.yosys[k]
-            for k in ESTIMATE_COLUMNS:
-                device["estimate"][k] = device["estimate"].get(k, 0) + unit.estimate.get(k, 0)
-    for sub, unit in units:
-        if not unit.open_synthesis.yosys:
-            lines.append(f"  {unit.name}: {unit.open_synthesis.status}: {unit.open_synthesis.why}")
-    for device, total in totals.items():
+        lines.append(f"{unit.name:<16} {open_synth_verdict(record):<22} {counts} {cost} {estimate}")
+    lines += [f"  {u.name}: {u.open_synthesis.status}: {u.open_synthesis.why}" for u in units
+              if not u.open_synthesis.yosys]
+    for device, total in open_synth_totals(plan).items():
         chip = plan.fpga_resources[device].resources if device in plan.fpga_resources else {}
         lines.append(f"{device}: the {total['units']} synthesised unit(s) take, by Yosys: " + ", ".join(
             f"{k.upper()} {v:,}" + (f" of {chip[k]:,} ({v / max(1, chip[k]):.0%})" if k in chip else "")

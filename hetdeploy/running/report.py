@@ -21,6 +21,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
 from ..core.plan import MemoryPlan, Plan, Subfunction, duration, time_unit
+from ..core.plan_text import ESTIMATE_COLUMNS, OPEN_SYNTH_CAVEAT, YOSYS_COLUMNS, open_synth_totals, open_synth_verdict
 
 # A subfunction's colour is its own, from a qualitative palette in plan order (two FPGA
 # subfunctions must not read as one); its device kind is the graph's node marker.
@@ -243,6 +244,36 @@ def units_table(plan: Plan) -> str:
                   rows, names=3)
 
 
+def open_synth_section(plan: Plan) -> list[str]:
+    """build --open-synth's figures, what they are said first; none when the build did not run it."""
+    units = [(s, u) for s in plan.subfunctions for u in s.execution_units if u.open_synthesis is not None]
+    if not units:
+        return []
+    rows = []
+    for sub, unit in units:
+        record = unit.open_synthesis
+        verdict = open_synth_verdict(record)
+        mark = "pass" if record.bit_exact else "fail" if record.values else ""
+        rows.append([sub.name, unit.name, _Html(f"<span class='{mark}'>{html.escape(verdict)}</span>") if mark
+                     else verdict, record.vectors or "-",
+                     *[f"{record.yosys[k]:,}" if record.yosys else "-" for k in YOSYS_COLUMNS],
+                     f"{record.da4ml_cost:,.0f}" if record.da4ml_cost else "-",
+                     *[f"{unit.estimate.get(k, 0):,}" for k in ESTIMATE_COLUMNS],
+                     record.why or record.rtl])
+    parts = ["<h2>Open synthesis: da4ml, Icarus Verilog, Yosys</h2>", f"<p>{html.escape(OPEN_SYNTH_CAVEAT)}.</p>",
+             _table(["subfunction", "unit", "RTL against C-sim", "vectors",
+                     *[f"Yosys {k.upper()}" for k in YOSYS_COLUMNS], "da4ml",
+                     *[f"est. {k.upper()}" for k in ESTIMATE_COLUMNS], "RTL folder, or why none"], rows, names=2)]
+    for device, total in open_synth_totals(plan).items():
+        chip = plan.fpga_resources[device].resources if device in plan.fpga_resources else {}
+        parts.append(_table([f"{device}: {total['units']} synthesised unit(s)", *[k.upper() for k in YOSYS_COLUMNS]],
+                            [["Yosys", *[f"{total['yosys'][k]:,}" for k in YOSYS_COLUMNS]],
+                             ["hetdeploy's estimate", *[f"{total['estimate'].get(k, 0):,}" if k in total['estimate']
+                                                        else "-" for k in YOSYS_COLUMNS]],
+                             ["chip", *[f"{chip[k]:,}" if k in chip else "-" for k in YOSYS_COLUMNS]]]))
+    return parts
+
+
 def buffers_table(memory: MemoryPlan) -> str:
     return _table(["key", "tensor", "memory", "offset (B)", "size (B)", "steps", "element type"],
                   [[f"b{k}", b.tensor, b.memory, f"{b.offset:,}", f"{b.size:,}", f"{b.first}..{b.last}", b.precision]
@@ -284,6 +315,7 @@ def write_report(build_dir: Path) -> Path:
                          + [["total", *[f"{totals.used[k]:,}" for k in RESOURCES]],
                             ["budget", *[f"{totals.budget[k]:,}" for k in RESOURCES]],
                             ["chip", *[f"{totals.resources[k]:,}" for k in RESOURCES]]])]
+    parts += open_synth_section(plan)
     for sub in plan.subfunctions:
         if sub.memory is None:
             continue
