@@ -149,6 +149,31 @@ def _no_batchnorm_fusion() -> Iterator[None]:
         FuseBatchNormalization.match, MergeBatchNormAndQuantizedTanh.match = fuse, merge_into_tanh
 
 
+# Where ``_distributed_arithmetic_weights_kept`` keeps a layer's constants (the layer attribute names).
+DA_KEPT = {"weight": "hetdeploy_da_weight", "bias": "hetdeploy_da_bias"}
+
+
+@contextlib.contextmanager
+def _distributed_arithmetic_weights_kept() -> Iterator[None]:
+    """hls4ml's distributed_arithmetic pass writes a layer's weights and bias into da4ml's code and deletes
+    them from the layer; ``write_arithmetic`` needs them: kept on the layer under DA_KEPT's names first."""
+    from hls4ml.backends.vivado.passes.distributed_arithmetic import DistributedArithmeticCodegen
+
+    transform = DistributedArithmeticCodegen.transform
+
+    def keeping(self, model, node):
+        for kind, kept in DA_KEPT.items():
+            if node.attributes.get(kind) is not None:
+                node.set_attr(kept, np.array(node.attributes[kind].data, dtype=np.float64))
+        return transform(self, model, node)
+
+    DistributedArithmeticCodegen.transform = keeping
+    try:
+        yield
+    finally:
+        DistributedArithmeticCodegen.transform = transform
+
+
 def _output_layers(wrapper) -> list[str]:
     """The layers whose result is a unit output: each output's producer, and the layer before it when
     hls4ml merges that producer into it (a bias Add, a scale, a BatchNormalization)."""
@@ -356,6 +381,7 @@ def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: st
     onnxruntime.set_default_logger_severity(3)
     log = io.StringIO()
     with _log_to(project_dir / HLS4ML_LOG, log), _onnxruntime_readable_models(), _no_batchnorm_fusion(), \
+            _distributed_arithmetic_weights_kept(), \
             captured_stdout(log), \
             warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -438,6 +464,7 @@ def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: st
                     for v in hls_model.get_weight_variables() if v.storage.lower() == "bram"]
     _make_relocatable(project_dir)
     _prefix_weight_files(project_dir / "firmware" / f"{namespace}.cpp")
+    _distributed_arithmetic_in_namespace(project_dir, namespace)
     return UnitHls(
         project=str(project_dir),
         io_type=io_type,
@@ -448,13 +475,25 @@ def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: st
     )
 
 
+def _distributed_arithmetic_in_namespace(project_dir: Path, namespace: str) -> None:
+    """hls4ml writes the distributed_arithmetic strategy's code (da4ml's) into the project's own namespace,
+    where it calls ``bit_shift``, which hls4ml's nnet_function_stubs.h declares in ``nnet`` only (a project
+    in the default namespace does not see the difference): brought into the project's namespace."""
+    generated = project_dir / "firmware" / "nnet_utils" / "nnet_code_gen.h"
+    text = generated.read_text() if generated.is_file() else ""
+    if "bit_shift<" in text:
+        opening = f"namespace {namespace} {{\n"
+        generated.write_text(text.replace(opening, opening + "using nnet::bit_shift;\n", 1))
+
+
 def write_arithmetic(hls_model, path: Path) -> None:
     """What each layer of the converted unit computes, as its C-simulation does, into ``path`` (an npz:
     ``layers``, a JSON list of each layer's class, name, input and output tensors, output type and
     shape, accumulator type and window attributes; ``<layer>/<weight>`` arrays): for an RTL model of
     the same arithmetic (``fpga/open_synth.py``). Weights are the values the C-simulation holds: the
     text hls4ml writes of each (its ``precision_fmt``), read as a double and cast to the weight's type
-    (nnet_helpers' loader), in the layer's logical layout (the Resource strategy's transposes undone)."""
+    (nnet_helpers' loader), in the layer's logical layout (the Resource strategy's transposes undone); under the
+    distributed_arithmetic strategy, the layer's own floats (da4ml's code holds them exactly)."""
     from ..core.precision import CppFixed
 
     layers, arrays = [], {}
@@ -470,8 +509,14 @@ def write_arithmetic(hls_model, path: Path) -> None:
         accum = layer.get_attr("accum_t")
         if accum is not None:
             record["accum_type"] = accum.precision.definition_cpp()
+        if layer.get_attr("strategy") == "distributed_arithmetic":  # its weights in da4ml's code, exact floats
+            record["strategy"] = "distributed_arithmetic"
+            for kind, kept in DA_KEPT.items():
+                if layer.get_attr(kept) is not None:
+                    record["weights"][kind] = "exact"
+                    arrays[f"{layer.name}/{kind}"] = layer.get_attr(kept)
         for kind, variable in layer.weights.items():
-            if variable.data is None or not variable.precision_fmt:
+            if kind in record["weights"] or variable.data is None or not variable.precision_fmt:
                 continue
             cpp = variable.type.precision.definition_cpp()
             text = np.vectorize(lambda v, fmt=variable.precision_fmt: float(fmt.format(v)), otypes=[np.float64])

@@ -262,6 +262,12 @@ def _layer(layer: dict, value, weights: dict[str, np.ndarray]):
     held = {key.split("/", 1)[1]: array for key, array in weights.items() if key.split("/", 1)[0] == name}
     if set(layer["weights"]) - set(held):
         raise NotTraced(f"layer {name} ({kind}) holds weights of a type that is not fixed-point")
+    if kind in ("Dense", "Conv2D") and layer.get("strategy") == "distributed_arithmetic":
+        # hls4ml's distributed_arithmetic: da4ml's exact sum of the exact weights, cast to the result type
+        total = value @ held["weight"].reshape(-1, held["weight"].shape[-1])
+        if "bias" in held:
+            total = total + held["bias"].reshape(-1)
+        return _cast(total, layer["output_type"], layer)
     if kind in ("Dense", "Conv2D"):
         kernel = held["weight"].reshape(-1, held["weight"].shape[-1])
         accum = CppFixed.parse(layer["accum_type"])

@@ -218,11 +218,20 @@ def choice(options: tuple[str, ...]):
 
 
 def hls_strategy(value: Any) -> str:
-    """hls4ml's Strategy, in any case as hls4ml's config takes it, spelt as hls4ml writes it."""
-    found = next((s for s in HLS_STRATEGIES if str(value).lower() == s.lower()), None)
+    """hls4ml's Strategy, in any case and with or without underscores as hls4ml's config takes it
+    (distributed_arithmetic), spelt as hetdeploy gives it to hls4ml."""
+    def plain(name: str) -> str:
+        return name.lower().replace("_", "")
+
+    found = next((s for s in HLS_STRATEGIES if plain(str(value)) == plain(s)), None)
     if found is None:
-        raise ValueError(f"'{value}': expected one of {', '.join(s.lower() for s in HLS_STRATEGIES)}")
+        raise ValueError(f"'{value}': expected one of {', '.join(strategy_name(s) for s in HLS_STRATEGIES)}")
     return found
+
+
+def strategy_name(name: str) -> str:
+    """A Strategy as hls4ml's docs spell it: latency, resource, distributed_arithmetic."""
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
 
 
 def io_type(value: Any) -> str:

@@ -92,8 +92,17 @@ NOT_PER_PIXEL_OPS = ("Resize", "Pad", "AveragePool", "GlobalAveragePool", "Globa
 # A unit whose FIFOs (hls4ml sizes them to the whole map) take more than this share of the chip's BRAM18 budget
 # runs in the fewest bands whose FIFOs take at most this share (``chosen_band``): a choice, not a measured optimum
 BAND_FIFO_SHARE = 0.125
-# hls4ml's Strategy of a multiply-accumulate layer, as its config spells it
-STRATEGIES = ("Latency", "Resource")
+# hls4ml's Strategy of a multiply-accumulate layer, as its config spells it (hls4ml takes any case, and
+# DistributedArithmetic as its distributed_arithmetic: constant multiplications as shifts and adds by da4ml, at
+# reuse factor 1 only, never chosen by the folding yet: --strategy pins it)
+DISTRIBUTED_ARITHMETIC = "DistributedArithmetic"
+STRATEGIES = ("Latency", "Resource", DISTRIBUTED_ARITHMETIC)
+FOLDED_STRATEGIES = ("Latency", "Resource")  # what ``by_cost`` weighs
+# da4ml's cost (its LUT-equivalent adder bits, which Yosys's LUT counts of its RTL follow within 10 % on the
+# quantized examples: benchmarks/open_synth.py) over the canonical signed digits of the constant weights times
+# the bits each product adds on: 0.40 to 0.50 on 14 random layers of 8x8 to 64x32, 2- to 8-bit weights, 4- to
+# 16-bit inputs (its common subexpressions save the rest)
+DA_COST_PER_DIGIT_BIT = 0.45
 # hls4ml's IOType of a unit's project: its values as arrays (registers) or as streams of words (FIFOs)
 IO_TYPES = ("io_parallel", "io_stream")
 # a unit's latency and its parts (``estimate``)
@@ -416,6 +425,8 @@ def reuse_factors_for(shape: Shape, strategy: str) -> list[int]:
     only): any from 1 to the layer's products."""
     if strategy == "Latency":
         return list(range(1, shape.n_in * shape.n_out + 1))
+    if strategy == DISTRIBUTED_ARITHMETIC:
+        return [1]
     return valid_reuse_factors(shape.n_in, shape.n_out)
 
 
@@ -434,7 +445,12 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     bram18, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
     cycles = 0
     dsp = ddr = 0
-    if shape.kind == "kernel":
+    if shape.kind == "kernel" and strategy == DISTRIBUTED_ARITHMETIC:
+        lut += distributed_arithmetic_lut(shape, width)
+        ff += shape.n_out * width  # its outputs registered; the adders between are combinational
+        tree = 1 + math.log2(max(2, shape.n_in)) / ADDER_LEVELS_PER_CYCLE
+        cycles += shape.vectors + pipeline_cycles(tree, shape.clock_mhz) - 1
+    elif shape.kind == "kernel":
         held = shape.n_in * shape.n_out  # weights
         # hls4ml's Latency strategy keeps the weights as constants: their values count (none known: all W bits)
         latency_strategy = ddr_bytes_per_cycle is None and (strategy or strategy_for(reuse_factor)) == "Latency"
@@ -529,6 +545,15 @@ def _weight_codes(shape: Shape, width: int) -> list[tuple[int, int]]:
     return [(code - 1 - depth, count) for depth, count in enumerate(shape.weight_octaves) if count]
 
 
+def distributed_arithmetic_lut(shape: Shape, width: int) -> int:
+    """LUTs of a kernel unit's constant multiplications as da4ml lays them out (hls4ml's distributed_arithmetic):
+    ``DA_COST_PER_DIGIT_BIT`` times each weight's canonical signed digits (about a third of its magnitude bits,
+    plus one, for random codes) times the bits its products add on to the W-bit input (its magnitude bits)."""
+    codes = _weight_codes(shape, width) or [(width - 1, shape.n_in * shape.n_out)]
+    return round(DA_COST_PER_DIGIT_BIT * sum(count * (bits / 3 + 1) * (width + bits)
+                                            for bits, count in codes if bits >= 0))
+
+
 def ddr_cycles_per_vector(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> int:
     """Cycles to read a kernel unit's weights once from DDR."""
     return math.ceil(shape.n_in * shape.n_out * element_bytes(width) / ddr_bytes_per_cycle)
@@ -561,6 +586,8 @@ def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     least reuse factor that the DDR keeps busy. ``strategy``: the unit's (STRATEGIES); None: by the reuse
     factor (``strategy_for``); a unit hls4ml computes only under Latency (``Shape.latency_only``): Latency."""
     strategy = "Latency" if shape.latency_only else strategy
+    if strategy == DISTRIBUTED_ARITHMETIC:
+        return [Folding(1, False, strategy)]
     options = [Folding(rf, False, strategy) for rf in candidate_reuse_factors(shape)]
     if shape.kind == "kernel" and ddr_bytes_per_cycle is not None and strategy != "Latency":
         options.append(ddr_folding(shape, width, ddr_bytes_per_cycle))
@@ -655,7 +682,7 @@ def by_cost(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[i
     for u, shape in enumerate(shapes):
         if shape.kind != "kernel" or u in fixed or foldings[u].reuse_factor == 1:
             continue
-        for strategy in STRATEGIES:  # folding_options keeps a latency-only unit under Latency
+        for strategy in FOLDED_STRATEGIES:  # folding_options keeps a latency-only unit under Latency
             for option in folding_options(shape, widths[u], ddr_bytes_per_cycle, strategy):
                 trial = unit_estimate(u, option)
                 if any(totals[k] - used[u][k] + trial[k] > budget.get(k, 0) for k in RESOURCES):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
 from typing import Any, Mapping, Optional
 
 from ..core.board import Board, Device
@@ -18,7 +19,7 @@ from ..core.precision import NO_LAYER_WIDTHS, node_widths
 from ..intake.model import QUANTIZER_OPS, LoadedModel
 from ..intake.ort_adapter import run_in_memory
 from ..planning import memory, units
-from ..planning.config import OPTIONS, BuildOptions, resolved_config, said
+from ..planning.config import OPTIONS, BuildOptions, resolved_config, said, strategy_name
 from ..planning.cost import stream_seconds
 from ..planning.partition import partition_graph
 from ..planning.profile import NOTHING_MEASURED, read_profile
@@ -412,14 +413,16 @@ def _pinned_strategy(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
     if given is None:
         return None
     node, strategy = given
+    setting = said(options, '--strategy', node, strategy, f'--strategy {node}={strategy_name(strategy)}')
     if shape.kind != "kernel":
-        raise UserError(f"{said(options, '--strategy', node, strategy, f'--strategy {node}={strategy.lower()}')}: "
-                        f"node '{node}' has no multiplications for a strategy to lay out (its unit runs on the "
-                        f"{unit.pe} PE)")
+        raise UserError(f"{setting}: node '{node}' has no multiplications for a strategy to lay out (its unit runs "
+                        f"on the {unit.pe} PE)")
     if shape.latency_only and strategy != "Latency":
-        raise UserError(f"{said(options, '--strategy', node, strategy, f'--strategy {node}={strategy.lower()}')}: "
-                        f"node '{node}' runs as a depthwise convolution, which hls4ml 1.3 computes wrongly under the "
-                        f"resource strategy (its C-simulation differs from onnxruntime); leave it to latency")
+        raise UserError(f"{setting}: node '{node}' runs as a depthwise convolution (or an average pooling), which "
+                        f"hls4ml 1.3 computes right only under the latency strategy; leave it to latency")
+    if strategy == units.DISTRIBUTED_ARITHMETIC and importlib.util.find_spec("da4ml") is None:
+        raise UserError(f"{setting}: hls4ml's distributed_arithmetic strategy needs da4ml (pip install "
+                        f"'hetdeploy[open-synth]')")
     return strategy
 
 
@@ -431,10 +434,10 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
     in_ddr = [n for n in names if n in options.weights_in_ddr]
     given = _unit_setting(loaded, unit, "--reuse-factor", options.reuse_factors)
     strategy = "Latency" if shape.latency_only else strategy
-    if in_ddr and strategy == "Latency":
+    if in_ddr and strategy in ("Latency", units.DISTRIBUTED_ARITHMETIC):
         setting = said(options, "--weights-in-ddr", in_ddr[0], None, "--weights-in-ddr")
         why = ("runs as a depthwise convolution, which hls4ml 1.3 computes right only under the latency strategy"
-               if shape.latency_only else "has --strategy latency")
+               if shape.latency_only else f"has --strategy {strategy_name(strategy)}")
         raise UserError(f"{setting}: node '{in_ddr[0]}' {why}, which keeps the weights as constants in the fabric; "
                         f"weights in DDR are read a bank at a time (resource)")
     if not given and not in_ddr and options.model_reuse_factor is not None and shape.kind == "kernel":
@@ -452,6 +455,9 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
     products = shape.n_in * shape.n_out
     setting = said(options, "--reuse-factor", node, rf, f"--reuse-factor {node}={rf}")
     folding = units.Folding(rf, bool(in_ddr), strategy)
+    if folding.hls_strategy == units.DISTRIBUTED_ARITHMETIC and rf != 1:
+        raise UserError(f"{setting}: node '{node}' has --strategy distributed_arithmetic, which hls4ml runs at reuse "
+                        f"factor 1 only (every product its own shifts and adds)")
     if folding.hls_strategy == "Latency" and rf > products:
         raise UserError(f"{setting}: above the layer's {products} products ({shape.n_in} inputs x {shape.n_out} "
                         f"outputs), the most a reuse factor can fold")
