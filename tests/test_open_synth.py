@@ -198,23 +198,46 @@ def test_without_the_tools_open_synth_is_one_line_naming_what_to_install(tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+def test_distributed_arithmetic_is_pinned_at_reuse_factor_one_with_its_own_estimate(tmp_path, capsys, monkeypatch):
+    model = tmp_path / "mlp.onnx"
+    onnx.save(quantized_models.qonnx_mlp(), str(model))
+    plan = ["plan", str(model), "--board", "pynq-z2", "--policy", "support", "--json"]
+    assert main(plan + ["--strategy", "fc1=distributed_arithmetic"]) == 0
+    units = {tuple(u["nodes"]): u for u in json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"]}
+    (unit,) = [u for nodes, u in units.items() if "fc1" in nodes]
+    assert (unit["strategy"], unit["reuse_factor"], unit["estimate"]["dsp"]) == ("DistributedArithmetic", 1, 0)
+    assert main(plan + ["--strategy", "fc1=latency"]) == 0
+    latency = next(u for u in json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"]
+                   if "fc1" in u["nodes"])
+    assert latency["estimate"]["lut"] != unit["estimate"]["lut"]
+    assert main(plan + ["--strategy", "fc1=distributed_arithmetic", "--reuse-factor", "fc1=2"]) == 2
+    assert "reuse factor 1 only" in capsys.readouterr().err
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *args: None if name == "da4ml" else object())
+    assert main(plan + ["--strategy", "fc1=distributed_arithmetic"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "needs da4ml (pip install 'hetdeploy[open-synth]')" in err[0], err
+
+
 @pytest.fixture(scope="module")
 def open_builds(tmp_path_factory):
-    """The quantized MLP and CNN (QONNX, as Brevitas writes them) built for the PYNQ-Z2 with --open-synth."""
+    """The quantized MLP and CNN (QONNX, as Brevitas writes them) built for the PYNQ-Z2 with --open-synth;
+    the MLP again with its hidden layers under hls4ml's distributed_arithmetic strategy."""
     root = tmp_path_factory.mktemp("open_synth")
     builds = {}
-    for name, model in (("mlp", quantized_models.qonnx_mlp()), ("cnn", quantized_models.qonnx_cnn())):
+    for name, model, strategies in (
+            ("mlp", quantized_models.qonnx_mlp(), {}), ("cnn", quantized_models.qonnx_cnn(), {}),
+            ("mlp_da", quantized_models.qonnx_mlp(), {"fc0": "DistributedArithmetic", "fc1": "DistributedArithmetic"})):
         path = root / f"{name}.onnx"
         onnx.save(model, str(path))
         out = root / f"{name}_build"
-        build(BuildOptions(model=path, board="pynq-z2", out_dir=out, policy="support", open_synth=True),
-              progress=lambda message: None)
+        build(BuildOptions(model=path, board="pynq-z2", out_dir=out, policy="support", open_synth=True,
+                           strategies=strategies), progress=lambda message: None)
         builds[name] = out
     return builds
 
 
 @needs_yosys
-@pytest.mark.parametrize("name", ["mlp", "cnn"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "mlp_da"])
 def test_every_unit_of_a_quantized_build_is_rtl_equal_to_its_c_simulation(open_builds, name):
     """The done-when: each unit with arithmetic traced, its Verilog equal to its C-simulation on every
     verification sample (every output pixel of the convolutions), Yosys's counts recorded, no DSP (da4ml
@@ -233,6 +256,13 @@ def test_every_unit_of_a_quantized_build_is_rtl_equal_to_its_c_simulation(open_b
         assert manifest["module"] == unit.name
     if name == "cnn":
         assert any(u.open_synthesis.kernel == "pixel" and u.open_synthesis.vectors > 5 for u in traced)
+    if name == "mlp_da":  # hls4ml's code for them came from da4ml; C-simulated and verified as every unit
+        distributed = [u for u in traced if u.strategy == "DistributedArithmetic"]
+        assert len(distributed) == 2 and all(u.verification.passed for u in distributed)
+        for unit in distributed:
+            assert unit.estimate["dsp"] == 0
+            assert 0.5 < unit.estimate["lut"] / unit.open_synthesis.yosys["lut"] < 2, (unit.estimate,
+                                                                                         unit.open_synthesis.yosys)
     for unit in (u for u in units if u.hls is None):  # the top's relayouts: listed, with why
         assert unit.open_synthesis.status == "not traced" and "top" in unit.open_synthesis.why
     unit = max(traced, key=lambda u: u.open_synthesis.da4ml_cost)
