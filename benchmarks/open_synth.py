@@ -9,9 +9,8 @@ for the board under ``--policy support`` (every node the FPGA runs on it).
 What the figures are: Yosys's cells for the unit's arithmetic as da4ml compiles it (constant
 multiplications as shifts and adds, combinational: no DSP, no flip-flops), not for the design Vivado HLS
 makes from hls4ml's C++, which hetdeploy's estimate is of (its Latency and Resource strategies put wide
-products on DSPs and register the pipeline). The two are the same design only where hetdeploy's estimate
-has no DSP either; the ratio column is printed for every unit, and ``same design`` says where it compares
-like with like.
+products on DSPs and register the pipeline). The two are closest where hetdeploy's estimate has no DSP
+either (every product in LUTs: ``LUT-only``); the ratio column is printed for every unit.
 
     pip install -e ".[open-synth]"; apt-get install yosys iverilog
     python benchmarks/open_synth.py [--board pynq-z2] [--json]
@@ -68,14 +67,14 @@ def run(board: str, folder: Path) -> list[dict]:
                     "da4ml_cost": record.da4ml_cost, "estimate": {k: unit.estimate.get(k, 0)
                                                                  for k in ("lut", "ff", "dsp", "bram18")},
                     "estimate_over_yosys_lut": unit.estimate.get("lut", 0) / lut if lut else None,
-                    "same_design": bool(lut) and unit.estimate.get("dsp", 0) == 0,
+                    "lut_only": bool(lut) and unit.estimate.get("dsp", 0) == 0,
                     "seconds": record.seconds})
     return rows
 
 
 def table(rows: list[dict]) -> str:
     lines = [f"{'model':<27} {'unit':<13} {'status':<17} {'RTL = C-sim':>13} {'Yosys LUT':>10} {'CARRY':>7} "
-             f"{'DSP':>4} {'da4ml':>8} {'est. LUT':>9} {'est. DSP':>8} {'est/Yosys':>9} {'same':>5} "
+             f"{'DSP':>4} {'da4ml':>8} {'est. LUT':>9} {'est. DSP':>8} {'est/Yosys':>9} {'LUT-only':>8} "
              f"{'trace s':>7} {'sim s':>6} {'Yosys s':>7}"]
     for row in rows:
         exact = f"{row['values'] - row['mismatches']}/{row['values']}" if row["values"] else "-"
@@ -86,15 +85,15 @@ def table(rows: list[dict]) -> str:
             f"{row['model']:<27} {row['unit']:<13} {row['status']:<17} {exact:>13} "
             f"{yosys.get('lut', '-'):>10} {yosys.get('carry', '-'):>7} {yosys.get('dsp', '-'):>4} "
             f"{row['da4ml_cost'] or '-':>8} {row['estimate']['lut']:>9} {row['estimate']['dsp']:>8} {ratio:>9} "
-            f"{'yes' if row['same_design'] else '':>5} {seconds.get('trace', 0):>7.2f} "
+            f"{'yes' if row['lut_only'] else '':>8} {seconds.get('trace', 0):>7.2f} "
             f"{seconds.get('simulate', 0):>6.2f} {seconds.get('synthesise', 0):>7.1f}")
     synthesised = [r for r in rows if r["yosys"]]
-    same = [r["estimate_over_yosys_lut"] for r in synthesised if r["same_design"]]
+    same = [r["estimate_over_yosys_lut"] for r in synthesised if r["lut_only"]]
     lines.append(f"{len(synthesised)} units synthesised of {len(rows)}; RTL equal to the C-simulation on "
                  f"{sum(r['values'] > 0 and r['mismatches'] == 0 for r in rows)} of "
                  f"{sum(r['values'] > 0 for r in rows)} simulated")
     if same:
-        lines.append(f"where the estimate is of the same design (no DSP): hetdeploy's LUT estimate / Yosys's, "
+        lines.append(f"where both are LUT-only (the estimate has no DSP): hetdeploy's LUT estimate / Yosys's, "
                      f"median {sorted(same)[len(same) // 2]:.2f}, range {min(same):.2f} to {max(same):.2f} over "
                      f"{len(same)} units")
     for row in rows:

@@ -6,11 +6,13 @@ its C-simulation computes them, weights as that holds them. ``trace`` rebuilds i
 tracer (the distributed-arithmetic compiler hls4ml 1.3 uses for its distributed_arithmetic strategy):
 products and sums exact, each layer's result cast to its type with the type's rounding and overflow, a
 multiply-accumulate layer's sum first to its accumulator type (hls4ml casts every product and the bias to
-it: only where those casts drop no bit is it traced). The Verilog is combinational (no pipeline
-registers: Yosys counts no flip-flops in it). Round-to-even (AP_RND_CONV, QONNX's ROUND), which da4ml 0.6
-has not, is built as hardware builds it (``_towards_even``). What da4ml 0.6 cannot express is refused,
-naming the layer: other rounding modes where they drop bits, overflow modes other than wrap and saturation, lookup-table activations, layers other than Dense, Conv2D,
-BatchNormalization, ReLU and linear activations, branches.
+it: only where those casts drop no bit is it traced; a layer under hls4ml's distributed_arithmetic strategy
+sums exactly into its result type). The Verilog is combinational (no pipeline registers: Yosys counts no
+flip-flops in it). Round-to-even (AP_RND_CONV, QONNX's ROUND), which da4ml 0.6 has not, is built as
+hardware builds it (``_towards_even``). What da4ml 0.6 cannot express is refused, naming the layer: other
+rounding modes where they drop bits, overflow modes other than wrap and saturation, lookup-table
+activations, layers other than Dense, Conv2D, max pooling, BatchNormalization, ReLU and linear
+activations, branches.
 
 A unit is traced whole (``kernel`` "unit": a chain of Dense and element-wise layers, a vector in and
 one out, or element-wise layers alone on a map, channels-last) or, for a unit that starts with a 2-D
