@@ -187,6 +187,15 @@ def test_yosys_statistics_group_into_the_resources():
                                                   "lutram": 0}
 
 
+def test_every_shipped_fpga_has_a_yosys_family():
+    from hetdeploy.core.board import available_boards, load_board
+
+    families = {d.part: open_synth.yosys_family(d.part) for name in available_boards() for d in load_board(name).devices
+                if d.kind == "fpga"}
+    assert families["xc7z020clg400-1"] == "xc7" and families["xck26-sfvc784-2LV-c"] == "xcup"
+    assert set(families.values()) == {"xc7", "xcup"}
+
+
 def test_without_the_tools_open_synth_is_one_line_naming_what_to_install(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(open_synth.shutil, "which", lambda tool: None)
     model = tmp_path / "mlp.onnx"

@@ -22,7 +22,8 @@ as hls4ml's streamed layers compute each pixel): ``vectors`` makes the input vec
 C-simulation's matching outputs from whole tensors.
 
 Yosys (``synth_xilinx``) maps to the 7-series cells for the Zynq-7000 boards (``-family xc7``) and to
-UltraScale+'s for the Zynq UltraScale+ ones (``-family xcup``); its counts are Yosys's, not Vivado's.
+UltraScale+'s for the Zynq UltraScale+ ones, the K26 SOM's and Alveo's (``-family xcup``; Yosys 0.23 still
+builds its carry chains of CARRY4 there, not UltraScale's CARRY8); its counts are Yosys's, not Vivado's.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ _OVERFLOW = {"WRAP", "SAT", "SAT_SYM"}
 MANIFEST, INPUT_VECTORS, EXPECTED, SIMULATED, TESTBENCH = ("rtl.json", "inputs.hex", "expected.hex", "simulated.hex",
                                                            "testbench.v")
 # Yosys's synth_xilinx family per part prefix.
-_FAMILIES = (("xc7", "xc7"), ("xczu", "xcup"), ("xcu", "xcup"), ("xcvu", "xcup"))
+_FAMILIES = (("xc7", "xc7"), ("xczu", "xcup"), ("xck26", "xcup"), ("xcu", "xcup"), ("xcvu", "xcup"))
 
 
 class NotTraced(Exception):
