@@ -281,9 +281,12 @@ def test_every_unit_of_a_quantized_build_is_rtl_equal_to_its_c_simulation(open_b
 
 
 @needs_yosys
-def test_the_build_prints_the_rtl_verdicts_beside_the_estimates(open_builds, capsys):
+def test_the_build_prints_the_rtl_verdicts_beside_the_estimates_and_the_report_shows_them(open_builds):
     from hetdeploy.core.plan_text import open_synth_table
 
     text = open_synth_table(Plan.load(open_builds["mlp"] / "plan.json"))
     assert "not the RTL Vivado HLS makes" in text and "Yosys LUT" in text and "est. LUT" in text
     assert "the 4 synthesised unit(s) take, by Yosys: LUT" in text
+    report = (open_builds["cnn"] / "report.html").read_text()
+    assert "Open synthesis: da4ml, Icarus Verilog, Yosys" in report and "not the RTL Vivado HLS makes" in report
+    assert "implemented by hetdeploy&#x27;s top" in report and "equal on" in report
