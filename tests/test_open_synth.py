@@ -146,22 +146,22 @@ def test_the_verilog_simulates_to_the_expected_codes_and_a_changed_weight_is_see
     rng = np.random.default_rng(3)
     arithmetic = _dense_relu(rng)
     traced = open_synth.trace(arithmetic)
-    written = open_synth.write_verilog(traced, tmp_path / "rtl", "unit0")
+    written = open_synth.write_verilog(traced, tmp_path / "rtl", "unit0", clock_mhz=400.0)
+    assert written.stages > 1  # 400 MHz: more than one stage
     x = _on_grid(rng, "ap_fixed<8,3>", (64, 12))
     open_synth.write_vectors(written, x, _dense_relu_reference(arithmetic, x))
     simulated = open_synth.simulate(written.folder)
     assert (simulated.values, simulated.mismatches) == (64 * 6, 0)
-    _change_a_weight(written.folder / "unit0.v")
+    _change_a_weight(written.folder)
     changed = open_synth.simulate(written.folder)
     assert changed.mismatches > 0 and "RTL" in changed.first_mismatch
 
 
-def _change_a_weight(verilog):
+def _change_a_weight(folder):
     """One shift-and-add of the constant multiplications shifted one bit further: a weight doubled."""
-    text = verilog.read_text()
     adder = re.compile(r"shift_adder #\((\d+), (\d+), (\d+), (\d+), (\d+), (-?\d+), (\d)\)")
-    match = adder.search(text)
-    assert match is not None, "no shift-and-add in the Verilog"
+    verilog, match = next((v, m) for v in sorted(folder.glob("*_stage*.v")) if (m := adder.search(v.read_text())))
+    text = verilog.read_text()
     values = list(match.groups())
     values[5] = str(int(values[5]) + 1)
     verilog.write_text(text[:match.start()] + f"shift_adder #({', '.join(values)})" + text[match.end():])
@@ -261,6 +261,7 @@ def test_every_unit_of_a_quantized_build_is_rtl_equal_to_its_c_simulation(open_b
         assert record.status == "synthesised", (unit.name, record.why)
         assert record.bit_exact and record.values >= 5 * len(unit.outputs), (unit.name, record)
         assert record.yosys["lut"] > 0 and record.yosys["dsp"] == 0, (unit.name, record.yosys)
+        assert record.stages >= 1 and record.yosys["ff"] > 0, (unit.name, record)  # registered as hls4ml's
         manifest = json.loads((out / record.rtl / open_synth.MANIFEST).read_text())
         assert manifest["module"] == unit.name
     if name == "cnn":
@@ -276,7 +277,7 @@ def test_every_unit_of_a_quantized_build_is_rtl_equal_to_its_c_simulation(open_b
         assert unit.open_synthesis.status == "not traced" and "top" in unit.open_synthesis.why
     unit = max(traced, key=lambda u: u.open_synthesis.da4ml_cost)
     folder = out / unit.open_synthesis.rtl
-    _change_a_weight(folder / f"{unit.name}.v")
+    _change_a_weight(folder)
     assert open_synth.simulate(folder).mismatches > 0
 
 

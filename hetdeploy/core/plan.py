@@ -300,6 +300,7 @@ class OpenSynthesis:
     why: str = ""
     rtl: str = ""  # its folder, relative to the build folder
     kernel: str = ""  # "unit": the whole unit a call; "pixel": a convolution's kernel, once an output pixel
+    stages: int = 0  # pipeline stages the RTL was cut into (at the board's clock, by hetdeploy's timing rule)
     vectors: int = 0  # input vectors simulated (samples, times output pixels for a kernel)
     values: int = 0  # output values compared with the C-simulation
     mismatches: int = 0  # of those, how many differ in any bit

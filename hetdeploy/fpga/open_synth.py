@@ -7,8 +7,9 @@ tracer (the distributed-arithmetic compiler hls4ml 1.3 uses for its distributed_
 products and sums exact, each layer's result cast to its type with the type's rounding and overflow, a
 multiply-accumulate layer's sum first to its accumulator type (hls4ml casts every product and the bias to
 it: only where those casts drop no bit is it traced; a layer under hls4ml's distributed_arithmetic strategy
-sums exactly into its result type). The Verilog is combinational (no pipeline registers: Yosys counts no
-flip-flops in it). Round-to-even (AP_RND_CONV, QONNX's ROUND), which da4ml 0.6 has not, is built as
+sums exactly into its result type). The Verilog is cut into pipeline stages by da4ml, as many adder levels
+a stage as hetdeploy's timing rule puts in a cycle of the board's clock (an estimate: no timing is closed).
+Round-to-even (AP_RND_CONV, QONNX's ROUND), which da4ml 0.6 has not, is built as
 hardware builds it (``_towards_even``). What da4ml 0.6 cannot express is refused, naming the layer: other
 rounding modes where they drop bits, overflow modes other than wrap and saturation, lookup-table
 activations, layers other than Dense, Conv2D, max pooling, BatchNormalization, ReLU and linear
@@ -42,6 +43,7 @@ import numpy as np
 from ..core.errors import UserError
 from ..core.precision import CppFixed
 from ..core import processes
+from ..planning import units
 from .hls_top import template
 
 # The extra's pin: hls4ml 1.3's distributed_arithmetic strategy is built on da4ml 0.6.
@@ -140,7 +142,7 @@ class Window:
 
 @dataclass
 class Traced:
-    """A unit's arithmetic as da4ml's combinational logic."""
+    """A unit's arithmetic as da4ml's logic (combinational until ``write_verilog`` pipelines it)."""
 
     logic: object  # da4ml.types.CombLogic
     kernel: str  # "unit" or "pixel"
@@ -309,33 +311,49 @@ class Written:
     sources: list[str]  # file names in ``folder``
     inputs: list[tuple[bool, int, int]]  # each input value's (signed, bits, fraction bits), LSB first
     outputs: list[tuple[bool, int, int]]
+    stages: int  # pipeline stages: an input registered on a clock edge is at the output ``stages`` edges later
 
     def save(self) -> None:
         (self.folder / MANIFEST).write_text(json.dumps({"module": self.module, "sources": self.sources,
-                                                         "inputs": self.inputs, "outputs": self.outputs}) + "\n")
+                                                         "inputs": self.inputs, "outputs": self.outputs,
+                                                         "stages": self.stages}) + "\n")
 
     @staticmethod
     def load(folder: Path) -> "Written":
         manifest = json.loads((folder / MANIFEST).read_text())
-        return Written(folder, manifest["module"], manifest["sources"],
-                       [tuple(f) for f in manifest["inputs"]], [tuple(f) for f in manifest["outputs"]])
+        return Written(folder, manifest["module"], manifest["sources"], [tuple(f) for f in manifest["inputs"]],
+                       [tuple(f) for f in manifest["outputs"]], manifest["stages"])
 
 
-def write_verilog(traced: Traced, folder: Path, module: str) -> Written:
-    """The traced logic as Verilog module ``module`` in ``folder``, with da4ml's building blocks it uses."""
+def adder_levels_per_cycle(clock_mhz: float) -> float:
+    """The adder levels one clock cycle holds, by hetdeploy's own timing rule (``units.ADDER_LEVELS_PER_CYCLE``
+    at ``units.REFERENCE_CLOCK_MHZ``, more at a slower clock): where the RTL is cut into pipeline stages."""
+    return units.ADDER_LEVELS_PER_CYCLE * units.REFERENCE_CLOCK_MHZ / clock_mhz
+
+
+def write_verilog(traced: Traced, folder: Path, module: str, clock_mhz: float) -> Written:
+    """The traced logic as Verilog module ``module`` in ``folder`` (a clock ``clk``, ``model_inp``,
+    ``model_out``), cut by da4ml into pipeline stages of ``adder_levels_per_cycle`` adder levels, registered
+    at its input, between stages and at its output as hls4ml's pipelined designs are; with da4ml's building
+    blocks it uses."""
     from da4ml.codegen.rtl import verilog
-    from da4ml.codegen.rtl.verilog.comb import comb_logic_gen
+    from da4ml.codegen.rtl.verilog.pipeline import pipeline_logic_gen
+    from da4ml.trace import to_pipeline
 
     folder.mkdir(parents=True, exist_ok=True)
-    code = comb_logic_gen(traced.logic, module)
-    (folder / f"{module}.v").write_text(code)
-    sources = [f"{module}.v"]
+    pipeline = to_pipeline(traced.logic, adder_levels_per_cycle(clock_mhz), verbose=False)
+    modules = pipeline_logic_gen(pipeline, module)
+    sources = []
+    for name, code in modules.items():
+        (folder / f"{name}.v").write_text(code)
+        sources.append(f"{name}.v")
+    code = "\n".join(modules.values())
     for block in sorted((Path(verilog.__file__).parent / "source").glob("*.v")):
         if re.search(rf"\b{block.stem}\s*(#|\w+\s*\()", code):
             shutil.copy(block, folder / block.name)
             sources.append(block.name)
     written = Written(folder, module, sources, _port_fields(traced.logic.inp_qint),
-                      _port_fields(traced.logic.out_qint))
+                      _port_fields(traced.logic.out_qint), len(pipeline.solutions))
     written.save()
     return written
 
@@ -388,7 +406,7 @@ def write_vectors(written: Written, inputs: np.ndarray, expected: np.ndarray) ->
     (written.folder / INPUT_VECTORS).write_text("\n".join(pack(inputs, in_fields)) + "\n")
     (written.folder / EXPECTED).write_text("\n".join(pack(expected, out_fields)) + "\n")
     (written.folder / TESTBENCH).write_text(template("rtl_testbench.v.in").substitute(
-        module=written.module, inputs=INPUT_VECTORS, outputs=SIMULATED, vectors=len(inputs),
+        module=written.module, inputs=INPUT_VECTORS, outputs=SIMULATED, vectors=len(inputs), stages=written.stages,
         input_bits=max(1, sum(bits for _, bits, _ in in_fields)),
         output_bits=max(1, sum(bits for _, bits, _ in out_fields))))
 

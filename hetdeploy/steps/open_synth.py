@@ -39,11 +39,11 @@ def open_synthesis(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarr
                 env.update(reference.run(env))
         for unit in sub.execution_units:
             progress.working(f"{unit.name}: da4ml, Icarus Verilog, Yosys")
-            unit.open_synthesis = _unit(unit, build_dir, pairs[unit.name], family)
+            unit.open_synthesis = _unit(unit, build_dir, pairs[unit.name], family, 1000.0 / sub.hls.clock_period_ns)
             progress(f"      {unit.name}: {summary(unit.open_synthesis)}")
 
 
-def _unit(unit: ExecutionUnit, build_dir: Path, pairs: list, family: str) -> OpenSynthesis:
+def _unit(unit: ExecutionUnit, build_dir: Path, pairs: list, family: str, clock_mhz: float) -> OpenSynthesis:
     if unit.hls is None:
         return OpenSynthesis("not traced", "implemented by hetdeploy's top (it moves or picks values: no "
                                            "arithmetic to trace)")
@@ -60,12 +60,13 @@ def _unit(unit: ExecutionUnit, build_dir: Path, pairs: list, family: str) -> Ope
         return OpenSynthesis(status, str(why))
     seconds["trace"] = time.monotonic() - started
     folder = build_dir / RTL_FOLDER / unit.name
-    written = open_synth.write_verilog(traced, folder, unit.name)
+    written = open_synth.write_verilog(traced, folder, unit.name, clock_mhz)
     (source,), (result,) = unit.inputs, unit.outputs
     vectors = [traced.vectors(inputs[source], outputs[result]) for inputs, outputs in pairs]
     open_synth.write_vectors(written, np.concatenate([v[0] for v in vectors]),
                              np.concatenate([v[1] for v in vectors]))
     record = OpenSynthesis("synthesised", rtl=str(folder.relative_to(build_dir)), kernel=traced.kernel,
+                           stages=written.stages,
                            vectors=sum(len(v[0]) for v in vectors), da4ml_cost=traced.cost, seconds=seconds)
     started = time.monotonic()
     simulated = open_synth.simulate(folder)
