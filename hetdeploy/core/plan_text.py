@@ -188,8 +188,8 @@ def build_table(plan: Plan) -> str:
 
 # what build --open-synth's figures are, said wherever they are shown
 OPEN_SYNTH_CAVEAT = ("each unit's arithmetic as the same fixed-point operations compiled by da4ml (an open tool) into "
-                     "Verilog pipelined by hetdeploy's own timing rule, not the RTL Vivado HLS makes from hls4ml's C++; "
-                     "Yosys's cell counts "
+                     "Verilog pipelined by hetdeploy's own timing rule, not the RTL Vivado HLS makes from hls4ml's "
+                     "C++; Yosys's cell counts "
                      "(synth_xilinx), not Vivado's; no timing is claimed")
 YOSYS_COLUMNS = ("lut", "carry", "ff", "dsp", "bram18")
 ESTIMATE_COLUMNS = ("lut", "ff", "dsp", "bram18")
