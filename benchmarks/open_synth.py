@@ -9,8 +9,9 @@ for the board under ``--policy support`` (every node the FPGA runs on it).
 What the figures are: Yosys's cells for the unit's arithmetic as da4ml compiles it (constant
 multiplications as shifts and adds, no DSP; pipelined at the board's clock by hetdeploy's timing rule), not
 for the design Vivado HLS makes from hls4ml's C++, which hetdeploy's estimate is of (its Latency and Resource
-strategies put wide products on DSPs and schedule their own pipeline). The two are closest where hetdeploy's estimate has no DSP
-either (every product in LUTs: ``LUT-only``); the ratio column is printed for every unit.
+strategies put wide products on DSPs and schedule their own pipeline). The two are closest where
+hetdeploy's estimate has no DSP either (every product in LUTs: ``LUT-only``); the ratio column is printed for
+every unit.
 
     pip install -e ".[open-synth]"; apt-get install yosys iverilog
     python benchmarks/open_synth.py [--board pynq-z2] [--json]
