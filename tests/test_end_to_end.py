@@ -478,8 +478,8 @@ def test_the_build_is_a_list_of_named_steps_its_help_lists():
     steps = [record(s.name) for s in STEPS]
     run_steps(steps, BuildState(None, print), lambda k, line: announced.append((k, line)), len(PLAN_STEPS))
     assert ran == ["write_subfunctions", "unit_widths", "generate_hls", "verify", "unit_widths", "generate_hls",
-                   "verify", "package"]
-    assert [k for k, _ in announced] == [5, 6, 7, 8, 6, 7, 8, 9] and announced[0] == (5, "write_subfunctions now")
+                   "verify", "open_synth", "package"]
+    assert [k for k, _ in announced] == [5, 6, 7, 8, 6, 7, 8, 9, 10] and announced[0] == (5, "write_subfunctions now")
     result = hetdeploy("build", "--help")
     assert f"hetdeploy plan runs the first {len(PLAN_STEPS)}" in result.stdout
     assert all(step.name in result.stdout for step in STEPS)

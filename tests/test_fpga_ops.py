@@ -216,7 +216,7 @@ def test_a_folded_depthwise_convolution_stays_under_latency_and_is_right(tmp_pat
     plan = build_and_emulate(path, tmp_path / "dw", reuse_factors={"dw": 72})
     [unit] = [u for s in plan.subfunctions for u in s.execution_units]
     assert (unit.reuse_factor, unit.strategy) == (72, "Latency") and unit.verification.passed
-    refused = "runs as a depthwise convolution, which hls4ml 1.3 computes wrongly under the resource strategy"
+    refused = r"runs as a depthwise convolution \(or an average pooling\), which hls4ml 1.3 computes right only under"
     with pytest.raises(hetdeploy.core.errors.UserError, match=refused):
         build(BuildOptions(model=path, board="pynq-z2", out_dir=tmp_path / "r", policy="support",
                            strategies={"dw": "Resource"}), progress=lambda m: None)
