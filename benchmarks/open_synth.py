@@ -75,7 +75,8 @@ def run(board: str, folder: Path) -> list[dict]:
 
 def table(rows: list[dict]) -> str:
     lines = [f"{'model':<27} {'unit':<13} {'status':<17} {'RTL = C-sim':>13} {'Yosys LUT':>10} {'CARRY':>7} "
-             f"{'DSP':>4} {'da4ml':>8} {'est. LUT':>9} {'est. DSP':>8} {'est/Yosys':>9} {'LUT-only':>8} "
+             f"{'FF':>6} {'DSP':>4} {'da4ml':>8} {'est. LUT':>9} {'est. FF':>8} {'est. DSP':>8} {'est/Yosys':>9} "
+             f"{'LUT-only':>8} "
              f"{'trace s':>7} {'sim s':>6} {'Yosys s':>7}"]
     for row in rows:
         exact = f"{row['values'] - row['mismatches']}/{row['values']}" if row["values"] else "-"
@@ -84,8 +85,9 @@ def table(rows: list[dict]) -> str:
         seconds = row["seconds"]
         lines.append(
             f"{row['model']:<27} {row['unit']:<13} {row['status']:<17} {exact:>13} "
-            f"{yosys.get('lut', '-'):>10} {yosys.get('carry', '-'):>7} {yosys.get('dsp', '-'):>4} "
-            f"{row['da4ml_cost'] or '-':>8} {row['estimate']['lut']:>9} {row['estimate']['dsp']:>8} {ratio:>9} "
+            f"{yosys.get('lut', '-'):>10} {yosys.get('carry', '-'):>7} {yosys.get('ff', '-'):>6} "
+            f"{yosys.get('dsp', '-'):>4} {row['da4ml_cost'] or '-':>8} {row['estimate']['lut']:>9} "
+            f"{row['estimate']['ff']:>8} {row['estimate']['dsp']:>8} {ratio:>9} "
             f"{'yes' if row['lut_only'] else '':>8} {seconds.get('trace', 0):>7.2f} "
             f"{seconds.get('simulate', 0):>6.2f} {seconds.get('synthesise', 0):>7.1f}")
     synthesised = [r for r in rows if r["yosys"]]
