@@ -425,9 +425,12 @@ def simulate(folder: Path) -> Simulated:
     log = folder / "simulate.log"
     log.write_text("")
     (folder / SIMULATED).unlink(missing_ok=True)  # a run's own outputs only
-    for command in (["iverilog", "-g2012", "-o", "simulation", TESTBENCH, *written.sources],
-                    ["vvp", "-n", "simulation"]):
-        _run(command, folder, log, SIMULATE_TIMEOUT_S)
+    try:
+        for command in (["iverilog", "-g2012", "-o", "simulation.vvp", TESTBENCH, *written.sources],
+                        ["vvp", "-n", "simulation.vvp"]):
+            _run(command, folder, log, SIMULATE_TIMEOUT_S)
+    finally:  # Icarus's compiled program holds its own memory addresses: the folder keeps the same bytes without it
+        (folder / "simulation.vvp").unlink(missing_ok=True)
     out_fields = written.outputs
     got = unpack((folder / SIMULATED).read_text().split(), out_fields)
     want = unpack((folder / EXPECTED).read_text().split(), out_fields)
