@@ -230,12 +230,14 @@ def test_distributed_arithmetic_is_pinned_at_reuse_factor_one_with_its_own_estim
 @pytest.fixture(scope="module")
 def open_builds(tmp_path_factory):
     """The quantized MLP and CNN (QONNX, as Brevitas writes them) built for the PYNQ-Z2 with --open-synth;
-    the MLP again with its hidden layers under hls4ml's distributed_arithmetic strategy."""
+    each again with two layers under hls4ml's distributed_arithmetic strategy."""
     root = tmp_path_factory.mktemp("open_synth")
     builds = {}
     for name, model, strategies in (
             ("mlp", quantized_models.qonnx_mlp(), {}), ("cnn", quantized_models.qonnx_cnn(), {}),
-            ("mlp_da", quantized_models.qonnx_mlp(), {"fc0": "DistributedArithmetic", "fc1": "DistributedArithmetic"})):
+            ("mlp_da", quantized_models.qonnx_mlp(), {"fc0": "DistributedArithmetic", "fc1": "DistributedArithmetic"}),
+            ("cnn_da", quantized_models.qonnx_cnn(), {"conv0": "DistributedArithmetic",
+                                                      "conv1": "DistributedArithmetic"})):
         path = root / f"{name}.onnx"
         onnx.save(model, str(path))
         out = root / f"{name}_build"
@@ -246,7 +248,7 @@ def open_builds(tmp_path_factory):
 
 
 @needs_yosys
-@pytest.mark.parametrize("name", ["mlp", "cnn", "mlp_da"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "mlp_da", "cnn_da"])
 def test_every_unit_of_a_quantized_build_is_rtl_equal_to_its_c_simulation(open_builds, name):
     """The done-when: each unit with arithmetic traced, its Verilog equal to its C-simulation on every
     verification sample (every output pixel of the convolutions), Yosys's counts recorded, no DSP (da4ml
@@ -266,11 +268,12 @@ def test_every_unit_of_a_quantized_build_is_rtl_equal_to_its_c_simulation(open_b
         assert manifest["module"] == unit.name
     if name == "cnn":
         assert any(u.open_synthesis.kernel == "pixel" and u.open_synthesis.vectors > 5 for u in traced)
-    if name == "mlp_da":  # hls4ml's code for them came from da4ml; C-simulated and verified as every unit
-        distributed = [u for u in traced if u.strategy == "DistributedArithmetic"]
+    if name.endswith("_da"):  # hls4ml's code for them came from da4ml (streamed convolutions too); C-simulated
+        distributed = [u for u in traced if u.strategy == "DistributedArithmetic"]  # and verified as every unit
         assert len(distributed) == 2 and all(u.verification.passed for u in distributed)
+        assert all(u.estimate["dsp"] == 0 for u in distributed)
+    if name == "mlp_da":
         for unit in distributed:
-            assert unit.estimate["dsp"] == 0
             assert 0.5 < unit.estimate["lut"] / unit.open_synthesis.yosys["lut"] < 2, (unit.estimate,
                                                                                          unit.open_synthesis.yosys)
     for unit in (u for u in units if u.hls is None):  # the top's relayouts: listed, with why
