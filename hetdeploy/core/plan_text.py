@@ -196,15 +196,16 @@ ESTIMATE_COLUMNS = ("lut", "ff", "dsp", "bram18")
 
 
 def open_synth_totals(plan: Plan) -> dict[str, dict]:
-    """Per FPGA device, over its units that Yosys synthesised: their count, Yosys's counts summed and
-    hetdeploy's estimates of the same units summed."""
+    """Per FPGA device, over its units that Yosys synthesised: their count, Yosys's counts summed,
+    hetdeploy's estimates of the same units summed, and the chip's resources."""
     totals: dict[str, dict] = {}
     for sub in plan.subfunctions:
         for unit in sub.execution_units:
             if unit.open_synthesis is None or not unit.open_synthesis.yosys:
                 continue
+            chip = plan.fpga_resources[sub.device].resources if sub.device in plan.fpga_resources else {}
             device = totals.setdefault(sub.device, {"units": 0, "yosys": dict.fromkeys(YOSYS_COLUMNS, 0),
-                                                    "estimate": dict.fromkeys(ESTIMATE_COLUMNS, 0)})
+                                                    "estimate": dict.fromkeys(ESTIMATE_COLUMNS, 0), "chip": chip})
             device["units"] += 1
             for k in YOSYS_COLUMNS:
                 device["yosys"][k] += unit.open_synthesis.yosys[k]
@@ -239,7 +240,7 @@ def open_synth_table(plan: Plan) -> str:
     lines += [f"  {u.name}: {u.open_synthesis.status}: {u.open_synthesis.why}" for u in units
               if not u.open_synthesis.yosys]
     for device, total in open_synth_totals(plan).items():
-        chip = plan.fpga_resources[device].resources if device in plan.fpga_resources else {}
+        chip = total["chip"]
         lines.append(f"{device}: the {total['units']} synthesised unit(s) take, by Yosys: " + ", ".join(
             f"{k.upper()} {v:,}" + (f" of {chip[k]:,} ({v / max(1, chip[k]):.0%})" if k in chip else "")
             for k, v in total["yosys"].items()) + "; by hetdeploy's estimate: " +

@@ -94,8 +94,9 @@ def quantize(values: np.ndarray, width: int, integer: int, signed: bool = True, 
 
 @dataclass(frozen=True)
 class CppFixed:
-    """A C++ fixed-point type as hls4ml writes it: ap_fixed<W,I[,Q[,O[,N]]]>, ap_ufixed<...>, ap_int<W>,
-    ap_uint<W> (an integer: I = W); Q and O without the AP_ prefix (defaults TRN, WRAP)."""
+    """A C++ fixed-point type as hls4ml writes it: ap_fixed<W,I[,Q[,O[,N]]]>, ap_ufixed<...> (modes
+    with or without the AP_ prefix, kept without it; defaults TRN, WRAP), ap_int<W>, ap_uint<W> (an
+    integer: I = W, and a double converts to it as C++ does: toward zero, wrapped)."""
 
     signed: bool
     width: int
@@ -103,7 +104,7 @@ class CppFixed:
     rounding: str = "TRN"
     overflow: str = "WRAP"
 
-    _TYPE = re.compile(r"ap_(u?)fixed<(\d+),(-?\d+)(?:,AP_(\w+?))?(?:,AP_(\w+?))?(?:,\d+)?>$")
+    _TYPE = re.compile(r"ap_(u?)fixed<(\d+),(-?\d+)(?:,(?:AP_)?(\w+?))?(?:,(?:AP_)?(\w+?))?(?:,\d+)?>$")
     _INT = re.compile(r"ap_(u?)int<(\d+)>$")
 
     @classmethod
@@ -113,7 +114,7 @@ class CppFixed:
             unsigned, width, integer, rounding, overflow = match.groups()
             return cls(not unsigned, int(width), int(integer), rounding or "TRN", overflow or "WRAP")
         if (match := cls._INT.match(text)) is not None:
-            return cls(not match.group(1), int(match.group(2)), int(match.group(2)))
+            return cls(not match.group(1), int(match.group(2)), int(match.group(2)), "TRN_ZERO")
         raise ValueError(f"not an ap_fixed or ap_int type: {definition}")
 
     @property

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import math
-import re
 import shutil
 import string
 from dataclasses import dataclass
@@ -26,7 +25,7 @@ import numpy as np
 from ..core.names import identifier
 from ..core.graph import Node
 from ..core.plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort, Window
-from ..core.precision import fixed_grid, quantize
+from ..core.precision import CppFixed, fixed_grid
 from ..planning import units
 
 TEMPLATES = Path(str(importlib.resources.files("hetdeploy") / "hls"))  # package data
@@ -322,52 +321,31 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
     return statement("unit_float", unit=unit.name, parameters=params, body="".join(lines)) + "\n"
 
 
-_FIXED = re.compile(r"ap_u?fixed<\s*(\d+)")
-# matched without spaces: ap_fixed<W,I[,Q[,O[,N]]]>, ap_int<W>
-_FIXED_TYPE = re.compile(r"(ap_u?fixed)<(\d+),(-?\d+)(?:,(\w+))?(?:,(\w+))?(?:,\d+)?>$")
-_INT_TYPE = re.compile(r"(ap_u?int)<(\d+)>$")
-
-
 def pack_fixed(values: np.ndarray, precision: str) -> bytes:
     """``values`` as ``precision`` (ap_fixed<W,I,Q,O>, ap_int<W>) converts them from double, each in
     ``units.element_bytes(W)`` little-endian bytes (how an m_axi port lays out an array of them, and
     how arena.h's load_array reads them back); the rounding and overflow are ``precision.quantize``'s."""
-    match = _FIXED_TYPE.match(precision.replace(" ", ""))
-    integral = _INT_TYPE.match(precision.replace(" ", ""))
-    if match is not None:
-        kind, width, integer = match.group(1), int(match.group(2)), int(match.group(3))
-        rounding, overflow = match.group(4) or "AP_TRN", match.group(5) or "AP_WRAP"
-    elif integral is not None:  # ap_int<W> from double: C++'s conversion, toward zero, wrapped
-        kind, width = integral.group(1).replace("int", "fixed"), int(integral.group(2))
-        integer, rounding, overflow = width, "AP_TRN_ZERO", "AP_WRAP"
-    else:
-        raise ValueError(f"not an ap_fixed or ap_int type: {precision}")
+    fixed = CppFixed.parse(precision)
     try:
-        held = quantize(values, width, integer, kind == "ap_fixed", rounding, overflow)
+        held = fixed.quantize(values)
     except ValueError as err:
         raise ValueError(f"{precision}: {err}, not packed for DDR") from None
-    codes = np.round(held * 2.0 ** (width - integer)).astype(np.int64)  # on the grid: exact
-    return codes.astype(f"<i{units.element_bytes(width)}").tobytes()  # two's complement, sign-extended
+    codes = np.round(held * 2.0 ** fixed.fraction).astype(np.int64)  # on the grid: exact
+    return codes.astype(f"<i{units.element_bytes(fixed.width)}").tobytes()  # two's complement, sign-extended
 
 
 def fixed_range(precision: str) -> tuple[float, float]:
     """The least and largest value of ap_fixed<W,I,...> / ap_ufixed<W,I,...> (``precision`` C++): a
     signed type saturating symmetrically (AP_SAT_SYM, a narrow signed quantizer's) stops one step above
     the most negative code."""
-    match = _FIXED_TYPE.match(precision.replace(" ", ""))
-    if match is None:
-        raise ValueError(f"not an ap_fixed type: {precision}")
-    kind, width, integer, overflow = match.group(1), int(match.group(2)), int(match.group(3)), match.group(5)
-    _, least, largest = fixed_grid(width, integer, kind != "ap_ufixed", overflow or "AP_WRAP")
+    fixed = CppFixed.parse(precision)
+    _, least, largest = fixed_grid(fixed.width, fixed.integer, fixed.signed, fixed.overflow)
     return least, largest
 
 
 def precision_width(precision: str) -> int:
-    """W of C++ type ``precision`` (ap_fixed<W,...>, ap_ufixed<W,...>)."""
-    match = _FIXED.match(precision)
-    if match is None:
-        raise ValueError(f"not an ap_fixed type: {precision}")
-    return int(match.group(1))
+    """W of C++ type ``precision`` (ap_fixed<W,...>, ap_ufixed<W,...>, ap_int<W>)."""
+    return CppFixed.parse(precision).width
 
 
 def precision_bytes(precision: str) -> int:

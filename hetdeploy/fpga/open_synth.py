@@ -72,6 +72,10 @@ class NotTraced(Exception):
     """The unit's arithmetic holds something da4ml 0.6 cannot express: the message names it."""
 
 
+class TooLarge(NotTraced):
+    """The unit has more weights than are traced (MAX_WEIGHTS): skipped for size."""
+
+
 def missing_tools() -> list[str]:
     """What ``--open-synth`` needs and this machine lacks, each with how to install it."""
     missing = []
@@ -206,7 +210,7 @@ def trace(arithmetic: Arithmetic, pad_top: Optional[int] = None) -> Traced:
     weights = sum(arithmetic.weights[f"{layer['name']}/weight"].size for layer in body
                   if f"{layer['name']}/weight" in arithmetic.weights)
     if weights > MAX_WEIGHTS:
-        raise NotTraced(f"{weights} weights, above the {MAX_WEIGHTS} traced (size)")
+        raise TooLarge(f"{weights} weights, above the {MAX_WEIGHTS} traced")
     k, i, f = _kif(input_type)
     inputs = FixedVariableArray.from_kif(np.full(width, k), np.full(width, i), np.full(width, f),
                                          HWConfig(1, -1, -1), solver_options={"hard_dc": 2})
@@ -264,7 +268,7 @@ def _towards_even(value, f: int, fractions: np.ndarray):
 
 def _layer(layer: dict, value, weights: dict[str, np.ndarray]):
     kind, name = layer["class"], layer["name"]
-    held = {key.split("/", 1)[1]: array for key, array in weights.items() if key.split("/", 1)[0] == name}
+    held = {key.rsplit("/", 1)[1]: array for key, array in weights.items() if key.rsplit("/", 1)[0] == name}
     if set(layer["weights"]) - set(held):
         raise NotTraced(f"layer {name} ({kind}) holds weights of a type that is not fixed-point")
     if kind in ("Dense", "Conv2D") and layer.get("strategy") == "distributed_arithmetic":

@@ -448,8 +448,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     if shape.kind == "kernel" and strategy == DISTRIBUTED_ARITHMETIC:
         lut += distributed_arithmetic_lut(shape, width)
         ff += shape.n_out * width  # its outputs registered; the adders between are combinational
-        tree = 1 + math.log2(max(2, shape.n_in)) / ADDER_LEVELS_PER_CYCLE
-        cycles += shape.vectors + pipeline_cycles(tree, shape.clock_mhz) - 1
+        cycles += shape.vectors + _first_product_cycles(shape)
     elif shape.kind == "kernel":
         held = shape.n_in * shape.n_out  # weights
         # hls4ml's Latency strategy keeps the weights as constants: their values count (none known: all W bits)
@@ -479,9 +478,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
             bram18 += bram18_blocks(reuse_factor, multipliers * width, bound=True)
         else:
             lut += held * width // 2
-        # the first product's pipeline (multiply, then the adder tree) adds to the vectors' cycles
-        tree = 1 + math.log2(max(2, shape.n_in)) / ADDER_LEVELS_PER_CYCLE
-        cycles += shape.vectors * cycles_per_vector + pipeline_cycles(tree, shape.clock_mhz) - 1
+        cycles += shape.vectors * cycles_per_vector + _first_product_cycles(shape)
     elif shape.kind == "window" and shape.streamed:  # one output pixel a cycle
         lut += shape.n_out * width * shape.n_in
         cycles += shape.vectors * max(1, shape.n_in // 4)
@@ -527,6 +524,12 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         cycles, ddr, latency = cycles * shape.bands, ddr * shape.bands, (latency + copies) * shape.bands
     return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": latency, "compute_cycles": cycles,
             "buffer_cycles": latency - cycles, "ddr_cycles": ddr}
+
+
+def _first_product_cycles(shape: Shape) -> int:
+    """What the first product's pipeline (multiply, then the adder tree) adds to a kernel unit's vectors' cycles."""
+    tree = 1 + math.log2(max(2, shape.n_in)) / ADDER_LEVELS_PER_CYCLE
+    return pipeline_cycles(tree, shape.clock_mhz) - 1
 
 
 def pipeline_cycles(reference_cycles: float, clock_mhz: float) -> int:

@@ -265,7 +265,7 @@ def open_synth_section(plan: Plan) -> list[str]:
                      *[f"Yosys {k.upper()}" for k in YOSYS_COLUMNS], "da4ml",
                      *[f"est. {k.upper()}" for k in ESTIMATE_COLUMNS], "RTL folder, or why none"], rows, names=2)]
     for device, total in open_synth_totals(plan).items():
-        chip = plan.fpga_resources[device].resources if device in plan.fpga_resources else {}
+        chip = total["chip"]
         parts.append(_table([f"{device}: {total['units']} synthesised unit(s)", *[k.upper() for k in YOSYS_COLUMNS]],
                             [["Yosys", *[f"{total['yosys'][k]:,}" for k in YOSYS_COLUMNS]],
                              ["hetdeploy's estimate", *[f"{total['estimate'].get(k, 0):,}" if k in total['estimate']

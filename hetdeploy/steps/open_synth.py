@@ -35,7 +35,8 @@ def open_synthesis(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarr
         for unit, (csim, reference) in zip(sub.execution_units, runtime.unit_executors(libraries, sub)):
             pairs[unit.name] = []
             for env in seen[index]:
-                pairs[unit.name].append(({t: env[t] for t in unit.inputs}, csim(env)))
+                if unit.hls is not None:  # a unit the top implements is not traced: its C-simulation is not needed
+                    pairs[unit.name].append(({t: env[t] for t in unit.inputs}, csim(env)))
                 env.update(reference.run(env))
         for unit in sub.execution_units:
             progress.working(f"{unit.name}: da4ml, Icarus Verilog, Yosys")
@@ -56,8 +57,7 @@ def _unit(unit: ExecutionUnit, build_dir: Path, pairs: list, family: str, clock_
         traced = open_synth.trace(open_synth.Arithmetic.load(build_dir / unit.hls.project / ARITHMETIC_FILE),
                                   unit.band.pad_top if unit.band is not None else None)
     except open_synth.NotTraced as why:
-        status = "skipped for size" if "(size)" in str(why) else "not traced"
-        return OpenSynthesis(status, str(why))
+        return OpenSynthesis("skipped for size" if isinstance(why, open_synth.TooLarge) else "not traced", str(why))
     seconds["trace"] = time.monotonic() - started
     folder = build_dir / RTL_FOLDER / unit.name
     written = open_synth.write_verilog(traced, folder, unit.name, clock_mhz)
