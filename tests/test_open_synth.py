@@ -221,28 +221,39 @@ def test_distributed_arithmetic_is_pinned_at_reuse_factor_one_with_its_own_estim
     assert latency["estimate"]["lut"] != unit["estimate"]["lut"]
     assert main(plan + ["--strategy", "fc1=distributed_arithmetic", "--reuse-factor", "fc1=2"]) == 2
     assert "reuse factor 1 only" in capsys.readouterr().err
+    # weighed by the folding when asked: every quantized layer under it, at fewer LUTs than latency's
+    assert main(plan) == 0
+    unasked = json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"]
+    assert main(plan + ["--weigh-distributed-arithmetic"]) == 0
+    weighed = json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"]
+    kernels = [(a, w) for a, w in zip(unasked, weighed) if a["foldable"]]
+    assert len(kernels) == 3 and all(a["strategy"] == "Latency" for a, _ in kernels)
+    assert all(w["strategy"] == "DistributedArithmetic" and w["estimate"]["lut"] < a["estimate"]["lut"]
+               for a, w in kernels)
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *args: None if name == "da4ml" else object())
-    assert main(plan + ["--strategy", "fc1=distributed_arithmetic"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "needs da4ml (pip install 'hetdeploy[open-synth]')" in err[0], err
+    for flags in (["--strategy", "fc1=distributed_arithmetic"], ["--weigh-distributed-arithmetic"]):
+        assert main(plan + flags) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "needs da4ml (pip install 'hetdeploy[open-synth]')" in err[0], err
 
 
 @pytest.fixture(scope="module")
 def open_builds(tmp_path_factory):
     """The quantized MLP and CNN (QONNX, as Brevitas writes them) built for the PYNQ-Z2 with --open-synth;
-    each again with two layers under hls4ml's distributed_arithmetic strategy."""
+    each again under hls4ml's distributed_arithmetic strategy: the MLP's two layers pinned to it, the CNN's
+    layers as the folding weighs it (--weigh-distributed-arithmetic)."""
     root = tmp_path_factory.mktemp("open_synth")
     builds = {}
-    for name, model, strategies in (
-            ("mlp", quantized_models.qonnx_mlp(), {}), ("cnn", quantized_models.qonnx_cnn(), {}),
-            ("mlp_da", quantized_models.qonnx_mlp(), {"fc0": "DistributedArithmetic", "fc1": "DistributedArithmetic"}),
-            ("cnn_da", quantized_models.qonnx_cnn(), {"conv0": "DistributedArithmetic",
-                                                      "conv1": "DistributedArithmetic"})):
+    for name, model, strategies, weighed in (
+            ("mlp", quantized_models.qonnx_mlp(), {}, False), ("cnn", quantized_models.qonnx_cnn(), {}, False),
+            ("mlp_da", quantized_models.qonnx_mlp(), {"fc0": "DistributedArithmetic", "fc1": "DistributedArithmetic"},
+             False),
+            ("cnn_da", quantized_models.qonnx_cnn(), {}, True)):
         path = root / f"{name}.onnx"
         onnx.save(model, str(path))
         out = root / f"{name}_build"
         build(BuildOptions(model=path, board="pynq-z2", out_dir=out, policy="support", open_synth=True,
-                           strategies=strategies), progress=lambda message: None)
+                           strategies=strategies, weigh_distributed_arithmetic=weighed), progress=lambda message: None)
         builds[name] = out
     return builds
 
@@ -270,7 +281,8 @@ def test_every_unit_of_a_quantized_build_is_rtl_equal_to_its_c_simulation(open_b
         assert any(u.open_synthesis.kernel == "pixel" and u.open_synthesis.vectors > 5 for u in traced)
     if name.endswith("_da"):  # hls4ml's code for them came from da4ml (streamed convolutions too); C-simulated
         distributed = [u for u in traced if u.strategy == "DistributedArithmetic"]  # and verified as every unit
-        assert len(distributed) == 2 and all(u.verification.passed for u in distributed)
+        assert len(distributed) == (2 if name == "mlp_da" else len([u for u in units if u.foldable]))
+        assert all(u.verification.passed for u in distributed)
         assert all(u.estimate["dsp"] == 0 for u in distributed)
     if name == "mlp_da":
         for unit in distributed:

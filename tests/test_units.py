@@ -480,3 +480,38 @@ def test_a_depthwise_convolution_is_folded_under_latency_only():
     chosen = by_cost(folded, shapes, [16] * 3, {k: 10 ** 9 for k in RESOURCES},
                      estimate, lambda used: (sum(e["ff"] for e in used),), set(), 1.0)
     assert [f.hls_strategy for f in chosen] == ["Latency", "Resource", "Resource"]
+
+
+def test_distributed_arithmetic_is_weighed_when_asked_for_quantized_kernels_within_the_budget():
+    """--weigh-distributed-arithmetic: the folding puts a quantized multiply-accumulate unit under hls4ml's
+    distributed_arithmetic (reuse factor 1, no DSP) where that makes the units as fast with a smaller share of
+    the chip; never unasked, for float weights, for a depthwise convolution, above da4ml's solve bound, over the
+    budget or against a pinned strategy."""
+    from hetdeploy.planning.units import DA_MAX_INPUTS, DISTRIBUTED_ARITHMETIC
+
+    b = graphs.Builder([1, 64])
+    graph = b.graph(b.unary("Relu", b.op("Gemm", ["input"], [1, 32], 64 * 32, transB=1)))
+    (unit,) = split_units(graph, range(len(graph.nodes)), FPGA)
+    float_weights = unit_shape(graph, unit, FPGA.clock_mhz)
+    assert float_weights.weight_bits is None
+    quantized = dataclasses.replace(float_weights, weight_bits=4, weight_octaves=(1024, 512, 256, 256))
+    budget = {"dsp": 220, "bram18": 280, "lut": 53200, "ff": 106400}
+    distributed = Folding(1, False, DISTRIBUTED_ARITHMETIC)
+    assert fold([quantized], budget, 8) == [Folding(1)]
+    assert fold([quantized], budget, 8, distributed_arithmetic=True) == [distributed]
+    chosen, latency = (folded_estimate(quantized, f, 8, None) for f in (distributed, Folding(1)))
+    assert chosen["lut"] < latency["lut"] and chosen["dsp"] == 0
+    assert chosen["latency_cycles"] == latency["latency_cycles"]
+    # a rate only reuse factor 1 reaches: the fewest resources that reach it; any rate: folded further
+    fastest = [latency["latency_cycles"]]
+    assert fold_for_rate([quantized], budget, 8, [[0]], fastest) == [Folding(1)]
+    assert fold_for_rate([quantized], budget, 8, [[0]], fastest, distributed_arithmetic=True) == [distributed]
+    assert fold_for_rate([quantized], budget, 8, [[0]], [1e9], distributed_arithmetic=True)[0].reuse_factor > 1
+    for shape in (float_weights, dataclasses.replace(quantized, latency_only=True),
+                  dataclasses.replace(quantized, n_in=DA_MAX_INPUTS + 1)):
+        assert fold([shape], budget, 8, distributed_arithmetic=True)[0].hls_strategy != DISTRIBUTED_ARITHMETIC
+    assert fold([quantized], budget, 8, strategies={0: "Latency"}, distributed_arithmetic=True)[0] \
+        == Folding(1, False, "Latency")
+    # LUTs for every unit but this one under distributed_arithmetic: it is folded instead
+    (folded,) = fold([quantized], budget | {"lut": chosen["lut"] - 1}, 8, distributed_arithmetic=True)
+    assert folded.reuse_factor > 1 and folded.hls_strategy != DISTRIBUTED_ARITHMETIC

@@ -70,6 +70,8 @@ class BuildOptions:
     target_rate: Optional[float] = None
     reuse_factors: dict[str, int] = field(default_factory=dict)  # ONNX node name -> pinned ReuseFactor
     strategies: dict[str, str] = field(default_factory=dict)  # ONNX node name -> pinned hls4ml Strategy
+    # the folding also weighs hls4ml's distributed_arithmetic for quantized multiply-accumulate units (needs da4ml)
+    weigh_distributed_arithmetic: bool = False
     table_sizes: dict[str, int] = field(default_factory=dict)  # ONNX node name -> its unit's lookup tables' entries
     io_types: dict[str, str] = field(default_factory=dict)  # ONNX node name -> its unit's hls4ml IOType
     band_rows: dict[str, int] = field(default_factory=dict)  # ONNX node name -> its unit's output rows a band
@@ -383,11 +385,16 @@ OPTIONS = (
            metavar="NODE=R", per_node=True),
     Option("strategies", "strategy", hls_strategy, "folding and memory", "pin the hls4ml Strategy of the FPGA "
            "execution unit holding multiply-accumulate node NODE (repeatable): latency (products in registers, "
-           "weights as constants; any reuse factor) or resource (weights in banks of depth R; R must divide the "
-           "layer); default: the folding chooses the one that lets the units be faster, or as fast with fewer "
-           "BRAM18s (with --target-rate: fewer resources)",
+           "weights as constants; any reuse factor), resource (weights in banks of depth R; R must divide the "
+           "layer) or distributed_arithmetic (each constant product as shifts and adds by da4ml, no DSP; reuse "
+           "factor 1; the open-synth extra); default: the folding chooses the one that lets the units be faster, or "
+           "as fast with fewer BRAM18s (with --target-rate: fewer resources)",
            metavar="NODE=S", per_node=True,
            written=str.lower),
+    Option("weigh_distributed_arithmetic", "weigh_distributed_arithmetic", flag, "folding and memory", "let the "
+           "folding also choose hls4ml's distributed_arithmetic strategy for each FPGA execution unit of a quantized "
+           "Dense or Conv (its weights a quantizer's codes) where its estimate (da4ml's cost) makes the units faster "
+           "or as fast with a smaller share of the chip; needs da4ml (the open-synth extra)"),
     Option("io_types", "io_type", io_type, "folding and memory", "pin hls4ml's IOType of the FPGA execution unit "
            "holding ONNX node NODE (repeatable): parallel (values as arrays in registers) or stream (streams of "
            "words through FIFOs); default: stream for spatial data, parallel for flat", metavar="NODE=T",

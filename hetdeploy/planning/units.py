@@ -94,10 +94,15 @@ NOT_PER_PIXEL_OPS = ("Resize", "Pad", "AveragePool", "GlobalAveragePool", "Globa
 BAND_FIFO_SHARE = 0.125
 # hls4ml's Strategy of a multiply-accumulate layer, as its config spells it (hls4ml takes any case, and
 # DistributedArithmetic as its distributed_arithmetic: constant multiplications as shifts and adds by da4ml, at
-# reuse factor 1 only, never chosen by the folding yet: --strategy pins it)
+# reuse factor 1 only; --strategy pins it, and ``by_cost`` weighs it when asked, ``takes_distributed_arithmetic``)
 DISTRIBUTED_ARITHMETIC = "DistributedArithmetic"
 STRATEGIES = ("Latency", "Resource", DISTRIBUTED_ARITHMETIC)
-FOLDED_STRATEGIES = ("Latency", "Resource")  # what ``by_cost`` weighs
+FOLDED_STRATEGIES = ("Latency", "Resource")  # what ``by_cost`` weighs for a folded unit
+# The largest kernel (inputs a product sum, and products) ``by_cost`` weighs distributed_arithmetic for: hls4ml
+# runs da4ml's solve at conversion, whose time grows with the inputs faster than their square (here: 128x64
+# 8-bit weights 20 s, 128x128 4-bit 19 s, 256x64 4-bit 27 s, 784x64 2-bit 414 s; benchmarks/da_solve_time.py)
+DA_MAX_INPUTS = 256
+DA_MAX_PRODUCTS = 16_384
 # da4ml's cost (its LUT-equivalent adder bits, which Yosys's LUT counts of its RTL follow within 10 % on the
 # quantized examples: benchmarks/open_synth.py) over the canonical signed digits of the constant weights times
 # the bits each product adds on: 0.40 to 0.50 on 14 random layers of 8x8 to 64x32, 2- to 8-bit weights, 4- to
@@ -626,10 +631,12 @@ def estimate_range(shape: Shape, folding: Folding, width: int,
 def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
                   groups: Sequence[Sequence[int]], cycles: Sequence[float],
                   pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
-                  strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
+                  strategies: Optional[dict[int, str]] = None,
+                  distributed_arithmetic: bool = False) -> Optional[list[Folding]]:
     """``_fold_for_rate_under`` the strategies the user pinned (the others by reuse factor), then each unit's
-    strategy ``by_cost``: the least cycles over each group's rate, then the least share of the budget (the
-    fewest resources, as FINN's target_fps asks, BRAM counted in its share)."""
+    strategy ``by_cost`` (``distributed_arithmetic`` weighed as there): the least cycles over each group's rate,
+    then the least share of the budget (the fewest resources, as FINN's target_fps asks, BRAM counted in its
+    share)."""
     widths = _per_unit(width, shapes)
     unit_estimate = _unit_estimates(shapes, widths, ddr_bytes_per_cycle)
     foldings = _fold_for_rate_under(shapes, budget, widths, groups, cycles, unit_estimate, pinned, strategies)
@@ -642,15 +649,15 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
         return missed, _share(used, budget)
 
     return by_cost(foldings, shapes, widths, budget, unit_estimate, missed_then_share,
-                   set(strategies or {}) | set(pinned or {}), ddr_bytes_per_cycle)
+                   set(strategies or {}) | set(pinned or {}), ddr_bytes_per_cycle, distributed_arithmetic)
 
 
 def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
          pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
-         strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
+         strategies: Optional[dict[int, str]] = None, distributed_arithmetic: bool = False) -> Optional[list[Folding]]:
     """``_fold_under`` the strategies the user pinned (the others by reuse factor), then each unit's
     strategy ``by_cost`` (the least total latency, then the fewest BRAM18 (``_units_bram18``), then the least
-    share of the budget), then less folding wherever what that freed lets a unit unfold under its strategy
+    share of the budget; ``distributed_arithmetic`` weighed as there), then less folding wherever what that freed lets a unit unfold under its strategy
     (``_give_back``)."""
     widths = _per_unit(width, shapes)
     unit_estimate = _unit_estimates(shapes, widths, ddr_bytes_per_cycle)
@@ -663,29 +670,43 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[
 
     pinned = pinned or {}
     foldings = by_cost(foldings, shapes, widths, budget, unit_estimate, latency_then_bram_then_share,
-                       set(strategies or {}) | set(pinned), ddr_bytes_per_cycle)
+                       set(strategies or {}) | set(pinned), ddr_bytes_per_cycle, distributed_arithmetic)
     options = [[pinned[u]] if u in pinned else folding_options(s, widths[u], ddr_bytes_per_cycle, f.strategy)
                for u, (s, f) in enumerate(zip(shapes, foldings))]
     choice = [o.index(f) for o, f in zip(options, foldings)]
     return _give_back(options, choice, budget, lambda u, k: unit_estimate(u, options[u][k]))
 
 
+def takes_distributed_arithmetic(shape: Shape) -> bool:
+    """Whether ``by_cost`` may weigh hls4ml's distributed_arithmetic for a unit: a multiply-accumulate unit whose
+    weights are a quantizer's codes (da4ml builds each constant's shifts and adds from its exact code; float
+    weights are not what it is for), which hls4ml 1.3 computes right under it (not a depthwise convolution) and
+    whose solve takes at most about half a minute (DA_MAX_INPUTS, DA_MAX_PRODUCTS)."""
+    return (shape.kind == "kernel" and shape.weight_bits is not None and not shape.latency_only
+            and shape.n_in <= DA_MAX_INPUTS and shape.n_in * shape.n_out <= DA_MAX_PRODUCTS)
+
+
 def by_cost(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[int], budget: dict[str, int],
             unit_estimate: Callable[[int, Folding], dict[str, int]],
             cost: Callable[[Sequence[dict[str, int]]], tuple[float, ...]], fixed: set[int],
-            ddr_bytes_per_cycle: Optional[float]) -> list[Folding]:
-    """hls4ml's Strategy as a folding choice: each folded multiply-accumulate unit whose strategy is not
-    ``fixed`` (by the user, or a pinned folding), one after another, takes whichever of its foldings under
-    Latency or under Resource gives all the units together the least ``cost`` (their estimates) within
-    ``budget``, the other units as they are. A unit the folding leaves unfolded keeps its strategy: at reuse
-    factor 1 both keep the weights as constants. ``widths``: each unit's fixed-point bits."""
+            ddr_bytes_per_cycle: Optional[float], distributed_arithmetic: bool = False) -> list[Folding]:
+    """hls4ml's Strategy as a folding choice: each multiply-accumulate unit whose strategy is not ``fixed`` (by
+    the user, or a pinned folding), one after another, takes whichever of its foldings under Latency or under
+    Resource (a folded unit), or under distributed_arithmetic (with ``distributed_arithmetic``, a unit that
+    ``takes_distributed_arithmetic``, folded or not), gives all the units together the least ``cost`` (their
+    estimates) within ``budget``, the other units as they are. A unit the folding leaves unfolded otherwise keeps
+    its strategy: at reuse factor 1 Latency and Resource both keep the weights as constants. ``widths``: each
+    unit's fixed-point bits."""
     used = [unit_estimate(u, f) for u, f in enumerate(foldings)]
     totals = {k: sum(e[k] for e in used) for k in RESOURCES}
     best = cost(used)
     for u, shape in enumerate(shapes):
-        if shape.kind != "kernel" or u in fixed or foldings[u].reuse_factor == 1:
+        if shape.kind != "kernel" or u in fixed:
             continue
-        for strategy in FOLDED_STRATEGIES:  # folding_options keeps a latency-only unit under Latency
+        weighed = list(FOLDED_STRATEGIES) if foldings[u].reuse_factor > 1 else []
+        if distributed_arithmetic and takes_distributed_arithmetic(shape):
+            weighed.append(DISTRIBUTED_ARITHMETIC)
+        for strategy in weighed:  # folding_options keeps a latency-only unit under Latency
             for option in folding_options(shape, widths[u], ddr_bytes_per_cycle, strategy):
                 trial = unit_estimate(u, option)
                 if any(totals[k] - used[u][k] + trial[k] > budget.get(k, 0) for k in RESOURCES):

@@ -234,6 +234,9 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
     its width (``_pinned_precision``)."""
     index = loaded.graph.node_index()
     where = {n: s.device for s in plan.subfunctions for n in s.nodes}
+    if options.weigh_distributed_arithmetic and importlib.util.find_spec("da4ml") is None:
+        raise UserError("--weigh-distributed-arithmetic: hls4ml's distributed_arithmetic strategy needs da4ml "
+                        "(pip install 'hetdeploy[open-synth]')")
     for option in _UNIT_SETTINGS:
         nodes = getattr(options, option.field)
         for node in nodes:  # named as the graph names them (model_node_names)
@@ -260,9 +263,11 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                 groups.append(range(start, start + len(units_of_sub)))
                 start += len(units_of_sub)
             cycles = [_cycles_for_rate(sub, options, device.clock_mhz) for sub in subs]
-            foldings = units.fold_for_rate(shapes, device.budget(), widths, groups, cycles, pinned, rate, strategies)
+            foldings = units.fold_for_rate(shapes, device.budget(), widths, groups, cycles, pinned, rate, strategies,
+                                           options.weigh_distributed_arithmetic)
         else:
-            foldings = units.fold(shapes, device.budget(), widths, pinned, rate, strategies)
+            foldings = units.fold(shapes, device.budget(), widths, pinned, rate, strategies,
+                                  options.weigh_distributed_arithmetic)
         if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)
             folded = [units.folded_estimate(s, pinned.get(k) or units.folding_options(s, widths[k], rate,
                                                                                       strategies.get(k))[-1],
