@@ -20,7 +20,8 @@ one out, or element-wise layers alone on a map, channels-last) or, for a unit th
 convolution or an unpadded max pooling followed by element-wise layers only, as the window's kernel
 (``kernel`` "pixel": one output pixel's channels from its window, the window's channels-last values in,
 as hls4ml's streamed layers compute each pixel): ``vectors`` makes the input vectors and the
-C-simulation's matching outputs from whole tensors.
+C-simulation's matching outputs from whole tensors. A unit hetdeploy's own top implements (arena.h: a relayout,
+a window op) has no hls4ml record: ``trace_top`` traces it whole from what its C++ is made of.
 
 Yosys (``synth_xilinx``) maps to the 7-series cells for the Zynq-7000 boards (``-family xc7``) and to
 UltraScale+'s for the Zynq UltraScale+ ones, the K26 SOM's and Alveo's (``-family xcup``; Yosys 0.23 still
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -52,6 +54,7 @@ DA4ML_VERSION = "0.6"
 # at 8-bit weights, 16 x 64 took 1.1 s to trace and 2 min in Yosys 0.23 on this project's host.
 MAX_WEIGHTS = 4096
 MAX_COST = 40_000  # da4ml's estimate (LUT-equivalent adder bits) above which Yosys is not run
+MAX_TOP_READS = 65_536  # a window op of the top's is traced whole: at most this many window reads
 SYNTH_TIMEOUT_S = 600
 SIMULATE_TIMEOUT_S = 300
 # Layers that act on each value alone, and that follow a traced multiply-accumulate.
@@ -224,6 +227,62 @@ def trace(arithmetic: Arithmetic, pad_top: Optional[int] = None) -> Traced:
     if window is not None and pad_top is not None:
         window.pad_top = pad_top
     return Traced(comb_trace(inputs, value), "pixel" if window else "unit", input_type, window)
+
+
+def trace_top(name: str, value_type: str, inputs: int, index: Optional[np.ndarray] = None,
+              window=None) -> Traced:
+    """A unit hetdeploy's top implements (arena.h), whole, as its C++ computes it on ``inputs`` values of
+    ``value_type`` (its input buffer's type, which it writes to its output buffer), channels-last as the buffers
+    hold them: a relayout (``index``) moves input value index[j] to output value j; a window op (``window``,
+    plan.Window) reduces channel c of each output pixel's window over the input pixels inside the map: "max" the
+    largest (exact), "mean" the exact sum times the inverse of the kernel's size as ap_ufixed<48, 1, AP_RND> holds
+    it, cast to the type. TooLarge above MAX_TOP_READS reads; NotTraced for a window wholly in padding (its 0)."""
+    from da4ml.trace import FixedVariableArray, HWConfig, comb_trace
+
+    fixed = CppFixed.parse(value_type)
+    k, i, f = _kif(fixed)
+    source = FixedVariableArray.from_kif(np.full(inputs, k), np.full(inputs, i), np.full(inputs, f),
+                                         HWConfig(1, -1, -1), solver_options={"hard_dc": 2})
+    if window is None:
+        return Traced(comb_trace(source, source[np.asarray(index, dtype=np.int64)]), "unit", fixed)
+    reads = _window_reads(window)
+    if reads.size > MAX_TOP_READS:
+        raise TooLarge(f"{reads.size} window reads, above the {MAX_TOP_READS} traced")
+    inside = reads >= 0
+    if not np.all(np.any(inside, axis=1)):
+        raise NotTraced(f"{name}: a window wholly in the padding")
+    first = reads[np.arange(len(reads)), np.argmax(inside, axis=1)]  # each window's first read inside the map
+    value = source[first]
+    for position in range(reads.shape[1]):
+        if np.array_equal(reads[:, position], first):
+            continue
+        # a position outside the map reads the window's first inside it again: the same maximum
+        column = np.where(inside[:, position], reads[:, position], first)
+        value = np.maximum(value, source[column]) if window.reduce == "max" else value + source[column]
+    if window.reduce == "max":
+        return Traced(comb_trace(source, value), "unit", fixed)
+    if np.any(reads < 0):
+        raise NotTraced(f"{name}: a mean over a padded window")
+    size = window.kernel[0] * window.kernel[1]
+    inverse = math.floor(2 ** 47 / size + 0.5) / 2 ** 47  # 1.0 / size rounded to ap_ufixed<48, 1, AP_RND>
+    return Traced(comb_trace(source, _cast(value * inverse, value_type, {"name": name, "class": "mean"})), "unit",
+                  fixed)
+
+
+def _window_reads(window) -> np.ndarray:
+    """(output values channels-last, kernel positions): the channels-last input value each window position of
+    each output value reads, -1 where that position lies outside the map (arena.h's window_op)."""
+    rows, columns = np.meshgrid(np.arange(window.output[0]), np.arange(window.output[1]), indexing="ij")
+    channels = np.arange(window.channels)
+    reads = []
+    for i in range(window.kernel[0]):
+        for m in range(window.kernel[1]):
+            row = rows * window.strides[0] - window.pads[0] + i * window.dilations[0]
+            column = columns * window.strides[1] - window.pads[1] + m * window.dilations[1]
+            inside = (row >= 0) & (row < window.input[0]) & (column >= 0) & (column < window.input[1])
+            at = np.where(inside, row * window.input[1] + column, -1)[..., None]
+            reads.append(np.where(at >= 0, at * window.channels + channels, -1).reshape(-1))
+    return np.stack(reads, axis=1)
 
 
 def _kif(fixed: CppFixed) -> tuple[int, int, int]:

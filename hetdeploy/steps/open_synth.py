@@ -9,12 +9,13 @@ Yosys's, not Vivado's; no timing is claimed."""
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
 import numpy as np
 
-from ..core.plan import ExecutionUnit, OpenSynthesis, Plan
+from ..core.plan import ExecutionUnit, OpenSynthesis, Plan, Subfunction
 from ..core.progress import Reporter
 from ..fpga import open_synth
 from ..fpga.hls4ml_adapter import ARITHMETIC_FILE
@@ -35,27 +36,26 @@ def open_synthesis(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarr
         for unit, (csim, reference) in zip(sub.execution_units, runtime.unit_executors(libraries, sub)):
             pairs[unit.name] = []
             for env in seen[index]:
-                if unit.hls is not None:  # a unit the top implements is not traced: its C-simulation is not needed
-                    pairs[unit.name].append(({t: env[t] for t in unit.inputs}, csim(env)))
+                pairs[unit.name].append(({t: env[t] for t in unit.inputs}, csim(env)))
                 env.update(reference.run(env))
         for unit in sub.execution_units:
             progress.working(f"{unit.name}: da4ml, Icarus Verilog, Yosys")
-            unit.open_synthesis = _unit(unit, build_dir, pairs[unit.name], family, 1000.0 / sub.hls.clock_period_ns)
+            unit.open_synthesis = _unit(unit, sub, build_dir, pairs[unit.name], family,
+                                        1000.0 / sub.hls.clock_period_ns)
             progress(f"      {unit.name}: {summary(unit.open_synthesis)}")
 
 
-def _unit(unit: ExecutionUnit, build_dir: Path, pairs: list, family: str, clock_mhz: float) -> OpenSynthesis:
-    if unit.hls is None:
-        return OpenSynthesis("not traced", "implemented by hetdeploy's top (it moves or picks values: no "
-                                           "arithmetic to trace)")
+def _unit(unit: ExecutionUnit, sub: Subfunction, build_dir: Path, pairs: list, family: str,
+          clock_mhz: float) -> OpenSynthesis:
     if len(unit.inputs) != 1 or len(unit.outputs) != 1:
         return OpenSynthesis("not traced", f"{len(unit.inputs)} inputs and {len(unit.outputs)} outputs (one each "
                                            f"is traced)")
     seconds = {}
     started = time.monotonic()
     try:
-        traced = open_synth.trace(open_synth.Arithmetic.load(build_dir / unit.hls.project / ARITHMETIC_FILE),
-                                  unit.band.pad_top if unit.band is not None else None)
+        traced = (open_synth.trace(open_synth.Arithmetic.load(build_dir / unit.hls.project / ARITHMETIC_FILE),
+                                   unit.band.pad_top if unit.band is not None else None)
+                  if unit.hls is not None else _top_unit(unit, sub, build_dir, pairs[0][0][unit.inputs[0]].shape))
     except open_synth.NotTraced as why:
         return OpenSynthesis("skipped for size" if isinstance(why, open_synth.TooLarge) else "not traced", str(why))
     seconds["trace"] = time.monotonic() - started
@@ -84,6 +84,27 @@ def _unit(unit: ExecutionUnit, build_dir: Path, pairs: list, family: str, clock_
         record.status, record.why = "not synthesised", str(failed)
     seconds["synthesise"] = time.monotonic() - started
     return record
+
+
+def _top_unit(unit: ExecutionUnit, sub: Subfunction, build_dir: Path, input_shape: tuple[int, ...]):
+    """``open_synth.trace_top`` of a unit hetdeploy's top implements, from what its C++ is made of: the index
+    table generate wrote (units/<unit>/index.h), the window op's geometry, or a Flatten's channels-last order."""
+    types = {b.tensor: b.precision for b in sub.memory.buffers}
+    (source,), (target,) = unit.inputs, unit.outputs
+    if types[source] != types[target]:
+        raise open_synth.NotTraced(f"the top writes {types[source]} values into a {types[target]} buffer")
+    values = math.prod(input_shape)
+    if unit.window is not None:
+        return open_synth.trace_top(unit.name, types[source], values, window=unit.window)
+    if unit.index_table:
+        table = (build_dir / sub.hls.project / unit.index_table).read_text()
+        index = np.array([int(v) for v in table[table.index("{") + 1:table.rindex("}")].split(",")])
+    elif len(input_shape) >= 3:  # arena.h's flatten_channels_last: ONNX's (C, H, W) order from (H, W, C)
+        channels, pixels = input_shape[1], math.prod(input_shape[2:])
+        index = (np.arange(values) % pixels) * channels + np.arange(values) // pixels
+    else:
+        index = np.arange(values)
+    return open_synth.trace_top(unit.name, types[source], values, index=index)
 
 
 def summary(record: OpenSynthesis) -> str:
