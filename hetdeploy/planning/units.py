@@ -657,8 +657,8 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[
          strategies: Optional[dict[int, str]] = None, distributed_arithmetic: bool = False) -> Optional[list[Folding]]:
     """``_fold_under`` the strategies the user pinned (the others by reuse factor), then each unit's
     strategy ``by_cost`` (the least total latency, then the fewest BRAM18 (``_units_bram18``), then the least
-    share of the budget; ``distributed_arithmetic`` weighed as there), then less folding wherever what that freed lets a unit unfold under its strategy
-    (``_give_back``)."""
+    share of the budget; ``distributed_arithmetic`` weighed as there), then less folding wherever what that
+    freed lets a unit unfold under its strategy (``_give_back``)."""
     widths = _per_unit(width, shapes)
     unit_estimate = _unit_estimates(shapes, widths, ddr_bytes_per_cycle)
     foldings = _fold_under(shapes, budget, widths, unit_estimate, pinned, ddr_bytes_per_cycle, strategies)
