@@ -297,23 +297,27 @@ def test_every_unit_of_a_quantized_build_is_rtl_equal_to_its_c_simulation(open_b
 
 
 @needs_yosys
-def test_the_units_the_top_implements_are_traced_from_its_own_description_and_rtl_equal(tmp_path):
+def test_the_units_the_top_implements_and_depthwise_convolutions_are_traced_and_rtl_equal(tmp_path):
     """A padded, strided MaxPool, a 1-D MaxPool with a stride of 1, a 1-D global average (the top's window PE),
     a Reshape between them (an index table) and a Flatten (channels-last to ONNX's order): each traced from what
     the top's C++ is made of (the window's geometry, the index table), its RTL equal to the unit's C-simulation
-    on every verification sample; a changed read in a relayout's Verilog is seen."""
+    on every verification sample; a changed read in a relayout's Verilog is seen. Before them hls4ml's depthwise
+    convolutions, a padded one and an AveragePool (rewritten as one), traced per pixel as the others."""
     from onnx import TensorProto, helper, shape_inference
 
     from op_models import Builder
 
     b = Builder(1)
-    x = b.node("MaxPool", ["input"], "pool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
-    x = b.node("Reshape", [x, b.const("rows", [1, 2, 25])], "rows")
+    x = b.node("Conv", ["input", b.random("dw.w", [2, 1, 3, 3]), b.random("dw.b", [2])], "dw", kernel_shape=[3, 3],
+               pads=[1, 1, 1, 1], group=2)
+    x = b.node("AveragePool", [x], "avg", kernel_shape=[2, 2], strides=[2, 2])
+    x = b.node("MaxPool", [x], "pool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    x = b.node("Reshape", [x, b.const("rows", [1, 2, 9])], "rows")
     x = b.node("MaxPool", [x], "pool1d", kernel_shape=[3], strides=[1], pads=[1, 1])
     x = b.node("Flatten", [b.node("GlobalAveragePool", [x], "gap")], "flat")
     b.node("Gemm", [x, b.random("fc.w", [3, 2]), b.random("fc.b", [3])], "fc", transB=1)
     graph = helper.make_graph(b.nodes, "top", [helper.make_tensor_value_info("input", TensorProto.FLOAT,
-                                                                             [1, 2, 10, 10])],
+                                                                             [1, 2, 12, 12])],
                               [helper.make_tensor_value_info(b.nodes[-1].output[0], TensorProto.FLOAT, None)],
                               b.inits)
     model = shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
@@ -332,6 +336,10 @@ def test_the_units_the_top_implements_are_traced_from_its_own_description_and_rt
         assert record.values == 5 * _output_values(out, unit), (unit.nodes, record.values)
         assert record.yosys["dsp"] == 0
     assert units["gap"].open_synthesis.yosys["lut"] > 0 and units["rows"].open_synthesis.yosys["lut"] == 0
+    for unit in (units["dw"], units["avg"]):
+        record = unit.open_synthesis
+        assert unit.hls is not None and record.bit_exact and record.kernel == "pixel", (unit.nodes, record)
+        assert record.vectors == 5 * _output_values(out, unit) // 2, (unit.nodes, record.vectors)  # every pixel
     folder = out / units["rows"].open_synthesis.rtl
     _change_a_read(folder)
     assert open_synth.simulate(folder).mismatches > 0

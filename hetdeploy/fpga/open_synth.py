@@ -12,12 +12,12 @@ a stage as hetdeploy's timing rule puts in a cycle of the board's clock (an esti
 Round-to-even (AP_RND_CONV, QONNX's ROUND), which da4ml 0.6 has not, is built as
 hardware builds it (``_towards_even``). What da4ml 0.6 cannot express is refused, naming the layer: other
 rounding modes where they drop bits, overflow modes other than wrap and saturation, lookup-table
-activations, layers other than Dense, Conv2D, max pooling, BatchNormalization, ReLU and linear
-activations, branches.
+activations, layers other than Dense, Conv2D, DepthwiseConv2D (average pooling's too), max pooling,
+BatchNormalization, ReLU and linear activations, branches.
 
 A unit is traced whole (``kernel`` "unit": a chain of Dense and element-wise layers, a vector in and
 one out, or element-wise layers alone on a map, channels-last) or, for a unit that starts with a 2-D
-convolution or an unpadded max pooling followed by element-wise layers only, as the window's kernel
+(or depthwise) convolution or an unpadded max pooling followed by element-wise layers only, as the window's kernel
 (``kernel`` "pixel": one output pixel's channels from its window, the window's channels-last values in,
 as hls4ml's streamed layers compute each pixel): ``vectors`` makes the input vectors and the
 C-simulation's matching outputs from whole tensors. A unit hetdeploy's own top implements (arena.h: a relayout,
@@ -59,7 +59,7 @@ SYNTH_TIMEOUT_S = 600
 SIMULATE_TIMEOUT_S = 300
 # Layers that act on each value alone, and that follow a traced multiply-accumulate.
 _ELEMENTWISE = {"Activation", "BatchNormalization"}
-_WINDOWED = {"Conv2D", "Pooling2D"}  # traced as the kernel of one output pixel
+_WINDOWED = {"Conv2D", "DepthwiseConv2D", "Pooling2D"}  # traced as the kernel of one output pixel
 _SIDES = ("top", "bottom", "left", "right")
 _TRACED_ACTIVATIONS = {"relu", "linear"}
 _ROUNDING = {"TRN": "TRN", "RND": "RND"}  # ap_fixed's modes da4ml 0.6 has, by their da4ml names
@@ -196,7 +196,7 @@ def trace(arithmetic: Arithmetic, pad_top: Optional[int] = None) -> Traced:
             raise NotTraced(f"layer {head['name']} ({head.get('pool_op')} pooling"
                             f"{', padded' if head.get('pool_op') == 'Max' else ''}): max pooling without padding "
                             f"is traced")
-        prefix = "filt" if head["class"] == "Conv2D" else "pool"
+        prefix = "pool" if head["class"] == "Pooling2D" else "filt"
         window = Window(int(head[f"{prefix}_height"]), int(head[f"{prefix}_width"]), int(head["stride_height"]),
                         int(head["stride_width"]), int(head.get("pad_top", 0)), int(head.get("pad_left", 0)))
         width = window.filt_height * window.filt_width * int(head["n_chan"] if prefix == "filt" else head["n_filt"])
@@ -336,14 +336,16 @@ def _layer(layer: dict, value, weights: dict[str, np.ndarray]):
         if "bias" in held:
             total = total + held["bias"].reshape(-1)
         return _cast(total, layer["output_type"], layer)
-    if kind in ("Dense", "Conv2D"):
+    if kind in ("Dense", "Conv2D", "DepthwiseConv2D"):
         kernel = held["weight"].reshape(-1, held["weight"].shape[-1])
         accum = CppFixed.parse(layer["accum_type"])
         product_bits = int(np.max(value.kif[2])) + CppFixed.parse(layer["weights"]["weight"]).fraction
         if product_bits > accum.fraction:
             raise NotTraced(f"layer {name} ({kind}) casts its products ({product_bits} fraction bits) to "
                             f"{layer['accum_type']}, dropping bits")
-        total = value @ kernel
+        # a depthwise convolution's window (row, column, channel) by its (row, column, 1, channel) weights, summed
+        # per channel; the others' a product sum over the window or vector
+        total = np.sum(value.reshape(kernel.shape) * kernel, axis=0) if kind == "DepthwiseConv2D" else value @ kernel
         if "bias" in held:
             if CppFixed.parse(layer["weights"]["bias"]).fraction > accum.fraction:
                 raise NotTraced(f"layer {name} ({kind}) casts its bias to {layer['accum_type']}, dropping bits")
