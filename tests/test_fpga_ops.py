@@ -246,6 +246,33 @@ def test_a_mobilenet_v2_shaped_network_in_bands_matches_onnxruntime(tmp_path):
     assert result.comparison.passed, result.table()
 
 
+def test_a_resnet18_shaped_network_in_bands_builds_for_the_kv260_with_most_macs_on_the_fpga(tmp_path):
+    """ResNet-18 at 3 x 64 x 64 (graphs.resnet18, widths 4 to 32: its stem, MaxPool, eight basic blocks with
+    their residual Adds and strided 1 x 1 shortcuts) planned by the latency policy for the KV260, the stem and
+    two block convolutions forced into bands: at least 80 % of the convolution and matrix MACs on the FPGA, the
+    residual Adds with them, every unit within tolerance, the pipeline emulated within tolerance."""
+    import graphs
+    from hetdeploy.intake.model import load_model
+    from hetdeploy.planning.cost import node_work
+
+    graph = graphs.resnet18(64, (4, 8, 16, 32), classes=10)
+    onnx.save(graphs.to_onnx(graph), str(tmp_path / "resnet18.onnx"))
+    bands = {"Conv_0": 8, "Conv_4": 5, "Conv_11": 7}
+    plan = build(BuildOptions(model=tmp_path / "resnet18.onnx", board="kv260", out_dir=tmp_path / "out",
+                              band_rows=bands), progress=lambda m: None)
+    found = {u.nodes[0]: u for s in plan.subfunctions for u in s.execution_units}
+    assert {n: (found[n].band.rows, found[n].band.count) for n in bands} == {"Conv_0": (8, 4), "Conv_4": (5, 4),
+                                                                              "Conv_11": (7, 3)}
+    on_fpga_nodes = {n for s in plan.subfunctions if s.hls is not None for n in s.nodes}
+    macs = {n.name: node_work(n).macs for n in load_model(tmp_path / "resnet18.onnx").graph.nodes}
+    assert sum(macs[n] for n in on_fpga_nodes) >= 0.8 * sum(macs.values())
+    adds = [n.name for n in graph.nodes if n.op == "Add"]
+    assert sum(a in on_fpga_nodes for a in adds) >= 6, adds
+    assert not plan.widened and all(u.verification.passed for u in found.values())
+    result = emulate(tmp_path / "out", None, 2)
+    assert result.comparison.passed, result.table()
+
+
 def test_a_softmax_whose_inputs_spread_over_half_their_range_is_right(tmp_path):
     """Sized on inputs up to 4 (ap_fixed<16,4>: -8 to 8), verified on 5 and -5: max - x is 10, which
     hls4ml's own ap_ufixed<15,3> for it wraps to 2 (exp(-2) where exp(-10) is meant); the build's
