@@ -127,6 +127,30 @@ def test_a_profile_of_an_older_build_is_used_for_the_nodes_it_names(emulated_pro
     assert plan["measured"]["nodes"] == {"arm_cpu": sorted(set(NODES) - {"relu2"})}
 
 
+def test_a_cpu_calls_measured_overhead_replaces_the_board_files(emulated_profile, tmp_path):
+    """What a CPU subfunction's calls took beyond its nodes' profiled seconds is that device's call overhead in
+    the plan (and in the partitioner's and the ILP's cost); without a call's time, the board file's stays."""
+    board = load_board("pynq-z2")
+    profile = json.loads(emulated_profile.read_text())
+    [sub] = profile["subfunctions"]
+    sub["call_seconds"] = sub["samples_per_call"] * sum(sub["nodes"].values()) + 0.005
+    (tmp_path / "overhead.json").write_text(json.dumps(profile))
+    pins = [arg for node in NODES for arg in ("--device", f"{node}=arm_cpu")]
+    for partitioner in ("search", "ilp"):
+        plan = plan_of("--profile", tmp_path / "overhead.json", "--partitioner", partitioner, *pins)
+        assert plan["measured"]["call_overhead_s"] == {"arm_cpu": pytest.approx(0.005)}
+        [cpu] = plan["subfunctions"]
+        assert cpu["estimate"]["overhead_s"] == pytest.approx(0.005), partitioner
+    sub["call_seconds"] = None
+    (tmp_path / "untimed.json").write_text(json.dumps(profile))
+    plan = plan_of("--profile", tmp_path / "untimed.json", *pins)
+    assert plan["measured"]["call_overhead_s"] == {}
+    assert plan["subfunctions"][0]["estimate"]["overhead_s"] == board.device("arm_cpu").invocation_overhead_s
+    text = subprocess.run([sys.executable, "-m", "hetdeploy", "plan", str(SMALL_CNN), "--board", "pynq-z2",
+                           "--profile", str(tmp_path / "overhead.json")], capture_output=True, text=True).stdout
+    assert "arm_cpu: a call's overhead beyond its nodes, 5 ms" in text
+
+
 def _edited(profile: dict, change) -> dict:
     edited = json.loads(json.dumps(profile))
     change(edited)

@@ -63,6 +63,9 @@ def measured_lines(plan: Plan) -> list[str]:
     for device, factors in measured.fpga_nodes.items():
         scales = ", ".join(f"{f:.2f}x" for f in sorted(set(factors.values())))
         lines.append(f"  {device}: the estimates of {len(factors)} node(s) scaled to its measured calls ({scales})")
+    for device, seconds in measured.call_overhead_s.items():
+        lines.append(f"  {device}: a call's overhead beyond its nodes, {duration(seconds)} (the board file's "
+                     f"invocation_overhead_s left)")
     if measured.links:
         lines.append(f"  links: {', '.join(measured.links)} (seconds per byte)")
     if measured.ignored_nodes:

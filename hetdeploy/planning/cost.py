@@ -31,8 +31,8 @@ least folding that fits the FPGA by itself (``fpga_seconds``); the plan then
 takes the folded units' cycles, the same function.
 
 A profile (``--profile``, ``profile.py``) replaces these figures where it measured them: a CPU or GPU
-node's seconds, an FPGA node's estimate scaled by its measured calls against their estimate, a link's
-seconds per byte.
+node's seconds and a call's overhead on its device, an FPGA node's estimate scaled by its measured calls
+against their estimate, a link's seconds per byte.
 
 Capacity: the FPGA subfunctions together must fit the budget (resources minus
 the reserve: DSP, BRAM18, LUT, FF) with every node folded as far as hls4ml
@@ -261,6 +261,12 @@ class CostModel:
         link = self.board.link(source, target)
         return calls * tensors * link.latency_s + nbytes / link.bandwidth_bytes_per_s
 
+    def invocation_overhead_s(self, device: str) -> float:
+        """A subfunction call's fixed cost on ``device``: the profile's where it measured that device's calls,
+        else the board file's."""
+        measured = self.measured.call_overhead_s.get(device)
+        return self.board.device(device).invocation_overhead_s if measured is None else measured
+
     def calls_per_sample(self, device: str, batch: int) -> float:
         """Calls a subfunction on ``device`` makes per sample of a stream of ``batch`` samples a call."""
         return 1.0 / batch if self.board.device(device).kind == "fpga" else 1.0
@@ -286,7 +292,7 @@ class CostModel:
         if device != self.board.host:
             transfer = (self.transfer_seconds(self.board.host, device, len(inputs), sum(inputs.values()), calls)
                         + self.transfer_seconds(device, self.board.host, len(outputs), sum(outputs.values()), calls))
-        overhead = calls * self.board.device(device).invocation_overhead_s
+        overhead = calls * self.invocation_overhead_s(device)
         return SegmentCost(compute, transfer, overhead, sum(inputs.values()), sum(outputs.values()))
 
     def stream_seconds(self, groups: Sequence[tuple[str, Iterable[int]]], batch: int) -> float:

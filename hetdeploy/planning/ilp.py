@@ -149,7 +149,7 @@ def ilp_solution(graph: Graph, cost: CostModel, allowed: list[list[str]], host: 
         return column
 
     z = {(i, k, d): priced(cost.seconds[d][i], d, k) for i in range(n) for k in range(slots) for d in allowed[i]}
-    y = {(k, d): priced(calls[d] * cost.board.device(d).invocation_overhead_s, d, k)
+    y = {(k, d): priced(calls[d] * cost.invocation_overhead_s(d), d, k)
          for k in range(slots) for d in devices}
     for i in range(n):  # every node in one slot on one device
         cols = [z[i, k, d] for k in range(slots) for d in allowed[i]]

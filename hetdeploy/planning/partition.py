@@ -430,7 +430,7 @@ def _cut(cost: CostModel, tables: _Tables, order: list[int], price: float) -> So
         for k, cap in capacity.items():
             used = tables.usage[d][k]
             ends = np.minimum(ends, np.searchsorted(used, used[:-1] + cap * (1 + 1e-9), side="right") - 1)
-        devices.append((index, prefix, calls * device.invocation_overhead_s, weights if weights.any() else None, ends))
+        devices.append((index, prefix, calls * cost.invocation_overhead_s(d), weights if weights.any() else None, ends))
     for i in range(n):
         if i > 0:  # move the start from i - 1 to i
             for c, b in edges_by_reader.get(i - 1, ()):

@@ -7,6 +7,9 @@ board file's figures for the nodes, FPGA calls and links it covers.
 - every CPU or GPU node the profile timed (onnxruntime's profiler), by name, as that node's seconds
   a sample on that device, whoever measured it (an emulation's are the host's, standing in for the
   board's cores: ``plan`` says so);
+- per CPU or GPU device, what a call of its subfunctions took beyond their nodes' times (the mean
+  call less its samples' node seconds: onnxruntime's session and the copies around it), measured
+  the same way, in place of the board file's ``invocation_overhead_s``;
 - measured on the board only (``on_board``): each FPGA subfunction's core time against the compute
   its build estimated, as a factor on the estimates of its nodes on that FPGA, and each link's
   seconds per byte (the host's copies into and out of the core's buffers) in place of the board
@@ -36,6 +39,7 @@ class Measured:
     node_seconds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # device -> node -> s a sample
     fpga_factors: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # device -> node -> measured/estimated
     link_seconds_per_byte: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (source, target)
+    call_overhead_s: Mapping[str, float] = field(default_factory=dict)  # CPU/GPU device -> seconds a call
     figures: MeasuredFigures | None = None  # what plan.json and ``plan`` say of it
 
 
@@ -73,6 +77,7 @@ def measured(data: Any, file: str, board: str, host: str, devices: Sequence[str]
     named: set[str] = set()
     node_seconds: dict[str, dict[str, float]] = {}
     fpga_factors: dict[str, dict[str, float]] = {}
+    overheads: dict[str, list[float]] = {}
     for k, sub in enumerate(subs):
         where = f"subfunctions[{k}]"
         if not isinstance(sub, dict):
@@ -100,6 +105,10 @@ def measured(data: Any, file: str, board: str, host: str, devices: Sequence[str]
                 named.add(node)
                 if node in known:
                     node_seconds.setdefault(device, {})[node] = seconds
+            call = _time(sub, "call_seconds", wrong, where, optional=True)
+            per_call = _time(sub, "samples_per_call", wrong, where)
+            if call is not None and timed and per_call > 0:  # the profiler's pass is its own: never below 0
+                overheads.setdefault(device, []).append(max(0.0, call - per_call * sum(timed.values())))
     if not named & known:
         some = ", ".join(sorted(named)[:3]) or "none"
         raise UserError(f"{file}: names no node of this model (it times {some}{', ...' if len(named) > 3 else ''}); "
@@ -124,14 +133,15 @@ def measured(data: Any, file: str, board: str, host: str, devices: Sequence[str]
     where_measured = (f"on the board ({recorded_by})" if on_board else
                       f"on the host {machine.get('host', '?')} ({machine.get('machine', '?')}, {recorded_by}), "
                       f"standing in for the board's CPUs")
+    call_overhead = {d: sum(o) / len(o) for d, o in sorted(overheads.items())}
     figures = MeasuredFigures(
         file=Path(file).name, recorded_by=recorded_by, measured_on=where_measured,
         nodes={d: sorted(n) for d, n in node_seconds.items()},
         fpga_nodes={d: dict(sorted(n.items())) for d, n in fpga_factors.items()},
         links=sorted(f"{a}->{b}" for a, b in link_seconds),
-        ignored_nodes=sorted(named - known))
+        ignored_nodes=sorted(named - known), call_overhead_s=call_overhead)
     return Measured({d: dict(n) for d, n in node_seconds.items()}, fpga_factors,
-                    {ends: s / b for ends, (s, b) in link_seconds.items()}, figures)
+                    {ends: s / b for ends, (s, b) in link_seconds.items()}, call_overhead, figures)
 
 
 def _typed(data: dict, key: str, kind: type, wrong, where: str = "") -> Any:
