@@ -117,6 +117,33 @@ def test_fpga_calls_and_links_measured_on_the_board_scale_their_estimates(tmp_pa
     assert emulated["subfunctions"] == before["subfunctions"] and emulated["measured"]["fpga_nodes"] == {}
 
 
+def test_links_measured_slow_on_the_board_keep_the_partitioner_off_the_fpga(tmp_path):
+    """A profile recorded on the board whose FPGA core took what its build estimated but whose links moved a
+    byte in a microsecond: the partitioner (and the ILP) price every crossing at that, and keep small_cnn on
+    the A9; the same core with the board file's links leaves it on the FPGA."""
+    before = plan_of()
+    [fpga] = [s for s in before["subfunctions"] if s["device"] == "fpga"]
+    estimated = fpga["estimate"]["compute_s"]
+
+    def profile(seconds_per_byte):
+        return {"format": "hetdeploy-profile", "version": 1, "recorded_by": "run.py", "on_board": True,
+                "board": "pynq-z2", "model": "small_cnn.onnx", "machine": {"host": "pynq"}, "samples": 2,
+                "batches": 2, "subfunctions": [{"name": "sf0_fpga", "device": "fpga", "kind": "fpga",
+                                                "nodes": list(NODES), "calls": 2, "samples_per_call": 1.0,
+                                                "call_seconds": 1.0, "core_seconds": estimated,
+                                                "estimated_compute_seconds": estimated}],
+                "links": [{"subfunction": "sf0_fpga", "from": "host", "to": "fpga", "tensors": 1, "bytes": 3136.0,
+                           "seconds": 3136.0 * seconds_per_byte},
+                          {"subfunction": "sf0_fpga", "from": "fpga", "to": "host", "tensors": 1, "bytes": 40.0,
+                           "seconds": 40.0 * seconds_per_byte}]}
+
+    for name, per_byte, fpga_nodes in (("slow", 1e-6, []), ("fast", 1e-10, sorted(NODES))):
+        (tmp_path / f"{name}.json").write_text(json.dumps(profile(per_byte)))
+        for partitioner in ("search", "ilp"):
+            plan = plan_of("--profile", tmp_path / f"{name}.json", "--partitioner", partitioner)
+            assert sorted(on(plan, "fpga")) == fpga_nodes, (name, partitioner)
+
+
 def test_a_profile_of_an_older_build_is_used_for_the_nodes_it_names(emulated_profile, tmp_path):
     profile = json.loads(emulated_profile.read_text())
     nodes = profile["subfunctions"][0]["nodes"]

@@ -253,13 +253,18 @@ class CostModel:
         self.consumers = graph.consumers()
 
     def transfer_seconds(self, source: str, target: str, tensors: int, nbytes: float, calls: float = 1.0) -> float:
-        """A link's time: the profile's seconds per byte where it measured the link (its latencies
-        inside), else the board file's latency a tensor a call and bandwidth."""
+        """A link's time for ``tensors`` tensors of ``nbytes`` together (``link_terms``)."""
+        per_byte, per_tensor = self.link_terms(source, target, calls)
+        return tensors * per_tensor + nbytes * per_byte
+
+    def link_terms(self, source: str, target: str, calls: float = 1.0) -> tuple[float, float]:
+        """A link's (seconds a byte, seconds a tensor) at ``calls`` calls a sample: the profile's seconds per byte
+        where it measured the link (its latencies inside), else the board file's bandwidth and latency."""
         per_byte = self.measured.link_seconds_per_byte.get((source, target))
         if per_byte is not None:
-            return nbytes * per_byte
+            return per_byte, 0.0
         link = self.board.link(source, target)
-        return calls * tensors * link.latency_s + nbytes / link.bandwidth_bytes_per_s
+        return 1 / link.bandwidth_bytes_per_s, calls * link.latency_s
 
     def invocation_overhead_s(self, device: str) -> float:
         """A subfunction call's fixed cost on ``device``: the profile's where it measured that device's calls,

@@ -419,11 +419,9 @@ def _cut(cost: CostModel, tables: _Tables, order: list[int], price: float) -> So
         weights = np.zeros(4)
         calls = cost.calls_per_sample(d, cost.batch if cost.objective == "throughput" else 1)
         if d != board.host:
-            to, back = board.link(board.host, d), board.link(d, board.host)
-            weights = np.array([1 / to.bandwidth_bytes_per_s, calls * to.latency_s,
-                                -1 / back.bandwidth_bytes_per_s, -calls * back.latency_s])
-            prefix += (tables.produced_bytes / back.bandwidth_bytes_per_s
-                       + tables.produced_count * calls * back.latency_s)
+            to, back = cost.link_terms(board.host, d, calls), cost.link_terms(d, board.host, calls)
+            weights = np.array([to[0], to[1], -back[0], -back[1]])
+            prefix += tables.produced_bytes * back[0] + tables.produced_count * back[1]
         if price:  # capacity 0: allowed_devices already keeps nodes that use any of it away
             prefix += price * sum(tables.usage[d][k] / capacity[k] for k in capacity if capacity[k])
         ends = tables.last_allowed[d].copy()
