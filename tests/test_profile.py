@@ -104,6 +104,8 @@ def test_fpga_calls_and_links_measured_on_the_board_scale_their_estimates(tmp_pa
     assert on(slower, "fpga") == [] and list(slower["measured"]["fpga_nodes"]) == ["fpga"]
     assert slower["measured"]["fpga_nodes"]["fpga"] == pytest.approx(dict.fromkeys(NODES, 10.0))
     assert slower["measured"]["links"] == ["arm_cpu->fpga"]
+    overhead = 1.0 - 20 * estimated - 1e-3 - 1e-4  # the call less its core and the two copies
+    assert slower["measured"]["call_overhead_s"] == {"fpga": pytest.approx(overhead)}
     from hetdeploy.planning.profile import read_profile
     measured = read_profile(tmp_path / "board.json", "pynq-z2", board.host, [d.name for d in board.devices],
                             [n.name for n in loaded.graph.nodes])
@@ -115,6 +117,7 @@ def test_fpga_calls_and_links_measured_on_the_board_scale_their_estimates(tmp_pa
     (tmp_path / "emulated.json").write_text(json.dumps(profile))
     emulated = plan_of("--profile", tmp_path / "emulated.json")
     assert emulated["subfunctions"] == before["subfunctions"] and emulated["measured"]["fpga_nodes"] == {}
+    assert emulated["measured"]["call_overhead_s"] == {}
 
 
 def test_links_measured_slow_on_the_board_keep_the_partitioner_off_the_fpga(tmp_path):
@@ -130,7 +133,10 @@ def test_links_measured_slow_on_the_board_keep_the_partitioner_off_the_fpga(tmp_
                 "board": "pynq-z2", "model": "small_cnn.onnx", "machine": {"host": "pynq"}, "samples": 2,
                 "batches": 2, "subfunctions": [{"name": "sf0_fpga", "device": "fpga", "kind": "fpga",
                                                 "nodes": list(NODES), "calls": 2, "samples_per_call": 1.0,
-                                                "call_seconds": 1.0, "core_seconds": estimated,
+                                                "call_seconds": estimated + 3176.0 * seconds_per_byte,
+                                                "core_seconds": estimated,
+                                                "copy_in_seconds": 3136.0 * seconds_per_byte,
+                                                "copy_out_seconds": 40.0 * seconds_per_byte,
                                                 "estimated_compute_seconds": estimated}],
                 "links": [{"subfunction": "sf0_fpga", "from": "host", "to": "fpga", "tensors": 1, "bytes": 3136.0,
                            "seconds": 3136.0 * seconds_per_byte},

@@ -442,7 +442,8 @@ class MeasuredFigures:
     fpga_nodes: dict[str, dict[str, float]]
     links: list[str]  # "source->target": links whose seconds per byte were measured
     ignored_nodes: list[str]  # nodes the profile names that the model does not have
-    # CPU/GPU device -> its measured seconds a call beyond its nodes' (in place of invocation_overhead_s)
+    # device -> its measured seconds a call beyond its nodes' (an FPGA's: beyond its core and copies), in place
+    # of the board file's invocation_overhead_s
     call_overhead_s: dict[str, float] = field(default_factory=dict)
 
 

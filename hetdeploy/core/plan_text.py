@@ -64,7 +64,8 @@ def measured_lines(plan: Plan) -> list[str]:
         scales = ", ".join(f"{f:.2f}x" for f in sorted(set(factors.values())))
         lines.append(f"  {device}: the estimates of {len(factors)} node(s) scaled to its measured calls ({scales})")
     for device, seconds in measured.call_overhead_s.items():
-        lines.append(f"  {device}: a call's overhead beyond its nodes, {duration(seconds)} (the board file's "
+        beyond = "core and copies" if device in measured.fpga_nodes else "nodes"
+        lines.append(f"  {device}: a call's overhead beyond its {beyond}, {duration(seconds)} (the board file's "
                      f"invocation_overhead_s left)")
     if measured.links:
         lines.append(f"  links: {', '.join(measured.links)} (seconds per byte)")

@@ -11,9 +11,10 @@ board file's figures for the nodes, FPGA calls and links it covers.
   call less its samples' node seconds: onnxruntime's session and the copies around it), measured
   the same way, in place of the board file's ``invocation_overhead_s``;
 - measured on the board only (``on_board``): each FPGA subfunction's core time against the compute
-  its build estimated, as a factor on the estimates of its nodes on that FPGA, and each link's
-  seconds per byte (the host's copies into and out of the core's buffers) in place of the board
-  file's bandwidth and latency. An emulation's FPGA figures are C-simulation's and never used.
+  its build estimated, as a factor on the estimates of its nodes on that FPGA, its call's time beyond
+  the core and the host's copies as that FPGA's call overhead, and each link's seconds per byte (the
+  host's copies into and out of the core's buffers) in place of the board file's bandwidth and
+  latency. An emulation's FPGA figures are C-simulation's and never used.
 
 A profile of an older build of the model is used for the nodes it names that the model still has.
 """
@@ -39,7 +40,7 @@ class Measured:
     node_seconds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # device -> node -> s a sample
     fpga_factors: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # device -> node -> measured/estimated
     link_seconds_per_byte: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (source, target)
-    call_overhead_s: Mapping[str, float] = field(default_factory=dict)  # CPU/GPU device -> seconds a call
+    call_overhead_s: Mapping[str, float] = field(default_factory=dict)  # device -> seconds a call
     figures: MeasuredFigures | None = None  # what plan.json and ``plan`` say of it
 
 
@@ -98,6 +99,10 @@ def measured(data: Any, file: str, board: str, host: str, devices: Sequence[str]
             if on_board and core is not None and estimated > 0 and per_call > 0:
                 factor = core / per_call / estimated
                 fpga_factors.setdefault(device, {}).update({n: factor for n in listed if n in known})
+            call = _time(sub, "call_seconds", wrong, where, optional=True)
+            copies = [_time(sub, key, wrong, where, optional=True) for key in ("copy_in_seconds", "copy_out_seconds")]
+            if on_board and None not in (call, core, *copies):  # the call less its core and the host's copies
+                overheads.setdefault(device, []).append(max(0.0, call - core - sum(copies)))
         else:
             timed = _typed(sub, "nodes", dict, wrong, where)
             for node in timed:
