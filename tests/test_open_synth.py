@@ -137,7 +137,7 @@ def test_a_convolution_is_traced_as_its_kernel_over_every_window():
             conv[:, r, c] = np.einsum("chw,hwcf->f", window, weight)
     conv = CppFixed.parse("ap_fixed<12,6,AP_RND,AP_SAT>").quantize(conv)
     want = CppFixed.parse("ap_fixed<8,4,AP_RND,AP_SAT>").quantize(conv * scale[:, None, None] + shift[:, None, None])
-    inputs, expected = traced.vectors(x, want[None])
+    inputs, expected = traced.vectors([x], want[None])
     np.testing.assert_array_equal(traced.logic.predict(inputs), expected)
     assert inputs.shape == (12, 3 * 3 * channels)
 
@@ -302,7 +302,8 @@ def test_the_units_the_top_implements_and_depthwise_convolutions_are_traced_and_
     a Reshape between them (an index table) and a Flatten (channels-last to ONNX's order): each traced from what
     the top's C++ is made of (the window's geometry, the index table), its RTL equal to the unit's C-simulation
     on every verification sample; a changed read in a relayout's Verilog is seen. Before them hls4ml's depthwise
-    convolutions, a padded one and an AveragePool (rewritten as one), traced per pixel as the others."""
+    convolutions, a padded one and an AveragePool (rewritten as one), traced per pixel as the others, and a
+    residual Add (a unit of two inputs) with the ReLU after it."""
     from onnx import TensorProto, helper, shape_inference
 
     from op_models import Builder
@@ -310,6 +311,7 @@ def test_the_units_the_top_implements_and_depthwise_convolutions_are_traced_and_
     b = Builder(1)
     x = b.node("Conv", ["input", b.random("dw.w", [2, 1, 3, 3]), b.random("dw.b", [2])], "dw", kernel_shape=[3, 3],
                pads=[1, 1, 1, 1], group=2)
+    x = b.node("Relu", [b.node("Add", [x, "input"], "add")], "add.relu")
     x = b.node("AveragePool", [x], "avg", kernel_shape=[2, 2], strides=[2, 2])
     x = b.node("MaxPool", [x], "pool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     x = b.node("Reshape", [x, b.const("rows", [1, 2, 9])], "rows")
@@ -336,6 +338,8 @@ def test_the_units_the_top_implements_and_depthwise_convolutions_are_traced_and_
         assert record.values == 5 * _output_values(out, unit), (unit.nodes, record.values)
         assert record.yosys["dsp"] == 0
     assert units["gap"].open_synthesis.yosys["lut"] > 0 and units["rows"].open_synthesis.yosys["lut"] == 0
+    residual = units["add"].open_synthesis
+    assert len(units["add"].inputs) == 2 and residual.bit_exact and residual.kernel == "unit", residual
     for unit in (units["dw"], units["avg"]):
         record = unit.open_synthesis
         assert unit.hls is not None and record.bit_exact and record.kernel == "pixel", (unit.nodes, record)

@@ -57,7 +57,8 @@ ARITHMETIC_FILE = "arithmetic.npz"  # in the unit's project folder: ``write_arit
 # The layer attributes ``write_arithmetic`` keeps: those of windows (convolution and pooling) and activations.
 _ARITHMETIC_ATTRIBUTES = ("activation", "n_in", "n_out", "n_chan", "n_filt", "in_height", "in_width", "out_height",
                           "out_width", "filt_height", "filt_width", "stride_height", "stride_width", "pad_top",
-                          "pad_bottom", "pad_left", "pad_right", "pool_height", "pool_width", "pool_op", "data_format")
+                          "pad_bottom", "pad_left", "pad_right", "pool_height", "pool_width", "pool_op", "data_format",
+                          "op")
 
 
 @dataclass

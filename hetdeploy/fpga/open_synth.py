@@ -13,11 +13,12 @@ Round-to-even (AP_RND_CONV, QONNX's ROUND), which da4ml 0.6 has not, is built as
 hardware builds it (``_towards_even``). What da4ml 0.6 cannot express is refused, naming the layer: other
 rounding modes where they drop bits, overflow modes other than wrap and saturation, lookup-table
 activations, layers other than Dense, Conv2D, DepthwiseConv2D (average pooling's too), max pooling,
-BatchNormalization, ReLU and linear activations, branches.
+BatchNormalization, ReLU and linear activations and a Merge (add, subtract, maximum, minimum) of two tensors.
 
 A unit is traced whole (``kernel`` "unit": a chain of Dense and element-wise layers, a vector in and
-one out, or element-wise layers alone on a map, channels-last) or, for a unit that starts with a 2-D
-(or depthwise) convolution or an unpadded max pooling followed by element-wise layers only, as the window's kernel
+one out, or element-wise layers alone on maps, channels-last, several inputs one after the other) or,
+for a unit that starts with a 2-D (or depthwise) convolution or an unpadded max pooling followed by
+element-wise layers only, as the window's kernel
 (``kernel`` "pixel": one output pixel's channels from its window, the window's channels-last values in,
 as hls4ml's streamed layers compute each pixel): ``vectors`` makes the input vectors and the
 C-simulation's matching outputs from whole tensors. A unit hetdeploy's own top implements (arena.h: a relayout,
@@ -58,8 +59,9 @@ MAX_TOP_READS = 65_536  # a window op of the top's is traced whole: at most this
 SYNTH_TIMEOUT_S = 600
 SIMULATE_TIMEOUT_S = 300
 # Layers that act on each value alone, and that follow a traced multiply-accumulate.
-_ELEMENTWISE = {"Activation", "BatchNormalization"}
+_ELEMENTWISE = {"Activation", "BatchNormalization", "Merge"}
 _WINDOWED = {"Conv2D", "DepthwiseConv2D", "Pooling2D"}  # traced as the kernel of one output pixel
+_MERGES = {"add": lambda a, b: a + b, "subtract": lambda a, b: a - b, "maximum": np.maximum, "minimum": np.minimum}
 _SIDES = ("top", "bottom", "left", "right")
 _TRACED_ACTIVATIONS = {"relu", "linear"}
 _ROUNDING = {"TRN": "TRN", "RND": "RND"}  # ap_fixed's modes da4ml 0.6 has, by their da4ml names
@@ -153,22 +155,22 @@ class Traced:
 
     logic: object  # da4ml.types.CombLogic
     kernel: str  # "unit" or "pixel"
-    input_type: CppFixed  # every input value's
+    input_types: list[CppFixed]  # each input's values' (a "pixel" kernel has one input)
     window: Optional[Window] = None  # the convolution's, for a "pixel" kernel
 
     @property
     def cost(self) -> float:
         return float(self.logic.cost)
 
-    def vectors(self, inputs: np.ndarray, outputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(input vectors, expected output vectors) from one sample's unit input and C-simulated output
-        (ONNX layout, batch of one): the input cast to the unit's input type as its C-simulation casts it."""
-        x = self.input_type.quantize(inputs[0])
+    def vectors(self, inputs: list[np.ndarray], outputs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(input vectors, expected output vectors) from one sample's unit inputs and C-simulated output
+        (ONNX layout, batch of one): each input cast to its type as the C-simulation casts it."""
+        xs = [fixed.quantize(x[0]) for fixed, x in zip(self.input_types, inputs)]
         y = np.asarray(outputs[0], dtype=np.float64)
-        if self.kernel == "unit":  # a map (element-wise layers only) channels-last, as the unit holds it
-            return (np.moveaxis(x, 0, -1) if x.ndim > 1 else x).reshape(1, -1), \
-                (np.moveaxis(y, 0, -1) if y.ndim > 1 else y).reshape(1, -1)
-        return (self.window.patches(np.moveaxis(x, 0, -1), *y.shape[1:]),
+        if self.kernel == "unit":  # maps (element-wise layers only) channels-last, as the unit holds them, in turn
+            return (np.concatenate([(np.moveaxis(x, 0, -1) if x.ndim > 1 else x).reshape(-1) for x in xs])[None],
+                    (np.moveaxis(y, 0, -1) if y.ndim > 1 else y).reshape(1, -1))
+        return (self.window.patches(np.moveaxis(xs[0], 0, -1), *y.shape[1:]),
                 np.moveaxis(y, 0, -1).reshape(-1, y.shape[0]))
 
 
@@ -180,10 +182,9 @@ def trace(arithmetic: Arithmetic, pad_top: Optional[int] = None) -> Traced:
     layers = arithmetic.layers
     if not layers or layers[0]["class"] != "Input":
         raise NotTraced("no input layer")
-    source, body = layers[0], layers[1:]
-    if len([layer for layer in layers if layer["class"] == "Input"]) != 1:
-        raise NotTraced("more than one input")
-    input_type = CppFixed.parse(source["output_type"])
+    sources = [layer for layer in layers if layer["class"] == "Input"]  # in the unit's inputs' order
+    source, body = sources[0], [layer for layer in layers if layer["class"] != "Input"]
+    input_types = [CppFixed.parse(s["output_type"]) for s in sources]
     window = None
     if len(body) > 1 and body[0]["class"] == "ZeroPadding2D" and body[1]["class"] in _WINDOWED:
         # hls4ml's streamed layers pad in a layer of their own: the window's padding
@@ -191,6 +192,8 @@ def trace(arithmetic: Arithmetic, pad_top: Optional[int] = None) -> Traced:
                  "inputs": body[0]["inputs"]}] + body[2:]
     if body and body[0]["class"] in _WINDOWED:
         head = body[0]
+        if len(sources) > 1:
+            raise NotTraced(f"layer {head['name']} ({head['class']}) in a unit of {len(sources)} inputs")
         if head["class"] == "Pooling2D" and (head.get("pool_op") != "Max" or
                                              any(head.get(f"pad_{side}", 0) for side in _SIDES)):
             raise NotTraced(f"layer {head['name']} ({head.get('pool_op')} pooling"
@@ -204,29 +207,41 @@ def trace(arithmetic: Arithmetic, pad_top: Optional[int] = None) -> Traced:
             stop = next(layer for layer in body[1:] if layer["class"] not in _ELEMENTWISE)
             raise NotTraced(f"layer {stop['name']} ({stop['class']}) after a window layer (a pixel's kernel is "
                             f"traced only with element-wise layers after it)")
+        widths = [width]
     else:
         flat = [layer for layer in body if layer["class"] not in _ELEMENTWISE]
-        if len(source["output_shape"]) != 1 and flat:
+        if any(len(s["output_shape"]) != 1 for s in sources) and flat:
             raise NotTraced(f"layer {flat[0]['name']} ({flat[0]['class']}) on an input of shape "
                             f"{source['output_shape']}")
-        width = int(np.prod(source["output_shape"]))
+        widths = [int(np.prod(s["output_shape"])) for s in sources]
     weights = sum(arithmetic.weights[f"{layer['name']}/weight"].size for layer in body
                   if f"{layer['name']}/weight" in arithmetic.weights)
     if weights > MAX_WEIGHTS:
         raise TooLarge(f"{weights} weights, above the {MAX_WEIGHTS} traced")
-    k, i, f = _kif(input_type)
-    inputs = FixedVariableArray.from_kif(np.full(width, k), np.full(width, i), np.full(width, f),
-                                         HWConfig(1, -1, -1), solver_options={"hard_dc": 2})
-    value, name = inputs, source["outputs"][0]
+    k, i, f = (np.concatenate([np.full(n, part) for n, part in zip(widths, parts)])
+               for parts in zip(*(_kif(fixed) for fixed in input_types)))
+    inputs = FixedVariableArray.from_kif(k, i, f, HWConfig(1, -1, -1), solver_options={"hard_dc": 2})
+    starts = np.cumsum([0] + widths)
+    values = {s["outputs"][0]: inputs[start:end] for s, start, end in zip(sources, starts, starts[1:])}
     for layer in body:
-        if layer["inputs"] != [name]:
+        read = [values.get(t) for t in layer["inputs"]]
+        if any(v is None for v in read) or (len(read) != 1 and layer["class"] != "Merge"):
             raise NotTraced(f"layer {layer['name']} ({layer['class']}) reads {', '.join(layer['inputs'])}, not "
-                            f"the layer before it (a branch)")
-        value = _layer(layer, value, arithmetic.weights)
-        name = layer["outputs"][0]
+                            f"the unit's layers before it")
+        value = _merge(layer, read) if layer["class"] == "Merge" else _layer(layer, read[0], arithmetic.weights)
+        values[layer["outputs"][0]] = value
     if window is not None and pad_top is not None:
         window.pad_top = pad_top
-    return Traced(comb_trace(inputs, value), "pixel" if window else "unit", input_type, window)
+    return Traced(comb_trace(inputs, value), "pixel" if window else "unit", input_types, window)
+
+
+def _merge(layer: dict, values: list):
+    """hls4ml's Merge of two tensors of one shape (nnet_merge): the exact sum, difference, maximum or minimum
+    of each pair of values, cast to the result type."""
+    op = str(layer.get("op", "")).lower()
+    if op not in _MERGES or len(values) != 2:
+        raise NotTraced(f"layer {layer['name']} (Merge {op or 'of no recorded op'} of {len(values)} tensors)")
+    return _cast(_MERGES[op](*values), layer["output_type"], layer)
 
 
 def trace_top(name: str, value_type: str, inputs: int, index: Optional[np.ndarray] = None,
@@ -244,7 +259,7 @@ def trace_top(name: str, value_type: str, inputs: int, index: Optional[np.ndarra
     source = FixedVariableArray.from_kif(np.full(inputs, k), np.full(inputs, i), np.full(inputs, f),
                                          HWConfig(1, -1, -1), solver_options={"hard_dc": 2})
     if window is None:
-        return Traced(comb_trace(source, source[np.asarray(index, dtype=np.int64)]), "unit", fixed)
+        return Traced(comb_trace(source, source[np.asarray(index, dtype=np.int64)]), "unit", [fixed])
     reads = _window_reads(window)
     if reads.size > MAX_TOP_READS:
         raise TooLarge(f"{reads.size} window reads, above the {MAX_TOP_READS} traced")
@@ -260,13 +275,13 @@ def trace_top(name: str, value_type: str, inputs: int, index: Optional[np.ndarra
         column = np.where(inside[:, position], reads[:, position], first)
         value = np.maximum(value, source[column]) if window.reduce == "max" else value + source[column]
     if window.reduce == "max":
-        return Traced(comb_trace(source, value), "unit", fixed)
+        return Traced(comb_trace(source, value), "unit", [fixed])
     if np.any(reads < 0):
         raise NotTraced(f"{name}: a mean over a padded window")
     size = window.kernel[0] * window.kernel[1]
     inverse = math.floor(2 ** 47 / size + 0.5) / 2 ** 47  # 1.0 / size rounded to ap_ufixed<48, 1, AP_RND>
     return Traced(comb_trace(source, _cast(value * inverse, value_type, {"name": name, "class": "mean"})), "unit",
-                  fixed)
+                  [fixed])
 
 
 def _window_reads(window) -> np.ndarray:

@@ -47,9 +47,8 @@ def open_synthesis(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarr
 
 def _unit(unit: ExecutionUnit, sub: Subfunction, build_dir: Path, pairs: list, family: str,
           clock_mhz: float) -> OpenSynthesis:
-    if len(unit.inputs) != 1 or len(unit.outputs) != 1:
-        return OpenSynthesis("not traced", f"{len(unit.inputs)} inputs and {len(unit.outputs)} outputs (one each "
-                                           f"is traced)")
+    if len(unit.outputs) != 1:
+        return OpenSynthesis("not traced", f"{len(unit.outputs)} outputs (one is traced)")
     seconds = {}
     started = time.monotonic()
     try:
@@ -61,8 +60,8 @@ def _unit(unit: ExecutionUnit, sub: Subfunction, build_dir: Path, pairs: list, f
     seconds["trace"] = time.monotonic() - started
     folder = build_dir / RTL_FOLDER / unit.name
     written = open_synth.write_verilog(traced, folder, unit.name, clock_mhz)
-    (source,), (result,) = unit.inputs, unit.outputs
-    vectors = [traced.vectors(inputs[source], outputs[result]) for inputs, outputs in pairs]
+    (result,) = unit.outputs
+    vectors = [traced.vectors([inputs[t] for t in unit.inputs], outputs[result]) for inputs, outputs in pairs]
     open_synth.write_vectors(written, np.concatenate([v[0] for v in vectors]),
                              np.concatenate([v[1] for v in vectors]))
     record = OpenSynthesis("synthesised", rtl=str(folder.relative_to(build_dir)), kernel=traced.kernel,
