@@ -19,7 +19,7 @@ import shutil
 import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 import numpy as np
 
 from ..core.names import identifier
@@ -206,9 +206,15 @@ def _values(shape: list[int]) -> int:
     return int(math.prod(shape))
 
 
+def flatten_geometry(shape: Sequence[int]) -> tuple[int, int]:
+    """(channels, pixels) arena.h's flatten_channels_last reorders a buffer of ``shape`` by: channels-last when
+    its rank is >= 3, else one channel (a plain copy)."""
+    return (shape[1], _values(shape[2:])) if len(shape) >= 3 else (1, _values(shape))
+
+
 def _flatten(shape: list[int], element: str, source: str, target: str) -> str:
-    """ONNX Flatten(axis=1) of a buffer: channels-last when its rank is >= 3, else a plain copy."""
-    channels, pixels = (shape[1], _values(shape[2:])) if len(shape) >= 3 else (1, _values(shape))
+    """ONNX Flatten(axis=1) of a buffer (``flatten_geometry``)."""
+    channels, pixels = flatten_geometry(shape)
     return statement("flatten", type=element, source=source, target=target, pixels=pixels, channels=channels)
 
 

@@ -183,7 +183,7 @@ def trace(arithmetic: Arithmetic, pad_top: Optional[int] = None) -> Traced:
     if not layers or layers[0]["class"] != "Input":
         raise NotTraced("no input layer")
     sources = [layer for layer in layers if layer["class"] == "Input"]  # in the unit's inputs' order
-    source, body = sources[0], [layer for layer in layers if layer["class"] != "Input"]
+    body = [layer for layer in layers if layer["class"] != "Input"]
     input_types = [CppFixed.parse(s["output_type"]) for s in sources]
     window = None
     if len(body) > 1 and body[0]["class"] == "ZeroPadding2D" and body[1]["class"] in _WINDOWED:
@@ -210,9 +210,9 @@ def trace(arithmetic: Arithmetic, pad_top: Optional[int] = None) -> Traced:
         widths = [width]
     else:
         flat = [layer for layer in body if layer["class"] not in _ELEMENTWISE]
-        if any(len(s["output_shape"]) != 1 for s in sources) and flat:
-            raise NotTraced(f"layer {flat[0]['name']} ({flat[0]['class']}) on an input of shape "
-                            f"{source['output_shape']}")
+        shaped = [s["output_shape"] for s in sources if len(s["output_shape"]) != 1]
+        if shaped and flat:
+            raise NotTraced(f"layer {flat[0]['name']} ({flat[0]['class']}) on an input of shape {shaped[0]}")
         widths = [int(np.prod(s["output_shape"])) for s in sources]
     weights = sum(arithmetic.weights[f"{layer['name']}/weight"].size for layer in body
                   if f"{layer['name']}/weight" in arithmetic.weights)
@@ -266,6 +266,8 @@ def trace_top(name: str, value_type: str, inputs: int, index: Optional[np.ndarra
     inside = reads >= 0
     if not np.all(np.any(inside, axis=1)):
         raise NotTraced(f"{name}: a window wholly in the padding")
+    if window.reduce == "mean" and not np.all(inside):
+        raise NotTraced(f"{name}: a mean over a padded window")
     first = reads[np.arange(len(reads)), np.argmax(inside, axis=1)]  # each window's first read inside the map
     value = source[first]
     for position in range(reads.shape[1]):
@@ -276,8 +278,6 @@ def trace_top(name: str, value_type: str, inputs: int, index: Optional[np.ndarra
         value = np.maximum(value, source[column]) if window.reduce == "max" else value + source[column]
     if window.reduce == "max":
         return Traced(comb_trace(source, value), "unit", [fixed])
-    if np.any(reads < 0):
-        raise NotTraced(f"{name}: a mean over a padded window")
     size = window.kernel[0] * window.kernel[1]
     inverse = math.floor(2 ** 47 / size + 0.5) / 2 ** 47  # 1.0 / size rounded to ap_ufixed<48, 1, AP_RND>
     return Traced(comb_trace(source, _cast(value * inverse, value_type, {"name": name, "class": "mean"})), "unit",

@@ -19,6 +19,7 @@ from ..core.plan import ExecutionUnit, OpenSynthesis, Plan, Subfunction
 from ..core.progress import Reporter
 from ..fpga import open_synth
 from ..fpga.hls4ml_adapter import ARITHMETIC_FILE
+from ..fpga.hls_top import flatten_geometry
 from ..running import runtime
 
 RTL_FOLDER = "rtl"  # in the build folder: one folder per unit
@@ -98,11 +99,9 @@ def _top_unit(unit: ExecutionUnit, sub: Subfunction, build_dir: Path, input_shap
     if unit.index_table:
         table = (build_dir / sub.hls.project / unit.index_table).read_text()
         index = np.array([int(v) for v in table[table.index("{") + 1:table.rindex("}")].split(",")])
-    elif len(input_shape) >= 3:  # arena.h's flatten_channels_last: ONNX's (C, H, W) order from (H, W, C)
-        channels, pixels = input_shape[1], math.prod(input_shape[2:])
+    else:  # arena.h's flatten_channels_last: ONNX's (C, H, W) order from (H, W, C)
+        channels, pixels = flatten_geometry(input_shape)
         index = (np.arange(values) % pixels) * channels + np.arange(values) // pixels
-    else:
-        index = np.arange(values)
     return open_synth.trace_top(unit.name, types[source], values, index=index)
 
 
