@@ -12,8 +12,9 @@ onnxruntime (the board's ARM cores), a sample a call (their models take one). FP
 on their HLS core through pynq, a batch a call: the overlay is loaded once; every port's buffers (two
 sets of a batch each, and the DDR region of the memory plan) are allocated once with pynq.allocate,
 the DDR weights written once and each weight port pointed at them; a call copies the batch into one
-set, points the core at it, writes the sample count (the ``samples`` register), starts the core
-(ap_start) and waits for ap_done. With more than one batch the subfunctions run as a pipeline, a
+set (zero-compressing each sample of a port plan.json marks "compressed", ``to_port``; what such an
+output port gives back is decompressed, ``from_port``), points the core at it, writes the sample
+count (the ``samples`` register), starts the core (ap_start) and waits for ap_done. With more than one batch the subfunctions run as a pipeline, a
 thread each: while one works on batch k the next works on batch k - 1, and an FPGA subfunction copies
 batch k + 1 into its other buffer set while its core runs batch k; the outputs are those of the
 sequential run (--sequential: one batch after another through one subfunction after another).
@@ -60,6 +61,11 @@ def channels_first(x: np.ndarray) -> np.ndarray:
 def stored_shape(shape: list[int], count: int = 1) -> list[int]:
     """The layout of an FPGA port holding ``count`` samples: rank >= 3 is channels-last."""
     return [count, *shape[2:], shape[1]] if len(shape) >= 3 else [count, *shape[1:]]
+
+
+def _port_values(port: dict) -> int:
+    """``port_values`` of a port of plan.json's "hls"."""
+    return port_values(int(np.prod(port["shape"])), port.get("compressed", False))
 
 
 def ddr_image(sub: dict) -> np.ndarray:
@@ -117,7 +123,8 @@ class FpgaSubfunction:
         self.core = getattr(overlay, sub["hls"]["top"])
         ports = [(f"in_{k}", p) for k, p in enumerate(sub["hls"]["inputs"])]
         ports += [(f"out_{k}", p) for k, p in enumerate(sub["hls"]["outputs"])]
-        self.sets = [{name: pynq.allocate(shape=(self.max_batch * int(np.prod(p["shape"])),), dtype=np.float32)
+        self.sets = [{name: pynq.allocate(shape=(self.max_batch * _port_values(p),),
+                                          dtype=np.uint32 if p.get("compressed") else np.float32)
                       for name, p in ports} for _ in range(2)]
         self.counts = [0, 0]  # samples in each set
         self.next = 0
@@ -150,7 +157,7 @@ class FpgaSubfunction:
         slot, self.next = self.next, 1 - self.next
         buffers = self.sets[slot]
         for k, port in enumerate(self.sub["hls"]["inputs"]):
-            flat = channels_last(feeds[port["tensor"]]).reshape(-1)
+            flat = to_port(channels_last(feeds[port["tensor"]]), port.get("compressed", False))
             buffers[f"in_{k}"][: flat.size] = flat
             buffers[f"in_{k}"].flush()
         self.counts[slot] = len(feeds[self.sub["hls"]["inputs"][0]["tensor"]])
@@ -180,7 +187,8 @@ class FpgaSubfunction:
         for k, port in enumerate(self.sub["hls"]["outputs"]):
             buffer = self.sets[slot][f"out_{k}"]
             buffer.invalidate()
-            flat = np.array(buffer[: count * int(np.prod(port["shape"]))])
+            flat = from_port(np.array(buffer[: count * _port_values(port)]), count, int(np.prod(port["shape"])),
+                             port.get("compressed", False))
             results[port["tensor"]] = channels_first(flat.reshape(stored_shape(port["shape"], count)))
         self.timings.copy_out.append(time.perf_counter() - started)
         return results
@@ -216,9 +224,9 @@ class EmulatedFpgaSubfunction:
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         started = time.perf_counter()
         count = len(feeds[self.sub["hls"]["inputs"][0]["tensor"]])
-        arrays = [np.ascontiguousarray(channels_last(feeds[p["tensor"]]), dtype=np.float32).reshape(-1)
+        arrays = [to_port(channels_last(feeds[p["tensor"]]), p.get("compressed", False))
                   for p in self.sub["hls"]["inputs"]]
-        outs = [np.zeros(count * int(np.prod(p["shape"])), dtype=np.float32) for p in self.sub["hls"]["outputs"]]
+        outs = [np.zeros(count * _port_values(p), dtype=np.float32) for p in self.sub["hls"]["outputs"]]
         arguments = [ctypes.c_int(count)] + [a.ctypes.data_as(ctypes.c_void_p) for a in arrays + outs]
         launched = time.perf_counter()
         self.timings.copy_in.append(launched - started)
@@ -238,8 +246,10 @@ class EmulatedFpgaSubfunction:
                                f"{self.max_batch}; library and plan from different builds?)")
         done = time.perf_counter()
         self.timings.core.append(done - launched)
-        results = {p["tensor"]: channels_first(flat.reshape(stored_shape(p["shape"], count)))
-                   for p, flat in zip(self.sub["hls"]["outputs"], outs)}
+        results = {}
+        for p, port in zip(self.sub["hls"]["outputs"], outs):
+            flat = from_port(port, count, int(np.prod(p["shape"])), p.get("compressed", False))
+            results[p["tensor"]] = channels_first(flat.reshape(stored_shape(p["shape"], count)))
         self.timings.copy_out.append(time.perf_counter() - done)
         return results
 
@@ -273,10 +283,41 @@ def zero_decompress(words: np.ndarray, count: int) -> np.ndarray:
     """``zero_compress``'s words back into the sample's ``count`` float32 values, bit for bit."""
     words = np.asarray(words, dtype=np.uint32)
     map_words = (count + 31) // 32
-    kept = np.unpackbits(words[1: 1 + map_words].astype("<u4").view(np.uint8), bitorder="little")[:count]
+    kept = np.unpackbits(words[1: 1 + map_words].astype("<u4").view(np.uint8), bitorder="little")[:count].astype(bool)
+    if np.count_nonzero(kept) != words[0] or len(words) < 1 + map_words + int(words[0]):
+        raise RuntimeError(f"a zero-compressed sample of {count} values keeps {int(words[0])} by its count, "
+                           f"{np.count_nonzero(kept)} by its bitmap, in {len(words)} words: not zero_compress's")
     values = np.zeros(count, dtype=np.uint32)
-    values[kept.astype(bool)] = words[1 + map_words: 1 + map_words + int(words[0])]
+    values[kept] = words[1 + map_words: 1 + map_words + int(words[0])]
     return values.view(np.float32)
+
+
+def port_values(values: int, compressed: bool) -> int:
+    """The 32-bit values a sample of ``values`` values takes in an FPGA top's port (hls_top.port_values)."""
+    return compressed_words(values) if compressed else values
+
+
+def to_port(samples: np.ndarray, compressed: bool) -> np.ndarray:
+    """A batch's values (samples on axis 0, as the port lays them out) as the port holds them: float32, or
+    (``compressed``) each sample zero-compressed into its ``compressed_words`` slot (uint32; its words past
+    the encoding 0)."""
+    flat = np.ascontiguousarray(samples, dtype=np.float32).reshape(len(samples), -1)
+    if not compressed:
+        return flat.reshape(-1)
+    slots = np.zeros((len(flat), compressed_words(flat.shape[1])), dtype=np.uint32)
+    for slot, sample in zip(slots, flat):
+        words = zero_compress(sample)
+        slot[: len(words)] = words
+    return slots.reshape(-1)
+
+
+def from_port(port: np.ndarray, count: int, values: int, compressed: bool) -> np.ndarray:
+    """``count`` samples of ``values`` values, flat float32, from what a port holds (``to_port``'s form; a
+    compressed port's words read as any 4-byte type)."""
+    if not compressed:
+        return np.asarray(port[: count * values], dtype=np.float32)
+    slots = np.ascontiguousarray(port[: count * compressed_words(values)]).view(np.uint32).reshape(count, -1)
+    return np.concatenate([zero_decompress(slot, values) for slot in slots]) if count else np.zeros(0, np.float32)
 
 
 # ---------------------------------------------------------------- the stream

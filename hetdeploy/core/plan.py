@@ -42,6 +42,9 @@ class HlsPort:
     tensor: str
     shape: list[int]
     layout: str
+    # zero-compressed (the subfunction's "transfers"): a sample takes board_runtime.compressed_words(values)
+    # 32-bit words, the most zero_compress's can take, its encoding first
+    compressed: bool = False
 
 
 @dataclass
@@ -399,6 +402,22 @@ class FpgaResources:
 
 
 @dataclass
+class Transfer:
+    """A tensor an FPGA subfunction takes from the host or gives it, weighed for travelling zero-compressed
+    (planning.compression): its share of zeros on the sizing samples, its bytes a sample raw and compressed at
+    that share, the seconds a sample compressing saves (the link's less the codec's; negative: it costs)."""
+
+    tensor: str
+    link: str  # "source->target"
+    values: int  # a sample's
+    zero_share: float
+    raw_bytes: int
+    compressed_bytes: int
+    saved_s: float
+    compressed: bool
+
+
+@dataclass
 class Subfunction:
     name: str
     device: str
@@ -414,6 +433,7 @@ class Subfunction:
     memory: Optional[MemoryPlan] = None
     hls: Optional[HlsProject] = None
     verification: Optional[Verification] = None
+    transfers: list[Transfer] = field(default_factory=list)  # an FPGA subfunction's, weighed for compression
 
 
 @dataclass

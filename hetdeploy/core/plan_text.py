@@ -125,6 +125,13 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
                          f"weights {sum(b.size for b in m.buffers if b.kind == 'weights'):,} B read in "
                          f"{duration(m.ddr_weights_s)}); "
                          f"lower bound {m.lower_bound_bytes:,} B; batch buffers in DDR {m.batch_bytes:,} B")
+    for sub in (s for s in plan.subfunctions if s.transfers):
+        lines.append(f"\n{sub.name}: transfers (zeros on the sizing samples; zero-compressed where marked)")
+        for t in sub.transfers:
+            saved = f"saves {duration(t.saved_s)}" if t.saved_s >= 0 else f"costs {duration(-t.saved_s)}"
+            lines.append(f"  {t.tensor:<24} {t.link:<14} {t.values:>9,} values {t.zero_share:>4.0%} zeros "
+                         f"{t.raw_bytes:>10,} B raw {t.compressed_bytes:>10,} B compressed, {saved} a sample: "
+                         f"{'COMPRESSED' if t.compressed else 'raw'}")
     if nodes:
         lines.append(f"\n{'model node':<32} {'where':<24} {'unit':<16} {'folded into'}")
         for name, where in plan.node_map.items():

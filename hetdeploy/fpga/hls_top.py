@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 import numpy as np
 
+from ..core.board_runtime import port_values
 from ..core.names import identifier
 from ..core.graph import Node
 from ..core.plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort, Window
@@ -135,9 +136,9 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     buffer_types = "".join(statement("typedef", type=b.precision, name=types[b.tensor]) + "\n" for b in activations)
     batch = source.max_batch
     names = [f"in_{k}" for k in range(len(source.inputs))] + [f"out_{k}" for k in range(len(source.outputs))]
-    depth = {name: batch * _values(p.shape) for name, p in zip(names, source.inputs + source.outputs)}
-    float_ports = ", ".join(statement("float_input" if name.startswith("in_") else "float_output", name=name,
-                                      values=depth[name]) for name in names)
+    depth = {name: batch * _port_values(p) for name, p in zip(names, source.inputs + source.outputs)}
+    float_ports = ", ".join(statement(f"{'packed' if p.compressed else 'float'}_{name[:-2]}put", name=name,
+                                      values=depth[name]) for name, p in zip(names, source.inputs + source.outputs))
     ports, csim_memory, load_ddr = [float_ports], "", ""
     if extent["ddr"]:  # a port the host allocates; in C-simulation a static region the host can fill
         ports.append(statement("ddr_parameter", words=ddr_words))
@@ -154,14 +155,14 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
         return statement("at_word", memory=base[buffers[tensor].memory],
                          word=buffers[tensor].offset // units.ARENA_WORD_BYTES)
 
-    body = [_line("from_float", type=types[p.tensor], source=statement("sample_of", port=f"in_{k}",
-                                                                      values=_values(p.shape)),
-                  target=at(p.tensor), values=_values(p.shape)) for k, p in enumerate(source.inputs)]
+    body = [_line("from_zero_compressed" if p.compressed else "from_float", type=types[p.tensor],
+                  source=statement("sample_of", port=f"in_{k}", values=_port_values(p)), target=at(p.tensor),
+                  values=_values(p.shape)) for k, p in enumerate(source.inputs)]
     for step, unit in enumerate(source.units):
         body.append(_line("step_comment", step=step, unit=unit.name, pe=unit.pe, nodes=_comment(unit.nodes)))
         body.append(_run_unit(unit, at, types, source.shapes, ports_of[unit.name]))
-    body += [_line("to_float", type=types[p.tensor], source=at(p.tensor),
-                   target=statement("sample_of", port=f"out_{k}", values=_values(p.shape)), values=_values(p.shape))
+    body += [_line("to_zero_compressed" if p.compressed else "to_float", type=types[p.tensor], source=at(p.tensor),
+                   target=statement("sample_of", port=f"out_{k}", values=_port_values(p)), values=_values(p.shape))
              for k, p in enumerate(source.outputs)]
     body = ["    " + line if line.strip() else line for line in body]  # inside the samples loop
 
@@ -204,6 +205,10 @@ def _load_weights(ports: list[WeightPort]) -> str:
 
 def _values(shape: list[int]) -> int:
     return int(math.prod(shape))
+
+
+def _port_values(port: HlsPort) -> int:
+    return port_values(_values(port.shape), port.compressed)
 
 
 def flatten_geometry(shape: Sequence[int]) -> tuple[int, int]:

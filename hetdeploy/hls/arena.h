@@ -128,6 +128,65 @@ template <class T> void to_float(const word_t *buffer, float *target, int n) {
     read_array<T>(buffer, target, n);
 }
 
+// Zero-compressed float ports (plan.json's "transfers"; board_runtime.zero_compress is the host's
+// end): a sample of n values is 32-bit words: the count of values kept, a bitmap of ceil(n / 32)
+// words (bit j % 32 of word j / 32 set: value j kept) and the kept values' float bits in order. A
+// value is dropped only where its bits are all 0 (+0.0, which is what T(0) converts to), so a
+// compressed port carries the same values as a float one, bit for bit.
+typedef unsigned int packed_t;
+
+inline float float_of_bits(packed_t bits) {
+    union { packed_t bits; float value; } both;
+    both.bits = bits;
+    return both.value;
+}
+
+inline packed_t bits_of_float(float value) {
+    union { packed_t bits; float value; } both;
+    both.value = value;
+    return both.bits;
+}
+
+// a sample's compressed words into a buffer of n values of T (as from_float converts them), a value a cycle
+template <class T> void from_zero_compressed(const packed_t *source, word_t *buffer, int n) {
+    const packed_t *kept = source + 1 + (n + 31) / 32;
+    int next = 0;
+    packed_t map = 0;
+    for (int w = 0; w * lane<T>::per_word < n; w++) {
+        T lanes[lane<T>::per_word];
+        for (int k = 0; k < lane<T>::per_word; k++) {
+#pragma HLS PIPELINE
+            const int j = w * lane<T>::per_word + k;
+            if (j < n && j % 32 == 0) map = source[1 + j / 32];
+            const bool present = j < n && (map >> (j % 32)) & 1;
+            lanes[k] = present ? T(float_of_bits(kept[next])) : T(0);
+            if (present) next++;
+        }
+        write_run<T, lane<T>::per_word>(buffer, w, lanes);
+    }
+}
+
+// a buffer of n values of T as a sample's compressed words (their floats as to_float gives them), a value a cycle
+template <class T> void to_zero_compressed(const word_t *buffer, packed_t *target, int n) {
+    packed_t *kept = target + 1 + (n + 31) / 32;
+    packed_t map = 0;
+    int count = 0;
+    for (int j = 0; j < n; j++) {
+#pragma HLS PIPELINE
+        const float value = read<T>(buffer, j);
+        const packed_t bits = bits_of_float(value);
+        if (bits != 0) {
+            kept[count++] = bits;
+            map |= packed_t(1) << (j % 32);
+        }
+        if (j % 32 == 31 || j == n - 1) {
+            target[1 + j / 32] = map;
+            map = 0;
+        }
+    }
+    target[0] = count;
+}
+
 #ifndef __SYNTHESIS__
 // C-simulation of a typed m_axi port into the DDR region: the array of n elements at ``region``
 template <class T> void load_array(const word_t *region, T *target, int n) {

@@ -6,10 +6,10 @@ A tensor of N float32 values with a share z of zeros takes 4 (1 + ceil(N / 32) +
 instead of 4 N. What it costs: the host encodes or decodes it in numpy (about three passes over
 the raw values at the host's memory bandwidth: compare, pack, gather or scatter), and the FPGA's top
 decodes or encodes it a value a cycle where a plain copy moves a 64-bit word, two values, a cycle.
-It pays where the link time saved is more than both.
-
-Not built yet: the FPGA top's decoding and encoding, and run.py's and emulate's ends; the build does
-not compress. ``benchmarks/compression.py`` measures what it would save.
+It pays where the link time saved is more than both. The build step ``weigh_transfers``
+(steps/transfers.py) weighs every tensor an FPGA subfunction takes from the host or gives it; the
+top (arena.h's from_zero_compressed, to_zero_compressed) and run.py and emulate
+(board_runtime.to_port, from_port) do the two ends of the ones it compresses.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+MODES = ("auto", "all", "none")  # --compress-transfers: where it pays, every FPGA port, none
 VALUE_BYTES = 4
 HOST_PASSES = 3  # numpy's passes over the raw values to encode or decode
 WORD_VALUES = 2  # float32 values a plain 64-bit copy moves a cycle

@@ -37,6 +37,7 @@ import yaml
 from ..core.cache import LIMIT_VARIABLE, default_root, parse_size
 from ..core.errors import UserError
 from ..core.yamlfile import YamlFile
+from .compression import MODES as COMPRESSION_MODES
 from .cost import OBJECTIVES
 from .memory import STRATEGIES
 from .partition import ILP_TIME_LIMIT_S, PARTITIONERS, POLICIES
@@ -86,6 +87,7 @@ class BuildOptions:
     partitioner: str = "search"  # how the latency policy cuts (partition.PARTITIONERS)
     ilp_time_limit: float = ILP_TIME_LIMIT_S  # seconds the integer programme may take (--partitioner ilp)
     memory_strategy: str = "auto"  # or one of memory.STRATEGIES
+    compress_transfers: str = "auto"  # which FPGA ports travel zero-compressed (compression.MODES)
     # the largest relative error per output the FPGA's fixed point may add (--error-budget): each
     # FPGA layer gets the fewest bits that keep it (budget.py); None: --width everywhere
     error_budget: Optional[float] = None
@@ -351,6 +353,11 @@ OPTIONS = (
     Option("ilp_time_limit", "ilp_time_limit", time_limit, "partitioning", "seconds the integer programme of "
            f"--partitioner ilp may take (default {ILP_TIME_LIMIT_S:g}); then its best plan, never slower than the "
            "search's, and its gap", metavar="S"),
+    Option("compress_transfers", "compress_transfers", choice(COMPRESSION_MODES), "partitioning", "which tensors an "
+           "FPGA subfunction takes from the host or gives it travel zero-compressed (a bitmap and the non-zero "
+           "values; the top decodes and encodes them, run.py and emulate do the other end): auto (default), each "
+           "where its share of zeros on the sizing samples saves more link time than the codec costs; all; none",
+           choices=COMPRESSION_MODES),
     Option("profile", "profile", text, "partitioning", "what a run measured (run.py --profile on the board, or "
            "hetdeploy emulate --profile): its CPU/GPU nodes' times, and on the board its FPGA calls' and links', in "
            "place of the board file's estimates for what it covers (README: Profiles)", metavar="FILE.json",

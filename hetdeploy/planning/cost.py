@@ -213,6 +213,16 @@ def stream_seconds(stages: Iterable[tuple[str, float]], batch: int) -> float:
     return max(busy.values(), default=0.0) / batch
 
 
+def link_terms(board: Board, measured: Measured, source: str, target: str, calls: float = 1.0) -> tuple[float, float]:
+    """A link's (seconds a byte, seconds a tensor) at ``calls`` calls a sample: the profile's seconds per byte
+    where it measured the link (its latencies inside), else the board file's bandwidth and latency."""
+    per_byte = measured.link_seconds_per_byte.get((source, target))
+    if per_byte is not None:
+        return per_byte, 0.0
+    link = board.link(source, target)
+    return 1 / link.bandwidth_bytes_per_s, calls * link.latency_s
+
+
 # no node pinned to a device (--device)
 NO_PINS: Mapping[str, str] = MappingProxyType({})
 
@@ -258,13 +268,8 @@ class CostModel:
         return tensors * per_tensor + nbytes * per_byte
 
     def link_terms(self, source: str, target: str, calls: float = 1.0) -> tuple[float, float]:
-        """A link's (seconds a byte, seconds a tensor) at ``calls`` calls a sample: the profile's seconds per byte
-        where it measured the link (its latencies inside), else the board file's bandwidth and latency."""
-        per_byte = self.measured.link_seconds_per_byte.get((source, target))
-        if per_byte is not None:
-            return per_byte, 0.0
-        link = self.board.link(source, target)
-        return 1 / link.bandwidth_bytes_per_s, calls * link.latency_s
+        """``link_terms`` of this model's board and profile."""
+        return link_terms(self.board, self.measured, source, target, calls)
 
     def invocation_overhead_s(self, device: str) -> float:
         """A subfunction call's fixed cost on ``device``: the profile's where it measured that device's calls,

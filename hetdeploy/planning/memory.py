@@ -38,6 +38,7 @@ from typing import Callable, NamedTuple, Optional, Sequence
 import numpy as np
 
 from ..core.board import BRAM18_BITS, Board
+from ..core.board_runtime import compressed_words
 from ..core.errors import UserError
 from ..core.graph import Graph
 from ..core.plan import Buffer, ExecutionUnit, MemoryPlan, Plan, Subfunction
@@ -401,10 +402,18 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                 buffers=weights + [Buffer(b.tensor, p.memory, p.offset + (weights_end if p.memory == "ddr" else 0),
                                           r.size, b.first, b.last, f"ap_fixed<{width},6>")
                                    for b, r, p in zip(lives, requests, placements)],
-                batch_bytes=2 * batch * FLOAT_BYTES * sum(math.prod(shapes[t]) for t in sub.inputs + sub.outputs))
+                batch_bytes=batch_bytes(sub, shapes, batch))
             target -= used_in["bram"]
             reserve -= used_in["reserved"]
         _check_ddr(device, subs, shapes, batch)
+
+
+def batch_bytes(sub: Subfunction, shapes: dict[str, list[int]], batch: int) -> int:
+    """The two sets of a batch of ``batch`` samples of an FPGA subfunction's ports (its zero-compressed ones
+    at the most words a sample can take)."""
+    compressed = {t.tensor for t in sub.transfers if t.compressed}
+    return 2 * batch * FLOAT_BYTES * sum(compressed_words(math.prod(shapes[t])) if t in compressed
+                                         else math.prod(shapes[t]) for t in sub.inputs + sub.outputs)
 
 
 def _check_ddr(device, subs: list[Subfunction], shapes: dict[str, list[int]], batch: int) -> None:

@@ -9,8 +9,8 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..core.board_runtime import (Stage, StreamTimes, channels_first, channels_last, per_sample, resource_of, run_stream,
-                                  stored_shape)
+from ..core.board_runtime import (Stage, StreamTimes, channels_first, channels_last, from_port, per_sample, port_values,
+                                  resource_of, run_stream, stored_shape, to_port)
 from ..core.csim import CSimLibrary
 from ..core.plan import InputReshape, Plan, Subfunction
 from ..intake.ort_adapter import OrtModel, open_in_memory, open_model, read_built_model
@@ -46,10 +46,12 @@ class CSimExecutor:
     entry (a unit's), called once per sample."""
 
     def __init__(self, library: CSimLibrary, entry: str, inputs: list[tuple[str, list[int]]],
-                 outputs: list[tuple[str, list[int]]], max_batch: int = 0):
+                 outputs: list[tuple[str, list[int]]], max_batch: int = 0, compressed: frozenset[str] = frozenset()):
+        """``compressed``: the tensors whose ports are zero-compressed (board_runtime.to_port, from_port)."""
         self.inputs, self.outputs, self.per_call = inputs, outputs, max(1, max_batch)
-        self.call = library.entry(entry, [int(np.prod(s)) for _, s in inputs], [int(np.prod(s)) for _, s in outputs],
-                                  max_batch)
+        self.compressed = compressed
+        self.call = library.entry(entry, [port_values(int(np.prod(s)), t in compressed) for t, s in inputs],
+                                  [port_values(int(np.prod(s)), t in compressed) for t, s in outputs], max_batch)
 
     engine = "C-simulation (g++)"
 
@@ -58,8 +60,10 @@ class CSimExecutor:
         results: dict[str, list[np.ndarray]] = {t: [] for t, _ in self.outputs}
         for start in range(0, count, self.per_call):
             end = min(count, start + self.per_call)
-            arrays = [channels_last(feeds[t][start:end]) for t, _ in self.inputs]
-            for (tensor, shape), flat in zip(self.outputs, self.call(arrays, end - start)):
+            arrays = [to_port(channels_last(feeds[t][start:end]), t in self.compressed).view(np.float32)
+                      for t, _ in self.inputs]  # a compressed port's words pass as float32 bits
+            for (tensor, shape), port in zip(self.outputs, self.call(arrays, end - start)):
+                flat = from_port(port, end - start, int(np.prod(shape)), tensor in self.compressed)
                 results[tensor].append(channels_first(flat.reshape(stored_shape(shape, end - start))))
         return {t: np.concatenate(v) for t, v in results.items()}
 
@@ -67,7 +71,8 @@ class CSimExecutor:
 def subfunction_executor(libraries: CSimLibraries, sub: Subfunction) -> CSimExecutor:
     hls = sub.hls
     return CSimExecutor(libraries.of(sub), f"{hls.top}_float", [(p.tensor, p.shape) for p in hls.inputs],
-                        [(p.tensor, p.shape) for p in hls.outputs], hls.max_batch)
+                        [(p.tensor, p.shape) for p in hls.outputs], hls.max_batch,
+                        frozenset(p.tensor for p in hls.inputs + hls.outputs if p.compressed))
 
 
 def unit_executors(libraries: CSimLibraries, sub: Subfunction) -> list[tuple[CSimExecutor, OrtModel]]:

@@ -1,7 +1,7 @@
 """The build pipeline, top to bottom: an ordered list of named steps over one state ``STEPS``, as
 FINN's build_dataflow_steps are.
 
-    load_model -> load_board -> search_widths -> partition            PLAN_STEPS: hetdeploy plan
+    load_model -> load_board -> search_widths -> partition -> weigh_transfers     PLAN_STEPS: hetdeploy plan
     -> write_subfunctions -> unit_widths -> generate_hls -> verify -> open_synth -> package
 
 The progress numbers come from the list; a unit out of tolerance in ``verify`` is widened and the
@@ -44,6 +44,7 @@ from .open_synth import open_synthesis
 from .plan_model import (UnitsDoNotFit, against_baselines, fold_units, folded_plan, fpga_times, map_nodes,
                          model_node_names, search_layer_widths)
 from .subfunctions import write_subfunctions
+from .transfers import weigh_transfers
 
 @dataclasses.dataclass
 class BuildState:
@@ -296,6 +297,22 @@ def _partition(state: BuildState) -> BuildState:
     return state
 
 
+def _weigh_transfers(state: BuildState) -> BuildState:
+    if state.options.compress_transfers != "none":
+        state.samples = state.samples or build_samples(state.options, state.loaded.inputs)
+    weigh_transfers(state.plan, state.loaded, state.board, state.options,
+                    state.samples.sizing if state.samples is not None else [])
+    return state
+
+
+def _transfers_says(state: BuildState) -> str:
+    if state.options.compress_transfers == "none":
+        return "transfers between the host and the FPGA: uncompressed (--compress-transfers none)"
+    which = "every one" if state.options.compress_transfers == "all" else "where it pays"
+    return f"weighing zero-compressed transfers between the host and the FPGA ({which}), zeros counted on the " \
+           f"sizing samples"
+
+
 def _write_subfunctions(state: BuildState) -> BuildState:
     options, plan = state.options, state.plan
     state.samples = state.samples or build_samples(options, plan.inputs)
@@ -396,6 +413,7 @@ PLAN_STEPS = [
     Step("search_widths", _search_widths, _search_says),
     Step("partition", _partition, lambda s: f"partitioning ({s.options.policy} policy) and folding FPGA execution "
                                             f"units"),
+    Step("weigh_transfers", _weigh_transfers, _transfers_says),
 ]
 WRITE_STEPS = [
     Step("write_subfunctions", _write_subfunctions, lambda s: f"writing {len(s.plan.subfunctions)} subfunction "

@@ -22,7 +22,7 @@ from ..planning import memory, units
 from ..planning.config import OPTIONS, BuildOptions, resolved_config, said, strategy_name
 from ..planning.cost import stream_seconds
 from ..planning.partition import partition_graph
-from ..planning.profile import NOTHING_MEASURED, read_profile
+from ..planning.profile import NOTHING_MEASURED, Measured, read_profile
 from ..running import budget, runtime
 from ..running.samples import BuildSamples
 
@@ -187,9 +187,16 @@ def fpga_times(plan: Plan, board: Board, spills: bool = True) -> None:
         [(s.estimate.resource, s.estimate.batch_s) for s in plan.subfunctions], plan.estimate.batch)
 
 
+def measured_figures(loaded: LoadedModel, board: Board, options: BuildOptions) -> Measured:
+    """What --profile measured for this model on this board (nothing without one)."""
+    if options.profile is None:
+        return NOTHING_MEASURED
+    return read_profile(options.profile, board.name, board.host, [d.name for d in board.devices],
+                        [n.name for n in loaded.graph.nodes])
+
+
 def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_widths: Mapping[str, int]) -> Plan:
-    measured = NOTHING_MEASURED if options.profile is None else read_profile(
-        options.profile, board.name, board.host, [d.name for d in board.devices], [n.name for n in loaded.graph.nodes])
+    measured = measured_figures(loaded, board, options)
     result = partition_graph(loaded.graph, board, options.policy, options.width, options.objective, options.batch,
                              layer_widths, options.devices, measured, options.partitioner, options.ilp_time_limit)
     kinds = {d.name: d.kind for d in board.devices}
