@@ -6,14 +6,13 @@ Run by hand (prints a table; nothing here is a test):
 
 For each example model (examples/*.onnx; the ReLU-heavy ones are small_cnn, alexnet_style,
 four_conv64 and wide_mlp) on each board (or a copy of its file whose FPGA links move --link-bandwidth
-bytes a second), the plan `hetdeploy plan` makes (latency policy, N synthetic
-sizing samples): for each tensor an FPGA subfunction takes from the host or gives back, what the plan's
-weigh_transfers step recorded (plan.json's "transfers"): its share of zeros on those samples, its bytes
-raw and zero-compressed, the time compressing saves a sample (the link's less the host's and the FPGA's
-encoding and decoding) and whether the build compresses it (--compress-transfers auto). Every sample's
-tensor is also compressed and decompressed (board_runtime.zero_compress) and must come back bit for bit.
-That a build with compression emulates byte for byte as one without is
-tests/test_compression.py's build test.
+bytes a second), the plan `hetdeploy plan` makes (latency policy, N synthetic sizing samples): for each
+tensor an FPGA subfunction takes from the host or gives back, what the cost model weighed and the plan
+recorded (plan.json's "transfers"): its share of zeros on those samples, its bytes raw and
+zero-compressed, the time compressing saves a sample (the link's less the host's and the FPGA's encoding
+and decoding) and whether the build compresses it (--compress-transfers auto). Every sample's tensor is
+also compressed and decompressed (board_runtime.zero_compress) and must come back bit for bit. That a
+build with compression emulates byte for byte as one without is tests/test_compression.py's build test.
 """
 
 from __future__ import annotations

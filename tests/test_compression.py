@@ -90,3 +90,35 @@ def test_a_build_with_compressed_transfers_emulates_byte_for_byte_as_one_without
     for compressed, plain in zip(outputs["all"], outputs["none"]):
         assert compressed.shape == (7, 10) and np.all(np.isfinite(compressed))
         assert compressed.tobytes() == plain.tobytes()
+
+
+def test_the_partition_weighs_compressed_transfers_where_the_link_is_slow():
+    """A Conv -> Relu -> Conv -> Relu chain on a PYNQ-Z2 whose links to and from the FPGA move 10 MB/s:
+    raw, its 64 KiB input and output make the FPGA slower than the ARM, so all of it stays on the ARM; with
+    nine in ten values zero the cost model prices both compressed (search and ILP alike), the FPGA takes the
+    chain, and its transfer time is the raw one less what compression saves. --compress-transfers none
+    weighs nothing."""
+    import dataclasses
+
+    import graphs
+    from hetdeploy.core.board import load_board
+    from hetdeploy.planning.partition import partition_graph
+
+    board = load_board("pynq-z2")
+    slow = dataclasses.replace(board, links=[dataclasses.replace(k, bandwidth_bytes_per_s=1e7) for k in board.links])
+    b = graphs.Builder([1, 16, 32, 32])
+    x = b.unary("Relu", b.conv("input", 16, 3))
+    graph = b.graph(b.unary("Relu", b.conv(x, 16, 3)))
+    shares = {t: 0.9 for node in graph.nodes for t in node.outputs} | {"input": 0.9}
+    raw = partition_graph(graph, slow)
+    assert [c.device for c in raw.cuts] == ["arm_cpu"] and raw.costs[0].crossings == []
+    assert partition_graph(graph, slow, zero_shares=shares, compress="none").latency_s == raw.latency_s
+    for partitioner in ("search", "ilp"):
+        weighed = partition_graph(graph, slow, zero_shares=shares, compress="auto", partitioner=partitioner)
+        (cut,), (cost,) = weighed.cuts, weighed.costs
+        assert cut.device == "fpga" and weighed.latency_s < raw.latency_s / 2
+        assert [(c.tensor, c.source, c.target, c.compressed) for c in cost.crossings] == [
+            ("input", "arm_cpu", "fpga", True), (graph.outputs[0], "fpga", "arm_cpu", True)]
+        link = 2 * (slow.link("arm_cpu", "fpga").latency_s + 4 * 16 * 32 * 32 / 1e7)
+        assert cost.transfer_s == pytest.approx(link - sum(c.weighed.saved_s for c in cost.crossings))
+        assert all(c.weighed.compressed_bytes < c.weighed.raw_bytes / 5 for c in cost.crossings)

@@ -6,10 +6,10 @@ A tensor of N float32 values with a share z of zeros takes 4 (1 + ceil(N / 32) +
 instead of 4 N. What it costs: the host encodes or decodes it in numpy (about three passes over
 the raw values at the host's memory bandwidth: compare, pack, gather or scatter), and the FPGA's top
 decodes or encodes it a value a cycle where a plain copy moves a 64-bit word, two values, a cycle.
-It pays where the link time saved is more than both. The build step ``weigh_transfers``
-(steps/transfers.py) weighs every tensor an FPGA subfunction takes from the host or gives it; the
-top (arena.h's from_zero_compressed, to_zero_compressed) and run.py and emulate
-(board_runtime.to_port, from_port) do the two ends of the ones it compresses.
+It pays where the link time saved is more than both. The cost model weighs every tensor an FPGA
+subfunction takes from the host or gives it (``CostModel.crossing``) from the zeros the partition step
+counts (steps/transfers.py); the top (arena.h's from_zero_compressed, to_zero_compressed) and run.py and
+emulate (board_runtime.to_port, from_port) do the two ends of the ones it compresses.
 """
 
 from __future__ import annotations

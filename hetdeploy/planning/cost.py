@@ -34,6 +34,12 @@ A profile (``--profile``, ``profile.py``) replaces these figures where it measur
 node's seconds and a call's overhead on its device, an FPGA node's estimate scaled by its measured calls
 against their estimate, a link's seconds per byte.
 
+A tensor an FPGA subfunction takes from the host or gives it may travel zero-compressed
+(--compress-transfers, ``compression.py``): given each tensor's share of zeros on the samples, its link
+time is the compressed bytes' plus the codec's on both sides where that is less (``crossing``); the
+partitioner's local search, the ILP and the plan's estimate price it so; the search's first cut (its
+dynamic programme) prices every tensor raw.
+
 Capacity: the FPGA subfunctions together must fit the budget (resources minus
 the reserve: DSP, BRAM18, LUT, FF) with every node folded as far as hls4ml
 allows (``units.estimate``; weights in DDR for the nodes above), so that the
@@ -45,15 +51,15 @@ capacities are shared; an FPGA's DDR holds the weights kept there.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 from ..core.board import Board, Device
 from ..core.board_runtime import resource_of
 from ..core.graph import Graph, Node
 from ..core.precision import NO_LAYER_WIDTHS, node_widths
-from . import units
+from . import compression, units
 from .profile import NOTHING_MEASURED, Measured
 
 FLOAT_BYTES = 4  # tensors cross links as float32 (hls4ml's AXI-stream wrapper takes float too)
@@ -187,6 +193,18 @@ def fpga_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
     return fastest["latency_cycles"] / (device.clock_mhz * 1e6)
 
 
+@dataclass(frozen=True)
+class Crossing:
+    """A tensor a subfunction off the host takes from it or gives it, as the cost model weighs it for
+    travelling zero-compressed (``compression.weigh``), and whether it does (--compress-transfers)."""
+
+    tensor: str
+    source: str
+    target: str
+    weighed: compression.Weighed
+    compressed: bool
+
+
 @dataclass
 class SegmentCost:
     compute_s: float
@@ -194,6 +212,7 @@ class SegmentCost:
     overhead_s: float
     in_bytes: int
     out_bytes: int
+    crossings: list[Crossing] = field(default_factory=list)  # its FPGA ports' tensors weighed (none: not weighed)
 
     @property
     def total_s(self) -> float:
@@ -223,6 +242,8 @@ def link_terms(board: Board, measured: Measured, source: str, target: str, calls
     return 1 / link.bandwidth_bytes_per_s, calls * link.latency_s
 
 
+# no tensor's zeros counted (nothing weighed for compression)
+NO_ZEROS: Mapping[str, float] = MappingProxyType({})
 # no node pinned to a device (--device)
 NO_PINS: Mapping[str, str] = MappingProxyType({})
 
@@ -234,12 +255,17 @@ class CostModel:
 
     def __init__(self, graph: Graph, board: Board, width: int = 16, objective: str = "latency", batch: int = 1,
                  layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS, pins: Mapping[str, str] = NO_PINS,
-                 measured: Measured = NOTHING_MEASURED):
+                 measured: Measured = NOTHING_MEASURED, zero_shares: Mapping[str, float] = NO_ZEROS,
+                 compress: str = "none"):
         """``width``: the fixed-point bits of FPGA values (--width); a quantized model's layers take
         their quantizers', a node of ``layer_widths`` (--error-budget's) its own (``precision.node_widths``);
         ``pins``: node -> the device --device puts it on; ``measured``: a profile's figures, in place of
-        the board file's where it has them (``profile``)."""
+        the board file's where it has them (``profile``); ``zero_shares``: tensor -> its share of zeros on
+        the samples, and ``compress`` (compression.MODES): which tensors an FPGA subfunction takes or gives
+        travel zero-compressed ("auto": where that saves time; "none": none, nothing weighed)."""
         self.graph, self.board, self.pins, self.measured = graph, board, pins, measured
+        self.zero_shares, self.compress = zero_shares, compress
+        self._weighed: dict[tuple[str, str, str], Crossing] = {}
         self.objective, self.batch = objective, batch
         self.widths = node_widths(graph, width, layer_widths)
         self.work = [node_work(n) for n in graph.nodes]
@@ -271,6 +297,29 @@ class CostModel:
         """``link_terms`` of this model's board and profile."""
         return link_terms(self.board, self.measured, source, target, calls)
 
+    def crossing(self, tensor: str, source: str, target: str) -> Optional[Crossing]:
+        """``tensor`` over the link ``source`` -> ``target`` between the host and an FPGA, weighed for travelling
+        zero-compressed, or None where nothing is weighed (not an FPGA's link, --compress-transfers none, or
+        its zeros not counted)."""
+        key = (tensor, source, target)
+        if key not in self._weighed:
+            fpga = next(d for d in (source, target) if d != self.board.host)
+            if self.compress == "none" or tensor not in self.zero_shares or self.board.device(fpga).kind != "fpga":
+                return None
+            per_byte, _ = self.link_terms(source, target)  # a tensor's latency is the same either way
+            weighed = compression.weigh(self.tensor_bytes[tensor] // FLOAT_BYTES, self.zero_shares[tensor],
+                                        lambda nbytes: nbytes * per_byte,
+                                        self.board.device(self.board.host).memory.bandwidth_bytes_per_s,
+                                        self.board.device(fpga).clock_mhz * 1e6)
+            self._weighed[key] = Crossing(tensor, source, target, weighed, self.compress == "all" or weighed.pays)
+        return self._weighed[key]
+
+    def crossing_seconds(self, tensor: str, source: str, target: str, calls: float = 1.0) -> float:
+        """``tensor``'s time over a link between the host and a device, zero-compressed where ``crossing`` says."""
+        seconds = self.transfer_seconds(source, target, 1, self.tensor_bytes.get(tensor, 0), calls)
+        crossing = self.crossing(tensor, source, target)
+        return seconds - crossing.weighed.saved_s if crossing is not None and crossing.compressed else seconds
+
     def invocation_overhead_s(self, device: str) -> float:
         """A subfunction call's fixed cost on ``device``: the profile's where it measured that device's calls,
         else the board file's."""
@@ -298,12 +347,16 @@ class CostModel:
                 if t in graph_outputs or any(c not in members for c in self.consumers.get(t, [])):
                     outputs[t] = self.tensor_bytes[t]
         compute = sum(self.seconds[device][i] for i in members)
-        transfer = 0.0
+        transfer, crossings = 0.0, []
         if device != self.board.host:
-            transfer = (self.transfer_seconds(self.board.host, device, len(inputs), sum(inputs.values()), calls)
-                        + self.transfer_seconds(device, self.board.host, len(outputs), sum(outputs.values()), calls))
+            host = self.board.host
+            transfer = (self.transfer_seconds(host, device, len(inputs), sum(inputs.values()), calls)
+                        + self.transfer_seconds(device, host, len(outputs), sum(outputs.values()), calls))
+            crossings = [c for c in [self.crossing(t, host, device) for t in inputs] +
+                         [self.crossing(t, device, host) for t in outputs] if c is not None]
+            transfer -= sum(c.weighed.saved_s for c in crossings if c.compressed)
         overhead = calls * self.invocation_overhead_s(device)
-        return SegmentCost(compute, transfer, overhead, sum(inputs.values()), sum(outputs.values()))
+        return SegmentCost(compute, transfer, overhead, sum(inputs.values()), sum(outputs.values()), crossings)
 
     def stream_seconds(self, groups: Sequence[tuple[str, Iterable[int]]], batch: int) -> float:
         """``stream_seconds`` of the subfunctions ``groups`` (device, nodes) at ``batch`` samples a call."""

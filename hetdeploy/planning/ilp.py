@@ -12,7 +12,7 @@ the cost model's optimum over the plans it can express:
 - cost: each node's seconds on its device, each used slot's call overhead, and for a slot off the
   host each tensor it takes in (consumed there, produced elsewhere or a model input) and gives out
   (produced there, consumed elsewhere or a model output) at the link's seconds for one tensor of
-  its bytes (``CostModel.transfer_seconds``, a profile's where measured);
+  its bytes (``CostModel.crossing_seconds``, a profile's where measured, zero-compressed where that pays);
 - capacity: every device's usages (an FPGA's resources fully folded, DDR, memory) within it, as
   the search checks them.
 - under the throughput objective (a stream of batches of ``cost.batch``), each of those terms a sample
@@ -180,16 +180,15 @@ def ilp_solution(graph: Graph, cost: CostModel, allowed: list[list[str]], host: 
     for t in sorted(tensors):
         producer = producers.get(t)
         readers = sorted(set(consumers.get(t, [])))
-        nbytes = cost.tensor_bytes.get(t, 0)
         for k in range(slots):
             for d in (d for d in devices if d != host):
                 here = [z[producer, k, e] for e in allowed[producer]] if producer is not None else []
                 if readers:  # taken in: read in slot k on d, made elsewhere
-                    taken = priced(cost.transfer_seconds(host, d, 1, nbytes, calls[d]), d, k, binary=False)
+                    taken = priced(cost.crossing_seconds(t, host, d, calls[d]), d, k, binary=False)
                     for c in (c for c in readers if d in allowed[c]):
                         p.row([taken, z[c, k, d]] + here, [1.0, -1.0] + [1.0] * len(here), 0.0, np.inf)
                 if producer is not None and d in allowed[producer]:  # given out: made in k on d, read elsewhere
-                    given = priced(cost.transfer_seconds(d, host, 1, nbytes, calls[d]), d, k, binary=False)
+                    given = priced(cost.crossing_seconds(t, d, host, calls[d]), d, k, binary=False)
                     if t in outputs:
                         p.row([given, z[producer, k, d]], [1.0, -1.0], 0.0, np.inf)
                     for c in readers:

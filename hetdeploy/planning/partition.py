@@ -42,7 +42,7 @@ from ..core.names import identifier
 from ..core.plan import IlpRun
 from ..core.precision import NO_LAYER_WIDTHS
 from . import units
-from .cost import NO_PINS, CostModel
+from .cost import NO_PINS, NO_ZEROS, CostModel
 from .ilp import ilp_solution
 from .profile import NOTHING_MEASURED, Measured
 
@@ -549,15 +549,17 @@ def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
 def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 16, objective: str = "latency",
                     batch: int = 1, layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS,
                     pins: Mapping[str, str] = NO_PINS, measured: Measured = NOTHING_MEASURED,
-                    partitioner: str = "search", ilp_time_limit_s: float = ILP_TIME_LIMIT_S) -> Partition:
+                    partitioner: str = "search", ilp_time_limit_s: float = ILP_TIME_LIMIT_S,
+                    zero_shares: Mapping[str, float] = NO_ZEROS, compress: str = "none") -> Partition:
     """Cut ``graph`` for ``board`` by ``policy`` (the latency policy minimising ``objective`` at
     ``batch`` samples a call; "host", everything on the host, is the baseline the build compares a
     folded plan with), with the estimates of the plan and of both baselines; ``layer_widths``: the
     bits of the nodes --error-budget sized (``precision.node_widths``); ``pins``: node -> the device
     --device puts it on; ``measured``: a profile's figures (``profile``); ``partitioner`` "ilp": the
     latency policy's plan (either objective) is ``ilp.ilp_solution``'s within ``ilp_time_limit_s``, from
-    the search's (never a plan estimated slower than the search's)."""
-    cost = CostModel(graph, board, width, objective, batch, layer_widths, pins, measured)
+    the search's (never a plan estimated slower than the search's); ``zero_shares`` and ``compress``: the
+    tensors' shares of zeros and --compress-transfers (``CostModel``)."""
+    cost = CostModel(graph, board, width, objective, batch, layer_widths, pins, measured, zero_shares, compress)
     support = [(g.device, g.nodes) for g in contract(graph, assign_by_support(graph, board.devices,
                                                                               f"board '{board.name}'", pins))]
     everything = [(board.host, list(range(len(graph.nodes))))]

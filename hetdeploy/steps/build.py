@@ -1,7 +1,7 @@
 """The build pipeline, top to bottom: an ordered list of named steps over one state ``STEPS``, as
 FINN's build_dataflow_steps are.
 
-    load_model -> load_board -> search_widths -> partition -> weigh_transfers     PLAN_STEPS: hetdeploy plan
+    load_model -> load_board -> search_widths -> partition            PLAN_STEPS: hetdeploy plan
     -> write_subfunctions -> unit_widths -> generate_hls -> verify -> open_synth -> package
 
 The progress numbers come from the list; a unit out of tolerance in ``verify`` is widened and the
@@ -44,7 +44,7 @@ from .open_synth import open_synthesis
 from .plan_model import (UnitsDoNotFit, against_baselines, fold_units, folded_plan, fpga_times, map_nodes,
                          model_node_names, search_layer_widths)
 from .subfunctions import write_subfunctions
-from .transfers import weigh_transfers
+from .transfers import count_zeros
 
 @dataclasses.dataclass
 class BuildState:
@@ -64,6 +64,7 @@ class BuildState:
     layer_widths: dict[str, int] = dataclasses.field(default_factory=dict)  # node -> those bits, widened by verify
     partitioned_widths: Optional[dict[str, int]] = None  # the layer widths the plan was partitioned at
     unit_widths: dict[str, int] = dataclasses.field(default_factory=dict)  # FPGA unit -> its bits
+    zero_shares: Optional[dict[str, float]] = None  # tensor -> its share of zeros on the sizing samples
     emulated: Optional[list] = None  # the pipeline's outputs on the verification samples, C-simulated
 
 
@@ -283,11 +284,19 @@ def _search_says(state: BuildState) -> str:
 
 def _partition(state: BuildState) -> BuildState:
     loaded, board, options = state.loaded, state.board, state.options
-    plan = folded_plan(loaded, board, options, state.layer_widths)
+    if state.zero_shares is None:  # what --compress-transfers weighs: the tensors' zeros on the sizing samples
+        if options.compress_transfers != "none":
+            state.samples = state.samples or build_samples(options, loaded.inputs)
+        try:
+            state.zero_shares = count_zeros(loaded, board, options, state.samples.sizing if state.samples else [])
+        except UserError as err:  # the partition says what no device runs; the build's reference says the rest
+            state.zero_shares = {}
+            state.note(f"transfers weighed uncompressed: the tensors' zeros could not be counted ({err})")
+    plan = folded_plan(loaded, board, options, state.layer_widths, state.zero_shares)
     if options.policy == "support":  # its own figure: the board holds it, folded
         plan.estimate.support_latency_s, plan.estimate.support_fits = plan.estimate.latency_s, True
     else:
-        plan = against_baselines(plan, loaded, board, options, state.layer_widths)
+        plan = against_baselines(plan, loaded, board, options, state.layer_widths, state.zero_shares)
     plan.precision_search = state.search
     plan.node_map = map_nodes(plan, loaded)
     if state.partitioned_widths is not None:  # again, after a widening (``_unit_widths``): the widenings stand
@@ -295,22 +304,6 @@ def _partition(state: BuildState) -> BuildState:
     state.plan = plan
     state.partitioned_widths = dict(state.layer_widths)
     return state
-
-
-def _weigh_transfers(state: BuildState) -> BuildState:
-    if state.options.compress_transfers != "none":
-        state.samples = state.samples or build_samples(state.options, state.loaded.inputs)
-    weigh_transfers(state.plan, state.loaded, state.board, state.options,
-                    state.samples.sizing if state.samples is not None else [])
-    return state
-
-
-def _transfers_says(state: BuildState) -> str:
-    if state.options.compress_transfers == "none":
-        return "transfers between the host and the FPGA: uncompressed (--compress-transfers none)"
-    which = "every one" if state.options.compress_transfers == "all" else "where it pays"
-    return f"weighing zero-compressed transfers between the host and the FPGA ({which}), zeros counted on the " \
-           f"sizing samples"
 
 
 def _write_subfunctions(state: BuildState) -> BuildState:
@@ -413,7 +406,6 @@ PLAN_STEPS = [
     Step("search_widths", _search_widths, _search_says),
     Step("partition", _partition, lambda s: f"partitioning ({s.options.policy} policy) and folding FPGA execution "
                                             f"units"),
-    Step("weigh_transfers", _weigh_transfers, _transfers_says),
 ]
 WRITE_STEPS = [
     Step("write_subfunctions", _write_subfunctions, lambda s: f"writing {len(s.plan.subfunctions)} subfunction "

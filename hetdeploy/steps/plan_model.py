@@ -14,13 +14,13 @@ from ..core.board import Board, Device
 from ..core.board_runtime import resource_of
 from ..core.errors import UserError
 from ..core.plan import (Band, ExecutionUnit, FpgaFallback, FpgaResources, Plan, PlanEstimate, PrecisionSearch,
-                         Subfunction, SubfunctionEstimate)
+                         Subfunction, SubfunctionEstimate, Transfer)
 from ..core.precision import NO_LAYER_WIDTHS, node_widths
 from ..intake.model import QUANTIZER_OPS, LoadedModel
 from ..intake.ort_adapter import run_in_memory
 from ..planning import memory, units
 from ..planning.config import OPTIONS, BuildOptions, resolved_config, said, strategy_name
-from ..planning.cost import stream_seconds
+from ..planning.cost import NO_ZEROS, Crossing, stream_seconds
 from ..planning.partition import partition_graph
 from ..planning.profile import NOTHING_MEASURED, Measured, read_profile
 from ..running import budget, runtime
@@ -30,11 +30,12 @@ from ..running.samples import BuildSamples
 
 
 def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
-                layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS) -> Plan:
+                layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS, zero_shares: Mapping[str, float] = NO_ZEROS) -> Plan:
     """The partition by ``options.policy``, its FPGA units folded together and their memory planned,
     its estimate from the folded units' cycles (``fpga_times``); ``layer_widths``: the bits of the
-    nodes --error-budget sized (``precision.node_widths``)."""
-    plan = partition(loaded, board, options, layer_widths)
+    nodes --error-budget sized (``precision.node_widths``); ``zero_shares``: each tensor's share of zeros
+    on the sizing samples (``transfers.zero_shares``), for --compress-transfers."""
+    plan = partition(loaded, board, options, layer_widths, zero_shares)
     fold_units(plan, loaded, board, options, layer_widths)
     index = loaded.graph.node_index()
     memory.plan_memory(plan, loaded.graph, loaded.tensor_shapes(), board, options.memory_strategy, options.width,
@@ -46,7 +47,8 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
 
 
 def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
-                      layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS) -> Plan:
+                      layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS,
+                      zero_shares: Mapping[str, float] = NO_ZEROS) -> Plan:
     """The latency policy's plan beside the support policy's and all on the host, each folded and
     estimated alike (the partitioner prices each FPGA node at the least folding that fits the FPGA
     alone; folding the units together can cost more, or fit with weights in DDR what it could not):
@@ -54,7 +56,7 @@ def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: Bu
     under the latency objective the latency policy takes the support plan, or everything on the host,
     where that is faster, so it is never estimated slower than either. Where the support plan cannot
     be folded to fit, the partitioner's figure stays, marked as not fitting."""
-    support = _folded_or_none(loaded, board, options, "support", layer_widths)
+    support = _folded_or_none(loaded, board, options, "support", layer_widths, zero_shares)
     if support is not None:
         plan.estimate.support_latency_s, plan.estimate.support_fits = support.estimate.latency_s, True
     if options.objective != "latency":
@@ -62,7 +64,7 @@ def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: Bu
     host = None
     if plan.estimate.all_cpu_latency_s is not None and plan.estimate.all_cpu_latency_s < plan.estimate.latency_s \
             and all(device == board.host for device in options.devices.values()):
-        host = _folded_or_none(loaded, board, options, "host", layer_widths)
+        host = _folded_or_none(loaded, board, options, "host", layer_widths, zero_shares)
     best = min((p for p in (plan, support, host) if p is not None), key=lambda p: p.estimate.latency_s)
     if best is not plan:
         best.policy, best.config = plan.policy, plan.config  # the latency policy's choice, as asked
@@ -72,11 +74,11 @@ def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: Bu
 
 
 def _folded_or_none(loaded: LoadedModel, board: Board, options: BuildOptions, policy: str,
-                    layer_widths: Mapping[str, int]) -> Optional[Plan]:
+                    layer_widths: Mapping[str, int], zero_shares: Mapping[str, float]) -> Optional[Plan]:
     """``folded_plan`` by ``policy``, or None where it cannot be had: it does not fit even fully
     folded, or a setting of the user's (a pin, a reuse factor) names a node it does not put on an FPGA."""
     try:
-        return folded_plan(loaded, board, dataclasses.replace(options, policy=policy), layer_widths)
+        return folded_plan(loaded, board, dataclasses.replace(options, policy=policy), layer_widths, zero_shares)
     except UserError:
         return None
 
@@ -187,6 +189,13 @@ def fpga_times(plan: Plan, board: Board, spills: bool = True) -> None:
         [(s.estimate.resource, s.estimate.batch_s) for s in plan.subfunctions], plan.estimate.batch)
 
 
+def transfer_record(crossing: Crossing) -> Transfer:
+    """plan.json's record of a tensor crossing a link, as the cost model weighed it."""
+    w = crossing.weighed
+    return Transfer(crossing.tensor, f"{crossing.source}->{crossing.target}", w.values, w.zero_share,
+                    int(w.raw_bytes), int(w.compressed_bytes), w.saved_s, crossing.compressed)
+
+
 def measured_figures(loaded: LoadedModel, board: Board, options: BuildOptions) -> Measured:
     """What --profile measured for this model on this board (nothing without one)."""
     if options.profile is None:
@@ -195,16 +204,19 @@ def measured_figures(loaded: LoadedModel, board: Board, options: BuildOptions) -
                         [n.name for n in loaded.graph.nodes])
 
 
-def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_widths: Mapping[str, int]) -> Plan:
+def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_widths: Mapping[str, int],
+              zero_shares: Mapping[str, float] = NO_ZEROS) -> Plan:
     measured = measured_figures(loaded, board, options)
     result = partition_graph(loaded.graph, board, options.policy, options.width, options.objective, options.batch,
-                             layer_widths, options.devices, measured, options.partitioner, options.ilp_time_limit)
+                             layer_widths, options.devices, measured, options.partitioner, options.ilp_time_limit,
+                             zero_shares, options.compress_transfers)
     kinds = {d.name: d.kind for d in board.devices}
     subfunctions = [
         Subfunction(c.name, c.device, kinds[c.device], c.nodes, c.inputs, c.outputs,
                     estimate=SubfunctionEstimate(e.total_s, e.compute_s, e.transfer_s, e.overhead_s,
                                                  e.in_bytes, e.out_bytes, batch_s,
-                                                 resource_of(kinds[c.device], c.device, c.name)))
+                                                 resource_of(kinds[c.device], c.device, c.name)),
+                    transfers=[transfer_record(x) for x in e.crossings])
         for c, e, batch_s in zip(result.cuts, result.costs, result.batch_seconds)
     ]
     return Plan(
