@@ -79,9 +79,11 @@ def test_a_build_with_compressed_transfers_emulates_byte_for_byte_as_one_without
         else:
             assert fpga["transfers"] == [] and "zero_compressed" not in top
         result = subprocess.run([sys.executable, "-m", "hetdeploy", "emulate", str(out), "--input",
-                                 str(tmp_path / "x.npy"), "--output", str(tmp_path / f"{mode}_emulate.npy")],
-                                capture_output=True, text=True)
+                                 str(tmp_path / "x.npy"), "--output", str(tmp_path / f"{mode}_emulate.npy"),
+                                 "--profile", str(tmp_path / f"{mode}.json")], capture_output=True, text=True)
         assert result.returncode == 0, result.stderr
+        links = json.loads((tmp_path / f"{mode}.json").read_text())["links"]  # a compressed link has no link figure
+        assert [k["compressed_tensors"] for k in links] == ([1, 1] if mode == "all" else [0, 0])
         result = subprocess.run([sys.executable, str(out / "deploy" / "run.py"), "--input", str(tmp_path / "x.npy"),
                                  "--output", str(tmp_path / f"{mode}_run.npy"), "--emulate", "--batch", "3"],
                                 capture_output=True, text=True, cwd=out)

@@ -113,6 +113,9 @@ def test_fpga_calls_and_links_measured_on_the_board_scale_their_estimates(tmp_pa
     assert cost.seconds["fpga"] == pytest.approx([10 * s for s in plain.seconds["fpga"]])
     assert cost.transfer_seconds("arm_cpu", "fpga", 1, 1000.0) == pytest.approx(1000.0 * 2e-8)
     assert cost.transfer_seconds("fpga", "arm_cpu", 1, 1000.0) == plain.transfer_seconds("fpga", "arm_cpu", 1, 1000.0)
+    profile["links"][0]["compressed_tensors"] = 1  # its copies hold the codec's time: no link figure
+    (tmp_path / "compressed.json").write_text(json.dumps(profile))
+    assert plan_of("--profile", tmp_path / "compressed.json")["measured"]["links"] == []
     profile["on_board"], profile["recorded_by"] = False, "run.py --emulate"
     (tmp_path / "emulated.json").write_text(json.dumps(profile))
     emulated = plan_of("--profile", tmp_path / "emulated.json")
@@ -203,6 +206,8 @@ def _edited(profile: dict, change) -> dict:
     (lambda p: p["subfunctions"][0].update(nodes={"a": 1e-3, "b": 2e-3}), "names no node of this model"),
     (lambda p: p.update(links=[{"from": "host", "to": "fpga", "bytes": 1, "seconds": -1}]),
      "key 'links[0].seconds': -1"),
+    (lambda p: p.update(links=[{"from": "host", "to": "fpga", "bytes": 1, "seconds": 1e-3, "compressed_tensors": -1}]),
+     "key 'links[0].compressed_tensors': expected a whole number of at least 0, got -1"),
 ])
 def test_a_wrong_profile_is_one_line_naming_the_file_and_key(emulated_profile, tmp_path, change, expected):
     bad = tmp_path / "bad.json"

@@ -550,11 +550,12 @@ def profile_document(plan: dict, recorded_by: str, on_board: bool, times: Stream
             entry |= {"nodes": sub["nodes"], "core_seconds": _mean(timed.core) if timed else None,
                       "copy_in_seconds": _mean(timed.copy_in) if timed else None,
                       "copy_out_seconds": _mean(timed.copy_out) if timed else None}
-            ports = [(sub["inputs"], "copy_in_seconds", "host", sub["device"]),
-                     (sub["outputs"], "copy_out_seconds", sub["device"], "host")]
-            for tensors, copy, source, target in ports:
+            ports = [(sub["inputs"], sub["hls"]["inputs"], "copy_in_seconds", "host", sub["device"]),
+                     (sub["outputs"], sub["hls"]["outputs"], "copy_out_seconds", sub["device"], "host")]
+            for tensors, hls_ports, copy, source, target in ports:
                 moved = sum(env[t].nbytes for env in envs for t in tensors)
                 links.append({"subfunction": sub["name"], "from": source, "to": target, "tensors": len(tensors),
+                              "compressed_tensors": sum(bool(p.get("compressed")) for p in hls_ports),
                               "bytes": moved / max(1, samples),
                               "seconds": entry[copy] * len(calls) / max(1, samples) if entry[copy] is not None
                               else None})

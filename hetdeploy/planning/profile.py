@@ -131,7 +131,11 @@ def measured(data: Any, file: str, board: str, host: str, devices: Sequence[str]
             ends.append(host if name == HOST else name)
         moved = _time(link, "bytes", wrong, where)
         seconds = _time(link, "seconds", wrong, where, optional=True)
-        if on_board and seconds is not None and moved > 0:
+        compressed = link.get("compressed_tensors", 0)
+        if isinstance(compressed, bool) or not isinstance(compressed, int) or compressed < 0:
+            raise wrong(f"{where}.compressed_tensors", f"expected a whole number of at least 0, got {compressed!r}")
+        # a zero-compressed tensor's copies hold the codec's time and its bytes are the raw ones: no link figure
+        if on_board and seconds is not None and moved > 0 and not compressed:
             total = link_seconds.setdefault((ends[0], ends[1]), [0.0, 0.0])
             total[0] += seconds
             total[1] += moved
