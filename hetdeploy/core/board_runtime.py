@@ -14,8 +14,9 @@ sets of a batch each, and the DDR region of the memory plan) are allocated once 
 the DDR weights written once and each weight port pointed at them; a call copies the batch into one
 set (zero-compressing each sample of a port plan.json marks "compressed", ``to_port``; what such an
 output port gives back is decompressed, ``from_port``), points the core at it, writes the sample
-count (the ``samples`` register), starts the core (ap_start) and waits for ap_done. With more than one batch the subfunctions run as a pipeline, a
-thread each: while one works on batch k the next works on batch k - 1, and an FPGA subfunction copies
+count (the ``samples`` register), starts the core (ap_start) and waits for ap_done. With more than
+one batch the subfunctions run as a pipeline, a thread each: while one works on batch k the next
+works on batch k - 1, and an FPGA subfunction copies
 batch k + 1 into its other buffer set while its core runs batch k; the outputs are those of the
 sequential run (--sequential: one batch after another through one subfunction after another).
 With --emulate the FPGA subfunctions run through their C-simulation libraries
