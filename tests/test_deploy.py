@@ -223,6 +223,7 @@ def test_run_py_profiles_the_board_run_and_plan_takes_its_figures(built, tmp_pat
             assert sorted(measured["nodes"]) == sorted(sub["nodes"]) and all(t > 0 for t in measured["nodes"].values())
     shapes = {t["name"]: t["shape"] for t in plan["inputs"]}
     assert profile["links"][0] == {"subfunction": "sf0_fpga", "from": "host", "to": "fpga", "tensors": 1,
+                                   "compressed_tensors": 0,
                                    "bytes": 4 * int(np.prod(shapes[plan["inputs"][0]["name"]])),
                                    "seconds": subs["sf0_fpga"]["copy_in_seconds"] * 3 / 5}
     assert [(link["from"], link["to"]) for link in profile["links"]] == [("host", "fpga"), ("fpga", "host")] * 2
