@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from hetdeploy.core.board import available_boards, load_board  # noqa: E402
 from hetdeploy.core.board_runtime import zero_compress, zero_decompress  # noqa: E402
+from hetdeploy.intake.ort_adapter import with_outputs  # noqa: E402
 from hetdeploy.planning.config import BuildOptions, settle_options  # noqa: E402
 from hetdeploy.running.samples import build_samples  # noqa: E402
 from hetdeploy.steps.build import plan_stages  # noqa: E402
@@ -40,13 +41,7 @@ from hetdeploy.steps.build import plan_stages  # noqa: E402
 
 def tensor_values(model: onnx.ModelProto, names: list[str], feeds: list[dict]) -> dict[str, list[np.ndarray]]:
     """Each tensor of ``names`` on each sample of ``feeds``, the model run on onnxruntime."""
-    wanted = onnx.ModelProto()
-    wanted.CopyFrom(model)
-    present = {o.name for o in wanted.graph.output}
-    for name in names:
-        if name not in present:
-            wanted.graph.output.append(onnx.ValueInfoProto(name=name))
-    session = ort.InferenceSession(wanted.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(with_outputs(model, names).SerializeToString(), providers=["CPUExecutionProvider"])
     runs = [dict(zip([o.name for o in session.get_outputs()], session.run(None, f))) for f in feeds]
     return {name: [r[name] for r in runs] for name in names}
 

@@ -294,7 +294,8 @@ def zero_decompress(words: np.ndarray, count: int) -> np.ndarray:
 
 
 def port_values(values: int, compressed: bool) -> int:
-    """The 32-bit values a sample of ``values`` values takes in an FPGA top's port (hls_top.port_values)."""
+    """The 32-bit values a sample of ``values`` values takes in an FPGA top's port: the values, or zero-compressed
+    the most words they can take."""
     return compressed_words(values) if compressed else values
 
 
@@ -318,7 +319,7 @@ def from_port(port: np.ndarray, count: int, values: int, compressed: bool) -> np
     if not compressed:
         return np.asarray(port[: count * values], dtype=np.float32)
     slots = np.ascontiguousarray(port[: count * compressed_words(values)]).view(np.uint32).reshape(count, -1)
-    return np.concatenate([zero_decompress(slot, values) for slot in slots]) if count else np.zeros(0, np.float32)
+    return np.concatenate([zero_decompress(slot, values) for slot in slots])
 
 
 # ---------------------------------------------------------------- the stream

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 import onnx
@@ -143,6 +144,23 @@ def open_in_memory(model: onnx.ModelProto, name: str):
 
         return QonnxModel(model, name)
     return OrtModel(model.SerializeToString(), "cpu", name)
+
+
+def with_outputs(model: onnx.ModelProto, tensors: Iterable[str]) -> onnx.ModelProto:
+    """A copy of ``model`` whose outputs also hold ``tensors`` (those not already an input or output of it),
+    each with its value_info's type where the model describes it, moved out of value_info (qonnx takes one
+    description a tensor)."""
+    exposed = onnx.ModelProto()
+    exposed.CopyFrom(model)
+    known = {o.name for o in exposed.graph.output} | {i.name for i in exposed.graph.input}
+    added = [t for t in dict.fromkeys(tensors) if t and t not in known]
+    described = {v.name: v for v in exposed.graph.value_info}
+    exposed.graph.output.extend(described.get(t) or onnx.ValueInfoProto(name=t) for t in added)
+    moved = set(added)
+    kept = [v for v in exposed.graph.value_info if v.name not in moved]
+    del exposed.graph.value_info[:]
+    exposed.graph.value_info.extend(kept)
+    return exposed
 
 
 def run_in_memory(model: onnx.ModelProto, feeds: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]]:

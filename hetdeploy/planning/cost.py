@@ -265,7 +265,7 @@ class CostModel:
         travel zero-compressed ("auto": where that saves time; "none": none, nothing weighed)."""
         self.graph, self.board, self.pins, self.measured = graph, board, pins, measured
         self.zero_shares, self.compress = zero_shares, compress
-        self._weighed: dict[tuple[str, str, str], Crossing] = {}
+        self._weighed: dict[tuple[str, str, str], Optional[Crossing]] = {}  # None: a link to no FPGA
         self.objective, self.batch = objective, batch
         self.widths = node_widths(graph, width, layer_widths)
         self.work = [node_work(n) for n in graph.nodes]
@@ -301,17 +301,20 @@ class CostModel:
         """``tensor`` over the link ``source`` -> ``target`` between the host and an FPGA, weighed for travelling
         zero-compressed, or None where nothing is weighed (not an FPGA's link, --compress-transfers none, or
         its zeros not counted)."""
+        if self.compress == "none" or tensor not in self.zero_shares:  # the partitioner's hot path: at once
+            return None
         key = (tensor, source, target)
         if key not in self._weighed:
-            fpga = next(d for d in (source, target) if d != self.board.host)
-            if self.compress == "none" or tensor not in self.zero_shares or self.board.device(fpga).kind != "fpga":
-                return None
-            per_byte, _ = self.link_terms(source, target)  # a tensor's latency is the same either way
-            weighed = compression.weigh(self.tensor_bytes[tensor] // FLOAT_BYTES, self.zero_shares[tensor],
-                                        lambda nbytes: nbytes * per_byte,
-                                        self.board.device(self.board.host).memory.bandwidth_bytes_per_s,
-                                        self.board.device(fpga).clock_mhz * 1e6)
-            self._weighed[key] = Crossing(tensor, source, target, weighed, self.compress == "all" or weighed.pays)
+            device = self.board.device(target if source == self.board.host else source)
+            self._weighed[key] = None
+            if device.kind == "fpga":
+                per_byte, _ = self.link_terms(source, target)  # a tensor's latency is the same either way
+                weighed = compression.weigh(self.tensor_bytes[tensor] // FLOAT_BYTES, self.zero_shares[tensor],
+                                            lambda nbytes: nbytes * per_byte,
+                                            self.board.device(self.board.host).memory.bandwidth_bytes_per_s,
+                                            device.clock_mhz * 1e6)
+                self._weighed[key] = Crossing(tensor, source, target, weighed,
+                                              self.compress == "all" or weighed.pays)
         return self._weighed[key]
 
     def crossing_seconds(self, tensor: str, source: str, target: str, calls: float = 1.0) -> float:

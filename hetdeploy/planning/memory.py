@@ -38,7 +38,7 @@ from typing import Callable, NamedTuple, Optional, Sequence
 import numpy as np
 
 from ..core.board import BRAM18_BITS, Board
-from ..core.board_runtime import compressed_words
+from ..core.board_runtime import port_values
 from ..core.errors import UserError
 from ..core.graph import Graph
 from ..core.plan import Buffer, ExecutionUnit, MemoryPlan, Plan, Subfunction
@@ -412,8 +412,8 @@ def batch_bytes(sub: Subfunction, shapes: dict[str, list[int]], batch: int) -> i
     """The two sets of a batch of ``batch`` samples of an FPGA subfunction's ports (its zero-compressed ones
     at the most words a sample can take)."""
     compressed = {t.tensor for t in sub.transfers if t.compressed}
-    return 2 * batch * FLOAT_BYTES * sum(compressed_words(math.prod(shapes[t])) if t in compressed
-                                         else math.prod(shapes[t]) for t in sub.inputs + sub.outputs)
+    return 2 * batch * FLOAT_BYTES * sum(port_values(math.prod(shapes[t]), t in compressed)
+                                         for t in sub.inputs + sub.outputs)
 
 
 def _check_ddr(device, subs: list[Subfunction], shapes: dict[str, list[int]], batch: int) -> None:

@@ -29,6 +29,7 @@ from ..core.board import Device
 from ..core.graph import Graph
 from ..core.precision import SoftmaxTables, fixed_grid, integer_bits, quantize, weight_fixed
 from ..fpga.hls_top import precision_width
+from ..intake.ort_adapter import with_outputs
 from ..intake.rewrites import tensor_shapes
 from ..planning.units import LOOKUP_TABLE_SIZE, split_units
 from .verify import SubfunctionCheck
@@ -234,13 +235,7 @@ def error_function(model: onnx.ModelProto, groups: dict[str, list[str]], samples
     as the build sizes them, measured on ``measured_on`` (``samples`` when not given); ``run`` runs a
     model on samples, every tensor of it (``run(model, samples)`` gives each node output); ``table_sizes``:
     a layer (its first node) -> the entries of its lookup tables (``fixed_point_model``)."""
-    exposed = onnx.ModelProto()
-    exposed.CopyFrom(model)
-    known = {o.name for o in exposed.graph.output}
-    for node in exposed.graph.node:
-        exposed.graph.output.extend(helper.make_tensor_value_info(t, onnx.TensorProto.FLOAT, None)
-                                    for t in node.output if t and t not in known)
-    values = run(exposed, samples)
+    values = run(with_outputs(model, (t for node in model.graph.node for t in node.output)), samples)
     max_abs: dict[str, float] = {}
     for sample, computed in zip(samples, values):
         for name, value in list(sample.items()) + list(computed.items()):

@@ -11,7 +11,7 @@ import onnx
 
 from ..core.board import Board
 from ..intake.model import LoadedModel
-from ..intake.ort_adapter import open_in_memory
+from ..intake.ort_adapter import open_in_memory, with_outputs
 from ..planning.config import BuildOptions
 from ..running.runtime import model_feeds
 
@@ -21,17 +21,8 @@ SHARE_SAMPLES = 16  # the most sizing samples the zeros are counted on
 def zero_shares(model: onnx.ModelProto, tensors: list[str], samples: list[dict[str, np.ndarray]]) -> dict[str, float]:
     """Each float tensor of ``tensors``' share of values whose bits are all zero (+0.0, what zero_compress
     drops) over ``samples``, the model run on onnxruntime (or qonnx)."""
-    exposed = onnx.ModelProto()
-    exposed.CopyFrom(model)
-    wanted = set(tensors)
-    known = {o.name for o in exposed.graph.output} | {i.name for i in exposed.graph.input}
-    described = {v.name: v for v in exposed.graph.value_info}
-    for t in (t for t in tensors if t not in known):  # an output, its value_info moved there (qonnx takes one)
-        exposed.graph.output.append(described.get(t) or onnx.ValueInfoProto(name=t))
-    kept = [v for v in exposed.graph.value_info if v.name not in wanted]
-    del exposed.graph.value_info[:]
-    exposed.graph.value_info.extend(kept)
-    session = open_in_memory(exposed, "the model with every tensor as an output (to count its zeros)")
+    session = open_in_memory(with_outputs(model, tensors), "the model with every tensor as an output (to count its "
+                             "zeros)")
     zeros: dict[str, int] = {}
     values: dict[str, int] = {}
     for sample in samples:
