@@ -40,7 +40,8 @@ from typing import Callable
 import numpy as np
 
 from hetdeploy.core.precision import OCTAVES, weight_octaves
-from hetdeploy.planning.units import RESOURCES, TABLE_OPS, TABLE_SELECT_OPS, Shape, estimate
+from hetdeploy.planning.units import (RESOURCES, TABLE_OPS, TABLE_SELECT_OPS, UNIT_CONTROL_FF, UNIT_CONTROL_LUT,
+                                      Shape, estimate)
 
 TABLE = Path(__file__).resolve().parent / "published_synthesis.csv"
 METRICS = (*RESOURCES, "latency_cycles")
@@ -202,14 +203,18 @@ def layers(spec: str, kept: float, weights: list = ()) -> list[Shape]:
             spatial, channels = [], int(args[0])
         elif op == "softmax":
             shapes[-1] = dataclasses.replace(shapes[-1], softmax=True)
-        elif op in ("maxpool", "gmaxpool"):
-            size = int(args[0]) if op == "maxpool" else max(spatial)
+        elif op == "maxpool":
+            size = int(args[0])
             out = [n // size for n in spatial]
             shapes.append(Shape("window", size ** len(spatial), channels, math.prod(out), streamed,
                                 (size - 1) * math.prod(spatial[1:]) * channels, math.prod(out) * channels, False,
                                 input_values=read, fifos=fifo(math.prod(out), channels),
                                 window_values=size ** len(spatial) * channels))
-            spatial = [] if op == "gmaxpool" else out
+            spatial = out
+        elif op == "gmaxpool":  # hls4ml's global_pooling*d_cl: a pixel a cycle into a running max a channel
+            shapes.append(Shape("window", 1, channels, pixels, streamed, 0, channels, False, input_values=read,
+                                fifos=fifo(1, channels), window_values=channels))
+            spatial = []
         elif op == "bn":
             shapes.append(Shape("elementwise", 1, channels, pixels, streamed, 0, read, False, input_values=read,
                                 fifos=fifo(pixels, channels)))
@@ -254,6 +259,9 @@ def network_estimate(shapes: list[Shape], reuse_factor: int, bits: int) -> dict[
         shapes = shapes[:1] + [dataclasses.replace(s, input_values=0) for s in shapes[1:]]
     layers = [estimate(dataclasses.replace(s, table_entries=HLS4ML_TABLE_SIZE), reuse_factor, bits) for s in shapes]
     totals = {k: sum(e[k] for e in layers) for k in RESOURCES}
+    # one hls4ml project, one control state: each layer's estimate holds a unit's (hetdeploy's units are projects)
+    totals["lut"] -= (len(layers) - 1) * UNIT_CONTROL_LUT
+    totals["ff"] -= (len(layers) - 1) * UNIT_CONTROL_FF
     compute = [e["compute_cycles"] for e in layers]
     if streamed:  # dataflow: the slowest layer, and each other layer's fill
         slowest = compute.index(max(compute))

@@ -226,6 +226,23 @@ def test_the_clock_sets_the_pipeline_depth_and_nothing_else():
     assert all({k: at[mhz][k] for k in RESOURCES} == {k: at[200.0][k] for k in RESOURCES} for mhz in at)
 
 
+def test_what_hls4ml_computes_combinationally_takes_no_cycle():
+    """io_parallel and unfolded, a product with no sum and an activation without a lookup table add no cycle
+    (hls4ml's Dense(1 -> 64) + ReLU baselines report 0), a table's registered read one; a sum's adder tree, a
+    folded product, a stream's vectors and a table's read take theirs."""
+    assert estimate(_head("Relu"), 1, 16)["compute_cycles"] == 0
+    assert estimate(_head("Sigmoid"), 1, 16)["compute_cycles"] == 1
+    assert FPGA.clock_mhz == 100  # where a product and six adder levels take a cycle (pipeline_cycles)
+    assert estimate(_head("Relu", n_in=16), 1, 16)["compute_cycles"] == 1 + 1  # a vector, the 4 levels' one
+    assert estimate(_head("Relu"), 2, 16)["compute_cycles"] == 2  # folded: 2 a vector
+    assert estimate(dataclasses.replace(_head("Relu"), streamed=True), 1, 16)["compute_cycles"] == 1
+    for op, cycles in (("Relu", 0), ("Tanh", 1 + 1)):  # alone: a table's unit reads a vector, then its table
+        b = graphs.Builder([1, 64])
+        alone = b.graph(b.unary(op, "input"))
+        (unit,) = split_units(alone, range(len(alone.nodes)), FPGA)
+        assert estimate(unit_shape(alone, unit, FPGA.clock_mhz), 1, 16)["compute_cycles"] == cycles
+
+
 def test_the_range_where_synthesis_binds_products_to_dsps_or_luts():
     """A product's binding near the rule's thresholds is Vivado's to decide: the estimate gives the resources
     it moves as a range holding the estimate; away from them, none."""

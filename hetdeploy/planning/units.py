@@ -46,9 +46,10 @@ out its layers:
 - latency in cycles: R per output vector (one vector for a dense layer, one
   per output pixel for a streamed convolution), plus the pipeline of the product and its adder tree
   and Softmax's, in cycles of the unit's clock (``pipeline_cycles``: a product and three adder levels a
-  cycle at 200 MHz, proportionally more or fewer at a slower or faster clock), the line-buffer fill; io_parallel
-  pooling none (combinational: hls4ml's io_parallel MaxPooling baselines report
-  0); plus moving the unit's inputs and outputs through the subfunction's
+  cycle at 200 MHz, proportionally more or fewer at a slower or faster clock), the line-buffer fill, a cycle
+  for each lookup table's registered read; none for io_parallel pooling, activations without a table and a
+  product with no sum at R = 1 (combinational: hls4ml's io_parallel MaxPooling and Dense(1 -> 64) + ReLU
+  baselines report 0); plus moving the unit's inputs and outputs through the subfunction's
   word-wide arena (two 64-bit words a cycle, each holding 8 / E values of E
   bytes): after the arithmetic for an io_parallel unit, beside it for a streamed one.
 A multiply-accumulate unit may instead keep its weights in DDR (when the FPGA's BRAM cannot hold
@@ -483,15 +484,18 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
             bram18 += bram18_blocks(reuse_factor, multipliers * width, bound=True)
         else:
             lut += held * width // 2
-        cycles += shape.vectors * cycles_per_vector + _first_product_cycles(shape)
+        # unfolded in io_parallel, a product with no sum (n_in = 1) is combinational (hls4ml's Dense(1 -> 64) +
+        # ReLU baselines report no cycle)
+        if shape.n_in > 1 or shape.streamed or cycles_per_vector > 1:
+            cycles += shape.vectors * cycles_per_vector + _first_product_cycles(shape)
     elif shape.kind == "window" and shape.streamed:  # one output pixel a cycle
         lut += shape.n_out * width * shape.n_in
         cycles += shape.vectors * max(1, shape.n_in // 4)
     elif shape.kind == "window":  # io_parallel: every output pixel's comparators at once, combinational
         lut += shape.vectors * shape.n_out * width * shape.n_in
     elif shape.kind == "elementwise":
-        lut += shape.n_out * width  # combinational but for table reads (compares, shifts)
-        cycles += shape.vectors
+        lut += shape.n_out * width  # compares, shifts: io_parallel, combinational but for table reads
+        cycles += shape.vectors if shape.streamed or shape.table_layers else 0
     elif shape.kind == "gather":  # the top (arena.h's window_op): each output value reads its n_in window values,
         # a word read serving a whole word of lanes when the channels fill whole words
         lanes = ARENA_WORD_BYTES // element_bytes(width)
@@ -512,6 +516,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     copies = math.ceil(shape.n_out / 2)
     bram18 += shape.table_layers * copies * table
     lookups = shape.table_layers * shape.n_out
+    cycles += shape.table_layers  # each table's read registered (the BRAM's output register)
     # each read registered, and the input beside it where the output may be the input
     ff += (shape.table_layers + shape.table_selects) * shape.n_out * width
     if shape.softmax:
