@@ -58,9 +58,9 @@ WEIGHTS = [Path(__file__).resolve().parents[2] / "shared" / "data" / "synthesis-
 
 def _dense(n_in: int, n_out: int, kept: float, softmax: bool = False, streamed: bool = False,
            weight_octaves: tuple[int, ...] = ()) -> Shape:
-    """A dense layer; under io_stream its output through a FIFO of one word."""
+    """A dense layer; under io_stream its output through a FIFO of one word, its input word copied into an array."""
     return Shape("kernel", max(1, math.ceil(n_in * kept)), n_out, 1, streamed, 0, n_out, softmax, input_values=n_in,
-                 fifos=((1, n_out),) if streamed else (), weight_octaves=weight_octaves)
+                 fifos=((1, n_out),) if streamed else (), weight_octaves=weight_octaves, window_values=n_in)
 
 
 def keras_magnitudes(initializer: str, fan_in: int, fan_out: int) -> Callable[[float], float]:

@@ -40,8 +40,9 @@ out its layers:
   products in a completely partitioned array, and at R > 1 they wait for the last ones),
   under the Resource strategy each multiplier's, about W / 2 a product (a product with no
   sum, n_in = 1, feeds its output combinationally); a streamed layer's output word and its
-  window (k x k x input channels); a table layer's read, and the input beside it where the
-  output chooses between the two (ELU, SELU); a few for the control state. Plain
+  window (k x k x input channels; a dense layer's input vector); a table layer's read, and
+  the input beside it where the output chooses between the two (ELU, SELU); a few for the
+  control state. Plain
   activations and io_parallel pooling are combinational;
 - latency in cycles: R per output vector (one vector for a dense layer, one
   per output pixel for a streamed convolution), plus the pipeline of the product and its adder tree
@@ -51,7 +52,7 @@ out its layers:
   product with no sum at R = 1 (combinational: hls4ml's io_parallel MaxPooling and Dense(1 -> 64) + ReLU
   baselines report 0); plus moving the unit's inputs and outputs through the subfunction's
   word-wide arena (two 64-bit words a cycle, each holding 8 / E values of E
-  bytes): after the arithmetic for an io_parallel unit, beside it for a streamed one.
+  bytes): after the arithmetic for an io_parallel unit or a single vector, beside it for a streamed one.
 A multiply-accumulate unit may instead keep its weights in DDR (when the FPGA's BRAM cannot hold
 them): no weight BRAM or LUTs, and every output vector reads all the weights through the DDR port,
 so a vector takes at least weight bytes / DDR bytes per cycle; its reuse factor is the least that
@@ -220,7 +221,9 @@ class Shape:
     # bits that hold them exactly (Node.weight_bits; None: float weights, as wide as the unit)
     weight_octaves: tuple[int, ...] = ()
     weight_bits: Optional[int] = None
-    window_values: int = 0  # values a streamed convolution or pooling holds in its window (k x k x input channels)
+    # values a streamed layer holds in its window: a convolution's or pooling's k x k x input channels, a dense
+    # layer's input vector
+    window_values: int = 0
     # hls4ml 1.3 computes it right only under its Latency strategy: a depthwise convolution, whose Resource
     # path (depthwise_product_resource) C-simulates wrong outputs at every reuse factor (tests/test_fpga_ops.py)
     latency_only: bool = False
@@ -278,8 +281,8 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
         line, window = _window_values(first, kernel)
         return Shape("kernel", n_in, main_out[1], math.prod(main_out[2:]), True, line, output_values, softmax,
                      window_values=window, latency_only=group > 1 and group == first[1])
-    if main.op in ("Gemm", "MatMul"):
-        return Shape("kernel", first[-1], main_out[-1], 1, False, 0, output_values, softmax)
+    if main.op in ("Gemm", "MatMul"):  # streamed, hls4ml's dense wrapper copies its input word into an array
+        return Shape("kernel", first[-1], main_out[-1], 1, False, 0, output_values, softmax, window_values=first[-1])
     if main.op == "MaxPool":
         kernel = main.attrs.get("kernel_shape") or [1]
         line, window = _window_values(first, kernel)
@@ -528,7 +531,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     written = shape.input_values if shape.kind == "data" else shape.output_values  # the top moves a relayout
     read = 0 if shape.kind == "gather" else arena_words(shape.input_values, width)  # a gather's reads: its compute
     moved = -(-(read + arena_words(written, width)) // ARENA_PORTS)
-    latency = max(cycles, moved) if shape.streamed else cycles + moved
+    # a stream overlaps the moves of one vector with the arithmetic of another: one vector (a dense layer's) waits
+    latency = max(cycles, moved) if shape.streamed and shape.vectors > 1 else cycles + moved
     if shape.bands > 1:  # the top copies each band in and out around its run, and the unit runs once a band
         copies = -(-(arena_words(shape.input_values, width) + arena_words(shape.output_values, width)) // ARENA_PORTS)
         cycles, ddr, latency = cycles * shape.bands, ddr * shape.bands, (latency + copies) * shape.bands
