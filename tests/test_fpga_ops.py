@@ -204,6 +204,29 @@ def test_hls4ml_builds_and_verifies_the_strategies_table_sizes_and_io_types_pinn
     assert all(u.verification.passed for s in plan.subfunctions for u in s.execution_units)
 
 
+def test_the_io_type_the_folding_chose_is_what_hls4ml_builds(tmp_path):
+    """Unpinned, a convolution whose output is one pixel is io_parallel by cost (units.by_cost): hls4ml generates
+    it so, and it and the pipeline are within tolerance of onnxruntime; pinned to io_stream, it streams."""
+    b = Builder(6)
+    C = op_models.CHANNELS
+    x = b.node("Conv", ["input", b.random("conv.w", [16, C, 3, 3]), b.random("conv.b", [16])], "conv",
+               kernel_shape=[3, 3])
+    x = b.node("Relu", [x], "relu")
+    x = b.node("Flatten", [x], "flatten")
+    b.node("Gemm", [x, b.random("fc.w", [10, 16]), b.random("fc.b", [10])], "fc", transB=1)
+    path = save_model(b, tmp_path / "one_pixel.onnx", [1, C, 3, 3])
+    plan = build_and_emulate(path, tmp_path / "chosen")
+    on_fpga(plan, [n.name for n in b.nodes])
+    found = {u.nodes[0]: u for s in plan.subfunctions for u in s.execution_units}
+    assert found["conv"].io_type == found["conv"].hls.io_type == "io_parallel"
+    top = tmp_path / "chosen" / found["conv"].hls.project / "firmware" / f"{found['conv'].name}.cpp"
+    assert "hls::stream" not in top.read_text()
+    assert all(u.verification.passed for s in plan.subfunctions for u in s.execution_units)
+    pinned = hetdeploy.plan(path, "pynq-z2", policy="support", io_types={"conv": "io_stream"}).plan
+    assert next(u for s in pinned.subfunctions for u in s.execution_units if u.nodes[0] == "conv").io_type == \
+        "io_stream"
+
+
 def test_a_folded_depthwise_convolution_stays_under_latency_and_is_right(tmp_path):
     """A 72-channel depthwise convolution, stride 2, folded to reuse factor 72: hls4ml 1.3's Resource
     strategy C-simulates it wrongly (differs by 12.5 from onnxruntime at every reuse factor, which is

@@ -94,7 +94,8 @@ def test_folding_fits_the_budget_whenever_the_most_folded_design_does(layers, ch
     if chosen is not None:
         used = [folded_estimate(s, f, 16, ddr_rate) for s, f in zip(shapes, chosen)]
         assert all(sum(e[k] for e in used) <= budget[k] for k in RESOURCES)
-        assert all(f in folding_options(s, 16, ddr_rate, f.strategy) for s, f in zip(shapes, chosen))
+        assert all(f._replace(io_type=None) in folding_options(s, 16, ddr_rate, f.strategy)  # under either io type
+                   for s, f in zip(shapes, chosen))
         if ddr_rate is None:
             assert not any(f.weights_in_ddr for f in chosen)
 
@@ -119,7 +120,7 @@ def test_folding_for_a_rate_takes_the_fewest_resources_that_reach_it(layers, cha
     assert all(totals[k] <= budget[k] for k in RESOURCES)
     took = sum(e["latency_cycles"] for e in used)
     for u, (shape, folding) in enumerate(zip(shapes, chosen)):
-        options = folding_options(shape, 16, strategy=folding.strategy)
+        options = [o._replace(io_type=folding.io_type) for o in folding_options(shape, 16, strategy=folding.strategy)]
         k = options.index(folding)
         if took <= cycles and k + 1 < len(options):  # one step more folded misses the rate or frees nothing
             more = folded_estimate(shape, options[k + 1], 16, None)
@@ -224,6 +225,34 @@ def test_the_clock_sets_the_pipeline_depth_and_nothing_else():
     assert at[400.0]["compute_cycles"] == 4 + 5 + 4  # (1 + 6 / 3) x 2
     assert all(at[mhz]["latency_cycles"] - at[mhz]["compute_cycles"] == 10 for mhz in at)
     assert all({k: at[mhz][k] for k in RESOURCES} == {k: at[200.0][k] for k in RESOURCES} for mhz in at)
+
+
+def test_the_folding_chooses_each_units_io_type_by_cost():
+    """hls4ml's IOType as a folding choice: a convolution whose output is one pixel has no line buffer to fill
+    and no vectors to overlap, so io_parallel is faster; on a larger map io_stream is; for a rate, a small map's
+    FIFO between its layers costs more of the chip than holding the map in registers; a Dense stays io_parallel
+    (streamed it holds its output word besides); an io type the user pinned (``io_fixed``) stays."""
+    def conv_relu(size):
+        b = graphs.Builder([1, 8, size, size])
+        graph = b.graph(b.unary("Relu", b.conv("input", 16, 3, pad=0)))
+        (unit,) = split_units(graph, range(len(graph.nodes)), FPGA)
+        return unit_shape(graph, unit, FPGA.clock_mhz)
+
+    budget = {"dsp": 220, "bram18": 280, "lut": 53200, "ff": 106400}
+    one_pixel, larger, small = conv_relu(3), conv_relu(8), conv_relu(4)
+    (chosen,) = fold([one_pixel], budget, 16)
+    assert chosen.io_type == "io_parallel" and one_pixel.streamed  # spatial: streamed unless the folding says
+    assert folded_estimate(one_pixel, chosen, 16, None)["latency_cycles"] < \
+        folded_estimate(one_pixel, chosen._replace(io_type=None), 16, None)["latency_cycles"]
+    assert fold([one_pixel], budget, 16, io_fixed={0})[0].io_type is None
+    assert fold([larger], budget, 16)[0].io_type is None
+    (streamed,) = fold([small], budget, 16)
+    (for_rate,) = fold_for_rate([small], budget, 16, [[0]], [1e9])
+    assert streamed.io_type is None and for_rate.io_type == "io_parallel"
+    fifo = fifo_bram18(small.fifos, 16)  # the map between the convolution and the ReLU, streamed
+    assert fifo > 0 and folded_estimate(small, for_rate._replace(io_type=None), 16, None)["bram18"] == \
+        folded_estimate(small, for_rate, 16, None)["bram18"] + fifo
+    assert fold([_head("Relu", n_in=16)], budget, 16)[0].io_type is None
 
 
 def test_what_hls4ml_computes_combinationally_takes_no_cycle():

@@ -404,7 +404,8 @@ OPTIONS = (
            "or as fast with a smaller share of the chip; needs da4ml (the open-synth extra)"),
     Option("io_types", "io_type", io_type, "folding and memory", "pin hls4ml's IOType of the FPGA execution unit "
            "holding ONNX node NODE (repeatable): parallel (values as arrays in registers) or stream (streams of "
-           "words through FIFOs); default: stream for spatial data, parallel for flat", metavar="NODE=T",
+           "words through FIFOs); default: the folding chooses a Dense's, Conv's or max pooling's by cost (the "
+           "faster, or as fast with fewer resources), other units stream spatial data", metavar="NODE=T",
            per_node=True, written=lambda value: value.removeprefix("io_")),
     Option("band_rows", "band_rows", positive_int, "folding and memory", "run the FPGA execution unit holding ONNX "
            "node NODE band by band, R of its output rows a band (repeatable): its hls4ml layer is made for one band "

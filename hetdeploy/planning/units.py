@@ -64,8 +64,9 @@ reads a cycle, with a comparator or adder a lane.
 A unit run in bands (``band_of``, ``chosen_band``) is priced as one band (its FIFOs, vectors and values:
 its resources) run once a band, plus the top's copies of each band in and out of its band buffers.
 Folding (``fold``, ``fold_for_rate``) chooses each unit's reuse factor and, where the user pins none,
-hls4ml's strategy (``by_cost``: weights in the fabric or in BRAM, whichever lets the units together be
-faster, or as fast with fewer BRAM18s, then less of the chip; for a rate, the least share of the chip).
+hls4ml's strategy and io type (``by_cost``: weights in the fabric or in BRAM, values as arrays or streams,
+whichever lets the units together be faster, or as fast with fewer BRAM18s, then less of the chip; for a
+rate, the least share of the chip).
 Where synthesis decides (a product's binding to a DSP or to LUTs near the thresholds above), the
 estimate also gives a range (``estimate_range``).
 These are estimates, not synthesis results; benchmarks/estimates.py puts them
@@ -80,7 +81,7 @@ import dataclasses
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, NamedTuple, Optional, Sequence
+from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
 
 from ..core.board import RELAYOUT_OPS, Device
 from ..core.graph import Graph
@@ -215,7 +216,7 @@ class Shape:
     output_values: int
     softmax: bool  # a Softmax in the unit (lookup tables)
     input_values: int = 0  # the values it reads from the subfunction's memories per run (every input)
-    fifos: tuple[tuple[int, int], ...] = ()  # (pixels, channels) of each stream between the unit's layers
+    fifos: tuple[tuple[int, int], ...] = ()  # (pixels, channels) of each stream between the unit's layers, if it streams
     table_layers: int = 0  # layers of TABLE_OPS in the unit (a lookup table each)
     # a kernel's weights by octave under their format's top (graph.Node.weight_octaves; () unknown) and the
     # bits that hold them exactly (Node.weight_bits; None: float weights, as wide as the unit)
@@ -234,21 +235,30 @@ class Shape:
 
 
 def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str] = None) -> Shape:
-    """``_main_shape`` with the values the unit reads (every activation input of its main node) and,
-    when it streams, the FIFO hls4ml puts after each of its layers but the last, at the FPGA's clock
-    ``clock_mhz``. ``io_type``: the one the user pinned (IO_TYPES); None: io_stream for spatial data,
-    io_parallel for flat (``_main_shape``)."""
+    """``_main_shape`` with the values the unit reads (every activation input of its main node) and the FIFO
+    hls4ml puts after each of its layers but the last when it streams, at the FPGA's clock ``clock_mhz``.
+    ``io_type``: the one the user pinned (IO_TYPES); None: io_stream for spatial data, io_parallel for flat
+    (``_main_shape``; the folding may choose the other, ``by_cost``)."""
     main = graph.nodes[unit.nodes[0]]
     read = sum(math.prod(s or [1]) for s in main.input_shapes)
     tables = sum(graph.nodes[i].op in TABLE_OPS for i in unit.nodes)
     selects = sum(graph.nodes[i].op in TABLE_SELECT_OPS for i in unit.nodes)
     shape = dataclasses.replace(_main_shape(graph, unit), input_values=read, table_layers=tables, table_selects=selects,
                                 weight_octaves=main.weight_octaves, weight_bits=main.weight_bits, clock_mhz=clock_mhz)
-    if io_type is not None:
-        shape = dataclasses.replace(shape, streamed=io_type == "io_stream")
-    if not shape.streamed:
-        return shape
-    return dataclasses.replace(shape, fifos=tuple(f for i in unit.nodes[:-1] for f in output_fifo(graph, i)))
+    fifos = tuple(f for i in unit.nodes[:-1] for f in output_fifo(graph, i))  # counted where it streams
+    return with_io_type(dataclasses.replace(shape, fifos=fifos), io_type)
+
+
+def with_io_type(shape: Shape, io_type: Optional[str]) -> Shape:
+    """``shape`` under hls4ml's IOType ``io_type`` (IO_TYPES; None: as it is)."""
+    return shape if io_type is None else dataclasses.replace(shape, streamed=io_type == "io_stream")
+
+
+def takes_either_io_type(shape: Shape) -> bool:
+    """Whether ``by_cost`` may weigh both of hls4ml's io types for a unit: a Dense, a Conv (tried under both here,
+    each verified) or a max pooling, not run in bands (each band streams) and not a depthwise convolution (whose
+    io_parallel form hls4ml's Latency strategy has not been verified here)."""
+    return shape.kind in ("kernel", "window") and shape.bands == 1 and not shape.latency_only
 
 
 def output_fifo(graph: Graph, index: int) -> tuple[tuple[int, int], ...]:
@@ -384,12 +394,14 @@ def _hls4ml_accepts(n_in: int, n_out: int, rf: int) -> bool:
 
 
 class Folding(NamedTuple):
-    """How a unit is folded: hls4ml's ReuseFactor, where its weights live, and hls4ml's Strategy (one of
-    STRATEGIES; None: by the reuse factor, ``strategy_for``)."""
+    """How a unit is folded: hls4ml's ReuseFactor, where its weights live, hls4ml's Strategy (one of
+    STRATEGIES; None: by the reuse factor, ``strategy_for``) and its IOType (one of IO_TYPES; None: its shape's,
+    ``unit_shape``)."""
 
     reuse_factor: int
     weights_in_ddr: bool = False
     strategy: Optional[str] = None
+    io_type: Optional[str] = None
 
     @property
     def hls_strategy(self) -> str:
@@ -513,6 +525,10 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         cycles += shape.line_buffer_values // max(1, shape.n_out)
     elif shape.kind not in ("data", "gather"):  # an io_parallel hls4ml unit holds its input vector in registers
         ff += shape.input_values * width
+        if shape.kind == "kernel" and shape.vectors > 1:  # computed a pixel at a time, each map between its
+            # layers waits whole in a completely partitioned array (where a stream has FIFOs; the last layer's
+            # goes out through the project's port: hls4ml's io_parallel Conv2D baselines count none for it)
+            ff += sum(pixels * channels for pixels, channels in shape.fifos) * width
     # hls4ml pipelines its table layers at a vector a cycle whatever the reuse factor, each table read
     # once per value: copied until the reads fit the copies' two ports
     table = bram18_blocks(shape.table_entries, LOOKUP_TABLE_BITS)
@@ -620,8 +636,8 @@ def ddr_folding(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> Folding
 
 def folded_estimate(shape: Shape, folding: Folding, width: int, ddr_bytes_per_cycle: Optional[float],
                     dsp_binding: tuple[int, int] = (DSP_MIN_WIDTH, DSP_MIN_CONSTANT_BITS)) -> dict[str, int]:
-    """``estimate`` of ``shape`` folded as ``folding``."""
-    return estimate(shape, folding.reuse_factor, width, ddr_bytes_per_cycle if folding.weights_in_ddr else None,
+    """``estimate`` of ``shape`` folded as ``folding``, under its io type."""
+    return estimate(with_io_type(shape, folding.io_type), folding.reuse_factor, width, ddr_bytes_per_cycle if folding.weights_in_ddr else None,
                     strategy=folding.hls_strategy, dsp_binding=dsp_binding)
 
 
@@ -640,12 +656,12 @@ def estimate_range(shape: Shape, folding: Folding, width: int,
 def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
                   groups: Sequence[Sequence[int]], cycles: Sequence[float],
                   pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
-                  strategies: Optional[dict[int, str]] = None,
-                  distributed_arithmetic: bool = False) -> Optional[list[Folding]]:
+                  strategies: Optional[dict[int, str]] = None, distributed_arithmetic: bool = False,
+                  io_fixed: Collection[int] = ()) -> Optional[list[Folding]]:
     """``_fold_for_rate_under`` the strategies the user pinned (the others by reuse factor), then each unit's
-    strategy ``by_cost`` (``distributed_arithmetic`` weighed as there): the least cycles over each group's rate,
-    then the least share of the budget (the fewest resources, as FINN's target_fps asks, BRAM counted in its
-    share)."""
+    strategy and io type ``by_cost`` (``distributed_arithmetic`` and ``io_fixed`` as there): the least cycles over
+    each group's rate, then the least share of the budget (the fewest resources, as FINN's target_fps asks, BRAM
+    counted in its share)."""
     widths = _per_unit(width, shapes)
     unit_estimate = _unit_estimates(shapes, widths, ddr_bytes_per_cycle)
     foldings = _fold_for_rate_under(shapes, budget, widths, groups, cycles, unit_estimate, pinned, strategies)
@@ -658,16 +674,17 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
         return missed, _share(used, budget)
 
     return by_cost(foldings, shapes, widths, budget, unit_estimate, missed_then_share,
-                   set(strategies or {}) | set(pinned or {}), ddr_bytes_per_cycle, distributed_arithmetic)
+                   set(strategies or {}) | set(pinned or {}), ddr_bytes_per_cycle, distributed_arithmetic, io_fixed)
 
 
 def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
          pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
-         strategies: Optional[dict[int, str]] = None, distributed_arithmetic: bool = False) -> Optional[list[Folding]]:
+         strategies: Optional[dict[int, str]] = None, distributed_arithmetic: bool = False,
+         io_fixed: Collection[int] = ()) -> Optional[list[Folding]]:
     """``_fold_under`` the strategies the user pinned (the others by reuse factor), then each unit's
-    strategy ``by_cost`` (the least total latency, then the fewest BRAM18 (``_units_bram18``), then the least
-    share of the budget; ``distributed_arithmetic`` weighed as there), then less folding wherever what that
-    freed lets a unit unfold under its strategy (``_give_back``)."""
+    strategy and io type ``by_cost`` (the least total latency, then the fewest BRAM18 (``_units_bram18``), then
+    the least share of the budget; ``distributed_arithmetic`` and ``io_fixed`` as there), then less folding
+    wherever what that freed lets a unit unfold under its strategy and io type (``_give_back``)."""
     widths = _per_unit(width, shapes)
     unit_estimate = _unit_estimates(shapes, widths, ddr_bytes_per_cycle)
     foldings = _fold_under(shapes, budget, widths, unit_estimate, pinned, ddr_bytes_per_cycle, strategies)
@@ -679,8 +696,10 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[
 
     pinned = pinned or {}
     foldings = by_cost(foldings, shapes, widths, budget, unit_estimate, latency_then_bram_then_share,
-                       set(strategies or {}) | set(pinned), ddr_bytes_per_cycle, distributed_arithmetic)
-    options = [[pinned[u]] if u in pinned else folding_options(s, widths[u], ddr_bytes_per_cycle, f.strategy)
+                       set(strategies or {}) | set(pinned), ddr_bytes_per_cycle, distributed_arithmetic, io_fixed)
+    options = [[o._replace(io_type=f.io_type)
+                for o in ([pinned[u]] if u in pinned else folding_options(s, widths[u], ddr_bytes_per_cycle,
+                                                                          f.strategy))]
                for u, (s, f) in enumerate(zip(shapes, foldings))]
     choice = [o.index(f) for o, f in zip(options, foldings)]
     return _give_back(options, choice, budget, lambda u, k: unit_estimate(u, options[u][k]))
@@ -698,33 +717,40 @@ def takes_distributed_arithmetic(shape: Shape) -> bool:
 def by_cost(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[int], budget: dict[str, int],
             unit_estimate: Callable[[int, Folding], dict[str, int]],
             cost: Callable[[Sequence[dict[str, int]]], tuple[float, ...]], fixed: set[int],
-            ddr_bytes_per_cycle: Optional[float], distributed_arithmetic: bool = False) -> list[Folding]:
-    """hls4ml's Strategy as a folding choice: each multiply-accumulate unit whose strategy is not ``fixed`` (by
-    the user, or a pinned folding), one after another, takes whichever of its foldings under Latency or under
-    Resource (a folded unit), or under distributed_arithmetic (with ``distributed_arithmetic``, a unit that
-    ``takes_distributed_arithmetic``, folded or not), gives all the units together the least ``cost`` (their
-    estimates) within ``budget``, the other units as they are. A unit the folding leaves unfolded otherwise keeps
-    its strategy: at reuse factor 1 Latency and Resource both keep the weights as constants. ``widths``: each
-    unit's fixed-point bits."""
+            ddr_bytes_per_cycle: Optional[float], distributed_arithmetic: bool = False,
+            io_fixed: Collection[int] = ()) -> list[Folding]:
+    """hls4ml's Strategy and IOType as folding choices: each multiply-accumulate unit whose strategy is not
+    ``fixed`` (by the user, or a pinned folding), one after another, takes whichever of its foldings under Latency
+    or under Resource (a folded unit), or under distributed_arithmetic (with ``distributed_arithmetic``, a unit
+    that ``takes_distributed_arithmetic``, folded or not), each of them and its folding as it is under either io
+    type (a unit that ``takes_either_io_type`` whose io type is not in ``io_fixed``, pinned by the user), gives all
+    the units together the least ``cost`` (their estimates) within ``budget``, the other units as they are. A unit
+    the folding leaves unfolded otherwise keeps its strategy: at reuse factor 1 Latency and Resource both keep the
+    weights as constants. ``widths``: each unit's fixed-point bits."""
     used = [unit_estimate(u, f) for u, f in enumerate(foldings)]
     totals = {k: sum(e[k] for e in used) for k in RESOURCES}
     best = cost(used)
     for u, shape in enumerate(shapes):
-        if shape.kind != "kernel" or u in fixed:
-            continue
-        weighed = list(FOLDED_STRATEGIES) if foldings[u].reuse_factor > 1 else []
-        if distributed_arithmetic and takes_distributed_arithmetic(shape):
-            weighed.append(DISTRIBUTED_ARITHMETIC)
-        for strategy in weighed:  # folding_options keeps a latency-only unit under Latency
-            for option in folding_options(shape, widths[u], ddr_bytes_per_cycle, strategy):
-                trial = unit_estimate(u, option)
-                if any(totals[k] - used[u][k] + trial[k] > budget.get(k, 0) for k in RESOURCES):
-                    continue
-                trial_cost = cost(used[:u] + [trial] + used[u + 1:])
-                if trial_cost < best:
-                    totals = {k: totals[k] - used[u][k] + trial[k] for k in RESOURCES}
-                    foldings = foldings[:u] + [option] + foldings[u + 1:]
-                    used, best = used[:u] + [trial] + used[u + 1:], trial_cost
+        options: list[Folding] = []
+        if shape.kind == "kernel" and u not in fixed:
+            weighed = list(FOLDED_STRATEGIES) if foldings[u].reuse_factor > 1 else []
+            if distributed_arithmetic and takes_distributed_arithmetic(shape):
+                weighed.append(DISTRIBUTED_ARITHMETIC)
+            # folding_options keeps a latency-only unit under Latency
+            options = [o for strategy in weighed for o in folding_options(shape, widths[u], ddr_bytes_per_cycle,
+                                                                          strategy)]
+        if u not in io_fixed and takes_either_io_type(shape):  # io_type None: the shape's own
+            options = [o._replace(io_type=None if io == IO_TYPES[shape.streamed] else io)
+                       for o in [foldings[u], *options] for io in IO_TYPES]
+        for option in options:
+            trial = unit_estimate(u, option)
+            if any(totals[k] - used[u][k] + trial[k] > budget.get(k, 0) for k in RESOURCES):
+                continue
+            trial_cost = cost(used[:u] + [trial] + used[u + 1:])
+            if trial_cost < best:
+                totals = {k: totals[k] - used[u][k] + trial[k] for k in RESOURCES}
+                foldings = foldings[:u] + [option] + foldings[u + 1:]
+                used, best = used[:u] + [trial] + used[u + 1:], trial_cost
     return foldings
 
 

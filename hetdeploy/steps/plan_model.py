@@ -276,6 +276,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                       if (strategy := _pinned_strategy(loaded, u, shape, options)) is not None}
         pinned = {k: folding for k, (u, shape) in enumerate(zip(found, shapes))
                   if (folding := _pinned_folding(loaded, u, shape, options, rate, strategies.get(k))) is not None}
+        io_fixed = {k for k, u in enumerate(found) if _pinned_io_type(loaded, u, options) is not None}
         if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps)
             groups, start = [], 0
             for _, units_of_sub in split:
@@ -283,10 +284,10 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                 start += len(units_of_sub)
             cycles = [_cycles_for_rate(sub, options, device.clock_mhz) for sub in subs]
             foldings = units.fold_for_rate(shapes, device.budget(), widths, groups, cycles, pinned, rate, strategies,
-                                           options.weigh_distributed_arithmetic)
+                                           options.weigh_distributed_arithmetic, io_fixed)
         else:
             foldings = units.fold(shapes, device.budget(), widths, pinned, rate, strategies,
-                                  options.weigh_distributed_arithmetic)
+                                  options.weigh_distributed_arithmetic, io_fixed)
         if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)
             folded = [units.folded_estimate(s, pinned.get(k) or units.folding_options(s, widths[k], rate,
                                                                                       strategies.get(k))[-1],
@@ -314,7 +315,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     estimate_range=units.estimate_range(shape, folding, width, rate),
                     weights_in_ddr=folding.weights_in_ddr,
                     table_size=shape.table_entries if shape.table_layers or shape.softmax else 0,
-                    io_type="" if unit.engine == "top" else units.IO_TYPES[shape.streamed],
+                    io_type="" if unit.engine == "top" else folding.io_type or units.IO_TYPES[shape.streamed],
                     foldable=shape.kind == "kernel", inputs=unit.inputs, band=band,
                     outputs=[unit.output]))
             sub.resources = _unit_totals(sub)
