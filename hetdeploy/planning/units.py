@@ -216,7 +216,7 @@ class Shape:
     output_values: int
     softmax: bool  # a Softmax in the unit (lookup tables)
     input_values: int = 0  # the values it reads from the subfunction's memories per run (every input)
-    fifos: tuple[tuple[int, int], ...] = ()  # (pixels, channels) of each stream between the unit's layers, if it streams
+    fifos: tuple[tuple[int, int], ...] = ()  # (pixels, channels) of each stream between its layers, if it streams
     table_layers: int = 0  # layers of TABLE_OPS in the unit (a lookup table each)
     # a kernel's weights by octave under their format's top (graph.Node.weight_octaves; () unknown) and the
     # bits that hold them exactly (Node.weight_bits; None: float weights, as wide as the unit)
@@ -637,8 +637,9 @@ def ddr_folding(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> Folding
 def folded_estimate(shape: Shape, folding: Folding, width: int, ddr_bytes_per_cycle: Optional[float],
                     dsp_binding: tuple[int, int] = (DSP_MIN_WIDTH, DSP_MIN_CONSTANT_BITS)) -> dict[str, int]:
     """``estimate`` of ``shape`` folded as ``folding``, under its io type."""
-    return estimate(with_io_type(shape, folding.io_type), folding.reuse_factor, width, ddr_bytes_per_cycle if folding.weights_in_ddr else None,
-                    strategy=folding.hls_strategy, dsp_binding=dsp_binding)
+    return estimate(with_io_type(shape, folding.io_type), folding.reuse_factor, width,
+                    ddr_bytes_per_cycle if folding.weights_in_ddr else None, strategy=folding.hls_strategy,
+                    dsp_binding=dsp_binding)
 
 
 def estimate_range(shape: Shape, folding: Folding, width: int,
