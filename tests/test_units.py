@@ -277,16 +277,33 @@ def test_the_range_where_synthesis_binds_products_to_dsps_or_luts():
     it moves as a range holding the estimate; away from them, none."""
     graph = conv_stack(1, channels=4, size=8)
     shape = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[-1], FPGA.clock_mhz)  # dense 64 x 10
-    at_threshold = estimate_range(shape, Folding(8), DSP_MIN_WIDTH, None)
-    point = estimate(shape, 8, DSP_MIN_WIDTH)
+    resource = Folding(8, False, "Resource")  # its products registered whatever the tool (no FF range)
+    at_threshold = estimate_range(shape, resource, DSP_MIN_WIDTH, None)
+    point = estimate(shape, 8, DSP_MIN_WIDTH, strategy="Resource")
     assert set(at_threshold) == {"dsp", "lut"}  # 80 multipliers of 10 bits: DSPs or LUTs
     assert at_threshold["dsp"][0] <= point["dsp"] <= at_threshold["dsp"][1]
     assert at_threshold["dsp"][1] - at_threshold["dsp"][0] == 80
     assert at_threshold["lut"][0] <= point["lut"] <= at_threshold["lut"][1]
-    assert estimate_range(shape, Folding(8), 16, None) == {}  # 16-bit data, no constant weights: DSPs
+    assert estimate_range(shape, resource, 16, None) == {}  # 16-bit data, no constant weights: DSPs
     # unfolded, each product's constant weight decides: codes near DSP_MIN_CONSTANT_BITS are Vivado's call
     codes = dataclasses.replace(shape, weight_octaves=(0, 0, 0, 0, 0, 0, 0, 0, 0, 640))  # 640 weights of 6 bits
     assert estimate_range(codes, Folding(1), 16, None)["dsp"] == [10, 10 + 640]  # and the Softmax's 10
+
+
+def test_the_range_where_the_hls_tool_cuts_a_latency_layers_pipeline():
+    """A Latency layer's FFs are the HLS tool's to decide: its products registered (the estimate, as Vivado HLS
+    does) or, the least, only each sum's partial sums after the adder levels a cycle holds (as Vitis HLS does);
+    more levels fit a cycle at a slower clock. A Resource layer registers its multipliers under either."""
+    graph = conv_stack(1, channels=4, size=8)
+    dense = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[-1], 200.0)  # 64 x 10, 200 MHz
+    point = estimate(dense, 1, 16)
+    least = estimate(dense, 1, 16, products_registered=False)
+    # 640 products of 8 bits against 10 sums' 64 / 2^3 partial sums of 16 bits
+    assert point["ff"] - least["ff"] == 640 * 8 - 10 * 8 * 16
+    assert estimate_range(dense, Folding(1), 16, None)["ff"] == [least["ff"], point["ff"]]
+    slower = dataclasses.replace(dense, clock_mhz=100.0)  # six levels a cycle: 64 / 2^6 partial sums
+    assert point["ff"] - estimate(slower, 1, 16, products_registered=False)["ff"] == 640 * 8 - 10 * 1 * 16
+    assert "ff" not in estimate_range(dense, Folding(8, False, "Resource"), 16, None)
 
 
 def test_weights_in_ddr_free_their_bram_and_cost_the_ddr_reads():

@@ -67,8 +67,9 @@ Folding (``fold``, ``fold_for_rate``) chooses each unit's reuse factor and, wher
 hls4ml's strategy and io type (``by_cost``: weights in the fabric or in BRAM, values as arrays or streams,
 whichever lets the units together be faster, or as fast with fewer BRAM18s, then less of the chip; for a
 rate, the least share of the chip).
-Where synthesis decides (a product's binding to a DSP or to LUTs near the thresholds above), the
-estimate also gives a range (``estimate_range``).
+Where synthesis decides (a product's binding to a DSP or to LUTs near the thresholds above; where the
+HLS tool cuts a Latency layer's pipeline, which moves its FFs), the estimate also gives a range
+(``estimate_range``).
 These are estimates, not synthesis results; benchmarks/estimates.py puts them
 beside published synthesis results (benchmarks/published_synthesis.csv), on whose
 points marked "fit" the constants above were set (hls4ml tutorial jet tagger and
@@ -453,7 +454,8 @@ def reuse_factors_for(shape: Shape, strategy: str) -> list[int]:
 
 def estimate(shape: Shape, reuse_factor: int, width: int,
              ddr_bytes_per_cycle: Optional[float] = None, strategy: Optional[str] = None,
-             dsp_binding: tuple[int, int] = (DSP_MIN_WIDTH, DSP_MIN_CONSTANT_BITS)) -> dict[str, int]:
+             dsp_binding: tuple[int, int] = (DSP_MIN_WIDTH, DSP_MIN_CONSTANT_BITS),
+             products_registered: bool = True) -> dict[str, int]:
     """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc), and the latency's
     parts: ``compute_cycles`` (its arithmetic, DDR weights' reads within: a vector waits for its
     weights), ``buffer_cycles`` (moving its inputs and outputs through the subfunction's word-wide
@@ -462,7 +464,9 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     three (dataflow). ``ddr_bytes_per_cycle``: the unit's weights are in DDR, read at this rate; None:
     on chip. ``strategy``: hls4ml's
     Strategy (STRATEGIES; None: ``strategy_for`` the reuse factor). ``dsp_binding``: the least data bits and
-    constant weight bits a product takes a DSP at (below either, LUTs)."""
+    constant weight bits a product takes a DSP at (below either, LUTs). ``products_registered``: the HLS tool
+    cuts a Latency layer's pipeline after its products (Vivado HLS's designs); False: within its adder tree
+    only, each sum's partial sums after the levels a cycle holds (Vitis HLS's, at a fraction of the FFs)."""
     bram18, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
     cycles = 0
     dsp = ddr = 0
@@ -488,7 +492,9 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
             else:
                 dsp += count * (2 if width > 18 else 1)
         lut += multipliers * width
-        if shape.n_in > 1:  # products wait for their sum: all of them under Latency, each multiplier's else
+        if shape.n_in > 1 and latency_strategy and not products_registered:
+            ff += min(held, shape.n_out * math.ceil(shape.n_in / 2 ** _adder_levels_a_cycle(shape))) * width
+        elif shape.n_in > 1:  # products wait for their sum: all of them under Latency, each multiplier's else
             ff += (held if latency_strategy else multipliers) * width // 2
         cycles_per_vector = reuse_factor
         if ddr_bytes_per_cycle is not None:
@@ -554,6 +560,11 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         cycles, ddr, latency = cycles * shape.bands, ddr * shape.bands, (latency + copies) * shape.bands
     return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": latency, "compute_cycles": cycles,
             "buffer_cycles": latency - cycles, "ddr_cycles": ddr}
+
+
+def _adder_levels_a_cycle(shape: Shape) -> int:
+    """The adder tree's levels one cycle of the unit's clock holds (ADDER_LEVELS_PER_CYCLE at the reference clock)."""
+    return max(1, math.floor(ADDER_LEVELS_PER_CYCLE * REFERENCE_CLOCK_MHZ / shape.clock_mhz))
 
 
 def _first_product_cycles(shape: Shape) -> int:
@@ -635,21 +646,26 @@ def ddr_folding(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> Folding
 
 
 def folded_estimate(shape: Shape, folding: Folding, width: int, ddr_bytes_per_cycle: Optional[float],
-                    dsp_binding: tuple[int, int] = (DSP_MIN_WIDTH, DSP_MIN_CONSTANT_BITS)) -> dict[str, int]:
+                    dsp_binding: tuple[int, int] = (DSP_MIN_WIDTH, DSP_MIN_CONSTANT_BITS),
+                    products_registered: bool = True) -> dict[str, int]:
     """``estimate`` of ``shape`` folded as ``folding``, under its io type."""
     return estimate(with_io_type(shape, folding.io_type), folding.reuse_factor, width,
                     ddr_bytes_per_cycle if folding.weights_in_ddr else None, strategy=folding.hls_strategy,
-                    dsp_binding=dsp_binding)
+                    dsp_binding=dsp_binding, products_registered=products_registered)
 
 
 def estimate_range(shape: Shape, folding: Folding, width: int,
                    ddr_bytes_per_cycle: Optional[float]) -> dict[str, list[int]]:
     """What synthesis decides and the estimate cannot know: whether Vivado binds a product to a DSP or to LUTs
     near the rule's thresholds (DSP_MIN_WIDTH data bits, DSP_MIN_CONSTANT_BITS bits of a constant weight,
-    set on published points, not read from the tool). Each resource whose estimate moves when either
-    threshold moves one bit either way, as [least, most]; the others are not listed."""
+    set on published points, not read from the tool), and where the HLS tool cuts a Latency layer's pipeline
+    (``estimate``'s ``products_registered``: the same jet tagger MLP at reuse factor 1 took 26,905 to 102,521 FF
+    under Vivado HLS 2019.2 and 9,363 under Vitis HLS 2024.1, benchmarks/published_synthesis.csv). Each resource
+    whose estimate moves when either threshold moves one bit either way, or with the cut, as [least, most]; the
+    others are not listed."""
     variants = [folded_estimate(shape, folding, width, ddr_bytes_per_cycle,
-                                (DSP_MIN_WIDTH + w, DSP_MIN_CONSTANT_BITS + c)) for w in (-1, 0, 1) for c in (-1, 0, 1)]
+                                (DSP_MIN_WIDTH + w, DSP_MIN_CONSTANT_BITS + c), registered)
+                for w in (-1, 0, 1) for c in (-1, 0, 1) for registered in (True, False)]
     return {k: [min(v[k] for v in variants), max(v[k] for v in variants)] for k in RESOURCES
             if min(v[k] for v in variants) != max(v[k] for v in variants)}
 
