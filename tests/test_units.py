@@ -231,7 +231,10 @@ def test_the_folding_chooses_each_units_io_type_by_cost():
     """hls4ml's IOType as a folding choice: a convolution whose output is one pixel has no line buffer to fill
     and no vectors to overlap, so io_parallel is faster; on a larger map io_stream is; for a rate, a small map's
     FIFO between its layers costs more of the chip than holding the map in registers; a Dense stays io_parallel
-    (streamed it holds its output word besides); an io type the user pinned (``io_fixed``) stays."""
+    (streamed it holds its output word besides); an io type the user pinned (``io_fixed``) stays, as does
+    distributed_arithmetic's (verified streamed only)."""
+    from hetdeploy.planning.units import DISTRIBUTED_ARITHMETIC
+
     def conv_relu(size):
         b = graphs.Builder([1, 8, size, size])
         graph = b.graph(b.unary("Relu", b.conv("input", 16, 3, pad=0)))
@@ -245,6 +248,9 @@ def test_the_folding_chooses_each_units_io_type_by_cost():
     assert folded_estimate(one_pixel, chosen, 16, None)["latency_cycles"] < \
         folded_estimate(one_pixel, chosen._replace(io_type=None), 16, None)["latency_cycles"]
     assert fold([one_pixel], budget, 16, io_fixed={0})[0].io_type is None
+    quantized = dataclasses.replace(one_pixel, weight_bits=4, weight_octaves=(576, 576, 0, 0))
+    assert fold([quantized], budget, 8, strategies={0: DISTRIBUTED_ARITHMETIC}) == \
+        [Folding(1, False, DISTRIBUTED_ARITHMETIC)]
     assert fold([larger], budget, 16)[0].io_type is None
     (streamed,) = fold([small], budget, 16)
     (for_rate,) = fold_for_rate([small], budget, 16, [[0]], [1e9])

@@ -756,9 +756,11 @@ def by_cost(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[i
             # folding_options keeps a latency-only unit under Latency
             options = [o for strategy in weighed for o in folding_options(shape, widths[u], ddr_bytes_per_cycle,
                                                                           strategy)]
-        if u not in io_fixed and takes_either_io_type(shape):  # io_type None: the shape's own
+        if u not in io_fixed and takes_either_io_type(shape):  # io_type None: the shape's own, the only one
+            # distributed_arithmetic takes (its convolutions are verified streamed only, tests/test_open_synth.py)
             options = [o._replace(io_type=None if io == IO_TYPES[shape.streamed] else io)
-                       for o in [foldings[u], *options] for io in IO_TYPES]
+                       for o in [foldings[u], *options] for io in IO_TYPES
+                       if o.strategy != DISTRIBUTED_ARITHMETIC or io == IO_TYPES[shape.streamed]]
         for option in options:
             trial = unit_estimate(u, option)
             if any(totals[k] - used[u][k] + trial[k] > budget.get(k, 0) for k in RESOURCES):
