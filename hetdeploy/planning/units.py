@@ -460,13 +460,13 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     parts: ``compute_cycles`` (its arithmetic, DDR weights' reads within: a vector waits for its
     weights), ``buffer_cycles`` (moving its inputs and outputs through the subfunction's word-wide
     arena, ARENA_PORTS words a cycle) and ``ddr_cycles`` (what the DDR weights' reads add to the
-    arithmetic). An io_parallel unit reads, computes and writes in turn; a streamed one overlaps the
-    three (dataflow). ``ddr_bytes_per_cycle``: the unit's weights are in DDR, read at this rate; None:
-    on chip. ``strategy``: hls4ml's
-    Strategy (STRATEGIES; None: ``strategy_for`` the reuse factor). ``dsp_binding``: the least data bits and
-    constant weight bits a product takes a DSP at (below either, LUTs). ``products_registered``: the HLS tool
-    cuts a Latency layer's pipeline after its products (Vivado HLS's designs); False: within its adder tree
-    only, each sum's partial sums after the levels a cycle holds (Vitis HLS's, at a fraction of the FFs)."""
+    arithmetic). An io_parallel unit reads, computes and writes in turn, as does a streamed one of one
+    vector; a streamed one of several overlaps the three (dataflow). ``ddr_bytes_per_cycle``: the unit's
+    weights are in DDR, read at this rate; None: on chip. ``strategy``: hls4ml's Strategy (STRATEGIES;
+    None: ``strategy_for`` the reuse factor). ``dsp_binding``: the least data bits and constant weight bits
+    a product takes a DSP at (below either, LUTs). ``products_registered``: the HLS tool cuts a Latency
+    layer's pipeline after its products (Vivado HLS's designs); False: within its adder tree only, each
+    sum's partial sums after the levels a cycle holds (Vitis HLS's, at a fraction of the FFs)."""
     bram18, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
     cycles = 0
     dsp = ddr = 0
