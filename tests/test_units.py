@@ -261,6 +261,34 @@ def test_the_folding_chooses_each_units_io_type_by_cost():
     assert fold([_head("Relu", n_in=16)], budget, 16)[0].io_type is None
 
 
+def test_the_partitioner_prices_a_node_under_the_io_type_the_folding_may_choose():
+    """The partitioner's time of a node alone is its fastest folding that fits under either io type, as the
+    folding stage may build it (a convolution with a one-pixel output: io_parallel); its capacity the least
+    share of the chip under either; a node the folding keeps streamed (a depthwise convolution) is priced so."""
+    from hetdeploy.planning.cost import fpga_seconds, most_folded, node_shape
+    from hetdeploy.planning.units import IO_TYPES, ddr_bytes_per_cycle, takes_either_io_type
+
+    b = graphs.Builder([1, 8, 3, 3])
+    graph = b.graph(b.conv("input", 16, 3, pad=0))
+    shape = node_shape(FPGA, graph, 0, 16)
+    assert shape.streamed and takes_either_io_type(shape)
+    rate = ddr_bytes_per_cycle(FPGA)
+    fitting = {io: [e for f in folding_options(shape, 16, rate)
+                    if all((e := folded_estimate(shape, f._replace(io_type=io), 16, rate))[k] <= FPGA.budget()[k]
+                           for k in RESOURCES)] for io in IO_TYPES}
+    under = {io: min(e["latency_cycles"] for e in estimates) for io, estimates in fitting.items()}
+    assert under["io_parallel"] < under["io_stream"]
+    assert fpga_seconds(FPGA, graph, 0, 16) == under["io_parallel"] / (FPGA.clock_mhz * 1e6)
+    _, least = most_folded(FPGA, graph, 0, 16)
+    shares = {io: sum(folded_estimate(shape, least._replace(io_type=io), 16, rate)[k] / FPGA.budget()[k]
+                      for k in RESOURCES) for io in IO_TYPES}
+    assert shares[least.io_type] == min(shares.values())
+    b = graphs.Builder([1, 8, 3, 3])
+    depthwise = b.graph(b.conv("input", 8, 3, pad=0, group=8))
+    kept = node_shape(FPGA, depthwise, 0, 16)
+    assert not takes_either_io_type(kept) and most_folded(FPGA, depthwise, 0, 16)[1].io_type is None
+
+
 def test_what_hls4ml_computes_combinationally_takes_no_cycle():
     """io_parallel and unfolded, a product with no sum and an activation without a lookup table add no cycle
     (hls4ml's Dense(1 -> 64) + ReLU baselines report 0), a table's registered read one; a sum's adder tree, a

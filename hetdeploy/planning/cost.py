@@ -27,7 +27,7 @@ peak times the efficiency of the node's op class, or its bytes over the memory
 bandwidth, whichever is longer, plus a fixed per-node cost. On an FPGA it is
 the node's execution-unit estimate (``units.estimate``: its arithmetic, moving
 its buffers, and waiting for weights kept in DDR) at the FPGA's clock, at the
-least folding that fits the FPGA by itself (``fpga_seconds``); the plan then
+fastest folding that fits the FPGA by itself, under either io type (``fpga_seconds``); the plan then
 takes the folded units' cycles, the same function.
 
 A profile (``--profile``, ``profile.py``) replaces these figures where it measured them: a CPU or GPU
@@ -153,17 +153,39 @@ def reader_fifo(device: Device, graph: Graph, index: int) -> tuple[tuple[int, in
     return units.output_fifo(graph, index) if graph.nodes[readers[0]].op in device.pes[unit.pe].fuse else ()
 
 
+def node_foldings(shape: units.Shape, width: int, rate: float) -> list[units.Folding]:
+    """A node's foldings as its own unit, least folded first (``units.folding_options``), under each io type it
+    takes (``units.takes_either_io_type``: the folding stage weighs both, ``units.by_cost``; the partitioner prices
+    the node as that stage may build it)."""
+    options = units.folding_options(shape, width, rate)
+    if not units.takes_either_io_type(shape):
+        return options
+    return [o._replace(io_type=io) for o in options for io in units.IO_TYPES]
+
+
 def most_folded(device: Device, graph: Graph, index: int, width: int) -> tuple[units.Shape, units.Folding]:
     """An FPGA node as its own execution unit, folded as far as hls4ml allows, its weights on chip
-    unless that overflows the BRAM budget alone (fusion and less folding are for the folding stage)."""
+    unless that overflows the BRAM budget alone (fusion and less folding are for the folding stage), under
+    the io type that takes the least share of the FPGA (``node_foldings``)."""
     shape = node_shape(device, graph, index, width)
     rate = units.ddr_bytes_per_cycle(device)
-    *on_chip, last = units.folding_options(shape, width, rate)
-    if not last.weights_in_ddr:
-        return shape, last
-    if units.folded_estimate(shape, on_chip[-1], width, rate)["bram18"] <= device.budget().get("bram18", 0):
-        return shape, on_chip[-1]
-    return shape, last
+    budget = device.budget()
+
+    def share(folding: units.Folding) -> float:
+        used = units.folded_estimate(shape, folding, width, rate)
+        return sum(used[k] / max(1, budget.get(k, 0)) for k in units.RESOURCES)
+
+    ios = units.IO_TYPES if units.takes_either_io_type(shape) else (None,)
+    least = []
+    for io in ios:
+        *on_chip, last = [o._replace(io_type=io) for o in units.folding_options(shape, width, rate)]
+        if not last.weights_in_ddr:
+            least.append(last)
+        elif units.folded_estimate(shape, on_chip[-1], width, rate)["bram18"] <= budget.get("bram18", 0):
+            least.append(on_chip[-1])
+        else:
+            least.append(last)
+    return shape, min(least, key=share)
 
 
 def usage(device: Device, graph: Graph, index: int, width: int) -> dict[str, float]:
@@ -172,9 +194,12 @@ def usage(device: Device, graph: Graph, index: int, width: int) -> dict[str, flo
     if device.kind == "fpga":
         shape, folding = most_folded(device, graph, index, width)
         least = units.folded_estimate(shape, folding, width, units.ddr_bytes_per_cycle(device))
-        # the FIFO to its reader, in bands a band's rows of it
-        least["bram18"] += units.fifo_bram18([(pixels // shape.bands, channels) for pixels, channels
-                                              in reader_fifo(device, graph, index)], width)
+        # the FIFO to its reader, in bands a band's rows of it; in io_parallel the map waits in registers
+        between = [(pixels // shape.bands, channels) for pixels, channels in reader_fifo(device, graph, index)]
+        if units.with_io_type(shape, folding.io_type).streamed:
+            least["bram18"] += units.fifo_bram18(between, width)
+        else:
+            least["ff"] += sum(pixels * channels for pixels, channels in between) * width
         in_ddr = graph.nodes[index].constant_elements * units.element_bytes(width) if folding.weights_in_ddr else 0
         return {k: float(least[k]) for k in units.RESOURCES} | {"ddr_bytes": float(in_ddr)}
     return {"memory_bytes": float(graph.nodes[index].constant_elements * FLOAT_BYTES)}
@@ -182,15 +207,19 @@ def usage(device: Device, graph: Graph, index: int, width: int) -> dict[str, flo
 
 def fpga_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
     """An FPGA node's time: the execution-unit estimate (units.estimate: arithmetic, DDR weights,
-    moving its buffers, the pipeline's depth) of the node as its own unit at the least folding that
-    fits the FPGA by itself, at the FPGA's clock. The folding stage folds units further where they share the chip;
-    the plan then takes their cycles (planning.fpga_times): one cost for the FPGA everywhere."""
+    moving its buffers, the pipeline's depth) of the node as its own unit at its fastest folding (under either
+    io type it takes, ``node_foldings``) that fits the FPGA by itself, at the FPGA's clock. The folding stage
+    folds units further where they share the chip; the plan then takes their cycles (planning.fpga_times): one
+    cost for the FPGA everywhere."""
     shape = node_shape(device, graph, index, width)
     rate = units.ddr_bytes_per_cycle(device)
     budget = device.budget()
-    estimates = [units.folded_estimate(shape, f, width, rate) for f in units.folding_options(shape, width, rate)]
-    fastest = next((e for e in estimates if all(e[k] <= budget.get(k, 0) for k in units.RESOURCES)), estimates[-1])
-    return fastest["latency_cycles"] / (device.clock_mhz * 1e6)
+    estimates = [units.folded_estimate(shape, f, width, rate) for f in node_foldings(shape, width, rate)]
+    fitting = [e["latency_cycles"] for e in estimates if all(e[k] <= budget.get(k, 0) for k in units.RESOURCES)]
+    if not fitting:  # as the partitioner's capacity takes it
+        shape, folding = most_folded(device, graph, index, width)
+        fitting = [units.folded_estimate(shape, folding, width, rate)["latency_cycles"]]
+    return min(fitting) / (device.clock_mhz * 1e6)
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: Bu
                       layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS,
                       zero_shares: Mapping[str, float] = NO_ZEROS) -> Plan:
     """The latency policy's plan beside the support policy's and all on the host, each folded and
-    estimated alike (the partitioner prices each FPGA node at the least folding that fits the FPGA
+    estimated alike (the partitioner prices each FPGA node at the fastest folding that fits the FPGA
     alone; folding the units together can cost more, or fit with weights in DDR what it could not):
     the support figure the plan reports is that plan's own, as `plan --policy support` prints it, and
     under the latency objective the latency policy takes the support plan, or everything on the host,
