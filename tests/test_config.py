@@ -53,6 +53,57 @@ def test_config_written_back_replays_the_same_plan_and_the_folding_can_be_pinned
     assert edited["subfunctions"][0]["execution_units"][0]["reuse_factor"] == pinned["nodes"][first]["reuse_factor"]
 
 
+def test_units_pinned_to_the_engine_share_it_and_read_their_weights_from_ddr(tmp_path, capsys):
+    """--strategy NODE=engine runs the node's unit on the subfunction's layer-sequential engine (hls/engine.h): its
+    weights and biases in DDR, read once a run; the engine's resources once, with the first unit on it, off the
+    budget the other units fold into; a unit the engine cannot compute, a reuse factor or bands beside it are one
+    line each."""
+    import graphs
+    from hetdeploy.core.plan import EngineLayer, from_dict
+    from hetdeploy.fpga.engine import weights_bytes
+    from hetdeploy.planning.units import ENGINE_LANES, engine_resources
+
+    model = tmp_path / "cnn.onnx"
+    onnx.save(networks.small_cnn(), str(model))  # conv1 5x5 1 -> 8, conv2 5x5 8 -> 16 (after pooling), fc 256 -> 10
+
+    def planned(*flags):
+        assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", *flags, "--json"]) == 0
+        plan = json.loads(capsys.readouterr().out)
+        (sub,) = [s for s in plan["subfunctions"] if s["kind"] == "fpga"]
+        return sub, {u["nodes"][0]: u for u in sub["execution_units"]}
+
+    _, alone = planned()
+    sub, found = planned("--strategy", "conv1=engine", "--strategy", "conv2=engine", "--strategy", "fc=engine")
+    engine = engine_resources(8 * 25, 16)
+    assert engine["dsp"] == ENGINE_LANES + 4 and engine["bram18"] > 0
+    for node in ("conv1", "conv2", "fc"):
+        unit = found[node]
+        assert (unit["strategy"], unit["weights_in_ddr"], unit["io_type"]) == ("Engine", True, "")
+        assert unit["engine"]["lanes"] == ENGINE_LANES and unit["engine"]["relu"] == (node != "fc")
+        first = node == "conv1"  # carries the engine
+        assert {k: unit["estimate"][k] for k in engine} == (engine if first else {k: 0 for k in engine})
+        weights = next(b for b in sub["memory"]["buffers"] if b["tensor"] == f"{unit['name']}.weights")
+        assert weights["memory"] == "ddr"
+        assert weights["size"] == weights_bytes(from_dict(EngineLayer, unit["engine"]), 16)
+    assert found["fc"]["engine"]["channels"] == 256 and found["conv2"]["engine"]["input"] == [12, 12]
+    assert found["conv1"]["estimate"]["latency_cycles"] > alone["conv1"]["estimate"]["latency_cycles"]
+    assert sub["memory"]["ddr_weights_s"] > 0
+    depthwise = tmp_path / "mobilenet.onnx"
+    mobilenet = graphs.mobilenet_v2(32, ((1, 8, 1, 1),), stem=8, last=16, classes=4)
+    onnx.save(graphs.to_onnx(mobilenet), str(depthwise))
+    grouped = next(n.name for n in mobilenet.nodes if n.op == "Conv" and n.attrs.get("group", 1) > 1)
+    for target, flags, fragments in (
+            (model, ["--strategy", "pool1=engine"], ["node 'pool1' has no multiplications"]),
+            (model, ["--strategy", "conv1=engine", "--reuse-factor", "conv1=4"], ["folds by its lanes"]),
+            (model, ["--strategy", "conv1=engine", "--band-rows", "conv1=4"], ["which needs no bands"]),
+            (model, ["--strategy", "conv1=engine", "--precision", "conv1=weight:ap_fixed<8,2>"],
+             ["sizes its weights'"]),
+            (depthwise, ["--strategy", f"{grouped}=engine"], ["cannot run on the engine", "one group"])):
+        assert main(["plan", str(target), "--board", "pynq-z2", "--policy", "support", *flags]) == 2, flags
+        error = capsys.readouterr().err.strip().splitlines()
+        assert len(error) == 1 and all(f in error[0] for f in fragments), (flags, error)
+
+
 def test_strategy_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
     """--strategy NODE=S (and nodes.NODE.strategy) pins hls4ml's Strategy of the node's unit; each strategy's
     reuse factors are hls4ml's (Latency: any up to the layer's products; Resource: those dividing it)."""

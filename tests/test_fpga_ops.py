@@ -295,6 +295,28 @@ def test_a_resnet18_shaped_network_in_bands_builds_for_the_kv260_with_most_macs_
     assert sum(a in on_fpga_nodes for a in adds) >= 6, adds
 
 
+def test_a_resnet18_shaped_network_on_the_engine_matches_onnxruntime(tmp_path):
+    """ResNet-18 at 3 x 64 x 64 (graphs.resnet18, widths 4 to 32) for the KV260 with every convolution (its
+    BatchNormalization folded in, 3 x 3 and strided 1 x 1 shortcuts, the 7 x 7 stride-2 stem) and the classifier
+    pinned to the layer-sequential engine (--strategy NODE=engine): they share one engine, their weights in the DDR
+    image; every unit within tolerance at 16 bits (none widened), the pipeline emulated within tolerance."""
+    import graphs
+
+    graph = graphs.resnet18(64, (4, 8, 16, 32), classes=10)
+    onnx.save(graphs.to_onnx(graph), str(tmp_path / "model.onnx"))
+    pinned = [n.name for n in graph.nodes if n.op in ("Conv", "Gemm")]
+    plan = build_and_emulate(tmp_path / "model.onnx", tmp_path / "out", "kv260",
+                             strategies={n: "Engine" for n in pinned})
+    found = {u.nodes[0]: u for s in plan.subfunctions for u in s.execution_units}
+    assert all(found[n].engine is not None and found[n].verification.passed for n in pinned)
+    assert not plan.widened
+    (sub,) = [s for s in plan.subfunctions if s.hls is not None]
+    top = (tmp_path / "out" / sub.hls.project / f"{sub.name}_top.cpp").read_text()
+    assert top.count("#pragma HLS ALLOCATION function instances=") == 1  # one engine for all of them
+    image = (tmp_path / "out" / sub.hls.ddr_image).read_bytes()
+    assert len(image) == sum(b.size for b in sub.memory.buffers if b.kind == "weights")
+
+
 def test_a_softmax_whose_inputs_spread_over_half_their_range_is_right(tmp_path):
     """Sized on inputs up to 4 (ap_fixed<16,4>: -8 to 8), verified on 5 and -5: max - x is 10, which
     hls4ml's own ap_ufixed<15,3> for it wraps to 2 (exp(-2) where exp(-10) is meant); the build's

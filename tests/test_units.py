@@ -289,6 +289,44 @@ def test_the_partitioner_prices_a_node_under_the_io_type_the_folding_may_choose(
     assert not takes_either_io_type(kept) and most_folded(FPGA, depthwise, 0, 16)[1].io_type is None
 
 
+def test_the_engine_takes_its_units_one_window_value_a_cycle_per_tile_of_lanes():
+    """A unit on the engine: per tile of ENGINE_LANES filters its weights read one a cycle (or as fast as the DDR
+    delivers their bytes) and a bias a lane, then per output pixel its window one value a cycle, the pipeline and
+    a cycle a lane for the outputs; nothing of the chip's besides the engine (``engine_resources``: a DSP a lane,
+    a weight buffer a lane as deep as the largest window). What the engine cannot compute, ``engine_refusal``
+    says."""
+    from hetdeploy.planning.units import (ENGINE, ENGINE_LANES, ENGINE_PIPELINE_CYCLES, engine_refusal,
+                                          engine_resources)
+
+    b = graphs.Builder([1, 16, 10, 10])
+    graph = b.graph(b.unary("Relu", b.unary("BatchNormalization", b.conv("input", 40, 3))))
+    (unit,) = split_units(graph, range(len(graph.nodes)), FPGA)
+    assert engine_refusal(graph, unit) is None
+    shape = unit_shape(graph, unit, FPGA.clock_mhz)
+    (folding,) = folding_options(shape, 16, 8.0, ENGINE)
+    assert folding == Folding(1, True, ENGINE)
+    used = folded_estimate(shape, folding, 16, 8.0)
+    tiles, window, pixels = 2, 16 * 9, 100
+    assert tiles == -(-40 // ENGINE_LANES)
+    assert used["latency_cycles"] == tiles * ENGINE_LANES * (1 + window) + \
+        tiles * pixels * (window + ENGINE_PIPELINE_CYCLES + ENGINE_LANES)
+    assert {k: used[k] for k in RESOURCES} == {k: 0 for k in RESOURCES}
+    slow_ddr = folded_estimate(shape, folding, 16, 0.25)  # a weight's 2 bytes take 8 cycles
+    assert slow_ddr["ddr_cycles"] == 40 * window * 8 - tiles * ENGINE_LANES * window
+    assert slow_ddr["latency_cycles"] == used["latency_cycles"] + slow_ddr["ddr_cycles"]
+    assert engine_resources(window, 16)["dsp"] == ENGINE_LANES + 4
+    assert engine_resources(window, 24)["dsp"] == 2 * ENGINE_LANES + 4  # beyond 18 bits two DSPs a product
+    assert engine_resources(100 * window, 16)["bram18"] > engine_resources(window, 16)["bram18"] > 0
+    b = graphs.Builder([1, 16, 10, 10])
+    graph = b.graph(b.unary("Sigmoid", b.conv("input", 16, 3, group=16)))
+    (unit,) = split_units(graph, range(len(graph.nodes)), FPGA)
+    assert "one group" in engine_refusal(graph, unit)
+    b = graphs.Builder([1, 16, 10, 10])
+    graph = b.graph(b.unary("Sigmoid", b.conv("input", 16, 3)))
+    (unit,) = split_units(graph, range(len(graph.nodes)), FPGA)
+    assert "Sigmoid" in engine_refusal(graph, unit)
+
+
 def test_what_hls4ml_computes_combinationally_takes_no_cycle():
     """io_parallel and unfolded, a product with no sum and an activation without a lookup table add no cycle
     (hls4ml's Dense(1 -> 64) + ReLU baselines report 0), a table's registered read one; a sum's adder tree, a

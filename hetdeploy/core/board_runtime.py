@@ -135,7 +135,7 @@ class FpgaSubfunction:
         if ddr:
             self.ddr = pynq.allocate(shape=(ddr,), dtype=np.uint8)
             self._write_address("ddr", self.ddr.physical_address)
-        if sub["hls"]["weight_ports"]:  # DDR weights: written once, each array's port at its offset
+        if sub["hls"].get("ddr_image"):  # DDR weights: written once, each array's port at its offset
             image = ddr_image(sub)
             self.ddr[: image.size] = image
             self.ddr.flush()
@@ -215,7 +215,7 @@ class EmulatedFpgaSubfunction:
         self.entry.restype = ctypes.c_int
         self.weights_read = False
         self.timings = FpgaTimings()
-        if sub["hls"]["weight_ports"]:
+        if sub["hls"].get("ddr_image"):  # DDR weights (hls4ml units' and the engine's)
             image = ddr_image(sub).tobytes()
             load = getattr(library, f"{sub['hls']['top']}_load_ddr")
             load.argtypes, load.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int

@@ -266,6 +266,36 @@ class Window:
 
 
 @dataclass
+class EngineLayer:
+    """A convolution or dense unit the subfunction's layer-sequential engine runs (hls/engine.h: one array of
+    ``lanes`` multiply-accumulators the top calls once per such unit): its shape over channels-last buffers (a
+    dense layer a 1 x 1 convolution of one pixel, a 1-D one a row), its weights' and its buffers' binary points
+    and signedness, and whether a ReLU ends it (BatchNormalizations are folded into its weights). Its weights
+    and biases lie in the DDR region (the unit's weights buffer)."""
+
+    channels: int
+    input: list[int]  # rows, columns
+    filters: int
+    output: list[int]
+    kernel: list[int]
+    strides: list[int]
+    pads: list[int]  # before the first row and column
+    dilations: list[int]
+    relu: bool
+    lanes: int  # the engine's multiply-accumulators (one engine per subfunction: the same for all its units)
+    weight_fraction: int = 0  # set when the build sizes the unit (generate), as the fractions below
+    in_fraction: int = 0
+    in_signed: bool = True
+    out_fraction: int = 0
+    out_signed: bool = True
+
+    @property
+    def window(self) -> int:
+        """Values a window holds, each output value's products."""
+        return self.kernel[0] * self.kernel[1] * self.channels
+
+
+@dataclass
 class Band:
     """A unit run band by band, its hls4ml project made for one band of rows: band b computes output
     rows b * rows onwards (the last band's rows past the map are computed and dropped) from ``input_rows``
@@ -343,6 +373,7 @@ class ExecutionUnit:
     index_table: str = ""
     window: Optional[Window] = None  # a window op the top reduces (a MaxPool, a GlobalAveragePool): its geometry
     band: Optional[Band] = None  # run band by band, through two band buffers (``band_buffers``)
+    engine: Optional[EngineLayer] = None  # run on the subfunction's engine (strategy "engine")
     verification: Optional[Verification] = None
     rate_per_s: float = 0.0  # samples a second it sustains on its own: the FPGA's clock over its cycles a sample
     open_synthesis: Optional[OpenSynthesis] = None  # build --open-synth's

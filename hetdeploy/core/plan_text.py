@@ -114,6 +114,11 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
                   for u in sub.execution_units if u.band]
         if banded:  # the unit's figures are one band's resources and all its bands' cycles
             lines.append("  run in bands (resources of one band, cycles of all): " + "; ".join(banded))
+        on_engine = [u for u in sub.execution_units if u.engine is not None]
+        if on_engine:  # one engine, its resources with the first of them
+            lines.append(f"  on the engine ({on_engine[0].engine.lanes} lanes, one after another; its resources "
+                         f"counted with {on_engine[0].name}, hetdeploy's model of it): "
+                         + ", ".join(u.name for u in on_engine))
     for line in chip_totals(plan):
         lines.append(f"\n{line}")
     for sub in plan.subfunctions:

@@ -19,13 +19,13 @@ import shutil
 import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 import numpy as np
 
 from ..core.board_runtime import port_values
 from ..core.names import identifier
 from ..core.graph import Node
-from ..core.plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort, Window
+from ..core.plan import Buffer, EngineLayer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort, Window
 from ..core.precision import CppFixed, fixed_grid
 from ..planning import units
 
@@ -115,11 +115,19 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     arena_words, reserve_words, ddr_words = (max(1, extent[m] // units.ARENA_WORD_BYTES) for m in ("bram", "reserved", "ddr"))
     every_weight = weight_ports(source.units, source.memory)
     ports_of = {u.name: [p for p in every_weight if p.unit == u.name] for u in source.units}
+    engines = _engines(sub, source.units, buffers, source.memory)
 
     offsets = "\n".join(statement("buffer_comment", tensor=_comment([b.tensor]), size=b.size, memory=b.memory,
                                    offset=b.offset, first=b.first, last=b.last) for b in source.memory.buffers)
     declarations = "".join(statement("include", header=u.index_table) + "\n" for u in source.units if u.index_table)
     declarations += "".join(window_declaration(u.name, u.window) + "\n" for u in source.units if u.window)
+    if engines:
+        shutil.copy(TEMPLATES / "engine.h", project_dir / "engine.h")
+        declarations += statement("include", header="engine.h") + "\n"
+        declarations += "".join(engine_declaration(u.name, u.engine) + "\n" for u in source.units if u.engine)
+        declarations += "".join(statement("engine_function", name=name, lanes=lanes, window=window, in_bits=bits[0],
+                                          out_bits=bits[1], weight_bits=bits[2]) + "\n"
+                                for name, (bits, lanes, window) in sorted(_engine_functions(engines).items()))
     declarations += "".join(statement("typedef", type=p.precision, name=f"{p.port}_t") + "\n" for p in every_weight)
     declarations += "\n".join(statement("step_declaration", unit=u.name, parameters=_parameters(u, ports_of[u.name]))
                               for u in source.units if u.hls is not None)
@@ -160,16 +168,20 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
                   values=_values(p.shape)) for k, p in enumerate(source.inputs)]
     for step, unit in enumerate(source.units):
         body.append(_line("step_comment", step=step, unit=unit.name, pe=unit.pe, nodes=_comment(unit.nodes)))
-        body.append(_run_unit(unit, at, types, source.shapes, ports_of[unit.name]))
+        body.append(_run_unit(unit, at, types, source.shapes, ports_of[unit.name], engines.get(unit.name)))
     body += [_line("to_zero_compressed" if p.compressed else "to_float", type=types[p.tensor], source=at(p.tensor),
                    target=statement("sample_of", port=f"out_{k}", values=_port_values(p)), values=_values(p.shape))
              for k, p in enumerate(source.outputs)]
     body = ["    " + line if line.strip() else line for line in body]  # inside the samples loop
 
-    entries = [_unit_entry(unit, types, source.shapes, ports_of[unit.name]) for unit in source.units]
+    entries = [_unit_entry(unit, types, source.shapes, ports_of[unit.name], engines.get(unit.name))
+               for unit in source.units]
+    allocations = "".join(statement("engine_allocation", name=name) + "\n"
+                          for name in sorted(_engine_functions(engines)))
     (project_dir / f"{sub}_top.cpp").write_text(template("top.cpp.in").substitute(
         subfunction=sub, buffer_types=buffer_types, ports=", ".join(ports), float_ports=float_ports,
-        arguments=", ".join(names), m_axi_ports=m_axi_ports, csim_memory=csim_memory, load_ddr=load_ddr,
+        arguments=", ".join(names), m_axi_ports=m_axi_ports, allocations=allocations, csim_memory=csim_memory,
+        load_ddr=load_ddr,
         load_weights=_load_weights(every_weight), arena_words=arena_words, reserve_words=reserve_words,
         max_batch=batch,
         body="".join(body), unit_entries="\n".join(entries)))
@@ -224,8 +236,13 @@ def _flatten(shape: list[int], element: str, source: str, target: str) -> str:
 
 
 def _run_unit(unit: ExecutionUnit, at: Callable[[str], str], types: dict[str, str],
-              shapes: dict[str, list[int]], weights: list[WeightPort]) -> str:
-    """The line that runs ``unit`` on the buffers ``at(tensor)`` points to (and its DDR weights)."""
+              shapes: dict[str, list[int]], weights: list[WeightPort], engine: Optional[EngineCall] = None) -> str:
+    """The line that runs ``unit`` on the buffers ``at(tensor)`` points to (and its DDR weights; ``engine``: how
+    a unit on the engine calls it)."""
+    if engine is not None:
+        (x,), (y,) = unit.inputs, unit.outputs
+        return _line("run_engine", name=engine.function, source=at(x), target=at(y), word=engine.weights_word,
+                     unit=unit.name)
     if unit.band is not None:  # the unit's step on each band, between the band buffers and its own
         (band_in, _), (band_out, _) = unit.band_buffers().items()
         b, (x,), (y,) = unit.band, unit.inputs, unit.outputs
@@ -266,6 +283,45 @@ def window_declaration(name: str, w: Window) -> str:
     """``<name>_window``, the C++ constant of window ``w`` (arena.h's window_geometry, in its field order)."""
     values = [w.channels, *w.input, *w.output, *w.kernel, *w.strides, *w.pads, *w.dilations]
     return statement("window_geometry", unit=name, values=", ".join(map(str, values)))
+
+
+def engine_declaration(name: str, layer: EngineLayer) -> str:
+    """``<name>_layer``, the C++ constant of an engine unit's ``layer`` (engine.h's engine_layer, its field order)."""
+    values = [layer.channels, *layer.input, layer.filters, *layer.output, *layer.kernel, *layer.strides, *layer.pads,
+              *layer.dilations, layer.in_fraction, int(layer.in_signed), layer.weight_fraction, layer.out_fraction,
+              int(layer.out_signed), int(layer.relu)]
+    return statement("engine_layer", unit=name, values=", ".join(map(str, values)))
+
+
+@dataclass(frozen=True)
+class EngineCall:
+    """How a unit on the engine calls it: the engine's function for its buffers' and weights' bits (in, out,
+    weights), its lanes, its largest window, and the unit's weights' first word in the DDR region."""
+
+    function: str
+    bits: tuple[int, int, int]
+    lanes: int
+    window: int
+    weights_word: int
+
+
+def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buffer],
+             memory: MemoryPlan) -> dict[str, EngineCall]:
+    """Each unit on the engine's call: one engine function per bits of its buffers and weights (all of them one
+    when the units are as wide, as the estimate takes it), deep enough for the largest window it computes."""
+    weights = {b.tensor: b for b in memory.buffers if b.kind == "weights"}
+    on_engine = [u for u in units_of_sub if u.engine is not None]
+    bits = {u.name: (precision_width(buffers[u.inputs[0]].precision), precision_width(buffers[u.outputs[0]].precision),
+                     precision_width(weights[f"{u.name}.weights"].precision)) for u in on_engine}
+    window = {b: max(u.engine.window for u in on_engine if bits[u.name] == b) for b in bits.values()}
+    return {u.name: EngineCall(f"{sub}_engine_{'_'.join(map(str, bits[u.name]))}", bits[u.name], u.engine.lanes,
+                               window[bits[u.name]], weights[f"{u.name}.weights"].offset // units.ARENA_WORD_BYTES)
+            for u in on_engine}
+
+
+def _engine_functions(engines: dict[str, EngineCall]) -> dict[str, tuple[tuple[int, int, int], int, int]]:
+    """The engine functions the calls name: name -> (bits, lanes, window)."""
+    return {call.function: (call.bits, call.lanes, call.window) for call in engines.values()}
 
 
 def _parameters(unit: ExecutionUnit, weights: list[WeightPort]) -> str:
@@ -311,7 +367,7 @@ def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], weigh
 
 
 def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, list[int]],
-                weights: list[WeightPort]) -> str:
+                weights: list[WeightPort], engine: Optional[EngineCall] = None) -> str:
     """``<unit>_float``: one unit on float inputs, through a scratch copy of its buffers (and its
     weights from the DDR region), for checking each unit against onnxruntime on the same input."""
     tensors = unit.inputs + unit.outputs
@@ -326,7 +382,7 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
     lines += [_line("from_float", type=types[t], source=names[t], target=f"{names[t]}_words", values=_values(shapes[t]))
               for t in unit.inputs]
     lines.append(_load_weights(weights))
-    lines.append(_run_unit(unit, lambda t: f"{names[t]}_words", types, shapes, weights))
+    lines.append(_run_unit(unit, lambda t: f"{names[t]}_words", types, shapes, weights, engine))
     lines += [_line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=_values(shapes[t]))
               for t in unit.outputs]
     return statement("unit_float", unit=unit.name, parameters=params, body="".join(lines)) + "\n"

@@ -100,7 +100,11 @@ BAND_FIFO_SHARE = 0.125
 # DistributedArithmetic as its distributed_arithmetic: constant multiplications as shifts and adds by da4ml, at
 # reuse factor 1 only; --strategy pins it, and ``by_cost`` weighs it when asked, ``takes_distributed_arithmetic``)
 DISTRIBUTED_ARITHMETIC = "DistributedArithmetic"
-STRATEGIES = ("Latency", "Resource", DISTRIBUTED_ARITHMETIC)
+# Not hls4ml's: the unit runs on the subfunction's layer-sequential engine (hls/engine.h), one array of
+# ENGINE_LANES multiply-accumulators that every such unit of the subfunction shares, one unit after another,
+# its weights read from DDR once a run (a Conv, Gemm or MatMul, BatchNormalizations, a ReLU: ``engine_refusal``)
+ENGINE = "Engine"
+STRATEGIES = ("Latency", "Resource", DISTRIBUTED_ARITHMETIC, ENGINE)
 FOLDED_STRATEGIES = ("Latency", "Resource")  # what ``by_cost`` weighs for a folded unit
 # The largest kernel (inputs a product sum, and products) ``by_cost`` weighs distributed_arithmetic for: hls4ml
 # runs da4ml's solve at conversion, whose time grows with the inputs faster than their square (here: 128x64
@@ -125,6 +129,17 @@ UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 300, 2
 # at its default 5 ns); a multiplication takes about as long as these levels (one cycle of the reference clock).
 ADDER_LEVELS_PER_CYCLE = 3
 REFERENCE_CLOCK_MHZ = 200.0
+# The engine's lanes (output channels computed at once, a multiply-accumulator each), its control and a lane's
+# logic: hetdeploy's model of hls/engine.h, not a synthesis result (no HLS tool here): a lane's 64-bit sum and its
+# product's register, its rounding and saturation; the control's address arithmetic and loop counters
+ENGINE_LANES = 32
+ENGINE_CONTROL_LUT, ENGINE_CONTROL_FF, ENGINE_CONTROL_DSP = 1500, 1500, 4
+ENGINE_LANE_LUT, ENGINE_LANE_FF = 64, 64
+# The cycles between an engine's output pixel's first window value read and its sum ready (the read, the
+# product, the add): hetdeploy's model of its pipeline, not a synthesis result
+ENGINE_PIPELINE_CYCLES = 6
+# Ops an engine unit may end with after its main node (BatchNormalizations are folded into its weights)
+ENGINE_FUSED_OPS = ("BatchNormalization", "Relu")
 # Softmax's pipeline after its exponentials' table reads (the sum, the inverse's read, the products): cycles at
 # the reference clock
 SOFTMAX_REFERENCE_CYCLES = 2
@@ -175,9 +190,11 @@ def node_unit(graph: Graph, index: int, device: Device) -> Unit:
                 device.pes[pe].engine if pe else "hls4ml")
 
 
-def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[str] = frozenset()) -> list[Unit]:
+def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[str] = frozenset(),
+                engine: Collection[int] = ()) -> list[Unit]:
     """Cut an FPGA subfunction (``nodes`` in execution order) into units. ``keep``: tensors read
-    outside the subfunction, which a fusion must not swallow."""
+    outside the subfunction, which a fusion must not swallow; ``engine``: nodes pinned to the engine, whose units
+    fuse only what it computes (ENGINE_FUSED_OPS, a ReLU last)."""
     consumers = graph.consumers()
     outputs = set(graph.outputs) | set(keep)
     units: list[Unit] = []
@@ -189,7 +206,8 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
             last = graph.nodes[unit.nodes[-1]]
             # the top implements its ops alone (it fuses nothing), and hls4ml has no relayout layer
             fusible = node.op in device.pes[unit.pe].fuse and node.inputs == last.outputs[:1] and \
-                unit.engine == own.engine == "hls4ml" and node.op not in RELAYOUT_OPS
+                unit.engine == own.engine == "hls4ml" and node.op not in RELAYOUT_OPS and \
+                (unit.nodes[0] not in engine or node.op in ENGINE_FUSED_OPS and last.op != "Relu")
             if fusible and consumers.get(last.outputs[0]) == [i] and last.outputs[0] not in outputs:
                 unit.nodes.append(i)
                 unit.output = node.outputs[0]
@@ -408,6 +426,8 @@ class Folding(NamedTuple):
     def hls_strategy(self) -> str:
         """The Strategy hls4ml is given: weights in DDR are read a bank at a time, never partitioned into
         registers (Resource)."""
+        if self.strategy == ENGINE:
+            return ENGINE
         return "Resource" if self.weights_in_ddr else self.strategy or strategy_for(self.reuse_factor)
 
 
@@ -447,7 +467,7 @@ def reuse_factors_for(shape: Shape, strategy: str) -> list[int]:
     only): any from 1 to the layer's products."""
     if strategy == "Latency":
         return list(range(1, shape.n_in * shape.n_out + 1))
-    if strategy == DISTRIBUTED_ARITHMETIC:
+    if strategy in (DISTRIBUTED_ARITHMETIC, ENGINE):
         return [1]
     return valid_reuse_factors(shape.n_in, shape.n_out)
 
@@ -467,6 +487,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     a product takes a DSP at (below either, LUTs). ``products_registered``: the HLS tool cuts a Latency
     layer's pipeline after its products (Vivado HLS's designs); False: within its adder tree only, each
     sum's partial sums after the levels a cycle holds (Vitis HLS's, at a fraction of the FFs)."""
+    if strategy == ENGINE:
+        return engine_estimate(shape, width, ddr_bytes_per_cycle)
     bram18, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
     cycles = 0
     dsp = ddr = 0
@@ -562,6 +584,52 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
             "buffer_cycles": latency - cycles, "ddr_cycles": ddr}
 
 
+def engine_refusal(graph: Graph, unit: Unit) -> Optional[str]:
+    """Why ``unit`` cannot run on the engine; None: it can. The engine computes a Conv (one group, 1-D or 2-D),
+    a Gemm or a MatMul of a flat input, each BatchNormalization after it folded into its weights, then a ReLU."""
+    main, *after = (graph.nodes[i] for i in unit.nodes)
+    if main.op not in ("Conv", "Gemm", "MatMul"):
+        return f"the engine computes a Conv, Gemm or MatMul, not {main.op}"
+    if main.op == "Conv" and main.attrs.get("group", 1) != 1:
+        return "the engine computes convolutions of one group (not depthwise or grouped ones)"
+    if main.op == "Conv" and len(main.input_shapes[0]) not in (3, 4):
+        return "the engine computes 1-D and 2-D convolutions"
+    if main.op != "Conv" and len(main.input_shapes[0]) != 2:
+        return f"the engine computes a {main.op} of a flat (N, C) input"
+    ops = [n.op for n in after]
+    if any(op not in ENGINE_FUSED_OPS for op in ops) or "Relu" in ops[:-1]:
+        unfused = next(op for k, op in enumerate(ops)
+                       if op not in ENGINE_FUSED_OPS or op == "Relu" and k < len(ops) - 1)
+        return f"its unit goes on with {unfused}; the engine folds in BatchNormalizations and ends with a ReLU only"
+    return None
+
+
+def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float]) -> dict[str, int]:
+    """A unit on the subfunction's engine (hls/engine.h, ENGINE_LANES lanes): what it adds beside the engine
+    (nothing: the engine's resources are ``engine_resources``, once for all its units), and its cycles: per tile
+    of lanes output channels, its weights read one a cycle (at least the DDR's time for their bytes) and a bias a
+    lane, then per output pixel its window's values one a cycle, the pipeline's depth, and one cycle a lane to
+    round and write the outputs. It reads and writes its buffers itself: no moves besides."""
+    lanes = ENGINE_LANES
+    tiles = -(-shape.n_out // lanes)
+    read = tiles * lanes * shape.n_in  # a weight a cycle, the last tile's missing filters' zeros too
+    ddr = 0 if ddr_bytes_per_cycle is None else \
+        max(0, math.ceil(shape.n_in * shape.n_out * element_bytes(width) / ddr_bytes_per_cycle) - read)
+    cycles = tiles * lanes + read + ddr + tiles * shape.vectors * (shape.n_in + ENGINE_PIPELINE_CYCLES + lanes)
+    return {"dsp": 0, "bram18": 0, "lut": 0, "ff": 0, "latency_cycles": cycles, "compute_cycles": cycles,
+            "buffer_cycles": 0, "ddr_cycles": ddr}
+
+
+def engine_resources(window: int, width: int) -> dict[str, int]:
+    """The resources of a subfunction's engine, whose largest layer window (k x k x input channels) is ``window``,
+    at ``width`` bits: a DSP a lane (two beyond 18 bits) and the control's, each lane's weight buffer (``window``
+    weights deep) in BRAM18, each lane's sum and the control in LUT and FF (hetdeploy's model, see ENGINE_LANES)."""
+    lanes = ENGINE_LANES
+    return {"dsp": lanes * (2 if width > 18 else 1) + ENGINE_CONTROL_DSP,
+            "bram18": lanes * bram18_blocks(window, width), "lut": ENGINE_CONTROL_LUT + lanes * ENGINE_LANE_LUT,
+            "ff": ENGINE_CONTROL_FF + lanes * (ENGINE_LANE_FF + 2 * width)}
+
+
 def _adder_levels_a_cycle(shape: Shape) -> int:
     """The adder tree's levels one cycle of the unit's clock holds (ADDER_LEVELS_PER_CYCLE at the reference clock)."""
     return max(1, math.floor(ADDER_LEVELS_PER_CYCLE * REFERENCE_CLOCK_MHZ / shape.clock_mhz))
@@ -632,6 +700,8 @@ def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     strategy = "Latency" if shape.latency_only else strategy
     if strategy == DISTRIBUTED_ARITHMETIC:
         return [Folding(1, False, strategy)]
+    if strategy == ENGINE:
+        return [Folding(1, True, strategy)]
     options = [Folding(rf, False, strategy) for rf in candidate_reuse_factors(shape)]
     if shape.kind == "kernel" and ddr_bytes_per_cycle is not None and strategy != "Latency":
         options.append(ddr_folding(shape, width, ddr_bytes_per_cycle))
@@ -756,8 +826,9 @@ def by_cost(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[i
             # folding_options keeps a latency-only unit under Latency
             options = [o for strategy in weighed for o in folding_options(shape, widths[u], ddr_bytes_per_cycle,
                                                                           strategy)]
-        if u not in io_fixed and takes_either_io_type(shape):  # io_type None: the shape's own, the only one
-            # distributed_arithmetic takes (its convolutions are verified streamed only, tests/test_open_synth.py)
+        # io_type None: the shape's own, the only one distributed_arithmetic takes (its convolutions are verified
+        # streamed only, tests/test_open_synth.py); the engine has no hls4ml io type
+        if u not in io_fixed and takes_either_io_type(shape) and foldings[u].strategy != ENGINE:
             options = [o._replace(io_type=None if io == IO_TYPES[shape.streamed] else io)
                        for o in [foldings[u], *options] for io in IO_TYPES
                        if o.strategy != DISTRIBUTED_ARITHMETIC or io == IO_TYPES[shape.streamed]]

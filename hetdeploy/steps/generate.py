@@ -23,8 +23,9 @@ from ..core.plan import Band, ExecutionUnit, HlsPort, HlsProject, Plan, PlanForm
 from ..core.progress import Progress, Reporter, stderr_progress
 from ..fpga.hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitIsACopy, UnitSettings, ap_types_headers, fixed_config,
                                    fixed_precision, generate_unit)
-from ..fpga.hls_top import (DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, library_name, precision_bytes, statement,
-                            window_of, write_project)
+from ..fpga.engine import affine as engine_affine, quantized as engine_quantized, weights_bytes as engine_weights_bytes
+from ..fpga.hls_top import (DDR_IMAGE, SYNTHESIS_SCRIPT, UNIT_WEIGHTS_FILE, SubfunctionSource, library_name,
+                            precision_bytes, statement, window_of, write_project)
 from ..intake.model import LoadedModel
 from ..intake.ort_adapter import OrtModel, open_model
 from ..intake.subgraph import band_model, extract
@@ -53,14 +54,16 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
         # the same plan as `hetdeploy plan` made, on the buffers' real element sizes
         memory.plan_memory(plan, loaded.graph, loaded.tensor_shapes(), board, options.memory_strategy, options.width,
                            options.batch, lambda t: precision_bytes(precision[t]),
-                           lambda u: sum(w.size for w in u.hls.ddr_weights),
+                           lambda u: engine_weights_bytes(u.engine, unit_widths[u.name]) if u.engine is not None
+                           else sum(w.size for w in u.hls.ddr_weights),
                            reorder=False)
         for _, sub in fpga:
             started = time.monotonic()
-            weights = {f"{u.name}.weights": u.hls.ddr_weights for u in sub.execution_units if u.weights_in_ddr}
+            # a unit's DDR weights: their first array's type (the unit's header says each one's); the engine's lanes
+            weights = {f"{u.name}.weights": f"ap_int<{unit_widths[u.name]}>" if u.engine is not None
+                       else u.hls.ddr_weights[0].precision for u in sub.execution_units if u.weights_in_ddr}
             for b in sub.memory.buffers:
-                # a unit's DDR weights: their first array's type (the unit's header says each one's)
-                b.precision = weights[b.tensor][0].precision if b.kind == "weights" else precision[b.tensor]
+                b.precision = weights[b.tensor] if b.kind == "weights" else precision[b.tensor]
             device = board.device(sub.device)
             progress.working(f"{sub.name}: compiling the C-simulation of its top and {len(sub.execution_units)} "
                              f"units (g++)", slow=True)
@@ -92,7 +95,10 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                             for b in range(unit.band.count)]
         for env in envs:  # the float values every later unit sees
             env.update(reference.run(env))
-        if device.pes[unit.pe].engine == "hls4ml":
+        if unit.engine is not None:
+            config_precision[unit.outputs[0]], cpp_precision[unit.outputs[0]] = _engine_unit(
+                unit, model, unit_samples, envs, config_precision, cpp_precision, unit_widths[unit.name], project)
+        elif device.pes[unit.pe].engine == "hls4ml":
             types = next((options.precisions[n] for n in unit.nodes if n in options.precisions), {})
             result = types.get("result")
             hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz,
@@ -117,7 +123,7 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                 raise ToolError(f"hls4ml failed on unit {unit.name} ({unit_ops}; "
                                 f"nodes {', '.join(unit.nodes)}): {type(err).__name__}: "
                                 f"{first_line(err)}; see {log if log.exists() else 'no log was written'}") from None
-        if unit.hls is None:  # implemented by our top, not hls4ml
+        if unit.hls is None and unit.engine is None:  # implemented by our top, not hls4ml
             (source,) = unit.inputs
             if source not in cpp_precision:  # a subfunction input read first here
                 config_precision[source], cpp_precision[source] = fixed_precision(
@@ -129,7 +135,7 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                 unit.window = window_of(node)
             elif node.op != "Flatten":
                 unit.index_table = _write_index_table(unit, reference, project)
-        else:
+        elif unit.hls is not None:
             unit.hls.project = os.path.relpath(unit.hls.project, build_dir)
             for port in unit.hls.inputs + unit.hls.outputs:
                 config_precision.setdefault(port.tensor, port.config_precision)
@@ -137,10 +143,31 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
         unit.precision = cpp_precision[unit.outputs[0]]
         for band, (tensor, _) in unit.band_buffers().items():
             cpp_precision[band] = cpp_precision[tensor]
-        progress.detail(f"        {unit.name} ({', '.join(sorted({ops[n] for n in unit.nodes}))}): "
-                        f"{'implemented by the top' if unit.hls is None else 'converted by hls4ml'}, {unit.precision}")
+        how = "on the engine" if unit.engine is not None else "implemented by the top" if unit.hls is None else \
+            "converted by hls4ml"
+        progress.detail(f"        {unit.name} ({', '.join(sorted({ops[n] for n in unit.nodes}))}): {how}, "
+                        f"{unit.precision}")
         done()
     return cpp_precision
+
+
+def _engine_unit(unit: ExecutionUnit, model: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
+                 envs: list[dict[str, np.ndarray]], config_precision: dict[str, str], cpp_precision: dict[str, str],
+                 width: int, project: Path) -> tuple[str, str]:
+    """A unit on the engine: its weights and biases (BatchNormalizations folded in) at ``width`` bits into its
+    DDR weights file, its layer's binary points set; its output's type sized on the values it gave on the float
+    pipeline (``envs``), at ``width`` bits. Returns that type (hls4ml config string, C++ type)."""
+    (source,) = unit.inputs
+    if source not in cpp_precision:  # a subfunction input read first here
+        config_precision[source], cpp_precision[source] = fixed_precision(
+            max(float(np.max(np.abs(s[source]))) for s in samples), width)
+    output = fixed_precision(max(float(np.max(np.abs(env[unit.outputs[0]]))) for env in envs), width)
+    weights, bias = engine_affine(model)
+    unit.engine, packed = engine_quantized(unit.engine, weights, bias, width, cpp_precision[source], output[1])
+    folder = project / "units" / unit.name
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / UNIT_WEIGHTS_FILE).write_bytes(packed)
+    return output
 
 
 def _converted_unit(model: onnx.ModelProto, folder: Path, name: str, samples: list[dict[str, np.ndarray]],
@@ -202,7 +229,8 @@ def _write_top(sub: Subfunction, shapes: dict[str, list[int]], part: str, clock_
     compile_library(project, library_name(sub.name), cache)
     return HlsProject(os.path.relpath(project, build_dir), os.path.relpath(project / library_name(sub.name),
                       build_dir), sub.name, SYNTHESIS_SCRIPT, part, clock_period_ns, ports_in, ports_out,
-                      os.path.relpath(project / DDR_IMAGE, build_dir) if weight_ports else "", weight_ports,
+                      os.path.relpath(project / DDR_IMAGE, build_dir) if (project / DDR_IMAGE).is_file() else "",
+                      weight_ports,
                       max_batch)
 
 

@@ -16,6 +16,7 @@ from ..core.errors import UserError
 from ..core.plan import (Band, ExecutionUnit, FpgaFallback, FpgaResources, Plan, PlanEstimate, PrecisionSearch,
                          Subfunction, SubfunctionEstimate, Transfer)
 from ..core.precision import NO_LAYER_WIDTHS, node_widths
+from ..fpga.engine import engine_layer, weights_bytes as engine_weights_bytes
 from ..intake.model import QUANTIZER_OPS, LoadedModel
 from ..intake.ort_adapter import run_in_memory
 from ..planning import memory, units
@@ -40,8 +41,9 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
     index = loaded.graph.node_index()
     memory.plan_memory(plan, loaded.graph, loaded.tensor_shapes(), board, options.memory_strategy, options.width,
                        options.batch, lambda t: units.element_bytes(options.width),
-                       lambda u: units.element_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
-                                                                          for n in u.nodes))
+                       lambda u: engine_weights_bytes(u.engine, options.width) if u.engine is not None else
+                       units.element_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
+                                                                for n in u.nodes))
     fpga_times(plan, board)
     return plan
 
@@ -265,8 +267,9 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                                 f"{where[node]}, not on an FPGA")
     for device in (d for d in board.devices if d.kind == "fpga"):
         subs = [s for s in plan.subfunctions if s.device == device.name]
-        split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs)))
-                 for sub in subs]
+        engine_nodes = {index[n] for n, strategy in options.strategies.items() if strategy == units.ENGINE}
+        split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs),
+                                         engine_nodes)) for sub in subs]
         found = [u for _, units_of_sub in split for u in units_of_sub]
         rate = units.ddr_bytes_per_cycle(device)
         widths = [_pinned_precision(loaded, u, options, layer_widths)[0] for u in found]
@@ -277,21 +280,32 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         pinned = {k: folding for k, (u, shape) in enumerate(zip(found, shapes))
                   if (folding := _pinned_folding(loaded, u, shape, options, rate, strategies.get(k))) is not None}
         io_fixed = {k for k, u in enumerate(found) if _pinned_io_type(loaded, u, options) is not None}
+        # each subfunction with units on the engine has one engine (its top's): its resources come off the budget
+        # the units are folded into, and count with its first such unit
+        engines, start = {}, 0
+        for _, units_of_sub in split:
+            on_engine = [k for k in range(start, start + len(units_of_sub)) if strategies.get(k) == units.ENGINE]
+            if on_engine:
+                engines[on_engine[0]] = units.engine_resources(max(shapes[k].n_in for k in on_engine),
+                                                               max(widths[k] for k in on_engine))
+            start += len(units_of_sub)
+        budget_left = {k: device.budget().get(k, 0) - sum(e[k] for e in engines.values()) for k in units.RESOURCES}
         if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps)
             groups, start = [], 0
             for _, units_of_sub in split:
                 groups.append(range(start, start + len(units_of_sub)))
                 start += len(units_of_sub)
             cycles = [_cycles_for_rate(sub, options, device.clock_mhz) for sub in subs]
-            foldings = units.fold_for_rate(shapes, device.budget(), widths, groups, cycles, pinned, rate, strategies,
+            foldings = units.fold_for_rate(shapes, budget_left, widths, groups, cycles, pinned, rate, strategies,
                                            options.weigh_distributed_arithmetic, io_fixed)
         else:
-            foldings = units.fold(shapes, device.budget(), widths, pinned, rate, strategies,
+            foldings = units.fold(shapes, budget_left, widths, pinned, rate, strategies,
                                   options.weigh_distributed_arithmetic, io_fixed)
         if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)
             folded = [units.folded_estimate(s, pinned.get(k) or units.folding_options(s, widths[k], rate,
                                                                                       strategies.get(k))[-1],
                                             widths[k], rate) for k, s in enumerate(shapes)]
+            folded += list(engines.values())
             over = [f"{k.upper()} {sum(e[k] for e in folded)} > {device.budget()[k]}" for k in units.RESOURCES
                     if sum(e[k] for e in folded) > device.budget()[k]]
             if pinned:
@@ -302,22 +316,28 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                             f"folded ({', '.join(over)}); the latency policy moves what does not fit elsewhere")
         chip_budget = {k: device.budget().get(k, 0) for k in units.RESOURCES}
         budget = chip_budget | {"latency_cycles": None}
-        choices = iter(zip(shapes, foldings, widths, bands))
+        choices = iter(enumerate(zip(shapes, foldings, widths, bands)))
         for sub, units_of_sub in split:
             sub.execution_units = []
             for k, unit in enumerate(units_of_sub):
-                shape, folding, width, band = next(choices)
+                at, (shape, folding, width, band) = next(choices)
+                on_engine = folding.strategy == units.ENGINE
+                estimate = units.folded_estimate(shape, folding, width, rate)
+                estimate |= {r: estimate[r] + engines.get(at, {}).get(r, 0) for r in units.RESOURCES}
+                main = loaded.graph.nodes[unit.nodes[0]]
                 sub.execution_units.append(ExecutionUnit(
                     name=f"{sub.name}_u{k}", nodes=[loaded.graph.nodes[i].name for i in unit.nodes], pe=unit.pe,
                     reuse_factor=folding.reuse_factor, strategy=folding.hls_strategy,
                     precision=_unit_precision(loaded, unit, options, layer_widths),
-                    estimate=units.folded_estimate(shape, folding, width, rate),
-                    estimate_range=units.estimate_range(shape, folding, width, rate),
+                    estimate=estimate, estimate_range=units.estimate_range(shape, folding, width, rate),
                     weights_in_ddr=folding.weights_in_ddr,
                     table_size=shape.table_entries if shape.table_layers or shape.softmax else 0,
-                    io_type="" if unit.engine == "top" else folding.io_type or units.IO_TYPES[shape.streamed],
+                    io_type="" if unit.engine == "top" or on_engine else
+                    folding.io_type or units.IO_TYPES[shape.streamed],
                     foldable=shape.kind == "kernel", inputs=unit.inputs, band=band,
-                    outputs=[unit.output]))
+                    outputs=[unit.output],
+                    engine=engine_layer(main, loaded.graph.nodes[unit.nodes[-1]].op == "Relu", units.ENGINE_LANES)
+                    if on_engine else None))
             sub.resources = _unit_totals(sub)
             sub.budget = budget
         if not subs:
@@ -380,6 +400,13 @@ def _unit_band(loaded: LoadedModel, unit: units.Unit, device: Device, width: int
     """The bands ``unit`` runs in: --band-rows's, else ``units.chosen_band``'s (for a unit whose whole-map FIFOs
     take too much of the chip's BRAM18s); None: whole."""
     given = _unit_setting(loaded, unit, "--band-rows", options.band_rows)
+    on_engine = _unit_setting(loaded, unit, "--strategy", options.strategies)
+    if on_engine is not None and on_engine[1] == units.ENGINE:  # the engine reads its buffers wherever they are
+        if given is not None:
+            node, rows = given
+            raise UserError(f"{said(options, '--band-rows', node, rows, f'--band-rows {node}={rows}')}: node "
+                            f"'{node}' runs on the engine (--strategy {on_engine[0]}=engine), which needs no bands")
+        return None
     if given is None:
         whole = _unit_shape(loaded, unit, device.clock_mhz, options)
         return units.chosen_band(loaded.graph, unit, whole, device.budget(), width)
@@ -442,6 +469,12 @@ def _pinned_strategy(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
     if shape.kind != "kernel":
         raise UserError(f"{setting}: node '{node}' has no multiplications for a strategy to lay out (its unit runs "
                         f"on the {unit.pe} PE)")
+    if strategy == units.ENGINE and (why := units.engine_refusal(loaded.graph, unit)) is not None:
+        raise UserError(f"{setting}: node '{node}' cannot run on the engine: {why}")
+    if strategy == units.ENGINE and (types := _unit_setting(loaded, unit, "--precision", options.precisions)):
+        raise UserError(f"{said(options, '--precision', types[0], types[1], '--precision ' + types[0])}: node "
+                        f"'{types[0]}' runs on the engine (--strategy {node}=engine), which sizes its weights' and "
+                        f"output's binary points itself at the unit's width (--width)")
     if shape.latency_only and strategy != "Latency":
         raise UserError(f"{setting}: node '{node}' runs as a depthwise convolution (or an average pooling), which "
                         f"hls4ml 1.3 computes right only under the latency strategy; leave it to latency")
@@ -458,6 +491,13 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
     names = [loaded.graph.nodes[i].name for i in unit.nodes]
     in_ddr = [n for n in names if n in options.weights_in_ddr]
     given = _unit_setting(loaded, unit, "--reuse-factor", options.reuse_factors)
+    if strategy == units.ENGINE:  # its weights are in DDR; it has no reuse factor
+        if given:
+            node, rf = given
+            raise UserError(f"{said(options, '--reuse-factor', node, rf, f'--reuse-factor {node}={rf}')}: node "
+                            f"'{node}' runs on the engine (--strategy engine), which folds by its lanes, not a reuse "
+                            f"factor")
+        return None
     strategy = "Latency" if shape.latency_only else strategy
     if in_ddr and strategy in ("Latency", units.DISTRIBUTED_ARITHMETIC):
         setting = said(options, "--weights-in-ddr", in_ddr[0], None, "--weights-in-ddr")

@@ -1,0 +1,86 @@
+"""hetdeploy's layer-sequential engine (hls/engine.h) for one unit: its layer (plan.EngineLayer) from the
+graph's node, and its weights and biases as the DDR bytes the engine reads, from the unit's ONNX model (a
+Conv, Gemm or MatMul, the BatchNormalizations after it folded in, then a ReLU: ``units.engine_refusal``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..core.graph import Node
+from ..core.plan import EngineLayer
+from ..core.precision import CppFixed, weight_fixed
+from ..planning import units
+
+BIAS_BYTES = 8  # a bias is a 64-bit lane: the sum's binary point
+
+
+def engine_layer(node: Node, relu: bool, lanes: int) -> EngineLayer:
+    """The engine's layer for ``node`` (its unit's main node; ``relu``: a ReLU ends the unit), its binary points
+    still to be set by the build (``quantized``)."""
+    if node.op != "Conv":  # a dense layer: a 1 x 1 convolution of one pixel
+        (first,), (out,) = node.input_shapes, node.output_shapes
+        return EngineLayer(first[-1], [1, 1], out[-1], [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], relu, lanes)
+    first, out = node.input_shapes[0], node.output_shapes[0]
+    spatial = len(first) - 2
+
+    def as_2d(values, fill=1):  # a 1-D convolution's one row
+        return [fill] * (2 - spatial) + list(values)
+
+    pads = node.attrs.get("pads") or [0] * (2 * spatial)
+    return EngineLayer(first[1], as_2d(first[2:]), out[1], as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
+                       as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
+                       as_2d(node.attrs.get("dilations") or [1] * spatial), relu, lanes)
+
+
+def affine(model: onnx.ModelProto) -> tuple[np.ndarray, np.ndarray]:
+    """The unit's weights as the engine orders them (filters, k_h, k_w, channels) and its biases, float64, each
+    BatchNormalization after its main node folded in."""
+    constants = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
+    main, *after = model.graph.node
+    attrs = {a.name: onnx.helper.get_attribute_value(a) for a in main.attribute}
+    given = [constants[name] if name else None for name in main.input[1:]]
+    if main.op_type == "Conv":
+        weights = given[0] if given[0].ndim == 4 else given[0][:, :, None, :]  # a 1-D one: a row
+        weights = weights.transpose(0, 2, 3, 1)
+        bias = given[1] if len(given) > 1 and given[1] is not None else np.zeros(weights.shape[0])
+    else:  # Gemm (transA 0: board files' limit) or MatMul: out = x @ B (+ C)
+        matrix = given[0].T if attrs.get("transB", 0) else given[0]
+        weights = (attrs.get("alpha", 1.0) * matrix.T)[:, None, None, :]
+        bias = np.zeros(weights.shape[0])
+        if main.op_type == "Gemm" and len(given) > 1 and given[1] is not None:
+            bias = attrs.get("beta", 1.0) * np.broadcast_to(given[1], (1, weights.shape[0])).reshape(-1)
+    for node in after:
+        if node.op_type == "BatchNormalization":
+            eps = next((onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == "epsilon"), 1e-5)
+            scale, shift, mean, var = (constants[name] for name in node.input[1:5])
+            factor = scale / np.sqrt(var + eps)
+            weights = weights * factor[:, None, None, None]
+            bias = (bias - mean) * factor + shift
+    return weights, bias
+
+
+def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: int, in_type: str,
+              out_type: str) -> tuple[EngineLayer, bytes]:
+    """``layer`` with its binary points (its weights' at ``width`` bits, ``weight_fixed``; its input's and
+    output's from their buffers' C++ types) and the bytes of its weights region: the weights as ``width``-bit
+    lanes, whole words, then each filter's bias at the sum's binary point (engine.h's layout)."""
+    w_width, w_integer = weight_fixed(weights, width)
+    source, target = CppFixed.parse(in_type), CppFixed.parse(out_type)
+    set_layer = EngineLayer(**{**layer.__dict__, "weight_fraction": w_width - w_integer,
+                               "in_fraction": source.fraction, "in_signed": source.signed,
+                               "out_fraction": target.fraction, "out_signed": target.signed})
+    limit = 2 ** (width - 1)
+    codes = np.clip(np.round(weights.reshape(-1) * 2.0 ** set_layer.weight_fraction), -limit, limit - 1)
+    packed = codes.astype(np.int64).astype(f"<i{units.element_bytes(width)}").tobytes()
+    packed += bytes(-len(packed) % units.ARENA_WORD_BYTES)
+    sum_fraction = set_layer.in_fraction + set_layer.weight_fraction
+    packed += np.round(bias * 2.0 ** sum_fraction).astype("<i8").tobytes()
+    return set_layer, packed
+
+
+def weights_bytes(layer: EngineLayer, width: int) -> int:
+    """The bytes of a unit's weights region (``quantized``'s) before it is sized: known from its shape."""
+    values = layer.filters * layer.window * units.element_bytes(width)
+    return values + (-values % units.ARENA_WORD_BYTES) + layer.filters * BIAS_BYTES

@@ -1,0 +1,103 @@
+// hetdeploy's layer-sequential engine: one array of LANES multiply-accumulators that the convolution and
+// dense units of a subfunction (plan.json: units of strategy "engine") run on one after another, the top
+// calling ``engine`` once per unit with that unit's layer. One instance serves them all (the top's ALLOCATION
+// pragma): a layer's shape and binary points are the call's values, not template arguments, so layers of any
+// size and precision share the array. Its template arguments are the engine's: the bits of an input value (IW),
+// of an output value (OW) and of a weight (WW), its lanes, and the largest window of its layers (its weight
+// buffer's depth).
+//
+// A call computes a convolution (a dense layer: a 1 x 1 convolution of one pixel) over channels-last buffers
+// of the subfunction's memories (arena.h), its weights and biases read from DDR: for each tile of LANES output
+// channels, the tile's weights into the engine's buffer, then for each output pixel the k_h x k_w x in_c
+// window values one a cycle, each multiplied by the tile's LANES weights at once. Values are raw fixed-point
+// bits whose binary points the layer gives: each product and the sum exact (64 bits), then the layer's ReLU,
+// then rounded to the nearest at the output's fraction bits (ties up: AP_RND) and saturated to its width and
+// signedness (AP_SAT), as the output buffer's ap_fixed type would.
+//
+// Weights at ``weights``: output channel o's window, ((o * k_h + ky) * k_w + kx) * in_c + c, as WW-bit lanes
+// (value * 2^weight_fraction); then, from the next word, each output channel's bias as a 64-bit lane
+// (bias * 2^(in_fraction + weight_fraction), the sum's binary point).
+#ifndef HETDEPLOY_ENGINE_H_
+#define HETDEPLOY_ENGINE_H_
+
+#include "arena.h"
+
+namespace hetdeploy {
+
+struct engine_layer {
+    int in_c, in_h, in_w, out_c, out_h, out_w, k_h, k_w, s_h, s_w, pad_top, pad_left, d_h, d_w;
+    int in_fraction, in_signed, weight_fraction, out_fraction, out_signed, relu;
+};
+
+template <int IW, int OW, int WW, int LANES, int MAX_WINDOW>
+void engine(const word_t *source, word_t *target, const word_t *weights, const engine_layer &g) {
+    typedef ap_uint<IW> raw_in_t;
+    typedef ap_uint<OW> raw_out_t;
+    typedef ap_int<WW> weight_t;
+    typedef ap_int<64> sum_t;
+    static weight_t tile[LANES][MAX_WINDOW];
+#pragma HLS ARRAY_PARTITION variable=tile dim=1 complete
+    sum_t bias[LANES];
+#pragma HLS ARRAY_PARTITION variable=bias complete
+    const int window = g.k_h * g.k_w * g.in_c;
+    const int bias_word = (g.out_c * window + lane<weight_t>::per_word - 1) / lane<weight_t>::per_word;
+    const int shift = g.in_fraction + g.weight_fraction - g.out_fraction;
+    const sum_t most = g.out_signed ? (sum_t(1) << (OW - 1)) - 1 : (sum_t(1) << OW) - 1;
+    const sum_t least = g.out_signed ? sum_t(-(sum_t(1) << (OW - 1))) : sum_t(0);
+    const int L = lane<raw_out_t>::per_word;
+tiles:
+    for (int first = 0; first < g.out_c; first += LANES) {
+    load_tile:
+        for (int j = 0; j < LANES * window; j++) {
+#pragma HLS PIPELINE
+            const int t = j / window, i = j % window;
+            tile[t][i] = first + t < g.out_c ? read<weight_t>(weights, (first + t) * window + i) : weight_t(0);
+        }
+        for (int t = 0; t < LANES; t++) {
+#pragma HLS PIPELINE
+            bias[t] = first + t < g.out_c ? read<sum_t>(weights + bias_word, first + t) : sum_t(0);
+        }
+    pixels:
+        for (int pixel = 0; pixel < g.out_h * g.out_w; pixel++) {
+            const int y = pixel / g.out_w, x = pixel % g.out_w;
+            sum_t sums[LANES];
+#pragma HLS ARRAY_PARTITION variable=sums complete
+            for (int t = 0; t < LANES; t++) {
+#pragma HLS UNROLL
+                sums[t] = bias[t];
+            }
+        window_values:
+            for (int i = 0; i < window; i++) {
+#pragma HLS PIPELINE II=1
+                const int c = i % g.in_c, kx = (i / g.in_c) % g.k_w, ky = i / (g.in_c * g.k_w);
+                const int row = y * g.s_h - g.pad_top + ky * g.d_h, column = x * g.s_w - g.pad_left + kx * g.d_w;
+                sum_t value = 0;
+                if (row >= 0 && row < g.in_h && column >= 0 && column < g.in_w) {  // else padding: 0
+                    const raw_in_t raw = read<raw_in_t>(source, (row * g.in_w + column) * g.in_c + c);
+                    value = g.in_signed ? sum_t(ap_int<IW>(raw)) : sum_t(raw);
+                }
+                for (int t = 0; t < LANES; t++) {
+#pragma HLS UNROLL
+                    sums[t] += value * tile[t][i];
+                }
+            }
+        outputs:
+            for (int t = 0; t < LANES; t++) {
+#pragma HLS PIPELINE
+                if (first + t >= g.out_c) break;
+                sum_t s = g.relu && sums[t] < 0 ? sum_t(0) : sums[t];
+                if (shift > 0) s = (s + (sum_t(1) << (shift - 1))) >> shift;  // the nearest, ties up
+                else s = s << -shift;
+                s = s > most ? most : s < least ? least : s;
+                const int at = pixel * g.out_c + first + t;
+                word_t word = target[at / L];
+                set_lane<raw_out_t>(word, at % L, raw_out_t(s));
+                target[at / L] = word;
+            }
+        }
+    }
+}
+
+} // namespace hetdeploy
+
+#endif
