@@ -189,3 +189,58 @@ int main() {
     %(calls)s
 }
 """
+
+
+ADD_PROGRAM = r"""
+#include <cstdio>
+#include "arena.h"
+
+typedef %(a)s a_t;
+typedef %(b)s b_t;
+typedef %(t)s t_t;
+static const int N = %(n)d;
+
+int main() {
+    static hetdeploy::word_t a[N], b[N], target[N + 1];
+    static const double va[N] = {%(va)s}, vb[N] = {%(vb)s};
+    for (int i = 0; i < N; i++) {
+        hetdeploy::word_t word = a[i / hetdeploy::lane<a_t>::per_word];
+        hetdeploy::set_lane<a_t>(word, i %% hetdeploy::lane<a_t>::per_word, a_t(va[i]));
+        a[i / hetdeploy::lane<a_t>::per_word] = word;
+        word = b[i / hetdeploy::lane<b_t>::per_word];
+        hetdeploy::set_lane<b_t>(word, i %% hetdeploy::lane<b_t>::per_word, b_t(vb[i]));
+        b[i / hetdeploy::lane<b_t>::per_word] = word;
+    }
+    hetdeploy::add<a_t, b_t, t_t>(a, b, target, N, %(relu)s);
+    for (int i = 0; i < N; i++) std::printf("%%.17g\n", hetdeploy::read<t_t>(target, i).to_double());
+}
+"""
+
+
+@pytest.mark.parametrize("a, b, t, relu", [
+    ("ap_fixed<16,4>", "ap_fixed<16,4>", "ap_fixed<16,5,AP_RND,AP_SAT>", "false"),
+    ("ap_fixed<12,6>", "ap_ufixed<8,2>", "ap_fixed<8,4,AP_RND,AP_SAT>", "true"),  # rounds, saturates
+    ("ap_fixed<20,3>", "ap_fixed<16,7>", "ap_fixed<16,6,AP_RND,AP_SAT>", "true"),
+])
+def test_the_tops_add_is_the_exact_sum_as_its_output_type_holds_it(tmp_path, a, b, t, relu):
+    """arena.h's add (a residual Add, a ReLU after it fused): the exact sum of the two buffers' values, then the
+    ReLU, then the output type's rounding and saturation (precision.quantize), value by value over 37 values
+    (not whole words): what each type holds of random values, compared bit for bit."""
+    from hetdeploy.core.precision import CppFixed
+
+    rng = np.random.default_rng(5)
+    n = 37
+    fa, fb, ft = (CppFixed.parse(x) for x in (a, b, t))
+    va, vb = fa.quantize(rng.normal(0, 3, n)), fb.quantize(rng.normal(0, 2, n))
+    values = dict(a=a, b=b, t=t, n=n, relu=relu, va=", ".join(map(repr, va.tolist())),
+                  vb=", ".join(map(repr, vb.tolist())))
+    (tmp_path / "add.cpp").write_text(ADD_PROGRAM % values)
+    binary = tmp_path / "add"
+    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
+                    str(tmp_path / "add.cpp")], check=True, capture_output=True)
+    got = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
+                   dtype=np.float64)
+    total = va + vb
+    expected = ft.quantize(np.maximum(total, 0) if relu == "true" else total)
+    assert got.tolist() == expected.tolist()
+    assert len(set(expected.tolist())) > n // 4  # not all one value (zero or saturated)

@@ -126,8 +126,9 @@ def test_a_network_whose_maps_exceed_the_chip_runs_in_bands_with_its_activations
 
 
 def test_network_larger_than_the_fpga_is_folded_and_the_rest_moves_off_it(tmp_path, capsys):
-    """A PYNQ-Z2 with 90 BRAM18s: beside the first convolution's unit, the others' weights do not fit even
-    fully folded and in bands; they move to the ARM, each with its reason."""
+    """A PYNQ-Z2 with 90 BRAM18s: beside the first convolution's unit, the others' hls4ml units do not fit even
+    fully folded and in bands; without the engine (--no-engine) they move to the ARM, each with its reason; with
+    it, every convolution runs on the FPGA, those hls4ml cannot hold on the engine."""
     model = tmp_path / "four_conv64.onnx"
     onnx.save(networks.four_conv64(), str(model))
     shipped = (BOARDS_DIR / "pynq-z2.yaml").read_text()
@@ -136,13 +137,18 @@ def test_network_larger_than_the_fpga_is_folded_and_the_rest_moves_off_it(tmp_pa
     board.write_text(shipped.replace("bram18: 280,", "bram18: 90,"))
     assert main(["plan", str(model), "--board", str(board), "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
+    fpga = [s for s in plan["subfunctions"] if s["kind"] == "fpga"]
+    assert {"conv1", "conv2", "conv3", "conv4"} <= {n for s in fpga for n in s["nodes"]}
+    assert any(u["engine"] for s in fpga for u in s["execution_units"]) and not plan["fpga_fallbacks"]
+    assert main(["plan", str(model), "--board", str(board), "--json", "--no-engine"]) == 0
+    plan = json.loads(capsys.readouterr().out)
     fpga = plan["subfunctions"][0]
     assert fpga["nodes"][:2] == ["conv1", "relu1"]
     assert max(u["reuse_factor"] for u in fpga["execution_units"]) > 1  # folded to fit
     fallbacks = {f["node"]: f for f in plan["fpga_fallbacks"]}
     assert {"conv3", "conv4"} <= set(fallbacks) and fallbacks["conv4"]["reason"] == "capacity"
     assert all(f["device"] == "arm_cpu" and f["fpga"] == "fpga" for f in fallbacks.values())
-    assert main(["plan", str(model), "--board", str(board)]) == 0
+    assert main(["plan", str(model), "--board", str(board), "--no-engine"]) == 0
     text = capsys.readouterr().out
     assert "off the FPGA, does not fit beside the units it holds, even fully folded" in text and "conv4" in text
 

@@ -317,6 +317,29 @@ def test_a_resnet18_shaped_network_on_the_engine_matches_onnxruntime(tmp_path):
     assert len(image) == sum(b.size for b in sub.memory.buffers if b.kind == "weights")
 
 
+def test_the_folding_puts_what_hls4ml_cannot_hold_on_the_engine_and_it_matches_onnxruntime(tmp_path):
+    """ResNet-18 at 3 x 64 x 64 with widths 16 to 128 (graphs.resnet18) for the PYNQ-Z2 by the latency policy,
+    nothing pinned: hls4ml's units for all of it do not fit the xc7z020, so the partitioner and the folding put
+    the convolutions they cannot hold on the engine and keep the whole network on the FPGA, the residual Adds
+    (each with its ReLU) on the top's own add; every unit within tolerance at 16 bits (none widened), the
+    pipeline emulated within tolerance."""
+    import graphs
+
+    graph = graphs.resnet18(64, (16, 32, 64, 128), classes=10)
+    onnx.save(graphs.to_onnx(graph), str(tmp_path / "model.onnx"))
+    plan = build(BuildOptions(model=tmp_path / "model.onnx", board="pynq-z2", out_dir=tmp_path / "out"),
+                 progress=lambda m: None)
+    (sub,) = plan.subfunctions  # the whole network on the FPGA
+    assert sub.kind == "fpga"
+    on_engine = [u for u in sub.execution_units if u.engine is not None]
+    adds = [u for u in sub.execution_units if u.pe == "add"]
+    assert on_engine and len(adds) == sum(n.op == "Add" for n in graph.nodes)
+    assert all(u.elementwise == ["Add", "Relu"] for u in adds)
+    assert not plan.widened and all(u.verification.passed for u in sub.execution_units)
+    result = emulate(tmp_path / "out", None, 2)
+    assert result.comparison.passed, result.table()
+
+
 def test_a_softmax_whose_inputs_spread_over_half_their_range_is_right(tmp_path):
     """Sized on inputs up to 4 (ap_fixed<16,4>: -8 to 8), verified on 5 and -5: max - x is 10, which
     hls4ml's own ap_ufixed<15,3> for it wraps to 2 (exp(-2) where exp(-10) is meant); the build's

@@ -412,3 +412,40 @@ def test_a_plan_that_folding_makes_slower_than_the_host_becomes_all_on_the_host(
     assert chosen.estimate.latency_s == pytest.approx(slow.estimate.all_cpu_latency_s)
     assert slow.estimate.all_cpu_latency_s < slow.estimate.latency_s
     assert plan_model.against_baselines(slow, loaded, board, dataclasses.replace(options, objective="throughput")) is slow
+
+
+def test_the_engine_takes_the_layers_of_a_resnet50_that_hls4ml_cannot_fit(tmp_path):
+    """ResNet-50 at 224 x 224 (graphs.resnet50) on the KV260: hls4ml's per-layer units do not fit even fully
+    folded, so without the engine (--no-engine) the latency policy leaves most MACs on the A53s; with it, the
+    partitioner prices each convolution and the classifier on the engine (nothing of the chip but the engine's
+    resources, once), the BatchNormalizations and ReLUs after them fused, and the residual Adds (a ReLU after each)
+    on the top's own add: one FPGA subfunction runs every convolution, at least 80 % of the MACs, estimated at
+    least 2x faster than all on the A53s; the folding keeps the faster of hls4ml's units and the engine for each."""
+    import onnx
+
+    from hetdeploy.commands.api import plan
+    from hetdeploy.intake.model import load_model
+
+    model = tmp_path / "resnet50.onnx"
+    onnx.save(graphs.to_onnx(graphs.resnet50()), str(model))
+    graph = load_model(model).graph
+    macs = {n.name: node_work(n).macs for n in graph.nodes}
+
+    def on_fpga(result):
+        return {n for s in result.subfunctions if s.kind == "fpga" for n in s.nodes}
+
+    without = plan(model, "kv260", no_engine=True).plan
+    assert sum(macs[n] for n in on_fpga(without)) < 0.2 * sum(macs.values())
+    assert not any(u.engine for s in without.subfunctions for u in s.execution_units)
+    result = plan(model, "kv260").plan
+    assert sum(macs[n] for n in on_fpga(result)) >= 0.8 * sum(macs.values())
+    assert result.estimate.all_cpu_latency_s >= 2 * result.estimate.latency_s
+    convolutions = [n.name for n in graph.nodes if n.op == "Conv"]
+    (main,) = [s for s in result.subfunctions if s.kind == "fpga" and set(convolutions) <= set(s.nodes)]
+    units = {u.nodes[0]: u for u in main.execution_units}
+    on_engine = [u for u in main.execution_units if u.engine is not None]
+    assert len(on_engine) > len(convolutions) // 2 and all(u.strategy == "Engine" for u in on_engine)
+    assert [u.estimate["dsp"] > 0 for u in on_engine].count(True) == 1  # the engine's, with its first unit
+    adds = [n.name for n in graph.nodes if n.op == "Add"]
+    assert adds and all(units[a].pe == "add" and units[a].nodes[1:] and
+                        graph.nodes[graph.node_index()[units[a].nodes[1]]].op == "Relu" for a in adds)

@@ -36,6 +36,9 @@ BRAM18_BITS = 16 * 1024
 ENGINES = ("hls4ml", "top")
 RELAYOUT_OPS = ("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth", "Slice")
 TOP_WINDOW_OPS = ("MaxPool", "GlobalAveragePool")
+# Elementwise ops of two buffers the top computes itself (arena.h's add): a residual Add, a ReLU after it fused
+TOP_ELEMENTWISE_OPS = ("Add",)
+TOP_FUSED_OPS = ("Relu",)
 
 
 # ---------------------------------------------------------------- data
@@ -548,14 +551,16 @@ def _validate_pes(src: _Source, d: dict, path: str, ops: Optional[dict]) -> dict
                 src.fail(f"{path}.pes.{kind}.limits.{op}", f"'{op}' is not in this PE's ops")
             src.check(limits if limits is not None else {}, _LIMITS, f"{path}.pes.{kind}.limits.{op}")
         engine = spec.get("engine", "hls4ml")
-        # hls4ml has no layer for a relayout; the top implements only its own ops and fuses nothing
+        # hls4ml has no layer for a relayout; the top implements only its own ops and fuses a ReLU after an Add only
         for k, op in enumerate(spec["ops"]):
-            if (op in RELAYOUT_OPS) != (engine == "top") and op not in TOP_WINDOW_OPS:
+            if (op in RELAYOUT_OPS) != (engine == "top") and op not in TOP_WINDOW_OPS + TOP_ELEMENTWISE_OPS:
                 src.fail(f"{path}.pes.{kind}.ops[{k}]",
                          f"'{op}' is not implemented by the {engine} engine; the top implements "
-                         f"{', '.join(RELAYOUT_OPS + TOP_WINDOW_OPS)}, hls4ml the rest")
-        if engine == "top" and spec.get("fuse"):
-            src.fail(f"{path}.pes.{kind}.fuse", "a PE the top implements fuses nothing")
+                         f"{', '.join(RELAYOUT_OPS + TOP_WINDOW_OPS + TOP_ELEMENTWISE_OPS)}, hls4ml the rest")
+        fusing = set(spec["ops"]) <= set(TOP_ELEMENTWISE_OPS) and set(spec.get("fuse", [])) <= set(TOP_FUSED_OPS)
+        if engine == "top" and spec.get("fuse") and not fusing:
+            src.fail(f"{path}.pes.{kind}.fuse", f"a PE the top implements fuses nothing but "
+                                               f"{', '.join(TOP_FUSED_OPS)} after {', '.join(TOP_ELEMENTWISE_OPS)}")
     covered = {op for spec in pes.values() for op in spec["ops"]}
     for op in (op for op in listed if op not in covered):  # in the file's order: the same error every run
         src.fail(f"{path}.ops.{op}", f"no PE in {path}.pes runs {op}")

@@ -372,6 +372,8 @@ class ExecutionUnit:
     # position), a C++ header relative to the subfunction's HLS project
     index_table: str = ""
     window: Optional[Window] = None  # a window op the top reduces (a MaxPool, a GlobalAveragePool): its geometry
+    # ops the top computes itself over the unit's two input buffers: ["Add"] or ["Add", "Relu"] (arena.h's add)
+    elementwise: list[str] = field(default_factory=list)
     band: Optional[Band] = None  # run band by band, through two band buffers (``band_buffers``)
     engine: Optional[EngineLayer] = None  # run on the subfunction's engine (strategy "engine")
     verification: Optional[Verification] = None

@@ -255,6 +255,10 @@ def _run_unit(unit: ExecutionUnit, at: Callable[[str], str], types: dict[str, st
     if unit.hls is not None:
         arguments = [at(t) for t in unit.inputs + unit.outputs] + [p.port for p in weights]
         return _line("run_step", unit=unit.name, arguments=", ".join(arguments))
+    if unit.elementwise:  # x + x reads one buffer twice
+        (a, b), (y,) = (unit.inputs * 2)[:2], unit.outputs
+        return _line("add", first_type=types[a], second_type=types[b], type=types[y], first=at(a), second=at(b),
+                     target=at(y), values=_values(shapes[y]), relu=str("Relu" in unit.elementwise).lower())
     (x,), (y,) = unit.inputs, unit.outputs
     if unit.index_table:
         return _line("gather", type=types[x], source=at(x), target=at(y), unit=unit.name, values=_values(shapes[y]))

@@ -301,6 +301,30 @@ struct window_mean {
     }
 };
 
+// An Add of two buffers of n values each (a residual connection), then a ReLU where ``relu``: the sum exact (one
+// integer bit more than the wider input, the finer fraction), converted to T as T rounds and saturates; a word of
+// T's lanes at a time, each input read as the same run of values.
+template <class A, class B, class T> void add(const word_t *a, const word_t *b, word_t *target, int n, bool relu) {
+    static const int L = lane<T>::per_word;
+    static const int F = A::width - A::iwidth > B::width - B::iwidth ? A::width - A::iwidth : B::width - B::iwidth;
+    static const int I = (A::iwidth > B::iwidth ? A::iwidth : B::iwidth) + 1;
+    typedef ap_fixed<I + F, I> sum_t;
+    for (int w = 0; w * L < n; w++) {
+#pragma HLS PIPELINE
+        A first[L];
+        B second[L];
+        T lanes[L];
+        read_run<A, L>(a, w, first);
+        read_run<B, L>(b, w, second);
+        for (int k = 0; k < L; k++) {
+#pragma HLS UNROLL
+            const sum_t sum = sum_t(first[k]) + sum_t(second[k]);
+            lanes[k] = w * L + k < n ? T(relu && sum < 0 ? sum_t(0) : sum) : T(0);
+        }
+        write_run<T, L>(target, w, lanes);
+    }
+}
+
 // A unit run in bands (plan.json's "band"): ``rows`` rows of ``row_values`` values (channels-last) from
 // row ``first`` of a buffer of ``height`` rows into a band buffer, rows outside it zeros (the layer's
 // padding); a word of the band at a time.

@@ -73,6 +73,7 @@ class BuildOptions:
     strategies: dict[str, str] = field(default_factory=dict)  # ONNX node name -> pinned hls4ml Strategy
     # the folding also weighs hls4ml's distributed_arithmetic for quantized multiply-accumulate units (needs da4ml)
     weigh_distributed_arithmetic: bool = False
+    no_engine: bool = False  # never place a unit on the engine the user did not pin there
     table_sizes: dict[str, int] = field(default_factory=dict)  # ONNX node name -> its unit's lookup tables' entries
     io_types: dict[str, str] = field(default_factory=dict)  # ONNX node name -> its unit's hls4ml IOType
     band_rows: dict[str, int] = field(default_factory=dict)  # ONNX node name -> its unit's output rows a band
@@ -404,6 +405,10 @@ OPTIONS = (
            "folding also choose hls4ml's distributed_arithmetic strategy for each FPGA execution unit of a quantized "
            "Dense or Conv (its weights a quantizer's codes) where its estimate (da4ml's cost) makes the units faster "
            "or as fast with a smaller share of the chip; needs da4ml (the open-synth extra)"),
+    Option("no_engine", "no_engine", flag, "folding and memory", "never run a unit on the subfunction's "
+           "layer-sequential engine (--strategy NODE=engine) unless pinned there; by default the partitioner and the "
+           "folding weigh it for every Conv, Gemm and MatMul (with BatchNormalizations and a ReLU) as the most "
+           "folded design, beside a plan without it, and keep the faster"),
     Option("io_types", "io_type", io_type, "folding and memory", "pin hls4ml's IOType of the FPGA execution unit "
            "holding ONNX node NODE (repeatable): parallel (values as arrays in registers) or stream (streams of "
            "words through FIFOs); default: the folding chooses a Dense's, Conv's or max pooling's by cost (the "

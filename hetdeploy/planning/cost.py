@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Collection, Iterable, Mapping, Optional, Sequence
 
 from ..core.board import Board, Device
 from ..core.board_runtime import resource_of
@@ -188,9 +188,33 @@ def most_folded(device: Device, graph: Graph, index: int, width: int) -> tuple[u
     return shape, min(least, key=share)
 
 
-def usage(device: Device, graph: Graph, index: int, width: int) -> dict[str, float]:
+def fused_into(device: Device, graph: Graph, index: int, on_engine: Collection[int] = ()) -> bool:
+    """Whether the folding stage fuses node ``index`` into a unit before it that computes it in what it has:
+    a ReLU after the top's Add (``units.split_units``), or, where ``on_engine`` holds the nodes that may run on
+    the engine, a BatchNormalization or ReLU after one of them (through BatchNormalizations, the ReLU last):
+    nothing more of the chip, no cycle more."""
+    node = graph.nodes[index]
+    producers = graph.producers()
+    if len(node.inputs) != 1 or node.inputs[0] not in producers or node.inputs[0] in graph.outputs or \
+            graph.consumers().get(node.inputs[0]) != [index]:
+        return False
+    before = producers[node.inputs[0]]
+    unit = units.node_unit(graph, before, device)
+    if unit.engine == "top":
+        return bool(unit.pe) and node.op in device.pes[unit.pe].fuse
+    if node.op not in units.ENGINE_FUSED_OPS:
+        return False
+    return before in on_engine or (graph.nodes[before].op == "BatchNormalization"
+                                   and fused_into(device, graph, before, on_engine))
+
+
+def usage(device: Device, graph: Graph, index: int, width: int, on_engine: Collection[int] = ()
+          ) -> dict[str, float]:
     """What one node takes of ``capacity(device)``: on an FPGA, ``most_folded`` (and its DDR weights),
-    and the FIFO to its reader should the folding stage put the two in one unit."""
+    and the FIFO to its reader should the folding stage put the two in one unit; nothing where it is
+    ``fused_into`` the unit before it (``on_engine``: as there)."""
+    if device.kind == "fpga" and fused_into(device, graph, index, on_engine):
+        return dict.fromkeys(units.RESOURCES, 0.0) | {"ddr_bytes": 0.0}
     if device.kind == "fpga":
         shape, folding = most_folded(device, graph, index, width)
         least = units.folded_estimate(shape, folding, width, units.ddr_bytes_per_cycle(device))
@@ -205,15 +229,37 @@ def usage(device: Device, graph: Graph, index: int, width: int) -> dict[str, flo
     return {"memory_bytes": float(graph.nodes[index].constant_elements * FLOAT_BYTES)}
 
 
-def fpga_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
+def engine_capable(device: Device, graph: Graph) -> list[int]:
+    """The nodes of ``graph`` the FPGA ``device`` may run on its engine (``units.engine_refusal``; the board file's
+    limits still decide which nodes it runs at all)."""
+    found = []
+    for index in range(len(graph.nodes)):
+        unit = units.node_unit(graph, index, device)
+        if unit.pe and unit.engine == "hls4ml" and units.engine_refusal(graph, unit) is None:
+            found.append(index)
+    return found
+
+
+def engine_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
+    """An FPGA node's time on the engine (``units.engine_estimate``), whole (the engine reads whole buffers)."""
+    shape = units.unit_shape(graph, units.node_unit(graph, index, device), device.clock_mhz)
+    cycles = units.engine_estimate(shape, width, units.ddr_bytes_per_cycle(device))["latency_cycles"]
+    return cycles / (device.clock_mhz * 1e6)
+
+
+def fpga_seconds(device: Device, graph: Graph, index: int, width: int,
+                 budget: Optional[Mapping[str, float]] = None, on_engine: Collection[int] = ()) -> float:
     """An FPGA node's time: the execution-unit estimate (units.estimate: arithmetic, DDR weights,
     moving its buffers, the pipeline's depth) of the node as its own unit at its fastest folding (under either
     io type it takes, ``node_foldings``) that fits the FPGA by itself, at the FPGA's clock. The folding stage
     folds units further where they share the chip; the plan then takes their cycles (planning.fpga_times): one
-    cost for the FPGA everywhere."""
+    cost for the FPGA everywhere. ``budget``: what the node may take alone (None: the FPGA's); a node
+    ``fused_into`` the unit before it (``on_engine``: as there) takes no time of its own."""
+    if fused_into(device, graph, index, on_engine):
+        return 0.0
     shape = node_shape(device, graph, index, width)
     rate = units.ddr_bytes_per_cycle(device)
-    budget = device.budget()
+    budget = device.budget() if budget is None else budget
     estimates = [units.folded_estimate(shape, f, width, rate) for f in node_foldings(shape, width, rate)]
     fitting = [e["latency_cycles"] for e in estimates if all(e[k] <= budget.get(k, 0) for k in units.RESOURCES)]
     if not fitting:  # as the partitioner's capacity takes it
@@ -285,13 +331,16 @@ class CostModel:
     def __init__(self, graph: Graph, board: Board, width: int = 16, objective: str = "latency", batch: int = 1,
                  layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS, pins: Mapping[str, str] = NO_PINS,
                  measured: Measured = NOTHING_MEASURED, zero_shares: Mapping[str, float] = NO_ZEROS,
-                 compress: str = "none"):
+                 compress: str = "none", engine: bool = False):
         """``width``: the fixed-point bits of FPGA values (--width); a quantized model's layers take
         their quantizers', a node of ``layer_widths`` (--error-budget's) its own (``precision.node_widths``);
         ``pins``: node -> the device --device puts it on; ``measured``: a profile's figures, in place of
         the board file's where it has them (``profile``); ``zero_shares``: tensor -> its share of zeros on
         the samples, and ``compress`` (compression.MODES): which tensors an FPGA subfunction takes or gives
-        travel zero-compressed ("auto": where that saves time; "none": none, nothing weighed)."""
+        travel zero-compressed ("auto": where that saves time; "none": none, nothing weighed); ``engine``: each
+        FPGA has its engine (``units.ENGINE``), whose resources come off its capacity, and a node it can compute
+        takes its time there where that is faster and nothing of the chip's (its weights in DDR): the engine is
+        its most folded design."""
         self.graph, self.board, self.pins, self.measured = graph, board, pins, measured
         self.zero_shares, self.compress = zero_shares, compress
         self._weighed: dict[tuple[str, str, str], Optional[Crossing]] = {}  # None: a link to no FPGA
@@ -302,9 +351,23 @@ class CostModel:
         for node in graph.nodes:
             for t, s in list(zip(node.inputs, node.input_shapes)) + list(zip(node.outputs, node.output_shapes)):
                 self.tensor_bytes[t] = _elements(s) * FLOAT_BYTES
-        self.seconds = {d.name: [fpga_seconds(d, graph, i, self.widths[i]) if d.kind == "fpga" else node_seconds(d, w)
-                                 for i, w in enumerate(self.work)]
+        self.capacity = {d.name: capacity(d) for d in board.devices}
+        on_engine: dict[str, set[int]] = {}
+        for d in (d for d in board.devices if d.kind == "fpga" and engine):
+            on_engine[d.name] = set(engine_capable(d, graph))
+            if on_engine[d.name]:
+                shapes = [units.unit_shape(graph, units.node_unit(graph, i, d), d.clock_mhz) for i in on_engine[d.name]]
+                lump = units.engine_resources(max(s.n_in for s in shapes),
+                                              max(self.widths[i] for i in on_engine[d.name]))
+                self.capacity[d.name] = {k: v - lump.get(k, 0) for k, v in self.capacity[d.name].items()}
+        self.seconds = {d.name: [fpga_seconds(d, graph, i, self.widths[i], self.capacity[d.name],
+                                              on_engine.get(d.name, ())) if d.kind == "fpga"
+                                 else node_seconds(d, w) for i, w in enumerate(self.work)]
                         for d in board.devices}
+        for name, capable in on_engine.items():
+            device = board.device(name)
+            for i in capable:
+                self.seconds[name][i] = min(self.seconds[name][i], engine_seconds(device, graph, i, self.widths[i]))
         for device, timed in measured.node_seconds.items():
             for i, node in enumerate(graph.nodes):
                 if node.name in timed:
@@ -312,8 +375,12 @@ class CostModel:
         for device, factors in measured.fpga_factors.items():
             for i, node in enumerate(graph.nodes):
                 self.seconds[device][i] *= factors.get(node.name, 1.0)
-        self.capacity = {d.name: capacity(d) for d in board.devices}
-        self.usage = {d.name: [usage(d, graph, i, self.widths[i]) for i in range(len(graph.nodes))] for d in board.devices}
+        self.usage = {d.name: [usage(d, graph, i, self.widths[i], on_engine.get(d.name, ()))
+                               for i in range(len(graph.nodes))] for d in board.devices}
+        for name, capable in on_engine.items():
+            for i in capable:  # on the engine: its weights in DDR, nothing of the chip's
+                self.usage[name][i] = dict.fromkeys(units.RESOURCES, 0.0) | {
+                    "ddr_bytes": float(graph.nodes[i].constant_elements * units.element_bytes(self.widths[i]))}
         self.producers = graph.producers()
         self.consumers = graph.consumers()
 

@@ -550,7 +550,8 @@ def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 1
                     batch: int = 1, layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS,
                     pins: Mapping[str, str] = NO_PINS, measured: Measured = NOTHING_MEASURED,
                     partitioner: str = "search", ilp_time_limit_s: float = ILP_TIME_LIMIT_S,
-                    zero_shares: Mapping[str, float] = NO_ZEROS, compress: str = "none") -> Partition:
+                    zero_shares: Mapping[str, float] = NO_ZEROS, compress: str = "none", engine: bool = False
+                    ) -> Partition:
     """Cut ``graph`` for ``board`` by ``policy`` (the latency policy minimising ``objective`` at
     ``batch`` samples a call; "host", everything on the host, is the baseline the build compares a
     folded plan with), with the estimates of the plan and of both baselines; ``layer_widths``: the
@@ -558,8 +559,9 @@ def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 1
     --device puts it on; ``measured``: a profile's figures (``profile``); ``partitioner`` "ilp": the
     latency policy's plan (either objective) is ``ilp.ilp_solution``'s within ``ilp_time_limit_s``, from
     the search's (never a plan estimated slower than the search's); ``zero_shares`` and ``compress``: the
-    tensors' shares of zeros and --compress-transfers (``CostModel``)."""
-    cost = CostModel(graph, board, width, objective, batch, layer_widths, pins, measured, zero_shares, compress)
+    tensors' shares of zeros and --compress-transfers, and ``engine``: each FPGA has its engine (``CostModel``)."""
+    cost = CostModel(graph, board, width, objective, batch, layer_widths, pins, measured, zero_shares, compress,
+                     engine)
     support = [(g.device, g.nodes) for g in contract(graph, assign_by_support(graph, board.devices,
                                                                               f"board '{board.name}'", pins))]
     everything = [(board.host, list(range(len(graph.nodes))))]

@@ -60,7 +60,8 @@ keeps its multipliers no faster than that.
 The subfunction's top implements some units itself (board PEs of ``engine: top``): a relayout moves its
 values (reads and writes, no logic); a window op (MaxPool, GlobalAveragePool: kind 'gather') reads each
 output value's window values, a word read for a word of lanes when the channels fill whole words, two
-reads a cycle, with a comparator or adder a lane.
+reads a cycle, with a comparator or adder a lane; an Add of two buffers (kind 'add') reads a word of each for a
+word of output, with an adder a lane.
 A unit run in bands (``band_of``, ``chosen_band``) is priced as one band (its FIFOs, vectors and values:
 its resources) run once a band, plus the top's copies of each band in and out of its band buffers.
 Folding (``fold``, ``fold_for_rate``) chooses each unit's reuse factor and, where the user pins none,
@@ -84,7 +85,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
 
-from ..core.board import RELAYOUT_OPS, Device
+from ..core.board import RELAYOUT_OPS, TOP_ELEMENTWISE_OPS, Device
 from ..core.graph import Graph
 from ..core.plan import Band
 
@@ -204,9 +205,10 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
         if units:
             unit = units[-1]
             last = graph.nodes[unit.nodes[-1]]
-            # the top implements its ops alone (it fuses nothing), and hls4ml has no relayout layer
+            # the top fuses nothing into its ops but a ReLU after its Add (its PE's fuse list), and hls4ml has no
+            # relayout layer
             fusible = node.op in device.pes[unit.pe].fuse and node.inputs == last.outputs[:1] and \
-                unit.engine == own.engine == "hls4ml" and node.op not in RELAYOUT_OPS and \
+                (unit.engine == own.engine == "hls4ml" or unit.engine == "top") and node.op not in RELAYOUT_OPS and \
                 (unit.nodes[0] not in engine or node.op in ENGINE_FUSED_OPS and last.op != "Relu")
             if fusible and consumers.get(last.outputs[0]) == [i] and last.outputs[0] not in outputs:
                 unit.nodes.append(i)
@@ -224,7 +226,8 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
 class Shape:
     """What the estimates need of a unit's main node."""
 
-    # 'kernel' (multiply-accumulate layer), 'window' (hls4ml's pooling), 'gather' (the top's window op),
+    # 'kernel' (multiply-accumulate layer), 'window' (hls4ml's pooling), 'gather' (the top's window op), 'add' (the
+    # top's Add of n_in buffers),
     # 'elementwise', 'data' (the top's relayout)
     kind: str
     n_in: int  # multiplications per output value
@@ -299,6 +302,9 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
     output_values = math.prod(out)
     if main.op in RELAYOUT_OPS:  # values moved by the top: no logic, no buffer of its own
         return Shape("data", 0, 0, 0, False, 0, 0, softmax)
+    if unit.engine == "top" and main.op in TOP_ELEMENTWISE_OPS:  # the top's Add: an output value of two reads
+        return Shape("add", len(main.inputs), main_out[1] if len(main_out) > 1 else main_out[0],
+                     math.prod(main_out[2:]), False, 0, output_values, softmax)
     if unit.engine == "top":  # a window the top reduces (arena.h): each output value reads its window's values
         kernel = first[2:] if main.op.startswith("Global") else main.attrs.get("kernel_shape") or [1]
         return Shape("gather", math.prod(kernel), main_out[1], math.prod(main_out[2:]), False, 0, output_values,
@@ -546,12 +552,18 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         lut += lanes * width * 2  # a comparator (or adder) and a multiplexer a lane
         ff += lanes * width
         cycles += -(-shape.output_values * shape.n_in // (together * ARENA_PORTS))
+    elif shape.kind == "add":  # the top (arena.h's add): a word of each input for a word of the output's lanes
+        lanes = ARENA_WORD_BYTES // element_bytes(width)
+        lut += lanes * width * 2  # an adder and the ReLU's multiplexer a lane
+        ff += lanes * width
+        cycles += -(-arena_words(shape.output_values, width) * shape.n_in // ARENA_PORTS)
     if shape.streamed:  # its output word and its window in registers
         ff += (shape.n_out + shape.window_values) * width
         lut += math.ceil(shape.line_buffer_values * width / 32)
         bram18 += fifo_bram18(shape.fifos, width)
         cycles += shape.line_buffer_values // max(1, shape.n_out)
-    elif shape.kind not in ("data", "gather"):  # an io_parallel hls4ml unit holds its input vector in registers
+    elif shape.kind not in ("data", "gather", "add"):  # an io_parallel hls4ml unit holds its input vector in
+        # registers
         ff += shape.input_values * width
         if shape.kind == "kernel" and shape.vectors > 1:  # computed a pixel at a time, each map between its
             # layers waits whole in a completely partitioned array (where a stream has FIFOs; the last layer's
@@ -573,7 +585,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         cycles += pipeline_cycles(SOFTMAX_REFERENCE_CYCLES, shape.clock_mhz)
     lut += lookups * TABLE_INDEX_LUT_PER_BIT * width
     written = shape.input_values if shape.kind == "data" else shape.output_values  # the top moves a relayout
-    read = 0 if shape.kind == "gather" else arena_words(shape.input_values, width)  # a gather's reads: its compute
+    # a gather's and an add's reads: their compute
+    read = 0 if shape.kind in ("gather", "add") else arena_words(shape.input_values, width)
     moved = -(-(read + arena_words(written, width)) // ARENA_PORTS)
     # a stream overlaps the moves of one vector with the arithmetic of another: one vector (a dense layer's) waits
     latency = max(cycles, moved) if shape.streamed and shape.vectors > 1 else cycles + moved
@@ -767,14 +780,18 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
 def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
          pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
          strategies: Optional[dict[int, str]] = None, distributed_arithmetic: bool = False,
-         io_fixed: Collection[int] = ()) -> Optional[list[Folding]]:
+         io_fixed: Collection[int] = (), engine: Mapping[int, Shape] = {}) -> Optional[list[Folding]]:
     """``_fold_under`` the strategies the user pinned (the others by reuse factor), then each unit's
     strategy and io type ``by_cost`` (the least total latency, then the fewest BRAM18 (``_units_bram18``), then
     the least share of the budget; ``distributed_arithmetic`` and ``io_fixed`` as there), then less folding
-    wherever what that freed lets a unit unfold under its strategy and io type (``_give_back``)."""
+    wherever what that freed lets a unit unfold under its strategy and io type (``_give_back``). ``engine``: the
+    units that may run on the engine (the budget is what it leaves), each its whole shape (the engine reads whole
+    buffers: a unit in bands leaves them there): the engine is their most folded option."""
     widths = _per_unit(width, shapes)
-    unit_estimate = _unit_estimates(shapes, widths, ddr_bytes_per_cycle)
-    foldings = _fold_under(shapes, budget, widths, unit_estimate, pinned, ddr_bytes_per_cycle, strategies)
+    unit_estimate = _unit_estimates(shapes, widths, ddr_bytes_per_cycle, engine)
+    strategies = strategies or {}
+    foldings = _fold_under(shapes, budget, widths, unit_estimate, pinned, ddr_bytes_per_cycle, strategies,
+                           [u for u in engine if u not in strategies and u not in (pinned or {})])
     if foldings is None:
         return None
 
@@ -784,9 +801,10 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[
     pinned = pinned or {}
     foldings = by_cost(foldings, shapes, widths, budget, unit_estimate, latency_then_bram_then_share,
                        set(strategies or {}) | set(pinned), ddr_bytes_per_cycle, distributed_arithmetic, io_fixed)
-    options = [[o._replace(io_type=f.io_type)
-                for o in ([pinned[u]] if u in pinned else folding_options(s, widths[u], ddr_bytes_per_cycle,
-                                                                          f.strategy))]
+    options = [[pinned[u]] if u in pinned else
+               [o._replace(io_type=f.io_type) for o in folding_options(s, widths[u], ddr_bytes_per_cycle, f.strategy)]
+               if f.strategy != ENGINE or u in strategies else
+               folding_options(s, widths[u], ddr_bytes_per_cycle) + [f]  # unfolds back to hls4ml if that fits
                for u, (s, f) in enumerate(zip(shapes, foldings))]
     choice = [o.index(f) for o, f in zip(options, foldings)]
     return _give_back(options, choice, budget, lambda u, k: unit_estimate(u, options[u][k]))
@@ -849,14 +867,15 @@ def _per_unit(width: int | Sequence[int], shapes: Sequence[Shape]) -> list[int]:
     return [width] * len(shapes) if isinstance(width, int) else list(width)
 
 
-def _unit_estimates(shapes: Sequence[Shape], widths: Sequence[int],
-                    ddr_bytes_per_cycle: Optional[float]) -> Callable[[int, Folding], dict[str, int]]:
+def _unit_estimates(shapes: Sequence[Shape], widths: Sequence[int], ddr_bytes_per_cycle: Optional[float],
+                    whole: Mapping[int, Shape] = {}) -> Callable[[int, Folding], dict[str, int]]:
     """``folded_estimate`` of unit u under a folding, each computed once (the folding's greedy steps and
-    ``by_cost`` look at the same options again and again)."""
+    ``by_cost`` look at the same options again and again); on the engine, of its ``whole`` shape where given."""
 
     @functools.cache
     def unit_estimate(u: int, folding: Folding) -> dict[str, int]:
-        return folded_estimate(shapes[u], folding, widths[u], ddr_bytes_per_cycle)
+        shape = whole.get(u, shapes[u]) if folding.strategy == ENGINE else shapes[u]
+        return folded_estimate(shape, folding, widths[u], ddr_bytes_per_cycle)
 
     return unit_estimate
 
@@ -936,13 +955,13 @@ def _fold_for_rate_under(shapes: Sequence[Shape], budget: dict[str, int], widths
 def _fold_under(shapes: Sequence[Shape], budget: dict[str, int], widths: Sequence[int],
                 unit_estimate: Callable[[int, Folding], dict[str, int]],
                 pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
-                strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
+                strategies: Optional[dict[int, str]] = None, engine: Collection[int] = ()) -> Optional[list[Folding]]:
     """Foldings, one per unit, with the least total latency that fit ``budget`` together; None when
     even the most folded design does not fit. ``widths``: each unit's fixed-point bits; ``unit_estimate``:
     unit u's estimate under a folding. ``pinned``: unit index -> a folding the user fixed; ``strategies``:
     unit index -> the unit's strategy (its reuse factor still folded).
     ``ddr_bytes_per_cycle``: the FPGA's DDR rate, which lets units keep their weights in DDR (their
-    last, most folded option); None: never.
+    last, most folded option); None: never. ``engine``: units whose most folded option is the engine.
 
     Greedy: start unfolded; while over budget, raise the reuse factor of the unit whose next step
     frees the most over-budget resource per added cycle; then lower reuse factors again where the
@@ -950,7 +969,7 @@ def _fold_under(shapes: Sequence[Shape], budget: dict[str, int], widths: Sequenc
     they fit, even at some cycles: DDR traffic competes with the host's)."""
     pinned, strategies = pinned or {}, strategies or {}
     options = [[pinned[u]] if u in pinned else folding_options(s, widths[u], ddr_bytes_per_cycle, strategies.get(u))
-               for u, s in enumerate(shapes)]
+               + ([Folding(1, True, ENGINE)] if u in engine else []) for u, s in enumerate(shapes)]
 
     def estimate_of(u: int, k: int) -> dict[str, int]:
         return unit_estimate(u, options[u][k])

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 import numpy as np
 import onnx
 
-from ..core.board import TOP_WINDOW_OPS, Board
+from ..core.board import TOP_ELEMENTWISE_OPS, TOP_WINDOW_OPS, Board
 from ..core.board_runtime import channels_first, channels_last, stored_shape
 from ..core.cache import BuildCache, digest, toolchain
 from ..core.csim import compile_library
@@ -124,16 +124,22 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                                 f"nodes {', '.join(unit.nodes)}): {type(err).__name__}: "
                                 f"{first_line(err)}; see {log if log.exists() else 'no log was written'}") from None
         if unit.hls is None and unit.engine is None:  # implemented by our top, not hls4ml
-            (source,) = unit.inputs
-            if source not in cpp_precision:  # a subfunction input read first here
-                config_precision[source], cpp_precision[source] = fixed_precision(
-                    max(float(np.max(np.abs(s[source]))) for s in unit_samples), unit_widths[unit.name])
-            config_precision[unit.outputs[0]] = config_precision[source]
-            cpp_precision[unit.outputs[0]] = cpp_precision[source]
-            (node,) = (n for n in loaded.graph.nodes if n.name in unit.nodes)
+            for source in unit.inputs:
+                if source not in cpp_precision:  # a subfunction input read first here
+                    config_precision[source], cpp_precision[source] = fixed_precision(
+                        max(float(np.max(np.abs(s[source]))) for s in unit_samples), unit_widths[unit.name])
+            node, *after = (n for n in loaded.graph.nodes if n.name in unit.nodes)
+            if node.op in TOP_ELEMENTWISE_OPS:  # its sum sized on the values it gave on the float pipeline
+                config_precision[unit.outputs[0]], cpp_precision[unit.outputs[0]] = fixed_precision(
+                    max(float(np.max(np.abs(env[unit.outputs[0]]))) for env in envs), unit_widths[unit.name])
+                unit.elementwise = [node.op] + [n.op for n in after]
+            else:  # it moves or compares its input's values: their type
+                (source,) = unit.inputs
+                config_precision[unit.outputs[0]] = config_precision[source]
+                cpp_precision[unit.outputs[0]] = cpp_precision[source]
             if node.op in TOP_WINDOW_OPS:
                 unit.window = window_of(node)
-            elif node.op != "Flatten":
+            elif node.op not in ("Flatten", *TOP_ELEMENTWISE_OPS):
                 unit.index_table = _write_index_table(unit, reference, project)
         elif unit.hls is not None:
             unit.hls.project = os.path.relpath(unit.hls.project, build_dir)

@@ -6,6 +6,7 @@ the normalised graph names its nodes, and the --error-budget search's widths ``b
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 import difflib
 import importlib.util
 from typing import Any, Mapping, Optional
@@ -21,7 +22,7 @@ from ..intake.model import QUANTIZER_OPS, LoadedModel
 from ..intake.ort_adapter import run_in_memory
 from ..planning import memory, units
 from ..planning.config import OPTIONS, BuildOptions, resolved_config, said, strategy_name
-from ..planning.cost import NO_ZEROS, Crossing, stream_seconds
+from ..planning.cost import NO_ZEROS, Crossing, engine_capable, stream_seconds
 from ..planning.partition import partition_graph
 from ..planning.profile import NOTHING_MEASURED, Measured, read_profile
 from ..running import budget, runtime
@@ -35,17 +36,33 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
     """The partition by ``options.policy``, its FPGA units folded together and their memory planned,
     its estimate from the folded units' cycles (``fpga_times``); ``layer_widths``: the bits of the
     nodes --error-budget sized (``precision.node_widths``); ``zero_shares``: each tensor's share of zeros
-    on the sizing samples (``transfers.zero_shares``), for --compress-transfers."""
-    plan = partition(loaded, board, options, layer_widths, zero_shares)
-    fold_units(plan, loaded, board, options, layer_widths)
-    index = loaded.graph.node_index()
-    memory.plan_memory(plan, loaded.graph, loaded.tensor_shapes(), board, options.memory_strategy, options.width,
-                       options.batch, lambda t: units.element_bytes(options.width),
-                       lambda u: engine_weights_bytes(u.engine, options.width) if u.engine is not None else
-                       units.element_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
-                                                                for n in u.nodes))
-    fpga_times(plan, board)
-    return plan
+    on the sizing samples (``transfers.zero_shares``), for --compress-transfers. Under the latency policy, unless
+    --no-engine, the partition is made twice, without and with each FPGA's engine (``CostModel``), and the plan
+    estimated faster kept."""
+    plans, refused = [], None
+    # the partition with each FPGA's engine too (its resources off the FPGA's, what it computes there at its
+    # time and none of the chip's) where the policy weighs capacity; the faster plan kept (the one without on a tie)
+    engine = not options.no_engine and options.policy == "latency" and any(
+        engine_capable(d, loaded.graph) for d in board.devices if d.kind == "fpga")
+    for with_engine in (False, True) if engine else (False,):
+        plan = partition(loaded, board, options, layer_widths, zero_shares, with_engine)
+        try:
+            fold_units(plan, loaded, board, options, layer_widths)
+        except UnitsDoNotFit as why:
+            refused = refused or why
+            continue
+        index = loaded.graph.node_index()
+        memory.plan_memory(plan, loaded.graph, loaded.tensor_shapes(), board, options.memory_strategy, options.width,
+                           options.batch, lambda t: units.element_bytes(options.width),
+                           lambda u: engine_weights_bytes(u.engine, options.width) if u.engine is not None else
+                           units.element_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
+                                                                    for n in u.nodes))
+        fpga_times(plan, board)
+        plans.append(plan)
+    if not plans:
+        raise refused
+    return min(plans, key=lambda p: p.estimate.latency_s if options.objective == "latency"
+               else 1.0 / p.estimate.throughput_per_s)
 
 
 def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
@@ -207,11 +224,11 @@ def measured_figures(loaded: LoadedModel, board: Board, options: BuildOptions) -
 
 
 def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_widths: Mapping[str, int],
-              zero_shares: Mapping[str, float] = NO_ZEROS) -> Plan:
+              zero_shares: Mapping[str, float] = NO_ZEROS, engine: bool = False) -> Plan:
     measured = measured_figures(loaded, board, options)
     result = partition_graph(loaded.graph, board, options.policy, options.width, options.objective, options.batch,
                              layer_widths, options.devices, measured, options.partitioner, options.ilp_time_limit,
-                             zero_shares, options.compress_transfers)
+                             zero_shares, options.compress_transfers, engine)
     kinds = {d.name: d.kind for d in board.devices}
     subfunctions = [
         Subfunction(c.name, c.device, kinds[c.device], c.nodes, c.inputs, c.outputs,
@@ -252,8 +269,8 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS) -> None:
     """Split each FPGA subfunction into execution units and fold all the units of one FPGA
     together into its budget (the partitioner only gives an FPGA what fits it fully folded), each at
-    its width (``_pinned_precision``)."""
-    index = loaded.graph.node_index()
+    its width (``_pinned_precision``): without the engine and, unless --no-engine, with it (``_fold_device``),
+    the faster kept."""
     where = {n: s.device for s in plan.subfunctions for n in s.nodes}
     if options.weigh_distributed_arithmetic and importlib.util.find_spec("da4ml") is None:
         raise UserError("--weigh-distributed-arithmetic: hls4ml's distributed_arithmetic strategy needs da4ml "
@@ -267,74 +284,39 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                                 f"{where[node]}, not on an FPGA")
     for device in (d for d in board.devices if d.kind == "fpga"):
         subs = [s for s in plan.subfunctions if s.device == device.name]
-        engine_nodes = {index[n] for n, strategy in options.strategies.items() if strategy == units.ENGINE}
-        split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs),
-                                         engine_nodes)) for sub in subs]
-        found = [u for _, units_of_sub in split for u in units_of_sub]
-        rate = units.ddr_bytes_per_cycle(device)
-        widths = [_pinned_precision(loaded, u, options, layer_widths)[0] for u in found]
-        bands = [_unit_band(loaded, u, device, width, options) for u, width in zip(found, widths)]
-        shapes = [_unit_shape(loaded, u, device.clock_mhz, options, band) for u, band in zip(found, bands)]
-        strategies = {k: strategy for k, (u, shape) in enumerate(zip(found, shapes))
-                      if (strategy := _pinned_strategy(loaded, u, shape, options)) is not None}
-        pinned = {k: folding for k, (u, shape) in enumerate(zip(found, shapes))
-                  if (folding := _pinned_folding(loaded, u, shape, options, rate, strategies.get(k))) is not None}
-        io_fixed = {k for k, u in enumerate(found) if _pinned_io_type(loaded, u, options) is not None}
-        # each subfunction with units on the engine has one engine (its top's): its resources come off the budget
-        # the units are folded into, and count with its first such unit
-        engines, start = {}, 0
-        for _, units_of_sub in split:
-            on_engine = [k for k in range(start, start + len(units_of_sub)) if strategies.get(k) == units.ENGINE]
-            if on_engine:
-                engines[on_engine[0]] = units.engine_resources(max(shapes[k].n_in for k in on_engine),
-                                                               max(widths[k] for k in on_engine))
-            start += len(units_of_sub)
-        budget_left = {k: device.budget().get(k, 0) - sum(e[k] for e in engines.values()) for k in units.RESOURCES}
-        if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps)
-            groups, start = [], 0
-            for _, units_of_sub in split:
-                groups.append(range(start, start + len(units_of_sub)))
-                start += len(units_of_sub)
-            cycles = [_cycles_for_rate(sub, options, device.clock_mhz) for sub in subs]
-            foldings = units.fold_for_rate(shapes, budget_left, widths, groups, cycles, pinned, rate, strategies,
-                                           options.weigh_distributed_arithmetic, io_fixed)
-        else:
-            foldings = units.fold(shapes, budget_left, widths, pinned, rate, strategies,
-                                  options.weigh_distributed_arithmetic, io_fixed)
-        if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)
-            folded = [units.folded_estimate(s, pinned.get(k) or units.folding_options(s, widths[k], rate,
-                                                                                      strategies.get(k))[-1],
-                                            widths[k], rate) for k, s in enumerate(shapes)]
-            folded += list(engines.values())
-            over = [f"{k.upper()} {sum(e[k] for e in folded)} > {device.budget()[k]}" for k in units.RESOURCES
-                    if sum(e[k] for e in folded) > device.budget()[k]]
-            if pinned:
-                raise UnitsDoNotFit(f"the FPGA units do not fit {device.name} with the foldings given by "
-                                f"--reuse-factor, --model-reuse-factor, --strategy and --weights-in-ddr, even with every other unit fully folded "
-                                f"({', '.join(over)})")
-            raise UnitsDoNotFit(f"the {options.policy} policy gives {device.name} more than it holds even fully "
-                            f"folded ({', '.join(over)}); the latency policy moves what does not fit elsewhere")
+        variants, refused = [], None
+        # with the engine too (where a unit may take it): its resources come off the budget, so the folding
+        # without it is weighed beside it, and the faster kept (the one without on a tie)
+        for with_engine in (False, True) if not options.no_engine and options.target_rate is None else (False,):
+            try:
+                variant = _fold_device(subs, device, loaded, options, layer_widths, with_engine)
+            except UnitsDoNotFit as why:
+                refused = refused or why
+                continue
+            if variant is not None:
+                variants.append(variant)
+        if not variants:
+            raise refused
+        best = min(variants, key=lambda v: sum(e["latency_cycles"] for e in v.estimates))
         chip_budget = {k: device.budget().get(k, 0) for k in units.RESOURCES}
         budget = chip_budget | {"latency_cycles": None}
-        choices = iter(enumerate(zip(shapes, foldings, widths, bands)))
-        for sub, units_of_sub in split:
+        choices = iter(zip(best.shapes, best.foldings, best.widths, best.bands, best.estimates))
+        for sub, units_of_sub in best.split:
             sub.execution_units = []
             for k, unit in enumerate(units_of_sub):
-                at, (shape, folding, width, band) = next(choices)
+                shape, folding, width, band, estimate = next(choices)
                 on_engine = folding.strategy == units.ENGINE
-                estimate = units.folded_estimate(shape, folding, width, rate)
-                estimate |= {r: estimate[r] + engines.get(at, {}).get(r, 0) for r in units.RESOURCES}
                 main = loaded.graph.nodes[unit.nodes[0]]
                 sub.execution_units.append(ExecutionUnit(
                     name=f"{sub.name}_u{k}", nodes=[loaded.graph.nodes[i].name for i in unit.nodes], pe=unit.pe,
                     reuse_factor=folding.reuse_factor, strategy=folding.hls_strategy,
                     precision=_unit_precision(loaded, unit, options, layer_widths),
-                    estimate=estimate, estimate_range=units.estimate_range(shape, folding, width, rate),
+                    estimate=estimate, estimate_range=units.estimate_range(shape, folding, width, best.rate),
                     weights_in_ddr=folding.weights_in_ddr,
                     table_size=shape.table_entries if shape.table_layers or shape.softmax else 0,
                     io_type="" if unit.engine == "top" or on_engine else
                     folding.io_type or units.IO_TYPES[shape.streamed],
-                    foldable=shape.kind == "kernel", inputs=unit.inputs, band=band,
+                    foldable=shape.kind == "kernel", inputs=unit.inputs, band=None if on_engine else band,
                     outputs=[unit.output],
                     engine=engine_layer(main, loaded.graph.nodes[unit.nodes[-1]].op == "Relu", units.ENGINE_LANES)
                     if on_engine else None))
@@ -345,6 +327,100 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         plan.fpga_resources[device.name] = FpgaResources(
             [s.name for s in subs], {k: sum(s.resources[k] for s in subs) for k in units.RESOURCES},
             chip_budget, {k: device.resources.get(k, 0) for k in units.RESOURCES})
+
+
+@dataclass
+class _DeviceFolding:
+    """One FPGA's subfunctions cut into units (``split``) and folded: per unit its shape (on the engine: whole),
+    folding, width, bands and estimate (the first unit on each subfunction's engine with the engine's resources)."""
+
+    split: list[tuple[Subfunction, list[units.Unit]]]
+    shapes: list[units.Shape]
+    foldings: list[units.Folding]
+    widths: list[int]
+    bands: list[Optional[Band]]
+    estimates: list[dict[str, int]]
+    rate: float
+
+
+def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, options: BuildOptions,
+                 layer_widths: Mapping[str, int], with_engine: bool) -> Optional[_DeviceFolding]:
+    """``device``'s subfunctions cut into units and folded together into its budget; ``with_engine``: each unit
+    the engine computes (``units.engine_refusal``) and the user set nothing of (a strategy, a folding, an io type,
+    bands) may run on it, the engine's resources off the budget (None where no unit may). Units pinned to the
+    engine run on it either way."""
+    index = loaded.graph.node_index()
+    pinned_engine = {index[n] for n, strategy in options.strategies.items() if strategy == units.ENGINE}
+    free = set(engine_capable(device, loaded.graph)) if with_engine else set()
+    if free:  # a unit the user set anything of keeps the ops it fuses without the engine
+        settled = {index[n] for option in _UNIT_SETTINGS for n in getattr(options, option.field)}
+        for sub in subs:
+            for unit in units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs),
+                                          pinned_engine):
+                if settled & set(unit.nodes):
+                    free -= set(unit.nodes)
+    split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs),
+                                     pinned_engine | free)) for sub in subs]
+    found = [u for _, units_of_sub in split for u in units_of_sub]
+    rate = units.ddr_bytes_per_cycle(device)
+    widths = [_pinned_precision(loaded, u, options, layer_widths)[0] for u in found]
+    bands = [_unit_band(loaded, u, device, width, options) for u, width in zip(found, widths)]
+    shapes = [_unit_shape(loaded, u, device.clock_mhz, options, band) for u, band in zip(found, bands)]
+    strategies = {k: strategy for k, (u, shape) in enumerate(zip(found, shapes))
+                  if (strategy := _pinned_strategy(loaded, u, shape, options)) is not None}
+    pinned = {k: folding for k, (u, shape) in enumerate(zip(found, shapes))
+              if (folding := _pinned_folding(loaded, u, shape, options, rate, strategies.get(k))) is not None}
+    io_fixed = {k for k, u in enumerate(found) if _pinned_io_type(loaded, u, options) is not None}
+    names = [[loaded.graph.nodes[i].name for i in u.nodes] for u in found]
+    may = {k for k, u in enumerate(found) if u.nodes[0] in free and units.engine_refusal(loaded.graph, u) is None
+           and k not in strategies and k not in pinned and k not in io_fixed
+           and not any(n in options.band_rows for n in names[k])}
+    if with_engine and not may:
+        return None
+    # the engine reads whole buffers: a unit on it is priced whole (and leaves its bands)
+    whole = {k: _unit_shape(loaded, found[k], device.clock_mhz, options) if bands[k] else shapes[k]
+             for k in may | {k for k, s in strategies.items() if s == units.ENGINE}}
+    # each subfunction with units that may run on the engine has one (its top's): its resources come off the
+    # budget the units are folded into
+    engines, start = {}, 0
+    for _, units_of_sub in split:
+        on_engine = [k for k in range(start, start + len(units_of_sub)) if k in whole]
+        if on_engine:
+            engines[tuple(on_engine)] = units.engine_resources(max(whole[k].n_in for k in on_engine),
+                                                               max(widths[k] for k in on_engine))
+        start += len(units_of_sub)
+    budget_left = {k: device.budget().get(k, 0) - sum(e[k] for e in engines.values()) for k in units.RESOURCES}
+    if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps)
+        groups, start = [], 0
+        for _, units_of_sub in split:
+            groups.append(range(start, start + len(units_of_sub)))
+            start += len(units_of_sub)
+        cycles = [_cycles_for_rate(sub, options, device.clock_mhz) for sub in subs]
+        foldings = units.fold_for_rate(shapes, budget_left, widths, groups, cycles, pinned, rate, strategies,
+                                       options.weigh_distributed_arithmetic, io_fixed)
+    else:
+        foldings = units.fold(shapes, budget_left, widths, pinned, rate, strategies,
+                              options.weigh_distributed_arithmetic, io_fixed, {k: whole[k] for k in may})
+    if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)
+        folded = [units.folded_estimate(whole.get(k, s), pinned.get(k) or (units.folding_options(
+            s, widths[k], rate, strategies.get(k)) + [units.Folding(1, True, units.ENGINE)] * (k in may))[-1],
+            widths[k], rate) for k, s in enumerate(shapes)]
+        folded += list(engines.values())
+        over = [f"{k.upper()} {sum(e[k] for e in folded)} > {device.budget()[k]}" for k in units.RESOURCES
+                if sum(e[k] for e in folded) > device.budget()[k]]
+        if pinned:
+            raise UnitsDoNotFit(f"the FPGA units do not fit {device.name} with the foldings given by "
+                                f"--reuse-factor, --model-reuse-factor, --strategy and --weights-in-ddr, even with "
+                                f"every other unit fully folded ({', '.join(over)})")
+        raise UnitsDoNotFit(f"the {options.policy} policy gives {device.name} more than it holds even fully "
+                            f"folded ({', '.join(over)}); the latency policy moves what does not fit elsewhere")
+    shapes = [whole[k] if f.strategy == units.ENGINE else s for k, (s, f) in enumerate(zip(shapes, foldings))]
+    estimates = [units.folded_estimate(s, f, w, rate) for s, f, w in zip(shapes, foldings, widths)]
+    for group, resources in engines.items():  # the engine, with its first unit on it (none on it: none)
+        first = next((k for k in group if foldings[k].strategy == units.ENGINE), None)
+        if first is not None:
+            estimates[first] = estimates[first] | {r: estimates[first][r] + resources[r] for r in units.RESOURCES}
+    return _DeviceFolding(split, shapes, foldings, widths, bands, estimates, rate)
 
 
 def _cycles_for_rate(sub: Subfunction, options: BuildOptions, clock_mhz: float) -> float:
