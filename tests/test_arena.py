@@ -244,3 +244,99 @@ def test_the_tops_add_is_the_exact_sum_as_its_output_type_holds_it(tmp_path, a, 
     expected = ft.quantize(np.maximum(total, 0) if relu == "true" else total)
     assert got.tolist() == expected.tolist()
     assert len(set(expected.tolist())) > n // 4  # not all one value (zero or saturated)
+
+
+CONCAT_PROGRAM = r"""
+#include <cstdio>
+#include "arena.h"
+
+typedef %(a)s a_t;
+typedef %(b)s b_t;
+typedef %(t)s t_t;
+static const int P = %(pixels)d, CA = %(ca)d, CB = %(cb)d;
+
+int main() {
+    static hetdeploy::word_t a[P * CA], b[P * CB], target[P * (CA + CB)];
+    static const double va[P * CA] = {%(va)s}, vb[P * CB] = {%(vb)s};
+    hetdeploy::write_array<a_t>(a, va, P * CA);
+    hetdeploy::write_array<b_t>(b, vb, P * CB);
+    hetdeploy::concat<a_t, b_t, t_t>(a, b, target, P, CA, CB);
+    for (int i = 0; i < P * (CA + CB); i++) std::printf("%%.17g\n", hetdeploy::read<t_t>(target, i).to_double());
+}
+"""
+
+
+@pytest.mark.parametrize("a, b, t, ca, cb", [
+    ("ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,6,AP_RND,AP_SAT>", 8, 4),  # whole words: a run a word
+    ("ap_fixed<8,3>", "ap_fixed<16,6>", "ap_fixed<16,6,AP_RND,AP_SAT>", 12, 4),  # narrower lanes in a run
+    ("ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,5,AP_RND,AP_SAT>", 5, 3),  # a value a read; rounds
+])
+def test_the_tops_concat_puts_each_pixels_channels_side_by_side(tmp_path, a, b, t, ca, cb):
+    """arena.h's concat along the channels of channels-last buffers, on both of its paths (the inputs' channels
+    filling whole words of the output's lanes, or not): output pixel p is a's channels then b's, each value as the
+    output type holds it (precision.quantize), bit for bit."""
+    from hetdeploy.core.precision import CppFixed
+
+    rng = np.random.default_rng(9)
+    pixels = 7
+    fa, fb, ft = (CppFixed.parse(x) for x in (a, b, t))
+    va, vb = fa.quantize(rng.normal(0, 2, pixels * ca)), fb.quantize(rng.normal(0, 8, pixels * cb))
+    (tmp_path / "concat.cpp").write_text(CONCAT_PROGRAM % dict(
+        a=a, b=b, t=t, pixels=pixels, ca=ca, cb=cb, va=", ".join(map(repr, va.tolist())),
+        vb=", ".join(map(repr, vb.tolist()))))
+    binary = tmp_path / "concat"
+    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
+                    str(tmp_path / "concat.cpp")], check=True, capture_output=True)
+    got = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
+                   dtype=np.float64)
+    expected = ft.quantize(np.concatenate([va.reshape(pixels, ca), vb.reshape(pixels, cb)], axis=1).reshape(-1))
+    assert got.tolist() == expected.tolist()
+
+
+AFFINE_PROGRAM = r"""
+#include <cstdio>
+#include "arena.h"
+
+typedef %(a)s a_t;
+typedef %(s)s s_t;
+typedef %(t)s t_t;
+static const int C = %(channels)d, N = %(n)d;
+
+int main() {
+    static hetdeploy::word_t source[N], target[N];
+    static const double values[N] = {%(values)s};
+    static const s_t scale[C] = {%(scale)s}, shift[C] = {%(shift)s};
+    hetdeploy::write_array<a_t>(source, values, N);
+    hetdeploy::affine<a_t, s_t, t_t>(source, target, scale, shift, C, N, %(relu)s);
+    for (int i = 0; i < N; i++) std::printf("%%.17g\n", hetdeploy::read<t_t>(target, i).to_double());
+}
+"""
+
+
+@pytest.mark.parametrize("a, s, t, relu", [
+    ("ap_fixed<16,4>", "ap_fixed<16,3,AP_RND,AP_SAT>", "ap_fixed<16,6,AP_RND,AP_SAT>", "false"),
+    ("ap_ufixed<8,3>", "ap_fixed<12,5,AP_RND,AP_SAT>", "ap_fixed<8,3,AP_RND,AP_SAT>", "true"),  # saturates too
+])
+def test_the_tops_batchnormalization_scales_and_shifts_each_channel(tmp_path, a, s, t, relu):
+    """arena.h's affine (a BatchNormalization not folded into a layer before it, a ReLU after it fused): each
+    value times its channel's scale plus its channel's shift (channels-last, 5 channels: not whole words), the
+    product and sum exact, then the ReLU, then the output type's rounding and saturation, bit for bit."""
+    from hetdeploy.core.precision import CppFixed
+
+    rng = np.random.default_rng(11)
+    channels, pixels = 5, 9
+    fa, fs, ft = (CppFixed.parse(x) for x in (a, s, t))
+    values = fa.quantize(rng.normal(1, 2, channels * pixels))
+    scale, shift = fs.quantize(rng.normal(0, 1.5, channels)), fs.quantize(rng.normal(0, 2, channels))
+    (tmp_path / "affine.cpp").write_text(AFFINE_PROGRAM % dict(
+        a=a, s=s, t=t, channels=channels, n=values.size, relu=relu, values=", ".join(map(repr, values.tolist())),
+        scale=", ".join(map(repr, scale.tolist())), shift=", ".join(map(repr, shift.tolist()))))
+    binary = tmp_path / "affine"
+    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
+                    str(tmp_path / "affine.cpp")], check=True, capture_output=True)
+    got = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
+                   dtype=np.float64)
+    total = (values.reshape(pixels, channels) * scale + shift).reshape(-1)
+    expected = ft.quantize(np.maximum(total, 0) if relu == "true" else total)
+    assert got.tolist() == expected.tolist()
+    assert len(set(expected.tolist())) > 8

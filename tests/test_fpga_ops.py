@@ -317,7 +317,7 @@ def test_a_resnet18_shaped_network_on_the_engine_matches_onnxruntime(tmp_path):
     assert len(image) == sum(b.size for b in sub.memory.buffers if b.kind == "weights")
 
 
-def test_the_folding_puts_what_hls4ml_cannot_hold_on_the_engine_and_it_matches_onnxruntime(tmp_path):
+def test_the_folding_puts_what_hls4ml_cannot_hold_on_the_engine_and_it_matches_onnxruntime(tmp_path, capsys):
     """ResNet-18 at 3 x 64 x 64 with widths 16 to 128 (graphs.resnet18) for the PYNQ-Z2 by the latency policy,
     nothing pinned: hls4ml's units for all of it do not fit the xc7z020, so the partitioner and the folding put
     the convolutions they cannot hold on the engine and keep the whole network on the FPGA, the residual Adds
@@ -338,6 +338,19 @@ def test_the_folding_puts_what_hls4ml_cannot_hold_on_the_engine_and_it_matches_o
     assert not plan.widened and all(u.verification.passed for u in sub.execution_units)
     result = emulate(tmp_path / "out", None, 2)
     assert result.comparison.passed, result.table()
+    # `config --folding` pins each unit on the engine there: the plan replays
+    import yaml
+
+    from hetdeploy.commands.api import plan as plan_only
+    from hetdeploy.commands.cli import main
+
+    assert main(["config", str(tmp_path / "out"), "--folding"]) == 0
+    written = yaml.safe_load(capsys.readouterr().out)
+    assert all(written["nodes"][u.nodes[0]]["strategy"] == "engine" for u in on_engine)
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(written))
+    replayed = plan_only(config=tmp_path / "c.yaml").plan
+    assert [(u.nodes, u.strategy, u.reuse_factor) for u in replayed.subfunctions[0].execution_units] == \
+        [(u.nodes, u.strategy, u.reuse_factor) for u in sub.execution_units]
 
 
 def test_a_softmax_whose_inputs_spread_over_half_their_range_is_right(tmp_path):
@@ -537,14 +550,14 @@ def test_an_assert_in_hls4ml_cpp_is_a_clear_failure_not_a_crash(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_unit_hls4ml_leaves_without_a_layer_is_a_copy_the_top_makes(tmp_path):
-    """A BatchNormalization of scale 1 and shift 0 after a ReLU, a unit of its own: hls4ml removes the
-    layer, which would leave the unit's top with one name for its input and its output; the unit
-    becomes a copy (an index table the top moves), and the build passes."""
+def test_a_batchnormalization_of_its_own_is_the_tops_scale_and_shift_even_an_identity(tmp_path):
+    """A BatchNormalization of scale 1 and shift 0 after a ReLU, a unit of its own (hls4ml would remove the
+    layer, leaving the unit's top one name for its input and its output): the top scales and shifts it itself
+    (arena.h's affine, its table of ones and zeros), and the build passes."""
     b = Builder()
     x = b.node("Relu", ["input"], "relu")
     b.node("BatchNormalization", [x, b.const("g", np.ones(4)), b.const("b", np.zeros(4)), b.const("m", np.zeros(4)),
                                   b.const("v", np.ones(4))], "identity_bn", epsilon=0.0)
     plan = build_and_emulate(save_model(b, tmp_path / "nop.onnx", [1, 4]), tmp_path / "out")
     copy = next(u for u in plan.subfunctions[0].execution_units if "identity_bn" in u.nodes)
-    assert copy.hls is None and copy.index_table and copy.verification.passed
+    assert copy.hls is None and copy.affine and copy.pe == "affine" and copy.verification.passed

@@ -449,3 +449,29 @@ def test_the_engine_takes_the_layers_of_a_resnet50_that_hls4ml_cannot_fit(tmp_pa
     adds = [n.name for n in graph.nodes if n.op == "Add"]
     assert adds and all(units[a].pe == "add" and units[a].nodes[1:] and
                         graph.nodes[graph.node_index()[units[a].nodes[1]]].op == "Relu" for a in adds)
+
+
+@pytest.mark.parametrize("name", ["densenet121", "googlenet", "squeezenet"])
+def test_the_model_zoos_networks_run_on_the_kv260s_fpga(tmp_path, name):
+    """DenseNet-121, GoogLeNet and SqueezeNet at 224 x 224 (graphs.ARCHITECTURES) on the KV260: at least 80 % of
+    their convolution and matrix MACs on the FPGA, estimated at least 2x faster than all on the A53s; their Concats
+    (in pairs) on the top's own concat and their BatchNormalizations not folded into a convolution (DenseNet's
+    before each) on the top's own scale and shift, a ReLU after each fused."""
+    import onnx
+
+    from hetdeploy.commands.api import plan
+    from hetdeploy.intake.model import load_model
+
+    model = tmp_path / f"{name}.onnx"
+    onnx.save(graphs.to_onnx(graphs.ARCHITECTURES[name]()), str(model))
+    graph = load_model(model).graph
+    macs = {n.name: node_work(n).macs for n in graph.nodes}
+    result = plan(model, "kv260").plan
+    units = {u.nodes[0]: u for s in result.subfunctions for u in s.execution_units}
+    assert sum(macs[n] for s in result.subfunctions if s.kind == "fpga" for n in s.nodes) >= 0.8 * sum(macs.values())
+    assert result.estimate.all_cpu_latency_s >= 2 * result.estimate.latency_s
+    concats = [n.name for n in graph.nodes if n.op == "Concat" and n.name in units]
+    assert concats and all(units[c].pe == "concat" for c in concats)
+    alone = [n.name for n in graph.nodes if n.op == "BatchNormalization" and n.name in units]
+    assert all(units[b].pe == "affine" for b in alone)
+    assert name != "densenet121" or len(alone) > 50

@@ -94,6 +94,8 @@ def _config(args: argparse.Namespace) -> int:
                 settings["table_size"] = unit.table_size
             if unit.band is not None:
                 settings["band_rows"] = unit.band.rows
+        for unit in (u for s in plan.subfunctions for u in s.execution_units if u.engine is not None):
+            config["nodes"].setdefault(unit.nodes[0], {})["strategy"] = "engine"  # the engine has no other setting
         config["nodes"] = {node: config["nodes"][node] for node in sorted(config["nodes"])}
     print(config_yaml(config, f"hetdeploy {__version__} build configuration of {args.build_dir}"
                               f"{' with its folding pinned' if args.folding else ''}\n"

@@ -36,8 +36,10 @@ BRAM18_BITS = 16 * 1024
 ENGINES = ("hls4ml", "top")
 RELAYOUT_OPS = ("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth", "Slice")
 TOP_WINDOW_OPS = ("MaxPool", "GlobalAveragePool")
-# Elementwise ops of two buffers the top computes itself (arena.h's add): a residual Add, a ReLU after it fused
-TOP_ELEMENTWISE_OPS = ("Add",)
+# Ops the top computes itself over whole buffers (arena.h's add, concat and affine): a residual Add and a
+# BatchNormalization not folded into a layer before it, each with a ReLU after it fused (TOP_FUSED_OPS); a Concat
+# along the channels
+TOP_ELEMENTWISE_OPS = ("Add", "Concat", "BatchNormalization")
 TOP_FUSED_OPS = ("Relu",)
 
 
@@ -207,6 +209,8 @@ def _limit_violation(limits: dict, node: Node) -> Optional[str]:
             missing = [i for i in allowed if i not in node.constants]
             if missing:
                 return f"input {missing[0]} is not a constant"
+        if key == "activation_inputs" and (len(node.inputs) != allowed or node.constants):
+            return f"{len(node.inputs)} tensor inputs and {len(node.constants)} constants, supports {allowed} tensors"
         if key == "same_shape_inputs" and allowed:
             if len({tuple(s) for s in node.input_shapes}) > 1:
                 return "inputs of different shapes"
@@ -322,6 +326,7 @@ _LIMITS = {
                                             for k, x in v.items()))),
     "constant_inputs": (False, _indices("a list of input indices")),
     "same_shape_inputs": (False, _BOOL),
+    "activation_inputs": (False, _POS_INT),
     "per_channel_constants": (False, _BOOL),
     "stride_equals_kernel": (False, _BOOL),
     "padding_counted": (False, _BOOL),
@@ -557,10 +562,10 @@ def _validate_pes(src: _Source, d: dict, path: str, ops: Optional[dict]) -> dict
                 src.fail(f"{path}.pes.{kind}.ops[{k}]",
                          f"'{op}' is not implemented by the {engine} engine; the top implements "
                          f"{', '.join(RELAYOUT_OPS + TOP_WINDOW_OPS + TOP_ELEMENTWISE_OPS)}, hls4ml the rest")
-        fusing = set(spec["ops"]) <= set(TOP_ELEMENTWISE_OPS) and set(spec.get("fuse", [])) <= set(TOP_FUSED_OPS)
+        fusing = set(spec["ops"]) <= {"Add", "BatchNormalization"} and set(spec.get("fuse", [])) <= set(TOP_FUSED_OPS)
         if engine == "top" and spec.get("fuse") and not fusing:
             src.fail(f"{path}.pes.{kind}.fuse", f"a PE the top implements fuses nothing but "
-                                               f"{', '.join(TOP_FUSED_OPS)} after {', '.join(TOP_ELEMENTWISE_OPS)}")
+                                               f"{', '.join(TOP_FUSED_OPS)} after Add or BatchNormalization")
     covered = {op for spec in pes.values() for op in spec["ops"]}
     for op in (op for op in listed if op not in covered):  # in the file's order: the same error every run
         src.fail(f"{path}.ops.{op}", f"no PE in {path}.pes runs {op}")

@@ -15,6 +15,8 @@ ONNXRUNTIME_DOMAINS = frozenset({"", "ai.onnx", "ai.onnx.ml", "com.microsoft"})
 # QONNX's ops (Quant, BipolarQuant, Trunc, FloatQuant), as Brevitas, QKeras and qonnx write them: a CPU
 # device runs them on qonnx's execution.
 QONNX_DOMAINS = frozenset({"onnx.brevitas", "qonnx.custom_op.general", "finn.custom_op.general"})
+# QONNX's quantizer ops (and FINN's MultiThreshold)
+QUANTIZER_OPS = frozenset({"Quant", "BipolarQuant", "Trunc", "FloatQuant", "MultiThreshold"})
 
 
 @dataclass

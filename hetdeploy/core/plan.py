@@ -372,8 +372,11 @@ class ExecutionUnit:
     # position), a C++ header relative to the subfunction's HLS project
     index_table: str = ""
     window: Optional[Window] = None  # a window op the top reduces (a MaxPool, a GlobalAveragePool): its geometry
-    # ops the top computes itself over the unit's two input buffers: ["Add"] or ["Add", "Relu"] (arena.h's add)
+    # ops the top computes itself over whole buffers (arena.h's add, concat, affine): ["Add"], ["Add", "Relu"],
+    # ["Concat"], ["BatchNormalization"], ["BatchNormalization", "Relu"]
     elementwise: list[str] = field(default_factory=list)
+    # a BatchNormalization's: the C++ header of its per-channel scale and shift, relative to the HLS project
+    affine: str = ""
     band: Optional[Band] = None  # run band by band, through two band buffers (``band_buffers``)
     engine: Optional[EngineLayer] = None  # run on the subfunction's engine (strategy "engine")
     verification: Optional[Verification] = None
@@ -461,6 +464,9 @@ class Subfunction:
     onnx: str = ""
     estimate: Optional[SubfunctionEstimate] = None
     execution_units: list[ExecutionUnit] = field(default_factory=list)
+    # its units were cut and folded with the engine weighed (a unit it computes fuses only what it computes); a
+    # refold after a widening keeps that
+    engine_weighed: bool = False
     resources: Optional[dict[str, int]] = None  # the units' totals
     budget: Optional[dict[str, Optional[int]]] = None  # the FPGA's resources minus the reserve
     memory: Optional[MemoryPlan] = None

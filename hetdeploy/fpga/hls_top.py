@@ -119,7 +119,8 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
 
     offsets = "\n".join(statement("buffer_comment", tensor=_comment([b.tensor]), size=b.size, memory=b.memory,
                                    offset=b.offset, first=b.first, last=b.last) for b in source.memory.buffers)
-    declarations = "".join(statement("include", header=u.index_table) + "\n" for u in source.units if u.index_table)
+    declarations = "".join(statement("include", header=u.index_table or u.affine) + "\n"
+                           for u in source.units if u.index_table or u.affine)
     declarations += "".join(window_declaration(u.name, u.window) + "\n" for u in source.units if u.window)
     if engines:
         shutil.copy(TEMPLATES / "engine.h", project_dir / "engine.h")
@@ -255,6 +256,15 @@ def _run_unit(unit: ExecutionUnit, at: Callable[[str], str], types: dict[str, st
     if unit.hls is not None:
         arguments = [at(t) for t in unit.inputs + unit.outputs] + [p.port for p in weights]
         return _line("run_step", unit=unit.name, arguments=", ".join(arguments))
+    if unit.affine:  # channels-last: a buffer's axis 1 its channels
+        (x,), (y,) = unit.inputs, unit.outputs
+        return _line("affine", in_type=types[x], unit=unit.name, type=types[y], source=at(x), target=at(y),
+                     channels=shapes[y][1], values=_values(shapes[y]), relu=str("Relu" in unit.elementwise).lower())
+    if unit.elementwise == ["Concat"]:  # a channels-last buffer's channels are its axis 1; Concat(x, x) reads x twice
+        (a, b), (y,) = (unit.inputs * 2)[:2], unit.outputs
+        return _line("concat", first_type=types[a], second_type=types[b], type=types[y], first=at(a), second=at(b),
+                     target=at(y), pixels=_values(shapes[y][2:]), first_channels=shapes[a][1],
+                     second_channels=shapes[b][1])
     if unit.elementwise:  # x + x reads one buffer twice
         (a, b), (y,) = (unit.inputs * 2)[:2], unit.outputs
         return _line("add", first_type=types[a], second_type=types[b], type=types[y], first=at(a), second=at(b),

@@ -325,6 +325,60 @@ template <class A, class B, class T> void add(const word_t *a, const word_t *b, 
     }
 }
 
+// A Concat of two channels-last buffers along the channels (a flat buffer's values are its channels): output
+// pixel p's channels are a's c_a, then b's c_b, each value converted to T (a move: exact where T holds it);
+// a word of T's lanes at a time: when both inputs' channels fill whole words of them, the word's lanes are one
+// input's run of values (its words read once); else each value a read.
+template <class A, class B, class T>
+void concat(const word_t *a, const word_t *b, word_t *target, int pixels, int c_a, int c_b) {
+    static const int L = lane<T>::per_word;
+    const int channels = c_a + c_b, n = pixels * channels;
+    const bool whole = c_a % L == 0 && c_b % L == 0;
+    for (int w = 0; w * L < n; w++) {
+#pragma HLS PIPELINE
+        T lanes[L];
+        const int first = w * L, pixel = first / channels, c = first % channels;
+        if (whole && c < c_a) {
+            A values[L];
+            read_run<A, L>(a, (pixel * c_a + c) / L, values);
+            for (int k = 0; k < L; k++) lanes[k] = T(values[k]);
+        } else if (whole) {
+            B values[L];
+            read_run<B, L>(b, (pixel * c_b + c - c_a) / L, values);
+            for (int k = 0; k < L; k++) lanes[k] = T(values[k]);
+        } else {
+            for (int k = 0; k < L; k++) {
+                const int j = first + k, at = j / channels, ch = j % channels;
+                lanes[k] = j >= n ? T(0) : ch < c_a ? T(read<A>(a, at * c_a + ch)) : T(read<B>(b, at * c_b + ch - c_a));
+            }
+        }
+        write_run<T, L>(target, w, lanes);
+    }
+}
+
+// A BatchNormalization the top computes itself (one not folded into a layer before it), a ReLU after it where
+// ``relu``: each value times its channel's scale plus its channel's shift (constants of type S), the product and
+// the sum exact, then the ReLU, converted to T as T rounds and saturates; channels-last (value j's channel is
+// j % channels); a word of T's lanes at a time.
+template <class A, class S, class T>
+void affine(const word_t *source, word_t *target, const S *scale, const S *shift, int channels, int n, bool relu) {
+    static const int L = lane<T>::per_word;
+    typedef ap_fixed<A::width + S::width + 2, A::iwidth + S::iwidth + 2> sum_t;
+    for (int w = 0; w * L < n; w++) {
+#pragma HLS PIPELINE
+        A values[L];
+        T lanes[L];
+        read_run<A, L>(source, w, values);
+        for (int k = 0; k < L; k++) {
+#pragma HLS UNROLL
+            const int j = w * L + k, c = j % channels;
+            const sum_t sum = sum_t(values[k] * scale[c]) + sum_t(shift[c]);
+            lanes[k] = j < n ? T(relu && sum < 0 ? sum_t(0) : sum) : T(0);
+        }
+        write_run<T, L>(target, w, lanes);
+    }
+}
+
 // A unit run in bands (plan.json's "band"): ``rows`` rows of ``row_values`` values (channels-last) from
 // row ``first`` of a buffer of ``height`` rows into a band buffer, rows outside it zeros (the layer's
 // padding); a word of the band at a time.

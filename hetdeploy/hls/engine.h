@@ -45,54 +45,69 @@ void engine(const word_t *source, word_t *target, const word_t *weights, const e
     const sum_t most = g.out_signed ? (sum_t(1) << (OW - 1)) - 1 : (sum_t(1) << OW) - 1;
     const sum_t least = g.out_signed ? sum_t(-(sum_t(1) << (OW - 1))) : sum_t(0);
     const int L = lane<raw_out_t>::per_word;
-tiles:
+tiles:  // loop counters step along with the indices they stand for: no division by a layer's runtime size
     for (int first = 0; first < g.out_c; first += LANES) {
+        int t = 0, i = 0;
     load_tile:
         for (int j = 0; j < LANES * window; j++) {
 #pragma HLS PIPELINE
-            const int t = j / window, i = j % window;
-            tile[t][i] = first + t < g.out_c ? read<weight_t>(weights, (first + t) * window + i) : weight_t(0);
+            tile[t][i] = first + t < g.out_c ? read<weight_t>(weights, first * window + j) : weight_t(0);
+            if (++i == window) {
+                i = 0;
+                t++;
+            }
         }
-        for (int t = 0; t < LANES; t++) {
+        for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS PIPELINE
-            bias[t] = first + t < g.out_c ? read<sum_t>(weights + bias_word, first + t) : sum_t(0);
+            bias[lane_t] = first + lane_t < g.out_c ? read<sum_t>(weights + bias_word, first + lane_t) : sum_t(0);
         }
+        int y = 0, x = 0;
     pixels:
         for (int pixel = 0; pixel < g.out_h * g.out_w; pixel++) {
-            const int y = pixel / g.out_w, x = pixel % g.out_w;
             sum_t sums[LANES];
 #pragma HLS ARRAY_PARTITION variable=sums complete
-            for (int t = 0; t < LANES; t++) {
+            for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
-                sums[t] = bias[t];
+                sums[lane_t] = bias[lane_t];
             }
+            int c = 0, kx = 0, ky = 0;
         window_values:
-            for (int i = 0; i < window; i++) {
+            for (int w = 0; w < window; w++) {
 #pragma HLS PIPELINE II=1
-                const int c = i % g.in_c, kx = (i / g.in_c) % g.k_w, ky = i / (g.in_c * g.k_w);
                 const int row = y * g.s_h - g.pad_top + ky * g.d_h, column = x * g.s_w - g.pad_left + kx * g.d_w;
                 sum_t value = 0;
                 if (row >= 0 && row < g.in_h && column >= 0 && column < g.in_w) {  // else padding: 0
                     const raw_in_t raw = read<raw_in_t>(source, (row * g.in_w + column) * g.in_c + c);
                     value = g.in_signed ? sum_t(ap_int<IW>(raw)) : sum_t(raw);
                 }
-                for (int t = 0; t < LANES; t++) {
+                for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
-                    sums[t] += value * tile[t][i];
+                    sums[lane_t] += value * tile[lane_t][w];
+                }
+                if (++c == g.in_c) {  // the window's order: (ky, kx, c), channels fastest
+                    c = 0;
+                    if (++kx == g.k_w) {
+                        kx = 0;
+                        ky++;
+                    }
                 }
             }
         outputs:
-            for (int t = 0; t < LANES; t++) {
+            for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS PIPELINE
-                if (first + t >= g.out_c) break;
-                sum_t s = g.relu && sums[t] < 0 ? sum_t(0) : sums[t];
+                if (first + lane_t >= g.out_c) break;
+                sum_t s = g.relu && sums[lane_t] < 0 ? sum_t(0) : sums[lane_t];
                 if (shift > 0) s = (s + (sum_t(1) << (shift - 1))) >> shift;  // the nearest, ties up
                 else s = s << -shift;
                 s = s > most ? most : s < least ? least : s;
-                const int at = pixel * g.out_c + first + t;
+                const int at = pixel * g.out_c + first + lane_t;
                 word_t word = target[at / L];
                 set_lane<raw_out_t>(word, at % L, raw_out_t(s));
                 target[at / L] = word;
+            }
+            if (++x == g.out_w) {
+                x = 0;
+                y++;
             }
         }
     }

@@ -34,7 +34,7 @@ import onnx.numpy_helper
 from onnx import shape_inference, version_converter
 
 from ..core.errors import UserError, first_line, input_file
-from ..core.graph import ONNXRUNTIME_DOMAINS, QONNX_DOMAINS, Graph, Node
+from ..core.graph import ONNXRUNTIME_DOMAINS, QONNX_DOMAINS, QUANTIZER_OPS, Graph, Node
 from ..core.plan import InputReshape, TensorSpec
 from ..core.precision import exact_fixed, weight_fixed, weight_octaves
 from . import rewrites
@@ -141,7 +141,6 @@ def _normalise(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
 
 
 # QONNX quantizers: every input but the first is a parameter the FPGA needs as a constant.
-QUANTIZER_OPS = {"Quant", "BipolarQuant", "Trunc", "FloatQuant", "MultiThreshold"}
 
 
 def _quantizers(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:

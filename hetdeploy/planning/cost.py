@@ -57,7 +57,7 @@ from typing import Collection, Iterable, Mapping, Optional, Sequence
 
 from ..core.board import Board, Device
 from ..core.board_runtime import resource_of
-from ..core.graph import Graph, Node
+from ..core.graph import QUANTIZER_OPS, Graph, Node
 from ..core.precision import NO_LAYER_WIDTHS, node_widths
 from . import compression, units
 from .profile import NOTHING_MEASURED, Measured
@@ -231,11 +231,23 @@ def usage(device: Device, graph: Graph, index: int, width: int, on_engine: Colle
 
 def engine_capable(device: Device, graph: Graph) -> list[int]:
     """The nodes of ``graph`` the FPGA ``device`` may run on its engine (``units.engine_refusal``; the board file's
-    limits still decide which nodes it runs at all)."""
+    limits still decide which nodes it runs at all), but for one that hls4ml's unit would fuse a quantizer after:
+    cut off it, the quantizer would round values already rounded at the unit's output (a step off where the two
+    roundings disagree), so the layer stays whole with its quantizer on hls4ml."""
+    consumers = graph.consumers()
     found = []
     for index in range(len(graph.nodes)):
         unit = units.node_unit(graph, index, device)
-        if unit.pe and unit.engine == "hls4ml" and units.engine_refusal(graph, unit) is None:
+        if not unit.pe or unit.engine != "hls4ml" or units.engine_refusal(graph, unit) is not None:
+            continue
+        at, quantized = index, False
+        while not quantized:  # along the chain hls4ml's unit would fuse
+            readers = consumers.get(graph.nodes[at].outputs[0], [])
+            if len(readers) != 1 or graph.nodes[readers[0]].op not in device.pes[unit.pe].fuse:
+                break
+            at = readers[0]
+            quantized = graph.nodes[at].op in QUANTIZER_OPS
+        if not quantized:
             found.append(index)
     return found
 

@@ -61,7 +61,9 @@ The subfunction's top implements some units itself (board PEs of ``engine: top``
 values (reads and writes, no logic); a window op (MaxPool, GlobalAveragePool: kind 'gather') reads each
 output value's window values, a word read for a word of lanes when the channels fill whole words, two
 reads a cycle, with a comparator or adder a lane; an Add of two buffers (kind 'add') reads a word of each for a
-word of output, with an adder a lane.
+word of output, with an adder a lane; a Concat (kind 'concat') a word of one input's for a word of output
+when both inputs' channels fill whole words, else each output value's, two a cycle; a BatchNormalization (kind
+'affine') a word for a word, with a multiplier (a DSP) and an adder a lane.
 A unit run in bands (``band_of``, ``chosen_band``) is priced as one band (its FIFOs, vectors and values:
 its resources) run once a band, plus the top's copies of each band in and out of its band buffers.
 Folding (``fold``, ``fold_for_rate``) chooses each unit's reuse factor and, where the user pins none,
@@ -85,7 +87,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
 
-from ..core.board import RELAYOUT_OPS, TOP_ELEMENTWISE_OPS, Device
+from ..core.board import RELAYOUT_OPS, Device
 from ..core.graph import Graph
 from ..core.plan import Band
 
@@ -194,7 +196,7 @@ def node_unit(graph: Graph, index: int, device: Device) -> Unit:
 def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[str] = frozenset(),
                 engine: Collection[int] = ()) -> list[Unit]:
     """Cut an FPGA subfunction (``nodes`` in execution order) into units. ``keep``: tensors read
-    outside the subfunction, which a fusion must not swallow; ``engine``: nodes pinned to the engine, whose units
+    outside the subfunction, which a fusion must not swallow; ``engine``: nodes that may run on the engine, whose units
     fuse only what it computes (ENGINE_FUSED_OPS, a ReLU last)."""
     consumers = graph.consumers()
     outputs = set(graph.outputs) | set(keep)
@@ -205,10 +207,10 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
         if units:
             unit = units[-1]
             last = graph.nodes[unit.nodes[-1]]
-            # the top fuses nothing into its ops but a ReLU after its Add (its PE's fuse list), and hls4ml has no
-            # relayout layer
+            # a PE fuses what its fuse list names (the top's: a ReLU after its Add or BatchNormalization), whoever
+            # runs that op alone; hls4ml has no relayout layer
             fusible = node.op in device.pes[unit.pe].fuse and node.inputs == last.outputs[:1] and \
-                (unit.engine == own.engine == "hls4ml" or unit.engine == "top") and node.op not in RELAYOUT_OPS and \
+                node.op not in RELAYOUT_OPS and \
                 (unit.nodes[0] not in engine or node.op in ENGINE_FUSED_OPS and last.op != "Relu")
             if fusible and consumers.get(last.outputs[0]) == [i] and last.outputs[0] not in outputs:
                 unit.nodes.append(i)
@@ -227,7 +229,7 @@ class Shape:
     """What the estimates need of a unit's main node."""
 
     # 'kernel' (multiply-accumulate layer), 'window' (hls4ml's pooling), 'gather' (the top's window op), 'add' (the
-    # top's Add of n_in buffers),
+    # top's Add of n_in buffers), 'concat' (the top's Concat), 'affine' (the top's BatchNormalization),
     # 'elementwise', 'data' (the top's relayout)
     kind: str
     n_in: int  # multiplications per output value
@@ -302,9 +304,14 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
     output_values = math.prod(out)
     if main.op in RELAYOUT_OPS:  # values moved by the top: no logic, no buffer of its own
         return Shape("data", 0, 0, 0, False, 0, 0, softmax)
-    if unit.engine == "top" and main.op in TOP_ELEMENTWISE_OPS:  # the top's Add: an output value of two reads
+    if unit.engine == "top" and main.op == "Add":  # the top's Add: an output value of two reads
         return Shape("add", len(main.inputs), main_out[1] if len(main_out) > 1 else main_out[0],
                      math.prod(main_out[2:]), False, 0, output_values, softmax)
+    if unit.engine == "top" and main.op == "BatchNormalization":  # the top's scale and shift: a product a value
+        return Shape("affine", 1, main_out[1], math.prod(main_out[2:]), False, 0, output_values, softmax)
+    if unit.engine == "top" and main.op == "Concat":  # the top's Concat: n_in, the channels both inputs' divide
+        return Shape("concat", math.gcd(*[s[1] for s in main.input_shapes]), main_out[1], math.prod(main_out[2:]),
+                     False, 0, output_values, softmax)
     if unit.engine == "top":  # a window the top reduces (arena.h): each output value reads its window's values
         kernel = first[2:] if main.op.startswith("Global") else main.attrs.get("kernel_shape") or [1]
         return Shape("gather", math.prod(kernel), main_out[1], math.prod(main_out[2:]), False, 0, output_values,
@@ -557,13 +564,26 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         lut += lanes * width * 2  # an adder and the ReLU's multiplexer a lane
         ff += lanes * width
         cycles += -(-arena_words(shape.output_values, width) * shape.n_in // ARENA_PORTS)
+    elif shape.kind == "affine":  # the top (arena.h's affine): a word read and a word written a cycle
+        lanes = ARENA_WORD_BYTES // element_bytes(width)
+        dsp += lanes * (2 if width > 18 else 1)
+        lut += lanes * width * 2  # the adder and the ReLU's multiplexer a lane
+        ff += lanes * width * 2
+        cycles += arena_words(shape.output_values, width)
+    elif shape.kind == "concat":  # the top (arena.h's concat): a word of lanes from one input's run (its words
+        # read, the output's written: two words a cycle) when the inputs' channels fill whole words, else a read a value
+        lanes = ARENA_WORD_BYTES // element_bytes(width)
+        lut += lanes * width  # a multiplexer a lane
+        ff += lanes * width
+        words = arena_words(shape.output_values, width)
+        cycles += words if shape.n_in % lanes == 0 else -(-shape.output_values // ARENA_PORTS)
     if shape.streamed:  # its output word and its window in registers
         ff += (shape.n_out + shape.window_values) * width
         lut += math.ceil(shape.line_buffer_values * width / 32)
         bram18 += fifo_bram18(shape.fifos, width)
         cycles += shape.line_buffer_values // max(1, shape.n_out)
-    elif shape.kind not in ("data", "gather", "add"):  # an io_parallel hls4ml unit holds its input vector in
-        # registers
+    elif shape.kind not in ("data", "gather", "add", "concat", "affine"):  # an io_parallel hls4ml unit holds
+        # its input vector in registers
         ff += shape.input_values * width
         if shape.kind == "kernel" and shape.vectors > 1:  # computed a pixel at a time, each map between its
             # layers waits whole in a completely partitioned array (where a stream has FIFOs; the last layer's
@@ -586,7 +606,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     lut += lookups * TABLE_INDEX_LUT_PER_BIT * width
     written = shape.input_values if shape.kind == "data" else shape.output_values  # the top moves a relayout
     # a gather's and an add's reads: their compute
-    read = 0 if shape.kind in ("gather", "add") else arena_words(shape.input_values, width)
+    read = 0 if shape.kind in ("gather", "add", "concat", "affine") else arena_words(shape.input_values, width)
     moved = -(-(read + arena_words(written, width)) // ARENA_PORTS)
     # a stream overlaps the moves of one vector with the arithmetic of another: one vector (a dense layer's) waits
     latency = max(cycles, moved) if shape.streamed and shape.vectors > 1 else cycles + moved
@@ -801,10 +821,20 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[
     pinned = pinned or {}
     foldings = by_cost(foldings, shapes, widths, budget, unit_estimate, latency_then_bram_then_share,
                        set(strategies or {}) | set(pinned), ddr_bytes_per_cycle, distributed_arithmetic, io_fixed)
+    on_engine = Folding(1, True, ENGINE)
+
+    def cycles(u: int, folding: Folding) -> int:
+        return unit_estimate(u, folding)["latency_cycles"]
+
+    movable = [u for u in engine if u not in strategies and u not in pinned]
+    for u in movable:  # the engine takes nothing of the budget: a unit it runs faster goes to it
+        if cycles(u, on_engine) < cycles(u, foldings[u]):
+            foldings[u] = on_engine
+    # a unit on the engine unfolds back to hls4ml only to a faster folding, if that fits (``_give_back``)
     options = [[pinned[u]] if u in pinned else
                [o._replace(io_type=f.io_type) for o in folding_options(s, widths[u], ddr_bytes_per_cycle, f.strategy)]
                if f.strategy != ENGINE or u in strategies else
-               folding_options(s, widths[u], ddr_bytes_per_cycle) + [f]  # unfolds back to hls4ml if that fits
+               [o for o in folding_options(s, widths[u], ddr_bytes_per_cycle) if cycles(u, o) < cycles(u, f)] + [f]
                for u, (s, f) in enumerate(zip(shapes, foldings))]
     choice = [o.index(f) for o, f in zip(options, foldings)]
     return _give_back(options, choice, budget, lambda u, k: unit_estimate(u, options[u][k]))

@@ -13,6 +13,7 @@ from typing import Callable, Optional
 
 import numpy as np
 import onnx
+from onnx import helper, numpy_helper
 
 from ..core.board import TOP_ELEMENTWISE_OPS, TOP_WINDOW_OPS, Board
 from ..core.board_runtime import channels_first, channels_last, stored_shape
@@ -20,6 +21,7 @@ from ..core.cache import BuildCache, digest, toolchain
 from ..core.csim import compile_library
 from ..core.errors import ToolError, UserError, VerificationError, first_line, raised_in_hetdeploy
 from ..core.plan import Band, ExecutionUnit, HlsPort, HlsProject, Plan, PlanFormatError, Subfunction, UnitHls, from_dict
+from ..core.precision import CppFixed, weight_fixed
 from ..core.progress import Progress, Reporter, stderr_progress
 from ..fpga.hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitIsACopy, UnitSettings, ap_types_headers, fixed_config,
                                    fixed_precision, generate_unit)
@@ -129,7 +131,7 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                     config_precision[source], cpp_precision[source] = fixed_precision(
                         max(float(np.max(np.abs(s[source]))) for s in unit_samples), unit_widths[unit.name])
             node, *after = (n for n in loaded.graph.nodes if n.name in unit.nodes)
-            if node.op in TOP_ELEMENTWISE_OPS:  # its sum sized on the values it gave on the float pipeline
+            if node.op in TOP_ELEMENTWISE_OPS:  # its output sized on the values it gave on the float pipeline
                 config_precision[unit.outputs[0]], cpp_precision[unit.outputs[0]] = fixed_precision(
                     max(float(np.max(np.abs(env[unit.outputs[0]]))) for env in envs), unit_widths[unit.name])
                 unit.elementwise = [node.op] + [n.op for n in after]
@@ -139,6 +141,8 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                 cpp_precision[unit.outputs[0]] = cpp_precision[source]
             if node.op in TOP_WINDOW_OPS:
                 unit.window = window_of(node)
+            elif node.op == "BatchNormalization":
+                unit.affine = _write_affine_table(unit, model, unit_widths[unit.name], project)
             elif node.op not in ("Flatten", *TOP_ELEMENTWISE_OPS):
                 unit.index_table = _write_index_table(unit, reference, project)
         elif unit.hls is not None:
@@ -204,6 +208,27 @@ def _band_rows(x: np.ndarray, band: Band, b: int) -> np.ndarray:
     inside = range(max(0, first), min(x.shape[2], first + band.input_rows))
     rows[:, :, inside.start - first:inside.stop - first] = x[:, :, inside.start:inside.stop]
     return rows
+
+
+def _write_affine_table(unit: ExecutionUnit, model: onnx.ModelProto, width: int, project: Path) -> str:
+    """The per-channel scale and shift of the BatchNormalization ``unit`` computes (scale / sqrt(var + epsilon),
+    bias - mean * that), as one fixed-point type of ``width`` bits that holds the larger of them
+    (``weight_fixed``, rounded to the nearest): a C++ header."""
+    (node, *_), constants = model.graph.node, {t.name: numpy_helper.to_array(t).astype(np.float64)
+                                              for t in model.graph.initializer}
+    eps = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "epsilon"), 1e-5)
+    gamma, beta, mean, var = (constants[name] for name in node.input[1:5])
+    scale = gamma / np.sqrt(var + eps)
+    shift = beta - mean * scale
+    bits, integer = weight_fixed(np.concatenate([scale, shift]), width)
+    held = CppFixed(True, bits, integer, "RND", "SAT")
+    header = Path("units") / unit.name / "affine.h"
+    (project / header).parent.mkdir(parents=True, exist_ok=True)
+    (project / header).write_text(statement(
+        "affine_table", unit=unit.name, type=f"ap_fixed<{bits},{integer},AP_RND,AP_SAT>", channels=scale.size,
+        scale=", ".join(map(repr, held.quantize(scale).tolist())),
+        shift=", ".join(map(repr, held.quantize(shift).tolist()))) + "\n")
+    return str(header)
 
 
 def _write_index_table(unit: ExecutionUnit, reference: OrtModel, project: Path) -> str:

@@ -89,6 +89,9 @@ def _unit(unit: ExecutionUnit, sub: Subfunction, build_dir: Path, pairs: list, f
 def _top_unit(unit: ExecutionUnit, sub: Subfunction, build_dir: Path, input_shape: tuple[int, ...]):
     """``open_synth.trace_top`` of a unit hetdeploy's top implements, from what its C++ is made of: the index
     table generate wrote (units/<unit>/index.h), the window op's geometry, or a Flatten's channels-last order."""
+    if unit.engine is not None or unit.elementwise:  # not an index table or a window: nothing trace_top writes
+        what = "the engine's layer" if unit.engine is not None else f"the top's {' + '.join(unit.elementwise)}"
+        raise open_synth.NotTraced(f"{what}: hetdeploy's own C++, which open synthesis does not trace")
     types = {b.tensor: b.precision for b in sub.memory.buffers}
     (source,), (target,) = unit.inputs, unit.outputs
     if types[source] != types[target]:

@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 import difflib
 import importlib.util
-from typing import Any, Mapping, Optional
+from typing import Any, Collection, Mapping, Optional
 
 from ..core.board import Board, Device
 from ..core.board_runtime import resource_of
@@ -22,7 +22,7 @@ from ..intake.model import QUANTIZER_OPS, LoadedModel
 from ..intake.ort_adapter import run_in_memory
 from ..planning import memory, units
 from ..planning.config import OPTIONS, BuildOptions, resolved_config, said, strategy_name
-from ..planning.cost import NO_ZEROS, Crossing, engine_capable, stream_seconds
+from ..planning.cost import NO_ZEROS, Crossing, engine_capable, node_work, stream_seconds
 from ..planning.partition import partition_graph
 from ..planning.profile import NOTHING_MEASURED, Measured, read_profile
 from ..running import budget, runtime
@@ -46,9 +46,10 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
         engine_capable(d, loaded.graph) for d in board.devices if d.kind == "fpga")
     for with_engine in (False, True) if engine else (False,):
         plan = partition(loaded, board, options, layer_widths, zero_shares, with_engine)
-        try:
+        try:  # a partition that cannot hold the units, or the user's per-node settings (which name nodes the
+            # other partition puts on an FPGA: a config written from a plan with the engine), is not had
             fold_units(plan, loaded, board, options, layer_widths)
-        except UnitsDoNotFit as why:
+        except UserError as why:
             refused = refused or why
             continue
         index = loaded.graph.node_index()
@@ -286,15 +287,24 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         subs = [s for s in plan.subfunctions if s.device == device.name]
         variants, refused = [], None
         # with the engine too (where a unit may take it): its resources come off the budget, so the folding
-        # without it is weighed beside it, and the faster kept (the one without on a tie)
-        for with_engine in (False, True) if not options.no_engine and options.target_rate is None else (False,):
-            try:
+        # without it is weighed beside it, and the faster kept (the one without on a tie). Each subfunction has
+        # its own engine (its top's): where they do not all fit, those with the fewest multiply-accumulates the
+        # engine could take do without, one after another
+        engine_subs = [] if options.no_engine or options.target_rate is not None else \
+            sorted((s for s in subs if _engine_macs(s, device, loaded)), key=lambda s: -_engine_macs(s, device, loaded))
+        tries = [set()] + [{s.name for s in engine_subs[:k]} for k in range(len(engine_subs), 0, -1)]
+        if any(s.execution_units for s in subs):  # folded anew (a widening): its units stay the units they were
+            tries = [{s.name for s in subs if s.engine_weighed}]
+        for with_engine in tries:
+            try:  # the units do not fit, or the user's per-node settings name a unit the engine's fusion cut
                 variant = _fold_device(subs, device, loaded, options, layer_widths, with_engine)
-            except UnitsDoNotFit as why:
+            except UserError as why:
                 refused = refused or why
                 continue
             if variant is not None:
                 variants.append(variant)
+                if with_engine:  # the most subfunctions with their engine that fit
+                    break
         if not variants:
             raise refused
         best = min(variants, key=lambda v: sum(e["latency_cycles"] for e in v.estimates))
@@ -302,6 +312,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         budget = chip_budget | {"latency_cycles": None}
         choices = iter(zip(best.shapes, best.foldings, best.widths, best.bands, best.estimates))
         for sub, units_of_sub in best.split:
+            sub.engine_weighed = sub.name in best.with_engine
             sub.execution_units = []
             for k, unit in enumerate(units_of_sub):
                 shape, folding, width, band, estimate = next(choices)
@@ -341,24 +352,27 @@ class _DeviceFolding:
     bands: list[Optional[Band]]
     estimates: list[dict[str, int]]
     rate: float
+    with_engine: Collection[str]  # the subfunctions whose units were cut and folded with the engine weighed
+
+
+def _engine_macs(sub: Subfunction, device: Device, loaded: LoadedModel) -> int:
+    """The multiply-accumulates of ``sub``'s nodes the engine could compute."""
+    index = loaded.graph.node_index()
+    capable = set(engine_capable(device, loaded.graph))
+    return sum(node_work(loaded.graph.nodes[index[n]]).macs for n in sub.nodes if index[n] in capable)
 
 
 def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, options: BuildOptions,
-                 layer_widths: Mapping[str, int], with_engine: bool) -> Optional[_DeviceFolding]:
-    """``device``'s subfunctions cut into units and folded together into its budget; ``with_engine``: each unit
-    the engine computes (``units.engine_refusal``) and the user set nothing of (a strategy, a folding, an io type,
-    bands) may run on it, the engine's resources off the budget (None where no unit may). Units pinned to the
-    engine run on it either way."""
+                 layer_widths: Mapping[str, int], with_engine: Collection[str]) -> Optional[_DeviceFolding]:
+    """``device``'s subfunctions cut into units and folded together into its budget; ``with_engine``: the
+    subfunctions where each unit the engine computes (``units.engine_refusal``) and the user set nothing of (a
+    strategy, a folding, an io type, bands, a precision, a table size) may run on it (its unit fusing only what the
+    engine computes), their engines' resources off the budget (None where those subfunctions hold no node the
+    engine computes). Units pinned to the engine run on it either way."""
     index = loaded.graph.node_index()
     pinned_engine = {index[n] for n, strategy in options.strategies.items() if strategy == units.ENGINE}
-    free = set(engine_capable(device, loaded.graph)) if with_engine else set()
-    if free:  # a unit the user set anything of keeps the ops it fuses without the engine
-        settled = {index[n] for option in _UNIT_SETTINGS for n in getattr(options, option.field)}
-        for sub in subs:
-            for unit in units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs),
-                                          pinned_engine):
-                if settled & set(unit.nodes):
-                    free -= set(unit.nodes)
+    free = {index[n] for s in subs if s.name in with_engine for n in s.nodes} & \
+        set(engine_capable(device, loaded.graph))
     split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs),
                                      pinned_engine | free)) for sub in subs]
     found = [u for _, units_of_sub in split for u in units_of_sub]
@@ -371,11 +385,11 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
     pinned = {k: folding for k, (u, shape) in enumerate(zip(found, shapes))
               if (folding := _pinned_folding(loaded, u, shape, options, rate, strategies.get(k))) is not None}
     io_fixed = {k for k, u in enumerate(found) if _pinned_io_type(loaded, u, options) is not None}
-    names = [[loaded.graph.nodes[i].name for i in u.nodes] for u in found]
+    settled = {n for option in _UNIT_SETTINGS for n in getattr(options, option.field)}  # a unit the user set
+    # anything of stays as set
     may = {k for k, u in enumerate(found) if u.nodes[0] in free and units.engine_refusal(loaded.graph, u) is None
-           and k not in strategies and k not in pinned and k not in io_fixed
-           and not any(n in options.band_rows for n in names[k])}
-    if with_engine and not may:
+           and not settled & {loaded.graph.nodes[i].name for i in u.nodes}}
+    if with_engine and not free:
         return None
     # the engine reads whole buffers: a unit on it is priced whole (and leaves its bands)
     whole = {k: _unit_shape(loaded, found[k], device.clock_mhz, options) if bands[k] else shapes[k]
@@ -420,7 +434,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
         first = next((k for k in group if foldings[k].strategy == units.ENGINE), None)
         if first is not None:
             estimates[first] = estimates[first] | {r: estimates[first][r] + resources[r] for r in units.RESOURCES}
-    return _DeviceFolding(split, shapes, foldings, widths, bands, estimates, rate)
+    return _DeviceFolding(split, shapes, foldings, widths, bands, estimates, rate, with_engine)
 
 
 def _cycles_for_rate(sub: Subfunction, options: BuildOptions, clock_mhz: float) -> float:
