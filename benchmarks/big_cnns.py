@@ -15,7 +15,9 @@ Per model and board: nodes on the FPGA, the share of the model's convolution and
 there, the estimated latency against all on the ARM and against the support policy (whose plan may not fit:
 "fits" says), the FPGA units run in bands, and the DDR bytes a sample moves (spilled activations written once and
 read by each reader, DDR weights read per output vector: the memory plan's traffic). Estimates of hetdeploy's cost
-model (the one benchmarks/estimates.py checks against published synthesis), not measurements.
+model, not measurements: its hls4ml units' part is the one benchmarks/estimates.py checks against published
+synthesis; its engine's part (the units on hetdeploy/hls/engine.h, the top's Add, Concat and BatchNormalization)
+is hetdeploy's model of its own C++, which no published or local synthesis checks.
 """
 
 from __future__ import annotations
