@@ -165,27 +165,17 @@ def node_foldings(shape: units.Shape, width: int, rate: float) -> list[units.Fol
 
 def most_folded(device: Device, graph: Graph, index: int, width: int) -> tuple[units.Shape, units.Folding]:
     """An FPGA node as its own execution unit, folded as far as hls4ml allows, its weights on chip
-    unless that overflows the BRAM budget alone (fusion and less folding are for the folding stage), under
-    the io type that takes the least share of the FPGA (``node_foldings``)."""
+    unless that overflows the BRAM budget alone (fusion and less folding are for the folding stage), under its
+    shape's own io type: the folding stage fits the units under theirs before it weighs the other
+    (``units.fold``), so the capacity the partitioner counts is what that first fit needs."""
     shape = node_shape(device, graph, index, width)
     rate = units.ddr_bytes_per_cycle(device)
-    budget = device.budget()
-
-    def share(folding: units.Folding) -> float:
-        used = units.folded_estimate(shape, folding, width, rate)
-        return sum(used[k] / max(1, budget.get(k, 0)) for k in units.RESOURCES)
-
-    ios = units.IO_TYPES if units.takes_either_io_type(shape) else (None,)
-    least = []
-    for io in ios:
-        *on_chip, last = [o._replace(io_type=io) for o in units.folding_options(shape, width, rate)]
-        if not last.weights_in_ddr:
-            least.append(last)
-        elif units.folded_estimate(shape, on_chip[-1], width, rate)["bram18"] <= budget.get("bram18", 0):
-            least.append(on_chip[-1])
-        else:
-            least.append(last)
-    return shape, min(least, key=share)
+    *on_chip, last = units.folding_options(shape, width, rate)
+    if not last.weights_in_ddr:
+        return shape, last
+    if units.folded_estimate(shape, on_chip[-1], width, rate)["bram18"] <= device.budget().get("bram18", 0):
+        return shape, on_chip[-1]
+    return shape, last
 
 
 def fused_into(device: Device, graph: Graph, index: int, on_engine: Collection[int] = ()) -> bool:
@@ -200,12 +190,27 @@ def fused_into(device: Device, graph: Graph, index: int, on_engine: Collection[i
         return False
     before = producers[node.inputs[0]]
     unit = units.node_unit(graph, before, device)
-    if unit.engine == "top":
-        return bool(unit.pe) and node.op in device.pes[unit.pe].fuse
+    # the top's, unless that op is itself fused into a unit before it (a BatchNormalization after a convolution),
+    # whose the ReLU then is
+    if unit.engine == "top" and unit.pe and node.op in device.pes[unit.pe].fuse and \
+            not _fused_after(device, graph, before):
+        return True
     if node.op not in units.ENGINE_FUSED_OPS:
         return False
     return before in on_engine or (graph.nodes[before].op == "BatchNormalization"
                                    and fused_into(device, graph, before, on_engine))
+
+
+def _fused_after(device: Device, graph: Graph, index: int) -> bool:
+    """Whether ``units.split_units`` fuses node ``index`` into the unit of the node before it (its one reader,
+    its op in that node's PE's fuse list)."""
+    node = graph.nodes[index]
+    producers = graph.producers()
+    if len(node.inputs) != 1 or node.inputs[0] not in producers or node.inputs[0] in graph.outputs or \
+            graph.consumers().get(node.inputs[0]) != [index]:
+        return False
+    unit = units.node_unit(graph, producers[node.inputs[0]], device)
+    return bool(unit.pe) and node.op in device.pes[unit.pe].fuse
 
 
 def usage(device: Device, graph: Graph, index: int, width: int, on_engine: Collection[int] = ()
