@@ -178,39 +178,35 @@ def most_folded(device: Device, graph: Graph, index: int, width: int) -> tuple[u
     return shape, last
 
 
+def _fused_after(device: Device, graph: Graph, index: int) -> Optional[int]:
+    """The node before node ``index`` when ``units.split_units`` fuses ``index`` into that node's unit (its one
+    reader, its op in that node's PE's fuse list); None: it does not."""
+    node = graph.nodes[index]
+    producers = graph.producers()
+    if len(node.inputs) != 1 or node.inputs[0] not in producers or node.inputs[0] in graph.outputs or \
+            graph.consumers().get(node.inputs[0]) != [index]:
+        return None
+    before = producers[node.inputs[0]]
+    unit = units.node_unit(graph, before, device)
+    return before if unit.pe and node.op in device.pes[unit.pe].fuse else None
+
+
 def fused_into(device: Device, graph: Graph, index: int, on_engine: Collection[int] = ()) -> bool:
     """Whether the folding stage fuses node ``index`` into a unit before it that computes it in what it has:
     a ReLU after the top's Add (``units.split_units``), or, where ``on_engine`` holds the nodes that may run on
     the engine, a BatchNormalization or ReLU after one of them (through BatchNormalizations, the ReLU last):
     nothing more of the chip, no cycle more."""
-    node = graph.nodes[index]
-    producers = graph.producers()
-    if len(node.inputs) != 1 or node.inputs[0] not in producers or node.inputs[0] in graph.outputs or \
-            graph.consumers().get(node.inputs[0]) != [index]:
+    before = _fused_after(device, graph, index)
+    if before is None:
         return False
-    before = producers[node.inputs[0]]
-    unit = units.node_unit(graph, before, device)
     # the top's, unless that op is itself fused into a unit before it (a BatchNormalization after a convolution),
     # whose the ReLU then is
-    if unit.engine == "top" and unit.pe and node.op in device.pes[unit.pe].fuse and \
-            not _fused_after(device, graph, before):
+    if units.node_unit(graph, before, device).engine == "top" and _fused_after(device, graph, before) is None:
         return True
-    if node.op not in units.ENGINE_FUSED_OPS:
+    if graph.nodes[index].op not in units.ENGINE_FUSED_OPS:
         return False
     return before in on_engine or (graph.nodes[before].op == "BatchNormalization"
                                    and fused_into(device, graph, before, on_engine))
-
-
-def _fused_after(device: Device, graph: Graph, index: int) -> bool:
-    """Whether ``units.split_units`` fuses node ``index`` into the unit of the node before it (its one reader,
-    its op in that node's PE's fuse list)."""
-    node = graph.nodes[index]
-    producers = graph.producers()
-    if len(node.inputs) != 1 or node.inputs[0] not in producers or node.inputs[0] in graph.outputs or \
-            graph.consumers().get(node.inputs[0]) != [index]:
-        return False
-    unit = units.node_unit(graph, producers[node.inputs[0]], device)
-    return bool(unit.pe) and node.op in device.pes[unit.pe].fuse
 
 
 def usage(device: Device, graph: Graph, index: int, width: int, on_engine: Collection[int] = ()
