@@ -290,8 +290,10 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         # without it is weighed beside it, and the faster kept (the one without on a tie). Each subfunction has
         # its own engine (its top's): where they do not all fit, those with the fewest multiply-accumulates the
         # engine could take do without, one after another
+        capable = set(engine_capable(device, loaded.graph))
+        macs = {s.name: _engine_macs(s, capable, loaded) for s in subs}
         engine_subs = [] if options.no_engine or options.target_rate is not None else \
-            sorted((s for s in subs if _engine_macs(s, device, loaded)), key=lambda s: -_engine_macs(s, device, loaded))
+            sorted((s for s in subs if macs[s.name]), key=lambda s: -macs[s.name])
         tries = [set()] + [{s.name for s in engine_subs[:k]} for k in range(len(engine_subs), 0, -1)]
         if any(s.execution_units for s in subs):  # folded anew (a widening): its units stay the units they were
             tries = [{s.name for s in subs if s.engine_weighed}]
@@ -355,10 +357,9 @@ class _DeviceFolding:
     with_engine: Collection[str]  # the subfunctions whose units were cut and folded with the engine weighed
 
 
-def _engine_macs(sub: Subfunction, device: Device, loaded: LoadedModel) -> int:
-    """The multiply-accumulates of ``sub``'s nodes the engine could compute."""
+def _engine_macs(sub: Subfunction, capable: Collection[int], loaded: LoadedModel) -> int:
+    """The multiply-accumulates of ``sub``'s nodes the engine could compute (``capable``: their indices)."""
     index = loaded.graph.node_index()
-    capable = set(engine_capable(device, loaded.graph))
     return sum(node_work(loaded.graph.nodes[index[n]]).macs for n in sub.nodes if index[n] in capable)
 
 
