@@ -45,20 +45,33 @@ def test_plan_shows_the_cli_table_and_mistakes_raise_user_error(tmp_path):
 def test_the_board_files_fpga_clock_reaches_every_unit_estimate(tmp_path):
     """The same plan on a PYNQ-Z2 whose fabric is clocked at 200 MHz instead of 100: each multiply-accumulate
     unit's pipeline takes as many cycles or more (``units.pipeline_cycles``), none fewer, its resources the
-    same, and its seconds come from the board's clock."""
+    same but the partial sums Vitis HLS (the board's hls_tool) registers between adder levels, more at the
+    faster clock, and its seconds come from the board's clock. Under Vivado HLS (``hls_tool: vivado_hls``), which
+    registers every product, the FFs are the clock's no more and at least Vitis HLS's."""
     model = tmp_path / "jet.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))
     board = (Path(hetdeploy.__file__).parent / "boards" / "pynq-z2.yaml").read_text()
-    assert board.count("clock_mhz: 100 ") == 1
+    assert board.count("clock_mhz: 100 ") == 1 and board.count("hls_tool: vitis_hls ") == 1
     (tmp_path / "fast.yaml").write_text(board.replace("clock_mhz: 100 ", "clock_mhz: 200 "))
-    slow, fast = (hetdeploy.plan(model, b, policy="support", width=16).plan.subfunctions[0].execution_units
-                  for b in ("pynq-z2", str(tmp_path / "fast.yaml")))
-    assert [u.nodes for u in slow] == [u.nodes for u in fast]
+    for name, clock in (("vivado.yaml", 100), ("vivado-fast.yaml", 200)):
+        (tmp_path / name).write_text(board.replace("clock_mhz: 100 ", f"clock_mhz: {clock} ")
+                                     .replace("hls_tool: vitis_hls ", "hls_tool: vivado_hls "))
+    slow, fast, vivado, vivado_fast = (
+        hetdeploy.plan(model, b, policy="support", width=16).plan.subfunctions[0].execution_units
+        for b in ("pynq-z2", str(tmp_path / "fast.yaml"), str(tmp_path / "vivado.yaml"),
+                  str(tmp_path / "vivado-fast.yaml")))
+    assert [u.nodes for u in slow] == [u.nodes for u in fast] == [u.nodes for u in vivado]
     deeper = [f.estimate["compute_cycles"] - s.estimate["compute_cycles"] for s, f in zip(slow, fast)]
     assert min(deeper) >= 0 and max(deeper) > 0
-    assert all({k: s.estimate[k] for k in RESOURCES} == {k: f.estimate[k] for k in RESOURCES}
+    assert all({k: s.estimate[k] for k in RESOURCES if k != "ff"} == {k: f.estimate[k] for k in RESOURCES if k != "ff"}
                for s, f in zip(slow, fast))
+    assert all(f.estimate["ff"] >= s.estimate["ff"] for s, f in zip(slow, fast))
+    assert any(f.estimate["ff"] > s.estimate["ff"] for s, f in zip(slow, fast))
     assert all(f.rate_per_s == pytest.approx(200e6 / f.estimate["latency_cycles"]) for f in fast)
+    assert all({k: v.estimate[k] for k in RESOURCES} == {k: w.estimate[k] for k in RESOURCES}
+               for v, w in zip(vivado, vivado_fast))
+    assert all(v.estimate["ff"] >= f.estimate["ff"] for v, f in zip(vivado, fast))
+    assert any(v.estimate["ff"] > s.estimate["ff"] for v, s in zip(vivado, slow))
 
 
 def test_build_predict_and_load_match_emulate(built, tmp_path):

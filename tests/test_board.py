@@ -156,6 +156,10 @@ def test_unknown_board_name():
          r"devices\[1\]\.board_part: expected a Vivado board part"),
         ("    clock_mhz: 650", "    clock_mhz: 650\n    board_part: tul.com.tw:pynq-z2:part0:1.0",
          r"devices\[0\]\.board_part: only an fpga device sits on a Vivado board part"),
+        ("    hls_tool: vitis_hls ", "    hls_tool: vitis-hls ",
+         r"devices\[1\]\.hls_tool: expected one of vitis_hls, vivado_hls"),
+        ("    clock_mhz: 650", "    clock_mhz: 650\n    hls_tool: vivado_hls",
+         r"devices\[0\]\.hls_tool: only an fpga device is synthesised by an HLS tool"),
     ],
 )
 def test_bad_board_files_name_file_line_and_key(tmp_path, old, new, expected):
@@ -216,6 +220,7 @@ def test_boards_command_json(capsys):
     pynq = next(b for b in listed if b["name"] == "pynq-z2")
     fpga = next(d for d in pynq["devices"] if d["name"] == "fpga")
     assert fpga["kind"] == "fpga" and fpga["part"] == "xc7z020clg400-1" and fpga["resources"]["dsp"] == 220
+    assert fpga["hls_tool"] == "vitis_hls"
     assert pynq["host"] == "arm_cpu" and [d["name"] for d in pynq["devices"]] == ["fpga", "arm_cpu"]
     cpu = next(d for d in pynq["devices"] if d["name"] == "arm_cpu")
     assert cpu["cores"] == 2 and cpu["clock_mhz"] == 650 and cpu["peak_ops_per_s"]["float32"] == 5.2e9

@@ -276,6 +276,7 @@ def test_synth_without_vendor_tools_says_what_it_wrote(built, tmp_path):
     line = result.stderr.strip().splitlines()[-1]
     assert line.startswith("hetdeploy: error: --synth:") and "nothing was synthesised" in line
     assert "vivado -mode batch" in line and "the build itself is complete" in line
+    assert "vitis_hls and vivado not available" in line and "vitis_hls -f build_prj.tcl" in line  # the board's tool
     assert (out / "plan.json").is_file() and (out / "deploy" / "run.py").is_file()
     assert not list(out.rglob("*.bit"))
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import graphs
 from hetdeploy.core.board import load_board
 from hetdeploy.core.precision import OCTAVES
-from hetdeploy.planning.units import (BAND_FIFO_SHARE, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, RESOURCES, Folding,
+from hetdeploy.planning.units import (BAND_FIFO_SHARE, CYCLES, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, RESOURCES, Folding,
                                       band_of, banded, bram18_blocks, chosen_band, estimate, fifo_bram18,
                                       estimate_range, fold, fold_for_rate, folded_estimate, folding_options,
                                       reuse_factors_for, split_units, unit_shape, valid_reuse_factors)
@@ -211,12 +211,14 @@ def test_strategies_are_priced_as_hls4ml_lays_them_out_and_chosen_by_cost_unless
     assert (chosen.reuse_factor, chosen.hls_strategy) == (64, "Latency")
 
 
-def test_the_clock_sets_the_pipeline_depth_and_nothing_else():
+def test_the_clock_sets_the_pipeline_depth_and_what_vitis_hls_registers_in_it():
     """The product, the adder tree and Softmax's pipeline keep their delay in time: a unit clocked slower
-    fits more of them in a cycle (fewer cycles), faster fewer; resources and the reuse factor's cycles stay."""
+    fits more of them in a cycle (fewer cycles), faster fewer; the reuse factor's cycles stay, and so do the
+    resources under Vivado HLS (every product registered); under Vitis HLS (the partial sums after the adder
+    levels a cycle holds) a slower clock registers fewer partial sums."""
     graph = conv_stack(1, channels=4, size=8)
     unit = split_units(graph, range(len(graph.nodes)), FPGA)[-1]  # dense 64 x 10 and its Softmax
-    at = {mhz: estimate(unit_shape(graph, unit, mhz), 4, 16) for mhz in (100.0, 200.0, 400.0)}
+    at = {mhz: estimate(unit_shape(graph, unit, mhz, hls_tool="vivado_hls"), 4, 16) for mhz in (100.0, 200.0, 400.0)}
     # at 200 MHz (hls4ml's 5 ns) a product and three adder levels a cycle: 4 + log2(64) / 3 = 2 cycles of
     # the tree, Softmax's 2; moving its 64 inputs and 10 outputs (16 + 3 words of 8 bytes) through the arena's
     # two ports 10 at any clock
@@ -225,6 +227,12 @@ def test_the_clock_sets_the_pipeline_depth_and_nothing_else():
     assert at[400.0]["compute_cycles"] == 4 + 5 + 4  # (1 + 6 / 3) x 2
     assert all(at[mhz]["latency_cycles"] - at[mhz]["compute_cycles"] == 10 for mhz in at)
     assert all({k: at[mhz][k] for k in RESOURCES} == {k: at[200.0][k] for k in RESOURCES} for mhz in at)
+    vitis = {mhz: estimate(unit_shape(graph, unit, mhz), 4, 16) for mhz in (100.0, 200.0, 400.0)}
+    assert all(vitis[mhz][k] == at[mhz][k] for mhz in at for k in RESOURCES + CYCLES if k != "ff")
+    # Vivado HLS: the 640 products, about 8 FF each (5,120); Vitis HLS: each of the 10 outputs' 64 products
+    # summed 6, 3 and 1 adder levels a cycle at 100, 200 and 400 MHz, 1, 8 and 32 partial sums of 16 bits
+    assert [at[mhz]["ff"] - vitis[mhz]["ff"] for mhz in (100.0, 200.0, 400.0)] == \
+        [5120 - 160, 5120 - 1280, 5120 - 5120]
 
 
 def test_the_folding_chooses_each_units_io_type_by_cost():
@@ -348,7 +356,8 @@ def test_what_hls4ml_computes_combinationally_takes_no_cycle():
 
 def test_the_range_where_synthesis_binds_products_to_dsps_or_luts():
     """A product's binding near the rule's thresholds is Vivado's to decide: the estimate gives the resources
-    it moves as a range holding the estimate; away from them, none."""
+    it moves as a range holding the estimate; away from them, none but the LUTs, which reach down to what
+    synthesis keeps of the HLS report's (SYNTHESIS_LUT_SHARE)."""
     graph = conv_stack(1, channels=4, size=8)
     shape = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[-1], FPGA.clock_mhz)  # dense 64 x 10
     resource = Folding(8, False, "Resource")  # its products registered whatever the tool (no FF range)
@@ -358,7 +367,9 @@ def test_the_range_where_synthesis_binds_products_to_dsps_or_luts():
     assert at_threshold["dsp"][0] <= point["dsp"] <= at_threshold["dsp"][1]
     assert at_threshold["dsp"][1] - at_threshold["dsp"][0] == 80
     assert at_threshold["lut"][0] <= point["lut"] <= at_threshold["lut"][1]
-    assert estimate_range(shape, resource, 16, None) == {}  # 16-bit data, no constant weights: DSPs
+    # 16-bit data, no constant weights: DSPs; the LUTs from synthesis's share to the HLS report's
+    point = estimate(shape, 8, 16, strategy="Resource")
+    assert estimate_range(shape, resource, 16, None) == {"lut": [round(point["lut"] * 0.5), point["lut"]]}
     # unfolded, each product's constant weight decides: codes near DSP_MIN_CONSTANT_BITS are Vivado's call
     codes = dataclasses.replace(shape, weight_octaves=(0, 0, 0, 0, 0, 0, 0, 0, 0, 640))  # 640 weights of 6 bits
     assert estimate_range(codes, Folding(1), 16, None)["dsp"] == [10, 10 + 640]  # and the Softmax's 10
@@ -370,8 +381,11 @@ def test_the_range_where_the_hls_tool_cuts_a_latency_layers_pipeline():
     more levels fit a cycle at a slower clock. A Resource layer registers its multipliers under either."""
     graph = conv_stack(1, channels=4, size=8)
     dense = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[-1], 200.0)  # 64 x 10, 200 MHz
-    point = estimate(dense, 1, 16)
+    point = estimate(dense, 1, 16, products_registered=True)
     least = estimate(dense, 1, 16, products_registered=False)
+    # each is its HLS tool's estimate (the board's hls_tool, vitis_hls by default)
+    assert estimate(dense, 1, 16) == least == estimate(dataclasses.replace(dense, hls_tool="vitis_hls"), 1, 16)
+    assert estimate(dataclasses.replace(dense, hls_tool="vivado_hls"), 1, 16) == point
     # 640 products of 8 bits against 10 sums' 64 / 2^3 partial sums of 16 bits
     assert point["ff"] - least["ff"] == 640 * 8 - 10 * 8 * 16
     assert estimate_range(dense, Folding(1), 16, None)["ff"] == [least["ff"], point["ff"]]
@@ -548,7 +562,7 @@ def test_an_unrolled_units_constant_weights_decide_its_multipliers():
     b = graphs.Builder([1, 8])
     head = b.graph(b.op("Gemm", ["input"], [1, 4], 32, transB=1))
     (unit,) = split_units(head, range(len(head.nodes)), FPGA)
-    full = unit_shape(head, unit, FPGA.clock_mhz)
+    full = unit_shape(head, unit, FPGA.clock_mhz, hls_tool="vivado_hls")  # every product registered
     octaves = [0] * OCTAVES
     octaves[0], octaves[10], octaves[-1] = 20, 8, 4  # 8 weights ten octaves under the top: 5-bit codes at 16 bits
     weights = dataclasses.replace(full, weight_octaves=tuple(octaves))
@@ -565,7 +579,9 @@ def test_an_unrolled_units_constant_weights_decide_its_multipliers():
     assert folded_estimate(weights, Folding(1, True), 16, 12.0) == folded_estimate(full, Folding(1, True), 16, 12.0)
     # a quantized model's weights keep their own bits whatever the data's width: 4-bit codes are LUT products
     quantized = dataclasses.replace(full, weight_octaves=tuple([32] + [0] * (OCTAVES - 1)), weight_bits=4)
-    assert estimate(quantized, 1, 16)["dsp"] == 0 and estimate(quantized, 2, 16)["dsp"] == 16
+    assert estimate(quantized, 1, 16)["dsp"] == 0 and estimate(quantized, 2, 16)["dsp"] == 0
+    # folded, the multipliers take the weight type's 6 bits (hls4ml's weight precision of a quantized layer)
+    assert estimate(dataclasses.replace(quantized, weight_bits=6), 2, 16)["dsp"] == 16
 
 
 def test_registers_sit_at_the_pipelines_cuts():
@@ -578,14 +594,15 @@ def test_registers_sit_at_the_pipelines_cuts():
     sigmoid, elu = _head("Sigmoid"), _head("Elu")
     assert estimate(sigmoid, 1, 16)["ff"] - estimate(relu, 1, 16)["ff"] == 1024  # each of 64 reads, 16 bits
     assert estimate(elu, 1, 16)["ff"] - estimate(relu, 1, 16)["ff"] == 2048  # and ELU's input beside it
-    dense = _head("Relu", n_in=16)
+    dense = dataclasses.replace(_head("Relu", n_in=16), hls_tool="vivado_hls")  # (Vitis HLS's cuts: above)
     for rf in (1, 2, 8, 32):  # Latency: the 1,024 products all wait for their sums (a 16-bit product: 8 FF)
         assert estimate(dense, rf, 16)["ff"] == 8192 + 256 + 2  # and the 16-value input, and the control
     resource = estimate(dense, 64, 16)  # Resource: 16 multipliers accumulate in place
     assert resource["ff"] == 128 + 256 + 2
     graph = conv_stack(1, channels=8, size=8)
     # 3x3 on 3 channels -> 8
-    conv = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[0], FPGA.clock_mhz)
+    conv = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[0], FPGA.clock_mhz,
+                      hls_tool="vivado_hls")
     assert conv.streamed and conv.window_values == 3 * 3 * 3
     # 27 x 8 products, the 8-channel output word and the 27-value window, no input vector in registers
     assert estimate(conv, 1, 16)["ff"] == 1728 + 560 + 2

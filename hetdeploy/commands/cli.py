@@ -246,7 +246,8 @@ def _device_record(device) -> dict:
     if device.compute is not None:
         record["peak_ops_per_s"] = device.compute.peak_ops_per_s
     if device.kind == "fpga":
-        record.update(part=device.part, resources=device.resources, reserve_fraction=device.reserve_fraction)
+        record.update(part=device.part, hls_tool=device.hls_tool, resources=device.resources,
+                      reserve_fraction=device.reserve_fraction)
     return record
 
 
@@ -255,7 +256,7 @@ def _device_line(device) -> str:
     and peak arithmetic; the memory it works in."""
     memory = f"{device.memory.bytes / 2**30:.3g} GiB at {device.memory.bandwidth_bytes_per_s / 1e9:.3g} GB/s"
     if device.kind == "fpga":
-        return (f"fpga, {device.part} at {device.clock_mhz:g} MHz: " +
+        return (f"fpga, {device.part} at {device.clock_mhz:g} MHz ({device.hls_tool}): " +
                 ", ".join(f"{v:,} {k.upper()}" for k, v in device.resources.items()) + f"; DDR {memory}")
     peak = device.compute.peak_ops_per_s[device.compute.dtype] if device.compute else 0.0
     figure = f"{peak / 1e12:.3g} Top/s" if peak >= 1e12 else f"{peak / 1e9:.3g} Gop/s"
@@ -470,13 +471,13 @@ def parser() -> argparse.ArgumentParser:
 
     bo = commands.add_parser("boards", help="list the board capability files: devices, CPUs, FPGA parts and "
                              "resources", description="List the shipped boards (hetdeploy/boards/*.yaml): each "
-                             "device, its cores, clock, peak arithmetic and memory; an FPGA's part and resources. "
-                             "A board of your own is a .yaml path wherever a board name goes.")
+                             "device, its cores, clock, peak arithmetic and memory; an FPGA's part, HLS tool and "
+                             "resources. A board of your own is a .yaml path wherever a board name goes.")
     bo.add_argument("--json", action="store_true",
                     help="print a JSON list, a board each: {name, description, host, devices (in the board's "
                          "preference order): [{name, kind, description, cores, clock_mhz, peak_ops_per_s, memory_bytes, "
-                         "memory_bandwidth_bytes_per_s, part, resources, reserve_fraction}]} (part, resources and "
-                         "reserve_fraction FPGA only; peak_ops_per_s a CPU's or GPU's, by data type)")
+                         "memory_bandwidth_bytes_per_s, part, hls_tool, resources, reserve_fraction}]} (part, hls_tool, "
+                         "resources and reserve_fraction FPGA only; peak_ops_per_s a CPU's or GPU's, by data type)")
     bo.set_defaults(run=_boards)
 
     r = commands.add_parser("report", help="write DIR/report.html: partition, resources and memory maps as pictures",

@@ -46,6 +46,11 @@ TOP_FUSED_OPS = ("Relu",)
 # ---------------------------------------------------------------- data
 
 
+# The HLS tools an FPGA's cores are synthesised with (a device's ``hls_tool``): they cut a Latency layer's
+# pipeline in different places, so its FF estimate follows the tool (planning/units.py's ``estimate``)
+VITIS_HLS, VIVADO_HLS = "vitis_hls", "vivado_hls"
+HLS_TOOLS = (VITIS_HLS, VIVADO_HLS)
+
 @dataclass
 class Compute:
     dtype: str  # what the model's float32 runs in here: the key of peak_ops_per_s used
@@ -90,6 +95,7 @@ class Device:
     # the board files' names for the board around an FPGA part: its processing system's presets (DDR,
     # MIO, clocks) come from them; empty: the bare part
     board_part: str = ""
+    hls_tool: str = VITIS_HLS  # an FPGA's cores' synthesis tool (HLS_TOOLS)
     board_connections: list[str] = field(default_factory=list)
     resources: dict[str, int] = field(default_factory=dict)
     reserve_fraction: float = 0.0
@@ -263,6 +269,7 @@ def _is(kind: type | tuple, expected: str, cond: Callable[[Any], bool] = lambda 
     return check
 
 
+_HLS_TOOL = _is(str, f"one of {', '.join(HLS_TOOLS)}", lambda v: v in HLS_TOOLS)
 _STR = _is(str, "a non-empty string", lambda v: bool(v.strip()))
 # Names from a board file reach file names, C++, Tcl and scripts: letters, digits, '_' and '-' only;
 # an FPGA part number the same with '.' (xc7z020clg400-1); free text on one line, without control characters.
@@ -361,6 +368,7 @@ _DEVICE = {
     "invocation_overhead_s": (True, _NONNEG_NUM),
     "ops": (True, None),  # 'all' or a mapping of op -> limits; checked in _validate_ops
     "part": (False, _PART),
+    "hls_tool": (False, _HLS_TOOL),
     "board_part": (False, _BOARD_PART),
     "board_connections": (False, _BOARD_CONNECTIONS),
     "resources": (False, _RESOURCES),
@@ -460,6 +468,8 @@ def _validate(src: _Source) -> Board:
         for key in ("board_part", "board_connections"):
             if key in d and d["kind"] != "fpga":
                 src.fail(f"{path}.{key}", "only an fpga device sits on a Vivado board part")
+        if "hls_tool" in d and d["kind"] != "fpga":
+            src.fail(f"{path}.hls_tool", "only an fpga device is synthesised by an HLS tool")
         if "board_connections" in d and "board_part" not in d:
             src.fail(f"{path}.board_connections", "connections need the board_part they connect")
         compute = None
@@ -488,6 +498,7 @@ def _validate(src: _Source) -> Board:
                 cores=int(d.get("cores", 1)),
                 clock_mhz=float(d.get("clock_mhz", 0.0)),
                 part=d.get("part", ""),
+                hls_tool=d.get("hls_tool", VITIS_HLS),
                 board_part=d.get("board_part", ""),
                 board_connections=list(d.get("board_connections", [])),
                 resources=dict(d.get("resources", {})),

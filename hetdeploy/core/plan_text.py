@@ -107,9 +107,11 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
         decided = [f"{u.name} " + ", ".join(f"{k.upper()} {low:,}-{high:,}"
                                             for k, (low, high) in u.estimate_range.items())
                    for u in sub.execution_units if u.estimate_range]
-        if decided:  # products near the DSP-or-LUT thresholds: Vivado binds them; the HLS tool cuts the pipeline
+        if decided:  # products near the DSP-or-LUT thresholds: Vivado binds them; the HLS tool cuts the pipeline;
+            # synthesis trims the HLS report's LUTs
             lines.append("  synthesis decides (a product near the DSP-or-LUT thresholds; where the HLS tool cuts a "
-                         "Latency layer's pipeline): " + "; ".join(decided))
+                         "Latency layer's pipeline; how many of the HLS report's LUTs Vivado keeps): "
+                         + "; ".join(decided))
         banded = [f"{u.name} {u.band.count} of {u.band.rows} output rows ({u.band.input_rows} input rows each)"
                   for u in sub.execution_units if u.band]
         if banded:  # the unit's figures are one band's resources and all its bands' cycles

@@ -138,7 +138,7 @@ def capacity(device: Device) -> dict[str, float]:
 def node_shape(device: Device, graph: Graph, index: int, width: int) -> units.Shape:
     """An FPGA node as its own execution unit, in the bands ``units.chosen_band`` gives it."""
     unit = units.node_unit(graph, index, device)
-    shape = units.unit_shape(graph, unit, device.clock_mhz)
+    shape = units.unit_shape(graph, unit, device.clock_mhz, hls_tool=device.hls_tool)
     band = units.chosen_band(graph, unit, shape, device.budget(), width, reader_fifo(device, graph, index))
     return units.banded(shape, band) if band is not None else shape
 
@@ -255,7 +255,8 @@ def engine_capable(device: Device, graph: Graph) -> list[int]:
 
 def engine_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
     """An FPGA node's time on the engine (``units.engine_estimate``), whole (the engine reads whole buffers)."""
-    shape = units.unit_shape(graph, units.node_unit(graph, index, device), device.clock_mhz)
+    shape = units.unit_shape(graph, units.node_unit(graph, index, device), device.clock_mhz,
+                             hls_tool=device.hls_tool)
     cycles = units.engine_estimate(shape, width, units.ddr_bytes_per_cycle(device))["latency_cycles"]
     return cycles / (device.clock_mhz * 1e6)
 
@@ -369,7 +370,8 @@ class CostModel:
         for d in (d for d in board.devices if d.kind == "fpga" and engine):
             on_engine[d.name] = set(engine_capable(d, graph))
             if on_engine[d.name]:
-                shapes = [units.unit_shape(graph, units.node_unit(graph, i, d), d.clock_mhz) for i in on_engine[d.name]]
+                shapes = [units.unit_shape(graph, units.node_unit(graph, i, d), d.clock_mhz, hls_tool=d.hls_tool)
+                          for i in on_engine[d.name]]
                 lump = units.engine_resources(max(s.n_in for s in shapes),
                                               max(self.widths[i] for i in on_engine[d.name]))
                 self.capacity[d.name] = {k: v - lump.get(k, 0) for k, v in self.capacity[d.name].items()}

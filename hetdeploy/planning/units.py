@@ -36,8 +36,9 @@ out its layers:
   output pixel), each table read's index (about 3W LUT a value of a table layer, and of
   Softmax's n + 1), and a fixed control cost per unit;
 - FF, the registers at the pipeline's cuts (W bits a value): an io_parallel unit's input
-  vector; under the Latency strategy every product a sum waits for (hls4ml keeps its
-  products in a completely partitioned array, and at R > 1 they wait for the last ones),
+  vector; under the Latency strategy, synthesised by Vivado HLS, every product a sum waits for (hls4ml keeps
+  its products in a completely partitioned array, and at R > 1 they wait for the last ones), by Vitis HLS
+  only each sum's partial sums after the adder levels a cycle holds (the board's ``hls_tool``),
   under the Resource strategy each multiplier's, about W / 2 a product (a product with no
   sum, n_in = 1, feeds its output combinationally); a streamed layer's output word and its
   window (k x k x input channels; a dense layer's input vector); a table layer's read, and
@@ -87,7 +88,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
 
-from ..core.board import RELAYOUT_OPS, Device
+from ..core.board import RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS, Device
 from ..core.graph import Graph
 from ..core.plan import Band
 
@@ -174,6 +175,10 @@ DSP_MIN_WIDTH = 10
 # (set on hls4ml's Vivado Conv2D baseline: 740 DSPs for 1,536 products of weights drawn from N(0, 0.05^2) in
 # ap_fixed<16,6>, of which about 54 % need 6 bits or more).
 DSP_MIN_CONSTANT_BITS = 6
+# The share of an HLS report's LUTs that Vivado's synthesis keeps (it merges and trims logic the report counts
+# op by op): 0.50 and 0.45 on the hls4ml tutorial's pruned and quantized SVHN CNNs (245,466 -> 123,948 and
+# 263,280 -> 118,931 LUT; benchmarks/published_synthesis.csv)
+SYNTHESIS_LUT_SHARE = 0.5
 
 
 @dataclass
@@ -256,11 +261,14 @@ class Shape:
     table_entries: int = LOOKUP_TABLE_SIZE  # entries of each lookup table (Softmax's, TABLE_OPS'): hls4ml's TableSize
     clock_mhz: float = REFERENCE_CLOCK_MHZ  # the clock the unit runs at (the board's FPGA clock: hls4ml's ClockPeriod)
     bands: int = 1  # runs of the unit, one band of rows each (``banded``): the other fields are one band's
+    hls_tool: str = VITIS_HLS  # the HLS tool that synthesises it (HLS_TOOLS: the board's FPGA's)
 
 
-def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str] = None) -> Shape:
+def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str] = None,
+               hls_tool: str = VITIS_HLS) -> Shape:
     """``_main_shape`` with the values the unit reads (every activation input of its main node) and the FIFO
-    hls4ml puts after each of its layers but the last when it streams, at the FPGA's clock ``clock_mhz``.
+    hls4ml puts after each of its layers but the last when it streams, at the FPGA's clock ``clock_mhz``,
+    synthesised by ``hls_tool`` (HLS_TOOLS).
     ``io_type``: the one the user pinned (IO_TYPES); None: io_stream for spatial data, io_parallel for flat
     (``_main_shape``; the folding may choose the other, ``by_cost``)."""
     main = graph.nodes[unit.nodes[0]]
@@ -268,7 +276,8 @@ def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str
     tables = sum(graph.nodes[i].op in TABLE_OPS for i in unit.nodes)
     selects = sum(graph.nodes[i].op in TABLE_SELECT_OPS for i in unit.nodes)
     shape = dataclasses.replace(_main_shape(graph, unit), input_values=read, table_layers=tables, table_selects=selects,
-                                weight_octaves=main.weight_octaves, weight_bits=main.weight_bits, clock_mhz=clock_mhz)
+                                weight_octaves=main.weight_octaves, weight_bits=main.weight_bits, clock_mhz=clock_mhz,
+                                hls_tool=hls_tool)
     fifos = tuple(f for i in unit.nodes[:-1] for f in output_fifo(graph, i))  # counted where it streams
     return with_io_type(dataclasses.replace(shape, fifos=fifos), io_type)
 
@@ -488,7 +497,7 @@ def reuse_factors_for(shape: Shape, strategy: str) -> list[int]:
 def estimate(shape: Shape, reuse_factor: int, width: int,
              ddr_bytes_per_cycle: Optional[float] = None, strategy: Optional[str] = None,
              dsp_binding: tuple[int, int] = (DSP_MIN_WIDTH, DSP_MIN_CONSTANT_BITS),
-             products_registered: bool = True) -> dict[str, int]:
+             products_registered: Optional[bool] = None) -> dict[str, int]:
     """DSP, BRAM18, LUT, FF and latency in cycles of a unit (see the module doc), and the latency's
     parts: ``compute_cycles`` (its arithmetic, DDR weights' reads within: a vector waits for its
     weights), ``buffer_cycles`` (moving its inputs and outputs through the subfunction's word-wide
@@ -499,7 +508,10 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     None: ``strategy_for`` the reuse factor). ``dsp_binding``: the least data bits and constant weight bits
     a product takes a DSP at (below either, LUTs). ``products_registered``: the HLS tool cuts a Latency
     layer's pipeline after its products (Vivado HLS's designs); False: within its adder tree only, each
-    sum's partial sums after the levels a cycle holds (Vitis HLS's, at a fraction of the FFs)."""
+    sum's partial sums after the levels a cycle holds (Vitis HLS's, at a fraction of the FFs); None: as the
+    unit's ``Shape.hls_tool`` does."""
+    if products_registered is None:
+        products_registered = shape.hls_tool == VIVADO_HLS
     if strategy == ENGINE:
         return engine_estimate(shape, width, ddr_bytes_per_cycle)
     bram18, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
@@ -517,8 +529,9 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         zeros = sum(count for bits, count in codes if bits < 0)  # weights under half a step: they round to 0
         if reuse_factor == 1 and codes:  # each multiplier one constant weight, which the HLS folds in (+-1: a wire)
             factors = [(bits, count) for bits, count in codes if bits > 0]
-        else:  # W-bit weights in turn; hls4ml's multiplier_limit leaves out the products by a zero weight
-            factors = [(width, math.ceil(held / reuse_factor) - zeros // reuse_factor)]
+        else:  # the weights in turn, each of its type's bits (a quantizer's, else W); hls4ml's multiplier_limit
+            # leaves out the products by a zero weight
+            factors = [(_weight_type_bits(shape, width), math.ceil(held / reuse_factor) - zeros // reuse_factor)]
         held -= zeros
         multipliers = sum(count for _, count in factors)
         for bits, count in factors:
@@ -686,8 +699,14 @@ def _weight_codes(shape: Shape, width: int) -> list[tuple[int, int]]:
     """(magnitude bits of the code, weights) of each octave of a kernel unit's weights at W bits
     (``Shape.weight_octaves``: W - 1 - d for the octave d under the top; a quantized model's weights
     keep their own bits at any W); none when its weights are not known."""
-    code = shape.weight_bits if shape.weight_bits and shape.weight_bits <= width else width
+    code = _weight_type_bits(shape, width)
     return [(code - 1 - depth, count) for depth, count in enumerate(shape.weight_octaves) if count]
+
+
+def _weight_type_bits(shape: Shape, width: int) -> int:
+    """The bits of a kernel unit's weight type: its quantizer's (``Shape.weight_bits``, hls4ml's weight precision
+    of a quantized layer) where narrower than the unit's W, else W."""
+    return shape.weight_bits if shape.weight_bits and shape.weight_bits <= width else width
 
 
 def distributed_arithmetic_lut(shape: Shape, width: int) -> int:
@@ -750,7 +769,7 @@ def ddr_folding(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> Folding
 
 def folded_estimate(shape: Shape, folding: Folding, width: int, ddr_bytes_per_cycle: Optional[float],
                     dsp_binding: tuple[int, int] = (DSP_MIN_WIDTH, DSP_MIN_CONSTANT_BITS),
-                    products_registered: bool = True) -> dict[str, int]:
+                    products_registered: Optional[bool] = None) -> dict[str, int]:
     """``estimate`` of ``shape`` folded as ``folding``, under its io type."""
     return estimate(with_io_type(shape, folding.io_type), folding.reuse_factor, width,
                     ddr_bytes_per_cycle if folding.weights_in_ddr else None, strategy=folding.hls_strategy,
@@ -765,12 +784,19 @@ def estimate_range(shape: Shape, folding: Folding, width: int,
     (``estimate``'s ``products_registered``: the same jet tagger MLP at reuse factor 1 took 26,905 to 102,521 FF
     under Vivado HLS 2019.2 and 9,363 under Vitis HLS 2024.1, benchmarks/published_synthesis.csv). Each resource
     whose estimate moves when either threshold moves one bit either way, or with the cut, as [least, most]; the
-    others are not listed."""
+    others are not listed. The LUTs (the HLS report's, as the estimate counts them) reach down to what Vivado's
+    synthesis keeps of them (``synthesized_lut``)."""
     variants = [folded_estimate(shape, folding, width, ddr_bytes_per_cycle,
                                 (DSP_MIN_WIDTH + w, DSP_MIN_CONSTANT_BITS + c), registered)
                 for w in (-1, 0, 1) for c in (-1, 0, 1) for registered in (True, False)]
-    return {k: [min(v[k] for v in variants), max(v[k] for v in variants)] for k in RESOURCES
-            if min(v[k] for v in variants) != max(v[k] for v in variants)}
+    ranges = {k: [min(v[k] for v in variants), max(v[k] for v in variants)] for k in RESOURCES}
+    ranges["lut"][0] = synthesized_lut(ranges["lut"][0])
+    return {k: low_high for k, low_high in ranges.items() if low_high[0] != low_high[1]}
+
+
+def synthesized_lut(hls_lut: int) -> int:
+    """The LUTs Vivado's synthesis keeps of ``hls_lut`` that the HLS report counts (SYNTHESIS_LUT_SHARE)."""
+    return round(hls_lut * SYNTHESIS_LUT_SHARE)
 
 
 def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],

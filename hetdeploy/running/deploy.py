@@ -130,7 +130,8 @@ def write_package(plan: Plan, board: Board, build_dir: Path) -> None:
     design = write_hardware(plan, board, build_dir) if fpga else None
     table = "\n".join(f"- `{s.name}` on `{s.device}` ({s.kind}): {len(s.nodes)} node{'s' if len(s.nodes) > 1 else ''}"
                       for s in plan.subfunctions)
-    hardware = (f"in `{HARDWARE}/`: `(cd <subfunction> && vitis_hls -f build_prj.tcl)` for each core, then "
+    tool = board.device(fpga[0].device).hls_tool if fpga else ""
+    hardware = (f"in `{HARDWARE}/`: `(cd <subfunction> && {tool} -f build_prj.tcl)` for each core, then "
                 f"`vivado -mode batch -source {design.name}`" if design else
                 f"`{HARDWARE}/<subfunction>/build_prj.tcl` exports each core; no block design was written: this "
                 f"board's FPGA part has no Zynq processing system here")
@@ -194,6 +195,7 @@ def write_block_design(plan: Plan, board: Board, folder: Path) -> Optional[Path]
     path = folder / "design.tcl"
     path.write_text(template("design.tcl.in").substitute(
         board=identifier(board.name), part=device.part, clock_mhz=f"{device.clock_mhz:g}", board_part=board_part,
+        hls_tool=device.hls_tool,
         ip_repos=" ".join(f"{s.name}/{s.name}_prj/solution1/impl/ip" for s in fpga), tool_versions=TOOL_VERSIONS,
         ps_vlnv=ps, ps_rule=rule, ps_automation=automation % bool(device.board_part),
         ps_config=config % device.clock_mhz, ps_master=master, ps_slave=slave,
@@ -210,18 +212,20 @@ def _run_tool(command: list[str], folder: Path) -> None:
         raise ToolError(f"{Path(command[0]).name} failed with exit status {result.returncode}; see {log}")
 
 
-def synthesize(plan: Plan, build_dir: Path, progress: Callable[[str], None]) -> str:
-    """Run the HLS and Vivado scripts when the tools are on PATH; else raise SynthesisNotRun, saying
-    what was written and how to run it. Returns the line to show the user."""
-    hls_tool = shutil.which("vitis_hls") or shutil.which("vivado_hls")
-    vivado = shutil.which("vivado")
+def synthesize(plan: Plan, board: Board, build_dir: Path, progress: Callable[[str], None]) -> str:
+    """Run the HLS scripts with the board's HLS tool (its FPGA's ``hls_tool``, which the estimates assumed) and
+    the Vivado script when the tools are on PATH; else raise SynthesisNotRun, saying what was written and how to
+    run it. Returns the line to show the user."""
     fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
     if not fpga:
         return "--synth: the plan has no FPGA subfunction; nothing to synthesise"
+    named = board.device(fpga[0].device).hls_tool
+    hls_tool = shutil.which(named)
+    vivado = shutil.which("vivado")
     hardware = build_dir / "deploy" / HARDWARE
     if hls_tool is None or vivado is None or not (hardware / "design.tcl").exists():
-        missing = " and ".join(t for t, p in (("vitis_hls/vivado_hls", hls_tool), ("vivado", vivado)) if p is None)
-        steps = "; ".join(f"(cd {hardware}/{s.name} && vitis_hls -f build_prj.tcl)" for s in fpga)
+        missing = " and ".join(t for t, p in ((named, hls_tool), ("vivado", vivado)) if p is None)
+        steps = "; ".join(f"(cd {hardware}/{s.name} && {named} -f build_prj.tcl)" for s in fpga)
         raise SynthesisNotRun(f"--synth: {missing or 'a block design for this part'} not available here, so "
                               f"nothing was synthesised (the build itself is complete in {build_dir}); wrote the "
                               f"scripts, for {TOOL_VERSIONS}: {steps}; then (cd {hardware} && vivado -mode batch "

@@ -153,7 +153,7 @@ def build(options: BuildOptions, progress: Progress = stderr_progress, verbose: 
         return state.plan
     progress(f"built {out_dir} in {time.monotonic() - started:.1f} s")
     if options.synth:
-        progress(synthesize(state.plan, out_dir, progress))
+        progress(synthesize(state.plan, state.board, out_dir, progress))
     return state.plan
 
 

@@ -380,7 +380,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
     rate = units.ddr_bytes_per_cycle(device)
     widths = [_pinned_precision(loaded, u, options, layer_widths)[0] for u in found]
     bands = [_unit_band(loaded, u, device, width, options) for u, width in zip(found, widths)]
-    shapes = [_unit_shape(loaded, u, device.clock_mhz, options, band) for u, band in zip(found, bands)]
+    shapes = [_unit_shape(loaded, u, device, options, band) for u, band in zip(found, bands)]
     strategies = {k: strategy for k, (u, shape) in enumerate(zip(found, shapes))
                   if (strategy := _pinned_strategy(loaded, u, shape, options)) is not None}
     pinned = {k: folding for k, (u, shape) in enumerate(zip(found, shapes))
@@ -393,7 +393,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
     if with_engine and not free:
         return None
     # the engine reads whole buffers: a unit on it is priced whole (and leaves its bands)
-    whole = {k: _unit_shape(loaded, found[k], device.clock_mhz, options) if bands[k] else shapes[k]
+    whole = {k: _unit_shape(loaded, found[k], device, options) if bands[k] else shapes[k]
              for k in may | {k for k, s in strategies.items() if s == units.ENGINE}}
     # each subfunction with units that may run on the engine has one (its top's): its resources come off the
     # budget the units are folded into
@@ -477,11 +477,12 @@ def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions
     return f"ap_fixed<{width},{6 if integer is None else integer}>"
 
 
-def _unit_shape(loaded: LoadedModel, unit: units.Unit, clock_mhz: float, options: BuildOptions,
+def _unit_shape(loaded: LoadedModel, unit: units.Unit, device: Device, options: BuildOptions,
                 band: Optional[Band] = None) -> units.Shape:
-    """``unit``'s shape as the estimates see it at the FPGA's clock, run in ``band``s (None: whole), with what
-    --io-type, --table-size and --precision's layer types pin of it."""
-    shape = units.unit_shape(loaded.graph, unit, clock_mhz, _pinned_io_type(loaded, unit, options))
+    """``unit``'s shape as the estimates see it at the FPGA's clock and HLS tool, run in ``band``s (None: whole),
+    with what --io-type, --table-size and --precision's layer types pin of it."""
+    shape = units.unit_shape(loaded.graph, unit, device.clock_mhz, _pinned_io_type(loaded, unit, options),
+                             device.hls_tool)
     shape = units.banded(shape, band) if band is not None else shape
     return _pinned_layer_types(loaded, unit, _pinned_tables(loaded, unit, shape, options), options)
 
@@ -499,7 +500,7 @@ def _unit_band(loaded: LoadedModel, unit: units.Unit, device: Device, width: int
                             f"'{node}' runs on the engine (--strategy {on_engine[0]}=engine), which needs no bands")
         return None
     if given is None:
-        whole = _unit_shape(loaded, unit, device.clock_mhz, options)
+        whole = _unit_shape(loaded, unit, device, options)
         return units.chosen_band(loaded.graph, unit, whole, device.budget(), width)
     node, rows = given
     try:
