@@ -477,7 +477,8 @@ def parser() -> argparse.ArgumentParser:
                     help="print a JSON list, a board each: {name, description, host, devices (in the board's "
                          "preference order): [{name, kind, description, cores, clock_mhz, peak_ops_per_s, memory_bytes, "
                          "memory_bandwidth_bytes_per_s, part, hls_tool, resources, reserve_fraction}]} (part, "
-                         "hls_tool, resources and reserve_fraction FPGA only; peak_ops_per_s a CPU's or GPU's, by data type)")
+                         "hls_tool, resources and reserve_fraction FPGA only; peak_ops_per_s a CPU's or GPU's, by "
+                         "data type)")
     bo.set_defaults(run=_boards)
 
     r = commands.add_parser("report", help="write DIR/report.html: partition, resources and memory maps as pictures",
