@@ -27,9 +27,9 @@ BRAM18 and latency within +-25 %, LUT and FF within +-50 %): first for the point
 marked so when added, before any rule looked at them), then for those the constants were fitted on (fit:
 in-sample), for whole networks and hls4ml's single-layer baselines apart, and the worst points; then the share
 of published FF figures that some figure of the estimate's range (``units.estimate_range``: from the HLS tool
-cutting each Latency layer's pipeline inside its adder trees only, ``least``, to after its products, the
-estimate) is within the bar of. ``--json``: JSON only, {points: [{id, source, network, part, metric,
-published, estimate, least, kind, use, weights}], shares, ff_range_shares, not_compared}. Run by hand; tests
+cutting each Latency layer's pipeline inside its adder trees only, ``least``, to after its products, ``most``)
+is within the bar of. ``--json``: JSON only, {points: [{id, source, network, part, metric, published, estimate,
+least, most, kind, use, weights}], shares, ff_range_shares, reachable_shares, not_compared}. Run by hand; tests
 check behaviour, never time.
 """
 
