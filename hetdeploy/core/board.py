@@ -40,6 +40,7 @@ TOP_WINDOW_OPS = ("MaxPool", "GlobalAveragePool")
 # BatchNormalization not folded into a layer before it, each with a ReLU after it fused (TOP_FUSED_OPS); a Concat
 # along the channels
 TOP_ELEMENTWISE_OPS = ("Add", "Concat", "BatchNormalization")
+TOP_FUSING_OPS = ("Add", "BatchNormalization")  # those of them the top fuses a ReLU after
 TOP_FUSED_OPS = ("Relu",)
 
 
@@ -357,6 +358,10 @@ _COMPUTE = {
     "efficiency": (True, _EFFICIENCY),
     "per_op_s": (False, _NONNEG_NUM),
 }
+# the keys only an fpga device takes, and why
+_FPGA_ONLY_KEYS = {"board_part": "only an fpga device sits on a Vivado board part",
+                   "board_connections": "only an fpga device sits on a Vivado board part",
+                   "hls_tool": "only an fpga device is synthesised by an HLS tool"}
 _DEVICE = {
     "name": (True, _NAME),
     "kind": (True, _KIND),
@@ -465,11 +470,9 @@ def _validate(src: _Source) -> Board:
             for key in ("part", "resources", "clock_mhz"):
                 if key not in d:
                     src.fail(path, f"missing key '{key}' (required for an fpga device)")
-        for key in ("board_part", "board_connections"):
+        for key, why in _FPGA_ONLY_KEYS.items():
             if key in d and d["kind"] != "fpga":
-                src.fail(f"{path}.{key}", "only an fpga device sits on a Vivado board part")
-        if "hls_tool" in d and d["kind"] != "fpga":
-            src.fail(f"{path}.hls_tool", "only an fpga device is synthesised by an HLS tool")
+                src.fail(f"{path}.{key}", why)
         if "board_connections" in d and "board_part" not in d:
             src.fail(f"{path}.board_connections", "connections need the board_part they connect")
         compute = None
@@ -573,10 +576,10 @@ def _validate_pes(src: _Source, d: dict, path: str, ops: Optional[dict]) -> dict
                 src.fail(f"{path}.pes.{kind}.ops[{k}]",
                          f"'{op}' is not implemented by the {engine} engine; the top implements "
                          f"{', '.join(RELAYOUT_OPS + TOP_WINDOW_OPS + TOP_ELEMENTWISE_OPS)}, hls4ml the rest")
-        fusing = set(spec["ops"]) <= {"Add", "BatchNormalization"} and set(spec.get("fuse", [])) <= set(TOP_FUSED_OPS)
+        fusing = set(spec["ops"]) <= set(TOP_FUSING_OPS) and set(spec.get("fuse", [])) <= set(TOP_FUSED_OPS)
         if engine == "top" and spec.get("fuse") and not fusing:
             src.fail(f"{path}.pes.{kind}.fuse", f"a PE the top implements fuses nothing but "
-                                               f"{', '.join(TOP_FUSED_OPS)} after Add or BatchNormalization")
+                                               f"{', '.join(TOP_FUSED_OPS)} after {' or '.join(TOP_FUSING_OPS)}")
     covered = {op for spec in pes.values() for op in spec["ops"]}
     for op in (op for op in listed if op not in covered):  # in the file's order: the same error every run
         src.fail(f"{path}.ops.{op}", f"no PE in {path}.pes runs {op}")
