@@ -18,14 +18,18 @@ layer's products, Vitis HLS its partial sums); a quantized model's (the ``input_
 designs) weights are its quantizer's bits and its input hls4ml's default precision, ``input_bits`` wide.
 Latency is the units' arithmetic (``compute_cycles``: hls4ml's own design; hetdeploy's arena moves are not in a
 standalone hls4ml project): summed for io_parallel networks; for io_stream ones (dataflow) the slowest layer
-plus each other layer's fill, its estimate for one vector (none for an activation without a lookup table).
+plus each other layer's fill, its estimate for one vector (none for an activation without a lookup table), and a
+cycle for each FIFO between two layers (``units.estimate``'s rule inside a unit); its output port holds a word
+(``units.registers_output``).
 An io_parallel network is one hls4ml project, which holds its input in registers once (its later layers read the
 wires before them), where each of hetdeploy's units is a project of its own and holds its input.
 
 Prints one row per point and metric, then the share of points within the issue's bars per metric (DSP,
 BRAM18 and latency within +-25 %, LUT and FF within +-50 %): first for the points held out (``use`` = holdout:
 marked so when added, before any rule looked at them), then for those the constants were fitted on (fit:
-in-sample), for whole networks and hls4ml's single-layer baselines apart, and the worst points; then the share
+in-sample; taitashaw's two rows, held out when added, are fit since their report's per-layer figures set the
+streamed rules: a cycle a FIFO, an activation without a table holding no word), for whole networks and hls4ml's
+single-layer baselines apart, and the worst points; then the share
 of published FF figures that some figure of the estimate's range (``units.estimate_range``: from the HLS tool
 cutting each Latency layer's pipeline inside its adder trees only, ``least``, to after its products, ``most``)
 is within the bar of. ``--json``: JSON only, {points: [{id, source, network, part, metric, published, estimate,
@@ -48,7 +52,7 @@ import numpy as np
 from hetdeploy.core.board import VITIS_HLS, VIVADO_HLS
 from hetdeploy.core.precision import OCTAVES, weight_octaves
 from hetdeploy.planning.units import (RESOURCES, TABLE_OPS, TABLE_SELECT_OPS, UNIT_CONTROL_FF, UNIT_CONTROL_LUT,
-                                      Shape, estimate, synthesized_lut)
+                                      Shape, estimate, registers_output, synthesized_lut)
 
 TABLE = Path(__file__).resolve().parent / "published_synthesis.csv"
 METRICS = (*RESOURCES, "latency_cycles")
@@ -209,7 +213,7 @@ def layers(spec: str, kept: float, weights: list = ()) -> list[Shape]:
             shapes.append(_dense(read, int(args[0]), kept, streamed=streamed, weight_octaves=next(octaves, ())))
             spatial, channels = [], int(args[0])
         elif op == "softmax":
-            shapes[-1] = dataclasses.replace(shapes[-1], softmax=True)
+            shapes[-1] = dataclasses.replace(shapes[-1], softmax=True, layers=2)  # hls4ml's Softmax: its own layer
         elif op == "maxpool":
             size = int(args[0])
             out = [n // size for n in spatial]
@@ -283,11 +287,13 @@ def network_estimate(shapes: list[Shape], reuse_factor: int, widths: list[int],
     totals["lut"] -= (len(layers) - 1) * UNIT_CONTROL_LUT
     totals["ff"] -= (len(layers) - 1) * UNIT_CONTROL_FF
     compute = [e["compute_cycles"] for e in layers]
-    if streamed:  # dataflow: the slowest layer, and each other layer's fill
+    if streamed:  # dataflow: the slowest layer, each other layer's fill, and a cycle a FIFO between two layers
         slowest = compute.index(max(compute))
-        totals["latency_cycles"] = compute[slowest] + sum(fill_cycles(s, reuse_factor, bits)
-                                                          for k, (s, bits) in enumerate(zip(shapes, widths))
-                                                          if k != slowest)
+        totals["latency_cycles"] = compute[slowest] + len(shapes) - 1 + sum(
+            fill_cycles(s, reuse_factor, bits) for k, (s, bits) in enumerate(zip(shapes, widths)) if k != slowest)
+        # the project's output port holds its word (Vitis HLS's AXI-Stream register slice): the last layer's
+        # output register, or one of the port's own after a layer that holds none
+        totals["ff"] += 0 if registers_output(shapes[-1]) else shapes[-1].n_out * widths[-1]
     else:
         totals["latency_cycles"] = sum(compute)
     return totals

@@ -14,7 +14,8 @@ from hetdeploy.core.precision import OCTAVES
 from hetdeploy.planning.units import (BAND_FIFO_SHARE, CYCLES, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, RESOURCES, Folding,
                                       band_of, banded, bram18_blocks, chosen_band, estimate, fifo_bram18,
                                       estimate_range, fold, fold_for_rate, folded_estimate, folding_options,
-                                      reuse_factors_for, split_units, unit_shape, valid_reuse_factors)
+                                      registers_output, reuse_factors_for, split_units, unit_shape,
+                                      valid_reuse_factors)
 
 FPGA = load_board("pynq-z2").device("fpga")
 
@@ -36,6 +37,23 @@ def _head(op_after, n_in=1, n_out=64):
     head = b.graph(b.unary(op_after, b.op("Gemm", ["input"], [1, n_out], n_in * n_out, transB=1)))
     (unit,) = split_units(head, range(len(head.nodes)), FPGA)
     return unit_shape(head, unit, FPGA.clock_mhz)
+
+
+def test_a_streamed_units_layers_hand_words_on_through_fifos():
+    """Streamed, each hls4ml layer of a unit is a dataflow process: a cycle a FIFO between two; an activation
+    without a table passes words through combinationally (no output word in registers), a table's holds its read."""
+    gemm = dataclasses.replace(_head("Relu"), streamed=True)
+    assert gemm.layers == 2
+    assert estimate(gemm, 1, 16)["compute_cycles"] == estimate(dataclasses.replace(gemm, layers=1), 1, 16)[
+        "compute_cycles"] + 1
+    for op, registered in (("Relu", False), ("LeakyRelu", False), ("Tanh", True)):
+        b = graphs.Builder([1, 64])
+        alone = b.graph(b.unary(op, "input"))
+        (unit,) = split_units(alone, range(len(alone.nodes)), FPGA)
+        shape = dataclasses.replace(unit_shape(alone, unit, FPGA.clock_mhz), streamed=True)
+        assert (shape.layers, registers_output(shape)) == (1, registered)
+        words = estimate(shape, 1, 16)["ff"] - estimate(dataclasses.replace(shape, streamed=False), 1, 16)["ff"]
+        assert words == (64 * 16 if registered else 0) - 64 * 16  # io_parallel holds the input vector instead
 
 
 def test_units_fuse_batchnorm_and_activation_into_their_layer():
@@ -346,7 +364,8 @@ def test_what_hls4ml_computes_combinationally_takes_no_cycle():
     assert FPGA.clock_mhz == 100  # where a product and six adder levels take a cycle (pipeline_cycles)
     assert estimate(_head("Relu", n_in=16), 1, 16)["compute_cycles"] == 1 + 1  # a vector, the 4 levels' one
     assert estimate(_head("Relu"), 2, 16)["compute_cycles"] == 2  # folded: 2 a vector
-    assert estimate(dataclasses.replace(_head("Relu"), streamed=True), 1, 16)["compute_cycles"] == 1
+    # streamed: a vector, and the FIFO between the Gemm's process and the ReLU's (a cycle)
+    assert estimate(dataclasses.replace(_head("Relu"), streamed=True), 1, 16)["compute_cycles"] == 1 + 1
     for op, cycles in (("Relu", 0), ("Tanh", 1 + 1)):  # alone: a table's unit reads a vector, then its table
         b = graphs.Builder([1, 64])
         alone = b.graph(b.unary(op, "input"))

@@ -40,7 +40,8 @@ out its layers:
   its products in a completely partitioned array, and at R > 1 they wait for the last ones), by Vitis HLS
   only each sum's partial sums after the adder levels a cycle holds (the board's ``hls_tool``),
   under the Resource strategy each multiplier's, about W / 2 a product (a product with no
-  sum, n_in = 1, feeds its output combinationally); a streamed layer's output word and its
+  sum, n_in = 1, feeds its output combinationally); a streamed layer's output word (not an activation
+  without a table's: combinational between two FIFOs) and its
   window (k x k x input channels; a dense layer's input vector); a table layer's read, and
   the input beside it where the output chooses between the two (ELU, SELU); a few for the
   control state. Plain
@@ -49,8 +50,9 @@ out its layers:
   per output pixel for a streamed convolution), plus the pipeline of the product and its adder tree
   and Softmax's, in cycles of the unit's clock (``pipeline_cycles``: a product and three adder levels a
   cycle at 200 MHz, proportionally more or fewer at a slower or faster clock), the line-buffer fill, a cycle
-  for each lookup table's registered read; none for io_parallel pooling, activations without a table and a
-  product with no sum at R = 1 (combinational: hls4ml's io_parallel MaxPooling and Dense(1 -> 64) + ReLU
+  for each lookup table's registered read, a cycle for each FIFO between a streamed unit's layers (each layer
+  a dataflow process that reads a word the cycle after it was written); none for io_parallel pooling,
+  activations without a table and a product with no sum at R = 1 (combinational: hls4ml's io_parallel MaxPooling and Dense(1 -> 64) + ReLU
   baselines report 0); plus moving the unit's inputs and outputs through the subfunction's
   word-wide arena (two 64-bit words a cycle, each holding 8 / E values of E
   bytes): after the arithmetic for an io_parallel unit or a single vector, beside it for a streamed one.
@@ -89,7 +91,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
 
 from ..core.board import RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS, Device
-from ..core.graph import Graph
+from ..core.graph import QUANTIZER_OPS, Graph
 from ..core.plan import Band
 
 RESOURCES = ("dsp", "bram18", "lut", "ff")
@@ -262,6 +264,9 @@ class Shape:
     clock_mhz: float = REFERENCE_CLOCK_MHZ  # the clock the unit runs at (the board's FPGA clock: hls4ml's ClockPeriod)
     bands: int = 1  # runs of the unit, one band of rows each (``banded``): the other fields are one band's
     hls_tool: str = VITIS_HLS  # the HLS tool that synthesises it (HLS_TOOLS: the board's FPGA's)
+    # hls4ml layers in the unit; streamed, each is a dataflow process, and the next reads a word from the FIFO
+    # between them a cycle after it was written
+    layers: int = 1
 
 
 def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str] = None,
@@ -274,8 +279,10 @@ def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str
     main = graph.nodes[unit.nodes[0]]
     read = sum(math.prod(s or [1]) for s in main.input_shapes)
     tables = sum(graph.nodes[i].op in TABLE_OPS for i in unit.nodes)
+    layers = sum(graph.nodes[i].op not in RELAYOUT_OPS + tuple(QUANTIZER_OPS) for i in unit.nodes)
     selects = sum(graph.nodes[i].op in TABLE_SELECT_OPS for i in unit.nodes)
     shape = dataclasses.replace(_main_shape(graph, unit), input_values=read, table_layers=tables, table_selects=selects,
+                                layers=max(1, layers),
                                 weight_octaves=main.weight_octaves, weight_bits=main.weight_bits, clock_mhz=clock_mhz,
                                 hls_tool=hls_tool)
     fifos = tuple(f for i in unit.nodes[:-1] for f in output_fifo(graph, i))  # counted where it streams
@@ -590,11 +597,12 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         ff += lanes * width
         words = arena_words(shape.output_values, width)
         cycles += words if shape.n_in % lanes == 0 else -(-shape.output_values // ARENA_PORTS)
-    if shape.streamed:  # its output word and its window in registers
-        ff += (shape.n_out + shape.window_values) * width
+    if shape.streamed:  # its window and its output word in registers (``registers_output``); a cycle a FIFO
+        # between its layers
+        ff += (shape.n_out * registers_output(shape) + shape.window_values) * width
         lut += math.ceil(shape.line_buffer_values * width / 32)
         bram18 += fifo_bram18(shape.fifos, width)
-        cycles += shape.line_buffer_values // max(1, shape.n_out)
+        cycles += shape.line_buffer_values // max(1, shape.n_out) + shape.layers - 1
     elif shape.kind not in ("data", "gather", "add", "concat", "affine"):  # an io_parallel hls4ml unit holds
         # its input vector in registers
         ff += shape.input_values * width
@@ -676,6 +684,13 @@ def engine_resources(window: int, width: int) -> dict[str, int]:
             "ff": ENGINE_CONTROL_FF + lanes * (ENGINE_LANE_FF + 2 * width)}
 
 
+def registers_output(shape: Shape) -> bool:
+    """Whether a streamed unit holds its output word in registers: all but an activation without a table, which
+    only compares or shifts between two FIFOs (combinational: a ReLU's module holds 3 FF in a Vitis HLS 2025.2
+    report of hls4ml's io_stream MLP, benchmarks/estimates.py's taitashaw rows)."""
+    return shape.kind != "elementwise" or shape.table_layers > 0
+
+
 def _adder_levels_a_cycle(shape: Shape) -> int:
     """The adder tree's levels one cycle of the unit's clock holds (ADDER_LEVELS_PER_CYCLE at the reference clock)."""
     return max(1, math.floor(ADDER_LEVELS_PER_CYCLE * REFERENCE_CLOCK_MHZ / shape.clock_mhz))
@@ -683,7 +698,7 @@ def _adder_levels_a_cycle(shape: Shape) -> int:
 
 def _first_product_cycles(shape: Shape) -> int:
     """What the first product's pipeline (multiply, then the adder tree) adds to a kernel unit's vectors' cycles."""
-    tree = 1 + math.log2(max(2, shape.n_in)) / ADDER_LEVELS_PER_CYCLE
+    tree = 1 + math.log2(max(1, shape.n_in)) / ADDER_LEVELS_PER_CYCLE  # n_in = 1: its bias added in the product's cycle
     return pipeline_cycles(tree, shape.clock_mhz) - 1
 
 
