@@ -53,8 +53,8 @@ out its layers:
   for each lookup table's registered read, a cycle for each FIFO between a streamed unit's layers (each layer
   a dataflow process that reads a word the cycle after it was written); none for io_parallel pooling,
   activations without a table and a product with no sum at R = 1 (combinational: hls4ml's io_parallel
-  MaxPooling and Dense(1 -> 64) + ReLU baselines report 0); plus moving the unit's inputs and outputs through the subfunction's
-  word-wide arena (two 64-bit words a cycle, each holding 8 / E values of E
+  MaxPooling and Dense(1 -> 64) + ReLU baselines report 0); plus moving the unit's inputs and outputs
+  through the subfunction's word-wide arena (two 64-bit words a cycle, each holding 8 / E values of E
   bytes): after the arithmetic for an io_parallel unit or a single vector, beside it for a streamed one.
 A multiply-accumulate unit may instead keep its weights in DDR (when the FPGA's BRAM cannot hold
 them): no weight BRAM or LUTs, and every output vector reads all the weights through the DDR port,
