@@ -15,7 +15,10 @@ compared like with like: an HLS report's figures with the estimate, a synthesis 
 the same estimate but its LUTs, what Vivado's synthesis keeps of the estimate's (``units.synthesized_lut``) (the
 table's ``kind`` says which). Each row's estimate is its HLS tool's (``hls_tool``: Vivado HLS registers a Latency
 layer's products, Vitis HLS its partial sums); a quantized model's (the ``input_bits`` column set: QKeras
-designs) weights are its quantizer's bits and its input hls4ml's default precision, ``input_bits`` wide.
+designs) weights are its quantizer's bits and its input hls4ml's default precision, ``input_bits`` wide (the
+input's own type where the design set one: 1 for an ap_uint<1> input), and its published weights are of the type
+ap_fixed<bits, ``weight_integer``> (empty: hls4ml's default integer bits). Weights committed with a design added
+here are in benchmarks/synthesis_weights, in the shared data's layout.
 Latency is the units' arithmetic (``compute_cycles``: hls4ml's own design; hetdeploy's arena moves are not in a
 standalone hls4ml project): summed for io_parallel networks; for io_stream ones (dataflow) the slowest layer
 plus each other layer's fill, its estimate for one vector (none for an activation without a lookup table), and a
@@ -63,7 +66,8 @@ HLS4ML_INTEGER = 6  # integer bits of hls4ml's default precision, ap_fixed<16,6>
 # The weights some public projects committed beside their reports (the table's ``weights`` column): the
 # shared data folder beside this checkout, as in shared/data/synthesis-weights/README.md. A row whose weights are
 # not published (or not found here) is estimated from its architecture alone, every product a full-width one.
-WEIGHTS = [Path(__file__).resolve().parents[2] / "shared" / "data" / "synthesis-weights",
+WEIGHTS = [Path(__file__).resolve().parent / "synthesis_weights",  # designs added here, their weights beside
+           Path(__file__).resolve().parents[2] / "shared" / "data" / "synthesis-weights",
            Path(__file__).resolve().parents[1] / "shared" / "data" / "synthesis-weights"]
 
 
@@ -308,7 +312,9 @@ def points() -> list[dict]:
                 result.append({"source": row["source"], "network": row["network"], "part": row["part"],
                                "kind": row["kind"], "use": row["use"]})
                 continue
-            weights = published_weights(row["weights"], HLS4ML_INTEGER) if row["weights"] else []
+            # a quantized model's weights are ap_fixed<bits, weight_integer> (QKeras' quantized_bits(bits, 0): 1)
+            integer = int(row["weight_integer"] or HLS4ML_INTEGER)
+            weights = published_weights(row["weights"], integer) if row["weights"] else []
             clock_mhz = 1000.0 / float(row["clock_ns"])
             bits = int(row["bits"])
             shapes = [dataclasses.replace(s, clock_mhz=clock_mhz, hls_tool=hls_tool(row["tool"]))

@@ -26,7 +26,8 @@ out its layers:
   entries of 18 bits each: hls4ml 1.3 pipelines these layers at one vector a cycle
   whatever the reuse factor, reading a table once per value, so each table is copied
   until the reads fit the copies' two ports (ceil(n / 2) copies); Softmax adds the
-  inverse of the exponentials' sum, read once;
+  inverse of the exponentials' sum, read once, and Vitis HLS builds each of its tables in
+  VITIS_SOFTMAX_TABLE_BRAM18 times the blocks;
 - DSP also: Softmax's products of each exponential by the inverse of their sum
   (18 x 18 bits), one per output;
 - LUT: per multiplier the accumulation adder (about W LUT), weights held in LUTs under the
@@ -149,6 +150,12 @@ ENGINE_FUSED_OPS = ("BatchNormalization", "Relu")
 # Softmax's pipeline after its exponentials' table reads (the sum, the inverse's read, the products): cycles at
 # the reference clock
 SOFTMAX_REFERENCE_CYCLES = 2
+# Vitis HLS 2023.2 and 2024.1 build each of a Softmax's tables in twice the BRAM18s its entries need (io_parallel
+# and io_stream: the hls4ml tutorial's jet taggers, 8 for 5 outputs; a QKeras 400-10-10-10 MLP, 12 for 10; a
+# streamed Conv1D, 29), where Vivado HLS 2019.2 and 2020.1 and their table activations' tables take what they need.
+# Vitis HLS 2025.1 and 2025.2 reports (an AXI-wrapped iris MLP, a streamed jet tagger) show the single figure;
+# hetdeploy's scripts are written for Vitis HLS 2022.1 to 2023.2.
+VITIS_SOFTMAX_TABLE_BRAM18 = 2
 # The subfunction's memories (hls/arena.h) are arrays of words of this many bytes, each element in a
 # lane of ``element_bytes``; a unit moves whole words, ARENA_PORTS a cycle (a true dual-port BRAM gives
 # two accesses, shared by a unit's reads and writes).
@@ -620,7 +627,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     # each read registered, and the input beside it where the output may be the input
     ff += (shape.table_layers + shape.table_selects) * shape.n_out * width
     if shape.softmax:
-        bram18 += (copies + 1) * table  # the exponential's copies and the inverse's one
+        bram18 += (copies + 1) * table * (VITIS_SOFTMAX_TABLE_BRAM18 if shape.hls_tool == VITIS_HLS else 1)  # the
+        # exponential's copies and the inverse's one
         lookups += shape.n_out + 1
         dsp += shape.n_out
         cycles += pipeline_cycles(SOFTMAX_REFERENCE_CYCLES, shape.clock_mhz)
