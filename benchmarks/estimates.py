@@ -15,10 +15,10 @@ compared like with like: an HLS report's figures with the estimate, a synthesis 
 the same estimate but its LUTs, what Vivado's synthesis keeps of the estimate's (``units.synthesized_lut``) (the
 table's ``kind`` says which). Each row's estimate is its HLS tool's (``hls_tool``: Vivado HLS registers a Latency
 layer's products, Vitis HLS its partial sums); a quantized model's (the ``input_bits`` column set: QKeras
-designs) weights are its quantizer's bits and its input hls4ml's default precision, ``input_bits`` wide (the
-input's own type where the design set one: 1 for an ap_uint<1> input), and its published weights are of the type
-ap_fixed<bits, ``weight_integer``> (empty: hls4ml's default integer bits). Weights committed with a design added
-here are in benchmarks/synthesis_weights, in the shared data's layout.
+designs) weights are its quantizer's bits, its accumulators and its input hls4ml's default precision, the input
+``input_bits`` wide (the input's own type where the design set one: 1 for an ap_uint<1> input), and its published
+weights are of the type ap_fixed<bits, ``weight_integer``> (empty: hls4ml's default integer bits). Weights
+committed with a design added here are in benchmarks/synthesis_weights, in the shared data's layout.
 Latency is the units' arithmetic (``compute_cycles``: hls4ml's own design; hetdeploy's arena moves are not in a
 standalone hls4ml project): summed for io_parallel networks; for io_stream ones (dataflow) the slowest layer
 plus each other layer's fill, its estimate for one vector (none for an activation without a lookup table), and a
@@ -62,7 +62,7 @@ METRICS = (*RESOURCES, "latency_cycles")
 BARS = {"dsp": 0.25, "bram18": 0.25, "latency_cycles": 0.25, "lut": 0.5, "ff": 0.5}
 BASELINES = "test/pytest/baselines"  # hls4ml's single-layer synthesis baselines, apart from whole networks
 HLS4ML_TABLE_SIZE = 1024  # the published designs kept hls4ml's default lookup tables
-HLS4ML_INTEGER = 6  # integer bits of hls4ml's default precision, ap_fixed<16,6>
+HLS4ML_WIDTH, HLS4ML_INTEGER = 16, 6  # hls4ml's default precision, ap_fixed<16,6>
 # The weights some public projects committed beside their reports (the table's ``weights`` column): the
 # shared data folder beside this checkout, as in shared/data/synthesis-weights/README.md. A row whose weights are
 # not published (or not found here) is estimated from its architecture alone, every product a full-width one.
@@ -321,7 +321,8 @@ def points() -> list[dict]:
                       for s in network(row["network"], float(row["kept"]), weights)]
             widths = [bits] * len(shapes)
             if row["input_bits"]:  # a quantized model: its weights are the quantizer's, its input hls4ml's default
-                shapes = [dataclasses.replace(s, weight_bits=bits) for s in shapes]
+                # (or its own), its accumulators hls4ml's default precision
+                shapes = [dataclasses.replace(s, weight_bits=bits, accum_bits=HLS4ML_WIDTH) for s in shapes]
                 widths[0] = int(row["input_bits"])
             figures = network_estimate(shapes, int(row["reuse_factor"]), widths)
             # the HLS tool cuts the Latency layers' pipelines inside their adder trees only (least), or after

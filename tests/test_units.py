@@ -56,6 +56,18 @@ def test_a_streamed_units_layers_hand_words_on_through_fifos():
         assert words == (64 * 16 if registered else 0) - 64 * 16  # io_parallel holds the input vector instead
 
 
+def test_a_quantized_layers_products_take_its_weight_type_and_add_at_its_accumulators_width():
+    """hls4ml's weight type is the quantizer's whatever the data's width (a binary input by 6-bit weights makes
+    6-bit products), and each product is cast to accum_t before the adder tree: an adder as wide as the accumulator."""
+    binary = dataclasses.replace(_head("Relu", n_in=16), weight_bits=6)  # Gemm 16 -> 64, its input 1 bit wide
+    multipliers = 16 * 64 // 2  # folded at R = 2
+    assert estimate(binary, 2, 1)["lut"] - estimate(dataclasses.replace(binary, weight_bits=None), 2, 1)["lut"] == \
+        multipliers * (6 - 1) // 2  # a LUT product a bit of the input by half a bit of the weight
+    wide = dataclasses.replace(binary, accum_bits=16)
+    assert estimate(wide, 2, 1)["lut"] - estimate(binary, 2, 1)["lut"] == multipliers * (16 - 1)
+    assert estimate(wide, 2, 16) == estimate(dataclasses.replace(wide, accum_bits=None), 2, 16)  # as wide as W
+
+
 def test_units_fuse_batchnorm_and_activation_into_their_layer():
     graph = conv_stack(2)
     units = split_units(graph, range(len(graph.nodes)), FPGA)

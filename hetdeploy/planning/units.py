@@ -30,7 +30,8 @@ out its layers:
   VITIS_SOFTMAX_TABLE_BRAM18 times the blocks;
 - DSP also: Softmax's products of each exponential by the inverse of their sum
   (18 x 18 bits), one per output;
-- LUT: per multiplier the accumulation adder (about W LUT), weights held in LUTs under the
+- LUT: per multiplier the accumulation adder (about a LUT a bit of the accumulator, hls4ml's accum_t: W unless
+  ``Shape.accum_bits``), weights held in LUTs under the
   Latency strategy (W / 2 LUT each), the line buffers of streamed convolutions and pooling
   ((k - 1) rows of the input in hls4ml's shift registers, which Vivado builds from 32-bit
   shift-register LUTs, not BRAM), pooling's comparators (io_parallel: copied for every
@@ -271,6 +272,8 @@ class Shape:
     clock_mhz: float = REFERENCE_CLOCK_MHZ  # the clock the unit runs at (the board's FPGA clock: hls4ml's ClockPeriod)
     bands: int = 1  # runs of the unit, one band of rows each (``banded``): the other fields are one band's
     hls_tool: str = VITIS_HLS  # the HLS tool that synthesises it (HLS_TOOLS: the board's FPGA's)
+    # bits of the accumulator a kernel's products are summed in (hls4ml's accum_t); None: the unit's width
+    accum_bits: Optional[int] = None
     # hls4ml layers in the unit; streamed, each is a dataflow process, and the next reads a word from the FIFO
     # between them a cycle after it was written
     layers: int = 1
@@ -553,7 +556,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
                 lut += count * width * bits // 2
             else:
                 dsp += count * (2 if width > 18 else 1)
-        lut += multipliers * width
+        lut += multipliers * (shape.accum_bits or width)  # each product's adder, as wide as the accumulator
         if shape.n_in > 1 and latency_strategy and not products_registered:
             ff += min(held, shape.n_out * math.ceil(shape.n_in / 2 ** _adder_levels_a_cycle(shape))) * width
         elif shape.n_in > 1:  # products wait for their sum: all of them under Latency, each multiplier's else
@@ -728,8 +731,8 @@ def _weight_codes(shape: Shape, width: int) -> list[tuple[int, int]]:
 
 def _weight_type_bits(shape: Shape, width: int) -> int:
     """The bits of a kernel unit's weight type: its quantizer's (``Shape.weight_bits``, hls4ml's weight precision
-    of a quantized layer) where narrower than the unit's W, else W."""
-    return shape.weight_bits if shape.weight_bits and shape.weight_bits <= width else width
+    of a quantized layer, whatever the data's W: a binary input times 6-bit weights is 6-bit products), else W."""
+    return shape.weight_bits or width
 
 
 def distributed_arithmetic_lut(shape: Shape, width: int) -> int:
