@@ -164,7 +164,7 @@ def test_strategy_pins_from_the_command_line_and_a_config_file(tmp_path, capsys)
 def test_table_size_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
     """--table-size NODE=N (nodes.NODE.table_size) sets the entries of the lookup tables of the unit holding
     NODE, and its estimate follows: the jet tagger's Softmax at hls4ml's 1,024 entries takes a BRAM18 a table
-    where hetdeploy's 4,096 take four."""
+    where hetdeploy's 4,096 take four (each twice under the PYNQ-Z2's Vitis HLS)."""
     model = tmp_path / "jet.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))
 
@@ -181,8 +181,9 @@ def test_table_size_pins_from_the_command_line_and_a_config_file(tmp_path, capsy
     assert (default["table_size"], pinned["table_size"]) == (4096, 1024)
     assert plan["config"]["nodes"]["/softmax/Softmax"] == {"table_size": 1024}
     assert plan["config"]["nodes"]["/fc4/Gemm"] == {"strategy": "latency"}
-    # 3 copies of the exponential's table (5 reads, two ports each) and the inverse's: 4 blocks each, then 1
-    assert (default["estimate"]["bram18"], pinned["estimate"]["bram18"]) == (16, 4)
+    # 3 copies of the exponential's table (5 reads, two ports each) and the inverse's: 4 blocks each, then 1,
+    # twice that under Vitis HLS (units.VITIS_SOFTMAX_TABLE_BRAM18)
+    assert (default["estimate"]["bram18"], pinned["estimate"]["bram18"]) == (16 * 2, 4 * 2)
     config = tmp_path / "c.yaml"
     config.write_text(f"model: {model}\nboard: pynq-z2\npolicy: support\nnodes:\n  /fc4/Gemm: {{table_size: 256}}\n")
     assert main(["plan", "--config", str(config), "--json"]) == 0  # a node of the unit: the Softmax fused after fc4
