@@ -97,6 +97,8 @@ from ..core.graph import QUANTIZER_OPS, Graph
 from ..core.plan import Band
 
 RESOURCES = ("dsp", "bram18", "lut", "ff")
+# a unit's nodes that are no layer of its hls4ml project: relayouts, and quantizers (its layers' precisions)
+NOT_HLS4ML_LAYER_OPS = frozenset(RELAYOUT_OPS) | QUANTIZER_OPS
 # The layers a unit may start with to run band by band (``band_of``): a window over rows, hls4ml's
 BANDED_OPS = ("Conv", "MaxPool")
 # Ops that change a map's rows or mix them (beyond BANDED_OPS' windows): a unit starting with one is not banded
@@ -151,11 +153,11 @@ ENGINE_FUSED_OPS = ("BatchNormalization", "Relu")
 # Softmax's pipeline after its exponentials' table reads (the sum, the inverse's read, the products): cycles at
 # the reference clock
 SOFTMAX_REFERENCE_CYCLES = 2
-# Vitis HLS 2023.2 and 2024.1 build each of a Softmax's tables in twice the BRAM18s its entries need (io_parallel
-# and io_stream: the hls4ml tutorial's jet taggers, 8 for 5 outputs; a QKeras 400-10-10-10 MLP, 12 for 10; a
-# streamed Conv1D, 29), where Vivado HLS 2019.2 and 2020.1 and their table activations' tables take what they need.
-# Vitis HLS 2025.1 and 2025.2 reports (an AXI-wrapped iris MLP, a streamed jet tagger) show the single figure;
-# hetdeploy's scripts are written for Vitis HLS 2022.1 to 2023.2.
+# Vitis HLS builds each of a Softmax's tables in twice the BRAM18s its entries need: set on the hls4ml tutorial's
+# jet taggers under Vitis HLS 2024.1 (8 for 5 outputs), where Vivado HLS 2019.2 and 2020.1 build them, and both
+# tools the table activations' tables, in what the entries need; reports held out agree (a QKeras 400-10-10-10 MLP
+# under 2023.2: 12 for 10; a streamed Conv1D under 2024.1). Vitis HLS 2025.1 and 2025.2 reports (an AXI-wrapped
+# iris MLP, a streamed jet tagger) show the single figure; hetdeploy's scripts are written for 2022.1 to 2023.2.
 VITIS_SOFTMAX_TABLE_BRAM18 = 2
 # The subfunction's memories (hls/arena.h) are arrays of words of this many bytes, each element in a
 # lane of ``element_bytes``; a unit moves whole words, ARENA_PORTS a cycle (a true dual-port BRAM gives
@@ -289,7 +291,7 @@ def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str
     main = graph.nodes[unit.nodes[0]]
     read = sum(math.prod(s or [1]) for s in main.input_shapes)
     tables = sum(graph.nodes[i].op in TABLE_OPS for i in unit.nodes)
-    layers = sum(graph.nodes[i].op not in RELAYOUT_OPS + tuple(QUANTIZER_OPS) for i in unit.nodes)
+    layers = sum(graph.nodes[i].op not in NOT_HLS4ML_LAYER_OPS for i in unit.nodes)
     selects = sum(graph.nodes[i].op in TABLE_SELECT_OPS for i in unit.nodes)
     shape = dataclasses.replace(_main_shape(graph, unit), input_values=read, table_layers=tables, table_selects=selects,
                                 layers=max(1, layers),
@@ -630,8 +632,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     # each read registered, and the input beside it where the output may be the input
     ff += (shape.table_layers + shape.table_selects) * shape.n_out * width
     if shape.softmax:
-        bram18 += (copies + 1) * table * (VITIS_SOFTMAX_TABLE_BRAM18 if shape.hls_tool == VITIS_HLS else 1)  # the
-        # exponential's copies and the inverse's one
+        blocks = table * (VITIS_SOFTMAX_TABLE_BRAM18 if shape.hls_tool == VITIS_HLS else 1)
+        bram18 += (copies + 1) * blocks  # the exponential's copies and the inverse's one
         lookups += shape.n_out + 1
         dsp += shape.n_out
         cycles += pipeline_cycles(SOFTMAX_REFERENCE_CYCLES, shape.clock_mhz)
