@@ -14,11 +14,13 @@ synthesis-weights; else estimated from the architecture, and the output says whi
 compared like with like: an HLS report's figures with the estimate, a synthesis or implementation result with
 the same estimate but its LUTs, what Vivado's synthesis keeps of the estimate's (``units.synthesized_lut``) (the
 table's ``kind`` says which). Each row's estimate is its HLS tool's (``hls_tool``: Vivado HLS registers a Latency
-layer's products, Vitis HLS its partial sums); a quantized model's (the ``input_bits`` column set: QKeras
-designs) weights are its quantizer's bits, its accumulators and its input hls4ml's default precision, the input
-``input_bits`` wide (the input's own type where the design set one: 1 for an ap_uint<1> input), and its published
-weights are of the type ap_fixed<bits, ``weight_integer``> (empty: hls4ml's default integer bits). Weights
-committed with a design added here are in benchmarks/synthesis_weights, in the shared data's layout.
+layer's products, Vitis HLS its partial sums); each layer sums in the design's precision (hls4ml's configuration
+gives accum_t the layer's type, where hetdeploy's units leave it "auto": ``units.accumulator_bits``); a quantized
+model's (the ``input_bits`` column set: QKeras designs) weights are its quantizer's bits, its accumulators and its
+input hls4ml's default precision, the input ``input_bits`` wide (the input's own type where the design set
+one: 1 for an ap_uint<1> input), and its published weights are of the type ap_fixed<bits, ``weight_integer``>
+(empty: hls4ml's default integer bits). Weights committed with a design added here are in
+benchmarks/synthesis_weights, in the shared data's layout.
 Latency is the units' arithmetic (``compute_cycles``: hls4ml's own design; hetdeploy's arena moves are not in a
 standalone hls4ml project): summed for io_parallel networks; for io_stream ones (dataflow) the slowest layer
 plus each other layer's fill, its estimate for one vector (none for an activation without a lookup table), and a
@@ -320,6 +322,9 @@ def points() -> list[dict]:
             shapes = [dataclasses.replace(s, clock_mhz=clock_mhz, hls_tool=hls_tool(row["tool"]))
                       for s in network(row["network"], float(row["kept"]), weights)]
             widths = [bits] * len(shapes)
+            # each layer sums in its precision, the design's (hls4ml's config sets accum_t; hetdeploy's units leave
+            # it "auto")
+            shapes = [dataclasses.replace(s, accum_bits=bits) for s in shapes]
             if row["input_bits"]:  # a quantized model: its weights are the quantizer's, its input hls4ml's default
                 # (or its own), its accumulators hls4ml's default precision
                 shapes = [dataclasses.replace(s, weight_bits=bits, accum_bits=HLS4ML_WIDTH) for s in shapes]

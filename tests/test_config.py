@@ -228,7 +228,7 @@ def test_io_type_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
         capsys.readouterr().err
     # every output pixel's comparators at once: 43k LUT more than the stream, past the PYNQ-Z2's budget
     assert main(["plan", str(cnn), "--board", "pynq-z2", "--policy", "support", "--io-type", "pool1=parallel"]) == 2
-    assert "(LUT 77072 > 47880)" in capsys.readouterr().err
+    assert "(LUT 77385 > 47880)" in capsys.readouterr().err
     assert main(["plan", str(cnn), "--board", "zcu104", "--policy", "support", "--io-type", "pool1=parallel",
                  "--json"]) == 0
     pool = json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"][1]
@@ -242,7 +242,7 @@ def test_io_type_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
 def test_precision_by_kind_from_the_command_line_and_a_config_file(tmp_path, capsys):
     """--precision NODE=KIND:TYPE,... (or a mapping under nodes.NODE.precision) pins hls4ml's weight, bias,
     accum and result types of the unit holding NODE; plan.json's config holds the mapping, which a config
-    file reads back; the estimate counts the weight type's bits."""
+    file reads back; the estimate counts the weight type's bits and the accumulator's."""
     model = tmp_path / "jet.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))
     kinds = "weight:ap_fixed<4,1>,accum:ap_fixed<24,10>,result:ap_fixed<12,4>"
@@ -258,6 +258,13 @@ def test_precision_by_kind_from_the_command_line_and_a_config_file(tmp_path, cap
     wide = json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"][-1]
     # unrolled, each product by a constant: 4-bit weights are shifts and adds in LUTs, 12-bit ones DSPs
     assert unit["estimate"]["dsp"] < wide["estimate"]["dsp"]
+    assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", "--reuse-factor", "/fc4/Gemm=1",
+                 "--precision", f"/fc4/Gemm={kinds.replace('accum:ap_fixed<24,10>', 'accum:ap_fixed<32,10>')}",
+                 "--json"]) == 0
+    wider = json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"][-1]
+    assert wider["estimate"]["lut"] - unit["estimate"]["lut"] > 0  # each adder as wide as the accumulator
+    assert {k: wider["estimate"][k] for k in ("dsp", "bram18", "ff")} == \
+        {k: unit["estimate"][k] for k in ("dsp", "bram18", "ff")}
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump({"model": str(model), "board": "pynq-z2", "policy": "support",
                                       "nodes": {"/fc4/Gemm": {"precision": written}}}))

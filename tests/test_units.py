@@ -12,9 +12,9 @@ import graphs
 from hetdeploy.core.board import VITIS_HLS, VIVADO_HLS, load_board
 from hetdeploy.core.precision import OCTAVES
 from hetdeploy.planning.units import (BAND_FIFO_SHARE, CYCLES, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, RESOURCES, Folding,
-                                      band_of, banded, bram18_blocks, chosen_band, estimate, fifo_bram18,
-                                      estimate_range, fold, fold_for_rate, folded_estimate, folding_options,
-                                      registers_output, reuse_factors_for, split_units, unit_shape,
+                                      Shape, accumulator_bits, band_of, banded, bram18_blocks, chosen_band, estimate,
+                                      estimate_range, fifo_bram18, fold, fold_for_rate, folded_estimate,
+                                      folding_options, registers_output, reuse_factors_for, split_units, unit_shape,
                                       valid_reuse_factors)
 
 FPGA = load_board("pynq-z2").device("fpga")
@@ -59,13 +59,24 @@ def test_a_streamed_units_layers_hand_words_on_through_fifos():
 def test_a_quantized_layers_products_take_its_weight_type_and_add_at_its_accumulators_width():
     """hls4ml's weight type is the quantizer's whatever the data's width (a binary input by 6-bit weights makes
     6-bit products), and each product is cast to accum_t before the adder tree: an adder as wide as the accumulator."""
-    binary = dataclasses.replace(_head("Relu", n_in=16), weight_bits=6)  # Gemm 16 -> 64, its input 1 bit wide
+    # Gemm 16 -> 64, its input 1 bit wide, summed in 16 bits (hls4ml's default precision, as a QKeras design's)
+    binary = dataclasses.replace(_head("Relu", n_in=16), weight_bits=6, accum_bits=16)
     multipliers = 16 * 64 // 2  # folded at R = 2
     assert estimate(binary, 2, 1)["lut"] - estimate(dataclasses.replace(binary, weight_bits=None), 2, 1)["lut"] == \
         multipliers * (6 - 1) // 2  # a LUT product a bit of the input by half a bit of the weight
-    wide = dataclasses.replace(binary, accum_bits=16)
-    assert estimate(wide, 2, 1)["lut"] - estimate(binary, 2, 1)["lut"] == multipliers * (16 - 1)
-    assert estimate(wide, 2, 16) == estimate(dataclasses.replace(wide, accum_bits=None), 2, 16)  # as wide as W
+    narrow = dataclasses.replace(binary, accum_bits=8)
+    assert estimate(binary, 2, 1)["lut"] - estimate(narrow, 2, 1)["lut"] == multipliers * (16 - 8)
+
+
+def test_an_auto_accumulator_is_what_hls4ml_infers():
+    """hetdeploy leaves hls4ml's accum_t "auto": hls4ml infers the input's bits, the weights', a carry a doubling of
+    the products summed and a sign (the types a build of the README's example wrote: ap_fixed<33,13> for its 12-bit
+    Dense 256 -> 10, ap_fixed<30,10> for its 5 x 5 convolution of one channel, ap_fixed<41,13> at 16 bits)."""
+    dense = Shape("kernel", 256, 10, 1, False, 0, 10, False)
+    conv = Shape("kernel", 25, 8, 24 * 24, True, 0, 24 * 24 * 8, False)
+    assert [accumulator_bits(dense, 12), accumulator_bits(conv, 12), accumulator_bits(dense, 16)] == [33, 30, 41]
+    assert accumulator_bits(dataclasses.replace(dense, weight_bits=4), 12) == 12 + 4 + 8 + 1
+    assert accumulator_bits(dataclasses.replace(dense, accum_bits=24), 12) == 24  # --precision NODE=accum:...
 
 
 def test_units_fuse_batchnorm_and_activation_into_their_layer():
@@ -607,13 +618,14 @@ def test_an_unrolled_units_constant_weights_decide_its_multipliers():
     weights = dataclasses.replace(full, weight_octaves=tuple(octaves))
     assert estimate(full, 1, 16)["dsp"] == 32 and estimate(weights, 1, 16)["dsp"] == 20
     unrolled, unknown = estimate(weights, 1, 16), estimate(full, 1, 16)
-    # 8 LUT multipliers of 16 x 5 bits; the 4 zeros' adders (16 LUT), held weights (8 LUT) and registers (8 FF) gone
-    assert unrolled["lut"] - unknown["lut"] == 8 * 16 * 5 // 2 - 4 * (16 + 8)
+    # 8 LUT multipliers of 16 x 5 bits; the 4 zeros' adders (the accumulator's bits: 16 + 16 + 3 + 1), held
+    # weights (8 LUT) and registers (8 FF) gone
+    assert unrolled["lut"] - unknown["lut"] == 8 * 16 * 5 // 2 - 4 * (36 + 8)
     assert unrolled["ff"] - unknown["ff"] == -4 * 8
     assert DSP_MIN_CONSTANT_BITS == 6 and estimate(weights, 1, 17)["dsp"] == 20 + 8  # 6-bit codes at 17 bits: DSPs
     for rf in (2, 4):  # ceil(32 / R) - 4 // R multipliers, the 28 non-zero weights held in LUTs
         assert estimate(weights, rf, 16)["dsp"] == 32 // rf - 4 // rf == estimate(full, rf, 16)["dsp"] - 4 // rf
-        assert estimate(full, rf, 16)["lut"] - estimate(weights, rf, 16)["lut"] == 4 // rf * 16 + 4 * 16 // 2
+        assert estimate(full, rf, 16)["lut"] - estimate(weights, rf, 16)["lut"] == 4 // rf * 36 + 4 * 16 // 2
     assert estimate(weights, 64, 16) == estimate(full, 64, 16)  # Resource: weights in BRAM banks
     assert folded_estimate(weights, Folding(1, True), 16, 12.0) == folded_estimate(full, Folding(1, True), 16, 12.0)
     # a quantized model's weights keep their own bits whatever the data's width: 4-bit codes are LUT products
@@ -688,7 +700,8 @@ def test_distributed_arithmetic_is_weighed_when_asked_for_quantized_kernels_with
     float_weights = unit_shape(graph, unit, FPGA.clock_mhz)
     assert float_weights.weight_bits is None
     quantized = dataclasses.replace(float_weights, weight_bits=4, weight_octaves=(1024, 512, 256, 256))
-    budget = {"dsp": 220, "bram18": 280, "lut": 53200, "ff": 106400}
+    # twice the Z020's LUTs: unfolded, its 2,048 adders are as wide as hls4ml's inferred accumulator (19 bits)
+    budget = {"dsp": 220, "bram18": 280, "lut": 2 * 53200, "ff": 106400}
     distributed = Folding(1, False, DISTRIBUTED_ARITHMETIC)
     assert fold([quantized], budget, 8) == [Folding(1)]
     assert fold([quantized], budget, 8, distributed_arithmetic=True) == [distributed]

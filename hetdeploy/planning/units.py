@@ -30,8 +30,8 @@ out its layers:
   VITIS_SOFTMAX_TABLE_BRAM18 times the blocks;
 - DSP also: Softmax's products of each exponential by the inverse of their sum
   (18 x 18 bits), one per output;
-- LUT: per multiplier the accumulation adder (about a LUT a bit of the accumulator, hls4ml's accum_t: W unless
-  ``Shape.accum_bits``), weights held in LUTs under the
+- LUT: per multiplier the accumulation adder (about a LUT a bit of the accumulator, hls4ml's accum_t:
+  ``accumulator_bits``), weights held in LUTs under the
   Latency strategy (W / 2 LUT each), the line buffers of streamed convolutions and pooling
   ((k - 1) rows of the input in hls4ml's shift registers, which Vivado builds from 32-bit
   shift-register LUTs, not BRAM), pooling's comparators (io_parallel: copied for every
@@ -274,7 +274,8 @@ class Shape:
     clock_mhz: float = REFERENCE_CLOCK_MHZ  # the clock the unit runs at (the board's FPGA clock: hls4ml's ClockPeriod)
     bands: int = 1  # runs of the unit, one band of rows each (``banded``): the other fields are one band's
     hls_tool: str = VITIS_HLS  # the HLS tool that synthesises it (HLS_TOOLS: the board's FPGA's)
-    # bits of the accumulator a kernel's products are summed in (hls4ml's accum_t); None: the unit's width
+    # bits of the accumulator a kernel's products are summed in (hls4ml's accum_t); None: the one hls4ml infers for
+    # hetdeploy's units, whose accum precision is "auto" (``accumulator_bits``)
     accum_bits: Optional[int] = None
     # hls4ml layers in the unit; streamed, each is a dataflow process, and the next reads a word from the FIFO
     # between them a cycle after it was written
@@ -558,7 +559,7 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
                 lut += count * width * bits // 2
             else:
                 dsp += count * (2 if width > 18 else 1)
-        lut += multipliers * (shape.accum_bits or width)  # each product's adder, as wide as the accumulator
+        lut += multipliers * accumulator_bits(shape, width)  # each product's adder, as wide as the accumulator
         if shape.n_in > 1 and latency_strategy and not products_registered:
             ff += min(held, shape.n_out * math.ceil(shape.n_in / 2 ** _adder_levels_a_cycle(shape))) * width
         elif shape.n_in > 1:  # products wait for their sum: all of them under Latency, each multiplier's else
@@ -729,6 +730,14 @@ def _weight_codes(shape: Shape, width: int) -> list[tuple[int, int]]:
     keep their own bits at any W); none when its weights are not known."""
     code = _weight_type_bits(shape, width)
     return [(code - 1 - depth, count) for depth, count in enumerate(shape.weight_octaves) if count]
+
+
+def accumulator_bits(shape: Shape, width: int) -> int:
+    """Bits of a kernel unit's accumulator (hls4ml's accum_t): ``Shape.accum_bits``, else what hls4ml infers for an
+    "auto" accumulator, as hetdeploy's units have (InferPrecisionTypes: the input's W, the weight type's bits, a
+    carry bit for each doubling of the n_in products summed, and a sign bit; a 12-bit Dense 256 -> 10 with 12-bit
+    weights sums in ap_fixed<33,13>)."""
+    return shape.accum_bits or width + _weight_type_bits(shape, width) + math.ceil(math.log2(max(1, shape.n_in))) + 1
 
 
 def _weight_type_bits(shape: Shape, width: int) -> int:

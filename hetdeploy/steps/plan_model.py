@@ -513,7 +513,8 @@ def _unit_band(loaded: LoadedModel, unit: units.Unit, device: Device, width: int
 def _pinned_layer_types(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
                         options: BuildOptions) -> units.Shape:
     """``shape`` with the weights' bits --precision's weight type gives ``unit`` (its weights rounded to
-    them, as a quantized model's are); the weight, bias and accum kinds need a multiply-accumulate unit."""
+    them, as a quantized model's are) and the accumulator's bits its accum type gives; the weight, bias and accum
+    kinds need a multiply-accumulate unit."""
     given = _unit_setting(loaded, unit, "--precision", options.precisions)
     layer_kinds = [kind for kind in (given[1] if given else {}) if kind != "result"]
     if not layer_kinds:
@@ -522,7 +523,9 @@ def _pinned_layer_types(loaded: LoadedModel, unit: units.Unit, shape: units.Shap
     if shape.kind != "kernel":
         raise UserError(f"{said(options, '--precision', node, types, '--precision ' + node)}: node '{node}' has no "
                         f"multiply-accumulate layer to give the {layer_kinds[0]} type (its unit runs on the {unit.pe} PE)")
-    return dataclasses.replace(shape, weight_bits=types["weight"][0]) if "weight" in types else shape
+    pinned = {field: types[kind][0] for kind, field in (("weight", "weight_bits"), ("accum", "accum_bits"))
+              if kind in types}
+    return dataclasses.replace(shape, **pinned)
 
 
 def _pinned_io_type(loaded: LoadedModel, unit: units.Unit, options: BuildOptions) -> Optional[str]:
