@@ -110,12 +110,12 @@ def test_every_2d_op_standalone_and_after_a_layer(tmp_path):
     x = b.node("Min", [x, b.node("Tanh", [x], "tanh")], "min")
     b.node("Softmax", [x], "softmax", axis=-1)
     path = save_model(b, tmp_path / "ops2d.onnx", [1, F])
-    # Its nine lookup-table layers (16 or 32 values each, a 4,096-entry table copied per two values) need
-    # 452 BRAM18s: a PYNQ-Z2 with twice its BRAM holds them all.
+    # Its nine lookup-table layers (16 or 32 values each, a 4,096-entry table copied per two values; the Softmax's
+    # in twice the blocks under Vitis HLS) need 520 BRAM18s: a PYNQ-Z2 with three times its BRAM holds them all.
     shipped = (Path(hetdeploy.__file__).parent / "boards" / "pynq-z2.yaml").read_text()
     assert "bram18: 280," in shipped
-    board = tmp_path / "pynq-z2-560.yaml"
-    board.write_text(shipped.replace("bram18: 280,", "bram18: 560,"))
+    board = tmp_path / "pynq-z2-840.yaml"
+    board.write_text(shipped.replace("bram18: 280,", "bram18: 840,"))
     plan = build_and_emulate(path, tmp_path / "ops2d", str(board))
     where = on_fpga(plan, [n.name for n in b.nodes])
     assert where["prelu_fused"]["unit"] == where["fc2"]["unit"]
