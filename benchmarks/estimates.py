@@ -322,13 +322,15 @@ def points() -> list[dict]:
             shapes = [dataclasses.replace(s, clock_mhz=clock_mhz, hls_tool=hls_tool(row["tool"]))
                       for s in network(row["network"], float(row["kept"]), weights)]
             widths = [bits] * len(shapes)
-            # each layer sums in its precision, the design's (hls4ml's config sets accum_t; hetdeploy's units leave
-            # it "auto")
-            shapes = [dataclasses.replace(s, accum_bits=bits) for s in shapes]
+            # each layer sums in the design's precision (hls4ml's configuration gives accum_t the layer's type, where
+            # hetdeploy's units leave it "auto")
+            accum = bits
             if row["input_bits"]:  # a quantized model: its weights are the quantizer's, its input hls4ml's default
                 # (or its own), its accumulators hls4ml's default precision
-                shapes = [dataclasses.replace(s, weight_bits=bits, accum_bits=HLS4ML_WIDTH) for s in shapes]
+                shapes = [dataclasses.replace(s, weight_bits=bits) for s in shapes]
                 widths[0] = int(row["input_bits"])
+                accum = HLS4ML_WIDTH
+            shapes = [dataclasses.replace(s, accum_bits=accum) for s in shapes]
             figures = network_estimate(shapes, int(row["reuse_factor"]), widths)
             # the HLS tool cuts the Latency layers' pipelines inside their adder trees only (least), or after
             # their products (most)
