@@ -242,7 +242,8 @@ def test_io_type_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):
 def test_precision_by_kind_from_the_command_line_and_a_config_file(tmp_path, capsys):
     """--precision NODE=KIND:TYPE,... (or a mapping under nodes.NODE.precision) pins hls4ml's weight, bias,
     accum and result types of the unit holding NODE; plan.json's config holds the mapping, which a config
-    file reads back; the estimate counts the weight type's bits and the accumulator's."""
+    file reads back; the estimate counts the weight type's bits, each weight's code under its integer part,
+    and the accumulator's."""
     model = tmp_path / "jet.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))
     kinds = "weight:ap_fixed<4,1>,accum:ap_fixed<24,10>,result:ap_fixed<12,4>"
@@ -265,6 +266,13 @@ def test_precision_by_kind_from_the_command_line_and_a_config_file(tmp_path, cap
     assert wider["estimate"]["lut"] - unit["estimate"]["lut"] > 0  # each adder as wide as the accumulator
     assert {k: wider["estimate"][k] for k in ("dsp", "bram18", "ff")} == \
         {k: unit["estimate"][k] for k in ("dsp", "bram18", "ff")}
+    # the weight type's integer part counts: 16-bit weights under a top of 2**9 leave these small weights codes of
+    # few bits (shifts and adds in LUTs), under a top of 1 codes of 16 bits (DSPs)
+    def dsp_at(weight: str) -> int:
+        assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", "--reuse-factor",
+                     "/fc4/Gemm=1", "--precision", f"/fc4/Gemm=weight:{weight}", "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"][-1]["estimate"]["dsp"]
+    assert dsp_at("ap_fixed<16,10>") < dsp_at("ap_fixed<16,6>") < dsp_at("ap_fixed<16,1>")
     config = tmp_path / "c.yaml"
     config.write_text(yaml.safe_dump({"model": str(model), "board": "pynq-z2", "policy": "support",
                                       "nodes": {"/fc4/Gemm": {"precision": written}}}))

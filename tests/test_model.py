@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import networks
 from hetdeploy.core.errors import UserError
+from hetdeploy.core.precision import octaves_moved
 from hetdeploy.intake.model import load_model
 
 
@@ -212,3 +213,7 @@ def test_a_layers_weights_are_counted_by_octave_under_their_formats_top(tmp_path
     # 0.75 under 1, 0.3 one octave under, 0.001 (in [2**-10, 2**-9)) nine under; 0 past every width
     assert {d: n for d, n in enumerate(octaves) if n} == {0: 1, 1: 1, 9: 1, len(octaves) - 1: 1}
     assert gemm([[np.nan, 1.0], [0.5, 0.25]]).weight_octaves == ()  # no format holds a NaN: none counted
+    # under the top of ap_fixed<W, 4> instead (a pinned weight type): each three octaves deeper, zeros still last
+    moved = octaves_moved(octaves, gemm([[0.75, -0.3], [0.001, 0.0]]).weight_integer, 4)
+    assert {d: n for d, n in enumerate(moved) if n} == {3: 1, 4: 1, 12: 1, len(octaves) - 1: 1}
+    assert {d: n for d, n in enumerate(octaves_moved(octaves, 1, -1)) if n} == {0: 2, 7: 1, len(octaves) - 1: 1}

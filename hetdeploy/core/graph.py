@@ -34,8 +34,9 @@ class Node:
     # model's; None: more than 16, or no such constant
     weight_bits: Optional[int] = None
     # its weights (the constant at input 1) counted by octave under the top of the fixed-point format
-    # hetdeploy gives them (precision.weight_octaves); () when it has none
+    # hetdeploy gives them (precision.weight_octaves), ap_fixed<W, weight_integer>; () when it has none
     weight_octaves: tuple[int, ...] = ()
+    weight_integer: Optional[int] = None
     input_shapes: list[list[int]] = field(default_factory=list)  # one per ``inputs``
     output_shapes: list[list[int]] = field(default_factory=list)
     dtype: str = "float32"

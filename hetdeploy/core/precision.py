@@ -219,6 +219,18 @@ def weight_octaves(values: np.ndarray, integer: int) -> tuple[int, ...]:
     return tuple(int(n) for n in np.bincount(np.clip(depth, 0, OCTAVES - 1), minlength=OCTAVES))
 
 
+def octaves_moved(octaves: tuple[int, ...], integer: int, to_integer: int) -> tuple[int, ...]:
+    """``weight_octaves`` counted under the top of ap_fixed<W, ``integer``>, counted instead under the top of
+    ap_fixed<W, ``to_integer``> (a weight type pinned by the user): each octave ``to_integer - integer`` deeper
+    (a wider integer part leaves fewer fraction bits to each code), those past the last entry in it, those over
+    the new top saturating into its first; the last entry's (zeros among them) stay under any top."""
+    if not octaves:
+        return ()
+    depths = np.clip(np.arange(len(octaves)) + (to_integer - integer), 0, OCTAVES - 1)
+    depths[OCTAVES - 1:] = OCTAVES - 1
+    return tuple(int(n) for n in np.bincount(depths, weights=octaves, minlength=OCTAVES).astype(np.int64))
+
+
 def exact_fixed(values: np.ndarray, max_width: int) -> Optional[tuple[int, int]]:
     """The narrowest signed (width, integer) that holds every value exactly, if one of at most
     ``max_width`` bits does (quantized weights: a 4-bit weight needs 4 bits, not 16); else None."""

@@ -550,12 +550,14 @@ def _attr_value(attr: onnx.AttributeProto):
     return None  # tensors and graphs: not needed for op limits
 
 
-def _weight_octaves(weights: Optional[np.ndarray]) -> tuple[int, ...]:
+def _weight_format(weights: Optional[np.ndarray]) -> tuple[tuple[int, ...], Optional[int]]:
     """A layer's float weights by octave under the top of the format the build gives them
-    (``precision.weight_fixed``); () for none, or for weights not all finite (no format holds them)."""
+    (``precision.weight_fixed``), and that format's integer bits; ((), None) for none, or for weights not all
+    finite (no format holds them)."""
     if weights is None or not np.all(np.isfinite(weights)):
-        return ()
-    return weight_octaves(weights, weight_fixed(weights, WEIGHT_BITS)[1])
+        return (), None
+    integer = weight_fixed(weights, WEIGHT_BITS)[1]
+    return weight_octaves(weights, integer), integer
 
 
 def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
@@ -571,6 +573,7 @@ def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
                      if t in inits and (i == 1 or inits[t] == 1)}
         weights = constants[1] if 1 in constants and constants[1].dtype.kind == "f" else None
         exact = exact_fixed(weights, WEIGHT_BITS) if weights is not None else None
+        octaves, integer = _weight_format(weights if node.op_type in WEIGHTED_OPS else None)
         nodes.append(
             Node(
                 name=node.name,
@@ -584,7 +587,8 @@ def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
                 scalars={i: float(v.reshape(-1)[0]) for i, v in constants.items()
                          if v.size == 1 and v.dtype.kind in "fiub"},  # not a string (ai.onnx.ml's)
                 weight_bits=exact[0] if exact else None,
-                weight_octaves=_weight_octaves(weights) if node.op_type in WEIGHTED_OPS else (),
+                weight_octaves=octaves,
+                weight_integer=integer,
                 input_shapes=[shapes[t] for t in activations],
                 output_shapes=[shapes[t] for t in node.output if t],
                 dtype=dtypes.get(activations[0], "other") if activations else "float32",

@@ -263,6 +263,7 @@ class Shape:
     # bits that hold them exactly (Node.weight_bits; None: float weights, as wide as the unit)
     weight_octaves: tuple[int, ...] = ()
     weight_bits: Optional[int] = None
+    weight_integer: Optional[int] = None  # the integer bits of the format weight_octaves count under (Node's)
     # values a streamed layer holds in its window: a convolution's or pooling's k x k x input channels, a dense
     # layer's input vector
     window_values: int = 0
@@ -296,7 +297,8 @@ def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str
     selects = sum(graph.nodes[i].op in TABLE_SELECT_OPS for i in unit.nodes)
     shape = dataclasses.replace(_main_shape(graph, unit), input_values=read, table_layers=tables, table_selects=selects,
                                 layers=max(1, layers),
-                                weight_octaves=main.weight_octaves, weight_bits=main.weight_bits, clock_mhz=clock_mhz,
+                                weight_octaves=main.weight_octaves, weight_bits=main.weight_bits,
+                                weight_integer=main.weight_integer, clock_mhz=clock_mhz,
                                 hls_tool=hls_tool)
     fifos = tuple(f for i in unit.nodes[:-1] for f in output_fifo(graph, i))  # counted where it streams
     return with_io_type(dataclasses.replace(shape, fifos=fifos), io_type)

@@ -16,7 +16,7 @@ from ..core.board_runtime import resource_of
 from ..core.errors import UserError
 from ..core.plan import (Band, ExecutionUnit, FpgaFallback, FpgaResources, Plan, PlanEstimate, PrecisionSearch,
                          Subfunction, SubfunctionEstimate, Transfer)
-from ..core.precision import NO_LAYER_WIDTHS, node_widths
+from ..core.precision import NO_LAYER_WIDTHS, node_widths, octaves_moved
 from ..fpga.engine import engine_layer, weights_bytes as engine_weights_bytes
 from ..intake.model import QUANTIZER_OPS, LoadedModel
 from ..intake.ort_adapter import run_in_memory
@@ -513,8 +513,8 @@ def _unit_band(loaded: LoadedModel, unit: units.Unit, device: Device, width: int
 def _pinned_layer_types(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
                         options: BuildOptions) -> units.Shape:
     """``shape`` with the weights' bits --precision's weight type gives ``unit`` (its weights rounded to
-    them, as a quantized model's are) and the accumulator's bits its accum type gives; the weight, bias and accum
-    kinds need a multiply-accumulate unit."""
+    them, as a quantized model's are, each code's bits counted under that type's integer part) and the
+    accumulator's bits its accum type gives; the weight, bias and accum kinds need a multiply-accumulate unit."""
     given = _unit_setting(loaded, unit, "--precision", options.precisions)
     layer_kinds = [kind for kind in (given[1] if given else {}) if kind != "result"]
     if not layer_kinds:
@@ -525,6 +525,9 @@ def _pinned_layer_types(loaded: LoadedModel, unit: units.Unit, shape: units.Shap
                         f"multiply-accumulate layer to give the {layer_kinds[0]} type (its unit runs on the {unit.pe} PE)")
     pinned = {field: types[kind][0] for kind, field in (("weight", "weight_bits"), ("accum", "accum_bits"))
               if kind in types}
+    if "weight" in types and shape.weight_integer is not None:
+        pinned.update(weight_octaves=octaves_moved(shape.weight_octaves, shape.weight_integer, types["weight"][1]),
+                      weight_integer=types["weight"][1])
     return dataclasses.replace(shape, **pinned)
 
 
