@@ -16,8 +16,9 @@ the same estimate but its LUTs, what Vivado's synthesis keeps of the estimate's 
 table's ``kind`` says which). Each row's estimate is its HLS tool's (``hls_tool``: Vivado HLS registers a Latency
 layer's products, Vitis HLS its partial sums); each layer sums in the design's precision (hls4ml's configuration
 gives accum_t the layer's type, where hetdeploy's units leave it "auto": ``units.accumulator_bits``); a quantized
-model's (the ``input_bits`` column set: QKeras designs) weights are its quantizer's bits, its accumulators and its
-input hls4ml's default precision, the input ``input_bits`` wide (the input's own type where the design set
+model's (the ``input_bits`` column set: QKeras designs) weights are its quantizer's bits, its accumulators, its
+layers' results (what a layer reads where no quantized activation comes between) and its input hls4ml's default
+precision, the input ``input_bits`` wide (the input's own type where the design set
 one: 1 for an ap_uint<1> input), and its published weights are of the type ap_fixed<bits, ``weight_integer``>
 (empty: hls4ml's default integer bits). Weights committed with a design added here are in
 benchmarks/synthesis_weights, in the shared data's layout.
@@ -105,6 +106,18 @@ def drawn_octaves(initializer: str, fan_in: int, fan_out: int, count: int, integ
     return tuple(counts)
 
 
+def _batch_normalization(channels: int, pixels: int, streamed: bool, scale_octaves: tuple[int, ...] = (),
+                         fifo: bool = False) -> Shape:
+    """hls4ml's BatchNormalization layer (one it keeps: after a quantized layer, whose weights it does not fold a
+    batch normalization into, or after a pooling or an activation) on ``pixels`` of ``channels``: a product a value,
+    by its channel's scale, and the bias added (nnet_batchnorm's normalize: a multiply-accumulate of one product,
+    n_in = 1, one weight a channel); its output through a FIFO when ``fifo``."""
+    values = pixels * channels
+    return Shape("kernel", 1, channels, pixels, streamed, 0, values, False, input_values=values,
+                 fifos=((pixels, channels),) if fifo else (), weight_octaves=scale_octaves, window_values=channels,
+                 weight_bits=HLS4ML_WIDTH)  # float scales, in hls4ml's default type in a quantized model too
+
+
 def _activation(op: str, channels: int, streamed: bool, pixels: int = 1, fifo: bool = False) -> Shape:
     """hls4ml's separate activation layer on ``pixels`` of ``channels`` (a lookup table for
     TABLE_OPS), its output through a FIFO when ``fifo``."""
@@ -159,7 +172,10 @@ def network(name: str, kept: float, weights: list = ()) -> list[Shape]:
         out = [(n + 1) // 2 if padding == "same" else n // 2 for n in size]
         return [Shape("window", 2 ** len(size), channels, math.prod(out), False, 0, math.prod(out) * channels, False,
                       input_values=math.prod(size) * channels)]
-    if name == "svhn_cnn":  # hls4ml tutorial part 6: 32x32x3, conv 16-16-24 (3x3 valid) + 2x2 pools, dense 42-64-10
+    if name in ("svhn_cnn", "svhn_qcnn"):  # hls4ml tutorial part 6: 32x32x3, conv 16-16-24 (3x3 valid) + 2x2 pools,
+        # dense 42-64-10, a batch normalization and a ReLU after each layer but the last; the normalization is folded
+        # into the float model's layers and the QKeras model's convolutions (QConv2DBatchnorm), but kept after its
+        # QDense layers (svhn_qcnn): hls4ml folds none into a quantized layer's weights
         shapes, size, channels = [], 32, 3
         for filters in (16, 16, 24):
             conv, size = _conv(size, channels, filters, kept)
@@ -168,8 +184,12 @@ def network(name: str, kept: float, weights: list = ()) -> list[Shape]:
             size = pooled
             channels = filters
         flat = size * size * channels
+        kept_normalizations = name == "svhn_qcnn"
+        for n_in, n_out in ((flat, 42), (42, 64)):
+            shapes += [_dense(n_in, n_out, kept), *[_batch_normalization(n_out, 1, False)] * kept_normalizations,
+                       _activation("Relu", n_out, False)]
         # the tutorial prunes every layer but output_dense
-        return shapes + [_dense(flat, 42, kept), _dense(42, 64, kept), _dense(64, 10, 1.0, softmax=True)]
+        return shapes + [_dense(64, 10, 1.0, softmax=True)]
     if name == "depthwise3x3":  # hls4ml's DepthwiseConv2D baseline: 3x3 on 32x32x3, 'valid', io_stream,
         # one layer (its output the top's port: no FIFO); a (3, 3, 3, 1) kernel: fans 27 and 9
         return [Shape("kernel", 9, 3, 30 * 30, True, 2 * 32 * 3, 30 * 30 * 3, False, input_values=32 * 32 * 3,
@@ -189,9 +209,10 @@ def layers(spec: str, kept: float, weights: list = ()) -> list[Shape]:
     """A network given layer by layer, '|' between layers: its io type (``parallel`` or ``stream``), ``in
     DIMS`` (``16``, ``128x9``, ``28x28x1``: spatial sizes then channels), then in order ``dense N``, ``conv F kK
     [same]`` (stride 1), ``dwconv kK [same]`` (depthwise), ``pwconv F`` (1x1), ``maxpool P``, ``gmaxpool``
-    (global), ``bn`` (a BatchNormalization hls4ml keeps as a layer), ``flatten``, and activations (``relu``,
-    ``sigmoid``, ...; ``softmax`` goes with the dense layer before it, as its Softmax). ``weights``: each
-    kernel layer's octaves, in order (none: unknown). Under io_stream every layer but the last writes a FIFO."""
+    (global), ``bn`` (a BatchNormalization hls4ml keeps as a layer: a product a value, ``_batch_normalization``),
+    ``flatten``, and activations (``relu``, ``sigmoid``, ...; ``softmax`` goes with the dense layer before it, as
+    its Softmax). ``weights``: each kernel layer's octaves, in order (none: unknown). Under io_stream every layer
+    but the last writes a FIFO."""
     io, first, *rest = spec.split("|")
     streamed = io == "stream"
     *spatial, channels = [int(d) for d in first.split()[1].split("x")]
@@ -232,9 +253,8 @@ def layers(spec: str, kept: float, weights: list = ()) -> list[Shape]:
             shapes.append(Shape("window", 1, channels, pixels, streamed, 0, channels, False, input_values=read,
                                 fifos=fifo(1, channels), window_values=channels))
             spatial = []
-        elif op == "bn":
-            shapes.append(Shape("elementwise", 1, channels, pixels, streamed, 0, read, False, input_values=read,
-                                fifos=fifo(pixels, channels)))
+        elif op == "bn":  # hls4ml's normalize: each value times its channel's scale (a constant) plus its bias
+            shapes.append(_batch_normalization(channels, max(1, pixels), streamed, next(octaves, ()), fifo=streamed))
         elif op == "flatten":
             spatial, channels = [], read
         else:  # an activation
@@ -247,15 +267,15 @@ def layers(spec: str, kept: float, weights: list = ()) -> list[Shape]:
 
 def published_weights(folder: str, integer: int) -> list[tuple[int, ...]]:
     """Each kernel layer's weights (``precision.weight_octaves`` in ap_fixed<W, ``integer``>) from the
-    design's committed weights, in layer order (a separable convolution's depthwise half first); none
-    when they are not found here."""
+    design's committed weights, in layer order (a separable convolution's depthwise half first, a batch
+    normalization's scales); none when they are not found here."""
     for root in WEIGHTS:
         path = root / folder / "weights.npz"
         if path.is_file():
             arrays = np.load(path)
-            order = sorted((k for k in arrays.files if not k.endswith("_bn")),
-                           key=lambda k: (int(k.split("_")[0][1:]), k.endswith("_pw")))
-            return [weight_octaves(arrays[k], integer) for k in order]
+            order = sorted(arrays.files, key=lambda k: (int(k.split("_")[0][1:]), k.endswith("_pw")))
+            # a batch normalization's (2, C): its scales (row 0) are its products' constants
+            return [weight_octaves(arrays[k][0] if k.endswith("_bn") else arrays[k], integer) for k in order]
     return []
 
 
@@ -325,9 +345,12 @@ def points() -> list[dict]:
             # each layer sums in the design's precision (hls4ml's configuration gives accum_t the layer's type, where
             # hetdeploy's units leave it "auto")
             accum = bits
-            if row["input_bits"]:  # a quantized model: its weights are the quantizer's, its input hls4ml's default
-                # (or its own), its accumulators hls4ml's default precision
-                shapes = [dataclasses.replace(s, weight_bits=bits) for s in shapes]
+            if row["input_bits"]:  # a quantized model: its weights are the quantizer's (a kept batch normalization's
+                # scales hls4ml's default type), its input hls4ml's default (or its own), its accumulators and each
+                # layer's result hls4ml's default precision (read as such by the layer after it, where no quantized
+                # activation comes between)
+                shapes = [dataclasses.replace(s, weight_bits=s.weight_bits or bits) for s in shapes]
+                widths = [HLS4ML_WIDTH if i and shapes[i - 1].kind == "kernel" else bits for i in range(len(shapes))]
                 widths[0] = int(row["input_bits"])
                 accum = HLS4ML_WIDTH
             shapes = [dataclasses.replace(s, accum_bits=accum) for s in shapes]
