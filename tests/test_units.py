@@ -91,6 +91,26 @@ def test_units_fuse_batchnorm_and_activation_into_their_layer():
     ]
 
 
+def test_a_batch_normalization_kept_in_a_unit_is_a_product_a_value():
+    """A BatchNormalization left after a layer (intake folds none into a quantized layer's weights) is hls4ml's
+    normalize at reuse factor 1: streamed, a word of products a cycle; io_parallel, every value's at once."""
+    dense = _head("BatchNormalization", n_in=16)
+    assert dense.normalizations == 1 and dataclasses.replace(_head("Relu", n_in=16)).normalizations == 0
+    alone = dataclasses.replace(dense, normalizations=0)
+    for rf in (1, 4):
+        assert estimate(dense, rf, 16)["dsp"] - estimate(alone, rf, 16)["dsp"] == 64
+    assert estimate(dense, 1, 8)["dsp"] == estimate(alone, 1, 8)["dsp"]  # narrow products: in LUTs
+    assert estimate(dense, 1, 8)["lut"] > estimate(alone, 1, 8)["lut"]
+    (conv, *_) = [unit_shape(graph, unit, FPGA.clock_mhz)
+                  for graph in [conv_stack(1, channels=8, size=6)]
+                  for unit in split_units(graph, range(len(graph.nodes)), FPGA)]
+    assert conv.normalizations == 1 and conv.streamed
+    parallel = dataclasses.replace(conv, streamed=False)
+    added = {s: estimate(s, 1, 16)["dsp"] - estimate(dataclasses.replace(s, normalizations=0), 1, 16)["dsp"]
+             for s in (conv, parallel)}
+    assert added == {conv: 8, parallel: 8 * 6 * 6}
+
+
 def test_a_tensor_read_elsewhere_is_not_fused_away():
     graph = conv_stack(1)
     conv_out = graph.nodes[0].outputs[0]
@@ -655,8 +675,9 @@ def test_registers_sit_at_the_pipelines_cuts():
     conv = unit_shape(graph, split_units(graph, range(len(graph.nodes)), FPGA)[0], FPGA.clock_mhz,
                       hls_tool="vivado_hls")
     assert conv.streamed and conv.window_values == 3 * 3 * 3
-    # 27 x 8 products, the 8-channel output word and the 27-value window, no input vector in registers
-    assert estimate(conv, 1, 16)["ff"] == 1728 + 560 + 2
+    # 27 x 8 products, the 8-channel output word and the 27-value window, no input vector in registers; and the
+    # word of sums of the BatchNormalization kept after it
+    assert estimate(conv, 1, 16)["ff"] == 1728 + 560 + 2 + 8 * 16
 
 
 def test_a_depthwise_convolution_is_folded_under_latency_only():

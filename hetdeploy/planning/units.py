@@ -281,6 +281,9 @@ class Shape:
     # hls4ml layers in the unit; streamed, each is a dataflow process, and the next reads a word from the FIFO
     # between them a cycle after it was written
     layers: int = 1
+    # BatchNormalization layers after a kernel unit's main node that hls4ml keeps as layers (rewrites.fold_batchnorm
+    # folds none into a quantized layer's weights): each a product by its channel's scale and a sum a value
+    normalizations: int = 0
 
 
 def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str] = None,
@@ -295,8 +298,9 @@ def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str
     tables = sum(graph.nodes[i].op in TABLE_OPS for i in unit.nodes)
     layers = sum(graph.nodes[i].op not in NOT_HLS4ML_LAYER_OPS for i in unit.nodes)
     selects = sum(graph.nodes[i].op in TABLE_SELECT_OPS for i in unit.nodes)
+    normalizations = sum(graph.nodes[i].op == "BatchNormalization" for i in unit.nodes[1:])
     shape = dataclasses.replace(_main_shape(graph, unit), input_values=read, table_layers=tables, table_selects=selects,
-                                layers=max(1, layers),
+                                layers=max(1, layers), normalizations=normalizations,
                                 weight_octaves=main.weight_octaves, weight_bits=main.weight_bits,
                                 weight_integer=main.weight_integer, clock_mhz=clock_mhz,
                                 hls_tool=hls_tool)
@@ -612,6 +616,16 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         ff += lanes * width
         words = arena_words(shape.output_values, width)
         cycles += words if shape.n_in % lanes == 0 else -(-shape.output_values // ARENA_PORTS)
+    if shape.kind == "kernel" and shape.normalizations:  # nnet_batchnorm's normalize at hls4ml's model-wide reuse
+        # factor 1 (the unit's is its main layer's): streamed, a word of products a cycle; io_parallel, every value's at
+        # once; each by a constant of W bits, its sum registered
+        products = shape.normalizations * shape.n_out * (1 if shape.streamed else shape.vectors)
+        if width < dsp_binding[0]:
+            lut += products * width * width // 2
+        else:
+            dsp += products * (2 if width > 18 else 1)
+        lut += products * width
+        ff += shape.normalizations * shape.n_out * width
     if shape.streamed:  # its window and its output word in registers (``registers_output``); a cycle a FIFO
         # between its layers
         ff += (shape.n_out * registers_output(shape) + shape.window_values) * width
