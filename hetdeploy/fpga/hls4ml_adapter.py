@@ -431,6 +431,9 @@ def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: st
             if node.op_type in _FOLDED_OPS:
                 layer.update(ReuseFactor=settings.reuse_factor, Strategy=settings.strategy)
                 layer["Precision"] = {**layer.get("Precision", {}), **settings.layer_types}
+            if node.op_type == "BatchNormalization":  # a scale kept after the layer (a quantized layer's) folds with
+                # it: its products share ceil(n / R) multipliers, as fast as the layer (units.estimate counts them)
+                layer.update(ReuseFactor=settings.reuse_factor)
             if node.op_type in units.TABLE_OPS:  # the unit's (default 4096: hls4ml's 1024 err by up to ~0.004)
                 layer.update(TableSize=settings.table_size)
                 if node.op_type in _BOUNDED_TABLE_OPS:  # outputs within (-1, 1): 16 fraction bits, not 10

@@ -616,10 +616,13 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         ff += lanes * width
         words = arena_words(shape.output_values, width)
         cycles += words if shape.n_in % lanes == 0 else -(-shape.output_values // ARENA_PORTS)
-    if shape.kind == "kernel" and shape.normalizations:  # nnet_batchnorm's normalize at hls4ml's model-wide reuse
-        # factor 1 (the unit's is its main layer's): streamed, a word of products a cycle; io_parallel, every value's at
-        # once; each by a constant of W bits, its sum registered
-        products = shape.normalizations * shape.n_out * (1 if shape.streamed else shape.vectors)
+    if shape.kind == "kernel" and shape.normalizations:  # nnet_batchnorm's normalize at the unit's reuse factor R
+        # (hls4ml_adapter gives it the layer's): a product by a constant of W bits and its sum a value, ceil(n / R)
+        # multipliers for the n of a word (streamed) or of the vector (io_parallel: R cycles more); its sums registered
+        values = shape.n_out * (1 if shape.streamed else shape.vectors)
+        products = shape.normalizations * math.ceil(values / reuse_factor)
+        if not shape.streamed:
+            cycles += shape.normalizations * (reuse_factor - 1)
         if width < dsp_binding[0]:
             lut += products * width * width // 2
         else:
