@@ -184,10 +184,11 @@ def network(name: str, kept: float, weights: list = ()) -> list[Shape]:
             size = pooled
             channels = filters
         flat = size * size * channels
-        kept_normalizations = name == "svhn_qcnn"
         for n_in, n_out in ((flat, 42), (42, 64)):
-            shapes += [_dense(n_in, n_out, kept), *[_batch_normalization(n_out, 1, False)] * kept_normalizations,
-                       _activation("Relu", n_out, False)]
+            shapes.append(_dense(n_in, n_out, kept))
+            if name == "svhn_qcnn":
+                shapes.append(_batch_normalization(n_out, 1, False))
+            shapes.append(_activation("Relu", n_out, False))
         # the tutorial prunes every layer but output_dense
         return shapes + [_dense(64, 10, 1.0, softmax=True)]
     if name == "depthwise3x3":  # hls4ml's DepthwiseConv2D baseline: 3x3 on 32x32x3, 'valid', io_stream,

@@ -561,10 +561,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         held -= zeros
         multipliers = sum(count for _, count in factors)
         for bits, count in factors:
-            if width < dsp_binding[0] or bits < dsp_binding[1]:
-                lut += count * width * bits // 2
-            else:
-                dsp += count * (2 if width > 18 else 1)
+            on_dsps, in_luts = _bound_products(count, width, bits, dsp_binding)
+            dsp, lut = dsp + on_dsps, lut + in_luts
         lut += multipliers * accumulator_bits(shape, width)  # each product's adder, as wide as the accumulator
         if shape.n_in > 1 and latency_strategy and not products_registered:
             ff += min(held, shape.n_out * math.ceil(shape.n_in / 2 ** _adder_levels_a_cycle(shape))) * width
@@ -623,11 +621,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         products = shape.normalizations * math.ceil(values / reuse_factor)
         if not shape.streamed:
             cycles += shape.normalizations * (reuse_factor - 1)
-        if width < dsp_binding[0]:
-            lut += products * width * width // 2
-        else:
-            dsp += products * (2 if width > 18 else 1)
-        lut += products * width
+        on_dsps, in_luts = _bound_products(products, width, width, dsp_binding)  # its scales W bits: unknown
+        dsp, lut = dsp + on_dsps, lut + in_luts + products * width  # and an adder a product
         ff += shape.normalizations * shape.n_out * width
     if shape.streamed:  # its window and its output word in registers (``registers_output``); a cycle a FIFO
         # between its layers
@@ -669,6 +664,15 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         cycles, ddr, latency = cycles * shape.bands, ddr * shape.bands, (latency + copies) * shape.bands
     return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": latency, "compute_cycles": cycles,
             "buffer_cycles": latency - cycles, "ddr_cycles": ddr}
+
+
+def _bound_products(count: int, width: int, bits: int, dsp_binding: tuple[int, int]) -> tuple[int, int]:
+    """(DSPs, LUTs) of ``count`` products of ``width``-bit data by constants of ``bits`` magnitude bits, as synthesis
+    binds them: under either of ``dsp_binding``'s least data and constant bits, shifts and adds in LUTs; else a DSP
+    each (two past 18 bits)."""
+    if width < dsp_binding[0] or bits < dsp_binding[1]:
+        return 0, count * width * bits // 2
+    return count * (2 if width > 18 else 1), 0
 
 
 def engine_refusal(graph: Graph, unit: Unit) -> Optional[str]:
