@@ -8,14 +8,13 @@ internal error (a bug: the traceback is kept).
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import os
 import sys
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from .. import __version__
 from ..core import processes
@@ -172,16 +171,18 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _emulate(args: argparse.Namespace) -> int:
+    from ..core.board_runtime import Problem, check_output_path, save_outputs
     from ..running.emulate import emulate
 
-    result = emulate(Path(args.build_dir), args.input, args.seed, args.labels, args.batch, not args.sequential,
-                     args.benchmark, args.profile)
-    if args.output:
-        values = list(result.comparison.outputs.values())
-        if len(values) == 1:
-            np.save(args.output, values[0])
-        else:
-            np.savez(args.output, **result.comparison.outputs)
+    try:
+        if args.output:
+            check_output_path(args.output)  # before the emulation's work, not after it
+        result = emulate(Path(args.build_dir), args.input, args.seed, args.labels, args.batch, not args.sequential,
+                         args.benchmark, args.profile)
+        if args.output:
+            save_outputs(args.output, result.comparison.outputs)
+    except Problem as problem:
+        raise UserError(str(problem)) from None
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -265,6 +266,11 @@ def _device_line(device) -> str:
 
 
 # The sections of every command's --help, in this order (argparse leaves out an empty one).
+# What the file system says when it refuses a build's or a command's writes or reads: one line, exit 2
+FILE_SYSTEM_REFUSALS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.ENAMETOOLONG, errno.EACCES, errno.EPERM,
+                        errno.EFBIG, errno.EMFILE, errno.ENFILE, errno.EIO, errno.ELOOP, errno.ENOTDIR,
+                        errno.EISDIR, errno.EEXIST, errno.EXDEV, errno.ENOTEMPTY, errno.EBUSY}
+
 _SECTIONS = ("what to deploy", "the sweep's grid", "partitioning", "precision and verification",
              "folding and memory", "building", "what it prints")
 
@@ -562,7 +568,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader went away (| head): stop quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-    except OSError as err:  # the file system refused (full or read-only disk, a name too long, no permission)
+    except OSError as err:
+        if err.errno not in FILE_SYSTEM_REFUSALS:  # a file of hetdeploy's own gone missing is hetdeploy's bug
+            raise
         where = f"{err.filename}: " if err.filename else ""
         print(f"hetdeploy: error: {where}{err.strerror or err}", file=sys.stderr)
         return 2

@@ -584,6 +584,27 @@ class Problem(Exception):
     """A mistake in how run.py was called: one line, exit 2."""
 
 
+def check_output_path(path: str) -> None:
+    """Before anything runs: ``path`` can take the outputs (not a folder, its folder exists)."""
+    if os.path.isdir(path):
+        raise Problem(f"--output {path}: is a folder; give the file to write (.npy for one output, .npz by name)")
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise Problem(f"--output {path}: its folder does not exist")
+
+
+def save_outputs(path: str, outputs: dict[str, np.ndarray]) -> None:
+    """The outputs into exactly ``path`` (numpy would add .npy or .npz to a name without it): one as
+    .npy, several as .npz by name."""
+    try:
+        with open(path, "wb") as file:
+            if len(outputs) == 1:
+                np.save(file, next(iter(outputs.values())))
+            else:
+                np.savez(file, **outputs)
+    except OSError as err:
+        raise Problem(f"--output {path}: cannot write it ({err.strerror})") from None
+
+
 def read_inputs(path: str, specs: list[dict]) -> dict[str, np.ndarray]:
     """The samples in ``path`` by input name, each (N, *its shape without the batch axis), checked
     against the plan before anything reads them (a C core would read past a short buffer)."""
@@ -693,6 +714,8 @@ def main(argv: list[str] | None = None) -> int:
         problem = batch_problem(args.batch, largest_batch(plan))
         if problem:
             raise Problem(problem)
+        if args.output:
+            check_output_path(args.output)
         plan, runners = load(args.emulate)
         arrays = read_inputs(args.input, plan["inputs"])
     except Problem as problem:
@@ -703,11 +726,12 @@ def main(argv: list[str] | None = None) -> int:
     times = StreamTimes()
     envs = run_stream(stages, batches_of(plan, arrays, args.batch), not args.sequential, times)
     outputs = {o["name"]: np.concatenate([env[o["name"]] for env in envs]) for o in plan["outputs"]}
-    if args.output:
-        if len(outputs) == 1:
-            np.save(args.output, next(iter(outputs.values())))
-        else:
-            np.savez(args.output, **outputs)
+    try:
+        if args.output:
+            save_outputs(args.output, outputs)
+    except Problem as problem:
+        print(f"run.py: error: {problem}", file=sys.stderr)
+        return 2
     if args.benchmark:
         for line in stream_table(stream_summary([s.name for s in stages], [s.resource for s in stages], times)):
             print(line)

@@ -239,6 +239,7 @@ def _read(path: Path) -> onnx.ModelProto:
     if not model.graph.output:
         raise UserError(f"{path}: the ONNX graph has no outputs: nothing it computes is read")
     _check_opsets(model, path)
+    _name_non_utf8(model.graph)
     base = path.resolve().parent
     for tensor in _all_tensors(model.graph):
         _check_tensor_data(tensor, path)
@@ -263,6 +264,7 @@ def _read(path: Path) -> onnx.ModelProto:
             raise UserError(f"{path}: output '{output.name}' is an initializer, a constant the model does not "
                             f"compute; hetdeploy deploys computed outputs only")
     _import_domains(model)  # exporters of custom ops forget them
+    _drop_repeated_outputs(model.graph)
     _drop_repeated_value_info(model.graph)
     try:
         onnx.load_external_data_for_model(model, str(base))
@@ -271,6 +273,58 @@ def _read(path: Path) -> onnx.ModelProto:
     except Exception as err:
         raise UserError(f"{path}: invalid ONNX model: {first_line(err)}") from None
     return model
+
+
+def _name_non_utf8(graph: onnx.GraphProto) -> None:
+    """Each node or tensor name that is not UTF-8 (protobuf hands it over as bytes, which neither
+    onnxruntime nor plan.json takes) becomes its bytes written out, ``\\xff`` for each byte that is not
+    UTF-8 (and ``_`` after it while that name is taken): one name for the same bytes everywhere, that
+    says what it was, and that later stages sanitise as any other."""
+    fields = list(_name_fields(graph))
+    taken = {name for name in (_field(*f) for f in fields) if isinstance(name, str)}
+    renamed: dict[bytes, str] = {}
+    for holder, key in fields:
+        name = _field(holder, key)
+        if not isinstance(name, bytes):
+            continue
+        if name not in renamed:
+            text = name.decode("utf-8", "backslashreplace")
+            while text in taken:
+                text += "_"
+            renamed[name] = text
+            taken.add(text)
+        if isinstance(key, int):
+            holder[key] = renamed[name]
+        else:
+            setattr(holder, key, renamed[name])
+
+
+def _name_fields(graph: onnx.GraphProto):
+    """Every node and tensor name of ``graph`` and its subgraphs, as (message, field name) or (repeated
+    field, index)."""
+    for message in [*graph.input, *graph.output, *graph.value_info, *graph.initializer, *graph.node,
+                    *(s.values for s in graph.sparse_initializer)]:
+        yield message, "name"
+    for node in graph.node:
+        for names in (node.input, node.output):
+            yield from ((names, k) for k in range(len(names)))
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs):
+                yield from _name_fields(sub)
+
+
+def _field(holder, key):
+    return holder[key] if isinstance(key, int) else getattr(holder, key)
+
+
+def _drop_repeated_outputs(graph: onnx.GraphProto) -> None:
+    """An output the graph lists again is the same tensor: kept once (the first), as the outputs a
+    build returns are keyed by name (run.py's .npz, emulate's --output)."""
+    seen: set[str] = set()
+    kept = [o for o in graph.output if not (o.name in seen or seen.add(o.name))]
+    if len(kept) != len(graph.output):
+        del graph.output[:]
+        graph.output.extend(kept)
 
 
 def _drop_repeated_value_info(graph: onnx.GraphProto) -> None:
@@ -289,6 +343,11 @@ def _drop_repeated_value_info(graph: onnx.GraphProto) -> None:
 
 
 def _check_opsets(model: onnx.ModelProto, path: Path) -> None:
+    if not any(o.domain in ("", "ai.onnx") for o in model.opset_import):
+        # onnx's checker and onnxruntime refuse it too: which version of each op the model means is unknown
+        imported = ", ".join(repr(o.domain) for o in model.opset_import) or "nothing"
+        raise UserError(f"{path}: the model imports no opset of the default ONNX domain (opset_import: {imported}); "
+                        f"export it again, or add the opset its ops were written for")
     newest = onnx.defs.onnx_opset_version()
     for opset in model.opset_import:
         if opset.domain in ("", "ai.onnx") and not 1 <= opset.version <= newest:
@@ -316,8 +375,12 @@ def _check_tensor_data(tensor: onnx.TensorProto, path: Path) -> None:
 def _densify_sparse_initializers(model: onnx.ModelProto, path: Path) -> None:
     """Sparse initializers as the dense ones every later stage reads (onnxruntime does the same)."""
     for sparse in list(model.graph.sparse_initializer):
-        values = onnx.numpy_helper.to_array(sparse.values)
-        indices = onnx.numpy_helper.to_array(sparse.indices).astype(np.int64)
+        try:
+            values = onnx.numpy_helper.to_array(sparse.values, str(path.resolve().parent))
+            indices = onnx.numpy_helper.to_array(sparse.indices, str(path.resolve().parent)).astype(np.int64)
+        except Exception as err:  # onnx's ValidationError, a short file, a data type it cannot read
+            raise UserError(f"{path}: sparse initializer '{sparse.values.name}': its values or indices cannot be read "
+                            f"({first_line(err)})") from None
         dense = np.zeros(math.prod(sparse.dims), values.dtype)
         try:
             flat = indices if indices.ndim == 1 else np.ravel_multi_index(indices.T, tuple(sparse.dims))
@@ -364,6 +427,8 @@ def _import_domains(model: onnx.ModelProto) -> None:
 
 def _all_tensors(graph: onnx.GraphProto):
     yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield from (sparse.values, sparse.indices)
     for node in graph.node:
         for attr in node.attribute:
             if attr.type == onnx.AttributeProto.TENSOR:
