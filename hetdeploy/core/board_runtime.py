@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import hashlib
 import json
 import os
 import platform
@@ -584,6 +585,61 @@ class Problem(Exception):
     """A mistake in how run.py was called: one line, exit 2."""
 
 
+# Each build folder and its deploy/ hold a manifest: the sha256 of every file emulation and run.py
+# read, checked before anything runs, so that a damaged build is refused instead of run
+MANIFEST = "manifest.json"
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(folder: Path, files: list[Path]) -> None:
+    """``folder``'s MANIFEST: each of ``files`` (inside ``folder`` or, for deploy/'s, its parent) by its
+    path relative to ``folder``, '/'-separated, and its sha256."""
+    names = {os.path.relpath(f, folder).replace(os.sep, "/"): sha256_of(f) for f in files}
+    (folder / MANIFEST).write_text(json.dumps({"files": dict(sorted(names.items()))}, indent=1) + "\n")
+
+
+def check_manifest(folder: Path, emulate: bool) -> None:
+    """Every file ``folder``'s MANIFEST lists is there and unchanged (Problem naming the first that is
+    not); its entries in the folder above (deploy/'s manifest: the build folder's C-simulation files)
+    only when ``emulate``."""
+    path = folder / MANIFEST
+    try:
+        files = json.loads(path.read_text())["files"]
+        if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+            raise ValueError("its files are not names and digests")
+    except FileNotFoundError:
+        raise Problem(f"{path}: missing: not a complete build (or one an older hetdeploy wrote); build it "
+                      f"again") from None
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as err:  # JSONDecodeError is a ValueError
+        raise Problem(f"{path}: damaged ({type(err).__name__}); build it again") from None
+    for name, recorded in files.items():
+        above = name.startswith("../")
+        if above and not emulate:
+            continue
+        target = folder / name
+        try:
+            inside = (folder / name).resolve().is_relative_to((folder.parent if above else folder).resolve())
+            found = sha256_of(target) if inside else None
+        except FileNotFoundError:
+            raise Problem(f"{target}: missing; the build is damaged (its {MANIFEST} lists it): build it again") \
+                from None
+        except (OSError, ValueError) as err:  # a folder, no permission, a NUL in the name
+            raise Problem(f"{target}: cannot read it ({getattr(err, 'strerror', None) or err}); the build is "
+                          f"damaged: build it again") from None
+        if not inside:
+            raise Problem(f"{path}: lists {name!r}, outside the build; the manifest is damaged: build it again")
+        if found != recorded:
+            raise Problem(f"{target}: changed since the build (its sha256 is not the one {MANIFEST} records); the "
+                          f"build is damaged: build it again")
+
+
 def check_output_path(path: str) -> None:
     """Before anything runs: ``path`` can take the outputs (not a folder, its folder exists)."""
     if os.path.isdir(path):
@@ -710,6 +766,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.batch < 1:
         parser.error(f"argument --batch: '{args.batch}': expected a whole number of at least 1")
     try:
+        check_manifest(HERE, args.emulate)  # a damaged package is refused before anything reads it
         plan = json.loads((HERE / "plan.json").read_text())
         problem = batch_problem(args.batch, largest_batch(plan))
         if problem:

@@ -242,7 +242,7 @@ class FpgaFallback:
     fpga: str
     # "unsupported": the FPGA does not run it (``detail``: the op or the board-file limit it breaks);
     # "capacity": the FPGA cannot hold it beside its units even fully folded; "latency"; "pinned":
-    # --device put it elsewhere
+    # --device put it elsewhere; "input quantizer": the model input's first codes, computed on the host
     reason: str
     detail: str = ""
 

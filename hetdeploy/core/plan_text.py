@@ -147,7 +147,10 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
                          f"{where.get('folded_into', '')}")
     for reason, why in (("unsupported", "not run there"),
                         ("capacity", "does not fit beside the units it holds, even fully folded"),
-                        ("latency", "estimated faster elsewhere"), ("pinned", "pinned elsewhere by --device")):
+                        ("latency", "estimated faster elsewhere"), ("pinned", "pinned elsewhere by --device"),
+                        ("input quantizer", "the model input's first quantizer and the value-only ops before it, "
+                                            "computed on the host as the reference computes them (the FPGA "
+                                            "receives codes)")):
         nodes = [f for f in plan.fpga_fallbacks if f.reason == reason]
         if nodes:
             shown = ", ".join(f"{f.node} ({f.device}{': ' + f.detail if f.detail else ''})" for f in nodes[:8]) \

@@ -517,10 +517,11 @@ class Partition:
     ilp: Optional[IlpRun] = None  # the exact partitioner's run, where it ran
 
 
-def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
+def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution, on_host: frozenset[str] = frozenset()
                    ) -> list[tuple[int, str, str, str, str]]:
     """Every node the plan puts off the board's FPGAs, and why: "unsupported" when the FPGA does not
-    run it (the detail names the op or the limit of the board file it breaks), "capacity" when that
+    run it (the detail names the op or the limit of the board file it breaks), "input quantizer" for
+    the nodes ``on_host`` (``input_quantizers``), "pinned" for --device's, "capacity" when that
     FPGA could not hold the node beside what it was given (each unit folded as far as hls4ml
     allows), "latency" when it could but the estimate is lower elsewhere."""
     fpgas = [d for d in board.devices if d.kind == "fpga"]
@@ -536,6 +537,9 @@ def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
                 if why is not None:
                     result.append((i, device, fpga.name, "unsupported", why))
                     continue
+                if graph.nodes[i].name in on_host:
+                    result.append((i, device, fpga.name, "input quantizer", ""))
+                    continue
                 if graph.nodes[i].name in cost.pins:
                     result.append((i, device, fpga.name, "pinned", f"--device {cost.pins[graph.nodes[i].name]}"))
                     continue
@@ -544,6 +548,35 @@ def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution
                                     for k, v in cost.usage[fpga.name][i].items())
                 result.append((i, device, fpga.name, "latency" if room else "capacity", ""))
     return result
+
+
+# Ops that only move or scale values (their other operands constants): what exporters put between a
+# model's input and its first quantizer (Brevitas' BNN-PYNQ 2x - 1, a Flatten)
+_VALUE_OPS = {"Mul", "Add", "Sub", "Div", "Reshape", "Flatten", "Transpose", "Identity", "Squeeze", "Unsqueeze"}
+QUANTIZERS = {"Quant", "BipolarQuant"}
+
+
+def input_quantizers(graph: Graph) -> list[int]:
+    """The nodes that take a model input to its first quantizer's codes: a quantizer whose input
+    comes from a graph input through value-only ops (one activation input each), and those ops.
+    They run on the host, as the reference computes them, and the FPGA receives the codes: a float
+    input rounded to the FPGA's fixed point before the quantizer rounds it again lands on the other
+    side of a tie or a threshold now and then, and no exact arithmetic after it undoes that."""
+    producers = graph.producers()
+    chosen: set[int] = set()
+    for i, node in enumerate(graph.nodes):
+        if node.op not in QUANTIZERS or not node.inputs:
+            continue
+        path, tensor = [i], node.inputs[0]
+        while tensor not in graph.inputs:
+            writer = producers.get(tensor)
+            if writer is None or graph.nodes[writer].op not in _VALUE_OPS or len(graph.nodes[writer].inputs) != 1:
+                break
+            path.append(writer)
+            tensor = graph.nodes[writer].inputs[0]
+        else:
+            chosen.update(path)
+    return sorted(chosen)
 
 
 def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 16, objective: str = "latency",
@@ -560,6 +593,9 @@ def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 1
     latency policy's plan (either objective) is ``ilp.ilp_solution``'s within ``ilp_time_limit_s``, from
     the search's (never a plan estimated slower than the search's); ``zero_shares`` and ``compress``: the
     tensors' shares of zeros and --compress-transfers, and ``engine``: each FPGA has its engine (``CostModel``)."""
+    on_host = {graph.nodes[i].name: board.host for i in input_quantizers(graph)} \
+        if any(d.kind == "fpga" for d in board.devices) else {}
+    user_pins, pins = pins, {**on_host, **pins}  # --device still places any of them
     cost = CostModel(graph, board, width, objective, batch, layer_widths, pins, measured, zero_shares, compress,
                      engine)
     support = [(g.device, g.nodes) for g in contract(graph, assign_by_support(graph, board.devices,
@@ -589,7 +625,7 @@ def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 1
         all_host_stream_s=cost.stream_seconds(everything, batch) if runs_all else None,
         support_latency_s=sum(cost.segment(nodes, device).total_s for device, nodes in support),
         support_fits=cost.fits(support),
-        fpga_fallbacks=fpga_fallbacks(graph, board, cost, solution),
+        fpga_fallbacks=fpga_fallbacks(graph, board, cost, solution, frozenset(on_host) - set(user_pins)),
         ilp=ilp,
     )
 

@@ -116,6 +116,29 @@ def check_package(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarra
                                f"{allowed:g})")
 
 
+def write_manifests(plan: Plan, build_dir: Path) -> None:
+    """The build folder's manifest (``board_runtime.MANIFEST``: every file emulation reads) and
+    deploy/'s (every file run.py reads on the board, and with --emulate the build folder's
+    C-simulation files)."""
+    simulated = []  # what an FPGA subfunction's C-simulation library loads: itself, its weights, its DDR image
+    for sub in plan.subfunctions:
+        if sub.hls is not None:
+            simulated.append(build_dir / sub.hls.library)
+            simulated += sorted(f for u in sub.execution_units if u.hls is not None
+                                for f in (build_dir / sub.hls.project / "units" / u.name / "firmware" / "weights")
+                                .rglob("*") if f.is_file())
+            if sub.hls.ddr_image:
+                simulated.append(build_dir / sub.hls.ddr_image)
+    models = [plan.model, "source.onnx", *(s.onnx for s in plan.subfunctions),
+              *(u.onnx for s in plan.subfunctions for u in s.execution_units)]
+    deploy = build_dir / "deploy"
+    packaged = sorted(f for f in deploy.rglob("*") if f.is_file() and f.suffix != ".md"  # what run.py reads
+                      and HARDWARE not in f.relative_to(deploy).parts)
+    board_runtime.write_manifest(build_dir, [build_dir / "plan.json", *(build_dir / m for m in dict.fromkeys(models)),
+                                             *simulated, *packaged])
+    board_runtime.write_manifest(deploy, [*packaged, *simulated])
+
+
 def write_package(plan: Plan, board: Board, build_dir: Path) -> None:
     deploy = build_dir / "deploy"
     (deploy / "models").mkdir(parents=True)

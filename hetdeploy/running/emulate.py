@@ -10,7 +10,7 @@ from typing import Optional
 
 import numpy as np
 
-from ..core.board_runtime import (Problem, StreamTimes, batch_problem, one_sample_feeds, profile_document,
+from ..core.board_runtime import (Problem, StreamTimes, check_manifest, batch_problem, one_sample_feeds, profile_document,
                                   profiled_node_seconds, resource_of, stream_summary, stream_table, write_profile)
 from ..core.checkpoint import CHECKPOINT, STATE, read_checkpoint
 from ..core.errors import UserError
@@ -102,6 +102,10 @@ def load_build(build_dir: Path) -> Plan:
     plan = Plan.load(build_dir / "plan.json")
     _check_paths(plan, build_dir)
     _check_tensors(plan, build_dir)
+    try:
+        check_manifest(build_dir, emulate=True)
+    except Problem as problem:
+        raise UserError(str(problem)) from None
     return plan
 
 

@@ -36,7 +36,7 @@ from ..core.progress import Progress, Reporter, stderr_progress
 from ..fpga.open_synth import check_tools
 from ..intake.model import LoadedModel, load_model
 from ..planning.config import BuildOptions, resolved_config, settle_options
-from ..running.deploy import check_package, synthesize, write_package
+from ..running.deploy import check_package, synthesize, write_manifests, write_package
 from ..running.samples import BuildSamples, build_samples, calibration_note
 from ..running.verify import widen
 from .generate import generate_hls, verify_csim
@@ -385,6 +385,7 @@ def _package(state: BuildState) -> BuildState:
     write_package(plan, state.board, stage_dir)
     plan.save(stage_dir / "plan.json")
     shutil.copy(stage_dir / "plan.json", stage_dir / "deploy" / "plan.json")
+    write_manifests(plan, stage_dir)
     check_package(plan, stage_dir, state.samples.verification, state.emulated)
     progress(f"      deploy/run.py --emulate, run as on the board (no hetdeploy, onnx, qonnx or hls4ml): the "
              f"build's outputs on its {len(state.samples.verification)} verification samples")
@@ -419,7 +420,7 @@ WRITE_STEPS = [
          ("hls/*/csim_run.log",)),
     Step("open_synth", _open_synth, _open_synth_says, ("rtl",)),
     Step("package", _package, lambda s: f"writing the deployment package and {s.options.out_dir}",
-         ("deploy", "plan.json", "report.html")),
+         ("deploy", "plan.json", "report.html", "manifest.json")),
 ]
 STEPS = PLAN_STEPS + WRITE_STEPS
 

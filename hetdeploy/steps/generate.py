@@ -34,6 +34,7 @@ from ..intake.subgraph import band_model, extract
 from ..planning import memory
 from ..planning.config import BuildOptions
 from ..running import runtime, verify
+from ..running.deploy import write_manifests
 
 
 def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions, build_dir: Path,
@@ -276,6 +277,7 @@ def rewrite_tops(build_dir: Path) -> Plan:
                 reference = open_model(build_dir / unit.onnx)
                 shapes.update(reference.inputs + reference.outputs)
             sub.hls = _write_top(sub, shapes, sub.hls.part, sub.hls.clock_period_ns, sub.hls.max_batch, build_dir)
+    write_manifests(plan, build_dir)  # the edited plan and the tops compiled anew are the build's now
     return plan
 
 
