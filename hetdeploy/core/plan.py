@@ -7,6 +7,7 @@ A stage is a function from plan to plan; each dataclass here is plain data
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Optional, get_args, get_origin, get_type_hints
@@ -630,4 +631,6 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
         return _from_dict(tp, value, where)
     if tp in _SCALARS and (not isinstance(value, _SCALARS[tp]) or tp is not bool and isinstance(value, bool)):
         raise PlanFormatError(f"{where}: expected {tp.__name__}, got {type(value).__name__}")
+    if tp is float and not math.isfinite(value):  # hetdeploy writes strict JSON: NaN or Infinity is damage
+        raise PlanFormatError(f"{where}: {value}, not a finite number")
     return value

@@ -14,7 +14,7 @@ from ..core.board_runtime import (Problem, StreamTimes, check_manifest, batch_pr
                                   profiled_node_seconds, resource_of, stream_summary, stream_table, write_profile)
 from ..core.checkpoint import CHECKPOINT, STATE, read_checkpoint
 from ..core.errors import UserError
-from ..core.plan import Plan
+from ..core.plan import Plan, Verification
 from ..intake.ort_adapter import providers_for
 from . import runtime, verify
 from .runtime import largest_batch
@@ -116,6 +116,8 @@ def _check_tensors(plan: Plan, build_dir: Path) -> None:
     def damaged(problem: str) -> UserError:
         return UserError(f"{build_dir / 'plan.json'}: {problem}; plan.json is damaged")
 
+    if not 0 < plan.relative_tolerance < 1:
+        raise damaged(f"relative_tolerance {plan.relative_tolerance:g} is not a share of a peak (above 0, below 1)")
     known = {r.tensor.name for r in plan.input_reshapes} | {t.name for t in plan.inputs}
     # values per sample of the tensors whose shape plan.json says: the model's inputs and outputs, and
     # what an FPGA core's ports hold (its C-simulation library was compiled for them)
@@ -127,6 +129,10 @@ def _check_tensors(plan: Plan, build_dir: Path) -> None:
         missing = [t for t in sub.inputs if t not in known]
         if missing:
             raise damaged(f"subfunction {sub.name} reads '{missing[0]}', which nothing before it makes")
+        if sub.kind == "fpga" and sub.hls is None:  # never run on another engine in its place
+            raise damaged(f"FPGA subfunction {sub.name} has no HLS section")
+        if sub.hls is not None and sub.hls.max_batch < 1:
+            raise damaged(f"subfunction {sub.name}'s max_batch is {sub.hls.max_batch}")
         if sub.hls is not None:  # the top's ports are the subfunction's inputs and outputs, in order (build.py)
             for kind, ports, tensors in (("inputs", sub.hls.inputs, sub.inputs),
                                          ("outputs", sub.hls.outputs, sub.outputs)):
@@ -210,11 +216,16 @@ def emulate_samples(build_dir: Path, plan: Plan, samples: list[dict[str, np.ndar
     """``emulate`` on samples in hand (one feeds dict each) and their labels, if any."""
     times = StreamTimes()
     comparison = verify.check_build(plan, build_dir, samples, batch=batch, pipelined=pipelined, times=times)
+    beyond = inputs_beyond_calibration(plan, samples)
+    for sub, check in zip(plan.subfunctions, comparison.subfunctions):
+        if sub.kind == "fpga" and sub.verification is not None and not beyond:  # inputs like the build's own
+            verify.bound_drift(check, sub.verification)
     if any(s.kind == "gpu" and not engine.endswith("CUDA")
            for s, engine in zip(plan.subfunctions, comparison.engines)):
         notes.append("no CUDA provider in this onnxruntime: GPU subfunctions ran on the CPU provider")
     if not comparison.passed:
         notes += why_out_of_tolerance(plan, samples, comparison)
+        notes += first_differing_units(build_dir, plan, samples, comparison)
     accuracy = None
     if labels is not None:
         output = plan.outputs[0].name
@@ -254,16 +265,12 @@ def why_out_of_tolerance(plan: Plan, samples: list[dict[str, np.ndarray]], compa
     sized its fixed-point types on, and FPGA outputs whose reference goes beyond what their types hold."""
     reasons = []
     calibration = plan.calibration
-    if calibration is not None:
-        seen = input_ranges(samples)
-        for name, (low, high) in calibration.input_ranges.items():
-            least, most = seen[name]
-            if least < low or most > high:
-                sized = (f"{calibration.samples} samples of {calibration.file}" if calibration.source == "file" else
-                         f"{calibration.samples} synthetic N(0, 1) samples")
-                reasons.append(f"input '{name}' spans {least:.4g} to {most:.4g} here, beyond the {low:.4g} to "
-                               f"{high:.4g} of the {sized} the FPGA's types were sized on: rebuild with --calibration "
-                               f"X.npy holding inputs like these")
+    for name, (least, most), (low, high) in inputs_beyond_calibration(plan, samples):
+        sized = (f"{calibration.samples} samples of {calibration.file}" if calibration.source == "file" else
+                 f"{calibration.samples} synthetic N(0, 1) samples")
+        reasons.append(f"input '{name}' spans {least:.4g} to {most:.4g} here, beyond the {low:.4g} to "
+                       f"{high:.4g} of the {sized} the FPGA's types were sized on: rebuild with --calibration "
+                       f"X.npy holding inputs like these")
     for sub, check in zip(plan.subfunctions, comparison.subfunctions):
         for tensor in (t for t in check.tensors.values() if t.saturated):
             low, high = tensor.range
@@ -271,6 +278,67 @@ def why_out_of_tolerance(plan: Plan, samples: list[dict[str, np.ndarray]], compa
                            f"what its type holds ({low:g} to {high:g}; the reference reaches {tensor.beyond:g}), "
                            f"so they saturate")
     return reasons
+
+
+def first_differing_units(build_dir: Path, plan: Plan, samples: list[dict[str, np.ndarray]],
+                          comparison: verify.Comparison) -> list[str]:
+    """For each FPGA subfunction out of tolerance, the first of its units whose output, its units
+    chained in C-simulation from the subfunction's reference inputs, parts from the reference chain:
+    a quantizer's codes that matched when the build verified now flip, or another output goes beyond
+    its tolerance or what the build measured (``verify.bound_drift``)."""
+    failed = [k for k, (s, c) in enumerate(zip(plan.subfunctions, comparison.subfunctions))
+              if s.hls is not None and not c.passed]
+    if not failed:
+        return []
+    seen = runtime.subfunction_inputs(build_dir, plan, samples)
+    libraries = runtime.CSimLibraries(build_dir)
+    steps = verify.build_steps(build_dir)
+    found = []
+    for k in failed:
+        sub = plan.subfunctions[k]
+        chained, reference = [dict(feeds) for feeds in seen[k]], [dict(feeds) for feeds in seen[k]]
+        for unit, (csim, model) in zip(sub.execution_units, runtime.unit_executors(libraries, sub)):
+            names = [n for n, _ in model.inputs]
+            check = verify.SubfunctionCheck(unit.name, "fpga", plan.relative_tolerance, steps=steps)
+            differing = 0
+            for got_env, want_env in zip(chained, reference):
+                got, want = csim({n: got_env[n] for n in names}), model.run({n: want_env[n] for n in names})
+                check.add(got, want)
+                differing += any(not np.array_equal(got[t], want[t]) for t in want)
+                got_env.update(got)
+                want_env.update(want)
+            parted = _parted(check, unit.verification)
+            if parted:
+                found.append(f"{sub.name}: the first unit that parts from the reference is {unit.name} (nodes "
+                             f"{', '.join(unit.nodes)}): {parted}; {differing} of {len(chained)} samples differ there")
+                break
+    return found
+
+
+def _parted(check: verify.SubfunctionCheck, verified: Optional[Verification]) -> str:
+    """How ``check`` (a unit's, chained) parts from what the build verified ("" when it does not)."""
+    recorded = {o.tensor: o for o in verified.outputs} if verified is not None else {}
+    if verified is not None:
+        verify.bound_drift(check, verified)
+    for tensor in check.tensors.values():
+        then = recorded.get(tensor.tensor)
+        if then is not None and then.step and then.max_abs_error < then.step / 2 <= tensor.max_abs_error:
+            return (f"output '{tensor.tensor}' was on its quantizer's codes when the build verified, and is off by "
+                    f"{tensor.max_abs_error:.4g} here (its step {then.step:.4g}): codes flip")
+        if not tensor.passed:
+            return tensor.problem()
+    return ""
+
+
+def inputs_beyond_calibration(plan: Plan, samples: list[dict[str, np.ndarray]]
+                              ) -> list[tuple[str, tuple[float, float], tuple[float, float]]]:
+    """Each input whose values in ``samples`` go beyond the range the build sized its types on: its
+    name, its range here and the calibration's."""
+    if plan.calibration is None:
+        return []
+    seen = input_ranges(samples)
+    return [(name, seen[name], (low, high)) for name, (low, high) in plan.calibration.input_ranges.items()
+            if seen[name][0] < low or seen[name][1] > high]
 
 
 def unseen_sample(plan: Plan, seed: int) -> tuple[list[dict[str, np.ndarray]], str]:

@@ -45,6 +45,9 @@ class TensorCheck:
     saturated: int = 0  # reference values outside ``range``: the result holds the rail instead
     beyond: float = 0.0  # the reference value farthest outside ``range`` (when ``saturated``)
     step: float = 0.0  # the largest step of the quantizer that writes it (0: not quantized)
+    # the most error the build's own verification makes plausible here (``drift_limit``); inf: no bound
+    drift_limit: float = float("inf")
+    verified_error: float = 0.0  # the error the build recorded, which ``drift_limit`` was set from
 
     def add(self, got: np.ndarray, want: np.ndarray) -> None:
         got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
@@ -72,7 +75,7 @@ class TensorCheck:
     @property
     def passed(self) -> bool:
         return self.values > 0 and self.nonfinite == 0 and self.reference_nonfinite == 0 and \
-            self.max_abs_error <= self.tolerance
+            self.max_abs_error <= min(self.tolerance, self.drift_limit)
 
     @property
     def relative_error(self) -> float:
@@ -94,6 +97,11 @@ class TensorCheck:
                     f"Inf values on these inputs; give inputs from the model's domain (--calibration)")
         if self.nonfinite:
             return f"output '{self.tensor}' has {self.nonfinite} NaN or Inf values"
+        if self.max_abs_error > self.drift_limit and self.max_abs_error <= self.tolerance:
+            times = f"{self.max_abs_error / self.verified_error:.3g} times" if self.verified_error else "above"
+            return (f"output '{self.tensor}' differs by {self.max_abs_error:.4g}, {times} the {self.verified_error:.4g} "
+                    f"the build measured when it verified (at most {self.drift_limit:.4g} here): within its tolerance "
+                    f"{self.tolerance:.4g}, but not what this build computes on inputs like its own")
         if self.max_abs_error > self.tolerance:
             rule = ("one step of its quantizer" if self.step > self.relative * self.peak else
                     f"{self.relative:g} of its peak {self.peak:.4g}")
@@ -186,6 +194,22 @@ _VALUE_KEEPING_OPS = {"Relu", "MaxPool", "GlobalMaxPool", "Flatten", "Reshape", 
 # its input scale, v2 at its output scale). Not BipolarQuant: one step of its two values is its whole
 # range, and a tolerance of one step would pass any output; a binary output must be exact.
 _STEP_INPUT = {"Quant": {4: 1}, "DequantizeLinear": {2: 1, 3: 1}, "Trunc": {5: 1, 6: 4}}
+
+
+# An FPGA output's error on inputs within the build's calibration ranges may grow to DRIFT times the
+# error its verification recorded (a few samples' largest; more samples find larger ones), or one
+# quantizer step, or DRIFT_FLOOR of its tolerance, whichever is largest; past that, what runs is not
+# what was verified (a damaged file, another library) even when it is within the tolerance.
+DRIFT, DRIFT_FLOOR = 20.0, 0.01
+
+
+def bound_drift(check: SubfunctionCheck, verification: Verification) -> None:
+    """Each of ``check``'s tensors held to the error ``verification`` (the build's) recorded for it."""
+    for recorded in verification.outputs:
+        tensor = check.tensors.get(recorded.tensor)
+        if tensor is not None:
+            tensor.verified_error = recorded.max_abs_error
+            tensor.drift_limit = max(DRIFT * recorded.max_abs_error, recorded.step, DRIFT_FLOOR * recorded.tolerance)
 
 
 def quantizer_steps(path: Path) -> dict[str, float]:
