@@ -145,6 +145,28 @@ def export(name: str, make, folder: Path) -> Path:
     return path
 
 
+def export_finn_inputs(name: str, make, folder: Path, count: int = 64) -> None:
+    """NAME_finn.npz beside an export: x, FINN's test image (qonnx's MNIST test input, scaled to the
+    [0, 1] the BNN-PYNQ FC networks take) and ``count`` - 1 uniform images (seed 5); y, Brevitas'
+    outputs on them, from the module ``export`` made (the same seed, its scales set by the same batch)."""
+    import onnx
+    import qonnx
+    import torch
+
+    tensor = onnx.TensorProto()
+    tensor.ParseFromString((Path(qonnx.__file__).parent / "data/onnx/mnist-conv/test_data_set_0/input_0.pb")
+                           .read_bytes())
+    image = onnx.numpy_helper.to_array(tensor).astype(np.float32).reshape(1, 1, 28, 28) / 255.0
+    x = np.concatenate([image, np.random.default_rng(5).uniform(0, 1, (count - 1, 1, 28, 28))]).astype(np.float32)
+    torch.manual_seed(0)
+    module, _, _ = make()
+    module.eval()
+    with torch.no_grad():
+        module(torch.from_numpy(np.load(folder / f"{name}.npz")["x"]))  # the scales export() set
+        y = _value(module(torch.from_numpy(x)))
+    np.savez(folder / f"{name}_finn.npz", x=x, y=y)
+
+
 def _one_file(path: Path) -> None:
     """The export as one file: torch's exporter writes the weights beside it (NAME.onnx.data)."""
     import onnx
@@ -234,6 +256,8 @@ def main() -> int:
         args.export.mkdir(parents=True, exist_ok=True)
         for name, make in chosen.items():
             export(name, make, args.export)
+            if name.startswith(("tfc", "sfc", "lfc")):
+                export_finn_inputs(name, make, args.export)
             print(f"exported {name}")
         return 0
     rows = []

@@ -18,6 +18,8 @@ import networks
 from conftest import BATCHES
 from hetdeploy.commands.cli import main
 from hetdeploy.core.board import BOARDS_DIR
+from hetdeploy.core.plan import Plan
+from hetdeploy.running.deploy import write_manifests
 from hetdeploy.running.samples import hold_out
 from hetdeploy.steps.build import STEPS
 
@@ -175,6 +177,7 @@ def test_emulate_out_of_tolerance_exits_3(built, tmp_path):
     plan = json.loads((copy / "plan.json").read_text())
     plan["relative_tolerance"] = 1e-9
     (copy / "plan.json").write_text(json.dumps(plan))
+    write_manifests(Plan.load(copy / "plan.json"), copy)  # as if built so strict (an edit alone is damage)
     result = hetdeploy("emulate", copy)
     assert result.returncode == 3
     assert "OUT OF TOLERANCE" in result.stdout
@@ -444,6 +447,7 @@ def test_what_fuzzing_found_in_emulate_and_run_py_is_one_line(built, tmp_path):
     shutil.copytree(out, crashing)
     library = crashing / "hls" / "sf0_fpga" / "libsf0_fpga.so"
     library.write_bytes(library.read_bytes()[: library.stat().st_size // 2])
+    write_manifests(Plan.load(crashing / "plan.json"), crashing)  # a library that crashes as it was built
     before = set(Path(tempfile.gettempdir()).glob("hetdeploy-csim-*"))
     result = hetdeploy("emulate", crashing)
     assert result.returncode == 3 and len(result.stderr.strip().splitlines()) == 1, result.stderr
@@ -812,3 +816,47 @@ def test_plan_says_why_nothing_goes_to_the_fpga_and_shows_the_chips_total(tmp_pa
         "used": {k: sum(s["resources"][k] for s in fpga) for k in ("dsp", "bram18", "lut", "ff")},
         "budget": {"dsp": 198, "bram18": 252, "lut": 47880, "ff": 95760},
         "resources": {"dsp": 220, "bram18": 280, "lut": 53200, "ff": 106400}}}
+
+
+def test_a_damaged_build_is_refused_before_anything_runs(built, tmp_path):
+    """What issue 68's fuzzing found passing: a unit's weights file emptied or set to garbage, a
+    weights file missing, a top function renamed in plan.json, a NaN tolerance, an FPGA subfunction
+    without its HLS section; each is one line naming the file or the field and exit 2, from emulate
+    and, for the package's own files, from run.py. --output onto a folder is refused before the run."""
+    _, out = built("jet_tagger_mlp")
+    weights = sorted((out / "hls" / "sf0_fpga" / "units").rglob("w*.txt"))[0]
+    relative = weights.relative_to(out)
+
+    def damaged(name, change):
+        copy = tmp_path / name
+        shutil.copytree(out, copy)
+        change(copy)
+        return copy
+
+    for name, change, fragments in (
+            ("emptied", lambda d: (d / relative).write_text(""), (f"{relative}: changed since the build",)),
+            ("garbage", lambda d: (d / relative).write_text("zz,1e999,nan"), (f"{relative}: changed since the build",)),
+            ("missing", lambda d: (d / relative).unlink(), (f"{relative}: missing; the build is damaged",)),
+            ("renamed", lambda d: (d / "plan.json").write_text((d / "plan.json").read_text().replace(
+                '"top": "sf0_fpga"', '"top": "sf0_fpgb"')), ("plan.json: changed since the build",)),
+            ("nan", lambda d: (d / "plan.json").write_text((d / "plan.json").read_text().replace(
+                '"relative_tolerance": 0.05', '"relative_tolerance": NaN')), ("relative_tolerance: nan, not a finite",)),
+            ("no_hls", lambda d: _set_hls_null(d / "plan.json"), ("FPGA subfunction sf0_fpga has no HLS section",))):
+        one_line_error(hetdeploy("emulate", damaged(name, change)), *fragments)
+    garbled = damaged("garbled_package", lambda d: (d / "deploy" / "run.py").write_text(
+        (d / "deploy" / "run.py").read_text() + "\n"))
+    np.save(tmp_path / "x.npy", np.zeros((1, 16), np.float32))
+    for folder, fragment in ((tmp_path / "garbage", "hls/sf0_fpga/units/"), (garbled, "deploy/run.py: changed")):
+        result = subprocess.run([sys.executable, str(folder / "deploy" / "run.py"), "--emulate", "--input",
+                                 str(tmp_path / "x.npy")], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2 and fragment in result.stderr, result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+    (tmp_path / "folder").mkdir()
+    one_line_error(hetdeploy("emulate", out, "--output", tmp_path / "folder"), "is a folder")
+    assert not (tmp_path / "folder.npy").exists()
+
+
+def _set_hls_null(path):
+    plan = json.loads(path.read_text())
+    plan["subfunctions"][0]["hls"] = None
+    path.write_text(json.dumps(plan))

@@ -217,3 +217,40 @@ def test_a_layers_weights_are_counted_by_octave_under_their_formats_top(tmp_path
     moved = octaves_moved(octaves, gemm([[0.75, -0.3], [0.001, 0.0]]).weight_integer, 4)
     assert {d: n for d, n in enumerate(moved) if n} == {3: 1, 4: 1, 12: 1, len(octaves) - 1: 1}
     assert {d: n for d, n in enumerate(octaves_moved(octaves, 1, -1)) if n} == {0: 2, 7: 1, len(octaves) - 1: 1}
+
+
+def test_what_issue_68_found_at_intake(tmp_path, capsys):
+    """A model importing no default-domain opset (onnx's checker and onnxruntime refuse it) and a
+    sparse initializer whose values are external data at an absolute path are one line each; names
+    that are not UTF-8 are written out and reach plan.json; a repeated graph output is kept once."""
+    from hetdeploy.commands.cli import main
+
+    model = networks.jet_tagger_mlp()
+    del model.opset_import[:]
+    with pytest.raises(UserError, match="imports no opset of the default ONNX domain"):
+        load_model(save(tmp_path, model))
+
+    model = networks.jet_tagger_mlp()
+    weight = next(t for t in model.graph.initializer if len(t.dims) == 2)
+    values = numpy_helper.to_array(weight).reshape(-1)
+    indices = np.nonzero(values)[0][:4].astype(np.int64)
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(values[indices], weight.name),
+                                       numpy_helper.from_array(indices, ""), list(weight.dims))
+    sparse.values.data_location = TensorProto.EXTERNAL
+    sparse.values.external_data.add(key="location", value="/etc/hostname")
+    sparse.values.ClearField("raw_data")
+    model.graph.initializer.remove(weight)
+    model.graph.sparse_initializer.append(sparse)
+    with pytest.raises(UserError, match=f"initializer '{weight.name}' points outside the model's folder"):
+        load_model(save(tmp_path, model))
+
+    model = networks.jet_tagger_mlp()
+    model.graph.node[0].name = "QQQQ"
+    model.graph.output.append(model.graph.output[0])
+    (tmp_path / "named.onnx").write_bytes(model.SerializeToString().replace(b"QQQQ", b"a\xff\xfeb", 1))
+    loaded = load_model(tmp_path / "named.onnx")
+    assert loaded.graph.nodes[0].name == "a\\xff\\xfeb"
+    assert [o.name for o in loaded.outputs] == [model.graph.output[0].name]
+    capsys.readouterr()
+    assert main(["plan", str(tmp_path / "named.onnx"), "--board", "pynq-z2", "--json"]) == 0
+    assert "a\\xff\\xfeb" in json.loads(capsys.readouterr().out)["node_map"]

@@ -103,3 +103,20 @@ def test_random_dags_give_acyclic_complete_partitions(graph):
         assert set(cut.inputs) <= available
         available |= set(cut.outputs)
     assert set(graph.outputs) <= available
+
+
+def test_a_model_inputs_first_quantizer_and_the_value_only_ops_before_it_go_to_the_host():
+    """Brevitas' BNN-PYNQ prefix (Flatten, 2x - 1, Quant) is found; a quantizer after a layer, or
+    after an op of two activation inputs, is not the input's."""
+    from hetdeploy.planning.partition import input_quantizers
+
+    nodes = [Node("view", "Reshape", ["x"], ["v"], constants={1: "shape"}),
+             Node("mul", "Mul", ["v"], ["m"], constants={1: "two"}),
+             Node("sub", "Sub", ["m"], ["s"], constants={1: "one"}),
+             Node("q0", "Quant", ["s"], ["q"], constants={1: "scale", 2: "zero", 3: "bits"}),
+             Node("fc", "Gemm", ["q"], ["g"], constants={1: "w"}),
+             Node("q1", "Quant", ["g"], ["h"], constants={1: "scale", 2: "zero", 3: "bits"}),
+             Node("add", "Add", ["h", "y"], ["a"]),
+             Node("q2", "BipolarQuant", ["a"], ["b"], constants={1: "scale"})]
+    assert input_quantizers(Graph(nodes, ["x", "y"], ["b"])) == [0, 1, 2, 3]
+    assert input_quantizers(Graph(nodes[4:6], ["q"], ["h"])) == []  # the layer's quantizer is the FPGA's

@@ -276,3 +276,18 @@ def test_a_unit_whose_error_widening_left_where_it_was_is_not_widened_again(tmp_
     assert f"      not widening {units[3]} again: from 16 to 20 bits its error stayed 2 (was 2), so it is not a " \
            f"matter of precision" in said
     assert widen(plan, failing({units[3]: 2.0}), widths, {}, said.append) == []
+
+
+def test_an_error_far_above_what_the_build_verified_fails_within_tolerance():
+    """A float output the build verified at 1e-4 (tolerance 0.05) that comes out 0.03 off is within
+    its tolerance but not what was verified: it fails and says both; up to 20 times passes."""
+    from hetdeploy.core.plan import TensorVerification, Verification
+    from hetdeploy.running.verify import bound_drift
+
+    verified = Verification(4, 1e-4, 0.05, True, [TensorVerification("y", 1e-4, 1.0, 0.05, 0, True)])
+    for error, passes in ((1.9e-3, True), (0.03, False)):
+        c = check({"y": np.array([1.0, -1.0 + error])}, {"y": np.array([1.0, -1.0])})
+        assert c.passed
+        bound_drift(c, verified)
+        assert c.passed is passes
+    assert "300 times the 0.0001 the build measured when it verified" in c.problem()

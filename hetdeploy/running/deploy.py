@@ -133,10 +133,10 @@ def write_manifests(plan: Plan, build_dir: Path) -> None:
               *(u.onnx for s in plan.subfunctions for u in s.execution_units)]
     deploy = build_dir / "deploy"
     packaged = sorted(f for f in deploy.rglob("*") if f.is_file() and f.suffix != ".md"  # what run.py reads
-                      and HARDWARE not in f.relative_to(deploy).parts)
-    board_runtime.write_manifest(build_dir, [build_dir / "plan.json", *(build_dir / m for m in dict.fromkeys(models)),
-                                             *simulated, *packaged])
+                      and f.name != board_runtime.MANIFEST and HARDWARE not in f.relative_to(deploy).parts)
     board_runtime.write_manifest(deploy, [*packaged, *simulated])
+    board_runtime.write_manifest(build_dir, [build_dir / "plan.json", *(build_dir / m for m in dict.fromkeys(models)),
+                                             *simulated, *packaged, deploy / board_runtime.MANIFEST])
 
 
 def write_package(plan: Plan, board: Board, build_dir: Path) -> None:
