@@ -326,6 +326,39 @@ def m_repeated_names(m, rng):
         node.name = name
 
 
+def m_no_default_opset(m, rng):
+    kept = [o for o in m.opset_import if o.domain not in ("", "ai.onnx")]
+    del m.opset_import[:]
+    m.opset_import.extend(kept)  # onnx's checker and onnxruntime refuse it: refused
+
+
+def m_non_utf8_names(m, rng):
+    """Names whose bytes are not UTF-8 (``model_case`` writes the bytes in): valid, they must pass."""
+    node = rng.choice(list(m.graph.node))
+    node.name = NON_UTF8_MARK + str(rng.randrange(10))
+    if rng.random() < 0.5:  # a tensor between two nodes too
+        tensor = node.output[0]
+        if tensor not in {o.name for o in m.graph.output}:
+            for n in m.graph.node:
+                for names in (n.input, n.output):
+                    for k, name in enumerate(names):
+                        if name == tensor:
+                            names[k] = NON_UTF8_MARK + "t"
+
+
+def m_repeated_output(m, rng):
+    m.graph.output.append(copy.deepcopy(m.graph.output[0]))  # the same tensor listed twice: valid
+
+
+def m_sparse_external(m, rng):
+    m_sparse_initializer(m, rng)
+    values = m.graph.sparse_initializer[-1].values
+    values.data_location = TensorProto.EXTERNAL
+    values.external_data.add(key="location", value=rng.choice(["/etc/hostname", "../outside.bin", "missing.bin"]))
+    values.ClearField("raw_data")
+    del values.float_data[:]
+
+
 def m_subgraph_attr(m, rng):
     node = rng.choice(list(m.graph.node))
     node.attribute.append(helper.make_attribute("body", helper.make_graph([], "g", [], [])))
@@ -333,7 +366,9 @@ def m_subgraph_attr(m, rng):
 
 MUTATIONS = [v for k, v in sorted(globals().items()) if k.startswith("m_")]
 # mutations that leave a valid model
-VALID_MODELS = {"repeated_names"}
+VALID_MODELS = {"repeated_names", "non_utf8_names", "repeated_output"}
+# what m_non_utf8_names names things; model_case writes bytes that are not UTF-8 in its place
+NON_UTF8_MARK = "NONUTF8MARK"
 
 
 def _model_expectation(model: onnx.ModelProto, names: list[str]) -> str:
@@ -341,7 +376,7 @@ def _model_expectation(model: onnx.ModelProto, names: list[str]) -> str:
     earlier one): refused without outputs or at an opset onnxruntime cannot run, passed where only
     valid mutations were made."""
     opsets = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
-    if not model.graph.output or (opsets and opsets[0] < 7):
+    if not model.graph.output or not opsets or opsets[0] < 7:
         return "refuse"
     return "pass" if names and set(names) <= VALID_MODELS else "any"
 
@@ -375,7 +410,8 @@ def model_case(rng: random.Random, command: str = "plan") -> Case:
         except (IndexError, ValueError):  # the base has nothing to mutate this way
             continue
         names.append(mutation.__name__[2:])
-    return Case("+".join(names), {"model.onnx": model.SerializeToString()},
+    data = model.SerializeToString().replace(NON_UTF8_MARK.encode(), b"\xff\xfe\x00/..\xc3\xff\xfe\xfd\xfc")
+    return Case("+".join(names), {"model.onnx": data},
                 _model_argv(command, rng.choice(["latency", "support"])),
                 _model_expectation(model, names))
 
@@ -535,7 +571,8 @@ def build_case(rng: random.Random, build: Path) -> Case:
     files = {str(p.relative_to(build.parent)): p.read_bytes() for p in build.rglob("*") if p.is_file()}
     name = build.name
     plan_key = f"{name}/plan.json"
-    kind = rng.choice(["plan", "plan", "plan", "foreign", "delete", "truncate", "input", "input"])
+    kind = rng.choice(["plan", "plan", "plan", "foreign", "delete", "truncate", "input", "input", "listed",
+                       "listed", "field"])
     extra: list[str] = []
     expect = "any"
     if kind == "plan":
@@ -546,6 +583,31 @@ def build_case(rng: random.Random, build: Path) -> Case:
         what = rng.choice(['{}', '[]', '"x"', '{"format": 1}', f'{{"format": {PLAN_FORMAT}}}',
                            f'{{"format": {PLAN_FORMAT}, "board": 3}}', 'nul\0l', '{"format":'])
         files[plan_key] = what.encode()
+    elif kind == "listed":  # a file the build's manifest lists, changed or gone: emulate must refuse it
+        listed = sorted(f"{name}/{k}" for k in json.loads(files[f"{name}/manifest.json"])["files"])
+        what = rng.choice(listed)
+        damage = rng.choice(["empty", "garbage", "flip", "delete"])
+        if damage == "delete":
+            del files[what]
+        else:
+            data = bytearray(files[what])
+            if damage == "flip" and data:
+                data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
+            files[what] = {"empty": b"", "garbage": b"zz,1e999,nan", "flip": bytes(data)}[damage]
+        what = f"{what} {damage}"
+        expect = "refuse"
+    elif kind == "field":  # a plan.json field no build writes: refused on read
+        plan = json.loads(files[plan_key])
+        fpga = next(s for s in plan["subfunctions"] if s["kind"] == "fpga")
+        what = rng.choice(["nan tolerance", "infinite tolerance", "hls null", "zero batch"])
+        if what == "hls null":
+            fpga["hls"] = None
+        elif what == "zero batch":
+            fpga["hls"]["max_batch"] = 0
+        else:
+            plan["relative_tolerance"] = float("nan") if what == "nan tolerance" else float("inf")
+        files[plan_key] = json.dumps(plan).encode()
+        expect = "refuse"
     elif kind == "delete":
         what = rng.choice(sorted(k for k in files if not k.endswith(".h")))
         del files[what]
@@ -583,7 +645,7 @@ def build_case(rng: random.Random, build: Path) -> Case:
         what = f"input {array.dtype} {array.shape} {damage} {extra}"
         extra = [*extra, "--input", "x.npy"]
     command = rng.choice([["emulate", name, *extra], ["emulate", name, *extra], ["report", name], ["config", name]])
-    if kind == "input":
+    if kind in ("input", "listed", "field"):
         command = ["emulate", name, *extra]
     return Case(f"build:{kind}:{what}"[:120], files, command, expect)
 

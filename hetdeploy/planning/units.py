@@ -339,11 +339,11 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
     output_values = math.prod(out)
     if main.op in RELAYOUT_OPS:  # values moved by the top: no logic, no buffer of its own
         return Shape("data", 0, 0, 0, False, 0, 0, softmax)
+    channels = main_out[1] if len(main_out) > 1 else main_out[0]  # a shape intake could not infer: one value
     if unit.engine == "top" and main.op == "Add":  # the top's Add: an output value of two reads
-        return Shape("add", len(main.inputs), main_out[1] if len(main_out) > 1 else main_out[0],
-                     math.prod(main_out[2:]), False, 0, output_values, softmax)
+        return Shape("add", len(main.inputs), channels, math.prod(main_out[2:]), False, 0, output_values, softmax)
     if unit.engine == "top" and main.op == "BatchNormalization":  # the top's scale and shift: a product a value
-        return Shape("affine", 1, main_out[1], math.prod(main_out[2:]), False, 0, output_values, softmax)
+        return Shape("affine", 1, channels, math.prod(main_out[2:]), False, 0, output_values, softmax)
     if unit.engine == "top" and main.op == "Concat":  # the top's Concat: n_in, the channels both inputs' divide
         return Shape("concat", math.gcd(*[s[1] for s in main.input_shapes]), main_out[1], math.prod(main_out[2:]),
                      False, 0, output_values, softmax)
