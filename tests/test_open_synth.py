@@ -208,25 +208,30 @@ def test_without_the_tools_open_synth_is_one_line_naming_what_to_install(tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+def _fpga_units(printed: str) -> list[dict]:
+    """The FPGA subfunction's units in a plan --json (the host computes the input's first codes)."""
+    return next(s for s in json.loads(printed)["subfunctions"] if s["kind"] == "fpga")["execution_units"]
+
+
 def test_distributed_arithmetic_is_pinned_at_reuse_factor_one_with_its_own_estimate(tmp_path, capsys, monkeypatch):
     model = tmp_path / "mlp.onnx"
     onnx.save(quantized_models.qonnx_mlp(), str(model))
     plan = ["plan", str(model), "--board", "pynq-z2", "--policy", "support", "--json"]
     assert main(plan + ["--strategy", "fc1=distributed_arithmetic"]) == 0
-    units = {tuple(u["nodes"]): u for u in json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"]}
+    units = {tuple(u["nodes"]): u for u in _fpga_units(capsys.readouterr().out)}
     (unit,) = [u for nodes, u in units.items() if "fc1" in nodes]
     assert (unit["strategy"], unit["reuse_factor"], unit["estimate"]["dsp"]) == ("DistributedArithmetic", 1, 0)
     assert main(plan + ["--strategy", "fc1=latency"]) == 0
-    latency = next(u for u in json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"]
+    latency = next(u for u in _fpga_units(capsys.readouterr().out)
                    if "fc1" in u["nodes"])
     assert latency["estimate"]["lut"] != unit["estimate"]["lut"]
     assert main(plan + ["--strategy", "fc1=distributed_arithmetic", "--reuse-factor", "fc1=2"]) == 2
     assert "reuse factor 1 only" in capsys.readouterr().err
     # weighed by the folding when asked: every quantized layer under it, at fewer LUTs than latency's
     assert main(plan) == 0
-    unasked = json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"]
+    unasked = _fpga_units(capsys.readouterr().out)
     assert main(plan + ["--weigh-distributed-arithmetic"]) == 0
-    weighed = json.loads(capsys.readouterr().out)["subfunctions"][0]["execution_units"]
+    weighed = _fpga_units(capsys.readouterr().out)
     kernels = [(a, w) for a, w in zip(unasked, weighed) if a["foldable"]]
     assert len(kernels) == 3 and all(a["strategy"] == "Latency" for a, _ in kernels)
     assert all(w["strategy"] == "DistributedArithmetic" and w["estimate"]["lut"] < a["estimate"]["lut"]

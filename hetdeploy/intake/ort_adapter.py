@@ -74,9 +74,11 @@ def _as_array(value):
 
 
 
-# onnxruntime's fusions that scale a Conv's weights: a quantized model's weights keep their codes
-# (rewrites.quantized_weights_as_codes puts the scale after the layer).
-_WEIGHT_SCALING_FUSIONS = ["ConvBNFusion", "ConvAddFusion", "ConvMulFusion"]
+# onnxruntime's optimizers left off on a quantized model: the fusions that scale a Conv's weights (its
+# weights keep their codes; rewrites.quantized_weights_as_codes puts the scale after the layer), and
+# WeightBiasQuantization, which rounds a float bias beside quantized inputs to int32 codes (a
+# DequantizeLinear of computed codes without a zero point): the model adds the float bias.
+_OFF_FOR_QUANTIZED = ["ConvBNFusion", "ConvAddFusion", "ConvMulFusion", "WeightBiasQuantization"]
 
 
 def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -92,7 +94,7 @@ def fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     with tempfile.TemporaryDirectory() as folder:
         options.optimized_model_filepath = str(Path(folder) / "folded.onnx")
         ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"],
-                             disabled_optimizers=_WEIGHT_SCALING_FUSIONS if quantized else None)
+                             disabled_optimizers=_OFF_FOR_QUANTIZED if quantized else None)
         folded = onnx.load(options.optimized_model_filepath)
     used = {n.domain for n in folded.graph.node} | {""}
     kept = [o for o in folded.opset_import if o.domain in used]
