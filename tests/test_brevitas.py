@@ -207,6 +207,14 @@ def test_a_bnn_pynq_network_agrees_with_brevitas_on_finns_test_image_and_more(tm
     plan = build(BuildOptions(model=DATA / "tfc_1w2a.onnx", board="pynq-z2", out_dir=out, policy="support",
                               calibration=tmp_path / "calibration.npy"), progress=lambda message: None)
     assert [s.kind for s in plan.subfunctions] == ["cpu", "fpga"]
+    assert (plan.subfunctions[1].verification.flip_samples, plan.subfunctions[1].verification.flipped) == (256, 0)
     got = load(out).predict(finn["x"])[0].reshape(finn["y"].shape)
     assert np.all(np.isfinite(got))
     assert np.max(np.abs(got - finn["y"])) <= 1e-3 * np.max(np.abs(finn["y"]))
+    # the input quantizer put on the FPGA: the build counts the samples it flips on, never "bit-exact"
+    pinned = build(BuildOptions(model=DATA / "tfc_1w2a.onnx", board="pynq-z2", out_dir=tmp_path / "pinned",
+                                policy="support", calibration=tmp_path / "calibration.npy",
+                                devices={n: "fpga" for n in ("node_view", "node_mul", "node_sub", "node__symbolic")}),
+                   progress=lambda message: None)
+    (fpga,) = pinned.subfunctions
+    assert fpga.verification.flipped > 0 and fpga.verification.agreement.startswith("codes flip on")

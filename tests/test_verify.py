@@ -291,3 +291,12 @@ def test_an_error_far_above_what_the_build_verified_fails_within_tolerance():
         bound_drift(c, verified)
         assert c.passed is passes
     assert "300 times the 0.0001 the build measured when it verified" in c.problem()
+
+
+def test_a_subfunction_whose_codes_flip_on_further_samples_is_never_bit_exact():
+    from hetdeploy.core.plan import TensorVerification, Verification
+
+    exact = Verification(4, 0.0, 1.0, True, [TensorVerification("y", 0.0, 3.0, 1.0, 0, True, step=1.0)], 256, 0)
+    assert exact.agreement == "bit-exact"
+    exact.flipped = 3
+    assert exact.agreement == "codes flip on 3 of 256 samples"

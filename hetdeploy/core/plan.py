@@ -143,6 +143,10 @@ class TensorVerification:
         return "within one step" if 0 < self.step and self.max_abs_error <= self.step else "within tolerance"
 
 
+# how an output agrees with its reference (TensorVerification.agreement), least exact first
+AGREEMENTS = ["", "within tolerance", "within one step", "same codes", "bit-exact"]
+
+
 @dataclass
 class Verification:
     """Result of running a subfunction (or unit) on its device model against onnxruntime: per output
@@ -153,6 +157,18 @@ class Verification:
     tolerance: float
     passed: bool
     outputs: list[TensorVerification] = field(default_factory=list)
+    # an FPGA subfunction with quantized outputs: the further samples its codes were compared on
+    # (verify.count_flips) and how many of them a code differs on (by half a step or more)
+    flip_samples: int = 0
+    flipped: int = 0
+
+    @property
+    def agreement(self) -> str:
+        """The least exact of its outputs' ``agreement`` (AGREEMENTS), or how many of the further
+        samples flip a code, when any does: then it matches up to flips, never bit for bit."""
+        if self.flipped:
+            return f"codes flip on {self.flipped} of {self.flip_samples} samples"
+        return min((t.agreement for t in self.outputs), default="", key=AGREEMENTS.index)
 
 
 @dataclass

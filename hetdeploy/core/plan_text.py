@@ -9,9 +9,6 @@ from .board import Board
 from .plan import IlpRun, Plan, duration
 
 
-# how an output agrees with its reference (TensorVerification.agreement), least exact first
-AGREEMENTS = ["", "within tolerance", "within one step", "same codes", "bit-exact"]
-
 # a unit's latency and its parts (units.estimate), as the plan table's columns: key, width
 CYCLE_PARTS = (("latency_cycles", 9), ("compute_cycles", 9), ("buffer_cycles", 8), ("ddr_cycles", 8))
 
@@ -200,8 +197,7 @@ def build_table(plan: Plan) -> str:
             error = f"{v.max_abs_error:.3g}" if v else "-"
             # the least exact of its outputs (FPGA parts alone: a CPU or GPU subfunction runs the float nodes
             # of its reference)
-            agreement = min((t.agreement for t in v.outputs), default="",
-                            key=AGREEMENTS.index) if v and emulated else ""
+            agreement = v.agreement if v and emulated else ""
             lines.append(f"{name:<18} {device:<12} {count:>5}  {precision:<30} {error:>20}  {v.tolerance if v else 0:>9.3g}  "
                          f"{agreement}")
     lines += chip_totals(plan)

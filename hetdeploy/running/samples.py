@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # Random streams drawn from one --seed: the sizing samples are stream 0 (``default_rng(seed)``, as
 # they always were); the others are seeded by (seed, stream), which numpy's SeedSequence keeps apart
 # from every plain seed, so a build never verifies on, nor emulates by default, what it sized on.
-SIZING, VERIFICATION, EMULATION, HOLD_OUT = 0, 1, 2, 3
+SIZING, VERIFICATION, EMULATION, HOLD_OUT, FLIPS = 0, 1, 2, 3, 4
 
 
 def _generator(seed: int, stream: int) -> np.random.Generator:

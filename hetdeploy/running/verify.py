@@ -294,6 +294,42 @@ def check_build(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
     )
 
 
+# Further samples a build compares an FPGA subfunction's quantized outputs on, code by code: a
+# threshold that flips now and then shows on a few hundred inputs where the handful held out may not
+FLIP_SAMPLES = 256
+
+
+def count_flips(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]],
+                libraries: runtime.CSimLibraries) -> dict[str, int]:
+    """Per verified FPGA subfunction of a quantized network (a quantizer writes one of its tensors),
+    how many of ``samples`` it answers otherwise than the reference on: a quantized output off by half
+    a step or more, another beyond the tolerance its verification held it to, or a NaN or Inf; each
+    subfunction on the inputs the float pipeline gives it."""
+    steps = build_steps(build_dir)
+
+    def quantized(sub) -> bool:
+        tensors = [b.tensor for b in sub.memory.buffers] if sub.memory is not None else sub.outputs
+        return any(steps.get(t, 0.0) > 0 for t in tensors)
+
+    chosen = [(k, sub) for k, sub in enumerate(plan.subfunctions)
+              if sub.hls is not None and sub.verification is not None and quantized(sub)]
+    if not chosen:
+        return {}
+    seen = runtime.subfunction_inputs(build_dir, plan, samples)
+    reference = runtime.reference_executors(build_dir, plan)
+    flipped = {}
+    for k, sub in chosen:
+        allowed = {o.tensor: (o.step / 2, True) if o.step else (o.tolerance, False) for o in sub.verification.outputs}
+        device = runtime.subfunction_executor(libraries, sub)
+        flipped[sub.name] = 0
+        for feeds in seen[k]:
+            got, want = device(feeds), reference[k](feeds)
+            flipped[sub.name] += any(
+                not np.all(np.abs(got[t] - want[t]) < bound if strict else np.abs(got[t] - want[t]) <= bound)
+                for t, (bound, strict) in allowed.items())
+    return flipped
+
+
 def check_units(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]],
                 libraries: runtime.CSimLibraries) -> dict[str, SubfunctionCheck]:
     """Every execution unit of every FPGA subfunction in C-simulation against its ONNX model on

@@ -355,7 +355,8 @@ def _verify(state: BuildState) -> BuildState:
     run again from its unit widths, or the failure raised where none can widen."""
     plan = state.plan
     try:
-        state.emulated = verify_csim(plan, state.build_dir, state.samples.verification, state.progress)
+        state.emulated = verify_csim(plan, state.build_dir, state.samples.verification, state.progress,
+                                     state.options.seed)
     except VerificationError as err:
         widened = widen(plan, err, state.unit_widths, state.options.precisions, state.progress)
         if not widened:

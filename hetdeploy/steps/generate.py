@@ -35,6 +35,7 @@ from ..planning import memory
 from ..planning.config import BuildOptions
 from ..running import runtime, verify
 from ..running.deploy import write_manifests
+from ..running.samples import FLIPS, uniform_samples
 
 
 def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions, build_dir: Path,
@@ -281,9 +282,10 @@ def rewrite_tops(build_dir: Path) -> Plan:
     return plan
 
 
-def verify_csim(plan: Plan, build_dir: Path, samples,
-                progress: Progress = stderr_progress) -> dict[str, np.ndarray]:
-    """Each execution unit, each subfunction, then the whole pipeline against onnxruntime; the
+def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = stderr_progress,
+                seed: int = 0) -> dict[str, np.ndarray]:
+    """Each execution unit, each subfunction, then the whole pipeline against onnxruntime, then the
+    quantized outputs code by code on further samples (``_count_flips``, drawn from ``seed``); the
     pipeline's emulated outputs."""
     libraries = runtime.CSimLibraries(build_dir, keep_log=True)  # one process per subfunction for both checks
     unit_checks = verify.check_units(plan, build_dir, samples, libraries)
@@ -312,7 +314,25 @@ def verify_csim(plan: Plan, build_dir: Path, samples,
         raise error
     if not comparison.passed:
         raise VerificationError(f"the pipeline against the model on onnxruntime: {comparison.pipeline.problem()}")
+    _count_flips(plan, build_dir, libraries, seed, progress)
     return comparison.outputs
+
+
+def _count_flips(plan: Plan, build_dir: Path, libraries: runtime.CSimLibraries, seed: int, progress: Progress) -> None:
+    """Each FPGA subfunction's quantized outputs compared code by code on FLIP_SAMPLES further samples
+    drawn within the ranges its types were sized on (``verify.count_flips``), recorded in its
+    verification and said where any flips: it then matches the reference up to flips, not bit for bit."""
+    if plan.calibration is None or not plan.calibration.input_ranges:
+        return
+    samples = uniform_samples(plan.inputs, verify.FLIP_SAMPLES, plan.calibration.input_ranges, seed, FLIPS)
+    flipped = verify.count_flips(plan, build_dir, samples, libraries)
+    for sub in plan.subfunctions:
+        if sub.name in flipped and sub.verification is not None:
+            sub.verification.flip_samples, sub.verification.flipped = len(samples), flipped[sub.name]
+            if flipped[sub.name]:
+                progress(f"      {sub.name}: answers otherwise than the reference (a code flips) on {flipped[sub.name]} "
+                         f"of {len(samples)} further samples drawn within the sized ranges: it matches the reference "
+                         f"up to flips, not bit for bit ('hetdeploy emulate' names the first unit that parts)")
 
 
 def _fail_on_saturation(failed: list[verify.SubfunctionCheck], plan: Plan) -> None:
