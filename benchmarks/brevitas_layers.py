@@ -10,6 +10,7 @@ pipeline's error on the other half against Brevitas' own outputs, in steps of th
     pip install -e ".[bench]"     # PyTorch and Brevitas
     python benchmarks/brevitas_layers.py [--only relu] [--plan-only] [--json]
     python benchmarks/brevitas_layers.py --export tests/data/brevitas --only SMALL   # ONNX + outputs for tests
+    python benchmarks/brevitas_layers.py --export tests/data/brevitas --only '^(linear_w4|conv_w2)$' --qcdq
     python benchmarks/brevitas_layers.py --finn-example FINN/src/finn/qnn-data/build_dataflow
 
 ``--finn-example``: FINN's build_dataflow example (a FINN checkout's folder: model.onnx, the TFC W1A1 with
@@ -124,10 +125,11 @@ def cases() -> dict:
     return made
 
 
-def export(name: str, make, folder: Path) -> Path:
-    """NAME.onnx (Brevitas' export_qonnx) and NAME.npz (x: the inputs, y: Brevitas' outputs on them)."""
+def export(name: str, make, folder: Path, qcdq: bool = False) -> Path:
+    """NAME.onnx (Brevitas' export_qonnx; ``qcdq``: export_onnx_qcdq through torch's dynamo exporter,
+    NAME_qcdq.onnx) and NAME.npz (x: the inputs, y: Brevitas' outputs on them)."""
     import torch
-    from brevitas.export import export_qonnx
+    from brevitas.export import export_onnx_qcdq, export_qonnx
 
     torch.manual_seed(0)
     module, shape, kind = make()
@@ -138,8 +140,13 @@ def export(name: str, make, folder: Path) -> Path:
     with torch.no_grad():
         module(torch.from_numpy(x))  # sets the statistics-initialised scales, as a first batch would
         y = np.concatenate([_value(module(torch.from_numpy(x[k:k + 1]))) for k in range(SAMPLES)])
-    path = folder / f"{name}.onnx"
-    export_qonnx(module, torch.from_numpy(x[:1]), export_path=str(path))
+    if qcdq:
+        name = f"{name}_qcdq"
+        path = folder / f"{name}.onnx"
+        export_onnx_qcdq(module, torch.from_numpy(x[:1]), export_path=str(path), dynamo=True)
+    else:
+        path = folder / f"{name}.onnx"
+        export_qonnx(module, torch.from_numpy(x[:1]), export_path=str(path))
     _one_file(path)
     np.savez(folder / f"{name}.npz", x=x, y=y)
     return path
@@ -244,6 +251,8 @@ def main() -> int:
     parser.add_argument("--export", type=Path, help="only export the cases (ONNX, inputs, Brevitas' outputs) here")
     parser.add_argument("--finn-example", type=Path, help="FINN's build_dataflow example folder: build it and "
                         "classify its digits")
+    parser.add_argument("--qcdq", action="store_true", help="with --export: Brevitas' QCDQ form (QuantizeLinear, "
+                        "Clip, DequantizeLinear) through torch's dynamo exporter, as NAME_qcdq.onnx")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.finn_example:
@@ -255,8 +264,8 @@ def main() -> int:
     if args.export:
         args.export.mkdir(parents=True, exist_ok=True)
         for name, make in chosen.items():
-            export(name, make, args.export)
-            if name.startswith(("tfc", "sfc", "lfc")):
+            export(name, make, args.export, args.qcdq)
+            if name.startswith(("tfc", "sfc", "lfc")) and not args.qcdq:
                 export_finn_inputs(name, make, args.export)
             print(f"exported {name}")
         return 0

@@ -1,8 +1,9 @@
 """The layers FINN takes from Brevitas, as Brevitas 0.13's export_qonnx writes them, on the FPGA.
 
 tests/data/brevitas: written by ``python benchmarks/brevitas_layers.py --export tests/data/brevitas``
-(untrained, seed 0), each with Brevitas' own outputs on 16 inputs (NAME.npz: x, y). Builds size on the
-first 8 inputs and are checked on the other 8, against Brevitas.
+(untrained, seed 0; NAME_qcdq by ``--qcdq``: export_onnx_qcdq through torch's dynamo exporter), each with
+Brevitas' own outputs on 16 inputs (NAME.npz: x, y). Builds size on the first 8 inputs and are checked
+on the other 8, against Brevitas.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from hetdeploy.steps.build import BuildOptions, build
 
 DATA = Path(__file__).resolve().parent / "data" / "brevitas"
 LAYERS = ["identity_s1", "identity_un4", "relu_pc_nchw", "identity_pc_nhwc", "hardtanh_4", "truncavgpool_4", "linear_w1",
-          "conv_w2", "convtranspose_w4"]
+          "conv_w2", "convtranspose_w4",
+          # export_onnx_qcdq through torch's dynamo exporter (opset 18, lifted_tensor names, shared constants)
+          "linear_w4_qcdq", "conv_w2_qcdq"]
 NETWORKS = ["tfc_1w1a", "tfc_1w2a"]
 SIZED_ON = 8
 
