@@ -41,8 +41,9 @@ th{background:#eee}td.name,th.name{text-align:left;font-family:monospace}
 
 
 def _mathtext_safe(text: str) -> str:
-    """Names as matplotlib text: a ``$`` would start mathtext."""
-    return text.replace("$", r"\$")
+    """Names as matplotlib text: a ``$`` would start mathtext, and a control character (a NUL a model's
+    name may hold) has no glyph: written out as ``\\x00``."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text).replace("$", r"\$")
 
 
 def _svg(figure: Figure) -> str:
