@@ -840,7 +840,8 @@ def test_a_damaged_build_is_refused_before_anything_runs(built, tmp_path):
             ("renamed", lambda d: (d / "plan.json").write_text((d / "plan.json").read_text().replace(
                 '"top": "sf0_fpga"', '"top": "sf0_fpgb"')), ("plan.json: changed since the build",)),
             ("nan", lambda d: (d / "plan.json").write_text((d / "plan.json").read_text().replace(
-                '"relative_tolerance": 0.05', '"relative_tolerance": NaN')), ("relative_tolerance: nan, not a finite",)),
+                '"relative_tolerance": 0.05', '"relative_tolerance": NaN')),
+             ("relative_tolerance: nan, not a finite",)),
             ("no_hls", lambda d: _set_hls_null(d / "plan.json"), ("FPGA subfunction sf0_fpga has no HLS section",))):
         one_line_error(hetdeploy("emulate", damaged(name, change)), *fragments)
     garbled = damaged("garbled_package", lambda d: (d / "deploy" / "run.py").write_text(

@@ -10,8 +10,9 @@ from typing import Optional
 
 import numpy as np
 
-from ..core.board_runtime import (Problem, StreamTimes, check_manifest, batch_problem, one_sample_feeds, profile_document,
-                                  profiled_node_seconds, resource_of, stream_summary, stream_table, write_profile)
+from ..core.board_runtime import (Problem, StreamTimes, batch_problem, check_manifest, one_sample_feeds,
+                                  profile_document, profiled_node_seconds, resource_of, stream_summary, stream_table,
+                                  write_profile)
 from ..core.checkpoint import CHECKPOINT, STATE, read_checkpoint
 from ..core.errors import UserError
 from ..core.plan import Plan, Verification

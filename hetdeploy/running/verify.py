@@ -99,8 +99,8 @@ class TensorCheck:
             return f"output '{self.tensor}' has {self.nonfinite} NaN or Inf values"
         if self.max_abs_error > self.drift_limit and self.max_abs_error <= self.tolerance:
             times = f"{self.max_abs_error / self.verified_error:.3g} times" if self.verified_error else "above"
-            return (f"output '{self.tensor}' differs by {self.max_abs_error:.4g}, {times} the {self.verified_error:.4g} "
-                    f"the build measured when it verified (at most {self.drift_limit:.4g} here): within its tolerance "
+            return (f"output '{self.tensor}' differs by {self.max_abs_error:.4g}, {times} the "
+                    f"{self.verified_error:.4g} the build measured when it verified (at most {self.drift_limit:.4g} here): within its tolerance "
                     f"{self.tolerance:.4g}, but not what this build computes on inputs like its own")
         if self.max_abs_error > self.tolerance:
             rule = ("one step of its quantizer" if self.step > self.relative * self.peak else

@@ -330,8 +330,8 @@ def _count_flips(plan: Plan, build_dir: Path, libraries: runtime.CSimLibraries, 
         if sub.name in flipped and sub.verification is not None:
             sub.verification.flip_samples, sub.verification.flipped = len(samples), flipped[sub.name]
             if flipped[sub.name]:
-                progress(f"      {sub.name}: answers otherwise than the reference (a code flips) on {flipped[sub.name]} "
-                         f"of {len(samples)} further samples drawn within the sized ranges: it matches the reference "
+                progress(f"      {sub.name}: answers otherwise than the reference (a code flips) on "
+                         f"{flipped[sub.name]} of {len(samples)} further samples drawn within the sized ranges: it matches the reference "
                          f"up to flips, not bit for bit ('hetdeploy emulate' names the first unit that parts)")
 
 
