@@ -656,6 +656,9 @@ def test_a_changed_weight_in_a_cpu_subfunction_fails_emulation_naming_it(tmp_pat
     values.flat[0] += 0.5
     weights.CopyFrom(numpy_helper.from_array(values, weights.name))
     onnx.save(changed, str(path))
+    assert main(["emulate", str(out), "--json"]) == 2  # changed since the build: its manifest says so
+    assert f"{cpu['onnx']}: changed since the build" in capsys.readouterr().err
+    write_manifests(Plan.load(out / "plan.json"), out)  # as if the build had written it so
     assert main(["emulate", str(out), "--json"]) == 3
     report = json.loads(capsys.readouterr().out)
     (sub,) = [s for s in report["subfunctions"] if s["name"] == cpu["name"]]
@@ -743,6 +746,8 @@ def test_weights_larger_than_the_bram_stay_in_ddr_and_csimulation_reads_them_the
     flipped = bytearray(image)
     flipped[1: arrays[0]["size"]: 2] = bytes(b ^ 0x40 for b in flipped[1: arrays[0]["size"]: 2])
     (corrupted / sub["hls"]["ddr_image"]).write_bytes(bytes(flipped))
+    one_line_error(hetdeploy("emulate", corrupted), f"{sub['hls']['ddr_image']}: changed since the build")
+    write_manifests(Plan.load(corrupted / "plan.json"), corrupted)  # as if built so: C-simulation must read it
     np.save(tmp_path / "x.npy", np.random.default_rng(3).normal(size=(2, 640)).astype(np.float32))
     good = subprocess.run([sys.executable, "-m", "hetdeploy", "emulate", str(out), "--input", str(tmp_path / "x.npy")],
                           capture_output=True, text=True)
@@ -772,6 +777,8 @@ def test_weights_in_ddr_on_request_for_a_streamed_convolution(tmp_path):
     start = weights["offset"] + kernel["offset"]
     data[start + 1: start + kernel["size"]: 2] = bytes(b ^ 0x10 for b in data[start + 1: start + kernel["size"]: 2])
     image.write_bytes(bytes(data))
+    assert hetdeploy("emulate", out, "--input", tmp_path / "x.npy").returncode == 2  # the manifest sees it
+    write_manifests(Plan.load(out / "plan.json"), out)  # as if built so: C-simulation must read it
     assert hetdeploy("emulate", out, "--input", tmp_path / "x.npy").returncode == 3
 
 
