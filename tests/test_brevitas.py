@@ -173,7 +173,7 @@ def test_a_finn_model_builds_and_classifies_as_qonnx_does(tmp_path):
     plan = build(BuildOptions(model=tmp_path / "tfc_finn.onnx", board="pynq-z2", out_dir=tmp_path / "out",
                               policy="support", calibration=tmp_path / "calibration.npy"), progress=lambda m: None)
     units = next(s for s in plan.subfunctions if s.kind == "fpga").execution_units  # the input's codes: the host's
-    assert sum(t.agreement == "bit-exact" for u in units for t in u.verification.outputs) >= 3  # the three threshold layers
+    assert sum(t.agreement == "bit-exact" for u in units for t in u.verification.outputs) >= 3
     held_out = data["x"][SIZED_ON:]
     got = load(tmp_path / "out").predict(held_out)[0].reshape(-1)
     reference = QonnxModel(tmp_path / "tfc_finn.onnx")
