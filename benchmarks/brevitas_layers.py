@@ -5,7 +5,8 @@ unsigned and narrow, per tensor and per channel in the NCHW, NHWC, NCW and NWC l
 QuantConv2d and QuantConvTranspose2d with 1- to 8-bit weights; TruncAvgPool2d) and the BNN-PYNQ
 topologies (TFC, SFC, LFC, CNV at W1A1, W1A2, W2A2), untrained, from seed 0. Per case: planned, built
 with ``--policy support`` (sized on the first half of the samples), the nodes on the FPGA, and the
-pipeline's error on the other half against Brevitas' own outputs, in steps of the output's quantizer.
+pipeline's error on the other half against Brevitas' own outputs, in steps of the output's quantizer;
+for the fully connected networks also on FINN's test image (qonnx's MNIST input) and 63 uniform images.
 
     pip install -e ".[bench]"     # PyTorch and Brevitas
     python benchmarks/brevitas_layers.py [--only relu] [--plan-only] [--json]
@@ -240,6 +241,12 @@ def run_case(name: str, path: Path, folder: Path, plan_only: bool, board: str) -
     row["max_abs_error"] = error
     row["steps"] = error / step if step else None
     row["peak"] = float(np.max(np.abs(expected)))
+    finn = folder / f"{name}_finn.npz"
+    if finn.is_file():  # FINN's test image and 63 more (export_finn_inputs), against Brevitas
+        inputs = np.load(finn)
+        got = api.load(options.out_dir).predict(inputs["x"])[0].reshape(inputs["y"].shape)
+        row["finn_max_abs_error"] = float(np.max(np.abs(got - inputs["y"])))
+        row["finn_peak"] = float(np.max(np.abs(inputs["y"])))
     return row
 
 
@@ -273,6 +280,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name, make in chosen.items():
             path = export(name, make, Path(tmp))
+            if name.startswith(("tfc", "sfc", "lfc")):
+                export_finn_inputs(name, make, Path(tmp))
             rows.append(run_case(name, path, Path(tmp), args.plan_only, args.board))
             if not args.json:
                 print_row(rows[-1])
@@ -319,6 +328,8 @@ def print_row(r: dict) -> None:
     steps = "" if "max_abs_error" not in r else (
         f"  error {r['steps']:.3g} steps" if r["steps"] is not None else
         f"  error {r['max_abs_error']:.3g} (peak {r['peak']:.3g}, no output quantizer)")
+    if "finn_max_abs_error" in r:
+        steps += f"; on FINN's image and 63 more {r['finn_max_abs_error']:.3g} of a peak of {r['finn_peak']:.3g}"
     off = f"  off the FPGA: {', '.join(r['off_fpga'])}" if r["off_fpga"] else ""
     used = r["resources"]
     print(f"{r['case']:<22} FPGA {r['fpga_nodes']:>3} of {r['nodes']:<3} LUT {used.get('lut', 0):>8,} "

@@ -199,15 +199,17 @@ def export_builds(tmp_path_factory):
 
 @pytest.mark.parametrize("name", ["tfc_bn_qonnx", "cnv_qcdq"])
 def test_an_export_on_the_fpga_answers_as_its_framework(export_builds, name):
-    """On images the build did not size on: every layer on the FPGA, the emulation within 1 % of the
-    output's peak (or one step of the quantizer that writes the output) of the framework's own
-    outputs (Brevitas', onnxruntime's) and the same class; every unit bit-exact, within one step of
-    its quantizer or within tolerance, some of them bit-exact or on their quantizer's codes."""
+    """On images the build did not size on: every layer on the FPGA (the input's first codes on the
+    host), the emulation within 1 % of the output's peak (or one step of the quantizer that writes the
+    output) of the framework's own outputs (Brevitas', onnxruntime's) and the same class; every unit
+    bit-exact, within one step of its quantizer or within tolerance, some of them bit-exact or on their
+    quantizer's codes."""
     from hetdeploy.running.verify import quantizer_steps
 
     out, plan, check, framework = export_builds[name]
-    assert [s.kind for s in plan.subfunctions] == ["fpga"]
-    agreements = {t.agreement for u in plan.subfunctions[0].execution_units for t in u.verification.outputs}
+    assert [s.kind for s in plan.subfunctions] == ["cpu", "fpga"]
+    assert {f.reason for f in plan.fpga_fallbacks} == {"input quantizer"}
+    agreements = {t.agreement for u in plan.subfunctions[1].execution_units for t in u.verification.outputs}
     assert "" not in agreements and agreements & {"bit-exact", "same codes"}
     result = emulate(out, str(check))
     assert result.comparison.passed, result.table()
