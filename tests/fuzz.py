@@ -626,9 +626,10 @@ def build_case(rng: random.Random, build: Path) -> Case:
                             [("a", "<f4")]])
         with np.errstate(all="ignore"), warnings.catch_warnings():  # nan and 1e30 cast to integers
             warnings.simplefilter("ignore")
-            array = rng.choice([np.zeros(shape), np.zeros([2, *shape[1:]]), np.zeros([3, 5]),
-                                np.zeros([0, *shape[1:]]), np.full(shape, np.nan), np.full(shape, 1e30),
-                                np.float64(1.0)]).astype(dtype)
+            # np.asarray: a scalar cast to object is a Python float, not an array
+            array = np.asarray(rng.choice([np.zeros(shape), np.zeros([2, *shape[1:]]), np.zeros([3, 5]),
+                                           np.zeros([0, *shape[1:]]), np.full(shape, np.nan), np.full(shape, 1e30),
+                                           np.float64(1.0)]).astype(dtype), dtype=dtype)
         buffer = io.BytesIO()
         if rng.random() < 0.3:  # an .npz of it, by the input's name
             np.savez(buffer, **{plan["inputs"][0]["name"]: array}, allow_pickle=True)
