@@ -128,6 +128,7 @@ class TensorVerification:
     passed: bool
     saturated: int = 0  # an FPGA unit's output: reference values beyond its fixed-point type's range
     step: float = 0.0  # the step of the quantizer that writes it (0: none)
+    further_error: float = 0.0  # its largest error on the build's further samples (verify.count_flips)
 
     @property
     def agreement(self) -> str:

@@ -197,9 +197,10 @@ _STEP_INPUT = {"Quant": {4: 1}, "DequantizeLinear": {2: 1, 3: 1}, "Trunc": {5: 1
 
 
 # An FPGA output's error on inputs within the build's calibration ranges may grow to DRIFT times the
-# error its verification recorded (a few samples' largest; more samples find larger ones), or one
-# quantizer step, or DRIFT_FLOOR of its tolerance, whichever is largest; past that, what runs is not
-# what was verified (a damaged file, another library) even when it is within the tolerance.
+# largest error its verification recorded (on the held-out samples and, for a quantized network, the
+# further samples of count_flips; more samples find larger ones), or one quantizer step, or DRIFT_FLOOR
+# of its tolerance, whichever is largest; past that, what runs is not what was verified (a damaged
+# file, another library) even when it is within the tolerance.
 DRIFT, DRIFT_FLOOR = 20.0, 0.01
 
 
@@ -208,8 +209,8 @@ def bound_drift(check: SubfunctionCheck, verification: Verification) -> None:
     for recorded in verification.outputs:
         tensor = check.tensors.get(recorded.tensor)
         if tensor is not None:
-            tensor.verified_error = recorded.max_abs_error
-            tensor.drift_limit = max(DRIFT * recorded.max_abs_error, recorded.step, DRIFT_FLOOR * recorded.tolerance)
+            tensor.verified_error = max(recorded.max_abs_error, recorded.further_error)
+            tensor.drift_limit = max(DRIFT * tensor.verified_error, recorded.step, DRIFT_FLOOR * recorded.tolerance)
 
 
 def quantizer_steps(path: Path) -> dict[str, float]:
@@ -300,11 +301,11 @@ FLIP_SAMPLES = 256
 
 
 def count_flips(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]],
-                libraries: runtime.CSimLibraries) -> dict[str, int]:
+                libraries: runtime.CSimLibraries) -> dict[str, tuple[int, dict[str, float]]]:
     """Per verified FPGA subfunction of a quantized network (a quantizer writes one of its tensors),
-    how many of ``samples`` it answers otherwise than the reference on: a quantized output off by half
-    a step or more, another beyond the tolerance its verification held it to, or a NaN or Inf; each
-    subfunction on the inputs the float pipeline gives it."""
+    how many of ``samples`` it answers otherwise than the reference on (a quantized output off by half
+    a step or more, another beyond the tolerance its verification held it to, or a NaN or Inf), and
+    each output's largest error on them; each subfunction on the inputs the float pipeline gives it."""
     steps = build_steps(build_dir)
 
     def quantized(sub) -> bool:
@@ -321,12 +322,14 @@ def count_flips(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
     for k, sub in chosen:
         allowed = {o.tensor: (o.step / 2, True) if o.step else (o.tolerance, False) for o in sub.verification.outputs}
         device = runtime.subfunction_executor(libraries, sub)
-        flipped[sub.name] = 0
+        count, largest = 0, dict.fromkeys(allowed, 0.0)
         for feeds in seen[k]:
             got, want = device(feeds), reference[k](feeds)
-            flipped[sub.name] += any(
-                not np.all(np.abs(got[t] - want[t]) < bound if strict else np.abs(got[t] - want[t]) <= bound)
-                for t, (bound, strict) in allowed.items())
+            errors = {t: np.abs(np.asarray(got[t], np.float64) - want[t]) for t in allowed}
+            count += any(not np.all(errors[t] < bound if strict else errors[t] <= bound)
+                         for t, (bound, strict) in allowed.items())
+            largest = {t: max(largest[t], float(np.max(errors[t], initial=0.0))) for t in allowed}
+        flipped[sub.name] = (count, largest)
     return flipped
 
 

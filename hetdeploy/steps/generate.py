@@ -328,10 +328,13 @@ def _count_flips(plan: Plan, build_dir: Path, libraries: runtime.CSimLibraries, 
     flipped = verify.count_flips(plan, build_dir, samples, libraries)
     for sub in plan.subfunctions:
         if sub.name in flipped and sub.verification is not None:
-            sub.verification.flip_samples, sub.verification.flipped = len(samples), flipped[sub.name]
-            if flipped[sub.name]:
+            count, largest = flipped[sub.name]
+            sub.verification.flip_samples, sub.verification.flipped = len(samples), count
+            for output in sub.verification.outputs:
+                output.further_error = largest.get(output.tensor, 0.0)
+            if count:
                 progress(f"      {sub.name}: answers otherwise than the reference (a code flips) on "
-                         f"{flipped[sub.name]} of {len(samples)} further samples drawn within the sized ranges: it matches the reference "
+                         f"{count} of {len(samples)} further samples drawn within the sized ranges: it matches the reference "
                          f"up to flips, not bit for bit ('hetdeploy emulate' names the first unit that parts)")
 
 
