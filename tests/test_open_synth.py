@@ -375,9 +375,13 @@ def _change_a_read(folder):
 def test_the_build_prints_the_rtl_verdicts_beside_the_estimates_and_the_report_shows_them(open_builds):
     from hetdeploy.core.plan_text import open_synth_table
 
-    text = open_synth_table(Plan.load(open_builds["mlp"] / "plan.json"))
+    mlp = Plan.load(open_builds["mlp"] / "plan.json")
+    text = open_synth_table(mlp)
     assert "not the RTL Vivado HLS makes" in text and "Yosys LUT" in text and "est. LUT" in text
-    assert "the 4 synthesised unit(s) take, by Yosys: LUT" in text
+    synthesised = [u for s in mlp.subfunctions for u in s.execution_units
+                   if u.open_synthesis is not None and u.open_synthesis.yosys]
+    assert len(synthesised) == 3, synthesised  # its three layers (the input's first codes are the host's)
+    assert f"the {len(synthesised)} synthesised unit(s) take, by Yosys: LUT" in text
     report = (open_builds["cnn"] / "report.html").read_text()
     assert "Open synthesis: da4ml, Icarus Verilog, Yosys" in report and "not the RTL Vivado HLS makes" in report
     cnn = Plan.load(open_builds["cnn"] / "plan.json")
