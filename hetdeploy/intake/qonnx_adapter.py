@@ -76,17 +76,95 @@ class QonnxModel:
         self.output_names = [o.name for o in self.wrapper.graph.output]
         self.inputs = [(n, list(self.wrapper.get_tensor_shape(n))) for n in self.input_names]
         self.outputs = [(n, list(self.wrapper.get_tensor_shape(n))) for n in self.output_names]
+        self._empty_context, self._node_executors = None, None  # made on the first run
+        # the tensors qonnx's execution rounds to their annotated integer type (looked up once)
+        self._integer_tensors = {a.tensor_name for a in self.wrapper.graph.quantization_annotation
+                                 if self.wrapper.get_tensor_datatype(a.tensor_name).is_integer()}
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        from qonnx.core.onnx_exec import execute_onnx
-
+        """qonnx's ``execute_onnx`` node by node (its custom ops, its sanitising of annotated integer
+        tensors), each standard node's onnxruntime session made once: qonnx makes one per node per
+        call, which cost a quantized MLP 20 ms a sample and most of its build's further samples."""
         try:  # NaN or overflow in a quantizer is judged on the outputs, not printed as numpy warnings
             with captured_stdout(), np.errstate(all="ignore"):
-                results = execute_onnx(self.wrapper, {n: feeds[n] for n in self.input_names})
+                context = self._context(feeds)
+                for node, execute in zip(self.wrapper.graph.node, self._executors()):
+                    self._sanitize(node.input, context)
+                    execute(context)
+                    self._sanitize(node.output, context)
         except Exception as err:
             raise UserError(f"{self.name}: qonnx's execution failed: {first_line(err)}") from None
-        return {n: results[n] for n in self.output_names}
+        return {n: context[n] for n in self.output_names}
 
+    def _context(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self._empty_context is None:
+            from qonnx.analysis.topology import nodes_topologically_sorted
+
+            if not self.wrapper.check_all_tensor_shapes_specified():
+                raise ValueError("found unspecified tensor shapes")
+            if not nodes_topologically_sorted(self.wrapper)["nodes_topologically_sorted"]:
+                raise ValueError("its nodes are not topologically sorted")
+            self._empty_context = self.wrapper.make_empty_exec_context()
+        context = dict(self._empty_context)  # the nodes replace tensors, never write into them
+        for name in self.input_names:
+            if context[name].shape != feeds[name].shape:
+                raise ValueError(f"input '{name}' has shape {feeds[name].shape}, the model {context[name].shape}")
+            context[name] = feeds[name]
+        return context
+
+    def _sanitize(self, tensors, context: dict[str, np.ndarray]) -> None:
+        from qonnx.util.basic import get_sanitize_quant_tensors, sanitize_quant_values
+
+        integer = [t for t in tensors if t in self._integer_tensors]
+        if integer and get_sanitize_quant_tensors() != 0:
+            sanitize_quant_values(self.wrapper, integer, context)
+
+    def _executors(self) -> list:
+        """Per node, a function of the execution context that runs it as qonnx's ``execute_node``
+        does: a custom op through qonnx's registry, a standard one alone on onnxruntime."""
+        if self._node_executors is None:
+            from qonnx.custom_op.registry import getCustomOp, is_custom_op
+            from qonnx.util.basic import get_preferred_qonnx_opset
+
+            opsets = self.wrapper.get_opset_imports()
+            graph = self.wrapper.graph
+            executors = []
+            for node in graph.node:
+                opset = opsets.get(node.domain, get_preferred_qonnx_opset())
+                if is_custom_op(node.domain, node.op_type):
+                    op = getCustomOp(node, onnx_opset_version=opset)
+                    executors.append(lambda context, op=op: op.execute_node(context, graph))
+                else:
+                    executors.append(_standard_node_executor(node, graph, opset))
+            self._node_executors = executors
+        return self._node_executors
+
+
+def _standard_node_executor(node: onnx.NodeProto, graph: onnx.GraphProto, opset: int):
+    """A standard node as a one-node model on onnxruntime, its inputs and outputs typed from the
+    graph as qonnx's ``execute_node`` types them (a subgraph's inputs too)."""
+    import onnxruntime as ort
+    from qonnx.util.basic import qonnx_make_model
+
+    def typed(names, values):
+        return [v for v in values if v.name in names]
+
+    inputs = typed(node.input, graph.input) + typed(node.input, graph.output) + typed(node.input, graph.value_info)
+    outputs = typed(node.output, graph.output) + typed(node.output, graph.value_info)
+    for attribute in (a for a in node.attribute if a.type == onnx.AttributeProto.GRAPH):
+        for inner in attribute.g.node:
+            inputs += [v for v in typed(inner.input, graph.value_info) if v not in inputs]
+    model = qonnx_make_model(onnx.helper.make_graph([node], "single-node-exec", inputs, outputs))
+    model.opset_import[0].version = opset
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in outputs]
+    missing = [t for t in node.output if t and t not in names]
+    if missing:
+        raise ValueError(f"node {node.name}: output {missing[0]} has no type in the graph")
+
+    def execute(context: dict[str, np.ndarray]) -> None:
+        context.update(zip(names, session.run(None, {t: context[t] for t in node.input if t})))
+    return execute
 
 
 QONNX_GENERAL_DOMAIN = "qonnx.custom_op.general"
