@@ -38,15 +38,18 @@ def test_a_shipped_qonnx_model_builds_and_emulates_against_its_quantized_referen
     a step of their quantizers out of tolerance; widened to 20 bits they no longer fit the PYNQ-Z2, so the
     build partitions again at their widths (what does not fit moves to the A9, where its activation
     quantizers are standard ONNX that onnxruntime runs: the board has no qonnx), and the widenings stay
-    on record."""
-    out = tmp_path / "build"
+    on record. Its FPGA convolutions take seconds a sample in C-simulation: the build compares their codes
+    on no further samples (generate.flip_sample_count) and says so."""
+    out, said = tmp_path / "build", []
     plan = build(BuildOptions(model=DATA / "bsd300x3-espcn/subpixel/quant_model.onnx", board="pynq-z2", out_dir=out),
-                 progress=lambda message: None)
+                 progress=said.append)
     result = emulate(out, None, 3)
     assert result.comparison.passed, result.table()
     assert {w.from_bits for w in plan.widened} == {16} and {w.to_bits for w in plan.widened} == {20}
     fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
     assert fpga and all(u.verification.passed for s in fpga for u in s.execution_units)
+    assert all(s.verification.flip_samples == 0 for s in fpga)
+    assert any("codes to compare on 0 further samples, not 256" in line for line in said)
     assert set(result.engines) == {"C-simulation (g++)", "onnxruntime CPU"}
     assert any(w.get("subfunction") for w in plan.node_map.values())
 

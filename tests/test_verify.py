@@ -300,3 +300,23 @@ def test_a_subfunction_whose_codes_flip_on_further_samples_is_never_bit_exact():
     assert exact.agreement == "bit-exact"
     exact.flipped = 3
     assert exact.agreement == "codes flip on 3 of 256 samples"
+
+
+def test_the_further_samples_are_as_many_as_their_c_simulation_allows():
+    """256 for an MLP (120,000 operations a sample); none for the ESPCN that qonnx ships, whose
+    FPGA convolutions take a quarter of a billion operations a sample (19 s in C-simulation here);
+    what the user asks for (--flip-samples) either way."""
+    import qonnx
+
+    from hetdeploy.intake.model import load_model
+    from hetdeploy.steps.generate import FLIP_OPERATIONS, flip_sample_count
+
+    mlp = load_model(Path(__file__).parent / "data" / "brevitas" / "tfc_1w2a.onnx").graph
+    assert flip_sample_count(mlp, [n.name for n in mlp.nodes], None) == 256
+    assert flip_sample_count(mlp, [n.name for n in mlp.nodes], 3) == 3
+    espcn = load_model(Path(qonnx.__file__).parent / "data" / "onnx" / "bsd300x3-espcn" / "subpixel" /
+                       "quant_model.onnx").graph
+    first_and_last = [n.name for n in espcn.nodes if n.op == "Conv"][::3]
+    assert flip_sample_count(espcn, first_and_last, None) == 0
+    assert flip_sample_count(espcn, first_and_last[1:], None) == FLIP_OPERATIONS // 113_246_208 == 2
+    assert flip_sample_count(espcn, first_and_last, 5) == 5

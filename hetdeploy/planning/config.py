@@ -60,6 +60,9 @@ class BuildOptions:
     verify_input: Optional[Path] = None  # samples to verify on instead (never used for sizing)
     samples: int = 4
     seed: int = 0
+    # further samples each quantized FPGA subfunction's output codes are compared on after verification (0: none);
+    # None: FLIP_SAMPLES, or fewer where their C-simulation would pass FLIP_OPERATIONS (verify.flip_sample_count)
+    flip_samples: Optional[int] = None
     # allowed max abs error per output, as a fraction of its peak; None: error_budget's, else DEFAULT_TOLERANCE
     relative_tolerance: Optional[float] = None
     width: int = 16
@@ -171,6 +174,12 @@ MAX_WORKERS = 256
 def sample_count(value: Any) -> int:
     if not _whole(value) or not 1 <= int(value) <= MAX_SAMPLES:
         raise ValueError(f"'{value}': expected a whole number of samples from 1 to {MAX_SAMPLES:,}")
+    return int(value)
+
+
+def flip_sample_count(value: Any) -> int:
+    if not _whole(value) or not 0 <= int(value) <= MAX_SAMPLES:
+        raise ValueError(f"'{value}': expected a whole number of samples from 0 to {MAX_SAMPLES:,}")
     return int(value)
 
 
@@ -387,6 +396,11 @@ OPTIONS = (
     Option("samples", "samples", sample_count, "precision and verification", "number of random samples to size "
            "on, and as many to verify on, without --calibration (default 4)", metavar="N"),
     Option("seed", "seed", seed, "precision and verification", "seed of the random samples (default 0)",
+           metavar="N"),
+    Option("flip_samples", "flip_samples", flip_sample_count, "precision and verification", "further samples, "
+           "drawn within the sized ranges, that each quantized FPGA subfunction's output codes are compared on "
+           "after verification, the samples a code flips on counted (0: none). Default: 256, or fewer where their "
+           "C-simulation would pass 250 million operations (a CNN on images takes seconds a sample there)",
            metavar="N"),
     Option("reuse_factors", "reuse_factor", positive_int, "folding and memory", "pin the hls4ml ReuseFactor of the "
            "FPGA execution unit holding ONNX node NODE (repeatable); the others are folded around it",

@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import heapq
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
@@ -1092,34 +1093,47 @@ def _fold_under(shapes: Sequence[Shape], budget: dict[str, int], widths: Sequenc
 
     choice = [0] * len(shapes)
     current = [estimate_of(u, 0) for u in range(len(shapes))]
+    totals = {k: sum(e[k] for e in current) for k in RESOURCES}
 
-    def over(totals: dict[str, int]) -> dict[str, float]:
-        return {k: (totals[k] - budget[k]) / max(1, budget[k]) for k in RESOURCES if totals[k] > budget.get(k, 0)}
+    def over() -> tuple[str, ...]:
+        return tuple(k for k in RESOURCES if totals[k] > budget.get(k, 0))
 
-    while True:
-        totals = {k: sum(e[k] for e in current) for k in RESOURCES}
-        excess = over(totals)
-        if not excess:
-            break
-        best, best_gain = None, 0.0
-        for u, o in enumerate(options):
-            if choice[u] + 1 >= len(o):
-                continue
-            nxt = estimate_of(u, choice[u] + 1)
-            freed = sum((current[u][k] - nxt[k]) / max(1, budget[k]) for k in excess)
-            added = max(1, nxt["latency_cycles"] - current[u]["latency_cycles"])
-            if freed > 0 and freed / added > best_gain:
-                best, best_gain = u, freed / added
-        if best is None:
+    def gain(u: int, excess: tuple[str, ...]) -> float:
+        """What unit u's next folding step frees of the over-budget resources per cycle it adds (0: nothing)."""
+        if choice[u] + 1 >= len(options[u]):
+            return 0.0
+        nxt = estimate_of(u, choice[u] + 1)
+        freed = sum((current[u][k] - nxt[k]) / max(1, budget[k]) for k in excess)
+        return freed / max(1, nxt["latency_cycles"] - current[u]["latency_cycles"]) if freed > 0 else 0.0
+
+    # The steps wait in a heap by gain (the lower unit first on a tie). A unit's gain changes only when it steps
+    # or the set of resources over budget changes (then every gain is weighed again), so a network of hundreds of
+    # units folds in a few of their steps each, not in all of them each.
+    excess, steps = over(), []
+    while excess:
+        if not steps:
+            steps = [(-g, u, choice[u]) for u in range(len(shapes)) if (g := gain(u, excess)) > 0]
+            heapq.heapify(steps)
+        while steps and steps[0][2] != choice[steps[0][1]]:  # a unit's step weighed before it stepped
+            heapq.heappop(steps)
+        if not steps:
             # Stuck (a step can cost BRAM, as weights move from LUTs into banks): start again from the
             # most folded design, which is the only one left to try, and unfold from there.
             choice = [len(o) - 1 for o in options]
             current = [estimate_of(u, len(o) - 1) for u, o in enumerate(options)]
-            if over({k: sum(e[k] for e in current) for k in RESOURCES}):
+            if any(sum(e[k] for e in current) > budget.get(k, 0) for k in RESOURCES):
                 return None
             break
+        _, best, _ = heapq.heappop(steps)
         choice[best] += 1
-        current[best] = estimate_of(best, choice[best])
+        stepped = estimate_of(best, choice[best])
+        totals = {k: totals[k] - current[best][k] + stepped[k] for k in RESOURCES}
+        current[best] = stepped
+        now = over()
+        if now != excess:
+            excess, steps = now, []
+        elif (g := gain(best, excess)) > 0:
+            heapq.heappush(steps, (-g, best, choice[best]))
     return _give_back(options, choice, budget, estimate_of)
 
 

@@ -23,7 +23,7 @@ import onnx
 
 from ..core.csim import CSimCrash
 from ..core.errors import VerificationError
-from ..core.plan import Plan, TensorVerification, Verification, Widening
+from ..core.plan import Plan, Subfunction, TensorVerification, Verification, Widening
 from ..core.progress import Progress
 from ..fpga.hls_top import fixed_range
 from ..intake.ort_adapter import OrtModel, open_model
@@ -300,20 +300,26 @@ def check_build(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
 FLIP_SAMPLES = 256
 
 
+def flip_checked(plan: Plan, build_dir: Path) -> list[tuple[int, Subfunction]]:
+    """(index, subfunction) of each generated FPGA subfunction of a quantized network: a quantizer writes
+    one of its tensors."""
+    steps = build_steps(build_dir)
+
+    def quantized(sub: Subfunction) -> bool:
+        tensors = [b.tensor for b in sub.memory.buffers] if sub.memory is not None else sub.outputs
+        return any(steps.get(t, 0.0) > 0 for t in tensors)
+
+    return [(k, sub) for k, sub in enumerate(plan.subfunctions)
+            if sub.hls is not None and quantized(sub)]
+
+
 def count_flips(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]],
                 libraries: runtime.CSimLibraries) -> dict[str, tuple[int, dict[str, float]]]:
     """Per verified FPGA subfunction of a quantized network (a quantizer writes one of its tensors),
     how many of ``samples`` it answers otherwise than the reference on (a quantized output off by half
     a step or more, another beyond the tolerance its verification held it to, or a NaN or Inf), and
     each output's largest error on them; each subfunction on the inputs the float pipeline gives it."""
-    steps = build_steps(build_dir)
-
-    def quantized(sub) -> bool:
-        tensors = [b.tensor for b in sub.memory.buffers] if sub.memory is not None else sub.outputs
-        return any(steps.get(t, 0.0) > 0 for t in tensors)
-
-    chosen = [(k, sub) for k, sub in enumerate(plan.subfunctions)
-              if sub.hls is not None and sub.verification is not None and quantized(sub)]
+    chosen = flip_checked(plan, build_dir)
     if not chosen:
         return {}
     seen = runtime.subfunction_inputs(build_dir, plan, samples)

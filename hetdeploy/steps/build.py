@@ -38,8 +38,8 @@ from ..intake.model import LoadedModel, load_model
 from ..planning.config import BuildOptions, resolved_config, settle_options
 from ..running.deploy import check_package, synthesize, write_manifests, write_package
 from ..running.samples import BuildSamples, build_samples, calibration_note
-from ..running.verify import widen
-from .generate import generate_hls, verify_csim
+from ..running import verify
+from .generate import FLIP_OPERATIONS, flip_sample_count, generate_hls, verify_csim
 from .open_synth import open_synthesis
 from .plan_model import (UnitsDoNotFit, against_baselines, fold_units, folded_plan, fpga_times, map_nodes,
                          model_node_names, search_layer_widths)
@@ -354,11 +354,17 @@ def _verify(state: BuildState) -> BuildState:
     """The C-simulation against onnxruntime; a unit out of tolerance widened (``_widen``) and the build
     run again from its unit widths, or the failure raised where none can widen."""
     plan = state.plan
+    flips = flip_sample_count(state.loaded.graph, [n for sub in _fpga(plan) for n in sub.nodes],
+                              state.options.flip_samples)
+    capped = flips < verify.FLIP_SAMPLES and state.options.flip_samples is None
+    if capped and verify.flip_checked(plan, state.build_dir):
+        state.progress(f"      codes to compare on {flips} further samples, not {verify.FLIP_SAMPLES}: their "
+                       f"C-simulation would pass {FLIP_OPERATIONS:,} operations (--flip-samples N sets N)")
     try:
         state.emulated = verify_csim(plan, state.build_dir, state.samples.verification, state.progress,
-                                     state.options.seed)
+                                     state.options.seed, flips)
     except VerificationError as err:
-        widened = widen(plan, err, state.unit_widths, state.options.precisions, state.progress)
+        widened = verify.widen(plan, err, state.unit_widths, state.options.precisions, state.progress)
         if not widened:
             raise
         for unit in (u for s in _fpga(plan) for u in s.execution_units if u.name in widened):

@@ -9,7 +9,7 @@ import os
 import shutil
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 import numpy as np
 import onnx
@@ -20,6 +20,7 @@ from ..core.board_runtime import channels_first, channels_last, stored_shape
 from ..core.cache import BuildCache, digest, toolchain
 from ..core.csim import compile_library
 from ..core.errors import ToolError, UserError, VerificationError, first_line, raised_in_hetdeploy
+from ..core.graph import Graph
 from ..core.plan import Band, ExecutionUnit, HlsPort, HlsProject, Plan, PlanFormatError, Subfunction, UnitHls, from_dict
 from ..core.precision import CppFixed, weight_fixed
 from ..core.progress import Progress, Reporter, stderr_progress
@@ -33,6 +34,7 @@ from ..intake.ort_adapter import OrtModel, open_model
 from ..intake.subgraph import band_model, extract
 from ..planning import memory
 from ..planning.config import BuildOptions
+from ..planning.cost import node_work
 from ..running import runtime, verify
 from ..running.deploy import write_manifests
 from ..running.samples import FLIPS, uniform_samples
@@ -283,10 +285,10 @@ def rewrite_tops(build_dir: Path) -> Plan:
 
 
 def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = stderr_progress,
-                seed: int = 0) -> dict[str, np.ndarray]:
+                seed: int = 0, flip_samples: int = 0) -> dict[str, np.ndarray]:
     """Each execution unit, each subfunction, then the whole pipeline against onnxruntime, then the
-    quantized outputs code by code on further samples (``_count_flips``, drawn from ``seed``); the
-    pipeline's emulated outputs."""
+    quantized outputs code by code on ``flip_samples`` further samples (``_count_flips``, drawn from
+    ``seed``); the pipeline's emulated outputs."""
     libraries = runtime.CSimLibraries(build_dir, keep_log=True)  # one process per subfunction for both checks
     unit_checks = verify.check_units(plan, build_dir, samples, libraries)
     comparison = verify.check_build(plan, build_dir, samples, libraries)
@@ -314,17 +316,35 @@ def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = stder
         raise error
     if not comparison.passed:
         raise VerificationError(f"the pipeline against the model on onnxruntime: {comparison.pipeline.problem()}")
-    _count_flips(plan, build_dir, libraries, seed, progress)
+    _count_flips(plan, build_dir, libraries, seed, flip_samples, progress)
     return comparison.outputs
 
 
-def _count_flips(plan: Plan, build_dir: Path, libraries: runtime.CSimLibraries, seed: int, progress: Progress) -> None:
-    """Each FPGA subfunction's quantized outputs compared code by code on FLIP_SAMPLES further samples
+# The further samples' C-simulation at most (``flip_sample_count``): hls4ml's C++ of a CNN on images takes
+# seconds a sample in g++ (the ESPCN that qonnx ships: 0.27 billion operations on the FPGA, 19 s a sample on
+# a two-core machine), a quantized MLP a millisecond; within it about half a minute to a few minutes
+FLIP_OPERATIONS = 250_000_000
+
+
+def flip_sample_count(graph: Graph, fpga_nodes: Iterable[str], requested: Optional[int]) -> int:
+    """How many further samples ``_count_flips`` compares codes on: ``requested`` (--flip-samples), else
+    verify.FLIP_SAMPLES or as many as fit FLIP_OPERATIONS at the operations (``node_work``) the FPGA
+    subfunctions' nodes ``fpga_nodes`` take a sample, if fewer."""
+    if requested is not None:
+        return requested
+    index = graph.node_index()
+    operations = sum(node_work(graph.nodes[index[n]]).ops for n in fpga_nodes)
+    return min(verify.FLIP_SAMPLES, int(FLIP_OPERATIONS // max(1.0, operations)))
+
+
+def _count_flips(plan: Plan, build_dir: Path, libraries: runtime.CSimLibraries, seed: int, count: int,
+                 progress: Progress) -> None:
+    """Each FPGA subfunction's quantized outputs compared code by code on ``count`` further samples
     drawn within the ranges its types were sized on (``verify.count_flips``), recorded in its
     verification and said where any flips: it then matches the reference up to flips, not bit for bit."""
-    if plan.calibration is None or not plan.calibration.input_ranges:
+    if plan.calibration is None or not plan.calibration.input_ranges or count == 0:
         return
-    samples = uniform_samples(plan.inputs, verify.FLIP_SAMPLES, plan.calibration.input_ranges, seed, FLIPS)
+    samples = uniform_samples(plan.inputs, count, plan.calibration.input_ranges, seed, FLIPS)
     flipped = verify.count_flips(plan, build_dir, samples, libraries)
     for sub in plan.subfunctions:
         if sub.name in flipped and sub.verification is not None:

@@ -9,7 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 import difflib
 import importlib.util
-from typing import Any, Collection, Mapping, Optional
+from typing import Any, Collection, Mapping, Optional, Sequence
 
 from ..core.board import Board, Device
 from ..core.board_runtime import resource_of
@@ -273,6 +273,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
     its width (``_pinned_precision``): without the engine and, unless --no-engine, with it (``_fold_device``),
     the faster kept."""
     where = {n: s.device for s in plan.subfunctions for n in s.nodes}
+    widths = node_widths(loaded.graph, options.width, layer_widths)
     if options.weigh_distributed_arithmetic and importlib.util.find_spec("da4ml") is None:
         raise UserError("--weigh-distributed-arithmetic: hls4ml's distributed_arithmetic strategy needs da4ml "
                         "(pip install 'hetdeploy[open-synth]')")
@@ -299,7 +300,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
             tries = [{s.name for s in subs if s.engine_weighed}]
         for with_engine in tries:
             try:  # the units do not fit, or the user's per-node settings name a unit the engine's fusion cut
-                variant = _fold_device(subs, device, loaded, options, layer_widths, with_engine)
+                variant = _fold_device(subs, device, loaded, options, widths, with_engine)
             except UserError as why:
                 refused = refused or why
                 continue
@@ -323,7 +324,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                 sub.execution_units.append(ExecutionUnit(
                     name=f"{sub.name}_u{k}", nodes=[loaded.graph.nodes[i].name for i in unit.nodes], pe=unit.pe,
                     reuse_factor=folding.reuse_factor, strategy=folding.hls_strategy,
-                    precision=_unit_precision(loaded, unit, options, layer_widths),
+                    precision=_unit_precision(loaded, unit, options, widths),
                     estimate=estimate, estimate_range=units.estimate_range(shape, folding, width, best.rate),
                     weights_in_ddr=folding.weights_in_ddr,
                     table_size=shape.table_entries if shape.table_layers or shape.softmax else 0,
@@ -364,7 +365,7 @@ def _engine_macs(sub: Subfunction, capable: Collection[int], loaded: LoadedModel
 
 
 def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, options: BuildOptions,
-                 layer_widths: Mapping[str, int], with_engine: Collection[str]) -> Optional[_DeviceFolding]:
+                 node_bits: Sequence[int], with_engine: Collection[str]) -> Optional[_DeviceFolding]:
     """``device``'s subfunctions cut into units and folded together into its budget; ``with_engine``: the
     subfunctions where each unit the engine computes (``units.engine_refusal``) and the user set nothing of (a
     strategy, a folding, an io type, bands, a precision, a table size) may run on it (its unit fusing only what the
@@ -378,7 +379,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
                                      pinned_engine | free)) for sub in subs]
     found = [u for _, units_of_sub in split for u in units_of_sub]
     rate = units.ddr_bytes_per_cycle(device)
-    widths = [_pinned_precision(loaded, u, options, layer_widths)[0] for u in found]
+    widths = [_pinned_precision(loaded, u, options, node_bits)[0] for u in found]
     bands = [_unit_band(loaded, u, device, width, options) for u, width in zip(found, widths)]
     shapes = [_unit_shape(loaded, u, device, options, band) for u, band in zip(found, bands)]
     strategies = {k: strategy for k, (u, shape) in enumerate(zip(found, shapes))
@@ -461,19 +462,20 @@ def _unit_setting(loaded: LoadedModel, unit: units.Unit, flag: str, settings: Ma
 
 
 def _pinned_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions,
-                      layer_widths: Mapping[str, int]) -> tuple[int, Optional[int]]:
-    """(bits, integer bits or None) of ``unit``'s values: --precision's for a node of it, else its
-    quantizers' in a quantized model, else --error-budget's (``layer_widths``), else --width's."""
+                      node_bits: Sequence[int]) -> tuple[int, Optional[int]]:
+    """(bits, integer bits or None) of ``unit``'s values: --precision's for a node of it, else its first
+    node's ``node_bits`` (``node_widths``: its quantizers' in a quantized model, else --error-budget's, else
+    --width's)."""
     given = _unit_setting(loaded, unit, "--precision", options.precisions)
     if given is not None and "result" in given[1]:
         return given[1]["result"]
-    return node_widths(loaded.graph, options.width, layer_widths)[unit.nodes[0]], None
+    return node_bits[unit.nodes[0]], None
 
 
 def _unit_precision(loaded: LoadedModel, unit: units.Unit, options: BuildOptions,
-                    layer_widths: Mapping[str, int]) -> str:
+                    node_bits: Sequence[int]) -> str:
     """The unit's output type as far as planning knows it (HLS generation sizes unpinned ones)."""
-    width, integer = _pinned_precision(loaded, unit, options, layer_widths)
+    width, integer = _pinned_precision(loaded, unit, options, node_bits)
     return f"ap_fixed<{width},{6 if integer is None else integer}>"
 
 
