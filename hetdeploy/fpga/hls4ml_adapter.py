@@ -461,7 +461,7 @@ def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: st
             _binary_as_two_bits(layer)
         in_vars, out_vars = hls_model.get_input_variables(), hls_model.get_output_variables()
         if {v.name for v in out_vars} & {v.name for v in in_vars}:
-            raise UnitIsACopy(name)
+            raise UnitIsACopy(namespace)
         hls_model.write()
         write_arithmetic(hls_model, project_dir / ARITHMETIC_FILE)
         ddr_vars = [(v.name, v.type.precision.definition_cpp(), v.data_length)
