@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Optional, get_args, get_origin, get_type_hints
 
+from .precision import DEFAULT_WIDTH
+
 # 2: FPGA tops take a batch (hls.max_batch; their C-simulation entry's first argument is the sample count)
 PLAN_FORMAT = 2
 
@@ -538,7 +540,7 @@ class Plan:
     input_reshapes: list[InputReshape] = field(default_factory=list)
     relative_tolerance: float = 0.05
     seed: int = 0
-    width: int = 16  # fixed-point bits of every FPGA value (--width)
+    width: int = DEFAULT_WIDTH  # fixed-point bits of every FPGA value (--width)
     calibration: Optional[Calibration] = None  # what the FPGA types were sized on (a build's)
     widened: list[Widening] = field(default_factory=list)  # units the build widened to pass
     precision_search: Optional[PrecisionSearch] = None  # --error-budget's

@@ -18,6 +18,9 @@ from .graph import Graph
 
 # Ops whose outputs hold values of their input (moved, or picked by max/ReLU): a quantizer's
 # precision reaches through them.
+# fixed-point bits of an FPGA value that neither a quantizer nor --width sets
+DEFAULT_WIDTH = 16
+
 VALUE_KEEPING_OPS = {"Relu", "MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
                      "DepthToSpace", "SpaceToDepth"}
 

@@ -37,7 +37,8 @@ import onnx.numpy_helper
 from ..core.board_runtime import channels_last
 from ..core.capture import captured_stdout
 from ..core.plan import UnitHls, UnitPort, UnitWeight
-from ..core.precision import BUILD_OVERFLOW, BUILD_ROUNDING, Quantizer, SoftmaxTables, integer_bits, weight_fixed
+from ..core.precision import (BUILD_OVERFLOW, BUILD_ROUNDING, DEFAULT_WIDTH, Quantizer, SoftmaxTables, integer_bits,
+                              weight_fixed)
 from ..intake.model import MAX_IR_VERSION
 from ..intake.rewrites import HLS4ML_LOWERINGS
 from ..planning import units
@@ -65,7 +66,7 @@ _ARITHMETIC_ATTRIBUTES = ("activation", "n_in", "n_out", "n_chan", "n_filt", "in
 class HlsOptions:
     part: str
     clock_period_ns: float
-    width: int = 16
+    width: int = DEFAULT_WIDTH
 
 
 class UnitIsACopy(Exception):

@@ -36,6 +36,7 @@ import yaml
 
 from ..core.cache import LIMIT_VARIABLE, default_root, parse_size
 from ..core.errors import UserError
+from ..core.precision import DEFAULT_WIDTH
 from ..core.yamlfile import YamlFile
 from .compression import MODES as COMPRESSION_MODES
 from .cost import OBJECTIVES
@@ -65,7 +66,7 @@ class BuildOptions:
     flip_samples: Optional[int] = None
     # allowed max abs error per output, as a fraction of its peak; None: error_budget's, else DEFAULT_TOLERANCE
     relative_tolerance: Optional[float] = None
-    width: int = 16
+    width: int = DEFAULT_WIDTH
     policy: str = "latency"
     objective: str = "latency"  # what the latency policy minimises (cost.OBJECTIVES)
     batch: int = 1  # samples per call: the FPGA cores' largest batch, and the stream the throughput is for
@@ -339,9 +340,9 @@ OPTIONS = (
            "path (or 'board:' in --config)", scope="point", metavar="BOARD", axis="boards",
            axis_help="required: board names (see 'hetdeploy boards') or .yaml paths"),
     Option("width", "width", width, "precision and verification", "fixed-point width of every FPGA value, 4 to 32 "
-           "(default 16): weights, biases and activations, each with the integer bits its values need; the resource "
-           "estimates follow it", scope="point", metavar="BITS", axis="widths",
-           axis_help="fixed-point widths (--width of each point; default 16)"),
+           f"(default {DEFAULT_WIDTH}): weights, biases and activations, each with the integer bits its values need; "
+           "the resource estimates follow it", scope="point", metavar="BITS", axis="widths",
+           axis_help=f"fixed-point widths (--width of each point; default {DEFAULT_WIDTH})"),
     Option("policy", "policy", choice(POLICIES), "partitioning", "latency (default): least estimated end-to-end "
            "latency with the FPGA's reserve kept free; support: each op to the first device in the board's "
            "preference that runs it", scope="point", choices=POLICIES, axis="policies",

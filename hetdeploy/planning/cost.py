@@ -58,7 +58,7 @@ from typing import Collection, Iterable, Mapping, Optional, Sequence
 from ..core.board import Board, Device
 from ..core.board_runtime import resource_of
 from ..core.graph import QUANTIZER_OPS, Graph, Node
-from ..core.precision import NO_LAYER_WIDTHS, node_widths
+from ..core.precision import DEFAULT_WIDTH, NO_LAYER_WIDTHS, node_widths
 from . import compression, units
 from .profile import NOTHING_MEASURED, Measured
 
@@ -342,7 +342,7 @@ class CostModel:
     samples a call: "latency" is one sample through the subfunctions in turn (``batch`` 1 is what
     it means; a larger one only sizes the calls), "throughput" a pipelined stream of batches."""
 
-    def __init__(self, graph: Graph, board: Board, width: int = 16, objective: str = "latency", batch: int = 1,
+    def __init__(self, graph: Graph, board: Board, width: int = DEFAULT_WIDTH, objective: str = "latency", batch: int = 1,
                  layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS, pins: Mapping[str, str] = NO_PINS,
                  measured: Measured = NOTHING_MEASURED, zero_shares: Mapping[str, float] = NO_ZEROS,
                  compress: str = "none", engine: bool = False):

@@ -40,7 +40,7 @@ from ..core.errors import UserError
 from ..core.graph import Graph, Node
 from ..core.names import identifier
 from ..core.plan import IlpRun
-from ..core.precision import NO_LAYER_WIDTHS
+from ..core.precision import DEFAULT_WIDTH, NO_LAYER_WIDTHS
 from . import units
 from .cost import NO_PINS, NO_ZEROS, CostModel
 from .ilp import ilp_solution
@@ -579,7 +579,7 @@ def input_quantizers(graph: Graph) -> list[int]:
     return sorted(chosen)
 
 
-def partition_graph(graph: Graph, board, policy: str = "latency", width: int = 16, objective: str = "latency",
+def partition_graph(graph: Graph, board, policy: str = "latency", width: int = DEFAULT_WIDTH, objective: str = "latency",
                     batch: int = 1, layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS,
                     pins: Mapping[str, str] = NO_PINS, measured: Measured = NOTHING_MEASURED,
                     partitioner: str = "search", ilp_time_limit_s: float = ILP_TIME_LIMIT_S,
