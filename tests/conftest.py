@@ -1,5 +1,3 @@
-import inspect
-import re
 import sys
 from pathlib import Path
 
@@ -58,22 +56,3 @@ def built(tmp_path_factory):
         return cache[name]
 
     return get
-
-
-# A test that builds through hls4ml and g++: its own code calls a build (the build command or
-# function, a helper named for one, a sweep with --build) or uses the session's built models.
-_BUILDS = re.compile(r'buil[dt]\w*\(|"build"|"--build"')
-
-
-def pytest_collection_modifyitems(items):
-    """Mark every test that builds, itself or through a fixture, ``slow`` (``pytest -m "not slow"``
-    runs the others)."""
-    for item in items:
-        function = getattr(item, "function", None)
-        if function is None:
-            continue
-        fixtures = [d.func for defs in item._fixtureinfo.name2fixturedefs.values() for d in defs
-                    if d.baseid]  # the suite's own fixtures, not pytest's
-        # the body only: a fixture named build_cache is not a build
-        if any(_BUILDS.search(inspect.getsource(f).split("def ", 1)[1].split("\n", 1)[1]) for f in [function, *fixtures]):
-            item.add_marker(pytest.mark.slow)

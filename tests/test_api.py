@@ -74,6 +74,7 @@ def test_the_board_files_fpga_clock_reaches_every_unit_estimate(tmp_path):
     assert any(v.estimate["ff"] > s.estimate["ff"] for v, s in zip(vivado, slow))
 
 
+@pytest.mark.slow
 def test_build_predict_and_load_match_emulate(built, tmp_path):
     """predict runs the build as emulate does, in fixed point: within the build's tolerance of the
     model on onnxruntime, not equal to it."""

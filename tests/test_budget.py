@@ -75,6 +75,7 @@ def test_fixed_point_simulation_converges_on_the_model(jet_tagger):
     assert coarse({layer: 24 for layer in groups}) > 10 * error({layer: 24 for layer in groups})
 
 
+@pytest.mark.slow
 def test_error_budget_on_the_jet_tagger(jet_tagger, tmp_path, capsys):
     """plan --error-budget gives every layer fewer than 16 bits and the estimate follows; the build
     then holds the budget in C-simulation (widening where the simulation was optimistic)."""

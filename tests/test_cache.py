@@ -8,6 +8,7 @@ import sys
 import threading
 
 import onnx
+import pytest
 
 import networks
 from hetdeploy.core.cache import BuildCache, digest, tree_digest
@@ -151,6 +152,7 @@ def _build(model, out, *more):
                            "support", "-o", str(out), "-v", *map(str, more)], capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_a_rebuild_takes_everything_from_the_cache_and_gives_the_same_bytes(tmp_path):
     model = tmp_path / "jet.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))
@@ -190,6 +192,7 @@ def test_a_rebuild_takes_everything_from_the_cache_and_gives_the_same_bytes(tmp_
     assert plain.returncode == 0 and "from the build cache" not in plain.stderr
 
 
+@pytest.mark.slow
 def test_two_builds_sharing_a_cache_at_once_both_succeed(tmp_path):
     model = tmp_path / "cnn.onnx"
     onnx.save(networks.small_cnn(), str(model))

@@ -46,6 +46,7 @@ def test_compression_pays_where_the_link_is_slow_beside_the_codec():
     assert not weigh(65536, 0.0, link(1e7), 2e9, 1e8).pays  # no zeros: the bitmap only adds
 
 
+@pytest.mark.slow
 def test_a_build_with_compressed_transfers_emulates_byte_for_byte_as_one_without(tmp_path):
     """small_cnn with its first Conv and Relu on the ARM: the FPGA takes the ReLU's map (about half
     zeros) and gives back the logits. Built with every port zero-compressed and with none, in batches of

@@ -18,6 +18,7 @@ def hetdeploy(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "hetdeploy", *map(str, args)], capture_output=True, text=True, cwd=cwd)
 
 
+@pytest.mark.slow
 def test_config_written_back_replays_the_same_plan_and_the_folding_can_be_pinned(built, tmp_path):
     model, out = built("jet_tagger_mlp")
     plan = json.loads((out / "plan.json").read_text())
@@ -335,6 +336,7 @@ def test_config_file_mistakes_are_one_line(tmp_path, text, fragments):
     assert line.startswith("hetdeploy: error:") and all(f in line for f in fragments), line
 
 
+@pytest.mark.slow
 def test_model_and_board_come_from_the_command_line_or_the_config(tmp_path):
     result = hetdeploy("plan", "--board", "pynq-z2")
     assert result.returncode == 2 and "the model is required (on the command line or in --config)" in result.stderr

@@ -93,6 +93,7 @@ def run_on_fake_pynq(build, tmp_path, x, *args) -> list:
     return [json.loads(line) for line in log.read_text().splitlines()]
 
 
+@pytest.mark.slow
 def test_package_holds_what_the_board_needs_and_says_what_was_not_run(built):
     _, out = built("split_by_lrn")
     deploy = out / "deploy"
@@ -122,6 +123,7 @@ def test_package_holds_what_the_board_needs_and_says_what_was_not_run(built):
     assert not list(out.rglob("*.bit"))  # nothing pretends to be a bitstream
 
 
+@pytest.mark.slow
 def test_run_py_in_emulation_equals_hetdeploy_emulate_and_benchmarks(built, tmp_path):
     _, out = built("split_by_lrn")
     x = np.random.default_rng(4).normal(size=(3, 3, 14, 14)).astype(np.float32)
@@ -141,6 +143,7 @@ def test_run_py_in_emulation_equals_hetdeploy_emulate_and_benchmarks(built, tmp_
         "ran 3 samples in 3 batch(es) (emulated); --output Y.npy saves the outputs, --benchmark prints the timings")
 
 
+@pytest.mark.slow
 def test_a_batch_beyond_the_build_or_none_is_one_line(built, tmp_path):
     """The build's cores take at most its --batch (4 here) samples a call: more, or none, is one line and
     exit 2, in run.py and in hetdeploy emulate alike."""
@@ -154,6 +157,7 @@ def test_a_batch_beyond_the_build_or_none_is_one_line(built, tmp_path):
         assert emulate.returncode == 2 and expected in emulate.stderr, emulate.stderr
 
 
+@pytest.mark.slow
 def test_run_py_mistakes_are_one_line_before_any_core_runs(built, tmp_path):
     """A missing or short input, or no pynq on a host: one line, exit 2 (a C core given a short
     buffer would read past it)."""
@@ -168,6 +172,7 @@ def test_run_py_mistakes_are_one_line_before_any_core_runs(built, tmp_path):
     assert not (tmp_path / "y.npy").exists()
 
 
+@pytest.mark.slow
 def test_on_the_board_buffers_are_allocated_once_and_each_batch_is_one_core_call(built, tmp_path):
     """Seven samples in batches of 3 (3, 3, 1) through a build whose cores take 4 a call: every core's
     two buffer sets are allocated once, before any call; each batch is one ap_start of each core,
@@ -197,6 +202,7 @@ def test_on_the_board_buffers_are_allocated_once_and_each_batch_is_one_core_call
     assert np.load(tmp_path / "y.npy").shape == (7, 10)
 
 
+@pytest.mark.slow
 def test_run_py_profiles_the_board_run_and_plan_takes_its_figures(built, tmp_path):
     """run.py --profile on the board (the stand-in pynq): each FPGA call's core time and copies, each
     link's bytes (the tensors that crossed it) and seconds, the A9's nodes by onnxruntime's profiler;
@@ -245,6 +251,7 @@ def test_run_py_profiles_the_board_run_and_plan_takes_its_figures(built, tmp_pat
     assert measured["fpga_nodes"] == {} and measured["links"] == [] and measured["nodes"]
 
 
+@pytest.mark.slow
 def test_on_the_board_ddr_weights_are_written_once_and_each_port_points_at_its_array(built, tmp_path):
     _, out = built("wide_mlp")
     events = run_on_fake_pynq(out, tmp_path, np.zeros((2, 640), dtype=np.float32))
@@ -264,6 +271,7 @@ def test_on_the_board_ddr_weights_are_written_once_and_each_port_points_at_its_a
     assert events.index(flushes[0]) < min(k for k, e in enumerate(events) if e[0] == "write")
 
 
+@pytest.mark.slow
 def test_synth_without_vendor_tools_says_what_it_wrote(built, tmp_path):
     """The build is complete and in place, but nothing was synthesised: exit 4, so a script can tell, and
     one line saying which tool is missing and how to run the scripts written."""
@@ -328,6 +336,7 @@ def test_a_board_without_board_part_gets_the_bare_part_and_says_so(tmp_path):
         load_board(str(custom))
 
 
+@pytest.mark.slow
 def test_emulate_benchmark_says_what_it_timed(built, tmp_path, capsys):
     """Without --input, --benchmark times one sample: emulate says so, beside the note that the sample is
     one the build never saw; with --input of many samples, no such note. A batch beyond the build's one

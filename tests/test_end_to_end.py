@@ -33,6 +33,7 @@ def reference(model_path, x):
     return session.run(None, {session.get_inputs()[0].name: x})[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name, devices", [
     ("jet_tagger_mlp", ["fpga"]),
     ("small_cnn", ["fpga"]),
@@ -111,6 +112,7 @@ def test_build_and_emulate(built, tmp_path, capsys, name, devices):
     np.testing.assert_array_equal(np.load(tmp_path / "run.npy"), y)
 
 
+@pytest.mark.slow
 def test_a_network_whose_maps_exceed_the_chip_runs_in_bands_with_its_activations_in_ddr(built, capsys):
     """Four 3 x 3 convolutions of 64 channels on 32 x 32: hls4ml's FIFOs hold a layer's whole 32 x 32 x 64 map
     (57 BRAM18s, past an eighth of the PYNQ-Z2's budget), so each hls4ml unit runs in two bands of 16 rows (one the
@@ -158,6 +160,7 @@ def test_network_larger_than_the_fpga_is_folded_and_the_rest_moves_off_it(tmp_pa
     assert "off the FPGA, does not fit beside the units it holds, even fully folded" in text and "conv4" in text
 
 
+@pytest.mark.slow
 def test_subfunction_chain_on_onnxruntime_equals_model(built):
     model, out = built("split_by_lrn")
     plan = json.loads((out / "plan.json").read_text())
@@ -170,6 +173,7 @@ def test_subfunction_chain_on_onnxruntime_equals_model(built):
     np.testing.assert_array_equal(env["output"], reference(model, x))
 
 
+@pytest.mark.slow
 def test_emulate_out_of_tolerance_exits_3(built, tmp_path):
     _, out = built("jet_tagger_mlp")
     copy = tmp_path / "strict"
@@ -183,6 +187,7 @@ def test_emulate_out_of_tolerance_exits_3(built, tmp_path):
     assert "OUT OF TOLERANCE" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ports", [[], "reversed"])
 def test_a_plan_whose_fpga_ports_are_not_its_tensors_is_refused_in_one_line(built, tmp_path, ports):
     """The top's ports are the subfunction's inputs, in order: a damaged plan.json that leaves one out
@@ -200,6 +205,7 @@ def test_a_plan_whose_fpga_ports_are_not_its_tensors_is_refused_in_one_line(buil
     one_line_error(hetdeploy("emulate", copy), "plan.json is damaged", "HLS inputs")
 
 
+@pytest.mark.slow
 def test_build_is_byte_for_byte_reproducible(built, tmp_path):
     model, first = built("jet_tagger_mlp")
     second = tmp_path / "again"
@@ -213,6 +219,7 @@ def test_build_is_byte_for_byte_reproducible(built, tmp_path):
     assert differing(comparison) == []
 
 
+@pytest.mark.slow
 def test_build_folder_survives_being_moved(built, tmp_path):
     _, out = built("small_cnn")
     moved = tmp_path / "moved"
@@ -229,6 +236,7 @@ def mlp_with_names(names):
     return model
 
 
+@pytest.mark.slow
 def test_hostile_names_never_reach_paths_or_code(tmp_path):
     hostile = ["../../x", 'a"; system("touch /tmp/pwned");', "$(reboot)", "`id`"]
     model_path = tmp_path / "m.onnx"
@@ -282,6 +290,7 @@ def model_with_custom_op(tmp_path):
     return path
 
 
+@pytest.mark.slow
 def test_bad_inputs_end_with_one_line_and_no_build_folder(tmp_path):
     good = tmp_path / "good.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(good))
@@ -304,6 +313,7 @@ def test_bad_inputs_end_with_one_line_and_no_build_folder(tmp_path):
         assert not [p for p in tmp_path.iterdir() if p.name.startswith(".") or p.name.endswith(".failed")]
 
 
+@pytest.mark.slow
 def test_reuse_factor_and_calibration_mistakes_are_one_line(tmp_path):
     model = tmp_path / "m.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))
@@ -351,6 +361,7 @@ def test_reuse_factor_and_calibration_mistakes_are_one_line(tmp_path):
     assert unit["reuse_factor"] == 16
 
 
+@pytest.mark.slow
 def test_calibration_data_sizes_each_unit_and_the_error_is_reported(built, tmp_path):
     def integer_bits(precision):  # ap_fixed<W,I,...>
         return int(precision.split("<")[1].split(",")[1])
@@ -389,6 +400,7 @@ def test_calibration_data_sizes_each_unit_and_the_error_is_reported(built, tmp_p
                                "verification": "2 of the 8 samples of calibration.npy, held out (never sized on)"}
 
 
+@pytest.mark.slow
 def test_failed_verification_leaves_previous_build_untouched_and_keeps_its_evidence(tmp_path):
     model = tmp_path / "m.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))
@@ -414,6 +426,7 @@ def test_failed_verification_leaves_previous_build_untouched_and_keeps_its_evide
     assert log[1].startswith(f"[1/{len(STEPS)}] loading model") and log[-1].startswith("error: C-simulation of")
 
 
+@pytest.mark.slow
 def test_what_fuzzing_found_in_emulate_and_run_py_is_one_line(built, tmp_path):
     """Object arrays (.npy and .npz), an empty file, a pipe, a negative seed, a plan.json whose input
     no longer matches its C-simulation library: one line and exit 2 from emulate and from run.py; a
@@ -456,6 +469,7 @@ def test_what_fuzzing_found_in_emulate_and_run_py_is_one_line(built, tmp_path):
     assert set(Path(tempfile.gettempdir()).glob("hetdeploy-csim-*")) == before
 
 
+@pytest.mark.slow
 def test_emulate_bad_inputs(built, tmp_path):
     _, out = built("jet_tagger_mlp")
     np.save(tmp_path / "wrong.npy", np.zeros((1, 15), dtype=np.float32))
@@ -465,12 +479,14 @@ def test_emulate_bad_inputs(built, tmp_path):
                    f"takes the build folder that holds it, {out.resolve()}")
 
 
+@pytest.mark.slow
 def test_every_command_has_help():
     for command in ([], ["build"], ["plan"], ["emulate"], ["boards"], ["report"], ["sweep"], ["config"], ["cache"]):
         result = hetdeploy(*command, "--help")
         assert result.returncode == 0 and "usage: hetdeploy" in result.stdout
 
 
+@pytest.mark.slow
 def test_the_build_is_a_list_of_named_steps_its_help_lists():
     """Progress numbers come from the list; a step's RerunFrom runs the list again from the step it
     names (a widened unit: from unit_widths), the numbers as the list has them; build --help names
@@ -544,6 +560,7 @@ def _same_files(one: Path, other: Path) -> list[str]:
     return sorted(str(p) for p in a.keys() | b.keys() if a.get(p) != b.get(p))
 
 
+@pytest.mark.slow
 def test_a_build_stops_after_a_step_and_goes_on_from_one(built, tmp_path):
     """--to-step leaves the steps' files and a checkpoint, no plan.json (emulate refuses it in one
     line naming the step to go on from); --from-step goes on from the checkpoint, and a build stopped
@@ -576,6 +593,7 @@ def test_a_build_stops_after_a_step_and_goes_on_from_one(built, tmp_path):
     assert _same_files(finished, stopped) == []
 
 
+@pytest.mark.slow
 def test_a_damaged_checkpoint_is_one_line_naming_it(tmp_path):
     jet = str(Path(__file__).resolve().parent.parent / "examples" / "jet_tagger_mlp.onnx")
     out = tmp_path / "out"
@@ -589,6 +607,7 @@ def test_a_damaged_checkpoint_is_one_line_naming_it(tmp_path):
         assert f"{out / 'checkpoint' / 'state.json'}: {says}" in result.stderr
 
 
+@pytest.mark.slow
 def test_help_shows_what_is_required_and_every_option_in_the_same_place():
     """The usage line names the model and the board as required (they may come from --config instead,
     which the description says), and build, plan and sweep list the options they share in one order,
@@ -617,6 +636,7 @@ def test_help_shows_what_is_required_and_every_option_in_the_same_place():
                     assert action.metavar is not None, (name, action.option_strings)
 
 
+@pytest.mark.slow
 def test_leading_reshape_model_builds_and_emulates_with_original_input(tmp_path):
     model = networks.small_cnn()
     model.graph.initializer.append(onnx.numpy_helper.from_array(np.array([1, 1, 28, 28], dtype=np.int64), "shape"))
@@ -635,6 +655,7 @@ def test_leading_reshape_model_builds_and_emulates_with_original_input(tmp_path)
     assert y.shape == (2, 10) and 0 < np.max(np.abs(y - want)) < 0.05 * max(1.0, np.max(np.abs(want)))
 
 
+@pytest.mark.slow
 def test_a_changed_weight_in_a_cpu_subfunction_fails_emulation_naming_it(tmp_path, capsys):
     """Each subfunction is checked against its nodes cut afresh from the build's normalised model,
     never against its own file: one weight changed in a CPU subfunction's ONNX (the jet tagger's last
@@ -666,6 +687,7 @@ def test_a_changed_weight_in_a_cpu_subfunction_fails_emulation_naming_it(tmp_pat
     assert all(s["passed"] for s in report["subfunctions"] if s["name"] != cpu["name"])
 
 
+@pytest.mark.slow
 def test_workstation_board_runs_gpu_part_on_onnxruntime_and_says_which_provider(tmp_path, capsys, monkeypatch):
     """The engine column is the provider the GPU subfunction's session used: here an onnxruntime that
     claims CUDA but cannot start it runs the GPU part on the CPU provider, and emulate says so."""
@@ -704,6 +726,7 @@ def test_workstation_board_runs_gpu_part_on_onnxruntime_and_says_which_provider(
     assert gpu["measured_on"] == "not timed: run.py --emulate runs it on onnxruntime's CPU provider, not on gpu"
 
 
+@pytest.mark.slow
 def test_weights_larger_than_the_bram_stay_in_ddr_and_csimulation_reads_them_there(built, tmp_path):
     """wide_mlp's first layer (640 x 512 weights) overflows a PYNQ-Z2's BRAM: it stays on the FPGA with
     its weights in DDR, packed where the memory plan puts them, and C-simulation computes with what
@@ -757,6 +780,7 @@ def test_weights_larger_than_the_bram_stay_in_ddr_and_csimulation_reads_them_the
     assert bad.returncode == 3 and "OUT OF TOLERANCE" in bad.stdout
 
 
+@pytest.mark.slow
 def test_weights_in_ddr_on_request_for_a_streamed_convolution(tmp_path):
     """--weights-in-ddr conv2: the io_stream convolution takes its weights from the DDR image."""
     model, out = tmp_path / "cnn.onnx", tmp_path / "out"
@@ -782,6 +806,7 @@ def test_weights_in_ddr_on_request_for_a_streamed_convolution(tmp_path):
     assert hetdeploy("emulate", out, "--input", tmp_path / "x.npy").returncode == 3
 
 
+@pytest.mark.slow
 def test_emulate_with_labels_prints_the_accuracy_beside_the_models(built, tmp_path):
     model, out = built("jet_tagger_mlp")
     x = np.random.default_rng(5).normal(size=(20, 16)).astype(np.float32)
@@ -825,6 +850,7 @@ def test_plan_says_why_nothing_goes_to_the_fpga_and_shows_the_chips_total(tmp_pa
         "resources": {"dsp": 220, "bram18": 280, "lut": 53200, "ff": 106400}}}
 
 
+@pytest.mark.slow
 def test_a_damaged_build_is_refused_before_anything_runs(built, tmp_path):
     """What issue 68's fuzzing found passing: a unit's weights file emptied or set to garbage, a
     weights file missing, a top function renamed in plan.json, a NaN tolerance, an FPGA subfunction

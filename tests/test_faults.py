@@ -32,6 +32,7 @@ def _start_build(model: Path, out: Path) -> subprocess.Popen:
                              str(out), "-q", "--no-cache"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+@pytest.mark.slow
 def test_sigterm_mid_build_kills_every_child_and_leaves_nothing(tmp_path):
     model = tmp_path / "alexnet.onnx"
     onnx.save(networks.alexnet_style(), str(model))
@@ -51,6 +52,7 @@ def test_sigterm_mid_build_kills_every_child_and_leaves_nothing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["alexnet.onnx"]
 
 
+@pytest.mark.slow
 def test_two_builds_into_one_folder_one_waits_for_nothing_and_says_so(tmp_path):
     model = tmp_path / "jet.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))
@@ -72,6 +74,7 @@ def test_fuzzed_models_and_board_files_end_in_one_line_or_a_plan(kind, count):
     assert findings == []
 
 
+@pytest.mark.slow
 def test_damaged_builds_and_bad_inputs_end_in_one_line_or_a_result(built, tmp_path):
     _, out = built("jet_tagger_mlp")
     findings = [f"{o.case.name}: {o.finding}" for o in map(fuzz.run_case, fuzz.cases("build", 2026, 30, out))

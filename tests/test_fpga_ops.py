@@ -48,6 +48,7 @@ def on_fpga(plan, nodes):
     return where
 
 
+@pytest.mark.slow
 def test_every_4d_op_standalone_and_after_a_layer(tmp_path):
     """Standalone: each op reads a pooling's (or a relayout's) output, so it is a unit of its own or
     leads one; after a layer: fused into a convolution's unit."""
@@ -86,6 +87,7 @@ def test_every_4d_op_standalone_and_after_a_layer(tmp_path):
     assert where["tanh"]["unit"] != where["pool1"]["unit"]
 
 
+@pytest.mark.slow
 def test_every_2d_op_standalone_and_after_a_layer(tmp_path):
     b = Builder(2)
     F = op_models.FEATURES
@@ -121,6 +123,7 @@ def test_every_2d_op_standalone_and_after_a_layer(tmp_path):
     assert where["prelu_fused"]["unit"] == where["fc2"]["unit"]
 
 
+@pytest.mark.slow
 def test_a_batchnormalization_anywhere_runs_on_the_fpga(tmp_path):
     """A BatchNormalization at the input, after a ReLU (a negative scale: it cannot move into the
     convolution before the ReLU) and after a max pooling, then Flatten and Gemm: every node on the
@@ -147,6 +150,7 @@ def test_a_batchnormalization_anywhere_runs_on_the_fpga(tmp_path):
     assert all(u.verification.passed for s in plan.subfunctions for u in s.execution_units)
 
 
+@pytest.mark.slow
 def test_hls4ml_builds_and_verifies_the_strategies_table_sizes_and_io_types_pinned(tmp_path):
     """--strategy pinned on a streamed convolution (Resource, folded to fit) and on Dense layers under
     Latency at a reuse factor that does not divide the layer (which hls4ml's Resource would refuse) and
@@ -204,6 +208,7 @@ def test_hls4ml_builds_and_verifies_the_strategies_table_sizes_and_io_types_pinn
     assert all(u.verification.passed for s in plan.subfunctions for u in s.execution_units)
 
 
+@pytest.mark.slow
 def test_the_io_type_the_folding_chose_is_what_hls4ml_builds(tmp_path):
     """Unpinned, a convolution whose output is one pixel is io_parallel by cost (units.by_cost): hls4ml generates
     it so, and it and the pipeline are within tolerance of onnxruntime; pinned to io_stream, it streams."""
@@ -227,6 +232,7 @@ def test_the_io_type_the_folding_chose_is_what_hls4ml_builds(tmp_path):
         "io_stream"
 
 
+@pytest.mark.slow
 def test_a_folded_depthwise_convolution_stays_under_latency_and_is_right(tmp_path):
     """A 72-channel depthwise convolution, stride 2, folded to reuse factor 72: hls4ml 1.3's Resource
     strategy C-simulates it wrongly (differs by 12.5 from onnxruntime at every reuse factor, which is
@@ -245,6 +251,7 @@ def test_a_folded_depthwise_convolution_stays_under_latency_and_is_right(tmp_pat
                            strategies={"dw": "Resource"}), progress=lambda m: None)
 
 
+@pytest.mark.slow
 def test_a_mobilenet_v2_shaped_network_in_bands_matches_onnxruntime(tmp_path):
     """MobileNetV2's first stages at 64 x 64 (graphs.mobilenet_v2: stem, inverted residual blocks of 1 x 1
     expansion, 3 x 3 depthwise and 1 x 1 projection, residual Adds), planned by the latency policy on the
@@ -277,6 +284,7 @@ def build_in_bands(graph, board, bands, tmp_path):
     return plan, found
 
 
+@pytest.mark.slow
 def test_a_resnet18_shaped_network_in_bands_builds_for_the_kv260_with_most_macs_on_the_fpga(tmp_path):
     """ResNet-18 at 3 x 64 x 64 (graphs.resnet18, widths 4 to 32: its stem, MaxPool, eight basic blocks with
     their residual Adds and strided 1 x 1 shortcuts) planned by the latency policy for the KV260, the stem and
@@ -295,6 +303,7 @@ def test_a_resnet18_shaped_network_in_bands_builds_for_the_kv260_with_most_macs_
     assert sum(a in on_fpga_nodes for a in adds) >= 6, adds
 
 
+@pytest.mark.slow
 def test_a_resnet18_shaped_network_on_the_engine_matches_onnxruntime(tmp_path):
     """ResNet-18 at 3 x 64 x 64 (graphs.resnet18, widths 4 to 32) for the KV260 with every convolution (its
     BatchNormalization folded in, 3 x 3 and strided 1 x 1 shortcuts, the 7 x 7 stride-2 stem) and the classifier
@@ -317,6 +326,7 @@ def test_a_resnet18_shaped_network_on_the_engine_matches_onnxruntime(tmp_path):
     assert len(image) == sum(b.size for b in sub.memory.buffers if b.kind == "weights")
 
 
+@pytest.mark.slow
 def test_the_folding_puts_what_hls4ml_cannot_hold_on_the_engine_and_it_matches_onnxruntime(tmp_path, capsys):
     """ResNet-18 at 3 x 64 x 64 with widths 16 to 128 (graphs.resnet18) for the PYNQ-Z2 by the latency policy,
     nothing pinned: hls4ml's units for all of it do not fit the xc7z020, so the partitioner and the folding put
@@ -353,6 +363,7 @@ def test_the_folding_puts_what_hls4ml_cannot_hold_on_the_engine_and_it_matches_o
         [(u.nodes, u.strategy, u.reuse_factor) for u in sub.execution_units]
 
 
+@pytest.mark.slow
 def test_a_softmax_whose_inputs_spread_over_half_their_range_is_right(tmp_path):
     """Sized on inputs up to 4 (ap_fixed<16,4>: -8 to 8), verified on 5 and -5: max - x is 10, which
     hls4ml's own ap_ufixed<15,3> for it wraps to 2 (exp(-2) where exp(-10) is meant); the build's
@@ -373,6 +384,7 @@ def test_a_softmax_whose_inputs_spread_over_half_their_range_is_right(tmp_path):
     assert check.passed and check.max_abs_error < 0.01 * check.outputs[0].peak, check
 
 
+@pytest.mark.slow
 def test_residual_and_inception_blocks_run_wholly_on_the_fpga(tmp_path):
     """Conv-BN-Relu-Conv-BN-Add-Relu, then four parallel branches (1x1, 3x3, 5x5 convolutions and a
     pooling branch) joined by one Concat and a Relu: every node of the user's model is on the FPGA
@@ -405,6 +417,7 @@ def test_residual_and_inception_blocks_run_wholly_on_the_fpga(tmp_path):
     assert plan.node_map["res.bn1"]["folded_into"] == "res.conv1"
 
 
+@pytest.mark.slow
 def test_the_window_ops_hls4ml_cannot_run_are_reduced_by_the_top(tmp_path):
     """ResNet's stem pooling (kernel 3, stride 2, padding 1), a 1-D MaxPool with a stride of 1 and a
     global average over 12 x 12 stay on the FPGA, each a unit of the top's window PE (no hls4ml project),
@@ -435,6 +448,7 @@ def test_the_window_ops_hls4ml_cannot_run_are_reduced_by_the_top(tmp_path):
     assert len({s.name for s in plan.subfunctions}) == 1  # one FPGA call: nothing went back to the CPU
 
 
+@pytest.mark.slow
 def test_units_run_in_bands_match_onnxruntime(tmp_path):
     """--band-rows on a padded convolution (bands of 5 of its 20 rows), a strided one (bands of 3 of 10: the
     last band's two rows past the map dropped), hls4ml's MaxPool (bands of 2) and a unit that starts with an
@@ -526,6 +540,7 @@ def test_clip_with_one_bound_lowers_to_one_relu():
     assert lowered(model, rewrites.clip_to_relus) == ["BatchNormalization", "Relu", "BatchNormalization"]
 
 
+@pytest.mark.slow
 def test_an_assert_in_hls4ml_cpp_is_a_clear_failure_not_a_crash(tmp_path):
     """A board file that lets hls4ml's pooling take a MaxPool with strides other than its kernel (hls4ml's
     streamed pooling asserts on it): the C-simulation process dies, hetdeploy says which unit, its
@@ -550,6 +565,7 @@ def test_an_assert_in_hls4ml_cpp_is_a_clear_failure_not_a_crash(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_a_batchnormalization_of_its_own_is_the_tops_scale_and_shift_even_an_identity(tmp_path):
     """A BatchNormalization of scale 1 and shift 0 after a ReLU, a unit of its own (hls4ml would remove the
     layer, leaving the unit's top one name for its input and its output): the top scales and shifts it itself

@@ -231,6 +231,7 @@ def residual_block():
     return model
 
 
+@pytest.mark.slow
 def test_overlapping_live_buffers_make_csimulation_disagree(tmp_path):
     """The top really reads and writes at the plan's offsets: put the convolution's output over the
     input the Add still has to read, and the C-simulation must no longer match onnxruntime."""
@@ -263,6 +264,7 @@ def test_overlapping_live_buffers_make_csimulation_disagree(tmp_path):
     assert not json.loads(result.stdout)["passed"]
 
 
+@pytest.mark.slow
 def test_report_draws_graph_latency_units_totals_and_one_labelled_rectangle_per_buffer(built, tmp_path):
     import html
     import re

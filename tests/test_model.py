@@ -171,6 +171,7 @@ def test_external_data_must_stay_in_model_folder(tmp_path):
         load_model(inside / "evil.onnx")
 
 
+@pytest.mark.slow
 def test_integer_inputs_are_fed_and_run_on_the_cpu(tmp_path):
     """An embedding lookup (int64 indices) then a ReLU: the Gather runs on the ARM cores, random
     samples are valid indices, and the build emulates within tolerance."""

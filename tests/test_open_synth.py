@@ -197,6 +197,7 @@ def test_every_shipped_fpga_has_a_yosys_family():
     assert set(families.values()) == {"xc7", "xcup"}
 
 
+@pytest.mark.slow
 def test_without_the_tools_open_synth_is_one_line_naming_what_to_install(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(open_synth.shutil, "which", lambda tool: None)
     model = tmp_path / "mlp.onnx"
@@ -264,6 +265,7 @@ def open_builds(tmp_path_factory):
     return builds
 
 
+@pytest.mark.slow
 @needs_yosys
 @pytest.mark.parametrize("name", ["mlp", "cnn", "mlp_da", "cnn_da"])
 def test_every_unit_of_a_quantized_build_is_rtl_equal_to_its_c_simulation(open_builds, name):
@@ -303,6 +305,7 @@ def test_every_unit_of_a_quantized_build_is_rtl_equal_to_its_c_simulation(open_b
     assert open_synth.simulate(folder).mismatches > 0
 
 
+@pytest.mark.slow
 @needs_yosys
 def test_the_units_the_top_implements_and_depthwise_convolutions_are_traced_and_rtl_equal(tmp_path):
     """A padded, strided MaxPool, a 1-D MaxPool with a stride of 1, a 1-D global average (the top's window PE),
@@ -371,6 +374,7 @@ def _change_a_read(folder):
     verilog.write_text(text[:match.start()] + f"{match.group(1)}{int(match.group(2)) + 1}[" + text[match.end():])
 
 
+@pytest.mark.slow
 @needs_yosys
 def test_the_build_prints_the_rtl_verdicts_beside_the_estimates_and_the_report_shows_them(open_builds):
     from hetdeploy.core.plan_text import open_synth_table

@@ -44,6 +44,7 @@ def emulated_profile(tmp_path_factory):
     return folder / "profile.json"
 
 
+@pytest.mark.slow
 def test_emulate_records_each_cpu_nodes_time_and_where_it_was_measured(emulated_profile):
     profile = json.loads(emulated_profile.read_text())
     assert profile["format"] == "hetdeploy-profile" and profile["version"] == 1 and profile["board"] == "pynq-z2"
@@ -56,6 +57,7 @@ def test_emulate_records_each_cpu_nodes_time_and_where_it_was_measured(emulated_
     assert sub["call_seconds"] > 0 and profile["links"] == []
 
 
+@pytest.mark.slow
 def test_a_profile_moves_the_plan_where_its_figures_say_and_the_estimate_is_them(emulated_profile, tmp_path):
     """Without a profile the latency policy puts all of small_cnn on the PYNQ-Z2's FPGA; a profile
     whose A9 is ten times faster than the board file's roofline keeps it all on the A9, the plan's
@@ -153,6 +155,7 @@ def test_links_measured_slow_on_the_board_keep_the_partitioner_off_the_fpga(tmp_
             assert sorted(on(plan, "fpga")) == fpga_nodes, (name, partitioner)
 
 
+@pytest.mark.slow
 def test_a_profile_of_an_older_build_is_used_for_the_nodes_it_names(emulated_profile, tmp_path):
     profile = json.loads(emulated_profile.read_text())
     nodes = profile["subfunctions"][0]["nodes"]
@@ -163,6 +166,7 @@ def test_a_profile_of_an_older_build_is_used_for_the_nodes_it_names(emulated_pro
     assert plan["measured"]["nodes"] == {"arm_cpu": sorted(set(NODES) - {"relu2"})}
 
 
+@pytest.mark.slow
 def test_a_cpu_calls_measured_overhead_replaces_the_board_files(emulated_profile, tmp_path):
     """What a CPU subfunction's calls took beyond its nodes' profiled seconds is that device's call overhead in
     the plan (and in the partitioner's and the ILP's cost); without a call's time, the board file's stays."""
@@ -193,6 +197,7 @@ def _edited(profile: dict, change) -> dict:
     return edited
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change, expected", [
     (lambda p: p.update(board="zcu104"), "key 'board': a profile of board 'zcu104', not of 'pynq-z2'"),
     (lambda p: p.update(format="something"), "key 'format': 'something', expected 'hetdeploy-profile'"),

@@ -62,6 +62,7 @@ def quantized_builds(tmp_path_factory):
     return builds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["qonnx_mlp", "qonnx_cnn"])
 def test_qonnx_quantizers_are_exact_fixed_point_on_the_fpga(quantized_builds, name):
     """Every execution unit whose output is quantized (power-of-two scales) matches qonnx's
@@ -83,6 +84,7 @@ def test_qonnx_quantizers_are_exact_fixed_point_on_the_fpga(quantized_builds, na
     assert result.comparison.passed, result.table()
 
 
+@pytest.mark.slow
 def test_onnxruntime_qdq_model_runs_on_the_fpga(quantized_builds):
     """QuantizeLinear/DequantizeLinear pairs become quantizers (traced to the pair); their
     non-power-of-two scales run as affine steps around an integer quantizer, within tolerance of
@@ -197,6 +199,7 @@ def export_builds(tmp_path_factory):
     return builds
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["tfc_bn_qonnx", "cnv_qcdq"])
 def test_an_export_on_the_fpga_answers_as_its_framework(export_builds, name):
     """On images the build did not size on: every layer on the FPGA (the input's first codes on the
@@ -232,6 +235,7 @@ def arm_build(tmp_path_factory):
     return out, plan
 
 
+@pytest.mark.slow
 def test_quantizers_on_the_arm_are_standard_onnx_that_run_py_runs_as_on_the_board(arm_build, tmp_path):
     """The CPU subfunction holds no QONNX op (the board has onnxruntime, not qonnx); the build ran
     deploy/run.py --emulate with qonnx, onnx and hetdeploy unimportable and got its emulation's
@@ -263,6 +267,7 @@ def test_quantizers_on_the_arm_are_standard_onnx_that_run_py_runs_as_on_the_boar
         check_package(plan, out, samples, wrong)
 
 
+@pytest.mark.slow
 def test_a_quantizer_only_qonnx_runs_is_refused_on_the_cpu_at_build(tmp_path, capsys):
     """A Trunc with a zero point (intake makes the others Quants, which the FPGA takes), which the FPGA
     does not take, would run on the ARM, which has no qonnx: one line naming the node, exit 2, before

@@ -13,6 +13,7 @@ from hetdeploy.steps.build import BuildOptions, build
 DATA = Path(qonnx.__file__).parent / "data" / "onnx"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model,policy,all_on_fpga", [
     ("mnist-conv/model.onnx", "support", True),
     ("bsd300x3-espcn/subpixel/float_model.onnx", "support", True),
@@ -31,6 +32,7 @@ def test_shipped_models_build_and_emulate_on_pynq_z2(tmp_path, model, policy, al
         assert [s.kind for s in plan.subfunctions] == ["fpga"]
 
 
+@pytest.mark.slow
 def test_a_shipped_qonnx_model_builds_and_emulates_against_its_quantized_reference(tmp_path):
     """The Brevitas-exported ESPCN qonnx ships (Quant in domain onnx.brevitas): planned, built and
     emulated against the quantized model's own reference (qonnx's execution). Its weight quantizers fold
@@ -54,6 +56,7 @@ def test_a_shipped_qonnx_model_builds_and_emulates_against_its_quantized_referen
     assert any(w.get("subfunction") for w in plan.node_map.values())
 
 
+@pytest.mark.slow
 def test_a_quantizer_only_qonnx_runs_stops_the_build_in_one_line(tmp_path, capsys):
     """qonnx's FP8 model (FloatQuant, which neither the FPGA nor onnxruntime runs) would run on the ARM
     cores, where the board has no qonnx: refused at build, naming the node, before any HLS."""

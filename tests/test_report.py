@@ -17,6 +17,7 @@ import pytest
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 
 
+@pytest.mark.slow
 def test_report_renders_in_a_headless_browser_with_every_picture(built, tmp_path):
     from matplotlib import image
 

@@ -218,6 +218,7 @@ def test_sklearn_style_classifier_with_ml_ops_runs_on_the_cpu(tmp_path):
     assert result.cuts[-1].device == "arm_cpu" and "pick" in result.cuts[-1].nodes
 
 
+@pytest.mark.slow
 def test_a_zipmap_classifier_gives_its_probabilities_as_a_tensor_and_builds(tmp_path):
     """skl2onnx's classifier pattern: dense layers, Softmax, ArgMax for the label and ZipMap for the
     probabilities (a sequence of maps). The probabilities become a tensor output; the build's

@@ -60,6 +60,7 @@ def test_a_failing_stage_stops_the_stream_with_its_error():
         run_stream(stages, [{"x": np.full((1, 1), float(k))} for k in range(30)], pipelined=True)
 
 
+@pytest.mark.slow
 def test_a_1000_sample_stream_batched_and_pipelined_equals_the_per_sample_run(built):
     """split_by_lrn: FPGA, ARM, FPGA, its cores built for 4 samples a call; batches of 4 and of 3 (the
     last one a single sample) through the pipeline give the per-sample sequential run's bytes."""

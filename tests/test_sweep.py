@@ -93,6 +93,7 @@ def test_bad_sweeps_are_one_line(cnn, tmp_path, capsys):
         hetdeploy.sweep(cnn, boards=["pynq-z2"], width=8, output=tmp_path / "t")
 
 
+@pytest.mark.slow
 def test_a_built_sweep_records_the_verified_error_and_accuracy(built, tmp_path):
     model, _ = built("jet_tagger_mlp")  # the same units: the session's build cache serves them
     rng = np.random.default_rng(3)
@@ -188,6 +189,7 @@ def test_captured_stdout_keeps_each_threads_lines_apart():
     assert getattr(sys.stdout, "original", sys.stdout) is getattr(before, "original", before)
 
 
+@pytest.mark.slow
 def test_a_model_wide_reuse_factor_gives_every_unit_the_nearest_valid_one(built):
     from hetdeploy.planning.units import valid_reuse_factors
 

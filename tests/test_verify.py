@@ -53,6 +53,7 @@ def test_a_check_that_saw_nothing_does_not_pass():
     assert not TensorCheck("y", 0.05).passed
 
 
+@pytest.mark.slow
 def test_tiny_inputs_that_the_fpga_rounds_to_zero_fail_emulation(tmp_path):
     """A bias-free dense layer sized for N(0, 1) inputs, fed values of about 1e-6: the fixed-point
     input rounds them to zero, and the all-zero output no longer passes."""
@@ -87,6 +88,7 @@ def test_saturations_are_counted_against_the_output_type():
     assert symmetric.tensors["y"].saturated == 1  # at its negative limit, one step above -4
 
 
+@pytest.mark.slow
 def test_width_option_sets_every_fpga_type_and_is_checked(tmp_path, capsys):
     import json
     from pathlib import Path
@@ -108,6 +110,7 @@ def test_width_option_sets_every_fpga_type_and_is_checked(tmp_path, capsys):
     assert "weight_t;" in defines and "ap_fixed<10," in defines.split("weight_t;")[0].splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_units_out_of_tolerance_are_widened_and_the_build_says_so(tmp_path, capsys):
     """The jet tagger at 6 bits is out of tolerance: each failing unit, and the unit writing its
     input, gets 4 more bits at a time until it passes; the build prints which and why, and plan.json
@@ -140,6 +143,7 @@ def test_units_out_of_tolerance_are_widened_and_the_build_says_so(tmp_path, caps
     assert plan["subfunctions"][0]["estimate"]["compute_s"] == pytest.approx(compute_s)
 
 
+@pytest.mark.slow
 def test_precision_pins_a_units_output_type_and_bad_ones_are_one_line(tmp_path, capsys):
     import json
     from pathlib import Path
@@ -162,6 +166,7 @@ def test_precision_pins_a_units_output_type_and_bad_ones_are_one_line(tmp_path, 
 JET = Path(__file__).resolve().parent.parent / "examples" / "jet_tagger_mlp.onnx"
 
 
+@pytest.mark.slow
 def test_the_build_verifies_on_samples_it_did_not_size_on_and_says_so(tmp_path, capsys):
     """--calibration: a seeded quarter of the samples is held out, never sized on, and is what
     C-simulation checks; plan.json and the build's lines say both counts. Without --calibration the
@@ -205,6 +210,7 @@ def test_the_build_verifies_on_samples_it_did_not_size_on_and_says_so(tmp_path, 
                                "build neither sized nor verified on; give --input with real inputs"]
 
 
+@pytest.mark.slow
 def test_held_out_samples_beyond_the_sized_range_stop_the_build_naming_the_unit(tmp_path, capsys):
     """Sized on samples within +-1, verified on samples 20 times larger: the first layer's output
     saturates, which more bits cannot mend: exit 3 naming the unit, the tensor and the value. The
@@ -224,6 +230,7 @@ def test_held_out_samples_beyond_the_sized_range_stop_the_build_naming_the_unit(
                  "-o", str(tmp_path / "small")]) == 0
 
 
+@pytest.mark.slow
 def test_an_emulation_out_of_tolerance_says_why_when_it_can_be_known(built, tmp_path, capsys):
     """Inputs 100 times the range the build sized its types on: emulate fails and says so, names the
     FPGA outputs that saturate on them (with the value reached) and the fix; in range, no such note."""
