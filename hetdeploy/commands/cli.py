@@ -18,6 +18,7 @@ from typing import Any
 
 from .. import __version__
 from ..core import processes
+from ..core.board_runtime import BATCH_HELP, BENCHMARK_HELP, SEQUENTIAL_HELP
 from ..core.errors import UserError
 from ..core.plan_text import build_table, open_synth_table, plan_table
 from ..planning import config
@@ -460,14 +461,10 @@ def parser() -> argparse.ArgumentParser:
                    "print the emulated pipeline's accuracy beside the model's (argmax of the first output)")
     e.add_argument("--seed", type=_argument(config.seed), default=0, metavar="N",
                    help="seed of the random input without --input (default 0)")
-    e.add_argument("--batch", type=_argument(config.positive_int), default=1, metavar="N",
-                   help="samples per FPGA call (default 1; at most the build's 'build --batch'); the last batch "
-                        "takes what is left")
-    e.add_argument("--sequential", action="store_true", help="one batch after another through one subfunction "
-                   "after another (default: a pipeline when there is more than one batch)")
-    e.add_argument("--benchmark", action="store_true", help="also print latency percentiles of a batch and "
-                   "throughput per subfunction and end to end, and how busy each device was (C-simulation and "
-                   "this host's times, not the board's)")
+    e.add_argument("--batch", type=_argument(config.positive_int), default=1, metavar="N", help=BATCH_HELP)
+    e.add_argument("--sequential", action="store_true", help=SEQUENTIAL_HELP)
+    e.add_argument("--benchmark", action="store_true", help=f"{BENCHMARK_HELP} (C-simulation and this host's times, "
+                   "not the board's)")
     e.add_argument("--output", metavar="Y.npy", help="save the pipeline's output here")
     e.add_argument("--profile", metavar="FILE.json", help="record what the run measured (README: Profiles): each "
                    "CPU/GPU node's time by onnxruntime's profiler, each FPGA call's time, the bytes of each link; this "

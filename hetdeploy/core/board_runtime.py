@@ -745,18 +745,23 @@ def batch_problem(batch: int, most: Optional[int]) -> Optional[str]:
             f"(build with 'hetdeploy build --batch {batch}' for more)")
 
 
+# the help of the options 'hetdeploy emulate' shares with run.py (the CLI reads it from here)
+BATCH_HELP = ("samples per FPGA call (default 1; at most the build's 'hetdeploy build --batch'); the last batch takes "
+              "what is left")
+SEQUENTIAL_HELP = ("one batch after another through one subfunction after another (default: the subfunctions run as a "
+                   "pipeline when there is more than one batch)")
+BENCHMARK_HELP = ("print latency percentiles of a batch and throughput per subfunction and end to end, and how busy "
+                  "each device was")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run a hetdeploy plan on the board (or --emulate on a host).")
     parser.add_argument("--input", required=True, metavar="X.npy", help="inputs: .npy (one input) or .npz by name, "
                         "N samples stacked on axis 0")
     parser.add_argument("--output", metavar="Y.npy", help="where to save the outputs (.npy, or .npz by name)")
-    parser.add_argument("--batch", type=int, default=1, help="samples per FPGA call (default 1; at most the build's "
-                        "'hetdeploy build --batch'); the last batch takes what is left")
-    parser.add_argument("--sequential", action="store_true", help="one batch after another through one subfunction "
-                        "after another (default: the subfunctions run as a pipeline when there is more than one "
-                        "batch)")
-    parser.add_argument("--benchmark", action="store_true", help="print latency percentiles of a batch and "
-                        "throughput per subfunction and end to end, and how busy each device was")
+    parser.add_argument("--batch", type=int, default=1, help=BATCH_HELP)
+    parser.add_argument("--sequential", action="store_true", help=SEQUENTIAL_HELP)
+    parser.add_argument("--benchmark", action="store_true", help=BENCHMARK_HELP)
     parser.add_argument("--emulate", action="store_true", help="FPGA subfunctions through their C-simulation "
                         "libraries (a host with the build folder), not pynq")
     parser.add_argument("--profile", metavar="FILE.json", help="record what the run measured (each CPU node's time "
