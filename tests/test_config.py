@@ -364,3 +364,16 @@ def test_a_mistake_in_a_config_files_node_settings_names_the_file_line_and_key(t
     assert main(["plan", "--config", str(config)]) == 2
     assert f"error: {config}: line 4: nodes./fc2/Gemm.device: board pynq-z2 has no device 'gpu'" in \
         capsys.readouterr().err
+
+
+def test_the_command_reference_is_what_the_parsers_say():
+    """docs/commands.md is written from the parsers (python -m hetdeploy.commands.reference): an option
+    added, removed or reworded without writing it again fails here."""
+    from hetdeploy.commands.reference import command_reference
+    from hetdeploy.planning.config import OPTIONS
+
+    written = (Path(__file__).parent.parent / "docs" / "commands.md").read_text()
+    assert written == command_reference(), "docs/commands.md is stale: python -m hetdeploy.commands.reference " \
+                                           "> docs/commands.md"
+    for option in OPTIONS:
+        assert option.flag in written or option.field == "model", option.flag

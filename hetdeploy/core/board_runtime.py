@@ -754,12 +754,13 @@ BENCHMARK_HELP = ("print latency percentiles of a batch and throughput per subfu
                   "each device was")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Run a hetdeploy plan on the board (or --emulate on a host).")
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="run.py", description="Run a hetdeploy plan on the board (or --emulate on "
+                                     "a host).")
     parser.add_argument("--input", required=True, metavar="X.npy", help="inputs: .npy (one input) or .npz by name, "
                         "N samples stacked on axis 0")
     parser.add_argument("--output", metavar="Y.npy", help="where to save the outputs (.npy, or .npz by name)")
-    parser.add_argument("--batch", type=int, default=1, help=BATCH_HELP)
+    parser.add_argument("--batch", type=int, default=1, metavar="N", help=BATCH_HELP)
     parser.add_argument("--sequential", action="store_true", help=SEQUENTIAL_HELP)
     parser.add_argument("--benchmark", action="store_true", help=BENCHMARK_HELP)
     parser.add_argument("--emulate", action="store_true", help="FPGA subfunctions through their C-simulation "
@@ -767,9 +768,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", metavar="FILE.json", help="record what the run measured (each CPU node's time "
                         "by onnxruntime's profiler, in a second pass over the same inputs; each FPGA call's core time "
                         "and copies; the bytes and time of each link) for 'hetdeploy plan --profile'")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    command_line = parser()
+    args = command_line.parse_args(argv)
     if args.batch < 1:
-        parser.error(f"argument --batch: '{args.batch}': expected a whole number of at least 1")
+        command_line.error(f"argument --batch: '{args.batch}': expected a whole number of at least 1")
     try:
         check_manifest(HERE, args.emulate)  # a damaged package is refused before anything reads it
         plan = json.loads((HERE / "plan.json").read_text())
