@@ -528,7 +528,7 @@ def _mean(values: list) -> Optional[float]:
 
 def profile_document(plan: dict, recorded_by: str, on_board: bool, times: StreamTimes, envs: list,
                      nodes: dict, fpga: dict) -> dict:
-    """What a run measured, in the format ``hetdeploy plan --profile`` reads (README: Profiles):
+    """What a run measured, in the format ``hetdeploy plan --profile`` reads (docs/memory.md: Profiles):
     ``envs`` the batches' tensors, ``nodes`` per CPU/GPU subfunction each node's seconds a sample
     (``profiled_node_seconds``; absent: not timed, its nodes left out), ``fpga`` per FPGA subfunction its
     ``FpgaTimings`` (absent: only the call was timed)."""

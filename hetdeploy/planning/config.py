@@ -371,7 +371,7 @@ OPTIONS = (
            choices=COMPRESSION_MODES),
     Option("profile", "profile", text, "partitioning", "what a run measured (run.py --profile on the board, or "
            "hetdeploy emulate --profile): its CPU/GPU nodes' times, and on the board its FPGA calls' and links', in "
-           "place of the board file's estimates for what it covers (README: Profiles)", metavar="FILE.json",
+           "place of the board file's estimates for what it covers (docs/memory.md: Profiles)", metavar="FILE.json",
            path=True),
     Option("batch", "batch", positive_int, "partitioning", "samples per call (default 1): the most an FPGA core "
            "takes in one call (its float ports hold N samples, in DDR) and the batch the estimated throughput is "

@@ -2,7 +2,7 @@
 board file's figures for the nodes, FPGA calls and links it covers.
 
 ``run.py --profile`` on the board and ``hetdeploy emulate --profile`` on a host write the format
-(``board_runtime.profile_document``; README: Profiles). What the cost model takes from it:
+(``board_runtime.profile_document``; docs/memory.md: Profiles). What the cost model takes from it:
 
 - every CPU or GPU node the profile timed (onnxruntime's profiler), by name, as that node's seconds
   a sample on that device, whoever measured it (an emulation's are the host's, standing in for the
