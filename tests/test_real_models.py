@@ -41,7 +41,7 @@ def test_a_shipped_qonnx_model_builds_and_emulates_against_its_quantized_referen
     build partitions again at their widths (what does not fit moves to the A9, where its activation
     quantizers are standard ONNX that onnxruntime runs: the board has no qonnx), and the widenings stay
     on record. Its FPGA convolutions take seconds a sample in C-simulation: the build compares their codes
-    on no further samples (generate.flip_sample_count) and says so."""
+    on no further samples (generate.flip_samples_to_compare) and says so."""
     out, said = tmp_path / "build", []
     plan = build(BuildOptions(model=DATA / "bsd300x3-espcn/subpixel/quant_model.onnx", board="pynq-z2", out_dir=out),
                  progress=said.append)

@@ -316,14 +316,14 @@ def test_the_further_samples_are_as_many_as_their_c_simulation_allows():
     import qonnx
 
     from hetdeploy.intake.model import load_model
-    from hetdeploy.steps.generate import FLIP_OPERATIONS, flip_sample_count
+    from hetdeploy.steps.generate import FLIP_OPERATIONS, flip_samples_to_compare
 
     mlp = load_model(Path(__file__).parent / "data" / "brevitas" / "tfc_1w2a.onnx").graph
-    assert flip_sample_count(mlp, [n.name for n in mlp.nodes], None) == 256
-    assert flip_sample_count(mlp, [n.name for n in mlp.nodes], 3) == 3
+    assert flip_samples_to_compare(mlp, [n.name for n in mlp.nodes], None) == 256
+    assert flip_samples_to_compare(mlp, [n.name for n in mlp.nodes], 3) == 3
     espcn = load_model(Path(qonnx.__file__).parent / "data" / "onnx" / "bsd300x3-espcn" / "subpixel" /
                        "quant_model.onnx").graph
     first_and_last = [n.name for n in espcn.nodes if n.op == "Conv"][::3]
-    assert flip_sample_count(espcn, first_and_last, None) == 0
-    assert flip_sample_count(espcn, first_and_last[1:], None) == FLIP_OPERATIONS // 113_246_208 == 2
-    assert flip_sample_count(espcn, first_and_last, 5) == 5
+    assert flip_samples_to_compare(espcn, first_and_last, None) == 0
+    assert flip_samples_to_compare(espcn, first_and_last[1:], None) == FLIP_OPERATIONS // 113_246_208 == 2
+    assert flip_samples_to_compare(espcn, first_and_last, 5) == 5

@@ -466,9 +466,9 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--benchmark", action="store_true", help=f"{BENCHMARK_HELP} (C-simulation and this host's times, "
                    "not the board's)")
     e.add_argument("--output", metavar="Y.npy", help="save the pipeline's output here")
-    e.add_argument("--profile", metavar="FILE.json", help="record what the run measured (docs/memory.md: Profiles): each "
-                   "CPU/GPU node's time by onnxruntime's profiler, each FPGA call's time, the bytes of each link; this "
-                   "host's figures, which 'hetdeploy plan --profile' uses for the CPU nodes")
+    e.add_argument("--profile", metavar="FILE.json", help="record what the run measured (docs/memory.md: "
+                   "Profiles): each CPU/GPU node's time by onnxruntime's profiler, each FPGA call's time, the bytes of "
+                   "each link; this host's figures, which 'hetdeploy plan --profile' uses for the CPU nodes")
     e.add_argument("--json", action="store_true", help="print the comparison as JSON")
     e.set_defaults(run=_emulate)
 

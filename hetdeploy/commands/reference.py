@@ -35,8 +35,8 @@ def _help(action: argparse.Action) -> str:
     return " ".join((action.help or "").replace("%%", "%").split())
 
 
-def _command(name: str, command: argparse.ArgumentParser, level: str = "##") -> list[str]:
-    lines = [f"{level} {name}", "", f"`{' '.join(command.format_usage().split()[1:])}`", ""]
+def _command(name: str, command: argparse.ArgumentParser) -> list[str]:
+    lines = [f"## {name}", "", f"`{' '.join(command.format_usage().split()[1:])}`", ""]
     if command.description:
         lines += [" ".join(command.description.split()), ""]
     for group in command._action_groups:

@@ -16,11 +16,11 @@ import numpy as np
 
 from .graph import Graph
 
-# Ops whose outputs hold values of their input (moved, or picked by max/ReLU): a quantizer's
-# precision reaches through them.
 # fixed-point bits of an FPGA value that neither a quantizer nor --width sets
 DEFAULT_WIDTH = 16
 
+# Ops whose outputs hold values of their input (moved, or picked by max/ReLU): a quantizer's
+# precision reaches through them.
 VALUE_KEEPING_OPS = {"Relu", "MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
                      "DepthToSpace", "SpaceToDepth"}
 

@@ -77,9 +77,13 @@ class QonnxModel:
         self.inputs = [(n, list(self.wrapper.get_tensor_shape(n))) for n in self.input_names]
         self.outputs = [(n, list(self.wrapper.get_tensor_shape(n))) for n in self.output_names]
         self._empty_context, self._node_executors = None, None  # made on the first run
-        # the tensors qonnx's execution rounds to their annotated integer type (looked up once)
+        # the tensors qonnx's execution rounds to their annotated integer type (looked up once; none where
+        # its SANITIZE_QUANT_TENSORS turns that off)
+        from qonnx.util.basic import get_sanitize_quant_tensors
+
         self._integer_tensors = {a.tensor_name for a in self.wrapper.graph.quantization_annotation
-                                 if self.wrapper.get_tensor_datatype(a.tensor_name).is_integer()}
+                                 if self.wrapper.get_tensor_datatype(a.tensor_name).is_integer()} \
+            if get_sanitize_quant_tensors() != 0 else set()
 
     def run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """qonnx's ``execute_onnx`` node by node (its custom ops, its sanitising of annotated integer
@@ -113,10 +117,10 @@ class QonnxModel:
         return context
 
     def _sanitize(self, tensors, context: dict[str, np.ndarray]) -> None:
-        from qonnx.util.basic import get_sanitize_quant_tensors, sanitize_quant_values
-
         integer = [t for t in tensors if t in self._integer_tensors]
-        if integer and get_sanitize_quant_tensors() != 0:
+        if integer:
+            from qonnx.util.basic import sanitize_quant_values
+
             sanitize_quant_values(self.wrapper, integer, context)
 
     def _executors(self) -> list:

@@ -62,7 +62,8 @@ class BuildOptions:
     samples: int = 4
     seed: int = 0
     # further samples each quantized FPGA subfunction's output codes are compared on after verification (0: none);
-    # None: FLIP_SAMPLES, or fewer where their C-simulation would pass FLIP_OPERATIONS (verify.flip_sample_count)
+    # None: FLIP_SAMPLES, or fewer where their C-simulation would pass FLIP_OPERATIONS
+    # (generate.flip_samples_to_compare)
     flip_samples: Optional[int] = None
     # allowed max abs error per output, as a fraction of its peak; None: error_budget's, else DEFAULT_TOLERANCE
     relative_tolerance: Optional[float] = None

@@ -342,8 +342,8 @@ class CostModel:
     samples a call: "latency" is one sample through the subfunctions in turn (``batch`` 1 is what
     it means; a larger one only sizes the calls), "throughput" a pipelined stream of batches."""
 
-    def __init__(self, graph: Graph, board: Board, width: int = DEFAULT_WIDTH, objective: str = "latency", batch: int = 1,
-                 layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS, pins: Mapping[str, str] = NO_PINS,
+    def __init__(self, graph: Graph, board: Board, width: int = DEFAULT_WIDTH, objective: str = "latency",
+                 batch: int = 1, layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS, pins: Mapping[str, str] = NO_PINS,
                  measured: Measured = NOTHING_MEASURED, zero_shares: Mapping[str, float] = NO_ZEROS,
                  compress: str = "none", engine: bool = False):
         """``width``: the fixed-point bits of FPGA values (--width); a quantized model's layers take

@@ -579,8 +579,8 @@ def input_quantizers(graph: Graph) -> list[int]:
     return sorted(chosen)
 
 
-def partition_graph(graph: Graph, board, policy: str = "latency", width: int = DEFAULT_WIDTH, objective: str = "latency",
-                    batch: int = 1, layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS,
+def partition_graph(graph: Graph, board, policy: str = "latency", width: int = DEFAULT_WIDTH,
+                    objective: str = "latency", batch: int = 1, layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS,
                     pins: Mapping[str, str] = NO_PINS, measured: Measured = NOTHING_MEASURED,
                     partitioner: str = "search", ilp_time_limit_s: float = ILP_TIME_LIMIT_S,
                     zero_shares: Mapping[str, float] = NO_ZEROS, compress: str = "none", engine: bool = False

@@ -39,7 +39,7 @@ from ..planning.config import BuildOptions, resolved_config, settle_options
 from ..running.deploy import check_package, synthesize, write_manifests, write_package
 from ..running.samples import BuildSamples, build_samples, calibration_note
 from ..running import verify
-from .generate import FLIP_OPERATIONS, flip_sample_count, generate_hls, verify_csim
+from .generate import FLIP_OPERATIONS, flip_samples_to_compare, generate_hls, verify_csim
 from .open_synth import open_synthesis
 from .plan_model import (UnitsDoNotFit, against_baselines, fold_units, folded_plan, fpga_times, map_nodes,
                          model_node_names, search_layer_widths)
@@ -354,7 +354,7 @@ def _verify(state: BuildState) -> BuildState:
     """The C-simulation against onnxruntime; a unit out of tolerance widened (``_widen``) and the build
     run again from its unit widths, or the failure raised where none can widen."""
     plan = state.plan
-    flips = flip_sample_count(state.loaded.graph, [n for sub in _fpga(plan) for n in sub.nodes],
+    flips = flip_samples_to_compare(state.loaded.graph, [n for sub in _fpga(plan) for n in sub.nodes],
                               state.options.flip_samples)
     capped = flips < verify.FLIP_SAMPLES and state.options.flip_samples is None
     if capped and verify.flip_checked(plan, state.build_dir):

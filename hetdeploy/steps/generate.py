@@ -320,13 +320,13 @@ def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = stder
     return comparison.outputs
 
 
-# The further samples' C-simulation at most (``flip_sample_count``): hls4ml's C++ of a CNN on images takes
+# The further samples' C-simulation at most (``flip_samples_to_compare``): hls4ml's C++ of a CNN on images takes
 # seconds a sample in g++ (the ESPCN that qonnx ships: 0.27 billion operations on the FPGA, 19 s a sample on
 # a two-core machine), a quantized MLP a millisecond; within it about half a minute to a few minutes
 FLIP_OPERATIONS = 250_000_000
 
 
-def flip_sample_count(graph: Graph, fpga_nodes: Iterable[str], requested: Optional[int]) -> int:
+def flip_samples_to_compare(graph: Graph, fpga_nodes: Iterable[str], requested: Optional[int]) -> int:
     """How many further samples ``_count_flips`` compares codes on: ``requested`` (--flip-samples), else
     verify.FLIP_SAMPLES or as many as fit FLIP_OPERATIONS at the operations (``node_work``) the FPGA
     subfunctions' nodes ``fpga_nodes`` take a sample, if fewer."""

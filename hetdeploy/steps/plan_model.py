@@ -273,7 +273,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
     its width (``_pinned_precision``): without the engine and, unless --no-engine, with it (``_fold_device``),
     the faster kept."""
     where = {n: s.device for s in plan.subfunctions for n in s.nodes}
-    widths = node_widths(loaded.graph, options.width, layer_widths)
+    node_bits = node_widths(loaded.graph, options.width, layer_widths)
     if options.weigh_distributed_arithmetic and importlib.util.find_spec("da4ml") is None:
         raise UserError("--weigh-distributed-arithmetic: hls4ml's distributed_arithmetic strategy needs da4ml "
                         "(pip install 'hetdeploy[open-synth]')")
@@ -300,7 +300,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
             tries = [{s.name for s in subs if s.engine_weighed}]
         for with_engine in tries:
             try:  # the units do not fit, or the user's per-node settings name a unit the engine's fusion cut
-                variant = _fold_device(subs, device, loaded, options, widths, with_engine)
+                variant = _fold_device(subs, device, loaded, options, node_bits, with_engine)
             except UserError as why:
                 refused = refused or why
                 continue
@@ -324,7 +324,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                 sub.execution_units.append(ExecutionUnit(
                     name=f"{sub.name}_u{k}", nodes=[loaded.graph.nodes[i].name for i in unit.nodes], pe=unit.pe,
                     reuse_factor=folding.reuse_factor, strategy=folding.hls_strategy,
-                    precision=_unit_precision(loaded, unit, options, widths),
+                    precision=_unit_precision(loaded, unit, options, node_bits),
                     estimate=estimate, estimate_range=units.estimate_range(shape, folding, width, best.rate),
                     weights_in_ddr=folding.weights_in_ddr,
                     table_size=shape.table_entries if shape.table_layers or shape.softmax else 0,
