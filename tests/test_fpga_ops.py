@@ -79,7 +79,7 @@ def test_every_4d_op_standalone_and_after_a_layer(tmp_path):
     x = b.node("Add", [b.node("GlobalAveragePool", [x], "gap"), b.node("GlobalMaxPool", [x], "gmp")], "add")
     x = b.node("Reshape", [x, b.const("flat", [1, C])], "reshape")
     b.node("Gemm", [x, b.random("fc.w", [3, C]), b.random("fc.b", [3])], "fc", transB=1)
-    path = save_model(b, tmp_path / "ops4d.onnx", [1, C, 8, 8])
+    path = save_model(b, tmp_path / "ops4d.onnx", [1, C, 8, 10])
     plan = build_and_emulate(path, tmp_path / "ops4d")
     where = on_fpga(plan, [n.name for n in b.nodes])
     assert where["prelu_fused"]["unit"] == where["conv1"]["unit"] == where["leaky_fused"]["unit"]

@@ -1,12 +1,13 @@
 """hls4ml (and qonnx) behind one function: the ONNX model of an execution unit -> hls4ml project.
 
 What hls4ml 1.3's ONNX frontend needs, and what it gets wrong by default
-(found on this project's host, hls4ml 1.3.0), is handled here and nowhere else:
+(found on this project's host, hls4ml 1.3.0), is handled here and in ``hls4ml_passes``, nowhere else:
 - ops it converts wrongly or not at all, rewritten exactly into ops it converts right
   (``rewrites.HLS4ML_LOWERINGS``: average pooling, arithmetic with constants, Clip);
 - a QONNX-cleaned, channels-last model (inputs and outputs NHWC: the transposes qonnx adds to
   return outputs to ONNX order are dropped, since units pass channels-last buffers);
-- qonnx's constant folding builds IR-14 models that onnxruntime refuses (shim below);
+- hls4ml's own passes that get hetdeploy's layers wrong, replaced in hetdeploy's copy of its flows
+  (``hls4ml_passes``);
 - the "stable" Softmax's lookup tables are too coarse and their config keys ignored: sized on the layer;
 - several projects linked into one program share hls4ml's weight loader: each unit's files get a prefix;
 - a unit whose weights stay in DDR gets them as arguments of its top (hls4ml's BramFactor 0), and
@@ -19,13 +20,10 @@ What hls4ml 1.3's ONNX frontend needs, and what it gets wrong by default
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import json
 import re
-import threading
 import traceback
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
@@ -39,9 +37,9 @@ from ..core.capture import captured_stdout
 from ..core.plan import UnitHls, UnitPort, UnitWeight
 from ..core.precision import (BUILD_OVERFLOW, BUILD_ROUNDING, DEFAULT_WIDTH, Quantizer, SoftmaxTables, integer_bits,
                               weight_fixed)
-from ..intake.model import MAX_IR_VERSION
 from ..intake.rewrites import HLS4ML_LOWERINGS
 from ..planning import units
+from . import hls4ml_passes
 from .hls_top import UNIT_WEIGHTS_FILE, pack_fixed
 
 # Layers whose parallelism the unit's ReuseFactor and Strategy set (after qonnx's GemmToMatMul).
@@ -53,6 +51,7 @@ BINARY_PRECISION = "fixed<2,2>"  # -1 and +1: a BipolarQuant's output (``_binary
 FLOAT32_MANTISSA_BITS = 24
 # The table activations (units.TABLE_OPS) whose outputs lie within (-1, 1).
 _BOUNDED_TABLE_OPS = {"Tanh", "Sigmoid", "Softsign"}
+CHANNELS_LAST_DOMAIN = "qonnx.custom_op.channels_last"
 HLS4ML_LOG = "hls4ml_convert.log"  # in the unit's project folder
 ARITHMETIC_FILE = "arithmetic.npz"  # in the unit's project folder: ``write_arithmetic``
 # The layer attributes ``write_arithmetic`` keeps: those of windows (convolution and pooling) and activations.
@@ -101,81 +100,6 @@ def _log_to(path: Path, log: io.StringIO) -> Iterator[None]:
         path.write_text(log.getvalue())
 
 
-@contextlib.contextmanager
-def _onnxruntime_readable_models() -> Iterator[None]:
-    """qonnx builds single-node models with onnx.helper.make_model, which stamps the
-    newest IR version (14 with onnx 1.23); onnxruntime refuses those. Cap it while
-    qonnx runs."""
-    original = onnx.helper.make_model
-
-    @functools.wraps(original)
-    def capped(graph, **kwargs):
-        model = original(graph, **kwargs)
-        if "ir_version" not in kwargs:
-            model.ir_version = min(model.ir_version, MAX_IR_VERSION)
-        return model
-
-    onnx.helper.make_model = capped
-    try:
-        yield
-    finally:
-        onnx.helper.make_model = original
-
-
-@contextlib.contextmanager
-def _no_batchnorm_fusion() -> Iterator[None]:
-    """hls4ml's fuse_batchnorm folds a BatchNormalization into the Dense or Conv before it whose result
-    precision is "auto", keeping the weights' precision: a quantized layer's integer codes (2 bits)
-    would then hold scaled weights. Every BatchNormalization hetdeploy leaves after a layer is one it
-    kept on purpose (``rewrites.fold_batchnorm`` folds the others before hls4ml), so only a bias (a
-    BatchNormalization of scale 1: hls4ml's form of the Add after a MatMul or Conv) merges, which
-    leaves the weights as they are and gives the bias its own type (``_constant_precisions``); kept
-    apart, it would round the layer's output twice and hold the bias in the model's default type.
-    Its Vivado backend's merge of a BatchNormalization into the binary_tanh after it compares with a
-    threshold of the input's type, floored, and -bias / scale for a negative scale too (the comparison
-    would have to turn around): ``rewrites.batchnorm_before_sign_as_threshold`` makes that step exact
-    instead, and that merge is off."""
-    from hls4ml.backends.vivado.passes.bn_quant import MergeBatchNormAndQuantizedTanh
-    from hls4ml.model.optimizer.passes.bn_fuse import FuseBatchNormalization
-
-    fuse, merge_into_tanh = FuseBatchNormalization.match, MergeBatchNormAndQuantizedTanh.match
-
-    def bias_only(self, node) -> bool:
-        return fuse(self, node) and bool(np.all(node.weights["scale"].data_unquantized == 1))
-
-    FuseBatchNormalization.match = bias_only
-    MergeBatchNormAndQuantizedTanh.match = lambda self, node: False
-    try:
-        yield
-    finally:
-        FuseBatchNormalization.match, MergeBatchNormAndQuantizedTanh.match = fuse, merge_into_tanh
-
-
-# Where ``_distributed_arithmetic_weights_kept`` keeps a layer's constants (the layer attribute names).
-DA_KEPT = {"weight": "hetdeploy_da_weight", "bias": "hetdeploy_da_bias"}
-
-
-@contextlib.contextmanager
-def _distributed_arithmetic_weights_kept() -> Iterator[None]:
-    """hls4ml's distributed_arithmetic pass writes a layer's weights and bias into da4ml's code and deletes
-    them from the layer; ``write_arithmetic`` needs them: kept on the layer under DA_KEPT's names first."""
-    from hls4ml.backends.vivado.passes.distributed_arithmetic import DistributedArithmeticCodegen
-
-    transform = DistributedArithmeticCodegen.transform
-
-    def keeping(self, model, node):
-        for kind, kept in DA_KEPT.items():
-            if node.attributes.get(kind) is not None:
-                node.set_attr(kept, np.array(node.attributes[kind].data, dtype=np.float64))
-        return transform(self, model, node)
-
-    DistributedArithmeticCodegen.transform = keeping
-    try:
-        yield
-    finally:
-        DistributedArithmeticCodegen.transform = transform
-
-
 def _output_layers(wrapper) -> list[str]:
     """The layers whose result is a unit output: each output's producer, and the layer before it when
     hls4ml merges that producer into it (a bias Add, a scale, a BatchNormalization)."""
@@ -216,80 +140,27 @@ def _constant_precisions(wrapper, width: int) -> dict[str, dict[str, str]]:
 
 
 def _prepare_for_hls4ml(wrapper) -> None:
-    """What hls4ml 1.3's ONNX frontend reads differently from ONNX, done after profiling (which
-    runs the ONNX model): it turns every initializer into a Constant layer, and its PRelu handler
-    loses the slope (the layer then fails in its optimizers), so each PRelu's slope becomes an
-    attribute of the node, which ``_parse_prelu`` reads; it looks up a shape for every input of a
-    Resize, so an omitted or empty RoI becomes a constant (of one zero: hls4ml tests its truth value); and
-    it scales a channels-last (H, W, C) tensor's width by scales[1] and height by scales[2] (see
-    ``_height_first``), so those two swap."""
+    """What hls4ml 1.3's ONNX frontend reads differently from ONNX, done after profiling (which runs the
+    ONNX model). Its Pad and Resize handlers take the data to be channels-last only when a node of the
+    graph is in qonnx's channels-last domain; a unit's tensors always are, so those nodes are marked.
+    It looks up a shape for every input of a Resize, so an omitted or empty RoI becomes a constant (of
+    one zero: hls4ml tests its truth value). It scales a channels-last (H, W, C) tensor's width by
+    scales[1] and height by scales[2] (``hls4ml_passes``' ResizeHeightFirst), so those two swap."""
     for node in wrapper.graph.node:
-        roi = wrapper.get_initializer(node.input[1]) if node.op_type == "Resize" and len(node.input) > 1 and \
-            node.input[1] else None
-        if node.op_type == "Resize" and len(node.input) > 1 and (roi is None or roi.size == 0):
+        if node.op_type in ("Pad", "Resize"):
+            node.domain = CHANNELS_LAST_DOMAIN
+        if node.op_type != "Resize":
+            continue
+        roi = wrapper.get_initializer(node.input[1]) if len(node.input) > 1 and node.input[1] else None
+        if len(node.input) > 1 and (roi is None or roi.size == 0):
             empty, node.input[1] = node.input[1], f"{node.name}_roi"
             wrapper.set_initializer(node.input[1], np.zeros(1, dtype=np.float32))
             if roi is not None and not wrapper.find_consumers(empty):  # hls4ml would make it a layer of no value
                 wrapper.del_initializer(empty)
-        if node.op_type == "Resize":
-            scales = wrapper.get_initializer(node.input[2]).copy()
-            if scales.size == 4:
-                scales[[1, 2]] = scales[[2, 1]]
-                wrapper.set_initializer(node.input[2], scales)
-        if node.op_type == "PRelu":
-            slope = wrapper.get_initializer(node.input[1])
-            node.attribute.append(onnx.helper.make_attribute("slope", onnx.numpy_helper.from_array(slope)))
-            if len(wrapper.find_consumers(node.input[1])) == 1:
-                wrapper.del_initializer(node.input[1])
-            del node.input[1]
-
-
-def _parse_prelu(node, input_names, input_shapes, graph) -> dict:
-    """The slope as hls4ml's PReLU layer holds it: one per value of a sample in stream order (the
-    unit's tensors are channels-last, and so is the slope after ``_sink_transposes``)."""
-    shape = input_shapes[0]
-    slope = onnx.numpy_helper.to_array(next(a.t for a in node.attribute if a.name == "slope"))
-    return {"name": node.name, "class_name": "PReLU", "activation": "prelu", "inputs": input_names[:1],
-            "outputs": list(node.output),
-            "param_data": np.broadcast_to(slope.astype(np.float64), [1, *shape[1:]]).reshape(-1).copy()}
-
-
-def _channels_last(parse):
-    """hls4ml's ONNX Pad and Resize handlers take the data layout to be channels-last only when the
-    graph holds a node of qonnx's channels-last domain; a unit's tensors always are."""
-
-    def parse_channels_last(node, input_names, input_shapes, graph):
-        marked = onnx.GraphProto()
-        marked.CopyFrom(graph)
-        marked.node.add(op_type="Identity", domain="qonnx.custom_op.channels_last")
-        return parse(node, input_names, input_shapes, marked)
-
-    return parse_channels_last
-
-
-def _height_first(parse):
-    """hls4ml's ONNX Resize handler names a channels-last tensor's axes 1 and 2 width and height,
-    the reverse of how its C++ walks the stream (rows of ``in_width`` values): put them back."""
-
-    def parse_height_first(node, input_names, input_shapes, graph):
-        layer = parse(node, input_names, input_shapes, graph)
-        if len(input_shapes[0]) == 4:
-            layer["in_height"], layer["in_width"] = input_shapes[0][1], input_shapes[0][2]
-            layer["out_height"], layer["out_width"] = layer["in_height"], layer["in_width"]
-        return layer
-
-    return parse_height_first
-
-
-@functools.cache
-def _register_onnx_handlers() -> None:
-    import importlib
-
-    handlers = importlib.import_module("hls4ml.converters.onnx_to_hls").layer_handlers
-    handlers["PRelu"] = _parse_prelu
-    for op in ("Pad", "Resize"):
-        handlers[op] = _channels_last(handlers[op])
-    handlers["Resize"] = _height_first(handlers["Resize"])
+        scales = wrapper.get_initializer(node.input[2]).copy()
+        if scales.size == 4:
+            scales[[1, 2]] = scales[[2, 1]]
+            wrapper.set_initializer(node.input[2], scales)
 
 
 def lower_for_hls4ml(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -347,24 +218,10 @@ def generate_unit(
     both sides: the Transpose back to ONNX order that qonnx appends to outputs is dropped, since the
     next unit reads channels-last.
     """
-    with _CONVERTING:
-        return _generate_unit(unit_model, project_dir, namespace, samples, settings, options)
-
-
-# One conversion at a time in a process: while hls4ml and qonnx run, their output goes to the unit's
-# log through a redirected stdout, warnings are silenced, onnx.helper.make_model is capped and two
-# hls4ml passes are off, all process-wide. Threads of one Dask worker (dask worker --nthreads N)
-# take turns here; worker processes, and everything else a build does (compiling, C-simulation),
-# run in parallel.
-_CONVERTING = threading.Lock()
-
-
-def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: str,
-                   samples: Sequence[dict[str, np.ndarray]], settings: UnitSettings, options: HlsOptions) -> UnitHls:
     import hls4ml
     import onnxruntime
 
-    _register_onnx_handlers()
+    conversion_flow, writer_flow = hls4ml_passes.register()
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.core.onnx_exec import execute_onnx
     from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
@@ -382,11 +239,7 @@ def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: st
     # qonnx runs single-node opset-1 models through onnxruntime, which warns on each one
     onnxruntime.set_default_logger_severity(3)
     log = io.StringIO()
-    with _log_to(project_dir / HLS4ML_LOG, log), _onnxruntime_readable_models(), _no_batchnorm_fusion(), \
-            _distributed_arithmetic_weights_kept(), \
-            captured_stdout(log), \
-            warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with _log_to(project_dir / HLS4ML_LOG, log), captured_stdout(log):
         wrapper = ModelWrapper(model)
         wrapper = cleanup_model(wrapper)
         wrapper = wrapper.transform(ConvertToChannelsLastAndClean(make_input_channels_last=True))
@@ -423,6 +276,7 @@ def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: st
         for name, kinds in _constant_precisions(wrapper, options.width).items():
             if name in config["LayerName"]:  # a copy: hls4ml's config shares one dict between layers
                 config["LayerName"][name]["Precision"] = {**config["LayerName"][name]["Precision"], **kinds}
+        config["Flows"] = [conversion_flow]
         if settings.weights_in_ddr:  # every weight array an argument of the top (none inside the project)
             config["Model"]["BramFactor"] = 0
         for node in wrapper.graph.node:
@@ -463,7 +317,7 @@ def _generate_unit(unit_model: onnx.ModelProto, project_dir: Path, namespace: st
         in_vars, out_vars = hls_model.get_input_variables(), hls_model.get_output_variables()
         if {v.name for v in out_vars} & {v.name for v in in_vars}:
             raise UnitIsACopy(namespace)
-        hls_model.write()
+        hls_model.apply_flow(writer_flow)  # hls_model.write() would run the backend's own flows first
         write_arithmetic(hls_model, project_dir / ARITHMETIC_FILE)
         ddr_vars = [(v.name, v.type.precision.definition_cpp(), v.data_length)
                     for v in hls_model.get_weight_variables() if v.storage.lower() == "bram"]
@@ -516,7 +370,7 @@ def write_arithmetic(hls_model, path: Path) -> None:
             record["accum_type"] = accum.precision.definition_cpp()
         if layer.get_attr("strategy") == "distributed_arithmetic":  # its weights in da4ml's code, exact floats
             record["strategy"] = "distributed_arithmetic"
-            for kind, kept in DA_KEPT.items():
+            for kind, kept in hls4ml_passes.DA_KEPT.items():
                 if layer.get_attr(kept) is not None:
                     record["weights"][kind] = "exact"
                     arrays[f"{layer.name}/{kind}"] = layer.get_attr(kept)
