@@ -1,4 +1,4 @@
-"""The execution-unit estimator (hetdeploy/planning/units.py) against published synthesis results.
+"""The execution-unit estimator (hetdeploy/planning/units/) against published synthesis results.
 
     .venv/bin/python benchmarks/estimates.py [--json]
 
@@ -58,7 +58,7 @@ import numpy as np
 from hetdeploy.core.board import VITIS_HLS, VIVADO_HLS
 from hetdeploy.core.precision import OCTAVES, weight_octaves
 from hetdeploy.planning.units import (RESOURCES, TABLE_OPS, TABLE_SELECT_OPS, UNIT_CONTROL_FF, UNIT_CONTROL_LUT,
-                                      Shape, estimate, registers_output, synthesized_lut)
+                                      Shape, estimate, kind_of, registers_output, synthesized_lut)
 
 TABLE = Path(__file__).resolve().parent / "published_synthesis.csv"
 METRICS = (*RESOURCES, "latency_cycles")
@@ -285,7 +285,7 @@ def fill_cycles(shape: Shape, reuse_factor: int, bits: int) -> int:
     combinational layer (an activation without a lookup table reads, computes and writes a word in one cycle of
     the dataflow, as hls4ml's io_stream baselines show: Dense + ReLU takes no longer than the Dense, Dense + ELU
     one cycle more)."""
-    if shape.kind == "elementwise" and not shape.table_layers:
+    if not registers_output(shape):  # a combinational layer: an activation without a table
         return 0
     return estimate(dataclasses.replace(shape, vectors=1, table_entries=HLS4ML_TABLE_SIZE), reuse_factor,
                     bits)["compute_cycles"]
@@ -351,7 +351,7 @@ def points() -> list[dict]:
                 # layer's result hls4ml's default precision (read as such by the layer after it, where no quantized
                 # activation comes between)
                 shapes = [dataclasses.replace(s, weight_bits=s.weight_bits or bits) for s in shapes]
-                widths = [HLS4ML_WIDTH if i and shapes[i - 1].kind == "kernel" else bits for i in range(len(shapes))]
+                widths = [HLS4ML_WIDTH if i and kind_of(shapes[i - 1]).foldable else bits for i in range(len(shapes))]
                 widths[0] = int(row["input_bits"])
                 accum = HLS4ML_WIDTH
             shapes = [dataclasses.replace(s, accum_bits=accum) for s in shapes]

@@ -19,13 +19,16 @@ PACKAGE = Path(__file__).resolve().parent.parent / "hetdeploy"
 
 
 def module_name(path: Path) -> str:
-    """``hetdeploy/core/plan.py`` -> ``core.plan``."""
-    return ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+    """``hetdeploy/core/plan.py`` -> ``core.plan``; ``hetdeploy/planning/units/__init__.py`` -> ``planning.units``."""
+    parts = path.relative_to(PACKAGE).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def modules() -> dict[str, Path]:
-    """Every module of the package by name, ``__init__`` files left out."""
-    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py")) if p.stem != "__init__"}
+    """Every module of the package by name: a subpackage's ``__init__`` (its docstring, no code) left out, a
+    package's within a subpackage (``planning/units/__init__.py``: code) in."""
+    return {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))
+            if p.stem != "__init__" or len(p.relative_to(PACKAGE).parts) > 2}
 
 
 def _absolute(path: Path, node: ast.ImportFrom) -> str:

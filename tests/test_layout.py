@@ -50,3 +50,84 @@ def test_the_planning_algorithms_import_no_model_library():
 
 def test_every_module_sits_in_a_subpackage():
     assert [name for name in modules() if not package_of(name) and name != "__main__"] == []
+
+
+# The kinds of execution unit (planning/units/kinds.py), by the names Shape.kind holds
+UNIT_KINDS_MODULE = "planning.units.kinds"
+
+
+def _kind_names() -> set[str]:
+    from hetdeploy.planning.units.kinds import KINDS
+
+    return set(KINDS)
+
+
+def _names_compared(node: ast.Compare) -> set[str]:
+    """The string constants a comparison compares with, alone or in a tuple, list or set."""
+    found = set()
+    for side in [node.left, *node.comparators]:
+        for part in (side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]):
+            if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                found.add(part.value)
+    return found
+
+
+def _reads_a_kind(node: ast.Compare) -> bool:
+    """Whether a comparison reads something called ``kind`` (``shape.kind``, ``kind``)."""
+    return any(isinstance(side, ast.Attribute) and side.attr == "kind" or isinstance(side, ast.Name) and
+               side.id == "kind" for side in [node.left, *node.comparators])
+
+
+def test_no_module_but_the_kinds_branches_on_a_unit_kinds_name():
+    """Issue 64: the estimate, the folding and the stages ask a unit's kind (``kind_of(shape)``); none compares a
+    kind with a kind's name but the module the kinds live in."""
+    kinds, found = _kind_names(), []
+    assert {"kernel", "window", "elementwise", "data"} <= kinds
+    for name, path in modules().items():
+        if name == UNIT_KINDS_MODULE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and _reads_a_kind(node) and _names_compared(node) & kinds:
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: {ast.unparse(node)}")
+    assert found == []
+
+
+def _hls4ml_names(tree: ast.AST) -> set[str]:
+    """The names a module binds to hls4ml's modules and objects (``import hls4ml``, ``from hls4ml.x import y``)."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names if a.name.split(".")[0] == "hls4ml"}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "hls4ml":
+            names |= {a.asname or a.name for a in node.names}
+    return names
+
+
+def _root(target: ast.AST) -> ast.AST:
+    while isinstance(target, (ast.Attribute, ast.Subscript)):
+        target = target.value
+    return target
+
+
+def test_hls4ml_is_changed_only_through_its_registration_calls():
+    """Issue 64: hetdeploy extends hls4ml with register_pass and register_flow (fpga/hls4ml_passes.py); no module
+    assigns an attribute or an entry of anything hls4ml's (a method, a handler table), sets one with setattr, or
+    reaches hls4ml through importlib to do so."""
+    found = []
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text())
+        hls4ml = _hls4ml_names(tree)
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            changed = [t for t in targets if isinstance(t, (ast.Attribute, ast.Subscript))
+                       and isinstance(_root(t), ast.Name) and _root(t).id in hls4ml]
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "setattr" and \
+                    isinstance(_root(node.args[0]), ast.Name) and _root(node.args[0]).id in hls4ml:
+                changed.append(node)
+            found += [f"{path.relative_to(PACKAGE.parent)}:{t.lineno}: {ast.unparse(t)}" for t in changed]
+        found += [f"{path.relative_to(PACKAGE.parent)}: importlib.import_module('hls4ml...')"
+                  for call in ast.walk(tree) if isinstance(call, ast.Call) and ast.unparse(call.func).endswith(
+                      "import_module") and call.args and isinstance(call.args[0], ast.Constant)
+                  and str(call.args[0].value).startswith("hls4ml")]
+    assert found == []

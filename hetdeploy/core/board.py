@@ -48,7 +48,7 @@ TOP_FUSED_OPS = ("Relu",)
 
 
 # The HLS tools an FPGA's cores are synthesised with (a device's ``hls_tool``): they cut a Latency layer's
-# pipeline in different places, so its FF estimate follows the tool (planning/units.py's ``estimate``)
+# pipeline in different places, so its FF estimate follows the tool (planning.units.estimate)
 VITIS_HLS, VIVADO_HLS = "vitis_hls", "vivado_hls"
 HLS_TOOLS = (VITIS_HLS, VIVADO_HLS)
 
@@ -479,7 +479,7 @@ def _validate(src: _Source) -> Board:
         if d["kind"] == "fpga":
             if "compute" in d:
                 src.fail(f"{path}.compute", "an FPGA's time comes from its execution units' estimates at its "
-                                            "clock_mhz (hetdeploy/planning/units.py); remove this block")
+                                            "clock_mhz (hetdeploy/planning/units/); remove this block")
         else:
             if "compute" not in d:
                 src.fail(path, "missing key 'compute'")

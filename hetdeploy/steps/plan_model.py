@@ -330,7 +330,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     table_size=shape.table_entries if shape.table_layers or shape.softmax else 0,
                     io_type="" if unit.engine == "top" or on_engine else
                     folding.io_type or units.IO_TYPES[shape.streamed],
-                    foldable=shape.kind == "kernel", inputs=unit.inputs, band=None if on_engine else band,
+                    foldable=units.kind_of(shape).foldable, inputs=unit.inputs, band=None if on_engine else band,
                     outputs=[unit.output],
                     engine=engine_layer(main, loaded.graph.nodes[unit.nodes[-1]].op == "Relu", units.ENGINE_LANES)
                     if on_engine else None))
@@ -522,7 +522,7 @@ def _pinned_layer_types(loaded: LoadedModel, unit: units.Unit, shape: units.Shap
     if not layer_kinds:
         return shape
     node, types = given
-    if shape.kind != "kernel":
+    if not units.kind_of(shape).foldable:
         raise UserError(f"{said(options, '--precision', node, types, '--precision ' + node)}: node '{node}' has no "
                         f"multiply-accumulate layer to give the {layer_kinds[0]} type (its unit runs on the {unit.pe} PE)")
     pinned = {field: types[kind][0] for kind, field in (("weight", "weight_bits"), ("accum", "accum_bits"))
@@ -566,7 +566,7 @@ def _pinned_strategy(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
         return None
     node, strategy = given
     setting = said(options, '--strategy', node, strategy, f'--strategy {node}={strategy_name(strategy)}')
-    if shape.kind != "kernel":
+    if not units.kind_of(shape).foldable:
         raise UserError(f"{setting}: node '{node}' has no multiplications for a strategy to lay out (its unit runs "
                         f"on the {unit.pe} PE)")
     if strategy == units.ENGINE and (why := units.engine_refusal(loaded.graph, unit)) is not None:
@@ -605,12 +605,12 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
                if shape.latency_only else f"has --strategy {strategy_name(strategy)}")
         raise UserError(f"{setting}: node '{in_ddr[0]}' {why}, which keeps the weights as constants in the fabric; "
                         f"weights in DDR are read a bank at a time (resource)")
-    if not given and not in_ddr and options.model_reuse_factor is not None and shape.kind == "kernel":
+    if not given and not in_ddr and options.model_reuse_factor is not None and units.kind_of(shape).foldable:
         valid = units.candidate_reuse_factors(shape)  # the nearest valid one, as hls4ml picks (ties: the smaller)
         return units.Folding(min(valid, key=lambda rf: (abs(rf - options.model_reuse_factor), rf)), False, strategy)
     if not given and not in_ddr:
         return None
-    if shape.kind != "kernel":
+    if not units.kind_of(shape).foldable:
         flag, node, value = ("--reuse-factor", *given) if given else ("--weights-in-ddr", in_ddr[0], None)
         raise UserError(f"{said(options, flag, node, value, flag)}: node '{node}' has no multiplications to fold and "
                         f"no weights to move (its unit runs on the {unit.pe} PE)")

@@ -93,105 +93,22 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
 
-from ..core.board import RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS, Device
-from ..core.graph import QUANTIZER_OPS, Graph
-from ..core.plan import Band
-
-RESOURCES = ("dsp", "bram18", "lut", "ff")
-# a unit's nodes that are no layer of its hls4ml project: relayouts, and quantizers (its layers' precisions)
-NOT_HLS4ML_LAYER_OPS = frozenset(RELAYOUT_OPS) | QUANTIZER_OPS
-# The layers a unit may start with to run band by band (``band_of``): a window over rows, hls4ml's
-BANDED_OPS = ("Conv", "MaxPool")
-# Ops that change a map's rows or mix them (beyond BANDED_OPS' windows): a unit starting with one is not banded
-NOT_PER_PIXEL_OPS = ("Resize", "Pad", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Concat", "Softmax")
-# A unit whose FIFOs (hls4ml sizes them to the whole map) take more than this share of the chip's BRAM18 budget
-# runs in the fewest bands whose FIFOs take at most this share (``chosen_band``): a choice, not a measured optimum
-BAND_FIFO_SHARE = 0.125
-# hls4ml's Strategy of a multiply-accumulate layer, as its config spells it (hls4ml takes any case, and
-# DistributedArithmetic as its distributed_arithmetic: constant multiplications as shifts and adds by da4ml, at
-# reuse factor 1 only; --strategy pins it, and ``by_cost`` weighs it when asked, ``takes_distributed_arithmetic``)
-DISTRIBUTED_ARITHMETIC = "DistributedArithmetic"
-# Not hls4ml's: the unit runs on the subfunction's layer-sequential engine (hls/engine.h), one array of
-# ENGINE_LANES multiply-accumulators that every such unit of the subfunction shares, one unit after another,
-# its weights read from DDR once a run (a Conv, Gemm or MatMul, BatchNormalizations, a ReLU: ``engine_refusal``)
-ENGINE = "Engine"
-STRATEGIES = ("Latency", "Resource", DISTRIBUTED_ARITHMETIC, ENGINE)
-FOLDED_STRATEGIES = ("Latency", "Resource")  # what ``by_cost`` weighs for a folded unit
-# The largest kernel (inputs a product sum, and products) ``by_cost`` weighs distributed_arithmetic for: hls4ml
-# runs da4ml's solve at conversion, whose time grows with the inputs faster than their square (here: 128x64
-# 8-bit weights 20 s, 128x128 4-bit 19 s, 256x64 4-bit 27 s, 784x64 2-bit 414 s; benchmarks/da_solve_time.py)
-DA_MAX_INPUTS = 256
-DA_MAX_PRODUCTS = 16_384
-# da4ml's cost (its LUT-equivalent adder bits, which Yosys's LUT counts of its RTL follow within 10 % on the
-# quantized examples: benchmarks/open_synth.py) over the canonical signed digits of the constant weights times
-# the bits each product adds on: 0.40 to 0.50 on 14 random layers of 8x8 to 64x32, 2- to 8-bit weights, 4- to
-# 16-bit inputs (its common subexpressions save the rest)
-DA_COST_PER_DIGIT_BIT = 0.45
-# hls4ml's IOType of a unit's project: its values as arrays (registers) or as streams of words (FIFOs)
-IO_TYPES = ("io_parallel", "io_stream")
-# a unit's latency and its parts (``estimate``)
-CYCLES = ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")
-# Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
-BRAM_MIN_DEPTH = 64
-# FF: a combinational hls4ml design's control state (its io_parallel MaxPooling and Dense(1 -> 64) + ReLU
-# baselines take exactly 16 FF an input value and 2 more)
-UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 300, 2
-# The adder tree of a dense product: this many levels a cycle at the reference clock (hls4ml's Latency designs
-# at its default 5 ns); a multiplication takes about as long as these levels (one cycle of the reference clock).
-ADDER_LEVELS_PER_CYCLE = 3
-REFERENCE_CLOCK_MHZ = 200.0
-# The engine's lanes (output channels computed at once, a multiply-accumulator each), its control and a lane's
-# logic: hetdeploy's model of hls/engine.h, not a synthesis result (no HLS tool here): a lane's 64-bit sum and its
-# product's register, its rounding and saturation; the control's address arithmetic and loop counters
-ENGINE_LANES = 32
-ENGINE_CONTROL_LUT, ENGINE_CONTROL_FF, ENGINE_CONTROL_DSP = 1500, 1500, 4
-ENGINE_LANE_LUT, ENGINE_LANE_FF = 64, 64
-# The cycles between an engine's output pixel's first window value read and its sum ready (the read, the
-# product, the add): hetdeploy's model of its pipeline, not a synthesis result
-ENGINE_PIPELINE_CYCLES = 6
-# Ops an engine unit may end with after its main node (BatchNormalizations are folded into its weights)
-ENGINE_FUSED_OPS = ("BatchNormalization", "Relu")
-# Softmax's pipeline after its exponentials' table reads (the sum, the inverse's read, the products): cycles at
-# the reference clock
-SOFTMAX_REFERENCE_CYCLES = 2
-# Vitis HLS builds each of a Softmax's tables in twice the BRAM18s its entries need: set on the hls4ml tutorial's
-# jet taggers under Vitis HLS 2024.1 (8 for 5 outputs), where Vivado HLS 2019.2 and 2020.1 build them, and both
-# tools the table activations' tables, in what the entries need; reports held out agree (a QKeras 400-10-10-10 MLP
-# under 2023.2: 12 for 10; a streamed Conv1D under 2024.1). Vitis HLS 2025.1 and 2025.2 reports (an AXI-wrapped
-# iris MLP, a streamed jet tagger) show the single figure; hetdeploy's scripts are written for 2022.1 to 2023.2.
-VITIS_SOFTMAX_TABLE_BRAM18 = 2
-# The subfunction's memories (hls/arena.h) are arrays of words of this many bytes, each element in a
-# lane of ``element_bytes``; a unit moves whole words, ARENA_PORTS a cycle (a true dual-port BRAM gives
-# two accesses, shared by a unit's reads and writes).
-ARENA_WORD_BYTES = 8
-ARENA_PORTS = 2
-# Entries of the lookup tables hetdeploy gives hls4ml's Softmax and TABLE_OPS unless --table-size pins
-# others (its TableSize; hls4ml's own default, 1024, errs by up to ~0.004), each 18 bits wide.
-TABLE_OPS = frozenset({"Tanh", "Sigmoid", "Softsign", "Softplus", "Elu", "Selu"})
-# ... of which these output the input itself (scaled) where it is not negative, the table elsewhere: the input
-# waits beside the table read
-TABLE_SELECT_OPS = frozenset({"Elu", "Selu"})
-LOOKUP_TABLE_SIZE = 4096
-# the sizes --table-size takes: hetdeploy's Softmax tables index by the top bits of a value (a power of two)
-TABLE_SIZES = tuple(2 ** k for k in range(4, 17))
-LOOKUP_TABLE_BITS = 18
-# Each table read's index: the value scaled and offset (an adder) and clamped to the table at both ends
-# (two comparators, a multiplexer): about this many LUTs a bit of the value (set on hls4ml's Dense + sigmoid
-# and Dense + ELU baselines).
-TABLE_INDEX_LUT_PER_BIT = 3
-# The shapes (depth, bits) a BRAM18 takes, widest last; a smaller array is LUTRAM or registers.
-BRAM18_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36))
-BRAM_MIN_BITS = 1024
-# Narrower products go to fabric LUTs (Vivado's binding; the published 6-bit jet tagger used 9 DSPs).
-DSP_MIN_WIDTH = 10
-# A constant weight whose code needs fewer magnitude bits than this is a shift or two and an adder in LUTs
-# (set on hls4ml's Vivado Conv2D baseline: 740 DSPs for 1,536 products of weights drawn from N(0, 0.05^2) in
-# ap_fixed<16,6>, of which about 54 % need 6 bits or more).
-DSP_MIN_CONSTANT_BITS = 6
-# The share of an HLS report's LUTs that Vivado's synthesis keeps (it merges and trims logic the report counts
-# op by op): 0.50 and 0.45 on the hls4ml tutorial's pruned and quantized SVHN CNNs (245,466 -> 123,948 and
-# 263,280 -> 118,931 LUT; benchmarks/published_synthesis.csv)
-SYNTHESIS_LUT_SHARE = 0.5
+from ...core.board import RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS, Device
+from ...core.graph import Graph
+from ...core.plan import Band
+# the cost model's constants and shared arithmetic, read by the stages as units.NAME
+from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDED_OPS, BAND_FIFO_SHARE, BRAM18_SHAPES,
+                    BRAM_MIN_BITS, BRAM_MIN_DEPTH, CYCLES, DA_COST_PER_DIGIT_BIT, DA_MAX_INPUTS, DA_MAX_PRODUCTS,
+                    DISTRIBUTED_ARITHMETIC, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, ENGINE, ENGINE_CONTROL_DSP,
+                    ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_FUSED_OPS, ENGINE_LANES, ENGINE_LANE_FF,
+                    ENGINE_LANE_LUT, ENGINE_PIPELINE_CYCLES, FOLDED_STRATEGIES, IO_TYPES, LOOKUP_TABLE_BITS,
+                    LOOKUP_TABLE_SIZE, NOT_HLS4ML_LAYER_OPS, NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ, RESOURCES,
+                    SOFTMAX_REFERENCE_CYCLES, STRATEGIES, SYNTHESIS_LUT_SHARE, Shape, TABLE_INDEX_LUT_PER_BIT,
+                    TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES, UNIT_CONTROL_FF, UNIT_CONTROL_LUT,
+                    VITIS_SOFTMAX_TABLE_BRAM18, accumulator_bits, arena_words, bram18_blocks, buffer_bytes,
+                    ddr_cycles_per_vector, distributed_arithmetic_lut, element_bytes, engine_estimate,
+                    engine_resources, fifo_bram18, pipeline_cycles, strategy_for, valid_reuse_factors)
+from .kinds import KINDS, kind_of
 
 
 @dataclass
@@ -242,51 +159,6 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
     return units
 
 
-@dataclass(frozen=True)
-class Shape:
-    """What the estimates need of a unit's main node."""
-
-    # 'kernel' (multiply-accumulate layer), 'window' (hls4ml's pooling), 'gather' (the top's window op), 'add' (the
-    # top's Add of n_in buffers), 'concat' (the top's Concat), 'affine' (the top's BatchNormalization),
-    # 'elementwise', 'data' (the top's relayout)
-    kind: str
-    n_in: int  # multiplications per output value
-    n_out: int  # output values per vector (channels)
-    vectors: int  # output vectors (pixels; 1 for a dense layer)
-    streamed: bool  # io_stream (spatial data) rather than io_parallel
-    line_buffer_values: int  # values a streamed window keeps ((k - 1) rows x width x channels)
-    output_values: int
-    softmax: bool  # a Softmax in the unit (lookup tables)
-    input_values: int = 0  # the values it reads from the subfunction's memories per run (every input)
-    fifos: tuple[tuple[int, int], ...] = ()  # (pixels, channels) of each stream between its layers, if it streams
-    table_layers: int = 0  # layers of TABLE_OPS in the unit (a lookup table each)
-    # a kernel's weights by octave under their format's top (graph.Node.weight_octaves; () unknown) and the
-    # bits that hold them exactly (Node.weight_bits; None: float weights, as wide as the unit)
-    weight_octaves: tuple[int, ...] = ()
-    weight_bits: Optional[int] = None
-    weight_integer: Optional[int] = None  # the integer bits of the format weight_octaves count under (Node's)
-    # values a streamed layer holds in its window: a convolution's or pooling's k x k x input channels, a dense
-    # layer's input vector
-    window_values: int = 0
-    # hls4ml 1.3 computes it right only under its Latency strategy: a depthwise convolution, whose Resource
-    # path (depthwise_product_resource) C-simulates wrong outputs at every reuse factor (tests/test_fpga_ops.py)
-    latency_only: bool = False
-    table_selects: int = 0  # table layers of TABLE_SELECT_OPS in the unit
-    table_entries: int = LOOKUP_TABLE_SIZE  # entries of each lookup table (Softmax's, TABLE_OPS'): hls4ml's TableSize
-    clock_mhz: float = REFERENCE_CLOCK_MHZ  # the clock the unit runs at (the board's FPGA clock: hls4ml's ClockPeriod)
-    bands: int = 1  # runs of the unit, one band of rows each (``banded``): the other fields are one band's
-    hls_tool: str = VITIS_HLS  # the HLS tool that synthesises it (HLS_TOOLS: the board's FPGA's)
-    # bits of the accumulator a kernel's products are summed in (hls4ml's accum_t); None: the one hls4ml infers for
-    # hetdeploy's units, whose accum precision is "auto" (``accumulator_bits``)
-    accum_bits: Optional[int] = None
-    # hls4ml layers in the unit; streamed, each is a dataflow process, and the next reads a word from the FIFO
-    # between them a cycle after it was written
-    layers: int = 1
-    # BatchNormalization layers after a kernel unit's main node that hls4ml keeps as layers (rewrites.fold_batchnorm
-    # folds none into a quantized layer's weights): each a product by its channel's scale and a sum a value
-    normalizations: int = 0
-
-
 def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str] = None,
                hls_tool: str = VITIS_HLS) -> Shape:
     """``_main_shape`` with the values the unit reads (every activation input of its main node) and the FIFO
@@ -318,7 +190,7 @@ def takes_either_io_type(shape: Shape) -> bool:
     """Whether ``by_cost`` may weigh both of hls4ml's io types for a unit: a Dense, a Conv (tried under both here,
     each verified) or a max pooling, not run in bands (each band streams) and not a depthwise convolution (whose
     io_parallel form hls4ml's Latency strategy has not been verified here)."""
-    return shape.kind in ("kernel", "window") and shape.bands == 1 and not shape.latency_only
+    return kind_of(shape).either_io_type and shape.bands == 1 and not shape.latency_only
 
 
 def output_fifo(graph: Graph, index: int) -> tuple[tuple[int, int], ...]:
@@ -446,21 +318,6 @@ def _window_values(first: Sequence[int], kernel: Sequence[int]) -> tuple[int, in
     return line, first[1] * math.prod(kernel)
 
 
-def valid_reuse_factors(n_in: int, n_out: int) -> list[int]:
-    """The reuse factors hls4ml 1.3 accepts for an n_in x n_out layer (its _validate_reuse_factor)."""
-    total = n_in * n_out
-    result = []
-    for rf in range(1, int(math.isqrt(total)) + 1):
-        if total % rf == 0:
-            result += [rf, total // rf] if rf != total // rf else [rf]
-    return sorted(rf for rf in result if _hls4ml_accepts(n_in, n_out, rf))
-
-
-def _hls4ml_accepts(n_in: int, n_out: int, rf: int) -> bool:
-    limit = math.ceil(n_in * n_out / min(n_in, rf))
-    return (limit % n_out == 0 or rf >= n_in) and (rf % n_in == 0 or rf < n_in) and (n_in * n_out) % rf == 0
-
-
 class Folding(NamedTuple):
     """How a unit is folded: hls4ml's ReuseFactor, where its weights live, hls4ml's Strategy (one of
     STRATEGIES; None: by the reuse factor, ``strategy_for``) and its IOType (one of IO_TYPES; None: its shape's,
@@ -483,30 +340,6 @@ class Folding(NamedTuple):
 def ddr_bytes_per_cycle(device: Device) -> float:
     """What the FPGA's DDR port delivers per clock cycle (an FPGA's board entry requires its clock)."""
     return device.memory.bandwidth_bytes_per_s / (device.clock_mhz * 1e6)
-
-
-def element_bytes(width: int) -> int:
-    """Bytes a W-bit fixed-point element takes in any of a subfunction's memories: the next power of
-    two of whole bytes (a lane of an arena word; how an m_axi port lays out an array of them)."""
-    return 1 << max(0, math.ceil(math.log2(-(-width // 8))))
-
-
-def buffer_bytes(values: int, element: int) -> int:
-    """Bytes a buffer of ``values`` elements of ``element`` bytes takes: whole arena words."""
-    return -(-values * element // ARENA_WORD_BYTES) * ARENA_WORD_BYTES
-
-
-def arena_words(values: int, width: int) -> int:
-    """Arena words a unit moves for ``values`` W-bit values."""
-    return buffer_bytes(values, element_bytes(width)) // ARENA_WORD_BYTES
-
-
-def strategy_for(reuse_factor: int) -> str:
-    """The strategy of a unit folded to ``reuse_factor`` that no one chose one for (the folding's starting
-    point, which ``by_cost`` improves on; a reuse factor the user pins without a strategy; the partitioner's
-    estimate of a node alone): hls4ml's Latency strategy unrolls into registers; beyond a small reuse factor,
-    Resource keeps weights in BRAM banks."""
-    return "Latency" if reuse_factor < BRAM_MIN_DEPTH else "Resource"
 
 
 def reuse_factors_for(shape: Shape, strategy: str) -> list[int]:
@@ -541,103 +374,18 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         products_registered = shape.hls_tool == VIVADO_HLS
     if strategy == ENGINE:
         return engine_estimate(shape, width, ddr_bytes_per_cycle)
-    bram18, lut, ff = 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF
-    cycles = 0
-    dsp = ddr = 0
-    if shape.kind == "kernel" and strategy == DISTRIBUTED_ARITHMETIC:
-        lut += distributed_arithmetic_lut(shape, width)
-        ff += shape.n_out * width  # its outputs registered; the adders between are combinational
-        cycles += shape.vectors + _first_product_cycles(shape)
-    elif shape.kind == "kernel":
-        held = shape.n_in * shape.n_out  # weights
-        # hls4ml's Latency strategy keeps the weights as constants: their values count (none known: all W bits)
-        latency_strategy = ddr_bytes_per_cycle is None and (strategy or strategy_for(reuse_factor)) == "Latency"
-        codes = _weight_codes(shape, width) if latency_strategy else []
-        zeros = sum(count for bits, count in codes if bits < 0)  # weights under half a step: they round to 0
-        if reuse_factor == 1 and codes:  # each multiplier one constant weight, which the HLS folds in (+-1: a wire)
-            factors = [(bits, count) for bits, count in codes if bits > 0]
-        else:  # the weights in turn, each of its type's bits (a quantizer's, else W); hls4ml's multiplier_limit
-            # leaves out the products by a zero weight
-            factors = [(_weight_type_bits(shape, width), math.ceil(held / reuse_factor) - zeros // reuse_factor)]
-        held -= zeros
-        multipliers = sum(count for _, count in factors)
-        for bits, count in factors:
-            on_dsps, in_luts = _bound_products(count, width, bits, dsp_binding)
-            dsp, lut = dsp + on_dsps, lut + in_luts
-        lut += multipliers * accumulator_bits(shape, width)  # each product's adder, as wide as the accumulator
-        if shape.n_in > 1 and latency_strategy and not products_registered:
-            ff += min(held, shape.n_out * math.ceil(shape.n_in / 2 ** _adder_levels_a_cycle(shape))) * width
-        elif shape.n_in > 1:  # products wait for their sum: all of them under Latency, each multiplier's else
-            ff += (held if latency_strategy else multipliers) * width // 2
-        cycles_per_vector = reuse_factor
-        if ddr_bytes_per_cycle is not None:
-            cycles_per_vector = max(reuse_factor, ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle))
-            ddr = shape.vectors * (cycles_per_vector - reuse_factor)
-        elif not latency_strategy and reuse_factor > 1:  # Resource: a bank per multiplier, R deep, bound to
-            # BRAM however shallow (hls4ml's ROM_nP_BRAM binding of its weights); at R = 1 they are constants
-            bram18 += bram18_blocks(reuse_factor, multipliers * width, bound=True)
-        else:
-            lut += held * width // 2
-        # unfolded in io_parallel, a product with no sum (n_in = 1) is combinational (hls4ml's Dense(1 -> 64) +
-        # ReLU baselines report no cycle)
-        if shape.n_in > 1 or shape.streamed or cycles_per_vector > 1:
-            cycles += shape.vectors * cycles_per_vector + _first_product_cycles(shape)
-    elif shape.kind == "window" and shape.streamed:  # one output pixel a cycle
-        lut += shape.n_out * width * shape.n_in
-        cycles += shape.vectors * max(1, shape.n_in // 4)
-    elif shape.kind == "window":  # io_parallel: every output pixel's comparators at once, combinational
-        lut += shape.vectors * shape.n_out * width * shape.n_in
-    elif shape.kind == "elementwise":
-        lut += shape.n_out * width  # compares, shifts: io_parallel, combinational but for table reads
-        cycles += shape.vectors if shape.streamed or shape.table_layers else 0
-    elif shape.kind == "gather":  # the top (arena.h's window_op): each output value reads its n_in window values,
-        # a word read serving a whole word of lanes when the channels fill whole words
-        lanes = ARENA_WORD_BYTES // element_bytes(width)
-        together = lanes if shape.n_out % lanes == 0 else 1
-        lut += lanes * width * 2  # a comparator (or adder) and a multiplexer a lane
-        ff += lanes * width
-        cycles += -(-shape.output_values * shape.n_in // (together * ARENA_PORTS))
-    elif shape.kind == "add":  # the top (arena.h's add): a word of each input for a word of the output's lanes
-        lanes = ARENA_WORD_BYTES // element_bytes(width)
-        lut += lanes * width * 2  # an adder and the ReLU's multiplexer a lane
-        ff += lanes * width
-        cycles += -(-arena_words(shape.output_values, width) * shape.n_in // ARENA_PORTS)
-    elif shape.kind == "affine":  # the top (arena.h's affine): a word read and a word written a cycle
-        lanes = ARENA_WORD_BYTES // element_bytes(width)
-        dsp += lanes * (2 if width > 18 else 1)
-        lut += lanes * width * 2  # the adder and the ReLU's multiplexer a lane
-        ff += lanes * width * 2
-        cycles += arena_words(shape.output_values, width)
-    elif shape.kind == "concat":  # the top (arena.h's concat): a word of lanes from one input's run (its words
-        # read, the output's written: two words a cycle) when the inputs' channels fill whole words, else a read a value
-        lanes = ARENA_WORD_BYTES // element_bytes(width)
-        lut += lanes * width  # a multiplexer a lane
-        ff += lanes * width
-        words = arena_words(shape.output_values, width)
-        cycles += words if shape.n_in % lanes == 0 else -(-shape.output_values // ARENA_PORTS)
-    if shape.kind == "kernel" and shape.normalizations:  # nnet_batchnorm's normalize at the unit's reuse factor R
-        # (hls4ml_adapter gives it the layer's): a product by a constant of W bits and its sum a value, ceil(n / R)
-        # multipliers for the n of a word (streamed) or of the vector (io_parallel: R cycles more); its sums registered
-        values = shape.n_out * (1 if shape.streamed else shape.vectors)
-        products = shape.normalizations * math.ceil(values / reuse_factor)
-        if not shape.streamed:
-            cycles += shape.normalizations * (reuse_factor - 1)
-        on_dsps, in_luts = _bound_products(products, width, width, dsp_binding)  # its scales W bits: unknown
-        dsp, lut = dsp + on_dsps, lut + in_luts + products * width  # and an adder a product
-        ff += shape.normalizations * shape.n_out * width
+    kind = kind_of(shape)
+    own = kind.arithmetic(shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered)
+    dsp, bram18, lut, ff, cycles, ddr = own.dsp, own.bram18, own.lut + UNIT_CONTROL_LUT, own.ff + UNIT_CONTROL_FF, \
+        own.cycles, own.ddr
     if shape.streamed:  # its window and its output word in registers (``registers_output``); a cycle a FIFO
         # between its layers
-        ff += (shape.n_out * registers_output(shape) + shape.window_values) * width
+        ff += (shape.n_out * kind.registers_output(shape) + shape.window_values) * width
         lut += math.ceil(shape.line_buffer_values * width / 32)
         bram18 += fifo_bram18(shape.fifos, width)
         cycles += shape.line_buffer_values // max(1, shape.n_out) + shape.layers - 1
-    elif shape.kind not in ("data", "gather", "add", "concat", "affine"):  # an io_parallel hls4ml unit holds
-        # its input vector in registers
+    elif kind.holds_its_input:  # an io_parallel hls4ml unit holds its input vector in registers
         ff += shape.input_values * width
-        if shape.kind == "kernel" and shape.vectors > 1:  # computed a pixel at a time, each map between its
-            # layers waits whole in a completely partitioned array (where a stream has FIFOs; the last layer's
-            # goes out through the project's port: hls4ml's io_parallel Conv2D baselines count none for it)
-            ff += sum(pixels * channels for pixels, channels in shape.fifos) * width
     # hls4ml pipelines its table layers at a vector a cycle whatever the reuse factor, each table read
     # once per value: copied until the reads fit the copies' two ports
     table = bram18_blocks(shape.table_entries, LOOKUP_TABLE_BITS)
@@ -654,10 +402,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         dsp += shape.n_out
         cycles += pipeline_cycles(SOFTMAX_REFERENCE_CYCLES, shape.clock_mhz)
     lut += lookups * TABLE_INDEX_LUT_PER_BIT * width
-    written = shape.input_values if shape.kind == "data" else shape.output_values  # the top moves a relayout
-    # a gather's and an add's reads: their compute
-    read = 0 if shape.kind in ("gather", "add", "concat", "affine") else arena_words(shape.input_values, width)
-    moved = -(-(read + arena_words(written, width)) // ARENA_PORTS)
+    read = 0 if kind.reads_are_its_work else arena_words(shape.input_values, width)
+    moved = -(-(read + arena_words(kind.moved_out(shape), width)) // ARENA_PORTS)
     # a stream overlaps the moves of one vector with the arithmetic of another: one vector (a dense layer's) waits
     latency = max(cycles, moved) if shape.streamed and shape.vectors > 1 else cycles + moved
     if shape.bands > 1:  # the top copies each band in and out around its run, and the unit runs once a band
@@ -665,15 +411,6 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         cycles, ddr, latency = cycles * shape.bands, ddr * shape.bands, (latency + copies) * shape.bands
     return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": latency, "compute_cycles": cycles,
             "buffer_cycles": latency - cycles, "ddr_cycles": ddr}
-
-
-def _bound_products(count: int, width: int, bits: int, dsp_binding: tuple[int, int]) -> tuple[int, int]:
-    """(DSPs, LUTs) of ``count`` products of ``width``-bit data by constants of ``bits`` magnitude bits, as synthesis
-    binds them: under either of ``dsp_binding``'s least data and constant bits, shifts and adds in LUTs; else a DSP
-    each (two past 18 bits)."""
-    if width < dsp_binding[0] or bits < dsp_binding[1]:
-        return 0, count * width * bits // 2
-    return count * (2 if width > 18 else 1), 0
 
 
 def engine_refusal(graph: Graph, unit: Unit) -> Optional[str]:
@@ -696,112 +433,14 @@ def engine_refusal(graph: Graph, unit: Unit) -> Optional[str]:
     return None
 
 
-def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float]) -> dict[str, int]:
-    """A unit on the subfunction's engine (hls/engine.h, ENGINE_LANES lanes): what it adds beside the engine
-    (nothing: the engine's resources are ``engine_resources``, once for all its units), and its cycles: per tile
-    of lanes output channels, its weights read one a cycle (at least the DDR's time for their bytes) and a bias a
-    lane, then per output pixel its window's values one a cycle, the pipeline's depth, and one cycle a lane to
-    round and write the outputs. It reads and writes its buffers itself: no moves besides."""
-    lanes = ENGINE_LANES
-    tiles = -(-shape.n_out // lanes)
-    read = tiles * lanes * shape.n_in  # a weight a cycle, the last tile's missing filters' zeros too
-    ddr = 0 if ddr_bytes_per_cycle is None else \
-        max(0, math.ceil(shape.n_in * shape.n_out * element_bytes(width) / ddr_bytes_per_cycle) - read)
-    cycles = tiles * lanes + read + ddr + tiles * shape.vectors * (shape.n_in + ENGINE_PIPELINE_CYCLES + lanes)
-    return {"dsp": 0, "bram18": 0, "lut": 0, "ff": 0, "latency_cycles": cycles, "compute_cycles": cycles,
-            "buffer_cycles": 0, "ddr_cycles": ddr}
-
-
-def engine_resources(window: int, width: int) -> dict[str, int]:
-    """The resources of a subfunction's engine, whose largest layer window (k x k x input channels) is ``window``,
-    at ``width`` bits: a DSP a lane (two beyond 18 bits) and the control's, each lane's weight buffer (``window``
-    weights deep) in BRAM18, each lane's sum and the control in LUT and FF (hetdeploy's model, see ENGINE_LANES)."""
-    lanes = ENGINE_LANES
-    return {"dsp": lanes * (2 if width > 18 else 1) + ENGINE_CONTROL_DSP,
-            "bram18": lanes * bram18_blocks(window, width), "lut": ENGINE_CONTROL_LUT + lanes * ENGINE_LANE_LUT,
-            "ff": ENGINE_CONTROL_FF + lanes * (ENGINE_LANE_FF + 2 * width)}
-
-
 def registers_output(shape: Shape) -> bool:
-    """Whether a streamed unit holds its output word in registers: all but an activation without a table, which
-    only compares or shifts between two FIFOs (combinational: a ReLU's module holds 3 FF in a Vitis HLS 2025.2
-    report of hls4ml's io_stream MLP, benchmarks/estimates.py's taitashaw rows)."""
-    return shape.kind != "elementwise" or shape.table_layers > 0
-
-
-def _adder_levels_a_cycle(shape: Shape) -> int:
-    """The adder tree's levels one cycle of the unit's clock holds (ADDER_LEVELS_PER_CYCLE at the reference clock)."""
-    return max(1, math.floor(ADDER_LEVELS_PER_CYCLE * REFERENCE_CLOCK_MHZ / shape.clock_mhz))
-
-
-def _first_product_cycles(shape: Shape) -> int:
-    """What the first product's pipeline (multiply, then the adder tree) adds to a kernel unit's vectors' cycles."""
-    tree = 1 + math.log2(max(1, shape.n_in)) / ADDER_LEVELS_PER_CYCLE  # n_in = 1: its bias added in the product's cycle
-    return pipeline_cycles(tree, shape.clock_mhz) - 1
-
-
-def pipeline_cycles(reference_cycles: float, clock_mhz: float) -> int:
-    """Cycles at ``clock_mhz`` of logic that takes ``reference_cycles`` at REFERENCE_CLOCK_MHZ: its delay
-    fixed in time, so a slower clock fits more of it in a cycle and a faster one less (at least one cycle).
-    Set at hls4ml's default 5 ns; the table's published points at 10 ns are streamed or AXI-wrapped designs
-    whose latency the estimate misses under either rule (benchmarks/estimates.py)."""
-    return max(1, math.ceil(round(reference_cycles * clock_mhz / REFERENCE_CLOCK_MHZ, 9)))
-
-
-def _weight_codes(shape: Shape, width: int) -> list[tuple[int, int]]:
-    """(magnitude bits of the code, weights) of each octave of a kernel unit's weights at W bits
-    (``Shape.weight_octaves``: W - 1 - d for the octave d under the top; a quantized model's weights
-    keep their own bits at any W); none when its weights are not known."""
-    code = _weight_type_bits(shape, width)
-    return [(code - 1 - depth, count) for depth, count in enumerate(shape.weight_octaves) if count]
-
-
-def accumulator_bits(shape: Shape, width: int) -> int:
-    """Bits of a kernel unit's accumulator (hls4ml's accum_t): ``Shape.accum_bits``, else what hls4ml infers for an
-    "auto" accumulator, as hetdeploy's units have (InferPrecisionTypes: the input's W, the weight type's bits, a
-    carry bit for each doubling of the n_in products summed, and a sign bit; a 12-bit Dense 256 -> 10 with 12-bit
-    weights sums in ap_fixed<33,13>)."""
-    return shape.accum_bits or width + _weight_type_bits(shape, width) + math.ceil(math.log2(max(1, shape.n_in))) + 1
-
-
-def _weight_type_bits(shape: Shape, width: int) -> int:
-    """The bits of a kernel unit's weight type: its quantizer's (``Shape.weight_bits``, hls4ml's weight precision
-    of a quantized layer, whatever the data's W: a binary input times 6-bit weights is 6-bit products), else W."""
-    return shape.weight_bits or width
-
-
-def distributed_arithmetic_lut(shape: Shape, width: int) -> int:
-    """LUTs of a kernel unit's constant multiplications as da4ml lays them out (hls4ml's distributed_arithmetic):
-    ``DA_COST_PER_DIGIT_BIT`` times each weight's canonical signed digits (about a third of its magnitude bits,
-    plus one, for random codes) times the bits its products add on to the W-bit input (its magnitude bits)."""
-    codes = _weight_codes(shape, width) or [(width - 1, shape.n_in * shape.n_out)]
-    return round(DA_COST_PER_DIGIT_BIT * sum(count * (bits / 3 + 1) * (width + bits)
-                                            for bits, count in codes if bits >= 0))
-
-
-def ddr_cycles_per_vector(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> int:
-    """Cycles to read a kernel unit's weights once from DDR."""
-    return math.ceil(shape.n_in * shape.n_out * element_bytes(width) / ddr_bytes_per_cycle)
-
-
-def bram18_blocks(depth: int, bits: int, bound: bool = False) -> int:
-    """BRAM18s an array of ``depth`` words of ``bits`` takes: the fewest over the shapes a BRAM18
-    can take, blocks side by side for the width and stacked for the depth; none under
-    BRAM_MIN_BITS (LUTRAM) or two words deep (registers) unless the HLS source ``bound`` it to BRAM."""
-    if not bound and (depth <= 2 or depth * bits < BRAM_MIN_BITS):
-        return 0
-    return min(math.ceil(bits / wide) * math.ceil(depth / deep) for deep, wide in BRAM18_SHAPES)
-
-
-def fifo_bram18(fifos: Sequence[tuple[int, int]], width: int) -> int:
-    """BRAM18s of FIFOs of (pixels, channels) W-bit values, a pixel's channels a word."""
-    return sum(bram18_blocks(pixels, channels * width) for pixels, channels in fifos)
+    """Whether a streamed unit holds its output word in registers (its kind says: all but an activation without a
+    table)."""
+    return kind_of(shape).registers_output(shape)
 
 
 def candidate_reuse_factors(shape: Shape) -> list[int]:
-    if shape.kind != "kernel":
-        return [1]
-    return valid_reuse_factors(shape.n_in, shape.n_out)
+    return kind_of(shape).reuse_factors(shape)
 
 
 def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float] = None,
@@ -816,7 +455,7 @@ def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     if strategy == ENGINE:
         return [Folding(1, True, strategy)]
     options = [Folding(rf, False, strategy) for rf in candidate_reuse_factors(shape)]
-    if shape.kind == "kernel" and ddr_bytes_per_cycle is not None and strategy != "Latency":
+    if kind_of(shape).foldable and ddr_bytes_per_cycle is not None and strategy != "Latency":
         options.append(ddr_folding(shape, width, ddr_bytes_per_cycle))
     return options
 
@@ -932,7 +571,7 @@ def takes_distributed_arithmetic(shape: Shape) -> bool:
     weights are a quantizer's codes (da4ml builds each constant's shifts and adds from its exact code; float
     weights are not what it is for), which hls4ml 1.3 computes right under it (not a depthwise convolution) and
     whose solve takes at most about half a minute (DA_MAX_INPUTS, DA_MAX_PRODUCTS)."""
-    return (shape.kind == "kernel" and shape.weight_bits is not None and not shape.latency_only
+    return (kind_of(shape).foldable and shape.weight_bits is not None and not shape.latency_only
             and shape.n_in <= DA_MAX_INPUTS and shape.n_in * shape.n_out <= DA_MAX_PRODUCTS)
 
 
@@ -954,7 +593,7 @@ def by_cost(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[i
     best = cost(used)
     for u, shape in enumerate(shapes):
         options: list[Folding] = []
-        if shape.kind == "kernel" and u not in fixed:
+        if kind_of(shape).foldable and u not in fixed:
             weighed = list(FOLDED_STRATEGIES) if foldings[u].reuse_factor > 1 else []
             if distributed_arithmetic and takes_distributed_arithmetic(shape):
                 weighed.append(DISTRIBUTED_ARITHMETIC)

@@ -1,0 +1,296 @@
+"""What a unit costs in hardware: the constants the estimates were set on, the ``Shape`` of a unit they read,
+and the arithmetic every kind of unit shares (``kinds``). The model they make up is the package's doc
+(``units``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from ...core.board import RELAYOUT_OPS, VITIS_HLS
+from ...core.graph import QUANTIZER_OPS
+
+RESOURCES = ("dsp", "bram18", "lut", "ff")
+# a unit's nodes that are no layer of its hls4ml project: relayouts, and quantizers (its layers' precisions)
+NOT_HLS4ML_LAYER_OPS = frozenset(RELAYOUT_OPS) | QUANTIZER_OPS
+# The layers a unit may start with to run band by band (``band_of``): a window over rows, hls4ml's
+BANDED_OPS = ("Conv", "MaxPool")
+# Ops that change a map's rows or mix them (beyond BANDED_OPS' windows): a unit starting with one is not banded
+NOT_PER_PIXEL_OPS = ("Resize", "Pad", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "Concat", "Softmax")
+# A unit whose FIFOs (hls4ml sizes them to the whole map) take more than this share of the chip's BRAM18 budget
+# runs in the fewest bands whose FIFOs take at most this share (``chosen_band``): a choice, not a measured optimum
+BAND_FIFO_SHARE = 0.125
+# hls4ml's Strategy of a multiply-accumulate layer, as its config spells it (hls4ml takes any case, and
+# DistributedArithmetic as its distributed_arithmetic: constant multiplications as shifts and adds by da4ml, at
+# reuse factor 1 only; --strategy pins it, and ``by_cost`` weighs it when asked, ``takes_distributed_arithmetic``)
+DISTRIBUTED_ARITHMETIC = "DistributedArithmetic"
+# Not hls4ml's: the unit runs on the subfunction's layer-sequential engine (hls/engine.h), one array of
+# ENGINE_LANES multiply-accumulators that every such unit of the subfunction shares, one unit after another,
+# its weights read from DDR once a run (a Conv, Gemm or MatMul, BatchNormalizations, a ReLU: ``engine_refusal``)
+ENGINE = "Engine"
+STRATEGIES = ("Latency", "Resource", DISTRIBUTED_ARITHMETIC, ENGINE)
+FOLDED_STRATEGIES = ("Latency", "Resource")  # what ``by_cost`` weighs for a folded unit
+# The largest kernel (inputs a product sum, and products) ``by_cost`` weighs distributed_arithmetic for: hls4ml
+# runs da4ml's solve at conversion, whose time grows with the inputs faster than their square (here: 128x64
+# 8-bit weights 20 s, 128x128 4-bit 19 s, 256x64 4-bit 27 s, 784x64 2-bit 414 s; benchmarks/da_solve_time.py)
+DA_MAX_INPUTS = 256
+DA_MAX_PRODUCTS = 16_384
+# da4ml's cost (its LUT-equivalent adder bits, which Yosys's LUT counts of its RTL follow within 10 % on the
+# quantized examples: benchmarks/open_synth.py) over the canonical signed digits of the constant weights times
+# the bits each product adds on: 0.40 to 0.50 on 14 random layers of 8x8 to 64x32, 2- to 8-bit weights, 4- to
+# 16-bit inputs (its common subexpressions save the rest)
+DA_COST_PER_DIGIT_BIT = 0.45
+# hls4ml's IOType of a unit's project: its values as arrays (registers) or as streams of words (FIFOs)
+IO_TYPES = ("io_parallel", "io_stream")
+# a unit's latency and its parts (``estimate``)
+CYCLES = ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")
+# Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
+BRAM_MIN_DEPTH = 64
+# FF: a combinational hls4ml design's control state (its io_parallel MaxPooling and Dense(1 -> 64) + ReLU
+# baselines take exactly 16 FF an input value and 2 more)
+UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 300, 2
+# The adder tree of a dense product: this many levels a cycle at the reference clock (hls4ml's Latency designs
+# at its default 5 ns); a multiplication takes about as long as these levels (one cycle of the reference clock).
+ADDER_LEVELS_PER_CYCLE = 3
+REFERENCE_CLOCK_MHZ = 200.0
+# The engine's lanes (output channels computed at once, a multiply-accumulator each), its control and a lane's
+# logic: hetdeploy's model of hls/engine.h, not a synthesis result (no HLS tool here): a lane's 64-bit sum and its
+# product's register, its rounding and saturation; the control's address arithmetic and loop counters
+ENGINE_LANES = 32
+ENGINE_CONTROL_LUT, ENGINE_CONTROL_FF, ENGINE_CONTROL_DSP = 1500, 1500, 4
+ENGINE_LANE_LUT, ENGINE_LANE_FF = 64, 64
+# The cycles between an engine's output pixel's first window value read and its sum ready (the read, the
+# product, the add): hetdeploy's model of its pipeline, not a synthesis result
+ENGINE_PIPELINE_CYCLES = 6
+# Ops an engine unit may end with after its main node (BatchNormalizations are folded into its weights)
+ENGINE_FUSED_OPS = ("BatchNormalization", "Relu")
+# Softmax's pipeline after its exponentials' table reads (the sum, the inverse's read, the products): cycles at
+# the reference clock
+SOFTMAX_REFERENCE_CYCLES = 2
+# Vitis HLS builds each of a Softmax's tables in twice the BRAM18s its entries need: set on the hls4ml tutorial's
+# jet taggers under Vitis HLS 2024.1 (8 for 5 outputs), where Vivado HLS 2019.2 and 2020.1 build them, and both
+# tools the table activations' tables, in what the entries need; reports held out agree (a QKeras 400-10-10-10 MLP
+# under 2023.2: 12 for 10; a streamed Conv1D under 2024.1). Vitis HLS 2025.1 and 2025.2 reports (an AXI-wrapped
+# iris MLP, a streamed jet tagger) show the single figure; hetdeploy's scripts are written for 2022.1 to 2023.2.
+VITIS_SOFTMAX_TABLE_BRAM18 = 2
+# The subfunction's memories (hls/arena.h) are arrays of words of this many bytes, each element in a
+# lane of ``element_bytes``; a unit moves whole words, ARENA_PORTS a cycle (a true dual-port BRAM gives
+# two accesses, shared by a unit's reads and writes).
+ARENA_WORD_BYTES = 8
+ARENA_PORTS = 2
+# Entries of the lookup tables hetdeploy gives hls4ml's Softmax and TABLE_OPS unless --table-size pins
+# others (its TableSize; hls4ml's own default, 1024, errs by up to ~0.004), each 18 bits wide.
+TABLE_OPS = frozenset({"Tanh", "Sigmoid", "Softsign", "Softplus", "Elu", "Selu"})
+# ... of which these output the input itself (scaled) where it is not negative, the table elsewhere: the input
+# waits beside the table read
+TABLE_SELECT_OPS = frozenset({"Elu", "Selu"})
+LOOKUP_TABLE_SIZE = 4096
+# the sizes --table-size takes: hetdeploy's Softmax tables index by the top bits of a value (a power of two)
+TABLE_SIZES = tuple(2 ** k for k in range(4, 17))
+LOOKUP_TABLE_BITS = 18
+# Each table read's index: the value scaled and offset (an adder) and clamped to the table at both ends
+# (two comparators, a multiplexer): about this many LUTs a bit of the value (set on hls4ml's Dense + sigmoid
+# and Dense + ELU baselines).
+TABLE_INDEX_LUT_PER_BIT = 3
+# The shapes (depth, bits) a BRAM18 takes, widest last; a smaller array is LUTRAM or registers.
+BRAM18_SHAPES = ((16384, 1), (8192, 2), (4096, 4), (2048, 9), (1024, 18), (512, 36))
+BRAM_MIN_BITS = 1024
+# Narrower products go to fabric LUTs (Vivado's binding; the published 6-bit jet tagger used 9 DSPs).
+DSP_MIN_WIDTH = 10
+# A constant weight whose code needs fewer magnitude bits than this is a shift or two and an adder in LUTs
+# (set on hls4ml's Vivado Conv2D baseline: 740 DSPs for 1,536 products of weights drawn from N(0, 0.05^2) in
+# ap_fixed<16,6>, of which about 54 % need 6 bits or more).
+DSP_MIN_CONSTANT_BITS = 6
+# The share of an HLS report's LUTs that Vivado's synthesis keeps (it merges and trims logic the report counts
+# op by op): 0.50 and 0.45 on the hls4ml tutorial's pruned and quantized SVHN CNNs (245,466 -> 123,948 and
+# 263,280 -> 118,931 LUT; benchmarks/published_synthesis.csv)
+SYNTHESIS_LUT_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the estimates need of a unit's main node."""
+
+    # 'kernel' (multiply-accumulate layer), 'window' (hls4ml's pooling), 'gather' (the top's window op), 'add' (the
+    # top's Add of n_in buffers), 'concat' (the top's Concat), 'affine' (the top's BatchNormalization),
+    # 'elementwise', 'data' (the top's relayout)
+    kind: str  # the name of its kind (kinds.KINDS)
+    n_in: int  # multiplications per output value
+    n_out: int  # output values per vector (channels)
+    vectors: int  # output vectors (pixels; 1 for a dense layer)
+    streamed: bool  # io_stream (spatial data) rather than io_parallel
+    line_buffer_values: int  # values a streamed window keeps ((k - 1) rows x width x channels)
+    output_values: int
+    softmax: bool  # a Softmax in the unit (lookup tables)
+    input_values: int = 0  # the values it reads from the subfunction's memories per run (every input)
+    fifos: tuple[tuple[int, int], ...] = ()  # (pixels, channels) of each stream between its layers, if it streams
+    table_layers: int = 0  # layers of TABLE_OPS in the unit (a lookup table each)
+    # a kernel's weights by octave under their format's top (graph.Node.weight_octaves; () unknown) and the
+    # bits that hold them exactly (Node.weight_bits; None: float weights, as wide as the unit)
+    weight_octaves: tuple[int, ...] = ()
+    weight_bits: Optional[int] = None
+    weight_integer: Optional[int] = None  # the integer bits of the format weight_octaves count under (Node's)
+    # values a streamed layer holds in its window: a convolution's or pooling's k x k x input channels, a dense
+    # layer's input vector
+    window_values: int = 0
+    # hls4ml 1.3 computes it right only under its Latency strategy: a depthwise convolution, whose Resource
+    # path (depthwise_product_resource) C-simulates wrong outputs at every reuse factor (tests/test_fpga_ops.py)
+    latency_only: bool = False
+    table_selects: int = 0  # table layers of TABLE_SELECT_OPS in the unit
+    table_entries: int = LOOKUP_TABLE_SIZE  # entries of each lookup table (Softmax's, TABLE_OPS'): hls4ml's TableSize
+    clock_mhz: float = REFERENCE_CLOCK_MHZ  # the clock the unit runs at (the board's FPGA clock: hls4ml's ClockPeriod)
+    bands: int = 1  # runs of the unit, one band of rows each (``banded``): the other fields are one band's
+    hls_tool: str = VITIS_HLS  # the HLS tool that synthesises it (HLS_TOOLS: the board's FPGA's)
+    # bits of the accumulator a kernel's products are summed in (hls4ml's accum_t); None: the one hls4ml infers for
+    # hetdeploy's units, whose accum precision is "auto" (``accumulator_bits``)
+    accum_bits: Optional[int] = None
+    # hls4ml layers in the unit; streamed, each is a dataflow process, and the next reads a word from the FIFO
+    # between them a cycle after it was written
+    layers: int = 1
+    # BatchNormalization layers after a kernel unit's main node that hls4ml keeps as layers (rewrites.fold_batchnorm
+    # folds none into a quantized layer's weights): each a product by its channel's scale and a sum a value
+    normalizations: int = 0
+
+
+def valid_reuse_factors(n_in: int, n_out: int) -> list[int]:
+    """The reuse factors hls4ml 1.3 accepts for an n_in x n_out layer (its _validate_reuse_factor)."""
+    total = n_in * n_out
+    result = []
+    for rf in range(1, int(math.isqrt(total)) + 1):
+        if total % rf == 0:
+            result += [rf, total // rf] if rf != total // rf else [rf]
+    return sorted(rf for rf in result if _hls4ml_accepts(n_in, n_out, rf))
+
+
+def _hls4ml_accepts(n_in: int, n_out: int, rf: int) -> bool:
+    limit = math.ceil(n_in * n_out / min(n_in, rf))
+    return (limit % n_out == 0 or rf >= n_in) and (rf % n_in == 0 or rf < n_in) and (n_in * n_out) % rf == 0
+
+
+def element_bytes(width: int) -> int:
+    """Bytes a W-bit fixed-point element takes in any of a subfunction's memories: the next power of
+    two of whole bytes (a lane of an arena word; how an m_axi port lays out an array of them)."""
+    return 1 << max(0, math.ceil(math.log2(-(-width // 8))))
+
+
+def buffer_bytes(values: int, element: int) -> int:
+    """Bytes a buffer of ``values`` elements of ``element`` bytes takes: whole arena words."""
+    return -(-values * element // ARENA_WORD_BYTES) * ARENA_WORD_BYTES
+
+
+def arena_words(values: int, width: int) -> int:
+    """Arena words a unit moves for ``values`` W-bit values."""
+    return buffer_bytes(values, element_bytes(width)) // ARENA_WORD_BYTES
+
+
+def strategy_for(reuse_factor: int) -> str:
+    """The strategy of a unit folded to ``reuse_factor`` that no one chose one for (the folding's starting
+    point, which ``by_cost`` improves on; a reuse factor the user pins without a strategy; the partitioner's
+    estimate of a node alone): hls4ml's Latency strategy unrolls into registers; beyond a small reuse factor,
+    Resource keeps weights in BRAM banks."""
+    return "Latency" if reuse_factor < BRAM_MIN_DEPTH else "Resource"
+
+
+def bound_products(count: int, width: int, bits: int, dsp_binding: tuple[int, int]) -> tuple[int, int]:
+    """(DSPs, LUTs) of ``count`` products of ``width``-bit data by constants of ``bits`` magnitude bits, as synthesis
+    binds them: under either of ``dsp_binding``'s least data and constant bits, shifts and adds in LUTs; else a DSP
+    each (two past 18 bits)."""
+    if width < dsp_binding[0] or bits < dsp_binding[1]:
+        return 0, count * width * bits // 2
+    return count * (2 if width > 18 else 1), 0
+
+
+def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float]) -> dict[str, int]:
+    """A unit on the subfunction's engine (hls/engine.h, ENGINE_LANES lanes): what it adds beside the engine
+    (nothing: the engine's resources are ``engine_resources``, once for all its units), and its cycles: per tile
+    of lanes output channels, its weights read one a cycle (at least the DDR's time for their bytes) and a bias a
+    lane, then per output pixel its window's values one a cycle, the pipeline's depth, and one cycle a lane to
+    round and write the outputs. It reads and writes its buffers itself: no moves besides."""
+    lanes = ENGINE_LANES
+    tiles = -(-shape.n_out // lanes)
+    read = tiles * lanes * shape.n_in  # a weight a cycle, the last tile's missing filters' zeros too
+    ddr = 0 if ddr_bytes_per_cycle is None else \
+        max(0, math.ceil(shape.n_in * shape.n_out * element_bytes(width) / ddr_bytes_per_cycle) - read)
+    cycles = tiles * lanes + read + ddr + tiles * shape.vectors * (shape.n_in + ENGINE_PIPELINE_CYCLES + lanes)
+    return {"dsp": 0, "bram18": 0, "lut": 0, "ff": 0, "latency_cycles": cycles, "compute_cycles": cycles,
+            "buffer_cycles": 0, "ddr_cycles": ddr}
+
+
+def engine_resources(window: int, width: int) -> dict[str, int]:
+    """The resources of a subfunction's engine, whose largest layer window (k x k x input channels) is ``window``,
+    at ``width`` bits: a DSP a lane (two beyond 18 bits) and the control's, each lane's weight buffer (``window``
+    weights deep) in BRAM18, each lane's sum and the control in LUT and FF (hetdeploy's model, see ENGINE_LANES)."""
+    lanes = ENGINE_LANES
+    return {"dsp": lanes * (2 if width > 18 else 1) + ENGINE_CONTROL_DSP,
+            "bram18": lanes * bram18_blocks(window, width), "lut": ENGINE_CONTROL_LUT + lanes * ENGINE_LANE_LUT,
+            "ff": ENGINE_CONTROL_FF + lanes * (ENGINE_LANE_FF + 2 * width)}
+
+
+def adder_levels_a_cycle(shape: Shape) -> int:
+    """The adder tree's levels one cycle of the unit's clock holds (ADDER_LEVELS_PER_CYCLE at the reference clock)."""
+    return max(1, math.floor(ADDER_LEVELS_PER_CYCLE * REFERENCE_CLOCK_MHZ / shape.clock_mhz))
+
+
+def first_product_cycles(shape: Shape) -> int:
+    """What the first product's pipeline (multiply, then the adder tree) adds to a kernel unit's vectors' cycles."""
+    tree = 1 + math.log2(max(1, shape.n_in)) / ADDER_LEVELS_PER_CYCLE  # n_in = 1: its bias added in the product's cycle
+    return pipeline_cycles(tree, shape.clock_mhz) - 1
+
+
+def pipeline_cycles(reference_cycles: float, clock_mhz: float) -> int:
+    """Cycles at ``clock_mhz`` of logic that takes ``reference_cycles`` at REFERENCE_CLOCK_MHZ: its delay
+    fixed in time, so a slower clock fits more of it in a cycle and a faster one less (at least one cycle).
+    Set at hls4ml's default 5 ns; the table's published points at 10 ns are streamed or AXI-wrapped designs
+    whose latency the estimate misses under either rule (benchmarks/estimates.py)."""
+    return max(1, math.ceil(round(reference_cycles * clock_mhz / REFERENCE_CLOCK_MHZ, 9)))
+
+
+def weight_codes(shape: Shape, width: int) -> list[tuple[int, int]]:
+    """(magnitude bits of the code, weights) of each octave of a kernel unit's weights at W bits
+    (``Shape.weight_octaves``: W - 1 - d for the octave d under the top; a quantized model's weights
+    keep their own bits at any W); none when its weights are not known."""
+    code = weight_type_bits(shape, width)
+    return [(code - 1 - depth, count) for depth, count in enumerate(shape.weight_octaves) if count]
+
+
+def accumulator_bits(shape: Shape, width: int) -> int:
+    """Bits of a kernel unit's accumulator (hls4ml's accum_t): ``Shape.accum_bits``, else what hls4ml infers for an
+    "auto" accumulator, as hetdeploy's units have (InferPrecisionTypes: the input's W, the weight type's bits, a
+    carry bit for each doubling of the n_in products summed, and a sign bit; a 12-bit Dense 256 -> 10 with 12-bit
+    weights sums in ap_fixed<33,13>)."""
+    return shape.accum_bits or width + weight_type_bits(shape, width) + math.ceil(math.log2(max(1, shape.n_in))) + 1
+
+
+def weight_type_bits(shape: Shape, width: int) -> int:
+    """The bits of a kernel unit's weight type: its quantizer's (``Shape.weight_bits``, hls4ml's weight precision
+    of a quantized layer, whatever the data's W: a binary input times 6-bit weights is 6-bit products), else W."""
+    return shape.weight_bits or width
+
+
+def distributed_arithmetic_lut(shape: Shape, width: int) -> int:
+    """LUTs of a kernel unit's constant multiplications as da4ml lays them out (hls4ml's distributed_arithmetic):
+    ``DA_COST_PER_DIGIT_BIT`` times each weight's canonical signed digits (about a third of its magnitude bits,
+    plus one, for random codes) times the bits its products add on to the W-bit input (its magnitude bits)."""
+    codes = weight_codes(shape, width) or [(width - 1, shape.n_in * shape.n_out)]
+    return round(DA_COST_PER_DIGIT_BIT * sum(count * (bits / 3 + 1) * (width + bits)
+                                            for bits, count in codes if bits >= 0))
+
+
+def ddr_cycles_per_vector(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> int:
+    """Cycles to read a kernel unit's weights once from DDR."""
+    return math.ceil(shape.n_in * shape.n_out * element_bytes(width) / ddr_bytes_per_cycle)
+
+
+def bram18_blocks(depth: int, bits: int, bound: bool = False) -> int:
+    """BRAM18s an array of ``depth`` words of ``bits`` takes: the fewest over the shapes a BRAM18
+    can take, blocks side by side for the width and stacked for the depth; none under
+    BRAM_MIN_BITS (LUTRAM) or two words deep (registers) unless the HLS source ``bound`` it to BRAM."""
+    if not bound and (depth <= 2 or depth * bits < BRAM_MIN_BITS):
+        return 0
+    return min(math.ceil(bits / wide) * math.ceil(depth / deep) for deep, wide in BRAM18_SHAPES)
+
+
+def fifo_bram18(fifos: Sequence[tuple[int, int]], width: int) -> int:
+    """BRAM18s of FIFOs of (pixels, channels) W-bit values, a pixel's channels a word."""
+    return sum(bram18_blocks(pixels, channels * width) for pixels, channels in fifos)

@@ -1,0 +1,261 @@
+"""Each kind of execution unit, one class: what it is, what its arithmetic costs and how it may be folded.
+
+As FINN gives each hardware op one class (its resource estimates and cycles), each kind of unit here is one
+class registered by name (``Shape.kind``), and the estimate and the folding ask it: a stage never branches on
+a kind's name. Adding an op that an existing kind runs touches that kind alone; a new kind is a new class.
+
+- ``kernel``: a multiply-accumulate layer through hls4ml (Conv, Gemm, MatMul; an average pooling as a
+  depthwise convolution), folded by its reuse factor, its weights on chip or in DDR;
+- ``window``: hls4ml's max pooling;
+- ``elementwise``: hls4ml's activations and arithmetic a value at a time;
+- ``gather``, ``add``, ``concat``, ``affine``: ops the subfunction's top computes over whole buffers (arena.h's
+  window_op, add, concat, affine), their reads of the buffers being their compute;
+- ``data``: a relayout the top moves (no logic).
+What every kind shares (the unit's control, its tables, streaming, its moves through the arena) is
+``units.estimate``'s; the constants are ``costs``'.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar, Optional
+
+from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, DISTRIBUTED_ARITHMETIC, Shape, accumulator_bits, adder_levels_a_cycle,
+                    arena_words, bound_products, bram18_blocks, ddr_cycles_per_vector, distributed_arithmetic_lut,
+                    element_bytes, first_product_cycles, strategy_for, valid_reuse_factors, weight_codes,
+                    weight_type_bits)
+
+
+@dataclass
+class Arithmetic:
+    """What a unit's own arithmetic takes: resources, its cycles, and the cycles its DDR weights' reads add."""
+
+    dsp: int = 0
+    bram18: int = 0
+    lut: int = 0
+    ff: int = 0
+    cycles: int = 0
+    ddr: int = 0
+
+
+class UnitKind:
+    """One kind of execution unit. The class attributes say what it is; ``arithmetic`` what it costs."""
+
+    name: ClassVar[str]
+    # a multiply-accumulate layer: its reuse factor folds it, its weights may go to DDR, hls4ml's strategy is a choice
+    foldable: ClassVar[bool] = False
+    # hls4ml may build it under either IOType (``units.takes_either_io_type``)
+    either_io_type: ClassVar[bool] = False
+    # the top computes it by reading the subfunction's buffers: those reads are its arithmetic, not moves besides
+    reads_are_its_work: ClassVar[bool] = False
+    # an hls4ml project that, io_parallel, holds its input vector in registers
+    holds_its_input: ClassVar[bool] = True
+
+    def reuse_factors(self, shape: Shape) -> list[int]:
+        """The reuse factors the folding may give it."""
+        return [1]
+
+    def arithmetic(self, shape: Shape, reuse_factor: int, width: int, ddr_bytes_per_cycle: Optional[float],
+                   strategy: Optional[str], dsp_binding: tuple[int, int], products_registered: bool) -> Arithmetic:
+        """Its own arithmetic at ``reuse_factor`` and ``width`` bits (``units.estimate`` says the arguments)."""
+        return Arithmetic()
+
+    def registers_output(self, shape: Shape) -> bool:
+        """Whether, streamed, it holds its output word in registers."""
+        return True
+
+    def moved_out(self, shape: Shape) -> int:
+        """The values the unit writes through the arena."""
+        return shape.output_values
+
+
+KINDS: dict[str, UnitKind] = {}
+
+
+def unit_kind(cls: type[UnitKind]) -> type[UnitKind]:
+    """Register a kind under its name."""
+    KINDS[cls.name] = cls()
+    return cls
+
+
+def kind_of(shape: Shape) -> UnitKind:
+    """The kind of unit ``shape`` is."""
+    return KINDS[shape.kind]
+
+
+@unit_kind
+class Kernel(UnitKind):
+    name = "kernel"
+    foldable = True
+    either_io_type = True
+
+    def reuse_factors(self, shape: Shape) -> list[int]:
+        return valid_reuse_factors(shape.n_in, shape.n_out)
+
+    def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
+        done = Arithmetic()
+        if strategy == DISTRIBUTED_ARITHMETIC:
+            done.lut += distributed_arithmetic_lut(shape, width)
+            done.ff += shape.n_out * width  # its outputs registered; the adders between are combinational
+            done.cycles += shape.vectors + first_product_cycles(shape)
+        else:
+            self._multiply_accumulate(done, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding,
+                                      products_registered)
+        if shape.normalizations:  # nnet_batchnorm's normalize at the unit's reuse factor R (hls4ml_adapter gives
+            # it the layer's): a product by a constant of W bits and its sum a value, ceil(n / R) multipliers for
+            # the n of a word (streamed) or of the vector (io_parallel: R cycles more); its sums registered
+            values = shape.n_out * (1 if shape.streamed else shape.vectors)
+            products = shape.normalizations * math.ceil(values / reuse_factor)
+            if not shape.streamed:
+                done.cycles += shape.normalizations * (reuse_factor - 1)
+            on_dsps, in_luts = bound_products(products, width, width, dsp_binding)  # its scales W bits: unknown
+            done.dsp, done.lut = done.dsp + on_dsps, done.lut + in_luts + products * width  # and an adder a product
+            done.ff += shape.normalizations * shape.n_out * width
+        if not shape.streamed and shape.vectors > 1:  # computed a pixel at a time, each map between its layers
+            # waits whole in a completely partitioned array (where a stream has FIFOs; the last layer's goes out
+            # through the project's port: hls4ml's io_parallel Conv2D baselines count none for it)
+            done.ff += sum(pixels * channels for pixels, channels in shape.fifos) * width
+        return done
+
+    @staticmethod
+    def _multiply_accumulate(done: Arithmetic, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy,
+                             dsp_binding, products_registered) -> None:
+        """hls4ml's Latency or Resource strategy's products and sums (the module doc of ``units``)."""
+        held = shape.n_in * shape.n_out  # weights
+        # hls4ml's Latency strategy keeps the weights as constants: their values count (none known: all W bits)
+        latency_strategy = ddr_bytes_per_cycle is None and (strategy or strategy_for(reuse_factor)) == "Latency"
+        codes = weight_codes(shape, width) if latency_strategy else []
+        zeros = sum(count for bits, count in codes if bits < 0)  # weights under half a step: they round to 0
+        if reuse_factor == 1 and codes:  # each multiplier one constant weight, which the HLS folds in (+-1: a wire)
+            factors = [(bits, count) for bits, count in codes if bits > 0]
+        else:  # the weights in turn, each of its type's bits (a quantizer's, else W); hls4ml's multiplier_limit
+            # leaves out the products by a zero weight
+            factors = [(weight_type_bits(shape, width), math.ceil(held / reuse_factor) - zeros // reuse_factor)]
+        held -= zeros
+        multipliers = sum(count for _, count in factors)
+        for bits, count in factors:
+            on_dsps, in_luts = bound_products(count, width, bits, dsp_binding)
+            done.dsp, done.lut = done.dsp + on_dsps, done.lut + in_luts
+        done.lut += multipliers * accumulator_bits(shape, width)  # each product's adder, as wide as the accumulator
+        if shape.n_in > 1 and latency_strategy and not products_registered:
+            done.ff += min(held, shape.n_out * math.ceil(shape.n_in / 2 ** adder_levels_a_cycle(shape))) * width
+        elif shape.n_in > 1:  # products wait for their sum: all of them under Latency, each multiplier's else
+            done.ff += (held if latency_strategy else multipliers) * width // 2
+        cycles_per_vector = reuse_factor
+        if ddr_bytes_per_cycle is not None:
+            cycles_per_vector = max(reuse_factor, ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle))
+            done.ddr = shape.vectors * (cycles_per_vector - reuse_factor)
+        elif not latency_strategy and reuse_factor > 1:  # Resource: a bank per multiplier, R deep, bound to
+            # BRAM however shallow (hls4ml's ROM_nP_BRAM binding of its weights); at R = 1 they are constants
+            done.bram18 += bram18_blocks(reuse_factor, multipliers * width, bound=True)
+        else:
+            done.lut += held * width // 2
+        # unfolded in io_parallel, a product with no sum (n_in = 1) is combinational (hls4ml's Dense(1 -> 64) +
+        # ReLU baselines report no cycle)
+        if shape.n_in > 1 or shape.streamed or cycles_per_vector > 1:
+            done.cycles += shape.vectors * cycles_per_vector + first_product_cycles(shape)
+
+
+@unit_kind
+class Window(UnitKind):
+    name = "window"
+    either_io_type = True
+
+    def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
+        if shape.streamed:  # one output pixel a cycle
+            return Arithmetic(lut=shape.n_out * width * shape.n_in, cycles=shape.vectors * max(1, shape.n_in // 4))
+        # io_parallel: every output pixel's comparators at once, combinational
+        return Arithmetic(lut=shape.vectors * shape.n_out * width * shape.n_in)
+
+
+@unit_kind
+class Elementwise(UnitKind):
+    name = "elementwise"
+
+    def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
+        # compares, shifts: io_parallel, combinational but for table reads
+        return Arithmetic(lut=shape.n_out * width, cycles=shape.vectors if shape.streamed or shape.table_layers else 0)
+
+    def registers_output(self, shape: Shape) -> bool:
+        """An activation without a table only compares or shifts between two FIFOs (combinational: a ReLU's module
+        holds 3 FF in a Vitis HLS 2025.2 report of hls4ml's io_stream MLP, benchmarks/estimates.py's taitashaw
+        rows)."""
+        return shape.table_layers > 0
+
+
+class _TopKind(UnitKind):
+    """An op the subfunction's top computes over whole buffers (arena.h), a lane of a word at a time."""
+
+    reads_are_its_work = True
+    holds_its_input = False
+
+    @staticmethod
+    def lanes(width: int) -> int:
+        return ARENA_WORD_BYTES // element_bytes(width)
+
+
+@unit_kind
+class Gather(_TopKind):
+    """arena.h's window_op: each output value reads its n_in window values, a word read serving a whole word of
+    lanes when the channels fill whole words."""
+
+    name = "gather"
+
+    def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
+        lanes = self.lanes(width)
+        together = lanes if shape.n_out % lanes == 0 else 1
+        return Arithmetic(lut=lanes * width * 2,  # a comparator (or adder) and a multiplexer a lane
+                          ff=lanes * width, cycles=-(-shape.output_values * shape.n_in // (together * ARENA_PORTS)))
+
+
+@unit_kind
+class Add(_TopKind):
+    """arena.h's add: a word of each input for a word of the output's lanes."""
+
+    name = "add"
+
+    def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
+        lanes = self.lanes(width)
+        return Arithmetic(lut=lanes * width * 2,  # an adder and the ReLU's multiplexer a lane
+                          ff=lanes * width,
+                          cycles=-(-arena_words(shape.output_values, width) * shape.n_in // ARENA_PORTS))
+
+
+@unit_kind
+class Affine(_TopKind):
+    """arena.h's affine (a BatchNormalization): a word read and a word written a cycle."""
+
+    name = "affine"
+
+    def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
+        lanes = self.lanes(width)
+        return Arithmetic(dsp=lanes * (2 if width > 18 else 1),
+                          lut=lanes * width * 2,  # the adder and the ReLU's multiplexer a lane
+                          ff=lanes * width * 2, cycles=arena_words(shape.output_values, width))
+
+
+@unit_kind
+class Concat(_TopKind):
+    """arena.h's concat: a word of lanes from one input's run (its words read, the output's written: two words a
+    cycle) when the inputs' channels fill whole words, else a read a value."""
+
+    name = "concat"
+
+    def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
+        lanes = self.lanes(width)
+        words = arena_words(shape.output_values, width)
+        return Arithmetic(lut=lanes * width,  # a multiplexer a lane
+                          ff=lanes * width,
+                          cycles=words if shape.n_in % lanes == 0 else -(-shape.output_values // ARENA_PORTS))
+
+
+@unit_kind
+class Data(UnitKind):
+    """A relayout (Flatten, Reshape, Transpose ...): the top moves its values, no logic."""
+
+    name = "data"
+    holds_its_input = False
+
+    def moved_out(self, shape: Shape) -> int:
+        return shape.input_values
