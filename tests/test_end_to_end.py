@@ -488,19 +488,17 @@ def test_every_command_has_help():
 
 @pytest.mark.slow
 def test_the_build_is_a_list_of_named_steps_its_help_lists():
-    """Progress numbers come from the list; a step's RerunFrom runs the list again from the step it
-    names (a widened unit: from unit_widths), the numbers as the list has them; build --help names
-    every step, and says which plan runs."""
-    from hetdeploy.steps.build import PLAN_STEPS, BuildState, RerunFrom, Step, run_steps
+    """Progress numbers come from the list; a verify that widens a unit runs the widening fixpoint again from
+    unit_widths until none widens, the numbers as the list has them; build --help names every step, and says
+    which plan runs."""
+    from hetdeploy.steps.build import PLAN_STEPS, BuildState, Step, run_steps
 
-    ran, announced, widened = [], [], []
+    ran, announced = [], []
 
     def record(name):
         def run(state):
             ran.append(name)
-            if name == "verify" and not widened:
-                widened.append(True)
-                raise RerunFrom("unit_widths")
+            state.widened = ["sf0_fpga_u0"] if name == "verify" and ran.count("verify") == 1 else []
             return state
         return Step(name, run, lambda state: f"{name} now")
 
@@ -521,7 +519,7 @@ def test_units_widened_beyond_their_fpga_are_partitioned_again_at_their_widths(t
     at is the error it is (no loop)."""
     from hetdeploy.core.plan import Widening
     from hetdeploy.planning.config import BuildOptions
-    from hetdeploy.steps.build import PLAN_STEPS, BuildState, RerunFrom, run_steps
+    from hetdeploy.steps.build import PLAN_STEPS, BuildState, run_steps
     from hetdeploy.steps.plan_model import UnitsDoNotFit
 
     said, board = [], tmp_path / "pynq-z2-25.yaml"
@@ -536,9 +534,8 @@ def test_units_widened_beyond_their_fpga_are_partitioned_again_at_their_widths(t
     assert set(state.unit_widths.values()) == {16}
     state.layer_widths = {node: 32 for node in state.plan.subfunctions[0].nodes}  # as verify widens them
     state.plan.widened = [Widening("sf0_fpga_u0", 16, 32, "output 'x' differs by 1", 1.0)]
-    with pytest.raises(RerunFrom) as again:
-        by_name["unit_widths"].run(state)
-    assert again.value.step == "partition" and not (tmp_path / "hls").exists()
+    assert by_name["unit_widths"].run(state).outgrown  # the partition fixpoint runs again from partition
+    assert not (tmp_path / "hls").exists()
     assert any("the widened units do not fit: partitioning again at their widths" in line for line in said)
     state = by_name["unit_widths"].run(by_name["partition"].run(state))
     assert [s.device for s in state.plan.subfunctions] == ["arm_cpu"] and state.unit_widths == {}

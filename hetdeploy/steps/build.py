@@ -4,8 +4,9 @@ FINN's build_dataflow_steps are.
     load_model -> load_board -> search_widths -> partition            PLAN_STEPS: hetdeploy plan
     -> write_subfunctions -> unit_widths -> generate_hls -> verify -> open_synth -> package
 
-The progress numbers come from the list; a unit out of tolerance in ``verify`` is widened and the
-list runs again from ``unit_widths`` ``RerunFrom``. The writing steps write into a staging folder
+The progress numbers come from the list. Two stretches of it repeat until the build settles (``FIXPOINTS``):
+a unit out of tolerance in ``verify`` is widened, and ``unit_widths`` to ``verify`` run again at the new
+widths until none widens; widened units that no longer fit send ``partition`` to ``unit_widths`` round again. The writing steps write into a staging folder
 of the build's own beside the destination, moved into place only when every step passed, so a
 failed build leaves nothing that looks complete; a failed build is kept as DIR.failed, with its
 logs. One build at a time writes to a destination a lock beside it.
@@ -64,6 +65,8 @@ class BuildState:
     layer_widths: dict[str, int] = dataclasses.field(default_factory=dict)  # node -> those bits, widened by verify
     partitioned_widths: Optional[dict[str, int]] = None  # the layer widths the plan was partitioned at
     unit_widths: dict[str, int] = dataclasses.field(default_factory=dict)  # FPGA unit -> its bits
+    widened: list[str] = dataclasses.field(default_factory=list)  # the units verify widened on its last run
+    outgrown: bool = False  # unit_widths found the widened units too big for their FPGA: to be partitioned again
     zero_shares: Optional[dict[str, float]] = None  # tensor -> its share of zeros on the sizing samples
     emulated: Optional[list] = None  # the pipeline's outputs on the verification samples, C-simulated
 
@@ -79,29 +82,37 @@ class Step:
     writes: tuple[str, ...] = ()
 
 
-class RerunFrom(Exception):
-    """Raised by a step to run the list again from the step named ``step`` (a widened unit: its
-    folding, HLS and check anew)."""
+@dataclasses.dataclass(frozen=True)
+class Fixpoint:
+    """Steps ``first`` to ``last`` of the list, run again from ``first`` until ``last`` leaves the state
+    ``settled``."""
 
-    def __init__(self, step: str):
-        super().__init__(step)
-        self.step = step
+    first: str
+    last: str
+    settled: Callable[[BuildState], bool]
+
+
+# What repeats until the build settles. Widening: a unit out of tolerance gets more bits (``verify.widen``) and
+# the units are folded, generated and checked anew, until none widens; its widths only grow, up to
+# verify.MAX_WIDTH, so it ends. Partitioning again: the widened units outgrow their FPGA, and the partition
+# runs anew at the widths they now need (the widenings stand), once for each time they outgrow it.
+FIXPOINTS = (
+    Fixpoint("unit_widths", "verify", lambda state: not state.widened),
+    Fixpoint("partition", "unit_widths", lambda state: not state.outgrown),
+)
 
 
 def run_steps(steps: list[Step], state: BuildState, announce: Callable[[int, str], None], start: int = 0,
               stop: Optional[int] = None) -> BuildState:
-    """``steps[start:stop]`` in order over ``state``; ``announce(number, line)`` before each (its index
-    in ``steps`` + 1), again before a step that a ``RerunFrom`` names."""
+    """``steps[start:stop]`` in order over ``state``, each stretch of FIXPOINTS again until it settles;
+    ``announce(number, line)`` before each step (its index in ``steps`` + 1)."""
     names = [s.name for s in steps]
     k, stop = start, len(steps) if stop is None else stop
     while k < stop:
         announce(k + 1, steps[k].says(state))
-        try:
-            state = steps[k].run(state)
-        except RerunFrom as again:
-            k = names.index(again.step)
-            continue
-        k += 1
+        state = steps[k].run(state)
+        again = next((f.first for f in FIXPOINTS if f.last == names[k] and not f.settled(state)), None)
+        k = names.index(again) if again is not None else k + 1
     return state
 
 
@@ -323,6 +334,7 @@ def _unit_widths(state: BuildState) -> BuildState:
     """Each unit's bits where no quantizer sets them: --width's or the search's, more once widened;
     after a widening, the units folded anew (the wider take more) and their HLS cleared."""
     loaded, plan = state.loaded, state.plan
+    state.outgrown = False
     if state.unit_widths:  # a re-run after ``_verify``'s widening
         try:
             fold_units(plan, loaded, state.board, state.options, state.layer_widths)
@@ -333,8 +345,8 @@ def _unit_widths(state: BuildState) -> BuildState:
             state.progress(f"      the widened units do not fit: partitioning again at their widths ({err})")
             for folder in ("hls", "subfunctions"):
                 shutil.rmtree(state.build_dir / folder, ignore_errors=True)
-            state.unit_widths = {}  # the new plan comes folded at these widths: nothing to fold anew
-            raise RerunFrom("partition") from None
+            state.unit_widths, state.outgrown = {}, True  # the new plan comes folded at these widths
+            return state
         fpga_times(plan, state.board, spills=False)
         for sub in _fpga(plan):
             shutil.rmtree(state.build_dir / "hls" / sub.name, ignore_errors=True)
@@ -351,9 +363,10 @@ def _generate_hls(state: BuildState) -> BuildState:
 
 
 def _verify(state: BuildState) -> BuildState:
-    """The C-simulation against onnxruntime; a unit out of tolerance widened (``_widen``) and the build
-    run again from its unit widths, or the failure raised where none can widen."""
+    """The C-simulation against onnxruntime; a unit out of tolerance widened (``verify.widen``: the widening
+    fixpoint runs again from its unit widths), or the failure raised where none can widen."""
     plan = state.plan
+    state.widened = []
     flips = flip_samples_to_compare(state.loaded.graph, [n for sub in _fpga(plan) for n in sub.nodes],
                               state.options.flip_samples)
     capped = flips < verify.FLIP_SAMPLES and state.options.flip_samples is None
@@ -370,7 +383,7 @@ def _verify(state: BuildState) -> BuildState:
         for unit in (u for s in _fpga(plan) for u in s.execution_units if u.name in widened):
             for node in unit.nodes:
                 state.layer_widths[node] = state.unit_widths[unit.name]
-        raise RerunFrom("unit_widths") from None
+        state.widened = sorted(widened)
     return state
 
 
