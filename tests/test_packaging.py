@@ -7,7 +7,7 @@ import zipfile
 from pathlib import Path
 
 from hetdeploy.core.board import BOARDS_DIR, available_boards
-from hetdeploy.fpga.hls_top import TEMPLATES
+from hetdeploy.fpga.templates import TEMPLATES
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,6 +19,7 @@ def test_wheel_holds_board_files_and_hls_templates(tmp_path):
     (wheel,) = tmp_path.glob("hetdeploy-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"hetdeploy/boards/{b}.yaml" for b in available_boards()} <= names
-    assert {f"hetdeploy/hls/{t.name}" for t in TEMPLATES.iterdir()} <= names
+    templates = {f"hetdeploy/hls/{t.relative_to(TEMPLATES).as_posix()}" for t in TEMPLATES.rglob("*") if t.is_file()}
+    assert "hetdeploy/hls/kinds/hls4ml.cpp.in" in templates and templates <= names
     assert "hetdeploy/boards/README.md" in names
     assert BOARDS_DIR.parent == TEMPLATES.parent == ROOT / "hetdeploy"

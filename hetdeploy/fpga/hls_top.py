@@ -12,14 +12,11 @@ and those go through ``_comment``.
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
 import math
 import shutil
-import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Optional
 import numpy as np
 
 from ..core.board_runtime import port_values
@@ -28,8 +25,9 @@ from ..core.graph import Node
 from ..core.plan import Buffer, EngineLayer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort, Window
 from ..core.precision import CppFixed, fixed_grid
 from ..planning import units
+from .templates import TEMPLATES, line, project_line, statement, template
+from .top_kinds import Buffers, top_kind
 
-TEMPLATES = Path(str(importlib.resources.files("hetdeploy") / "hls"))  # package data
 MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
 # The tools the synthesis scripts (build_prj.tcl, design.tcl) are written for, said in each and in
 # the package's README. Never run here (no Vivado or Vitis where hetdeploy is tested): the commands
@@ -37,35 +35,6 @@ MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
 TOOL_VERSIONS = "Vitis HLS and Vivado 2022.1 to 2023.2 (PYNQ 3.0's images are built with 2022.1)"
 UNIT_WEIGHTS_FILE = "weights.bin"  # in a unit's project: its DDR weights, packed (pack_fixed)
 DDR_IMAGE = "ddr_image.bin"  # in a subfunction's project: its DDR region's initial contents
-
-
-def template(name: str) -> string.Template:
-    path = TEMPLATES / name
-    if not path.is_file():
-        raise RuntimeError(f"{path}: hetdeploy's HLS template is missing (a broken install?)")
-    return string.Template(path.read_text())
-
-
-@functools.cache
-def _snippets(file: str, marker: str) -> dict[str, string.Template]:
-    """The templates of ``file`` in hls/ by name: the text after each line "``marker`` NAME"."""
-    blocks = template(file).template.split(f"\n{marker} ")[1:]
-    return {name: string.Template(body.rstrip("\n")) for name, _, body in (b.partition("\n") for b in blocks)}
-
-
-def statement(name: str, /, **values) -> str:
-    """The C++ of hls/statements.cpp.in's template ``name`` filled with ``values``."""
-    return _snippets("statements.cpp.in", "//@")[name].substitute(values)
-
-
-def project_line(name: str, /, **values) -> str:
-    """A Makefile rule or Tcl line, hls/project_lines.in's template ``name`` filled with ``values``."""
-    return _snippets("project_lines.in", "#@")[name].substitute(values)
-
-
-def _line(name: str, /, **values) -> str:
-    """``statement`` as lines of a function's body."""
-    return "".join(f"    {line}\n" for line in statement(name, **values).split("\n"))
 
 
 def _comment(names: list[str]) -> str:
@@ -164,13 +133,14 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
         return statement("at_word", memory=base[buffers[tensor].memory],
                          word=buffers[tensor].offset // units.ARENA_WORD_BYTES)
 
-    body = [_line("from_zero_compressed" if p.compressed else "from_float", type=types[p.tensor],
+    body = [line("from_zero_compressed" if p.compressed else "from_float", type=types[p.tensor],
                   source=statement("sample_of", port=f"in_{k}", values=_port_values(p)), target=at(p.tensor),
                   values=_values(p.shape)) for k, p in enumerate(source.inputs)]
     for step, unit in enumerate(source.units):
-        body.append(_line("step_comment", step=step, unit=unit.name, pe=unit.pe, nodes=_comment(unit.nodes)))
-        body.append(_run_unit(unit, at, types, source.shapes, ports_of[unit.name], engines.get(unit.name)))
-    body += [_line("to_zero_compressed" if p.compressed else "to_float", type=types[p.tensor], source=at(p.tensor),
+        body.append(line("step_comment", step=step, unit=unit.name, pe=unit.pe, nodes=_comment(unit.nodes)))
+        body.append(top_kind(unit).run(unit, Buffers(at, types, source.shapes, ports_of[unit.name],
+                                                     engines.get(unit.name))))
+    body += [line("to_zero_compressed" if p.compressed else "to_float", type=types[p.tensor], source=at(p.tensor),
                    target=statement("sample_of", port=f"out_{k}", values=_port_values(p)), values=_values(p.shape))
              for k, p in enumerate(source.outputs)]
     body = ["    " + line if line.strip() else line for line in body]  # inside the samples loop
@@ -211,8 +181,8 @@ def _write_ddr_image(source: SubfunctionSource, project_dir: Path) -> None:
 
 def _load_weights(ports: list[WeightPort]) -> str:
     """C-simulation: the typed weight arrays, read from the DDR region as an m_axi port would."""
-    return "".join(_line("static_array", type=f"{p.port}_t", name=p.port, values=p.values) +
-                   _line("load_array", type=f"{p.port}_t", word=p.offset // units.ARENA_WORD_BYTES, name=p.port,
+    return "".join(line("static_array", type=f"{p.port}_t", name=p.port, values=p.values) +
+                   line("load_array", type=f"{p.port}_t", word=p.offset // units.ARENA_WORD_BYTES, name=p.port,
                          values=p.values) for p in ports)
 
 
@@ -222,59 +192,6 @@ def _values(shape: list[int]) -> int:
 
 def _port_values(port: HlsPort) -> int:
     return port_values(_values(port.shape), port.compressed)
-
-
-def flatten_geometry(shape: Sequence[int]) -> tuple[int, int]:
-    """(channels, pixels) arena.h's flatten_channels_last reorders a buffer of ``shape`` by: channels-last when
-    its rank is >= 3, else one channel (a plain copy)."""
-    return (shape[1], _values(shape[2:])) if len(shape) >= 3 else (1, _values(shape))
-
-
-def _flatten(shape: list[int], element: str, source: str, target: str) -> str:
-    """ONNX Flatten(axis=1) of a buffer (``flatten_geometry``)."""
-    channels, pixels = flatten_geometry(shape)
-    return statement("flatten", type=element, source=source, target=target, pixels=pixels, channels=channels)
-
-
-def _run_unit(unit: ExecutionUnit, at: Callable[[str], str], types: dict[str, str],
-              shapes: dict[str, list[int]], weights: list[WeightPort], engine: Optional[EngineCall] = None) -> str:
-    """The line that runs ``unit`` on the buffers ``at(tensor)`` points to (and its DDR weights; ``engine``: how
-    a unit on the engine calls it)."""
-    if engine is not None:
-        (x,), (y,) = unit.inputs, unit.outputs
-        return _line("run_engine", name=engine.function, source=at(x), target=at(y), word=engine.weights_word,
-                     unit=unit.name)
-    if unit.band is not None:  # the unit's step on each band, between the band buffers and its own
-        (band_in, _), (band_out, _) = unit.band_buffers().items()
-        b, (x,), (y,) = unit.band, unit.inputs, unit.outputs
-        return _line("band_loop", count=b.count, in_type=types[x], source=at(x), band_in=at(band_in),
-                     in_height=b.input_height, in_row_values=b.input_row_values, in_step=b.input_step,
-                     pad_top=b.pad_top, in_rows=b.input_rows, unit=unit.name,
-                     arguments=", ".join([at(band_in), at(band_out)] + [p.port for p in weights]),
-                     out_type=types[y], band_out=at(band_out), target=at(y), out_height=b.output_height,
-                     out_row_values=b.output_row_values, rows=b.rows)
-    if unit.hls is not None:
-        arguments = [at(t) for t in unit.inputs + unit.outputs] + [p.port for p in weights]
-        return _line("run_step", unit=unit.name, arguments=", ".join(arguments))
-    if unit.affine:  # channels-last: a buffer's axis 1 its channels
-        (x,), (y,) = unit.inputs, unit.outputs
-        return _line("affine", in_type=types[x], unit=unit.name, type=types[y], source=at(x), target=at(y),
-                     channels=shapes[y][1], values=_values(shapes[y]), relu=str("Relu" in unit.elementwise).lower())
-    if unit.elementwise == ["Concat"]:  # a channels-last buffer's channels are its axis 1; Concat(x, x) reads x twice
-        (a, b), (y,) = (unit.inputs * 2)[:2], unit.outputs
-        return _line("concat", first_type=types[a], second_type=types[b], type=types[y], first=at(a), second=at(b),
-                     target=at(y), pixels=_values(shapes[y][2:]), first_channels=shapes[a][1],
-                     second_channels=shapes[b][1])
-    if unit.elementwise:  # x + x reads one buffer twice
-        (a, b), (y,) = (unit.inputs * 2)[:2], unit.outputs
-        return _line("add", first_type=types[a], second_type=types[b], type=types[y], first=at(a), second=at(b),
-                     target=at(y), values=_values(shapes[y]), relu=str("Relu" in unit.elementwise).lower())
-    (x,), (y,) = unit.inputs, unit.outputs
-    if unit.index_table:
-        return _line("gather", type=types[x], source=at(x), target=at(y), unit=unit.name, values=_values(shapes[y]))
-    if unit.window:
-        return _line(f"window_{unit.window.reduce}", type=types[x], source=at(x), target=at(y), unit=unit.name)
-    return f"    {_flatten(shapes[x], types[x], at(x), at(y))}\n"
 
 
 def window_of(node: Node) -> Window:
@@ -360,20 +277,20 @@ def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], weigh
                     body.append(template("unit_stream_in.cpp.in").substitute(
                         element=element, var=var, words=values // port.pack, pack=port.pack))
                 else:
-                    body.append(_line("unit_array", type=element, name=var, values=values) +
-                                _line("read_array", name=var, values=values))
+                    body.append(line("unit_array", type=element, name=var, values=values) +
+                                line("read_array", name=var, values=values))
             else:
-                body.append(_line("unit_stream", type=element, name=var) if stream
-                            else _line("unit_array", type=element, name=var, values=values))
+                body.append(line("unit_stream", type=element, name=var) if stream
+                            else line("unit_array", type=element, name=var, values=values))
             streams.append(f"{var}_data")
-    body.append(_line("run_unit", unit=ns, arguments=", ".join(streams + [p.port for p in weights])))
+    body.append(line("run_unit", unit=ns, arguments=", ".join(streams + [p.port for p in weights])))
     for k, port in enumerate(hls.outputs):
         var, values = f"out_{k}", _values(port.shape)
         if stream:  # a pixel's channels a cycle, into the words they lie in
             body.append(template("unit_stream_out.cpp.in").substitute(
                 element=f"{ns}::{port.hls_type}", var=var, words=values // port.pack, pack=port.pack))
         else:
-            body.append(_line("write_array", name=var, values=values))
+            body.append(line("write_array", name=var, values=values))
     unit_dir = project_dir / "units" / unit.name
     (unit_dir / f"{unit.name}_step.cpp").write_text(template("unit.cpp.in").substitute(
         unit=unit.name, subfunction=sub, io_type=hls.io_type, buffer_types="".join(types),
@@ -389,15 +306,15 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
              for k, t in enumerate(tensors)}
     params = ", ".join([statement("float_pointer_input", name=names[t]) for t in unit.inputs] +
                        [statement("float_pointer_output", name=names[t]) for t in unit.outputs])
-    lines = [_line("scratch_words", name=names[t], values=_values(shapes[t]), type=types[t]) for t in tensors]
+    lines = [line("scratch_words", name=names[t], values=_values(shapes[t]), type=types[t]) for t in tensors]
     for k, (band, (tensor, values)) in enumerate(unit.band_buffers().items()):
         names[band] = f"band_{k}"
-        lines.append(_line("scratch_words", name=names[band], values=values, type=types[tensor]))
-    lines += [_line("from_float", type=types[t], source=names[t], target=f"{names[t]}_words", values=_values(shapes[t]))
+        lines.append(line("scratch_words", name=names[band], values=values, type=types[tensor]))
+    lines += [line("from_float", type=types[t], source=names[t], target=f"{names[t]}_words", values=_values(shapes[t]))
               for t in unit.inputs]
     lines.append(_load_weights(weights))
-    lines.append(_run_unit(unit, lambda t: f"{names[t]}_words", types, shapes, weights, engine))
-    lines += [_line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=_values(shapes[t]))
+    lines.append(top_kind(unit).run(unit, Buffers(lambda t: f"{names[t]}_words", types, shapes, weights, engine)))
+    lines += [line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=_values(shapes[t]))
               for t in unit.outputs]
     return statement("unit_float", unit=unit.name, parameters=params, body="".join(lines)) + "\n"
 

@@ -47,7 +47,7 @@ from ..core.errors import UserError
 from ..core.precision import CppFixed
 from ..core import processes
 from ..planning import units
-from .hls_top import template
+from .templates import template
 
 # The extra's pin: hls4ml 1.3's distributed_arithmetic strategy is built on da4ml 0.6.
 DA4ML_VERSION = "0.6"

@@ -24,7 +24,8 @@ from ..core.board import Board
 from ..core.errors import SynthesisNotRun, ToolError
 from ..core.names import identifier
 from ..core.plan import Plan
-from ..fpga.hls_top import TOOL_VERSIONS, template
+from ..fpga.hls_top import TOOL_VERSIONS
+from ..fpga.templates import template
 from ..intake.ort_adapter import providers_for
 from .runtime import largest_batch
 

@@ -28,7 +28,8 @@ from ..fpga.hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitIsACopy, UnitSett
                                    fixed_precision, generate_unit)
 from ..fpga.engine import affine as engine_affine, quantized as engine_quantized, weights_bytes as engine_weights_bytes
 from ..fpga.hls_top import (DDR_IMAGE, SYNTHESIS_SCRIPT, UNIT_WEIGHTS_FILE, SubfunctionSource, library_name,
-                            precision_bytes, statement, window_of, write_project)
+                            precision_bytes, window_of, write_project)
+from ..fpga.templates import statement
 from ..intake.model import LoadedModel
 from ..intake.ort_adapter import OrtModel, open_model
 from ..intake.subgraph import band_model, extract

@@ -19,7 +19,7 @@ from ..core.plan import ExecutionUnit, OpenSynthesis, Plan, Subfunction
 from ..core.progress import Reporter
 from ..fpga import open_synth
 from ..fpga.hls4ml_adapter import ARITHMETIC_FILE
-from ..fpga.hls_top import flatten_geometry
+from ..fpga.top_kinds import flatten_geometry
 from ..running import runtime
 
 RTL_FOLDER = "rtl"  # in the build folder: one folder per unit
