@@ -82,3 +82,16 @@ def test_each_subfunction_has_a_colour_of_its_own_and_each_time_bar_its_total_in
     totals = [t for t in axes.texts if t.get_text().strip().endswith(("us", "ms", " s"))]
     assert len(totals) == 3 and all(t.get_window_extent().x1 < right for t in totals)
     assert axes.get_xlabel() == "estimated time per call (ms)"
+
+
+def test_the_readmes_picture_of_a_plan_is_what_its_script_draws():
+    """docs/plan.svg is docs/plan_picture.py's output (the example's plan drawn as report.html draws it): rewrite
+    it with `python docs/plan_picture.py > docs/plan.svg` after a change to the plan or the drawing."""
+    import importlib.util
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location("plan_picture", root / "docs" / "plan_picture.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert "docs/plan.svg" in (root / "README.md").read_text()
+    assert script.picture() == (root / "docs" / "plan.svg").read_text()

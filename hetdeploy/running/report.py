@@ -46,7 +46,7 @@ def _mathtext_safe(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text).replace("$", r"\$")
 
 
-def _svg(figure: Figure) -> str:
+def svg(figure: Figure) -> str:
     buffer = io.StringIO()
     with matplotlib.rc_context({"svg.hashsalt": "hetdeploy", "svg.fonttype": "none"}):
         figure.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
@@ -298,8 +298,8 @@ def write_report(build_dir: Path) -> Path:
                    f"(objective {html.escape(e.objective)})")
     parts = [f"<h1>{html.escape(plan.source_model)} on {html.escape(plan.board)}</h1>",
              f"<p>{'; '.join(summary)}. Resource and time figures are estimates, not synthesis results.</p>",
-             "<h2>The network</h2>", _svg(graph_figure(plan, edges, ops)),
-             "<h2>Latency breakdown</h2>", _svg(latency_figure(plan)),
+             "<h2>The network</h2>", svg(graph_figure(plan, edges, ops)),
+             "<h2>Latency breakdown</h2>", svg(latency_figure(plan)),
              _table(["subfunction", "device", "nodes", "time (us)", "compute", "transfers", "overhead",
                      "C-sim or emulation max abs error / tolerance"],
                     [[s.name, s.device, len(s.nodes), f"{s.estimate.latency_s * 1e6:.4g}",
@@ -310,7 +310,7 @@ def write_report(build_dir: Path) -> Path:
         parts += ["<h2>FPGA execution units</h2>", units_table(plan)]
     for device, totals in plan.fpga_resources.items():
         subs = [s for s in plan.subfunctions if s.name in totals.subfunctions]
-        parts += [f"<h2>{html.escape(device)}: chip totals</h2>", _svg(resources_figure(plan, device, colours)),
+        parts += [f"<h2>{html.escape(device)}: chip totals</h2>", svg(resources_figure(plan, device, colours)),
                   _table(["subfunction", *[k.upper() for k in RESOURCES]],
                          [[s.name, *[f"{s.resources[k]:,}" for k in RESOURCES]] for s in subs]
                          + [["total", *[f"{totals.used[k]:,}" for k in RESOURCES]],
@@ -325,7 +325,7 @@ def write_report(build_dir: Path) -> Path:
                   f"<p>BRAM {m.bram_bytes:,} of {m.target_bytes:,} B; reserve {m.reserved_used_bytes:,} of "
                   f"{m.reserved_bytes:,} B; DDR {m.ddr_bytes:,} B; lower bound {m.lower_bound_bytes:,} B "
                   f"(strategy {html.escape(m.strategy)})</p>",
-                  _svg(memory_figure(sub, m)), buffers_table(m)]
+                  svg(memory_figure(sub, m)), buffers_table(m)]
     path = build_dir / "report.html"
     path.write_text("<!DOCTYPE html><html><head><meta charset='utf-8'><title>hetdeploy report: "
                     f"{html.escape(plan.source_model)}</title><style>{_STYLE}</style></head><body>"
