@@ -135,7 +135,10 @@ def test_the_tops_window_ops_match_onnxruntime_on_every_geometry(tmp_path):
 
     from hetdeploy.core.board_runtime import channels_last
     from hetdeploy.core.graph import Node
-    from hetdeploy.fpga.hls_top import window_declaration, window_of
+    from types import SimpleNamespace
+
+    from hetdeploy.fpga.hls_top import window_of
+    from hetdeploy.fpga.top_kinds import WINDOW
 
     rng = np.random.default_rng(7)
     declarations, calls, cases = [], [], []
@@ -148,7 +151,7 @@ def test_the_tops_window_ops_match_onnxruntime_on_every_geometry(tmp_path):
         (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
         window = window_of(Node(f"case{k}", op, ["x"], ["y"], attrs, input_shapes=[shape],
                                 output_shapes=[list(y.shape)]))
-        declarations.append(window_declaration(f"case{k}", window))
+        declarations.append(WINDOW.declaration(SimpleNamespace(name=f"case{k}", window=window)))
         values = ", ".join(f"{v:.6f}f" for v in channels_last(x).reshape(-1))
         calls.append(f"{{ static const float x[] = {{{values}}}; run<hetdeploy::window_{window.reduce}>("
                      f"x, {x.size}, {y.size}, case{k}_window); }}")

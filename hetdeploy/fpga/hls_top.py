@@ -22,11 +22,11 @@ import numpy as np
 from ..core.board_runtime import port_values
 from ..core.names import identifier
 from ..core.graph import Node
-from ..core.plan import Buffer, EngineLayer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort, Window
+from ..core.plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort, Window
 from ..core.precision import CppFixed, fixed_grid
 from ..planning import units
 from .templates import TEMPLATES, line, project_line, statement, template
-from .top_kinds import Buffers, top_kind
+from .top_kinds import ENGINE, HLS4ML, WINDOW, Buffers, top_kind
 
 MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
 # The tools the synthesis scripts (build_prj.tcl, design.tcl) are written for, said in each and in
@@ -90,16 +90,17 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
                                    offset=b.offset, first=b.first, last=b.last) for b in source.memory.buffers)
     declarations = "".join(statement("include", header=u.index_table or u.affine) + "\n"
                            for u in source.units if u.index_table or u.affine)
-    declarations += "".join(window_declaration(u.name, u.window) + "\n" for u in source.units if u.window)
+    declarations += "".join(WINDOW.declaration(u) + "\n" for u in source.units if u.window)
     if engines:
         shutil.copy(TEMPLATES / "engine.h", project_dir / "engine.h")
         declarations += statement("include", header="engine.h") + "\n"
-        declarations += "".join(engine_declaration(u.name, u.engine) + "\n" for u in source.units if u.engine)
-        declarations += "".join(statement("engine_function", name=name, lanes=lanes, window=window, in_bits=bits[0],
-                                          out_bits=bits[1], weight_bits=bits[2]) + "\n"
+        declarations += "".join(ENGINE.declaration(u) + "\n" for u in source.units if u.engine)
+        declarations += "".join(ENGINE.statement("engine_function", name=name, lanes=lanes, window=window,
+                                                 in_bits=bits[0], out_bits=bits[1], weight_bits=bits[2]) + "\n"
                                 for name, (bits, lanes, window) in sorted(_engine_functions(engines).items()))
     declarations += "".join(statement("typedef", type=p.precision, name=f"{p.port}_t") + "\n" for p in every_weight)
-    declarations += "\n".join(statement("step_declaration", unit=u.name, parameters=_parameters(u, ports_of[u.name]))
+    declarations += "\n".join(HLS4ML.statement("step_declaration", unit=u.name,
+                                                parameters=_parameters(u, ports_of[u.name]))
                               for u in source.units if u.hls is not None)
     (project_dir / f"{sub}_units.h").write_text(template("units.h.in").substitute(
         subfunction=sub, guard=sub.upper(), arena_bytes=extent["bram"], reserve_bytes=extent["reserved"],
@@ -147,7 +148,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
 
     entries = [_unit_entry(unit, types, source.shapes, ports_of[unit.name], engines.get(unit.name))
                for unit in source.units]
-    allocations = "".join(statement("engine_allocation", name=name) + "\n"
+    allocations = "".join(ENGINE.statement("engine_allocation", name=name) + "\n"
                           for name in sorted(_engine_functions(engines)))
     (project_dir / f"{sub}_top.cpp").write_text(template("top.cpp.in").substitute(
         subfunction=sub, buffer_types=buffer_types, ports=", ".join(ports), float_ports=float_ports,
@@ -208,20 +209,6 @@ def window_of(node: Node) -> Window:
     return Window("max", first[1], as_2d(first[2:]), as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
                   as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
                   as_2d(node.attrs.get("dilations") or [1] * spatial))
-
-
-def window_declaration(name: str, w: Window) -> str:
-    """``<name>_window``, the C++ constant of window ``w`` (arena.h's window_geometry, in its field order)."""
-    values = [w.channels, *w.input, *w.output, *w.kernel, *w.strides, *w.pads, *w.dilations]
-    return statement("window_geometry", unit=name, values=", ".join(map(str, values)))
-
-
-def engine_declaration(name: str, layer: EngineLayer) -> str:
-    """``<name>_layer``, the C++ constant of an engine unit's ``layer`` (engine.h's engine_layer, its field order)."""
-    values = [layer.channels, *layer.input, layer.filters, *layer.output, *layer.kernel, *layer.strides, *layer.pads,
-              *layer.dilations, layer.in_fraction, int(layer.in_signed), layer.weight_fraction, layer.out_fraction,
-              int(layer.out_signed), int(layer.relu)]
-    return statement("engine_layer", unit=name, values=", ".join(map(str, values)))
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""How a subfunction's top runs each kind of execution unit: one class a kind, its C++ in one template file
-(hls/kinds/<kind>.cpp.in), as hls4ml keeps a template per layer call.
+"""How a subfunction's top runs each kind of execution unit: one class a kind, its C++ (the statement that runs
+it, and the constants and declarations it needs) in one template file, hls/kinds/<kind>.cpp.in, as hls4ml keeps
+a template per layer call.
 
 A unit is of the first kind in ``TOP_KINDS`` that says it is one (``is_one``, read from what the plan holds
 of it: an engine layer, bands, an hls4ml project, or the op the top computes itself), and its kind writes the
@@ -48,7 +49,12 @@ class TopKind:
         raise NotImplementedError
 
     def line(self, name: str, **values) -> str:
+        """Its template ``name`` filled with ``values``, as lines of a function's body."""
         return line(name, f"kinds/{self.name}.cpp.in", **values)
+
+    def statement(self, name: str, **values) -> str:
+        """Its template ``name`` filled with ``values``."""
+        return statement(name, f"kinds/{self.name}.cpp.in", **values)
 
 
 def _values(shape: list[int]) -> int:
@@ -65,6 +71,14 @@ class Engine(TopKind):
         (x,), (y,), at = unit.inputs, unit.outputs, buffers.at
         return self.line("run_engine", name=buffers.engine.function, source=at(x), target=at(y),
                          word=buffers.engine.weights_word, unit=unit.name)
+
+    def declaration(self, unit: ExecutionUnit) -> str:
+        """``<unit>_layer``, the C++ constant of the unit's layer (engine.h's engine_layer, its field order)."""
+        layer = unit.engine
+        values = [layer.channels, *layer.input, layer.filters, *layer.output, *layer.kernel, *layer.strides,
+                  *layer.pads, *layer.dilations, layer.in_fraction, int(layer.in_signed), layer.weight_fraction,
+                  layer.out_fraction, int(layer.out_signed), int(layer.relu)]
+        return self.statement("engine_layer", unit=unit.name, values=", ".join(map(str, values)))
 
 
 class Banded(TopKind):
@@ -165,6 +179,12 @@ class Window(TopKind):
         return self.line(f"window_{unit.window.reduce}", type=buffers.types[x], source=buffers.at(x),
                          target=buffers.at(y), unit=unit.name)
 
+    def declaration(self, unit: ExecutionUnit) -> str:
+        """``<unit>_window``, the C++ constant of its window (arena.h's window_geometry, in its field order)."""
+        w = unit.window
+        values = [w.channels, *w.input, *w.output, *w.kernel, *w.strides, *w.pads, *w.dilations]
+        return self.statement("window_geometry", unit=unit.name, values=", ".join(map(str, values)))
+
 
 def flatten_geometry(shape: list[int]) -> tuple[int, int]:
     """(channels, pixels) arena.h's flatten_channels_last reorders a buffer of ``shape`` by: channels-last when
@@ -183,13 +203,14 @@ class Flatten(TopKind):
     def run(self, unit, buffers):
         (x,), (y,) = unit.inputs, unit.outputs
         channels, pixels = flatten_geometry(buffers.shapes[x])
-        return "    " + statement("flatten", f"kinds/{self.name}.cpp.in", type=buffers.types[x],
-                                  source=buffers.at(x), target=buffers.at(y), pixels=pixels,
-                                  channels=channels) + "\n"
+        return "    " + self.statement("flatten", type=buffers.types[x], source=buffers.at(x),
+                                       target=buffers.at(y), pixels=pixels, channels=channels) + "\n"
 
 
+ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, ADD, GATHER, WINDOW, FLATTEN = (
+    Engine(), Banded(), Hls4ml(), Affine(), Concat(), Add(), Gather(), Window(), Flatten())
 # In the order a unit is tried against them: the first that says it is one is its kind.
-TOP_KINDS = (Engine(), Banded(), Hls4ml(), Affine(), Concat(), Add(), Gather(), Window(), Flatten())
+TOP_KINDS = (ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, ADD, GATHER, WINDOW, FLATTEN)
 
 
 def top_kind(unit: ExecutionUnit) -> TopKind:

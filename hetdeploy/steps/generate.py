@@ -29,7 +29,7 @@ from ..fpga.hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitIsACopy, UnitSett
 from ..fpga.engine import affine as engine_affine, quantized as engine_quantized, weights_bytes as engine_weights_bytes
 from ..fpga.hls_top import (DDR_IMAGE, SYNTHESIS_SCRIPT, UNIT_WEIGHTS_FILE, SubfunctionSource, library_name,
                             precision_bytes, window_of, write_project)
-from ..fpga.templates import statement
+from ..fpga.top_kinds import AFFINE, GATHER
 from ..intake.model import LoadedModel
 from ..intake.ort_adapter import OrtModel, open_model
 from ..intake.subgraph import band_model, extract
@@ -229,7 +229,7 @@ def _write_affine_table(unit: ExecutionUnit, model: onnx.ModelProto, width: int,
     held = CppFixed(True, bits, integer, "RND", "SAT")
     header = Path("units") / unit.name / "affine.h"
     (project / header).parent.mkdir(parents=True, exist_ok=True)
-    (project / header).write_text(statement(
+    (project / header).write_text(AFFINE.statement(
         "affine_table", unit=unit.name, type=f"ap_fixed<{bits},{integer},AP_RND,AP_SAT>", channels=scale.size,
         scale=", ".join(map(repr, held.quantize(scale).tolist())),
         shift=", ".join(map(repr, held.quantize(shift).tolist()))) + "\n")
@@ -247,8 +247,8 @@ def _write_index_table(unit: ExecutionUnit, reference: OrtModel, project: Path) 
     index = channels_last(next(iter(moved.values())).reshape(out_shape)).reshape(-1).astype(np.int64)
     header = Path("units") / unit.name / "index.h"
     (project / header).parent.mkdir(parents=True, exist_ok=True)
-    (project / header).write_text(statement("index_table", unit=unit.name, size=index.size,
-                                            values=", ".join(map(str, index))) + "\n")
+    (project / header).write_text(GATHER.statement("index_table", unit=unit.name, size=index.size,
+                                                   values=", ".join(map(str, index))) + "\n")
     return str(header)
 
 
