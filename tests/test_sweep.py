@@ -189,6 +189,35 @@ def test_captured_stdout_keeps_each_threads_lines_apart():
     assert getattr(sys.stdout, "original", sys.stdout) is getattr(before, "original", before)
 
 
+def test_a_capturing_threads_warnings_are_dropped_and_the_others_shown():
+    """A warning shows once per place in a process, so the unit whose log would hold it depends on the order
+    of the builds: while a thread captures, its warnings are dropped (its capture and stderr hold none of
+    them); another thread's, and the same thread's after, show as Python shows them."""
+    import threading
+    import warnings
+
+    from hetdeploy.core.capture import captured_stdout
+
+    def warn(text):
+        warnings.warn(text, UserWarning, stacklevel=1)
+
+    captured = {}
+
+    def work():
+        with captured_stdout() as text:
+            warn("inside a capture")
+        captured["text"] = text.getvalue()
+
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+        warn("outside a capture")
+    assert captured["text"] == ""
+    assert [str(w.message) for w in shown] == ["outside a capture"]
+
+
 @pytest.mark.slow
 def test_a_model_wide_reuse_factor_gives_every_unit_the_nearest_valid_one(built):
     from hetdeploy.planning.units import valid_reuse_factors
