@@ -14,10 +14,16 @@ import networks  # noqa: E402
 @pytest.fixture(scope="session", autouse=True)
 def build_cache(tmp_path_factory):
     """The build cache of this test session (builds in-process and in child processes share it), not
-    the user's ~/.cache/hetdeploy."""
+    the user's ~/.cache/hetdeploy. Under pytest-xdist (the README's ``-n auto``) one cache for all the
+    workers, beside their own folders: what one worker built, another takes from it (the cache is made
+    for builds that share it at once)."""
     import os
 
-    folder = tmp_path_factory.mktemp("cache_home")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        folder = tmp_path_factory.getbasetemp().parent / "cache_home"
+        folder.mkdir(exist_ok=True)
+    else:
+        folder = tmp_path_factory.mktemp("cache_home")
     previous = os.environ.get("XDG_CACHE_HOME")
     os.environ["XDG_CACHE_HOME"] = str(folder)
     yield folder / "hetdeploy"
