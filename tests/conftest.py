@@ -11,6 +11,17 @@ sys.path.insert(0, str(ROOT / "tests"))  # fuzz.py
 import networks  # noqa: E402
 
 
+# The test files that take longest (builds of real models checked in C-simulation), collected first: under
+# the README's -n auto --dist loadfile each goes to a worker at the start, and the other files share the
+# workers meanwhile, rather than one of these starting last while the other workers wait.
+LONGEST_FIRST = ("test_real_models.py", "test_open_synth.py", "test_end_to_end.py", "test_fpga_ops.py")
+
+
+def pytest_collection_modifyitems(items):
+    first = {name: k for k, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: first.get(item.path.name, len(first)))  # stable: the rest in their order
+
+
 @pytest.fixture(scope="session", autouse=True)
 def build_cache(tmp_path_factory):
     """The build cache of this test session (builds in-process and in child processes share it), not

@@ -27,7 +27,7 @@ def _snippets(file: str, marker: str) -> dict[str, string.Template]:
     return {name: string.Template(body.rstrip("\n")) for name, _, body in (b.partition("\n") for b in blocks)}
 
 
-def statement(name: str, /, file: str = "statements.cpp.in", **values) -> str:
+def statement(name: str, file: str = "statements.cpp.in", /, **values) -> str:
     """The C++ of template ``name`` of hls/``file`` filled with ``values``."""
     return _snippets(file, "//@")[name].substitute(values)
 
@@ -37,6 +37,6 @@ def project_line(name: str, /, **values) -> str:
     return _snippets("project_lines.in", "#@")[name].substitute(values)
 
 
-def line(name: str, /, file: str = "statements.cpp.in", **values) -> str:
+def line(name: str, file: str = "statements.cpp.in", /, **values) -> str:
     """``statement`` as lines of a function's body."""
     return "".join(f"    {text}\n" for text in statement(name, file, **values).split("\n"))

@@ -48,11 +48,11 @@ class TopKind:
     def values(self, unit: ExecutionUnit, buffers: Buffers) -> dict:
         raise NotImplementedError
 
-    def line(self, name: str, **values) -> str:
+    def line(self, name: str, /, **values) -> str:
         """Its template ``name`` filled with ``values``, as lines of a function's body."""
         return line(name, f"kinds/{self.name}.cpp.in", **values)
 
-    def statement(self, name: str, **values) -> str:
+    def statement(self, name: str, /, **values) -> str:
         """Its template ``name`` filled with ``values``."""
         return statement(name, f"kinds/{self.name}.cpp.in", **values)
 
