@@ -12,8 +12,9 @@ import networks  # noqa: E402
 
 
 # The test files that take longest (builds of real models checked in C-simulation), collected first: under
-# the README's -n auto --dist loadfile each goes to a worker at the start, and the other files share the
-# workers meanwhile, rather than one of these starting last while the other workers wait.
+# the README's -n auto --dist loadfile --no-loadscope-reorder (xdist's own order would be by the number of
+# tests a file holds) each goes to a worker at the start, and the other files share the workers meanwhile,
+# rather than one of these starting last while the other workers wait.
 LONGEST_FIRST = ("test_real_models.py", "test_open_synth.py", "test_end_to_end.py", "test_fpga_ops.py")
 
 
