@@ -12,7 +12,6 @@ and those go through ``_comment``.
 
 from __future__ import annotations
 
-import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +25,7 @@ from ..core.plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort, 
 from ..core.precision import CppFixed, fixed_grid
 from ..planning import units
 from .templates import TEMPLATES, line, project_line, statement, template
-from .top_kinds import ENGINE, HLS4ML, WINDOW, Buffers, top_kind
+from .top_kinds import ENGINE, HLS4ML, WINDOW, Buffers, top_kind, values_of
 
 MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
 # The tools the synthesis scripts (build_prj.tcl, design.tcl) are written for, said in each and in
@@ -136,13 +135,13 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
 
     body = [line("from_zero_compressed" if p.compressed else "from_float", type=types[p.tensor],
                   source=statement("sample_of", port=f"in_{k}", values=_port_values(p)), target=at(p.tensor),
-                  values=_values(p.shape)) for k, p in enumerate(source.inputs)]
+                  values=values_of(p.shape)) for k, p in enumerate(source.inputs)]
     for step, unit in enumerate(source.units):
         body.append(line("step_comment", step=step, unit=unit.name, pe=unit.pe, nodes=_comment(unit.nodes)))
         body.append(top_kind(unit).run(unit, Buffers(at, types, source.shapes, ports_of[unit.name],
                                                      engines.get(unit.name))))
     body += [line("to_zero_compressed" if p.compressed else "to_float", type=types[p.tensor], source=at(p.tensor),
-                   target=statement("sample_of", port=f"out_{k}", values=_port_values(p)), values=_values(p.shape))
+                   target=statement("sample_of", port=f"out_{k}", values=_port_values(p)), values=values_of(p.shape))
              for k, p in enumerate(source.outputs)]
     body = ["    " + line if line.strip() else line for line in body]  # inside the samples loop
 
@@ -187,12 +186,8 @@ def _load_weights(ports: list[WeightPort]) -> str:
                          values=p.values) for p in ports)
 
 
-def _values(shape: list[int]) -> int:
-    return int(math.prod(shape))
-
-
 def _port_values(port: HlsPort) -> int:
-    return port_values(_values(port.shape), port.compressed)
+    return port_values(values_of(port.shape), port.compressed)
 
 
 def window_of(node: Node) -> Window:
@@ -256,7 +251,7 @@ def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], weigh
     types, body, streams = [], [], []
     for direction, ports in (("in", hls.inputs), ("out", hls.outputs)):
         for k, port in enumerate(ports):
-            var, values = f"{direction}_{k}", _values(port.shape)
+            var, values = f"{direction}_{k}", values_of(port.shape)
             types.append(statement("typedef", type=buffers[port.tensor].precision, name=f"{var}_t") + "\n")
             element = f"{ns}::{port.hls_type}"
             if direction == "in":
@@ -272,7 +267,7 @@ def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], weigh
             streams.append(f"{var}_data")
     body.append(line("run_unit", unit=ns, arguments=", ".join(streams + [p.port for p in weights])))
     for k, port in enumerate(hls.outputs):
-        var, values = f"out_{k}", _values(port.shape)
+        var, values = f"out_{k}", values_of(port.shape)
         if stream:  # a pixel's channels a cycle, into the words they lie in
             body.append(template("unit_stream_out.cpp.in").substitute(
                 element=f"{ns}::{port.hls_type}", var=var, words=values // port.pack, pack=port.pack))
@@ -293,15 +288,15 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
              for k, t in enumerate(tensors)}
     params = ", ".join([statement("float_pointer_input", name=names[t]) for t in unit.inputs] +
                        [statement("float_pointer_output", name=names[t]) for t in unit.outputs])
-    lines = [line("scratch_words", name=names[t], values=_values(shapes[t]), type=types[t]) for t in tensors]
+    lines = [line("scratch_words", name=names[t], values=values_of(shapes[t]), type=types[t]) for t in tensors]
     for k, (band, (tensor, values)) in enumerate(unit.band_buffers().items()):
         names[band] = f"band_{k}"
         lines.append(line("scratch_words", name=names[band], values=values, type=types[tensor]))
-    lines += [line("from_float", type=types[t], source=names[t], target=f"{names[t]}_words", values=_values(shapes[t]))
+    lines += [line("from_float", type=types[t], source=names[t], target=f"{names[t]}_words", values=values_of(shapes[t]))
               for t in unit.inputs]
     lines.append(_load_weights(weights))
     lines.append(top_kind(unit).run(unit, Buffers(lambda t: f"{names[t]}_words", types, shapes, weights, engine)))
-    lines += [line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=_values(shapes[t]))
+    lines += [line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=values_of(shapes[t]))
               for t in unit.outputs]
     return statement("unit_float", unit=unit.name, parameters=params, body="".join(lines)) + "\n"
 

@@ -57,7 +57,8 @@ class TopKind:
         return statement(name, f"kinds/{self.name}.cpp.in", **values)
 
 
-def _values(shape: list[int]) -> int:
+def values_of(shape: list[int]) -> int:
+    """The values of a tensor of ``shape``."""
     return int(math.prod(shape))
 
 
@@ -122,7 +123,7 @@ class Affine(TopKind):
     def values(self, unit, buffers):
         (x,), (y,), at, types, shapes = unit.inputs, unit.outputs, buffers.at, buffers.types, buffers.shapes
         return dict(in_type=types[x], unit=unit.name, type=types[y], source=at(x), target=at(y),
-                    channels=shapes[y][1], values=_values(shapes[y]), relu=str("Relu" in unit.elementwise).lower())
+                    channels=shapes[y][1], values=values_of(shapes[y]), relu=str("Relu" in unit.elementwise).lower())
 
 
 class Concat(TopKind):
@@ -137,7 +138,7 @@ class Concat(TopKind):
         (a, b), (y,), at, types, shapes = (unit.inputs * 2)[:2], unit.outputs, buffers.at, buffers.types, \
             buffers.shapes
         return dict(first_type=types[a], second_type=types[b], type=types[y], first=at(a), second=at(b),
-                    target=at(y), pixels=_values(shapes[y][2:]), first_channels=shapes[a][1],
+                    target=at(y), pixels=values_of(shapes[y][2:]), first_channels=shapes[a][1],
                     second_channels=shapes[b][1])
 
 
@@ -153,7 +154,7 @@ class Add(TopKind):
         (a, b), (y,), at, types, shapes = (unit.inputs * 2)[:2], unit.outputs, buffers.at, buffers.types, \
             buffers.shapes
         return dict(first_type=types[a], second_type=types[b], type=types[y], first=at(a), second=at(b),
-                    target=at(y), values=_values(shapes[y]), relu=str("Relu" in unit.elementwise).lower())
+                    target=at(y), values=values_of(shapes[y]), relu=str("Relu" in unit.elementwise).lower())
 
 
 class Gather(TopKind):
@@ -165,7 +166,7 @@ class Gather(TopKind):
     def values(self, unit, buffers):
         (x,), (y,) = unit.inputs, unit.outputs
         return dict(type=buffers.types[x], source=buffers.at(x), target=buffers.at(y), unit=unit.name,
-                    values=_values(buffers.shapes[y]))
+                    values=values_of(buffers.shapes[y]))
 
 
 class Window(TopKind):
@@ -189,7 +190,7 @@ class Window(TopKind):
 def flatten_geometry(shape: list[int]) -> tuple[int, int]:
     """(channels, pixels) arena.h's flatten_channels_last reorders a buffer of ``shape`` by: channels-last when
     its rank is >= 3, else one channel (a plain copy)."""
-    return (shape[1], _values(shape[2:])) if len(shape) >= 3 else (1, _values(shape))
+    return (shape[1], values_of(shape[2:])) if len(shape) >= 3 else (1, values_of(shape))
 
 
 class Flatten(TopKind):

@@ -6,7 +6,8 @@ FINN's build_dataflow_steps are.
 
 The progress numbers come from the list. Two stretches of it repeat until the build settles (``FIXPOINTS``):
 a unit out of tolerance in ``verify`` is widened, and ``unit_widths`` to ``verify`` run again at the new
-widths until none widens; widened units that no longer fit send ``partition`` to ``unit_widths`` round again. The writing steps write into a staging folder
+widths until none widens; widened units that no longer fit send ``partition`` to ``unit_widths`` round again.
+The writing steps write into a staging folder
 of the build's own beside the destination, moved into place only when every step passed, so a
 failed build leaves nothing that looks complete; a failed build is kept as DIR.failed, with its
 logs. One build at a time writes to a destination a lock beside it.
