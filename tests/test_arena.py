@@ -13,7 +13,8 @@ import pytest
 
 from hetdeploy.core.csim import compiler
 from hetdeploy.fpga.hls4ml_adapter import ap_types_headers
-from hetdeploy.fpga.hls_top import TEMPLATES, pack_fixed
+from hetdeploy.fpga.hls_top import TEMPLATES
+from hetdeploy.fpga.packing import pack_fixed
 
 PROGRAM = r"""
 #include <cstdio>
@@ -127,7 +128,7 @@ WINDOW_CASES = [
 
 
 def test_the_tops_window_ops_match_onnxruntime_on_every_geometry(tmp_path):
-    """arena.h's window_op on each case's geometry (hls_top.window_of, as a build writes it) against
+    """arena.h's window_op on each case's geometry (top_kinds.WINDOW.window_of, as a build writes it) against
     onnxruntime on the same values, multiples of 1/64 that ap_fixed<16,5> holds exactly: a maximum is
     one of them, exact; a mean is within half a step of 1/2048 (AP_RND) of the true one."""
     import onnxruntime as ort
@@ -137,7 +138,6 @@ def test_the_tops_window_ops_match_onnxruntime_on_every_geometry(tmp_path):
     from hetdeploy.core.graph import Node
     from types import SimpleNamespace
 
-    from hetdeploy.fpga.hls_top import window_of
     from hetdeploy.fpga.top_kinds import WINDOW
 
     rng = np.random.default_rng(7)
@@ -149,8 +149,8 @@ def test_the_tops_window_ops_match_onnxruntime_on_every_geometry(tmp_path):
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
         x = (rng.integers(-15 * 64, 15 * 64, shape) / 64).astype(np.float32)
         (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-        window = window_of(Node(f"case{k}", op, ["x"], ["y"], attrs, input_shapes=[shape],
-                                output_shapes=[list(y.shape)]))
+        window = WINDOW.window_of(Node(f"case{k}", op, ["x"], ["y"], attrs, input_shapes=[shape],
+                                       output_shapes=[list(y.shape)]))
         declarations.append(WINDOW.declaration(SimpleNamespace(name=f"case{k}", window=window)))
         values = ", ".join(f"{v:.6f}f" for v in channels_last(x).reshape(-1))
         calls.append(f"{{ static const float x[] = {{{values}}}; run<hetdeploy::window_{window.reduce}>("

@@ -728,7 +728,7 @@ def test_weights_larger_than_the_bram_stay_in_ddr_and_csimulation_reads_them_the
     """wide_mlp's first layer (640 x 512 weights) overflows a PYNQ-Z2's BRAM: it stays on the FPGA with
     its weights in DDR, packed where the memory plan puts them, and C-simulation computes with what
     is in the DDR image (a corrupted image: out of tolerance)."""
-    from hetdeploy.fpga.hls_top import pack_fixed
+    from hetdeploy.fpga.packing import pack_fixed
 
     model, out = built("wide_mlp")
     plan = json.loads((out / "plan.json").read_text())

@@ -486,7 +486,7 @@ def test_weights_in_ddr_free_their_bram_and_cost_the_ddr_reads():
 
 
 def test_weights_are_packed_as_ap_fixed_converts_them():
-    from hetdeploy.fpga.hls_top import pack_fixed
+    from hetdeploy.fpga.packing import pack_fixed
 
     values = np.array([0.1, -0.1, 100.0, -100.0, 0.5 / 1024, -0.5 / 1024])
     codes = np.frombuffer(pack_fixed(values, "ap_fixed<16,6,AP_RND,AP_SAT,0>"), dtype="<i2")

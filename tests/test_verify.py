@@ -73,7 +73,7 @@ def test_tiny_inputs_that_the_fpga_rounds_to_zero_fail_emulation(tmp_path):
 
 
 def test_saturations_are_counted_against_the_output_type():
-    from hetdeploy.fpga.hls_top import fixed_range
+    from hetdeploy.fpga.packing import fixed_range
 
     assert fixed_range("ap_fixed<8,3,AP_RND,AP_SAT,0>") == (-4.0, 4.0 - 2 ** -5)
     assert fixed_range("ap_ufixed<4,-1>") == (0.0, 0.5 - 2 ** -5)

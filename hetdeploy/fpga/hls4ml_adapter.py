@@ -40,7 +40,7 @@ from ..core.precision import (BUILD_OVERFLOW, BUILD_ROUNDING, DEFAULT_WIDTH, Qua
 from ..intake.rewrites import HLS4ML_LOWERINGS
 from ..planning import units
 from . import hls4ml_passes
-from .hls_top import UNIT_WEIGHTS_FILE, pack_fixed
+from .packing import UNIT_WEIGHTS_FILE, pack_fixed
 
 # Layers whose parallelism the unit's ReuseFactor and Strategy set (after qonnx's GemmToMatMul).
 _FOLDED_OPS = {"Conv", "MatMul", "Gemm"}

@@ -16,14 +16,12 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
-import numpy as np
 
 from ..core.board_runtime import port_values
 from ..core.names import identifier
-from ..core.graph import Node
-from ..core.plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort, Window
-from ..core.precision import CppFixed, fixed_grid
+from ..core.plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort
 from ..planning import units
+from .packing import UNIT_WEIGHTS_FILE, precision_width
 from .templates import TEMPLATES, line, project_line, statement, template
 from .top_kinds import ENGINE, HLS4ML, WINDOW, Buffers, top_kind, values_of
 
@@ -32,7 +30,6 @@ MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
 # the package's README. Never run here (no Vivado or Vitis where hetdeploy is tested): the commands
 # are those of these versions' documentation and of hls4ml's and PYNQ's own scripts.
 TOOL_VERSIONS = "Vitis HLS and Vivado 2022.1 to 2023.2 (PYNQ 3.0's images are built with 2022.1)"
-UNIT_WEIGHTS_FILE = "weights.bin"  # in a unit's project: its DDR weights, packed (pack_fixed)
 DDR_IMAGE = "ddr_image.bin"  # in a subfunction's project: its DDR region's initial contents
 
 
@@ -190,22 +187,6 @@ def _port_values(port: HlsPort) -> int:
     return port_values(values_of(port.shape), port.compressed)
 
 
-def window_of(node: Node) -> Window:
-    """The geometry of a window op (board.TOP_WINDOW_OPS) the top reduces, from its attributes and shapes."""
-    first, out = node.input_shapes[0], node.output_shapes[0]
-    spatial = len(first) - 2
-
-    def as_2d(values, fill=1):  # a 1-D op's one row
-        return [fill] * (2 - spatial) + list(values)
-
-    if node.op == "GlobalAveragePool":
-        return Window("mean", first[1], as_2d(first[2:]), as_2d(out[2:]), as_2d(first[2:]), [1, 1], [0, 0], [1, 1])
-    pads = node.attrs.get("pads") or [0] * (2 * spatial)
-    return Window("max", first[1], as_2d(first[2:]), as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
-                  as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
-                  as_2d(node.attrs.get("dilations") or [1] * spatial))
-
-
 @dataclass(frozen=True)
 class EngineCall:
     """How a unit on the engine calls it: the engine's function for its buffers' and weights' bits (in, out,
@@ -299,38 +280,6 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
     lines += [line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=values_of(shapes[t]))
               for t in unit.outputs]
     return statement("unit_float", unit=unit.name, parameters=params, body="".join(lines)) + "\n"
-
-
-def pack_fixed(values: np.ndarray, precision: str) -> bytes:
-    """``values`` as ``precision`` (ap_fixed<W,I,Q,O>, ap_int<W>) converts them from double, each in
-    ``units.element_bytes(W)`` little-endian bytes (how an m_axi port lays out an array of them, and
-    how arena.h's load_array reads them back); the rounding and overflow are ``precision.quantize``'s."""
-    fixed = CppFixed.parse(precision)
-    try:
-        held = fixed.quantize(values)
-    except ValueError as err:
-        raise ValueError(f"{precision}: {err}, not packed for DDR") from None
-    codes = np.round(held * 2.0 ** fixed.fraction).astype(np.int64)  # on the grid: exact
-    return codes.astype(f"<i{units.element_bytes(fixed.width)}").tobytes()  # two's complement, sign-extended
-
-
-def fixed_range(precision: str) -> tuple[float, float]:
-    """The least and largest value of ap_fixed<W,I,...> / ap_ufixed<W,I,...> (``precision`` C++): a
-    signed type saturating symmetrically (AP_SAT_SYM, a narrow signed quantizer's) stops one step above
-    the most negative code."""
-    fixed = CppFixed.parse(precision)
-    _, least, largest = fixed_grid(fixed.width, fixed.integer, fixed.signed, fixed.overflow)
-    return least, largest
-
-
-def precision_width(precision: str) -> int:
-    """W of C++ type ``precision`` (ap_fixed<W,...>, ap_ufixed<W,...>, ap_int<W>)."""
-    return CppFixed.parse(precision).width
-
-
-def precision_bytes(precision: str) -> int:
-    """Bytes an element of C++ type ``precision`` (ap_fixed<W,...>) takes in a buffer (arena.h's lane)."""
-    return units.element_bytes(precision_width(precision))
 
 
 def _write_build_files(source: SubfunctionSource, project_dir: Path) -> None:

@@ -1,20 +1,36 @@
-"""How a subfunction's top runs each kind of execution unit: one class a kind, its C++ (the statement that runs
-it, and the constants and declarations it needs) in one template file, hls/kinds/<kind>.cpp.in, as hls4ml keeps
-a template per layer call.
+"""How the FPGA's C++ makes and runs each kind of execution unit: one class a kind, its C++ (the statement that
+runs it, and the constants and declarations it needs) in one template file, hls/kinds/<kind>.cpp.in, as hls4ml
+keeps a template per layer call.
 
-A unit is of the first kind in ``TOP_KINDS`` that says it is one (``is_one``, read from what the plan holds
-of it: an engine layer, bands, an hls4ml project, or the op the top computes itself), and its kind writes the
+Generating a unit, the first kind in ``TOP_KINDS`` that makes it (``makes``: the unit has an engine layer, its PE
+is hls4ml's, or the top computes its first op) writes what the top needs of it (``generate``: hls4ml's project,
+the engine's weights, an index or scale table) and the type of its output buffer. Afterwards a unit is of the
+first kind that says it is one (``is_one``, read from what the plan holds of it), and that kind writes the
 statement that runs it on the buffers of the top (``run``), in the top's schedule and in its own C-simulation
-entry alike. A new kind of unit is a class here and its template file.
+entry alike. A new kind of unit is a class here and its template file; what planning knows of it (its estimate
+and folding) is its class in ``planning.units.kinds``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ClassVar, Optional
 
-from ..core.plan import ExecutionUnit, WeightPort
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from ..core.board import TOP_WINDOW_OPS
+from ..core.board_runtime import channels_first, channels_last, stored_shape
+from ..core.graph import Node
+from ..core.plan import ExecutionUnit, UnitHls, WeightPort, Window as WindowGeometry
+from ..core.precision import CppFixed, weight_fixed
+from ..intake.ort_adapter import OrtModel
+from .engine import affine as engine_affine, quantized as engine_quantized
+from .hls4ml_adapter import fixed_precision
+from .packing import UNIT_WEIGHTS_FILE
 from .templates import line, statement
 
 if TYPE_CHECKING:
@@ -33,10 +49,59 @@ class Buffers:
     engine: Optional["EngineCall"] = None
 
 
+@dataclass
+class UnitSource:
+    """What generating a unit reads, and the types of the subfunction's buffers, which it adds its output's to."""
+
+    model: onnx.ModelProto  # the unit as ONNX (one band's, when it runs in bands)
+    reference: OrtModel  # the whole unit on onnxruntime
+    nodes: list[Node]  # its nodes, in order
+    samples: list[dict[str, np.ndarray]]  # its inputs on the float pipeline (each band's, when it runs in bands)
+    envs: list[dict[str, np.ndarray]]  # every tensor's values on the float pipeline so far, its outputs' too
+    width: int  # its bits
+    project: Path  # the subfunction's HLS project
+    config_types: dict[str, str]  # tensor -> the type of its buffer, as an hls4ml config string
+    cpp_types: dict[str, str]  # the same, as a C++ type
+    # hls4ml's project of the unit's model on the samples (the stage's settings and cache); None: hls4ml left no
+    # layer of it
+    convert: Callable[[ExecutionUnit, onnx.ModelProto, list[dict[str, np.ndarray]]], Optional[UnitHls]]
+
+    def size(self, tensor: str, values: list[dict[str, np.ndarray]]) -> None:
+        """``tensor``'s buffer typed for the largest of its ``values``, at the unit's bits."""
+        self.config_types[tensor], self.cpp_types[tensor] = fixed_precision(
+            max(float(np.max(np.abs(v[tensor]))) for v in values), self.width)
+
+    def size_inputs(self, unit: ExecutionUnit) -> None:
+        """A subfunction input ``unit`` reads first: its buffer typed on the unit's samples."""
+        for tensor in unit.inputs:
+            if tensor not in self.cpp_types:
+                self.size(tensor, self.samples)
+
+    def write(self, unit: ExecutionUnit, file: str, contents: str | bytes) -> str:
+        """``file`` of the unit's folder of the project, written; its path relative to the project."""
+        path = Path("units") / unit.name / file
+        (self.project / path).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(contents, bytes):
+            (self.project / path).write_bytes(contents)
+        else:
+            (self.project / path).write_text(contents)
+        return str(path)
+
+
 class TopKind:
-    """One kind of unit as the top runs it."""
+    """One kind of unit as the FPGA's C++ makes and runs it."""
 
     name: ClassVar[str]
+    how: ClassVar[str] = "implemented by the top"  # what the build's progress says of such a unit
+    ops: ClassVar[tuple[str, ...]] = ()  # the first ops of the units it makes, where the top computes them
+
+    def makes(self, unit: ExecutionUnit, op: str, engine: str) -> bool:
+        """Whether it makes ``unit``, whose first op is ``op``, on a PE of ``engine`` (``board.ENGINES``)."""
+        return op in self.ops
+
+    def generate(self, unit: ExecutionUnit, source: UnitSource) -> None:
+        """What the top needs of ``unit`` into the plan and the project; its output buffer's type into ``source``."""
+        raise NotImplementedError
 
     def is_one(self, unit: ExecutionUnit) -> bool:
         raise NotImplementedError
@@ -64,6 +129,21 @@ def values_of(shape: list[int]) -> int:
 
 class Engine(TopKind):
     name = "engine"
+    how = "on the engine"
+
+    def makes(self, unit, op, engine):
+        return unit.engine is not None
+
+    def generate(self, unit, source):
+        """Its weights and biases (BatchNormalizations folded in) at the unit's bits into its DDR weights file, its
+        layer's binary points set; its output's type sized on the values it gave on the float pipeline."""
+        (x,), (y,) = unit.inputs, unit.outputs
+        source.size_inputs(unit)
+        source.size(y, source.envs)
+        weights, bias = engine_affine(source.model)
+        unit.engine, packed = engine_quantized(unit.engine, weights, bias, source.width, source.cpp_types[x],
+                                               source.cpp_types[y])
+        source.write(unit, UNIT_WEIGHTS_FILE, packed)
 
     def is_one(self, unit):
         return unit.engine is not None
@@ -82,10 +162,39 @@ class Engine(TopKind):
         return self.statement("engine_layer", unit=unit.name, values=", ".join(map(str, values)))
 
 
-class Banded(TopKind):
-    """The unit's step on each band, between the band buffers and its own."""
+class Hls4ml(TopKind):
+    name = "hls4ml"
+    how = "converted by hls4ml"
+
+    def makes(self, unit, op, engine):
+        return engine == "hls4ml"
+
+    def generate(self, unit, source):
+        """hls4ml's project of it; its ports' types those of the buffers they meet. A unit hls4ml left no layer of
+        (a BatchNormalization of 1 and 0) the top computes as it would that op."""
+        unit.hls = source.convert(unit, source.model, source.samples)
+        if unit.hls is None:
+            kind_to_generate(unit, source.nodes[0].op, "top").generate(unit, source)
+            return
+        for port in unit.hls.inputs + unit.hls.outputs:
+            source.config_types.setdefault(port.tensor, port.config_precision)
+            source.cpp_types.setdefault(port.tensor, port.precision)
+
+    def is_one(self, unit):
+        return unit.hls is not None
+
+    def run(self, unit, buffers):
+        arguments = [buffers.at(t) for t in unit.inputs + unit.outputs] + [p.port for p in buffers.weights]
+        return self.line("run_step", unit=unit.name, arguments=", ".join(arguments))
+
+
+class Banded(Hls4ml):
+    """An hls4ml unit's step on each band, between the band buffers and its own."""
 
     name = "banded"
+
+    def makes(self, unit, op, engine):
+        return engine == "hls4ml" and unit.band is not None
 
     def is_one(self, unit):
         return unit.band is not None
@@ -101,21 +210,48 @@ class Banded(TopKind):
                          out_row_values=b.output_row_values, rows=b.rows)
 
 
-class Hls4ml(TopKind):
-    name = "hls4ml"
+class _Computed(TopKind):
+    """An op the top computes itself over whole buffers (arena.h's add, concat, affine), a ReLU after it fused:
+    its output's type sized on the values it gave on the float pipeline."""
 
-    def is_one(self, unit):
-        return unit.hls is not None
-
-    def run(self, unit, buffers):
-        arguments = [buffers.at(t) for t in unit.inputs + unit.outputs] + [p.port for p in buffers.weights]
-        return self.line("run_step", unit=unit.name, arguments=", ".join(arguments))
+    def generate(self, unit, source):
+        source.size_inputs(unit)
+        source.size(unit.outputs[0], source.envs)
+        unit.elementwise = [node.op for node in source.nodes]
 
 
-class Affine(TopKind):
-    """A channels-last buffer's axis 1 is its channels."""
+class _Moved(TopKind):
+    """An op the top runs by moving or comparing its input's values: its output is of its input's type."""
+
+    def generate(self, unit, source):
+        source.size_inputs(unit)
+        (x,), (y,) = unit.inputs, unit.outputs
+        source.config_types[y], source.cpp_types[y] = source.config_types[x], source.cpp_types[x]
+
+
+class Affine(_Computed):
+    """A BatchNormalization: a channels-last buffer's axis 1 is its channels."""
 
     name = "affine"
+    ops = ("BatchNormalization",)
+
+    def generate(self, unit, source):
+        """Its per-channel scale and shift (scale / sqrt(var + epsilon), bias - mean * that) as one fixed-point
+        type of the unit's bits that holds the larger of them (``weight_fixed``, rounded to the nearest), in a
+        C++ header."""
+        super().generate(unit, source)
+        (node, *_), constants = source.model.graph.node, {t.name: numpy_helper.to_array(t).astype(np.float64)
+                                                          for t in source.model.graph.initializer}
+        eps = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "epsilon"), 1e-5)
+        gamma, beta, mean, var = (constants[name] for name in node.input[1:5])
+        scale = gamma / np.sqrt(var + eps)
+        shift = beta - mean * scale
+        bits, integer = weight_fixed(np.concatenate([scale, shift]), source.width)
+        held = CppFixed(True, bits, integer, "RND", "SAT")
+        unit.affine = source.write(unit, "affine.h", self.statement(
+            "affine_table", unit=unit.name, type=f"ap_fixed<{bits},{integer},AP_RND,AP_SAT>", channels=scale.size,
+            scale=", ".join(map(repr, held.quantize(scale).tolist())),
+            shift=", ".join(map(repr, held.quantize(shift).tolist()))) + "\n")
 
     def is_one(self, unit):
         return bool(unit.affine)
@@ -126,10 +262,11 @@ class Affine(TopKind):
                     channels=shapes[y][1], values=values_of(shapes[y]), relu=str("Relu" in unit.elementwise).lower())
 
 
-class Concat(TopKind):
+class Concat(_Computed):
     """A channels-last buffer's channels are its axis 1; Concat(x, x) reads x twice."""
 
     name = "concat"
+    ops = ("Concat",)
 
     def is_one(self, unit):
         return unit.elementwise == ["Concat"]
@@ -142,10 +279,11 @@ class Concat(TopKind):
                     second_channels=shapes[b][1])
 
 
-class Add(TopKind):
+class Add(_Computed):
     """x + x reads one buffer twice."""
 
     name = "add"
+    ops = ("Add",)
 
     def is_one(self, unit):
         return bool(unit.elementwise)
@@ -157,20 +295,32 @@ class Add(TopKind):
                     target=at(y), values=values_of(shapes[y]), relu=str("Relu" in unit.elementwise).lower())
 
 
-class Gather(TopKind):
-    name = "gather"
+class Window(_Moved):
+    """A window op the top reduces (a MaxPool, a GlobalAveragePool)."""
 
-    def is_one(self, unit):
-        return bool(unit.index_table)
-
-    def values(self, unit, buffers):
-        (x,), (y,) = unit.inputs, unit.outputs
-        return dict(type=buffers.types[x], source=buffers.at(x), target=buffers.at(y), unit=unit.name,
-                    values=values_of(buffers.shapes[y]))
-
-
-class Window(TopKind):
     name = "window"
+    ops = TOP_WINDOW_OPS
+
+    def generate(self, unit, source):
+        super().generate(unit, source)
+        unit.window = self.window_of(source.nodes[0])
+
+    @staticmethod
+    def window_of(node: Node) -> WindowGeometry:
+        """The geometry of the window op ``node``, from its attributes and shapes."""
+        first, out = node.input_shapes[0], node.output_shapes[0]
+        spatial = len(first) - 2
+
+        def as_2d(values, fill=1):  # a 1-D op's one row
+            return [fill] * (2 - spatial) + list(values)
+
+        if node.op == "GlobalAveragePool":
+            return WindowGeometry("mean", first[1], as_2d(first[2:]), as_2d(out[2:]), as_2d(first[2:]), [1, 1],
+                                  [0, 0], [1, 1])
+        pads = node.attrs.get("pads") or [0] * (2 * spatial)
+        return WindowGeometry("max", first[1], as_2d(first[2:]), as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
+                              as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
+                              as_2d(node.attrs.get("dilations") or [1] * spatial))
 
     def is_one(self, unit):
         return unit.window is not None
@@ -193,13 +343,14 @@ def flatten_geometry(shape: list[int]) -> tuple[int, int]:
     return (shape[1], values_of(shape[2:])) if len(shape) >= 3 else (1, values_of(shape))
 
 
-class Flatten(TopKind):
-    """What is left: a Flatten (or a copy, as a unit hls4ml left no layer of)."""
+class Flatten(_Moved):
+    """A Flatten: the channels-last buffer reordered into ONNX's order, with no table."""
 
     name = "flatten"
+    ops = ("Flatten",)
 
     def is_one(self, unit):
-        return True
+        return not unit.index_table
 
     def run(self, unit, buffers):
         (x,), (y,) = unit.inputs, unit.outputs
@@ -208,10 +359,45 @@ class Flatten(TopKind):
                                        target=buffers.at(y), pixels=pixels, channels=channels) + "\n"
 
 
-ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, ADD, GATHER, WINDOW, FLATTEN = (
-    Engine(), Banded(), Hls4ml(), Affine(), Concat(), Add(), Gather(), Window(), Flatten())
-# In the order a unit is tried against them: the first that says it is one is its kind.
-TOP_KINDS = (ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, ADD, GATHER, WINDOW, FLATTEN)
+class Gather(_Moved):
+    """Any other op that only moves values (a relayout: Reshape, Transpose, Slice ...), by a table of where each
+    output value comes from."""
+
+    name = "gather"
+
+    def makes(self, unit, op, engine):
+        return True
+
+    def generate(self, unit, source):
+        """The table (buffers of rank >= 3 are channels-last), found by running the unit's own ONNX model on the
+        input buffer's positions, so any op that only moves values is right by construction."""
+        super().generate(unit, source)
+        (name, in_shape), = source.reference.inputs
+        (_, out_shape), = source.reference.outputs
+        positions = np.arange(int(np.prod(in_shape)), dtype=np.float32)  # exact up to 2**24 values
+        moved = source.reference.run({name: channels_first(positions.reshape(stored_shape(in_shape, in_shape[0])))})
+        index = channels_last(next(iter(moved.values())).reshape(out_shape)).reshape(-1).astype(np.int64)
+        unit.index_table = source.write(unit, "index.h", self.statement(
+            "index_table", unit=unit.name, size=index.size, values=", ".join(map(str, index))) + "\n")
+
+    def is_one(self, unit):
+        return bool(unit.index_table)
+
+    def values(self, unit, buffers):
+        (x,), (y,) = unit.inputs, unit.outputs
+        return dict(type=buffers.types[x], source=buffers.at(x), target=buffers.at(y), unit=unit.name,
+                    values=values_of(buffers.shapes[y]))
+
+
+ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, ADD, WINDOW, FLATTEN, GATHER = (
+    Engine(), Banded(), Hls4ml(), Affine(), Concat(), Add(), Window(), Flatten(), Gather())
+# In the order a unit is tried against them: the first that makes it, or says it is one, is its kind.
+TOP_KINDS = (ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, ADD, WINDOW, FLATTEN, GATHER)
+
+
+def kind_to_generate(unit: ExecutionUnit, op: str, engine: str) -> TopKind:
+    """The kind that makes ``unit``, whose first op is ``op``, on a PE of ``engine``."""
+    return next(kind for kind in TOP_KINDS if kind.makes(unit, op, engine))
 
 
 def top_kind(unit: ExecutionUnit) -> TopKind:

@@ -28,7 +28,7 @@ from onnx import helper, numpy_helper
 from ..core.board import Device
 from ..core.graph import Graph
 from ..core.precision import SoftmaxTables, fixed_grid, integer_bits, quantize, weight_fixed
-from ..fpga.hls_top import precision_width
+from ..fpga.packing import precision_width
 from ..intake.ort_adapter import with_outputs
 from ..intake.rewrites import tensor_shapes
 from ..planning.units import LOOKUP_TABLE_SIZE, split_units

@@ -25,7 +25,7 @@ from ..core.csim import CSimCrash
 from ..core.errors import VerificationError
 from ..core.plan import Plan, Subfunction, TensorVerification, Verification, Widening
 from ..core.progress import Progress
-from ..fpga.hls_top import fixed_range
+from ..fpga.packing import fixed_range
 from ..intake.ort_adapter import OrtModel, open_model
 from . import runtime
 

@@ -13,25 +13,22 @@ from typing import Callable, Iterable, Optional
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
 
-from ..core.board import TOP_ELEMENTWISE_OPS, TOP_WINDOW_OPS, Board
-from ..core.board_runtime import channels_first, channels_last, stored_shape
+from ..core.board import Board
 from ..core.cache import BuildCache, digest, toolchain
 from ..core.csim import compile_library
 from ..core.errors import ToolError, UserError, VerificationError, first_line, raised_in_hetdeploy
-from ..core.graph import Graph
+from ..core.graph import Graph, Node
 from ..core.plan import Band, ExecutionUnit, HlsPort, HlsProject, Plan, PlanFormatError, Subfunction, UnitHls, from_dict
-from ..core.precision import CppFixed, weight_fixed
 from ..core.progress import Progress, Reporter, stderr_progress
 from ..fpga.hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitIsACopy, UnitSettings, ap_types_headers, fixed_config,
-                                   fixed_precision, generate_unit)
-from ..fpga.engine import affine as engine_affine, quantized as engine_quantized, weights_bytes as engine_weights_bytes
-from ..fpga.hls_top import (DDR_IMAGE, SYNTHESIS_SCRIPT, UNIT_WEIGHTS_FILE, SubfunctionSource, library_name,
-                            precision_bytes, window_of, write_project)
-from ..fpga.top_kinds import AFFINE, GATHER
+                                   generate_unit)
+from ..fpga.engine import weights_bytes as engine_weights_bytes
+from ..fpga.hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, library_name, write_project
+from ..fpga.packing import precision_bytes
+from ..fpga.top_kinds import UnitSource, kind_to_generate, top_kind
 from ..intake.model import LoadedModel
-from ..intake.ort_adapter import OrtModel, open_model
+from ..intake.ort_adapter import open_model
 from ..intake.subgraph import band_model, extract
 from ..planning import memory
 from ..planning.config import BuildOptions
@@ -83,12 +80,40 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
 def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: BuildOptions, build_dir: Path,
                     envs: list[dict[str, np.ndarray]], unit_widths: dict[str, int], progress: Reporter,
                     done: Callable[[], None], cache: Optional[BuildCache]) -> dict[str, str]:
-    """Every execution unit of ``sub`` through hls4ml; returns the C++ type of each buffer."""
+    """Every execution unit of ``sub`` made by its kind (``top_kinds``); returns the C++ type of each buffer."""
     project = build_dir / "hls" / sub.name
     (build_dir / "subfunctions" / sub.name).mkdir()
-    config_precision: dict[str, str] = {}  # tensor -> what its buffer holds, as an hls4ml config string
-    cpp_precision: dict[str, str] = {}  # the same, as a C++ type
-    ops = {n.name: n.op for n in loaded.graph.nodes}
+    config_types: dict[str, str] = {}  # tensor -> what its buffer holds, as an hls4ml config string
+    cpp_types: dict[str, str] = {}  # the same, as a C++ type
+    nodes = {n.name: n for n in loaded.graph.nodes}
+
+    def convert(unit: ExecutionUnit, model: onnx.ModelProto, samples: list[dict[str, np.ndarray]]) -> Optional[UnitHls]:
+        """hls4ml's project of ``unit`` at its settings (the build's pinned precisions for its nodes first)."""
+        types = next((options.precisions[n] for n in unit.nodes if n in options.precisions), {})
+        result = types.get("result")
+        hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz,
+                                 width=result[0] if result else unit_widths[unit.name])
+        settings = UnitSettings(unit.reuse_factor, unit.strategy, [config_types.get(t) for t in unit.inputs],
+                                unit.weights_in_ddr, fixed_config(*result) if result else None,
+                                unit.table_size, unit.io_type,
+                                {kind: fixed_config(*t) for kind, t in types.items() if kind != "result"})
+        folder = project / "units" / unit.name
+        try:
+            hls = _converted_unit(model, folder, unit.name, samples, settings, hls_options, cache)
+        except UnitIsACopy:
+            shutil.rmtree(folder, ignore_errors=True)
+            return None
+        except UserError:
+            raise
+        except Exception as err:
+            if raised_in_hetdeploy(err):  # our rewrites or precisions: a bug, with its traceback
+                raise
+            log = folder / HLS4ML_LOG  # hls4ml or qonnx refused the unit
+            raise ToolError(f"hls4ml failed on unit {unit.name} ({_ops(unit, nodes)}; "
+                            f"nodes {', '.join(unit.nodes)}): {type(err).__name__}: "
+                            f"{first_line(err)}; see {log if log.exists() else 'no log was written'}") from None
+        return dataclasses.replace(hls, project=os.path.relpath(hls.project, build_dir))
+
     for unit in sub.execution_units:
         progress.working(f"{unit.name}: converting through hls4ml")
         unit.onnx = f"subfunctions/{sub.name}/{unit.name}.onnx"
@@ -102,87 +127,21 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
                             for b in range(unit.band.count)]
         for env in envs:  # the float values every later unit sees
             env.update(reference.run(env))
-        if unit.engine is not None:
-            config_precision[unit.outputs[0]], cpp_precision[unit.outputs[0]] = _engine_unit(
-                unit, model, unit_samples, envs, config_precision, cpp_precision, unit_widths[unit.name], project)
-        elif device.pes[unit.pe].engine == "hls4ml":
-            types = next((options.precisions[n] for n in unit.nodes if n in options.precisions), {})
-            result = types.get("result")
-            hls_options = HlsOptions(part=device.part, clock_period_ns=1000.0 / device.clock_mhz,
-                                     width=result[0] if result else unit_widths[unit.name])
-            settings = UnitSettings(unit.reuse_factor, unit.strategy, [config_precision.get(t) for t in unit.inputs],
-                                    unit.weights_in_ddr, fixed_config(*result) if result else None,
-                                    unit.table_size, unit.io_type,
-                                    {kind: fixed_config(*t) for kind, t in types.items() if kind != "result"})
-            unit.hls = None
-            try:
-                unit.hls = _converted_unit(model, project / "units" / unit.name, unit.name, unit_samples, settings,
-                                           hls_options, cache)
-            except UnitIsACopy:  # hls4ml left no layer (a BatchNormalization of 1 and 0): the top copies it
-                shutil.rmtree(project / "units" / unit.name, ignore_errors=True)
-            except UserError:
-                raise
-            except Exception as err:
-                if raised_in_hetdeploy(err):  # our rewrites or precisions: a bug, with its traceback
-                    raise
-                log = project / "units" / unit.name / HLS4ML_LOG  # hls4ml or qonnx refused the unit
-                unit_ops = ", ".join(sorted({ops[n] for n in unit.nodes}))
-                raise ToolError(f"hls4ml failed on unit {unit.name} ({unit_ops}; "
-                                f"nodes {', '.join(unit.nodes)}): {type(err).__name__}: "
-                                f"{first_line(err)}; see {log if log.exists() else 'no log was written'}") from None
-        if unit.hls is None and unit.engine is None:  # implemented by our top, not hls4ml
-            for source in unit.inputs:
-                if source not in cpp_precision:  # a subfunction input read first here
-                    config_precision[source], cpp_precision[source] = fixed_precision(
-                        max(float(np.max(np.abs(s[source]))) for s in unit_samples), unit_widths[unit.name])
-            node, *after = (n for n in loaded.graph.nodes if n.name in unit.nodes)
-            if node.op in TOP_ELEMENTWISE_OPS:  # its output sized on the values it gave on the float pipeline
-                config_precision[unit.outputs[0]], cpp_precision[unit.outputs[0]] = fixed_precision(
-                    max(float(np.max(np.abs(env[unit.outputs[0]]))) for env in envs), unit_widths[unit.name])
-                unit.elementwise = [node.op] + [n.op for n in after]
-            else:  # it moves or compares its input's values: their type
-                (source,) = unit.inputs
-                config_precision[unit.outputs[0]] = config_precision[source]
-                cpp_precision[unit.outputs[0]] = cpp_precision[source]
-            if node.op in TOP_WINDOW_OPS:
-                unit.window = window_of(node)
-            elif node.op == "BatchNormalization":
-                unit.affine = _write_affine_table(unit, model, unit_widths[unit.name], project)
-            elif node.op not in ("Flatten", *TOP_ELEMENTWISE_OPS):
-                unit.index_table = _write_index_table(unit, reference, project)
-        elif unit.hls is not None:
-            unit.hls.project = os.path.relpath(unit.hls.project, build_dir)
-            for port in unit.hls.inputs + unit.hls.outputs:
-                config_precision.setdefault(port.tensor, port.config_precision)
-                cpp_precision.setdefault(port.tensor, port.precision)
-        unit.precision = cpp_precision[unit.outputs[0]]
+        unit_nodes = [nodes[n] for n in unit.nodes]
+        kind = kind_to_generate(unit, unit_nodes[0].op, device.pes[unit.pe].engine)
+        kind.generate(unit, UnitSource(model, reference, unit_nodes, unit_samples, envs, unit_widths[unit.name],
+                                       project, config_types, cpp_types, convert))
+        unit.precision = cpp_types[unit.outputs[0]]
         for band, (tensor, _) in unit.band_buffers().items():
-            cpp_precision[band] = cpp_precision[tensor]
-        how = "on the engine" if unit.engine is not None else "implemented by the top" if unit.hls is None else \
-            "converted by hls4ml"
-        progress.detail(f"        {unit.name} ({', '.join(sorted({ops[n] for n in unit.nodes}))}): {how}, "
-                        f"{unit.precision}")
+            cpp_types[band] = cpp_types[tensor]
+        progress.detail(f"        {unit.name} ({_ops(unit, nodes)}): {top_kind(unit).how}, {unit.precision}")
         done()
-    return cpp_precision
+    return cpp_types
 
 
-def _engine_unit(unit: ExecutionUnit, model: onnx.ModelProto, samples: list[dict[str, np.ndarray]],
-                 envs: list[dict[str, np.ndarray]], config_precision: dict[str, str], cpp_precision: dict[str, str],
-                 width: int, project: Path) -> tuple[str, str]:
-    """A unit on the engine: its weights and biases (BatchNormalizations folded in) at ``width`` bits into its
-    DDR weights file, its layer's binary points set; its output's type sized on the values it gave on the float
-    pipeline (``envs``), at ``width`` bits. Returns that type (hls4ml config string, C++ type)."""
-    (source,) = unit.inputs
-    if source not in cpp_precision:  # a subfunction input read first here
-        config_precision[source], cpp_precision[source] = fixed_precision(
-            max(float(np.max(np.abs(s[source]))) for s in samples), width)
-    output = fixed_precision(max(float(np.max(np.abs(env[unit.outputs[0]]))) for env in envs), width)
-    weights, bias = engine_affine(model)
-    unit.engine, packed = engine_quantized(unit.engine, weights, bias, width, cpp_precision[source], output[1])
-    folder = project / "units" / unit.name
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / UNIT_WEIGHTS_FILE).write_bytes(packed)
-    return output
+def _ops(unit: ExecutionUnit, nodes: dict[str, Node]) -> str:
+    """The ops of ``unit``'s nodes, for a message."""
+    return ", ".join(sorted({nodes[n].op for n in unit.nodes}))
 
 
 def _converted_unit(model: onnx.ModelProto, folder: Path, name: str, samples: list[dict[str, np.ndarray]],
@@ -213,43 +172,6 @@ def _band_rows(x: np.ndarray, band: Band, b: int) -> np.ndarray:
     inside = range(max(0, first), min(x.shape[2], first + band.input_rows))
     rows[:, :, inside.start - first:inside.stop - first] = x[:, :, inside.start:inside.stop]
     return rows
-
-
-def _write_affine_table(unit: ExecutionUnit, model: onnx.ModelProto, width: int, project: Path) -> str:
-    """The per-channel scale and shift of the BatchNormalization ``unit`` computes (scale / sqrt(var + epsilon),
-    bias - mean * that), as one fixed-point type of ``width`` bits that holds the larger of them
-    (``weight_fixed``, rounded to the nearest): a C++ header."""
-    (node, *_), constants = model.graph.node, {t.name: numpy_helper.to_array(t).astype(np.float64)
-                                              for t in model.graph.initializer}
-    eps = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "epsilon"), 1e-5)
-    gamma, beta, mean, var = (constants[name] for name in node.input[1:5])
-    scale = gamma / np.sqrt(var + eps)
-    shift = beta - mean * scale
-    bits, integer = weight_fixed(np.concatenate([scale, shift]), width)
-    held = CppFixed(True, bits, integer, "RND", "SAT")
-    header = Path("units") / unit.name / "affine.h"
-    (project / header).parent.mkdir(parents=True, exist_ok=True)
-    (project / header).write_text(AFFINE.statement(
-        "affine_table", unit=unit.name, type=f"ap_fixed<{bits},{integer},AP_RND,AP_SAT>", channels=scale.size,
-        scale=", ".join(map(repr, held.quantize(scale).tolist())),
-        shift=", ".join(map(repr, held.quantize(shift).tolist()))) + "\n")
-    return str(header)
-
-
-def _write_index_table(unit: ExecutionUnit, reference: OrtModel, project: Path) -> str:
-    """The relayout ``unit`` as a table: where in the input buffer each value of the output buffer
-    comes from (buffers of rank >= 3 are channels-last). Found by running the unit's own ONNX model
-    on the input buffer's positions, so any op that only moves values is right by construction."""
-    (name, in_shape), = reference.inputs
-    (_, out_shape), = reference.outputs
-    positions = np.arange(int(np.prod(in_shape)), dtype=np.float32)  # exact up to 2**24 values
-    moved = reference.run({name: channels_first(positions.reshape(stored_shape(in_shape, in_shape[0])))})
-    index = channels_last(next(iter(moved.values())).reshape(out_shape)).reshape(-1).astype(np.int64)
-    header = Path("units") / unit.name / "index.h"
-    (project / header).parent.mkdir(parents=True, exist_ok=True)
-    (project / header).write_text(GATHER.statement("index_table", unit=unit.name, size=index.size,
-                                                   values=", ".join(map(str, index))) + "\n")
-    return str(header)
 
 
 def _write_top(sub: Subfunction, shapes: dict[str, list[int]], part: str, clock_period_ns: float, max_batch: int,
