@@ -3,6 +3,7 @@ allows, so the stages form one direction; the planning algorithms stay free of o
 and qonnx; no module sits outside a subpackage."""
 
 import ast
+import re
 
 import pytest
 from modules import PACKAGE, imports, modules, package_of
@@ -131,3 +132,28 @@ def test_hls4ml_is_changed_only_through_its_registration_calls():
                       "import_module") and call.args and isinstance(call.args[0], ast.Constant)
                   and str(call.args[0].value).startswith("hls4ml")]
     assert found == []
+
+
+def _anchor(heading: str) -> str:
+    """GitHub's anchor of a Markdown heading: lower case, punctuation but '-' and '_' dropped, spaces as '-'."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_the_readme_and_the_docs_resolves():
+    """Issue 64: the README links to docs/, one page a question, and the pages to each other: every relative link
+    names a file that exists and, where it has one, a heading of that file."""
+    root = PACKAGE.parent
+    pages = [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+:", target):  # a web address
+                continue
+            file, _, anchor = target.partition("#")
+            linked = (page.parent / file).resolve() if file else page
+            if not linked.exists():
+                broken.append(f"{page.relative_to(root)}: {target}: no such file")
+            elif anchor and linked.suffix == ".md" and anchor not in {
+                    _anchor(line.lstrip("#")) for line in linked.read_text().splitlines() if line.startswith("#")}:
+                broken.append(f"{page.relative_to(root)}: {target}: no such heading")
+    assert broken == []
