@@ -744,3 +744,41 @@ def test_distributed_arithmetic_is_weighed_when_asked_for_quantized_kernels_with
     # LUTs for every unit but this one under distributed_arithmetic: it is folded instead
     (folded,) = fold([quantized], budget | {"lut": chosen["lut"] - 1}, 8, distributed_arithmetic=True)
     assert folded.reuse_factor > 1 and folded.hls_strategy != DISTRIBUTED_ARITHMETIC
+
+
+def test_every_folding_hls4ml_accepts_on_a_one_pixel_layer_plans_or_is_refused_in_one_line(tmp_path):
+    """Issue 67: a pointwise convolution whose output is one pixel, its reuse factor pinned and its io type left
+    to hetdeploy, stopped `plan` with a traceback (fold's ValueError: the folding by_cost gave it, io_parallel, was
+    not among the pinned unit's options). Every pin of strategy, io type and reuse factor hls4ml accepts on it,
+    each pinned or left: a plan whose unit keeps every pin, or a UserError (it does not fit), nothing else."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from hetdeploy import UserError
+    from hetdeploy.commands.api import plan
+    from hetdeploy.planning.units import valid_reuse_factors
+
+    weights = np.random.default_rng(0).normal(size=(16, 32, 1, 1)).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], name="pw", kernel_shape=[1, 1]),
+         helper.make_node("Relu", ["y"], ["z"], name="relu")], "pointwise",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 32, 1, 1])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 16, 1, 1])], [numpy_helper.from_array(weights, "w")])
+    model = tmp_path / "pointwise.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(model))
+    planned = refused = 0
+    for strategy in (None, "Latency", "Resource"):
+        for io in (None, "io_parallel", "io_stream"):
+            for rf in valid_reuse_factors(32, 16):
+                pins = dict(reuse_factors={"pw": rf}, strategies={"pw": strategy} if strategy else {},
+                            io_types={"pw": io} if io else {})
+                try:
+                    result = plan(model, "pynq-z2", policy="support", **pins).plan
+                except UserError:
+                    refused += 1
+                    continue
+                (unit,) = [u for s in result.subfunctions for u in s.execution_units if "pw" in u.nodes]
+                assert unit.reuse_factor == rf and (strategy is None or unit.strategy == strategy) and \
+                    (io is None or unit.io_type == io), (strategy, io, rf, unit)
+                planned += 1
+    assert planned and refused  # the unfolded ones do not fit the PYNQ-Z2's DSPs

@@ -556,8 +556,9 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[
     for u in movable:  # the engine takes nothing of the budget: a unit it runs faster goes to it
         if cycles(u, on_engine) < cycles(u, foldings[u]):
             foldings[u] = on_engine
-    # a unit on the engine unfolds back to hls4ml only to a faster folding, if that fits (``_give_back``)
-    options = [[pinned[u]] if u in pinned else
+    # a unit on the engine unfolds back to hls4ml only to a faster folding, if that fits (``_give_back``); a
+    # pinned unit keeps its folding as ``by_cost`` left it (the strategy and io type it chose where not pinned)
+    options = [[f] if u in pinned else
                [o._replace(io_type=f.io_type) for o in folding_options(s, widths[u], ddr_bytes_per_cycle, f.strategy)]
                if f.strategy != ENGINE or u in strategies else
                [o for o in folding_options(s, widths[u], ddr_bytes_per_cycle) if cycles(u, o) < cycles(u, f)] + [f]
