@@ -28,8 +28,9 @@ from ..core.graph import Node
 from ..core.plan import ExecutionUnit, UnitHls, WeightPort, Window as WindowGeometry
 from ..core.precision import CppFixed, weight_fixed
 from ..intake.ort_adapter import OrtModel
-from .engine import affine as engine_affine, quantized as engine_quantized
-from .hls4ml_adapter import fixed_precision
+from .engine import affine as engine_affine, quantized as engine_quantized, weights_bytes as engine_weights_bytes
+from . import open_synth
+from .hls4ml_adapter import ARITHMETIC_FILE, fixed_precision
 from .packing import UNIT_WEIGHTS_FILE
 from .templates import line, statement
 
@@ -106,6 +107,22 @@ class TopKind:
     def is_one(self, unit: ExecutionUnit) -> bool:
         raise NotImplementedError
 
+    def trace(self, unit: ExecutionUnit, project: Path, types: dict[str, str],
+              input_shape: tuple[int, ...]) -> open_synth.Traced:
+        """``unit``'s arithmetic traced for open synthesis (``build --open-synth``), from what its C++ is made of
+        in ``project`` (the subfunction's), its buffers of C++ ``types``; raises ``open_synth.NotTraced``."""
+        raise open_synth.NotTraced(f"{self.traced_as(unit)}: hetdeploy's own C++, which open synthesis does not "
+                                   f"trace")
+
+    def ddr_weights(self, unit: ExecutionUnit, width: int) -> tuple[int, str]:
+        """The bytes of the weights a unit of this kind keeps in DDR (``weights_in_ddr``), made at ``width`` bits,
+        and the C++ type of their buffer."""
+        raise NotImplementedError(f"a unit of kind {self.name} keeps no weights in DDR")
+
+    def traced_as(self, unit: ExecutionUnit) -> str:
+        """What the unit is, in the line saying it is not traced."""
+        return f"the top's {' + '.join(unit.elementwise)}"
+
     def run(self, unit: ExecutionUnit, buffers: Buffers) -> str:
         """The lines that run ``unit``: its template (its kind's name) filled with ``values``."""
         return self.line(self.name, **self.values(unit, buffers))
@@ -148,6 +165,13 @@ class Engine(TopKind):
     def is_one(self, unit):
         return unit.engine is not None
 
+    def traced_as(self, unit):
+        return "the engine's layer"
+
+    def ddr_weights(self, unit, width):
+        """Its weights region, ``width``-bit lanes."""
+        return engine_weights_bytes(unit.engine, width), f"ap_int<{width}>"
+
     def run(self, unit, buffers):
         (x,), (y,), at = unit.inputs, unit.outputs, buffers.at
         return self.line("run_engine", name=buffers.engine.function, source=at(x), target=at(y),
@@ -182,6 +206,15 @@ class Hls4ml(TopKind):
 
     def is_one(self, unit):
         return unit.hls is not None
+
+    def ddr_weights(self, unit, width):
+        """Its weight arrays, typed as the first (the unit's header says each one's)."""
+        return sum(w.size for w in unit.hls.ddr_weights), unit.hls.ddr_weights[0].precision
+
+    def trace(self, unit, project, types, input_shape):
+        """What hls4ml's layers compute (``write_arithmetic``'s file in its project), one band's when banded."""
+        return open_synth.trace(open_synth.Arithmetic.load(project / "units" / unit.name / ARITHMETIC_FILE),
+                                unit.band.pad_top if unit.band is not None else None)
 
     def run(self, unit, buffers):
         arguments = [buffers.at(t) for t in unit.inputs + unit.outputs] + [p.port for p in buffers.weights]
@@ -227,6 +260,18 @@ class _Moved(TopKind):
         source.size_inputs(unit)
         (x,), (y,) = unit.inputs, unit.outputs
         source.config_types[y], source.cpp_types[y] = source.config_types[x], source.cpp_types[x]
+
+    def trace(self, unit, project, types, input_shape):
+        """``open_synth.trace_top`` of the values it moves, ``moved`` says where from."""
+        (x,), (y,) = unit.inputs, unit.outputs
+        if types[x] != types[y]:
+            raise open_synth.NotTraced(f"the top writes {types[x]} values into a {types[y]} buffer")
+        return open_synth.trace_top(unit.name, types[x], math.prod(input_shape),
+                                    **self.moved(unit, project, input_shape))
+
+    def moved(self, unit: ExecutionUnit, project: Path, input_shape: tuple[int, ...]) -> dict:
+        """``trace_top``'s window or index (each output value's input position)."""
+        raise NotImplementedError
 
 
 class Affine(_Computed):
@@ -325,6 +370,9 @@ class Window(_Moved):
     def is_one(self, unit):
         return unit.window is not None
 
+    def moved(self, unit, project, input_shape):
+        return dict(window=unit.window)
+
     def run(self, unit, buffers):
         (x,), (y,) = unit.inputs, unit.outputs
         return self.line(f"window_{unit.window.reduce}", type=buffers.types[x], source=buffers.at(x),
@@ -351,6 +399,12 @@ class Flatten(_Moved):
 
     def is_one(self, unit):
         return not unit.index_table
+
+    def moved(self, unit, project, input_shape):
+        """arena.h's flatten_channels_last: ONNX's (C, H, W) order from (H, W, C)."""
+        channels, pixels = flatten_geometry(list(input_shape))
+        values = np.arange(math.prod(input_shape))
+        return dict(index=(values % pixels) * channels + values // pixels)
 
     def run(self, unit, buffers):
         (x,), (y,) = unit.inputs, unit.outputs
@@ -382,6 +436,11 @@ class Gather(_Moved):
 
     def is_one(self, unit):
         return bool(unit.index_table)
+
+    def moved(self, unit, project, input_shape):
+        """The table generate wrote (units/<unit>/index.h)."""
+        table = (project / unit.index_table).read_text()
+        return dict(index=np.array([int(v) for v in table[table.index("{") + 1:table.rindex("}")].split(",")]))
 
     def values(self, unit, buffers):
         (x,), (y,) = unit.inputs, unit.outputs

@@ -23,7 +23,6 @@ from ..core.plan import Band, ExecutionUnit, HlsPort, HlsProject, Plan, PlanForm
 from ..core.progress import Progress, Reporter, stderr_progress
 from ..fpga.hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitIsACopy, UnitSettings, ap_types_headers, fixed_config,
                                    generate_unit)
-from ..fpga.engine import weights_bytes as engine_weights_bytes
 from ..fpga.hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, library_name, write_project
 from ..fpga.packing import precision_bytes
 from ..fpga.top_kinds import UnitSource, kind_to_generate, top_kind
@@ -58,14 +57,11 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
         # the same plan as `hetdeploy plan` made, on the buffers' real element sizes
         memory.plan_memory(plan, loaded.graph, loaded.tensor_shapes(), board, options.memory_strategy, options.width,
                            options.batch, lambda t: precision_bytes(precision[t]),
-                           lambda u: engine_weights_bytes(u.engine, unit_widths[u.name]) if u.engine is not None
-                           else sum(w.size for w in u.hls.ddr_weights),
-                           reorder=False)
+                           lambda u: top_kind(u).ddr_weights(u, unit_widths[u.name])[0], reorder=False)
         for _, sub in fpga:
             started = time.monotonic()
-            # a unit's DDR weights: their first array's type (the unit's header says each one's); the engine's lanes
-            weights = {f"{u.name}.weights": f"ap_int<{unit_widths[u.name]}>" if u.engine is not None
-                       else u.hls.ddr_weights[0].precision for u in sub.execution_units if u.weights_in_ddr}
+            weights = {f"{u.name}.weights": top_kind(u).ddr_weights(u, unit_widths[u.name])[1]
+                       for u in sub.execution_units if u.weights_in_ddr}
             for b in sub.memory.buffers:
                 b.precision = weights[b.tensor] if b.kind == "weights" else precision[b.tensor]
             device = board.device(sub.device)

@@ -9,7 +9,6 @@ Yosys's, not Vivado's; no timing is claimed."""
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
@@ -18,8 +17,7 @@ import numpy as np
 from ..core.plan import ExecutionUnit, OpenSynthesis, Plan, Subfunction
 from ..core.progress import Reporter
 from ..fpga import open_synth
-from ..fpga.hls4ml_adapter import ARITHMETIC_FILE
-from ..fpga.top_kinds import flatten_geometry
+from ..fpga.top_kinds import top_kind
 from ..running import runtime
 
 RTL_FOLDER = "rtl"  # in the build folder: one folder per unit
@@ -53,9 +51,8 @@ def _unit(unit: ExecutionUnit, sub: Subfunction, build_dir: Path, pairs: list, f
     seconds = {}
     started = time.monotonic()
     try:
-        traced = (open_synth.trace(open_synth.Arithmetic.load(build_dir / unit.hls.project / ARITHMETIC_FILE),
-                                   unit.band.pad_top if unit.band is not None else None)
-                  if unit.hls is not None else _top_unit(unit, sub, build_dir, pairs[0][0][unit.inputs[0]].shape))
+        types = {b.tensor: b.precision for b in sub.memory.buffers}
+        traced = top_kind(unit).trace(unit, build_dir / sub.hls.project, types, pairs[0][0][unit.inputs[0]].shape)
     except open_synth.NotTraced as why:
         return OpenSynthesis("skipped for size" if isinstance(why, open_synth.TooLarge) else "not traced", str(why))
     seconds["trace"] = time.monotonic() - started
@@ -84,28 +81,6 @@ def _unit(unit: ExecutionUnit, sub: Subfunction, build_dir: Path, pairs: list, f
         record.status, record.why = "not synthesised", str(failed)
     seconds["synthesise"] = time.monotonic() - started
     return record
-
-
-def _top_unit(unit: ExecutionUnit, sub: Subfunction, build_dir: Path, input_shape: tuple[int, ...]):
-    """``open_synth.trace_top`` of a unit hetdeploy's top implements, from what its C++ is made of: the index
-    table generate wrote (units/<unit>/index.h), the window op's geometry, or a Flatten's channels-last order."""
-    if unit.engine is not None or unit.elementwise:  # not an index table or a window: nothing trace_top writes
-        what = "the engine's layer" if unit.engine is not None else f"the top's {' + '.join(unit.elementwise)}"
-        raise open_synth.NotTraced(f"{what}: hetdeploy's own C++, which open synthesis does not trace")
-    types = {b.tensor: b.precision for b in sub.memory.buffers}
-    (source,), (target,) = unit.inputs, unit.outputs
-    if types[source] != types[target]:
-        raise open_synth.NotTraced(f"the top writes {types[source]} values into a {types[target]} buffer")
-    values = math.prod(input_shape)
-    if unit.window is not None:
-        return open_synth.trace_top(unit.name, types[source], values, window=unit.window)
-    if unit.index_table:
-        table = (build_dir / sub.hls.project / unit.index_table).read_text()
-        index = np.array([int(v) for v in table[table.index("{") + 1:table.rindex("}")].split(",")])
-    else:  # arena.h's flatten_channels_last: ONNX's (C, H, W) order from (H, W, C)
-        channels, pixels = flatten_geometry(input_shape)
-        index = (np.arange(values) % pixels) * channels + np.arange(values) // pixels
-    return open_synth.trace_top(unit.name, types[source], values, index=index)
 
 
 def summary(record: OpenSynthesis) -> str:
