@@ -299,6 +299,12 @@ def test_every_unit_of_a_quantized_build_is_rtl_equal_to_its_c_simulation(open_b
         for unit in distributed:
             assert 0.5 < unit.estimate["lut"] / unit.open_synthesis.yosys["lut"] < 2, (unit.estimate,
                                                                                          unit.open_synthesis.yosys)
+        # the same arithmetic as the MLP's under Latency, so the same Verilog: Yosys's counts came from the build
+        # cache the MLP's build stored them in (the session's), the same counts
+        plain = {u.name: u.open_synthesis.yosys for s in Plan.load(open_builds["mlp"] / "plan.json").subfunctions
+                 for u in s.execution_units}
+        assert all(u.open_synthesis.yosys == plain[u.name] for u in units)
+        assert f"{len(units)} of {len(units)} Yosys syntheses" in (out / "build.log").read_text()
     unit = max(traced, key=lambda u: u.open_synthesis.da4ml_cost)
     folder = out / unit.open_synthesis.rtl
     _change_a_weight(folder)

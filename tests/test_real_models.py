@@ -20,12 +20,12 @@ DATA = Path(qonnx.__file__).parent / "data" / "onnx"
     ("bsd300x3-espcn/nn_resize/float_model.onnx", "latency", True),  # in bands
 ])
 def test_shipped_models_build_and_emulate_on_pynq_z2(tmp_path, model, policy, all_on_fpga):
-    """One sample to size on (two to verify on: another and one stretched onto its range's edges): the ESPCN's
-    convolutions over 85 x 85 maps take seconds a sample in C-simulation."""
+    """One sample to size on (two to verify on: another and one stretched onto its range's edges) and one more
+    to emulate: the ESPCN's convolutions over 85 x 85 maps take seconds a sample in C-simulation."""
     out = tmp_path / "build"
     plan = build(BuildOptions(model=DATA / model, board="pynq-z2", out_dir=out, policy=policy, samples=1),
                  progress=lambda message: None)
-    result = emulate(out, None, 3)
+    result = emulate(out, None, 1)
     assert result.comparison.passed, result.table()
     assert all(where.get("subfunction") or where.get("folded_into") for where in plan.node_map.values())
     fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
@@ -44,11 +44,11 @@ def test_a_shipped_qonnx_model_builds_and_emulates_against_its_quantized_referen
     quantizers are standard ONNX that onnxruntime runs: the board has no qonnx), and the widenings stay
     on record. Its FPGA convolutions take seconds a sample in C-simulation: the build compares their codes
     on no further samples (generate.flip_samples_to_compare) and says so; two samples size it, for the same
-    reason (three verify it)."""
+    reason (three verify it, one more emulates it)."""
     out, said = tmp_path / "build", []
     plan = build(BuildOptions(model=DATA / "bsd300x3-espcn/subpixel/quant_model.onnx", board="pynq-z2", out_dir=out,
                               samples=2), progress=said.append)
-    result = emulate(out, None, 3)
+    result = emulate(out, None, 1)
     assert result.comparison.passed, result.table()
     assert {w.from_bits for w in plan.widened} == {16} and {w.to_bits for w in plan.widened} == {20}
     fpga = [s for s in plan.subfunctions if s.kind == "fpga"]

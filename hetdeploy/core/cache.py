@@ -107,7 +107,7 @@ def _file_hash(path: Path) -> str:
 
 
 class BuildCache:
-    """Entries of kinds ("unit", "library", "objects", "report") under ``root``; ``hits`` and ``misses`` count this
+    """Entries of kinds ("unit", "library", "objects", "report", "synthesis") under ``root``; ``hits`` and ``misses`` count this
     build's lookups per kind."""
 
     def __init__(self, root: Path, limit: Optional[int] = None):
@@ -233,7 +233,7 @@ class BuildCache:
 @dataclass
 class CacheEntry:
     path: Path
-    kind: str  # unit, library, objects or report
+    kind: str  # unit, library, objects, report or synthesis
     bytes: int
     last_used: float  # seconds since the epoch: when it was stored or last fetched
 
@@ -249,4 +249,4 @@ def _remove(folder: Path, root: Path) -> None:
 
 
 _PLURALS = {"unit": "hls4ml conversions", "library": "compiled libraries", "objects": "units' compiled objects",
-            "report": "reports"}
+            "report": "reports", "synthesis": "Yosys syntheses"}

@@ -524,14 +524,32 @@ def simulate(folder: Path) -> Simulated:
     return Simulated(want.size, len(differ), first)
 
 
-def synthesise(written: Written, family: str) -> dict[str, int]:
-    """Yosys's synth_xilinx of the module; its cell counts: lut, carry, ff, dsp, bram18, lutram."""
-    folder = written.folder
-    (folder / "synth.ys").write_text(template("rtl_synth.ys.in").substitute(
+SYNTHESIS_FILES = ("synth.ys", "synth.log", "yosys_stat.txt")  # what ``synthesise`` writes into the RTL folder
+
+
+def write_synthesis_script(written: Written, family: str) -> None:
+    """synth.ys: Yosys's synth_xilinx of the module for ``family``, its statistics into yosys_stat.txt."""
+    (written.folder / "synth.ys").write_text(template("rtl_synth.ys.in").substitute(
         module=written.module, family=family, sources=" ".join(written.sources), statistics="yosys_stat.txt"))
+
+
+def synthesise(written: Written) -> dict[str, int]:
+    """Yosys runs the RTL folder's synth.ys (``write_synthesis_script``); its cell counts: lut, carry, ff, dsp,
+    bram18, lutram."""
+    folder = written.folder
     (folder / "synth.log").write_text("")
     _run(["yosys", "-q", "-s", "synth.ys"], folder, folder / "synth.log", SYNTH_TIMEOUT_S)
-    return cell_counts((folder / "yosys_stat.txt").read_text())
+    return synthesised_counts(written)
+
+
+def synthesised_counts(written: Written) -> dict[str, int]:
+    """The cell counts of the RTL folder's last synthesis (its yosys_stat.txt)."""
+    return cell_counts((written.folder / "yosys_stat.txt").read_text())
+
+
+def yosys_version() -> str:
+    """What ``yosys -V`` says (a synthesis is cached under it)."""
+    return processes.run(["yosys", "-V"], timeout=60).stdout.strip()
 
 
 def cell_counts(statistics: str) -> dict[str, int]:

@@ -390,7 +390,7 @@ def _verify(state: BuildState) -> BuildState:
 
 def _open_synth(state: BuildState) -> BuildState:
     if state.options.open_synth:
-        open_synthesis(state.plan, state.build_dir, state.samples.verification, state.progress)
+        open_synthesis(state.plan, state.build_dir, state.samples.verification, state.progress, state.cache)
     return state
 
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
+from ..core.cache import BuildCache, digest, toolchain
 from ..core.plan import ExecutionUnit, OpenSynthesis, Plan, Subfunction
 from ..core.progress import Reporter
 from ..fpga import open_synth
@@ -23,8 +25,10 @@ from ..running import runtime
 RTL_FOLDER = "rtl"  # in the build folder: one folder per unit
 
 
-def open_synthesis(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]], progress: Reporter) -> None:
-    """Each FPGA execution unit of ``plan`` traced, simulated and synthesised (or why not), recorded on it."""
+def open_synthesis(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]], progress: Reporter,
+                   cache: Optional[BuildCache] = None) -> None:
+    """Each FPGA execution unit of ``plan`` traced, simulated and synthesised (or why not), recorded on it; a
+    synthesis of the same Verilog by the same Yosys taken from ``cache``."""
     libraries = runtime.CSimLibraries(build_dir)
     seen = runtime.subfunction_inputs(build_dir, plan, samples)
     for index, sub in enumerate(plan.subfunctions):
@@ -40,12 +44,12 @@ def open_synthesis(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarr
         for unit in sub.execution_units:
             progress.working(f"{unit.name}: da4ml, Icarus Verilog, Yosys")
             unit.open_synthesis = _unit(unit, sub, build_dir, pairs[unit.name], family,
-                                        1000.0 / sub.hls.clock_period_ns)
+                                        1000.0 / sub.hls.clock_period_ns, cache)
             progress(f"      {unit.name}: {summary(unit.open_synthesis)}")
 
 
 def _unit(unit: ExecutionUnit, sub: Subfunction, build_dir: Path, pairs: list, family: str,
-          clock_mhz: float) -> OpenSynthesis:
+          clock_mhz: float, cache: Optional[BuildCache]) -> OpenSynthesis:
     if len(unit.outputs) != 1:
         return OpenSynthesis("not traced", f"{len(unit.outputs)} outputs (one is traced)")
     seconds = {}
@@ -76,11 +80,27 @@ def _unit(unit: ExecutionUnit, sub: Subfunction, build_dir: Path, pairs: list, f
         return record
     started = time.monotonic()
     try:
-        record.yosys = open_synth.synthesise(written, family)
+        record.yosys = _synthesised(written, family, cache)
     except open_synth.ToolFailed as failed:
         record.status, record.why = "not synthesised", str(failed)
     seconds["synthesise"] = time.monotonic() - started
     return record
+
+
+def _synthesised(written: open_synth.Written, family: str, cache: Optional[BuildCache]) -> dict[str, int]:
+    """Yosys's counts of the unit's Verilog (``open_synth.synthesise``): from ``cache`` when the same sources and
+    script went through the same Yosys (a unit of the same arithmetic under another hls4ml strategy, a rebuild)."""
+    open_synth.write_synthesis_script(written, family)
+    if cache is None:
+        return open_synth.synthesise(written)
+    key = digest(toolchain(), open_synth.yosys_version(),
+                 *[part for name in sorted({*written.sources, "synth.ys"})
+                   for part in (name, (written.folder / name).read_bytes())])
+    if cache.fetch("synthesis", key, written.folder) is not None:
+        return open_synth.synthesised_counts(written)
+    counts = open_synth.synthesise(written)
+    cache.store("synthesis", key, written.folder, [written.folder / name for name in open_synth.SYNTHESIS_FILES], {})
+    return counts
 
 
 def summary(record: OpenSynthesis) -> str:
