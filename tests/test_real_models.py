@@ -43,11 +43,11 @@ def test_a_shipped_qonnx_model_builds_and_emulates_against_its_quantized_referen
     build partitions again at their widths (what does not fit moves to the A9, where its activation
     quantizers are standard ONNX that onnxruntime runs: the board has no qonnx), and the widenings stay
     on record. Its FPGA convolutions take seconds a sample in C-simulation: the build compares their codes
-    on no further samples (generate.flip_samples_to_compare) and says so; two samples size it, for the same
-    reason (three verify it, one more emulates it)."""
+    on no further samples (generate.flip_samples_to_compare) and says so; one sample sizes it, for the same
+    reason (two verify it, one more emulates it)."""
     out, said = tmp_path / "build", []
     plan = build(BuildOptions(model=DATA / "bsd300x3-espcn/subpixel/quant_model.onnx", board="pynq-z2", out_dir=out,
-                              samples=2), progress=said.append)
+                              samples=1), progress=said.append)
     result = emulate(out, None, 1)
     assert result.comparison.passed, result.table()
     assert {w.from_bits for w in plan.widened} == {16} and {w.to_bits for w in plan.widened} == {20}

@@ -48,6 +48,10 @@ class Graph:
     nodes: list[Node]  # in a topological order
     inputs: list[str]
     outputs: list[str]
+    # ``consumers`` as made from the first so many nodes: the cost loops ask it for every node, and a graph only
+    # ever grows (benchmarks' graphs.Builder appends to the list a Graph holds)
+    _consumers: Optional[tuple[int, dict[str, list[int]]]] = field(default=None, init=False, repr=False,
+                                                                   compare=False)
 
     def node_index(self) -> dict[str, int]:
         """Node name -> its index."""
@@ -58,9 +62,12 @@ class Graph:
         return {t: i for i, n in enumerate(self.nodes) for t in n.outputs}
 
     def consumers(self) -> dict[str, list[int]]:
-        """Tensor name -> indices of the nodes that read it."""
-        result: dict[str, list[int]] = {}
-        for i, n in enumerate(self.nodes):
-            for t in n.inputs:
-                result.setdefault(t, []).append(i)
-        return result
+        """Tensor name -> indices of the nodes that read it (the same dict each call while the nodes are as many:
+        not to be changed)."""
+        if self._consumers is None or self._consumers[0] != len(self.nodes):
+            result: dict[str, list[int]] = {}
+            for i, n in enumerate(self.nodes):
+                for t in n.inputs:
+                    result.setdefault(t, []).append(i)
+            self._consumers = (len(self.nodes), result)
+        return self._consumers[1]

@@ -4,6 +4,7 @@ and the arithmetic every kind of unit shares (``kinds``). The model they make up
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -155,12 +156,17 @@ class Shape:
 
 def valid_reuse_factors(n_in: int, n_out: int) -> list[int]:
     """The reuse factors hls4ml 1.3 accepts for an n_in x n_out layer (its _validate_reuse_factor)."""
+    return list(_valid_reuse_factors(n_in, n_out))
+
+
+@functools.cache  # the folding asks it of every unit at every step
+def _valid_reuse_factors(n_in: int, n_out: int) -> tuple[int, ...]:
     total = n_in * n_out
     result = []
     for rf in range(1, int(math.isqrt(total)) + 1):
         if total % rf == 0:
             result += [rf, total // rf] if rf != total // rf else [rf]
-    return sorted(rf for rf in result if _hls4ml_accepts(n_in, n_out, rf))
+    return tuple(sorted(rf for rf in result if _hls4ml_accepts(n_in, n_out, rf)))
 
 
 def _hls4ml_accepts(n_in: int, n_out: int, rf: int) -> bool:
