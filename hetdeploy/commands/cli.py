@@ -521,9 +521,9 @@ def parser() -> argparse.ArgumentParser:
     k = commands.add_parser("cache", help="show the build cache's size and entries; --clear empties it",
                             usage="%(prog)s [--cache DIR] [--clear] [--json]",
                             description="The build cache keeps hls4ml conversions, compiled C-simulation libraries, "
-                                        "reports and Yosys syntheses under a key of everything that determines them; past its "
-                                        "limit (--cache-limit, $HETDEPLOY_CACHE_LIMIT, else 5G) a build evicts the "
-                                        "least recently used entries.")
+                                        "reports and Yosys syntheses under a key of everything that determines "
+                                        "them; past its limit (--cache-limit, $HETDEPLOY_CACHE_LIMIT, else 5G) a "
+                                        "build evicts the least recently used entries.")
     k.add_argument("--cache", metavar="DIR", help="the cache folder (default: $XDG_CACHE_HOME/hetdeploy or "
                                                   "~/.cache/hetdeploy)")
     k.add_argument("--clear", action="store_true", help="remove every entry (a build running now rebuilds what it "

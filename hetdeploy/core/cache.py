@@ -107,8 +107,8 @@ def _file_hash(path: Path) -> str:
 
 
 class BuildCache:
-    """Entries of kinds ("unit", "library", "objects", "report", "synthesis") under ``root``; ``hits`` and ``misses`` count this
-    build's lookups per kind."""
+    """Entries of kinds ("unit", "library", "objects", "report", "synthesis") under ``root``; ``hits`` and
+    ``misses`` count this build's lookups per kind."""
 
     def __init__(self, root: Path, limit: Optional[int] = None):
         self.root = Path(root)

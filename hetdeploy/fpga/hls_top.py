@@ -273,8 +273,8 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
     for k, (band, (tensor, values)) in enumerate(unit.band_buffers().items()):
         names[band] = f"band_{k}"
         lines.append(line("scratch_words", name=names[band], values=values, type=types[tensor]))
-    lines += [line("from_float", type=types[t], source=names[t], target=f"{names[t]}_words", values=values_of(shapes[t]))
-              for t in unit.inputs]
+    lines += [line("from_float", type=types[t], source=names[t], target=f"{names[t]}_words",
+                   values=values_of(shapes[t])) for t in unit.inputs]
     lines.append(_load_weights(weights))
     lines.append(top_kind(unit).run(unit, Buffers(lambda t: f"{names[t]}_words", types, shapes, weights, engine)))
     lines += [line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=values_of(shapes[t]))

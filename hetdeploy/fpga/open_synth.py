@@ -31,6 +31,7 @@ builds its carry chains of CARRY4 there, not UltraScale's CARRY8); its counts ar
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import json
 import math
@@ -547,6 +548,7 @@ def synthesised_counts(written: Written) -> dict[str, int]:
     return cell_counts((written.folder / "yosys_stat.txt").read_text())
 
 
+@functools.cache  # asked for every unit's synthesis; the tool does not change while hetdeploy runs
 def yosys_version() -> str:
     """What ``yosys -V`` says (a synthesis is cached under it)."""
     return processes.run(["yosys", "-V"], timeout=60).stdout.strip()

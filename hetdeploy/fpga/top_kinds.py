@@ -266,7 +266,7 @@ class _Moved(TopKind):
         (x,), (y,) = unit.inputs, unit.outputs
         if types[x] != types[y]:
             raise open_synth.NotTraced(f"the top writes {types[x]} values into a {types[y]} buffer")
-        return open_synth.trace_top(unit.name, types[x], math.prod(input_shape),
+        return open_synth.trace_top(unit.name, types[x], values_of(list(input_shape)),
                                     **self.moved(unit, project, input_shape))
 
     def moved(self, unit: ExecutionUnit, project: Path, input_shape: tuple[int, ...]) -> dict:
@@ -403,7 +403,7 @@ class Flatten(_Moved):
     def moved(self, unit, project, input_shape):
         """arena.h's flatten_channels_last: ONNX's (C, H, W) order from (H, W, C)."""
         channels, pixels = flatten_geometry(list(input_shape))
-        values = np.arange(math.prod(input_shape))
+        values = np.arange(values_of(list(input_shape)))
         return dict(index=(values % pixels) * channels + values // pixels)
 
     def run(self, unit, buffers):
@@ -428,7 +428,7 @@ class Gather(_Moved):
         super().generate(unit, source)
         (name, in_shape), = source.reference.inputs
         (_, out_shape), = source.reference.outputs
-        positions = np.arange(int(np.prod(in_shape)), dtype=np.float32)  # exact up to 2**24 values
+        positions = np.arange(values_of(in_shape), dtype=np.float32)  # exact up to 2**24 values
         moved = source.reference.run({name: channels_first(positions.reshape(stored_shape(in_shape, in_shape[0])))})
         index = channels_last(next(iter(moved.values())).reshape(out_shape)).reshape(-1).astype(np.int64)
         unit.index_table = source.write(unit, "index.h", self.statement(
