@@ -14,6 +14,28 @@ from hetdeploy.planning.units import RESOURCES
 from hetdeploy.running.emulate import emulate
 
 
+def test_a_streamed_cnns_plan_shows_each_units_fifos_and_line_buffers_on_lines_of_their_own():
+    """The plan lists a streamed unit's resources by part under it (units.resource_parts), the same figures in
+    plan.json's ``resource_parts``, and the parts add up to the unit's row."""
+    view = hetdeploy.plan(Path(__file__).resolve().parent.parent / "examples" / "small_cnn.onnx", "pynq-z2")
+    text = str(view).splitlines()
+    streamed = [u for s in view.plan.subfunctions for u in s.execution_units if u.io_type == "io_stream"]
+    convolutions = [u for u in streamed if "FIFOs" in u.resource_parts and "line buffers" in u.resource_parts]
+    assert convolutions
+    for unit in streamed:
+        row = next(k for k, line in enumerate(text) if line.startswith(f"  {unit.name} "))
+        below = {}
+        for line in text[row + 1:]:
+            if not line.startswith("    "):
+                break
+            *words, dsp, bram18, lut, ff = line.split()
+            below[" ".join(words)] = dict(zip(RESOURCES, map(int, (dsp, bram18, lut, ff))))
+        assert list(below) == list(unit.resource_parts)
+        for part, used in unit.resource_parts.items():
+            assert below[part] == {k: used.get(k, 0) for k in RESOURCES}
+        assert {k: sum(p[k] for p in below.values()) for k in RESOURCES} == {k: unit.estimate[k] for k in RESOURCES}
+
+
 def test_plan_shows_the_cli_table_and_mistakes_raise_user_error(tmp_path):
     model = tmp_path / "jet.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))

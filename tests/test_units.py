@@ -14,8 +14,8 @@ from hetdeploy.core.precision import OCTAVES
 from hetdeploy.planning.units import (BAND_FIFO_SHARE, CYCLES, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, RESOURCES, Folding,
                                       Shape, accumulator_bits, band_of, banded, bram18_blocks, chosen_band, estimate,
                                       estimate_range, fifo_bram18, fold, fold_for_rate, folded_estimate,
-                                      folding_options, registers_output, reuse_factors_for, split_units, unit_shape,
-                                      valid_reuse_factors)
+                                      folding_options, registers_output, resource_parts, reuse_factors_for,
+                                      split_units, unit_shape, valid_reuse_factors)
 
 FPGA = load_board("pynq-z2").device("fpga")
 
@@ -423,6 +423,36 @@ def test_what_hls4ml_computes_combinationally_takes_no_cycle():
         alone = b.graph(b.unary(op, "input"))
         (unit,) = split_units(alone, range(len(alone.nodes)), FPGA)
         assert estimate(unit_shape(alone, unit, FPGA.clock_mhz), 1, 16)["compute_cycles"] == cycles
+
+
+def test_a_units_resources_by_part_sum_to_its_estimate_and_show_a_streamed_layers_fifos_and_line_buffers():
+    """resource_parts: each part of a unit's estimate on its own (its arithmetic, control, registers, line buffers,
+    FIFOs, lookup tables), summing to the estimate under every folding; a streamed convolution fused with its
+    normalization and ReLU shows the FIFOs between its layers (hls4ml's streams, a pixel deep each: BRAM18) and its
+    line buffers ((k - 1) rows of its input in 32-bit shift-register LUTs) as lines of their own."""
+    graph = conv_stack(2, channels=8, size=16)
+    shapes = [unit_shape(graph, u, FPGA.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
+    assert [s.kind for s in shapes][:3] == ["kernel", "kernel", "window"]
+    foldings = [Folding(1), Folding(8, False, "Resource"), Folding(1, False, None, "io_parallel"), Folding(4, True)]
+    for shape in shapes:
+        for folding in foldings:
+            ddr = 4.0 if folding.weights_in_ddr else None
+            parts = resource_parts(shape, folding, 16, ddr)
+            whole = folded_estimate(shape, folding, 16, ddr)
+            assert {k: sum(p.get(k, 0) for p in parts.values()) for k in RESOURCES} == \
+                {k: whole[k] for k in RESOURCES}, (shape.kind, folding)
+    second_conv = shapes[1]  # 8 -> 8 channels on 16 x 16 ('same'), a FIFO of 256 pixels after the Conv and the BN
+    parts = resource_parts(second_conv, Folding(1), 16, None)
+    assert list(parts)[:2] == ["arithmetic", "control"] and "input registers" not in parts
+    assert parts["line buffers"] == {"lut": 2 * 16 * 8 * 16 // 32}
+    # each 256 pixels of 8 x 16 bits: four 512 x 36 BRAM18s side by side
+    assert second_conv.fifos == ((256, 8), (256, 8)) and fifo_bram18(second_conv.fifos, 16) == 2 * 4
+    assert parts["FIFOs"] == {"bram18": fifo_bram18(second_conv.fifos, 16)} and second_conv.fifos
+    assert parts["window registers"]["ff"] == (8 + 9 * 8) * 16
+    parallel = resource_parts(second_conv, Folding(1, False, None, "io_parallel"), 16, None)
+    assert "FIFOs" not in parallel and "line buffers" not in parallel and "input registers" in parallel
+    assert "lookup tables" in resource_parts(shapes[-1], Folding(1), 16, None)  # the dense layer's Softmax
+    assert resource_parts(second_conv, Folding(1, False, "Engine"), 16, None) == {}
 
 
 def test_the_range_where_synthesis_binds_products_to_dsps_or_luts():

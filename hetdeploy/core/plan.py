@@ -380,6 +380,9 @@ class ExecutionUnit:
     estimate: dict[str, int]  # dsp, bram18, lut, ff, latency_cycles
     # a resource synthesis decides (units.estimate_range): [least, most] around its estimate
     estimate_range: dict[str, list[int]] = field(default_factory=dict)
+    # its estimate by part (units.resource_parts: arithmetic, control, registers, line buffers, FIFOs, lookup
+    # tables), each part's non-zero resources; empty on the engine
+    resource_parts: dict[str, dict[str, int]] = field(default_factory=dict)
     weights_in_ddr: bool = False  # its weights stay in DDR, read by the unit on every run
     table_size: int = 0  # entries of each lookup table of its Softmax or table activations (TableSize); 0: none
     io_type: str = ""  # hls4ml's IOType of its project (units.IO_TYPES); "": none, the top moves its values

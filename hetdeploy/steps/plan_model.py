@@ -326,6 +326,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     reuse_factor=folding.reuse_factor, strategy=folding.hls_strategy,
                     precision=_unit_precision(loaded, unit, options, node_bits),
                     estimate=estimate, estimate_range=units.estimate_range(shape, folding, width, best.rate),
+                    resource_parts=units.resource_parts(shape, folding, width, best.rate),
                     weights_in_ddr=folding.weights_in_ddr,
                     table_size=shape.table_entries if shape.table_layers or shape.softmax else 0,
                     io_type="" if unit.engine == "top" or on_engine else

@@ -102,13 +102,13 @@ from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDE
                     DISTRIBUTED_ARITHMETIC, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, ENGINE, ENGINE_CONTROL_DSP,
                     ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_FUSED_OPS, ENGINE_LANES, ENGINE_LANE_FF,
                     ENGINE_LANE_LUT, ENGINE_PIPELINE_CYCLES, FOLDED_STRATEGIES, IO_TYPES, LOOKUP_TABLE_BITS,
-                    LOOKUP_TABLE_SIZE, NOT_HLS4ML_LAYER_OPS, NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ, RESOURCES,
-                    SOFTMAX_REFERENCE_CYCLES, STRATEGIES, SYNTHESIS_LUT_SHARE, Shape, TABLE_INDEX_LUT_PER_BIT,
-                    TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES, UNIT_CONTROL_FF, UNIT_CONTROL_LUT,
-                    VITIS_SOFTMAX_TABLE_BRAM18, accumulator_bits, arena_words, bram18_blocks, buffer_bytes,
-                    ddr_cycles_per_vector, distributed_arithmetic_lut, element_bytes, engine_estimate,
+                    LOOKUP_TABLE_SIZE, NOT_HLS4ML_LAYER_OPS, NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ, RESOURCE_PARTS,
+                    RESOURCES, SOFTMAX_REFERENCE_CYCLES, STRATEGIES, SYNTHESIS_LUT_SHARE, Shape,
+                    TABLE_INDEX_LUT_PER_BIT, TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES, UNIT_CONTROL_FF,
+                    UNIT_CONTROL_LUT, VITIS_SOFTMAX_TABLE_BRAM18, accumulator_bits, arena_words, bram18_blocks,
+                    buffer_bytes, ddr_cycles_per_vector, distributed_arithmetic_lut, element_bytes, engine_estimate,
                     engine_resources, fifo_bram18, pipeline_cycles, strategy_for, valid_reuse_factors)
-from .kinds import KINDS, kind_of
+from .kinds import KINDS, Arithmetic, UnitKind, kind_of
 
 
 @dataclass
@@ -376,32 +376,15 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         return engine_estimate(shape, width, ddr_bytes_per_cycle)
     kind = kind_of(shape)
     own = kind.arithmetic(shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered)
-    dsp, bram18, lut, ff, cycles, ddr = own.dsp, own.bram18, own.lut + UNIT_CONTROL_LUT, own.ff + UNIT_CONTROL_FF, \
-        own.cycles, own.ddr
-    if shape.streamed:  # its window and its output word in registers (``registers_output``); a cycle a FIFO
-        # between its layers
-        ff += (shape.n_out * kind.registers_output(shape) + shape.window_values) * width
-        lut += math.ceil(shape.line_buffer_values * width / 32)
-        bram18 += fifo_bram18(shape.fifos, width)
+    dsp = bram18 = lut = ff = 0
+    for part in _resource_parts(shape, kind, own, width).values():
+        dsp, bram18, lut, ff = dsp + part[0], bram18 + part[1], lut + part[2], ff + part[3]
+    cycles, ddr = own.cycles, own.ddr
+    if shape.streamed:  # a cycle a FIFO between its layers (each a dataflow process), and the line buffers' fill
         cycles += shape.line_buffer_values // max(1, shape.n_out) + shape.layers - 1
-    elif kind.holds_its_input:  # an io_parallel hls4ml unit holds its input vector in registers
-        ff += shape.input_values * width
-    # hls4ml pipelines its table layers at a vector a cycle whatever the reuse factor, each table read
-    # once per value: copied until the reads fit the copies' two ports
-    table = bram18_blocks(shape.table_entries, LOOKUP_TABLE_BITS)
-    copies = math.ceil(shape.n_out / 2)
-    bram18 += shape.table_layers * copies * table
-    lookups = shape.table_layers * shape.n_out
     cycles += shape.table_layers  # each table's read registered (the BRAM's output register)
-    # each read registered, and the input beside it where the output may be the input
-    ff += (shape.table_layers + shape.table_selects) * shape.n_out * width
     if shape.softmax:
-        blocks = table * (VITIS_SOFTMAX_TABLE_BRAM18 if shape.hls_tool == VITIS_HLS else 1)
-        bram18 += (copies + 1) * blocks  # the exponential's copies and the inverse's one
-        lookups += shape.n_out + 1
-        dsp += shape.n_out
         cycles += pipeline_cycles(SOFTMAX_REFERENCE_CYCLES, shape.clock_mhz)
-    lut += lookups * TABLE_INDEX_LUT_PER_BIT * width
     read = 0 if kind.reads_are_its_work else arena_words(shape.input_values, width)
     moved = -(-(read + arena_words(kind.moved_out(shape), width)) // ARENA_PORTS)
     # a stream overlaps the moves of one vector with the arithmetic of another: one vector (a dense layer's) waits
@@ -411,6 +394,57 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
         cycles, ddr, latency = cycles * shape.bands, ddr * shape.bands, (latency + copies) * shape.bands
     return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": latency, "compute_cycles": cycles,
             "buffer_cycles": latency - cycles, "ddr_cycles": ddr}
+
+
+def _resource_parts(shape: Shape, kind: UnitKind, own: Arithmetic, width: int) -> dict[str, tuple[int, int, int, int]]:
+    """(DSP, BRAM18, LUT, FF) of each part of a unit (RESOURCE_PARTS; ``own``: its kind's arithmetic), whose sum
+    is its estimate."""
+    parts = {"arithmetic": (own.dsp, own.bram18, own.lut, own.ff),
+             "control": (0, 0, UNIT_CONTROL_LUT, UNIT_CONTROL_FF)}
+    if shape.streamed:
+        # hls4ml's io_stream layers copy each window (nnet_conv_stream.h's kernel_data: k x k x channels; a dense
+        # layer's input word) and each output word (``registers_output``) into completely partitioned arrays
+        held = shape.n_out * kind.registers_output(shape) + shape.window_values
+        parts["window registers"] = (0, 0, 0, held * width)
+        # (k - 1) rows of the input: nnet_conv_stream.h's ap_shift_reg line_buffer (hls4ml 1.3: line 217), which
+        # Vivado builds from 32-bit shift-register LUTs (SRLC32E), not BRAM
+        parts["line buffers"] = (0, 0, math.ceil(shape.line_buffer_values * width / 32), 0)
+        # the streams between its layers, each as deep as the map's pixels (hls4ml 1.3's StreamVariable,
+        # backends/fpga/fpga_types.py line 364: depth = values / channels) and a pixel's channels wide
+        parts["FIFOs"] = (0, fifo_bram18(shape.fifos, width), 0, 0)
+    elif kind.holds_its_input:  # an io_parallel hls4ml unit holds its input vector in registers
+        parts["input registers"] = (0, 0, 0, shape.input_values * width)
+    if shape.table_layers or shape.softmax:
+        # hls4ml pipelines its table layers at a vector a cycle whatever the reuse factor, each table read
+        # once per value: copied until the reads fit the copies' two ports
+        table = bram18_blocks(shape.table_entries, LOOKUP_TABLE_BITS)
+        copies = math.ceil(shape.n_out / 2)
+        bram18, dsp = shape.table_layers * copies * table, 0
+        lookups = shape.table_layers * shape.n_out
+        # each read registered, and the input beside it where the output may be the input
+        ff = (shape.table_layers + shape.table_selects) * shape.n_out * width
+        if shape.softmax:  # the exponential's copies and the inverse's one; a product an output
+            bram18 += (copies + 1) * table * (VITIS_SOFTMAX_TABLE_BRAM18 if shape.hls_tool == VITIS_HLS else 1)
+            lookups += shape.n_out + 1
+            dsp += shape.n_out
+        parts["lookup tables"] = (dsp, bram18, lookups * TABLE_INDEX_LUT_PER_BIT * width, ff)
+    return parts
+
+
+def resource_parts(shape: Shape, folding: Folding, width: int,
+                   ddr_bytes_per_cycle: Optional[float]) -> dict[str, dict[str, int]]:
+    """A unit's estimated resources (``folded_estimate``'s) by part, in RESOURCE_PARTS' order, each part's non-zero
+    resources: what its arithmetic takes (products, adders, weights), its control, the registers that hold its
+    window and output word (streamed) or its input (io_parallel), its line buffers, the FIFOs between its layers
+    and its lookup tables. Empty for a unit on the engine (the engine's resources are counted once)."""
+    if folding.hls_strategy == ENGINE:
+        return {}
+    shape, reuse_factor, ddr_bytes_per_cycle = _folded(shape, folding, ddr_bytes_per_cycle)
+    own = kind_of(shape).arithmetic(shape, reuse_factor, width, ddr_bytes_per_cycle, folding.hls_strategy,
+                                    (DSP_MIN_WIDTH, DSP_MIN_CONSTANT_BITS), shape.hls_tool == VIVADO_HLS)
+    parts = _resource_parts(shape, kind_of(shape), own, width)
+    return {name: {k: v for k, v in zip(RESOURCES, parts[name]) if v} for name in RESOURCE_PARTS
+            if any(parts.get(name, ()))}
 
 
 def engine_refusal(graph: Graph, unit: Unit) -> Optional[str]:
@@ -471,9 +505,15 @@ def folded_estimate(shape: Shape, folding: Folding, width: int, ddr_bytes_per_cy
                     dsp_binding: tuple[int, int] = (DSP_MIN_WIDTH, DSP_MIN_CONSTANT_BITS),
                     products_registered: Optional[bool] = None) -> dict[str, int]:
     """``estimate`` of ``shape`` folded as ``folding``, under its io type."""
-    return estimate(with_io_type(shape, folding.io_type), folding.reuse_factor, width,
-                    ddr_bytes_per_cycle if folding.weights_in_ddr else None, strategy=folding.hls_strategy,
+    shape, reuse_factor, ddr_bytes_per_cycle = _folded(shape, folding, ddr_bytes_per_cycle)
+    return estimate(shape, reuse_factor, width, ddr_bytes_per_cycle, strategy=folding.hls_strategy,
                     dsp_binding=dsp_binding, products_registered=products_registered)
+
+
+def _folded(shape: Shape, folding: Folding, ddr_bytes_per_cycle: Optional[float]) -> tuple[Shape, int, Optional[float]]:
+    """``estimate``'s shape, reuse factor and DDR rate of ``shape`` folded as ``folding``."""
+    return (with_io_type(shape, folding.io_type), folding.reuse_factor,
+            ddr_bytes_per_cycle if folding.weights_in_ddr else None)
 
 
 def estimate_range(shape: Shape, folding: Folding, width: int,

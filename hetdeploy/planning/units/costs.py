@@ -13,6 +13,9 @@ from ...core.board import RELAYOUT_OPS, VITIS_HLS
 from ...core.graph import QUANTIZER_OPS
 
 RESOURCES = ("dsp", "bram18", "lut", "ff")
+# the parts of a unit's resources (``units.resource_parts``), in the order a plan lists them
+RESOURCE_PARTS = ("arithmetic", "control", "input registers", "window registers", "line buffers", "FIFOs",
+                  "lookup tables")
 # a unit's nodes that are no layer of its hls4ml project: relayouts, and quantizers (its layers' precisions)
 NOT_HLS4ML_LAYER_OPS = frozenset(RELAYOUT_OPS) | QUANTIZER_OPS
 # The layers a unit may start with to run band by band (``band_of``): a window over rows, hls4ml's
