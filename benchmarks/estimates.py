@@ -58,7 +58,7 @@ import numpy as np
 from hetdeploy.core.board import VITIS_HLS, VIVADO_HLS
 from hetdeploy.core.precision import OCTAVES, weight_octaves
 from hetdeploy.planning.units import (RESOURCES, TABLE_OPS, TABLE_SELECT_OPS, UNIT_CONTROL_FF, UNIT_CONTROL_LUT,
-                                      Shape, estimate, kind_of, registers_output, synthesized_lut)
+                                      Shape, estimate, kind_of, registers_output, synthesized_lut, windowed)
 
 TABLE = Path(__file__).resolve().parent / "published_synthesis.csv"
 METRICS = (*RESOURCES, "latency_cycles")
@@ -127,20 +127,21 @@ def _activation(op: str, channels: int, streamed: bool, pixels: int = 1, fifo: b
                  table_selects=int(op in TABLE_SELECT_OPS))
 
 
-def _conv(size: int, channels: int, filters: int, kept: float, padding: int = 0) -> tuple[Shape, int]:
-    """A 3x3 convolution, stride 1, on size x size x channels, its output through a FIFO; its shape
+def _conv(size: int, channels: int, filters: int, kept: float) -> tuple[Shape, int]:
+    """A 3x3 convolution, stride 1, 'valid', on size x size x channels, its output through a FIFO; its shape
     and output size."""
-    out = size + 2 * padding - 2
-    return Shape("kernel", max(1, math.ceil(9 * channels * kept)), filters, out * out, True, 2 * size * channels,
-                 out * out * filters, False, input_values=size * size * channels,
-                 fifos=((out * out, filters),), window_values=9 * channels), out
+    out = size - 2
+    return windowed(Shape("kernel", max(1, math.ceil(9 * channels * kept)), filters, out * out, True, 0,
+                          out * out * filters, False, input_values=size * size * channels,
+                          fifos=((out * out, filters),)), [1, channels, size, size], [3, 3]), out
 
 
 def _pool(size: int, channels: int) -> tuple[Shape, int]:
     """A 2x2 max pooling, its output through a FIFO."""
     out = size // 2
-    return Shape("window", 4, channels, out * out, True, size * channels, out * out * channels, False,
-                 input_values=size * size * channels, fifos=((out * out, channels),), window_values=4 * channels), out
+    return windowed(Shape("window", 4, channels, out * out, True, 0, out * out * channels, False,
+                          input_values=size * size * channels, fifos=((out * out, channels),)),
+                    [1, channels, size, size], [2, 2]), out
 
 
 # the Keras activations of hls4ml's baselines, as ONNX ops
@@ -193,12 +194,12 @@ def network(name: str, kept: float, weights: list = ()) -> list[Shape]:
         return shapes + [_dense(64, 10, 1.0, softmax=True)]
     if name == "depthwise3x3":  # hls4ml's DepthwiseConv2D baseline: 3x3 on 32x32x3, 'valid', io_stream,
         # one layer (its output the top's port: no FIFO); a (3, 3, 3, 1) kernel: fans 27 and 9
-        return [Shape("kernel", 9, 3, 30 * 30, True, 2 * 32 * 3, 30 * 30 * 3, False, input_values=32 * 32 * 3,
-                      weight_octaves=drawn_octaves("glorot_uniform", 27, 9, 27, 12), window_values=27)]
+        return [windowed(Shape("kernel", 9, 3, 30 * 30, True, 0, 30 * 30 * 3, False, input_values=32 * 32 * 3,
+                               weight_octaves=drawn_octaves("glorot_uniform", 27, 9, 27, 12)), [1, 3, 32, 32], [3, 3])]
     if name == "depthwise1d":  # hls4ml's DepthwiseConv1D baseline: kernel 3 on 32 x 3, 'valid', io_stream;
         # a (3, 3, 1) kernel: fans 9 and 3
-        return [Shape("kernel", 3, 3, 30, True, 2 * 3, 30 * 3, False, input_values=32 * 3,
-                      weight_octaves=drawn_octaves("glorot_uniform", 9, 3, 9, HLS4ML_INTEGER), window_values=9)]
+        return [windowed(Shape("kernel", 3, 3, 30, True, 0, 30 * 3, False, input_values=32 * 3,
+                               weight_octaves=drawn_octaves("glorot_uniform", 9, 3, 9, HLS4ML_INTEGER)), [1, 3, 32], [3])]
     if name == "conv2d_4x4s4":  # hls4ml's Conv2D baseline: 32 filters 4x4, stride 4, 'same', on 28x28x3,
         # io_parallel, no bias, weights from 'normal'
         return [Shape("kernel", 4 * 4 * 3, 32, 7 * 7, False, 0, 7 * 7 * 32, False, input_values=28 * 28 * 3,
@@ -231,11 +232,12 @@ def layers(spec: str, kept: float, weights: list = ()) -> list[Shape]:
             filters = channels if op == "dwconv" else int(args[0])
             out = spatial if "same" in args else [n - k + 1 for n in spatial]
             taps = k ** len(spatial)
-            shapes.append(Shape("kernel", max(1, math.ceil(taps * (1 if op == "dwconv" else channels) * kept)),
-                                filters, math.prod(out), streamed, (k - 1) * math.prod(spatial[1:]) * channels,
-                                math.prod(out) * filters, False, input_values=read,
-                                fifos=fifo(math.prod(out), filters), window_values=taps * channels,
-                                weight_octaves=next(octaves, ())))
+            pads = [(k - 1) // 2] * len(spatial) + [k // 2] * len(spatial) if "same" in args else None  # Keras's
+            shapes.append(windowed(Shape("kernel", max(1, math.ceil(taps * (1 if op == "dwconv" else channels) * kept)),
+                                         filters, math.prod(out), streamed, 0, math.prod(out) * filters, False,
+                                         input_values=read, fifos=fifo(math.prod(out), filters),
+                                         weight_octaves=next(octaves, ())),
+                                   [1, channels, *spatial], [k] * len(spatial), pads))
             spatial, channels = out, filters
         elif op == "dense":
             shapes.append(_dense(read, int(args[0]), kept, streamed=streamed, weight_octaves=next(octaves, ())))
@@ -245,10 +247,10 @@ def layers(spec: str, kept: float, weights: list = ()) -> list[Shape]:
         elif op == "maxpool":
             size = int(args[0])
             out = [n // size for n in spatial]
-            shapes.append(Shape("window", size ** len(spatial), channels, math.prod(out), streamed,
-                                (size - 1) * math.prod(spatial[1:]) * channels, math.prod(out) * channels, False,
-                                input_values=read, fifos=fifo(math.prod(out), channels),
-                                window_values=size ** len(spatial) * channels))
+            shapes.append(windowed(Shape("window", size ** len(spatial), channels, math.prod(out), streamed, 0,
+                                         math.prod(out) * channels, False, input_values=read,
+                                         fifos=fifo(math.prod(out), channels)),
+                                   [1, channels, *spatial], [size] * len(spatial)))
             spatial = out
         elif op == "gmaxpool":  # hls4ml's global_pooling*d_cl: a pixel a cycle into a running max a channel
             shapes.append(Shape("window", 1, channels, pixels, streamed, 0, channels, False, input_values=read,
@@ -287,8 +289,8 @@ def fill_cycles(shape: Shape, reuse_factor: int, bits: int) -> int:
     one cycle more)."""
     if not registers_output(shape):  # a combinational layer: an activation without a table
         return 0
-    return estimate(dataclasses.replace(shape, vectors=1, table_entries=HLS4ML_TABLE_SIZE), reuse_factor,
-                    bits)["compute_cycles"]
+    return estimate(dataclasses.replace(shape, vectors=1, input_map=(1, 1, *shape.input_map[2:]) if shape.input_map
+                                        else (), table_entries=HLS4ML_TABLE_SIZE), reuse_factor, bits)["compute_cycles"]
 
 
 def hls_tool(tool: str) -> str:

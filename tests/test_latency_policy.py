@@ -83,9 +83,11 @@ def test_small_network_stays_on_the_arm_cores_large_convolutions_go_to_the_fpga(
     for _ in range(4):
         x = cnn.unary("Relu", cnn.conv(x, 64, 3))
     result = partition_graph(cnn.graph(x), BOARDS["pynq-z2"])
-    # hls4ml's streams hold a whole 32x32x64 output each: all four layers fit the xc7z020 only in bands
-    assert [c.device for c in result.cuts] == ["fpga"]
-    assert node_shape(BOARDS["pynq-z2"].device("fpga"), cnn.graph(x), 0, 16).bands == 2
+    # hls4ml's streams hold a whole map each (a convolution's padded 34x34 input from its ZeroPadding layer, its
+    # 32x32x64 output to the ReLU), a pixel's channels wide: in bands, three of the four layers fit the xc7z020
+    assert [(c.device, sum(n.startswith("Conv") for n in c.nodes)) for c in result.cuts] == [("fpga", 3),
+                                                                                             ("arm_cpu", 1)]
+    assert node_shape(BOARDS["pynq-z2"].device("fpga"), cnn.graph(x), 0, 16).bands == 3
     assert result.latency_s < result.all_host_latency_s
 
 
@@ -208,15 +210,16 @@ def small_fpga(board, bram18):
 
 
 def test_fpga_groups_share_the_on_chip_budget():
-    """Four 64-channel convolutions on 8x8 take 36 BRAM18 each, folded, and the 8x8x64 FIFO to the ReLU fused
+    """Four 64-channel convolutions on 8x8 take 36 BRAM18 each, folded, the 8x8x64 FIFO to the ReLU fused
     after each 29 (64 words of 1,024 bits: a pixel's channels wide, which bands of fewer rows do not narrow; no
-    FIFO to the LRN, which nothing fuses); give the FPGA room for two convolutions and their ReLUs."""
+    FIFO to the LRN, which nothing fuses) and the padding layer's 10x10x64 FIFO before each 29; give the FPGA room
+    for two convolutions and their ReLUs."""
     b = graphs.Builder([1, 64, 8, 8])
     x = "input"
     for _ in range(4):
         x = b.unary("LRN", b.unary("Relu", b.conv(x, 64, 3)), size=3)
     graph = b.graph(x)
-    board = small_fpga(BOARDS["pynq-z2"], 160)  # 144 BRAM18 after the reserve
+    board = small_fpga(BOARDS["pynq-z2"], 220)  # 198 BRAM18 after the reserve
     cost = CostModel(graph, board)
     result = partition_graph(graph, board)
     on_fpga = [n for c in result.cuts if c.device == "fpga" for n in c.nodes]

@@ -15,7 +15,7 @@ from hetdeploy.planning.units import (BAND_FIFO_SHARE, CYCLES, DSP_MIN_CONSTANT_
                                       Shape, accumulator_bits, band_of, banded, bram18_blocks, chosen_band, estimate,
                                       estimate_range, fifo_bram18, fold, fold_for_rate, folded_estimate,
                                       folding_options, registers_output, resource_parts, reuse_factors_for,
-                                      split_units, unit_shape, valid_reuse_factors)
+                                      split_units, streams, unit_shape, valid_reuse_factors)
 
 FPGA = load_board("pynq-z2").device("fpga")
 
@@ -230,9 +230,12 @@ def test_lookup_tables_are_copied_for_their_reads_and_fifos_counted():
     shapes = [(unit_shape(graph, u, FPGA.clock_mhz), u) for u in units]
     conv = next(shape for shape, u in shapes if shape.streamed and len(u.nodes) > 1)
     assert conv.fifos == ((64, 4), (64, 4))  # the 8x8 image of 4 channels between its layers, twice
-    # each FIFO 64 words of 4 x 16 = 64 bits: two BRAM18s side by side (36 bits a block); no weights in BRAM at
-    # R = 1, no tables
-    assert estimate(conv, 1, 16)["bram18"] == 4
+    # each FIFO 64 words of 4 x 16 = 64 bits: two BRAM18s side by side (36 bits a block); and hls4ml pads the
+    # 'same' convolution's input in a ZeroPadding layer of its own, whose FIFO holds the 10 x 10 padded map of 3
+    # channels (48 bits): two more; no weights in BRAM at R = 1, no tables
+    assert conv.padded and conv.input_map == (10, 10, 3)
+    assert estimate(conv, 1, 16)["bram18"] == 4 + 2
+    assert estimate(dataclasses.replace(conv, padded=False), 1, 16)["bram18"] == 4
 
 
 def test_strategies_are_priced_as_hls4ml_lays_them_out_and_chosen_by_cost_unless_pinned():
@@ -302,10 +305,43 @@ def test_the_clock_sets_the_pipeline_depth_and_what_vitis_hls_registers_in_it():
         [5120 - 160, 5120 - 1280, 5120 - 5120]
 
 
+def test_a_streamed_window_layer_takes_an_iteration_an_input_pixel_of_its_padded_map():
+    """hls4ml's io_stream convolution and pooling read their input a pixel an iteration (ReadInputHeight x
+    ReadInputWidth, PIPELINE II = reuse factor; pooling's II = 1), whatever the stride, and a padded convolution's
+    input comes padded from a ZeroPadding layer of its own (one more dataflow process and its FIFO): a unit's
+    cycles count those iterations, not its output pixels (hls4ml's DepthwiseConv2D baseline, 3 x 3 'valid' on
+    32 x 32 x 3: 1,028 cycles reported, 1,026 estimated, benchmarks/estimates.py)."""
+    def unit(build, side=16, channels=4):
+        b = graphs.Builder([1, channels, side, side])
+        graph = b.graph(build(b))
+        (only,) = split_units(graph, range(len(graph.nodes)), FPGA)
+        return only, graph, unit_shape(graph, only, FPGA.clock_mhz)
+
+    pipeline = {}
+    for stride in (1, 2):
+        for pad in (0, 1):
+            _, _, shape = unit(lambda b: b.conv("input", 8, 3, stride=stride, pad=pad))
+            side = 16 + 2 * pad
+            assert shape.input_map == (side, side, 4) and shape.padded == bool(pad)
+            assert shape.vectors == ((side - 3) // stride + 1) ** 2
+            for rf in (1, 4):
+                cycles = estimate(shape, rf, 16)["compute_cycles"]
+                pipeline.setdefault(rf, cycles - side * side * rf - pad)  # the same pipeline's depth each time
+                assert cycles == side * side * rf + pad + pipeline[rf], (stride, pad, rf)
+    _, _, pool = unit(lambda b: b.pool("MaxPool", "input", 2, 2))
+    assert pool.vectors == 64 and estimate(pool, 1, 16)["compute_cycles"] == 16 * 16
+    # run in bands, a band's project reads its input rows (its padding above and below dropped), padded at the sides
+    conv_unit, graph, shape = unit(lambda b: b.conv("input", 8, 3, pad=1))
+    band = band_of(graph, conv_unit, 4)
+    assert banded(shape, band).input_map == (band.input_rows, 18, 4)
+
+
 def test_the_folding_chooses_each_units_io_type_by_cost():
     """hls4ml's IOType as a folding choice: a convolution whose output is one pixel has no line buffer to fill
-    and no vectors to overlap, so io_parallel is faster; on a larger map io_stream is; for a rate, a small map's
-    FIFO between its layers costs more of the chip than holding the map in registers; a Dense stays io_parallel
+    and no vectors to overlap, so io_parallel is faster, and on a small map too (streamed, hls4ml's loop reads
+    every input pixel at the reuse factor's interval, io_parallel computes the output pixels only); on a larger
+    map io_stream is (its moves overlap its arithmetic); a small map's FIFO between its layers would cost BRAM
+    besides; a Dense stays io_parallel
     (streamed it holds its output word besides); an io type the user pinned (``io_fixed``) stays, as does
     distributed_arithmetic's (verified streamed only)."""
     from hetdeploy.planning.units import DISTRIBUTED_ARITHMETIC
@@ -317,7 +353,7 @@ def test_the_folding_chooses_each_units_io_type_by_cost():
         return unit_shape(graph, unit, FPGA.clock_mhz)
 
     budget = {"dsp": 220, "bram18": 280, "lut": 53200, "ff": 106400}
-    one_pixel, larger, small = conv_relu(3), conv_relu(8), conv_relu(4)
+    one_pixel, larger, small = conv_relu(3), conv_relu(16), conv_relu(4)
     (chosen,) = fold([one_pixel], budget, 16)
     assert chosen.io_type == "io_parallel" and one_pixel.streamed  # spatial: streamed unless the folding says
     assert folded_estimate(one_pixel, chosen, 16, None)["latency_cycles"] < \
@@ -327,9 +363,9 @@ def test_the_folding_chooses_each_units_io_type_by_cost():
     assert fold([quantized], budget, 8, strategies={0: DISTRIBUTED_ARITHMETIC}) == \
         [Folding(1, False, DISTRIBUTED_ARITHMETIC)]
     assert fold([larger], budget, 16)[0].io_type is None
-    (streamed,) = fold([small], budget, 16)
+    (fastest,) = fold([small], budget, 16)
     (for_rate,) = fold_for_rate([small], budget, 16, [[0]], [1e9])
-    assert streamed.io_type is None and for_rate.io_type == "io_parallel"
+    assert fastest.io_type == for_rate.io_type == "io_parallel"
     fifo = fifo_bram18(small.fifos, 16)  # the map between the convolution and the ReLU, streamed
     assert fifo > 0 and folded_estimate(small, for_rate._replace(io_type=None), 16, None)["bram18"] == \
         folded_estimate(small, for_rate, 16, None)["bram18"] + fifo
@@ -441,13 +477,14 @@ def test_a_units_resources_by_part_sum_to_its_estimate_and_show_a_streamed_layer
             whole = folded_estimate(shape, folding, 16, ddr)
             assert {k: sum(p.get(k, 0) for p in parts.values()) for k in RESOURCES} == \
                 {k: whole[k] for k in RESOURCES}, (shape.kind, folding)
-    second_conv = shapes[1]  # 8 -> 8 channels on 16 x 16 ('same'), a FIFO of 256 pixels after the Conv and the BN
+    second_conv = shapes[1]  # 8 -> 8 channels on 16 x 16 ('same': read padded, 18 x 18), a FIFO of 256 pixels
+    # after the Conv and the BN, and the padding layer's of 18 x 18 before it
     parts = resource_parts(second_conv, Folding(1), 16, None)
     assert list(parts)[:2] == ["arithmetic", "control"] and "input registers" not in parts
-    assert parts["line buffers"] == {"lut": 2 * 16 * 8 * 16 // 32}
-    # each 256 pixels of 8 x 16 bits: four 512 x 36 BRAM18s side by side
-    assert second_conv.fifos == ((256, 8), (256, 8)) and fifo_bram18(second_conv.fifos, 16) == 2 * 4
-    assert parts["FIFOs"] == {"bram18": fifo_bram18(second_conv.fifos, 16)} and second_conv.fifos
+    assert parts["line buffers"] == {"lut": 2 * 18 * 8 * 16 // 32}
+    # each 256 pixels of 8 x 16 bits: four 512 x 36 BRAM18s side by side; the padding's 324 pixels as many
+    assert second_conv.fifos == ((256, 8), (256, 8)) and second_conv.padded
+    assert parts["FIFOs"] == {"bram18": 3 * 4}
     assert parts["window registers"]["ff"] == (8 + 9 * 8) * 16
     parallel = resource_parts(second_conv, Folding(1, False, None, "io_parallel"), 16, None)
     assert "FIFOs" not in parallel and "line buffers" not in parallel and "input registers" in parallel
@@ -600,25 +637,25 @@ def test_bands_of_a_units_rows_and_their_estimate():
 
 
 def test_a_unit_whose_fifos_hold_too_much_of_the_chip_runs_in_the_fewest_bands_that_do_not():
-    """A 16-channel 3 x 3 convolution + BatchNormalization + ReLU on 224 x 224: hls4ml sizes the FIFOs between its
-    layers to the whole 224 x 224 x 16 map, far past an eighth of the PYNQ-Z2's BRAM18s; the chosen bands are the
-    fewest whose FIFOs take at most that. On 14 x 14 the whole map's do: no bands. (A FIFO is a pixel's channels
+    """An 8-channel 3 x 3 convolution + BatchNormalization + ReLU on 224 x 224: hls4ml sizes the FIFOs between its
+    layers (and its padding layer's before it) to the whole 224 x 224 x 8 map, far past an eighth of the PYNQ-Z2's
+    BRAM18s; the chosen bands are the fewest whose FIFOs take at most that. On 14 x 14 the whole map's do: no bands. (A FIFO is a pixel's channels
     wide: however few its rows, 64 channels of 16 bits take 29 BRAM18s side by side, and bands cannot go below.)"""
     def conv_unit(side):
-        b = graphs.Builder([1, 16, side, side])
-        graph = b.graph(b.conv_bn_relu("input", 16, 3))
+        b = graphs.Builder([1, 8, side, side])
+        graph = b.graph(b.conv_bn_relu("input", 8, 3))
         (unit,) = split_units(graph, range(len(graph.nodes)), FPGA)
         return graph, unit, unit_shape(graph, unit, FPGA.clock_mhz)
 
     budget = FPGA.budget()
     limit = BAND_FIFO_SHARE * budget["bram18"]
     graph, unit, whole = conv_unit(224)
-    assert fifo_bram18(whole.fifos, 16) > budget["bram18"]
+    assert fifo_bram18(streams(whole), 16) > budget["bram18"] and len(streams(whole)) == 3
     band = chosen_band(graph, unit, whole, budget, 16)
-    assert fifo_bram18(banded(whole, band).fifos, 16) <= limit < \
-        fifo_bram18(banded(whole, band_of(graph, unit, -(-224 // (band.count - 1)))).fifos, 16)
+    assert fifo_bram18(streams(banded(whole, band)), 16) <= limit < \
+        fifo_bram18(streams(banded(whole, band_of(graph, unit, -(-224 // (band.count - 1))))), 16)
     # a reader's FIFO fused after it counts too, a band of it
-    with_reader = chosen_band(graph, unit, whole, budget, 16, reader_fifos=[(224 * 224, 16)])
+    with_reader = chosen_band(graph, unit, whole, budget, 16, reader_fifos=[(224 * 224, 8)])
     assert with_reader.count > band.count
     assert chosen_band(*conv_unit(14), budget, 16) is None
 

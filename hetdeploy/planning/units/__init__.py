@@ -19,9 +19,10 @@ out its layers:
   ceil(n_in x n_out / R) - zeros // R);
 - BRAM18 (each array in whichever of a BRAM18's shapes, 16K x 1 to 512 x 36, takes
   fewest: ``bram18_blocks``): weights, when the Resource strategy keeps them in banks
-  of depth R; the FIFOs between a streamed unit's layers (hls4ml sizes each to the
-  whole tensor, a pixel's channels a word: so many blocks side by side for the
-  word's width, so many deep for the pixels);
+  of depth R; the FIFOs between a streamed unit's layers, and its padding layer's
+  before a padded convolution (hls4ml sizes each to the whole tensor, a pixel's
+  channels a word: so many blocks side by side for the word's width, so many deep
+  for the pixels);
   the lookup tables of Softmax and of the table activations (TABLE_OPS), LOOKUP_TABLE_SIZE
   entries of 18 bits each: hls4ml 1.3 pipelines these layers at one vector a cycle
   whatever the reuse factor, reading a table once per value, so each table is copied
@@ -48,10 +49,12 @@ out its layers:
   the input beside it where the output chooses between the two (ELU, SELU); a few for the
   control state. Plain
   activations and io_parallel pooling are combinational;
-- latency in cycles: R per output vector (one vector for a dense layer, one
-  per output pixel for a streamed convolution), plus the pipeline of the product and its adder tree
+- latency in cycles: R per iteration of the unit's loop (a dense layer's vector; an io_parallel
+  convolution's output pixels; a streamed convolution's or pooling's input pixels, its map padded
+  first where hls4ml pads it, whatever the stride: ``iterations``; pooling at II 1), plus the pipeline
+  of the product and its adder tree
   and Softmax's, in cycles of the unit's clock (``pipeline_cycles``: a product and three adder levels a
-  cycle at 200 MHz, proportionally more or fewer at a slower or faster clock), the line-buffer fill, a cycle
+  cycle at 200 MHz, proportionally more or fewer at a slower or faster clock), a cycle
   for each lookup table's registered read, a cycle for each FIFO between a streamed unit's layers (each layer
   a dataflow process that reads a word the cycle after it was written); none for io_parallel pooling,
   activations without a table and a product with no sum at R = 1 (combinational: hls4ml's io_parallel
@@ -107,7 +110,8 @@ from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDE
                     TABLE_INDEX_LUT_PER_BIT, TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES, UNIT_CONTROL_FF,
                     UNIT_CONTROL_LUT, VITIS_SOFTMAX_TABLE_BRAM18, accumulator_bits, arena_words, bram18_blocks,
                     buffer_bytes, ddr_cycles_per_vector, distributed_arithmetic_lut, element_bytes, engine_estimate,
-                    engine_resources, fifo_bram18, pipeline_cycles, strategy_for, valid_reuse_factors)
+                    engine_resources, fifo_bram18, iterations, pipeline_cycles, strategy_for, streams,
+                    valid_reuse_factors)
 from .kinds import KINDS, Arithmetic, UnitKind, kind_of
 
 
@@ -228,21 +232,18 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
         kernel = main.attrs.get("kernel_shape") or [1] * (len(first) - 2)
         group = main.attrs.get("group", 1)
         n_in = (first[1] // group) * math.prod(kernel)
-        line, window = _window_values(first, kernel)
-        return Shape("kernel", n_in, main_out[1], math.prod(main_out[2:]), True, line, output_values, softmax,
-                     window_values=window, latency_only=group > 1 and group == first[1])
+        return windowed(Shape("kernel", n_in, main_out[1], math.prod(main_out[2:]), True, 0, output_values, softmax,
+                              latency_only=group > 1 and group == first[1]), first, kernel, main.attrs.get("pads"))
     if main.op in ("Gemm", "MatMul"):  # streamed, hls4ml's dense wrapper copies its input word into an array
         return Shape("kernel", first[-1], main_out[-1], 1, False, 0, output_values, softmax, window_values=first[-1])
     if main.op == "MaxPool":
         kernel = main.attrs.get("kernel_shape") or [1]
-        line, window = _window_values(first, kernel)
-        return Shape("window", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, line, output_values,
-                     softmax, window_values=window)
+        return windowed(Shape("window", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, 0,
+                              output_values, softmax), first, kernel)
     if main.op in ("AveragePool", "GlobalAveragePool"):  # a depthwise convolution on the FPGA
         kernel = main.attrs.get("kernel_shape") or first[2:]
-        line, window = _window_values(first, kernel)
-        return Shape("kernel", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, line, output_values,
-                     softmax, window_values=window, latency_only=True)
+        return windowed(Shape("kernel", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, 0,
+                              output_values, softmax, latency_only=True), first, kernel, main.attrs.get("pads"))
     channels = main_out[1] if len(main_out) > 1 else main_out[0]
     return Shape("elementwise", 1, channels, max(1, math.prod(main_out) // max(1, channels)), streamed, 0,
                  output_values, softmax)
@@ -279,7 +280,7 @@ def chosen_band(graph: Graph, unit: Unit, shape: Shape, budget: Mapping[str, int
     which one band's do; if none do (a FIFO is a pixel's channels wide, whatever its rows), the fewest bands
     whose FIFOs take the least."""
     def fifo_bram18_of(candidate: Shape) -> int:
-        return fifo_bram18(list(candidate.fifos) + [(pixels // candidate.bands, channels)
+        return fifo_bram18(list(streams(candidate)) + [(pixels // candidate.bands, channels)
                                                     for pixels, channels in reader_fifos], width)
 
     limit = BAND_FIFO_SHARE * budget.get("bram18", 0)
@@ -305,17 +306,28 @@ def chosen_band(graph: Graph, unit: Unit, shape: Shape, budget: Mapping[str, int
 def banded(shape: Shape, band: Band) -> Shape:
     """``shape`` of a unit run in ``band``s: one band's values, vectors and FIFOs (its resources), ``count`` runs."""
     columns = band.output_row_values // max(1, shape.n_out)
+    # hls4ml's project of one band reads ``input_rows`` rows, its padding above and below dropped (band_model)
     return dataclasses.replace(shape, vectors=band.rows * columns, output_values=band.rows * band.output_row_values,
                                input_values=band.input_rows * band.input_row_values,
                                fifos=tuple((band.rows * columns, channels) for _, channels in shape.fifos),
-                               bands=band.count)
+                               bands=band.count,
+                               input_map=(band.input_rows, *shape.input_map[1:]) if shape.input_map else ())
 
 
-def _window_values(first: Sequence[int], kernel: Sequence[int]) -> tuple[int, int]:
-    """A streamed window op's values held over its input ``first`` (N, C, ...): its line buffer ((k - 1) rows of
-    the input) and its window in registers (k x k x C)."""
-    line = (kernel[0] - 1) * (first[-1] if len(first) > 3 else 1) * first[1]
-    return line, first[1] * math.prod(kernel)
+def windowed(shape: Shape, first: Sequence[int], kernel: Sequence[int],
+             pads: Optional[Sequence[int]] = None) -> Shape:
+    """``shape`` of a window op (a convolution, a pooling) over its input ``first`` (N, C, ...) with ``pads`` (ONNX's:
+    each axis's start, then each end; a convolution's): the map its streamed loop reads, padded (hls4ml pads a
+    convolution's input in a ZeroPadding layer of its own under io_stream: InsertZeroPaddingBeforeConv1D/2D,
+    backends/vivado/passes/conv_same_pad.py), its line buffer ((k - 1) rows of that map) and its window in
+    registers (k x k x C)."""
+    spatial = list(first[2:]) or [1]
+    ends = list(pads or [0] * (2 * len(spatial)))
+    padded = [n + ends[k] + ends[k + len(spatial)] for k, n in enumerate(spatial)]
+    rows, columns = math.prod(padded[:-1]), padded[-1]
+    line = (kernel[0] - 1) * (columns if len(first) > 3 else 1) * first[1]
+    return dataclasses.replace(shape, line_buffer_values=line, window_values=first[1] * math.prod(kernel),
+                               input_map=(rows, columns, first[1]), padded=any(ends))
 
 
 class Folding(NamedTuple):
@@ -380,8 +392,8 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     for part in _resource_parts(shape, kind, own, width).values():
         dsp, bram18, lut, ff = dsp + part[0], bram18 + part[1], lut + part[2], ff + part[3]
     cycles, ddr = own.cycles, own.ddr
-    if shape.streamed:  # a cycle a FIFO between its layers (each a dataflow process), and the line buffers' fill
-        cycles += shape.line_buffer_values // max(1, shape.n_out) + shape.layers - 1
+    if shape.streamed:  # a cycle a FIFO between its layers (each a dataflow process; its padding layer one)
+        cycles += shape.layers - 1 + shape.padded
     cycles += shape.table_layers  # each table's read registered (the BRAM's output register)
     if shape.softmax:
         cycles += pipeline_cycles(SOFTMAX_REFERENCE_CYCLES, shape.clock_mhz)
@@ -411,7 +423,7 @@ def _resource_parts(shape: Shape, kind: UnitKind, own: Arithmetic, width: int) -
         parts["line buffers"] = (0, 0, math.ceil(shape.line_buffer_values * width / 32), 0)
         # the streams between its layers, each as deep as the map's pixels (hls4ml 1.3's StreamVariable,
         # backends/fpga/fpga_types.py line 364: depth = values / channels) and a pixel's channels wide
-        parts["FIFOs"] = (0, fifo_bram18(shape.fifos, width), 0, 0)
+        parts["FIFOs"] = (0, fifo_bram18(streams(shape), width), 0, 0)
     elif kind.holds_its_input:  # an io_parallel hls4ml unit holds its input vector in registers
         parts["input registers"] = (0, 0, 0, shape.input_values * width)
     if shape.table_layers or shape.softmax:

@@ -155,6 +155,11 @@ class Shape:
     # BatchNormalization layers after a kernel unit's main node that hls4ml keeps as layers (rewrites.fold_batchnorm
     # folds none into a quantized layer's weights): each a product by its channel's scale and a sum a value
     normalizations: int = 0
+    # a streamed window layer's (a convolution's, a pooling's) input map as its loop reads it, a pixel an iteration
+    # (rows, columns, channels; hls4ml's conv/pooling stream functions' ReadInputHeight x ReadInputWidth loops), and
+    # whether hls4ml pads it first in a ZeroPadding layer of its own (a padded convolution); () for other layers
+    input_map: tuple[int, ...] = ()
+    padded: bool = False
 
 
 def valid_reuse_factors(n_in: int, n_out: int) -> list[int]:
@@ -298,6 +303,20 @@ def bram18_blocks(depth: int, bits: int, bound: bool = False) -> int:
     if not bound and (depth <= 2 or depth * bits < BRAM_MIN_BITS):
         return 0
     return min(math.ceil(bits / wide) * math.ceil(depth / deep) for deep, wide in BRAM18_SHAPES)
+
+
+def streams(shape: Shape) -> tuple[tuple[int, int], ...]:
+    """(pixels, channels) of each FIFO of a streamed unit: its padding layer's output (``Shape.padded``), then the
+    FIFO after each of its layers but the last."""
+    padding = ((shape.input_map[0] * shape.input_map[1], shape.input_map[2]),) if shape.padded else ()
+    return padding + shape.fifos
+
+
+def iterations(shape: Shape) -> int:
+    """The iterations of a streamed unit's main loop: each pixel of a window layer's input map (``Shape.input_map``:
+    hls4ml's conv and pooling stream functions read a pixel an iteration, and compute an output where a window is
+    complete), else each output vector."""
+    return shape.input_map[0] * shape.input_map[1] if shape.streamed and shape.input_map else shape.vectors
 
 
 def fifo_bram18(fifos: Sequence[tuple[int, int]], width: int) -> int:

@@ -23,7 +23,7 @@ from typing import ClassVar, Optional
 
 from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, DISTRIBUTED_ARITHMETIC, Shape, accumulator_bits, adder_levels_a_cycle,
                     arena_words, bound_products, bram18_blocks, ddr_cycles_per_vector, distributed_arithmetic_lut,
-                    element_bytes, first_product_cycles, strategy_for, valid_reuse_factors, weight_codes,
+                    element_bytes, first_product_cycles, iterations, strategy_for, valid_reuse_factors, weight_codes,
                     weight_type_bits)
 
 
@@ -98,7 +98,7 @@ class Kernel(UnitKind):
         if strategy == DISTRIBUTED_ARITHMETIC:
             done.lut += distributed_arithmetic_lut(shape, width)
             done.ff += shape.n_out * width  # its outputs registered; the adders between are combinational
-            done.cycles += shape.vectors + first_product_cycles(shape)
+            done.cycles += iterations(shape) + first_product_cycles(shape)
         else:
             self._multiply_accumulate(done, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding,
                                       products_registered)
@@ -153,8 +153,9 @@ class Kernel(UnitKind):
             done.lut += held * width // 2
         # unfolded in io_parallel, a product with no sum (n_in = 1) is combinational (hls4ml's Dense(1 -> 64) +
         # ReLU baselines report no cycle)
-        if shape.n_in > 1 or shape.streamed or cycles_per_vector > 1:
-            done.cycles += shape.vectors * cycles_per_vector + first_product_cycles(shape)
+        if shape.n_in > 1 or shape.streamed or cycles_per_vector > 1:  # an iteration at II R (hls4ml's PIPELINE
+            # II=reuse_factor over its input pixels streamed, nnet_conv2d_stream.h), and the DDR reads' wait
+            done.cycles += iterations(shape) * reuse_factor + done.ddr + first_product_cycles(shape)
 
 
 @unit_kind
@@ -163,8 +164,8 @@ class Window(UnitKind):
     either_io_type = True
 
     def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
-        if shape.streamed:  # one output pixel a cycle
-            return Arithmetic(lut=shape.n_out * width * shape.n_in, cycles=shape.vectors * max(1, shape.n_in // 4))
+        if shape.streamed:  # an input pixel a cycle (nnet_pooling_stream.h's loops over the input, PIPELINE II=1)
+            return Arithmetic(lut=shape.n_out * width * shape.n_in, cycles=iterations(shape))
         # io_parallel: every output pixel's comparators at once, combinational
         return Arithmetic(lut=shape.vectors * shape.n_out * width * shape.n_in)
 
