@@ -1,0 +1,112 @@
+"""A dataflow's FIFO depths from its processes' schedules, and the cycle-level simulation that checks them
+(planning/dataflow.py), as pure functions."""
+
+import pytest
+
+from hetdeploy.planning.dataflow import (DataflowError, Op, Process, check, fifo_depths, free_schedule, simulate)
+
+
+def reads(fifo, count, gap=1):
+    return tuple(Op(fifo, False, gap) for _ in range(count))
+
+
+def writes(fifo, count, gap=1):
+    return tuple(Op(fifo, True, gap) for _ in range(count))
+
+
+def source(fifo, tokens):
+    return Process("input", writes(fifo, tokens))
+
+
+def sink(fifo, tokens):
+    return Process("output", reads(fifo, tokens))
+
+
+def test_a_chain_at_one_rate_needs_two_tokens_of_fifo_and_runs_at_its_slowest_process():
+    """Three processes that each pass a token on a cycle after reading it: a FIFO of two tokens each (a token a
+    cycle: one written while the one before is read, its slot free the cycle after; HLS's default depth), a
+    sample every 16 cycles (the slowest process's own), and the free schedule is what FIFOs of those depths
+    give; of one token, the writers wait every other cycle."""
+    passing = [Process(f"p{k}", tuple(op for _ in range(16) for op in (Op(f"f{k}", False), Op(f"f{k + 1}", True, 0))))
+               for k in range(3)]
+    processes = [source("f0", 16), *passing, sink("f3", 16)]
+    free = free_schedule(processes, 6)
+    depths = fifo_depths(free)
+    assert depths == {f"f{k}": 2 for k in range(4)}
+    bounded = simulate(processes, depths, 6)
+    assert bounded.writes == free.writes and bounded.reads == free.reads and not bounded.stalls
+    assert bounded.interval == 16 and check(processes, depths) is None
+    assert free.latency == 15 + 4  # the first token written to the last read: 15 cycles apart, a cycle a FIFO
+    assert check(processes, {f"f{k}": 1 for k in range(4)}).startswith("stall: FIFO 'f0' full at its depth 1")
+
+
+def test_a_burst_into_a_slow_reader_needs_the_burst_and_one_token_short_stalls_by_name():
+    """A writer that writes a vector of 8 tokens a cycle apart, then computes 40 cycles, into a reader taking
+    each token 4 cycles: the FIFO fills while the reader works (8 written in 8 cycles, 2 read meanwhile); one
+    token less and the writer waits: a stall, named."""
+    writer = Process("dense", reads("x", 1, gap=40) + writes("y", 8))
+    reader = Process("act", reads("y", 8, gap=4) + writes("z", 1))
+    processes = [source("x", 1), writer, reader, sink("z", 1)]
+    depths = fifo_depths(free_schedule(processes, 6))
+    assert depths["y"] == 6  # written at cycles 1..8, read from cycle 2 every 4: 2 read by the 8th write
+    assert check(processes, depths) is None
+    short = check(processes, {**depths, "y": depths["y"] - 1})
+    assert short is not None and short.startswith("stall: FIFO 'y' full at its depth 5")
+
+
+def residual(skip_gap=0):
+    """A residual block on 16 tokens: the input goes to a chain of three processes (each a 3-token window:
+    its first output after its third input) and, through the FIFO 'skip', to the Add that joins them."""
+    tokens = 16
+    fork = Process("fork", tuple(op for _ in range(tokens) for op in (Op("in", False), Op("a", True, 0),
+                                                                     Op("skip", True, skip_gap))))
+
+    def window(name, source_fifo, target):  # reads two tokens ahead, then a token out for each in
+        ops = reads(source_fifo, 2) + tuple(op for _ in range(tokens - 2)
+                                            for op in (Op(source_fifo, False), Op(target, True, 1)))
+        return Process(name, ops + writes(target, 2))
+
+    add = Process("add", tuple(op for _ in range(tokens) for op in (Op("c", False), Op("skip", False, 0),
+                                                                     Op("out", True))))
+    return [source("in", tokens), fork, window("conv0", "a", "b"), window("conv1", "b", "b2"),
+            window("conv2", "b2", "c"), add, sink("out", tokens)]
+
+
+def test_a_skip_connection_holds_the_longer_paths_latency_and_a_short_one_deadlocks_by_name():
+    """The skip FIFO holds the tokens the fork writes while the three windows fill (two tokens each): its depth
+    is their latency difference at the fork's rate. One token short, the fork waits (a stall); far shorter, the
+    fork cannot write the skip FIFO, the chain starves and the Add waits forever: a deadlock naming the FIFO."""
+    processes = residual()
+    depths = fifo_depths(free_schedule(processes, 6))
+    assert depths["skip"] > depths["a"] and depths["skip"] >= 6  # two tokens of fill a window, three windows
+    assert check(processes, depths) is None
+    one_short = check(processes, {**depths, "skip": depths["skip"] - 1})
+    assert one_short.startswith("stall: FIFO 'skip' full at its depth")
+    far_short = check(processes, {**depths, "skip": 2})
+    assert far_short == "deadlock: FIFO 'skip' full at its depth 2: 'fork' waits to write it while 'add' waits to " \
+        "read FIFO 'c'"
+    assert simulate(processes, {**depths, "skip": 2}, 2).ends["output"] == []  # nothing came out
+
+
+def test_fifos_of_the_computed_depths_run_every_dataflow_at_its_slowest_processs_rate():
+    """Whatever the processes' patterns, FIFOs of the computed depths give the free schedule, whose steady state
+    is a sample each slowest process's own interval: the FIFOs never starve it."""
+    slow_reader = [source("x", 4), Process("slow", reads("x", 4, gap=5) + writes("y", 4)), sink("y", 4)]
+    late_writer = [source("x", 4), Process("late", reads("x", 4) + writes("y", 4, gap=7)),
+                   Process("early", reads("y", 4) + writes("z", 1, gap=3)), sink("z", 1)]
+    for processes in (slow_reader, late_writer, residual(), residual(skip_gap=2)):
+        depths = fifo_depths(free_schedule(processes, 8))
+        assert check(processes, depths, 8) is None
+        assert simulate(processes, depths, 8).interval == max(p.interval for p in processes)
+
+
+def test_what_is_no_dataflow_is_refused_in_one_line():
+    with pytest.raises(DataflowError, match="FIFO 'x': 'input' writes 2 tokens a sample, 'p' reads 1"):
+        free_schedule([source("x", 2), Process("p", reads("x", 1))], 1)
+    with pytest.raises(DataflowError, match="FIFO 'y' has no reader"):
+        free_schedule([source("x", 1), Process("p", reads("x", 1) + writes("y", 1))], 1)
+    with pytest.raises(DataflowError, match="FIFO 'x' has two writers"):
+        free_schedule([source("x", 1), Process("p", writes("x", 1)), sink("x", 2)], 1)
+    with pytest.raises(DataflowError, match="cycle through p, q"):
+        free_schedule([Process("p", reads("a", 1) + writes("b", 1)), Process("q", reads("b", 1) + writes("a", 1))],
+                      1)
