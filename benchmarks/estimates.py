@@ -141,7 +141,7 @@ def _pool(size: int, channels: int) -> tuple[Shape, int]:
     out = size // 2
     return windowed(Shape("window", 4, channels, out * out, True, 0, out * out * channels, False,
                           input_values=size * size * channels, fifos=((out * out, channels),)),
-                    [1, channels, size, size], [2, 2]), out
+                    [1, channels, size, size], [2, 2], [2, 2]), out
 
 
 # the Keras activations of hls4ml's baselines, as ONNX ops
@@ -199,7 +199,8 @@ def network(name: str, kept: float, weights: list = ()) -> list[Shape]:
     if name == "depthwise1d":  # hls4ml's DepthwiseConv1D baseline: kernel 3 on 32 x 3, 'valid', io_stream;
         # a (3, 3, 1) kernel: fans 9 and 3
         return [windowed(Shape("kernel", 3, 3, 30, True, 0, 30 * 3, False, input_values=32 * 3,
-                               weight_octaves=drawn_octaves("glorot_uniform", 9, 3, 9, HLS4ML_INTEGER)), [1, 3, 32], [3])]
+                               weight_octaves=drawn_octaves("glorot_uniform", 9, 3, 9, HLS4ML_INTEGER)),
+                         [1, 3, 32], [3])]
     if name == "conv2d_4x4s4":  # hls4ml's Conv2D baseline: 32 filters 4x4, stride 4, 'same', on 28x28x3,
         # io_parallel, no bias, weights from 'normal'
         return [Shape("kernel", 4 * 4 * 3, 32, 7 * 7, False, 0, 7 * 7 * 32, False, input_values=28 * 28 * 3,
@@ -237,7 +238,7 @@ def layers(spec: str, kept: float, weights: list = ()) -> list[Shape]:
                                          filters, math.prod(out), streamed, 0, math.prod(out) * filters, False,
                                          input_values=read, fifos=fifo(math.prod(out), filters),
                                          weight_octaves=next(octaves, ())),
-                                   [1, channels, *spatial], [k] * len(spatial), pads))
+                                   [1, channels, *spatial], [k] * len(spatial), None, pads))
             spatial, channels = out, filters
         elif op == "dense":
             shapes.append(_dense(read, int(args[0]), kept, streamed=streamed, weight_octaves=next(octaves, ())))
@@ -250,7 +251,7 @@ def layers(spec: str, kept: float, weights: list = ()) -> list[Shape]:
             shapes.append(windowed(Shape("window", size ** len(spatial), channels, math.prod(out), streamed, 0,
                                          math.prod(out) * channels, False, input_values=read,
                                          fifos=fifo(math.prod(out), channels)),
-                                   [1, channels, *spatial], [size] * len(spatial)))
+                                   [1, channels, *spatial], [size] * len(spatial), [size] * len(spatial)))
             spatial = out
         elif op == "gmaxpool":  # hls4ml's global_pooling*d_cl: a pixel a cycle into a running max a channel
             shapes.append(Shape("window", 1, channels, pixels, streamed, 0, channels, False, input_values=read,

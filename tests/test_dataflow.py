@@ -110,3 +110,83 @@ def test_what_is_no_dataflow_is_refused_in_one_line():
     with pytest.raises(DataflowError, match="cycle through p, q"):
         free_schedule([Process("p", reads("a", 1) + writes("b", 1)), Process("q", reads("b", 1) + writes("a", 1))],
                       1)
+
+
+def residual_model(path):
+    """Conv-ReLU-Conv on 8 x 8 x 8 and the input added back, then a ReLU, as onnx.helper writes it."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    nodes, weights = [], []
+    for k, (source, target) in enumerate((("x", "c0"), ("r0", "c1"))):
+        weights += [numpy_helper.from_array(rng.normal(0, 0.2, (8, 8, 3, 3)).astype(np.float32), f"w{k}"),
+                    numpy_helper.from_array(rng.normal(0, 0.1, 8).astype(np.float32), f"b{k}")]
+        nodes.append(helper.make_node("Conv", [source, f"w{k}", f"b{k}"], [target], name=f"conv{k}",
+                                      kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+        if k == 0:
+            nodes.append(helper.make_node("Relu", ["c0"], ["r0"], name="relu0"))
+    nodes += [helper.make_node("Add", ["c1", "x"], ["s"], name="add"), helper.make_node("Relu", ["s"], ["y"], name="relu1")]
+    value = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 8, 8, 8]) for name in ("x", "y")]
+    graph = helper.make_graph(nodes, "residual", value[:1], value[1:], weights)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
+    return path
+
+
+def test_a_plans_units_run_as_processes_at_their_slowest_and_its_skip_fifo_one_short_stalls(tmp_path):
+    """A plan's FPGA subfunction as a dataflow (units.dataflow_processes): each unit a process as its kind runs
+    it, the input written to both the first convolution and the Add; the FIFO depths carry it at its slowest
+    unit's interval, and the skip connection's FIFO one token short stalls, by name. The jet tagger's units
+    overlap: a sample each slowest unit's cycles, not their sum."""
+    import hetdeploy
+    import networks
+    import onnx
+    from hetdeploy.core.board import load_board
+    from hetdeploy.intake.model import load_model
+    from hetdeploy.planning.units import dataflow_processes
+
+    clock = load_board("pynq-z2").device("fpga").clock_mhz
+    model = residual_model(tmp_path / "residual.onnx")
+    (sub,) = hetdeploy.plan(model, "pynq-z2", policy="support").plan.subfunctions
+    processes = dataflow_processes(load_model(model).graph, sub, clock)
+    assert [p.name for p in processes] == ["input", *(u.name for u in sub.execution_units), "output"]
+    add = sub.execution_units[-1].name
+    skip = f"x>{add}"
+    assert {op.fifo for op in processes[0].ops} == {f"x>{sub.execution_units[0].name}", skip}
+    depths = fifo_depths(free_schedule(processes, 6))
+    assert check(processes, depths) is None
+    assert simulate(processes, depths, 6).interval == max(p.interval for p in processes)
+    assert check(processes, {**depths, skip: depths[skip] - 1}).startswith(f"stall: FIFO '{skip}' full")
+
+    jet = tmp_path / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(jet))
+    (sub,) = hetdeploy.plan(jet, "pynq-z2", policy="support").plan.subfunctions
+    processes = dataflow_processes(load_model(jet).graph, sub, clock)
+    free = free_schedule(processes, 6)
+    assert check(processes, fifo_depths(free)) is None
+    assert free.interval == max(p.interval for p in processes) < sum(u.estimate["latency_cycles"]
+                                                                     for u in sub.execution_units)
+
+
+def test_a_streamed_convolution_reads_a_pixel_an_iteration_and_writes_as_each_window_completes():
+    """hls4ml's stream loop as a process: 10 x 10 iterations of the padded map at the reuse factor's II, a read
+    at each of the 64 pixels inside the padding, an output pixel (stride 2: 16) as each window's last pixel is
+    read, the first after the reads of the map's first two rows' pixels it needs (padded (2, 2): 8 + 2 reads)."""
+    import graphs
+    from hetdeploy.core.board import load_board
+    from hetdeploy.planning.units import estimate, kind_of, split_units, unit_shape
+
+    fpga = load_board("pynq-z2").device("fpga")
+    b = graphs.Builder([1, 4, 8, 8])
+    graph = b.graph(b.conv("input", 8, 3, stride=2, pad=1))
+    (unit,) = split_units(graph, [0], fpga)
+    shape = unit_shape(graph, unit, fpga.clock_mhz)
+    assert shape.input_map == (10, 10, 4) and shape.window_geometry == (3, 3, 2, 2, 1, 1, 1, 1)
+    compute = estimate(shape, 2, 16)["compute_cycles"]
+    ops = kind_of(shape).dataflow_ops(shape, 2, compute, [("in", 64)], ["out"], 16)
+    assert sum(not op.write for op in ops) == 64 and sum(op.write for op in ops) == 16
+    first_write = next(k for k, op in enumerate(ops) if op.write)
+    assert first_write >= 10
+    # a sample every 100 iterations at II 2: its pipeline's depth (in the unit's latency) overlaps the next sample
+    assert Process("conv", ops).interval == 10 * 10 * 2 < compute

@@ -9,14 +9,15 @@ depth), the same each sample. From that, with the time of an op the later of its
 gap and what its FIFO allows (a read the cycle after its token was written; a write, when the FIFO is full, the
 cycle after the read that freed a slot):
 
-- ``free_schedule``: every op's time when no FIFO is ever full, each process in topological order;
-- ``fifo_depths``: each FIFO's depth, the most tokens it holds in that schedule: with it no writer waits, and the
-  dataflow keeps the free schedule's times (a skip connection's FIFO holds what its writer writes while the
-  longer path catches up: their latency difference at its rate);
-- ``simulate``: the schedule under given depths, each process advancing while its FIFOs allow; a deadlock (no
-  process can go on) and a stall (a write that waited for a full FIFO) are reported by the FIFO's name. Without a
-  stall the schedule is the free one, whose interval is its slowest process's own (the processes make no cycle
-  but each its own, so the steady state runs at the slowest): the FIFOs never starve the slowest unit.
+- ``free_schedule``: every op's time when no FIFO is ever full, each process in topological order, every
+  process paced at the dataflow's interval (a sample no sooner than that after its previous one: the slowest
+  process's own cycles a sample, at which the processes, making no cycle but each its own, run in the steady
+  state; a faster one would only fill its FIFO and wait);
+- ``fifo_depths``: each FIFO's depth, the most tokens it holds in that schedule (a skip connection's FIFO holds
+  what its writer writes while the longer path catches up: their latency difference at its rate);
+- ``simulate``: the schedule under given depths, each process advancing while its FIFOs allow, every op as early
+  as they do; ``check``: a deadlock (no process can go on), or an op later than in the paced free schedule (so a
+  sample later, or the slowest process starved: a stall), reported by the FIFO's name.
 Pure functions over plain data (no onnx, no hls4ml).
 """
 
@@ -48,6 +49,44 @@ class Process:
     def interval(self) -> int:
         """Its cycles a sample when no FIFO holds it back: the gaps of a sample's ops."""
         return sum(op.gap for op in self.ops)
+
+
+def whole_ops(reads: Sequence[tuple[str, int]], writes: Sequence[str], tokens: int, compute: int) -> tuple[Op, ...]:
+    """A process that reads every token of its inputs (``reads``: each FIFO and its tokens a sample) a cycle apart,
+    computes ``compute`` cycles, then writes its ``tokens`` output tokens a cycle apart, each to every FIFO of
+    ``writes`` (its readers'): an io_parallel unit, or an op over whole buffers."""
+    ops = [Op(fifo, False) for fifo, count in reads for _ in range(count)]
+    for k in range(tokens):
+        ops += [Op(fifo, True, (compute if k == 0 else 1) if j == 0 else 0) for j, fifo in enumerate(writes)]
+    return tuple(ops)
+
+
+def loop_ops(iterations: int, interval: int, lag: int, reads: Sequence[tuple[str, Sequence[int]]],
+             writes: Sequence[str], emits: Sequence[int]) -> tuple[Op, ...]:
+    """A pipelined loop of ``iterations`` at ``interval`` cycles (its II) that reads a token of each FIFO of
+    ``reads`` at the iterations listed beside it, and writes an output token (to every FIFO of ``writes``) ``lag``
+    iterations after each iteration of ``emits`` (its pipeline's depth); iterations that neither read nor write
+    still take their cycles."""
+    reading: dict[int, list[str]] = {}
+    for fifo, at in reads:
+        for i in at:
+            reading.setdefault(i, []).append(fifo)
+    emitting: dict[int, int] = {}
+    for i in emits:
+        emitting[i + lag] = emitting.get(i + lag, 0) + 1
+    ops: list[Op] = []
+    waited = 0
+    for i in range(max(iterations, max(emitting, default=-1) + 1)):  # the drain's iterations after the loop's
+        waited += interval
+        for fifo in reading.get(i, []):
+            ops.append(Op(fifo, False, waited))
+            waited = 0
+        for _ in range(emitting.get(i, 0)):
+            ops += [Op(fifo, True, waited if j == 0 else 0) for j, fifo in enumerate(writes)]
+            waited = 0
+    if waited and ops:  # the last iterations' cycles before the next sample's first op
+        ops[0] = Op(ops[0].fifo, ops[0].write, ops[0].gap + waited)
+    return tuple(ops)
 
 
 @dataclass
@@ -120,15 +159,19 @@ def _topological(processes: Sequence[Process], writer: Mapping[str, str]) -> lis
 
 
 def free_schedule(processes: Sequence[Process], samples: int) -> Schedule:
-    """Every op's time for ``samples`` samples when no FIFO is ever full."""
+    """Every op's time for ``samples`` samples when no FIFO is ever full, each process starting a sample no sooner
+    than the dataflow's interval (its slowest process's) after its previous one."""
     writer, _ = _links(processes)
+    pace = max(p.interval for p in processes)
     schedule = Schedule(samples, {f: [] for f in writer}, {f: [] for f in writer}, {}, {})
     for p in _topological(processes, writer):
         time = 0
         starts, ends = schedule.starts.setdefault(p.name, []), schedule.ends.setdefault(p.name, [])
-        for _ in range(samples):
+        for sample in range(samples):
             for k, op in enumerate(p.ops):
                 time += op.gap
+                if k == 0 and sample:
+                    time = max(time, starts[0] + sample * pace)
                 if op.write:
                     schedule.writes[op.fifo].append(time)
                 else:
@@ -216,12 +259,24 @@ def _deadlock(waiting: Mapping[str, str], writer: Mapping[str, str], reader: Map
 
 
 def check(processes: Sequence[Process], depths: Mapping[str, int], samples: int = 6) -> Optional[str]:
-    """Why FIFOs of ``depths`` do not keep the processes' free schedule over ``samples`` samples: a deadlock or a
-    stall, by the FIFO's name; None when they do (and the dataflow runs at its slowest process's rate)."""
+    """Why FIFOs of ``depths`` do not carry the processes' paced free schedule over ``samples`` samples: a deadlock,
+    or a stall (ops later than there: a sample later, or the slowest process starved) naming the FIFOs too shallow
+    for it; None when they carry it (every op as soon, a sample each slowest process's interval)."""
     run = simulate(processes, depths, samples)
     if run.deadlock:
         return run.deadlock
-    if run.stalls:
-        return "stall: " + "; ".join(f"FIFO '{f}' full at its depth {depths[f]} for {cycles} cycles"
-                                     for f, cycles in sorted(run.stalls.items()))
+    free = free_schedule(processes, samples)
+    writer, _ = _links(processes)
+    # too shallow: a FIFO whose write came later than in the free schedule, the cycle after the read that freed its
+    # slot, that read on time (a FIFO whose reader was late only passes the wait on)
+    full = []
+    for fifo, writes in run.writes.items():
+        reads, depth = run.reads[fifo], depths[fifo]
+        freed = [(n, at, reads[n - depth]) for n, at in enumerate(writes) if n >= depth]
+        if any(at > free.writes[fifo][n] and at == read + 1 and read <= free.reads[fifo][n - depth]
+               for n, at, read in freed):
+            full.append(fifo)
+    if full:
+        return "stall: " + "; ".join(f"FIFO '{f}' full at its depth {depths[f]}: '{writer[f]}' waited "
+                                     f"{run.stalls.get(f, 0)} cycles to write it" for f in full)
     return None

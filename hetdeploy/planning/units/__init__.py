@@ -98,7 +98,8 @@ from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
 
 from ...core.board import RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS, Device
 from ...core.graph import Graph
-from ...core.plan import Band
+from ...core.plan import Band, Subfunction
+from ..dataflow import DataflowError, Op, Process
 # the cost model's constants and shared arithmetic, read by the stages as units.NAME
 from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDED_OPS, BAND_FIFO_SHARE, BRAM18_SHAPES,
                     BRAM_MIN_BITS, BRAM_MIN_DEPTH, CYCLES, DA_COST_PER_DIGIT_BIT, DA_MAX_INPUTS, DA_MAX_PRODUCTS,
@@ -233,17 +234,19 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
         group = main.attrs.get("group", 1)
         n_in = (first[1] // group) * math.prod(kernel)
         return windowed(Shape("kernel", n_in, main_out[1], math.prod(main_out[2:]), True, 0, output_values, softmax,
-                              latency_only=group > 1 and group == first[1]), first, kernel, main.attrs.get("pads"))
+                              latency_only=group > 1 and group == first[1]), first, kernel, main.attrs.get("strides"),
+                        main.attrs.get("pads"))
     if main.op in ("Gemm", "MatMul"):  # streamed, hls4ml's dense wrapper copies its input word into an array
         return Shape("kernel", first[-1], main_out[-1], 1, False, 0, output_values, softmax, window_values=first[-1])
     if main.op == "MaxPool":
         kernel = main.attrs.get("kernel_shape") or [1]
         return windowed(Shape("window", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, 0,
-                              output_values, softmax), first, kernel)
+                              output_values, softmax), first, kernel, main.attrs.get("strides"))
     if main.op in ("AveragePool", "GlobalAveragePool"):  # a depthwise convolution on the FPGA
         kernel = main.attrs.get("kernel_shape") or first[2:]
         return windowed(Shape("kernel", math.prod(kernel), main_out[1], math.prod(main_out[2:]), True, 0,
-                              output_values, softmax, latency_only=True), first, kernel, main.attrs.get("pads"))
+                              output_values, softmax, latency_only=True), first, kernel, main.attrs.get("strides"),
+                        main.attrs.get("pads"))
     channels = main_out[1] if len(main_out) > 1 else main_out[0]
     return Shape("elementwise", 1, channels, max(1, math.prod(main_out) // max(1, channels)), streamed, 0,
                  output_values, softmax)
@@ -314,20 +317,23 @@ def banded(shape: Shape, band: Band) -> Shape:
                                input_map=(band.input_rows, *shape.input_map[1:]) if shape.input_map else ())
 
 
-def windowed(shape: Shape, first: Sequence[int], kernel: Sequence[int],
+def windowed(shape: Shape, first: Sequence[int], kernel: Sequence[int], strides: Optional[Sequence[int]] = None,
              pads: Optional[Sequence[int]] = None) -> Shape:
-    """``shape`` of a window op (a convolution, a pooling) over its input ``first`` (N, C, ...) with ``pads`` (ONNX's:
-    each axis's start, then each end; a convolution's): the map its streamed loop reads, padded (hls4ml pads a
-    convolution's input in a ZeroPadding layer of its own under io_stream: InsertZeroPaddingBeforeConv1D/2D,
-    backends/vivado/passes/conv_same_pad.py), its line buffer ((k - 1) rows of that map) and its window in
-    registers (k x k x C)."""
+    """``shape`` of a window op (a convolution, a pooling) over its input ``first`` (N, C, ...) with ``strides``
+    (ONNX's default: 1) and ``pads`` (ONNX's: each axis's start, then each end; a convolution's): the map its
+    streamed loop reads, padded (hls4ml pads a convolution's input in a ZeroPadding layer of its own under
+    io_stream: InsertZeroPaddingBeforeConv1D/2D, backends/vivado/passes/conv_same_pad.py), its window's geometry
+    over it, its line buffer ((k - 1) rows of that map) and its window in registers (k x k x C)."""
     spatial = list(first[2:]) or [1]
     ends = list(pads or [0] * (2 * len(spatial)))
     padded = [n + ends[k] + ends[k + len(spatial)] for k, n in enumerate(spatial)]
     rows, columns = math.prod(padded[:-1]), padded[-1]
     line = (kernel[0] - 1) * (columns if len(first) > 3 else 1) * first[1]
+    steps = list(strides or [1] * len(spatial))
+    geometry = (kernel[0], kernel[-1], steps[0], steps[-1], ends[0], ends[len(spatial) - 1], ends[len(spatial)],
+                ends[-1]) if len(spatial) > 1 else (1, kernel[0], 1, steps[0], 0, ends[0], 0, ends[1])
     return dataclasses.replace(shape, line_buffer_values=line, window_values=first[1] * math.prod(kernel),
-                               input_map=(rows, columns, first[1]), padded=any(ends))
+                               input_map=(rows, columns, first[1]), padded=any(ends), window_geometry=geometry)
 
 
 class Folding(NamedTuple):
@@ -457,6 +463,50 @@ def resource_parts(shape: Shape, folding: Folding, width: int,
     parts = _resource_parts(shape, kind_of(shape), own, width)
     return {name: {k: v for k, v in zip(RESOURCES, parts[name]) if v} for name in RESOURCE_PARTS
             if any(parts.get(name, ()))}
+
+
+def dataflow_processes(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str = VITIS_HLS) -> list[Process]:
+    """The execution units of FPGA subfunction ``sub`` as concurrent processes of a dataflow (planning/dataflow.py),
+    linked by a FIFO for each tensor a unit reads: each unit as its kind runs it (``UnitKind.dataflow_ops``, at its
+    folding and its estimate's compute cycles), a token a pixel of a map (a flat tensor: one), the subfunction's
+    inputs written by a process "input" a token a cycle and its outputs read by "output". DataflowError for a unit
+    that runs in bands or on the engine (no dataflow process: it reads its input whole from memory)."""
+    index = graph.node_index()
+    shapes: dict[str, list[int]] = {}
+    for n in graph.nodes:
+        for t, shape in (*zip(n.inputs, n.input_shapes), *zip(n.outputs, n.output_shapes)):
+            shapes.setdefault(t, shape)
+
+    def tokens(tensor: str) -> int:  # a pixel's word of a map, or a flat tensor's one
+        return math.prod((shapes.get(tensor) or [1])[2:])
+
+    fifos: dict[str, list[str]] = {}
+    for u in sub.execution_units:
+        for t in u.inputs:
+            fifos.setdefault(t, []).append(f"{t}>{u.name}")
+    for t in sub.outputs:
+        fifos.setdefault(t, []).append(f"{t}>output")
+    written = {t for u in sub.execution_units for t in u.outputs}
+    processes = []
+    for u in sub.execution_units:
+        if u.band is not None or u.engine is not None:
+            raise DataflowError(f"unit '{u.name}' runs {'in bands' if u.band else 'on the engine'}: it reads its "
+                                f"input whole from memory, no dataflow process")
+        unit = Unit(u.pe, [index[n] for n in u.nodes], list(u.inputs), u.outputs[0])
+        shape = unit_shape(graph, unit, clock_mhz, u.io_type or None, hls_tool)
+        ops = kind_of(shape).dataflow_ops(shape, u.reuse_factor, u.estimate["compute_cycles"],
+                                          [(f"{t}>{u.name}", tokens(t)) for t in u.inputs], fifos.get(u.outputs[0], []),
+                                          tokens(u.outputs[0]))
+        processes.append(Process(u.name, ops))
+    # the inputs' tokens spread over a sample each slowest unit's interval, at least a cycle apart (the units'
+    # back-pressure paces a DMA so)
+    sources = [(t, k) for t in fifos if t not in written for k in range(tokens(t))]
+    pace = max([p.interval for p in processes] + [len(sources)])
+    gap = pace // max(1, len(sources))
+    given = [Op(f, True, (gap + (pace % gap if n == 0 else 0)) if j == 0 else 0)
+             for n, (t, _) in enumerate(sources) for j, f in enumerate(fifos[t])]
+    return [Process("input", tuple(given)), *processes,
+            Process("output", tuple(Op(f"{t}>output", False) for t in sub.outputs for _ in range(tokens(t))))]
 
 
 def engine_refusal(graph: Graph, unit: Unit) -> Optional[str]:

@@ -160,6 +160,8 @@ class Shape:
     # whether hls4ml pads it first in a ZeroPadding layer of its own (a padded convolution); () for other layers
     input_map: tuple[int, ...] = ()
     padded: bool = False
+    # its window over that map: (k_h, k_w, s_h, s_w, pad top, left, bottom, right); a 1-D one a row of one
+    window_geometry: tuple[int, ...] = ()
 
 
 def valid_reuse_factors(n_in: int, n_out: int) -> list[int]:

@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Optional
+from typing import ClassVar, Optional, Sequence
 
-from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, DISTRIBUTED_ARITHMETIC, Shape, accumulator_bits, adder_levels_a_cycle,
-                    arena_words, bound_products, bram18_blocks, ddr_cycles_per_vector, distributed_arithmetic_lut,
-                    element_bytes, first_product_cycles, iterations, strategy_for, valid_reuse_factors, weight_codes,
-                    weight_type_bits)
+from ..dataflow import Op, loop_ops, whole_ops
+from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, DISTRIBUTED_ARITHMETIC, Shape, accumulator_bits,
+                    adder_levels_a_cycle, arena_words, bound_products, bram18_blocks, ddr_cycles_per_vector,
+                    distributed_arithmetic_lut, element_bytes, first_product_cycles, iterations, strategy_for,
+                    valid_reuse_factors, weight_codes, weight_type_bits)
 
 
 @dataclass
@@ -69,6 +70,46 @@ class UnitKind:
         """The values the unit writes through the arena."""
         return shape.output_values
 
+    def dataflow_ops(self, shape: Shape, reuse_factor: int, compute_cycles: int, reads: Sequence[tuple[str, int]],
+                     writes: Sequence[str], tokens: int) -> tuple[Op, ...]:
+        """Its ops on a sample as a dataflow process (planning/dataflow.py): reading ``reads`` (each input's FIFO
+        and its tokens, a pixel's word or a flat vector each), computing its ``compute_cycles``, and writing its
+        ``tokens`` output tokens to each FIFO of ``writes``: a token at a time where ``per_token``, else the whole
+        input, then the whole output."""
+        if self.per_token(shape):
+            return _token_loop(compute_cycles, reads, writes, tokens)
+        return whole_ops(reads, writes, tokens, compute_cycles)
+
+    def per_token(self, shape: Shape) -> bool:
+        """Whether, as a dataflow process, it computes each output token from the same token of each input."""
+        return False
+
+
+def _window_loop(shape: Shape, interval: int, compute_cycles: int, reads: Sequence[tuple[str, int]],
+                 writes: Sequence[str]) -> tuple[Op, ...]:
+    """A streamed window layer's loop (hls4ml's conv and pooling stream functions): an iteration a pixel of its
+    padded input map at ``interval`` cycles, a token read at each pixel inside the padding, an output token as each
+    window completes (its last pixel read), a pipeline's depth later."""
+    rows, columns, _ = shape.input_map
+    k_h, k_w, s_h, s_w, top, left, bottom, right = shape.window_geometry
+    inside = [r * columns + c for r in range(top, rows - bottom) for c in range(left, columns - right)]
+    emits = [(y * s_h + k_h - 1) * columns + x * s_w + k_w - 1
+             for y in range((rows - k_h) // s_h + 1) for x in range((columns - k_w) // s_w + 1)]
+    lag = -(-max(0, compute_cycles - rows * columns * interval) // interval)
+    return loop_ops(rows * columns, interval, lag, [(reads[0][0], inside)], writes, emits)
+
+
+def _token_loop(compute_cycles: int, reads: Sequence[tuple[str, int]], writes: Sequence[str],
+                tokens: int) -> tuple[Op, ...]:
+    """A layer that computes each output token from the same token of each input (an activation, an Add, a
+    Concat of channels, a scale and shift), a token an iteration at the interval its cycles allow; an input of
+    other tokens, whole."""
+    if any(count != tokens for _, count in reads):
+        return whole_ops(reads, writes, tokens, compute_cycles)
+    interval = max(1, compute_cycles // max(1, tokens))
+    lag = -(-max(0, compute_cycles - tokens * interval) // interval)
+    return loop_ops(tokens, interval, lag, [(fifo, range(tokens)) for fifo, _ in reads], writes, range(tokens))
+
 
 KINDS: dict[str, UnitKind] = {}
 
@@ -92,6 +133,11 @@ class Kernel(UnitKind):
 
     def reuse_factors(self, shape: Shape) -> list[int]:
         return valid_reuse_factors(shape.n_in, shape.n_out)
+
+    def dataflow_ops(self, shape, reuse_factor, compute_cycles, reads, writes, tokens):
+        if shape.streamed and shape.input_map:
+            return _window_loop(shape, reuse_factor, compute_cycles, reads, writes)
+        return super().dataflow_ops(shape, reuse_factor, compute_cycles, reads, writes, tokens)
 
     def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
         done = Arithmetic()
@@ -169,6 +215,11 @@ class Window(UnitKind):
         # io_parallel: every output pixel's comparators at once, combinational
         return Arithmetic(lut=shape.vectors * shape.n_out * width * shape.n_in)
 
+    def dataflow_ops(self, shape, reuse_factor, compute_cycles, reads, writes, tokens):
+        if shape.streamed and shape.input_map:
+            return _window_loop(shape, 1, compute_cycles, reads, writes)
+        return super().dataflow_ops(shape, reuse_factor, compute_cycles, reads, writes, tokens)
+
 
 @unit_kind
 class Elementwise(UnitKind):
@@ -184,6 +235,9 @@ class Elementwise(UnitKind):
         rows)."""
         return shape.table_layers > 0
 
+    def per_token(self, shape: Shape) -> bool:
+        return shape.streamed  # hls4ml's activation stream functions: a word a cycle
+
 
 class _TopKind(UnitKind):
     """An op the subfunction's top computes over whole buffers (arena.h), a lane of a word at a time."""
@@ -194,6 +248,14 @@ class _TopKind(UnitKind):
     @staticmethod
     def lanes(width: int) -> int:
         return ARENA_WORD_BYTES // element_bytes(width)
+
+
+class _TokenByToken(_TopKind):
+    """A top's op whose output token is computed from the same token of each input (a pixel's channels of each
+    Concat input, then the next pixel's)."""
+
+    def per_token(self, shape: Shape) -> bool:
+        return True
 
 
 @unit_kind
@@ -211,7 +273,7 @@ class Gather(_TopKind):
 
 
 @unit_kind
-class Add(_TopKind):
+class Add(_TokenByToken):
     """arena.h's add: a word of each input for a word of the output's lanes."""
 
     name = "add"
@@ -224,7 +286,7 @@ class Add(_TopKind):
 
 
 @unit_kind
-class Affine(_TopKind):
+class Affine(_TokenByToken):
     """arena.h's affine (a BatchNormalization): a word read and a word written a cycle."""
 
     name = "affine"
@@ -237,7 +299,7 @@ class Affine(_TopKind):
 
 
 @unit_kind
-class Concat(_TopKind):
+class Concat(_TokenByToken):
     """arena.h's concat: a word of lanes from one input's run (its words read, the output's written: two words a
     cycle) when the inputs' channels fill whole words, else a read a value."""
 
