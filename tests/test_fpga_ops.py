@@ -305,16 +305,21 @@ def test_a_resnet18_shaped_network_in_bands_builds_for_the_kv260_with_most_macs_
 
 @pytest.mark.slow
 def test_a_resnet18_shaped_network_on_the_engine_matches_onnxruntime(tmp_path):
-    """ResNet-18 at 3 x 64 x 64 (graphs.resnet18, widths 4 to 32) for the KV260 with every convolution (its
-    BatchNormalization folded in, 3 x 3 and strided 1 x 1 shortcuts, the 7 x 7 stride-2 stem) and the classifier
-    pinned to the layer-sequential engine (--strategy NODE=engine): they share one engine, their weights in the DDR
-    image; every unit within tolerance at 16 bits (none widened), the pipeline emulated within tolerance."""
+    """ResNet-18 at 3 x 64 x 64 (graphs.resnet18, widths 4 to 32) for a KV260 of 96 BRAM18s with every convolution
+    (its BatchNormalization folded in, 3 x 3 and strided 1 x 1 shortcuts, the 7 x 7 stride-2 stem) and the
+    classifier pinned to the layer-sequential engine (--strategy NODE=engine): they share one engine, their weights
+    in the DDR image; the activations the BRAM left to them does not hold go to the URAM (the top's uram array,
+    bound to URAM), not to DDR; every unit within tolerance at 16 bits (none widened), the pipeline emulated
+    within tolerance."""
     import graphs
 
     graph = graphs.resnet18(64, (4, 8, 16, 32), classes=10)
     onnx.save(graphs.to_onnx(graph), str(tmp_path / "model.onnx"))
     pinned = [n.name for n in graph.nodes if n.op in ("Conv", "Gemm")]
-    plan = build_and_emulate(tmp_path / "model.onnx", tmp_path / "out", "kv260",
+    shipped = (Path(hetdeploy.__file__).parent / "boards" / "kv260.yaml").read_text()
+    board = tmp_path / "kv260-96.yaml"
+    board.write_text(shipped.replace("bram18: 288,", "bram18: 96,"))
+    plan = build_and_emulate(tmp_path / "model.onnx", tmp_path / "out", str(board),
                              strategies={n: "Engine" for n in pinned})
     found = {u.nodes[0]: u for s in plan.subfunctions for u in s.execution_units}
     assert all(found[n].engine is not None and found[n].verification.passed for n in pinned)
@@ -324,6 +329,11 @@ def test_a_resnet18_shaped_network_on_the_engine_matches_onnxruntime(tmp_path):
     assert top.count("#pragma HLS ALLOCATION function instances=") == 1  # one engine for all of them
     image = (tmp_path / "out" / sub.hls.ddr_image).read_bytes()
     assert len(image) == sum(b.size for b in sub.memory.buffers if b.kind == "weights")
+    in_uram = [b for b in sub.memory.buffers if b.memory == "uram"]
+    assert in_uram and sub.memory.uram_bytes >= max(b.offset + b.size for b in in_uram)
+    assert not [b for b in sub.memory.buffers if b.memory == "ddr" and b.kind == "activation"]
+    assert "#pragma HLS BIND_STORAGE variable=uram type=ram_t2p impl=uram" in top
+    assert len(set(re.findall(r"\buram \+ (\d+)", top))) == len({b.offset for b in in_uram})  # the units' reads
 
 
 @pytest.mark.slow

@@ -170,11 +170,15 @@ def test_refcount_reuses_a_block_only_when_free_and_large_enough():
     assert lower_bound(requests) == 200 <= footprint(requests, place(requests, "greedy"), "bram") < 270
 
 
-def test_short_target_spills_to_the_reserve_then_to_ddr():
+def test_short_target_spills_to_the_uram_then_the_reserve_then_to_ddr():
     requests = [Request(100, 0, 2), Request(100, 1, 2), Request(100, 2, 2)]
     memories = [p.memory for p in place(requests, "greedy", target=100, reserved=100)]
     assert sorted(memories) == ["bram", "ddr", "reserved"]
     assert [p.memory for p in place(requests, "greedy", target=300, reserved=100)] == ["bram"] * 3
+    for strategy in ("greedy", "refcount", "fastest"):  # an UltraScale+ part's URAM before the reserve
+        placed = place(requests + [Request(100, 2, 2)], strategy, target=100, reserved=100, uram=100)
+        assert sorted(p.memory for p in placed) == ["bram", "ddr", "reserved", "uram"], strategy
+        assert [p.memory for p in place(requests, strategy, target=100, reserved=100, uram=200)].count("uram") == 2
 
 
 def test_schedule_is_a_topological_order_that_does_not_raise_the_peak():

@@ -31,6 +31,8 @@ OP_CLASSES = ("conv", "dense", "pool", "elementwise", "normalization", "softmax"
 COMPUTE_DTYPES = ("float32", "float16", "fixed16", "fixed8", "int8")
 # On-chip capacity of a BRAM18 without parity bits: 1024 x 16 bit (Xilinx UG473).
 BRAM18_BITS = 16 * 1024
+# What a URAM288 block holds of 64-bit words: 4,096 words of its 72-bit width (Xilinx UG573, UltraScale+ only).
+URAM_BYTES = 4096 * 8
 # Who implements a PE's ops: hls4ml (a project per unit), or hetdeploy's subfunction top itself
 # (hetdeploy/hls/arena.h), which moves values (the relayouts) and reduces windows (the window ops).
 ENGINES = ("hls4ml", "top")

@@ -448,6 +448,8 @@ class MemoryPlan:
     # (run.py fills one while the core works on the other). The units take one sample at a time, so a
     # batch needs no more on-chip buffers than one sample.
     batch_bytes: int = 0
+    uram_target_bytes: int = 0  # the FPGA's URAM still free when this subfunction was planned (after BRAM)
+    uram_bytes: int = 0  # URAM used
 
 
 @dataclass

@@ -131,8 +131,10 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
             m = sub.memory
             lines.append(f"\n{sub.name}: memory plan ({m.strategy}; footprints in one memory: "
                          + ", ".join(f"{k} {v:,} B" for k, v in m.footprints.items()) + ")")
-            lines.append(f"  BRAM target {m.target_bytes:,} B, used {m.bram_bytes:,} B; reserve {m.reserved_bytes:,} B, used "
-                         f"{m.reserved_used_bytes:,} B; DDR {m.ddr_bytes:,} B (spills +{duration(m.ddr_transfer_s)}, "
+            uram = f"URAM {m.uram_target_bytes:,} B, used {m.uram_bytes:,} B; " if m.uram_target_bytes else ""
+            lines.append(f"  BRAM target {m.target_bytes:,} B, used {m.bram_bytes:,} B; {uram}reserve "
+                         f"{m.reserved_bytes:,} B, used {m.reserved_used_bytes:,} B; DDR {m.ddr_bytes:,} B "
+                         f"(spills +{duration(m.ddr_transfer_s)}, "
                          f"weights {sum(b.size for b in m.buffers if b.kind == 'weights'):,} B read in "
                          f"{duration(m.ddr_weights_s)}); "
                          f"lower bound {m.lower_bound_bytes:,} B; batch buffers in DDR {m.batch_bytes:,} B")

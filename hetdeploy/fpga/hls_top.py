@@ -74,7 +74,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     shutil.copytree(source.ap_types, project_dir / "ap_types", dirs_exist_ok=True)
     sub = source.name
     extent = {m: max((b.offset + b.size for b in source.memory.buffers if b.memory == m), default=0)
-              for m in ("bram", "reserved", "ddr")}
+              for m in ("bram", "uram", "reserved", "ddr")}
     if any(b.offset % units.ARENA_WORD_BYTES or b.size % units.ARENA_WORD_BYTES for b in source.memory.buffers):
         raise RuntimeError(f"{sub}: a buffer of the memory plan is not whole {units.ARENA_WORD_BYTES}-byte words")
     arena_words, reserve_words, ddr_words = (max(1, extent[m] // units.ARENA_WORD_BYTES) for m in ("bram", "reserved", "ddr"))
@@ -99,7 +99,8 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
                                                 parameters=_parameters(u, ports_of[u.name]))
                               for u in source.units if u.hls is not None)
     (project_dir / f"{sub}_units.h").write_text(template("units.h.in").substitute(
-        subfunction=sub, guard=sub.upper(), arena_bytes=extent["bram"], reserve_bytes=extent["reserved"],
+        subfunction=sub, guard=sub.upper(), arena_bytes=extent["bram"], uram_bytes=extent["uram"],
+        reserve_bytes=extent["reserved"],
         ddr_bytes=extent["ddr"], offsets=offsets,
         declarations=declarations))
 
@@ -124,7 +125,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
                                                                bytes=ddr_words * units.ARENA_WORD_BYTES)
     m_axi_ports = "".join(template("top_m_axi_port.cpp.in").substitute(
         port=name, depth=statement("m_axi_depth", values=depth[name]) if name in depth else "") for name in names)
-    base = {"bram": "arena", "reserved": "reserve", "ddr": "ddr"}
+    base = {"bram": "arena", "uram": "uram", "reserved": "reserve", "ddr": "ddr"}
 
     def at(tensor: str) -> str:
         return statement("at_word", memory=base[buffers[tensor].memory],
@@ -151,6 +152,8 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
         arguments=", ".join(names), m_axi_ports=m_axi_ports, allocations=allocations, csim_memory=csim_memory,
         load_ddr=load_ddr,
         load_weights=_load_weights(every_weight), arena_words=arena_words, reserve_words=reserve_words,
+        uram=statement("uram_memory", words=extent["uram"] // units.ARENA_WORD_BYTES) + "\n"
+        if extent["uram"] else "",
         max_batch=batch,
         body="".join(body), unit_entries="\n".join(entries)))
 

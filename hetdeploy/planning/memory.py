@@ -1,16 +1,18 @@
 """Stage 4b: buffers of an FPGA subfunction and where they live in its memories.
 
 ``plan_memory`` is the policy over a plan: the BRAM the units leave free is the target memory of the
-device's subfunctions, in plan order; then the reserve; then DDR. Below it, pure functions over plain data
-(no onnx, no hls4ml; numpy for the lower bound). A subfunction runs its execution units one
-after the other (schedule step k = unit k). A buffer is a tensor the units exchange: a subfunction
-input (written by the top before step 0), or a unit's output; it is live from the step that writes
-it to the last step that reads it, and a subfunction output stays live to the last step (the top
-reads it after every unit ran). Two buffers may share bytes only when their lifetimes are disjoint.
+device's subfunctions, in plan order; then its URAM (UltraScale+ parts); then the reserve; then DDR.
+Below it, pure functions over plain data (no onnx, no hls4ml; numpy for the lower bound). A
+subfunction runs its execution units one after the other (schedule step k = unit k). A buffer is a
+tensor the units exchange: a subfunction input (written by the top before step 0), or a unit's
+output; it is live from the step that writes it to the last step that reads it, and a subfunction
+output stays live to the last step (the top reads it after every unit ran). Two buffers may share
+bytes only when their lifetimes are disjoint.
 
 Memories, tried in this order for every buffer: the BRAM target memory (what the FPGA's budget
-leaves after the units' weights and FIFOs), the reserved pool (the board's reserve: used only when
-the target is short, and reported) and DDR (unbounded; its traffic costs time).
+leaves after the units' weights and FIFOs), the URAM (the budget's URAM288 blocks, 32 KiB of 64-bit
+words each: no unit uses them), the reserved pool (the board's reserve: used only when the target is
+short, and reported) and DDR (unbounded; its traffic costs time).
 
 Strategies (``place``):
 - ``refcount``, the seed's rule: buffers are taken in schedule order; each gets the first block
@@ -37,7 +39,7 @@ from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ..core.board import BRAM18_BITS, Board
+from ..core.board import BRAM18_BITS, URAM_BYTES, Board
 from ..core.board_runtime import port_values
 from ..core.errors import UserError
 from ..core.graph import Graph
@@ -46,7 +48,7 @@ from . import exact_packing, units
 from .cost import FLOAT_BYTES
 
 STRATEGIES = ("refcount", "greedy", "fastest")
-MEMORIES = ("bram", "reserved", "ddr")
+MEMORIES = ("bram", "uram", "reserved", "ddr")
 # The hill climb after greedy: at most this many tries, and at most CLIMB_WORK / buffers of them
 # (each try is a full greedy pass).
 CLIMB_STEPS, CLIMB_WORK = 1000, 200_000
@@ -116,10 +118,10 @@ def footprint(requests: Sequence[Request], placements: Sequence[Placement], memo
 
 
 def place(requests: Sequence[Request], strategy: str, target: Optional[int] = None,
-          reserved: int = 0) -> list[Placement]:
-    """A placement of every request: into BRAM up to ``target`` bytes (None: unbounded), then the
-    ``reserved`` pool, then DDR."""
-    capacities = [target, reserved, None] if target is not None else [None]
+          reserved: int = 0, uram: int = 0) -> list[Placement]:
+    """A placement of every request: into BRAM up to ``target`` bytes (None: unbounded), then ``uram``
+    bytes of URAM, then the ``reserved`` pool, then DDR."""
+    capacities = [target, uram, reserved, None] if target is not None else [None]
     memories = MEMORIES if target is not None else MEMORIES[:1]
     if strategy == "refcount":
         return _refcount(requests, capacities, memories)
@@ -361,6 +363,7 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
         used = sum(u.estimate["bram18"] for s in subs for u in s.execution_units)
         target = max(0, budget - used) * BRAM18_BYTES
         reserve = (device.resources["bram18"] - budget) * BRAM18_BYTES
+        uram = device.budget().get("uram", 0) * URAM_BYTES
         for sub in subs:
             sizes = {t: units.buffer_bytes(math.prod(shapes[t]), element_bytes_of(t))
                      for t in sub.inputs + [t for u in sub.execution_units for t in u.outputs]}
@@ -379,7 +382,7 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
             strategy = policy
             if strategy == "auto":  # the smallest footprint; greedy on a tie
                 strategy = min(STRATEGIES, key=lambda s: (footprints[s], s != "greedy"))
-            placements = place(requests, strategy, target, reserve)
+            placements = place(requests, strategy, target, reserve, uram)
             used_in = {m: footprint(requests, placements, m) for m in MEMORIES}
             readers = {b.tensor: 1 + sum(b.tensor in u.inputs for u in sub.execution_units) for b in lives}
             ddr_traffic = sum(r.size * readers[b.tensor]
@@ -396,7 +399,8 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                                           units.unit_shape(graph, unit_graph, device.clock_mhz).vectors)
             sub.memory = MemoryPlan(
                 strategy=strategy, target_bytes=target, reserved_bytes=reserve,
-                reserved_used_bytes=used_in["reserved"], bram_bytes=used_in["bram"],
+                reserved_used_bytes=used_in["reserved"], bram_bytes=used_in["bram"], uram_target_bytes=uram,
+                uram_bytes=used_in["uram"],
                 ddr_bytes=weights_end + used_in["ddr"], lower_bound_bytes=lower_bound(requests),
                 ddr_transfer_s=ddr_traffic / device.memory.bandwidth_bytes_per_s,
                 ddr_weights_s=weight_traffic / device.memory.bandwidth_bytes_per_s, footprints=footprints,
@@ -406,6 +410,7 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                 batch_bytes=batch_bytes(sub, shapes, batch))
             target -= used_in["bram"]
             reserve -= used_in["reserved"]
+            uram -= used_in["uram"]
         _check_ddr(device, subs, shapes, batch)
 
 

@@ -26,8 +26,10 @@ from ..core.plan_text import ESTIMATE_COLUMNS, OPEN_SYNTH_CAVEAT, YOSYS_COLUMNS,
 # A subfunction's colour is its own, from a qualitative palette in plan order (two FPGA
 # subfunctions must not read as one); its device kind is the graph's node marker.
 _KIND_MARKERS = {"fpga": "s", "cpu": "o", "gpu": "^"}
-_MEMORY_COLOURS = {"bram": "#f4b183", "reserved": "#ffd966", "ddr": "#b4a7d6", "weights": "#8e7cc3"}
-_MEMORY_NAMES = {"bram": "on-chip BRAM", "reserved": "reserved BRAM", "ddr": "DDR (spilled)",
+_MEMORY_COLOURS = {"bram": "#f4b183", "uram": "#a9d18e", "reserved": "#ffd966", "ddr": "#b4a7d6",
+                   "weights": "#8e7cc3"}
+_MEMORY_NAMES = {"bram": "on-chip BRAM", "uram": "on-chip URAM", "reserved": "reserved BRAM",
+                 "ddr": "DDR (spilled)",
                  "weights": "DDR weights of a unit"}
 RESOURCES = ("dsp", "bram18", "lut", "ff")
 # beyond this many nodes the graph is drawn without labels
@@ -168,7 +170,7 @@ def memory_figure(sub: Subfunction, memory: MemoryPlan) -> Figure:
         return (memory.target_bytes if b.memory == "reserved" else 0) + b.offset + b.size
 
     panels = [(title, memories, max((top(b) for b in memory.buffers if b.memory in memories), default=0))
-              for title, memories in (("on chip", ("bram", "reserved")), ("DDR", ("ddr",)))]
+              for title, memories in (("on chip", ("bram", "reserved")), ("URAM", ("uram",)), ("DDR", ("ddr",)))]
     panels = [p for p in panels if p[2] > 0]
     steps = max(1, len(sub.execution_units))
     figure = Figure(figsize=(10, 1.2 + 2.8 * max(1, len(panels))))
@@ -326,7 +328,9 @@ def write_report(build_dir: Path) -> Path:
             continue
         m = sub.memory
         parts += [f"<h2>{html.escape(sub.name)}: memory map</h2>",
-                  f"<p>BRAM {m.bram_bytes:,} of {m.target_bytes:,} B; reserve {m.reserved_used_bytes:,} of "
+                  f"<p>BRAM {m.bram_bytes:,} of {m.target_bytes:,} B; "
+                  + (f"URAM {m.uram_bytes:,} of {m.uram_target_bytes:,} B; " if m.uram_target_bytes else "")
+                  + f"reserve {m.reserved_used_bytes:,} of "
                   f"{m.reserved_bytes:,} B; DDR {m.ddr_bytes:,} B; lower bound {m.lower_bound_bytes:,} B "
                   f"(strategy {html.escape(m.strategy)})</p>",
                   svg(memory_figure(sub, m)), buffers_table(m)]
