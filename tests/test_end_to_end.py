@@ -114,21 +114,23 @@ def test_build_and_emulate(built, tmp_path, capsys, name, devices):
 
 @pytest.mark.slow
 def test_a_network_whose_maps_exceed_the_chip_runs_in_bands_with_its_activations_in_ddr(built, capsys):
-    """Four 3 x 3 convolutions of 64 channels on 32 x 32: hls4ml's FIFOs hold a layer's whole 32 x 32 x 64 map
-    (57 BRAM18s, past an eighth of the PYNQ-Z2's budget), so each hls4ml unit runs in two bands of 16 rows (one the
-    folding finds faster on the engine reads the whole maps there); the maps themselves sit in DDR, and the whole
+    """Four 3 x 3 convolutions of 64 channels on 32 x 32: hls4ml's FIFOs hold a layer's whole 32 x 32 x 64 map, and
+    its padding layer's the padded 34 x 34 one (57 BRAM18s each, past an eighth of the PYNQ-Z2's budget), so each
+    hls4ml unit runs in bands (the same for each: 3 x 3 windows, a row above and below each band), those the
+    folding finds faster on the engine reading the whole maps there; the maps themselves sit in DDR, and the whole
     network is one FPGA call (built and emulated within tolerance in test_build_and_emulate)."""
     model, out = built("four_conv64")
     plan = json.loads((out / "plan.json").read_text())
     (fpga,) = plan["subfunctions"]
     on_hls4ml = [u for u in fpga["execution_units"] if u["engine"] is None]
-    assert len(on_hls4ml) >= 3 and all(u["band"] is None for u in fpga["execution_units"] if u["engine"])
-    assert [(u["band"]["count"], u["band"]["rows"], u["band"]["input_rows"]) for u in on_hls4ml] == \
-        [(2, 16, 18)] * len(on_hls4ml)
+    assert len(on_hls4ml) >= 2 and all(u["band"] is None for u in fpga["execution_units"] if u["engine"])
+    bands = {(u["band"]["count"], u["band"]["rows"], u["band"]["input_rows"]) for u in on_hls4ml}
+    (count, rows, input_rows), = bands
+    assert count >= 2 and input_rows == rows + 2 and count * rows >= 32 > (count - 1) * rows
     assert fpga["memory"]["ddr_bytes"] > 0 and all(u["verification"]["passed"] for u in fpga["execution_units"])
     capsys.readouterr()
     assert main(["plan", str(model), "--board", "pynq-z2"]) == 0
-    assert "run in bands (resources of one band, cycles of all): sf0_fpga_u0 2 of 16 output rows" in \
+    assert f"run in bands (resources of one band, cycles of all): sf0_fpga_u0 {count} of {rows} output rows" in \
         capsys.readouterr().out
 
 

@@ -14,8 +14,8 @@ from hetdeploy.core.precision import OCTAVES
 from hetdeploy.planning.units import (BAND_FIFO_SHARE, CYCLES, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, RESOURCES, Folding,
                                       Shape, accumulator_bits, band_of, banded, bram18_blocks, chosen_band, estimate,
                                       estimate_range, fifo_bram18, fold, fold_for_rate, folded_estimate,
-                                      folding_options, registers_output, resource_parts, reuse_factors_for,
-                                      split_units, streams, unit_shape, valid_reuse_factors)
+                                      folding_options, hls4ml_builds, registers_output, resource_parts,
+                                      reuse_factors_for, split_units, streams, unit_shape, valid_reuse_factors)
 
 FPGA = load_board("pynq-z2").device("fpga")
 
@@ -364,11 +364,16 @@ def test_the_folding_chooses_each_units_io_type_by_cost():
         [Folding(1, False, DISTRIBUTED_ARITHMETIC)]
     assert fold([larger], budget, 16)[0].io_type is None
     (fastest,) = fold([small], budget, 16)
-    (for_rate,) = fold_for_rate([small], budget, 16, [[0]], [1e9])
-    assert fastest.io_type == for_rate.io_type == "io_parallel"
+    assert fastest.io_type == "io_parallel"
     fifo = fifo_bram18(small.fifos, 16)  # the map between the convolution and the ReLU, streamed
-    assert fifo > 0 and folded_estimate(small, for_rate._replace(io_type=None), 16, None)["bram18"] == \
-        folded_estimate(small, for_rate, 16, None)["bram18"] + fifo
+    assert fifo > 0 and folded_estimate(small, fastest._replace(io_type=None), 16, None)["bram18"] == \
+        folded_estimate(small, fastest, 16, None)["bram18"] + fifo
+    # for a rate, the fewest resources: folded past the 72 products of its window, where hls4ml's io_parallel
+    # convolution under Resource asserts (hls4ml_builds): streamed
+    (for_rate,) = fold_for_rate([small], budget, 16, [[0]], [1e9])
+    assert for_rate.reuse_factor > small.n_in == 72 and for_rate.io_type is None
+    assert not hls4ml_builds(small, for_rate._replace(io_type="io_parallel")) and hls4ml_builds(small, for_rate)
+    assert hls4ml_builds(small, Folding(72, False, "Resource", "io_parallel"))
     assert fold([_head("Relu", n_in=16)], budget, 16)[0].io_type is None
 
 

@@ -709,7 +709,7 @@ def by_cost(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[i
             options = [o._replace(io_type=None if io == IO_TYPES[shape.streamed] else io)
                        for o in [foldings[u], *options] for io in IO_TYPES
                        if o.strategy != DISTRIBUTED_ARITHMETIC or io == IO_TYPES[shape.streamed]]
-        for option in options:
+        for option in (o for o in options if hls4ml_builds(shape, o)):
             trial = unit_estimate(u, option)
             if any(totals[k] - used[u][k] + trial[k] > budget.get(k, 0) for k in RESOURCES):
                 continue
@@ -719,6 +719,14 @@ def by_cost(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[i
                 foldings = foldings[:u] + [option] + foldings[u + 1:]
                 used, best = used[:u] + [trial] + used[u + 1:], trial_cost
     return foldings
+
+
+def hls4ml_builds(shape: Shape, folding: Folding) -> bool:
+    """Whether hls4ml 1.3 computes ``shape`` folded so: its io_parallel convolution under the Resource strategy
+    (nnet_conv1d_resource.h and nnet_conv2d_resource.h) asserts a reuse factor of at most its window's products,
+    filt_height x filt_width x n_chan (``Shape.n_in``), and aborts the C-simulation beyond."""
+    parallel_window = bool(shape.input_map) and not with_io_type(shape, folding.io_type).streamed
+    return not (parallel_window and folding.hls_strategy == "Resource" and folding.reuse_factor > shape.n_in)
 
 
 def _per_unit(width: int | Sequence[int], shapes: Sequence[Shape]) -> list[int]:
