@@ -10,9 +10,10 @@
 // of the subfunction's memories (arena.h), its weights and biases read from DDR: for each tile of LANES output
 // channels, the tile's weights into the engine's buffer, then for each output pixel the k_h x k_w x in_c
 // window values one a cycle, each multiplied by the tile's LANES weights at once. Values are raw fixed-point
-// bits whose binary points the layer gives: each product and the sum exact (64 bits), then the layer's ReLU,
-// then rounded to the nearest at the output's fraction bits (ties up: AP_RND) and saturated to its width and
-// signedness (AP_SAT), as the output buffer's ap_fixed type would.
+// bits whose binary points the layer gives: each product exact (the value, signed in IW + 1 bits, by its WW-bit
+// weight: one multiplier's width, not the sum's), the sum in 64 bits, then the layer's ReLU, then rounded to the
+// nearest at the output's fraction bits (ties up: AP_RND) and saturated to its width and signedness (AP_SAT), as
+// the output buffer's ap_fixed type would.
 //
 // Weights at ``weights``: output channel o's window, ((o * k_h + ky) * k_w + kx) * in_c + c, as WW-bit lanes
 // (value * 2^weight_fraction); then, from the next word, each output channel's bias as a 64-bit lane
@@ -35,6 +36,7 @@ void engine(const word_t *source, word_t *target, const word_t *weights, const e
     typedef ap_uint<OW> raw_out_t;
     typedef ap_int<WW> weight_t;
     typedef ap_int<64> sum_t;
+    typedef ap_int<IW + 1> value_t;  // an input value, signed: its IW bits and a sign (an unsigned one's zero)
     static weight_t tile[LANES][MAX_WINDOW];
 #pragma HLS ARRAY_PARTITION variable=tile dim=1 complete
     sum_t bias[LANES];
@@ -75,10 +77,10 @@ tiles:  // loop counters step along with the indices they stand for: no division
             for (int w = 0; w < window; w++) {
 #pragma HLS PIPELINE II=1
                 const int row = y * g.s_h - g.pad_top + ky * g.d_h, column = x * g.s_w - g.pad_left + kx * g.d_w;
-                sum_t value = 0;
+                value_t value = 0;
                 if (row >= 0 && row < g.in_h && column >= 0 && column < g.in_w) {  // else padding: 0
                     const raw_in_t raw = read<raw_in_t>(source, (row * g.in_w + column) * g.in_c + c);
-                    value = g.in_signed ? sum_t(ap_int<IW>(raw)) : sum_t(raw);
+                    value = g.in_signed ? value_t(ap_int<IW>(raw)) : value_t(raw);
                 }
                 for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
