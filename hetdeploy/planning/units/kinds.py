@@ -74,8 +74,11 @@ class UnitKind:
                      writes: Sequence[str], tokens: int) -> tuple[Op, ...]:
         """Its ops on a sample as a dataflow process (planning/dataflow.py): reading ``reads`` (each input's FIFO
         and its tokens, a pixel's word or a flat vector each), computing its ``compute_cycles``, and writing its
-        ``tokens`` output tokens to each FIFO of ``writes``: a token at a time where ``per_token``, else the whole
-        input, then the whole output."""
+        ``tokens`` output tokens to each FIFO of ``writes``: a streamed window layer (a convolution, a pooling: its
+        ``Shape.input_map``) a pixel an iteration at its reuse factor's interval (a pooling's is 1), a layer
+        ``per_token`` a token at a time, else the whole input, then the whole output."""
+        if shape.streamed and shape.input_map:
+            return _window_loop(shape, reuse_factor, compute_cycles, reads, writes)
         if self.per_token(shape):
             return _token_loop(compute_cycles, reads, writes, tokens)
         return whole_ops(reads, writes, tokens, compute_cycles)
@@ -133,11 +136,6 @@ class Kernel(UnitKind):
 
     def reuse_factors(self, shape: Shape) -> list[int]:
         return valid_reuse_factors(shape.n_in, shape.n_out)
-
-    def dataflow_ops(self, shape, reuse_factor, compute_cycles, reads, writes, tokens):
-        if shape.streamed and shape.input_map:
-            return _window_loop(shape, reuse_factor, compute_cycles, reads, writes)
-        return super().dataflow_ops(shape, reuse_factor, compute_cycles, reads, writes, tokens)
 
     def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
         done = Arithmetic()
@@ -214,11 +212,6 @@ class Window(UnitKind):
             return Arithmetic(lut=shape.n_out * width * shape.n_in, cycles=iterations(shape))
         # io_parallel: every output pixel's comparators at once, combinational
         return Arithmetic(lut=shape.vectors * shape.n_out * width * shape.n_in)
-
-    def dataflow_ops(self, shape, reuse_factor, compute_cycles, reads, writes, tokens):
-        if shape.streamed and shape.input_map:
-            return _window_loop(shape, 1, compute_cycles, reads, writes)
-        return super().dataflow_ops(shape, reuse_factor, compute_cycles, reads, writes, tokens)
 
 
 @unit_kind
