@@ -406,6 +406,11 @@ class ExecutionUnit:
     rate_per_s: float = 0.0  # samples a second it sustains on its own: the FPGA's clock over its cycles a sample
     open_synthesis: Optional[OpenSynthesis] = None  # build --open-synth's
 
+    def listed_parts(self) -> dict[str, dict[str, int]]:
+        """The parts of its resources the plan and the report list under it: a streamed unit's (its line buffers
+        and FIFOs) or a table layer's; none else."""
+        return self.resource_parts if self.io_type == "io_stream" or "lookup tables" in self.resource_parts else {}
+
     def band_buffers(self) -> dict[str, tuple[str, int]]:
         """A banded unit's band buffers: name -> (the tensor whose values it holds a band of, its values)."""
         if self.band is None:

@@ -95,16 +95,14 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
                 for u in sub.execution_units]
         rows += [("total", "", "", "", "", "", "", "", sub.resources, ""),
                  ("budget", "", "", "", "", "", "", "", sub.budget, "")]
-        parts = {u.name: u.resource_parts for u in sub.execution_units
-                 if u.io_type == "io_stream" or "lookup tables" in u.resource_parts}
+        parts = {u.name: u.listed_parts() for u in sub.execution_units}
         for name, pe, count, rf, strategy, io, tables, weights, e, rate in rows:
             lines.append(f"  {name:<14} {pe:<12} {count!s:>5} {rf!s:>6} {strategy:<9} {io:<8} {tables!s:>6} "
                          f"{weights:<7} {e['dsp']:>6} "
                          f"{e['bram18']:>6} {e['lut']:>8} {e['ff']:>8} "
                          + " ".join(f"{e.get(k) if e.get(k) is not None else '':>{w}}" for k, w in CYCLE_PARTS)
                          + f" {rate:>11}")
-            # a streamed unit's (or a table layer's) memories and registers, each on its own line
-            for part, used in parts.get(name, {}).items():
+            for part, used in parts.get(name, {}).items():  # each on its own line
                 lines.append(f"    {part:<73} {used.get('dsp', 0):>6} {used.get('bram18', 0):>6} "
                              f"{used.get('lut', 0):>8} {used.get('ff', 0):>8}")
         decided = [f"{u.name} " + ", ".join(f"{k.upper()} {low:,}-{high:,}"

@@ -241,10 +241,9 @@ def units_table(plan: Plan) -> str:
                          *[e.get(k) if e.get(k) is not None else "-" for k in
                            ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")],
                          f"{u.rate_per_s:,.0f}", _verdict(u.verification)])
-            if u.io_type == "io_stream" or "lookup tables" in u.resource_parts:  # as the plan lists them
-                rows += [["", f"{u.name}: {part}", "", "", "", "", "", "", "",
-                          *[used.get(k, 0) for k in RESOURCES], "", "", "", "", "", ""]
-                         for part, used in u.resource_parts.items()]
+            rows += [["", f"{u.name}: {part}", "", "", "", "", "", "", "",
+                      *[used.get(k, 0) for k in RESOURCES], "", "", "", "", "", ""]
+                     for part, used in u.listed_parts().items()]  # as the plan lists them
     return _table(["subfunction", "unit", "nodes", "PE", "reuse", "strategy", "weights", "bands", "precision", "DSP",
                    "BRAM18", "LUT", "FF", "cycles", "compute", "buffers", "DDR", "samples/s",
                    "C-sim max abs error / tolerance"],
