@@ -37,6 +37,7 @@ void engine(const word_t *source, word_t *target, const word_t *weights, const e
     typedef ap_int<WW> weight_t;
     typedef ap_int<64> sum_t;
     typedef ap_int<IW + 1> value_t;  // an input value, signed: its IW bits and a sign (an unsigned one's zero)
+    typedef ap_int<IW + 1 + WW> product_t;  // exact: a value by a weight
     static weight_t tile[LANES][MAX_WINDOW];
 #pragma HLS ARRAY_PARTITION variable=tile dim=1 complete
     sum_t bias[LANES];
@@ -84,7 +85,11 @@ tiles:  // loop counters step along with the indices they stand for: no division
                 }
                 for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
-                    sums[lane_t] += value * tile[lane_t][w];
+                    // in place: ap_int's value * weight widens both to the product's width first, and two
+                    // operands of over 32 bits multiply in C-simulation through a heap-allocated multi-word type
+                    product_t product = value;
+                    product *= tile[lane_t][w];
+                    sums[lane_t] += product;
                 }
                 if (++c == g.in_c) {  // the window's order: (ky, kx, c), channels fastest
                     c = 0;
