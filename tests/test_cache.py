@@ -159,8 +159,8 @@ def test_a_rebuild_takes_everything_from_the_cache_and_gives_the_same_bytes(tmp_
     cache = tmp_path / "cache"
     first = _build(model, tmp_path / "a", "--cache", cache)
     assert first.returncode == 0, first.stderr
-    assert ("from the build cache" in first.stderr and "0 of 1 compiled libraries, 0 of 4 units' compiled objects, "
-            "0 of 1 reports, 0 of 4 hls4ml conversions" in first.stderr), first.stderr
+    assert ("from the build cache" in first.stderr and "0 of 1 precompiled headers, 0 of 1 compiled libraries, "
+            "0 of 4 units' compiled objects, 0 of 1 reports, 0 of 4 hls4ml conversions" in first.stderr), first.stderr
     second = _build(model, tmp_path / "b", "--cache", cache)
     assert second.returncode == 0, second.stderr
     assert "1 of 1 compiled libraries, 1 of 1 reports, 4 of 4 hls4ml conversions" in second.stderr
@@ -174,8 +174,8 @@ def test_a_rebuild_takes_everything_from_the_cache_and_gives_the_same_bytes(tmp_
              "--strategy", f"{u['nodes'][0]}={u['strategy'].lower()}") for k, u in enumerate(units)]
     refolded = _build(model, tmp_path / "c", "--cache", cache, *[a for pin in pins for a in pin])
     assert refolded.returncode == 0, refolded.stderr
-    assert "0 of 1 compiled libraries, 3 of 4 units' compiled objects, 0 of 1 reports, 3 of 4 hls4ml conversions" \
-        in refolded.stderr, refolded.stderr
+    assert ("1 of 1 precompiled headers, 0 of 1 compiled libraries, 3 of 4 units' compiled objects, 0 of 1 reports, "
+            "3 of 4 hls4ml conversions" in refolded.stderr), refolded.stderr
     # past --cache-limit, a build evicts at its end what it did not use (the refolded unit's entries, the
     # objects a library hit made unneeded), never what it used
     before = BuildCache(cache).entries()
@@ -203,3 +203,30 @@ def test_two_builds_sharing_a_cache_at_once_both_succeed(tmp_path):
     results = [b.communicate(timeout=600) for b in builds]
     assert [b.returncode for b in builds] == [0, 0], results
     assert (tmp_path / "out0" / "plan.json").read_text() == (tmp_path / "out1" / "plan.json").read_text()
+
+
+@pytest.mark.slow
+def test_every_file_of_a_c_simulation_reads_the_precompiled_ap_types_headers(built, tmp_path):
+    """The project's files include ap_types' headers first: compiled once (kept in the cache, fetched by the
+    next project), each file reads that in place of parsing them (g++ -H marks a precompiled header it uses
+    with '!'), and the library is the same bytes as one compiled without it."""
+    from hetdeploy.core import csim
+
+    _, out = built("jet_tagger_mlp")
+    project = tmp_path / "sf0_fpga"
+    shutil.copytree(out / "hls" / "sf0_fpga", project)
+    cache = BuildCache(tmp_path / "cache")
+    header = csim._precompiled_header(project, tmp_path / "a", cache)
+    assert header is not None and cache.misses == {"headers": 1}
+    assert csim._precompiled_header(project, tmp_path / "b", cache) == tmp_path / "b" / csim.PRECOMPILED
+    assert cache.hits == {"headers": 1} and (tmp_path / "b" / (csim.PRECOMPILED + ".gch")).is_file()
+    step = next(project.glob("units/*/*_step.cpp")).with_suffix(".o").relative_to(project)
+    traced = subprocess.run(["make", "-s", str(step), f"PRECOMPILED={header}", "CXX=g++ -H"], cwd=project,
+                            capture_output=True, text=True)
+    assert traced.returncode == 0 and f"! {header}.gch" in traced.stderr.splitlines(), traced.stderr
+    library = project / "libsf0_fpga.so"
+    assert subprocess.run(["make", "-s", "-j2", f"PRECOMPILED={header}"], cwd=project).returncode == 0
+    with_header = library.read_bytes()
+    assert subprocess.run(["make", "-s", "clean"], cwd=project).returncode == 0
+    assert subprocess.run(["make", "-s", "-j2"], cwd=project).returncode == 0
+    assert library.read_bytes() == with_header

@@ -107,7 +107,7 @@ def _file_hash(path: Path) -> str:
 
 
 class BuildCache:
-    """Entries of kinds ("unit", "library", "objects", "report", "synthesis") under ``root``; ``hits`` and
+    """Entries of kinds ("unit", "library", "objects", "headers", "report", "synthesis") under ``root``; ``hits`` and
     ``misses`` count this build's lookups per kind."""
 
     def __init__(self, root: Path, limit: Optional[int] = None):
@@ -233,7 +233,7 @@ class BuildCache:
 @dataclass
 class CacheEntry:
     path: Path
-    kind: str  # unit, library, objects, report or synthesis
+    kind: str  # unit, library, objects, headers, report or synthesis
     bytes: int
     last_used: float  # seconds since the epoch: when it was stored or last fetched
 
@@ -248,5 +248,5 @@ def _remove(folder: Path, root: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)  # where the rename failed (another build removed it first)
 
 
-_PLURALS = {"unit": "hls4ml conversions", "library": "compiled libraries", "objects": "units' compiled objects",
+_PLURALS = {"headers": "precompiled headers", "unit": "hls4ml conversions", "library": "compiled libraries", "objects": "units' compiled objects",
             "report": "reports", "synthesis": "Yosys syntheses"}
