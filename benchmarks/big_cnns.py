@@ -11,10 +11,15 @@ ShuffleNet v1, Inception v1 / GoogLeNet), written as ONNX with seeded random wei
 zoo's files (onnx's backend test data downloads them) are not on this machine; pass them with --model where they
 are. Each is planned (`hetdeploy plan`, the latency policy) on the PYNQ-Z2, Ultra96-V2, KV260 and ZCU104.
 
-Per model and board: nodes on the FPGA, the share of the model's convolution and matrix multiply-accumulates run
-there, the estimated latency against all on the ARM and against the support policy (whose plan may not fit:
-"fits" says), the FPGA units run in bands, and the DDR bytes a sample moves (spilled activations written once and
-read by each reader, DDR weights read per output vector: the memory plan's traffic). Estimates of hetdeploy's cost
+Per model, board and width (--width 16 and 8 unless --width says): nodes on the FPGA, the share of the model's
+convolution and matrix multiply-accumulates run there, the estimated latency and frames a second against all on
+the ARM and against the support policy (whose plan may not fit: "fits" says), the DSPs the engine's multipliers
+take (its lanes x values a cycle), the board's compute bound at that width (the model's MACs at one MAC a DSP a
+cycle at the FPGA's clock, two at 8 bits: the shared-operand packing of Xilinx WP486, which hetdeploy's engine does
+not do yet), the FPGA units run in bands, and the DDR bytes a sample moves (spilled activations written once and
+read by each reader, DDR weights read per output vector: the memory plan's traffic); where the Vitis AI 2.5 model
+zoo publishes the DPU's frames a second for the network on the board (INT8, single-thread), that figure and its
+source beside it. Estimates of hetdeploy's cost
 model, not measurements: its hls4ml units' part is the one benchmarks/estimates.py checks against published
 synthesis; its engine's part (the units on hetdeploy/hls/engine.h, the top's Add, Concat and BatchNormalization)
 is hetdeploy's model of its own C++, which no published or local synthesis checks.
@@ -43,21 +48,35 @@ from hetdeploy.steps.build import plan_stages  # noqa: E402
 
 ARCHITECTURES = ("resnet50", "densenet121", "squeezenet", "shufflenet", "googlenet")
 BOARDS = ("pynq-z2", "ultra96-v2", "kv260", "zcu104")
+WIDTHS = (16, 8)
+# The DPU's frames a second, INT8, single-thread, by (model, board): Vitis AI 2.5's model zoo
+# (Xilinx/Vitis-AI, tag v2.5, model_zoo/README.md; KV260: one B4096F at 300 MHz, ZCU104: two B4096 at 300 MHz)
+DPU_SOURCE = "Vitis AI 2.5 model zoo (Xilinx/Vitis-AI v2.5 model_zoo/README.md), INT8, single-thread"
+DPU_FPS = {("resnet50", "kv260"): 84.4, ("resnet50", "zcu104"): 83.6, ("squeezenet", "kv260"): 619.7,
+           ("squeezenet", "zcu104"): 599.9}
 
 
-def measure(model: Path, board_name: str) -> dict:
+def measure(model: Path, board_name: str, width: int) -> dict:
     started = time.perf_counter()
     loaded, board, plan = plan_stages(BuildOptions(model=model, board=board_name, out_dir=model.parent,
-                                                   policy="latency"), lambda k, what: None)
+                                                   policy="latency", width=width), lambda k, what: None)
     elapsed = time.perf_counter() - started
     fpga_subs = [s for s in plan.subfunctions if board.device(s.device).kind == "fpga"]
     on_fpga = {n for s in fpga_subs for n in s.nodes}
     macs = {n.name: node_work(n).macs for n in loaded.graph.nodes}
-    traffic = sum((s.memory.ddr_transfer_s + s.memory.ddr_weights_s) * board.device(s.device).memory.bandwidth_bytes_per_s
-                  for s in fpga_subs if s.memory is not None)
+    traffic = sum((s.memory.ddr_transfer_s + s.memory.ddr_weights_s)
+                  * board.device(s.device).memory.bandwidth_bytes_per_s for s in fpga_subs if s.memory is not None)
     e = plan.estimate
-    return {"model": model.stem, "board": board_name, "nodes": len(loaded.graph.nodes), "fpga_nodes": len(on_fpga),
-            "mac_share": sum(macs[n] for n in on_fpga) / max(1.0, sum(macs.values())),
+    fpga = next(d for d in board.devices if d.kind == "fpga")
+    engines = [next(u.engine for u in s.execution_units if u.engine is not None) for s in fpga_subs
+               if any(u.engine is not None for u in s.execution_units)]
+    products_a_dsp = 2 if width <= 8 else 1
+    bound_s = sum(macs.values()) / (fpga.resources["dsp"] * products_a_dsp * fpga.clock_mhz * 1e6)
+    return {"model": model.stem, "board": board_name, "width": width, "nodes": len(loaded.graph.nodes),
+            "fpga_nodes": len(on_fpga), "mac_share": sum(macs[n] for n in on_fpga) / max(1.0, sum(macs.values())),
+            "frames_per_s": 1.0 / e.latency_s,
+            "engine_dsp": sum(g.lanes * g.vector * (2 if width > 18 else 1) for g in engines),
+            "compute_bound_s": bound_s, "dpu_frames_per_s": DPU_FPS.get((model.stem, board_name)),
             "latency_s": e.latency_s, "all_cpu_latency_s": e.all_cpu_latency_s,
             "support_latency_s": e.support_latency_s, "support_fits": e.support_fits,
             "banded_units": sum(u.band is not None for s in fpga_subs for u in s.execution_units),
@@ -68,6 +87,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", action="append", default=[], type=Path, help="an ONNX model of your own")
     parser.add_argument("--board", action="append", choices=BOARDS, help="only these boards (default: all four)")
+    parser.add_argument("--width", action="append", type=int, help="only these widths (default: 16 and 8)")
     parser.add_argument("--json", action="store_true", help="one JSON list of the rows")
     args = parser.parse_args()
     rows = []
@@ -80,19 +100,27 @@ def main() -> None:
         for model in models:
             for board in args.board or BOARDS:
                 load_board(board)
-                rows.append(measure(model, board))
-                if not args.json:
-                    r = rows[-1]
-                    if len(rows) == 1:
-                        print("| model | board | nodes | on FPGA | FPGA MAC share | latency ms | x all-ARM | x support "
-                              "(fits) | banded units | DDR MB a sample | plan s |")
-                        print("|---|---|---|---|---|---|---|---|---|---|---|")
-                    print(f"| {r['model']} | {r['board']} | {r['nodes']} | {r['fpga_nodes']} | {r['mac_share']:.1%} | "
-                          f"{r['latency_s'] * 1e3:.1f} | {r['all_cpu_latency_s'] / r['latency_s']:.2f} | "
-                          f"{r['support_latency_s'] / r['latency_s']:.2f} ({'yes' if r['support_fits'] else 'no'}) | "
-                          f"{r['banded_units']} | {r['ddr_bytes_per_sample'] / 1e6:.2f} | {r['plan_s']} |", flush=True)
+                for width in args.width or WIDTHS:
+                    rows.append(measure(model, board, width))
+                    if not args.json:
+                        print_row(rows[-1], first=len(rows) == 1)
     if args.json:
         print(json.dumps(rows, indent=1))
+
+
+def print_row(r: dict, first: bool) -> None:
+    if first:
+        print(f"DPU figures: {DPU_SOURCE}")
+        print("| model | board | bits | nodes | on FPGA | FPGA MAC share | latency ms | frames/s | x all-ARM | "
+              "x support (fits) | engine DSP | compute bound ms | x bound | DPU frames/s | banded units | "
+              "DDR MB a sample | plan s |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    dpu = f"{r['dpu_frames_per_s']}" if r["dpu_frames_per_s"] else ""
+    print(f"| {r['model']} | {r['board']} | {r['width']} | {r['nodes']} | {r['fpga_nodes']} | {r['mac_share']:.1%} | "
+          f"{r['latency_s'] * 1e3:.1f} | {r['frames_per_s']:.2f} | {r['all_cpu_latency_s'] / r['latency_s']:.2f} | "
+          f"{r['support_latency_s'] / r['latency_s']:.2f} ({'yes' if r['support_fits'] else 'no'}) | "
+          f"{r['engine_dsp']} | {r['compute_bound_s'] * 1e3:.1f} | {r['latency_s'] / r['compute_bound_s']:.0f} | "
+          f"{dpu} | {r['banded_units']} | {r['ddr_bytes_per_sample'] / 1e6:.2f} | {r['plan_s']} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -62,7 +62,8 @@ def test_units_pinned_to_the_engine_share_it_and_read_their_weights_from_ddr(tmp
     import graphs
     from hetdeploy.core.plan import EngineLayer, from_dict
     from hetdeploy.fpga.engine import weights_bytes
-    from hetdeploy.planning.units import ENGINE_LANES, engine_resources
+    from hetdeploy.core.board import load_board
+    from hetdeploy.planning.units import ENGINE_LANES, engine_dsp, engine_resources
 
     model = tmp_path / "cnn.onnx"
     onnx.save(networks.small_cnn(), str(model))  # conv1 5x5 1 -> 8, conv2 5x5 8 -> 16 (after pooling), fc 256 -> 10
@@ -75,12 +76,15 @@ def test_units_pinned_to_the_engine_share_it_and_read_their_weights_from_ddr(tmp
 
     _, alone = planned()
     sub, found = planned("--strategy", "conv1=engine", "--strategy", "conv2=engine", "--strategy", "fc=engine")
-    engine = engine_resources(8 * 25, 16)
-    assert engine["dsp"] == ENGINE_LANES + 4 and engine["bram18"] > 0
+    # the PYNQ-Z2's engine: 32 lanes of 2 values a cycle at 16 bits (four would take more than half its DSPs)
+    fpga = next(d for d in load_board("pynq-z2").devices if d.kind == "fpga")
+    engine = engine_resources(8 * 25, 16, engine_dsp(fpga))
+    assert engine["dsp"] == ENGINE_LANES * 2 + 4 and engine["bram18"] > 0
     for node in ("conv1", "conv2", "fc"):
         unit = found[node]
         assert (unit["strategy"], unit["weights_in_ddr"], unit["io_type"]) == ("Engine", True, "")
         assert unit["engine"]["lanes"] == ENGINE_LANES and unit["engine"]["relu"] == (node != "fc")
+        assert unit["engine"]["vector"] == 2
         first = node == "conv1"  # carries the engine
         assert {k: unit["estimate"][k] for k in engine} == (engine if first else {k: 0 for k in engine})
         weights = next(b for b in sub["memory"]["buffers"] if b["tensor"] == f"{unit['name']}.weights")

@@ -33,12 +33,47 @@ int main(int argc, char **argv) {
     hetdeploy::load_bytes(memory.data(), bytes.data(), bytes.size());
     const hetdeploy::engine_layer g = {%(layer)s};
     hetdeploy::word_t *target = memory.data() + bytes.size() / 8;
-    hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(window)d>(memory.data() + %(source_word)d, target,
-                                                                       memory.data(), g);
+    hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(vector)d, %(window)d>(memory.data() + %(source_word)d,
+                                                                                   target, memory.data(), g);
     for (int i = 0; i < %(outputs)d; i++)
         std::printf("%%lld\n", (long long)hetdeploy::read<ap_int<%(ow)d> >(target, i).to_int64());
+    std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
 }
 """
+
+
+def filter_codes(region: bytes, layer: EngineLayer, ww: int) -> np.ndarray:
+    """The weights region's codes, (filters, window): each filter's from a word of its own, the lanes of its
+    last word past the window zeros."""
+    per_word = ARENA_WORD_BYTES // element_bytes(ww)
+    lanes = -(-layer.window // per_word) * per_word
+    codes = np.frombuffer(region[:layer.filters * lanes * element_bytes(ww)], dtype=f"<i{element_bytes(ww)}")
+    codes = codes.reshape(layer.filters, lanes)
+    assert not codes[:, layer.window:].any()
+    return codes[:, :layer.window]
+
+
+def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, iw: int, ow: int, ww: int):
+    """engine.h compiled with g++ and run on ``region`` (the layer's weights) and ``raw_in`` (its input's codes):
+    its output codes (read back as signed) and what it counted, (cycles, weight words)."""
+    source = raw_in.astype(f"<i{element_bytes(iw)}" if layer.in_signed else f"<u{element_bytes(iw)}").tobytes()
+    source += bytes(-len(source) % ARENA_WORD_BYTES)
+    outputs = layer.output[0] * layer.output[1] * layer.filters
+    values = dict(layer=", ".join(str(int(v)) for v in (
+        layer.channels, *layer.input, layer.filters, *layer.output, *layer.kernel, *layer.strides, *layer.pads,
+        *layer.dilations, layer.in_fraction, layer.in_signed, layer.weight_fraction, layer.out_fraction,
+        layer.out_signed, layer.relu)), iw=iw, ow=ow, ww=ww, lanes=layer.lanes, vector=layer.vector,
+        window=layer.window,
+        source_word=len(region) // ARENA_WORD_BYTES, outputs=outputs,
+        out_words=outputs * element_bytes(ow) // ARENA_WORD_BYTES + 1)
+    (tmp_path / "main.cpp").write_text(PROGRAM % values)
+    (tmp_path / "memory.bin").write_bytes(region + source)
+    binary = tmp_path / "main"
+    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
+                    str(tmp_path / "main.cpp")], check=True, capture_output=True)
+    *got, counted = subprocess.run([str(binary), str(tmp_path / "memory.bin")], check=True, capture_output=True,
+                                   text=True).stdout.splitlines()
+    return [int(v) for v in got], tuple(int(v) for v in counted.split())
 
 
 def reference(layer: EngineLayer, raw_in: np.ndarray, weights: np.ndarray, bias: np.ndarray, ow: int) -> np.ndarray:
@@ -77,42 +112,29 @@ LAYERS = {  # channels, input, filters, output, kernel, strides, pads, dilations
 
 
 @pytest.mark.parametrize("kind", LAYERS)
-@pytest.mark.parametrize("iw, ow, in_type, out_type", [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>"),
-                                                         (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>"),
-                                                         (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>")])
-def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type):
+@pytest.mark.parametrize("iw, ow, in_type, out_type, vector", [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4),
+                                                                 (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 8),
+                                                                 (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2)])
+def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, vector):
+    """Each layer on 4 lanes of ``vector`` values a cycle: the layers whose channels are a multiple of it take
+    that many a cycle, the others (5 and 3 channels; 4 at 8 a cycle) one."""
     rng = np.random.default_rng(7)
-    layer = EngineLayer(*LAYERS[kind], lanes=4)
+    layer = EngineLayer(*LAYERS[kind], lanes=4, vector=vector)
     weights = rng.normal(0, 0.5, (layer.filters, *layer.kernel, layer.channels))
     bias = rng.normal(0, 1, layer.filters)
     ww = 8 if iw == 8 else 16
     layer, region = quantized(layer, weights, bias, ww, in_type, out_type)
     assert len(region) == weights_bytes(layer, ww)
-    codes_w = np.frombuffer(region[:weights.size * element_bytes(ww)], dtype=f"<i{element_bytes(ww)}")
+    codes_w = filter_codes(region, layer, ww)
     codes_b = np.frombuffer(region[-8 * layer.filters:], dtype="<i8")
     signed = layer.in_signed
     raw_in = rng.integers(-(2 ** (iw - 1)) if signed else 0, 2 ** (iw - 1) if signed else 2 ** iw,
                           layer.input[0] * layer.input[1] * layer.channels)
-    source = raw_in.astype(f"<i{element_bytes(iw)}" if signed else f"<u{element_bytes(iw)}").tobytes()
-    source += bytes(-len(source) % ARENA_WORD_BYTES)
-    outputs = layer.output[0] * layer.output[1] * layer.filters
-    values = dict(layer=", ".join(str(int(v)) for v in (
-        layer.channels, *layer.input, layer.filters, *layer.output, *layer.kernel, *layer.strides, *layer.pads,
-        *layer.dilations, layer.in_fraction, layer.in_signed, layer.weight_fraction, layer.out_fraction,
-        layer.out_signed, layer.relu)), iw=iw, ow=ow, ww=ww, lanes=layer.lanes, window=layer.window,
-        source_word=len(region) // ARENA_WORD_BYTES, outputs=outputs,
-        out_words=outputs * element_bytes(ow) // ARENA_WORD_BYTES + 1)
-    (tmp_path / "main.cpp").write_text(PROGRAM % values)
-    (tmp_path / "memory.bin").write_bytes(region + source)
-    binary = tmp_path / "main"
-    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
-                    str(tmp_path / "main.cpp")], check=True, capture_output=True)
-    got = subprocess.run([str(binary), str(tmp_path / "memory.bin")], check=True, capture_output=True,
-                         text=True).stdout.split()
+    got, _ = run_engine(tmp_path, layer, region, raw_in, iw, ow, ww)
     expected = reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow)
     if not layer.out_signed:  # read back as signed: the top bit of an unsigned code
         expected = [v - 2 ** ow if v >= 2 ** (ow - 1) else v for v in expected]
-    assert [int(v) for v in got] == [int(v) for v in expected]
+    assert got == [int(v) for v in expected]
     assert len(set(got)) > 3  # the layer's outputs are not all one value (saturated or zero)
 
 
@@ -126,9 +148,76 @@ def test_the_weights_region_is_the_layers_values_at_their_binary_points():
     set_layer, region = quantized(layer, weights, bias, 16, "ap_fixed<16,5>", "ap_fixed<16,6>")
     assert dataclasses.replace(set_layer, weight_fraction=0, in_fraction=0, out_fraction=0) == layer
     assert (set_layer.in_fraction, set_layer.out_fraction) == (11, 10)
-    codes = np.frombuffer(region[:weights.size * 2], dtype="<i2").reshape(weights.shape)
+    codes = filter_codes(region, set_layer, 16).reshape(weights.shape)
     step = 2.0 ** -set_layer.weight_fraction
     assert np.max(np.abs(codes * step - weights)) <= step / 2
     assert np.max(np.abs(weights)) > 2 ** (15 - set_layer.weight_fraction - 1)  # the fraction uses the bits
     biases = np.frombuffer(region[-8 * layer.filters:], dtype="<i8") * 2.0 ** -(11 + set_layer.weight_fraction)
     assert np.allclose(biases, bias, atol=2.0 ** -(11 + set_layer.weight_fraction))
+
+
+COUNTING = r"""
+#include <cstdio>
+#include <vector>
+#include "engine.h"
+
+// each line of argv[1] a layer (engine_layer's fields): it runs on zeros, printing what the engine counted
+int main(int argc, char **argv) {
+    std::FILE *f = std::fopen(argv[1], "r");
+    hetdeploy::engine_layer g;
+    while (std::fscanf(f, "%%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d", &g.in_c, &g.in_h, &g.in_w, &g.out_c,
+                       &g.out_h, &g.out_w, &g.k_h, &g.k_w, &g.s_h, &g.s_w, &g.pad_top, &g.pad_left, &g.d_h,
+                       &g.d_w) == 14) {
+        g.in_fraction = g.weight_fraction = g.out_fraction = 8;
+        g.in_signed = g.out_signed = g.relu = 1;
+        const int window = g.k_h * g.k_w * g.in_c, filter_words = (window + 3) / 4;
+        std::vector<hetdeploy::word_t> weights(g.out_c * (filter_words + 1)), source(g.in_h * g.in_w * g.in_c / 4 + 1),
+            target(g.out_h * g.out_w * g.out_c / 4 + 1);
+        hetdeploy::engine_counted() = hetdeploy::engine_counts{0, 0};
+        hetdeploy::engine<16, 16, 16, %(lanes)d, %(vector)d, %(window)d>(source.data(), target.data(),
+                                                                         weights.data(), g);
+        std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
+    }
+}
+"""
+
+# (input channels, filters, kernel, stride): torchvision's ResNet-50 and MobileNetV2 convolutions and classifiers
+# that run on the engine (MobileNetV2's depthwise ones do not: engine_refusal), each shape once
+RESNET50 = [(3, 64, 7, 2), (64, 64, 1, 1), (64, 64, 3, 1), (64, 256, 1, 1), (256, 64, 1, 1), (256, 128, 1, 1),
+            (128, 128, 3, 2), (128, 512, 1, 1), (256, 512, 1, 2), (512, 128, 1, 1), (512, 256, 1, 1),
+            (256, 256, 3, 2), (256, 1024, 1, 1), (512, 1024, 1, 2), (1024, 256, 1, 1), (1024, 512, 1, 1),
+            (512, 512, 3, 2), (512, 2048, 1, 1), (1024, 2048, 1, 2), (2048, 512, 1, 1), (2048, 1000, 0, 1)]
+MOBILENET_V2 = [(3, 32, 3, 2), (32, 16, 1, 1), (16, 96, 1, 1), (96, 24, 1, 1), (24, 144, 1, 1), (144, 24, 1, 1),
+                (144, 32, 1, 1), (32, 192, 1, 1), (192, 32, 1, 1), (192, 64, 1, 1), (64, 384, 1, 1),
+                (384, 64, 1, 1), (384, 96, 1, 1), (96, 576, 1, 1), (576, 96, 1, 1), (576, 160, 1, 1),
+                (160, 960, 1, 1), (960, 160, 1, 1), (960, 320, 1, 1), (320, 1280, 1, 1), (1280, 1000, 0, 1)]
+
+
+def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilenet_v2_layers(tmp_path):
+    """Issue 65's counted-cycles check: every layer shape of ResNet-50 and MobileNetV2 the engine runs, at a 5 x 5
+    output map (the count is per output pixel, so a reduced map counts what a full one would, pixel for pixel;
+    kernel 0: the classifier, a dense layer's one pixel), run in C-simulation on 32 lanes of 4 values a cycle (the
+    3-channel first layers one): the cycles and DDR words engine.h counts are what ``units.engine_cycles``
+    estimates, within 2 %."""
+    from hetdeploy.planning.units import ENGINE_LANES, engine_cycles
+
+    layers = []
+    for channels, filters, kernel, stride in RESNET50 + MOBILENET_V2:
+        side = 1 if kernel == 0 else 5
+        k, pad = max(kernel, 1), max(kernel, 1) // 2
+        size = 1 if kernel == 0 else (side - 1) * stride + k - 2 * pad
+        layers.append((channels, size, size, filters, side, side, k, k, stride, stride, pad, pad, 1, 1))
+    (tmp_path / "layers.txt").write_text("".join(" ".join(map(str, layer)) + "\n" for layer in layers))
+    window = max(layer[0] * layer[6] * layer[7] for layer in layers)
+    (tmp_path / "count.cpp").write_text(COUNTING % dict(lanes=ENGINE_LANES, vector=4, window=window))
+    subprocess.run([compiler(), "-std=c++14", "-O2", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o",
+                    str(tmp_path / "count"), str(tmp_path / "count.cpp")], check=True, capture_output=True)
+    counted = subprocess.run([str(tmp_path / "count"), str(tmp_path / "layers.txt")], check=True,
+                             capture_output=True, text=True).stdout.splitlines()
+    assert len(counted) == len(layers)
+    for layer, line in zip(layers, counted):
+        cycles, words = map(int, line.split())
+        estimated = engine_cycles(layer[0] * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16,
+                                  vector=4, channels=layer[0])
+        assert abs(estimated["cycles"] - cycles) <= 0.02 * cycles, (layer, cycles, estimated)
+        assert estimated["weight_words"] == words, (layer, words, estimated)

@@ -408,13 +408,14 @@ def test_the_partitioner_prices_a_node_under_the_io_type_the_folding_may_choose(
 
 
 def test_the_engine_takes_its_units_one_window_value_a_cycle_per_tile_of_lanes():
-    """A unit on the engine: per tile of ENGINE_LANES filters its weights read one a cycle (or as fast as the DDR
-    delivers their bytes) and a bias a lane, then per output pixel its window one value a cycle, the pipeline and
-    a cycle a lane for the outputs; nothing of the chip's besides the engine (``engine_resources``: a DSP a lane,
-    a weight buffer a lane as deep as the largest window). What the engine cannot compute, ``engine_refusal``
+    """A unit on the engine: per tile of ENGINE_LANES filters its weights read a DDR word a cycle (or as fast as
+    the DDR delivers their bytes) and a bias a lane, then per output pixel its window one value a cycle and its
+    outputs a word a cycle, each loop's pipeline depth once (``engine_cycles``, which tests/test_engine.py holds
+    to engine.h's count); nothing of the chip's besides the engine (``engine_resources``: a DSP a lane, a weight
+    buffer a lane as deep as the largest window's words). What the engine cannot compute, ``engine_refusal``
     says."""
-    from hetdeploy.planning.units import (ENGINE, ENGINE_LANES, ENGINE_PIPELINE_CYCLES, engine_refusal,
-                                          engine_resources)
+    from hetdeploy.planning.units import (ENGINE, ENGINE_LANES, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH,
+                                          engine_refusal, engine_resources)
 
     b = graphs.Builder([1, 16, 10, 10])
     graph = b.graph(b.unary("Relu", b.unary("BatchNormalization", b.conv("input", 40, 3))))
@@ -424,13 +425,19 @@ def test_the_engine_takes_its_units_one_window_value_a_cycle_per_tile_of_lanes()
     (folding,) = folding_options(shape, 16, 8.0, ENGINE)
     assert folding == Folding(1, True, ENGINE)
     used = folded_estimate(shape, folding, 16, 8.0)
-    tiles, window, pixels = 2, 16 * 9, 100
-    assert tiles == -(-40 // ENGINE_LANES)
-    assert used["latency_cycles"] == tiles * ENGINE_LANES * (1 + window) + \
-        tiles * pixels * (window + ENGINE_PIPELINE_CYCLES + ENGINE_LANES)
+    window, pixels = 16 * 9, 100
+    filter_words = window // 4  # four 16-bit weights a word
+    # the two tiles (32 filters, then 8): weight words, biases, and per pixel the window and the output words
+    # (a pixel's 40 channels start on a word: the first tile's 32 take 8 words, the second's 8 two)
+    tiles = [(32, 32 * filter_words, 8 * pixels), (8, 8 * filter_words, 2 * pixels)]
+    expected = sum(1 + words - 1 + ENGINE_MOVE_DEPTH + ENGINE_LANES - 1 + ENGINE_MOVE_DEPTH
+                   + pixels * (1 + window - 1 + ENGINE_MAC_DEPTH + ENGINE_MOVE_DEPTH - 1) + written
+                   for _, words, written in tiles)
+    assert used["latency_cycles"] == expected
     assert {k: used[k] for k in RESOURCES} == {k: 0 for k in RESOURCES}
-    slow_ddr = folded_estimate(shape, folding, 16, 0.25)  # a weight's 2 bytes take 8 cycles
-    assert slow_ddr["ddr_cycles"] == 40 * window * 8 - tiles * ENGINE_LANES * window
+    slow_ddr = folded_estimate(shape, folding, 16, 0.25)  # a word's 8 bytes take 32 cycles
+    words = 40 * filter_words + 40
+    assert slow_ddr["ddr_cycles"] == words * 32 - words
     assert slow_ddr["latency_cycles"] == used["latency_cycles"] + slow_ddr["ddr_cycles"]
     assert engine_resources(window, 16)["dsp"] == ENGINE_LANES + 4
     assert engine_resources(window, 24)["dsp"] == 2 * ENGINE_LANES + 4  # beyond 18 bits two DSPs a product

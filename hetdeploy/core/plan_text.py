@@ -119,7 +119,8 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
             lines.append("  run in bands (resources of one band, cycles of all): " + "; ".join(banded))
         on_engine = [u for u in sub.execution_units if u.engine is not None]
         if on_engine:  # one engine, its resources with the first of them
-            lines.append(f"  on the engine ({on_engine[0].engine.lanes} lanes, one after another; its resources "
+            lines.append(f"  on the engine ({on_engine[0].engine.lanes} lanes of {on_engine[0].engine.vector} "
+                         f"values a cycle, one after another; its resources "
                          f"counted with {on_engine[0].name}, hetdeploy's model of it): "
                          + ", ".join(u.name for u in on_engine))
     for line in chip_totals(plan):

@@ -16,12 +16,12 @@ from ..planning import units
 BIAS_BYTES = 8  # a bias is a 64-bit lane: the sum's binary point
 
 
-def engine_layer(node: Node, relu: bool, lanes: int) -> EngineLayer:
-    """The engine's layer for ``node`` (its unit's main node; ``relu``: a ReLU ends the unit), its binary points
-    still to be set by the build (``quantized``)."""
+def engine_layer(node: Node, relu: bool, lanes: int, vector: int) -> EngineLayer:
+    """The engine's layer for ``node`` (its unit's main node; ``relu``: a ReLU ends the unit) on ``lanes`` x
+    ``vector`` multipliers, its binary points still to be set by the build (``quantized``)."""
     if node.op != "Conv":  # a dense layer: a 1 x 1 convolution of one pixel
         (first,), (out,) = node.input_shapes, node.output_shapes
-        return EngineLayer(first[-1], [1, 1], out[-1], [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], relu, lanes)
+        return EngineLayer(first[-1], [1, 1], out[-1], [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], relu, lanes, vector)
     first, out = node.input_shapes[0], node.output_shapes[0]
     spatial = len(first) - 2
 
@@ -31,7 +31,7 @@ def engine_layer(node: Node, relu: bool, lanes: int) -> EngineLayer:
     pads = node.attrs.get("pads") or [0] * (2 * spatial)
     return EngineLayer(first[1], as_2d(first[2:]), out[1], as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
                        as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
-                       as_2d(node.attrs.get("dilations") or [1] * spatial), relu, lanes)
+                       as_2d(node.attrs.get("dilations") or [1] * spatial), relu, lanes, vector)
 
 
 def affine(model: onnx.ModelProto) -> tuple[np.ndarray, np.ndarray]:
@@ -65,16 +65,18 @@ def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: 
               out_type: str) -> tuple[EngineLayer, bytes]:
     """``layer`` with its binary points (its weights' at ``width`` bits, ``weight_fixed``; its input's and
     output's from their buffers' C++ types) and the bytes of its weights region: the weights as ``width``-bit
-    lanes, whole words, then each filter's bias at the sum's binary point (engine.h's layout)."""
+    lanes, each filter's window from a word of its own (its last word's lanes past the window zeros), then each
+    filter's bias at the sum's binary point (engine.h's layout)."""
     w_width, w_integer = weight_fixed(weights, width)
     source, target = CppFixed.parse(in_type), CppFixed.parse(out_type)
     set_layer = EngineLayer(**{**layer.__dict__, "weight_fraction": w_width - w_integer,
                                "in_fraction": source.fraction, "in_signed": source.signed,
                                "out_fraction": target.fraction, "out_signed": target.signed})
     limit = 2 ** (width - 1)
-    codes = np.clip(np.round(weights.reshape(-1) * 2.0 ** set_layer.weight_fraction), -limit, limit - 1)
-    packed = codes.astype(np.int64).astype(f"<i{units.element_bytes(width)}").tobytes()
-    packed += bytes(-len(packed) % units.ARENA_WORD_BYTES)
+    codes = np.clip(np.round(weights.reshape(len(weights), -1) * 2.0 ** set_layer.weight_fraction), -limit, limit - 1)
+    padded = np.zeros((len(codes), _filter_words(layer, width) * _per_word(width)), dtype=np.int64)
+    padded[:, :codes.shape[1]] = codes
+    packed = padded.astype(f"<i{units.element_bytes(width)}").tobytes()
     sum_fraction = set_layer.in_fraction + set_layer.weight_fraction
     packed += np.round(bias * 2.0 ** sum_fraction).astype("<i8").tobytes()
     return set_layer, packed
@@ -82,5 +84,14 @@ def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: 
 
 def weights_bytes(layer: EngineLayer, width: int) -> int:
     """The bytes of a unit's weights region (``quantized``'s) before it is sized: known from its shape."""
-    values = layer.filters * layer.window * units.element_bytes(width)
-    return values + (-values % units.ARENA_WORD_BYTES) + layer.filters * BIAS_BYTES
+    return layer.filters * (_filter_words(layer, width) * units.ARENA_WORD_BYTES + BIAS_BYTES)
+
+
+def _per_word(width: int) -> int:
+    """Weights of ``width`` bits a word holds."""
+    return units.ARENA_WORD_BYTES // units.element_bytes(width)
+
+
+def _filter_words(layer: EngineLayer, width: int) -> int:
+    """The words a filter's window takes."""
+    return -(-layer.window // _per_word(width))

@@ -333,7 +333,8 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     folding.io_type or units.IO_TYPES[shape.streamed],
                     foldable=units.kind_of(shape).foldable, inputs=unit.inputs, band=None if on_engine else band,
                     outputs=[unit.output],
-                    engine=engine_layer(main, loaded.graph.nodes[unit.nodes[-1]].op == "Relu", units.ENGINE_LANES)
+                    engine=engine_layer(main, loaded.graph.nodes[unit.nodes[-1]].op == "Relu", units.ENGINE_LANES,
+                                        units.engine_vector(width, units.engine_dsp(device)))
                     if on_engine else None))
             sub.resources = _unit_totals(sub)
             sub.budget = budget
@@ -404,7 +405,8 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
         on_engine = [k for k in range(start, start + len(units_of_sub)) if k in whole]
         if on_engine:
             engines[tuple(on_engine)] = units.engine_resources(max(whole[k].n_in for k in on_engine),
-                                                               max(widths[k] for k in on_engine))
+                                                               max(widths[k] for k in on_engine),
+                                                               units.engine_dsp(device))
         start += len(units_of_sub)
     budget_left = {k: device.budget().get(k, 0) - sum(e[k] for e in engines.values()) for k in units.RESOURCES}
     if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps)
@@ -485,7 +487,7 @@ def _unit_shape(loaded: LoadedModel, unit: units.Unit, device: Device, options: 
     """``unit``'s shape as the estimates see it at the FPGA's clock and HLS tool, run in ``band``s (None: whole),
     with what --io-type, --table-size and --precision's layer types pin of it."""
     shape = units.unit_shape(loaded.graph, unit, device.clock_mhz, _pinned_io_type(loaded, unit, options),
-                             device.hls_tool)
+                             device.hls_tool, units.engine_dsp(device))
     shape = units.banded(shape, band) if band is not None else shape
     return _pinned_layer_types(loaded, unit, _pinned_tables(loaded, unit, shape, options), options)
 

@@ -104,15 +104,15 @@ from ..dataflow import DataflowError, Op, Process
 from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDED_OPS, BAND_FIFO_SHARE, BRAM18_SHAPES,
                     BRAM_MIN_BITS, BRAM_MIN_DEPTH, CYCLES, DA_COST_PER_DIGIT_BIT, DA_MAX_INPUTS, DA_MAX_PRODUCTS,
                     DISTRIBUTED_ARITHMETIC, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, ENGINE, ENGINE_CONTROL_DSP,
-                    ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_FUSED_OPS, ENGINE_LANES, ENGINE_LANE_FF,
-                    ENGINE_LANE_LUT, ENGINE_PIPELINE_CYCLES, FOLDED_STRATEGIES, IO_TYPES, LOOKUP_TABLE_BITS,
-                    LOOKUP_TABLE_SIZE, NOT_HLS4ML_LAYER_OPS, NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ, RESOURCE_PARTS,
-                    RESOURCES, SOFTMAX_REFERENCE_CYCLES, STRATEGIES, SYNTHESIS_LUT_SHARE, Shape,
+                    ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_DSP_SHARE, ENGINE_FUSED_OPS, ENGINE_LANES,
+                    ENGINE_LANE_FF, ENGINE_LANE_LUT, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, FOLDED_STRATEGIES, IO_TYPES,
+                    LOOKUP_TABLE_BITS, LOOKUP_TABLE_SIZE, NOT_HLS4ML_LAYER_OPS, NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ,
+                    RESOURCE_PARTS, RESOURCES, SOFTMAX_REFERENCE_CYCLES, STRATEGIES, SYNTHESIS_LUT_SHARE, Shape,
                     TABLE_INDEX_LUT_PER_BIT, TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES, UNIT_CONTROL_FF,
                     UNIT_CONTROL_LUT, VITIS_SOFTMAX_TABLE_BRAM18, accumulator_bits, arena_words, bram18_blocks,
-                    buffer_bytes, ddr_cycles_per_vector, distributed_arithmetic_lut, element_bytes, engine_estimate,
-                    engine_resources, fifo_bram18, iterations, pipeline_cycles, strategy_for, streams,
-                    valid_reuse_factors)
+                    buffer_bytes, ddr_cycles_per_vector, distributed_arithmetic_lut, element_bytes, engine_cycles,
+                    engine_estimate, engine_resources, engine_vector, fifo_bram18, iterations, pipeline_cycles,
+                    strategy_for, streams, valid_reuse_factors)
 from .kinds import KINDS, Arithmetic, UnitKind, kind_of
 
 
@@ -165,10 +165,11 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
 
 
 def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str] = None,
-               hls_tool: str = VITIS_HLS) -> Shape:
+               hls_tool: str = VITIS_HLS, engine_dsp: int = 0) -> Shape:
     """``_main_shape`` with the values the unit reads (every activation input of its main node) and the FIFO
     hls4ml puts after each of its layers but the last when it streams, at the FPGA's clock ``clock_mhz``,
-    synthesised by ``hls_tool`` (HLS_TOOLS).
+    synthesised by ``hls_tool`` (HLS_TOOLS), on an FPGA whose engine's multipliers may take ``engine_dsp``
+    DSPs (``engine_dsp(device)``).
     ``io_type``: the one the user pinned (IO_TYPES); None: io_stream for spatial data, io_parallel for flat
     (``_main_shape``; the folding may choose the other, ``by_cost``)."""
     main = graph.nodes[unit.nodes[0]]
@@ -181,7 +182,7 @@ def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str
                                 layers=max(1, layers), normalizations=normalizations,
                                 weight_octaves=main.weight_octaves, weight_bits=main.weight_bits,
                                 weight_integer=main.weight_integer, clock_mhz=clock_mhz,
-                                hls_tool=hls_tool)
+                                hls_tool=hls_tool, engine_dsp=engine_dsp)
     fifos = tuple(f for i in unit.nodes[:-1] for f in output_fifo(graph, i))  # counted where it streams
     return with_io_type(dataclasses.replace(shape, fifos=fifos), io_type)
 
@@ -353,6 +354,11 @@ class Folding(NamedTuple):
         if self.strategy == ENGINE:
             return ENGINE
         return "Resource" if self.weights_in_ddr else self.strategy or strategy_for(self.reuse_factor)
+
+
+def engine_dsp(device: Device) -> int:
+    """The DSPs an FPGA's engine's multipliers may take: ENGINE_DSP_SHARE of its budget."""
+    return int(device.budget().get("dsp", 0) * ENGINE_DSP_SHARE)
 
 
 def ddr_bytes_per_cycle(device: Device) -> float:

@@ -62,11 +62,15 @@ REFERENCE_CLOCK_MHZ = 200.0
 # logic: hetdeploy's model of hls/engine.h, not a synthesis result (no HLS tool here): a lane's 64-bit sum and its
 # product's register, its rounding and saturation; the control's address arithmetic and loop counters
 ENGINE_LANES = 32
+# The share of an FPGA's DSP budget its engine's multipliers may take: each lane takes the most values a cycle
+# (a power of two, up to a word's) whose multipliers fit it (``engine_vector``); the rest is the hls4ml units'
+ENGINE_DSP_SHARE = 0.5
 ENGINE_CONTROL_LUT, ENGINE_CONTROL_FF, ENGINE_CONTROL_DSP = 1500, 1500, 4
 ENGINE_LANE_LUT, ENGINE_LANE_FF = 64, 64
-# The cycles between an engine's output pixel's first window value read and its sum ready (the read, the
-# product, the add): hetdeploy's model of its pipeline, not a synthesis result
-ENGINE_PIPELINE_CYCLES = 6
+# The depths of the engine's pipelined loops (hls/engine.h's ENGINE_MOVE_DEPTH and ENGINE_MAC_DEPTH): a word
+# moved (read, then written), and a window value's (its address, the read, the product, the sum): hetdeploy's
+# model of the schedule, not a synthesis result
+ENGINE_MOVE_DEPTH, ENGINE_MAC_DEPTH = 2, 6
 # Ops an engine unit may end with after its main node (BatchNormalizations are folded into its weights)
 ENGINE_FUSED_OPS = ("BatchNormalization", "Relu")
 # Softmax's pipeline after its exponentials' table reads (the sum, the inverse's read, the products): cycles at
@@ -162,6 +166,9 @@ class Shape:
     padded: bool = False
     # its window over that map: (k_h, k_w, s_h, s_w, pad top, left, bottom, right); a 1-D one a row of one
     window_geometry: tuple[int, ...] = ()
+    # the DSPs its FPGA lets the engine's multipliers take (``engine_dsp``): on the engine, the values each lane
+    # takes a cycle follow them (``engine_vector``); 0, one
+    engine_dsp: int = 0
 
 
 def valid_reuse_factors(n_in: int, n_out: int) -> list[int]:
@@ -217,29 +224,83 @@ def bound_products(count: int, width: int, bits: int, dsp_binding: tuple[int, in
     return count * (2 if width > 18 else 1), 0
 
 
+def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int = ENGINE_LANES, vector: int = 1,
+                  channels: int = 0) -> dict[str, int]:
+    """hls/engine.h's cycles for a layer of ``filters`` output channels over ``pixels`` output pixels, ``window``
+    products each over ``channels`` input channels (0: the window's), its weights and values ``width`` bits, on
+    ``lanes`` x ``vector`` multipliers: its loops as C-simulation counts them (engine_counted), each pipelined
+    loop's iterations at II 1 and its depth once, and a cycle a tile and a pixel. Per tile of ``lanes`` filters:
+    its filters' weight words and a bias a lane; per pixel of it: the window's values, ``vector`` an iteration when
+    the channels are a multiple of it (else one), then the words its outputs lie in. ``weight_words``: the DDR
+    words of weights and biases it reads."""
+    per_word = ARENA_WORD_BYTES // element_bytes(width)
+    steps = window // vector if (channels or window) % vector == 0 else window
+    cycles = weight_words = 0
+    for first in range(0, filters, lanes):
+        tile = min(lanes, filters - first)
+        words = tile * -(-window // per_word)  # each filter's window from a word of its own
+        cycles += 1 + _loop(words, ENGINE_MOVE_DEPTH) + _loop(lanes, ENGINE_MOVE_DEPTH)
+        weight_words += words + tile
+        written = _output_words(first, tile, filters, pixels, per_word)
+        cycles += pixels * (1 + _loop(steps, ENGINE_MAC_DEPTH)) + written + pixels * (ENGINE_MOVE_DEPTH - 1)
+    return {"cycles": cycles, "weight_words": weight_words}
+
+
+def engine_vector(width: int, dsp: int) -> int:
+    """The values each of the engine's lanes takes a cycle at ``width`` bits where its multipliers may take
+    ``dsp`` DSPs: the most, a power of two up to a word's values, whose multipliers and control fit (at least one)."""
+    vector = ARENA_WORD_BYTES // element_bytes(width)
+    while vector > 1 and ENGINE_LANES * vector * _dsp_a_product(width) + ENGINE_CONTROL_DSP > dsp:
+        vector //= 2
+    return vector
+
+
+def _dsp_a_product(width: int) -> int:
+    return 2 if width > 18 else 1
+
+
+def _loop(iterations: int, depth: int) -> int:
+    """A pipelined loop's cycles at II 1: its iterations, and its pipeline's depth once (engine.h's count_loop)."""
+    return iterations - 1 + depth if iterations > 0 else 0
+
+
+def _output_words(first: int, tile: int, filters: int, pixels: int, per_word: int) -> int:
+    """The words a tile's outputs lie in, summed over its pixels: pixel p's are elements p * filters + first
+    onwards, ``tile`` of them; the count repeats every ``per_word`` pixels."""
+    def words(p: int) -> int:
+        start = p * filters + first
+        return (start + tile - 1) // per_word - start // per_word + 1
+
+    period = [words(p) for p in range(min(pixels, per_word))]
+    whole, rest = divmod(pixels, len(period))
+    return whole * sum(period) + sum(period[:rest])
+
+
 def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float]) -> dict[str, int]:
     """A unit on the subfunction's engine (hls/engine.h, ENGINE_LANES lanes): what it adds beside the engine
-    (nothing: the engine's resources are ``engine_resources``, once for all its units), and its cycles: per tile
-    of lanes output channels, its weights read one a cycle (at least the DDR's time for their bytes) and a bias a
-    lane, then per output pixel its window's values one a cycle, the pipeline's depth, and one cycle a lane to
-    round and write the outputs. It reads and writes its buffers itself: no moves besides."""
-    lanes = ENGINE_LANES
-    tiles = -(-shape.n_out // lanes)
-    read = tiles * lanes * shape.n_in  # a weight a cycle, the last tile's missing filters' zeros too
+    (nothing: the engine's resources are ``engine_resources``, once for all its units), and its cycles
+    (``engine_cycles``), at least the DDR's time for its weights' words when that is longer than the loops that
+    read them. It reads and writes its buffers itself: no moves besides."""
+    channels = shape.input_map[2] if shape.input_map else shape.n_in  # a dense layer's: its window's
+    counted = engine_cycles(shape.n_in, shape.n_out, shape.vectors, width,
+                            vector=engine_vector(width, shape.engine_dsp), channels=channels)
+    cycles = counted["cycles"]
     ddr = 0 if ddr_bytes_per_cycle is None else \
-        max(0, math.ceil(shape.n_in * shape.n_out * element_bytes(width) / ddr_bytes_per_cycle) - read)
-    cycles = tiles * lanes + read + ddr + tiles * shape.vectors * (shape.n_in + ENGINE_PIPELINE_CYCLES + lanes)
-    return {"dsp": 0, "bram18": 0, "lut": 0, "ff": 0, "latency_cycles": cycles, "compute_cycles": cycles,
+        max(0, math.ceil(counted["weight_words"] * ARENA_WORD_BYTES / ddr_bytes_per_cycle) - counted["weight_words"])
+    return {"dsp": 0, "bram18": 0, "lut": 0, "ff": 0, "latency_cycles": cycles + ddr, "compute_cycles": cycles + ddr,
             "buffer_cycles": 0, "ddr_cycles": ddr}
 
 
-def engine_resources(window: int, width: int) -> dict[str, int]:
+def engine_resources(window: int, width: int, dsp: int = 0) -> dict[str, int]:
     """The resources of a subfunction's engine, whose largest layer window (k x k x input channels) is ``window``,
-    at ``width`` bits: a DSP a lane (two beyond 18 bits) and the control's, each lane's weight buffer (``window``
-    weights deep) in BRAM18, each lane's sum and the control in LUT and FF (hetdeploy's model, see ENGINE_LANES)."""
+    at ``width`` bits, where its multipliers may take ``dsp`` DSPs (``engine_vector``): a DSP a multiplier (two
+    beyond 18 bits) and the control's, each lane's weight buffer (the window's DDR words, as engine.h keeps them)
+    in BRAM18, each lane's sum and the control in LUT and FF (hetdeploy's model, see ENGINE_LANES)."""
     lanes = ENGINE_LANES
-    return {"dsp": lanes * (2 if width > 18 else 1) + ENGINE_CONTROL_DSP,
-            "bram18": lanes * bram18_blocks(window, width), "lut": ENGINE_CONTROL_LUT + lanes * ENGINE_LANE_LUT,
+    words = -(-window // (ARENA_WORD_BYTES // element_bytes(width)))
+    return {"dsp": lanes * engine_vector(width, dsp) * _dsp_a_product(width) + ENGINE_CONTROL_DSP,
+            "bram18": lanes * bram18_blocks(words, 8 * ARENA_WORD_BYTES),
+            "lut": ENGINE_CONTROL_LUT + lanes * ENGINE_LANE_LUT,
             "ff": ENGINE_CONTROL_FF + lanes * (ENGINE_LANE_FF + 2 * width)}
 
 
