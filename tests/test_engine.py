@@ -193,12 +193,13 @@ MOBILENET_V2 = [(3, 32, 3, 2), (32, 16, 1, 1), (16, 96, 1, 1), (96, 24, 1, 1), (
                 (160, 960, 1, 1), (960, 160, 1, 1), (960, 320, 1, 1), (320, 1280, 1, 1), (1280, 1000, 0, 1)]
 
 
-def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilenet_v2_layers(tmp_path):
+@pytest.mark.parametrize("vector", [4, 2])
+def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilenet_v2_layers(tmp_path, vector):
     """Issue 65's counted-cycles check: every layer shape of ResNet-50 and MobileNetV2 the engine runs, at a 5 x 5
     output map (the count is per output pixel, so a reduced map counts what a full one would, pixel for pixel;
-    kernel 0: the classifier, a dense layer's one pixel), run in C-simulation on 32 lanes of 4 values a cycle (the
-    3-channel first layers one): the cycles and DDR words engine.h counts are what ``units.engine_cycles``
-    estimates, within 2 %."""
+    kernel 0: the classifier, a dense layer's one pixel), run in C-simulation on 32 lanes of ``vector`` values a
+    cycle (the 3-channel first layers one; at 2, a DDR word of weights is two entries of the weight buffer): the
+    cycles and DDR words engine.h counts are what ``units.engine_cycles`` estimates, within 2 %."""
     from hetdeploy.planning.units import ENGINE_LANES, engine_cycles
 
     layers = []
@@ -209,7 +210,7 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
         layers.append((channels, size, size, filters, side, side, k, k, stride, stride, pad, pad, 1, 1))
     (tmp_path / "layers.txt").write_text("".join(" ".join(map(str, layer)) + "\n" for layer in layers))
     window = max(layer[0] * layer[6] * layer[7] for layer in layers)
-    (tmp_path / "count.cpp").write_text(COUNTING % dict(lanes=ENGINE_LANES, vector=4, window=window))
+    (tmp_path / "count.cpp").write_text(COUNTING % dict(lanes=ENGINE_LANES, vector=vector, window=window))
     subprocess.run([compiler(), "-std=c++14", "-O2", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o",
                     str(tmp_path / "count"), str(tmp_path / "count.cpp")], check=True, capture_output=True)
     counted = subprocess.run([str(tmp_path / "count"), str(tmp_path / "layers.txt")], check=True,
@@ -218,6 +219,6 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
     for layer, line in zip(layers, counted):
         cycles, words = map(int, line.split())
         estimated = engine_cycles(layer[0] * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16,
-                                  vector=4, channels=layer[0])
+                                  vector=vector, channels=layer[0])
         assert abs(estimated["cycles"] - cycles) <= 0.02 * cycles, (layer, cycles, estimated)
         assert estimated["weight_words"] == words, (layer, words, estimated)

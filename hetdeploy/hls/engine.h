@@ -81,13 +81,15 @@ void engine(const word_t *source, word_t *target, const word_t *weights, const e
     static const int IPW = lane<raw_in_t>::per_word;  // input values a word
     static_assert(PW % VEC == 0 && IPW % VEC == 0, "VEC values of a group lie in one word of weights and of inputs");
     static const int L = lane<raw_out_t>::per_word;  // outputs a word
-    // a lane's window as DDR holds it, whole words (its last one's lanes past the window zeros): written a word
-    // a cycle, read a word for PW window values
-    static const int WINDOW_WORDS = (MAX_WINDOW + PW - 1) / PW;
-    // the largest trip counts of the loops over a tile's weight words and a pixel's output words (a pragma's
+    // a lane's window as DDR holds it (whole words, its last one's lanes past the window zeros) in entries of the
+    // VEC weights a cycle takes: a DDR word is EPW entries, written one a cycle
+    static const int EPW = PW / VEC, LB = 8 * lane<weight_t>::bytes;  // entries a word; a weight's lane's bits
+    typedef ap_uint<VEC * LB> entry_t;
+    static const int WINDOW_ENTRIES = (MAX_WINDOW + PW - 1) / PW * EPW;
+    // the largest trip counts of the loops over a tile's weight entries and a pixel's output words (a pragma's
     // value is a name, not an expression)
-    static const int TILE_WORDS = LANES * WINDOW_WORDS, OUTPUT_WORDS = LANES / L + 1;
-    static word_t tile[LANES][WINDOW_WORDS];
+    static const int TILE_ENTRIES = LANES * WINDOW_ENTRIES, OUTPUT_WORDS = LANES / L + 1;
+    static entry_t tile[LANES][WINDOW_ENTRIES];
 #pragma HLS ARRAY_PARTITION variable=tile dim=1 complete
     sum_t bias[LANES];
 #pragma HLS ARRAY_PARTITION variable=bias complete
@@ -110,26 +112,31 @@ tiles:
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_TILES
         HETDEPLOY_COUNTED(engine_counted().cycles++);
         const int filters = g.out_c - first < LANES ? g.out_c - first : LANES;
-        int t = 0, i = 0;  // the lane and word of the window the next word is
-        HETDEPLOY_COUNTED(long long words = 0);
+        int t = 0, i = 0, k = 0;  // the lane and entry of the window the next entry is, and its place in its word
+        word_t word = 0;
+        const word_t *next = weights + first * filter_words;  // the tile's DDR words, in order
+        HETDEPLOY_COUNTED(long long entries = 0);
     load_tile:
-        for (int word = first * filter_words; word < (first + filters) * filter_words; word++) {
+        for (int e = 0; e < filters * filter_words * EPW; e++) {
 #pragma HLS PIPELINE II=1
-#pragma HLS LOOP_TRIPCOUNT max=TILE_WORDS
-            HETDEPLOY_COUNTED(words++);
-            tile[t][i] = weights[word];
-            if (++i == filter_words) {
+#pragma HLS LOOP_TRIPCOUNT max=TILE_ENTRIES
+            HETDEPLOY_COUNTED(entries++);
+            if (k == 0) word = *next++;
+            tile[t][i] = word.range(VEC * LB * (k + 1) - 1, VEC * LB * k);
+            if (++k == EPW) k = 0;
+            if (++i == filter_words * EPW) {
                 i = 0;
                 t++;
             }
         }
-        HETDEPLOY_COUNTED(count_loop(words, ENGINE_MOVE_DEPTH));
+        HETDEPLOY_COUNTED(count_loop(entries, ENGINE_MOVE_DEPTH));
     load_bias:
         for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS PIPELINE II=1
             bias[lane_t] = lane_t < filters ? lane_value<sum_t>(weights[bias_word + first + lane_t], 0) : sum_t(0);
         }
-        HETDEPLOY_COUNTED(count_loop(LANES, ENGINE_MOVE_DEPTH); engine_counted().weight_words += words + filters);
+        HETDEPLOY_COUNTED(count_loop(LANES, ENGINE_MOVE_DEPTH);
+                          engine_counted().weight_words += filters * filter_words + filters);
         int x = 0, row0 = -g.pad_top, column0 = -g.pad_left, out_first = first;
     pixels:
         for (int pixel = 0; pixel < pixels; pixel++) {
@@ -139,7 +146,7 @@ tiles:
 #pragma HLS UNROLL
                 sums[lane_t] = bias[lane_t];
             }
-            int c = 0, kx = 0, row = row0, column = column0, w_word = 0, w_lane = 0;
+            int c = 0, kx = 0, row = row0, column = column0, w_entry = 0, w_lane = 0;
             int at = (row0 * g.in_w + column0) * g.in_c;  // the input element of (row, column, c)
             HETDEPLOY_COUNTED(long long values = 0);
         window_values:  // ``step`` values an iteration: VEC channels of a pixel, or one
@@ -158,20 +165,21 @@ tiles:
                 }
                 for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
-                    const word_t weights_word = tile[lane_t][w_word];
+                    const entry_t entry = tile[lane_t][w_entry];
                     for (int v = 0; v < VEC; v++) {
 #pragma HLS UNROLL
                         // in place: ap_int's value * weight widens both to the product's width first, and two
                         // operands of over 32 bits multiply in C-simulation through a heap-allocated multi-word type
+                        const int at_lane = (w_lane + v) % VEC;
                         product_t product = value[v];
-                        product *= lane_value<weight_t>(weights_word, (w_lane + v) % PW);
+                        product *= weight_t(entry.range(LB * at_lane + WW - 1, LB * at_lane));
                         sums[lane_t] += product;
                     }
                 }
                 w_lane += step;
-                if (w_lane == PW) {
+                if (w_lane == VEC) {
                     w_lane = 0;
-                    w_word++;
+                    w_entry++;
                 }
                 at += step;
                 c += step;

@@ -256,7 +256,7 @@ def engine_capable(device: Device, graph: Graph) -> list[int]:
 def engine_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
     """An FPGA node's time on the engine (``units.engine_estimate``), whole (the engine reads whole buffers)."""
     shape = units.unit_shape(graph, units.node_unit(graph, index, device), device.clock_mhz,
-                             hls_tool=device.hls_tool, engine_dsp=units.engine_dsp(device))
+                             hls_tool=device.hls_tool, engine_allowance=units.engine_allowance(device))
     cycles = units.engine_estimate(shape, width, units.ddr_bytes_per_cycle(device))["latency_cycles"]
     return cycles / (device.clock_mhz * 1e6)
 
@@ -373,7 +373,7 @@ class CostModel:
                 shapes = [units.unit_shape(graph, units.node_unit(graph, i, d), d.clock_mhz, hls_tool=d.hls_tool)
                           for i in on_engine[d.name]]
                 lump = units.engine_resources(max(s.n_in for s in shapes),
-                                              max(self.widths[i] for i in on_engine[d.name]), units.engine_dsp(d))
+                                              max(self.widths[i] for i in on_engine[d.name]), units.engine_allowance(d))
                 self.capacity[d.name] = {k: v - lump.get(k, 0) for k, v in self.capacity[d.name].items()}
         self.seconds = {d.name: [fpga_seconds(d, graph, i, self.widths[i], self.capacity[d.name],
                                               on_engine.get(d.name, ())) if d.kind == "fpga"

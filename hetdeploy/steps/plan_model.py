@@ -313,12 +313,18 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         best = min(variants, key=lambda v: sum(e["latency_cycles"] for e in v.estimates))
         chip_budget = {k: device.budget().get(k, 0) for k in units.RESOURCES}
         budget = chip_budget | {"latency_cycles": None}
-        choices = iter(zip(best.shapes, best.foldings, best.widths, best.bands, best.estimates))
+        choices = list(zip(best.shapes, best.foldings, best.widths, best.bands, best.estimates))
+        start = 0
         for sub, units_of_sub in best.split:
             sub.engine_weighed = sub.name in best.with_engine
             sub.execution_units = []
+            mine, start = choices[start:start + len(units_of_sub)], start + len(units_of_sub)
+            engined = [(s.n_in, w) for s, f, w, _, _ in mine if f.strategy == units.ENGINE]
+            # the engine's values a lane takes a cycle: as its resources (engine_resources) size it
+            vector = units.engine_vector(max(w for _, w in engined), units.engine_allowance(device),
+                                         max(n for n, _ in engined)) if engined else 1
             for k, unit in enumerate(units_of_sub):
-                shape, folding, width, band, estimate = next(choices)
+                shape, folding, width, band, estimate = mine[k]
                 on_engine = folding.strategy == units.ENGINE
                 main = loaded.graph.nodes[unit.nodes[0]]
                 sub.execution_units.append(ExecutionUnit(
@@ -334,7 +340,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     foldable=units.kind_of(shape).foldable, inputs=unit.inputs, band=None if on_engine else band,
                     outputs=[unit.output],
                     engine=engine_layer(main, loaded.graph.nodes[unit.nodes[-1]].op == "Relu", units.ENGINE_LANES,
-                                        units.engine_vector(width, units.engine_dsp(device)))
+                                        vector)
                     if on_engine else None))
             sub.resources = _unit_totals(sub)
             sub.budget = budget
@@ -406,7 +412,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
         if on_engine:
             engines[tuple(on_engine)] = units.engine_resources(max(whole[k].n_in for k in on_engine),
                                                                max(widths[k] for k in on_engine),
-                                                               units.engine_dsp(device))
+                                                               units.engine_allowance(device))
         start += len(units_of_sub)
     budget_left = {k: device.budget().get(k, 0) - sum(e[k] for e in engines.values()) for k in units.RESOURCES}
     if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps)
@@ -487,7 +493,7 @@ def _unit_shape(loaded: LoadedModel, unit: units.Unit, device: Device, options: 
     """``unit``'s shape as the estimates see it at the FPGA's clock and HLS tool, run in ``band``s (None: whole),
     with what --io-type, --table-size and --precision's layer types pin of it."""
     shape = units.unit_shape(loaded.graph, unit, device.clock_mhz, _pinned_io_type(loaded, unit, options),
-                             device.hls_tool, units.engine_dsp(device))
+                             device.hls_tool, units.engine_allowance(device))
     shape = units.banded(shape, band) if band is not None else shape
     return _pinned_layer_types(loaded, unit, _pinned_tables(loaded, unit, shape, options), options)
 

@@ -62,9 +62,10 @@ REFERENCE_CLOCK_MHZ = 200.0
 # logic: hetdeploy's model of hls/engine.h, not a synthesis result (no HLS tool here): a lane's 64-bit sum and its
 # product's register, its rounding and saturation; the control's address arithmetic and loop counters
 ENGINE_LANES = 32
-# The share of an FPGA's DSP budget its engine's multipliers may take: each lane takes the most values a cycle
-# (a power of two, up to a word's) whose multipliers fit it (``engine_vector``); the rest is the hls4ml units'
-ENGINE_DSP_SHARE = 0.5
+# The share of an FPGA's DSP and BRAM18 budgets its engine may take: each lane takes the most values a cycle (a
+# power of two, up to a word's) whose multipliers and weight buffers fit it (``engine_vector``); the rest is the
+# hls4ml units'
+ENGINE_SHARE = 0.5
 ENGINE_CONTROL_LUT, ENGINE_CONTROL_FF, ENGINE_CONTROL_DSP = 1500, 1500, 4
 ENGINE_LANE_LUT, ENGINE_LANE_FF = 64, 64
 # The depths of the engine's pipelined loops (hls/engine.h's ENGINE_MOVE_DEPTH and ENGINE_MAC_DEPTH): a word
@@ -166,9 +167,9 @@ class Shape:
     padded: bool = False
     # its window over that map: (k_h, k_w, s_h, s_w, pad top, left, bottom, right); a 1-D one a row of one
     window_geometry: tuple[int, ...] = ()
-    # the DSPs its FPGA lets the engine's multipliers take (``engine_dsp``): on the engine, the values each lane
-    # takes a cycle follow them (``engine_vector``); 0, one
-    engine_dsp: int = 0
+    # the DSPs and BRAM18s its FPGA lets the engine take (``engine_allowance``): on the engine, the values each lane
+    # takes a cycle follow them (``engine_vector``); none, one
+    engine_allowance: tuple[int, int] = (0, 0)
 
 
 def valid_reuse_factors(n_in: int, n_out: int) -> list[int]:
@@ -235,24 +236,35 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     words of weights and biases it reads."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
     steps = window // vector if (channels or window) % vector == 0 else window
-    cycles = weight_words = 0
+    cycles = weight_words = weight_cycles = 0
     for first in range(0, filters, lanes):
         tile = min(lanes, filters - first)
         words = tile * -(-window // per_word)  # each filter's window from a word of its own
-        cycles += 1 + _loop(words, ENGINE_MOVE_DEPTH) + _loop(lanes, ENGINE_MOVE_DEPTH)
+        cycles += 1 + _loop(words * (per_word // vector), ENGINE_MOVE_DEPTH) + _loop(lanes, ENGINE_MOVE_DEPTH)
         weight_words += words + tile
+        weight_cycles += words * (per_word // vector) + lanes
         written = _output_words(first, tile, filters, pixels, per_word)
         cycles += pixels * (1 + _loop(steps, ENGINE_MAC_DEPTH)) + written + pixels * (ENGINE_MOVE_DEPTH - 1)
-    return {"cycles": cycles, "weight_words": weight_words}
+    return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
 
 
-def engine_vector(width: int, dsp: int) -> int:
-    """The values each of the engine's lanes takes a cycle at ``width`` bits where its multipliers may take
-    ``dsp`` DSPs: the most, a power of two up to a word's values, whose multipliers and control fit (at least one)."""
+def engine_vector(width: int, allowance: tuple[int, int], window: int) -> int:
+    """The values each of the engine's lanes takes a cycle at ``width`` bits where it may take ``allowance`` (DSPs,
+    BRAM18s) and its largest window is ``window`` values: the most, a power of two up to a word's values, whose
+    multipliers, control and weight buffers fit (at least one)."""
     vector = ARENA_WORD_BYTES // element_bytes(width)
-    while vector > 1 and ENGINE_LANES * vector * _dsp_a_product(width) + ENGINE_CONTROL_DSP > dsp:
+    while vector > 1 and (ENGINE_LANES * vector * _dsp_a_product(width) + ENGINE_CONTROL_DSP > allowance[0] or
+                          _engine_bram18(window, width, vector) > allowance[1]):
         vector //= 2
     return vector
+
+
+def _engine_bram18(window: int, width: int, vector: int) -> int:
+    """BRAM18s of the engine's weight buffers: a lane's window (its whole DDR words) in entries of ``vector``
+    weights' lanes, one read a cycle."""
+    per_word = ARENA_WORD_BYTES // element_bytes(width)
+    entries = -(-window // per_word) * (per_word // vector)
+    return ENGINE_LANES * bram18_blocks(entries, vector * 8 * element_bytes(width))
 
 
 def _dsp_a_product(width: int) -> int:
@@ -283,24 +295,22 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     read them. It reads and writes its buffers itself: no moves besides."""
     channels = shape.input_map[2] if shape.input_map else shape.n_in  # a dense layer's: its window's
     counted = engine_cycles(shape.n_in, shape.n_out, shape.vectors, width,
-                            vector=engine_vector(width, shape.engine_dsp), channels=channels)
+                            vector=engine_vector(width, shape.engine_allowance, shape.n_in), channels=channels)
     cycles = counted["cycles"]
-    ddr = 0 if ddr_bytes_per_cycle is None else \
-        max(0, math.ceil(counted["weight_words"] * ARENA_WORD_BYTES / ddr_bytes_per_cycle) - counted["weight_words"])
+    ddr = 0 if ddr_bytes_per_cycle is None else max(
+        0, math.ceil(counted["weight_words"] * ARENA_WORD_BYTES / ddr_bytes_per_cycle) - counted["weight_cycles"])
     return {"dsp": 0, "bram18": 0, "lut": 0, "ff": 0, "latency_cycles": cycles + ddr, "compute_cycles": cycles + ddr,
             "buffer_cycles": 0, "ddr_cycles": ddr}
 
 
-def engine_resources(window: int, width: int, dsp: int = 0) -> dict[str, int]:
+def engine_resources(window: int, width: int, allowance: tuple[int, int] = (0, 0)) -> dict[str, int]:
     """The resources of a subfunction's engine, whose largest layer window (k x k x input channels) is ``window``,
-    at ``width`` bits, where its multipliers may take ``dsp`` DSPs (``engine_vector``): a DSP a multiplier (two
-    beyond 18 bits) and the control's, each lane's weight buffer (the window's DDR words, as engine.h keeps them)
-    in BRAM18, each lane's sum and the control in LUT and FF (hetdeploy's model, see ENGINE_LANES)."""
-    lanes = ENGINE_LANES
-    words = -(-window // (ARENA_WORD_BYTES // element_bytes(width)))
-    return {"dsp": lanes * engine_vector(width, dsp) * _dsp_a_product(width) + ENGINE_CONTROL_DSP,
-            "bram18": lanes * bram18_blocks(words, 8 * ARENA_WORD_BYTES),
-            "lut": ENGINE_CONTROL_LUT + lanes * ENGINE_LANE_LUT,
+    at ``width`` bits, where it may take ``allowance`` (DSPs, BRAM18s: ``engine_vector``): a DSP a multiplier (two
+    beyond 18 bits) and the control's, each lane's weight buffer (``_engine_bram18``), each lane's sum and the
+    control in LUT and FF (hetdeploy's model, see ENGINE_LANES)."""
+    lanes, vector = ENGINE_LANES, engine_vector(width, allowance, window)
+    return {"dsp": lanes * vector * _dsp_a_product(width) + ENGINE_CONTROL_DSP,
+            "bram18": _engine_bram18(window, width, vector), "lut": ENGINE_CONTROL_LUT + lanes * ENGINE_LANE_LUT,
             "ff": ENGINE_CONTROL_FF + lanes * (ENGINE_LANE_FF + 2 * width)}
 
 
