@@ -51,7 +51,7 @@ capacities are shared; an FPGA's DDR holds the weights kept there.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Collection, Iterable, Mapping, Optional, Sequence
 
@@ -256,7 +256,8 @@ def engine_capable(device: Device, graph: Graph) -> list[int]:
 def engine_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
     """An FPGA node's time on the engine (``units.engine_estimate``), whole (the engine reads whole buffers)."""
     shape = units.unit_shape(graph, units.node_unit(graph, index, device), device.clock_mhz,
-                             hls_tool=device.hls_tool, engine_allowance=units.engine_allowance(device))
+                             hls_tool=device.hls_tool)
+    shape = replace(shape, engine_vector=units.engine_vectors(device, width, shape.n_in)[0])
     cycles = units.engine_estimate(shape, width, units.ddr_bytes_per_cycle(device))["latency_cycles"]
     return cycles / (device.clock_mhz * 1e6)
 
@@ -372,8 +373,8 @@ class CostModel:
             if on_engine[d.name]:
                 shapes = [units.unit_shape(graph, units.node_unit(graph, i, d), d.clock_mhz, hls_tool=d.hls_tool)
                           for i in on_engine[d.name]]
-                lump = units.engine_resources(max(s.n_in for s in shapes),
-                                              max(self.widths[i] for i in on_engine[d.name]), units.engine_allowance(d))
+                window, width = max(s.n_in for s in shapes), max(self.widths[i] for i in on_engine[d.name])
+                lump = units.engine_resources(window, width, units.engine_vectors(d, width, window)[0])
                 self.capacity[d.name] = {k: v - lump.get(k, 0) for k, v in self.capacity[d.name].items()}
         self.seconds = {d.name: [fpga_seconds(d, graph, i, self.widths[i], self.capacity[d.name],
                                               on_engine.get(d.name, ())) if d.kind == "fpga"

@@ -313,18 +313,12 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         best = min(variants, key=lambda v: sum(e["latency_cycles"] for e in v.estimates))
         chip_budget = {k: device.budget().get(k, 0) for k in units.RESOURCES}
         budget = chip_budget | {"latency_cycles": None}
-        choices = list(zip(best.shapes, best.foldings, best.widths, best.bands, best.estimates))
-        start = 0
+        choices = iter(zip(best.shapes, best.foldings, best.widths, best.bands, best.estimates))
         for sub, units_of_sub in best.split:
             sub.engine_weighed = sub.name in best.with_engine
             sub.execution_units = []
-            mine, start = choices[start:start + len(units_of_sub)], start + len(units_of_sub)
-            engined = [(s.n_in, w) for s, f, w, _, _ in mine if f.strategy == units.ENGINE]
-            # the engine's values a lane takes a cycle: as its resources (engine_resources) size it
-            vector = units.engine_vector(max(w for _, w in engined), units.engine_allowance(device),
-                                         max(n for n, _ in engined)) if engined else 1
             for k, unit in enumerate(units_of_sub):
-                shape, folding, width, band, estimate = mine[k]
+                shape, folding, width, band, estimate = next(choices)
                 on_engine = folding.strategy == units.ENGINE
                 main = loaded.graph.nodes[unit.nodes[0]]
                 sub.execution_units.append(ExecutionUnit(
@@ -340,7 +334,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     foldable=units.kind_of(shape).foldable, inputs=unit.inputs, band=None if on_engine else band,
                     outputs=[unit.output],
                     engine=engine_layer(main, loaded.graph.nodes[unit.nodes[-1]].op == "Relu", units.ENGINE_LANES,
-                                        vector)
+                                        shape.engine_vector)
                     if on_engine else None))
             sub.resources = _unit_totals(sub)
             sub.budget = budget
@@ -405,27 +399,21 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
     whole = {k: _unit_shape(loaded, found[k], device, options) if bands[k] else shapes[k]
              for k in may | {k for k, s in strategies.items() if s == units.ENGINE}}
     # each subfunction with units that may run on the engine has one (its top's): its resources come off the
-    # budget the units are folded into
-    engines, start = {}, 0
+    # budget the units are folded into; its lanes take the most values a cycle with which the other units fit
+    groups, start = [], 0
     for _, units_of_sub in split:
-        on_engine = [k for k in range(start, start + len(units_of_sub)) if k in whole]
-        if on_engine:
-            engines[tuple(on_engine)] = units.engine_resources(max(whole[k].n_in for k in on_engine),
-                                                               max(widths[k] for k in on_engine),
-                                                               units.engine_allowance(device))
+        groups.append(tuple(k for k in range(start, start + len(units_of_sub)) if k in whole))
         start += len(units_of_sub)
-    budget_left = {k: device.budget().get(k, 0) - sum(e[k] for e in engines.values()) for k in units.RESOURCES}
-    if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps)
-        groups, start = [], 0
-        for _, units_of_sub in split:
-            groups.append(range(start, start + len(units_of_sub)))
-            start += len(units_of_sub)
-        cycles = [_cycles_for_rate(sub, options, device.clock_mhz) for sub in subs]
-        foldings = units.fold_for_rate(shapes, budget_left, widths, groups, cycles, pinned, rate, strategies,
-                                       options.weigh_distributed_arithmetic, io_fixed)
-    else:
-        foldings = units.fold(shapes, budget_left, widths, pinned, rate, strategies,
-                              options.weigh_distributed_arithmetic, io_fixed, {k: whole[k] for k in may})
+    vectors = units.engine_vectors(device, max(widths[k] for k in whole), max(s.n_in for s in whole.values())) \
+        if whole else [1]
+    for vector in vectors:
+        whole = {k: dataclasses.replace(s, engine_vector=vector) for k, s in whole.items()}
+        engines = {group: units.engine_resources(max(whole[k].n_in for k in group), max(widths[k] for k in group),
+                                                 vector) for group in groups if group}
+        foldings = _fold_beside(shapes, engines, device, split, subs, options, widths, pinned, rate, strategies,
+                                io_fixed, {k: whole[k] for k in may})
+        if foldings is not None:
+            break
     if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)
         folded = [units.folded_estimate(whole.get(k, s), pinned.get(k) or (units.folding_options(
             s, widths[k], rate, strategies.get(k)) + [units.Folding(1, True, units.ENGINE)] * (k in may))[-1],
@@ -446,6 +434,24 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
         if first is not None:
             estimates[first] = estimates[first] | {r: estimates[first][r] + resources[r] for r in units.RESOURCES}
     return _DeviceFolding(split, shapes, foldings, widths, bands, estimates, rate, with_engine)
+
+
+def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[str, int]], device: Device,
+                 split: list, subs: list[Subfunction], options: BuildOptions, widths: list[int], pinned: dict,
+                 rate: float, strategies: dict, io_fixed: set, may_engine: dict) -> Optional[list[units.Folding]]:
+    """The units' foldings in what the FPGA's budget leaves beside ``engines`` (their resources); None where they
+    do not fit (``units.fold``'s, ``units.fold_for_rate``'s)."""
+    budget_left = {k: device.budget().get(k, 0) - sum(e[k] for e in engines.values()) for k in units.RESOURCES}
+    if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps)
+        groups, start = [], 0
+        for _, units_of_sub in split:
+            groups.append(range(start, start + len(units_of_sub)))
+            start += len(units_of_sub)
+        cycles = [_cycles_for_rate(sub, options, device.clock_mhz) for sub in subs]
+        return units.fold_for_rate(shapes, budget_left, widths, groups, cycles, pinned, rate, strategies,
+                                   options.weigh_distributed_arithmetic, io_fixed)
+    return units.fold(shapes, budget_left, widths, pinned, rate, strategies, options.weigh_distributed_arithmetic,
+                      io_fixed, may_engine)
 
 
 def _cycles_for_rate(sub: Subfunction, options: BuildOptions, clock_mhz: float) -> float:
@@ -493,7 +499,7 @@ def _unit_shape(loaded: LoadedModel, unit: units.Unit, device: Device, options: 
     """``unit``'s shape as the estimates see it at the FPGA's clock and HLS tool, run in ``band``s (None: whole),
     with what --io-type, --table-size and --precision's layer types pin of it."""
     shape = units.unit_shape(loaded.graph, unit, device.clock_mhz, _pinned_io_type(loaded, unit, options),
-                             device.hls_tool, units.engine_allowance(device))
+                             device.hls_tool)
     shape = units.banded(shape, band) if band is not None else shape
     return _pinned_layer_types(loaded, unit, _pinned_tables(loaded, unit, shape, options), options)
 

@@ -104,7 +104,7 @@ from ..dataflow import DataflowError, Op, Process
 from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDED_OPS, BAND_FIFO_SHARE, BRAM18_SHAPES,
                     BRAM_MIN_BITS, BRAM_MIN_DEPTH, CYCLES, DA_COST_PER_DIGIT_BIT, DA_MAX_INPUTS, DA_MAX_PRODUCTS,
                     DISTRIBUTED_ARITHMETIC, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, ENGINE, ENGINE_CONTROL_DSP,
-                    ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_SHARE, ENGINE_FUSED_OPS, ENGINE_LANES,
+                    ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_SHARES, ENGINE_FUSED_OPS, ENGINE_LANES,
                     ENGINE_LANE_FF, ENGINE_LANE_LUT, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, FOLDED_STRATEGIES, IO_TYPES,
                     LOOKUP_TABLE_BITS, LOOKUP_TABLE_SIZE, NOT_HLS4ML_LAYER_OPS, NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ,
                     RESOURCE_PARTS, RESOURCES, SOFTMAX_REFERENCE_CYCLES, STRATEGIES, SYNTHESIS_LUT_SHARE, Shape,
@@ -165,11 +165,10 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
 
 
 def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str] = None,
-               hls_tool: str = VITIS_HLS, engine_allowance: tuple[int, int] = (0, 0)) -> Shape:
+               hls_tool: str = VITIS_HLS) -> Shape:
     """``_main_shape`` with the values the unit reads (every activation input of its main node) and the FIFO
     hls4ml puts after each of its layers but the last when it streams, at the FPGA's clock ``clock_mhz``,
-    synthesised by ``hls_tool`` (HLS_TOOLS), on an FPGA whose engine may take ``engine_allowance`` (DSPs,
-    BRAM18s: the device's ``engine_allowance``).
+    synthesised by ``hls_tool`` (HLS_TOOLS).
     ``io_type``: the one the user pinned (IO_TYPES); None: io_stream for spatial data, io_parallel for flat
     (``_main_shape``; the folding may choose the other, ``by_cost``)."""
     main = graph.nodes[unit.nodes[0]]
@@ -182,7 +181,7 @@ def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str
                                 layers=max(1, layers), normalizations=normalizations,
                                 weight_octaves=main.weight_octaves, weight_bits=main.weight_bits,
                                 weight_integer=main.weight_integer, clock_mhz=clock_mhz,
-                                hls_tool=hls_tool, engine_allowance=engine_allowance)
+                                hls_tool=hls_tool)
     fifos = tuple(f for i in unit.nodes[:-1] for f in output_fifo(graph, i))  # counted where it streams
     return with_io_type(dataclasses.replace(shape, fifos=fifos), io_type)
 
@@ -357,9 +356,16 @@ class Folding(NamedTuple):
 
 
 def engine_allowance(device: Device) -> tuple[int, int]:
-    """The DSPs and BRAM18s an FPGA's engine may take: ENGINE_SHARE of its budget's."""
+    """The DSPs and BRAM18s an FPGA's engine may take: ENGINE_SHARES of its budget's."""
     budget = device.budget()
-    return int(budget.get("dsp", 0) * ENGINE_SHARE), int(budget.get("bram18", 0) * ENGINE_SHARE)
+    return int(budget.get("dsp", 0) * ENGINE_SHARES["dsp"]), int(budget.get("bram18", 0) * ENGINE_SHARES["bram18"])
+
+
+def engine_vectors(device: Device, width: int, window: int) -> list[int]:
+    """The values a lane a cycle the folding tries for an engine on ``device`` at ``width`` bits whose largest
+    window is ``window``: the most its allowance holds (``engine_vector``), then each half of it down to one."""
+    most = engine_vector(width, engine_allowance(device), window)
+    return [most >> k for k in range(most.bit_length())]
 
 
 def ddr_bytes_per_cycle(device: Device) -> float:

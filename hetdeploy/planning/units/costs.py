@@ -62,10 +62,10 @@ REFERENCE_CLOCK_MHZ = 200.0
 # logic: hetdeploy's model of hls/engine.h, not a synthesis result (no HLS tool here): a lane's 64-bit sum and its
 # product's register, its rounding and saturation; the control's address arithmetic and loop counters
 ENGINE_LANES = 32
-# The share of an FPGA's DSP and BRAM18 budgets its engine may take: each lane takes the most values a cycle (a
-# power of two, up to a word's) whose multipliers and weight buffers fit it (``engine_vector``); the rest is the
-# hls4ml units'
-ENGINE_SHARE = 0.5
+# The shares of an FPGA's DSP and BRAM18 budgets its engine may take: each lane takes the most values a cycle (a
+# power of two, up to a word's) whose multipliers and weight buffers fit them (``engine_vector``), fewer where the
+# other units then do not fit (the folding's); the rest is the hls4ml units'
+ENGINE_SHARES = {"dsp": 0.5, "bram18": 0.75}
 ENGINE_CONTROL_LUT, ENGINE_CONTROL_FF, ENGINE_CONTROL_DSP = 1500, 1500, 4
 ENGINE_LANE_LUT, ENGINE_LANE_FF = 64, 64
 # The depths of the engine's pipelined loops (hls/engine.h's ENGINE_MOVE_DEPTH and ENGINE_MAC_DEPTH): a word
@@ -167,9 +167,8 @@ class Shape:
     padded: bool = False
     # its window over that map: (k_h, k_w, s_h, s_w, pad top, left, bottom, right); a 1-D one a row of one
     window_geometry: tuple[int, ...] = ()
-    # the DSPs and BRAM18s its FPGA lets the engine take (``engine_allowance``): on the engine, the values each lane
-    # takes a cycle follow them (``engine_vector``); none, one
-    engine_allowance: tuple[int, int] = (0, 0)
+    # on the engine, the values each of its lanes takes a cycle (``engine_vector``, the folding's choice)
+    engine_vector: int = 1
 
 
 def valid_reuse_factors(n_in: int, n_out: int) -> list[int]:
@@ -295,7 +294,7 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     read them. It reads and writes its buffers itself: no moves besides."""
     channels = shape.input_map[2] if shape.input_map else shape.n_in  # a dense layer's: its window's
     counted = engine_cycles(shape.n_in, shape.n_out, shape.vectors, width,
-                            vector=engine_vector(width, shape.engine_allowance, shape.n_in), channels=channels)
+                            vector=shape.engine_vector, channels=channels)
     cycles = counted["cycles"]
     ddr = 0 if ddr_bytes_per_cycle is None else max(
         0, math.ceil(counted["weight_words"] * ARENA_WORD_BYTES / ddr_bytes_per_cycle) - counted["weight_cycles"])
@@ -303,12 +302,12 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
             "buffer_cycles": 0, "ddr_cycles": ddr}
 
 
-def engine_resources(window: int, width: int, allowance: tuple[int, int] = (0, 0)) -> dict[str, int]:
+def engine_resources(window: int, width: int, vector: int = 1) -> dict[str, int]:
     """The resources of a subfunction's engine, whose largest layer window (k x k x input channels) is ``window``,
-    at ``width`` bits, where it may take ``allowance`` (DSPs, BRAM18s: ``engine_vector``): a DSP a multiplier (two
-    beyond 18 bits) and the control's, each lane's weight buffer (``_engine_bram18``), each lane's sum and the
-    control in LUT and FF (hetdeploy's model, see ENGINE_LANES)."""
-    lanes, vector = ENGINE_LANES, engine_vector(width, allowance, window)
+    at ``width`` bits, each lane taking ``vector`` values a cycle: a DSP a multiplier (two beyond 18 bits) and the
+    control's, each lane's weight buffer (``_engine_bram18``), each lane's sum and the control in LUT and FF
+    (hetdeploy's model, see ENGINE_LANES)."""
+    lanes = ENGINE_LANES
     return {"dsp": lanes * vector * _dsp_a_product(width) + ENGINE_CONTROL_DSP,
             "bram18": _engine_bram18(window, width, vector), "lut": ENGINE_CONTROL_LUT + lanes * ENGINE_LANE_LUT,
             "ff": ENGINE_CONTROL_FF + lanes * (ENGINE_LANE_FF + 2 * width)}
