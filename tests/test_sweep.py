@@ -141,21 +141,21 @@ def test_a_running_dask_cluster_gives_the_local_clusters_records(cnn, tmp_path):
 
 
 @pytest.mark.slow
-def test_builds_on_one_worker_of_four_threads_equal_the_local_clusters_and_keep_their_own_logs(built, tmp_path):
-    """dask worker --nthreads 4: four builds in one process at once, converting units through hls4ml
+def test_builds_on_one_worker_of_two_threads_equal_the_local_clusters_and_keep_their_own_logs(built, tmp_path):
+    """dask worker --nthreads 2: two builds in one process at once, converting units through hls4ml
     (which prints to stdout) side by side. The records equal the local cluster's byte for byte, and
     every unit's hls4ml log equals the one the same unit of the same point wrote alone."""
     model, _ = built("jet_tagger_mlp")
-    grid = dict(boards=["pynq-z2"], widths=[8, 10, 12, 16], policies=["support"], build=True, cache=None)
-    with running_cluster(tmp_path, threads=4) as address:
+    grid = dict(boards=["pynq-z2"], widths=[8, 16], policies=["support"], build=True, cache=None)
+    with running_cluster(tmp_path, threads=2) as address:
         remote = hetdeploy.sweep(model, **grid, output=tmp_path / "remote", scheduler=address)
     hetdeploy.sweep(model, **grid, output=tmp_path / "local", workers=1)
-    assert len(remote) == 4 and all(r["status"] == "ok" and r["verified"] for r in remote), remote
+    assert len(remote) == 2 and all(r["status"] == "ok" and r["verified"] for r in remote), remote
     assert (tmp_path / "remote" / "results.json").read_bytes() == (tmp_path / "local" / "results.json").read_bytes()
     logs = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("hls4ml_convert.log"))
     plans = [Plan.load(p) for p in (tmp_path / "local").glob("builds/*/plan.json")]  # each point's build
     converted = sum(u.hls is not None for plan in plans for s in plan.subfunctions for u in s.execution_units)
-    assert len(plans) == 4 and len(logs) == converted >= 4 * 4  # each point's units, one log each
+    assert len(plans) == 2 and len(logs) == converted >= 2 * 4  # each point's units, one log each
     for log in logs:
         assert (tmp_path / "remote" / log).read_text() == (tmp_path / "local" / log).read_text(), log
 

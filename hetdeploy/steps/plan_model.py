@@ -414,13 +414,14 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
                                 io_fixed, {k: whole[k] for k in may})
         if foldings is not None:
             break
-    if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)
         folded = [units.folded_estimate(whole.get(k, s), pinned.get(k) or (units.folding_options(
             s, widths[k], rate, strategies.get(k)) + [units.Folding(1, True, units.ENGINE)] * (k in may))[-1],
-            widths[k], rate) for k, s in enumerate(shapes)]
-        folded += list(engines.values())
-        over = [f"{k.upper()} {sum(e[k] for e in folded)} > {device.budget()[k]}" for k in units.RESOURCES
-                if sum(e[k] for e in folded) > device.budget()[k]]
+            widths[k], rate) for k, s in enumerate(shapes)] + list(engines.values())
+        over = {k: sum(e[k] for e in folded) for k in units.RESOURCES if sum(e[k] for e in folded) > device.budget()[k]}
+        if set(over) - {"dsp", "bram18"}:  # a smaller engine frees only its multipliers and weight buffers
+            break
+    if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)
+        over = [f"{k.upper()} {used} > {device.budget()[k]}" for k, used in over.items()]
         if pinned:
             raise UnitsDoNotFit(f"the FPGA units do not fit {device.name} with the foldings given by "
                                 f"--reuse-factor, --model-reuse-factor, --strategy and --weights-in-ddr, even with "
