@@ -9,8 +9,8 @@
 //
 // A call computes a convolution (a dense layer: a 1 x 1 convolution of one pixel) over channels-last buffers
 // of the subfunction's memories (arena.h), its weights and biases read from DDR: for each tile of LANES output
-// channels, the tile's weights into the engine's buffer a DDR word a cycle (the words in order: one burst),
-// then for each output pixel the k_h x k_w x in_c window values VEC a cycle (where the layer's input channels
+// channels, the tile's weights into the engine's buffer (the DDR words in order: one burst), an entry of VEC
+// weights a cycle, then for each output pixel the k_h x k_w x in_c window values VEC a cycle (where the layer's input channels
 // are a multiple of VEC: each group of VEC channels then lies in one input word; else one a cycle), each
 // multiplied by the tile's LANES weights at once, then the pixel's LANES outputs written a whole word a cycle
 // (only a word the tile shares with other channels is read first). Addresses step with counters; a loop whose
