@@ -44,6 +44,7 @@ import graphs  # noqa: E402
 from hetdeploy.core.board import load_board  # noqa: E402
 from hetdeploy.planning.config import BuildOptions  # noqa: E402
 from hetdeploy.planning.cost import node_work  # noqa: E402
+from hetdeploy.planning.units.costs import dsps_a_product  # noqa: E402
 from hetdeploy.steps.build import plan_stages  # noqa: E402
 
 ARCHITECTURES = ("resnet50", "densenet121", "squeezenet", "shufflenet", "googlenet")
@@ -75,7 +76,7 @@ def measure(model: Path, board_name: str, width: int) -> dict:
     return {"model": model.stem, "board": board_name, "width": width, "nodes": len(loaded.graph.nodes),
             "fpga_nodes": len(on_fpga), "mac_share": sum(macs[n] for n in on_fpga) / max(1.0, sum(macs.values())),
             "frames_per_s": 1.0 / e.latency_s,
-            "engine_dsp": sum(g.lanes * g.vector * (2 if width > 18 else 1) for g in engines),
+            "engine_dsp": sum(g.lanes * g.vector * dsps_a_product(width) for g in engines),
             "compute_bound_s": bound_s, "dpu_frames_per_s": DPU_FPS.get((model.stem, board_name)),
             "latency_s": e.latency_s, "all_cpu_latency_s": e.all_cpu_latency_s,
             "support_latency_s": e.support_latency_s, "support_fits": e.support_fits,

@@ -165,9 +165,9 @@ COUNTING = r"""
 int main(int argc, char **argv) {
     std::FILE *f = std::fopen(argv[1], "r");
     hetdeploy::engine_layer g;
-    while (std::fscanf(f, "%%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d", &g.in_c, &g.in_h, &g.in_w, &g.out_c,
-                       &g.out_h, &g.out_w, &g.k_h, &g.k_w, &g.s_h, &g.s_w, &g.pad_top, &g.pad_left, &g.d_h,
-                       &g.d_w) == 14) {
+    while (std::fscanf(f, "%%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d", &g.in_c, &g.in_h, &g.in_w,
+                       &g.out_c, &g.out_h, &g.out_w, &g.k_h, &g.k_w, &g.s_h, &g.s_w, &g.pad_top, &g.pad_left,
+                       &g.d_h, &g.d_w) == 14) {
         g.in_fraction = g.weight_fraction = g.out_fraction = 8;
         g.in_signed = g.out_signed = g.relu = 1;
         const int window = g.k_h * g.k_w * g.in_c, filter_words = (window + 3) / 4;

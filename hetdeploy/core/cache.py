@@ -107,8 +107,8 @@ def _file_hash(path: Path) -> str:
 
 
 class BuildCache:
-    """Entries of kinds ("unit", "library", "objects", "headers", "report", "synthesis") under ``root``; ``hits`` and
-    ``misses`` count this build's lookups per kind."""
+    """Entries of kinds ("unit", "library", "objects", "headers", "report", "synthesis") under ``root``; ``hits``
+    and ``misses`` count this build's lookups per kind."""
 
     def __init__(self, root: Path, limit: Optional[int] = None):
         self.root = Path(root)
@@ -248,5 +248,5 @@ def _remove(folder: Path, root: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)  # where the rename failed (another build removed it first)
 
 
-_PLURALS = {"headers": "precompiled headers", "unit": "hls4ml conversions", "library": "compiled libraries", "objects": "units' compiled objects",
-            "report": "reports", "synthesis": "Yosys syntheses"}
+_PLURALS = {"headers": "precompiled headers", "unit": "hls4ml conversions", "library": "compiled libraries",
+            "objects": "units' compiled objects", "report": "reports", "synthesis": "Yosys syntheses"}

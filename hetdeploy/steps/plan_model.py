@@ -417,7 +417,8 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
         folded = [units.folded_estimate(whole.get(k, s), pinned.get(k) or (units.folding_options(
             s, widths[k], rate, strategies.get(k)) + [units.Folding(1, True, units.ENGINE)] * (k in may))[-1],
             widths[k], rate) for k, s in enumerate(shapes)] + list(engines.values())
-        over = {k: sum(e[k] for e in folded) for k in units.RESOURCES if sum(e[k] for e in folded) > device.budget()[k]}
+        used = {k: sum(e[k] for e in folded) for k in units.RESOURCES}
+        over = {k: n for k, n in used.items() if n > device.budget()[k]}
         if set(over) - {"dsp", "bram18"}:  # a smaller engine frees only its multipliers and weight buffers
             break
     if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)

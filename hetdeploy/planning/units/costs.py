@@ -221,7 +221,7 @@ def bound_products(count: int, width: int, bits: int, dsp_binding: tuple[int, in
     each (two past 18 bits)."""
     if width < dsp_binding[0] or bits < dsp_binding[1]:
         return 0, count * width * bits // 2
-    return count * (2 if width > 18 else 1), 0
+    return count * dsps_a_product(width), 0
 
 
 def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int = ENGINE_LANES, vector: int = 1,
@@ -252,7 +252,7 @@ def engine_vector(width: int, allowance: tuple[int, int], window: int) -> int:
     BRAM18s) and its largest window is ``window`` values: the most, a power of two up to a word's values, whose
     multipliers, control and weight buffers fit (at least one)."""
     vector = ARENA_WORD_BYTES // element_bytes(width)
-    while vector > 1 and (ENGINE_LANES * vector * _dsp_a_product(width) + ENGINE_CONTROL_DSP > allowance[0] or
+    while vector > 1 and (ENGINE_LANES * vector * dsps_a_product(width) + ENGINE_CONTROL_DSP > allowance[0] or
                           _engine_bram18(window, width, vector) > allowance[1]):
         vector //= 2
     return vector
@@ -266,7 +266,8 @@ def _engine_bram18(window: int, width: int, vector: int) -> int:
     return ENGINE_LANES * bram18_blocks(entries, vector * 8 * element_bytes(width))
 
 
-def _dsp_a_product(width: int) -> int:
+def dsps_a_product(width: int) -> int:
+    """DSPs one product of ``width``-bit data takes: a DSP48 multiplies 27 x 18 (25 x 18) bits, two past 18."""
     return 2 if width > 18 else 1
 
 
@@ -308,7 +309,7 @@ def engine_resources(window: int, width: int, vector: int = 1) -> dict[str, int]
     control's, each lane's weight buffer (``_engine_bram18``), each lane's sum and the control in LUT and FF
     (hetdeploy's model, see ENGINE_LANES)."""
     lanes = ENGINE_LANES
-    return {"dsp": lanes * vector * _dsp_a_product(width) + ENGINE_CONTROL_DSP,
+    return {"dsp": lanes * vector * dsps_a_product(width) + ENGINE_CONTROL_DSP,
             "bram18": _engine_bram18(window, width, vector), "lut": ENGINE_CONTROL_LUT + lanes * ENGINE_LANE_LUT,
             "ff": ENGINE_CONTROL_FF + lanes * (ENGINE_LANE_FF + 2 * width)}
 

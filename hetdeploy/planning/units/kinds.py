@@ -24,8 +24,8 @@ from typing import ClassVar, Optional, Sequence
 from ..dataflow import Op, loop_ops, whole_ops
 from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, DISTRIBUTED_ARITHMETIC, Shape, accumulator_bits,
                     adder_levels_a_cycle, arena_words, bound_products, bram18_blocks, ddr_cycles_per_vector,
-                    distributed_arithmetic_lut, element_bytes, first_product_cycles, iterations, strategy_for,
-                    valid_reuse_factors, weight_codes, weight_type_bits)
+                    distributed_arithmetic_lut, dsps_a_product, element_bytes, first_product_cycles, iterations,
+                    strategy_for, valid_reuse_factors, weight_codes, weight_type_bits)
 
 
 @dataclass
@@ -286,7 +286,7 @@ class Affine(_TokenByToken):
 
     def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
         lanes = self.lanes(width)
-        return Arithmetic(dsp=lanes * (2 if width > 18 else 1),
+        return Arithmetic(dsp=lanes * dsps_a_product(width),
                           lut=lanes * width * 2,  # the adder and the ReLU's multiplexer a lane
                           ff=lanes * width * 2, cycles=arena_words(shape.output_values, width))
 
