@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 import networks
 from hetdeploy.core.errors import UserError
 from hetdeploy.core.precision import octaves_moved
+from hetdeploy.intake import rewrites
 from hetdeploy.intake.model import load_model
 
 
@@ -218,6 +219,39 @@ def test_a_layers_weights_are_counted_by_octave_under_their_formats_top(tmp_path
     moved = octaves_moved(octaves, gemm([[0.75, -0.3], [0.001, 0.0]]).weight_integer, 4)
     assert {d: n for d, n in enumerate(moved) if n} == {3: 1, 4: 1, 12: 1, len(octaves) - 1: 1}
     assert {d: n for d, n in enumerate(octaves_moved(octaves, 1, -1)) if n} == {0: 2, 7: 1, len(octaves) - 1: 1}
+
+
+def test_weight_octaves_count_each_value_by_its_exponent_in_any_float_type():
+    """Octaves from the values' exponent fields equal frexp's on float32 and float64 alike, zeros and
+    subnormals past the last octave, Infs and NaNs left out."""
+    from hetdeploy.core.precision import OCTAVES, weight_octaves
+
+    values = [0.75, -0.3, 0.001, 0.0, -0.0, 2.0 ** -130, 2.0 ** 10, np.inf, np.nan, 0.5, 2.0 ** -31]
+    for dtype in (np.float32, np.float64):
+        octaves = weight_octaves(np.asarray(values, dtype=dtype), 1)
+        # under 1: 0.75 and 0.5 at the top, 0.3 one under, 0.001 nine, 2**-31 thirty; 2**10 saturates into
+        # the first; zeros and 2**-130 past the last; Inf and NaN not counted
+        assert {d: n for d, n in enumerate(octaves) if n} == {0: 3, 1: 1, 9: 1, 30: 1, OCTAVES - 1: 3}, dtype
+
+
+def test_shape_inference_without_large_constants_data_infers_what_it_would_with_it():
+    """Shape inference sees large initializers without their data (onnx's serialises the model it is given):
+    the same shapes as with it, a Reshape's small shape constant read, and the data back in what it returns."""
+    from hetdeploy.intake.model import _onnx_shapes
+
+    weights = numpy_helper.from_array(np.arange(6000, dtype=np.float32).reshape(100, 60), "w")
+    shape = numpy_helper.from_array(np.array([2, 3, 60], dtype=np.int64), "shape")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"], name="fc"),
+             helper.make_node("Reshape", ["h", "shape"], ["r"], name="reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 100])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [weights, shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    inferred = _onnx_shapes(model)
+    assert rewrites.tensor_shapes(inferred)["r"] == [2, 3, 60]
+    assert inferred.SerializeToString() == onnx.shape_inference.infer_shapes(
+        model, strict_mode=False, data_prop=True).SerializeToString()
+    assert np.array_equal(numpy_helper.to_array(model.graph.initializer[0]), np.arange(6000).reshape(100, 60))
 
 
 def test_what_issue_68_found_at_intake(tmp_path, capsys):

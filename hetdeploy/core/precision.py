@@ -215,11 +215,19 @@ def weight_octaves(values: np.ndarray, integer: int) -> tuple[int, ...]:
     [2**(integer - 2 - d), 2**(integer - 1 - d)), whose codes need W - 1 - d magnitude bits at any W;
     the last entry (OCTAVES - 1) those further under, zeros included, which round to nothing at any
     width up to OCTAVES - 1. An estimate of a multiplication by a constant needs these bits, not W."""
-    magnitudes = np.abs(np.asarray(values, dtype=np.float64).reshape(-1))
-    magnitudes = magnitudes[np.isfinite(magnitudes)]
-    exponents = np.frexp(magnitudes)[1]  # |w| in [2**(e - 1), 2**e)
-    depth = np.where(magnitudes > 0, integer - 1 - exponents, OCTAVES - 1)
-    return tuple(int(n) for n in np.bincount(np.clip(depth, 0, OCTAVES - 1), minlength=OCTAVES))
+    values = np.asarray(values).reshape(-1)
+    if values.dtype not in (np.float32, np.float64):
+        values = values.astype(np.float64)
+    # counted by the values' exponent fields (a pass over their bits, not over copies of them): a normal
+    # value's field f puts it in [2**(f - bias), 2**(f - bias + 1)); zeros and subnormals (f = 0) lie past
+    # the last octave; f all ones is an Inf or a NaN, left out
+    info = np.finfo(values.dtype)
+    field_bits, bias = info.nexp, info.maxexp - 1
+    fields = (values.view(np.uint32 if values.dtype == np.float32 else np.uint64) >> info.nmant) & (2 ** field_bits - 1)
+    counts = np.bincount(fields.astype(np.int64), minlength=2 ** field_bits)[:-1]
+    depths = np.clip(integer - 2 - (np.arange(len(counts)) - bias), 0, OCTAVES - 1)
+    depths[0] = OCTAVES - 1
+    return tuple(int(n) for n in np.bincount(depths, weights=counts, minlength=OCTAVES).astype(np.int64))
 
 
 def octaves_moved(octaves: tuple[int, ...], integer: int, to_integer: int) -> tuple[int, ...]:

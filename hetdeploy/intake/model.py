@@ -469,6 +469,27 @@ def _fix_batch(model: onnx.ModelProto, path: Path) -> list[tuple[str, str]]:
     return fixed
 
 
+# Initializers of more elements than this lend onnx's shape inference their shapes only: it serialises the model it
+# is given, and their data (VGG-19's 548 MB, at each of a load's five inferences) tells it nothing a shape does not.
+# The values it reads (a Reshape's shape, a Slice's starts, a Resize's scales) are a handful each, one a dimension.
+SHAPE_INFERENCE_ELEMENTS = 4096
+
+
+def _onnx_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    """onnx's shape inference of ``model``, given a copy whose large initializers hold no data, their data copied
+    back into what it returns."""
+    large = {t.name: t for t in model.graph.initializer
+             if t.HasField("raw_data") and math.prod(t.dims) > SHAPE_INFERENCE_ELEMENTS}
+    light = onnx.ModelProto()
+    light.CopyFrom(model)
+    for tensor in (t for t in light.graph.initializer if t.name in large):
+        tensor.ClearField("raw_data")
+    inferred = shape_inference.infer_shapes(light, strict_mode=False, data_prop=True)
+    for tensor in (t for t in inferred.graph.initializer if t.name in large):
+        tensor.CopyFrom(large[tensor.name])
+    return inferred
+
+
 def _infer_shapes(model: onnx.ModelProto, path: Path, strict: bool) -> onnx.ModelProto:
     """Shape inference; ``strict``: every tensor some node reads, and every graph output, must get
     a fixed shape (an output nothing reads, like Dropout's mask, needs none)."""
@@ -476,7 +497,7 @@ def _infer_shapes(model: onnx.ModelProto, path: Path, strict: bool) -> onnx.Mode
         if any(n.domain in QONNX_DOMAINS for n in model.graph.node):
             inferred = infer_qonnx_shapes(model)
         else:
-            inferred = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+            inferred = _onnx_shapes(model)
     except Exception as err:
         raise UserError(f"{path}: shape inference failed: {first_line(err)}") from None
     if not strict:
