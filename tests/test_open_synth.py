@@ -246,17 +246,18 @@ def test_distributed_arithmetic_is_pinned_at_reuse_factor_one_with_its_own_estim
 
 @pytest.fixture(scope="module")
 def open_builds(tmp_path_factory):
-    """The quantized MLP and CNN (QONNX, as Brevitas writes them) built for the PYNQ-Z2 with --open-synth;
-    each again under hls4ml's distributed_arithmetic strategy: the MLP's two layers pinned to it, the CNN's
-    layers as the folding weighs it (--weigh-distributed-arithmetic), its first convolution pinned streamed
-    (distributed arithmetic is verified streamed; on its small map the folding would take io_parallel)."""
+    """The quantized MLP (16-16-16-5: Yosys takes about two seconds a thousand LUTs) and CNN (QONNX, as Brevitas
+    writes them) built for the PYNQ-Z2 with --open-synth; each again under hls4ml's distributed_arithmetic
+    strategy: the MLP's two layers pinned to it, the CNN's layers as the folding weighs it
+    (--weigh-distributed-arithmetic), its first convolution pinned streamed (distributed arithmetic is verified
+    streamed; on its small map the folding would take io_parallel)."""
     root = tmp_path_factory.mktemp("open_synth")
     builds = {}
     for name, model, strategies, io_types, weighed in (
-            ("mlp", quantized_models.qonnx_mlp(), {}, {}, False),
+            ("mlp", quantized_models.qonnx_mlp(hidden=16), {}, {}, False),
             ("cnn", quantized_models.qonnx_cnn(), {}, {}, False),
-            ("mlp_da", quantized_models.qonnx_mlp(), {"fc0": "DistributedArithmetic", "fc1": "DistributedArithmetic"},
-             {}, False),
+            ("mlp_da", quantized_models.qonnx_mlp(hidden=16),
+             {"fc0": "DistributedArithmetic", "fc1": "DistributedArithmetic"}, {}, False),
             ("cnn_da", quantized_models.qonnx_cnn(), {}, {"conv0": "io_stream"}, True)):
         path = root / f"{name}.onnx"
         onnx.save(model, str(path))
