@@ -205,14 +205,12 @@ def rewrite_tops(build_dir: Path) -> Plan:
 
 def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = stderr_progress,
                 seed: int = 0, flip_samples: int = 0) -> dict[str, np.ndarray]:
-    """Each execution unit, each subfunction, then the whole pipeline against onnxruntime, then the
-    quantized outputs code by code on ``flip_samples`` further samples (``_count_flips``, drawn from
+    """Each execution unit, then (once every unit passes, or under --error-budget) each subfunction and the
+    whole pipeline against onnxruntime, then the quantized outputs code by code on ``flip_samples`` further samples (``_count_flips``, drawn from
     ``seed``); the pipeline's emulated outputs."""
     libraries = runtime.CSimLibraries(build_dir, keep_log=True)  # one process per subfunction for both checks
     unit_checks = verify.check_units(plan, build_dir, samples, libraries)
-    comparison = verify.check_build(plan, build_dir, samples, libraries)
-    for sub, check in zip(plan.subfunctions, comparison.subfunctions):
-        sub.verification = check.record(len(samples))
+    for sub in plan.subfunctions:
         for unit in sub.execution_units:
             unit.verification = unit_checks[unit.name].record(len(samples))
     for unit in unit_checks.values():  # overflow is never silent, within tolerance or not
@@ -221,17 +219,27 @@ def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = stder
                      f"(its type holds {tensor.range[0]:g} to {tensor.range[1]:g}, the reference reaches "
                      f"{tensor.peak:g})")
     failed_units = [u for u in unit_checks.values() if not u.passed]
+    if plan.precision_search is None and failed_units:
+        # a unit out of tolerance is widened (or stops the build) whatever its subfunction as a whole gives, which
+        # runs once every unit passes
+        _fail_on_saturation(failed_units, plan)
+        error = VerificationError(f"C-simulation of {failed_units[0].name} against onnxruntime: "
+                                  f"{failed_units[0].problem()}")
+        error.units = failed_units
+        raise error
+    comparison = verify.check_build(plan, build_dir, samples, libraries)
+    for sub, check in zip(plan.subfunctions, comparison.subfunctions):
+        sub.verification = check.record(len(samples))
     failed_subs = [(sub, check) for sub, check in zip(plan.subfunctions, comparison.subfunctions) if not check.passed]
-    # Under --error-budget the budget is the outputs': a unit may err more on its own as long as its
-    # subfunction's outputs stay within it (the units of a failing one are widened, its worst first).
-    gate = failed_subs if plan.precision_search is not None else failed_units + failed_subs
-    gated = failed_units if plan.precision_search is None else \
-        [unit_checks[u.name] for sub, _ in failed_subs for u in sub.execution_units]
-    _fail_on_saturation(gated, plan)
-    if gate:
-        first = gate[0][1] if isinstance(gate[0], tuple) else gate[0]
+    if failed_subs:
+        # Under --error-budget the budget is the outputs': a unit may err more on its own as long as its
+        # subfunction's outputs stay within it (the units of a failing one are widened, its worst first).
+        units = [unit_checks[u.name] for sub, _ in failed_subs for u in sub.execution_units]
+        if plan.precision_search is not None:
+            _fail_on_saturation(units, plan)
+        first = failed_subs[0][1]
         error = VerificationError(f"C-simulation of {first.name} against onnxruntime: {first.problem()}")
-        error.units = failed_units or [unit_checks[u.name] for sub, _ in failed_subs for u in sub.execution_units]
+        error.units = failed_units or units
         raise error
     if not comparison.passed:
         raise VerificationError(f"the pipeline against the model on onnxruntime: {comparison.pipeline.problem()}")
