@@ -579,7 +579,15 @@ def ddr_folding(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> Folding
 def folded_estimate(shape: Shape, folding: Folding, width: int, ddr_bytes_per_cycle: Optional[float],
                     dsp_binding: tuple[int, int] = (DSP_MIN_WIDTH, DSP_MIN_CONSTANT_BITS),
                     products_registered: Optional[bool] = None) -> dict[str, int]:
-    """``estimate`` of ``shape`` folded as ``folding``, under its io type."""
+    """``estimate`` of ``shape`` folded as ``folding``, under its io type (a copy: the caller's to change)."""
+    return dict(_folded_estimate(shape, folding, width, ddr_bytes_per_cycle, dsp_binding, products_registered))
+
+
+# The partitioner folds the same units again for each cut it weighs (DenseNet-121's 120 convolutions some 260 times a
+# plan): an estimate is a pure function of its arguments, computed once.
+@functools.lru_cache(maxsize=1 << 16)
+def _folded_estimate(shape: Shape, folding: Folding, width: int, ddr_bytes_per_cycle: Optional[float],
+                     dsp_binding: tuple[int, int], products_registered: Optional[bool]) -> dict[str, int]:
     shape, reuse_factor, ddr_bytes_per_cycle = _folded(shape, folding, ddr_bytes_per_cycle)
     return estimate(shape, reuse_factor, width, ddr_bytes_per_cycle, strategy=folding.hls_strategy,
                     dsp_binding=dsp_binding, products_registered=products_registered)
