@@ -2,14 +2,17 @@
 
 Run by hand (prints a table; nothing here is a test):
 
-    .venv/bin/python benchmarks/big_cnns.py                          # the architectures below, every Zynq board
-    .venv/bin/python benchmarks/big_cnns.py --model resnet50.onnx    # a model of your own too (the model zoo's)
+    .venv/bin/python benchmarks/big_cnns.py                          # the networks below, every Zynq board
+    .venv/bin/python benchmarks/big_cnns.py --board kv260 --width 8  # one board, one width
+    .venv/bin/python benchmarks/big_cnns.py --model mine.onnx        # a model of your own too
     .venv/bin/python benchmarks/big_cnns.py --json
 
-The networks are benchmarks/graphs.py's architectures at 224 x 224 (ResNet-50, DenseNet-121, SqueezeNet 1.0,
-ShuffleNet v1, Inception v1 / GoogLeNet), written as ONNX with seeded random weights (graphs.to_onnx): the model
-zoo's files (onnx's backend test data downloads them) are not on this machine; pass them with --model where they
-are. Each is planned (`hetdeploy plan`, the latency policy) on the PYNQ-Z2, Ultra96-V2, KV260 and ZCU104.
+The networks: the nine CNNs of the ONNX model zoo as the `onnx` package ships them in its backend test data
+(onnx/backend/test/data/light/light_*.onnx: the zoo's graphs as their exporters wrote them, each weight a
+ConstantOfShape that loading folds; AlexNet, DenseNet-121, Inception v1 and v2, ResNet-50, ShuffleNet, SqueezeNet,
+VGG-19, ZFNet-512), then benchmarks/graphs.py's architectures at 224 x 224 (ResNet-50, DenseNet-121, SqueezeNet
+1.0, ShuffleNet v1, Inception v1 / GoogLeNet), written as ONNX with seeded random weights (graphs.to_onnx), and
+any --model. Each is planned (`hetdeploy plan`, the latency policy) on the PYNQ-Z2, Ultra96-V2, KV260 and ZCU104.
 
 Per model, board and width (--width 16 and 8 unless --width says): nodes on the FPGA, the share of the model's
 convolution and matrix multiply-accumulates run there, the estimated latency and frames a second against all on
@@ -48,6 +51,7 @@ from hetdeploy.planning.units.costs import dsps_a_product  # noqa: E402
 from hetdeploy.steps.build import plan_stages  # noqa: E402
 
 ARCHITECTURES = ("resnet50", "densenet121", "squeezenet", "shufflenet", "googlenet")
+ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
 BOARDS = ("pynq-z2", "ultra96-v2", "kv260", "zcu104")
 WIDTHS = (16, 8)
 # The DPU's frames a second, INT8, single-thread, by (model, board): Vitis AI 2.5's model zoo
@@ -77,7 +81,8 @@ def measure(model: Path, board_name: str, width: int) -> dict:
             "fpga_nodes": len(on_fpga), "mac_share": sum(macs[n] for n in on_fpga) / max(1.0, sum(macs.values())),
             "frames_per_s": 1.0 / e.latency_s,
             "engine_dsp": sum(g.lanes * g.vector * dsps_a_product(width) for g in engines),
-            "compute_bound_s": bound_s, "dpu_frames_per_s": DPU_FPS.get((model.stem, board_name)),
+            "compute_bound_s": bound_s,
+            "dpu_frames_per_s": DPU_FPS.get((model.stem.removeprefix("light_"), board_name)),
             "latency_s": e.latency_s, "all_cpu_latency_s": e.all_cpu_latency_s,
             "support_latency_s": e.support_latency_s, "support_fits": e.support_fits,
             "banded_units": sum(u.band is not None for s in fpga_subs for u in s.execution_units),
@@ -89,15 +94,18 @@ def main() -> None:
     parser.add_argument("--model", action="append", default=[], type=Path, help="an ONNX model of your own")
     parser.add_argument("--board", action="append", choices=BOARDS, help="only these boards (default: all four)")
     parser.add_argument("--width", action="append", type=int, help="only these widths (default: 16 and 8)")
+    parser.add_argument("--no-zoo", action="store_true",
+                        help="only the --model files (not the model zoo's nor graphs.py's networks)")
     parser.add_argument("--json", action="store_true", help="one JSON list of the rows")
     args = parser.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        models = list(args.model)
-        for name in ARCHITECTURES:
+        models = [] if args.no_zoo else sorted(ZOO.glob("light_*.onnx"))
+        for name in () if args.no_zoo else ARCHITECTURES:
             path = Path(folder) / f"{name}.onnx"
             onnx.save(graphs.to_onnx(graphs.ARCHITECTURES[name]()), str(path))
             models.append(path)
+        models += args.model
         for model in models:
             for board in args.board or BOARDS:
                 load_board(board)

@@ -478,3 +478,40 @@ def test_the_model_zoos_networks_run_on_the_kv260s_fpga(tmp_path, name):
     alone = [n.name for n in graph.nodes if n.op == "BatchNormalization" and n.name in units]
     assert all(units[b].pe == "affine" for b in alone)
     assert name != "densenet121" or len(alone) > 50
+
+
+ZOO = Path(__import__("onnx").__file__).parent / "backend" / "test" / "data" / "light"
+
+
+@pytest.mark.parametrize("name", ["light_densenet121", "light_resnet50", "light_squeezenet", "light_inception_v1"])
+def test_the_onnx_packages_model_zoo_files_keep_their_macs_on_the_kv260s_fpga(name):
+    """The model zoo's CNNs as the onnx package ships them (exported from Caffe2: DenseNet-121's BatchNormalizations
+    followed by a Mul and an Add a channel, which intake makes one BatchNormalization): at least 90 % of their
+    convolution and matrix MACs on the KV260's FPGA, estimated at least 2x faster than all on the A53s."""
+    from hetdeploy.commands.api import plan
+    from hetdeploy.intake.model import load_model
+
+    graph = load_model(ZOO / f"{name}.onnx").graph
+    macs = {n.name: node_work(n).macs for n in graph.nodes}
+    result = plan(ZOO / f"{name}.onnx", "kv260").plan
+    assert sum(macs[n] for s in result.subfunctions if s.kind == "fpga" for n in s.nodes) >= 0.9 * sum(macs.values())
+    assert result.estimate.all_cpu_latency_s >= 2 * result.estimate.latency_s
+
+
+def test_a_layer_whose_window_the_engines_buffers_cannot_hold_stays_off_the_engine():
+    """ZFNet-512's first classifier (a Gemm of 18,432 inputs) would need 576 BRAM18s of weight buffers on the
+    KV260's engine, which is sized to its largest window: it is not the engine's, so the engine sized to the
+    convolutions leaves the chip room (before, the classifier alone took all the BRAM18s, and no unit of the model
+    fitted beside the engine); at 8 bits its buffers are half as large and still too many."""
+    from hetdeploy.intake.model import load_model
+    from hetdeploy.planning import units
+    from hetdeploy.planning.cost import engine_capable
+
+    graph = load_model(ZOO / "light_zfnet512.onnx").graph
+    fpga = next(d for d in load_board("kv260").devices if d.kind == "fpga")
+    for width in (16, 8):
+        capable = {graph.nodes[i].name for i in engine_capable(fpga, graph, [width] * len(graph.nodes))}
+        assert capable == {n.name for n in graph.nodes if n.op in ("Conv", "Gemm")} - {"n16"}, (width, capable)
+    assert units.engine_holds(fpga, 3 * 3 * 512, 16) and not units.engine_holds(fpga, 18432, 16)  # n12, n16
+    cost = CostModel(graph, load_board("kv260"), engine=True)
+    assert all(v >= 0 for v in cost.capacity["fpga"].values())

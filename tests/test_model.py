@@ -126,6 +126,34 @@ def test_bias_add_after_conv_is_folded(tmp_path):
     np.testing.assert_allclose(run(loaded.model, {"x": x})[0], run(model, {"x": x})[0], rtol=1e-5, atol=1e-6)
 
 
+def test_a_feature_maps_scale_and_shift_per_channel_are_one_batchnormalization(tmp_path):
+    """Caffe2's BatchNormalization followed by its scale (Mul) and bias (Add) per channel, after a Concat, as the
+    model zoo's DenseNet-121 has them: one BatchNormalization (the top's affine on an FPGA), equal to the model's
+    on onnxruntime; a Mul by a constant per column (not per channel) stays a Mul."""
+    rng = np.random.default_rng(0)
+    c = [numpy_helper.from_array(rng.normal(size=shape).astype(np.float32), name) for name, shape in
+         (("scale", [1, 6, 1, 1]), ("bias", [6, 1, 1]), ("half", []), ("column", [5]))]
+    bn = [numpy_helper.from_array(v.astype(np.float32), name) for name, v in
+          (("g", rng.uniform(0.5, 2, 6)), ("b", rng.normal(size=6)), ("m", rng.normal(size=6)),
+           ("v", rng.uniform(0.5, 2, 6)))]
+    nodes = [helper.make_node("Concat", ["x1", "x2"], ["cat"], name="cat", axis=1),
+             helper.make_node("BatchNormalization", ["cat", "g", "b", "m", "v"], ["n"], name="bn"),
+             helper.make_node("Mul", ["n", "scale"], ["s"], name="scale"),
+             helper.make_node("Add", ["bias", "s"], ["t"], name="shift"),
+             helper.make_node("Div", ["t", "half"], ["h"], name="halve"),
+             helper.make_node("Relu", ["h"], ["r"], name="relu"),
+             helper.make_node("Mul", ["r", "column"], ["y"], name="by_column")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(x, TensorProto.FLOAT, [1, 3, 4, 5])
+                                           for x in ("x1", "x2")],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 4, 5])], c + bn)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    loaded = load_model(save(tmp_path, model))
+    assert [n.op for n in loaded.graph.nodes] == ["Concat", "BatchNormalization", "Relu", "Mul"]
+    feeds = {x: rng.normal(size=(1, 3, 4, 5)).astype(np.float32) for x in ("x1", "x2")}
+    np.testing.assert_allclose(run(loaded.model, feeds)[0], run(model, feeds)[0], rtol=1e-5, atol=1e-5)
+
+
 def test_leading_reshape_is_absorbed(tmp_path):
     model = networks.small_cnn()
     shape = numpy_helper.from_array(np.array([1, 1, 28, 28], dtype=np.int64), "shape")

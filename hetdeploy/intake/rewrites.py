@@ -863,6 +863,19 @@ def batchnorm_without_squeezes(model: onnx.ModelProto) -> bool:
     return changed
 
 
+def channel_arithmetic_as_batchnorm(model: onnx.ModelProto) -> bool:
+    """A feature map (rank 3 or more) added to, multiplied or divided by a constant per channel (or one constant;
+    Caffe2's scale and bias after a BatchNormalization, as the model zoo's DenseNet-121 has them) is the
+    BatchNormalization of that scale or shift (``constant_arithmetic_to_affine``'s): folded into the layer or
+    normalisation before it where there is one (``fold_batchnorm``), else computed as one."""
+    def on_feature_maps(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
+        constant = [k for k in (0, 1) if len(node.input) == 2 and graph.constant(node.input[k]) is not None]
+        source = graph.shapes.get(node.input[1 - constant[0]], []) if len(constant) == 1 else []
+        return _arithmetic_as_affine(graph, node, shape) if len(source) >= 3 else None
+
+    return _replace_each(model, {"Add", "Sub", "Mul", "Div"}, on_feature_maps, 0)
+
+
 def fold_bias_add(model: onnx.ModelProto) -> bool:
     """Conv or Gemm followed by the Add of a constant per output channel: the constant joins the
     layer's bias."""
@@ -1002,6 +1015,7 @@ PASSES: list[Pass] = [
     matmul_add_to_gemm,
     conv_transpose_as_conv,
     batchnorm_without_squeezes,
+    channel_arithmetic_as_batchnorm,
     fold_batchnorm,
     fold_bias_add,
     reshape_to_flatten,

@@ -230,16 +230,20 @@ def usage(device: Device, graph: Graph, index: int, width: int, on_engine: Colle
     return {"memory_bytes": float(graph.nodes[index].constant_elements * FLOAT_BYTES)}
 
 
-def engine_capable(device: Device, graph: Graph) -> list[int]:
+def engine_capable(device: Device, graph: Graph, widths: Sequence[int]) -> list[int]:
     """The nodes of ``graph`` the FPGA ``device`` may run on its engine (``units.engine_refusal``; the board file's
-    limits still decide which nodes it runs at all), but for one that hls4ml's unit would fuse a quantizer after:
-    cut off it, the quantizer would round values already rounded at the unit's output (a step off where the two
-    roundings disagree), so the layer stays whole with its quantizer on hls4ml."""
+    limits still decide which nodes it runs at all) whose window its buffers hold at the node's bits of ``widths``
+    (``units.engine_holds``), but for one that hls4ml's unit would fuse a quantizer after: cut off it, the
+    quantizer would round values already rounded at the unit's output (a step off where the two roundings
+    disagree), so the layer stays whole with its quantizer on hls4ml."""
     consumers = graph.consumers()
     found = []
     for index in range(len(graph.nodes)):
         unit = units.node_unit(graph, index, device)
         if not unit.pe or unit.engine != "hls4ml" or units.engine_refusal(graph, unit) is not None:
+            continue
+        window = units.unit_shape(graph, unit, device.clock_mhz, hls_tool=device.hls_tool).n_in
+        if not units.engine_holds(device, window, widths[index]):
             continue
         at, quantized = index, False
         while not quantized:  # along the chain hls4ml's unit would fuse
@@ -369,7 +373,7 @@ class CostModel:
         self.capacity = {d.name: capacity(d) for d in board.devices}
         on_engine: dict[str, set[int]] = {}
         for d in (d for d in board.devices if d.kind == "fpga" and engine):
-            on_engine[d.name] = set(engine_capable(d, graph))
+            on_engine[d.name] = set(engine_capable(d, graph, self.widths))
             if on_engine[d.name]:
                 shapes = [units.unit_shape(graph, units.node_unit(graph, i, d), d.clock_mhz, hls_tool=d.hls_tool)
                           for i in on_engine[d.name]]

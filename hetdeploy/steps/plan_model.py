@@ -43,7 +43,8 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
     # the partition with each FPGA's engine too (its resources off the FPGA's, what it computes there at its
     # time and none of the chip's) where the policy weighs capacity; the faster plan kept (the one without on a tie)
     engine = not options.no_engine and options.policy == "latency" and any(
-        engine_capable(d, loaded.graph) for d in board.devices if d.kind == "fpga")
+        engine_capable(d, loaded.graph, node_widths(loaded.graph, options.width, layer_widths))
+        for d in board.devices if d.kind == "fpga")
     for with_engine in (False, True) if engine else (False,):
         plan = partition(loaded, board, options, layer_widths, zero_shares, with_engine)
         try:  # a partition that cannot hold the units, or the user's per-node settings (which name nodes the
@@ -291,7 +292,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         # without it is weighed beside it, and the faster kept (the one without on a tie). Each subfunction has
         # its own engine (its top's): where they do not all fit, those with the fewest multiply-accumulates the
         # engine could take do without, one after another
-        capable = set(engine_capable(device, loaded.graph))
+        capable = set(engine_capable(device, loaded.graph, node_bits))
         macs = {s.name: _engine_macs(s, capable, loaded) for s in subs}
         engine_subs = [] if options.no_engine or options.target_rate is not None else \
             sorted((s for s in subs if macs[s.name]), key=lambda s: -macs[s.name])
@@ -376,7 +377,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
     index = loaded.graph.node_index()
     pinned_engine = {index[n] for n, strategy in options.strategies.items() if strategy == units.ENGINE}
     free = {index[n] for s in subs if s.name in with_engine for n in s.nodes} & \
-        set(engine_capable(device, loaded.graph))
+        set(engine_capable(device, loaded.graph, node_bits))
     split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs),
                                      pinned_engine | free)) for sub in subs]
     found = [u for _, units_of_sub in split for u in units_of_sub]

@@ -110,7 +110,8 @@ from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDE
                     RESOURCE_PARTS, RESOURCES, SOFTMAX_REFERENCE_CYCLES, STRATEGIES, SYNTHESIS_LUT_SHARE, Shape,
                     TABLE_INDEX_LUT_PER_BIT, TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES, UNIT_CONTROL_FF,
                     UNIT_CONTROL_LUT, VITIS_SOFTMAX_TABLE_BRAM18, accumulator_bits, arena_words, bram18_blocks,
-                    buffer_bytes, ddr_cycles_per_vector, distributed_arithmetic_lut, element_bytes, engine_cycles,
+                    buffer_bytes, ddr_cycles_per_vector, distributed_arithmetic_lut, element_bytes, engine_bram18,
+                    engine_cycles,
                     engine_estimate, engine_resources, engine_vector, fifo_bram18, iterations, pipeline_cycles,
                     strategy_for, streams, valid_reuse_factors)
 from .kinds import KINDS, Arithmetic, UnitKind, kind_of
@@ -359,6 +360,14 @@ def engine_allowance(device: Device) -> tuple[int, int]:
     """The DSPs and BRAM18s an FPGA's engine may take: ENGINE_SHARES of its budget's."""
     budget = device.budget()
     return int(budget.get("dsp", 0) * ENGINE_SHARES["dsp"]), int(budget.get("bram18", 0) * ENGINE_SHARES["bram18"])
+
+
+def engine_holds(device: Device, window: int, width: int) -> bool:
+    """Whether the engine on ``device`` can hold a layer's ``window`` of ``width``-bit weights in its lanes' buffers
+    within its BRAM18 allowance, taking one value a cycle (the fewest BRAM18s): the engine is sized to its largest
+    window, so one layer past it (the model zoo's ZFNet-512's Gemm of 18,432 inputs: 576 BRAM18s of the KV260's 259)
+    would leave no room for the engine and the rest of the chip."""
+    return engine_bram18(window, width, 1) <= engine_allowance(device)[1]
 
 
 def engine_vectors(device: Device, width: int, window: int) -> list[int]:

@@ -253,12 +253,12 @@ def engine_vector(width: int, allowance: tuple[int, int], window: int) -> int:
     multipliers, control and weight buffers fit (at least one)."""
     vector = ARENA_WORD_BYTES // element_bytes(width)
     while vector > 1 and (ENGINE_LANES * vector * dsps_a_product(width) + ENGINE_CONTROL_DSP > allowance[0] or
-                          _engine_bram18(window, width, vector) > allowance[1]):
+                          engine_bram18(window, width, vector) > allowance[1]):
         vector //= 2
     return vector
 
 
-def _engine_bram18(window: int, width: int, vector: int) -> int:
+def engine_bram18(window: int, width: int, vector: int) -> int:
     """BRAM18s of the engine's weight buffers: a lane's window (its whole DDR words) in entries of ``vector``
     weights' lanes, one read a cycle."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
@@ -306,11 +306,11 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
 def engine_resources(window: int, width: int, vector: int = 1) -> dict[str, int]:
     """The resources of a subfunction's engine, whose largest layer window (k x k x input channels) is ``window``,
     at ``width`` bits, each lane taking ``vector`` values a cycle: a DSP a multiplier (two beyond 18 bits) and the
-    control's, each lane's weight buffer (``_engine_bram18``), each lane's sum and the control in LUT and FF
+    control's, each lane's weight buffer (``engine_bram18``), each lane's sum and the control in LUT and FF
     (hetdeploy's model, see ENGINE_LANES)."""
     lanes = ENGINE_LANES
     return {"dsp": lanes * vector * dsps_a_product(width) + ENGINE_CONTROL_DSP,
-            "bram18": _engine_bram18(window, width, vector), "lut": ENGINE_CONTROL_LUT + lanes * ENGINE_LANE_LUT,
+            "bram18": engine_bram18(window, width, vector), "lut": ENGINE_CONTROL_LUT + lanes * ENGINE_LANE_LUT,
             "ff": ENGINE_CONTROL_FF + lanes * (ENGINE_LANE_FF + 2 * width)}
 
 
