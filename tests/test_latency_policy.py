@@ -515,3 +515,21 @@ def test_a_layer_whose_window_the_engines_buffers_cannot_hold_stays_off_the_engi
     assert units.engine_holds(fpga, 3 * 3 * 512, 16) and not units.engine_holds(fpga, 18432, 16)  # n12, n16
     cost = CostModel(graph, load_board("kv260"), engine=True)
     assert all(v >= 0 for v in cost.capacity["fpga"].values())
+
+
+def test_a_node_pinned_to_an_fpga_that_holds_it_only_on_its_engine_runs_there(tmp_path):
+    """ResNet-50's largest convolution (2.4 M weights) pinned to the KV260's FPGA: hls4ml's unit of it alone does
+    not fit the chip (--no-engine refuses it, naming the BRAM18s), the engine takes it."""
+    import onnx
+
+    from hetdeploy.commands.api import plan
+    from hetdeploy.intake.model import load_model
+
+    model = tmp_path / "resnet50.onnx"
+    onnx.save(graphs.to_onnx(graphs.resnet50()), str(model))
+    big = max((n for n in load_model(model).graph.nodes if n.op == "Conv"), key=lambda n: n.constant_elements)
+    with pytest.raises(UserError, match=f"node '{big.name}': op 'Conv' cannot run on any device .*bram18"):
+        plan(model, "kv260", devices={big.name: "fpga"}, no_engine=True)
+    result = plan(model, "kv260", devices={big.name: "fpga"}).plan
+    (unit,) = [u for s in result.subfunctions for u in s.execution_units if big.name in u.nodes]
+    assert unit.engine is not None

@@ -46,9 +46,10 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
         engine_capable(d, loaded.graph, node_widths(loaded.graph, options.width, layer_widths))
         for d in board.devices if d.kind == "fpga")
     for with_engine in (False, True) if engine else (False,):
-        plan = partition(loaded, board, options, layer_widths, zero_shares, with_engine)
         try:  # a partition that cannot hold the units, or the user's per-node settings (which name nodes the
-            # other partition puts on an FPGA: a config written from a plan with the engine), is not had
+            # other partition puts on an FPGA: a config written from a plan with the engine; a node --device pins
+            # to an FPGA that holds it only on the engine), is not had
+            plan = partition(loaded, board, options, layer_widths, zero_shares, with_engine)
             fold_units(plan, loaded, board, options, layer_widths)
         except UserError as why:
             refused = refused or why
