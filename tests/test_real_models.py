@@ -21,7 +21,7 @@ DATA = Path(qonnx.__file__).parent / "data" / "onnx"
 ])
 def test_shipped_models_build_and_emulate_on_pynq_z2(tmp_path, model, policy, all_on_fpga):
     """One sample to size on (two to verify on: another and one stretched onto its range's edges) and one more
-    to emulate: the ESPCN's convolutions over 85 x 85 maps take seconds a sample in C-simulation."""
+    to emulate: the nn_resize ESPCN's convolutions over 128 x 128 maps take seconds a sample in C-simulation."""
     out = tmp_path / "build"
     plan = build(BuildOptions(model=DATA / model, board="pynq-z2", out_dir=out, policy=policy, samples=1),
                  progress=lambda message: None)
