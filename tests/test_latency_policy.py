@@ -533,3 +533,20 @@ def test_a_node_pinned_to_an_fpga_that_holds_it_only_on_its_engine_runs_there(tm
     result = plan(model, "kv260", devices={big.name: "fpga"}).plan
     (unit,) = [u for s in result.subfunctions for u in s.execution_units if big.name in u.nodes]
     assert unit.engine is not None
+
+
+def test_where_the_fpgas_subfunctions_do_not_all_fit_with_their_engines_the_largest_keeps_its_own():
+    """ZFNet-512 on the KV260 at 16 bits: its two LRNs run on the A53s, so the partition priced with the engine cuts
+    its convolutions into three FPGA subfunctions, each of which would need an engine of its own, and they do not
+    fit together; partitioned again with the engine for the nodes of the one with the most engine MACs only (its
+    last three convolutions), that one runs on the engine and the plan keeps most MACs on the FPGA."""
+    from hetdeploy.commands.api import plan
+    from hetdeploy.intake.model import load_model
+
+    graph = load_model(ZOO / "light_zfnet512.onnx").graph
+    macs = {n.name: node_work(n).macs for n in graph.nodes}
+    result = plan(ZOO / "light_zfnet512.onnx", "kv260").plan
+    on_engine = {n for s in result.subfunctions for u in s.execution_units if u.engine is not None for n in u.nodes}
+    assert {"n8", "n10", "n12"} <= on_engine
+    assert sum(macs[n] for s in result.subfunctions if s.kind == "fpga" for n in s.nodes) >= 0.6 * sum(macs.values())
+    assert result.estimate.all_cpu_latency_s >= 2 * result.estimate.latency_s

@@ -350,7 +350,7 @@ class CostModel:
     def __init__(self, graph: Graph, board: Board, width: int = DEFAULT_WIDTH, objective: str = "latency",
                  batch: int = 1, layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS, pins: Mapping[str, str] = NO_PINS,
                  measured: Measured = NOTHING_MEASURED, zero_shares: Mapping[str, float] = NO_ZEROS,
-                 compress: str = "none", engine: bool = False):
+                 compress: str = "none", engine: bool | Collection[str] = False):
         """``width``: the fixed-point bits of FPGA values (--width); a quantized model's layers take
         their quantizers', a node of ``layer_widths`` (--error-budget's) its own (``precision.node_widths``);
         ``pins``: node -> the device --device puts it on; ``measured``: a profile's figures, in place of
@@ -358,8 +358,8 @@ class CostModel:
         the samples, and ``compress`` (compression.MODES): which tensors an FPGA subfunction takes or gives
         travel zero-compressed ("auto": where that saves time; "none": none, nothing weighed); ``engine``: each
         FPGA has its engine (``units.ENGINE``), whose resources come off its capacity, and a node it can compute
-        takes its time there where that is faster and nothing of the chip's (its weights in DDR): the engine is
-        its most folded design."""
+        (of those ``engine`` names, where it names some) takes its time there where that is faster and nothing of
+        the chip's (its weights in DDR): the engine is its most folded design."""
         self.graph, self.board, self.pins, self.measured = graph, board, pins, measured
         self.zero_shares, self.compress = zero_shares, compress
         self._weighed: dict[tuple[str, str, str], Optional[Crossing]] = {}  # None: a link to no FPGA
@@ -373,7 +373,8 @@ class CostModel:
         self.capacity = {d.name: capacity(d) for d in board.devices}
         on_engine: dict[str, set[int]] = {}
         for d in (d for d in board.devices if d.kind == "fpga" and engine):
-            on_engine[d.name] = set(engine_capable(d, graph, self.widths))
+            on_engine[d.name] = {i for i in engine_capable(d, graph, self.widths)
+                                 if isinstance(engine, bool) or graph.nodes[i].name in engine}
             if on_engine[d.name]:
                 shapes = [units.unit_shape(graph, units.node_unit(graph, i, d), d.clock_mhz, hls_tool=d.hls_tool)
                           for i in on_engine[d.name]]

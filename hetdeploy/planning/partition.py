@@ -32,7 +32,7 @@ import copy
 import heapq
 import math
 from dataclasses import dataclass
-from typing import Mapping, Optional, Protocol, Sequence
+from typing import Collection, Mapping, Optional, Protocol, Sequence
 
 import numpy as np
 
@@ -583,8 +583,8 @@ def partition_graph(graph: Graph, board, policy: str = "latency", width: int = D
                     objective: str = "latency", batch: int = 1, layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS,
                     pins: Mapping[str, str] = NO_PINS, measured: Measured = NOTHING_MEASURED,
                     partitioner: str = "search", ilp_time_limit_s: float = ILP_TIME_LIMIT_S,
-                    zero_shares: Mapping[str, float] = NO_ZEROS, compress: str = "none", engine: bool = False
-                    ) -> Partition:
+                    zero_shares: Mapping[str, float] = NO_ZEROS, compress: str = "none",
+                    engine: bool | Collection[str] = False) -> Partition:
     """Cut ``graph`` for ``board`` by ``policy`` (the latency policy minimising ``objective`` at
     ``batch`` samples a call; "host", everything on the host, is the baseline the build compares a
     folded plan with), with the estimates of the plan and of both baselines; ``layer_widths``: the
@@ -592,7 +592,8 @@ def partition_graph(graph: Graph, board, policy: str = "latency", width: int = D
     --device puts it on; ``measured``: a profile's figures (``profile``); ``partitioner`` "ilp": the
     latency policy's plan (either objective) is ``ilp.ilp_solution``'s within ``ilp_time_limit_s``, from
     the search's (never a plan estimated slower than the search's); ``zero_shares`` and ``compress``: the
-    tensors' shares of zeros and --compress-transfers, and ``engine``: each FPGA has its engine (``CostModel``)."""
+    tensors' shares of zeros and --compress-transfers, and ``engine``: each FPGA has its engine, for the nodes it
+    names where it names some (``CostModel``)."""
     on_host = {graph.nodes[i].name: board.host for i in input_quantizers(graph)} \
         if any(d.kind == "fpga" for d in board.devices) else {}
     user_pins, pins = pins, {**on_host, **pins}  # --device still places any of them

@@ -45,7 +45,9 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
     engine = not options.no_engine and options.policy == "latency" and any(
         engine_capable(d, loaded.graph, node_widths(loaded.graph, options.width, layer_widths))
         for d in board.devices if d.kind == "fpga")
-    for with_engine in (False, True) if engine else (False,):
+    tries: list[bool | frozenset[str]] = [False, True] if engine else [False]
+    for with_engine in tries:
+        plan = None
         try:  # a partition that cannot hold the units, or the user's per-node settings (which name nodes the
             # other partition puts on an FPGA: a config written from a plan with the engine; a node --device pins
             # to an FPGA that holds it only on the engine), is not had
@@ -53,6 +55,11 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
             fold_units(plan, loaded, board, options, layer_widths)
         except UserError as why:
             refused = refused or why
+            if with_engine is True and isinstance(why, UnitsDoNotFit) and plan is not None:
+                # The partition prices one engine an FPGA, the folding gives each FPGA subfunction its own: where
+                # several do not fit, once more with the engine for the nodes of the one with the most engine MACs
+                # on each FPGA only (the others' then weighed on hls4ml, or off the FPGA)
+                tries.append(_largest_engine_subfunctions(plan, loaded, board, options, layer_widths))
             continue
         index = loaded.graph.node_index()
         memory.plan_memory(plan, loaded.graph, loaded.tensor_shapes(), board, options.memory_strategy, options.width,
@@ -66,6 +73,19 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
         raise refused
     return min(plans, key=lambda p: p.estimate.latency_s if options.objective == "latency"
                else 1.0 / p.estimate.throughput_per_s)
+
+
+def _largest_engine_subfunctions(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
+                                 layer_widths: Mapping[str, int]) -> frozenset[str]:
+    """The nodes of each FPGA's subfunction in ``plan`` with the most multiply-accumulates its engine could take."""
+    widths = node_widths(loaded.graph, options.width, layer_widths)
+    names = set()
+    for device in (d for d in board.devices if d.kind == "fpga"):
+        capable = set(engine_capable(device, loaded.graph, widths))
+        subs = [s for s in plan.subfunctions if s.device == device.name]
+        if subs:
+            names.update(max(subs, key=lambda s: _engine_macs(s, capable, loaded)).nodes)
+    return frozenset(names)
 
 
 def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
