@@ -59,7 +59,9 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
                 # The partition prices one engine an FPGA, the folding gives each FPGA subfunction its own: where
                 # several do not fit, once more with the engine for the nodes of the one with the most engine MACs
                 # on each FPGA only (the others' then weighed on hls4ml, or off the FPGA)
-                tries.append(_largest_engine_subfunctions(plan, loaded, board, options, layer_widths))
+                largest = _largest_engine_subfunctions(plan, loaded, board, options, layer_widths)
+                if largest:
+                    tries.append(largest)
             continue
         index = loaded.graph.node_index()
         memory.plan_memory(plan, loaded.graph, loaded.tensor_shapes(), board, options.memory_strategy, options.width,
