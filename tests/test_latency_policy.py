@@ -18,6 +18,7 @@ from hetdeploy.core.plan import duration
 from hetdeploy.planning.cost import CostModel, node_shape, node_work
 from hetdeploy.planning.partition import Group, latency_solution, optimal_solution, partition_graph, solution_seconds
 from test_partition import group_graph
+from test_rewrites import ZOO
 
 BOARDS = {name: load_board(name) for name in available_boards()}
 
@@ -478,9 +479,6 @@ def test_the_model_zoos_networks_run_on_the_kv260s_fpga(tmp_path, name):
     alone = [n.name for n in graph.nodes if n.op == "BatchNormalization" and n.name in units]
     assert all(units[b].pe == "affine" for b in alone)
     assert name != "densenet121" or len(alone) > 50
-
-
-ZOO = Path(__import__("onnx").__file__).parent / "backend" / "test" / "data" / "light"
 
 
 @pytest.mark.parametrize("name", ["light_densenet121", "light_resnet50", "light_squeezenet", "light_inception_v1"])

@@ -480,6 +480,8 @@ def _onnx_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     back into what it returns."""
     large = {t.name: t for t in model.graph.initializer
              if t.HasField("raw_data") and math.prod(t.dims) > SHAPE_INFERENCE_ELEMENTS}
+    if not large:
+        return shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     light = onnx.ModelProto()
     light.CopyFrom(model)
     for tensor in (t for t in light.graph.initializer if t.name in large):

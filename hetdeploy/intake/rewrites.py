@@ -12,6 +12,7 @@ Problems the user must fix raise ``RewriteError`` naming the node.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Callable, Optional
 
@@ -868,12 +869,8 @@ def channel_arithmetic_as_batchnorm(model: onnx.ModelProto) -> bool:
     Caffe2's scale and bias after a BatchNormalization, as the model zoo's DenseNet-121 has them) is the
     BatchNormalization of that scale or shift (``constant_arithmetic_to_affine``'s): folded into the layer or
     normalisation before it where there is one (``fold_batchnorm``), else computed as one."""
-    def on_feature_maps(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
-        constant = [k for k in (0, 1) if len(node.input) == 2 and graph.constant(node.input[k]) is not None]
-        source = graph.shapes.get(node.input[1 - constant[0]], []) if len(constant) == 1 else []
-        return _arithmetic_as_affine(graph, node, shape) if len(source) >= 3 else None
-
-    return _replace_each(model, {"Add", "Sub", "Mul", "Div"}, on_feature_maps, 0)
+    return _replace_each(model, {"Add", "Sub", "Mul", "Div"},
+                         functools.partial(_arithmetic_as_affine, min_rank=3), 0)
 
 
 def fold_bias_add(model: onnx.ModelProto) -> bool:
@@ -1078,7 +1075,9 @@ def _per_channel(value: np.ndarray, rank: int, channels: int) -> Optional[np.nda
     return np.broadcast_to(aligned.reshape(-1), (channels,)).astype(np.float32)
 
 
-def _arithmetic_as_affine(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
+def _arithmetic_as_affine(graph: ModelIndex, node: onnx.NodeProto, shape: list[int], min_rank: int = 2):
+    """``node``'s arithmetic of a constant per channel as a BatchNormalization, where its other input's rank is
+    ``min_rank`` or more (at least 2: axis 1 its channels)."""
     if len(node.input) != 2:
         return None
     constant = [k for k in (0, 1) if graph.constant(node.input[k]) is not None]
@@ -1086,7 +1085,8 @@ def _arithmetic_as_affine(graph: ModelIndex, node: onnx.NodeProto, shape: list[i
         return None
     source = node.input[1 - constant[0]]
     shape = graph.shapes.get(source, [])
-    value = _per_channel(graph.constant(node.input[constant[0]]), len(shape), shape[1]) if len(shape) >= 2 else None
+    value = _per_channel(graph.constant(node.input[constant[0]]), len(shape), shape[1]) \
+        if len(shape) >= max(2, min_rank) else None
     if value is None:
         return None
     ones, zeros = np.ones_like(value), np.zeros_like(value)

@@ -206,8 +206,8 @@ def rewrite_tops(build_dir: Path) -> Plan:
 def verify_csim(plan: Plan, build_dir: Path, samples, progress: Progress = stderr_progress,
                 seed: int = 0, flip_samples: int = 0) -> dict[str, np.ndarray]:
     """Each execution unit, then (once every unit passes, or under --error-budget) each subfunction and the
-    whole pipeline against onnxruntime, then the quantized outputs code by code on ``flip_samples`` further samples (``_count_flips``, drawn from
-    ``seed``); the pipeline's emulated outputs."""
+    whole pipeline against onnxruntime, then the quantized outputs code by code on ``flip_samples`` further
+    samples (``_count_flips``, drawn from ``seed``); the pipeline's emulated outputs."""
     libraries = runtime.CSimLibraries(build_dir, keep_log=True)  # one process per subfunction for both checks
     unit_checks = verify.check_units(plan, build_dir, samples, libraries)
     for sub in plan.subfunctions:

@@ -324,7 +324,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
             tries = [{s.name for s in subs if s.engine_weighed}]
         for with_engine in tries:
             try:  # the units do not fit, or the user's per-node settings name a unit the engine's fusion cut
-                variant = _fold_device(subs, device, loaded, options, node_bits, with_engine)
+                variant = _fold_device(subs, device, loaded, options, node_bits, capable, with_engine)
             except UserError as why:
                 refused = refused or why
                 continue
@@ -391,16 +391,16 @@ def _engine_macs(sub: Subfunction, capable: Collection[int], loaded: LoadedModel
 
 
 def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, options: BuildOptions,
-                 node_bits: Sequence[int], with_engine: Collection[str]) -> Optional[_DeviceFolding]:
-    """``device``'s subfunctions cut into units and folded together into its budget; ``with_engine``: the
-    subfunctions where each unit the engine computes (``units.engine_refusal``) and the user set nothing of (a
-    strategy, a folding, an io type, bands, a precision, a table size) may run on it (its unit fusing only what the
-    engine computes), their engines' resources off the budget (None where those subfunctions hold no node the
-    engine computes). Units pinned to the engine run on it either way."""
+                 node_bits: Sequence[int], capable: set[int], with_engine: Collection[str]) -> Optional[_DeviceFolding]:
+    """``device``'s subfunctions cut into units and folded together into its budget; ``capable``: the nodes its
+    engine may compute (``engine_capable``); ``with_engine``: the subfunctions where each unit the engine computes
+    (``units.engine_refusal``) and the user set nothing of (a strategy, a folding, an io type, bands, a precision, a
+    table size) may run on it (its unit fusing only what the engine computes), their engines' resources off the
+    budget (None where those subfunctions hold no node the engine computes). Units pinned to the engine run on it
+    either way."""
     index = loaded.graph.node_index()
     pinned_engine = {index[n] for n, strategy in options.strategies.items() if strategy == units.ENGINE}
-    free = {index[n] for s in subs if s.name in with_engine for n in s.nodes} & \
-        set(engine_capable(device, loaded.graph, node_bits))
+    free = {index[n] for s in subs if s.name in with_engine for n in s.nodes} & capable
     split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs),
                                      pinned_engine | free)) for sub in subs]
     found = [u for _, units_of_sub in split for u in units_of_sub]
