@@ -17,9 +17,8 @@ any --model. Each is planned (`hetdeploy plan`, the latency policy) on the PYNQ-
 Per model, board and width (--width 16 and 8 unless --width says): nodes on the FPGA, the share of the model's
 convolution and matrix multiply-accumulates run there, the estimated latency and frames a second against all on
 the ARM and against the support policy (whose plan may not fit: "fits" says), the DSPs the engine's multipliers
-take (its lanes x values a cycle), the board's compute bound at that width (the model's MACs at one MAC a DSP a
-cycle at the FPGA's clock, two at 8 bits: the shared-operand packing of Xilinx WP486, which hetdeploy's engine does
-not do yet), the FPGA units run in bands, and the DDR bytes a sample moves (spilled activations written once and
+take (its lanes x values a cycle, two products a DSP at 8 bits: the shared-operand packing of Xilinx WP486), the
+board's compute bound at that width (the model's MACs at one MAC a DSP a cycle at the FPGA's clock, two at 8 bits), the FPGA units run in bands, and the DDR bytes a sample moves (spilled activations written once and
 read by each reader, DDR weights read per output vector: the memory plan's traffic); where the Vitis AI 2.5 model
 zoo publishes the DPU's frames a second for the network on the board (INT8, single-thread), that figure and its
 source beside it. Estimates of hetdeploy's cost
@@ -47,7 +46,7 @@ import graphs  # noqa: E402
 from hetdeploy.core.board import load_board  # noqa: E402
 from hetdeploy.planning.config import BuildOptions  # noqa: E402
 from hetdeploy.planning.cost import node_work  # noqa: E402
-from hetdeploy.planning.units.costs import dsps_a_product  # noqa: E402
+from hetdeploy.planning.units.costs import ENGINE_CONTROL_DSP, EngineSize, engine_resources  # noqa: E402
 from hetdeploy.steps.build import plan_stages  # noqa: E402
 
 ARCHITECTURES = ("resnet50", "densenet121", "squeezenet", "shufflenet", "googlenet")
@@ -80,7 +79,8 @@ def measure(model: Path, board_name: str, width: int) -> dict:
     return {"model": model.stem, "board": board_name, "width": width, "nodes": len(loaded.graph.nodes),
             "fpga_nodes": len(on_fpga), "mac_share": sum(macs[n] for n in on_fpga) / max(1.0, sum(macs.values())),
             "frames_per_s": 1.0 / e.latency_s,
-            "engine_dsp": sum(g.lanes * g.vector * dsps_a_product(width) for g in engines),
+            "engine_dsp": sum(engine_resources(g.window, width, EngineSize(g.lanes, g.uram_lanes, g.vector))["dsp"]
+                              - ENGINE_CONTROL_DSP for g in engines),
             "compute_bound_s": bound_s,
             "dpu_frames_per_s": DPU_FPS.get((model.stem.removeprefix("light_"), board_name)),
             "latency_s": e.latency_s, "all_cpu_latency_s": e.all_cpu_latency_s,

@@ -33,8 +33,8 @@ int main(int argc, char **argv) {
     hetdeploy::load_bytes(memory.data(), bytes.data(), bytes.size());
     const hetdeploy::engine_layer g = {%(layer)s};
     hetdeploy::word_t *target = memory.data() + bytes.size() / 8;
-    hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(vector)d, %(window)d>(memory.data() + %(source_word)d,
-                                                                                   target, memory.data(), g);
+    hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d>(
+        memory.data() + %(source_word)d, target, memory.data(), g);
     for (int i = 0; i < %(outputs)d; i++)
         std::printf("%%lld\n", (long long)hetdeploy::read<ap_int<%(ow)d> >(target, i).to_int64());
     std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
@@ -62,7 +62,8 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
     values = dict(layer=", ".join(str(int(v)) for v in (
         layer.channels, *layer.input, layer.filters, *layer.output, *layer.kernel, *layer.strides, *layer.pads,
         *layer.dilations, layer.in_fraction, layer.in_signed, layer.weight_fraction, layer.out_fraction,
-        layer.out_signed, layer.relu)), iw=iw, ow=ow, ww=ww, lanes=layer.lanes, vector=layer.vector,
+        layer.out_signed, layer.relu)), iw=iw, ow=ow, ww=ww, lanes=layer.lanes, uram_lanes=layer.uram_lanes,
+        vector=layer.vector,
         window=layer.window,
         source_word=len(region) // ARENA_WORD_BYTES, outputs=outputs,
         out_words=outputs * element_bytes(ow) // ARENA_WORD_BYTES + 1)
@@ -112,14 +113,16 @@ LAYERS = {  # channels, input, filters, output, kernel, strides, pads, dilations
 
 
 @pytest.mark.parametrize("kind", LAYERS)
-@pytest.mark.parametrize("iw, ow, in_type, out_type, vector", [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4),
-                                                                 (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 8),
-                                                                 (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2)])
-def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, vector):
-    """Each layer on 4 lanes of ``vector`` values a cycle: the layers whose channels are a multiple of it take
-    that many a cycle, the others (5 and 3 channels; 4 at 8 a cycle) one."""
+@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes",
+                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0),
+                          (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 8, 2),
+                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 4)])
+def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, vector, uram_lanes):
+    """Each layer on 4 lanes of ``vector`` values a cycle, ``uram_lanes`` of them with their weights in URAM (two a
+    block: none, half, all): the layers whose channels are a multiple of it take that many a cycle, the others
+    (5 and 3 channels; 4 at 8 a cycle) one."""
     rng = np.random.default_rng(7)
-    layer = EngineLayer(*LAYERS[kind], lanes=4, vector=vector)
+    layer = EngineLayer(*LAYERS[kind], lanes=4, vector=vector, uram_lanes=uram_lanes)
     weights = rng.normal(0, 0.5, (layer.filters, *layer.kernel, layer.channels))
     bias = rng.normal(0, 1, layer.filters)
     ww = 8 if iw == 8 else 16
@@ -174,8 +177,9 @@ int main(int argc, char **argv) {
         std::vector<hetdeploy::word_t> weights(g.out_c * (filter_words + 1)), source(g.in_h * g.in_w * g.in_c / 4 + 1),
             target(g.out_h * g.out_w * g.out_c / 4 + 1);
         hetdeploy::engine_counted() = hetdeploy::engine_counts{0, 0};
-        hetdeploy::engine<16, 16, 16, %(lanes)d, %(vector)d, %(window)d>(source.data(), target.data(),
-                                                                         weights.data(), g);
+        hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d>(source.data(),
+                                                                                          target.data(),
+                                                                                          weights.data(), g);
         std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
     }
 }
@@ -193,24 +197,29 @@ MOBILENET_V2 = [(3, 32, 3, 2), (32, 16, 1, 1), (16, 96, 1, 1), (96, 24, 1, 1), (
                 (160, 960, 1, 1), (960, 160, 1, 1), (960, 320, 1, 1), (320, 1280, 1, 1), (1280, 1000, 0, 1)]
 
 
-@pytest.mark.parametrize("vector", [4, 2])
-def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilenet_v2_layers(tmp_path, vector):
+@pytest.mark.parametrize("lanes, uram_lanes, vector", [(32, 0, 4), (32, 0, 2), (116, 84, 4)])
+def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilenet_v2_layers(tmp_path, lanes,
+                                                                                            uram_lanes, vector):
     """Issue 65's counted-cycles check: every layer shape of ResNet-50 and MobileNetV2 the engine runs, at a 5 x 5
     output map (the count is per output pixel, so a reduced map counts what a full one would, pixel for pixel;
-    kernel 0: the classifier, a dense layer's one pixel), run in C-simulation on 32 lanes of ``vector`` values a
-    cycle (the 3-channel first layers one; at 2, a DDR word of weights is two entries of the weight buffer): the
-    cycles and DDR words engine.h counts are what ``units.engine_cycles`` estimates, within 2 %."""
-    from hetdeploy.planning.units import ENGINE_LANES, engine_cycles
+    kernel 0: the classifier, a dense layer's one pixel), run in C-simulation on ``lanes`` of ``vector`` values a
+    cycle (the 3-channel first layers one; at 2, a DDR word of weights is two entries of the weight buffer; 116
+    lanes, 84 of them in URAM: the KV260's engine for ResNet-50 at 16 bits): the cycles and DDR words engine.h
+    counts are what ``units.engine_cycles`` estimates, within 2 %."""
+    from hetdeploy.planning.units import engine_cycles
 
     layers = []
-    for channels, filters, kernel, stride in RESNET50 + MOBILENET_V2:
+    # and two layers whose outputs share words with the next pixel's (10 and 9 filters): a pixel's window, then
+    # its words
+    for channels, filters, kernel, stride in RESNET50 + MOBILENET_V2 + [(16, 10, 3, 1), (40, 9, 0, 1)]:
         side = 1 if kernel == 0 else 5
         k, pad = max(kernel, 1), max(kernel, 1) // 2
         size = 1 if kernel == 0 else (side - 1) * stride + k - 2 * pad
         layers.append((channels, size, size, filters, side, side, k, k, stride, stride, pad, pad, 1, 1))
     (tmp_path / "layers.txt").write_text("".join(" ".join(map(str, layer)) + "\n" for layer in layers))
     window = max(layer[0] * layer[6] * layer[7] for layer in layers)
-    (tmp_path / "count.cpp").write_text(COUNTING % dict(lanes=ENGINE_LANES, vector=vector, window=window))
+    (tmp_path / "count.cpp").write_text(COUNTING % dict(lanes=lanes, uram_lanes=uram_lanes, vector=vector,
+                                                        window=window))
     subprocess.run([compiler(), "-std=c++14", "-O2", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o",
                     str(tmp_path / "count"), str(tmp_path / "count.cpp")], check=True, capture_output=True)
     counted = subprocess.run([str(tmp_path / "count"), str(tmp_path / "layers.txt")], check=True,
@@ -218,7 +227,7 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
     assert len(counted) == len(layers)
     for layer, line in zip(layers, counted):
         cycles, words = map(int, line.split())
-        estimated = engine_cycles(layer[0] * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16,
+        estimated = engine_cycles(layer[0] * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16, lanes,
                                   vector=vector, channels=layer[0])
         assert abs(estimated["cycles"] - cycles) <= 0.02 * cycles, (layer, cycles, estimated)
         assert estimated["weight_words"] == words, (layer, words, estimated)

@@ -305,11 +305,11 @@ def test_a_resnet18_shaped_network_in_bands_builds_for_the_kv260_with_most_macs_
 
 @pytest.mark.slow
 def test_a_resnet18_shaped_network_on_the_engine_matches_onnxruntime(tmp_path):
-    """ResNet-18 at 3 x 64 x 64 (graphs.resnet18, widths 4 to 32) for a KV260 of 96 BRAM18s with every convolution
+    """ResNet-18 at 3 x 64 x 64 (graphs.resnet18, widths 4 to 32) for a KV260 of 64 BRAM18s with every convolution
     (its BatchNormalization folded in, 3 x 3 and strided 1 x 1 shortcuts, the 7 x 7 stride-2 stem) and the
     classifier pinned to the layer-sequential engine (--strategy NODE=engine): they share one engine, their weights
-    in the DDR image; the activations the BRAM left to them does not hold go to the URAM (the top's uram array,
-    bound to URAM), not to DDR; every unit within tolerance at 16 bits (none widened), the pipeline emulated
+    in the DDR image, their buffers in URAM (40 lanes); the activations the BRAM left to them does not hold go to
+    the URAM the engine leaves (the top's uram array, bound to URAM), not to DDR; every unit within tolerance at 16 bits (none widened), the pipeline emulated
     within tolerance."""
     import graphs
 
@@ -317,8 +317,8 @@ def test_a_resnet18_shaped_network_on_the_engine_matches_onnxruntime(tmp_path):
     onnx.save(graphs.to_onnx(graph), str(tmp_path / "model.onnx"))
     pinned = [n.name for n in graph.nodes if n.op in ("Conv", "Gemm")]
     shipped = (Path(hetdeploy.__file__).parent / "boards" / "kv260.yaml").read_text()
-    board = tmp_path / "kv260-96.yaml"
-    board.write_text(shipped.replace("bram18: 288,", "bram18: 96,"))
+    board = tmp_path / "kv260-64.yaml"
+    board.write_text(shipped.replace("bram18: 288,", "bram18: 64,"))
     plan = build_and_emulate(tmp_path / "model.onnx", tmp_path / "out", str(board),
                              strategies={n: "Engine" for n in pinned})
     found = {u.nodes[0]: u for s in plan.subfunctions for u in s.execution_units}
@@ -327,6 +327,9 @@ def test_a_resnet18_shaped_network_on_the_engine_matches_onnxruntime(tmp_path):
     (sub,) = [s for s in plan.subfunctions if s.hls is not None]
     top = (tmp_path / "out" / sub.hls.project / f"{sub.name}_top.cpp").read_text()
     assert top.count("#pragma HLS ALLOCATION function instances=") == 1  # one engine for all of them
+    engine = found[pinned[0]].engine
+    declared = (tmp_path / "out" / sub.hls.project / f"{sub.name}_units.h").read_text()
+    assert engine.uram_lanes > 0 and f"engine<16, 16, 16, {engine.lanes}, {engine.uram_lanes}, " in declared
     image = (tmp_path / "out" / sub.hls.ddr_image).read_bytes()
     assert len(image) == sum(b.size for b in sub.memory.buffers if b.kind == "weights")
     in_uram = [b for b in sub.memory.buffers if b.memory == "uram"]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import graphs
 from hetdeploy.commands.cli import main
-from hetdeploy.core.board import available_boards, load_board
+from hetdeploy.core.board import URAM_BYTES, available_boards, load_board
 from hetdeploy.core.errors import UserError
 from hetdeploy.core.graph import Graph, Node
 from hetdeploy.core.plan import duration
@@ -485,7 +485,8 @@ def test_the_model_zoos_networks_run_on_the_kv260s_fpga(tmp_path, name):
 def test_the_onnx_packages_model_zoo_files_keep_their_macs_on_the_kv260s_fpga(name):
     """The model zoo's CNNs as the onnx package ships them (exported from Caffe2: DenseNet-121's BatchNormalizations
     followed by a Mul and an Add a channel, which intake makes one BatchNormalization): at least 90 % of their
-    convolution and matrix MACs on the KV260's FPGA, estimated at least 2x faster than all on the A53s."""
+    convolution and matrix MACs on the KV260's FPGA, estimated at least 2x faster than all on the A53s; its engine
+    holds weights in URAM, and the memory plan puts activations only in the URAM the engine leaves."""
     from hetdeploy.commands.api import plan
     from hetdeploy.intake.model import load_model
 
@@ -494,6 +495,12 @@ def test_the_onnx_packages_model_zoo_files_keep_their_macs_on_the_kv260s_fpga(na
     result = plan(ZOO / f"{name}.onnx", "kv260").plan
     assert sum(macs[n] for s in result.subfunctions if s.kind == "fpga" for n in s.nodes) >= 0.9 * sum(macs.values())
     assert result.estimate.all_cpu_latency_s >= 2 * result.estimate.latency_s
+    # the engine's weight buffers in URAM, which the memory plan's activations then do not get
+    fpga_subs = [s for s in result.subfunctions if s.kind == "fpga"]
+    engine_uram = sum(u.estimate.get("uram", 0) for s in fpga_subs for u in s.execution_units)
+    assert any(u.engine.uram_lanes for s in fpga_subs for u in s.execution_units if u.engine) and engine_uram > 0
+    budget = load_board("kv260").device("fpga").budget()["uram"]
+    assert fpga_subs[0].memory.uram_target_bytes == (budget - engine_uram) * URAM_BYTES
 
 
 def test_a_layer_whose_window_the_engines_buffers_cannot_hold_stays_off_the_engine():

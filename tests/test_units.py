@@ -407,43 +407,93 @@ def test_the_partitioner_prices_a_node_under_the_io_type_the_folding_may_choose(
     ) / (FPGA.clock_mhz * 1e6)
 
 
+def test_the_engine_is_sized_to_the_boards_dsps_and_its_brams_and_urams():
+    """``engine_sizes``: the lanes and values a cycle an FPGA's engine may take, every size within its allowance
+    (ENGINE_SHARES of the budget's DSPs, BRAM18s and URAM blocks), the first the most multiply-accumulators whose
+    multipliers and buffers fit (a word's outputs more lanes break the allowance), URAM's lanes first, two a block;
+    a board without URAM puts every lane's buffer in BRAM. ``engine_sizes_for`` orders them by the units' cycles."""
+    from hetdeploy.planning.units import (EngineSize, engine_allowance, engine_buffers, engine_cycles_of,
+                                          engine_resources, engine_sizes, engine_sizes_for)
+
+    window = 3 * 3 * 512  # ResNet-50's largest
+    assert engine_buffers(window, 16, EngineSize(2, 2, 4)) == {"bram18": 0, "uram": 1}  # 2 x 1,152 entries
+    assert engine_buffers(4 * window, 16, EngineSize(2, 2, 4)) == {"bram18": 0, "uram": 3}  # 2 x 4,608
+    assert engine_buffers(window, 16, EngineSize(3, 0, 4))["bram18"] == 3 * engine_buffers(
+        window, 16, EngineSize(1, 0, 4))["bram18"] > 0
+
+    # at 8 bits two lanes' products of a value share a DSP48 (engine.h's ENGINE_PACKED, Xilinx WP486)
+    assert engine_resources(window, 8, EngineSize(64, 0, 8))["dsp"] == 64 * 8 // 2 + 4
+    assert engine_resources(window, 16, EngineSize(64, 0, 4))["dsp"] == 64 * 4 + 4
+
+    def fits(resources, allowance):
+        return all(resources[k] <= allowance[k] for k in allowance)
+
+    for board, uram in (("kv260", True), ("zcu104", True), ("pynq-z2", False)):
+        fpga = load_board(board).device("fpga")
+        allowance = engine_allowance(fpga)
+        for width in (16, 8):
+            sizes = engine_sizes(width, allowance, window)
+            assert all(fits(engine_resources(window, width, size), allowance) for size in sizes)
+            assert all(size.uram_lanes % 2 == 0 and size.uram_lanes <= size.lanes for size in sizes)
+            most = sizes[0]
+            assert (most.uram_lanes > 0) == uram, (board, most)
+            step = 64 // width  # lanes come in multiples of a word's outputs
+            wider = EngineSize(most.lanes + step, most.uram_lanes, most.vector)
+            assert not fits(engine_resources(window, width, wider), allowance)
+            wider_uram = EngineSize(most.lanes + step, most.uram_lanes + step, most.vector)
+            assert not fits(engine_resources(window, width, wider_uram), allowance)
+    fpga = load_board("kv260").device("fpga")
+    b = graphs.Builder([1, 64, 14, 14])
+    graph = b.graph(b.conv(b.conv("input", 128, 3), 512, 1))
+    shapes = [unit_shape(graph, u, fpga.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), fpga)]
+    ordered = engine_sizes_for(fpga, 16, shapes)
+    cycles = [engine_cycles_of(fpga, 16, shapes, size) for size in ordered]
+    assert cycles == sorted(cycles) and cycles[0] < cycles[-1]
+
+
 def test_the_engine_takes_its_units_one_window_value_a_cycle_per_tile_of_lanes():
-    """A unit on the engine: per tile of ENGINE_LANES filters its weights read a buffer entry a cycle (or as fast
-    as the DDR delivers their bytes) and a bias a lane, then per output pixel its window one value a cycle and its
-    outputs a word a cycle, each loop's pipeline depth once (``engine_cycles``, which tests/test_engine.py holds
-    to engine.h's count); nothing of the chip's besides the engine (``engine_resources``: a DSP a lane, a weight
+    """A unit on the engine (of its shape's size: 32 lanes of one value a cycle unless the folding sizes it): per
+    tile of lanes filters its weights read a buffer entry a cycle (or as fast
+    as the DDR delivers their bytes) and a bias a lane, then its pixels' windows one value a cycle in one loop, each
+    pixel's outputs (whole words: 40 filters on 32 lanes) written a word a cycle while the next pixel's window is
+    read, the last pixel's after, each loop's pipeline depth once (``engine_cycles``, which tests/test_engine.py
+    holds to engine.h's count); nothing of the chip's besides the engine (``engine_resources``: a DSP a lane, a weight
     buffer a lane as deep as the largest window's words). What the engine cannot compute, ``engine_refusal``
     says."""
-    from hetdeploy.planning.units import (ENGINE, ENGINE_LANES, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH,
-                                          engine_refusal, engine_resources)
+    from hetdeploy.planning.units import (ENGINE, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, EngineSize, engine_refusal,
+                                          engine_resources)
 
     b = graphs.Builder([1, 16, 10, 10])
     graph = b.graph(b.unary("Relu", b.unary("BatchNormalization", b.conv("input", 40, 3))))
     (unit,) = split_units(graph, range(len(graph.nodes)), FPGA)
     assert engine_refusal(graph, unit) is None
     shape = unit_shape(graph, unit, FPGA.clock_mhz)
+    lanes = shape.engine.lanes
+    assert (lanes, shape.engine.vector) == (32, 1)
     (folding,) = folding_options(shape, 16, 8.0, ENGINE)
     assert folding == Folding(1, True, ENGINE)
     used = folded_estimate(shape, folding, 16, 8.0)
     window, pixels = 16 * 9, 100
     filter_words = window // 4  # four 16-bit weights a word
-    # the two tiles (32 filters, then 8): weight words, biases, and per pixel the window and the output words
-    # (a pixel's 40 channels start on a word: the first tile's 32 take 8 words, the second's 8 two)
-    tiles = [(32, 32 * filter_words, 8 * pixels), (8, 8 * filter_words, 2 * pixels)]
+    # the two tiles (32 filters, then 8): weight words, biases, and per pixel the window (more iterations than
+    # its output words: the first tile's 32 channels take 8 words, the second's 8 two), then the last pixel's words
+    tiles = [(32, 32 * filter_words, 8), (8, 8 * filter_words, 2)]
     # (one value a lane a cycle, as an FPGA that allows the engine nothing more gets: a word's four weights are
     # four entries of its weight buffers, loaded one a cycle)
-    expected = sum(1 + 4 * words - 1 + ENGINE_MOVE_DEPTH + ENGINE_LANES - 1 + ENGINE_MOVE_DEPTH
-                   + pixels * (1 + window - 1 + ENGINE_MAC_DEPTH + ENGINE_MOVE_DEPTH - 1) + written
+    expected = sum(1 + 4 * words - 1 + ENGINE_MOVE_DEPTH + lanes - 1 + ENGINE_MOVE_DEPTH
+                   + pixels * window - 1 + ENGINE_MAC_DEPTH + written - 1 + ENGINE_MOVE_DEPTH
                    for _, words, written in tiles)
     assert used["latency_cycles"] == expected
     assert {k: used[k] for k in RESOURCES} == {k: 0 for k in RESOURCES}
     slow_ddr = folded_estimate(shape, folding, 16, 0.25)  # a word's 8 bytes take 32 cycles
     words = 40 * filter_words + 40
-    assert slow_ddr["ddr_cycles"] == words * 32 - (4 * 40 * filter_words + 2 * ENGINE_LANES)  # less its loops
+    assert slow_ddr["ddr_cycles"] == words * 32 - (4 * 40 * filter_words + 2 * lanes)  # less its loops
     assert slow_ddr["latency_cycles"] == used["latency_cycles"] + slow_ddr["ddr_cycles"]
-    assert engine_resources(window, 16)["dsp"] == ENGINE_LANES + 4
-    assert engine_resources(window, 24)["dsp"] == 2 * ENGINE_LANES + 4  # beyond 18 bits two DSPs a product
-    assert engine_resources(100 * window, 16)["bram18"] > engine_resources(window, 16)["bram18"] > 0
+    size = EngineSize(lanes, 0, 1)
+    assert engine_resources(window, 16, size)["dsp"] == lanes + 4
+    assert engine_resources(window, 24, size)["dsp"] == 2 * lanes + 4  # beyond 18 bits two DSPs a product
+    assert engine_resources(100 * window, 16, size)["bram18"] > engine_resources(window, 16, size)["bram18"] > 0
+    assert engine_resources(window, 16, size)["uram"] == 0
     b = graphs.Builder([1, 16, 10, 10])
     graph = b.graph(b.unary("Sigmoid", b.conv("input", 16, 3, group=16)))
     (unit,) = split_units(graph, range(len(graph.nodes)), FPGA)

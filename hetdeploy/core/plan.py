@@ -303,7 +303,8 @@ class EngineLayer:
     dilations: list[int]
     relu: bool
     lanes: int  # the engine's multiply-accumulators (one engine per subfunction: the same for all its units)
-    vector: int = 1  # the values each lane takes a cycle (units.engine_vector: its FPGA's DSPs and the width)
+    vector: int = 1  # the values each lane takes a cycle (units.engine_sizes: its FPGA's budget and the width)
+    uram_lanes: int = 0  # the lanes whose weight buffers are URAM, two a block (the others' BRAM)
     weight_fraction: int = 0  # set when the build sizes the unit (generate), as the fractions below
     in_fraction: int = 0
     in_signed: bool = True

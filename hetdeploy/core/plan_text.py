@@ -119,8 +119,10 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
             lines.append("  run in bands (resources of one band, cycles of all): " + "; ".join(banded))
         on_engine = [u for u in sub.execution_units if u.engine is not None]
         if on_engine:  # one engine, its resources with the first of them
-            lines.append(f"  on the engine ({on_engine[0].engine.lanes} lanes of {on_engine[0].engine.vector} "
-                         f"values a cycle, one after another; its resources "
+            engine = on_engine[0].engine
+            in_uram = f", {engine.uram_lanes} of them with their weights in URAM" if engine.uram_lanes else ""
+            lines.append(f"  on the engine ({engine.lanes} lanes of {engine.vector} values a cycle{in_uram}, one "
+                         f"after another; its resources "
                          f"counted with {on_engine[0].name}, hetdeploy's model of it): "
                          + ", ".join(u.name for u in on_engine))
     for line in chip_totals(plan):

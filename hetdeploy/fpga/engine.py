@@ -16,12 +16,13 @@ from ..planning import units
 BIAS_BYTES = 8  # a bias is a 64-bit lane: the sum's binary point
 
 
-def engine_layer(node: Node, relu: bool, lanes: int, vector: int) -> EngineLayer:
-    """The engine's layer for ``node`` (its unit's main node; ``relu``: a ReLU ends the unit) on ``lanes`` x
-    ``vector`` multipliers, its binary points still to be set by the build (``quantized``)."""
+def engine_layer(node: Node, relu: bool, size: units.EngineSize) -> EngineLayer:
+    """The engine's layer for ``node`` (its unit's main node; ``relu``: a ReLU ends the unit) on an engine of
+    ``size``, its binary points still to be set by the build (``quantized``)."""
     if node.op != "Conv":  # a dense layer: a 1 x 1 convolution of one pixel
         (first,), (out,) = node.input_shapes, node.output_shapes
-        return EngineLayer(first[-1], [1, 1], out[-1], [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], relu, lanes, vector)
+        return EngineLayer(first[-1], [1, 1], out[-1], [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], relu, size.lanes,
+                           size.vector, size.uram_lanes)
     first, out = node.input_shapes[0], node.output_shapes[0]
     spatial = len(first) - 2
 
@@ -31,7 +32,8 @@ def engine_layer(node: Node, relu: bool, lanes: int, vector: int) -> EngineLayer
     pads = node.attrs.get("pads") or [0] * (2 * spatial)
     return EngineLayer(first[1], as_2d(first[2:]), out[1], as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
                        as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
-                       as_2d(node.attrs.get("dilations") or [1] * spatial), relu, lanes, vector)
+                       as_2d(node.attrs.get("dilations") or [1] * spatial), relu, size.lanes, size.vector,
+                       size.uram_lanes)
 
 
 def affine(model: onnx.ModelProto) -> tuple[np.ndarray, np.ndarray]:

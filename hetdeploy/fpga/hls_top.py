@@ -91,10 +91,11 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
         shutil.copy(TEMPLATES / "engine.h", project_dir / "engine.h")
         declarations += statement("include", header="engine.h") + "\n"
         declarations += "".join(ENGINE.declaration(u) + "\n" for u in source.units if u.engine)
-        declarations += "".join(ENGINE.statement("engine_function", name=name, lanes=lanes, vector=vector,
-                                                 window=window, in_bits=bits[0], out_bits=bits[1],
+        declarations += "".join(ENGINE.statement("engine_function", name=name, lanes=lanes, uram_lanes=uram_lanes,
+                                                 vector=vector, window=window, in_bits=bits[0], out_bits=bits[1],
                                                  weight_bits=bits[2]) + "\n"
-                                for name, (bits, lanes, vector, window) in sorted(_engine_functions(engines).items()))
+                                for name, (bits, lanes, uram_lanes, vector, window)
+                                in sorted(_engine_functions(engines).items()))
     declarations += "".join(statement("typedef", type=p.precision, name=f"{p.port}_t") + "\n" for p in every_weight)
     declarations += "\n".join(HLS4ML.statement("step_declaration", unit=u.name,
                                                 parameters=_parameters(u, ports_of[u.name]))
@@ -194,12 +195,13 @@ def _port_values(port: HlsPort) -> int:
 @dataclass(frozen=True)
 class EngineCall:
     """How a unit on the engine calls it: the engine's function for its buffers' and weights' bits (in, out,
-    weights), its lanes, the values a lane takes a cycle, its largest window, and the unit's weights' first word
-    in the DDR region."""
+    weights), its lanes and those in URAM, the values a lane takes a cycle, its largest window, and the unit's
+    weights' first word in the DDR region."""
 
     function: str
     bits: tuple[int, int, int]
     lanes: int
+    uram_lanes: int
     vector: int
     window: int
     weights_word: int
@@ -218,14 +220,15 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
     vector = {b: min([u.engine.vector for u in on_engine if bits[u.name] == b] +
                      [units.ARENA_WORD_BYTES // units.element_bytes(max(b[0], b[2]))]) for b in bits.values()}
     return {u.name: EngineCall(f"{sub}_engine_{'_'.join(map(str, bits[u.name]))}", bits[u.name], u.engine.lanes,
-                               vector[bits[u.name]], window[bits[u.name]],
+                               u.engine.uram_lanes, vector[bits[u.name]], window[bits[u.name]],
                                weights[f"{u.name}.weights"].offset // units.ARENA_WORD_BYTES)
             for u in on_engine}
 
 
-def _engine_functions(engines: dict[str, EngineCall]) -> dict[str, tuple[tuple[int, int, int], int, int, int]]:
-    """The engine functions the calls name: name -> (bits, lanes, vector, window)."""
-    return {call.function: (call.bits, call.lanes, call.vector, call.window) for call in engines.values()}
+def _engine_functions(engines: dict[str, EngineCall]) -> dict[str, tuple[tuple[int, int, int], int, int, int, int]]:
+    """The engine functions the calls name: name -> (bits, lanes, URAM lanes, vector, window)."""
+    return {call.function: (call.bits, call.lanes, call.uram_lanes, call.vector, call.window)
+            for call in engines.values()}
 
 
 def _parameters(unit: ExecutionUnit, weights: list[WeightPort]) -> str:

@@ -4,18 +4,23 @@
 // instance serves them all (the top's ALLOCATION pragma): a layer's shape and binary points are the call's
 // values, not template arguments, so layers of any size and precision share the array. Its template arguments
 // are the engine's: the bits of an input value (IW), of an output value (OW) and of a weight (WW), its lanes,
-// the values each lane takes a cycle (VEC: a divisor of the values a word holds, of the inputs' and the weights'),
-// and the largest window of its layers (its weight buffer's depth).
+// the first URAM_LANES of which (an even number) hold their weight buffers in URAM, two lanes a block, one on each
+// of its ports (ram_t2p; the others in BRAM, a lane's own), the values each lane takes a cycle (VEC: a divisor of
+// the values a word holds, of the inputs' and the weights'), and the largest window of its layers (its weight
+// buffers' depth).
 //
 // A call computes a convolution (a dense layer: a 1 x 1 convolution of one pixel) over channels-last buffers
 // of the subfunction's memories (arena.h), its weights and biases read from DDR: for each tile of LANES output
-// channels, the tile's weights into the engine's buffer (the DDR words in order: one burst), an entry of VEC
-// weights a cycle, then for each output pixel the k_h x k_w x in_c window values VEC a cycle (where the layer's input channels
-// are a multiple of VEC: each group of VEC channels then lies in one input word; else one a cycle), each
-// multiplied by the tile's LANES weights at once, then the pixel's LANES outputs written a whole word a cycle
-// (only a word the tile shares with other channels is read first). Addresses step with counters; a loop whose
-// bound is a call's value says its largest trip count (LOOP_TRIPCOUNT); no pipelined loop reads a memory word an
-// earlier iteration wrote.
+// channels, the tile's weights into the engine's buffers (the DDR words in order: one burst), an entry of VEC
+// weights a cycle, then for each output pixel the k_h x k_w x in_c window values VEC a cycle (where the layer's
+// input channels are a multiple of VEC: each group of VEC channels then lies in one input word; else one a
+// cycle), each multiplied by the tile's LANES weights at once, and the pixel's outputs written a whole word a
+// cycle. Where every tile's outputs are whole words (LANES and the layer's output channels multiples of a word's
+// outputs) the pixels are one pipelined loop, a pixel's words written while the next pixel's window is read (a
+// pixel takes the larger of its window's iterations and its words); else each pixel's window, then its words (a
+// word the tile shares with other channels read first). Addresses step with counters; a loop whose bound is a
+// call's value says its largest trip count (LOOP_TRIPCOUNT); no pipelined loop reads a memory word an earlier
+// iteration wrote. At 8-bit inputs and weights two lanes' products of a value share one DSP48 (ENGINE_PACKED).
 //
 // Values are raw fixed-point bits whose binary points the layer gives: each product exact (the value, signed in
 // IW + 1 bits, by its WW-bit weight: one multiplier's width, not the sum's), the sum in 64 bits, then the layer's
@@ -24,7 +29,8 @@
 //
 // Its cycles are counted in C-simulation (``engine_counted``; compiled only there): each pipelined loop's
 // iterations at its II plus its pipeline's depth (the DEPTH constants below, hetdeploy's model of the schedule:
-// no HLS tool ran), and a cycle a tile and a pixel for the loops around them. planning/units/costs.py's
+// no HLS tool ran), and a cycle a tile (and a pixel, where its window and its words are loops of their own) for the
+// loops around them. planning/units/costs.py's
 // ``engine_cycles`` is written from the same loops; tests/test_engine.py holds the two together.
 //
 // Weights at ``weights``: output channel o's window, ((o * k_h + ky) * k_w + kx) * in_c + c, as WW-bit lanes
@@ -50,6 +56,8 @@ static const int ENGINE_MAC_DEPTH = 6;
 // the largest layer a loop's LOOP_TRIPCOUNT assumes: pixels of an output map, tiles of output channels
 static const int ENGINE_MAX_PIXELS = 112 * 112;
 static const int ENGINE_MAX_TILES = 64;
+// ... and a tile's iterations over its pixels' windows (ENGINE_MAX_PIXELS of 3 x 3 x 64 values, four a cycle)
+static const int ENGINE_MAX_ITERATIONS = ENGINE_MAX_PIXELS * 144;
 
 #ifndef __SYNTHESIS__
 struct engine_counts {
@@ -69,14 +77,117 @@ inline void count_loop(long long iterations, int depth) {
 #define HETDEPLOY_COUNTED(statement)
 #endif
 
-template <int IW, int OW, int WW, int LANES, int VEC, int MAX_WINDOW>
+// A window's walk over the input, in the window's order (ky, kx, c), channels fastest: the input element its next
+// value is at, that value's row and column (outside the map: padding), its channel and kernel column, and the
+// weight-buffer entry and the place in it its weights are at; stepped by counters, one multiply a pixel.
+struct engine_walk {
+    int at, row, column, c, kx, entry, lane;
+
+    void start(const engine_layer &g, int row0, int column0) {
+        at = (row0 * g.in_w + column0) * g.in_c;
+        row = row0;
+        column = column0;
+        c = kx = entry = lane = 0;
+    }
+
+    // ``step`` values on (VEC of an entry's); column_step and row_step: the input element moves by these after a
+    // pixel's channels and after a row of the window
+    void next(const engine_layer &g, int step, int vec, int column0, int column_step, int row_step) {
+        lane += step;
+        if (lane == vec) {
+            lane = 0;
+            entry++;
+        }
+        at += step;
+        c += step;
+        if (c == g.in_c) {
+            c = 0;
+            at += column_step;
+            column += g.d_w;
+            if (++kx == g.k_w) {
+                kx = 0;
+                at += row_step;
+                column = column0;
+                row += g.d_h;
+            }
+        }
+    }
+};
+
+// Whether an engine of IW-bit inputs and WW-bit weights puts two lanes' products in one DSP48 (Xilinx WP486's
+// shared-operand packing): where a product fits 18 bits signed (IW + WW <= 17: 8-bit inputs and weights) and
+// the lanes pair up
+#define ENGINE_PACKED(IW, WW, LANES) ((IW) + (WW) <= 17 && (LANES) % 2 == 0)
+
+// One window step: ``step`` values at the walk's place (VEC channels of a pixel, or one; zeros in the padding),
+// each multiplied by every lane's weight (lane t's from tile, or from paired for a URAM lane) and added to its sum.
+template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
+void engine_accumulate(const word_t *source, const engine_layer &g, const engine_walk &w, int step,
+                       const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES], sum_t sums[LANES]) {
+#pragma HLS INLINE
+    typedef ap_uint<IW> raw_in_t;
+    typedef ap_int<WW> weight_t;
+    typedef ap_int<IW + 1> value_t;  // an input value, signed: its IW bits and a sign (an unsigned one's zero)
+    typedef ap_int<IW + 1 + WW> product_t;  // exact: a value by a weight
+    static const int IPW = lane<raw_in_t>::per_word, LB = 8 * lane<weight_t>::bytes;
+    const bool inside = w.row >= 0 && w.row < g.in_h && w.column >= 0 && w.column < g.in_w;  // else padding
+    const word_t in_word = inside ? source[w.at / IPW] : word_t(0);
+    value_t value[VEC];
+#pragma HLS ARRAY_PARTITION variable=value complete
+    for (int v = 0; v < VEC; v++) {
+#pragma HLS UNROLL
+        const raw_in_t raw = lane_value<raw_in_t>(in_word, (w.at + v) % IPW);
+        value[v] = v >= step ? value_t(0) : g.in_signed ? value_t(ap_int<IW>(raw)) : value_t(raw);
+    }
+    for (int lane_t = 0; lane_t < LANES; lane_t += ENGINE_PACKED(IW, WW, LANES) ? 2 : 1) {
+#pragma HLS UNROLL
+        const entry_t entry = lane_t < URAM_LANES ? paired[lane_t / 2][lane_t % 2 * ENTRIES + w.entry]
+                                                  : tile[lane_t - URAM_LANES][w.entry];
+        const int odd = lane_t + 1 < LANES ? lane_t + 1 : lane_t;  // a packed pair's second lane
+        const entry_t odd_entry = odd < URAM_LANES ? paired[odd / 2][odd % 2 * ENTRIES + w.entry]
+                                                   : tile[odd - URAM_LANES][w.entry];
+        for (int v = 0; v < VEC; v++) {
+#pragma HLS UNROLL
+            const int at_lane = (w.lane + v) % VEC;
+            const weight_t weight = entry.range(LB * at_lane + WW - 1, LB * at_lane);
+            if (ENGINE_PACKED(IW, WW, LANES)) {
+                // two lanes' products of one value in one DSP48's 27 x 18 multiply (Xilinx WP486): the second
+                // lane's weight 18 bits up, the first's below it; the low 18 bits are the first product (signed:
+                // |value x weight| < 2^(IW + WW - 1) <= 2^16), the rest the second's, both exact
+                const ap_int<27> weights = (ap_int<27>(weight_t(odd_entry.range(LB * at_lane + WW - 1,
+                                                                                  LB * at_lane))) << 18) + weight;
+                const ap_int<45> both = weights * ap_int<18>(value[v]);
+                const ap_int<18> low = both;  // its low 18 bits, signed
+                sums[lane_t] += low;
+                sums[odd] += (both - low) >> 18;
+            } else {
+                // in place: ap_int's value * weight widens both to the product's width first, and two operands
+                // of over 32 bits multiply in C-simulation through a heap-allocated multi-word type
+                product_t product = value[v];
+                product *= weight;
+                sums[lane_t] += product;
+            }
+        }
+    }
+}
+
+// A sum as an output value's raw bits: the layer's ReLU, then rounded to the nearest at the output's fraction
+// bits (ties up) and saturated to [least, most]
+template <typename sum_t>
+sum_t engine_output(sum_t s, const engine_layer &g, int shift, sum_t most, sum_t least) {
+#pragma HLS INLINE
+    if (g.relu && s < 0) s = 0;
+    if (shift > 0) s = (s + (sum_t(1) << (shift - 1))) >> shift;
+    else s = s << -shift;
+    return s > most ? most : s < least ? least : s;
+}
+
+template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW>
 void engine(const word_t *source, word_t *target, const word_t *weights, const engine_layer &g) {
     typedef ap_uint<IW> raw_in_t;
     typedef ap_uint<OW> raw_out_t;
     typedef ap_int<WW> weight_t;
     typedef ap_int<64> sum_t;
-    typedef ap_int<IW + 1> value_t;  // an input value, signed: its IW bits and a sign (an unsigned one's zero)
-    typedef ap_int<IW + 1 + WW> product_t;  // exact: a value by a weight
     static const int PW = lane<weight_t>::per_word;  // weights a word
     static const int IPW = lane<raw_in_t>::per_word;  // input values a word
     static_assert(PW % VEC == 0 && IPW % VEC == 0, "VEC values of a group lie in one word of weights and of inputs");
@@ -89,8 +200,16 @@ void engine(const word_t *source, word_t *target, const word_t *weights, const e
     // the largest trip counts of the loops over a tile's weight entries and a pixel's output words (a pragma's
     // value is a name, not an expression)
     static const int TILE_ENTRIES = LANES * WINDOW_ENTRIES, OUTPUT_WORDS = LANES / L + 1;
-    static entry_t tile[LANES][WINDOW_ENTRIES];
+    // the weight buffers: lane t's entry i at paired[t / 2][t % 2 * WINDOW_ENTRIES + i] for a URAM lane, else at
+    // tile[t - URAM_LANES][i]
+    static_assert(URAM_LANES % 2 == 0 && URAM_LANES <= LANES, "URAM lanes come in pairs, a block's two ports");
+    static const int BRAM_ROWS = LANES > URAM_LANES ? LANES - URAM_LANES : 1;
+    static const int URAM_ROWS = URAM_LANES ? URAM_LANES / 2 : 1;
+    static entry_t tile[BRAM_ROWS][WINDOW_ENTRIES];
 #pragma HLS ARRAY_PARTITION variable=tile dim=1 complete
+    static entry_t paired[URAM_ROWS][2 * WINDOW_ENTRIES];
+#pragma HLS ARRAY_PARTITION variable=paired dim=1 complete
+#pragma HLS BIND_STORAGE variable=paired type=ram_t2p impl=uram
     sum_t bias[LANES];
 #pragma HLS ARRAY_PARTITION variable=bias complete
     sum_t sums[LANES];
@@ -105,6 +224,7 @@ void engine(const word_t *source, word_t *target, const word_t *weights, const e
     const int shift = g.in_fraction + g.weight_fraction - g.out_fraction;
     const sum_t most = g.out_signed ? (sum_t(1) << (OW - 1)) - 1 : (sum_t(1) << OW) - 1;
     const sum_t least = g.out_signed ? sum_t(-(sum_t(1) << (OW - 1))) : sum_t(0);
+    const int steps = window / step;  // a pixel's window's iterations
     // the input element a window's next value is at moves by these after a pixel's channels and after a row
     const int column_step = (g.d_w - 1) * g.in_c, row_step = (g.d_h * g.in_w - g.k_w * g.d_w) * g.in_c;
 tiles:
@@ -122,7 +242,9 @@ tiles:
 #pragma HLS LOOP_TRIPCOUNT max=TILE_ENTRIES
             HETDEPLOY_COUNTED(entries++);
             if (k == 0) word = *next++;
-            tile[t][i] = word.range(VEC * LB * (k + 1) - 1, VEC * LB * k);
+            const entry_t entry = word.range(VEC * LB * (k + 1) - 1, VEC * LB * k);
+            if (t < URAM_LANES) paired[t / 2][t % 2 * WINDOW_ENTRIES + i] = entry;
+            else tile[t - URAM_LANES][i] = entry;
             if (++k == EPW) k = 0;
             if (++i == filter_words * EPW) {
                 i = 0;
@@ -138,7 +260,73 @@ tiles:
         HETDEPLOY_COUNTED(count_loop(LANES, ENGINE_MOVE_DEPTH);
                           engine_counted().weight_words += filters * filter_words + filters);
         int x = 0, row0 = -g.pad_top, column0 = -g.pad_left, out_first = first;
-    pixels:
+        engine_walk walk;
+        walk.start(g, row0, column0);
+        if (LANES % L == 0 && g.out_c % L == 0) {
+            // every tile's outputs are whole words (its first channel and its channels multiples of a word's):
+            // one loop of ``span`` iterations a pixel, its window's steps, during which the previous pixel's
+            // words are written (from ``done``, its sums), a word an iteration; the last pixel's after it
+            const int words = filters / L, span = steps > words ? steps : words;
+            sum_t done[LANES];
+#pragma HLS ARRAY_PARTITION variable=done complete
+            int j = 0, done_word = 0;  // the pixel's iteration; the first word of the previous pixel's outputs
+            HETDEPLOY_COUNTED(long long iterations = 0);
+        overlapped:
+            for (int i = 0; i < pixels * span; i++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ITERATIONS
+#pragma HLS DEPENDENCE variable=target inter false
+                HETDEPLOY_COUNTED(iterations++);
+                if (j == 0) {
+                    for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+                        done[lane_t] = sums[lane_t];
+                        sums[lane_t] = bias[lane_t];
+                    }
+                }
+                if (j < steps) {
+                    engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, walk, step, tile,
+                                                                                      paired, sums);
+                    walk.next(g, step, VEC, column0, column_step, row_step);
+                }
+                if (j < words && i >= span) {  // the previous pixel's word j: each word once, none read
+                    word_t bits = 0;
+                    for (int k = 0; k < L; k++) {
+#pragma HLS UNROLL
+                        set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(done[j * L + k], g, shift, most,
+                                                                             least)));
+                    }
+                    target[done_word + j] = bits;
+                }
+                if (++j == span) {
+                    j = 0;
+                    done_word = out_first / L;
+                    out_first += g.out_c;
+                    column0 += g.s_w;
+                    if (++x == g.out_w) {
+                        x = 0;
+                        column0 = -g.pad_left;
+                        row0 += g.s_h;
+                    }
+                    walk.start(g, row0, column0);
+                }
+            }
+            HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
+        last_outputs:
+            for (int word = 0; word < words; word++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
+                word_t bits = 0;
+                for (int k = 0; k < L; k++) {
+#pragma HLS UNROLL
+                    set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[word * L + k], g, shift, most, least)));
+                }
+                target[done_word + word] = bits;
+            }
+            HETDEPLOY_COUNTED(count_loop(words, ENGINE_MOVE_DEPTH));
+            continue;
+        }
+    pixels:  // a tile whose outputs share words with other channels': a pixel's window, then its words
         for (int pixel = 0; pixel < pixels; pixel++) {
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_PIXELS
             HETDEPLOY_COUNTED(engine_counted().cycles++);
@@ -146,54 +334,15 @@ tiles:
 #pragma HLS UNROLL
                 sums[lane_t] = bias[lane_t];
             }
-            int c = 0, kx = 0, row = row0, column = column0, w_entry = 0, w_lane = 0;
-            int at = (row0 * g.in_w + column0) * g.in_c;  // the input element of (row, column, c)
             HETDEPLOY_COUNTED(long long values = 0);
         window_values:  // ``step`` values an iteration: VEC channels of a pixel, or one
             for (int w = 0; w < window; w += step) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=MAX_WINDOW
                 HETDEPLOY_COUNTED(values++);
-                const bool inside = row >= 0 && row < g.in_h && column >= 0 && column < g.in_w;  // else padding
-                const word_t in_word = inside ? source[at / IPW] : word_t(0);
-                value_t value[VEC];
-#pragma HLS ARRAY_PARTITION variable=value complete
-                for (int v = 0; v < VEC; v++) {
-#pragma HLS UNROLL
-                    const raw_in_t raw = lane_value<raw_in_t>(in_word, (at + v) % IPW);
-                    value[v] = v >= step ? value_t(0) : g.in_signed ? value_t(ap_int<IW>(raw)) : value_t(raw);
-                }
-                for (int lane_t = 0; lane_t < LANES; lane_t++) {
-#pragma HLS UNROLL
-                    const entry_t entry = tile[lane_t][w_entry];
-                    for (int v = 0; v < VEC; v++) {
-#pragma HLS UNROLL
-                        // in place: ap_int's value * weight widens both to the product's width first, and two
-                        // operands of over 32 bits multiply in C-simulation through a heap-allocated multi-word type
-                        const int at_lane = (w_lane + v) % VEC;
-                        product_t product = value[v];
-                        product *= weight_t(entry.range(LB * at_lane + WW - 1, LB * at_lane));
-                        sums[lane_t] += product;
-                    }
-                }
-                w_lane += step;
-                if (w_lane == VEC) {
-                    w_lane = 0;
-                    w_entry++;
-                }
-                at += step;
-                c += step;
-                if (c == g.in_c) {  // the window's order: (ky, kx, c), channels fastest
-                    c = 0;
-                    at += column_step;
-                    column += g.d_w;
-                    if (++kx == g.k_w) {
-                        kx = 0;
-                        at += row_step;
-                        column = column0;
-                        row += g.d_h;
-                    }
-                }
+                engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, walk, step, tile, paired,
+                                                                                  sums);
+                walk.next(g, step, VEC, column0, column_step, row_step);
             }
             HETDEPLOY_COUNTED(count_loop(values, ENGINE_MAC_DEPTH));
             HETDEPLOY_COUNTED(long long written = 0);
@@ -208,13 +357,8 @@ tiles:
                 for (int k = 0; k < L; k++) {
 #pragma HLS UNROLL
                     const int lane_t = word * L + k - out_first;
-                    if (lane_t >= 0 && lane_t < filters) {
-                        sum_t s = g.relu && sums[lane_t] < 0 ? sum_t(0) : sums[lane_t];
-                        if (shift > 0) s = (s + (sum_t(1) << (shift - 1))) >> shift;  // the nearest, ties up
-                        else s = s << -shift;
-                        s = s > most ? most : s < least ? least : s;
-                        set_lane<raw_out_t>(bits, k, raw_out_t(s));
-                    }
+                    if (lane_t >= 0 && lane_t < filters)
+                        set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[lane_t], g, shift, most, least)));
                 }
                 target[word] = bits;
             }
@@ -226,6 +370,7 @@ tiles:
                 column0 = -g.pad_left;
                 row0 += g.s_h;
             }
+            walk.start(g, row0, column0);
         }
     }
 }

@@ -257,11 +257,14 @@ def engine_capable(device: Device, graph: Graph, widths: Sequence[int]) -> list[
     return found
 
 
-def engine_seconds(device: Device, graph: Graph, index: int, width: int) -> float:
-    """An FPGA node's time on the engine (``units.engine_estimate``), whole (the engine reads whole buffers)."""
-    shape = units.unit_shape(graph, units.node_unit(graph, index, device), device.clock_mhz,
-                             hls_tool=device.hls_tool)
-    shape = replace(shape, engine_vector=units.engine_vectors(device, width, shape.n_in)[0])
+def engine_shape(device: Device, graph: Graph, index: int) -> units.Shape:
+    """An FPGA node as a unit on its engine, whole (the engine reads whole buffers)."""
+    return units.unit_shape(graph, units.node_unit(graph, index, device), device.clock_mhz, hls_tool=device.hls_tool)
+
+
+def engine_seconds(device: Device, shape: units.Shape, width: int, size: units.EngineSize) -> float:
+    """A unit's time on an engine of ``size`` (``units.engine_estimate``)."""
+    shape = replace(shape, engine=size)
     cycles = units.engine_estimate(shape, width, units.ddr_bytes_per_cycle(device))["latency_cycles"]
     return cycles / (device.clock_mhz * 1e6)
 
@@ -372,23 +375,24 @@ class CostModel:
                 self.tensor_bytes[t] = _elements(s) * FLOAT_BYTES
         self.capacity = {d.name: capacity(d) for d in board.devices}
         on_engine: dict[str, set[int]] = {}
+        engine_times: dict[str, dict[int, float]] = {}
         for d in (d for d in board.devices if d.kind == "fpga" and engine):
             on_engine[d.name] = {i for i in engine_capable(d, graph, self.widths)
                                  if isinstance(engine, bool) or graph.nodes[i].name in engine}
-            if on_engine[d.name]:
-                shapes = [units.unit_shape(graph, units.node_unit(graph, i, d), d.clock_mhz, hls_tool=d.hls_tool)
-                          for i in on_engine[d.name]]
-                window, width = max(s.n_in for s in shapes), max(self.widths[i] for i in on_engine[d.name])
-                lump = units.engine_resources(window, width, units.engine_vectors(d, width, window)[0])
+            if on_engine[d.name]:  # one engine of the size the folding would give all of them
+                shapes = {i: engine_shape(d, graph, i) for i in on_engine[d.name]}
+                window, width = max(s.n_in for s in shapes.values()), max(self.widths[i] for i in shapes)
+                size = units.engine_sizes_for(d, width, list(shapes.values()))[0]
+                lump = units.engine_resources(window, width, size)
                 self.capacity[d.name] = {k: v - lump.get(k, 0) for k, v in self.capacity[d.name].items()}
+                engine_times[d.name] = {i: engine_seconds(d, s, self.widths[i], size) for i, s in shapes.items()}
         self.seconds = {d.name: [fpga_seconds(d, graph, i, self.widths[i], self.capacity[d.name],
                                               on_engine.get(d.name, ())) if d.kind == "fpga"
                                  else node_seconds(d, w) for i, w in enumerate(self.work)]
                         for d in board.devices}
-        for name, capable in on_engine.items():
-            device = board.device(name)
-            for i in capable:
-                self.seconds[name][i] = min(self.seconds[name][i], engine_seconds(device, graph, i, self.widths[i]))
+        for name, times in engine_times.items():
+            for i, seconds in times.items():
+                self.seconds[name][i] = min(self.seconds[name][i], seconds)
         for device, timed in measured.node_seconds.items():
             for i, node in enumerate(graph.nodes):
                 if node.name in timed:

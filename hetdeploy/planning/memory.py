@@ -11,7 +11,7 @@ bytes only when their lifetimes are disjoint.
 
 Memories, tried in this order for every buffer: the BRAM target memory (what the FPGA's budget
 leaves after the units' weights and FIFOs), the URAM (the budget's URAM288 blocks, 32 KiB of 64-bit
-words each: no unit uses them), the reserved pool (the board's reserve: used only when the target is
+words each, less those of the engines' weight buffers: no hls4ml unit uses them), the reserved pool (the board's reserve: used only when the target is
 short, and reported) and DDR (unbounded; its traffic costs time).
 
 Strategies (``place``):
@@ -363,7 +363,10 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
         used = sum(u.estimate["bram18"] for s in subs for u in s.execution_units)
         target = max(0, budget - used) * BRAM18_BYTES
         reserve = (device.resources["bram18"] - budget) * BRAM18_BYTES
-        uram = device.budget().get("uram", 0) * URAM_BYTES
+        # the URAM the engines' weight buffers leave (units.engine_buffers: an engine's resources are its first
+        # unit's)
+        uram = max(0, device.budget().get("uram", 0)
+                   - sum(u.estimate.get("uram", 0) for s in subs for u in s.execution_units)) * URAM_BYTES
         for sub in subs:
             sizes = {t: units.buffer_bytes(math.prod(shapes[t]), element_bytes_of(t))
                      for t in sub.inputs + [t for u in sub.execution_units for t in u.outputs]}

@@ -357,8 +357,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     folding.io_type or units.IO_TYPES[shape.streamed],
                     foldable=units.kind_of(shape).foldable, inputs=unit.inputs, band=None if on_engine else band,
                     outputs=[unit.output],
-                    engine=engine_layer(main, loaded.graph.nodes[unit.nodes[-1]].op == "Relu", units.ENGINE_LANES,
-                                        shape.engine_vector)
+                    engine=engine_layer(main, loaded.graph.nodes[unit.nodes[-1]].op == "Relu", shape.engine)
                     if on_engine else None))
             sub.resources = _unit_totals(sub)
             sub.budget = budget
@@ -423,27 +422,29 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
     whole = {k: _unit_shape(loaded, found[k], device, options) if bands[k] else shapes[k]
              for k in may | {k for k, s in strategies.items() if s == units.ENGINE}}
     # each subfunction with units that may run on the engine has one (its top's): its resources come off the
-    # budget the units are folded into; its lanes take the most values a cycle with which the other units fit
+    # budget the units are folded into; they are the fastest sizes (``_engine_sizes``) with which the other units
+    # fit
     groups, start = [], 0
     for _, units_of_sub in split:
         groups.append(tuple(k for k in range(start, start + len(units_of_sub)) if k in whole))
         start += len(units_of_sub)
-    vectors = units.engine_vectors(device, max(widths[k] for k in whole), max(s.n_in for s in whole.values())) \
-        if whole else [1]
-    for vector in vectors:
-        whole = {k: dataclasses.replace(s, engine_vector=vector) for k, s in whole.items()}
+    for sized in _engine_sizes(device, [g for g in groups if g], whole, widths):
+        whole = {k: dataclasses.replace(s, engine=sized[group]) for group in sized for k, s in whole.items()
+                 if k in group}
         engines = {group: units.engine_resources(max(whole[k].n_in for k in group), max(widths[k] for k in group),
-                                                 vector) for group in groups if group}
+                                                 size) for group, size in sized.items()}
+        # URAM is no budget the units are folded into: the engines' must fit the FPGA's beside each other
         foldings = _fold_beside(shapes, engines, device, split, subs, options, widths, pinned, rate, strategies,
-                                io_fixed, {k: whole[k] for k in may})
+                                io_fixed, {k: whole[k] for k in may}) \
+            if sum(e["uram"] for e in engines.values()) <= device.budget().get("uram", 0) else None
         if foldings is not None:
             break
         folded = [units.folded_estimate(whole.get(k, s), pinned.get(k) or (units.folding_options(
             s, widths[k], rate, strategies.get(k)) + [units.Folding(1, True, units.ENGINE)] * (k in may))[-1],
             widths[k], rate) for k, s in enumerate(shapes)] + list(engines.values())
-        used = {k: sum(e[k] for e in folded) for k in units.RESOURCES}
-        over = {k: n for k, n in used.items() if n > device.budget()[k]}
-        if set(over) - {"dsp", "bram18"}:  # a smaller engine frees only its multipliers and weight buffers
+        used = {k: sum(e.get(k, 0) for e in folded) for k in (*units.RESOURCES, "uram")}
+        over = {k: n for k, n in used.items() if n > device.budget().get(k, 0)}
+        if set(over) - {"dsp", "bram18", "uram"}:  # a smaller engine frees only its multipliers and weight buffers
             break
     if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)
         over = [f"{k.upper()} {used} > {device.budget()[k]}" for k, used in over.items()]
@@ -458,8 +459,41 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
     for group, resources in engines.items():  # the engine, with its first unit on it (none on it: none)
         first = next((k for k in group if foldings[k].strategy == units.ENGINE), None)
         if first is not None:
-            estimates[first] = estimates[first] | {r: estimates[first][r] + resources[r] for r in units.RESOURCES}
+            estimates[first] = estimates[first] | {r: estimates[first].get(r, 0) + n for r, n in resources.items()}
     return _DeviceFolding(split, shapes, foldings, widths, bands, estimates, rate, with_engine)
+
+
+def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int, units.Shape],
+                  widths: list[int]) -> list[dict[tuple[int, ...], units.EngineSize]]:
+    """The sizes of the engines of ``groups`` (each a subfunction's units that may run on its engine, priced as
+    ``whole``) to try, the fewest cycles of all their units first: the group of the most multiply-accumulates takes
+    each of its sizes (``units.engine_sizes_for``), each other group the fastest of the sizes the FPGA's engine
+    allowance then leaves it."""
+    if not groups:
+        return [{}]
+
+    def macs(group: tuple[int, ...]) -> int:
+        return sum(whole[k].n_in * whole[k].n_out * whole[k].vectors for k in group)
+
+    def sizes(group: tuple[int, ...], allowance: Optional[dict[str, int]] = None) -> list[units.EngineSize]:
+        return units.engine_sizes_for(device, max(widths[k] for k in group), [whole[k] for k in group], allowance)
+
+    def resources(group: tuple[int, ...], size: units.EngineSize) -> dict[str, int]:
+        return units.engine_resources(max(whole[k].n_in for k in group), max(widths[k] for k in group), size)
+
+    first, *others = sorted(groups, key=macs, reverse=True)
+    tried = []
+    for size in sizes(first):
+        sized = {first: size}
+        left = units.engine_allowance(device)
+        for group in [first, *others]:
+            if group not in sized:
+                sized[group] = sizes(group, left)[0]
+            left = {k: n - resources(group, sized[group]).get(k, 0) for k, n in left.items()}
+        cycles = sum(units.engine_cycles_of(device, max(widths[k] for k in group), [whole[k] for k in group], s)
+                     for group, s in sized.items())
+        tried.append((cycles, len(tried), sized))
+    return [sized for _, _, sized in sorted(tried, key=lambda t: t[:2])]
 
 
 def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[str, int]], device: Device,
@@ -489,7 +523,10 @@ def _cycles_for_rate(sub: Subfunction, options: BuildOptions, clock_mhz: float) 
 
 
 def _unit_totals(sub: Subfunction) -> dict[str, int]:
-    return {k: sum(u.estimate[k] for u in sub.execution_units) for k in (*units.RESOURCES, *units.CYCLES)}
+    """The units' resources and cycles; the URAM of an engine's weight buffers where it has some."""
+    uram = sum(u.estimate.get("uram", 0) for u in sub.execution_units)
+    return {k: sum(u.estimate[k] for u in sub.execution_units) for k in (*units.RESOURCES, *units.CYCLES)} \
+        | ({"uram": uram} if uram else {})
 
 
 def _unit_setting(loaded: LoadedModel, unit: units.Unit, flag: str, settings: Mapping[str, Any]

@@ -102,16 +102,16 @@ from ...core.plan import Band, Subfunction
 from ..dataflow import DataflowError, Op, Process
 # the cost model's constants and shared arithmetic, read by the stages as units.NAME
 from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDED_OPS, BAND_FIFO_SHARE, BRAM18_SHAPES,
-                    BRAM_MIN_BITS, BRAM_MIN_DEPTH, CYCLES, DA_COST_PER_DIGIT_BIT, DA_MAX_INPUTS, DA_MAX_PRODUCTS,
+                    BRAM_MIN_BITS, BRAM_MIN_DEPTH, CYCLES, DA_COST_PER_DIGIT_BIT, DA_MAX_INPUTS, DA_MAX_PRODUCTS, EngineSize,
                     DISTRIBUTED_ARITHMETIC, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, ENGINE, ENGINE_CONTROL_DSP,
-                    ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_SHARES, ENGINE_FUSED_OPS, ENGINE_LANES,
+                    ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_SHARES, ENGINE_FUSED_OPS, ENGINE_HOLD_LANES,
                     ENGINE_LANE_FF, ENGINE_LANE_LUT, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, FOLDED_STRATEGIES, IO_TYPES,
                     LOOKUP_TABLE_BITS, LOOKUP_TABLE_SIZE, NOT_HLS4ML_LAYER_OPS, NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ,
                     RESOURCE_PARTS, RESOURCES, SOFTMAX_REFERENCE_CYCLES, STRATEGIES, SYNTHESIS_LUT_SHARE, Shape,
                     TABLE_INDEX_LUT_PER_BIT, TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES, UNIT_CONTROL_FF,
                     UNIT_CONTROL_LUT, VITIS_SOFTMAX_TABLE_BRAM18, accumulator_bits, arena_words, bram18_blocks,
-                    buffer_bytes, ddr_cycles_per_vector, distributed_arithmetic_lut, element_bytes, engine_bram18,
-                    engine_cycles, engine_estimate, engine_resources, engine_vector, fifo_bram18, iterations,
+                    buffer_bytes, ddr_cycles_per_vector, distributed_arithmetic_lut, element_bytes, engine_buffers,
+                    engine_cycles, engine_estimate, engine_resources, engine_sizes, fifo_bram18, iterations,
                     pipeline_cycles, strategy_for, streams, valid_reuse_factors)
 from .kinds import KINDS, Arithmetic, UnitKind, kind_of
 
@@ -355,25 +355,36 @@ class Folding(NamedTuple):
         return "Resource" if self.weights_in_ddr else self.strategy or strategy_for(self.reuse_factor)
 
 
-def engine_allowance(device: Device) -> tuple[int, int]:
-    """The DSPs and BRAM18s an FPGA's engine may take: ENGINE_SHARES of its budget's."""
+def engine_allowance(device: Device) -> dict[str, int]:
+    """The DSPs, BRAM18s and URAM blocks an FPGA's engine may take: ENGINE_SHARES of its budget's."""
     budget = device.budget()
-    return int(budget.get("dsp", 0) * ENGINE_SHARES["dsp"]), int(budget.get("bram18", 0) * ENGINE_SHARES["bram18"])
+    return {k: int(budget.get(k, 0) * share) for k, share in ENGINE_SHARES.items()}
 
 
 def engine_holds(device: Device, window: int, width: int) -> bool:
-    """Whether the engine on ``device`` can hold a layer's ``window`` of ``width``-bit weights in its lanes' buffers
-    within its BRAM18 allowance, taking one value a cycle (the fewest BRAM18s): the engine is sized to its largest
-    window, so one layer past it (the model zoo's ZFNet-512's Gemm of 18,432 inputs: 576 BRAM18s of the KV260's 259)
-    would leave no room for the engine and the rest of the chip."""
-    return engine_bram18(window, width, 1) <= engine_allowance(device)[1]
+    """Whether the engine on ``device`` can hold a layer's ``window`` of ``width``-bit weights in ENGINE_HOLD_LANES
+    lanes' buffers within its BRAM18 and URAM allowance, taking one value a cycle (the fewest blocks): the engine is
+    sized to its largest window, so one layer past it (the model zoo's ZFNet-512's Gemm of 18,432 inputs: 576
+    BRAM18s) would leave no room for the engine and the rest of the chip."""
+    allowance = engine_allowance(device)
+    return any(size.lanes >= ENGINE_HOLD_LANES for size in engine_sizes(width, allowance | {"dsp": 1 << 30}, window)
+               if size.vector == 1)
 
 
-def engine_vectors(device: Device, width: int, window: int) -> list[int]:
-    """The values a lane a cycle the folding tries for an engine on ``device`` at ``width`` bits whose largest
-    window is ``window``: the most its allowance holds (``engine_vector``), then each half of it down to one."""
-    most = engine_vector(width, engine_allowance(device), window)
-    return [most >> k for k in range(most.bit_length())]
+def engine_sizes_for(device: Device, width: int, shapes: Sequence[Shape],
+                     allowance: Optional[Mapping[str, int]] = None) -> list[EngineSize]:
+    """The engine sizes the folding tries on ``device`` for units of ``shapes`` at ``width`` bits (``engine_sizes``
+    in ``allowance``, by default its share of the FPGA, for their largest window), the fewest cycles of theirs first
+    (``engine_cycles_of``): more lanes share each value read, more values a lane load its weights in fewer
+    cycles."""
+    sizes = engine_sizes(width, dict(allowance or engine_allowance(device)), max(s.n_in for s in shapes))
+    return sorted(sizes, key=lambda size: engine_cycles_of(device, width, shapes, size))
+
+
+def engine_cycles_of(device: Device, width: int, shapes: Sequence[Shape], size: EngineSize) -> int:
+    """The cycles of units of ``shapes`` on an engine of ``size`` (``engine_estimate``)."""
+    rate = ddr_bytes_per_cycle(device)
+    return sum(engine_estimate(dataclasses.replace(s, engine=size), width, rate)["latency_cycles"] for s in shapes)
 
 
 def ddr_bytes_per_cycle(device: Device) -> float:

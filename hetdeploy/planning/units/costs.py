@@ -30,7 +30,7 @@ BAND_FIFO_SHARE = 0.125
 # reuse factor 1 only; --strategy pins it, and ``by_cost`` weighs it when asked, ``takes_distributed_arithmetic``)
 DISTRIBUTED_ARITHMETIC = "DistributedArithmetic"
 # Not hls4ml's: the unit runs on the subfunction's layer-sequential engine (hls/engine.h), one array of
-# ENGINE_LANES multiply-accumulators that every such unit of the subfunction shares, one unit after another,
+# multiply-accumulators (``EngineSize``) that every such unit of the subfunction shares, one unit after another,
 # its weights read from DDR once a run (a Conv, Gemm or MatMul, BatchNormalizations, a ReLU: ``engine_refusal``)
 ENGINE = "Engine"
 STRATEGIES = ("Latency", "Resource", DISTRIBUTED_ARITHMETIC, ENGINE)
@@ -58,14 +58,23 @@ UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 300, 2
 # at its default 5 ns); a multiplication takes about as long as these levels (one cycle of the reference clock).
 ADDER_LEVELS_PER_CYCLE = 3
 REFERENCE_CLOCK_MHZ = 200.0
-# The engine's lanes (output channels computed at once, a multiply-accumulator each), its control and a lane's
-# logic: hetdeploy's model of hls/engine.h, not a synthesis result (no HLS tool here): a lane's 64-bit sum and its
-# product's register, its rounding and saturation; the control's address arithmetic and loop counters
-ENGINE_LANES = 32
-# The shares of an FPGA's DSP and BRAM18 budgets its engine may take: each lane takes the most values a cycle (a
-# power of two, up to a word's) whose multipliers and weight buffers fit them (``engine_vector``), fewer where the
-# other units then do not fit (the folding's); the rest is the hls4ml units'
-ENGINE_SHARES = {"dsp": 0.5, "bram18": 0.75}
+# The engine's size: its lanes (output channels computed at once, a multiply-accumulator each, ``EngineSize``)
+# and the values each takes a cycle, chosen for the FPGA by the folding (``engine_sizes``). It may take these shares
+# of the FPGA's DSP, BRAM18 and URAM budgets: the most multiply-accumulators a cycle whose multipliers and weight
+# buffers fit them, fewer where the other units then do not fit (the folding's); the rest is the hls4ml units' and
+# the activations' (URAM the memory plan's level after BRAM)
+ENGINE_SHARES = {"dsp": 0.5, "bram18": 0.75, "uram": 0.75}
+# Lanes come in multiples of this (the outputs a word holds at 8 bits: a tile of lanes then writes whole words of a
+# layer whose filters are a multiple of it), but for an engine too small for one
+ENGINE_LANE_MULTIPLE = 8
+# The engine takes a layer whose window its buffers hold at one value a cycle in this many lanes (``engine_holds``)
+ENGINE_HOLD_LANES = 32
+# A URAM288 block: 4,096 words of 72 bits, two ports (UG573); the engine puts two lanes' weight buffers in one, a
+# port each (Vitis HLS's ram_t2p on URAM, UG1399), where a lane's entries are at most half its depth
+URAM_DEPTH, URAM_BITS = 4096, 72
+# A lane's control and logic: hetdeploy's model of hls/engine.h, not a synthesis result (no HLS tool here): a lane's
+# 64-bit sum and its product's register, its rounding and saturation; the control's address arithmetic and loop
+# counters
 ENGINE_CONTROL_LUT, ENGINE_CONTROL_FF, ENGINE_CONTROL_DSP = 1500, 1500, 4
 ENGINE_LANE_LUT, ENGINE_LANE_FF = 64, 64
 # The depths of the engine's pipelined loops (hls/engine.h's ENGINE_MOVE_DEPTH and ENGINE_MAC_DEPTH): a word
@@ -118,6 +127,16 @@ SYNTHESIS_LUT_SHARE = 0.5
 
 
 @dataclass(frozen=True)
+class EngineSize:
+    """An engine's lanes, of which ``uram_lanes`` (an even number) hold their weights in URAM, two a block, the
+    others in BRAM, and the values each lane takes a cycle."""
+
+    lanes: int
+    uram_lanes: int
+    vector: int
+
+
+@dataclass(frozen=True)
 class Shape:
     """What the estimates need of a unit's main node."""
 
@@ -167,8 +186,8 @@ class Shape:
     padded: bool = False
     # its window over that map: (k_h, k_w, s_h, s_w, pad top, left, bottom, right); a 1-D one a row of one
     window_geometry: tuple[int, ...] = ()
-    # on the engine, the values each of its lanes takes a cycle (``engine_vector``, the folding's choice)
-    engine_vector: int = 1
+    # on the engine, its size (``engine_sizes``, the folding's choice)
+    engine: EngineSize = EngineSize(ENGINE_HOLD_LANES, 0, 1)
 
 
 def valid_reuse_factors(n_in: int, n_out: int) -> list[int]:
@@ -224,17 +243,20 @@ def bound_products(count: int, width: int, bits: int, dsp_binding: tuple[int, in
     return count * dsps_a_product(width), 0
 
 
-def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int = ENGINE_LANES, vector: int = 1,
+def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int, vector: int = 1,
                   channels: int = 0) -> dict[str, int]:
     """hls/engine.h's cycles for a layer of ``filters`` output channels over ``pixels`` output pixels, ``window``
     products each over ``channels`` input channels (0: the window's), its weights and values ``width`` bits, on
     ``lanes`` x ``vector`` multipliers: its loops as C-simulation counts them (engine_counted), each pipelined
-    loop's iterations at II 1 and its depth once, and a cycle a tile and a pixel. Per tile of ``lanes`` filters:
-    its filters' weight words and a bias a lane; per pixel of it: the window's values, ``vector`` an iteration when
-    the channels are a multiple of it (else one), then the words its outputs lie in. ``weight_words``: the DDR
-    words of weights and biases it reads."""
+    loop's iterations at II 1 and its depth once, and a cycle a tile. Per tile of ``lanes`` filters: its filters'
+    weight words and a bias a lane; then its pixels' windows, ``vector`` values an iteration when the channels are
+    a multiple of it (else one). Where every tile's outputs are whole words (the lanes and the filters multiples
+    of a word's outputs) one loop of the larger of a window's iterations and a pixel's output words a pixel, the
+    previous pixel's words written during it, then the last pixel's words; else per pixel a cycle, the window,
+    then the words its outputs lie in. ``weight_words``: the DDR words of weights and biases it reads."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
     steps = window // vector if (channels or window) % vector == 0 else window
+    aligned = lanes % per_word == 0 and filters % per_word == 0
     cycles = weight_words = weight_cycles = 0
     for first in range(0, filters, lanes):
         tile = min(lanes, filters - first)
@@ -242,28 +264,66 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
         cycles += 1 + _loop(words * (per_word // vector), ENGINE_MOVE_DEPTH) + _loop(lanes, ENGINE_MOVE_DEPTH)
         weight_words += words + tile
         weight_cycles += words * (per_word // vector) + lanes
-        written = _output_words(first, tile, filters, pixels, per_word)
-        cycles += pixels * (1 + _loop(steps, ENGINE_MAC_DEPTH)) + written + pixels * (ENGINE_MOVE_DEPTH - 1)
+        if aligned:
+            outputs = tile // per_word
+            cycles += _loop(pixels * max(steps, outputs), ENGINE_MAC_DEPTH) + _loop(outputs, ENGINE_MOVE_DEPTH)
+        else:
+            written = _output_words(first, tile, filters, pixels, per_word)
+            cycles += pixels * (1 + _loop(steps, ENGINE_MAC_DEPTH)) + written + pixels * (ENGINE_MOVE_DEPTH - 1)
     return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
 
 
-def engine_vector(width: int, allowance: tuple[int, int], window: int) -> int:
-    """The values each of the engine's lanes takes a cycle at ``width`` bits where it may take ``allowance`` (DSPs,
-    BRAM18s) and its largest window is ``window`` values: the most, a power of two up to a word's values, whose
-    multipliers, control and weight buffers fit (at least one)."""
-    vector = ARENA_WORD_BYTES // element_bytes(width)
-    while vector > 1 and (ENGINE_LANES * vector * dsps_a_product(width) + ENGINE_CONTROL_DSP > allowance[0] or
-                          engine_bram18(window, width, vector) > allowance[1]):
+def engine_sizes(width: int, allowance: dict[str, int], window: int) -> list[EngineSize]:
+    """The engine sizes to weigh at ``width`` bits where the engine may take ``allowance`` (DSPs, BRAM18s and URAM
+    blocks) and its largest window is ``window`` values: for each number of values a lane takes a cycle (a power
+    of two up to a word's), the most lanes whose multipliers, control and weight buffers fit (URAM's first, then
+    BRAM's), a multiple of the outputs a word holds, and the most whose buffers are all URAM, then each half of
+    those down to one word's; the most multiply-accumulators a cycle first; at least one lane of one value."""
+    sizes = []
+    vector = multiple = ARENA_WORD_BYTES // element_bytes(width)
+    while vector >= 1:
+        most = (allowance.get("dsp", 0) - ENGINE_CONTROL_DSP) * _engine_products_a_dsp(width) // (
+            vector * dsps_a_product(width))
+        uram_most = 2 * (allowance.get("uram", 0) // _uram_blocks_a_pair(window, width, vector))
+        bram_each = _bram18_a_lane(window, width, vector)
+        most = min(most, uram_most + (allowance.get("bram18", 0) // bram_each if bram_each else most))
+        for lanes in {most - most % multiple, min(most, uram_most) - min(most, uram_most) % multiple}:
+            while lanes >= multiple:  # the most, and the most without BRAM, then their halves
+                sizes.append(EngineSize(lanes, min(lanes, uram_most), vector))
+                lanes = lanes // 2 - lanes // 2 % multiple
         vector //= 2
-    return vector
+    return sorted(set(sizes), key=lambda size: (-size.lanes * size.vector, -size.vector, size.lanes - size.uram_lanes)) \
+        or [EngineSize(1, 0, 1)]
 
 
-def engine_bram18(window: int, width: int, vector: int) -> int:
-    """BRAM18s of the engine's weight buffers: a lane's window (its whole DDR words) in entries of ``vector``
-    weights' lanes, one read a cycle."""
+def engine_buffers(window: int, width: int, size: EngineSize) -> dict[str, int]:
+    """The BRAM18s and URAM blocks of an engine's weight buffers: each lane's window (its whole DDR words) in
+    entries of its values a cycle, one read a cycle; two lanes' in a URAM block's two ports (cascaded where they
+    are deeper than one), the other lanes' in BRAM."""
+    return {"bram18": (size.lanes - size.uram_lanes) * _bram18_a_lane(window, width, size.vector),
+            "uram": size.uram_lanes // 2 * _uram_blocks_a_pair(window, width, size.vector)}
+
+
+def _lane_entries(window: int, width: int, vector: int) -> int:
+    """A lane's weight buffer's entries: its window's DDR words, each ``vector`` values an entry."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
-    entries = -(-window // per_word) * (per_word // vector)
-    return ENGINE_LANES * bram18_blocks(entries, vector * 8 * element_bytes(width))
+    return -(-window // per_word) * (per_word // vector)
+
+
+def _bram18_a_lane(window: int, width: int, vector: int) -> int:
+    return bram18_blocks(_lane_entries(window, width, vector), vector * 8 * element_bytes(width))
+
+
+def _uram_blocks_a_pair(window: int, width: int, vector: int) -> int:
+    """URAM blocks two lanes' buffers take: an entry of at most URAM_BITS a word (ENGINE's entries are at most an
+    arena word's 64 bits), the two lanes' entries one after the other."""
+    return -(-2 * _lane_entries(window, width, vector) // URAM_DEPTH)
+
+
+def _engine_products_a_dsp(width: int) -> int:
+    """Two where the engine packs two lanes' products of ``width``-bit values and weights into one DSP48
+    (hls/engine.h's ENGINE_PACKED: a product within 18 bits signed, Xilinx WP486), else one."""
+    return 2 if 2 * width <= 17 else 1
 
 
 def dsps_a_product(width: int) -> int:
@@ -289,13 +349,13 @@ def _output_words(first: int, tile: int, filters: int, pixels: int, per_word: in
 
 
 def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float]) -> dict[str, int]:
-    """A unit on the subfunction's engine (hls/engine.h, ENGINE_LANES lanes): what it adds beside the engine
+    """A unit on the subfunction's engine (hls/engine.h, of the shape's size): what it adds beside the engine
     (nothing: the engine's resources are ``engine_resources``, once for all its units), and its cycles
     (``engine_cycles``), at least the DDR's time for its weights' words when that is longer than the loops that
     read them. It reads and writes its buffers itself: no moves besides."""
     channels = shape.input_map[2] if shape.input_map else shape.n_in  # a dense layer's: its window's
-    counted = engine_cycles(shape.n_in, shape.n_out, shape.vectors, width,
-                            vector=shape.engine_vector, channels=channels)
+    counted = engine_cycles(shape.n_in, shape.n_out, shape.vectors, width, shape.engine.lanes,
+                            vector=shape.engine.vector, channels=channels)
     cycles = counted["cycles"]
     ddr = 0 if ddr_bytes_per_cycle is None else max(
         0, math.ceil(counted["weight_words"] * ARENA_WORD_BYTES / ddr_bytes_per_cycle) - counted["weight_cycles"])
@@ -303,15 +363,17 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
             "buffer_cycles": 0, "ddr_cycles": ddr}
 
 
-def engine_resources(window: int, width: int, vector: int = 1) -> dict[str, int]:
-    """The resources of a subfunction's engine, whose largest layer window (k x k x input channels) is ``window``,
-    at ``width`` bits, each lane taking ``vector`` values a cycle: a DSP a multiplier (two beyond 18 bits) and the
-    control's, each lane's weight buffer (``engine_bram18``), each lane's sum and the control in LUT and FF
-    (hetdeploy's model, see ENGINE_LANES)."""
-    lanes = ENGINE_LANES
-    return {"dsp": lanes * vector * dsps_a_product(width) + ENGINE_CONTROL_DSP,
-            "bram18": engine_bram18(window, width, vector), "lut": ENGINE_CONTROL_LUT + lanes * ENGINE_LANE_LUT,
-            "ff": ENGINE_CONTROL_FF + lanes * (ENGINE_LANE_FF + 2 * width)}
+def engine_resources(window: int, width: int, size: EngineSize) -> dict[str, int]:
+    """The resources of a subfunction's engine of ``size``, whose largest layer window (k x k x input channels) is
+    ``window``, at ``width`` bits: a DSP a multiplier (two beyond 18 bits; two lanes' products a DSP at 8 bits and
+    fewer, engine.h's ENGINE_PACKED) and the control's, the lanes' weight
+    buffers (``engine_buffers``), each lane's sum and the control in LUT and FF (hetdeploy's model, see
+    ENGINE_SHARES)."""
+    products = size.lanes * size.vector
+    packed = _engine_products_a_dsp(width) == 2 and size.lanes % 2 == 0
+    return {"dsp": (-(-products // 2) if packed else products * dsps_a_product(width)) + ENGINE_CONTROL_DSP,
+            "lut": ENGINE_CONTROL_LUT + size.lanes * ENGINE_LANE_LUT,
+            "ff": ENGINE_CONTROL_FF + size.lanes * (ENGINE_LANE_FF + 2 * width)} | engine_buffers(window, width, size)
 
 
 def adder_levels_a_cycle(shape: Shape) -> int:
