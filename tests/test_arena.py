@@ -120,6 +120,12 @@ WINDOW_CASES = [
     ("MaxPool", [1, 3, 10, 10], {"kernel_shape": [2, 2], "strides": [1, 2], "dilations": [2, 3]}),
     ("MaxPool", [1, 4, 13], {"kernel_shape": [3], "strides": [2], "pads": [1, 1]}),
     ("MaxPool", [1, 8, 9, 9], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),  # a word a pixel
+    # an average counting the padding as zeros, and one of the values inside the input only (Inception v2's)
+    ("AveragePool", [1, 5, 9, 9], {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1],
+                                   "count_include_pad": 1}),
+    ("AveragePool", [1, 5, 9, 9], {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", [1, 8, 10, 7], {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1]}),
+    ("AveragePool", [1, 3, 13], {"kernel_shape": [4], "strides": [3], "pads": [2, 1]}),
     ("GlobalAveragePool", [1, 3, 12, 12], {}),
     ("GlobalAveragePool", [1, 5, 7, 5], {}),
     ("GlobalAveragePool", [1, 6, 20], {}),
@@ -130,7 +136,8 @@ WINDOW_CASES = [
 def test_the_tops_window_ops_match_onnxruntime_on_every_geometry(tmp_path):
     """arena.h's window_op on each case's geometry (top_kinds.WINDOW.window_of, as a build writes it) against
     onnxruntime on the same values, multiples of 1/64 that ap_fixed<16,5> holds exactly: a maximum is
-    one of them, exact; a mean is within half a step of 1/2048 (AP_RND) of the true one."""
+    one of them, exact; a mean (over the whole kernel where ONNX counts the padding, else over the positions inside
+    the input) is within half a step of 1/2048 (AP_RND) of the true one."""
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
@@ -146,15 +153,17 @@ def test_the_tops_window_ops_match_onnxruntime_on_every_geometry(tmp_path):
         node = helper.make_node(op, ["x"], ["y"], **attrs)
         graph = helper.make_graph([node], "w", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
                                   [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
         x = (rng.integers(-15 * 64, 15 * 64, shape) / 64).astype(np.float32)
         (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
         window = WINDOW.window_of(Node(f"case{k}", op, ["x"], ["y"], attrs, input_shapes=[shape],
                                        output_shapes=[list(y.shape)]))
         declarations.append(WINDOW.declaration(SimpleNamespace(name=f"case{k}", window=window)))
         values = ", ".join(f"{v:.6f}f" for v in channels_last(x).reshape(-1))
-        calls.append(f"{{ static const float x[] = {{{values}}}; run<hetdeploy::window_{window.reduce}>("
-                     f"x, {x.size}, {y.size}, case{k}_window); }}")
+        reduce = WINDOW.line(f"window_{window.reduce}", type="value_t", source="source", target="target",
+                             unit=f"case{k}")  # as a build's top calls it
+        calls.append(f"{{ static const float x[] = {{{values}}}; hetdeploy::from_float<value_t>(x, source, {x.size}); "
+                     f"{reduce.strip()} print(target, {y.size}); }}")
         cases.append(channels_last(y).reshape(-1))
     (tmp_path / "main.cpp").write_text(WINDOW_PROGRAM % {"declarations": "\n".join(declarations),
                                                           "calls": "\n    ".join(calls)})
@@ -178,12 +187,11 @@ WINDOW_PROGRAM = r"""
 typedef ap_fixed<16, 5, AP_RND, AP_SAT> value_t;
 %(declarations)s
 
-template <class Reduce> void run(const float *x, int n, int m, const hetdeploy::window_geometry &g) {
-    static hetdeploy::word_t source[4096], target[4096];
+static hetdeploy::word_t source[4096], target[4096];
+
+void print(const hetdeploy::word_t *buffer, int m) {
     static float y[16384];
-    hetdeploy::from_float<value_t>(x, source, n);
-    hetdeploy::window_op<value_t>(source, target, g, Reduce());
-    hetdeploy::to_float<value_t>(target, y, m);
+    hetdeploy::to_float<value_t>(buffer, y, m);
     for (int i = 0; i < m; i++) std::printf("%%.9g ", y[i]);
     std::printf("\n");
 }

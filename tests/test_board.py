@@ -56,12 +56,20 @@ def test_op_limits():
     conv = Node("c", "Conv", ["x"], ["y"], attrs={"kernel_shape": [3, 3], "group": 1}, constants={1: "w"},
                 input_shapes=[[1, 3, 8, 8]], output_shapes=[[1, 4, 8, 8]])
     assert fpga.why_not(conv) is None
+    assert fpga.pe_for(conv) == "conv"
+    # past hls4ml's kernels, grouped and dilated: the engine's alone (its engine_conv PE)
     big = Node("c", "Conv", ["x"], ["y"], attrs={"kernel_shape": [9, 9]}, constants={1: "w"},
                input_shapes=[[1, 3, 8, 8]], output_shapes=[[1, 4, 1, 1]])
-    assert "kernel" in fpga.why_not(big)
     grouped = Node("c", "Conv", ["x"], ["y"], attrs={"kernel_shape": [3, 3], "group": 2}, constants={1: "w"},
                    input_shapes=[[1, 4, 8, 8]], output_shapes=[[1, 8, 8, 8]])
-    assert "group" in fpga.why_not(grouped)
+    dilated = Node("c", "Conv", ["x"], ["y"], attrs={"kernel_shape": [3, 3], "dilations": [2, 2]}, constants={1: "w"},
+                   input_shapes=[[1, 3, 8, 8]], output_shapes=[[1, 4, 4, 4]])
+    for node in (big, grouped, dilated):
+        assert fpga.why_not(node) is None and fpga.pe_for(node) == "engine_conv"
+    assert fpga.pes["engine_conv"].engine == "engine"
+    conv3d = Node("c", "Conv", ["x"], ["y"], attrs={"kernel_shape": [3, 3, 3]}, constants={1: "w"},
+                  input_shapes=[[1, 3, 8, 8, 8]], output_shapes=[[1, 4, 6, 6, 6]])
+    assert "3-D input" in fpga.why_not(conv3d)
     matmul3 = Node("m", "MatMul", ["x"], ["y"], constants={1: "w"}, input_shapes=[[1, 4, 8]], output_shapes=[[1, 4, 2]])
     assert "rank" in fpga.why_not(matmul3)
     assert "LRN" in fpga.why_not(Node("l", "LRN", ["x"], ["y"], input_shapes=[[1, 4, 8, 8]]))
@@ -80,6 +88,12 @@ def test_a_node_goes_to_the_first_pe_that_runs_it_within_the_pes_limits():
     gap = lambda side: Node("g", "GlobalAveragePool", ["x"], ["y"], input_shapes=[[1, 4, side, side]],  # noqa: E731
                             output_shapes=[[1, 4, 1, 1]])
     assert (fpga.pe_for(gap(8)), fpga.pe_for(gap(12))) == ("pool", "window")
+    # an average over padding hls4ml counts as zeros: its pool's where ONNX counts it too, else the top's
+    average = lambda **attrs: Node("a", "AveragePool", ["x"], ["y"], attrs={"kernel_shape": [3, 3], **attrs},  # noqa: E731
+                                   input_shapes=[[1, 4, 8, 8]], output_shapes=[[1, 4, 8, 8]])
+    assert fpga.pe_for(average(pads=[1, 1, 1, 1], count_include_pad=1)) == "pool"
+    assert fpga.pe_for(average(pads=[1, 1, 1, 1])) == "window"
+    assert fpga.pe_for(average(kernel_shape=[9, 9])) == "window"
     assert fpga.pes["window"].engine == "top" and fpga.pes["pool"].engine == "hls4ml"
     assert "3-D input" in fpga.why_not(pool({"kernel_shape": [2, 2, 2]}, (1, 4, 8, 8, 8)))
     with_indices = Node("p", "MaxPool", ["x"], ["y", "i"], attrs={"kernel_shape": [2, 2], "strides": [2, 2]},
@@ -108,7 +122,8 @@ def test_unknown_board_name():
          "bandwidth_bytes_per_s: -5.0, latency_s: 9.4e-4}\n  - {from: fpga",
          r"links\[0\]\.bandwidth_bytes_per_s: expected a positive number from 1e-15 to 1e18, got -5\.0"),
         ("      Relu: {dtypes: [float32]}", "      Rleu: {dtypes: [float32]}", r"devices\[1\]\.ops\.Rleu: unknown ONNX op 'Rleu'"),
-        ("        max_kernel: 7", "        max_kernel: seven", r"ops\.Conv\.max_kernel: expected a positive integer"),
+        ("limits: {Conv: {max_kernel: 7,", "limits: {Conv: {max_kernel: seven,",
+         r"pes\.conv\.limits\.Conv\.max_kernel: expected a positive integer"),
         ("    part: xc7z020clg400-1\n", "", r"devices\[1\]: missing key 'part' \(required for an fpga device\)"),
         ("  - {from: fpga, to: arm_cpu,", "  - {from: fpga, to: fpga,",
          r"links: no link from fpga to arm_cpu; every device exchanges data with the host \(arm_cpu\)"),
@@ -122,21 +137,25 @@ def test_unknown_board_name():
         ("preference: [fpga, arm_cpu]", "host: fpga\npreference: [fpga, arm_cpu]",
          r"line \d+: host: the host must be a device of kind cpu; got 'fpga'"),
         ("    invocation_overhead_s: 9.0e-4\n", "", r"devices\[1\]: missing key 'invocation_overhead_s'"),
-        ("      pool: {ops: [MaxPool, AveragePool,", "      pool: {ops: [MaxPool,",
-         r"devices\[1\]\.ops\.AveragePool: no PE in devices\[1\]\.pes runs AveragePool"),
+        ("      dense: {ops: [Gemm, MatMul],", "      dense: {ops: [Gemm],",
+         r"devices\[1\]\.ops\.MatMul: no PE in devices\[1\]\.pes runs MatMul"),
         # a PE's own limits, and who implements its ops
         ("limits: {MaxPool: {spatial_dims", "limits: {Conv: {spatial_dims",
          r"pes\.pool\.limits\.Conv: 'Conv' is not in this PE's ops"),
         ("GlobalAveragePool: {spatial_dims: [2], max_kernel: 8}", "GlobalAveragePool: {max_kernal: 8}",
          r"pes\.pool\.limits\.GlobalAveragePool\.max_kernal: unknown key 'max_kernal'"),
-        ("window: {ops: [MaxPool, GlobalAveragePool]", "window: {ops: [MaxPool, GlobalAveragePool, Relu]",
-         r"pes\.window\.ops\[2\]: 'Relu' is not implemented by the top engine"),
+        ("window: {ops: [MaxPool, AveragePool, GlobalAveragePool]",
+         "window: {ops: [MaxPool, AveragePool, GlobalAveragePool, Relu]",
+         r"pes\.window\.ops\[3\]: 'Relu' is not implemented by the top engine"),
+        ("engine_conv: {ops: [Conv], fuse: [BatchNormalization, Relu]",
+         "engine_conv: {ops: [Conv], fuse: [BatchNormalization, Relu, Sigmoid]",
+         r"pes\.engine_conv: the engine computes Conv, Gemm, MatMul and fuses BatchNormalization, Relu after them"),
         ("fuse: [],\n             engine: top}", "fuse: []}",
          r"pes\.data\.ops\[0\]: 'Flatten' is not implemented by the hls4ml engine; the top implements Flatten"),
         ("GlobalAveragePool], fuse: [], engine: top}", "GlobalAveragePool], fuse: [Relu], engine: top}",
          r"pes\.window\.fuse: a PE the top implements fuses nothing"),
         ("GlobalAveragePool], fuse: [], engine: top}", "GlobalAveragePool], fuse: [], engine: vivado}",
-         r"pes\.window\.engine: expected one of hls4ml, top, got 'vivado'"),
+         r"pes\.window\.engine: expected one of hls4ml, top, engine, got 'vivado'"),
         ("      pool: {ops: [MaxPool,", "      pool: {ops: [MaxPool, LRN,", r"pes\.pool\.ops\[1\]: 'LRN' is not in this device's ops"),
         # names reach C++, Tcl and scripts: nothing but identifiers and part numbers gets through
         ("      pool: {ops:", '      "pool\\n system(\\"touch /tmp/x\\");": {ops:', r"pes: PE kind 'pool\\n system"),
@@ -145,7 +164,7 @@ def test_unknown_board_name():
         ("  - name: fpga", "  - name: 'fpga`rm -rf x`'", r"devices\[1\]\.name: expected a name of letters"),
         ("name: pynq-z2", "name: 'pynq\\n# evil'", r"line \d+: name: expected a name of letters"),
         # what the fuzzer found accepted: an attribute's allowed values as a scalar, an op fused twice
-        ("attributes: {auto_pad: [NOTSET], dilations: [[1], [1, 1]]}", "attributes: {auto_pad: NOTSET, dilations: 1}",
+        ("attributes: {auto_pad: [NOTSET]}", "attributes: {auto_pad: NOTSET, dilations: 1}",
          r"ops\.Conv\.attributes: expected a mapping of attribute name to a list of its allowed values"),
         ("fuse: [BatchNormalization, Relu,", "fuse: [BatchNormalization, Relu, Relu,",
          r"pes\.conv\.fuse: expected a list of ONNX op names, each once"),

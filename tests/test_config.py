@@ -67,11 +67,14 @@ def test_units_pinned_to_the_engine_share_it_and_read_their_weights_from_ddr(tmp
     model = tmp_path / "cnn.onnx"
     onnx.save(networks.small_cnn(), str(model))  # conv1 5x5 1 -> 8, conv2 5x5 8 -> 16 (after pooling), fc 256 -> 10
 
-    def planned(*flags):
-        assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", *flags, "--json"]) == 0
+    def planned_model(path, *flags):
+        assert main(["plan", str(path), "--board", "pynq-z2", "--policy", "support", *flags, "--json"]) == 0
         plan = json.loads(capsys.readouterr().out)
         (sub,) = [s for s in plan["subfunctions"] if s["kind"] == "fpga"]
         return sub, {u["nodes"][0]: u for u in sub["execution_units"]}
+
+    def planned(*flags):
+        return planned_model(model, *flags)
 
     _, alone = planned()
     sub, found = planned("--strategy", "conv1=engine", "--strategy", "conv2=engine", "--strategy", "fc=engine")
@@ -102,10 +105,14 @@ def test_units_pinned_to_the_engine_share_it_and_read_their_weights_from_ddr(tmp
             (model, ["--strategy", "conv1=engine", "--band-rows", "conv1=4"], ["which needs no bands"]),
             (model, ["--strategy", "conv1=engine", "--precision", "conv1=weight:ap_fixed<8,2>"],
              ["sizes its weights'"]),
-            (depthwise, ["--strategy", f"{grouped}=engine"], ["cannot run on the engine", "one group"])):
+            (depthwise, ["--strategy", f"{grouped}=resource"], ["only under the latency strategy"])):
         assert main(["plan", str(target), "--board", "pynq-z2", "--policy", "support", *flags]) == 2, flags
         error = capsys.readouterr().err.strip().splitlines()
         assert len(error) == 1 and all(f in error[0] for f in fragments), (flags, error)
+    # a depthwise convolution (a group a channel) the engine computes, a group's filters a tile
+    _, found = planned_model(depthwise, "--strategy", f"{grouped}=engine")
+    layer = found[grouped]["engine"]
+    assert found[grouped]["strategy"] == "Engine" and layer["groups"] == layer["channels"] == layer["filters"] > 1
 
 
 def test_strategy_pins_from_the_command_line_and_a_config_file(tmp_path, capsys):

@@ -62,7 +62,7 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
     values = dict(layer=", ".join(str(int(v)) for v in (
         layer.channels, *layer.input, layer.filters, *layer.output, *layer.kernel, *layer.strides, *layer.pads,
         *layer.dilations, layer.in_fraction, layer.in_signed, layer.weight_fraction, layer.out_fraction,
-        layer.out_signed, layer.relu)), iw=iw, ow=ow, ww=ww, lanes=layer.lanes, uram_lanes=layer.uram_lanes,
+        layer.out_signed, layer.relu, layer.groups)), iw=iw, ow=ow, ww=ww, lanes=layer.lanes, uram_lanes=layer.uram_lanes,
         vector=layer.vector,
         window=layer.window,
         source_word=len(region) // ARENA_WORD_BYTES, outputs=outputs,
@@ -85,17 +85,19 @@ def reference(layer: EngineLayer, raw_in: np.ndarray, weights: np.ndarray, bias:
     shift = layer.in_fraction + layer.weight_fraction - layer.out_fraction
     most = 2 ** (ow - 1) - 1 if layer.out_signed else 2 ** ow - 1
     least = -(2 ** (ow - 1)) if layer.out_signed else 0
+    per_group = layer.channels // layer.groups  # a group's input channels
     for y in range(out_h):
         for xx in range(out_w):
             for o in range(layer.filters):
                 s = int(bias[o])
+                first = o // (layer.filters // layer.groups) * per_group
                 for ky in range(k_h):
                     for kx in range(k_w):
                         row = y * layer.strides[0] - layer.pads[0] + ky * layer.dilations[0]
                         column = xx * layer.strides[1] - layer.pads[1] + kx * layer.dilations[1]
                         if 0 <= row < in_h and 0 <= column < in_w:
-                            s += sum(int(x[row, column, c]) * int(weights[o, ky, kx, c])
-                                     for c in range(layer.channels))
+                            s += sum(int(x[row, column, first + c]) * int(weights[o, ky, kx, c])
+                                     for c in range(per_group))
                 if layer.relu and s < 0:
                     s = 0
                 s = (s + (1 << (shift - 1))) >> shift if shift > 0 else s << -shift
@@ -109,7 +111,10 @@ LAYERS = {  # channels, input, filters, output, kernel, strides, pads, dilations
     "1x1": (16, [3, 3], 20, [3, 3], [1, 1], [1, 1], [0, 0], [1, 1], True),
     "dense": (40, [1, 1], 10, [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], False),
     "1-D": (3, [1, 12], 4, [1, 12], [1, 5], [1, 1], [0, 2], [1, 1], True),
+    "grouped": (8, [6, 6], 12, [6, 6], [3, 3], [1, 1], [1, 1], [1, 1], True),
+    "depthwise": (8, [5, 5], 8, [3, 3], [3, 3], [2, 2], [1, 1], [1, 1], False),
 }
+GROUPS = {"grouped": 2, "depthwise": 8}  # the others': one
 
 
 @pytest.mark.parametrize("kind", LAYERS)
@@ -122,8 +127,8 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
     block: none, half, all): the layers whose channels are a multiple of it take that many a cycle, the others
     (5 and 3 channels; 4 at 8 a cycle) one."""
     rng = np.random.default_rng(7)
-    layer = EngineLayer(*LAYERS[kind], lanes=4, vector=vector, uram_lanes=uram_lanes)
-    weights = rng.normal(0, 0.5, (layer.filters, *layer.kernel, layer.channels))
+    layer = EngineLayer(*LAYERS[kind], lanes=4, vector=vector, uram_lanes=uram_lanes, groups=GROUPS.get(kind, 1))
+    weights = rng.normal(0, 0.5, (layer.filters, *layer.kernel, layer.channels // layer.groups))
     bias = rng.normal(0, 1, layer.filters)
     ww = 8 if iw == 8 else 16
     layer, region = quantized(layer, weights, bias, ww, in_type, out_type)
@@ -168,12 +173,12 @@ COUNTING = r"""
 int main(int argc, char **argv) {
     std::FILE *f = std::fopen(argv[1], "r");
     hetdeploy::engine_layer g;
-    while (std::fscanf(f, "%%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d", &g.in_c, &g.in_h, &g.in_w,
+    while (std::fscanf(f, "%%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d", &g.in_c, &g.in_h, &g.in_w,
                        &g.out_c, &g.out_h, &g.out_w, &g.k_h, &g.k_w, &g.s_h, &g.s_w, &g.pad_top, &g.pad_left,
-                       &g.d_h, &g.d_w) == 14) {
+                       &g.d_h, &g.d_w, &g.groups) == 15) {
         g.in_fraction = g.weight_fraction = g.out_fraction = 8;
         g.in_signed = g.out_signed = g.relu = 1;
-        const int window = g.k_h * g.k_w * g.in_c, filter_words = (window + 3) / 4;
+        const int window = g.k_h * g.k_w * g.in_c / g.groups, filter_words = (window + 3) / 4;
         std::vector<hetdeploy::word_t> weights(g.out_c * (filter_words + 1)), source(g.in_h * g.in_w * g.in_c / 4 + 1),
             target(g.out_h * g.out_w * g.out_c / 4 + 1);
         hetdeploy::engine_counted() = hetdeploy::engine_counts{0, 0};
@@ -185,8 +190,8 @@ int main(int argc, char **argv) {
 }
 """
 
-# (input channels, filters, kernel, stride): torchvision's ResNet-50 and MobileNetV2 convolutions and classifiers
-# that run on the engine (MobileNetV2's depthwise ones do not: engine_refusal), each shape once
+# (input channels, filters, kernel, stride[, groups]): torchvision's ResNet-50 and MobileNetV2 convolutions and
+# classifiers, each shape once (MobileNetV2's depthwise ones, a group a channel, last)
 RESNET50 = [(3, 64, 7, 2), (64, 64, 1, 1), (64, 64, 3, 1), (64, 256, 1, 1), (256, 64, 1, 1), (256, 128, 1, 1),
             (128, 128, 3, 2), (128, 512, 1, 1), (256, 512, 1, 2), (512, 128, 1, 1), (512, 256, 1, 1),
             (256, 256, 3, 2), (256, 1024, 1, 1), (512, 1024, 1, 2), (1024, 256, 1, 1), (1024, 512, 1, 1),
@@ -195,6 +200,8 @@ MOBILENET_V2 = [(3, 32, 3, 2), (32, 16, 1, 1), (16, 96, 1, 1), (96, 24, 1, 1), (
                 (144, 32, 1, 1), (32, 192, 1, 1), (192, 32, 1, 1), (192, 64, 1, 1), (64, 384, 1, 1),
                 (384, 64, 1, 1), (384, 96, 1, 1), (96, 576, 1, 1), (576, 96, 1, 1), (576, 160, 1, 1),
                 (160, 960, 1, 1), (960, 160, 1, 1), (960, 320, 1, 1), (320, 1280, 1, 1), (1280, 1000, 0, 1)]
+MOBILENET_V2_DEPTHWISE = [(c, c, 3, stride, c) for c, stride in ((32, 1), (96, 2), (144, 1), (144, 2), (192, 1),
+                                                                   (192, 2), (384, 1), (576, 1), (576, 2), (960, 1))]
 
 
 @pytest.mark.parametrize("lanes, uram_lanes, vector", [(32, 0, 4), (32, 0, 2), (116, 84, 4)])
@@ -210,14 +217,16 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
 
     layers = []
     # and two layers whose outputs share words with the next pixel's (10 and 9 filters): a pixel's window, then
-    # its words
-    for channels, filters, kernel, stride in RESNET50 + MOBILENET_V2 + [(16, 10, 3, 1), (40, 9, 0, 1)]:
+    # its words; and a grouped 1 x 1 convolution of 4 groups (ShuffleNet's)
+    for channels, filters, kernel, stride, *groups in (RESNET50 + MOBILENET_V2 + MOBILENET_V2_DEPTHWISE
+                                                       + [(16, 10, 3, 1), (40, 9, 0, 1), (272, 272, 1, 1, 4)]):
         side = 1 if kernel == 0 else 5
         k, pad = max(kernel, 1), max(kernel, 1) // 2
         size = 1 if kernel == 0 else (side - 1) * stride + k - 2 * pad
-        layers.append((channels, size, size, filters, side, side, k, k, stride, stride, pad, pad, 1, 1))
+        layers.append((channels, size, size, filters, side, side, k, k, stride, stride, pad, pad, 1, 1,
+                       groups[0] if groups else 1))
     (tmp_path / "layers.txt").write_text("".join(" ".join(map(str, layer)) + "\n" for layer in layers))
-    window = max(layer[0] * layer[6] * layer[7] for layer in layers)
+    window = max(layer[0] // layer[14] * layer[6] * layer[7] for layer in layers)
     (tmp_path / "count.cpp").write_text(COUNTING % dict(lanes=lanes, uram_lanes=uram_lanes, vector=vector,
                                                         window=window))
     subprocess.run([compiler(), "-std=c++14", "-O2", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o",
@@ -227,7 +236,8 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
     assert len(counted) == len(layers)
     for layer, line in zip(layers, counted):
         cycles, words = map(int, line.split())
-        estimated = engine_cycles(layer[0] * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16, lanes,
-                                  vector=vector, channels=layer[0])
+        per_group = layer[0] // layer[14]
+        estimated = engine_cycles(per_group * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16, lanes,
+                                  vector=vector, channels=per_group, groups=layer[14])
         assert abs(estimated["cycles"] - cycles) <= 0.02 * cycles, (layer, cycles, estimated)
         assert estimated["weight_words"] == words, (layer, words, estimated)

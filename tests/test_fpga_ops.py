@@ -462,6 +462,41 @@ def test_the_window_ops_hls4ml_cannot_run_are_reduced_by_the_top(tmp_path):
 
 
 @pytest.mark.slow
+def test_convolutions_hls4ml_has_no_layer_for_run_on_the_engine_and_match_onnxruntime(tmp_path):
+    """The model zoo's AlexNet's 11 x 11 stride-4 stem and its two-group 5 x 5 convolution, ShuffleNet's 4-group
+    1 x 1 convolution and its 3 x 3 stride-2 average pooling that does not count the padding (count_include_pad
+    0), and a dilated convolution (their attributes as the zoo's files have them), on the PYNQ-Z2: all on the
+    FPGA, the convolutions on the engine (the engine_conv PE: hls4ml has no layer for them), each group's filters a
+    tile, the pooling on the top's window PE; every unit within tolerance of onnxruntime, the pipeline emulated."""
+    b = Builder(1)
+
+    def conv(x, name, filters, channels, kernel, group=1, **attrs):
+        weights = b.random(f"{name}.w", [filters, channels // group, kernel, kernel])
+        x = b.node("Conv", [x, weights, b.random(f"{name}.b", [filters])], name, kernel_shape=[kernel, kernel],
+                   group=group, **attrs)
+        return b.node("Relu", [x], f"{name}.relu")
+
+    x = conv("input", "stem", 8, 3, 11, strides=[4, 4], pads=[2, 2, 2, 2])  # 67 x 67 -> 16 x 16
+    x = conv(x, "grouped5", 8, 8, 5, group=2, pads=[2, 2, 2, 2])
+    x = conv(x, "grouped1", 16, 8, 1, group=4)
+    x = b.node("AveragePool", [x], "pool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])  # -> 8 x 8
+    x = conv(x, "dilated", 8, 16, 3, dilations=[2, 2], pads=[2, 2, 2, 2])
+    x = b.node("Flatten", [b.node("GlobalAveragePool", [x], "gap")], "flat")
+    b.node("Gemm", [x, b.random("fc.w", [3, 8]), b.random("fc.b", [3])], "fc", transB=1)
+    path = save_model(b, tmp_path / "zoo_ops.onnx", [1, 3, 67, 67])
+    plan = build_and_emulate(path, tmp_path / "zoo_ops")
+    where = on_fpga(plan, [n.name for n in b.nodes])
+    units = {u.name: u for s in plan.subfunctions for u in s.execution_units}
+    for name, groups in (("stem", 1), ("grouped5", 2), ("grouped1", 4), ("dilated", 1)):
+        unit = units[where[name]["unit"]]
+        assert (unit.pe, unit.strategy, unit.engine.groups, unit.verification.passed) == (
+            "engine_conv", "Engine", groups, True), name
+    pool = units[where["pool"]["unit"]]
+    assert (pool.pe, pool.window.reduce, pool.verification.passed) == ("window", "mean_inside", True)
+    assert len({s.name for s in plan.subfunctions}) == 1
+
+
+@pytest.mark.slow
 def test_units_run_in_bands_match_onnxruntime(tmp_path):
     """--band-rows on a padded convolution (bands of 5 of its 20 rows), a strided one (bands of 3 of 10: the
     last band's two rows past the map dropped), hls4ml's MaxPool (bands of 2) and a unit that starts with an
@@ -494,7 +529,7 @@ def test_units_run_in_bands_match_onnxruntime(tmp_path):
         assert (buffers[f"{unit.name}.band_in"].first, buffers[f"{unit.name}.band_in"].last) == (step, step)
 
 
-@pytest.mark.parametrize("op,reason", [("Conv_dilated", "dilations=[2, 2]")])
+@pytest.mark.parametrize("op,reason", [("ThresholdedRelu", "does not list ThresholdedRelu")])
 def test_what_hls4ml_cannot_do_stays_on_the_cpu_with_the_reason(tmp_path, op, reason):
     from hetdeploy.steps.build import plan_stages
 

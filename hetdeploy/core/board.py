@@ -33,11 +33,15 @@ COMPUTE_DTYPES = ("float32", "float16", "fixed16", "fixed8", "int8")
 BRAM18_BITS = 16 * 1024
 # What a URAM288 block holds of 64-bit words: 4,096 words of its 72-bit width (Xilinx UG573, UltraScale+ only).
 URAM_BYTES = 4096 * 8
-# Who implements a PE's ops: hls4ml (a project per unit), or hetdeploy's subfunction top itself
-# (hetdeploy/hls/arena.h), which moves values (the relayouts) and reduces windows (the window ops).
-ENGINES = ("hls4ml", "top")
+# Who implements a PE's ops: hls4ml (a project per unit), hetdeploy's subfunction top itself
+# (hetdeploy/hls/arena.h), which moves values (the relayouts) and reduces windows (the window ops), or hetdeploy's
+# layer-sequential engine (hetdeploy/hls/engine.h) alone: the convolutions hls4ml has no layer for (grouped ones,
+# kernels past hls4ml's, dilated ones), each BatchNormalization after them folded in, a ReLU last
+ENGINES = ("hls4ml", "top", "engine")
+LAYER_ENGINE_OPS = ("Conv", "Gemm", "MatMul")
+LAYER_ENGINE_FUSED_OPS = ("BatchNormalization", "Relu")
 RELAYOUT_OPS = ("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth", "Slice")
-TOP_WINDOW_OPS = ("MaxPool", "GlobalAveragePool")
+TOP_WINDOW_OPS = ("MaxPool", "AveragePool", "GlobalAveragePool")
 # Ops the top computes itself over whole buffers (arena.h's add, concat and affine): a residual Add and a
 # BatchNormalization not folded into a layer before it, each with a ReLU after it fused (TOP_FUSED_OPS); a Concat
 # along the channels
@@ -203,6 +207,8 @@ def _limit_violation(limits: dict, node: Node) -> Optional[str]:
             out_channels = node.output_shapes[0][1] if node.output_shapes else -1
             if rank > 1 and group == shape[1] == out_channels:
                 kinds.add("depthwise")
+            elif group > 1:
+                kinds.add("grouped")
             if not kinds & set(allowed):
                 return f"group={group}, supports {allowed}"
         if key == "axes":
@@ -328,7 +334,7 @@ _LIMITS = {
     "max_kernel": (False, _POS_INT),
     "max_channels": (False, _POS_INT),
     "max_rank": (False, _POS_INT),
-    "groups": (False, _list_of(("one", "depthwise"), "a list from: one, depthwise")),
+    "groups": (False, _list_of(("one", "depthwise", "grouped"), "a list from: one, depthwise, grouped")),
     "axes": (False, _indices("a list of axes")),
     # each attribute's allowed values: a list (of values, or of lists for a list-valued attribute)
     "attributes": (False, _is(dict, "a mapping of attribute name to a list of its allowed values",
@@ -578,6 +584,10 @@ def _validate_pes(src: _Source, d: dict, path: str, ops: Optional[dict]) -> dict
                 src.fail(f"{path}.pes.{kind}.ops[{k}]",
                          f"'{op}' is not implemented by the {engine} engine; the top implements "
                          f"{', '.join(RELAYOUT_OPS + TOP_WINDOW_OPS + TOP_ELEMENTWISE_OPS)}, hls4ml the rest")
+        if engine == "engine" and not (set(spec["ops"]) <= set(LAYER_ENGINE_OPS)
+                                       and set(spec.get("fuse", [])) <= set(LAYER_ENGINE_FUSED_OPS)):
+            src.fail(f"{path}.pes.{kind}", f"the engine computes {', '.join(LAYER_ENGINE_OPS)} and fuses "
+                                           f"{', '.join(LAYER_ENGINE_FUSED_OPS)} after them, nothing else")
         fusing = set(spec["ops"]) <= set(TOP_FUSING_OPS) and set(spec.get("fuse", [])) <= set(TOP_FUSED_OPS)
         if engine == "top" and spec.get("fuse") and not fusing:
             src.fail(f"{path}.pes.{kind}.fuse", f"a PE the top implements fuses nothing but "

@@ -273,7 +273,8 @@ class Window:
     buffer: output pixel (y, x), channel c, reduces channel c of the input pixels (y * strides[0] -
     pads[0] + i * dilations[0], x * strides[1] - pads[1] + j * dilations[1]) for i, j within the kernel
     that lie inside the input (padding: none to a maximum). A 1-D op's rows are one. ``reduce``: "max",
-    or "mean" (the sum over the whole kernel, divided by its size)."""
+    "mean" (the sum over the whole kernel, divided by its size: padding counted as zeros) or "mean_inside" (the
+    mean of the window's values inside the input: AveragePool's count_include_pad=0)."""
 
     reduce: str
     channels: int
@@ -305,6 +306,7 @@ class EngineLayer:
     lanes: int  # the engine's multiply-accumulators (one engine per subfunction: the same for all its units)
     vector: int = 1  # the values each lane takes a cycle (units.engine_sizes: its FPGA's budget and the width)
     uram_lanes: int = 0  # the lanes whose weight buffers are URAM, two a block (the others' BRAM)
+    groups: int = 1  # a grouped convolution's: output channel o reads group o // (filters // groups)'s channels
     weight_fraction: int = 0  # set when the build sizes the unit (generate), as the fractions below
     in_fraction: int = 0
     in_signed: bool = True
@@ -313,8 +315,8 @@ class EngineLayer:
 
     @property
     def window(self) -> int:
-        """Values a window holds, each output value's products."""
-        return self.kernel[0] * self.kernel[1] * self.channels
+        """Values a window holds, each output value's products (its group's channels)."""
+        return self.kernel[0] * self.kernel[1] * self.channels // self.groups
 
 
 @dataclass
@@ -396,7 +398,7 @@ class ExecutionUnit:
     # such a unit other than a Flatten: its index table (output buffer position -> input buffer
     # position), a C++ header relative to the subfunction's HLS project
     index_table: str = ""
-    window: Optional[Window] = None  # a window op the top reduces (a MaxPool, a GlobalAveragePool): its geometry
+    window: Optional[Window] = None  # a window op the top reduces (a MaxPool, an AveragePool, ...): its geometry
     # ops the top computes itself over whole buffers (arena.h's add, concat, affine): ["Add"], ["Add", "Relu"],
     # ["Concat"], ["BatchNormalization"], ["BatchNormalization", "Relu"]
     elementwise: list[str] = field(default_factory=list)

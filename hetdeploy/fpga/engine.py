@@ -33,7 +33,7 @@ def engine_layer(node: Node, relu: bool, size: units.EngineSize) -> EngineLayer:
     return EngineLayer(first[1], as_2d(first[2:]), out[1], as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
                        as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
                        as_2d(node.attrs.get("dilations") or [1] * spatial), relu, size.lanes, size.vector,
-                       size.uram_lanes)
+                       size.uram_lanes, node.attrs.get("group", 1))
 
 
 def affine(model: onnx.ModelProto) -> tuple[np.ndarray, np.ndarray]:

@@ -182,7 +182,7 @@ class Engine(TopKind):
         layer = unit.engine
         values = [layer.channels, *layer.input, layer.filters, *layer.output, *layer.kernel, *layer.strides,
                   *layer.pads, *layer.dilations, layer.in_fraction, int(layer.in_signed), layer.weight_fraction,
-                  layer.out_fraction, int(layer.out_signed), int(layer.relu)]
+                  layer.out_fraction, int(layer.out_signed), int(layer.relu), layer.groups]
         return self.statement("engine_layer", unit=unit.name, values=", ".join(map(str, values)))
 
 
@@ -341,7 +341,7 @@ class Add(_Computed):
 
 
 class Window(_Moved):
-    """A window op the top reduces (a MaxPool, a GlobalAveragePool)."""
+    """A window op the top reduces (a MaxPool, an AveragePool, a GlobalAveragePool)."""
 
     name = "window"
     ops = TOP_WINDOW_OPS
@@ -363,7 +363,8 @@ class Window(_Moved):
             return WindowGeometry("mean", first[1], as_2d(first[2:]), as_2d(out[2:]), as_2d(first[2:]), [1, 1],
                                   [0, 0], [1, 1])
         pads = node.attrs.get("pads") or [0] * (2 * spatial)
-        return WindowGeometry("max", first[1], as_2d(first[2:]), as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
+        reduce = "max" if node.op == "MaxPool" else "mean" if node.attrs.get("count_include_pad") else "mean_inside"
+        return WindowGeometry(reduce, first[1], as_2d(first[2:]), as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
                               as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
                               as_2d(node.attrs.get("dilations") or [1] * spatial))
 

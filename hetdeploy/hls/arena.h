@@ -237,7 +237,7 @@ template <class T> void gather(const word_t *source, word_t *target, const int *
     relayout<T>(source, target, lookup, n);
 }
 
-// A window op (MaxPool, GlobalAveragePool) over a channels-last buffer: output value (pixel (y, x),
+// A window op (MaxPool, AveragePool, GlobalAveragePool) over a channels-last buffer: output value (pixel (y, x),
 // channel c) reduces channel c of the input pixels (y * s_h - pad_top + i * d_h, x * s_w - pad_left +
 // j * d_w), i < k_h, j < k_w, that lie inside the input; those outside are padding, which a maximum
 // ignores (a window wholly in padding gives 0). One target word at a time: when the channels fill whole
@@ -259,6 +259,7 @@ void window_op(const word_t *source, word_t *target, const window_geometry &g, c
             const int j = w * L + k;
             const int c = j % g.channels, pixel = j / g.channels, y = pixel / g.out_w, x = pixel % g.out_w;
             bool any = false;
+            int count = 0;  // the window's positions inside the input
             for (int i = 0; i < g.k_h; i++) {
                 for (int m = 0; m < g.k_w; m++) {
 #pragma HLS PIPELINE
@@ -272,10 +273,11 @@ void window_op(const word_t *source, word_t *target, const window_geometry &g, c
                                           : reduce.template first<T>(value);
                     }
                     any = true;
+                    count++;
                 }
             }
             for (int t = 0; t < together; t++)
-                lanes[k + t] = j + t < n && any ? reduce.template result<T>(sums[k + t], g) : T(0);
+                lanes[k + t] = j + t < n && any ? reduce.template result<T>(sums[k + t], count, g) : T(0);
         }
         write_run<T, L>(target, w, lanes);
     }
@@ -286,17 +288,21 @@ struct window_max {
     template <class T> struct of { typedef T sum_t; };
     template <class T> T first(T value) const { return value; }
     template <class T> T add(T best, T value) const { return value > best ? value : best; }
-    template <class T> T result(T best, const window_geometry &) const { return best; }
+    template <class T> T result(T best, int, const window_geometry &) const { return best; }
 };
 
-// the mean of a window without padding (GlobalAveragePool): the sum exact (as many more integer bits
-// as 2**25 values need), times the kernel size's inverse, then rounded as T rounds
+// the mean of a window (GlobalAveragePool, AveragePool): the sum of its values inside the input exact (as many
+// more integer bits as 2**25 values need), times the inverse of the kernel's size where padding counts (as
+// zeros: ONNX's count_include_pad=1), else of the positions inside the input (count_include_pad=0), then rounded
+// as T rounds
 struct window_mean {
+    bool count_padding;
+    explicit window_mean(bool count_padding) : count_padding(count_padding) {}
     template <class T> struct of { typedef ap_fixed<T::width + 25, T::iwidth + 25> sum_t; };
     template <class T> typename of<T>::sum_t first(T value) const { return value; }
     template <class T> typename of<T>::sum_t add(typename of<T>::sum_t sum, T value) const { return sum + value; }
-    template <class T> T result(typename of<T>::sum_t sum, const window_geometry &g) const {
-        const ap_ufixed<48, 1, AP_RND> inverse = 1.0 / (g.k_h * g.k_w);
+    template <class T> T result(typename of<T>::sum_t sum, int inside, const window_geometry &g) const {
+        const ap_ufixed<48, 1, AP_RND> inverse = 1.0 / (count_padding ? g.k_h * g.k_w : inside);
         return T(sum * inverse);
     }
 };

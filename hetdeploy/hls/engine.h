@@ -33,7 +33,11 @@
 // loops around them. planning/units/costs.py's
 // ``engine_cycles`` is written from the same loops; tests/test_engine.py holds the two together.
 //
-// Weights at ``weights``: output channel o's window, ((o * k_h + ky) * k_w + kx) * in_c + c, as WW-bit lanes
+// A grouped convolution's output channel o reads the input channels of its group (o / (out_c / groups)), in_c /
+// groups of them; its tiles are a group's output channels, LANES at a time.
+//
+// Weights at ``weights``: output channel o's window, ((o * k_h + ky) * k_w + kx) * (in_c / groups) + c (c of its
+// group's channels), as WW-bit lanes
 // (value * 2^weight_fraction) from word o * ceil(window / lanes a word) on, its last word's lanes past the window
 // zeros; then, from the word after the last channel's, each output channel's bias as a 64-bit lane
 // (bias * 2^(in_fraction + weight_fraction), the sum's binary point).
@@ -47,6 +51,7 @@ namespace hetdeploy {
 struct engine_layer {
     int in_c, in_h, in_w, out_c, out_h, out_w, k_h, k_w, s_h, s_w, pad_top, pad_left, d_h, d_w;
     int in_fraction, in_signed, weight_fraction, out_fraction, out_signed, relu;
+    int groups;  // of input and output channels: output channel o reads group o / (out_c / groups)'s inputs
 };
 
 // the depth of a loop's pipeline: a move (a word read, then written) and a window value's (its address, the
@@ -77,22 +82,23 @@ inline void count_loop(long long iterations, int depth) {
 #define HETDEPLOY_COUNTED(statement)
 #endif
 
-// A window's walk over the input, in the window's order (ky, kx, c), channels fastest: the input element its next
-// value is at, that value's row and column (outside the map: padding), its channel and kernel column, and the
-// weight-buffer entry and the place in it its weights are at; stepped by counters, one multiply a pixel.
+// A window's walk over the input, in the window's order (ky, kx, c), channels fastest (a group's ``channels``,
+// from channel ``channel0`` on): the input element its next value is at, that value's row and column (outside the
+// map: padding), its channel and kernel column, and the weight-buffer entry and the place in it its weights are
+// at; stepped by counters, one multiply a pixel.
 struct engine_walk {
     int at, row, column, c, kx, entry, lane;
 
-    void start(const engine_layer &g, int row0, int column0) {
-        at = (row0 * g.in_w + column0) * g.in_c;
+    void start(const engine_layer &g, int row0, int column0, int channel0) {
+        at = (row0 * g.in_w + column0) * g.in_c + channel0;
         row = row0;
         column = column0;
         c = kx = entry = lane = 0;
     }
 
     // ``step`` values on (VEC of an entry's); column_step and row_step: the input element moves by these after a
-    // pixel's channels and after a row of the window
-    void next(const engine_layer &g, int step, int vec, int column0, int column_step, int row_step) {
+    // pixel's ``channels`` and after a row of the window
+    void next(const engine_layer &g, int channels, int step, int vec, int column0, int column_step, int row_step) {
         lane += step;
         if (lane == vec) {
             lane = 0;
@@ -100,7 +106,7 @@ struct engine_walk {
         }
         at += step;
         c += step;
-        if (c == g.in_c) {
+        if (c == channels) {
             c = 0;
             at += column_step;
             column += g.d_w;
@@ -214,10 +220,11 @@ void engine(const word_t *source, word_t *target, const word_t *weights, const e
 #pragma HLS ARRAY_PARTITION variable=bias complete
     sum_t sums[LANES];
 #pragma HLS ARRAY_PARTITION variable=sums complete
-    const int window = g.k_h * g.k_w * g.in_c;
-    // VEC values an iteration where a pixel's channels come in whole groups of VEC (each group then lies in one
-    // input word and one word of weights), else one
-    const int step = g.in_c % VEC == 0 ? VEC : 1;
+    const int channels = g.in_c / g.groups, group_filters = g.out_c / g.groups;  // a group's
+    const int window = g.k_h * g.k_w * channels;
+    // VEC values an iteration where a pixel's channels of a group come in whole groups of VEC (each group then lies
+    // in one input word and one word of weights), else one
+    const int step = channels % VEC == 0 ? VEC : 1;
     const int pixels = g.out_h * g.out_w;
     const int filter_words = (window + PW - 1) / PW;
     const int bias_word = g.out_c * filter_words;
@@ -225,13 +232,21 @@ void engine(const word_t *source, word_t *target, const word_t *weights, const e
     const sum_t most = g.out_signed ? (sum_t(1) << (OW - 1)) - 1 : (sum_t(1) << OW) - 1;
     const sum_t least = g.out_signed ? sum_t(-(sum_t(1) << (OW - 1))) : sum_t(0);
     const int steps = window / step;  // a pixel's window's iterations
-    // the input element a window's next value is at moves by these after a pixel's channels and after a row
-    const int column_step = (g.d_w - 1) * g.in_c, row_step = (g.d_h * g.in_w - g.k_w * g.d_w) * g.in_c;
-tiles:
-    for (int first = 0; first < g.out_c; first += LANES) {
+    // the input element a window's next value is at moves by these after a pixel's channels of the group and after
+    // a row
+    const int column_step = g.d_w * g.in_c - channels, row_step = (g.d_h * g.in_w - g.k_w * g.d_w) * g.in_c;
+    int group = 0, start = 0;  // the tile's group and its first filter in it
+tiles:  // of each group's filters, LANES at a time
+    for (int first = 0, filters = 0; first < g.out_c; first += filters) {
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_TILES
         HETDEPLOY_COUNTED(engine_counted().cycles++);
-        const int filters = g.out_c - first < LANES ? g.out_c - first : LANES;
+        filters = group_filters - start < LANES ? group_filters - start : LANES;
+        const int channel0 = group * channels;
+        start += filters;
+        if (start == group_filters) {
+            start = 0;
+            group++;
+        }
         int t = 0, i = 0, k = 0;  // the lane and entry of the window the next entry is, and its place in its word
         word_t word = 0;
         const word_t *next = weights + first * filter_words;  // the tile's DDR words, in order
@@ -261,8 +276,8 @@ tiles:
                           engine_counted().weight_words += filters * filter_words + filters);
         int x = 0, row0 = -g.pad_top, column0 = -g.pad_left, out_first = first;
         engine_walk walk;
-        walk.start(g, row0, column0);
-        if (LANES % L == 0 && g.out_c % L == 0) {
+        walk.start(g, row0, column0, channel0);
+        if (LANES % L == 0 && group_filters % L == 0) {
             // every tile's outputs are whole words (its first channel and its channels multiples of a word's):
             // one loop of ``span`` iterations a pixel, its window's steps, during which the previous pixel's
             // words are written (from ``done``, its sums), a word an iteration; the last pixel's after it
@@ -287,7 +302,7 @@ tiles:
                 if (j < steps) {
                     engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, walk, step, tile,
                                                                                       paired, sums);
-                    walk.next(g, step, VEC, column0, column_step, row_step);
+                    walk.next(g, channels, step, VEC, column0, column_step, row_step);
                 }
                 if (j < words && i >= span) {  // the previous pixel's word j: each word once, none read
                     word_t bits = 0;
@@ -308,7 +323,7 @@ tiles:
                         column0 = -g.pad_left;
                         row0 += g.s_h;
                     }
-                    walk.start(g, row0, column0);
+                    walk.start(g, row0, column0, channel0);
                 }
             }
             HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
@@ -342,7 +357,7 @@ tiles:
                 HETDEPLOY_COUNTED(values++);
                 engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, walk, step, tile, paired,
                                                                                   sums);
-                walk.next(g, step, VEC, column0, column_step, row_step);
+                walk.next(g, channels, step, VEC, column0, column_step, row_step);
             }
             HETDEPLOY_COUNTED(count_loop(values, ENGINE_MAC_DEPTH));
             HETDEPLOY_COUNTED(long long written = 0);
@@ -370,7 +385,7 @@ tiles:
                 column0 = -g.pad_left;
                 row0 += g.s_h;
             }
-            walk.start(g, row0, column0);
+            walk.start(g, row0, column0, channel0);
         }
     }
 }

@@ -240,7 +240,7 @@ def engine_capable(device: Device, graph: Graph, widths: Sequence[int]) -> list[
     found = []
     for index in range(len(graph.nodes)):
         unit = units.node_unit(graph, index, device)
-        if not unit.pe or unit.engine != "hls4ml" or units.engine_refusal(graph, unit) is not None:
+        if not unit.pe or unit.engine not in ("hls4ml", "engine") or units.engine_refusal(graph, unit) is not None:
             continue
         window = units.unit_shape(graph, unit, device.clock_mhz, hls_tool=device.hls_tool).n_in
         if not units.engine_holds(device, window, widths[index]):
@@ -390,9 +390,18 @@ class CostModel:
                                               on_engine.get(d.name, ())) if d.kind == "fpga"
                                  else node_seconds(d, w) for i, w in enumerate(self.work)]
                         for d in board.devices}
+        # a node only the engine computes (its PE's: hls4ml has no layer for it) is on the FPGA only on the engine
+        engine_only = {d.name: {i for i in range(len(graph.nodes)) if d.why_not(graph.nodes[i]) is None
+                                and units.node_unit(graph, i, d).engine == "engine"}
+                       for d in board.devices if d.kind == "fpga"}
         for name, times in engine_times.items():
             for i, seconds in times.items():
-                self.seconds[name][i] = min(self.seconds[name][i], seconds)
+                self.seconds[name][i] = seconds if i in engine_only[name] else min(self.seconds[name][i], seconds)
+        # why each of them is not on the FPGA (partition.allowed_devices): no engine in this partition, or not on it
+        self.off_engine = {name: {i: "only the engine computes it (hls4ml has no layer for it)" + (
+            ", and the engine does not take it (its window past the engine's buffers, or a quantizer after it)"
+            if engine else "") for i in only - set(engine_times.get(name, {}))}
+            for name, only in engine_only.items()}
         for device, timed in measured.node_seconds.items():
             for i, node in enumerate(graph.nodes):
                 if node.name in timed:

@@ -182,6 +182,8 @@ def allowed_devices(graph: Graph, board, cost: CostModel) -> list[list[str]]:
         for device in board.devices:
             reason = why_not(device, node, cost.pins)
             if reason is None:
+                reason = cost.off_engine.get(device.name, {}).get(i)
+            if reason is None:
                 over = [k for k, v in cost.usage[device.name][i].items() if v > cost.capacity[device.name][k]]
                 if over:
                     reason = f"needs {cost.usage[device.name][i][over[0]]:.4g} {over[0]}, holds " \

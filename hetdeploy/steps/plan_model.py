@@ -638,8 +638,19 @@ def _pinned_tables(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, op
 
 def _pinned_strategy(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
                      options: BuildOptions) -> Optional[str]:
-    """The hls4ml Strategy --strategy fixes for ``unit``; None: none."""
+    """The hls4ml Strategy --strategy fixes for ``unit``; None: none. A unit of a PE only the engine implements (a
+    convolution hls4ml has no layer for) runs on the engine."""
     given = _unit_setting(loaded, unit, "--strategy", options.strategies)
+    if unit.engine == "engine":
+        main = loaded.graph.nodes[unit.nodes[0]].name
+        if options.no_engine:
+            raise UserError(f"--no-engine: node '{main}' runs only on the engine (hls4ml has no layer for a "
+                            f"{loaded.graph.nodes[unit.nodes[0]].op} like it); let the engine run, or pin the node "
+                            f"to a CPU with --device {main}=...")
+        if given is not None and given[1] != units.ENGINE:
+            raise UserError(f"{said(options, '--strategy', given[0], given[1], f'--strategy {given[0]}')}: node "
+                            f"'{given[0]}' runs only on the engine (hls4ml has no layer for it)")
+        return units.ENGINE
     if given is None:
         return None
     node, strategy = given
@@ -653,7 +664,7 @@ def _pinned_strategy(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
         raise UserError(f"{said(options, '--precision', types[0], types[1], '--precision ' + types[0])}: node "
                         f"'{types[0]}' runs on the engine (--strategy {node}=engine), which sizes its weights' and "
                         f"output's binary points itself at the unit's width (--width)")
-    if shape.latency_only and strategy != "Latency":
+    if shape.latency_only and strategy not in ("Latency", units.ENGINE):
         raise UserError(f"{setting}: node '{node}' runs as a depthwise convolution (or an average pooling), which "
                         f"hls4ml 1.3 computes right only under the latency strategy; leave it to latency")
     if strategy == units.DISTRIBUTED_ARITHMETIC and importlib.util.find_spec("da4ml") is None:

@@ -96,7 +96,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
 
-from ...core.board import RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS, Device
+from ...core.board import LAYER_ENGINE_OPS, RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS, Device
 from ...core.graph import Graph
 from ...core.plan import Band, Subfunction
 from ..dataflow import DataflowError, Op, Process
@@ -542,13 +542,11 @@ def dataflow_processes(graph: Graph, sub: Subfunction, clock_mhz: float, hls_too
 
 
 def engine_refusal(graph: Graph, unit: Unit) -> Optional[str]:
-    """Why ``unit`` cannot run on the engine; None: it can. The engine computes a Conv (one group, 1-D or 2-D),
+    """Why ``unit`` cannot run on the engine; None: it can. The engine computes a Conv (1-D or 2-D, of any groups),
     a Gemm or a MatMul of a flat input, each BatchNormalization after it folded into its weights, then a ReLU."""
     main, *after = (graph.nodes[i] for i in unit.nodes)
-    if main.op not in ("Conv", "Gemm", "MatMul"):
-        return f"the engine computes a Conv, Gemm or MatMul, not {main.op}"
-    if main.op == "Conv" and main.attrs.get("group", 1) != 1:
-        return "the engine computes convolutions of one group (not depthwise or grouped ones)"
+    if main.op not in LAYER_ENGINE_OPS:
+        return f"the engine computes a {', '.join(LAYER_ENGINE_OPS)}, not {main.op}"
     if main.op == "Conv" and len(main.input_shapes[0]) not in (3, 4):
         return "the engine computes 1-D and 2-D convolutions"
     if main.op != "Conv" and len(main.input_shapes[0]) != 2:
@@ -576,12 +574,13 @@ def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     """A unit's foldings, least folded first: every reuse factor with the weights on chip, then (for a
     multiply-accumulate unit, given the DDR rate, under no strategy or Resource) the weights in DDR at the
     least reuse factor that the DDR keeps busy. ``strategy``: the unit's (STRATEGIES); None: by the reuse
-    factor (``strategy_for``); a unit hls4ml computes only under Latency (``Shape.latency_only``): Latency."""
+    factor (``strategy_for``); a unit hls4ml computes only under Latency (``Shape.latency_only``): Latency, unless on
+    the engine."""
+    if strategy == ENGINE:
+        return [Folding(1, True, strategy)]
     strategy = "Latency" if shape.latency_only else strategy
     if strategy == DISTRIBUTED_ARITHMETIC:
         return [Folding(1, False, strategy)]
-    if strategy == ENGINE:
-        return [Folding(1, True, strategy)]
     options = [Folding(rf, False, strategy) for rf in candidate_reuse_factors(shape)]
     if kind_of(shape).foldable and ddr_bytes_per_cycle is not None and strategy != "Latency":
         options.append(ddr_folding(shape, width, ddr_bytes_per_cycle))

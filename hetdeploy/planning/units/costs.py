@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from ...core.board import RELAYOUT_OPS, VITIS_HLS
+from ...core.board import LAYER_ENGINE_FUSED_OPS, RELAYOUT_OPS, VITIS_HLS
 from ...core.graph import QUANTIZER_OPS
 
 RESOURCES = ("dsp", "bram18", "lut", "ff")
@@ -82,7 +82,7 @@ ENGINE_LANE_LUT, ENGINE_LANE_FF = 64, 64
 # model of the schedule, not a synthesis result
 ENGINE_MOVE_DEPTH, ENGINE_MAC_DEPTH = 2, 6
 # Ops an engine unit may end with after its main node (BatchNormalizations are folded into its weights)
-ENGINE_FUSED_OPS = ("BatchNormalization", "Relu")
+ENGINE_FUSED_OPS = LAYER_ENGINE_FUSED_OPS
 # Softmax's pipeline after its exponentials' table reads (the sum, the inverse's read, the products): cycles at
 # the reference clock
 SOFTMAX_REFERENCE_CYCLES = 2
@@ -244,22 +244,24 @@ def bound_products(count: int, width: int, bits: int, dsp_binding: tuple[int, in
 
 
 def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int, vector: int = 1,
-                  channels: int = 0) -> dict[str, int]:
+                  channels: int = 0, groups: int = 1) -> dict[str, int]:
     """hls/engine.h's cycles for a layer of ``filters`` output channels over ``pixels`` output pixels, ``window``
-    products each over ``channels`` input channels (0: the window's), its weights and values ``width`` bits, on
-    ``lanes`` x ``vector`` multipliers: its loops as C-simulation counts them (engine_counted), each pipelined
-    loop's iterations at II 1 and its depth once, and a cycle a tile. Per tile of ``lanes`` filters: its filters'
-    weight words and a bias a lane; then its pixels' windows, ``vector`` values an iteration when the channels are
-    a multiple of it (else one). Where every tile's outputs are whole words (the lanes and the filters multiples
-    of a word's outputs) one loop of the larger of a window's iterations and a pixel's output words a pixel, the
-    previous pixel's words written during it, then the last pixel's words; else per pixel a cycle, the window,
-    then the words its outputs lie in. ``weight_words``: the DDR words of weights and biases it reads."""
+    products each over ``channels`` input channels of its group (0: the window's), in ``groups`` groups, its
+    weights and values ``width`` bits, on ``lanes`` x ``vector`` multipliers: its loops as C-simulation counts them
+    (engine_counted), each pipelined loop's iterations at II 1 and its depth once, and a cycle a tile. Per tile of
+    a group's filters, ``lanes`` at a time: its filters' weight words and a bias a lane; then its pixels' windows,
+    ``vector`` values an iteration when the channels are a multiple of it (else one). Where every tile's outputs
+    are whole words (the lanes and a group's filters multiples of a word's outputs) one loop of the larger of a
+    window's iterations and a pixel's output words a pixel, the previous pixel's words written during it, then the
+    last pixel's words; else per pixel a cycle, the window, then the words its outputs lie in. ``weight_words``:
+    the DDR words of weights and biases it reads."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
     steps = window // vector if (channels or window) % vector == 0 else window
-    aligned = lanes % per_word == 0 and filters % per_word == 0
+    group_filters = filters // groups
+    aligned = lanes % per_word == 0 and group_filters % per_word == 0
     cycles = weight_words = weight_cycles = 0
-    for first in range(0, filters, lanes):
-        tile = min(lanes, filters - first)
+    for first in (g * group_filters + t for g in range(groups) for t in range(0, group_filters, lanes)):
+        tile = min(lanes, group_filters - first % group_filters)
         words = tile * -(-window // per_word)  # each filter's window from a word of its own
         cycles += 1 + _loop(words * (per_word // vector), ENGINE_MOVE_DEPTH) + _loop(lanes, ENGINE_MOVE_DEPTH)
         weight_words += words + tile
@@ -353,9 +355,12 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     (nothing: the engine's resources are ``engine_resources``, once for all its units), and its cycles
     (``engine_cycles``), at least the DDR's time for its weights' words when that is longer than the loops that
     read them. It reads and writes its buffers itself: no moves besides."""
-    channels = shape.input_map[2] if shape.input_map else shape.n_in  # a dense layer's: its window's
+    channels, groups = shape.n_in, 1  # a dense layer's: its window's
+    if shape.input_map:  # a convolution's group's: its window's over its kernel
+        channels = shape.n_in // (shape.window_geometry[0] * shape.window_geometry[1])
+        groups = shape.input_map[2] // channels
     counted = engine_cycles(shape.n_in, shape.n_out, shape.vectors, width, shape.engine.lanes,
-                            vector=shape.engine.vector, channels=channels)
+                            vector=shape.engine.vector, channels=channels, groups=groups)
     cycles = counted["cycles"]
     ddr = 0 if ddr_bytes_per_cycle is None else max(
         0, math.ceil(counted["weight_words"] * ARENA_WORD_BYTES / ddr_bytes_per_cycle) - counted["weight_cycles"])
