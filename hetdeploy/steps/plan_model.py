@@ -56,13 +56,11 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
         except UserError as why:
             refused = refused or why
             if with_engine is True and isinstance(why, UnitsDoNotFit) and plan is not None:
-                # The partition prices one engine an FPGA, the folding gives each FPGA subfunction its own: where
-                # several do not fit, once more with the engine for the nodes of the one with the most engine MACs
-                # on each FPGA only (the others' then weighed on hls4ml, or off the FPGA)
-                largest = _largest_engine_subfunctions(plan, loaded, board, options, layer_widths)
-                if largest:
-                    tries.append(largest)
+                tries += _largest_engine_try(plan, loaded, board, options, layer_widths)
             continue
+        if with_engine is True and any(sum(any(u.engine for u in s.execution_units) for s in plan.subfunctions
+                                           if s.device == d.name) > 1 for d in board.devices):
+            tries += _largest_engine_try(plan, loaded, board, options, layer_widths)
         index = loaded.graph.node_index()
         memory.plan_memory(plan, loaded.graph, loaded.tensor_shapes(), board, options.memory_strategy, options.width,
                            options.batch, lambda t: units.element_bytes(options.width),
@@ -75,6 +73,16 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
         raise refused
     return min(plans, key=lambda p: p.estimate.latency_s if options.objective == "latency"
                else 1.0 / p.estimate.throughput_per_s)
+
+
+def _largest_engine_try(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
+                        layer_widths: Mapping[str, int]) -> list[frozenset[str]]:
+    """The partition prices one engine an FPGA, the folding gives each FPGA subfunction its own, in what the FPGA's
+    engine allowance holds: where several do not fit, or share it, the partition is tried once more with the engine
+    for the nodes of the one with the most engine MACs on each FPGA only (the others' then weighed on hls4ml, or
+    off the FPGA); no try where there are none."""
+    largest = _largest_engine_subfunctions(plan, loaded, board, options, layer_widths)
+    return [largest] if largest else []
 
 
 def _largest_engine_subfunctions(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
@@ -467,8 +475,9 @@ def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int
                   widths: list[int]) -> list[dict[tuple[int, ...], units.EngineSize]]:
     """The sizes of the engines of ``groups`` (each a subfunction's units that may run on its engine, priced as
     ``whole``) to try, the fewest cycles of all their units first: the group of the most multiply-accumulates takes
-    each of its sizes (``units.engine_sizes_for``), each other group the fastest of the sizes the FPGA's engine
-    allowance then leaves it."""
+    each of its sizes (``units.engine_sizes_for``); each other group the fastest size in its share, by its
+    multiply-accumulates, of the FPGA's engine allowance that leaves, then, in turn, the fastest in its share and
+    what the others' shares left unused."""
     if not groups:
         return [{}]
 
@@ -481,18 +490,23 @@ def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int
     def resources(group: tuple[int, ...], size: units.EngineSize) -> dict[str, int]:
         return units.engine_resources(max(whole[k].n_in for k in group), max(widths[k] for k in group), size)
 
+    def cycles(group: tuple[int, ...], size: units.EngineSize) -> int:
+        return units.engine_cycles_of(device, max(widths[k] for k in group), [whole[k] for k in group], size)
+
     first, *others = sorted(groups, key=macs, reverse=True)
+    allowance = units.engine_allowance(device)
+    rest = sum(macs(group) for group in others) or 1
     tried = []
     for size in sizes(first):
         sized = {first: size}
-        left = units.engine_allowance(device)
-        for group in [first, *others]:
-            if group not in sized:
-                sized[group] = sizes(group, left)[0]
-            left = {k: n - resources(group, sized[group]).get(k, 0) for k, n in left.items()}
-        cycles = sum(units.engine_cycles_of(device, max(widths[k] for k in group), [whole[k] for k in group], s)
-                     for group, s in sized.items())
-        tried.append((cycles, len(tried), sized))
+        left = {k: n - resources(first, size).get(k, 0) for k, n in allowance.items()}
+        for group in others:
+            sized[group] = sizes(group, {k: n * macs(group) // rest for k, n in left.items()})[0]
+        for group in others:
+            spare = {k: n - sum(resources(o, sized[o]).get(k, 0) for o in others if o != group)
+                     for k, n in left.items()}
+            sized[group] = min(sizes(group, spare)[0], sized[group], key=lambda s: cycles(group, s))
+        tried.append((sum(cycles(group, s) for group, s in sized.items()), len(tried), sized))
     return [sized for _, _, sized in sorted(tried, key=lambda t: t[:2])]
 
 
