@@ -351,3 +351,54 @@ def test_the_tops_batchnormalization_scales_and_shifts_each_channel(tmp_path, a,
     expected = ft.quantize(np.maximum(total, 0) if relu == "true" else total)
     assert got.tolist() == expected.tolist()
     assert len(set(expected.tolist())) > 8
+
+
+# (input shape, attributes): LRNs the top computes, AlexNet's and GoogLeNet's attributes (size 5, alpha 1e-4, beta
+# 0.75, bias 1) and others, with channels that fill words and that do not
+LRN_CASES = [
+    ([1, 6, 5, 5], {"size": 5, "alpha": 1e-4, "beta": 0.75, "bias": 1.0}),
+    ([1, 8, 3, 4], {"size": 5, "alpha": 0.02, "beta": 0.75, "bias": 1.0}),
+    ([1, 7, 4, 3], {"size": 7, "alpha": 0.05, "beta": 0.5, "bias": 2.0}),
+    ([1, 3, 3, 3], {"size": 3, "alpha": 0.1, "beta": 1.0, "bias": 1.5}),
+]
+
+
+def test_the_tops_lrn_matches_onnxruntime(tmp_path):
+    """arena.h's lrn as a build's top calls it (top_kinds.LOCAL_RESPONSE's line) against onnxruntime on the same
+    values, multiples of 1/64 that ap_fixed<16,5> holds exactly: within a step of 1/2048 (AP_RND) and float's
+    error; each case's normalization moves its values (the check could not pass on the input itself)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from hetdeploy.core.board_runtime import channels_last
+    from hetdeploy.core.plan import LocalResponse
+    from hetdeploy.fpga.top_kinds import LOCAL_RESPONSE
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(11)
+    calls, cases = [], []
+    for k, (shape, attrs) in enumerate(LRN_CASES):
+        node = helper.make_node("LRN", ["x"], ["y"], **attrs)
+        graph = helper.make_graph([node], "l", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        x = (rng.integers(-15 * 64, 15 * 64, shape) / 64).astype(np.float32)
+        (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+        assert np.abs(y - x).max() > 2.0 ** -8, attrs  # the normalization shows
+        unit = SimpleNamespace(name=f"case{k}", inputs=["x"], outputs=["y"], local_response=LocalResponse(**attrs))
+        buffers = SimpleNamespace(types={"x": "value_t", "y": "value_t"}, shapes={"y": list(shape)},
+                                  at=lambda t: {"x": "source", "y": "target"}[t])
+        values = ", ".join(f"{v:.6f}f" for v in channels_last(x).reshape(-1))
+        calls.append(f"{{ static const float x[] = {{{values}}}; hetdeploy::from_float<value_t>(x, source, {x.size}); "
+                     f"{LOCAL_RESPONSE.run(unit, buffers).strip()} print(target, {y.size}); }}")
+        cases.append(channels_last(y).reshape(-1))
+    (tmp_path / "main.cpp").write_text(WINDOW_PROGRAM % {"declarations": "", "calls": "\n    ".join(calls)})
+    binary = tmp_path / "main"
+    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
+                    str(tmp_path / "main.cpp")], check=True, capture_output=True)
+    lines = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split("\n")
+    for (shape, attrs), want, line in zip(LRN_CASES, cases, lines):
+        got = np.array(line.split(), dtype=np.float64)
+        assert got.shape == want.shape, (shape, attrs)
+        assert np.abs(got - want).max() <= 2.0 ** -12 + 2e-6 * np.abs(want).max(), (shape, attrs,
+                                                                                   np.abs(got - want).max())

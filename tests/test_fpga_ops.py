@@ -463,11 +463,12 @@ def test_the_window_ops_hls4ml_cannot_run_are_reduced_by_the_top(tmp_path):
 
 @pytest.mark.slow
 def test_convolutions_hls4ml_has_no_layer_for_run_on_the_engine_and_match_onnxruntime(tmp_path):
-    """The model zoo's AlexNet's 11 x 11 stride-4 stem and its two-group 5 x 5 convolution, ShuffleNet's 4-group
-    1 x 1 convolution and its 3 x 3 stride-2 average pooling that does not count the padding (count_include_pad
+    """The model zoo's AlexNet's 11 x 11 stride-4 stem, its LRN and its two-group 5 x 5 convolution, ShuffleNet's
+    4-group 1 x 1 convolution and its 3 x 3 stride-2 average pooling that does not count the padding (count_include_pad
     0), and a dilated convolution (their attributes as the zoo's files have them), on the PYNQ-Z2: all on the
     FPGA, the convolutions on the engine (the engine_conv PE: hls4ml has no layer for them), each group's filters a
-    tile, the pooling on the top's window PE; every unit within tolerance of onnxruntime, the pipeline emulated."""
+    tile, the pooling on the top's window PE, the LRN on the top's lrn PE; every unit within tolerance of
+    onnxruntime, the pipeline emulated."""
     b = Builder(1)
 
     def conv(x, name, filters, channels, kernel, group=1, **attrs):
@@ -477,6 +478,7 @@ def test_convolutions_hls4ml_has_no_layer_for_run_on_the_engine_and_match_onnxru
         return b.node("Relu", [x], f"{name}.relu")
 
     x = conv("input", "stem", 8, 3, 11, strides=[4, 4], pads=[2, 2, 2, 2])  # 67 x 67 -> 16 x 16
+    x = b.node("LRN", [x], "norm", size=5, alpha=0.02, beta=0.75, bias=1.0)
     x = conv(x, "grouped5", 8, 8, 5, group=2, pads=[2, 2, 2, 2])
     x = conv(x, "grouped1", 16, 8, 1, group=4)
     x = b.node("AveragePool", [x], "pool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])  # -> 8 x 8
@@ -493,6 +495,8 @@ def test_convolutions_hls4ml_has_no_layer_for_run_on_the_engine_and_match_onnxru
             "engine_conv", "Engine", groups, True), name
     pool = units[where["pool"]["unit"]]
     assert (pool.pe, pool.window.reduce, pool.verification.passed) == ("window", "mean_inside", True)
+    norm = units[where["norm"]["unit"]]
+    assert (norm.pe, norm.local_response.size, norm.verification.passed) == ("lrn", 5, True)
     assert len({s.name for s in plan.subfunctions}) == 1
 
 

@@ -44,8 +44,8 @@ RELAYOUT_OPS = ("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Dept
 TOP_WINDOW_OPS = ("MaxPool", "AveragePool", "GlobalAveragePool")
 # Ops the top computes itself over whole buffers (arena.h's add, concat and affine): a residual Add and a
 # BatchNormalization not folded into a layer before it, each with a ReLU after it fused (TOP_FUSED_OPS); a Concat
-# along the channels
-TOP_ELEMENTWISE_OPS = ("Add", "Concat", "BatchNormalization")
+# along the channels; a local response normalization across the channels (arena.h's lrn)
+TOP_ELEMENTWISE_OPS = ("Add", "Concat", "BatchNormalization", "LRN")
 TOP_FUSING_OPS = ("Add", "BatchNormalization")  # those of them the top fuses a ReLU after
 TOP_FUSED_OPS = ("Relu",)
 

@@ -287,6 +287,17 @@ class Window:
 
 
 @dataclass
+class LocalResponse:
+    """A local response normalization (ONNX's LRN) the subfunction's top computes itself (arena.h's lrn) across
+    the channels of a channels-last buffer: its attributes."""
+
+    size: int
+    alpha: float
+    beta: float
+    bias: float
+
+
+@dataclass
 class EngineLayer:
     """A convolution or dense unit the subfunction's layer-sequential engine runs (hls/engine.h: one array of
     ``lanes`` multiply-accumulators the top calls once per such unit): its shape over channels-last buffers (a
@@ -399,11 +410,12 @@ class ExecutionUnit:
     # position), a C++ header relative to the subfunction's HLS project
     index_table: str = ""
     window: Optional[Window] = None  # a window op the top reduces (a MaxPool, an AveragePool, ...): its geometry
-    # ops the top computes itself over whole buffers (arena.h's add, concat, affine): ["Add"], ["Add", "Relu"],
-    # ["Concat"], ["BatchNormalization"], ["BatchNormalization", "Relu"]
+    # ops the top computes itself over whole buffers (arena.h's add, concat, affine, lrn): ["Add"], ["Add", "Relu"],
+    # ["Concat"], ["BatchNormalization"], ["BatchNormalization", "Relu"], ["LRN"]
     elementwise: list[str] = field(default_factory=list)
     # a BatchNormalization's: the C++ header of its per-channel scale and shift, relative to the HLS project
     affine: str = ""
+    local_response: Optional[LocalResponse] = None  # an LRN the top computes: its attributes
     band: Optional[Band] = None  # run band by band, through two band buffers (``band_buffers``)
     engine: Optional[EngineLayer] = None  # run on the subfunction's engine (strategy "engine")
     verification: Optional[Verification] = None

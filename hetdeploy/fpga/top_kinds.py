@@ -25,7 +25,8 @@ from onnx import helper, numpy_helper
 from ..core.board import TOP_WINDOW_OPS
 from ..core.board_runtime import channels_first, channels_last, stored_shape
 from ..core.graph import Node
-from ..core.plan import ExecutionUnit, UnitHls, WeightPort, Window as WindowGeometry
+from ..core.plan import ExecutionUnit, LocalResponse as LocalResponseAttributes, UnitHls, WeightPort, \
+    Window as WindowGeometry
 from ..core.precision import CppFixed, weight_fixed
 from ..intake.ort_adapter import OrtModel
 from .engine import affine as engine_affine, quantized as engine_quantized, weights_bytes as engine_weights_bytes
@@ -324,6 +325,29 @@ class Concat(_Computed):
                     second_channels=shapes[b][1])
 
 
+class LocalResponse(_Computed):
+    """An LRN: a channels-last buffer's axis 1 is its channels."""
+
+    name = "lrn"
+    ops = ("LRN",)
+
+    def generate(self, unit, source):
+        super().generate(unit, source)
+        attrs = source.nodes[0].attrs
+        unit.local_response = LocalResponseAttributes(attrs["size"], attrs.get("alpha", 1e-4), attrs.get("beta", 0.75),
+                                                      attrs.get("bias", 1.0))
+
+    def is_one(self, unit):
+        return unit.local_response is not None
+
+    def values(self, unit, buffers):
+        (x,), (y,), at, types, shapes = unit.inputs, unit.outputs, buffers.at, buffers.types, buffers.shapes
+        lrn = unit.local_response
+        return dict(in_type=types[x], type=types[y], size=lrn.size, source=at(x), target=at(y),
+                    channels=shapes[y][1], values=values_of(shapes[y]), alpha=repr(float(lrn.alpha)),
+                    beta=repr(float(lrn.beta)), bias=repr(float(lrn.bias)))
+
+
 class Add(_Computed):
     """x + x reads one buffer twice."""
 
@@ -449,10 +473,10 @@ class Gather(_Moved):
                     values=values_of(buffers.shapes[y]))
 
 
-ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, ADD, WINDOW, FLATTEN, GATHER = (
-    Engine(), Banded(), Hls4ml(), Affine(), Concat(), Add(), Window(), Flatten(), Gather())
+ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, LOCAL_RESPONSE, ADD, WINDOW, FLATTEN, GATHER = (
+    Engine(), Banded(), Hls4ml(), Affine(), Concat(), LocalResponse(), Add(), Window(), Flatten(), Gather())
 # In the order a unit is tried against them: the first that makes it, or says it is one, is its kind.
-TOP_KINDS = (ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, ADD, WINDOW, FLATTEN, GATHER)
+TOP_KINDS = (ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, LOCAL_RESPONSE, ADD, WINDOW, FLATTEN, GATHER)
 
 
 def kind_to_generate(unit: ExecutionUnit, op: str, engine: str) -> TopKind:

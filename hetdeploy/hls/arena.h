@@ -12,6 +12,11 @@
 
 #include "ap_fixed.h"
 #include "ap_int.h"
+#ifdef __SYNTHESIS__
+#include "hls_math.h"
+#else
+#include <cmath>
+#endif
 
 namespace hetdeploy {
 
@@ -382,6 +387,66 @@ void affine(const word_t *source, word_t *target, const S *scale, const S *shift
             lanes[k] = j < n ? T(relu && sum < 0 ? sum_t(0) : sum) : T(0);
         }
         write_run<T, L>(target, w, lanes);
+    }
+}
+
+// x^y in float: the HLS math library's in synthesis (AMD UG1399, "HLS Math Library"), the C library's in
+// C-simulation
+inline float power(float x, float y) {
+#ifdef __SYNTHESIS__
+    return hls::pow(x, y);
+#else
+    return std::pow(x, y);
+#endif
+}
+
+// A local response normalization (ONNX's LRN) the top computes itself over a channels-last buffer of n values,
+// ``channels`` a pixel: value x of channel c becomes x / (bias + alpha / SIZE * s)^beta, s the sum of the squares
+// of its pixel's values of channels c - (SIZE - 1) / 2 to c + SIZE / 2 (those the pixel has), exact; the power in
+// float, the quotient converted to T as T rounds and saturates. One pass, a value an iteration: each value read
+// SIZE / 2 values ahead of the one written, the window's values and their pixels in shift registers, the output
+// written a whole word at a time.
+template <class S, class T, int SIZE>
+void lrn(const word_t *source, word_t *target, int channels, int n, float alpha, float beta, float bias) {
+    static const int L = lane<T>::per_word, AHEAD = SIZE / 2, BEHIND = (SIZE - 1) / 2;
+    typedef ap_fixed<2 * S::width + 8, 2 * S::iwidth + 8> square_sum_t;  // up to 256 squares, exact
+    S values[SIZE];  // elements o - BEHIND .. o + AHEAD, o the one written
+    int pixels[SIZE];  // theirs (-1: none)
+#pragma HLS ARRAY_PARTITION variable=values complete
+#pragma HLS ARRAY_PARTITION variable=pixels complete
+    for (int k = 0; k < SIZE; k++) {
+#pragma HLS UNROLL
+        values[k] = 0;
+        pixels[k] = -1;
+    }
+    word_t out = 0;
+    int pixel = 0, channel = 0;  // of the next value read
+    for (int j = 0; j < n + AHEAD; j++) {
+#pragma HLS PIPELINE II=1
+        for (int k = 0; k + 1 < SIZE; k++) {
+#pragma HLS UNROLL
+            values[k] = values[k + 1];
+            pixels[k] = pixels[k + 1];
+        }
+        values[SIZE - 1] = j < n ? read<S>(source, j) : S(0);
+        pixels[SIZE - 1] = j < n ? pixel : -1;
+        if (++channel == channels) {
+            channel = 0;
+            pixel++;
+        }
+        const int o = j - AHEAD;
+        if (o < 0) continue;
+        square_sum_t sum = 0;
+        for (int k = 0; k < SIZE; k++) {
+#pragma HLS UNROLL
+            if (pixels[k] == pixels[BEHIND]) sum += square_sum_t(values[k] * values[k]);
+        }
+        const float scale = power(bias + alpha / SIZE * sum.to_float(), -beta);
+        set_lane<T>(out, o % L, T(values[BEHIND].to_float() * scale));
+        if (o % L == L - 1 || o == n - 1) {
+            target[o / L] = out;
+            out = 0;
+        }
     }
 }
 

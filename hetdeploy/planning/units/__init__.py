@@ -222,6 +222,9 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
         return Shape("add", len(main.inputs), channels, math.prod(main_out[2:]), False, 0, output_values, softmax)
     if unit.engine == "top" and main.op == "BatchNormalization":  # the top's scale and shift: a product a value
         return Shape("affine", 1, channels, math.prod(main_out[2:]), False, 0, output_values, softmax)
+    if unit.engine == "top" and main.op == "LRN":  # the top's LRN: n_in, the channels of a value's window
+        return Shape("lrn", main.attrs.get("size", 1), channels, math.prod(main_out[2:]), False, 0, output_values,
+                     softmax)
     if unit.engine == "top" and main.op == "Concat":  # the top's Concat: n_in, the channels both inputs' divide
         return Shape("concat", math.gcd(*[s[1] for s in main.input_shapes]), main_out[1], math.prod(main_out[2:]),
                      False, 0, output_values, softmax)

@@ -81,6 +81,9 @@ ENGINE_LANE_LUT, ENGINE_LANE_FF = 64, 64
 # moved (read, then written), and a window value's (its address, the read, the product, the sum): hetdeploy's
 # model of the schedule, not a synthesis result
 ENGINE_MOVE_DEPTH, ENGINE_MAC_DEPTH = 2, 6
+# The top's LRN (arena.h's lrn): a float power a value, pipelined at II 1 (its log, product and exp), in these
+# resources and this pipeline's depth: hetdeploy's model, not checked against a synthesis report
+LRN_POWER_DSP, LRN_POWER_LUT, LRN_POWER_FF, LRN_POWER_DEPTH = 20, 6000, 8000, 40
 # Ops an engine unit may end with after its main node (BatchNormalizations are folded into its weights)
 ENGINE_FUSED_OPS = LAYER_ENGINE_FUSED_OPS
 # Softmax's pipeline after its exponentials' table reads (the sum, the inverse's read, the products): cycles at

@@ -8,8 +8,8 @@ a kind's name. Adding an op that an existing kind runs touches that kind alone; 
   depthwise convolution), folded by its reuse factor, its weights on chip or in DDR;
 - ``window``: hls4ml's max pooling;
 - ``elementwise``: hls4ml's activations and arithmetic a value at a time;
-- ``gather``, ``add``, ``concat``, ``affine``: ops the subfunction's top computes over whole buffers (arena.h's
-  window_op, add, concat, affine), their reads of the buffers being their compute;
+- ``gather``, ``add``, ``concat``, ``affine``, ``lrn``: ops the subfunction's top computes over whole buffers
+  (arena.h's window_op, add, concat, affine, lrn), their reads of the buffers being their compute;
 - ``data``: a relayout the top moves (no logic).
 What every kind shares (the unit's control, its tables, streaming, its moves through the arena) is
 ``units.estimate``'s; the constants are ``costs``'.
@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import ClassVar, Optional, Sequence
 
 from ..dataflow import Op, loop_ops, whole_ops
-from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, DISTRIBUTED_ARITHMETIC, Shape, accumulator_bits,
+from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, DISTRIBUTED_ARITHMETIC, LRN_POWER_DEPTH, LRN_POWER_DSP,
+                    LRN_POWER_FF, LRN_POWER_LUT, Shape, accumulator_bits,
                     adder_levels_a_cycle, arena_words, bound_products, bram18_blocks, ddr_cycles_per_vector,
                     distributed_arithmetic_lut, dsps_a_product, element_bytes, first_product_cycles, iterations,
                     strategy_for, valid_reuse_factors, weight_codes, weight_type_bits)
@@ -289,6 +290,19 @@ class Affine(_TokenByToken):
         return Arithmetic(dsp=lanes * dsps_a_product(width),
                           lut=lanes * width * 2,  # the adder and the ReLU's multiplexer a lane
                           ff=lanes * width * 2, cycles=arena_words(shape.output_values, width))
+
+
+@unit_kind
+class LocalResponse(_TopKind):
+    """arena.h's lrn: a value an iteration, read its window's half ahead of the one written, a word written each
+    word of them; its window's squares (a product a value of it) exact, then a float power (LRN_POWER_*)."""
+
+    name = "lrn"
+
+    def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
+        return Arithmetic(dsp=shape.n_in * dsps_a_product(width) + LRN_POWER_DSP,
+                          lut=shape.n_in * width * 2 + LRN_POWER_LUT, ff=shape.n_in * width * 2 + LRN_POWER_FF,
+                          cycles=shape.output_values + shape.n_in // 2 + LRN_POWER_DEPTH)
 
 
 @unit_kind
