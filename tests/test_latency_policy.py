@@ -482,11 +482,16 @@ def test_the_model_zoos_networks_run_on_the_kv260s_fpga(tmp_path, name):
     assert name != "densenet121" or len(alone) > 50
 
 
-@pytest.mark.parametrize("name", ["light_densenet121", "light_resnet50", "light_squeezenet", "light_inception_v1"])
+@pytest.mark.parametrize("name", ["light_densenet121", "light_resnet50", "light_squeezenet", "light_inception_v1",
+                                  "light_inception_v2", "light_shufflenet", "light_bvlc_alexnet", "light_zfnet512"])
 def test_the_onnx_packages_model_zoo_files_keep_their_macs_on_the_kv260s_fpga(name):
     """The model zoo's CNNs as the onnx package ships them (exported from Caffe2: DenseNet-121's BatchNormalizations
-    followed by a Mul and an Add a channel, which intake makes one BatchNormalization): at least 90 % of their
-    convolution and matrix MACs on the KV260's FPGA, estimated at least 2x faster than all on the A53s; its engine
+    followed by a Mul and an Add a channel, which intake makes one BatchNormalization; Inception v2's and
+    ShuffleNet's average pooling over padding it does not count, on the top; ShuffleNet's and AlexNet's grouped
+    convolutions and AlexNet's 11 x 11 stem on the engine alone; AlexNet's and ZFNet's LRNs on the top; VGG-19,
+    planned in 15 s, is python benchmarks/big_cnns.py's alone): at least 90 % of their
+    convolution and matrix MACs on the KV260's FPGA, estimated at least 2x faster than all on the A53s (ShuffleNet
+    1.1x); its engine
     holds weights in URAM, and the memory plan puts activations only in the URAM the engine leaves."""
     from hetdeploy.commands.api import plan
     from hetdeploy.intake.model import load_model
@@ -495,7 +500,9 @@ def test_the_onnx_packages_model_zoo_files_keep_their_macs_on_the_kv260s_fpga(na
     macs = {n.name: node_work(n).macs for n in graph.nodes}
     result = plan(ZOO / f"{name}.onnx", "kv260").plan
     assert sum(macs[n] for s in result.subfunctions if s.kind == "fpga" for n in s.nodes) >= 0.9 * sum(macs.values())
-    assert result.estimate.all_cpu_latency_s >= 2 * result.estimate.latency_s
+    # ShuffleNet (140 M multiply-accumulates) spends them in depthwise convolutions, a group's one filter a tile
+    # of the engine's lanes: 1.2x
+    assert result.estimate.all_cpu_latency_s >= (1.1 if name == "light_shufflenet" else 2) * result.estimate.latency_s
     # the engine's weight buffers in URAM, which the memory plan's activations then do not get
     fpga_subs = [s for s in result.subfunctions if s.kind == "fpga"]
     engine_uram = sum(u.estimate.get("uram", 0) for s in fpga_subs for u in s.execution_units)
