@@ -481,31 +481,33 @@ def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int
     if not groups:
         return [{}]
 
-    def macs(group: tuple[int, ...]) -> int:
-        return sum(whole[k].n_in * whole[k].n_out * whole[k].vectors for k in group)
+    macs = {g: sum(whole[k].n_in * whole[k].n_out * whole[k].vectors for k in g) for g in groups}
+    width = {g: max(widths[k] for k in g) for g in groups}
+    window = {g: max(whole[k].n_in for k in g) for g in groups}
 
     def sizes(group: tuple[int, ...], allowance: Optional[dict[str, int]] = None) -> list[units.EngineSize]:
-        return units.engine_sizes_for(device, max(widths[k] for k in group), [whole[k] for k in group], allowance)
+        return units.engine_sizes_for(device, width[group], [whole[k] for k in group], allowance)
 
     def resources(group: tuple[int, ...], size: units.EngineSize) -> dict[str, int]:
-        return units.engine_resources(max(whole[k].n_in for k in group), max(widths[k] for k in group), size)
+        return units.engine_resources(window[group], width[group], size)
 
     def cycles(group: tuple[int, ...], size: units.EngineSize) -> int:
-        return units.engine_cycles_of(device, max(widths[k] for k in group), [whole[k] for k in group], size)
+        return units.engine_cycles_of(device, width[group], [whole[k] for k in group], size)
 
-    first, *others = sorted(groups, key=macs, reverse=True)
+    first, *others = sorted(groups, key=macs.get, reverse=True)
     allowance = units.engine_allowance(device)
-    rest = sum(macs(group) for group in others) or 1
+    rest = sum(macs[group] for group in others) or 1
     tried = []
     for size in sizes(first):
         sized = {first: size}
         left = {k: n - resources(first, size).get(k, 0) for k, n in allowance.items()}
         for group in others:
-            sized[group] = sizes(group, {k: n * macs(group) // rest for k, n in left.items()})[0]
+            sized[group] = sizes(group, {k: n * macs[group] // rest for k, n in left.items()})[0]
+        used = {group: resources(group, sized[group]) for group in others}
         for group in others:
-            spare = {k: n - sum(resources(o, sized[o]).get(k, 0) for o in others if o != group)
-                     for k, n in left.items()}
+            spare = {k: n - sum(used[o].get(k, 0) for o in others) + used[group].get(k, 0) for k, n in left.items()}
             sized[group] = min(sizes(group, spare)[0], sized[group], key=lambda s: cycles(group, s))
+            used[group] = resources(group, sized[group])
         tried.append((sum(cycles(group, s) for group, s in sized.items()), len(tried), sized))
     return [sized for _, _, sized in sorted(tried, key=lambda t: t[:2])]
 

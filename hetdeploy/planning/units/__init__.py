@@ -387,7 +387,13 @@ def engine_sizes_for(device: Device, width: int, shapes: Sequence[Shape],
 def engine_cycles_of(device: Device, width: int, shapes: Sequence[Shape], size: EngineSize) -> int:
     """The cycles of units of ``shapes`` on an engine of ``size`` (``engine_estimate``)."""
     rate = ddr_bytes_per_cycle(device)
-    return sum(engine_estimate(dataclasses.replace(s, engine=size), width, rate)["latency_cycles"] for s in shapes)
+    return sum(_engine_latency(s, width, rate, size) for s in shapes)
+
+
+@functools.lru_cache(maxsize=None)
+def _engine_latency(shape: Shape, width: int, rate: float, size: EngineSize) -> int:
+    """A unit's cycles on an engine of ``size``: cached, the folding weighing every size for every unit."""
+    return engine_estimate(dataclasses.replace(shape, engine=size), width, rate)["latency_cycles"]
 
 
 def ddr_bytes_per_cycle(device: Device) -> float:
