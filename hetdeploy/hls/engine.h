@@ -120,6 +120,29 @@ struct engine_walk {
     }
 };
 
+// The output pixel a tile's loop is at: its column, the input row and column its window starts at (before the
+// map: padding), and its first output element; stepped by counters, one pixel after another.
+struct engine_pixel {
+    int x, row0, column0, out_first;
+
+    void start(const engine_layer &g, int first) {
+        x = 0;
+        row0 = -g.pad_top;
+        column0 = -g.pad_left;
+        out_first = first;
+    }
+
+    void next(const engine_layer &g) {
+        out_first += g.out_c;
+        column0 += g.s_w;
+        if (++x == g.out_w) {
+            x = 0;
+            column0 = -g.pad_left;
+            row0 += g.s_h;
+        }
+    }
+};
+
 // Whether an engine of IW-bit inputs and WW-bit weights puts two lanes' products in one DSP48 (Xilinx WP486's
 // shared-operand packing): where a product fits 18 bits signed (IW + WW <= 17: 8-bit inputs and weights) and
 // the lanes pair up
@@ -186,6 +209,20 @@ sum_t engine_output(sum_t s, const engine_layer &g, int shift, sum_t most, sum_t
     if (shift > 0) s = (s + (sum_t(1) << (shift - 1))) >> shift;
     else s = s << -shift;
     return s > most ? most : s < least ? least : s;
+}
+
+// Whole output word ``word`` of a pixel's sums (the word's lanes from sums[word * L] on), as raw OW-bit outputs
+template <int OW, typename sum_t>
+word_t engine_word(const sum_t *sums, int word, const engine_layer &g, int shift, sum_t most, sum_t least) {
+#pragma HLS INLINE
+    typedef ap_uint<OW> raw_out_t;
+    static const int L = lane<raw_out_t>::per_word;
+    word_t bits = 0;
+    for (int k = 0; k < L; k++) {
+#pragma HLS UNROLL
+        set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[word * L + k], g, shift, most, least)));
+    }
+    return bits;
 }
 
 template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW>
@@ -274,9 +311,10 @@ tiles:  // of each group's filters, LANES at a time
         }
         HETDEPLOY_COUNTED(count_loop(LANES, ENGINE_MOVE_DEPTH);
                           engine_counted().weight_words += filters * filter_words + filters);
-        int x = 0, row0 = -g.pad_top, column0 = -g.pad_left, out_first = first;
+        engine_pixel output;
+        output.start(g, first);
         engine_walk walk;
-        walk.start(g, row0, column0, channel0);
+        walk.start(g, output.row0, output.column0, channel0);
         if (LANES % L == 0 && group_filters % L == 0) {
             // every tile's outputs are whole words (its first channel and its channels multiples of a word's):
             // one loop of ``span`` iterations a pixel, its window's steps, during which the previous pixel's
@@ -302,28 +340,15 @@ tiles:  // of each group's filters, LANES at a time
                 if (j < steps) {
                     engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, walk, step, tile,
                                                                                       paired, sums);
-                    walk.next(g, channels, step, VEC, column0, column_step, row_step);
+                    walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
                 }
-                if (j < words && i >= span) {  // the previous pixel's word j: each word once, none read
-                    word_t bits = 0;
-                    for (int k = 0; k < L; k++) {
-#pragma HLS UNROLL
-                        set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(done[j * L + k], g, shift, most,
-                                                                             least)));
-                    }
-                    target[done_word + j] = bits;
-                }
+                if (j < words && i >= span)  // the previous pixel's word j: each word once, none read
+                    target[done_word + j] = engine_word<OW>(done, j, g, shift, most, least);
                 if (++j == span) {
                     j = 0;
-                    done_word = out_first / L;
-                    out_first += g.out_c;
-                    column0 += g.s_w;
-                    if (++x == g.out_w) {
-                        x = 0;
-                        column0 = -g.pad_left;
-                        row0 += g.s_h;
-                    }
-                    walk.start(g, row0, column0, channel0);
+                    done_word = output.out_first / L;
+                    output.next(g);
+                    walk.start(g, output.row0, output.column0, channel0);
                 }
             }
             HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
@@ -331,12 +356,7 @@ tiles:  // of each group's filters, LANES at a time
             for (int word = 0; word < words; word++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
-                word_t bits = 0;
-                for (int k = 0; k < L; k++) {
-#pragma HLS UNROLL
-                    set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[word * L + k], g, shift, most, least)));
-                }
-                target[done_word + word] = bits;
+                target[done_word + word] = engine_word<OW>(sums, word, g, shift, most, least);
             }
             HETDEPLOY_COUNTED(count_loop(words, ENGINE_MOVE_DEPTH));
             continue;
@@ -357,35 +377,29 @@ tiles:  // of each group's filters, LANES at a time
                 HETDEPLOY_COUNTED(values++);
                 engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, walk, step, tile, paired,
                                                                                   sums);
-                walk.next(g, channels, step, VEC, column0, column_step, row_step);
+                walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
             }
             HETDEPLOY_COUNTED(count_loop(values, ENGINE_MAC_DEPTH));
             HETDEPLOY_COUNTED(long long written = 0);
         outputs:  // the words the pixel's tile of channels lies in, each written once
-            for (int word = out_first / L; word * L < out_first + filters; word++) {
+            for (int word = output.out_first / L; word * L < output.out_first + filters; word++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
 #pragma HLS DEPENDENCE variable=target inter false
                 HETDEPLOY_COUNTED(written++);
-                const bool whole = word * L >= out_first && (word + 1) * L <= out_first + filters;
+                const bool whole = word * L >= output.out_first && (word + 1) * L <= output.out_first + filters;
                 word_t bits = whole ? word_t(0) : target[word];  // a word shared with other channels: kept
                 for (int k = 0; k < L; k++) {
 #pragma HLS UNROLL
-                    const int lane_t = word * L + k - out_first;
+                    const int lane_t = word * L + k - output.out_first;
                     if (lane_t >= 0 && lane_t < filters)
                         set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[lane_t], g, shift, most, least)));
                 }
                 target[word] = bits;
             }
             HETDEPLOY_COUNTED(count_loop(written, ENGINE_MOVE_DEPTH));
-            out_first += g.out_c;
-            column0 += g.s_w;
-            if (++x == g.out_w) {
-                x = 0;
-                column0 = -g.pad_left;
-                row0 += g.s_h;
-            }
-            walk.start(g, row0, column0, channel0);
+            output.next(g);
+            walk.start(g, output.row0, output.column0, channel0);
         }
     }
 }

@@ -436,11 +436,9 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
     for _, units_of_sub in split:
         groups.append(tuple(k for k in range(start, start + len(units_of_sub)) if k in whole))
         start += len(units_of_sub)
-    for sized in _engine_sizes(device, [g for g in groups if g], whole, widths):
-        whole = {k: dataclasses.replace(s, engine=sized[group]) for group in sized for k, s in whole.items()
-                 if k in group}
-        engines = {group: units.engine_resources(max(whole[k].n_in for k in group), max(widths[k] for k in group),
-                                                 size) for group, size in sized.items()}
+    group_of = {k: group for group in groups for k in group}
+    for sized, engines in _engine_sizes(device, [g for g in groups if g], whole, widths):
+        whole = {k: dataclasses.replace(s, engine=sized[group_of[k]]) for k, s in whole.items()}
         # URAM is no budget the units are folded into: the engines' must fit the FPGA's beside each other
         foldings = _fold_beside(shapes, engines, device, split, subs, options, widths, pinned, rate, strategies,
                                 io_fixed, {k: whole[k] for k in may}) \
@@ -471,15 +469,15 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
     return _DeviceFolding(split, shapes, foldings, widths, bands, estimates, rate, with_engine)
 
 
-def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int, units.Shape],
-                  widths: list[int]) -> list[dict[tuple[int, ...], units.EngineSize]]:
+def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int, units.Shape], widths: list[int]
+                  ) -> list[tuple[dict[tuple[int, ...], units.EngineSize], dict[tuple[int, ...], dict[str, int]]]]:
     """The sizes of the engines of ``groups`` (each a subfunction's units that may run on its engine, priced as
-    ``whole``) to try, the fewest cycles of all their units first: the group of the most multiply-accumulates takes
-    each of its sizes (``units.engine_sizes_for``); each other group the fastest size in its share, by its
-    multiply-accumulates, of the FPGA's engine allowance that leaves, then, in turn, the fastest in its share and
-    what the others' shares left unused."""
+    ``whole``) to try, each with the engines' resources, the fewest cycles of all their units first: the group of
+    the most multiply-accumulates takes each of its sizes (``units.engine_sizes_for``); each other group the fastest
+    size in its share, by its multiply-accumulates, of the FPGA's engine allowance that leaves, then, in turn, the
+    fastest in its share and what the others' shares left unused."""
     if not groups:
-        return [{}]
+        return [({}, {})]
 
     macs = {g: sum(whole[k].n_in * whole[k].n_out * whole[k].vectors for k in g) for g in groups}
     width = {g: max(widths[k] for k in g) for g in groups}
@@ -508,8 +506,9 @@ def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int
             spare = {k: n - sum(used[o].get(k, 0) for o in others) + used[group].get(k, 0) for k, n in left.items()}
             sized[group] = min(sizes(group, spare)[0], sized[group], key=lambda s: cycles(group, s))
             used[group] = resources(group, sized[group])
-        tried.append((sum(cycles(group, s) for group, s in sized.items()), len(tried), sized))
-    return [sized for _, _, sized in sorted(tried, key=lambda t: t[:2])]
+        tried.append((sum(cycles(group, s) for group, s in sized.items()), len(tried), sized,
+                      {first: resources(first, size), **used}))
+    return [(sized, engines) for _, _, sized, engines in sorted(tried, key=lambda t: t[:2])]
 
 
 def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[str, int]], device: Device,

@@ -102,17 +102,17 @@ from ...core.plan import Band, Subfunction
 from ..dataflow import DataflowError, Op, Process
 # the cost model's constants and shared arithmetic, read by the stages as units.NAME
 from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDED_OPS, BAND_FIFO_SHARE, BRAM18_SHAPES,
-                    BRAM_MIN_BITS, BRAM_MIN_DEPTH, CYCLES, DA_COST_PER_DIGIT_BIT, DA_MAX_INPUTS, DA_MAX_PRODUCTS, EngineSize,
+                    BRAM_MIN_BITS, BRAM_MIN_DEPTH, CYCLES, DA_COST_PER_DIGIT_BIT, DA_MAX_INPUTS, DA_MAX_PRODUCTS,
                     DISTRIBUTED_ARITHMETIC, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, ENGINE, ENGINE_CONTROL_DSP,
-                    ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_SHARES, ENGINE_FUSED_OPS, ENGINE_HOLD_LANES,
-                    ENGINE_LANE_FF, ENGINE_LANE_LUT, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, FOLDED_STRATEGIES, IO_TYPES,
+                    ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_FUSED_OPS, ENGINE_HOLD_LANES, ENGINE_LANE_FF,
+                    ENGINE_LANE_LUT, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, ENGINE_SHARES, FOLDED_STRATEGIES, IO_TYPES,
                     LOOKUP_TABLE_BITS, LOOKUP_TABLE_SIZE, NOT_HLS4ML_LAYER_OPS, NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ,
-                    RESOURCE_PARTS, RESOURCES, SOFTMAX_REFERENCE_CYCLES, STRATEGIES, SYNTHESIS_LUT_SHARE, Shape,
+                    RESOURCES, RESOURCE_PARTS, SOFTMAX_REFERENCE_CYCLES, STRATEGIES, SYNTHESIS_LUT_SHARE,
                     TABLE_INDEX_LUT_PER_BIT, TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES, UNIT_CONTROL_FF,
-                    UNIT_CONTROL_LUT, VITIS_SOFTMAX_TABLE_BRAM18, accumulator_bits, arena_words, bram18_blocks,
-                    buffer_bytes, ddr_cycles_per_vector, distributed_arithmetic_lut, element_bytes, engine_buffers,
-                    engine_cycles, engine_estimate, engine_resources, engine_sizes, fifo_bram18, iterations,
-                    pipeline_cycles, strategy_for, streams, valid_reuse_factors)
+                    UNIT_CONTROL_LUT, VITIS_SOFTMAX_TABLE_BRAM18, EngineSize, Shape, accumulator_bits, arena_words,
+                    bram18_blocks, buffer_bytes, buffer_lanes, ddr_cycles_per_vector, distributed_arithmetic_lut,
+                    element_bytes, engine_buffers, engine_cycles, engine_estimate, engine_resources, engine_sizes,
+                    fifo_bram18, iterations, pipeline_cycles, strategy_for, streams, valid_reuse_factors)
 from .kinds import KINDS, Arithmetic, UnitKind, kind_of
 
 
@@ -369,9 +369,7 @@ def engine_holds(device: Device, window: int, width: int) -> bool:
     lanes' buffers within its BRAM18 and URAM allowance, taking one value a cycle (the fewest blocks): the engine is
     sized to its largest window, so one layer past it (the model zoo's ZFNet-512's Gemm of 18,432 inputs: 576
     BRAM18s) would leave no room for the engine and the rest of the chip."""
-    allowance = engine_allowance(device)
-    return any(size.lanes >= ENGINE_HOLD_LANES for size in engine_sizes(width, allowance | {"dsp": 1 << 30}, window)
-               if size.vector == 1)
+    return buffer_lanes(width, engine_allowance(device), window, 1)[0] >= ENGINE_HOLD_LANES
 
 
 def engine_sizes_for(device: Device, width: int, shapes: Sequence[Shape],

@@ -287,18 +287,26 @@ def engine_sizes(width: int, allowance: dict[str, int], window: int) -> list[Eng
     sizes = []
     vector = multiple = ARENA_WORD_BYTES // element_bytes(width)
     while vector >= 1:
-        most = (allowance.get("dsp", 0) - ENGINE_CONTROL_DSP) * _engine_products_a_dsp(width) // (
-            vector * dsps_a_product(width))
-        uram_most = 2 * (allowance.get("uram", 0) // _uram_blocks_a_pair(window, width, vector))
-        bram_each = _bram18_a_lane(window, width, vector)
-        most = min(most, uram_most + (allowance.get("bram18", 0) // bram_each if bram_each else most))
+        held, uram_most = buffer_lanes(width, allowance, window, vector)
+        most = min(held, (allowance.get("dsp", 0) - ENGINE_CONTROL_DSP) * _engine_products_a_dsp(width) // (
+            vector * dsps_a_product(width)))
         for lanes in {most - most % multiple, min(most, uram_most) - min(most, uram_most) % multiple}:
             while lanes >= multiple:  # the most, and the most without BRAM, then their halves
                 sizes.append(EngineSize(lanes, min(lanes, uram_most), vector))
                 lanes = lanes // 2 - lanes // 2 % multiple
         vector //= 2
-    return sorted(set(sizes), key=lambda size: (-size.lanes * size.vector, -size.vector, size.lanes - size.uram_lanes)) \
-        or [EngineSize(1, 0, 1)]
+    most_first = sorted(set(sizes), key=lambda size: (-size.lanes * size.vector, -size.vector,
+                                                      size.lanes - size.uram_lanes))
+    return most_first or [EngineSize(1, 0, 1)]
+
+
+def buffer_lanes(width: int, allowance: dict[str, int], window: int, vector: int) -> tuple[int, int]:
+    """The lanes of ``vector`` values a cycle whose weight buffers for a ``window`` of ``width``-bit weights the
+    URAM blocks and BRAM18s of ``allowance`` hold (unbounded, 2^30, where a lane's buffer takes no BRAM18: LUTRAM),
+    and how many of them are URAM's, two a block."""
+    uram = 2 * (allowance.get("uram", 0) // _uram_blocks_a_pair(window, width, vector))
+    bram_each = _bram18_a_lane(window, width, vector)
+    return uram + (allowance.get("bram18", 0) // bram_each if bram_each else 1 << 30), uram
 
 
 def engine_buffers(window: int, width: int, size: EngineSize) -> dict[str, int]:
