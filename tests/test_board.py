@@ -75,6 +75,21 @@ def test_op_limits():
     assert "LRN" in fpga.why_not(Node("l", "LRN", ["x"], ["y"], input_shapes=[[1, 4, 8, 8]]))
 
 
+def test_an_lrn_the_top_cannot_write_stays_off_the_fpga():
+    """The KV260's top computes AlexNet's LRN; an LRN of an even size (onnxruntime's reference takes odd ones
+    only) or of an infinite or NaN attribute (a C++ literal the top would be given) is not the FPGA's, the
+    limit named; the PYNQ-Z2's FPGA runs none."""
+    lrn = lambda **attrs: Node("l", "LRN", ["x"], ["y"], attrs=attrs, input_shapes=[[1, 4, 8, 8]],  # noqa: E731
+                               output_shapes=[[1, 4, 8, 8]])
+    fpga = load_board("kv260").device("fpga")
+    assert fpga.why_not(lrn(size=5, alpha=1e-4, beta=0.75, bias=1.0)) is None
+    assert fpga.pe_for(lrn(size=5, alpha=1e-4, beta=0.75, bias=1.0)) == "lrn"
+    assert "size=4" in fpga.why_not(lrn(size=4, alpha=1e-4))
+    assert fpga.why_not(lrn(size=5, alpha=float("inf"))) == "attribute alpha is inf, not a finite number"
+    assert "beta is nan" in fpga.why_not(lrn(size=5, beta=float("nan")))
+    assert "does not list LRN" in load_board("pynq-z2").device("fpga").why_not(lrn(size=5))
+
+
 def test_a_node_goes_to_the_first_pe_that_runs_it_within_the_pes_limits():
     """hls4ml's pooling takes a MaxPool whose strides are its kernel; the top's window PE takes ResNet's
     stem (kernel 3, stride 2, padding 1), a 1-D one, and a global average over more than 8 x 8."""

@@ -245,6 +245,11 @@ def _limit_violation(limits: dict, node: Node) -> Optional[str]:
                 value = node.scalars.get(int(index))
                 if value is not None and not low <= value <= high:
                     return f"input {index} is {value:g}, outside [{low}, {high}]"
+        if key == "finite_attributes" and allowed:
+            infinite = next((k for k, v in sorted(node.attrs.items()) if isinstance(v, float) and not math.isfinite(v)),
+                            None)
+            if infinite is not None:
+                return f"attribute {infinite} is {node.attrs[infinite]}, not a finite number"
         if key == "padding_counted" and allowed and any(node.attrs.get("pads") or []) \
                 and not node.attrs.get("count_include_pad"):
             return f"pads={node.attrs.get('pads')} with count_include_pad=0"
@@ -346,6 +351,7 @@ _LIMITS = {
     "per_channel_constants": (False, _BOOL),
     "stride_equals_kernel": (False, _BOOL),
     "padding_counted": (False, _BOOL),
+    "finite_attributes": (False, _BOOL),
     "scalar_constants": (False, _indices("a list of input indices")),
     "channel_constants": (False, _indices("a list of input indices")),
     "constant_range": (False, _is(dict, "a mapping of input index to [lowest, highest], two numbers in order",
