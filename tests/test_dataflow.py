@@ -1,8 +1,15 @@
 """A dataflow's FIFO depths from its processes' schedules, and the cycle-level simulation that checks them
 (planning/dataflow.py), as pure functions."""
 
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import onnx
 import pytest
 
+from hetdeploy.commands.cli import main
 from hetdeploy.planning.dataflow import (DataflowError, Op, Process, check, fifo_depths, free_schedule, simulate)
 
 
@@ -184,9 +191,89 @@ def test_a_streamed_convolution_reads_a_pixel_an_iteration_and_writes_as_each_wi
     shape = unit_shape(graph, unit, fpga.clock_mhz)
     assert shape.input_map == (10, 10, 4) and shape.window_geometry == (3, 3, 2, 2, 1, 1, 1, 1)
     compute = estimate(shape, 2, 16)["compute_cycles"]
-    ops = kind_of(shape).dataflow_ops(shape, 2, compute, [("in", 64)], ["out"], 16)
+    ops = kind_of(shape).dataflow_ops(shape, 2, compute, [("in", 64, 1)], ["out"], 16, 2)
     assert sum(not op.write for op in ops) == 64 and sum(op.write for op in ops) == 16
     first_write = next(k for k, op in enumerate(ops) if op.write)
     assert first_write >= 10
     # a sample every 100 iterations at II 2: its pipeline's depth (in the unit's latency) overlaps the next sample
     assert Process("conv", ops).interval == 10 * 10 * 2 < compute
+
+
+def resnet8_shaped(path):
+    """MLPerf Tiny's ResNet-8 (benchmarks/tiny.py's image classification) at a twelfth of its width and 12 x 12
+    pixels: a stem, three residual stacks (the second and third strided, their shortcut a 1 x 1 convolution), the
+    Adds and ReLUs after them, global average pooling and a dense classifier."""
+    import graphs
+
+    b = graphs.Builder([1, 3, 12, 12])
+    x = b.conv_bn_relu("input", 4, 3)
+    for width, stride in ((4, 1), (8, 2), (16, 2)):
+        y = b.conv_bn_relu(b.conv_bn_relu(x, width, 3, stride), width, 3, relu=False)
+        shortcut = x if stride == 1 else b.conv(x, width, 1, stride, pad=0)
+        x = b.unary("Relu", b.add(y, shortcut))
+    onnx.save(graphs.to_onnx(b.graph(b.head(x, 10))), str(path))
+    return path
+
+
+@pytest.mark.parametrize("network", ["jet_tagger_mlp", "resnet8_shaped"])
+def test_the_dataflow_top_matches_onnxruntime_and_the_sequential_tops_outputs_bit_for_bit(network, tmp_path):
+    """The same plan built with each top (--policy support, no engine: the same units, foldings and types) on the
+    PYNQ-Z2: the dataflow top's C++ is its units as processes linked by FIFOs of the plan's depths; it verifies
+    against onnxruntime per output on samples it did not size on, and on 5 samples the build never saw, in calls
+    of 3 (a stream of two calls, the last short), emulates within tolerance with the very outputs of the sequential
+    top's."""
+    import networks
+
+    model = tmp_path / f"{network}.onnx"
+    if network == "jet_tagger_mlp":
+        onnx.save(networks.jet_tagger_mlp(), str(model))
+    else:
+        resnet8_shaped(model)
+    shape = [d.dim_value or 1 for d in onnx.load(str(model)).graph.input[0].type.tensor_type.shape.dim]
+    samples = tmp_path / "x.npy"
+    np.save(samples, np.random.default_rng(11).normal(size=[5, *shape[1:]]).astype(np.float32))
+    outputs = {}
+    for top in ("dataflow", "sequential"):
+        out = tmp_path / top
+        assert main(["build", str(model), "--board", "pynq-z2", "--policy", "support", "--no-engine", "--top", top,
+                     "--batch", "3", "-o", str(out), "-q"]) == 0
+        plan = json.loads((out / "plan.json").read_text())
+        (sub,) = [s for s in plan["subfunctions"] if s["kind"] == "fpga"]
+        assert sub["top"]["kind"] == top and sub["verification"]["passed"]
+        source = (out / "hls" / sub["name"] / f"{sub['name']}_top.cpp").read_text()
+        depths = [int(d) for d in re.findall(r"#pragma HLS STREAM variable=fifo_\d+ depth=(\d+)", source)]
+        if top == "dataflow":  # a FIFO for each tensor to each reader, as deep as the plan's schedule says
+            assert "#pragma HLS DATAFLOW" in source and depths == [f["depth"] for f in sub["top"]["fifos"]]
+            readers = sum(len(u["inputs"]) for u in sub["execution_units"]) + len(sub["outputs"])
+            assert len(depths) == readers
+        else:
+            assert not depths
+        assert main(["emulate", str(out), "--input", str(samples), "--batch", "3", "--output",
+                     str(out / "y.npy")]) == 0
+        outputs[top] = np.load(out / "y.npy")
+    assert outputs["dataflow"].shape[0] == 5 and np.array_equal(outputs["dataflow"], outputs["sequential"])
+
+
+def test_plan_prints_the_tops_choice_and_a_dataflow_that_cannot_be_had_is_one_line(tmp_path, capsys):
+    """plan says which top each FPGA subfunction has, why, both tops' cycles and the dataflow's FIFOs; a stream
+    (--objective throughput) of the jet tagger takes the dataflow. four_conv64's convolutions run in bands on the
+    PYNQ-Z2 (their maps do not fit on chip), no dataflow process: --top dataflow, or the config key, is refused in
+    one line naming the subfunction, the unit and why."""
+    import networks
+
+    jet = tmp_path / "jet.onnx"
+    onnx.save(networks.jet_tagger_mlp(), str(jet))
+    assert main(["plan", str(jet), "--board", "pynq-z2", "--objective", "throughput", "--batch", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "sf0_fpga: top dataflow (auto, objective throughput: the shorter interval); cycles a sample alone and " \
+        "between samples: sequential " in out
+    assert re.search(r"\n  input>sf0_fpga_u0 +input +sf0_fpga_u0 +\d+ +256 +0\n", out)
+    model = Path(__file__).resolve().parent.parent / "examples" / "four_conv64.onnx"
+    config = tmp_path / "top.yaml"
+    config.write_text("top: dataflow\n")
+    for asked, named in ((["--top", "dataflow"], "--top dataflow"),
+                         (["--config", str(config)], f"{config}: line 1: top")):
+        assert main(["plan", str(model), "--board", "pynq-z2", *asked]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1
+        assert f"{named}: subfunction sf0_fpga has no dataflow top: unit 'sf0_fpga_u0' runs in bands" in err

@@ -474,6 +474,51 @@ class MemoryPlan:
 
 
 @dataclass
+class Fifo:
+    """A FIFO of a dataflow top: tensor ``tensor`` from the process that writes it to one that reads it, ``depth``
+    tokens (a pixel's channels, or a flat tensor whole) of ``token_bits`` each (its values' lanes, whole 64-bit
+    words), the depth the schedule needs (planning/dataflow.py's ``fifo_depths``)."""
+
+    name: str  # "<tensor>><reader>"
+    tensor: str
+    writer: str  # a unit, or "input": the top's float ports
+    reader: str  # a unit, or "output"
+    depth: int
+    token_bits: int
+    bram18: int  # its BRAM18s (none: LUTRAM or registers; units.bram18_blocks)
+
+
+@dataclass
+class Top:
+    """How an FPGA subfunction's top runs its units: "sequential", one after another a sample over the memory
+    plan's buffers (their space reused), or "dataflow", each a process working on its own sample at once, linked by
+    FIFOs (hls4ml's io_stream, FINN's dataflow): its interval its slowest process's, its memory every FIFO and each
+    top op's own copy of its buffers. Both tops' cycles (a sample alone; between samples in a stream) as the
+    planner weighed them, at the FPGA's clock; the dataflow's from its processes' free schedule."""
+
+    kind: str  # TOPS
+    why: str  # how it was chosen: --top's, or the objective's figures
+    sequential_latency_cycles: int
+    sequential_interval_cycles: int
+    dataflow_latency_cycles: int = 0  # 0: no dataflow top (``dataflow_refused`` says why)
+    dataflow_interval_cycles: int = 0
+    dataflow_bram18: int = 0  # its FIFOs' and its top ops' buffers'
+    dataflow_refused: str = ""
+    fifos: list[Fifo] = field(default_factory=list)
+
+    @property
+    def latency_cycles(self) -> int:
+        return self.dataflow_latency_cycles if self.kind == "dataflow" else self.sequential_latency_cycles
+
+    @property
+    def interval_cycles(self) -> int:
+        return self.dataflow_interval_cycles if self.kind == "dataflow" else self.sequential_interval_cycles
+
+
+TOPS = ("sequential", "dataflow")
+
+
+@dataclass
 class FpgaResources:
     """One FPGA's resources summed over all its subfunctions (estimates), against its budget."""
 
@@ -516,6 +561,7 @@ class Subfunction:
     resources: Optional[dict[str, int]] = None  # the units' totals
     budget: Optional[dict[str, Optional[int]]] = None  # the FPGA's resources minus the reserve
     memory: Optional[MemoryPlan] = None
+    top: Optional[Top] = None  # an FPGA subfunction's: how its top runs its units
     hls: Optional[HlsProject] = None
     verification: Optional[Verification] = None
     transfers: list[Transfer] = field(default_factory=list)  # an FPGA subfunction's, weighed for compression

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .board import Board
-from .plan import IlpRun, Plan, duration
+from .plan import IlpRun, Plan, Top, duration
 
 
 # a unit's latency and its parts (units.estimate), as the plan table's columns: key, width
@@ -69,6 +69,21 @@ def measured_lines(plan: Plan) -> list[str]:
     if measured.ignored_nodes:
         lines.append(f"  not in this model, left out: {len(measured.ignored_nodes)} node(s) of the profile: "
                      f"{', '.join(measured.ignored_nodes[:8])}{', ...' if len(measured.ignored_nodes) > 8 else ''}")
+    return lines
+
+
+def top_lines(name: str, top: Top) -> list[str]:
+    """How an FPGA subfunction's top runs its units: the choice and why, both tops' cycles, the dataflow's FIFOs."""
+    lines = [f"\n{name}: top {top.kind} ({top.why}); cycles a sample alone and between samples: sequential "
+             f"{top.sequential_latency_cycles:,} and {top.sequential_interval_cycles:,}, "
+             + (f"dataflow {top.dataflow_latency_cycles:,} and {top.dataflow_interval_cycles:,} "
+                f"(FIFOs and buffer copies {top.dataflow_bram18} BRAM18)" if top.dataflow_latency_cycles else
+                "no dataflow")
+             + (f"; no dataflow top: {top.dataflow_refused}" if top.dataflow_refused else "")]
+    if top.kind == "dataflow":
+        lines.append(f"  {'FIFO':<40} {'writer':<14} {'reader':<14} {'depth':>6} {'bits':>6} {'BRAM18':>6}")
+        lines += [f"  {f.name:<40} {f.writer:<14} {f.reader:<14} {f.depth:>6} {f.token_bits:>6} {f.bram18:>6}"
+                  for f in top.fifos]
     return lines
 
 
@@ -139,6 +154,8 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
                          f"weights {sum(b.size for b in m.buffers if b.kind == 'weights'):,} B read in "
                          f"{duration(m.ddr_weights_s)}); "
                          f"lower bound {m.lower_bound_bytes:,} B; batch buffers in DDR {m.batch_bytes:,} B")
+    for sub in (s for s in plan.subfunctions if s.top is not None):
+        lines += top_lines(sub.name, sub.top)
     for sub in (s for s in plan.subfunctions if s.transfers):
         lines.append(f"\n{sub.name}: transfers (zeros on the sizing samples; zero-compressed where marked)")
         for t in sub.transfers:

@@ -19,8 +19,9 @@ from typing import Optional
 
 from ..core.board_runtime import port_values
 from ..core.names import identifier
-from ..core.plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, WeightPort
+from ..core.plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, Top, WeightPort
 from ..planning import units
+from .dataflow_top import DataflowSource, TokenStreams, processes_and_calls, unit_tokens
 from .packing import UNIT_WEIGHTS_FILE, precision_width
 from .templates import TEMPLATES, line, project_line, statement, template
 from .top_kinds import ENGINE, HLS4ML, WINDOW, Buffers, top_kind, values_of
@@ -54,6 +55,11 @@ class SubfunctionSource:
     clock_period_ns: float
     ap_types: Path  # the ap_fixed headers to copy into the project
     max_batch: int = 1  # the most samples a call of the top takes
+    top: Optional[Top] = None  # the plan's; a dataflow one is written from dataflow_top.cpp.in
+
+    @property
+    def dataflow(self) -> bool:
+        return self.top is not None and self.top.kind == "dataflow"
 
 
 def weight_ports(units: list[ExecutionUnit], memory: MemoryPlan) -> list[WeightPort]:
@@ -77,7 +83,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
               for m in ("bram", "uram", "reserved", "ddr")}
     if any(b.offset % units.ARENA_WORD_BYTES or b.size % units.ARENA_WORD_BYTES for b in source.memory.buffers):
         raise RuntimeError(f"{sub}: a buffer of the memory plan is not whole {units.ARENA_WORD_BYTES}-byte words")
-    arena_words, reserve_words, ddr_words = (max(1, extent[m] // units.ARENA_WORD_BYTES) for m in ("bram", "reserved", "ddr"))
+    ddr_words = max(1, extent["ddr"] // units.ARENA_WORD_BYTES)
     every_weight = weight_ports(source.units, source.memory)
     ports_of = {u.name: [p for p in every_weight if p.unit == u.name] for u in source.units}
     engines = _engines(sub, source.units, buffers, source.memory)
@@ -100,6 +106,10 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     declarations += "\n".join(HLS4ML.statement("step_declaration", unit=u.name,
                                                 parameters=_parameters(u, ports_of[u.name]))
                               for u in source.units if u.hls is not None)
+    streams = TokenStreams(source.top, lambda t: buffers[t].precision, source.shapes) if source.dataflow else None
+    tokens = {u.name: unit_tokens(u, streams, ports_of[u.name]) for u in source.units
+              if streams is not None and u.hls is not None}
+    declarations += "".join("\n" + declaration for _, declaration in tokens.values())
     (project_dir / f"{sub}_units.h").write_text(template("units.h.in").substitute(
         subfunction=sub, guard=sub.upper(), arena_bytes=extent["bram"], uram_bytes=extent["uram"],
         reserve_bytes=extent["reserved"],
@@ -108,7 +118,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
 
     for unit in source.units:
         if unit.hls is not None:
-            _write_unit(sub, unit, buffers, ports_of[unit.name], project_dir)
+            _write_unit(sub, unit, buffers, ports_of[unit.name], project_dir, tokens.get(unit.name, ("",))[0])
 
     types = {b.tensor: f"b{k}_t" for k, b in enumerate(activations)}
     buffer_types = "".join(statement("typedef", type=b.precision, name=types[b.tensor]) + "\n" for b in activations)
@@ -127,6 +137,33 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
                                                                bytes=ddr_words * units.ARENA_WORD_BYTES)
     m_axi_ports = "".join(template("top_m_axi_port.cpp.in").substitute(
         port=name, depth=statement("m_axi_depth", values=depth[name]) if name in depth else "") for name in names)
+    entries = [_unit_entry(unit, types, source.shapes, ports_of[unit.name], engines.get(unit.name))
+               for unit in source.units]
+    csim = template("top_csim.cpp.in").substitute(
+        subfunction=sub, float_ports=float_ports, arguments=", ".join(names), csim_memory=csim_memory,
+        load_ddr=load_ddr, load_weights=_load_weights(every_weight), max_batch=batch,
+        unit_entries="\n".join(entries))
+    if streams is not None:
+        processes, fifos, calls = processes_and_calls(DataflowSource(
+            sub, source.units, source.inputs, source.outputs, types, source.shapes, ports_of, _port_values, batch),
+            streams)
+        (project_dir / f"{sub}_top.cpp").write_text(template("dataflow_top.cpp.in").substitute(
+            subfunction=sub, buffer_types=buffer_types, processes=processes, ports=", ".join(ports),
+            m_axi_ports=m_axi_ports, max_batch=batch, fifos=fifos, calls=calls, csim=csim))
+    else:
+        _write_sequential_top(source, project_dir, buffers, types, ports_of, engines, ports, names, m_axi_ports,
+                              buffer_types, extent, csim)
+    _write_ddr_image(source, project_dir)
+    _write_build_files(source, project_dir)
+    return every_weight
+
+
+def _write_sequential_top(source: SubfunctionSource, project_dir: Path, buffers: dict[str, Buffer],
+                          types: dict[str, str], ports_of: dict[str, list[WeightPort]],
+                          engines: dict[str, "EngineCall"], ports: list[str], names: list[str], m_axi_ports: str,
+                          buffer_types: str, extent: dict[str, int], csim: str) -> None:
+    """top.cpp.in: the units in schedule order over the memory plan's buffers, one sample after another."""
+    sub = source.name
     base = {"bram": "arena", "uram": "uram", "reserved": "reserve", "ddr": "ddr"}
 
     def at(tensor: str) -> str:
@@ -145,23 +182,15 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
              for k, p in enumerate(source.outputs)]
     body = ["    " + line if line.strip() else line for line in body]  # inside the samples loop
 
-    entries = [_unit_entry(unit, types, source.shapes, ports_of[unit.name], engines.get(unit.name))
-               for unit in source.units]
     allocations = "".join(ENGINE.statement("engine_allocation", name=name) + "\n"
                           for name in sorted(_engine_functions(engines)))
+    arena_words, reserve_words = (max(1, extent[m] // units.ARENA_WORD_BYTES) for m in ("bram", "reserved"))
     (project_dir / f"{sub}_top.cpp").write_text(template("top.cpp.in").substitute(
-        subfunction=sub, buffer_types=buffer_types, ports=", ".join(ports), float_ports=float_ports,
-        arguments=", ".join(names), m_axi_ports=m_axi_ports, allocations=allocations, csim_memory=csim_memory,
-        load_ddr=load_ddr,
-        load_weights=_load_weights(every_weight), arena_words=arena_words, reserve_words=reserve_words,
+        subfunction=sub, buffer_types=buffer_types, ports=", ".join(ports), m_axi_ports=m_axi_ports,
+        allocations=allocations, arena_words=arena_words, reserve_words=reserve_words,
         uram=statement("uram_memory", words=extent["uram"] // units.ARENA_WORD_BYTES) + "\n"
         if extent["uram"] else "",
-        max_batch=batch,
-        body="".join(body), unit_entries="\n".join(entries)))
-
-    _write_ddr_image(source, project_dir)
-    _write_build_files(source, project_dir)
-    return every_weight
+        max_batch=source.max_batch, body="".join(body), csim=csim))
 
 
 def _write_ddr_image(source: SubfunctionSource, project_dir: Path) -> None:
@@ -239,7 +268,8 @@ def _parameters(unit: ExecutionUnit, weights: list[WeightPort]) -> str:
 
 
 def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], weights: list[WeightPort],
-                project_dir: Path) -> None:
+                project_dir: Path, tokens_function: str = "") -> None:
+    """Its wrapper: its step on the subfunction's buffers, and (a dataflow top's unit) its ``tokens_function``."""
     hls, ns = unit.hls, unit.name
     stream = hls.io_type == "io_stream"
     types, body, streams = [], [], []
@@ -270,7 +300,8 @@ def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], weigh
     unit_dir = project_dir / "units" / unit.name
     (unit_dir / f"{unit.name}_step.cpp").write_text(template("unit.cpp.in").substitute(
         unit=unit.name, subfunction=sub, io_type=hls.io_type, buffer_types="".join(types),
-        parameters=_parameters(unit, weights), body="".join(body)))
+        parameters=_parameters(unit, weights), body="".join(body),
+        tokens_function="\n" + tokens_function + "\n" if tokens_function else ""))
 
 
 def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, list[int]],

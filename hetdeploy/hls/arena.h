@@ -124,6 +124,54 @@ template <class T, class V> void write_array(word_t *base, const V *values, int 
     }
 }
 
+// A dataflow top's token (hls/dataflow_top.cpp.in): what its FIFOs carry at a time, a pixel's C channels or a
+// flat tensor's C values, as T's lanes in whole words from the first lane of the first word.
+template <int W> struct token {
+    word_t words[W];
+};
+
+template <class T, int C> struct token_of {
+    static const int words = (C + lane<T>::per_word - 1) / lane<T>::per_word;
+    typedef token<words> type;
+};
+
+template <class T, int C, class V> void from_token(const typename token_of<T, C>::type &t, V values[C]) {
+#pragma HLS INLINE
+    for (int c = 0; c < C; c++) {
+#pragma HLS UNROLL
+        values[c] = lane_value<T>(t.words[c / lane<T>::per_word], c % lane<T>::per_word);
+    }
+}
+
+template <class T, int C, class V> typename token_of<T, C>::type to_token(const V values[C]) {
+#pragma HLS INLINE
+    typename token_of<T, C>::type t;
+    for (int w = 0; w < token_of<T, C>::words; w++) {
+#pragma HLS UNROLL
+        t.words[w] = 0;
+    }
+    for (int c = 0; c < C; c++) {
+#pragma HLS UNROLL
+        set_lane<T>(t.words[c / lane<T>::per_word], c % lane<T>::per_word, T(values[c]));
+    }
+    return t;
+}
+
+// token p of a buffer (its values p * C onwards: a run), and a token into its place in a buffer
+template <class T, int C> typename token_of<T, C>::type buffer_token(const word_t *buffer, int p) {
+#pragma HLS INLINE
+    T values[C];
+    read_run<T, C>(buffer, p, values);
+    return to_token<T, C>(values);
+}
+
+template <class T, int C> void token_to_buffer(const typename token_of<T, C>::type &t, word_t *buffer, int p) {
+#pragma HLS INLINE
+    T values[C];
+    from_token<T, C>(t, values);
+    write_run<T, C>(buffer, p, values);
+}
+
 // float ports of the top <-> fixed-point buffers (T's rounding and saturation apply)
 template <class T> void from_float(const float *source, word_t *buffer, int n) {
     write_array<T>(buffer, source, n);

@@ -36,6 +36,7 @@ import yaml
 
 from ..core.cache import LIMIT_VARIABLE, default_root, parse_size
 from ..core.errors import UserError
+from ..core.plan import TOPS
 from ..core.precision import DEFAULT_WIDTH
 from ..core.yamlfile import YamlFile
 from .compression import MODES as COMPRESSION_MODES
@@ -46,6 +47,7 @@ from .units import IO_TYPES, LOOKUP_TABLE_SIZE, TABLE_SIZES
 from .units import STRATEGIES as HLS_STRATEGIES
 
 MEMORY_STRATEGIES = ("auto", *STRATEGIES)
+TOP_CHOICES = ("auto", *TOPS)
 DEFAULT_TOLERANCE = 0.05
 
 
@@ -79,6 +81,7 @@ class BuildOptions:
     # the folding also weighs hls4ml's distributed_arithmetic for quantized multiply-accumulate units (needs da4ml)
     weigh_distributed_arithmetic: bool = False
     no_engine: bool = False  # never place a unit on the engine the user did not pin there
+    top: str = "auto"  # how each FPGA subfunction's top runs its units (TOP_CHOICES; plan_model.choose_tops)
     table_sizes: dict[str, int] = field(default_factory=dict)  # ONNX node name -> its unit's lookup tables' entries
     io_types: dict[str, str] = field(default_factory=dict)  # ONNX node name -> its unit's hls4ml IOType
     band_rows: dict[str, int] = field(default_factory=dict)  # ONNX node name -> its unit's output rows a band
@@ -109,8 +112,9 @@ class BuildOptions:
 
 
 def said(options: BuildOptions, flag: str, node: str, value: Any, typed: str) -> str:
-    """Where the user gave ``flag``'s setting ``value`` of ``node``, for an error line: the config file's
-    line when the setting still is the file's, else ``typed`` (the command line's wording)."""
+    """Where the user gave ``flag``'s setting ``value`` of ``node`` ("" for a top-level option), for an error
+    line: the config file's line when the setting still is the file's, else ``typed`` (the command line's
+    wording)."""
     where = options.origins.get(f"{flag} {node}")
     return where[0] if where is not None and where[1] == value else typed
 
@@ -425,6 +429,12 @@ OPTIONS = (
            "layer-sequential engine (--strategy NODE=engine) unless pinned there; by default the partitioner and the "
            "folding weigh it for every Conv, Gemm and MatMul (with BatchNormalizations and a ReLU) as the most "
            "folded design, beside a plan without it, and keep the faster"),
+    Option("top", "top", choice(TOP_CHOICES), "folding and memory", "how each FPGA subfunction's top runs its "
+           "units: sequential, one after another a sample over the memory plan's buffers (their space reused); "
+           "dataflow, all at once on successive samples linked by FIFOs whose depths come from the units' schedules "
+           "(the interval the slowest unit's; every FIFO and buffer held at once; no unit on the engine or in "
+           "bands); auto (default): under --objective throughput the dataflow where it fits and its interval is "
+           "the shorter (the units then folded to balance it), else sequential", choices=TOP_CHOICES),
     Option("io_types", "io_type", io_type, "folding and memory", "pin hls4ml's IOType of the FPGA execution unit "
            "holding ONNX node NODE (repeatable): parallel (values as arrays in registers) or stream (streams of "
            "words through FIFOs); default: the folding chooses a Dense's, Conv's or max pooling's by cost (the "
@@ -490,6 +500,8 @@ def load_config(path: str | Path) -> dict[str, Any]:
                 options[option.field] = None
             continue
         options[option.field] = _checked(option.check, value, source, key)
+        options.setdefault("origins", {})[f"{option.flag} "] = (f"{path}: line {source.lines[key]}: {key}",
+                                                                 options[option.field])
         if option.path:
             options[option.field] = base / Path(options[option.field]).expanduser()
     nodes = data.get("nodes") or {}

@@ -51,13 +51,17 @@ class Process:
         return sum(op.gap for op in self.ops)
 
 
-def whole_ops(reads: Sequence[tuple[str, int]], writes: Sequence[str], tokens: int, compute: int) -> tuple[Op, ...]:
-    """A process that reads every token of its inputs (``reads``: each FIFO and its tokens a sample) a cycle apart,
-    computes ``compute`` cycles, then writes its ``tokens`` output tokens a cycle apart, each to every FIFO of
-    ``writes`` (its readers'): an io_parallel unit, or an op over whole buffers."""
-    ops = [Op(fifo, False) for fifo, count in reads for _ in range(count)]
+def whole_ops(reads: Sequence[tuple[str, int, int]], writes: Sequence[str], tokens: int, compute: int,
+              words: int = 0) -> tuple[Op, ...]:
+    """A process that reads every token of its inputs (``reads``: each FIFO, its tokens a sample and the words of
+    a token), computes ``compute`` cycles, then writes its ``tokens`` output tokens, each to every FIFO of
+    ``writes`` (its readers'): an io_parallel unit, or an op over whole buffers. A token a cycle; ``words`` (an
+    output token's) given, a word a cycle, each token copied to or from a buffer of words (the top's own ops)."""
+    ops = [Op(fifo, False, size if words else 1) for fifo, count, size in reads for _ in range(count)]
+    step = max(1, words)
     for k in range(tokens):
-        ops += [Op(fifo, True, (compute if k == 0 else 1) if j == 0 else 0) for j, fifo in enumerate(writes)]
+        gap = compute + step - 1 if k == 0 else step
+        ops += [Op(fifo, True, gap if j == 0 else 0) for j, fifo in enumerate(writes)]
     return tuple(ops)
 
 

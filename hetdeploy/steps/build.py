@@ -43,7 +43,7 @@ from ..running.samples import BuildSamples, build_samples, calibration_note
 from ..running import verify
 from .generate import FLIP_OPERATIONS, flip_samples_to_compare, generate_hls, verify_csim
 from .open_synth import open_synthesis
-from .plan_model import (UnitsDoNotFit, against_baselines, fold_units, folded_plan, fpga_times, map_nodes,
+from .plan_model import (UnitsDoNotFit, against_baselines, choose_tops, fold_units, folded_plan, fpga_times, map_nodes,
                          model_node_names, search_layer_widths)
 from .subfunctions import write_subfunctions
 from .transfers import count_zeros
@@ -348,6 +348,7 @@ def _unit_widths(state: BuildState) -> BuildState:
                 shutil.rmtree(state.build_dir / folder, ignore_errors=True)
             state.unit_widths, state.outgrown = {}, True  # the new plan comes folded at these widths
             return state
+        choose_tops(plan, loaded, state.board, state.options)
         fpga_times(plan, state.board, spills=False)
         for sub in _fpga(plan):
             shutil.rmtree(state.build_dir / "hls" / sub.name, ignore_errors=True)

@@ -178,7 +178,8 @@ def _write_top(sub: Subfunction, shapes: dict[str, list[int]], part: str, clock_
     ports_in, ports_out = ([HlsPort(t, shapes[t], "channels_last" if len(shapes[t]) >= 3 else "onnx", t in compressed)
                             for t in tensors] for tensors in (sub.inputs, sub.outputs))
     weight_ports = write_project(SubfunctionSource(sub.name, sub.execution_units, sub.memory, shapes, ports_in,
-                                                   ports_out, part, clock_period_ns, ap_types_headers(), max_batch),
+                                                   ports_out, part, clock_period_ns, ap_types_headers(), max_batch,
+                                                   sub.top),
                                  project)
     compile_library(project, library_name(sub.name), cache)
     return HlsProject(os.path.relpath(project, build_dir), os.path.relpath(project / library_name(sub.name),

@@ -15,7 +15,7 @@ from ..core.board import Board, Device
 from ..core.board_runtime import resource_of
 from ..core.errors import UserError
 from ..core.plan import (Band, ExecutionUnit, FpgaFallback, FpgaResources, Plan, PlanEstimate, PrecisionSearch,
-                         Subfunction, SubfunctionEstimate, Transfer)
+                         Subfunction, SubfunctionEstimate, Top, Transfer)
 from ..core.precision import NO_LAYER_WIDTHS, node_widths, octaves_moved
 from ..fpga.engine import engine_layer, weights_bytes as engine_weights_bytes
 from ..intake.model import QUANTIZER_OPS, LoadedModel
@@ -23,6 +23,7 @@ from ..intake.ort_adapter import run_in_memory
 from ..planning import memory, units
 from ..planning.config import OPTIONS, BuildOptions, resolved_config, said, strategy_name
 from ..planning.cost import NO_ZEROS, Crossing, engine_capable, node_work, stream_seconds
+from ..planning.dataflow import DataflowError
 from ..planning.partition import partition_graph
 from ..planning.profile import NOTHING_MEASURED, Measured, read_profile
 from ..running import budget, runtime
@@ -45,14 +46,20 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
     engine = not options.no_engine and options.policy == "latency" and any(
         engine_capable(d, loaded.graph, node_widths(loaded.graph, options.width, layer_widths))
         for d in board.devices if d.kind == "fpga")
-    tries: list[bool | frozenset[str]] = [False, True] if engine else [False]
+    tries: list[Optional[bool | frozenset[str]]] = [False, True] if engine else [False]
+    # a dataflow top, which no unit on the engine takes part in, may make a stream faster, or is asked for: the
+    # folding without the engine too (the partition without it)
+    folds = {False: options}
+    if engine and (options.top == "dataflow" or options.objective == "throughput" and options.top == "auto"):
+        tries.append(None)
+        folds[None] = dataclasses.replace(options, no_engine=True)
     for with_engine in tries:
         plan = None
         try:  # a partition that cannot hold the units, or the user's per-node settings (which name nodes the
             # other partition puts on an FPGA: a config written from a plan with the engine; a node --device pins
             # to an FPGA that holds it only on the engine), is not had
-            plan = partition(loaded, board, options, layer_widths, zero_shares, with_engine)
-            fold_units(plan, loaded, board, options, layer_widths)
+            plan = partition(loaded, board, options, layer_widths, zero_shares, with_engine or False)
+            fold_units(plan, loaded, board, folds.get(with_engine, options), layer_widths)
         except UserError as why:
             refused = refused or why
             if with_engine is True and isinstance(why, UnitsDoNotFit) and plan is not None:
@@ -67,6 +74,11 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
                            lambda u: engine_weights_bytes(u.engine, options.width) if u.engine is not None else
                            units.element_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
                                                                     for n in u.nodes))
+        try:  # --top dataflow, where this partition's units cannot run as one
+            choose_tops(plan, loaded, board, options)
+        except UserError as why:
+            refused = refused or why
+            continue
         fpga_times(plan, board)
         plans.append(plan)
     if not plans:
@@ -214,6 +226,46 @@ def map_nodes(plan: Plan, loaded: LoadedModel) -> dict[str, dict[str, str]]:
     return result
 
 
+def choose_tops(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions) -> None:
+    """Each FPGA subfunction's top (``Top``): sequential, its units one after another a sample, or a dataflow, each
+    unit a process on its own sample (``units.dataflow_top``), as --top says. Under "auto" the objective weighs
+    them: latency, the sequential top (a sample's cycles are about its units' sum either way, and its buffers share
+    their memory); throughput, the dataflow where it has a process for every unit, its FIFOs and copies fit the
+    FPGA's BRAM18s beside every unit, and its interval is the shorter. UserError where --top dataflow cannot be
+    had."""
+    left = {name: r.budget["bram18"] - r.used["bram18"] for name, r in plan.fpga_resources.items()}
+    for sub in (s for s in plan.subfunctions if s.kind == "fpga"):
+        device = board.device(sub.device)
+        cycles = sum(u.estimate["latency_cycles"] for u in sub.execution_units)
+        top = Top("sequential", "", cycles, cycles)
+        try:
+            flow = units.dataflow_top(loaded.graph, sub, device.clock_mhz, device.hls_tool,
+                                      units.element_bytes(options.width))
+            top = dataclasses.replace(top, dataflow_latency_cycles=flow.latency_cycles,
+                                      dataflow_interval_cycles=flow.interval_cycles, dataflow_bram18=flow.bram18,
+                                      fifos=flow.fifos)
+            if flow.bram18 > left[sub.device]:
+                top.dataflow_refused = (f"its FIFOs and buffer copies take {flow.bram18} BRAM18s, "
+                                        f"{max(0, left[sub.device])} are left beside the units")
+        except DataflowError as why:
+            top.dataflow_refused = str(why)
+        if options.top == "dataflow" and top.dataflow_refused:
+            raise UserError(f"{said(options, '--top', '', 'dataflow', '--top dataflow')}: subfunction {sub.name} "
+                            f"has no dataflow top: {top.dataflow_refused}")
+        if options.top != "auto":
+            top.kind, top.why = options.top, f"--top {options.top}"
+        elif options.objective != "throughput":
+            top.why = "auto, objective latency: its buffers share their memory"
+        elif top.dataflow_refused:
+            top.why = "auto: no dataflow top"
+        else:
+            top.kind = "dataflow" if top.dataflow_interval_cycles < top.sequential_interval_cycles else "sequential"
+            top.why = "auto, objective throughput: the shorter interval"
+        if top.kind == "dataflow":
+            left[sub.device] -= top.dataflow_bram18
+        sub.top = top
+
+
 def fpga_times(plan: Plan, board: Board, spills: bool = True) -> None:
     """Each FPGA subfunction's compute time becomes the sum of its folded units' cycles at the FPGA's
     clock (what the partitioner priced each node at, folded as the chip's units share it), and the
@@ -230,12 +282,18 @@ def fpga_times(plan: Plan, board: Board, spills: bool = True) -> None:
         factors = plan.measured.fpga_nodes.get(sub.device, {}) if plan.measured is not None else {}
         compute = sum(u.estimate["latency_cycles"] * factors.get(u.nodes[0], 1.0)
                       for u in sub.execution_units) / clock_hz
-        spilled = sub.memory.ddr_transfer_s if spills and sub.memory is not None else 0.0
+        batch_compute = plan.estimate.batch * compute
+        if sub.top is not None and sub.top.kind == "dataflow":  # a sample each interval after the first's latency
+            compute = sub.top.latency_cycles / clock_hz
+            batch_compute = (sub.top.latency_cycles + (plan.estimate.batch - 1) * sub.top.interval_cycles) / clock_hz
+        spilled = sub.memory.ddr_transfer_s if spills and sub.memory is not None and \
+            (sub.top is None or sub.top.kind == "sequential") else 0.0
         change = compute - sub.estimate.compute_s + spilled
+        sub.estimate.batch_s += batch_compute - plan.estimate.batch * sub.estimate.compute_s + \
+            plan.estimate.batch * spilled
         sub.estimate.compute_s = compute
         sub.estimate.transfer_s += spilled
         sub.estimate.latency_s += change
-        sub.estimate.batch_s += plan.estimate.batch * change
         plan.estimate.latency_s += change
     plan.estimate.throughput_per_s = 1.0 / stream_seconds(
         [(s.estimate.resource, s.estimate.batch_s) for s in plan.subfunctions], plan.estimate.batch)
@@ -342,7 +400,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     break
         if not variants:
             raise refused
-        best = min(variants, key=lambda v: sum(e["latency_cycles"] for e in v.estimates))
+        best = min(variants, key=lambda v: _interval_cycles(v, options))
         chip_budget = {k: device.budget().get(k, 0) for k in units.RESOURCES}
         budget = chip_budget | {"latency_cycles": None}
         choices = iter(zip(best.shapes, best.foldings, best.widths, best.bands, best.estimates))
@@ -374,6 +432,15 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         plan.fpga_resources[device.name] = FpgaResources(
             [s.name for s in subs], {k: sum(s.resources[k] for s in subs) for k in units.RESOURCES},
             chip_budget, {k: device.resources.get(k, 0) for k in units.RESOURCES})
+
+
+def _interval_cycles(variant: "_DeviceFolding", options: BuildOptions) -> int:
+    """The cycles between samples a folding's units give: their sum, one after another; for a stream, where a
+    dataflow top may run them (none on the engine or in bands), its slowest unit's."""
+    cycles = [e["latency_cycles"] for e in variant.estimates]
+    dataflow = options.objective == "throughput" and options.top != "sequential" and not any(
+        f.strategy == units.ENGINE for f in variant.foldings) and not any(variant.bands)
+    return max(cycles, default=0) if dataflow else sum(cycles)
 
 
 @dataclass
@@ -515,7 +582,8 @@ def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[
                  split: list, subs: list[Subfunction], options: BuildOptions, widths: list[int], pinned: dict,
                  rate: float, strategies: dict, io_fixed: set, may_engine: dict) -> Optional[list[units.Folding]]:
     """The units' foldings in what the FPGA's budget leaves beside ``engines`` (their resources); None where they
-    do not fit (``units.fold``'s, ``units.fold_for_rate``'s)."""
+    do not fit (``units.fold``'s, ``units.fold_for_rate``'s, ``units.fold_for_interval``'s: for a stream, where a
+    dataflow top may run them and no engine does)."""
     budget_left = {k: device.budget().get(k, 0) - sum(e[k] for e in engines.values()) for k in units.RESOURCES}
     if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps)
         groups, start = [], 0
@@ -525,6 +593,10 @@ def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[
         cycles = [_cycles_for_rate(sub, options, device.clock_mhz) for sub in subs]
         return units.fold_for_rate(shapes, budget_left, widths, groups, cycles, pinned, rate, strategies,
                                    options.weigh_distributed_arithmetic, io_fixed)
+    if options.objective == "throughput" and options.top != "sequential" and not engines and not may_engine:
+        # units for a dataflow (``choose_tops``), where nothing runs on the engine: balanced at the least interval
+        return units.fold_for_interval(shapes, budget_left, widths, pinned, rate, strategies,
+                                       options.weigh_distributed_arithmetic, io_fixed)
     return units.fold(shapes, budget_left, widths, pinned, rate, strategies, options.weigh_distributed_arithmetic,
                       io_fixed, may_engine)
 

@@ -98,8 +98,8 @@ from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
 
 from ...core.board import LAYER_ENGINE_OPS, RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS, Device
 from ...core.graph import Graph
-from ...core.plan import Band, Subfunction
-from ..dataflow import DataflowError, Op, Process
+from ...core.plan import Band, Fifo, Subfunction
+from ..dataflow import DataflowError, Op, Process, check, fifo_depths, free_schedule
 # the cost model's constants and shared arithmetic, read by the stages as units.NAME
 from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDED_OPS, BAND_FIFO_SHARE, BRAM18_SHAPES,
                     BRAM_MIN_BITS, BRAM_MIN_DEPTH, CYCLES, DA_COST_PER_DIGIT_BIT, DA_MAX_INPUTS, DA_MAX_PRODUCTS,
@@ -504,27 +504,44 @@ def resource_parts(shape: Shape, folding: Folding, width: int,
             if any(parts.get(name, ()))}
 
 
-def dataflow_processes(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str = VITIS_HLS) -> list[Process]:
+def tokens_of(shape: Sequence[int]) -> tuple[int, int]:
+    """A tensor of ``shape`` as a dataflow's FIFO carries it: its tokens (a map's pixels; a flat tensor is one) and
+    each token's values (a pixel's channels)."""
+    tokens = math.prod(shape[2:]) if len(shape) > 2 else 1
+    return tokens, math.prod(shape) // tokens
+
+
+def token_words(values: int, lane_bytes: int) -> int:
+    """The 64-bit words a token of ``values`` lanes of ``lane_bytes`` takes (its values from the first)."""
+    return -(-values * lane_bytes // ARENA_WORD_BYTES)
+
+
+def dataflow_processes(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str = VITIS_HLS,
+                       lane_bytes: int = 2) -> list[Process]:
     """The execution units of FPGA subfunction ``sub`` as concurrent processes of a dataflow (planning/dataflow.py),
     linked by a FIFO for each tensor a unit reads: each unit as its kind runs it (``UnitKind.dataflow_ops``, at its
-    folding and its estimate's compute cycles), a token a pixel of a map (a flat tensor: one), the subfunction's
-    inputs written by a process "input" a token a cycle and its outputs read by "output". DataflowError for a unit
-    that runs in bands or on the engine (no dataflow process: it reads its input whole from memory)."""
+    folding and its estimate's compute cycles), a token a pixel of a map (a flat tensor: one; ``tokens_of``) of
+    values ``lane_bytes`` each, the subfunction's inputs written by a process "input" and its outputs read by
+    "output". DataflowError for a unit that runs in bands or on the engine (no dataflow process: it reads its input
+    whole from memory)."""
     index = graph.node_index()
     shapes: dict[str, list[int]] = {}
     for n in graph.nodes:
         for t, shape in (*zip(n.inputs, n.input_shapes), *zip(n.outputs, n.output_shapes)):
             shapes.setdefault(t, shape)
 
-    def tokens(tensor: str) -> int:  # a pixel's word of a map, or a flat tensor's one
-        return math.prod((shapes.get(tensor) or [1])[2:])
+    def tokens(tensor: str) -> int:
+        return tokens_of(shapes.get(tensor) or [1])[0]
+
+    def words(tensor: str) -> int:
+        return token_words(tokens_of(shapes.get(tensor) or [1])[1], lane_bytes)
 
     fifos: dict[str, list[str]] = {}
     for u in sub.execution_units:
         for t in u.inputs:
-            fifos.setdefault(t, []).append(f"{t}>{u.name}")
+            fifos.setdefault(t, []).append(fifo_name(t, u.name))
     for t in sub.outputs:
-        fifos.setdefault(t, []).append(f"{t}>output")
+        fifos.setdefault(t, []).append(fifo_name(t, "output"))
     written = {t for u in sub.execution_units for t in u.outputs}
     processes = []
     for u in sub.execution_units:
@@ -534,8 +551,8 @@ def dataflow_processes(graph: Graph, sub: Subfunction, clock_mhz: float, hls_too
         unit = Unit(u.pe, [index[n] for n in u.nodes], list(u.inputs), u.outputs[0])
         shape = unit_shape(graph, unit, clock_mhz, u.io_type or None, hls_tool)
         ops = kind_of(shape).dataflow_ops(shape, u.reuse_factor, u.estimate["compute_cycles"],
-                                          [(f"{t}>{u.name}", tokens(t)) for t in u.inputs], fifos.get(u.outputs[0], []),
-                                          tokens(u.outputs[0]))
+                                          [(fifo_name(t, u.name), tokens(t), words(t)) for t in u.inputs],
+                                          fifos.get(u.outputs[0], []), tokens(u.outputs[0]), words(u.outputs[0]))
         processes.append(Process(u.name, ops))
     # the inputs' tokens spread over a sample each slowest unit's interval, at least a cycle apart (the units'
     # back-pressure paces a DMA so)
@@ -545,7 +562,55 @@ def dataflow_processes(graph: Graph, sub: Subfunction, clock_mhz: float, hls_too
     given = [Op(f, True, (gap + (pace % gap if n == 0 else 0)) if j == 0 else 0)
              for n, (t, _) in enumerate(sources) for j, f in enumerate(fifos[t])]
     return [Process("input", tuple(given)), *processes,
-            Process("output", tuple(Op(f"{t}>output", False) for t in sub.outputs for _ in range(tokens(t))))]
+            Process("output", tuple(Op(fifo_name(t, "output"), False) for t in sub.outputs
+                                    for _ in range(tokens(t))))]
+
+
+# samples the dataflow's free schedule and its check run: the steady state is reached by the second, the rest see
+# that each sample keeps to it
+DATAFLOW_SAMPLES = 6
+
+
+@dataclass(frozen=True)
+class DataflowTop:
+    """A subfunction's units as a dataflow (``dataflow_top``): a sample's cycles alone and between samples in a
+    stream, its FIFOs, and the BRAM18s they and its buffered processes' copies take."""
+
+    latency_cycles: int
+    interval_cycles: int
+    fifos: list[Fifo]
+    bram18: int
+
+
+def dataflow_top(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str = VITIS_HLS,
+                 lane_bytes: int = 2) -> DataflowTop:
+    """FPGA subfunction ``sub``'s units as a dataflow: its processes' free schedule at the slowest's interval, each
+    FIFO as deep as it holds there, checked by simulating those depths (DataflowError: no process for a unit, or
+    a deadlock or stall naming the FIFO). Its memory: each FIFO (a token ``token_words`` wide), and each copy of a
+    buffer the top's own ops, the input and the output processes hold (hls/dataflow_top.cpp.in)."""
+    processes = dataflow_processes(graph, sub, clock_mhz, hls_tool, lane_bytes)
+    schedule = free_schedule(processes, DATAFLOW_SAMPLES)
+    depths = fifo_depths(schedule)
+    problem = check(processes, depths, DATAFLOW_SAMPLES)
+    if problem:
+        raise DataflowError(problem)
+    shapes = {t: s for n in graph.nodes for t, s in (*zip(n.inputs, n.input_shapes), *zip(n.outputs, n.output_shapes))}
+    writer = {op.fifo: p.name for p in processes for op in p.ops if op.write}
+    fifos = []
+    for fifo, depth in depths.items():
+        tensor, reader = fifo.rsplit(">", 1)
+        bits = token_words(tokens_of(shapes[tensor])[1], lane_bytes) * 8 * ARENA_WORD_BYTES
+        fifos.append(Fifo(fifo, tensor, writer[fifo], reader, depth, bits, bram18_blocks(depth, bits)))
+    copied = [t for u in sub.execution_units if not u.io_type for t in (*u.inputs, *u.outputs)]
+    copied += list(dict.fromkeys(sub.inputs)) + list(sub.outputs)
+    copies = sum(bram18_blocks(-(-math.prod(shapes[t]) * lane_bytes // ARENA_WORD_BYTES), 8 * ARENA_WORD_BYTES)
+                 for t in copied)
+    return DataflowTop(schedule.latency, schedule.interval, fifos, sum(f.bram18 for f in fifos) + copies)
+
+
+def fifo_name(tensor: str, reader: str) -> str:
+    """The dataflow's FIFO of ``tensor`` to ``reader`` (a unit, or "output")."""
+    return f"{tensor}>{reader}"
 
 
 def engine_refusal(graph: Graph, unit: Unit) -> Optional[str]:
@@ -669,6 +734,39 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
 
     return by_cost(foldings, shapes, widths, budget, unit_estimate, missed_then_share,
                    set(strategies or {}) | set(pinned or {}), ddr_bytes_per_cycle, distributed_arithmetic, io_fixed)
+
+
+def fold_for_interval(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
+                      pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
+                      strategies: Optional[dict[int, str]] = None, distributed_arithmetic: bool = False,
+                      io_fixed: Collection[int] = ()) -> Optional[list[Folding]]:
+    """Foldings for units that run as a dataflow, each its own process: the fewest resources (``fold_for_rate``,
+    each unit a group of its own) that reach the least interval, its slowest unit's cycles, the budget lets them
+    all reach, found by bisection over that interval (FINN's folding to a target rate, balanced: no unit faster
+    than the slowest needs); None when even the most folded design does not fit."""
+    widths = _per_unit(width, shapes)
+    alone = [[u] for u in range(len(shapes))]
+
+    def folded(cycles: float) -> Optional[list[Folding]]:
+        return fold_for_rate(shapes, budget, widths, alone, [cycles] * len(shapes), pinned, ddr_bytes_per_cycle,
+                             strategies, distributed_arithmetic, io_fixed)
+
+    def slowest(foldings: list[Folding]) -> int:
+        return max(folded_estimate(s, f, w, ddr_bytes_per_cycle)["latency_cycles"]
+                   for s, f, w in zip(shapes, foldings, widths))
+
+    best = folded(math.inf)
+    if best is None:
+        return None
+    low, high = 0, slowest(best)
+    while low < high:
+        middle = (low + high) // 2
+        foldings = folded(middle)
+        if foldings is not None and slowest(foldings) <= middle:
+            best, high = foldings, middle
+        else:
+            low = middle + 1
+    return best
 
 
 def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],

@@ -71,13 +71,15 @@ class UnitKind:
         """The values the unit writes through the arena."""
         return shape.output_values
 
-    def dataflow_ops(self, shape: Shape, reuse_factor: int, compute_cycles: int, reads: Sequence[tuple[str, int]],
-                     writes: Sequence[str], tokens: int) -> tuple[Op, ...]:
-        """Its ops on a sample as a dataflow process (planning/dataflow.py): reading ``reads`` (each input's FIFO
-        and its tokens, a pixel's word or a flat vector each), computing its ``compute_cycles``, and writing its
-        ``tokens`` output tokens to each FIFO of ``writes``: a streamed window layer (a convolution, a pooling: its
-        ``Shape.input_map``) a pixel an iteration at its reuse factor's interval (a pooling's is 1), a layer
-        ``per_token`` a token at a time, else the whole input, then the whole output."""
+    def dataflow_ops(self, shape: Shape, reuse_factor: int, compute_cycles: int,
+                     reads: Sequence[tuple[str, int, int]], writes: Sequence[str], tokens: int,
+                     words: int) -> tuple[Op, ...]:
+        """Its ops on a sample as a dataflow process (planning/dataflow.py): reading ``reads`` (each input's FIFO,
+        its tokens, a pixel's channels or a flat vector each, and a token's words), computing its
+        ``compute_cycles``, and writing its ``tokens`` output tokens of ``words`` each to each FIFO of ``writes``:
+        a streamed window layer (a convolution, a pooling: its ``Shape.input_map``) a pixel an iteration at its
+        reuse factor's interval (a pooling's is 1), a layer ``per_token`` a token at a time, else the whole
+        input, then the whole output, a token a cycle."""
         if shape.streamed and shape.input_map:
             return _window_loop(shape, reuse_factor, compute_cycles, reads, writes)
         if self.per_token(shape):
@@ -89,7 +91,7 @@ class UnitKind:
         return False
 
 
-def _window_loop(shape: Shape, interval: int, compute_cycles: int, reads: Sequence[tuple[str, int]],
+def _window_loop(shape: Shape, interval: int, compute_cycles: int, reads: Sequence[tuple[str, int, int]],
                  writes: Sequence[str]) -> tuple[Op, ...]:
     """A streamed window layer's loop (hls4ml's conv and pooling stream functions): an iteration a pixel of its
     padded input map at ``interval`` cycles, a token read at each pixel inside the padding, an output token as each
@@ -103,16 +105,16 @@ def _window_loop(shape: Shape, interval: int, compute_cycles: int, reads: Sequen
     return loop_ops(rows * columns, interval, lag, [(reads[0][0], inside)], writes, emits)
 
 
-def _token_loop(compute_cycles: int, reads: Sequence[tuple[str, int]], writes: Sequence[str],
+def _token_loop(compute_cycles: int, reads: Sequence[tuple[str, int, int]], writes: Sequence[str],
                 tokens: int) -> tuple[Op, ...]:
     """A layer that computes each output token from the same token of each input (an activation, an Add, a
     Concat of channels, a scale and shift), a token an iteration at the interval its cycles allow; an input of
     other tokens, whole."""
-    if any(count != tokens for _, count in reads):
+    if any(count != tokens for _, count, _ in reads):
         return whole_ops(reads, writes, tokens, compute_cycles)
     interval = max(1, compute_cycles // max(1, tokens))
     lag = -(-max(0, compute_cycles - tokens * interval) // interval)
-    return loop_ops(tokens, interval, lag, [(fifo, range(tokens)) for fifo, _ in reads], writes, range(tokens))
+    return loop_ops(tokens, interval, lag, [(fifo, range(tokens)) for fifo, *_ in reads], writes, range(tokens))
 
 
 KINDS: dict[str, UnitKind] = {}
@@ -243,13 +245,10 @@ class _TopKind(UnitKind):
     def lanes(width: int) -> int:
         return ARENA_WORD_BYTES // element_bytes(width)
 
-
-class _TokenByToken(_TopKind):
-    """A top's op whose output token is computed from the same token of each input (a pixel's channels of each
-    Concat input, then the next pixel's)."""
-
-    def per_token(self, shape: Shape) -> bool:
-        return True
+    def dataflow_ops(self, shape, reuse_factor, compute_cycles, reads, writes, tokens, words):
+        """In a dataflow top, over its own copy of its buffers: each input token copied in a word a cycle, its
+        op, then each output token copied out (hls/dataflow_top.cpp.in's buffered process)."""
+        return whole_ops(reads, writes, tokens, compute_cycles, words)
 
 
 @unit_kind
@@ -267,7 +266,7 @@ class Gather(_TopKind):
 
 
 @unit_kind
-class Add(_TokenByToken):
+class Add(_TopKind):
     """arena.h's add: a word of each input for a word of the output's lanes."""
 
     name = "add"
@@ -280,7 +279,7 @@ class Add(_TokenByToken):
 
 
 @unit_kind
-class Affine(_TokenByToken):
+class Affine(_TopKind):
     """arena.h's affine (a BatchNormalization): a word read and a word written a cycle."""
 
     name = "affine"
@@ -306,7 +305,7 @@ class LocalResponse(_TopKind):
 
 
 @unit_kind
-class Concat(_TokenByToken):
+class Concat(_TopKind):
     """arena.h's concat: a word of lanes from one input's run (its words read, the output's written: two words a
     cycle) when the inputs' channels fill whole words, else a read a value."""
 
@@ -326,6 +325,7 @@ class Data(UnitKind):
 
     name = "data"
     holds_its_input = False
+    dataflow_ops = _TopKind.dataflow_ops  # the top moves it over its own copy of its buffers too
 
     def moved_out(self, shape: Shape) -> int:
         return shape.input_values
