@@ -1,10 +1,11 @@
-"""The MLPerf Tiny reference architectures on the PYNQ-Z2: hetdeploy's sequential top beside its units as a
-dataflow (estimates only: hetdeploy builds the sequential top; the dataflow top of issue 66 is not built yet),
-with the published MLPerf Tiny figures of hls4ml's and FINN's PYNQ-Z2 submissions beside them.
+"""The MLPerf Tiny reference architectures on the PYNQ-Z2 under each of hetdeploy's tops: the sequential (its units
+one after another a sample) and the dataflow (its units at once on successive samples, linked by FIFOs: issue 66),
+as `hetdeploy plan --top` plans them, with the published MLPerf Tiny figures of hls4ml's and FINN's PYNQ-Z2
+submissions beside them. Estimates only: nothing here is measured or synthesised.
 
 Run by hand (prints a table; nothing here is a test):
 
-    .venv/bin/python benchmarks/tiny.py [--width 8] [--json]
+    .venv/bin/python benchmarks/tiny.py [--width 8] [--batch 100] [--json]
 
 The networks, written here with benchmarks/graphs.py and seeded random weights (graphs.to_onnx), as the MLPerf Tiny
 v0.7 reference models define them (mlcommons/tiny, benchmark/training): anomaly detection's fully connected
@@ -12,16 +13,20 @@ autoencoder 640-128-128-128-128-8-128-128-128-128-640 (each hidden layer with it
 keyword spotting's DS-CNN on 49 x 10 MFCCs (a 10 x 4 convolution of stride 2, four depthwise-separable blocks of
 64 channels, average pooling, 12 classes), image classification's ResNet-8 on 32 x 32 x 3 (a 16-channel stem, three
 residual stacks of 16, 32 and 64 channels, the last two strided with a 1 x 1 shortcut) and visual wake words'
-MobileNetV1 0.25 on 96 x 96 x 3. Each is planned on the PYNQ-Z2 under the latency policy (``--width``: the
-fixed-point bits, 8 by default, as the quantized submissions are); the table says how many nodes went to the FPGA.
+MobileNetV1 0.25 on 96 x 96 x 3. Each is planned on the PYNQ-Z2 by the latency policy for a stream (``--objective
+throughput``, ``--batch``: 100 by default) at ``--width`` bits (8 by default, as the quantized submissions are),
+once with ``--top sequential`` and once with ``--top dataflow``; a network that has no dataflow top (a unit on the
+engine, or in bands) says why.
 
-Per model: the units, the FPGA's resources, and per top the FPGA's cycles a sample at the board file's clock (the
-sequential top: its units' latencies summed, as the plan estimates it; the dataflow: its slowest unit's interval,
-and its latency, from units.dataflow_processes and planning/dataflow.py's free schedule, and the FIFO tokens its
-depths hold), with samples/s of the FPGA alone; then the published figure. The published designs are not these
-networks' builds: hls4ml's AD08 is this autoencoder quantized to 8 bits; FINN's keyword spotting submission is a
-W3A3 MLP, not the DS-CNN; hls4ml's RN07 and RN08 are ResNet-7/8 variants of its own; FINN's CNV-W1A1 is BNN-PYNQ's
-CIFAR-10 network; no PYNQ-Z2 visual wake words figure is published. Nothing here is measured or synthesised.
+Per model and top: the FPGA nodes, the units, the FPGA's resources (the dataflow's FIFOs and buffer copies in its
+BRAM18), the FPGA's cycles a sample at the board file's clock alone and between samples in a stream (the
+sequential top's are both its units' latencies summed; the dataflow's from its processes' free schedule, the
+interval its slowest unit's), the FPGA's samples/s, and the plan's end to end (the call overhead, the DMA's bytes
+and the ARM's subfunctions included, batches pipelined); then the published figure. The published designs are not
+these networks' builds: hls4ml's AD08 is this autoencoder quantized to 8 bits; FINN's keyword spotting submission
+is a W3A3 MLP, not the DS-CNN; hls4ml's RN07 and RN08 are ResNet-7/8 variants of its own; FINN's CNV-W1A1 is
+BNN-PYNQ's CIFAR-10 network; no PYNQ-Z2 visual wake words figure is published. The published latency is MLPerf
+Tiny's single-stream figure, a sample's time on the board with its host's calls; hetdeploy's is the FPGA's alone.
 """
 
 from __future__ import annotations
@@ -39,9 +44,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import graphs  # noqa: E402
 
+from hetdeploy.core.errors import UserError  # noqa: E402
+from hetdeploy.core.plan import TOPS  # noqa: E402
 from hetdeploy.planning import units  # noqa: E402
 from hetdeploy.planning.config import BuildOptions  # noqa: E402
-from hetdeploy.planning.dataflow import DataflowError, check, fifo_depths, free_schedule  # noqa: E402
 from hetdeploy.steps.build import plan_stages  # noqa: E402
 
 BOARD = "pynq-z2"
@@ -104,67 +110,67 @@ MODELS = {"anomaly_detection": anomaly_detection, "keyword_spotting": keyword_sp
           "image_classification": image_classification, "visual_wake_words": visual_wake_words}
 
 
-def measure(name: str, folder: Path, width: int) -> dict:
+def measure(name: str, folder: Path, width: int, batch: int) -> dict:
     model = folder / f"{name}.onnx"
     onnx.save(graphs.to_onnx(MODELS[name]()), str(model))
-    loaded, board, plan = plan_stages(BuildOptions(model=model, board=BOARD, out_dir=folder, policy="latency",
-                                                   width=width), lambda k, what: None)
-    fpga = [s for s in plan.subfunctions if board.device(s.device).kind == "fpga"]
-    row = {"model": name, "width": width, "fpga_nodes": sum(len(s.nodes) for s in fpga),
-           "nodes": len(loaded.graph.nodes), "units": sum(len(s.execution_units) for s in fpga),
-           "resources": {k: sum(s.resources.get(k, 0) for s in fpga) for k in units.RESOURCES},
+    row = {"model": name, "width": width, "batch": batch,
            "published": [{"design": design, "latency_s": seconds} for design, seconds in PUBLISHED[name]]}
-    clock = board.device("fpga").clock_mhz * 1e6
-    sequential = sum(u.estimate["latency_cycles"] for s in fpga for u in s.execution_units)
-    row["sequential"] = {"cycles": sequential, "latency_s": sequential / clock, "samples_per_s": clock / sequential}
-    try:
-        interval = latency = tokens = 0
-        for sub in fpga:  # subfunctions one after another: their intervals' slowest, their latencies summed
-            processes = units.dataflow_processes(loaded.graph, sub, board.device(sub.device).clock_mhz,
-                                                 board.device(sub.device).hls_tool)
-            schedule = free_schedule(processes, 6)
-            depths = fifo_depths(schedule)
-            problem = check(processes, depths)
-            if problem:
-                raise DataflowError(problem)
-            interval, latency = max(interval, schedule.interval), latency + schedule.latency
-            tokens += sum(depths.values())
-        row["dataflow"] = {"interval_cycles": interval, "latency_s": latency / clock,
-                           "samples_per_s": clock / interval, "fifo_tokens": tokens}
-    except DataflowError as why:
-        row["dataflow"] = {"not_a_dataflow": str(why)}
+    for top in TOPS:
+        try:
+            loaded, board, plan = plan_stages(BuildOptions(
+                model=model, board=BOARD, out_dir=folder, policy="latency", width=width, objective="throughput",
+                batch=batch, top=top), lambda k, what: None)
+        except UserError as why:
+            row[top] = {"no_plan": str(why)}
+            continue
+        fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
+        clock = board.device("fpga").clock_mhz * 1e6
+        # the FPGA subfunctions one after another a sample; in a stream each its own core, the slowest the pace
+        latency = sum(s.top.latency_cycles for s in fpga)
+        interval = max((s.top.interval_cycles for s in fpga), default=0)
+        resources = {k: sum(s.resources.get(k, 0) for s in fpga) for k in units.RESOURCES}
+        resources["bram18"] += sum(s.top.dataflow_bram18 for s in fpga if s.top.kind == "dataflow")
+        row[top] = {"fpga_nodes": sum(len(s.nodes) for s in fpga), "nodes": len(loaded.graph.nodes),
+                    "units": sum(len(s.execution_units) for s in fpga), "resources": resources,
+                    "latency_cycles": latency, "interval_cycles": interval, "latency_s": latency / clock,
+                    "samples_per_s": clock / interval if interval else 0.0,
+                    "end_to_end_samples_per_s": plan.estimate.throughput_per_s,
+                    "fifo_tokens": sum(f.depth for s in fpga for f in s.top.fifos if s.top.kind == "dataflow")}
     return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--width", type=int, default=8, help="fixed-point bits of the plans (default 8)")
+    parser.add_argument("--batch", type=int, default=100, help="samples an FPGA call, the stream's (default 100)")
     parser.add_argument("--json", action="store_true", help="one JSON list of the rows")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        rows = [measure(name, Path(folder), args.width) for name in MODELS]
+        rows = [measure(name, Path(folder), args.width, args.batch) for name in MODELS]
     if args.json:
         print(json.dumps(rows, indent=1))
         return
-    print(f"MLPerf Tiny reference architectures on the {BOARD} at {args.width} bits (latency policy): hetdeploy's "
-          f"estimates at the board file's clock, the FPGA alone (no DMA, no call overhead); the dataflow top is "
-          f"an estimate of the units overlapped, not built yet")
-    print(f"{'model':<22} {'FPGA nodes':>10} {'units':>5} {'DSP':>5} {'BRAM18':>6} {'LUT':>7} {'FF':>7} "
-          f"{'sequential':>11} {'samples/s':>10} {'dataflow':>9} {'latency':>9} {'samples/s':>10} {'FIFO tok':>8}  "
+    print(f"MLPerf Tiny reference architectures on the {BOARD} at {args.width} bits, a stream of batches of "
+          f"{args.batch} (latency policy, objective throughput), under each top: hetdeploy's estimates at the board "
+          f"file's clock (cycles a sample alone and between samples: the FPGA's alone; end to end: with the call "
+          f"overhead, the DMA and the ARM's share); nothing measured or synthesised")
+    print(f"{'model':<22} {'top':<10} {'FPGA nodes':>10} {'units':>5} {'DSP':>5} {'BRAM18':>6} {'LUT':>7} {'FF':>7} "
+          f"{'latency':>9} {'cycles':>8} {'interval':>8} {'samples/s':>10} {'end to end':>10} {'FIFO tok':>8}  "
           f"published (PYNQ-Z2)")
     for row in rows:
-        r, seq, flow = row["resources"], row["sequential"], row["dataflow"]
-        dataflow = (f"{flow['interval_cycles']:>9} {_time(flow['latency_s']):>9} {flow['samples_per_s']:>10,.0f} "
-                    f"{flow['fifo_tokens']:>8}" if "interval_cycles" in flow else f"{'-':>9} {'-':>9} {'-':>10} "
-                                                                                 f"{'-':>8}")
         published = "; ".join(f"{p['design']} {_time(p['latency_s'])}" for p in row["published"]) or "none published"
-        print(f"{row['model']:<22} {row['fpga_nodes']:>4} of {row['nodes']:>3} {row['units']:>5} {r['dsp']:>5} "
-              f"{r['bram18']:>6} {r['lut']:>7} {r['ff']:>7} {_time(seq['latency_s']):>11} "
-              f"{seq['samples_per_s']:>10,.0f} {dataflow}  {published}")
-        if "not_a_dataflow" in flow:
-            print(f"  {row['model']}: no dataflow estimate: {flow['not_a_dataflow']}")
-    print("dataflow: cycles a sample (its slowest unit's interval); sources: mlcommons/tiny_results_v0.7 and "
-          "tiny_results_v1.0, closed division, PYNQ-Z2")
+        for top in TOPS:
+            r = row[top]
+            if "no_plan" in r:
+                print(f"{row['model']:<22} {top:<10} no {top} top: {r['no_plan']}")
+                continue
+            used = r["resources"]
+            tokens = r["fifo_tokens"] if top == "dataflow" else "-"
+            print(f"{row['model']:<22} {top:<10} {r['fpga_nodes']:>4} of {r['nodes']:>3} {r['units']:>5} "
+                  f"{used['dsp']:>5} {used['bram18']:>6} {used['lut']:>7} {used['ff']:>7} "
+                  f"{_time(r['latency_s']):>9} {r['latency_cycles']:>8} {r['interval_cycles']:>8} "
+                  f"{r['samples_per_s']:>10,.0f} {r['end_to_end_samples_per_s']:>10,.0f} {tokens!s:>8}  {published}")
+    print("sources: mlcommons/tiny_results_v0.7 and tiny_results_v1.0, closed division, PYNQ-Z2")
 
 
 def _time(seconds: float) -> str:

@@ -240,6 +240,7 @@ def test_the_dataflow_top_matches_onnxruntime_and_the_sequential_tops_outputs_bi
         plan = json.loads((out / "plan.json").read_text())
         (sub,) = [s for s in plan["subfunctions"] if s["kind"] == "fpga"]
         assert sub["top"]["kind"] == top and sub["verification"]["passed"]
+        assert f"<p>top {top} (--top {top}); cycles a sample" in (out / "report.html").read_text()
         source = (out / "hls" / sub["name"] / f"{sub['name']}_top.cpp").read_text()
         depths = [int(d) for d in re.findall(r"#pragma HLS STREAM variable=fifo_\d+ depth=(\d+)", source)]
         if top == "dataflow":  # a FIFO for each tensor to each reader, as deep as the plan's schedule says

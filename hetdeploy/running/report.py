@@ -20,8 +20,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch, Rectangle
 
-from ..core.plan import MemoryPlan, Plan, Subfunction, duration, time_unit
-from ..core.plan_text import ESTIMATE_COLUMNS, OPEN_SYNTH_CAVEAT, YOSYS_COLUMNS, open_synth_totals, open_synth_verdict
+from ..core.plan import MemoryPlan, Plan, Subfunction, Top, duration, time_unit
+from ..core.plan_text import (ESTIMATE_COLUMNS, OPEN_SYNTH_CAVEAT, YOSYS_COLUMNS, open_synth_totals, open_synth_verdict,
+                              top_lines)
 
 # A subfunction's colour is its own, from a qualitative palette in plan order (two FPGA
 # subfunctions must not read as one); its device kind is the graph's node marker.
@@ -250,6 +251,18 @@ def units_table(plan: Plan) -> str:
                   rows, names=3)
 
 
+def top_section(name: str, top: Top) -> list[str]:
+    """How an FPGA subfunction's top runs its units, as the plan prints it (``plan_text.top_lines``), its
+    dataflow's FIFOs a table."""
+    first, *_ = top_lines(name, top)
+    parts = [f"<h2>{html.escape(name)}: top</h2>", f"<p>{html.escape(first.strip().removeprefix(name + ': '))}</p>"]
+    if top.kind == "dataflow":
+        parts.append(_table(["FIFO", "writer", "reader", "depth (tokens)", "token bits", "BRAM18"],
+                            [[f.name, f.writer, f.reader, f.depth, f.token_bits, f.bram18] for f in top.fifos],
+                            names=3))
+    return parts
+
+
 def open_synth_section(plan: Plan) -> list[str]:
     """build --open-synth's figures, what they are said first; none when the build did not run it."""
     units = [(s, u) for s in plan.subfunctions for u in s.execution_units if u.open_synthesis is not None]
@@ -322,6 +335,8 @@ def write_report(build_dir: Path) -> Path:
                             ["budget", *[f"{totals.budget[k]:,}" for k in RESOURCES]],
                             ["chip", *[f"{totals.resources[k]:,}" for k in RESOURCES]]])]
     parts += open_synth_section(plan)
+    for sub in (s for s in plan.subfunctions if s.top is not None):
+        parts += top_section(sub.name, sub.top)
     for sub in plan.subfunctions:
         if sub.memory is None:
             continue

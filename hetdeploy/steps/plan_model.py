@@ -5,11 +5,12 @@ the normalised graph names its nodes, and the --error-budget search's widths ``b
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass
 import difflib
 import importlib.util
-from typing import Any, Collection, Mapping, Optional, Sequence
+from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 
 from ..core.board import Board, Device
 from ..core.board_runtime import resource_of
@@ -29,7 +30,9 @@ from ..planning.profile import NOTHING_MEASURED, Measured, read_profile
 from ..running import budget, runtime
 from ..running.samples import BuildSamples
 
-# float reassociation inside onnxruntime's kernels may differ.
+# times the units are folded into less BRAM to make room for the dataflow tops wanted (each refold moves the FIFOs'
+# depths, so the room is measured again)
+DATAFLOW_REFOLDS = 2
 
 
 def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
@@ -53,6 +56,15 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
     if engine and (options.top == "dataflow" or options.objective == "throughput" and options.top == "auto"):
         tries.append(None)
         folds[None] = dataclasses.replace(options, no_engine=True)
+    index = loaded.graph.node_index()
+
+    def plan_memory(plan: Plan) -> None:
+        memory.plan_memory(plan, loaded.graph, loaded.tensor_shapes(), board, options.memory_strategy, options.width,
+                           options.batch, lambda t: units.element_bytes(options.width),
+                           lambda u: engine_weights_bytes(u.engine, options.width) if u.engine is not None else
+                           units.element_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
+                                                                    for n in u.nodes))
+
     for with_engine in tries:
         plan = None
         try:  # a partition that cannot hold the units, or the user's per-node settings (which name nodes the
@@ -68,14 +80,10 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
         if with_engine is True and any(sum(any(u.engine for u in s.execution_units) for s in plan.subfunctions
                                            if s.device == d.name) > 1 for d in board.devices):
             tries += _largest_engine_try(plan, loaded, board, options, layer_widths)
-        index = loaded.graph.node_index()
-        memory.plan_memory(plan, loaded.graph, loaded.tensor_shapes(), board, options.memory_strategy, options.width,
-                           options.batch, lambda t: units.element_bytes(options.width),
-                           lambda u: engine_weights_bytes(u.engine, options.width) if u.engine is not None else
-                           units.element_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
-                                                                    for n in u.nodes))
+        plan_memory(plan)
         try:  # --top dataflow, where this partition's units cannot run as one
-            choose_tops(plan, loaded, board, options)
+            plan = _with_dataflow_room(plan, loaded, board, options, folds.get(with_engine, options), layer_widths,
+                                       plan_memory)
         except UserError as why:
             refused = refused or why
             continue
@@ -85,6 +93,27 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
         raise refused
     return min(plans, key=lambda p: p.estimate.latency_s if options.objective == "latency"
                else 1.0 / p.estimate.throughput_per_s)
+
+
+def _with_dataflow_room(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
+                        fold_options: BuildOptions, layer_widths: Mapping[str, int],
+                        plan_memory: Callable[[Plan], None]) -> Plan:
+    """``plan`` with its tops chosen (``choose_tops``); where the dataflow tops wanted do not fit the BRAM18s left
+    beside the units, the units folded into that much less, up to twice (a new folding moves the FIFOs' depths).
+    Under --top auto, where that still leaves no room, the plan as it was folded, its tops sequential."""
+    folded = copy.deepcopy(plan)
+    kept: dict[str, int] = {}
+    for _ in range(DATAFLOW_REFOLDS):
+        lacking = choose_tops(plan, loaded, board, options, final=False)
+        if not lacking:
+            return plan
+        kept = {d: kept.get(d, 0) + lacking.get(d, 0) for d in {*kept, *lacking}}
+        fold_units(plan, loaded, board, fold_options, layer_widths, kept)
+        plan_memory(plan)
+    if choose_tops(plan, loaded, board, options) and options.top == "auto":
+        choose_tops(folded, loaded, board, options)
+        return folded
+    return plan
 
 
 def _largest_engine_try(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
@@ -226,44 +255,56 @@ def map_nodes(plan: Plan, loaded: LoadedModel) -> dict[str, dict[str, str]]:
     return result
 
 
-def choose_tops(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions) -> None:
+def choose_tops(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
+                final: bool = True) -> dict[str, int]:
     """Each FPGA subfunction's top (``Top``): sequential, its units one after another a sample, or a dataflow, each
     unit a process on its own sample (``units.dataflow_top``), as --top says. Under "auto" the objective weighs
     them: latency, the sequential top (a sample's cycles are about its units' sum either way, and its buffers share
     their memory); throughput, the dataflow where it has a process for every unit, its FIFOs and copies fit the
-    FPGA's BRAM18s beside every unit, and its interval is the shorter. UserError where --top dataflow cannot be
-    had."""
+    FPGA's BRAM18s beside every unit, and its interval is the shorter. Returns the BRAM18s each FPGA lacked for the
+    dataflow tops wanted (asked for, or shorter) that did not fit beside the units: folded into that much less,
+    they may (``final`` False: no UserError for those; else UserError where --top dataflow cannot be had)."""
     left = {name: r.budget["bram18"] - r.used["bram18"] for name, r in plan.fpga_resources.items()}
+    lacking: dict[str, int] = {}
     for sub in (s for s in plan.subfunctions if s.kind == "fpga"):
         device = board.device(sub.device)
         cycles = sum(u.estimate["latency_cycles"] for u in sub.execution_units)
         top = Top("sequential", "", cycles, cycles)
+        short = 0
         try:
             flow = units.dataflow_top(loaded.graph, sub, device.clock_mhz, device.hls_tool,
                                       units.element_bytes(options.width))
             top = dataclasses.replace(top, dataflow_latency_cycles=flow.latency_cycles,
                                       dataflow_interval_cycles=flow.interval_cycles, dataflow_bram18=flow.bram18,
                                       fifos=flow.fifos)
-            if flow.bram18 > left[sub.device]:
+            short = flow.bram18 - max(0, left[sub.device])
+            if short > 0:
                 top.dataflow_refused = (f"its FIFOs and buffer copies take {flow.bram18} BRAM18s, "
                                         f"{max(0, left[sub.device])} are left beside the units")
         except DataflowError as why:
             top.dataflow_refused = str(why)
-        if options.top == "dataflow" and top.dataflow_refused:
+        wanted = options.top == "dataflow" or options.top == "auto" and options.objective == "throughput" and \
+            top.dataflow_latency_cycles and top.dataflow_interval_cycles < top.sequential_interval_cycles
+        if wanted and short > 0:
+            lacking[sub.device] = lacking.get(sub.device, 0) + short
+        if options.top == "dataflow" and top.dataflow_refused and (final or short <= 0):
             raise UserError(f"{said(options, '--top', '', 'dataflow', '--top dataflow')}: subfunction {sub.name} "
                             f"has no dataflow top: {top.dataflow_refused}")
-        if options.top != "auto":
-            top.kind, top.why = options.top, f"--top {options.top}"
+        if options.top == "dataflow" and not top.dataflow_refused:
+            top.kind, top.why = "dataflow", "--top dataflow"
+        elif options.top != "auto":
+            top.why = f"--top {options.top}"
         elif options.objective != "throughput":
             top.why = "auto, objective latency: its buffers share their memory"
         elif top.dataflow_refused:
             top.why = "auto: no dataflow top"
         else:
-            top.kind = "dataflow" if top.dataflow_interval_cycles < top.sequential_interval_cycles else "sequential"
+            top.kind = "dataflow" if wanted else "sequential"
             top.why = "auto, objective throughput: the shorter interval"
         if top.kind == "dataflow":
             left[sub.device] -= top.dataflow_bram18
         sub.top = top
+    return lacking
 
 
 def fpga_times(plan: Plan, board: Board, spills: bool = True) -> None:
@@ -357,11 +398,11 @@ class UnitsDoNotFit(UserError):
 
 
 def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
-               layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS) -> None:
+               layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS, kept_bram18: Mapping[str, int] = {}) -> None:
     """Split each FPGA subfunction into execution units and fold all the units of one FPGA
     together into its budget (the partitioner only gives an FPGA what fits it fully folded), each at
     its width (``_pinned_precision``): without the engine and, unless --no-engine, with it (``_fold_device``),
-    the faster kept."""
+    the faster kept. ``kept_bram18``: BRAM18s of an FPGA kept off the units' budget (its dataflow tops')."""
     where = {n: s.device for s in plan.subfunctions for n in s.nodes}
     node_bits = node_widths(loaded.graph, options.width, layer_widths)
     if options.weigh_distributed_arithmetic and importlib.util.find_spec("da4ml") is None:
@@ -390,7 +431,8 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
             tries = [{s.name for s in subs if s.engine_weighed}]
         for with_engine in tries:
             try:  # the units do not fit, or the user's per-node settings name a unit the engine's fusion cut
-                variant = _fold_device(subs, device, loaded, options, node_bits, capable, with_engine)
+                variant = _fold_device(subs, device, loaded, options, node_bits, capable, with_engine,
+                                       kept_bram18.get(device.name, 0))
             except UserError as why:
                 refused = refused or why
                 continue
@@ -465,7 +507,8 @@ def _engine_macs(sub: Subfunction, capable: Collection[int], loaded: LoadedModel
 
 
 def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, options: BuildOptions,
-                 node_bits: Sequence[int], capable: set[int], with_engine: Collection[str]) -> Optional[_DeviceFolding]:
+                 node_bits: Sequence[int], capable: set[int], with_engine: Collection[str],
+                 kept_bram18: int = 0) -> Optional[_DeviceFolding]:
     """``device``'s subfunctions cut into units and folded together into its budget; ``capable``: the nodes its
     engine may compute (``engine_capable``); ``with_engine``: the subfunctions where each unit the engine computes
     (``units.engine_refusal``) and the user set nothing of (a strategy, a folding, an io type, bands, a precision, a
@@ -473,6 +516,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
     budget (None where those subfunctions hold no node the engine computes). Units pinned to the engine run on it
     either way."""
     index = loaded.graph.node_index()
+    budget = {k: n - kept_bram18 * (k == "bram18") for k, n in device.budget().items()}
     pinned_engine = {index[n] for n, strategy in options.strategies.items() if strategy == units.ENGINE}
     free = {index[n] for s in subs if s.name in with_engine for n in s.nodes} & capable
     split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs),
@@ -508,7 +552,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
         whole = {k: dataclasses.replace(s, engine=sized[group_of[k]]) for k, s in whole.items()}
         # URAM is no budget the units are folded into: the engines' must fit the FPGA's beside each other
         foldings = _fold_beside(shapes, engines, device, split, subs, options, widths, pinned, rate, strategies,
-                                io_fixed, {k: whole[k] for k in may}) \
+                                io_fixed, {k: whole[k] for k in may}, kept_bram18) \
             if sum(e["uram"] for e in engines.values()) <= device.budget().get("uram", 0) else None
         if foldings is not None:
             break
@@ -516,17 +560,18 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
             s, widths[k], rate, strategies.get(k)) + [units.Folding(1, True, units.ENGINE)] * (k in may))[-1],
             widths[k], rate) for k, s in enumerate(shapes)] + list(engines.values())
         used = {k: sum(e.get(k, 0) for e in folded) for k in (*units.RESOURCES, "uram")}
-        over = {k: n for k, n in used.items() if n > device.budget().get(k, 0)}
+        over = {k: n for k, n in used.items() if n > budget.get(k, 0)}
         if set(over) - {"dsp", "bram18", "uram"}:  # a smaller engine frees only its multipliers and weight buffers
             break
     if foldings is None:  # pinned foldings, or the support policy (which does not weigh capacity)
-        over = [f"{k.upper()} {used} > {device.budget()[k]}" for k, used in over.items()]
+        kept = f" ({kept_bram18} of its BRAM18s kept for the dataflow tops' FIFOs)" if kept_bram18 else ""
+        over = [f"{k.upper()} {used} > {budget[k]}" for k, used in over.items()]
         if pinned:
             raise UnitsDoNotFit(f"the FPGA units do not fit {device.name} with the foldings given by "
                                 f"--reuse-factor, --model-reuse-factor, --strategy and --weights-in-ddr, even with "
                                 f"every other unit fully folded ({', '.join(over)})")
         raise UnitsDoNotFit(f"the {options.policy} policy gives {device.name} more than it holds even fully "
-                            f"folded ({', '.join(over)}); the latency policy moves what does not fit elsewhere")
+                            f"folded ({', '.join(over)}){kept}; the latency policy moves what does not fit elsewhere")
     shapes = [whole[k] if f.strategy == units.ENGINE else s for k, (s, f) in enumerate(zip(shapes, foldings))]
     estimates = [units.folded_estimate(s, f, w, rate) for s, f, w in zip(shapes, foldings, widths)]
     for group, resources in engines.items():  # the engine, with its first unit on it (none on it: none)
@@ -580,11 +625,13 @@ def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int
 
 def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[str, int]], device: Device,
                  split: list, subs: list[Subfunction], options: BuildOptions, widths: list[int], pinned: dict,
-                 rate: float, strategies: dict, io_fixed: set, may_engine: dict) -> Optional[list[units.Folding]]:
-    """The units' foldings in what the FPGA's budget leaves beside ``engines`` (their resources); None where they
-    do not fit (``units.fold``'s, ``units.fold_for_rate``'s, ``units.fold_for_interval``'s: for a stream, where a
-    dataflow top may run them and no engine does)."""
-    budget_left = {k: device.budget().get(k, 0) - sum(e[k] for e in engines.values()) for k in units.RESOURCES}
+                 rate: float, strategies: dict, io_fixed: set, may_engine: dict,
+                 kept_bram18: int = 0) -> Optional[list[units.Folding]]:
+    """The units' foldings in what the FPGA's budget leaves beside ``engines`` (their resources) and ``kept_bram18``
+    (``fold_units``'); None where they do not fit (``units.fold``'s, ``units.fold_for_rate``'s,
+    ``units.fold_for_interval``'s: for a stream, where a dataflow top may run them and no engine does)."""
+    budget_left = {k: device.budget().get(k, 0) - sum(e[k] for e in engines.values()) - kept_bram18 * (k == "bram18")
+                   for k in units.RESOURCES}
     if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps)
         groups, start = [], 0
         for _, units_of_sub in split:
