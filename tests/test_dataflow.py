@@ -215,20 +215,33 @@ def resnet8_shaped(path):
     return path
 
 
-@pytest.mark.parametrize("network", ["jet_tagger_mlp", "resnet8_shaped"])
+def concat_and_affine(path):
+    """The top's token-by-token ops in one network: a Concat of a convolution's output and a BatchNormalization of
+    the input (the top's: no layer before it to fold into), a convolution of that with the Concat added back, then
+    global average pooling, a Flatten and a dense classifier."""
+    import graphs
+
+    b = graphs.Builder([1, 4, 6, 6])
+    x = b.concat([b.unary("Relu", b.conv("input", 4, 3)), b.unary("BatchNormalization", "input")])
+    onnx.save(graphs.to_onnx(b.graph(b.head(b.unary("Relu", b.add(b.conv(x, 8, 3), x)), 5))), str(path))
+    return path
+
+
+@pytest.mark.parametrize("network", ["jet_tagger_mlp", "resnet8_shaped", "concat_and_affine"])
 def test_the_dataflow_top_matches_onnxruntime_and_the_sequential_tops_outputs_bit_for_bit(network, tmp_path):
     """The same plan built with each top (--policy support, no engine: the same units, foldings and types) on the
-    PYNQ-Z2: the dataflow top's C++ is its units as processes linked by FIFOs of the plan's depths; it verifies
-    against onnxruntime per output on samples it did not size on, and on 5 samples the build never saw, in calls
-    of 3 (a stream of two calls, the last short), emulates within tolerance with the very outputs of the sequential
-    top's."""
+    PYNQ-Z2: the dataflow top's C++ is its units as processes linked by FIFOs of the plan's depths (the top's
+    Adds, Concat and BatchNormalization a token at a time, its pooling and Flatten over copies of their buffers);
+    it verifies against onnxruntime per output on samples it did not size on, and on 5 samples the build never
+    saw, in calls of 3 (a stream of two calls, the last short), emulates within tolerance with the very outputs of
+    the sequential top's."""
     import networks
 
     model = tmp_path / f"{network}.onnx"
     if network == "jet_tagger_mlp":
         onnx.save(networks.jet_tagger_mlp(), str(model))
     else:
-        resnet8_shaped(model)
+        globals()[network](model)
     shape = [d.dim_value or 1 for d in onnx.load(str(model)).graph.input[0].type.tensor_type.shape.dim]
     samples = tmp_path / "x.npy"
     np.save(samples, np.random.default_rng(11).normal(size=[5, *shape[1:]]).astype(np.float32))

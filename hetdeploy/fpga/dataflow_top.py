@@ -4,8 +4,10 @@ linked by FIFOs of tokens, from hls/dataflow_top.cpp.in and the statements of hl
 The processes are those the planner scheduled (``units.dataflow_processes``), their FIFOs the plan's (``Top.fifos``,
 each as deep as the schedule needs): "input" takes the float ports in and writes each input's tokens to its
 readers; an hls4ml unit streams its tokens through its project (``unit_tokens``, beside its step in its wrapper
-file); each of the top's own ops copies its input tokens into buffers of its own, runs as in the sequential top
-(its kind's statement, ``top_kinds``), and copies its output out a token at a time; "output" gives the float ports.
+file); each of the top's own ops that computes a token from a token of each input (an Add, a BatchNormalization,
+a Concat: its kind's ``token_op``) does so a token a cycle, and each other one copies its input tokens into
+buffers of its own, runs as in the sequential top (its kind's statement, ``top_kinds``), and copies its output out
+a token at a time; "output" gives the float ports.
 A token (arena.h's ``token``) is a pixel's channels, or a flat tensor's values (``units.tokens_of``). Every C++
 name here is one hetdeploy made; a model's names reach the code only through ``identifier``.
 """
@@ -163,10 +165,19 @@ def processes_and_calls(source: DataflowSource, streams: TokenStreams) -> tuple[
             process(f"{unit.name}_process", parameters, arguments, "",
                     line("call", STATEMENTS, name=f"{unit.name}_tokens", arguments=", ".join(arguments)))
             continue
+        kind, (y,) = top_kind(unit), unit.outputs
+        tokens = {t: f"t_{k}" for k, t in enumerate(unit.inputs)}
+        expression = kind.token_op(unit, tokens, Buffers(tokens.get, source.types, source.shapes, weights))
+        if expression is not None:  # a token of each input in, its output's token out, a token a cycle
+            reads = "".join(statement("read_token", STATEMENTS, token=streams.token(t), var=tokens[t],
+                                      fifo=streams.var(streams.into(unit.name, t))) + "\n" for t in unit.inputs)
+            process(f"{unit.name}_process", parameters, arguments, "", line(
+                "token_loop", STATEMENTS, tokens=streams.values(y)[0], reads=reads, token=streams.token(y),
+                expression=expression, writes=_writes([streams.var(f) for f in streams.out_of(unit.name, y)])))
+            continue
         buffers = {t: f"x_{k}" for k, t in enumerate(dict.fromkeys(unit.inputs + unit.outputs))}
         body = [tokens_in(t, unit.name, buffers[t])[1] for t in unit.inputs]
-        body.append(top_kind(unit).run(unit, Buffers(lambda t: f"{buffers[t]}_words", source.types, source.shapes,
-                                                     weights)))
+        body.append(kind.run(unit, Buffers(lambda t: f"{buffers[t]}_words", source.types, source.shapes, weights)))
         body += [tokens_out(t, unit.name, buffers[t])[1] for t in unit.outputs]
         process(f"{unit.name}_process", parameters, arguments, scratch(buffers), "".join(body))
 

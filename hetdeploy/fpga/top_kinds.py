@@ -13,6 +13,7 @@ and folding) is its class in ``planning.units.kinds``.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from ..core.plan import ExecutionUnit, LocalResponse as LocalResponseAttributes,
     Window as WindowGeometry
 from ..core.precision import CppFixed, weight_fixed
 from ..intake.ort_adapter import OrtModel
+from ..planning.units import tokens_of
 from .engine import affine as engine_affine, quantized as engine_quantized, weights_bytes as engine_weights_bytes
 from . import open_synth
 from .hls4ml_adapter import ARITHMETIC_FILE, fixed_precision
@@ -130,6 +132,11 @@ class TopKind:
 
     def values(self, unit: ExecutionUnit, buffers: Buffers) -> dict:
         raise NotImplementedError
+
+    def token_op(self, unit: ExecutionUnit, tokens: dict[str, str], buffers: Buffers) -> Optional[str]:
+        """In a dataflow top (fpga/dataflow_top.py), the C++ expression of its output token from a token of each
+        input (``tokens``: tensor -> the variable holding it); None: it runs over whole buffers of its own."""
+        return None
 
     def line(self, name: str, /, **values) -> str:
         """Its template ``name`` filled with ``values``, as lines of a function's body."""
@@ -307,6 +314,10 @@ class Affine(_Computed):
         return dict(in_type=types[x], unit=unit.name, type=types[y], source=at(x), target=at(y),
                     channels=shapes[y][1], values=values_of(shapes[y]), relu=str("Relu" in unit.elementwise).lower())
 
+    def token_op(self, unit, tokens, buffers):
+        """A pixel's channels (a flat tensor's values: its channels) at a time."""
+        return self.statement("affine_token", **self.values(unit, dataclasses.replace(buffers, at=tokens.get)))
+
 
 class Concat(_Computed):
     """A channels-last buffer's channels are its axis 1; Concat(x, x) reads x twice."""
@@ -323,6 +334,10 @@ class Concat(_Computed):
         return dict(first_type=types[a], second_type=types[b], type=types[y], first=at(a), second=at(b),
                     target=at(y), pixels=values_of(shapes[y][2:]), first_channels=shapes[a][1],
                     second_channels=shapes[b][1])
+
+    def token_op(self, unit, tokens, buffers):
+        """A pixel's channels of each input at a time."""
+        return self.statement("concat_token", **self.values(unit, dataclasses.replace(buffers, at=tokens.get)))
 
 
 class LocalResponse(_Computed):
@@ -362,6 +377,11 @@ class Add(_Computed):
             buffers.shapes
         return dict(first_type=types[a], second_type=types[b], type=types[y], first=at(a), second=at(b),
                     target=at(y), values=values_of(shapes[y]), relu=str("Relu" in unit.elementwise).lower())
+
+    def token_op(self, unit, tokens, buffers):
+        """A token of each input at a time."""
+        return self.statement("add_token", **self.values(unit, dataclasses.replace(buffers, at=tokens.get))
+                              | {"values": tokens_of(buffers.shapes[unit.outputs[0]])[1]})
 
 
 class Window(_Moved):

@@ -360,14 +360,21 @@ struct window_mean {
     }
 };
 
-// An Add of two buffers of n values each (a residual connection), then a ReLU where ``relu``: the sum exact (one
-// integer bit more than the wider input, the finer fraction), converted to T as T rounds and saturates; a word of
-// T's lanes at a time, each input read as the same run of values.
-template <class A, class B, class T> void add(const word_t *a, const word_t *b, word_t *target, int n, bool relu) {
-    static const int L = lane<T>::per_word;
+// One value of an Add, then a ReLU where ``relu``: the sum exact (one integer bit more than the wider input, the
+// finer fraction), converted to T as T rounds and saturates.
+template <class A, class B, class T> T add_value(A a, B b, bool relu) {
+#pragma HLS INLINE
     static const int F = A::width - A::iwidth > B::width - B::iwidth ? A::width - A::iwidth : B::width - B::iwidth;
     static const int I = (A::iwidth > B::iwidth ? A::iwidth : B::iwidth) + 1;
     typedef ap_fixed<I + F, I> sum_t;
+    const sum_t sum = sum_t(a) + sum_t(b);
+    return T(relu && sum < 0 ? sum_t(0) : sum);
+}
+
+// An Add of two buffers of n values each (a residual connection): ``add_value`` of each pair; a word of T's lanes
+// at a time, each input read as the same run of values.
+template <class A, class B, class T> void add(const word_t *a, const word_t *b, word_t *target, int n, bool relu) {
+    static const int L = lane<T>::per_word;
     for (int w = 0; w * L < n; w++) {
 #pragma HLS PIPELINE
         A first[L];
@@ -377,8 +384,7 @@ template <class A, class B, class T> void add(const word_t *a, const word_t *b, 
         read_run<B, L>(b, w, second);
         for (int k = 0; k < L; k++) {
 #pragma HLS UNROLL
-            const sum_t sum = sum_t(first[k]) + sum_t(second[k]);
-            lanes[k] = w * L + k < n ? T(relu && sum < 0 ? sum_t(0) : sum) : T(0);
+            lanes[k] = w * L + k < n ? add_value<A, B, T>(first[k], second[k], relu) : T(0);
         }
         write_run<T, L>(target, w, lanes);
     }
@@ -415,14 +421,21 @@ void concat(const word_t *a, const word_t *b, word_t *target, int pixels, int c_
     }
 }
 
-// A BatchNormalization the top computes itself (one not folded into a layer before it), a ReLU after it where
-// ``relu``: each value times its channel's scale plus its channel's shift (constants of type S), the product and
-// the sum exact, then the ReLU, converted to T as T rounds and saturates; channels-last (value j's channel is
-// j % channels); a word of T's lanes at a time.
+// One value of a BatchNormalization the top computes itself (one not folded into a layer before it), a ReLU after
+// it where ``relu``: the value times its channel's scale plus its channel's shift (constants of type S), the
+// product and the sum exact, then the ReLU, converted to T as T rounds and saturates.
+template <class A, class S, class T> T affine_value(A value, S scale, S shift, bool relu) {
+#pragma HLS INLINE
+    typedef ap_fixed<A::width + S::width + 2, A::iwidth + S::iwidth + 2> sum_t;
+    const sum_t sum = sum_t(value * scale) + sum_t(shift);
+    return T(relu && sum < 0 ? sum_t(0) : sum);
+}
+
+// That BatchNormalization over a channels-last buffer of n values (value j's channel is j % channels): a word of
+// T's lanes at a time.
 template <class A, class S, class T>
 void affine(const word_t *source, word_t *target, const S *scale, const S *shift, int channels, int n, bool relu) {
     static const int L = lane<T>::per_word;
-    typedef ap_fixed<A::width + S::width + 2, A::iwidth + S::iwidth + 2> sum_t;
     for (int w = 0; w * L < n; w++) {
 #pragma HLS PIPELINE
         A values[L];
@@ -431,11 +444,59 @@ void affine(const word_t *source, word_t *target, const S *scale, const S *shift
         for (int k = 0; k < L; k++) {
 #pragma HLS UNROLL
             const int j = w * L + k, c = j % channels;
-            const sum_t sum = sum_t(values[k] * scale[c]) + sum_t(shift[c]);
-            lanes[k] = j < n ? T(relu && sum < 0 ? sum_t(0) : sum) : T(0);
+            lanes[k] = j < n ? affine_value<A, S, T>(values[k], scale[c], shift[c], relu) : T(0);
         }
         write_run<T, L>(target, w, lanes);
     }
+}
+
+// The top's ops that a dataflow top computes a token at a time (kinds/<kind>.cpp.in's token statements): an Add of
+// a token of each input, a BatchNormalization of a pixel's C channels (value c's channel is c), a Concat of a
+// pixel's channels of each input; the arithmetic of the whole-buffer ops above.
+template <class A, class B, class T, int C>
+typename token_of<T, C>::type add_token(const typename token_of<A, C>::type &a, const typename token_of<B, C>::type &b,
+                                        bool relu) {
+#pragma HLS INLINE
+    A x[C];
+    B y[C];
+    T sum[C];
+    from_token<A, C>(a, x);
+    from_token<B, C>(b, y);
+    for (int c = 0; c < C; c++) {
+#pragma HLS UNROLL
+        sum[c] = add_value<A, B, T>(x[c], y[c], relu);
+    }
+    return to_token<T, C>(sum);
+}
+
+template <class A, class S, class T, int C>
+typename token_of<T, C>::type affine_token(const typename token_of<A, C>::type &a, const S *scale, const S *shift,
+                                           bool relu) {
+#pragma HLS INLINE
+    A x[C];
+    T y[C];
+    from_token<A, C>(a, x);
+    for (int c = 0; c < C; c++) {
+#pragma HLS UNROLL
+        y[c] = affine_value<A, S, T>(x[c], scale[c], shift[c], relu);
+    }
+    return to_token<T, C>(y);
+}
+
+template <class A, class B, class T, int CA, int CB>
+typename token_of<T, CA + CB>::type concat_token(const typename token_of<A, CA>::type &a,
+                                                 const typename token_of<B, CB>::type &b) {
+#pragma HLS INLINE
+    A x[CA];
+    B y[CB];
+    T z[CA + CB];
+    from_token<A, CA>(a, x);
+    from_token<B, CB>(b, y);
+    for (int c = 0; c < CA + CB; c++) {
+#pragma HLS UNROLL
+        z[c] = c < CA ? T(x[c]) : T(y[c - CA]);
+    }
+    return to_token<T, CA + CB>(z);
 }
 
 // x^y in float: the HLS math library's in synthesis (AMD UG1399, "HLS Math Library"), the C library's in

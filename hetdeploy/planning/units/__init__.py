@@ -98,7 +98,7 @@ from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
 
 from ...core.board import LAYER_ENGINE_OPS, RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS, Device
 from ...core.graph import Graph
-from ...core.plan import Band, Fifo, Subfunction
+from ...core.plan import Band, ExecutionUnit, Fifo, Subfunction
 from ..dataflow import DataflowError, Op, Process, check, fifo_depths, free_schedule
 # the cost model's constants and shared arithmetic, read by the stages as units.NAME
 from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDED_OPS, BAND_FIFO_SHARE, BRAM18_SHAPES,
@@ -548,8 +548,7 @@ def dataflow_processes(graph: Graph, sub: Subfunction, clock_mhz: float, hls_too
         if u.band is not None or u.engine is not None:
             raise DataflowError(f"unit '{u.name}' runs {'in bands' if u.band else 'on the engine'}: it reads its "
                                 f"input whole from memory, no dataflow process")
-        unit = Unit(u.pe, [index[n] for n in u.nodes], list(u.inputs), u.outputs[0])
-        shape = unit_shape(graph, unit, clock_mhz, u.io_type or None, hls_tool)
+        shape = _planned_shape(graph, u, clock_mhz, hls_tool)
         ops = kind_of(shape).dataflow_ops(shape, u.reuse_factor, u.estimate["compute_cycles"],
                                           [(fifo_name(t, u.name), tokens(t), words(t)) for t in u.inputs],
                                           fifos.get(u.outputs[0], []), tokens(u.outputs[0]), words(u.outputs[0]))
@@ -587,7 +586,8 @@ def dataflow_top(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str
     """FPGA subfunction ``sub``'s units as a dataflow: its processes' free schedule at the slowest's interval, each
     FIFO as deep as it holds there, checked by simulating those depths (DataflowError: no process for a unit, or
     a deadlock or stall naming the FIFO). Its memory: each FIFO (a token ``token_words`` wide), and each copy of a
-    buffer the top's own ops, the input and the output processes hold (hls/dataflow_top.cpp.in)."""
+    buffer the input and the output processes and the top's own ops hold, but those a token at a time
+    (hls/dataflow_top.cpp.in)."""
     processes = dataflow_processes(graph, sub, clock_mhz, hls_tool, lane_bytes)
     schedule = free_schedule(processes, DATAFLOW_SAMPLES)
     depths = fifo_depths(schedule)
@@ -601,11 +601,20 @@ def dataflow_top(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str
         tensor, reader = fifo.rsplit(">", 1)
         bits = token_words(tokens_of(shapes[tensor])[1], lane_bytes) * 8 * ARENA_WORD_BYTES
         fifos.append(Fifo(fifo, tensor, writer[fifo], reader, depth, bits, bram18_blocks(depth, bits)))
-    copied = [t for u in sub.execution_units if not u.io_type for t in (*u.inputs, *u.outputs)]
+    buffered = [u for u in sub.execution_units if not u.io_type and not kind_of(
+        shape := _planned_shape(graph, u, clock_mhz, hls_tool)).per_token(shape)]
+    copied = [t for u in buffered for t in (*u.inputs, *u.outputs)]
     copied += list(dict.fromkeys(sub.inputs)) + list(sub.outputs)
     copies = sum(bram18_blocks(-(-math.prod(shapes[t]) * lane_bytes // ARENA_WORD_BYTES), 8 * ARENA_WORD_BYTES)
                  for t in copied)
     return DataflowTop(schedule.latency, schedule.interval, fifos, sum(f.bram18 for f in fifos) + copies)
+
+
+def _planned_shape(graph: Graph, unit: ExecutionUnit, clock_mhz: float, hls_tool: str) -> Shape:
+    """A plan's execution unit's shape, at its io type."""
+    index = graph.node_index()
+    found = Unit(unit.pe, [index[n] for n in unit.nodes], list(unit.inputs), unit.outputs[0])
+    return unit_shape(graph, found, clock_mhz, unit.io_type or None, hls_tool)
 
 
 def fifo_name(tensor: str, reader: str) -> str:

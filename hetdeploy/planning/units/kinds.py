@@ -251,6 +251,17 @@ class _TopKind(UnitKind):
         return whole_ops(reads, writes, tokens, compute_cycles, words)
 
 
+class _TokenByToken(_TopKind):
+    """A top's op whose output token is computed from the same token of each input (a pixel's channels of each
+    Concat input, then the next pixel's): in a dataflow top, a token a cycle with no buffer of its own
+    (``top_kinds.TopKind.token_op``)."""
+
+    dataflow_ops = UnitKind.dataflow_ops
+
+    def per_token(self, shape: Shape) -> bool:
+        return True
+
+
 @unit_kind
 class Gather(_TopKind):
     """arena.h's window_op: each output value reads its n_in window values, a word read serving a whole word of
@@ -266,7 +277,7 @@ class Gather(_TopKind):
 
 
 @unit_kind
-class Add(_TopKind):
+class Add(_TokenByToken):
     """arena.h's add: a word of each input for a word of the output's lanes."""
 
     name = "add"
@@ -279,7 +290,7 @@ class Add(_TopKind):
 
 
 @unit_kind
-class Affine(_TopKind):
+class Affine(_TokenByToken):
     """arena.h's affine (a BatchNormalization): a word read and a word written a cycle."""
 
     name = "affine"
@@ -305,7 +316,7 @@ class LocalResponse(_TopKind):
 
 
 @unit_kind
-class Concat(_TopKind):
+class Concat(_TokenByToken):
     """arena.h's concat: a word of lanes from one input's run (its words read, the output's written: two words a
     cycle) when the inputs' channels fill whole words, else a read a value."""
 
