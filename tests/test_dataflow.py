@@ -227,6 +227,7 @@ def concat_and_affine(path):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("network", ["jet_tagger_mlp", "resnet8_shaped", "concat_and_affine"])
 def test_the_dataflow_top_matches_onnxruntime_and_the_sequential_tops_outputs_bit_for_bit(network, tmp_path):
     """The same plan built with each top (--policy support, no engine: the same units, foldings and types) on the
