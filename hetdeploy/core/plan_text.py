@@ -155,8 +155,8 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
                          f"{duration(m.ddr_weights_s)}); "
                          f"lower bound {m.lower_bound_bytes:,} B; batch buffers in DDR {m.batch_bytes:,} B")
             if sub.top is not None and sub.top.kind == "dataflow":
-                lines.append(f"  the sequential top's: its dataflow top holds no such buffers, its FIFOs and buffer "
-                             f"copies take {sub.top.dataflow_bram18} BRAM18 (below); DDR only for weights")
+                lines.append(f"  (the sequential top's buffers: the dataflow top it has holds its values in its FIFOs "
+                             f"and buffer copies instead, {sub.top.dataflow_bram18} BRAM18, below)")
     for sub in (s for s in plan.subfunctions if s.top is not None):
         lines += top_lines(sub.name, sub.top)
     for sub in (s for s in plan.subfunctions if s.transfers):

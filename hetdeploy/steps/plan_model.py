@@ -477,12 +477,13 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
 
 
 def _interval_cycles(variant: "_DeviceFolding", options: BuildOptions) -> int:
-    """The cycles between samples a folding's units give: their sum, one after another; for a stream, where a
-    dataflow top may run them (none on the engine or in bands), its slowest unit's."""
-    cycles = [e["latency_cycles"] for e in variant.estimates]
+    """The cycles between samples a folding's units give: their latencies' sum, one after another; for a stream,
+    where a dataflow top may run them (none on the engine or in bands), its slowest unit's (``DATAFLOW_MEASURE``)."""
     dataflow = options.objective == "throughput" and options.top != "sequential" and not any(
         f.strategy == units.ENGINE for f in variant.foldings) and not any(variant.bands)
-    return max(cycles, default=0) if dataflow else sum(cycles)
+    if dataflow:
+        return max((e[units.DATAFLOW_MEASURE] for e in variant.estimates), default=0)
+    return sum(e["latency_cycles"] for e in variant.estimates)
 
 
 @dataclass
@@ -632,16 +633,20 @@ def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[
     ``units.fold_for_interval``'s: for a stream, where a dataflow top may run them and no engine does)."""
     budget_left = {k: device.budget().get(k, 0) - sum(e[k] for e in engines.values()) - kept_bram18 * (k == "bram18")
                    for k in units.RESOURCES}
-    if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps)
-        groups, start = [], 0
-        for _, units_of_sub in split:
-            groups.append(range(start, start + len(units_of_sub)))
+    # units for a dataflow (``choose_tops``), where nothing runs on the engine: each its own process
+    dataflow = options.objective == "throughput" and options.top != "sequential" and not engines and not may_engine
+    if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps): each
+        # subfunction's units together, one after another; as a dataflow, each unit alone
+        groups, cycles, start = [], [], 0
+        for sub, units_of_sub in split:
+            members = range(start, start + len(units_of_sub))
+            groups += [[u] for u in members] if dataflow else [members]
+            cycles += [_cycles_for_rate(sub, options, device.clock_mhz)] * (len(members) if dataflow else 1)
             start += len(units_of_sub)
-        cycles = [_cycles_for_rate(sub, options, device.clock_mhz) for sub in subs]
         return units.fold_for_rate(shapes, budget_left, widths, groups, cycles, pinned, rate, strategies,
-                                   options.weigh_distributed_arithmetic, io_fixed)
-    if options.objective == "throughput" and options.top != "sequential" and not engines and not may_engine:
-        # units for a dataflow (``choose_tops``), where nothing runs on the engine: balanced at the least interval
+                                   options.weigh_distributed_arithmetic, io_fixed,
+                                   units.DATAFLOW_MEASURE if dataflow else "latency_cycles")
+    if dataflow:  # balanced at the least interval
         return units.fold_for_interval(shapes, budget_left, widths, pinned, rate, strategies,
                                        options.weigh_distributed_arithmetic, io_fixed)
     return units.fold(shapes, budget_left, widths, pinned, rate, strategies, options.weigh_distributed_arithmetic,
@@ -649,9 +654,9 @@ def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[
 
 
 def _cycles_for_rate(sub: Subfunction, options: BuildOptions, clock_mhz: float) -> float:
-    """The cycles a sample that FPGA subfunction ``sub``'s units may take together for a stream of
-    ``options.batch`` samples a call to reach ``options.target_rate``: a sample's share of the time
-    less what its call overhead and transfers take (none left: 0, as fast as it goes)."""
+    """The cycles a sample that FPGA subfunction ``sub``'s units may take (together, one after another; each, as a
+    dataflow) for a stream of ``options.batch`` samples a call to reach ``options.target_rate``: a sample's share of
+    the time less what its call overhead and transfers take (none left: 0, as fast as it goes)."""
     other_s = sub.estimate.batch_s / options.batch - sub.estimate.compute_s
     return max(0.0, 1.0 / options.target_rate - other_s) * clock_mhz * 1e6
 

@@ -565,6 +565,9 @@ def dataflow_processes(graph: Graph, sub: Subfunction, clock_mhz: float, hls_too
                                     for _ in range(tokens(t))))]
 
 
+# the estimate's cycles of a unit as a dataflow's process takes them a sample: its compute (it moves no buffer of the
+# top's; its tokens in and out are a cycle each, or a word a cycle for the top's own ops)
+DATAFLOW_MEASURE = "compute_cycles"
 # samples the dataflow's free schedule and its check run: the steady state is reached by the second, the rest see
 # that each sample keeps to it
 DATAFLOW_SAMPLES = 6
@@ -725,19 +728,21 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
                   groups: Sequence[Sequence[int]], cycles: Sequence[float],
                   pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
                   strategies: Optional[dict[int, str]] = None, distributed_arithmetic: bool = False,
-                  io_fixed: Collection[int] = ()) -> Optional[list[Folding]]:
+                  io_fixed: Collection[int] = (), measure: str = "latency_cycles") -> Optional[list[Folding]]:
     """``_fold_for_rate_under`` the strategies the user pinned (the others by reuse factor), then each unit's
     strategy and io type ``by_cost`` (``distributed_arithmetic`` and ``io_fixed`` as there): the least cycles over
     each group's rate, then the least share of the budget (the fewest resources, as FINN's target_fps asks, BRAM
-    counted in its share)."""
+    counted in its share). ``measure``: the estimate's cycles a unit takes a sample (its latency, one after
+    another; its compute, in a dataflow, where it moves no buffer of the top's)."""
     widths = _per_unit(width, shapes)
     unit_estimate = _unit_estimates(shapes, widths, ddr_bytes_per_cycle)
-    foldings = _fold_for_rate_under(shapes, budget, widths, groups, cycles, unit_estimate, pinned, strategies)
+    foldings = _fold_for_rate_under(shapes, budget, widths, groups, cycles, unit_estimate, pinned, strategies,
+                                    measure)
     if foldings is None:
         return None
 
     def missed_then_share(used: Sequence[dict[str, int]]) -> tuple[float, float]:
-        missed = sum(max(0.0, sum(used[u]["latency_cycles"] for u in group) - allowed)
+        missed = sum(max(0.0, sum(used[u][measure] for u in group) - allowed)
                      for group, allowed in zip(groups, cycles))
         return missed, _share(used, budget)
 
@@ -758,10 +763,10 @@ def fold_for_interval(shapes: Sequence[Shape], budget: dict[str, int], width: in
 
     def folded(cycles: float) -> Optional[list[Folding]]:
         return fold_for_rate(shapes, budget, widths, alone, [cycles] * len(shapes), pinned, ddr_bytes_per_cycle,
-                             strategies, distributed_arithmetic, io_fixed)
+                             strategies, distributed_arithmetic, io_fixed, DATAFLOW_MEASURE)
 
     def slowest(foldings: list[Folding]) -> int:
-        return max(folded_estimate(s, f, w, ddr_bytes_per_cycle)["latency_cycles"]
+        return max(folded_estimate(s, f, w, ddr_bytes_per_cycle)[DATAFLOW_MEASURE]
                    for s, f, w in zip(shapes, foldings, widths))
 
     best = folded(math.inf)
@@ -915,7 +920,8 @@ def _fold_for_rate_under(shapes: Sequence[Shape], budget: dict[str, int], widths
                          groups: Sequence[Sequence[int]], cycles: Sequence[float],
                          unit_estimate: Callable[[int, Folding], dict[str, int]],
                          pinned: Optional[dict[int, Folding]] = None,
-                         strategies: Optional[dict[int, str]] = None) -> Optional[list[Folding]]:
+                         strategies: Optional[dict[int, str]] = None,
+                         measure: str = "latency_cycles") -> Optional[list[Folding]]:
     """Foldings, one per unit, with the fewest resources that let each group of units (an FPGA
     subfunction, whose units run one after another) take at most ``cycles[g]`` cycles a sample, as
     FINN's ``target_fps`` folds; None when even the most folded design does not fit ``budget``.
@@ -926,7 +932,7 @@ def _fold_for_rate_under(shapes: Sequence[Shape], budget: dict[str, int], widths
     may, unfold the unit of it whose next step saves the most cycles per share of the budget it adds
     and still fits the budget; then fold back, most resources freed first, what the rate lets fold.
     ``unit_estimate``: unit u's estimate under a folding (pinned ones with their weights in DDR at the
-    FPGA's DDR rate); ``strategies`` as ``_fold_under``'s."""
+    FPGA's DDR rate); ``strategies`` as ``_fold_under``'s; ``measure`` as ``fold_for_rate``'s."""
     pinned = pinned or {}
     strategies = strategies or {}
     options = [[pinned[u]] if u in pinned else folding_options(s, widths[u], strategy=strategies.get(u))
@@ -940,14 +946,14 @@ def _fold_for_rate_under(shapes: Sequence[Shape], budget: dict[str, int], widths
     if any(sum(e[k] for e in current) > budget.get(k, 0) for k in RESOURCES):
         return None
     for group, allowed in zip(groups, cycles):
-        while sum(current[u]["latency_cycles"] for u in group) > allowed:
+        while sum(current[u][measure] for u in group) > allowed:
             best, best_gain = None, 0.0
             totals = {k: sum(e[k] for e in current) for k in RESOURCES}
             for u in (u for u in group if choice[u] > 0):
                 nxt = estimate_of(u, choice[u] - 1)
                 if any(totals[k] - current[u][k] + nxt[k] > budget.get(k, 0) for k in RESOURCES):
                     continue  # the chip holds no less folded a unit
-                saved = current[u]["latency_cycles"] - nxt["latency_cycles"]
+                saved = current[u][measure] - nxt[measure]
                 added = sum(max(0, nxt[k] - current[u][k]) / max(1, budget.get(k, 0)) for k in RESOURCES)
                 if saved > 0 and saved / max(added, 1e-9) > best_gain:
                     best, best_gain = u, saved / max(added, 1e-9)
@@ -956,13 +962,13 @@ def _fold_for_rate_under(shapes: Sequence[Shape], budget: dict[str, int], widths
             choice[best] -= 1
             current[best] = estimate_of(best, choice[best])
         # The steps are coarse: fold back what the rate lets fold, the most resources freed first.
-        while sum(current[u]["latency_cycles"] for u in group) <= allowed:
-            took = sum(current[u]["latency_cycles"] for u in group)
+        while sum(current[u][measure] for u in group) <= allowed:
+            took = sum(current[u][measure] for u in group)
             steps = []
             for u in (u for u in group if choice[u] + 1 < len(options[u])):
                 more = estimate_of(u, choice[u] + 1)
                 freed = sum(max(0, current[u][k] - more[k]) / max(1, budget.get(k, 0)) for k in RESOURCES)
-                if freed > 0 and took - current[u]["latency_cycles"] + more["latency_cycles"] <= allowed:
+                if freed > 0 and took - current[u][measure] + more[measure] <= allowed:
                     steps.append((freed, -u, more))
             if not steps:
                 break
