@@ -76,6 +76,19 @@ class Builder:
         return Graph(self.nodes, ["input"], [output])
 
 
+def resnet8(size: int = 32, widths: tuple[int, int, int] = (16, 32, 64), classes: int = 10) -> Graph:
+    """MLPerf Tiny's image classification ResNet-8 (mlcommons/tiny) on size x size x 3: a stem of widths[0], three
+    residual stacks of ``widths``, the last two strided with a 1 x 1 shortcut, each Add and its ReLU, then global
+    average pooling and a dense classifier."""
+    b = Builder([1, 3, size, size])
+    x = b.conv_bn_relu("input", widths[0], 3)
+    for width, stride in zip(widths, (1, 2, 2)):
+        y = b.conv_bn_relu(b.conv_bn_relu(x, width, 3, stride), width, 3, relu=False)
+        shortcut = x if stride == 1 else b.conv(x, width, 1, stride, pad=0)
+        x = b.unary("Relu", b.add(y, shortcut))
+    return b.graph(b.head(x, classes))
+
+
 def resnet50() -> Graph:
     b = Builder([1, 3, 224, 224])
     x = b.pool("MaxPool", b.conv_bn_relu("input", 64, 7, 2), 3, 2, 1)

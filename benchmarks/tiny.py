@@ -88,13 +88,7 @@ def keyword_spotting() -> graphs.Graph:
 
 
 def image_classification() -> graphs.Graph:
-    b = graphs.Builder([1, 3, 32, 32])
-    x = b.conv_bn_relu("input", 16, 3)
-    for width, stride in ((16, 1), (32, 2), (64, 2)):
-        y = b.conv_bn_relu(b.conv_bn_relu(x, width, 3, stride), width, 3, relu=False)
-        shortcut = x if stride == 1 else b.conv(x, width, 1, stride, pad=0)
-        x = b.unary("Relu", b.add(y, shortcut))
-    return b.graph(b.head(x, 10))
+    return graphs.resnet8()
 
 
 def visual_wake_words() -> graphs.Graph:

@@ -200,18 +200,11 @@ def test_a_streamed_convolution_reads_a_pixel_an_iteration_and_writes_as_each_wi
 
 
 def resnet8_shaped(path):
-    """MLPerf Tiny's ResNet-8 (benchmarks/tiny.py's image classification) at a twelfth of its width and 12 x 12
-    pixels: a stem, three residual stacks (the second and third strided, their shortcut a 1 x 1 convolution), the
-    Adds and ReLUs after them, global average pooling and a dense classifier."""
+    """MLPerf Tiny's ResNet-8 (graphs.resnet8, benchmarks/tiny.py's image classification) at a quarter of its
+    width on 12 x 12 pixels."""
     import graphs
 
-    b = graphs.Builder([1, 3, 12, 12])
-    x = b.conv_bn_relu("input", 4, 3)
-    for width, stride in ((4, 1), (8, 2), (16, 2)):
-        y = b.conv_bn_relu(b.conv_bn_relu(x, width, 3, stride), width, 3, relu=False)
-        shortcut = x if stride == 1 else b.conv(x, width, 1, stride, pad=0)
-        x = b.unary("Relu", b.add(y, shortcut))
-    onnx.save(graphs.to_onnx(b.graph(b.head(x, 10))), str(path))
+    onnx.save(graphs.to_onnx(graphs.resnet8(12, (4, 8, 16))), str(path))
     return path
 
 
