@@ -275,7 +275,7 @@ def test_plan_prints_the_tops_choice_and_a_dataflow_that_cannot_be_had_is_one_li
     out = capsys.readouterr().out
     assert "sf0_fpga: top dataflow (auto, objective throughput: the shorter interval); cycles a sample alone and " \
         "between samples: sequential " in out
-    assert re.search(r"\n  input>sf0_fpga_u0 +input +sf0_fpga_u0 +\d+ +256 +0\n", out)
+    assert re.search(r"\n  input>sf0_fpga_u0 +input +sf0_fpga_u0 +1 +256 +0 +0 +256\n", out)  # a register
     model = Path(__file__).resolve().parent.parent / "examples" / "four_conv64.onnx"
     config = tmp_path / "top.yaml"
     config.write_text("top: dataflow\n")

@@ -485,7 +485,9 @@ class Fifo:
     reader: str  # a unit, or "output"
     depth: int
     token_bits: int
-    bram18: int  # its BRAM18s (none: LUTRAM or registers; units.bram18_blocks)
+    bram18: int  # its BRAM18s (none: shift-register LUTs or registers; units.bram18_blocks)
+    lut: int = 0  # a FIFO too small for BRAM: its shift-register LUTs (SRLC32E: 32 deep a bit)
+    ff: int = 0  # ... or, two tokens deep or less, its registers
 
 
 @dataclass
@@ -503,6 +505,8 @@ class Top:
     dataflow_latency_cycles: int = 0  # 0: no dataflow top (``dataflow_refused`` says why)
     dataflow_interval_cycles: int = 0
     dataflow_bram18: int = 0  # its FIFOs' and its top ops' buffers'
+    dataflow_lut: int = 0  # its FIFOs' too small for BRAM
+    dataflow_ff: int = 0
     dataflow_refused: str = ""
     fifos: list[Fifo] = field(default_factory=list)
 

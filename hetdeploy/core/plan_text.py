@@ -77,13 +77,16 @@ def top_lines(name: str, top: Top) -> list[str]:
     lines = [f"\n{name}: top {top.kind} ({top.why}); cycles a sample alone and between samples: sequential "
              f"{top.sequential_latency_cycles:,} and {top.sequential_interval_cycles:,}, "
              + (f"dataflow {top.dataflow_latency_cycles:,} and {top.dataflow_interval_cycles:,} "
-                f"(FIFOs and buffer copies {top.dataflow_bram18} BRAM18)" if top.dataflow_latency_cycles else
+                f"(FIFOs and buffer copies {top.dataflow_bram18} BRAM18, {top.dataflow_lut:,} LUT, "
+                f"{top.dataflow_ff:,} FF)"
+                if top.dataflow_latency_cycles else
                 "no dataflow")
              + (f"; no dataflow top: {top.dataflow_refused}" if top.dataflow_refused else "")]
     if top.kind == "dataflow":
-        lines.append(f"  {'FIFO':<40} {'writer':<14} {'reader':<14} {'depth':>6} {'bits':>6} {'BRAM18':>6}")
-        lines += [f"  {f.name:<40} {f.writer:<14} {f.reader:<14} {f.depth:>6} {f.token_bits:>6} {f.bram18:>6}"
-                  for f in top.fifos]
+        lines.append(f"  {'FIFO':<40} {'writer':<14} {'reader':<14} {'depth':>6} {'bits':>6} {'BRAM18':>6} "
+                     f"{'LUT':>6} {'FF':>6}")
+        lines += [f"  {f.name:<40} {f.writer:<14} {f.reader:<14} {f.depth:>6} {f.token_bits:>6} {f.bram18:>6} "
+                  f"{f.lut:>6} {f.ff:>6}" for f in top.fifos]
     return lines
 
 

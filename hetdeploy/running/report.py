@@ -257,9 +257,9 @@ def top_section(name: str, top: Top) -> list[str]:
     first, *_ = top_lines(name, top)
     parts = [f"<h2>{html.escape(name)}: top</h2>", f"<p>{html.escape(first.strip().removeprefix(name + ': '))}</p>"]
     if top.kind == "dataflow":
-        parts.append(_table(["FIFO", "writer", "reader", "depth (tokens)", "token bits", "BRAM18"],
-                            [[f.name, f.writer, f.reader, f.depth, f.token_bits, f.bram18] for f in top.fifos],
-                            names=3))
+        parts.append(_table(["FIFO", "writer", "reader", "depth (tokens)", "token bits", "BRAM18", "LUT", "FF"],
+                            [[f.name, f.writer, f.reader, f.depth, f.token_bits, f.bram18, f.lut, f.ff]
+                             for f in top.fifos], names=3))
     return parts
 
 

@@ -261,10 +261,11 @@ def choose_tops(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
     unit a process on its own sample (``units.dataflow_top``), as --top says. Under "auto" the objective weighs
     them: latency, the sequential top (a sample's cycles are about its units' sum either way, and its buffers share
     their memory); throughput, the dataflow where it has a process for every unit, its FIFOs and copies fit the
-    FPGA's BRAM18s beside every unit, and its interval is the shorter. Returns the BRAM18s each FPGA lacked for the
+    FPGA's BRAM18s (its small FIFOs, its LUTs and FFs) beside every unit, and its interval is the shorter. Returns the BRAM18s each FPGA lacked for the
     dataflow tops wanted (asked for, or shorter) that did not fit beside the units: folded into that much less,
     they may (``final`` False: no UserError for those; else UserError where --top dataflow cannot be had)."""
-    left = {name: r.budget["bram18"] - r.used["bram18"] for name, r in plan.fpga_resources.items()}
+    left = {name: {k: r.budget[k] - r.used[k] for k in ("bram18", "lut", "ff")}
+            for name, r in plan.fpga_resources.items()}
     lacking: dict[str, int] = {}
     for sub in (s for s in plan.subfunctions if s.kind == "fpga"):
         device = board.device(sub.device)
@@ -276,11 +277,15 @@ def choose_tops(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
                                       units.element_bytes(options.width))
             top = dataclasses.replace(top, dataflow_latency_cycles=flow.latency_cycles,
                                       dataflow_interval_cycles=flow.interval_cycles, dataflow_bram18=flow.bram18,
-                                      fifos=flow.fifos)
-            short = flow.bram18 - max(0, left[sub.device])
+                                      dataflow_lut=flow.lut, dataflow_ff=flow.ff, fifos=flow.fifos)
+            room = left[sub.device]
+            short = flow.bram18 - max(0, room["bram18"])
             if short > 0:
                 top.dataflow_refused = (f"its FIFOs and buffer copies take {flow.bram18} BRAM18s, "
-                                        f"{max(0, left[sub.device])} are left beside the units")
+                                        f"{max(0, room['bram18'])} are left beside the units")
+            elif flow.lut > room["lut"] or flow.ff > room["ff"]:
+                top.dataflow_refused = (f"its small FIFOs take {flow.lut} LUTs and {flow.ff} FFs, "
+                                        f"{max(0, room['lut'])} and {max(0, room['ff'])} are left beside the units")
         except DataflowError as why:
             top.dataflow_refused = str(why)
         wanted = options.top == "dataflow" or options.top == "auto" and options.objective == "throughput" and \
@@ -302,7 +307,8 @@ def choose_tops(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
             top.kind = "dataflow" if wanted else "sequential"
             top.why = "auto, objective throughput: the shorter interval"
         if top.kind == "dataflow":
-            left[sub.device] -= top.dataflow_bram18
+            for k, used in (("bram18", top.dataflow_bram18), ("lut", top.dataflow_lut), ("ff", top.dataflow_ff)):
+                left[sub.device][k] -= used
         sub.top = top
     return lacking
 

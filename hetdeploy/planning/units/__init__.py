@@ -576,19 +576,23 @@ DATAFLOW_SAMPLES = 6
 @dataclass(frozen=True)
 class DataflowTop:
     """A subfunction's units as a dataflow (``dataflow_top``): a sample's cycles alone and between samples in a
-    stream, its FIFOs, and the BRAM18s they and its buffered processes' copies take."""
+    stream, its FIFOs, the BRAM18s they and its buffered processes' copies take, and the LUTs and FFs of the FIFOs
+    too small for BRAM."""
 
     latency_cycles: int
     interval_cycles: int
     fifos: list[Fifo]
     bram18: int
+    lut: int
+    ff: int
 
 
 def dataflow_top(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str = VITIS_HLS,
                  lane_bytes: int = 2) -> DataflowTop:
     """FPGA subfunction ``sub``'s units as a dataflow: its processes' free schedule at the slowest's interval, each
     FIFO as deep as it holds there, checked by simulating those depths (DataflowError: no process for a unit, or
-    a deadlock or stall naming the FIFO). Its memory: each FIFO (a token ``token_words`` wide), and each copy of a
+    a deadlock or stall naming the FIFO). Its memory: each FIFO (a token ``token_words`` wide; in BRAM18s, or
+    shift-register LUTs, or registers), and each copy of a
     buffer the input and the output processes and the top's own ops hold, but those a token at a time
     (hls/dataflow_top.cpp.in)."""
     processes = dataflow_processes(graph, sub, clock_mhz, hls_tool, lane_bytes)
@@ -603,14 +607,18 @@ def dataflow_top(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str
     for fifo, depth in depths.items():
         tensor, reader = fifo.rsplit(">", 1)
         bits = token_words(tokens_of(shapes[tensor])[1], lane_bytes) * 8 * ARENA_WORD_BYTES
-        fifos.append(Fifo(fifo, tensor, writer[fifo], reader, depth, bits, bram18_blocks(depth, bits)))
+        blocks = bram18_blocks(depth, bits)
+        # under BRAM: Vivado's shift-register LUTs (SRLC32E, a bit 32 deep each), or registers two deep or less
+        lut, ff = (0, 0) if blocks else (0, depth * bits) if depth <= 2 else (bits * -(-depth // 32), 0)
+        fifos.append(Fifo(fifo, tensor, writer[fifo], reader, depth, bits, blocks, lut, ff))
     buffered = [u for u in sub.execution_units if not u.io_type and not kind_of(
         shape := _planned_shape(graph, u, clock_mhz, hls_tool)).per_token(shape)]
     copied = [t for u in buffered for t in (*u.inputs, *u.outputs)]
     copied += list(dict.fromkeys(sub.inputs)) + list(sub.outputs)
     copies = sum(bram18_blocks(-(-math.prod(shapes[t]) * lane_bytes // ARENA_WORD_BYTES), 8 * ARENA_WORD_BYTES)
                  for t in copied)
-    return DataflowTop(schedule.latency, schedule.interval, fifos, sum(f.bram18 for f in fifos) + copies)
+    return DataflowTop(schedule.latency, schedule.interval, fifos, sum(f.bram18 for f in fifos) + copies,
+                       sum(f.lut for f in fifos), sum(f.ff for f in fifos))
 
 
 def _planned_shape(graph: Graph, unit: ExecutionUnit, clock_mhz: float, hls_tool: str) -> Shape:
