@@ -19,7 +19,7 @@ once with ``--top sequential`` and once with ``--top dataflow``; a network that 
 engine, or in bands) says why.
 
 Per model and top: the FPGA nodes, the units, the FPGA's resources (the dataflow's FIFOs and buffer copies in its
-BRAM18), the FPGA's cycles a sample at the board file's clock alone and between samples in a stream (the
+BRAM18, LUT and FF), the FPGA's cycles a sample at the board file's clock alone and between samples in a stream (the
 sequential top's are both its units' latencies summed; the dataflow's from its processes' free schedule, the
 interval its slowest unit's), the FPGA's samples/s, and the plan's end to end (the call overhead, the DMA's bytes
 and the ARM's subfunctions included, batches pipelined); then the published figure. The published designs are not
@@ -123,7 +123,8 @@ def measure(name: str, folder: Path, width: int, batch: int) -> dict:
         latency = sum(s.top.latency_cycles for s in fpga)
         interval = max((s.top.interval_cycles for s in fpga), default=0)
         resources = {k: sum(s.resources.get(k, 0) for s in fpga) for k in units.RESOURCES}
-        resources["bram18"] += sum(s.top.dataflow_bram18 for s in fpga if s.top.kind == "dataflow")
+        for k in ("bram18", "lut", "ff"):  # a dataflow's FIFOs and buffer copies beside its units
+            resources[k] += sum(getattr(s.top, f"dataflow_{k}") for s in fpga if s.top.kind == "dataflow")
         row[top] = {"fpga_nodes": sum(len(s.nodes) for s in fpga), "nodes": len(loaded.graph.nodes),
                     "units": sum(len(s.execution_units) for s in fpga), "resources": resources,
                     "latency_cycles": latency, "interval_cycles": interval, "latency_s": latency / clock,
