@@ -13,8 +13,8 @@ from hetdeploy.core.board import VITIS_HLS, VIVADO_HLS, load_board
 from hetdeploy.core.precision import OCTAVES
 from hetdeploy.planning.units import (BAND_FIFO_SHARE, CYCLES, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, RESOURCES, Folding,
                                       Shape, accumulator_bits, band_of, banded, bram18_blocks, chosen_band, estimate,
-                                      estimate_range, fifo_bram18, fold, fold_for_rate, folded_estimate,
-                                      folding_options, hls4ml_builds, registers_output, resource_parts,
+                                      estimate_range, fifo_bram18, fold, fold_for_interval, fold_for_rate,
+                                      folded_estimate, folding_options, hls4ml_builds, registers_output, resource_parts,
                                       reuse_factors_for, split_units, streams, unit_shape, valid_reuse_factors)
 
 FPGA = load_board("pynq-z2").device("fpga")
@@ -161,6 +161,32 @@ def test_folding_fits_the_budget_whenever_the_most_folded_design_does(layers, ch
                    for s, f in zip(shapes, chosen))
         if ddr_rate is None:
             assert not any(f.weights_in_ddr for f in chosen)
+
+
+@settings(max_examples=25, deadline=None)
+@given(layers=st.integers(1, 4), channels=st.sampled_from([8, 16, 32, 64]), dsp=st.integers(20, 400))
+def test_folding_for_a_dataflow_balances_its_units_at_the_least_interval_the_budget_reaches(layers, channels, dsp):
+    """Units that run as a dataflow (``fold_for_interval``): within the budget, their slowest unit's compute cycles
+    no more than the least-latency folding's slowest, and no unit needlessly faster than the interval that reaches
+    (``fold_for_rate`` at it gives the same); no units, no foldings."""
+    graph = conv_stack(layers, channels, 16)
+    shapes = [unit_shape(graph, u, FPGA.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
+    budget = {"dsp": dsp, "bram18": 280, "lut": 53200, "ff": 106400}
+    assert fold_for_interval([], budget, 16) == []
+    balanced, fastest = fold_for_interval(shapes, budget, 16), fold(shapes, budget, 16)
+    if balanced is None:
+        assert fastest is None
+        return
+
+    def slowest(foldings):
+        return max(folded_estimate(s, f, 16, None)["compute_cycles"] for s, f in zip(shapes, foldings))
+
+    used = [folded_estimate(s, f, 16, None) for s, f in zip(shapes, balanced)]
+    assert all(sum(e[k] for e in used) <= budget[k] for k in RESOURCES)
+    assert slowest(balanced) <= slowest(fastest)
+    interval = slowest(balanced)
+    assert fold_for_rate(shapes, budget, 16, [[u] for u in range(len(shapes))], [interval] * len(shapes),
+                         measure="compute_cycles") == balanced
 
 
 @settings(max_examples=40, deadline=None)

@@ -774,8 +774,8 @@ def fold_for_interval(shapes: Sequence[Shape], budget: dict[str, int], width: in
                              strategies, distributed_arithmetic, io_fixed, DATAFLOW_MEASURE)
 
     def slowest(foldings: list[Folding]) -> int:
-        return max(folded_estimate(s, f, w, ddr_bytes_per_cycle)[DATAFLOW_MEASURE]
-                   for s, f, w in zip(shapes, foldings, widths))
+        return max((folded_estimate(s, f, w, ddr_bytes_per_cycle)[DATAFLOW_MEASURE]
+                    for s, f, w in zip(shapes, foldings, widths)), default=0)
 
     best = folded(math.inf)
     if best is None:
