@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 import difflib
 import importlib.util
+from types import MappingProxyType
 from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 
 from ..core.board import Board, Device
@@ -33,6 +34,7 @@ from ..running.samples import BuildSamples
 # times the units are folded into less BRAM to make room for the dataflow tops wanted (each refold moves the FIFOs'
 # depths, so the room is measured again)
 DATAFLOW_REFOLDS = 2
+NOTHING_KEPT: Mapping[str, int] = MappingProxyType({})  # no BRAM18 of any FPGA kept off the units' budget
 
 
 def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
@@ -261,9 +263,10 @@ def choose_tops(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
     unit a process on its own sample (``units.dataflow_top``), as --top says. Under "auto" the objective weighs
     them: latency, the sequential top (a sample's cycles are about its units' sum either way, and its buffers share
     their memory); throughput, the dataflow where it has a process for every unit, its FIFOs and copies fit the
-    FPGA's BRAM18s (its small FIFOs, its LUTs and FFs) beside every unit, and its interval is the shorter. Returns the BRAM18s each FPGA lacked for the
-    dataflow tops wanted (asked for, or shorter) that did not fit beside the units: folded into that much less,
-    they may (``final`` False: no UserError for those; else UserError where --top dataflow cannot be had)."""
+    FPGA's BRAM18s (its small FIFOs, its LUTs and FFs) beside every unit, and its interval is the shorter. Returns
+    the BRAM18s each FPGA lacked for the dataflow tops wanted (asked for, or shorter) that did not fit beside the
+    units: folded into that much less, they may (``final`` False: no UserError for those; else UserError where
+    --top dataflow cannot be had)."""
     left = {name: {k: r.budget[k] - r.used[k] for k in ("bram18", "lut", "ff")}
             for name, r in plan.fpga_resources.items()}
     lacking: dict[str, int] = {}
@@ -404,7 +407,8 @@ class UnitsDoNotFit(UserError):
 
 
 def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
-               layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS, kept_bram18: Mapping[str, int] = {}) -> None:
+               layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS, kept_bram18: Mapping[str, int] = NOTHING_KEPT
+               ) -> None:
     """Split each FPGA subfunction into execution units and fold all the units of one FPGA
     together into its budget (the partitioner only gives an FPGA what fits it fully folded), each at
     its width (``_pinned_precision``): without the engine and, unless --no-engine, with it (``_fold_device``),

@@ -592,9 +592,8 @@ def dataflow_top(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str
     """FPGA subfunction ``sub``'s units as a dataflow: its processes' free schedule at the slowest's interval, each
     FIFO as deep as it holds there, checked by simulating those depths (DataflowError: no process for a unit, or
     a deadlock or stall naming the FIFO). Its memory: each FIFO (a token ``token_words`` wide; in BRAM18s, or
-    shift-register LUTs, or registers), and each copy of a
-    buffer the input and the output processes and the top's own ops hold, but those a token at a time
-    (hls/dataflow_top.cpp.in)."""
+    shift-register LUTs, or registers), and each copy of a buffer that the input and output processes and the top's
+    own ops hold, but for those a token at a time (hls/dataflow_top.cpp.in)."""
     processes = dataflow_processes(graph, sub, clock_mhz, hls_tool, lane_bytes)
     schedule = free_schedule(processes, DATAFLOW_SAMPLES)
     depths = fifo_depths(schedule)
