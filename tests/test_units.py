@@ -167,8 +167,8 @@ def test_folding_fits_the_budget_whenever_the_most_folded_design_does(layers, ch
 @given(layers=st.integers(1, 4), channels=st.sampled_from([8, 16, 32, 64]), dsp=st.integers(20, 400))
 def test_folding_for_a_dataflow_balances_its_units_at_the_least_interval_the_budget_reaches(layers, channels, dsp):
     """Units that run as a dataflow (``fold_for_interval``): within the budget, their slowest unit's compute cycles
-    no more than the least-latency folding's slowest, and no unit needlessly faster than the interval that reaches
-    (``fold_for_rate`` at it gives the same); no units, no foldings."""
+    no more than the least-latency folding's slowest, and (unless it is that folding) no unit needlessly faster than
+    the interval that reaches (``fold_for_rate`` at it gives the same); no units, no foldings."""
     graph = conv_stack(layers, channels, 16)
     shapes = [unit_shape(graph, u, FPGA.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
     budget = {"dsp": dsp, "bram18": 280, "lut": 53200, "ff": 106400}
@@ -185,8 +185,9 @@ def test_folding_for_a_dataflow_balances_its_units_at_the_least_interval_the_bud
     assert all(sum(e[k] for e in used) <= budget[k] for k in RESOURCES)
     assert slowest(balanced) <= slowest(fastest)
     interval = slowest(balanced)
-    assert fold_for_rate(shapes, budget, 16, [[u] for u in range(len(shapes))], [interval] * len(shapes),
-                         measure="compute_cycles") == balanced
+    if balanced != fastest:  # the fewest resources at that interval
+        assert fold_for_rate(shapes, budget, 16, [[u] for u in range(len(shapes))], [interval] * len(shapes),
+                             measure="compute_cycles") == balanced
 
 
 @settings(max_examples=40, deadline=None)

@@ -764,7 +764,8 @@ def fold_for_interval(shapes: Sequence[Shape], budget: dict[str, int], width: in
     """Foldings for units that run as a dataflow, each its own process: the fewest resources (``fold_for_rate``,
     each unit a group of its own) that reach the least interval, its slowest unit's cycles, the budget lets them
     all reach, found by bisection over that interval (FINN's folding to a target rate, balanced: no unit faster
-    than the slowest needs); None when even the most folded design does not fit."""
+    than the slowest needs), or ``fold``'s least-latency folding where its slowest unit is faster; None when even
+    the most folded design does not fit."""
     widths = _per_unit(width, shapes)
     alone = [[u] for u in range(len(shapes))]
 
@@ -787,7 +788,10 @@ def fold_for_interval(shapes: Sequence[Shape], budget: dict[str, int], width: in
             best, high = foldings, middle
         else:
             low = middle + 1
-    return best
+    # the greedy steps through reuse factors under the strategies they imply; the least-latency folding may reach
+    # a shorter interval with other strategies or io types
+    fastest = fold(shapes, budget, widths, pinned, ddr_bytes_per_cycle, strategies, distributed_arithmetic, io_fixed)
+    return fastest if fastest is not None and slowest(fastest) < slowest(best) else best
 
 
 def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
