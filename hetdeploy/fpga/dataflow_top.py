@@ -97,7 +97,8 @@ def _writes(fifos: list[str]) -> str:
 @dataclass(frozen=True)
 class DataflowSource:
     """What the dataflow top is written from (hls_top.write_project's): the subfunction, its units and ports, the
-    buffers' typedef names, each unit's DDR weight ports, and the batch."""
+    buffers' typedef names, each unit's DDR weight ports, the float ports' parameters and conversions (the
+    sequential top's), and the batch."""
 
     subfunction: str
     units: list[ExecutionUnit]
@@ -106,7 +107,10 @@ class DataflowSource:
     types: dict[str, str]  # tensor -> its typedef in the top (b<k>_t)
     shapes: dict[str, list[int]]
     weights: dict[str, list[WeightPort]]  # unit -> its DDR weight ports
-    port_values: Callable[[HlsPort], int]  # a port's floats (or packed words) a sample
+    input_parameters: list[str]  # in_<k>'s, in order
+    output_parameters: list[str]  # out_<k>'s
+    sample_in: Callable[[int, str], str]  # sample s of in_<k> into a buffer of words (its C++ expression)
+    sample_out: Callable[[int, str], str]  # a buffer of words into sample s of out_<k>
     max_batch: int
 
 
@@ -140,27 +144,22 @@ def processes_and_calls(source: DataflowSource, streams: TokenStreams) -> tuple[
 
     # the float ports in: each input's sample into a buffer (as the sequential top converts it), then its tokens
     names = {p.tensor: f"in_{k}" for k, p in enumerate(source.inputs)}
-    parameters = [statement(f"{'packed' if p.compressed else 'float'}_input", name=names[p.tensor],
-                            values=batch * source.port_values(p)) for p in source.inputs]
     body, written = [], []
-    for p in source.inputs:
-        body.append(line("from_zero_compressed" if p.compressed else "from_float", type=source.types[p.tensor],
-                         source=statement("sample_of", port=names[p.tensor], values=source.port_values(p)),
-                         target=f"{names[p.tensor]}_words", values=values_of(source.shapes[p.tensor])))
+    for k, p in enumerate(source.inputs):
+        body.append(source.sample_in(k, f"{names[p.tensor]}_words"))
         fifos, text = tokens_out(p.tensor, "input", names[p.tensor])
         body.append(text)
         written += fifos
-    process(f"{sub}_input", parameters + [streams.parameter(f) for f in written],
+    process(f"{sub}_input", source.input_parameters + [streams.parameter(f) for f in written],
             list(names.values()) + [streams.var(f) for f in written], scratch(names), "".join(body))
 
     for unit in source.units:
         weights = source.weights[unit.name]
         reads = [streams.into(unit.name, t) for t in unit.inputs]
         writes = [f for t in unit.outputs for f in streams.out_of(unit.name, t)]
-        fifo_arguments = [streams.var(f) for f in reads + writes]
         parameters = [streams.parameter(f) for f in reads + writes]
         parameters += [statement("array_parameter", type=f"{p.port}_t", name=p.port, values=p.values) for p in weights]
-        arguments = fifo_arguments + [p.port for p in weights]
+        arguments = [streams.var(f) for f in reads + writes] + [p.port for p in weights]
         if unit.hls is not None:  # its project streams the tokens itself
             process(f"{unit.name}_process", parameters, arguments, "",
                     line("call", STATEMENTS, name=f"{unit.name}_tokens", arguments=", ".join(arguments)))
@@ -169,10 +168,10 @@ def processes_and_calls(source: DataflowSource, streams: TokenStreams) -> tuple[
         tokens = {t: f"t_{k}" for k, t in enumerate(unit.inputs)}
         expression = kind.token_op(unit, tokens, Buffers(tokens.get, source.types, source.shapes, weights))
         if expression is not None:  # a token of each input in, its output's token out, a token a cycle
-            reads = "".join(statement("read_token", STATEMENTS, token=streams.token(t), var=tokens[t],
-                                      fifo=streams.var(streams.into(unit.name, t))) + "\n" for t in unit.inputs)
+            read_lines = "".join(statement("read_token", STATEMENTS, token=streams.token(t), var=tokens[t],
+                                           fifo=streams.var(fifo)) + "\n" for t, fifo in zip(unit.inputs, reads))
             process(f"{unit.name}_process", parameters, arguments, "", line(
-                "token_loop", STATEMENTS, tokens=streams.values(y)[0], reads=reads, token=streams.token(y),
+                "token_loop", STATEMENTS, tokens=streams.values(y)[0], reads=read_lines, token=streams.token(y),
                 expression=expression, writes=_writes([streams.var(f) for f in streams.out_of(unit.name, y)])))
             continue
         buffers = {t: f"x_{k}" for k, t in enumerate(dict.fromkeys(unit.inputs + unit.outputs))}
@@ -183,18 +182,13 @@ def processes_and_calls(source: DataflowSource, streams: TokenStreams) -> tuple[
 
     # the float ports out: each output's tokens into a buffer, then its sample (as the sequential top converts it)
     names = {p.tensor: f"out_{k}" for k, p in enumerate(source.outputs)}
-    parameters = [statement(f"{'packed' if p.compressed else 'float'}_output", name=names[p.tensor],
-                            values=batch * source.port_values(p)) for p in source.outputs]
     body, read = [], []
-    for p in source.outputs:
+    for k, p in enumerate(source.outputs):
         fifo, text = tokens_in(p.tensor, "output", names[p.tensor])
         body.append(text)
         read.append(fifo)
-        body.append(line("to_zero_compressed" if p.compressed else "to_float", type=source.types[p.tensor],
-                         source=f"{names[p.tensor]}_words",
-                         target=statement("sample_of", port=names[p.tensor], values=source.port_values(p)),
-                         values=values_of(source.shapes[p.tensor])))
-    process(f"{sub}_output", [streams.parameter(f) for f in read] + parameters,
+        body.append(source.sample_out(k, f"{names[p.tensor]}_words"))
+    process(f"{sub}_output", [streams.parameter(f) for f in read] + source.output_parameters,
             [streams.var(f) for f in read] + list(names.values()), scratch(names), "".join(body))
 
     fifos = "".join(line("fifo", STATEMENTS, token=streams.token(f.tensor), name=streams.var(f), label=streams.var(f),

@@ -125,8 +125,9 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     batch = source.max_batch
     names = [f"in_{k}" for k in range(len(source.inputs))] + [f"out_{k}" for k in range(len(source.outputs))]
     depth = {name: batch * _port_values(p) for name, p in zip(names, source.inputs + source.outputs)}
-    float_ports = ", ".join(statement(f"{'packed' if p.compressed else 'float'}_{name[:-2]}put", name=name,
-                                      values=depth[name]) for name, p in zip(names, source.inputs + source.outputs))
+    port_parameters = [statement(f"{'packed' if p.compressed else 'float'}_{name[:-2]}put", name=name,
+                                 values=depth[name]) for name, p in zip(names, source.inputs + source.outputs)]
+    float_ports = ", ".join(port_parameters)
     ports, csim_memory, load_ddr = [float_ports], "", ""
     if extent["ddr"]:  # a port the host allocates; in C-simulation a static region the host can fill
         ports.append(statement("ddr_parameter", words=ddr_words))
@@ -145,8 +146,10 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
         unit_entries="\n".join(entries))
     if streams is not None:
         processes, fifos, calls = processes_and_calls(DataflowSource(
-            sub, source.units, source.inputs, source.outputs, types, source.shapes, ports_of, _port_values, batch),
-            streams)
+            sub, source.units, source.inputs, source.outputs, types, source.shapes, ports_of,
+            port_parameters[:len(source.inputs)], port_parameters[len(source.inputs):],
+            lambda k, target: _sample_in(source.inputs[k], k, types, target),
+            lambda k, buffer: _sample_out(source.outputs[k], k, types, buffer), batch), streams)
         (project_dir / f"{sub}_top.cpp").write_text(template("dataflow_top.cpp.in").substitute(
             subfunction=sub, buffer_types=buffer_types, processes=processes, ports=", ".join(ports),
             m_axi_ports=m_axi_ports, max_batch=batch, fifos=fifos, calls=calls, csim=csim))
@@ -170,16 +173,12 @@ def _write_sequential_top(source: SubfunctionSource, project_dir: Path, buffers:
         return statement("at_word", memory=base[buffers[tensor].memory],
                          word=buffers[tensor].offset // units.ARENA_WORD_BYTES)
 
-    body = [line("from_zero_compressed" if p.compressed else "from_float", type=types[p.tensor],
-                  source=statement("sample_of", port=f"in_{k}", values=_port_values(p)), target=at(p.tensor),
-                  values=values_of(p.shape)) for k, p in enumerate(source.inputs)]
+    body = [_sample_in(p, k, types, at(p.tensor)) for k, p in enumerate(source.inputs)]
     for step, unit in enumerate(source.units):
         body.append(line("step_comment", step=step, unit=unit.name, pe=unit.pe, nodes=_comment(unit.nodes)))
         body.append(top_kind(unit).run(unit, Buffers(at, types, source.shapes, ports_of[unit.name],
                                                      engines.get(unit.name))))
-    body += [line("to_zero_compressed" if p.compressed else "to_float", type=types[p.tensor], source=at(p.tensor),
-                   target=statement("sample_of", port=f"out_{k}", values=_port_values(p)), values=values_of(p.shape))
-             for k, p in enumerate(source.outputs)]
+    body += [_sample_out(p, k, types, at(p.tensor)) for k, p in enumerate(source.outputs)]
     body = ["    " + line if line.strip() else line for line in body]  # inside the samples loop
 
     allocations = "".join(ENGINE.statement("engine_allocation", name=name) + "\n"
@@ -191,6 +190,21 @@ def _write_sequential_top(source: SubfunctionSource, project_dir: Path, buffers:
         uram=statement("uram_memory", words=extent["uram"] // units.ARENA_WORD_BYTES) + "\n"
         if extent["uram"] else "",
         max_batch=source.max_batch, body="".join(body), csim=csim))
+
+
+def _sample_in(port: HlsPort, k: int, types: dict[str, str], target: str) -> str:
+    """The lines that convert sample ``s`` of float port ``in_<k>`` (zero-compressed, where it is) into the buffer
+    of words at ``target``, as its tensor's type rounds and saturates."""
+    return line("from_zero_compressed" if port.compressed else "from_float", type=types[port.tensor],
+                source=statement("sample_of", port=f"in_{k}", values=_port_values(port)), target=target,
+                values=values_of(port.shape))
+
+
+def _sample_out(port: HlsPort, k: int, types: dict[str, str], source: str) -> str:
+    """... and the buffer of words at ``source`` into sample ``s`` of float port ``out_<k>``."""
+    return line("to_zero_compressed" if port.compressed else "to_float", type=types[port.tensor], source=source,
+                target=statement("sample_of", port=f"out_{k}", values=_port_values(port)),
+                values=values_of(port.shape))
 
 
 def _write_ddr_image(source: SubfunctionSource, project_dir: Path) -> None:

@@ -103,19 +103,19 @@ def _with_dataflow_room(plan: Plan, loaded: LoadedModel, board: Board, options: 
     """``plan`` with its tops chosen (``choose_tops``); where the dataflow tops wanted do not fit the BRAM18s left
     beside the units, the units folded into that much less, up to twice (a new folding moves the FIFOs' depths).
     Under --top auto, where that still leaves no room, the plan as it was folded, its tops sequential."""
-    folded = copy.deepcopy(plan)
+    lacking = choose_tops(plan, loaded, board, options, final=False)
+    if not lacking:
+        return plan
+    folded = copy.deepcopy(plan)  # its tops already those an "auto" plan without room takes
     kept: dict[str, int] = {}
-    for _ in range(DATAFLOW_REFOLDS):
-        lacking = choose_tops(plan, loaded, board, options, final=False)
-        if not lacking:
-            return plan
+    for refold in range(1, DATAFLOW_REFOLDS + 1):
         kept = {d: kept.get(d, 0) + lacking.get(d, 0) for d in {*kept, *lacking}}
         fold_units(plan, loaded, board, fold_options, layer_widths, kept)
         plan_memory(plan)
-    if choose_tops(plan, loaded, board, options) and options.top == "auto":
-        choose_tops(folded, loaded, board, options)
-        return folded
-    return plan
+        lacking = choose_tops(plan, loaded, board, options, final=refold == DATAFLOW_REFOLDS)
+        if not lacking:
+            return plan
+    return folded if options.top == "auto" else plan
 
 
 def _largest_engine_try(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
@@ -486,12 +486,16 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
             chip_budget, {k: device.resources.get(k, 0) for k in units.RESOURCES})
 
 
+def _stream_may_flow(options: BuildOptions) -> bool:
+    """Whether units are folded for a dataflow top where one may run them: a stream, with --top not sequential."""
+    return options.objective == "throughput" and options.top != "sequential"
+
+
 def _interval_cycles(variant: "_DeviceFolding", options: BuildOptions) -> int:
     """The cycles between samples a folding's units give: their latencies' sum, one after another; for a stream,
     where a dataflow top may run them (none on the engine or in bands), its slowest unit's (``DATAFLOW_MEASURE``)."""
-    dataflow = options.objective == "throughput" and options.top != "sequential" and not any(
-        f.strategy == units.ENGINE for f in variant.foldings) and not any(variant.bands)
-    if dataflow:
+    if _stream_may_flow(options) and not any(f.strategy == units.ENGINE for f in variant.foldings) \
+            and not any(variant.bands):
         return max((e[units.DATAFLOW_MEASURE] for e in variant.estimates), default=0)
     return sum(e["latency_cycles"] for e in variant.estimates)
 
@@ -644,7 +648,7 @@ def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[
     budget_left = {k: device.budget().get(k, 0) - sum(e[k] for e in engines.values()) - kept_bram18 * (k == "bram18")
                    for k in units.RESOURCES}
     # units for a dataflow (``choose_tops``), where nothing runs on the engine: each its own process
-    dataflow = options.objective == "throughput" and options.top != "sequential" and not engines and not may_engine
+    dataflow = _stream_may_flow(options) and not engines and not may_engine
     if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps): each
         # subfunction's units together, one after another; as a dataflow, each unit alone
         groups, cycles, start = [], [], 0

@@ -524,11 +524,7 @@ def dataflow_processes(graph: Graph, sub: Subfunction, clock_mhz: float, hls_too
     values ``lane_bytes`` each, the subfunction's inputs written by a process "input" and its outputs read by
     "output". DataflowError for a unit that runs in bands or on the engine (no dataflow process: it reads its input
     whole from memory)."""
-    index = graph.node_index()
-    shapes: dict[str, list[int]] = {}
-    for n in graph.nodes:
-        for t, shape in (*zip(n.inputs, n.input_shapes), *zip(n.outputs, n.output_shapes)):
-            shapes.setdefault(t, shape)
+    shapes = _tensor_shapes(graph)
 
     def tokens(tensor: str) -> int:
         return tokens_of(shapes.get(tensor) or [1])[0]
@@ -600,7 +596,7 @@ def dataflow_top(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str
     problem = check(processes, depths, DATAFLOW_SAMPLES)
     if problem:
         raise DataflowError(problem)
-    shapes = {t: s for n in graph.nodes for t, s in (*zip(n.inputs, n.input_shapes), *zip(n.outputs, n.output_shapes))}
+    shapes = _tensor_shapes(graph)
     writer = {op.fifo: p.name for p in processes for op in p.ops if op.write}
     fifos = []
     for fifo, depth in depths.items():
@@ -618,6 +614,15 @@ def dataflow_top(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str
                  for t in copied)
     return DataflowTop(schedule.latency, schedule.interval, fifos, sum(f.bram18 for f in fifos) + copies,
                        sum(f.lut for f in fifos), sum(f.ff for f in fifos))
+
+
+def _tensor_shapes(graph: Graph) -> dict[str, list[int]]:
+    """Every tensor of ``graph``: its shape, as the first node that meets it has it."""
+    shapes: dict[str, list[int]] = {}
+    for n in graph.nodes:
+        for t, shape in (*zip(n.inputs, n.input_shapes), *zip(n.outputs, n.output_shapes)):
+            shapes.setdefault(t, shape)
+    return shapes
 
 
 def _planned_shape(graph: Graph, unit: ExecutionUnit, clock_mhz: float, hls_tool: str) -> Shape:
