@@ -82,6 +82,37 @@ def _bnn_pynq(name: str):
     return model, ((1, channels, 32, 32) if name.startswith("cnv") else (1, 1, 28, 28))
 
 
+def _kws_mlp():
+    """FINN's MLPerf Tiny v0.7 keyword spotting submission (KWS-W3A3, its training code's QMLP at
+    const_QMLP.yaml's settings): 49 x 10 MFCCs quantized to 8 bits, three bias-free 256-wide layers of 3-bit
+    weights (scaled per output channel), each with its BatchNorm1d and a 3-bit QuantReLU, and a 3-bit 12-class
+    classifier."""
+    import torch.nn as nn
+    from brevitas import nn as qnn
+
+    layers, features = [_input_quant(8)], 490
+    for _ in range(3):
+        layers += [qnn.QuantLinear(features, 256, bias=False, weight_quant=_weight_quant(3).let(
+            scaling_per_output_channel=True)), nn.BatchNorm1d(256), qnn.QuantReLU(bit_width=3)]
+        features = 256
+    return _sequential(*layers, qnn.QuantLinear(features, 12, bias=False, weight_quant=_weight_quant(3)))
+
+
+def _ad08():
+    """hls4ml's MLPerf Tiny v0.7 anomaly detection submission (AD08: its training code's ad08.yml): 64 inputs
+    (8-bit, as its hls4ml configuration's input precision), 72-72-8-72-72 hidden layers of 12-bit weights and
+    biases, each with its batch normalization and a 6-bit ReLU, and a 12-bit 64-wide output layer."""
+    import torch.nn as nn
+    from brevitas import nn as qnn
+
+    layers, features = [_input_quant(8)], 64
+    for width in (72, 72, 8, 72, 72):
+        layers += [qnn.QuantLinear(features, width, bias=True, weight_quant=_weight_quant(12)),
+                   nn.BatchNorm1d(width), qnn.QuantReLU(bit_width=6)]
+        features = width
+    return _sequential(*layers, qnn.QuantLinear(features, 64, bias=True, weight_quant=_weight_quant(12)))
+
+
 def cases() -> dict:
     """Case name -> a function returning (the torch module, its input shape, the input's range)."""
     from brevitas import nn as qnn
@@ -119,6 +150,8 @@ def cases() -> dict:
         made[f"truncavgpool_{bits}"] = lambda b=bits: (_sequential(
             qnn.QuantReLU(bit_width=b, return_quant_tensor=True),
             qnn.TruncAvgPool2d(kernel_size=2, stride=2, float_to_int_impl_type="floor")), (1, 4, 6, 6), "normal")
+    made["mlperf_tiny_kws_w3a3"] = lambda: (_kws_mlp(), (1, 490), "normal")
+    made["mlperf_tiny_ad08"] = lambda: (_ad08(), (1, 64), "normal")
     for net in ("tfc", "sfc", "lfc", "cnv"):
         for precision in ("1w1a", "1w2a", "2w2a"):
             if (net, precision) != ("lfc", "2w2a"):  # BNN-PYNQ has no LFC W2A2

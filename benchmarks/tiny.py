@@ -23,10 +23,19 @@ BRAM18, LUT and FF), the FPGA's cycles a sample at the board file's clock alone 
 sequential top's are both its units' latencies summed; the dataflow's from its processes' free schedule, the
 interval its slowest unit's), the FPGA's samples/s, and the plan's end to end (the call overhead, the DMA's bytes
 and the ARM's subfunctions included, batches pipelined); then the published figure. The published designs are not
-these networks' builds: hls4ml's AD08 is this autoencoder quantized to 8 bits; FINN's keyword spotting submission
-is a W3A3 MLP, not the DS-CNN; hls4ml's RN07 and RN08 are ResNet-7/8 variants of its own; FINN's CNV-W1A1 is
-BNN-PYNQ's CIFAR-10 network; no PYNQ-Z2 visual wake words figure is published. The published latency is MLPerf
-Tiny's single-stream figure, a sample's time on the board with its host's calls; hetdeploy's is the FPGA's alone.
+the reference architectures' builds: hls4ml's AD08 is a smaller autoencoder (64 inputs, 72 wide) and FINN's keyword
+spotting submission a W3A3 MLP, not the DS-CNN (both are rows of their own, below); hls4ml's RN07 and RN08 are
+ResNet-7/8 variants of its own; FINN's CNV-W1A1 is BNN-PYNQ's CIFAR-10 network; no PYNQ-Z2 visual wake words
+figure is published. The published latency is MLPerf Tiny's single-stream figure, a sample's time on the board with
+its host's calls; hetdeploy's is the FPGA's alone.
+
+Beside the reference architectures, the two submissions whose networks and quantizations are public, as Brevitas
+exports them (QONNX, untrained, seed 0; tests/data/brevitas, written by ``python benchmarks/brevitas_layers.py
+--export tests/data/brevitas --only '^mlperf_tiny'``; their quantizers set their precisions, not ``--width``):
+hls4ml's AD08 (``ad08_w12a6``: 64-72-72-8-72-72-64, 12-bit weights, 6-bit ReLUs, 8-bit input:
+mlcommons/tiny_results_v0.7, open/hls4ml-finn/code/ad/AD08, training/ad08.yml and inference/hls4ml_config.yml) and
+FINN's keyword spotting MLP (``kws_mlp_w3a3``: 490-256-256-256-12, 3-bit weights and activations, 8-bit input:
+code/kws/KWS-W3A3, training/const_QMLP.yaml and its QMLP).
 """
 
 from __future__ import annotations
@@ -51,10 +60,13 @@ from hetdeploy.planning.config import BuildOptions  # noqa: E402
 from hetdeploy.steps.build import plan_stages  # noqa: E402
 
 BOARD = "pynq-z2"
+DATA = ROOT / "tests" / "data" / "brevitas"
 # MLPerf Tiny's published PYNQ-Z2 latencies (a sample, single stream): mlcommons/tiny_results_v0.7 and v1.0
 PUBLISHED = {
-    "anomaly_detection": [("hls4ml AD08 (v0.7)", 18.7e-6)],
-    "keyword_spotting": [("FINN KWS W3A3 MLP (v0.7; another network)", 17.5e-6)],
+    "anomaly_detection": [("hls4ml AD08 (v0.7; the smaller network below)", 18.7e-6)],
+    "ad08_w12a6": [("hls4ml AD08 (v0.7)", 18.7e-6)],
+    "keyword_spotting": [("FINN KWS W3A3 MLP (v0.7; the network below)", 17.5e-6)],
+    "kws_mlp_w3a3": [("FINN KWS W3A3 MLP (v0.7)", 17.5e-6)],
     "image_classification": [("hls4ml RN07 (v0.7)", 27.3e-3), ("hls4ml RN08 (v1.0)", 7.64e-3),
                              ("FINN CNV-W1A1 (v0.7; another network)", 1.51e-3)],
     "visual_wake_words": [],
@@ -100,13 +112,16 @@ def visual_wake_words() -> graphs.Graph:
     return b.graph(b.head(x, 2))
 
 
-MODELS = {"anomaly_detection": anomaly_detection, "keyword_spotting": keyword_spotting,
+MODELS = {"anomaly_detection": anomaly_detection, "ad08_w12a6": DATA / "mlperf_tiny_ad08.onnx",
+          "keyword_spotting": keyword_spotting, "kws_mlp_w3a3": DATA / "mlperf_tiny_kws_w3a3.onnx",
           "image_classification": image_classification, "visual_wake_words": visual_wake_words}
 
 
 def measure(name: str, folder: Path, width: int, batch: int) -> dict:
-    model = folder / f"{name}.onnx"
-    onnx.save(graphs.to_onnx(MODELS[name]()), str(model))
+    model = MODELS[name]
+    if callable(model):
+        model = folder / f"{name}.onnx"
+        onnx.save(graphs.to_onnx(MODELS[name]()), str(model))
     row = {"model": name, "width": width, "batch": batch,
            "published": [{"design": design, "latency_s": seconds} for design, seconds in PUBLISHED[name]]}
     for top in TOPS:
