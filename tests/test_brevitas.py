@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 from hetdeploy.commands.api import load
@@ -211,6 +212,10 @@ def test_a_bnn_pynq_network_agrees_with_brevitas_on_finns_test_image_and_more(tm
                               calibration=tmp_path / "calibration.npy"), progress=lambda message: None)
     assert [s.kind for s in plan.subfunctions] == ["cpu", "fpga"]
     assert (plan.subfunctions[1].verification.flip_samples, plan.subfunctions[1].verification.flipped) == (256, 0)
+    # the host's quantizer (a Reshape, 2x - 1, a Quant) runs a batch a call: its model's batch axis open
+    assert plan.subfunctions[0].batched
+    host_model = onnx.load(str(out / plan.subfunctions[0].onnx))
+    assert host_model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
     got = load(out).predict(finn["x"])[0].reshape(finn["y"].shape)
     assert np.all(np.isfinite(got))
     assert np.max(np.abs(got - finn["y"])) <= 1e-3 * np.max(np.abs(finn["y"]))

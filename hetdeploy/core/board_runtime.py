@@ -8,7 +8,8 @@ stream runner, ``run_stream``, from here.)
                   [--profile FILE.json]
 
 The samples go through in batches of N (the last one may be smaller). CPU subfunctions run on
-onnxruntime (the board's ARM cores), a sample a call (their models take one). FPGA subfunctions run
+onnxruntime (the board's ARM cores), a batch a call where plan.json marks them "batched" (their models' batch
+axis open), else a sample a call. FPGA subfunctions run
 on their HLS core through pynq, a batch a call: the overlay is loaded once; every port's buffers (two
 sets of a batch each, and the DDR region of the memory plan) are allocated once with pynq.allocate,
 the DDR weights written once and each weight port pointed at them; a call copies the batch into one
@@ -94,12 +95,13 @@ class CpuSubfunction:
                                                     providers=["CPUExecutionProvider"])
         self.outputs = [o.name for o in self.session.get_outputs()]
         self.names = [i.name for i in self.session.get_inputs()]
+        self.batched = sub.get("batched", False)  # its model's batch axis is open: a batch a call
 
-    def _one(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _run(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return dict(zip(self.outputs, self.session.run(None, {n: feeds[n] for n in self.names})))
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return per_sample(self._one, feeds)  # the model's batch axis is fixed at 1
+        return self._run(feeds) if self.batched else per_sample(self._run, feeds)  # else its batch axis is 1
 
 
 @dataclass

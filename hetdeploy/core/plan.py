@@ -558,6 +558,9 @@ class Subfunction:
     outputs: list[str]
     onnx: str = ""
     estimate: Optional[SubfunctionEstimate] = None
+    # a CPU or GPU subfunction's model runs a batch a call, its batch axis left open (planning.batching); else a
+    # sample a call
+    batched: bool = False
     execution_units: list[ExecutionUnit] = field(default_factory=list)
     # its units were cut and folded with the engine weighed (a unit it computes fuses only what it computes); a
     # refold after a widening keeps that

@@ -59,7 +59,7 @@ from ..core.board import Board, Device
 from ..core.board_runtime import resource_of
 from ..core.graph import QUANTIZER_OPS, Graph, Node
 from ..core.precision import DEFAULT_WIDTH, NO_LAYER_WIDTHS, node_widths
-from . import compression, units
+from . import batching, compression, units
 from .profile import NOTHING_MEASURED, Measured
 
 FLOAT_BYTES = 4  # tensors cross links as float32 (hls4ml's AXI-stream wrapper takes float too)
@@ -459,15 +459,21 @@ class CostModel:
         measured = self.measured.call_overhead_s.get(device)
         return self.board.device(device).invocation_overhead_s if measured is None else measured
 
-    def calls_per_sample(self, device: str, batch: int) -> float:
-        """Calls a subfunction on ``device`` makes per sample of a stream of ``batch`` samples a call."""
-        return 1.0 / batch if self.board.device(device).kind == "fpga" else 1.0
+    def calls_per_sample(self, device: str, batch: int, nodes: Optional[Iterable[int]] = None,
+                         batched: bool = False) -> float:
+        """Calls a subfunction on ``device`` makes per sample of a stream of ``batch`` samples a call: an FPGA's
+        a batch a call; a host device's too where all its ``nodes`` take a batch (``batching.takes_batches``; or
+        the caller says they do, ``batched``), else a sample a call."""
+        if self.board.device(device).kind == "fpga" or batched or \
+                (nodes is not None and batching.takes_batches(self.graph, nodes)):
+            return 1.0 / batch
+        return 1.0
 
     def segment(self, nodes: Iterable[int], device: str, batch: int = 1) -> SegmentCost:
         """The cost per sample of running ``nodes`` as one subfunction on ``device`` in calls of
         ``batch`` samples (an FPGA call shares its overhead and link latencies over its batch)."""
-        calls = self.calls_per_sample(device, batch)
         members = set(nodes)
+        calls = self.calls_per_sample(device, batch, members)
         inputs: dict[str, int] = {}
         outputs: dict[str, int] = {}
         graph_outputs = set(self.graph.outputs)

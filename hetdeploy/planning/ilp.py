@@ -38,6 +38,7 @@ from typing import Optional
 import numpy as np
 
 from ..core.graph import Graph
+from . import batching
 from .cost import STREAM_TIE_BREAK, CostModel
 
 EXACT_NODES = 24
@@ -134,6 +135,10 @@ def ilp_solution(graph: Graph, cost: CostModel, allowed: list[list[str]], host: 
     stream = cost.objective == "throughput"
     batch = cost.batch if stream else 1
     calls = {d: cost.calls_per_sample(d, batch) for d in devices}
+    # a CPU's or GPU's group a batch a call unless it holds a node that takes none (batching.takes_batch): its
+    # overhead once a batch, plus the rest of a sample's where such a node is in it (a column at least each of
+    # theirs). Its link latencies stay a sample's (a GPU's; an upper bound on what cost.segment prices)
+    batched = {d: cost.calls_per_sample(d, batch, batched=True) for d in devices}
     p = _Programme()
     loads: dict[object, tuple[list[int], list[float]]] = {}  # a stream's resource -> its columns and seconds
 
@@ -149,8 +154,14 @@ def ilp_solution(graph: Graph, cost: CostModel, allowed: list[list[str]], host: 
         return column
 
     z = {(i, k, d): priced(cost.seconds[d][i], d, k) for i in range(n) for k in range(slots) for d in allowed[i]}
-    y = {(k, d): priced(calls[d] * cost.invocation_overhead_s(d), d, k)
+    y = {(k, d): priced(batched[d] * cost.invocation_overhead_s(d), d, k)
          for k in range(slots) for d in devices}
+    for d in (d for d in devices if calls[d] > batched[d]):
+        alone = [i for i in range(n) if d in allowed[i] and not batching.takes_batch(graph.nodes[i])]
+        for k in range(slots if alone else 0):
+            unbatched = priced((calls[d] - batched[d]) * cost.invocation_overhead_s(d), d, k, binary=False)
+            for i in alone:
+                p.row([unbatched, z[i, k, d]], [1.0, -1.0], 0.0, np.inf)
     for i in range(n):  # every node in one slot on one device
         cols = [z[i, k, d] for k in range(slots) for d in allowed[i]]
         p.row(cols, [1.0] * len(cols), 1.0, 1.0)

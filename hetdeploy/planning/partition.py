@@ -41,7 +41,7 @@ from ..core.graph import Graph, Node
 from ..core.names import identifier
 from ..core.plan import IlpRun
 from ..core.precision import DEFAULT_WIDTH, NO_LAYER_WIDTHS
-from . import units
+from . import batching, units
 from .cost import NO_PINS, NO_ZEROS, CostModel
 from .ilp import ilp_solution
 from .profile import NOTHING_MEASURED, Measured
@@ -410,6 +410,12 @@ def _cut(cost: CostModel, tables: _Tables, order: list[int], price: float) -> So
         hist[2:, last] += (b, 1)
     for c, b in edges_by_prev.get(-1, []):
         hist[:2, c] += (b, 1)
+    # per start i, the end up to which every node takes a batch a call (batching.takes_batch): a host device's
+    # group [i, j) pays its call's overhead once a batch where j reaches no further
+    batched_to = np.full(n + 1, n, dtype=np.int64)
+    for k in range(n - 1, -1, -1):
+        batched_to[k] = batched_to[k + 1] if batching.takes_batch(cost.graph.nodes[order[k]]) else k
+    stream_batch = cost.batch if cost.objective == "throughput" else 1
     devices = []
     for index, device in enumerate(board.devices):
         d = device.name
@@ -419,7 +425,7 @@ def _cut(cost: CostModel, tables: _Tables, order: list[int], price: float) -> So
         # was produced before i or is read inside the group.
         prefix = tables.seconds[d].copy()
         weights = np.zeros(4)
-        calls = cost.calls_per_sample(d, cost.batch if cost.objective == "throughput" else 1)
+        calls = cost.calls_per_sample(d, stream_batch)
         if d != board.host:
             to, back = cost.link_terms(board.host, d, calls), cost.link_terms(d, board.host, calls)
             weights = np.array([to[0], to[1], -back[0], -back[1]])
@@ -430,7 +436,11 @@ def _cut(cost: CostModel, tables: _Tables, order: list[int], price: float) -> So
         for k, cap in capacity.items():
             used = tables.usage[d][k]
             ends = np.minimum(ends, np.searchsorted(used, used[:-1] + cap * (1 + 1e-9), side="right") - 1)
-        devices.append((index, prefix, calls * cost.invocation_overhead_s(d), weights if weights.any() else None, ends))
+        # a host device's overhead once a batch while its group takes batches (calls_per_sample of such nodes)
+        batched = None if device.kind == "fpga" or stream_batch == 1 else \
+            cost.calls_per_sample(d, stream_batch, batched=True) * cost.invocation_overhead_s(d)
+        devices.append((index, prefix, calls * cost.invocation_overhead_s(d), batched, weights if weights.any() else
+                        None, ends))
     for i in range(n):
         if i > 0:  # move the start from i - 1 to i
             for c, b in edges_by_reader.get(i - 1, ()):
@@ -439,15 +449,17 @@ def _cut(cost: CostModel, tables: _Tables, order: list[int], price: float) -> So
                 hist[:2, c] += (b, 1)
             for last, b in outputs_by_producer.get(i - 1, ()):
                 hist[2:, last] -= (b, 1)
-        reach = max(int(dev[4][i]) for dev in devices)
+        reach = max(int(dev[5][i]) for dev in devices)
         if reach <= i:
             continue
         running = np.cumsum(hist[:, i:reach], axis=1)  # column j - i - 1: sums over [i, j)
-        for index, prefix, overhead, weights, ends in devices:
+        for index, prefix, overhead, batched, weights, ends in devices:
             end = int(ends[i])
             if end <= i:
                 continue
             total = prefix[i + 1:end + 1] + (best[i] + overhead - prefix[i])
+            if batched is not None and batched_to[i] > i:  # ends j = i + 1 .. batched_to[i] take batches
+                total[:min(end, batched_to[i]) - i] += batched - overhead
             if weights is not None:
                 total += weights @ running[:, :end - i]
             current = best[i + 1:end + 1]

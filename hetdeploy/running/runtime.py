@@ -87,27 +87,29 @@ def unit_executors(libraries: CSimLibraries, sub: Subfunction) -> list[tuple[CSi
 
 
 class ModelExecutor:
-    """A model on onnxruntime (or qonnx), a sample a call (its batch axis is fixed at 1)."""
+    """A model on onnxruntime (or qonnx), a sample a call (its batch axis fixed at 1), or the whole batch in one
+    call where its batch axis is open (``batched``: a CPU or GPU subfunction's file, ``subgraph.with_open_batch``)."""
 
-    def __init__(self, model):
+    def __init__(self, model, batched: bool = False):
         self.model = model
         self.engine = model.engine
+        self.batched = batched
 
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return per_sample(self.model.run, feeds)
+        return self.model.run(feeds) if self.batched else per_sample(self.model.run, feeds)
 
 
 def device_executors(libraries: CSimLibraries, plan: Plan) -> list[Executor]:
     """Each subfunction on its emulated device: FPGA in C-simulation, the rest on onnxruntime with
     their device's provider (CUDA for a GPU, when this onnxruntime has it)."""
     return [subfunction_executor(libraries, s) if s.hls is not None else
-            ModelExecutor(open_model(libraries.build_dir / s.onnx, s.kind)) for s in plan.subfunctions]
+            ModelExecutor(open_model(libraries.build_dir / s.onnx, s.kind), s.batched) for s in plan.subfunctions]
 
 
 def file_executors(build_dir: Path, plan: Plan) -> list[Executor]:
     """Every subfunction's own model file on the CPU: the float pipeline the build sizes on and
     whose chain it checks against the source model."""
-    return [ModelExecutor(open_model(build_dir / s.onnx)) for s in plan.subfunctions]
+    return [ModelExecutor(open_model(build_dir / s.onnx), s.batched) for s in plan.subfunctions]
 
 
 def reference_executors(build_dir: Path, plan: Plan) -> list[Executor]:

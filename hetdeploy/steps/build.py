@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+import numpy as np
+
 from ..core.board import Board, load_board
 from ..core.cache import BuildCache, digest, toolchain
 from ..core.checkpoint import CHECKPOINT, STATE, Checkpoint, read_checkpoint, write_checkpoint
@@ -322,7 +324,9 @@ def _write_subfunctions(state: BuildState) -> BuildState:
     options, plan = state.options, state.plan
     state.samples = state.samples or build_samples(options, plan.inputs)
     plan.calibration = state.samples.calibration
-    write_subfunctions(plan, state.loaded, state.build_dir, state.samples.sizing[0])
+    chained = state.samples.sizing[:2]  # two where there are, so that a batched subfunction runs a batch
+    write_subfunctions(plan, state.loaded, state.build_dir,
+                       {t: np.concatenate([s[t] for s in chained]) for t in chained[0]})
     state.progress(calibration_note(plan.calibration, options.seed))
     return state
 

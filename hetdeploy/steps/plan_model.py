@@ -22,7 +22,7 @@ from ..core.precision import NO_LAYER_WIDTHS, node_widths, octaves_moved
 from ..fpga.engine import engine_layer, weights_bytes as engine_weights_bytes
 from ..intake.model import QUANTIZER_OPS, LoadedModel
 from ..intake.ort_adapter import run_in_memory
-from ..planning import memory, units
+from ..planning import batching, memory, units
 from ..planning.config import OPTIONS, BuildOptions, resolved_config, said, strategy_name
 from ..planning.cost import NO_ZEROS, Crossing, engine_capable, node_work, stream_seconds
 from ..planning.dataflow import DataflowError
@@ -371,11 +371,14 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_wi
                              layer_widths, options.devices, measured, options.partitioner, options.ilp_time_limit,
                              zero_shares, options.compress_transfers, engine)
     kinds = {d.name: d.kind for d in board.devices}
+    index = loaded.graph.node_index()
     subfunctions = [
         Subfunction(c.name, c.device, kinds[c.device], c.nodes, c.inputs, c.outputs,
                     estimate=SubfunctionEstimate(e.total_s, e.compute_s, e.transfer_s, e.overhead_s,
                                                  e.in_bytes, e.out_bytes, batch_s,
                                                  resource_of(kinds[c.device], c.device, c.name)),
+                    batched=kinds[c.device] != "fpga" and batching.takes_batches(loaded.graph,
+                                                                                 [index[n] for n in c.nodes]),
                     transfers=[transfer_record(x) for x in e.crossings])
         for c, e, batch_s in zip(result.cuts, result.costs, result.batch_seconds)
     ]

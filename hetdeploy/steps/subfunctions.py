@@ -15,7 +15,8 @@ from ..core.plan import Plan
 from ..intake import rewrites
 from ..intake.model import QUANTIZER_OPS, LoadedModel
 from ..intake.ort_adapter import open_model
-from ..intake.subgraph import extract
+from ..intake.subgraph import extract, with_open_batch
+from ..core.board_runtime import per_sample
 from ..running import runtime, verify
 
 # Chaining the subfunctions on onnxruntime must reproduce the model; only
@@ -23,10 +24,10 @@ from ..running import runtime, verify
 CHAIN_TOLERANCE = 1e-5
 
 
-def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path, sample: dict[str, np.ndarray]) -> None:
-    """source.onnx (the reference), model.onnx (normalised) and one model per subfunction;
-    then check that chaining them on onnxruntime reproduces the source model on ``sample`` (one of
-    the user's inputs, or a synthetic one)."""
+def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path, samples: dict[str, np.ndarray]) -> None:
+    """source.onnx (the reference), model.onnx (normalised) and one model per subfunction (a batched one with its
+    batch axis open); then check that chaining them on onnxruntime, the batched ones a batch a call, reproduces the
+    source model, a sample a call, on ``samples`` (the user's inputs, or synthetic ones; on axis 0)."""
     onnx.save(loaded.source, str(build_dir / "source.onnx"))
     onnx.save(loaded.model, str(build_dir / plan.model))
     (build_dir / "subfunctions").mkdir()
@@ -41,6 +42,8 @@ def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path, sample:
                 raise UserError(f"node '{left.name}' ({left.op_type}) would run on {sub.device} (subfunction "
                                 f"{sub.name}), where only qonnx runs it and the board has onnxruntime alone: put it "
                                 f"on an FPGA that takes it (--device NODE=DEVICE) or export it as standard ONNX")
+            if sub.batched:
+                model = with_open_batch(model)
         onnx.save(model, str(build_dir / sub.onnx))
     chain = runtime.file_executors(build_dir, plan)
     source = open_model(build_dir / "source.onnx")
@@ -48,7 +51,7 @@ def write_subfunctions(plan: Plan, loaded: LoadedModel, build_dir: Path, sample:
     # a quantizer after them turns a last-bit difference into one of its steps, now and then.
     quantized = any(n.op in QUANTIZER_OPS for n in loaded.graph.nodes)
     check = verify.SubfunctionCheck("chain", "pipeline", plan.relative_tolerance if quantized else CHAIN_TOLERANCE)
-    got, want = runtime.run(plan, chain, sample), source.run(sample)
+    got, want = runtime.run(plan, chain, samples), per_sample(source.run, samples)
     check.add({t: got[t] for t in want}, want)
     if any(t.reference_nonfinite for t in check.tensors.values()):
         where = "a --calibration sample" if plan.calibration.source == "file" else "a random sample"
