@@ -339,6 +339,22 @@ def test_throughput_objective_moves_a_small_mlp_to_the_fpga_and_prices_the_strea
     assert throughput["estimate"]["throughput_per_s"] >= 704_000
 
 
+def test_a_quantized_exports_host_quantizer_takes_a_batch_a_call_and_one_dataflow_core_beats_two(capsys):
+    """hls4ml's MLPerf Tiny AD08 as Brevitas exports it (benchmarks/tiny.py) streamed on the PYNQ-Z2. Its input's
+    quantizer runs on the ARM (partition.input_quantizers) a batch a call, so the ARM's 100 us a call does not pace
+    the stream. The cut found two FPGA cores (it prices an FPGA subfunction's nodes one after another); the support
+    plan's one core, a dataflow, streams faster, and the latency policy takes it."""
+    model = Path(__file__).parent / "data" / "brevitas" / "mlperf_tiny_ad08.onnx"
+    assert main(["plan", str(model), "--board", "pynq-z2", "--objective", "throughput", "--batch", "100",
+                 "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    host, fpga = plan["subfunctions"]
+    assert (host["kind"], fpga["kind"], fpga["top"]["kind"]) == ("cpu", "fpga", "dataflow")
+    e = host["estimate"]  # one call's overhead a batch
+    assert host["batched"] and e["batch_s"] == pytest.approx(100 * e["compute_s"] + e["overhead_s"])
+    assert plan["estimate"]["throughput_per_s"] > 5 / host["estimate"]["latency_s"]  # a sample a call's pace
+
+
 def test_a_batch_the_fpga_ddr_cannot_hold_is_one_line(tmp_path, capsys):
     import networks
     import onnx
@@ -396,7 +412,7 @@ def test_one_plan_one_figure_and_the_latency_policy_never_loses_to_a_fitting_sup
 def test_a_plan_that_folding_makes_slower_than_the_host_becomes_all_on_the_host(tmp_path, monkeypatch):
     """The partitioner prices each FPGA node folded as little as the FPGA alone allows; where folding
     the units together makes the plan slower than all on the host CPU, the latency policy takes the
-    host (its figure, its subfunctions), as it takes a faster support plan."""
+    host (its figure, its subfunctions), as it takes a faster support plan, under either objective."""
     import networks
     import onnx
 
@@ -426,7 +442,10 @@ def test_a_plan_that_folding_makes_slower_than_the_host_becomes_all_on_the_host(
     assert [s.device for s in chosen.subfunctions] == [board.host] and chosen.policy == "latency"
     assert chosen.estimate.latency_s == pytest.approx(slow.estimate.all_cpu_latency_s)
     assert slow.estimate.all_cpu_latency_s < slow.estimate.latency_s
-    assert plan_model.against_baselines(slow, loaded, board, dataclasses.replace(options, objective="throughput")) is slow
+    # a stream weighs the same plans by their samples/s
+    streamed = plan_model.against_baselines(slow, loaded, board, dataclasses.replace(options, objective="throughput"))
+    assert [s.device for s in streamed.subfunctions] == [board.host]
+    assert streamed.estimate.throughput_per_s == pytest.approx(slow.estimate.all_cpu_throughput_per_s)
 
 
 def test_the_engine_takes_the_layers_of_a_resnet50_that_hls4ml_cannot_fit(tmp_path):

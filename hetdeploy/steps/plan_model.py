@@ -148,19 +148,25 @@ def against_baselines(plan: Plan, loaded: LoadedModel, board: Board, options: Bu
     estimated alike (the partitioner prices each FPGA node at the fastest folding that fits the FPGA
     alone; folding the units together can cost more, or fit with weights in DDR what it could not):
     the support figure the plan reports is that plan's own, as `plan --policy support` prints it, and
-    under the latency objective the latency policy takes the support plan, or everything on the host,
-    where that is faster, so it is never estimated slower than either. Where the support plan cannot
-    be folded to fit, the partitioner's figure stays, marked as not fitting."""
+    the latency policy takes the support plan, or everything on the host, where that is faster under the
+    objective (a sample's latency, or a stream's samples/s), so it is never estimated slower than either. (The
+    partitioner prices an FPGA subfunction's samples as its nodes one after another; a dataflow top, chosen after
+    folding, runs them at its slowest unit's pace, so that one FPGA core can beat the cut into two it found.) Where
+    the support plan cannot be folded to fit, the partitioner's figure stays, marked as not fitting."""
     support = _folded_or_none(loaded, board, options, "support", layer_widths, zero_shares)
     if support is not None:
         plan.estimate.support_latency_s, plan.estimate.support_fits = support.estimate.latency_s, True
-    if options.objective != "latency":
-        return plan
+
+    def slowness(p: Plan) -> float:
+        return -p.estimate.throughput_per_s if options.objective == "throughput" else p.estimate.latency_s
+
+    all_cpu = plan.estimate.all_cpu_latency_s if options.objective == "latency" else \
+        None if plan.estimate.all_cpu_throughput_per_s is None else -plan.estimate.all_cpu_throughput_per_s
     host = None
-    if plan.estimate.all_cpu_latency_s is not None and plan.estimate.all_cpu_latency_s < plan.estimate.latency_s \
-            and all(device == board.host for device in options.devices.values()):
+    if all_cpu is not None and all_cpu < slowness(plan) and all(device == board.host
+                                                                 for device in options.devices.values()):
         host = _folded_or_none(loaded, board, options, "host", layer_widths, zero_shares)
-    best = min((p for p in (plan, support, host) if p is not None), key=lambda p: p.estimate.latency_s)
+    best = min((p for p in (plan, support, host) if p is not None), key=slowness)
     if best is not plan:
         best.policy, best.config = plan.policy, plan.config  # the latency policy's choice, as asked
         best.estimate.support_latency_s = plan.estimate.support_latency_s
