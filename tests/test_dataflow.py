@@ -279,6 +279,15 @@ def test_plan_prints_the_tops_choice_and_a_dataflow_that_cannot_be_had_is_one_li
     assert "sf0_fpga: top dataflow (auto, objective throughput: the shorter interval); cycles a sample alone and " \
         "between samples: sequential " in out
     assert re.search(r"\n  input>sf0_fpga_u0 +input +sf0_fpga_u0 +1 +256 +0 +0 +256\n", out)  # a register
+    # the chip's totals count the dataflow's FIFOs and buffer copies beside its units
+    assert main(["plan", str(jet), "--board", "pynq-z2", "--objective", "throughput", "--batch", "100", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    (sub,) = plan["subfunctions"]
+    chip = plan["fpga_resources"]["fpga"]
+    fifos = {k: sub["top"][f"dataflow_{k}"] for k in ("bram18", "lut", "ff")}
+    assert chip["dataflow"] == fifos and fifos["ff"] > 0
+    assert chip["used"] == {k: sub["resources"][k] + fifos.get(k, 0) for k in ("dsp", "bram18", "lut", "ff")}
+    assert "(its dataflow tops' FIFOs and buffer copies among them: BRAM18 " in out
     model = Path(__file__).resolve().parent.parent / "examples" / "four_conv64.onnx"
     config = tmp_path / "top.yaml"
     config.write_text("top: dataflow\n")

@@ -852,7 +852,8 @@ def test_plan_says_why_nothing_goes_to_the_fpga_and_shows_the_chips_total(tmp_pa
         "subfunctions": [s["name"] for s in fpga],
         "used": {k: sum(s["resources"][k] for s in fpga) for k in ("dsp", "bram18", "lut", "ff")},
         "budget": {"dsp": 198, "bram18": 252, "lut": 47880, "ff": 95760},
-        "resources": {"dsp": 220, "bram18": 280, "lut": 53200, "ff": 106400}}}
+        "resources": {"dsp": 220, "bram18": 280, "lut": 53200, "ff": 106400},
+        "dataflow": {}}}  # sequential tops: no FIFOs
 
 
 @pytest.mark.slow

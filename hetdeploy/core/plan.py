@@ -527,9 +527,10 @@ class FpgaResources:
     """One FPGA's resources summed over all its subfunctions (estimates), against its budget."""
 
     subfunctions: list[str]
-    used: dict[str, int]  # dsp, bram18, lut, ff
+    used: dict[str, int]  # dsp, bram18, lut, ff: the units' and ``dataflow``
     budget: dict[str, int]  # the resources less the reserve, within the utilisation caps
     resources: dict[str, int]  # the chip's
+    dataflow: dict[str, int] = field(default_factory=dict)  # bram18, lut, ff of its dataflow tops' FIFOs and copies
 
 
 @dataclass

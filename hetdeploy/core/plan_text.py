@@ -14,10 +14,12 @@ CYCLE_PARTS = (("latency_cycles", 9), ("compute_cycles", 9), ("buffer_cycles", 8
 
 
 def chip_totals(plan) -> list[str]:
-    """A line per FPGA: its resources summed over its subfunctions against its budget (each unit table
-    shows one subfunction against the whole chip's budget)."""
+    """A line per FPGA: its resources summed over its subfunctions (their units, and its dataflow tops' FIFOs and
+    buffer copies) against its budget (each unit table shows one subfunction against the whole chip's budget)."""
     return [f"{device}: the chip's total over {len(r.subfunctions)} subfunction(s): " + ", ".join(
         f"{k.upper()} {v:,} of {r.budget.get(k, 0):,} ({v / max(1, r.budget.get(k, 0)):.0%})" for k, v in r.used.items())
+        + ("" if not r.dataflow else " (its dataflow tops' FIFOs and buffer copies among them: " + ", ".join(
+            f"{k.upper()} {v:,}" for k, v in r.dataflow.items()) + ")")
         for device, r in plan.fpga_resources.items()]
 
 

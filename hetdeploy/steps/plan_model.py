@@ -263,6 +263,9 @@ def map_nodes(plan: Plan, loaded: LoadedModel) -> dict[str, dict[str, str]]:
     return result
 
 
+FIFO_RESOURCES = ("bram18", "lut", "ff")  # what a dataflow top's FIFOs and buffer copies take
+
+
 def choose_tops(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
                 final: bool = True) -> dict[str, int]:
     """Each FPGA subfunction's top (``Top``): sequential, its units one after another a sample, or a dataflow, each
@@ -273,10 +276,13 @@ def choose_tops(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
     the BRAM18s each FPGA lacked for the dataflow tops wanted (asked for, or shorter) that did not fit beside the
     units: folded into that much less, they may (``final`` False: no UserError for those; else UserError where
     --top dataflow cannot be had)."""
-    left = {name: {k: r.budget[k] - r.used[k] for k in ("bram18", "lut", "ff")}
+    fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
+    units_used = {name: {k: sum(s.resources[k] for s in fpga if s.device == name) for k in units.RESOURCES}
+                  for name in plan.fpga_resources}
+    left = {name: {k: r.budget[k] - units_used[name][k] for k in FIFO_RESOURCES}
             for name, r in plan.fpga_resources.items()}
     lacking: dict[str, int] = {}
-    for sub in (s for s in plan.subfunctions if s.kind == "fpga"):
+    for sub in fpga:
         device = board.device(sub.device)
         cycles = sum(u.estimate["latency_cycles"] for u in sub.execution_units)
         top = Top("sequential", "", cycles, cycles)
@@ -316,9 +322,13 @@ def choose_tops(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
             top.kind = "dataflow" if wanted else "sequential"
             top.why = "auto, objective throughput: the shorter interval"
         if top.kind == "dataflow":
-            for k, used in (("bram18", top.dataflow_bram18), ("lut", top.dataflow_lut), ("ff", top.dataflow_ff)):
-                left[sub.device][k] -= used
+            for k in FIFO_RESOURCES:
+                left[sub.device][k] -= getattr(top, f"dataflow_{k}")
         sub.top = top
+    for name, r in plan.fpga_resources.items():  # the chip's totals: the units' and the dataflow tops'
+        flows = [s.top for s in fpga if s.device == name and s.top.kind == "dataflow"]
+        r.dataflow = {k: sum(getattr(t, f"dataflow_{k}") for t in flows) for k in FIFO_RESOURCES} if flows else {}
+        r.used = {k: units_used[name][k] + r.dataflow.get(k, 0) for k in units.RESOURCES}
     return lacking
 
 
