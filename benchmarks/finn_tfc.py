@@ -22,7 +22,9 @@ Pynq-Z1's xc7z020) for a stream (``--objective throughput``): at the folding it 
 (hls4ml reuse factors giving each layer FINN's PE x SIMD products a cycle: 56, 64, 64 and 8, the first layer's 64
 not dividing its 784 inputs as hls4ml's resource strategy needs); and with the chip's LUTs capped at FINN's
 estimate (a copy of the board file whose ``utilisation`` caps them), the fastest it folds to there. Its LUTs are
-its units' and its dataflow FIFOs'. The difference in LUTs at one parallelism is the multipliers: FINN's MVAU
+its units' and its dataflow FIFOs'. "its units" is the slowest unit's cycles a sample (FINN's: its slowest MVAU's);
+hetdeploy's samples get in through a float port, 784 values a word a cycle, which bounds its interval whatever
+the units (FINN's input is 784 bits wide). The difference in LUTs at one parallelism is the multipliers: FINN's MVAU
 multiplies bipolar values with an XNOR and adds a popcount; hls4ml's dense multiplies 1-bit fixed-point values.
 """
 
@@ -82,7 +84,8 @@ def hetdeploy_plan(folder: Path, batch: int, board: str = BOARD, reuse: dict | N
     _, _, plan = plan_stages(options, lambda k, what: None)
     (fpga,) = [s for s in plan.subfunctions if s.kind == "fpga"]
     used = plan.fpga_resources["fpga"].used
-    return {"top": fpga.top.kind, "interval_cycles": fpga.top.interval_cycles, "lut": used["lut"],
+    return {"top": fpga.top.kind, "interval_cycles": fpga.top.interval_cycles, "port_cycles": fpga.top.port_cycles,
+            "units_cycles": max(u.estimate["compute_cycles"] for u in fpga.execution_units), "lut": used["lut"],
             "bram18": used["bram18"], "dsp": used["dsp"],
             "reuse_factors": [u.reuse_factor for u in fpga.execution_units]}
 
@@ -104,7 +107,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true", help="the rows as JSON")
     args = parser.parse_args()
     layers = [finn_mvau(*layer) for layer in FINN_FOLDING]
-    finn = {"interval_cycles": max(layer["cycles"] for layer in layers), "lut": sum(layer["lut"] for layer in layers),
+    finn = {"interval_cycles": max(layer["cycles"] for layer in layers), "units_cycles": max(layer["cycles"] for layer
+                                                                                               in layers),
+            "lut": sum(layer["lut"] for layer in layers),
             "bram18": sum(layer["bram18"] for layer in layers), "dsp": 0, "layers": layers}
     with tempfile.TemporaryDirectory() as folder:
         rows = {"finn": finn,
@@ -118,12 +123,14 @@ def main() -> None:
         return
     print(f"TFC-w1a1 (784-64-64-64-10, bipolar) on the {BOARD} at 100 MHz: estimates only (FINN's formulas for its "
           f"finn-examples folding; hetdeploy's plans of Brevitas' export, --objective throughput --batch {args.batch})")
-    print(f"{'design':<34} {'cycles a sample':>15} {'samples/s':>11} {'LUT':>7} {'BRAM18':>6} {'DSP':>4}  folding")
+    print(f"{'design':<34} {'cycles a sample':>15} {'samples/s':>11} {'its units':>9} {'LUT':>7} {'BRAM18':>6} "
+          f"{'DSP':>4}  folding")
     for name, row in rows.items():
         folding = "PE x SIMD " + ", ".join(f"{pe}x{simd}" for _, _, pe, simd, _, _ in FINN_FOLDING) \
-            if name == "finn" else f"{row['top']} top, reuse factors {row['reuse_factors']}"
-        print(f"{name:<34} {row['interval_cycles']:>15} {100e6 / row['interval_cycles']:>11,.0f} {row['lut']:>7,} "
-              f"{row['bram18']:>6} {row['dsp']:>4}  {folding}")
+            if name == "finn" else f"{row['top']} top, reuse factors {row['reuse_factors']}, float ports " \
+            f"{row['port_cycles']} cycles a sample"
+        print(f"{name:<34} {row['interval_cycles']:>15} {100e6 / row['interval_cycles']:>11,.0f} "
+              f"{row['units_cycles']:>9} {row['lut']:>7,} {row['bram18']:>6} {row['dsp']:>4}  {folding}")
     print("sources: Xilinx/finn-examples build/bnn-pynq/folding_config/tfc-w1a1_folding_config.json; Xilinx/finn "
           "src/finn/custom_op/fpgadataflow/matrixvectoractivation.py (lut_estimation, bram_estimation, get_exp_cycles)")
 

@@ -151,7 +151,7 @@ def test_a_plans_units_run_as_processes_at_their_slowest_and_its_skip_fifo_one_s
     import onnx
     from hetdeploy.core.board import load_board
     from hetdeploy.intake.model import load_model
-    from hetdeploy.planning.units import dataflow_processes
+    from hetdeploy.planning.units import dataflow_processes, port_cycles
 
     clock = load_board("pynq-z2").device("fpga").clock_mhz
     model = residual_model(tmp_path / "residual.onnx")
@@ -174,6 +174,11 @@ def test_a_plans_units_run_as_processes_at_their_slowest_and_its_skip_fifo_one_s
     assert check(processes, fifo_depths(free)) is None
     assert free.interval == max(p.interval for p in processes) < sum(u.estimate["latency_cycles"]
                                                                      for u in sub.execution_units)
+    # the float ports a value a cycle: "input" converts the 16 inputs before copying out their token (four 64-bit
+    # words of 16-bit values, a word a cycle), "output" copies in its token (two words) and converts the 5 outputs
+    assert port_cycles(load_model(jet).graph, sub) == {sub.inputs[0]: 16, sub.outputs[0]: 5}
+    assert processes[0].interval >= processes[0].ops[0].gap >= 16 + 4
+    assert [op.gap for op in processes[-1].ops] == [2] and processes[-1].tail == 5
 
 
 def test_a_streamed_convolution_reads_a_pixel_an_iteration_and_writes_as_each_window_completes():
@@ -287,6 +292,9 @@ def test_plan_prints_the_tops_choice_and_a_dataflow_that_cannot_be_had_is_one_li
     fifos = {k: sub["top"][f"dataflow_{k}"] for k in ("bram18", "lut", "ff")}
     assert chip["dataflow"] == fifos and fifos["ff"] > 0
     assert chip["used"] == {k: sub["resources"][k] + fifos.get(k, 0) for k in ("dsp", "bram18", "lut", "ff")}
+    # both tops' cycles count the float ports, 16 values in and 5 out, a word a cycle
+    assert sub["top"]["port_cycles"] == 21
+    assert sub["top"]["sequential_latency_cycles"] == sub["resources"]["latency_cycles"] + 21
     assert "(its dataflow tops' FIFOs and buffer copies among them: BRAM18 " in out
     model = Path(__file__).resolve().parent.parent / "examples" / "four_conv64.onnx"
     config = tmp_path / "top.yaml"

@@ -323,15 +323,17 @@ def test_throughput_objective_moves_a_small_mlp_to_the_fpga_and_prices_the_strea
     assert sub["batched"]
     e = sub["estimate"]
     assert e["batch_s"] == pytest.approx(1000 * e["compute_s"] + e["overhead_s"])
-    for s in fpga:  # a batch's call: one overhead and one latency per link, a thousand samples' bytes, and their
-        # compute as a dataflow: the first sample's latency, then one each interval at the PYNQ-Z2's 100 MHz
+    for s in fpga:  # a batch's call: one overhead and one latency per link, and a thousand samples' compute as a
+        # dataflow: the first sample's latency, then one each interval at the PYNQ-Z2's 100 MHz; the samples' bytes
+        # are moved by its input and output processes, a word a cycle, slower than the HP port carries them
         e, top = s["estimate"], s["top"]
         moved = (e["in_bytes"] + e["out_bytes"]) / 1.2e9  # a sample's bytes over the PYNQ-Z2's HP port
-        latencies = e["transfer_s"] - moved  # the one-sample call's: paid once a batch too
+        assert top["port_cycles"] == (e["in_bytes"] + e["out_bytes"]) // 4 and top["port_cycles"] / 100e6 > moved
+        latencies = e["transfer_s"]  # the one-sample call's: paid once a batch too
         assert latencies == pytest.approx(2 * 2e-5)
         assert top["kind"] == "dataflow" and e["compute_s"] == top["dataflow_latency_cycles"] / 100e6
         compute = (top["dataflow_latency_cycles"] + 999 * top["dataflow_interval_cycles"]) / 100e6
-        assert e["batch_s"] == pytest.approx(e["overhead_s"] + latencies + compute + 1000 * moved, rel=1e-9)
+        assert e["batch_s"] == pytest.approx(e["overhead_s"] + latencies + compute, rel=1e-9)
         # issue 66: at or under the 95 cycles a sample of hls4ml's design of it, and its 703,900 samples/s measured
         # on a PYNQ-Z2 end to end (Liu-Zhiheng/hls4ml-pynqz2-vivado2019-2-results), the call's overhead and the
         # DMA's bytes included
@@ -353,6 +355,19 @@ def test_a_quantized_exports_host_quantizer_takes_a_batch_a_call_and_one_dataflo
     e = host["estimate"]  # one call's overhead a batch
     assert host["batched"] and e["batch_s"] == pytest.approx(100 * e["compute_s"] + e["overhead_s"])
     assert plan["estimate"]["throughput_per_s"] > 5 / host["estimate"]["latency_s"]  # a sample a call's pace
+
+
+def test_a_dataflow_is_no_faster_than_its_float_ports_and_its_units_are_folded_to_their_pace(capsys):
+    """Brevitas' TFC-w1a1 streamed on the PYNQ-Z2: its FPGA core takes the 784 input codes as floats, a 32-bit word
+    a cycle, so no sample gets in faster than 784 cycles; its units are folded to that pace (the fewest resources
+    that keep up with it), not to the shortest interval the chip could give them."""
+    model = Path(__file__).parent / "data" / "brevitas" / "tfc_1w1a.onnx"
+    assert main(["plan", str(model), "--board", "pynq-z2", "--objective", "throughput", "--batch", "1000",
+                 "--json"]) == 0
+    (fpga,) = [s for s in json.loads(capsys.readouterr().out)["subfunctions"] if s["kind"] == "fpga"]
+    top, slowest = fpga["top"], max(u["estimate"]["compute_cycles"] for u in fpga["execution_units"])
+    assert top["kind"] == "dataflow" and top["port_cycles"] == 784 + 10
+    assert top["dataflow_interval_cycles"] >= 784 >= slowest > 784 / 2
 
 
 def test_a_batch_the_fpga_ddr_cannot_hold_is_one_line(tmp_path, capsys):

@@ -190,6 +190,35 @@ def test_folding_for_a_dataflow_balances_its_units_at_the_least_interval_the_bud
                              measure="compute_cycles") == balanced
 
 
+@settings(max_examples=15, deadline=None)
+@given(layers=st.integers(1, 4), channels=st.sampled_from([8, 16, 32, 64]), dsp=st.integers(20, 400),
+       floor=st.integers(1, 5_000))
+def test_no_unit_of_a_dataflow_is_folded_faster_than_its_float_ports_let_samples_in(layers, channels, dsp, floor):
+    """``fold_for_interval`` with a floor (the float ports' cycles a sample, ``port_interval``): each unit within
+    the interval the budget reaches or the floor, whichever is longer, and no more of the budget than without it."""
+    graph = conv_stack(layers, channels, 16)
+    shapes = [unit_shape(graph, u, FPGA.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
+    budget = {"dsp": dsp, "bram18": 280, "lut": 53200, "ff": 106400}
+    free, floored = fold_for_interval(shapes, budget, 16), fold_for_interval(shapes, budget, 16,
+                                                                             floors=[floor] * len(shapes))
+    if free is None:
+        assert floored is None
+        return
+
+    def used(foldings):
+        return [folded_estimate(s, f, 16, None) for s, f in zip(shapes, foldings)]
+
+    interval = max(e["compute_cycles"] for e in used(free))
+    assert max(e["compute_cycles"] for e in used(floored)) <= max(interval, floor)
+    assert all(sum(e[k] for e in used(floored)) <= budget[k] for k in RESOURCES)
+    share = {name: sum(sum(e[k] for e in used(f)) / budget[k] for k in RESOURCES)
+             for name, f in (("free", free), ("floored", floored))}
+    assert floor <= interval or share["floored"] <= share["free"] + 1e-9
+    if floor > interval:  # the fewest resources at the floor: folded for it as FINN's target_fps folds
+        assert floored == fold_for_rate(shapes, budget, 16, [[u] for u in range(len(shapes))],
+                                        [floor] * len(shapes), measure="compute_cycles")
+
+
 @settings(max_examples=40, deadline=None)
 @given(layers=st.integers(1, 4), channels=st.sampled_from([8, 16, 32, 64]), dsp=st.integers(20, 400),
        cycles=st.integers(1, 20_000))
@@ -753,8 +782,8 @@ def test_a_unit_whose_fifos_hold_too_much_of_the_chip_runs_in_the_fewest_bands_t
 
 def test_the_plan_prices_the_fpga_as_its_units_do():
     """One cost: the partitioner's FPGA time per node is the unit estimate's, and the plan's FPGA
-    subfunction time is the sum of its folded units' cycles at the clock; the plan's latency the sum
-    of its subfunctions'."""
+    subfunction time is the sum of its folded units' cycles and its float ports' words (a word a cycle) at the
+    clock; the plan's latency the sum of its subfunctions'."""
     import tempfile
     from pathlib import Path
 
@@ -778,7 +807,9 @@ def test_the_plan_prices_the_fpga_as_its_units_do():
     assert subs
     for sub in subs:
         cycles = sum(u.estimate["latency_cycles"] for u in sub.execution_units)
-        assert sub.estimate.compute_s == pytest.approx(cycles / (fpga.clock_mhz * 1e6), rel=1e-12)
+        ports = (sub.estimate.in_bytes + sub.estimate.out_bytes) // 4
+        assert sub.top.port_cycles == ports > 0
+        assert sub.estimate.compute_s == pytest.approx((cycles + ports) / (fpga.clock_mhz * 1e6), rel=1e-12)
         assert sub.resources["latency_cycles"] == cycles
     total = sum(s.estimate.latency_s for s in result.subfunctions)
     assert result.estimate.latency_s == pytest.approx(total, rel=1e-9)

@@ -509,6 +509,9 @@ class Top:
     dataflow_ff: int = 0
     dataflow_refused: str = ""
     fifos: list[Fifo] = field(default_factory=list)
+    # the cycles a sample's float ports take in and out, a value a cycle (units.port_cycles): in the sequential top's
+    # cycles after its units', and in the dataflow's input and output processes
+    port_cycles: int = 0
 
     @property
     def latency_cycles(self) -> int:

@@ -83,7 +83,9 @@ def top_lines(name: str, top: Top) -> list[str]:
                 f"{top.dataflow_ff:,} FF)"
                 if top.dataflow_latency_cycles else
                 "no dataflow")
-             + (f"; no dataflow top: {top.dataflow_refused}" if top.dataflow_refused else "")]
+             + (f"; no dataflow top: {top.dataflow_refused}" if top.dataflow_refused else "")
+             + (f"; the float ports take {top.port_cycles:,} cycles a sample (a value a cycle), in both"
+                if top.port_cycles else "")]
     if top.kind == "dataflow":
         lines.append(f"  {'FIFO':<40} {'writer':<14} {'reader':<14} {'depth':>6} {'bits':>6} {'BRAM18':>6} "
                      f"{'LUT':>6} {'FF':>6}")

@@ -40,15 +40,17 @@ class Op:
 
 @dataclass(frozen=True)
 class Process:
-    """A unit as a dataflow process: its ops for one sample, in order, repeated for each sample."""
+    """A unit as a dataflow process: its ops for one sample, in order, repeated for each sample, and the cycles it
+    works on a sample after its last op (``tail``: the output process converting a sample's values to floats)."""
 
     name: str
     ops: tuple[Op, ...]
+    tail: int = 0
 
     @property
     def interval(self) -> int:
-        """Its cycles a sample when no FIFO holds it back: the gaps of a sample's ops."""
-        return sum(op.gap for op in self.ops)
+        """Its cycles a sample when no FIFO holds it back: the gaps of a sample's ops and its tail."""
+        return sum(op.gap for op in self.ops) + self.tail
 
 
 def whole_ops(reads: Sequence[tuple[str, int, int]], writes: Sequence[str], tokens: int, compute: int,
@@ -184,6 +186,7 @@ def free_schedule(processes: Sequence[Process], samples: int) -> Schedule:
                     reads.append(time)
                 if k == 0:
                     starts.append(time)
+            time += p.tail
             ends.append(time)
     return schedule
 
@@ -240,7 +243,8 @@ def simulate(processes: Sequence[Process], depths: Mapping[str, int], samples: i
             if k == 0:
                 schedule.starts[name].append(at)
             if k == len(p.ops) - 1:
-                schedule.ends[name].append(at)
+                time[name] += p.tail
+                schedule.ends[name].append(time[name])
             if waiting.get(op.fifo) == other:  # the process waiting on the other end of this FIFO may go on
                 del waiting[op.fifo]
                 runnable.append(other)

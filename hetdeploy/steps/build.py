@@ -353,7 +353,7 @@ def _unit_widths(state: BuildState) -> BuildState:
             state.unit_widths, state.outgrown = {}, True  # the new plan comes folded at these widths
             return state
         choose_tops(plan, loaded, state.board, state.options)
-        fpga_times(plan, state.board, spills=False)
+        fpga_times(plan, state.board, first=False)
         for sub in _fpga(plan):
             shutil.rmtree(state.build_dir / "hls" / sub.name, ignore_errors=True)
             shutil.rmtree(state.build_dir / "subfunctions" / sub.name, ignore_errors=True)

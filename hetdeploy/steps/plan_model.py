@@ -16,6 +16,7 @@ from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 from ..core.board import Board, Device
 from ..core.board_runtime import resource_of
 from ..core.errors import UserError
+from ..core.graph import Graph
 from ..core.plan import (Band, ExecutionUnit, FpgaFallback, FpgaResources, Plan, PlanEstimate, PrecisionSearch,
                          Subfunction, SubfunctionEstimate, Top, Transfer)
 from ..core.precision import NO_LAYER_WIDTHS, node_widths, octaves_moved
@@ -24,7 +25,7 @@ from ..intake.model import QUANTIZER_OPS, LoadedModel
 from ..intake.ort_adapter import run_in_memory
 from ..planning import batching, memory, units
 from ..planning.config import OPTIONS, BuildOptions, resolved_config, said, strategy_name
-from ..planning.cost import NO_ZEROS, Crossing, engine_capable, node_work, stream_seconds
+from ..planning.cost import NO_ZEROS, Crossing, engine_capable, link_terms, node_work, stream_seconds
 from ..planning.dataflow import DataflowError
 from ..planning.partition import partition_graph
 from ..planning.profile import NOTHING_MEASURED, Measured, read_profile
@@ -284,8 +285,9 @@ def choose_tops(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
     lacking: dict[str, int] = {}
     for sub in fpga:
         device = board.device(sub.device)
-        cycles = sum(u.estimate["latency_cycles"] for u in sub.execution_units)
-        top = Top("sequential", "", cycles, cycles)
+        ports = sum(units.port_cycles(loaded.graph, sub).values())
+        cycles = sum(u.estimate["latency_cycles"] for u in sub.execution_units) + ports
+        top = Top("sequential", "", cycles, cycles, port_cycles=ports)
         short = 0
         try:
             flow = units.dataflow_top(loaded.graph, sub, device.clock_mhz, device.hls_tool,
@@ -332,12 +334,14 @@ def choose_tops(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
     return lacking
 
 
-def fpga_times(plan: Plan, board: Board, spills: bool = True) -> None:
-    """Each FPGA subfunction's compute time becomes the sum of its folded units' cycles at the FPGA's
-    clock (what the partitioner priced each node at, folded as the chip's units share it), and the
-    DDR traffic of its spilled buffers adds to its transfers (``spills``: once, when the memory is
-    first planned, not again for units folded anew after a widening); the plan's estimate follows,
-    so it equals the sum of its tables; a profile measured on the board scales each unit's cycles as it
+def fpga_times(plan: Plan, board: Board, first: bool = True) -> None:
+    """Each FPGA subfunction's compute time becomes its top's: the sum of its folded units' cycles at the FPGA's
+    clock (what the partitioner priced each node at, folded as the chip's units share it) and its float ports' values,
+    a value a cycle (``Top.port_cycles``), one after another, or a dataflow's latency and interval. ``first`` (when the
+    memory is first planned, not again for units folded anew after a widening): the DDR traffic of its spilled buffers
+    adds to its transfers, and its ports' bytes leave them where the top's loops, moving them, are the slower (the
+    partitioner priced them at the link's bandwidth: counted once, at the slower of the two). The plan's estimate
+    follows, so it equals the sum of its tables; a profile measured on the board scales each unit's cycles as it
     scaled its nodes' (``profile``)."""
     for sub in plan.subfunctions:
         if sub.kind != "fpga" or sub.estimate is None:
@@ -346,23 +350,36 @@ def fpga_times(plan: Plan, board: Board, spills: bool = True) -> None:
         for unit in sub.execution_units:
             unit.rate_per_s = clock_hz / max(1, unit.estimate["latency_cycles"])
         factors = plan.measured.fpga_nodes.get(sub.device, {}) if plan.measured is not None else {}
+        ports = (sub.top.port_cycles if sub.top is not None else 0) / clock_hz
         compute = sum(u.estimate["latency_cycles"] * factors.get(u.nodes[0], 1.0)
-                      for u in sub.execution_units) / clock_hz
+                      for u in sub.execution_units) / clock_hz + ports
         batch_compute = plan.estimate.batch * compute
         if sub.top is not None and sub.top.kind == "dataflow":  # a sample each interval after the first's latency
             compute = sub.top.latency_cycles / clock_hz
             batch_compute = (sub.top.latency_cycles + (plan.estimate.batch - 1) * sub.top.interval_cycles) / clock_hz
-        spilled = sub.memory.ddr_transfer_s if spills and sub.memory is not None and \
+        spilled = sub.memory.ddr_transfer_s if first and sub.memory is not None and \
             (sub.top is None or sub.top.kind == "sequential") else 0.0
-        change = compute - sub.estimate.compute_s + spilled
+        moved = min(ports, _port_link_seconds(sub, board, plan)) if first else 0.0
+        change = compute - sub.estimate.compute_s + spilled - moved
         sub.estimate.batch_s += batch_compute - plan.estimate.batch * sub.estimate.compute_s + \
-            plan.estimate.batch * spilled
+            plan.estimate.batch * (spilled - moved)
         sub.estimate.compute_s = compute
-        sub.estimate.transfer_s += spilled
+        sub.estimate.transfer_s += spilled - moved
         sub.estimate.latency_s += change
         plan.estimate.latency_s += change
     plan.estimate.throughput_per_s = 1.0 / stream_seconds(
         [(s.estimate.resource, s.estimate.batch_s) for s in plan.subfunctions], plan.estimate.batch)
+
+
+def _port_link_seconds(sub: Subfunction, board: Board, plan: Plan) -> float:
+    """A sample's seconds of an FPGA subfunction's float ports' bytes on the board file's links to and from the
+    host, as the partitioner priced them (raw): the core's reads and writes, which its top's port loops are. A link a
+    profile measured (run.py's copies on the board) is no part of them: 0 where either was."""
+    measured = set(plan.measured.links) if plan.measured is not None else set()
+    if {f"{board.host}->{sub.device}", f"{sub.device}->{board.host}"} & measured:
+        return 0.0
+    return sub.estimate.in_bytes * link_terms(board, NOTHING_MEASURED, board.host, sub.device)[0] + \
+        sub.estimate.out_bytes * link_terms(board, NOTHING_MEASURED, sub.device, board.host)[0]
 
 
 def transfer_record(crossing: Crossing) -> Transfer:
@@ -471,7 +488,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     break
         if not variants:
             raise refused
-        best = min(variants, key=lambda v: _interval_cycles(v, options))
+        best = min(variants, key=lambda v: (_interval_cycles(v, options, loaded.graph), _share(v, device)))
         chip_budget = {k: device.budget().get(k, 0) for k in units.RESOURCES}
         budget = chip_budget | {"latency_cycles": None}
         choices = iter(zip(best.shapes, best.foldings, best.widths, best.bands, best.estimates))
@@ -510,13 +527,22 @@ def _stream_may_flow(options: BuildOptions) -> bool:
     return options.objective == "throughput" and options.top != "sequential"
 
 
-def _interval_cycles(variant: "_DeviceFolding", options: BuildOptions) -> int:
+def _interval_cycles(variant: "_DeviceFolding", options: BuildOptions, graph: Graph) -> int:
     """The cycles between samples a folding's units give: their latencies' sum, one after another; for a stream,
-    where a dataflow top may run them (none on the engine or in bands), its slowest unit's (``DATAFLOW_MEASURE``)."""
+    where a dataflow top may run them (none on the engine or in bands), its slowest unit's (``DATAFLOW_MEASURE``), or
+    its float ports' where those are slower (``units.port_interval``: no folding makes a sample get in faster)."""
     if _stream_may_flow(options) and not any(f.strategy == units.ENGINE for f in variant.foldings) \
             and not any(variant.bands):
-        return max((e[units.DATAFLOW_MEASURE] for e in variant.estimates), default=0)
+        return max([e[units.DATAFLOW_MEASURE] for e in variant.estimates] +
+                   [units.port_interval(graph, sub) for sub, _ in variant.split], default=0)
     return sum(e["latency_cycles"] for e in variant.estimates)
+
+
+def _share(variant: "_DeviceFolding", device: Device) -> float:
+    """The share of the FPGA's budget a folding's units take, summed over its resources: of two foldings as fast,
+    the one that leaves more."""
+    budget = device.budget()
+    return sum(sum(e[k] for e in variant.estimates) / max(1, budget.get(k, 0)) for k in units.RESOURCES)
 
 
 @dataclass
@@ -586,7 +612,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
         whole = {k: dataclasses.replace(s, engine=sized[group_of[k]]) for k, s in whole.items()}
         # URAM is no budget the units are folded into: the engines' must fit the FPGA's beside each other
         foldings = _fold_beside(shapes, engines, device, split, subs, options, widths, pinned, rate, strategies,
-                                io_fixed, {k: whole[k] for k in may}, kept_bram18) \
+                                io_fixed, {k: whole[k] for k in may}, loaded.graph, kept_bram18) \
             if sum(e["uram"] for e in engines.values()) <= device.budget().get("uram", 0) else None
         if foldings is not None:
             break
@@ -659,7 +685,7 @@ def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int
 
 def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[str, int]], device: Device,
                  split: list, subs: list[Subfunction], options: BuildOptions, widths: list[int], pinned: dict,
-                 rate: float, strategies: dict, io_fixed: set, may_engine: dict,
+                 rate: float, strategies: dict, io_fixed: set, may_engine: dict, graph: Graph,
                  kept_bram18: int = 0) -> Optional[list[units.Folding]]:
     """The units' foldings in what the FPGA's budget leaves beside ``engines`` (their resources) and ``kept_bram18``
     (``fold_units``'); None where they do not fit (``units.fold``'s, ``units.fold_for_rate``'s,
@@ -674,14 +700,20 @@ def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[
         for sub, units_of_sub in split:
             members = range(start, start + len(units_of_sub))
             groups += [[u] for u in members] if dataflow else [members]
-            cycles += [_cycles_for_rate(sub, options, device.clock_mhz)] * (len(members) if dataflow else 1)
+            allowed = _cycles_for_rate(sub, options, device.clock_mhz)
+            # one after another, the float ports' cycles come off the units' (the link's bytes the partitioner
+            # priced in the rest are the same bytes: counted twice here, a margin); in a dataflow they are its own
+            # processes'
+            cycles += [allowed] * len(members) if dataflow else \
+                [max(0.0, allowed - sum(units.port_cycles(graph, sub).values()))]
             start += len(units_of_sub)
         return units.fold_for_rate(shapes, budget_left, widths, groups, cycles, pinned, rate, strategies,
                                    options.weigh_distributed_arithmetic, io_fixed,
                                    units.DATAFLOW_MEASURE if dataflow else "latency_cycles")
-    if dataflow:  # balanced at the least interval
+    if dataflow:  # balanced at the least interval, no unit faster than its subfunction's float ports
+        floors = [units.port_interval(graph, sub) for sub, units_of_sub in split for _ in units_of_sub]
         return units.fold_for_interval(shapes, budget_left, widths, pinned, rate, strategies,
-                                       options.weigh_distributed_arithmetic, io_fixed)
+                                       options.weigh_distributed_arithmetic, io_fixed, floors)
     return units.fold(shapes, budget_left, widths, pinned, rate, strategies, options.weigh_distributed_arithmetic,
                       io_fixed, may_engine)
 

@@ -549,16 +549,41 @@ def dataflow_processes(graph: Graph, sub: Subfunction, clock_mhz: float, hls_too
                                           [(fifo_name(t, u.name), tokens(t), words(t)) for t in u.inputs],
                                           fifos.get(u.outputs[0], []), tokens(u.outputs[0]), words(u.outputs[0]))
         processes.append(Process(u.name, ops))
-    # the inputs' tokens spread over a sample each slowest unit's interval, at least a cycle apart (the units'
-    # back-pressure paces a DMA so)
-    sources = [(t, k) for t in fifos if t not in written for k in range(tokens(t))]
-    pace = max([p.interval for p in processes] + [len(sources)])
-    gap = pace // max(1, len(sources))
-    given = [Op(f, True, (gap + (pace % gap if n == 0 else 0)) if j == 0 else 0)
-             for n, (t, _) in enumerate(sources) for j, f in enumerate(fifos[t])]
+    # "input" converts each float port's sample into a buffer (a value a cycle, ``port_cycles``), then copies its
+    # tokens out of it, a word a cycle (as the top's buffered ops do: ``dataflow.whole_ops``); the tokens spread over
+    # a sample each slowest unit's interval (the units' back-pressure paces it so)
+    cycles_of = port_cycles(graph, sub)
+    ports = [t for t in dict.fromkeys(sub.inputs) if t in fifos and t not in written]
+    sources = [(t, k) for t in ports for k in range(tokens(t))]
+    own = sum(cycles_of[t] for t in ports) + sum(words(t) for t, _ in sources)
+    pace = max([p.interval for p in processes] + [own])
+    spread = (pace - own) // max(1, len(sources))
+    given = []
+    for n, (t, k) in enumerate(sources):
+        gap = words(t) + spread + (cycles_of[t] if k == 0 else 0) + \
+            ((pace - own) % max(1, len(sources)) if n == 0 else 0)
+        given += [Op(f, True, gap if j == 0 else 0) for j, f in enumerate(fifos[t])]
+    # "output" copies its tokens into a buffer, a word a cycle, then converts the sample to the float ports
+    taken = tuple(Op(fifo_name(t, "output"), False, words(t)) for t in sub.outputs for _ in range(tokens(t)))
     return [Process("input", tuple(given)), *processes,
-            Process("output", tuple(Op(fifo_name(t, "output"), False) for t in sub.outputs
-                                    for _ in range(tokens(t))))]
+            Process("output", taken, tail=sum(cycles_of[t] for t in dict.fromkeys(sub.outputs)))]
+
+
+def port_cycles(graph: Graph, sub: Subfunction) -> dict[str, int]:
+    """Each float port of an FPGA subfunction (a tensor it takes from or gives to the host): the cycles the top's
+    loop converting a sample of it takes, a value a cycle (hls/arena.h's from_float and to_float, and the
+    zero-compressed ports' from_zero_compressed and to_zero_compressed: compressing saves the link's bytes, not
+    these). A port's m_axi reads and writes are 32 bits wide (hls/top.cpp.in): these cycles, not the link's
+    bandwidth, bound how fast a sample gets in and out."""
+    shapes = _tensor_shapes(graph)
+    return {t: math.prod(shapes.get(t) or [1]) for t in (*sub.inputs, *sub.outputs)}
+
+
+def port_interval(graph: Graph, sub: Subfunction) -> int:
+    """The least cycles between samples a dataflow of FPGA subfunction ``sub`` can have for its float ports: its
+    input process converts every input's values, its output process every output's, a value a cycle."""
+    cycles = port_cycles(graph, sub)
+    return max(sum(cycles[t] for t in dict.fromkeys(sub.inputs)), sum(cycles[t] for t in dict.fromkeys(sub.outputs)))
 
 
 # the estimate's cycles of a unit as a dataflow's process takes them a sample: its compute (it moves no buffer of the
@@ -612,7 +637,9 @@ def dataflow_top(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str
     copied += list(dict.fromkeys(sub.inputs)) + list(sub.outputs)
     copies = sum(bram18_blocks(-(-math.prod(shapes[t]) * lane_bytes // ARENA_WORD_BYTES), 8 * ARENA_WORD_BYTES)
                  for t in copied)
-    return DataflowTop(schedule.latency, schedule.interval, fifos, sum(f.bram18 for f in fifos) + copies,
+    # the schedule's latency is from the first token on: "input" converts its first port's sample before that
+    lead = next((port_cycles(graph, sub)[t] for t in sub.inputs), 0)
+    return DataflowTop(schedule.latency + lead, schedule.interval, fifos, sum(f.bram18 for f in fifos) + copies,
                        sum(f.lut for f in fifos), sum(f.ff for f in fifos))
 
 
@@ -765,22 +792,28 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
 def fold_for_interval(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
                       pinned: Optional[dict[int, Folding]] = None, ddr_bytes_per_cycle: Optional[float] = None,
                       strategies: Optional[dict[int, str]] = None, distributed_arithmetic: bool = False,
-                      io_fixed: Collection[int] = ()) -> Optional[list[Folding]]:
+                      io_fixed: Collection[int] = (), floors: Sequence[int] = ()) -> Optional[list[Folding]]:
     """Foldings for units that run as a dataflow, each its own process: the fewest resources (``fold_for_rate``,
     each unit a group of its own) that reach the least interval, its slowest unit's cycles, the budget lets them
     all reach, found by bisection over that interval (FINN's folding to a target rate, balanced: no unit faster
     than the slowest needs), or ``fold``'s least-latency folding where its slowest unit is faster; None when even
-    the most folded design does not fit."""
+    the most folded design does not fit. ``floors``: per unit, an interval its dataflow cannot beat anyway (its
+    float ports', ``port_interval``), which no unit of it need be faster than."""
     widths = _per_unit(width, shapes)
     alone = [[u] for u in range(len(shapes))]
+    floors = list(floors) or [0] * len(shapes)
 
     def folded(cycles: float) -> Optional[list[Folding]]:
-        return fold_for_rate(shapes, budget, widths, alone, [cycles] * len(shapes), pinned, ddr_bytes_per_cycle,
-                             strategies, distributed_arithmetic, io_fixed, DATAFLOW_MEASURE)
+        return fold_for_rate(shapes, budget, widths, alone, [max(cycles, f) for f in floors], pinned,
+                             ddr_bytes_per_cycle, strategies, distributed_arithmetic, io_fixed, DATAFLOW_MEASURE)
 
-    def slowest(foldings: list[Folding]) -> int:
-        return max((folded_estimate(s, f, w, ddr_bytes_per_cycle)[DATAFLOW_MEASURE]
-                    for s, f, w in zip(shapes, foldings, widths)), default=0)
+    def slowest(foldings: list[Folding]) -> int:  # the interval they give, at least the floors
+        return max((max(folded_estimate(s, f, w, ddr_bytes_per_cycle)[DATAFLOW_MEASURE], floor)
+                    for s, f, w, floor in zip(shapes, foldings, widths, floors)), default=0)
+
+    def reaches(foldings: list[Folding], cycles: int) -> bool:
+        return all(folded_estimate(s, f, w, ddr_bytes_per_cycle)[DATAFLOW_MEASURE] <= max(cycles, floor)
+                   for s, f, w, floor in zip(shapes, foldings, widths, floors))
 
     best = folded(math.inf)
     if best is None:
@@ -789,7 +822,7 @@ def fold_for_interval(shapes: Sequence[Shape], budget: dict[str, int], width: in
     while low < high:
         middle = (low + high) // 2
         foldings = folded(middle)
-        if foldings is not None and slowest(foldings) <= middle:
+        if foldings is not None and reaches(foldings, middle):
             best, high = foldings, middle
         else:
             low = middle + 1
