@@ -355,6 +355,8 @@ def test_a_quantized_exports_host_quantizer_takes_a_batch_a_call_and_one_dataflo
     e = host["estimate"]  # one call's overhead a batch
     assert host["batched"] and e["batch_s"] == pytest.approx(100 * e["compute_s"] + e["overhead_s"])
     assert plan["estimate"]["throughput_per_s"] > 5 / host["estimate"]["latency_s"]  # a sample a call's pace
+    assert main(["plan", str(model), "--board", "pynq-z2", "--objective", "throughput", "--batch", "100"]) == 0
+    assert f"\n  host subfunctions a call: {host['name']} a batch\n" in capsys.readouterr().out
 
 
 def test_a_dataflow_is_no_faster_than_its_float_ports_and_its_units_are_folded_to_their_pace(capsys):

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from ..core.board_runtime import per_sample
 from ..core.errors import UserError
 from ..core.graph import QONNX_DOMAINS
 from ..core.plan import Plan
@@ -16,7 +17,6 @@ from ..intake import rewrites
 from ..intake.model import QUANTIZER_OPS, LoadedModel
 from ..intake.ort_adapter import open_model
 from ..intake.subgraph import extract, with_open_batch
-from ..core.board_runtime import per_sample
 from ..running import runtime, verify
 
 # Chaining the subfunctions on onnxruntime must reproduce the model; only
