@@ -13,12 +13,15 @@ autoencoder 640-128-128-128-128-8-128-128-128-128-640 (each hidden layer with it
 keyword spotting's DS-CNN on 49 x 10 MFCCs (a 10 x 4 convolution of stride 2, four depthwise-separable blocks of
 64 channels, average pooling, 12 classes), image classification's ResNet-8 on 32 x 32 x 3 (a 16-channel stem, three
 residual stacks of 16, 32 and 64 channels, the last two strided with a 1 x 1 shortcut) and visual wake words'
-MobileNetV1 0.25 on 96 x 96 x 3. Each is planned on the PYNQ-Z2 by the latency policy for a stream (``--objective
-throughput``, ``--batch``: 100 by default) at ``--width`` bits (8 by default, as the quantized submissions are),
-once with ``--top sequential`` and once with ``--top dataflow``; a network that has no dataflow top (a unit on the
-engine, or in bands) says why.
+MobileNetV1 0.25 on 96 x 96 x 3. Each is planned on the PYNQ-Z2 at ``--width`` bits (8 by default, as the quantized
+submissions are) three ways (``PLANS``): for one sample (``--policy support --objective latency --top sequential``:
+everything the FPGA takes on it, folded for the least latency, the figure to set beside a single-stream latency),
+and by the latency policy for a stream (``--objective throughput``, ``--batch``: 100 by default) once with ``--top
+sequential`` and once with ``--top dataflow``; a network that has no dataflow top (a unit on the engine, or in
+bands) says why. A stream's plan may cut the FPGA's share into several cores with ARM work between them: its
+latency column is its FPGA cores' latencies summed, not a sample's time.
 
-Per model and top: the FPGA nodes, the units, the FPGA's resources (the dataflow's FIFOs and buffer copies in its
+Per model and plan: the FPGA nodes, the units, the FPGA's resources (the dataflow's FIFOs and buffer copies in its
 BRAM18, LUT and FF), the FPGA's cycles a sample at the board file's clock alone and between samples in a stream (the
 sequential top's are both its units' latencies summed; the dataflow's from its processes' free schedule, the
 interval its slowest unit's), the FPGA's samples/s, and the plan's end to end (the call overhead, the DMA's bytes
@@ -54,7 +57,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import graphs  # noqa: E402
 
 from hetdeploy.core.errors import UserError  # noqa: E402
-from hetdeploy.core.plan import TOPS  # noqa: E402
 from hetdeploy.planning import units  # noqa: E402
 from hetdeploy.planning.config import BuildOptions  # noqa: E402
 from hetdeploy.steps.build import plan_stages  # noqa: E402
@@ -117,6 +119,14 @@ MODELS = {"anomaly_detection": anomaly_detection, "ad08_w12a6": DATA / "mlperf_t
           "image_classification": image_classification, "visual_wake_words": visual_wake_words}
 
 
+# The plans of each network: a sample alone (everything the FPGA takes on it, folded for the least latency, its units
+# one after another: what a single-stream latency measures), and a stream of batches under each top (the latency
+# policy for samples/s)
+PLANS = {"one sample": {"policy": "support", "objective": "latency", "top": "sequential", "stream": False},
+         "stream, sequential": {"policy": "latency", "objective": "throughput", "top": "sequential", "stream": True},
+         "stream, dataflow": {"policy": "latency", "objective": "throughput", "top": "dataflow", "stream": True}}
+
+
 def measure(name: str, folder: Path, width: int, batch: int) -> dict:
     model = MODELS[name]
     if callable(model):
@@ -124,13 +134,13 @@ def measure(name: str, folder: Path, width: int, batch: int) -> dict:
         onnx.save(graphs.to_onnx(MODELS[name]()), str(model))
     row = {"model": name, "width": width, "batch": batch,
            "published": [{"design": design, "latency_s": seconds} for design, seconds in PUBLISHED[name]]}
-    for top in TOPS:
+    for label, settings in PLANS.items():
         try:
             loaded, board, plan = plan_stages(BuildOptions(
-                model=model, board=BOARD, out_dir=folder, policy="latency", width=width, objective="throughput",
-                batch=batch, top=top), lambda k, what: None)
+                model=model, board=BOARD, out_dir=folder, width=width, batch=batch if settings["stream"] else 1,
+                **{k: v for k, v in settings.items() if k != "stream"}), lambda k, what: None)
         except UserError as why:
-            row[top] = {"no_plan": str(why)}
+            row[label] = {"no_plan": str(why)}
             continue
         fpga = [s for s in plan.subfunctions if s.kind == "fpga"]
         clock = board.device("fpga").clock_mhz * 1e6
@@ -140,7 +150,7 @@ def measure(name: str, folder: Path, width: int, batch: int) -> dict:
         resources = {k: sum(s.resources.get(k, 0) for s in fpga) for k in units.RESOURCES}
         for k in ("bram18", "lut", "ff"):  # a dataflow's FIFOs and buffer copies beside its units
             resources[k] += sum(getattr(s.top, f"dataflow_{k}") for s in fpga if s.top.kind == "dataflow")
-        row[top] = {"fpga_nodes": sum(len(s.nodes) for s in fpga), "nodes": len(loaded.graph.nodes),
+        row[label] = {"fpga_nodes": sum(len(s.nodes) for s in fpga), "nodes": len(loaded.graph.nodes),
                     "units": sum(len(s.execution_units) for s in fpga), "resources": resources,
                     "latency_cycles": latency, "interval_cycles": interval, "latency_s": latency / clock,
                     "samples_per_s": clock / interval if interval else 0.0,
@@ -160,23 +170,24 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=1))
         return
-    print(f"MLPerf Tiny reference architectures on the {BOARD} at {args.width} bits, a stream of batches of "
-          f"{args.batch} (latency policy, objective throughput), under each top: hetdeploy's estimates at the board "
-          f"file's clock (cycles a sample alone and between samples: the FPGA's alone; end to end: with the call "
-          f"overhead, the DMA and the ARM's share); nothing measured or synthesised")
-    print(f"{'model':<22} {'top':<10} {'FPGA nodes':>10} {'units':>5} {'DSP':>5} {'BRAM18':>6} {'LUT':>7} {'FF':>7} "
-          f"{'latency':>9} {'cycles':>8} {'interval':>8} {'samples/s':>10} {'end to end':>10} {'FIFO tok':>8}  "
-          f"published (PYNQ-Z2)")
+    print(f"MLPerf Tiny networks on the {BOARD} at {args.width} bits (the submissions' exports at theirs): one "
+          f"sample (support policy, objective latency, sequential top), and a stream of batches of {args.batch} "
+          f"(latency policy, objective throughput) under each top: hetdeploy's estimates at the board file's clock "
+          f"(cycles a sample alone and between samples: the FPGA's alone; end to end: with the call overhead, the "
+          f"DMA and the ARM's share); nothing measured or synthesised")
+    print(f"{'model':<22} {'plan':<18} {'FPGA nodes':>10} {'units':>5} {'DSP':>5} {'BRAM18':>6} {'LUT':>7} "
+          f"{'FF':>7} {'latency':>9} {'cycles':>8} {'interval':>8} {'samples/s':>10} {'end to end':>10} "
+          f"{'FIFO tok':>8}  published (PYNQ-Z2)")
     for row in rows:
         published = "; ".join(f"{p['design']} {_time(p['latency_s'])}" for p in row["published"]) or "none published"
-        for top in TOPS:
-            r = row[top]
+        for label in PLANS:
+            r = row[label]
             if "no_plan" in r:
-                print(f"{row['model']:<22} {top:<10} no {top} top: {r['no_plan']}")
+                print(f"{row['model']:<22} {label:<18} no plan: {r['no_plan']}")
                 continue
             used = r["resources"]
-            tokens = r["fifo_tokens"] if top == "dataflow" else "-"
-            print(f"{row['model']:<22} {top:<10} {r['fpga_nodes']:>4} of {r['nodes']:>3} {r['units']:>5} "
+            tokens = r["fifo_tokens"] if label.endswith("dataflow") else "-"
+            print(f"{row['model']:<22} {label:<18} {r['fpga_nodes']:>4} of {r['nodes']:>3} {r['units']:>5} "
                   f"{used['dsp']:>5} {used['bram18']:>6} {used['lut']:>7} {used['ff']:>7} "
                   f"{_time(r['latency_s']):>9} {r['latency_cycles']:>8} {r['interval_cycles']:>8} "
                   f"{r['samples_per_s']:>10,.0f} {r['end_to_end_samples_per_s']:>10,.0f} {tokens!s:>8}  {published}")
