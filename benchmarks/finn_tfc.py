@@ -12,8 +12,9 @@ unit (MVAU) of MH outputs and MW inputs with PE x SIMD lanes, MH / PE x MW / SIM
 ``get_exp_cycles``), and FINN's ``lut_estimation`` and ``bram_estimation`` of the MVAU (Xilinx/finn,
 src/finn/custom_op/fpgadataflow/matrixvectoractivation.py: the FINN-R paper's c0 + c1 P (multipliers + adder tree
 + accumulator) + c2 for weights in LUTs; BRAM18s by the weight memory's width and depth), with 1-bit (bipolar)
-weights and inputs, the accumulator a popcount's width (FINN's ``minimize_accumulator_width``), thresholds in BRAM
-(FINN's default), weights as the folding file stores them (block, auto, distributed). The network's input
+weights and inputs, the accumulator a popcount's width (FINN's ``minimize_accumulator_width``), the thresholds'
+memory FINN's default ("auto", for which its formula counts no LUTs), weights as the folding file stores them
+(block, auto, distributed). The network's input
 thresholding and its label select are left out on both sides: hetdeploy computes the input's quantizer on the ARM
 (``partition.input_quantizers``) and Brevitas' export has no TopK.
 
