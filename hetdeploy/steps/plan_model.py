@@ -534,7 +534,8 @@ def _interval_cycles(variant: "_DeviceFolding", options: BuildOptions, graph: Gr
     if _stream_may_flow(options) and not any(f.strategy == units.ENGINE for f in variant.foldings) \
             and not any(variant.bands):
         return max([e[units.DATAFLOW_MEASURE] for e in variant.estimates] +
-                   [units.port_interval(graph, sub) for sub, _ in variant.split], default=0)
+                   [units.port_interval(graph, sub, units.element_bytes(options.width)) for sub, _ in variant.split],
+                   default=0)
     return sum(e["latency_cycles"] for e in variant.estimates)
 
 
@@ -711,7 +712,8 @@ def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[
                                    options.weigh_distributed_arithmetic, io_fixed,
                                    units.DATAFLOW_MEASURE if dataflow else "latency_cycles")
     if dataflow:  # balanced at the least interval, no unit faster than its subfunction's float ports
-        floors = [units.port_interval(graph, sub) for sub, units_of_sub in split for _ in units_of_sub]
+        floors = [units.port_interval(graph, sub, units.element_bytes(options.width)) for sub, units_of_sub in split
+                  for _ in units_of_sub]
         return units.fold_for_interval(shapes, budget_left, widths, pinned, rate, strategies,
                                        options.weigh_distributed_arithmetic, io_fixed, floors)
     return units.fold(shapes, budget_left, widths, pinned, rate, strategies, options.weigh_distributed_arithmetic,

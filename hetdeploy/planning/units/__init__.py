@@ -579,11 +579,18 @@ def port_cycles(graph: Graph, sub: Subfunction) -> dict[str, int]:
     return {t: math.prod(shapes.get(t) or [1]) for t in (*sub.inputs, *sub.outputs)}
 
 
-def port_interval(graph: Graph, sub: Subfunction) -> int:
+def port_interval(graph: Graph, sub: Subfunction, lane_bytes: int = 2) -> int:
     """The least cycles between samples a dataflow of FPGA subfunction ``sub`` can have for its float ports: its
-    input process converts every input's values, its output process every output's, a value a cycle."""
-    cycles = port_cycles(graph, sub)
-    return max(sum(cycles[t] for t in dict.fromkeys(sub.inputs)), sum(cycles[t] for t in dict.fromkeys(sub.outputs)))
+    input process converts every input's values, a value a cycle, and copies out their tokens, a word a cycle; its
+    output process copies in the outputs' tokens and converts their values (``dataflow_processes``)."""
+    cycles, shapes = port_cycles(graph, sub), _tensor_shapes(graph)
+
+    def moved(tensors: Sequence[str]) -> int:
+        return sum(cycles[t] + tokens_of(shapes.get(t) or [1])[0] * token_words(tokens_of(shapes.get(t) or [1])[1],
+                                                                                  lane_bytes)
+                   for t in dict.fromkeys(tensors))
+
+    return max(moved(sub.inputs), moved(sub.outputs))
 
 
 # the estimate's cycles of a unit as a dataflow's process takes them a sample: its compute (it moves no buffer of the
