@@ -135,11 +135,14 @@ def test_units_out_of_tolerance_are_widened_and_the_build_says_so(tmp_path, caps
     units = {u["name"]: u for u in plan["subfunctions"][0]["execution_units"]}
     assert all(units[name]["precision"].startswith(f"ap_fixed<{width},") for name, width in bits.items())
     assert all(u["verification"]["passed"] for u in units.values())
-    # the units folded anew at their widths are timed anew: each its rate, the subfunction their sum
+    # the units folded anew at their widths are timed anew: each its rate, the subfunction their sum and its float
+    # ports' cycles
     clock_hz = 1e6 * next(d.clock_mhz for d in load_board("pynq-z2").devices if d.kind == "fpga")
     for unit in units.values():
         assert unit["rate_per_s"] == pytest.approx(clock_hz / max(1, unit["estimate"]["latency_cycles"]))
-    compute_s = sum(u["estimate"]["latency_cycles"] for u in units.values()) / clock_hz
+    ports = plan["subfunctions"][0]["top"]["port_cycles"]
+    assert ports == 16 + 5
+    compute_s = (sum(u["estimate"]["latency_cycles"] for u in units.values()) + ports) / clock_hz
     assert plan["subfunctions"][0]["estimate"]["compute_s"] == pytest.approx(compute_s)
 
 
