@@ -192,31 +192,31 @@ def test_folding_for_a_dataflow_balances_its_units_at_the_least_interval_the_bud
 
 @settings(max_examples=15, deadline=None)
 @given(layers=st.integers(1, 4), channels=st.sampled_from([8, 16, 32, 64]), dsp=st.integers(20, 400),
-       floor=st.integers(1, 5_000))
-def test_no_unit_of_a_dataflow_is_folded_faster_than_its_float_ports_let_samples_in(layers, channels, dsp, floor):
-    """``fold_for_interval`` with a floor (the float ports' cycles a sample, ``port_interval``): each unit within
-    the interval the budget reaches or the floor, whichever is longer, and no more of the budget than without it."""
+       stretch=st.integers(3, 12))
+def test_no_unit_of_a_dataflow_is_folded_faster_than_its_float_ports_let_samples_in(layers, channels, dsp, stretch):
+    """``fold_for_interval`` with a floor past the interval the budget reaches (the float ports' cycles a sample,
+    ``port_interval``): each unit within the floor, folded as FINN's target_fps folds for it (the fewest
+    resources that reach it), and no more of the budget than without the floor."""
     graph = conv_stack(layers, channels, 16)
     shapes = [unit_shape(graph, u, FPGA.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
     budget = {"dsp": dsp, "bram18": 280, "lut": 53200, "ff": 106400}
-    free, floored = fold_for_interval(shapes, budget, 16), fold_for_interval(shapes, budget, 16,
-                                                                             floors=[floor] * len(shapes))
+    free = fold_for_interval(shapes, budget, 16)
     if free is None:
-        assert floored is None
+        assert fold_for_interval(shapes, budget, 16, floors=[1] * len(shapes)) is None
         return
 
     def used(foldings):
         return [folded_estimate(s, f, 16, None) for s, f in zip(shapes, foldings)]
 
-    interval = max(e["compute_cycles"] for e in used(free))
-    assert max(e["compute_cycles"] for e in used(floored)) <= max(interval, floor)
+    floor = max(e["compute_cycles"] for e in used(free)) * stretch // 2 + 1
+    floored = fold_for_interval(shapes, budget, 16, floors=[floor] * len(shapes))
+    assert max(e["compute_cycles"] for e in used(floored)) <= floor
     assert all(sum(e[k] for e in used(floored)) <= budget[k] for k in RESOURCES)
     share = {name: sum(sum(e[k] for e in used(f)) / budget[k] for k in RESOURCES)
              for name, f in (("free", free), ("floored", floored))}
-    assert floor <= interval or share["floored"] <= share["free"] + 1e-9
-    if floor > interval:  # the fewest resources at the floor: folded for it as FINN's target_fps folds
-        assert floored == fold_for_rate(shapes, budget, 16, [[u] for u in range(len(shapes))],
-                                        [floor] * len(shapes), measure="compute_cycles")
+    assert share["floored"] <= share["free"] + 1e-9
+    assert floored == fold_for_rate(shapes, budget, 16, [[u] for u in range(len(shapes))], [floor] * len(shapes),
+                                    measure="compute_cycles")
 
 
 @settings(max_examples=40, deadline=None)
