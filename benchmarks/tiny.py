@@ -147,9 +147,8 @@ def measure(name: str, folder: Path, width: int, batch: int) -> dict:
         # the FPGA subfunctions one after another a sample; in a stream each its own core, the slowest the pace
         latency = sum(s.top.latency_cycles for s in fpga)
         interval = max((s.top.interval_cycles for s in fpga), default=0)
-        resources = {k: sum(s.resources.get(k, 0) for s in fpga) for k in units.RESOURCES}
-        for k in ("bram18", "lut", "ff"):  # a dataflow's FIFOs and buffer copies beside its units
-            resources[k] += sum(getattr(s.top, f"dataflow_{k}") for s in fpga if s.top.kind == "dataflow")
+        # the chip's totals: its units' and its dataflow tops' FIFOs and buffer copies
+        resources = {k: sum(r.used.get(k, 0) for r in plan.fpga_resources.values()) for k in units.RESOURCES}
         row[label] = {"fpga_nodes": sum(len(s.nodes) for s in fpga), "nodes": len(loaded.graph.nodes),
                     "units": sum(len(s.execution_units) for s in fpga), "resources": resources,
                     "latency_cycles": latency, "interval_cycles": interval, "latency_s": latency / clock,

@@ -712,8 +712,9 @@ def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[
                                    options.weigh_distributed_arithmetic, io_fixed,
                                    units.DATAFLOW_MEASURE if dataflow else "latency_cycles")
     if dataflow:  # balanced at the least interval, no unit faster than its subfunction's float ports
-        floors = [units.port_interval(graph, sub, units.element_bytes(options.width)) for sub, units_of_sub in split
-                  for _ in units_of_sub]
+        lane_bytes = units.element_bytes(options.width)
+        floors = [floor for sub, units_of_sub in split
+                  for floor in [units.port_interval(graph, sub, lane_bytes)] * len(units_of_sub)]
         return units.fold_for_interval(shapes, budget_left, widths, pinned, rate, strategies,
                                        options.weigh_distributed_arithmetic, io_fixed, floors)
     return units.fold(shapes, budget_left, widths, pinned, rate, strategies, options.weigh_distributed_arithmetic,

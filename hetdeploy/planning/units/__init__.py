@@ -555,7 +555,7 @@ def dataflow_processes(graph: Graph, sub: Subfunction, clock_mhz: float, hls_too
     cycles_of = port_cycles(graph, sub)
     ports = [t for t in dict.fromkeys(sub.inputs) if t in fifos and t not in written]
     sources = [(t, k) for t in ports for k in range(tokens(t))]
-    own = sum(cycles_of[t] for t in ports) + sum(words(t) for t, _ in sources)
+    own = _ports_moved(ports, cycles_of, shapes, lane_bytes)
     pace = max([p.interval for p in processes] + [own])
     spread = (pace - own) // max(1, len(sources))
     given = []
@@ -584,13 +584,19 @@ def port_interval(graph: Graph, sub: Subfunction, lane_bytes: int = 2) -> int:
     input process converts every input's values, a value a cycle, and copies out their tokens, a word a cycle; its
     output process copies in the outputs' tokens and converts their values (``dataflow_processes``)."""
     cycles, shapes = port_cycles(graph, sub), _tensor_shapes(graph)
+    return max(_ports_moved(sub.inputs, cycles, shapes, lane_bytes), _ports_moved(sub.outputs, cycles, shapes,
+                                                                                   lane_bytes))
 
-    def moved(tensors: Sequence[str]) -> int:
-        return sum(cycles[t] + tokens_of(shapes.get(t) or [1])[0] * token_words(tokens_of(shapes.get(t) or [1])[1],
-                                                                                  lane_bytes)
-                   for t in dict.fromkeys(tensors))
 
-    return max(moved(sub.inputs), moved(sub.outputs))
+def _ports_moved(tensors: Sequence[str], cycles: Mapping[str, int], shapes: Mapping[str, list[int]],
+                 lane_bytes: int) -> int:
+    """The cycles a sample of float ports ``tensors`` takes through the input or output process: each converted, a
+    value a cycle (``cycles``, ``port_cycles``'), and its tokens copied, a word a cycle."""
+    total = 0
+    for t in dict.fromkeys(tensors):
+        tokens, values = tokens_of(shapes.get(t) or [1])
+        total += cycles[t] + tokens * token_words(values, lane_bytes)
+    return total
 
 
 # the estimate's cycles of a unit as a dataflow's process takes them a sample: its compute (it moves no buffer of the
