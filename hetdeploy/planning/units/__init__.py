@@ -810,8 +810,9 @@ def fold_for_interval(shapes: Sequence[Shape], budget: dict[str, int], width: in
     each unit a group of its own) that reach the least interval, its slowest unit's cycles, the budget lets them
     all reach, found by bisection over that interval (FINN's folding to a target rate, balanced: no unit faster
     than the slowest needs), or ``fold``'s least-latency folding where its slowest unit is faster; None when even
-    the most folded design does not fit. ``floors``: per unit, an interval its dataflow cannot beat anyway (its
-    float ports', ``port_interval``), which no unit of it need be faster than."""
+    the most folded design does not fit (``fold``'s units then ``_slowed_to`` its interval). ``floors``: per unit,
+    an interval its dataflow cannot beat anyway (its float ports', ``port_interval``), which no unit of it need be
+    faster than."""
     widths = _per_unit(width, shapes)
     alone = [[u] for u in range(len(shapes))]
     floors = list(floors) or [0] * len(shapes)
@@ -842,7 +843,32 @@ def fold_for_interval(shapes: Sequence[Shape], budget: dict[str, int], width: in
     # the greedy steps through reuse factors under the strategies they imply; the least-latency folding may reach
     # a shorter interval with other strategies or io types
     fastest = fold(shapes, budget, widths, pinned, ddr_bytes_per_cycle, strategies, distributed_arithmetic, io_fixed)
-    return fastest if fastest is not None and slowest(fastest) < slowest(best) else best
+    if fastest is None or slowest(fastest) >= slowest(best):
+        return best
+    # ``fold``'s least latency leaves the units it need not slow as fast as the budget let them be
+    return _slowed_to(shapes, fastest, widths, slowest(fastest), budget, ddr_bytes_per_cycle, set(pinned or {}))
+
+
+def _slowed_to(shapes: Sequence[Shape], foldings: list[Folding], widths: Sequence[int], cycles: int,
+               budget: dict[str, int], ddr_bytes_per_cycle: Optional[float], fixed: Collection[int]) -> list[Folding]:
+    """A dataflow's units, one after another but the ``fixed``, each at its folding under its strategy, io type and
+    weights' place that takes the least share of ``budget`` within ``cycles`` a sample, the units together within
+    ``budget``: a process faster than its dataflow's interval holds resources for nothing."""
+    foldings = list(foldings)
+    used = [folded_estimate(s, f, w, ddr_bytes_per_cycle) for s, f, w in zip(shapes, foldings, widths)]
+    for u, (shape, folding, width) in enumerate(zip(shapes, foldings, widths)):
+        if u in fixed:
+            continue
+        others = {k: sum(e[k] for e in used) - used[u][k] for k in RESOURCES}
+        options = {o: folded_estimate(shape, o, width, ddr_bytes_per_cycle)
+                   for o in (o._replace(io_type=folding.io_type)
+                             for o in folding_options(shape, width, ddr_bytes_per_cycle, folding.strategy))
+                   if o.weights_in_ddr == folding.weights_in_ddr}
+        within = [o for o, e in options.items() if e[DATAFLOW_MEASURE] <= cycles
+                  and all(others[k] + e[k] <= budget.get(k, 0) for k in RESOURCES)]
+        foldings[u] = min(within, key=lambda o: _share([options[o]], budget), default=folding)
+        used[u] = options.get(foldings[u], used[u])
+    return foldings
 
 
 def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
