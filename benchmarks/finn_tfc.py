@@ -16,16 +16,18 @@ weights and inputs, the accumulator a popcount's width (FINN's ``minimize_accumu
 memory FINN's default ("auto", for which its formula counts no LUTs), weights as the folding file stores them
 (block, auto, distributed). The network's input
 thresholding and its label select are left out on both sides: hetdeploy computes the input's quantizer on the ARM
-(``partition.input_quantizers``) and Brevitas' export has no TopK.
+(``input_codes.input_quantizers``) and Brevitas' export has no TopK.
 
 hetdeploy plans Brevitas' export of the same network (tests/data/brevitas/tfc_1w1a.onnx) on the PYNQ-Z2 (the
 Pynq-Z1's xc7z020) for a stream (``--objective throughput``): at the folding it chooses; at FINN's parallelism
 (hls4ml reuse factors giving each layer FINN's PE x SIMD products a cycle: 56, 64, 64 and 8, the first layer's 64
 not dividing its 784 inputs as hls4ml's resource strategy needs); and with the chip's LUTs capped at FINN's
 estimate (a copy of the board file whose ``utilisation`` caps them), the fastest it folds to there. Its LUTs are
-its units' and its dataflow FIFOs'. "its units" is the slowest unit's cycles a sample (FINN's: its slowest MVAU's);
-hetdeploy's samples get in through a float port, 784 values a word a cycle, which bounds its interval whatever
-the units (FINN's input is 784 bits wide). The difference in LUTs at one parallelism is the multipliers: FINN's MVAU
+its units' and its dataflow FIFOs'. "its units" is the slowest unit's cycles a sample (FINN's: its slowest MVAU's).
+hetdeploy's samples reach the FPGA as the ARM quantizer's codes, a bit each (``input_codes.port_codes``), 64 to a
+64-bit word a cycle: 13 cycles a sample into the dataflow's first token, under any of these intervals (FINN's input
+is 784 bits wide too). "sequential ports" is what the sequential top would take for them (196 buffer words of
+16-bit values, and the 10 float outputs). The difference in LUTs at one parallelism is the multipliers: FINN's MVAU
 multiplies bipolar values with an XNOR and adds a popcount; hls4ml's dense multiplies 1-bit fixed-point values.
 """
 
@@ -128,7 +130,7 @@ def main() -> None:
           f"{'DSP':>4}  folding")
     for name, row in rows.items():
         folding = "PE x SIMD " + ", ".join(f"{pe}x{simd}" for _, _, pe, simd, _, _ in FINN_FOLDING) \
-            if name == "finn" else f"{row['top']} top, reuse factors {row['reuse_factors']}, float ports " \
+            if name == "finn" else f"{row['top']} top, reuse factors {row['reuse_factors']}, sequential ports " \
             f"{row['port_cycles']} cycles a sample"
         print(f"{name:<34} {row['interval_cycles']:>15} {100e6 / row['interval_cycles']:>11,.0f} "
               f"{row['units_cycles']:>9} {row['lut']:>7,} {row['bram18']:>6} {row['dsp']:>4}  {folding}")

@@ -402,3 +402,55 @@ def test_the_tops_lrn_matches_onnxruntime(tmp_path):
         assert got.shape == want.shape, (shape, attrs)
         assert np.abs(got - want).max() <= 2.0 ** -12 + 2e-6 * np.abs(want).max(), (shape, attrs,
                                                                                    np.abs(got - want).max())
+
+
+CODES_PROGRAM = r"""
+#include <cstdio>
+#include "arena.h"
+
+typedef ap_fixed<%(width)d, %(integer)d> value_t;
+%(table)s
+static const int N = %(n)d, WORDS = (N + hetdeploy::lane<value_t>::per_word - 1) / hetdeploy::lane<value_t>::per_word;
+static const hetdeploy::codes_t port[] = {%(words)s};
+static const float values[N] = {%(floats)s};
+
+int main() {
+    static hetdeploy::word_t codes[WORDS + 2], floats[WORDS + 2];  // a guard word either side
+    codes[0] = codes[WORDS + 1] = floats[0] = floats[WORDS + 1] = ~hetdeploy::word_t(0);
+    hetdeploy::from_codes<value_t, %(bits)d>(port, codes_0, codes + 1, N);
+    hetdeploy::from_float<value_t>(values, floats + 1, N);
+    int same = 1;
+    for (int w = 0; w < WORDS + 2; w++) same &= codes[w] == floats[w];
+    std::printf("%%d\n", same);
+}
+"""
+
+
+@pytest.mark.parametrize("bits, signed, narrow, scale, zero, width, count", [
+    (1, 1, 0, 0.5, 0, 16, 70),  # bipolar: -0.5 or 0.5, 64 codes a word
+    (2, 0, 0, 0.25, 1, 8, 9), (3, 1, 1, 0.37, 0, 16, 21),  # a scale no power of two: its float32 products
+    (8, 1, 0, 2.0 ** -7, 0, 16, 13), (8, 0, 1, 0.1, 3, 32, 11), (4, 1, 0, 1.5, -2, 20, 5)])
+def test_a_codes_port_gives_the_buffer_a_float_port_gives(tmp_path, bits, signed, narrow, scale, zero, width, count):
+    """An input quantizer's codes (input_codes.port_codes' table, board_runtime.to_codes' words) through
+    arena.h's from_codes: the same buffer words as its floats through from_float, bit for bit, and nothing
+    written outside the buffer; the table as the top writes it (hls_top's codes_table)."""
+    from hetdeploy.core.board_runtime import to_codes
+    from hetdeploy.core.graph import Graph, Node
+    from hetdeploy.core.plan import HlsPort
+    from hetdeploy.fpga.hls_top import _codes_table
+    from hetdeploy.planning.input_codes import port_codes
+
+    quant = Node("q", "Quant", ["x"], ["y"], attrs={"signed": signed, "narrow": narrow},
+                 scalars={1: scale, 2: float(zero), 3: float(bits)})
+    (codes,) = port_codes(Graph([quant], ["x"], ["y"])).values()
+    levels = len(set(codes.values))
+    values = np.array(codes.values, np.float32)[np.random.default_rng(bits).integers(0, levels, count)]
+    words = to_codes(values[None], {"bits": codes.bits, "values": codes.values}).view("<u8")
+    table = _codes_table(HlsPort("y", [1, count], "onnx", codes=codes), 0, {"y": "value_t"})
+    (tmp_path / "main.cpp").write_text(CODES_PROGRAM % {
+        "width": width, "integer": 6, "table": table, "n": count, "bits": codes.bits,
+        "words": ", ".join(f"{int(w)}ULL" for w in words), "floats": ", ".join(f"{float(v)!r}f" for v in values)})
+    binary = tmp_path / "main"
+    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
+                    str(tmp_path / "main.cpp")], check=True, capture_output=True)
+    assert subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split() == ["1"]

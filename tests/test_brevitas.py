@@ -31,7 +31,7 @@ SIZED_ON = 8
 
 def _on_the_fpga(name: str) -> dict[str, str]:
     """--device NODE=fpga for every node of a layer's model: its input quantizer too, which a plan
-    left to itself computes on the host (partition.input_quantizers), so that the FPGA's is tested."""
+    left to itself computes on the host (input_codes.input_quantizers), so that the FPGA's is tested."""
     import onnx
 
     return {n.name: "fpga" for n in onnx.load(str(DATA / f"{name}.onnx"), load_external_data=False).graph.node} \
@@ -212,6 +212,7 @@ def test_a_bnn_pynq_network_agrees_with_brevitas_on_finns_test_image_and_more(tm
                               calibration=tmp_path / "calibration.npy"), progress=lambda message: None)
     assert [s.kind for s in plan.subfunctions] == ["cpu", "fpga"]
     assert (plan.subfunctions[1].verification.flip_samples, plan.subfunctions[1].verification.flipped) == (256, 0)
+    assert [p.codes.bits for p in plan.subfunctions[1].hls.inputs] == [1]  # the host quantizer's codes, a bit each
     # the host's quantizer (a Reshape, 2x - 1, a Quant) runs a batch a call: its model's batch axis open
     assert plan.subfunctions[0].batched
     host_model = onnx.load(str(out / plan.subfunctions[0].onnx))
@@ -226,3 +227,32 @@ def test_a_bnn_pynq_network_agrees_with_brevitas_on_finns_test_image_and_more(tm
                    progress=lambda message: None)
     (fpga,) = pinned.subfunctions
     assert fpga.verification.flipped > 0 and fpga.verification.agreement.startswith("codes flip on")
+
+
+def test_a_bnn_pynq_networks_binary_input_reaches_the_fpga_as_codes_and_both_tops_answer_alike(tmp_path):
+    """TFC-w1a1's input quantizer (a BipolarQuant on the host) gives the FPGA its codes, a bit a value (13 words for
+    784 values, not 784 floats): under the throughput objective its dataflow top assembles the first layer's token
+    from them, 64 a cycle, and its units set the interval; the sequential top converts them into its buffer. The
+    two answer alike bit for bit, within 0.1 % of Brevitas' peak on the 16 exported samples (the build sized on
+    synthetic ones)."""
+    data = np.load(DATA / "tfc_1w1a.npz")
+    answers, tops = {}, {}
+    for top in ("dataflow", "sequential"):
+        plan = build(BuildOptions(model=DATA / "tfc_1w1a.onnx", board="pynq-z2", out_dir=tmp_path / top,
+                                  objective="throughput", batch=8, top=top), progress=lambda message: None)
+        host, fpga = plan.subfunctions
+        assert host.kind == "cpu" and [(p.codes.bits, len(set(p.codes.values))) for p in fpga.hls.inputs] == [(1, 2)]
+        saved = json.loads((tmp_path / top / "plan.json").read_text())["subfunctions"][1]["hls"]["inputs"][0]
+        assert saved["codes"]["values"] == [-1.0, 1.0]
+        answers[top], tops[top] = load(tmp_path / top).predict(data["x"])[0].reshape(data["y"].shape), fpga.top
+    assert np.array_equal(answers["dataflow"], answers["sequential"])
+    assert np.max(np.abs(answers["dataflow"] - data["y"])) <= 1e-3 * np.max(np.abs(data["y"]))
+    # on the board (run.py with a stand-in pynq): the port's buffers are the codes' words, packed from the host
+    # quantizer's outputs (run.py refuses a value that is not a code)
+    from test_deploy import run_on_fake_pynq
+
+    events = run_on_fake_pynq(tmp_path / "dataflow", tmp_path, data["x"][:5], "--batch", "5")
+    assert [e[1:3] for e in events if e[0] == "allocate"][:2] == [[[8 * 2 * 13], "uint32"], [[8 * 10], "float32"]]
+    # the port's 13 words take 13 cycles: the slowest unit, not the port, sets the interval
+    assert tops["dataflow"].port_cycles == 196 + 10  # sequential: 196 buffer words of 16-bit values, 10 floats out
+    assert tops["dataflow"].dataflow_interval_cycles < 196

@@ -305,3 +305,15 @@ def test_plan_prints_the_tops_choice_and_a_dataflow_that_cannot_be_had_is_one_li
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1
         assert f"{named}: subfunction sf0_fpga has no dataflow top: unit 'sf0_fpga_u0' runs in bands" in err
+
+
+@pytest.mark.parametrize("tokens, values, bits, gaps", [
+    (1, 784, 1, [13]),  # TFC's flat input, 64 codes a word
+    (10, 16, 8, [2] * 10),  # a pixel's 16 channels: two words of 8-bit codes
+    (4, 3, 8, [1, 1, 1, 1]),  # three channels: a token at most a cycle, though a word holds more
+    (3, 12, 8, [2, 1, 2]),  # pixels that straddle words: written as their last code comes
+])
+def test_a_codes_ports_tokens_come_as_their_words_do(tokens, values, bits, gaps):
+    from hetdeploy.planning.units import code_token_gaps
+
+    assert code_token_gaps(tokens, values, bits) == gaps

@@ -343,7 +343,7 @@ def test_throughput_objective_moves_a_small_mlp_to_the_fpga_and_prices_the_strea
 
 def test_a_quantized_exports_host_quantizer_takes_a_batch_a_call_and_one_dataflow_core_beats_two(capsys):
     """hls4ml's MLPerf Tiny AD08 as Brevitas exports it (benchmarks/tiny.py) streamed on the PYNQ-Z2. Its input's
-    quantizer runs on the ARM (partition.input_quantizers) a batch a call, so the ARM's 100 us a call does not pace
+    quantizer runs on the ARM (input_codes.input_quantizers) a batch a call, so the ARM's 100 us a call does not pace
     the stream. The cut found two FPGA cores (it prices an FPGA subfunction's nodes one after another); the support
     plan's one core, a dataflow, streams faster, and the latency policy takes it."""
     model = Path(__file__).parent / "data" / "brevitas" / "mlperf_tiny_ad08.onnx"
@@ -359,18 +359,21 @@ def test_a_quantized_exports_host_quantizer_takes_a_batch_a_call_and_one_dataflo
     assert f"\n  host subfunctions a call: {host['name']} a batch\n" in capsys.readouterr().out
 
 
-def test_a_dataflow_is_no_faster_than_its_float_ports_and_its_units_are_folded_to_their_pace(capsys):
-    """Brevitas' TFC-w1a1 streamed on the PYNQ-Z2: its FPGA core takes the 784 input codes as floats, a value a
-    cycle, then copies out their token (196 words of four 16-bit values), a word a cycle, so no sample gets in
-    faster than 980 cycles; its units are folded to that pace (the fewest resources that keep up with it), not to
-    the shortest interval the chip could give them."""
+def test_a_quantized_exports_codes_port_leaves_its_dataflow_to_its_units(capsys):
+    """Brevitas' TFC-w1a1 streamed on the PYNQ-Z2: its host quantizer gives the FPGA core 784 one-bit codes, 13
+    64-bit words a sample that its input process assembles into the first layer's token a word a cycle (as floats,
+    784 values a cycle and their 196-word token, the core took 980 cycles a sample whatever its units). Its units set
+    the interval, folded balanced to the least one the chip reaches, and the sequential top would take 196 cycles
+    for the same codes (its 16-bit buffer a word a cycle) and 10 for the float outputs."""
     model = Path(__file__).parent / "data" / "brevitas" / "tfc_1w1a.onnx"
     assert main(["plan", str(model), "--board", "pynq-z2", "--objective", "throughput", "--batch", "1000",
                  "--json"]) == 0
     (fpga,) = [s for s in json.loads(capsys.readouterr().out)["subfunctions"] if s["kind"] == "fpga"]
     top, slowest = fpga["top"], max(u["estimate"]["compute_cycles"] for u in fpga["execution_units"])
-    assert top["kind"] == "dataflow" and top["port_cycles"] == 784 + 10
-    assert top["dataflow_interval_cycles"] >= 784 + 196 >= slowest > 980 / 2
+    assert [c["bits"] for c in fpga["input_codes"].values()] == [1]
+    assert top["kind"] == "dataflow" and top["port_cycles"] == 196 + 10
+    assert slowest <= top["dataflow_interval_cycles"] <= slowest + 1 < 980 / 10  # a cycle for its tokens
+    assert fpga["estimate"]["in_bytes"] == 13 * 8
 
 
 def test_a_batch_the_fpga_ddr_cannot_hold_is_one_line(tmp_path, capsys):

@@ -1,6 +1,7 @@
 """Partitioning as a pure function over hand-made graphs (no onnx, no hls4ml)."""
 
 import networkx as nx
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -120,3 +121,48 @@ def test_a_model_inputs_first_quantizer_and_the_value_only_ops_before_it_go_to_t
              Node("q2", "BipolarQuant", ["a"], ["b"], constants={1: "scale"})]
     assert input_quantizers(Graph(nodes, ["x", "y"], ["b"])) == [0, 1, 2, 3]
     assert input_quantizers(Graph(nodes[4:6], ["q"], ["h"])) == []  # the layer's quantizer is the FPGA's
+
+
+@pytest.mark.parametrize("op, bits, signed, narrow, scale, zero", [
+    ("Quant", 8, 1, 0, 2.0 ** -7, 0), ("Quant", 8, 0, 0, 0.02, 128), ("Quant", 4, 1, 1, 0.3, 0),
+    ("Quant", 3, 0, 1, 1.7, 2), ("Quant", 2, 1, 0, 0.5, -1), ("Quant", 1, 0, 0, 0.25, 0), ("Quant", 1, 1, 0, 0.75, 0),
+    ("BipolarQuant", None, None, None, 0.125, None)])
+def test_an_input_quantizers_values_travel_as_its_codes_and_come_back_as_they_were(op, bits, signed, narrow, scale,
+                                                                                   zero):
+    """Every value qonnx's quantizer gives (x over its whole range and past it) is one of ``port_codes``' table,
+    which ``to_codes`` turns into indices the table gives back as they were (-0.0 as 0.0, as a fixed point takes
+    it), at the fewest bits of 1, 2, 4 and 8 that index them; a value no code has, or NaN, is refused in one line."""
+    from qonnx.custom_op.general.bipolar_quant import binary_quant
+    from qonnx.custom_op.general.quant import quant
+
+    from hetdeploy.core.board_runtime import to_codes
+    from hetdeploy.planning.input_codes import port_codes
+
+    scalars = {1: scale} if op == "BipolarQuant" else {1: scale, 2: float(zero), 3: float(bits)}
+    node = Node("q", op, ["x"], ["y"], attrs={} if op == "BipolarQuant" else {"signed": signed, "narrow": narrow},
+                scalars=scalars)
+    (codes,) = port_codes(Graph([node], ["x"], ["y"])).values()
+    x = np.linspace(-300 * scale, 300 * scale, 4001, dtype=np.float32)[None]
+    y = binary_quant(x, np.float32(scale)) if op == "BipolarQuant" else \
+        quant(x, np.float32(scale), np.float32(zero), np.float32(bits), signed, narrow, "ROUND")
+    y = np.asarray(y, np.float32)
+    levels = 2 if op == "BipolarQuant" or (bits == 1 and signed) else len(np.unique(y))
+    assert len(set(codes.values)) == levels and codes.bits == min(b for b in (1, 2, 4, 8) if 2 ** b >= levels)
+    words = to_codes(y, {"bits": codes.bits, "values": codes.values}).view("<u8")
+    per_word = 64 // codes.bits
+    index = (words[:, None] >> (np.arange(per_word, dtype=np.uint64) * np.uint64(codes.bits))) & \
+        np.uint64(2 ** codes.bits - 1)
+    assert (np.array(codes.values, np.float32)[index.reshape(-1)[: y.size].astype(int)] == y[0]).all()
+    for wrong in (y[0, 0] + scale / 3, np.nan):
+        with pytest.raises(ValueError, match="not one of its quantizer's"):
+            to_codes(np.array([[y[0, 0], wrong]], np.float32), {"bits": codes.bits, "values": codes.values})
+
+
+def test_a_quantizer_of_more_than_8_bits_or_of_scales_per_channel_keeps_its_float_port():
+    from hetdeploy.planning.input_codes import port_codes
+
+    wide = Node("q", "Quant", ["x"], ["y"], attrs={"signed": 1}, scalars={1: 0.5, 2: 0.0, 3: 9.0})
+    per_channel = Node("p", "Quant", ["x"], ["z"], attrs={"signed": 1}, scalars={2: 0.0, 3: 4.0},
+                       constants={1: "scales"})
+    fraction = Node("f", "Quant", ["x"], ["w"], attrs={"signed": 1}, scalars={1: 0.5, 2: 0.5, 3: 4.0})
+    assert port_codes(Graph([wide, per_channel, fraction], ["x"], ["y", "z", "w"])) == {}

@@ -13,8 +13,9 @@ axis open), else a sample a call. FPGA subfunctions run
 on their HLS core through pynq, a batch a call: the overlay is loaded once; every port's buffers (two
 sets of a batch each, and the DDR region of the memory plan) are allocated once with pynq.allocate,
 the DDR weights written once and each weight port pointed at them; a call copies the batch into one
-set (zero-compressing each sample of a port plan.json marks "compressed", ``to_port``; what such an
-output port gives back is decompressed, ``from_port``), points the core at it, writes the sample
+set (zero-compressing each sample of a port plan.json marks "compressed", ``to_port``, and what such an
+output port gives back is decompressed, ``from_port``; an input port of "codes" takes them, ``to_codes``),
+points the core at it, writes the sample
 count (the ``samples`` register), starts the core (ap_start) and waits for ap_done. With more than
 one batch the subfunctions run as a pipeline, a thread each: while one works on batch k the next
 works on batch k - 1, and an FPGA subfunction copies
@@ -68,7 +69,15 @@ def stored_shape(shape: list[int], count: int = 1) -> list[int]:
 
 def _port_values(port: dict) -> int:
     """``port_values`` of a port of plan.json's "hls"."""
-    return port_values(int(np.prod(port["shape"])), port.get("compressed", False))
+    return port_values(int(np.prod(port["shape"])), port.get("compressed", False), port.get("codes"))
+
+
+def _to_port(port: dict, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    """``to_port`` of a port of plan.json's "hls" on its tensor of ``feeds``."""
+    try:
+        return to_port(channels_last(feeds[port["tensor"]]), port.get("compressed", False), port.get("codes"))
+    except ValueError as err:
+        raise ValueError(f"{port['tensor']}: {err}") from None
 
 
 def ddr_image(sub: dict) -> np.ndarray:
@@ -128,7 +137,7 @@ class FpgaSubfunction:
         ports = [(f"in_{k}", p) for k, p in enumerate(sub["hls"]["inputs"])]
         ports += [(f"out_{k}", p) for k, p in enumerate(sub["hls"]["outputs"])]
         self.sets = [{name: pynq.allocate(shape=(self.max_batch * _port_values(p),),
-                                          dtype=np.uint32 if p.get("compressed") else np.float32)
+                                          dtype=np.uint32 if p.get("compressed") or p.get("codes") else np.float32)
                       for name, p in ports} for _ in range(2)]
         self.counts = [0, 0]  # samples in each set
         self.next = 0
@@ -161,7 +170,7 @@ class FpgaSubfunction:
         slot, self.next = self.next, 1 - self.next
         buffers = self.sets[slot]
         for k, port in enumerate(self.sub["hls"]["inputs"]):
-            flat = to_port(channels_last(feeds[port["tensor"]]), port.get("compressed", False))
+            flat = _to_port(port, feeds)
             buffers[f"in_{k}"][: flat.size] = flat
             buffers[f"in_{k}"].flush()
         self.counts[slot] = len(feeds[self.sub["hls"]["inputs"][0]["tensor"]])
@@ -228,8 +237,7 @@ class EmulatedFpgaSubfunction:
     def __call__(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         started = time.perf_counter()
         count = len(feeds[self.sub["hls"]["inputs"][0]["tensor"]])
-        arrays = [to_port(channels_last(feeds[p["tensor"]]), p.get("compressed", False))
-                  for p in self.sub["hls"]["inputs"]]
+        arrays = [_to_port(p, feeds) for p in self.sub["hls"]["inputs"]]
         outs = [np.zeros(count * _port_values(p), dtype=np.float32) for p in self.sub["hls"]["outputs"]]
         arguments = [ctypes.c_int(count)] + [a.ctypes.data_as(ctypes.c_void_p) for a in arrays + outs]
         launched = time.perf_counter()
@@ -296,17 +304,55 @@ def zero_decompress(words: np.ndarray, count: int) -> np.ndarray:
     return values.view(np.float32)
 
 
-def port_values(values: int, compressed: bool) -> int:
-    """The 32-bit values a sample of ``values`` values takes in an FPGA top's port: the values, or zero-compressed
-    the most words they can take."""
+# ---------------------------------------------------------------- codes ports
+#
+# An FPGA input that an input quantizer on the host gives travels as its codes (plan.json's "codes": "bits" and
+# "values", planning/input_codes.py): each value the index of its float32 in "values", "bits" bits, 64 // bits of
+# them to a 64-bit word, value j of a sample in bits (j % (64 // bits)) * bits onwards of its word j // (64 // bits)
+# (little-endian), a sample in whole words. The top converts an index's value to its fixed point as it converts a
+# float (hls/arena.h's from_codes): the same values as a float port, bit for bit.
+
+
+def code_words(count: int, bits: int) -> int:
+    """The 64-bit words a sample of ``count`` codes of ``bits`` bits takes."""
+    return -(-count * bits // 64)
+
+
+def to_codes(flat: np.ndarray, codes: dict) -> np.ndarray:
+    """Samples of float32 values (rows of ``flat``) as codes (uint32 words, two a 64-bit word); ValueError where a
+    value is not one of ``codes``' values (NaN, or another quantizer's value: a port that would change it)."""
+    values = np.asarray(codes["values"], dtype=np.float32)
+    order = np.argsort(values, kind="stable")
+    at = np.clip(np.searchsorted(values[order], flat), 0, len(values) - 1)
+    index = order[at]
+    wrong = values[index] != flat  # -0.0 is 0.0, as the fixed point takes it; NaN is never equal
+    if wrong.any():
+        sample, j = (int(k) for k in np.argwhere(wrong)[0])
+        raise ValueError(f"value {flat[sample, j]!r} (sample {sample}, element {j}) is not one of its quantizer's "
+                         f"{len(set(codes['values']))} values: the port carries codes")
+    bits, per_word = codes["bits"], 64 // codes["bits"]
+    padded = np.zeros((len(flat), code_words(flat.shape[1], bits) * per_word), dtype=np.uint64)
+    padded[:, : flat.shape[1]] = index
+    shifts = np.arange(per_word, dtype=np.uint64) * np.uint64(bits)
+    words = np.bitwise_or.reduce(padded.reshape(len(flat), -1, per_word) << shifts, axis=2)
+    return np.ascontiguousarray(words.astype("<u8")).view(np.uint32).reshape(-1)
+
+
+def port_values(values: int, compressed: bool, codes: Optional[dict] = None) -> int:
+    """The 32-bit values a sample of ``values`` values takes in an FPGA top's port: the values, zero-compressed
+    the most words they can take, or as ``codes`` their 64-bit words' halves."""
+    if codes is not None:
+        return 2 * code_words(values, codes["bits"])
     return compressed_words(values) if compressed else values
 
 
-def to_port(samples: np.ndarray, compressed: bool) -> np.ndarray:
+def to_port(samples: np.ndarray, compressed: bool, codes: Optional[dict] = None) -> np.ndarray:
     """A batch's values (samples on axis 0, as the port lays them out) as the port holds them: float32, or
     (``compressed``) each sample zero-compressed into its ``compressed_words`` slot (uint32; its words past
-    the encoding 0)."""
+    the encoding 0), or as ``codes`` (``to_codes``, uint32)."""
     flat = np.ascontiguousarray(samples, dtype=np.float32).reshape(len(samples), -1)
+    if codes is not None:
+        return to_codes(flat, codes)
     if not compressed:
         return flat.reshape(-1)
     slots = np.zeros((len(flat), compressed_words(flat.shape[1])), dtype=np.uint32)

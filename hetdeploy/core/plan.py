@@ -35,6 +35,17 @@ class InputReshape:
 
 
 @dataclass
+class PortCodes:
+    """An FPGA subfunction's input that travels as its quantizer's codes instead of floats: each value an index of
+    ``bits`` bits into ``values`` (2 ** bits float32 values, as the host's quantizer computes them), 64 // bits
+    of them to a 64-bit word (board_runtime.to_codes; the top converts an index's value to its fixed point as it
+    converts a float, hls/arena.h)."""
+
+    bits: int  # 1, 2, 4 or 8
+    values: list[float]
+
+
+@dataclass
 class HlsPort:
     """One array of the C-simulation library's top function.
 
@@ -48,6 +59,7 @@ class HlsPort:
     # zero-compressed (the subfunction's "transfers"): a sample takes board_runtime.compressed_words(values)
     # 32-bit words, the most zero_compress's can take, its encoding first
     compressed: bool = False
+    codes: Optional[PortCodes] = None  # an input of a quantizer's codes (the subfunction's "input_codes")
 
 
 @dataclass
@@ -509,8 +521,8 @@ class Top:
     dataflow_ff: int = 0
     dataflow_refused: str = ""
     fifos: list[Fifo] = field(default_factory=list)
-    # the cycles a sample's float ports take in and out, a value a cycle (units.port_cycles): in the sequential top's
-    # cycles after its units', and in the dataflow's input and output processes
+    # the cycles a sample's ports take in and out in the sequential top, after its units' (units.port_cycles: a float
+    # a cycle, a buffer word of codes a cycle); the dataflow's input and output processes take them as theirs
     port_cycles: int = 0
 
     @property
@@ -576,6 +588,9 @@ class Subfunction:
     hls: Optional[HlsProject] = None
     verification: Optional[Verification] = None
     transfers: list[Transfer] = field(default_factory=list)  # an FPGA subfunction's, weighed for compression
+    # an FPGA subfunction's inputs that a quantizer on the host gives, travelling as its codes (a byte each, not a
+    # float: planning.partition.port_codes)
+    input_codes: dict[str, PortCodes] = field(default_factory=dict)
 
 
 @dataclass

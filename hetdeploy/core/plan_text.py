@@ -84,8 +84,8 @@ def top_lines(name: str, top: Top) -> list[str]:
                 if top.dataflow_latency_cycles else
                 "no dataflow")
              + (f"; no dataflow top: {top.dataflow_refused}" if top.dataflow_refused else "")
-             + (f"; the float ports take {top.port_cycles:,} cycles a sample (a value a cycle), in both"
-                if top.port_cycles else "")]
+             + (f"; the sequential top's ports take {top.port_cycles:,} of its cycles a sample (a float, or a "
+               f"buffer word of codes, a cycle)" if top.port_cycles else "")]
     if top.kind == "dataflow":
         lines.append(f"  {'FIFO':<40} {'writer':<14} {'reader':<14} {'depth':>6} {'bits':>6} {'BRAM18':>6} "
                      f"{'LUT':>6} {'FF':>6}")
@@ -173,6 +173,11 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
             lines.append(f"  {t.tensor:<24} {t.link:<14} {t.values:>9,} values {t.zero_share:>4.0%} zeros "
                          f"{t.raw_bytes:>10,} B raw {t.compressed_bytes:>10,} B compressed, {saved} a sample: "
                          f"{'COMPRESSED' if t.compressed else 'raw'}")
+    for sub in (s for s in plan.subfunctions if s.input_codes):
+        lines.append(f"\n{sub.name}: inputs that travel as their quantizer's codes, not floats")
+        for tensor, codes in sub.input_codes.items():
+            lines.append(f"  {tensor:<24} {codes.bits}-bit codes of {len(set(codes.values))} values, "
+                         f"{64 // codes.bits} to a 64-bit word")
     if nodes:
         lines.append(f"\n{'model node':<32} {'where':<24} {'unit':<16} {'folded into'}")
         for name, where in plan.node_map.items():
@@ -183,7 +188,7 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
                         ("latency", "estimated faster elsewhere"), ("pinned", "pinned elsewhere by --device"),
                         ("input quantizer", "the model input's first quantizer and the value-only ops before it, "
                                             "computed on the host as the reference computes them (the FPGA "
-                                            "receives codes)")):
+                                            "receives their values, or their codes)")):
         nodes = [f for f in plan.fpga_fallbacks if f.reason == reason]
         if nodes:
             shown = ", ".join(f"{f.node} ({f.device}{': ' + f.detail if f.detail else ''})" for f in nodes[:8]) \

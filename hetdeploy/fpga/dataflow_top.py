@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from ..core.board_runtime import code_words
 from ..core.names import identifier
 from ..core.plan import ExecutionUnit, Fifo, HlsPort, Top, WeightPort
 from ..planning import units
@@ -110,6 +111,7 @@ class DataflowSource:
     input_parameters: list[str]  # in_<k>'s, in order
     output_parameters: list[str]  # out_<k>'s
     sample_in: Callable[[int, str], str]  # sample s of in_<k> into a buffer of words (its C++ expression)
+    sample_of: Callable[[int], str]  # where sample s of in_<k> starts (a codes port's, read straight into tokens)
     sample_out: Callable[[int, str], str]  # a buffer of words into sample s of out_<k>
     max_batch: int
 
@@ -142,16 +144,27 @@ def processes_and_calls(source: DataflowSource, streams: TokenStreams) -> tuple[
                            token=streams.token(tensor), buffer=f"{buffer}_words",
                            writes=_writes([streams.var(f) for f in fifos]))
 
-    # the float ports in: each input's sample into a buffer (as the sequential top converts it), then its tokens
+    # the ports in: each float input's sample into a buffer (as the sequential top converts it), then its tokens;
+    # a codes input's tokens straight from its words, each code's value from its table (hls_top's codes_<k>)
     names = {p.tensor: f"in_{k}" for k, p in enumerate(source.inputs)}
     body, written = [], []
     for k, p in enumerate(source.inputs):
-        body.append(source.sample_in(k, f"{names[p.tensor]}_words"))
-        fifos, text = tokens_out(p.tensor, "input", names[p.tensor])
-        body.append(text)
+        if p.codes:
+            fifos = streams.out_of("input", p.tensor)
+            values, every = streams.values(p.tensor)[1], values_of(p.shape)
+            writes = "".join(" " * 16 + w + "\n" for w in _writes([streams.var(f) for f in fifos]).splitlines())
+            body.append(line("codes_tokens", STATEMENTS, token=streams.token(p.tensor), port_words=code_words(every, p.codes.bits), source=source.sample_of(k),
+                             bits=p.codes.bits, values=values, all=every, type=source.types[p.tensor],
+                             table=f"codes_{k}", writes=writes))
+        else:
+            body.append(source.sample_in(k, f"{names[p.tensor]}_words"))
+            fifos, text = tokens_out(p.tensor, "input", names[p.tensor])
+            body.append(text)
         written += fifos
     process(f"{sub}_input", source.input_parameters + [streams.parameter(f) for f in written],
-            list(names.values()) + [streams.var(f) for f in written], scratch(names), "".join(body))
+            list(names.values()) + [streams.var(f) for f in written],
+            scratch({t: name for t, name in names.items() if not next(p for p in source.inputs if p.tensor == t).codes}),
+            "".join(body))
 
     for unit in source.units:
         weights = source.weights[unit.name]

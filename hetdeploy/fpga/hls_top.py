@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from ..core.board_runtime import port_values
+import numpy as np
+
+from ..core.board_runtime import code_words, port_values
 from ..core.names import identifier
 from ..core.plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, Top, WeightPort
 from ..planning import units
@@ -125,8 +127,10 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     batch = source.max_batch
     names = [f"in_{k}" for k in range(len(source.inputs))] + [f"out_{k}" for k in range(len(source.outputs))]
     depth = {name: batch * _port_values(p) for name, p in zip(names, source.inputs + source.outputs)}
-    port_parameters = [statement(f"{'packed' if p.compressed else 'float'}_{name[:-2]}put", name=name,
-                                 values=depth[name]) for name, p in zip(names, source.inputs + source.outputs)]
+    port_parameters = [statement(f"{'codes' if p.codes else 'packed' if p.compressed else 'float'}_{name[:-2]}put",
+                                 name=name, values=depth[name])
+                       for name, p in zip(names, source.inputs + source.outputs)]
+    buffer_types += "".join(_codes_table(p, k, types) for k, p in enumerate(source.inputs) if p.codes)
     float_ports = ", ".join(port_parameters)
     ports, csim_memory, load_ddr = [float_ports], "", ""
     if extent["ddr"]:  # a port the host allocates; in C-simulation a static region the host can fill
@@ -149,6 +153,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
             sub, source.units, source.inputs, source.outputs, types, source.shapes, ports_of,
             port_parameters[:len(source.inputs)], port_parameters[len(source.inputs):],
             lambda k, target: _sample_in(source.inputs[k], k, types, target),
+            lambda k: _sample_of(source.inputs[k], k),
             lambda k, buffer: _sample_out(source.outputs[k], k, types, buffer), batch), streams)
         (project_dir / f"{sub}_top.cpp").write_text(template("dataflow_top.cpp.in").substitute(
             subfunction=sub, buffer_types=buffer_types, processes=processes, ports=", ".join(ports),
@@ -193,11 +198,26 @@ def _write_sequential_top(source: SubfunctionSource, project_dir: Path, buffers:
 
 
 def _sample_in(port: HlsPort, k: int, types: dict[str, str], target: str) -> str:
-    """The lines that convert sample ``s`` of float port ``in_<k>`` (zero-compressed, where it is) into the buffer
-    of words at ``target``, as its tensor's type rounds and saturates."""
+    """The lines that convert sample ``s`` of port ``in_<k>`` (floats; zero-compressed, or codes, where it is) into
+    the buffer of words at ``target``, as its tensor's type rounds and saturates."""
+    source = _sample_of(port, k)
+    if port.codes:
+        return line("from_codes", type=types[port.tensor], bits=port.codes.bits, source=source, table=f"codes_{k}",
+                    target=target, values=values_of(port.shape))
     return line("from_zero_compressed" if port.compressed else "from_float", type=types[port.tensor],
-                source=statement("sample_of", port=f"in_{k}", values=_port_values(port)), target=target,
-                values=values_of(port.shape))
+                source=source, target=target, values=values_of(port.shape))
+
+
+def _sample_of(port: HlsPort, k: int) -> str:
+    """Sample ``s`` of input port ``in_<k>``: where its elements start."""
+    return statement("sample_of", port=f"in_{k}", values=_port_values(port))
+
+
+def _codes_table(port: HlsPort, k: int, types: dict[str, str]) -> str:
+    """The table of codes port ``in_<k>``: each code's value (a float32, written as the double it is, so that the
+    type converts it as from_float converts the float)."""
+    return statement("codes_table", type=types[port.tensor], name=f"codes_{k}", entries=len(port.codes.values),
+                     values=", ".join(format(float(np.float32(v)), ".17g") for v in port.codes.values)) + "\n"
 
 
 def _sample_out(port: HlsPort, k: int, types: dict[str, str], source: str) -> str:
@@ -232,6 +252,10 @@ def _load_weights(ports: list[WeightPort]) -> str:
 
 
 def _port_values(port: HlsPort) -> int:
+    """The elements of its C array a sample of ``port`` takes: floats, 32-bit words zero-compressed, or 64-bit
+    words of codes."""
+    if port.codes:
+        return code_words(values_of(port.shape), port.codes.bits)
     return port_values(values_of(port.shape), port.compressed)
 
 

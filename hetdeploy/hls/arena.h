@@ -181,6 +181,33 @@ template <class T> void to_float(const word_t *buffer, float *target, int n) {
     read_array<T>(buffer, target, n);
 }
 
+// An input port of a quantizer's codes (plan.json's "codes", board_runtime.to_codes): 64-bit words of 64 / B codes
+// of B bits, code j of a sample in bits (j % (64 / B)) * B onwards of word j / (64 / B), a sample in whole words;
+// a code indexes its value in the port's table (the host quantizer's floats, converted to T as from_float converts
+// them: the same values as a float port).
+typedef unsigned long long codes_t;
+
+template <int B> struct codes {
+    static const int per_word = 64 / B;
+    static int at(codes_t word, int k) { return int((word >> (B * k)) & ((codes_t(1) << B) - 1)); }
+};
+
+// a sample's codes into a buffer of n values of T, a buffer word a cycle (a port word read where its codes start)
+template <class T, int B> void from_codes(const codes_t *source, const T table[1 << B], word_t *buffer, int n) {
+    codes_t word = 0;
+    for (int w = 0; w * lane<T>::per_word < n; w++) {
+#pragma HLS PIPELINE
+        const int first = w * lane<T>::per_word;  // a buffer word's lanes lie in one port word (both powers of two)
+        if (first % codes<B>::per_word == 0) word = source[first / codes<B>::per_word];
+        T lanes[lane<T>::per_word];
+        for (int k = 0; k < lane<T>::per_word; k++) {
+#pragma HLS UNROLL
+            lanes[k] = first + k < n ? table[codes<B>::at(word, (first + k) % codes<B>::per_word)] : T(0);
+        }
+        write_run<T, lane<T>::per_word>(buffer, w, lanes);
+    }
+}
+
 // Zero-compressed float ports (plan.json's "transfers"; board_runtime.zero_compress is the host's
 // end): a sample of n values is 32-bit words: the count of values kept, a bitmap of ceil(n / 32)
 // words (bit j % 32 of word j / 32 set: value j kept) and the kept values' float bits in order. A

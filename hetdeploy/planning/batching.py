@@ -5,7 +5,7 @@ subfunction therefore ran a sample a call. Where every node of a subfunction tre
 its model with that axis left open (``subgraph.with_open_batch``) runs a whole batch in one call. A stream
 then pays a call's fixed cost (the board file's ``invocation_overhead_s``: 100 us for onnxruntime on the
 PYNQ-Z2's A9) once a batch, as an FPGA call does. That matters most for the few value-only nodes a quantized
-export leaves on the host (its input quantizer: ``partition.input_quantizers``).
+export leaves on the host (its input quantizer: ``input_codes.input_quantizers``).
 
 A node takes a batch when its tensors have the batch axis first (1 in the model) and its op computes each index of
 that axis from the same index of its inputs: an elementwise op whose constants broadcast over it, a layer whose

@@ -60,6 +60,7 @@ from ..core.board_runtime import resource_of
 from ..core.graph import QUANTIZER_OPS, Graph, Node
 from ..core.precision import DEFAULT_WIDTH, NO_LAYER_WIDTHS, node_widths
 from . import batching, compression, units
+from .input_codes import port_codes
 from .profile import NOTHING_MEASURED, Measured
 
 FLOAT_BYTES = 4  # tensors cross links as float32 (hls4ml's AXI-stream wrapper takes float too)
@@ -373,6 +374,10 @@ class CostModel:
         for node in graph.nodes:
             for t, s in list(zip(node.inputs, node.input_shapes)) + list(zip(node.outputs, node.output_shapes)):
                 self.tensor_bytes[t] = _elements(s) * FLOAT_BYTES
+        # an input quantizer's codes reach an FPGA a few bits a value (input_codes.port_codes), in whole 64-bit words
+        self.code_bytes = {t: -(-self.tensor_bytes[t] // FLOAT_BYTES * codes.bits // 64) * 8
+                           for t, codes in port_codes(graph).items() if t in self.tensor_bytes} \
+            if any(d.kind == "fpga" for d in board.devices) else {}
         self.capacity = {d.name: capacity(d) for d in board.devices}
         on_engine: dict[str, set[int]] = {}
         engine_times: dict[str, dict[int, float]] = {}
@@ -431,8 +436,8 @@ class CostModel:
         """``tensor`` over the link ``source`` -> ``target`` between the host and an FPGA, weighed for travelling
         zero-compressed, or None where nothing is weighed (not an FPGA's link, --compress-transfers none, or
         its zeros not counted)."""
-        if self.compress == "none" or tensor not in self.zero_shares:  # the partitioner's hot path: at once
-            return None
+        if self.compress == "none" or tensor not in self.zero_shares or tensor in self.code_bytes:
+            return None  # (the partitioner's hot path: at once) a quantizer's codes travel as codes
         key = (tensor, source, target)
         if key not in self._weighed:
             device = self.board.device(target if source == self.board.host else source)
@@ -449,9 +454,15 @@ class CostModel:
 
     def crossing_seconds(self, tensor: str, source: str, target: str, calls: float = 1.0) -> float:
         """``tensor``'s time over a link between the host and a device, zero-compressed where ``crossing`` says."""
-        seconds = self.transfer_seconds(source, target, 1, self.tensor_bytes.get(tensor, 0), calls)
+        seconds = self.transfer_seconds(source, target, 1, self.port_bytes(tensor, target), calls)
         crossing = self.crossing(tensor, source, target)
         return seconds - crossing.weighed.saved_s if crossing is not None and crossing.compressed else seconds
+
+    def port_bytes(self, tensor: str, device: str) -> int:
+        """``tensor``'s bytes a sample into ``device``: an input quantizer's codes into an FPGA, else its floats."""
+        if tensor in self.code_bytes and self.board.device(device).kind == "fpga":
+            return self.code_bytes[tensor]
+        return self.tensor_bytes.get(tensor, 0)
 
     def invocation_overhead_s(self, device: str) -> float:
         """A subfunction call's fixed cost on ``device``: the profile's where it measured that device's calls,
@@ -481,7 +492,7 @@ class CostModel:
             node = self.graph.nodes[i]
             for t in node.inputs:
                 if self.producers.get(t) not in members:
-                    inputs[t] = self.tensor_bytes[t]
+                    inputs[t] = self.port_bytes(t, device)
             for t in node.outputs:
                 if t in graph_outputs or any(c not in members for c in self.consumers.get(t, [])):
                     outputs[t] = self.tensor_bytes[t]

@@ -31,6 +31,7 @@ order follows (swap two buffers, keep what is no worse).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from dataclasses import dataclass
@@ -419,9 +420,11 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
 
 def batch_bytes(sub: Subfunction, shapes: dict[str, list[int]], batch: int) -> int:
     """The two sets of a batch of ``batch`` samples of an FPGA subfunction's ports (its zero-compressed ones
-    at the most words a sample can take)."""
+    at the most words a sample can take, its codes inputs at their words)."""
     compressed = {t.tensor for t in sub.transfers if t.compressed}
-    return 2 * batch * FLOAT_BYTES * sum(port_values(math.prod(shapes[t]), t in compressed)
+    codes = {t: dataclasses.asdict(c) for t, c in sub.input_codes.items()}
+    return 2 * batch * FLOAT_BYTES * sum(port_values(math.prod(shapes[t]), t in compressed,
+                                                     codes.get(t) if t in sub.inputs else None)
                                          for t in sub.inputs + sub.outputs)
 
 

@@ -44,6 +44,7 @@ from ..core.precision import DEFAULT_WIDTH, NO_LAYER_WIDTHS
 from . import batching, units
 from .cost import NO_PINS, NO_ZEROS, CostModel
 from .ilp import ilp_solution
+from .input_codes import input_quantizers
 from .profile import NOTHING_MEASURED, Measured
 
 POLICIES = ("latency", "support")
@@ -562,35 +563,6 @@ def fpga_fallbacks(graph: Graph, board, cost: CostModel, solution: Solution, on_
                                     for k, v in cost.usage[fpga.name][i].items())
                 result.append((i, device, fpga.name, "latency" if room else "capacity", ""))
     return result
-
-
-# Ops that only move or scale values (their other operands constants): what exporters put between a
-# model's input and its first quantizer (Brevitas' BNN-PYNQ 2x - 1, a Flatten)
-_VALUE_OPS = {"Mul", "Add", "Sub", "Div", "Reshape", "Flatten", "Transpose", "Identity", "Squeeze", "Unsqueeze"}
-QUANTIZERS = {"Quant", "BipolarQuant"}
-
-
-def input_quantizers(graph: Graph) -> list[int]:
-    """The nodes that take a model input to its first quantizer's codes: a quantizer whose input
-    comes from a graph input through value-only ops (one activation input each), and those ops.
-    They run on the host, as the reference computes them, and the FPGA receives the codes: a float
-    input rounded to the FPGA's fixed point before the quantizer rounds it again lands on the other
-    side of a tie or a threshold now and then, and no exact arithmetic after it undoes that."""
-    producers = graph.producers()
-    chosen: set[int] = set()
-    for i, node in enumerate(graph.nodes):
-        if node.op not in QUANTIZERS or not node.inputs:
-            continue
-        path, tensor = [i], node.inputs[0]
-        while tensor not in graph.inputs:
-            writer = producers.get(tensor)
-            if writer is None or graph.nodes[writer].op not in _VALUE_OPS or len(graph.nodes[writer].inputs) != 1:
-                break
-            path.append(writer)
-            tensor = graph.nodes[writer].inputs[0]
-        else:
-            chosen.update(path)
-    return sorted(chosen)
 
 
 def partition_graph(graph: Graph, board, policy: str = "latency", width: int = DEFAULT_WIDTH,

@@ -4,8 +4,9 @@ stream of batches (``stream``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Mapping, Optional
 
 import numpy as np
 
@@ -46,11 +47,14 @@ class CSimExecutor:
     entry (a unit's), called once per sample."""
 
     def __init__(self, library: CSimLibrary, entry: str, inputs: list[tuple[str, list[int]]],
-                 outputs: list[tuple[str, list[int]]], max_batch: int = 0, compressed: frozenset[str] = frozenset()):
-        """``compressed``: the tensors whose ports are zero-compressed (board_runtime.to_port, from_port)."""
+                 outputs: list[tuple[str, list[int]]], max_batch: int = 0, compressed: frozenset[str] = frozenset(),
+                 codes: Optional[Mapping[str, dict]] = None):
+        """``compressed``: the tensors whose ports are zero-compressed (board_runtime.to_port, from_port);
+        ``codes``: the inputs whose ports take codes, each its plan.json "codes" (board_runtime.to_codes)."""
         self.inputs, self.outputs, self.per_call = inputs, outputs, max(1, max_batch)
-        self.compressed = compressed
-        self.call = library.entry(entry, [port_values(int(np.prod(s)), t in compressed) for t, s in inputs],
+        self.compressed, self.codes = compressed, dict(codes or {})
+        self.call = library.entry(entry, [port_values(int(np.prod(s)), t in compressed, self.codes.get(t))
+                                          for t, s in inputs],
                                   [port_values(int(np.prod(s)), t in compressed) for t, s in outputs], max_batch)
 
     engine = "C-simulation (g++)"
@@ -60,8 +64,8 @@ class CSimExecutor:
         results: dict[str, list[np.ndarray]] = {t: [] for t, _ in self.outputs}
         for start in range(0, count, self.per_call):
             end = min(count, start + self.per_call)
-            arrays = [to_port(channels_last(feeds[t][start:end]), t in self.compressed).view(np.float32)
-                      for t, _ in self.inputs]  # a compressed port's words pass as float32 bits
+            arrays = [to_port(channels_last(feeds[t][start:end]), t in self.compressed, self.codes.get(t))
+                      .view(np.float32) for t, _ in self.inputs]  # a compressed or codes port's words as float32 bits
             for (tensor, shape), port in zip(self.outputs, self.call(arrays, end - start)):
                 flat = from_port(port, end - start, int(np.prod(shape)), tensor in self.compressed)
                 results[tensor].append(channels_first(flat.reshape(stored_shape(shape, end - start))))
@@ -72,7 +76,8 @@ def subfunction_executor(libraries: CSimLibraries, sub: Subfunction) -> CSimExec
     hls = sub.hls
     return CSimExecutor(libraries.of(sub), f"{hls.top}_float", [(p.tensor, p.shape) for p in hls.inputs],
                         [(p.tensor, p.shape) for p in hls.outputs], hls.max_batch,
-                        frozenset(p.tensor for p in hls.inputs + hls.outputs if p.compressed))
+                        frozenset(p.tensor for p in hls.inputs + hls.outputs if p.compressed),
+                        {p.tensor: dataclasses.asdict(p.codes) for p in hls.inputs if p.codes is not None})
 
 
 def unit_executors(libraries: CSimLibraries, sub: Subfunction) -> list[tuple[CSimExecutor, OrtModel]]:

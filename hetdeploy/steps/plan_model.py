@@ -27,6 +27,7 @@ from ..planning import batching, memory, units
 from ..planning.config import OPTIONS, BuildOptions, resolved_config, said, strategy_name
 from ..planning.cost import NO_ZEROS, Crossing, engine_capable, link_terms, node_work, stream_seconds
 from ..planning.dataflow import DataflowError
+from ..planning.input_codes import port_codes
 from ..planning.partition import partition_graph
 from ..planning.profile import NOTHING_MEASURED, Measured, read_profile
 from ..running import budget, runtime
@@ -285,7 +286,7 @@ def choose_tops(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
     lacking: dict[str, int] = {}
     for sub in fpga:
         device = board.device(sub.device)
-        ports = sum(units.port_cycles(loaded.graph, sub).values())
+        ports = sum(units.port_cycles(loaded.graph, sub, units.element_bytes(options.width)).values())
         cycles = sum(u.estimate["latency_cycles"] for u in sub.execution_units) + ports
         top = Top("sequential", "", cycles, cycles, port_cycles=ports)
         short = 0
@@ -405,6 +406,7 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_wi
                              zero_shares, options.compress_transfers, engine)
     kinds = {d.name: d.kind for d in board.devices}
     index = loaded.graph.node_index()
+    codes = port_codes(loaded.graph)
     subfunctions = [
         Subfunction(c.name, c.device, kinds[c.device], c.nodes, c.inputs, c.outputs,
                     estimate=SubfunctionEstimate(e.total_s, e.compute_s, e.transfer_s, e.overhead_s,
@@ -412,7 +414,8 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_wi
                                                  resource_of(kinds[c.device], c.device, c.name)),
                     batched=kinds[c.device] != "fpga" and batching.takes_batches(loaded.graph,
                                                                                  [index[n] for n in c.nodes]),
-                    transfers=[transfer_record(x) for x in e.crossings])
+                    transfers=[transfer_record(x) for x in e.crossings],
+                    input_codes={t: codes[t] for t in c.inputs if t in codes} if kinds[c.device] == "fpga" else {})
         for c, e, batch_s in zip(result.cuts, result.costs, result.batch_seconds)
     ]
     return Plan(
@@ -695,6 +698,7 @@ def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[
                    for k in units.RESOURCES}
     # units for a dataflow (``choose_tops``), where nothing runs on the engine: each its own process
     dataflow = _stream_may_flow(options) and not engines and not may_engine
+    lane_bytes = units.element_bytes(options.width)
     if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps): each
         # subfunction's units together, one after another; as a dataflow, each unit alone
         groups, cycles, start = [], [], 0
@@ -706,13 +710,12 @@ def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[
             # priced in the rest are the same bytes: counted twice here, a margin); in a dataflow they are its own
             # processes'
             cycles += [allowed] * len(members) if dataflow else \
-                [max(0.0, allowed - sum(units.port_cycles(graph, sub).values()))]
+                [max(0.0, allowed - sum(units.port_cycles(graph, sub, lane_bytes).values()))]
             start += len(units_of_sub)
         return units.fold_for_rate(shapes, budget_left, widths, groups, cycles, pinned, rate, strategies,
                                    options.weigh_distributed_arithmetic, io_fixed,
                                    units.DATAFLOW_MEASURE if dataflow else "latency_cycles")
-    if dataflow:  # balanced at the least interval, no unit faster than its subfunction's float ports
-        lane_bytes = units.element_bytes(options.width)
+    if dataflow:  # balanced at the least interval, no unit faster than its subfunction's ports
         floors = [floor for sub, units_of_sub in split
                   for floor in [units.port_interval(graph, sub, lane_bytes)] * len(units_of_sub)]
         return units.fold_for_interval(shapes, budget_left, widths, pinned, rate, strategies,

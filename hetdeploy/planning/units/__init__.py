@@ -550,18 +550,19 @@ def dataflow_processes(graph: Graph, sub: Subfunction, clock_mhz: float, hls_too
                                           fifos.get(u.outputs[0], []), tokens(u.outputs[0]), words(u.outputs[0]))
         processes.append(Process(u.name, ops))
     # "input" converts each float port's sample into a buffer (a value a cycle, ``port_cycles``), then copies its
-    # tokens out of it, a word a cycle (as the top's buffered ops do: ``dataflow.whole_ops``); the tokens spread over
-    # a sample each slowest unit's interval (the units' back-pressure paces it so)
-    cycles_of = port_cycles(graph, sub)
+    # tokens out of it, a word a cycle (as the top's buffered ops do: ``dataflow.whole_ops``), or assembles a codes
+    # port's tokens as its words come (``code_token_gaps``); the tokens spread over a sample each slowest unit's
+    # interval (the units' back-pressure paces it so)
+    cycles_of = port_cycles(graph, sub, lane_bytes)
     ports = [t for t in dict.fromkeys(sub.inputs) if t in fifos and t not in written]
+    gaps = {t: _input_token_gaps(t, sub, cycles_of, shapes, lane_bytes) for t in ports}
     sources = [(t, k) for t in ports for k in range(tokens(t))]
-    own = _ports_moved(ports, cycles_of, shapes, lane_bytes)
+    own = sum(sum(g) for g in gaps.values())
     pace = max([p.interval for p in processes] + [own])
     spread = (pace - own) // max(1, len(sources))
     given = []
     for n, (t, k) in enumerate(sources):
-        gap = words(t) + spread + (cycles_of[t] if k == 0 else 0) + \
-            ((pace - own) % max(1, len(sources)) if n == 0 else 0)
+        gap = gaps[t][k] + spread + ((pace - own) % max(1, len(sources)) if n == 0 else 0)
         given += [Op(f, True, gap if j == 0 else 0) for j, f in enumerate(fifos[t])]
     # "output" copies its tokens into a buffer, a word a cycle, then converts the sample to the float ports
     taken = tuple(Op(fifo_name(t, "output"), False, words(t)) for t in sub.outputs for _ in range(tokens(t)))
@@ -569,34 +570,61 @@ def dataflow_processes(graph: Graph, sub: Subfunction, clock_mhz: float, hls_too
             Process("output", taken, tail=sum(cycles_of[t] for t in dict.fromkeys(sub.outputs)))]
 
 
-def port_cycles(graph: Graph, sub: Subfunction) -> dict[str, int]:
-    """Each float port of an FPGA subfunction (a tensor it takes from or gives to the host): the cycles the top's
-    loop converting a sample of it takes, a value a cycle (hls/arena.h's from_float and to_float, and the
+def _input_token_gaps(tensor: str, sub: Subfunction, cycles: Mapping[str, int], shapes: Mapping[str, list[int]],
+                      lane_bytes: int) -> list[int]:
+    """The cycles the dataflow's input process takes before each token of ``sub``'s input ``tensor``: a float
+    port's sample converted first (``cycles``, ``port_cycles``'), then its tokens copied out a word a cycle; a
+    codes port's tokens assembled as its words come (``code_token_gaps``)."""
+    tokens, values = tokens_of(shapes.get(tensor) or [1])
+    if tensor in sub.input_codes:
+        return code_token_gaps(tokens, values, sub.input_codes[tensor].bits)
+    words = token_words(values, lane_bytes)
+    return [cycles[tensor] + words] + [words] * (tokens - 1)
+
+
+def code_token_gaps(tokens: int, values: int, bits: int) -> list[int]:
+    """The cycles before each of ``tokens`` tokens of ``values`` values a codes port's sample gives, its 64-bit
+    words read one a cycle (64 // ``bits`` codes each) and each token written as its last code comes, at most one
+    a cycle (hls/dataflow.cpp.in's codes_tokens)."""
+    per_word = ARENA_WORD_BYTES * 8 // bits
+    gaps, at = [], 0
+    for k in range(tokens):
+        whole = ((k + 1) * values - 1) // per_word + 1  # the words read when token k is whole
+        gaps.append(max(1, whole - at))
+        at += gaps[-1]
+    return gaps
+
+
+def port_cycles(graph: Graph, sub: Subfunction, lane_bytes: int = 2) -> dict[str, int]:
+    """Each port of an FPGA subfunction (a tensor it takes from or gives to the host): the cycles the top's loop
+    converting a sample of it into or out of a buffer of ``lane_bytes`` lanes takes. A float port's m_axi reads and
+    writes are 32 bits wide (hls/top.cpp.in): a value a cycle (hls/arena.h's from_float and to_float, and the
     zero-compressed ports' from_zero_compressed and to_zero_compressed: compressing saves the link's bytes, not
-    these). A port's m_axi reads and writes are 32 bits wide (hls/top.cpp.in): these cycles, not the link's
-    bandwidth, bound how fast a sample gets in and out."""
+    these). A port of an input quantizer's codes (``Subfunction.input_codes``) reads a 64-bit word of codes a cycle
+    and writes the buffer a word a cycle (from_codes). These cycles, not the link's bandwidth, bound how fast a
+    sample gets in and out."""
     shapes = _tensor_shapes(graph)
-    return {t: math.prod(shapes.get(t) or [1]) for t in (*sub.inputs, *sub.outputs)}
+    cycles = {}
+    for t in (*sub.outputs, *sub.inputs):
+        values = math.prod(shapes.get(t) or [1])
+        codes = sub.input_codes.get(t) if t in sub.inputs else None
+        cycles[t] = values if codes is None else max(-(-values * codes.bits // (8 * ARENA_WORD_BYTES)),
+                                                     token_words(values, lane_bytes))
+    return cycles
 
 
 def port_interval(graph: Graph, sub: Subfunction, lane_bytes: int = 2) -> int:
-    """The least cycles between samples a dataflow of FPGA subfunction ``sub`` can have for its float ports: its
-    input process converts every input's values, a value a cycle, and copies out their tokens, a word a cycle; its
-    output process copies in the outputs' tokens and converts their values (``dataflow_processes``)."""
-    cycles, shapes = port_cycles(graph, sub), _tensor_shapes(graph)
-    return max(_ports_moved(sub.inputs, cycles, shapes, lane_bytes), _ports_moved(sub.outputs, cycles, shapes,
-                                                                                   lane_bytes))
-
-
-def _ports_moved(tensors: Sequence[str], cycles: Mapping[str, int], shapes: Mapping[str, list[int]],
-                 lane_bytes: int) -> int:
-    """The cycles a sample of float ports ``tensors`` takes through the input or output process: each converted, a
-    value a cycle (``cycles``, ``port_cycles``'), and its tokens copied, a word a cycle."""
-    total = 0
-    for t in dict.fromkeys(tensors):
+    """The least cycles between samples a dataflow of FPGA subfunction ``sub`` can have for its ports: its input
+    process converts every float input's values, a value a cycle, and copies out their tokens, a word a cycle, and
+    assembles a codes input's tokens as its words come; its output process copies in the outputs' tokens and
+    converts their values (``dataflow_processes``)."""
+    cycles, shapes = port_cycles(graph, sub, lane_bytes), _tensor_shapes(graph)
+    taken = sum(sum(_input_token_gaps(t, sub, cycles, shapes, lane_bytes)) for t in dict.fromkeys(sub.inputs))
+    given = 0
+    for t in dict.fromkeys(sub.outputs):
         tokens, values = tokens_of(shapes.get(t) or [1])
-        total += cycles[t] + tokens * token_words(values, lane_bytes)
-    return total
+        given += cycles[t] + tokens * token_words(values, lane_bytes)
+    return max(taken, given)
 
 
 # the estimate's cycles of a unit as a dataflow's process takes them a sample: its compute (it moves no buffer of the
@@ -627,7 +655,8 @@ def dataflow_top(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str
     FIFO as deep as it holds there, checked by simulating those depths (DataflowError: no process for a unit, or
     a deadlock or stall naming the FIFO). Its memory: each FIFO (a token ``token_words`` wide; in BRAM18s, or
     shift-register LUTs, or registers), and each copy of a buffer that the input and output processes and the top's
-    own ops hold, but for those a token at a time (hls/dataflow_top.cpp.in)."""
+    own ops hold, but for those a token at a time, and a codes input's, whose tokens come straight from the port
+    (hls/dataflow_top.cpp.in)."""
     processes = dataflow_processes(graph, sub, clock_mhz, hls_tool, lane_bytes)
     schedule = free_schedule(processes, DATAFLOW_SAMPLES)
     depths = fifo_depths(schedule)
@@ -647,11 +676,13 @@ def dataflow_top(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str
     buffered = [u for u in sub.execution_units if not u.io_type and not kind_of(
         shape := _planned_shape(graph, u, clock_mhz, hls_tool)).per_token(shape)]
     copied = [t for u in buffered for t in (*u.inputs, *u.outputs)]
-    copied += list(dict.fromkeys(sub.inputs)) + list(sub.outputs)
+    copied += [t for t in dict.fromkeys(sub.inputs) if t not in sub.input_codes] + list(sub.outputs)
     copies = sum(bram18_blocks(-(-math.prod(shapes[t]) * lane_bytes // ARENA_WORD_BYTES), 8 * ARENA_WORD_BYTES)
                  for t in copied)
     # the schedule's latency is from the first token on: "input" converts its first port's sample before that
-    lead = next((port_cycles(graph, sub)[t] for t in sub.inputs), 0)
+    cycles = port_cycles(graph, sub, lane_bytes)
+    lead = next((_input_token_gaps(t, sub, cycles, shapes, lane_bytes)[0] - (
+        0 if t in sub.input_codes else token_words(tokens_of(shapes[t])[1], lane_bytes)) for t in sub.inputs), 0)
     return DataflowTop(schedule.latency + lead, schedule.interval, fifos, sum(f.bram18 for f in fifos) + copies,
                        sum(f.lut for f in fifos), sum(f.ff for f in fifos))
 
