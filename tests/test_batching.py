@@ -58,6 +58,8 @@ def test_a_node_takes_a_batch_where_each_sample_is_computed_alone(case, takes):
 
 
 def test_a_host_subfunction_that_takes_batches_pays_its_call_once_a_batch():
+    """Its call's overhead and each node's kernel dispatch (the board file's per_op_s) once a batch; with a node
+    that takes a sample a call (a Shape), both once a sample, as at a batch of one."""
     board = load_board("pynq-z2")
     nodes = [Node("q", "Mul", ["x"], ["m"], constants={1: "c"}, constant_shapes={1: []}, input_shapes=[[1, 8]],
                   output_shapes=[[1, 8]]),
@@ -66,6 +68,11 @@ def test_a_host_subfunction_that_takes_batches_pays_its_call_once_a_batch():
     overhead = board.device("arm_cpu").invocation_overhead_s
     assert cost.segment([0], "arm_cpu", batch=10).overhead_s == pytest.approx(overhead / 10)
     assert cost.segment([0, 1], "arm_cpu", batch=10).overhead_s == pytest.approx(overhead)  # Shape: a sample a call
+    dispatch = board.device("arm_cpu").compute.per_op_s
+    assert dispatch > 0
+    assert cost.segment([0], "arm_cpu", batch=1).compute_s - cost.segment([0], "arm_cpu", batch=10).compute_s == \
+        pytest.approx(dispatch * 9 / 10)
+    assert cost.segment([0, 1], "arm_cpu", batch=10).compute_s == pytest.approx(cost.segment([0, 1], "arm_cpu").compute_s)
 
 
 def _reshape_model(shape: list[int], allowzero: int) -> onnx.ModelProto:

@@ -163,11 +163,12 @@ def test_the_integer_programme_finds_the_exhaustive_optimum_from_a_worse_start(b
     assert sorted(i for _, nodes in result.solution for i in nodes) == list(range(len(graph.nodes)))
 
 
-@pytest.mark.parametrize("board, seed", [("zcu104", 0), ("pynq-z2", 1), ("ultra96-v2", 4)])
+@pytest.mark.parametrize("board, seed", [("zcu104", 0), ("pynq-z2", 9), ("ultra96-v2", 0)])
 def test_the_integer_programme_prices_a_stream_as_the_cost_model_and_beats_the_search(board, seed):
     """Under the throughput objective (batches of 4) the programme's objective is the cost model's
     stream figure for its plan, and from the search's plan it finds a faster stream (on these graphs
-    the search's cuts of a few orders miss plans that give each FPGA stage a core of its own)."""
+    the search's cuts of a few orders miss plans 5 % to 20 % faster; since an FPGA call's overhead loads the
+    host too, fewer of them lie in giving each FPGA stage a core of its own)."""
     from hetdeploy.planning.ilp import ilp_solution
     from hetdeploy.planning.partition import allowed_devices
 
@@ -282,11 +283,17 @@ def test_plan_command_table_and_json(capsys, tmp_path):
 
 
 def test_stream_pace_is_the_busiest_device_and_each_fpga_core_is_its_own():
-    from hetdeploy.planning.cost import stream_seconds
+    """Each FPGA core is a resource of its own, but the host's CPU drives every call: each call's overhead loads it
+    too (``driven_stages``), so two cores of one chip do not come for free."""
+    from hetdeploy.planning.cost import driven_stages, stream_seconds
 
     stages = [("arm", 3.0), ("fpga/sf1", 4.0), ("arm", 2.0), ("fpga/sf3", 4.5)]
     assert stream_seconds(stages, 10) == pytest.approx(0.5)  # the ARM's 5 s a batch of 10, not the cores'
     assert stream_seconds(stages[1::2], 1) == pytest.approx(4.5)
+    driven = driven_stages([("cpu", "arm", 1.0, 0.1), ("fpga", "fpga/sf1", 4.0, 3.0), ("fpga", "fpga/sf2", 4.5, 3.0)],
+                           "arm")
+    assert stream_seconds(driven, 1) == pytest.approx(7.0)  # the ARM: its own 1 s and the two calls' 3 s each
+    assert stream_seconds(driven[:3], 1) == pytest.approx(4.0)  # one core: the core's 4 s
 
 
 def test_throughput_objective_moves_a_small_mlp_to_the_fpga_and_prices_the_stream(tmp_path, capsys):
@@ -297,7 +304,7 @@ def test_throughput_objective_moves_a_small_mlp_to_the_fpga_and_prices_the_strea
     import networks
     import onnx
 
-    from hetdeploy.planning.cost import stream_seconds
+    from hetdeploy.planning.cost import driven_stages, stream_seconds
 
     model = tmp_path / "jet.onnx"
     onnx.save(networks.jet_tagger_mlp(), str(model))
@@ -313,16 +320,17 @@ def test_throughput_objective_moves_a_small_mlp_to_the_fpga_and_prices_the_strea
     for plan in plans.values():
         e = plan["estimate"]
         assert e["batch"] == 1000 and e["objective"] in ("latency", "throughput")
-        pace = stream_seconds([(s["estimate"]["resource"], s["estimate"]["batch_s"]) for s in plan["subfunctions"]],
+        pace = stream_seconds(driven_stages([(s["kind"], s["estimate"]["resource"], s["estimate"]["batch_s"],
+                                              s["estimate"]["overhead_s"]) for s in plan["subfunctions"]], "arm_cpu"),
                               1000)
         assert e["throughput_per_s"] == pytest.approx(1 / pace)
         assert e["latency_s"] == pytest.approx(sum(s["estimate"]["latency_s"] for s in plan["subfunctions"]))
     assert throughput["estimate"]["throughput_per_s"] > 5 * latency["estimate"]["throughput_per_s"]
     assert latency["estimate"]["throughput_per_s"] == pytest.approx(latency["estimate"]["all_cpu_throughput_per_s"])
-    (sub,) = latency["subfunctions"]  # on the CPU a batch a call (its nodes take one): the call's overhead once
-    assert sub["batched"]
-    e = sub["estimate"]
-    assert e["batch_s"] == pytest.approx(1000 * e["compute_s"] + e["overhead_s"])
+    (sub,) = latency["subfunctions"]  # on the CPU a batch a call (its nodes take one): the call's overhead and
+    assert sub["batched"]  # each node's dispatch once
+    e, dispatch = sub["estimate"], len(sub["nodes"]) * load_board("pynq-z2").device("arm_cpu").compute.per_op_s
+    assert e["batch_s"] == pytest.approx(1000 * (e["compute_s"] - dispatch) + dispatch + e["overhead_s"])
     for s in fpga:  # a batch's call: one overhead and one latency per link, and a thousand samples' compute as a
         # dataflow: the first sample's latency, then one each interval at the PYNQ-Z2's 100 MHz; the samples' bytes
         # are moved by its input and output processes, a word a cycle, slower than the HP port carries them
@@ -352,8 +360,10 @@ def test_a_quantized_exports_host_quantizer_takes_a_batch_a_call_and_one_dataflo
     plan = json.loads(capsys.readouterr().out)
     host, fpga = plan["subfunctions"]
     assert (host["kind"], fpga["kind"], fpga["top"]["kind"]) == ("cpu", "fpga", "dataflow")
-    e = host["estimate"]  # one call's overhead a batch
-    assert host["batched"] and e["batch_s"] == pytest.approx(100 * e["compute_s"] + e["overhead_s"])
+    e = host["estimate"]  # one call's overhead, and its one node's dispatch, a batch
+    dispatch = len(host["nodes"]) * load_board("pynq-z2").device("arm_cpu").compute.per_op_s
+    assert host["batched"] and e["batch_s"] == pytest.approx(100 * (e["compute_s"] - dispatch) + dispatch +
+                                                             e["overhead_s"])
     assert plan["estimate"]["throughput_per_s"] > 5 / host["estimate"]["latency_s"]  # a sample a call's pace
     assert main(["plan", str(model), "--board", "pynq-z2", "--objective", "throughput", "--batch", "100"]) == 0
     assert f"\n  host subfunctions a call: {host['name']} a batch\n" in capsys.readouterr().out

@@ -15,16 +15,17 @@ and a plan's estimated latency is the sum over its subfunctions.
 A stream (``objective`` "throughput") runs the subfunctions as a pipeline over batches of
 ``batch`` samples. An FPGA core takes a batch in one call, so its invocation overhead and each
 tensor's link latency are paid once a batch, its compute and bytes once a sample; a CPU or GPU
-subfunction's model takes one sample (its batch axis is fixed at intake), so it pays its call per
-sample. Stages on
+subfunction whose nodes all take a batch (``batching``) does too, its call's overhead and each node's
+fixed cost (its kernel dispatch, ``CostModel.dispatch``) once a batch; another one takes a sample a call
+(its batch axis fixed at intake), so it pays them per sample. Stages on
 one CPU or GPU share it; each FPGA subfunction is a core of its own (hls/design.tcl.in places one
 per subfunction), so it is a resource alone. The stream's time per sample is its busiest
-resource's time per batch over the batch (``stream_seconds``); the host's part in driving an
-accelerator call (the copies into its buffers) is taken as overlapped.
+resource's time per batch over the batch (``stream_seconds``). The host's CPU drives each accelerator call:
+the call's overhead loads it too (``driven_stages``); the copies into the call's buffers are taken as overlapped.
 
 On a CPU or GPU a node's time is a roofline: its operations over the device's
 peak times the efficiency of the node's op class, or its bytes over the memory
-bandwidth, whichever is longer, plus a fixed per-node cost. On an FPGA it is
+bandwidth, whichever is longer, plus a fixed per-node cost (once a call). On an FPGA it is
 the node's execution-unit estimate (``units.estimate``: its arithmetic, moving
 its buffers, and waiting for weights kept in DDR) at the FPGA's clock, at the
 fastest folding that fits the FPGA by itself, under either io type (``fpga_seconds``); the plan then
@@ -321,6 +322,18 @@ OBJECTIVES = ("latency", "throughput")
 STREAM_TIE_BREAK = 1e-3  # the share of a stream plan's total work per sample added to its pace
 
 
+def driven_stages(stages: Iterable[tuple[str, str, float, float]], host: str) -> list[tuple[str, float]]:
+    """A stream's stages as ``stream_seconds`` takes them, from each subfunction's (kind, resource, seconds a batch,
+    its call's overhead): an FPGA call's overhead loads the host's CPU too, which runs the driver (pynq's register
+    writes, cache maintenance and polling: two cores of one chip are not driven for free at once)."""
+    result = []
+    for kind, resource, batch_s, overhead_s in stages:
+        result.append((resource, batch_s))
+        if kind == "fpga":
+            result.append((host, overhead_s))
+    return result
+
+
 def stream_seconds(stages: Iterable[tuple[str, float]], batch: int) -> float:
     """A pipelined stream's time per sample: ``stages`` are (resource, seconds of one call on a batch
     of ``batch``); the busiest resource sets the pace."""
@@ -411,6 +424,10 @@ class CostModel:
             for i, node in enumerate(graph.nodes):
                 if node.name in timed:
                     self.seconds[device][i] = timed[node.name]
+        # each node's kernel dispatch on a CPU or GPU (the board file's per_op_s, in its ``seconds``): once a call,
+        # so a sample's share of a call on a batch; a node whose time a profile measured keeps it as measured
+        self.dispatch = {d.name: [0.0 if d.kind == "fpga" or graph.nodes[i].name in measured.node_seconds.get(d.name, {})
+                                  else d.compute.per_op_s for i in range(len(graph.nodes))] for d in board.devices}
         for device, factors in measured.fpga_factors.items():
             for i, node in enumerate(graph.nodes):
                 self.seconds[device][i] *= factors.get(node.name, 1.0)
@@ -496,7 +513,8 @@ class CostModel:
             for t in node.outputs:
                 if t in graph_outputs or any(c not in members for c in self.consumers.get(t, [])):
                     outputs[t] = self.tensor_bytes[t]
-        compute = sum(self.seconds[device][i] for i in members)
+        compute = sum(self.seconds[device][i] for i in members) - \
+            (1.0 - calls) * sum(self.dispatch[device][i] for i in members)
         transfer, crossings = 0.0, []
         if device != self.board.host:
             host = self.board.host
@@ -510,9 +528,12 @@ class CostModel:
 
     def stream_seconds(self, groups: Sequence[tuple[str, Iterable[int]]], batch: int) -> float:
         """``stream_seconds`` of the subfunctions ``groups`` (device, nodes) at ``batch`` samples a call."""
-        return stream_seconds(((resource_of(self.board.device(device).kind, device, str(k)),
-                                batch * self.segment(nodes, device, batch).total_s)
-                               for k, (device, nodes) in enumerate(groups)), batch)
+        stages = []
+        for k, (device, nodes) in enumerate(groups):
+            kind, segment = self.board.device(device).kind, self.segment(nodes, device, batch)
+            stages.append((kind, resource_of(kind, device, str(k)), batch * segment.total_s,
+                           batch * segment.overhead_s))
+        return stream_seconds(driven_stages(stages, self.board.host), batch)
 
     def objective_seconds(self, groups: Sequence[tuple[str, Iterable[int]]]) -> float:
         """What the partitioner minimises: the latency (the subfunctions' sum) or the stream's time

@@ -9,7 +9,8 @@ the cost model's optimum over the plans it can express:
   slot k device d, at most one a slot, and slots are used from the first on (symmetry);
 - no cycle: for every edge u -> v and every k, v sits in a slot at most k only if u does, so every
   edge points forward and the slots in order are a topological order of subfunctions;
-- cost: each node's seconds on its device, each used slot's call overhead, and for a slot off the
+- cost: each node's seconds on its device (a node that takes a batch, its dispatch once a batch), each used
+  slot's call overhead, and for a slot off the
   host each tensor it takes in (consumed there, produced elsewhere or a model input) and gives out
   (produced there, consumed elsewhere or a model output) at the link's seconds for one tensor of
   its bytes (``CostModel.crossing_seconds``, a profile's where measured, zero-compressed where that pays);
@@ -17,7 +18,8 @@ the cost model's optimum over the plans it can express:
   the search checks them.
 - under the throughput objective (a stream of batches of ``cost.batch``), each of those terms a sample
   at that batch (an FPGA call's overhead and link latencies shared by its batch) loads the resource
-  its slot occupies (its CPU or GPU, shared by its slots; an FPGA slot is a core of its own), and the
+  its slot occupies (its CPU or GPU, shared by its slots; an FPGA slot is a core of its own, whose call's
+  overhead loads the host's CPU too), and the
   objective is the busiest resource's load plus the tie-break share of all of them
   (``cost.stream_seconds``, ``cost.STREAM_TIE_BREAK``).
 
@@ -153,9 +155,19 @@ def ilp_solution(graph: Graph, cost: CostModel, allowed: list[list[str]], host: 
             values.append(seconds * SECONDS)
         return column
 
-    z = {(i, k, d): priced(cost.seconds[d][i], d, k) for i in range(n) for k in range(slots) for d in allowed[i]}
+    # a node that takes a batch pays its dispatch once a batch (a lower bound where a node that takes none shares
+    # its group)
+    z = {(i, k, d): priced(cost.seconds[d][i] - (1.0 - batched[d]) * cost.dispatch[d][i] *
+                           batching.takes_batch(graph.nodes[i]), d, k)
+         for i in range(n) for k in range(slots) for d in allowed[i]}
     y = {(k, d): priced(batched[d] * cost.invocation_overhead_s(d), d, k)
          for k in range(slots) for d in devices}
+    if stream:  # an FPGA call's overhead loads the host's CPU too, which drives it (cost.driven_stages)
+        for (k, d), column in y.items():
+            if cost.board.device(d).kind == "fpga":
+                columns, values = loads.setdefault(host, ([], []))
+                columns.append(column)
+                values.append(batched[d] * cost.invocation_overhead_s(d) * SECONDS)
     for d in (d for d in devices if calls[d] > batched[d]):
         alone = [i for i in range(n) if d in allowed[i] and not batching.takes_batch(graph.nodes[i])]
         for k in range(slots if alone else 0):

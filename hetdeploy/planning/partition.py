@@ -331,6 +331,7 @@ class _Tables:
     """Per-position arrays of one topological order for the cut programme."""
 
     seconds: dict[str, np.ndarray]  # prefix sums of node seconds per device
+    dispatch: dict[str, np.ndarray]  # ... and of their kernel dispatch (CostModel.dispatch), once a call
     usage: dict[str, dict[str, np.ndarray]]  # prefix sums per device and capacity key
     last_allowed: dict[str, np.ndarray]  # per start i: the largest end j such that i..j-1 all run on the device
     in_edges: list[tuple[int, int, int]]  # (prev, consumer position, bytes): see _cut
@@ -343,8 +344,8 @@ def _tables(graph: Graph, cost: CostModel, allowed: list[list[str]], order: list
     n = len(order)
     position = {node: p for p, node in enumerate(order)}
     devices = list(cost.seconds)
-    seconds = {d: np.concatenate([[0.0], np.cumsum([cost.seconds[d][i] if d in allowed[i] else 0.0
-                                                    for i in order])]) for d in devices}
+    seconds, dispatch = ({d: np.concatenate([[0.0], np.cumsum([each[d][i] if d in allowed[i] else 0.0 for i in order])])
+                         for d in devices} for each in (cost.seconds, cost.dispatch))
     usage = {d: {k: np.concatenate([[0.0], np.cumsum([cost.usage[d][i][k] for i in order])])
                  for k in cost.capacity[d]} for d in devices}
     last_allowed = {}
@@ -375,7 +376,7 @@ def _tables(graph: Graph, cost: CostModel, allowed: list[list[str]], order: list
         produced[p] += cost.tensor_bytes[t]
         produced_n[p] += 1
         outputs.append((p, last, cost.tensor_bytes[t]))
-    return _Tables(seconds, usage, last_allowed, in_edges,
+    return _Tables(seconds, dispatch, usage, last_allowed, in_edges,
                    np.concatenate([[0.0], np.cumsum(produced)]), np.concatenate([[0.0], np.cumsum(produced_n)]),
                    outputs)
 
@@ -437,9 +438,12 @@ def _cut(cost: CostModel, tables: _Tables, order: list[int], price: float) -> So
         for k, cap in capacity.items():
             used = tables.usage[d][k]
             ends = np.minimum(ends, np.searchsorted(used, used[:-1] + cap * (1 + 1e-9), side="right") - 1)
-        # a host device's overhead once a batch while its group takes batches (calls_per_sample of such nodes)
-        batched = None if device.kind == "fpga" or stream_batch == 1 else \
-            cost.calls_per_sample(d, stream_batch, batched=True) * cost.invocation_overhead_s(d)
+        # a host device's overhead, and its nodes' dispatch, once a batch while its group takes batches
+        # (calls_per_sample of such nodes): what that saves on each end's prefix
+        batched = None
+        if device.kind != "fpga" and stream_batch > 1:
+            share = cost.calls_per_sample(d, stream_batch, batched=True)
+            batched = (share * cost.invocation_overhead_s(d), (1.0 - share) * tables.dispatch[d])
         devices.append((index, prefix, calls * cost.invocation_overhead_s(d), batched, weights if weights.any() else
                         None, ends))
     for i in range(n):
@@ -460,7 +464,9 @@ def _cut(cost: CostModel, tables: _Tables, order: list[int], price: float) -> So
                 continue
             total = prefix[i + 1:end + 1] + (best[i] + overhead - prefix[i])
             if batched is not None and batched_to[i] > i:  # ends j = i + 1 .. batched_to[i] take batches
-                total[:min(end, batched_to[i]) - i] += batched - overhead
+                last = min(end, batched_to[i])
+                once, dispatch = batched
+                total[:last - i] += once - overhead - (dispatch[i + 1:last + 1] - dispatch[i])
             if weights is not None:
                 total += weights @ running[:, :end - i]
             current = best[i + 1:end + 1]

@@ -25,7 +25,8 @@ from ..intake.model import QUANTIZER_OPS, LoadedModel
 from ..intake.ort_adapter import run_in_memory
 from ..planning import batching, memory, units
 from ..planning.config import OPTIONS, BuildOptions, resolved_config, said, strategy_name
-from ..planning.cost import NO_ZEROS, Crossing, engine_capable, link_terms, node_work, stream_seconds
+from ..planning.cost import (NO_ZEROS, Crossing, driven_stages, engine_capable, link_terms, node_work,
+                             stream_seconds)
 from ..planning.dataflow import DataflowError
 from ..planning.input_codes import port_codes
 from ..planning.partition import partition_graph
@@ -368,8 +369,9 @@ def fpga_times(plan: Plan, board: Board, first: bool = True) -> None:
         sub.estimate.transfer_s += spilled - moved
         sub.estimate.latency_s += change
         plan.estimate.latency_s += change
-    plan.estimate.throughput_per_s = 1.0 / stream_seconds(
-        [(s.estimate.resource, s.estimate.batch_s) for s in plan.subfunctions], plan.estimate.batch)
+    plan.estimate.throughput_per_s = 1.0 / stream_seconds(driven_stages(
+        [(s.kind, s.estimate.resource, s.estimate.batch_s, s.estimate.overhead_s) for s in plan.subfunctions],
+        board.host), plan.estimate.batch)
 
 
 def _port_link_seconds(sub: Subfunction, board: Board, plan: Plan) -> float:
