@@ -313,3 +313,22 @@ def test_a_target_rate_folds_the_tfc_export_to_the_fewest_resources_that_reach_i
     config.write_text("target_rate: fast\n")
     assert main(["plan", *common, "--config", str(config)]) == 2
     assert "target_rate" in capsys.readouterr().err
+
+
+def test_a_target_rate_out_of_reach_folds_a_dataflow_as_fast_as_the_chip_goes(capsys):
+    """TFC-w1a1 (Brevitas) at FINN's 1,562,500 samples/s in batches of 1000: the PYNQ-Z2's 900 us a call alone
+    takes more than a sample's share, so no folding reaches it; its dataflow is folded as without a target (the
+    least interval the chip reaches, balanced), not unfolded unit by unit past what the chip holds (it was: an
+    interval of 102 cycles for more LUTs than the 33 cycles without a target take)."""
+    import json
+
+    common = [str(Path(__file__).parent / "data" / "brevitas" / "tfc_1w1a.onnx"), "--board", "pynq-z2",
+              "--objective", "throughput", "--batch", "1000", "--json"]
+    plans = []
+    for extra in ([], ["--target-rate", "1562500"]):
+        assert main(["plan", *common, *extra]) == 0
+        plans.append(json.loads(capsys.readouterr().out))
+    free, targeted = ([s for s in p["subfunctions"] if s["kind"] == "fpga"][0] for p in plans)
+    assert targeted["top"]["kind"] == "dataflow"
+    assert targeted["top"]["dataflow_interval_cycles"] == free["top"]["dataflow_interval_cycles"]
+    assert plans[1]["fpga_resources"]["fpga"]["used"] == plans[0]["fpga_resources"]["fpga"]["used"]

@@ -10,6 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 import difflib
 import importlib.util
+import math
 from types import MappingProxyType
 from typing import Any, Callable, Collection, Mapping, Optional, Sequence
 
@@ -701,27 +702,27 @@ def _fold_beside(shapes: list[units.Shape], engines: dict[tuple[int, ...], dict[
     # units for a dataflow (``choose_tops``), where nothing runs on the engine: each its own process
     dataflow = _stream_may_flow(options) and not engines and not may_engine
     lane_bytes = units.element_bytes(options.width)
-    if options.target_rate is not None:  # the fewest resources that reach the rate (FINN's target_fps): each
-        # subfunction's units together, one after another; as a dataflow, each unit alone
-        groups, cycles, start = [], [], 0
+    if dataflow:  # balanced at the least interval, no unit faster than its subfunction's ports, nor (--target-rate,
+        # FINN's target_fps) than the rate needs: the fewest resources that reach it
+        floors = []
         for sub, units_of_sub in split:
-            members = range(start, start + len(units_of_sub))
-            groups += [[u] for u in members] if dataflow else [members]
-            allowed = _cycles_for_rate(sub, options, device.clock_mhz)
-            # one after another, the float ports' cycles come off the units' (the link's bytes the partitioner
-            # priced in the rest are the same bytes: counted twice here, a margin); in a dataflow they are its own
-            # processes'
-            cycles += [allowed] * len(members) if dataflow else \
-                [max(0.0, allowed - sum(units.port_cycles(graph, sub, lane_bytes).values()))]
-            start += len(units_of_sub)
-        return units.fold_for_rate(shapes, budget_left, widths, groups, cycles, pinned, rate, strategies,
-                                   options.weigh_distributed_arithmetic, io_fixed,
-                                   units.DATAFLOW_MEASURE if dataflow else "latency_cycles")
-    if dataflow:  # balanced at the least interval, no unit faster than its subfunction's ports
-        floors = [floor for sub, units_of_sub in split
-                  for floor in [units.port_interval(graph, sub, lane_bytes)] * len(units_of_sub)]
+            floor = units.port_interval(graph, sub, lane_bytes)
+            if options.target_rate is not None:
+                floor = max(floor, math.floor(_cycles_for_rate(sub, options, device.clock_mhz)))
+            floors += [floor] * len(units_of_sub)
         return units.fold_for_interval(shapes, budget_left, widths, pinned, rate, strategies,
                                        options.weigh_distributed_arithmetic, io_fixed, floors)
+    if options.target_rate is not None:  # the fewest resources with which each subfunction's units, one after
+        # another, reach the rate (FINN's target_fps); the float ports' cycles come off the units' (the link's bytes
+        # the partitioner priced in the rest are the same bytes: counted twice here, a margin)
+        cycles = [max(0.0, _cycles_for_rate(sub, options, device.clock_mhz) -
+                      sum(units.port_cycles(graph, sub, lane_bytes).values())) for sub, _ in split]
+        groups, start = [], 0
+        for _, units_of_sub in split:
+            groups.append(range(start, start + len(units_of_sub)))
+            start += len(units_of_sub)
+        return units.fold_for_rate(shapes, budget_left, widths, groups, cycles, pinned, rate, strategies,
+                                   options.weigh_distributed_arithmetic, io_fixed)
     return units.fold(shapes, budget_left, widths, pinned, rate, strategies, options.weigh_distributed_arithmetic,
                       io_fixed, may_engine)
 
