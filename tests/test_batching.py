@@ -72,7 +72,8 @@ def test_a_host_subfunction_that_takes_batches_pays_its_call_once_a_batch():
     assert dispatch > 0
     assert cost.segment([0], "arm_cpu", batch=1).compute_s - cost.segment([0], "arm_cpu", batch=10).compute_s == \
         pytest.approx(dispatch * 9 / 10)
-    assert cost.segment([0, 1], "arm_cpu", batch=10).compute_s == pytest.approx(cost.segment([0, 1], "arm_cpu").compute_s)
+    assert cost.segment([0, 1], "arm_cpu", batch=10).compute_s == \
+        pytest.approx(cost.segment([0, 1], "arm_cpu").compute_s)
 
 
 def _reshape_model(shape: list[int], allowzero: int) -> onnx.ModelProto:

@@ -147,13 +147,15 @@ def processes_and_calls(source: DataflowSource, streams: TokenStreams) -> tuple[
     # the ports in: each float input's sample into a buffer (as the sequential top converts it), then its tokens;
     # a codes input's tokens straight from its words, each code's value from its table (hls_top's codes_<k>)
     names = {p.tensor: f"in_{k}" for k, p in enumerate(source.inputs)}
+    codes = {p.tensor for p in source.inputs if p.codes}
     body, written = [], []
     for k, p in enumerate(source.inputs):
         if p.codes:
             fifos = streams.out_of("input", p.tensor)
             values, every = streams.values(p.tensor)[1], values_of(p.shape)
             writes = "".join(" " * 16 + w + "\n" for w in _writes([streams.var(f) for f in fifos]).splitlines())
-            body.append(line("codes_tokens", STATEMENTS, token=streams.token(p.tensor), port_words=code_words(every, p.codes.bits), source=source.sample_of(k),
+            body.append(line("codes_tokens", STATEMENTS, token=streams.token(p.tensor),
+                             port_words=code_words(every, p.codes.bits), source=source.sample_of(k),
                              bits=p.codes.bits, values=values, all=every, type=source.types[p.tensor],
                              table=f"codes_{k}", writes=writes))
         else:
@@ -163,8 +165,7 @@ def processes_and_calls(source: DataflowSource, streams: TokenStreams) -> tuple[
         written += fifos
     process(f"{sub}_input", source.input_parameters + [streams.parameter(f) for f in written],
             list(names.values()) + [streams.var(f) for f in written],
-            scratch({t: name for t, name in names.items() if not next(p for p in source.inputs if p.tensor == t).codes}),
-            "".join(body))
+            scratch({t: name for t, name in names.items() if t not in codes}), "".join(body))
 
     for unit in source.units:
         weights = source.weights[unit.name]

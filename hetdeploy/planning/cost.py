@@ -426,8 +426,8 @@ class CostModel:
                     self.seconds[device][i] = timed[node.name]
         # each node's kernel dispatch on a CPU or GPU (the board file's per_op_s, in its ``seconds``): once a call,
         # so a sample's share of a call on a batch; a node whose time a profile measured keeps it as measured
-        self.dispatch = {d.name: [0.0 if d.kind == "fpga" or graph.nodes[i].name in measured.node_seconds.get(d.name, {})
-                                  else d.compute.per_op_s for i in range(len(graph.nodes))] for d in board.devices}
+        self.dispatch = {d.name: [0.0 if d.kind == "fpga" or node.name in measured.node_seconds.get(d.name, {})
+                                  else d.compute.per_op_s for node in graph.nodes] for d in board.devices}
         for device, factors in measured.fpga_factors.items():
             for i, node in enumerate(graph.nodes):
                 self.seconds[device][i] *= factors.get(node.name, 1.0)
