@@ -249,9 +249,26 @@ def test_a_bnn_pynq_networks_binary_input_reaches_the_fpga_as_codes_and_both_top
     assert np.max(np.abs(answers["dataflow"] - data["y"])) <= 1e-3 * np.max(np.abs(data["y"]))
     # on the board (run.py with a stand-in pynq): the port's buffers are the codes' words, packed from the host
     # quantizer's outputs (run.py refuses a value that is not a code)
-    from test_deploy import run_on_fake_pynq
+    from test_deploy import run_on_fake_pynq, run_py
 
     events = run_on_fake_pynq(tmp_path / "dataflow", tmp_path, data["x"][:5], "--batch", "5")
+    assert [e[1:3] for e in events if e[0] == "allocate"][:2] == [[[8 * 2 * 13], "uint32"], [[8 * 10], "float32"]]
+    # the input as the quantizer's integer codes (run.py --codes, FINN's driver's way): the same answers, the host's
+    # quantizer not run; a code that is none of the quantizer's, or floats, refused in one line
+    entry = json.loads((tmp_path / "dataflow" / "plan.json").read_text())["codes_input"]
+    assert entry["skipped"] == ["sf0_arm_cpu"] and entry["inputs"][0]["shape"] == [1, 784]
+    codes = np.where(2 * data["x"].reshape(len(data["x"]), -1) - 1 >= 0, 1, -1).astype(np.int8)  # 2x - 1, its sign
+    for name, array in (("codes", codes), ("zeros", np.zeros_like(codes)), ("floats", codes.astype(np.float32))):
+        np.save(tmp_path / f"{name}.npy", array)
+    result = run_py(tmp_path / "dataflow", "--emulate", "--codes", "--input", tmp_path / "codes.npy", "--output",
+                    tmp_path / "from_codes.npy", "--batch", "8")
+    assert result.returncode == 0, result.stderr
+    assert np.array_equal(np.load(tmp_path / "from_codes.npy").reshape(data["y"].shape), answers["dataflow"])
+    for name, why in (("zeros", "code 0 (sample 0, element 0) is not one of its quantizer's codes (-1, 1)"),
+                      ("floats", "holds float32: --codes takes the quantizer's integer codes")):
+        result = run_py(tmp_path / "dataflow", "--emulate", "--codes", "--input", tmp_path / f"{name}.npy")
+        assert result.returncode == 2 and why in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    events = run_on_fake_pynq(tmp_path / "dataflow", tmp_path / "board", codes[:5], "--batch", "5", "--codes")
     assert [e[1:3] for e in events if e[0] == "allocate"][:2] == [[[8 * 2 * 13], "uint32"], [[8 * 10], "float32"]]
     # the port's 13 words take 13 cycles: the slowest unit, not the port, sets the interval
     assert tops["dataflow"].port_cycles == 196 + 10  # sequential: 196 buffer words of 16-bit values, 10 floats out

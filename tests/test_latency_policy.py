@@ -315,6 +315,7 @@ def test_throughput_objective_moves_a_small_mlp_to_the_fpga_and_prices_the_strea
         plans[objective] = json.loads(capsys.readouterr().out)
     latency, throughput = plans["latency"], plans["throughput"]
     assert {s["kind"] for s in latency["subfunctions"]} == {"cpu"}
+    assert latency["codes_input"] is throughput["codes_input"] is None  # a float model: no codes to give
     fpga = [s for s in throughput["subfunctions"] if s["kind"] == "fpga"]
     assert sum(len(s["nodes"]) for s in fpga) >= len(latency["node_map"]) - 1
     for plan in plans.values():
@@ -375,11 +376,18 @@ def test_a_quantized_exports_codes_port_leaves_its_dataflow_to_its_units(capsys)
     64-bit words a sample that its input process assembles into the first layer's token a word a cycle (as floats,
     784 values a cycle and their 196-word token, the core took 980 cycles a sample whatever its units). Its units set
     the interval, folded balanced to the least one the chip reaches, and the sequential top would take 196 cycles
-    for the same codes (its 16-bit buffer a word a cycle) and 10 for the float outputs."""
+    for the same codes (its 16-bit buffer a word a cycle) and 10 for the float outputs. Given the quantizer's codes
+    (``run.py --codes``, plan.json's ``codes_input``), the ARM's quantizer is not run and no longer paces the stream:
+    the core's call and its samples do."""
     model = Path(__file__).parent / "data" / "brevitas" / "tfc_1w1a.onnx"
     assert main(["plan", str(model), "--board", "pynq-z2", "--objective", "throughput", "--batch", "1000",
                  "--json"]) == 0
-    (fpga,) = [s for s in json.loads(capsys.readouterr().out)["subfunctions"] if s["kind"] == "fpga"]
+    plan = json.loads(capsys.readouterr().out)
+    (host, fpga) = plan["subfunctions"]
+    fpga_s = fpga["estimate"]["batch_s"] / 1000
+    assert plan["codes_input"]["skipped"] == [host["name"]]
+    assert plan["codes_input"]["throughput_per_s"] == pytest.approx(1 / fpga_s)
+    assert plan["codes_input"]["throughput_per_s"] > 5 * plan["estimate"]["throughput_per_s"]
     top, slowest = fpga["top"], max(u["estimate"]["compute_cycles"] for u in fpga["execution_units"])
     assert [c["bits"] for c in fpga["input_codes"].values()] == [1]
     assert top["kind"] == "dataflow" and top["port_cycles"] == 196 + 10

@@ -5,7 +5,7 @@ and on the board pynq; never hetdeploy, onnx or hls4ml. (hetdeploy's own emulati
 stream runner, ``run_stream``, from here.)
 
     python run.py --input X.npy --output Y.npy [--batch N] [--sequential] [--benchmark] [--emulate]
-                  [--profile FILE.json]
+                  [--profile FILE.json] [--codes]
 
 The samples go through in batches of N (the last one may be smaller). CPU subfunctions run on
 onnxruntime (the board's ARM cores), a batch a call where plan.json marks them "batched" (their models' batch
@@ -22,7 +22,9 @@ works on batch k - 1, and an FPGA subfunction copies
 batch k + 1 into its other buffer set while its core runs batch k; the outputs are those of the
 sequential run (--sequential: one batch after another through one subfunction after another).
 With --emulate the FPGA subfunctions run through their C-simulation libraries
-(../hls/<name>/lib<name>.so) instead.
+(../hls/<name>/lib<name>.so) instead. With --codes the input is the model input quantizer's integer codes
+(plan.json's "codes_input": its tensors, shapes and codes), as FINN's driver takes its input: they go into the
+FPGA's codes port as they are, and the host subfunctions that computed them do not run.
 """
 
 from __future__ import annotations
@@ -318,24 +320,43 @@ def code_words(count: int, bits: int) -> int:
     return -(-count * bits // 64)
 
 
-def to_codes(flat: np.ndarray, codes: dict) -> np.ndarray:
-    """Samples of float32 values (rows of ``flat``) as codes (uint32 words, two a 64-bit word); ValueError where a
-    value is not one of ``codes``' values (NaN, or another quantizer's value: a port that would change it)."""
-    values = np.asarray(codes["values"], dtype=np.float32)
-    order = np.argsort(values, kind="stable")
-    at = np.clip(np.searchsorted(values[order], flat), 0, len(values) - 1)
-    index = order[at]
-    wrong = values[index] != flat  # -0.0 is 0.0, as the fixed point takes it; NaN is never equal
-    if wrong.any():
-        sample, j = (int(k) for k in np.argwhere(wrong)[0])
-        raise ValueError(f"value {flat[sample, j]!r} (sample {sample}, element {j}) is not one of its quantizer's "
-                         f"{len(set(codes['values']))} values: the port carries codes")
+def to_codes(samples: np.ndarray, codes: dict) -> np.ndarray:
+    """Samples (on axis 0) as codes (uint32 words, two a 64-bit word): float32 values, each one of ``codes``'
+    values, or the quantizer's integer codes themselves (``run.py --codes``); ValueError where one is neither (NaN,
+    another quantizer's value, a code out of range: a port that would change it)."""
+    flat = np.ascontiguousarray(samples).reshape(len(samples), -1)
+    index = _indices_of_codes(flat, codes) if flat.dtype.kind in "iu" else _indices_of_values(flat, codes)
     bits, per_word = codes["bits"], 64 // codes["bits"]
     padded = np.zeros((len(flat), code_words(flat.shape[1], bits) * per_word), dtype=np.uint64)
     padded[:, : flat.shape[1]] = index
     shifts = np.arange(per_word, dtype=np.uint64) * np.uint64(bits)
     words = np.bitwise_or.reduce(padded.reshape(len(flat), -1, per_word) << shifts, axis=2)
     return np.ascontiguousarray(words.astype("<u8")).view(np.uint32).reshape(-1)
+
+
+def _indices_of_values(flat: np.ndarray, codes: dict) -> np.ndarray:
+    values = np.asarray(codes["values"], dtype=np.float32)
+    flat = flat.astype(np.float32, copy=False)
+    order = np.argsort(values, kind="stable")
+    index = order[np.clip(np.searchsorted(values[order], flat), 0, len(values) - 1)]
+    wrong = values[index] != flat  # -0.0 is 0.0, as the fixed point takes it; NaN is never equal
+    if wrong.any():
+        sample, j = (int(k) for k in np.argwhere(wrong)[0])
+        raise ValueError(f"value {flat[sample, j]!r} (sample {sample}, element {j}) is not one of its quantizer's "
+                         f"{len(set(codes['values']))} values: the port carries codes")
+    return index
+
+
+def _indices_of_codes(flat: np.ndarray, codes: dict) -> np.ndarray:
+    first, step, levels = codes.get("first", 0), codes.get("step", 1), len(set(codes["values"]))
+    index, off = np.divmod(flat.astype(np.int64) - first, step)
+    wrong = (off != 0) | (index < 0) | (index >= levels)
+    if wrong.any():
+        sample, j = (int(k) for k in np.argwhere(wrong)[0])
+        every = f"{first}, {first + step}" + (f" ... {first + (levels - 1) * step}" if levels > 2 else "")
+        raise ValueError(f"code {int(flat[sample, j])} (sample {sample}, element {j}) is not one of its quantizer's "
+                         f"codes ({every})")
+    return index
 
 
 def port_values(values: int, compressed: bool, codes: Optional[dict] = None) -> int:
@@ -349,10 +370,10 @@ def port_values(values: int, compressed: bool, codes: Optional[dict] = None) -> 
 def to_port(samples: np.ndarray, compressed: bool, codes: Optional[dict] = None) -> np.ndarray:
     """A batch's values (samples on axis 0, as the port lays them out) as the port holds them: float32, or
     (``compressed``) each sample zero-compressed into its ``compressed_words`` slot (uint32; its words past
-    the encoding 0), or as ``codes`` (``to_codes``, uint32)."""
-    flat = np.ascontiguousarray(samples, dtype=np.float32).reshape(len(samples), -1)
+    the encoding 0), or as ``codes`` (``to_codes``, uint32: float values, or integer codes)."""
     if codes is not None:
-        return to_codes(flat, codes)
+        return to_codes(samples, codes)
+    flat = np.ascontiguousarray(samples, dtype=np.float32).reshape(len(samples), -1)
     if not compressed:
         return flat.reshape(-1)
     slots = np.zeros((len(flat), compressed_words(flat.shape[1])), dtype=np.uint32)
@@ -762,20 +783,44 @@ def load(emulate: bool) -> tuple[dict, list]:
     return plan, runners
 
 
-def batches_of(plan: dict, arrays: dict[str, np.ndarray], batch: int) -> list[dict[str, np.ndarray]]:
+def batches_of(plan: dict, arrays: dict[str, np.ndarray], batch: int,
+               specs: Optional[list[dict]] = None) -> list[dict[str, np.ndarray]]:
     """The samples in batches of ``batch`` (the last one what is left), as the subfunctions take them:
-    the plan's input dtypes, and the leading reshapes absorbed at intake applied."""
+    the dtypes of ``specs`` (the plan's inputs'), and the leading reshapes absorbed at intake applied."""
     count = len(next(iter(arrays.values())))
-    dtypes = {spec["name"]: spec.get("dtype", "float32") for spec in plan["inputs"]}
+    dtypes = {spec["name"]: spec.get("dtype", "float32") for spec in specs or plan["inputs"]}
     batches = []
     for start in range(0, count, batch):
         env = {k: np.ascontiguousarray(v[start:start + batch], dtype=dtypes.get(k, "float32"))
                for k, v in arrays.items()}
-        for r in plan["input_reshapes"]:
+        for r in (r for r in plan["input_reshapes"] if r["original"]["name"] in env):
             x = env.pop(r["original"]["name"])
             env[r["tensor"]["name"]] = x.reshape([len(x), *r["tensor"]["shape"][1:]])
         batches.append(env)
     return batches
+
+
+def codes_entry(plan: dict, profile: Optional[str]) -> tuple[list[dict], set]:
+    """``--codes``: the inputs run.py reads instead of the model's (plan.json's "codes_input"), and the
+    subfunctions it does not run."""
+    entry = plan.get("codes_input")
+    if entry is None:
+        raise Problem("--codes: no FPGA input of this plan takes its input quantizer's codes from host subfunctions "
+                      "that compute nothing else; give the model's input")
+    if profile:
+        raise Problem("--codes: --profile records the plan as built, its host subfunctions too; run without --codes")
+    return entry["inputs"], set(entry["skipped"])
+
+
+def check_codes(path: str, arrays: dict[str, np.ndarray], codes: dict[str, dict]) -> None:
+    """``--codes``' arrays: integers, each one of its quantizer's codes."""
+    for name, array in arrays.items():
+        if array.dtype.kind not in "iu":
+            raise Problem(f"{path}: input '{name}' holds {array.dtype}: --codes takes the quantizer's integer codes")
+        try:
+            _indices_of_codes(array.reshape(len(array), -1), codes[name])
+        except ValueError as err:
+            raise Problem(f"{path}: input '{name}': {err}") from None
 
 
 def largest_batch(plan: dict) -> Optional[int]:
@@ -813,6 +858,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--benchmark", action="store_true", help=BENCHMARK_HELP)
     parser.add_argument("--emulate", action="store_true", help="FPGA subfunctions through their C-simulation "
                         "libraries (a host with the build folder), not pynq")
+    parser.add_argument("--codes", action="store_true", help="the input is the model input quantizer's integer codes "
+                        "(as FINN's driver takes them: plan.json's 'codes_input' names the tensors and their codes), "
+                        "not the model's input: the host subfunctions that computed them are not run")
     parser.add_argument("--profile", metavar="FILE.json", help="record what the run measured (each CPU node's time "
                         "by onnxruntime's profiler, in a second pass over the same inputs; each FPGA call's core time "
                         "and copies; the bytes and time of each link) for 'hetdeploy plan --profile'")
@@ -833,14 +881,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.output:
             check_output_path(args.output)
         plan, runners = load(args.emulate)
-        arrays = read_inputs(args.input, plan["inputs"])
+        specs, skipped = plan["inputs"], set()
+        if args.codes:
+            specs, skipped = codes_entry(plan, args.profile)
+        arrays = read_inputs(args.input, specs)
+        if args.codes:
+            check_codes(args.input, arrays, plan["codes_input"]["codes"])
     except Problem as problem:
         print(f"run.py: error: {problem}", file=sys.stderr)
         return 2
     stages = [Stage(s["name"], resource_of(s["kind"], s["device"], s["name"]), s["inputs"], runner)
-              for s, runner in zip(plan["subfunctions"], runners)]
+              for s, runner in zip(plan["subfunctions"], runners) if s["name"] not in skipped]
     times = StreamTimes()
-    envs = run_stream(stages, batches_of(plan, arrays, args.batch), not args.sequential, times)
+    envs = run_stream(stages, batches_of(plan, arrays, args.batch, specs), not args.sequential, times)
     outputs = {o["name"]: np.concatenate([env[o["name"]] for env in envs]) for o in plan["outputs"]}
     try:
         if args.output:

@@ -43,6 +43,22 @@ class PortCodes:
 
     bits: int  # 1, 2, 4 or 8
     values: list[float]
+    # the quantizer's integer code of index k is first + k * step (a Quant's q, low first; a BipolarQuant's -1, +1):
+    # what ``run.py --codes`` takes
+    first: int = 0
+    step: int = 1
+
+
+@dataclass
+class CodesInput:
+    """The plan with its input given as its input quantizer's integer codes, as FINN's driver takes them
+    (``run.py --codes``): each FPGA input that takes them, the host subfunctions that only computed them (not run),
+    and the stream's estimate without those."""
+
+    inputs: list[TensorSpec]  # the codes tensors, as run.py reads them
+    codes: dict[str, PortCodes]  # each input's
+    skipped: list[str]  # the subfunctions not run
+    throughput_per_s: float
 
 
 @dataclass
@@ -649,6 +665,7 @@ class Plan:
     fpga_resources: dict[str, FpgaResources] = field(default_factory=dict)  # per FPGA device: the chip's totals
     measured: Optional[MeasuredFigures] = None  # the profile's figures the plan used (--profile)
     ilp: Optional[IlpRun] = None  # the exact partitioner's run (--partitioner ilp)
+    codes_input: Optional[CodesInput] = None  # where its input may be given as codes (``run.py --codes``)
     # the build's options, defaults included, as a config file holds them (config.resolved_config):
     # ``hetdeploy config DIR`` writes it back for ``build --config``
     config: dict[str, Any] = field(default_factory=dict)

@@ -211,6 +211,10 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
            f"{est.throughput_per_s / est.all_cpu_throughput_per_s:.2f}x)" if est.all_cpu_throughput_per_s else "")
     lines.append(f"estimated throughput, a pipelined stream of batches of {est.batch}: {est.throughput_per_s:,.0f} "
                  f"samples/s{cpu}")
+    if plan.codes_input is not None:
+        lines.append(f"  with its input as its quantizer's integer codes (run.py --codes, as FINN's driver takes them; "
+                     f"{', '.join(plan.codes_input.skipped)} not run): {plan.codes_input.throughput_per_s:,.0f} "
+                     f"samples/s")
     calls = [f"{s.name} {'a batch' if s.batched else 'a sample'}" for s in plan.subfunctions if s.kind != "fpga"]
     if calls and est.batch > 1:  # a host subfunction's calls: a batch each where its nodes take one (batching.py)
         lines.append(f"  host subfunctions a call: {', '.join(calls)}")

@@ -46,7 +46,7 @@ def port_codes(graph: Graph) -> dict[str, PortCodes]:
     one scale, an integer zero point and at most 8 bits (its codes q, low..high, are (q - zero point) * scale in
     float32, as qonnx and the host's QuantizeLinear/DequantizeLinear or arithmetic compute them), or a 1-bit
     signed Quant or a BipolarQuant of one scale (-scale or scale). Its values, indexed low first, at the fewest
-    of PORT_CODE_BITS bits that index them all (the entries past them repeat the last)."""
+    of PORT_CODE_BITS bits that index them all (the entries past them repeat the last), and its integer codes."""
     result = {}
     for i in input_quantizers(graph):
         node = graph.nodes[i]
@@ -56,7 +56,7 @@ def port_codes(graph: Graph) -> dict[str, PortCodes]:
         if not np.isfinite(scale) or scale <= 0:
             continue
         if node.op == "BipolarQuant" or (node.scalars.get(3) == 1 and node.attrs.get("signed", 1)):
-            values = np.array([-scale, scale], np.float32)
+            values, first, step = np.array([-scale, scale], np.float32), -1, 2
         elif node.op == "Quant" and {2, 3} <= node.scalars.keys():
             zero, bits = node.scalars[2], node.scalars[3]
             if bits != int(bits) or not 1 <= bits <= 8 or zero != int(zero):
@@ -64,10 +64,10 @@ def port_codes(graph: Graph) -> dict[str, PortCodes]:
             signed, narrow = bool(node.attrs.get("signed", 1)), bool(node.attrs.get("narrow", 0))
             low = -(2 ** (int(bits) - 1)) + narrow if signed else 0
             high = 2 ** (int(bits) - 1) - 1 if signed else 2 ** int(bits) - 1 - narrow
-            values = (np.arange(low, high + 1, dtype=np.float32) - np.float32(zero)) * scale
+            values, first, step = (np.arange(low, high + 1, dtype=np.float32) - np.float32(zero)) * scale, low, 1
         else:
             continue
         bits = next(b for b in PORT_CODE_BITS if 2 ** b >= len(values))
         padded = np.concatenate([values, np.repeat(values[-1:], 2 ** bits - len(values))])
-        result[node.outputs[0]] = PortCodes(bits, [float(v) for v in padded])
+        result[node.outputs[0]] = PortCodes(bits, [float(v) for v in padded], first, step)
     return result

@@ -18,8 +18,8 @@ from ..core.board import Board, Device
 from ..core.board_runtime import resource_of
 from ..core.errors import UserError
 from ..core.graph import Graph
-from ..core.plan import (Band, ExecutionUnit, FpgaFallback, FpgaResources, Plan, PlanEstimate, PrecisionSearch,
-                         Subfunction, SubfunctionEstimate, Top, Transfer)
+from ..core.plan import (Band, CodesInput, ExecutionUnit, FpgaFallback, FpgaResources, Plan, PlanEstimate,
+                         PrecisionSearch, Subfunction, SubfunctionEstimate, TensorSpec, Top, Transfer)
 from ..core.precision import NO_LAYER_WIDTHS, node_widths, octaves_moved
 from ..fpga.engine import engine_layer, weights_bytes as engine_weights_bytes
 from ..intake.model import QUANTIZER_OPS, LoadedModel
@@ -29,7 +29,7 @@ from ..planning.config import OPTIONS, BuildOptions, resolved_config, said, stra
 from ..planning.cost import (NO_ZEROS, Crossing, driven_stages, engine_capable, link_terms, node_work,
                              stream_seconds)
 from ..planning.dataflow import DataflowError
-from ..planning.input_codes import port_codes
+from ..planning.input_codes import input_quantizers, port_codes
 from ..planning.partition import partition_graph
 from ..planning.profile import NOTHING_MEASURED, Measured, read_profile
 from ..running import budget, runtime
@@ -370,9 +370,14 @@ def fpga_times(plan: Plan, board: Board, first: bool = True) -> None:
         sub.estimate.transfer_s += spilled - moved
         sub.estimate.latency_s += change
         plan.estimate.latency_s += change
-    plan.estimate.throughput_per_s = 1.0 / stream_seconds(driven_stages(
-        [(s.kind, s.estimate.resource, s.estimate.batch_s, s.estimate.overhead_s) for s in plan.subfunctions],
-        board.host), plan.estimate.batch)
+    stages = {s.name: (s.kind, s.estimate.resource, s.estimate.batch_s, s.estimate.overhead_s)
+              for s in plan.subfunctions}
+    plan.estimate.throughput_per_s = 1.0 / stream_seconds(driven_stages(stages.values(), board.host),
+                                                          plan.estimate.batch)
+    if plan.codes_input is not None:  # the host's input quantizers not run
+        plan.codes_input.throughput_per_s = 1.0 / stream_seconds(driven_stages(
+            [stage for name, stage in stages.items() if name not in plan.codes_input.skipped], board.host),
+            plan.estimate.batch)
 
 
 def _port_link_seconds(sub: Subfunction, board: Board, plan: Plan) -> float:
@@ -384,6 +389,25 @@ def _port_link_seconds(sub: Subfunction, board: Board, plan: Plan) -> float:
         return 0.0
     return sub.estimate.in_bytes * link_terms(board, NOTHING_MEASURED, board.host, sub.device)[0] + \
         sub.estimate.out_bytes * link_terms(board, NOTHING_MEASURED, sub.device, board.host)[0]
+
+
+def codes_input(subfunctions: list[Subfunction], loaded: LoadedModel) -> Optional[CodesInput]:
+    """The plan with its input given as its input quantizer's integer codes (``run.py --codes``, FINN's driver's
+    way): where host subfunctions compute nothing but input quantizers (``input_codes.input_quantizers``), every
+    other subfunction reads only what the others give or what those give an FPGA input that takes codes, and no
+    model output comes from them. None where that is not so. Its throughput is ``fpga_times``'."""
+    quantizers = {loaded.graph.nodes[i].name for i in input_quantizers(loaded.graph)}
+    skipped = [s for s in subfunctions if s.kind != "fpga" and set(s.nodes) <= quantizers]
+    kept = [s for s in subfunctions if s not in skipped]
+    given = {t for s in skipped for t in s.outputs}
+    made = {t for s in kept for t in s.outputs}
+    if not skipped or given & {o.name for o in loaded.outputs} or \
+            any(t not in made and not (t in given and t in s.input_codes) for s in kept for t in s.inputs):
+        return None
+    codes = {t: c for s in kept for t, c in s.input_codes.items() if t in given}
+    shapes = loaded.tensor_shapes()
+    return CodesInput([TensorSpec(t, shapes[t], "int32") for t in sorted(codes)], codes, [s.name for s in skipped],
+                      0.0)
 
 
 def transfer_record(crossing: Crossing) -> Transfer:
@@ -422,6 +446,7 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_wi
         for c, e, batch_s in zip(result.cuts, result.costs, result.batch_seconds)
     ]
     return Plan(
+        codes_input=codes_input(subfunctions, loaded),
         board=board.name,
         model="model.onnx",
         source_model=options.model.name,
