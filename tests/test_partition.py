@@ -153,6 +153,10 @@ def test_an_input_quantizers_values_travel_as_its_codes_and_come_back_as_they_we
     index = (words[:, None] >> (np.arange(per_word, dtype=np.uint64) * np.uint64(codes.bits))) & \
         np.uint64(2 ** codes.bits - 1)
     assert (np.array(codes.values, np.float32)[index.reshape(-1)[: y.size].astype(int)] == y[0]).all()
+    # the quantizer's integer codes (run.py --codes) give the same words: q = y / scale + zero point (bipolar: +-1)
+    q = np.rint(y / np.float32(scale)).astype(np.int32) + (0 if zero is None else zero)
+    assert np.array_equal(to_codes(q, {"bits": codes.bits, "values": codes.values, "first": codes.first,
+                                       "step": codes.step}).view("<u8"), words)
     for wrong in (y[0, 0] + scale / 3, np.nan):
         with pytest.raises(ValueError, match="not one of its quantizer's"):
             to_codes(np.array([[y[0, 0], wrong]], np.float32), {"bits": codes.bits, "values": codes.values})
