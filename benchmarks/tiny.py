@@ -25,7 +25,9 @@ Per model and plan: the FPGA nodes, the units, the FPGA's resources (the dataflo
 BRAM18, LUT and FF), the FPGA's cycles a sample at the board file's clock alone and between samples in a stream (the
 sequential top's are both its units' latencies summed; the dataflow's from its processes' free schedule, the
 interval its slowest unit's), the FPGA's samples/s, and the plan's end to end (the call overhead, the DMA's bytes
-and the ARM's subfunctions included, batches pipelined); then the published figure. The published designs are not
+and the ARM's subfunctions included, batches pipelined), and so with its input given as its quantizer's codes
+("codes in": ``run.py --codes``, the ARM's quantizer not run; "-" where the plan has no such input); then the
+published figure. The published designs are not
 the reference architectures' builds: hls4ml's AD08 is a smaller autoencoder (64 inputs, 72 wide) and FINN's keyword
 spotting submission a W3A3 MLP, not the DS-CNN (both are rows of their own, below); hls4ml's RN07 and RN08 are
 ResNet-7/8 variants of its own; FINN's CNV-W1A1 is BNN-PYNQ's CIFAR-10 network; no PYNQ-Z2 visual wake words
@@ -154,6 +156,8 @@ def measure(name: str, folder: Path, width: int, batch: int) -> dict:
                     "latency_cycles": latency, "interval_cycles": interval, "latency_s": latency / clock,
                     "samples_per_s": clock / interval if interval else 0.0,
                     "end_to_end_samples_per_s": plan.estimate.throughput_per_s,
+                    # given its input quantizer's codes (run.py --codes): the host's quantizer not run
+                    "codes_in_samples_per_s": plan.codes_input.throughput_per_s if plan.codes_input else None,
                     "fifo_tokens": sum(f.depth for s in fpga for f in s.top.fifos if s.top.kind == "dataflow")}
     return row
 
@@ -176,7 +180,7 @@ def main() -> None:
           f"DMA and the ARM's share); nothing measured or synthesised")
     print(f"{'model':<22} {'plan':<18} {'FPGA nodes':>10} {'units':>5} {'DSP':>5} {'BRAM18':>6} {'LUT':>7} "
           f"{'FF':>7} {'latency':>9} {'cycles':>8} {'interval':>8} {'samples/s':>10} {'end to end':>10} "
-          f"{'FIFO tok':>8}  published (PYNQ-Z2)")
+          f"{'codes in':>10} {'FIFO tok':>8}  published (PYNQ-Z2)")
     for row in rows:
         published = "; ".join(f"{p['design']} {_time(p['latency_s'])}" for p in row["published"]) or "none published"
         for label in PLANS:
@@ -186,10 +190,12 @@ def main() -> None:
                 continue
             used = r["resources"]
             tokens = r["fifo_tokens"] if label.endswith("dataflow") else "-"
+            codes_in = "-" if r["codes_in_samples_per_s"] is None else f"{r['codes_in_samples_per_s']:,.0f}"
             print(f"{row['model']:<22} {label:<18} {r['fpga_nodes']:>4} of {r['nodes']:>3} {r['units']:>5} "
                   f"{used['dsp']:>5} {used['bram18']:>6} {used['lut']:>7} {used['ff']:>7} "
                   f"{_time(r['latency_s']):>9} {r['latency_cycles']:>8} {r['interval_cycles']:>8} "
-                  f"{r['samples_per_s']:>10,.0f} {r['end_to_end_samples_per_s']:>10,.0f} {tokens!s:>8}  {published}")
+                  f"{r['samples_per_s']:>10,.0f} {r['end_to_end_samples_per_s']:>10,.0f} {codes_in:>10} {tokens!s:>8}  "
+                  f"{published}")
     print("sources: mlcommons/tiny_results_v0.7 and tiny_results_v1.0, closed division, PYNQ-Z2")
 
 
