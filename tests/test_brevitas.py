@@ -212,7 +212,8 @@ def test_a_bnn_pynq_network_agrees_with_brevitas_on_finns_test_image_and_more(tm
                               calibration=tmp_path / "calibration.npy"), progress=lambda message: None)
     assert [s.kind for s in plan.subfunctions] == ["cpu", "fpga"]
     assert (plan.subfunctions[1].verification.flip_samples, plan.subfunctions[1].verification.flipped) == (256, 0)
-    assert [p.codes.bits for p in plan.subfunctions[1].hls.inputs] == [1]  # the host quantizer's codes, a bit each
+    # the host quantizer's codes (a 2-bit narrow Quant: -1, 0, 1), two bits each
+    assert [(p.codes.bits, sorted(set(p.codes.values))) for p in plan.subfunctions[1].hls.inputs] == [(2, [-1, 0, 1])]
     # the host's quantizer (a Reshape, 2x - 1, a Quant) runs a batch a call: its model's batch axis open
     assert plan.subfunctions[0].batched
     host_model = onnx.load(str(out / plan.subfunctions[0].onnx))
