@@ -886,7 +886,8 @@ def main(argv: list[str] | None = None) -> int:
             specs, skipped = codes_entry(plan, args.profile)
         arrays = read_inputs(args.input, specs)
         if args.codes:
-            check_codes(args.input, arrays, plan["codes_input"]["codes"])
+            check_codes(args.input, arrays, {t: c for s in plan["subfunctions"]
+                                             for t, c in s.get("input_codes", {}).items()})
     except Problem as problem:
         print(f"run.py: error: {problem}", file=sys.stderr)
         return 2

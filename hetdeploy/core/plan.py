@@ -52,11 +52,10 @@ class PortCodes:
 @dataclass
 class CodesInput:
     """The plan with its input given as its input quantizer's integer codes, as FINN's driver takes them
-    (``run.py --codes``): each FPGA input that takes them, the host subfunctions that only computed them (not run),
-    and the stream's estimate without those."""
+    (``run.py --codes``): each FPGA input that takes them (its codes are its subfunction's ``input_codes``), the
+    host subfunctions that only computed them (not run), and the stream's estimate without those."""
 
     inputs: list[TensorSpec]  # the codes tensors, as run.py reads them
-    codes: dict[str, PortCodes]  # each input's
     skipped: list[str]  # the subfunctions not run
     throughput_per_s: float
 
@@ -604,8 +603,8 @@ class Subfunction:
     hls: Optional[HlsProject] = None
     verification: Optional[Verification] = None
     transfers: list[Transfer] = field(default_factory=list)  # an FPGA subfunction's, weighed for compression
-    # an FPGA subfunction's inputs that a quantizer on the host gives, travelling as its codes (a byte each, not a
-    # float: planning.partition.port_codes)
+    # an FPGA subfunction's inputs that a quantizer on the host gives, travelling as its codes (1 to 8 bits each,
+    # not a float: planning.input_codes.port_codes)
     input_codes: dict[str, PortCodes] = field(default_factory=dict)
 
 

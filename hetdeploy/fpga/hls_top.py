@@ -126,7 +126,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     buffer_types = "".join(statement("typedef", type=b.precision, name=types[b.tensor]) + "\n" for b in activations)
     batch = source.max_batch
     names = [f"in_{k}" for k in range(len(source.inputs))] + [f"out_{k}" for k in range(len(source.outputs))]
-    depth = {name: batch * _port_values(p) for name, p in zip(names, source.inputs + source.outputs)}
+    depth = {name: batch * _port_elements(p) for name, p in zip(names, source.inputs + source.outputs)}
     port_parameters = [statement(f"{'codes' if p.codes else 'packed' if p.compressed else 'float'}_{name[:-2]}put",
                                  name=name, values=depth[name])
                        for name, p in zip(names, source.inputs + source.outputs)]
@@ -210,7 +210,7 @@ def _sample_in(port: HlsPort, k: int, types: dict[str, str], target: str) -> str
 
 def _sample_of(port: HlsPort, k: int) -> str:
     """Sample ``s`` of input port ``in_<k>``: where its elements start."""
-    return statement("sample_of", port=f"in_{k}", values=_port_values(port))
+    return statement("sample_of", port=f"in_{k}", values=_port_elements(port))
 
 
 def _codes_table(port: HlsPort, k: int, types: dict[str, str]) -> str:
@@ -223,7 +223,7 @@ def _codes_table(port: HlsPort, k: int, types: dict[str, str]) -> str:
 def _sample_out(port: HlsPort, k: int, types: dict[str, str], source: str) -> str:
     """... and the buffer of words at ``source`` into sample ``s`` of float port ``out_<k>``."""
     return line("to_zero_compressed" if port.compressed else "to_float", type=types[port.tensor], source=source,
-                target=statement("sample_of", port=f"out_{k}", values=_port_values(port)),
+                target=statement("sample_of", port=f"out_{k}", values=_port_elements(port)),
                 values=values_of(port.shape))
 
 
@@ -251,7 +251,7 @@ def _load_weights(ports: list[WeightPort]) -> str:
                          values=p.values) for p in ports)
 
 
-def _port_values(port: HlsPort) -> int:
+def _port_elements(port: HlsPort) -> int:
     """The elements of its C array a sample of ``port`` takes: floats, 32-bit words zero-compressed, or 64-bit
     words of codes."""
     if port.codes:

@@ -423,8 +423,7 @@ def batch_bytes(sub: Subfunction, shapes: dict[str, list[int]], batch: int) -> i
     at the most words a sample can take, its codes inputs at their words)."""
     compressed = {t.tensor for t in sub.transfers if t.compressed}
     codes = {t: dataclasses.asdict(c) for t, c in sub.input_codes.items()}
-    return 2 * batch * FLOAT_BYTES * sum(port_values(math.prod(shapes[t]), t in compressed,
-                                                     codes.get(t) if t in sub.inputs else None)
+    return 2 * batch * FLOAT_BYTES * sum(port_values(math.prod(shapes[t]), t in compressed, codes.get(t))
                                          for t in sub.inputs + sub.outputs)
 
 

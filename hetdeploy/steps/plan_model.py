@@ -339,13 +339,13 @@ def choose_tops(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpt
 
 def fpga_times(plan: Plan, board: Board, first: bool = True) -> None:
     """Each FPGA subfunction's compute time becomes its top's: the sum of its folded units' cycles at the FPGA's
-    clock (what the partitioner priced each node at, folded as the chip's units share it) and its float ports' values,
-    a value a cycle (``Top.port_cycles``), one after another, or a dataflow's latency and interval. ``first`` (when the
-    memory is first planned, not again for units folded anew after a widening): the DDR traffic of its spilled buffers
-    adds to its transfers, and its ports' bytes leave them where the top's loops, moving them, are the slower (the
-    partitioner priced them at the link's bandwidth: counted once, at the slower of the two). The plan's estimate
-    follows, so it equals the sum of its tables; a profile measured on the board scales each unit's cycles as it
-    scaled its nodes' (``profile``)."""
+    clock (what the partitioner priced each node at, folded as the chip's units share it) and its ports' cycles
+    (``Top.port_cycles``: a float a cycle, a buffer word of codes a cycle), one after another, or a dataflow's
+    latency and interval. ``first`` (when the memory is first planned, not again for units folded anew after a
+    widening): the DDR traffic of its spilled buffers adds to its transfers, and its ports' bytes leave them where
+    the top's loops, moving them, are the slower (the partitioner priced them at the link's bandwidth: counted once,
+    at the slower of the two). The plan's estimate follows, so it equals the sum of its tables; a profile measured
+    on the board scales each unit's cycles as it scaled its nodes' (``profile``)."""
     for sub in plan.subfunctions:
         if sub.kind != "fpga" or sub.estimate is None:
             continue
@@ -404,10 +404,9 @@ def codes_input(subfunctions: list[Subfunction], loaded: LoadedModel) -> Optiona
     if not skipped or given & {o.name for o in loaded.outputs} or \
             any(t not in made and not (t in given and t in s.input_codes) for s in kept for t in s.inputs):
         return None
-    codes = {t: c for s in kept for t, c in s.input_codes.items() if t in given}
     shapes = loaded.tensor_shapes()
-    return CodesInput([TensorSpec(t, shapes[t], "int32") for t in sorted(codes)], codes, [s.name for s in skipped],
-                      0.0)
+    codes = sorted({t for s in kept for t in s.input_codes if t in given})
+    return CodesInput([TensorSpec(t, shapes[t], "int32") for t in codes], [s.name for s in skipped], 0.0)
 
 
 def transfer_record(crossing: Crossing) -> Transfer:
@@ -519,7 +518,9 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     break
         if not variants:
             raise refused
-        best = min(variants, key=lambda v: (_interval_cycles(v, options, loaded.graph), _share(v, device)))
+        # of two foldings as fast, the one that leaves more of the budget
+        best = min(variants, key=lambda v: (_interval_cycles(v, options, loaded.graph),
+                                            units.budget_share(v.estimates, device.budget())))
         chip_budget = {k: device.budget().get(k, 0) for k in units.RESOURCES}
         budget = chip_budget | {"latency_cycles": None}
         choices = iter(zip(best.shapes, best.foldings, best.widths, best.bands, best.estimates))
@@ -568,13 +569,6 @@ def _interval_cycles(variant: "_DeviceFolding", options: BuildOptions, graph: Gr
                    [units.port_interval(graph, sub, units.element_bytes(options.width)) for sub, _ in variant.split],
                    default=0)
     return sum(e["latency_cycles"] for e in variant.estimates)
-
-
-def _share(variant: "_DeviceFolding", device: Device) -> float:
-    """The share of the FPGA's budget a folding's units take, summed over its resources: of two foldings as fast,
-    the one that leaves more."""
-    budget = device.budget()
-    return sum(sum(e[k] for e in variant.estimates) / max(1, budget.get(k, 0)) for k in units.RESOURCES)
 
 
 @dataclass

@@ -607,7 +607,7 @@ def port_cycles(graph: Graph, sub: Subfunction, lane_bytes: int = 2) -> dict[str
     cycles = {}
     for t in (*sub.outputs, *sub.inputs):
         values = math.prod(shapes.get(t) or [1])
-        codes = sub.input_codes.get(t) if t in sub.inputs else None
+        codes = sub.input_codes.get(t)
         cycles[t] = values if codes is None else max(-(-values * codes.bits // (8 * ARENA_WORD_BYTES)),
                                                      token_words(values, lane_bytes))
     return cycles
@@ -679,10 +679,11 @@ def dataflow_top(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str
     copied += [t for t in dict.fromkeys(sub.inputs) if t not in sub.input_codes] + list(sub.outputs)
     copies = sum(bram18_blocks(-(-math.prod(shapes[t]) * lane_bytes // ARENA_WORD_BYTES), 8 * ARENA_WORD_BYTES)
                  for t in copied)
-    # the schedule's latency is from the first token on: "input" converts its first port's sample before that
+    # the schedule's latency is from the first token on: before that, "input" converts its first float port's
+    # sample, or reads a codes port's words up to its first token's last code
     cycles = port_cycles(graph, sub, lane_bytes)
-    lead = next((_input_token_gaps(t, sub, cycles, shapes, lane_bytes)[0] - (
-        0 if t in sub.input_codes else token_words(tokens_of(shapes[t])[1], lane_bytes)) for t in sub.inputs), 0)
+    lead = next((_input_token_gaps(t, sub, cycles, shapes, lane_bytes)[0] if t in sub.input_codes else cycles[t]
+                 for t in sub.inputs), 0)
     return DataflowTop(schedule.latency + lead, schedule.interval, fifos, sum(f.bram18 for f in fifos) + copies,
                        sum(f.lut for f in fifos), sum(f.ff for f in fifos))
 
@@ -827,7 +828,7 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
     def missed_then_share(used: Sequence[dict[str, int]]) -> tuple[float, float]:
         missed = sum(max(0.0, sum(used[u][measure] for u in group) - allowed)
                      for group, allowed in zip(groups, cycles))
-        return missed, _share(used, budget)
+        return missed, budget_share(used, budget)
 
     return by_cost(foldings, shapes, widths, budget, unit_estimate, missed_then_share,
                    set(strategies or {}) | set(pinned or {}), ddr_bytes_per_cycle, distributed_arithmetic, io_fixed)
@@ -897,7 +898,7 @@ def _slowed_to(shapes: Sequence[Shape], foldings: list[Folding], widths: Sequenc
                    if o.weights_in_ddr == folding.weights_in_ddr}
         within = [o for o, e in options.items() if e[DATAFLOW_MEASURE] <= cycles
                   and all(others[k] + e[k] <= budget.get(k, 0) for k in RESOURCES)]
-        foldings[u] = min(within, key=lambda o: _share([options[o]], budget), default=folding)
+        foldings[u] = min(within, key=lambda o: budget_share([options[o]], budget), default=folding)
         used[u] = options.get(foldings[u], used[u])
     return foldings
 
@@ -921,7 +922,7 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[
         return None
 
     def latency_then_bram_then_share(used: Sequence[dict[str, int]]) -> tuple[float, ...]:
-        return sum(e["latency_cycles"] for e in used), _units_bram18(used), _share(used, budget)
+        return sum(e["latency_cycles"] for e in used), _units_bram18(used), budget_share(used, budget)
 
     pinned = pinned or {}
     foldings = by_cost(foldings, shapes, widths, budget, unit_estimate, latency_then_bram_then_share,
@@ -1030,7 +1031,7 @@ def _units_bram18(used: Sequence[dict[str, int]]) -> int:
     return sum(e["bram18"] for e in used)
 
 
-def _share(used: Sequence[dict[str, int]], budget: dict[str, int]) -> float:
+def budget_share(used: Sequence[dict[str, int]], budget: dict[str, int]) -> float:
     """The sum over resources of the share of ``budget`` the units take together."""
     return sum(sum(e[k] for e in used) / max(1, budget.get(k, 0)) for k in RESOURCES)
 
