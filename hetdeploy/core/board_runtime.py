@@ -23,8 +23,9 @@ batch k + 1 into its other buffer set while its core runs batch k; the outputs a
 sequential run (--sequential: one batch after another through one subfunction after another).
 With --emulate the FPGA subfunctions run through their C-simulation libraries
 (../hls/<name>/lib<name>.so) instead. With --codes the input is the model input quantizer's integer codes
-(plan.json's "codes_input": its tensors, shapes and codes), as FINN's driver takes its input: they go into the
-FPGA's codes port as they are, and the host subfunctions that computed them do not run.
+(plan.json's "codes_input": its tensors and shapes; their codes, the FPGA subfunctions' "input_codes"), as FINN's
+driver takes its input: they go into the FPGA's codes port as they are, and the host subfunctions that computed
+them do not run.
 """
 
 from __future__ import annotations
@@ -859,7 +860,8 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--emulate", action="store_true", help="FPGA subfunctions through their C-simulation "
                         "libraries (a host with the build folder), not pynq")
     parser.add_argument("--codes", action="store_true", help="the input is the model input quantizer's integer codes "
-                        "(as FINN's driver takes them: plan.json's 'codes_input' names the tensors and their codes), "
+                        "(as FINN's driver takes them: plan.json's 'codes_input' names the tensors, its FPGA subfunctions' "
+                        "'input_codes' their codes), "
                         "not the model's input: the host subfunctions that computed them are not run")
     parser.add_argument("--profile", metavar="FILE.json", help="record what the run measured (each CPU node's time "
                         "by onnxruntime's profiler, in a second pass over the same inputs; each FPGA call's core time "
