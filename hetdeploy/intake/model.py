@@ -16,7 +16,7 @@ What real published models do and how it is handled here:
 - external data: must stay inside the model's folder.
 
 The source model (the reference every check compares with) is the user's, only its batch fixed (and, below
-opset 7, which onnxruntime does not run, converted like the normalised one).
+opset 7, which onnxruntime does not run, converted to opset 13 by onnx's version converter, a note says so).
 ``LoadedModel.traced`` says what became of every node of the user's model.
 """
 
@@ -50,8 +50,8 @@ MIN_IR_VERSION = 4
 WEIGHT_BITS = 16
 # Ops whose constant input 1 is a multiply-accumulate layer's weights (Node.weight_octaves).
 WEIGHTED_OPS = frozenset({"Conv", "Gemm", "MatMul"})
-# The oldest default-domain opset onnxruntime runs (its operator kernels start at opset 7): older
-# models are refused, since onnxruntime is the reference every build is checked against.
+# The oldest default-domain opset onnxruntime runs (its operator kernels start at opset 7): an older
+# model's reference is the model as onnx's version converter writes it at MIN_OPSET.
 OLDEST_OPSET = 7
 
 _DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64", onnx.TensorProto.INT64: "int64",
@@ -94,6 +94,9 @@ def load_model(path: str | Path) -> LoadedModel:
     fixed = _fix_batch(source, path)
     # IR 3 requires initializers among the inputs, which were just dropped
     source.ir_version = max(MIN_IR_VERSION, min(source.ir_version, MAX_IR_VERSION))
+    opset = rewrites.default_opset(source)
+    if opset < OLDEST_OPSET:  # onnxruntime runs none older: the reference is the converted model
+        source = _convert_opset(source, path)
     source = _infer_shapes(source, path, strict=False)
     _check_sizes(source, path)
     _name_nodes(source)  # the reference too: onnxruntime refuses two nodes of one name
@@ -110,6 +113,9 @@ def load_model(path: str | Path) -> LoadedModel:
     notes = [f"input '{name}': its symbolic batch axis '{symbol}' is fixed to 1 (a call takes one sample; emulate "
              f"and run.py take N stacked and run them in batches, --batch N samples an FPGA call)"
              for name, symbol in fixed]
+    if opset < OLDEST_OPSET:
+        notes.append(f"opset {opset}: converted to opset {rewrites.MIN_OPSET} by onnx's version converter, the "
+                     f"reference every check compares with too (onnxruntime runs opset {OLDEST_OPSET} and later)")
     return LoadedModel(source, model, graph, inputs, outputs, reshapes, rewrites.trace_nodes(named, model), notes)
 
 
@@ -353,10 +359,6 @@ def _check_opsets(model: onnx.ModelProto, path: Path) -> None:
         if opset.domain in ("", "ai.onnx") and not 1 <= opset.version <= newest:
             raise UserError(f"{path}: opset {opset.version} of the default domain does not exist (onnx "
                             f"{onnx.__version__} knows 1 to {newest})")
-        if opset.domain in ("", "ai.onnx") and opset.version < OLDEST_OPSET:
-            raise UserError(f"{path}: opset {opset.version} of the default domain: onnxruntime, the reference every "
-                            f"build is checked against, runs opset {OLDEST_OPSET} and later; export the model at "
-                            f"opset 13 (or convert it with onnx.version_converter)")
 
 
 def _check_tensor_data(tensor: onnx.TensorProto, path: Path) -> None:
