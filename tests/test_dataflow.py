@@ -151,7 +151,7 @@ def test_a_plans_units_run_as_processes_at_their_slowest_and_its_skip_fifo_one_s
     import onnx
     from hetdeploy.core.board import load_board
     from hetdeploy.intake.model import load_model
-    from hetdeploy.planning.units import dataflow_processes, port_cycles
+    from hetdeploy.planning.units import dataflow_processes, dataflow_top, port_cycles
 
     clock = load_board("pynq-z2").device("fpga").clock_mhz
     model = residual_model(tmp_path / "residual.onnx")
@@ -178,6 +178,8 @@ def test_a_plans_units_run_as_processes_at_their_slowest_and_its_skip_fifo_one_s
     # words of 16-bit values, a word a cycle), "output" copies in its token (two words) and converts the 5 outputs
     assert port_cycles(load_model(jet).graph, sub) == {sub.inputs[0]: 16, sub.outputs[0]: 5}
     assert processes[0].interval >= processes[0].ops[0].gap >= 16 + 4
+    # a sample's latency from its first value in: the schedule's from the first token written, after those 16 + 4
+    assert dataflow_top(load_model(jet).graph, sub, clock).latency_cycles == free.latency + 16 + 4
     assert [op.gap for op in processes[-1].ops] == [2] and processes[-1].tail == 5
 
 

@@ -680,10 +680,9 @@ def dataflow_top(graph: Graph, sub: Subfunction, clock_mhz: float, hls_tool: str
     copies = sum(bram18_blocks(-(-math.prod(shapes[t]) * lane_bytes // ARENA_WORD_BYTES), 8 * ARENA_WORD_BYTES)
                  for t in copied)
     # the schedule's latency is from the first token on: before that, "input" converts its first float port's
-    # sample, or reads a codes port's words up to its first token's last code
+    # sample and copies out its first token, or reads a codes port's words up to its first token's last code
     cycles = port_cycles(graph, sub, lane_bytes)
-    lead = next((_input_token_gaps(t, sub, cycles, shapes, lane_bytes)[0] if t in sub.input_codes else cycles[t]
-                 for t in sub.inputs), 0)
+    lead = next((_input_token_gaps(t, sub, cycles, shapes, lane_bytes)[0] for t in sub.inputs), 0)
     return DataflowTop(schedule.latency + lead, schedule.interval, fifos, sum(f.bram18 for f in fifos) + copies,
                        sum(f.lut for f in fifos), sum(f.ff for f in fifos))
 
