@@ -107,8 +107,49 @@ def test_a_model_older_than_onnxruntimes_opsets_is_converted_and_its_reference_i
     sample, expected = (numpy_helper.to_array(onnx.load_tensor(str(folder / "test_data_set_0" / f"{kind}_0.pb")))
                         for kind in ("input", "output"))
     session = ort.InferenceSession(loaded.source.SerializeToString(), providers=["CPUExecutionProvider"])
-    np.testing.assert_allclose(session.run(None, {session.get_inputs()[0].name: sample})[0], expected,
-                               rtol=1e-5, atol=1e-6)
+    name = session.get_inputs()[0].name  # the export's batch of rows, a sample each (a row a run)
+    got = np.concatenate([session.run(None, {name: sample[k:k + 1]})[0] for k in range(len(sample))])
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_an_exports_fixed_batch_is_taken_as_its_rows_where_the_model_computes_each_row_alone(tmp_path):
+    """torch.onnx.export without dynamic axes fixes the dummy input's batch (PyTorch's Conv2d export that the onnx
+    package ships: 2 rows): each row is a sample, the model and its reference at batch 1, and said; the outputs
+    those give each row are the export's own."""
+    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "pytorch-converted" / "test_Conv2d_groups"
+    loaded = load_model(folder / "model.onnx")
+    assert [t.shape[0] for t in loaded.inputs] == [1] and all(
+        v.type.tensor_type.shape.dim[0].dim_value == 1 for v in (*loaded.source.graph.input, *loaded.model.graph.input))
+    assert any("the inputs' fixed batch of 2 (axis 0) is taken as 2 samples of one row each" in n for n in loaded.notes)
+
+
+@pytest.mark.parametrize("case", ["reshape", "softmax", "first_axes", "scalar"])
+def test_inputs_whose_first_axis_is_no_batch_are_refused_in_one_line(tmp_path, case):
+    """A sample is a row of axis 0 of every input: a model that bakes its batch into a Reshape, mixes its rows
+    (a Softmax over axis 0), has inputs whose first axes differ, or a scalar input, is refused, not built to fail
+    later on onnxruntime."""
+    value = helper.make_tensor_value_info
+    if case == "reshape":
+        nodes, inputs, outputs = [helper.make_node("Reshape", ["x", "s"], ["y"])], [value("x", 1, [4, 2, 5])], \
+            [value("y", 1, [4, 10])]
+        constants = [numpy_helper.from_array(np.array([4, 10], np.int64), "s")]
+    elif case == "softmax":
+        nodes, inputs, outputs = [helper.make_node("Softmax", ["x"], ["y"], axis=0)], [value("x", 1, [4, 10])], \
+            [value("y", 1, [4, 10])]
+        constants = []
+    else:
+        second = [10] if case == "first_axes" else []
+        nodes, inputs, outputs = [helper.make_node("Add", ["x", "z"], ["y"])], \
+            [value("x", 1, [1, 10]), value("z", 1, second)], [value("y", 1, [1, 10])]
+        constants = []
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs, constants),
+                              opset_imports=[helper.make_opsetid("", 13)])
+    message = {"reshape": "the inputs' axis 0 \\(4\\) is no batch axis: the model does not give each of its 4 rows",
+               "softmax": "the inputs' axis 0 \\(4\\) is no batch axis",
+               "first_axes": "the inputs' first axes differ \\(x: 1, z: 10\\): they are no batch axis",
+               "scalar": "input 'z' is a scalar: it has no batch axis"}[case]
+    with pytest.raises(UserError, match=message + ".*export the model with a batch axis of 1 or a dynamic one"):
+        load_model(save(tmp_path, model))
 
 
 @pytest.mark.parametrize("special", ["fifo", "folder", "/dev/zero"])

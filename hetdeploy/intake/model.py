@@ -3,6 +3,8 @@
 What real published models do and how it is handled here:
 - initializers also listed as graph inputs (old IR): dropped from the inputs, IR raised to 4;
 - a symbolic batch dimension: fixed to 1; other symbolic dimensions are refused;
+- a fixed batch of B > 1 rows (an export's dummy input): B samples, the model at batch 1, where each row's
+  outputs are its own (``_rows_as_samples``); inputs with no such batch axis are refused;
 - nodes with empty or duplicate names: given stable generated names;
 - opsets older than 13: converted by onnx's version converter;
 - constant subgraphs (ConstantOfShape, Shape -> Gather -> Concat, DequantizeLinear of constant
@@ -100,6 +102,7 @@ def load_model(path: str | Path) -> LoadedModel:
     source = _infer_shapes(source, path, strict=False)
     _check_sizes(source, path)
     _name_nodes(source)  # the reference too: onnxruntime refuses two nodes of one name
+    source, rows = _rows_as_samples(source, path)
 
     model = onnx.ModelProto()
     model.CopyFrom(source)
@@ -113,6 +116,10 @@ def load_model(path: str | Path) -> LoadedModel:
     notes = [f"input '{name}': its symbolic batch axis '{symbol}' is fixed to 1 (a call takes one sample; emulate "
              f"and run.py take N stacked and run them in batches, --batch N samples an FPGA call)"
              for name, symbol in fixed]
+    if rows > 1:
+        notes.append(f"the inputs' fixed batch of {rows} (axis 0) is taken as {rows} samples of one row each: the "
+                     f"model gives each row the outputs it gives it among the {rows} (checked on a random batch); "
+                     f"the reference is the model at batch 1 too")
     if opset < OLDEST_OPSET:
         notes.append(f"opset {opset}: converted to opset {rewrites.MIN_OPSET} by onnx's version converter, the "
                      f"reference every check compares with too (onnxruntime runs opset {OLDEST_OPSET} and later)")
@@ -444,6 +451,57 @@ def _drop_initializer_inputs(model: onnx.ModelProto) -> None:
     real = [i for i in model.graph.input if i.name not in constants]
     del model.graph.input[:]
     model.graph.input.extend(real)
+
+
+def _rows_as_samples(model: onnx.ModelProto, path: Path) -> tuple[onnx.ModelProto, int]:
+    """A model whose inputs all have one fixed batch of B > 1 rows (axis 0; an exporter's dummy input of B samples),
+    at batch 1 (and B), where its outputs, B rows too, are each row's alone: onnxruntime (or qonnx) runs a random
+    batch of B and each of its rows at batch 1 to the same values. A sample is one row of axis 0 (a call runs
+    samples, stacked on it): inputs whose first axis is not such a batch are refused."""
+    inputs = [v for v in model.graph.input]
+    firsts = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim][:1] for v in inputs}
+    if all(first == [1] for first in firsts.values()):
+        return model, 1
+    why = (f"hetdeploy runs a sample a call, a row of axis 0 of every input; export the model with a batch axis of 1 "
+           f"or a dynamic one")
+    for name, first in firsts.items():
+        if not first:
+            raise UserError(f"{path}: input '{name}' is a scalar: it has no batch axis; {why}")
+    batches = {first[0] for first in firsts.values()}
+    if len(batches) > 1:
+        raise UserError(f"{path}: the inputs' first axes differ ({', '.join(f'{n}: {f[0]}' for n, f in firsts.items())}"
+                        f"): they are no batch axis; {why}")
+    (rows,) = batches
+    single = onnx.ModelProto()
+    single.CopyFrom(model)
+    del single.graph.value_info[:]
+    for value in (*single.graph.input, *single.graph.output):
+        dims = value.type.tensor_type.shape.dim
+        if dims:
+            dims[0].Clear()
+            dims[0].dim_value = 1
+    from .ort_adapter import open_in_memory  # onnxruntime's (or qonnx's) session: only here, where it is needed
+
+    rng = np.random.default_rng(0)
+    batch = {v.name: (rng.standard_normal if v.type.tensor_type.elem_type in _FLOAT_TYPES else
+                      lambda shape: rng.integers(0, 2, shape))(
+                          [d.dim_value for d in v.type.tensor_type.shape.dim]).astype(
+                          onnx.helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)) for v in inputs}
+    whole = open_in_memory(model, str(path)).run(batch)  # a model that fails so fails whatever its batch
+    try:
+        alone = open_in_memory(single, str(path))
+        each = [alone.run({t: x[k:k + 1] for t, x in batch.items()}) for k in range(rows)]
+        independent = all(np.shape(whole[t])[:1] == (rows,) and np.allclose(
+            np.concatenate([e[t] for e in each]), whole[t], rtol=1e-4, atol=1e-6, equal_nan=True) for t in whole)
+    except (UserError, ValueError):  # at batch 1 onnxruntime refuses it (a Reshape of B rows), or its rows differ
+        independent = False
+    if not independent:
+        raise UserError(f"{path}: the inputs' axis 0 ({rows}) is no batch axis: the model does not give each of its "
+                        f"{rows} rows, run alone, the outputs it gives it among them; {why}")
+    return _infer_shapes(single, path, strict=False), rows
+
+
+_FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
 
 
 def _fix_batch(model: onnx.ModelProto, path: Path) -> list[tuple[str, str]]:
