@@ -69,3 +69,23 @@ def test_a_quantizer_only_qonnx_runs_stops_the_build_in_one_line(tmp_path, capsy
     assert main(["build", str(model), "--board", "pynq-z2", "-o", str(tmp_path / "build"), "-q"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "(FloatQuant) would run on arm_cpu" in err
+
+
+def test_pytorchs_opset_6_export_of_a_fixed_batch_builds_and_predicts_the_outputs_the_onnx_package_records(tmp_path):
+    """PyTorch's Conv2d export that the onnx package ships (opset 6, a fixed batch of 2): converted to opset 13,
+    each row a sample, on the PYNQ-Z2's FPGA, its prediction within 0.1 % of the output the package records for
+    the package's input (which the build neither sized nor verified on)."""
+    import numpy as np
+    import onnx
+    from onnx import numpy_helper
+
+    import hetdeploy
+
+    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "pytorch-converted" / "test_Conv2d"
+    pipeline = hetdeploy.build(folder / "model.onnx", "pynq-z2", tmp_path / "out", policy="support")
+    assert [s.kind for s in pipeline.plan.subfunctions] == ["fpga"]
+    sample, expected = (numpy_helper.to_array(onnx.load_tensor(str(folder / "test_data_set_0" / f"{kind}_0.pb")))
+                        for kind in ("input", "output"))
+    (got,) = pipeline.predict(sample)
+    assert got.shape == expected.shape and np.isfinite(got).all()
+    assert np.max(np.abs(got - expected)) <= 1e-3 * np.max(np.abs(expected))
