@@ -7,14 +7,16 @@ region packed as hetdeploy.fpga.engine writes it. Against onnxruntime: tests/tes
 from __future__ import annotations
 
 import dataclasses
+import math
 import subprocess
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from hetdeploy.core.csim import compiler
 from hetdeploy.core.plan import EngineLayer
-from hetdeploy.fpga.engine import quantized, weights_bytes
+from hetdeploy.fpga.engine import layer_values, quantized, weights_bytes
 from hetdeploy.fpga.hls4ml_adapter import ap_types_headers
 from hetdeploy.fpga.hls_top import TEMPLATES
 from hetdeploy.planning.units import ARENA_WORD_BYTES, element_bytes
@@ -59,10 +61,7 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
     source = raw_in.astype(f"<i{element_bytes(iw)}" if layer.in_signed else f"<u{element_bytes(iw)}").tobytes()
     source += bytes(-len(source) % ARENA_WORD_BYTES)
     outputs = layer.output[0] * layer.output[1] * layer.filters
-    values = dict(layer=", ".join(str(int(v)) for v in (
-        layer.channels, *layer.input, layer.filters, *layer.output, *layer.kernel, *layer.strides, *layer.pads,
-        *layer.dilations, layer.in_fraction, layer.in_signed, layer.weight_fraction, layer.out_fraction,
-        layer.out_signed, layer.relu, layer.groups)), iw=iw, ow=ow, ww=ww, lanes=layer.lanes, uram_lanes=layer.uram_lanes,
+    values = dict(layer=", ".join(str(v) for v in layer_values(layer, ow)), iw=iw, ow=ow, ww=ww, lanes=layer.lanes, uram_lanes=layer.uram_lanes,
         vector=layer.vector,
         window=layer.window,
         source_word=len(region) // ARENA_WORD_BYTES, outputs=outputs,
@@ -100,7 +99,12 @@ def reference(layer: EngineLayer, raw_in: np.ndarray, weights: np.ndarray, bias:
                                      for c in range(per_group))
                 if layer.relu and s < 0:
                     s = 0
-                s = (s + (1 << (shift - 1))) >> shift if shift > 0 else s << -shift
+                if layer.clip:  # the Clip on the exact sum, its value then rounded (ties up)
+                    low, high = (None if b is None else Fraction(b) * 2 ** (shift + layer.out_fraction)
+                                 for b in layer.clip)
+                    s = max(low, s) if low is not None else s
+                    s = min(high, s) if high is not None else s
+                s = math.floor(Fraction(s, 2 ** shift) + Fraction(1, 2)) if shift > 0 else int(s * 2 ** -shift)
                 out[y, xx, o] = min(most, max(least, s))
     return out.reshape(-1)
 
@@ -115,6 +119,8 @@ LAYERS = {  # channels, input, filters, output, kernel, strides, pads, dilations
     "depthwise": (8, [5, 5], 8, [3, 3], [3, 3], [2, 2], [1, 1], [1, 1], False),
 }
 GROUPS = {"grouped": 2, "depthwise": 8}  # the others': one
+# a Clip ending the layer (after a ReLU; bounds off the output's grid; one of them missing), as ONNX has it: on the value
+CLIPS = {"1x1": [0.0, 1.5], "dense": [-3.3, 7.9], "1-D": [None, 2.45]}
 
 
 @pytest.mark.parametrize("kind", LAYERS)
@@ -127,7 +133,8 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
     block: none, half, all): the layers whose channels are a multiple of it take that many a cycle, the others
     (5 and 3 channels; 4 at 8 a cycle) one."""
     rng = np.random.default_rng(7)
-    layer = EngineLayer(*LAYERS[kind], lanes=4, vector=vector, uram_lanes=uram_lanes, groups=GROUPS.get(kind, 1))
+    layer = EngineLayer(*LAYERS[kind], lanes=4, vector=vector, uram_lanes=uram_lanes, groups=GROUPS.get(kind, 1),
+                        clip=CLIPS.get(kind))
     weights = rng.normal(0, 0.5, (layer.filters, *layer.kernel, layer.channels // layer.groups))
     bias = rng.normal(0, 1, layer.filters)
     ww = 8 if iw == 8 else 16
@@ -144,6 +151,9 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
         expected = [v - 2 ** ow if v >= 2 ** (ow - 1) else v for v in expected]
     assert got == [int(v) for v in expected]
     assert len(set(got)) > 3  # the layer's outputs are not all one value (saturated or zero)
+    if layer.clip:  # the Clip bites: some outputs are not what the layer gives without it
+        unclipped = reference(dataclasses.replace(layer, clip=None), raw_in, codes_w.reshape(weights.shape), codes_b, ow)
+        assert list(unclipped) != list(reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow))
 
 
 def test_the_weights_region_is_the_layers_values_at_their_binary_points():

@@ -631,3 +631,27 @@ def test_a_batchnormalization_of_its_own_is_the_tops_scale_and_shift_even_an_ide
     plan = build_and_emulate(save_model(b, tmp_path / "nop.onnx", [1, 4]), tmp_path / "out")
     copy = next(u for u in plan.subfunctions[0].execution_units if "identity_bn" in u.nodes)
     assert copy.hls is None and copy.affine and copy.pe == "affine" and copy.verification.passed
+
+
+def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_outputs(tmp_path):
+    """MobileNetV2's stem and two inverted residual blocks, torchvision's layers as torch.onnx.export writes them
+    (benchmarks/torchvision_models.py --export): ReLU6 is a Clip(0, 6) after each BatchNormalization. The stem, a
+    1 x 1 expansion and a depthwise convolution pinned to the KV260's engine each end with their Clip there (its
+    output stage clamps to the bounds' codes); the pipeline's outputs within 0.1 % of PyTorch's own on its 8
+    exported samples, which the build neither sized nor verified on."""
+    from hetdeploy.commands.api import Pipeline
+    from hetdeploy.planning.config import hls_strategy
+
+    data = Path(__file__).parent / "data" / "torch"
+    engine = ["/0/0.0/Conv", "/1/conv/conv.0/conv.0.0/Conv", "/1/conv/conv.1/conv.1.0/Conv"]
+    plan = build(BuildOptions(model=data / "mbv2_blocks.onnx", board="kv260", out_dir=tmp_path / "out",
+                              policy="support", strategies={node: hls_strategy("engine") for node in engine}),
+                 progress=lambda m: None)
+    units = {u.name: u for s in plan.subfunctions for u in s.execution_units}
+    for node in engine:
+        unit = units[plan.node_map[node]["unit"]]
+        assert (unit.strategy, unit.engine.clip, unit.verification.passed) == ("Engine", [0.0, 6.0], True), node
+        assert len(unit.nodes) == 2  # the convolution and its Clip: the BatchNormalization folded at intake
+    samples = np.load(data / "mbv2_blocks.npz")
+    (got,) = Pipeline(tmp_path / "out").predict(samples["x"])
+    assert np.isfinite(got).all() and np.max(np.abs(got - samples["y"])) <= 1e-3 * np.max(np.abs(samples["y"]))

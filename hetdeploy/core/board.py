@@ -36,10 +36,11 @@ URAM_BYTES = 4096 * 8
 # Who implements a PE's ops: hls4ml (a project per unit), hetdeploy's subfunction top itself
 # (hetdeploy/hls/arena.h), which moves values (the relayouts) and reduces windows (the window ops), or hetdeploy's
 # layer-sequential engine (hetdeploy/hls/engine.h) alone: the convolutions hls4ml has no layer for (grouped ones,
-# kernels past hls4ml's, dilated ones), each BatchNormalization after them folded in, a ReLU last
+# kernels past hls4ml's, dilated ones), each BatchNormalization after them folded in, a ReLU or a Clip last
 ENGINES = ("hls4ml", "top", "engine")
 LAYER_ENGINE_OPS = ("Conv", "Gemm", "MatMul")
-LAYER_ENGINE_FUSED_OPS = ("BatchNormalization", "Relu")
+LAYER_ENGINE_ACTIVATIONS = ("Relu", "Clip")  # the engine's output stage: the last op of its unit
+LAYER_ENGINE_FUSED_OPS = ("BatchNormalization", *LAYER_ENGINE_ACTIVATIONS)
 RELAYOUT_OPS = ("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth", "Slice")
 TOP_WINDOW_OPS = ("MaxPool", "AveragePool", "GlobalAveragePool")
 # Ops the top computes itself over whole buffers (arena.h's add, concat and affine): a residual Add and a

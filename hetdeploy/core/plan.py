@@ -329,8 +329,8 @@ class EngineLayer:
     """A convolution or dense unit the subfunction's layer-sequential engine runs (hls/engine.h: one array of
     ``lanes`` multiply-accumulators the top calls once per such unit): its shape over channels-last buffers (a
     dense layer a 1 x 1 convolution of one pixel, a 1-D one a row), its weights' and its buffers' binary points
-    and signedness, and whether a ReLU ends it (BatchNormalizations are folded into its weights). Its weights
-    and biases lie in the DDR region (the unit's weights buffer)."""
+    and signedness, and whether a ReLU or a Clip ends it (BatchNormalizations are folded into its weights). Its
+    weights and biases lie in the DDR region (the unit's weights buffer)."""
 
     channels: int
     input: list[int]  # rows, columns
@@ -350,6 +350,7 @@ class EngineLayer:
     in_signed: bool = True
     out_fraction: int = 0
     out_signed: bool = True
+    clip: Optional[list[Optional[float]]] = None  # a Clip that ends it: its low and high bounds (None: no bound)
 
     @property
     def window(self) -> int:

@@ -1,8 +1,11 @@
 """hetdeploy's layer-sequential engine (hls/engine.h) for one unit: its layer (plan.EngineLayer) from the
 graph's node, and its weights and biases as the DDR bytes the engine reads, from the unit's ONNX model (a
-Conv, Gemm or MatMul, the BatchNormalizations after it folded in, then a ReLU: ``units.engine_refusal``)."""
+Conv, Gemm or MatMul, the BatchNormalizations after it folded in, then a ReLU or a Clip: ``units.engine_refusal``)."""
 
 from __future__ import annotations
+
+import math
+from typing import Optional
 
 import numpy as np
 import onnx
@@ -16,13 +19,15 @@ from ..planning import units
 BIAS_BYTES = 8  # a bias is a 64-bit lane: the sum's binary point
 
 
-def engine_layer(node: Node, relu: bool, size: units.EngineSize) -> EngineLayer:
-    """The engine's layer for ``node`` (its unit's main node; ``relu``: a ReLU ends the unit) on an engine of
-    ``size``, its binary points still to be set by the build (``quantized``)."""
+def engine_layer(node: Node, last: Node, size: units.EngineSize) -> EngineLayer:
+    """The engine's layer for ``node`` (its unit's main node; ``last``: the unit's last, a ReLU or a Clip ending it)
+    on an engine of ``size``, its binary points still to be set by the build (``quantized``)."""
+    relu = last.op == "Relu"
+    clip = [_bound(last.scalars.get(1)), _bound(last.scalars.get(2))] if last.op == "Clip" else None
     if node.op != "Conv":  # a dense layer: a 1 x 1 convolution of one pixel
         (first,), (out,) = node.input_shapes, node.output_shapes
         return EngineLayer(first[-1], [1, 1], out[-1], [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], relu, size.lanes,
-                           size.vector, size.uram_lanes)
+                           size.vector, size.uram_lanes, clip=clip)
     first, out = node.input_shapes[0], node.output_shapes[0]
     spatial = len(first) - 2
 
@@ -33,7 +38,25 @@ def engine_layer(node: Node, relu: bool, size: units.EngineSize) -> EngineLayer:
     return EngineLayer(first[1], as_2d(first[2:]), out[1], as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
                        as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
                        as_2d(node.attrs.get("dilations") or [1] * spatial), relu, size.lanes, size.vector,
-                       size.uram_lanes, node.attrs.get("group", 1))
+                       size.uram_lanes, node.attrs.get("group", 1), clip=clip)
+
+
+def _bound(value: Optional[float]) -> Optional[float]:
+    """A Clip's bound; None where it has none (an input left out, or infinite)."""
+    return value if value is not None and math.isfinite(value) else None
+
+
+def layer_values(layer: EngineLayer, out_width: int) -> list[int]:
+    """The unit's engine_layer as engine.h's struct takes it, its fields in order: the Clip's bounds as output codes
+    (each rounded as the engine rounds its outputs, to the nearest with ties up, so that clamping the rounded
+    output to them is rounding the clamped value), else the output type's own range."""
+    least, most = (-(2 ** (out_width - 1)), 2 ** (out_width - 1) - 1) if layer.out_signed else (0, 2 ** out_width - 1)
+    low, high = layer.clip or (None, None)
+    codes = [least if low is None else max(least, min(most, math.floor(low * 2.0 ** layer.out_fraction + 0.5))),
+             most if high is None else max(least, min(most, math.floor(high * 2.0 ** layer.out_fraction + 0.5)))]
+    return [layer.channels, *layer.input, layer.filters, *layer.output, *layer.kernel, *layer.strides, *layer.pads,
+            *layer.dilations, layer.in_fraction, int(layer.in_signed), layer.weight_fraction, layer.out_fraction,
+            int(layer.out_signed), int(layer.relu), layer.groups, *codes]
 
 
 def affine(model: onnx.ModelProto) -> tuple[np.ndarray, np.ndarray]:

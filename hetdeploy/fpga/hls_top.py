@@ -98,7 +98,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     if engines:
         shutil.copy(TEMPLATES / "engine.h", project_dir / "engine.h")
         declarations += statement("include", header="engine.h") + "\n"
-        declarations += "".join(ENGINE.declaration(u) + "\n" for u in source.units if u.engine)
+        declarations += "".join(ENGINE.declaration(u, engines[u.name].bits[1]) + "\n" for u in source.units if u.engine)
         declarations += "".join(ENGINE.statement("engine_function", name=name, lanes=lanes, uram_lanes=uram_lanes,
                                                  vector=vector, window=window, in_bits=bits[0], out_bits=bits[1],
                                                  weight_bits=bits[2]) + "\n"

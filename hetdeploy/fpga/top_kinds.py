@@ -31,7 +31,8 @@ from ..core.plan import ExecutionUnit, LocalResponse as LocalResponseAttributes,
 from ..core.precision import CppFixed, weight_fixed
 from ..intake.ort_adapter import OrtModel
 from ..planning.units import tokens_of
-from .engine import affine as engine_affine, quantized as engine_quantized, weights_bytes as engine_weights_bytes
+from .engine import affine as engine_affine, layer_values as engine_layer_values, quantized as engine_quantized, \
+    weights_bytes as engine_weights_bytes
 from . import open_synth
 from .hls4ml_adapter import ARITHMETIC_FILE, fixed_precision
 from .packing import UNIT_WEIGHTS_FILE
@@ -185,13 +186,11 @@ class Engine(TopKind):
         return self.line("run_engine", name=buffers.engine.function, source=at(x), target=at(y),
                          word=buffers.engine.weights_word, unit=unit.name)
 
-    def declaration(self, unit: ExecutionUnit) -> str:
-        """``<unit>_layer``, the C++ constant of the unit's layer (engine.h's engine_layer, its field order)."""
-        layer = unit.engine
-        values = [layer.channels, *layer.input, layer.filters, *layer.output, *layer.kernel, *layer.strides,
-                  *layer.pads, *layer.dilations, layer.in_fraction, int(layer.in_signed), layer.weight_fraction,
-                  layer.out_fraction, int(layer.out_signed), int(layer.relu), layer.groups]
-        return self.statement("engine_layer", unit=unit.name, values=", ".join(map(str, values)))
+    def declaration(self, unit: ExecutionUnit, out_bits: int) -> str:
+        """``<unit>_layer``, the C++ constant of the unit's layer (engine.h's engine_layer) for its ``out_bits``-bit
+        outputs."""
+        return self.statement("engine_layer", unit=unit.name,
+                              values=", ".join(map(str, engine_layer_values(unit.engine, out_bits))))
 
 
 class Hls4ml(TopKind):

@@ -24,8 +24,9 @@
 //
 // Values are raw fixed-point bits whose binary points the layer gives: each product exact (the value, signed in
 // IW + 1 bits, by its WW-bit weight: one multiplier's width, not the sum's), the sum in 64 bits, then the layer's
-// ReLU, then rounded to the nearest at the output's fraction bits (ties up: AP_RND) and saturated to its width and
-// signedness (AP_SAT), as the output buffer's ap_fixed type would.
+// ReLU, then rounded to the nearest at the output's fraction bits (ties up: AP_RND), clamped to a Clip's bounds where
+// one ends the layer, and saturated to its width and signedness (AP_SAT), as the output buffer's ap_fixed type
+// would.
 //
 // Its cycles are counted in C-simulation (``engine_counted``; compiled only there): each pipelined loop's
 // iterations at its II plus its pipeline's depth (the DEPTH constants below, hetdeploy's model of the schedule:
@@ -52,6 +53,9 @@ struct engine_layer {
     int in_c, in_h, in_w, out_c, out_h, out_w, k_h, k_w, s_h, s_w, pad_top, pad_left, d_h, d_w;
     int in_fraction, in_signed, weight_fraction, out_fraction, out_signed, relu;
     int groups;  // of input and output channels: output channel o reads group o / (out_c / groups)'s inputs
+    // the output codes a Clip ending the layer keeps them within (its bounds rounded as the outputs are: clamping
+    // the rounded output is rounding the clamped value, rounding being monotone); else the output type's range
+    long long clip_low, clip_high;
 };
 
 // the depth of a loop's pipeline: a move (a word read, then written) and a window value's (its address, the
@@ -201,13 +205,14 @@ void engine_accumulate(const word_t *source, const engine_layer &g, const engine
 }
 
 // A sum as an output value's raw bits: the layer's ReLU, then rounded to the nearest at the output's fraction
-// bits (ties up) and saturated to [least, most]
+// bits (ties up), clamped to its Clip's codes and saturated to [least, most]
 template <typename sum_t>
 sum_t engine_output(sum_t s, const engine_layer &g, int shift, sum_t most, sum_t least) {
 #pragma HLS INLINE
     if (g.relu && s < 0) s = 0;
     if (shift > 0) s = (s + (sum_t(1) << (shift - 1))) >> shift;
     else s = s << -shift;
+    s = s < sum_t(g.clip_low) ? sum_t(g.clip_low) : s > sum_t(g.clip_high) ? sum_t(g.clip_high) : s;
     return s > most ? most : s < least ? least : s;
 }
 

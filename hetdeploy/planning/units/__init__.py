@@ -103,9 +103,9 @@ from ..dataflow import DataflowError, Op, Process, check, fifo_depths, free_sche
 # the cost model's constants and shared arithmetic, read by the stages as units.NAME
 from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDED_OPS, BAND_FIFO_SHARE, BRAM18_SHAPES,
                     BRAM_MIN_BITS, BRAM_MIN_DEPTH, CYCLES, DA_COST_PER_DIGIT_BIT, DA_MAX_INPUTS, DA_MAX_PRODUCTS,
-                    DISTRIBUTED_ARITHMETIC, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, ENGINE, ENGINE_CONTROL_DSP,
-                    ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_FUSED_OPS, ENGINE_HOLD_LANES, ENGINE_LANE_FF,
-                    ENGINE_LANE_LUT, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, ENGINE_SHARES, FOLDED_STRATEGIES, IO_TYPES,
+                    DISTRIBUTED_ARITHMETIC, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, ENGINE, ENGINE_ACTIVATIONS,
+                    ENGINE_CONTROL_DSP, ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_FUSED_OPS, ENGINE_HOLD_LANES,
+                    ENGINE_LANE_FF, ENGINE_LANE_LUT, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, ENGINE_SHARES, FOLDED_STRATEGIES, IO_TYPES,
                     LOOKUP_TABLE_BITS, LOOKUP_TABLE_SIZE, NOT_HLS4ML_LAYER_OPS, NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ,
                     RESOURCES, RESOURCE_PARTS, SOFTMAX_REFERENCE_CYCLES, STRATEGIES, SYNTHESIS_LUT_SHARE,
                     TABLE_INDEX_LUT_PER_BIT, TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES, UNIT_CONTROL_FF,
@@ -137,7 +137,7 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
                 engine: Collection[int] = ()) -> list[Unit]:
     """Cut an FPGA subfunction (``nodes`` in execution order) into units. ``keep``: tensors read
     outside the subfunction, which a fusion must not swallow; ``engine``: nodes that may run on the engine, whose units
-    fuse only what it computes (ENGINE_FUSED_OPS, a ReLU last)."""
+    fuse only what it computes (ENGINE_FUSED_OPS, a ReLU or a Clip last)."""
     consumers = graph.consumers()
     outputs = set(graph.outputs) | set(keep)
     units: list[Unit] = []
@@ -151,7 +151,7 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
             # runs that op alone; hls4ml has no relayout layer
             fusible = node.op in device.pes[unit.pe].fuse and node.inputs == last.outputs[:1] and \
                 node.op not in RELAYOUT_OPS and \
-                (unit.nodes[0] not in engine or node.op in ENGINE_FUSED_OPS and last.op != "Relu")
+                (unit.nodes[0] not in engine or node.op in ENGINE_FUSED_OPS and last.op not in ENGINE_ACTIVATIONS)
             if fusible and consumers.get(last.outputs[0]) == [i] and last.outputs[0] not in outputs:
                 unit.nodes.append(i)
                 unit.output = node.outputs[0]
@@ -710,7 +710,8 @@ def fifo_name(tensor: str, reader: str) -> str:
 
 def engine_refusal(graph: Graph, unit: Unit) -> Optional[str]:
     """Why ``unit`` cannot run on the engine; None: it can. The engine computes a Conv (1-D or 2-D, of any groups),
-    a Gemm or a MatMul of a flat input, each BatchNormalization after it folded into its weights, then a ReLU."""
+    a Gemm or a MatMul of a flat input, each BatchNormalization after it folded into its weights, then a ReLU or a
+    Clip."""
     main, *after = (graph.nodes[i] for i in unit.nodes)
     if main.op not in LAYER_ENGINE_OPS:
         return f"the engine computes a {', '.join(LAYER_ENGINE_OPS)}, not {main.op}"
@@ -719,10 +720,11 @@ def engine_refusal(graph: Graph, unit: Unit) -> Optional[str]:
     if main.op != "Conv" and len(main.input_shapes[0]) != 2:
         return f"the engine computes a {main.op} of a flat (N, C) input"
     ops = [n.op for n in after]
-    if any(op not in ENGINE_FUSED_OPS for op in ops) or "Relu" in ops[:-1]:
+    if any(op not in ENGINE_FUSED_OPS or op in ENGINE_ACTIVATIONS and k < len(ops) - 1 for k, op in enumerate(ops)):
         unfused = next(op for k, op in enumerate(ops)
-                       if op not in ENGINE_FUSED_OPS or op == "Relu" and k < len(ops) - 1)
-        return f"its unit goes on with {unfused}; the engine folds in BatchNormalizations and ends with a ReLU only"
+                       if op not in ENGINE_FUSED_OPS or op in ENGINE_ACTIVATIONS and k < len(ops) - 1)
+        return (f"its unit goes on with {unfused}; the engine folds in BatchNormalizations and ends with a ReLU or a "
+                f"Clip only")
     return None
 
 

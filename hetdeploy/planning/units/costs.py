@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from ...core.board import LAYER_ENGINE_FUSED_OPS, RELAYOUT_OPS, VITIS_HLS
+from ...core.board import LAYER_ENGINE_ACTIVATIONS, LAYER_ENGINE_FUSED_OPS, RELAYOUT_OPS, VITIS_HLS
 from ...core.graph import QUANTIZER_OPS
 
 RESOURCES = ("dsp", "bram18", "lut", "ff")
@@ -84,8 +84,10 @@ ENGINE_MOVE_DEPTH, ENGINE_MAC_DEPTH = 2, 6
 # The top's LRN (arena.h's lrn): a float power a value, pipelined at II 1 (its log, product and exp), in these
 # resources and this pipeline's depth: hetdeploy's model, not checked against a synthesis report
 LRN_POWER_DSP, LRN_POWER_LUT, LRN_POWER_FF, LRN_POWER_DEPTH = 20, 6000, 8000, 40
-# Ops an engine unit may end with after its main node (BatchNormalizations are folded into its weights)
+# Ops an engine unit may end with after its main node (BatchNormalizations are folded into its weights), and its
+# last op, its output stage
 ENGINE_FUSED_OPS = LAYER_ENGINE_FUSED_OPS
+ENGINE_ACTIVATIONS = LAYER_ENGINE_ACTIVATIONS
 # Softmax's pipeline after its exponentials' table reads (the sum, the inverse's read, the products): cycles at
 # the reference clock
 SOFTMAX_REFERENCE_CYCLES = 2

@@ -1,0 +1,134 @@
+"""torchvision's ResNet-18 and MobileNetV2 at 3 x 64 x 64, as ``torch.onnx.export`` writes them (the TorchScript
+exporter and the dynamo one), planned for a board and, with ``--build``, built and emulated against PyTorch's own
+outputs on samples the build did not size on.
+
+Untrained (seed 0), their BatchNormalizations given statistics that are not the identity. Per model and exporter:
+the nodes on the FPGA, the share of convolution and matrix multiply-accumulates there, the estimated latency, and
+with ``--build`` the build's time and the emulated pipeline's largest error against PyTorch, relative to the
+output's largest magnitude. Estimates only: nothing is synthesised.
+
+    pip install -e ".[bench]"        # PyTorch and torchvision
+    python benchmarks/torchvision_models.py [--board kv260] [--build] [--samples 4] [--json]
+    python benchmarks/torchvision_models.py --export tests/data/torch    # the small export the tests build
+
+``--export`` writes ``mbv2_blocks.onnx`` (MobileNetV2's stem and two of its inverted residual blocks, torchvision's
+own layers, at 3 x 32 x 32: ReLU6 ends its convolutions, a depthwise one among them, and a residual Add) and
+``mbv2_blocks.npz`` (8 inputs ``x`` and PyTorch's outputs ``y``), with the TorchScript exporter at opset 17.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+MODELS = ("resnet18", "mobilenet_v2")
+SHAPE = (1, 3, 64, 64)
+
+
+def _with_statistics(model):
+    """``model`` in eval mode, its BatchNormalizations' statistics and affine parameters drawn (seed 0), so that
+    folding them into the convolutions is not the identity."""
+    import torch
+
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.BatchNorm2d):
+                module.running_mean.uniform_(-0.2, 0.2)
+                module.running_var.uniform_(0.5, 1.5)
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.uniform_(-0.2, 0.2)
+    return model.eval()
+
+
+def export(model, path: Path, shape, dynamo: bool, opset: int | None = None) -> None:
+    import torch
+
+    torch.onnx.export(model, (torch.randn(*shape),), str(path), dynamo=dynamo, input_names=["x"],
+                      output_names=["y"], **({"opset_version": opset} if opset else {}))
+
+
+def outputs(model, x: np.ndarray) -> np.ndarray:
+    """PyTorch's outputs, a sample at a time."""
+    import torch
+
+    with torch.no_grad():
+        return np.concatenate([model(torch.from_numpy(x[i:i + 1])).numpy() for i in range(len(x))])
+
+
+def export_blocks(folder: Path) -> None:
+    import torch
+    from torchvision.models.mobilenetv2 import InvertedResidual
+    from torchvision.ops.misc import Conv2dNormActivation
+
+    torch.manual_seed(0)
+    model = _with_statistics(torch.nn.Sequential(
+        Conv2dNormActivation(3, 16, stride=2, activation_layer=torch.nn.ReLU6),
+        InvertedResidual(16, 24, stride=2, expand_ratio=6), InvertedResidual(24, 24, stride=1, expand_ratio=6)))
+    folder.mkdir(parents=True, exist_ok=True)
+    export(model, folder / "mbv2_blocks.onnx", (1, 3, 32, 32), dynamo=False, opset=17)
+    x = np.random.default_rng(0).standard_normal((8, 3, 32, 32)).astype(np.float32)
+    np.savez(folder / "mbv2_blocks.npz", x=x, y=outputs(model, x))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--board", default="kv260")
+    parser.add_argument("--build", action="store_true", help="build each and emulate it against PyTorch")
+    parser.add_argument("--samples", type=int, default=4, help="samples emulated (default 4)")
+    parser.add_argument("--export", type=Path, help="write the tests' small export to this folder, and stop")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if args.export:
+        export_blocks(args.export)
+        return
+    import torchvision
+
+    import hetdeploy
+    from hetdeploy.commands.api import Pipeline
+    from big_cnns import measure
+
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name in MODELS:
+            model = _with_statistics(getattr(torchvision.models, name)(weights=None))
+            x = np.random.default_rng(1).standard_normal((args.samples, *SHAPE[1:])).astype(np.float32)
+            want = outputs(model, x) if args.build else None
+            for dynamo in (False, True):
+                path = Path(folder) / f"{name}_{'dynamo' if dynamo else 'torchscript'}.onnx"
+                export(model, path, SHAPE, dynamo)
+                row = {"exporter": "dynamo" if dynamo else "torchscript", **measure(path, args.board, 16)}
+                if args.build:
+                    started = time.perf_counter()
+                    hetdeploy.build(path, args.board, Path(folder) / f"{path.stem}_build")
+                    row["build_s"] = round(time.perf_counter() - started, 1)
+                    started = time.perf_counter()
+                    (got,) = Pipeline(Path(folder) / f"{path.stem}_build").predict(x)
+                    row["emulate_s_a_sample"] = round((time.perf_counter() - started) / len(x), 1)
+                    row["error_relative"] = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
+                rows.append(row)
+                if args.json:
+                    print(json.dumps(row), flush=True)
+    if not args.json:
+        print("model | exporter | board | nodes | on FPGA | FPGA MAC share | latency ms | plan s | build s | "
+              "emulated s a sample | error / peak")
+        for r in rows:
+            print(f"{r['model']} | {r['exporter']} | {r['board']} | {r['nodes']} | {r['fpga_nodes']} | "
+                  f"{100 * r['mac_share']:.1f} % | {1e3 * r['latency_s']:.2f} | {r['plan_s']} | "
+                  f"{r.get('build_s', '-')} | {r.get('emulate_s_a_sample', '-')} | "
+                  f"{r.get('error_relative', float('nan')):.1e}")
+        print("estimates at the board file's clock (16-bit units); nothing synthesised; errors against PyTorch's "
+              "own outputs on samples the builds did not size on")
+
+
+if __name__ == "__main__":
+    main()
