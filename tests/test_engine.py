@@ -35,7 +35,7 @@ int main(int argc, char **argv) {
     hetdeploy::load_bytes(memory.data(), bytes.data(), bytes.size());
     const hetdeploy::engine_layer g = {%(layer)s};
     hetdeploy::word_t *target = memory.data() + bytes.size() / 8;
-    hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d>(
+    hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true>(
         memory.data() + %(source_word)d, target, memory.data(), g);
     for (int i = 0; i < %(outputs)d; i++)
         std::printf("%%lld\n", (long long)hetdeploy::read<ap_int<%(ow)d> >(target, i).to_int64());
@@ -156,6 +156,39 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
         assert list(unclipped) != list(reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow))
 
 
+@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes",
+                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0),
+                          (8, 8, "ap_ufixed<8,3>", "ap_fixed<8,4>", 8, 8),
+                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 16)])
+@pytest.mark.parametrize("geometry", [([7, 6], [4, 3], [2, 2], [1, 0], [1, 1]),  # strided, padded at the top
+                                      ([6, 6], [6, 6], [1, 1], [2, 2], [2, 2])])  # dilated
+def test_a_depthwise_convolution_takes_a_lane_a_channel_bit_for_bit(tmp_path, iw, ow, in_type, out_type, vector,
+                                                                    uram_lanes, geometry):
+    """A depthwise 3 x 3 convolution of 48 channels (a tile of 32 and one of 16) on 32 lanes: each lane its own
+    channel, a word of inputs an iteration, the ReLU6 after it; bit for bit against the exact reference, in the
+    cycles units.engine_cycles counts for it (a place's input words a pixel's iterations, not a lane a group)."""
+    from hetdeploy.planning.units import engine_cycles
+
+    rng = np.random.default_rng(3)
+    size, out, strides, pads, dilations = geometry
+    layer = EngineLayer(48, size, 48, out, [3, 3], strides, pads, dilations, False, lanes=32, vector=vector,
+                        uram_lanes=uram_lanes, groups=48, clip=[0.0, 1.5])
+    weights = rng.normal(0, 0.5, (48, 3, 3, 1))
+    ww = 8 if iw == 8 else 16
+    layer, region = quantized(layer, weights, rng.normal(0, 1, 48), ww, in_type, out_type)
+    codes_w, codes_b = filter_codes(region, layer, ww), np.frombuffer(region[-8 * 48:], dtype="<i8")
+    raw_in = rng.integers(-(2 ** (iw - 1)) if layer.in_signed else 0, 2 ** (iw - 1) if layer.in_signed else 2 ** iw,
+                          size[0] * size[1] * 48)
+    got, (cycles, _) = run_engine(tmp_path, layer, region, raw_in, iw, ow, ww)
+    expected = reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow)
+    assert got == [int(v) for v in expected] and len(set(got)) > 3
+    if iw == ow:  # engine_cycles' one width: the inputs' and outputs' words alike
+        estimate = engine_cycles(9, 48, out[0] * out[1], iw, 32, vector=vector, channels=1, groups=48)
+        assert estimate["cycles"] == cycles
+        # fewer than a lane a group would take (30 lanes, not whole words: each channel a tile of its own)
+        assert cycles < engine_cycles(9, 48, out[0] * out[1], iw, 30, vector=vector, channels=1, groups=48)["cycles"]
+
+
 def test_the_weights_region_is_the_layers_values_at_their_binary_points():
     """quantized: each weight at the weight fraction it reports, within half a step (or saturated at the largest
     code), each bias at the sum's binary point."""
@@ -188,11 +221,12 @@ int main(int argc, char **argv) {
                        &g.d_h, &g.d_w, &g.groups) == 15) {
         g.in_fraction = g.weight_fraction = g.out_fraction = 8;
         g.in_signed = g.out_signed = g.relu = 1;
+        g.clip_low = -(1LL << 62), g.clip_high = 1LL << 62;
         const int window = g.k_h * g.k_w * g.in_c / g.groups, filter_words = (window + 3) / 4;
         std::vector<hetdeploy::word_t> weights(g.out_c * (filter_words + 1)), source(g.in_h * g.in_w * g.in_c / 4 + 1),
             target(g.out_h * g.out_w * g.out_c / 4 + 1);
         hetdeploy::engine_counted() = hetdeploy::engine_counts{0, 0};
-        hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d>(source.data(),
+        hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true>(source.data(),
                                                                                           target.data(),
                                                                                           weights.data(), g);
         std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);

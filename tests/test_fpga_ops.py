@@ -636,8 +636,8 @@ def test_a_batchnormalization_of_its_own_is_the_tops_scale_and_shift_even_an_ide
 def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_outputs(tmp_path):
     """MobileNetV2's stem and two inverted residual blocks, torchvision's layers as torch.onnx.export writes them
     (benchmarks/torchvision_models.py --export): ReLU6 is a Clip(0, 6) after each BatchNormalization. The stem, a
-    1 x 1 expansion and a depthwise convolution pinned to the KV260's engine each end with their Clip there (its
-    output stage clamps to the bounds' codes); the pipeline's outputs within 0.1 % of PyTorch's own on its 8
+    1 x 1 expansion and a depthwise convolution (a lane a channel) pinned to the KV260's engine each end with their
+    Clip there (its output stage clamps to the bounds' codes); the pipeline's outputs within 0.1 % of PyTorch's own on its 8
     exported samples, which the build neither sized nor verified on."""
     from hetdeploy.commands.api import Pipeline
     from hetdeploy.planning.config import hls_strategy
@@ -652,6 +652,9 @@ def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_out
         unit = units[plan.node_map[node]["unit"]]
         assert (unit.strategy, unit.engine.clip, unit.verification.passed) == ("Engine", [0.0, 6.0], True), node
         assert len(unit.nodes) == 2  # the convolution and its Clip: the BatchNormalization folded at intake
+    depthwise = units[plan.node_map[engine[2]]["unit"]].engine
+    assert depthwise.depthwise and depthwise.lanes % 4 == 0  # a lane a channel, four 16-bit channels a word
+    assert "true>(" in (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_units.h").read_text()  # its loop built
     samples = np.load(data / "mbv2_blocks.npz")
     (got,) = Pipeline(tmp_path / "out").predict(samples["x"])
     assert np.isfinite(got).all() and np.max(np.abs(got - samples["y"])) <= 1e-3 * np.max(np.abs(samples["y"]))

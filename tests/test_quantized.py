@@ -121,7 +121,7 @@ def _quant_model(tmp_path, scale_is_input: bool = False, bits: float = 4.0):
                                                   [numpy_helper.from_array(np.array(0.25, np.float32), "s")])
     inputs = [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8])]
     if scale_is_input:
-        inputs.append(helper.make_tensor_value_info("s", onnx.TensorProto.FLOAT, []))
+        inputs.append(helper.make_tensor_value_info("s", onnx.TensorProto.FLOAT, [1]))  # a sample's row
     node = helper.make_node("Quant", ["x", "s", "zero", "bits"], ["y"], name="act_quant",
                             domain=quantized_models.QONNX_DOMAIN, signed=1, narrow=0, rounding_mode="ROUND")
     graph = helper.make_graph([node], "q", inputs, [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT,

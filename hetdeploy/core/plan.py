@@ -353,6 +353,11 @@ class EngineLayer:
     clip: Optional[list[Optional[float]]] = None  # a Clip that ends it: its low and high bounds (None: no bound)
 
     @property
+    def depthwise(self) -> bool:
+        """A depthwise convolution: a group a channel (hls/engine.h runs it a lane a channel)."""
+        return self.groups == self.channels == self.filters > 1
+
+    @property
     def window(self) -> int:
         """Values a window holds, each output value's products (its group's channels)."""
         return self.kernel[0] * self.kernel[1] * self.channels // self.groups

@@ -101,8 +101,8 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
         declarations += "".join(ENGINE.declaration(u, engines[u.name].bits[1]) + "\n" for u in source.units if u.engine)
         declarations += "".join(ENGINE.statement("engine_function", name=name, lanes=lanes, uram_lanes=uram_lanes,
                                                  vector=vector, window=window, in_bits=bits[0], out_bits=bits[1],
-                                                 weight_bits=bits[2]) + "\n"
-                                for name, (bits, lanes, uram_lanes, vector, window)
+                                                 weight_bits=bits[2], depthwise=str(depthwise).lower()) + "\n"
+                                for name, (bits, lanes, uram_lanes, vector, window, depthwise)
                                 in sorted(_engine_functions(engines).items()))
     declarations += "".join(statement("typedef", type=p.precision, name=f"{p.port}_t") + "\n" for p in every_weight)
     declarations += "\n".join(HLS4ML.statement("step_declaration", unit=u.name,
@@ -262,8 +262,8 @@ def _port_elements(port: HlsPort) -> int:
 @dataclass(frozen=True)
 class EngineCall:
     """How a unit on the engine calls it: the engine's function for its buffers' and weights' bits (in, out,
-    weights), its lanes and those in URAM, the values a lane takes a cycle, its largest window, and the unit's
-    weights' first word in the DDR region."""
+    weights), its lanes and those in URAM, the values a lane takes a cycle, its largest window, the unit's weights'
+    first word in the DDR region, and whether the function has the depthwise loop (one of its units needs it)."""
 
     function: str
     bits: tuple[int, int, int]
@@ -272,6 +272,7 @@ class EngineCall:
     vector: int
     window: int
     weights_word: int
+    depthwise: bool
 
 
 def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buffer],
@@ -286,15 +287,17 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
     # a lane's values a cycle lie in one word of inputs and one of weights: at most the wider's a word
     vector = {b: min([u.engine.vector for u in on_engine if bits[u.name] == b] +
                      [units.ARENA_WORD_BYTES // units.element_bytes(max(b[0], b[2]))]) for b in bits.values()}
+    depthwise = {b: any(u.engine.depthwise for u in on_engine if bits[u.name] == b) for b in bits.values()}
     return {u.name: EngineCall(f"{sub}_engine_{'_'.join(map(str, bits[u.name]))}", bits[u.name], u.engine.lanes,
                                u.engine.uram_lanes, vector[bits[u.name]], window[bits[u.name]],
-                               weights[f"{u.name}.weights"].offset // units.ARENA_WORD_BYTES)
+                               weights[f"{u.name}.weights"].offset // units.ARENA_WORD_BYTES, depthwise[bits[u.name]])
             for u in on_engine}
 
 
-def _engine_functions(engines: dict[str, EngineCall]) -> dict[str, tuple[tuple[int, int, int], int, int, int, int]]:
-    """The engine functions the calls name: name -> (bits, lanes, URAM lanes, vector, window)."""
-    return {call.function: (call.bits, call.lanes, call.uram_lanes, call.vector, call.window)
+def _engine_functions(engines: dict[str, EngineCall]
+                      ) -> dict[str, tuple[tuple[int, int, int], int, int, int, int, bool]]:
+    """The engine functions the calls name: name -> (bits, lanes, URAM lanes, vector, window, depthwise loop)."""
+    return {call.function: (call.bits, call.lanes, call.uram_lanes, call.vector, call.window, call.depthwise)
             for call in engines.values()}
 
 

@@ -204,6 +204,40 @@ void engine_accumulate(const word_t *source, const engine_layer &g, const engine
     }
 }
 
+// One step of a depthwise tile (lane t: the tile's channel t, its own input channel): the input word ``word`` of
+// the tile's channels at the walk's window place (zeros in the padding), each of its IPW values multiplied by its
+// lane's weight at that place (entry ``entry``, its lane ``at_lane``) and added to that lane's sum: IPW
+// multipliers, each lane's weight chosen among the lanes the word's place k can be, and its sum among those.
+template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
+void engine_depthwise_accumulate(const word_t *source, const engine_layer &g, const engine_walk &w, int word,
+                                 int entry, int at_lane, const entry_t tile[][ENTRIES],
+                                 const entry_t paired[][2 * ENTRIES], sum_t sums[LANES]) {
+#pragma HLS INLINE
+    typedef ap_uint<IW> raw_in_t;
+    typedef ap_int<WW> weight_t;
+    typedef ap_int<IW + 1> value_t;
+    typedef ap_int<IW + 1 + WW> product_t;
+    static const int IPW = lane<raw_in_t>::per_word, LB = 8 * lane<weight_t>::bytes;
+    const bool inside = w.row >= 0 && w.row < g.in_h && w.column >= 0 && w.column < g.in_w;  // else padding
+    const word_t in_word = inside ? source[w.at / IPW] : word_t(0);
+    for (int k = 0; k < IPW; k++) {
+#pragma HLS UNROLL
+        const raw_in_t raw = lane_value<raw_in_t>(in_word, k);
+        product_t product = g.in_signed ? value_t(ap_int<IW>(raw)) : value_t(raw);
+        weight_t weight = 0;
+        for (int t = k; t < LANES; t += IPW) {
+#pragma HLS UNROLL
+            const entry_t e = t < URAM_LANES ? paired[t / 2][t % 2 * ENTRIES + entry] : tile[t - URAM_LANES][entry];
+            if (t / IPW == word) weight = e.range(LB * at_lane + WW - 1, LB * at_lane);
+        }
+        product *= weight;
+        for (int t = k; t < LANES; t += IPW) {
+#pragma HLS UNROLL
+            if (t / IPW == word) sums[t] += product;
+        }
+    }
+}
+
 // A sum as an output value's raw bits: the layer's ReLU, then rounded to the nearest at the output's fraction
 // bits (ties up), clamped to its Clip's codes and saturated to [least, most]
 template <typename sum_t>
@@ -230,7 +264,7 @@ word_t engine_word(const sum_t *sums, int word, const engine_layer &g, int shift
     return bits;
 }
 
-template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW>
+template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW, bool DEPTHWISE>
 void engine(const word_t *source, word_t *target, const word_t *weights, const engine_layer &g) {
     typedef ap_uint<IW> raw_in_t;
     typedef ap_uint<OW> raw_out_t;
@@ -277,15 +311,22 @@ void engine(const word_t *source, word_t *target, const word_t *weights, const e
     // the input element a window's next value is at moves by these after a pixel's channels of the group and after
     // a row
     const int column_step = g.d_w * g.in_c - channels, row_step = (g.d_h * g.in_w - g.k_w * g.d_w) * g.in_c;
+    // a depthwise convolution (a group a channel) whose channels and lanes come in whole words of inputs and of
+    // outputs, on an engine built with that loop (DEPTHWISE: one of its layers is one): a tile is LANES channels,
+    // each lane its own (engine_depthwise_accumulate), a word of the pixel's inputs an iteration; else a tile is a
+    // group's filters, LANES at a time
+    const bool depthwise = DEPTHWISE && g.groups == g.in_c && g.out_c == g.in_c && g.in_c % IPW == 0 && g.out_c % L == 0 &&
+                           LANES % IPW == 0 && LANES % L == 0;
     int group = 0, start = 0;  // the tile's group and its first filter in it
-tiles:  // of each group's filters, LANES at a time
+tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a time, for a depthwise one)
     for (int first = 0, filters = 0; first < g.out_c; first += filters) {
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_TILES
         HETDEPLOY_COUNTED(engine_counted().cycles++);
-        filters = group_filters - start < LANES ? group_filters - start : LANES;
-        const int channel0 = group * channels;
+        if (depthwise) filters = g.out_c - first < LANES ? g.out_c - first : LANES;
+        else filters = group_filters - start < LANES ? group_filters - start : LANES;
+        const int channel0 = depthwise ? first : group * channels;
         start += filters;
-        if (start == group_filters) {
+        if (start >= group_filters) {
             start = 0;
             group++;
         }
@@ -320,6 +361,62 @@ tiles:  // of each group's filters, LANES at a time
         output.start(g, first);
         engine_walk walk;
         walk.start(g, output.row0, output.column0, channel0);
+        if (depthwise) {
+            // a pixel's window place after place, each place the tile's input words one an iteration, during
+            // which the previous pixel's output words are written (from ``done``), as the loop below does
+            const int words = filters / L, channel_words = filters / IPW, places = channel_words * g.k_h * g.k_w;
+            const int span = places > words ? places : words;
+            const int column_step_dw = g.d_w * g.in_c - filters;  // after a place's channels
+            sum_t done[LANES];
+#pragma HLS ARRAY_PARTITION variable=done complete
+            // the pixel's iteration, the input word of the place, its weights' entry and lane; the first word of
+            // the previous pixel's outputs
+            int j = 0, word = 0, entry = 0, at_lane = 0, done_word = 0;
+            HETDEPLOY_COUNTED(long long iterations = 0);
+        depthwise_pixels:
+            for (int i = 0; i < pixels * span; i++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ITERATIONS
+#pragma HLS DEPENDENCE variable=target inter false
+                HETDEPLOY_COUNTED(iterations++);
+                if (j == 0) {
+                    for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+                        done[lane_t] = sums[lane_t];
+                        sums[lane_t] = bias[lane_t];
+                    }
+                }
+                if (j < places) {
+                    engine_depthwise_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
+                        source, g, walk, word, entry, at_lane, tile, paired, sums);
+                    walk.next(g, filters, IPW, IPW, output.column0, column_step_dw, row_step);
+                    if (++word == channel_words) {  // the next window place: its weights the next in the entry
+                        word = 0;
+                        if (++at_lane == VEC) {
+                            at_lane = 0;
+                            entry++;
+                        }
+                    }
+                }
+                if (j < words && i >= span)  // the previous pixel's word j: each word once, none read
+                    target[done_word + j] = engine_word<OW>(done, j, g, shift, most, least);
+                if (++j == span) {
+                    j = word = entry = at_lane = 0;
+                    done_word = output.out_first / L;
+                    output.next(g);
+                    walk.start(g, output.row0, output.column0, channel0);
+                }
+            }
+            HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
+        depthwise_last_outputs:
+            for (int word_k = 0; word_k < words; word_k++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
+                target[done_word + word_k] = engine_word<OW>(sums, word_k, g, shift, most, least);
+            }
+            HETDEPLOY_COUNTED(count_loop(words, ENGINE_MOVE_DEPTH));
+            continue;
+        }
         if (LANES % L == 0 && group_filters % L == 0) {
             // every tile's outputs are whole words (its first channel and its channels multiples of a word's):
             // one loop of ``span`` iterations a pixel, its window's steps, during which the previous pixel's

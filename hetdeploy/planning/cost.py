@@ -402,7 +402,8 @@ class CostModel:
                 shapes = {i: engine_shape(d, graph, i) for i in on_engine[d.name]}
                 window, width = max(s.n_in for s in shapes.values()), max(self.widths[i] for i in shapes)
                 size = units.engine_sizes_for(d, width, list(shapes.values()))[0]
-                lump = units.engine_resources(window, width, size)
+                lump = units.engine_resources(window, width, size,
+                                              any(units.depthwise_on_engine(s) for s in shapes.values()))
                 self.capacity[d.name] = {k: v - lump.get(k, 0) for k, v in self.capacity[d.name].items()}
                 engine_times[d.name] = {i: engine_seconds(d, s, self.widths[i], size) for i, s in shapes.items()}
         self.seconds = {d.name: [fpga_seconds(d, graph, i, self.widths[i], self.capacity[d.name],

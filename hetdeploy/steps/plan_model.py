@@ -685,7 +685,8 @@ def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int
         return units.engine_sizes_for(device, width[group], [whole[k] for k in group], allowance)
 
     def resources(group: tuple[int, ...], size: units.EngineSize) -> dict[str, int]:
-        return units.engine_resources(window[group], width[group], size)
+        return units.engine_resources(window[group], width[group], size,
+                                      any(units.depthwise_on_engine(whole[k]) for k in group))
 
     def cycles(group: tuple[int, ...], size: units.EngineSize) -> int:
         return units.engine_cycles_of(device, width[group], [whole[k] for k in group], size)

@@ -110,7 +110,8 @@ from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDE
                     RESOURCES, RESOURCE_PARTS, SOFTMAX_REFERENCE_CYCLES, STRATEGIES, SYNTHESIS_LUT_SHARE,
                     TABLE_INDEX_LUT_PER_BIT, TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES, UNIT_CONTROL_FF,
                     UNIT_CONTROL_LUT, VITIS_SOFTMAX_TABLE_BRAM18, EngineSize, Shape, accumulator_bits, arena_words,
-                    bram18_blocks, buffer_bytes, buffer_lanes, ddr_cycles_per_vector, distributed_arithmetic_lut,
+                    bram18_blocks, buffer_bytes, buffer_lanes, ddr_cycles_per_vector, depthwise_on_engine,
+                    distributed_arithmetic_lut,
                     element_bytes, engine_buffers, engine_cycles, engine_estimate, engine_resources, engine_sizes,
                     fifo_bram18, iterations, pipeline_cycles, strategy_for, streams, valid_reuse_factors)
 from .kinds import KINDS, Arithmetic, UnitKind, kind_of

@@ -76,6 +76,9 @@ URAM_DEPTH, URAM_BITS = 4096, 72
 # 64-bit sum and its product's register, its rounding and saturation; the control's address arithmetic and loop
 # counters
 ENGINE_CONTROL_LUT, ENGINE_CONTROL_FF, ENGINE_CONTROL_DSP = 1500, 1500, 4
+# An engine that runs a depthwise convolution has its loop too (engine_depthwise_accumulate): a word's values of
+# multipliers, and a lane's second adder of its 64-bit sum and the selection of its weight (LUTs a lane)
+ENGINE_DEPTHWISE_LANE_LUT = 96
 ENGINE_LANE_LUT, ENGINE_LANE_FF = 64, 64
 # The depths of the engine's pipelined loops (hls/engine.h's ENGINE_MOVE_DEPTH and ENGINE_MAC_DEPTH): a word
 # moved (read, then written), and a window value's (its address, the read, the product, the sum): hetdeploy's
@@ -258,20 +261,30 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     ``vector`` values an iteration when the channels are a multiple of it (else one). Where every tile's outputs
     are whole words (the lanes and a group's filters multiples of a word's outputs) one loop of the larger of a
     window's iterations and a pixel's output words a pixel, the previous pixel's words written during it, then the
-    last pixel's words; else per pixel a cycle, the window, then the words its outputs lie in. ``weight_words``:
-    the DDR words of weights and biases it reads."""
+    last pixel's words; else per pixel a cycle, the window, then the words its outputs lie in. A depthwise
+    convolution (a group a channel) whose channels and lanes are whole words: ``lanes`` channels a tile, a lane
+    each, a pixel's window place after place, each place's input words of the tile one an iteration, its output
+    words written during the next pixel's, as above. ``weight_words``: the DDR words of weights and biases it
+    reads."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
     steps = window // vector if (channels or window) % vector == 0 else window
     group_filters = filters // groups
     aligned = lanes % per_word == 0 and group_filters % per_word == 0
+    depthwise = groups == filters > 1 and channels == 1 and filters % per_word == 0 and lanes % per_word == 0
     cycles = weight_words = weight_cycles = 0
-    for first in (g * group_filters + t for g in range(groups) for t in range(0, group_filters, lanes)):
-        tile = min(lanes, group_filters - first % group_filters)
+    firsts = range(0, filters, lanes) if depthwise else (g * group_filters + t for g in range(groups)
+                                                          for t in range(0, group_filters, lanes))
+    for first in firsts:
+        tile = min(lanes, filters - first) if depthwise else min(lanes, group_filters - first % group_filters)
         words = tile * -(-window // per_word)  # each filter's window from a word of its own
         cycles += 1 + _loop(words * (per_word // vector), ENGINE_MOVE_DEPTH) + _loop(lanes, ENGINE_MOVE_DEPTH)
         weight_words += words + tile
         weight_cycles += words * (per_word // vector) + lanes
-        if aligned:
+        if depthwise:
+            outputs = tile // per_word
+            cycles += _loop(pixels * max(window * tile // per_word, outputs), ENGINE_MAC_DEPTH) + _loop(
+                outputs, ENGINE_MOVE_DEPTH)
+        elif aligned:
             outputs = tile // per_word
             cycles += _loop(pixels * max(steps, outputs), ENGINE_MAC_DEPTH) + _loop(outputs, ENGINE_MOVE_DEPTH)
         else:
@@ -381,16 +394,26 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
             "buffer_cycles": 0, "ddr_cycles": ddr}
 
 
-def engine_resources(window: int, width: int, size: EngineSize) -> dict[str, int]:
+def depthwise_on_engine(shape: Shape) -> bool:
+    """Whether a unit's layer is a depthwise convolution (a group a channel), which the engine runs a lane a channel
+    (hls/engine.h's depthwise tiles) where its channels and lanes are whole words."""
+    return bool(shape.input_map) and shape.n_in == shape.window_geometry[0] * shape.window_geometry[1] and \
+        shape.input_map[2] == shape.n_out > 1
+
+
+def engine_resources(window: int, width: int, size: EngineSize, depthwise: bool = False) -> dict[str, int]:
     """The resources of a subfunction's engine of ``size``, whose largest layer window (k x k x input channels) is
     ``window``, at ``width`` bits: a DSP a multiplier (two beyond 18 bits; two lanes' products a DSP at 8 bits and
     fewer, engine.h's ENGINE_PACKED) and the control's, the lanes' weight
     buffers (``engine_buffers``), each lane's sum and the control in LUT and FF (hetdeploy's model, see
-    ENGINE_SHARES)."""
+    ENGINE_SHARES); ``depthwise``: one of its layers a depthwise convolution, its loop too (a word's values of
+    multipliers, ENGINE_DEPTHWISE_LANE_LUT a lane)."""
     products = size.lanes * size.vector
     packed = _engine_products_a_dsp(width) == 2 and size.lanes % 2 == 0
-    return {"dsp": (-(-products // 2) if packed else products * dsps_a_product(width)) + ENGINE_CONTROL_DSP,
-            "lut": ENGINE_CONTROL_LUT + size.lanes * ENGINE_LANE_LUT,
+    per_word = ARENA_WORD_BYTES // element_bytes(width)
+    return {"dsp": (-(-products // 2) if packed else products * dsps_a_product(width)) + ENGINE_CONTROL_DSP
+            + (per_word * dsps_a_product(width) if depthwise else 0),
+            "lut": ENGINE_CONTROL_LUT + size.lanes * (ENGINE_LANE_LUT + (ENGINE_DEPTHWISE_LANE_LUT if depthwise else 0)),
             "ff": ENGINE_CONTROL_FF + size.lanes * (ENGINE_LANE_FF + 2 * width)} | engine_buffers(window, width, size)
 
 
