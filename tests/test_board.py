@@ -1,5 +1,6 @@
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -273,3 +274,19 @@ def test_board_names_ignore_case_and_a_near_miss_is_suggested():
     assert load_board("PYNQ-Z2").name == "pynq-z2"
     with pytest.raises(UserError, match="unknown board 'pynqz2'; did you mean 'pynq-z2'?"):
         load_board("pynqz2")
+
+
+def test_an_hls4ml_pe_takes_tensors_of_rank_4_at_most_and_the_tops_any():
+    """PyTorch's 3-D PReLU and BatchNorm3d exports that the onnx package ships (5-D tensors): hls4ml's ONNX front
+    end (qonnx's channels-last conversion) stops on a rank-5 tensor, so no hls4ml PE takes the PRelu, and the
+    reason names it; the top's affine PE (hetdeploy's own C++) takes the BatchNormalization."""
+    import onnx as onnx_package
+
+    from hetdeploy.intake.model import load_model
+
+    data = Path(onnx_package.__file__).parent / "backend" / "test" / "data" / "pytorch-converted"
+    fpga = load_board("pynq-z2").device("fpga")
+    (prelu,) = load_model(data / "test_PReLU_3d" / "model.onnx").graph.nodes
+    assert fpga.pe_for(prelu) is None and "rank-5 tensor: hls4ml's ONNX front end" in fpga.why_not(prelu)
+    (norm,) = load_model(data / "test_BatchNorm3d_eval" / "model.onnx").graph.nodes
+    assert fpga.pe_for(norm) == "affine" and fpga.why_not(norm) is None

@@ -41,6 +41,9 @@ ENGINES = ("hls4ml", "top", "engine")
 LAYER_ENGINE_OPS = ("Conv", "Gemm", "MatMul")
 LAYER_ENGINE_ACTIVATIONS = ("Relu", "Clip")  # the engine's output stage: the last op of its unit
 LAYER_ENGINE_FUSED_OPS = ("BatchNormalization", *LAYER_ENGINE_ACTIVATIONS)
+# The largest tensor rank an hls4ml unit takes: its ONNX front end's qonnx channels-last conversion knows ranks 2
+# to 4 (a 5-D PRelu stops it with a KeyError)
+HLS4ML_MAX_RANK = 4
 RELAYOUT_OPS = ("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "DepthToSpace", "SpaceToDepth", "Slice")
 TOP_WINDOW_OPS = ("MaxPool", "AveragePool", "GlobalAveragePool")
 # Ops the top computes itself over whole buffers (arena.h's add, concat and affine): a residual Add and a
@@ -86,6 +89,15 @@ class ProcessingElement:
     fuse: list[str] = field(default_factory=list)
     engine: str = "hls4ml"
     limits: dict[str, dict] = field(default_factory=dict)
+
+    def why_not(self, node: Node) -> Optional[str]:
+        """None when this PE runs ``node`` (one of its ops) within its limits; else the limit it breaks."""
+        if self.engine == "hls4ml":
+            rank = max((len(s) for s in node.input_shapes + node.output_shapes), default=0)
+            if rank > HLS4ML_MAX_RANK:
+                return (f"rank-{rank} tensor: hls4ml's ONNX front end (qonnx's channels-last conversion) takes rank "
+                        f"{HLS4ML_MAX_RANK} at most")
+        return _limit_violation(self.limits.get(node.op, {}), node)
 
 
 @dataclass
@@ -134,14 +146,12 @@ class Device:
             return f"{self.name} does not list {node.op}"
         broken = _limit_violation(self.ops[node.op], node)
         if broken is None and self.kind == "fpga" and self.pe_for(node) is None:
-            return next(_limit_violation(pe.limits.get(node.op, {}), node)
-                        for pe in self.pes.values() if node.op in pe.ops)
+            return next(pe.why_not(node) for pe in self.pes.values() if node.op in pe.ops)
         return broken
 
     def pe_for(self, node: Node) -> Optional[str]:
         """The first of this FPGA's PE kinds that runs ``node`` within its limits; None: none does."""
-        return next((kind for kind, pe in self.pes.items()
-                     if node.op in pe.ops and _limit_violation(pe.limits.get(node.op, {}), node) is None), None)
+        return next((kind for kind, pe in self.pes.items() if node.op in pe.ops and pe.why_not(node) is None), None)
 
 
 @dataclass
