@@ -361,70 +361,20 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
         output.start(g, first);
         engine_walk walk;
         walk.start(g, output.row0, output.column0, channel0);
-        if (depthwise) {
-            // a pixel's window place after place, each place the tile's input words one an iteration, during
-            // which the previous pixel's output words are written (from ``done``), as the loop below does
-            const int words = filters / L, channel_words = filters / IPW, places = channel_words * g.k_h * g.k_w;
-            const int span = places > words ? places : words;
-            const int column_step_dw = g.d_w * g.in_c - filters;  // after a place's channels
-            sum_t done[LANES];
-#pragma HLS ARRAY_PARTITION variable=done complete
-            // the pixel's iteration, the input word of the place, its weights' entry and lane; the first word of
-            // the previous pixel's outputs
-            int j = 0, word = 0, entry = 0, at_lane = 0, done_word = 0;
-            HETDEPLOY_COUNTED(long long iterations = 0);
-        depthwise_pixels:
-            for (int i = 0; i < pixels * span; i++) {
-#pragma HLS PIPELINE II=1
-#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ITERATIONS
-#pragma HLS DEPENDENCE variable=target inter false
-                HETDEPLOY_COUNTED(iterations++);
-                if (j == 0) {
-                    for (int lane_t = 0; lane_t < LANES; lane_t++) {
-#pragma HLS UNROLL
-                        done[lane_t] = sums[lane_t];
-                        sums[lane_t] = bias[lane_t];
-                    }
-                }
-                if (j < places) {
-                    engine_depthwise_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
-                        source, g, walk, word, entry, at_lane, tile, paired, sums);
-                    walk.next(g, filters, IPW, IPW, output.column0, column_step_dw, row_step);
-                    if (++word == channel_words) {  // the next window place: its weights the next in the entry
-                        word = 0;
-                        if (++at_lane == VEC) {
-                            at_lane = 0;
-                            entry++;
-                        }
-                    }
-                }
-                if (j < words && i >= span)  // the previous pixel's word j: each word once, none read
-                    target[done_word + j] = engine_word<OW>(done, j, g, shift, most, least);
-                if (++j == span) {
-                    j = word = entry = at_lane = 0;
-                    done_word = output.out_first / L;
-                    output.next(g);
-                    walk.start(g, output.row0, output.column0, channel0);
-                }
-            }
-            HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
-        depthwise_last_outputs:
-            for (int word_k = 0; word_k < words; word_k++) {
-#pragma HLS PIPELINE II=1
-#pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
-                target[done_word + word_k] = engine_word<OW>(sums, word_k, g, shift, most, least);
-            }
-            HETDEPLOY_COUNTED(count_loop(words, ENGINE_MOVE_DEPTH));
-            continue;
-        }
-        if (LANES % L == 0 && group_filters % L == 0) {
+        if (depthwise || (LANES % L == 0 && group_filters % L == 0)) {
             // every tile's outputs are whole words (its first channel and its channels multiples of a word's):
-            // one loop of ``span`` iterations a pixel, its window's steps, during which the previous pixel's
-            // words are written (from ``done``, its sums), a word an iteration; the last pixel's after it
-            const int words = filters / L, span = steps > words ? steps : words;
+            // one loop of ``span`` iterations a pixel, its window's steps (a depthwise tile's: its window places'
+            // input words of its channels, place after place), during which the previous pixel's words are
+            // written (from ``done``, its sums), a word an iteration; the last pixel's after it
+            const int words = filters / L, channel_words = filters / IPW;
+            const int pixel_steps = depthwise ? channel_words * g.k_h * g.k_w : steps;
+            const int span = pixel_steps > words ? pixel_steps : words;
+            const int column_step_dw = g.d_w * g.in_c - filters;  // a depthwise walk's, after a place's channels
             sum_t done[LANES];
 #pragma HLS ARRAY_PARTITION variable=done complete
-            int j = 0, done_word = 0;  // the pixel's iteration; the first word of the previous pixel's outputs
+            // the pixel's iteration; a depthwise step's input word of its place, and that place's weights' entry and
+            // lane in it; the first word of the previous pixel's outputs
+            int j = 0, word = 0, entry = 0, at_lane = 0, done_word = 0;
             HETDEPLOY_COUNTED(long long iterations = 0);
         overlapped:
             for (int i = 0; i < pixels * span; i++) {
@@ -439,7 +389,18 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                         sums[lane_t] = bias[lane_t];
                     }
                 }
-                if (j < steps) {
+                if (j < pixel_steps && depthwise) {
+                    engine_depthwise_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
+                        source, g, walk, word, entry, at_lane, tile, paired, sums);
+                    walk.next(g, filters, IPW, IPW, output.column0, column_step_dw, row_step);
+                    if (++word == channel_words) {  // the next window place: its weights the next in the entry
+                        word = 0;
+                        if (++at_lane == VEC) {
+                            at_lane = 0;
+                            entry++;
+                        }
+                    }
+                } else if (j < pixel_steps) {
                     engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, walk, step, tile,
                                                                                       paired, sums);
                     walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
@@ -447,7 +408,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                 if (j < words && i >= span)  // the previous pixel's word j: each word once, none read
                     target[done_word + j] = engine_word<OW>(done, j, g, shift, most, least);
                 if (++j == span) {
-                    j = 0;
+                    j = word = entry = at_lane = 0;
                     done_word = output.out_first / L;
                     output.next(g);
                     walk.start(g, output.row0, output.column0, channel0);
