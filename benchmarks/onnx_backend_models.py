@@ -83,8 +83,9 @@ def main() -> None:
         compared = [r for r in rows if "error_relative" in r]
         print(f"\n{len(rows)} models on the {args.board}: {sum(r['exit'] == 0 for r in rows)} built "
               f"({sum(r.get('fpga_subfunctions', 0) > 0 for r in rows)} with an FPGA subfunction), "
-              f"{len(compared)} compared with the package's output, {sum(r['error_relative'] <= 1e-2 for r in compared)}"
-              f" within 1 % of its largest magnitude; {sum(r['exit'] == 2 for r in rows)} refused in one line, "
+              f"{len(compared)} compared with the package's output, "
+              f"{sum(r['error_relative'] <= 1e-2 for r in compared)} within 1 % of its largest magnitude; "
+              f"{sum(r['exit'] == 2 for r in rows)} refused in one line, "
               f"{sum(r['exit'] not in (0, 2) for r in rows)} failed otherwise")
 
 

@@ -61,11 +61,10 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
     source = raw_in.astype(f"<i{element_bytes(iw)}" if layer.in_signed else f"<u{element_bytes(iw)}").tobytes()
     source += bytes(-len(source) % ARENA_WORD_BYTES)
     outputs = layer.output[0] * layer.output[1] * layer.filters
-    values = dict(layer=", ".join(str(v) for v in layer_values(layer, ow)), iw=iw, ow=ow, ww=ww, lanes=layer.lanes, uram_lanes=layer.uram_lanes,
-        vector=layer.vector,
-        window=layer.window,
-        source_word=len(region) // ARENA_WORD_BYTES, outputs=outputs,
-        out_words=outputs * element_bytes(ow) // ARENA_WORD_BYTES + 1)
+    values = dict(layer=", ".join(str(v) for v in layer_values(layer, ow)), iw=iw, ow=ow, ww=ww, lanes=layer.lanes,
+                  uram_lanes=layer.uram_lanes, vector=layer.vector, window=layer.window,
+                  source_word=len(region) // ARENA_WORD_BYTES, outputs=outputs,
+                  out_words=outputs * element_bytes(ow) // ARENA_WORD_BYTES + 1)
     (tmp_path / "main.cpp").write_text(PROGRAM % values)
     (tmp_path / "memory.bin").write_bytes(region + source)
     binary = tmp_path / "main"
@@ -119,7 +118,8 @@ LAYERS = {  # channels, input, filters, output, kernel, strides, pads, dilations
     "depthwise": (8, [5, 5], 8, [3, 3], [3, 3], [2, 2], [1, 1], [1, 1], False),
 }
 GROUPS = {"grouped": 2, "depthwise": 8}  # the others': one
-# a Clip ending the layer (after a ReLU; bounds off the output's grid; one of them missing), as ONNX has it: on the value
+# a Clip ending the layer (after a ReLU; bounds off the output's grid; one of them missing), as ONNX has it: on the
+# value
 CLIPS = {"1x1": [0.0, 1.5], "dense": [-3.3, 7.9], "1-D": [None, 2.45]}
 
 
@@ -146,14 +146,16 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
     raw_in = rng.integers(-(2 ** (iw - 1)) if signed else 0, 2 ** (iw - 1) if signed else 2 ** iw,
                           layer.input[0] * layer.input[1] * layer.channels)
     got, _ = run_engine(tmp_path, layer, region, raw_in, iw, ow, ww)
-    expected = reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow)
+    exact = reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow)
+    expected = exact
     if not layer.out_signed:  # read back as signed: the top bit of an unsigned code
-        expected = [v - 2 ** ow if v >= 2 ** (ow - 1) else v for v in expected]
+        expected = [v - 2 ** ow if v >= 2 ** (ow - 1) else v for v in exact]
     assert got == [int(v) for v in expected]
     assert len(set(got)) > 3  # the layer's outputs are not all one value (saturated or zero)
     if layer.clip:  # the Clip bites: some outputs are not what the layer gives without it
-        unclipped = reference(dataclasses.replace(layer, clip=None), raw_in, codes_w.reshape(weights.shape), codes_b, ow)
-        assert list(unclipped) != list(reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow))
+        unclipped = reference(dataclasses.replace(layer, clip=None), raw_in, codes_w.reshape(weights.shape), codes_b,
+                              ow)
+        assert list(unclipped) != list(exact)
 
 
 @pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes",

@@ -637,8 +637,8 @@ def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_out
     """MobileNetV2's stem and two inverted residual blocks, torchvision's layers as torch.onnx.export writes them
     (benchmarks/torchvision_models.py --export): ReLU6 is a Clip(0, 6) after each BatchNormalization. The stem, a
     1 x 1 expansion and a depthwise convolution (a lane a channel) pinned to the KV260's engine each end with their
-    Clip there (its output stage clamps to the bounds' codes); the pipeline's outputs within 0.1 % of PyTorch's own on its 8
-    exported samples, which the build neither sized nor verified on."""
+    Clip there (its output stage clamps to the bounds' codes); the pipeline's outputs within 0.1 % of PyTorch's own
+    on its 8 exported samples, which the build neither sized nor verified on."""
     from hetdeploy.commands.api import Pipeline
     from hetdeploy.planning.config import hls_strategy
 

@@ -315,8 +315,8 @@ void engine(const word_t *source, word_t *target, const word_t *weights, const e
     // outputs, on an engine built with that loop (DEPTHWISE: one of its layers is one): a tile is LANES channels,
     // each lane its own (engine_depthwise_accumulate), a word of the pixel's inputs an iteration; else a tile is a
     // group's filters, LANES at a time
-    const bool depthwise = DEPTHWISE && g.groups == g.in_c && g.out_c == g.in_c && g.in_c % IPW == 0 && g.out_c % L == 0 &&
-                           LANES % IPW == 0 && LANES % L == 0;
+    const bool depthwise = DEPTHWISE && g.groups == g.in_c && g.out_c == g.in_c && g.in_c % IPW == 0 &&
+                           g.out_c % L == 0 && LANES % IPW == 0 && LANES % L == 0;
     int group = 0, start = 0;  // the tile's group and its first filter in it
 tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a time, for a depthwise one)
     for (int first = 0, filters = 0; first < g.out_c; first += filters) {

@@ -458,12 +458,12 @@ def _rows_as_samples(model: onnx.ModelProto, path: Path) -> tuple[onnx.ModelProt
     at batch 1 (and B), where its outputs, B rows too, are each row's alone: onnxruntime (or qonnx) runs a random
     batch of B and each of its rows at batch 1 to the same values. A sample is one row of axis 0 (a call runs
     samples, stacked on it): inputs whose first axis is not such a batch are refused."""
-    inputs = [v for v in model.graph.input]
+    inputs = list(model.graph.input)
     firsts = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim][:1] for v in inputs}
     if all(first == [1] for first in firsts.values()):
         return model, 1
-    why = (f"hetdeploy runs a sample a call, a row of axis 0 of every input; export the model with a batch axis of 1 "
-           f"or a dynamic one")
+    why = ("hetdeploy runs a sample a call, a row of axis 0 of every input; export the model with a batch axis of 1 "
+           "or a dynamic one")
     for name, first in firsts.items():
         if not first:
             raise UserError(f"{path}: input '{name}' is a scalar: it has no batch axis; {why}")

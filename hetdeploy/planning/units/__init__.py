@@ -105,15 +105,15 @@ from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDE
                     BRAM_MIN_BITS, BRAM_MIN_DEPTH, CYCLES, DA_COST_PER_DIGIT_BIT, DA_MAX_INPUTS, DA_MAX_PRODUCTS,
                     DISTRIBUTED_ARITHMETIC, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, ENGINE, ENGINE_ACTIVATIONS,
                     ENGINE_CONTROL_DSP, ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_FUSED_OPS, ENGINE_HOLD_LANES,
-                    ENGINE_LANE_FF, ENGINE_LANE_LUT, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, ENGINE_SHARES, FOLDED_STRATEGIES, IO_TYPES,
-                    LOOKUP_TABLE_BITS, LOOKUP_TABLE_SIZE, NOT_HLS4ML_LAYER_OPS, NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ,
-                    RESOURCES, RESOURCE_PARTS, SOFTMAX_REFERENCE_CYCLES, STRATEGIES, SYNTHESIS_LUT_SHARE,
-                    TABLE_INDEX_LUT_PER_BIT, TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES, UNIT_CONTROL_FF,
-                    UNIT_CONTROL_LUT, VITIS_SOFTMAX_TABLE_BRAM18, EngineSize, Shape, accumulator_bits, arena_words,
-                    bram18_blocks, buffer_bytes, buffer_lanes, ddr_cycles_per_vector, depthwise_on_engine,
-                    distributed_arithmetic_lut,
-                    element_bytes, engine_buffers, engine_cycles, engine_estimate, engine_resources, engine_sizes,
-                    fifo_bram18, iterations, pipeline_cycles, strategy_for, streams, valid_reuse_factors)
+                    ENGINE_LANE_FF, ENGINE_LANE_LUT, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, ENGINE_SHARES,
+                    FOLDED_STRATEGIES, IO_TYPES, LOOKUP_TABLE_BITS, LOOKUP_TABLE_SIZE, NOT_HLS4ML_LAYER_OPS,
+                    NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ, RESOURCES, RESOURCE_PARTS, SOFTMAX_REFERENCE_CYCLES,
+                    STRATEGIES, SYNTHESIS_LUT_SHARE, TABLE_INDEX_LUT_PER_BIT, TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES,
+                    UNIT_CONTROL_FF, UNIT_CONTROL_LUT, VITIS_SOFTMAX_TABLE_BRAM18, EngineSize, Shape, accumulator_bits,
+                    arena_words, bram18_blocks, buffer_bytes, buffer_lanes, ddr_cycles_per_vector, depthwise_on_engine,
+                    distributed_arithmetic_lut, element_bytes, engine_buffers, engine_cycles, engine_estimate,
+                    engine_resources, engine_sizes, fifo_bram18, iterations, pipeline_cycles, strategy_for, streams,
+                    valid_reuse_factors)
 from .kinds import KINDS, Arithmetic, UnitKind, kind_of
 
 

@@ -410,10 +410,11 @@ def engine_resources(window: int, width: int, size: EngineSize, depthwise: bool 
     multipliers, ENGINE_DEPTHWISE_LANE_LUT a lane)."""
     products = size.lanes * size.vector
     packed = _engine_products_a_dsp(width) == 2 and size.lanes % 2 == 0
-    per_word = ARENA_WORD_BYTES // element_bytes(width)
+    depthwise_dsp = ARENA_WORD_BYTES // element_bytes(width) * dsps_a_product(width) if depthwise else 0
+    lane_lut = ENGINE_LANE_LUT + (ENGINE_DEPTHWISE_LANE_LUT if depthwise else 0)
     return {"dsp": (-(-products // 2) if packed else products * dsps_a_product(width)) + ENGINE_CONTROL_DSP
-            + (per_word * dsps_a_product(width) if depthwise else 0),
-            "lut": ENGINE_CONTROL_LUT + size.lanes * (ENGINE_LANE_LUT + (ENGINE_DEPTHWISE_LANE_LUT if depthwise else 0)),
+            + depthwise_dsp,
+            "lut": ENGINE_CONTROL_LUT + size.lanes * lane_lut,
             "ff": ENGINE_CONTROL_FF + size.lanes * (ENGINE_LANE_FF + 2 * width)} | engine_buffers(window, width, size)
 
 
