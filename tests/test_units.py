@@ -749,6 +749,23 @@ def test_a_window_the_top_reduces_is_priced_by_its_reads():
         assert (e["compute_cycles"], e["buffer_cycles"], e["dsp"], e["bram18"]) == (reads, words // 2, 0, 0)
 
 
+def test_a_node_goes_to_the_first_pe_that_holds_it_fully_folded():
+    """ResNet-50's head averages a 7 x 7 map of 2048 channels (an AveragePool of kernel 7). hls4ml's pooling, the
+    board's first PE for it, computes it as a depthwise convolution of 2048 x 49 weights, which no folding fits on
+    the chip, so the node goes to the top's window PE, which sums it in place. Over 8 channels the pool holds it and
+    keeps it."""
+    def head(channels, board):
+        b = graphs.Builder([1, channels, 7, 7])
+        graph = b.graph(b.pool("AveragePool", "input", 7, 1))
+        fpga = load_board(board).device("fpga")
+        assert fpga.pes_for(graph.nodes[0]) == ["pool", "window"]
+        (unit,) = split_units(graph, [0], fpga)
+        return unit.pe
+
+    for board in ("pynq-z2", "kv260"):
+        assert (head(2048, board), head(8, board)) == ("window", "pool")
+
+
 def test_bands_of_a_units_rows_and_their_estimate():
     """A 3 x 3, stride 2, padding 1 convolution + ReLU of 32 x 32 x 3 to 16 x 16 x 8, in bands of 3 output
     rows: 6 bands (the last one's two rows past the map dropped), each 7 input rows (two rows' stride and the

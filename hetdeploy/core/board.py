@@ -151,7 +151,11 @@ class Device:
 
     def pe_for(self, node: Node) -> Optional[str]:
         """The first of this FPGA's PE kinds that runs ``node`` within its limits; None: none does."""
-        return next((kind for kind, pe in self.pes.items() if node.op in pe.ops and pe.why_not(node) is None), None)
+        return next(iter(self.pes_for(node)), None)
+
+    def pes_for(self, node: Node) -> list[str]:
+        """This FPGA's PE kinds that run ``node`` within its limits, in the board file's order."""
+        return [kind for kind, pe in self.pes.items() if node.op in pe.ops and pe.why_not(node) is None]
 
 
 @dataclass

@@ -98,6 +98,7 @@ from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
 
 from ...core.board import LAYER_ENGINE_OPS, RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS, Device
 from ...core.graph import Graph
+from ...core.precision import DEFAULT_WIDTH
 from ...core.plan import Band, ExecutionUnit, Fifo, Subfunction
 from ..dataflow import DataflowError, Op, Process, check, fifo_depths, free_schedule
 # the cost model's constants and shared arithmetic, read by the stages as units.NAME
@@ -127,11 +128,32 @@ class Unit:
 
 
 def node_unit(graph: Graph, index: int, device: Device) -> Unit:
-    """Node ``index`` as an execution unit of its own on the FPGA ``device``, on the PE that runs it."""
+    """Node ``index`` as an execution unit of its own on the FPGA ``device``, on the PE that runs it: the first, in
+    the board file's order, that holds it alone fully folded, where several run it (a global average pool over
+    thousands of channels, which hls4ml's pooling computes as a depthwise convolution of that many weights, goes to
+    the top's window PE, which sums it in place); else the first. The engine's PEs are not weighed here: the cost
+    model chooses which nodes run on the engine (``cost.engine_capable``)."""
     node = graph.nodes[index]
-    pe = device.pe_for(node)
-    return Unit(pe or "", [index], list(dict.fromkeys(node.inputs)), node.outputs[0] if node.outputs else "",
-                device.pes[pe].engine if pe else "hls4ml")
+    kinds = device.pes_for(node)
+
+    def on(pe: str) -> Unit:
+        return Unit(pe, [index], list(dict.fromkeys(node.inputs)), node.outputs[0] if node.outputs else "",
+                    device.pes[pe].engine if pe else "hls4ml")
+
+    weighed = [pe for pe in kinds if device.pes[pe].engine != "engine"]
+    if len(weighed) > 1 and device.why_not(node) is None:  # a node the FPGA does not run may have no unit's shape
+        return next((on(pe) for pe in weighed if _holds_alone(graph, on(pe), device)), on(kinds[0]))
+    return on(kinds[0] if kinds else "")
+
+
+def _holds_alone(graph: Graph, unit: Unit, device: Device) -> bool:
+    """Whether ``unit``, folded as far as it goes (its weights in DDR where it may put them there), fits the FPGA's
+    budget by itself at the default width."""
+    shape = unit_shape(graph, unit, device.clock_mhz, hls_tool=device.hls_tool)
+    rate = ddr_bytes_per_cycle(device)
+    most = folded_estimate(shape, folding_options(shape, DEFAULT_WIDTH, rate)[-1], DEFAULT_WIDTH, rate)
+    budget = device.budget()
+    return all(most[k] <= budget.get(k, 0) for k in RESOURCES)
 
 
 def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[str] = frozenset(),
