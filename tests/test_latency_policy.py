@@ -260,6 +260,25 @@ def test_op_no_device_runs_names_op_and_node():
         partition_graph(graph, BOARDS["workstation"])
 
 
+def test_a_node_the_fpga_does_not_run_is_priced_off_it_whatever_shape_it_has():
+    """A Concat of two rank-1 tensors (onnx's CausalConvWithState writes one in its function body): the top's
+    concat PE lists Concat, but the FPGA takes (1, ...) tensors only. The cost model prices the FPGA for the
+    nodes it runs only (it once asked the unit's shape of this one, and failed on its missing channel axis), and
+    the plan keeps the node on the host."""
+    squeeze = lambda name, source, target: Node(name, "Squeeze", [source], [target], input_shapes=[[1, 3]],  # noqa
+                                                output_shapes=[[3]])
+    graph = Graph([squeeze("sx", "x", "xs"), squeeze("sy", "y", "ys"),
+                   Node("join", "Concat", ["xs", "ys"], ["c"], attrs={"axis": 0}, input_shapes=[[3], [3]],
+                        output_shapes=[[6]]),
+                   Node("back", "Unsqueeze", ["c"], ["z"], input_shapes=[[6]], output_shapes=[[1, 6]])],
+                  ["x", "y"], ["z"])
+    for name in ("pynq-z2", "kv260"):
+        fpga = BOARDS[name].device("fpga")
+        assert "concat" in fpga.pes_for(graph.nodes[2]) and "one sample" in fpga.why_not(graph.nodes[2])
+        result = partition_graph(graph, BOARDS[name])
+        assert [c.device for c in result.cuts if "join" in c.nodes] == ["arm_cpu"]
+
+
 def test_plan_command_table_and_json(capsys, tmp_path):
     import networks
     import onnx

@@ -242,6 +242,8 @@ def engine_capable(device: Device, graph: Graph, widths: Sequence[int]) -> list[
     consumers = graph.consumers()
     found = []
     for index in range(len(graph.nodes)):
+        if device.why_not(graph.nodes[index]) is not None:
+            continue
         unit = units.node_unit(graph, index, device)
         if not unit.pe or unit.engine not in ("hls4ml", "engine") or units.engine_refusal(graph, unit) is not None:
             continue
@@ -406,12 +408,15 @@ class CostModel:
                                               any(units.depthwise_on_engine(s) for s in shapes.values()))
                 self.capacity[d.name] = {k: v - lump.get(k, 0) for k, v in self.capacity[d.name].items()}
                 engine_times[d.name] = {i: engine_seconds(d, s, self.widths[i], size) for i, s in shapes.items()}
-        self.seconds = {d.name: [fpga_seconds(d, graph, i, self.widths[i], self.capacity[d.name],
-                                              on_engine.get(d.name, ())) if d.kind == "fpga"
-                                 else node_seconds(d, w) for i, w in enumerate(self.work)]
+        # an FPGA's figures for the nodes it runs only: a node it does not run may have no shape its units can take,
+        # and ``allowed_devices`` keeps it off that FPGA (its zeros only fill the partitioner's prefix sums)
+        runs = {d.name: [d.why_not(node) is None for node in graph.nodes] for d in board.devices if d.kind == "fpga"}
+        self.seconds = {d.name: [(fpga_seconds(d, graph, i, self.widths[i], self.capacity[d.name],
+                                               on_engine.get(d.name, ())) if runs[d.name][i] else 0.0)
+                                 if d.kind == "fpga" else node_seconds(d, w) for i, w in enumerate(self.work)]
                         for d in board.devices}
         # a node only the engine computes (its PE's: hls4ml has no layer for it) is on the FPGA only on the engine
-        engine_only = {d.name: {i for i in range(len(graph.nodes)) if d.why_not(graph.nodes[i]) is None
+        engine_only = {d.name: {i for i in range(len(graph.nodes)) if runs[d.name][i]
                                 and units.node_unit(graph, i, d).engine == "engine"}
                        for d in board.devices if d.kind == "fpga"}
         for name, times in engine_times.items():
@@ -434,6 +439,8 @@ class CostModel:
             for i, node in enumerate(graph.nodes):
                 self.seconds[device][i] *= factors.get(node.name, 1.0)
         self.usage = {d.name: [usage(d, graph, i, self.widths[i], on_engine.get(d.name, ()))
+                               if d.kind != "fpga" or runs[d.name][i]
+                               else dict.fromkeys(units.RESOURCES, 0.0) | {"ddr_bytes": 0.0}
                                for i in range(len(graph.nodes))] for d in board.devices}
         for name, capable in on_engine.items():
             for i in capable:  # on the engine: its weights in DDR, nothing of the chip's
