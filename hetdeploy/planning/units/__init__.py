@@ -587,10 +587,19 @@ def dataflow_processes(graph: Graph, sub: Subfunction, clock_mhz: float, hls_too
     for n, (t, k) in enumerate(sources):
         gap = gaps[t][k] + spread + ((pace - own) % max(1, len(sources)) if n == 0 else 0)
         given += [Op(f, True, gap if j == 0 else 0) for j, f in enumerate(fifos[t])]
-    # "output" copies its tokens into a buffer, a word a cycle, then converts the sample to the float ports
-    taken = tuple(Op(fifo_name(t, "output"), False, words(t)) for t in sub.outputs for _ in range(tokens(t)))
-    return [Process("input", tuple(given)), *processes,
-            Process("output", taken, tail=sum(cycles_of[t] for t in dict.fromkeys(sub.outputs)))]
+    return [Process("input", tuple(given)), *processes, _output_process(sub, cycles_of, shapes, lane_bytes)]
+
+
+def _output_process(sub: Subfunction, cycles: Mapping[str, int], shapes: Mapping[str, list[int]],
+                    lane_bytes: int) -> Process:
+    """The dataflow's "output" process: it copies each output's tokens into a buffer, a word a cycle, then
+    converts the sample to the float ports (``cycles``, ``port_cycles``')."""
+    outputs = list(dict.fromkeys(sub.outputs))
+    taken = []
+    for t in outputs:
+        tokens, values = tokens_of(shapes.get(t) or [1])
+        taken += [Op(fifo_name(t, "output"), False, token_words(values, lane_bytes))] * tokens
+    return Process("output", tuple(taken), tail=sum(cycles[t] for t in outputs))
 
 
 def _input_token_gaps(tensor: str, sub: Subfunction, cycles: Mapping[str, int], shapes: Mapping[str, list[int]],
@@ -643,11 +652,7 @@ def port_interval(graph: Graph, sub: Subfunction, lane_bytes: int = 2) -> int:
     converts their values (``dataflow_processes``)."""
     cycles, shapes = port_cycles(graph, sub, lane_bytes), _tensor_shapes(graph)
     taken = sum(sum(_input_token_gaps(t, sub, cycles, shapes, lane_bytes)) for t in dict.fromkeys(sub.inputs))
-    given = 0
-    for t in dict.fromkeys(sub.outputs):
-        tokens, values = tokens_of(shapes.get(t) or [1])
-        given += cycles[t] + tokens * token_words(values, lane_bytes)
-    return max(taken, given)
+    return max(taken, _output_process(sub, cycles, shapes, lane_bytes).interval)
 
 
 # the estimate's cycles of a unit as a dataflow's process takes them a sample: its compute (it moves no buffer of the
