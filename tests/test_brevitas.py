@@ -230,6 +230,7 @@ def test_a_bnn_pynq_network_agrees_with_brevitas_on_finns_test_image_and_more(tm
     assert fpga.verification.flipped > 0 and fpga.verification.agreement.startswith("codes flip on")
 
 
+@pytest.mark.slow
 def test_a_bnn_pynq_networks_binary_input_reaches_the_fpga_as_codes_and_both_tops_answer_alike(tmp_path):
     """TFC-w1a1's input quantizer (a BipolarQuant on the host) gives the FPGA its codes, a bit a value (13 words for
     784 values, not 784 floats): under the throughput objective its dataflow top assembles the first layer's token

@@ -633,6 +633,7 @@ def test_a_batchnormalization_of_its_own_is_the_tops_scale_and_shift_even_an_ide
     assert copy.hls is None and copy.affine and copy.pe == "affine" and copy.verification.passed
 
 
+@pytest.mark.slow
 def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_outputs(tmp_path):
     """MobileNetV2's stem and two inverted residual blocks, torchvision's layers as torch.onnx.export writes them
     (benchmarks/torchvision_models.py --export): ReLU6 is a Clip(0, 6) after each BatchNormalization. The stem, a

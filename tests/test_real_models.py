@@ -71,6 +71,7 @@ def test_a_quantizer_only_qonnx_runs_stops_the_build_in_one_line(tmp_path, capsy
     assert len(err.splitlines()) == 1 and "(FloatQuant) would run on arm_cpu" in err
 
 
+@pytest.mark.slow
 def test_pytorchs_opset_6_export_of_a_fixed_batch_builds_and_predicts_the_outputs_the_onnx_package_records(tmp_path):
     """PyTorch's Conv2d export that the onnx package ships (opset 6, a fixed batch of 2): converted to opset 13,
     each row a sample, on the PYNQ-Z2's FPGA, its prediction within 0.1 % of the output the package records for
