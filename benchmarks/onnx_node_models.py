@@ -5,6 +5,7 @@ Run by hand (prints a table, then every finding; nothing here is a test):
 
     .venv/bin/python benchmarks/onnx_node_models.py                       # every case, the KV260
     .venv/bin/python benchmarks/onnx_node_models.py --board pynq-z2 --match conv --jobs 2 --json
+    .venv/bin/python benchmarks/onnx_node_models.py --board pynq-z2 --match _relu --build   # build them too
 
 The cases are the ones onnx's backend tests generate (``onnx.backend.test.case.node.collect_testcases``: one op
 each, at the opsets the installed onnx writes, about 1,900 of them), each saved to a file and planned for the board
@@ -14,6 +15,12 @@ under the latency policy, in worker processes, with ``--timeout`` seconds each. 
 - "refused": hetdeploy's one-line error (``UserError``), as the CLI prints it with exit 2;
 - "finding": anything else: an exception that is not a ``UserError`` (the CLI prints its traceback: a bug of
   hetdeploy's, or a library's failure it did not turn into one line), or no answer within the timeout.
+
+With ``--build`` each case is built instead (`hetdeploy build --policy support -q`, in a child process: every node
+the FPGA runs goes there, generated through hls4ml or the top, C-simulated and compared with onnxruntime) and ends
+as "built" (exit 0, verified), "refused" (exit 2, one line), "out of tolerance" (exit 3: the build's comparison
+failed, and says so), "tool failed" (exit 1, one line naming the log), or "finding" (a traceback, another exit
+code, more than one line on stderr, or the timeout).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import concurrent.futures
 import json
 import os
 import signal
+import subprocess
 import sys
 import tempfile
 import traceback
@@ -72,12 +80,32 @@ def plan_case(name: str, model_bytes: bytes, board: str, timeout: int) -> dict:
             signal.alarm(0)
 
 
+def build_case(name: str, model_bytes: bytes, board: str, timeout: int) -> dict:
+    """One case built by the CLI in a child process: its outcome by exit code and what stderr said."""
+    with tempfile.TemporaryDirectory() as folder:
+        model = Path(folder) / f"{name}.onnx"
+        model.write_bytes(model_bytes)
+        command = [sys.executable, "-m", "hetdeploy", "build", str(model), "--board", board, "--policy", "support",
+                   "-o", str(Path(folder) / "out"), "-q"]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=folder)
+        except subprocess.TimeoutExpired:
+            return {"case": name, "outcome": "finding", "said": f"no answer in {timeout} s"}
+    said = done.stderr.strip()
+    one_line = len(said.splitlines()) == 1 and said.startswith("hetdeploy: error:")
+    outcome = {0: "built", 2: "refused", 3: "out of tolerance", 1: "tool failed"}.get(done.returncode, "finding")
+    if outcome != "built" and not one_line:
+        outcome = "finding"
+    return {"case": name, "outcome": outcome, "exit": done.returncode, "said": said.splitlines()[-1] if said else ""}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--board", default="kv260")
     parser.add_argument("--match", default="", help="only the cases whose name holds this")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=int, default=120, help="seconds a case may take")
+    parser.add_argument("--build", action="store_true", help="build each case (policy support) instead of planning")
     parser.add_argument("--json", action="store_true", help="print the outcomes as a JSON list")
     args = parser.parse_args()
 
@@ -87,20 +115,27 @@ def main() -> int:
         warnings.simplefilter("ignore")
         cases = [c for c in node.collect_testcases(None) if args.match in c.name]
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(plan_case, c.name, c.model.SerializeToString(), args.board, args.timeout)
+        run_case = build_case if args.build else plan_case
+        futures = [pool.submit(run_case, c.name, c.model.SerializeToString(), args.board, args.timeout)
                    for c in cases]
         outcomes = [f.result() for f in futures]
     if args.json:
         print(json.dumps(outcomes, indent=1))
         return 0
     counts = collections.Counter(o["outcome"] for o in outcomes)
-    with_fpga = sum(1 for o in outcomes if o.get("fpga_nodes"))
-    print(f"| board | cases | planned | with FPGA nodes | refused in one line | findings |\n|---|---|---|---|---|---|\n"
-          f"| {args.board} | {len(outcomes)} | {counts['planned']} | {with_fpga} | {counts['refused']} | "
-          f"{counts['finding']} |")
+    if args.build:
+        print("| board | cases | built and verified | refused in one line | out of tolerance | tool failed | findings |\n"
+              "|---|---|---|---|---|---|---|\n"
+              f"| {args.board} | {len(outcomes)} | {counts['built']} | {counts['refused']} | "
+              f"{counts['out of tolerance']} | {counts['tool failed']} | {counts['finding']} |")
+    else:
+        with_fpga = sum(1 for o in outcomes if o.get("fpga_nodes"))
+        print("| board | cases | planned | with FPGA nodes | refused in one line | findings |\n|---|---|---|---|---|---|\n"
+              f"| {args.board} | {len(outcomes)} | {counts['planned']} | {with_fpga} | {counts['refused']} | "
+              f"{counts['finding']} |")
     for o in outcomes:
-        if o["outcome"] == "finding":
-            print(f"finding: {o['case']}: {o['said']}")
+        if o["outcome"] not in ("planned", "built", "refused"):
+            print(f"{o['outcome']}: {o['case']}: {o['said']}")
     return 0
 
 

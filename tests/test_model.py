@@ -152,6 +152,24 @@ def test_inputs_whose_first_axis_is_no_batch_are_refused_in_one_line(tmp_path, c
         load_model(save(tmp_path, model))
 
 
+@pytest.mark.parametrize("case", ["strings", "constant"])
+def test_a_model_of_strings_or_of_constants_is_refused_in_one_line(tmp_path, case):
+    """The onnx package's single-op cases (benchmarks/onnx_node_models.py): a fixed batch of two rows of strings
+    (its rows compared as strings, not as numbers), and a model whose one output is a Constant (no input, no node
+    left to run once folded)."""
+    value = helper.make_tensor_value_info
+    if case == "strings":
+        nodes, inputs = [helper.make_node("Identity", ["x"], ["y"])], [value("x", TensorProto.STRING, [2, 3])]
+        outputs, message = [value("y", TensorProto.STRING, [2, 3])], "input 'x' is string; hetdeploy feeds numeric"
+    else:
+        nodes = [helper.make_node("Constant", [], ["y"], value=numpy_helper.from_array(np.ones((1, 3), np.float32)))]
+        inputs, outputs = [], [value("y", TensorProto.FLOAT, [1, 3])]
+        message = "no node computes its outputs .*: nothing to deploy"
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs), opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(UserError, match=message):
+        load_model(save(tmp_path, model))
+
+
 @pytest.mark.parametrize("special", ["fifo", "folder", "/dev/zero"])
 def test_a_model_path_that_is_no_regular_file_is_refused_without_reading_it(tmp_path, special):
     path = tmp_path / "model.onnx"

@@ -113,6 +113,9 @@ def load_model(path: str | Path) -> LoadedModel:
     inputs = _specs(source, source.graph.input)
     outputs = _specs(model, model.graph.output)  # sizes the source's inference may not reach
     graph = _to_graph(model, path)
+    if not graph.nodes:
+        raise UserError(f"{path}: no node computes its outputs (once constants are folded they are constants, or its "
+                        f"inputs passed through): nothing to deploy")
     notes = [f"input '{name}': its symbolic batch axis '{symbol}' is fixed to 1 (a call takes one sample; emulate "
              f"and run.py take N stacked and run them in batches, --batch N samples an FPGA call)"
              for name, symbol in fixed]
@@ -491,14 +494,21 @@ def _rows_as_samples(model: onnx.ModelProto, path: Path) -> tuple[onnx.ModelProt
     try:
         alone = open_in_memory(single, str(path))
         each = [alone.run({t: x[k:k + 1] for t, x in batch.items()}) for k in range(rows)]
-        independent = all(np.shape(whole[t])[:1] == (rows,) and np.allclose(
-            np.concatenate([e[t] for e in each]), whole[t], rtol=1e-4, atol=1e-6, equal_nan=True) for t in whole)
+        independent = all(np.shape(whole[t])[:1] == (rows,) and _alike(np.concatenate([e[t] for e in each]), whole[t])
+                          for t in whole)
     except (UserError, ValueError):  # at batch 1 onnxruntime refuses it (a Reshape of B rows), or its rows differ
         independent = False
     if not independent:
         raise UserError(f"{path}: the inputs' axis 0 ({rows}) is no batch axis: the model does not give each of its "
                         f"{rows} rows, run alone, the outputs it gives it among them; {why}")
     return _infer_shapes(single, path, strict=False), rows
+
+
+def _alike(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two runs' outputs agree: numbers to onnxruntime's rounding, anything else (strings) exactly."""
+    if a.dtype.kind in "biufc" and b.dtype.kind in "biufc":
+        return np.allclose(a, b, rtol=1e-4, atol=1e-6, equal_nan=True)
+    return a.shape == b.shape and bool(np.all(a == b))
 
 
 _FLOAT_TYPES = {onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16}
