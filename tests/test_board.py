@@ -2,6 +2,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hetdeploy.commands.cli import main
@@ -115,6 +116,23 @@ def test_a_node_goes_to_the_first_pe_that_runs_it_within_the_pes_limits():
     with_indices = Node("p", "MaxPool", ["x"], ["y", "i"], attrs={"kernel_shape": [2, 2], "strides": [2, 2]},
                         input_shapes=[[1, 4, 8, 8]], output_shapes=[[1, 4, 4, 4], [1, 4, 4, 4]])
     assert fpga.why_not(with_indices) == "2 outputs: an FPGA unit writes one"
+
+
+def test_a_selu_of_other_constants_than_onnxs_defaults_stays_off_the_fpga():
+    """hls4ml's ONNX front end drops Selu's alpha and gamma and computes ONNX's defaults: onnx's test_selu (alpha 2,
+    gamma 3) built for the FPGA C-simulated 5.9 off (benchmarks/onnx_node_models.py --build). Every shipped FPGA
+    takes a Selu of the defaults only, given or left out."""
+    selu = lambda **attrs: Node("s", "Selu", ["x"], ["y"], attrs=attrs, input_shapes=[[1, 4]],  # noqa: E731
+                                output_shapes=[[1, 4]])
+    for name in available_boards():
+        fpga = next((d for d in load_board(name).devices if d.kind == "fpga"), None)
+        if fpga is None:
+            continue
+        assert fpga.why_not(selu()) is None
+        defaults = {"alpha": float(np.float32(1.6732632423543772)), "gamma": float(np.float32(1.0507009873554805))}
+        assert fpga.why_not(selu(**defaults)) is None
+        assert "alpha=2.0" in fpga.why_not(selu(alpha=2.0, gamma=3.0))
+        assert "gamma=3.0" in fpga.why_not(selu(gamma=3.0))
 
 
 def test_unknown_board_name():
