@@ -52,6 +52,10 @@ def node(op, shapes=((1, 8),), out=(1, 8), **kw):
     (node("LSTM", [(5, 1, 8)], (5, 1, 1, 4)), False),
     (node("DynamicQuantizeLinear"), False),  # its scale is over the whole tensor
     (node("Conv", [(1, 3, 8, 8)], (1, 4, 8, 8), constants={1: "w"}), True),
+    (node("MaxPool", [(1, 3, 8, 8)], (1, 3, 4, 4)), True),
+    # its Indices count the whole stack's elements (onnx's test_maxpool_with_argmax cases)
+    (Node("maxpool", "MaxPool", ["x0"], ["y", "i"], input_shapes=[[1, 3, 8, 8]],
+          output_shapes=[[1, 3, 4, 4], [1, 3, 4, 4]]), False),
 ])
 def test_a_node_takes_a_batch_where_each_sample_is_computed_alone(case, takes):
     assert takes_batch(case) is takes
