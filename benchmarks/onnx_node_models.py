@@ -5,19 +5,20 @@ Run by hand (prints a table, then every finding; nothing here is a test):
 
     .venv/bin/python benchmarks/onnx_node_models.py                       # every case, the KV260
     .venv/bin/python benchmarks/onnx_node_models.py --board pynq-z2 --match conv --jobs 2 --json
-    .venv/bin/python benchmarks/onnx_node_models.py --board pynq-z2 --match _relu --build   # build them too
+    .venv/bin/python benchmarks/onnx_node_models.py --board pynq-z2 --match _relu --build --policy support
 
 The cases are the ones onnx's backend tests generate (``onnx.backend.test.case.node.collect_testcases``: one op
 each, at the opsets the installed onnx writes, about 1,900 of them), each saved to a file and planned for the board
-under the latency policy, in worker processes, with ``--timeout`` seconds each. A case ends as:
+under the latency policy (``--policy``), in worker processes, with ``--timeout`` seconds each. A case ends as:
 
 - "planned": a plan, and how many of its nodes run on the FPGA;
 - "refused": hetdeploy's one-line error (``UserError``), as the CLI prints it with exit 2;
 - "finding": anything else: an exception that is not a ``UserError`` (the CLI prints its traceback: a bug of
   hetdeploy's, or a library's failure it did not turn into one line), or no answer within the timeout.
 
-With ``--build`` each case is built instead (`hetdeploy build --policy support -q`, in a child process: every node
-the FPGA runs goes there, generated through hls4ml or the top, C-simulated and compared with onnxruntime) and ends
+With ``--build`` each case is built instead (`hetdeploy build -q`, in a child process; with ``--policy support``
+every node the FPGA runs goes there, generated through hls4ml or the top, C-simulated and compared with
+onnxruntime) and ends
 as "built" (exit 0, verified), "refused" (exit 2, one line), "out of tolerance" (exit 3: the build's comparison
 failed, and says so), "tool failed" (exit 1, one line naming the log), or "finding" (a traceback, another exit
 code, more than one line on stderr, or the timeout).
@@ -30,6 +31,7 @@ import collections
 import concurrent.futures
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -50,7 +52,7 @@ def _alarm(signum, frame):
     raise _Timeout()
 
 
-def plan_case(name: str, model_bytes: bytes, board: str, timeout: int) -> dict:
+def plan_case(name: str, model_bytes: bytes, board: str, timeout: int, policy: str) -> dict:
     """One case planned in this worker: its outcome and, for a refusal or a finding, what was said."""
     from hetdeploy.core.errors import UserError
     from hetdeploy.planning.config import BuildOptions
@@ -62,7 +64,8 @@ def plan_case(name: str, model_bytes: bytes, board: str, timeout: int) -> dict:
         model.write_bytes(model_bytes)
         signal.alarm(timeout)
         try:
-            _, loaded_board, plan = plan_stages(BuildOptions(model=model, board=board, out_dir=Path(folder) / "out"),
+            _, loaded_board, plan = plan_stages(BuildOptions(model=model, board=board, out_dir=Path(folder) / "out",
+                                                             policy=policy),
                                                 lambda kind, what: None)
             fpga = {d.name for d in loaded_board.devices if d.kind == "fpga"}
             on_fpga = sum(len(s.nodes) for s in plan.subfunctions if s.device in fpga)
@@ -80,12 +83,12 @@ def plan_case(name: str, model_bytes: bytes, board: str, timeout: int) -> dict:
             signal.alarm(0)
 
 
-def build_case(name: str, model_bytes: bytes, board: str, timeout: int) -> dict:
+def build_case(name: str, model_bytes: bytes, board: str, timeout: int, policy: str) -> dict:
     """One case built by the CLI in a child process: its outcome by exit code and what stderr said."""
     with tempfile.TemporaryDirectory() as folder:
         model = Path(folder) / f"{name}.onnx"
         model.write_bytes(model_bytes)
-        command = [sys.executable, "-m", "hetdeploy", "build", str(model), "--board", board, "--policy", "support",
+        command = [sys.executable, "-m", "hetdeploy", "build", str(model), "--board", board, "--policy", policy,
                    "-o", str(Path(folder) / "out"), "-q"]
         try:
             done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=folder)
@@ -102,10 +105,12 @@ def build_case(name: str, model_bytes: bytes, board: str, timeout: int) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--board", default="kv260")
-    parser.add_argument("--match", default="", help="only the cases whose name holds this")
+    parser.add_argument("--match", default="", help="only the cases whose name this regular expression finds in")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=int, default=120, help="seconds a case may take")
-    parser.add_argument("--build", action="store_true", help="build each case (policy support) instead of planning")
+    parser.add_argument("--policy", default="latency", help="the partitioning policy (support: every node the FPGA "
+                                                             "runs goes there)")
+    parser.add_argument("--build", action="store_true", help="build each case instead of planning it")
     parser.add_argument("--json", action="store_true", help="print the outcomes as a JSON list")
     args = parser.parse_args()
 
@@ -113,11 +118,11 @@ def main() -> int:
 
     with warnings.catch_warnings():  # the cases' own reference arithmetic warns of its infinities
         warnings.simplefilter("ignore")
-        cases = [c for c in node.collect_testcases(None) if args.match in c.name]
+        cases = [c for c in node.collect_testcases(None) if re.search(args.match, c.name)]
     with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
         run_case = build_case if args.build else plan_case
-        futures = [pool.submit(run_case, c.name, c.model.SerializeToString(), args.board, args.timeout)
-                   for c in cases]
+        futures = [pool.submit(run_case, c.name, c.model.SerializeToString(), args.board, args.timeout,
+                               args.policy) for c in cases]
         outcomes = [f.result() for f in futures]
     if args.json:
         print(json.dumps(outcomes, indent=1))

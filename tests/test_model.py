@@ -152,15 +152,20 @@ def test_inputs_whose_first_axis_is_no_batch_are_refused_in_one_line(tmp_path, c
         load_model(save(tmp_path, model))
 
 
-@pytest.mark.parametrize("case", ["strings", "constant"])
-def test_a_model_of_strings_or_of_constants_is_refused_in_one_line(tmp_path, case):
-    """The onnx package's single-op cases (benchmarks/onnx_node_models.py): a fixed batch of two rows of strings
-    (its rows compared as strings, not as numbers), and a model whose one output is a Constant (no input, no node
-    left to run once folded)."""
+@pytest.mark.parametrize("case", ["strings", "bfloat16", "constant"])
+def test_a_model_of_types_it_does_not_feed_or_of_constants_is_refused_in_one_line(tmp_path, case):
+    """The onnx package's single-op cases (benchmarks/onnx_node_models.py): a fixed batch of two rows of strings,
+    and a Cast of two rows to bfloat16, which onnxruntime's Python API cannot give, refused by type before any run
+    (their rows were compared as numbers, or fetched, and failed); a model whose one output is a Constant (no
+    input, no node left to run once folded)."""
     value = helper.make_tensor_value_info
     if case == "strings":
         nodes, inputs = [helper.make_node("Identity", ["x"], ["y"])], [value("x", TensorProto.STRING, [2, 3])]
         outputs, message = [value("y", TensorProto.STRING, [2, 3])], "input 'x' is string; hetdeploy feeds numeric"
+    elif case == "bfloat16":
+        nodes = [helper.make_node("Cast", ["x"], ["y"], to=TensorProto.BFLOAT16)]
+        inputs, outputs = [value("x", TensorProto.FLOAT, [2, 3])], [value("y", TensorProto.BFLOAT16, [2, 3])]
+        message = "output 'y' is bfloat16; hetdeploy gives numeric tensors only"
     else:
         nodes = [helper.make_node("Constant", [], ["y"], value=numpy_helper.from_array(np.ones((1, 3), np.float32)))]
         inputs, outputs = [], [value("y", TensorProto.FLOAT, [1, 3])]

@@ -102,6 +102,7 @@ def load_model(path: str | Path) -> LoadedModel:
     source = _infer_shapes(source, path, strict=False)
     _check_sizes(source, path)
     _name_nodes(source)  # the reference too: onnxruntime refuses two nodes of one name
+    _check_numeric(source, path)
     source, rows = _rows_as_samples(source, path)
 
     model = onnx.ModelProto()
@@ -131,9 +132,11 @@ def load_model(path: str | Path) -> LoadedModel:
 
 def _normalise(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     """What exporters write, in the forms the devices run: the opset raised to MIN_OPSET (onnx's
-    version converter), constants folded (onnxruntime), then each rewrite of ``rewrites.PASSES``."""
+    version converter), constants folded (onnxruntime; a CastLike of a constant first a Cast it folds), then each
+    rewrite of ``rewrites.PASSES``."""
     if rewrites.default_opset(model) < rewrites.MIN_OPSET:
         model = _convert_opset(model, path)
+    rewrites.cast_like_of_constant_as_cast(model)
     if all(n.domain in ONNXRUNTIME_DOMAINS for n in model.graph.node):
         try:
             model = fold_constants(model)
@@ -459,7 +462,7 @@ def _drop_initializer_inputs(model: onnx.ModelProto) -> None:
 def _rows_as_samples(model: onnx.ModelProto, path: Path) -> tuple[onnx.ModelProto, int]:
     """A model whose inputs all have one fixed batch of B > 1 rows (axis 0; an exporter's dummy input of B samples),
     at batch 1 (and B), where its outputs, B rows too, are each row's alone: onnxruntime (or qonnx) runs a random
-    batch of B and each of its rows at batch 1 to the same values. A sample is one row of axis 0 (a call runs
+    batch of B, and its first two rows, a middle one and its last at batch 1, to the same values. A sample is one row of axis 0 (a call runs
     samples, stacked on it): inputs whose first axis is not such a batch are refused."""
     inputs = list(model.graph.input)
     firsts = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim][:1] for v in inputs}
@@ -493,9 +496,10 @@ def _rows_as_samples(model: onnx.ModelProto, path: Path) -> tuple[onnx.ModelProt
     whole = open_in_memory(model, str(path)).run(batch)  # a model that fails so fails whatever its batch
     try:
         alone = open_in_memory(single, str(path))
-        each = [alone.run({t: x[k:k + 1] for t, x in batch.items()}) for k in range(rows)]
-        independent = all(np.shape(whole[t])[:1] == (rows,) and _alike(np.concatenate([e[t] for e in each]), whole[t])
-                          for t in whole)
+        checked = sorted({0, 1, rows // 2, rows - 1})  # the first rows, a middle one and the last: not B runs
+        each = [alone.run({t: x[k:k + 1] for t, x in batch.items()}) for k in checked]
+        independent = all(np.shape(whole[t])[:1] == (rows,) and _alike(np.concatenate([e[t] for e in each]),
+                                                                       whole[t][checked]) for t in whole)
     except (UserError, ValueError):  # at batch 1 onnxruntime refuses it (a Reshape of B rows), or its rows differ
         independent = False
     if not independent:
@@ -638,6 +642,25 @@ def _dtypes(model: onnx.ModelProto) -> dict[str, str]:
     return result
 
 
+def _check_numeric(model: onnx.ModelProto, path: Path) -> None:
+    """Every input, and every output whose type the model gives, a tensor of a type hetdeploy feeds and compares
+    (NUMERIC_DTYPES, which onnxruntime's Python API takes and gives as numpy arrays): checked before any run."""
+    for kind, values in (("input", model.graph.input), ("output", model.graph.output)):
+        for value in values:
+            given = value.type.WhichOneof("value")
+            elem = value.type.tensor_type.elem_type
+            if kind == "output" and (given != "tensor_type" or not elem):  # a sequence's: its node is named later
+                continue
+            dtype = _DTYPES.get(elem) or (onnx.TensorProto.DataType.Name(elem).lower()
+                                          if elem in onnx.TensorProto.DataType.values() else f"data type {elem}")
+            if given != "tensor_type":
+                dtype = f"a {given.removesuffix('_type') if given else 'value of no type'}, not a tensor"
+            if dtype not in NUMERIC_DTYPES:
+                raise UserError(f"{path}: {kind} '{value.name}' is {dtype}; hetdeploy "
+                                f"{'feeds' if kind == 'input' else 'gives'} numeric tensors only "
+                                f"({', '.join(NUMERIC_DTYPES)})")
+
+
 def _specs(model: onnx.ModelProto, values) -> list[TensorSpec]:
     shapes, dtypes = rewrites.tensor_shapes(model), _dtypes(model)
     return [TensorSpec(v.name, shapes[v.name], dtypes[v.name]) for v in values]
@@ -753,8 +776,4 @@ def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
                 domain=node.domain,
             )
         )
-    for spec in _specs(model, model.graph.input):
-        if spec.dtype not in NUMERIC_DTYPES:
-            raise UserError(f"{path}: input '{spec.name}' is {spec.dtype}; hetdeploy feeds numeric tensors only "
-                            f"({', '.join(NUMERIC_DTYPES)})")
     return Graph(nodes, [i.name for i in model.graph.input], [o.name for o in model.graph.output])

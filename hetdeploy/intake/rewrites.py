@@ -1002,6 +1002,28 @@ def zipmap_to_tensor(model: onnx.ModelProto) -> bool:
     return changed
 
 
+def cast_like_of_constant_as_cast(model: onnx.ModelProto) -> bool:
+    """A CastLike of a constant (an initializer, or a Constant's output) is a Cast to its second input's type, which
+    constant folding makes a constant: onnxruntime's folding leaves a CastLike alone while its second input is a
+    tensor the model computes, and onnx's function bodies (Celu, Gelu, HardSwish...) cast their constants so. Left
+    as it is, such a scalar crossed a cut between subfunctions, where no batch axis stacks it."""
+    graph = ModelIndex(model)
+    types = {v.name: v.type.tensor_type.elem_type for v in (*graph.g.value_info, *graph.g.input, *graph.g.output)}
+    types.update({t.name: t.data_type for t in graph.g.initializer})
+    changed = False
+    for k, node in enumerate(graph.g.node):
+        made = graph.producer.get(node.input[0]) if node.input else None
+        constant = node.input and (node.input[0] in graph.inits or made is not None and made.op_type == "Constant")
+        if node.op_type != "CastLike" or node.domain not in ("", "ai.onnx") or not constant or \
+                not types.get(node.input[1]):
+            continue
+        cast = helper.make_node("Cast", [node.input[0]], list(node.output), name=node.name, to=types[node.input[1]])
+        cast.attribute.extend(a for a in node.attribute if a.name != "to")
+        graph.g.node[k].CopyFrom(cast)
+        changed = True
+    return changed
+
+
 Pass = Callable[[onnx.ModelProto], bool]
 # In order: attributes first (later passes read them), then the fusions, then the op renamings.
 PASSES: list[Pass] = [
