@@ -175,6 +175,27 @@ def test_a_model_of_types_it_does_not_feed_or_of_constants_is_refused_in_one_lin
         load_model(save(tmp_path, model))
 
 
+def test_a_castlike_of_a_constant_is_folded_into_a_constant(tmp_path):
+    """onnx's function body of Celu (its test_celu_expanded): CastLike(alpha, X) with X a tensor the model takes,
+    which onnxruntime's folding leaves alone. Intake makes it a Cast of the constant, folded: no node is left that
+    computes a scalar (it crossed a cut between subfunctions, where no batch axis stacks it), and the model computes
+    what it did."""
+    alpha = numpy_helper.from_array(np.array(2.0, np.float32))
+    nodes = [helper.make_node("Constant", [], ["a"], value=alpha),
+             helper.make_node("CastLike", ["a", "x"], ["ac"]),
+             helper.make_node("Div", ["x", "ac"], ["xs"]),
+             helper.make_node("Elu", ["xs"], ["e"], alpha=1.0),
+             helper.make_node("Mul", ["ac", "e"], ["y"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 3, 1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, 3, 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    loaded = load_model(save(tmp_path, model))
+    assert "CastLike" not in [n.op for n in loaded.graph.nodes]
+    assert all(len(s) == 4 for n in loaded.graph.nodes for s in n.input_shapes + n.output_shapes)
+    x = np.random.default_rng(0).normal(size=(1, 3, 3, 1)).astype(np.float32)
+    np.testing.assert_allclose(run(loaded.model, {"x": x})[0], run(model, {"x": x})[0], rtol=1e-6)
+
+
 @pytest.mark.parametrize("special", ["fifo", "folder", "/dev/zero"])
 def test_a_model_path_that_is_no_regular_file_is_refused_without_reading_it(tmp_path, special):
     path = tmp_path / "model.onnx"
