@@ -52,6 +52,7 @@ def node(op, shapes=((1, 8),), out=(1, 8), **kw):
     (node("LSTM", [(5, 1, 8)], (5, 1, 1, 4)), False),
     (node("DynamicQuantizeLinear"), False),  # its scale is over the whole tensor
     (node("Conv", [(1, 3, 8, 8)], (1, 4, 8, 8), constants={1: "w"}), True),
+    (node("Conv", [(1, 1, 7, 5), (1, 1, 3, 3)], (1, 1, 3, 2)), False),  # its weights an input (onnx's test_conv_*)
     (node("MaxPool", [(1, 3, 8, 8)], (1, 3, 4, 4)), True),
     # its Indices count the whole stack's elements (onnx's test_maxpool_with_argmax cases)
     (Node("maxpool", "MaxPool", ["x0"], ["y", "i"], input_shapes=[[1, 3, 8, 8]],

@@ -59,8 +59,9 @@ def takes_batch(node: Node) -> bool:
     if op in ELEMENTWISE:
         return all(len(s) == rank for s in node.input_shapes) and \
             all(len(s) < rank or (s and s[0] == 1) for s in node.constant_shapes.values()) and _axis_free(node, 1)
-    if op in LAYERS:  # but a MaxPool's Indices, which count the elements of the whole stack, the samples before too
-        return op != "MaxPool" or len(node.outputs) == 1
+    if op in LAYERS:  # its data its one tensor input (a weight the model takes as an input is each sample's own);
+        # a MaxPool's Indices count the elements of the whole stack, the samples before too
+        return len(node.inputs) == 1 and (op != "MaxPool" or len(node.outputs) == 1)
     if op == "Reshape":  # its shape a constant: subgraph.with_open_batch opens its first entry
         return 1 in node.constants
     if op == "Transpose":
