@@ -129,13 +129,14 @@ def main() -> int:
         return 0
     counts = collections.Counter(o["outcome"] for o in outcomes)
     if args.build:
-        print("| board | cases | built and verified | refused in one line | out of tolerance | tool failed | findings |\n"
-              "|---|---|---|---|---|---|---|\n"
+        print("| board | cases | built and verified | refused in one line | out of tolerance | tool failed "
+              "| findings |\n|---|---|---|---|---|---|---|\n"
               f"| {args.board} | {len(outcomes)} | {counts['built']} | {counts['refused']} | "
               f"{counts['out of tolerance']} | {counts['tool failed']} | {counts['finding']} |")
     else:
         with_fpga = sum(1 for o in outcomes if o.get("fpga_nodes"))
-        print("| board | cases | planned | with FPGA nodes | refused in one line | findings |\n|---|---|---|---|---|---|\n"
+        print("| board | cases | planned | with FPGA nodes | refused in one line | findings |\n"
+              "|---|---|---|---|---|---|\n"
               f"| {args.board} | {len(outcomes)} | {counts['planned']} | {with_fpga} | {counts['refused']} | "
               f"{counts['finding']} |")
     for o in outcomes:

@@ -170,7 +170,8 @@ def test_a_model_of_types_it_does_not_feed_or_of_constants_is_refused_in_one_lin
         nodes = [helper.make_node("Constant", [], ["y"], value=numpy_helper.from_array(np.ones((1, 3), np.float32)))]
         inputs, outputs = [], [value("y", TensorProto.FLOAT, [1, 3])]
         message = "no node computes its outputs .*: nothing to deploy"
-    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs), opset_imports=[helper.make_opsetid("", 13)])
+    model = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs),
+                              opset_imports=[helper.make_opsetid("", 13)])
     with pytest.raises(UserError, match=message):
         load_model(save(tmp_path, model))
 

@@ -462,8 +462,8 @@ def _drop_initializer_inputs(model: onnx.ModelProto) -> None:
 def _rows_as_samples(model: onnx.ModelProto, path: Path) -> tuple[onnx.ModelProto, int]:
     """A model whose inputs all have one fixed batch of B > 1 rows (axis 0; an exporter's dummy input of B samples),
     at batch 1 (and B), where its outputs, B rows too, are each row's alone: onnxruntime (or qonnx) runs a random
-    batch of B, and its first two rows, a middle one and its last at batch 1, to the same values. A sample is one row of axis 0 (a call runs
-    samples, stacked on it): inputs whose first axis is not such a batch are refused."""
+    batch of B, and its first two rows, a middle one and its last at batch 1, to the same values. A sample is one
+    row of axis 0 (a call runs samples, stacked on it): inputs whose first axis is not such a batch are refused."""
     inputs = list(model.graph.input)
     firsts = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim][:1] for v in inputs}
     if all(first == [1] for first in firsts.values()):
