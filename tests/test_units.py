@@ -821,7 +821,7 @@ def test_a_unit_whose_fifos_hold_too_much_of_the_chip_runs_in_the_fewest_bands_t
 
 
 def test_the_plan_prices_the_fpga_as_its_units_do():
-    """One cost: the partitioner's FPGA time per node is the unit estimate's, and the plan's FPGA
+    """One cost: the partitioner's FPGA time per node the FPGA runs is the unit estimate's, and the plan's FPGA
     subfunction time is the sum of its folded units' cycles and its float ports' words (a word a cycle) at the
     clock; the plan's latency the sum of its subfunctions'."""
     import tempfile
@@ -842,7 +842,8 @@ def test_the_plan_prices_the_fpga_as_its_units_do():
     board = load_board("pynq-z2")
     costs = CostModel(graph, board)
     fpga = board.device("fpga")
-    assert all(costs.seconds["fpga"][i] == fpga_seconds(fpga, graph, i, 16) for i in range(len(graph.nodes)))
+    runs = [i for i in range(len(graph.nodes)) if fpga.why_not(graph.nodes[i]) is None]
+    assert runs and all(costs.seconds["fpga"][i] == fpga_seconds(fpga, graph, i, 16) for i in runs)
     subs = [s for s in result.subfunctions if s.kind == "fpga"]
     assert subs
     for sub in subs:
