@@ -2,7 +2,7 @@
 images, 10 classes), for tests/data/quantized/ and benchmarks/quantized.py.
 
     pip install -e ".[bench]"    # the benchmark extra: PyTorch, Brevitas, scikit-learn
-    python benchmarks/quantized_exports.py [--out tests/data/quantized]
+    python benchmarks/quantized_exports.py [--out tests/data/quantized] [--framework onnxruntime]
 
 Writes, per model, NAME.onnx and NAME.npz (``x``: the first test images, ``y``: the framework's own
 outputs on them, ``accuracy``: the framework's accuracy on the whole digits test set):
@@ -13,7 +13,10 @@ outputs on them, ``accuracy``: the framework's accuracy on the whole digits test
 - cnv_qonnx / cnv_qcdq: a CNV-like CNN: QuantConv2d 4-bit -> BatchNorm2d -> QuantReLU -> MaxPool, twice,
   -> QuantLinear;
 - ort_static / ort_static_pre: a float MLP (torch.onnx) quantized by onnxruntime's ``quantize_static``
-  (QDQ, uint8 activations, int8 weights), without and with ``quant_pre_process``.
+  (QDQ, uint8 activations, int8 weights), without and with ``quant_pre_process``;
+- ort_static_cnn: a float CNN with a residual block (conv -> ReLU, then conv -> ReLU -> conv added to that ReLU's
+  output, ReLU, MaxPool, Linear) quantized so after ``quant_pre_process``, its weights per channel: the tensor two
+  layers read gets a DequantizeLinear for each (onnxruntime's ".../duplicated").
 Deterministic: seeded training on one thread.
 """
 
@@ -71,6 +74,23 @@ def float_mlp():
     return nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
 
 
+def residual_cnn():
+    import torch.nn as nn
+
+    class ResidualCNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU())
+            self.branch = nn.Sequential(nn.Conv2d(8, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, padding=1))
+            self.head = nn.Sequential(nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 4 * 4, 10))
+
+        def forward(self, x):
+            x = self.stem(x)
+            return self.head(x + self.branch(x))
+
+    return ResidualCNN()
+
+
 def train(make, x, y, epochs: int = 30):
     """The model ``make()`` builds, initialised and trained from seed 0."""
     import torch
@@ -124,11 +144,9 @@ def export_onnxruntime(folder: Path, data) -> None:
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
+    from hetdeploy.intake.ort_adapter import OrtModel  # the reference hetdeploy verifies against
+
     x_train, x_test, y_train, y_test = data
-    model = train(float_mlp, x_train, y_train)
-    float_path = folder / "float_mlp.onnx"
-    torch.onnx.export(model, (torch.from_numpy(x_test[:1]),), str(float_path), input_names=["x"],
-                      output_names=["y"], dynamo=False)
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -137,24 +155,31 @@ def export_onnxruntime(folder: Path, data) -> None:
         def get_next(self):
             return next(self.feeds, None)
 
-    pre_path = folder / "float_mlp_pre.onnx"
-    quant_pre_process(str(float_path), str(pre_path))
-    for name, source in (("ort_static", float_path), ("ort_static_pre", pre_path)):
-        path = folder / f"{name}.onnx"
-        quantize_static(str(source), str(path), Reader(), quant_format=QuantFormat.QDQ,
-                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-        from hetdeploy.intake.ort_adapter import OrtModel  # the reference hetdeploy verifies against
-
-        reference = OrtModel(path)
-        predictions = np.concatenate([reference.run({"x": x_test[k:k + 1]})["y"] for k in range(len(x_test))])
-        save(folder, name, x_test, y_test, predictions)
-    float_path.unlink()
-    pre_path.unlink()
+    for make, names, per_channel in ((float_mlp, ("ort_static", "ort_static_pre"), False),
+                                     (residual_cnn, (None, "ort_static_cnn"), True)):
+        model = train(make, x_train, y_train)
+        float_path, pre_path = folder / "float.onnx", folder / "float_pre.onnx"
+        torch.onnx.export(model, (torch.from_numpy(x_test[:1]),), str(float_path), input_names=["x"],
+                          output_names=["y"], dynamo=False)
+        quant_pre_process(str(float_path), str(pre_path))
+        for name, source in zip(names, (float_path, pre_path)):
+            if name is None:
+                continue
+            path = folder / f"{name}.onnx"
+            quantize_static(str(source), str(path), Reader(), quant_format=QuantFormat.QDQ,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=per_channel)
+            reference = OrtModel(path)
+            predictions = np.concatenate([reference.run({"x": x_test[k:k + 1]})["y"] for k in range(len(x_test))])
+            save(folder, name, x_test, y_test, predictions)
+        float_path.unlink()
+        pre_path.unlink()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "tests" / "data" / "quantized")
+    parser.add_argument("--framework", action="append", choices=("brevitas", "onnxruntime"),
+                        help="only this framework's exports (repeatable; default: both)")
     args = parser.parse_args()
     import torch
 
@@ -162,8 +187,11 @@ def main() -> None:
     torch.use_deterministic_algorithms(True)
     args.out.mkdir(parents=True, exist_ok=True)
     data = digits()
-    export_brevitas(args.out, data)
-    export_onnxruntime(args.out, data)
+    frameworks = args.framework or ("brevitas", "onnxruntime")
+    if "brevitas" in frameworks:
+        export_brevitas(args.out, data)
+    if "onnxruntime" in frameworks:
+        export_onnxruntime(args.out, data)
 
 
 if __name__ == "__main__":

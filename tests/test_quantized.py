@@ -165,7 +165,8 @@ def test_an_activation_quantizer_per_channel_runs_on_the_fpga_and_one_per_elemen
 # 0.13 export_qonnx / export_onnx_qcdq, onnxruntime's quantize_static), each with the framework's own
 # outputs on its first test images (NAME.npz: x, y, accuracy).
 EXPORTS = Path(__file__).resolve().parent / "data" / "quantized"
-EXPORTED = ["tfc_bn_qonnx", "tfc_bn_qcdq", "tfc_qonnx", "cnv_qonnx", "cnv_qcdq", "ort_static", "ort_static_pre"]
+EXPORTED = ["tfc_bn_qonnx", "tfc_bn_qcdq", "tfc_qonnx", "cnv_qonnx", "cnv_qcdq", "ort_static", "ort_static_pre",
+            "ort_static_cnn"]
 CALIBRATION = 8  # the first images size the build; the rest check it
 
 
@@ -184,11 +185,11 @@ def test_every_matrix_layer_of_an_export_plans_onto_the_fpga(name, capsys):
 
 @pytest.fixture(scope="module")
 def export_builds(tmp_path_factory):
-    """A Brevitas QONNX MLP with BatchNorm and a Brevitas QCDQ CNN, built for pynq-z2 under the support
-    policy on their first images (onnxruntime's QDQ on the FPGA: the qdq_mlp fixture above)."""
+    """A Brevitas QONNX MLP with BatchNorm, a Brevitas QCDQ CNN and onnxruntime's QDQ of a residual CNN (weights
+    per channel, a dequantizer a reader), built for pynq-z2 under the support policy on their first images."""
     root = tmp_path_factory.mktemp("exports")
     builds = {}
-    for name in ("tfc_bn_qonnx", "cnv_qcdq"):
+    for name in ("tfc_bn_qonnx", "cnv_qcdq", "ort_static_cnn"):
         data = np.load(EXPORTS / f"{name}.npz")
         np.save(root / f"{name}_calibration.npy", data["x"][:CALIBRATION])
         np.save(root / f"{name}_check.npy", data["x"][CALIBRATION:])
@@ -200,7 +201,7 @@ def export_builds(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["tfc_bn_qonnx", "cnv_qcdq"])
+@pytest.mark.parametrize("name", ["tfc_bn_qonnx", "cnv_qcdq", "ort_static_cnn"])
 def test_an_export_on_the_fpga_answers_as_its_framework(export_builds, name):
     """On images the build did not size on: every layer on the FPGA (the input's first codes on the
     host), the emulation within 1 % of the output's peak (or one step of the quantizer that writes the

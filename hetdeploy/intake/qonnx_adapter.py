@@ -197,7 +197,7 @@ def qdq_pairs_to_quant(model: onnx.ModelProto) -> onnx.ModelProto:
     QCDQToQuant): one node that fixes a tensor's precision, which the FPGA takes as that."""
     from qonnx.transformation.qcdq_to_qonnx import QCDQToQuant
 
-    return _transform(_drop_per_tensor_axes(model), QCDQToQuant())
+    return _transform(_per_axis_weights_broadcast(_drop_per_tensor_axes(model)), QCDQToQuant())
 
 
 def fold_constant_quantizers(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -206,6 +206,33 @@ def fold_constant_quantizers(model: onnx.ModelProto) -> onnx.ModelProto:
     from qonnx.transformation.fold_constants import FoldConstants
 
     return _transform(model, FoldConstants(exclude_op_types=[]))
+
+
+def _per_axis_weights_broadcast(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A DequantizeLinear of constant codes with a scale per element of ``axis`` (onnxruntime's ``quantize_static``
+    with ``per_channel``: a 1-D scale on the weights' axis 0) with its scale and zero point shaped to broadcast along
+    that axis and no ``axis``: qonnx's QCDQToQuant multiplies the codes by the 1-D scale before it reshapes it (a
+    broadcast error for a convolution's weights), and takes a broadcasting scale as the Quant's. New initializers,
+    so a tensor another node reads keeps its shape."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    constants = {t.name: t for t in model.graph.initializer}
+    for node in model.graph.node:
+        axis = next((a.i for a in node.attribute if a.name == "axis"), None)
+        if node.op_type != "DequantizeLinear" or axis is None or node.input[0] not in constants or \
+                any(name not in constants for name in node.input[1:3]):
+            continue
+        rank = len(constants[node.input[0]].dims)
+        shape = [1] * rank
+        shape[axis % rank] = -1
+        for k in (1, 2):
+            value = onnx.numpy_helper.to_array(constants[node.input[k]]).reshape(shape)
+            name = f"{node.input[k]}_broadcast_{node.name}"
+            model.graph.initializer.append(onnx.numpy_helper.from_array(value, name))
+            node.input[k] = name
+        kept = [a for a in node.attribute if a.name != "axis"]
+        del node.attribute[:]
+        node.attribute.extend(kept)
+    return model
 
 
 def _drop_per_tensor_axes(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -1024,6 +1024,38 @@ def cast_like_of_constant_as_cast(model: onnx.ModelProto) -> bool:
     return changed
 
 
+
+def shared_dequantizers(model: onnx.ModelProto) -> bool:
+    """DequantizeLinear nodes of the same inputs and attributes as one node, its output read by all their readers:
+    onnxruntime's ``quantize_static`` (QDQ) gives each reader of a quantized tensor a DequantizeLinear of its own
+    (".../duplicated"), and qonnx's QCDQToQuant turns one QuantizeLinear with one of them into a Quant, leaving the
+    others reading a tensor no node writes. A twin whose output is a graph output, or in a model with subgraphs
+    (which may read it by name), is left alone."""
+    graph = ModelIndex(model)
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in graph.g.node
+           for a in n.attribute):
+        return False
+    outputs = {o.name for o in graph.g.output}
+    first: dict[bytes, onnx.NodeProto] = {}
+    renamed: dict[str, str] = {}
+    kept = []
+    for node in graph.g.node:
+        if node.op_type == "DequantizeLinear" and node.domain in ("", "ai.onnx") and node.output[0] not in outputs:
+            key = onnx.NodeProto(input=node.input, attribute=node.attribute).SerializeToString(deterministic=True)
+            if key in first:
+                renamed[node.output[0]] = first[key].output[0]
+                continue
+            first[key] = node
+        kept.append(node)
+    if not renamed:
+        return False
+    for node in kept:
+        node.input[:] = [renamed.get(name, name) for name in node.input]
+    del graph.g.node[:]
+    graph.g.node.extend(kept)
+    return True
+
+
 Pass = Callable[[onnx.ModelProto], bool]
 # In order: attributes first (later passes read them), then the fusions, then the op renamings.
 PASSES: list[Pass] = [
