@@ -1012,3 +1012,17 @@ def test_every_folding_hls4ml_accepts_on_a_one_pixel_layer_plans_or_is_refused_i
                     (io is None or unit.io_type == io), (strategy, io, rf, unit)
                 planned += 1
     assert planned and refused  # the unfolded ones do not fit the PYNQ-Z2's DSPs
+
+
+def test_the_partitioner_counts_the_fifos_between_a_fused_units_layers():
+    """A node's usage counts the FIFO to its reader where the unit it is in fuses that reader (the unit's first
+    node's PE decides, not the node's own: a BatchNormalization the top would run alone): a Conv, BatchNormalization,
+    ReLU unit's two FIFOs, each once."""
+    from hetdeploy.planning.cost import reader_fifo, unit_head
+
+    graph = conv_stack(1, channels=8, size=6)
+    unit = split_units(graph, range(len(graph.nodes)), FPGA)[0]
+    assert [graph.nodes[i].op for i in unit.nodes] == ["Conv", "BatchNormalization", "Relu"]
+    assert {unit_head(FPGA, graph, i) for i in unit.nodes} == {unit.nodes[0]}
+    counted = [fifo for i in unit.nodes for fifo in reader_fifo(FPGA, graph, i)]
+    assert len(counted) == 2 and sorted(counted) == sorted(unit_shape(graph, unit, FPGA.clock_mhz).fifos)

@@ -147,12 +147,34 @@ def node_shape(device: Device, graph: Graph, index: int, width: int) -> units.Sh
 
 def reader_fifo(device: Device, graph: Graph, index: int) -> tuple[tuple[int, int], ...]:
     """The FIFO from an FPGA node to its reader should the folding stage put the two in one unit: its one
-    reader, an op its PE fuses (the top's units fuse nothing)."""
-    unit = units.node_unit(graph, index, device)
-    readers = graph.consumers().get(unit.output, [])
-    if not unit.pe or unit.engine != "hls4ml" or len(readers) != 1:
+    reader, an op the PE of the unit the node is in fuses (``unit_head``'s; the top's units fuse nothing)."""
+    unit = units.node_unit(graph, unit_head(device, graph, index), device)
+    readers = graph.consumers().get(graph.nodes[index].outputs[0], [])
+    if not unit.pe or unit.engine != "hls4ml" or len(readers) != 1 or graph.nodes[index].outputs[0] in graph.outputs:
         return ()
     return units.output_fifo(graph, index) if graph.nodes[readers[0]].op in device.pes[unit.pe].fuse else ()
+
+
+def unit_head(device: Device, graph: Graph, index: int) -> int:
+    """The first node of the unit ``units.split_units`` puts node ``index`` in, were the chain before it one
+    subfunction: back along single readers while the node's op is one the PE of the chain's first node fuses
+    (a quantizer after a convolution's weight scale is fused by the convolution's PE, whatever the scale's own)."""
+    producers, consumers = graph.producers(), graph.consumers()
+    chain = [index]
+    while True:
+        node = graph.nodes[chain[-1]]
+        source = node.inputs[0] if len(node.inputs) == 1 else None
+        if source not in producers or consumers.get(source) != [chain[-1]] or source in graph.outputs or \
+                node.op in units.RELAYOUT_OPS:
+            break
+        chain.append(producers[source])
+    head = chain.pop()
+    while chain:  # forwards from the farthest node that may head it: the first its head's PE does not fuse
+        pe = units.node_unit(graph, head, device).pe
+        if not pe or graph.nodes[chain[-1]].op not in device.pes[pe].fuse:
+            head = chain[-1]
+        chain.pop()
+    return head
 
 
 def node_foldings(shape: units.Shape, width: int, rate: float) -> list[units.Folding]:
