@@ -10,6 +10,11 @@ output's largest magnitude. Estimates only: nothing is synthesised.
     pip install -e ".[bench]"        # PyTorch and torchvision
     python benchmarks/torchvision_models.py [--board kv260] [--build] [--samples 4] [--json]
     python benchmarks/torchvision_models.py --export tests/data/torch    # the small export the tests build
+    python benchmarks/torchvision_models.py --quantize     # each export also as onnxruntime's quantize_static
+
+``--quantize`` adds, per export, onnxruntime's ``quantize_static`` of it (after ``quant_pre_process``: QDQ, uint8
+activations, int8 weights per channel, calibrated on 8 random samples), planned (and with ``--build`` built and
+emulated, against onnxruntime's outputs of the quantized model) like the float one.
 
 ``--export`` writes ``mbv2_blocks.onnx`` (MobileNetV2's stem and two of its inverted residual blocks, torchvision's
 own layers, at 3 x 32 x 32: ReLU6 ends its convolutions, a depthwise one among them, and a residual Add) and
@@ -57,6 +62,25 @@ def export(model, path: Path, shape, dynamo: bool, opset: int | None = None) -> 
                       output_names=["y"], **({"opset_version": opset} if opset else {}))
 
 
+def quantize(source: Path, target: Path) -> None:
+    """``source`` as onnxruntime's ``quantize_static`` writes it (the module docstring)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            rng = np.random.default_rng(2)
+            self.feeds = iter({"x": rng.standard_normal(SHAPE).astype(np.float32)} for _ in range(8))
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    prepared = target.with_name(target.stem + "_pre.onnx")
+    quant_pre_process(str(source), str(prepared))
+    quantize_static(str(prepared), str(target), Reader(), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True)
+
+
 def outputs(model, x: np.ndarray) -> np.ndarray:
     """PyTorch's outputs, a sample at a time."""
     import torch
@@ -86,6 +110,7 @@ def main() -> None:
     parser.add_argument("--build", action="store_true", help="build each and emulate it against PyTorch")
     parser.add_argument("--samples", type=int, default=4, help="samples emulated (default 4)")
     parser.add_argument("--export", type=Path, help="write the tests' small export to this folder, and stop")
+    parser.add_argument("--quantize", action="store_true", help="each export also as onnxruntime's quantize_static")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if args.export:
@@ -95,6 +120,7 @@ def main() -> None:
 
     import hetdeploy
     from hetdeploy.commands.api import Pipeline
+    from hetdeploy.intake.ort_adapter import OrtModel
     from big_cnns import measure
 
     rows = []
@@ -104,20 +130,29 @@ def main() -> None:
             x = np.random.default_rng(1).standard_normal((args.samples, *SHAPE[1:])).astype(np.float32)
             want = outputs(model, x) if args.build else None
             for dynamo in (False, True):
-                path = Path(folder) / f"{name}_{'dynamo' if dynamo else 'torchscript'}.onnx"
+                exporter = "dynamo" if dynamo else "torchscript"
+                path = Path(folder) / f"{name}_{exporter}.onnx"
                 export(model, path, SHAPE, dynamo)
-                row = {"exporter": "dynamo" if dynamo else "torchscript", **measure(path, args.board, 16)}
-                if args.build:
-                    started = time.perf_counter()
-                    hetdeploy.build(path, args.board, Path(folder) / f"{path.stem}_build")
-                    row["build_s"] = round(time.perf_counter() - started, 1)
-                    started = time.perf_counter()
-                    (got,) = Pipeline(Path(folder) / f"{path.stem}_build").predict(x)
-                    row["emulate_s_a_sample"] = round((time.perf_counter() - started) / len(x), 1)
-                    row["error_relative"] = float(np.max(np.abs(got - want)) / np.max(np.abs(want)))
-                rows.append(row)
-                if args.json:
-                    print(json.dumps(row), flush=True)
+                variants = [(exporter, path, want)]
+                if args.quantize:
+                    quantized = path.with_name(f"{path.stem}_qdq.onnx")
+                    quantize(path, quantized)
+                    reference = OrtModel(quantized)
+                    variants.append((f"{exporter} + QDQ", quantized, np.concatenate(
+                        [reference.run({"x": x[i:i + 1]})["y"] for i in range(len(x))]) if args.build else None))
+                for label, source, expected in variants:
+                    row = {"exporter": label, **measure(source, args.board, 16)}
+                    if args.build:
+                        started = time.perf_counter()
+                        hetdeploy.build(source, args.board, Path(folder) / f"{source.stem}_build")
+                        row["build_s"] = round(time.perf_counter() - started, 1)
+                        started = time.perf_counter()
+                        (got,) = Pipeline(Path(folder) / f"{source.stem}_build").predict(x)
+                        row["emulate_s_a_sample"] = round((time.perf_counter() - started) / len(x), 1)
+                        row["error_relative"] = float(np.max(np.abs(got - expected)) / np.max(np.abs(expected)))
+                    rows.append(row)
+                    if args.json:
+                        print(json.dumps(row), flush=True)
     if not args.json:
         print("model | exporter | board | nodes | on FPGA | FPGA MAC share | latency ms | plan s | build s | "
               "emulated s a sample | error / peak")
@@ -127,7 +162,7 @@ def main() -> None:
                   f"{r.get('build_s', '-')} | {r.get('emulate_s_a_sample', '-')} | "
                   f"{r.get('error_relative', float('nan')):.1e}")
         print("estimates at the board file's clock (16-bit units); nothing synthesised; errors against PyTorch's "
-              "own outputs on samples the builds did not size on")
+              "own outputs (a QDQ model's: onnxruntime's) on samples the builds did not size on")
 
 
 if __name__ == "__main__":
