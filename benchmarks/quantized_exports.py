@@ -16,7 +16,9 @@ outputs on them, ``accuracy``: the framework's accuracy on the whole digits test
   (QDQ, uint8 activations, int8 weights), without and with ``quant_pre_process``;
 - ort_static_cnn: a float CNN with a residual block (conv -> ReLU, then conv -> ReLU -> conv added to that ReLU's
   output, ReLU, MaxPool, Linear) quantized so after ``quant_pre_process``, its weights per channel: the tensor two
-  layers read gets a DequantizeLinear for each (onnxruntime's ".../duplicated").
+  layers read gets a DequantizeLinear for each (onnxruntime's ".../duplicated");
+- ort_qop_cnn: the same CNN in onnxruntime's QOperator format (QLinearConv, QLinearAdd of its com.microsoft domain,
+  MaxPool on the codes).
 Deterministic: seeded training on one thread.
 """
 
@@ -155,18 +157,19 @@ def export_onnxruntime(folder: Path, data) -> None:
         def get_next(self):
             return next(self.feeds, None)
 
-    for make, names, per_channel in ((float_mlp, ("ort_static", "ort_static_pre"), False),
-                                     (residual_cnn, (None, "ort_static_cnn"), True)):
+    # per model: (name, whether after quant_pre_process, format) per export
+    for make, exports, per_channel in (
+            (float_mlp, (("ort_static", False, QuantFormat.QDQ), ("ort_static_pre", True, QuantFormat.QDQ)), False),
+            (residual_cnn, (("ort_static_cnn", True, QuantFormat.QDQ), ("ort_qop_cnn", True, QuantFormat.QOperator)),
+             True)):
         model = train(make, x_train, y_train)
         float_path, pre_path = folder / "float.onnx", folder / "float_pre.onnx"
         torch.onnx.export(model, (torch.from_numpy(x_test[:1]),), str(float_path), input_names=["x"],
                           output_names=["y"], dynamo=False)
         quant_pre_process(str(float_path), str(pre_path))
-        for name, source in zip(names, (float_path, pre_path)):
-            if name is None:
-                continue
+        for name, prepared, quant_format in exports:
             path = folder / f"{name}.onnx"
-            quantize_static(str(source), str(path), Reader(), quant_format=QuantFormat.QDQ,
+            quantize_static(str(pre_path if prepared else float_path), str(path), Reader(), quant_format=quant_format,
                             activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=per_channel)
             reference = OrtModel(path)
             predictions = np.concatenate([reference.run({"x": x_test[k:k + 1]})["y"] for k in range(len(x_test))])

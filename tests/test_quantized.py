@@ -166,7 +166,7 @@ def test_an_activation_quantizer_per_channel_runs_on_the_fpga_and_one_per_elemen
 # outputs on its first test images (NAME.npz: x, y, accuracy).
 EXPORTS = Path(__file__).resolve().parent / "data" / "quantized"
 EXPORTED = ["tfc_bn_qonnx", "tfc_bn_qcdq", "tfc_qonnx", "cnv_qonnx", "cnv_qcdq", "ort_static", "ort_static_pre",
-            "ort_static_cnn"]
+            "ort_static_cnn", "ort_qop_cnn"]
 CALIBRATION = 8  # the first images size the build; the rest check it
 
 
@@ -183,13 +183,97 @@ def test_every_matrix_layer_of_an_export_plans_onto_the_fpga(name, capsys):
     assert layers and set(layers) <= on_fpga
 
 
+def test_onnxruntimes_qoperator_format_is_its_qdq_format(tmp_path, capsys):
+    """onnxruntime's quantize_static in the QOperator format, of a float model whose ops it writes as QLinearConv,
+    QLinearLeakyRelu, QLinearSigmoid, QLinearMul, QLinearAveragePool, QLinearConcat, QLinearGlobalAveragePool,
+    QLinearMatMul and QGemm (weights per channel; two convolutions read one bias), with a MaxPool and a Flatten on
+    the codes: rewritten as the QDQ format, onnxruntime (optimisations off: the float ops themselves) and the model
+    intake makes of it give each output within one step of the model as written, and every node but the input's
+    quantizer plans onto the FPGA."""
+    import json
+
+    import onnxruntime
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    from hetdeploy.intake import rewrites
+    from hetdeploy.intake.ort_adapter import open_in_memory
+
+    rng = np.random.default_rng(0)
+
+    def weights(name, shape):
+        return numpy_helper.from_array((rng.standard_normal(shape) * 0.3).astype(np.float32), name)
+
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["conv"], pads=[1, 1, 1, 1]),
+             helper.make_node("LeakyRelu", ["conv"], ["leaky"], alpha=0.1),
+             helper.make_node("Conv", ["leaky", "w0", "b"], ["t"], pads=[1, 1, 1, 1]),  # b: one bias read twice
+             helper.make_node("Sigmoid", ["t"], ["s"]), helper.make_node("Mul", ["t", "s"], ["m"]),
+             helper.make_node("AveragePool", ["m"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("MaxPool", ["m"], ["q"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("Concat", ["p", "q"], ["c"], axis=1), helper.make_node("GlobalAveragePool", ["c"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]), helper.make_node("MatMul", ["f", "w1"], ["y1"]),
+             helper.make_node("Gemm", ["f", "w2", "b2"], ["y2"], transB=1)]
+    graph = helper.make_graph(nodes, "qoperator", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT,
+                                                                                  [1, 4, 8, 8])],
+                              [helper.make_tensor_value_info("y1", onnx.TensorProto.FLOAT, [1, 10]),
+                               helper.make_tensor_value_info("y2", onnx.TensorProto.FLOAT, [1, 6])],
+                              [weights("w", [8, 4, 3, 3]), weights("b", [8]), weights("w0", [8, 8, 3, 3]),
+                               weights("w1", [16, 10]),
+                               weights("w2", [6, 16]), weights("b2", [6])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "float.onnx")
+    samples = rng.standard_normal((24, 1, 4, 8, 8)).astype(np.float32)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter({"x": x} for x in samples[:8])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    quantize_static(str(tmp_path / "float.onnx"), str(tmp_path / "qop.onnx"), Reader(),
+                    quant_format=QuantFormat.QOperator, activation_type=QuantType.QUInt8,
+                    weight_type=QuantType.QInt8, per_channel=True)
+    written = onnx.load(tmp_path / "qop.onnx")
+    assert {n.op_type for n in written.graph.node} >= set(rewrites.QOPERATOR_OPS) - {"QLinearAdd"} | {"MaxPool"}
+    rewritten = onnx.ModelProto()
+    rewritten.CopyFrom(written)
+    assert rewrites.qoperator_as_qdq(rewritten)
+    assert not {n.op_type for n in rewritten.graph.node} & set(rewrites.QOPERATOR_OPS)
+    assert {n.domain for n in rewritten.graph.node} == {""}
+    onnx.checker.check_model(rewritten, full_check=True)
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
+    as_written = onnxruntime.InferenceSession(written.SerializeToString())
+    as_qdq = onnxruntime.InferenceSession(rewritten.SerializeToString(), options)
+    scales = {t.name: float(numpy_helper.to_array(t)) for t in written.graph.initializer if not t.dims}
+    steps = {n.output[0]: scales[n.input[1]] for n in written.graph.node if n.output[0] in ("y1", "y2")}
+    for output in ("y1", "y2"):
+        for x in samples[8:]:  # samples the calibration did not see
+            want, got = as_written.run([output], {"x": x})[0], as_qdq.run([output], {"x": x})[0]
+            assert np.all(np.isfinite(got)) and np.max(np.abs(got - want)) <= steps[output] * 1.01, output
+
+    # the whole intake (the QDQ format's pairs as quantizers, the weights' folded, the bias both convolutions
+    # read at its own scale in each) on qonnx's execution
+    normalised = open_in_memory(load_model(tmp_path / "qop.onnx").model, "normalised")
+    for x in samples[8:]:
+        got = normalised.run({"x": x})
+        for output in ("y1", "y2"):
+            want = as_written.run([output], {"x": x})[0]
+            assert np.max(np.abs(got[output] - want)) <= steps[output] * 1.01, output
+
+    assert main(["plan", str(tmp_path / "qop.onnx"), "--board", "pynq-z2", "--policy", "support", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert [s["kind"] for s in plan["subfunctions"]] == ["cpu", "fpga"]
+    assert len(plan["subfunctions"][0]["nodes"]) == 1
+
+
 @pytest.fixture(scope="module")
 def export_builds(tmp_path_factory):
-    """A Brevitas QONNX MLP with BatchNorm, a Brevitas QCDQ CNN and onnxruntime's QDQ of a residual CNN (weights
-    per channel, a dequantizer a reader), built for pynq-z2 under the support policy on their first images."""
+    """A Brevitas QONNX MLP with BatchNorm, a Brevitas QCDQ CNN and onnxruntime's QDQ and QOperator formats of a
+    residual CNN (weights per channel; QDQ: a dequantizer a reader), built for pynq-z2 under the support policy on
+    their first images."""
     root = tmp_path_factory.mktemp("exports")
     builds = {}
-    for name in ("tfc_bn_qonnx", "cnv_qcdq", "ort_static_cnn"):
+    for name in ("tfc_bn_qonnx", "cnv_qcdq", "ort_static_cnn", "ort_qop_cnn"):
         data = np.load(EXPORTS / f"{name}.npz")
         np.save(root / f"{name}_calibration.npy", data["x"][:CALIBRATION])
         np.save(root / f"{name}_check.npy", data["x"][CALIBRATION:])
@@ -201,7 +285,7 @@ def export_builds(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["tfc_bn_qonnx", "cnv_qcdq", "ort_static_cnn"])
+@pytest.mark.parametrize("name", ["tfc_bn_qonnx", "cnv_qcdq", "ort_static_cnn", "ort_qop_cnn"])
 def test_an_export_on_the_fpga_answers_as_its_framework(export_builds, name):
     """On images the build did not size on: every layer on the FPGA (the input's first codes on the
     host), the emulation within 1 % of the output's peak (or one step of the quantizer that writes the

@@ -132,11 +132,13 @@ def load_model(path: str | Path) -> LoadedModel:
 
 def _normalise(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     """What exporters write, in the forms the devices run: the opset raised to MIN_OPSET (onnx's
-    version converter), constants folded (onnxruntime; a CastLike of a constant first a Cast it folds), then each
+    version converter), onnxruntime's QOperator format as its QDQ format, constants folded (onnxruntime; a CastLike
+    of a constant first a Cast it folds), then each
     rewrite of ``rewrites.PASSES``."""
     if rewrites.default_opset(model) < rewrites.MIN_OPSET:
         model = _convert_opset(model, path)
     rewrites.cast_like_of_constant_as_cast(model)
+    rewrites.qoperator_as_qdq(model)
     if all(n.domain in ONNXRUNTIME_DOMAINS for n in model.graph.node):
         try:
             model = fold_constants(model)

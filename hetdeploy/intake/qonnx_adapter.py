@@ -197,7 +197,37 @@ def qdq_pairs_to_quant(model: onnx.ModelProto) -> onnx.ModelProto:
     QCDQToQuant): one node that fixes a tensor's precision, which the FPGA takes as that."""
     from qonnx.transformation.qcdq_to_qonnx import QCDQToQuant
 
-    return _transform(_per_axis_weights_broadcast(_drop_per_tensor_axes(model)), QCDQToQuant())
+    return _transform(_own_dequantized_constants(_per_axis_weights_broadcast(_drop_per_tensor_axes(model))),
+                      QCDQToQuant())
+
+
+def _own_dequantized_constants(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Each DequantizeLinear of constant codes that another node reads too reads a copy of its own: qonnx's
+    QCDQToQuant writes the dequantized values over the codes' initializer, so a second reader got values in place of
+    codes (torch.onnx writes equal constants once: onnxruntime's QOperator format of a ResNet-18 has the zero bias of
+    eight convolutions as one int32 tensor, each dequantized at its own scale)."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    constants = {t.name: t for t in model.graph.initializer}
+    readers: dict[str, int] = {}
+    for node in model.graph.node:
+        for name in set(node.input):
+            readers[name] = readers.get(name, 0) + 1
+    taken = set(constants) | {t for n in model.graph.node for t in n.output}
+    for node in model.graph.node:
+        codes = node.input[0] if node.op_type == "DequantizeLinear" and node.input else None
+        if codes not in constants or readers[codes] < 2:
+            continue
+        readers[codes] -= 1
+        name, k = f"{codes}_{node.name}", 1
+        while name in taken:
+            name, k = f"{codes}_{node.name}_{k}", k + 1
+        copy = onnx.TensorProto()
+        copy.CopyFrom(constants[codes])
+        copy.name = name
+        model.graph.initializer.append(copy)
+        taken.add(name)
+        node.input[0] = name
+    return model
 
 
 def fold_constant_quantizers(model: onnx.ModelProto) -> onnx.ModelProto:

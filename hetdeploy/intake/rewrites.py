@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 import numpy as np
 import onnx
@@ -1053,6 +1053,145 @@ def shared_dequantizers(model: onnx.ModelProto) -> bool:
         node.input[:] = [renamed.get(name, name) for name in node.input]
     del graph.g.node[:]
     graph.g.node.extend(kept)
+    return True
+
+
+class _QOperator(NamedTuple):
+    """An op of onnxruntime's QOperator format as the float op between dequantizers and a quantizer: its quantized
+    operands' (codes, scale, zero point) inputs, the inputs of its output's scale and zero point (None: its output
+    is float), an int32 bias's input (its scale the first two operands' product, its zero point 0) and the axis of
+    the second operand's per-channel scale (by the float op's attributes)."""
+    float_op: str
+    operands: tuple[tuple[int, int, int], ...]
+    output: Optional[tuple[int, int]]
+    bias: Optional[int] = None
+    weight_axis: Callable[[dict], int] = lambda attrs: 0
+
+
+_UNARY = ((0, 1, 2),), (3, 4)
+_BINARY = ((0, 1, 2), (3, 4, 5)), (6, 7)
+# onnxruntime's QOperator ops (quantize_static with QuantFormat.QOperator: QLinearConv and QLinearMatMul of the
+# standard domain, the rest of com.microsoft) whose float forms are standard ONNX ops (QLinearSoftmax's axis
+# follows an opset attribute, QLinearWhere and the rest are not here); QLinearConcat's operands are as many as its
+# inputs give, after the output's scale and zero point
+QOPERATOR_OPS = {
+    "QLinearConv": _QOperator("Conv", ((0, 1, 2), (3, 4, 5)), (6, 7), bias=8),
+    "QLinearMatMul": _QOperator("MatMul", *_BINARY, weight_axis=lambda attrs: -1),
+    "QGemm": _QOperator("Gemm", ((0, 1, 2), (3, 4, 5)), (7, 8), bias=6,
+                        weight_axis=lambda attrs: 0 if attrs.get("transB", 0) else 1),
+    "QLinearAdd": _QOperator("Add", *_BINARY),
+    "QLinearMul": _QOperator("Mul", *_BINARY),
+    "QLinearGlobalAveragePool": _QOperator("GlobalAveragePool", *_UNARY),
+    "QLinearAveragePool": _QOperator("AveragePool", *_UNARY),
+    "QLinearLeakyRelu": _QOperator("LeakyRelu", *_UNARY),
+    "QLinearSigmoid": _QOperator("Sigmoid", *_UNARY),
+    "QLinearConcat": _QOperator("Concat", (), (0, 1)),
+}
+# Ops onnxruntime's QOperator format runs on the codes themselves, which commute with dequantization
+# (a monotonic affine map per tensor): as the float op between a dequantizer and a quantizer of the same scale
+# and zero point they give the same codes, and qonnx's QCDQToQuant finds every quantizer's dequantizer
+CODE_OPS = {"MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Identity",
+            "DepthToSpace", "SpaceToDepth", "Slice"}
+
+
+def _qoperator_as_qdq(graph: ModelIndex, node: onnx.NodeProto) -> Optional[list[onnx.NodeProto]]:
+    """``node`` (an op of QOPERATOR_OPS) as dequantizers, the float op and a quantizer, as ``quantize_static``
+    writes the QDQ format; None where this cannot be said exactly (a scale that is not a constant, an operand's
+    per-channel scale other than the weights', a zero point left out of an output, channels-last data, a QGemm
+    alpha other than 1): the op then stays, and no device runs it."""
+    spec = QOPERATOR_OPS[node.op_type]
+    base = node.name or node.output[0]  # the new nodes' and tensors' names
+    inputs = list(node.input)
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    operands = spec.operands or tuple((k, k + 1, k + 2) for k in range(2, len(inputs) - 2, 3))
+    # QGemm's output is float where it has no scale
+    output = spec.output if spec.output and len(inputs) > spec.output[0] and inputs[spec.output[0]] else None
+    if attrs.pop("channels_last", 0) or attrs.get("alpha", 1.0) != 1.0 and node.op_type == "QGemm" or \
+            output and (len(inputs) <= output[1] or not inputs[output[1]]) or spec.output and not output and \
+            node.op_type != "QGemm":
+        return None
+    scales = [graph.constant(inputs[s]) if s < len(inputs) and inputs[s] else None for _, s, _ in operands]
+    if any(scale is None for scale in scales):
+        return None
+    nodes, float_inputs = [], []
+    for k, ((value, scale, zero), scale_value) in enumerate(zip(operands, scales)):
+        dequantize = helper.make_node("DequantizeLinear", [inputs[value], inputs[scale],
+                                                          inputs[zero] if zero < len(inputs) else ""],
+                                      [graph.fresh(f"{base}/dequantized_{k}")], name=f"{base}/dequantize_{k}")
+        if scale_value.size > 1:
+            if k != 1 or inputs[value] not in graph.inits or spec.float_op not in ("Conv", "MatMul", "Gemm"):
+                return None
+            set_attribute(dequantize, "axis", spec.weight_axis(attrs))
+        graph.producer[dequantize.output[0]] = dequantize
+        nodes.append(dequantize)
+        float_inputs.append(dequantize.output[0])
+    if spec.bias is not None and spec.bias < len(inputs) and inputs[spec.bias]:
+        bias_scale = graph.add_constant(f"{base}/bias_scale", (scales[0].reshape(-1)[:1] * scales[1]).astype(
+            np.float32).reshape(scales[1].shape))
+        zero = graph.add_constant(f"{base}/bias_zero_point", np.zeros(scales[1].shape, np.int32))
+        bias = helper.make_node("DequantizeLinear", [inputs[spec.bias], bias_scale, zero],
+                                [graph.fresh(f"{base}/dequantized_bias")], name=f"{base}/dequantize_bias")
+        if scales[1].size > 1:
+            set_attribute(bias, "axis", 0)
+        graph.producer[bias.output[0]] = bias
+        nodes.append(bias)
+        float_inputs.append(bias.output[0])
+    result = graph.fresh(f"{base}/float") if output else node.output[0]
+    nodes.append(helper.make_node(spec.float_op, float_inputs, [result], name=node.name, **attrs))
+    graph.producer[result] = nodes[-1]
+    if output:
+        scale, zero = output
+        nodes.append(helper.make_node("QuantizeLinear", [result, inputs[scale], inputs[zero]], list(node.output),
+                                      name=f"{base}/quantize"))
+    return nodes
+
+
+def _codes_as_qdq(graph: ModelIndex, node: onnx.NodeProto, scale: str, zero: str) -> list[onnx.NodeProto]:
+    """A CODE_OPS node on the codes of a quantizer of ``scale`` and ``zero`` as that op between a dequantizer and a
+    quantizer of them."""
+    base = node.name or node.output[0]
+    dequantized, result = graph.fresh(f"{base}/dequantized"), graph.fresh(f"{base}/float")
+    graph.producer[dequantized] = graph.producer[result] = node
+    floating = onnx.NodeProto()
+    floating.CopyFrom(node)
+    floating.input[0], floating.output[0] = dequantized, result
+    return [helper.make_node("DequantizeLinear", [node.input[0], scale, zero], [dequantized],
+                             name=f"{base}/dequantize"),
+            floating,
+            helper.make_node("QuantizeLinear", [result, scale, zero], [node.output[0]], name=f"{base}/quantize")]
+
+
+def qoperator_as_qdq(model: onnx.ModelProto) -> bool:
+    """onnxruntime's QOperator format (QLinearConv, QLinearAdd, QGemm...; ``QOPERATOR_OPS``) as its QDQ format: each
+    such op the float op between dequantizers of its operands (weights per channel on their axis, an int32 bias at
+    the product of its operands' scales) and a quantizer of its output, and each op of the codes (``CODE_OPS``: a
+    MaxPool, a Flatten) that op between a dequantizer and a quantizer of the codes' own scale. onnx's shape inference
+    does not follow the com.microsoft ops, and no device runs them; the QDQ form is what intake takes for every
+    quantized model. The reference the builds compare with stays the model as written, which onnxruntime runs."""
+    graph = ModelIndex(model)
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for n in graph.g.node
+           for a in n.attribute):
+        return False
+    changed = False
+    for node in list(graph.g.node):
+        if node.op_type in QOPERATOR_OPS and node.domain in ("", "ai.onnx", "com.microsoft") and \
+                (node.domain == "com.microsoft") == (node.op_type not in ("QLinearConv", "QLinearMatMul")):
+            nodes = _qoperator_as_qdq(graph, node)
+            if nodes is not None:
+                _splice(graph, node, nodes)
+                changed = True
+    if not changed:
+        return False
+    codes: dict[str, tuple[str, str]] = {}  # a quantizer's output -> its scale and zero point
+    for node in list(graph.g.node):
+        if node.op_type == "QuantizeLinear" and len(node.input) == 3 and node.input[2] and \
+                all(t in graph.inits and list(graph.inits[t].dims) in ([], [1]) for t in node.input[1:]):
+            codes[node.output[0]] = (node.input[1], node.input[2])
+        elif node.op_type in CODE_OPS and node.domain in ("", "ai.onnx") and len(node.output) == 1 and \
+                node.input[0] in codes and not any(t in codes for t in node.input[1:]):
+            nodes = _codes_as_qdq(graph, node, *codes[node.input[0]])
+            _splice(graph, node, nodes)
+            codes[node.output[0]] = codes[node.input[0]]
     return True
 
 
