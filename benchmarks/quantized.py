@@ -79,7 +79,7 @@ def run(board: str, samples: int, folder: Path) -> list[dict]:
 
 EXPORTS = Path(__file__).resolve().parent.parent / "tests" / "data" / "quantized"
 EXPORTED = ["tfc_bn_qonnx", "tfc_bn_qcdq", "tfc_qonnx", "cnv_qonnx", "cnv_qcdq", "ort_static", "ort_static_pre",
-            "ort_static_cnn", "ort_qop_cnn"]
+            "ort_static_cnn", "ort_qop_cnn", "ort_w4_cnn"]
 CALIBRATION = 8  # test images the build sizes on (as the tests do)
 
 

@@ -18,7 +18,9 @@ outputs on them, ``accuracy``: the framework's accuracy on the whole digits test
   output, ReLU, MaxPool, Linear) quantized so after ``quant_pre_process``, its weights per channel: the tensor two
   layers read gets a DequantizeLinear for each (onnxruntime's ".../duplicated");
 - ort_qop_cnn: the same CNN in onnxruntime's QOperator format (QLinearConv, QLinearAdd of its com.microsoft domain,
-  MaxPool on the codes).
+  MaxPool on the codes);
+- ort_w4_cnn: the same CNN in the QDQ format with 4-bit weights (``weight_type`` QInt4: int4 codes, and
+  QuantizeLinear/DequantizeLinear of onnxruntime's com.microsoft domain at the model's opset 17).
 Deterministic: seeded training on one thread.
 """
 
@@ -157,20 +159,21 @@ def export_onnxruntime(folder: Path, data) -> None:
         def get_next(self):
             return next(self.feeds, None)
 
-    # per model: (name, whether after quant_pre_process, format) per export
+    # per model: (name, whether after quant_pre_process, format, weights' type) per export
+    qdq, qop, int8, int4 = QuantFormat.QDQ, QuantFormat.QOperator, QuantType.QInt8, QuantType.QInt4
     for make, exports, per_channel in (
-            (float_mlp, (("ort_static", False, QuantFormat.QDQ), ("ort_static_pre", True, QuantFormat.QDQ)), False),
-            (residual_cnn, (("ort_static_cnn", True, QuantFormat.QDQ), ("ort_qop_cnn", True, QuantFormat.QOperator)),
-             True)):
+            (float_mlp, (("ort_static", False, qdq, int8), ("ort_static_pre", True, qdq, int8)), False),
+            (residual_cnn, (("ort_static_cnn", True, qdq, int8), ("ort_qop_cnn", True, qop, int8),
+                            ("ort_w4_cnn", True, qdq, int4)), True)):
         model = train(make, x_train, y_train)
         float_path, pre_path = folder / "float.onnx", folder / "float_pre.onnx"
         torch.onnx.export(model, (torch.from_numpy(x_test[:1]),), str(float_path), input_names=["x"],
                           output_names=["y"], dynamo=False)
         quant_pre_process(str(float_path), str(pre_path))
-        for name, prepared, quant_format in exports:
+        for name, prepared, quant_format, weight_type in exports:
             path = folder / f"{name}.onnx"
             quantize_static(str(pre_path if prepared else float_path), str(path), Reader(), quant_format=quant_format,
-                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=per_channel)
+                            activation_type=QuantType.QUInt8, weight_type=weight_type, per_channel=per_channel)
             reference = OrtModel(path)
             predictions = np.concatenate([reference.run({"x": x_test[k:k + 1]})["y"] for k in range(len(x_test))])
             save(folder, name, x_test, y_test, predictions)

@@ -166,7 +166,7 @@ def test_an_activation_quantizer_per_channel_runs_on_the_fpga_and_one_per_elemen
 # outputs on its first test images (NAME.npz: x, y, accuracy).
 EXPORTS = Path(__file__).resolve().parent / "data" / "quantized"
 EXPORTED = ["tfc_bn_qonnx", "tfc_bn_qcdq", "tfc_qonnx", "cnv_qonnx", "cnv_qcdq", "ort_static", "ort_static_pre",
-            "ort_static_cnn", "ort_qop_cnn"]
+            "ort_static_cnn", "ort_qop_cnn", "ort_w4_cnn"]
 CALIBRATION = 8  # the first images size the build; the rest check it
 
 
@@ -181,6 +181,24 @@ def test_every_matrix_layer_of_an_export_plans_onto_the_fpga(name, capsys):
     on_fpga = {n for s in plan["subfunctions"] if s["kind"] == "fpga" for n in s["nodes"]}
     layers = [n.name for n in load_model(EXPORTS / f"{name}.onnx").graph.nodes if n.op in ("Gemm", "Conv")]
     assert layers and set(layers) <= on_fpga
+
+
+@pytest.mark.parametrize("name", ["ort_static_cnn", "ort_qop_cnn", "ort_w4_cnn"])
+def test_the_model_intake_makes_of_an_onnxruntime_export_answers_as_onnxruntime(name):
+    """onnxruntime's quantize_static of the residual CNN in the QDQ format, the QOperator format and with 4-bit
+    weights (int4 codes, com.microsoft's QuantizeLinear/DequantizeLinear): the model intake makes of each (its
+    quantizers qonnx's, the weights' folded), on qonnx's execution, gives onnxruntime's outputs within one step of
+    the output's quantizer on every image, none of which it saw."""
+    from hetdeploy.intake.ort_adapter import open_in_memory
+    from hetdeploy.running.verify import quantizer_steps
+
+    data = np.load(EXPORTS / f"{name}.npz")
+    loaded = load_model(EXPORTS / f"{name}.onnx")
+    normalised = open_in_memory(loaded.model, name)
+    step = quantizer_steps(EXPORTS / f"{name}.onnx")["y"]
+    got = np.concatenate([normalised.run({"x": x[None]})["y"] for x in data["x"]])
+    assert got.shape == data["y"].shape and np.all(np.isfinite(got))
+    assert np.max(np.abs(got - data["y"])) <= step * 1.01
 
 
 def test_onnxruntimes_qoperator_format_is_its_qdq_format(tmp_path, capsys):

@@ -169,6 +169,8 @@ def _quantizers(model: onnx.ModelProto, path: Path) -> onnx.ModelProto:
     Quant; every quantizer's parameters constant (else one line naming it); quantizers of constants
     folded into the constants."""
     if any(n.op_type in ("QuantizeLinear", "DequantizeLinear") for n in model.graph.node):
+        if rewrites.onnxruntime_quantizers_as_standard(model):
+            model = _infer_shapes(model, path, strict=False)
         rewrites.shared_dequantizers(model)
         try:
             model = qdq_pairs_to_quant(model)

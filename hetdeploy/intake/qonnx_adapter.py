@@ -197,8 +197,8 @@ def qdq_pairs_to_quant(model: onnx.ModelProto) -> onnx.ModelProto:
     QCDQToQuant): one node that fixes a tensor's precision, which the FPGA takes as that."""
     from qonnx.transformation.qcdq_to_qonnx import QCDQToQuant
 
-    return _transform(_own_dequantized_constants(_per_axis_weights_broadcast(_drop_per_tensor_axes(model))),
-                      QCDQToQuant())
+    model = _per_axis_weights_broadcast(_drop_per_tensor_axes(model))
+    return _transform(_own_dequantized_constants(model), QCDQToQuant())
 
 
 def _own_dequantized_constants(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -1056,6 +1056,40 @@ def shared_dequantizers(model: onnx.ModelProto) -> bool:
     return True
 
 
+# Integer types under a byte and the byte-wide type of the same signedness that holds their values
+_SUB_BYTE = {getattr(onnx.TensorProto, name): getattr(onnx.TensorProto, wide)
+             for name, wide in (("INT4", "INT8"), ("UINT4", "UINT8"), ("INT2", "INT8"), ("UINT2", "UINT8"))
+             if hasattr(onnx.TensorProto, name)}
+
+
+def onnxruntime_quantizers_as_standard(model: onnx.ModelProto) -> bool:
+    """onnxruntime's ``quantize_static`` with 4-bit weights (``weight_type`` QInt4, QUInt4) as standard ONNX: their
+    codes (and zero points), constants only DequantizeLinear nodes read, held in 8-bit integers of the same
+    signedness (the same values), and the QuantizeLinear and DequantizeLinear nodes it writes in its com.microsoft
+    domain (at an opset whose own take no 4-bit type) of 8-bit codes then in the standard domain, whose ops compute
+    the same: onnx's shape inference follows those, and qonnx's QCDQToQuant knows no type under 8 bits."""
+    graph = ModelIndex(model)
+    held = [t for t in graph.g.initializer if t.data_type in _SUB_BYTE and all(
+        node.op_type == "DequantizeLinear" and node.input[0] in graph.inits and
+        all(k in (0, 2) for k, name in enumerate(node.input) if name == t.name)
+        for node in graph.consumers.get(t.name, []))]
+    for tensor in held:
+        values = np.asarray(numpy_helper.to_array(tensor), dtype=helper.tensor_dtype_to_np_dtype(
+            _SUB_BYTE[tensor.data_type]))
+        tensor.CopyFrom(numpy_helper.from_array(values, tensor.name))
+    moved = False
+    for node in graph.g.node:
+        if node.domain != "com.microsoft" or node.op_type not in ("QuantizeLinear", "DequantizeLinear") or \
+                any(a.name != "axis" for a in node.attribute):
+            continue
+        codes = node.input[2] if len(node.input) > 2 and node.input[2] else \
+            node.input[0] if node.op_type == "DequantizeLinear" else None
+        if codes in graph.inits and graph.inits[codes].data_type in (onnx.TensorProto.INT8, onnx.TensorProto.UINT8):
+            node.domain = ""
+            moved = True
+    return bool(held) or moved
+
+
 class _QOperator(NamedTuple):
     """An op of onnxruntime's QOperator format as the float op between dequantizers and a quantizer: its quantized
     operands' (codes, scale, zero point) inputs, the inputs of its output's scale and zero point (None: its output
