@@ -201,20 +201,12 @@ def test_the_model_intake_makes_of_an_onnxruntime_export_answers_as_onnxruntime(
     assert np.max(np.abs(got - data["y"])) <= step * 1.01
 
 
-def test_onnxruntimes_qoperator_format_is_its_qdq_format(tmp_path, capsys):
-    """onnxruntime's quantize_static in the QOperator format, of a float model whose ops it writes as QLinearConv,
-    QLinearLeakyRelu, QLinearSigmoid, QLinearMul, QLinearAveragePool, QLinearConcat, QLinearGlobalAveragePool,
-    QLinearMatMul and QGemm (weights per channel; two convolutions read one bias), with a MaxPool and a Flatten on
-    the codes: rewritten as the QDQ format, onnxruntime (optimisations off: the float ops themselves) and the model
-    intake makes of it give each output within one step of the model as written, and every node but the input's
-    quantizer plans onto the FPGA."""
-    import json
-
-    import onnxruntime
+def _onnxruntime_quantized(folder: Path, name: str, **options) -> tuple[Path, np.ndarray]:
+    """onnxruntime's quantize_static (per channel, uint8 activations, calibrated on 8 samples; ``options`` change
+    it) of a float model of two convolutions reading one bias, LeakyRelu, Sigmoid, Mul, AveragePool, MaxPool,
+    Concat, GlobalAveragePool, Flatten, a MatMul and a Gemm output; its path and 24 samples (the first 8 its
+    calibration's)."""
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    from hetdeploy.intake import rewrites
-    from hetdeploy.intake.ort_adapter import open_in_memory
 
     rng = np.random.default_rng(0)
 
@@ -230,14 +222,13 @@ def test_onnxruntimes_qoperator_format_is_its_qdq_format(tmp_path, capsys):
              helper.make_node("Concat", ["p", "q"], ["c"], axis=1), helper.make_node("GlobalAveragePool", ["c"], ["g"]),
              helper.make_node("Flatten", ["g"], ["f"]), helper.make_node("MatMul", ["f", "w1"], ["y1"]),
              helper.make_node("Gemm", ["f", "w2", "b2"], ["y2"], transB=1)]
-    graph = helper.make_graph(nodes, "qoperator", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT,
-                                                                                  [1, 4, 8, 8])],
+    graph = helper.make_graph(nodes, "convolutions", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT,
+                                                                                     [1, 4, 8, 8])],
                               [helper.make_tensor_value_info("y1", onnx.TensorProto.FLOAT, [1, 10]),
                                helper.make_tensor_value_info("y2", onnx.TensorProto.FLOAT, [1, 6])],
                               [weights("w", [8, 4, 3, 3]), weights("b", [8]), weights("w0", [8, 8, 3, 3]),
-                               weights("w1", [16, 10]),
-                               weights("w2", [6, 16]), weights("b2", [6])])
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "float.onnx")
+                               weights("w1", [16, 10]), weights("w2", [6, 16]), weights("b2", [6])])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), folder / "float.onnx")
     samples = rng.standard_normal((24, 1, 4, 8, 8)).astype(np.float32)
 
     class Reader(CalibrationDataReader):
@@ -247,10 +238,50 @@ def test_onnxruntimes_qoperator_format_is_its_qdq_format(tmp_path, capsys):
         def get_next(self):
             return next(self.feeds, None)
 
-    quantize_static(str(tmp_path / "float.onnx"), str(tmp_path / "qop.onnx"), Reader(),
-                    quant_format=QuantFormat.QOperator, activation_type=QuantType.QUInt8,
-                    weight_type=QuantType.QInt8, per_channel=True)
-    written = onnx.load(tmp_path / "qop.onnx")
+    path = folder / f"{name}.onnx"
+    quantize_static(str(folder / "float.onnx"), str(path), Reader(), **{
+        "quant_format": QuantFormat.QDQ, "activation_type": QuantType.QUInt8, "weight_type": QuantType.QInt8,
+        "per_channel": True, **options})
+    return path, samples
+
+
+def _output_steps(model: onnx.ModelProto) -> dict[str, float]:
+    """Each graph output's step: the scale of the DequantizeLinear that writes it."""
+    scales = {t.name: float(numpy_helper.to_array(t)) for t in model.graph.initializer if not t.dims}
+    outputs = {o.name for o in model.graph.output}
+    return {n.output[0]: scales[n.input[1]] for n in model.graph.node if n.output[0] in outputs}
+
+
+def _within_a_step_of_onnxruntime(run, path: Path, samples: np.ndarray) -> None:
+    """``run`` (feeds -> outputs by name) gives each output of the model at ``path`` as onnxruntime does within one
+    step of the output's quantizer, on samples 8 on (none the calibration saw)."""
+    import onnxruntime
+
+    written = onnx.load(path)
+    reference = onnxruntime.InferenceSession(written.SerializeToString())
+    for output, step in _output_steps(written).items():
+        for x in samples[8:]:
+            got, want = run({"x": x})[output], reference.run([output], {"x": x})[0]
+            assert np.all(np.isfinite(got)) and np.max(np.abs(got - want)) <= step * 1.01, output
+
+
+def test_onnxruntimes_qoperator_format_is_its_qdq_format(tmp_path, capsys):
+    """onnxruntime's quantize_static in the QOperator format, of a float model whose ops it writes as QLinearConv,
+    QLinearLeakyRelu, QLinearSigmoid, QLinearMul, QLinearAveragePool, QLinearConcat, QLinearGlobalAveragePool,
+    QLinearMatMul and QGemm (weights per channel; two convolutions read one bias), with a MaxPool and a Flatten on
+    the codes: rewritten as the QDQ format, onnxruntime (optimisations off: the float ops themselves) and the model
+    intake makes of it give each output within one step of the model as written, and every node but the input's
+    quantizer plans onto the FPGA."""
+    import json
+
+    import onnxruntime
+    from onnxruntime.quantization import QuantFormat
+
+    from hetdeploy.intake import rewrites
+    from hetdeploy.intake.ort_adapter import open_in_memory
+
+    path, samples = _onnxruntime_quantized(tmp_path, "qop", quant_format=QuantFormat.QOperator)
+    written = onnx.load(path)
     assert {n.op_type for n in written.graph.node} >= set(rewrites.QOPERATOR_OPS) - {"QLinearAdd"} | {"MaxPool"}
     rewritten = onnx.ModelProto()
     rewritten.CopyFrom(written)
@@ -260,28 +291,32 @@ def test_onnxruntimes_qoperator_format_is_its_qdq_format(tmp_path, capsys):
     onnx.checker.check_model(rewritten, full_check=True)
     options = onnxruntime.SessionOptions()
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-    as_written = onnxruntime.InferenceSession(written.SerializeToString())
     as_qdq = onnxruntime.InferenceSession(rewritten.SerializeToString(), options)
-    scales = {t.name: float(numpy_helper.to_array(t)) for t in written.graph.initializer if not t.dims}
-    steps = {n.output[0]: scales[n.input[1]] for n in written.graph.node if n.output[0] in ("y1", "y2")}
-    for output in ("y1", "y2"):
-        for x in samples[8:]:  # samples the calibration did not see
-            want, got = as_written.run([output], {"x": x})[0], as_qdq.run([output], {"x": x})[0]
-            assert np.all(np.isfinite(got)) and np.max(np.abs(got - want)) <= steps[output] * 1.01, output
-
+    _within_a_step_of_onnxruntime(lambda feeds: dict(zip(("y1", "y2"), as_qdq.run(["y1", "y2"], feeds))), path,
+                                  samples)
     # the whole intake (the QDQ format's pairs as quantizers, the weights' folded, the bias both convolutions
     # read at its own scale in each) on qonnx's execution
-    normalised = open_in_memory(load_model(tmp_path / "qop.onnx").model, "normalised")
-    for x in samples[8:]:
-        got = normalised.run({"x": x})
-        for output in ("y1", "y2"):
-            want = as_written.run([output], {"x": x})[0]
-            assert np.max(np.abs(got[output] - want)) <= steps[output] * 1.01, output
+    _within_a_step_of_onnxruntime(open_in_memory(load_model(path).model, "normalised").run, path, samples)
 
-    assert main(["plan", str(tmp_path / "qop.onnx"), "--board", "pynq-z2", "--policy", "support", "--json"]) == 0
+    assert main(["plan", str(path), "--board", "pynq-z2", "--policy", "support", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert [s["kind"] for s in plan["subfunctions"]] == ["cpu", "fpga"]
     assert len(plan["subfunctions"][0]["nodes"]) == 1
+
+
+def test_asymmetric_weights_of_onnxruntimes_quantizer_keep_their_values(tmp_path):
+    """quantize_static with uint8 weights (QUInt8: per channel, a zero point other than 0): the model intake makes
+    of it gives each output within one step of onnxruntime's (qonnx's QCDQToQuant alone subtracts the zero point
+    from the uint8 codes in uint8, which wraps: hundreds of steps off)."""
+    from onnxruntime.quantization import QuantType
+
+    from hetdeploy.intake.ort_adapter import open_in_memory
+
+    path, samples = _onnxruntime_quantized(tmp_path, "asymmetric", weight_type=QuantType.QUInt8)
+    zero_points = [numpy_helper.to_array(t) for t in onnx.load(path).graph.initializer
+                   if t.name.endswith("zero_point") and t.data_type == onnx.TensorProto.UINT8 and t.dims]
+    assert zero_points and any(np.any(z != 0) for z in zero_points)
+    _within_a_step_of_onnxruntime(open_in_memory(load_model(path).model, "normalised").run, path, samples)
 
 
 @pytest.fixture(scope="module")

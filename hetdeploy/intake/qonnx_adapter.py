@@ -198,7 +198,34 @@ def qdq_pairs_to_quant(model: onnx.ModelProto) -> onnx.ModelProto:
     from qonnx.transformation.qcdq_to_qonnx import QCDQToQuant
 
     model = _per_axis_weights_broadcast(_drop_per_tensor_axes(model))
-    return _transform(_own_dequantized_constants(model), QCDQToQuant())
+    return _transform(_own_dequantized_constants(_zero_pointed_codes_widened(model)), QCDQToQuant())
+
+
+def _zero_pointed_codes_widened(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A DequantizeLinear of constant codes with a zero point other than 0 (onnxruntime's ``quantize_static`` with
+    ``weight_type`` QUInt8: asymmetric weights) reads its codes and zero point as new int32 constants of the same
+    values: qonnx's QCDQToQuant subtracts the zero point in the codes' own type, which wraps around (uint8 3 - 128
+    is 131: a convolution's weights 244 output steps off). Its Quant, 32 bits wide, is folded into the weights'
+    values, which it leaves as they are."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    constants = {t.name: t for t in model.graph.initializer}
+    taken = set(constants) | {t for n in model.graph.node for t in n.output}
+    for node in model.graph.node:
+        if node.op_type != "DequantizeLinear" or len(node.input) < 3 or \
+                any(name not in constants for name in (node.input[0], node.input[2])):
+            continue
+        zero = onnx.numpy_helper.to_array(constants[node.input[2]])
+        if not np.any(zero != 0) or zero.dtype.kind not in "iu" or zero.dtype.itemsize > 2:
+            continue
+        for k in (0, 2):
+            name, n = f"{node.input[k]}_int32_{node.name}", 1
+            while name in taken:
+                name, n = f"{node.input[k]}_int32_{node.name}_{n}", n + 1
+            values = onnx.numpy_helper.to_array(constants[node.input[k]]).astype(np.int32)
+            model.graph.initializer.append(onnx.numpy_helper.from_array(values, name))
+            taken.add(name)
+            node.input[k] = name
+    return model
 
 
 def _own_dequantized_constants(model: onnx.ModelProto) -> onnx.ModelProto:
