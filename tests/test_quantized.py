@@ -320,6 +320,79 @@ def test_asymmetric_weights_of_onnxruntimes_quantizer_keep_their_values(tmp_path
 
 
 @pytest.fixture(scope="module")
+def quantized_mbv2_blocks(tmp_path_factory):
+    """MobileNetV2's stem and two inverted residual blocks as torch.onnx.export writes them (tests/data/torch, 3 x 32 x
+    32), quantized by onnxruntime (quant_pre_process, then quantize_static: QDQ, uint8 activations at float scales,
+    int8 weights per channel) on 8 samples; the model's path and 16 samples it did not see."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    folder = tmp_path_factory.mktemp("mbv2_qdq")
+    samples = np.random.default_rng(4).standard_normal((24, 1, 3, 32, 32)).astype(np.float32)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter({"x": x} for x in samples[:8])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    quant_pre_process(str(Path(__file__).parent / "data" / "torch" / "mbv2_blocks.onnx"), str(folder / "pre.onnx"))
+    quantize_static(str(folder / "pre.onnx"), str(folder / "mbv2_qdq.onnx"), Reader(), quant_format=QuantFormat.QDQ,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True)
+    return folder / "mbv2_qdq.onnx", samples[8:]
+
+
+def test_a_layer_before_a_quantizer_no_fixed_point_type_gives_exactly_may_run_on_the_engine(quantized_mbv2_blocks):
+    """onnxruntime's float scales: no fixed-point unit gives a quantizer's codes exactly, so a layer before one may
+    run on the KV260's engine, its quantizer a unit after it, and the latency policy puts the network's FPGA part
+    there (before, every layer of it stayed on hls4ml, and the whole network on the A53s). With its quantizers made
+    fixed-point casts (power-of-two scales) the same layers stay whole with them on hls4ml."""
+    from hetdeploy.commands.api import plan
+    from hetdeploy.planning.cost import engine_capable
+
+    path, _ = quantized_mbv2_blocks
+    graph = load_model(path).graph
+    fpga = load_board("kv260").device("fpga")
+    convolutions = {n.name for n in graph.nodes if n.op == "Conv"}
+    assert convolutions <= {graph.nodes[i].name for i in engine_capable(fpga, graph, [16] * len(graph.nodes))}
+    for node in graph.nodes:
+        if node.op == "Quant":
+            node.scalars.update({1: 2.0 ** -5, 2: 0.0})
+    assert not convolutions & {graph.nodes[i].name for i in engine_capable(fpga, graph, [16] * len(graph.nodes))}
+    result = plan(path, "kv260").plan
+    strategies = [u.strategy for s in result.subfunctions if s.kind == "fpga" for u in s.execution_units]
+    assert "Engine" in strategies
+
+
+@pytest.mark.slow
+def test_a_quantized_cnn_with_engine_units_answers_as_onnxruntime(quantized_mbv2_blocks, tmp_path):
+    """The quantized MobileNetV2 blocks built for the KV260 under the latency policy: some of its convolutions on
+    the engine, their quantizers units after them; the pipeline's outputs on samples the build neither sized nor
+    verified on within tolerance of onnxruntime's, and within three steps of the output's quantizer."""
+    from hetdeploy.running.verify import quantizer_steps
+
+    path, samples = quantized_mbv2_blocks
+    np.save(tmp_path / "calibration.npy", np.random.default_rng(5).standard_normal((8, 3, 32, 32)).astype(np.float32))
+    np.save(tmp_path / "check.npy", samples[:, 0])
+    out = tmp_path / "out"
+    result = build(BuildOptions(model=path, board="kv260", out_dir=out, calibration=tmp_path / "calibration.npy"),
+                   progress=lambda message: None)
+    engine = [u for s in result.subfunctions for u in s.execution_units if u.strategy == "Engine"]
+    assert engine and all(u.verification.passed for u in engine)
+    emulated = emulate(out, str(tmp_path / "check.npy"))
+    assert emulated.comparison.passed, emulated.table()
+    got = emulated.comparison.outputs["y"]
+    import onnxruntime
+
+    reference = onnxruntime.InferenceSession(str(path))
+    want = np.concatenate([reference.run(["y"], {"x": x})[0] for x in samples])
+    # a code may flip at each quantizer a layer's fixed-point output reaches near its rounding's tie (float scales
+    # are no fixed-point grid): 2 output steps here, within 3
+    assert np.all(np.isfinite(got)) and np.max(np.abs(got - want)) <= 3 * quantizer_steps(path)["y"]
+
+
+@pytest.fixture(scope="module")
 def export_builds(tmp_path_factory):
     """A Brevitas QONNX MLP with BatchNorm, a Brevitas QCDQ CNN and onnxruntime's QDQ and QOperator formats of a
     residual CNN (weights per channel; QDQ: a dequantizer a reader), built for pynq-z2 under the support policy on

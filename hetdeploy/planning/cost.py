@@ -59,7 +59,7 @@ from typing import Collection, Iterable, Mapping, Optional, Sequence
 from ..core.board import Board, Device
 from ..core.board_runtime import resource_of
 from ..core.graph import QUANTIZER_OPS, Graph, Node
-from ..core.precision import DEFAULT_WIDTH, NO_LAYER_WIDTHS, node_widths
+from ..core.precision import DEFAULT_WIDTH, NO_LAYER_WIDTHS, Quantizer, node_widths
 from . import batching, compression, units
 from .input_codes import port_codes
 from .profile import NOTHING_MEASURED, Measured
@@ -258,9 +258,12 @@ def usage(device: Device, graph: Graph, index: int, width: int, on_engine: Colle
 def engine_capable(device: Device, graph: Graph, widths: Sequence[int]) -> list[int]:
     """The nodes of ``graph`` the FPGA ``device`` may run on its engine (``units.engine_refusal``; the board file's
     limits still decide which nodes it runs at all) whose window its buffers hold at the node's bits of ``widths``
-    (``units.engine_holds``), but for one that hls4ml's unit would fuse a quantizer after: cut off it, the
+    (``units.engine_holds``), but for one that hls4ml's unit would fuse a quantizer after that is a fixed-point
+    cast (a power-of-two scale, zero point 0: hls4ml's unit then gives its codes exactly): cut off it, the
     quantizer would round values already rounded at the unit's output (a step off where the two roundings
-    disagree), so the layer stays whole with its quantizer on hls4ml."""
+    disagree), so the layer stays whole with its quantizer on hls4ml. A quantizer of any other scale (onnxruntime's
+    and Brevitas' float scales) no fixed-point unit gives exactly: its layer may run on the engine, the quantizer
+    a unit after it."""
     consumers = graph.consumers()
     found = []
     for index in range(len(graph.nodes)):
@@ -278,10 +281,19 @@ def engine_capable(device: Device, graph: Graph, widths: Sequence[int]) -> list[
             if len(readers) != 1 or graph.nodes[readers[0]].op not in device.pes[unit.pe].fuse:
                 break
             at = readers[0]
-            quantized = graph.nodes[at].op in QUANTIZER_OPS
+            quantized = graph.nodes[at].op in QUANTIZER_OPS and _cast_in_fixed_point(graph.nodes[at])
         if not quantized:
             found.append(index)
     return found
+
+
+def _cast_in_fixed_point(quantizer: Node) -> bool:
+    """Whether a quantizer node is a fixed-point cast (``Quantizer.exact_in_fixed_point``); a BipolarQuant, or a
+    Quant whose parameters are not one value each, is taken as one."""
+    scale, zero, bits = (quantizer.scalars.get(k) for k in (1, 2, 3))
+    if quantizer.op != "Quant" or scale is None or zero is None or bits is None:
+        return True
+    return Quantizer(int(bits), scale, zero, True, False, "ROUND").exact_in_fixed_point
 
 
 def engine_shape(device: Device, graph: Graph, index: int) -> units.Shape:
