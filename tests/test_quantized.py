@@ -347,7 +347,7 @@ def test_a_layer_before_a_quantizer_no_fixed_point_type_gives_exactly_may_run_on
     """onnxruntime's float scales: no fixed-point unit gives a quantizer's codes exactly, so a layer before one may
     run on the KV260's engine, its quantizer a unit after it, and the latency policy puts the network's FPGA part
     there (before, every layer of it stayed on hls4ml, and the whole network on the A53s). With its quantizers made
-    fixed-point casts (power-of-two scales) the same layers stay whole with them on hls4ml."""
+    fixed-point casts (power-of-two scales), or 4-bit ones, the same layers stay whole with them on hls4ml."""
     from hetdeploy.commands.api import plan
     from hetdeploy.planning.cost import engine_capable
 
@@ -356,9 +356,12 @@ def test_a_layer_before_a_quantizer_no_fixed_point_type_gives_exactly_may_run_on
     fpga = load_board("kv260").device("fpga")
     convolutions = {n.name for n in graph.nodes if n.op == "Conv"}
     assert convolutions <= {graph.nodes[i].name for i in engine_capable(fpga, graph, [16] * len(graph.nodes))}
-    for node in graph.nodes:
-        if node.op == "Quant":
-            node.scalars.update({1: 2.0 ** -5, 2: 0.0})
+    quantizers = [node for node in graph.nodes if node.op == "Quant"]
+    for node in quantizers:
+        node.scalars.update({1: 2.0 ** -5, 2: 0.0})
+    assert not convolutions & {graph.nodes[i].name for i in engine_capable(fpga, graph, [16] * len(graph.nodes))}
+    for node in quantizers:  # float scales again, in 4 bits: a flipped code would be its whole tolerance
+        node.scalars.update({1: 0.0235, 3: 4.0})
     assert not convolutions & {graph.nodes[i].name for i in engine_capable(fpga, graph, [16] * len(graph.nodes))}
     result = plan(path, "kv260").plan
     strategies = [u.strategy for s in result.subfunctions if s.kind == "fpga" for u in s.execution_units]

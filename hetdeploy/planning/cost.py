@@ -258,12 +258,9 @@ def usage(device: Device, graph: Graph, index: int, width: int, on_engine: Colle
 def engine_capable(device: Device, graph: Graph, widths: Sequence[int]) -> list[int]:
     """The nodes of ``graph`` the FPGA ``device`` may run on its engine (``units.engine_refusal``; the board file's
     limits still decide which nodes it runs at all) whose window its buffers hold at the node's bits of ``widths``
-    (``units.engine_holds``), but for one that hls4ml's unit would fuse a quantizer after that is a fixed-point
-    cast (a power-of-two scale, zero point 0: hls4ml's unit then gives its codes exactly): cut off it, the
-    quantizer would round values already rounded at the unit's output (a step off where the two roundings
-    disagree), so the layer stays whole with its quantizer on hls4ml. A quantizer of any other scale (onnxruntime's
-    and Brevitas' float scales) no fixed-point unit gives exactly: its layer may run on the engine, the quantizer
-    a unit after it."""
+    (``units.engine_holds``), but for one that hls4ml's unit would fuse a quantizer after (``_holds_its_layer``):
+    cut off it, the quantizer would round values already rounded at the unit's output (a step off where the two
+    roundings disagree), so the layer stays whole with its quantizer on hls4ml."""
     consumers = graph.consumers()
     found = []
     for index in range(len(graph.nodes)):
@@ -281,17 +278,26 @@ def engine_capable(device: Device, graph: Graph, widths: Sequence[int]) -> list[
             if len(readers) != 1 or graph.nodes[readers[0]].op not in device.pes[unit.pe].fuse:
                 break
             at = readers[0]
-            quantized = graph.nodes[at].op in QUANTIZER_OPS and _cast_in_fixed_point(graph.nodes[at])
+            quantized = graph.nodes[at].op in QUANTIZER_OPS and _holds_its_layer(graph.nodes[at])
         if not quantized:
             found.append(index)
     return found
 
 
-def _cast_in_fixed_point(quantizer: Node) -> bool:
-    """Whether a quantizer node is a fixed-point cast (``Quantizer.exact_in_fixed_point``); a BipolarQuant, or a
-    Quant whose parameters are not one value each, is taken as one."""
+# The fewest bits of a quantizer whose layer may run on the engine, the quantizer a unit after it: a code the two
+# roundings flip is one step off, which the verification's relative tolerance covers where a step is a 255th of the
+# range, and where the codes are a few bits the step is the tolerance itself (a 4-bit ESPCN failed its build so)
+ENGINE_QUANTIZER_BITS = 8
+
+
+def _holds_its_layer(quantizer: Node) -> bool:
+    """Whether a quantizer after a layer keeps the layer whole with it on hls4ml: one that is a fixed-point cast (a
+    power-of-two scale, zero point 0), whose codes hls4ml's unit gives exactly, one of fewer than
+    ENGINE_QUANTIZER_BITS bits, a BipolarQuant, or a Quant whose parameters are not one value each. Of any other
+    (onnxruntime's and Brevitas' 8-bit float scales) no fixed-point unit gives the codes exactly: its layer may run
+    on the engine."""
     scale, zero, bits = (quantizer.scalars.get(k) for k in (1, 2, 3))
-    if quantizer.op != "Quant" or scale is None or zero is None or bits is None:
+    if quantizer.op != "Quant" or scale is None or zero is None or bits is None or bits < ENGINE_QUANTIZER_BITS:
         return True
     return Quantizer(int(bits), scale, zero, True, False, "ROUND").exact_in_fixed_point
 
