@@ -201,12 +201,26 @@ def test_the_model_intake_makes_of_an_onnxruntime_export_answers_as_onnxruntime(
     assert np.max(np.abs(got - data["y"])) <= step * 1.01
 
 
+def _calibration(samples: np.ndarray):
+    """onnxruntime's calibration reader of ``samples`` (input 'x'), one a call."""
+    from onnxruntime.quantization import CalibrationDataReader
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter({"x": x} for x in samples)
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    return Reader()
+
+
 def _onnxruntime_quantized(folder: Path, name: str, **options) -> tuple[Path, np.ndarray]:
     """onnxruntime's quantize_static (per channel, uint8 activations, calibrated on 8 samples; ``options`` change
     it) of a float model of two convolutions reading one bias, LeakyRelu, Sigmoid, Mul, AveragePool, MaxPool,
     Concat, GlobalAveragePool, Flatten, a MatMul and a Gemm output; its path and 24 samples (the first 8 its
     calibration's)."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
     rng = np.random.default_rng(0)
 
@@ -231,15 +245,8 @@ def _onnxruntime_quantized(folder: Path, name: str, **options) -> tuple[Path, np
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), folder / "float.onnx")
     samples = rng.standard_normal((24, 1, 4, 8, 8)).astype(np.float32)
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.feeds = iter({"x": x} for x in samples[:8])
-
-        def get_next(self):
-            return next(self.feeds, None)
-
     path = folder / f"{name}.onnx"
-    quantize_static(str(folder / "float.onnx"), str(path), Reader(), **{
+    quantize_static(str(folder / "float.onnx"), str(path), _calibration(samples[:8]), **{
         "quant_format": QuantFormat.QDQ, "activation_type": QuantType.QUInt8, "weight_type": QuantType.QInt8,
         "per_channel": True, **options})
     return path, samples
@@ -324,22 +331,16 @@ def quantized_mbv2_blocks(tmp_path_factory):
     """MobileNetV2's stem and two inverted residual blocks as torch.onnx.export writes them (tests/data/torch, 3 x 32 x
     32), quantized by onnxruntime (quant_pre_process, then quantize_static: QDQ, uint8 activations at float scales,
     int8 weights per channel) on 8 samples; the model's path and 16 samples it did not see."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
     folder = tmp_path_factory.mktemp("mbv2_qdq")
     samples = np.random.default_rng(4).standard_normal((24, 1, 3, 32, 32)).astype(np.float32)
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.feeds = iter({"x": x} for x in samples[:8])
-
-        def get_next(self):
-            return next(self.feeds, None)
-
     quant_pre_process(str(Path(__file__).parent / "data" / "torch" / "mbv2_blocks.onnx"), str(folder / "pre.onnx"))
-    quantize_static(str(folder / "pre.onnx"), str(folder / "mbv2_qdq.onnx"), Reader(), quant_format=QuantFormat.QDQ,
-                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True)
+    quantize_static(str(folder / "pre.onnx"), str(folder / "mbv2_qdq.onnx"), _calibration(samples[:8]),
+                    quant_format=QuantFormat.QDQ, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8,
+                    per_channel=True)
     return folder / "mbv2_qdq.onnx", samples[8:]
 
 

@@ -207,25 +207,20 @@ def _zero_pointed_codes_widened(model: onnx.ModelProto) -> onnx.ModelProto:
     values: qonnx's QCDQToQuant subtracts the zero point in the codes' own type, which wraps around (uint8 3 - 128
     is 131: a convolution's weights 244 output steps off). Its Quant, 32 bits wide, is folded into the weights'
     values, which it leaves as they are."""
-    model = onnx.ModelProto.FromString(model.SerializeToString())
-    constants = {t.name: t for t in model.graph.initializer}
-    taken = set(constants) | {t for n in model.graph.node for t in n.output}
-    for node in model.graph.node:
+    from .rewrites import ModelIndex
+
+    graph = ModelIndex(onnx.ModelProto.FromString(model.SerializeToString()))
+    for node in graph.g.node:
         if node.op_type != "DequantizeLinear" or len(node.input) < 3 or \
-                any(name not in constants for name in (node.input[0], node.input[2])):
+                any(name not in graph.inits for name in (node.input[0], node.input[2])):
             continue
-        zero = onnx.numpy_helper.to_array(constants[node.input[2]])
+        zero = graph.constant(node.input[2])
         if not np.any(zero != 0) or zero.dtype.kind not in "iu" or zero.dtype.itemsize > 2:
             continue
         for k in (0, 2):
-            name, n = f"{node.input[k]}_int32_{node.name}", 1
-            while name in taken:
-                name, n = f"{node.input[k]}_int32_{node.name}_{n}", n + 1
-            values = onnx.numpy_helper.to_array(constants[node.input[k]]).astype(np.int32)
-            model.graph.initializer.append(onnx.numpy_helper.from_array(values, name))
-            taken.add(name)
-            node.input[k] = name
-    return model
+            node.input[k] = graph.add_constant(f"{node.input[k]}_int32_{node.name}",
+                                               graph.constant(node.input[k]).astype(np.int32))
+    return graph.model
 
 
 def _own_dequantized_constants(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -233,28 +228,20 @@ def _own_dequantized_constants(model: onnx.ModelProto) -> onnx.ModelProto:
     QCDQToQuant writes the dequantized values over the codes' initializer, so a second reader got values in place of
     codes (torch.onnx writes equal constants once: onnxruntime's QOperator format of a ResNet-18 has the zero bias of
     eight convolutions as one int32 tensor, each dequantized at its own scale)."""
-    model = onnx.ModelProto.FromString(model.SerializeToString())
-    constants = {t.name: t for t in model.graph.initializer}
+    from .rewrites import ModelIndex
+
+    graph = ModelIndex(onnx.ModelProto.FromString(model.SerializeToString()))
     readers: dict[str, int] = {}
-    for node in model.graph.node:
+    for node in graph.g.node:
         for name in set(node.input):
             readers[name] = readers.get(name, 0) + 1
-    taken = set(constants) | {t for n in model.graph.node for t in n.output}
-    for node in model.graph.node:
+    for node in graph.g.node:
         codes = node.input[0] if node.op_type == "DequantizeLinear" and node.input else None
-        if codes not in constants or readers[codes] < 2:
+        if codes not in graph.inits or readers[codes] < 2:
             continue
         readers[codes] -= 1
-        name, k = f"{codes}_{node.name}", 1
-        while name in taken:
-            name, k = f"{codes}_{node.name}_{k}", k + 1
-        copy = onnx.TensorProto()
-        copy.CopyFrom(constants[codes])
-        copy.name = name
-        model.graph.initializer.append(copy)
-        taken.add(name)
-        node.input[0] = name
-    return model
+        node.input[0] = graph.add_constant(f"{codes}_{node.name}", graph.constant(codes))
+    return graph.model
 
 
 def fold_constant_quantizers(model: onnx.ModelProto) -> onnx.ModelProto:
