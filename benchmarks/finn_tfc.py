@@ -20,15 +20,17 @@ thresholding and its label select are left out on both sides: hetdeploy computes
 
 hetdeploy plans Brevitas' export of the same network (tests/data/brevitas/tfc_1w1a.onnx) on the PYNQ-Z2 (the
 Pynq-Z1's xc7z020) for a stream (``--objective throughput``): at the folding it chooses; at FINN's parallelism
-(hls4ml reuse factors giving each layer FINN's PE x SIMD products a cycle: 56, 64, 64 and 8, the first layer's 64
-not dividing its 784 inputs as hls4ml's resource strategy needs); and with the chip's LUTs capped at FINN's
-estimate (a copy of the board file whose ``utilisation`` caps them), the fastest it folds to there. Its LUTs are
+(reuse factors giving each layer FINN's PE x SIMD products a cycle: 56, 64, 64 and 8, the first layer's 64
+not dividing its 784 inputs as hls4ml's resource strategy needs) under hetdeploy's XNOR-popcount kernel
+(``--strategy NODE=xnor_popcount``) and under hls4ml's multiply-accumulate (``resource``); and with the chip's LUTs
+capped at FINN's estimate (a copy of the board file whose ``utilisation`` caps them), the fastest it folds to there. Its LUTs are
 its units' and its dataflow FIFOs'. "its units" is the slowest unit's cycles a sample (FINN's: its slowest MVAU's).
 hetdeploy's samples reach the FPGA as the ARM quantizer's codes, a bit each (``input_codes.port_codes``), 64 to a
 64-bit word a cycle: 13 cycles a sample into the dataflow's first token, under any of these intervals (FINN's input
 is 784 bits wide too). "sequential ports" is what the sequential top would take for them (196 buffer words of
-16-bit values, and the 10 float outputs). The difference in LUTs at one parallelism is the multipliers: FINN's MVAU
-multiplies bipolar values with an XNOR and adds a popcount; hls4ml's dense multiplies 1-bit fixed-point values.
+16-bit values, and the 10 float outputs). At one parallelism, hls4ml's dense adds each product of two-bit values in
+an accumulator-wide adder, where FINN's MVAU and hetdeploy's XNOR-popcount kernel XNOR sign bits and add them in a
+popcount (docs/estimates.md).
 """
 
 from __future__ import annotations
@@ -79,11 +81,12 @@ def finn_mvau(mh: int, mw: int, pe: int, simd: int, ram_style: str, no_activatio
     return {"cycles": cycles, "lut": lut, "bram18": bram18, "no_activation": no_activation}
 
 
-def hetdeploy_plan(folder: Path, batch: int, board: str = BOARD, reuse: dict | None = None) -> dict:
-    """hetdeploy's plan for a stream; ``reuse``: reuse factors pinned, under hls4ml's resource strategy."""
+def hetdeploy_plan(folder: Path, batch: int, board: str = BOARD, reuse: dict | None = None,
+                   strategy: str = "resource") -> dict:
+    """hetdeploy's plan for a stream; ``reuse``: reuse factors pinned, under ``strategy``."""
     reuse = reuse or {}
     options = BuildOptions(model=MODEL, board=board, out_dir=folder, objective="throughput", batch=batch,
-                           reuse_factors=dict(reuse), strategies={node: hls_strategy("resource") for node in reuse})
+                           reuse_factors=dict(reuse), strategies={node: hls_strategy(strategy) for node in reuse})
     _, _, plan = plan_stages(options, lambda k, what: None)
     (fpga,) = [s for s in plan.subfunctions if s.kind == "fpga"]
     used = plan.fpga_resources["fpga"].used
@@ -118,7 +121,10 @@ def main() -> None:
         rows = {"finn": finn,
                 "hetdeploy": hetdeploy_plan(Path(folder) / "own", args.batch),
                 "hetdeploy_at_finns_parallelism": hetdeploy_plan(Path(folder) / "parallel", args.batch,
-                                                                 reuse=FINN_PARALLEL_REUSE),
+                                                                 reuse=FINN_PARALLEL_REUSE, strategy="xnor_popcount"),
+                "hetdeploy_at_finns_parallelism_hls4ml": hetdeploy_plan(Path(folder) / "hls4ml", args.batch,
+                                                                        reuse=FINN_PARALLEL_REUSE,
+                                                                        strategy="resource"),
                 "hetdeploy_at_finns_luts": hetdeploy_plan(Path(folder) / "capped", args.batch,
                                                           board=str(capped_board(Path(folder), finn["lut"])))}
     if args.json:
@@ -126,13 +132,13 @@ def main() -> None:
         return
     print(f"TFC-w1a1 (784-64-64-64-10, bipolar) on the {BOARD} at 100 MHz: estimates only (FINN's formulas for its "
           f"finn-examples folding; hetdeploy's plans of Brevitas' export, --objective throughput --batch {args.batch})")
-    print(f"{'design':<34} {'cycles a sample':>15} {'samples/s':>11} {'its units':>9} {'LUT':>7} {'BRAM18':>6} "
+    print(f"{'design':<38} {'cycles a sample':>15} {'samples/s':>11} {'its units':>9} {'LUT':>7} {'BRAM18':>6} "
           f"{'DSP':>4}  folding")
     for name, row in rows.items():
         folding = "PE x SIMD " + ", ".join(f"{pe}x{simd}" for _, _, pe, simd, _, _ in FINN_FOLDING) \
             if name == "finn" else f"{row['top']} top, reuse factors {row['reuse_factors']}, sequential ports " \
             f"{row['port_cycles']} cycles a sample"
-        print(f"{name:<34} {row['interval_cycles']:>15} {100e6 / row['interval_cycles']:>11,.0f} "
+        print(f"{name:<38} {row['interval_cycles']:>15} {100e6 / row['interval_cycles']:>11,.0f} "
               f"{row['units_cycles']:>9} {row['lut']:>7,} {row['bram18']:>6} {row['dsp']:>4}  {folding}")
     print("sources: Xilinx/finn-examples build/bnn-pynq/folding_config/tfc-w1a1_folding_config.json; Xilinx/finn "
           "src/finn/custom_op/fpgadataflow/matrixvectoractivation.py (lut_estimation, bram_estimation, get_exp_cycles)")

@@ -275,3 +275,64 @@ def test_a_bnn_pynq_networks_binary_input_reaches_the_fpga_as_codes_and_both_top
     # the port's 13 words take 13 cycles: the slowest unit, not the port, sets the interval
     assert tops["dataflow"].port_cycles == 196 + 10  # sequential: 196 buffer words of 16-bit values, 10 floats out
     assert tops["dataflow"].dataflow_interval_cycles < 196
+
+
+FINN_PARALLEL_REUSE = {"node_linear": 56, "node_linear_1": 64, "node_linear_2": 64, "node_linear_3": 8}
+
+
+def test_a_dense_layer_of_signs_is_an_xnor_and_a_popcount_and_no_other_is(tmp_path, capsys):
+    """TFC-w1a1's four layers multiply signs by signs (weights -1 and +1, inputs a BipolarQuant's): the folding
+    gives them hetdeploy's XNOR-popcount kernel, fewer LUTs than hls4ml's multiply-accumulate at the same reuse
+    factors (FINN's parallelism). TFC-w1a2's 2-bit activations are no signs: none of its layers takes it, and
+    pinning it there is refused in one line."""
+    from hetdeploy.planning import units
+    from hetdeploy.steps.build import plan_stages
+
+    def fpga_units(model: str, **settings) -> list:
+        options = BuildOptions(model=DATA / model, board="pynq-z2", out_dir=tmp_path, objective="throughput",
+                               batch=1000, **settings)
+        _, _, plan = plan_stages(options, lambda k, what: None)
+        return next(s for s in plan.subfunctions if s.kind == "fpga").execution_units
+
+    assert [u.strategy for u in fpga_units("tfc_1w1a.onnx")] == [units.XNOR_POPCOUNT] * 4
+    pinned = {strategy: fpga_units("tfc_1w1a.onnx", reuse_factors=FINN_PARALLEL_REUSE,
+                                   strategies={n: strategy for n in FINN_PARALLEL_REUSE})
+              for strategy in (units.XNOR_POPCOUNT, "Resource")}
+    for xnor, resource in zip(pinned[units.XNOR_POPCOUNT], pinned["Resource"]):
+        assert (xnor.strategy, xnor.reuse_factor) == (units.XNOR_POPCOUNT, resource.reuse_factor)
+        assert xnor.estimate["lut"] < resource.estimate["lut"]
+        assert xnor.estimate["compute_cycles"] == resource.estimate["compute_cycles"]
+    assert sum(u.estimate["lut"] for u in pinned[units.XNOR_POPCOUNT]) < \
+        0.6 * sum(u.estimate["lut"] for u in pinned["Resource"])
+    assert units.XNOR_POPCOUNT not in {u.strategy for u in fpga_units("tfc_1w2a.onnx")}
+    code = main(["plan", str(DATA / "tfc_1w2a.onnx"), "--board", "pynq-z2", "--objective", "throughput", "--batch",
+                 "1000", "--strategy", "node_linear_1=xnor_popcount"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and "node 'node_linear_1' is not a dense layer of signs" in err
+
+
+@pytest.mark.slow
+def test_the_xnor_popcount_kernel_answers_as_hls4mls_multiply_accumulate_bit_for_bit(tmp_path):
+    """TFC-w1a1 built at FINN's parallelism under hetdeploy's XNOR-popcount kernel and under hls4ml's resource
+    strategy: each unit's C++ names its kernel, the two emulate Brevitas' 16 exported samples alike bit for bit,
+    within 0.1 % of Brevitas' peak, and every unit of the XNOR build is bit-exact against onnxruntime."""
+    from hetdeploy.planning import units
+
+    data = np.load(DATA / "tfc_1w1a.npz")
+    answers = {}
+    for strategy, kernel in ((units.XNOR_POPCOUNT, "nnet::DenseXnorPopcount<"),
+                             ("Resource", "nnet::DenseResource_rf_leq_nin<")):
+        out = tmp_path / strategy
+        plan = build(BuildOptions(model=DATA / "tfc_1w1a.onnx", board="pynq-z2", out_dir=out, objective="throughput",
+                                  batch=8, reuse_factors=FINN_PARALLEL_REUSE,
+                                  strategies={n: strategy for n in FINN_PARALLEL_REUSE}),
+                     progress=lambda message: None)
+        fpga = next(s for s in plan.subfunctions if s.kind == "fpga")
+        for unit in fpga.execution_units:
+            assert unit.strategy == strategy
+            assert f"using kernel = {kernel}" in (out / unit.hls.project / "firmware" / "parameters.h").read_text()
+        if strategy == units.XNOR_POPCOUNT:
+            assert [u.verification.agreement for u in fpga.execution_units[:3]] == ["bit-exact"] * 3
+        answers[strategy] = load(out).predict(data["x"])[0].reshape(data["y"].shape)
+    assert np.array_equal(answers[units.XNOR_POPCOUNT], answers["Resource"])
+    assert np.max(np.abs(answers["Resource"] - data["y"])) <= 1e-3 * np.max(np.abs(data["y"]))

@@ -37,6 +37,7 @@ class Node:
     # hetdeploy gives them (precision.weight_octaves), ap_fixed<W, weight_integer>; () when it has none
     weight_octaves: tuple[int, ...] = ()
     weight_integer: Optional[int] = None
+    bipolar_weights: bool = False  # its weights (the constant at input 1) each -1 or +1
     input_shapes: list[list[int]] = field(default_factory=list)  # one per ``inputs``
     output_shapes: list[list[int]] = field(default_factory=list)
     dtype: str = "float32"

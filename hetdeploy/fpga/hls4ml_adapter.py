@@ -23,6 +23,7 @@ import contextlib
 import io
 import json
 import re
+import shutil
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ from ..intake.rewrites import HLS4ML_LOWERINGS
 from ..planning import units
 from . import hls4ml_passes
 from .packing import UNIT_WEIGHTS_FILE, pack_fixed
+from .templates import TEMPLATES
 
 # Layers whose parallelism the unit's ReuseFactor and Strategy set (after qonnx's GemmToMatMul).
 _FOLDED_OPS = {"Conv", "MatMul", "Gemm"}
@@ -283,7 +285,12 @@ def generate_unit(
             layer = config["LayerName"].get(node.name)
             if layer is None:
                 continue
-            if node.op_type in _FOLDED_OPS:
+            if node.op_type in _FOLDED_OPS and settings.strategy == units.XNOR_POPCOUNT:
+                # hls4ml's resource strategy lays out the weights; the layer's kernel is hetdeploy's
+                layer.update(ReuseFactor=settings.reuse_factor, Strategy="Resource")
+                layer[hls4ml_passes.XNOR_CONFIG_KEY] = True
+                layer["Precision"] = {**layer.get("Precision", {}), **settings.layer_types}
+            elif node.op_type in _FOLDED_OPS:
                 layer.update(ReuseFactor=settings.reuse_factor, Strategy=settings.strategy)
                 layer["Precision"] = {**layer.get("Precision", {}), **settings.layer_types}
             if node.op_type == "BatchNormalization":  # a scale kept after the layer (a quantized layer's) folds with
@@ -321,6 +328,8 @@ def generate_unit(
         write_arithmetic(hls_model, project_dir / ARITHMETIC_FILE)
         ddr_vars = [(v.name, v.type.precision.definition_cpp(), v.data_length)
                     for v in hls_model.get_weight_variables() if v.storage.lower() == "bram"]
+    if settings.strategy == units.XNOR_POPCOUNT:
+        shutil.copy(TEMPLATES / hls4ml_passes.XNOR_HEADER, project_dir / "firmware" / "nnet_utils" / hls4ml_passes.XNOR_HEADER)
     _make_relocatable(project_dir)
     _prefix_weight_files(project_dir / "firmware" / f"{namespace}.cpp")
     _distributed_arithmetic_in_namespace(project_dir, namespace)

@@ -2,13 +2,16 @@
 
 hls4ml runs a model through flows (named lists of optimizer passes that require other flows); the
 Vivado backend's default flow is ``vivado:ip``. ``register`` copies that flow and every flow it
-requires under hetdeploy's names (``hetdeploy_vivado_ip`` ...), with three passes changed, and
+requires under hetdeploy's names (``hetdeploy_vivado_ip`` ...), with five passes changed, and
 returns the names to hand hls4ml: ``Flows`` in the configuration for the conversion, and the
 writer's flow for ``ModelGraph.apply_flow``. hls4ml's own flows stay as they were, so nothing
 needs a lock and another user of hls4ml in the same process sees hls4ml unchanged.
 
 The passes changed:
 - ``fuse_batch_normalization`` merges only a bias (``FuseBiasOnly``);
+- the Dense's config and call templates give a layer the plan folds under the xnor_popcount strategy (its layer
+  config's ``HetdeployXnorPopcount``) hetdeploy's XNOR-popcount kernel, hls/xnor_popcount.h
+  (``DenseXnorPopcountConfig``, ``DenseXnorPopcountCall``);
 - ``vivado:merge_batch_norm_quantized_tanh`` is left out: its threshold is the input type's floor,
   and -bias / scale for a negative scale too (the comparison would have to turn around);
   ``rewrites.batchnorm_before_sign_as_threshold`` makes that step exact instead;
@@ -25,6 +28,11 @@ import numpy as np
 
 # Where ``DistributedArithmeticKeepingWeights`` keeps a layer's constants (the layer attribute names).
 DA_KEPT = {"weight": "hetdeploy_da_weight", "bias": "hetdeploy_da_bias"}
+# The layer config key that gives a Dense the XNOR-popcount kernel (hls4ml sets it as the attribute XNOR_ATTRIBUTE),
+# and the kernel's header, which the unit's project carries in firmware/nnet_utils
+XNOR_CONFIG_KEY = "HetdeployXnorPopcount"
+XNOR_ATTRIBUTE = "hetdeploy_xnor_popcount"
+XNOR_HEADER = "xnor_popcount.h"
 _PREFIX = "hetdeploy_"
 
 
@@ -41,10 +49,13 @@ def register() -> tuple[str, str]:
 @functools.cache
 def _register() -> tuple[str, str]:
     from hls4ml.backends import get_backend
+    from hls4ml.backends.fpga.fpga_types import APTypeConverter
+    from hls4ml.backends.vivado.passes.core_templates import DenseConfigTemplate, DenseFunctionTemplate
     from hls4ml.backends.vivado.passes.distributed_arithmetic import DistributedArithmeticCodegen
     from hls4ml.model.flow import get_flow, register_flow
     from hls4ml.model.optimizer import OptimizerPass, register_pass
     from hls4ml.model.optimizer.passes.bn_fuse import FuseBatchNormalization
+    from hls4ml.model.types import IntegerPrecisionType
 
     class FuseBiasOnly(FuseBatchNormalization):
         """hls4ml's fuse_batchnorm folds a BatchNormalization into the Dense or Conv before it whose result
@@ -68,6 +79,41 @@ def _register() -> tuple[str, str]:
                 if node.attributes.get(kind) is not None:
                     node.set_attr(kept, np.array(node.attributes[kind].data, dtype=np.float64))
             return super().transform(model, node)
+
+    class DenseXnorPopcountConfig(DenseConfigTemplate):
+        """hls4ml's Dense config; a layer given the XNOR-popcount kernel (XNOR_ATTRIBUTE, under hls4ml's resource
+        strategy at a reuse factor dividing its inputs) names it as its kernel instead of hls4ml's, and holds its
+        weights as their sign bits (1: +1, 0: -1; the kernel reads a weight above 0 as +1), a bit each where
+        hls4ml's type of -1 and +1 takes two."""
+
+        RESOURCE_KERNEL = "using kernel = nnet::DenseResource_rf_leq_nin<"
+
+        def transform(self, model, node):
+            if node.get_attr(XNOR_ATTRIBUTE, False):
+                weights = node.get_weights("weight")
+                if not np.all(np.abs(weights.data) == 1):
+                    raise RuntimeError(f"layer {node.name}: the xnor_popcount kernel takes weights of -1 and +1")
+                weights.data = (weights.data > 0).astype(weights.data.dtype)
+                weights.update_precision(APTypeConverter().convert(IntegerPrecisionType(width=1, signed=False)))
+            return super().transform(model, node)
+
+        def format(self, node) -> str:
+            text = super().format(node)
+            if not node.get_attr(XNOR_ATTRIBUTE, False):
+                return text
+            if self.RESOURCE_KERNEL not in text:
+                raise RuntimeError(f"layer {node.name}: the xnor_popcount kernel replaces hls4ml's resource kernel "
+                                   f"at a reuse factor up to the inputs, which its config does not name")
+            return text.replace(self.RESOURCE_KERNEL, "using kernel = nnet::DenseXnorPopcount<")
+
+    class DenseXnorPopcountCall(DenseFunctionTemplate):
+        """hls4ml's Dense call; a layer given the XNOR-popcount kernel includes its header too."""
+
+        def transform(self, model, node):
+            done = super().transform(model, node)
+            if node.get_attr(XNOR_ATTRIBUTE, False):
+                node.set_attr("include_header", [*self.include_header, f"nnet_utils/{XNOR_HEADER}"])
+            return done
 
     class ResizeHeightFirst(OptimizerPass):
         """hls4ml's ONNX Resize handler names a channels-last tensor's axes 1 and 2 width and height, the
@@ -110,6 +156,9 @@ def _register() -> tuple[str, str]:
         "vivado:merge_batch_norm_quantized_tanh": None,
         "vivado:distributed_arithmetic_codegen": register_pass(
             _PREFIX + "distributed_arithmetic_keeping_weights", DistributedArithmeticKeepingWeights),
+        "vivado:dense_config_template": register_pass(_PREFIX + "dense_config_template", DenseXnorPopcountConfig()),
+        "vivado:dense_function_template": register_pass(_PREFIX + "dense_function_template",
+                                                        DenseXnorPopcountCall()),
     }
     added = [register_pass(_PREFIX + "prelu_with_slope", PReluWithSlope),
              register_pass(_PREFIX + "resize_height_first", ResizeHeightFirst)]

@@ -30,7 +30,7 @@ from ..core.plan import ExecutionUnit, LocalResponse as LocalResponseAttributes,
     Window as WindowGeometry
 from ..core.precision import CppFixed, weight_fixed
 from ..intake.ort_adapter import OrtModel
-from ..planning.units import tokens_of
+from ..planning.units import XNOR_POPCOUNT, tokens_of
 from .engine import affine as engine_affine, layer_values as engine_layer_values, quantized as engine_quantized, \
     weights_bytes as engine_weights_bytes
 from . import open_synth
@@ -220,6 +220,9 @@ class Hls4ml(TopKind):
 
     def trace(self, unit, project, types, input_shape):
         """What hls4ml's layers compute (``write_arithmetic``'s file in its project), one band's when banded."""
+        if unit.strategy == XNOR_POPCOUNT:  # its weights in the file are the kernel's sign bits
+            raise open_synth.NotTraced(f"unit {unit.name}: hetdeploy's XNOR-popcount kernel in an hls4ml Dense, "
+                                       f"which open synthesis does not trace")
         return open_synth.trace(open_synth.Arithmetic.load(project / "units" / unit.name / ARITHMETIC_FILE),
                                 unit.band.pad_top if unit.band is not None else None)
 

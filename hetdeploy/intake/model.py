@@ -775,6 +775,7 @@ def _to_graph(model: onnx.ModelProto, path: Path) -> Graph:
                 weight_bits=exact[0] if exact else None,
                 weight_octaves=octaves,
                 weight_integer=integer,
+                bipolar_weights=weights is not None and weights.size > 0 and bool(np.all(np.abs(weights) == 1)),
                 input_shapes=[shapes[t] for t in activations],
                 output_shapes=[shapes[t] for t in node.output if t],
                 dtype=dtypes.get(activations[0], "other") if activations else "float32",

@@ -97,8 +97,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
 
 from ...core.board import LAYER_ENGINE_OPS, RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS, Device
-from ...core.graph import Graph
-from ...core.precision import DEFAULT_WIDTH
+from ...core.graph import Graph, Node
+from ...core.precision import DEFAULT_WIDTH, VALUE_KEEPING_OPS
 from ...core.plan import Band, ExecutionUnit, Fifo, Subfunction
 from ..dataflow import DataflowError, Op, Process, check, fifo_depths, free_schedule
 # the cost model's constants and shared arithmetic, read by the stages as units.NAME
@@ -114,7 +114,7 @@ from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDE
                     arena_words, bram18_blocks, buffer_bytes, buffer_lanes, ddr_cycles_per_vector, depthwise_on_engine,
                     distributed_arithmetic_lut, element_bytes, engine_buffers, engine_cycles, engine_estimate,
                     engine_resources, engine_sizes, fifo_bram18, iterations, pipeline_cycles, strategy_for, streams,
-                    valid_reuse_factors)
+                    valid_reuse_factors, XNOR_POPCOUNT)
 from .kinds import KINDS, Arithmetic, UnitKind, kind_of
 
 
@@ -204,9 +204,26 @@ def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str
                                 layers=max(1, layers), normalizations=normalizations,
                                 weight_octaves=main.weight_octaves, weight_bits=main.weight_bits,
                                 weight_integer=main.weight_integer, clock_mhz=clock_mhz,
-                                hls_tool=hls_tool)
+                                hls_tool=hls_tool, bipolar=_signs_by_signs(graph, main))
     fifos = tuple(f for i in unit.nodes[:-1] for f in output_fifo(graph, i))  # counted where it streams
     return with_io_type(dataclasses.replace(shape, fifos=fifos), io_type)
+
+
+def _signs_by_signs(graph: Graph, main: Node) -> bool:
+    """Whether ``main`` is a dense layer whose weights are each -1 or +1 and whose input is a BipolarQuant's of scale
+    1 (through ops that keep values): each product a sign, as the XNOR of the two signs gives it."""
+    if main.op not in ("MatMul", "Gemm") or not main.bipolar_weights or main.attrs.get("alpha", 1.0) != 1.0 \
+            or not main.inputs:
+        return False
+    producers, tensor = graph.producers(), main.inputs[0]
+    while tensor in producers:
+        node = graph.nodes[producers[tensor]]
+        if node.op == "BipolarQuant":
+            return node.scalars.get(1) == 1.0
+        if node.op not in VALUE_KEEPING_OPS or not node.inputs:
+            return False
+        tensor = node.inputs[0]
+    return False
 
 
 def with_io_type(shape: Shape, io_type: Optional[str]) -> Shape:
@@ -431,6 +448,8 @@ def reuse_factors_for(shape: Shape, strategy: str) -> list[int]:
         return list(range(1, shape.n_in * shape.n_out + 1))
     if strategy in (DISTRIBUTED_ARITHMETIC, ENGINE):
         return [1]
+    if strategy == XNOR_POPCOUNT:  # an output's inputs in whole iterations (hls/xnor_popcount.h)
+        return [rf for rf in valid_reuse_factors(shape.n_in, shape.n_out) if shape.n_in % rf == 0]
     return valid_reuse_factors(shape.n_in, shape.n_out)
 
 
@@ -778,6 +797,8 @@ def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     strategy = "Latency" if shape.latency_only else strategy
     if strategy == DISTRIBUTED_ARITHMETIC:
         return [Folding(1, False, strategy)]
+    if strategy == XNOR_POPCOUNT:  # its weights on chip
+        return [Folding(rf, False, strategy) for rf in reuse_factors_for(shape, strategy)]
     options = [Folding(rf, False, strategy) for rf in candidate_reuse_factors(shape)]
     if kind_of(shape).foldable and ddr_bytes_per_cycle is not None and strategy != "Latency":
         options.append(ddr_folding(shape, width, ddr_bytes_per_cycle))
@@ -985,6 +1006,11 @@ def takes_distributed_arithmetic(shape: Shape) -> bool:
             and shape.n_in <= DA_MAX_INPUTS and shape.n_in * shape.n_out <= DA_MAX_PRODUCTS)
 
 
+def takes_xnor_popcount(shape: Shape) -> bool:
+    """Whether a unit may run under XNOR_POPCOUNT: a dense layer of signs (``Shape.bipolar``)."""
+    return kind_of(shape).foldable and shape.bipolar and not shape.input_map and not shape.latency_only
+
+
 def by_cost(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[int], budget: dict[str, int],
             unit_estimate: Callable[[int, Folding], dict[str, int]],
             cost: Callable[[Sequence[dict[str, int]]], tuple[float, ...]], fixed: set[int],
@@ -1007,6 +1033,8 @@ def by_cost(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[i
             weighed = list(FOLDED_STRATEGIES) if foldings[u].reuse_factor > 1 else []
             if distributed_arithmetic and takes_distributed_arithmetic(shape):
                 weighed.append(DISTRIBUTED_ARITHMETIC)
+            if takes_xnor_popcount(shape):
+                weighed.append(XNOR_POPCOUNT)
             # folding_options keeps a latency-only unit under Latency
             options = [o for strategy in weighed for o in folding_options(shape, widths[u], ddr_bytes_per_cycle,
                                                                           strategy)]

@@ -33,7 +33,9 @@ DISTRIBUTED_ARITHMETIC = "DistributedArithmetic"
 # multiply-accumulators (``EngineSize``) that every such unit of the subfunction shares, one unit after another,
 # its weights read from DDR once a run (a Conv, Gemm or MatMul, BatchNormalizations, a ReLU: ``engine_refusal``)
 ENGINE = "Engine"
-STRATEGIES = ("Latency", "Resource", DISTRIBUTED_ARITHMETIC, ENGINE)
+# hetdeploy's XNOR-popcount kernel of a dense layer of signs (hls/xnor_popcount.h, in an hls4ml Dense): ``Shape.bipolar``
+XNOR_POPCOUNT = "XnorPopcount"
+STRATEGIES = ("Latency", "Resource", DISTRIBUTED_ARITHMETIC, ENGINE, XNOR_POPCOUNT)
 FOLDED_STRATEGIES = ("Latency", "Resource")  # what ``by_cost`` weighs for a folded unit
 # The largest kernel (inputs a product sum, and products) ``by_cost`` weighs distributed_arithmetic for: hls4ml
 # runs da4ml's solve at conversion, whose time grows with the inputs faster than their square (here: 128x64
@@ -51,6 +53,7 @@ IO_TYPES = ("io_parallel", "io_stream")
 CYCLES = ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")
 # Weight banks shallower than this stay in LUTs (Vivado maps small arrays to LUTRAM).
 BRAM_MIN_DEPTH = 64
+LUTRAM_DEPTH = 64  # the words a LUT6 holds a bit of as a ROM (a 64 x 1 distributed ROM)
 # FF: a combinational hls4ml design's control state (its io_parallel MaxPooling and Dense(1 -> 64) + ReLU
 # baselines take exactly 16 FF an input value and 2 more)
 UNIT_CONTROL_LUT, UNIT_CONTROL_FF = 300, 2
@@ -196,6 +199,9 @@ class Shape:
     window_geometry: tuple[int, ...] = ()
     # on the engine, its size (``engine_sizes``, the folding's choice)
     engine: EngineSize = EngineSize(ENGINE_HOLD_LANES, 0, 1)
+    # a dense layer whose inputs and weights are each -1 or +1 (``graph.Node.bipolar_weights``, its input a
+    # BipolarQuant's of scale 1): its products are XNORs of sign bits (the XNOR_POPCOUNT strategy may compute it)
+    bipolar: bool = False
 
 
 def valid_reuse_factors(n_in: int, n_out: int) -> list[int]:
@@ -480,6 +486,14 @@ def bram18_blocks(depth: int, bits: int, bound: bool = False) -> int:
     if not bound and (depth <= 2 or depth * bits < BRAM_MIN_BITS):
         return 0
     return min(math.ceil(bits / wide) * math.ceil(depth / deep) for deep, wide in BRAM18_SHAPES)
+
+
+def popcount_lut(bits: int) -> int:
+    """LUTs of a popcount of ``bits`` one-bit values as an HLS tool builds hls/xnor_popcount.h's unrolled sum: a
+    balanced tree of adders, each of two halves' counts, a LUT a bit of its sum (a carry chain's)."""
+    if bits <= 1:
+        return 0
+    return popcount_lut(bits // 2) + popcount_lut(bits - bits // 2) + bits.bit_length()
 
 
 def streams(shape: Shape) -> tuple[tuple[int, int], ...]:

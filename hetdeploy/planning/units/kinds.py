@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from typing import ClassVar, Optional, Sequence
 
 from ..dataflow import Op, loop_ops, whole_ops
-from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, DISTRIBUTED_ARITHMETIC, LRN_POWER_DEPTH, LRN_POWER_DSP,
+from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, BRAM_MIN_DEPTH, DISTRIBUTED_ARITHMETIC, LUTRAM_DEPTH, LRN_POWER_DEPTH, LRN_POWER_DSP,
                     LRN_POWER_FF, LRN_POWER_LUT, Shape, accumulator_bits,
                     adder_levels_a_cycle, arena_words, bound_products, bram18_blocks, ddr_cycles_per_vector,
                     distributed_arithmetic_lut, dsps_a_product, element_bytes, first_product_cycles, iterations,
-                    strategy_for, valid_reuse_factors, weight_codes, weight_type_bits)
+                    popcount_lut, strategy_for, valid_reuse_factors, weight_codes, weight_type_bits, XNOR_POPCOUNT)
 
 
 @dataclass
@@ -142,7 +142,9 @@ class Kernel(UnitKind):
 
     def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
         done = Arithmetic()
-        if strategy == DISTRIBUTED_ARITHMETIC:
+        if strategy == XNOR_POPCOUNT:
+            self._xnor_popcount(done, shape, reuse_factor, width)
+        elif strategy == DISTRIBUTED_ARITHMETIC:
             done.lut += distributed_arithmetic_lut(shape, width)
             done.ff += shape.n_out * width  # its outputs registered; the adders between are combinational
             done.cycles += iterations(shape) + first_product_cycles(shape)
@@ -164,6 +166,25 @@ class Kernel(UnitKind):
             # through the project's port: hls4ml's io_parallel Conv2D baselines count none for it)
             done.ff += sum(pixels * channels for pixels, channels in shape.fifos) * width
         return done
+
+    @staticmethod
+    def _xnor_popcount(done: Arithmetic, shape, reuse_factor, width) -> None:
+        """hls/xnor_popcount.h at reuse factor R: each output's n_in / R sign bits an iteration XNORed with its
+        weights' (a LUT each) and summed in a popcount, twice the count added to the output's sum in the
+        accumulator (from its bias minus n_in); the weights' sign bits in a bank R words deep, each an iteration's,
+        bound to BRAM from BRAM_MIN_DEPTH deep and else to LUTs, a 64-deep ROM a LUT6 a bit (at R = 1 constants,
+        into which each XNOR folds)."""
+        simd = shape.n_in // reuse_factor
+        sum_bits = accumulator_bits(shape, width)
+        xnors = simd if reuse_factor > 1 else 0
+        done.lut += shape.n_out * (xnors + popcount_lut(simd) + sum_bits)
+        done.ff += shape.n_out * (sum_bits + simd.bit_length())  # the sums, and each popcount registered
+        bank_bits = shape.n_out * simd  # a weight's sign bit each
+        if reuse_factor >= BRAM_MIN_DEPTH:
+            done.bram18 += bram18_blocks(reuse_factor, bank_bits, bound=True)
+        elif reuse_factor > 1:
+            done.lut += bank_bits * math.ceil(reuse_factor / LUTRAM_DEPTH)
+        done.cycles += iterations(shape) * reuse_factor + first_product_cycles(shape)
 
     @staticmethod
     def _multiply_accumulate(done: Arithmetic, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy,
