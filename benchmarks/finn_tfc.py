@@ -23,8 +23,8 @@ Pynq-Z1's xc7z020) for a stream (``--objective throughput``): at the folding it 
 (reuse factors giving each layer FINN's PE x SIMD products a cycle: 56, 64, 64 and 8, the first layer's 64
 not dividing its 784 inputs as hls4ml's resource strategy needs) under hetdeploy's XNOR-popcount kernel
 (``--strategy NODE=xnor_popcount``) and under hls4ml's multiply-accumulate (``resource``); and with the chip's LUTs
-capped at FINN's estimate (a copy of the board file whose ``utilisation`` caps them), the fastest it folds to there. Its LUTs are
-its units' and its dataflow FIFOs'. "its units" is the slowest unit's cycles a sample (FINN's: its slowest MVAU's).
+capped at FINN's estimate (a copy of the board file whose ``utilisation`` caps them), the fastest it folds to there.
+Its LUTs are its units' and its dataflow FIFOs'. "its units" is the slowest unit's cycles a sample (FINN's: its slowest MVAU's).
 hetdeploy's samples reach the FPGA as the ARM quantizer's codes, a bit each (``input_codes.port_codes``), 64 to a
 64-bit word a cycle: 13 cycles a sample into the dataflow's first token, under any of these intervals (FINN's input
 is 784 bits wide too). "sequential ports" is what the sequential top would take for them (196 buffer words of

@@ -329,7 +329,8 @@ def generate_unit(
         ddr_vars = [(v.name, v.type.precision.definition_cpp(), v.data_length)
                     for v in hls_model.get_weight_variables() if v.storage.lower() == "bram"]
     if settings.strategy == units.XNOR_POPCOUNT:
-        shutil.copy(TEMPLATES / hls4ml_passes.XNOR_HEADER, project_dir / "firmware" / "nnet_utils" / hls4ml_passes.XNOR_HEADER)
+        header = hls4ml_passes.XNOR_HEADER
+        shutil.copy(TEMPLATES / header, project_dir / "firmware" / "nnet_utils" / header)
     _make_relocatable(project_dir)
     _prefix_weight_files(project_dir / "firmware" / f"{namespace}.cpp")
     _distributed_arithmetic_in_namespace(project_dir, namespace)

@@ -33,7 +33,8 @@ DISTRIBUTED_ARITHMETIC = "DistributedArithmetic"
 # multiply-accumulators (``EngineSize``) that every such unit of the subfunction shares, one unit after another,
 # its weights read from DDR once a run (a Conv, Gemm or MatMul, BatchNormalizations, a ReLU: ``engine_refusal``)
 ENGINE = "Engine"
-# hetdeploy's XNOR-popcount kernel of a dense layer of signs (hls/xnor_popcount.h, in an hls4ml Dense): ``Shape.bipolar``
+# hetdeploy's XNOR-popcount kernel of a dense layer of signs (hls/xnor_popcount.h, in an hls4ml Dense):
+# ``Shape.bipolar``
 XNOR_POPCOUNT = "XnorPopcount"
 STRATEGIES = ("Latency", "Resource", DISTRIBUTED_ARITHMETIC, ENGINE, XNOR_POPCOUNT)
 FOLDED_STRATEGIES = ("Latency", "Resource")  # what ``by_cost`` weighs for a folded unit

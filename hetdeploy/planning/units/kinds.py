@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import ClassVar, Optional, Sequence
 
 from ..dataflow import Op, loop_ops, whole_ops
-from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, BRAM_MIN_DEPTH, DISTRIBUTED_ARITHMETIC, LUTRAM_DEPTH, LRN_POWER_DEPTH, LRN_POWER_DSP,
-                    LRN_POWER_FF, LRN_POWER_LUT, Shape, accumulator_bits,
+from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, BRAM_MIN_DEPTH, DISTRIBUTED_ARITHMETIC, LRN_POWER_DEPTH,
+                    LRN_POWER_DSP, LRN_POWER_FF, LRN_POWER_LUT, LUTRAM_DEPTH, Shape, accumulator_bits,
                     adder_levels_a_cycle, arena_words, bound_products, bram18_blocks, ddr_cycles_per_vector,
                     distributed_arithmetic_lut, dsps_a_product, element_bytes, first_product_cycles, iterations,
                     popcount_lut, strategy_for, valid_reuse_factors, weight_codes, weight_type_bits, XNOR_POPCOUNT)
