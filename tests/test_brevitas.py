@@ -313,24 +313,27 @@ def test_a_dense_layer_of_signs_is_an_xnor_and_a_popcount_and_no_other_is(tmp_pa
 
 @pytest.mark.slow
 def test_the_xnor_popcount_kernel_answers_as_hls4mls_multiply_accumulate_bit_for_bit(tmp_path):
-    """TFC-w1a1 built at FINN's parallelism under hetdeploy's XNOR-popcount kernel and under hls4ml's resource
-    strategy: each unit's C++ names its kernel, the two emulate Brevitas' 16 exported samples alike bit for bit,
-    within 0.1 % of Brevitas' peak, and every unit of the XNOR build is bit-exact against onnxruntime."""
+    """TFC-w1a1 built under hetdeploy's XNOR-popcount kernel and under hls4ml's resource strategy at the same reuse
+    factors (FINN's parallelism, but the third layer's outputs folded too: 128 iterations of its 64 inputs): each
+    unit's C++ names its kernel, the two emulate Brevitas' 16 exported samples alike bit for bit, within 0.1 % of
+    Brevitas' peak, and every unit of the XNOR build is bit-exact against onnxruntime."""
     from hetdeploy.planning import units
 
     data = np.load(DATA / "tfc_1w1a.npz")
+    reuse = {**FINN_PARALLEL_REUSE, "node_linear_2": 128}
     answers = {}
-    for strategy, kernel in ((units.XNOR_POPCOUNT, "nnet::DenseXnorPopcount<"),
-                             ("Resource", "nnet::DenseResource_rf_leq_nin<")):
+    for strategy, kernels in ((units.XNOR_POPCOUNT, ["DenseXnorPopcount"] * 4),
+                              ("Resource", ["DenseResource_rf_leq_nin"] * 2 + ["DenseResource_rf_gt_nin_rem0",
+                                                                               "DenseResource_rf_leq_nin"])):
         out = tmp_path / strategy
         plan = build(BuildOptions(model=DATA / "tfc_1w1a.onnx", board="pynq-z2", out_dir=out, objective="throughput",
-                                  batch=8, reuse_factors=FINN_PARALLEL_REUSE,
-                                  strategies={n: strategy for n in FINN_PARALLEL_REUSE}),
+                                  batch=8, reuse_factors=reuse, strategies={n: strategy for n in reuse}),
                      progress=lambda message: None)
         fpga = next(s for s in plan.subfunctions if s.kind == "fpga")
-        for unit in fpga.execution_units:
+        for unit, kernel in zip(fpga.execution_units, kernels):
             assert unit.strategy == strategy
-            assert f"using kernel = {kernel}" in (out / unit.hls.project / "firmware" / "parameters.h").read_text()
+            parameters = (out / unit.hls.project / "firmware" / "parameters.h").read_text()
+            assert f"using kernel = nnet::{kernel}<" in parameters
         if strategy == units.XNOR_POPCOUNT:
             assert [u.verification.agreement for u in fpga.execution_units[:3]] == ["bit-exact"] * 3
         answers[strategy] = load(out).predict(data["x"])[0].reshape(data["y"].shape)

@@ -1030,21 +1030,25 @@ def test_the_partitioner_counts_the_fifos_between_a_fused_units_layers():
 
 def test_a_dense_layer_of_signs_is_estimated_as_xnors_a_popcount_and_a_sum_an_output():
     """The XNOR-popcount kernel at reuse factor R (hls/xnor_popcount.h): n_out x (n_in / R) XNORs, each output's
-    popcount of its n_in / R bits (a balanced tree of adders, a LUT a bit of each sum) and its accumulator-wide sum;
-    its weights' sign bits R deep in LUTs below 64 and in BRAM from 64, constants at R = 1; the cycles of hls4ml's
-    resource strategy at R; only reuse factors that divide the inputs, and only for a layer of signs."""
+    popcount of its n_in / R bits (a balanced tree of adders, a LUT a bit of each sum) and its accumulator-wide sum
+    (past R = n_in, n_in n_out / R outputs' one XNOR each); its weights' sign bits R deep in LUTs below 64 and in
+    BRAM from 64, constants at R = 1; the cycles of hls4ml's resource strategy at R; only reuse factors that divide the
+    inputs or are multiples of them, and only for a layer of signs."""
     from hetdeploy.planning import units
     from hetdeploy.planning.units.costs import popcount_lut
 
     assert [popcount_lut(n) for n in (1, 2, 3, 4, 8)] == [0, 2, 4, 7, 18]
     signs = dataclasses.replace(Shape("kernel", 784, 64, 1, False, 0, 64, False), bipolar=True, weight_bits=2)
-    assert units.takes_xnor_popcount(signs) and not units.takes_xnor_popcount(dataclasses.replace(signs, bipolar=False))
+    assert units.takes_xnor_popcount(signs)
+    assert not units.takes_xnor_popcount(dataclasses.replace(signs, bipolar=False))
     assert units.reuse_factors_for(signs, units.XNOR_POPCOUNT)[:6] == [1, 2, 4, 7, 8, 14]
-    assert all(784 % rf == 0 for rf in units.reuse_factors_for(signs, units.XNOR_POPCOUNT))
+    assert all(784 % rf == 0 or rf % 784 == 0 for rf in units.reuse_factors_for(signs, units.XNOR_POPCOUNT))
+    assert 1568 in units.reuse_factors_for(signs, units.XNOR_POPCOUNT)
     accumulator = units.accumulator_bits(signs, 2)
     for rf, lut, bram18 in ((56, 64 * (14 + popcount_lut(14) + accumulator) + 64 * 14, 0),
                             (98, 64 * (8 + popcount_lut(8) + accumulator), units.bram18_blocks(98, 64 * 8)),
-                            (1, 64 * (popcount_lut(784) + accumulator), 0)):
+                            (1, 64 * (popcount_lut(784) + accumulator), 0),
+                            (1568, 32 * (1 + accumulator), units.bram18_blocks(1568, 32))):
         xnor = units.estimate(signs, rf, 2, strategy=units.XNOR_POPCOUNT)
         resource = units.estimate(signs, rf, 2, strategy="Resource")
         assert (xnor["lut"] - units.UNIT_CONTROL_LUT, xnor["bram18"]) == (lut, bram18)

@@ -82,11 +82,12 @@ def _register() -> tuple[str, str]:
 
     class DenseXnorPopcountConfig(DenseConfigTemplate):
         """hls4ml's Dense config; a layer given the XNOR-popcount kernel (XNOR_ATTRIBUTE, under hls4ml's resource
-        strategy at a reuse factor dividing its inputs) names it as its kernel instead of hls4ml's, and holds its
+        strategy at a reuse factor dividing its inputs or a multiple of them) names it as its kernel instead of hls4ml's, and holds its
         weights as their sign bits (1: +1, 0: -1; the kernel reads a weight above 0 as +1), a bit each where
         hls4ml's type of -1 and +1 takes two."""
 
-        RESOURCE_KERNEL = "using kernel = nnet::DenseResource_rf_leq_nin<"
+        RESOURCE_KERNELS = ("using kernel = nnet::DenseResource_rf_leq_nin<",
+                            "using kernel = nnet::DenseResource_rf_gt_nin_rem0<")
 
         def transform(self, model, node):
             if node.get_attr(XNOR_ATTRIBUTE, False):
@@ -101,10 +102,11 @@ def _register() -> tuple[str, str]:
             text = super().format(node)
             if not node.get_attr(XNOR_ATTRIBUTE, False):
                 return text
-            if self.RESOURCE_KERNEL not in text:
-                raise RuntimeError(f"layer {node.name}: the xnor_popcount kernel replaces hls4ml's resource kernel "
-                                   f"at a reuse factor up to the inputs, which its config does not name")
-            return text.replace(self.RESOURCE_KERNEL, "using kernel = nnet::DenseXnorPopcount<")
+            kernel = next((k for k in self.RESOURCE_KERNELS if k in text), None)
+            if kernel is None:
+                raise RuntimeError(f"layer {node.name}: the xnor_popcount kernel replaces hls4ml's resource kernels, "
+                                   f"neither of which its config names")
+            return text.replace(kernel, "using kernel = nnet::DenseXnorPopcount<")
 
     class DenseXnorPopcountCall(DenseFunctionTemplate):
         """hls4ml's Dense call; a layer given the XNOR-popcount kernel includes its header too."""

@@ -448,8 +448,9 @@ def reuse_factors_for(shape: Shape, strategy: str) -> list[int]:
         return list(range(1, shape.n_in * shape.n_out + 1))
     if strategy in (DISTRIBUTED_ARITHMETIC, ENGINE):
         return [1]
-    if strategy == XNOR_POPCOUNT:  # an output's inputs in whole iterations (hls/xnor_popcount.h)
-        return [rf for rf in valid_reuse_factors(shape.n_in, shape.n_out) if shape.n_in % rf == 0]
+    if strategy == XNOR_POPCOUNT:  # an output's inputs in whole iterations, or inputs in whole passes
+        return [rf for rf in valid_reuse_factors(shape.n_in, shape.n_out) if shape.n_in % rf == 0
+                or rf % shape.n_in == 0]  # (hls/xnor_popcount.h)
     return valid_reuse_factors(shape.n_in, shape.n_out)
 
 

@@ -169,21 +169,21 @@ class Kernel(UnitKind):
 
     @staticmethod
     def _xnor_popcount(done: Arithmetic, shape, reuse_factor, width) -> None:
-        """hls/xnor_popcount.h at reuse factor R: each output's n_in / R sign bits an iteration XNORed with its
-        weights' (a LUT each) and summed in a popcount, twice the count added to the output's sum in the
-        accumulator (from its bias minus n_in); the weights' sign bits in a bank R words deep, each an iteration's,
-        bound to BRAM from BRAM_MIN_DEPTH deep and else to LUTs, a 64-deep ROM a LUT6 a bit (at R = 1 constants,
-        into which each XNOR folds)."""
-        simd = shape.n_in // reuse_factor
+        """hls/xnor_popcount.h at reuse factor R: an iteration takes PE outputs' SIMD sign bits each (every output's
+        n_in / R up to R = n_in; past it n_in n_out / R outputs' one), XNORs them with their weights' (a LUT each),
+        sums an output's in a popcount and adds twice the count to its sum in the accumulator (from its bias minus
+        n_in); the weights' sign bits in a bank R words deep, each an iteration's, bound to BRAM from BRAM_MIN_DEPTH
+        deep and else to LUTs, a 64-deep ROM a LUT6 a bit (at R = 1 constants, into which each XNOR folds)."""
+        simd = max(1, shape.n_in // reuse_factor)
+        pe = shape.n_out * shape.n_in // (reuse_factor * simd)
         sum_bits = accumulator_bits(shape, width)
         xnors = simd if reuse_factor > 1 else 0
-        done.lut += shape.n_out * (xnors + popcount_lut(simd) + sum_bits)
-        done.ff += shape.n_out * (sum_bits + simd.bit_length())  # the sums, and each popcount registered
-        bank_bits = shape.n_out * simd  # a weight's sign bit each
+        done.lut += pe * (xnors + popcount_lut(simd) + sum_bits)
+        done.ff += pe * (sum_bits + simd.bit_length())  # the sums, and each popcount registered
         if reuse_factor >= BRAM_MIN_DEPTH:
-            done.bram18 += bram18_blocks(reuse_factor, bank_bits, bound=True)
+            done.bram18 += bram18_blocks(reuse_factor, pe * simd, bound=True)
         elif reuse_factor > 1:
-            done.lut += bank_bits * math.ceil(reuse_factor / LUTRAM_DEPTH)
+            done.lut += pe * simd * math.ceil(reuse_factor / LUTRAM_DEPTH)
         done.cycles += iterations(shape) * reuse_factor + first_product_cycles(shape)
 
     @staticmethod
