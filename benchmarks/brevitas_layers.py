@@ -113,6 +113,29 @@ def _ad08():
     return _sequential(*layers, qnn.QuantLinear(features, 64, bias=True, weight_quant=_weight_quant(12)))
 
 
+def _binarised_cnn():
+    """Binary convolutions as FINN's CNV stacks them (no padding, no bias, 1-bit weights), smaller: a binary input,
+    two 3 x 3 convolutions of 8 channels, each with its BatchNorm2d (statistics drawn at random, so that each sign's
+    threshold is one of its own) and a binary activation, then a binary 10-way classifier."""
+    import torch.nn as nn
+    from brevitas import nn as qnn
+
+    def normalized(channels: int) -> nn.BatchNorm2d:
+        batchnorm = nn.BatchNorm2d(channels)
+        batchnorm.weight.data.uniform_(0.5, 1.5)
+        batchnorm.bias.data.normal_(0.0, 0.5)
+        batchnorm.running_mean.normal_(0.0, 2.0)
+        batchnorm.running_var.uniform_(0.5, 4.0)
+        return batchnorm
+
+    layers, channels = [_input_quant(1)], 4
+    for _ in range(2):
+        layers += [qnn.QuantConv2d(channels, 8, 3, bias=False, weight_quant=_weight_quant(1)), normalized(8),
+                   _input_quant(1)]
+        channels = 8
+    return _sequential(*layers, nn.Flatten(), qnn.QuantLinear(8 * 4 * 4, 10, bias=False, weight_quant=_weight_quant(1)))
+
+
 def cases() -> dict:
     """Case name -> a function returning (the torch module, its input shape, the input's range)."""
     from brevitas import nn as qnn
@@ -151,6 +174,7 @@ def cases() -> dict:
             qnn.QuantReLU(bit_width=b, return_quant_tensor=True),
             qnn.TruncAvgPool2d(kernel_size=2, stride=2, float_to_int_impl_type="floor")), (1, 4, 6, 6), "normal")
     made["mlperf_tiny_kws_w3a3"] = lambda: (_kws_mlp(), (1, 490), "normal")
+    made["binarised_cnn"] = lambda: (_binarised_cnn(), (1, 4, 8, 8), "normal")
     made["mlperf_tiny_ad08"] = lambda: (_ad08(), (1, 64), "normal")
     for net in ("tfc", "sfc", "lfc", "cnv"):
         for precision in ("1w1a", "1w2a", "2w2a"):

@@ -308,34 +308,43 @@ def test_a_dense_layer_of_signs_is_an_xnor_and_a_popcount_and_no_other_is(tmp_pa
     code = main(["plan", str(DATA / "tfc_1w2a.onnx"), "--board", "pynq-z2", "--objective", "throughput", "--batch",
                  "1000", "--strategy", "node_linear_1=xnor_popcount"])
     err = capsys.readouterr().err.strip()
-    assert code == 2 and len(err.splitlines()) == 1 and "node 'node_linear_1' is not a dense layer of signs" in err
+    assert code == 2 and len(err.splitlines()) == 1 and "node 'node_linear_1' is not a layer of signs" in err
 
 
 @pytest.mark.slow
-def test_the_xnor_popcount_kernel_answers_as_hls4mls_multiply_accumulate_bit_for_bit(tmp_path):
-    """TFC-w1a1 built under hetdeploy's XNOR-popcount kernel and under hls4ml's resource strategy at the same reuse
-    factors (FINN's parallelism, but the third layer's outputs folded too: 128 iterations of its 64 inputs): each
-    unit's C++ names its kernel, the two emulate Brevitas' 16 exported samples alike bit for bit, within 0.1 % of
-    Brevitas' peak, and every unit of the XNOR build is bit-exact against onnxruntime."""
+@pytest.mark.parametrize("network, reuse, resource_kernels, settings", [
+    # FINN's parallelism, but the third layer's outputs folded too (128 iterations of its 64 inputs)
+    ("tfc_1w1a", {**FINN_PARALLEL_REUSE, "node_linear_2": 128},
+     ["DenseResource_rf_leq_nin"] * 2 + ["DenseResource_rf_gt_nin_rem0", "DenseResource_rf_leq_nin"],
+     {"objective": "throughput", "batch": 8}),
+    # two unpadded binary convolutions (4 and 36 inputs a window an iteration; the second's outputs folded in two
+    # passes) and a binary classifier, 8 of its 128 inputs an iteration
+    ("binarised_cnn", {"node_Conv_76": 9, "node_Conv_77": 144, "node_linear": 16},
+     ["DenseResource_rf_leq_nin", "DenseResource_rf_gt_nin_rem0", "DenseResource_rf_leq_nin"], {"policy": "support"}),
+])
+def test_the_xnor_popcount_kernel_answers_as_hls4mls_multiply_accumulate_bit_for_bit(
+        network, reuse, resource_kernels, settings, tmp_path):
+    """A binarised network built under hetdeploy's XNOR-popcount kernel and under hls4ml's resource strategy at the
+    same reuse factors, its inputs folded and its outputs too: each unit's C++ names its kernel, the two emulate
+    Brevitas' 16 exported samples alike bit for bit, within 0.1 % of Brevitas' peak, and every unit of the XNOR build
+    that ends in a sign is bit-exact against onnxruntime."""
     from hetdeploy.planning import units
 
-    data = np.load(DATA / "tfc_1w1a.npz")
-    reuse = {**FINN_PARALLEL_REUSE, "node_linear_2": 128}
+    data = np.load(DATA / f"{network}.npz")
     answers = {}
-    for strategy, kernels in ((units.XNOR_POPCOUNT, ["DenseXnorPopcount"] * 4),
-                              ("Resource", ["DenseResource_rf_leq_nin"] * 2 + ["DenseResource_rf_gt_nin_rem0",
-                                                                               "DenseResource_rf_leq_nin"])):
+    for strategy, kernels in ((units.XNOR_POPCOUNT, ["DenseXnorPopcount"] * len(reuse)),
+                              ("Resource", resource_kernels)):
         out = tmp_path / strategy
-        plan = build(BuildOptions(model=DATA / "tfc_1w1a.onnx", board="pynq-z2", out_dir=out, objective="throughput",
-                                  batch=8, reuse_factors=reuse, strategies={n: strategy for n in reuse}),
-                     progress=lambda message: None)
+        plan = build(BuildOptions(model=DATA / f"{network}.onnx", board="pynq-z2", out_dir=out, reuse_factors=reuse,
+                                  strategies={n: strategy for n in reuse}, **settings), progress=lambda message: None)
         fpga = next(s for s in plan.subfunctions if s.kind == "fpga")
-        for unit, kernel in zip(fpga.execution_units, kernels):
-            assert unit.strategy == strategy
+        kernel_units = [u for u in fpga.execution_units if u.pe in ("dense", "conv")]
+        assert [u.strategy for u in kernel_units] == [strategy] * len(reuse)
+        for unit, kernel in zip(kernel_units, kernels):
             parameters = (out / unit.hls.project / "firmware" / "parameters.h").read_text()
             assert f"using kernel = nnet::{kernel}<" in parameters
         if strategy == units.XNOR_POPCOUNT:
-            assert [u.verification.agreement for u in fpga.execution_units[:3]] == ["bit-exact"] * 3
+            assert [u.verification.agreement for u in kernel_units[:-1]] == ["bit-exact"] * (len(reuse) - 1)
         answers[strategy] = load(out).predict(data["x"])[0].reshape(data["y"].shape)
     assert np.array_equal(answers[units.XNOR_POPCOUNT], answers["Resource"])
     assert np.max(np.abs(answers["Resource"] - data["y"])) <= 1e-3 * np.max(np.abs(data["y"]))

@@ -2,16 +2,16 @@
 
 hls4ml runs a model through flows (named lists of optimizer passes that require other flows); the
 Vivado backend's default flow is ``vivado:ip``. ``register`` copies that flow and every flow it
-requires under hetdeploy's names (``hetdeploy_vivado_ip`` ...), with five passes changed, and
+requires under hetdeploy's names (``hetdeploy_vivado_ip`` ...), with nine passes changed, and
 returns the names to hand hls4ml: ``Flows`` in the configuration for the conversion, and the
 writer's flow for ``ModelGraph.apply_flow``. hls4ml's own flows stay as they were, so nothing
 needs a lock and another user of hls4ml in the same process sees hls4ml unchanged.
 
 The passes changed:
 - ``fuse_batch_normalization`` merges only a bias (``FuseBiasOnly``);
-- the Dense's config and call templates give a layer the plan folds under the xnor_popcount strategy (its layer
-  config's ``HetdeployXnorPopcount``) hetdeploy's XNOR-popcount kernel, hls/xnor_popcount.h
-  (``DenseXnorPopcountConfig``, ``DenseXnorPopcountCall``);
+- the Dense's, Conv1D's and Conv2D's config and call templates give a layer the plan folds under the
+  xnor_popcount strategy (its layer config's ``HetdeployXnorPopcount``) hetdeploy's XNOR-popcount kernel,
+  hls/xnor_popcount.h (``XnorPopcountConfig``, ``XnorPopcountCall``);
 - ``vivado:merge_batch_norm_quantized_tanh`` is left out: its threshold is the input type's floor,
   and -bias / scale for a negative scale too (the comparison would have to turn around);
   ``rewrites.batchnorm_before_sign_as_threshold`` makes that step exact instead;
@@ -50,6 +50,8 @@ def register() -> tuple[str, str]:
 def _register() -> tuple[str, str]:
     from hls4ml.backends import get_backend
     from hls4ml.backends.fpga.fpga_types import APTypeConverter
+    from hls4ml.backends.vivado.passes.convolution_templates import (Conv1DConfigTemplate, Conv1DFunctionTemplate,
+                                                                    Conv2DConfigTemplate, Conv2DFunctionTemplate)
     from hls4ml.backends.vivado.passes.core_templates import DenseConfigTemplate, DenseFunctionTemplate
     from hls4ml.backends.vivado.passes.distributed_arithmetic import DistributedArithmeticCodegen
     from hls4ml.model.flow import get_flow, register_flow
@@ -80,11 +82,12 @@ def _register() -> tuple[str, str]:
                     node.set_attr(kept, np.array(node.attributes[kind].data, dtype=np.float64))
             return super().transform(model, node)
 
-    class DenseXnorPopcountConfig(DenseConfigTemplate):
-        """hls4ml's Dense config; a layer given the XNOR-popcount kernel (XNOR_ATTRIBUTE, under hls4ml's resource
-        strategy at a reuse factor dividing its inputs or a multiple of them) names it as its kernel instead of hls4ml's, and holds its
-        weights as their sign bits (1: +1, 0: -1; the kernel reads a weight above 0 as +1), a bit each where
-        hls4ml's type of -1 and +1 takes two."""
+    class XnorPopcountConfig:
+        """A layer config template of hls4ml's (Dense, Conv1D, Conv2D: each names a dense kernel); a layer given the
+        XNOR-popcount kernel (XNOR_ATTRIBUTE, under hls4ml's resource strategy at a reuse factor dividing its
+        inputs or a multiple of them) names it as its kernel instead of hls4ml's, and holds its weights as their
+        sign bits (1: +1, 0: -1; the kernel reads a weight above 0 as +1), a bit each where hls4ml's type of -1
+        and +1 takes two."""
 
         RESOURCE_KERNELS = ("using kernel = nnet::DenseResource_rf_leq_nin<",
                             "using kernel = nnet::DenseResource_rf_gt_nin_rem0<")
@@ -108,8 +111,8 @@ def _register() -> tuple[str, str]:
                                    f"neither of which its config names")
             return text.replace(kernel, "using kernel = nnet::DenseXnorPopcount<")
 
-    class DenseXnorPopcountCall(DenseFunctionTemplate):
-        """hls4ml's Dense call; a layer given the XNOR-popcount kernel includes its header too."""
+    class XnorPopcountCall:
+        """A layer call template of hls4ml's; a layer given the XNOR-popcount kernel includes its header too."""
 
         def transform(self, model, node):
             done = super().transform(model, node)
@@ -158,10 +161,14 @@ def _register() -> tuple[str, str]:
         "vivado:merge_batch_norm_quantized_tanh": None,
         "vivado:distributed_arithmetic_codegen": register_pass(
             _PREFIX + "distributed_arithmetic_keeping_weights", DistributedArithmeticKeepingWeights),
-        "vivado:dense_config_template": register_pass(_PREFIX + "dense_config_template", DenseXnorPopcountConfig()),
-        "vivado:dense_function_template": register_pass(_PREFIX + "dense_function_template",
-                                                        DenseXnorPopcountCall()),
     }
+    xnor_templates = {XnorPopcountConfig: (DenseConfigTemplate, Conv1DConfigTemplate, Conv2DConfigTemplate),
+                      XnorPopcountCall: (DenseFunctionTemplate, Conv1DFunctionTemplate, Conv2DFunctionTemplate)}
+    for xnor, templates in xnor_templates.items():
+        for template in templates:  # hls4ml's template, the XNOR-popcount kernel's change before it
+            name = template().get_name()
+            made = type(f"XnorPopcount{template.__name__}", (xnor, template), {})
+            replaced[f"vivado:{name}"] = register_pass(_PREFIX + name, made())
     added = [register_pass(_PREFIX + "prelu_with_slope", PReluWithSlope),
              register_pass(_PREFIX + "resize_height_first", ResizeHeightFirst)]
     copies: dict[str, str] = {}

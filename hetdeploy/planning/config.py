@@ -415,9 +415,10 @@ OPTIONS = (
            "execution unit holding multiply-accumulate node NODE (repeatable): latency (products in registers, "
            "weights as constants; any reuse factor), resource (weights in banks of depth R; R must divide the "
            "layer), distributed_arithmetic (each constant product as shifts and adds by da4ml, no DSP; reuse factor "
-           "1; the open-synth extra) or xnor_popcount (hetdeploy's kernel of a dense layer of signs, its weights each "
-           "-1 or +1 and its input a BipolarQuant's: an XNOR and a popcount where hls4ml multiplies and adds; R must "
-           "divide its inputs); or engine, not hls4ml's: the subfunction's layer-sequential engine "
+           "1; the open-synth extra) or xnor_popcount (hetdeploy's kernel of a layer of signs, dense or a streamed "
+           "unpadded convolution, its weights each -1 or +1 and its input a BipolarQuant's: an XNOR and a popcount "
+           "where hls4ml multiplies and adds; R divides its inputs or is a multiple of them); or engine, not "
+           "hls4ml's: the subfunction's layer-sequential engine "
            "(a Conv, Gemm or MatMul with BatchNormalizations and a ReLU after it; one array of multiply-accumulators "
            "its units share, weights in DDR); default: the folding chooses the one that lets the units be faster, or "
            "as fast with fewer BRAM18s (with --target-rate: fewer resources)",

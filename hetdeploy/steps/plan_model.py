@@ -901,8 +901,9 @@ def _pinned_strategy(loaded: LoadedModel, unit: units.Unit, shape: units.Shape,
         raise UserError(f"{setting}: node '{node}' runs as a depthwise convolution (or an average pooling), which "
                         f"hls4ml 1.3 computes right only under the latency strategy; leave it to latency")
     if strategy == units.XNOR_POPCOUNT and not units.takes_xnor_popcount(shape):
-        raise UserError(f"{setting}: node '{node}' is not a dense layer of signs (its weights each -1 or +1, its input "
-                        f"a BipolarQuant's of scale 1), whose products the xnor_popcount kernel computes as XNORs")
+        raise UserError(f"{setting}: node '{node}' is not a layer of signs the xnor_popcount kernel computes as XNORs "
+                        f"(a dense layer or an unpadded streamed convolution, its weights each -1 or +1, its input a "
+                        f"BipolarQuant's of scale 1)")
     if strategy == units.DISTRIBUTED_ARITHMETIC and importlib.util.find_spec("da4ml") is None:
         raise UserError(f"{setting}: hls4ml's distributed_arithmetic strategy needs da4ml (pip install "
                         f"'hetdeploy[open-synth]')")

@@ -210,10 +210,12 @@ def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str
 
 
 def _signs_by_signs(graph: Graph, main: Node) -> bool:
-    """Whether ``main`` is a dense layer whose weights are each -1 or +1 and whose input is a BipolarQuant's of scale
-    1 (through ops that keep values): each product a sign, as the XNOR of the two signs gives it."""
-    if main.op not in ("MatMul", "Gemm") or not main.bipolar_weights or main.attrs.get("alpha", 1.0) != 1.0 \
-            or not main.inputs:
+    """Whether ``main`` is a dense layer or an unpadded convolution (of one group: no zero of the padding in its
+    windows) whose weights are each -1 or +1 and whose input is a BipolarQuant's of scale 1 (through ops that keep
+    values): each product a sign, as the XNOR of the two signs gives it."""
+    unpadded_conv = main.op == "Conv" and main.attrs.get("group", 1) == 1 and not any(main.attrs.get("pads") or [])
+    if main.op not in ("MatMul", "Gemm") and not unpadded_conv or not main.bipolar_weights \
+            or main.attrs.get("alpha", 1.0) != 1.0 or not main.inputs:
         return False
     producers, tensor = graph.producers(), main.inputs[0]
     while tensor in producers:
@@ -1008,8 +1010,10 @@ def takes_distributed_arithmetic(shape: Shape) -> bool:
 
 
 def takes_xnor_popcount(shape: Shape) -> bool:
-    """Whether a unit may run under XNOR_POPCOUNT: a dense layer of signs (``Shape.bipolar``)."""
-    return kind_of(shape).foldable and shape.bipolar and not shape.input_map and not shape.latency_only
+    """Whether a unit may run under XNOR_POPCOUNT: a layer of signs (``Shape.bipolar``), a dense one or a streamed
+    convolution (``hls4ml_builds``)."""
+    return kind_of(shape).foldable and shape.bipolar and not shape.latency_only and \
+        hls4ml_builds(shape, Folding(1, False, XNOR_POPCOUNT))
 
 
 def by_cost(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[int], budget: dict[str, int],
@@ -1060,8 +1064,12 @@ def by_cost(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[i
 def hls4ml_builds(shape: Shape, folding: Folding) -> bool:
     """Whether hls4ml 1.3 computes ``shape`` folded so: its io_parallel convolution under the Resource strategy
     (nnet_conv1d_resource.h and nnet_conv2d_resource.h) asserts a reuse factor of at most its window's products,
-    filt_height x filt_width x n_chan (``Shape.n_in``), and aborts the C-simulation beyond."""
+    filt_height x filt_width x n_chan (``Shape.n_in``), and aborts the C-simulation beyond; and it multiplies in
+    loops of its own, not through the dense kernel the XNOR-popcount kernel stands in for (only its streamed
+    convolutions call that kernel, a window at a time: nnet_conv_stream.h)."""
     parallel_window = bool(shape.input_map) and not with_io_type(shape, folding.io_type).streamed
+    if folding.hls_strategy == XNOR_POPCOUNT:
+        return not parallel_window
     return not (parallel_window and folding.hls_strategy == "Resource" and folding.reuse_factor > shape.n_in)
 
 
