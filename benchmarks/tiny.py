@@ -30,8 +30,8 @@ and the ARM's subfunctions included, batches pipelined), and so with its input g
 published figure. The published designs are not
 the reference architectures' builds: hls4ml's AD08 is a smaller autoencoder (64 inputs, 72 wide) and FINN's keyword
 spotting submission a W3A3 MLP, not the DS-CNN (both are rows of their own, below); hls4ml's RN07 and RN08 are
-ResNet-7/8 variants of its own; FINN's CNV-W1A1 is BNN-PYNQ's CIFAR-10 network; no PYNQ-Z2 visual wake words
-figure is published. The published latency is MLPerf Tiny's single-stream figure, a sample's time on the board with
+ResNet-7/8 variants of its own; FINN's CNV-W1A1 is BNN-PYNQ's CIFAR-10 network (a row of its own, below); no PYNQ-Z2
+visual wake words figure is published. The published latency is MLPerf Tiny's single-stream figure, a sample's time on the board with
 its host's calls; hetdeploy's is the FPGA's alone.
 
 Beside the reference architectures, the two submissions whose networks and quantizations are public, as Brevitas
@@ -40,7 +40,10 @@ exports them (QONNX, untrained, seed 0; tests/data/brevitas, written by ``python
 hls4ml's AD08 (``ad08_w12a6``: 64-72-72-8-72-72-64, 12-bit weights, 6-bit ReLUs, 8-bit input:
 mlcommons/tiny_results_v0.7, open/hls4ml-finn/code/ad/AD08, training/ad08.yml and inference/hls4ml_config.yml) and
 FINN's keyword spotting MLP (``kws_mlp_w3a3``: 490-256-256-256-12, 3-bit weights and activations, 8-bit input:
-code/kws/KWS-W3A3, training/const_QMLP.yaml and its QMLP).
+code/kws/KWS-W3A3, training/const_QMLP.yaml and its QMLP). And FINN's image classification submission, CNV-W1A1
+(``cnv_w1a1``: BNN-PYNQ's CIFAR-10 network, binary weights and activations, whose layers of signs take hetdeploy's
+XNOR-popcount kernel), exported by Brevitas here when the bench extra is installed (its 6 MB of float weights are
+not committed).
 """
 
 from __future__ import annotations
@@ -72,7 +75,8 @@ PUBLISHED = {
     "keyword_spotting": [("FINN KWS W3A3 MLP (v0.7; the network below)", 17.5e-6)],
     "kws_mlp_w3a3": [("FINN KWS W3A3 MLP (v0.7)", 17.5e-6)],
     "image_classification": [("hls4ml RN07 (v0.7)", 27.3e-3), ("hls4ml RN08 (v1.0)", 7.64e-3),
-                             ("FINN CNV-W1A1 (v0.7; another network)", 1.51e-3)],
+                             ("FINN CNV-W1A1 (v0.7; the network below)", 1.51e-3)],
+    "cnv_w1a1": [("FINN CNV-W1A1 (v0.7)", 1.51e-3)],
     "visual_wake_words": [],
 }
 
@@ -116,9 +120,19 @@ def visual_wake_words() -> graphs.Graph:
     return b.graph(b.head(x, 2))
 
 
+def finn_cnv_w1a1(folder: Path) -> Path:
+    """FINN's CNV-W1A1 as Brevitas exports it (brevitas_examples' bnn_pynq cnv_1w1a, untrained, seed 0:
+    ``brevitas_layers.export``), into ``folder``: some 6 MB of float weights, so not committed; it needs the bench
+    extra (PyTorch and Brevitas)."""
+    import brevitas_layers
+
+    return brevitas_layers.export("cnv_1w1a", brevitas_layers.cases()["cnv_1w1a"], folder)
+
+
 MODELS = {"anomaly_detection": anomaly_detection, "ad08_w12a6": DATA / "mlperf_tiny_ad08.onnx",
           "keyword_spotting": keyword_spotting, "kws_mlp_w3a3": DATA / "mlperf_tiny_kws_w3a3.onnx",
-          "image_classification": image_classification, "visual_wake_words": visual_wake_words}
+          "image_classification": image_classification, "cnv_w1a1": finn_cnv_w1a1,
+          "visual_wake_words": visual_wake_words}
 
 
 # The plans of each network: a sample alone (everything the FPGA takes on it, folded for the least latency, its units
@@ -131,11 +145,17 @@ PLANS = {"one sample": {"policy": "support", "objective": "latency", "top": "seq
 
 def measure(name: str, folder: Path, width: int, batch: int) -> dict:
     model = MODELS[name]
-    if callable(model):
-        model = folder / f"{name}.onnx"
-        onnx.save(graphs.to_onnx(MODELS[name]()), str(model))
     row = {"model": name, "width": width, "batch": batch,
            "published": [{"design": design, "latency_s": seconds} for design, seconds in PUBLISHED[name]]}
+    if model is finn_cnv_w1a1:
+        try:
+            model = finn_cnv_w1a1(folder)
+        except ImportError as why:
+            return {**row, **{label: {"no_plan": f"not exported: {why} (pip install -e '.[bench]')"}
+                              for label in PLANS}}
+    elif callable(model):
+        model = folder / f"{name}.onnx"
+        onnx.save(graphs.to_onnx(MODELS[name]()), str(model))
     for label, settings in PLANS.items():
         try:
             loaded, board, plan = plan_stages(BuildOptions(
