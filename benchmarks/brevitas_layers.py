@@ -115,8 +115,9 @@ def _ad08():
 
 def _binarised_cnn():
     """Binary convolutions as FINN's CNV stacks them (no padding, no bias, 1-bit weights), smaller: a binary input,
-    two 3 x 3 convolutions of 8 channels, each with its BatchNorm2d (statistics drawn at random, so that each sign's
-    threshold is one of its own) and a binary activation, then a binary 10-way classifier."""
+    a 3 x 3, a 1 x 1 (hls4ml's pointwise layer) and a 3 x 3 convolution of 8 channels, each with its BatchNorm2d
+    (statistics drawn at random, so that each sign's threshold is one of its own) and a binary activation, then a
+    binary 10-way classifier."""
     import torch.nn as nn
     from brevitas import nn as qnn
 
@@ -129,8 +130,8 @@ def _binarised_cnn():
         return batchnorm
 
     layers, channels = [_input_quant(1)], 4
-    for _ in range(2):
-        layers += [qnn.QuantConv2d(channels, 8, 3, bias=False, weight_quant=_weight_quant(1)), normalized(8),
+    for kernel in (3, 1, 3):
+        layers += [qnn.QuantConv2d(channels, 8, kernel, bias=False, weight_quant=_weight_quant(1)), normalized(8),
                    _input_quant(1)]
         channels = 8
     return _sequential(*layers, nn.Flatten(), qnn.QuantLinear(8 * 4 * 4, 10, bias=False, weight_quant=_weight_quant(1)))

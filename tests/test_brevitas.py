@@ -317,10 +317,11 @@ def test_a_dense_layer_of_signs_is_an_xnor_and_a_popcount_and_no_other_is(tmp_pa
     ("tfc_1w1a", {**FINN_PARALLEL_REUSE, "node_linear_2": 128},
      ["DenseResource_rf_leq_nin"] * 2 + ["DenseResource_rf_gt_nin_rem0", "DenseResource_rf_leq_nin"],
      {"objective": "throughput", "batch": 8}),
-    # two unpadded binary convolutions (4 and 36 inputs a window an iteration; the second's outputs folded in two
-    # passes) and a binary classifier, 8 of its 128 inputs an iteration
-    ("binarised_cnn", {"node_Conv_76": 9, "node_Conv_77": 144, "node_linear": 16},
-     ["DenseResource_rf_leq_nin", "DenseResource_rf_gt_nin_rem0", "DenseResource_rf_leq_nin"], {"policy": "support"}),
+    # three unpadded binary convolutions (4 of a window's 36 inputs an iteration; a 1 x 1, hls4ml's pointwise layer,
+    # its outputs folded in two passes; 2 of 72) and a binary classifier, 8 of its 128 inputs an iteration
+    ("binarised_cnn", {"node_Conv_103": 9, "node_Conv_104": 16, "node_Conv_105": 36, "node_linear": 16},
+     ["DenseResource_rf_leq_nin", "DenseResource_rf_gt_nin_rem0", "DenseResource_rf_leq_nin",
+      "DenseResource_rf_leq_nin"], {"policy": "support"}),
 ])
 def test_the_xnor_popcount_kernel_answers_as_hls4mls_multiply_accumulate_bit_for_bit(
         network, reuse, resource_kernels, settings, tmp_path):

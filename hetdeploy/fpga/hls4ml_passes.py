@@ -2,14 +2,15 @@
 
 hls4ml runs a model through flows (named lists of optimizer passes that require other flows); the
 Vivado backend's default flow is ``vivado:ip``. ``register`` copies that flow and every flow it
-requires under hetdeploy's names (``hetdeploy_vivado_ip`` ...), with nine passes changed, and
+requires under hetdeploy's names (``hetdeploy_vivado_ip`` ...), with thirteen passes changed, and
 returns the names to hand hls4ml: ``Flows`` in the configuration for the conversion, and the
 writer's flow for ``ModelGraph.apply_flow``. hls4ml's own flows stay as they were, so nothing
 needs a lock and another user of hls4ml in the same process sees hls4ml unchanged.
 
 The passes changed:
 - ``fuse_batch_normalization`` merges only a bias (``FuseBiasOnly``);
-- the Dense's, Conv1D's and Conv2D's config and call templates give a layer the plan folds under the
+- the Dense's and the convolutions' (Conv1D, Conv2D, and the pointwise ones hls4ml makes of a 1 x 1) config and
+  call templates give a layer the plan folds under the
   xnor_popcount strategy (its layer config's ``HetdeployXnorPopcount``) hetdeploy's XNOR-popcount kernel,
   hls/xnor_popcount.h (``XnorPopcountConfig``, ``XnorPopcountCall``);
 - ``vivado:merge_batch_norm_quantized_tanh`` is left out: its threshold is the input type's floor,
@@ -53,6 +54,10 @@ def _register() -> tuple[str, str]:
     from hls4ml.backends.vivado.passes.convolution_templates import (Conv1DConfigTemplate, Conv1DFunctionTemplate,
                                                                     Conv2DConfigTemplate, Conv2DFunctionTemplate)
     from hls4ml.backends.vivado.passes.core_templates import DenseConfigTemplate, DenseFunctionTemplate
+    from hls4ml.backends.vivado.passes.pointwise import (PointwiseConv1DConfigTemplate,
+                                                         PointwiseConv1DFunctionTemplate,
+                                                         PointwiseConv2DConfigTemplate,
+                                                         PointwiseConv2DFunctionTemplate)
     from hls4ml.backends.vivado.passes.distributed_arithmetic import DistributedArithmeticCodegen
     from hls4ml.model.flow import get_flow, register_flow
     from hls4ml.model.optimizer import OptimizerPass, register_pass
@@ -162,8 +167,10 @@ def _register() -> tuple[str, str]:
         "vivado:distributed_arithmetic_codegen": register_pass(
             _PREFIX + "distributed_arithmetic_keeping_weights", DistributedArithmeticKeepingWeights),
     }
-    xnor_templates = {XnorPopcountConfig: (DenseConfigTemplate, Conv1DConfigTemplate, Conv2DConfigTemplate),
-                      XnorPopcountCall: (DenseFunctionTemplate, Conv1DFunctionTemplate, Conv2DFunctionTemplate)}
+    xnor_templates = {XnorPopcountConfig: (DenseConfigTemplate, Conv1DConfigTemplate, Conv2DConfigTemplate,
+                                           PointwiseConv1DConfigTemplate, PointwiseConv2DConfigTemplate),
+                      XnorPopcountCall: (DenseFunctionTemplate, Conv1DFunctionTemplate, Conv2DFunctionTemplate,
+                                         PointwiseConv1DFunctionTemplate, PointwiseConv2DFunctionTemplate)}
     for xnor, templates in xnor_templates.items():
         for template in templates:  # hls4ml's template, the XNOR-popcount kernel's change before it
             name = template().get_name()
