@@ -221,7 +221,7 @@ class Hls4ml(TopKind):
     def trace(self, unit, project, types, input_shape):
         """What hls4ml's layers compute (``write_arithmetic``'s file in its project), one band's when banded."""
         if unit.strategy == XNOR_POPCOUNT:  # its weights in the file are the kernel's sign bits
-            raise open_synth.NotTraced(f"unit {unit.name}: hetdeploy's XNOR-popcount kernel in an hls4ml Dense, "
+            raise open_synth.NotTraced(f"unit {unit.name}: hetdeploy's XNOR-popcount kernel in an hls4ml layer, "
                                        f"which open synthesis does not trace")
         return open_synth.trace(open_synth.Arithmetic.load(project / "units" / unit.name / ARITHMETIC_FILE),
                                 unit.band.pad_top if unit.band is not None else None)
