@@ -33,8 +33,8 @@ DISTRIBUTED_ARITHMETIC = "DistributedArithmetic"
 # multiply-accumulators (``EngineSize``) that every such unit of the subfunction shares, one unit after another,
 # its weights read from DDR once a run (a Conv, Gemm or MatMul, BatchNormalizations, a ReLU: ``engine_refusal``)
 ENGINE = "Engine"
-# hetdeploy's XNOR-popcount kernel of a dense layer of signs (hls/xnor_popcount.h, in an hls4ml Dense):
-# ``Shape.bipolar``
+# hetdeploy's XNOR-popcount kernel of a layer of signs (hls/xnor_popcount.h, the dense kernel of an hls4ml Dense or
+# streamed convolution): ``Shape.bipolar``
 XNOR_POPCOUNT = "XnorPopcount"
 STRATEGIES = ("Latency", "Resource", DISTRIBUTED_ARITHMETIC, ENGINE, XNOR_POPCOUNT)
 FOLDED_STRATEGIES = ("Latency", "Resource")  # what ``by_cost`` weighs for a folded unit
@@ -200,8 +200,9 @@ class Shape:
     window_geometry: tuple[int, ...] = ()
     # on the engine, its size (``engine_sizes``, the folding's choice)
     engine: EngineSize = EngineSize(ENGINE_HOLD_LANES, 0, 1)
-    # a dense layer whose inputs and weights are each -1 or +1 (``graph.Node.bipolar_weights``, its input a
-    # BipolarQuant's of scale 1): its products are XNORs of sign bits (the XNOR_POPCOUNT strategy may compute it)
+    # a dense layer or an unpadded convolution whose inputs and weights are each -1 or +1
+    # (``graph.Node.bipolar_weights``, its input a BipolarQuant's of scale 1): its products are XNORs of sign bits
+    # (XNOR_POPCOUNT may compute it)
     bipolar: bool = False
 
 
