@@ -71,8 +71,9 @@ class DenseXnorPopcount : public DenseKernel<data_T, res_T, CONFIG_T> {
                 ap_uint<xnor_count_bits(SIMD) + 1> count = 0;  // a popcount of the XNORs
                 for (int k = 0; k < SIMD; k++) {
                     #pragma HLS UNROLL
-                    const int i = step + R * k;
-                    count += (data[i] > 0) == (weights[o * N_IN + i] > 0);
+                    // input i = step + R k's weight of output o, o * n_in + i, written as word r of bank
+                    // p * SIMD + k, so that the bank each multiplier reads is a constant
+                    count += (data[step + R * k] > 0) == (weights[r + R * (p * SIMD + k)] > 0);
                 }
                 sum += count << 1;
                 sums[p] = sum;
