@@ -1055,3 +1055,21 @@ def test_a_dense_layer_of_signs_is_estimated_as_xnors_a_popcount_and_a_sum_an_ou
         assert xnor["latency_cycles"] == resource["latency_cycles"]
         if rf > 1:
             assert xnor["lut"] < resource["lut"]
+
+
+def test_a_layer_reads_signs_only_through_ops_that_keep_each_value():
+    """A dense layer of -1/+1 weights takes the XNOR-popcount kernel where its input is a BipolarQuant's of scale 1,
+    reached through relayouts and max pooling, not through a ReLU (which makes a -1 a 0, no sign)."""
+    from hetdeploy.core.graph import Graph, Node
+    from hetdeploy.planning import units
+
+    def signs(between: list[str], scale: float = 1.0) -> bool:
+        nodes = [Node("sign", "BipolarQuant", ["x"], ["s"], scalars={1: scale})]
+        for k, op in enumerate(between):
+            nodes.append(Node(f"n{k}", op, [nodes[-1].outputs[0]], [f"t{k}"]))
+        nodes.append(Node("fc", "MatMul", [nodes[-1].outputs[0]], ["y"], constants={1: "w"}, bipolar_weights=True))
+        return units._signs_by_signs(Graph(nodes, ["x"], ["y"]), nodes[-1])
+
+    assert signs([]) and signs(["Flatten", "MaxPool", "Reshape"])
+    assert not signs(["Relu"]) and not signs(["Flatten", "Relu"])
+    assert not signs([], scale=0.5)

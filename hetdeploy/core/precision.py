@@ -10,11 +10,11 @@ import math
 import re
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Mapping, Optional
+from typing import Collection, Mapping, Optional
 
 import numpy as np
 
-from .graph import Graph
+from .graph import Graph, Node
 
 # fixed-point bits of an FPGA value that neither a quantizer nor --width sets
 DEFAULT_WIDTH = 16
@@ -23,6 +23,22 @@ DEFAULT_WIDTH = 16
 # precision reaches through them.
 VALUE_KEEPING_OPS = {"Relu", "MaxPool", "GlobalMaxPool", "Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze",
                      "DepthToSpace", "SpaceToDepth"}
+# ... and those whose outputs are values of their input each: a ReLU makes a sign -1 a 0
+SIGN_KEEPING_OPS = VALUE_KEEPING_OPS - {"Relu"}
+
+
+def source_quantizer(graph: Graph, tensor: str, producers: Mapping[str, int],
+                     through: Collection[str] = VALUE_KEEPING_OPS) -> Optional[Node]:
+    """The Quant or BipolarQuant whose values ``tensor`` holds, reached back through ops of ``through``
+    (``producers``: the graph's); None where another op writes them first, or none does."""
+    while tensor in producers:
+        node = graph.nodes[producers[tensor]]
+        if node.op in ("Quant", "BipolarQuant"):
+            return node
+        if node.op not in through or not node.inputs:
+            return None
+        tensor = node.inputs[0]
+    return None
 
 
 @dataclass(frozen=True)
@@ -284,16 +300,12 @@ def node_widths(graph: Graph, default: int, layer_widths: Mapping[str, int] = NO
     producers = graph.producers()
 
     def quantized_bits(tensor: str) -> Optional[int]:
-        while tensor in producers:
-            node = graph.nodes[producers[tensor]]
-            if node.op == "Quant":
-                return int(node.scalars[3]) if 3 in node.scalars else None
-            if node.op == "BipolarQuant":  # -1 and +1, in the two-bit type the FPGA holds them in
-                return 2
-            if node.op not in VALUE_KEEPING_OPS or not node.inputs:
-                return None
-            tensor = node.inputs[0]
-        return None
+        quantizer = source_quantizer(graph, tensor, producers)
+        if quantizer is None:
+            return None
+        if quantizer.op == "BipolarQuant":  # -1 and +1, in the two-bit type the FPGA holds them in
+            return 2
+        return int(quantizer.scalars[3]) if 3 in quantizer.scalars else None
 
     widths = []
     for node in graph.nodes:

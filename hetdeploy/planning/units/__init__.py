@@ -98,7 +98,7 @@ from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
 
 from ...core.board import LAYER_ENGINE_OPS, RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS, Device
 from ...core.graph import Graph, Node
-from ...core.precision import DEFAULT_WIDTH, VALUE_KEEPING_OPS
+from ...core.precision import DEFAULT_WIDTH, SIGN_KEEPING_OPS, source_quantizer
 from ...core.plan import Band, ExecutionUnit, Fifo, Subfunction
 from ..dataflow import DataflowError, Op, Process, check, fifo_depths, free_schedule
 # the cost model's constants and shared arithmetic, read by the stages as units.NAME
@@ -212,20 +212,13 @@ def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str
 def _signs_by_signs(graph: Graph, main: Node) -> bool:
     """Whether ``main`` is a dense layer or an unpadded convolution (of one group: no zero of the padding in its
     windows) whose weights are each -1 or +1 and whose input is a BipolarQuant's of scale 1 (through ops that keep
-    values): each product a sign, as the XNOR of the two signs gives it."""
+    each value, ``SIGN_KEEPING_OPS``): each product a sign, as the XNOR of the two signs gives it."""
     unpadded_conv = main.op == "Conv" and main.attrs.get("group", 1) == 1 and not any(main.attrs.get("pads") or [])
     if main.op not in ("MatMul", "Gemm") and not unpadded_conv or not main.bipolar_weights \
             or main.attrs.get("alpha", 1.0) != 1.0 or not main.inputs:
         return False
-    producers, tensor = graph.producers(), main.inputs[0]
-    while tensor in producers:
-        node = graph.nodes[producers[tensor]]
-        if node.op == "BipolarQuant":
-            return node.scalars.get(1) == 1.0
-        if node.op not in VALUE_KEEPING_OPS or not node.inputs:
-            return False
-        tensor = node.inputs[0]
-    return False
+    quantizer = source_quantizer(graph, main.inputs[0], graph.producers(), SIGN_KEEPING_OPS)
+    return quantizer is not None and quantizer.op == "BipolarQuant" and quantizer.scalars.get(1) == 1.0
 
 
 def with_io_type(shape: Shape, io_type: Optional[str]) -> Shape:
@@ -450,9 +443,9 @@ def reuse_factors_for(shape: Shape, strategy: str) -> list[int]:
         return list(range(1, shape.n_in * shape.n_out + 1))
     if strategy in (DISTRIBUTED_ARITHMETIC, ENGINE):
         return [1]
-    if strategy == XNOR_POPCOUNT:  # an output's inputs in whole iterations, or inputs in whole passes
+    if strategy == XNOR_POPCOUNT:  # an output's inputs in whole iterations, or inputs in whole passes (its kernel's)
         return [rf for rf in valid_reuse_factors(shape.n_in, shape.n_out) if shape.n_in % rf == 0
-                or rf % shape.n_in == 0]  # (hls/xnor_popcount.h)
+                or rf % shape.n_in == 0]
     return valid_reuse_factors(shape.n_in, shape.n_out)
 
 
