@@ -285,13 +285,12 @@ def generate_unit(
             layer = config["LayerName"].get(node.name)
             if layer is None:
                 continue
-            if node.op_type in _FOLDED_OPS and settings.strategy == units.XNOR_POPCOUNT:
-                # hls4ml's resource strategy lays out the weights; the layer's kernel is hetdeploy's
-                layer.update(ReuseFactor=settings.reuse_factor, Strategy="Resource")
-                layer[hls4ml_passes.XNOR_CONFIG_KEY] = True
-                layer["Precision"] = {**layer.get("Precision", {}), **settings.layer_types}
-            elif node.op_type in _FOLDED_OPS:
-                layer.update(ReuseFactor=settings.reuse_factor, Strategy=settings.strategy)
+            if node.op_type in _FOLDED_OPS:
+                # under xnor_popcount hls4ml's resource strategy lays out the weights, the kernel hetdeploy's
+                xnor = settings.strategy == units.XNOR_POPCOUNT
+                layer.update(ReuseFactor=settings.reuse_factor, Strategy="Resource" if xnor else settings.strategy)
+                if xnor:
+                    layer[hls4ml_passes.XNOR_CONFIG_KEY] = True
                 layer["Precision"] = {**layer.get("Precision", {}), **settings.layer_types}
             if node.op_type == "BatchNormalization":  # a scale kept after the layer (a quantized layer's) folds with
                 # it: its products share ceil(n / R) multipliers, as fast as the layer (units.estimate counts them)
