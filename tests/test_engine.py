@@ -16,7 +16,7 @@ import pytest
 
 from hetdeploy.core.csim import compiler
 from hetdeploy.core.plan import EngineLayer
-from hetdeploy.fpga.engine import layer_values, quantized, weights_bytes
+from hetdeploy.fpga.engine import layer_values, quantized, row_values, stored_window, weights_bytes
 from hetdeploy.fpga.hls4ml_adapter import ap_types_headers
 from hetdeploy.fpga.hls_top import TEMPLATES
 from hetdeploy.planning.units import ARENA_WORD_BYTES, element_bytes
@@ -35,8 +35,10 @@ int main(int argc, char **argv) {
     hetdeploy::load_bytes(memory.data(), bytes.data(), bytes.size());
     const hetdeploy::engine_layer g = {%(layer)s};
     hetdeploy::word_t *target = memory.data() + bytes.size() / 8;
-    hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true>(
-        memory.data() + %(source_word)d, target, memory.data(), g);
+    std::vector<ap_uint<64 * %(port)d> > reads(%(source_word)d / %(port)d);  // the weights region, as its port reads it
+    hetdeploy::engine_port_view<%(port)d>(memory.data(), reads.data(), reads.size());
+    hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d>(
+        memory.data() + %(source_word)d, target, reads.data(), g);
     for (int i = 0; i < %(outputs)d; i++)
         std::printf("%%lld\n", (long long)hetdeploy::read<ap_int<%(ow)d> >(target, i).to_int64());
     std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
@@ -45,14 +47,28 @@ int main(int argc, char **argv) {
 
 
 def filter_codes(region: bytes, layer: EngineLayer, ww: int) -> np.ndarray:
-    """The weights region's codes, (filters, window): each filter's from a word of its own, the lanes of its
-    last word past the window zeros."""
-    per_word = ARENA_WORD_BYTES // element_bytes(ww)
-    lanes = -(-layer.window // per_word) * per_word
-    codes = np.frombuffer(region[:layer.filters * lanes * element_bytes(ww)], dtype=f"<i{element_bytes(ww)}")
-    codes = codes.reshape(layer.filters, lanes)
-    assert not codes[:, layer.window:].any()
-    return codes[:, :layer.window]
+    """The weights region's codes, (filters, window): each filter's in words of its own, the lanes of its last
+    word past the window zeros, word i of filters q * P .. q * P + P - 1 one after the other in the port's word
+    (q, i) (P: the port's words); filters past the last zeros; where the engine walks the window along its rows,
+    each row padded to whole words with zeros."""
+    per_word, port, stored = ARENA_WORD_BYTES // element_bytes(ww), layer.port_words, stored_window(layer, ww)
+    words, reads = -(-stored // per_word), -(-layer.filters // port)
+    codes = np.frombuffer(region[:reads * words * ARENA_WORD_BYTES * port], dtype=f"<i{element_bytes(ww)}")
+    codes = codes.reshape(reads, words, port, per_word).transpose(0, 2, 1, 3).reshape(reads * port, -1)
+    assert not codes[:, stored:].any() and not codes[layer.filters:].any()
+    codes = codes[:layer.filters, :stored]
+    row = row_values(layer, ww)
+    if row:  # each window row's values padded to whole words
+        rows = codes.reshape(layer.filters, layer.kernel[0], -1)
+        assert not rows[:, :, row:].any()
+        codes = rows[:, :, :row].reshape(layer.filters, -1)
+    return codes
+
+
+def filter_biases(region: bytes, layer: EngineLayer) -> np.ndarray:
+    """The weights region's biases: after the weights, a 64-bit lane a filter, the port's words whole."""
+    stored = -(-layer.filters // layer.port_words) * layer.port_words
+    return np.frombuffer(region[-8 * stored:], dtype="<i8")[:layer.filters]
 
 
 def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, iw: int, ow: int, ww: int):
@@ -62,7 +78,8 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
     source += bytes(-len(source) % ARENA_WORD_BYTES)
     outputs = layer.output[0] * layer.output[1] * layer.filters
     values = dict(layer=", ".join(str(v) for v in layer_values(layer, ow)), iw=iw, ow=ow, ww=ww, lanes=layer.lanes,
-                  uram_lanes=layer.uram_lanes, vector=layer.vector, window=layer.window,
+                  uram_lanes=layer.uram_lanes, vector=layer.vector, window=stored_window(layer, ww),
+                  port=layer.port_words,
                   source_word=len(region) // ARENA_WORD_BYTES, outputs=outputs,
                   out_words=outputs * element_bytes(ow) // ARENA_WORD_BYTES + 1)
     (tmp_path / "main.cpp").write_text(PROGRAM % values)
@@ -116,6 +133,7 @@ LAYERS = {  # channels, input, filters, output, kernel, strides, pads, dilations
     "1-D": (3, [1, 12], 4, [1, 12], [1, 5], [1, 1], [0, 2], [1, 1], True),
     "grouped": (8, [6, 6], 12, [6, 6], [3, 3], [1, 1], [1, 1], [1, 1], True),
     "depthwise": (8, [5, 5], 8, [3, 3], [3, 3], [2, 2], [1, 1], [1, 1], False),
+    "stem": (3, [11, 12], 6, [6, 6], [7, 7], [2, 2], [3, 3], [1, 1], True),  # walked along its rows, padded
 }
 GROUPS = {"grouped": 2, "depthwise": 8}  # the others': one
 # a Clip ending the layer (after a ReLU; bounds off the output's grid; one of them missing), as ONNX has it: on the
@@ -124,24 +142,26 @@ CLIPS = {"1x1": [0.0, 1.5], "dense": [-3.3, 7.9], "1-D": [None, 2.45]}
 
 
 @pytest.mark.parametrize("kind", LAYERS)
-@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes",
-                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0),
-                          (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 8, 2),
-                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 4)])
-def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, vector, uram_lanes):
+@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port",
+                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 1),
+                          (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 8, 2, 2),
+                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 4, 4)])
+def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, vector, uram_lanes,
+                                                    port):
     """Each layer on 4 lanes of ``vector`` values a cycle, ``uram_lanes`` of them with their weights in URAM (two a
-    block: none, half, all): the layers whose channels are a multiple of it take that many a cycle, the others
-    (5 and 3 channels; 4 at 8 a cycle) one."""
+    block: none, half, all), its weights port ``port`` DDR words wide: the layers whose channels are a multiple of
+    it take that many a cycle, the others (5 and 3 channels; 4 at 8 a cycle) one; a tile's filters need not begin
+    a port's word (the grouped layer's second group: filters 6 to 11)."""
     rng = np.random.default_rng(7)
     layer = EngineLayer(*LAYERS[kind], lanes=4, vector=vector, uram_lanes=uram_lanes, groups=GROUPS.get(kind, 1),
-                        clip=CLIPS.get(kind))
+                        port_words=port, clip=CLIPS.get(kind))
     weights = rng.normal(0, 0.5, (layer.filters, *layer.kernel, layer.channels // layer.groups))
     bias = rng.normal(0, 1, layer.filters)
     ww = 8 if iw == 8 else 16
     layer, region = quantized(layer, weights, bias, ww, in_type, out_type)
     assert len(region) == weights_bytes(layer, ww)
     codes_w = filter_codes(region, layer, ww)
-    codes_b = np.frombuffer(region[-8 * layer.filters:], dtype="<i8")
+    codes_b = filter_biases(region, layer)
     signed = layer.in_signed
     raw_in = rng.integers(-(2 ** (iw - 1)) if signed else 0, 2 ** (iw - 1) if signed else 2 ** iw,
                           layer.input[0] * layer.input[1] * layer.channels)
@@ -158,14 +178,14 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
         assert list(unclipped) != list(exact)
 
 
-@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes",
-                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0),
-                          (8, 8, "ap_ufixed<8,3>", "ap_fixed<8,4>", 8, 8),
-                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 16)])
+@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port",
+                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 2),
+                          (8, 8, "ap_ufixed<8,3>", "ap_fixed<8,4>", 8, 8, 4),
+                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 16, 1)])
 @pytest.mark.parametrize("geometry", [([7, 6], [4, 3], [2, 2], [1, 0], [1, 1]),  # strided, padded at the top
                                       ([6, 6], [6, 6], [1, 1], [2, 2], [2, 2])])  # dilated
 def test_a_depthwise_convolution_takes_a_lane_a_channel_bit_for_bit(tmp_path, iw, ow, in_type, out_type, vector,
-                                                                    uram_lanes, geometry):
+                                                                    uram_lanes, port, geometry):
     """A depthwise 3 x 3 convolution of 48 channels (a tile of 32 and one of 16) on 32 lanes: each lane its own
     channel, a word of inputs an iteration, the ReLU6 after it; bit for bit against the exact reference, in the
     cycles units.engine_cycles counts for it (a place's input words a pixel's iterations, not a lane a group)."""
@@ -174,21 +194,23 @@ def test_a_depthwise_convolution_takes_a_lane_a_channel_bit_for_bit(tmp_path, iw
     rng = np.random.default_rng(3)
     size, out, strides, pads, dilations = geometry
     layer = EngineLayer(48, size, 48, out, [3, 3], strides, pads, dilations, False, lanes=32, vector=vector,
-                        uram_lanes=uram_lanes, groups=48, clip=[0.0, 1.5])
+                        uram_lanes=uram_lanes, groups=48, port_words=port, clip=[0.0, 1.5])
     weights = rng.normal(0, 0.5, (48, 3, 3, 1))
     ww = 8 if iw == 8 else 16
     layer, region = quantized(layer, weights, rng.normal(0, 1, 48), ww, in_type, out_type)
-    codes_w, codes_b = filter_codes(region, layer, ww), np.frombuffer(region[-8 * 48:], dtype="<i8")
+    codes_w, codes_b = filter_codes(region, layer, ww), filter_biases(region, layer)
     raw_in = rng.integers(-(2 ** (iw - 1)) if layer.in_signed else 0, 2 ** (iw - 1) if layer.in_signed else 2 ** iw,
                           size[0] * size[1] * 48)
     got, (cycles, _) = run_engine(tmp_path, layer, region, raw_in, iw, ow, ww)
     expected = reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow)
     assert got == [int(v) for v in expected] and len(set(got)) > 3
     if iw == ow:  # engine_cycles' one width: the inputs' and outputs' words alike
-        estimate = engine_cycles(9, 48, out[0] * out[1], iw, 32, vector=vector, channels=1, groups=48)
+        estimate = engine_cycles(9, 48, out[0] * out[1], iw, 32, vector=vector, channels=1, groups=48,
+                                 port_words=port)
         assert estimate["cycles"] == cycles
         # fewer than a lane a group would take (30 lanes, not whole words: each channel a tile of its own)
-        assert cycles < engine_cycles(9, 48, out[0] * out[1], iw, 30, vector=vector, channels=1, groups=48)["cycles"]
+        assert cycles < engine_cycles(9, 48, out[0] * out[1], iw, 30, vector=vector, channels=1, groups=48,
+                                      port_words=port)["cycles"]
 
 
 def test_the_weights_region_is_the_layers_values_at_their_binary_points():
@@ -205,7 +227,7 @@ def test_the_weights_region_is_the_layers_values_at_their_binary_points():
     step = 2.0 ** -set_layer.weight_fraction
     assert np.max(np.abs(codes * step - weights)) <= step / 2
     assert np.max(np.abs(weights)) > 2 ** (15 - set_layer.weight_fraction - 1)  # the fraction uses the bits
-    biases = np.frombuffer(region[-8 * layer.filters:], dtype="<i8") * 2.0 ** -(11 + set_layer.weight_fraction)
+    biases = filter_biases(region, set_layer) * 2.0 ** -(11 + set_layer.weight_fraction)
     assert np.allclose(biases, bias, atol=2.0 ** -(11 + set_layer.weight_fraction))
 
 
@@ -224,13 +246,16 @@ int main(int argc, char **argv) {
         g.in_fraction = g.weight_fraction = g.out_fraction = 8;
         g.in_signed = g.out_signed = g.relu = 1;
         g.clip_low = -(1LL << 62), g.clip_high = 1LL << 62;
-        const int window = g.k_h * g.k_w * g.in_c / g.groups, filter_words = (window + 3) / 4;
-        std::vector<hetdeploy::word_t> weights(g.out_c * (filter_words + 1)), source(g.in_h * g.in_w * g.in_c / 4 + 1),
-            target(g.out_h * g.out_w * g.out_c / 4 + 1);
+        // a window walked along its rows (one group, columns one apart, channels no whole word): rows padded
+        const bool rows = g.groups == 1 && g.d_w == 1 && g.in_c %% 4 != 0;
+        const int window = rows ? g.k_h * ((g.k_w * g.in_c + 3) / 4 * 4) : g.k_h * g.k_w * g.in_c / g.groups;
+        const int filter_words = (window + 3) / 4;
+        std::vector<ap_uint<64 * %(port)d> > weights((g.out_c + %(port)d - 1) / %(port)d * (filter_words + 1));
+        std::vector<hetdeploy::word_t> source(g.in_h * g.in_w * g.in_c / 4 + 1);
+        std::vector<hetdeploy::word_t> target(g.out_h * g.out_w * g.out_c / 4 + 1);
         hetdeploy::engine_counted() = hetdeploy::engine_counts{0, 0};
-        hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true>(source.data(),
-                                                                                          target.data(),
-                                                                                          weights.data(), g);
+        hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d>(
+            source.data(), target.data(), weights.data(), g);
         std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
     }
 }
@@ -250,16 +275,16 @@ MOBILENET_V2_DEPTHWISE = [(c, c, 3, stride, c) for c, stride in ((32, 1), (96, 2
                                                                    (192, 2), (384, 1), (576, 1), (576, 2), (960, 1))]
 
 
-@pytest.mark.parametrize("lanes, uram_lanes, vector", [(32, 0, 4), (32, 0, 2), (116, 84, 4)])
+@pytest.mark.parametrize("lanes, uram_lanes, vector, port", [(32, 0, 4, 1), (32, 0, 2, 4), (116, 84, 4, 2)])
 def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilenet_v2_layers(tmp_path, lanes,
-                                                                                            uram_lanes, vector):
+                                                                                            uram_lanes, vector, port):
     """Issue 65's counted-cycles check: every layer shape of ResNet-50 and MobileNetV2 the engine runs, at a 5 x 5
     output map (the count is per output pixel, so a reduced map counts what a full one would, pixel for pixel;
     kernel 0: the classifier, a dense layer's one pixel), run in C-simulation on ``lanes`` of ``vector`` values a
     cycle (the 3-channel first layers one; at 2, a DDR word of weights is two entries of the weight buffer; 116
-    lanes, 84 of them in URAM: the KV260's engine for ResNet-50 at 16 bits): the cycles and DDR words engine.h
-    counts are what ``units.engine_cycles`` estimates, within 2 %."""
-    from hetdeploy.planning.units import engine_cycles
+    lanes, 84 of them in URAM, its weights port two DDR words wide: the KV260's engine for ResNet-50 at 16 bits):
+    the cycles and DDR words engine.h counts are what ``units.engine_cycles`` estimates, within 2 %."""
+    from hetdeploy.planning.units import engine_cycles, engine_row_values
 
     layers = []
     # and two layers whose outputs share words with the next pixel's (10 and 9 filters): a pixel's window, then
@@ -272,9 +297,10 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
         layers.append((channels, size, size, filters, side, side, k, k, stride, stride, pad, pad, 1, 1,
                        groups[0] if groups else 1))
     (tmp_path / "layers.txt").write_text("".join(" ".join(map(str, layer)) + "\n" for layer in layers))
-    window = max(layer[0] // layer[14] * layer[6] * layer[7] for layer in layers)
+    window = max(layer[6] * (-(-layer[7] * layer[0] // 4) * 4 if engine_row_values(layer[7], layer[0], layer[14], 1, 16)
+                             else layer[0] // layer[14] * layer[7]) for layer in layers)
     (tmp_path / "count.cpp").write_text(COUNTING % dict(lanes=lanes, uram_lanes=uram_lanes, vector=vector,
-                                                        window=window))
+                                                        window=window, port=port))
     subprocess.run([compiler(), "-std=c++14", "-O2", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o",
                     str(tmp_path / "count"), str(tmp_path / "count.cpp")], check=True, capture_output=True)
     counted = subprocess.run([str(tmp_path / "count"), str(tmp_path / "layers.txt")], check=True,
@@ -284,6 +310,7 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
         cycles, words = map(int, line.split())
         per_group = layer[0] // layer[14]
         estimated = engine_cycles(per_group * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16, lanes,
-                                  vector=vector, channels=per_group, groups=layer[14])
+                                  vector=vector, channels=per_group, groups=layer[14], port_words=port,
+                                  row=engine_row_values(layer[7], per_group, layer[14], 1, 16))
         assert abs(estimated["cycles"] - cycles) <= 0.02 * cycles, (layer, cycles, estimated)
         assert estimated["weight_words"] == words, (layer, words, estimated)

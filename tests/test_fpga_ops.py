@@ -655,7 +655,9 @@ def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_out
         assert len(unit.nodes) == 2  # the convolution and its Clip: the BatchNormalization folded at intake
     depthwise = units[plan.node_map[engine[2]]["unit"]].engine
     assert depthwise.depthwise and depthwise.lanes % 4 == 0  # a lane a channel, four 16-bit channels a word
-    assert "true>(" in (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_units.h").read_text()  # its loop built
+    declared = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_units.h").read_text()
+    # its loop built; its weights read two DDR words at a time (the KV260's 128-bit HP port)
+    assert depthwise.port_words == 2 and "true, 2>(" in declared and "typedef ap_uint<128> engine_weights_t" in declared
     samples = np.load(data / "mbv2_blocks.npz")
     (got,) = Pipeline(tmp_path / "out").predict(samples["x"])
     assert np.isfinite(got).all() and np.max(np.abs(got - samples["y"])) <= 1e-3 * np.max(np.abs(samples["y"]))

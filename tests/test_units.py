@@ -530,10 +530,34 @@ def test_the_engine_is_sized_to_the_boards_dsps_and_its_brams_and_urams():
     assert cycles == sorted(cycles) and cycles[0] < cycles[-1]
 
 
+def test_the_engines_weights_port_is_as_wide_as_the_boards_ddr_port_delivers_a_cycle():
+    """``engine_port_words``: the 64-bit words the engine's weights port reads a cycle, a power of two the board's
+    DDR port delivers a cycle at the FPGA's clock (a Zynq UltraScale+ HP port's 128 bits at 3.2 GB/s and 200 MHz;
+    the PYNQ-Z2's 1.2 GB/s at 100 MHz: one word), up to 512 bits (the workstation's Alveo DDR). A tile's weights
+    then take a read of the port for each word of that many filters' windows (``weight_reads``: the filters a read
+    holds begin at a multiple of them), so a ResNet-50 layer's weights load in half the cycles on the KV260."""
+    from hetdeploy.planning.units import engine_cycles, engine_port_words, engine_sizes_for, weight_reads
+
+    widths = {board: engine_port_words(load_board(board).device("fpga"))
+              for board in ("pynq-z2", "ultra96-v2", "kv260", "zcu104", "workstation")}
+    assert widths == {"pynq-z2": 1, "ultra96-v2": 2, "kv260": 2, "zcu104": 2, "workstation": 8}
+    fpga = load_board("kv260").device("fpga")
+    b = graphs.Builder([1, 64, 14, 14])
+    graph = b.graph(b.conv("input", 128, 3))
+    shapes = [unit_shape(graph, u, fpga.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), fpga)]
+    assert all(size.port_words == 2 for size in engine_sizes_for(fpga, 16, shapes))
+    assert weight_reads(0, 32, 2) == 16 and weight_reads(6, 4, 4) == 2 and weight_reads(7, 1, 2) == 1
+    # a tile of 32 filters of a 3 x 3 x 512 window on a 7 x 7 map: its loads are most of its cycles
+    one, two = (engine_cycles(4608, 32, 49, 16, 32, vector=4, port_words=p) for p in (1, 2))
+    assert two["weight_words"] == one["weight_words"] == 32 * (1152 + 1)
+    assert one["weight_cycles"] == 32 * (1152 + 1) and two["weight_cycles"] == 16 * (1152 + 1)
+    assert one["cycles"] - two["cycles"] == one["weight_cycles"] - two["weight_cycles"]
+
+
 def test_the_engine_takes_its_units_one_window_value_a_cycle_per_tile_of_lanes():
     """A unit on the engine (of its shape's size: 32 lanes of one value a cycle unless the folding sizes it): per
     tile of lanes filters its weights read a buffer entry a cycle (or as fast
-    as the DDR delivers their bytes) and a bias a lane, then its pixels' windows one value a cycle in one loop, each
+    as the DDR delivers their bytes) and a bias a filter, then its pixels' windows one value a cycle in one loop, each
     pixel's outputs (whole words: 40 filters on 32 lanes) written a word a cycle while the next pixel's window is
     read, the last pixel's after, each loop's pipeline depth once (``engine_cycles``, which tests/test_engine.py
     holds to engine.h's count); nothing of the chip's besides the engine (``engine_resources``: a DSP a lane, a weight
@@ -559,14 +583,17 @@ def test_the_engine_takes_its_units_one_window_value_a_cycle_per_tile_of_lanes()
     tiles = [(32, 32 * filter_words, 8), (8, 8 * filter_words, 2)]
     # (one value a lane a cycle, as an FPGA that allows the engine nothing more gets: a word's four weights are
     # four entries of its weight buffers, loaded one a cycle)
-    expected = sum(1 + 4 * words - 1 + ENGINE_MOVE_DEPTH + lanes - 1 + ENGINE_MOVE_DEPTH
+    # (its weights port one DDR word wide, as the FPGA's 8 bytes a cycle deliver: a read a filter's word, then a
+    # read a filter's bias)
+    assert shape.engine.port_words == 1
+    expected = sum(1 + 4 * words - 1 + ENGINE_MOVE_DEPTH + filters - 1 + ENGINE_MOVE_DEPTH
                    + pixels * window - 1 + ENGINE_MAC_DEPTH + written - 1 + ENGINE_MOVE_DEPTH
-                   for _, words, written in tiles)
+                   for filters, words, written in tiles)
     assert used["latency_cycles"] == expected
     assert {k: used[k] for k in RESOURCES} == {k: 0 for k in RESOURCES}
     slow_ddr = folded_estimate(shape, folding, 16, 0.25)  # a word's 8 bytes take 32 cycles
     words = 40 * filter_words + 40
-    assert slow_ddr["ddr_cycles"] == words * 32 - (4 * 40 * filter_words + 2 * lanes)  # less its loops
+    assert slow_ddr["ddr_cycles"] == words * 32 - (4 * 40 * filter_words + 40)  # less its loops
     assert slow_ddr["latency_cycles"] == used["latency_cycles"] + slow_ddr["ddr_cycles"]
     size = EngineSize(lanes, 0, 1)
     assert engine_resources(window, 16, size)["dsp"] == lanes + 4

@@ -345,6 +345,7 @@ class EngineLayer:
     vector: int = 1  # the values each lane takes a cycle (units.engine_sizes: its FPGA's budget and the width)
     uram_lanes: int = 0  # the lanes whose weight buffers are URAM, two a block (the others' BRAM)
     groups: int = 1  # a grouped convolution's: output channel o reads group o // (filters // groups)'s channels
+    port_words: int = 1  # the 64-bit words the engine's weights port reads a cycle (units.engine_port_words)
     weight_fraction: int = 0  # set when the build sizes the unit (generate), as the fractions below
     in_fraction: int = 0
     in_signed: bool = True

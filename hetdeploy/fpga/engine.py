@@ -27,7 +27,7 @@ def engine_layer(node: Node, last: Node, size: units.EngineSize) -> EngineLayer:
     if node.op != "Conv":  # a dense layer: a 1 x 1 convolution of one pixel
         (first,), (out,) = node.input_shapes, node.output_shapes
         return EngineLayer(first[-1], [1, 1], out[-1], [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], relu, size.lanes,
-                           size.vector, size.uram_lanes, clip=clip)
+                           size.vector, size.uram_lanes, port_words=size.port_words, clip=clip)
     first, out = node.input_shapes[0], node.output_shapes[0]
     spatial = len(first) - 2
 
@@ -38,7 +38,7 @@ def engine_layer(node: Node, last: Node, size: units.EngineSize) -> EngineLayer:
     return EngineLayer(first[1], as_2d(first[2:]), out[1], as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
                        as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
                        as_2d(node.attrs.get("dilations") or [1] * spatial), relu, size.lanes, size.vector,
-                       size.uram_lanes, node.attrs.get("group", 1), clip=clip)
+                       size.uram_lanes, node.attrs.get("group", 1), size.port_words, clip=clip)
 
 
 def _bound(value: Optional[float]) -> Optional[float]:
@@ -89,9 +89,12 @@ def affine(model: onnx.ModelProto) -> tuple[np.ndarray, np.ndarray]:
 def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: int, in_type: str,
               out_type: str) -> tuple[EngineLayer, bytes]:
     """``layer`` with its binary points (its weights' at ``width`` bits, ``weight_fixed``; its input's and
-    output's from their buffers' C++ types) and the bytes of its weights region: the weights as ``width``-bit
-    lanes, each filter's window from a word of its own (its last word's lanes past the window zeros), then each
-    filter's bias at the sum's binary point (engine.h's layout)."""
+    output's from their buffers' C++ types) and the bytes of its weights region (engine.h's layout): the weights as
+    ``width``-bit lanes, each filter's window in words of its own (its last word's lanes past the window zeros; each
+    row of it padded to whole words where the engine walks it along its rows, ``row_values``),
+    word i of filters q * P .. q * P + P - 1 together in the weights port's word (q, i) (P: its words,
+    ``layer.port_words``; filters past the last zeros); then each filter's bias at the sum's binary point, as a
+    64-bit lane, P filters' a port's word."""
     w_width, w_integer = weight_fixed(weights, width)
     source, target = CppFixed.parse(in_type), CppFixed.parse(out_type)
     set_layer = EngineLayer(**{**layer.__dict__, "weight_fraction": w_width - w_integer,
@@ -99,17 +102,28 @@ def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: 
                                "out_fraction": target.fraction, "out_signed": target.signed})
     limit = 2 ** (width - 1)
     codes = np.clip(np.round(weights.reshape(len(weights), -1) * 2.0 ** set_layer.weight_fraction), -limit, limit - 1)
-    padded = np.zeros((len(codes), _filter_words(layer, width) * _per_word(width)), dtype=np.int64)
-    padded[:, :codes.shape[1]] = codes
-    packed = padded.astype(f"<i{units.element_bytes(width)}").tobytes()
+    row = row_values(layer, width)
+    if row:  # walked along its rows: each row's values padded to whole words
+        rows = codes.reshape(len(codes), -1, row)
+        codes = np.zeros((len(codes), rows.shape[1], -(-row // _per_word(width)) * _per_word(width)), dtype=codes.dtype)
+        codes[:, :, :row] = rows
+        codes = codes.reshape(len(codes), -1)
+    words, port = _filter_words(layer, width), layer.port_words
+    filters = -(-len(codes) // port) * port
+    padded = np.zeros((filters, words * _per_word(width)), dtype=np.int64)
+    padded[:len(codes), :codes.shape[1]] = codes
+    lanes = padded.astype(f"<i{units.element_bytes(width)}").view(np.uint8).reshape(filters // port, port, words, -1)
+    packed = lanes.transpose(0, 2, 1, 3).tobytes()  # (q, i, filter q * P + p's word i)
     sum_fraction = set_layer.in_fraction + set_layer.weight_fraction
-    packed += np.round(bias * 2.0 ** sum_fraction).astype("<i8").tobytes()
-    return set_layer, packed
+    biases = np.zeros(filters, dtype="<i8")
+    biases[:len(bias)] = np.round(bias * 2.0 ** sum_fraction)
+    return set_layer, packed + biases.tobytes()
 
 
 def weights_bytes(layer: EngineLayer, width: int) -> int:
     """The bytes of a unit's weights region (``quantized``'s) before it is sized: known from its shape."""
-    return layer.filters * (_filter_words(layer, width) * units.ARENA_WORD_BYTES + BIAS_BYTES)
+    filters = -(-layer.filters // layer.port_words) * layer.port_words
+    return filters * (_filter_words(layer, width) * units.ARENA_WORD_BYTES + BIAS_BYTES)
 
 
 def _per_word(width: int) -> int:
@@ -117,6 +131,19 @@ def _per_word(width: int) -> int:
     return units.ARENA_WORD_BYTES // units.element_bytes(width)
 
 
+def row_values(layer: EngineLayer, width: int) -> int:
+    """The values of a window row the engine walks along (units.engine_row_values); 0: it walks a place at a time."""
+    return units.engine_row_values(layer.kernel[1], layer.channels // layer.groups, layer.groups, layer.dilations[1],
+                                   width)
+
+
+def stored_window(layer: EngineLayer, width: int) -> int:
+    """The values a filter's window takes in the weights region and a lane's buffer: its rows padded to whole words
+    of ``width``-bit weights where the engine walks it along its rows."""
+    row = row_values(layer, width)
+    return layer.window // row * -(-row // _per_word(width)) * _per_word(width) if row else layer.window
+
+
 def _filter_words(layer: EngineLayer, width: int) -> int:
     """The words a filter's window takes."""
-    return -(-layer.window // _per_word(width))
+    return -(-stored_window(layer, width) // _per_word(width))

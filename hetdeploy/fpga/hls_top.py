@@ -24,6 +24,7 @@ from ..core.names import identifier
 from ..core.plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, Top, WeightPort
 from ..planning import units
 from .dataflow_top import DataflowSource, TokenStreams, processes_and_calls, unit_tokens
+from .engine import stored_window
 from .packing import UNIT_WEIGHTS_FILE, precision_width
 from .templates import TEMPLATES, line, project_line, statement, template
 from .top_kinds import ENGINE, HLS4ML, WINDOW, Buffers, top_kind, values_of
@@ -34,6 +35,8 @@ MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
 # are those of these versions' documentation and of hls4ml's and PYNQ's own scripts.
 TOOL_VERSIONS = "Vitis HLS and Vivado 2022.1 to 2023.2 (PYNQ 3.0's images are built with 2022.1)"
 DDR_IMAGE = "ddr_image.bin"  # in a subfunction's project: its DDR region's initial contents
+ENGINE_PORT = "engine_weights"  # the top's port the engine units read their weights through
+ENGINE_BUNDLE = "gmem_engine"  # its m_axi bundle (the block design connects every bundle of a core)
 
 
 def _comment(names: list[str]) -> str:
@@ -89,6 +92,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     every_weight = weight_ports(source.units, source.memory)
     ports_of = {u.name: [p for p in every_weight if p.unit == u.name] for u in source.units}
     engines = _engines(sub, source.units, buffers, source.memory)
+    engines_port = engine_port(source.units, source.memory)
 
     offsets = "\n".join(statement("buffer_comment", tensor=_comment([b.tensor]), size=b.size, memory=b.memory,
                                    offset=b.offset, first=b.first, last=b.last) for b in source.memory.buffers)
@@ -99,10 +103,13 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
         shutil.copy(TEMPLATES / "engine.h", project_dir / "engine.h")
         declarations += statement("include", header="engine.h") + "\n"
         declarations += "".join(ENGINE.declaration(u, engines[u.name].bits[1]) + "\n" for u in source.units if u.engine)
+        port_words = next(iter(engines.values())).port_words
+        declarations += ENGINE.statement("engine_port_type", port=port_words,
+                                         bits=8 * units.ARENA_WORD_BYTES * port_words) + "\n"
         declarations += "".join(ENGINE.statement("engine_function", name=name, lanes=lanes, uram_lanes=uram_lanes,
                                                  vector=vector, window=window, in_bits=bits[0], out_bits=bits[1],
-                                                 weight_bits=bits[2], depthwise=str(depthwise).lower()) + "\n"
-                                for name, (bits, lanes, uram_lanes, vector, window, depthwise)
+                                                 weight_bits=bits[2], depthwise=str(depthwise).lower(), port=port)
+                                + "\n" for name, (bits, lanes, uram_lanes, vector, window, depthwise, port)
                                 in sorted(_engine_functions(engines).items()))
     declarations += "".join(statement("typedef", type=p.precision, name=f"{p.port}_t") + "\n" for p in every_weight)
     declarations += "\n".join(HLS4ML.statement("step_declaration", unit=u.name,
@@ -138,15 +145,23 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
         ports += [statement("array_parameter", type=f"{p.port}_t", name=p.port, values=p.values) for p in every_weight]
         names += ["ddr"] + [p.port for p in every_weight]
         csim_memory = statement("ddr_region", words=ddr_words) + "\n"
+        if engines_port is not None:
+            ports.append(ENGINE.statement("engine_port", reads=engines_port.values))
+            names.append(ENGINE_PORT)
+            csim_memory += ENGINE.statement("engine_port_region", reads=engines_port.values) + "\n"
         load_ddr = template("top_load_ddr.cpp.in").substitute(image=DDR_IMAGE, subfunction=sub,
                                                                bytes=ddr_words * units.ARENA_WORD_BYTES)
+    # the engines' weights port a bundle of its own: a bundle's ports are one width (UG1448), its reads wider
     m_axi_ports = "".join(template("top_m_axi_port.cpp.in").substitute(
-        port=name, depth=statement("m_axi_depth", values=depth[name]) if name in depth else "") for name in names)
-    entries = [_unit_entry(unit, types, source.shapes, ports_of[unit.name], engines.get(unit.name))
+        port=name, bundle=ENGINE_BUNDLE if name == ENGINE_PORT else "gmem",
+        depth=statement("m_axi_depth", values=depth[name]) if name in depth else "") for name in names)
+    # C-simulation: the engines' weights port's reads, from the DDR region as the port reads its bytes
+    engine_view = ENGINE.line("engine_port_view", port=port_words, reads=engines_port.values) if engines else ""
+    entries = [_unit_entry(unit, types, source.shapes, ports_of[unit.name], engines.get(unit.name), engine_view)
                for unit in source.units]
     csim = template("top_csim.cpp.in").substitute(
         subfunction=sub, float_ports=float_ports, arguments=", ".join(names), csim_memory=csim_memory,
-        load_ddr=load_ddr, load_weights=_load_weights(every_weight), max_batch=batch,
+        load_ddr=load_ddr, load_weights=_load_weights(every_weight) + engine_view, max_batch=batch,
         unit_entries="\n".join(entries))
     if streams is not None:
         processes, fifos, calls = processes_and_calls(DataflowSource(
@@ -163,7 +178,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
                               buffer_types, extent, csim)
     _write_ddr_image(source, project_dir)
     _write_build_files(source, project_dir)
-    return every_weight
+    return every_weight + ([engines_port] if engines_port is not None else [])
 
 
 def _write_sequential_top(source: SubfunctionSource, project_dir: Path, buffers: dict[str, Buffer],
@@ -263,7 +278,8 @@ def _port_elements(port: HlsPort) -> int:
 class EngineCall:
     """How a unit on the engine calls it: the engine's function for its buffers' and weights' bits (in, out,
     weights), its lanes and those in URAM, the values a lane takes a cycle, its largest window, the unit's weights'
-    first word in the DDR region, and whether the function has the depthwise loop (one of its units needs it)."""
+    first read of the engines' weights port (``ENGINE_PORT``, from the DDR region's start), whether the function
+    has the depthwise loop (one of its units needs it), and the DDR words a read of the port holds."""
 
     function: str
     bits: tuple[int, int, int]
@@ -271,8 +287,9 @@ class EngineCall:
     uram_lanes: int
     vector: int
     window: int
-    weights_word: int
+    weights_read: int
     depthwise: bool
+    port_words: int
 
 
 def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buffer],
@@ -283,22 +300,42 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
     on_engine = [u for u in units_of_sub if u.engine is not None]
     bits = {u.name: (precision_width(buffers[u.inputs[0]].precision), precision_width(buffers[u.outputs[0]].precision),
                      precision_width(weights[f"{u.name}.weights"].precision)) for u in on_engine}
-    window = {b: max(u.engine.window for u in on_engine if bits[u.name] == b) for b in bits.values()}
+    window = {b: max(stored_window(u.engine, b[2]) for u in on_engine if bits[u.name] == b) for b in bits.values()}
     # a lane's values a cycle lie in one word of inputs and one of weights: at most the wider's a word
     vector = {b: min([u.engine.vector for u in on_engine if bits[u.name] == b] +
                      [units.ARENA_WORD_BYTES // units.element_bytes(max(b[0], b[2]))]) for b in bits.values()}
     depthwise = {b: any(u.engine.depthwise for u in on_engine if bits[u.name] == b) for b in bits.values()}
+    read_bytes = {u.name: units.ARENA_WORD_BYTES * u.engine.port_words for u in on_engine}
+    if any(weights[f"{u.name}.weights"].offset % read_bytes[u.name] for u in on_engine):
+        raise RuntimeError(f"{sub}: an engine unit's weights do not begin a read of the engines' weights port")
     return {u.name: EngineCall(f"{sub}_engine_{'_'.join(map(str, bits[u.name]))}", bits[u.name], u.engine.lanes,
                                u.engine.uram_lanes, vector[bits[u.name]], window[bits[u.name]],
-                               weights[f"{u.name}.weights"].offset // units.ARENA_WORD_BYTES, depthwise[bits[u.name]])
+                               weights[f"{u.name}.weights"].offset // read_bytes[u.name], depthwise[bits[u.name]],
+                               u.engine.port_words)
             for u in on_engine}
 
 
 def _engine_functions(engines: dict[str, EngineCall]
-                      ) -> dict[str, tuple[tuple[int, int, int], int, int, int, int, bool]]:
-    """The engine functions the calls name: name -> (bits, lanes, URAM lanes, vector, window, depthwise loop)."""
-    return {call.function: (call.bits, call.lanes, call.uram_lanes, call.vector, call.window, call.depthwise)
-            for call in engines.values()}
+                      ) -> dict[str, tuple[tuple[int, int, int], int, int, int, int, bool, int]]:
+    """The engine functions the calls name: name -> (bits, lanes, URAM lanes, vector, window, depthwise loop, the
+    port's words)."""
+    return {call.function: (call.bits, call.lanes, call.uram_lanes, call.vector, call.window, call.depthwise,
+                            call.port_words) for call in engines.values()}
+
+
+def engine_port(units_of_sub: list[ExecutionUnit], memory: MemoryPlan) -> Optional[WeightPort]:
+    """The engines' weights port (``ENGINE_PORT``): an m_axi port of its own bundle that the host points at the DDR
+    region's start, as many of its reads as reach the last engine unit's weights; None without an engine unit."""
+    on_engine = [u for u in units_of_sub if u.engine is not None]
+    if not on_engine:
+        return None
+    port = on_engine[0].engine.port_words
+    if any(u.engine.port_words != port for u in on_engine):
+        raise RuntimeError("the engine units of a subfunction read their weights through ports of different widths")
+    where = {b.tensor: b for b in memory.buffers if b.kind == "weights"}
+    end = max(where[f"{u.name}.weights"].offset + where[f"{u.name}.weights"].size for u in on_engine)
+    read = port * units.ARENA_WORD_BYTES
+    return WeightPort(ENGINE_PORT, "", f"ap_uint<{8 * read}>", -(-end // read), 0)
 
 
 def _parameters(unit: ExecutionUnit, weights: list[WeightPort]) -> str:
@@ -346,7 +383,7 @@ def _write_unit(sub: str, unit: ExecutionUnit, buffers: dict[str, Buffer], weigh
 
 
 def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, list[int]],
-                weights: list[WeightPort], engine: Optional[EngineCall] = None) -> str:
+                weights: list[WeightPort], engine: Optional[EngineCall] = None, engine_view: str = "") -> str:
     """``<unit>_float``: one unit on float inputs, through a scratch copy of its buffers (and its
     weights from the DDR region), for checking each unit against onnxruntime on the same input."""
     tensors = unit.inputs + unit.outputs
@@ -360,7 +397,7 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
         lines.append(line("scratch_words", name=names[band], values=values, type=types[tensor]))
     lines += [line("from_float", type=types[t], source=names[t], target=f"{names[t]}_words",
                    values=values_of(shapes[t])) for t in unit.inputs]
-    lines.append(_load_weights(weights))
+    lines.append(_load_weights(weights) + (engine_view if engine is not None else ""))
     lines.append(top_kind(unit).run(unit, Buffers(lambda t: f"{names[t]}_words", types, shapes, weights, engine)))
     lines += [line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=values_of(shapes[t]))
               for t in unit.outputs]

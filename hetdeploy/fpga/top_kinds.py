@@ -184,7 +184,7 @@ class Engine(TopKind):
     def run(self, unit, buffers):
         (x,), (y,), at = unit.inputs, unit.outputs, buffers.at
         return self.line("run_engine", name=buffers.engine.function, source=at(x), target=at(y),
-                         word=buffers.engine.weights_word, unit=unit.name)
+                         read=buffers.engine.weights_read, unit=unit.name)
 
     def declaration(self, unit: ExecutionUnit, out_bits: int) -> str:
         """``<unit>_layer``, the C++ constant of the unit's layer (engine.h's engine_layer) for its ``out_bits``-bit

@@ -6,21 +6,22 @@
 // are the engine's: the bits of an input value (IW), of an output value (OW) and of a weight (WW), its lanes,
 // the first URAM_LANES of which (an even number) hold their weight buffers in URAM, two lanes a block, one on each
 // of its ports (ram_t2p; the others in BRAM, a lane's own), the values each lane takes a cycle (VEC: a divisor of
-// the values a word holds, of the inputs' and the weights'), and the largest window of its layers (its weight
-// buffers' depth).
+// the values a word holds, of the inputs' and the weights'), the largest window of its layers (its weight
+// buffers' depth), whether it has the depthwise loop, and the DDR words its weights port reads a cycle (PORT: the
+// board's memory port's width, two on a Zynq UltraScale+ HP port of 128 bits; an m_axi port of its own).
 //
-// A call computes a convolution (a dense layer: a 1 x 1 convolution of one pixel) over channels-last buffers
-// of the subfunction's memories (arena.h), its weights and biases read from DDR: for each tile of LANES output
-// channels, the tile's weights into the engine's buffers (the DDR words in order: one burst), an entry of VEC
-// weights a cycle, then for each output pixel the k_h x k_w x in_c window values VEC a cycle (where the layer's
-// input channels are a multiple of VEC: each group of VEC channels then lies in one input word; else one a
-// cycle), each multiplied by the tile's LANES weights at once, and the pixel's outputs written a whole word a
-// cycle. Where every tile's outputs are whole words (LANES and the layer's output channels multiples of a word's
-// outputs) the pixels are one pipelined loop, a pixel's words written while the next pixel's window is read (a
-// pixel takes the larger of its window's iterations and its words); else each pixel's window, then its words (a
-// word the tile shares with other channels read first). Addresses step with counters; a loop whose bound is a
-// call's value says its largest trip count (LOOP_TRIPCOUNT); no pipelined loop reads a memory word an earlier
-// iteration wrote. At 8-bit inputs and weights two lanes' products of a value share one DSP48 (ENGINE_PACKED).
+// A call computes a convolution (a dense layer: a 1 x 1 convolution of one pixel) over channels-last buffers of the
+// subfunction's memories (arena.h), its weights and biases read from DDR: for each tile of LANES output channels, the
+// tile's weights into the engine's buffers (the port's words in order: one burst), an entry of VEC weights a cycle into
+// each of PORT lanes at once, then for each output pixel the k_h x k_w x in_c window values VEC a cycle (where the
+// layer's input channels are a multiple of VEC: each group of VEC channels then lies in one input word; else one a
+// cycle), each multiplied by the tile's LANES weights at once, and the pixel's outputs written a whole word a cycle.
+// Where every tile's outputs are whole words (LANES and the layer's output channels multiples of a word's outputs) the
+// pixels are one pipelined loop, a pixel's words written while the next pixel's window is read (a pixel takes the
+// larger of its window's iterations and its words); else each pixel's window, then its words (a word the tile shares
+// with other channels read first). Addresses step with counters; a loop whose bound is a call's value says its largest
+// trip count (LOOP_TRIPCOUNT); no pipelined loop reads a memory word an earlier iteration wrote. At 8-bit inputs and
+// weights two lanes' products of a value share one DSP48 (ENGINE_PACKED).
 //
 // Values are raw fixed-point bits whose binary points the layer gives: each product exact (the value, signed in
 // IW + 1 bits, by its WW-bit weight: one multiplier's width, not the sum's), the sum in 64 bits, then the layer's
@@ -37,11 +38,13 @@
 // A grouped convolution's output channel o reads the input channels of its group (o / (out_c / groups)), in_c /
 // groups of them; its tiles are a group's output channels, LANES at a time.
 //
-// Weights at ``weights``: output channel o's window, ((o * k_h + ky) * k_w + kx) * (in_c / groups) + c (c of its
-// group's channels), as WW-bit lanes
-// (value * 2^weight_fraction) from word o * ceil(window / lanes a word) on, its last word's lanes past the window
-// zeros; then, from the word after the last channel's, each output channel's bias as a 64-bit lane
-// (bias * 2^(in_fraction + weight_fraction), the sum's binary point).
+// Weights at ``weights``, in the port's words of PORT DDR words (fpga/engine.py writes them): output channel o's
+// window, ((o * k_h + ky) * k_w + kx) * (in_c / groups) + c (c of its group's channels), as WW-bit lanes (value *
+// 2^weight_fraction) in F = ceil(window / lanes a word) DDR words, its last word's lanes past the window zeros; the
+// port's word q * F + i holds word i of channels q * PORT .. q * PORT + PORT - 1, the first in its low 64 bits
+// (channels past the last: zeros), so that a tile's words are one run and a read fills PORT lanes; then, from read
+// ceil(out_c / PORT) * F, each output channel's bias as a 64-bit lane, PORT channels' a read (bias * 2^(in_fraction +
+// weight_fraction), the sum's binary point).
 #ifndef HETDEPLOY_ENGINE_H_
 #define HETDEPLOY_ENGINE_H_
 
@@ -80,6 +83,14 @@ inline engine_counts &engine_counted() {
 // a pipelined loop's cycles: its iterations at its II, and its pipeline's depth once
 inline void count_loop(long long iterations, int depth) {
     if (iterations > 0) engine_counted().cycles += iterations - 1 + depth;
+}
+
+// C-simulation's view of the weights port: ``count`` of its words from the DDR region's words (``words``, the
+// region's first PORT * count), word p of a read in its bits 64 p .. 64 p + 63, as the port reads the same bytes
+template <int PORT> void engine_port_view(const word_t *words, ap_uint<64 * PORT> *reads, long long count) {
+    for (long long r = 0; r < count; r++) {
+        for (int p = 0; p < PORT; p++) reads[r].range(64 * p + 63, 64 * p) = words[r * PORT + p];
+    }
 }
 #define HETDEPLOY_COUNTED(statement) statement
 #else
@@ -152,36 +163,32 @@ struct engine_pixel {
 // the lanes pair up
 #define ENGINE_PACKED(IW, WW, LANES) ((IW) + (WW) <= 17 && (LANES) % 2 == 0)
 
-// One window step: ``step`` values at the walk's place (VEC channels of a pixel, or one; zeros in the padding),
-// each multiplied by every lane's weight (lane t's from tile, or from paired for a URAM lane) and added to its sum.
-template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
-void engine_accumulate(const word_t *source, const engine_layer &g, const engine_walk &w, int step,
-                       const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES], sum_t sums[LANES]) {
+// An input value, signed: its IW bits and a sign (an unsigned one's zero)
+template <int IW> ap_int<IW + 1> engine_value(const word_t &word, int k, const engine_layer &g) {
 #pragma HLS INLINE
-    typedef ap_uint<IW> raw_in_t;
+    const ap_uint<IW> raw = lane_value<ap_uint<IW> >(word, k);
+    return g.in_signed ? ap_int<IW + 1>(ap_int<IW>(raw)) : ap_int<IW + 1>(raw);
+}
+
+// VEC values (``value``), each multiplied by every lane's weight of entry ``at`` from its place ``first`` on
+// (lane t's from tile, or from paired for a URAM lane) and added to its sum.
+template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
+void engine_products(const ap_int<IW + 1> value[VEC], int at, int first, const entry_t tile[][ENTRIES],
+                     const entry_t paired[][2 * ENTRIES], sum_t sums[LANES]) {
+#pragma HLS INLINE
     typedef ap_int<WW> weight_t;
-    typedef ap_int<IW + 1> value_t;  // an input value, signed: its IW bits and a sign (an unsigned one's zero)
     typedef ap_int<IW + 1 + WW> product_t;  // exact: a value by a weight
-    static const int IPW = lane<raw_in_t>::per_word, LB = 8 * lane<weight_t>::bytes;
-    const bool inside = w.row >= 0 && w.row < g.in_h && w.column >= 0 && w.column < g.in_w;  // else padding
-    const word_t in_word = inside ? source[w.at / IPW] : word_t(0);
-    value_t value[VEC];
-#pragma HLS ARRAY_PARTITION variable=value complete
-    for (int v = 0; v < VEC; v++) {
-#pragma HLS UNROLL
-        const raw_in_t raw = lane_value<raw_in_t>(in_word, (w.at + v) % IPW);
-        value[v] = v >= step ? value_t(0) : g.in_signed ? value_t(ap_int<IW>(raw)) : value_t(raw);
-    }
+    static const int LB = 8 * lane<weight_t>::bytes;
     for (int lane_t = 0; lane_t < LANES; lane_t += ENGINE_PACKED(IW, WW, LANES) ? 2 : 1) {
 #pragma HLS UNROLL
-        const entry_t entry = lane_t < URAM_LANES ? paired[lane_t / 2][lane_t % 2 * ENTRIES + w.entry]
-                                                  : tile[lane_t - URAM_LANES][w.entry];
+        const entry_t entry = lane_t < URAM_LANES ? paired[lane_t / 2][lane_t % 2 * ENTRIES + at]
+                                                  : tile[lane_t - URAM_LANES][at];
         const int odd = lane_t + 1 < LANES ? lane_t + 1 : lane_t;  // a packed pair's second lane
-        const entry_t odd_entry = odd < URAM_LANES ? paired[odd / 2][odd % 2 * ENTRIES + w.entry]
-                                                   : tile[odd - URAM_LANES][w.entry];
+        const entry_t odd_entry = odd < URAM_LANES ? paired[odd / 2][odd % 2 * ENTRIES + at]
+                                                   : tile[odd - URAM_LANES][at];
         for (int v = 0; v < VEC; v++) {
 #pragma HLS UNROLL
-            const int at_lane = (w.lane + v) % VEC;
+            const int at_lane = (first + v) % VEC;
             const weight_t weight = entry.range(LB * at_lane + WW - 1, LB * at_lane);
             if (ENGINE_PACKED(IW, WW, LANES)) {
                 // two lanes' products of one value in one DSP48's 27 x 18 multiply (Xilinx WP486): the second
@@ -202,6 +209,114 @@ void engine_accumulate(const word_t *source, const engine_layer &g, const engine
             }
         }
     }
+}
+
+// One window step: ``step`` values at the walk's place (VEC channels of a pixel, or one; zeros in the padding),
+// each multiplied by every lane's weight and added to its sum.
+template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
+void engine_accumulate(const word_t *source, const engine_layer &g, const engine_walk &w, int step,
+                       const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES], sum_t sums[LANES]) {
+#pragma HLS INLINE
+    static const int IPW = lane<ap_uint<IW> >::per_word;
+    const bool inside = w.row >= 0 && w.row < g.in_h && w.column >= 0 && w.column < g.in_w;  // else padding
+    const word_t in_word = inside ? source[w.at / IPW] : word_t(0);
+    ap_int<IW + 1> value[VEC];
+#pragma HLS ARRAY_PARTITION variable=value complete
+    for (int v = 0; v < VEC; v++) {
+#pragma HLS UNROLL
+        value[v] = v >= step ? ap_int<IW + 1>(0) : engine_value<IW>(in_word, (w.at + v) % IPW, g);
+    }
+    engine_products<IW, WW, LANES, URAM_LANES, VEC, ENTRIES>(value, w.entry, w.lane, tile, paired, sums);
+}
+
+// A window's walk along its rows (a layer of one group, columns dilated by one, whose channels are no whole word of
+// weights: a first layer's three): a row's k_w x in_c values lie one after another in the input, VEC of them an
+// iteration (the row's weights padded to whole words of weights, ``row_values``), each iteration reading the word
+// its last value lies in and holding the word read before, which its first may lie in; a row's first iteration
+// reads its first word only. Stepped by counters: the input element its next values begin at, that element's
+// column and channel, its row, the row's iteration and the weight-buffer entry.
+struct engine_row_walk {
+    int at, column, c, row, step, entry;
+    word_t held;
+
+    void start(const engine_layer &g, int row0, int column0) {
+        at = (row0 * g.in_w + column0) * g.in_c;
+        column = column0;
+        row = row0;
+        c = step = entry = 0;
+        held = 0;
+    }
+
+    // the next iteration: after ``steps`` a row (its first read, then its values VEC at a time) the next row,
+    // its first element ``row_step`` elements on from the row's
+    template <int VEC> void next(const engine_layer &g, int steps, int column0, int row_step) {
+        if (step > 0) {
+            at += VEC;
+            entry++;
+            c += VEC;
+            for (int k = 0; k < VEC; k++) {
+#pragma HLS UNROLL
+                if (c >= g.in_c) {
+                    c -= g.in_c;
+                    column++;
+                }
+            }
+        }
+        if (++step == steps) {
+            step = 0;
+            at += row_step;
+            row += g.d_h;
+            column = column0;
+            c = 0;
+        }
+    }
+};
+
+// Whether a layer's window is walked along its rows (engine_row_walk): one group, columns one apart, its channels
+// no whole word of PW weights
+inline bool engine_rows(const engine_layer &g, int pw) {
+#pragma HLS INLINE
+    return g.groups == 1 && g.d_w == 1 && g.in_c % pw != 0;
+}
+
+// One iteration of a row walk: the word its values end in read (where it is in the input; the row's first
+// iteration reads the word its first value lies in), then, past the first, its VEC values (zeros outside the map;
+// those past the row's k_w x in_c meet its padding's zero weights) each multiplied by every lane's weight and added
+// to its sum
+template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
+void engine_row_accumulate(const word_t *source, const engine_layer &g, engine_row_walk &w,
+                           const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES], sum_t sums[LANES]) {
+#pragma HLS INLINE
+    static const int IPW = lane<ap_uint<IW> >::per_word;
+    const int first = w.at & (IPW - 1);  // the first value's place in its word (IPW a power of two)
+    const int last = w.step == 0 ? w.at : w.at + VEC - 1;  // the element whose word this iteration reads
+    const int word = (last - (last & (IPW - 1))) / IPW;
+    const bool row_inside = w.row >= 0 && w.row < g.in_h;
+    const bool in_map = row_inside && word >= 0 && word * IPW < g.in_h * g.in_w * g.in_c;
+    const word_t fresh = in_map ? source[word] : word_t(0);
+    if (w.step > 0) {
+        // the values' words: the held one then the fresh one, or the fresh one alone where all lie in it
+        const int shift = first + VEC <= IPW ? IPW : 0;
+        ap_int<IW + 1> value[VEC];
+#pragma HLS ARRAY_PARTITION variable=value complete
+        for (int v = 0; v < VEC; v++) {
+#pragma HLS UNROLL
+            const int k = first + v + shift;  // its place in held, then fresh
+            int c = w.c + v, column = w.column;
+            for (int wrap = 0; wrap < VEC; wrap++) {
+#pragma HLS UNROLL
+                if (c >= g.in_c) {
+                    c -= g.in_c;
+                    column++;
+                }
+            }
+            const bool inside = row_inside && column >= 0 && column < g.in_w;
+            const ap_int<IW + 1> got = engine_value<IW>(k < IPW ? w.held : fresh, k % IPW, g);
+            value[v] = inside ? got : ap_int<IW + 1>(0);
+        }
+        engine_products<IW, WW, LANES, URAM_LANES, VEC, ENTRIES>(value, w.entry, 0, tile, paired, sums);
+    }
+    w.held = fresh;
 }
 
 // One step of a depthwise tile (lane t: the tile's channel t, its own input channel): the input word ``word`` of
@@ -264,12 +379,13 @@ word_t engine_word(const sum_t *sums, int word, const engine_layer &g, int shift
     return bits;
 }
 
-template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW, bool DEPTHWISE>
-void engine(const word_t *source, word_t *target, const word_t *weights, const engine_layer &g) {
+template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW, bool DEPTHWISE, int PORT>
+void engine(const word_t *source, word_t *target, const ap_uint<64 * PORT> *weights, const engine_layer &g) {
     typedef ap_uint<IW> raw_in_t;
     typedef ap_uint<OW> raw_out_t;
     typedef ap_int<WW> weight_t;
     typedef ap_int<64> sum_t;
+    typedef ap_uint<64 * PORT> port_t;  // a read of the weights port: PORT DDR words
     static const int PW = lane<weight_t>::per_word;  // weights a word
     static const int IPW = lane<raw_in_t>::per_word;  // input values a word
     static_assert(PW % VEC == 0 && IPW % VEC == 0, "VEC values of a group lie in one word of weights and of inputs");
@@ -281,7 +397,8 @@ void engine(const word_t *source, word_t *target, const word_t *weights, const e
     static const int WINDOW_ENTRIES = (MAX_WINDOW + PW - 1) / PW * EPW;
     // the largest trip counts of the loops over a tile's weight entries and a pixel's output words (a pragma's
     // value is a name, not an expression)
-    static const int TILE_ENTRIES = LANES * WINDOW_ENTRIES, OUTPUT_WORDS = LANES / L + 1;
+    static const int TILE_READS = LANES / PORT + 1, TILE_ENTRIES = TILE_READS * WINDOW_ENTRIES;
+    static const int OUTPUT_WORDS = LANES / L + 1;
     // the weight buffers: lane t's entry i at paired[t / 2][t % 2 * WINDOW_ENTRIES + i] for a URAM lane, else at
     // tile[t - URAM_LANES][i]
     static_assert(URAM_LANES % 2 == 0 && URAM_LANES <= LANES, "URAM lanes come in pairs, a block's two ports");
@@ -302,15 +419,21 @@ void engine(const word_t *source, word_t *target, const word_t *weights, const e
     // in one input word and one word of weights), else one
     const int step = channels % VEC == 0 ? VEC : 1;
     const int pixels = g.out_h * g.out_w;
-    const int filter_words = (window + PW - 1) / PW;
-    const int bias_word = g.out_c * filter_words;
+    // a window walked along its rows (engine_rows): a row's values padded to whole words of weights, its
+    // iterations (its first word's, then its values'), and its weights' values in the buffer (each row padded)
+    const bool rows = engine_rows(g, PW);
+    const int row_values = (g.k_w * g.in_c + PW - 1) / PW * PW, row_steps = 1 + row_values / VEC;
+    const int stored = rows ? g.k_h * row_values : window;
+    const int filter_words = (stored + PW - 1) / PW;
+    const int bias_read = (g.out_c + PORT - 1) / PORT * filter_words;  // the biases' first read
     const int shift = g.in_fraction + g.weight_fraction - g.out_fraction;
     const sum_t most = g.out_signed ? (sum_t(1) << (OW - 1)) - 1 : (sum_t(1) << OW) - 1;
     const sum_t least = g.out_signed ? sum_t(-(sum_t(1) << (OW - 1))) : sum_t(0);
-    const int steps = window / step;  // a pixel's window's iterations
+    const int steps = rows ? g.k_h * row_steps : window / step;  // a pixel's window's iterations
     // the input element a window's next value is at moves by these after a pixel's channels of the group and after
-    // a row
+    // a row (a row walk's: after a row's padded values)
     const int column_step = g.d_w * g.in_c - channels, row_step = (g.d_h * g.in_w - g.k_w * g.d_w) * g.in_c;
+    const int row_walk_step = g.d_h * g.in_w * g.in_c - row_values;
     // a depthwise convolution (a group a channel) whose channels and lanes come in whole words of inputs and of
     // outputs, on an engine built with that loop (DEPTHWISE: one of its layers is one): a tile is LANES channels,
     // each lane its own (engine_depthwise_accumulate), a word of the pixel's inputs an iteration; else a tile is a
@@ -330,37 +453,60 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
             start = 0;
             group++;
         }
-        int t = 0, i = 0, k = 0;  // the lane and entry of the window the next entry is, and its place in its word
-        word_t word = 0;
-        const word_t *next = weights + first * filter_words;  // the tile's DDR words, in order
+        // the tile's filters' words: read (q, word i of filters q * PORT .. q * PORT + PORT - 1) for each q the
+        // tile's filters reach, i after i, one read a DDR burst's next word; each lane takes its filter's entry of
+        // the read that holds it (one write a lane a cycle), an entry a cycle of a word's EPW
+        const int first_read = first / PORT, reads = (first + filters - 1) / PORT - first_read + 1;
+        const port_t *next = weights + first_read * filter_words;
+        int q = 0, i = 0, k = 0;  // the read's filters (from first_read), its word of their windows, the entry
+        port_t word = 0;
         HETDEPLOY_COUNTED(long long entries = 0);
     load_tile:
-        for (int e = 0; e < filters * filter_words * EPW; e++) {
+        for (int e = 0; e < reads * filter_words * EPW; e++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=TILE_ENTRIES
             HETDEPLOY_COUNTED(entries++);
             if (k == 0) word = *next++;
-            const entry_t entry = word.range(VEC * LB * (k + 1) - 1, VEC * LB * k);
-            if (t < URAM_LANES) paired[t / 2][t % 2 * WINDOW_ENTRIES + i] = entry;
-            else tile[t - URAM_LANES][i] = entry;
-            if (++k == EPW) k = 0;
-            if (++i == filter_words * EPW) {
-                i = 0;
-                t++;
+            const int base = (first_read + q) * PORT - first;  // the lane the read's first filter is
+            for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+                const int p = lane_t - base;
+                if (p >= 0 && p < PORT && lane_t < filters) {
+                    const entry_t entry = word.range(64 * p + VEC * LB * (k + 1) - 1, 64 * p + VEC * LB * k);
+                    if (lane_t < URAM_LANES) paired[lane_t / 2][lane_t % 2 * WINDOW_ENTRIES + i * EPW + k] = entry;
+                    else tile[lane_t - URAM_LANES][i * EPW + k] = entry;
+                }
+            }
+            if (++k == EPW) {
+                k = 0;
+                if (++i == filter_words) {
+                    i = 0;
+                    q++;
+                }
             }
         }
         HETDEPLOY_COUNTED(count_loop(entries, ENGINE_MOVE_DEPTH));
-    load_bias:
-        for (int lane_t = 0; lane_t < LANES; lane_t++) {
+        const port_t *biases = weights + bias_read + first_read;
+    load_bias:  // the tile's filters' biases, PORT a read
+        for (int r = 0; r < reads; r++) {
 #pragma HLS PIPELINE II=1
-            bias[lane_t] = lane_t < filters ? lane_value<sum_t>(weights[bias_word + first + lane_t], 0) : sum_t(0);
+#pragma HLS LOOP_TRIPCOUNT max=TILE_READS
+            const port_t read = biases[r];
+            const int base = (first_read + r) * PORT - first;
+            for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+                const int p = lane_t - base;
+                if (p >= 0 && p < PORT) bias[lane_t] = sum_t(read.range(64 * p + 63, 64 * p));
+            }
         }
-        HETDEPLOY_COUNTED(count_loop(LANES, ENGINE_MOVE_DEPTH);
-                          engine_counted().weight_words += filters * filter_words + filters);
+        HETDEPLOY_COUNTED(count_loop(reads, ENGINE_MOVE_DEPTH);
+                          engine_counted().weight_words += (long long)reads * PORT * (filter_words + 1));
         engine_pixel output;
         output.start(g, first);
         engine_walk walk;
         walk.start(g, output.row0, output.column0, channel0);
+        engine_row_walk row_walk;
+        row_walk.start(g, output.row0, output.column0);
         if (depthwise || (LANES % L == 0 && group_filters % L == 0)) {
             // every tile's outputs are whole words (its first channel and its channels multiples of a word's):
             // one loop of ``span`` iterations a pixel, its window's steps (a depthwise tile's: its window places'
@@ -400,6 +546,10 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                             entry++;
                         }
                     }
+                } else if (j < pixel_steps && rows) {
+                    engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, row_walk, tile,
+                                                                                          paired, sums);
+                    row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
                 } else if (j < pixel_steps) {
                     engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, walk, step, tile,
                                                                                       paired, sums);
@@ -412,6 +562,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                     done_word = output.out_first / L;
                     output.next(g);
                     walk.start(g, output.row0, output.column0, channel0);
+                    row_walk.start(g, output.row0, output.column0);
                 }
             }
             HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
@@ -433,14 +584,20 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                 sums[lane_t] = bias[lane_t];
             }
             HETDEPLOY_COUNTED(long long values = 0);
-        window_values:  // ``step`` values an iteration: VEC channels of a pixel, or one
-            for (int w = 0; w < window; w += step) {
+        window_values:  // ``step`` values an iteration: VEC channels of a pixel, or one; or a row walk's
+            for (int w = 0; w < steps; w++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=MAX_WINDOW
                 HETDEPLOY_COUNTED(values++);
-                engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, walk, step, tile, paired,
-                                                                                  sums);
-                walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
+                if (rows) {
+                    engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, row_walk, tile,
+                                                                                          paired, sums);
+                    row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
+                } else {
+                    engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, walk, step, tile,
+                                                                                      paired, sums);
+                    walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
+                }
             }
             HETDEPLOY_COUNTED(count_loop(values, ENGINE_MAC_DEPTH));
             HETDEPLOY_COUNTED(long long written = 0);
@@ -463,6 +620,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
             HETDEPLOY_COUNTED(count_loop(written, ENGINE_MOVE_DEPTH));
             output.next(g);
             walk.start(g, output.row0, output.column0, channel0);
+            row_walk.start(g, output.row0, output.column0);
         }
     }
 }

@@ -442,7 +442,8 @@ class CostModel:
                                  if isinstance(engine, bool) or graph.nodes[i].name in engine}
             if on_engine[d.name]:  # one engine of the size the folding would give all of them
                 shapes = {i: engine_shape(d, graph, i) for i in on_engine[d.name]}
-                window, width = max(s.n_in for s in shapes.values()), max(self.widths[i] for i in shapes)
+                width = max(self.widths[i] for i in shapes)
+                window = max(units.engine_window(s, width) for s in shapes.values())
                 size = units.engine_sizes_for(d, width, list(shapes.values()))[0]
                 lump = units.engine_resources(window, width, size,
                                               any(units.depthwise_on_engine(s) for s in shapes.values()))

@@ -50,6 +50,8 @@ from .cost import FLOAT_BYTES
 
 STRATEGIES = ("refcount", "greedy", "fastest")
 MEMORIES = ("bram", "uram", "reserved", "ddr")
+# The bytes each unit's DDR weights region starts on: a word of the engine's widest weights port
+WEIGHTS_ALIGNMENT = units.ENGINE_PORT_MAX_WORDS * units.ARENA_WORD_BYTES
 # The hill climb after greedy: at most this many tries, and at most CLIMB_WORK / buffers of them
 # (each try is a full greedy pass).
 CLIMB_STEPS, CLIMB_WORK = 1000, 200_000
@@ -394,6 +396,8 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
             weights, weights_end, weight_traffic = [], 0, 0
             for unit in (u for u in sub.execution_units if u.weights_in_ddr):
                 size = units.buffer_bytes(weights_bytes_of(unit), 1)
+                # each from a word of the widest weights port (the engine's reads its region in such words)
+                weights_end = -(-weights_end // WEIGHTS_ALIGNMENT) * WEIGHTS_ALIGNMENT
                 weights.append(Buffer(f"{unit.name}.weights", "ddr", weights_end, size, 0,
                                       len(sub.execution_units) - 1, f"ap_fixed<{width},6>", kind="weights"))
                 weights_end += size

@@ -679,7 +679,7 @@ def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int
 
     macs = {g: sum(whole[k].n_in * whole[k].n_out * whole[k].vectors for k in g) for g in groups}
     width = {g: max(widths[k] for k in g) for g in groups}
-    window = {g: max(whole[k].n_in for k in g) for g in groups}
+    window = {g: max(units.engine_window(whole[k], width[g]) for k in g) for g in groups}
 
     def sizes(group: tuple[int, ...], allowance: Optional[dict[str, int]] = None) -> list[units.EngineSize]:
         return units.engine_sizes_for(device, width[group], [whole[k] for k in group], allowance)

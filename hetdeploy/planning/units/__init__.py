@@ -106,15 +106,17 @@ from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDE
                     BRAM_MIN_BITS, BRAM_MIN_DEPTH, CYCLES, DA_COST_PER_DIGIT_BIT, DA_MAX_INPUTS, DA_MAX_PRODUCTS,
                     DISTRIBUTED_ARITHMETIC, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, ENGINE, ENGINE_ACTIVATIONS,
                     ENGINE_CONTROL_DSP, ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_FUSED_OPS, ENGINE_HOLD_LANES,
-                    ENGINE_LANE_FF, ENGINE_LANE_LUT, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, ENGINE_SHARES,
+                    ENGINE_LANE_FF, ENGINE_LANE_LUT, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, ENGINE_PORT_MAX_WORDS,
+                    ENGINE_SHARES,
                     FOLDED_STRATEGIES, IO_TYPES, LOOKUP_TABLE_BITS, LOOKUP_TABLE_SIZE, NOT_HLS4ML_LAYER_OPS,
                     NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ, RESOURCES, RESOURCE_PARTS, SOFTMAX_REFERENCE_CYCLES,
                     STRATEGIES, SYNTHESIS_LUT_SHARE, TABLE_INDEX_LUT_PER_BIT, TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES,
                     UNIT_CONTROL_FF, UNIT_CONTROL_LUT, VITIS_SOFTMAX_TABLE_BRAM18, EngineSize, Shape, accumulator_bits,
                     arena_words, bram18_blocks, buffer_bytes, buffer_lanes, ddr_cycles_per_vector, depthwise_on_engine,
                     distributed_arithmetic_lut, element_bytes, engine_buffers, engine_cycles, engine_estimate,
+                    engine_row_values, engine_window,
                     engine_resources, engine_sizes, fifo_bram18, iterations, pipeline_cycles, strategy_for, streams,
-                    valid_reuse_factors, XNOR_POPCOUNT)
+                    valid_reuse_factors, weight_reads, XNOR_POPCOUNT)
 from .kinds import KINDS, Arithmetic, UnitKind, kind_of
 
 
@@ -272,8 +274,9 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
         group = main.attrs.get("group", 1)
         n_in = (first[1] // group) * math.prod(kernel)
         return windowed(Shape("kernel", n_in, main_out[1], math.prod(main_out[2:]), True, 0, output_values, softmax,
-                              latency_only=group > 1 and group == first[1]), first, kernel, main.attrs.get("strides"),
-                        main.attrs.get("pads"))
+                              latency_only=group > 1 and group == first[1],
+                              column_dilation=(main.attrs.get("dilations") or [1])[-1]), first, kernel,
+                        main.attrs.get("strides"), main.attrs.get("pads"))
     if main.op in ("Gemm", "MatMul"):  # streamed, hls4ml's dense wrapper copies its input word into an array
         return Shape("kernel", first[-1], main_out[-1], 1, False, 0, output_values, softmax, window_values=first[-1])
     if main.op == "MaxPool":
@@ -413,7 +416,8 @@ def engine_sizes_for(device: Device, width: int, shapes: Sequence[Shape],
     in ``allowance``, by default its share of the FPGA, for their largest window), the fewest cycles of theirs first
     (``engine_cycles_of``): more lanes share each value read, more values a lane load its weights in fewer
     cycles."""
-    sizes = engine_sizes(width, dict(allowance or engine_allowance(device)), max(s.n_in for s in shapes))
+    sizes = engine_sizes(width, dict(allowance or engine_allowance(device)),
+                         max(engine_window(s, width) for s in shapes), engine_port_words(device))
     return sorted(sizes, key=lambda size: engine_cycles_of(device, width, shapes, size))
 
 
@@ -427,6 +431,16 @@ def engine_cycles_of(device: Device, width: int, shapes: Sequence[Shape], size: 
 def _engine_latency(shape: Shape, width: int, rate: float, size: EngineSize) -> int:
     """A unit's cycles on an engine of ``size``: cached, the folding weighing every size for every unit."""
     return engine_estimate(dataclasses.replace(shape, engine=size), width, rate)["latency_cycles"]
+
+
+def engine_port_words(device: Device) -> int:
+    """The 64-bit words the engine's weights port reads a cycle on ``device``: the most, a power of two up to
+    ENGINE_PORT_MAX_WORDS, that its DDR port delivers a cycle (128 bits on a Zynq UltraScale+ HP port at 3.2 GB/s
+    and 200 MHz; 64 on the PYNQ-Z2's), at least one."""
+    words = 1
+    while 2 * words <= ENGINE_PORT_MAX_WORDS and 2 * words * ARENA_WORD_BYTES <= ddr_bytes_per_cycle(device):
+        words *= 2
+    return words
 
 
 def ddr_bytes_per_cycle(device: Device) -> float:

@@ -68,6 +68,9 @@ REFERENCE_CLOCK_MHZ = 200.0
 # buffers fit them, fewer where the other units then do not fit (the folding's); the rest is the hls4ml units' and
 # the activations' (URAM the memory plan's level after BRAM)
 ENGINE_SHARES = {"dsp": 0.5, "bram18": 0.75, "uram": 0.75}
+# The engine's weights port is at most this many 64-bit words wide (512 bits: the widest AXI data bus of the boards'
+# memory ports, an Alveo card's DDR; a Zynq UltraScale+ HP port is 128 bits, a Zynq-7000's 64: UG1085, UG585)
+ENGINE_PORT_MAX_WORDS = 8
 # Lanes come in multiples of this (the outputs a word holds at 8 bits: a tile of lanes then writes whole words of a
 # layer whose filters are a multiple of it), but for an engine too small for one
 ENGINE_LANE_MULTIPLE = 8
@@ -141,11 +144,13 @@ SYNTHESIS_LUT_SHARE = 0.5
 @dataclass(frozen=True)
 class EngineSize:
     """An engine's lanes, of which ``uram_lanes`` (an even number) hold their weights in URAM, two a block, the
-    others in BRAM, and the values each lane takes a cycle."""
+    others in BRAM, the values each lane takes a cycle, and the 64-bit words its weights port reads a cycle (the
+    board's DDR port's: ``engine_port_words``), a lane's each."""
 
     lanes: int
     uram_lanes: int
     vector: int
+    port_words: int = 1
 
 
 @dataclass(frozen=True)
@@ -198,6 +203,7 @@ class Shape:
     padded: bool = False
     # its window over that map: (k_h, k_w, s_h, s_w, pad top, left, bottom, right); a 1-D one a row of one
     window_geometry: tuple[int, ...] = ()
+    column_dilation: int = 1  # a convolution's, along its rows
     # on the engine, its size (``engine_sizes``, the folding's choice)
     engine: EngineSize = EngineSize(ENGINE_HOLD_LANES, 0, 1)
     # a dense layer or an unpadded convolution whose inputs and weights are each -1 or +1
@@ -260,34 +266,43 @@ def bound_products(count: int, width: int, bits: int, dsp_binding: tuple[int, in
 
 
 def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int, vector: int = 1,
-                  channels: int = 0, groups: int = 1) -> dict[str, int]:
+                  channels: int = 0, groups: int = 1, port_words: int = 1, row: int = 0) -> dict[str, int]:
     """hls/engine.h's cycles for a layer of ``filters`` output channels over ``pixels`` output pixels, ``window``
     products each over ``channels`` input channels of its group (0: the window's), in ``groups`` groups, its
-    weights and values ``width`` bits, on ``lanes`` x ``vector`` multipliers: its loops as C-simulation counts them
-    (engine_counted), each pipelined loop's iterations at II 1 and its depth once, and a cycle a tile. Per tile of
-    a group's filters, ``lanes`` at a time: its filters' weight words and a bias a lane; then its pixels' windows,
-    ``vector`` values an iteration when the channels are a multiple of it (else one). Where every tile's outputs
-    are whole words (the lanes and a group's filters multiples of a word's outputs) one loop of the larger of a
-    window's iterations and a pixel's output words a pixel, the previous pixel's words written during it, then the
-    last pixel's words; else per pixel a cycle, the window, then the words its outputs lie in. A depthwise
-    convolution (a group a channel) whose channels and lanes are whole words: ``lanes`` channels a tile, a lane
-    each, a pixel's window place after place, each place's input words of the tile one an iteration, its output
-    words written during the next pixel's, as above. ``weight_words``: the DDR words of weights and biases it
-    reads."""
+    weights and values ``width`` bits, on ``lanes`` x ``vector`` multipliers whose weights port reads
+    ``port_words`` DDR words a cycle: its loops as C-simulation counts them (engine_counted), each pipelined loop's
+    iterations at II 1 and its depth once, and a cycle a tile. Per tile of a group's filters, ``lanes`` at a time:
+    its filters' weights, a word of ``port_words`` filters' windows a read (``weight_reads``), and a bias read for
+    each; then its pixels' windows, ``vector`` values an iteration when the channels are a multiple of it (else
+    one), or, where the engine walks the window along its rows (``row``: a row's values, ``engine_row_values``),
+    a row's values padded to whole words of weights ``vector`` an iteration after one iteration reading the row's
+    first word. Where every tile's outputs are whole words (the lanes and a group's filters multiples of a word's
+    outputs) one loop of the larger of a window's iterations and a pixel's output words a pixel, the previous
+    pixel's words written during it, then the last pixel's words; else per pixel a cycle, the window, then the
+    words its outputs lie in. A depthwise convolution (a group a channel) whose channels and lanes are whole
+    words: ``lanes`` channels a tile, a lane each, a pixel's window place after place, each place's input words of
+    the tile one an iteration, its output words written during the next pixel's, as above. ``weight_words``: the
+    DDR words of weights and biases it reads."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
     steps = window // vector if (channels or window) % vector == 0 else window
+    stored = window
+    if row:
+        padded = -(-row // per_word) * per_word
+        steps, stored = window // row * (1 + padded // vector), window // row * padded
     group_filters = filters // groups
     aligned = lanes % per_word == 0 and group_filters % per_word == 0
     depthwise = groups == filters > 1 and channels == 1 and filters % per_word == 0 and lanes % per_word == 0
+    filter_words = -(-stored // per_word)  # each filter's window in words of its own
     cycles = weight_words = weight_cycles = 0
     firsts = range(0, filters, lanes) if depthwise else (g * group_filters + t for g in range(groups)
                                                           for t in range(0, group_filters, lanes))
     for first in firsts:
         tile = min(lanes, filters - first) if depthwise else min(lanes, group_filters - first % group_filters)
-        words = tile * -(-window // per_word)  # each filter's window from a word of its own
-        cycles += 1 + _loop(words * (per_word // vector), ENGINE_MOVE_DEPTH) + _loop(lanes, ENGINE_MOVE_DEPTH)
-        weight_words += words + tile
-        weight_cycles += words * (per_word // vector) + lanes
+        reads = weight_reads(first, tile, port_words)
+        cycles += 1 + _loop(reads * filter_words * (per_word // vector), ENGINE_MOVE_DEPTH) + _loop(
+            reads, ENGINE_MOVE_DEPTH)
+        weight_words += reads * port_words * (filter_words + 1)
+        weight_cycles += reads * (filter_words * (per_word // vector) + 1)
         if depthwise:
             outputs = tile // per_word
             cycles += _loop(pixels * max(window * tile // per_word, outputs), ENGINE_MAC_DEPTH) + _loop(
@@ -301,12 +316,44 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
 
 
-def engine_sizes(width: int, allowance: dict[str, int], window: int) -> list[EngineSize]:
+def engine_row_values(kernel_width: int, channels: int, groups: int, column_dilation: int, width: int) -> int:
+    """The values of a window row hls/engine.h walks along (``engine_rows``: one group, columns one apart, channels
+    no whole word of ``width``-bit weights: a first layer's three); 0 where it walks the window a place at a
+    time."""
+    per_word = ARENA_WORD_BYTES // element_bytes(width)
+    return kernel_width * channels if groups == 1 and column_dilation == 1 and channels % per_word else 0
+
+
+def engine_window(shape: Shape, width: int) -> int:
+    """The values a lane's weight buffer holds of a unit's window at ``width`` bits: its window, each row padded to
+    whole words of weights where the engine walks it along its rows (``engine_row_values``)."""
+    row = _row_values(shape, width)
+    per_word = ARENA_WORD_BYTES // element_bytes(width)
+    return shape.n_in // row * -(-row // per_word) * per_word if row else shape.n_in
+
+
+def _row_values(shape: Shape, width: int) -> int:
+    """``engine_row_values`` of a unit's layer (a dense layer: one row of its inputs)."""
+    channels, groups, kernel_width = shape.n_in, 1, 1
+    if shape.input_map:  # a convolution's group's channels over its kernel
+        channels = shape.n_in // (shape.window_geometry[0] * shape.window_geometry[1])
+        groups, kernel_width = shape.input_map[2] // channels, shape.window_geometry[1]
+    return engine_row_values(kernel_width, channels, groups, shape.column_dilation, width)
+
+
+def weight_reads(first: int, tile: int, port_words: int) -> int:
+    """The port's words a tile of filters ``first`` .. ``first + tile - 1`` reads for each word of their windows
+    (hls/engine.h's weights layout: a port's word holds ``port_words`` consecutive filters' words, from filter 0)."""
+    return (first + tile - 1) // port_words - first // port_words + 1
+
+
+def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words: int = 1) -> list[EngineSize]:
     """The engine sizes to weigh at ``width`` bits where the engine may take ``allowance`` (DSPs, BRAM18s and URAM
-    blocks) and its largest window is ``window`` values: for each number of values a lane takes a cycle (a power
-    of two up to a word's), the most lanes whose multipliers, control and weight buffers fit (URAM's first, then
-    BRAM's), a multiple of the outputs a word holds, and the most whose buffers are all URAM, then each half of
-    those down to one word's; the most multiply-accumulators a cycle first; at least one lane of one value."""
+    blocks), its largest window is ``window`` values and its weights port reads ``port_words`` words a cycle: for
+    each number of values a lane takes a cycle (a power of two up to a word's), the most lanes whose multipliers,
+    control and weight buffers fit (URAM's first, then BRAM's), a multiple of the outputs a word holds, and the most
+    whose buffers are all URAM, then each half of those down to one word's; the most multiply-accumulators a cycle
+    first; at least one lane of one value."""
     sizes = []
     vector = multiple = ARENA_WORD_BYTES // element_bytes(width)
     while vector >= 1:
@@ -315,12 +362,12 @@ def engine_sizes(width: int, allowance: dict[str, int], window: int) -> list[Eng
             vector * dsps_a_product(width)))
         for lanes in {most - most % multiple, min(most, uram_most) - min(most, uram_most) % multiple}:
             while lanes >= multiple:  # the most, and the most without BRAM, then their halves
-                sizes.append(EngineSize(lanes, min(lanes, uram_most), vector))
+                sizes.append(EngineSize(lanes, min(lanes, uram_most), vector, port_words))
                 lanes = lanes // 2 - lanes // 2 % multiple
         vector //= 2
     most_first = sorted(set(sizes), key=lambda size: (-size.lanes * size.vector, -size.vector,
                                                       size.lanes - size.uram_lanes))
-    return most_first or [EngineSize(1, 0, 1)]
+    return most_first or [EngineSize(1, 0, 1, port_words)]
 
 
 def buffer_lanes(width: int, allowance: dict[str, int], window: int, vector: int) -> tuple[int, int]:
@@ -394,7 +441,8 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
         channels = shape.n_in // (shape.window_geometry[0] * shape.window_geometry[1])
         groups = shape.input_map[2] // channels
     counted = engine_cycles(shape.n_in, shape.n_out, shape.vectors, width, shape.engine.lanes,
-                            vector=shape.engine.vector, channels=channels, groups=groups)
+                            vector=shape.engine.vector, channels=channels, groups=groups,
+                            port_words=shape.engine.port_words, row=_row_values(shape, width))
     cycles = counted["cycles"]
     ddr = 0 if ddr_bytes_per_cycle is None else max(
         0, math.ceil(counted["weight_words"] * ARENA_WORD_BYTES / ddr_bytes_per_cycle) - counted["weight_cycles"])
