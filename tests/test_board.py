@@ -213,6 +213,13 @@ def test_unknown_board_name():
          r"devices\[1\]\.hls_tool: expected one of vitis_hls, vivado_hls"),
         ("    clock_mhz: 650", "    clock_mhz: 650\n    hls_tool: vivado_hls",
          r"devices\[0\]\.hls_tool: only an fpga device is synthesised by an HLS tool"),
+        # the engine pinned: an FPGA's, its values a cycle a power of two up to a word's
+        ("    clock_mhz: 650", "    clock_mhz: 650\n    engine: {lanes: 32, values: 4}",
+         r"devices\[0\]\.engine: only an fpga device has the layer-sequential engine"),
+        ("    hls_tool: vitis_hls ", "    hls_tool: vitis_hls\n    engine: {lanes: 32, values: 3}\n   ",
+         r"devices\[1\]\.engine\.values: expected one of 1, 2, 4, 8, got 3"),
+        ("    hls_tool: vitis_hls ", "    hls_tool: vitis_hls\n    engine: {lanes: 32}\n   ",
+         r"devices\[1\]\.engine: missing key 'values'"),
     ],
 )
 def test_bad_board_files_name_file_line_and_key(tmp_path, old, new, expected):

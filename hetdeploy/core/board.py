@@ -121,6 +121,9 @@ class Device:
     reserve_fraction: float = 0.0
     utilisation: dict[str, float] = field(default_factory=dict)  # resource -> the most of it a design may use
     pes: dict[str, ProcessingElement] = field(default_factory=dict)  # FPGA only, in declaration order
+    # FPGA only: its layer-sequential engine's lanes and values a lane takes a cycle, pinned (board key engine,
+    # option --engine); None: the folding sizes it (planning/units' engine_sizes)
+    engine_size: Optional[tuple[int, int]] = None
 
     def budget(self) -> dict[str, int]:
         """FPGA resources left for the design: each resource less the reserve, and at most its
@@ -390,7 +393,12 @@ _COMPUTE = {
 # the keys only an fpga device takes, and why
 _FPGA_ONLY_KEYS = {"board_part": "only an fpga device sits on a Vivado board part",
                    "board_connections": "only an fpga device sits on a Vivado board part",
-                   "hls_tool": "only an fpga device is synthesised by an HLS tool"}
+                   "hls_tool": "only an fpga device is synthesised by an HLS tool",
+                   "engine": "only an fpga device has the layer-sequential engine"}
+# an FPGA's engine pinned: its lanes, and the values a lane takes a cycle (a power of two, at most a 64-bit word's)
+ENGINE_VALUES = (1, 2, 4, 8)
+_ENGINE = {"lanes": (True, _is(int, "a whole number of lanes from 1 to 4096", lambda v: 1 <= v <= 4096)),
+           "values": (True, _is(int, f"one of {', '.join(map(str, ENGINE_VALUES))}", lambda v: v in ENGINE_VALUES))}
 _DEVICE = {
     "name": (True, _NAME),
     "kind": (True, _KIND),
@@ -409,6 +417,7 @@ _DEVICE = {
     "reserve_fraction": (False, _FRACTION),
     "utilisation": (False, _UTILISATION),
     "pes": (False, None),  # a mapping of PE kind -> {ops, fuse}; checked in _validate_pes
+    "engine": (False, _ENGINE),
 }
 _LINK = {
     "from": (True, _NAME),
@@ -537,6 +546,7 @@ def _validate(src: _Source) -> Board:
                 reserve_fraction=float(d.get("reserve_fraction", 0.0)),
                 utilisation={k: float(v) for k, v in d.get("utilisation", {}).items()},
                 pes=pes,
+                engine_size=(d["engine"]["lanes"], d["engine"]["values"]) if "engine" in d else None,
             )
         )
     links = []

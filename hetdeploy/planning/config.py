@@ -34,6 +34,7 @@ from typing import Any, Callable, Optional
 
 import yaml
 
+from ..core.board import ENGINE_VALUES
 from ..core.cache import LIMIT_VARIABLE, default_root, parse_size
 from ..core.errors import UserError
 from ..core.plan import TOPS
@@ -81,6 +82,8 @@ class BuildOptions:
     # the folding also weighs hls4ml's distributed_arithmetic for quantized multiply-accumulate units (needs da4ml)
     weigh_distributed_arithmetic: bool = False
     no_engine: bool = False  # never place a unit on the engine the user did not pin there
+    # every FPGA's engine pinned (lanes, values a lane takes a cycle), over the board file's; None: the folding's
+    engine_size: Optional[tuple[int, int]] = None
     top: str = "auto"  # how each FPGA subfunction's top runs its units (TOP_CHOICES; plan_model.choose_tops)
     table_sizes: dict[str, int] = field(default_factory=dict)  # ONNX node name -> its unit's lookup tables' entries
     io_types: dict[str, str] = field(default_factory=dict)  # ONNX node name -> its unit's hls4ml IOType
@@ -268,6 +271,17 @@ def table_size(value: Any) -> int:
     return int(value)
 
 
+def engine_size(value: Any) -> tuple[int, int]:
+    """An engine's lanes and the values a lane takes a cycle, written LANESxVALUES (64x4)."""
+    lanes, _, values = str(value).lower().partition("x")
+    if isinstance(value, (tuple, list)) and len(value) == 2:  # the API's (lanes, values)
+        lanes, values = str(value[0]), str(value[1])
+    if not _whole(lanes) or not 1 <= int(lanes) <= 4096 or not _whole(values) or int(values) not in ENGINE_VALUES:
+        raise ValueError(f"'{value}': expected LANESxVALUES, lanes from 1 to 4096 and values a cycle one of "
+                         f"{', '.join(map(str, ENGINE_VALUES))} (64x4)")
+    return int(lanes), int(values)
+
+
 def flag(value: Any) -> bool:
     if not isinstance(value, bool):
         raise ValueError(f"'{value}': expected true or false")
@@ -432,6 +446,12 @@ OPTIONS = (
            "layer-sequential engine (--strategy NODE=engine) unless pinned there; by default the partitioner and the "
            "folding weigh it for every Conv, Gemm and MatMul (with BatchNormalizations and a ReLU) as the most "
            "folded design, beside a plan without it, and keep the faster"),
+    Option("engine_size", "engine", engine_size, "folding and memory", "pin the layer-sequential engine of every "
+           "FPGA to LANES lanes (output channels at once) of VALUES values a lane a cycle (1, 2, 4 or 8, at most a "
+           "64-bit word's at the width), over the board file's engine key; its weight buffers in the URAM as far as "
+           "it holds them, then in BRAM; refused where it alone exceeds the FPGA's budget. Default: the folding "
+           "sizes it, the fastest for the subfunction's layers within half the DSPs and three quarters of the "
+           "BRAM18s and URAM", metavar="LANESxVALUES", written=lambda value: f"{value[0]}x{value[1]}"),
     Option("top", "top", choice(TOP_CHOICES), "folding and memory", "how each FPGA subfunction's top runs its "
            "units: sequential, one after another a sample over the memory plan's buffers (their space reused); "
            "dataflow, all at once on successive samples linked by FIFOs whose depths come from the units' schedules "

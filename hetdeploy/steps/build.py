@@ -275,6 +275,10 @@ def _load_model(state: BuildState) -> BuildState:
 def _load_board(state: BuildState) -> BuildState:
     options = state.options
     state.board = load_board(options.board)
+    if options.engine_size is not None:  # --engine: every FPGA's engine, over the board file's
+        state.board = dataclasses.replace(state.board, devices=[
+            dataclasses.replace(d, engine_size=options.engine_size) if d.kind == "fpga" else d
+            for d in state.board.devices])
     state.options = options = model_node_names(options, state.loaded, state.board)
     # a sample file that is missing or of the wrong shape is a mistake now, for `plan` too, not at build time
     if options.calibration or options.verify_input or options.error_budget is not None:

@@ -78,6 +78,8 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
             # to an FPGA that holds it only on the engine), is not had
             plan = partition(loaded, board, options, layer_widths, zero_shares, with_engine or False)
             fold_units(plan, loaded, board, folds.get(with_engine, options), layer_widths)
+        except units.PinnedEngineRefused:  # the engine asked for, not a plan without it
+            raise
         except UserError as why:
             refused = refused or why
             if with_engine is True and isinstance(why, UnitsDoNotFit) and plan is not None:

@@ -97,6 +97,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
 
 from ...core.board import LAYER_ENGINE_OPS, RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS, Device
+from ...core.errors import UserError
 from ...core.graph import Graph, Node
 from ...core.precision import DEFAULT_WIDTH, SIGN_KEEPING_OPS, source_quantizer
 from ...core.plan import Band, ExecutionUnit, Fifo, Subfunction
@@ -416,9 +417,38 @@ def engine_sizes_for(device: Device, width: int, shapes: Sequence[Shape],
     in ``allowance``, by default its share of the FPGA, for their largest window), the fewest cycles of theirs first
     (``engine_cycles_of``): more lanes share each value read, more values a lane load its weights in fewer
     cycles."""
-    sizes = engine_sizes(width, dict(allowance or engine_allowance(device)),
-                         max(engine_window(s, width) for s in shapes), engine_port_words(device))
+    window = max(engine_window(s, width) for s in shapes)
+    if device.engine_size is not None:
+        return [pinned_engine_size(device, width, window)]
+    sizes = engine_sizes(width, dict(allowance or engine_allowance(device)), window, engine_port_words(device))
     return sorted(sizes, key=lambda size: engine_cycles_of(device, width, shapes, size))
+
+
+class PinnedEngineRefused(UserError):
+    """The engine the board file or --engine pins cannot be built: the plan is refused, not made without it."""
+
+
+def pinned_engine_size(device: Device, width: int, window: int) -> EngineSize:
+    """The engine ``device.engine_size`` pins (its lanes and values a cycle; the board file's engine key, or
+    --engine), for a largest window of ``window`` values at ``width`` bits: as many of its lanes' buffers in URAM as
+    the FPGA's URAM budget holds, the others in BRAM. UserError where a lane takes more values a cycle than a word
+    holds at that width, or where its multipliers and buffers alone exceed the FPGA's budget (PinnedEngineRefused)."""
+    lanes, vector = device.engine_size
+    pinned = f"the engine pinned on {device.name} ({lanes} lanes of {vector} values a cycle)"
+    per_word = ARENA_WORD_BYTES // element_bytes(width)
+    if vector > per_word:
+        raise PinnedEngineRefused(f"{pinned} takes more values a cycle than a 64-bit word holds at {width} bits "
+                                  f"({per_word})")
+    budget = device.budget()
+    uram = min(lanes, buffer_lanes(width, {"uram": budget.get("uram", 0)}, window, vector)[1])
+    size = EngineSize(lanes, uram - uram % 2, vector, engine_port_words(device))
+    needs = engine_resources(window, width, size)
+    over = [f"{needs[k]:,} {k.upper() if k != 'bram18' else 'BRAM18'}s of {budget.get(k, 0):,}" for k in needs
+            if k in ("dsp", "bram18", "uram") and needs[k] > budget.get(k, 0)]
+    if over:
+        raise PinnedEngineRefused(f"{pinned} does not fit it at {width} bits: it takes {', '.join(over)} (its largest "
+                                  f"window {window:,} values)")
+    return size
 
 
 def engine_cycles_of(device: Device, width: int, shapes: Sequence[Shape], size: EngineSize) -> int:
