@@ -463,6 +463,34 @@ def test_the_window_ops_hls4ml_cannot_run_are_reduced_by_the_top(tmp_path):
     assert len({s.name for s in plan.subfunctions}) == 1  # one FPGA call: nothing went back to the CPU
 
 
+def test_a_channel_shuffle_is_one_table_of_the_tops_and_matches_onnxruntime(tmp_path):
+    """ShuffleNet's channel shuffle as its exporters write it (Reshape to groups, Transpose, Reshape back) between two
+    grouped convolutions on the KV260's engine: the three relayouts are one unit of the top, one index table moving
+    each value once (the table found by running the three ops on the buffer's positions), not three; the unit and
+    the pipeline within tolerance of onnxruntime (a table that missed the Transpose would move the channels
+    wrong)."""
+    b = Builder(1)
+
+    def conv(x, name, kernel):
+        weights = b.random(f"{name}.w", [12, 4, kernel, kernel])
+        x = b.node("Conv", [x, weights, b.random(f"{name}.b", [12])], name, kernel_shape=[kernel, kernel], group=3,
+                   pads=[kernel // 2] * 4)
+        return b.node("Relu", [x], f"{name}.relu")
+
+    x = conv("input", "grouped1", 1)
+    x = b.node("Reshape", [x, b.const("groups", [1, 3, 4, 6, 6])], "to_groups")
+    x = b.node("Transpose", [x], "shuffle", perm=[0, 2, 1, 3, 4])
+    x = b.node("Reshape", [x, b.const("channels", [1, 12, 6, 6])], "to_channels")
+    conv(x, "grouped3", 3)
+    path = save_model(b, tmp_path / "shuffle.onnx", [1, 12, 6, 6])
+    plan = build_and_emulate(path, tmp_path / "shuffle", "kv260")
+    where = on_fpga(plan, [n.name for n in b.nodes])
+    assert len({where[n]["unit"] for n in ("to_groups", "shuffle", "to_channels")}) == 1
+    units = {u.name: u for s in plan.subfunctions for u in s.execution_units}
+    moved = units[where["shuffle"]["unit"]]
+    assert (moved.pe, len(moved.nodes), bool(moved.index_table), moved.verification.passed) == ("data", 3, True, True)
+
+
 @pytest.mark.slow
 def test_convolutions_hls4ml_has_no_layer_for_run_on_the_engine_and_match_onnxruntime(tmp_path):
     """The model zoo's AlexNet's 11 x 11 stride-4 stem, its LRN and its two-group 5 x 5 convolution, ShuffleNet's

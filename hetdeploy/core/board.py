@@ -619,10 +619,13 @@ def _validate_pes(src: _Source, d: dict, path: str, ops: Optional[dict]) -> dict
                                        and set(spec.get("fuse", [])) <= set(LAYER_ENGINE_FUSED_OPS)):
             src.fail(f"{path}.pes.{kind}", f"the engine computes {', '.join(LAYER_ENGINE_OPS)} and fuses "
                                            f"{', '.join(LAYER_ENGINE_FUSED_OPS)} after them, nothing else")
-        fusing = set(spec["ops"]) <= set(TOP_FUSING_OPS) and set(spec.get("fuse", [])) <= set(TOP_FUSED_OPS)
-        if engine == "top" and spec.get("fuse") and not fusing:
+        fused = set(spec.get("fuse", []))
+        fusing = set(spec["ops"]) <= set(TOP_FUSING_OPS) and fused <= set(TOP_FUSED_OPS) or \
+            set(spec["ops"]) <= set(RELAYOUT_OPS) and fused <= set(RELAYOUT_OPS)
+        if engine == "top" and fused and not fusing:
             src.fail(f"{path}.pes.{kind}.fuse", f"a PE the top implements fuses nothing but "
-                                               f"{', '.join(TOP_FUSED_OPS)} after {' or '.join(TOP_FUSING_OPS)}")
+                                               f"{', '.join(TOP_FUSED_OPS)} after {' or '.join(TOP_FUSING_OPS)}, "
+                                               f"and relayouts after relayouts (one table moves them all)")
     covered = {op for spec in pes.values() for op in spec["ops"]}
     for op in (op for op in listed if op not in covered):  # in the file's order: the same error every run
         src.fail(f"{path}.ops.{op}", f"no PE in {path}.pes runs {op}")

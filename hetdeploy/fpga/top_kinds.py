@@ -444,6 +444,9 @@ class Flatten(_Moved):
     name = "flatten"
     ops = ("Flatten",)
 
+    def makes(self, unit, op, engine):
+        return op in self.ops and len(unit.nodes) == 1  # a chain of relayouts: one table (Gather)
+
     def is_one(self, unit):
         return not unit.index_table
 

@@ -173,10 +173,11 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
         if units:
             unit = units[-1]
             last = graph.nodes[unit.nodes[-1]]
-            # a PE fuses what its fuse list names (the top's: a ReLU after its Add or BatchNormalization), whoever
-            # runs that op alone; hls4ml has no relayout layer
+            # a PE fuses what its fuse list names (the top's: a ReLU after its Add or BatchNormalization, relayouts
+            # after a relayout, one table moving the chain's values), whoever runs that op alone; hls4ml has no
+            # relayout layer
             fusible = node.op in device.pes[unit.pe].fuse and node.inputs == last.outputs[:1] and \
-                node.op not in RELAYOUT_OPS and \
+                (node.op not in RELAYOUT_OPS or last.op in RELAYOUT_OPS) and \
                 (unit.nodes[0] not in engine or node.op in ENGINE_FUSED_OPS and last.op not in ENGINE_ACTIVATIONS)
             if fusible and consumers.get(last.outputs[0]) == [i] and last.outputs[0] not in outputs:
                 unit.nodes.append(i)
