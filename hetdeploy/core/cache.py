@@ -97,7 +97,7 @@ def toolchain() -> str:
         except metadata.PackageNotFoundError:
             versions.append(f"{package}==?")
     own = Path(__file__).resolve().parent.parent  # the package, all its stages
-    code = digest(*[part for p in sorted([*own.rglob("*.py"), *(own / "hls").glob("*")]) if p.is_file()
+    code = digest(*[part for p in sorted([*own.rglob("*.py"), *(own / "hls").rglob("*")]) if p.is_file()
                     for part in (str(p.relative_to(own)), p.read_bytes())])
     return digest(*versions, code)
 
