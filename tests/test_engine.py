@@ -134,6 +134,7 @@ LAYERS = {  # channels, input, filters, output, kernel, strides, pads, dilations
     "grouped": (8, [6, 6], 12, [6, 6], [3, 3], [1, 1], [1, 1], [1, 1], True),
     "depthwise": (8, [5, 5], 8, [3, 3], [3, 3], [2, 2], [1, 1], [1, 1], False),
     "stem": (3, [11, 12], 6, [6, 6], [7, 7], [2, 2], [3, 3], [1, 1], True),  # walked along its rows, padded
+    "dense of 10": (10, [1, 1], 7, [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], True),  # its one row padded to words
 }
 GROUPS = {"grouped": 2, "depthwise": 8}  # the others': one
 # a Clip ending the layer (after a ReLU; bounds off the output's grid; one of them missing), as ONNX has it: on the
