@@ -16,7 +16,8 @@ any --model. Each is planned (`hetdeploy plan`, the latency policy) on the PYNQ-
 
 Per model, board and width (--width 16 and 8 unless --width says): nodes on the FPGA, the share of the model's
 convolution and matrix multiply-accumulates run there, the estimated latency and frames a second against all on
-the ARM and against the support policy (whose plan may not fit: "fits" says), the DSPs the engine's multipliers
+the ARM and against the support policy (whose plan may not fit: "fits" says), each FPGA subfunction's engine (its
+lanes x the values a lane takes a cycle / the bits its weights port reads a cycle), the DSPs the engine's multipliers
 take (its lanes x values a cycle, two products a DSP at 8 bits: the shared-operand packing of Xilinx WP486), the
 board's compute bound at that width (the model's MACs at one MAC a DSP a cycle at the FPGA's clock, two at 8 bits), the FPGA units run in bands, and the DDR bytes a sample moves (spilled activations written once and
 read by each reader, DDR weights read per output vector: the memory plan's traffic); where the Vitis AI 2.5 model
@@ -81,6 +82,8 @@ def measure(model: Path, board_name: str, width: int) -> dict:
             "frames_per_s": 1.0 / e.latency_s,
             "engine_dsp": sum(engine_resources(g.window, width, EngineSize(g.lanes, g.uram_lanes, g.vector))["dsp"]
                               - ENGINE_CONTROL_DSP for g in engines),
+            # each FPGA subfunction's engine: lanes x values a lane a cycle, and its weights port's bits
+            "engines": [f"{g.lanes}x{g.vector}/{64 * g.port_words}" for g in engines],
             "compute_bound_s": bound_s,
             "dpu_frames_per_s": DPU_FPS.get((model.stem.removeprefix("light_"), board_name)),
             "latency_s": e.latency_s, "all_cpu_latency_s": e.all_cpu_latency_s,
@@ -121,14 +124,14 @@ def print_row(r: dict, first: bool) -> None:
     if first:
         print(f"DPU figures: {DPU_SOURCE}")
         print("| model | board | bits | nodes | on FPGA | FPGA MAC share | latency ms | frames/s | x all-ARM | "
-              "x support (fits) | engine DSP | compute bound ms | x bound | DPU frames/s | banded units | "
-              "DDR MB a sample | plan s |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "x support (fits) | engine (lanes x values / port bits) | engine DSP | compute bound ms | x bound | "
+              "DPU frames/s | banded units | DDR MB a sample | plan s |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     dpu = f"{r['dpu_frames_per_s']}" if r["dpu_frames_per_s"] else ""
     print(f"| {r['model']} | {r['board']} | {r['width']} | {r['nodes']} | {r['fpga_nodes']} | {r['mac_share']:.1%} | "
           f"{r['latency_s'] * 1e3:.1f} | {r['frames_per_s']:.2f} | {r['all_cpu_latency_s'] / r['latency_s']:.2f} | "
           f"{r['support_latency_s'] / r['latency_s']:.2f} ({'yes' if r['support_fits'] else 'no'}) | "
-          f"{r['engine_dsp']} | {r['compute_bound_s'] * 1e3:.1f} | {r['latency_s'] / r['compute_bound_s']:.0f} | "
+          f"{', '.join(r['engines'])} | {r['engine_dsp']} | {r['compute_bound_s'] * 1e3:.1f} | {r['latency_s'] / r['compute_bound_s']:.0f} | "
           f"{dpu} | {r['banded_units']} | {r['ddr_bytes_per_sample'] / 1e6:.2f} | {r['plan_s']} |", flush=True)
 
 
