@@ -463,6 +463,7 @@ def test_the_window_ops_hls4ml_cannot_run_are_reduced_by_the_top(tmp_path):
     assert len({s.name for s in plan.subfunctions}) == 1  # one FPGA call: nothing went back to the CPU
 
 
+@pytest.mark.slow
 def test_a_channel_shuffle_is_one_table_of_the_tops_and_matches_onnxruntime(tmp_path):
     """ShuffleNet's channel shuffle as its exporters write it (Reshape to groups, Transpose, Reshape back) between two
     grouped convolutions on the KV260's engine: the three relayouts are one unit of the top, one index table moving
