@@ -396,8 +396,9 @@ _FPGA_ONLY_KEYS = {"board_part": "only an fpga device sits on a Vivado board par
                    "hls_tool": "only an fpga device is synthesised by an HLS tool",
                    "engine": "only an fpga device has the layer-sequential engine"}
 # an FPGA's engine pinned: its lanes, and the values a lane takes a cycle (a power of two, at most a 64-bit word's)
-ENGINE_VALUES = (1, 2, 4, 8)
-_ENGINE = {"lanes": (True, _is(int, "a whole number of lanes from 1 to 4096", lambda v: 1 <= v <= 4096)),
+ENGINE_VALUES, ENGINE_MAX_LANES = (1, 2, 4, 8), 4096
+_ENGINE = {"lanes": (True, _is(int, f"a whole number of lanes from 1 to {ENGINE_MAX_LANES}",
+                               lambda v: 1 <= v <= ENGINE_MAX_LANES)),
            "values": (True, _is(int, f"one of {', '.join(map(str, ENGINE_VALUES))}", lambda v: v in ENGINE_VALUES))}
 _DEVICE = {
     "name": (True, _NAME),

@@ -140,8 +140,7 @@ def row_values(layer: EngineLayer, width: int) -> int:
 def stored_window(layer: EngineLayer, width: int) -> int:
     """The values a filter's window takes in the weights region and a lane's buffer: its rows padded to whole words
     of ``width``-bit weights where the engine walks it along its rows."""
-    row = row_values(layer, width)
-    return layer.window // row * -(-row // _per_word(width)) * _per_word(width) if row else layer.window
+    return units.stored_window(layer.window, row_values(layer, width), width)
 
 
 def _filter_words(layer: EngineLayer, width: int) -> int:

@@ -229,6 +229,20 @@ void engine_accumulate(const word_t *source, const engine_layer &g, const engine
     engine_products<IW, WW, LANES, URAM_LANES, VEC, ENTRIES>(value, w.entry, w.lane, tile, paired, sums);
 }
 
+// Channel ``c`` of column ``column`` moved ``n`` values on along a window row (n at most VEC): each time it passes the
+// layer's channels, the next column
+template <int VEC> void engine_carry(int &c, int &column, int n, const engine_layer &g) {
+#pragma HLS INLINE
+    c += n;
+    for (int k = 0; k < VEC; k++) {
+#pragma HLS UNROLL
+        if (c >= g.in_c) {
+            c -= g.in_c;
+            column++;
+        }
+    }
+}
+
 // A window's walk along its rows (a layer of one group, columns dilated by one, whose channels are no whole word of
 // weights: a first layer's three): a row's k_w x in_c values lie one after another in the input, VEC of them an
 // iteration (the row's weights padded to whole words of weights, ``row_values``), each iteration reading the word
@@ -253,14 +267,7 @@ struct engine_row_walk {
         if (step > 0) {
             at += VEC;
             entry++;
-            c += VEC;
-            for (int k = 0; k < VEC; k++) {
-#pragma HLS UNROLL
-                if (c >= g.in_c) {
-                    c -= g.in_c;
-                    column++;
-                }
-            }
+            engine_carry<VEC>(c, column, VEC, g);
         }
         if (++step == steps) {
             step = 0;
@@ -302,14 +309,8 @@ void engine_row_accumulate(const word_t *source, const engine_layer &g, engine_r
         for (int v = 0; v < VEC; v++) {
 #pragma HLS UNROLL
             const int k = first + v + shift;  // its place in held, then fresh
-            int c = w.c + v, column = w.column;
-            for (int wrap = 0; wrap < VEC; wrap++) {
-#pragma HLS UNROLL
-                if (c >= g.in_c) {
-                    c -= g.in_c;
-                    column++;
-                }
-            }
+            int c = w.c, column = w.column;
+            engine_carry<VEC>(c, column, v, g);
             const bool inside = row_inside && column >= 0 && column < g.in_w;
             const ap_int<IW + 1> got = engine_value<IW>(k < IPW ? w.held : fresh, k % IPW, g);
             value[v] = inside ? got : ap_int<IW + 1>(0);

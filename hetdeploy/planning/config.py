@@ -34,7 +34,7 @@ from typing import Any, Callable, Optional
 
 import yaml
 
-from ..core.board import ENGINE_VALUES
+from ..core.board import ENGINE_MAX_LANES, ENGINE_VALUES
 from ..core.cache import LIMIT_VARIABLE, default_root, parse_size
 from ..core.errors import UserError
 from ..core.plan import TOPS
@@ -273,12 +273,14 @@ def table_size(value: Any) -> int:
 
 def engine_size(value: Any) -> tuple[int, int]:
     """An engine's lanes and the values a lane takes a cycle, written LANESxVALUES (64x4)."""
-    lanes, _, values = str(value).lower().partition("x")
     if isinstance(value, (tuple, list)) and len(value) == 2:  # the API's (lanes, values)
         lanes, values = str(value[0]), str(value[1])
-    if not _whole(lanes) or not 1 <= int(lanes) <= 4096 or not _whole(values) or int(values) not in ENGINE_VALUES:
-        raise ValueError(f"'{value}': expected LANESxVALUES, lanes from 1 to 4096 and values a cycle one of "
-                         f"{', '.join(map(str, ENGINE_VALUES))} (64x4)")
+    else:
+        lanes, _, values = str(value).lower().partition("x")
+    if not _whole(lanes) or not 1 <= int(lanes) <= ENGINE_MAX_LANES or not _whole(values) or \
+            int(values) not in ENGINE_VALUES:
+        raise ValueError(f"'{value}': expected LANESxVALUES, lanes from 1 to {ENGINE_MAX_LANES} and values a cycle "
+                         f"one of {', '.join(map(str, ENGINE_VALUES))} (64x4)")
     return int(lanes), int(values)
 
 

@@ -285,10 +285,10 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     DDR words of weights and biases it reads."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
     steps = window // vector if (channels or window) % vector == 0 else window
-    stored = window
-    if row:
-        padded = -(-row // per_word) * per_word
-        steps, stored = window // row * (1 + padded // vector), window // row * padded
+    stored = stored_window(window, row, width)
+    if row:  # each of its rows: its first word's iteration, then its padded values ``vector`` an iteration
+        rows = window // row
+        steps = rows * (1 + stored // rows // vector)
     group_filters = filters // groups
     aligned = lanes % per_word == 0 and group_filters % per_word == 0
     depthwise = groups == filters > 1 and channels == 1 and filters % per_word == 0 and lanes % per_word == 0
@@ -324,20 +324,31 @@ def engine_row_values(kernel_width: int, channels: int, groups: int, column_dila
     return kernel_width * channels if groups == 1 and column_dilation == 1 and channels % per_word else 0
 
 
-def engine_window(shape: Shape, width: int) -> int:
-    """The values a lane's weight buffer holds of a unit's window at ``width`` bits: its window, each row padded to
-    whole words of weights where the engine walks it along its rows (``engine_row_values``)."""
-    row = _row_values(shape, width)
+def stored_window(window: int, row: int, width: int) -> int:
+    """The values a filter's ``window`` takes in the engine's weights and a lane's buffer at ``width`` bits: each of
+    its rows of ``row`` values padded to whole words of weights where the engine walks it along its rows (``row``:
+    ``engine_row_values``, 0 where it does not)."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
-    return shape.n_in // row * -(-row // per_word) * per_word if row else shape.n_in
+    return window // row * -(-row // per_word) * per_word if row else window
+
+
+def engine_window(shape: Shape, width: int) -> int:
+    """``stored_window`` of a unit's window."""
+    return stored_window(shape.n_in, _row_values(shape, width), width)
+
+
+def _window_channels(shape: Shape) -> tuple[int, int, int]:
+    """A unit's layer's input channels of a group, its groups and its kernel's width (a dense layer: one row of its
+    inputs, one group)."""
+    if not shape.input_map:
+        return shape.n_in, 1, 1
+    channels = shape.n_in // (shape.window_geometry[0] * shape.window_geometry[1])
+    return channels, shape.input_map[2] // channels, shape.window_geometry[1]
 
 
 def _row_values(shape: Shape, width: int) -> int:
-    """``engine_row_values`` of a unit's layer (a dense layer: one row of its inputs)."""
-    channels, groups, kernel_width = shape.n_in, 1, 1
-    if shape.input_map:  # a convolution's group's channels over its kernel
-        channels = shape.n_in // (shape.window_geometry[0] * shape.window_geometry[1])
-        groups, kernel_width = shape.input_map[2] // channels, shape.window_geometry[1]
+    """``engine_row_values`` of a unit's layer."""
+    channels, groups, kernel_width = _window_channels(shape)
     return engine_row_values(kernel_width, channels, groups, shape.column_dilation, width)
 
 
@@ -436,10 +447,7 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     (nothing: the engine's resources are ``engine_resources``, once for all its units), and its cycles
     (``engine_cycles``), at least the DDR's time for its weights' words when that is longer than the loops that
     read them. It reads and writes its buffers itself: no moves besides."""
-    channels, groups = shape.n_in, 1  # a dense layer's: its window's
-    if shape.input_map:  # a convolution's group's: its window's over its kernel
-        channels = shape.n_in // (shape.window_geometry[0] * shape.window_geometry[1])
-        groups = shape.input_map[2] // channels
+    channels, groups, _ = _window_channels(shape)
     counted = engine_cycles(shape.n_in, shape.n_out, shape.vectors, width, shape.engine.lanes,
                             vector=shape.engine.vector, channels=channels, groups=groups,
                             port_words=shape.engine.port_words, row=_row_values(shape, width))
