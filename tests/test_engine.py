@@ -31,14 +31,17 @@ int main(int argc, char **argv) {
     std::vector<unsigned char> bytes;
     for (int c; (c = std::fgetc(f)) != EOF;) bytes.push_back(c);
     std::fclose(f);
-    std::vector<hetdeploy::word_t> memory(bytes.size() / 8 + %(out_words)d);
+    std::vector<hetdeploy::word_t> memory(bytes.size() / 8), unused(1);
     hetdeploy::load_bytes(memory.data(), bytes.data(), bytes.size());
+    // the output in a memory of its own at a word past its first, garbage around it: the engine's third of three
+    std::vector<hetdeploy::word_t> outputs(%(out_words)d + 2, hetdeploy::word_t(-1));
     const hetdeploy::engine_layer g = {%(layer)s};
-    hetdeploy::word_t *target = memory.data() + bytes.size() / 8;
+    hetdeploy::word_t *target = outputs.data() + 1;
     std::vector<ap_uint<64 * %(port)d> > reads(%(source_word)d / %(port)d);  // the weights region, as its port reads it
     hetdeploy::engine_port_view<%(port)d>(memory.data(), reads.data(), reads.size());
-    hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d>(
-        memory.data() + %(source_word)d, target, reads.data(), g);
+    const hetdeploy::engine_place source = {1, %(source_word)d}, output = {2, 1};
+    hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3>(
+        unused.data(), memory.data(), outputs.data(), unused.data(), source, output, reads.data(), g);
     for (int i = 0; i < %(outputs)d; i++)
         std::printf("%%lld\n", (long long)hetdeploy::read<ap_int<%(ow)d> >(target, i).to_int64());
     std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
@@ -252,11 +255,14 @@ int main(int argc, char **argv) {
         const int window = rows ? g.k_h * ((g.k_w * g.in_c + 3) / 4 * 4) : g.k_h * g.k_w * g.in_c / g.groups;
         const int filter_words = (window + 3) / 4;
         std::vector<ap_uint<64 * %(port)d> > weights((g.out_c + %(port)d - 1) / %(port)d * (filter_words + 1));
-        std::vector<hetdeploy::word_t> source(g.in_h * g.in_w * g.in_c / 4 + 1);
-        std::vector<hetdeploy::word_t> target(g.out_h * g.out_w * g.out_c / 4 + 1);
+        // the input, then the output, in one memory
+        const int source_words = g.in_h * g.in_w * g.in_c / 4 + 1;
+        std::vector<hetdeploy::word_t> memory(source_words + g.out_h * g.out_w * g.out_c / 4 + 1);
+        const hetdeploy::engine_place source = {0, 0}, target = {0, source_words};
         hetdeploy::engine_counted() = hetdeploy::engine_counts{0, 0};
-        hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d>(
-            source.data(), target.data(), weights.data(), g);
+        hetdeploy::word_t *m = memory.data();
+        hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 1>(
+            m, m, m, m, source, target, weights.data(), g);
         std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
     }
 }

@@ -688,7 +688,14 @@ def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_out
     assert depthwise.depthwise and depthwise.lanes % 4 == 0  # a lane a channel, four 16-bit channels a word
     declared = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_units.h").read_text()
     # its loop built; its weights read two DDR words at a time (the KV260's 128-bit HP port)
-    assert depthwise.port_words == 2 and "true, 2>(" in declared and "typedef ap_uint<128> engine_weights_t" in declared
+    assert depthwise.port_words == 2 and re.search(r"engine<16, 16, 16, \d+, \d+, \d+, \d+, true,\s+2, \d>", declared)
+    assert "typedef ap_uint<128> engine_weights_t" in declared
+    # its one instance (the ALLOCATION pragma) gets the same memories at every call, wherever a layer's buffers lie
+    top = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_top.cpp").read_text()
+    calls = re.findall(r"sf0_fpga_engine_16_16_16\(([a-z, ]+), hetdeploy::engine_place\{(\d), \d+\}, "
+                       r"hetdeploy::engine_place\{(\d), \d+\}", top.split("#ifndef __SYNTHESIS__")[0])
+    assert len(calls) == 3 and len({memories for memories, _, _ in calls}) == 1
+    assert len({place for _, *places in calls for place in places}) > 1  # buffers in more than one memory
     samples = np.load(data / "mbv2_blocks.npz")
     (got,) = Pipeline(tmp_path / "out").predict(samples["x"])
     assert np.isfinite(got).all() and np.max(np.abs(got - samples["y"])) <= 1e-3 * np.max(np.abs(samples["y"]))

@@ -12,6 +12,7 @@ and those go through ``_comment``.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from ..core.board_runtime import code_words, port_values
 from ..core.names import identifier
 from ..core.plan import Buffer, ExecutionUnit, HlsPort, MemoryPlan, Top, WeightPort
 from ..planning import units
+from ..planning.memory import MEMORIES
 from .dataflow_top import DataflowSource, TokenStreams, processes_and_calls, unit_tokens
 from .engine import stored_window
 from .packing import UNIT_WEIGHTS_FILE, precision_width
@@ -37,6 +39,8 @@ TOOL_VERSIONS = "Vitis HLS and Vivado 2022.1 to 2023.2 (PYNQ 3.0's images are bu
 DDR_IMAGE = "ddr_image.bin"  # in a subfunction's project: its DDR region's initial contents
 ENGINE_PORT = "engine_weights"  # the top's port the engine units read their weights through
 ENGINE_BUNDLE = "gmem_engine"  # its m_axi bundle (the block design connects every bundle of a core)
+# the top's C++ name of each memory of the plan (memory.MEMORIES; top.cpp.in declares them)
+MEMORY_ARRAYS = {"bram": "arena", "uram": "uram", "reserved": "reserve", "ddr": "ddr"}
 
 
 def _comment(names: list[str]) -> str:
@@ -106,11 +110,13 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
         port_words = next(iter(engines.values())).port_words
         declarations += ENGINE.statement("engine_port_type", port=port_words,
                                          bits=8 * units.ARENA_WORD_BYTES * port_words) + "\n"
-        declarations += "".join(ENGINE.statement("engine_function", name=name, lanes=lanes, uram_lanes=uram_lanes,
-                                                 vector=vector, window=window, in_bits=bits[0], out_bits=bits[1],
-                                                 weight_bits=bits[2], depthwise=str(depthwise).lower(), port=port)
-                                + "\n" for name, (bits, lanes, uram_lanes, vector, window, depthwise, port)
-                                in sorted(_engine_functions(engines).items()))
+        declarations += "".join(ENGINE.statement(
+            "engine_function", name=name, lanes=call.lanes, uram_lanes=call.uram_lanes, vector=call.vector,
+            window=call.window, in_bits=call.bits[0], out_bits=call.bits[1], weight_bits=call.bits[2],
+            depthwise=str(call.depthwise).lower(), port=call.port_words, listed=", ".join(call.memories),
+            parameters=", ".join(statement("word_output", name=m) for m in call.memories),
+            engine=_engine_template(call), arguments=_engine_memories(call.memories)) + "\n"
+            for name, call in sorted(_engine_functions(engines).items()))
     declarations += "".join(statement("typedef", type=p.precision, name=f"{p.port}_t") + "\n" for p in every_weight)
     declarations += "\n".join(HLS4ML.statement("step_declaration", unit=u.name,
                                                 parameters=_parameters(u, ports_of[u.name]))
@@ -187,10 +193,9 @@ def _write_sequential_top(source: SubfunctionSource, project_dir: Path, buffers:
                           buffer_types: str, extent: dict[str, int], csim: str) -> None:
     """top.cpp.in: the units in schedule order over the memory plan's buffers, one sample after another."""
     sub = source.name
-    base = {"bram": "arena", "uram": "uram", "reserved": "reserve", "ddr": "ddr"}
 
     def at(tensor: str) -> str:
-        return statement("at_word", memory=base[buffers[tensor].memory],
+        return statement("at_word", memory=MEMORY_ARRAYS[buffers[tensor].memory],
                          word=buffers[tensor].offset // units.ARENA_WORD_BYTES)
 
     body = [_sample_in(p, k, types, at(p.tensor)) for k, p in enumerate(source.inputs)]
@@ -279,7 +284,10 @@ class EngineCall:
     """How a unit on the engine calls it: the engine's function for its buffers' and weights' bits (in, out,
     weights), its lanes and those in URAM, the values a lane takes a cycle, its largest window, the unit's weights'
     first read of the engines' weights port (``ENGINE_PORT``, from the DDR region's start), whether the function
-    has the depthwise loop (one of its units needs it), and the DDR words a read of the port holds."""
+    has the depthwise loop (one of its units needs it), the DDR words a read of the port holds, the top's memories
+    the function's calls' buffers lie in (``MEMORY_ARRAYS``' names, in memory.MEMORIES' order: every call passes all
+    of them), and where the unit's input and output lie: (the index of their memory among those, their first
+    word)."""
 
     function: str
     bits: tuple[int, int, int]
@@ -290,6 +298,9 @@ class EngineCall:
     weights_read: int
     depthwise: bool
     port_words: int
+    memories: tuple[str, ...]
+    source: tuple[int, int]
+    target: tuple[int, int]
 
 
 def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buffer],
@@ -308,19 +319,40 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
     read_bytes = {u.name: units.ARENA_WORD_BYTES * u.engine.port_words for u in on_engine}
     if any(weights[f"{u.name}.weights"].offset % read_bytes[u.name] for u in on_engine):
         raise RuntimeError(f"{sub}: an engine unit's weights do not begin a read of the engines' weights port")
+    # one instance of a function has one set of ports: each engine function takes every memory its calls' buffers
+    # lie in, at every call
+    memories = {b: tuple(MEMORY_ARRAYS[m] for m in MEMORIES if any(
+        buffers[t].memory == m for u in on_engine if bits[u.name] == b for t in (u.inputs[0], u.outputs[0])))
+        for b in bits.values()}
+
+    def place(unit: ExecutionUnit, tensor: str) -> tuple[int, int]:
+        return (memories[bits[unit.name]].index(MEMORY_ARRAYS[buffers[tensor].memory]),
+                buffers[tensor].offset // units.ARENA_WORD_BYTES)
+
     return {u.name: EngineCall(f"{sub}_engine_{'_'.join(map(str, bits[u.name]))}", bits[u.name], u.engine.lanes,
                                u.engine.uram_lanes, vector[bits[u.name]], window[bits[u.name]],
                                weights[f"{u.name}.weights"].offset // read_bytes[u.name], depthwise[bits[u.name]],
-                               u.engine.port_words)
+                               u.engine.port_words, memories[bits[u.name]], place(u, u.inputs[0]),
+                               place(u, u.outputs[0]))
             for u in on_engine}
 
 
-def _engine_functions(engines: dict[str, EngineCall]
-                      ) -> dict[str, tuple[tuple[int, int, int], int, int, int, int, bool, int]]:
-    """The engine functions the calls name: name -> (bits, lanes, URAM lanes, vector, window, depthwise loop, the
-    port's words)."""
-    return {call.function: (call.bits, call.lanes, call.uram_lanes, call.vector, call.window, call.depthwise,
-                            call.port_words) for call in engines.values()}
+def _engine_functions(engines: dict[str, EngineCall]) -> dict[str, EngineCall]:
+    """The engine functions the calls name: name -> a call of it (its calls differ only in their unit's weights
+    and buffers)."""
+    return {call.function: call for call in engines.values()}
+
+
+def _engine_template(call: EngineCall) -> str:
+    """engine.h's engine for ``call``'s function, over its memories."""
+    return ENGINE.statement("engine_template", lanes=call.lanes, uram_lanes=call.uram_lanes, vector=call.vector,
+                            window=call.window, in_bits=call.bits[0], out_bits=call.bits[1], weight_bits=call.bits[2],
+                            depthwise=str(call.depthwise).lower(), port=call.port_words, memories=len(call.memories))
+
+
+def _engine_memories(memories: tuple[str, ...]) -> str:
+    """engine.h's four memory arguments: ``memories``, then the first again for each it has not (never used)."""
+    return ", ".join(memories + memories[:1] * (4 - len(memories)))
 
 
 def engine_port(units_of_sub: list[ExecutionUnit], memory: MemoryPlan) -> Optional[WeightPort]:
@@ -398,6 +430,11 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
     lines += [line("from_float", type=types[t], source=names[t], target=f"{names[t]}_words",
                    values=values_of(shapes[t])) for t in unit.inputs]
     lines.append(_load_weights(weights) + (engine_view if engine is not None else ""))
+    if engine is not None:  # engine.h itself over the scratch copies, the input's the first memory, the output's
+        # the second (C-simulation only: no instance to share)
+        scratch = (f"{names[unit.inputs[0]]}_words", f"{names[unit.outputs[0]]}_words")
+        engine = dataclasses.replace(engine, memories=scratch, source=(0, 0), target=(1, 0))
+        engine = dataclasses.replace(engine, function=_engine_template(engine), memories=scratch + scratch[:1] * 2)
     lines.append(top_kind(unit).run(unit, Buffers(lambda t: f"{names[t]}_words", types, shapes, weights, engine)))
     lines += [line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=values_of(shapes[t]))
               for t in unit.outputs]

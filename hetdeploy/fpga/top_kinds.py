@@ -182,9 +182,10 @@ class Engine(TopKind):
         return engine_weights_bytes(unit.engine, width), f"ap_int<{width}>"
 
     def run(self, unit, buffers):
-        (x,), (y,), at = unit.inputs, unit.outputs, buffers.at
-        return self.line("run_engine", name=buffers.engine.function, source=at(x), target=at(y),
-                         read=buffers.engine.weights_read, unit=unit.name)
+        call = buffers.engine
+        return self.line("run_engine", name=call.function, memories=", ".join(call.memories),
+                         source=", ".join(map(str, call.source)), target=", ".join(map(str, call.target)),
+                         read=call.weights_read, unit=unit.name)
 
     def declaration(self, unit: ExecutionUnit, out_bits: int) -> str:
         """``<unit>_layer``, the C++ constant of the unit's layer (engine.h's engine_layer) for its ``out_bits``-bit

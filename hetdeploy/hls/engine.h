@@ -7,8 +7,14 @@
 // the first URAM_LANES of which (an even number) hold their weight buffers in URAM, two lanes a block, one on each
 // of its ports (ram_t2p; the others in BRAM, a lane's own), the values each lane takes a cycle (VEC: a divisor of
 // the values a word holds, of the inputs' and the weights'), the largest window of its layers (its weight
-// buffers' depth), whether it has the depthwise loop, and the DDR words its weights port reads a cycle (PORT: the
-// board's memory port's width, two on a Zynq UltraScale+ HP port of 128 bits; an m_axi port of its own).
+// buffers' depth), whether it has the depthwise loop, the DDR words its weights port reads a cycle (PORT: the
+// board's memory port's width, two on a Zynq UltraScale+ HP port of 128 bits; an m_axi port of its own), and how
+// many memories its calls' buffers lie in (MEMORIES).
+//
+// Every call passes the one instance the same memories (the top's on-chip arena, URAM and reserve arrays and its DDR
+// port, those its calls' buffers lie in, in one order) and says where its input and output lie (engine_place): the
+// instance's ports are those memories' whatever the layer, as one instance of a function needs (its arguments
+// cannot be an on-chip array at one call and an m_axi pointer at another).
 //
 // A call computes a convolution (a dense layer: a 1 x 1 convolution of one pixel) over channels-last buffers of the
 // subfunction's memories (arena.h), its weights and biases read from DDR: for each tile of LANES output channels, the
@@ -51,6 +57,36 @@
 #include "arena.h"
 
 namespace hetdeploy {
+
+// Where a call's buffer lies: which of the engine's memories (its ``m0`` .. ``m3``) and its first word there.
+struct engine_place {
+    int memory, word;
+};
+
+// Word ``at`` of the buffer at ``place``: read from the one memory it lies in (MEMORIES of m0 .. m3 are the engine's;
+// the others are never read)
+template <int MEMORIES>
+word_t engine_read(const word_t *m0, const word_t *m1, const word_t *m2, const word_t *m3, const engine_place &place,
+                   int at) {
+#pragma HLS INLINE
+    const int word = place.word + at;
+    if (MEMORIES > 3 && place.memory == 3) return m3[word];
+    if (MEMORIES > 2 && place.memory == 2) return m2[word];
+    if (MEMORIES > 1 && place.memory == 1) return m1[word];
+    return m0[word];
+}
+
+// ... and written
+template <int MEMORIES>
+void engine_write(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &place, int at,
+                  const word_t &bits) {
+#pragma HLS INLINE
+    const int word = place.word + at;
+    if (MEMORIES > 3 && place.memory == 3) m3[word] = bits;
+    else if (MEMORIES > 2 && place.memory == 2) m2[word] = bits;
+    else if (MEMORIES > 1 && place.memory == 1) m1[word] = bits;
+    else m0[word] = bits;
+}
 
 struct engine_layer {
     int in_c, in_h, in_w, out_c, out_h, out_w, k_h, k_w, s_h, s_w, pad_top, pad_left, d_h, d_w;
@@ -109,6 +145,11 @@ struct engine_walk {
         row = row0;
         column = column0;
         c = kx = entry = lane = 0;
+    }
+
+    // whether its place lies inside the input (else padding, a zero)
+    bool inside(const engine_layer &g) const {
+        return row >= 0 && row < g.in_h && column >= 0 && column < g.in_w;
     }
 
     // ``step`` values on (VEC of an entry's); column_step and row_step: the input element moves by these after a
@@ -211,15 +252,13 @@ void engine_products(const ap_int<IW + 1> value[VEC], int at, int first, const e
     }
 }
 
-// One window step: ``step`` values at the walk's place (VEC channels of a pixel, or one; zeros in the padding),
-// each multiplied by every lane's weight and added to its sum.
+// One window step: ``step`` values at the walk's place (VEC channels of a pixel, or one) from ``in_word``, the input
+// word they lie in (zero in the padding), each multiplied by every lane's weight and added to its sum.
 template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
-void engine_accumulate(const word_t *source, const engine_layer &g, const engine_walk &w, int step,
+void engine_accumulate(const word_t &in_word, const engine_layer &g, const engine_walk &w, int step,
                        const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES], sum_t sums[LANES]) {
 #pragma HLS INLINE
     static const int IPW = lane<ap_uint<IW> >::per_word;
-    const bool inside = w.row >= 0 && w.row < g.in_h && w.column >= 0 && w.column < g.in_w;  // else padding
-    const word_t in_word = inside ? source[w.at / IPW] : word_t(0);
     ap_int<IW + 1> value[VEC];
 #pragma HLS ARRAY_PARTITION variable=value complete
     for (int v = 0; v < VEC; v++) {
@@ -261,6 +300,15 @@ struct engine_row_walk {
         held = 0;
     }
 
+    // the input word this iteration reads (the one its values end in; a row's first iteration: the one its first
+    // value lies in), and whether it lies in the input (else it reads a zero): IPW input values a word
+    template <int VEC, int IPW> int word(const engine_layer &g, bool &in_map) const {
+        const int last = step == 0 ? at : at + VEC - 1;
+        const int first_of = (last - (last & (IPW - 1))) / IPW;  // IPW a power of two
+        in_map = row >= 0 && row < g.in_h && first_of >= 0 && first_of * IPW < g.in_h * g.in_w * g.in_c;
+        return first_of;
+    }
+
     // the next iteration: after ``steps`` a row (its first read, then its values VEC at a time) the next row,
     // its first element ``row_step`` elements on from the row's
     template <int VEC> void next(const engine_layer &g, int steps, int column0, int row_step) {
@@ -286,21 +334,16 @@ inline bool engine_rows(const engine_layer &g, int pw) {
     return g.groups == 1 && g.d_w == 1 && g.in_c % pw != 0;
 }
 
-// One iteration of a row walk: the word its values end in read (where it is in the input; the row's first
-// iteration reads the word its first value lies in), then, past the first, its VEC values (zeros outside the map;
-// those past the row's k_w x in_c meet its padding's zero weights) each multiplied by every lane's weight and added
-// to its sum
+// One iteration of a row walk, ``fresh`` the word it read (``engine_row_walk::word``; zero outside the input): past
+// the row's first, its VEC values (zeros outside the map; those past the row's k_w x in_c meet its padding's zero
+// weights) each multiplied by every lane's weight and added to its sum
 template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
-void engine_row_accumulate(const word_t *source, const engine_layer &g, engine_row_walk &w,
+void engine_row_accumulate(const word_t &fresh, const engine_layer &g, engine_row_walk &w,
                            const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES], sum_t sums[LANES]) {
 #pragma HLS INLINE
     static const int IPW = lane<ap_uint<IW> >::per_word;
     const int first = w.at & (IPW - 1);  // the first value's place in its word (IPW a power of two)
-    const int last = w.step == 0 ? w.at : w.at + VEC - 1;  // the element whose word this iteration reads
-    const int word = (last - (last & (IPW - 1))) / IPW;
     const bool row_inside = w.row >= 0 && w.row < g.in_h;
-    const bool in_map = row_inside && word >= 0 && word * IPW < g.in_h * g.in_w * g.in_c;
-    const word_t fresh = in_map ? source[word] : word_t(0);
     if (w.step > 0) {
         // the values' words: the held one then the fresh one, or the fresh one alone where all lie in it
         const int shift = first + VEC <= IPW ? IPW : 0;
@@ -320,13 +363,13 @@ void engine_row_accumulate(const word_t *source, const engine_layer &g, engine_r
     w.held = fresh;
 }
 
-// One step of a depthwise tile (lane t: the tile's channel t, its own input channel): the input word ``word`` of
-// the tile's channels at the walk's window place (zeros in the padding), each of its IPW values multiplied by its
+// One step of a depthwise tile (lane t: the tile's channel t, its own input channel): ``in_word``, the input word
+// ``word`` of the tile's channels at the walk's window place (zero in the padding), each of its IPW values multiplied by its
 // lane's weight at that place (entry ``entry``, its lane ``at_lane``) and added to that lane's sum: IPW
 // multipliers, each lane's weight chosen among the lanes the word's place k can be, and its sum among those.
 template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
-void engine_depthwise_accumulate(const word_t *source, const engine_layer &g, const engine_walk &w, int word,
-                                 int entry, int at_lane, const entry_t tile[][ENTRIES],
+void engine_depthwise_accumulate(const word_t &in_word, const engine_layer &g, int word, int entry, int at_lane,
+                                 const entry_t tile[][ENTRIES],
                                  const entry_t paired[][2 * ENTRIES], sum_t sums[LANES]) {
 #pragma HLS INLINE
     typedef ap_uint<IW> raw_in_t;
@@ -334,8 +377,6 @@ void engine_depthwise_accumulate(const word_t *source, const engine_layer &g, co
     typedef ap_int<IW + 1> value_t;
     typedef ap_int<IW + 1 + WW> product_t;
     static const int IPW = lane<raw_in_t>::per_word, LB = 8 * lane<weight_t>::bytes;
-    const bool inside = w.row >= 0 && w.row < g.in_h && w.column >= 0 && w.column < g.in_w;  // else padding
-    const word_t in_word = inside ? source[w.at / IPW] : word_t(0);
     for (int k = 0; k < IPW; k++) {
 #pragma HLS UNROLL
         const raw_in_t raw = lane_value<raw_in_t>(in_word, k);
@@ -380,8 +421,10 @@ word_t engine_word(const sum_t *sums, int word, const engine_layer &g, int shift
     return bits;
 }
 
-template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW, bool DEPTHWISE, int PORT>
-void engine(const word_t *source, word_t *target, const ap_uint<64 * PORT> *weights, const engine_layer &g) {
+template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW, bool DEPTHWISE, int PORT,
+          int MEMORIES>
+void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &source, const engine_place &target,
+            const ap_uint<64 * PORT> *weights, const engine_layer &g) {
     typedef ap_uint<IW> raw_in_t;
     typedef ap_uint<OW> raw_out_t;
     typedef ap_int<WW> weight_t;
@@ -527,7 +570,10 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
             for (int i = 0; i < pixels * span; i++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ITERATIONS
-#pragma HLS DEPENDENCE variable=target inter false
+#pragma HLS DEPENDENCE variable=m0 inter false
+#pragma HLS DEPENDENCE variable=m1 inter false
+#pragma HLS DEPENDENCE variable=m2 inter false
+#pragma HLS DEPENDENCE variable=m3 inter false
                 HETDEPLOY_COUNTED(iterations++);
                 if (j == 0) {
                     for (int lane_t = 0; lane_t < LANES; lane_t++) {
@@ -536,9 +582,14 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                         sums[lane_t] = bias[lane_t];
                     }
                 }
+                // the iteration's input word: one read of the memory the input lies in
+                bool in_map = walk.inside(g);
+                const int at = rows ? row_walk.word<VEC, IPW>(g, in_map) : walk.at / IPW;
+                const word_t in_word = j < pixel_steps && in_map ? engine_read<MEMORIES>(m0, m1, m2, m3, source, at)
+                                                                 : word_t(0);
                 if (j < pixel_steps && depthwise) {
                     engine_depthwise_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
-                        source, g, walk, word, entry, at_lane, tile, paired, sums);
+                        in_word, g, word, entry, at_lane, tile, paired, sums);
                     walk.next(g, filters, IPW, IPW, output.column0, column_step_dw, row_step);
                     if (++word == channel_words) {  // the next window place: its weights the next in the entry
                         word = 0;
@@ -548,16 +599,17 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                         }
                     }
                 } else if (j < pixel_steps && rows) {
-                    engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, row_walk, tile,
+                    engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(in_word, g, row_walk, tile,
                                                                                           paired, sums);
                     row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
                 } else if (j < pixel_steps) {
-                    engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, walk, step, tile,
+                    engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(in_word, g, walk, step, tile,
                                                                                       paired, sums);
                     walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
                 }
                 if (j < words && i >= span)  // the previous pixel's word j: each word once, none read
-                    target[done_word + j] = engine_word<OW>(done, j, g, shift, most, least);
+                    engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + j,
+                                           engine_word<OW>(done, j, g, shift, most, least));
                 if (++j == span) {
                     j = word = entry = at_lane = 0;
                     done_word = output.out_first / L;
@@ -571,7 +623,8 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
             for (int word = 0; word < words; word++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
-                target[done_word + word] = engine_word<OW>(sums, word, g, shift, most, least);
+                engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + word,
+                                       engine_word<OW>(sums, word, g, shift, most, least));
             }
             HETDEPLOY_COUNTED(count_loop(words, ENGINE_MOVE_DEPTH));
             continue;
@@ -590,12 +643,15 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=MAX_WINDOW
                 HETDEPLOY_COUNTED(values++);
+                bool in_map = walk.inside(g);
+                const int at = rows ? row_walk.word<VEC, IPW>(g, in_map) : walk.at / IPW;
+                const word_t in_word = in_map ? engine_read<MEMORIES>(m0, m1, m2, m3, source, at) : word_t(0);
                 if (rows) {
-                    engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, row_walk, tile,
+                    engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(in_word, g, row_walk, tile,
                                                                                           paired, sums);
                     row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
                 } else {
-                    engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(source, g, walk, step, tile,
+                    engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(in_word, g, walk, step, tile,
                                                                                       paired, sums);
                     walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
                 }
@@ -606,17 +662,21 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
             for (int word = output.out_first / L; word * L < output.out_first + filters; word++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
-#pragma HLS DEPENDENCE variable=target inter false
+#pragma HLS DEPENDENCE variable=m0 inter false
+#pragma HLS DEPENDENCE variable=m1 inter false
+#pragma HLS DEPENDENCE variable=m2 inter false
+#pragma HLS DEPENDENCE variable=m3 inter false
                 HETDEPLOY_COUNTED(written++);
                 const bool whole = word * L >= output.out_first && (word + 1) * L <= output.out_first + filters;
-                word_t bits = whole ? word_t(0) : target[word];  // a word shared with other channels: kept
+                // a word shared with other channels: kept
+                word_t bits = whole ? word_t(0) : engine_read<MEMORIES>(m0, m1, m2, m3, target, word);
                 for (int k = 0; k < L; k++) {
 #pragma HLS UNROLL
                     const int lane_t = word * L + k - output.out_first;
                     if (lane_t >= 0 && lane_t < filters)
                         set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[lane_t], g, shift, most, least)));
                 }
-                target[word] = bits;
+                engine_write<MEMORIES>(m0, m1, m2, m3, target, word, bits);
             }
             HETDEPLOY_COUNTED(count_loop(written, ENGINE_MOVE_DEPTH));
             output.next(g);
