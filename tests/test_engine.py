@@ -39,9 +39,12 @@ int main(int argc, char **argv) {
     hetdeploy::word_t *target = outputs.data() + 1;
     std::vector<ap_uint<64 * %(port)d> > reads(%(source_word)d / %(port)d);  // the weights region, as its port reads it
     hetdeploy::engine_port_view<%(port)d>(memory.data(), reads.data(), reads.size());
-    const hetdeploy::engine_place source = {1, %(source_word)d}, output = {2, 1};
-    hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3>(
-        unused.data(), memory.data(), outputs.data(), unused.data(), source, output, reads.data(), g);
+    // staged (the input in DDR, memory 1): its rows through a staging buffer of the layer's k_h rows, the fourth
+    std::vector<hetdeploy::word_t> staging(%(staging_words)d + 1, hetdeploy::word_t(-1));
+    const hetdeploy::engine_place source = {1, %(source_word)d}, output = {2, 1}, stage = {%(staging)d, 0};
+    hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 4,
+                      %(ddr)d>(unused.data(), memory.data(), outputs.data(), staging.data(), source, output, stage,
+                               reads.data(), g);
     for (int i = 0; i < %(outputs)d; i++)
         std::printf("%%lld\n", (long long)hetdeploy::read<ap_int<%(ow)d> >(target, i).to_int64());
     std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
@@ -74,16 +77,21 @@ def filter_biases(region: bytes, layer: EngineLayer) -> np.ndarray:
     return np.frombuffer(region[-8 * stored:], dtype="<i8")[:layer.filters]
 
 
-def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, iw: int, ow: int, ww: int):
-    """engine.h compiled with g++ and run on ``region`` (the layer's weights) and ``raw_in`` (its input's codes):
-    its output codes (read back as signed) and what it counted, (cycles, weight words)."""
+def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, iw: int, ow: int, ww: int,
+               staged: bool = False):
+    """engine.h compiled with g++ and run on ``region`` (the layer's weights) and ``raw_in`` (its input's codes),
+    ``staged``: the input in DDR, staged a row of output pixels at a time: its output codes (read back as signed) and
+    what it counted, (cycles, weight words)."""
     source = raw_in.astype(f"<i{element_bytes(iw)}" if layer.in_signed else f"<u{element_bytes(iw)}").tobytes()
     source += bytes(-len(source) % ARENA_WORD_BYTES)
     outputs = layer.output[0] * layer.output[1] * layer.filters
     values = dict(layer=", ".join(str(v) for v in layer_values(layer, ow)), iw=iw, ow=ow, ww=ww, lanes=layer.lanes,
                   uram_lanes=layer.uram_lanes, vector=layer.vector, window=stored_window(layer, ww),
                   port=layer.port_words,
-                  source_word=len(region) // ARENA_WORD_BYTES, outputs=outputs,
+                  source_word=len(region) // ARENA_WORD_BYTES, outputs=outputs, staging=3 if staged else -1,
+                  ddr=1 if staged else -1,
+                  staging_words=layer.kernel[0] * -(-layer.input[1] * layer.channels * element_bytes(iw)
+                                                    // ARENA_WORD_BYTES),
                   out_words=outputs * element_bytes(ow) // ARENA_WORD_BYTES + 1)
     (tmp_path / "main.cpp").write_text(PROGRAM % values)
     (tmp_path / "memory.bin").write_bytes(region + source)
@@ -145,17 +153,19 @@ GROUPS = {"grouped": 2, "depthwise": 8}  # the others': one
 CLIPS = {"1x1": [0.0, 1.5], "dense": [-3.3, 7.9], "1-D": [None, 2.45]}
 
 
+@pytest.mark.parametrize("staged", [False, True], ids=["on chip", "staged from DDR"])
 @pytest.mark.parametrize("kind", LAYERS)
 @pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port",
                          [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 1),
                           (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 8, 2, 2),
                           (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 4, 4)])
 def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, vector, uram_lanes,
-                                                    port):
+                                                    port, staged):
     """Each layer on 4 lanes of ``vector`` values a cycle, ``uram_lanes`` of them with their weights in URAM (two a
     block: none, half, all), its weights port ``port`` DDR words wide: the layers whose channels are a multiple of
     it take that many a cycle, the others (5 and 3 channels; 4 at 8 a cycle) one; a tile's filters need not begin
-    a port's word (the grouped layer's second group: filters 6 to 11)."""
+    a port's word (the grouped layer's second group: filters 6 to 11). Its input on chip, or in DDR, staged a row of
+    output pixels at a time (rows of 7 x 5 values and, at 8 bits, 12 x 3: rows that do not begin a word)."""
     rng = np.random.default_rng(7)
     layer = EngineLayer(*LAYERS[kind], lanes=4, vector=vector, uram_lanes=uram_lanes, groups=GROUPS.get(kind, 1),
                         port_words=port, clip=CLIPS.get(kind))
@@ -169,7 +179,7 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
     signed = layer.in_signed
     raw_in = rng.integers(-(2 ** (iw - 1)) if signed else 0, 2 ** (iw - 1) if signed else 2 ** iw,
                           layer.input[0] * layer.input[1] * layer.channels)
-    got, _ = run_engine(tmp_path, layer, region, raw_in, iw, ow, ww)
+    got, _ = run_engine(tmp_path, layer, region, raw_in, iw, ow, ww, staged)
     exact = reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow)
     expected = exact
     if not layer.out_signed:  # read back as signed: the top bit of an unsigned code
@@ -188,12 +198,14 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
                           (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 16, 1)])
 @pytest.mark.parametrize("geometry", [([7, 6], [4, 3], [2, 2], [1, 0], [1, 1]),  # strided, padded at the top
                                       ([6, 6], [6, 6], [1, 1], [2, 2], [2, 2])])  # dilated
+@pytest.mark.parametrize("staged", [False, True], ids=["on chip", "staged from DDR"])
 def test_a_depthwise_convolution_takes_a_lane_a_channel_bit_for_bit(tmp_path, iw, ow, in_type, out_type, vector,
-                                                                    uram_lanes, port, geometry):
+                                                                    uram_lanes, port, geometry, staged):
     """A depthwise 3 x 3 convolution of 48 channels (a tile of 32 and one of 16) on 32 lanes: each lane its own
-    channel, a word of inputs an iteration, the ReLU6 after it; bit for bit against the exact reference, in the
-    cycles units.engine_cycles counts for it (a place's input words a pixel's iterations, not a lane a group)."""
-    from hetdeploy.planning.units import engine_cycles
+    channel, a word of inputs an iteration, the ReLU6 after it; its input on chip or staged from DDR; bit for bit
+    against the exact reference, in the cycles units.engine_cycles counts for it (a place's input words a pixel's
+    iterations, not a lane a group)."""
+    from hetdeploy.planning.units import engine_cycles, staging_cycles
 
     rng = np.random.default_rng(3)
     size, out, strides, pads, dilations = geometry
@@ -205,12 +217,13 @@ def test_a_depthwise_convolution_takes_a_lane_a_channel_bit_for_bit(tmp_path, iw
     codes_w, codes_b = filter_codes(region, layer, ww), filter_biases(region, layer)
     raw_in = rng.integers(-(2 ** (iw - 1)) if layer.in_signed else 0, 2 ** (iw - 1) if layer.in_signed else 2 ** iw,
                           size[0] * size[1] * 48)
-    got, (cycles, _) = run_engine(tmp_path, layer, region, raw_in, iw, ow, ww)
+    got, (cycles, _) = run_engine(tmp_path, layer, region, raw_in, iw, ow, ww, staged)
     expected = reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow)
     assert got == [int(v) for v in expected] and len(set(got)) > 3
     if iw == ow:  # engine_cycles' one width: the inputs' and outputs' words alike
+        staging = staging_cycles(size, 48, [3, 3], strides, pads, dilations, out, iw) if staged else ()
         estimate = engine_cycles(9, 48, out[0] * out[1], iw, 32, vector=vector, channels=1, groups=48,
-                                 port_words=port)
+                                 port_words=port, staging=staging)
         assert estimate["cycles"] == cycles
         # fewer than a lane a group would take (30 lanes, not whole words: each channel a tile of its own)
         assert cycles < engine_cycles(9, 48, out[0] * out[1], iw, 30, vector=vector, channels=1, groups=48,
@@ -240,13 +253,15 @@ COUNTING = r"""
 #include <vector>
 #include "engine.h"
 
-// each line of argv[1] a layer (engine_layer's fields): it runs on zeros, printing what the engine counted
+// each line of argv[1] a layer (engine_layer's fields) and whether its input is staged from DDR: it runs on zeros,
+// printing what the engine counted
 int main(int argc, char **argv) {
     std::FILE *f = std::fopen(argv[1], "r");
     hetdeploy::engine_layer g;
-    while (std::fscanf(f, "%%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d", &g.in_c, &g.in_h, &g.in_w,
+    int staged;
+    while (std::fscanf(f, "%%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d", &g.in_c, &g.in_h, &g.in_w,
                        &g.out_c, &g.out_h, &g.out_w, &g.k_h, &g.k_w, &g.s_h, &g.s_w, &g.pad_top, &g.pad_left,
-                       &g.d_h, &g.d_w, &g.groups) == 15) {
+                       &g.d_h, &g.d_w, &g.groups, &staged) == 16) {
         g.in_fraction = g.weight_fraction = g.out_fraction = 8;
         g.in_signed = g.out_signed = g.relu = 1;
         g.clip_low = -(1LL << 62), g.clip_high = 1LL << 62;
@@ -255,14 +270,20 @@ int main(int argc, char **argv) {
         const int window = rows ? g.k_h * ((g.k_w * g.in_c + 3) / 4 * 4) : g.k_h * g.k_w * g.in_c / g.groups;
         const int filter_words = (window + 3) / 4;
         std::vector<ap_uint<64 * %(port)d> > weights((g.out_c + %(port)d - 1) / %(port)d * (filter_words + 1));
-        // the input, then the output, in one memory
+        // the input, then the output, in one memory (staged: DDR); the staging buffer in another
         const int source_words = g.in_h * g.in_w * g.in_c / 4 + 1;
         std::vector<hetdeploy::word_t> memory(source_words + g.out_h * g.out_w * g.out_c / 4 + 1);
-        const hetdeploy::engine_place source = {0, 0}, target = {0, source_words};
+        std::vector<hetdeploy::word_t> staging(g.k_h * ((g.in_w * g.in_c + 3) / 4) + 1);
+        const hetdeploy::engine_place source = {0, 0}, target = {0, source_words}, unstaged = {-1, 0},
+                                      stage = {1, 0};
         hetdeploy::engine_counted() = hetdeploy::engine_counts{0, 0};
-        hetdeploy::word_t *m = memory.data();
-        hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 1>(
-            m, m, m, m, source, target, weights.data(), g);
+        hetdeploy::word_t *m = memory.data(), *s = staging.data();
+        if (staged)
+            hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 2, 0>(
+                m, s, m, m, source, target, stage, weights.data(), g);
+        else
+            hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 2, -1>(
+                m, s, m, m, source, target, unstaged, weights.data(), g);
         std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
     }
 }
@@ -290,8 +311,9 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
     kernel 0: the classifier, a dense layer's one pixel), run in C-simulation on ``lanes`` of ``vector`` values a
     cycle (the 3-channel first layers one; at 2, a DDR word of weights is two entries of the weight buffer; 116
     lanes, 84 of them in URAM, its weights port two DDR words wide: the KV260's engine for ResNet-50 at 16 bits):
-    the cycles and DDR words engine.h counts are what ``units.engine_cycles`` estimates, within 2 %."""
-    from hetdeploy.planning.units import engine_cycles, engine_row_values
+    the cycles and DDR words engine.h counts are what ``units.engine_cycles`` estimates, within 2 %; each layer with
+    its input on chip, and in DDR, staged a row of output pixels at a time (``units.staging_cycles``)."""
+    from hetdeploy.planning.units import engine_cycles, engine_row_values, staging_cycles
 
     layers = []
     # and two layers whose outputs share words with the next pixel's (10 and 9 filters): a pixel's window, then
@@ -301,8 +323,8 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
         side = 1 if kernel == 0 else 5
         k, pad = max(kernel, 1), max(kernel, 1) // 2
         size = 1 if kernel == 0 else (side - 1) * stride + k - 2 * pad
-        layers.append((channels, size, size, filters, side, side, k, k, stride, stride, pad, pad, 1, 1,
-                       groups[0] if groups else 1))
+        layers += [(channels, size, size, filters, side, side, k, k, stride, stride, pad, pad, 1, 1,
+                    groups[0] if groups else 1, staged) for staged in (0, 1)]
     (tmp_path / "layers.txt").write_text("".join(" ".join(map(str, layer)) + "\n" for layer in layers))
     window = max(layer[6] * (-(-layer[7] * layer[0] // 4) * 4 if engine_row_values(layer[7], layer[0], layer[14], 1, 16)
                              else layer[0] // layer[14] * layer[7]) for layer in layers)
@@ -316,8 +338,10 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
     for layer, line in zip(layers, counted):
         cycles, words = map(int, line.split())
         per_group = layer[0] // layer[14]
+        staging = staging_cycles(layer[1:3], layer[0], layer[6:8], layer[8:10], layer[10:12], layer[12:14],
+                                 layer[4:6], 16) if layer[15] else ()
         estimated = engine_cycles(per_group * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16, lanes,
                                   vector=vector, channels=per_group, groups=layer[14], port_words=port,
-                                  row=engine_row_values(layer[7], per_group, layer[14], 1, 16))
+                                  row=engine_row_values(layer[7], per_group, layer[14], 1, 16), staging=staging)
         assert abs(estimated["cycles"] - cycles) <= 0.02 * cycles, (layer, cycles, estimated)
         assert estimated["weight_words"] == words, (layer, words, estimated)

@@ -342,6 +342,44 @@ def test_a_resnet18_shaped_network_on_the_engine_matches_onnxruntime(tmp_path):
 
 
 @pytest.mark.slow
+def test_engine_inputs_in_ddr_are_staged_on_chip_and_match_onnxruntime(tmp_path):
+    """The same ResNet-18 on a KV260 of 48 BRAM18s and no URAM, every buffer its own bytes (--memory-strategy
+    fastest), under the latency policy: the inputs of the stem (its window walked along its rows), of 3 x 3
+    convolutions and of a strided 1 x 1 shortcut lie in DDR. Each such unit stages them (its engine layer
+    ``staged``): the rows a row of output pixels reads copied, a burst each, to the subfunction's staging buffer on
+    chip, which its windows read; no window loop reads DDR. The top passes each call that buffer; the whole
+    pipeline, emulated in C-simulation, within tolerance of onnxruntime; the staging's cycles are the plan's."""
+    import graphs
+    from hetdeploy.planning.units import engine_layer_cycles, staging_bytes
+
+    graph = graphs.resnet18(64, (4, 8, 16, 32), classes=10)
+    onnx.save(graphs.to_onnx(graph), str(tmp_path / "model.onnx"))
+    pinned = [n.name for n in graph.nodes if n.op in ("Conv", "Gemm")]
+    shipped = (Path(hetdeploy.__file__).parent / "boards" / "kv260.yaml").read_text()
+    board = tmp_path / "kv260-48.yaml"
+    board.write_text(shipped.replace("bram18: 288,", "bram18: 48,").replace("uram: 64}", "uram: 0}"))
+    plan = build(BuildOptions(model=tmp_path / "model.onnx", board=str(board), out_dir=tmp_path / "out",
+                              memory_strategy="fastest", strategies={n: "Engine" for n in pinned}),
+                 progress=lambda m: None)
+    emulated = emulate(tmp_path / "out", None, 1)
+    assert emulated.comparison.passed, emulated.table()
+    (sub,) = [s for s in plan.subfunctions if s.hls is not None]
+    where = {b.tensor: b for b in sub.memory.buffers}
+    staged = [u for u in sub.execution_units if u.engine is not None and u.engine.staged]
+    assert {tuple(u.engine.kernel) for u in staged} == {(7, 7), (3, 3), (1, 1)}
+    assert all(where[u.inputs[0]].memory == "ddr" and u.verification.passed for u in staged)
+    assert all(where[u.inputs[0]].memory != "ddr" for u in sub.execution_units if u.engine and not u.engine.staged)
+    (staging,) = [b for b in sub.memory.buffers if b.kind == "staging"]
+    assert staging.memory == "bram" and staging.size >= max(staging_bytes(u.engine, 2) for u in staged)
+    top = (tmp_path / "out" / sub.hls.project / f"{sub.name}_top.cpp").read_text().split("#ifndef __SYNTHESIS__")[0]
+    places = re.findall(r"hetdeploy::engine_place\{(-?\d), (\d+)\}, engine_weights", top)
+    staged_places = [p for p in places if p[0] != "-1"]  # each staged call's staging buffer: (memory, word)
+    assert len(staged_places) == len(staged) and {word for _, word in staged_places} == {str(staging.offset // 8)}
+    cycles = sum(engine_layer_cycles(u.engine, 16, True) - engine_layer_cycles(u.engine, 16, False) for u in staged)
+    assert sub.memory.engine_staging_s == pytest.approx(cycles / 200e6)
+
+
+@pytest.mark.slow
 def test_the_folding_puts_what_hls4ml_cannot_hold_on_the_engine_and_it_matches_onnxruntime(tmp_path, capsys):
     """ResNet-18 at 3 x 64 x 64 with widths 16 to 128 (graphs.resnet18) for the PYNQ-Z2, the whole network given
     the FPGA (the support policy; the latency policy estimates its last stage a little faster on the A9: 13.8 ms a
@@ -688,7 +726,8 @@ def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_out
     assert depthwise.depthwise and depthwise.lanes % 4 == 0  # a lane a channel, four 16-bit channels a word
     declared = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_units.h").read_text()
     # its loop built; its weights read two DDR words at a time (the KV260's 128-bit HP port)
-    assert depthwise.port_words == 2 and re.search(r"engine<16, 16, 16, \d+, \d+, \d+, \d+, true,\s+2, \d>", declared)
+    engine_template = r"engine<16, 16, 16, \d+, \d+, \d+, \d+, true,\s+2, \d, -?\d>"
+    assert depthwise.port_words == 2 and re.search(engine_template, declared)
     assert "typedef ap_uint<128> engine_weights_t" in declared
     # its one instance (the ALLOCATION pragma) gets the same memories at every call, wherever a layer's buffers lie
     top = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_top.cpp").read_text()

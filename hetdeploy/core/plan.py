@@ -352,6 +352,9 @@ class EngineLayer:
     out_fraction: int = 0
     out_signed: bool = True
     clip: Optional[list[Optional[float]]] = None  # a Clip that ends it: its low and high bounds (None: no bound)
+    # its input lies in DDR: staged a row of output pixels at a time through its subfunction's staging buffer (the
+    # memory plan's, on chip), which its windows read (hls/engine.h's engine_stage)
+    staged: bool = False
 
     @property
     def depthwise(self) -> bool:
@@ -481,7 +484,9 @@ class Buffer:
     first: int
     last: int
     precision: str  # element type, C++
-    kind: str = "activation"  # or "weights"
+    # or "weights"; or "staging": the on-chip buffer an engine unit whose input lies in DDR stages its rows in
+    # (``<subfunction>.staging``, resident over every step)
+    kind: str = "activation"
 
 
 @dataclass
@@ -495,7 +500,8 @@ class MemoryPlan:
     bram_bytes: int  # target memory used
     ddr_bytes: int  # spilled buffers and DDR weights
     lower_bound_bytes: int  # most bytes live at one schedule step
-    ddr_transfer_s: float  # DDR traffic of the spilled buffers (one write, one read per reader)
+    # DDR traffic of the spilled buffers (one write, one read per reader; an engine unit's reads: its staging)
+    ddr_transfer_s: float
     ddr_weights_s: float  # the DDR weights' reads (once per output vector of their unit)
     footprints: dict[str, int]  # every strategy's footprint in one unbounded memory (how the choice was made)
     buffers: list[Buffer]
@@ -505,6 +511,9 @@ class MemoryPlan:
     batch_bytes: int = 0
     uram_target_bytes: int = 0  # the FPGA's URAM still free when this subfunction was planned (after BRAM)
     uram_bytes: int = 0  # URAM used
+    # of ddr_transfer_s: the engine units' staging of their inputs in DDR (hls/engine.h's engine_stage, its cycles at
+    # the FPGA's clock)
+    engine_staging_s: float = 0.0
 
 
 @dataclass

@@ -286,8 +286,8 @@ class EngineCall:
     first read of the engines' weights port (``ENGINE_PORT``, from the DDR region's start), whether the function
     has the depthwise loop (one of its units needs it), the DDR words a read of the port holds, the top's memories
     the function's calls' buffers lie in (``MEMORY_ARRAYS``' names, in memory.MEMORIES' order: every call passes all
-    of them), and where the unit's input and output lie: (the index of their memory among those, their first
-    word)."""
+    of them), and where the unit's input and output lie and, where its input lies in DDR, the staging buffer its
+    rows are staged in ((-1, 0): none): (the index of their memory among those, their first word)."""
 
     function: str
     bits: tuple[int, int, int]
@@ -301,6 +301,7 @@ class EngineCall:
     memories: tuple[str, ...]
     source: tuple[int, int]
     target: tuple[int, int]
+    staging: tuple[int, int]
 
 
 def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buffer],
@@ -319,21 +320,26 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
     read_bytes = {u.name: units.ARENA_WORD_BYTES * u.engine.port_words for u in on_engine}
     if any(weights[f"{u.name}.weights"].offset % read_bytes[u.name] for u in on_engine):
         raise RuntimeError(f"{sub}: an engine unit's weights do not begin a read of the engines' weights port")
+    staging = next((b for b in memory.buffers if b.kind == "staging"), None)
+    if any((buffers[u.inputs[0]].memory == "ddr") != u.engine.staged or u.engine.staged and staging is None
+           for u in on_engine):
+        raise RuntimeError(f"{sub}: an engine unit's input lies in DDR and is not staged, or is staged and does not")
     # one instance of a function has one set of ports: each engine function takes every memory its calls' buffers
-    # lie in, at every call
+    # (and the staging buffer, where they stage) lie in, at every call
+    used = {u.name: [buffers[u.inputs[0]], buffers[u.outputs[0]]] + ([staging] if u.engine.staged else [])
+            for u in on_engine}
     memories = {b: tuple(MEMORY_ARRAYS[m] for m in MEMORIES if any(
-        buffers[t].memory == m for u in on_engine if bits[u.name] == b for t in (u.inputs[0], u.outputs[0])))
-        for b in bits.values()}
+        buffer.memory == m for u in on_engine if bits[u.name] == b for buffer in used[u.name])) for b in bits.values()}
 
-    def place(unit: ExecutionUnit, tensor: str) -> tuple[int, int]:
-        return (memories[bits[unit.name]].index(MEMORY_ARRAYS[buffers[tensor].memory]),
-                buffers[tensor].offset // units.ARENA_WORD_BYTES)
+    def place(unit: ExecutionUnit, buffer: Buffer) -> tuple[int, int]:
+        return (memories[bits[unit.name]].index(MEMORY_ARRAYS[buffer.memory]),
+                buffer.offset // units.ARENA_WORD_BYTES)
 
     return {u.name: EngineCall(f"{sub}_engine_{'_'.join(map(str, bits[u.name]))}", bits[u.name], u.engine.lanes,
                                u.engine.uram_lanes, vector[bits[u.name]], window[bits[u.name]],
                                weights[f"{u.name}.weights"].offset // read_bytes[u.name], depthwise[bits[u.name]],
-                               u.engine.port_words, memories[bits[u.name]], place(u, u.inputs[0]),
-                               place(u, u.outputs[0]))
+                               u.engine.port_words, memories[bits[u.name]], place(u, buffers[u.inputs[0]]),
+                               place(u, buffers[u.outputs[0]]), place(u, staging) if u.engine.staged else (-1, 0))
             for u in on_engine}
 
 
@@ -345,9 +351,11 @@ def _engine_functions(engines: dict[str, EngineCall]) -> dict[str, EngineCall]:
 
 def _engine_template(call: EngineCall) -> str:
     """engine.h's engine for ``call``'s function, over its memories."""
+    ddr = call.memories.index(MEMORY_ARRAYS["ddr"]) if MEMORY_ARRAYS["ddr"] in call.memories else -1
     return ENGINE.statement("engine_template", lanes=call.lanes, uram_lanes=call.uram_lanes, vector=call.vector,
                             window=call.window, in_bits=call.bits[0], out_bits=call.bits[1], weight_bits=call.bits[2],
-                            depthwise=str(call.depthwise).lower(), port=call.port_words, memories=len(call.memories))
+                            depthwise=str(call.depthwise).lower(), port=call.port_words, memories=len(call.memories),
+                            ddr=ddr)
 
 
 def _engine_memories(memories: tuple[str, ...]) -> str:
@@ -433,7 +441,7 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
     if engine is not None:  # engine.h itself over the scratch copies, the input's the first memory, the output's
         # the second (C-simulation only: no instance to share)
         scratch = (f"{names[unit.inputs[0]]}_words", f"{names[unit.outputs[0]]}_words")
-        engine = dataclasses.replace(engine, memories=scratch, source=(0, 0), target=(1, 0))
+        engine = dataclasses.replace(engine, memories=scratch, source=(0, 0), target=(1, 0), staging=(-1, 0))
         engine = dataclasses.replace(engine, function=_engine_template(engine), memories=scratch + scratch[:1] * 2)
     lines.append(top_kind(unit).run(unit, Buffers(lambda t: f"{names[t]}_words", types, shapes, weights, engine)))
     lines += [line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=values_of(shapes[t]))

@@ -185,6 +185,7 @@ class Engine(TopKind):
         call = buffers.engine
         return self.line("run_engine", name=call.function, memories=", ".join(call.memories),
                          source=", ".join(map(str, call.source)), target=", ".join(map(str, call.target)),
+                         staging=", ".join(map(str, call.staging)),
                          read=call.weights_read, unit=unit.name)
 
     def declaration(self, unit: ExecutionUnit, out_bits: int) -> str:

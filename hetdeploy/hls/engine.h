@@ -9,12 +9,15 @@
 // the values a word holds, of the inputs' and the weights'), the largest window of its layers (its weight
 // buffers' depth), whether it has the depthwise loop, the DDR words its weights port reads a cycle (PORT: the
 // board's memory port's width, two on a Zynq UltraScale+ HP port of 128 bits; an m_axi port of its own), and how
-// many memories its calls' buffers lie in (MEMORIES).
+// many memories its calls' buffers lie in (MEMORIES), DDR the DDR-th of them (-1: none).
 //
 // Every call passes the one instance the same memories (the top's on-chip arena, URAM and reserve arrays and its DDR
 // port, those its calls' buffers lie in, in one order) and says where its input and output lie (engine_place): the
 // instance's ports are those memories' whatever the layer, as one instance of a function needs (its arguments
-// cannot be an on-chip array at one call and an m_axi pointer at another).
+// cannot be an on-chip array at one call and an m_axi pointer at another). The window loops never read DDR: an input
+// there is staged (the call's ``staging``, a buffer of the memory plan on chip), a row of output pixels at a time,
+// the input rows their windows read copied first, each row one burst (engine_stage); those pixels' windows then read
+// the staging buffer.
 //
 // A call computes a convolution (a dense layer: a 1 x 1 convolution of one pixel) over channels-last buffers of the
 // subfunction's memories (arena.h), its weights and biases read from DDR: for each tile of LANES output channels, the
@@ -64,16 +67,16 @@ struct engine_place {
 };
 
 // Word ``at`` of the buffer at ``place``: read from the one memory it lies in (MEMORIES of m0 .. m3 are the engine's;
-// the others are never read)
-template <int MEMORIES>
+// the others are never read), which is never memory SKIP (the window loops': DDR, whose inputs they read staged)
+template <int MEMORIES, int SKIP = -1>
 word_t engine_read(const word_t *m0, const word_t *m1, const word_t *m2, const word_t *m3, const engine_place &place,
                    int at) {
 #pragma HLS INLINE
     const int word = place.word + at;
-    if (MEMORIES > 3 && place.memory == 3) return m3[word];
-    if (MEMORIES > 2 && place.memory == 2) return m2[word];
-    if (MEMORIES > 1 && place.memory == 1) return m1[word];
-    return m0[word];
+    if (MEMORIES > 3 && SKIP != 3 && place.memory == 3) return m3[word];
+    if (MEMORIES > 2 && SKIP != 2 && place.memory == 2) return m2[word];
+    if (MEMORIES > 1 && SKIP != 1 && place.memory == 1) return m1[word];
+    return SKIP == 0 ? word_t(0) : m0[word];  // (SKIP 0: memory 0 is never read)
 }
 
 // ... and written
@@ -101,9 +104,11 @@ struct engine_layer {
 // read, the product, the sum; and the pixel's sums ready for its outputs)
 static const int ENGINE_MOVE_DEPTH = 2;
 static const int ENGINE_MAC_DEPTH = 6;
-// the largest layer a loop's LOOP_TRIPCOUNT assumes: pixels of an output map, tiles of output channels
-static const int ENGINE_MAX_PIXELS = 112 * 112;
+// the largest layer a loop's LOOP_TRIPCOUNT assumes: pixels and rows of an output map, tiles of output channels, a
+// kernel's rows, and the words of an input row (224 x 64 16-bit values)
+static const int ENGINE_MAX_PIXELS = 112 * 112, ENGINE_MAX_ROWS = 112;
 static const int ENGINE_MAX_TILES = 64;
+static const int ENGINE_MAX_KERNEL = 11, ENGINE_MAX_ROW_WORDS = 224 * 64 / 4;
 // ... and a tile's iterations over its pixels' windows (ENGINE_MAX_PIXELS of 3 x 3 x 64 values, four a cycle)
 static const int ENGINE_MAX_ITERATIONS = ENGINE_MAX_PIXELS * 144;
 
@@ -140,8 +145,9 @@ template <int PORT> void engine_port_view(const word_t *words, ap_uint<64 * PORT
 struct engine_walk {
     int at, row, column, c, kx, entry, lane;
 
-    void start(const engine_layer &g, int row0, int column0, int channel0) {
-        at = (row0 * g.in_w + column0) * g.in_c + channel0;
+    // at element ``first`` (``engine_window_first``), input row ``row0``, column ``column0``
+    void start(int first, int row0, int column0) {
+        at = first;
         row = row0;
         column = column0;
         c = kx = entry = lane = 0;
@@ -198,6 +204,49 @@ struct engine_pixel {
         }
     }
 };
+
+// The element output pixel ``p``'s window begins at (its first row, its first column, channel ``channel0``): in the
+// input, or, ``staged``, in the staging buffer, whose first slot holds the window's first row
+inline int engine_window_first(const engine_layer &g, const engine_pixel &p, int channel0, bool staged) {
+#pragma HLS INLINE
+    return (staged ? p.column0 : p.row0 * g.in_w + p.column0) * g.in_c + channel0;
+}
+
+// An input in DDR staged for a row of output pixels: the input rows their windows read (``row0`` + ky * d_h, ky <
+// k_h, those inside the map) copied to slot ky of the staging buffer (at ``staging``, ``slot_words`` words a slot:
+// a row's in_w x in_c values), each row one burst of DDR words read in order. Slot word i holds the row's values i *
+// IPW onwards: where the row does not begin a word, each from the two DDR words it spans.
+template <int IW, int MEMORIES>
+void engine_stage(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_layer &g, const engine_place &source,
+                  const engine_place &staging, int row0, int slot_words) {
+#pragma HLS INLINE
+    static const int IPW = lane<ap_uint<IW> >::per_word, IB = 8 * lane<ap_uint<IW> >::bytes;
+    const int input_words = (g.in_h * g.in_w * g.in_c + IPW - 1) / IPW;
+slots:
+    for (int ky = 0, row = row0, slot = 0; ky < g.k_h; ky++, row += g.d_h, slot += slot_words) {
+#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_KERNEL
+        HETDEPLOY_COUNTED(engine_counted().cycles++);
+        if (row < 0 || row >= g.in_h) continue;  // padding: never read
+        const int first = row * g.in_w * g.in_c;  // the row's first value
+        const int word0 = first / IPW, shift = first % IPW;
+        const int reads = shift ? slot_words + 1 : slot_words;
+        word_t held = 0;
+    stage_row:
+        for (int k = 0; k < reads; k++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROW_WORDS
+            const word_t fresh = word0 + k < input_words ? engine_read<MEMORIES>(m0, m1, m2, m3, source, word0 + k)
+                                                         : word_t(0);
+            if (shift == 0)
+                engine_write<MEMORIES>(m0, m1, m2, m3, staging, slot + k, fresh);
+            else if (k > 0)
+                engine_write<MEMORIES>(m0, m1, m2, m3, staging, slot + k - 1,
+                                       (held >> (shift * IB)) | (fresh << ((IPW - shift) * IB)));
+            held = fresh;
+        }
+        HETDEPLOY_COUNTED(count_loop(reads, ENGINE_MOVE_DEPTH));
+    }
+}
 
 // Whether an engine of IW-bit inputs and WW-bit weights puts two lanes' products in one DSP48 (Xilinx WP486's
 // shared-operand packing): where a product fits 18 bits signed (IW + WW <= 17: 8-bit inputs and weights) and
@@ -292,20 +341,20 @@ struct engine_row_walk {
     int at, column, c, row, step, entry;
     word_t held;
 
-    void start(const engine_layer &g, int row0, int column0) {
-        at = (row0 * g.in_w + column0) * g.in_c;
+    void start(int first, int row0, int column0) {
+        at = first;
         column = column0;
         row = row0;
         c = step = entry = 0;
         held = 0;
     }
 
-    // the input word this iteration reads (the one its values end in; a row's first iteration: the one its first
-    // value lies in), and whether it lies in the input (else it reads a zero): IPW input values a word
-    template <int VEC, int IPW> int word(const engine_layer &g, bool &in_map) const {
+    // the word this iteration reads (the one its values end in; a row's first iteration: the one its first value
+    // lies in), and whether it lies in the input, of ``elements`` values (else it reads a zero): IPW values a word
+    template <int VEC, int IPW> int word(const engine_layer &g, int elements, bool &in_map) const {
         const int last = step == 0 ? at : at + VEC - 1;
         const int first_of = (last - (last & (IPW - 1))) / IPW;  // IPW a power of two
-        in_map = row >= 0 && row < g.in_h && first_of >= 0 && first_of * IPW < g.in_h * g.in_w * g.in_c;
+        in_map = row >= 0 && row < g.in_h && first_of >= 0 && first_of * IPW < elements;
         return first_of;
     }
 
@@ -364,8 +413,8 @@ void engine_row_accumulate(const word_t &fresh, const engine_layer &g, engine_ro
 }
 
 // One step of a depthwise tile (lane t: the tile's channel t, its own input channel): ``in_word``, the input word
-// ``word`` of the tile's channels at the walk's window place (zero in the padding), each of its IPW values multiplied by its
-// lane's weight at that place (entry ``entry``, its lane ``at_lane``) and added to that lane's sum: IPW
+// ``word`` of the tile's channels at the walk's window place (zero in the padding), each of its IPW values multiplied
+// by its lane's weight at that place (entry ``entry``, its lane ``at_lane``) and added to that lane's sum: IPW
 // multipliers, each lane's weight chosen among the lanes the word's place k can be, and its sum among those.
 template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
 void engine_depthwise_accumulate(const word_t &in_word, const engine_layer &g, int word, int entry, int at_lane,
@@ -395,6 +444,20 @@ void engine_depthwise_accumulate(const word_t &in_word, const engine_layer &g, i
     }
 }
 
+// A pass of a tile's pixels begins (a cycle): where the input is staged (``staging`` a place), the rows its pixels'
+// windows read staged first; the walks at its first pixel (``output``), the window's first channel ``channel0``
+template <int IW, int MEMORIES>
+void engine_pass(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_layer &g, const engine_place &source,
+                 const engine_place &staging, int slot_words, const engine_pixel &output, int channel0,
+                 engine_walk &walk, engine_row_walk &row_walk) {
+#pragma HLS INLINE
+    const bool staged = staging.memory >= 0;
+    HETDEPLOY_COUNTED(engine_counted().cycles++);
+    if (staged) engine_stage<IW, MEMORIES>(m0, m1, m2, m3, g, source, staging, output.row0, slot_words);
+    walk.start(engine_window_first(g, output, channel0, staged), output.row0, output.column0);
+    row_walk.start(engine_window_first(g, output, 0, staged), output.row0, output.column0);
+}
+
 // A sum as an output value's raw bits: the layer's ReLU, then rounded to the nearest at the output's fraction
 // bits (ties up), clamped to its Clip's codes and saturated to [least, most]
 template <typename sum_t>
@@ -422,9 +485,9 @@ word_t engine_word(const sum_t *sums, int word, const engine_layer &g, int shift
 }
 
 template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW, bool DEPTHWISE, int PORT,
-          int MEMORIES>
+          int MEMORIES, int DDR>
 void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &source, const engine_place &target,
-            const ap_uint<64 * PORT> *weights, const engine_layer &g) {
+            const engine_place &staging, const ap_uint<64 * PORT> *weights, const engine_layer &g) {
     typedef ap_uint<IW> raw_in_t;
     typedef ap_uint<OW> raw_out_t;
     typedef ap_int<WW> weight_t;
@@ -476,8 +539,16 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     const int steps = rows ? g.k_h * row_steps : window / step;  // a pixel's window's iterations
     // the input element a window's next value is at moves by these after a pixel's channels of the group and after
     // a row (a row walk's: after a row's padded values)
-    const int column_step = g.d_w * g.in_c - channels, row_step = (g.d_h * g.in_w - g.k_w * g.d_w) * g.in_c;
-    const int row_walk_step = g.d_h * g.in_w * g.in_c - row_values;
+    // an input in DDR (staging's memory one of the engine's) is staged a row of output pixels at a time
+    // (engine_stage): its rows, slot_words words each, in the staging buffer, which the window loops read
+    const bool staged = staging.memory >= 0;
+    const int slot_words = (g.in_w * g.in_c + IPW - 1) / IPW, slot_elements = slot_words * IPW;
+    const engine_place input = staged ? staging : source;
+    const int row_count = staged ? g.out_h : 1, row_pixels = staged ? g.out_w : pixels;  // a pass of pixels each
+    const int row_elements = staged ? slot_elements : g.d_h * g.in_w * g.in_c;  // from a window row to the next
+    const int input_elements = staged ? g.k_h * slot_elements : g.in_h * g.in_w * g.in_c;
+    const int column_step = g.d_w * g.in_c - channels, row_step = row_elements - g.k_w * g.d_w * g.in_c;
+    const int row_walk_step = row_elements - row_values;
     // a depthwise convolution (a group a channel) whose channels and lanes come in whole words of inputs and of
     // outputs, on an engine built with that loop (DEPTHWISE: one of its layers is one): a tile is LANES channels,
     // each lane its own (engine_depthwise_accumulate), a word of the pixel's inputs an iteration; else a tile is a
@@ -548,9 +619,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
         engine_pixel output;
         output.start(g, first);
         engine_walk walk;
-        walk.start(g, output.row0, output.column0, channel0);
         engine_row_walk row_walk;
-        row_walk.start(g, output.row0, output.column0);
         if (depthwise || (LANES % L == 0 && group_filters % L == 0)) {
             // every tile's outputs are whole words (its first channel and its channels multiples of a word's):
             // one loop of ``span`` iterations a pixel, its window's steps (a depthwise tile's: its window places'
@@ -565,60 +634,68 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
             // the pixel's iteration; a depthwise step's input word of its place, and that place's weights' entry and
             // lane in it; the first word of the previous pixel's outputs
             int j = 0, word = 0, entry = 0, at_lane = 0, done_word = 0;
-            HETDEPLOY_COUNTED(long long iterations = 0);
-        overlapped:
-            for (int i = 0; i < pixels * span; i++) {
+            bool previous = false;  // a pixel before this one in the tile, its sums in done
+        row_passes:  // of the pixels: one pass, or a row of them a pass where the input is staged
+            for (int r = 0; r < row_count; r++) {
+#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROWS
+                engine_pass<IW, MEMORIES>(m0, m1, m2, m3, g, source, staging, slot_words, output, channel0, walk,
+                                          row_walk);
+                HETDEPLOY_COUNTED(long long iterations = 0);
+            overlapped:
+                for (int i = 0; i < row_pixels * span; i++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ITERATIONS
 #pragma HLS DEPENDENCE variable=m0 inter false
 #pragma HLS DEPENDENCE variable=m1 inter false
 #pragma HLS DEPENDENCE variable=m2 inter false
 #pragma HLS DEPENDENCE variable=m3 inter false
-                HETDEPLOY_COUNTED(iterations++);
-                if (j == 0) {
-                    for (int lane_t = 0; lane_t < LANES; lane_t++) {
+                    HETDEPLOY_COUNTED(iterations++);
+                    if (j == 0) {
+                        for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
-                        done[lane_t] = sums[lane_t];
-                        sums[lane_t] = bias[lane_t];
-                    }
-                }
-                // the iteration's input word: one read of the memory the input lies in
-                bool in_map = walk.inside(g);
-                const int at = rows ? row_walk.word<VEC, IPW>(g, in_map) : walk.at / IPW;
-                const word_t in_word = j < pixel_steps && in_map ? engine_read<MEMORIES>(m0, m1, m2, m3, source, at)
-                                                                 : word_t(0);
-                if (j < pixel_steps && depthwise) {
-                    engine_depthwise_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
-                        in_word, g, word, entry, at_lane, tile, paired, sums);
-                    walk.next(g, filters, IPW, IPW, output.column0, column_step_dw, row_step);
-                    if (++word == channel_words) {  // the next window place: its weights the next in the entry
-                        word = 0;
-                        if (++at_lane == VEC) {
-                            at_lane = 0;
-                            entry++;
+                            done[lane_t] = sums[lane_t];
+                            sums[lane_t] = bias[lane_t];
                         }
                     }
-                } else if (j < pixel_steps && rows) {
-                    engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(in_word, g, row_walk, tile,
+                    // the iteration's input word: one read of the memory the input lies in
+                    bool in_map = walk.inside(g);
+                    const int at = rows ? row_walk.word<VEC, IPW>(g, input_elements, in_map) : walk.at / IPW;
+                    const word_t in_word = j < pixel_steps && in_map
+                                               ? engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, at) : word_t(0);
+                    if (j < pixel_steps && depthwise) {
+                        engine_depthwise_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
+                            in_word, g, word, entry, at_lane, tile, paired, sums);
+                        walk.next(g, filters, IPW, IPW, output.column0, column_step_dw, row_step);
+                        if (++word == channel_words) {  // the next window place: its weights the next in the entry
+                            word = 0;
+                            if (++at_lane == VEC) {
+                                at_lane = 0;
+                                entry++;
+                            }
+                        }
+                    } else if (j < pixel_steps && rows) {
+                        engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
+                            in_word, g, row_walk, tile, paired, sums);
+                        row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
+                    } else if (j < pixel_steps) {
+                        engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(in_word, g, walk, step, tile,
                                                                                           paired, sums);
-                    row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
-                } else if (j < pixel_steps) {
-                    engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(in_word, g, walk, step, tile,
-                                                                                      paired, sums);
-                    walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
+                        walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
+                    }
+                    if (j < words && previous)  // the previous pixel's word j: each word once, none read
+                        engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + j,
+                                               engine_word<OW>(done, j, g, shift, most, least));
+                    if (++j == span) {
+                        j = word = entry = at_lane = 0;
+                        done_word = output.out_first / L;
+                        previous = true;
+                        output.next(g);
+                        walk.start(engine_window_first(g, output, channel0, staged), output.row0, output.column0);
+                        row_walk.start(engine_window_first(g, output, 0, staged), output.row0, output.column0);
+                    }
                 }
-                if (j < words && i >= span)  // the previous pixel's word j: each word once, none read
-                    engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + j,
-                                           engine_word<OW>(done, j, g, shift, most, least));
-                if (++j == span) {
-                    j = word = entry = at_lane = 0;
-                    done_word = output.out_first / L;
-                    output.next(g);
-                    walk.start(g, output.row0, output.column0, channel0);
-                    row_walk.start(g, output.row0, output.column0);
-                }
+                HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
             }
-            HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
         last_outputs:
             for (int word = 0; word < words; word++) {
 #pragma HLS PIPELINE II=1
@@ -629,59 +706,65 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
             HETDEPLOY_COUNTED(count_loop(words, ENGINE_MOVE_DEPTH));
             continue;
         }
-    pixels:  // a tile whose outputs share words with other channels': a pixel's window, then its words
-        for (int pixel = 0; pixel < pixels; pixel++) {
+    pixel_passes:  // a tile whose outputs share words with other channels': one pass of its pixels, or a row a pass
+        for (int r = 0; r < row_count; r++) {
+#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROWS
+            engine_pass<IW, MEMORIES>(m0, m1, m2, m3, g, source, staging, slot_words, output, channel0, walk,
+                                      row_walk);
+        pixels:  // a pixel's window, then its words
+            for (int pixel = 0; pixel < row_pixels; pixel++) {
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_PIXELS
-            HETDEPLOY_COUNTED(engine_counted().cycles++);
-            for (int lane_t = 0; lane_t < LANES; lane_t++) {
+                HETDEPLOY_COUNTED(engine_counted().cycles++);
+                for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
-                sums[lane_t] = bias[lane_t];
-            }
-            HETDEPLOY_COUNTED(long long values = 0);
-        window_values:  // ``step`` values an iteration: VEC channels of a pixel, or one; or a row walk's
-            for (int w = 0; w < steps; w++) {
+                    sums[lane_t] = bias[lane_t];
+                }
+                HETDEPLOY_COUNTED(long long values = 0);
+            window_values:  // ``step`` values an iteration: VEC channels of a pixel, or one; or a row walk's
+                for (int w = 0; w < steps; w++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=MAX_WINDOW
-                HETDEPLOY_COUNTED(values++);
-                bool in_map = walk.inside(g);
-                const int at = rows ? row_walk.word<VEC, IPW>(g, in_map) : walk.at / IPW;
-                const word_t in_word = in_map ? engine_read<MEMORIES>(m0, m1, m2, m3, source, at) : word_t(0);
-                if (rows) {
-                    engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(in_word, g, row_walk, tile,
+                    HETDEPLOY_COUNTED(values++);
+                    bool in_map = walk.inside(g);
+                    const int at = rows ? row_walk.word<VEC, IPW>(g, input_elements, in_map) : walk.at / IPW;
+                    const word_t in_word = in_map ? engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, at) : word_t(0);
+                    if (rows) {
+                        engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
+                            in_word, g, row_walk, tile, paired, sums);
+                        row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
+                    } else {
+                        engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(in_word, g, walk, step, tile,
                                                                                           paired, sums);
-                    row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
-                } else {
-                    engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(in_word, g, walk, step, tile,
-                                                                                      paired, sums);
-                    walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
+                        walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
+                    }
                 }
-            }
-            HETDEPLOY_COUNTED(count_loop(values, ENGINE_MAC_DEPTH));
-            HETDEPLOY_COUNTED(long long written = 0);
-        outputs:  // the words the pixel's tile of channels lies in, each written once
-            for (int word = output.out_first / L; word * L < output.out_first + filters; word++) {
+                HETDEPLOY_COUNTED(count_loop(values, ENGINE_MAC_DEPTH));
+                HETDEPLOY_COUNTED(long long written = 0);
+            outputs:  // the words the pixel's tile of channels lies in, each written once
+                for (int word = output.out_first / L; word * L < output.out_first + filters; word++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
 #pragma HLS DEPENDENCE variable=m0 inter false
 #pragma HLS DEPENDENCE variable=m1 inter false
 #pragma HLS DEPENDENCE variable=m2 inter false
 #pragma HLS DEPENDENCE variable=m3 inter false
-                HETDEPLOY_COUNTED(written++);
-                const bool whole = word * L >= output.out_first && (word + 1) * L <= output.out_first + filters;
-                // a word shared with other channels: kept
-                word_t bits = whole ? word_t(0) : engine_read<MEMORIES>(m0, m1, m2, m3, target, word);
-                for (int k = 0; k < L; k++) {
+                    HETDEPLOY_COUNTED(written++);
+                    const bool whole = word * L >= output.out_first && (word + 1) * L <= output.out_first + filters;
+                    // a word shared with other channels: kept
+                    word_t bits = whole ? word_t(0) : engine_read<MEMORIES>(m0, m1, m2, m3, target, word);
+                    for (int k = 0; k < L; k++) {
 #pragma HLS UNROLL
-                    const int lane_t = word * L + k - output.out_first;
-                    if (lane_t >= 0 && lane_t < filters)
-                        set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[lane_t], g, shift, most, least)));
+                        const int lane_t = word * L + k - output.out_first;
+                        if (lane_t >= 0 && lane_t < filters)
+                            set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[lane_t], g, shift, most, least)));
+                    }
+                    engine_write<MEMORIES>(m0, m1, m2, m3, target, word, bits);
                 }
-                engine_write<MEMORIES>(m0, m1, m2, m3, target, word, bits);
+                HETDEPLOY_COUNTED(count_loop(written, ENGINE_MOVE_DEPTH));
+                output.next(g);
+                walk.start(engine_window_first(g, output, channel0, staged), output.row0, output.column0);
+                row_walk.start(engine_window_first(g, output, 0, staged), output.row0, output.column0);
             }
-            HETDEPLOY_COUNTED(count_loop(written, ENGINE_MOVE_DEPTH));
-            output.next(g);
-            walk.start(g, output.row0, output.column0, channel0);
-            row_walk.start(g, output.row0, output.column0);
         }
     }
 }

@@ -388,11 +388,23 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
             strategy = policy
             if strategy == "auto":  # the smallest footprint; greedy on a tie
                 strategy = min(STRATEGIES, key=lambda s: (footprints[s], s != "greedy"))
-            placements = place(requests, strategy, target, reserve, uram)
+            placements, staging, staging_memory = _place_staged(sub, lives, requests, strategy,
+                                                                {"bram": target, "uram": uram, "reserved": reserve},
+                                                                element_bytes_of)
             used_in = {m: footprint(requests, placements, m) for m in MEMORIES}
-            readers = {b.tensor: 1 + sum(b.tensor in u.inputs for u in sub.execution_units) for b in lives}
+            staging_buffers = [Buffer(f"{sub.name}.staging", staging_memory, used_in[staging_memory], staging, 0,
+                                      len(steps) - 1, "ap_uint<64>", kind="staging")] if staging else []
+            if staging:
+                used_in[staging_memory] += staging
+            # an engine unit reads a DDR input in its staging loops, a word a cycle: their cycles, not its bytes
+            staged_cycles = sum(units.engine_layer_cycles(u.engine, 8 * element_bytes_of(u.inputs[0]), True)
+                                 - units.engine_layer_cycles(u.engine, 8 * element_bytes_of(u.inputs[0]), False)
+                                 for u in sub.execution_units if u.engine is not None and u.engine.staged)
+            readers = {b.tensor: 1 + sum(b.tensor in u.inputs and not (u.engine is not None and u.engine.staged)
+                                         for u in sub.execution_units) for b in lives}
             ddr_traffic = sum(r.size * readers[b.tensor]
                               for b, r, p in zip(lives, requests, placements) if p.memory == "ddr")
+            staging_s = staged_cycles / (device.clock_mhz * 1e6)
             weights, weights_end, weight_traffic = [], 0, 0
             for unit in (u for u in sub.execution_units if u.weights_in_ddr):
                 size = units.buffer_bytes(weights_bytes_of(unit), 1)
@@ -410,16 +422,51 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                 reserved_used_bytes=used_in["reserved"], bram_bytes=used_in["bram"], uram_target_bytes=uram,
                 uram_bytes=used_in["uram"],
                 ddr_bytes=weights_end + used_in["ddr"], lower_bound_bytes=lower_bound(requests),
-                ddr_transfer_s=ddr_traffic / device.memory.bandwidth_bytes_per_s,
+                ddr_transfer_s=ddr_traffic / device.memory.bandwidth_bytes_per_s + staging_s,
+                engine_staging_s=staging_s,
                 ddr_weights_s=weight_traffic / device.memory.bandwidth_bytes_per_s, footprints=footprints,
                 buffers=weights + [Buffer(b.tensor, p.memory, p.offset + (weights_end if p.memory == "ddr" else 0),
                                           r.size, b.first, b.last, f"ap_fixed<{width},6>")
-                                   for b, r, p in zip(lives, requests, placements)],
+                                   for b, r, p in zip(lives, requests, placements)] + staging_buffers,
                 batch_bytes=batch_bytes(sub, shapes, batch))
             target -= used_in["bram"]
             reserve -= used_in["reserved"]
             uram -= used_in["uram"]
         _check_ddr(device, subs, shapes, batch)
+
+
+class StagingDoesNotFit(UserError):
+    """No on-chip memory left holds the buffer an engine unit stages its DDR input in."""
+
+
+def _place_staged(sub: Subfunction, lives: Sequence[Lifetime], requests: Sequence[Request], strategy: str,
+                  pools: dict[str, int], element_bytes_of: Callable[[str], int]
+                  ) -> tuple[list[Placement], int, Optional[str]]:
+    """The placement of ``sub``'s buffers in ``pools`` (the target's, the URAM's and the reserve's bytes, tried in
+    that order, then DDR), the bytes of its staging buffer and the memory it is carved from (0 and None: no engine
+    unit's input lies in DDR). An engine unit whose input lands in DDR stages its rows in that buffer (its engine
+    layer marked ``staged``), as large as the largest such unit's (``units.staging_bytes``) and carved from the first
+    pool that holds it; carving it may spill more, so the buffers are placed again until it holds them all."""
+    engine = [u for u in sub.execution_units if u.engine is not None]
+    staging, memory = 0, None
+    while True:
+        left = dict(pools)
+        if staging:
+            memory = next((m for m in ("bram", "uram", "reserved") if left[m] >= staging), None)
+            if memory is None:
+                raise StagingDoesNotFit(f"{sub.name}: no on-chip memory is left for the {staging:,} bytes an engine "
+                                        f"unit stages its input from DDR in (BRAM {pools['bram']:,}, URAM "
+                                        f"{pools['uram']:,}, reserve {pools['reserved']:,} bytes free)")
+            left[memory] -= staging
+        placements = place(requests, strategy, left["bram"], left["reserved"], left["uram"])
+        where = {b.tensor: p.memory for b, p in zip(lives, placements)}
+        for unit in engine:
+            unit.engine.staged = where.get(unit.inputs[0]) == "ddr"
+        needed = max([staging] + [units.staging_bytes(u.engine, element_bytes_of(u.inputs[0]))
+                                  for u in engine if u.engine.staged])
+        if needed == staging:
+            return placements, staging, memory
+        staging = needed
 
 
 def batch_bytes(sub: Subfunction, shapes: dict[str, list[int]], batch: int) -> int:

@@ -88,8 +88,9 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
         if with_engine is True and any(sum(any(u.engine for u in s.execution_units) for s in plan.subfunctions
                                            if s.device == d.name) > 1 for d in board.devices):
             tries += _largest_engine_try(plan, loaded, board, options, layer_widths)
-        plan_memory(plan)
-        try:  # --top dataflow, where this partition's units cannot run as one
+        try:  # its memory (an engine unit's input in DDR staged where no on-chip memory is left: not had); --top
+            # dataflow, where this partition's units cannot run as one
+            plan_memory(plan)
             plan = _with_dataflow_room(plan, loaded, board, options, folds.get(with_engine, options), layer_widths,
                                        plan_memory)
         except UserError as why:

@@ -100,7 +100,7 @@ from ...core.board import LAYER_ENGINE_OPS, RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS,
 from ...core.errors import UserError
 from ...core.graph import Graph, Node
 from ...core.precision import DEFAULT_WIDTH, SIGN_KEEPING_OPS, source_quantizer
-from ...core.plan import Band, ExecutionUnit, Fifo, Subfunction
+from ...core.plan import Band, EngineLayer, ExecutionUnit, Fifo, Subfunction
 from ..dataflow import DataflowError, Op, Process, check, fifo_depths, free_schedule
 # the cost model's constants and shared arithmetic, read by the stages as units.NAME
 from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDED_OPS, BAND_FIFO_SHARE, BRAM18_SHAPES,
@@ -115,7 +115,7 @@ from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDE
                     UNIT_CONTROL_FF, UNIT_CONTROL_LUT, VITIS_SOFTMAX_TABLE_BRAM18, EngineSize, Shape, accumulator_bits,
                     arena_words, bram18_blocks, buffer_bytes, buffer_lanes, ddr_cycles_per_vector, depthwise_on_engine,
                     distributed_arithmetic_lut, element_bytes, engine_buffers, engine_cycles, engine_estimate,
-                    engine_row_values, engine_window, stored_window,
+                    engine_row_values, engine_window, staging_cycles, stored_window,
                     engine_resources, engine_sizes, fifo_bram18, iterations, pipeline_cycles, strategy_for, streams,
                     valid_reuse_factors, weight_reads, XNOR_POPCOUNT)
 from .kinds import KINDS, Arithmetic, UnitKind, kind_of
@@ -462,6 +462,23 @@ def engine_cycles_of(device: Device, width: int, shapes: Sequence[Shape], size: 
 def _engine_latency(shape: Shape, width: int, rate: float, size: EngineSize) -> int:
     """A unit's cycles on an engine of ``size``: cached, the folding weighing every size for every unit."""
     return engine_estimate(dataclasses.replace(shape, engine=size), width, rate)["latency_cycles"]
+
+
+def engine_layer_cycles(layer: EngineLayer, width: int, staged: bool) -> int:
+    """``engine_cycles`` of a unit's engine layer at ``width`` bits, its input on chip, or ``staged`` from DDR."""
+    channels = layer.channels // layer.groups
+    staging = staging_cycles(layer.input, layer.channels, layer.kernel, layer.strides, layer.pads, layer.dilations,
+                             layer.output, width) if staged else ()
+    return engine_cycles(layer.window, layer.filters, layer.output[0] * layer.output[1], width, layer.lanes,
+                         vector=layer.vector, channels=channels, groups=layer.groups, port_words=layer.port_words,
+                         row=engine_row_values(layer.kernel[1], channels, layer.groups, layer.dilations[1], width),
+                         staging=staging)["cycles"]
+
+
+def staging_bytes(layer: EngineLayer, element: int) -> int:
+    """Bytes of the staging buffer a unit's engine layer needs, its input of ``element``-byte values in DDR
+    (hls/engine.h's engine_stage): its window's k_h rows of the input, each in whole words."""
+    return layer.kernel[0] * buffer_bytes(layer.input[1] * layer.channels, element)
 
 
 def engine_port_words(device: Device) -> int:

@@ -266,7 +266,8 @@ def bound_products(count: int, width: int, bits: int, dsp_binding: tuple[int, in
 
 
 def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int, vector: int = 1,
-                  channels: int = 0, groups: int = 1, port_words: int = 1, row: int = 0) -> dict[str, int]:
+                  channels: int = 0, groups: int = 1, port_words: int = 1, row: int = 0,
+                  staging: Sequence[int] = ()) -> dict[str, int]:
     """hls/engine.h's cycles for a layer of ``filters`` output channels over ``pixels`` output pixels, ``window``
     products each over ``channels`` input channels of its group (0: the window's), in ``groups`` groups, its
     weights and values ``width`` bits, on ``lanes`` x ``vector`` multipliers whose weights port reads
@@ -281,8 +282,10 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     pixel's words written during it, then the last pixel's words; else per pixel a cycle, the window, then the
     words its outputs lie in. A depthwise convolution (a group a channel) whose channels and lanes are whole
     words: ``lanes`` channels a tile, a lane each, a pixel's window place after place, each place's input words of
-    the tile one an iteration, its output words written during the next pixel's, as above. ``weight_words``: the
-    DDR words of weights and biases it reads."""
+    the tile one an iteration, its output words written during the next pixel's, as above. The pixels in one pass,
+    a cycle; or, where its input is staged from DDR (``staging``: each output row's staging cycles,
+    ``staging_cycles``), a pass a row of output pixels, each a cycle, the row's staging, then its pixels' loop.
+    ``weight_words``: the DDR words of weights and biases it reads."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
     steps = window // vector if (channels or window) % vector == 0 else window
     stored = stored_window(window, row, width)
@@ -296,6 +299,8 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     cycles = weight_words = weight_cycles = 0
     firsts = range(0, filters, lanes) if depthwise else (g * group_filters + t for g in range(groups)
                                                           for t in range(0, group_filters, lanes))
+    passes = list(staging) or [0]  # each pass's staging cycles
+    pass_pixels = pixels // len(passes)
     for first in firsts:
         tile = min(lanes, filters - first) if depthwise else min(lanes, group_filters - first % group_filters)
         reads = weight_reads(first, tile, port_words)
@@ -303,17 +308,37 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
             reads, ENGINE_MOVE_DEPTH)
         weight_words += reads * port_words * (filter_words + 1)
         weight_cycles += reads * (filter_words * (per_word // vector) + 1)
-        if depthwise:
+        cycles += sum(1 + staged for staged in passes)
+        if depthwise or aligned:
             outputs = tile // per_word
-            cycles += _loop(pixels * max(window * tile // per_word, outputs), ENGINE_MAC_DEPTH) + _loop(
-                outputs, ENGINE_MOVE_DEPTH)
-        elif aligned:
-            outputs = tile // per_word
-            cycles += _loop(pixels * max(steps, outputs), ENGINE_MAC_DEPTH) + _loop(outputs, ENGINE_MOVE_DEPTH)
+            span = max(window * tile // per_word if depthwise else steps, outputs)
+            cycles += len(passes) * _loop(pass_pixels * span, ENGINE_MAC_DEPTH) + _loop(outputs, ENGINE_MOVE_DEPTH)
         else:
             written = _output_words(first, tile, filters, pixels, per_word)
             cycles += pixels * (1 + _loop(steps, ENGINE_MAC_DEPTH)) + written + pixels * (ENGINE_MOVE_DEPTH - 1)
     return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
+
+
+def staging_cycles(input_map: Sequence[int], channels: int, kernel: Sequence[int], strides: Sequence[int],
+                   pads: Sequence[int], dilations: Sequence[int], output_map: Sequence[int], width: int
+                   ) -> tuple[int, ...]:
+    """hls/engine.h's engine_stage's cycles for each row of output pixels of a layer whose ``width``-bit input (rows
+    x columns of ``channels``) lies in DDR: a cycle for each of its window's k_h rows, and for each inside the map
+    a loop reading the row's words (in_w x in_c values, one DDR word more where the row does not begin a word),
+    one an iteration."""
+    per_word = ARENA_WORD_BYTES // element_bytes(width)
+    row_values = input_map[1] * channels
+    slot_words = -(-row_values // per_word)
+    result = []
+    for y in range(output_map[0]):
+        cycles = 0
+        for ky in range(kernel[0]):
+            row = y * strides[0] - pads[0] + ky * dilations[0]
+            cycles += 1
+            if 0 <= row < input_map[0]:
+                cycles += _loop(slot_words + (1 if row * row_values % per_word else 0), ENGINE_MOVE_DEPTH)
+        result.append(cycles)
+    return tuple(result)
 
 
 def engine_row_values(kernel_width: int, channels: int, groups: int, column_dilation: int, width: int) -> int:
