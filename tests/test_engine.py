@@ -146,6 +146,8 @@ LAYERS = {  # channels, input, filters, output, kernel, strides, pads, dilations
     "depthwise": (8, [5, 5], 8, [3, 3], [3, 3], [2, 2], [1, 1], [1, 1], False),
     "stem": (3, [11, 12], 6, [6, 6], [7, 7], [2, 2], [3, 3], [1, 1], True),  # walked along its rows, padded
     "dense of 10": (10, [1, 1], 7, [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], True),  # its one row padded to words
+    # rows of 6 values: staged, its last row's second word lies past the input
+    "narrow": (3, [4, 2], 5, [4, 2], [3, 3], [1, 1], [1, 1], [1, 1], True),
 }
 GROUPS = {"grouped": 2, "depthwise": 8}  # the others': one
 # a Clip ending the layer (after a ReLU; bounds off the output's grid; one of them missing), as ONNX has it: on the
@@ -165,7 +167,10 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
     block: none, half, all), its weights port ``port`` DDR words wide: the layers whose channels are a multiple of
     it take that many a cycle, the others (5 and 3 channels; 4 at 8 a cycle) one; a tile's filters need not begin
     a port's word (the grouped layer's second group: filters 6 to 11). Its input on chip, or in DDR, staged a row of
-    output pixels at a time (rows of 7 x 5 values and, at 8 bits, 12 x 3: rows that do not begin a word)."""
+    output pixels at a time (rows of 7 x 5 values and, at 8 bits, 12 x 3: rows that do not begin a word); where its
+    inputs and outputs are as wide, in the cycles ``units.engine_layer_cycles`` estimates."""
+    from hetdeploy.planning.units import engine_layer_cycles
+
     rng = np.random.default_rng(7)
     layer = EngineLayer(*LAYERS[kind], lanes=4, vector=vector, uram_lanes=uram_lanes, groups=GROUPS.get(kind, 1),
                         port_words=port, clip=CLIPS.get(kind))
@@ -179,7 +184,9 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
     signed = layer.in_signed
     raw_in = rng.integers(-(2 ** (iw - 1)) if signed else 0, 2 ** (iw - 1) if signed else 2 ** iw,
                           layer.input[0] * layer.input[1] * layer.channels)
-    got, _ = run_engine(tmp_path, layer, region, raw_in, iw, ow, ww, staged)
+    got, (cycles, _) = run_engine(tmp_path, layer, region, raw_in, iw, ow, ww, staged)
+    if iw == ow:  # engine_cycles' one width: the inputs' and outputs' words alike
+        assert cycles == engine_layer_cycles(layer, iw, staged)
     exact = reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow)
     expected = exact
     if not layer.out_signed:  # read back as signed: the top bit of an unsigned code

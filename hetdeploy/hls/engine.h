@@ -212,15 +212,27 @@ inline int engine_window_first(const engine_layer &g, const engine_pixel &p, int
     return (staged ? p.column0 : p.row0 * g.in_w + p.column0) * g.in_c + channel0;
 }
 
-// An input in DDR staged for a row of output pixels: the input rows their windows read (``row0`` + ky * d_h, ky <
-// k_h, those inside the map) copied to slot ky of the staging buffer (at ``staging``, ``slot_words`` words a slot:
-// a row's in_w x in_c values), each row one burst of DDR words read in order. Slot word i holds the row's values i *
-// IPW onwards: where the row does not begin a word, each from the two DDR words it spans.
-template <int IW, int MEMORIES>
+// Memory K of m0 .. m3 (K fixed when the engine is built)
+template <int K> word_t *engine_memory(word_t *m0, word_t *m1, word_t *m2, word_t *m3) {
+#pragma HLS INLINE
+    if (K == 3) return m3;
+    if (K == 2) return m2;
+    if (K == 1) return m1;
+    return m0;
+}
+
+// An input in DDR (memory DDR of m0 .. m3) staged for a row of output pixels: the input rows their windows read
+// (``row0`` + ky * d_h, ky < k_h, those inside the map) copied to slot ky of the staging buffer (at ``staging``,
+// ``slot_words`` words a slot: a row's in_w x in_c values), each row one burst: its DDR words read in order, every
+// iteration one, nothing else read of the port. Slot word i holds the row's values i * IPW onwards: where the row does
+// not begin a word, each from the two DDR words it spans (the last, where its second lies past the input, from the
+// first alone).
+template <int IW, int MEMORIES, int DDR>
 void engine_stage(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_layer &g, const engine_place &source,
                   const engine_place &staging, int row0, int slot_words) {
 #pragma HLS INLINE
     static const int IPW = lane<ap_uint<IW> >::per_word, IB = 8 * lane<ap_uint<IW> >::bytes;
+    const word_t *dram = engine_memory<DDR>(m0, m1, m2, m3) + source.word;
     const int input_words = (g.in_h * g.in_w * g.in_c + IPW - 1) / IPW;
 slots:
     for (int ky = 0, row = row0, slot = 0; ky < g.k_h; ky++, row += g.d_h, slot += slot_words) {
@@ -230,13 +242,13 @@ slots:
         const int first = row * g.in_w * g.in_c;  // the row's first value
         const int word0 = first / IPW, shift = first % IPW;
         const int reads = shift ? slot_words + 1 : slot_words;
+        const int in_input = reads < input_words - word0 ? reads : input_words - word0;  // the reads in the input
         word_t held = 0;
     stage_row:
-        for (int k = 0; k < reads; k++) {
+        for (int k = 0; k < in_input; k++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROW_WORDS
-            const word_t fresh = word0 + k < input_words ? engine_read<MEMORIES>(m0, m1, m2, m3, source, word0 + k)
-                                                         : word_t(0);
+            const word_t fresh = dram[word0 + k];
             if (shift == 0)
                 engine_write<MEMORIES>(m0, m1, m2, m3, staging, slot + k, fresh);
             else if (k > 0)
@@ -244,7 +256,11 @@ slots:
                                        (held >> (shift * IB)) | (fresh << ((IPW - shift) * IB)));
             held = fresh;
         }
-        HETDEPLOY_COUNTED(count_loop(reads, ENGINE_MOVE_DEPTH));
+        HETDEPLOY_COUNTED(count_loop(in_input, ENGINE_MOVE_DEPTH));
+        if (in_input < reads) {  // the slot's last word: the input's last values (a cycle)
+            engine_write<MEMORIES>(m0, m1, m2, m3, staging, slot + slot_words - 1, held >> (shift * IB));
+            HETDEPLOY_COUNTED(engine_counted().cycles++);
+        }
     }
 }
 
@@ -446,14 +462,15 @@ void engine_depthwise_accumulate(const word_t &in_word, const engine_layer &g, i
 
 // A pass of a tile's pixels begins (a cycle): where the input is staged (``staging`` a place), the rows its pixels'
 // windows read staged first; the walks at its first pixel (``output``), the window's first channel ``channel0``
-template <int IW, int MEMORIES>
+template <int IW, int MEMORIES, int DDR>
 void engine_pass(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_layer &g, const engine_place &source,
                  const engine_place &staging, int slot_words, const engine_pixel &output, int channel0,
                  engine_walk &walk, engine_row_walk &row_walk) {
 #pragma HLS INLINE
     const bool staged = staging.memory >= 0;
     HETDEPLOY_COUNTED(engine_counted().cycles++);
-    if (staged) engine_stage<IW, MEMORIES>(m0, m1, m2, m3, g, source, staging, output.row0, slot_words);
+    if (DDR >= 0 && staged)  // (an engine none of whose buffers lies in DDR has no staging loops)
+        engine_stage<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, output.row0, slot_words);
     walk.start(engine_window_first(g, output, channel0, staged), output.row0, output.column0);
     row_walk.start(engine_window_first(g, output, 0, staged), output.row0, output.column0);
 }
@@ -638,7 +655,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
         row_passes:  // of the pixels: one pass, or a row of them a pass where the input is staged
             for (int r = 0; r < row_count; r++) {
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROWS
-                engine_pass<IW, MEMORIES>(m0, m1, m2, m3, g, source, staging, slot_words, output, channel0, walk,
+                engine_pass<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, slot_words, output, channel0, walk,
                                           row_walk);
                 HETDEPLOY_COUNTED(long long iterations = 0);
             overlapped:
@@ -709,7 +726,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
     pixel_passes:  // a tile whose outputs share words with other channels': one pass of its pixels, or a row a pass
         for (int r = 0; r < row_count; r++) {
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROWS
-            engine_pass<IW, MEMORIES>(m0, m1, m2, m3, g, source, staging, slot_words, output, channel0, walk,
+            engine_pass<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, slot_words, output, channel0, walk,
                                       row_walk);
         pixels:  // a pixel's window, then its words
             for (int pixel = 0; pixel < row_pixels; pixel++) {
