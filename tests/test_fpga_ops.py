@@ -380,6 +380,46 @@ def test_engine_inputs_in_ddr_are_staged_on_chip_and_match_onnxruntime(tmp_path)
 
 
 @pytest.mark.slow
+def test_an_engine_input_in_ddr_is_copied_on_chip_for_its_tiles_and_matches_onnxruntime(tmp_path):
+    """Five convolutions on the engine (16 lanes of 4 values) on a KV260 of 56 BRAM18s and no URAM: the map the
+    second writes (8 x 8 x 64) lies in DDR, live while the 32 KiB input is and then the third's 256 filters are
+    written. The third reads it in 16 tiles: staging its rows again for each would take more than twice a copy, so
+    it asks for a copy of its own step, which fits on chip (the board's reserve): the top copies the map there in
+    one burst (arena.h's copy_words) before the unit runs, and the unit reads the copy (its layer ``copied``); the
+    plan charges the copy's cycles, not the map's bytes. The pipeline, emulated in C-simulation, within tolerance of
+    onnxruntime."""
+    import graphs
+    from hetdeploy.planning.units import copy_cycles
+
+    b = graphs.Builder([1, 64, 16, 16])
+    a = b.conv("input", 16, 3)
+    q = b.conv(a, 64, 1, stride=2)
+    e = b.conv(q, 256, 1)
+    graph = b.graph(b.add(b.conv(e, 16, 1), b.conv(a, 16, 3, stride=2)))
+    onnx.save(graphs.to_onnx(graph), str(tmp_path / "model.onnx"))
+    shipped = (Path(hetdeploy.__file__).parent / "boards" / "kv260.yaml").read_text()
+    board = tmp_path / "kv260-56.yaml"
+    board.write_text(shipped.replace("bram18: 288,", "bram18: 56,").replace("uram: 64}", "uram: 0}"))
+    plan = build(BuildOptions(model=tmp_path / "model.onnx", board=str(board), out_dir=tmp_path / "out",
+                              memory_strategy="greedy", engine_size=(16, 4),
+                              strategies={n.name: "Engine" for n in graph.nodes if n.op == "Conv"}),
+                 progress=lambda m: None)
+    emulated = emulate(tmp_path / "out", None, 1)
+    assert emulated.comparison.passed, emulated.table()
+    (sub,) = [s for s in plan.subfunctions if s.hls is not None]
+    where = {b.tensor: b for b in sub.memory.buffers}
+    (copied,) = [u for u in sub.execution_units if u.engine is not None and u.engine.copied]
+    assert copied.engine.filters == 256 and where[copied.inputs[0]].memory == "ddr"
+    copy = where[f"{copied.name}.copy"]
+    assert copy.kind == "copy" and copy.memory != "ddr" and copy.size == where[copied.inputs[0]].size
+    top = (tmp_path / "out" / sub.hls.project / f"{sub.name}_top.cpp").read_text().split("#ifndef __SYNTHESIS__")[0]
+    memory = {"bram": "arena", "uram": "uram", "reserved": "reserve"}[copy.memory]
+    assert f"hetdeploy::copy_words(ddr + {where[copied.inputs[0]].offset // 8}, {memory} + {copy.offset // 8}, " \
+           f"{copy.size // 8});" in top
+    assert sub.memory.engine_staging_s == pytest.approx(copy_cycles(copy.size) / 200e6)
+
+
+@pytest.mark.slow
 def test_the_folding_puts_what_hls4ml_cannot_hold_on_the_engine_and_it_matches_onnxruntime(tmp_path, capsys):
     """ResNet-18 at 3 x 64 x 64 with widths 16 to 128 (graphs.resnet18) for the PYNQ-Z2, the whole network given
     the FPGA (the support policy; the latency policy estimates its last stage a little faster on the A9: 13.8 ms a

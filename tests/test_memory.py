@@ -352,15 +352,17 @@ def test_plan_memory_fields_and_strategy_choice(tmp_path, capsys):
         assert memory["lower_bound_bytes"] <= memory["footprints"][memory["strategy"]]
 
 
-def test_engine_inputs_in_ddr_are_staged_in_one_buffer_on_chip_and_charged_their_cycles():
+def test_engine_inputs_in_ddr_are_staged_or_copied_on_chip_and_charged_their_cycles():
     """The model zoo's ResNet-50 planned for the KV260 at 16 bits: many of its maps do not fit on chip. Every engine
-    unit whose input the plan puts in DDR is staged (its layer ``staged``), none whose input is on chip; one staging
-    buffer (kind ``staging``), on chip, beside no other buffer's bytes, holds each staged unit's k_h input rows; the
-    plan charges the staging loops' cycles (every tile's) at the FPGA's clock, not the input's bytes once."""
+    unit whose input the plan puts in DDR is copied on chip for its step or staged, none whose input is on chip; a
+    copy (kind ``copy``) is as large as the input, on chip, only where staging would take more than twice its
+    cycles; one staging buffer (kind ``staging``), on chip, beside no other buffer's bytes, holds each staged unit's
+    k_h input rows; the plan charges the staging loops' cycles (every tile's) and the copies', not the inputs'
+    bytes once."""
     import onnx as onnx_package
 
     from hetdeploy.planning.config import BuildOptions
-    from hetdeploy.planning.units import engine_layer_cycles, staging_bytes
+    from hetdeploy.planning.units import copy_cycles, engine_layer_cycles, staging_bytes
     from hetdeploy.steps.build import plan_stages
 
     model = Path(onnx_package.__file__).parent / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"
@@ -370,14 +372,21 @@ def test_engine_inputs_in_ddr_are_staged_in_one_buffer_on_chip_and_charged_their
     where = {b.tensor: b for b in sub.memory.buffers}
     engine = [u for u in sub.execution_units if u.engine is not None]
     staged = [u for u in engine if u.engine.staged]
-    assert staged and all((where[u.inputs[0]].memory == "ddr") == u.engine.staged for u in engine)
+    copied = [u for u in engine if u.engine.copied]
+    assert staged and copied and not set(map(id, staged)) & set(map(id, copied))
+    assert all((where[u.inputs[0]].memory == "ddr") == (u.engine.staged or u.engine.copied) for u in engine)
+
+    def staging_cycles(unit):
+        return engine_layer_cycles(unit.engine, 16, True) - engine_layer_cycles(unit.engine, 16, False)
+
+    copies = [where[f"{u.name}.copy"] for u in copied]
+    assert all(c.kind == "copy" and c.memory != "ddr" and c.size == where[u.inputs[0]].size
+               and staging_cycles(u) > 2 * copy_cycles(c.size) for u, c in zip(copied, copies))
     (staging,) = [b for b in sub.memory.buffers if b.kind == "staging"]
     assert staging.memory != "ddr" and staging.size == max(staging_bytes(u.engine, 2) for u in staged)
     on_chip = [b for b in sub.memory.buffers if b.memory == staging.memory and b is not staging]
     assert all(b.offset + b.size <= staging.offset or staging.offset + staging.size <= b.offset for b in on_chip)
-    cycles = sum(engine_layer_cycles(u.engine, 16, True) - engine_layer_cycles(u.engine, 16, False) for u in staged)
-    # each staged unit's rows again for every tile of its output channels: more than its input's words once
-    assert cycles > sum(where[u.inputs[0]].size // 8 for u in staged)
+    cycles = sum(staging_cycles(u) for u in staged) + sum(copy_cycles(c.size) for c in copies)
     fpga = board.device(sub.device)
     assert sub.memory.engine_staging_s == pytest.approx(cycles / (fpga.clock_mhz * 1e6))
     assert sub.memory.ddr_transfer_s > sub.memory.engine_staging_s

@@ -352,8 +352,10 @@ class EngineLayer:
     out_fraction: int = 0
     out_signed: bool = True
     clip: Optional[list[Optional[float]]] = None  # a Clip that ends it: its low and high bounds (None: no bound)
-    # its input lies in DDR: staged a row of output pixels at a time through its subfunction's staging buffer (the
-    # memory plan's, on chip), which its windows read (hls/engine.h's engine_stage)
+    # its input lies in DDR: copied whole by the top, one burst, to a buffer on chip of its own step
+    # (``<unit>.copy``), which it reads; or, where no copy fits, staged a row of output pixels at a time through its
+    # subfunction's staging buffer (the memory plan's, on chip), which its windows read (hls/engine.h's engine_stage)
+    copied: bool = False
     staged: bool = False
 
     @property
@@ -485,7 +487,8 @@ class Buffer:
     last: int
     precision: str  # element type, C++
     # or "weights"; or "staging": the on-chip buffer an engine unit whose input lies in DDR stages its rows in
-    # (``<subfunction>.staging``, resident over every step)
+    # (``<subfunction>.staging``, resident over every step); or "copy": the on-chip copy of such an input, live over
+    # its unit's step (``<unit>.copy``)
     kind: str = "activation"
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import shutil
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -194,17 +195,16 @@ def _write_sequential_top(source: SubfunctionSource, project_dir: Path, buffers:
     """top.cpp.in: the units in schedule order over the memory plan's buffers, one sample after another."""
     sub = source.name
 
-    def at(tensor: str) -> str:
-        return statement("at_word", memory=MEMORY_ARRAYS[buffers[tensor].memory],
-                         word=buffers[tensor].offset // units.ARENA_WORD_BYTES)
+    def at_tensor(tensor: str) -> str:
+        return at(buffers[tensor])
 
-    body = [_sample_in(p, k, types, at(p.tensor)) for k, p in enumerate(source.inputs)]
+    body = [_sample_in(p, k, types, at_tensor(p.tensor)) for k, p in enumerate(source.inputs)]
     for step, unit in enumerate(source.units):
         body.append(line("step_comment", step=step, unit=unit.name, pe=unit.pe, nodes=_comment(unit.nodes)))
-        body.append(top_kind(unit).run(unit, Buffers(at, types, source.shapes, ports_of[unit.name],
+        body.append(top_kind(unit).run(unit, Buffers(at_tensor, types, source.shapes, ports_of[unit.name],
                                                      engines.get(unit.name))))
-    body += [_sample_out(p, k, types, at(p.tensor)) for k, p in enumerate(source.outputs)]
-    body = ["    " + line if line.strip() else line for line in body]  # inside the samples loop
+    body += [_sample_out(p, k, types, at_tensor(p.tensor)) for k, p in enumerate(source.outputs)]
+    body = [textwrap.indent(statements, "    ") for statements in body]  # inside the samples loop
 
     allocations = "".join(ENGINE.statement("engine_allocation", name=name) + "\n"
                           for name in sorted(_engine_functions(engines)))
@@ -286,8 +286,10 @@ class EngineCall:
     first read of the engines' weights port (``ENGINE_PORT``, from the DDR region's start), whether the function
     has the depthwise loop (one of its units needs it), the DDR words a read of the port holds, the top's memories
     the function's calls' buffers lie in (``MEMORY_ARRAYS``' names, in memory.MEMORIES' order: every call passes all
-    of them), and where the unit's input and output lie and, where its input lies in DDR, the staging buffer its
-    rows are staged in ((-1, 0): none): (the index of their memory among those, their first word)."""
+    of them), and where the unit's input (its copy on chip, where it has one) and output lie and, where its input
+    lies in DDR and is staged, the staging buffer its rows are staged in ((-1, 0): none): (the index of their memory
+    among those, their first word); where its input is copied on chip before it runs, the copy's source, target (the
+    top's expressions) and words."""
 
     function: str
     bits: tuple[int, int, int]
@@ -302,6 +304,7 @@ class EngineCall:
     source: tuple[int, int]
     target: tuple[int, int]
     staging: tuple[int, int]
+    copy: Optional[tuple[str, str, int]] = None
 
 
 def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buffer],
@@ -321,13 +324,18 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
     if any(weights[f"{u.name}.weights"].offset % read_bytes[u.name] for u in on_engine):
         raise RuntimeError(f"{sub}: an engine unit's weights do not begin a read of the engines' weights port")
     staging = next((b for b in memory.buffers if b.kind == "staging"), None)
-    if any((buffers[u.inputs[0]].memory == "ddr") != u.engine.staged or u.engine.staged and staging is None
+    copies = {b.tensor: b for b in memory.buffers if b.kind == "copy"}
+    if any((buffers[u.inputs[0]].memory == "ddr") != (u.engine.staged or u.engine.copied)
+           or u.engine.staged and staging is None or u.engine.copied != (f"{u.name}.copy" in copies)
            for u in on_engine):
-        raise RuntimeError(f"{sub}: an engine unit's input lies in DDR and is not staged, or is staged and does not")
+        raise RuntimeError(f"{sub}: an engine unit's input lies in DDR and is neither staged nor copied, or is staged "
+                           f"or copied and does not")
+    # where each reads its input: its copy on chip, or its own buffer
+    read = {u.name: copies.get(f"{u.name}.copy", buffers[u.inputs[0]]) for u in on_engine}
     # one instance of a function has one set of ports: each engine function takes every memory its calls' buffers
     # (and the staging buffer, where they stage) lie in, at every call
-    used = {u.name: [buffers[u.inputs[0]], buffers[u.outputs[0]]] + ([staging] if u.engine.staged else [])
-            for u in on_engine}
+    used = {u.name: [read[u.name], buffers[u.outputs[0]]] + ([buffers[u.inputs[0]], staging] if u.engine.staged
+                                                              else []) for u in on_engine}
     memories = {b: tuple(MEMORY_ARRAYS[m] for m in MEMORIES if any(
         buffer.memory == m for u in on_engine if bits[u.name] == b for buffer in used[u.name])) for b in bits.values()}
 
@@ -338,9 +346,17 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
     return {u.name: EngineCall(f"{sub}_engine_{'_'.join(map(str, bits[u.name]))}", bits[u.name], u.engine.lanes,
                                u.engine.uram_lanes, vector[bits[u.name]], window[bits[u.name]],
                                weights[f"{u.name}.weights"].offset // read_bytes[u.name], depthwise[bits[u.name]],
-                               u.engine.port_words, memories[bits[u.name]], place(u, buffers[u.inputs[0]]),
-                               place(u, buffers[u.outputs[0]]), place(u, staging) if u.engine.staged else (-1, 0))
+                               u.engine.port_words, memories[bits[u.name]],
+                               place(u, buffers[u.inputs[0]] if u.engine.staged else read[u.name]),
+                               place(u, buffers[u.outputs[0]]), place(u, staging) if u.engine.staged else (-1, 0),
+                               (at(buffers[u.inputs[0]]), at(read[u.name]), read[u.name].size
+                                // units.ARENA_WORD_BYTES) if u.engine.copied else None)
             for u in on_engine}
+
+
+def at(buffer: Buffer) -> str:
+    """The top's expression of the word a buffer begins at."""
+    return statement("at_word", memory=MEMORY_ARRAYS[buffer.memory], word=buffer.offset // units.ARENA_WORD_BYTES)
 
 
 def _engine_functions(engines: dict[str, EngineCall]) -> dict[str, EngineCall]:
@@ -441,7 +457,8 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
     if engine is not None:  # engine.h itself over the scratch copies, the input's the first memory, the output's
         # the second (C-simulation only: no instance to share)
         scratch = (f"{names[unit.inputs[0]]}_words", f"{names[unit.outputs[0]]}_words")
-        engine = dataclasses.replace(engine, memories=scratch, source=(0, 0), target=(1, 0), staging=(-1, 0))
+        engine = dataclasses.replace(engine, memories=scratch, source=(0, 0), target=(1, 0), staging=(-1, 0),
+                                     copy=None)
         engine = dataclasses.replace(engine, function=_engine_template(engine), memories=scratch + scratch[:1] * 2)
     lines.append(top_kind(unit).run(unit, Buffers(lambda t: f"{names[t]}_words", types, shapes, weights, engine)))
     lines += [line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=values_of(shapes[t]))

@@ -183,7 +183,9 @@ class Engine(TopKind):
 
     def run(self, unit, buffers):
         call = buffers.engine
-        return self.line("run_engine", name=call.function, memories=", ".join(call.memories),
+        copy = self.line("copy_input", source=call.copy[0], target=call.copy[1], words=call.copy[2]) if call.copy \
+            else ""
+        return copy + self.line("run_engine", name=call.function, memories=", ".join(call.memories),
                          source=", ".join(map(str, call.source)), target=", ".join(map(str, call.target)),
                          staging=", ".join(map(str, call.staging)),
                          read=call.weights_read, unit=unit.name)

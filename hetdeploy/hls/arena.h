@@ -279,6 +279,16 @@ inline void load_bytes(word_t *region, const byte_t *image, int bytes) {
 }
 #endif
 
+// ``words`` words from ``source`` to ``target``, in order, one an iteration (from an m_axi port: one burst): an
+// engine unit's input in DDR copied on chip before it runs
+inline void copy_words(const word_t *source, word_t *target, int words) {
+    for (int w = 0; w < words; w++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=262144
+        target[w] = source[w];
+    }
+}
+
 // A relayout, one target word at a time: target value j is source value index(j), each read a word
 // access, each target word written once.
 template <class T, class Index> void relayout(const word_t *source, word_t *target, const Index &index, int n) {

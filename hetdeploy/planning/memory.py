@@ -388,20 +388,26 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
             strategy = policy
             if strategy == "auto":  # the smallest footprint; greedy on a tie
                 strategy = min(STRATEGIES, key=lambda s: (footprints[s], s != "greedy"))
-            placements, staging, staging_memory = _place_staged(sub, lives, requests, strategy,
-                                                                {"bram": target, "uram": uram, "reserved": reserve},
-                                                                element_bytes_of)
+            copies, placements, staging, staging_memory = _place_staged(
+                sub, lives, requests, strategy, {"bram": target, "uram": uram, "reserved": reserve}, element_bytes_of)
+            requests = list(requests) + [request for _, request in copies]
             used_in = {m: footprint(requests, placements, m) for m in MEMORIES}
+            # each copy on chip, used (the others' requests dropped: their bytes stay unused)
+            copy_buffers = [Buffer(f"{unit.name}.copy", p.memory, p.offset, r.size, r.first, r.last, "ap_uint<64>",
+                                   kind="copy") for (unit, r), p in zip(copies, placements[len(lives):])
+                            if unit.engine.copied]
             staging_buffers = [Buffer(f"{sub.name}.staging", staging_memory, used_in[staging_memory], staging, 0,
                                       len(steps) - 1, "ap_uint<64>", kind="staging")] if staging else []
             if staging:
                 used_in[staging_memory] += staging
-            # an engine unit reads a DDR input in its staging loops, a word a cycle: their cycles, not its bytes
+            # an engine unit reads a DDR input in its staging loops, or the top's copy of it, a word a cycle: their
+            # cycles, not its bytes
             staged_cycles = sum(units.engine_layer_cycles(u.engine, 8 * element_bytes_of(u.inputs[0]), True)
                                  - units.engine_layer_cycles(u.engine, 8 * element_bytes_of(u.inputs[0]), False)
                                  for u in sub.execution_units if u.engine is not None and u.engine.staged)
-            readers = {b.tensor: 1 + sum(b.tensor in u.inputs and not (u.engine is not None and u.engine.staged)
-                                         for u in sub.execution_units) for b in lives}
+            staged_cycles += sum(units.copy_cycles(b.size) for b in copy_buffers)
+            readers = {b.tensor: 1 + sum(b.tensor in u.inputs and not (u.engine is not None and (
+                u.engine.staged or u.engine.copied)) for u in sub.execution_units) for b in lives}
             ddr_traffic = sum(r.size * readers[b.tensor]
                               for b, r, p in zip(lives, requests, placements) if p.memory == "ddr")
             staging_s = staged_cycles / (device.clock_mhz * 1e6)
@@ -427,7 +433,8 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                 ddr_weights_s=weight_traffic / device.memory.bandwidth_bytes_per_s, footprints=footprints,
                 buffers=weights + [Buffer(b.tensor, p.memory, p.offset + (weights_end if p.memory == "ddr" else 0),
                                           r.size, b.first, b.last, f"ap_fixed<{width},6>")
-                                   for b, r, p in zip(lives, requests, placements)] + staging_buffers,
+                                   for b, r, p in zip(lives, requests, placements)] + copy_buffers
+                + staging_buffers,
                 batch_bytes=batch_bytes(sub, shapes, batch))
             target -= used_in["bram"]
             reserve -= used_in["reserved"]
@@ -441,15 +448,33 @@ class StagingDoesNotFit(UserError):
 
 def _place_staged(sub: Subfunction, lives: Sequence[Lifetime], requests: Sequence[Request], strategy: str,
                   pools: dict[str, int], element_bytes_of: Callable[[str], int]
-                  ) -> tuple[list[Placement], int, Optional[str]]:
-    """The placement of ``sub``'s buffers in ``pools`` (the target's, the URAM's and the reserve's bytes, tried in
-    that order, then DDR), the bytes of its staging buffer and the memory it is carved from (0 and None: no engine
-    unit's input lies in DDR). An engine unit whose input lands in DDR stages its rows in that buffer (its engine
-    layer marked ``staged``), as large as the largest such unit's (``units.staging_bytes``) and carved from the first
-    pool that holds it; carving it may spill more, so the buffers are placed again until it holds them all."""
+                  ) -> tuple[list[tuple[ExecutionUnit, Request]], list[Placement], int, Optional[str]]:
+    """The requests of the copies of engine units' inputs, with the unit of each; the placement of ``sub``'s
+    buffers (``requests``, then those copies) in ``pools`` (the target's, the URAM's and the reserve's bytes, tried
+    in that order, then DDR); the bytes of its staging buffer and the memory it is carved from (0 and None: none).
+
+    An engine unit whose input lands in DDR and would stage it in more than twice the cycles a copy takes (its
+    rows staged again for each tile of its output channels) asks for a copy of it live over its own step
+    (``<unit>.copy``): where that lands on chip, the top copies the input there in one burst before the unit runs,
+    and the unit reads it there, every tile (its engine layer ``copied``); else the unit stages its rows a pass at a
+    time in the staging buffer (``staged``), as large as the largest such unit's (``units.staging_bytes``) and
+    carved from the first pool that holds it. Copies and the carving may spill more, so the buffers are placed again
+    until the units that asked and the staging buffer are what the placement gives."""
     engine = [u for u in sub.execution_units if u.engine is not None]
+    step = {u.name: k for k, u in enumerate(sub.execution_units)}
+    copy_bytes = {u.name: units.buffer_bytes(math.prod(u.engine.input) * u.engine.channels,
+                                             element_bytes_of(u.inputs[0])) for u in engine}
+
+    def copy_pays(unit: ExecutionUnit) -> bool:
+        bits = 8 * element_bytes_of(unit.inputs[0])
+        staging_cycles = units.engine_layer_cycles(unit.engine, bits, True) - units.engine_layer_cycles(
+            unit.engine, bits, False)
+        return staging_cycles > 2 * units.copy_cycles(copy_bytes[unit.name])
+
+    asked: list[ExecutionUnit] = []  # the units with a copy's request, in the order they asked
     staging, memory = 0, None
     while True:
+        copies = [(u, Request(copy_bytes[u.name], step[u.name], step[u.name])) for u in asked]
         left = dict(pools)
         if staging:
             memory = next((m for m in ("bram", "uram", "reserved") if left[m] >= staging), None)
@@ -458,14 +483,20 @@ def _place_staged(sub: Subfunction, lives: Sequence[Lifetime], requests: Sequenc
                                         f"unit stages its input from DDR in (BRAM {pools['bram']:,}, URAM "
                                         f"{pools['uram']:,}, reserve {pools['reserved']:,} bytes free)")
             left[memory] -= staging
-        placements = place(requests, strategy, left["bram"], left["reserved"], left["uram"])
+        placements = place(list(requests) + [r for _, r in copies], strategy, left["bram"], left["reserved"],
+                           left["uram"])
         where = {b.tensor: p.memory for b, p in zip(lives, placements)}
+        copied = {u.name for (u, _), p in zip(copies, placements[len(lives):]) if p.memory != "ddr"}
+        in_ddr = {u.name for u in engine if where.get(u.inputs[0]) == "ddr"}
         for unit in engine:
-            unit.engine.staged = where.get(unit.inputs[0]) == "ddr"
+            unit.engine.copied = unit.name in in_ddr and unit.name in copied
+            unit.engine.staged = unit.name in in_ddr and unit.name not in copied
         needed = max([staging] + [units.staging_bytes(u.engine, element_bytes_of(u.inputs[0]))
                                   for u in engine if u.engine.staged])
-        if needed == staging:
-            return placements, staging, memory
+        newly = [u for u in engine if u.name in in_ddr and u.name not in {a.name for a in asked} and copy_pays(u)]
+        if needed == staging and not newly:
+            return copies, placements, staging, memory
+        asked += newly
         staging = needed
 
 

@@ -62,7 +62,7 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
             started = time.monotonic()
             weights = {f"{u.name}.weights": top_kind(u).ddr_weights(u, unit_widths[u.name])[1]
                        for u in sub.execution_units if u.weights_in_ddr}
-            for b in (b for b in sub.memory.buffers if b.kind != "staging"):  # the staging buffer: raw words
+            for b in (b for b in sub.memory.buffers if b.kind not in ("staging", "copy")):  # raw words
                 b.precision = weights[b.tensor] if b.kind == "weights" else precision[b.tensor]
             device = board.device(sub.device)
             progress.working(f"{sub.name}: compiling the C-simulation of its top and {len(sub.execution_units)} "

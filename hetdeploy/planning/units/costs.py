@@ -341,6 +341,11 @@ def staging_cycles(input_map: Sequence[int], channels: int, kernel: Sequence[int
     return tuple(result)
 
 
+def copy_cycles(size: int) -> int:
+    """The cycles of arena.h's copy_words over a buffer of ``size`` bytes: a word an iteration, one pipelined loop."""
+    return _loop(size // ARENA_WORD_BYTES, ENGINE_MOVE_DEPTH)
+
+
 def engine_row_values(kernel_width: int, channels: int, groups: int, column_dilation: int, width: int) -> int:
     """The values of a window row hls/engine.h walks along (``engine_rows``: one group, columns one apart, channels
     no whole word of ``width``-bit weights: a first layer's three); 0 where it walks the window a place at a
