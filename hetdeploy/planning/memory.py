@@ -390,8 +390,8 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                 strategy = min(STRATEGIES, key=lambda s: (footprints[s], s != "greedy"))
             copies, placements, staging, staging_memory = _place_staged(
                 sub, lives, requests, strategy, {"bram": target, "uram": uram, "reserved": reserve}, element_bytes_of)
-            requests = list(requests) + [request for _, request in copies]
-            used_in = {m: footprint(requests, placements, m) for m in MEMORIES}
+            placed = list(requests) + [request for _, request in copies]  # the buffers, then the copies
+            used_in = {m: footprint(placed, placements, m) for m in MEMORIES}
             # each copy on chip, used (the others' requests dropped: their bytes stay unused)
             copy_buffers = [Buffer(f"{unit.name}.copy", p.memory, p.offset, r.size, r.first, r.last, "ap_uint<64>",
                                    kind="copy") for (unit, r), p in zip(copies, placements[len(lives):])
