@@ -350,7 +350,7 @@ def test_engine_inputs_in_ddr_are_staged_on_chip_and_match_onnxruntime(tmp_path)
     chip, which its windows read; no window loop reads DDR. The top passes each call that buffer; the whole
     pipeline, emulated in C-simulation, within tolerance of onnxruntime; the staging's cycles are the plan's."""
     import graphs
-    from hetdeploy.planning.units import engine_layer_cycles, staging_bytes
+    from hetdeploy.planning.units import engine_staging_cycles, staging_bytes
 
     graph = graphs.resnet18(64, (4, 8, 16, 32), classes=10)
     onnx.save(graphs.to_onnx(graph), str(tmp_path / "model.onnx"))
@@ -375,7 +375,7 @@ def test_engine_inputs_in_ddr_are_staged_on_chip_and_match_onnxruntime(tmp_path)
     places = re.findall(r"hetdeploy::engine_place\{(-?\d), (\d+)\}, engine_weights", top)
     staged_places = [p for p in places if p[0] != "-1"]  # each staged call's staging buffer: (memory, word)
     assert len(staged_places) == len(staged) and {word for _, word in staged_places} == {str(staging.offset // 8)}
-    cycles = sum(engine_layer_cycles(u.engine, 16, True) - engine_layer_cycles(u.engine, 16, False) for u in staged)
+    cycles = sum(engine_staging_cycles(u.engine, 16) for u in staged)
     assert sub.memory.engine_staging_s == pytest.approx(cycles / 200e6)
 
 

@@ -362,7 +362,7 @@ def test_engine_inputs_in_ddr_are_staged_or_copied_on_chip_and_charged_their_cyc
     import onnx as onnx_package
 
     from hetdeploy.planning.config import BuildOptions
-    from hetdeploy.planning.units import copy_cycles, engine_layer_cycles, staging_bytes
+    from hetdeploy.planning.units import copy_cycles, engine_staging_cycles, staging_bytes
     from hetdeploy.steps.build import plan_stages
 
     model = Path(onnx_package.__file__).parent / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"
@@ -376,17 +376,14 @@ def test_engine_inputs_in_ddr_are_staged_or_copied_on_chip_and_charged_their_cyc
     assert staged and copied and not set(map(id, staged)) & set(map(id, copied))
     assert all((where[u.inputs[0]].memory == "ddr") == (u.engine.staged or u.engine.copied) for u in engine)
 
-    def staging_cycles(unit):
-        return engine_layer_cycles(unit.engine, 16, True) - engine_layer_cycles(unit.engine, 16, False)
-
     copies = [where[f"{u.name}.copy"] for u in copied]
     assert all(c.kind == "copy" and c.memory != "ddr" and c.size == where[u.inputs[0]].size
-               and staging_cycles(u) > 2 * copy_cycles(c.size) for u, c in zip(copied, copies))
+               and engine_staging_cycles(u.engine, 16) > 2 * copy_cycles(c.size) for u, c in zip(copied, copies))
     (staging,) = [b for b in sub.memory.buffers if b.kind == "staging"]
     assert staging.memory != "ddr" and staging.size == max(staging_bytes(u.engine, 2) for u in staged)
     on_chip = [b for b in sub.memory.buffers if b.memory == staging.memory and b is not staging]
     assert all(b.offset + b.size <= staging.offset or staging.offset + staging.size <= b.offset for b in on_chip)
-    cycles = sum(staging_cycles(u) for u in staged) + sum(copy_cycles(c.size) for c in copies)
+    cycles = sum(engine_staging_cycles(u.engine, 16) for u in staged) + sum(copy_cycles(c.size) for c in copies)
     fpga = board.device(sub.device)
     assert sub.memory.engine_staging_s == pytest.approx(cycles / (fpga.clock_mhz * 1e6))
     assert sub.memory.ddr_transfer_s > sub.memory.engine_staging_s

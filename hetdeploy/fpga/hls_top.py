@@ -116,7 +116,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
             window=call.window, in_bits=call.bits[0], out_bits=call.bits[1], weight_bits=call.bits[2],
             depthwise=str(call.depthwise).lower(), port=call.port_words, listed=", ".join(call.memories),
             parameters=", ".join(statement("word_output", name=m) for m in call.memories),
-            engine=_engine_template(call), arguments=_engine_memories(call.memories)) + "\n"
+            engine=_engine_template(call), arguments=", ".join(_engine_memories(call.memories))) + "\n"
             for name, call in sorted(_engine_functions(engines).items()))
     declarations += "".join(statement("typedef", type=p.precision, name=f"{p.port}_t") + "\n" for p in every_weight)
     declarations += "\n".join(HLS4ML.statement("step_declaration", unit=u.name,
@@ -374,9 +374,9 @@ def _engine_template(call: EngineCall) -> str:
                             ddr=ddr)
 
 
-def _engine_memories(memories: tuple[str, ...]) -> str:
+def _engine_memories(memories: tuple[str, ...]) -> tuple[str, ...]:
     """engine.h's four memory arguments: ``memories``, then the first again for each it has not (never used)."""
-    return ", ".join(memories + memories[:1] * (4 - len(memories)))
+    return memories + memories[:1] * (4 - len(memories))
 
 
 def engine_port(units_of_sub: list[ExecutionUnit], memory: MemoryPlan) -> Optional[WeightPort]:
@@ -459,7 +459,7 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
         scratch = (f"{names[unit.inputs[0]]}_words", f"{names[unit.outputs[0]]}_words")
         engine = dataclasses.replace(engine, memories=scratch, source=(0, 0), target=(1, 0), staging=(-1, 0),
                                      copy=None)
-        engine = dataclasses.replace(engine, function=_engine_template(engine), memories=scratch + scratch[:1] * 2)
+        engine = dataclasses.replace(engine, function=_engine_template(engine), memories=_engine_memories(scratch))
     lines.append(top_kind(unit).run(unit, Buffers(lambda t: f"{names[t]}_words", types, shapes, weights, engine)))
     lines += [line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=values_of(shapes[t]))
               for t in unit.outputs]

@@ -460,6 +460,14 @@ void engine_depthwise_accumulate(const word_t &in_word, const engine_layer &g, i
     }
 }
 
+// The walks at output pixel ``output``'s window (its first channel ``channel0``; ``staged``: in the staging buffer)
+inline void engine_start_walks(const engine_layer &g, const engine_pixel &output, int channel0, bool staged,
+                               engine_walk &walk, engine_row_walk &row_walk) {
+#pragma HLS INLINE
+    walk.start(engine_window_first(g, output, channel0, staged), output.row0, output.column0);
+    row_walk.start(engine_window_first(g, output, 0, staged), output.row0, output.column0);
+}
+
 // A pass of a tile's pixels begins (a cycle): where the input is staged (``staging`` a place), the rows its pixels'
 // windows read staged first; the walks at its first pixel (``output``), the window's first channel ``channel0``
 template <int IW, int MEMORIES, int DDR>
@@ -471,8 +479,7 @@ void engine_pass(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_la
     HETDEPLOY_COUNTED(engine_counted().cycles++);
     if (DDR >= 0 && staged)  // (an engine none of whose buffers lies in DDR has no staging loops)
         engine_stage<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, output.row0, slot_words);
-    walk.start(engine_window_first(g, output, channel0, staged), output.row0, output.column0);
-    row_walk.start(engine_window_first(g, output, 0, staged), output.row0, output.column0);
+    engine_start_walks(g, output, channel0, staged, walk, row_walk);
 }
 
 // A sum as an output value's raw bits: the layer's ReLU, then rounded to the nearest at the output's fraction
@@ -707,8 +714,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                         done_word = output.out_first / L;
                         previous = true;
                         output.next(g);
-                        walk.start(engine_window_first(g, output, channel0, staged), output.row0, output.column0);
-                        row_walk.start(engine_window_first(g, output, 0, staged), output.row0, output.column0);
+                        engine_start_walks(g, output, channel0, staged, walk, row_walk);
                     }
                 }
                 HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
@@ -779,8 +785,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                 }
                 HETDEPLOY_COUNTED(count_loop(written, ENGINE_MOVE_DEPTH));
                 output.next(g);
-                walk.start(engine_window_first(g, output, channel0, staged), output.row0, output.column0);
-                row_walk.start(engine_window_first(g, output, 0, staged), output.row0, output.column0);
+                engine_start_walks(g, output, channel0, staged, walk, row_walk);
             }
         }
     }

@@ -402,9 +402,8 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                 used_in[staging_memory] += staging
             # an engine unit reads a DDR input in its staging loops, or the top's copy of it, a word a cycle: their
             # cycles, not its bytes
-            staged_cycles = sum(units.engine_layer_cycles(u.engine, 8 * element_bytes_of(u.inputs[0]), True)
-                                 - units.engine_layer_cycles(u.engine, 8 * element_bytes_of(u.inputs[0]), False)
-                                 for u in sub.execution_units if u.engine is not None and u.engine.staged)
+            staged_cycles = sum(units.engine_staging_cycles(u.engine, 8 * element_bytes_of(u.inputs[0]))
+                                for u in sub.execution_units if u.engine is not None and u.engine.staged)
             staged_cycles += sum(units.copy_cycles(b.size) for b in copy_buffers)
             readers = {b.tensor: 1 + sum(b.tensor in u.inputs and not (u.engine is not None and (
                 u.engine.staged or u.engine.copied)) for u in sub.execution_units) for b in lives}
@@ -466,9 +465,7 @@ def _place_staged(sub: Subfunction, lives: Sequence[Lifetime], requests: Sequenc
                                              element_bytes_of(u.inputs[0])) for u in engine}
 
     def copy_pays(unit: ExecutionUnit) -> bool:
-        bits = 8 * element_bytes_of(unit.inputs[0])
-        staging_cycles = units.engine_layer_cycles(unit.engine, bits, True) - units.engine_layer_cycles(
-            unit.engine, bits, False)
+        staging_cycles = units.engine_staging_cycles(unit.engine, 8 * element_bytes_of(unit.inputs[0]))
         return staging_cycles > 2 * units.copy_cycles(copy_bytes[unit.name])
 
     asked: list[ExecutionUnit] = []  # the units with a copy's request, in the order they asked

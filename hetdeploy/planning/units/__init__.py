@@ -476,6 +476,12 @@ def engine_layer_cycles(layer: EngineLayer, width: int, staged: bool) -> int:
                          staging=staging)["cycles"]
 
 
+def engine_staging_cycles(layer: EngineLayer, width: int) -> int:
+    """The cycles staging a unit's ``width``-bit input from DDR adds to its engine layer's (``engine_layer_cycles``
+    staged, less on chip)."""
+    return engine_layer_cycles(layer, width, True) - engine_layer_cycles(layer, width, False)
+
+
 def staging_bytes(layer: EngineLayer, element: int) -> int:
     """Bytes of the staging buffer a unit's engine layer needs, its input of ``element``-byte values in DDR
     (hls/engine.h's engine_stage): its window's k_h rows of the input, each in whole words."""
