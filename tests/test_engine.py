@@ -43,8 +43,8 @@ int main(int argc, char **argv) {
     std::vector<hetdeploy::word_t> staging(%(staging_words)d + 1, hetdeploy::word_t(-1));
     const hetdeploy::engine_place source = {1, %(source_word)d}, output = {2, 1}, stage = {%(staging)d, 0};
     hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 4,
-                      %(ddr)d>(unused.data(), memory.data(), outputs.data(), staging.data(), source, output, stage,
-                               reads.data(), g);
+                      %(ddr)d, %(pixels)d>(unused.data(), memory.data(), outputs.data(), staging.data(), source,
+                                            output, stage, reads.data(), g);
     for (int i = 0; i < %(outputs)d; i++)
         std::printf("%%lld\n", (long long)hetdeploy::read<ap_int<%(ow)d> >(target, i).to_int64());
     std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
@@ -87,7 +87,7 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
     outputs = layer.output[0] * layer.output[1] * layer.filters
     values = dict(layer=", ".join(str(v) for v in layer_values(layer, ow)), iw=iw, ow=ow, ww=ww, lanes=layer.lanes,
                   uram_lanes=layer.uram_lanes, vector=layer.vector, window=stored_window(layer, ww),
-                  port=layer.port_words,
+                  port=layer.port_words, pixels=layer.pixels,
                   source_word=len(region) // ARENA_WORD_BYTES, outputs=outputs, staging=3 if staged else -1,
                   ddr=1 if staged else -1,
                   staging_words=layer.kernel[0] * -(-layer.input[1] * layer.channels * element_bytes(iw)
@@ -157,23 +157,27 @@ CLIPS = {"1x1": [0.0, 1.5], "dense": [-3.3, 7.9], "1-D": [None, 2.45]}
 
 @pytest.mark.parametrize("staged", [False, True], ids=["on chip", "staged from DDR"])
 @pytest.mark.parametrize("kind", LAYERS)
-@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port",
-                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 1),
-                          (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 8, 2, 2),
-                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 4, 4)])
+@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port, pixels",
+                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 1, 2),
+                          (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 8, 2, 2, 1),
+                          (8, 16, "ap_fixed<8,3>", "ap_fixed<16,6>", 8, 2, 2, 2),
+                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 4, 4, 1)])
 def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, vector, uram_lanes,
-                                                    port, staged):
+                                                    port, pixels, staged):
     """Each layer on 4 lanes of ``vector`` values a cycle, ``uram_lanes`` of them with their weights in URAM (two a
     block: none, half, all), its weights port ``port`` DDR words wide: the layers whose channels are a multiple of
     it take that many a cycle, the others (5 and 3 channels; 4 at 8 a cycle) one; a tile's filters need not begin
     a port's word (the grouped layer's second group: filters 6 to 11). Its input on chip, or in DDR, staged a row of
     output pixels at a time (rows of 7 x 5 values and, at 8 bits, 12 x 3: rows that do not begin a word); where its
-    inputs and outputs are as wide, in the cycles ``units.engine_layer_cycles`` estimates."""
+    inputs and outputs are as wide, in the cycles ``units.engine_layer_cycles`` estimates. On an engine of two
+    pixels at once (``pixels``), the layers whose window takes more iterations than two pixels' output words run a
+    pair of pixels at a time (the pass's last alone where its pixels are odd: the staged 3 x 3 layer's rows of 7),
+    at 8 bits two lanes' products in a DSP48 too."""
     from hetdeploy.planning.units import engine_layer_cycles
 
     rng = np.random.default_rng(7)
     layer = EngineLayer(*LAYERS[kind], lanes=4, vector=vector, uram_lanes=uram_lanes, groups=GROUPS.get(kind, 1),
-                        port_words=port, clip=CLIPS.get(kind))
+                        port_words=port, pixels=pixels, clip=CLIPS.get(kind))
     weights = rng.normal(0, 0.5, (layer.filters, *layer.kernel, layer.channels // layer.groups))
     bias = rng.normal(0, 1, layer.filters)
     ww = 8 if iw == 8 else 16
@@ -286,10 +290,12 @@ int main(int argc, char **argv) {
         hetdeploy::engine_counted() = hetdeploy::engine_counts{0, 0};
         hetdeploy::word_t *m = memory.data(), *s = staging.data();
         if (staged)
-            hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 2, 0>(
+            hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 2, 0,
+                              %(pixels)d>(
                 m, s, m, m, source, target, stage, weights.data(), g);
         else
-            hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 2, -1>(
+            hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 2, -1,
+                              %(pixels)d>(
                 m, s, m, m, source, target, unstaged, weights.data(), g);
         std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
     }
@@ -310,14 +316,17 @@ MOBILENET_V2_DEPTHWISE = [(c, c, 3, stride, c) for c, stride in ((32, 1), (96, 2
                                                                    (192, 2), (384, 1), (576, 1), (576, 2), (960, 1))]
 
 
-@pytest.mark.parametrize("lanes, uram_lanes, vector, port", [(32, 0, 4, 1), (32, 0, 2, 4), (116, 84, 4, 2)])
+@pytest.mark.parametrize("lanes, uram_lanes, vector, port, pixels",
+                         [(32, 0, 4, 1, 1), (32, 0, 2, 4, 1), (116, 84, 4, 2, 2)])
 def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilenet_v2_layers(tmp_path, lanes,
-                                                                                            uram_lanes, vector, port):
+                                                                                            uram_lanes, vector, port,
+                                                                                            pixels):
     """Issue 65's counted-cycles check: every layer shape of ResNet-50 and MobileNetV2 the engine runs, at a 5 x 5
     output map (the count is per output pixel, so a reduced map counts what a full one would, pixel for pixel;
     kernel 0: the classifier, a dense layer's one pixel), run in C-simulation on ``lanes`` of ``vector`` values a
     cycle (the 3-channel first layers one; at 2, a DDR word of weights is two entries of the weight buffer; 116
-    lanes, 84 of them in URAM, its weights port two DDR words wide: the KV260's engine for ResNet-50 at 16 bits):
+    lanes, 84 of them in URAM, its weights port two DDR words wide, two output pixels at once: the KV260's engine for
+    ResNet-50 at 16 bits):
     the cycles and DDR words engine.h counts are what ``units.engine_cycles`` estimates, within 2 %; each layer with
     its input on chip, and in DDR, staged a row of output pixels at a time (``units.staging_cycles``)."""
     from hetdeploy.planning.units import engine_cycles, engine_row_values, staging_cycles
@@ -336,7 +345,7 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
     window = max(layer[6] * (-(-layer[7] * layer[0] // 4) * 4 if engine_row_values(layer[7], layer[0], layer[14], 1, 16)
                              else layer[0] // layer[14] * layer[7]) for layer in layers)
     (tmp_path / "count.cpp").write_text(COUNTING % dict(lanes=lanes, uram_lanes=uram_lanes, vector=vector,
-                                                        window=window, port=port))
+                                                        window=window, port=port, pixels=pixels))
     subprocess.run([compiler(), "-std=c++14", "-O2", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o",
                     str(tmp_path / "count"), str(tmp_path / "count.cpp")], check=True, capture_output=True)
     counted = subprocess.run([str(tmp_path / "count"), str(tmp_path / "layers.txt")], check=True,
@@ -349,6 +358,7 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
                                  layer[4:6], 16) if layer[15] else ()
         estimated = engine_cycles(per_group * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16, lanes,
                                   vector=vector, channels=per_group, groups=layer[14], port_words=port,
-                                  row=engine_row_values(layer[7], per_group, layer[14], 1, 16), staging=staging)
+                                  row=engine_row_values(layer[7], per_group, layer[14], 1, 16), staging=staging,
+                                  pixels_at_once=pixels)
         assert abs(estimated["cycles"] - cycles) <= 0.02 * cycles, (layer, cycles, estimated)
         assert estimated["weight_words"] == words, (layer, words, estimated)

@@ -766,7 +766,7 @@ def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_out
     assert depthwise.depthwise and depthwise.lanes % 4 == 0  # a lane a channel, four 16-bit channels a word
     declared = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_units.h").read_text()
     # its loop built; its weights read two DDR words at a time (the KV260's 128-bit HP port)
-    engine_template = r"engine<16, 16, 16, \d+, \d+, \d+, \d+, true,\s+2, \d, -?\d>"
+    engine_template = r"engine<16, 16, 16, \d+, \d+, \d+, \d+, true,\s+2, \d, -?\d, [12]>"
     assert depthwise.port_words == 2 and re.search(engine_template, declared)
     assert "typedef ap_uint<128> engine_weights_t" in declared
     # its one instance (the ALLOCATION pragma) gets the same memories at every call, wherever a layer's buffers lie

@@ -503,6 +503,10 @@ def test_the_engine_is_sized_to_the_boards_dsps_and_its_brams_and_urams():
     # at 8 bits two lanes' products of a value share a DSP48 (engine.h's ENGINE_PACKED, Xilinx WP486)
     assert engine_resources(window, 8, EngineSize(64, 0, 8))["dsp"] == 64 * 8 // 2 + 4
     assert engine_resources(window, 16, EngineSize(64, 0, 4))["dsp"] == 64 * 4 + 4
+    # two output pixels at once: each lane's multipliers twice, its weight buffers once
+    pair = engine_resources(window, 16, EngineSize(64, 0, 4, pixels=2))
+    assert pair["dsp"] == 2 * 64 * 4 + 4 and pair["bram18"] == engine_resources(window, 16, EngineSize(64, 0, 4))[
+        "bram18"]
 
     def fits(resources, allowance):
         return all(resources[k] <= allowance[k] for k in allowance)
@@ -517,10 +521,11 @@ def test_the_engine_is_sized_to_the_boards_dsps_and_its_brams_and_urams():
             most = sizes[0]
             assert (most.uram_lanes > 0) == uram, (board, most)
             step = 64 // width  # lanes come in multiples of a word's outputs
-            wider = EngineSize(most.lanes + step, most.uram_lanes, most.vector)
+            wider = dataclasses.replace(most, lanes=most.lanes + step)
             assert not fits(engine_resources(window, width, wider), allowance)
-            wider_uram = EngineSize(most.lanes + step, most.uram_lanes + step, most.vector)
+            wider_uram = dataclasses.replace(most, lanes=most.lanes + step, uram_lanes=most.uram_lanes + step)
             assert not fits(engine_resources(window, width, wider_uram), allowance)
+            assert {size.pixels for size in sizes} == {1, 2}, (board, width)
     fpga = load_board("kv260").device("fpga")
     b = graphs.Builder([1, 64, 14, 14])
     graph = b.graph(b.conv(b.conv("input", 128, 3), 512, 1))

@@ -346,6 +346,7 @@ class EngineLayer:
     uram_lanes: int = 0  # the lanes whose weight buffers are URAM, two a block (the others' BRAM)
     groups: int = 1  # a grouped convolution's: output channel o reads group o // (filters // groups)'s channels
     port_words: int = 1  # the 64-bit words the engine's weights port reads a cycle (units.engine_port_words)
+    pixels: int = 1  # the output pixels the engine computes at once: 1, or 2 (hls/engine.h's engine_pairs)
     weight_fraction: int = 0  # set when the build sizes the unit (generate), as the fractions below
     in_fraction: int = 0
     in_signed: bool = True

@@ -143,6 +143,7 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
         if on_engine:  # one engine, its resources with the first of them
             engine = on_engine[0].engine
             in_uram = f", {engine.uram_lanes} of them with their weights in URAM" if engine.uram_lanes else ""
+            in_uram += ", two output pixels at once" if engine.pixels == 2 else ""
             lines.append(f"  on the engine ({engine.lanes} lanes of {engine.vector} values a cycle{in_uram}, its "
                          f"weights read {64 * engine.port_words} bits a cycle, one after another; its resources "
                          f"counted with {on_engine[0].name}, hetdeploy's model of it): "

@@ -113,6 +113,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
                                          bits=8 * units.ARENA_WORD_BYTES * port_words) + "\n"
         declarations += "".join(ENGINE.statement(
             "engine_function", name=name, lanes=call.lanes, uram_lanes=call.uram_lanes, vector=call.vector,
+            pixels=call.pixels,
             window=call.window, in_bits=call.bits[0], out_bits=call.bits[1], weight_bits=call.bits[2],
             depthwise=str(call.depthwise).lower(), port=call.port_words, listed=", ".join(call.memories),
             parameters=", ".join(statement("word_output", name=m) for m in call.memories),
@@ -289,7 +290,7 @@ class EngineCall:
     of them), and where the unit's input (its copy on chip, where it has one) and output lie and, where its input
     lies in DDR and is staged, the staging buffer its rows are staged in ((-1, 0): none): (the index of their memory
     among those, their first word); where its input is copied on chip before it runs, the copy's source, target (the
-    top's expressions) and words."""
+    top's expressions) and words; the output pixels it computes at once."""
 
     function: str
     bits: tuple[int, int, int]
@@ -305,6 +306,7 @@ class EngineCall:
     target: tuple[int, int]
     staging: tuple[int, int]
     copy: Optional[tuple[str, str, int]] = None
+    pixels: int = 1  # the output pixels the engine computes at once
 
 
 def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buffer],
@@ -350,7 +352,7 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
                                place(u, buffers[u.inputs[0]] if u.engine.staged else read[u.name]),
                                place(u, buffers[u.outputs[0]]), place(u, staging) if u.engine.staged else (-1, 0),
                                (at(buffers[u.inputs[0]]), at(read[u.name]), read[u.name].size
-                                // units.ARENA_WORD_BYTES) if u.engine.copied else None)
+                                // units.ARENA_WORD_BYTES) if u.engine.copied else None, u.engine.pixels)
             for u in on_engine}
 
 
@@ -371,7 +373,7 @@ def _engine_template(call: EngineCall) -> str:
     return ENGINE.statement("engine_template", lanes=call.lanes, uram_lanes=call.uram_lanes, vector=call.vector,
                             window=call.window, in_bits=call.bits[0], out_bits=call.bits[1], weight_bits=call.bits[2],
                             depthwise=str(call.depthwise).lower(), port=call.port_words, memories=len(call.memories),
-                            ddr=ddr)
+                            ddr=ddr, pixels=call.pixels)
 
 
 def _engine_memories(memories: tuple[str, ...]) -> tuple[str, ...]:

@@ -9,7 +9,8 @@
 // the values a word holds, of the inputs' and the weights'), the largest window of its layers (its weight
 // buffers' depth), whether it has the depthwise loop, the DDR words its weights port reads a cycle (PORT: the
 // board's memory port's width, two on a Zynq UltraScale+ HP port of 128 bits; an m_axi port of its own), and how
-// many memories its calls' buffers lie in (MEMORIES), DDR the DDR-th of them (-1: none).
+// many memories its calls' buffers lie in (MEMORIES), DDR the DDR-th of them (-1: none), and the output pixels it
+// computes at once (PIXELS: one, or two, each weight read serving both, where a layer gains: engine_pairs).
 //
 // Every call passes the one instance the same memories (the top's on-chip arena, URAM and reserve arrays and its DDR
 // port, those its calls' buffers lie in, in one order) and says where its input and output lie (engine_place): the
@@ -27,8 +28,9 @@
 // cycle), each multiplied by the tile's LANES weights at once, and the pixel's outputs written a whole word a cycle.
 // Where every tile's outputs are whole words (LANES and the layer's output channels multiples of a word's outputs) the
 // pixels are one pipelined loop, a pixel's words written while the next pixel's window is read (a pixel takes the
-// larger of its window's iterations and its words); else each pixel's window, then its words (a word the tile shares
-// with other channels read first). Addresses step with counters; a loop whose bound is a call's value says its largest
+// larger of its window's iterations and its words), or, on an engine of two pixels where the window takes more
+// iterations than two pixels' words, a pair of pixels at a time, their windows read together, then their words;
+// else each pixel's window, then its words (a word the tile shares with other channels read first). Addresses step with counters; a loop whose bound is a call's value says its largest
 // trip count (LOOP_TRIPCOUNT); no pipelined loop reads a memory word an earlier iteration wrote. At 8-bit inputs and
 // weights two lanes' products of a value share one DSP48 (ENGINE_PACKED).
 //
@@ -276,11 +278,12 @@ template <int IW> ap_int<IW + 1> engine_value(const word_t &word, int k, const e
     return g.in_signed ? ap_int<IW + 1>(ap_int<IW>(raw)) : ap_int<IW + 1>(raw);
 }
 
-// VEC values (``value``), each multiplied by every lane's weight of entry ``at`` from its place ``first`` on
-// (lane t's from tile, or from paired for a URAM lane) and added to its sum.
-template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
-void engine_products(const ap_int<IW + 1> value[VEC], int at, int first, const entry_t tile[][ENTRIES],
-                     const entry_t paired[][2 * ENTRIES], sum_t sums[LANES]) {
+// P output pixels' VEC values each (``value[p]``), each multiplied by every lane's weight of entry ``at`` from its
+// place ``first`` on (lane t's from tile, or from paired for a URAM lane: read once, shared by the pixels) and added
+// to that pixel's sum of the lane (``sums[p]``).
+template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, int P, typename entry_t, typename sum_t>
+void engine_products(const ap_int<IW + 1> value[][VEC], int at, int first, const entry_t tile[][ENTRIES],
+                     const entry_t paired[][2 * ENTRIES], sum_t sums[][LANES]) {
 #pragma HLS INLINE
     typedef ap_int<WW> weight_t;
     typedef ap_int<IW + 1 + WW> product_t;  // exact: a value by a weight
@@ -292,8 +295,9 @@ void engine_products(const ap_int<IW + 1> value[VEC], int at, int first, const e
         const int odd = lane_t + 1 < LANES ? lane_t + 1 : lane_t;  // a packed pair's second lane
         const entry_t odd_entry = odd < URAM_LANES ? paired[odd / 2][odd % 2 * ENTRIES + at]
                                                    : tile[odd - URAM_LANES][at];
-        for (int v = 0; v < VEC; v++) {
+        for (int pv = 0; pv < P * VEC; pv++) {
 #pragma HLS UNROLL
+            const int p = pv / VEC, v = pv % VEC;
             const int at_lane = (first + v) % VEC;
             const weight_t weight = entry.range(LB * at_lane + WW - 1, LB * at_lane);
             if (ENGINE_PACKED(IW, WW, LANES)) {
@@ -302,35 +306,43 @@ void engine_products(const ap_int<IW + 1> value[VEC], int at, int first, const e
                 // |value x weight| < 2^(IW + WW - 1) <= 2^16), the rest the second's, both exact
                 const ap_int<27> weights = (ap_int<27>(weight_t(odd_entry.range(LB * at_lane + WW - 1,
                                                                                   LB * at_lane))) << 18) + weight;
-                const ap_int<45> both = weights * ap_int<18>(value[v]);
+                const ap_int<45> both = weights * ap_int<18>(value[p][v]);
                 const ap_int<18> low = both;  // its low 18 bits, signed
-                sums[lane_t] += low;
-                sums[odd] += (both - low) >> 18;
+                sums[p][lane_t] += low;
+                sums[p][odd] += (both - low) >> 18;
             } else {
                 // in place: ap_int's value * weight widens both to the product's width first, and two operands
                 // of over 32 bits multiply in C-simulation through a heap-allocated multi-word type
-                product_t product = value[v];
+                product_t product = value[p][v];
                 product *= weight;
-                sums[lane_t] += product;
+                sums[p][lane_t] += product;
             }
         }
     }
 }
 
-// One window step: ``step`` values at the walk's place (VEC channels of a pixel, or one) from ``in_word``, the input
-// word they lie in (zero in the padding), each multiplied by every lane's weight and added to its sum.
-template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
-void engine_accumulate(const word_t &in_word, const engine_layer &g, const engine_walk &w, int step,
-                       const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES], sum_t sums[LANES]) {
+// One window step's values: ``step`` of them at the walk's place (VEC channels of a pixel, or one) from ``in_word``,
+// the input word they lie in (zero in the padding); the others zeros
+template <int IW, int VEC>
+void engine_step_values(const word_t &in_word, const engine_layer &g, const engine_walk &w, int step,
+                        ap_int<IW + 1> value[VEC]) {
 #pragma HLS INLINE
     static const int IPW = lane<ap_uint<IW> >::per_word;
-    ap_int<IW + 1> value[VEC];
-#pragma HLS ARRAY_PARTITION variable=value complete
     for (int v = 0; v < VEC; v++) {
 #pragma HLS UNROLL
         value[v] = v >= step ? ap_int<IW + 1>(0) : engine_value<IW>(in_word, (w.at + v) % IPW, g);
     }
-    engine_products<IW, WW, LANES, URAM_LANES, VEC, ENTRIES>(value, w.entry, w.lane, tile, paired, sums);
+}
+
+// One window step of a pixel: its values, each multiplied by every lane's weight and added to its sum (sums[0])
+template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
+void engine_accumulate(const word_t &in_word, const engine_layer &g, const engine_walk &w, int step,
+                       const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES], sum_t sums[][LANES]) {
+#pragma HLS INLINE
+    ap_int<IW + 1> value[1][VEC];
+#pragma HLS ARRAY_PARTITION variable=value complete dim=0
+    engine_step_values<IW, VEC>(in_word, g, w, step, value[0]);
+    engine_products<IW, WW, LANES, URAM_LANES, VEC, ENTRIES, 1>(value, w.entry, w.lane, tile, paired, sums);
 }
 
 // Channel ``c`` of column ``column`` moved ``n`` values on along a window row (n at most VEC): each time it passes the
@@ -404,7 +416,7 @@ inline bool engine_rows(const engine_layer &g, int pw) {
 // weights) each multiplied by every lane's weight and added to its sum
 template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
 void engine_row_accumulate(const word_t &fresh, const engine_layer &g, engine_row_walk &w,
-                           const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES], sum_t sums[LANES]) {
+                           const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES], sum_t sums[][LANES]) {
 #pragma HLS INLINE
     static const int IPW = lane<ap_uint<IW> >::per_word;
     const int first = w.at & (IPW - 1);  // the first value's place in its word (IPW a power of two)
@@ -412,8 +424,8 @@ void engine_row_accumulate(const word_t &fresh, const engine_layer &g, engine_ro
     if (w.step > 0) {
         // the values' words: the held one then the fresh one, or the fresh one alone where all lie in it
         const int shift = first + VEC <= IPW ? IPW : 0;
-        ap_int<IW + 1> value[VEC];
-#pragma HLS ARRAY_PARTITION variable=value complete
+        ap_int<IW + 1> value[1][VEC];
+#pragma HLS ARRAY_PARTITION variable=value complete dim=0
         for (int v = 0; v < VEC; v++) {
 #pragma HLS UNROLL
             const int k = first + v + shift;  // its place in held, then fresh
@@ -421,9 +433,9 @@ void engine_row_accumulate(const word_t &fresh, const engine_layer &g, engine_ro
             engine_carry<VEC>(c, column, v, g);
             const bool inside = row_inside && column >= 0 && column < g.in_w;
             const ap_int<IW + 1> got = engine_value<IW>(k < IPW ? w.held : fresh, k % IPW, g);
-            value[v] = inside ? got : ap_int<IW + 1>(0);
+            value[0][v] = inside ? got : ap_int<IW + 1>(0);
         }
-        engine_products<IW, WW, LANES, URAM_LANES, VEC, ENTRIES>(value, w.entry, 0, tile, paired, sums);
+        engine_products<IW, WW, LANES, URAM_LANES, VEC, ENTRIES, 1>(value, w.entry, 0, tile, paired, sums);
     }
     w.held = fresh;
 }
@@ -482,6 +494,15 @@ void engine_pass(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_la
     engine_start_walks(g, output, channel0, staged, walk, row_walk);
 }
 
+// Whether a tile whose outputs are whole words (``words`` a pixel) runs two output pixels at a time on an engine
+// built for pairs: a layer walked a step a channel group (neither depthwise nor along its rows) whose window takes
+// more steps than two pixels' words (a pair's loop, the steps then both pixels' words, is then shorter than two
+// pixels' loops, each the longer of its steps and its words)
+inline bool engine_pairs(bool depthwise, bool rows, int steps, int words) {
+#pragma HLS INLINE
+    return !depthwise && !rows && steps > 2 * words;
+}
+
 // A sum as an output value's raw bits: the layer's ReLU, then rounded to the nearest at the output's fraction
 // bits (ties up), clamped to its Clip's codes and saturated to [least, most]
 template <typename sum_t>
@@ -509,7 +530,7 @@ word_t engine_word(const sum_t *sums, int word, const engine_layer &g, int shift
 }
 
 template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW, bool DEPTHWISE, int PORT,
-          int MEMORIES, int DDR>
+          int MEMORIES, int DDR, int PIXELS = 1>
 void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &source, const engine_place &target,
             const engine_place &staging, const ap_uint<64 * PORT> *weights, const engine_layer &g) {
     typedef ap_uint<IW> raw_in_t;
@@ -542,8 +563,9 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
 #pragma HLS BIND_STORAGE variable=paired type=ram_t2p impl=uram
     sum_t bias[LANES];
 #pragma HLS ARRAY_PARTITION variable=bias complete
-    sum_t sums[LANES];
-#pragma HLS ARRAY_PARTITION variable=sums complete
+    static_assert(PIXELS == 1 || PIXELS == 2, "one output pixel at a time, or a pair");
+    sum_t sums[PIXELS][LANES];  // each pixel's (engine_pairs: two)
+#pragma HLS ARRAY_PARTITION variable=sums complete dim=0
     const int channels = g.in_c / g.groups, group_filters = g.out_c / g.groups;  // a group's
     const int window = g.k_h * g.k_w * channels;
     // VEC values an iteration where a pixel's channels of a group come in whole groups of VEC (each group then lies
@@ -650,6 +672,78 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
             // input words of its channels, place after place), during which the previous pixel's words are
             // written (from ``done``, its sums), a word an iteration; the last pixel's after it
             const int words = filters / L, channel_words = filters / IPW;
+            if (PIXELS == 2 && engine_pairs(depthwise, rows, steps, words)) {
+                // two output pixels at a time: a pixel (``output``) and the one after it in the pass (``second``;
+                // none past the pass's last), each weight entry read once for both; a pair's loop of ``pair_span``
+                // iterations: its window's steps, one input word of each pixel read an iteration, then its 2 x words
+                // output words written, the first pixel's then the second's, one an iteration (an iteration reads a
+                // memory twice or writes it once: its two ports)
+                const int pair_span = steps + 2 * words, pairs = (row_pixels + 1) / 2;
+                engine_pixel second;
+                engine_walk second_walk;
+                engine_row_walk unused;  // (no row walk: a pair's layers walk their windows a step a channel group)
+            pair_passes:  // of the pixels: one pass, or a row of them a pass where the input is staged
+                for (int r = 0; r < row_count; r++) {
+#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROWS
+                    engine_pass<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, slot_words, output, channel0,
+                                                   walk, row_walk);
+                    second = output;
+                    second.next(g);
+                    engine_start_walks(g, second, channel0, staged, second_walk, unused);
+                    int j = 0, pixel = 0;  // the pair's iteration; its first pixel's in the pass
+                    HETDEPLOY_COUNTED(long long iterations = 0);
+                pair_iterations:
+                    for (int i = 0; i < pairs * pair_span; i++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ITERATIONS
+#pragma HLS DEPENDENCE variable=m0 inter false
+#pragma HLS DEPENDENCE variable=m1 inter false
+#pragma HLS DEPENDENCE variable=m2 inter false
+#pragma HLS DEPENDENCE variable=m3 inter false
+                        HETDEPLOY_COUNTED(iterations++);
+                        const bool has_second = pixel + 1 < row_pixels;
+                        if (j == 0) {
+                            for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+                                sums[0][lane_t] = bias[lane_t];
+                                sums[PIXELS - 1][lane_t] = bias[lane_t];
+                            }
+                        }
+                        if (j < steps) {  // a step of both windows: a read of each pixel's input word
+                            const word_t first_word = walk.inside(g)
+                                ? engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, walk.at / IPW) : word_t(0);
+                            const word_t second_word = has_second && second_walk.inside(g)
+                                ? engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, second_walk.at / IPW) : word_t(0);
+                            ap_int<IW + 1> value[PIXELS][VEC];
+#pragma HLS ARRAY_PARTITION variable=value complete dim=0
+                            engine_step_values<IW, VEC>(first_word, g, walk, step, value[0]);
+                            engine_step_values<IW, VEC>(second_word, g, second_walk, step, value[PIXELS - 1]);
+                            engine_products<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES, PIXELS>(
+                                value, walk.entry, walk.lane, tile, paired, sums);
+                            walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
+                            second_walk.next(g, channels, step, VEC, second.column0, column_step, row_step);
+                        } else {  // a word of the pair's outputs: the first pixel's, then the second's (if any)
+                            const int k = j - steps, of = k < words ? 0 : PIXELS - 1, at = k < words ? k : k - words;
+                            if (of == 0 || has_second)
+                                engine_write<MEMORIES>(m0, m1, m2, m3, target,
+                                                       (of == 0 ? output : second).out_first / L + at,
+                                                       engine_word<OW>(sums[of], at, g, shift, most, least));
+                        }
+                        if (++j == pair_span) {
+                            j = 0;
+                            pixel += 2;
+                            output.next(g);
+                            if (has_second) output.next(g);
+                            second = output;
+                            second.next(g);
+                            engine_start_walks(g, output, channel0, staged, walk, row_walk);
+                            engine_start_walks(g, second, channel0, staged, second_walk, unused);
+                        }
+                    }
+                    HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
+                }
+                continue;
+            }
             const int pixel_steps = depthwise ? channel_words * g.k_h * g.k_w : steps;
             const int span = pixel_steps > words ? pixel_steps : words;
             const int column_step_dw = g.d_w * g.in_c - filters;  // a depthwise walk's, after a place's channels
@@ -677,8 +771,8 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                     if (j == 0) {
                         for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
-                            done[lane_t] = sums[lane_t];
-                            sums[lane_t] = bias[lane_t];
+                            done[lane_t] = sums[0][lane_t];
+                            sums[0][lane_t] = bias[lane_t];
                         }
                     }
                     // the iteration's input word: one read of the memory the input lies in
@@ -688,7 +782,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                                                ? engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, at) : word_t(0);
                     if (j < pixel_steps && depthwise) {
                         engine_depthwise_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
-                            in_word, g, word, entry, at_lane, tile, paired, sums);
+                            in_word, g, word, entry, at_lane, tile, paired, sums[0]);
                         walk.next(g, filters, IPW, IPW, output.column0, column_step_dw, row_step);
                         if (++word == channel_words) {  // the next window place: its weights the next in the entry
                             word = 0;
@@ -724,7 +818,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
                 engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + word,
-                                       engine_word<OW>(sums, word, g, shift, most, least));
+                                       engine_word<OW>(sums[0], word, g, shift, most, least));
             }
             HETDEPLOY_COUNTED(count_loop(words, ENGINE_MOVE_DEPTH));
             continue;
@@ -740,7 +834,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                 HETDEPLOY_COUNTED(engine_counted().cycles++);
                 for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
-                    sums[lane_t] = bias[lane_t];
+                    sums[0][lane_t] = bias[lane_t];
                 }
                 HETDEPLOY_COUNTED(long long values = 0);
             window_values:  // ``step`` values an iteration: VEC channels of a pixel, or one; or a row walk's
@@ -779,7 +873,8 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
 #pragma HLS UNROLL
                         const int lane_t = word * L + k - output.out_first;
                         if (lane_t >= 0 && lane_t < filters)
-                            set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[lane_t], g, shift, most, least)));
+                            set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[0][lane_t], g, shift, most,
+                                                                                 least)));
                     }
                     engine_write<MEMORIES>(m0, m1, m2, m3, target, word, bits);
                 }

@@ -418,12 +418,17 @@ def engine_sizes_for(device: Device, width: int, shapes: Sequence[Shape],
     """The engine sizes the folding tries on ``device`` for units of ``shapes`` at ``width`` bits (``engine_sizes``
     in ``allowance``, by default its share of the FPGA, for their largest window), the fewest cycles of theirs first
     (``engine_cycles_of``): more lanes share each value read, more values a lane load its weights in fewer
-    cycles."""
+    cycles, two pixels at once share each weight read."""
     window = max(engine_window(s, width) for s in shapes)
-    if device.engine_size is not None:
-        return [pinned_engine_size(device, width, window)]
-    sizes = engine_sizes(width, dict(allowance or engine_allowance(device)), window, engine_port_words(device))
-    return sorted(sizes, key=lambda size: engine_cycles_of(device, width, shapes, size))
+    allowance = dict(allowance or engine_allowance(device))
+    if device.engine_size is not None:  # its lanes and values pinned; two pixels at once too where the DSPs allow
+        pinned = pinned_engine_size(device, width, window)
+        pair = dataclasses.replace(pinned, pixels=2)
+        sizes = [pinned] + [pair] * (engine_resources(window, width, pair)["dsp"] <= allowance.get("dsp", 0))
+    else:
+        sizes = engine_sizes(width, allowance, window, engine_port_words(device))
+    # (of two sizes as fast, the one of a pixel at once: fewer DSPs)
+    return sorted(sizes, key=lambda size: (engine_cycles_of(device, width, shapes, size), size.pixels))
 
 
 class PinnedEngineRefused(UserError):
@@ -473,7 +478,7 @@ def engine_layer_cycles(layer: EngineLayer, width: int, staged: bool) -> int:
     return engine_cycles(layer.window, layer.filters, layer.output[0] * layer.output[1], width, layer.lanes,
                          vector=layer.vector, channels=channels, groups=layer.groups, port_words=layer.port_words,
                          row=engine_row_values(layer.kernel[1], channels, layer.groups, layer.dilations[1], width),
-                         staging=staging)["cycles"]
+                         staging=staging, pixels_at_once=layer.pixels)["cycles"]
 
 
 def engine_staging_cycles(layer: EngineLayer, width: int) -> int:

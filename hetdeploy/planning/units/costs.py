@@ -151,6 +151,7 @@ class EngineSize:
     uram_lanes: int
     vector: int
     port_words: int = 1
+    pixels: int = 1  # output pixels at once: 1, or 2 (hls/engine.h's engine_pairs; each lane's multipliers twice)
 
 
 @dataclass(frozen=True)
@@ -267,7 +268,7 @@ def bound_products(count: int, width: int, bits: int, dsp_binding: tuple[int, in
 
 def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int, vector: int = 1,
                   channels: int = 0, groups: int = 1, port_words: int = 1, row: int = 0,
-                  staging: Sequence[int] = ()) -> dict[str, int]:
+                  staging: Sequence[int] = (), pixels_at_once: int = 1) -> dict[str, int]:
     """hls/engine.h's cycles for a layer of ``filters`` output channels over ``pixels`` output pixels, ``window``
     products each over ``channels`` input channels of its group (0: the window's), in ``groups`` groups, its
     weights and values ``width`` bits, on ``lanes`` x ``vector`` multipliers whose weights port reads
@@ -279,7 +280,10 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     a row's values padded to whole words of weights ``vector`` an iteration after one iteration reading the row's
     first word. Where every tile's outputs are whole words (the lanes and a group's filters multiples of a word's
     outputs) one loop of the larger of a window's iterations and a pixel's output words a pixel, the previous
-    pixel's words written during it, then the last pixel's words; else per pixel a cycle, the window, then the
+    pixel's words written during it, then the last pixel's words, or, on an engine of two pixels at once
+    (``pixels_at_once``) where a window takes more iterations than two pixels' words and is walked neither along
+    its rows nor as a depthwise one (``engine_pairs``), one loop of a window's iterations and both pixels' words a
+    pair of pixels (the pass's last alone where its pixels are odd); else per pixel a cycle, the window, then the
     words its outputs lie in. A depthwise convolution (a group a channel) whose channels and lanes are whole
     words: ``lanes`` channels a tile, a lane each, a pixel's window place after place, each place's input words of
     the tile one an iteration, its output words written during the next pixel's, as above. The pixels in one pass,
@@ -309,14 +313,23 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
         weight_words += reads * port_words * (filter_words + 1)
         weight_cycles += reads * (filter_words * (per_word // vector) + 1)
         cycles += sum(1 + staged for staged in passes)
-        if depthwise or aligned:
-            outputs = tile // per_word
+        outputs = tile // per_word  # (where they are whole words)
+        if (depthwise or aligned) and pixels_at_once == 2 and engine_pairs(depthwise, bool(row), steps, outputs):
+            cycles += len(passes) * _loop(-(-pass_pixels // 2) * (steps + 2 * outputs), ENGINE_MAC_DEPTH)
+        elif depthwise or aligned:
             span = max(window * tile // per_word if depthwise else steps, outputs)
             cycles += len(passes) * _loop(pass_pixels * span, ENGINE_MAC_DEPTH) + _loop(outputs, ENGINE_MOVE_DEPTH)
         else:
             written = _output_words(first, tile, filters, pixels, per_word)
             cycles += pixels * (1 + _loop(steps, ENGINE_MAC_DEPTH)) + written + pixels * (ENGINE_MOVE_DEPTH - 1)
     return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
+
+
+def engine_pairs(depthwise: bool, rows: bool, steps: int, words: int) -> bool:
+    """hls/engine.h's engine_pairs: whether a tile of whole output words (``words`` a pixel) runs two pixels at a time
+    on an engine built for pairs: walked a step a channel group, its window's ``steps`` more than two pixels'
+    words."""
+    return not depthwise and not rows and steps > 2 * words
 
 
 def staging_cycles(input_map: Sequence[int], channels: int, kernel: Sequence[int], strides: Sequence[int],
@@ -393,21 +406,23 @@ def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words:
     blocks), its largest window is ``window`` values and its weights port reads ``port_words`` words a cycle: for
     each number of values a lane takes a cycle (a power of two up to a word's), the most lanes whose multipliers,
     control and weight buffers fit (URAM's first, then BRAM's), a multiple of the outputs a word holds, and the most
-    whose buffers are all URAM, then each half of those down to one word's; the most multiply-accumulators a cycle
-    first; at least one lane of one value."""
+    whose buffers are all URAM, then each half of those down to one word's; each at one output pixel at once and,
+    where the DSPs allow, at two (the pair's multipliers sharing each weight read: no more weight buffers); the most
+    multiply-accumulators a cycle first; at least one lane of one value."""
     sizes = []
     vector = multiple = ARENA_WORD_BYTES // element_bytes(width)
     while vector >= 1:
         held, uram_most = buffer_lanes(width, allowance, window, vector)
-        most = min(held, (allowance.get("dsp", 0) - ENGINE_CONTROL_DSP) * _engine_products_a_dsp(width) // (
-            vector * dsps_a_product(width)))
-        for lanes in {most - most % multiple, min(most, uram_most) - min(most, uram_most) % multiple}:
-            while lanes >= multiple:  # the most, and the most without BRAM, then their halves
-                sizes.append(EngineSize(lanes, min(lanes, uram_most), vector, port_words))
-                lanes = lanes // 2 - lanes // 2 % multiple
+        for pixels in (1, 2):
+            most = min(held, (allowance.get("dsp", 0) - ENGINE_CONTROL_DSP) * _engine_products_a_dsp(width) // (
+                vector * pixels * dsps_a_product(width)))
+            for lanes in {most - most % multiple, min(most, uram_most) - min(most, uram_most) % multiple}:
+                while lanes >= multiple:  # the most, and the most without BRAM, then their halves
+                    sizes.append(EngineSize(lanes, min(lanes, uram_most), vector, port_words, pixels))
+                    lanes = lanes // 2 - lanes // 2 % multiple
         vector //= 2
-    most_first = sorted(set(sizes), key=lambda size: (-size.lanes * size.vector, -size.vector,
-                                                      size.lanes - size.uram_lanes))
+    most_first = sorted(set(sizes), key=lambda size: (-size.lanes * size.vector * size.pixels, -size.vector,
+                                                      size.lanes - size.uram_lanes, size.pixels))
     return most_first or [EngineSize(1, 0, 1, port_words)]
 
 
@@ -480,7 +495,8 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     channels, groups, _ = _window_channels(shape)
     counted = engine_cycles(shape.n_in, shape.n_out, shape.vectors, width, shape.engine.lanes,
                             vector=shape.engine.vector, channels=channels, groups=groups,
-                            port_words=shape.engine.port_words, row=_row_values(shape, width))
+                            port_words=shape.engine.port_words, row=_row_values(shape, width),
+                            pixels_at_once=shape.engine.pixels)
     cycles = counted["cycles"]
     ddr = 0 if ddr_bytes_per_cycle is None else max(
         0, math.ceil(counted["weight_words"] * ARENA_WORD_BYTES / ddr_bytes_per_cycle) - counted["weight_cycles"])
@@ -501,15 +517,17 @@ def engine_resources(window: int, width: int, size: EngineSize, depthwise: bool 
     fewer, engine.h's ENGINE_PACKED) and the control's, the lanes' weight
     buffers (``engine_buffers``), each lane's sum and the control in LUT and FF (hetdeploy's model, see
     ENGINE_SHARES); ``depthwise``: one of its layers a depthwise convolution, its loop too (a word's values of
-    multipliers, ENGINE_DEPTHWISE_LANE_LUT a lane)."""
-    products = size.lanes * size.vector
+    multipliers, ENGINE_DEPTHWISE_LANE_LUT a lane). At two output pixels at once, each lane's multipliers and sum
+    twice."""
+    products = size.lanes * size.vector * size.pixels
     packed = _engine_products_a_dsp(width) == 2 and size.lanes % 2 == 0
     depthwise_dsp = ARENA_WORD_BYTES // element_bytes(width) * dsps_a_product(width) if depthwise else 0
-    lane_lut = ENGINE_LANE_LUT + (ENGINE_DEPTHWISE_LANE_LUT if depthwise else 0)
-    return {"dsp": (-(-products // 2) if packed else products * dsps_a_product(width)) + ENGINE_CONTROL_DSP
-            + depthwise_dsp,
-            "lut": ENGINE_CONTROL_LUT + size.lanes * lane_lut,
-            "ff": ENGINE_CONTROL_FF + size.lanes * (ENGINE_LANE_FF + 2 * width)} | engine_buffers(window, width, size)
+    lane_lut = ENGINE_LANE_LUT * size.pixels + (ENGINE_DEPTHWISE_LANE_LUT if depthwise else 0)
+    logic = {"dsp": (-(-products // 2) if packed else products * dsps_a_product(width)) + ENGINE_CONTROL_DSP
+             + depthwise_dsp,
+             "lut": ENGINE_CONTROL_LUT + size.lanes * lane_lut,
+             "ff": ENGINE_CONTROL_FF + size.lanes * (ENGINE_LANE_FF * size.pixels + 2 * width)}
+    return logic | engine_buffers(window, width, size)
 
 
 def adder_levels_a_cycle(shape: Shape) -> int:
