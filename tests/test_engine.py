@@ -26,30 +26,43 @@ PROGRAM = r"""
 #include <vector>
 #include "engine.h"
 
+// argv[1]: the weights region, then the input; argv[2]: the call's numbers: the engine_layer's fields, then the
+// weights region's words, the outputs, the staging buffer's words and the staging buffer's memory (-1: none)
 int main(int argc, char **argv) {
     std::FILE *f = std::fopen(argv[1], "rb");
     std::vector<unsigned char> bytes;
     for (int c; (c = std::fgetc(f)) != EOF;) bytes.push_back(c);
     std::fclose(f);
+    std::FILE *numbers = std::fopen(argv[2], "r");
+    long long v[%(numbers)d];
+    for (int k = 0; k < %(numbers)d; k++)
+        if (std::fscanf(numbers, "%%lld", &v[k]) != 1) return 2;
+    std::fclose(numbers);
+    const hetdeploy::engine_layer g = {%(layer)s};
+    const int source_word = v[%(fields)d], outputs = v[%(fields)d + 1], staging_words = v[%(fields)d + 2];
+    const int out_words = outputs * %(out_bytes)d / 8 + 1;
     std::vector<hetdeploy::word_t> memory(bytes.size() / 8), unused(1);
     hetdeploy::load_bytes(memory.data(), bytes.data(), bytes.size());
     // the output in a memory of its own at a word past its first, garbage around it: the engine's third of three
-    std::vector<hetdeploy::word_t> outputs(%(out_words)d + 2, hetdeploy::word_t(-1));
-    const hetdeploy::engine_layer g = {%(layer)s};
-    hetdeploy::word_t *target = outputs.data() + 1;
-    std::vector<ap_uint<64 * %(port)d> > reads(%(source_word)d / %(port)d);  // the weights region, as its port reads it
+    std::vector<hetdeploy::word_t> written(out_words + 2, hetdeploy::word_t(-1));
+    hetdeploy::word_t *target = written.data() + 1;
+    std::vector<ap_uint<64 * %(port)d> > reads(source_word / %(port)d);  // the weights region, as its port reads it
     hetdeploy::engine_port_view<%(port)d>(memory.data(), reads.data(), reads.size());
     // staged (the input in DDR, memory 1): its rows through a staging buffer of the layer's k_h rows, the fourth
-    std::vector<hetdeploy::word_t> staging(%(staging_words)d + 1, hetdeploy::word_t(-1));
-    const hetdeploy::engine_place source = {1, %(source_word)d}, output = {2, 1}, stage = {%(staging)d, 0};
+    std::vector<hetdeploy::word_t> staging(staging_words + 1, hetdeploy::word_t(-1));
+    const hetdeploy::engine_place source = {1, source_word}, output = {2, 1}, stage = {int(v[%(fields)d + 3]), 0};
     hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 4,
-                      %(ddr)d, %(pixels)d>(unused.data(), memory.data(), outputs.data(), staging.data(), source,
-                                            output, stage, reads.data(), g);
-    for (int i = 0; i < %(outputs)d; i++)
+                      %(ddr)d, %(pixels)d>(unused.data(), memory.data(), written.data(), staging.data(), source,
+                                           output, stage, reads.data(), g);
+    for (int i = 0; i < outputs; i++)
         std::printf("%%lld\n", (long long)hetdeploy::read<ap_int<%(ow)d> >(target, i).to_int64());
     std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
 }
 """
+# the engine_layer's fields (engine.layer_values: ints, then the Clip's two codes) and the largest window of the
+# layers below: one program of each engine the tests run serves all its calls, each call's numbers read at run time
+LAYER_FIELDS, LARGEST_WINDOW = 23, 256
+_programs: dict[tuple, Path] = {}
 
 
 def filter_codes(region: bytes, layer: EngineLayer, ww: int) -> np.ndarray:
@@ -79,27 +92,35 @@ def filter_biases(region: bytes, layer: EngineLayer) -> np.ndarray:
 
 def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, iw: int, ow: int, ww: int,
                staged: bool = False):
-    """engine.h compiled with g++ and run on ``region`` (the layer's weights) and ``raw_in`` (its input's codes),
-    ``staged``: the input in DDR, staged a row of output pixels at a time: its output codes (read back as signed) and
-    what it counted, (cycles, weight words)."""
+    """engine.h compiled with g++ (once for each engine: its bits, lanes, values a cycle, port, pixels and whether
+    it stages) and run on ``region`` (the layer's weights) and ``raw_in`` (its input's codes), ``staged``: the input
+    in DDR, staged a row of output pixels at a time: its output codes (read back as signed) and what it counted,
+    (cycles, weight words)."""
+    assert stored_window(layer, ww) <= LARGEST_WINDOW
     source = raw_in.astype(f"<i{element_bytes(iw)}" if layer.in_signed else f"<u{element_bytes(iw)}").tobytes()
     source += bytes(-len(source) % ARENA_WORD_BYTES)
     outputs = layer.output[0] * layer.output[1] * layer.filters
-    values = dict(layer=", ".join(str(v) for v in layer_values(layer, ow)), iw=iw, ow=ow, ww=ww, lanes=layer.lanes,
-                  uram_lanes=layer.uram_lanes, vector=layer.vector, window=stored_window(layer, ww),
-                  port=layer.port_words, pixels=layer.pixels,
-                  source_word=len(region) // ARENA_WORD_BYTES, outputs=outputs, staging=3 if staged else -1,
-                  ddr=1 if staged else -1,
-                  staging_words=layer.kernel[0] * -(-layer.input[1] * layer.channels * element_bytes(iw)
-                                                    // ARENA_WORD_BYTES),
-                  out_words=outputs * element_bytes(ow) // ARENA_WORD_BYTES + 1)
-    (tmp_path / "main.cpp").write_text(PROGRAM % values)
+    fields = layer_values(layer, ow)
+    assert len(fields) == LAYER_FIELDS
+    engine = dict(iw=iw, ow=ow, ww=ww, lanes=layer.lanes, uram_lanes=layer.uram_lanes, vector=layer.vector,
+                  window=LARGEST_WINDOW, port=layer.port_words, pixels=layer.pixels, ddr=1 if staged else -1,
+                  out_bytes=element_bytes(ow), fields=LAYER_FIELDS, numbers=LAYER_FIELDS + 4,
+                  layer=", ".join([f"int(v[{k}])" for k in range(LAYER_FIELDS - 2)] + [
+                      f"v[{LAYER_FIELDS - 2}]", f"v[{LAYER_FIELDS - 1}]"]))
+    key = tuple(sorted(engine.items()))
+    if key not in _programs or not _programs[key].exists():
+        folder = tmp_path / "engine"
+        folder.mkdir()
+        (folder / "main.cpp").write_text(PROGRAM % engine)
+        subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o",
+                        str(folder / "main"), str(folder / "main.cpp")], check=True, capture_output=True)
+        _programs[key] = folder / "main"
+    staging_words = layer.kernel[0] * -(-layer.input[1] * layer.channels * element_bytes(iw) // ARENA_WORD_BYTES)
+    numbers = fields + [len(region) // ARENA_WORD_BYTES, outputs, staging_words, 3 if staged else -1]
+    (tmp_path / "numbers.txt").write_text(" ".join(map(str, numbers)))
     (tmp_path / "memory.bin").write_bytes(region + source)
-    binary = tmp_path / "main"
-    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
-                    str(tmp_path / "main.cpp")], check=True, capture_output=True)
-    *got, counted = subprocess.run([str(binary), str(tmp_path / "memory.bin")], check=True, capture_output=True,
-                                   text=True).stdout.splitlines()
+    *got, counted = subprocess.run([str(_programs[key]), str(tmp_path / "memory.bin"), str(tmp_path / "numbers.txt")],
+                                   check=True, capture_output=True, text=True).stdout.splitlines()
     return [int(v) for v in got], tuple(int(v) for v in counted.split())
 
 
@@ -148,6 +169,10 @@ LAYERS = {  # channels, input, filters, output, kernel, strides, pads, dilations
     "dense of 10": (10, [1, 1], 7, [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], True),  # its one row padded to words
     # rows of 6 values: staged, its last row's second word lies past the input
     "narrow": (3, [4, 2], 5, [4, 2], [3, 3], [1, 1], [1, 1], [1, 1], True),
+    # outputs of whole words, windows of whole words of values: on an engine of two pixels, a pair at a time (rows
+    # of 7 pixels, odd: staged, each pass's last alone; strided and dilated: 12 pixels)
+    "3x3 in pairs": (8, [6, 7], 8, [6, 7], [3, 3], [1, 1], [1, 1], [1, 1], True),
+    "strided dilated in pairs": (8, [9, 8], 8, [4, 3], [3, 3], [2, 2], [1, 0], [2, 2], False),
 }
 GROUPS = {"grouped": 2, "depthwise": 8}  # the others': one
 # a Clip ending the layer (after a ReLU; bounds off the output's grid; one of them missing), as ONNX has it: on the

@@ -30,9 +30,10 @@
 // pixels are one pipelined loop, a pixel's words written while the next pixel's window is read (a pixel takes the
 // larger of its window's iterations and its words), or, on an engine of two pixels where the window takes more
 // iterations than two pixels' words, a pair of pixels at a time, their windows read together, then their words;
-// else each pixel's window, then its words (a word the tile shares with other channels read first). Addresses step with counters; a loop whose bound is a call's value says its largest
-// trip count (LOOP_TRIPCOUNT); no pipelined loop reads a memory word an earlier iteration wrote. At 8-bit inputs and
-// weights two lanes' products of a value share one DSP48 (ENGINE_PACKED).
+// else each pixel's window, then its words (a word the tile shares with other channels read first). Addresses step
+// with counters; a loop whose bound is a call's value says its largest trip count (LOOP_TRIPCOUNT); no pipelined loop
+// reads a memory word an earlier iteration wrote. At 8-bit inputs and weights two lanes' products of a value share
+// one DSP48 (ENGINE_PACKED).
 //
 // Values are raw fixed-point bits whose binary points the layer gives: each product exact (the value, signed in
 // IW + 1 bits, by its WW-bit weight: one multiplier's width, not the sum's), the sum in 64 bits, then the layer's

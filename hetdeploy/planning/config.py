@@ -451,9 +451,10 @@ OPTIONS = (
     Option("engine_size", "engine", engine_size, "folding and memory", "pin the layer-sequential engine of every "
            "FPGA to LANES lanes (output channels at once) of VALUES values a lane a cycle (1, 2, 4 or 8, at most a "
            "64-bit word's at the width), over the board file's engine key; its weight buffers in the URAM as far as "
-           "it holds them, then in BRAM; refused where it alone exceeds the FPGA's budget. Default: the folding "
-           "sizes it, the fastest for the subfunction's layers within half the DSPs and three quarters of the "
-           "BRAM18s and URAM", metavar="LANESxVALUES", written=lambda value: f"{value[0]}x{value[1]}"),
+           "it holds them, then in BRAM; refused where it alone exceeds the FPGA's budget; at two output pixels at "
+           "once where the DSPs allow and that is faster. Default: the folding sizes it, the fastest for the "
+           "subfunction's layers within three quarters of the DSPs, BRAM18s and URAM",
+           metavar="LANESxVALUES", written=lambda value: f"{value[0]}x{value[1]}"),
     Option("top", "top", choice(TOP_CHOICES), "folding and memory", "how each FPGA subfunction's top runs its "
            "units: sequential, one after another a sample over the memory plan's buffers (their space reused); "
            "dataflow, all at once on successive samples linked by FIFOs whose depths come from the units' schedules "
