@@ -306,7 +306,8 @@ def test_plan_prints_the_tops_choice_and_a_dataflow_that_cannot_be_had_is_one_li
         assert main(["plan", str(model), "--board", "pynq-z2", *asked]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1
-        assert f"{named}: subfunction sf0_fpga has no dataflow top: unit 'sf0_fpga_u0' runs in bands" in err
+        assert f"{named}: subfunction sf0_fpga has no dataflow top: unit 'sf0_fpga_u0' runs on the engine: it reads " \
+               "its input whole from memory, no dataflow process" in err
 
 
 @pytest.mark.parametrize("tokens, values, bits, gaps", [
