@@ -107,6 +107,14 @@ struct engine_layer {
 // read, the product, the sum; and the pixel's sums ready for its outputs)
 static const int ENGINE_MOVE_DEPTH = 2;
 static const int ENGINE_MAC_DEPTH = 6;
+// The pragmas of a pipelined loop over a tile's window iterations (``m0`` .. ``m3`` the engine's memories): II 1,
+// its largest trip count, and no dependence through the memories from one iteration to the next (none reads a word
+// an earlier one wrote); a macro of _Pragma operators, as UG1399 writes pragmas in a macro
+#define ENGINE_WINDOW_LOOP                                                                                           \
+    _Pragma("HLS PIPELINE II=1") _Pragma("HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ITERATIONS")                             \
+    _Pragma("HLS DEPENDENCE variable=m0 inter false") _Pragma("HLS DEPENDENCE variable=m1 inter false")              \
+    _Pragma("HLS DEPENDENCE variable=m2 inter false") _Pragma("HLS DEPENDENCE variable=m3 inter false")
+
 // the largest layer a loop's LOOP_TRIPCOUNT assumes: pixels and rows of an output map, tiles of output channels, a
 // kernel's rows, and the words of an input row (224 x 64 16-bit values)
 static const int ENGINE_MAX_PIXELS = 112 * 112, ENGINE_MAX_ROWS = 112;
@@ -695,12 +703,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                     HETDEPLOY_COUNTED(long long iterations = 0);
                 pair_iterations:
                     for (int i = 0; i < pairs * pair_span; i++) {
-#pragma HLS PIPELINE II=1
-#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ITERATIONS
-#pragma HLS DEPENDENCE variable=m0 inter false
-#pragma HLS DEPENDENCE variable=m1 inter false
-#pragma HLS DEPENDENCE variable=m2 inter false
-#pragma HLS DEPENDENCE variable=m3 inter false
+                        ENGINE_WINDOW_LOOP
                         HETDEPLOY_COUNTED(iterations++);
                         const bool has_second = pixel + 1 < row_pixels;
                         if (j == 0) {
@@ -762,12 +765,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                 HETDEPLOY_COUNTED(long long iterations = 0);
             overlapped:
                 for (int i = 0; i < row_pixels * span; i++) {
-#pragma HLS PIPELINE II=1
-#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ITERATIONS
-#pragma HLS DEPENDENCE variable=m0 inter false
-#pragma HLS DEPENDENCE variable=m1 inter false
-#pragma HLS DEPENDENCE variable=m2 inter false
-#pragma HLS DEPENDENCE variable=m3 inter false
+                    ENGINE_WINDOW_LOOP
                     HETDEPLOY_COUNTED(iterations++);
                     if (j == 0) {
                         for (int lane_t = 0; lane_t < LANES; lane_t++) {
