@@ -47,6 +47,9 @@ def build_cache(tmp_path_factory):
 
 # the FPGA cores' largest batch (build --batch) of the reference builds that test batched calls
 BATCHES = {"split_by_lrn": 4, "jet_tagger_mlp": 50}
+# ... and their other build options: four_conv64's first convolution pinned to hls4ml's Resource strategy, so that
+# an hls4ml unit runs in bands beside the engine's (the engine, faster, would take all four)
+OPTIONS = {"four_conv64": ["--strategy", "conv1=resource"]}
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +72,7 @@ def built(tmp_path_factory):
             policy = "latency" if name in ("alexnet_style", "four_conv64", "wide_mlp") else "support"  # big enough
             batch = BATCHES.get(name, 1)
             assert main(["build", str(model), "--board", "pynq-z2", "-o", str(out), "--policy", policy,
-                         "--batch", str(batch)]) == 0
+                         "--batch", str(batch), *OPTIONS.get(name, [])]) == 0
             cache[name] = (model, out)
         return cache[name]
 

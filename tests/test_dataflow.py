@@ -274,8 +274,8 @@ def test_the_dataflow_top_matches_onnxruntime_and_the_sequential_tops_outputs_bi
 
 def test_plan_prints_the_tops_choice_and_a_dataflow_that_cannot_be_had_is_one_line(tmp_path, capsys):
     """plan says which top each FPGA subfunction has, why, both tops' cycles and the dataflow's FIFOs; a stream
-    (--objective throughput) of the jet tagger takes the dataflow. four_conv64's convolutions run in bands on the
-    PYNQ-Z2 (their maps do not fit on chip), no dataflow process: --top dataflow, or the config key, is refused in
+    (--objective throughput) of the jet tagger takes the dataflow. four_conv64's convolutions run on the PYNQ-Z2's
+    engine (their maps do not fit on chip), no dataflow process: --top dataflow, or the config key, is refused in
     one line naming the subfunction, the unit and why."""
     import networks
 
