@@ -17,8 +17,9 @@ any --model. Each is planned (`hetdeploy plan`, the latency policy) on the PYNQ-
 Per model, board and width (--width 16 and 8 unless --width says): nodes on the FPGA, the share of the model's
 convolution and matrix multiply-accumulates run there, the estimated latency and frames a second against all on
 the ARM and against the support policy (whose plan may not fit: "fits" says), each FPGA subfunction's engine (its
-lanes x the values a lane takes a cycle / the bits its weights port reads a cycle), the DSPs the engine's multipliers
-take (its lanes x values a cycle, two products a DSP at 8 bits: the shared-operand packing of Xilinx WP486), the
+lanes x the values a lane takes a cycle, x2 where it computes two output pixels at once / the bits its weights port
+reads a cycle), the DSPs the engine's multipliers take (its lanes x values a cycle, twice at two pixels, two
+products a DSP at 8 bits: the shared-operand packing of Xilinx WP486), the
 board's compute bound at that width (the model's MACs at one MAC a DSP a cycle at the FPGA's clock, two at 8 bits), the FPGA units run in bands, and the DDR bytes a sample moves (spilled activations written once and
 read by each reader, DDR weights read per output vector: the memory plan's traffic); where the Vitis AI 2.5 model
 zoo publishes the DPU's frames a second for the network on the board (INT8, single-thread), that figure and its
@@ -80,10 +81,12 @@ def measure(model: Path, board_name: str, width: int) -> dict:
     return {"model": model.stem, "board": board_name, "width": width, "nodes": len(loaded.graph.nodes),
             "fpga_nodes": len(on_fpga), "mac_share": sum(macs[n] for n in on_fpga) / max(1.0, sum(macs.values())),
             "frames_per_s": 1.0 / e.latency_s,
-            "engine_dsp": sum(engine_resources(g.window, width, EngineSize(g.lanes, g.uram_lanes, g.vector))["dsp"]
+            "engine_dsp": sum(engine_resources(g.window, width, EngineSize(g.lanes, g.uram_lanes, g.vector,
+                                                                           pixels=g.pixels))["dsp"]
                               - ENGINE_CONTROL_DSP for g in engines),
-            # each FPGA subfunction's engine: lanes x values a lane a cycle, and its weights port's bits
-            "engines": [f"{g.lanes}x{g.vector}/{64 * g.port_words}" for g in engines],
+            # each FPGA subfunction's engine: lanes x values a lane a cycle (x 2: two output pixels at once), and its
+            # weights port's bits
+            "engines": [f"{g.lanes}x{g.vector}{'x2' if g.pixels == 2 else ''}/{64 * g.port_words}" for g in engines],
             "compute_bound_s": bound_s,
             "dpu_frames_per_s": DPU_FPS.get((model.stem.removeprefix("light_"), board_name)),
             "latency_s": e.latency_s, "all_cpu_latency_s": e.all_cpu_latency_s,
@@ -124,8 +127,8 @@ def print_row(r: dict, first: bool) -> None:
     if first:
         print(f"DPU figures: {DPU_SOURCE}")
         print("| model | board | bits | nodes | on FPGA | FPGA MAC share | latency ms | frames/s | x all-ARM | "
-              "x support (fits) | engine (lanes x values / port bits) | engine DSP | compute bound ms | x bound | "
-              "DPU frames/s | banded units | DDR MB a sample | plan s |")
+              "x support (fits) | engine (lanes x values [x pixels] / port bits) | engine DSP | compute bound ms | "
+              "x bound | DPU frames/s | banded units | DDR MB a sample | plan s |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     dpu = f"{r['dpu_frames_per_s']}" if r["dpu_frames_per_s"] else ""
     print(f"| {r['model']} | {r['board']} | {r['width']} | {r['nodes']} | {r['fpga_nodes']} | {r['mac_share']:.1%} | "
