@@ -773,7 +773,9 @@ def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_out
     top = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_top.cpp").read_text()
     calls = re.findall(r"sf0_fpga_engine_16_16_16\(([a-z, ]+), hetdeploy::engine_place\{(\d), \d+\}, "
                        r"hetdeploy::engine_place\{(\d), \d+\}", top.split("#ifndef __SYNTHESIS__")[0])
-    assert len(calls) == 3 and len({memories for memories, _, _ in calls}) == 1
+    on_engine = [u for s in plan.subfunctions for u in s.execution_units if u.engine is not None]
+    # the three pinned, and those the folding finds faster there
+    assert len(calls) == len(on_engine) >= 3 and len({memories for memories, _, _ in calls}) == 1
     assert len({place for _, *places in calls for place in places}) > 1  # buffers in more than one memory
     samples = np.load(data / "mbv2_blocks.npz")
     (got,) = Pipeline(tmp_path / "out").predict(samples["x"])
