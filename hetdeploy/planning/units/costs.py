@@ -68,7 +68,8 @@ REFERENCE_CLOCK_MHZ = 200.0
 # buffers fit them, fewer where the other units then do not fit (the folding's); the rest is the hls4ml units' and
 # the activations' (URAM the memory plan's level after BRAM). Three quarters of the DSPs: a CNN's layers are mostly
 # the engine's (at half, the KV260's ResNet-50 engine at two pixels at once had 68 lanes, at three quarters 104; at
-# nine tenths DenseNet-121's BatchNormalizations on the top's affine units, a DSP a lane, left the KV260's FPGA)
+# nine tenths the latency policy moved benchmarks/graphs.py's DenseNet-121's Concats and BatchNormalizations from
+# the KV260's FPGA to its A53s, and with them most of its MACs)
 ENGINE_SHARES = {"dsp": 0.75, "bram18": 0.75, "uram": 0.75}
 # The engine's weights port is at most this many 64-bit words wide (512 bits: the widest AXI data bus of the boards'
 # memory ports, an Alveo card's DDR; a Zynq UltraScale+ HP port is 128 bits, a Zynq-7000's 64: UG1085, UG585)
