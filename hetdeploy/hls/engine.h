@@ -489,6 +489,15 @@ inline void engine_start_walks(const engine_layer &g, const engine_pixel &output
     row_walk.start(engine_window_first(g, output, 0, staged), output.row0, output.column0);
 }
 
+// The output pixel after ``output`` (``after``: a pair's second), its walks started at its window
+inline void engine_pixel_after(const engine_layer &g, const engine_pixel &output, int channel0, bool staged,
+                               engine_pixel &after, engine_walk &walk, engine_row_walk &row_walk) {
+#pragma HLS INLINE
+    after = output;
+    after.next(g);
+    engine_start_walks(g, after, channel0, staged, walk, row_walk);
+}
+
 // A pass of a tile's pixels begins (a cycle): where the input is staged (``staging`` a place), the rows its pixels'
 // windows read staged first; the walks at its first pixel (``output``), the window's first channel ``channel0``
 template <int IW, int MEMORIES, int DDR>
@@ -696,9 +705,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROWS
                     engine_pass<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, slot_words, output, channel0,
                                                    walk, row_walk);
-                    second = output;
-                    second.next(g);
-                    engine_start_walks(g, second, channel0, staged, second_walk, unused);
+                    engine_pixel_after(g, output, channel0, staged, second, second_walk, unused);
                     int j = 0, pixel = 0;  // the pair's iteration; its first pixel's in the pass
                     HETDEPLOY_COUNTED(long long iterations = 0);
                 pair_iterations:
@@ -738,10 +745,8 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                             pixel += 2;
                             output.next(g);
                             if (has_second) output.next(g);
-                            second = output;
-                            second.next(g);
                             engine_start_walks(g, output, channel0, staged, walk, row_walk);
-                            engine_start_walks(g, second, channel0, staged, second_walk, unused);
+                            engine_pixel_after(g, output, channel0, staged, second, second_walk, unused);
                         }
                     }
                     HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
