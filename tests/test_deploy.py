@@ -310,6 +310,38 @@ def test_block_design_uses_the_zynq_ultrascale_processing_system(tmp_path, board
             in design) == (board == "kv260")
 
 
+def test_the_engines_weights_bundles_each_take_a_slave_port_of_their_own(tmp_path):
+    """four_conv64 on the KV260 (its FPGA's memory.ports: 3) runs on the engine, whose weights port is two bundles:
+    the block design enables HP0 to HP2 and connects the cores' gmem to HP0, gmem_engine to HP1 and gmem_engine1 to
+    HP2; a board asking for more ports than the part's processing system has is refused in one line."""
+    import dataclasses
+
+    import onnx
+
+    import networks
+    from hetdeploy.core.errors import UserError
+    from hetdeploy.running.deploy import write_block_design
+    from hetdeploy.steps.build import BuildOptions, plan_stages
+
+    model = tmp_path / "four_conv64.onnx"
+    onnx.save(networks.four_conv64(), str(model))
+    _, board, plan = plan_stages(BuildOptions(model=model, board="kv260", out_dir=tmp_path, policy="latency"),
+                                 lambda k, what: None)
+    assert {u.engine.bundles for s in plan.subfunctions for u in s.execution_units if u.engine} == {2}
+    design = write_block_design(plan, board, tmp_path).read_text()
+    assert "foreach {bundle slave} {gmem S_AXI_HP0_FPD gmem_engine S_AXI_HP1_FPD gmem_engine1 S_AXI_HP2_FPD}" in design
+    assert "CONFIG.PSU__USE__S_AXI_GP2 {1} CONFIG.PSU__USE__S_AXI_GP3 {1} CONFIG.PSU__USE__S_AXI_GP4 {1}" in design
+    assert "S_AXI_GP5" not in design
+    zynq7000 = dataclasses.replace(board, devices=[dataclasses.replace(d, part="xc7z020clg400-1")
+                                                   for d in board.devices])
+    for s in plan.subfunctions:
+        for u in s.execution_units:
+            if u.engine:
+                u.engine = dataclasses.replace(u.engine, bundles=4)
+    with pytest.raises(UserError, match="memory.ports asks for 5 ports into the DDR; a xc7z020clg400-1 has 4"):
+        write_block_design(plan, zynq7000, tmp_path)
+
+
 def test_a_board_without_board_part_gets_the_bare_part_and_says_so(tmp_path):
     """A board file of the user's with no board_part: no preset is applied (there are no board files to
     take it from) and the script says what to set."""

@@ -46,14 +46,18 @@ int main(int argc, char **argv) {
     // the output in a memory of its own at a word past its first, garbage around it: the engine's third of three
     std::vector<hetdeploy::word_t> written(out_words + 2, hetdeploy::word_t(-1));
     hetdeploy::word_t *target = written.data() + 1;
-    std::vector<ap_uint<64 * %(port)d> > reads(source_word / %(port)d);  // the weights region, as its port reads it
-    hetdeploy::engine_port_view<%(port)d>(memory.data(), reads.data(), reads.size());
+    // the weights region as each of its %(bundles)d bundles reads it (%(bundle_words)d words a read), bundle b from its
+    // block of the region on
+    std::vector<ap_uint<64 * %(bundle_words)d> > reads(source_word / %(bundle_words)d);
+    hetdeploy::engine_port_view<%(bundle_words)d>(memory.data(), reads.data(), reads.size());
+    const ap_uint<64 * %(bundle_words)d> *w[4];
+    for (int b = 0; b < 4; b++) w[b] = reads.data() + (b < %(bundles)d ? b * (source_word / %(port)d) : 0);
     // staged (the input in DDR, memory 1): its rows through a staging buffer of the layer's k_h rows, the fourth
     std::vector<hetdeploy::word_t> staging(staging_words + 1, hetdeploy::word_t(-1));
     const hetdeploy::engine_place source = {1, source_word}, output = {2, 1}, stage = {int(v[%(fields)d + 3]), 0};
     hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 4,
-                      %(ddr)d, %(pixels)d>(unused.data(), memory.data(), written.data(), staging.data(), source,
-                                           output, stage, reads.data(), g);
+                      %(ddr)d, %(pixels)d, %(bundles)d>(unused.data(), memory.data(), written.data(), staging.data(),
+                                                        source, output, stage, w[0], w[1], w[2], w[3], g);
     for (int i = 0; i < outputs; i++)
         std::printf("%%lld\n", (long long)hetdeploy::read<ap_int<%(ow)d> >(target, i).to_int64());
     std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
@@ -65,11 +69,20 @@ LAYER_FIELDS, LARGEST_WINDOW = 23, 256
 _programs: dict[tuple, Path] = {}
 
 
+def port_reads(region: bytes, layer: EngineLayer) -> bytes:
+    """The weights region as its port's reads, one after another: where the port is several bundles, the region is
+    as many blocks, block b each read's words b * P / bundles onwards (P: the port's words)."""
+    bundle_bytes = layer.port_words // layer.bundles * ARENA_WORD_BYTES
+    blocks = np.frombuffer(region, dtype=np.uint8).reshape(layer.bundles, -1, bundle_bytes)
+    return blocks.transpose(1, 0, 2).tobytes()
+
+
 def filter_codes(region: bytes, layer: EngineLayer, ww: int) -> np.ndarray:
     """The weights region's codes, (filters, window): each filter's in words of its own, the lanes of its last
     word past the window zeros, word i of filters q * P .. q * P + P - 1 one after the other in the port's word
     (q, i) (P: the port's words); filters past the last zeros; where the engine walks the window along its rows,
     each row padded to whole words with zeros."""
+    region = port_reads(region, layer)
     per_word, port, stored = ARENA_WORD_BYTES // element_bytes(ww), layer.port_words, stored_window(layer, ww)
     words, reads = -(-stored // per_word), -(-layer.filters // port)
     codes = np.frombuffer(region[:reads * words * ARENA_WORD_BYTES * port], dtype=f"<i{element_bytes(ww)}")
@@ -87,7 +100,7 @@ def filter_codes(region: bytes, layer: EngineLayer, ww: int) -> np.ndarray:
 def filter_biases(region: bytes, layer: EngineLayer) -> np.ndarray:
     """The weights region's biases: after the weights, a 64-bit lane a filter, the port's words whole."""
     stored = -(-layer.filters // layer.port_words) * layer.port_words
-    return np.frombuffer(region[-8 * stored:], dtype="<i8")[:layer.filters]
+    return np.frombuffer(port_reads(region, layer)[-8 * stored:], dtype="<i8")[:layer.filters]
 
 
 def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, iw: int, ow: int, ww: int,
@@ -104,6 +117,7 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
     assert len(fields) == LAYER_FIELDS
     engine = dict(iw=iw, ow=ow, ww=ww, lanes=layer.lanes, uram_lanes=layer.uram_lanes, vector=layer.vector,
                   window=LARGEST_WINDOW, port=layer.port_words, pixels=layer.pixels, ddr=1 if staged else -1,
+                  bundles=layer.bundles, bundle_words=layer.port_words // layer.bundles,
                   out_bytes=element_bytes(ow), fields=LAYER_FIELDS, numbers=LAYER_FIELDS + 4,
                   layer=", ".join([f"int(v[{k}])" for k in range(LAYER_FIELDS - 2)] + [
                       f"v[{LAYER_FIELDS - 2}]", f"v[{LAYER_FIELDS - 1}]"]))
@@ -182,15 +196,16 @@ CLIPS = {"1x1": [0.0, 1.5], "dense": [-3.3, 7.9], "1-D": [None, 2.45]}
 
 @pytest.mark.parametrize("staged", [False, True], ids=["on chip", "staged from DDR"])
 @pytest.mark.parametrize("kind", LAYERS)
-@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port, pixels",
-                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 1, 2),
-                          (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 8, 2, 2, 1),
-                          (8, 16, "ap_fixed<8,3>", "ap_fixed<16,6>", 8, 2, 2, 2),
-                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 4, 4, 1)])
+@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port, pixels, bundles",
+                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 1, 2, 1),
+                          (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 8, 2, 2, 1, 1),
+                          (8, 16, "ap_fixed<8,3>", "ap_fixed<16,6>", 8, 2, 2, 2, 2),
+                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 4, 4, 1, 2)])
 def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, vector, uram_lanes,
-                                                    port, pixels, staged):
+                                                    port, pixels, bundles, staged):
     """Each layer on 4 lanes of ``vector`` values a cycle, ``uram_lanes`` of them with their weights in URAM (two a
-    block: none, half, all), its weights port ``port`` DDR words wide: the layers whose channels are a multiple of
+    block: none, half, all), its weights port ``port`` DDR words wide (``bundles`` m_axi bundles, each its share of
+    a read's words from its block of the weights region): the layers whose channels are a multiple of
     it take that many a cycle, the others (5 and 3 channels; 4 at 8 a cycle) one; a tile's filters need not begin
     a port's word (the grouped layer's second group: filters 6 to 11). Its input on chip, or in DDR, staged a row of
     output pixels at a time (rows of 7 x 5 values and, at 8 bits, 12 x 3: rows that do not begin a word); where its
@@ -202,7 +217,7 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
 
     rng = np.random.default_rng(7)
     layer = EngineLayer(*LAYERS[kind], lanes=4, vector=vector, uram_lanes=uram_lanes, groups=GROUPS.get(kind, 1),
-                        port_words=port, pixels=pixels, clip=CLIPS.get(kind))
+                        port_words=port, pixels=pixels, bundles=bundles, clip=CLIPS.get(kind))
     weights = rng.normal(0, 0.5, (layer.filters, *layer.kernel, layer.channels // layer.groups))
     bias = rng.normal(0, 1, layer.filters)
     ww = 8 if iw == 8 else 16
@@ -228,15 +243,15 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
         assert list(unclipped) != list(exact)
 
 
-@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port",
-                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 2),
-                          (8, 8, "ap_ufixed<8,3>", "ap_fixed<8,4>", 8, 8, 4),
-                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 16, 1)])
+@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port, bundles",
+                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 2, 2),
+                          (8, 8, "ap_ufixed<8,3>", "ap_fixed<8,4>", 8, 8, 4, 1),
+                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 16, 1, 1)])
 @pytest.mark.parametrize("geometry", [([7, 6], [4, 3], [2, 2], [1, 0], [1, 1]),  # strided, padded at the top
                                       ([6, 6], [6, 6], [1, 1], [2, 2], [2, 2])])  # dilated
 @pytest.mark.parametrize("staged", [False, True], ids=["on chip", "staged from DDR"])
 def test_a_depthwise_convolution_takes_a_lane_a_channel_bit_for_bit(tmp_path, iw, ow, in_type, out_type, vector,
-                                                                    uram_lanes, port, geometry, staged):
+                                                                    uram_lanes, port, bundles, geometry, staged):
     """A depthwise 3 x 3 convolution of 48 channels (a tile of 32 and one of 16) on 32 lanes: each lane its own
     channel, a word of inputs an iteration, the ReLU6 after it; its input on chip or staged from DDR; bit for bit
     against the exact reference, in the cycles units.engine_cycles counts for it (a place's input words a pixel's
@@ -246,7 +261,7 @@ def test_a_depthwise_convolution_takes_a_lane_a_channel_bit_for_bit(tmp_path, iw
     rng = np.random.default_rng(3)
     size, out, strides, pads, dilations = geometry
     layer = EngineLayer(48, size, 48, out, [3, 3], strides, pads, dilations, False, lanes=32, vector=vector,
-                        uram_lanes=uram_lanes, groups=48, port_words=port, clip=[0.0, 1.5])
+                        uram_lanes=uram_lanes, groups=48, port_words=port, bundles=bundles, clip=[0.0, 1.5])
     weights = rng.normal(0, 0.5, (48, 3, 3, 1))
     ww = 8 if iw == 8 else 16
     layer, region = quantized(layer, weights, rng.normal(0, 1, 48), ww, in_type, out_type)
@@ -284,6 +299,18 @@ def test_the_weights_region_is_the_layers_values_at_their_binary_points():
     assert np.allclose(biases, bias, atol=2.0 ** -(11 + set_layer.weight_fraction))
 
 
+def test_a_port_of_two_bundles_reads_each_half_of_the_ports_reads_from_a_block_of_its_own():
+    """quantized, the port four words wide in two bundles: the first half of the region is the first two words of
+    each of the port's reads (its region in one bundle), the second half their last two, in order."""
+    layer = EngineLayer(*LAYERS["3x3"], lanes=4, port_words=4)
+    rng = np.random.default_rng(5)
+    weights, bias = rng.normal(0, 0.3, (layer.filters, *layer.kernel, layer.channels)), rng.normal(0, 2, layer.filters)
+    _, whole = quantized(layer, weights, bias, 16, "ap_fixed<16,5>", "ap_fixed<16,6>")
+    _, halves = quantized(dataclasses.replace(layer, bundles=2), weights, bias, 16, "ap_fixed<16,5>", "ap_fixed<16,6>")
+    reads = [whole[r:r + 32] for r in range(0, len(whole), 32)]
+    assert len(reads) > 2 and halves == b"".join(r[:16] for r in reads) + b"".join(r[16:] for r in reads)
+
+
 COUNTING = r"""
 #include <cstdio>
 #include <vector>
@@ -305,7 +332,11 @@ int main(int argc, char **argv) {
         const bool rows = g.groups == 1 && g.d_w == 1 && g.in_c %% 4 != 0;
         const int window = rows ? g.k_h * ((g.k_w * g.in_c + 3) / 4 * 4) : g.k_h * g.k_w * g.in_c / g.groups;
         const int filter_words = (window + 3) / 4;
-        std::vector<ap_uint<64 * %(port)d> > weights((g.out_c + %(port)d - 1) / %(port)d * (filter_words + 1));
+        // the port's reads, in %(bundles)d blocks of reads of %(port)d / %(bundles)d words, a bundle's each
+        const int reads = (g.out_c + %(port)d - 1) / %(port)d * (filter_words + 1);
+        std::vector<ap_uint<64 * %(port)d / %(bundles)d> > weights(reads * %(bundles)d);
+        const ap_uint<64 * %(port)d / %(bundles)d> *w[4];
+        for (int b = 0; b < 4; b++) w[b] = weights.data() + (b < %(bundles)d ? b * reads : 0);
         // the input, then the output, in one memory (staged: DDR); the staging buffer in another
         const int source_words = g.in_h * g.in_w * g.in_c / 4 + 1;
         std::vector<hetdeploy::word_t> memory(source_words + g.out_h * g.out_w * g.out_c / 4 + 1);
@@ -316,12 +347,12 @@ int main(int argc, char **argv) {
         hetdeploy::word_t *m = memory.data(), *s = staging.data();
         if (staged)
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 2, 0,
-                              %(pixels)d>(
-                m, s, m, m, source, target, stage, weights.data(), g);
+                              %(pixels)d, %(bundles)d>(
+                m, s, m, m, source, target, stage, w[0], w[1], w[2], w[3], g);
         else
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 2, -1,
-                              %(pixels)d>(
-                m, s, m, m, source, target, unstaged, weights.data(), g);
+                              %(pixels)d, %(bundles)d>(
+                m, s, m, m, source, target, unstaged, w[0], w[1], w[2], w[3], g);
         std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
     }
 }
@@ -341,17 +372,17 @@ MOBILENET_V2_DEPTHWISE = [(c, c, 3, stride, c) for c, stride in ((32, 1), (96, 2
                                                                    (192, 2), (384, 1), (576, 1), (576, 2), (960, 1))]
 
 
-@pytest.mark.parametrize("lanes, uram_lanes, vector, port, pixels",
-                         [(32, 0, 4, 1, 1), (32, 0, 2, 4, 1), (116, 84, 4, 2, 2)])
+@pytest.mark.parametrize("lanes, uram_lanes, vector, port, pixels, bundles",
+                         [(32, 0, 4, 1, 1, 1), (32, 0, 2, 4, 1, 1), (104, 84, 4, 4, 2, 2)])
 def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilenet_v2_layers(tmp_path, lanes,
                                                                                             uram_lanes, vector, port,
-                                                                                            pixels):
+                                                                                            pixels, bundles):
     """Issue 65's counted-cycles check: every layer shape of ResNet-50 and MobileNetV2 the engine runs, at a 5 x 5
     output map (the count is per output pixel, so a reduced map counts what a full one would, pixel for pixel;
     kernel 0: the classifier, a dense layer's one pixel), run in C-simulation on ``lanes`` of ``vector`` values a
-    cycle (the 3-channel first layers one; at 2, a DDR word of weights is two entries of the weight buffer; 116
-    lanes, 84 of them in URAM, its weights port two DDR words wide, two output pixels at once: the KV260's engine for
-    ResNet-50 at 16 bits):
+    cycle (the 3-channel first layers one; at 2, a DDR word of weights is two entries of the weight buffer; 104
+    lanes, 84 of them in URAM, its weights port four DDR words wide in two bundles, two output pixels at once: the
+    KV260's engine for ResNet-50 at 16 bits):
     the cycles and DDR words engine.h counts are what ``units.engine_cycles`` estimates, within 2 %; each layer with
     its input on chip, and in DDR, staged a row of output pixels at a time (``units.staging_cycles``)."""
     from hetdeploy.planning.units import engine_cycles, engine_row_values, staging_cycles
@@ -370,7 +401,8 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
     window = max(layer[6] * (-(-layer[7] * layer[0] // 4) * 4 if engine_row_values(layer[7], layer[0], layer[14], 1, 16)
                              else layer[0] // layer[14] * layer[7]) for layer in layers)
     (tmp_path / "count.cpp").write_text(COUNTING % dict(lanes=lanes, uram_lanes=uram_lanes, vector=vector,
-                                                        window=window, port=port, pixels=pixels))
+                                                        window=window, port=port, pixels=pixels,
+                                                        bundles=bundles))
     subprocess.run([compiler(), "-std=c++14", "-O2", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o",
                     str(tmp_path / "count"), str(tmp_path / "count.cpp")], check=True, capture_output=True)
     counted = subprocess.run([str(tmp_path / "count"), str(tmp_path / "layers.txt")], check=True,

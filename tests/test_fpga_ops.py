@@ -765,12 +765,15 @@ def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_out
     depthwise = units[plan.node_map[engine[2]]["unit"]].engine
     assert depthwise.depthwise and depthwise.lanes % 4 == 0  # a lane a channel, four 16-bit channels a word
     declared = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_units.h").read_text()
-    # its loop built; its weights read two DDR words at a time (the KV260's 128-bit HP port)
-    engine_template = r"engine<16, 16, 16, \d+, \d+, \d+, \d+, true,\s+2, \d, -?\d, [12]>"
-    assert depthwise.port_words == 2 and re.search(engine_template, declared)
+    # its loop built; its weights read four DDR words at a time, two through each of two bundles (the KV260's
+    # 128-bit HP ports HP1 and HP2), each its own m_axi port of the top
+    engine_template = r"engine<16, 16, 16, \d+, \d+, \d+, \d+, true,\s+4, \d, -?\d, [12], 2>"
+    assert (depthwise.port_words, depthwise.bundles) == (4, 2) and re.search(engine_template, declared)
     assert "typedef ap_uint<128> engine_weights_t" in declared
     # its one instance (the ALLOCATION pragma) gets the same memories at every call, wherever a layer's buffers lie
     top = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_top.cpp").read_text()
+    for port, bundle in (("engine_weights", "gmem_engine"), ("engine_weights1", "gmem_engine1")):
+        assert f"#pragma HLS INTERFACE m_axi port={port} offset=slave bundle={bundle}" in top
     calls = re.findall(r"sf0_fpga_engine_16_16_16\(([a-z, ]+), hetdeploy::engine_place\{(\d), \d+\}, "
                        r"hetdeploy::engine_place\{(\d), \d+\}", top.split("#ifndef __SYNTHESIS__")[0])
     on_engine = [u for s in plan.subfunctions for u in s.execution_units if u.engine is not None]

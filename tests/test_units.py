@@ -535,22 +535,37 @@ def test_the_engine_is_sized_to_the_boards_dsps_and_its_brams_and_urams():
     assert cycles == sorted(cycles) and cycles[0] < cycles[-1]
 
 
-def test_the_engines_weights_port_is_as_wide_as_the_boards_ddr_port_delivers_a_cycle():
-    """``engine_port_words``: the 64-bit words the engine's weights port reads a cycle, a power of two the board's
-    DDR port delivers a cycle at the FPGA's clock (a Zynq UltraScale+ HP port's 128 bits at 3.2 GB/s and 200 MHz;
-    the PYNQ-Z2's 1.2 GB/s at 100 MHz: one word), up to 512 bits (the workstation's Alveo DDR). A tile's weights
-    then take a read of the port for each word of that many filters' windows (``weight_reads``: the filters a read
-    holds begin at a multiple of them), so a ResNet-50 layer's weights load in half the cycles on the KV260."""
-    from hetdeploy.planning.units import engine_cycles, engine_port_words, engine_sizes_for, weight_reads
+def test_the_engines_weights_port_is_as_wide_as_the_boards_ddr_ports_deliver_a_cycle():
+    """``engine_port``: the 64-bit words the engine's weights port reads a cycle and the m_axi bundles it is: a
+    bundle on each of the FPGA's DDR ports but the first (``memory.ports``; a power of two of them, four at most),
+    each as many words as a port delivers a cycle at the FPGA's clock (a Zynq UltraScale+ HP port's 128 bits at 3.2
+    GB/s and 200 MHz; the PYNQ-Z2's 1.2 GB/s at 100 MHz: one word), up to 512 bits in all (the workstation's Alveo
+    DDR). A tile's weights then take a read of the port for each word of that many filters' windows
+    (``weight_reads``: the filters a read holds begin at a multiple of them), so a ResNet-50 layer's weights load in
+    half the cycles on the KV260 through two ports as through one, and the DDR's time for them is the two ports'."""
+    from hetdeploy.planning.units import (EngineSize, ddr_bytes_per_cycle, engine_cycles, engine_estimate,
+                                          engine_port, engine_sizes_for, weight_reads)
 
-    widths = {board: engine_port_words(load_board(board).device("fpga"))
-              for board in ("pynq-z2", "ultra96-v2", "kv260", "zcu104", "workstation")}
-    assert widths == {"pynq-z2": 1, "ultra96-v2": 2, "kv260": 2, "zcu104": 2, "workstation": 8}
+    ports = {board: engine_port(load_board(board).device("fpga"))
+             for board in ("pynq-z2", "ultra96-v2", "kv260", "zcu104", "workstation")}
+    assert ports == {"pynq-z2": (1, 1), "ultra96-v2": (2, 1), "kv260": (4, 2), "zcu104": (4, 2), "workstation": (8, 1)}
+    more = {board: engine_port(dataclasses.replace(load_board(board).device("fpga"), memory=dataclasses.replace(
+        load_board(board).device("fpga").memory, ports=n))) for board, n in (("kv260", 5), ("pynq-z2", 4))}
+    assert more == {"kv260": (8, 4), "pynq-z2": (2, 2)}  # four bundles of two words; two of one (of three ports)
     fpga = load_board("kv260").device("fpga")
     b = graphs.Builder([1, 64, 14, 14])
     graph = b.graph(b.conv("input", 128, 3))
     shapes = [unit_shape(graph, u, fpga.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), fpga)]
-    assert all(size.port_words == 2 for size in engine_sizes_for(fpga, 16, shapes))
+    assert all((size.port_words, size.bundles) == (4, 2) for size in engine_sizes_for(fpga, 16, shapes))
+    # a 1 x 1 layer of few pixels on a port far wider than the DDR delivers: the DDR's time bounds its weights', at
+    # the rate of all its bundles' ports
+    b = graphs.Builder([1, 512, 1, 1])
+    graph = b.graph(b.conv("input", 64, 1))
+    shape = unit_shape(graph, split_units(graph, range(len(graph.nodes)), fpga)[0], fpga.clock_mhz)
+    rate = ddr_bytes_per_cycle(fpga) / 4  # a port of a quarter of the KV260's rate
+    ddr = {n: engine_estimate(dataclasses.replace(shape, engine=EngineSize(32, 0, 4, 4, 1, n)), 16, rate)["ddr_cycles"]
+           for n in (1, 2)}
+    assert ddr[1] > 2 * ddr[2] > 0
     assert weight_reads(0, 32, 2) == 16 and weight_reads(6, 4, 4) == 2 and weight_reads(7, 1, 2) == 1
     # a tile of 32 filters of a 3 x 3 x 512 window on a 7 x 7 map: its loads are most of its cycles
     one, two = (engine_cycles(4608, 32, 49, 16, 32, vector=4, port_words=p) for p in (1, 2))

@@ -76,7 +76,10 @@ class Compute:
 @dataclass
 class Memory:
     bytes: int  # the device's working memory (an FPGA's: the DDR it reaches)
-    bandwidth_bytes_per_s: float
+    bandwidth_bytes_per_s: float  # (an FPGA's: through one of its ports)
+    # an FPGA's: the processing system's ports into the DDR its cores master (MEMORY_MAX_PORTS at most), each at
+    # bandwidth_bytes_per_s; the cores' DDR buffers go through the first, the engine's weights through the others
+    ports: int = 1
 
 
 @dataclass
@@ -381,7 +384,10 @@ _RESOURCES = {k: (True, _NONNEG_INT) for k in ("lut", "ff", "bram18", "dsp", "ur
 # closure are LUT 0.7, FF 0.5, BRAM18/URAM/DSP 0.8: finn/util/platforms.py, DEFAULT_RES_LIMITS)
 _UTILISATION = {k: (False, _is((int, float), "a fraction above 0 and at most 1", lambda v: 0 < v <= 1))
                 for k in _RESOURCES}
-_MEMORY = {"bytes": (True, _POS_INT), "bandwidth_bytes_per_s": (True, _POS_NUM)}
+MEMORY_MAX_PORTS = 5  # a Zynq UltraScale+'s HP0-HP3 and HPC0 (UG1085); a Zynq-7000 has four HP ports (UG585)
+_MEMORY = {"bytes": (True, _POS_INT), "bandwidth_bytes_per_s": (True, _POS_NUM),
+           "ports": (False, _is(int, f"a whole number of ports from 1 to {MEMORY_MAX_PORTS}",
+                                lambda v: 1 <= v <= MEMORY_MAX_PORTS))}
 _EFFICIENCY = {k: (k == "other", _is((int, float), "a number above 0 and at most 1", lambda v: 0 < v <= 1))
                for k in OP_CLASSES}
 _COMPUTE = {
@@ -512,6 +518,8 @@ def _validate(src: _Source) -> Board:
         for key, why in _FPGA_ONLY_KEYS.items():
             if key in d and d["kind"] != "fpga":
                 src.fail(f"{path}.{key}", why)
+        if "ports" in d["memory"] and d["kind"] != "fpga":
+            src.fail(f"{path}.memory.ports", "only an fpga device's cores master the DDR through its ports")
         if "board_connections" in d and "board_part" not in d:
             src.fail(f"{path}.board_connections", "connections need the board_part they connect")
         compute = None
@@ -535,7 +543,8 @@ def _validate(src: _Source) -> Board:
                 description=d.get("description", ""),
                 ops=ops,
                 compute=compute,
-                memory=Memory(int(d["memory"]["bytes"]), float(d["memory"]["bandwidth_bytes_per_s"])),
+                memory=Memory(int(d["memory"]["bytes"]), float(d["memory"]["bandwidth_bytes_per_s"]),
+                              int(d["memory"].get("ports", 1))),
                 invocation_overhead_s=float(d["invocation_overhead_s"]),
                 cores=int(d.get("cores", 1)),
                 clock_mhz=float(d.get("clock_mhz", 0.0)),

@@ -345,8 +345,9 @@ class EngineLayer:
     vector: int = 1  # the values each lane takes a cycle (units.engine_sizes: its FPGA's budget and the width)
     uram_lanes: int = 0  # the lanes whose weight buffers are URAM, two a block (the others' BRAM)
     groups: int = 1  # a grouped convolution's: output channel o reads group o // (filters // groups)'s channels
-    port_words: int = 1  # the 64-bit words the engine's weights port reads a cycle (units.engine_port_words)
+    port_words: int = 1  # the 64-bit words the engine's weights port reads a cycle (units.engine_port)
     pixels: int = 1  # the output pixels the engine computes at once: 1, or 2 (hls/engine.h's engine_pairs)
+    bundles: int = 1  # the m_axi bundles the weights port is, each on a DDR port of its own (units.engine_port)
     weight_fraction: int = 0  # set when the build sizes the unit (generate), as the fractions below
     in_fraction: int = 0
     in_signed: bool = True

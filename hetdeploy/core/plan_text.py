@@ -145,7 +145,9 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
             in_uram = f", {engine.uram_lanes} of them with their weights in URAM" if engine.uram_lanes else ""
             in_uram += ", two output pixels at once" if engine.pixels == 2 else ""
             lines.append(f"  on the engine ({engine.lanes} lanes of {engine.vector} values a cycle{in_uram}, its "
-                         f"weights read {64 * engine.port_words} bits a cycle, one after another; its resources "
+                         f"weights read {64 * engine.port_words} bits a cycle"
+                         + (f" through {engine.bundles} DDR ports" if engine.bundles > 1 else "")
+                         + ", one after another; its resources "
                          f"counted with {on_engine[0].name}, hetdeploy's model of it): "
                          + ", ".join(u.name for u in on_engine))
     for line in chip_totals(plan):

@@ -27,7 +27,8 @@ def engine_layer(node: Node, last: Node, size: units.EngineSize) -> EngineLayer:
     if node.op != "Conv":  # a dense layer: a 1 x 1 convolution of one pixel
         (first,), (out,) = node.input_shapes, node.output_shapes
         return EngineLayer(first[-1], [1, 1], out[-1], [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], relu, size.lanes,
-                           size.vector, size.uram_lanes, port_words=size.port_words, pixels=size.pixels, clip=clip)
+                           size.vector, size.uram_lanes, port_words=size.port_words, pixels=size.pixels,
+                           bundles=size.bundles, clip=clip)
     first, out = node.input_shapes[0], node.output_shapes[0]
     spatial = len(first) - 2
 
@@ -38,7 +39,8 @@ def engine_layer(node: Node, last: Node, size: units.EngineSize) -> EngineLayer:
     return EngineLayer(first[1], as_2d(first[2:]), out[1], as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
                        as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
                        as_2d(node.attrs.get("dilations") or [1] * spatial), relu, size.lanes, size.vector,
-                       size.uram_lanes, node.attrs.get("group", 1), size.port_words, pixels=size.pixels, clip=clip)
+                       size.uram_lanes, node.attrs.get("group", 1), size.port_words, pixels=size.pixels,
+                       bundles=size.bundles, clip=clip)
 
 
 def _bound(value: Optional[float]) -> Optional[float]:
@@ -94,7 +96,8 @@ def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: 
     row of it padded to whole words where the engine walks it along its rows, ``row_values``),
     word i of filters q * P .. q * P + P - 1 together in the weights port's word (q, i) (P: its words,
     ``layer.port_words``; filters past the last zeros); then each filter's bias at the sum's binary point, as a
-    64-bit lane, P filters' a port's word."""
+    64-bit lane, P filters' a port's word. Where the port is ``layer.bundles`` bundles, its reads in that many
+    blocks, block b each read's words b * P / bundles onwards (a bundle's reads one run)."""
     w_width, w_integer = weight_fixed(weights, width)
     source, target = CppFixed.parse(in_type), CppFixed.parse(out_type)
     set_layer = EngineLayer(**{**layer.__dict__, "weight_fraction": w_width - w_integer,
@@ -117,7 +120,9 @@ def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: 
     sum_fraction = set_layer.in_fraction + set_layer.weight_fraction
     biases = np.zeros(filters, dtype="<i8")
     biases[:len(bias)] = np.round(bias * 2.0 ** sum_fraction)
-    return set_layer, packed + biases.tobytes()
+    reads = np.frombuffer(packed + biases.tobytes(), dtype=np.uint8).reshape(-1, layer.bundles,
+                                                                               port // layer.bundles * 8)
+    return set_layer, reads.transpose(1, 0, 2).tobytes()
 
 
 def weights_bytes(layer: EngineLayer, width: int) -> int:

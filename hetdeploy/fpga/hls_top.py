@@ -30,7 +30,7 @@ from .dataflow_top import DataflowSource, TokenStreams, processes_and_calls, uni
 from .engine import stored_window
 from .packing import UNIT_WEIGHTS_FILE, precision_width
 from .templates import TEMPLATES, line, project_line, statement, template
-from .top_kinds import ENGINE, HLS4ML, WINDOW, Buffers, top_kind, values_of
+from .top_kinds import ENGINE, ENGINE_PORT, HLS4ML, WINDOW, Buffers, engine_port_names, top_kind, values_of
 
 MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
 # The tools the synthesis scripts (build_prj.tcl, design.tcl) are written for, said in each and in
@@ -38,8 +38,6 @@ MAKEFILE, SYNTHESIS_SCRIPT = "Makefile", "build_prj.tcl"
 # are those of these versions' documentation and of hls4ml's and PYNQ's own scripts.
 TOOL_VERSIONS = "Vitis HLS and Vivado 2022.1 to 2023.2 (PYNQ 3.0's images are built with 2022.1)"
 DDR_IMAGE = "ddr_image.bin"  # in a subfunction's project: its DDR region's initial contents
-ENGINE_PORT = "engine_weights"  # the top's port the engine units read their weights through
-ENGINE_BUNDLE = "gmem_engine"  # its m_axi bundle (the block design connects every bundle of a core)
 # the top's C++ name of each memory of the plan (memory.MEMORIES; top.cpp.in declares them)
 MEMORY_ARRAYS = {"bram": "arena", "uram": "uram", "reserved": "reserve", "ddr": "ddr"}
 
@@ -97,7 +95,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     every_weight = weight_ports(source.units, source.memory)
     ports_of = {u.name: [p for p in every_weight if p.unit == u.name] for u in source.units}
     engines = _engines(sub, source.units, buffers, source.memory)
-    engines_port = engine_port(source.units, source.memory)
+    engines_ports = engine_ports(source.units, source.memory)
 
     offsets = "\n".join(statement("buffer_comment", tensor=_comment([b.tensor]), size=b.size, memory=b.memory,
                                    offset=b.offset, first=b.first, last=b.last) for b in source.memory.buffers)
@@ -108,14 +106,15 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
         shutil.copy(TEMPLATES / "engine.h", project_dir / "engine.h")
         declarations += statement("include", header="engine.h") + "\n"
         declarations += "".join(ENGINE.declaration(u, engines[u.name].bits[1]) + "\n" for u in source.units if u.engine)
-        port_words = next(iter(engines.values())).port_words
-        declarations += ENGINE.statement("engine_port_type", port=port_words,
-                                         bits=8 * units.ARENA_WORD_BYTES * port_words) + "\n"
+        bundle_words = next(iter(engines.values())).port_words // len(engines_ports)
+        declarations += ENGINE.statement("engine_port_type", port=bundle_words, bundles=len(engines_ports),
+                                         bits=8 * units.ARENA_WORD_BYTES * bundle_words) + "\n"
         declarations += "".join(ENGINE.statement(
             "engine_function", name=name, lanes=call.lanes, uram_lanes=call.uram_lanes, vector=call.vector,
             pixels=call.pixels,
             window=call.window, in_bits=call.bits[0], out_bits=call.bits[1], weight_bits=call.bits[2],
-            depthwise=str(call.depthwise).lower(), port=call.port_words, listed=", ".join(call.memories),
+            depthwise=str(call.depthwise).lower(), port=call.port_words, bundles=call.bundles,
+            listed=", ".join(call.memories),
             parameters=", ".join(statement("word_output", name=m) for m in call.memories),
             engine=_engine_template(call), arguments=", ".join(_engine_memories(call.memories))) + "\n"
             for name, call in sorted(_engine_functions(engines).items()))
@@ -153,18 +152,20 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
         ports += [statement("array_parameter", type=f"{p.port}_t", name=p.port, values=p.values) for p in every_weight]
         names += ["ddr"] + [p.port for p in every_weight]
         csim_memory = statement("ddr_region", words=ddr_words) + "\n"
-        if engines_port is not None:
-            ports.append(ENGINE.statement("engine_port", reads=engines_port.values))
-            names.append(ENGINE_PORT)
-            csim_memory += ENGINE.statement("engine_port_region", reads=engines_port.values) + "\n"
+        for port in engines_ports:  # in C-simulation one region, which every bundle's pointer reads, as on the board
+            ports.append(ENGINE.statement("engine_port", name=port.port, reads=port.values))
+            names.append(port.port)
+            csim_memory += ENGINE.statement("engine_port_region" if port.port == ENGINE_PORT else "engine_port_alias",
+                                            name=port.port, first=ENGINE_PORT, reads=port.values) + "\n"
         load_ddr = template("top_load_ddr.cpp.in").substitute(image=DDR_IMAGE, subfunction=sub,
                                                                bytes=ddr_words * units.ARENA_WORD_BYTES)
-    # the engines' weights port a bundle of its own: a bundle's ports are one width (UG1448), its reads wider
+    # the engines' weights ports a bundle each: a bundle's ports are one width (UG1448), their reads wider
+    bundle_of = dict(engine_port_names(len(engines_ports)))
     m_axi_ports = "".join(template("top_m_axi_port.cpp.in").substitute(
-        port=name, bundle=ENGINE_BUNDLE if name == ENGINE_PORT else "gmem",
+        port=name, bundle=bundle_of.get(name, "gmem"),
         depth=statement("m_axi_depth", values=depth[name]) if name in depth else "") for name in names)
     # C-simulation: the engines' weights port's reads, from the DDR region as the port reads its bytes
-    engine_view = ENGINE.line("engine_port_view", port=port_words, reads=engines_port.values) if engines else ""
+    engine_view = ENGINE.line("engine_port_view", port=bundle_words, reads=engines_ports[0].values) if engines else ""
     entries = [_unit_entry(unit, types, source.shapes, ports_of[unit.name], engines.get(unit.name), engine_view)
                for unit in source.units]
     csim = template("top_csim.cpp.in").substitute(
@@ -186,7 +187,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
                               buffer_types, extent, csim)
     _write_ddr_image(source, project_dir)
     _write_build_files(source, project_dir)
-    return every_weight + ([engines_port] if engines_port is not None else [])
+    return every_weight + engines_ports
 
 
 def _write_sequential_top(source: SubfunctionSource, project_dir: Path, buffers: dict[str, Buffer],
@@ -284,8 +285,9 @@ def _port_elements(port: HlsPort) -> int:
 class EngineCall:
     """How a unit on the engine calls it: the engine's function for its buffers' and weights' bits (in, out,
     weights), its lanes and those in URAM, the values a lane takes a cycle, its largest window, the unit's weights'
-    first read of the engines' weights port (``ENGINE_PORT``, from the DDR region's start), whether the function
-    has the depthwise loop (one of its units needs it), the DDR words a read of the port holds, the top's memories
+    first read of each of the engines' weights ports (``engine_port_names``, from the DDR region's start: its block
+    of the unit's weights, engine.h's layout), whether the function has the depthwise loop (one of its units needs
+    it), the DDR words a read of the ports together holds, the top's memories
     the function's calls' buffers lie in (``MEMORY_ARRAYS``' names, in memory.MEMORIES' order: every call passes all
     of them), and where the unit's input (its copy on chip, where it has one) and output lie and, where its input
     lies in DDR and is staged, the staging buffer its rows are staged in ((-1, 0): none): (the index of their memory
@@ -298,7 +300,7 @@ class EngineCall:
     uram_lanes: int
     vector: int
     window: int
-    weights_read: int
+    weights_reads: tuple[int, ...]
     depthwise: bool
     port_words: int
     memories: tuple[str, ...]
@@ -307,6 +309,7 @@ class EngineCall:
     staging: tuple[int, int]
     copy: Optional[tuple[str, str, int]] = None
     pixels: int = 1  # the output pixels the engine computes at once
+    bundles: int = 1  # the engines' weights ports (bundles), PORT / bundles DDR words a read each
 
 
 def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buffer],
@@ -325,6 +328,12 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
     read_bytes = {u.name: units.ARENA_WORD_BYTES * u.engine.port_words for u in on_engine}
     if any(weights[f"{u.name}.weights"].offset % read_bytes[u.name] for u in on_engine):
         raise RuntimeError(f"{sub}: an engine unit's weights do not begin a read of the engines' weights port")
+
+    def weights_reads(unit: ExecutionUnit) -> tuple[int, ...]:  # each bundle's first read: its block's
+        region, bundles = weights[f"{unit.name}.weights"], unit.engine.bundles
+        block = region.size // bundles
+        return tuple((region.offset + b * block) * bundles // read_bytes[unit.name] for b in range(bundles))
+
     staging = next((b for b in memory.buffers if b.kind == "staging"), None)
     copies = {b.tensor: b for b in memory.buffers if b.kind == "copy"}
     if any((buffers[u.inputs[0]].memory == "ddr") != (u.engine.staged or u.engine.copied)
@@ -347,12 +356,13 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
 
     return {u.name: EngineCall(f"{sub}_engine_{'_'.join(map(str, bits[u.name]))}", bits[u.name], u.engine.lanes,
                                u.engine.uram_lanes, vector[bits[u.name]], window[bits[u.name]],
-                               weights[f"{u.name}.weights"].offset // read_bytes[u.name], depthwise[bits[u.name]],
+                               weights_reads(u), depthwise[bits[u.name]],
                                u.engine.port_words, memories[bits[u.name]],
                                place(u, buffers[u.inputs[0]] if u.engine.staged else read[u.name]),
                                place(u, buffers[u.outputs[0]]), place(u, staging) if u.engine.staged else (-1, 0),
                                (at(buffers[u.inputs[0]]), at(read[u.name]), read[u.name].size
-                                // units.ARENA_WORD_BYTES) if u.engine.copied else None, u.engine.pixels)
+                                // units.ARENA_WORD_BYTES) if u.engine.copied else None, u.engine.pixels,
+                               u.engine.bundles)
             for u in on_engine}
 
 
@@ -373,7 +383,7 @@ def _engine_template(call: EngineCall) -> str:
     return ENGINE.statement("engine_template", lanes=call.lanes, uram_lanes=call.uram_lanes, vector=call.vector,
                             window=call.window, in_bits=call.bits[0], out_bits=call.bits[1], weight_bits=call.bits[2],
                             depthwise=str(call.depthwise).lower(), port=call.port_words, memories=len(call.memories),
-                            ddr=ddr, pixels=call.pixels)
+                            ddr=ddr, pixels=call.pixels, bundles=call.bundles)
 
 
 def _engine_memories(memories: tuple[str, ...]) -> tuple[str, ...]:
@@ -381,19 +391,20 @@ def _engine_memories(memories: tuple[str, ...]) -> tuple[str, ...]:
     return memories + memories[:1] * (4 - len(memories))
 
 
-def engine_port(units_of_sub: list[ExecutionUnit], memory: MemoryPlan) -> Optional[WeightPort]:
-    """The engines' weights port (``ENGINE_PORT``): an m_axi port of its own bundle that the host points at the DDR
-    region's start, as many of its reads as reach the last engine unit's weights; None without an engine unit."""
+def engine_ports(units_of_sub: list[ExecutionUnit], memory: MemoryPlan) -> list[WeightPort]:
+    """The engines' weights ports (``engine_port_names``): m_axi ports of bundles of their own that the host points
+    at the DDR region's start, each as many of its reads (its share of the port's words) as reach the last engine
+    unit's weights; none without an engine unit."""
     on_engine = [u for u in units_of_sub if u.engine is not None]
     if not on_engine:
-        return None
-    port = on_engine[0].engine.port_words
-    if any(u.engine.port_words != port for u in on_engine):
+        return []
+    port, bundles = on_engine[0].engine.port_words, on_engine[0].engine.bundles
+    if any((u.engine.port_words, u.engine.bundles) != (port, bundles) for u in on_engine):
         raise RuntimeError("the engine units of a subfunction read their weights through ports of different widths")
     where = {b.tensor: b for b in memory.buffers if b.kind == "weights"}
     end = max(where[f"{u.name}.weights"].offset + where[f"{u.name}.weights"].size for u in on_engine)
-    read = port * units.ARENA_WORD_BYTES
-    return WeightPort(ENGINE_PORT, "", f"ap_uint<{8 * read}>", -(-end // read), 0)
+    read = port // bundles * units.ARENA_WORD_BYTES
+    return [WeightPort(name, "", f"ap_uint<{8 * read}>", -(-end // read), 0) for name, _ in engine_port_names(bundles)]
 
 
 def _parameters(unit: ExecutionUnit, weights: list[WeightPort]) -> str:

@@ -153,6 +153,26 @@ def values_of(shape: list[int]) -> int:
     return int(math.prod(shape))
 
 
+# the top's ports the engine units read their weights through, each an m_axi bundle of its own (ENGINE_BUNDLE, then
+# ENGINE_BUNDLE1 ..: the block design puts each on a DDR port of its own)
+ENGINE_PORT, ENGINE_BUNDLE = "engine_weights", "gmem_engine"
+ENGINE_MAX_BUNDLES = 4  # engine.h's w0 .. w3
+
+
+def engine_port_names(bundles: int) -> list[tuple[str, str]]:
+    """The engines' weights ports and their bundles, where the port is ``bundles`` bundles: engine_weights,
+    engine_weights1, ..: no port's name is another's and a register suffix (the host writes a 64-bit pointer's
+    <port>_1 and <port>_2: board_runtime)."""
+    return [(ENGINE_PORT + (str(b) if b else ""), ENGINE_BUNDLE + (str(b) if b else "")) for b in range(bundles)]
+
+
+def engine_weights_pointers(reads: tuple[int, ...]) -> list[str]:
+    """engine.h's w0 .. w3 of a call: each bundle's port at the call's first read of it (``reads``), then the first
+    again for each bundle the engine has not (never read)."""
+    pointers = [f"{port} + {read}" for (port, _), read in zip(engine_port_names(len(reads)), reads)]
+    return pointers + pointers[:1] * (ENGINE_MAX_BUNDLES - len(pointers))
+
+
 class Engine(TopKind):
     name = "engine"
     how = "on the engine"
@@ -188,7 +208,7 @@ class Engine(TopKind):
         return copy + self.line("run_engine", name=call.function, memories=", ".join(call.memories),
                          source=", ".join(map(str, call.source)), target=", ".join(map(str, call.target)),
                          staging=", ".join(map(str, call.staging)),
-                         read=call.weights_read, unit=unit.name)
+                         weights=", ".join(engine_weights_pointers(call.weights_reads)), unit=unit.name)
 
     def declaration(self, unit: ExecutionUnit, out_bits: int) -> str:
         """``<unit>_layer``, the C++ constant of the unit's layer (engine.h's engine_layer) for its ``out_bits``-bit

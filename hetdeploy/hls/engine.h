@@ -8,9 +8,10 @@
 // of its ports (ram_t2p; the others in BRAM, a lane's own), the values each lane takes a cycle (VEC: a divisor of
 // the values a word holds, of the inputs' and the weights'), the largest window of its layers (its weight
 // buffers' depth), whether it has the depthwise loop, the DDR words its weights port reads a cycle (PORT: the
-// board's memory port's width, two on a Zynq UltraScale+ HP port of 128 bits; an m_axi port of its own), and how
-// many memories its calls' buffers lie in (MEMORIES), DDR the DDR-th of them (-1: none), and the output pixels it
-// computes at once (PIXELS: one, or two, each weight read serving both, where a layer gains: engine_pairs).
+// board's memory ports' width, two on a Zynq UltraScale+ HP port of 128 bits), how many memories its calls' buffers
+// lie in (MEMORIES), DDR the DDR-th of them (-1: none), the output pixels it computes at once (PIXELS: one, or two,
+// each weight read serving both, where a layer gains: engine_pairs), and the m_axi bundles its weights port is
+// (BUNDLES: each PORT / BUNDLES words of a read, on a DDR port of its own, where the board has several).
 //
 // Every call passes the one instance the same memories (the top's on-chip arena, URAM and reserve arrays and its DDR
 // port, those its calls' buffers lie in, in one order) and says where its input and output lie (engine_place): the
@@ -50,13 +51,15 @@
 // A grouped convolution's output channel o reads the input channels of its group (o / (out_c / groups)), in_c /
 // groups of them; its tiles are a group's output channels, LANES at a time.
 //
-// Weights at ``weights``, in the port's words of PORT DDR words (fpga/engine.py writes them): output channel o's
+// Weights in the port's words of PORT DDR words (fpga/engine.py writes them): output channel o's
 // window, ((o * k_h + ky) * k_w + kx) * (in_c / groups) + c (c of its group's channels), as WW-bit lanes (value *
 // 2^weight_fraction) in F = ceil(window / lanes a word) DDR words, its last word's lanes past the window zeros; the
 // port's word q * F + i holds word i of channels q * PORT .. q * PORT + PORT - 1, the first in its low 64 bits
 // (channels past the last: zeros), so that a tile's words are one run and a read fills PORT lanes; then, from read
 // ceil(out_c / PORT) * F, each output channel's bias as a 64-bit lane, PORT channels' a read (bias * 2^(in_fraction +
-// weight_fraction), the sum's binary point).
+// weight_fraction), the sum's binary point). Read by BUNDLES bundles, a layer's reads lie in BUNDLES blocks one after
+// another, block b holding words b * PORT / BUNDLES .. (b + 1) * PORT / BUNDLES - 1 of each read in order (a
+// bundle's reads one run: its bursts); the call points bundle b (w0 .. w3) at block b.
 #ifndef HETDEPLOY_ENGINE_H_
 #define HETDEPLOY_ENGINE_H_
 
@@ -547,15 +550,34 @@ word_t engine_word(const sum_t *sums, int word, const engine_layer &g, int shift
     return bits;
 }
 
+// Read ``r`` of the weights port of PORT DDR words, which BUNDLES m_axi bundles (w0 .. w3, each on a DDR port of
+// its own; the others never read) read PORT / BUNDLES words of at once: bundle b's read r, in the read's bits from
+// 64 * PORT / BUNDLES * b on
+template <int PORT, int BUNDLES>
+ap_uint<64 * PORT> engine_weights_read(const ap_uint<64 * PORT / BUNDLES> *w0, const ap_uint<64 * PORT / BUNDLES> *w1,
+                                       const ap_uint<64 * PORT / BUNDLES> *w2, const ap_uint<64 * PORT / BUNDLES> *w3,
+                                       int r) {
+#pragma HLS INLINE
+    static const int BITS = 64 * PORT / BUNDLES;
+    ap_uint<64 * PORT> read = w0[r];
+    if (BUNDLES > 1) read.range(2 * BITS - 1, BITS) = w1[r];
+    if (BUNDLES > 2) read.range(3 * BITS - 1, 2 * BITS) = w2[r];
+    if (BUNDLES > 3) read.range(4 * BITS - 1, 3 * BITS) = w3[r];
+    return read;
+}
+
 template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW, bool DEPTHWISE, int PORT,
-          int MEMORIES, int DDR, int PIXELS = 1>
+          int MEMORIES, int DDR, int PIXELS = 1, int BUNDLES = 1>
 void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &source, const engine_place &target,
-            const engine_place &staging, const ap_uint<64 * PORT> *weights, const engine_layer &g) {
+            const engine_place &staging, const ap_uint<64 * PORT / BUNDLES> *w0,
+            const ap_uint<64 * PORT / BUNDLES> *w1, const ap_uint<64 * PORT / BUNDLES> *w2,
+            const ap_uint<64 * PORT / BUNDLES> *w3, const engine_layer &g) {
     typedef ap_uint<IW> raw_in_t;
     typedef ap_uint<OW> raw_out_t;
     typedef ap_int<WW> weight_t;
     typedef ap_int<64> sum_t;
     typedef ap_uint<64 * PORT> port_t;  // a read of the weights port: PORT DDR words
+    static_assert(BUNDLES >= 1 && BUNDLES <= 4 && PORT % BUNDLES == 0, "the port's words split among its bundles");
     static const int PW = lane<weight_t>::per_word;  // weights a word
     static const int IPW = lane<raw_in_t>::per_word;  // input values a word
     static_assert(PW % VEC == 0 && IPW % VEC == 0, "VEC values of a group lie in one word of weights and of inputs");
@@ -636,7 +658,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
         // tile's filters reach, i after i, one read a DDR burst's next word; each lane takes its filter's entry of
         // the read that holds it (one write a lane a cycle), an entry a cycle of a word's EPW
         const int first_read = first / PORT, reads = (first + filters - 1) / PORT - first_read + 1;
-        const port_t *next = weights + first_read * filter_words;
+        int next = first_read * filter_words;  // the port's next read
         int q = 0, i = 0, k = 0;  // the read's filters (from first_read), its word of their windows, the entry
         port_t word = 0;
         HETDEPLOY_COUNTED(long long entries = 0);
@@ -645,7 +667,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=TILE_ENTRIES
             HETDEPLOY_COUNTED(entries++);
-            if (k == 0) word = *next++;
+            if (k == 0) word = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, next++);
             const int base = (first_read + q) * PORT - first;  // the lane the read's first filter is
             for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
@@ -665,12 +687,12 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
             }
         }
         HETDEPLOY_COUNTED(count_loop(entries, ENGINE_MOVE_DEPTH));
-        const port_t *biases = weights + bias_read + first_read;
+        const int biases = bias_read + first_read;
     load_bias:  // the tile's filters' biases, PORT a read
         for (int r = 0; r < reads; r++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=TILE_READS
-            const port_t read = biases[r];
+            const port_t read = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, biases + r);
             const int base = (first_read + r) * PORT - first;
             for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL

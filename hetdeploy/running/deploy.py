@@ -21,10 +21,11 @@ import numpy as np
 
 from ..core import board_runtime, processes
 from ..core.board import Board
-from ..core.errors import SynthesisNotRun, ToolError
+from ..core.errors import SynthesisNotRun, ToolError, UserError
 from ..core.names import identifier
 from ..core.plan import Plan
 from ..fpga.hls_top import TOOL_VERSIONS
+from ..fpga.top_kinds import engine_port_names
 from ..fpga.templates import template
 from ..intake.ort_adapter import providers_for
 from .runtime import largest_batch
@@ -33,17 +34,21 @@ HARDWARE = "hardware"  # deploy/hardware/: what a machine with Vivado needs to m
 # What C-simulation compiled or logged beside an FPGA subfunction's synthesis sources
 _NOT_SYNTHESIS_SOURCES = shutil.ignore_patterns("*.so", "*.o", "*.d", "*.log", "Makefile", "tb_data")
 
-# Zynq processing systems by part family: (IP, automation rule, automation config, config, GP master
-# port, HP slave port). The automation is the one hls4ml's VivadoAccelerator pynq-z2 design and PYNQ's
-# overlays run: the board files' presets (DDR, MIO, clocks) where the board names its board_part, the
-# Zynq-7000's DDR and fixed IO made external.
+# Zynq processing systems by part family: (IP, automation rule, automation config, clock config, GP master
+# port, the slave ports into DDR the cores' bundles take in turn, each with the property enabling it). The
+# automation is the one hls4ml's VivadoAccelerator pynq-z2 design and PYNQ's overlays run: the board files' presets
+# (DDR, MIO, clocks) where the board names its board_part, the Zynq-7000's DDR and fixed IO made external. The
+# slave ports: a Zynq-7000's four HP ports (UG585); a Zynq UltraScale+'s HP0-HP3 (its S_AXI_GP2-GP5), HP1 and HP2
+# sharing a DDR controller port of their own, then HPC0 (S_AXI_GP0; UG1085, "PL-PS Interface Specifics").
 _PROCESSING_SYSTEMS = {
     "xc7z": ("xilinx.com:ip:processing_system7:5.5", "xilinx.com:bd_rule:processing_system7",
              'make_external "FIXED_IO, DDR" apply_board_preset "%d" Master "Disable" Slave "Disable"',
-             "CONFIG.PCW_USE_S_AXI_HP0 {1} CONFIG.PCW_FPGA0_PERIPHERAL_FREQMHZ {%g}", "M_AXI_GP0", "S_AXI_HP0"),
+             "CONFIG.PCW_FPGA0_PERIPHERAL_FREQMHZ {%g}", "M_AXI_GP0",
+             tuple((f"S_AXI_HP{k}", f"PCW_USE_S_AXI_HP{k}") for k in range(4))),
     "xczu": ("xilinx.com:ip:zynq_ultra_ps_e:3.3", "xilinx.com:bd_rule:zynq_ultra_ps_e", 'apply_board_preset "%d"',
-             "CONFIG.PSU__USE__S_AXI_GP2 {1} CONFIG.PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ {%g}", "M_AXI_HPM0_FPD",
-             "S_AXI_HP0_FPD"),
+             "CONFIG.PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ {%g}", "M_AXI_HPM0_FPD",
+             tuple((f"S_AXI_HP{k}_FPD", f"PSU__USE__S_AXI_GP{k + 2}") for k in range(4))
+             + (("S_AXI_HPC0_FPD", "PSU__USE__S_AXI_GP0"),)),
 }
 _PROCESSING_SYSTEMS["xck"] = _PROCESSING_SYSTEMS["xczu"]  # Kria K26: a Zynq UltraScale+ MPSoC
 
@@ -206,7 +211,13 @@ def write_block_design(plan: Plan, board: Board, folder: Path) -> Optional[Path]
     family = next((k for k in _PROCESSING_SYSTEMS if device.part.startswith(k)), None)
     if family is None:
         return None
-    ps, rule, automation, config, master, slave = _PROCESSING_SYSTEMS[family]
+    ps, rule, automation, clock, master, slaves = _PROCESSING_SYSTEMS[family]
+    # the cores' gmem on the first slave port, the engine's weights bundles each on one of the next
+    bundles = ["gmem"] + [bundle for _, bundle in engine_port_names(max(
+        (u.engine.bundles for s in fpga for u in s.execution_units if u.engine is not None), default=0))]
+    if len(bundles) > len(slaves):
+        raise UserError(f"board {board.name}: its FPGA's memory.ports asks for {len(bundles)} ports into the DDR; a "
+                        f"{device.part} has {len(slaves)} slave ports hetdeploy connects cores to")
     if device.board_part:
         board_part = f"set_property board_part {device.board_part} [current_project]"
         if device.board_connections:
@@ -222,7 +233,9 @@ def write_block_design(plan: Plan, board: Board, folder: Path) -> Optional[Path]
         hls_tool=device.hls_tool,
         ip_repos=" ".join(f"{s.name}/{s.name}_prj/solution1/impl/ip" for s in fpga), tool_versions=TOOL_VERSIONS,
         ps_vlnv=ps, ps_rule=rule, ps_automation=automation % bool(device.board_part),
-        ps_config=config % device.clock_mhz, ps_master=master, ps_slave=slave,
+        ps_config=" ".join([f"CONFIG.{enable} {{1}}" for _, enable in slaves[:len(bundles)]] +
+                           [clock % device.clock_mhz]), ps_master=master,
+        bundle_slaves=" ".join(f"{bundle} {slave}" for bundle, (slave, _) in zip(bundles, slaves)),
         cores=" ".join(s.name for s in fpga)))
     return path
 

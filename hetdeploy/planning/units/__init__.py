@@ -107,8 +107,8 @@ from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDE
                     BRAM_MIN_BITS, BRAM_MIN_DEPTH, CYCLES, DA_COST_PER_DIGIT_BIT, DA_MAX_INPUTS, DA_MAX_PRODUCTS,
                     DISTRIBUTED_ARITHMETIC, DSP_MIN_CONSTANT_BITS, DSP_MIN_WIDTH, ENGINE, ENGINE_ACTIVATIONS,
                     ENGINE_CONTROL_DSP, ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_FUSED_OPS, ENGINE_HOLD_LANES,
-                    ENGINE_LANE_FF, ENGINE_LANE_LUT, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, ENGINE_PORT_MAX_WORDS,
-                    ENGINE_SHARES,
+                    ENGINE_LANE_FF, ENGINE_LANE_LUT, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, ENGINE_PORT_MAX_BUNDLES,
+                    ENGINE_PORT_MAX_WORDS, ENGINE_SHARES,
                     FOLDED_STRATEGIES, IO_TYPES, LOOKUP_TABLE_BITS, LOOKUP_TABLE_SIZE, NOT_HLS4ML_LAYER_OPS,
                     NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ, RESOURCES, RESOURCE_PARTS, SOFTMAX_REFERENCE_CYCLES,
                     STRATEGIES, SYNTHESIS_LUT_SHARE, TABLE_INDEX_LUT_PER_BIT, TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES,
@@ -426,7 +426,7 @@ def engine_sizes_for(device: Device, width: int, shapes: Sequence[Shape],
         pair = dataclasses.replace(pinned, pixels=2)
         sizes = [pinned] + [pair] * (engine_resources(window, width, pair)["dsp"] <= allowance.get("dsp", 0))
     else:
-        sizes = engine_sizes(width, allowance, window, engine_port_words(device))
+        sizes = engine_sizes(width, allowance, window, *engine_port(device))
     # (of two sizes as fast, the one of a pixel at once: fewer DSPs)
     return sorted(sizes, key=lambda size: (engine_cycles_of(device, width, shapes, size), size.pixels))
 
@@ -448,7 +448,7 @@ def pinned_engine_size(device: Device, width: int, window: int) -> EngineSize:
                                   f"({per_word})")
     budget = device.budget()
     uram = min(lanes, buffer_lanes(width, {"uram": budget.get("uram", 0)}, window, vector)[1])
-    size = EngineSize(lanes, uram - uram % 2, vector, engine_port_words(device))
+    size = EngineSize(lanes, uram - uram % 2, vector, *engine_port(device))
     needs = engine_resources(window, width, size)
     over = [f"{needs[k]:,} {k.upper() if k != 'bram18' else 'BRAM18'}s of {budget.get(k, 0):,}" for k in needs
             if k in ("dsp", "bram18", "uram") and needs[k] > budget.get(k, 0)]
@@ -493,14 +493,19 @@ def staging_bytes(layer: EngineLayer, element: int) -> int:
     return layer.kernel[0] * buffer_bytes(layer.input[1] * layer.channels, element)
 
 
-def engine_port_words(device: Device) -> int:
-    """The 64-bit words the engine's weights port reads a cycle on ``device``: the most, a power of two up to
-    ENGINE_PORT_MAX_WORDS, that its DDR port delivers a cycle (128 bits on a Zynq UltraScale+ HP port at 3.2 GB/s
-    and 200 MHz; 64 on the PYNQ-Z2's), at least one."""
-    words = 1
+def engine_port(device: Device) -> tuple[int, int]:
+    """The 64-bit words the engine's weights port reads a cycle on ``device`` and the m_axi bundles it is: a bundle
+    on each DDR port of the FPGA's but the first (its cores' other bundle's: ``Memory.ports``), a power of two of
+    them up to ENGINE_PORT_MAX_BUNDLES (one, the first port's, where it has one), each reading the most words, a
+    power of two, that a port delivers a cycle (128 bits on a Zynq UltraScale+ HP port at 3.2 GB/s and 200 MHz; 64
+    on the PYNQ-Z2's), at least one; ENGINE_PORT_MAX_WORDS in all at most."""
+    words = bundles = 1
     while 2 * words <= ENGINE_PORT_MAX_WORDS and 2 * words * ARENA_WORD_BYTES <= ddr_bytes_per_cycle(device):
         words *= 2
-    return words
+    while 2 * bundles <= min(ENGINE_PORT_MAX_BUNDLES, device.memory.ports - 1) and \
+            2 * bundles * words <= ENGINE_PORT_MAX_WORDS:
+        bundles *= 2
+    return words * bundles, bundles
 
 
 def ddr_bytes_per_cycle(device: Device) -> float:

@@ -74,6 +74,8 @@ ENGINE_SHARES = {"dsp": 0.75, "bram18": 0.75, "uram": 0.75}
 # The engine's weights port is at most this many 64-bit words wide (512 bits: the widest AXI data bus of the boards'
 # memory ports, an Alveo card's DDR; a Zynq UltraScale+ HP port is 128 bits, a Zynq-7000's 64: UG1085, UG585)
 ENGINE_PORT_MAX_WORDS = 8
+# ... and at most this many m_axi bundles (engine.h's w0 .. w3), a DDR port each
+ENGINE_PORT_MAX_BUNDLES = 4
 # Lanes come in multiples of this (the outputs a word holds at 8 bits: a tile of lanes then writes whole words of a
 # layer whose filters are a multiple of it), but for an engine too small for one
 ENGINE_LANE_MULTIPLE = 8
@@ -148,13 +150,14 @@ SYNTHESIS_LUT_SHARE = 0.5
 class EngineSize:
     """An engine's lanes, of which ``uram_lanes`` (an even number) hold their weights in URAM, two a block, the
     others in BRAM, the values each lane takes a cycle, and the 64-bit words its weights port reads a cycle (the
-    board's DDR port's: ``engine_port_words``), one word to each of as many lanes."""
+    board's DDR ports': ``engine_port``), one word to each of as many lanes."""
 
     lanes: int
     uram_lanes: int
     vector: int
     port_words: int = 1
     pixels: int = 1  # output pixels at once: 1, or 2 (hls/engine.h's engine_pairs; each lane's multipliers twice)
+    bundles: int = 1  # the m_axi bundles its weights port is, port_words / bundles words each, a DDR port each
 
 
 @dataclass(frozen=True)
@@ -404,14 +407,15 @@ def weight_reads(first: int, tile: int, port_words: int) -> int:
     return (first + tile - 1) // port_words - first // port_words + 1
 
 
-def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words: int = 1) -> list[EngineSize]:
+def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words: int = 1,
+                 bundles: int = 1) -> list[EngineSize]:
     """The engine sizes to weigh at ``width`` bits where the engine may take ``allowance`` (DSPs, BRAM18s and URAM
-    blocks), its largest window is ``window`` values and its weights port reads ``port_words`` words a cycle: for
-    each number of values a lane takes a cycle (a power of two up to a word's), the most lanes whose multipliers,
-    control and weight buffers fit (URAM's first, then BRAM's), a multiple of the outputs a word holds, and the most
-    whose buffers are all URAM, then each half of those down to one word's; each at one output pixel at once and,
-    where the DSPs allow, at two (the pair's multipliers sharing each weight read: no more weight buffers); the most
-    multiply-accumulators a cycle first; at least one lane of one value."""
+    blocks), its largest window is ``window`` values and its weights port reads ``port_words`` words a cycle
+    (through ``bundles`` bundles): for each number of values a lane takes a cycle (a power of two up to a word's),
+    the most lanes whose multipliers, control and weight buffers fit (URAM's first, then BRAM's), a multiple of the
+    outputs a word holds, and the most whose buffers are all URAM, then each half of those down to one word's; each
+    at one output pixel at once and, where the DSPs allow, at two (the pair's multipliers sharing each weight read:
+    no more weight buffers); the most multiply-accumulators a cycle first; at least one lane of one value."""
     sizes = []
     vector = multiple = ARENA_WORD_BYTES // element_bytes(width)
     while vector >= 1:
@@ -421,12 +425,12 @@ def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words:
                 vector * pixels * dsps_a_product(width)))
             for lanes in {most - most % multiple, min(most, uram_most) - min(most, uram_most) % multiple}:
                 while lanes >= multiple:  # the most, and the most without BRAM, then their halves
-                    sizes.append(EngineSize(lanes, min(lanes, uram_most), vector, port_words, pixels))
+                    sizes.append(EngineSize(lanes, min(lanes, uram_most), vector, port_words, pixels, bundles))
                     lanes = lanes // 2 - lanes // 2 % multiple
         vector //= 2
     most_first = sorted(set(sizes), key=lambda size: (-size.lanes * size.vector * size.pixels, -size.vector,
                                                       size.lanes - size.uram_lanes, size.pixels))
-    return most_first or [EngineSize(1, 0, 1, port_words)]
+    return most_first or [EngineSize(1, 0, 1, port_words, 1, bundles)]
 
 
 def buffer_lanes(width: int, allowance: dict[str, int], window: int, vector: int) -> tuple[int, int]:
@@ -494,7 +498,8 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     """A unit on the subfunction's engine (hls/engine.h, of the shape's size): what it adds beside the engine
     (nothing: the engine's resources are ``engine_resources``, once for all its units), and its cycles
     (``engine_cycles``), at least the DDR's time for its weights' words when that is longer than the loops that
-    read them. It reads and writes its buffers itself: no moves besides."""
+    read them (``ddr_bytes_per_cycle`` through each of its weights port's bundles, a DDR port each). It reads and
+    writes its buffers itself: no moves besides."""
     channels, groups, _ = _window_channels(shape)
     counted = engine_cycles(shape.n_in, shape.n_out, shape.vectors, width, shape.engine.lanes,
                             vector=shape.engine.vector, channels=channels, groups=groups,
@@ -502,7 +507,8 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
                             pixels_at_once=shape.engine.pixels)
     cycles = counted["cycles"]
     ddr = 0 if ddr_bytes_per_cycle is None else max(
-        0, math.ceil(counted["weight_words"] * ARENA_WORD_BYTES / ddr_bytes_per_cycle) - counted["weight_cycles"])
+        0, math.ceil(counted["weight_words"] * ARENA_WORD_BYTES / (ddr_bytes_per_cycle * shape.engine.bundles))
+        - counted["weight_cycles"])
     return {"dsp": 0, "bram18": 0, "lut": 0, "ff": 0, "latency_cycles": cycles + ddr, "compute_cycles": cycles + ddr,
             "buffer_cycles": 0, "ddr_cycles": ddr}
 
