@@ -217,7 +217,8 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
 
     rng = np.random.default_rng(7)
     layer = EngineLayer(*LAYERS[kind], lanes=4, vector=vector, uram_lanes=uram_lanes, groups=GROUPS.get(kind, 1),
-                        port_words=port, pixels=pixels, bundles=bundles, clip=CLIPS.get(kind))
+                        port_words=port, pixels=pixels, bundles=bundles, buffer_window=LARGEST_WINDOW,
+                        clip=CLIPS.get(kind))
     weights = rng.normal(0, 0.5, (layer.filters, *layer.kernel, layer.channels // layer.groups))
     bias = rng.normal(0, 1, layer.filters)
     ww = 8 if iw == 8 else 16
@@ -274,7 +275,7 @@ def test_a_depthwise_convolution_takes_a_lane_a_channel_bit_for_bit(tmp_path, iw
     if iw == ow:  # engine_cycles' one width: the inputs' and outputs' words alike
         staging = staging_cycles(size, 48, [3, 3], strides, pads, dilations, out, iw) if staged else ()
         estimate = engine_cycles(9, 48, out[0] * out[1], iw, 32, vector=vector, channels=1, groups=48,
-                                 port_words=port, staging=staging)
+                                 port_words=port, staging=staging, buffer_window=LARGEST_WINDOW)
         assert estimate["cycles"] == cycles
         # fewer than a lane a group would take (30 lanes, not whole words: each channel a tile of its own)
         assert cycles < engine_cycles(9, 48, out[0] * out[1], iw, 30, vector=vector, channels=1, groups=48,
@@ -416,6 +417,6 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
         estimated = engine_cycles(per_group * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16, lanes,
                                   vector=vector, channels=per_group, groups=layer[14], port_words=port,
                                   row=engine_row_values(layer[7], per_group, layer[14], 1, 16), staging=staging,
-                                  pixels_at_once=pixels)
+                                  pixels_at_once=pixels, buffer_window=window)
         assert abs(estimated["cycles"] - cycles) <= 0.02 * cycles, (layer, cycles, estimated)
         assert estimated["weight_words"] == words, (layer, words, estimated)

@@ -606,9 +606,10 @@ def test_the_engine_takes_its_units_one_window_value_a_cycle_per_tile_of_lanes()
     # (its weights port one DDR word wide, as the FPGA's 8 bytes a cycle deliver: a read a filter's word, then a
     # read a filter's bias)
     assert shape.engine.port_words == 1
-    # (a cycle a tile, and a cycle for its one pass of the pixels: its input on chip)
-    expected = sum(1 + 4 * words - 1 + ENGINE_MOVE_DEPTH + filters - 1 + ENGINE_MOVE_DEPTH
-                   + 1 + pixels * window - 1 + ENGINE_MAC_DEPTH + written - 1 + ENGINE_MOVE_DEPTH
+    # (a cycle for each tile's group of one, for its weights, for its one pass of the pixels (its input on chip) and
+    # for its pixels in the pass)
+    expected = sum(2 + 4 * words - 1 + ENGINE_MOVE_DEPTH + filters - 1 + ENGINE_MOVE_DEPTH
+                   + 2 + pixels * window - 1 + ENGINE_MAC_DEPTH + written - 1 + ENGINE_MOVE_DEPTH
                    for filters, words, written in tiles)
     assert used["latency_cycles"] == expected
     assert {k: used[k] for k in RESOURCES} == {k: 0 for k in RESOURCES}

@@ -348,6 +348,9 @@ class EngineLayer:
     port_words: int = 1  # the 64-bit words the engine's weights port reads a cycle (units.engine_port)
     pixels: int = 1  # the output pixels the engine computes at once: 1, or 2 (hls/engine.h's engine_pairs)
     bundles: int = 1  # the m_axi bundles the weights port is, each on a DDR port of its own (units.engine_port)
+    # the largest window the engine's lanes' buffers hold (values; their depth): a staged layer keeps as many tiles'
+    # weights at once as fit (hls/engine.h's engine_resident)
+    buffer_window: int = 0
     weight_fraction: int = 0  # set when the build sizes the unit (generate), as the fractions below
     in_fraction: int = 0
     in_signed: bool = True

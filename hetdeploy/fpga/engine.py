@@ -28,7 +28,7 @@ def engine_layer(node: Node, last: Node, size: units.EngineSize) -> EngineLayer:
         (first,), (out,) = node.input_shapes, node.output_shapes
         return EngineLayer(first[-1], [1, 1], out[-1], [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], relu, size.lanes,
                            size.vector, size.uram_lanes, port_words=size.port_words, pixels=size.pixels,
-                           bundles=size.bundles, clip=clip)
+                           bundles=size.bundles, buffer_window=size.window, clip=clip)
     first, out = node.input_shapes[0], node.output_shapes[0]
     spatial = len(first) - 2
 
@@ -40,7 +40,7 @@ def engine_layer(node: Node, last: Node, size: units.EngineSize) -> EngineLayer:
                        as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
                        as_2d(node.attrs.get("dilations") or [1] * spatial), relu, size.lanes, size.vector,
                        size.uram_lanes, node.attrs.get("group", 1), size.port_words, pixels=size.pixels,
-                       bundles=size.bundles, clip=clip)
+                       bundles=size.bundles, buffer_window=size.window, clip=clip)
 
 
 def _bound(value: Optional[float]) -> Optional[float]:

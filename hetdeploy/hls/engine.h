@@ -19,12 +19,15 @@
 // cannot be an on-chip array at one call and an m_axi pointer at another). The window loops never read DDR: an input
 // there is staged (the call's ``staging``, a buffer of the memory plan on chip), a row of output pixels at a time,
 // the input rows their windows read copied first, each row one burst (engine_stage); those pixels' windows then read
-// the staging buffer.
+// the staging buffer. A staged layer keeps as many tiles' weights in the buffers at once as fit (engine_resident),
+// each tile's in a slot of its own, and stages each row once for all of them.
 //
 // A call computes a convolution (a dense layer: a 1 x 1 convolution of one pixel) over channels-last buffers of the
-// subfunction's memories (arena.h), its weights and biases read from DDR: for each tile of LANES output channels, the
-// tile's weights into the engine's buffers (the port's words in order: one burst), an entry of VEC weights a cycle into
-// each of PORT lanes at once, then for each output pixel the k_h x k_w x in_c window values VEC a cycle (where the
+// subfunction's memories (arena.h), its weights and biases read from DDR: for each tile of LANES output channels (each
+// group of resident tiles), the tile's weights into the engine's buffers (the port's words in order: one burst), an
+// entry of VEC weights a cycle into each of PORT lanes at once, then, for each pass of output pixels (all of them, or
+// a row where the input is staged) and each tile, the tile's biases, then for each output pixel of the pass the
+// k_h x k_w x in_c window values VEC a cycle (where the
 // layer's input channels are a multiple of VEC: each group of VEC channels then lies in one input word; else one a
 // cycle), each multiplied by the tile's LANES weights at once, and the pixel's outputs written a whole word a cycle.
 // Where every tile's outputs are whole words (LANES and the layer's output channels multiples of a word's outputs) the
@@ -201,11 +204,12 @@ struct engine_walk {
 struct engine_pixel {
     int x, row0, column0, out_first;
 
-    void start(const engine_layer &g, int first) {
+    // at the first pixel of output row ``row``, its first output channel ``first``
+    void start(const engine_layer &g, int first, int row) {
         x = 0;
-        row0 = -g.pad_top;
+        row0 = row * g.s_h - g.pad_top;
         column0 = -g.pad_left;
-        out_first = first;
+        out_first = first + row * g.out_w * g.out_c;
     }
 
     void next(const engine_layer &g) {
@@ -346,15 +350,16 @@ void engine_step_values(const word_t &in_word, const engine_layer &g, const engi
     }
 }
 
-// One window step of a pixel: its values, each multiplied by every lane's weight and added to its sum (sums[0])
+// One window step of a pixel: its values, each multiplied by every lane's weight (its tile's from the buffers' entry
+// ``slot`` on) and added to its sum (sums[0])
 template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
-void engine_accumulate(const word_t &in_word, const engine_layer &g, const engine_walk &w, int step,
+void engine_accumulate(const word_t &in_word, const engine_layer &g, const engine_walk &w, int step, int slot,
                        const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES], sum_t sums[][LANES]) {
 #pragma HLS INLINE
     ap_int<IW + 1> value[1][VEC];
 #pragma HLS ARRAY_PARTITION variable=value complete dim=0
     engine_step_values<IW, VEC>(in_word, g, w, step, value[0]);
-    engine_products<IW, WW, LANES, URAM_LANES, VEC, ENTRIES, 1>(value, w.entry, w.lane, tile, paired, sums);
+    engine_products<IW, WW, LANES, URAM_LANES, VEC, ENTRIES, 1>(value, slot + w.entry, w.lane, tile, paired, sums);
 }
 
 // Channel ``c`` of column ``column`` moved ``n`` values on along a window row (n at most VEC): each time it passes the
@@ -425,9 +430,9 @@ inline bool engine_rows(const engine_layer &g, int pw) {
 
 // One iteration of a row walk, ``fresh`` the word it read (``engine_row_walk::word``; zero outside the input): past
 // the row's first, its VEC values (zeros outside the map; those past the row's k_w x in_c meet its padding's zero
-// weights) each multiplied by every lane's weight and added to its sum
+// weights) each multiplied by every lane's weight (its tile's from entry ``slot`` on) and added to its sum
 template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
-void engine_row_accumulate(const word_t &fresh, const engine_layer &g, engine_row_walk &w,
+void engine_row_accumulate(const word_t &fresh, const engine_layer &g, engine_row_walk &w, int slot,
                            const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES], sum_t sums[][LANES]) {
 #pragma HLS INLINE
     static const int IPW = lane<ap_uint<IW> >::per_word;
@@ -447,7 +452,7 @@ void engine_row_accumulate(const word_t &fresh, const engine_layer &g, engine_ro
             const ap_int<IW + 1> got = engine_value<IW>(k < IPW ? w.held : fresh, k % IPW, g);
             value[0][v] = inside ? got : ap_int<IW + 1>(0);
         }
-        engine_products<IW, WW, LANES, URAM_LANES, VEC, ENTRIES, 1>(value, w.entry, 0, tile, paired, sums);
+        engine_products<IW, WW, LANES, URAM_LANES, VEC, ENTRIES, 1>(value, slot + w.entry, 0, tile, paired, sums);
     }
     w.held = fresh;
 }
@@ -501,18 +506,41 @@ inline void engine_pixel_after(const engine_layer &g, const engine_pixel &output
     engine_start_walks(g, after, channel0, staged, walk, row_walk);
 }
 
-// A pass of a tile's pixels begins (a cycle): where the input is staged (``staging`` a place), the rows its pixels'
-// windows read staged first; the walks at its first pixel (``output``), the window's first channel ``channel0``
-template <int IW, int MEMORIES, int DDR>
-void engine_pass(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_layer &g, const engine_place &source,
-                 const engine_place &staging, int slot_words, const engine_pixel &output, int channel0,
-                 engine_walk &walk, engine_row_walk &row_walk) {
+// A tile of a layer's output channels, a group's filters LANES at a time (a depthwise layer's channels LANES at a
+// time): its first output channel, its filters and its group's first input channel; stepped by counters (its group
+// and its first filter in it), one tile after another.
+struct engine_tile {
+    int first, filters, channel0, group, start;
+
+    // its filters and first input channel, from its first output channel, group and first filter in the group
+    void take(const engine_layer &g, bool depthwise, int lanes, int group_filters, int channels) {
+        if (depthwise) filters = g.out_c - first < lanes ? g.out_c - first : lanes;
+        else filters = group_filters - start < lanes ? group_filters - start : lanes;
+        channel0 = depthwise ? first : group * channels;
+    }
+
+    void begin(const engine_layer &g, bool depthwise, int lanes, int group_filters, int channels) {
+        first = group = start = 0;
+        take(g, depthwise, lanes, group_filters, channels);
+    }
+
+    void next(const engine_layer &g, bool depthwise, int lanes, int group_filters, int channels) {
+        first += filters;
+        start += filters;
+        if (start >= group_filters) {
+            start = 0;
+            group++;
+        }
+        take(g, depthwise, lanes, group_filters, channels);
+    }
+};
+
+// The tiles whose weights a layer keeps in the lanes' buffers at once, each in a slot of ``filter_entries`` of their
+// ``entries``: where its input is staged, as many as fit (each row of output pixels then staged once for all of
+// them, not once a tile); else one
+inline int engine_resident(bool staged, int entries, int filter_entries) {
 #pragma HLS INLINE
-    const bool staged = staging.memory >= 0;
-    HETDEPLOY_COUNTED(engine_counted().cycles++);
-    if (DDR >= 0 && staged)  // (an engine none of whose buffers lies in DDR has no staging loops)
-        engine_stage<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, output.row0, slot_words);
-    engine_start_walks(g, output, channel0, staged, walk, row_walk);
+    return staged && entries / filter_entries > 1 ? entries / filter_entries : 1;
 }
 
 // Whether a tile whose outputs are whole words (``words`` a pixel) runs two output pixels at a time on an engine
@@ -641,92 +669,108 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     // group's filters, LANES at a time
     const bool depthwise = DEPTHWISE && g.groups == g.in_c && g.out_c == g.in_c && g.in_c % IPW == 0 &&
                            g.out_c % L == 0 && LANES % IPW == 0 && LANES % L == 0;
-    int group = 0, start = 0;  // the tile's group and its first filter in it
-tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a time, for a depthwise one)
-    for (int first = 0, filters = 0; first < g.out_c; first += filters) {
+    // a staged layer's tiles whose weights the lanes' buffers hold at once, each in a slot of filter_entries entries
+    // (``engine_resident``); one where the input is on chip
+    const int filter_entries = filter_words * EPW;
+    const int resident = engine_resident(staged, WINDOW_ENTRIES, filter_entries);
+    const bool aligned = depthwise || (LANES % L == 0 && group_filters % L == 0);  // every tile's outputs whole words
+    engine_tile t;
+    t.begin(g, depthwise, LANES, group_filters, channels);
+tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels for each of them
+    for (; t.first < g.out_c;) {
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_TILES
         HETDEPLOY_COUNTED(engine_counted().cycles++);
-        if (depthwise) filters = g.out_c - first < LANES ? g.out_c - first : LANES;
-        else filters = group_filters - start < LANES ? group_filters - start : LANES;
-        const int channel0 = depthwise ? first : group * channels;
-        start += filters;
-        if (start >= group_filters) {
-            start = 0;
-            group++;
-        }
-        // the tile's filters' words: read (q, word i of filters q * PORT .. q * PORT + PORT - 1) for each q the
-        // tile's filters reach, i after i, one read a DDR burst's next word; each lane takes its filter's entry of
-        // the read that holds it (one write a lane a cycle), an entry a cycle of a word's EPW
-        const int first_read = first / PORT, reads = (first + filters - 1) / PORT - first_read + 1;
-        int next = first_read * filter_words;  // the port's next read
-        int q = 0, i = 0, k = 0;  // the read's filters (from first_read), its word of their windows, the entry
-        port_t word = 0;
-        HETDEPLOY_COUNTED(long long entries = 0);
-    load_tile:
-        for (int e = 0; e < reads * filter_words * EPW; e++) {
+        const engine_tile group_first = t;
+        int held = 0;  // the group's tiles
+    group_weights:
+        for (; held < resident && t.first < g.out_c; held++) {
+#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_TILES
+            HETDEPLOY_COUNTED(engine_counted().cycles++);
+            // the tile's filters' words into its slot: read (q, word i of filters q * PORT .. q * PORT + PORT - 1)
+            // for each q the tile's filters reach, i after i, one read a DDR burst's next word; each lane takes its
+            // filter's entry of the read that holds it (one write a lane a cycle), an entry a cycle of a word's EPW
+            const int slot = held * filter_entries;
+            const int first_read = t.first / PORT, reads = (t.first + t.filters - 1) / PORT - first_read + 1;
+            int next = first_read * filter_words;  // the port's next read
+            int q = 0, i = 0, k = 0;  // the read's filters (from first_read), its word of their windows, the entry
+            port_t word = 0;
+            HETDEPLOY_COUNTED(long long entries = 0);
+        load_tile:
+            for (int e = 0; e < reads * filter_entries; e++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=TILE_ENTRIES
-            HETDEPLOY_COUNTED(entries++);
-            if (k == 0) word = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, next++);
-            const int base = (first_read + q) * PORT - first;  // the lane the read's first filter is
-            for (int lane_t = 0; lane_t < LANES; lane_t++) {
+                HETDEPLOY_COUNTED(entries++);
+                if (k == 0) word = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, next++);
+                const int base = (first_read + q) * PORT - t.first;  // the lane the read's first filter is
+                for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
-                const int p = lane_t - base;
-                if (p >= 0 && p < PORT && lane_t < filters) {
-                    const entry_t entry = word.range(64 * p + VEC * LB * (k + 1) - 1, 64 * p + VEC * LB * k);
-                    if (lane_t < URAM_LANES) paired[lane_t / 2][lane_t % 2 * WINDOW_ENTRIES + i * EPW + k] = entry;
-                    else tile[lane_t - URAM_LANES][i * EPW + k] = entry;
+                    const int p = lane_t - base;
+                    if (p >= 0 && p < PORT && lane_t < t.filters) {
+                        const entry_t entry = word.range(64 * p + VEC * LB * (k + 1) - 1, 64 * p + VEC * LB * k);
+                        const int at = slot + i * EPW + k;
+                        if (lane_t < URAM_LANES) paired[lane_t / 2][lane_t % 2 * WINDOW_ENTRIES + at] = entry;
+                        else tile[lane_t - URAM_LANES][at] = entry;
+                    }
+                }
+                if (++k == EPW) {
+                    k = 0;
+                    if (++i == filter_words) {
+                        i = 0;
+                        q++;
+                    }
                 }
             }
-            if (++k == EPW) {
-                k = 0;
-                if (++i == filter_words) {
-                    i = 0;
-                    q++;
-                }
-            }
+            HETDEPLOY_COUNTED(count_loop(entries, ENGINE_MOVE_DEPTH);
+                              engine_counted().weight_words += (long long)reads * PORT * filter_words);
+            t.next(g, depthwise, LANES, group_filters, channels);
         }
-        HETDEPLOY_COUNTED(count_loop(entries, ENGINE_MOVE_DEPTH));
-        const int biases = bias_read + first_read;
-    load_bias:  // the tile's filters' biases, PORT a read
-        for (int r = 0; r < reads; r++) {
+        const engine_tile group_end = t;
+    passes:  // of the pixels: one, or a row of them a pass where the input is staged (its rows staged once)
+        for (int r = 0; r < row_count; r++) {
+#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROWS
+            HETDEPLOY_COUNTED(engine_counted().cycles++);
+            if (DDR >= 0 && staged)  // (an engine none of whose buffers lies in DDR has no staging loops)
+                engine_stage<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, r * g.s_h - g.pad_top,
+                                                slot_words);
+            t = group_first;
+        resident_tiles:  // the pass's pixels of each tile of the group
+            for (int held_tile = 0; held_tile < held; held_tile++) {
+#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_TILES
+                HETDEPLOY_COUNTED(engine_counted().cycles++);
+                const int slot = held_tile * filter_entries, first = t.first, filters = t.filters;
+                const int channel0 = t.channel0;
+                const int first_read = first / PORT, reads = (first + filters - 1) / PORT - first_read + 1;
+                const int biases = bias_read + first_read;
+            load_bias:  // the tile's filters' biases, PORT a read
+                for (int b = 0; b < reads; b++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=TILE_READS
-            const port_t read = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, biases + r);
-            const int base = (first_read + r) * PORT - first;
-            for (int lane_t = 0; lane_t < LANES; lane_t++) {
+                    const port_t read = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, biases + b);
+                    const int base = (first_read + b) * PORT - first;
+                    for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
-                const int p = lane_t - base;
-                if (p >= 0 && p < PORT) bias[lane_t] = sum_t(read.range(64 * p + 63, 64 * p));
-            }
-        }
-        HETDEPLOY_COUNTED(count_loop(reads, ENGINE_MOVE_DEPTH);
-                          engine_counted().weight_words += (long long)reads * PORT * (filter_words + 1));
-        engine_pixel output;
-        output.start(g, first);
-        engine_walk walk;
-        engine_row_walk row_walk;
-        if (depthwise || (LANES % L == 0 && group_filters % L == 0)) {
-            // every tile's outputs are whole words (its first channel and its channels multiples of a word's):
-            // one loop of ``span`` iterations a pixel, its window's steps (a depthwise tile's: its window places'
-            // input words of its channels, place after place), during which the previous pixel's words are
-            // written (from ``done``, its sums), a word an iteration; the last pixel's after it
-            const int words = filters / L, channel_words = filters / IPW;
-            if (PIXELS == 2 && engine_pairs(depthwise, rows, steps, words)) {
-                // two output pixels at a time: a pixel (``output``) and the one after it in the pass (``second``;
-                // none past the pass's last), each weight entry read once for both; a pair's loop of ``pair_span``
-                // iterations: its window's steps, one input word of each pixel read an iteration, then its 2 x words
-                // output words written, the first pixel's then the second's, one an iteration (an iteration reads a
-                // memory twice or writes it once: its two ports)
-                const int pair_span = steps + 2 * words, pairs = (row_pixels + 1) / 2;
-                engine_pixel second;
-                engine_walk second_walk;
-                engine_row_walk unused;  // (no row walk: a pair's layers walk their windows a step a channel group)
-            pair_passes:  // of the pixels: one pass, or a row of them a pass where the input is staged
-                for (int r = 0; r < row_count; r++) {
-#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROWS
-                    engine_pass<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, slot_words, output, channel0,
-                                                   walk, row_walk);
+                        const int p = lane_t - base;
+                        if (p >= 0 && p < PORT) bias[lane_t] = sum_t(read.range(64 * p + 63, 64 * p));
+                    }
+                }
+                HETDEPLOY_COUNTED(count_loop(reads, ENGINE_MOVE_DEPTH);
+                                  engine_counted().weight_words += (long long)reads * PORT);
+                engine_pixel output;
+                output.start(g, first, r);
+                engine_walk walk;
+                engine_row_walk row_walk;
+                engine_start_walks(g, output, channel0, staged, walk, row_walk);
+                const int words = filters / L, channel_words = filters / IPW;
+                if (aligned && PIXELS == 2 && engine_pairs(depthwise, rows, steps, words)) {
+                    // two output pixels at a time: a pixel (``output``) and the one after it in the pass
+                    // (``second``; none past the pass's last), each weight entry read once for both; a pair's loop
+                    // of ``pair_span`` iterations: its window's steps, one input word of each pixel read an
+                    // iteration, then its 2 x words output words written, the first pixel's then the second's, one
+                    // an iteration (an iteration reads a memory twice or writes it once: its two ports)
+                    const int pair_span = steps + 2 * words, pairs = (row_pixels + 1) / 2;
+                    engine_pixel second;
+                    engine_walk second_walk;
+                    engine_row_walk unused;  // (no row walk: a pair's layers walk their windows a step a channel group)
                     engine_pixel_after(g, output, channel0, staged, second, second_walk, unused);
                     int j = 0, pixel = 0;  // the pair's iteration; its first pixel's in the pass
                     HETDEPLOY_COUNTED(long long iterations = 0);
@@ -752,7 +796,7 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                             engine_step_values<IW, VEC>(first_word, g, walk, step, value[0]);
                             engine_step_values<IW, VEC>(second_word, g, second_walk, step, value[PIXELS - 1]);
                             engine_products<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES, PIXELS>(
-                                value, walk.entry, walk.lane, tile, paired, sums);
+                                value, slot + walk.entry, walk.lane, tile, paired, sums);
                             walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
                             second_walk.next(g, channels, step, VEC, second.column0, column_step, row_step);
                         } else {  // a word of the pair's outputs: the first pixel's, then the second's (if any)
@@ -772,143 +816,139 @@ tiles:  // of each group's filters, LANES at a time (of the channels, LANES at a
                         }
                     }
                     HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
-                }
-                continue;
-            }
-            const int pixel_steps = depthwise ? channel_words * g.k_h * g.k_w : steps;
-            const int span = pixel_steps > words ? pixel_steps : words;
-            const int column_step_dw = g.d_w * g.in_c - filters;  // a depthwise walk's, after a place's channels
-            sum_t done[LANES];
+                } else if (aligned) {
+                    // one loop of ``span`` iterations a pixel, its window's steps (a depthwise tile's: its window
+                    // places' input words of its channels, place after place), during which the previous pixel's
+                    // words are written (from ``done``, its sums), a word an iteration; the pass's last pixel's after
+                    // it
+                    const int pixel_steps = depthwise ? channel_words * g.k_h * g.k_w : steps;
+                    const int span = pixel_steps > words ? pixel_steps : words;
+                    const int column_step_dw = g.d_w * g.in_c - filters;  // a depthwise walk's, after a place's
+                    sum_t done[LANES];
 #pragma HLS ARRAY_PARTITION variable=done complete
-            // the pixel's iteration; a depthwise step's input word of its place, and that place's weights' entry and
-            // lane in it; the first word of the previous pixel's outputs
-            int j = 0, word = 0, entry = 0, at_lane = 0, done_word = 0;
-            bool previous = false;  // a pixel before this one in the tile, its sums in done
-        row_passes:  // of the pixels: one pass, or a row of them a pass where the input is staged
-            for (int r = 0; r < row_count; r++) {
-#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROWS
-                engine_pass<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, slot_words, output, channel0, walk,
-                                          row_walk);
-                HETDEPLOY_COUNTED(long long iterations = 0);
-            overlapped:
-                for (int i = 0; i < row_pixels * span; i++) {
-                    ENGINE_WINDOW_LOOP
-                    HETDEPLOY_COUNTED(iterations++);
-                    if (j == 0) {
-                        for (int lane_t = 0; lane_t < LANES; lane_t++) {
+                    // the pixel's iteration; a depthwise step's input word of its place, and that place's weights'
+                    // entry and lane in it; the first word of the previous pixel's outputs
+                    int j = 0, word = 0, entry = 0, at_lane = 0, done_word = 0;
+                    bool previous = false;  // a pixel before this one in the pass, its sums in done
+                    HETDEPLOY_COUNTED(long long iterations = 0);
+                overlapped:
+                    for (int i = 0; i < row_pixels * span; i++) {
+                        ENGINE_WINDOW_LOOP
+                        HETDEPLOY_COUNTED(iterations++);
+                        if (j == 0) {
+                            for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
-                            done[lane_t] = sums[0][lane_t];
-                            sums[0][lane_t] = bias[lane_t];
-                        }
-                    }
-                    // the iteration's input word: one read of the memory the input lies in
-                    bool in_map = walk.inside(g);
-                    const int at = rows ? row_walk.word<VEC, IPW>(g, input_elements, in_map) : walk.at / IPW;
-                    const word_t in_word = j < pixel_steps && in_map
-                                               ? engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, at) : word_t(0);
-                    if (j < pixel_steps && depthwise) {
-                        engine_depthwise_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
-                            in_word, g, word, entry, at_lane, tile, paired, sums[0]);
-                        walk.next(g, filters, IPW, IPW, output.column0, column_step_dw, row_step);
-                        if (++word == channel_words) {  // the next window place: its weights the next in the entry
-                            word = 0;
-                            if (++at_lane == VEC) {
-                                at_lane = 0;
-                                entry++;
+                                done[lane_t] = sums[0][lane_t];
+                                sums[0][lane_t] = bias[lane_t];
                             }
                         }
-                    } else if (j < pixel_steps && rows) {
-                        engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
-                            in_word, g, row_walk, tile, paired, sums);
-                        row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
-                    } else if (j < pixel_steps) {
-                        engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(in_word, g, walk, step, tile,
-                                                                                          paired, sums);
-                        walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
+                        // the iteration's input word: one read of the memory the input lies in
+                        bool in_map = walk.inside(g);
+                        const int at = rows ? row_walk.word<VEC, IPW>(g, input_elements, in_map) : walk.at / IPW;
+                        const word_t in_word = j < pixel_steps && in_map
+                                                   ? engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, at) : word_t(0);
+                        if (j < pixel_steps && depthwise) {
+                            engine_depthwise_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
+                                in_word, g, word, slot + entry, at_lane, tile, paired, sums[0]);
+                            walk.next(g, filters, IPW, IPW, output.column0, column_step_dw, row_step);
+                            if (++word == channel_words) {  // the next window place: its weights the next in the entry
+                                word = 0;
+                                if (++at_lane == VEC) {
+                                    at_lane = 0;
+                                    entry++;
+                                }
+                            }
+                        } else if (j < pixel_steps && rows) {
+                            engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
+                                in_word, g, row_walk, slot, tile, paired, sums);
+                            row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
+                        } else if (j < pixel_steps) {
+                            engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(in_word, g, walk, step,
+                                                                                              slot, tile, paired, sums);
+                            walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
+                        }
+                        if (j < words && previous)  // the previous pixel's word j: each word once, none read
+                            engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + j,
+                                                   engine_word<OW>(done, j, g, shift, most, least));
+                        if (++j == span) {
+                            j = word = entry = at_lane = 0;
+                            done_word = output.out_first / L;
+                            previous = true;
+                            output.next(g);
+                            engine_start_walks(g, output, channel0, staged, walk, row_walk);
+                        }
                     }
-                    if (j < words && previous)  // the previous pixel's word j: each word once, none read
-                        engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + j,
-                                               engine_word<OW>(done, j, g, shift, most, least));
-                    if (++j == span) {
-                        j = word = entry = at_lane = 0;
-                        done_word = output.out_first / L;
-                        previous = true;
-                        output.next(g);
-                        engine_start_walks(g, output, channel0, staged, walk, row_walk);
-                    }
-                }
-                HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
-            }
-        last_outputs:
-            for (int word = 0; word < words; word++) {
+                    HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
+                last_outputs:
+                    for (int w = 0; w < words; w++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
-                engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + word,
-                                       engine_word<OW>(sums[0], word, g, shift, most, least));
-            }
-            HETDEPLOY_COUNTED(count_loop(words, ENGINE_MOVE_DEPTH));
-            continue;
-        }
-    pixel_passes:  // a tile whose outputs share words with other channels': one pass of its pixels, or a row a pass
-        for (int r = 0; r < row_count; r++) {
-#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROWS
-            engine_pass<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, slot_words, output, channel0, walk,
-                                      row_walk);
-        pixels:  // a pixel's window, then its words
-            for (int pixel = 0; pixel < row_pixels; pixel++) {
+                        engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + w,
+                                               engine_word<OW>(sums[0], w, g, shift, most, least));
+                    }
+                    HETDEPLOY_COUNTED(count_loop(words, ENGINE_MOVE_DEPTH));
+                } else {
+                pixels:  // a tile whose outputs share words with other channels': a pixel's window, then its words
+                    for (int pixel = 0; pixel < row_pixels; pixel++) {
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_PIXELS
-                HETDEPLOY_COUNTED(engine_counted().cycles++);
-                for (int lane_t = 0; lane_t < LANES; lane_t++) {
+                        HETDEPLOY_COUNTED(engine_counted().cycles++);
+                        for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
-                    sums[0][lane_t] = bias[lane_t];
-                }
-                HETDEPLOY_COUNTED(long long values = 0);
-            window_values:  // ``step`` values an iteration: VEC channels of a pixel, or one; or a row walk's
-                for (int w = 0; w < steps; w++) {
+                            sums[0][lane_t] = bias[lane_t];
+                        }
+                        HETDEPLOY_COUNTED(long long values = 0);
+                    window_values:  // ``step`` values an iteration: VEC channels of a pixel, or one; or a row walk's
+                        for (int w = 0; w < steps; w++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=MAX_WINDOW
-                    HETDEPLOY_COUNTED(values++);
-                    bool in_map = walk.inside(g);
-                    const int at = rows ? row_walk.word<VEC, IPW>(g, input_elements, in_map) : walk.at / IPW;
-                    const word_t in_word = in_map ? engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, at) : word_t(0);
-                    if (rows) {
-                        engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
-                            in_word, g, row_walk, tile, paired, sums);
-                        row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
-                    } else {
-                        engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(in_word, g, walk, step, tile,
-                                                                                          paired, sums);
-                        walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
-                    }
-                }
-                HETDEPLOY_COUNTED(count_loop(values, ENGINE_MAC_DEPTH));
-                HETDEPLOY_COUNTED(long long written = 0);
-            outputs:  // the words the pixel's tile of channels lies in, each written once
-                for (int word = output.out_first / L; word * L < output.out_first + filters; word++) {
+                            HETDEPLOY_COUNTED(values++);
+                            bool in_map = walk.inside(g);
+                            const int at = rows ? row_walk.word<VEC, IPW>(g, input_elements, in_map) : walk.at / IPW;
+                            const word_t in_word = in_map ? engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, at)
+                                                          : word_t(0);
+                            if (rows) {
+                                engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
+                                    in_word, g, row_walk, slot, tile, paired, sums);
+                                row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
+                            } else {
+                                engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
+                                    in_word, g, walk, step, slot, tile, paired, sums);
+                                walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
+                            }
+                        }
+                        HETDEPLOY_COUNTED(count_loop(values, ENGINE_MAC_DEPTH));
+                        HETDEPLOY_COUNTED(long long written = 0);
+                    outputs:  // the words the pixel's tile of channels lies in, each written once
+                        for (int word = output.out_first / L; word * L < output.out_first + filters; word++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
 #pragma HLS DEPENDENCE variable=m0 inter false
 #pragma HLS DEPENDENCE variable=m1 inter false
 #pragma HLS DEPENDENCE variable=m2 inter false
 #pragma HLS DEPENDENCE variable=m3 inter false
-                    HETDEPLOY_COUNTED(written++);
-                    const bool whole = word * L >= output.out_first && (word + 1) * L <= output.out_first + filters;
-                    // a word shared with other channels: kept
-                    word_t bits = whole ? word_t(0) : engine_read<MEMORIES>(m0, m1, m2, m3, target, word);
-                    for (int k = 0; k < L; k++) {
+                            HETDEPLOY_COUNTED(written++);
+                            const bool whole = word * L >= output.out_first &&
+                                               (word + 1) * L <= output.out_first + filters;
+                            // a word shared with other channels: kept
+                            word_t bits = whole ? word_t(0) : engine_read<MEMORIES>(m0, m1, m2, m3, target, word);
+                            for (int k = 0; k < L; k++) {
 #pragma HLS UNROLL
-                        const int lane_t = word * L + k - output.out_first;
-                        if (lane_t >= 0 && lane_t < filters)
-                            set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[0][lane_t], g, shift, most,
-                                                                                 least)));
+                                const int lane_t = word * L + k - output.out_first;
+                                if (lane_t >= 0 && lane_t < filters)
+                                    set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[0][lane_t], g, shift,
+                                                                                         most, least)));
+                            }
+                            engine_write<MEMORIES>(m0, m1, m2, m3, target, word, bits);
+                        }
+                        HETDEPLOY_COUNTED(count_loop(written, ENGINE_MOVE_DEPTH));
+                        output.next(g);
+                        engine_start_walks(g, output, channel0, staged, walk, row_walk);
                     }
-                    engine_write<MEMORIES>(m0, m1, m2, m3, target, word, bits);
                 }
-                HETDEPLOY_COUNTED(count_loop(written, ENGINE_MOVE_DEPTH));
-                output.next(g);
-                engine_start_walks(g, output, channel0, staged, walk, row_walk);
+                t.next(g, depthwise, LANES, group_filters, channels);
             }
         }
+        t = group_end;
     }
 }
 

@@ -453,7 +453,8 @@ def _place_staged(sub: Subfunction, lives: Sequence[Lifetime], requests: Sequenc
     in that order, then DDR); the bytes of its staging buffer and the memory it is carved from (0 and None: none).
 
     An engine unit whose input lands in DDR and would stage it in more than twice the cycles a copy takes (its
-    rows staged again for each tile of its output channels) asks for a copy of it live over its own step
+    rows staged again for each group of the tiles of its output channels whose weights the engine holds at once,
+    hls/engine.h's engine_resident) asks for a copy of it live over its own step
     (``<unit>.copy``): where that lands on chip, the top copies the input there in one burst before the unit runs,
     and the unit reads it there, every tile (its engine layer ``copied``); else the unit stages its rows a pass at a
     time in the staging buffer (``staged``), as large as the largest such unit's (``units.staging_bytes``) and

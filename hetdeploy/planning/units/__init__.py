@@ -448,7 +448,7 @@ def pinned_engine_size(device: Device, width: int, window: int) -> EngineSize:
                                   f"({per_word})")
     budget = device.budget()
     uram = min(lanes, buffer_lanes(width, {"uram": budget.get("uram", 0)}, window, vector)[1])
-    size = EngineSize(lanes, uram - uram % 2, vector, *engine_port(device))
+    size = EngineSize(lanes, uram - uram % 2, vector, *engine_port(device), window=window)
     needs = engine_resources(window, width, size)
     over = [f"{needs[k]:,} {k.upper() if k != 'bram18' else 'BRAM18'}s of {budget.get(k, 0):,}" for k in needs
             if k in ("dsp", "bram18", "uram") and needs[k] > budget.get(k, 0)]
@@ -478,7 +478,7 @@ def engine_layer_cycles(layer: EngineLayer, width: int, staged: bool) -> int:
     return engine_cycles(layer.window, layer.filters, layer.output[0] * layer.output[1], width, layer.lanes,
                          vector=layer.vector, channels=channels, groups=layer.groups, port_words=layer.port_words,
                          row=engine_row_values(layer.kernel[1], channels, layer.groups, layer.dilations[1], width),
-                         staging=staging, pixels_at_once=layer.pixels)["cycles"]
+                         staging=staging, pixels_at_once=layer.pixels, buffer_window=layer.buffer_window)["cycles"]
 
 
 def engine_staging_cycles(layer: EngineLayer, width: int) -> int:

@@ -158,6 +158,7 @@ class EngineSize:
     port_words: int = 1
     pixels: int = 1  # output pixels at once: 1, or 2 (hls/engine.h's engine_pairs; each lane's multipliers twice)
     bundles: int = 1  # the m_axi bundles its weights port is, port_words / bundles words each, a DDR port each
+    window: int = 0  # the largest window its buffers hold (values: engine_window), their depth
 
 
 @dataclass(frozen=True)
@@ -274,28 +275,31 @@ def bound_products(count: int, width: int, bits: int, dsp_binding: tuple[int, in
 
 def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int, vector: int = 1,
                   channels: int = 0, groups: int = 1, port_words: int = 1, row: int = 0,
-                  staging: Sequence[int] = (), pixels_at_once: int = 1) -> dict[str, int]:
+                  staging: Sequence[int] = (), pixels_at_once: int = 1, buffer_window: int = 0) -> dict[str, int]:
     """hls/engine.h's cycles for a layer of ``filters`` output channels over ``pixels`` output pixels, ``window``
     products each over ``channels`` input channels of its group (0: the window's), in ``groups`` groups, its
     weights and values ``width`` bits, on ``lanes`` x ``vector`` multipliers whose weights port reads
     ``port_words`` DDR words a cycle: its loops as C-simulation counts them (engine_counted), each pipelined loop's
-    iterations at II 1 and its depth once, and a cycle a tile. Per tile of a group's filters, ``lanes`` at a time:
-    its filters' weights, a word of ``port_words`` filters' windows a read (``weight_reads``), and a bias read for
-    each; then its pixels' windows, ``vector`` values an iteration when the channels are a multiple of it (else
+    iterations at II 1 and its depth once, and a cycle an iteration of the loops around them. The tiles of a
+    group's filters, ``lanes`` at a time, in groups of as many as the lanes' buffers hold at once (their depth: a
+    ``buffer_window`` of values, the engine's largest; ``engine_resident``) where the input is staged, else one: per
+    group, each tile's weights (its filters', a word of ``port_words`` filters' windows a read: ``weight_reads``);
+    then per pass of pixels, each tile's biases (a read each for ``port_words`` filters) and its pixels' windows,
+    ``vector`` values an iteration when the channels are a multiple of it (else
     one), or, where the engine walks the window along its rows (``row``: a row's values, ``engine_row_values``),
     a row's values padded to whole words of weights ``vector`` an iteration after one iteration reading the row's
     first word. Where every tile's outputs are whole words (the lanes and a group's filters multiples of a word's
     outputs) one loop of the larger of a window's iterations and a pixel's output words a pixel, the previous
-    pixel's words written during it, then the last pixel's words, or, on an engine of two pixels at once
+    pixel's words written during it, then the pass's last pixel's words, or, on an engine of two pixels at once
     (``pixels_at_once``) where a window takes more iterations than two pixels' words and is walked neither along
     its rows nor as a depthwise one (``engine_pairs``), one loop of a window's iterations and both pixels' words a
     pair of pixels (the pass's last alone where its pixels are odd); else per pixel a cycle, the window, then the
     words its outputs lie in. A depthwise convolution (a group a channel) whose channels and lanes are whole
     words: ``lanes`` channels a tile, a lane each, a pixel's window place after place, each place's input words of
-    the tile one an iteration, its output words written during the next pixel's, as above. The pixels in one pass,
-    a cycle; or, where its input is staged from DDR (``staging``: each output row's staging cycles,
-    ``staging_cycles``), a pass a row of output pixels, each a cycle, the row's staging, then its pixels' loop.
-    ``weight_words``: the DDR words of weights and biases it reads."""
+    the tile one an iteration, its output words written during the next pixel's, as above. The pixels in one pass;
+    or, where its input is staged from DDR (``staging``: each output row's staging cycles, ``staging_cycles``), a
+    pass a row of output pixels, the row's staging, then each tile's pixels of the row. ``weight_words``: the DDR
+    words of weights and biases it reads."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
     steps = window // vector if (channels or window) % vector == 0 else window
     stored = stored_window(window, row, width)
@@ -306,29 +310,45 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     aligned = lanes % per_word == 0 and group_filters % per_word == 0
     depthwise = groups == filters > 1 and channels == 1 and filters % per_word == 0 and lanes % per_word == 0
     filter_words = -(-stored // per_word)  # each filter's window in words of its own
-    cycles = weight_words = weight_cycles = 0
-    firsts = range(0, filters, lanes) if depthwise else (g * group_filters + t for g in range(groups)
-                                                          for t in range(0, group_filters, lanes))
+    filter_entries = filter_words * (per_word // vector)
     passes = list(staging) or [0]  # each pass's staging cycles
     pass_pixels = pixels // len(passes)
-    for first in firsts:
-        tile = min(lanes, filters - first) if depthwise else min(lanes, group_filters - first % group_filters)
-        reads = weight_reads(first, tile, port_words)
-        cycles += 1 + _loop(reads * filter_words * (per_word // vector), ENGINE_MOVE_DEPTH) + _loop(
-            reads, ENGINE_MOVE_DEPTH)
-        weight_words += reads * port_words * (filter_words + 1)
-        weight_cycles += reads * (filter_words * (per_word // vector) + 1)
+    resident = engine_resident(bool(staging), -(-buffer_window // per_word) * (per_word // vector), filter_entries)
+    cycles = weight_words = weight_cycles = 0
+    firsts = range(0, filters, lanes) if depthwise else [g * group_filters + t for g in range(groups)
+                                                          for t in range(0, group_filters, lanes)]
+    tiles = [(first, min(lanes, filters - first) if depthwise else min(lanes, group_filters - first % group_filters))
+             for first in firsts]
+    for held in (tiles[k:k + resident] for k in range(0, len(tiles), resident)):
+        cycles += 1
+        for first, tile in held:  # its weights into its slot
+            reads = weight_reads(first, tile, port_words)
+            cycles += 1 + _loop(reads * filter_entries, ENGINE_MOVE_DEPTH)
+            weight_words += reads * port_words * filter_words
+            weight_cycles += reads * filter_entries
         cycles += sum(1 + staged for staged in passes)
-        outputs = tile // per_word  # (where they are whole words)
-        if (depthwise or aligned) and pixels_at_once == 2 and engine_pairs(depthwise, bool(row), steps, outputs):
-            cycles += len(passes) * _loop(-(-pass_pixels // 2) * (steps + 2 * outputs), ENGINE_MAC_DEPTH)
-        elif depthwise or aligned:
-            span = max(window * tile // per_word if depthwise else steps, outputs)
-            cycles += len(passes) * _loop(pass_pixels * span, ENGINE_MAC_DEPTH) + _loop(outputs, ENGINE_MOVE_DEPTH)
-        else:
-            written = _output_words(first, tile, filters, pixels, per_word)
-            cycles += pixels * (1 + _loop(steps, ENGINE_MAC_DEPTH)) + written + pixels * (ENGINE_MOVE_DEPTH - 1)
+        for first, tile in held:  # each pass's pixels of it, after its biases
+            reads = weight_reads(first, tile, port_words)
+            cycles += len(passes) * (1 + _loop(reads, ENGINE_MOVE_DEPTH))
+            weight_words += len(passes) * reads * port_words
+            weight_cycles += len(passes) * reads
+            outputs = tile // per_word  # (where they are whole words)
+            if (depthwise or aligned) and pixels_at_once == 2 and engine_pairs(depthwise, bool(row), steps, outputs):
+                cycles += len(passes) * _loop(-(-pass_pixels // 2) * (steps + 2 * outputs), ENGINE_MAC_DEPTH)
+            elif depthwise or aligned:
+                span = max(window * tile // per_word if depthwise else steps, outputs)
+                cycles += len(passes) * (_loop(pass_pixels * span, ENGINE_MAC_DEPTH) + _loop(outputs,
+                                                                                             ENGINE_MOVE_DEPTH))
+            else:
+                written = _output_words(first, tile, filters, pixels, per_word)
+                cycles += pixels * (1 + _loop(steps, ENGINE_MAC_DEPTH)) + written + pixels * (ENGINE_MOVE_DEPTH - 1)
     return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
+
+
+def engine_resident(staged: bool, entries: int, filter_entries: int) -> int:
+    """hls/engine.h's engine_resident: the tiles whose weights a layer keeps in the lanes' buffers of ``entries`` at
+    once, each in ``filter_entries``: where its input is staged, as many as fit, else one."""
+    return entries // filter_entries if staged and entries // filter_entries > 1 else 1
 
 
 def engine_pairs(depthwise: bool, rows: bool, steps: int, words: int) -> bool:
@@ -425,12 +445,13 @@ def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words:
                 vector * pixels * dsps_a_product(width)))
             for lanes in {most - most % multiple, min(most, uram_most) - min(most, uram_most) % multiple}:
                 while lanes >= multiple:  # the most, and the most without BRAM, then their halves
-                    sizes.append(EngineSize(lanes, min(lanes, uram_most), vector, port_words, pixels, bundles))
+                    sizes.append(EngineSize(lanes, min(lanes, uram_most), vector, port_words, pixels, bundles,
+                                            window))
                     lanes = lanes // 2 - lanes // 2 % multiple
         vector //= 2
     most_first = sorted(set(sizes), key=lambda size: (-size.lanes * size.vector * size.pixels, -size.vector,
                                                       size.lanes - size.uram_lanes, size.pixels))
-    return most_first or [EngineSize(1, 0, 1, port_words, 1, bundles)]
+    return most_first or [EngineSize(1, 0, 1, port_words, 1, bundles, window)]
 
 
 def buffer_lanes(width: int, allowance: dict[str, int], window: int, vector: int) -> tuple[int, int]:
