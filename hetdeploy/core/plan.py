@@ -510,7 +510,8 @@ class MemoryPlan:
     lower_bound_bytes: int  # most bytes live at one schedule step
     # DDR traffic of the spilled buffers (one write, one read per reader; an engine unit's reads: its staging)
     ddr_transfer_s: float
-    ddr_weights_s: float  # the DDR weights' reads (once per output vector of their unit)
+    # the DDR weights' reads (once per output vector of their unit; the engine's through its bundles' ports at once)
+    ddr_weights_s: float
     footprints: dict[str, int]  # every strategy's footprint in one unbounded memory (how the choice was made)
     buffers: list[Buffer]
     # the top's float ports for a batch of ``hls.max_batch`` samples, in DDR the host allocates: two sets

@@ -418,10 +418,11 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                 weights.append(Buffer(f"{unit.name}.weights", "ddr", weights_end, size, 0,
                                       len(sub.execution_units) - 1, f"ap_fixed<{width},6>", kind="weights"))
                 weights_end += size
-                # read once per output vector (per pixel of a convolution); the engine's once a run
+                # read once per output vector (per pixel of a convolution); the engine's once a run, through each
+                # of its weights port's bundles, a DDR port each (a share of its bytes each)
                 unit_graph = units.Unit(unit.pe, [index[n] for n in unit.nodes])
-                weight_traffic += size * (1 if unit.engine is not None else
-                                          units.unit_shape(graph, unit_graph, device.clock_mhz).vectors)
+                weight_traffic += size / unit.engine.bundles if unit.engine is not None else \
+                    size * units.unit_shape(graph, unit_graph, device.clock_mhz).vectors
             sub.memory = MemoryPlan(
                 strategy=strategy, target_bytes=target, reserved_bytes=reserve,
                 reserved_used_bytes=used_in["reserved"], bram_bytes=used_in["bram"], uram_target_bytes=uram,
