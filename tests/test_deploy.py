@@ -108,7 +108,11 @@ def test_package_holds_what_the_board_needs_and_says_what_was_not_run(built):
     assert "-part xc7z020clg400-1" in design and "processing_system7" in design
     assert "set_property board_part tul.com.tw:pynq-z2:part0:1.0 [current_project]" in design
     assert 'make_external "FIXED_IO, DDR" apply_board_preset "1"' in design
-    assert "foreach core {sf0_fpga sf2_fpga}" in design and "$core/m_axi_*]" in design
+    # each core's gmem on HP0; the engine's weights bundle, where a core has one, on HP1 (one DDR port on the PYNQ-Z2)
+    engine = any(u.get("engine") for s in plan["subfunctions"] for u in s["execution_units"])
+    bundles = "gmem S_AXI_HP0" + (" gmem_engine S_AXI_HP1" if engine else "")
+    assert "foreach core {sf0_fpga sf2_fpga}" in design and f"foreach {{bundle slave}} {{{bundles}}}" in design
+    assert "$core/m_axi_$bundle]" in design and "S_AXI_HP2" not in design
     assert "ip_repo_paths [list sf0_fpga/sf0_fpga_prj/solution1/impl/ip sf2_fpga/sf2_fpga_prj/solution1/impl/ip]" \
         in design and "../design.bit" in design and not (out / "vivado").exists()
     assert "Vitis HLS and Vivado 2022.1 to 2023.2" in design and "Vitis HLS and Vivado 2022.1 to 2023.2" in readme
