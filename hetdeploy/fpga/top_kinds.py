@@ -30,7 +30,7 @@ from ..core.plan import ExecutionUnit, LocalResponse as LocalResponseAttributes,
     Window as WindowGeometry
 from ..core.precision import CppFixed, weight_fixed
 from ..intake.ort_adapter import OrtModel
-from ..planning.units import XNOR_POPCOUNT, tokens_of
+from ..planning.units import ENGINE_PORT_MAX_BUNDLES, XNOR_POPCOUNT, tokens_of
 from .engine import affine as engine_affine, layer_values as engine_layer_values, quantized as engine_quantized, \
     weights_bytes as engine_weights_bytes
 from . import open_synth
@@ -156,7 +156,6 @@ def values_of(shape: list[int]) -> int:
 # the top's ports the engine units read their weights through, each an m_axi bundle of its own (ENGINE_BUNDLE, then
 # ENGINE_BUNDLE1 ..: the block design puts each on a DDR port of its own)
 ENGINE_PORT, ENGINE_BUNDLE = "engine_weights", "gmem_engine"
-ENGINE_MAX_BUNDLES = 4  # engine.h's w0 .. w3
 
 
 def engine_port_names(bundles: int) -> list[tuple[str, str]]:
@@ -168,9 +167,9 @@ def engine_port_names(bundles: int) -> list[tuple[str, str]]:
 
 def engine_weights_pointers(reads: tuple[int, ...]) -> list[str]:
     """engine.h's w0 .. w3 of a call: each bundle's port at the call's first read of it (``reads``), then the first
-    again for each bundle the engine has not (never read)."""
+    again for each bundle the engine has not (never read): engine.h's w0 .. w3, the most bundles a port is."""
     pointers = [f"{port} + {read}" for (port, _), read in zip(engine_port_names(len(reads)), reads)]
-    return pointers + pointers[:1] * (ENGINE_MAX_BUNDLES - len(pointers))
+    return pointers + pointers[:1] * (ENGINE_PORT_MAX_BUNDLES - len(pointers))
 
 
 class Engine(TopKind):

@@ -524,6 +524,11 @@ struct engine_tile {
         take(g, depthwise, lanes, group_filters, channels);
     }
 
+    // the reads of a weights port of ``port`` words its filters' words take (a read ``port`` consecutive filters'
+    // words, from filter 0): the first, and how many
+    int first_read(int port) const { return first / port; }
+    int reads(int port) const { return (first + filters - 1) / port - first / port + 1; }
+
     void next(const engine_layer &g, bool depthwise, int lanes, int group_filters, int channels) {
         first += filters;
         start += filters;
@@ -690,7 +695,7 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
             // for each q the tile's filters reach, i after i, one read a DDR burst's next word; each lane takes its
             // filter's entry of the read that holds it (one write a lane a cycle), an entry a cycle of a word's EPW
             const int slot = held * filter_entries;
-            const int first_read = t.first / PORT, reads = (t.first + t.filters - 1) / PORT - first_read + 1;
+            const int first_read = t.first_read(PORT), reads = t.reads(PORT);
             int next = first_read * filter_words;  // the port's next read
             int q = 0, i = 0, k = 0;  // the read's filters (from first_read), its word of their windows, the entry
             port_t word = 0;
@@ -739,7 +744,7 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                 HETDEPLOY_COUNTED(engine_counted().cycles++);
                 const int slot = held_tile * filter_entries, first = t.first, filters = t.filters;
                 const int channel0 = t.channel0;
-                const int first_read = first / PORT, reads = (first + filters - 1) / PORT - first_read + 1;
+                const int first_read = t.first_read(PORT), reads = t.reads(PORT);
                 const int biases = bias_read + first_read;
             load_bias:  // the tile's filters' biases, PORT a read
                 for (int b = 0; b < reads; b++) {

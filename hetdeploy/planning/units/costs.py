@@ -317,18 +317,17 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     cycles = weight_words = weight_cycles = 0
     firsts = range(0, filters, lanes) if depthwise else [g * group_filters + t for g in range(groups)
                                                           for t in range(0, group_filters, lanes)]
-    tiles = [(first, min(lanes, filters - first) if depthwise else min(lanes, group_filters - first % group_filters))
-             for first in firsts]
+    tile_filters = [min(lanes, filters - first) if depthwise else min(lanes, group_filters - first % group_filters)
+                    for first in firsts]
+    tiles = [(first, tile, weight_reads(first, tile, port_words)) for first, tile in zip(firsts, tile_filters)]
     for held in (tiles[k:k + resident] for k in range(0, len(tiles), resident)):
         cycles += 1
-        for first, tile in held:  # its weights into its slot
-            reads = weight_reads(first, tile, port_words)
+        for _, _, reads in held:  # its weights into its slot
             cycles += 1 + _loop(reads * filter_entries, ENGINE_MOVE_DEPTH)
             weight_words += reads * port_words * filter_words
             weight_cycles += reads * filter_entries
         cycles += sum(1 + staged for staged in passes)
-        for first, tile in held:  # each pass's pixels of it, after its biases
-            reads = weight_reads(first, tile, port_words)
+        for first, tile, reads in held:  # each pass's pixels of it, after its biases
             cycles += len(passes) * (1 + _loop(reads, ENGINE_MOVE_DEPTH))
             weight_words += len(passes) * reads * port_words
             weight_cycles += len(passes) * reads
