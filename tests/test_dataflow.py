@@ -235,16 +235,19 @@ def test_the_dataflow_top_matches_onnxruntime_and_the_sequential_tops_outputs_bi
     Adds, Concat and BatchNormalization a token at a time, its pooling and Flatten over copies of their buffers);
     it verifies against onnxruntime per output on samples it did not size on, and on 5 samples the build never
     saw, in calls of 3 (a stream of two calls, the last short), emulates within tolerance with the very outputs of
-    the sequential top's."""
+    the sequential top's. The BatchNormalization folded to reuse factor 4 (its word's 4 lanes on one multiplier):
+    the sequential top's affine at II 4, the dataflow top's token loop at the 4 cycles a token its estimate says."""
     import networks
 
     model = tmp_path / f"{network}.onnx"
-    compressed = []
+    compressed, folded = [], []
     if network == "jet_tagger_mlp":  # its ports zero-compressed too: the input and output processes decode them
         onnx.save(networks.jet_tagger_mlp(), str(model))
         compressed = ["--compress-transfers", "all"]
     else:
         globals()[network](model)
+    if network == "concat_and_affine":
+        folded = ["--reuse-factor", "BatchNormalization_2=4"]
     shape = [d.dim_value or 1 for d in onnx.load(str(model)).graph.input[0].type.tensor_type.shape.dim]
     samples = tmp_path / "x.npy"
     np.save(samples, np.random.default_rng(11).normal(size=[5, *shape[1:]]).astype(np.float32))
@@ -252,7 +255,7 @@ def test_the_dataflow_top_matches_onnxruntime_and_the_sequential_tops_outputs_bi
     for top in ("dataflow", "sequential"):
         out = tmp_path / top
         assert main(["build", str(model), "--board", "pynq-z2", "--policy", "support", "--no-engine", "--top", top,
-                     "--batch", "3", "-o", str(out), "-q", *compressed]) == 0
+                     "--batch", "3", "-o", str(out), "-q", *compressed, *folded]) == 0
         plan = json.loads((out / "plan.json").read_text())
         (sub,) = [s for s in plan["subfunctions"] if s["kind"] == "fpga"]
         assert sub["top"]["kind"] == top and sub["verification"]["passed"]
@@ -266,6 +269,13 @@ def test_the_dataflow_top_matches_onnxruntime_and_the_sequential_tops_outputs_bi
             assert len(depths) == readers
         else:
             assert not depths
+        for unit in (u for u in sub["execution_units"] if u["pe"] == "affine"):
+            assert folded and unit["reuse_factor"] == 4 and unit["estimate"]["dsp"] == 1
+            if top == "dataflow":
+                process = source[source.index(f"void {unit['name']}_process("):]
+                assert re.search(r"#pragma HLS PIPELINE II=(\d+)", process).group(1) == "4"
+            else:
+                assert re.search(r"hetdeploy::affine<[^;]*, 4>\(", source)
         assert main(["emulate", str(out), "--input", str(samples), "--batch", "3", "--output",
                      str(out / "y.npy")]) == 0
         outputs[top] = np.load(out / "y.npy")

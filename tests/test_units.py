@@ -91,6 +91,20 @@ def test_units_fuse_batchnorm_and_activation_into_their_layer():
     ]
 
 
+def test_the_tops_scale_and_shift_shares_its_multipliers_among_a_words_lanes_when_folded():
+    """The top's affine unit (a BatchNormalization alone: DenseNet's before each convolution) computes a word's
+    lanes a cycle on a multiplier each; at reuse factor R (its loop's II) every R lanes share one, a word each R
+    cycles: the folding may give it any R dividing the lanes a word holds (4 at 16 bits, 8 at 8)."""
+    shape = Shape("affine", 1, 64, 56 * 56, False, 0, 64 * 56 * 56, False, input_values=64 * 56 * 56)
+    for width, lanes in ((16, 4), (8, 8)):
+        reuse = [f.reuse_factor for f in folding_options(shape, width)]
+        assert reuse == [r for r in (1, 2, 4, 8) if r <= lanes]
+        words = 64 * 56 * 56 // lanes
+        for r in reuse:
+            folded = folded_estimate(shape, Folding(r), width, None)
+            assert folded["dsp"] == lanes // r and folded["compute_cycles"] == words * r
+
+
 def test_a_batch_normalization_kept_in_a_unit_is_a_product_a_value():
     """A BatchNormalization left after a layer (intake folds none into a quantized layer's weights) is hls4ml's
     normalize at the unit's reuse factor R (hls4ml_adapter gives it the layer's): ceil(n / R) products by constants

@@ -181,12 +181,14 @@ def processes_and_calls(source: DataflowSource, streams: TokenStreams) -> tuple[
         kind, (y,) = top_kind(unit), unit.outputs
         tokens = {t: f"t_{k}" for k, t in enumerate(unit.inputs)}
         expression = kind.token_op(unit, tokens, Buffers(tokens.get, source.types, source.shapes, weights))
-        if expression is not None:  # a token of each input in, its output's token out, a token a cycle
+        if expression is not None:  # a token of each input in, its output's token out, one each interval
             read_lines = "".join(statement("read_token", STATEMENTS, token=streams.token(t), var=tokens[t],
                                            fifo=streams.var(fifo)) + "\n" for t, fifo in zip(unit.inputs, reads))
+            count = streams.values(y)[0]
             process(f"{unit.name}_process", parameters, arguments, "", line(
-                "token_loop", STATEMENTS, tokens=streams.values(y)[0], reads=read_lines, token=streams.token(y),
-                expression=expression, writes=_writes([streams.var(f) for f in streams.out_of(unit.name, y)])))
+                "token_loop", STATEMENTS, tokens=count, reads=read_lines, token=streams.token(y),
+                interval=kind.token_interval(unit, count), expression=expression,
+                writes=_writes([streams.var(f) for f in streams.out_of(unit.name, y)])))
             continue
         buffers = {t: f"x_{k}" for k, t in enumerate(dict.fromkeys(unit.inputs + unit.outputs))}
         body = [tokens_in(t, unit.name, buffers[t])[1] for t in unit.inputs]

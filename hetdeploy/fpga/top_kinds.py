@@ -139,6 +139,10 @@ class TopKind:
         input (``tokens``: tensor -> the variable holding it); None: it runs over whole buffers of its own."""
         return None
 
+    def token_interval(self, unit: ExecutionUnit, tokens: int) -> int:
+        """In a dataflow top, the cycles between two of its ``tokens`` output tokens (its token loop's II)."""
+        return 1
+
     def line(self, name: str, /, **values) -> str:
         """Its template ``name`` filled with ``values``, as lines of a function's body."""
         return line(name, f"kinds/{self.name}.cpp.in", **values)
@@ -337,11 +341,17 @@ class Affine(_Computed):
     def values(self, unit, buffers):
         (x,), (y,), at, types, shapes = unit.inputs, unit.outputs, buffers.at, buffers.types, buffers.shapes
         return dict(in_type=types[x], unit=unit.name, type=types[y], source=at(x), target=at(y),
-                    channels=shapes[y][1], values=values_of(shapes[y]), relu=str("Relu" in unit.elementwise).lower())
+                    channels=shapes[y][1], values=values_of(shapes[y]), relu=str("Relu" in unit.elementwise).lower(),
+                    reuse=unit.reuse_factor)
 
     def token_op(self, unit, tokens, buffers):
         """A pixel's channels (a flat tensor's values: its channels) at a time."""
         return self.statement("affine_token", **self.values(unit, dataclasses.replace(buffers, at=tokens.get)))
+
+    def token_interval(self, unit, tokens):
+        """A token's words, each at its reuse factor's cycles (its estimate's, the dataflow schedule's interval):
+        its multipliers a word's lanes over its reuse factor, as over whole buffers."""
+        return max(1, unit.estimate["compute_cycles"] // tokens)
 
 
 class Concat(_Computed):

@@ -469,12 +469,12 @@ template <class A, class S, class T> T affine_value(A value, S scale, S shift, b
 }
 
 // That BatchNormalization over a channels-last buffer of n values (value j's channel is j % channels): a word of
-// T's lanes at a time.
-template <class A, class S, class T>
+// T's lanes every REUSE cycles (the loop's II), so that each of L / REUSE multipliers serves REUSE lanes.
+template <class A, class S, class T, int REUSE = 1>
 void affine(const word_t *source, word_t *target, const S *scale, const S *shift, int channels, int n, bool relu) {
     static const int L = lane<T>::per_word;
     for (int w = 0; w * L < n; w++) {
-#pragma HLS PIPELINE
+#pragma HLS PIPELINE II=REUSE
         A values[L];
         T lanes[L];
         read_run<A, L>(source, w, values);

@@ -425,7 +425,8 @@ OPTIONS = (
            "C-simulation would pass 250 million operations (a CNN on images takes seconds a sample there)",
            metavar="N"),
     Option("reuse_factors", "reuse_factor", positive_int, "folding and memory", "pin the hls4ml ReuseFactor of the "
-           "FPGA execution unit holding ONNX node NODE (repeatable); the others are folded around it",
+           "FPGA execution unit holding ONNX node NODE (repeatable; a BatchNormalization the top computes: R of a "
+           "word's lanes a multiplier); the others are folded around it",
            metavar="NODE=R", per_node=True),
     Option("strategies", "strategy", hls_strategy, "folding and memory", "pin the hls4ml Strategy of the FPGA "
            "execution unit holding multiply-accumulate node NODE (repeatable): latency (products in registers, "

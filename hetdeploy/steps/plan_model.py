@@ -935,14 +935,20 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
         raise UserError(f"{setting}: node '{in_ddr[0]}' {why}, which keeps the weights as constants in the fabric; "
                         f"weights in DDR are read a bank at a time (resource)")
     if not given and not in_ddr and options.model_reuse_factor is not None and units.kind_of(shape).foldable:
-        valid = units.candidate_reuse_factors(shape)  # the nearest valid one, as hls4ml picks (ties: the smaller)
+        # the nearest valid one, as hls4ml picks (ties: the smaller)
+        valid = units.candidate_reuse_factors(shape, options.width)
         return units.Folding(min(valid, key=lambda rf: (abs(rf - options.model_reuse_factor), rf)), False, strategy)
     if not given and not in_ddr:
         return None
     if not units.kind_of(shape).foldable:
         flag, node, value = ("--reuse-factor", *given) if given else ("--weights-in-ddr", in_ddr[0], None)
-        raise UserError(f"{said(options, flag, node, value, flag)}: node '{node}' has no multiplications to fold and "
-                        f"no weights to move (its unit runs on the {unit.pe} PE)")
+        valid = units.candidate_reuse_factors(shape, options.width)
+        if given and not in_ddr and value in valid:  # a top's op whose lanes share multipliers (the affine's)
+            return units.Folding(value, False, strategy)
+        what = (f"folds only to reuse factors {', '.join(map(str, valid))} (a word's lanes sharing multipliers) and "
+                f"has no weights to move" if len(valid) > 1 else "has no multiplications to fold and no weights to move")
+        raise UserError(f"{said(options, flag, node, value, flag)}: node '{node}' {what} (its unit runs on the "
+                        f"{unit.pe} PE)")
     if not given:
         return units.ddr_folding(shape, options.width, rate)
     node, rf = given

@@ -856,8 +856,8 @@ def registers_output(shape: Shape) -> bool:
     return kind_of(shape).registers_output(shape)
 
 
-def candidate_reuse_factors(shape: Shape) -> list[int]:
-    return kind_of(shape).reuse_factors(shape)
+def candidate_reuse_factors(shape: Shape, width: int) -> list[int]:
+    return kind_of(shape).reuse_factors(shape, width)
 
 
 def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float] = None,
@@ -874,7 +874,7 @@ def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
         return [Folding(1, False, strategy)]
     if strategy == XNOR_POPCOUNT:  # its weights on chip
         return [Folding(rf, False, strategy) for rf in reuse_factors_for(shape, strategy)]
-    options = [Folding(rf, False, strategy) for rf in candidate_reuse_factors(shape)]
+    options = [Folding(rf, False, strategy) for rf in candidate_reuse_factors(shape, width)]
     if kind_of(shape).foldable and ddr_bytes_per_cycle is not None and strategy != "Latency":
         options.append(ddr_folding(shape, width, ddr_bytes_per_cycle))
     return options
@@ -883,7 +883,7 @@ def folding_options(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
 def ddr_folding(shape: Shape, width: int, ddr_bytes_per_cycle: float) -> Folding:
     """A multiply-accumulate unit with its weights in DDR, at the least reuse factor that the DDR keeps busy."""
     rate = ddr_cycles_per_vector(shape, width, ddr_bytes_per_cycle)
-    valid = candidate_reuse_factors(shape)
+    valid = candidate_reuse_factors(shape, width)
     return Folding(next((rf for rf in valid if rf >= rate), valid[-1]), True)
 
 

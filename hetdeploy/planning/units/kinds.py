@@ -54,8 +54,8 @@ class UnitKind:
     # an hls4ml project that, io_parallel, holds its input vector in registers
     holds_its_input: ClassVar[bool] = True
 
-    def reuse_factors(self, shape: Shape) -> list[int]:
-        """The reuse factors the folding may give it."""
+    def reuse_factors(self, shape: Shape, width: int) -> list[int]:
+        """The reuse factors the folding may give it at ``width`` bits."""
         return [1]
 
     def arithmetic(self, shape: Shape, reuse_factor: int, width: int, ddr_bytes_per_cycle: Optional[float],
@@ -137,7 +137,7 @@ class Kernel(UnitKind):
     foldable = True
     either_io_type = True
 
-    def reuse_factors(self, shape: Shape) -> list[int]:
+    def reuse_factors(self, shape: Shape, width: int) -> list[int]:
         return valid_reuse_factors(shape.n_in, shape.n_out)
 
     def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
@@ -312,15 +312,21 @@ class Add(_TokenByToken):
 
 @unit_kind
 class Affine(_TokenByToken):
-    """arena.h's affine (a BatchNormalization): a word read and a word written a cycle."""
+    """arena.h's affine (a BatchNormalization): a word read and a word written every R cycles (its reuse factor),
+    its lanes' products on lanes / R multipliers, each shared by R lanes (the loop's II: a network of many
+    BatchNormalizations, DenseNet's before each convolution, would else take a word's multipliers each)."""
 
     name = "affine"
 
+    def reuse_factors(self, shape, width):
+        lanes = self.lanes(width)
+        return [r for r in range(1, lanes + 1) if lanes % r == 0]
+
     def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
         lanes = self.lanes(width)
-        return Arithmetic(dsp=lanes * dsps_a_product(width),
+        return Arithmetic(dsp=lanes // reuse_factor * dsps_a_product(width),
                           lut=lanes * width * 2,  # the adder and the ReLU's multiplexer a lane
-                          ff=lanes * width * 2, cycles=arena_words(shape.output_values, width))
+                          ff=lanes * width * 2, cycles=arena_words(shape.output_values, width) * reuse_factor)
 
 
 @unit_kind
