@@ -1,6 +1,6 @@
-"""torchvision's ResNet-18 and MobileNetV2 at 3 x 64 x 64, as ``torch.onnx.export`` writes them (the TorchScript
-exporter and the dynamo one), planned for a board and, with ``--build``, built and emulated against PyTorch's own
-outputs on samples the build did not size on.
+"""torchvision's ResNet-18 and MobileNetV2 (``--models``: any of MODELS, DenseNet-121 too) at 3 x 64 x 64, as
+``torch.onnx.export`` writes them (the TorchScript exporter and the dynamo one), planned for a board at ``--width``
+bits and, with ``--build``, built and emulated against PyTorch's own outputs on samples the build did not size on.
 
 Untrained (seed 0), their BatchNormalizations given statistics that are not the identity. Per model and exporter:
 the nodes on the FPGA, the share of convolution and matrix multiply-accumulates there, the estimated latency, and
@@ -9,6 +9,7 @@ output's largest magnitude. Estimates only: nothing is synthesised.
 
     pip install -e ".[bench]"        # PyTorch and torchvision
     python benchmarks/torchvision_models.py [--board kv260] [--build] [--samples 4] [--json]
+    python benchmarks/torchvision_models.py --models densenet121 --width 8     # its BatchNormalizations alone
     python benchmarks/torchvision_models.py --export tests/data/torch    # the small export the tests build
     python benchmarks/torchvision_models.py --quantize     # each export also as onnxruntime's quantize_static
 
@@ -18,7 +19,10 @@ emulated, against onnxruntime's outputs of the quantized model) like the float o
 
 ``--export`` writes ``mbv2_blocks.onnx`` (MobileNetV2's stem and two of its inverted residual blocks, torchvision's
 own layers, at 3 x 32 x 32: ReLU6 ends its convolutions, a depthwise one among them, and a residual Add) and
-``mbv2_blocks.npz`` (8 inputs ``x`` and PyTorch's outputs ``y``), with the TorchScript exporter at opset 17.
+``densenet_block.onnx`` (a convolution, then torchvision's DenseNet block of three layers and its transition at 3 x
+16 x 16: each layer's BatchNormalization and ReLU before its convolutions, the block's features concatenated anew
+before each layer), each with its ``.npz`` (8 inputs ``x`` and PyTorch's outputs ``y``), with the TorchScript
+exporter at opset 17.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-MODELS = ("resnet18", "mobilenet_v2")
+MODELS = ("resnet18", "mobilenet_v2", "densenet121")
 SHAPE = (1, 3, 64, 64)
 
 
@@ -91,6 +95,7 @@ def outputs(model, x: np.ndarray) -> np.ndarray:
 
 def export_blocks(folder: Path) -> None:
     import torch
+    from torchvision.models.densenet import _DenseBlock, _Transition
     from torchvision.models.mobilenetv2 import InvertedResidual
     from torchvision.ops.misc import Conv2dNormActivation
 
@@ -102,11 +107,21 @@ def export_blocks(folder: Path) -> None:
     export(model, folder / "mbv2_blocks.onnx", (1, 3, 32, 32), dynamo=False, opset=17)
     x = np.random.default_rng(0).standard_normal((8, 3, 32, 32)).astype(np.float32)
     np.savez(folder / "mbv2_blocks.npz", x=x, y=outputs(model, x))
+    torch.manual_seed(0)
+    model = _with_statistics(torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1, bias=False),
+        _DenseBlock(num_layers=3, num_input_features=16, bn_size=2, growth_rate=8, drop_rate=0),
+        _Transition(16 + 3 * 8, 16)))
+    export(model, folder / "densenet_block.onnx", (1, 3, 16, 16), dynamo=False, opset=17)
+    x = np.random.default_rng(0).standard_normal((8, 3, 16, 16)).astype(np.float32)
+    np.savez(folder / "densenet_block.npz", x=x, y=outputs(model, x))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--board", default="kv260")
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS[:2]))
+    parser.add_argument("--width", type=int, default=16, help="the units' bits (default 16)")
     parser.add_argument("--build", action="store_true", help="build each and emulate it against PyTorch")
     parser.add_argument("--samples", type=int, default=4, help="samples emulated (default 4)")
     parser.add_argument("--export", type=Path, help="write the tests' small export to this folder, and stop")
@@ -125,7 +140,7 @@ def main() -> None:
 
     rows = []
     with tempfile.TemporaryDirectory() as folder:
-        for name in MODELS:
+        for name in args.models:
             model = _with_statistics(getattr(torchvision.models, name)(weights=None))
             x = np.random.default_rng(1).standard_normal((args.samples, *SHAPE[1:])).astype(np.float32)
             want = outputs(model, x) if args.build else None
@@ -141,10 +156,10 @@ def main() -> None:
                     variants.append((f"{exporter} + QDQ", quantized, np.concatenate(
                         [reference.run({"x": x[i:i + 1]})["y"] for i in range(len(x))]) if args.build else None))
                 for label, source, expected in variants:
-                    row = {"exporter": label, **measure(source, args.board, 16)}
+                    row = {"exporter": label, **measure(source, args.board, args.width)}
                     if args.build:
                         started = time.perf_counter()
-                        hetdeploy.build(source, args.board, Path(folder) / f"{source.stem}_build")
+                        hetdeploy.build(source, args.board, Path(folder) / f"{source.stem}_build", width=args.width)
                         row["build_s"] = round(time.perf_counter() - started, 1)
                         started = time.perf_counter()
                         (got,) = Pipeline(Path(folder) / f"{source.stem}_build").predict(x)
@@ -161,8 +176,8 @@ def main() -> None:
                   f"{100 * r['mac_share']:.1f} % | {1e3 * r['latency_s']:.2f} | {r['plan_s']} | "
                   f"{r.get('build_s', '-')} | {r.get('emulate_s_a_sample', '-')} | "
                   f"{r.get('error_relative', float('nan')):.1e}")
-        print("estimates at the board file's clock (16-bit units); nothing synthesised; errors against PyTorch's "
-              "own outputs (a QDQ model's: onnxruntime's) on samples the builds did not size on")
+        print(f"estimates at the board file's clock ({args.width}-bit units); nothing synthesised; errors against "
+              "PyTorch's own outputs (a QDQ model's: onnxruntime's) on samples the builds did not size on")
 
 
 if __name__ == "__main__":

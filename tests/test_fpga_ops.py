@@ -743,6 +743,33 @@ def test_a_batchnormalization_of_its_own_is_the_tops_scale_and_shift_even_an_ide
 
 
 @pytest.mark.slow
+def test_torchvisions_densenet_block_runs_one_concat_a_layer_on_the_fpga_and_gives_pytorchs_outputs(tmp_path):
+    """torchvision's DenseNet block of three layers and its transition (benchmarks/torchvision_models.py --export)
+    concatenates all the block's features anew before each layer: a Concat of one, two, three and four tensors. At
+    intake the first is its one input and each other one Concat of the one before it and the newest feature (before,
+    the Concat of one failed in hls4ml, and a Concat of k a chain of k - 1). Built for the KV260, every node on the
+    FPGA in one subfunction, each layer's BatchNormalization and ReLU on the top's scale and shift; the pipeline's
+    outputs within 0.1 % of PyTorch's own on its 8 exported samples, which the build neither sized nor verified
+    on."""
+    from hetdeploy.commands.api import Pipeline
+    from hetdeploy.intake.model import load_model
+
+    data = Path(__file__).parent / "data" / "torch"
+    graph = load_model(data / "densenet_block.onnx").graph
+    concats = [n for n in graph.nodes if n.op == "Concat"]
+    assert [len(n.inputs) for n in concats] == [2, 2, 2]
+    assert [concats[k + 1].inputs[0] for k in range(2)] == [concats[k].outputs[0] for k in range(2)]
+    plan = build(BuildOptions(model=data / "densenet_block.onnx", board="kv260", out_dir=tmp_path / "out"),
+                 progress=lambda m: None)
+    (sub,) = plan.subfunctions
+    assert sub.kind == "fpga" and len(sub.nodes) == len(graph.nodes) and sub.verification.passed
+    assert [u.pe for u in sub.execution_units].count("affine") == 4
+    samples = np.load(data / "densenet_block.npz")
+    (got,) = Pipeline(tmp_path / "out").predict(samples["x"])
+    assert np.isfinite(got).all() and np.max(np.abs(got - samples["y"])) <= 1e-3 * np.max(np.abs(samples["y"]))
+
+
+@pytest.mark.slow
 def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_outputs(tmp_path):
     """MobileNetV2's stem and two inverted residual blocks, torchvision's layers as torch.onnx.export writes them
     (benchmarks/torchvision_models.py --export): ReLU6 is a Clip(0, 6) after each BatchNormalization. The stem, a

@@ -64,6 +64,16 @@ def test_eliminate_identity_and_dropout_with_unused_mask():
     assert ops(after) == ["Relu"] and after.graph.node[0].output[0] == "y"
 
 
+@pytest.mark.parametrize("op", ["Concat", "Sum", "Max", "Min", "Mean"])
+def test_an_op_of_any_number_of_tensors_given_one_is_removed(op):
+    """torchvision's DenseNet concatenates its block's first input alone (hls4ml's Concat of one fails)."""
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="r"),
+             helper.make_node(op, ["a"], ["b"], name="one", **({"axis": 1} if op == "Concat" else {})),
+             helper.make_node("Neg", ["b"], ["y"], name="neg")]
+    after = rewritten(model_of(nodes, [("x", [1, 4])], [("y", [1, 4])]), rewrites.eliminate_identity)
+    assert ops(after) == ["Relu", "Neg"] and after.graph.node[1].input[0] == "a"
+
+
 def test_conv_without_kernel_shape_and_same_upper_padding_get_explicit_attributes():
     nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", auto_pad="SAME_UPPER", strides=[2, 2]),
              helper.make_node("MaxPool", ["c"], ["y"], name="pool", kernel_shape=[2, 2], auto_pad="SAME_LOWER")]
@@ -149,6 +159,22 @@ def test_sum_of_three_is_a_chain_of_adds_and_concat_of_three_a_chain_of_pairs():
     after = rewritten(after, rewrites.split_concat)
     assert ops(after) == ["Add", "Add", "Concat", "Concat"]
     assert [n.name for n in after.graph.node][-1] == "cat"
+
+
+def test_a_concat_of_an_earlier_concats_inputs_and_more_starts_from_that_concats_output():
+    """torchvision's DenseNet concatenates all of a block's features before each layer: Concat(x0, x1), then
+    Concat(x0, x1, x2), ... Each becomes one Concat of the longest earlier Concat of a prefix of its inputs (along
+    the same axis: -3 is 1 at rank 4) and the rest, the same values; a Concat along another axis starts afresh."""
+    nodes = [helper.make_node("Concat", ["a", "b"], ["ab"], name="first", axis=1),
+             helper.make_node("Concat", ["a", "b", "c"], ["abc"], name="second", axis=-3),
+             helper.make_node("Concat", ["a", "b", "c", "d"], ["y"], name="third", axis=1),
+             helper.make_node("Concat", ["a", "b", "c"], ["z"], name="across", axis=2)]
+    model = model_of(nodes, [(n, [1, 2, 3, 3]) for n in "abcd"], [("ab", [1, 4, 3, 3]), ("abc", [1, 6, 3, 3]),
+                                                                     ("y", [1, 8, 3, 3]), ("z", [1, 2, 9, 3])])
+    after = rewritten(model, rewrites.split_concat)
+    assert [(n.name, list(n.input)) for n in after.graph.node] == [
+        ("first", ["a", "b"]), ("second", ["ab", "c"]), ("third", ["abc", "d"]),
+        ("across.part1", ["a", "b"]), ("across", ["across.part1_output", "c"])]
 
 
 def save(tmp_path, model, name="m.onnx"):

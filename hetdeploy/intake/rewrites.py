@@ -146,6 +146,9 @@ def _splice(graph: ModelIndex, node: onnx.NodeProto, nodes: list[onnx.NodeProto]
 # ---------------------------------------------------------------- the passes
 
 
+# Ops of any number of inputs that pass their tensor through when given one (torchvision's DenseNet concatenates its
+# block's first layer's one input feature)
+_OF_ONE = {"Concat", "Sum", "Max", "Min", "Mean"}
 # Arithmetic that passes its tensor through when the constant is all this value (x + 0, x * 1, ...),
 # and the inputs the constant may be at.
 _NEUTRAL = {"Add": (0.0, (0, 1)), "Sub": (0.0, (1,)), "Mul": (1.0, (0, 1)), "Div": (1.0, (1,))}
@@ -155,7 +158,7 @@ def _passed_through(graph: ModelIndex, node: onnx.NodeProto) -> Optional[str]:
     """The input ``node`` passes through unchanged, else None."""
     if node.domain not in ("", "ai.onnx"):
         return None
-    if node.op_type == "Identity":
+    if node.op_type == "Identity" or (node.op_type in _OF_ONE and len(node.input) == 1):
         return node.input[0]
     if node.op_type == "Dropout":  # inference: its input, unless its mask is read
         mask_read = len(node.output) > 1 and node.output[1] and \
@@ -173,8 +176,8 @@ def _passed_through(graph: ModelIndex, node: onnx.NodeProto) -> Optional[str]:
 
 
 def eliminate_identity(model: onnx.ModelProto) -> bool:
-    """Identity, Dropout whose mask is unused (inference: Dropout passes its input through), and
-    arithmetic with a neutral constant (x + 0, x - 0, x * 1, x / 1, as BNN-PYNQ's TensorNorm
+    """Identity, Dropout whose mask is unused (inference: Dropout passes its input through), a Concat,
+    Sum, Max, Min or Mean of one tensor, and arithmetic with a neutral constant (x + 0, x - 0, x * 1, x / 1, as BNN-PYNQ's TensorNorm
     exports with its default statistics; the result of the input's shape) are removed; their
     readers read the input."""
     graph = ModelIndex(model)
@@ -953,32 +956,49 @@ def reduce_mean_to_global_average_pool(model: onnx.ModelProto) -> bool:
 
 def sum_to_add(model: onnx.ModelProto) -> bool:
     """Sum of two tensors is Add; of more, a chain of Adds (the last keeps the name)."""
-    return _chain_of_pairs(model, "Sum", "Add", {})
+    def replacement(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
+        if node.domain not in ("", "ai.onnx") or len(node.input) < 2:
+            return None
+        return _pairs(node, "Add", node.input[0], 1, {})
+
+    return _replace_each(model, {"Sum"}, replacement, 0)
 
 
 def split_concat(model: onnx.ModelProto) -> bool:
     """A Concat of three or more tensors becomes a chain of two-input Concats (hls4ml merges two
-    tensors at a time); the last keeps the name."""
-    return _chain_of_pairs(model, "Concat", "Concat", None)
+    tensors at a time); the last keeps the name. The chain starts from the output of an earlier Concat
+    (or chain part) along the same axis of the longest prefix of its inputs, where there is one: a
+    DenseNet as torchvision writes it concatenates all of a block's features before each layer (the
+    k-th layer's Concat would be k - 1 Concats, the block's quadratic in its layers), now one Concat
+    a layer, of the previous layer's and the newest feature, the same values in the same order."""
+    made: dict[tuple[int, tuple[str, ...]], str] = {}  # (axis, inputs) of a Concat seen -> its output
 
-
-def _chain_of_pairs(model: onnx.ModelProto, op: str, pair_op: str, attributes: Optional[dict]) -> bool:
-    """``op`` over several inputs as a chain of two-input ``pair_op`` (attributes: the node's own
-    when None)."""
     def replacement(graph: ModelIndex, node: onnx.NodeProto, shape: list[int]):
-        if node.domain not in ("", "ai.onnx") or len(node.input) < 2 or (len(node.input) == 2 and op == pair_op):
+        if node.domain not in ("", "ai.onnx") or len(node.input) < 2:
             return None
-        kept = {a.name: helper.get_attribute_value(a) for a in node.attribute} if attributes is None else attributes
-        chain, left = [], node.input[0]
-        for k, right in enumerate(node.input[1:], start=1):
-            last = k == len(node.input) - 1
-            out = node.output[0] if last else f"{node.name}.part{k}_output"
-            chain.append(helper.make_node(pair_op, [left, right], [out],
-                                          name=node.name if last else f"{node.name}.part{k}", **kept))
-            left = out
-        return chain
+        axis, inputs = attribute(node, "axis") % len(shape), tuple(node.input)
+        start = next((j for j in range(len(inputs) - 1, 1, -1) if (axis, inputs[:j]) in made), 1)
+        chain = _pairs(node, "Concat", made[(axis, inputs[:start])] if start > 1 else inputs[0], start,
+                       {"axis": axis})
+        made.update({(axis, inputs[:start + k + 1]): part.output[0] for k, part in enumerate(chain)})
+        return chain if len(inputs) > 2 or start > 1 else None
 
-    return _replace_each(model, {op}, replacement, 0)
+    return _replace_each(model, {"Concat"}, replacement, 1)
+
+
+def _pairs(node: onnx.NodeProto, pair_op: str, left: str, start: int,
+           attributes: dict) -> list[onnx.NodeProto]:
+    """``left``, then ``node``'s inputs from ``start`` on one at a time, joined by two-input ``pair_op``
+    nodes of ``attributes``: part k's output ``<node>.part<k>_output``, the last one ``node``'s
+    output and name."""
+    chain = []
+    for k in range(start, len(node.input)):
+        last = k == len(node.input) - 1
+        out = node.output[0] if last else f"{node.name}.part{k}_output"
+        chain.append(helper.make_node(pair_op, [left, node.input[k]], [out],
+                                      name=node.name if last else f"{node.name}.part{k}", **attributes))
+        left = out
+    return chain
 
 
 def zipmap_to_tensor(model: onnx.ModelProto) -> bool:
