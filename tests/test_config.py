@@ -118,8 +118,10 @@ def test_units_pinned_to_the_engine_share_it_and_read_their_weights_from_ddr(tmp
 def test_the_engine_is_pinned_by_the_board_file_or_engine_and_refused_where_it_does_not_fit(tmp_path, capsys):
     """The engine's lanes and values a cycle, pinned by the FPGA's ``engine`` key in the board file or by
     ``--engine LANESxVALUES`` (over the board's): the units on it run on that size, its weights port as wide as the
-    board gives (one word on the PYNQ-Z2); a size that alone exceeds the FPGA's budget, or takes more values a cycle
-    than a word holds at the width, is refused in one line, exit 2, not planned without the engine."""
+    board gives (one word on the PYNQ-Z2; on the KV260 four words through two bundles, a DDR port each: before, the
+    pinned size took the bundles for its pixels, and read through one); a size that alone exceeds the FPGA's
+    budget, or takes more values a cycle than a word holds at the width, is refused in one line, exit 2, not planned
+    without the engine."""
     import hetdeploy
 
     model = tmp_path / "cnn.onnx"
@@ -129,16 +131,18 @@ def test_the_engine_is_pinned_by_the_board_file_or_engine_and_refused_where_it_d
     def engines(board, *flags):
         assert main(["plan", str(model), "--board", board, "--policy", "support", *pins, *flags, "--json"]) == 0
         plan = json.loads(capsys.readouterr().out)
-        return {(u["engine"]["lanes"], u["engine"]["vector"], u["engine"]["uram_lanes"], u["engine"]["port_words"])
+        return {(u["engine"]["lanes"], u["engine"]["vector"], u["engine"]["uram_lanes"], u["engine"]["port_words"],
+                 u["engine"]["bundles"])
                 for s in plan["subfunctions"] for u in s["execution_units"] if u.get("engine")}
 
-    assert engines("pynq-z2", "--engine", "8x2") == {(8, 2, 0, 1)}
+    assert engines("pynq-z2", "--engine", "8x2") == {(8, 2, 0, 1, 1)}
+    assert engines("kv260", "--engine", "8x2") == {(8, 2, 8, 4, 2)}
     shipped = (Path(hetdeploy.__file__).parent / "boards" / "pynq-z2.yaml").read_text()
     board = tmp_path / "pinned.yaml"
     board.write_text(shipped.replace("    hls_tool: vitis_hls ", "    engine: {lanes: 16, values: 1}\n"
                                      "    hls_tool: vitis_hls "))
-    assert engines(str(board)) == {(16, 1, 0, 1)}
-    assert engines(str(board), "--engine", "8x4") == {(8, 4, 0, 1)}
+    assert engines(str(board)) == {(16, 1, 0, 1, 1)}
+    assert engines(str(board), "--engine", "8x4") == {(8, 4, 0, 1, 1)}
     for size, fragments in (("200x4", ["does not fit it at 16 bits", "DSPs of"]),
                             ("8x8", ["more values a cycle than a 64-bit word holds at 16 bits (4)"])):
         assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", *pins, "--engine", size]) == 2

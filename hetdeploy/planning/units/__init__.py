@@ -448,7 +448,8 @@ def pinned_engine_size(device: Device, width: int, window: int) -> EngineSize:
                                   f"({per_word})")
     budget = device.budget()
     uram = min(lanes, buffer_lanes(width, {"uram": budget.get("uram", 0)}, window, vector)[1])
-    size = EngineSize(lanes, uram - uram % 2, vector, *engine_port(device), window=window)
+    port_words, bundles = engine_port(device)
+    size = EngineSize(lanes, uram - uram % 2, vector, port_words, bundles=bundles, window=window)
     needs = engine_resources(window, width, size)
     over = [f"{needs[k]:,} {k.upper() if k != 'bram18' else 'BRAM18'}s of {budget.get(k, 0):,}" for k in needs
             if k in ("dsp", "bram18", "uram") and needs[k] > budget.get(k, 0)]
