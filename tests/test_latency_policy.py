@@ -581,8 +581,9 @@ def test_the_model_zoos_networks_run_on_the_kv260s_fpga(tmp_path, name, width):
 def test_the_engine_taken_is_the_one_of_the_fewest_cycles_of_all_units_not_the_fastest_that_fits():
     """The model zoo's DenseNet-121 at 8 bits on the KV260: beside the fastest engine that fits (104 lanes of 8
     values, two pixels) its 62 scale and shift units fold to share their multipliers, and the network takes longer
-    than beside a smaller engine that leaves more of them a multiplier a lane. The folding weighs every unit's cycles: its
-    engine is smaller and the plan faster than with the 104 lanes pinned (before, it took the fastest that fit)."""
+    than beside a smaller engine that leaves more of them a multiplier a lane. The folding weighs every unit's
+    cycles: its engine is smaller and the plan faster than with the 104 lanes pinned (before, it took the fastest
+    that fit)."""
     from hetdeploy.commands.api import plan
 
     model = ZOO / "light_densenet121.onnx"

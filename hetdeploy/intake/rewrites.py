@@ -177,9 +177,9 @@ def _passed_through(graph: ModelIndex, node: onnx.NodeProto) -> Optional[str]:
 
 def eliminate_identity(model: onnx.ModelProto) -> bool:
     """Identity, Dropout whose mask is unused (inference: Dropout passes its input through), a Concat,
-    Sum, Max, Min or Mean of one tensor, and arithmetic with a neutral constant (x + 0, x - 0, x * 1, x / 1, as BNN-PYNQ's TensorNorm
-    exports with its default statistics; the result of the input's shape) are removed; their
-    readers read the input."""
+    Sum, Max, Min or Mean of one tensor, and arithmetic with a neutral constant (x + 0, x - 0, x * 1,
+    x / 1, as BNN-PYNQ's TensorNorm exports with its default statistics; the result of the input's
+    shape) are removed; their readers read the input."""
     graph = ModelIndex(model)
     changed = False
     for node in list(graph.g.node):

@@ -963,7 +963,8 @@ def _pinned_folding(loaded: LoadedModel, unit: units.Unit, shape: units.Shape, o
         if given and not in_ddr and value in valid:  # a top's op whose lanes share multipliers (the affine's)
             return units.Folding(value, False, strategy)
         what = (f"folds only to reuse factors {', '.join(map(str, valid))} (a word's lanes sharing multipliers) and "
-                f"has no weights to move" if len(valid) > 1 else "has no multiplications to fold and no weights to move")
+                f"has no weights to move" if len(valid) > 1 else
+                "has no multiplications to fold and no weights to move")
         raise UserError(f"{said(options, flag, node, value, flag)}: node '{node}' {what} (its unit runs on the "
                         f"{unit.pe} PE)")
     if not given:
