@@ -84,6 +84,9 @@ class BuildOptions:
     no_engine: bool = False  # never place a unit on the engine the user did not pin there
     # every FPGA's engine pinned (lanes, values a lane takes a cycle), over the board file's; None: the folding's
     engine_size: Optional[tuple[int, int]] = None
+    # (no flag: plan_model.folded_plan's) the folding takes the fastest engine beside which the other units fit, not
+    # the size of the fewest cycles of all the units
+    engine_first_fit: bool = False
     top: str = "auto"  # how each FPGA subfunction's top runs its units (TOP_CHOICES; plan_model.choose_tops)
     table_sizes: dict[str, int] = field(default_factory=dict)  # ONNX node name -> its unit's lookup tables' entries
     io_types: dict[str, str] = field(default_factory=dict)  # ONNX node name -> its unit's hls4ml IOType

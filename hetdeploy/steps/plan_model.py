@@ -71,13 +71,28 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
                            units.element_bytes(options.width) * sum(loaded.graph.nodes[index[n]].constant_elements
                                                                     for n in u.nodes))
 
+    def memory_and_times(plan: Plan, fold_options: BuildOptions) -> Optional[Plan]:
+        """``plan`` folded: its memory (an engine unit's input in DDR staged where no on-chip memory is left: not
+        had), its tops (--top dataflow, where its units cannot run as one: not had) and its estimate."""
+        nonlocal refused
+        try:
+            plan_memory(plan)
+            plan = _with_dataflow_room(plan, loaded, board, options, fold_options, layer_widths, plan_memory)
+        except UserError as why:
+            refused = refused or why
+            return None
+        fpga_times(plan, board)
+        return plan
+
     for with_engine in tries:
         plan = None
+        fold_options = folds.get(with_engine, options)
         try:  # a partition that cannot hold the units, or the user's per-node settings (which name nodes the
             # other partition puts on an FPGA: a config written from a plan with the engine; a node --device pins
             # to an FPGA that holds it only on the engine), is not had
             plan = partition(loaded, board, options, layer_widths, zero_shares, with_engine or False)
-            fold_units(plan, loaded, board, folds.get(with_engine, options), layer_widths)
+            partitioned = copy.deepcopy(plan) if with_engine else None
+            beyond_first_fit = fold_units(plan, loaded, board, fold_options, layer_widths)
         except units.PinnedEngineRefused:  # the engine asked for, not a plan without it
             raise
         except UserError as why:
@@ -88,16 +103,15 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
         if with_engine is True and any(sum(any(u.engine for u in s.execution_units) for s in plan.subfunctions
                                            if s.device == d.name) > 1 for d in board.devices):
             tries += _largest_engine_try(plan, loaded, board, options, layer_widths)
-        try:  # its memory (an engine unit's input in DDR staged where no on-chip memory is left: not had); --top
-            # dataflow, where this partition's units cannot run as one
-            plan_memory(plan)
-            plan = _with_dataflow_room(plan, loaded, board, options, folds.get(with_engine, options), layer_widths,
-                                       plan_memory)
-        except UserError as why:
-            refused = refused or why
-            continue
-        fpga_times(plan, board)
-        plans.append(plan)
+        plans.append(memory_and_times(plan, fold_options))
+        if partitioned is not None and beyond_first_fit:
+            # the folding weighs engine sizes by the units' cycles, before their memory is planned: the fastest
+            # engine beside which the others fit is weighed too, by the plan's estimate, memory included (a smaller
+            # engine of fewer cycles may leave the memory plan more to spill)
+            first_fit = dataclasses.replace(fold_options, engine_first_fit=True)
+            fold_units(partitioned, loaded, board, first_fit, layer_widths)
+            plans.append(memory_and_times(partitioned, first_fit))
+    plans = [p for p in plans if p is not None]
     if not plans:
         raise refused
     return min(plans, key=lambda p: p.estimate.latency_s if options.objective == "latency"
@@ -477,11 +491,13 @@ class UnitsDoNotFit(UserError):
 
 def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
                layer_widths: Mapping[str, int] = NO_LAYER_WIDTHS, kept_bram18: Mapping[str, int] = NOTHING_KEPT
-               ) -> None:
+               ) -> bool:
     """Split each FPGA subfunction into execution units and fold all the units of one FPGA
     together into its budget (the partitioner only gives an FPGA what fits it fully folded), each at
     its width (``_pinned_precision``): without the engine and, unless --no-engine, with it (``_fold_device``),
-    the faster kept. ``kept_bram18``: BRAM18s of an FPGA kept off the units' budget (its dataflow tops')."""
+    the faster kept. ``kept_bram18``: BRAM18s of an FPGA kept off the units' budget (its dataflow tops'). Whether
+    an FPGA took engines other than the fastest beside which its other units fit."""
+    beyond_first_fit = False
     where = {n: s.device for s in plan.subfunctions for n in s.nodes}
     node_bits = node_widths(loaded.graph, options.width, layer_widths)
     if options.weigh_distributed_arithmetic and importlib.util.find_spec("da4ml") is None:
@@ -524,6 +540,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         # of two foldings as fast, the one that leaves more of the budget
         best = min(variants, key=lambda v: (_interval_cycles(v, options, loaded.graph),
                                             units.budget_share(v.estimates, device.budget())))
+        beyond_first_fit = beyond_first_fit or not best.first_fit
         chip_budget = {k: device.budget().get(k, 0) for k in units.RESOURCES}
         budget = chip_budget | {"latency_cycles": None}
         choices = iter(zip(best.shapes, best.foldings, best.widths, best.bands, best.estimates))
@@ -555,6 +572,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         plan.fpga_resources[device.name] = FpgaResources(
             [s.name for s in subs], {k: sum(s.resources[k] for s in subs) for k in units.RESOURCES},
             chip_budget, {k: device.resources.get(k, 0) for k in units.RESOURCES})
+    return beyond_first_fit
 
 
 def _stream_may_flow(options: BuildOptions) -> bool:
@@ -587,6 +605,7 @@ class _DeviceFolding:
     estimates: list[dict[str, int]]
     rate: float
     with_engine: Collection[str]  # the subfunctions whose units were cut and folded with the engine weighed
+    first_fit: bool = True  # its engines the fastest beside which the other units fit
 
 
 def _engine_macs(sub: Subfunction, capable: Collection[int], loaded: LoadedModel) -> int:
@@ -635,15 +654,17 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
     # the engine's and the others' as folded beside it (a larger engine may leave the others folded slower: the
     # model zoo's DenseNet-121 at 8 bits on the KV260, 56.8 ms with the fastest engine that fits, 52.9 with one of
     # 80 lanes, its scale and shift units unfolded); the search stops at the first size whose engines alone take
-    # as long as the best found (or at the first that fits, folding for a rate: --target-rate)
+    # as long as the best found (or at the first that fits: folding for a rate, --target-rate, or asked to,
+    # engine_first_fit)
     groups, start = [], 0
     for _, units_of_sub in split:
         groups.append(tuple(k for k in range(start, start + len(units_of_sub)) if k in whole))
         start += len(units_of_sub)
     group_of = {k: group for group in groups for k in group}
-    best = None  # (the units' cycles, their engines' shapes, the engines' resources, the foldings)
+    best = None  # (the units' cycles, their engines' shapes, the engines' resources, the foldings, the first fit)
     for engine_cycles, sized, engines in _engine_sizes(device, [g for g in groups if g], whole, widths):
-        if best is not None and (engine_cycles >= best[0] or options.target_rate is not None):
+        if best is not None and (engine_cycles >= best[0] or options.target_rate is not None or
+                                 options.engine_first_fit):
             break
         on_engine = {k: dataclasses.replace(s, engine=sized[group_of[k]]) for k, s in whole.items()}
         # URAM is no budget the units are folded into: the engines' must fit the FPGA's beside each other
@@ -654,7 +675,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
             cycles = sum(units.folded_estimate(on_engine[k] if f.strategy == units.ENGINE else s, f, w, rate)
                          ["latency_cycles"] for k, (s, f, w) in enumerate(zip(shapes, foldings, widths)))
             if best is None or cycles < best[0]:
-                best = (cycles, on_engine, engines, foldings)
+                best = (cycles, on_engine, engines, foldings, best is None)
             continue
         if best is not None:
             continue
@@ -667,7 +688,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
         if set(over) - {"dsp", "bram18", "uram"}:  # a smaller engine frees only its multipliers and weight buffers
             break
     if best is not None:
-        _, whole, engines, foldings = best
+        _, whole, engines, foldings, first_fit = best
     else:  # pinned foldings, or the support policy (which does not weigh capacity)
         kept = f" ({kept_bram18} of its BRAM18s kept for the dataflow tops' FIFOs)" if kept_bram18 else ""
         over = [f"{k.upper()} {used} > {budget[k]}" for k, used in over.items()]
@@ -683,7 +704,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
         first = next((k for k in group if foldings[k].strategy == units.ENGINE), None)
         if first is not None:
             estimates[first] = estimates[first] | {r: estimates[first].get(r, 0) + n for r, n in resources.items()}
-    return _DeviceFolding(split, shapes, foldings, widths, bands, estimates, rate, with_engine)
+    return _DeviceFolding(split, shapes, foldings, widths, bands, estimates, rate, with_engine, first_fit)
 
 
 def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int, units.Shape], widths: list[int]
