@@ -48,7 +48,8 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
     nodes --error-budget sized (``precision.node_widths``); ``zero_shares``: each tensor's share of zeros
     on the sizing samples (``transfers.zero_shares``), for --compress-transfers. Under the latency policy, unless
     --no-engine, the partition is made twice, without and with each FPGA's engine (``CostModel``), and the plan
-    estimated faster kept."""
+    estimated faster kept; with the engine, where the folding took an engine size other than the fastest beside
+    which the other units fit, that partition's plan with the fastest that fits too."""
     plans, refused = [], None
     # the partition with each FPGA's engine too (its resources off the FPGA's, what it computes there at its
     # time and none of the chip's) where the policy weighs capacity; the faster plan kept (the one without on a tie)
