@@ -552,8 +552,8 @@ def test_the_model_zoos_networks_run_on_the_kv260s_fpga(tmp_path, name, width):
     (in pairs) on the top's own concat and their BatchNormalizations not folded into a convolution (DenseNet's
     before each) on the top's own scale and shift, a ReLU after each fused. At 8 bits DenseNet's 62 scale and
     shift units would take 8 DSPs each at a word a cycle: the folding shares a unit's multipliers among its lanes
-    where the DSPs are short, and its FPGA part stays one subfunction (before, 22 of them: 51 % of its MACs on the
-    FPGA, 1.03 s)."""
+    where the DSPs are short, and its FPGA part stays one subfunction (before, the plan had 22 subfunctions, 11 on
+    the FPGA: 51 % of its MACs there, 1.03 s)."""
     import onnx
 
     from hetdeploy.commands.api import plan
