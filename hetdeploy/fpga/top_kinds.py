@@ -30,7 +30,7 @@ from ..core.plan import ExecutionUnit, LocalResponse as LocalResponseAttributes,
     Window as WindowGeometry
 from ..core.precision import CppFixed, weight_fixed
 from ..intake.ort_adapter import OrtModel
-from ..planning.units import ENGINE_PORT_MAX_BUNDLES, XNOR_POPCOUNT, tokens_of
+from ..planning.units import ENGINE_PORT_MAX_BUNDLES, XNOR_POPCOUNT, token_interval as schedule_interval, tokens_of
 from .engine import affine as engine_affine, layer_values as engine_layer_values, quantized as engine_quantized, \
     weights_bytes as engine_weights_bytes
 from . import open_synth
@@ -351,7 +351,7 @@ class Affine(_Computed):
     def token_interval(self, unit, tokens):
         """A token's words, each at its reuse factor's cycles (its estimate's, the dataflow schedule's interval):
         its multipliers a word's lanes over its reuse factor, as over whole buffers."""
-        return max(1, unit.estimate["compute_cycles"] // tokens)
+        return schedule_interval(unit.estimate["compute_cycles"], tokens)
 
 
 class Concat(_Computed):

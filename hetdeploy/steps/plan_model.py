@@ -680,8 +680,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
             continue
         if best is not None:
             continue
-        whole = on_engine
-        folded = [units.folded_estimate(whole.get(k, s), pinned.get(k) or (units.folding_options(
+        folded = [units.folded_estimate(on_engine.get(k, s), pinned.get(k) or (units.folding_options(
             s, widths[k], rate, strategies.get(k)) + [units.Folding(1, True, units.ENGINE)] * (k in may))[-1],
             widths[k], rate) for k, s in enumerate(shapes)] + list(engines.values())
         used = {k: sum(e.get(k, 0) for e in folded) for k in (*units.RESOURCES, "uram")}

@@ -119,7 +119,7 @@ from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDE
                     engine_row_values, engine_window, staging_cycles, stored_window,
                     engine_resources, engine_sizes, fifo_bram18, iterations, pipeline_cycles, strategy_for, streams,
                     valid_reuse_factors, weight_reads, XNOR_POPCOUNT)
-from .kinds import KINDS, Arithmetic, UnitKind, kind_of
+from .kinds import KINDS, Arithmetic, UnitKind, kind_of, token_interval
 
 
 @dataclass

@@ -105,6 +105,12 @@ def _window_loop(shape: Shape, interval: int, compute_cycles: int, reads: Sequen
     return loop_ops(rows * columns, interval, lag, [(reads[0][0], inside)], writes, emits)
 
 
+def token_interval(compute_cycles: int, tokens: int) -> int:
+    """The cycles between two output tokens of a layer that computes ``tokens`` of them a token at a time in
+    ``compute_cycles`` (its token loop's II: the dataflow schedule's, and the dataflow top's pragma)."""
+    return max(1, compute_cycles // max(1, tokens))
+
+
 def _token_loop(compute_cycles: int, reads: Sequence[tuple[str, int, int]], writes: Sequence[str],
                 tokens: int) -> tuple[Op, ...]:
     """A layer that computes each output token from the same token of each input (an activation, an Add, a
@@ -112,7 +118,7 @@ def _token_loop(compute_cycles: int, reads: Sequence[tuple[str, int, int]], writ
     other tokens, whole."""
     if any(count != tokens for _, count, _ in reads):
         return whole_ops(reads, writes, tokens, compute_cycles)
-    interval = max(1, compute_cycles // max(1, tokens))
+    interval = token_interval(compute_cycles, tokens)
     lag = -(-max(0, compute_cycles - tokens * interval) // interval)
     return loop_ops(tokens, interval, lag, [(fifo, range(tokens)) for fifo, *_ in reads], writes, range(tokens))
 
