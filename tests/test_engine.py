@@ -44,6 +44,7 @@ int main(int argc, char **argv) {
     std::vector<hetdeploy::word_t> memory(bytes.size() / 8), unused(1);
     hetdeploy::load_bytes(memory.data(), bytes.data(), bytes.size());
     // the output in a memory of its own at a word past its first, garbage around it: the engine's third of three
+    // (DDR where the output lies there)
     std::vector<hetdeploy::word_t> written(out_words + 2, hetdeploy::word_t(-1));
     hetdeploy::word_t *target = written.data() + 1;
     // the weights region as each of its %(bundles)d bundles reads it (%(bundle_words)d words a read), bundle b from its
@@ -104,11 +105,11 @@ def filter_biases(region: bytes, layer: EngineLayer) -> np.ndarray:
 
 
 def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, iw: int, ow: int, ww: int,
-               staged: bool = False):
-    """engine.h compiled with g++ (once for each engine: its bits, lanes, values a cycle, port, pixels and whether
-    it stages) and run on ``region`` (the layer's weights) and ``raw_in`` (its input's codes), ``staged``: the input
-    in DDR, staged a row of output pixels at a time: its output codes (read back as signed) and what it counted,
-    (cycles, weight words)."""
+               staged: bool = False, output_in_ddr: bool = False):
+    """engine.h compiled with g++ (once for each engine: its bits, lanes, values a cycle, port, pixels and which of
+    its memories is DDR) and run on ``region`` (the layer's weights) and ``raw_in`` (its input's codes), ``staged``:
+    the input in DDR, staged a row of output pixels at a time; else ``output_in_ddr``: the output there: its output
+    codes (read back as signed) and what it counted, (cycles, weight words)."""
     assert stored_window(layer, ww) <= LARGEST_WINDOW
     source = raw_in.astype(f"<i{element_bytes(iw)}" if layer.in_signed else f"<u{element_bytes(iw)}").tobytes()
     source += bytes(-len(source) % ARENA_WORD_BYTES)
@@ -116,7 +117,8 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
     fields = layer_values(layer, ow)
     assert len(fields) == LAYER_FIELDS
     engine = dict(iw=iw, ow=ow, ww=ww, lanes=layer.lanes, uram_lanes=layer.uram_lanes, vector=layer.vector,
-                  window=LARGEST_WINDOW, port=layer.port_words, pixels=layer.pixels, ddr=1 if staged else -1,
+                  window=LARGEST_WINDOW, port=layer.port_words, pixels=layer.pixels,
+                  ddr=1 if staged else 2 if output_in_ddr else -1,
                   bundles=layer.bundles, bundle_words=layer.port_words // layer.bundles,
                   out_bytes=element_bytes(ow), fields=LAYER_FIELDS, numbers=LAYER_FIELDS + 4,
                   layer=", ".join([f"int(v[{k}])" for k in range(LAYER_FIELDS - 2)] + [
@@ -194,7 +196,8 @@ GROUPS = {"grouped": 2, "depthwise": 8}  # the others': one
 CLIPS = {"1x1": [0.0, 1.5], "dense": [-3.3, 7.9], "1-D": [None, 2.45]}
 
 
-@pytest.mark.parametrize("staged", [False, True], ids=["on chip", "staged from DDR"])
+@pytest.mark.parametrize("staged, output_in_ddr", [(False, False), (True, False), (False, True)],
+                         ids=["on chip", "staged from DDR", "output in DDR"])
 @pytest.mark.parametrize("kind", LAYERS)
 @pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port, pixels, bundles",
                          [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 1, 2, 1),
@@ -202,14 +205,15 @@ CLIPS = {"1x1": [0.0, 1.5], "dense": [-3.3, 7.9], "1-D": [None, 2.45]}
                           (8, 16, "ap_fixed<8,3>", "ap_fixed<16,6>", 8, 2, 2, 2, 2),
                           (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 4, 4, 1, 2)])
 def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, vector, uram_lanes,
-                                                    port, pixels, bundles, staged):
+                                                    port, pixels, bundles, staged, output_in_ddr):
     """Each layer on 4 lanes of ``vector`` values a cycle, ``uram_lanes`` of them with their weights in URAM (two a
     block: none, half, all), its weights port ``port`` DDR words wide (``bundles`` m_axi bundles, each its share of
     a read's words from its block of the weights region): the layers whose channels are a multiple of
     it take that many a cycle, the others (5 and 3 channels; 4 at 8 a cycle) one; a tile's filters need not begin
     a port's word (the grouped layer's second group: filters 6 to 11). Its input on chip, or in DDR, staged a row of
-    output pixels at a time (rows of 7 x 5 values and, at 8 bits, 12 x 3: rows that do not begin a word); where its
-    inputs and outputs are as wide, in the cycles ``units.engine_layer_cycles`` estimates. On an engine of two
+    output pixels at a time (rows of 7 x 5 values and, at 8 bits, 12 x 3: rows that do not begin a word), or its
+    output in DDR (its words written one a cycle, not two); where its inputs and outputs are as wide, in the cycles
+    ``units.engine_layer_cycles`` estimates. On an engine of two
     pixels at once (``pixels``), the layers whose window takes more iterations than two pixels' output words run a
     pair of pixels at a time (the pass's last alone where its pixels are odd: the staged 3 x 3 layer's rows of 7),
     at 8 bits two lanes' products in a DSP48 too."""
@@ -229,9 +233,9 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
     signed = layer.in_signed
     raw_in = rng.integers(-(2 ** (iw - 1)) if signed else 0, 2 ** (iw - 1) if signed else 2 ** iw,
                           layer.input[0] * layer.input[1] * layer.channels)
-    got, (cycles, _) = run_engine(tmp_path, layer, region, raw_in, iw, ow, ww, staged)
+    got, (cycles, _) = run_engine(tmp_path, layer, region, raw_in, iw, ow, ww, staged, output_in_ddr)
     if iw == ow:  # engine_cycles' one width: the inputs' and outputs' words alike
-        assert cycles == engine_layer_cycles(layer, iw, staged)
+        assert cycles == engine_layer_cycles(layer, iw, staged, output_in_ddr)
     exact = reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow)
     expected = exact
     if not layer.out_signed:  # read back as signed: the top bit of an unsigned code
@@ -317,15 +321,15 @@ COUNTING = r"""
 #include <vector>
 #include "engine.h"
 
-// each line of argv[1] a layer (engine_layer's fields) and whether its input is staged from DDR: it runs on zeros,
-// printing what the engine counted
+// each line of argv[1] a layer (engine_layer's fields), whether its input is staged from DDR and whether its output
+// lies in DDR: it runs on zeros, printing what the engine counted
 int main(int argc, char **argv) {
     std::FILE *f = std::fopen(argv[1], "r");
     hetdeploy::engine_layer g;
-    int staged;
-    while (std::fscanf(f, "%%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d", &g.in_c, &g.in_h, &g.in_w,
-                       &g.out_c, &g.out_h, &g.out_w, &g.k_h, &g.k_w, &g.s_h, &g.s_w, &g.pad_top, &g.pad_left,
-                       &g.d_h, &g.d_w, &g.groups, &staged) == 16) {
+    int staged, output_in_ddr;
+    while (std::fscanf(f, "%%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d", &g.in_c, &g.in_h,
+                       &g.in_w, &g.out_c, &g.out_h, &g.out_w, &g.k_h, &g.k_w, &g.s_h, &g.s_w, &g.pad_top,
+                       &g.pad_left, &g.d_h, &g.d_w, &g.groups, &staged, &output_in_ddr) == 17) {
         g.in_fraction = g.weight_fraction = g.out_fraction = 8;
         g.in_signed = g.out_signed = g.relu = 1;
         g.clip_low = -(1LL << 62), g.clip_high = 1LL << 62;
@@ -338,22 +342,27 @@ int main(int argc, char **argv) {
         std::vector<ap_uint<64 * %(port)d / %(bundles)d> > weights(reads * %(bundles)d);
         const ap_uint<64 * %(port)d / %(bundles)d> *w[4];
         for (int b = 0; b < 4; b++) w[b] = weights.data() + (b < %(bundles)d ? b * reads : 0);
-        // the input, then the output, in one memory (staged: DDR); the staging buffer in another
-        const int source_words = g.in_h * g.in_w * g.in_c / 4 + 1;
-        std::vector<hetdeploy::word_t> memory(source_words + g.out_h * g.out_w * g.out_c / 4 + 1);
+        // memory 0: the input, then the output (staged: DDR, the output there too where it lies in DDR); memory 1:
+        // the staging buffer; memory 2: the output elsewhere (unstaged, in DDR: memory 2 is)
+        const int source_words = g.in_h * g.in_w * g.in_c / 4 + 1, target_words = g.out_h * g.out_w * g.out_c / 4 + 1;
+        std::vector<hetdeploy::word_t> memory(source_words + target_words), other(target_words);
         std::vector<hetdeploy::word_t> staging(g.k_h * ((g.in_w * g.in_c + 3) / 4) + 1);
-        const hetdeploy::engine_place source = {0, 0}, target = {0, source_words}, unstaged = {-1, 0},
+        const hetdeploy::engine_place source = {0, 0}, after = {0, source_words}, apart = {2, 0}, unstaged = {-1, 0},
                                       stage = {1, 0};
         hetdeploy::engine_counted() = hetdeploy::engine_counts{0, 0};
-        hetdeploy::word_t *m = memory.data(), *s = staging.data();
+        hetdeploy::word_t *m = memory.data(), *s = staging.data(), *o = other.data();
         if (staged)
-            hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 2, 0,
+            hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, 0,
                               %(pixels)d, %(bundles)d>(
-                m, s, m, m, source, target, stage, w[0], w[1], w[2], w[3], g);
+                m, s, o, m, source, output_in_ddr ? after : apart, stage, w[0], w[1], w[2], w[3], g);
+        else if (output_in_ddr)
+            hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, 2,
+                              %(pixels)d, %(bundles)d>(
+                m, s, o, m, source, apart, unstaged, w[0], w[1], w[2], w[3], g);
         else
-            hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 2, -1,
+            hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, -1,
                               %(pixels)d, %(bundles)d>(
-                m, s, m, m, source, target, unstaged, w[0], w[1], w[2], w[3], g);
+                m, s, o, m, source, after, unstaged, w[0], w[1], w[2], w[3], g);
         std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
     }
 }
@@ -385,7 +394,8 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
     lanes, 84 of them in URAM, its weights port four DDR words wide in two bundles, two output pixels at once: the
     KV260's engine for ResNet-50 at 16 bits):
     the cycles and DDR words engine.h counts are what ``units.engine_cycles`` estimates, within 2 %; each layer with
-    its input on chip, and in DDR, staged a row of output pixels at a time (``units.staging_cycles``)."""
+    its input on chip, and in DDR, staged a row of output pixels at a time (``units.staging_cycles``), and its output
+    on chip and in DDR (its words written one a cycle where a cycle reads nothing, not two: DDR's one port)."""
     from hetdeploy.planning.units import engine_cycles, engine_row_values, staging_cycles
 
     layers = []
@@ -397,7 +407,7 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
         k, pad = max(kernel, 1), max(kernel, 1) // 2
         size = 1 if kernel == 0 else (side - 1) * stride + k - 2 * pad
         layers += [(channels, size, size, filters, side, side, k, k, stride, stride, pad, pad, 1, 1,
-                    groups[0] if groups else 1, staged) for staged in (0, 1)]
+                    groups[0] if groups else 1, staged, output_in_ddr) for staged in (0, 1) for output_in_ddr in (0, 1)]
     (tmp_path / "layers.txt").write_text("".join(" ".join(map(str, layer)) + "\n" for layer in layers))
     window = max(layer[6] * (-(-layer[7] * layer[0] // 4) * 4 if engine_row_values(layer[7], layer[0], layer[14], 1, 16)
                              else layer[0] // layer[14] * layer[7]) for layer in layers)
@@ -417,6 +427,6 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
         estimated = engine_cycles(per_group * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16, lanes,
                                   vector=vector, channels=per_group, groups=layer[14], port_words=port,
                                   row=engine_row_values(layer[7], per_group, layer[14], 1, 16), staging=staging,
-                                  pixels_at_once=pixels, buffer_window=window)
+                                  pixels_at_once=pixels, buffer_window=window, output_in_ddr=bool(layer[16]))
         assert abs(estimated["cycles"] - cycles) <= 0.02 * cycles, (layer, cycles, estimated)
         assert estimated["weight_words"] == words, (layer, words, estimated)

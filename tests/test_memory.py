@@ -358,11 +358,12 @@ def test_engine_inputs_in_ddr_are_staged_or_copied_on_chip_and_charged_their_cyc
     copy (kind ``copy``) is as large as the input, on chip, only where staging would take more than twice its
     cycles; one staging buffer (kind ``staging``), on chip, beside no other buffer's bytes, holds each staged unit's
     k_h input rows; the plan charges the staging loops' cycles (every tile's) and the copies', not the inputs'
-    bytes once."""
+    bytes once; and, for each engine unit whose output lies in DDR, the cycles its words take written one a cycle
+    rather than two (units.engine_ddr_output_cycles), beside the spilled buffers' bytes."""
     import onnx as onnx_package
 
     from hetdeploy.planning.config import BuildOptions
-    from hetdeploy.planning.units import copy_cycles, engine_staging_cycles, staging_bytes
+    from hetdeploy.planning.units import copy_cycles, engine_ddr_output_cycles, engine_staging_cycles, staging_bytes
     from hetdeploy.steps.build import plan_stages
 
     model = Path(onnx_package.__file__).parent / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"
@@ -386,4 +387,14 @@ def test_engine_inputs_in_ddr_are_staged_or_copied_on_chip_and_charged_their_cyc
     cycles = sum(engine_staging_cycles(u.engine, 16) for u in staged) + sum(copy_cycles(c.size) for c in copies)
     fpga = board.device(sub.device)
     assert sub.memory.engine_staging_s == pytest.approx(cycles / (fpga.clock_mhz * 1e6))
-    assert sub.memory.ddr_transfer_s > sub.memory.engine_staging_s
+    to_ddr = [u for u in engine if where[u.outputs[0]].memory == "ddr"]
+    output_cycles = sum(engine_ddr_output_cycles(u.engine, 16) for u in to_ddr)
+    assert to_ddr and output_cycles > 0
+    # each spilled buffer written once and read by each unit that neither stages nor copies it
+    readers = {u.name: not (u.engine is not None and (u.engine.staged or u.engine.copied))
+               for u in sub.execution_units}
+    spilled = sum(b.size * (1 + sum(readers[u.name] for u in sub.execution_units if b.tensor in u.inputs))
+                  for b in sub.memory.buffers if b.memory == "ddr" and b.kind == "activation")
+    assert sub.memory.ddr_transfer_s == pytest.approx(spilled / fpga.memory.bandwidth_bytes_per_s
+                                                      + sub.memory.engine_staging_s
+                                                      + output_cycles / (fpga.clock_mhz * 1e6))

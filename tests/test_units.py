@@ -593,8 +593,8 @@ def test_the_engine_takes_its_units_one_window_value_a_cycle_per_tile_of_lanes()
     tile of lanes filters its weights read a buffer entry a cycle (or as fast
     as the DDR delivers their bytes) and a bias a filter, then its pixels' windows one value a cycle in one loop, each
     pixel's outputs (whole words: 40 filters on 32 lanes) written a word a cycle while the next pixel's window is
-    read, the last pixel's after, each loop's pipeline depth once (``engine_cycles``, which tests/test_engine.py
-    holds to engine.h's count); nothing of the chip's besides the engine (``engine_resources``: a DSP a lane, a weight
+    read, the last pixel's after, two words a cycle, each loop's pipeline depth once (``engine_cycles``, which
+    tests/test_engine.py holds to engine.h's count); nothing of the chip's besides the engine (``engine_resources``: a DSP a lane, a weight
     buffer a lane as deep as the largest window's words). What the engine cannot compute, ``engine_refusal``
     says."""
     from hetdeploy.planning.units import (ENGINE, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, EngineSize, engine_refusal,
@@ -613,7 +613,8 @@ def test_the_engine_takes_its_units_one_window_value_a_cycle_per_tile_of_lanes()
     window, pixels = 16 * 9, 100
     filter_words = window // 4  # four 16-bit weights a word
     # the two tiles (32 filters, then 8): weight words, biases, and per pixel the window (more iterations than
-    # its output words: the first tile's 32 channels take 8 words, the second's 8 two), then the last pixel's words
+    # its output words: the first tile's 32 channels take 8 words, the second's 8 two), then the last pixel's words,
+    # two a cycle (on chip: a port each)
     tiles = [(32, 32 * filter_words, 8), (8, 8 * filter_words, 2)]
     # (one value a lane a cycle, as an FPGA that allows the engine nothing more gets: a word's four weights are
     # four entries of its weight buffers, loaded one a cycle)
@@ -623,7 +624,7 @@ def test_the_engine_takes_its_units_one_window_value_a_cycle_per_tile_of_lanes()
     # (a cycle for each tile's group of one, for its weights, for its one pass of the pixels (its input on chip) and
     # for its pixels in the pass)
     expected = sum(2 + 4 * words - 1 + ENGINE_MOVE_DEPTH + filters - 1 + ENGINE_MOVE_DEPTH
-                   + 2 + pixels * window - 1 + ENGINE_MAC_DEPTH + written - 1 + ENGINE_MOVE_DEPTH
+                   + 2 + pixels * window - 1 + ENGINE_MAC_DEPTH + written // 2 - 1 + ENGINE_MOVE_DEPTH
                    for filters, words, written in tiles)
     assert used["latency_cycles"] == expected
     assert {k: used[k] for k in RESOURCES} == {k: 0 for k in RESOURCES}

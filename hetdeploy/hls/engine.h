@@ -29,15 +29,16 @@
 // a row where the input is staged) and each tile, the tile's biases, then for each output pixel of the pass the
 // k_h x k_w x in_c window values VEC a cycle (where the
 // layer's input channels are a multiple of VEC: each group of VEC channels then lies in one input word; else one a
-// cycle), each multiplied by the tile's LANES weights at once, and the pixel's outputs written a whole word a cycle.
-// Where every tile's outputs are whole words (LANES and the layer's output channels multiples of a word's outputs) the
-// pixels are one pipelined loop, a pixel's words written while the next pixel's window is read (a pixel takes the
-// larger of its window's iterations and its words), or, on an engine of two pixels where the window takes more
-// iterations than two pixels' words, a pair of pixels at a time, their windows read together, then their words;
-// else each pixel's window, then its words (a word the tile shares with other channels read first). Addresses step
-// with counters; a loop whose bound is a call's value says its largest trip count (LOOP_TRIPCOUNT); no pipelined loop
-// reads a memory word an earlier iteration wrote. At 8-bit inputs and weights two lanes' products of a value share
-// one DSP48 (ENGINE_PACKED).
+// cycle), each multiplied by the tile's LANES weights at once, and the pixel's outputs written whole words: one an
+// iteration that reads the input, two an iteration that reads nothing (a port of the target memory each; one where
+// the output lies in DDR, whose m_axi port takes one). Where every tile's outputs are whole words (LANES and the
+// layer's output channels multiples of a word's outputs) the pixels are one pipelined loop, a pixel's words written
+// while the next pixel's window is read, those past its window's iterations after them, or, on an engine of two
+// pixels where that is shorter (engine_pairs), a pair of pixels at a time, their windows read together, then their
+// words; else each pixel's window, then its words (a word the tile shares with other channels read first).
+// Addresses step with counters; a loop whose bound is a call's value says its largest trip count (LOOP_TRIPCOUNT);
+// no pipelined loop reads a memory word an earlier iteration wrote. At 8-bit inputs and weights two lanes' products
+// of a value share one DSP48 (ENGINE_PACKED).
 //
 // Values are raw fixed-point bits whose binary points the layer gives: each product exact (the value, signed in
 // IW + 1 bits, by its WW-bit weight: one multiplier's width, not the sum's), the sum in 64 bits, then the layer's
@@ -88,16 +89,16 @@ word_t engine_read(const word_t *m0, const word_t *m1, const word_t *m2, const w
     return SKIP == 0 ? word_t(0) : m0[word];  // (SKIP 0: memory 0 is never read)
 }
 
-// ... and written
-template <int MEMORIES>
+// ... and written (never to memory SKIP: an output word written beside another, which DDR's one port cannot take)
+template <int MEMORIES, int SKIP = -1>
 void engine_write(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &place, int at,
                   const word_t &bits) {
 #pragma HLS INLINE
     const int word = place.word + at;
-    if (MEMORIES > 3 && place.memory == 3) m3[word] = bits;
-    else if (MEMORIES > 2 && place.memory == 2) m2[word] = bits;
-    else if (MEMORIES > 1 && place.memory == 1) m1[word] = bits;
-    else m0[word] = bits;
+    if (MEMORIES > 3 && SKIP != 3 && place.memory == 3) m3[word] = bits;
+    else if (MEMORIES > 2 && SKIP != 2 && place.memory == 2) m2[word] = bits;
+    else if (MEMORIES > 1 && SKIP != 1 && place.memory == 1) m1[word] = bits;
+    else if (SKIP < 0 || (SKIP != 0 && place.memory != SKIP)) m0[word] = bits;
 }
 
 struct engine_layer {
@@ -489,6 +490,44 @@ void engine_depthwise_accumulate(const word_t &in_word, const engine_layer &g, i
     }
 }
 
+// How a layer's window walks step: a group's channels, the values an iteration (``step``), the input element's moves
+// after a pixel's channels of the group and after a window row (engine_walk::next), and a row walk's iterations a
+// row and move after a row (engine_row_walk::next)
+struct engine_strides {
+    int channels, step, column_step, row_step, row_steps, row_walk_step;
+};
+
+// A window step's input word at its walk's place (a row walk's, ``rows``: engine_row_walk::word, of the input's
+// ``input_elements``), read from the memory the input lies in (``input``; never DDR), or zero outside the input
+template <int IW, int VEC, int MEMORIES, int DDR>
+word_t engine_window_word(const word_t *m0, const word_t *m1, const word_t *m2, const word_t *m3,
+                          const engine_place &input, const engine_layer &g, bool rows, const engine_walk &walk,
+                          const engine_row_walk &row_walk, int input_elements) {
+#pragma HLS INLINE
+    static const int IPW = lane<ap_uint<IW> >::per_word;
+    bool in_map = walk.inside(g);
+    const int at = rows ? row_walk.word<VEC, IPW>(g, input_elements, in_map) : walk.at / IPW;
+    return in_map ? engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, at) : word_t(0);
+}
+
+// One window step of a pixel walked a channel group at a time, or along its rows (``rows``): ``in_word``'s values
+// multiplied by every lane's weight (its tile's from the buffers' entry ``slot`` on) and added to its sum, and the
+// walk stepped on (``column0``: the pixel's window's first column)
+template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
+void engine_window_step(const word_t &in_word, const engine_layer &g, bool rows, const engine_strides &k,
+                        int column0, int slot, engine_walk &walk, engine_row_walk &row_walk,
+                        const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES], sum_t sums[][LANES]) {
+#pragma HLS INLINE
+    if (rows) {
+        engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, ENTRIES>(in_word, g, row_walk, slot, tile, paired, sums);
+        row_walk.next<VEC>(g, k.row_steps, column0, k.row_walk_step);
+    } else {
+        engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, ENTRIES>(in_word, g, walk, k.step, slot, tile, paired,
+                                                                   sums);
+        walk.next(g, k.channels, k.step, VEC, column0, k.column_step, k.row_step);
+    }
+}
+
 // The walks at output pixel ``output``'s window (its first channel ``channel0``; ``staged``: in the staging buffer)
 inline void engine_start_walks(const engine_layer &g, const engine_pixel &output, int channel0, bool staged,
                                engine_walk &walk, engine_row_walk &row_walk) {
@@ -548,13 +587,13 @@ inline int engine_resident(bool staged, int entries, int filter_entries) {
     return staged && entries / filter_entries > 1 ? entries / filter_entries : 1;
 }
 
-// Whether a tile whose outputs are whole words (``words`` a pixel) runs two output pixels at a time on an engine
-// built for pairs: a layer walked a step a channel group (neither depthwise nor along its rows) whose window takes
-// more steps than two pixels' words (a pair's loop, the steps then both pixels' words, is then shorter than two
-// pixels' loops, each the longer of its steps and its words)
-inline bool engine_pairs(bool depthwise, bool rows, int steps, int words) {
+// Whether a tile whose outputs are whole words (``words`` a pixel, ``written`` of them an iteration that reads
+// nothing) runs two output pixels at a time on an engine built for pairs: a layer walked a step a channel group
+// (neither depthwise nor along its rows) whose pair's loop, the window's steps then both pixels' words, is shorter
+// than two pixels' loops (each its steps, and its words past them ``written`` an iteration)
+inline bool engine_pairs(bool depthwise, bool rows, int steps, int words, int written) {
 #pragma HLS INLINE
-    return !depthwise && !rows && steps > 2 * words;
+    return !depthwise && !rows && steps * written > 2 * words;
 }
 
 // A sum as an output value's raw bits: the layer's ReLU, then rounded to the nearest at the output's fraction
@@ -581,6 +620,22 @@ word_t engine_word(const sum_t *sums, int word, const engine_layer &g, int shift
         set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[word * L + k], g, shift, most, least)));
     }
     return bits;
+}
+
+// Word ``q`` of a pair of output pixels' words (``words`` each: the first pixel's, then the second's, where
+// ``has_second``), if it is one, written to ``target`` (never to memory SKIP)
+template <int OW, int MEMORIES, int SKIP, int PIXELS, int LANES, typename sum_t>
+void engine_pair_word(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &target,
+                      const engine_pixel &first, const engine_pixel &second, bool has_second,
+                      const sum_t sums[PIXELS][LANES], int q, int words, const engine_layer &g, int shift, sum_t most,
+                      sum_t least) {
+#pragma HLS INLINE
+    static const int L = lane<ap_uint<OW> >::per_word;
+    const bool of_first = q < words;
+    const int at = of_first ? q : q - words;
+    if (q < 2 * words && (of_first || has_second))
+        engine_write<MEMORIES, SKIP>(m0, m1, m2, m3, target, (of_first ? first : second).out_first / L + at,
+                                     engine_word<OW>(sums[of_first ? 0 : PIXELS - 1], at, g, shift, most, least));
 }
 
 // Read ``r`` of the weights port of PORT DDR words, which BUNDLES m_axi bundles (w0 .. w3, each on a DDR port of
@@ -668,6 +723,7 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     const int input_elements = staged ? g.k_h * slot_elements : g.in_h * g.in_w * g.in_c;
     const int column_step = g.d_w * g.in_c - channels, row_step = row_elements - g.k_w * g.d_w * g.in_c;
     const int row_walk_step = row_elements - row_values;
+    const engine_strides strides = {channels, step, column_step, row_step, row_steps, row_walk_step};
     // a depthwise convolution (a group a channel) whose channels and lanes come in whole words of inputs and of
     // outputs, on an engine built with that loop (DEPTHWISE: one of its layers is one): a tile is LANES channels,
     // each lane its own (engine_depthwise_accumulate), a word of the pixel's inputs an iteration; else a tile is a
@@ -679,6 +735,9 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     const int filter_entries = filter_words * EPW;
     const int resident = engine_resident(staged, WINDOW_ENTRIES, filter_entries);
     const bool aligned = depthwise || (LANES % L == 0 && group_filters % L == 0);  // every tile's outputs whole words
+    // the output words an iteration that reads nothing writes: two, one through each of the target memory's two
+    // ports, or one where the output lies in DDR (one m_axi port: the second write of a cycle never goes there)
+    const int written = DDR >= 0 && target.memory == DDR ? 1 : 2;
     engine_tile t;
     t.begin(g, depthwise, LANES, group_filters, channels);
 tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels for each of them
@@ -766,13 +825,13 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                 engine_row_walk row_walk;
                 engine_start_walks(g, output, channel0, staged, walk, row_walk);
                 const int words = filters / L, channel_words = filters / IPW;
-                if (aligned && PIXELS == 2 && engine_pairs(depthwise, rows, steps, words)) {
+                if (aligned && PIXELS == 2 && engine_pairs(depthwise, rows, steps, words, written)) {
                     // two output pixels at a time: a pixel (``output``) and the one after it in the pass
                     // (``second``; none past the pass's last), each weight entry read once for both; a pair's loop
                     // of ``pair_span`` iterations: its window's steps, one input word of each pixel read an
-                    // iteration, then its 2 x words output words written, the first pixel's then the second's, one
-                    // an iteration (an iteration reads a memory twice or writes it once: its two ports)
-                    const int pair_span = steps + 2 * words, pairs = (row_pixels + 1) / 2;
+                    // iteration, then its 2 x words output words written, the first pixel's then the second's,
+                    // ``written`` an iteration (an iteration reads a memory twice or writes it twice: its two ports)
+                    const int pair_span = steps + (2 * words + written - 1) / written, pairs = (row_pixels + 1) / 2;
                     engine_pixel second;
                     engine_walk second_walk;
                     engine_row_walk unused;  // (no row walk: a pair's layers walk their windows a step a channel group)
@@ -804,12 +863,15 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                                 value, slot + walk.entry, walk.lane, tile, paired, sums);
                             walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
                             second_walk.next(g, channels, step, VEC, second.column0, column_step, row_step);
-                        } else {  // a word of the pair's outputs: the first pixel's, then the second's (if any)
-                            const int k = j - steps, of = k < words ? 0 : PIXELS - 1, at = k < words ? k : k - words;
-                            if (of == 0 || has_second)
-                                engine_write<MEMORIES>(m0, m1, m2, m3, target,
-                                                       (of == 0 ? output : second).out_first / L + at,
-                                                       engine_word<OW>(sums[of], at, g, shift, most, least));
+                        } else {  // ``written`` words of the pair's outputs, the second never to DDR
+                            const int q = (j - steps) * written;
+                            engine_pair_word<OW, MEMORIES, -1, PIXELS, LANES>(m0, m1, m2, m3, target, output, second,
+                                                                             has_second, sums, q, words, g, shift,
+                                                                             most, least);
+                            if (written == 2)
+                                engine_pair_word<OW, MEMORIES, DDR, PIXELS, LANES>(m0, m1, m2, m3, target, output,
+                                                                                  second, has_second, sums, q + 1,
+                                                                                  words, g, shift, most, least);
                         }
                         if (++j == pair_span) {
                             j = 0;
@@ -824,10 +886,11 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                 } else if (aligned) {
                     // one loop of ``span`` iterations a pixel, its window's steps (a depthwise tile's: its window
                     // places' input words of its channels, place after place), during which the previous pixel's
-                    // words are written (from ``done``, its sums), a word an iteration; the pass's last pixel's after
-                    // it
+                    // words are written (from ``done``, its sums), a word an iteration, then, where it has more words
+                    // than steps, its other words ``written`` an iteration; the pass's last pixel's after the loop
                     const int pixel_steps = depthwise ? channel_words * g.k_h * g.k_w : steps;
-                    const int span = pixel_steps > words ? pixel_steps : words;
+                    const int span = pixel_steps >= words ? pixel_steps
+                                                          : pixel_steps + (words - pixel_steps + written - 1) / written;
                     const int column_step_dw = g.d_w * g.in_c - filters;  // a depthwise walk's, after a place's
                     sum_t done[LANES];
 #pragma HLS ARRAY_PARTITION variable=done complete
@@ -847,34 +910,38 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                                 sums[0][lane_t] = bias[lane_t];
                             }
                         }
-                        // the iteration's input word: one read of the memory the input lies in
-                        bool in_map = walk.inside(g);
-                        const int at = rows ? row_walk.word<VEC, IPW>(g, input_elements, in_map) : walk.at / IPW;
-                        const word_t in_word = j < pixel_steps && in_map
-                                                   ? engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, at) : word_t(0);
-                        if (j < pixel_steps && depthwise) {
-                            engine_depthwise_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
-                                in_word, g, word, slot + entry, at_lane, tile, paired, sums[0]);
-                            walk.next(g, filters, IPW, IPW, output.column0, column_step_dw, row_step);
-                            if (++word == channel_words) {  // the next window place: its weights the next in the entry
-                                word = 0;
-                                if (++at_lane == VEC) {
-                                    at_lane = 0;
-                                    entry++;
+                        if (j < pixel_steps) {  // a window step (one read of the input's memory), a word written
+                            const word_t in_word = engine_window_word<IW, VEC, MEMORIES, DDR>(
+                                m0, m1, m2, m3, input, g, rows, walk, row_walk, input_elements);
+                            if (depthwise) {
+                                engine_depthwise_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
+                                    in_word, g, word, slot + entry, at_lane, tile, paired, sums[0]);
+                                walk.next(g, filters, IPW, IPW, output.column0, column_step_dw, row_step);
+                                // the next window place: its weights the next in the entry
+                                if (++word == channel_words) {
+                                    word = 0;
+                                    if (++at_lane == VEC) {
+                                        at_lane = 0;
+                                        entry++;
+                                    }
                                 }
+                            } else {
+                                engine_window_step<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
+                                    in_word, g, rows, strides, output.column0, slot, walk, row_walk, tile, paired,
+                                    sums);
                             }
-                        } else if (j < pixel_steps && rows) {
-                            engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
-                                in_word, g, row_walk, slot, tile, paired, sums);
-                            row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
-                        } else if (j < pixel_steps) {
-                            engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(in_word, g, walk, step,
-                                                                                              slot, tile, paired, sums);
-                            walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
+                            if (j < words && previous)  // the previous pixel's word j: each word once, none read
+                                engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + j,
+                                                       engine_word<OW>(done, j, g, shift, most, least));
+                        } else if (previous) {  // past the steps: ``written`` of its words, the second never to DDR
+                            const int q = pixel_steps + (j - pixel_steps) * written;
+                            if (q < words)
+                                engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + q,
+                                                       engine_word<OW>(done, q, g, shift, most, least));
+                            if (written == 2 && q + 1 < words)
+                                engine_write<MEMORIES, DDR>(m0, m1, m2, m3, target, done_word + q + 1,
+                                                            engine_word<OW>(done, q + 1, g, shift, most, least));
                         }
-                        if (j < words && previous)  // the previous pixel's word j: each word once, none read
-                            engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + j,
-                                                   engine_word<OW>(done, j, g, shift, most, least));
                         if (++j == span) {
                             j = word = entry = at_lane = 0;
                             done_word = output.out_first / L;
@@ -884,14 +951,17 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                         }
                     }
                     HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
-                last_outputs:
-                    for (int w = 0; w < words; w++) {
+                last_outputs:  // ``written`` an iteration, the second never to DDR
+                    for (int w = 0; w < words; w += written) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
                         engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + w,
                                                engine_word<OW>(sums[0], w, g, shift, most, least));
+                        if (written == 2 && w + 1 < words)
+                            engine_write<MEMORIES, DDR>(m0, m1, m2, m3, target, done_word + w + 1,
+                                                        engine_word<OW>(sums[0], w + 1, g, shift, most, least));
                     }
-                    HETDEPLOY_COUNTED(count_loop(words, ENGINE_MOVE_DEPTH));
+                    HETDEPLOY_COUNTED(count_loop((words + written - 1) / written, ENGINE_MOVE_DEPTH));
                 } else {
                 pixels:  // a tile whose outputs share words with other channels': a pixel's window, then its words
                     for (int pixel = 0; pixel < row_pixels; pixel++) {
@@ -907,22 +977,13 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=MAX_WINDOW
                             HETDEPLOY_COUNTED(values++);
-                            bool in_map = walk.inside(g);
-                            const int at = rows ? row_walk.word<VEC, IPW>(g, input_elements, in_map) : walk.at / IPW;
-                            const word_t in_word = in_map ? engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, at)
-                                                          : word_t(0);
-                            if (rows) {
-                                engine_row_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
-                                    in_word, g, row_walk, slot, tile, paired, sums);
-                                row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
-                            } else {
-                                engine_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
-                                    in_word, g, walk, step, slot, tile, paired, sums);
-                                walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
-                            }
+                            const word_t in_word = engine_window_word<IW, VEC, MEMORIES, DDR>(
+                                m0, m1, m2, m3, input, g, rows, walk, row_walk, input_elements);
+                            engine_window_step<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
+                                in_word, g, rows, strides, output.column0, slot, walk, row_walk, tile, paired, sums);
                         }
                         HETDEPLOY_COUNTED(count_loop(values, ENGINE_MAC_DEPTH));
-                        HETDEPLOY_COUNTED(long long written = 0);
+                        HETDEPLOY_COUNTED(long long words_written = 0);
                     outputs:  // the words the pixel's tile of channels lies in, each written once
                         for (int word = output.out_first / L; word * L < output.out_first + filters; word++) {
 #pragma HLS PIPELINE II=1
@@ -931,7 +992,7 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
 #pragma HLS DEPENDENCE variable=m1 inter false
 #pragma HLS DEPENDENCE variable=m2 inter false
 #pragma HLS DEPENDENCE variable=m3 inter false
-                            HETDEPLOY_COUNTED(written++);
+                            HETDEPLOY_COUNTED(words_written++);
                             const bool whole = word * L >= output.out_first &&
                                                (word + 1) * L <= output.out_first + filters;
                             // a word shared with other channels: kept
@@ -945,7 +1006,7 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                             }
                             engine_write<MEMORIES>(m0, m1, m2, m3, target, word, bits);
                         }
-                        HETDEPLOY_COUNTED(count_loop(written, ENGINE_MOVE_DEPTH));
+                        HETDEPLOY_COUNTED(count_loop(words_written, ENGINE_MOVE_DEPTH));
                         output.next(g);
                         engine_start_walks(g, output, channel0, staged, walk, row_walk);
                     }

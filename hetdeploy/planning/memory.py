@@ -405,6 +405,11 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
             staged_cycles = sum(units.engine_staging_cycles(u.engine, 8 * element_bytes_of(u.inputs[0]))
                                 for u in sub.execution_units if u.engine is not None and u.engine.staged)
             staged_cycles += sum(units.copy_cycles(b.size) for b in copy_buffers)
+            # an engine unit writes an output in DDR a word a cycle, not two (its estimate's): the cycles that adds
+            memory_of = {b.tensor: p.memory for b, p in zip(lives, placements)}
+            ddr_output_cycles = sum(units.engine_ddr_output_cycles(u.engine, 8 * element_bytes_of(u.outputs[0]))
+                                    for u in sub.execution_units
+                                    if u.engine is not None and memory_of.get(u.outputs[0]) == "ddr")
             readers = {b.tensor: 1 + sum(b.tensor in u.inputs and not (u.engine is not None and (
                 u.engine.staged or u.engine.copied)) for u in sub.execution_units) for b in lives}
             ddr_traffic = sum(r.size * readers[b.tensor]
@@ -428,7 +433,8 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                 reserved_used_bytes=used_in["reserved"], bram_bytes=used_in["bram"], uram_target_bytes=uram,
                 uram_bytes=used_in["uram"],
                 ddr_bytes=weights_end + used_in["ddr"], lower_bound_bytes=lower_bound(requests),
-                ddr_transfer_s=ddr_traffic / device.memory.bandwidth_bytes_per_s + staging_s,
+                ddr_transfer_s=ddr_traffic / device.memory.bandwidth_bytes_per_s + staging_s
+                + ddr_output_cycles / (device.clock_mhz * 1e6),
                 engine_staging_s=staging_s,
                 ddr_weights_s=weight_traffic / device.memory.bandwidth_bytes_per_s, footprints=footprints,
                 buffers=weights + [Buffer(b.tensor, p.memory, p.offset + (weights_end if p.memory == "ddr" else 0),

@@ -471,21 +471,29 @@ def _engine_latency(shape: Shape, width: int, rate: float, size: EngineSize) -> 
     return engine_estimate(dataclasses.replace(shape, engine=size), width, rate)["latency_cycles"]
 
 
-def engine_layer_cycles(layer: EngineLayer, width: int, staged: bool) -> int:
-    """``engine_cycles`` of a unit's engine layer at ``width`` bits, its input on chip, or ``staged`` from DDR."""
+def engine_layer_cycles(layer: EngineLayer, width: int, staged: bool, output_in_ddr: bool = False) -> int:
+    """``engine_cycles`` of a unit's engine layer at ``width`` bits, its input on chip, or ``staged`` from DDR, its
+    output on chip or in DDR (``output_in_ddr``)."""
     channels = layer.channels // layer.groups
     staging = staging_cycles(layer.input, layer.channels, layer.kernel, layer.strides, layer.pads, layer.dilations,
                              layer.output, width) if staged else ()
     return engine_cycles(layer.window, layer.filters, layer.output[0] * layer.output[1], width, layer.lanes,
                          vector=layer.vector, channels=channels, groups=layer.groups, port_words=layer.port_words,
                          row=engine_row_values(layer.kernel[1], channels, layer.groups, layer.dilations[1], width),
-                         staging=staging, pixels_at_once=layer.pixels, buffer_window=layer.buffer_window)["cycles"]
+                         staging=staging, pixels_at_once=layer.pixels, buffer_window=layer.buffer_window,
+                         output_in_ddr=output_in_ddr)["cycles"]
 
 
 def engine_staging_cycles(layer: EngineLayer, width: int) -> int:
     """The cycles staging a unit's ``width``-bit input from DDR adds to its engine layer's (``engine_layer_cycles``
     staged, less on chip)."""
     return engine_layer_cycles(layer, width, True) - engine_layer_cycles(layer, width, False)
+
+
+def engine_ddr_output_cycles(layer: EngineLayer, width: int) -> int:
+    """The cycles a unit's engine layer of ``width``-bit values adds where its output lies in DDR: its words written
+    one a cycle, not two, where a cycle reads nothing (``engine_layer_cycles``, its input as the layer says)."""
+    return engine_layer_cycles(layer, width, layer.staged, True) - engine_layer_cycles(layer, width, layer.staged)
 
 
 def staging_bytes(layer: EngineLayer, element: int) -> int:

@@ -275,7 +275,8 @@ def bound_products(count: int, width: int, bits: int, dsp_binding: tuple[int, in
 
 def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int, vector: int = 1,
                   channels: int = 0, groups: int = 1, port_words: int = 1, row: int = 0,
-                  staging: Sequence[int] = (), pixels_at_once: int = 1, buffer_window: int = 0) -> dict[str, int]:
+                  staging: Sequence[int] = (), pixels_at_once: int = 1, buffer_window: int = 0,
+                  output_in_ddr: bool = False) -> dict[str, int]:
     """hls/engine.h's cycles for a layer of ``filters`` output channels over ``pixels`` output pixels, ``window``
     products each over ``channels`` input channels of its group (0: the window's), in ``groups`` groups, its
     weights and values ``width`` bits, on ``lanes`` x ``vector`` multipliers whose weights port reads
@@ -288,19 +289,21 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     ``vector`` values an iteration when the channels are a multiple of it (else
     one), or, where the engine walks the window along its rows (``row``: a row's values, ``engine_row_values``),
     a row's values padded to whole words of weights ``vector`` an iteration after one iteration reading the row's
-    first word. Where every tile's outputs are whole words (the lanes and a group's filters multiples of a word's
-    outputs) one loop of the larger of a window's iterations and a pixel's output words a pixel, the previous
-    pixel's words written during it, then the pass's last pixel's words, or, on an engine of two pixels at once
-    (``pixels_at_once``) where a window takes more iterations than two pixels' words and is walked neither along
-    its rows nor as a depthwise one (``engine_pairs``), one loop of a window's iterations and both pixels' words a
-    pair of pixels (the pass's last alone where its pixels are odd); else per pixel a cycle, the window, then the
-    words its outputs lie in. A depthwise convolution (a group a channel) whose channels and lanes are whole
-    words: ``lanes`` channels a tile, a lane each, a pixel's window place after place, each place's input words of
-    the tile one an iteration, its output words written during the next pixel's, as above. The pixels in one pass;
-    or, where its input is staged from DDR (``staging``: each output row's staging cycles, ``staging_cycles``), a
-    pass a row of output pixels, the row's staging, then each tile's pixels of the row. ``weight_words``: the DDR
-    words of weights and biases it reads."""
+    first word. Output words are written two an iteration where the iteration reads nothing (one where the
+    output lies in DDR, ``output_in_ddr``: its one port). Where every tile's outputs are whole words (the lanes and
+    a group's filters multiples of a word's outputs) one loop a pixel of a window's iterations, the previous
+    pixel's words written during it a word each, then its words past them, then the pass's last pixel's words, or,
+    on an engine of two pixels at once (``pixels_at_once``) where that is shorter and the window is walked neither
+    along its rows nor as a depthwise one (``engine_pairs``), one loop of a window's iterations and both pixels'
+    words a pair of pixels (the pass's last alone where its pixels are odd); else per pixel a cycle, the window,
+    then the words its outputs lie in, one an iteration. A depthwise convolution (a group a channel) whose channels
+    and lanes are whole words: ``lanes`` channels a tile, a lane each, a pixel's window place after place, each
+    place's input words of the tile one an iteration, its output words written during the next pixel's, as above.
+    The pixels in one pass; or, where its input is staged from DDR (``staging``: each output row's staging cycles,
+    ``staging_cycles``), a pass a row of output pixels, the row's staging, then each tile's pixels of the row.
+    ``weight_words``: the DDR words of weights and biases it reads."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
+    written = 1 if output_in_ddr else 2  # output words an iteration that reads nothing
     steps = window // vector if (channels or window) % vector == 0 else window
     stored = stored_window(window, row, width)
     if row:  # each of its rows: its first word's iteration, then its padded values ``vector`` an iteration
@@ -332,12 +335,15 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
             weight_words += len(passes) * reads * port_words
             weight_cycles += len(passes) * reads
             outputs = tile // per_word  # (where they are whole words)
-            if (depthwise or aligned) and pixels_at_once == 2 and engine_pairs(depthwise, bool(row), steps, outputs):
-                cycles += len(passes) * _loop(-(-pass_pixels // 2) * (steps + 2 * outputs), ENGINE_MAC_DEPTH)
+            if (depthwise or aligned) and pixels_at_once == 2 and engine_pairs(depthwise, bool(row), steps, outputs,
+                                                                                written):
+                cycles += len(passes) * _loop(-(-pass_pixels // 2) * (steps + -(-2 * outputs // written)),
+                                              ENGINE_MAC_DEPTH)
             elif depthwise or aligned:
-                span = max(window * tile // per_word if depthwise else steps, outputs)
-                cycles += len(passes) * (_loop(pass_pixels * span, ENGINE_MAC_DEPTH) + _loop(outputs,
-                                                                                             ENGINE_MOVE_DEPTH))
+                pixel_steps = window * tile // per_word if depthwise else steps
+                span = pixel_steps + max(0, -(-(outputs - pixel_steps) // written))
+                cycles += len(passes) * (_loop(pass_pixels * span, ENGINE_MAC_DEPTH)
+                                         + _loop(-(-outputs // written), ENGINE_MOVE_DEPTH))
             else:
                 written = _output_words(first, tile, filters, pixels, per_word)
                 cycles += pixels * (1 + _loop(steps, ENGINE_MAC_DEPTH)) + written + pixels * (ENGINE_MOVE_DEPTH - 1)
@@ -350,11 +356,11 @@ def engine_resident(staged: bool, entries: int, filter_entries: int) -> int:
     return entries // filter_entries if staged and entries // filter_entries > 1 else 1
 
 
-def engine_pairs(depthwise: bool, rows: bool, steps: int, words: int) -> bool:
-    """hls/engine.h's engine_pairs: whether a tile of whole output words (``words`` a pixel) runs two pixels at a time
-    on an engine built for pairs: walked a step a channel group, its window's ``steps`` more than two pixels'
-    words."""
-    return not depthwise and not rows and steps > 2 * words
+def engine_pairs(depthwise: bool, rows: bool, steps: int, words: int, written: int) -> bool:
+    """hls/engine.h's engine_pairs: whether a tile of whole output words (``words`` a pixel, ``written`` an iteration
+    that reads nothing) runs two pixels at a time on an engine built for pairs: walked a step a channel group, its
+    pair's loop (its window's ``steps``, then both pixels' words) shorter than two pixels' loops."""
+    return not depthwise and not rows and steps * written > 2 * words
 
 
 def staging_cycles(input_map: Sequence[int], channels: int, kernel: Sequence[int], strides: Sequence[int],
