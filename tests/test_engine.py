@@ -189,6 +189,8 @@ LAYERS = {  # channels, input, filters, output, kernel, strides, pads, dilations
     # of 7 pixels, odd: staged, each pass's last alone; strided and dilated: 12 pixels)
     "3x3 in pairs": (8, [6, 7], 8, [6, 7], [3, 3], [1, 1], [1, 1], [1, 1], True),
     "strided dilated in pairs": (8, [9, 8], 8, [4, 3], [3, 3], [2, 2], [1, 0], [2, 2], False),
+    # walked along its rows, a pair at a time (rows of 5 pixels: each pass's last alone where staged)
+    "stem in pairs": (3, [11, 10], 8, [6, 5], [7, 7], [2, 2], [3, 3], [1, 1], True),
 }
 GROUPS = {"grouped": 2, "depthwise": 8}  # the others': one
 # a Clip ending the layer (after a ReLU; bounds off the output's grid; one of them missing), as ONNX has it: on the
@@ -213,10 +215,10 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
     a port's word (the grouped layer's second group: filters 6 to 11). Its input on chip, or in DDR, staged a row of
     output pixels at a time (rows of 7 x 5 values and, at 8 bits, 12 x 3: rows that do not begin a word), or its
     output in DDR (its words written one a cycle, not two); where its inputs and outputs are as wide, in the cycles
-    ``units.engine_layer_cycles`` estimates. On an engine of two
-    pixels at once (``pixels``), the layers whose window takes more iterations than two pixels' output words run a
-    pair of pixels at a time (the pass's last alone where its pixels are odd: the staged 3 x 3 layer's rows of 7),
-    at 8 bits two lanes' products in a DSP48 too."""
+    ``units.engine_layer_cycles`` estimates. On an engine of two pixels at once (``pixels``), the layers whose pair's
+    loop is shorter than two pixels' loops run a pair of pixels at a time, a stem walked along its rows too (the
+    pass's last alone where its pixels are odd: the staged 3 x 3 layer's rows of 7), at 8 bits two lanes' products in
+    a DSP48 too."""
     from hetdeploy.planning.units import engine_layer_cycles
 
     rng = np.random.default_rng(7)

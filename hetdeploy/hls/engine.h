@@ -429,30 +429,40 @@ inline bool engine_rows(const engine_layer &g, int pw) {
     return g.groups == 1 && g.d_w == 1 && g.in_c % pw != 0;
 }
 
-// One iteration of a row walk, ``fresh`` the word it read (``engine_row_walk::word``; zero outside the input): past
-// the row's first, its VEC values (zeros outside the map; those past the row's k_w x in_c meet its padding's zero
-// weights) each multiplied by every lane's weight (its tile's from entry ``slot`` on) and added to its sum
-template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
-void engine_row_accumulate(const word_t &fresh, const engine_layer &g, engine_row_walk &w, int slot,
-                           const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES], sum_t sums[][LANES]) {
+// The VEC values of an iteration of a row walk past the row's first, ``fresh`` the word it read
+// (``engine_row_walk::word``; zero outside the input), from the word held and the fresh one: zeros outside the map
+// (those past the row's k_w x in_c meet its padding's zero weights)
+template <int IW, int VEC>
+void engine_row_step_values(const word_t &fresh, const engine_layer &g, const engine_row_walk &w,
+                            ap_int<IW + 1> value[VEC]) {
 #pragma HLS INLINE
     static const int IPW = lane<ap_uint<IW> >::per_word;
     const int first = w.at & (IPW - 1);  // the first value's place in its word (IPW a power of two)
     const bool row_inside = w.row >= 0 && w.row < g.in_h;
+    // the values' words: the held one then the fresh one, or the fresh one alone where all lie in it
+    const int shift = first + VEC <= IPW ? IPW : 0;
+    for (int v = 0; v < VEC; v++) {
+#pragma HLS UNROLL
+        const int k = first + v + shift;  // its place in held, then fresh
+        int c = w.c, column = w.column;
+        engine_carry<VEC>(c, column, v, g);
+        const bool inside = row_inside && column >= 0 && column < g.in_w;
+        const ap_int<IW + 1> got = engine_value<IW>(k < IPW ? w.held : fresh, k % IPW, g);
+        value[v] = inside ? got : ap_int<IW + 1>(0);
+    }
+}
+
+// One iteration of a row walk, ``fresh`` the word it read: past the row's first, its VEC values
+// (engine_row_step_values) each multiplied by every lane's weight (its tile's from entry ``slot`` on) and added to
+// its sum
+template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
+void engine_row_accumulate(const word_t &fresh, const engine_layer &g, engine_row_walk &w, int slot,
+                           const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES], sum_t sums[][LANES]) {
+#pragma HLS INLINE
     if (w.step > 0) {
-        // the values' words: the held one then the fresh one, or the fresh one alone where all lie in it
-        const int shift = first + VEC <= IPW ? IPW : 0;
         ap_int<IW + 1> value[1][VEC];
 #pragma HLS ARRAY_PARTITION variable=value complete dim=0
-        for (int v = 0; v < VEC; v++) {
-#pragma HLS UNROLL
-            const int k = first + v + shift;  // its place in held, then fresh
-            int c = w.c, column = w.column;
-            engine_carry<VEC>(c, column, v, g);
-            const bool inside = row_inside && column >= 0 && column < g.in_w;
-            const ap_int<IW + 1> got = engine_value<IW>(k < IPW ? w.held : fresh, k % IPW, g);
-            value[0][v] = inside ? got : ap_int<IW + 1>(0);
-        }
+        engine_row_step_values<IW, VEC>(fresh, g, w, value[0]);
         engine_products<IW, WW, LANES, URAM_LANES, VEC, ENTRIES, 1>(value, slot + w.entry, 0, tile, paired, sums);
     }
     w.held = fresh;
@@ -588,12 +598,12 @@ inline int engine_resident(bool staged, int entries, int filter_entries) {
 }
 
 // Whether a tile whose outputs are whole words (``words`` a pixel, ``written`` of them an iteration that reads
-// nothing) runs two output pixels at a time on an engine built for pairs: a layer walked a step a channel group
-// (neither depthwise nor along its rows) whose pair's loop, the window's steps then both pixels' words, is shorter
+// nothing) runs two output pixels at a time on an engine built for pairs: a layer walked a step a channel group or
+// along its rows (not a depthwise one) whose pair's loop, the window's steps then both pixels' words, is shorter
 // than two pixels' loops (each its steps, and its words past them ``written`` an iteration)
-inline bool engine_pairs(bool depthwise, bool rows, int steps, int words, int written) {
+inline bool engine_pairs(bool depthwise, int steps, int words, int written) {
 #pragma HLS INLINE
-    return !depthwise && !rows && steps * written > 2 * words;
+    return !depthwise && steps * written > 2 * words;
 }
 
 // A sum as an output value's raw bits: the layer's ReLU, then rounded to the nearest at the output's fraction
@@ -825,7 +835,7 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                 engine_row_walk row_walk;
                 engine_start_walks(g, output, channel0, staged, walk, row_walk);
                 const int words = filters / L, channel_words = filters / IPW;
-                if (aligned && PIXELS == 2 && engine_pairs(depthwise, rows, steps, words, written)) {
+                if (aligned && PIXELS == 2 && engine_pairs(depthwise, steps, words, written)) {
                     // two output pixels at a time: a pixel (``output``) and the one after it in the pass
                     // (``second``; none past the pass's last), each weight entry read once for both; a pair's loop
                     // of ``pair_span`` iterations: its window's steps, one input word of each pixel read an
@@ -834,8 +844,8 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                     const int pair_span = steps + (2 * words + written - 1) / written, pairs = (row_pixels + 1) / 2;
                     engine_pixel second;
                     engine_walk second_walk;
-                    engine_row_walk unused;  // (no row walk: a pair's layers walk their windows a step a channel group)
-                    engine_pixel_after(g, output, channel0, staged, second, second_walk, unused);
+                    engine_row_walk second_row_walk;
+                    engine_pixel_after(g, output, channel0, staged, second, second_walk, second_row_walk);
                     int j = 0, pixel = 0;  // the pair's iteration; its first pixel's in the pass
                     HETDEPLOY_COUNTED(long long iterations = 0);
                 pair_iterations:
@@ -851,18 +861,31 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                             }
                         }
                         if (j < steps) {  // a step of both windows: a read of each pixel's input word
-                            const word_t first_word = walk.inside(g)
-                                ? engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, walk.at / IPW) : word_t(0);
-                            const word_t second_word = has_second && second_walk.inside(g)
-                                ? engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, second_walk.at / IPW) : word_t(0);
+                            const word_t first_word = engine_window_word<IW, VEC, MEMORIES, DDR>(
+                                m0, m1, m2, m3, input, g, rows, walk, row_walk, input_elements);
+                            const word_t second_word = has_second ? engine_window_word<IW, VEC, MEMORIES, DDR>(
+                                m0, m1, m2, m3, input, g, rows, second_walk, second_row_walk, input_elements)
+                                                                  : word_t(0);
                             ap_int<IW + 1> value[PIXELS][VEC];
 #pragma HLS ARRAY_PARTITION variable=value complete dim=0
-                            engine_step_values<IW, VEC>(first_word, g, walk, step, value[0]);
-                            engine_step_values<IW, VEC>(second_word, g, second_walk, step, value[PIXELS - 1]);
-                            engine_products<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES, PIXELS>(
-                                value, slot + walk.entry, walk.lane, tile, paired, sums);
-                            walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
-                            second_walk.next(g, channels, step, VEC, second.column0, column_step, row_step);
+                            if (rows) {  // walked along their rows: values past a row's first iteration
+                                engine_row_step_values<IW, VEC>(first_word, g, row_walk, value[0]);
+                                engine_row_step_values<IW, VEC>(second_word, g, second_row_walk, value[PIXELS - 1]);
+                                if (row_walk.step > 0)
+                                    engine_products<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES, PIXELS>(
+                                        value, slot + row_walk.entry, 0, tile, paired, sums);
+                                row_walk.held = first_word;
+                                second_row_walk.held = second_word;
+                                row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
+                                second_row_walk.next<VEC>(g, row_steps, second.column0, row_walk_step);
+                            } else {
+                                engine_step_values<IW, VEC>(first_word, g, walk, step, value[0]);
+                                engine_step_values<IW, VEC>(second_word, g, second_walk, step, value[PIXELS - 1]);
+                                engine_products<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES, PIXELS>(
+                                    value, slot + walk.entry, walk.lane, tile, paired, sums);
+                                walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
+                                second_walk.next(g, channels, step, VEC, second.column0, column_step, row_step);
+                            }
                         } else {  // ``written`` words of the pair's outputs, the second never to DDR
                             const int q = (j - steps) * written;
                             engine_pair_word<OW, MEMORIES, -1, PIXELS, LANES>(m0, m1, m2, m3, target, output, second,
@@ -879,7 +902,7 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                             output.next(g);
                             if (has_second) output.next(g);
                             engine_start_walks(g, output, channel0, staged, walk, row_walk);
-                            engine_pixel_after(g, output, channel0, staged, second, second_walk, unused);
+                            engine_pixel_after(g, output, channel0, staged, second, second_walk, second_row_walk);
                         }
                     }
                     HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));

@@ -293,10 +293,10 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     output lies in DDR, ``output_in_ddr``: its one port). Where every tile's outputs are whole words (the lanes and
     a group's filters multiples of a word's outputs) one loop a pixel of a window's iterations, the previous
     pixel's words written during it a word each, then its words past them, then the pass's last pixel's words, or,
-    on an engine of two pixels at once (``pixels_at_once``) where that is shorter and the window is walked neither
-    along its rows nor as a depthwise one (``engine_pairs``), one loop of a window's iterations and both pixels'
-    words a pair of pixels (the pass's last alone where its pixels are odd); else per pixel a cycle, the window,
-    then the words its outputs lie in, one an iteration. A depthwise convolution (a group a channel) whose channels
+    on an engine of two pixels at once (``pixels_at_once``) where that is shorter and the layer is no depthwise one
+    (``engine_pairs``), one loop of a window's iterations and both pixels' words a pair of pixels (the pass's last
+    alone where its pixels are odd); else per pixel a cycle, the window, then the words its outputs lie in, one an
+    iteration. A depthwise convolution (a group a channel) whose channels
     and lanes are whole words: ``lanes`` channels a tile, a lane each, a pixel's window place after place, each
     place's input words of the tile one an iteration, its output words written during the next pixel's, as above.
     The pixels in one pass; or, where its input is staged from DDR (``staging``: each output row's staging cycles,
@@ -335,8 +335,7 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
             weight_words += len(passes) * reads * port_words
             weight_cycles += len(passes) * reads
             outputs = tile // per_word  # (where they are whole words)
-            if (depthwise or aligned) and pixels_at_once == 2 and engine_pairs(depthwise, bool(row), steps, outputs,
-                                                                                written):
+            if (depthwise or aligned) and pixels_at_once == 2 and engine_pairs(depthwise, steps, outputs, written):
                 cycles += len(passes) * _loop(-(-pass_pixels // 2) * (steps + -(-2 * outputs // written)),
                                               ENGINE_MAC_DEPTH)
             elif depthwise or aligned:
@@ -356,11 +355,12 @@ def engine_resident(staged: bool, entries: int, filter_entries: int) -> int:
     return entries // filter_entries if staged and entries // filter_entries > 1 else 1
 
 
-def engine_pairs(depthwise: bool, rows: bool, steps: int, words: int, written: int) -> bool:
+def engine_pairs(depthwise: bool, steps: int, words: int, written: int) -> bool:
     """hls/engine.h's engine_pairs: whether a tile of whole output words (``words`` a pixel, ``written`` an iteration
-    that reads nothing) runs two pixels at a time on an engine built for pairs: walked a step a channel group, its
-    pair's loop (its window's ``steps``, then both pixels' words) shorter than two pixels' loops."""
-    return not depthwise and not rows and steps * written > 2 * words
+    that reads nothing) runs two pixels at a time on an engine built for pairs: walked a step a channel group or along
+    its rows (not a depthwise one), its pair's loop (its window's ``steps``, then both pixels' words) shorter than
+    two pixels' loops."""
+    return not depthwise and steps * written > 2 * words
 
 
 def staging_cycles(input_map: Sequence[int], channels: int, kernel: Sequence[int], strides: Sequence[int],
