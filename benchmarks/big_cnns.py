@@ -12,7 +12,8 @@ The networks: the nine CNNs of the ONNX model zoo as the `onnx` package ships th
 ConstantOfShape that loading folds; AlexNet, DenseNet-121, Inception v1 and v2, ResNet-50, ShuffleNet, SqueezeNet,
 VGG-19, ZFNet-512), then benchmarks/graphs.py's architectures at 224 x 224 (ResNet-50, DenseNet-121, SqueezeNet
 1.0, ShuffleNet v1, Inception v1 / GoogLeNet), written as ONNX with seeded random weights (graphs.to_onnx), and
-any --model. Each is planned (`hetdeploy plan`, the latency policy) on the PYNQ-Z2, Ultra96-V2, KV260 and ZCU104.
+any --model. Each is planned (`hetdeploy plan`, the latency policy) on the PYNQ-Z2, Ultra96-V2, KV260 and ZCU104;
+one a board cannot take (VGG-19's 548 MiB of float weights on the PYNQ-Z2's 512 MiB) is a row saying why.
 
 Per model, board and width (--width 16 and 8 unless --width says): nodes on the FPGA, the share of the model's
 convolution and matrix multiply-accumulates run there, the estimated latency and frames a second against all on
@@ -46,6 +47,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import graphs  # noqa: E402
 
 from hetdeploy.core.board import load_board  # noqa: E402
+from hetdeploy.core.errors import UserError  # noqa: E402
 from hetdeploy.planning.config import BuildOptions  # noqa: E402
 from hetdeploy.planning.cost import node_work  # noqa: E402
 from hetdeploy.planning.units.costs import ENGINE_CONTROL_DSP, EngineSize, engine_resources  # noqa: E402
@@ -116,7 +118,10 @@ def main() -> None:
             for board in args.board or BOARDS:
                 load_board(board)
                 for width in args.width or WIDTHS:
-                    rows.append(measure(model, board, width))
+                    try:
+                        rows.append(measure(model, board, width))
+                    except UserError as why:  # a model the board cannot take (VGG-19's weights on the PYNQ-Z2)
+                        rows.append({"model": model.stem, "board": board, "width": width, "refused": str(why)})
                     if not args.json:
                         print_row(rows[-1], first=len(rows) == 1)
     if args.json:
@@ -130,6 +135,9 @@ def print_row(r: dict, first: bool) -> None:
               "x support (fits) | engine (lanes x values [x pixels] / port bits) | engine DSP | compute bound ms | "
               "x bound | DPU frames/s | banded units | DDR MB a sample | plan s |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    if "refused" in r:
+        print(f"| {r['model']} | {r['board']} | {r['width']} | not planned: {r['refused']} |", flush=True)
+        return
     dpu = f"{r['dpu_frames_per_s']}" if r["dpu_frames_per_s"] else ""
     print(f"| {r['model']} | {r['board']} | {r['width']} | {r['nodes']} | {r['fpga_nodes']} | {r['mac_share']:.1%} | "
           f"{r['latency_s'] * 1e3:.1f} | {r['frames_per_s']:.2f} | {r['all_cpu_latency_s'] / r['latency_s']:.2f} | "
