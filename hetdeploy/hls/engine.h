@@ -632,6 +632,20 @@ word_t engine_word(const sum_t *sums, int word, const engine_layer &g, int shift
     return bits;
 }
 
+// Words ``q`` and, where ``written`` is two, q + 1 of a pixel's ``words`` output words (from its ``sums``), if they
+// are its words, written from word ``first`` of ``target`` on: the second never to memory SKIP
+template <int OW, int MEMORIES, int SKIP, typename sum_t>
+void engine_pixel_words(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &target, int first,
+                        const sum_t *sums, int q, int words, int written, const engine_layer &g, int shift, sum_t most,
+                        sum_t least) {
+#pragma HLS INLINE
+    if (q < words)
+        engine_write<MEMORIES>(m0, m1, m2, m3, target, first + q, engine_word<OW>(sums, q, g, shift, most, least));
+    if (written == 2 && q + 1 < words)
+        engine_write<MEMORIES, SKIP>(m0, m1, m2, m3, target, first + q + 1,
+                                     engine_word<OW>(sums, q + 1, g, shift, most, least));
+}
+
 // Word ``q`` of a pair of output pixels' words (``words`` each: the first pixel's, then the second's, where
 // ``has_second``), if it is one, written to ``target`` (never to memory SKIP)
 template <int OW, int MEMORIES, int SKIP, int PIXELS, int LANES, typename sum_t>
@@ -957,13 +971,9 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                                 engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + j,
                                                        engine_word<OW>(done, j, g, shift, most, least));
                         } else if (previous) {  // past the steps: ``written`` of its words, the second never to DDR
-                            const int q = pixel_steps + (j - pixel_steps) * written;
-                            if (q < words)
-                                engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + q,
-                                                       engine_word<OW>(done, q, g, shift, most, least));
-                            if (written == 2 && q + 1 < words)
-                                engine_write<MEMORIES, DDR>(m0, m1, m2, m3, target, done_word + q + 1,
-                                                            engine_word<OW>(done, q + 1, g, shift, most, least));
+                            engine_pixel_words<OW, MEMORIES, DDR>(m0, m1, m2, m3, target, done_word, done,
+                                                                  pixel_steps + (j - pixel_steps) * written, words,
+                                                                  written, g, shift, most, least);
                         }
                         if (++j == span) {
                             j = word = entry = at_lane = 0;
@@ -978,11 +988,8 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                     for (int w = 0; w < words; w += written) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
-                        engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + w,
-                                               engine_word<OW>(sums[0], w, g, shift, most, least));
-                        if (written == 2 && w + 1 < words)
-                            engine_write<MEMORIES, DDR>(m0, m1, m2, m3, target, done_word + w + 1,
-                                                        engine_word<OW>(sums[0], w + 1, g, shift, most, least));
+                        engine_pixel_words<OW, MEMORIES, DDR>(m0, m1, m2, m3, target, done_word, sums[0], w, words,
+                                                              written, g, shift, most, least);
                     }
                     HETDEPLOY_COUNTED(count_loop((words + written - 1) / written, ENGINE_MOVE_DEPTH));
                 } else {

@@ -344,8 +344,8 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
                 cycles += len(passes) * (_loop(pass_pixels * span, ENGINE_MAC_DEPTH)
                                          + _loop(-(-outputs // written), ENGINE_MOVE_DEPTH))
             else:
-                written = _output_words(first, tile, filters, pixels, per_word)
-                cycles += pixels * (1 + _loop(steps, ENGINE_MAC_DEPTH)) + written + pixels * (ENGINE_MOVE_DEPTH - 1)
+                shared = _output_words(first, tile, filters, pixels, per_word)  # (each read, then written)
+                cycles += pixels * (1 + _loop(steps, ENGINE_MAC_DEPTH)) + shared + pixels * (ENGINE_MOVE_DEPTH - 1)
     return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
 
 
