@@ -10,6 +10,8 @@ import dataclasses
 import math
 import subprocess
 from fractions import Fraction
+from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -26,8 +28,9 @@ PROGRAM = r"""
 #include <vector>
 #include "engine.h"
 
-// argv[1]: the weights region, then the input; argv[2]: the call's numbers: the engine_layer's fields, then the
-// weights region's words, the outputs, the staging buffer's words and the staging buffer's memory (-1: none)
+// argv[1]: the weights region, then the input, then the residual (where the layer adds one); argv[2]: the call's
+// numbers: the engine_layer's fields, then the weights region's words, the outputs, the staging buffer's words, the
+// staging buffer's memory (-1: none) and the residual's first word after the region's (-1: none)
 int main(int argc, char **argv) {
     std::FILE *f = std::fopen(argv[1], "rb");
     std::vector<unsigned char> bytes;
@@ -56,17 +59,21 @@ int main(int argc, char **argv) {
     // staged (the input in DDR, memory 1): its rows through a staging buffer of the layer's k_h rows, the fourth
     std::vector<hetdeploy::word_t> staging(staging_words + 1, hetdeploy::word_t(-1));
     const hetdeploy::engine_place source = {1, source_word}, output = {2, 1}, stage = {int(v[%(fields)d + 3]), 0};
+    // the residual in the input's memory, after it
+    const hetdeploy::engine_place residual = {v[%(fields)d + 4] < 0 ? -1 : 1, source_word + int(v[%(fields)d + 4])};
     hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 4,
                       %(ddr)d, %(pixels)d, %(bundles)d>(unused.data(), memory.data(), written.data(), staging.data(),
-                                                        source, output, stage, w[0], w[1], w[2], w[3], g);
+                                                        source, output, stage, residual, w[0], w[1], w[2], w[3], g);
     for (int i = 0; i < outputs; i++)
         std::printf("%%lld\n", (long long)hetdeploy::read<ap_int<%(ow)d> >(target, i).to_int64());
     std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
 }
 """
-# the engine_layer's fields (engine.layer_values: ints, then the Clip's two codes) and the largest window of the
-# layers below: one program of each engine the tests run serves all its calls, each call's numbers read at run time
-LAYER_FIELDS, LARGEST_WINDOW = 23, 256
+# the engine_layer's fields (engine.layer_values: ints, the Clip's two codes, then the residual's three ints) and the
+# largest window of the layers below: one program of each engine the tests run serves all its calls, each call's
+# numbers read at run time
+LAYER_FIELDS, LARGEST_WINDOW = 26, 256
+CLIP_FIELDS = (21, 22)  # long long
 _programs: dict[tuple, Path] = {}
 
 
@@ -105,14 +112,20 @@ def filter_biases(region: bytes, layer: EngineLayer) -> np.ndarray:
 
 
 def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, iw: int, ow: int, ww: int,
-               staged: bool = False, output_in_ddr: bool = False):
+               staged: bool = False, output_in_ddr: bool = False, raw_residual: Optional[np.ndarray] = None):
     """engine.h compiled with g++ (once for each engine: its bits, lanes, values a cycle, port, pixels and which of
     its memories is DDR) and run on ``region`` (the layer's weights) and ``raw_in`` (its input's codes), ``staged``:
-    the input in DDR, staged a row of output pixels at a time; else ``output_in_ddr``: the output there: its output
+    the input in DDR, staged a row of output pixels at a time; else ``output_in_ddr``: the output there; where the
+    layer adds a residual, ``raw_residual`` its codes (``ow`` bits), after the input in its memory: its output
     codes (read back as signed) and what it counted, (cycles, weight words)."""
     assert stored_window(layer, ww) <= LARGEST_WINDOW
     source = raw_in.astype(f"<i{element_bytes(iw)}" if layer.in_signed else f"<u{element_bytes(iw)}").tobytes()
     source += bytes(-len(source) % ARENA_WORD_BYTES)
+    residual_word = len(source) // ARENA_WORD_BYTES if layer.residual else -1
+    if layer.residual:
+        source += raw_residual.astype(f"<i{element_bytes(ow)}" if layer.residual_signed
+                                      else f"<u{element_bytes(ow)}").tobytes()
+        source += bytes(-len(source) % ARENA_WORD_BYTES)
     outputs = layer.output[0] * layer.output[1] * layer.filters
     fields = layer_values(layer, ow)
     assert len(fields) == LAYER_FIELDS
@@ -120,9 +133,8 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
                   window=LARGEST_WINDOW, port=layer.port_words, pixels=layer.pixels,
                   ddr=1 if staged else 2 if output_in_ddr else -1,
                   bundles=layer.bundles, bundle_words=layer.port_words // layer.bundles,
-                  out_bytes=element_bytes(ow), fields=LAYER_FIELDS, numbers=LAYER_FIELDS + 4,
-                  layer=", ".join([f"int(v[{k}])" for k in range(LAYER_FIELDS - 2)] + [
-                      f"v[{LAYER_FIELDS - 2}]", f"v[{LAYER_FIELDS - 1}]"]))
+                  out_bytes=element_bytes(ow), fields=LAYER_FIELDS, numbers=LAYER_FIELDS + 5,
+                  layer=", ".join(f"v[{k}]" if k in CLIP_FIELDS else f"int(v[{k}])" for k in range(LAYER_FIELDS)))
     key = tuple(sorted(engine.items()))
     if key not in _programs or not _programs[key].exists():
         folder = tmp_path / "engine"
@@ -132,7 +144,7 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
                         str(folder / "main"), str(folder / "main.cpp")], check=True, capture_output=True)
         _programs[key] = folder / "main"
     staging_words = layer.kernel[0] * -(-layer.input[1] * layer.channels * element_bytes(iw) // ARENA_WORD_BYTES)
-    numbers = fields + [len(region) // ARENA_WORD_BYTES, outputs, staging_words, 3 if staged else -1]
+    numbers = fields + [len(region) // ARENA_WORD_BYTES, outputs, staging_words, 3 if staged else -1, residual_word]
     (tmp_path / "numbers.txt").write_text(" ".join(map(str, numbers)))
     (tmp_path / "memory.bin").write_bytes(region + source)
     *got, counted = subprocess.run([str(_programs[key]), str(tmp_path / "memory.bin"), str(tmp_path / "numbers.txt")],
@@ -140,12 +152,17 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
     return [int(v) for v in got], tuple(int(v) for v in counted.split())
 
 
-def reference(layer: EngineLayer, raw_in: np.ndarray, weights: np.ndarray, bias: np.ndarray, ow: int) -> np.ndarray:
-    """engine.h's output codes, (out_h, out_w, filters) channels-last, in exact integers."""
+def reference(layer: EngineLayer, raw_in: np.ndarray, weights: np.ndarray, bias: np.ndarray, ow: int,
+              raw_residual: Optional[np.ndarray] = None) -> np.ndarray:
+    """engine.h's output codes, (out_h, out_w, filters) channels-last, in exact integers: the sum plus the residual
+    (where the layer adds one) at the finer of their binary points, then the ReLU, the Clip, rounding and saturation."""
     (in_h, in_w), (out_h, out_w), (k_h, k_w) = layer.input, layer.output, layer.kernel
     x = raw_in.reshape(in_h, in_w, layer.channels).astype(object)
     out = np.zeros((out_h, out_w, layer.filters), dtype=object)
-    shift = layer.in_fraction + layer.weight_fraction - layer.out_fraction
+    sum_fraction = layer.in_fraction + layer.weight_fraction
+    fraction = max(sum_fraction, layer.residual_fraction) if layer.residual else sum_fraction
+    added = raw_residual.reshape(out_h, out_w, layer.filters) if layer.residual else None
+    shift = fraction - layer.out_fraction
     most = 2 ** (ow - 1) - 1 if layer.out_signed else 2 ** ow - 1
     least = -(2 ** (ow - 1)) if layer.out_signed else 0
     per_group = layer.channels // layer.groups  # a group's input channels
@@ -161,6 +178,9 @@ def reference(layer: EngineLayer, raw_in: np.ndarray, weights: np.ndarray, bias:
                         if 0 <= row < in_h and 0 <= column < in_w:
                             s += sum(int(x[row, column, first + c]) * int(weights[o, ky, kx, c])
                                      for c in range(per_group))
+                if layer.residual:
+                    s = s * 2 ** (fraction - sum_fraction) + int(added[y, xx, o]) * 2 ** (fraction
+                                                                                           - layer.residual_fraction)
                 if layer.relu and s < 0:
                     s = 0
                 if layer.clip:  # the Clip on the exact sum, its value then rounded (ties up)
@@ -250,6 +270,48 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
         assert list(unclipped) != list(exact)
 
 
+@pytest.mark.parametrize("staged, output_in_ddr", [(False, False), (True, False), (False, True)],
+                         ids=["on chip", "staged from DDR", "output in DDR"])
+@pytest.mark.parametrize("kind", ["3x3", "1x1", "dense of 10", "3x3 in pairs", "stem in pairs", "1-D"])
+@pytest.mark.parametrize("iw, ow, in_type, out_type, residual_type, vector, pixels",
+                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,5>", 4, 2),
+                          (8, 8, "ap_ufixed<8,3>", "ap_ufixed<8,4>", "ap_ufixed<8,2>", 8, 1),
+                          (8, 8, "ap_fixed<8,1>", "ap_fixed<8,2>", "ap_fixed<8,-6>", 8, 2)])
+def test_a_residual_map_is_added_to_the_sums_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, residual_type,
+                                                          vector, pixels, staged, output_in_ddr):
+    """A layer ended by an Add of another map (ResNet's and MobileNetV2's residual connections), then its ReLU or
+    Clip where it has one: the residual's codes (signed or not; a binary point coarser than the sums' and, at
+    ap_fixed<8,-6>, finer) added to the exact sums, bit for bit against the exact reference, on an engine of one
+    pixel and of two at once, with the input on chip, staged from DDR (the residual there too) or the output in DDR;
+    its words written one a cycle, each beside its residual's word's read, none during a window: in the cycles
+    ``units.engine_layer_cycles`` estimates. A layer whose outputs share words with other channels' (7 filters) reads
+    the shared word and the residual's, two cycles a word."""
+    from hetdeploy.planning.units import engine_layer_cycles
+
+    rng = np.random.default_rng(11)
+    layer = EngineLayer(*LAYERS[kind], lanes=8, vector=vector, pixels=pixels, buffer_window=LARGEST_WINDOW,
+                        clip=CLIPS.get(kind), residual=True)
+    weights = rng.normal(0, 0.5, (layer.filters, *layer.kernel, layer.channels))
+    ww = iw
+    layer, region = quantized(layer, weights, rng.normal(0, 1, layer.filters), ww, in_type, out_type, residual_type)
+    codes_w, codes_b = filter_codes(region, layer, ww), filter_biases(region, layer)
+    raw_in = rng.integers(-(2 ** (iw - 1)) if layer.in_signed else 0, 2 ** (iw - 1) if layer.in_signed else 2 ** iw,
+                          layer.input[0] * layer.input[1] * layer.channels)
+    outputs = layer.output[0] * layer.output[1] * layer.filters
+    raw_residual = rng.integers(-(2 ** (ow - 1)) if layer.residual_signed else 0,
+                                2 ** (ow - 1) if layer.residual_signed else 2 ** ow, outputs)
+    got, (cycles, _) = run_engine(tmp_path, layer, region, raw_in, iw, ow, ww, staged, output_in_ddr, raw_residual)
+    assert cycles == engine_layer_cycles(layer, iw, staged, output_in_ddr)
+    exact = reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow, raw_residual)
+    expected = [v - 2 ** ow if not layer.out_signed and v >= 2 ** (ow - 1) else v for v in exact]
+    assert got == [int(v) for v in expected]
+    # the residual counts: the outputs are not what the layer gives without it (but for the dense layer's 7 beside a
+    # residual finer than half their step, which may round alike)
+    alone = reference(dataclasses.replace(layer, residual=False), raw_in, codes_w.reshape(weights.shape), codes_b, ow)
+    below_half_step = 2.0 ** (ow - 1 - layer.residual_fraction) <= 2.0 ** -(layer.out_fraction + 1)
+    assert (list(alone) != list(exact) or outputs < 10 and below_half_step) and len(set(got)) > 3
+
+
 @pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port, bundles",
                          [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 2, 2),
                           (8, 8, "ap_ufixed<8,3>", "ap_fixed<8,4>", 8, 8, 4, 1),
@@ -323,17 +385,17 @@ COUNTING = r"""
 #include <vector>
 #include "engine.h"
 
-// each line of argv[1] a layer (engine_layer's fields), whether its input is staged from DDR and whether its output
-// lies in DDR: it runs on zeros, printing what the engine counted
+// each line of argv[1] a layer (engine_layer's fields), whether its input is staged from DDR, whether its output
+// lies in DDR and whether it adds a residual: it runs on zeros, printing what the engine counted
 int main(int argc, char **argv) {
     std::FILE *f = std::fopen(argv[1], "r");
     hetdeploy::engine_layer g;
     int staged, output_in_ddr;
-    while (std::fscanf(f, "%%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d", &g.in_c, &g.in_h,
+    while (std::fscanf(f, "%%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d", &g.in_c, &g.in_h,
                        &g.in_w, &g.out_c, &g.out_h, &g.out_w, &g.k_h, &g.k_w, &g.s_h, &g.s_w, &g.pad_top,
-                       &g.pad_left, &g.d_h, &g.d_w, &g.groups, &staged, &output_in_ddr) == 17) {
-        g.in_fraction = g.weight_fraction = g.out_fraction = 8;
-        g.in_signed = g.out_signed = g.relu = 1;
+                       &g.pad_left, &g.d_h, &g.d_w, &g.groups, &staged, &output_in_ddr, &g.residual) == 18) {
+        g.in_fraction = g.weight_fraction = g.out_fraction = g.residual_fraction = 8;
+        g.in_signed = g.out_signed = g.relu = g.residual_signed = 1;
         g.clip_low = -(1LL << 62), g.clip_high = 1LL << 62;
         // a window walked along its rows (one group, columns one apart, channels no whole word): rows padded
         const bool rows = g.groups == 1 && g.d_w == 1 && g.in_c %% 4 != 0;
@@ -345,26 +407,27 @@ int main(int argc, char **argv) {
         const ap_uint<64 * %(port)d / %(bundles)d> *w[4];
         for (int b = 0; b < 4; b++) w[b] = weights.data() + (b < %(bundles)d ? b * reads : 0);
         // memory 0: the input, then the output (staged: DDR, the output there too where it lies in DDR); memory 1:
-        // the staging buffer; memory 2: the output elsewhere (unstaged, in DDR: memory 2 is)
+        // the staging buffer, then the residual; memory 2: the output elsewhere (unstaged, in DDR: memory 2 is)
         const int source_words = g.in_h * g.in_w * g.in_c / 4 + 1, target_words = g.out_h * g.out_w * g.out_c / 4 + 1;
+        const int staging_words = g.k_h * ((g.in_w * g.in_c + 3) / 4) + 1;
         std::vector<hetdeploy::word_t> memory(source_words + target_words), other(target_words);
-        std::vector<hetdeploy::word_t> staging(g.k_h * ((g.in_w * g.in_c + 3) / 4) + 1);
+        std::vector<hetdeploy::word_t> staging(staging_words + target_words);
         const hetdeploy::engine_place source = {0, 0}, after = {0, source_words}, apart = {2, 0}, unstaged = {-1, 0},
-                                      stage = {1, 0};
+                                      stage = {1, 0}, residual = {g.residual ? 1 : -1, staging_words};
         hetdeploy::engine_counted() = hetdeploy::engine_counts{0, 0};
         hetdeploy::word_t *m = memory.data(), *s = staging.data(), *o = other.data();
         if (staged)
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, 0,
                               %(pixels)d, %(bundles)d>(
-                m, s, o, m, source, output_in_ddr ? after : apart, stage, w[0], w[1], w[2], w[3], g);
+                m, s, o, m, source, output_in_ddr ? after : apart, stage, residual, w[0], w[1], w[2], w[3], g);
         else if (output_in_ddr)
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, 2,
                               %(pixels)d, %(bundles)d>(
-                m, s, o, m, source, apart, unstaged, w[0], w[1], w[2], w[3], g);
+                m, s, o, m, source, apart, unstaged, residual, w[0], w[1], w[2], w[3], g);
         else
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, -1,
                               %(pixels)d, %(bundles)d>(
-                m, s, o, m, source, after, unstaged, w[0], w[1], w[2], w[3], g);
+                m, s, o, m, source, after, unstaged, residual, w[0], w[1], w[2], w[3], g);
         std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
     }
 }
@@ -409,7 +472,8 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
         k, pad = max(kernel, 1), max(kernel, 1) // 2
         size = 1 if kernel == 0 else (side - 1) * stride + k - 2 * pad
         layers += [(channels, size, size, filters, side, side, k, k, stride, stride, pad, pad, 1, 1,
-                    groups[0] if groups else 1, staged, output_in_ddr) for staged in (0, 1) for output_in_ddr in (0, 1)]
+                    groups[0] if groups else 1, staged, output_in_ddr, residual) for staged in (0, 1)
+                   for output_in_ddr in (0, 1) for residual in (0, 1)]
     (tmp_path / "layers.txt").write_text("".join(" ".join(map(str, layer)) + "\n" for layer in layers))
     window = max(layer[6] * (-(-layer[7] * layer[0] // 4) * 4 if engine_row_values(layer[7], layer[0], layer[14], 1, 16)
                              else layer[0] // layer[14] * layer[7]) for layer in layers)
@@ -429,6 +493,7 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
         estimated = engine_cycles(per_group * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16, lanes,
                                   vector=vector, channels=per_group, groups=layer[14], port_words=port,
                                   row=engine_row_values(layer[7], per_group, layer[14], 1, 16), staging=staging,
-                                  pixels_at_once=pixels, buffer_window=window, output_in_ddr=bool(layer[16]))
+                                  pixels_at_once=pixels, buffer_window=window, output_in_ddr=bool(layer[16]),
+                                  residual=bool(layer[17]))
         assert abs(estimated["cycles"] - cycles) <= 0.02 * cycles, (layer, cycles, estimated)
         assert estimated["weight_words"] == words, (layer, words, estimated)

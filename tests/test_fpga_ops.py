@@ -343,16 +343,18 @@ def test_a_resnet18_shaped_network_on_the_engine_matches_onnxruntime(tmp_path):
 
 @pytest.mark.slow
 def test_engine_inputs_in_ddr_are_staged_on_chip_and_match_onnxruntime(tmp_path):
-    """The same ResNet-18 on a KV260 of 48 BRAM18s and no URAM, every buffer its own bytes (--memory-strategy
-    fastest), under the latency policy: the inputs of the stem (its window walked along its rows), of 3 x 3
-    convolutions and of a strided 1 x 1 shortcut lie in DDR. Each such unit stages them (its engine layer
-    ``staged``): the rows a row of output pixels reads copied, a burst each, to the subfunction's staging buffer on
-    chip, which its windows read; no window loop reads DDR. The top passes each call that buffer; the whole
-    pipeline, emulated in C-simulation, within tolerance of onnxruntime; the staging's cycles are the plan's."""
+    """A ResNet-18 (widths 6 to 48) on a KV260 of 48 BRAM18s and no URAM, every buffer its own bytes
+    (--memory-strategy fastest), under the latency policy: the inputs of the stem (its window walked along its
+    rows), of 3 x 3 convolutions and of a strided 1 x 1 shortcut lie in DDR. Each such unit stages them (its engine
+    layer ``staged``): the rows a row of output pixels reads copied, a burst each, to the subfunction's staging
+    buffer on chip, which its windows read; no window loop reads DDR. The top passes each call that buffer; the
+    residual Adds fused into the engine units before them, their other maps read from DDR by some and from chip by
+    others; the whole pipeline, emulated in C-simulation, within tolerance of onnxruntime; the staging's cycles
+    are the plan's."""
     import graphs
     from hetdeploy.planning.units import engine_staging_cycles, staging_bytes
 
-    graph = graphs.resnet18(64, (4, 8, 16, 32), classes=10)
+    graph = graphs.resnet18(64, (6, 12, 24, 48), classes=10)
     onnx.save(graphs.to_onnx(graph), str(tmp_path / "model.onnx"))
     pinned = [n.name for n in graph.nodes if n.op in ("Conv", "Gemm")]
     shipped = (Path(hetdeploy.__file__).parent / "boards" / "kv260.yaml").read_text()
@@ -368,11 +370,15 @@ def test_engine_inputs_in_ddr_are_staged_on_chip_and_match_onnxruntime(tmp_path)
     staged = [u for u in sub.execution_units if u.engine is not None and u.engine.staged]
     assert {tuple(u.engine.kernel) for u in staged} == {(7, 7), (3, 3), (1, 1)}
     assert all(where[u.inputs[0]].memory == "ddr" and u.verification.passed for u in staged)
+    adding = [u for u in sub.execution_units if u.engine is not None and u.engine.residual]
+    assert {where[u.inputs[1]].memory == "ddr" for u in adding} == {True, False} and any(u in adding for u in staged)
     assert all(where[u.inputs[0]].memory != "ddr" for u in sub.execution_units if u.engine and not u.engine.staged)
     (staging,) = [b for b in sub.memory.buffers if b.kind == "staging"]
     assert staging.memory == "bram" and staging.size >= max(staging_bytes(u.engine, 2) for u in staged)
     top = (tmp_path / "out" / sub.hls.project / f"{sub.name}_top.cpp").read_text().split("#ifndef __SYNTHESIS__")[0]
-    places = re.findall(r"hetdeploy::engine_place\{(-?\d), (\d+)\}, engine_weights", top)
+    # each call's staging place, then its residual's
+    places = re.findall(r"hetdeploy::engine_place\{(-?\d), (\d+)\}, hetdeploy::engine_place\{-?\d, \d+\}, "
+                        r"engine_weights", top)
     staged_places = [p for p in places if p[0] != "-1"]  # each staged call's staging buffer: (memory, word)
     assert len(staged_places) == len(staged) and {word for _, word in staged_places} == {str(staging.offset // 8)}
     cycles = sum(engine_staging_cycles(u.engine, 16) for u in staged)
@@ -395,7 +401,8 @@ def test_an_engine_input_in_ddr_is_copied_on_chip_for_its_tiles_and_matches_onnx
     a = b.conv("input", 16, 3)
     q = b.conv(a, 64, 1, stride=2)
     e = b.conv(q, 256, 1)
-    graph = b.graph(b.add(b.conv(e, 16, 1), b.conv(a, 16, 3, stride=2)))
+    # (a ReLU ends each branch before the Add: the top adds the two, no engine unit)
+    graph = b.graph(b.add(b.unary("Relu", b.conv(e, 16, 1)), b.unary("Relu", b.conv(a, 16, 3, stride=2))))
     onnx.save(graphs.to_onnx(graph), str(tmp_path / "model.onnx"))
     shipped = (Path(hetdeploy.__file__).parent / "boards" / "kv260.yaml").read_text()
     board = tmp_path / "kv260-56.yaml"
@@ -424,8 +431,9 @@ def test_the_folding_puts_what_hls4ml_cannot_hold_on_the_engine_and_it_matches_o
     """ResNet-18 at 3 x 64 x 64 with widths 16 to 128 (graphs.resnet18) for the PYNQ-Z2, the whole network given
     the FPGA (the support policy; the latency policy estimates its last stage a little faster on the A9: 13.8 ms a
     sample against 14.2), nothing pinned: hls4ml's units for all of it do not fit the xc7z020, so the folding puts
-    the convolutions they cannot hold on the engine, the residual Adds (each with its ReLU) on the top's own add;
-    every unit within tolerance at 16 bits (none widened), the pipeline emulated within tolerance."""
+    the convolutions they cannot hold on the engine, each residual Add (with its ReLU) fused into the engine unit of
+    the convolution before it (the engine adds the block's input as it writes that convolution's outputs); every
+    unit within tolerance at 16 bits (none widened), the pipeline emulated within tolerance."""
     import graphs
 
     graph = graphs.resnet18(64, (16, 32, 64, 128), classes=10)
@@ -435,9 +443,11 @@ def test_the_folding_puts_what_hls4ml_cannot_hold_on_the_engine_and_it_matches_o
     (sub,) = plan.subfunctions  # the whole network on the FPGA
     assert sub.kind == "fpga"
     on_engine = [u for u in sub.execution_units if u.engine is not None]
-    adds = [u for u in sub.execution_units if u.pe == "add"]
-    assert on_engine and len(adds) == sum(n.op == "Add" for n in graph.nodes)
-    assert all(u.elementwise == ["Add", "Relu"] for u in adds)
+    adding = [u for u in on_engine if u.engine.residual]
+    ops = {n.name: n.op for n in graph.nodes}
+    assert len(adding) == sum(n.op == "Add" for n in graph.nodes)
+    assert not [u for u in sub.execution_units if u.pe == "add"]
+    assert all([ops[n] for n in u.nodes] == ["Conv", "Add", "Relu"] and len(u.inputs) == 2 for u in adding)
     assert not plan.widened and all(u.verification.passed for u in sub.execution_units)
     result = emulate(tmp_path / "out", None, 2)
     assert result.comparison.passed, result.table()

@@ -511,9 +511,10 @@ def test_the_engine_takes_the_layers_of_a_resnet50_that_hls4ml_cannot_fit(tmp_pa
     """ResNet-50 at 224 x 224 (graphs.resnet50) on the KV260: hls4ml's per-layer units do not fit even fully
     folded, so without the engine (--no-engine) the latency policy leaves most MACs on the A53s; with it, the
     partitioner prices each convolution and the classifier on the engine (nothing of the chip but the engine's
-    resources, once), the BatchNormalizations and ReLUs after them fused, and the residual Adds (a ReLU after each)
-    on the top's own add: one FPGA subfunction runs every convolution, at least 80 % of the MACs, estimated at
-    least 2x faster than all on the A53s; the folding keeps the faster of hls4ml's units and the engine for each."""
+    resources, once), the BatchNormalizations and ReLUs after them fused, and each residual Add (a ReLU after it)
+    fused into the engine unit of the convolution before it, which adds the other map as it writes its outputs: one
+    FPGA subfunction runs every convolution, at least 80 % of the MACs, estimated at least 2x faster than all on the
+    A53s; the folding keeps the faster of hls4ml's units and the engine for each."""
     import onnx
 
     from hetdeploy.commands.api import plan
@@ -535,13 +536,17 @@ def test_the_engine_takes_the_layers_of_a_resnet50_that_hls4ml_cannot_fit(tmp_pa
     assert result.estimate.all_cpu_latency_s >= 2 * result.estimate.latency_s
     convolutions = [n.name for n in graph.nodes if n.op == "Conv"]
     (main,) = [s for s in result.subfunctions if s.kind == "fpga" and set(convolutions) <= set(s.nodes)]
-    units = {u.nodes[0]: u for u in main.execution_units}
     on_engine = [u for u in main.execution_units if u.engine is not None]
     assert len(on_engine) > len(convolutions) // 2 and all(u.strategy == "Engine" for u in on_engine)
     assert [u.estimate["dsp"] > 0 for u in on_engine].count(True) == 1  # the engine's, with its first unit
     adds = [n.name for n in graph.nodes if n.op == "Add"]
-    assert adds and all(units[a].pe == "add" and units[a].nodes[1:] and
-                        graph.nodes[graph.node_index()[units[a].nodes[1]]].op == "Relu" for a in adds)
+    unit_of = {n: u for u in main.execution_units for n in u.nodes}
+    index = graph.node_index()
+    assert adds and all(unit_of[a].engine is not None and unit_of[a].engine.residual and
+                        graph.nodes[index[unit_of[a].nodes[0]]].op == "Conv" and
+                        graph.nodes[index[unit_of[a].nodes[-1]]].op == "Relu" and len(unit_of[a].inputs) == 2
+                        for a in adds)
+    assert not [u for u in main.execution_units if u.pe == "add"]
 
 
 @pytest.mark.parametrize("name, width", [("densenet121", 16), ("densenet121", 8), ("googlenet", 16),

@@ -329,7 +329,8 @@ class EngineLayer:
     """A convolution or dense unit the subfunction's layer-sequential engine runs (hls/engine.h: one array of
     ``lanes`` multiply-accumulators the top calls once per such unit): its shape over channels-last buffers (a
     dense layer a 1 x 1 convolution of one pixel, a 1-D one a row), its weights' and its buffers' binary points
-    and signedness, and whether a ReLU or a Clip ends it (BatchNormalizations are folded into its weights). Its
+    and signedness, whether an Add of another map (a residual connection) and whether a ReLU or a Clip ends it
+    (BatchNormalizations are folded into its weights). Its
     weights and biases lie in the DDR region (the unit's weights buffer)."""
 
     channels: int
@@ -362,6 +363,11 @@ class EngineLayer:
     # subfunction's staging buffer (the memory plan's, on chip), which its windows read (hls/engine.h's engine_stage)
     copied: bool = False
     staged: bool = False
+    # an Add of another map of its output's shape ends it before its ReLU (a residual connection: the unit's second
+    # input), added to the sums at the residual buffer's binary point and signedness (hls/engine.h)
+    residual: bool = False
+    residual_fraction: int = 0
+    residual_signed: bool = True
 
     @property
     def depthwise(self) -> bool:

@@ -19,16 +19,17 @@ from ..planning import units
 BIAS_BYTES = 8  # a bias is a 64-bit lane: the sum's binary point
 
 
-def engine_layer(node: Node, last: Node, size: units.EngineSize) -> EngineLayer:
-    """The engine's layer for ``node`` (its unit's main node; ``last``: the unit's last, a ReLU or a Clip ending it)
-    on an engine of ``size``, its binary points still to be set by the build (``quantized``)."""
+def engine_layer(node: Node, last: Node, size: units.EngineSize, residual: bool = False) -> EngineLayer:
+    """The engine's layer for ``node`` (its unit's main node; ``last``: the unit's last, a ReLU or a Clip ending it;
+    ``residual``: an Add of another map before it, ``units.residual_input``) on an engine of ``size``, its binary
+    points still to be set by the build (``quantized``)."""
     relu = last.op == "Relu"
     clip = [_bound(last.scalars.get(1)), _bound(last.scalars.get(2))] if last.op == "Clip" else None
     if node.op != "Conv":  # a dense layer: a 1 x 1 convolution of one pixel
         (first,), (out,) = node.input_shapes, node.output_shapes
         return EngineLayer(first[-1], [1, 1], out[-1], [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], relu, size.lanes,
                            size.vector, size.uram_lanes, port_words=size.port_words, pixels=size.pixels,
-                           bundles=size.bundles, buffer_window=size.window, clip=clip)
+                           bundles=size.bundles, buffer_window=size.window, clip=clip, residual=residual)
     first, out = node.input_shapes[0], node.output_shapes[0]
     spatial = len(first) - 2
 
@@ -40,7 +41,7 @@ def engine_layer(node: Node, last: Node, size: units.EngineSize) -> EngineLayer:
                        as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
                        as_2d(node.attrs.get("dilations") or [1] * spatial), relu, size.lanes, size.vector,
                        size.uram_lanes, node.attrs.get("group", 1), size.port_words, pixels=size.pixels,
-                       bundles=size.bundles, buffer_window=size.window, clip=clip)
+                       bundles=size.bundles, buffer_window=size.window, clip=clip, residual=residual)
 
 
 def _bound(value: Optional[float]) -> Optional[float]:
@@ -51,14 +52,15 @@ def _bound(value: Optional[float]) -> Optional[float]:
 def layer_values(layer: EngineLayer, out_width: int) -> list[int]:
     """The unit's engine_layer as engine.h's struct takes it, its fields in order: the Clip's bounds as output codes
     (each rounded as the engine rounds its outputs, to the nearest with ties up, so that clamping the rounded
-    output to them is rounding the clamped value), else the output type's own range."""
+    output to them is rounding the clamped value), else the output type's own range; then its residual's."""
     least, most = (-(2 ** (out_width - 1)), 2 ** (out_width - 1) - 1) if layer.out_signed else (0, 2 ** out_width - 1)
     low, high = layer.clip or (None, None)
     codes = [least if low is None else max(least, min(most, math.floor(low * 2.0 ** layer.out_fraction + 0.5))),
              most if high is None else max(least, min(most, math.floor(high * 2.0 ** layer.out_fraction + 0.5)))]
     return [layer.channels, *layer.input, layer.filters, *layer.output, *layer.kernel, *layer.strides, *layer.pads,
             *layer.dilations, layer.in_fraction, int(layer.in_signed), layer.weight_fraction, layer.out_fraction,
-            int(layer.out_signed), int(layer.relu), layer.groups, *codes]
+            int(layer.out_signed), int(layer.relu), layer.groups, *codes, int(layer.residual), layer.residual_fraction,
+            int(layer.residual_signed)]
 
 
 def affine(model: onnx.ModelProto) -> tuple[np.ndarray, np.ndarray]:
@@ -89,20 +91,26 @@ def affine(model: onnx.ModelProto) -> tuple[np.ndarray, np.ndarray]:
 
 
 def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: int, in_type: str,
-              out_type: str) -> tuple[EngineLayer, bytes]:
-    """``layer`` with its binary points (its weights' at ``width`` bits, ``weight_fixed``; its input's and
-    output's from their buffers' C++ types) and the bytes of its weights region (engine.h's layout): the weights as
-    ``width``-bit lanes, each filter's window in words of its own (its last word's lanes past the window zeros; each
-    row of it padded to whole words where the engine walks it along its rows, ``row_values``),
-    word i of filters q * P .. q * P + P - 1 together in the weights port's word (q, i) (P: its words,
-    ``layer.port_words``; filters past the last zeros); then each filter's bias at the sum's binary point, as a
-    64-bit lane, P filters' a port's word. Where the port is ``layer.bundles`` bundles, its reads in that many
-    blocks, block b each read's words b * P / bundles onwards (a bundle's reads one run)."""
+              out_type: str, residual_type: Optional[str] = None) -> tuple[EngineLayer, bytes]:
+    """``layer`` with its binary points (its weights' at ``width`` bits, ``weight_fixed``; its input's, output's
+    and, where it adds one, its residual's from their buffers' C++ types) and the bytes of its weights region
+    (engine.h's layout): the weights as ``width``-bit lanes, each filter's window in words of its own (its last
+    word's lanes past the window zeros; each row of it padded to whole words where the engine walks it along its
+    rows, ``row_values``), word i of filters q * P .. q * P + P - 1 together in the weights port's word (q, i) (P:
+    its words, ``layer.port_words``; filters past the last zeros); then each filter's bias at the sum's binary
+    point, as a 64-bit lane, P filters' a port's word. Where the port is ``layer.bundles`` bundles, its reads in
+    that many blocks, block b each read's words b * P / bundles onwards (a bundle's reads one run)."""
     w_width, w_integer = weight_fixed(weights, width)
     source, target = CppFixed.parse(in_type), CppFixed.parse(out_type)
+    added = CppFixed.parse(residual_type) if layer.residual else target
+    if added.width != target.width:
+        raise ValueError(f"an engine layer's residual of {added.width} bits beside {target.width}-bit outputs: the "
+                         f"engine reads it an output word's lanes at a time")
     set_layer = EngineLayer(**{**layer.__dict__, "weight_fraction": w_width - w_integer,
                                "in_fraction": source.fraction, "in_signed": source.signed,
-                               "out_fraction": target.fraction, "out_signed": target.signed})
+                               "out_fraction": target.fraction, "out_signed": target.signed,
+                               "residual_fraction": added.fraction if layer.residual else 0,
+                               "residual_signed": added.signed})
     limit = 2 ** (width - 1)
     codes = np.clip(np.round(weights.reshape(len(weights), -1) * 2.0 ** set_layer.weight_fraction), -limit, limit - 1)
     row = row_values(layer, width)

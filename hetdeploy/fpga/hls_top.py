@@ -290,9 +290,9 @@ class EngineCall:
     it), the DDR words a read of the ports together holds, the top's memories
     the function's calls' buffers lie in (``MEMORY_ARRAYS``' names, in memory.MEMORIES' order: every call passes all
     of them), and where the unit's input (its copy on chip, where it has one) and output lie and, where its input
-    lies in DDR and is staged, the staging buffer its rows are staged in ((-1, 0): none): (the index of their memory
-    among those, their first word); where its input is copied on chip before it runs, the copy's source, target (the
-    top's expressions) and words; the output pixels it computes at once."""
+    lies in DDR and is staged, the staging buffer its rows are staged in, and the residual map it adds ((-1, 0):
+    none): (the index of their memory among those, their first word); where its input is copied on chip before it
+    runs, the copy's source, target (the top's expressions) and words; the output pixels it computes at once."""
 
     function: str
     bits: tuple[int, int, int]
@@ -310,6 +310,7 @@ class EngineCall:
     copy: Optional[tuple[str, str, int]] = None
     pixels: int = 1  # the output pixels the engine computes at once
     bundles: int = 1  # the engines' weights ports (bundles), PORT / bundles DDR words a read each
+    residual: tuple[int, int] = (-1, 0)
 
 
 def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buffer],
@@ -347,8 +348,8 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
     read = {u.name: copies.get(f"{u.name}.copy", buffers[u.inputs[0]]) for u in on_engine}
     # one instance of a function has one set of ports: each engine function takes every memory its calls' buffers
     # (and the staging buffer, where they stage) lie in, at every call
-    used = {u.name: [read[u.name], buffers[u.outputs[0]]] + ([buffers[u.inputs[0]], staging] if u.engine.staged
-                                                              else []) for u in on_engine}
+    used = {u.name: [read[u.name], buffers[u.outputs[0]]] + [buffers[t] for t in u.inputs[1:]]
+            + ([buffers[u.inputs[0]], staging] if u.engine.staged else []) for u in on_engine}
     memories = {b: tuple(MEMORY_ARRAYS[m] for m in MEMORIES if any(
         buffer.memory == m for u in on_engine if bits[u.name] == b for buffer in used[u.name])) for b in bits.values()}
 
@@ -364,7 +365,7 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
                                place(u, buffers[u.outputs[0]]), place(u, staging) if u.engine.staged else (-1, 0),
                                (at(buffers[u.inputs[0]]), at(read[u.name]), read[u.name].size
                                 // units.ARENA_WORD_BYTES) if u.engine.copied else None, u.engine.pixels,
-                               u.engine.bundles)
+                               u.engine.bundles, place(u, buffers[u.inputs[1]]) if u.engine.residual else (-1, 0))
             for u in on_engine}
 
 
@@ -470,10 +471,10 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
                    values=values_of(shapes[t])) for t in unit.inputs]
     lines.append(_load_weights(weights) + (engine_view if engine is not None else ""))
     if engine is not None:  # engine.h itself over the scratch copies, the input's the first memory, the output's
-        # the second (C-simulation only: no instance to share)
-        scratch = (f"{names[unit.inputs[0]]}_words", f"{names[unit.outputs[0]]}_words")
+        # the second, a residual's the third (C-simulation only: no instance to share)
+        scratch = tuple(f"{names[t]}_words" for t in [unit.inputs[0], unit.outputs[0]] + unit.inputs[1:2])
         engine = dataclasses.replace(engine, memories=scratch, source=(0, 0), target=(1, 0), staging=(-1, 0),
-                                     copy=None)
+                                     copy=None, residual=(2, 0) if unit.engine.residual else (-1, 0))
         engine = dataclasses.replace(engine, function=_engine_template(engine), memories=_engine_memories(scratch))
     lines.append(top_kind(unit).run(unit, Buffers(lambda t: f"{names[t]}_words", types, shapes, weights, engine)))
     lines += [line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=values_of(shapes[t]))

@@ -185,13 +185,15 @@ class Engine(TopKind):
 
     def generate(self, unit, source):
         """Its weights and biases (BatchNormalizations folded in) at the unit's bits into its DDR weights file, its
-        layer's binary points set; its output's type sized on the values it gave on the float pipeline."""
-        (x,), (y,) = unit.inputs, unit.outputs
+        layer's binary points set (its residual's too, the map its Add adds: its second input); its output's type
+        sized on the values it gave on the float pipeline."""
+        x, *residual = unit.inputs
+        (y,) = unit.outputs
         source.size_inputs(unit)
         source.size(y, source.envs)
         weights, bias = engine_affine(source.model)
         unit.engine, packed = engine_quantized(unit.engine, weights, bias, source.width, source.cpp_types[x],
-                                               source.cpp_types[y])
+                                               source.cpp_types[y], source.cpp_types[residual[0]] if residual else None)
         source.write(unit, UNIT_WEIGHTS_FILE, packed)
 
     def is_one(self, unit):
@@ -210,7 +212,7 @@ class Engine(TopKind):
             else ""
         return copy + self.line("run_engine", name=call.function, memories=", ".join(call.memories),
                          source=", ".join(map(str, call.source)), target=", ".join(map(str, call.target)),
-                         staging=", ".join(map(str, call.staging)),
+                         staging=", ".join(map(str, call.staging)), residual=", ".join(map(str, call.residual)),
                          weights=", ".join(engine_weights_pointers(call.weights_reads)), unit=unit.name)
 
     def declaration(self, unit: ExecutionUnit, out_bits: int) -> str:

@@ -31,7 +31,8 @@
 // layer's input channels are a multiple of VEC: each group of VEC channels then lies in one input word; else one a
 // cycle), each multiplied by the tile's LANES weights at once, and the pixel's outputs written whole words: one an
 // iteration that reads the input, two an iteration that reads nothing (a port of the target memory each; one where
-// the output lies in DDR, whose m_axi port takes one). Where every tile's outputs are whole words (LANES and the
+// the output lies in DDR, whose m_axi port takes one; one, its residual's word read beside it, where a residual is
+// added, and none while a window is read). Where every tile's outputs are whole words (LANES and the
 // layer's output channels multiples of a word's outputs) the pixels are one pipelined loop, a pixel's words written
 // while the next pixel's window is read, those past its window's iterations after them, or, on an engine of two
 // pixels where that is shorter (engine_pairs), a pair of pixels at a time, their windows read together, then their
@@ -41,10 +42,12 @@
 // of a value share one DSP48 (ENGINE_PACKED).
 //
 // Values are raw fixed-point bits whose binary points the layer gives: each product exact (the value, signed in
-// IW + 1 bits, by its WW-bit weight: one multiplier's width, not the sum's), the sum in 64 bits, then the layer's
-// ReLU, then rounded to the nearest at the output's fraction bits (ties up: AP_RND), clamped to a Clip's bounds where
-// one ends the layer, and saturated to its width and signedness (AP_SAT), as the output buffer's ap_fixed type
-// would.
+// IW + 1 bits, by its WW-bit weight: one multiplier's width, not the sum's), the sum in 64 bits, then, where an Add
+// of another map ends the layer (ResNet's residual connection: the call's ``residual``, a buffer of the output's
+// shape and width), that map's value at the same place added exactly (both at the finer binary point), then the
+// layer's ReLU, then rounded to the nearest at the output's fraction bits (ties up: AP_RND), clamped to a Clip's
+// bounds where one ends the layer, and saturated to its width and signedness (AP_SAT), as the output buffer's
+// ap_fixed type would.
 //
 // Its cycles are counted in C-simulation (``engine_counted``; compiled only there): each pipelined loop's
 // iterations at its II plus its pipeline's depth (the DEPTH constants below, hetdeploy's model of the schedule:
@@ -108,7 +111,30 @@ struct engine_layer {
     // the output codes a Clip ending the layer keeps them within (its bounds rounded as the outputs are: clamping
     // the rounded output is rounding the clamped value, rounding being monotone); else the output type's range
     long long clip_low, clip_high;
+    // a residual map added to the sums before the ReLU (an Add fused after the layer: a buffer of the output's shape
+    // and width, the call's ``residual``), its binary point and signedness; residual 0: none
+    int residual, residual_fraction, residual_signed;
 };
+
+// A layer's output stage: its sums and its residual's values shifted up to one binary point (the finer of the two),
+// then rounded by ``shift`` to the output's, and saturated to [least, most]
+template <typename sum_t> struct engine_out {
+    int sum_up, residual_up, shift;
+    sum_t most, least;
+};
+
+template <int OW, typename sum_t> engine_out<sum_t> engine_out_of(const engine_layer &g) {
+#pragma HLS INLINE
+    const int sum_fraction = g.in_fraction + g.weight_fraction;
+    const int fraction = g.residual && g.residual_fraction > sum_fraction ? g.residual_fraction : sum_fraction;
+    engine_out<sum_t> o;
+    o.sum_up = fraction - sum_fraction;
+    o.residual_up = fraction - g.residual_fraction;
+    o.shift = fraction - g.out_fraction;
+    o.most = g.out_signed ? (sum_t(1) << (OW - 1)) - 1 : (sum_t(1) << OW) - 1;
+    o.least = g.out_signed ? sum_t(-(sum_t(1) << (OW - 1))) : sum_t(0);
+    return o;
+}
 
 // the depth of a loop's pipeline: a move (a word read, then written) and a window value's (its address, the
 // read, the product, the sum; and the pixel's sums ready for its outputs)
@@ -140,8 +166,8 @@ inline engine_counts &engine_counted() {
     return counts;
 }
 // a pipelined loop's cycles: its iterations at its II, and its pipeline's depth once
-inline void count_loop(long long iterations, int depth) {
-    if (iterations > 0) engine_counted().cycles += iterations - 1 + depth;
+inline void count_loop(long long iterations, int depth, int ii = 1) {
+    if (iterations > 0) engine_counted().cycles += (iterations - 1) * ii + depth;
 }
 
 // C-simulation's view of the weights port: ``count`` of its words from the DDR region's words (``words``, the
@@ -600,66 +626,135 @@ inline int engine_resident(bool staged, int entries, int filter_entries) {
 // Whether a tile whose outputs are whole words (``words`` a pixel, ``written`` of them an iteration that reads
 // nothing) runs two output pixels at a time on an engine built for pairs: a layer walked a step a channel group or
 // along its rows (not a depthwise one) whose pair's loop, the window's steps then both pixels' words, is shorter
-// than two pixels' loops (each its steps, and its words past them ``written`` an iteration)
-inline bool engine_pairs(bool depthwise, int steps, int words, int written) {
+// than two pixels' loops (each its steps, and its words past them ``written`` an iteration); always where a residual
+// is added (a pixel's words then all past its steps, which a pair shares)
+inline bool engine_pairs(bool depthwise, int steps, int words, int written, bool residual) {
 #pragma HLS INLINE
-    return !depthwise && steps * written > 2 * words;
+    return !depthwise && (residual || steps * written > 2 * words);
 }
 
-// A sum as an output value's raw bits: the layer's ReLU, then rounded to the nearest at the output's fraction
-// bits (ties up), clamped to its Clip's codes and saturated to [least, most]
+// A sum as an output value's raw bits: the residual's value ``r`` added (where the layer has one), the layer's
+// ReLU, then rounded to the nearest at the output's fraction bits (ties up), clamped to its Clip's codes and
+// saturated
 template <typename sum_t>
-sum_t engine_output(sum_t s, const engine_layer &g, int shift, sum_t most, sum_t least) {
+sum_t engine_output(sum_t s, sum_t r, const engine_layer &g, const engine_out<sum_t> &o) {
 #pragma HLS INLINE
+    if (g.residual) s = (s << o.sum_up) + (r << o.residual_up);
     if (g.relu && s < 0) s = 0;
-    if (shift > 0) s = (s + (sum_t(1) << (shift - 1))) >> shift;
-    else s = s << -shift;
+    if (o.shift > 0) s = (s + (sum_t(1) << (o.shift - 1))) >> o.shift;
+    else s = s << -o.shift;
     s = s < sum_t(g.clip_low) ? sum_t(g.clip_low) : s > sum_t(g.clip_high) ? sum_t(g.clip_high) : s;
-    return s > most ? most : s < least ? least : s;
+    return s > o.most ? o.most : s < o.least ? o.least : s;
 }
 
-// Whole output word ``word`` of a pixel's sums (the word's lanes from sums[word * L] on), as raw OW-bit outputs
+// Lane ``k`` of a residual word (OW-bit lanes, as the output's), its raw bits signed or not as the layer says
+template <int OW, typename sum_t> sum_t engine_residual_value(const word_t &residual, int k, const engine_layer &g) {
+#pragma HLS INLINE
+    const ap_uint<OW> raw = lane_value<ap_uint<OW> >(residual, k);
+    return g.residual_signed ? sum_t(ap_int<OW>(raw)) : sum_t(raw);
+}
+
+// Whole output word ``word`` of a pixel's sums (the word's lanes from sums[word * L] on), as raw OW-bit outputs,
+// the lanes of ``residual`` (the residual's word at the same place) added where the layer has one
 template <int OW, typename sum_t>
-word_t engine_word(const sum_t *sums, int word, const engine_layer &g, int shift, sum_t most, sum_t least) {
+word_t engine_word(const sum_t *sums, int word, const word_t &residual, const engine_layer &g,
+                   const engine_out<sum_t> &o) {
 #pragma HLS INLINE
     typedef ap_uint<OW> raw_out_t;
     static const int L = lane<raw_out_t>::per_word;
     word_t bits = 0;
     for (int k = 0; k < L; k++) {
 #pragma HLS UNROLL
-        set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[word * L + k], g, shift, most, least)));
+        set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[word * L + k],
+                                                             engine_residual_value<OW, sum_t>(residual, k, g), g, o)));
     }
     return bits;
 }
 
 // Words ``q`` and, where ``written`` is two, q + 1 of a pixel's ``words`` output words (from its ``sums``), if they
-// are its words, written from word ``first`` of ``target`` on: the second never to memory SKIP
-template <int OW, int MEMORIES, int SKIP, typename sum_t>
-void engine_pixel_words(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &target, int first,
-                        const sum_t *sums, int q, int words, int written, const engine_layer &g, int shift, sum_t most,
-                        sum_t least) {
+// are its words, written from word ``first`` of ``target`` on: the second never to memory SKIP. RESIDUAL: the one
+// word q (``written`` is one), the residual's word at the same place (from word ``first`` of ``residual`` on) read
+// for it
+template <int OW, int MEMORIES, int SKIP, bool RESIDUAL, typename sum_t>
+void engine_pixel_words(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &target,
+                        const engine_place &residual, int first, const sum_t *sums, int q, int words, int written,
+                        const engine_layer &g, const engine_out<sum_t> &o) {
 #pragma HLS INLINE
+    const word_t added = RESIDUAL && q < words ? engine_read<MEMORIES>(m0, m1, m2, m3, residual, first + q) : word_t(0);
     if (q < words)
-        engine_write<MEMORIES>(m0, m1, m2, m3, target, first + q, engine_word<OW>(sums, q, g, shift, most, least));
-    if (written == 2 && q + 1 < words)
+        engine_write<MEMORIES>(m0, m1, m2, m3, target, first + q, engine_word<OW>(sums, q, added, g, o));
+    if (!RESIDUAL && written == 2 && q + 1 < words)
         engine_write<MEMORIES, SKIP>(m0, m1, m2, m3, target, first + q + 1,
-                                     engine_word<OW>(sums, q + 1, g, shift, most, least));
+                                     engine_word<OW>(sums, q + 1, word_t(0), g, o));
 }
 
 // Word ``q`` of a pair of output pixels' words (``words`` each: the first pixel's, then the second's, where
-// ``has_second``), if it is one, written to ``target`` (never to memory SKIP)
-template <int OW, int MEMORIES, int SKIP, int PIXELS, int LANES, typename sum_t>
+// ``has_second``), if it is one, written to ``target`` (never to memory SKIP); RESIDUAL: the residual's word at
+// the same place read for it
+template <int OW, int MEMORIES, int SKIP, bool RESIDUAL, int PIXELS, int LANES, typename sum_t>
 void engine_pair_word(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &target,
-                      const engine_pixel &first, const engine_pixel &second, bool has_second,
-                      const sum_t sums[PIXELS][LANES], int q, int words, const engine_layer &g, int shift, sum_t most,
-                      sum_t least) {
+                      const engine_place &residual, const engine_pixel &first, const engine_pixel &second,
+                      bool has_second, const sum_t sums[PIXELS][LANES], int q, int words, const engine_layer &g,
+                      const engine_out<sum_t> &o) {
 #pragma HLS INLINE
     static const int L = lane<ap_uint<OW> >::per_word;
     const bool of_first = q < words;
-    const int at = of_first ? q : q - words;
-    if (q < 2 * words && (of_first || has_second))
-        engine_write<MEMORIES, SKIP>(m0, m1, m2, m3, target, (of_first ? first : second).out_first / L + at,
-                                     engine_word<OW>(sums[of_first ? 0 : PIXELS - 1], at, g, shift, most, least));
+    const int at = (of_first ? first : second).out_first / L + (of_first ? q : q - words);
+    if (q < 2 * words && (of_first || has_second)) {
+        const word_t added = RESIDUAL ? engine_read<MEMORIES>(m0, m1, m2, m3, residual, at) : word_t(0);
+        engine_write<MEMORIES, SKIP>(m0, m1, m2, m3, target, at,
+                                     engine_word<OW>(sums[of_first ? 0 : PIXELS - 1], of_first ? q : q - words, added,
+                                                     g, o));
+    }
+}
+
+// Output word ``word`` of a tile whose outputs share words with other channels' (a pixel's ``filters`` outputs from
+// element ``out_first`` on, in ``sums``): the tile's lanes set from its sums, the word's other lanes kept (the word
+// read first where it is not the tile's alone), the residual's word at the same place read for it where RESIDUAL
+template <int OW, int MEMORIES, bool RESIDUAL, int LANES, typename sum_t>
+void engine_shared_word(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &target,
+                        const engine_place &residual, int word, int out_first, int filters, const sum_t sums[LANES],
+                        const engine_layer &g, const engine_out<sum_t> &o) {
+#pragma HLS INLINE
+    typedef ap_uint<OW> raw_out_t;
+    static const int L = lane<raw_out_t>::per_word;
+    const bool whole = word * L >= out_first && (word + 1) * L <= out_first + filters;
+    word_t bits = whole ? word_t(0) : engine_read<MEMORIES>(m0, m1, m2, m3, target, word);
+    const word_t added = RESIDUAL ? engine_read<MEMORIES>(m0, m1, m2, m3, residual, word) : word_t(0);
+    for (int k = 0; k < L; k++) {
+#pragma HLS UNROLL
+        const int lane_t = word * L + k - out_first;
+        if (lane_t >= 0 && lane_t < filters)
+            set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[lane_t],
+                                                                 engine_residual_value<OW, sum_t>(added, k, g), g,
+                                                                 o)));
+    }
+    engine_write<MEMORIES>(m0, m1, m2, m3, target, word, bits);
+}
+
+// The words a pixel's tile of channels lies in (its ``filters`` outputs from element ``out_first`` on, in ``sums``),
+// each written once (engine_shared_word): one a cycle, or, RESIDUAL, one every two (two reads and a write a word);
+// how many it wrote
+template <int OW, int MEMORIES, bool RESIDUAL, int LANES, typename sum_t>
+long long engine_shared_words(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &target,
+                              const engine_place &residual, int out_first, int filters, const sum_t sums[LANES],
+                              const engine_layer &g, const engine_out<sum_t> &o) {
+#pragma HLS INLINE
+    static const int L = lane<ap_uint<OW> >::per_word, II = RESIDUAL ? 2 : 1, OUTPUT_WORDS = LANES / L + 1;
+    long long written = 0;
+shared_words:
+    for (int word = out_first / L; word * L < out_first + filters; word++) {
+#pragma HLS PIPELINE II=II
+#pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
+#pragma HLS DEPENDENCE variable=m0 inter false
+#pragma HLS DEPENDENCE variable=m1 inter false
+#pragma HLS DEPENDENCE variable=m2 inter false
+#pragma HLS DEPENDENCE variable=m3 inter false
+        written++;
+        engine_shared_word<OW, MEMORIES, RESIDUAL, LANES>(m0, m1, m2, m3, target, residual, word, out_first, filters,
+                                                          sums, g, o);
+    }
+    return written;
 }
 
 // Read ``r`` of the weights port of PORT DDR words, which BUNDLES m_axi bundles (w0 .. w3, each on a DDR port of
@@ -681,7 +776,7 @@ ap_uint<64 * PORT> engine_weights_read(const ap_uint<64 * PORT / BUNDLES> *w0, c
 template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW, bool DEPTHWISE, int PORT,
           int MEMORIES, int DDR, int PIXELS = 1, int BUNDLES = 1>
 void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &source, const engine_place &target,
-            const engine_place &staging, const ap_uint<64 * PORT / BUNDLES> *w0,
+            const engine_place &staging, const engine_place &residual, const ap_uint<64 * PORT / BUNDLES> *w0,
             const ap_uint<64 * PORT / BUNDLES> *w1, const ap_uint<64 * PORT / BUNDLES> *w2,
             const ap_uint<64 * PORT / BUNDLES> *w3, const engine_layer &g) {
     typedef ap_uint<IW> raw_in_t;
@@ -731,9 +826,7 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     const int stored = rows ? g.k_h * row_values : window;
     const int filter_words = (stored + PW - 1) / PW;
     const int bias_read = (g.out_c + PORT - 1) / PORT * filter_words;  // the biases' first read
-    const int shift = g.in_fraction + g.weight_fraction - g.out_fraction;
-    const sum_t most = g.out_signed ? (sum_t(1) << (OW - 1)) - 1 : (sum_t(1) << OW) - 1;
-    const sum_t least = g.out_signed ? sum_t(-(sum_t(1) << (OW - 1))) : sum_t(0);
+    const engine_out<sum_t> out = engine_out_of<OW, sum_t>(g);
     const int steps = rows ? g.k_h * row_steps : window / step;  // a pixel's window's iterations
     // the input element a window's next value is at moves by these after a pixel's channels of the group and after
     // a row (a row walk's: after a row's padded values)
@@ -760,8 +853,11 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     const int resident = engine_resident(staged, WINDOW_ENTRIES, filter_entries);
     const bool aligned = depthwise || (LANES % L == 0 && group_filters % L == 0);  // every tile's outputs whole words
     // the output words an iteration that reads nothing writes: two, one through each of the target memory's two
-    // ports, or one where the output lies in DDR (one m_axi port: the second write of a cycle never goes there)
-    const int written = DDR >= 0 && target.memory == DDR ? 1 : 2;
+    // ports, or one where the output lies in DDR (one m_axi port: the second write of a cycle never goes there) or
+    // where a residual is added (its word read beside each: a port of its memory, the other the output's where the
+    // two share one)
+    const bool added = g.residual != 0;
+    const int written = added || (DDR >= 0 && target.memory == DDR) ? 1 : 2;
     engine_tile t;
     t.begin(g, depthwise, LANES, group_filters, channels);
 tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels for each of them
@@ -849,7 +945,7 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                 engine_row_walk row_walk;
                 engine_start_walks(g, output, channel0, staged, walk, row_walk);
                 const int words = filters / L, channel_words = filters / IPW;
-                if (aligned && PIXELS == 2 && engine_pairs(depthwise, steps, words, written)) {
+                if (aligned && PIXELS == 2 && engine_pairs(depthwise, steps, words, written, added)) {
                     // two output pixels at a time: a pixel (``output``) and the one after it in the pass
                     // (``second``; none past the pass's last), each weight entry read once for both; a pair's loop
                     // of ``pair_span`` iterations: its window's steps, one input word of each pixel read an
@@ -900,15 +996,19 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                                 walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
                                 second_walk.next(g, channels, step, VEC, second.column0, column_step, row_step);
                             }
+                        } else if (added) {  // a word of the pair's outputs, its residual's word read for it
+                            engine_pair_word<OW, MEMORIES, -1, true, PIXELS, LANES>(m0, m1, m2, m3, target, residual,
+                                                                                   output, second, has_second, sums,
+                                                                                   j - steps, words, g, out);
                         } else {  // ``written`` words of the pair's outputs, the second never to DDR
                             const int q = (j - steps) * written;
-                            engine_pair_word<OW, MEMORIES, -1, PIXELS, LANES>(m0, m1, m2, m3, target, output, second,
-                                                                             has_second, sums, q, words, g, shift,
-                                                                             most, least);
+                            engine_pair_word<OW, MEMORIES, -1, false, PIXELS, LANES>(m0, m1, m2, m3, target, residual,
+                                                                                    output, second, has_second, sums,
+                                                                                    q, words, g, out);
                             if (written == 2)
-                                engine_pair_word<OW, MEMORIES, DDR, PIXELS, LANES>(m0, m1, m2, m3, target, output,
-                                                                                  second, has_second, sums, q + 1,
-                                                                                  words, g, shift, most, least);
+                                engine_pair_word<OW, MEMORIES, DDR, false, PIXELS, LANES>(
+                                    m0, m1, m2, m3, target, residual, output, second, has_second, sums, q + 1, words,
+                                    g, out);
                         }
                         if (++j == pair_span) {
                             j = 0;
@@ -923,11 +1023,13 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                 } else if (aligned) {
                     // one loop of ``span`` iterations a pixel, its window's steps (a depthwise tile's: its window
                     // places' input words of its channels, place after place), during which the previous pixel's
-                    // words are written (from ``done``, its sums), a word an iteration, then, where it has more words
-                    // than steps, its other words ``written`` an iteration; the pass's last pixel's after the loop
+                    // first ``overlap`` words are written (from ``done``, its sums), a word an iteration, then its
+                    // other words ``written`` an iteration; the pass's last pixel's after the loop. Where a residual
+                    // is added, none during the steps (an iteration there reads the input: its residual word's read
+                    // could meet both in one memory)
                     const int pixel_steps = depthwise ? channel_words * g.k_h * g.k_w : steps;
-                    const int span = pixel_steps >= words ? pixel_steps
-                                                          : pixel_steps + (words - pixel_steps + written - 1) / written;
+                    const int overlap = added ? 0 : pixel_steps < words ? pixel_steps : words;
+                    const int span = pixel_steps + (words - overlap + written - 1) / written;
                     const int column_step_dw = g.d_w * g.in_c - filters;  // a depthwise walk's, after a place's
                     sum_t done[LANES];
 #pragma HLS ARRAY_PARTITION variable=done complete
@@ -967,13 +1069,16 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                                     in_word, g, rows, strides, output.column0, slot, walk, row_walk, tile, paired,
                                     sums);
                             }
-                            if (j < words && previous)  // the previous pixel's word j: each word once, none read
+                            if (j < overlap && previous)  // the previous pixel's word j: each word once, none read
                                 engine_write<MEMORIES>(m0, m1, m2, m3, target, done_word + j,
-                                                       engine_word<OW>(done, j, g, shift, most, least));
+                                                       engine_word<OW>(done, j, word_t(0), g, out));
+                        } else if (previous && added) {  // past the steps: a word, its residual's word read for it
+                            engine_pixel_words<OW, MEMORIES, DDR, true>(m0, m1, m2, m3, target, residual, done_word,
+                                                                        done, j - pixel_steps, words, 1, g, out);
                         } else if (previous) {  // past the steps: ``written`` of its words, the second never to DDR
-                            engine_pixel_words<OW, MEMORIES, DDR>(m0, m1, m2, m3, target, done_word, done,
-                                                                  pixel_steps + (j - pixel_steps) * written, words,
-                                                                  written, g, shift, most, least);
+                            engine_pixel_words<OW, MEMORIES, DDR, false>(m0, m1, m2, m3, target, residual, done_word,
+                                                                         done, overlap + (j - pixel_steps) * written,
+                                                                         words, written, g, out);
                         }
                         if (++j == span) {
                             j = word = entry = at_lane = 0;
@@ -984,12 +1089,16 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                         }
                     }
                     HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
-                last_outputs:  // ``written`` an iteration, the second never to DDR
+                last_outputs:  // ``written`` an iteration, the second never to DDR (where added: one, its residual's)
                     for (int w = 0; w < words; w += written) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
-                        engine_pixel_words<OW, MEMORIES, DDR>(m0, m1, m2, m3, target, done_word, sums[0], w, words,
-                                                              written, g, shift, most, least);
+                        if (added)
+                            engine_pixel_words<OW, MEMORIES, DDR, true>(m0, m1, m2, m3, target, residual, done_word,
+                                                                        sums[0], w, words, 1, g, out);
+                        else
+                            engine_pixel_words<OW, MEMORIES, DDR, false>(m0, m1, m2, m3, target, residual, done_word,
+                                                                         sums[0], w, words, written, g, out);
                     }
                     HETDEPLOY_COUNTED(count_loop((words + written - 1) / written, ENGINE_MOVE_DEPTH));
                 } else {
@@ -1013,30 +1122,15 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                                 in_word, g, rows, strides, output.column0, slot, walk, row_walk, tile, paired, sums);
                         }
                         HETDEPLOY_COUNTED(count_loop(values, ENGINE_MAC_DEPTH));
-                        HETDEPLOY_COUNTED(long long words_written = 0);
-                    outputs:  // the words the pixel's tile of channels lies in, each written once
-                        for (int word = output.out_first / L; word * L < output.out_first + filters; word++) {
-#pragma HLS PIPELINE II=1
-#pragma HLS LOOP_TRIPCOUNT max=OUTPUT_WORDS
-#pragma HLS DEPENDENCE variable=m0 inter false
-#pragma HLS DEPENDENCE variable=m1 inter false
-#pragma HLS DEPENDENCE variable=m2 inter false
-#pragma HLS DEPENDENCE variable=m3 inter false
-                            HETDEPLOY_COUNTED(words_written++);
-                            const bool whole = word * L >= output.out_first &&
-                                               (word + 1) * L <= output.out_first + filters;
-                            // a word shared with other channels: kept
-                            word_t bits = whole ? word_t(0) : engine_read<MEMORIES>(m0, m1, m2, m3, target, word);
-                            for (int k = 0; k < L; k++) {
-#pragma HLS UNROLL
-                                const int lane_t = word * L + k - output.out_first;
-                                if (lane_t >= 0 && lane_t < filters)
-                                    set_lane<raw_out_t>(bits, k, raw_out_t(engine_output(sums[0][lane_t], g, shift,
-                                                                                         most, least)));
-                            }
-                            engine_write<MEMORIES>(m0, m1, m2, m3, target, word, bits);
-                        }
-                        HETDEPLOY_COUNTED(count_loop(words_written, ENGINE_MOVE_DEPTH));
+                        // the words the pixel's tile of channels lies in, each written once
+                        const long long words_written =
+                            added ? engine_shared_words<OW, MEMORIES, true, LANES>(m0, m1, m2, m3, target, residual,
+                                                                                 output.out_first, filters, sums[0],
+                                                                                 g, out)
+                                  : engine_shared_words<OW, MEMORIES, false, LANES>(m0, m1, m2, m3, target, residual,
+                                                                                  output.out_first, filters, sums[0],
+                                                                                  g, out);
+                        HETDEPLOY_COUNTED(count_loop(words_written, ENGINE_MOVE_DEPTH, added ? 2 : 1));
                         output.next(g);
                         engine_start_walks(g, output, channel0, staged, walk, row_walk);
                     }

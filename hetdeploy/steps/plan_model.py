@@ -564,7 +564,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     folding.io_type or units.IO_TYPES[shape.streamed],
                     foldable=units.kind_of(shape).foldable, inputs=unit.inputs, band=None if on_engine else band,
                     outputs=[unit.output],
-                    engine=engine_layer(main, loaded.graph.nodes[unit.nodes[-1]], shape.engine)
+                    engine=engine_layer(main, loaded.graph.nodes[unit.nodes[-1]], shape.engine, shape.residual)
                     if on_engine else None))
             sub.resources = _unit_totals(sub)
             sub.budget = budget
@@ -628,8 +628,11 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
     budget = {k: n - kept_bram18 * (k == "bram18") for k, n in device.budget().items()}
     pinned_engine = {index[n] for n, strategy in options.strategies.items() if strategy == units.ENGINE}
     free = {index[n] for s in subs if s.name in with_engine for n in s.nodes} & capable
+    settled = {n for option in _UNIT_SETTINGS for n in getattr(options, option.field)}  # a unit the user set
+    # anything of stays as set: a layer the engine may run adds a residual map where neither it nor the Add is set
+    unset = {k for k, node in enumerate(loaded.graph.nodes) if node.name not in settled}
     split = [(sub, units.split_units(loaded.graph, [index[n] for n in sub.nodes], device, set(sub.outputs),
-                                     pinned_engine | free)) for sub in subs]
+                                     pinned_engine | free, unset | pinned_engine)) for sub in subs]
     found = [u for _, units_of_sub in split for u in units_of_sub]
     rate = units.ddr_bytes_per_cycle(device)
     widths = [_pinned_precision(loaded, u, options, node_bits)[0] for u in found]
@@ -640,8 +643,6 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
     pinned = {k: folding for k, (u, shape) in enumerate(zip(found, shapes))
               if (folding := _pinned_folding(loaded, u, shape, options, rate, strategies.get(k))) is not None}
     io_fixed = {k for k, u in enumerate(found) if _pinned_io_type(loaded, u, options) is not None}
-    settled = {n for option in _UNIT_SETTINGS for n in getattr(options, option.field)}  # a unit the user set
-    # anything of stays as set
     may = {k for k, u in enumerate(found) if u.nodes[0] in free and units.engine_refusal(loaded.graph, u) is None
            and not settled & {loaded.graph.nodes[i].name for i in u.nodes}}
     if with_engine and not free:

@@ -161,10 +161,12 @@ def _holds_alone(graph: Graph, unit: Unit, device: Device) -> bool:
 
 
 def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[str] = frozenset(),
-                engine: Collection[int] = ()) -> list[Unit]:
+                engine: Collection[int] = (), residual: Collection[int] = ()) -> list[Unit]:
     """Cut an FPGA subfunction (``nodes`` in execution order) into units. ``keep``: tensors read
     outside the subfunction, which a fusion must not swallow; ``engine``: nodes that may run on the engine, whose units
-    fuse only what it computes (ENGINE_FUSED_OPS, a ReLU or a Clip last)."""
+    fuse only what it computes (ENGINE_FUSED_OPS, a ReLU or a Clip last); ``residual``: nodes that may be fused into
+    a unit that adds a residual map: such a unit of ``engine`` fuses an Add of another map of its output's shape
+    before its activation (``adds_residual``), and then runs on the engine alone."""
     consumers = graph.consumers()
     outputs = set(graph.outputs) | set(keep)
     units: list[Unit] = []
@@ -174,6 +176,14 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
         if units:
             unit = units[-1]
             last = graph.nodes[unit.nodes[-1]]
+            if unit.nodes[0] in engine and {unit.nodes[0], i} <= set(residual) and \
+                    adds_residual(graph, unit, node) and consumers.get(last.outputs[0]) == [i] and \
+                    last.outputs[0] not in outputs:
+                unit.nodes.append(i)
+                unit.inputs.append(next(t for t in node.inputs if t != last.outputs[0]))
+                unit.output = node.outputs[0]
+                unit.engine = "engine"
+                continue
             # a PE fuses what its fuse list names (the top's: a ReLU after its Add or BatchNormalization, relayouts
             # after a relayout, one table moving the chain's values), whoever runs that op alone; hls4ml has no
             # relayout layer
@@ -209,7 +219,8 @@ def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str
                                 layers=max(1, layers), normalizations=normalizations,
                                 weight_octaves=main.weight_octaves, weight_bits=main.weight_bits,
                                 weight_integer=main.weight_integer, clock_mhz=clock_mhz,
-                                hls_tool=hls_tool, bipolar=_signs_by_signs(graph, main))
+                                hls_tool=hls_tool, bipolar=_signs_by_signs(graph, main),
+                                residual=residual_input(graph, unit) is not None)
     fifos = tuple(f for i in unit.nodes[:-1] for f in output_fifo(graph, i))  # counted where it streams
     return with_io_type(dataclasses.replace(shape, fifos=fifos), io_type)
 
@@ -481,7 +492,7 @@ def engine_layer_cycles(layer: EngineLayer, width: int, staged: bool, output_in_
                          vector=layer.vector, channels=channels, groups=layer.groups, port_words=layer.port_words,
                          row=engine_row_values(layer.kernel[1], channels, layer.groups, layer.dilations[1], width),
                          staging=staging, pixels_at_once=layer.pixels, buffer_window=layer.buffer_window,
-                         output_in_ddr=output_in_ddr)["cycles"]
+                         output_in_ddr=output_in_ddr, residual=layer.residual)["cycles"]
 
 
 def engine_staging_cycles(layer: EngineLayer, width: int) -> int:
@@ -839,10 +850,28 @@ def fifo_name(tensor: str, reader: str) -> str:
     return f"{tensor}>{reader}"
 
 
+def adds_residual(graph: Graph, unit: Unit, node: Node) -> bool:
+    """Whether ``node``, after ``unit`` (a layer the engine computes, of one group, its BatchNormalizations after it
+    and no activation yet), adds another map of the unit's output's shape to its output (a residual connection:
+    ResNet's, MobileNetV2's), which the engine adds as it writes its outputs."""
+    main, last = graph.nodes[unit.nodes[0]], graph.nodes[unit.nodes[-1]]
+    return node.op == "Add" and len(node.inputs) == 2 and not node.constants and last.outputs[0] in node.inputs \
+        and node.inputs[0] != node.inputs[1] and main.attrs.get("group", 1) == 1 \
+        and all(s == node.output_shapes[0] for s in node.input_shapes) \
+        and all(graph.nodes[k].op == "BatchNormalization" for k in unit.nodes[1:]) \
+        and engine_refusal(graph, unit) is None
+
+
+def residual_input(graph: Graph, unit: Unit) -> Optional[str]:
+    """The map an Add of ``unit`` adds to its layer's output (``adds_residual``: its second input); None: none."""
+    return unit.inputs[1] if any(graph.nodes[k].op == "Add" for k in unit.nodes[1:]) and len(unit.inputs) == 2 \
+        else None
+
+
 def engine_refusal(graph: Graph, unit: Unit) -> Optional[str]:
     """Why ``unit`` cannot run on the engine; None: it can. The engine computes a Conv (1-D or 2-D, of any groups),
-    a Gemm or a MatMul of a flat input, each BatchNormalization after it folded into its weights, then a ReLU or a
-    Clip."""
+    a Gemm or a MatMul of a flat input, each BatchNormalization after it folded into its weights, then an Add of
+    another map (``adds_residual``), then a ReLU or a Clip."""
     main, *after = (graph.nodes[i] for i in unit.nodes)
     if main.op not in LAYER_ENGINE_OPS:
         return f"the engine computes a {', '.join(LAYER_ENGINE_OPS)}, not {main.op}"
@@ -850,6 +879,8 @@ def engine_refusal(graph: Graph, unit: Unit) -> Optional[str]:
         return "the engine computes 1-D and 2-D convolutions"
     if main.op != "Conv" and len(main.input_shapes[0]) != 2:
         return f"the engine computes a {main.op} of a flat (N, C) input"
+    if residual_input(graph, unit) is not None:  # its Add, fused only where adds_residual said so
+        after = [n for n in after if n.op != "Add"]
     ops = [n.op for n in after]
     if any(op not in ENGINE_FUSED_OPS or op in ENGINE_ACTIVATIONS and k < len(ops) - 1 for k, op in enumerate(ops)):
         unfused = next(op for k, op in enumerate(ops)

@@ -218,6 +218,9 @@ class Shape:
     # (``graph.Node.bipolar_weights``, its input a BipolarQuant's of scale 1): its products are XNORs of sign bits
     # (XNOR_POPCOUNT may compute it)
     bipolar: bool = False
+    # an Add of another map of its output's shape ends it before its activation (a residual connection the engine
+    # adds as it writes its outputs: ``residual_input``)
+    residual: bool = False
 
 
 def valid_reuse_factors(n_in: int, n_out: int) -> list[int]:
@@ -276,7 +279,7 @@ def bound_products(count: int, width: int, bits: int, dsp_binding: tuple[int, in
 def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int, vector: int = 1,
                   channels: int = 0, groups: int = 1, port_words: int = 1, row: int = 0,
                   staging: Sequence[int] = (), pixels_at_once: int = 1, buffer_window: int = 0,
-                  output_in_ddr: bool = False) -> dict[str, int]:
+                  output_in_ddr: bool = False, residual: bool = False) -> dict[str, int]:
     """hls/engine.h's cycles for a layer of ``filters`` output channels over ``pixels`` output pixels, ``window``
     products each over ``channels`` input channels of its group (0: the window's), in ``groups`` groups, its
     weights and values ``width`` bits, on ``lanes`` x ``vector`` multipliers whose weights port reads
@@ -290,20 +293,22 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     one), or, where the engine walks the window along its rows (``row``: a row's values, ``engine_row_values``),
     a row's values padded to whole words of weights ``vector`` an iteration after one iteration reading the row's
     first word. Output words are written two an iteration where the iteration reads nothing (one where the
-    output lies in DDR, ``output_in_ddr``: its one port). Where every tile's outputs are whole words (the lanes and
-    a group's filters multiples of a word's outputs) one loop a pixel of a window's iterations, the previous
-    pixel's words written during it a word each, then its words past them, then the pass's last pixel's words, or,
-    on an engine of two pixels at once (``pixels_at_once``) where that is shorter and the layer is no depthwise one
+    output lies in DDR, ``output_in_ddr``: its one port; one, its residual's word read beside it, where the layer adds
+    a ``residual``). Where every tile's outputs are whole words (the lanes and a group's filters multiples of a
+    word's outputs) one loop a pixel of a window's iterations, the previous pixel's words written during it a word
+    each (none where a residual is added), then its words past them, then the pass's last pixel's words, or, on an
+    engine of two pixels at once (``pixels_at_once``) where that is shorter and the layer is no depthwise one
     (``engine_pairs``), one loop of a window's iterations and both pixels' words a pair of pixels (the pass's last
     alone where its pixels are odd); else per pixel a cycle, the window, then the words its outputs lie in, one an
-    iteration. A depthwise convolution (a group a channel) whose channels
-    and lanes are whole words: ``lanes`` channels a tile, a lane each, a pixel's window place after place, each
-    place's input words of the tile one an iteration, its output words written during the next pixel's, as above.
+    iteration (two cycles each where a residual's word is read beside the shared word). A depthwise convolution (a
+    group a channel) whose channels and lanes are whole words: ``lanes`` channels a tile, a lane each, a pixel's
+    window place after place, each place's input words of the tile one an iteration, its output words written
+    during the next pixel's, as above.
     The pixels in one pass; or, where its input is staged from DDR (``staging``: each output row's staging cycles,
     ``staging_cycles``), a pass a row of output pixels, the row's staging, then each tile's pixels of the row.
     ``weight_words``: the DDR words of weights and biases it reads."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
-    written = 1 if output_in_ddr else 2  # output words an iteration that reads nothing
+    written = 1 if output_in_ddr or residual else 2  # output words an iteration that reads nothing
     steps = window // vector if (channels or window) % vector == 0 else window
     stored = stored_window(window, row, width)
     if row:  # each of its rows: its first word's iteration, then its padded values ``vector`` an iteration
@@ -335,17 +340,21 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
             weight_words += len(passes) * reads * port_words
             weight_cycles += len(passes) * reads
             outputs = tile // per_word  # (where they are whole words)
-            if (depthwise or aligned) and pixels_at_once == 2 and engine_pairs(depthwise, steps, outputs, written):
+            if (depthwise or aligned) and pixels_at_once == 2 and engine_pairs(depthwise, steps, outputs, written,
+                                                                                residual):
                 cycles += len(passes) * _loop(-(-pass_pixels // 2) * (steps + -(-2 * outputs // written)),
                                               ENGINE_MAC_DEPTH)
             elif depthwise or aligned:
                 pixel_steps = window * tile // per_word if depthwise else steps
-                span = pixel_steps + max(0, -(-(outputs - pixel_steps) // written))
+                overlap = 0 if residual else min(outputs, pixel_steps)  # the words written during the next window
+                span = pixel_steps + -(-(outputs - overlap) // written)
                 cycles += len(passes) * (_loop(pass_pixels * span, ENGINE_MAC_DEPTH)
                                          + _loop(-(-outputs // written), ENGINE_MOVE_DEPTH))
             else:
                 shared = _output_words(first, tile, filters, pixels, per_word)  # (each read, then written)
-                cycles += pixels * (1 + _loop(steps, ENGINE_MAC_DEPTH)) + shared + pixels * (ENGINE_MOVE_DEPTH - 1)
+                ii = 2 if residual else 1  # its residual's word read too: two reads and a write a word
+                cycles += pixels * (1 + _loop(steps, ENGINE_MAC_DEPTH)) + ii * shared \
+                    + pixels * (ENGINE_MOVE_DEPTH - ii)
     return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
 
 
@@ -355,12 +364,12 @@ def engine_resident(staged: bool, entries: int, filter_entries: int) -> int:
     return entries // filter_entries if staged and entries // filter_entries > 1 else 1
 
 
-def engine_pairs(depthwise: bool, steps: int, words: int, written: int) -> bool:
+def engine_pairs(depthwise: bool, steps: int, words: int, written: int, residual: bool = False) -> bool:
     """hls/engine.h's engine_pairs: whether a tile of whole output words (``words`` a pixel, ``written`` an iteration
     that reads nothing) runs two pixels at a time on an engine built for pairs: walked a step a channel group or along
     its rows (not a depthwise one), its pair's loop (its window's ``steps``, then both pixels' words) shorter than
-    two pixels' loops."""
-    return not depthwise and steps * written > 2 * words
+    two pixels' loops; always where a ``residual`` is added (a pixel's words then all past its steps)."""
+    return not depthwise and (residual or steps * written > 2 * words)
 
 
 def staging_cycles(input_map: Sequence[int], channels: int, kernel: Sequence[int], strides: Sequence[int],
@@ -530,7 +539,7 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     counted = engine_cycles(shape.n_in, shape.n_out, shape.vectors, width, shape.engine.lanes,
                             vector=shape.engine.vector, channels=channels, groups=groups,
                             port_words=shape.engine.port_words, row=_row_values(shape, width),
-                            pixels_at_once=shape.engine.pixels)
+                            pixels_at_once=shape.engine.pixels, residual=shape.residual)
     cycles = counted["cycles"]
     ddr = 0 if ddr_bytes_per_cycle is None else max(
         0, math.ceil(counted["weight_words"] * ARENA_WORD_BYTES / (ddr_bytes_per_cycle * shape.engine.bundles))
