@@ -272,7 +272,8 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
 
 @pytest.mark.parametrize("staged, output_in_ddr", [(False, False), (True, False), (False, True)],
                          ids=["on chip", "staged from DDR", "output in DDR"])
-@pytest.mark.parametrize("kind", ["3x3", "1x1", "dense of 10", "3x3 in pairs", "stem in pairs", "1-D"])
+@pytest.mark.parametrize("kind", ["3x3", "1x1", "dense of 10", "3x3 in pairs", "stem in pairs", "1-D", "grouped",
+                                  "depthwise"])
 @pytest.mark.parametrize("iw, ow, in_type, out_type, residual_type, vector, pixels",
                          [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,5>", 4, 2),
                           (8, 8, "ap_ufixed<8,3>", "ap_ufixed<8,4>", "ap_ufixed<8,2>", 8, 1),
@@ -282,16 +283,16 @@ def test_a_residual_map_is_added_to_the_sums_bit_for_bit(tmp_path, kind, iw, ow,
     """A layer ended by an Add of another map (ResNet's and MobileNetV2's residual connections), then its ReLU or
     Clip where it has one: the residual's codes (signed or not; a binary point coarser than the sums' and, at
     ap_fixed<8,-6>, finer) added to the exact sums, bit for bit against the exact reference, on an engine of one
-    pixel and of two at once, with the input on chip, staged from DDR (the residual there too) or the output in DDR;
-    its words written one a cycle, each beside its residual's word's read, none during a window: in the cycles
-    ``units.engine_layer_cycles`` estimates. A layer whose outputs share words with other channels' (7 filters) reads
+    pixel and of two at once, with the input on chip, staged from DDR (the residual there too) or the output in DDR,
+    a grouped and a depthwise convolution too (a lane a channel); its words written one a cycle, each beside its
+    residual's word's read, none during a window: in the cycles ``units.engine_layer_cycles`` estimates. A layer whose outputs share words with other channels' (7 filters) reads
     the shared word and the residual's, two cycles a word."""
     from hetdeploy.planning.units import engine_layer_cycles
 
     rng = np.random.default_rng(11)
     layer = EngineLayer(*LAYERS[kind], lanes=8, vector=vector, pixels=pixels, buffer_window=LARGEST_WINDOW,
-                        clip=CLIPS.get(kind), residual=True)
-    weights = rng.normal(0, 0.5, (layer.filters, *layer.kernel, layer.channels))
+                        clip=CLIPS.get(kind), residual=True, groups=GROUPS.get(kind, 1))
+    weights = rng.normal(0, 0.5, (layer.filters, *layer.kernel, layer.channels // layer.groups))
     ww = iw
     layer, region = quantized(layer, weights, rng.normal(0, 1, layer.filters), ww, in_type, out_type, residual_type)
     codes_w, codes_b = filter_codes(region, layer, ww), filter_biases(region, layer)

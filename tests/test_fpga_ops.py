@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import TensorProto, helper, shape_inference
+from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 import hetdeploy
 import op_models
@@ -820,3 +820,41 @@ def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_out
     samples = np.load(data / "mbv2_blocks.npz")
     (got,) = Pipeline(tmp_path / "out").predict(samples["x"])
     assert np.isfinite(got).all() and np.max(np.abs(got - samples["y"])) <= 1e-3 * np.max(np.abs(samples["y"]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layer", ["Gemm", "Conv"])
+def test_a_layer_that_adds_its_own_input_runs_on_the_engine_and_matches_onnxruntime(tmp_path, layer):
+    """A skip over one layer, the map added the layer's own input (a residual MLP block: Gemm, Add, ReLU; a 1 x 1
+    convolution of 24 channels after a 3 x 3 one, its output added to its input, no activation), each layer pinned to
+    the KV260's engine: the Add fused into the layer's unit, whose one input is both the layer's and the residual's
+    (the unit's ONNX model and the engine's call read it once); every unit within tolerance, the pipeline emulated
+    within tolerance of onnxruntime."""
+    rng = np.random.default_rng(0)
+
+    def weights(name, shape, scale):
+        return numpy_helper.from_array(rng.normal(0, scale, shape).astype(np.float32), name)
+
+    if layer == "Gemm":
+        nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], "fc1", transB=1),
+                 helper.make_node("Add", ["h", "x"], ["s"], "add"), helper.make_node("Relu", ["s"], ["r"], "relu"),
+                 helper.make_node("Gemm", ["r", "w2", "b2"], ["y"], "fc2", transB=1)]
+        constants = [weights("w1", (72, 72), 0.15), weights("b1", (72,), 0.1), weights("w2", (10, 72), 0.2),
+                     weights("b2", (10,), 0.1)]
+        shapes, pinned, adder = ([1, 72], [1, 10]), ["fc1", "fc2"], "fc1"
+    else:
+        nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c"], "conv1", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                 helper.make_node("Conv", ["c", "w2", "b2"], ["d"], "conv2", kernel_shape=[1, 1]),
+                 helper.make_node("Add", ["c", "d"], ["y"], "add")]
+        constants = [weights("w1", (24, 3, 3, 3), 0.2), weights("b1", (24,), 0.1), weights("w2", (24, 24, 1, 1), 0.2),
+                     weights("b2", (24,), 0.1)]
+        shapes, pinned, adder = ([1, 3, 10, 10], [1, 24, 10, 10]), ["conv1", "conv2"], "conv2"
+    graph = helper.make_graph(nodes, "skip", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shapes[0])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shapes[1])], constants)
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "skip.onnx"))
+    plan = build_and_emulate(tmp_path / "skip.onnx", tmp_path / "out", "kv260",
+                             strategies={n: "Engine" for n in pinned})
+    units = {u.nodes[0]: u for s in plan.subfunctions for u in s.execution_units}
+    fused = units[adder]
+    assert "add" in fused.nodes and fused.engine.residual and fused.inputs == [fused.residual]
+    assert all(u.verification.passed for u in units.values()) and not plan.widened

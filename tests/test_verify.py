@@ -330,3 +330,30 @@ def test_the_further_samples_are_as_many_as_their_c_simulation_allows():
     assert flip_samples_to_compare(espcn, first_and_last, None) == 0
     assert flip_samples_to_compare(espcn, first_and_last[1:], None) == FLIP_OPERATIONS // 113_246_208 == 2
     assert flip_samples_to_compare(espcn, first_and_last, 5) == 5
+
+
+def test_an_engine_unit_that_adds_a_residual_map_is_as_wide_as_the_maps_writer():
+    """The engine reads a residual map an output word's lanes at a time, so a unit that adds one and the unit that
+    writes the map get the wider of their bits, along a chain of blocks (each block's output the next one's map),
+    and a map that is its subfunction's input is as wide as each unit reading it (the first types it)."""
+    from types import SimpleNamespace
+
+    from hetdeploy.core.plan import EngineLayer, ExecutionUnit
+    from hetdeploy.steps.build import residual_widths
+
+    def unit(name, inputs, output, adds=False):
+        engine = EngineLayer(8, [4, 4], 8, [4, 4], [1, 1], [1, 1], [0, 0], [1, 1], True, 8, residual=adds)
+        return ExecutionUnit(name, [f"{name}_node"], "conv", 1, "Engine", "", {}, inputs=inputs, outputs=[output],
+                             engine=engine)
+
+    # stem -> a -> block1 (adds stem's) -> b -> block2 (adds block1's); c reads input w, d adds it
+    units = [unit("stem", ["x"], "s"), unit("a", ["s"], "h"), unit("block1", ["h", "s"], "y1", adds=True),
+             unit("b", ["y1"], "h2"), unit("block2", ["h2", "y1"], "y2", adds=True),
+             unit("c", ["w"], "k"), unit("d", ["k", "w"], "z", adds=True)]
+    plan = SimpleNamespace(subfunctions=[SimpleNamespace(kind="fpga", execution_units=units)])
+    widths = {"block2_node": 20, "c_node": 18}
+    said = residual_widths(plan, widths, 16)
+    assert {n: widths.get(f"{n}_node", 16) for n in ("stem", "a", "block1", "b", "block2", "c", "d")} == \
+        {"stem": 20, "a": 16, "block1": 20, "b": 16, "block2": 20, "c": 18, "d": 18}
+    assert len(said) == 3 and all("as wide as its own outputs" in line for line in said)
+    assert residual_widths(plan, widths, 16) == []  # settled

@@ -472,6 +472,12 @@ class ExecutionUnit:
     rate_per_s: float = 0.0  # samples a second it sustains on its own: the FPGA's clock over its cycles a sample
     open_synthesis: Optional[OpenSynthesis] = None  # build --open-synth's
 
+    @property
+    def residual(self) -> Optional[str]:
+        """The map an engine unit adds to its layer's output (its ``engine.residual``): its last input, which may be
+        its layer's input too; None: none."""
+        return self.inputs[-1] if self.engine is not None and self.engine.residual else None
+
     def listed_parts(self) -> dict[str, dict[str, int]]:
         """The parts of its resources the plan and the report list under it: a streamed unit's (its line buffers
         and FIFOs) or a table layer's; none else."""

@@ -365,7 +365,7 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
                                place(u, buffers[u.outputs[0]]), place(u, staging) if u.engine.staged else (-1, 0),
                                (at(buffers[u.inputs[0]]), at(read[u.name]), read[u.name].size
                                 // units.ARENA_WORD_BYTES) if u.engine.copied else None, u.engine.pixels,
-                               u.engine.bundles, place(u, buffers[u.inputs[1]]) if u.engine.residual else (-1, 0))
+                               u.engine.bundles, place(u, buffers[u.residual]) if u.residual else (-1, 0))
             for u in on_engine}
 
 
@@ -471,10 +471,11 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
                    values=values_of(shapes[t])) for t in unit.inputs]
     lines.append(_load_weights(weights) + (engine_view if engine is not None else ""))
     if engine is not None:  # engine.h itself over the scratch copies, the input's the first memory, the output's
-        # the second, a residual's the third (C-simulation only: no instance to share)
-        scratch = tuple(f"{names[t]}_words" for t in [unit.inputs[0], unit.outputs[0]] + unit.inputs[1:2])
+        # the second, a residual's the third where it is not the input (C-simulation only: no instance to share)
+        scratch = tuple(f"{names[t]}_words" for t in dict.fromkeys([unit.inputs[0], unit.outputs[0]] + unit.inputs))
         engine = dataclasses.replace(engine, memories=scratch, source=(0, 0), target=(1, 0), staging=(-1, 0),
-                                     copy=None, residual=(2, 0) if unit.engine.residual else (-1, 0))
+                                     copy=None, residual=(-1 if unit.residual is None else
+                                                          0 if unit.residual == unit.inputs[0] else 2, 0))
         engine = dataclasses.replace(engine, function=_engine_template(engine), memories=_engine_memories(scratch))
     lines.append(top_kind(unit).run(unit, Buffers(lambda t: f"{names[t]}_words", types, shapes, weights, engine)))
     lines += [line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=values_of(shapes[t]))

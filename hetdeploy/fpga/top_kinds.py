@@ -187,13 +187,12 @@ class Engine(TopKind):
         """Its weights and biases (BatchNormalizations folded in) at the unit's bits into its DDR weights file, its
         layer's binary points set (its residual's too, the map its Add adds: its second input); its output's type
         sized on the values it gave on the float pipeline."""
-        x, *residual = unit.inputs
-        (y,) = unit.outputs
+        x, (y,) = unit.inputs[0], unit.outputs
         source.size_inputs(unit)
         source.size(y, source.envs)
         weights, bias = engine_affine(source.model)
         unit.engine, packed = engine_quantized(unit.engine, weights, bias, source.width, source.cpp_types[x],
-                                               source.cpp_types[y], source.cpp_types[residual[0]] if residual else None)
+                                               source.cpp_types[y], source.cpp_types.get(unit.residual))
         source.write(unit, UNIT_WEIGHTS_FILE, packed)
 
     def is_one(self, unit):

@@ -340,11 +340,15 @@ def _fpga(plan: Plan) -> list[Subfunction]:
 
 
 def _unit_widths(state: BuildState) -> BuildState:
-    """Each unit's bits where no quantizer sets them: --width's or the search's, more once widened;
-    after a widening, the units folded anew (the wider take more) and their HLS cleared."""
+    """Each unit's bits where no quantizer sets them: --width's or the search's, more once widened, an engine unit
+    that adds a residual map as wide as the map's writer (``residual_widths``); after a widening, or where that
+    made a unit wider, the units folded anew (the wider take more) and their HLS cleared."""
     loaded, plan = state.loaded, state.plan
     state.outgrown = False
-    if state.unit_widths:  # a re-run after ``_verify``'s widening
+    matched = residual_widths(plan, state.layer_widths, state.options.width)
+    for line in matched:
+        state.progress(f"      {line}")
+    if matched or state.unit_widths:
         try:
             fold_units(plan, loaded, state.board, state.options, state.layer_widths)
         except UnitsDoNotFit as err:
@@ -364,6 +368,33 @@ def _unit_widths(state: BuildState) -> BuildState:
     state.unit_widths = {u.name: state.layer_widths.get(u.nodes[0]) or state.options.width
                          for s in _fpga(plan) for u in s.execution_units}
     return state
+
+
+def residual_widths(plan: Plan, layer_widths: dict[str, int], width: int) -> list[str]:
+    """Each FPGA engine unit that adds a residual map and the unit that writes the map (where the map is its
+    subfunction's input, each other unit that reads it: the first types it) at the wider of their bits
+    (``layer_widths``: node name -> bits, by a unit's first node; else ``width``), until none differs: the engine
+    reads the map an output word's lanes at a time (hls/engine.h), so the two are as wide. What it widened, a line
+    each."""
+    pairs = []
+    for sub in _fpga(plan):
+        writer = {t: u for u in sub.execution_units for t in u.outputs}
+        for adder in (u for u in sub.execution_units if u.residual is not None):
+            pairs += [(adder, writer[adder.residual])] if adder.residual in writer else \
+                [(adder, u) for u in sub.execution_units if u is not adder and adder.residual in u.inputs]
+
+    def bits(unit) -> int:
+        return layer_widths.get(unit.nodes[0]) or width
+
+    said: list[str] = []
+    while any(bits(adder) != bits(source) for adder, source in pairs):  # a chain of blocks widens along it
+        for adder, source in pairs:
+            if bits(adder) != bits(source):
+                narrower, wider = sorted((adder, source), key=bits)
+                said.append(f"widening {narrower.name} from {bits(narrower)} to {bits(wider)} bits: {adder.name} "
+                            f"adds the map {source.name} writes, as wide as its own outputs")
+                layer_widths[narrower.nodes[0]] = bits(wider)
+    return said
 
 
 def _generate_hls(state: BuildState) -> BuildState:

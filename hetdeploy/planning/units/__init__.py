@@ -180,7 +180,7 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
                     adds_residual(graph, unit, node) and consumers.get(last.outputs[0]) == [i] and \
                     last.outputs[0] not in outputs:
                 unit.nodes.append(i)
-                unit.inputs.append(next(t for t in node.inputs if t != last.outputs[0]))
+                unit.inputs += [t for t in node.inputs if t != last.outputs[0] and t not in unit.inputs]
                 unit.output = node.outputs[0]
                 unit.engine = "engine"
                 continue
@@ -851,21 +851,25 @@ def fifo_name(tensor: str, reader: str) -> str:
 
 
 def adds_residual(graph: Graph, unit: Unit, node: Node) -> bool:
-    """Whether ``node``, after ``unit`` (a layer the engine computes, of one group, its BatchNormalizations after it
-    and no activation yet), adds another map of the unit's output's shape to its output (a residual connection:
-    ResNet's, MobileNetV2's), which the engine adds as it writes its outputs."""
-    main, last = graph.nodes[unit.nodes[0]], graph.nodes[unit.nodes[-1]]
+    """Whether ``node``, after ``unit`` (a layer the engine computes, its BatchNormalizations after it and no
+    activation yet), adds another map of the unit's output's shape to its output (a residual connection: ResNet's,
+    MobileNetV2's, ShuffleNet's after a grouped convolution), which the engine adds as it writes its outputs."""
+    last = graph.nodes[unit.nodes[-1]]
     return node.op == "Add" and len(node.inputs) == 2 and not node.constants and last.outputs[0] in node.inputs \
-        and node.inputs[0] != node.inputs[1] and main.attrs.get("group", 1) == 1 \
+        and node.inputs[0] != node.inputs[1] and bool(node.output_shapes and node.output_shapes[0]) \
         and all(s == node.output_shapes[0] for s in node.input_shapes) \
         and all(graph.nodes[k].op == "BatchNormalization" for k in unit.nodes[1:]) \
         and engine_refusal(graph, unit) is None
 
 
 def residual_input(graph: Graph, unit: Unit) -> Optional[str]:
-    """The map an Add of ``unit`` adds to its layer's output (``adds_residual``: its second input); None: none."""
-    return unit.inputs[1] if any(graph.nodes[k].op == "Add" for k in unit.nodes[1:]) and len(unit.inputs) == 2 \
-        else None
+    """The map an Add of ``unit`` adds to its layer's output (``adds_residual``: the unit's last input, which may be
+    its layer's input too); None: none."""
+    for before, k in zip(unit.nodes, unit.nodes[1:]):
+        node = graph.nodes[k]
+        if node.op == "Add" and len(node.inputs) == 2:
+            return next((t for t in node.inputs if t != graph.nodes[before].outputs[0]), None)
+    return None
 
 
 def engine_refusal(graph: Graph, unit: Unit) -> Optional[str]:
