@@ -270,6 +270,40 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
         assert list(unclipped) != list(exact)
 
 
+@pytest.mark.parametrize("pixels", [1, 2])
+def test_the_8_bit_engines_sums_are_onnxruntimes_integer_convolution_bit_for_bit(tmp_path, pixels):
+    """The 8-bit engine (two lanes' products in one DSP48: ENGINE_PACKED) on onnxruntime's own integer convolution,
+    ConvInteger (what its QLinearConv and a QDQ convolution sum before they requantize): uint8 codes by int8
+    weights (-128 to 127, every code of both ranges' ends in them), a 3 x 3 padded convolution of 16 channels into 24
+    on 8 lanes of 8 values, one pixel at once and two, its outputs 32-bit integers at binary point 0: equal, value
+    for value, to onnxruntime's int32 outputs. (The requantization after it is the quantizer's unit: within a step of
+    onnxruntime's, which rounds ties to even where a fixed-point type rounds them up.)"""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(5)
+    weights = rng.integers(-128, 128, (24, 16, 3, 3)).astype(np.int8)
+    weights.flat[:2] = [-128, 127]
+    codes = rng.integers(0, 256, (1, 16, 8, 8)).astype(np.uint8)
+    codes.flat[:2] = [0, 255]
+    node = helper.make_node("ConvInteger", ["x", "w"], ["y"], pads=[1, 1, 1, 1], kernel_shape=[3, 3])
+    graph = helper.make_graph([node], "conv_integer", [helper.make_tensor_value_info("x", TensorProto.UINT8,
+                                                                                     [1, 16, 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.INT32, [1, 24, 8, 8])],
+                              [numpy_helper.from_array(weights, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    (expected,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": codes})
+    layer = EngineLayer(16, [8, 8], 24, [8, 8], [3, 3], [1, 1], [1, 1], [1, 1], False, lanes=8, vector=8,
+                        pixels=pixels, buffer_window=LARGEST_WINDOW)
+    layer, region = quantized(layer, weights.transpose(0, 2, 3, 1).astype(np.float64), np.zeros(24), 8, "ap_uint<8>",
+                              "ap_int<32>")
+    assert (layer.weight_fraction, layer.in_fraction, layer.out_fraction) == (0, 0, 0)
+    got, _ = run_engine(tmp_path, layer, region, codes[0].transpose(1, 2, 0).reshape(-1), 8, 32, 8)
+    assert got == expected[0].transpose(1, 2, 0).reshape(-1).tolist()
+    assert np.abs(expected).max() > 2 ** 17  # sums past a packed product's 18 bits
+
+
 @pytest.mark.parametrize("staged, output_in_ddr", [(False, False), (True, False), (False, True)],
                          ids=["on chip", "staged from DDR", "output in DDR"])
 @pytest.mark.parametrize("kind", ["3x3", "1x1", "dense of 10", "3x3 in pairs", "stem in pairs", "1-D", "grouped",

@@ -25,6 +25,10 @@ def test_exact_fixed_is_the_narrowest_type_holding_every_value():
     assert exact_fixed(np.array([0.5, -0.5]), 16) == (2, 1)  # codes -1, 1 at 2**-1: [-1, 0.5]
     assert exact_fixed(np.array([0.1]), 16) is None  # not a binary fraction
     assert exact_fixed(np.array([1.0]), 1) is None  # needs a sign bit more
+    # int8 codes at their ends, -128 too (two's complement: 8 bits, not the 9 that +128 would take); and at 2**-7
+    assert exact_fixed(np.array([-128.0, 127.0, 1.0]), 8) == (8, 8)
+    assert exact_fixed(np.array([-1.0, 127 / 128, 2.0 ** -7]), 8) == (8, 1)
+    assert exact_fixed(np.array([128.0, 1.0]), 8) is None
     assert exact_fixed(np.random.default_rng(0).normal(size=10_000).astype(np.float32), 16) is None
 
 

@@ -270,9 +270,10 @@ def exact_fixed(values: np.ndarray, max_width: int) -> Optional[tuple[int, int]]
     if nonzero.size == 0:
         return 2, 2
     # the least fraction bits that make every value an integer code: a value m * 2**e (m in
-    # [1/2, 1)) needs at least 1 - e; the largest needs e + fraction + 1 bits, at most max_width
+    # [1/2, 1)) needs at least 1 - e; the largest needs e + fraction + 1 bits, at most max_width, but -2**(e - 1)
+    # e + fraction (an int8 code of -128: 8 bits), which the count of the codes' bits below settles
     exponents = np.frexp(nonzero)[1]
-    least, most = 1 - int(np.min(exponents)), max_width - 1 - int(np.max(exponents))
+    least, most = 1 - int(np.min(exponents)), max_width - int(np.max(exponents))
     for fraction in range(least, most + 1):
         codes = np.ldexp(values, fraction)
         if np.all(codes == np.round(codes)):
