@@ -390,10 +390,17 @@ def test_engine_inputs_in_ddr_are_staged_or_copied_on_chip_and_charged_their_cyc
     to_ddr = [u for u in engine if where[u.outputs[0]].memory == "ddr"]
     output_cycles = sum(engine_ddr_output_cycles(u.engine, 16) for u in to_ddr)
     assert to_ddr and output_cycles > 0
-    # each spilled buffer written once and read by each unit that neither stages nor copies it
-    readers = {u.name: not (u.engine is not None and (u.engine.staged or u.engine.copied))
-               for u in sub.execution_units}
-    spilled = sum(b.size * (1 + sum(readers[u.name] for u in sub.execution_units if b.tensor in u.inputs))
+    # each spilled buffer written once and read by each unit that neither stages nor copies it, and by each engine
+    # unit that adds it as a residual map (staged units among them)
+    adding = [u for u in engine if u.residual is not None]
+    assert any(u.engine.staged and where[u.residual].memory == "ddr" for u in adding)
+
+    def reads(unit, tensor):
+        staged_or_copied = unit.engine is not None and (unit.engine.staged or unit.engine.copied)
+        return (tensor in unit.inputs[:1] and not staged_or_copied) + (tensor == unit.residual) \
+            + (unit.engine is None and tensor in unit.inputs[1:])
+
+    spilled = sum(b.size * (1 + sum(reads(u, b.tensor) for u in sub.execution_units))
                   for b in sub.memory.buffers if b.memory == "ddr" and b.kind == "activation")
     assert sub.memory.ddr_transfer_s == pytest.approx(spilled / fpga.memory.bandwidth_bytes_per_s
                                                       + sub.memory.engine_staging_s

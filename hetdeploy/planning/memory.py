@@ -348,6 +348,16 @@ def schedule(steps: Sequence[tuple[Sequence[str], Sequence[str]]], sizes: dict[s
 BRAM18_BYTES = BRAM18_BITS // 8
 
 
+def _ddr_reads(unit: ExecutionUnit, tensor: str) -> int:
+    """The reads of ``tensor``'s bytes ``unit`` makes where the tensor lies in DDR: one of an input; none of an
+    engine unit's input it stages or copies (charged as those loops' cycles), but one of the residual map it adds,
+    which it reads beside its output words (the same tensor as its input, for a skip over one layer)."""
+    if unit.engine is None:
+        return int(tensor in unit.inputs)
+    read_directly = tensor == unit.inputs[0] and not (unit.engine.staged or unit.engine.copied)
+    return int(read_directly) + int(tensor == unit.residual)
+
+
 def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: Board, policy: str, width: int,
                 batch: int, element_bytes_of: Callable[[str], int], weights_bytes_of: Callable[[ExecutionUnit], int],
                 reorder: bool = True) -> None:
@@ -410,8 +420,7 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
             ddr_output_cycles = sum(units.engine_ddr_output_cycles(u.engine, 8 * element_bytes_of(u.outputs[0]))
                                     for u in sub.execution_units
                                     if u.engine is not None and memory_of.get(u.outputs[0]) == "ddr")
-            readers = {b.tensor: 1 + sum(b.tensor in u.inputs and not (u.engine is not None and (
-                u.engine.staged or u.engine.copied)) for u in sub.execution_units) for b in lives}
+            readers = {b.tensor: 1 + sum(_ddr_reads(u, b.tensor) for u in sub.execution_units) for b in lives}
             ddr_traffic = sum(r.size * readers[b.tensor]
                               for b, r, p in zip(lives, requests, placements) if p.memory == "ddr")
             staging_s = staged_cycles / (device.clock_mhz * 1e6)
