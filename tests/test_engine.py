@@ -319,8 +319,9 @@ def test_a_residual_map_is_added_to_the_sums_bit_for_bit(tmp_path, kind, iw, ow,
     ap_fixed<8,-6>, finer) added to the exact sums, bit for bit against the exact reference, on an engine of one
     pixel and of two at once, with the input on chip, staged from DDR (the residual there too) or the output in DDR,
     a grouped and a depthwise convolution too (a lane a channel); its words written one a cycle, each beside its
-    residual's word's read, none during a window: in the cycles ``units.engine_layer_cycles`` estimates. A layer whose outputs share words with other channels' (7 filters) reads
-    the shared word and the residual's, two cycles a word."""
+    residual's word's read, none during a window: in the cycles ``units.engine_layer_cycles`` estimates. A layer
+    whose outputs share words with other channels' (7 filters) reads the shared word and the residual's, two cycles
+    a word."""
     from hetdeploy.planning.units import engine_layer_cycles
 
     rng = np.random.default_rng(11)
