@@ -348,7 +348,7 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
     read = {u.name: copies.get(f"{u.name}.copy", buffers[u.inputs[0]]) for u in on_engine}
     # one instance of a function has one set of ports: each engine function takes every memory its calls' buffers
     # (and the staging buffer, where they stage) lie in, at every call
-    used = {u.name: [read[u.name], buffers[u.outputs[0]]] + [buffers[t] for t in u.inputs[1:]]
+    used = {u.name: [read[u.name], buffers[u.outputs[0]]] + ([buffers[u.residual]] if u.residual is not None else [])
             + ([buffers[u.inputs[0]], staging] if u.engine.staged else []) for u in on_engine}
     memories = {b: tuple(MEMORY_ARRAYS[m] for m in MEMORIES if any(
         buffer.memory == m for u in on_engine if bits[u.name] == b for buffer in used[u.name])) for b in bits.values()}
@@ -365,7 +365,8 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
                                place(u, buffers[u.outputs[0]]), place(u, staging) if u.engine.staged else (-1, 0),
                                (at(buffers[u.inputs[0]]), at(read[u.name]), read[u.name].size
                                 // units.ARENA_WORD_BYTES) if u.engine.copied else None, u.engine.pixels,
-                               u.engine.bundles, place(u, buffers[u.residual]) if u.residual else (-1, 0))
+                               u.engine.bundles,
+                               place(u, buffers[u.residual]) if u.residual is not None else (-1, 0))
             for u in on_engine}
 
 

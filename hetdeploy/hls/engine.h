@@ -699,12 +699,12 @@ void engine_pair_word(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engi
 #pragma HLS INLINE
     static const int L = lane<ap_uint<OW> >::per_word;
     const bool of_first = q < words;
-    const int at = (of_first ? first : second).out_first / L + (of_first ? q : q - words);
+    const int word = of_first ? q : q - words;  // of its pixel's words
+    const int at = (of_first ? first : second).out_first / L + word;
     if (q < 2 * words && (of_first || has_second)) {
         const word_t added = RESIDUAL ? engine_read<MEMORIES>(m0, m1, m2, m3, residual, at) : word_t(0);
         engine_write<MEMORIES, SKIP>(m0, m1, m2, m3, target, at,
-                                     engine_word<OW>(sums[of_first ? 0 : PIXELS - 1], of_first ? q : q - words, added,
-                                                     g, o));
+                                     engine_word<OW>(sums[of_first ? 0 : PIXELS - 1], word, added, g, o));
     }
 }
 
