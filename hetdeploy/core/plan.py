@@ -370,6 +370,12 @@ class EngineLayer:
     residual_signed: bool = True
 
     @property
+    def dense(self) -> bool:
+        """A dense layer: one output pixel of a 1 x 1 window over a 1 x 1 input (hls/engine.h runs one deeper than the
+        lanes' buffers in chunks)."""
+        return self.input == self.output == self.kernel == [1, 1]
+
+    @property
     def depthwise(self) -> bool:
         """A depthwise convolution: a group a channel (hls/engine.h runs it a lane a channel)."""
         return self.groups == self.channels == self.filters > 1

@@ -321,8 +321,10 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
     on_engine = [u for u in units_of_sub if u.engine is not None]
     bits = {u.name: (precision_width(buffers[u.inputs[0]].precision), precision_width(buffers[u.outputs[0]].precision),
                      precision_width(weights[f"{u.name}.weights"].precision)) for u in on_engine}
-    # its buffers as deep as the folding sized them (their largest window, on which its units' cycles count)
-    window = {b: max(max(stored_window(u.engine, b[2]), u.engine.buffer_window) for u in on_engine
+    # its buffers as deep as the folding sized them (their largest window, on which its units' cycles count; a dense
+    # layer deeper than them runs in chunks)
+    window = {b: max(max(units.buffered_window(stored_window(u.engine, b[2]), u.engine.dense),
+                         u.engine.buffer_window) for u in on_engine
                      if bits[u.name] == b) for b in bits.values()}
     # a lane's values a cycle lie in one word of inputs and one of weights: at most the wider's a word
     vector = {b: min([u.engine.vector for u in on_engine if bits[u.name] == b] +

@@ -152,6 +152,8 @@ static const int ENGINE_MAC_DEPTH = 6;
 // kernel's rows, and the words of an input row (224 x 64 16-bit values)
 static const int ENGINE_MAX_PIXELS = 112 * 112, ENGINE_MAX_ROWS = 112;
 static const int ENGINE_MAX_TILES = 64;
+// ... and the chunks of a dense layer deeper than the buffers (VGG-19's first of 25,088 values, 4,096 a chunk)
+static const int ENGINE_MAX_CHUNKS = 8;
 static const int ENGINE_MAX_KERNEL = 11, ENGINE_MAX_ROW_WORDS = 224 * 64 / 4;
 // ... and a tile's iterations over its pixels' windows (ENGINE_MAX_PIXELS of 3 x 3 x 64 values, four a cycle)
 static const int ENGINE_MAX_ITERATIONS = ENGINE_MAX_PIXELS * 144;
@@ -798,6 +800,7 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     // value is a name, not an expression)
     static const int TILE_READS = LANES / PORT + 1, TILE_ENTRIES = TILE_READS * WINDOW_ENTRIES;
     static const int OUTPUT_WORDS = LANES / L + 1;
+    static const int CHUNK_VALUES = WINDOW_ENTRIES * VEC;  // a dense layer's chunk's (its buffers' depth)
     // the weight buffers: lane t's entry i at paired[t / 2][t % 2 * WINDOW_ENTRIES + i] for a URAM lane, else at
     // tile[t - URAM_LANES][i]
     static_assert(URAM_LANES % 2 == 0 && URAM_LANES <= LANES, "URAM lanes come in pairs, a block's two ports");
@@ -858,6 +861,102 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     // two share one)
     const bool added = g.residual != 0;
     const int written = added || (DDR >= 0 && target.memory == DDR) ? 1 : 2;
+    // a dense layer (one output pixel of a 1 x 1 window) whose filters are deeper than the lanes' buffers (the
+    // planner sizes them for at most units.ENGINE_DENSE_CHUNK of a dense layer's values: each of its weights is read
+    // once a sample, so a deeper buffer would take lanes and gain nothing): each tile's window in chunks of the
+    // buffers' depth, a chunk's weights loaded (the port's reads of each of the tile's filters' words in the chunk,
+    // one run a read's filters), then its values ``step`` an iteration, the sums kept from chunk to chunk; then the
+    // tile's output words, one an iteration (engine_shared_words)
+    const int chunk_words = WINDOW_ENTRIES / EPW;
+    if (filter_words > chunk_words) {
+        if (DDR >= 0 && staged) {  // its one row of values staged once
+            HETDEPLOY_COUNTED(engine_counted().cycles++);
+            engine_stage<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, -g.pad_top, slot_words);
+        }
+        engine_tile c;
+        c.begin(g, false, LANES, group_filters, channels);
+    dense_tiles:
+        for (; c.first < g.out_c; c.next(g, false, LANES, group_filters, channels)) {
+#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_TILES
+            HETDEPLOY_COUNTED(engine_counted().cycles++);
+            const int first_read = c.first_read(PORT), reads = c.reads(PORT);
+        dense_bias:  // the tile's filters' biases, PORT a read: each lane's sum starts at its bias
+            for (int b = 0; b < reads; b++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=TILE_READS
+                const port_t read = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, bias_read + first_read + b);
+                const int base = (first_read + b) * PORT - c.first;
+                for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+                    const int p = lane_t - base;
+                    if (p >= 0 && p < PORT) sums[0][lane_t] = sum_t(read.range(64 * p + 63, 64 * p));
+                }
+            }
+            HETDEPLOY_COUNTED(count_loop(reads, ENGINE_MOVE_DEPTH);
+                              engine_counted().weight_words += (long long)reads * PORT);
+        dense_chunks:
+            for (int word0 = 0; word0 < filter_words; word0 += chunk_words) {
+#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_CHUNKS
+                HETDEPLOY_COUNTED(engine_counted().cycles++);
+                const int words = filter_words - word0 < chunk_words ? filter_words - word0 : chunk_words;
+                int q = 0, i = 0, k = 0;  // the read's filters (from first_read), its word of the chunk, the entry
+                port_t word = 0;
+            load_chunk:
+                for (int e = 0; e < reads * words * EPW; e++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=TILE_ENTRIES
+                    if (k == 0)
+                        word = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3,
+                                                                  (first_read + q) * filter_words + word0 + i);
+                    const int base = (first_read + q) * PORT - c.first;  // the lane the read's first filter is
+                    for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+                        const int p = lane_t - base;
+                        if (p >= 0 && p < PORT && lane_t < c.filters) {
+                            const entry_t entry = word.range(64 * p + VEC * LB * (k + 1) - 1, 64 * p + VEC * LB * k);
+                            const int at = i * EPW + k;
+                            if (lane_t < URAM_LANES) paired[lane_t / 2][lane_t % 2 * WINDOW_ENTRIES + at] = entry;
+                            else tile[lane_t - URAM_LANES][at] = entry;
+                        }
+                    }
+                    if (++k == EPW) {
+                        k = 0;
+                        if (++i == words) {
+                            i = 0;
+                            q++;
+                        }
+                    }
+                }
+                HETDEPLOY_COUNTED(count_loop((long long)reads * words * EPW, ENGINE_MOVE_DEPTH);
+                                  engine_counted().weight_words += (long long)reads * PORT * words);
+                // the chunk's values: its words' weights', but past the window's last
+                const int values = (word0 + words) * PW < window ? words * PW : window - word0 * PW;
+            chunk_values:
+                for (int n = 0; n < values; n += step) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=CHUNK_VALUES
+                    const int element = word0 * PW + n;
+                    const word_t in_word = engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, element / IPW);
+                    ap_int<IW + 1> value[1][VEC];
+#pragma HLS ARRAY_PARTITION variable=value complete dim=0
+                    for (int v = 0; v < VEC; v++) {
+#pragma HLS UNROLL
+                        value[0][v] = v < step ? engine_value<IW>(in_word, (element + v) % IPW, g) : ap_int<IW + 1>(0);
+                    }
+                    engine_products<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES, 1>(value, n / VEC, n % VEC, tile,
+                                                                                      paired, sums);
+                }
+                HETDEPLOY_COUNTED(count_loop(values / step, ENGINE_MAC_DEPTH));
+            }
+            const long long words_written =
+                added ? engine_shared_words<OW, MEMORIES, true, LANES>(m0, m1, m2, m3, target, residual, c.first,
+                                                                     c.filters, sums[0], g, out)
+                      : engine_shared_words<OW, MEMORIES, false, LANES>(m0, m1, m2, m3, target, residual, c.first,
+                                                                      c.filters, sums[0], g, out);
+            HETDEPLOY_COUNTED(count_loop(words_written, ENGINE_MOVE_DEPTH, added ? 2 : 1));
+        }
+        return;
+    }
     engine_tile t;
     t.begin(g, depthwise, LANES, group_filters, channels);
 tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels for each of them

@@ -258,7 +258,8 @@ def usage(device: Device, graph: Graph, index: int, width: int, on_engine: Colle
 def engine_capable(device: Device, graph: Graph, widths: Sequence[int]) -> list[int]:
     """The nodes of ``graph`` the FPGA ``device`` may run on its engine (``units.engine_refusal``; the board file's
     limits still decide which nodes it runs at all) whose window its buffers hold at the node's bits of ``widths``
-    (``units.engine_holds``), but for one that hls4ml's unit would fuse a quantizer after (``_holds_its_layer``):
+    (``units.engine_holds``; a dense layer's at most the values it takes of them, ``units.buffered_window``), but
+    for one that hls4ml's unit would fuse a quantizer after (``_holds_its_layer``):
     cut off it, the quantizer would round values already rounded at the unit's output (a step off where the two
     roundings disagree), so the layer stays whole with its quantizer on hls4ml."""
     consumers = graph.consumers()
@@ -269,8 +270,8 @@ def engine_capable(device: Device, graph: Graph, widths: Sequence[int]) -> list[
         unit = units.node_unit(graph, index, device)
         if not unit.pe or unit.engine not in ("hls4ml", "engine") or units.engine_refusal(graph, unit) is not None:
             continue
-        window = units.unit_shape(graph, unit, device.clock_mhz, hls_tool=device.hls_tool).n_in
-        if not units.engine_holds(device, window, widths[index]):
+        shape = units.unit_shape(graph, unit, device.clock_mhz, hls_tool=device.hls_tool)
+        if not units.engine_holds(device, units.buffered_window(shape.n_in, not shape.input_map), widths[index]):
             continue
         at, quantized = index, False
         while not quantized:  # along the chain hls4ml's unit would fuse

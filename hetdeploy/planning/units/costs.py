@@ -80,6 +80,10 @@ ENGINE_PORT_MAX_BUNDLES = 4
 # layer whose filters are a multiple of it), but for an engine too small for one
 ENGINE_LANE_MULTIPLE = 8
 # The engine takes a layer whose window its buffers hold at one value a cycle in this many lanes (``engine_holds``)
+# A dense layer's window takes at most this many values of the lanes' buffers (``engine_window``): one longer runs in
+# chunks of the buffers' depth (hls/engine.h), each weight read once a sample either way, so a deeper buffer would take
+# lanes and gain nothing (VGG-19's first Gemm of 25,088 inputs: 50 KB a lane at 16 bits, no engine the KV260 holds)
+ENGINE_DENSE_CHUNK = 4096
 ENGINE_HOLD_LANES = 32
 # A URAM288 block: 4,096 words of 72 bits, two ports (UG573); the engine puts two lanes' weight buffers in one, a
 # port each (Vitis HLS's ram_t2p on URAM, UG1399), where a lane's entries are at most half its depth
@@ -323,6 +327,10 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     pass_pixels = pixels // len(passes)
     resident = engine_resident(bool(staging), -(-buffer_window // per_word) * (per_word // vector), filter_entries)
     cycles = weight_words = weight_cycles = 0
+    chunk_words = -(-buffer_window // per_word)  # the lanes' buffers' words
+    if buffer_window and filter_words > chunk_words:  # a dense layer deeper than them: in chunks
+        return _chunked_cycles(window, filters, vector, channels, port_words, lanes, per_word, chunk_words,
+                               filter_words, staging, residual)
     firsts = range(0, filters, lanes) if depthwise else [g * group_filters + t for g in range(groups)
                                                           for t in range(0, group_filters, lanes)]
     tile_filters = [min(lanes, filters - first) if depthwise else min(lanes, group_filters - first % group_filters)
@@ -355,6 +363,36 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
                 ii = 2 if residual else 1  # its residual's word read too: two reads and a write a word
                 cycles += pixels * (1 + _loop(steps, ENGINE_MAC_DEPTH)) + ii * shared \
                     + pixels * (ENGINE_MOVE_DEPTH - ii)
+    return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
+
+
+def _chunked_cycles(window: int, filters: int, vector: int, channels: int, port_words: int, lanes: int,
+                    per_word: int, chunk_words: int, filter_words: int, staging: Sequence[int], residual: bool
+                    ) -> dict[str, int]:
+    """``engine_cycles`` of a dense layer whose ``filter_words`` words a filter are more than the lanes' buffers'
+    ``chunk_words`` (hls/engine.h's dense_tiles): its input staged once where it lies in DDR; each tile of ``lanes``
+    filters, its biases, then each chunk of its window, the chunk's weights, then its values ``vector`` an iteration
+    (one where the channels are no multiple of it), then the words its outputs lie in, one an iteration (two cycles
+    each where a residual's word is read beside the shared word)."""
+    step = vector if (channels or window) % vector == 0 else 1
+    cycles = sum(1 + staged for staged in staging)
+    weight_words = weight_cycles = 0
+    for first in range(0, filters, lanes):
+        tile = min(lanes, filters - first)
+        reads = weight_reads(first, tile, port_words)
+        cycles += 1 + _loop(reads, ENGINE_MOVE_DEPTH)
+        weight_words += reads * port_words
+        weight_cycles += reads
+        for word0 in range(0, filter_words, chunk_words):
+            words = min(chunk_words, filter_words - word0)
+            entries = reads * words * (per_word // vector)
+            values = min(words * per_word, window - word0 * per_word)
+            cycles += 1 + _loop(entries, ENGINE_MOVE_DEPTH) + _loop(-(-values // step), ENGINE_MAC_DEPTH)
+            weight_words += reads * port_words * words
+            weight_cycles += entries
+        shared = _output_words(first, tile, filters, 1, per_word)
+        ii = 2 if residual else 1
+        cycles += ii * (shared - 1) + ENGINE_MOVE_DEPTH if shared else 0
     return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
 
 
@@ -416,8 +454,15 @@ def stored_window(window: int, row: int, width: int) -> int:
 
 
 def engine_window(shape: Shape, width: int) -> int:
-    """``stored_window`` of a unit's window."""
-    return stored_window(shape.n_in, _row_values(shape, width), width)
+    """The values of a unit's window the lanes' buffers must hold: its ``stored_window``, a dense layer's at most
+    ENGINE_DENSE_CHUNK (a longer one runs in chunks)."""
+    return buffered_window(stored_window(shape.n_in, _row_values(shape, width), width), not shape.input_map)
+
+
+def buffered_window(stored: int, dense: bool) -> int:
+    """The values of a layer's ``stored`` window the lanes' buffers must hold: a ``dense`` layer's at most
+    ENGINE_DENSE_CHUNK."""
+    return min(stored, ENGINE_DENSE_CHUNK) if dense else stored
 
 
 def _window_channels(shape: Shape) -> tuple[int, int, int]:
