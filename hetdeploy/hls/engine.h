@@ -184,19 +184,37 @@ template <int PORT> void engine_port_view(const word_t *words, ap_uint<64 * PORT
 #define HETDEPLOY_COUNTED(statement)
 #endif
 
+// Where a window's rows lie in the staging buffer, a ring of k_h slots (engine_stage): the slot of the row a walk is
+// at (``slot``, of ``slots``), and the elements a walk moves back when it passes the last slot (``wrap``: the
+// buffer's); an input on chip: one slot past its window's rows, never passed (wrap 0)
+struct engine_ring {
+    int slot, slots, wrap;
+
+    // the walk's element ``at`` on to the next window row: back by the buffer past its last slot
+    void next(int &at) {
+        if (++slot == slots) {
+            slot = 0;
+            at -= wrap;
+        }
+    }
+};
+
 // A window's walk over the input, in the window's order (ky, kx, c), channels fastest (a group's ``channels``,
 // from channel ``channel0`` on): the input element its next value is at, that value's row and column (outside the
 // map: padding), its channel and kernel column, and the weight-buffer entry and the place in it its weights are
 // at; stepped by counters, one multiply a pixel.
 struct engine_walk {
     int at, row, column, c, kx, entry, lane;
+    engine_ring ring;  // its window row's slot of the staging buffer
 
-    // at element ``first`` (``engine_window_first``), input row ``row0``, column ``column0``
-    void start(int first, int row0, int column0) {
+    // at element ``first`` (``engine_window_first``), input row ``row0``, column ``column0``, its first window row in
+    // ``ring``'s slot
+    void start(int first, int row0, int column0, const engine_ring &at_slot) {
         at = first;
         row = row0;
         column = column0;
         c = kx = entry = lane = 0;
+        ring = at_slot;
     }
 
     // whether its place lies inside the input (else padding, a zero)
@@ -221,6 +239,7 @@ struct engine_walk {
             if (++kx == g.k_w) {
                 kx = 0;
                 at += row_step;
+                ring.next(at);
                 column = column0;
                 row += g.d_h;
             }
@@ -253,10 +272,13 @@ struct engine_pixel {
 };
 
 // The element output pixel ``p``'s window begins at (its first row, its first column, channel ``channel0``): in the
-// input, or, ``staged``, in the staging buffer, whose first slot holds the window's first row
-inline int engine_window_first(const engine_layer &g, const engine_pixel &p, int channel0, bool staged) {
+// input, or, ``staged``, in the staging buffer, whose slot ``ring.slot`` of ``slot_elements`` holds the window's
+// first row
+inline int engine_window_first(const engine_layer &g, const engine_pixel &p, int channel0, bool staged,
+                               const engine_ring &ring, int slot_elements) {
 #pragma HLS INLINE
-    return (staged ? p.column0 : p.row0 * g.in_w + p.column0) * g.in_c + channel0;
+    return staged ? ring.slot * slot_elements + p.column0 * g.in_c + channel0
+                  : (p.row0 * g.in_w + p.column0) * g.in_c + channel0;
 }
 
 // Memory K of m0 .. m3 (K fixed when the engine is built)
@@ -269,22 +291,26 @@ template <int K> word_t *engine_memory(word_t *m0, word_t *m1, word_t *m2, word_
 }
 
 // An input in DDR (memory DDR of m0 .. m3) staged for a row of output pixels: the input rows their windows read
-// (``row0`` + ky * d_h, ky < k_h, those inside the map) copied to slot ky of the staging buffer (at ``staging``,
-// ``slot_words`` words a slot: a row's in_w x in_c values), each row one burst: its DDR words read in order, every
-// iteration one, nothing else read of the port. Slot word i holds the row's values i * IPW onwards: where the row does
-// not begin a word, each from the two DDR words it spans (the last, where its second lies past the input, from the
-// first alone).
+// (``row0`` + ky * d_h, ky < k_h, those inside the map) but the first ``kept`` (staged for the row before, still in
+// their slots) copied to the staging buffer (at ``staging``, ``slot_words`` words a slot: a row's in_w x in_c
+// values), a ring of k_h slots, row ky in slot ``first_slot`` + ky (past the last, from the first again), each row
+// one burst: its DDR words read in order, every iteration one, nothing else read of the port. Slot word i holds the
+// row's values i * IPW onwards: where the row does not begin a word, each from the two DDR words it spans (the last,
+// where its second lies past the input, from the first alone).
 template <int IW, int MEMORIES, int DDR>
 void engine_stage(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_layer &g, const engine_place &source,
-                  const engine_place &staging, int row0, int slot_words) {
+                  const engine_place &staging, int row0, int slot_words, int kept, int first_slot) {
 #pragma HLS INLINE
     static const int IPW = lane<ap_uint<IW> >::per_word, IB = 8 * lane<ap_uint<IW> >::bytes;
     const word_t *dram = engine_memory<DDR>(m0, m1, m2, m3) + source.word;
     const int input_words = (g.in_h * g.in_w * g.in_c + IPW - 1) / IPW;
+    int ring = first_slot + kept < g.k_h ? first_slot + kept : first_slot + kept - g.k_h;  // row ky's slot
 slots:
-    for (int ky = 0, row = row0, slot = 0; ky < g.k_h; ky++, row += g.d_h, slot += slot_words) {
+    for (int ky = kept, row = row0 + kept * g.d_h; ky < g.k_h; ky++, row += g.d_h) {
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_KERNEL
         HETDEPLOY_COUNTED(engine_counted().cycles++);
+        const int slot = ring * slot_words;
+        if (++ring == g.k_h) ring = 0;
         if (row < 0 || row >= g.in_h) continue;  // padding: never read
         const int first = row * g.in_w * g.in_c;  // the row's first value
         const int word0 = first / IPW, shift = first % IPW;
@@ -414,13 +440,15 @@ template <int VEC> void engine_carry(int &c, int &column, int n, const engine_la
 struct engine_row_walk {
     int at, column, c, row, step, entry;
     word_t held;
+    engine_ring ring;
 
-    void start(int first, int row0, int column0) {
+    void start(int first, int row0, int column0, const engine_ring &at_slot) {
         at = first;
         column = column0;
         row = row0;
         c = step = entry = 0;
         held = 0;
+        ring = at_slot;
     }
 
     // the word this iteration reads (the one its values end in; a row's first iteration: the one its first value
@@ -443,6 +471,7 @@ struct engine_row_walk {
         if (++step == steps) {
             step = 0;
             at += row_step;
+            ring.next(at);
             row += g.d_h;
             column = column0;
             c = 0;
@@ -566,21 +595,25 @@ void engine_window_step(const word_t &in_word, const engine_layer &g, bool rows,
     }
 }
 
-// The walks at output pixel ``output``'s window (its first channel ``channel0``; ``staged``: in the staging buffer)
+// The walks at output pixel ``output``'s window (its first channel ``channel0``; ``staged``: in the staging buffer,
+// its first row in ``ring``'s slot of ``slot_elements``)
 inline void engine_start_walks(const engine_layer &g, const engine_pixel &output, int channel0, bool staged,
-                               engine_walk &walk, engine_row_walk &row_walk) {
+                               const engine_ring &ring, int slot_elements, engine_walk &walk,
+                               engine_row_walk &row_walk) {
 #pragma HLS INLINE
-    walk.start(engine_window_first(g, output, channel0, staged), output.row0, output.column0);
-    row_walk.start(engine_window_first(g, output, 0, staged), output.row0, output.column0);
+    walk.start(engine_window_first(g, output, channel0, staged, ring, slot_elements), output.row0, output.column0,
+               ring);
+    row_walk.start(engine_window_first(g, output, 0, staged, ring, slot_elements), output.row0, output.column0, ring);
 }
 
-// The output pixel after ``output`` (``after``: a pair's second), its walks started at its window
+// The output pixel after ``output`` (``after``: a pair's second, in the same pass), its walks started at its window
 inline void engine_pixel_after(const engine_layer &g, const engine_pixel &output, int channel0, bool staged,
-                               engine_pixel &after, engine_walk &walk, engine_row_walk &row_walk) {
+                               const engine_ring &ring, int slot_elements, engine_pixel &after, engine_walk &walk,
+                               engine_row_walk &row_walk) {
 #pragma HLS INLINE
     after = output;
     after.next(g);
-    engine_start_walks(g, after, channel0, staged, walk, row_walk);
+    engine_start_walks(g, after, channel0, staged, ring, slot_elements, walk, row_walk);
 }
 
 // A tile of a layer's output channels, a group's filters LANES at a time (a depthwise layer's channels LANES at a
@@ -843,6 +876,16 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     const int input_elements = staged ? g.k_h * slot_elements : g.in_h * g.in_w * g.in_c;
     const int column_step = g.d_w * g.in_c - channels, row_step = row_elements - g.k_w * g.d_w * g.in_c;
     const int row_walk_step = row_elements - row_values;
+    // a staged input's rows in a ring of k_h slots (engine_ring), each row staged once where its window rows are one
+    // apart (d_h 1): a pass stages the rows the one before did not (``kept_rows`` of its window's it did, where
+    // s_h < k_h), its first window row in the slot after the one before's by s_h (``slots_a_pass``); else each pass
+    // stages its window rows into slots 0 .. k_h - 1. An input on chip: one slot, never passed. (A division each a
+    // call, outside every loop.)
+    const bool ring_rows = staged && g.d_h == 1;
+    const int kept_rows = ring_rows && g.s_h < g.k_h ? g.k_h - g.s_h : 0;
+    const int slots_a_pass = ring_rows ? g.s_h % g.k_h : 0;
+    const int first_slot = ring_rows ? (g.k_h - g.pad_top % g.k_h) % g.k_h : 0;
+    const int ring_slots = staged ? g.k_h : g.k_h + 1, ring_wrap = staged ? g.k_h * slot_elements : 0;
     const engine_strides strides = {channels, step, column_step, row_step, row_steps, row_walk_step};
     // a depthwise convolution (a group a channel) whose channels and lanes come in whole words of inputs and of
     // outputs, on an engine built with that loop (DEPTHWISE: one of its layers is one): a tile is LANES channels,
@@ -871,7 +914,7 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     if (filter_words > chunk_words) {
         if (DDR >= 0 && staged) {  // its one row of values staged once
             HETDEPLOY_COUNTED(engine_counted().cycles++);
-            engine_stage<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, -g.pad_top, slot_words);
+            engine_stage<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, -g.pad_top, slot_words, 0, 0);
         }
         engine_tile c;
         c.begin(g, false, LANES, group_filters, channels);
@@ -1008,13 +1051,14 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
             t.next(g, depthwise, LANES, group_filters, channels);
         }
         const engine_tile group_end = t;
+        engine_ring ring = {first_slot, ring_slots, ring_wrap};  // the pass's first window row's slot
     passes:  // of the pixels: one, or a row of them a pass where the input is staged (its rows staged once)
         for (int r = 0; r < row_count; r++) {
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROWS
             HETDEPLOY_COUNTED(engine_counted().cycles++);
             if (DDR >= 0 && staged)  // (an engine none of whose buffers lies in DDR has no staging loops)
                 engine_stage<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, r * g.s_h - g.pad_top,
-                                                slot_words);
+                                                slot_words, r > 0 ? kept_rows : 0, ring.slot);
             t = group_first;
         resident_tiles:  // the pass's pixels of each tile of the group
             for (int held_tile = 0; held_tile < held; held_tile++) {
@@ -1042,7 +1086,7 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                 output.start(g, first, r);
                 engine_walk walk;
                 engine_row_walk row_walk;
-                engine_start_walks(g, output, channel0, staged, walk, row_walk);
+                engine_start_walks(g, output, channel0, staged, ring, slot_elements, walk, row_walk);
                 const int words = filters / L, channel_words = filters / IPW;
                 if (aligned && PIXELS == 2 && engine_pairs(depthwise, steps, words, written, added)) {
                     // two output pixels at a time: a pixel (``output``) and the one after it in the pass
@@ -1054,7 +1098,8 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                     engine_pixel second;
                     engine_walk second_walk;
                     engine_row_walk second_row_walk;
-                    engine_pixel_after(g, output, channel0, staged, second, second_walk, second_row_walk);
+                    engine_pixel_after(g, output, channel0, staged, ring, slot_elements, second, second_walk,
+                                       second_row_walk);
                     int j = 0, pixel = 0;  // the pair's iteration; its first pixel's in the pass
                     HETDEPLOY_COUNTED(long long iterations = 0);
                 pair_iterations:
@@ -1114,8 +1159,9 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                             pixel += 2;
                             output.next(g);
                             if (has_second) output.next(g);
-                            engine_start_walks(g, output, channel0, staged, walk, row_walk);
-                            engine_pixel_after(g, output, channel0, staged, second, second_walk, second_row_walk);
+                            engine_start_walks(g, output, channel0, staged, ring, slot_elements, walk, row_walk);
+                            engine_pixel_after(g, output, channel0, staged, ring, slot_elements, second, second_walk,
+                                       second_row_walk);
                         }
                     }
                     HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
@@ -1184,7 +1230,7 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                             done_word = output.out_first / L;
                             previous = true;
                             output.next(g);
-                            engine_start_walks(g, output, channel0, staged, walk, row_walk);
+                            engine_start_walks(g, output, channel0, staged, ring, slot_elements, walk, row_walk);
                         }
                     }
                     HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
@@ -1231,11 +1277,13 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                                                                                   g, out);
                         HETDEPLOY_COUNTED(count_loop(words_written, ENGINE_MOVE_DEPTH, added ? 2 : 1));
                         output.next(g);
-                        engine_start_walks(g, output, channel0, staged, walk, row_walk);
+                        engine_start_walks(g, output, channel0, staged, ring, slot_elements, walk, row_walk);
                     }
                 }
                 t.next(g, depthwise, LANES, group_filters, channels);
             }
+            ring.slot += slots_a_pass;  // the next pass's first window row's slot
+            if (ring.slot >= g.k_h) ring.slot -= g.k_h;
         }
         t = group_end;
     }

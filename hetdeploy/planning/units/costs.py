@@ -414,16 +414,18 @@ def staging_cycles(input_map: Sequence[int], channels: int, kernel: Sequence[int
                    pads: Sequence[int], dilations: Sequence[int], output_map: Sequence[int], width: int
                    ) -> tuple[int, ...]:
     """hls/engine.h's engine_stage's cycles for each row of output pixels of a layer whose ``width``-bit input (rows
-    x columns of ``channels``) lies in DDR: a cycle for each of its window's k_h rows, and for each inside the map
-    a loop reading the row's words (in_w x in_c values, one DDR word more where the row does not begin a word),
+    x columns of ``channels``) lies in DDR: a cycle for each of its window's k_h rows but those the row before staged
+    (its slots a ring: where the window's rows are one apart, the k_h - s_h the rows share), and for each inside the
+    map a loop reading the row's words (in_w x in_c values, one DDR word more where the row does not begin a word),
     one an iteration."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
     row_values = input_map[1] * channels
     slot_words = -(-row_values // per_word)
+    kept = kernel[0] - strides[0] if dilations[0] == 1 and strides[0] < kernel[0] else 0
     result = []
     for y in range(output_map[0]):
         cycles = 0
-        for ky in range(kernel[0]):
+        for ky in range(kept if y else 0, kernel[0]):
             row = y * strides[0] - pads[0] + ky * dilations[0]
             cycles += 1
             if 0 <= row < input_map[0]:
