@@ -1161,7 +1161,7 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                             if (has_second) output.next(g);
                             engine_start_walks(g, output, channel0, staged, ring, slot_elements, walk, row_walk);
                             engine_pixel_after(g, output, channel0, staged, ring, slot_elements, second, second_walk,
-                                       second_row_walk);
+                                               second_row_walk);
                         }
                     }
                     HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
