@@ -808,6 +808,75 @@ ap_uint<64 * PORT> engine_weights_read(const ap_uint<64 * PORT / BUNDLES> *w0, c
     return read;
 }
 
+// A tile's weights into its lanes' buffers from entry ``slot`` on: words ``word0`` .. word0 + words - 1 of each of
+// its filters' windows (``filter_words`` words each; the tile's filters from ``first``, ``filters`` of them, in the
+// port's reads from ``first_read`` on, ``reads`` of them: a read holds a word of PORT consecutive filters). For each
+// read's filters their words in order, one read a DDR burst's next word (the port's next read a counter, moved on
+// past the words not loaded); each lane takes its filter's entry of the read that holds it (one write a lane a
+// cycle), an entry of VEC weights a cycle of a word's EPW
+template <int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, int PORT, int BUNDLES, typename entry_t>
+void engine_load_weights(const ap_uint<64 * PORT / BUNDLES> *w0, const ap_uint<64 * PORT / BUNDLES> *w1,
+                         const ap_uint<64 * PORT / BUNDLES> *w2, const ap_uint<64 * PORT / BUNDLES> *w3,
+                         entry_t tile[][ENTRIES], entry_t paired[][2 * ENTRIES], int first, int filters, int first_read,
+                         int reads, int filter_words, int word0, int words, int slot) {
+#pragma HLS INLINE
+    static const int PW = lane<ap_int<WW> >::per_word, EPW = PW / VEC, LB = 8 * lane<ap_int<WW> >::bytes;
+    static const int TILE_ENTRIES = (LANES / PORT + 1) * ENTRIES;  // (a pragma's value is a name)
+    int next = first_read * filter_words + word0;  // the port's next read
+    int q = 0, i = 0, k = 0;  // the read's filters (from first_read), its word of those loaded, the entry
+    ap_uint<64 * PORT> word = 0;
+load_weights:
+    for (int e = 0; e < reads * words * EPW; e++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=TILE_ENTRIES
+        if (k == 0) word = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, next++);
+        const int base = (first_read + q) * PORT - first;  // the lane the read's first filter is
+        for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+            const int p = lane_t - base;
+            if (p >= 0 && p < PORT && lane_t < filters) {
+                const entry_t entry = word.range(64 * p + VEC * LB * (k + 1) - 1, 64 * p + VEC * LB * k);
+                const int at = slot + i * EPW + k;
+                if (lane_t < URAM_LANES) paired[lane_t / 2][lane_t % 2 * ENTRIES + at] = entry;
+                else tile[lane_t - URAM_LANES][at] = entry;
+            }
+        }
+        if (++k == EPW) {
+            k = 0;
+            if (++i == words) {
+                i = 0;
+                q++;
+                next += filter_words - words;
+            }
+        }
+    }
+    HETDEPLOY_COUNTED(count_loop((long long)reads * words * EPW, ENGINE_MOVE_DEPTH);
+                      engine_counted().weight_words += (long long)reads * PORT * words);
+}
+
+// A tile's filters' biases (the tile's filters from ``first``, in the port's reads from ``biases`` + ``first_read``
+// on, ``reads`` of them: PORT channels' a read) into ``bias``, a lane's each; the lanes past the tile's take others'
+template <int LANES, int PORT, int BUNDLES, typename sum_t>
+void engine_load_biases(const ap_uint<64 * PORT / BUNDLES> *w0, const ap_uint<64 * PORT / BUNDLES> *w1,
+                        const ap_uint<64 * PORT / BUNDLES> *w2, const ap_uint<64 * PORT / BUNDLES> *w3,
+                        sum_t bias[LANES], int first, int first_read, int reads, int biases) {
+#pragma HLS INLINE
+    static const int TILE_READS = LANES / PORT + 1;
+load_bias:
+    for (int b = 0; b < reads; b++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=TILE_READS
+        const ap_uint<64 * PORT> read = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, biases + first_read + b);
+        const int base = (first_read + b) * PORT - first;
+        for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+            const int p = lane_t - base;
+            if (p >= 0 && p < PORT) bias[lane_t] = sum_t(read.range(64 * p + 63, 64 * p));
+        }
+    }
+    HETDEPLOY_COUNTED(count_loop(reads, ENGINE_MOVE_DEPTH); engine_counted().weight_words += (long long)reads * PORT);
+}
+
 template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW, bool DEPTHWISE, int PORT,
           int MEMORIES, int DDR, int PIXELS = 1, int BUNDLES = 1>
 void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &source, const engine_place &target,
@@ -818,7 +887,6 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     typedef ap_uint<OW> raw_out_t;
     typedef ap_int<WW> weight_t;
     typedef ap_int<64> sum_t;
-    typedef ap_uint<64 * PORT> port_t;  // a read of the weights port: PORT DDR words
     static_assert(BUNDLES >= 1 && BUNDLES <= 4 && PORT % BUNDLES == 0, "the port's words split among its bundles");
     static const int PW = lane<weight_t>::per_word;  // weights a word
     static const int IPW = lane<raw_in_t>::per_word;  // input values a word
@@ -829,9 +897,7 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     static const int EPW = PW / VEC, LB = 8 * lane<weight_t>::bytes;  // entries a word; a weight's lane's bits
     typedef ap_uint<VEC * LB> entry_t;
     static const int WINDOW_ENTRIES = (MAX_WINDOW + PW - 1) / PW * EPW;
-    // the largest trip counts of the loops over a tile's weight entries and a pixel's output words (a pragma's
-    // value is a name, not an expression)
-    static const int TILE_READS = LANES / PORT + 1, TILE_ENTRIES = TILE_READS * WINDOW_ENTRIES;
+    // the largest trip count of the loop over a pixel's output words (a pragma's value is a name, not an expression)
     static const int OUTPUT_WORDS = LANES / L + 1;
     static const int CHUNK_VALUES = WINDOW_ENTRIES * VEC;  // a dense layer's chunk's (its buffers' depth)
     // the weight buffers: lane t's entry i at paired[t / 2][t % 2 * WINDOW_ENTRIES + i] for a URAM lane, else at
@@ -923,55 +989,15 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_TILES
             HETDEPLOY_COUNTED(engine_counted().cycles++);
             const int first_read = c.first_read(PORT), reads = c.reads(PORT);
-        dense_bias:  // the tile's filters' biases, PORT a read: each lane's sum starts at its bias
-            for (int b = 0; b < reads; b++) {
-#pragma HLS PIPELINE II=1
-#pragma HLS LOOP_TRIPCOUNT max=TILE_READS
-                const port_t read = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, bias_read + first_read + b);
-                const int base = (first_read + b) * PORT - c.first;
-                for (int lane_t = 0; lane_t < LANES; lane_t++) {
-#pragma HLS UNROLL
-                    const int p = lane_t - base;
-                    if (p >= 0 && p < PORT) sums[0][lane_t] = sum_t(read.range(64 * p + 63, 64 * p));
-                }
-            }
-            HETDEPLOY_COUNTED(count_loop(reads, ENGINE_MOVE_DEPTH);
-                              engine_counted().weight_words += (long long)reads * PORT);
+            // each lane's sum starts at its bias
+            engine_load_biases<LANES, PORT, BUNDLES>(w0, w1, w2, w3, sums[0], c.first, first_read, reads, bias_read);
         dense_chunks:
             for (int word0 = 0; word0 < filter_words; word0 += chunk_words) {
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_CHUNKS
                 HETDEPLOY_COUNTED(engine_counted().cycles++);
                 const int words = filter_words - word0 < chunk_words ? filter_words - word0 : chunk_words;
-                int q = 0, i = 0, k = 0;  // the read's filters (from first_read), its word of the chunk, the entry
-                port_t word = 0;
-            load_chunk:
-                for (int e = 0; e < reads * words * EPW; e++) {
-#pragma HLS PIPELINE II=1
-#pragma HLS LOOP_TRIPCOUNT max=TILE_ENTRIES
-                    if (k == 0)
-                        word = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3,
-                                                                  (first_read + q) * filter_words + word0 + i);
-                    const int base = (first_read + q) * PORT - c.first;  // the lane the read's first filter is
-                    for (int lane_t = 0; lane_t < LANES; lane_t++) {
-#pragma HLS UNROLL
-                        const int p = lane_t - base;
-                        if (p >= 0 && p < PORT && lane_t < c.filters) {
-                            const entry_t entry = word.range(64 * p + VEC * LB * (k + 1) - 1, 64 * p + VEC * LB * k);
-                            const int at = i * EPW + k;
-                            if (lane_t < URAM_LANES) paired[lane_t / 2][lane_t % 2 * WINDOW_ENTRIES + at] = entry;
-                            else tile[lane_t - URAM_LANES][at] = entry;
-                        }
-                    }
-                    if (++k == EPW) {
-                        k = 0;
-                        if (++i == words) {
-                            i = 0;
-                            q++;
-                        }
-                    }
-                }
-                HETDEPLOY_COUNTED(count_loop((long long)reads * words * EPW, ENGINE_MOVE_DEPTH);
-                                  engine_counted().weight_words += (long long)reads * PORT * words);
+                engine_load_weights<WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES, PORT, BUNDLES>(
+                    w0, w1, w2, w3, tile, paired, c.first, c.filters, first_read, reads, filter_words, word0, words, 0);
                 // the chunk's values: its words' weights', but past the window's last
                 const int values = (word0 + words) * PW < window ? words * PW : window - word0 * PW;
             chunk_values:
@@ -1012,42 +1038,10 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
         for (; held < resident && t.first < g.out_c; held++) {
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_TILES
             HETDEPLOY_COUNTED(engine_counted().cycles++);
-            // the tile's filters' words into its slot: read (q, word i of filters q * PORT .. q * PORT + PORT - 1)
-            // for each q the tile's filters reach, i after i, one read a DDR burst's next word; each lane takes its
-            // filter's entry of the read that holds it (one write a lane a cycle), an entry a cycle of a word's EPW
-            const int slot = held * filter_entries;
-            const int first_read = t.first_read(PORT), reads = t.reads(PORT);
-            int next = first_read * filter_words;  // the port's next read
-            int q = 0, i = 0, k = 0;  // the read's filters (from first_read), its word of their windows, the entry
-            port_t word = 0;
-            HETDEPLOY_COUNTED(long long entries = 0);
-        load_tile:
-            for (int e = 0; e < reads * filter_entries; e++) {
-#pragma HLS PIPELINE II=1
-#pragma HLS LOOP_TRIPCOUNT max=TILE_ENTRIES
-                HETDEPLOY_COUNTED(entries++);
-                if (k == 0) word = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, next++);
-                const int base = (first_read + q) * PORT - t.first;  // the lane the read's first filter is
-                for (int lane_t = 0; lane_t < LANES; lane_t++) {
-#pragma HLS UNROLL
-                    const int p = lane_t - base;
-                    if (p >= 0 && p < PORT && lane_t < t.filters) {
-                        const entry_t entry = word.range(64 * p + VEC * LB * (k + 1) - 1, 64 * p + VEC * LB * k);
-                        const int at = slot + i * EPW + k;
-                        if (lane_t < URAM_LANES) paired[lane_t / 2][lane_t % 2 * WINDOW_ENTRIES + at] = entry;
-                        else tile[lane_t - URAM_LANES][at] = entry;
-                    }
-                }
-                if (++k == EPW) {
-                    k = 0;
-                    if (++i == filter_words) {
-                        i = 0;
-                        q++;
-                    }
-                }
-            }
-            HETDEPLOY_COUNTED(count_loop(entries, ENGINE_MOVE_DEPTH);
-                              engine_counted().weight_words += (long long)reads * PORT * filter_words);
+            // the tile's filters' words into its slot
+            engine_load_weights<WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES, PORT, BUNDLES>(
+                w0, w1, w2, w3, tile, paired, t.first, t.filters, t.first_read(PORT), t.reads(PORT), filter_words, 0,
+                filter_words, held * filter_entries);
             t.next(g, depthwise, LANES, group_filters, channels);
         }
         const engine_tile group_end = t;
@@ -1067,21 +1061,7 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                 const int slot = held_tile * filter_entries, first = t.first, filters = t.filters;
                 const int channel0 = t.channel0;
                 const int first_read = t.first_read(PORT), reads = t.reads(PORT);
-                const int biases = bias_read + first_read;
-            load_bias:  // the tile's filters' biases, PORT a read
-                for (int b = 0; b < reads; b++) {
-#pragma HLS PIPELINE II=1
-#pragma HLS LOOP_TRIPCOUNT max=TILE_READS
-                    const port_t read = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, biases + b);
-                    const int base = (first_read + b) * PORT - first;
-                    for (int lane_t = 0; lane_t < LANES; lane_t++) {
-#pragma HLS UNROLL
-                        const int p = lane_t - base;
-                        if (p >= 0 && p < PORT) bias[lane_t] = sum_t(read.range(64 * p + 63, 64 * p));
-                    }
-                }
-                HETDEPLOY_COUNTED(count_loop(reads, ENGINE_MOVE_DEPTH);
-                                  engine_counted().weight_words += (long long)reads * PORT);
+                engine_load_biases<LANES, PORT, BUNDLES>(w0, w1, w2, w3, bias, first, first_read, reads, bias_read);
                 engine_pixel output;
                 output.start(g, first, r);
                 engine_walk walk;
