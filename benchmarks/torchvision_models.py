@@ -21,7 +21,8 @@ emulated, against onnxruntime's outputs of the quantized model) like the float o
 own layers, at 3 x 32 x 32: ReLU6 ends its convolutions, a depthwise one among them, and a residual Add) and
 ``densenet_block.onnx`` (a convolution, then torchvision's DenseNet block of three layers and its transition at 3 x
 16 x 16: each layer's BatchNormalization and ReLU before its convolutions, the block's features concatenated anew
-before each layer), each with its ``.npz`` (8 inputs ``x`` and PyTorch's outputs ``y``), with the TorchScript
+before each layer) and ``vgg_head.onnx`` (torchvision's VGG of two convolutions at 3 x 28 x 28, its first Linear of
+4,704 inputs: ``VggHead``), each with its ``.npz`` (8 inputs ``x`` and PyTorch's outputs ``y``), with the TorchScript
 exporter at opset 17.
 """
 
@@ -115,6 +116,29 @@ def export_blocks(folder: Path) -> None:
     export(model, folder / "densenet_block.onnx", (1, 3, 16, 16), dynamo=False, opset=17)
     x = np.random.default_rng(0).standard_normal((8, 3, 16, 16)).astype(np.float32)
     np.savez(folder / "densenet_block.npz", x=x, y=outputs(model, x))
+    torch.manual_seed(0)
+    model = VggHead().eval()
+    export(model, folder / "vgg_head.onnx", (1, 3, 28, 28), dynamo=False, opset=17)
+    x = np.random.default_rng(0).standard_normal((8, 3, 28, 28)).astype(np.float32)
+    np.savez(folder / "vgg_head.npz", x=x, y=outputs(model, x))
+
+
+def VggHead():
+    """torchvision's VGG at a small scale (``_vgg``'s layers and forward): two 3 x 3 convolutions, each with its ReLU
+    and 2 x 2 max pooling, the adaptive average pooling to 7 x 7, the flattening, and a classifier whose first Linear
+    reads 96 x 7 x 7 = 4,704 inputs (more than a dense layer's chunk of the engine's buffers) and whose Dropouts
+    are the identity in eval mode."""
+    import torch
+    from torchvision.models.vgg import VGG
+
+    features = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.ReLU(inplace=True),
+                                   torch.nn.MaxPool2d(2, 2), torch.nn.Conv2d(32, 96, 3, padding=1),
+                                   torch.nn.ReLU(inplace=True), torch.nn.MaxPool2d(2, 2))
+    model = VGG(features, num_classes=10, init_weights=True)
+    model.classifier = torch.nn.Sequential(torch.nn.Linear(96 * 7 * 7, 16), torch.nn.ReLU(True), torch.nn.Dropout(),
+                                           torch.nn.Linear(16, 10))
+    torch.nn.init.normal_(model.classifier[0].weight, 0, 0.02)
+    return model
 
 
 def main() -> None:
