@@ -393,7 +393,7 @@ def test_engine_inputs_in_ddr_are_staged_or_copied_on_chip_and_charged_their_cyc
     # each spilled buffer written once and read by each unit that neither stages nor copies it, and by each engine
     # unit that adds it as a residual map (staged units among them)
     adding = [u for u in engine if u.residual is not None]
-    assert any(u.engine.staged and where[u.residual].memory == "ddr" for u in adding)
+    assert any(where[u.residual].memory == "ddr" for u in adding)
 
     def reads(unit, tensor):
         staged_or_copied = unit.engine is not None and (unit.engine.staged or unit.engine.copied)
@@ -405,3 +405,26 @@ def test_engine_inputs_in_ddr_are_staged_or_copied_on_chip_and_charged_their_cyc
     assert sub.memory.ddr_transfer_s == pytest.approx(spilled / fpga.memory.bandwidth_bytes_per_s
                                                       + sub.memory.engine_staging_s
                                                       + output_cycles / (fpga.clock_mhz * 1e6))
+
+
+def test_an_engine_unit_is_charged_a_read_of_the_residual_map_it_adds_whether_it_stages_its_input_or_not():
+    """memory._ddr_reads: an engine unit reads the residual map it adds beside its output words, wherever the map
+    lies, so a map in DDR costs a read of its bytes even where the unit stages or copies its input (whose own reads
+    are the staging loops' cycles, not bytes); for a skip over one layer the map is the input itself; a unit on the
+    top reads each input once."""
+    from hetdeploy.core.plan import EngineLayer, ExecutionUnit
+    from hetdeploy.planning.memory import _ddr_reads
+
+    def unit(inputs, staged=False, copied=False, residual=True, on_engine=True):
+        layer = EngineLayer(8, [4, 4], 8, [4, 4], [1, 1], [1, 1], [0, 0], [1, 1], True, lanes=8, staged=staged,
+                            copied=copied, residual=residual)
+        return ExecutionUnit("u", ["n"], "conv", 1, "Engine", "ap_fixed<16,6>", {}, inputs=inputs, outputs=["y"],
+                             engine=layer if on_engine else None)
+
+    for staged, copied in ((False, False), (True, False), (False, True)):
+        adds = unit(["x", "r"], staged, copied)
+        assert (_ddr_reads(adds, "x"), _ddr_reads(adds, "r")) == (int(not (staged or copied)), 1)
+        assert _ddr_reads(unit(["x"], staged, copied), "x") == int(not (staged or copied)) + 1  # its own input
+        assert _ddr_reads(unit(["x", "r"], staged, copied, residual=False), "r") == 0
+    assert (_ddr_reads(unit(["x", "r"], on_engine=False), "x"), _ddr_reads(unit(["x", "r"], on_engine=False), "r")) \
+        == (1, 1)
