@@ -390,9 +390,8 @@ def _chunked_cycles(window: int, filters: int, vector: int, channels: int, port_
             cycles += 1 + _loop(entries, ENGINE_MOVE_DEPTH) + _loop(-(-values // step), ENGINE_MAC_DEPTH)
             weight_words += reads * port_words * words
             weight_cycles += entries
-        shared = _output_words(first, tile, filters, 1, per_word)
-        ii = 2 if residual else 1
-        cycles += ii * (shared - 1) + ENGINE_MOVE_DEPTH if shared else 0
+        # (a residual's word read beside each shared word: II 2)
+        cycles += _loop(_output_words(first, tile, filters, 1, per_word), ENGINE_MOVE_DEPTH, 2 if residual else 1)
     return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
 
 
@@ -559,9 +558,9 @@ def dsps_a_product(width: int) -> int:
     return 2 if width > 18 else 1
 
 
-def _loop(iterations: int, depth: int) -> int:
-    """A pipelined loop's cycles at II 1: its iterations, and its pipeline's depth once (engine.h's count_loop)."""
-    return iterations - 1 + depth if iterations > 0 else 0
+def _loop(iterations: int, depth: int, ii: int = 1) -> int:
+    """A pipelined loop's cycles: its iterations at its II, and its pipeline's depth once (engine.h's count_loop)."""
+    return (iterations - 1) * ii + depth if iterations > 0 else 0
 
 
 def _output_words(first: int, tile: int, filters: int, pixels: int, per_word: int) -> int:
