@@ -209,6 +209,10 @@ LAYERS = {  # channels, input, filters, output, kernel, strides, pads, dilations
     # of 7 pixels, odd: staged, each pass's last alone; strided and dilated: 12 pixels)
     "3x3 in pairs": (8, [6, 7], 8, [6, 7], [3, 3], [1, 1], [1, 1], [1, 1], True),
     "strided dilated in pairs": (8, [9, 8], 8, [4, 3], [3, 3], [2, 2], [1, 0], [2, 2], False),
+    # a pair's window read once for all its tiles (48 channels: 12 steps at 4 values a cycle, 6 at 8), the tile
+    # before's words written during the next one's steps (rows of 5 pixels, odd; 20 filters: on 8 lanes, a last tile
+    # of 4)
+    "1x1 in pairs": (48, [5, 5], 20, [5, 5], [1, 1], [1, 1], [0, 0], [1, 1], True),
     # walked along its rows, a pair at a time (rows of 5 pixels: each pass's last alone where staged)
     "stem in pairs": (3, [11, 10], 8, [6, 5], [7, 7], [2, 2], [3, 3], [1, 1], True),
     # dense layers deeper than the lanes' buffers (LARGEST_WINDOW values): in chunks of their depth, the last one
@@ -312,8 +316,8 @@ def test_the_8_bit_engines_sums_are_onnxruntimes_integer_convolution_bit_for_bit
 
 @pytest.mark.parametrize("staged, output_in_ddr", [(False, False), (True, False), (False, True)],
                          ids=["on chip", "staged from DDR", "output in DDR"])
-@pytest.mark.parametrize("kind", ["3x3", "1x1", "dense of 10", "3x3 in pairs", "stem in pairs", "1-D", "grouped",
-                                  "depthwise"])
+@pytest.mark.parametrize("kind", ["3x3", "1x1", "dense of 10", "3x3 in pairs", "1x1 in pairs", "stem in pairs", "1-D",
+                                  "grouped", "depthwise"])
 @pytest.mark.parametrize("iw, ow, in_type, out_type, residual_type, vector, pixels",
                          [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,5>", 4, 2),
                           (8, 8, "ap_ufixed<8,3>", "ap_ufixed<8,4>", "ap_ufixed<8,2>", 8, 1),

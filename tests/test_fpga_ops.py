@@ -344,7 +344,8 @@ def test_a_resnet18_shaped_network_on_the_engine_matches_onnxruntime(tmp_path):
 @pytest.mark.slow
 def test_engine_inputs_in_ddr_are_staged_on_chip_and_match_onnxruntime(tmp_path):
     """A ResNet-18 (widths 6 to 48) on a KV260 of 48 BRAM18s and no URAM, every buffer its own bytes
-    (--memory-strategy fastest), under the latency policy: the inputs of the stem (its window walked along its
+    (--memory-strategy fastest), its engine pinned to 16 lanes of 4 values (two pixels at once: the layers of two
+    tiles or more share each pair's windows), under the latency policy: the inputs of the stem (its window walked along its
     rows), of 3 x 3 convolutions and of a strided 1 x 1 shortcut lie in DDR. Each such unit stages them (its engine
     layer ``staged``): the rows a row of output pixels reads copied, a burst each, to the subfunction's staging
     buffer on chip, which its windows read; no window loop reads DDR. The top passes each call that buffer; the
@@ -361,7 +362,8 @@ def test_engine_inputs_in_ddr_are_staged_on_chip_and_match_onnxruntime(tmp_path)
     board = tmp_path / "kv260-48.yaml"
     board.write_text(shipped.replace("bram18: 288,", "bram18: 48,").replace("uram: 64}", "uram: 0}"))
     plan = build(BuildOptions(model=tmp_path / "model.onnx", board=str(board), out_dir=tmp_path / "out",
-                              memory_strategy="fastest", strategies={n: "Engine" for n in pinned}),
+                              memory_strategy="fastest", engine_size=(16, 4),
+                              strategies={n: "Engine" for n in pinned}),
                  progress=lambda m: None)
     emulated = emulate(tmp_path / "out", None, 1)
     assert emulated.comparison.passed, emulated.table()
@@ -369,6 +371,9 @@ def test_engine_inputs_in_ddr_are_staged_on_chip_and_match_onnxruntime(tmp_path)
     where = {b.tensor: b for b in sub.memory.buffers}
     staged = [u for u in sub.execution_units if u.engine is not None and u.engine.staged]
     assert {tuple(u.engine.kernel) for u in staged} == {(7, 7), (3, 3), (1, 1)}
+    # units whose pairs share their windows among their tiles, staged and not, a residual added by some
+    shared = [u for u in sub.execution_units if u.engine is not None and _shares_windows(u, 16, where)]
+    assert {u.engine.staged for u in shared} == {True, False} and any(u.engine.residual for u in shared)
     assert all(where[u.inputs[0]].memory == "ddr" and u.verification.passed for u in staged)
     adding = [u for u in sub.execution_units if u.engine is not None and u.engine.residual]
     assert {where[u.inputs[1]].memory == "ddr" for u in adding} == {True, False} and any(u in adding for u in staged)
@@ -385,9 +390,27 @@ def test_engine_inputs_in_ddr_are_staged_on_chip_and_match_onnxruntime(tmp_path)
     assert sub.memory.engine_staging_s == pytest.approx(cycles / 200e6)
 
 
+def _shares_windows(unit, width: int, where) -> bool:
+    """Whether engine.h runs an engine unit's pairs of pixels sharing their windows among its tiles
+    (engine_shares_windows, its buffers holding two tiles or more) at ``width`` bits, its output where ``where``
+    puts it."""
+    from hetdeploy.planning.units import costs
+
+    layer, per_word = unit.engine, costs.ARENA_WORD_BYTES // costs.element_bytes(width)
+    channels = layer.channels // layer.groups
+    written = 1 if layer.residual or where[unit.outputs[0]].memory == "ddr" else 2
+    entries = [-(-values // per_word) * (per_word // layer.vector) for values in (layer.buffer_window, layer.window)]
+    return costs.engine_shares_windows(
+        layer.pixels == 2, layer.lanes % per_word == 0 and layer.filters % per_word == 0, False,
+        bool(costs.engine_row_values(layer.kernel[1], channels, layer.groups, layer.dilations[1], width)),
+        layer.groups, channels % layer.vector == 0, layer.window // layer.vector, layer.lanes // per_word, written,
+        layer.residual) and layer.filters > layer.lanes and entries[0] >= 2 * entries[1]
+
+
 @pytest.mark.slow
 def test_an_engine_input_in_ddr_is_copied_on_chip_for_its_tiles_and_matches_onnxruntime(tmp_path):
-    """Five convolutions on the engine (16 lanes of 4 values) on a KV260 of 56 BRAM18s and no URAM: the map the
+    """Five convolutions on the engine (16 lanes of 4 values) on a KV260 of 60 BRAM18s (4 of them its window
+    buffer's) and no URAM: the map the
     second writes (8 x 8 x 64) lies in DDR, live while the 32 KiB input is and then the third's 256 filters are
     written. The third reads it in 16 tiles: staging its rows again for each would take more than twice a copy, so
     it asks for a copy of its own step, which fits on chip (the board's reserve): the top copies the map there in
@@ -405,8 +428,8 @@ def test_an_engine_input_in_ddr_is_copied_on_chip_for_its_tiles_and_matches_onnx
     graph = b.graph(b.add(b.unary("Relu", b.conv(e, 16, 1)), b.unary("Relu", b.conv(a, 16, 3, stride=2))))
     onnx.save(graphs.to_onnx(graph), str(tmp_path / "model.onnx"))
     shipped = (Path(hetdeploy.__file__).parent / "boards" / "kv260.yaml").read_text()
-    board = tmp_path / "kv260-56.yaml"
-    board.write_text(shipped.replace("bram18: 288,", "bram18: 56,").replace("uram: 64}", "uram: 0}"))
+    board = tmp_path / "kv260-60.yaml"
+    board.write_text(shipped.replace("bram18: 288,", "bram18: 60,").replace("uram: 64}", "uram: 0}"))
     plan = build(BuildOptions(model=tmp_path / "model.onnx", board=str(board), out_dir=tmp_path / "out",
                               memory_strategy="greedy", engine_size=(16, 4),
                               strategies={n.name: "Engine" for n in graph.nodes if n.op == "Conv"}),

@@ -19,8 +19,9 @@
 // cannot be an on-chip array at one call and an m_axi pointer at another). The window loops never read DDR: an input
 // there is staged (the call's ``staging``, a buffer of the memory plan on chip), a row of output pixels at a time,
 // the input rows their windows read copied first, each row one burst (engine_stage); those pixels' windows then read
-// the staging buffer. A staged layer keeps as many tiles' weights in the buffers at once as fit (engine_resident),
-// each tile's in a slot of its own, and stages each row once for all of them.
+// the staging buffer. A staged layer (or one whose pairs share their windows) keeps as many tiles' weights in the
+// buffers at once as fit (engine_resident), each tile's in a slot of its own, and stages each row once for all of
+// them.
 //
 // A call computes a convolution (a dense layer: a 1 x 1 convolution of one pixel) over channels-last buffers of the
 // subfunction's memories (arena.h), its weights and biases read from DDR: for each tile of LANES output channels (each
@@ -36,7 +37,10 @@
 // layer's output channels multiples of a word's outputs) the pixels are one pipelined loop, a pixel's words written
 // while the next pixel's window is read, those past its window's iterations after them, or, on an engine of two
 // pixels where that is shorter (engine_pairs), a pair of pixels at a time, their windows read together, then their
-// words; else each pixel's window, then its words (a word the tile shares with other channels read first).
+// words; else each pixel's window, then its words (a word the tile shares with other channels read first). On an
+// engine of two pixels, where the buffers hold several tiles of a layer whose pair's loop that makes no longer
+// (engine_shares_windows), the tiles' pairs are one loop: a pair's windows read once, for its first tile, and kept
+// in the window buffer, which the other tiles' steps read while the tile before's words are written.
 // Addresses step with counters; a loop whose bound is a call's value says its largest trip count (LOOP_TRIPCOUNT);
 // no pipelined loop reads a memory word an earlier iteration wrote. At 8-bit inputs and weights two lanes' products
 // of a value share one DSP48 (ENGINE_PACKED).
@@ -151,7 +155,9 @@ static const int ENGINE_MAC_DEPTH = 6;
 // the largest layer a loop's LOOP_TRIPCOUNT assumes: pixels and rows of an output map, tiles of output channels, a
 // kernel's rows, and the words of an input row (224 x 64 16-bit values)
 static const int ENGINE_MAX_PIXELS = 112 * 112, ENGINE_MAX_ROWS = 112;
-static const int ENGINE_MAX_TILES = 64;
+static const int ENGINE_MAX_TILES = 64;  // (and the slots of the biases of the tiles a layer holds at once)
+// ... and the steps of a window the window buffer keeps (a pair's windows shared among tiles: engine_shares_windows)
+static const int ENGINE_SHARED_STEPS = 512;
 // ... and the chunks of a dense layer deeper than the buffers (VGG-19's first of 25,088 values, 4,096 a chunk)
 static const int ENGINE_MAX_CHUNKS = 8;
 static const int ENGINE_MAX_KERNEL = 11, ENGINE_MAX_ROW_WORDS = 224 * 64 / 4;
@@ -595,6 +601,26 @@ void engine_window_step(const word_t &in_word, const engine_layer &g, bool rows,
     }
 }
 
+// A window step of a pair of pixels walked a channel group a step: each pixel's values (from its input word, the
+// second's in sums[P - 1]), multiplied by every lane's weight of the entry its walk is at (its tile's from the
+// buffers' entry ``slot`` on: read once for both) and added to its sums, and both walks stepped on (``column0``,
+// ``second_column0``: their windows' first columns)
+template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, int P, typename entry_t, typename sum_t>
+void engine_pair_step(const word_t &first_word, const word_t &second_word, const engine_layer &g,
+                      const engine_strides &k, int slot, int column0, int second_column0, engine_walk &walk,
+                      engine_walk &second_walk, const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES],
+                      sum_t sums[][LANES]) {
+#pragma HLS INLINE
+    ap_int<IW + 1> value[P][VEC];
+#pragma HLS ARRAY_PARTITION variable=value complete dim=0
+    engine_step_values<IW, VEC>(first_word, g, walk, k.step, value[0]);
+    engine_step_values<IW, VEC>(second_word, g, second_walk, k.step, value[P - 1]);
+    engine_products<IW, WW, LANES, URAM_LANES, VEC, ENTRIES, P>(value, slot + walk.entry, walk.lane, tile, paired,
+                                                                 sums);
+    walk.next(g, k.channels, k.step, VEC, column0, k.column_step, k.row_step);
+    second_walk.next(g, k.channels, k.step, VEC, second_column0, k.column_step, k.row_step);
+}
+
 // The walks at output pixel ``output``'s window (its first channel ``channel0``; ``staged``: in the staging buffer,
 // its first row in ``ring``'s slot of ``slot_elements``)
 inline void engine_start_walks(const engine_layer &g, const engine_pixel &output, int channel0, bool staged,
@@ -651,11 +677,13 @@ struct engine_tile {
 };
 
 // The tiles whose weights a layer keeps in the lanes' buffers at once, each in a slot of ``filter_entries`` of their
-// ``entries``: where its input is staged, as many as fit (each row of output pixels then staged once for all of
-// them, not once a tile); else one
-inline int engine_resident(bool staged, int entries, int filter_entries) {
+// ``entries``: where its input is staged or its pairs' windows are read once for all of them (``shared``), as many
+// as fit, at most ENGINE_MAX_TILES (the slots of their biases) (each row of output pixels then staged once for all
+// of them, each window read once, not once a tile); else one
+inline int engine_resident(bool shared, int entries, int filter_entries) {
 #pragma HLS INLINE
-    return staged && entries / filter_entries > 1 ? entries / filter_entries : 1;
+    const int fit = entries / filter_entries < ENGINE_MAX_TILES ? entries / filter_entries : ENGINE_MAX_TILES;
+    return shared && fit > 1 ? fit : 1;
 }
 
 // Whether a tile whose outputs are whole words (``words`` a pixel, ``written`` of them an iteration that reads
@@ -666,6 +694,32 @@ inline int engine_resident(bool staged, int entries, int filter_entries) {
 inline bool engine_pairs(bool depthwise, int steps, int words, int written, bool residual) {
 #pragma HLS INLINE
     return !depthwise && (residual || steps * written > 2 * words);
+}
+
+// Whether a layer's pairs of output pixels read their windows once for all the tiles its buffers hold at once (on an
+// engine of two pixels, ``pairs``): each window step's two input words kept in the engine's window buffer, which the
+// other tiles' steps read, leaving the memories' ports to the previous tile's output words, written during them
+// (engine_reused_span). A layer of one group walked a channel group a step (whole groups of VEC channels: a step
+// one word of each pixel), whose tiles' outputs are whole words (``words`` a pixel of a tile of LANES), of
+// ENGINE_MAC_DEPTH steps at least (a word kept is read a window's steps after it was written: never before the write
+// is done) and ENGINE_SHARED_STEPS at most (the window buffer's depth), whose tiles would each run in pairs
+// (engine_pairs: always where a residual is added) or whose words are written two an iteration. A pair's loop is
+// then never longer than the tiles' own loops: a tile's phase the longer of its steps and the words before, not
+// both; where two an iteration, a pixel's own loop is at least its steps or its words.
+inline bool engine_shares_windows(bool pairs, bool aligned, bool depthwise, bool rows, int groups, bool whole_steps,
+                                  int steps, int words, int written, bool residual) {
+#pragma HLS INLINE
+    return pairs && aligned && !depthwise && !rows && groups == 1 && whole_steps && steps >= ENGINE_MAC_DEPTH &&
+           steps <= ENGINE_SHARED_STEPS && (written == 2 || engine_pairs(false, steps, words, written, residual));
+}
+
+// A pair's iterations in a phase of a loop that shares its windows among ``held`` tiles (its first tile's: the
+// window's ``steps``, its words read from memory; each other tile's: its steps from the window buffer, during which
+// the tile before's pair of outputs are written, ``full`` of them (``written`` an iteration), as many as the longer;
+// then the last tile's ``last`` outputs): phase ``phase`` of 0 .. held
+inline int engine_reused_span(int phase, int held, int steps, int full, int last) {
+#pragma HLS INLINE
+    return phase == 0 ? steps : phase < held ? (steps > full ? steps : full) : last;
 }
 
 // A sum as an output value's raw bits: the residual's value ``r`` added (where the layer has one), the layer's
@@ -915,6 +969,16 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     static_assert(PIXELS == 1 || PIXELS == 2, "one output pixel at a time, or a pair");
     sum_t sums[PIXELS][LANES];  // each pixel's (engine_pairs: two)
 #pragma HLS ARRAY_PARTITION variable=sums complete dim=0
+    // where a pair's windows are read once for the tiles held at once (engine_shares_windows): the tile before's sums,
+    // each held tile's biases (a lane's a small memory of its own) and the pair's window, a step's input word of each
+    // pixel an entry (a pixel's a memory of its own: a write and a read of each a cycle at most)
+    sum_t done_pair[PIXELS][LANES];
+#pragma HLS ARRAY_PARTITION variable=done_pair complete dim=0
+    static sum_t held_bias[ENGINE_MAX_TILES][LANES];
+#pragma HLS ARRAY_PARTITION variable=held_bias complete dim=2
+    static const int SHARED_STEPS = WINDOW_ENTRIES < ENGINE_SHARED_STEPS ? WINDOW_ENTRIES : ENGINE_SHARED_STEPS;
+    static word_t pair_window[PIXELS][SHARED_STEPS];
+#pragma HLS ARRAY_PARTITION variable=pair_window complete dim=1
     const int channels = g.in_c / g.groups, group_filters = g.out_c / g.groups;  // a group's
     const int window = g.k_h * g.k_w * channels;
     // VEC values an iteration where a pixel's channels of a group come in whole groups of VEC (each group then lies
@@ -959,10 +1023,6 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     // group's filters, LANES at a time
     const bool depthwise = DEPTHWISE && g.groups == g.in_c && g.out_c == g.in_c && g.in_c % IPW == 0 &&
                            g.out_c % L == 0 && LANES % IPW == 0 && LANES % L == 0;
-    // a staged layer's tiles whose weights the lanes' buffers hold at once, each in a slot of filter_entries entries
-    // (``engine_resident``); one where the input is on chip
-    const int filter_entries = filter_words * EPW;
-    const int resident = engine_resident(staged, WINDOW_ENTRIES, filter_entries);
     const bool aligned = depthwise || (LANES % L == 0 && group_filters % L == 0);  // every tile's outputs whole words
     // the output words an iteration that reads nothing writes: two, one through each of the target memory's two
     // ports, or one where the output lies in DDR (one m_axi port: the second write of a cycle never goes there) or
@@ -970,6 +1030,13 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     // two share one)
     const bool added = g.residual != 0;
     const int written = added || (DDR >= 0 && target.memory == DDR) ? 1 : 2;
+    // whether the pairs of output pixels read each window once for all the tiles held at once
+    // (engine_shares_windows); the tiles whose weights the lanes' buffers hold at once, each in a slot of
+    // filter_entries entries, where it does or the input is staged (``engine_resident``)
+    const bool shares = engine_shares_windows(PIXELS == 2, aligned, depthwise, rows, g.groups, step == VEC, steps,
+                                              LANES / L, written, added);
+    const int filter_entries = filter_words * EPW;
+    const int resident = engine_resident(staged || shares, WINDOW_ENTRIES, filter_entries);
     // a dense layer (one output pixel of a 1 x 1 window) whose filters are deeper than the lanes' buffers (the
     // planner sizes them for at most units.ENGINE_DENSE_CHUNK of a dense layer's values: each of its weights is read
     // once a sample, so a deeper buffer would take lanes and gain nothing): each tile's window in chunks of the
@@ -1054,8 +1121,122 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                 engine_stage<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, r * g.s_h - g.pad_top,
                                                 slot_words, r > 0 ? kept_rows : 0, ring.slot);
             t = group_first;
+            // a group of tiles whose pairs share their windows: the tiles' biases into their slots, then one loop of
+            // the pass's pairs, a phase a tile and a last one of the last tile's words (engine_reused_span); else
+            // each tile's own loops (``own_loops`` of them)
+            const bool shared = shares && held > 1;
+            const int own_loops = shared ? 0 : held;
+            if (shared) {
+            held_biases:
+                for (int k = 0; k < held; k++) {
+#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_TILES
+                    HETDEPLOY_COUNTED(engine_counted().cycles++);
+                    engine_load_biases<LANES, PORT, BUNDLES>(w0, w1, w2, w3, held_bias[k], t.first, t.first_read(PORT),
+                                                             t.reads(PORT), bias_read);
+                    t.next(g, depthwise, LANES, group_filters, channels);
+                }
+                // the words of a pixel's outputs of a tile (the group's last tile's: ``last_words``) and the
+                // iterations a pair's take, ``written`` an iteration
+                const int full_words = LANES / L;
+                const int last_words = (t.first - group_first.first) / L - (held - 1) * full_words;
+                const int full = (2 * full_words + written - 1) / written;
+                const int last = (2 * last_words + written - 1) / written;
+                const int pair_span = steps + (held - 1) * engine_reused_span(1, held, steps, full, last) + last;
+                // the pair's pixels (at the group's first tile's channels), their walks, and the pair's pixels at the
+                // tile before's channels (``done_first``, ``done_second``: the words of done_pair are theirs)
+                engine_pixel output, second, done_first, done_second;
+                engine_walk walk, second_walk;
+                engine_row_walk row_walk, second_row_walk;  // (not walked: a shared window is a channel group a step)
+                output.start(g, group_first.first, r);
+                engine_start_walks(g, output, 0, staged, ring, slot_elements, walk, row_walk);
+                engine_pixel_after(g, output, 0, staged, ring, slot_elements, second, second_walk, second_row_walk);
+                done_first = output;
+                done_second = second;
+                // the iteration of the phase, the phase (its tile's, or ``held``: the last words'), the pair's first
+                // pixel in the pass, the phase's tile's slot of the buffers and the phase's iterations
+                int j = 0, phase = 0, pixel = 0, slot = 0, span = steps;
+                HETDEPLOY_COUNTED(long long iterations = 0);
+            shared_pairs:
+                for (int i = 0; i < (row_pixels + 1) / 2 * pair_span; i++) {
+                    ENGINE_WINDOW_LOOP
+#pragma HLS DEPENDENCE variable=pair_window inter false
+                    HETDEPLOY_COUNTED(iterations++);
+                    const bool has_second = pixel + 1 < row_pixels;
+                    if (j == 0) {  // the tile before's sums kept to be written; the phase's tile's start at its biases
+                        for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+                            done_pair[0][lane_t] = sums[0][lane_t];
+                            done_pair[PIXELS - 1][lane_t] = sums[PIXELS - 1][lane_t];
+                            if (phase < held) {
+                                sums[0][lane_t] = held_bias[phase][lane_t];
+                                sums[PIXELS - 1][lane_t] = held_bias[phase][lane_t];
+                            }
+                        }
+                    }
+                    if (phase < held && j < steps) {
+                        // a step of both windows: the first tile's reads each pixel's input word and keeps it (a word
+                        // kept is read ``steps`` iterations after it is written, at least ENGINE_MAC_DEPTH: the kept
+                        // words' dependence, which the pragma drops, is always met), the others' read the kept word
+                        word_t first_word, second_word;
+                        if (phase == 0) {
+                            first_word = engine_window_word<IW, VEC, MEMORIES, DDR>(m0, m1, m2, m3, input, g, false,
+                                                                                    walk, row_walk, input_elements);
+                            second_word = has_second ? engine_window_word<IW, VEC, MEMORIES, DDR>(
+                                m0, m1, m2, m3, input, g, false, second_walk, second_row_walk, input_elements)
+                                                     : word_t(0);
+                            pair_window[0][j] = first_word;
+                            pair_window[PIXELS - 1][j] = second_word;
+                        } else {
+                            first_word = pair_window[0][j];
+                            second_word = pair_window[PIXELS - 1][j];
+                        }
+                        engine_pair_step<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES, PIXELS>(
+                            first_word, second_word, g, strides, slot, output.column0, second.column0, walk,
+                            second_walk, tile, paired, sums);
+                    }
+                    if (phase > 0) {  // the tile before's words: ``written`` an iteration (added: its residual's read)
+                        const int words = phase == held ? last_words : full_words;
+                        if (added) {
+                            engine_pair_word<OW, MEMORIES, -1, true, PIXELS, LANES>(
+                                m0, m1, m2, m3, target, residual, done_first, done_second, has_second, done_pair, j,
+                                words, g, out);
+                        } else {  // (the second never to DDR)
+                            engine_pair_word<OW, MEMORIES, -1, false, PIXELS, LANES>(
+                                m0, m1, m2, m3, target, residual, done_first, done_second, has_second, done_pair,
+                                j * written, words, g, out);
+                            if (written == 2)
+                                engine_pair_word<OW, MEMORIES, DDR, false, PIXELS, LANES>(
+                                    m0, m1, m2, m3, target, residual, done_first, done_second, has_second, done_pair,
+                                    2 * j + 1, words, g, out);
+                        }
+                    }
+                    if (++j == span) {  // the next phase: the pair's next tile, its last words, or the next pair
+                        j = 0;
+                        done_first = output;
+                        done_second = second;
+                        done_first.out_first += phase * LANES;
+                        done_second.out_first += phase * LANES;
+                        if (phase == held) {
+                            phase = slot = 0;
+                            pixel += 2;
+                            output.next(g);
+                            if (has_second) output.next(g);
+                            engine_pixel_after(g, output, 0, staged, ring, slot_elements, second, second_walk,
+                                               second_row_walk);
+                        } else {
+                            phase++;
+                            slot += filter_entries;
+                            engine_start_walks(g, second, 0, staged, ring, slot_elements, second_walk,
+                                               second_row_walk);
+                        }
+                        engine_start_walks(g, output, 0, staged, ring, slot_elements, walk, row_walk);
+                        span = engine_reused_span(phase, held, steps, full, last);
+                    }
+                }
+                HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH));
+            }
         resident_tiles:  // the pass's pixels of each tile of the group
-            for (int held_tile = 0; held_tile < held; held_tile++) {
+            for (int held_tile = 0; held_tile < own_loops; held_tile++) {
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_TILES
                 HETDEPLOY_COUNTED(engine_counted().cycles++);
                 const int slot = held_tile * filter_entries, first = t.first, filters = t.filters;
@@ -1100,9 +1281,9 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                             const word_t second_word = has_second ? engine_window_word<IW, VEC, MEMORIES, DDR>(
                                 m0, m1, m2, m3, input, g, rows, second_walk, second_row_walk, input_elements)
                                                                   : word_t(0);
-                            ap_int<IW + 1> value[PIXELS][VEC];
-#pragma HLS ARRAY_PARTITION variable=value complete dim=0
                             if (rows) {  // walked along their rows: values past a row's first iteration
+                                ap_int<IW + 1> value[PIXELS][VEC];
+#pragma HLS ARRAY_PARTITION variable=value complete dim=0
                                 engine_row_step_values<IW, VEC>(first_word, g, row_walk, value[0]);
                                 engine_row_step_values<IW, VEC>(second_word, g, second_row_walk, value[PIXELS - 1]);
                                 if (row_walk.step > 0)
@@ -1113,12 +1294,9 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                                 row_walk.next<VEC>(g, row_steps, output.column0, row_walk_step);
                                 second_row_walk.next<VEC>(g, row_steps, second.column0, row_walk_step);
                             } else {
-                                engine_step_values<IW, VEC>(first_word, g, walk, step, value[0]);
-                                engine_step_values<IW, VEC>(second_word, g, second_walk, step, value[PIXELS - 1]);
-                                engine_products<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES, PIXELS>(
-                                    value, slot + walk.entry, walk.lane, tile, paired, sums);
-                                walk.next(g, channels, step, VEC, output.column0, column_step, row_step);
-                                second_walk.next(g, channels, step, VEC, second.column0, column_step, row_step);
+                                engine_pair_step<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES, PIXELS>(
+                                    first_word, second_word, g, strides, slot, output.column0, second.column0, walk,
+                                    second_walk, tile, paired, sums);
                             }
                         } else if (added) {  // a word of the pair's outputs, its residual's word read for it
                             engine_pair_word<OW, MEMORIES, -1, true, PIXELS, LANES>(m0, m1, m2, m3, target, residual,

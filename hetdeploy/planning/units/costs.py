@@ -96,10 +96,18 @@ ENGINE_CONTROL_LUT, ENGINE_CONTROL_FF, ENGINE_CONTROL_DSP = 1500, 1500, 4
 # multipliers, and a lane's second adder of its 64-bit sum and the selection of its weight (LUTs a lane)
 ENGINE_DEPTHWISE_LANE_LUT = 96
 ENGINE_LANE_LUT, ENGINE_LANE_FF = 64, 64
+# An engine of two pixels at once shares a pair's windows among the tiles it holds (engine_shares_windows): a lane's
+# biases of those tiles (ENGINE_MAX_TILES slots of 64 bits: a LUT6 a bit, 64 deep, LUTs a lane) and the tile before's
+# sums (a register a lane a pixel, as ENGINE_LANE_FF)
+ENGINE_BIAS_SLOTS_LUT = 64
 # The depths of the engine's pipelined loops (hls/engine.h's ENGINE_MOVE_DEPTH and ENGINE_MAC_DEPTH): a word
 # moved (read, then written), and a window value's (its address, the read, the product, the sum): hetdeploy's
 # model of the schedule, not a synthesis result
 ENGINE_MOVE_DEPTH, ENGINE_MAC_DEPTH = 2, 6
+# hls/engine.h's ENGINE_MAX_TILES: the most tiles of a layer whose weights (and biases) its buffers hold at once
+ENGINE_MAX_TILES = 64
+# ... and ENGINE_SHARED_STEPS: the steps of a pair's windows its window buffer keeps (engine_shares_windows)
+ENGINE_SHARED_STEPS = 512
 # The top's LRN (arena.h's lrn): a float power a value, pipelined at II 1 (its log, product and exp), in these
 # resources and this pipeline's depth: hetdeploy's model, not checked against a synthesis report
 LRN_POWER_DSP, LRN_POWER_LUT, LRN_POWER_FF, LRN_POWER_DEPTH = 20, 6000, 8000, 40
@@ -290,7 +298,8 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     ``port_words`` DDR words a cycle: its loops as C-simulation counts them (engine_counted), each pipelined loop's
     iterations at II 1 and its depth once, and a cycle an iteration of the loops around them. The tiles of a
     group's filters, ``lanes`` at a time, in groups of as many as the lanes' buffers hold at once (their depth: a
-    ``buffer_window`` of values, the engine's largest; ``engine_resident``) where the input is staged, else one: per
+    ``buffer_window`` of values, the engine's largest; ``engine_resident``) where the input is staged or the pairs
+    share their windows, else one: per
     group, each tile's weights (its filters', a word of ``port_words`` filters' windows a read: ``weight_reads``);
     then per pass of pixels, each tile's biases (a read each for ``port_words`` filters) and its pixels' windows,
     ``vector`` values an iteration when the channels are a multiple of it (else
@@ -307,7 +316,9 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     iteration (two cycles each where a residual's word is read beside the shared word). A depthwise convolution (a
     group a channel) whose channels and lanes are whole words: ``lanes`` channels a tile, a lane each, a pixel's
     window place after place, each place's input words of the tile one an iteration, its output words written
-    during the next pixel's, as above.
+    during the next pixel's, as above. Where a pair's windows are shared among the group's tiles
+    (``engine_shares_windows``): each pass, the tiles' biases, then one loop of its pairs, each the first tile's
+    steps, then each other tile's, as long as the tile before's words where they are more, then the last tile's words.
     The pixels in one pass; or, where its input is staged from DDR (``staging``: each output row's staging cycles,
     ``staging_cycles``), a pass a row of output pixels, the row's staging, then each tile's pixels of the row.
     ``weight_words``: the DDR words of weights and biases it reads."""
@@ -325,7 +336,10 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     filter_entries = filter_words * (per_word // vector)
     passes = list(staging) or [0]  # each pass's staging cycles
     pass_pixels = pixels // len(passes)
-    resident = engine_resident(bool(staging), -(-buffer_window // per_word) * (per_word // vector), filter_entries)
+    shares = engine_shares_windows(pixels_at_once == 2, aligned, depthwise, bool(row), groups,
+                                   (channels or window) % vector == 0, steps, lanes // per_word, written, residual)
+    resident = engine_resident(bool(staging) or shares, -(-buffer_window // per_word) * (per_word // vector),
+                               filter_entries)
     cycles = weight_words = weight_cycles = 0
     chunk_words = -(-buffer_window // per_word)  # the lanes' buffers' words
     if buffer_window and filter_words > chunk_words:  # a dense layer deeper than them: in chunks
@@ -343,6 +357,15 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
             weight_words += reads * port_words * filter_words
             weight_cycles += reads * filter_entries
         cycles += sum(1 + staged for staged in passes)
+        if shares and len(held) > 1:  # each pass: the tiles' biases, then one loop of its pairs, each window once
+            for _, _, reads in held:
+                cycles += len(passes) * (1 + _loop(reads, ENGINE_MOVE_DEPTH))
+                weight_words += len(passes) * reads * port_words
+                weight_cycles += len(passes) * reads
+            full, last = (-(-2 * (tile // per_word) // written) for tile in (lanes, held[-1][1]))
+            pair_span = steps + (len(held) - 1) * max(steps, full) + last
+            cycles += len(passes) * _loop(-(-pass_pixels // 2) * pair_span, ENGINE_MAC_DEPTH)
+            continue
         for first, tile, reads in held:  # each pass's pixels of it, after its biases
             cycles += len(passes) * (1 + _loop(reads, ENGINE_MOVE_DEPTH))
             weight_words += len(passes) * reads * port_words
@@ -395,10 +418,25 @@ def _chunked_cycles(window: int, filters: int, vector: int, channels: int, port_
     return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
 
 
-def engine_resident(staged: bool, entries: int, filter_entries: int) -> int:
+def engine_resident(shared: bool, entries: int, filter_entries: int) -> int:
     """hls/engine.h's engine_resident: the tiles whose weights a layer keeps in the lanes' buffers of ``entries`` at
-    once, each in ``filter_entries``: where its input is staged, as many as fit, else one."""
-    return entries // filter_entries if staged and entries // filter_entries > 1 else 1
+    once, each in ``filter_entries``: where its input is staged or its pairs share their windows (``shared``), as
+    many as fit, at most ENGINE_MAX_TILES (the slots of their biases), else one."""
+    fit = min(entries // filter_entries, ENGINE_MAX_TILES)
+    return fit if shared and fit > 1 else 1
+
+
+def engine_shares_windows(pairs: bool, aligned: bool, depthwise: bool, rows: bool, groups: int, whole_steps: bool,
+                          steps: int, words: int, written: int, residual: bool) -> bool:
+    """hls/engine.h's engine_shares_windows: whether a layer's pairs of output pixels (on an engine of two,
+    ``pairs``) read their windows once for all the tiles the buffers hold at once, each step's input words kept in
+    the window buffer for the other tiles, whose steps leave the memories' ports to the tile before's output words:
+    a layer of one group walked a channel group a step (``whole_steps``), its outputs whole words (``words`` a pixel
+    of a full tile), of ENGINE_MAC_DEPTH to ENGINE_SHARED_STEPS steps, whose tiles would run in pairs
+    (``engine_pairs``) or whose words are written two an iteration (then never slower than the tiles' own loops)."""
+    return pairs and aligned and not depthwise and not rows and groups == 1 and whole_steps and \
+        ENGINE_MAC_DEPTH <= steps <= ENGINE_SHARED_STEPS and \
+        (written == 2 or engine_pairs(False, steps, words, written, residual))
 
 
 def engine_pairs(depthwise: bool, steps: int, words: int, written: int, residual: bool = False) -> bool:
@@ -499,8 +537,11 @@ def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words:
     sizes = []
     vector = multiple = ARENA_WORD_BYTES // element_bytes(width)
     while vector >= 1:
-        held, uram_most = buffer_lanes(width, allowance, window, vector)
         for pixels in (1, 2):
+            # (the BRAM18s the window buffer of two pixels takes are no lane's)
+            buffer_allowance = allowance | {"bram18": allowance.get("bram18", 0)
+                                            - window_buffer_bram18(window, width, vector, pixels)}
+            held, uram_most = buffer_lanes(width, buffer_allowance, window, vector)
             most = min(held, (allowance.get("dsp", 0) - ENGINE_CONTROL_DSP) * _engine_products_a_dsp(width) // (
                 vector * pixels * dsps_a_product(width)))
             for lanes in {most - most % multiple, min(most, uram_most) - min(most, uram_most) % multiple}:
@@ -585,7 +626,8 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     counted = engine_cycles(shape.n_in, shape.n_out, shape.vectors, width, shape.engine.lanes,
                             vector=shape.engine.vector, channels=channels, groups=groups,
                             port_words=shape.engine.port_words, row=_row_values(shape, width),
-                            pixels_at_once=shape.engine.pixels, residual=shape.residual)
+                            pixels_at_once=shape.engine.pixels, buffer_window=shape.engine.window,
+                            residual=shape.residual)
     cycles = counted["cycles"]
     ddr = 0 if ddr_bytes_per_cycle is None else max(
         0, math.ceil(counted["weight_words"] * ARENA_WORD_BYTES / (ddr_bytes_per_cycle * shape.engine.bundles))
@@ -612,12 +654,24 @@ def engine_resources(window: int, width: int, size: EngineSize, depthwise: bool 
     products = size.lanes * size.vector * size.pixels
     packed = _engine_products_a_dsp(width) == 2 and size.lanes % 2 == 0
     depthwise_dsp = ARENA_WORD_BYTES // element_bytes(width) * dsps_a_product(width) if depthwise else 0
-    lane_lut = ENGINE_LANE_LUT * size.pixels + (ENGINE_DEPTHWISE_LANE_LUT if depthwise else 0)
+    shares = size.pixels == 2  # a pair's windows shared among tiles (engine_shares_windows): biases and sums kept
+    lane_lut = ENGINE_LANE_LUT * size.pixels + (ENGINE_DEPTHWISE_LANE_LUT if depthwise else 0) \
+        + (ENGINE_BIAS_SLOTS_LUT if shares else 0)
     logic = {"dsp": (-(-products // 2) if packed else products * dsps_a_product(width)) + ENGINE_CONTROL_DSP
              + depthwise_dsp,
              "lut": ENGINE_CONTROL_LUT + size.lanes * lane_lut,
-             "ff": ENGINE_CONTROL_FF + size.lanes * (ENGINE_LANE_FF * size.pixels + 2 * width)}
-    return logic | engine_buffers(window, width, size)
+             "ff": ENGINE_CONTROL_FF + size.lanes * (ENGINE_LANE_FF * size.pixels * (2 if shares else 1) + 2 * width)}
+    buffers = engine_buffers(window, width, size)
+    return logic | buffers | {"bram18": buffers["bram18"] + window_buffer_bram18(window, width, size.vector,
+                                                                                  size.pixels)}
+
+
+def window_buffer_bram18(window: int, width: int, vector: int, pixels: int) -> int:
+    """The BRAM18s of an engine's window buffer (hls/engine.h's ``pair_window``), on one of two pixels at once: a
+    step's input word of each pixel's window, as many as a lane's buffer's entries up to ENGINE_SHARED_STEPS, a
+    pixel's a memory of its own."""
+    entries = min(_lane_entries(window, width, vector), ENGINE_SHARED_STEPS)
+    return pixels * bram18_blocks(entries, 8 * ARENA_WORD_BYTES) if pixels == 2 else 0
 
 
 def adder_levels_a_cycle(shape: Shape) -> int:
