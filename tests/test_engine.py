@@ -62,8 +62,9 @@ int main(int argc, char **argv) {
     // the residual in the input's memory, after it
     const hetdeploy::engine_place residual = {v[%(fields)d + 4] < 0 ? -1 : 1, source_word + int(v[%(fields)d + 4])};
     hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 4,
-                      %(ddr)d, %(pixels)d, %(bundles)d>(unused.data(), memory.data(), written.data(), staging.data(),
-                                                        source, output, stage, residual, w[0], w[1], w[2], w[3], g);
+                      %(ddr)d, %(pixels)d, %(bundles)d, %(shared)s>(unused.data(), memory.data(), written.data(),
+                                                                    staging.data(), source, output, stage, residual,
+                                                                    w[0], w[1], w[2], w[3], g);
     for (int i = 0; i < outputs; i++)
         std::printf("%%lld\n", (long long)hetdeploy::read<ap_int<%(ow)d> >(target, i).to_int64());
     std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
@@ -133,6 +134,7 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
                   window=LARGEST_WINDOW, port=layer.port_words, pixels=layer.pixels,
                   ddr=1 if staged else 2 if output_in_ddr else -1,
                   bundles=layer.bundles, bundle_words=layer.port_words // layer.bundles,
+                  shared=str(layer.shared).lower(),
                   out_bytes=element_bytes(ow), fields=LAYER_FIELDS, numbers=LAYER_FIELDS + 5,
                   layer=", ".join(f"v[{k}]" if k in CLIP_FIELDS else f"int(v[{k}])" for k in range(LAYER_FIELDS)))
     key = tuple(sorted(engine.items()))
@@ -229,13 +231,13 @@ CLIPS = {"1x1": [0.0, 1.5], "dense": [-3.3, 7.9], "1-D": [None, 2.45]}
 @pytest.mark.parametrize("staged, output_in_ddr", [(False, False), (True, False), (False, True)],
                          ids=["on chip", "staged from DDR", "output in DDR"])
 @pytest.mark.parametrize("kind", LAYERS)
-@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port, pixels, bundles",
-                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 1, 2, 1),
-                          (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 8, 2, 2, 1, 1),
-                          (8, 16, "ap_fixed<8,3>", "ap_fixed<16,6>", 8, 2, 2, 2, 2),
-                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 4, 4, 1, 2)])
+@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port, pixels, bundles, shared",
+                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 1, 2, 1, False),
+                          (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 8, 2, 2, 1, 1, False),
+                          (8, 16, "ap_fixed<8,3>", "ap_fixed<16,6>", 8, 2, 2, 2, 2, True),
+                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 4, 4, 1, 2, False)])
 def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, vector, uram_lanes,
-                                                    port, pixels, bundles, staged, output_in_ddr):
+                                                    port, pixels, bundles, shared, staged, output_in_ddr):
     """Each layer on 4 lanes of ``vector`` values a cycle, ``uram_lanes`` of them with their weights in URAM (two a
     block: none, half, all), its weights port ``port`` DDR words wide (``bundles`` m_axi bundles, each its share of
     a read's words from its block of the weights region): the layers whose channels are a multiple of
@@ -251,7 +253,7 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
 
     rng = np.random.default_rng(7)
     layer = EngineLayer(*LAYERS[kind], lanes=4, vector=vector, uram_lanes=uram_lanes, groups=GROUPS.get(kind, 1),
-                        port_words=port, pixels=pixels, bundles=bundles, buffer_window=LARGEST_WINDOW,
+                        port_words=port, pixels=pixels, shared=shared, bundles=bundles, buffer_window=LARGEST_WINDOW,
                         clip=CLIPS.get(kind))
     # (smaller weights where a window of 600 values would saturate every output)
     spread = 0.02 if kind.endswith("in chunks") else 0.5
@@ -285,7 +287,8 @@ def test_the_8_bit_engines_sums_are_onnxruntimes_integer_convolution_bit_for_bit
     """The 8-bit engine (two lanes' products in one DSP48: ENGINE_PACKED) on onnxruntime's own integer convolution,
     ConvInteger (what its QLinearConv and a QDQ convolution sum before they requantize): uint8 codes by int8
     weights (-128 to 127, every code of both ranges' ends in them), a 3 x 3 padded convolution of 16 channels into 24
-    on 8 lanes of 8 values, one pixel at once and two, its outputs 32-bit integers at binary point 0: equal, value
+    on 8 lanes of 8 values, one pixel at once and two (a pair's windows shared among the three tiles), its outputs
+    32-bit integers at binary point 0: equal, value
     for value, to onnxruntime's int32 outputs. (The requantization after it is the quantizer's unit: within a step of
     onnxruntime's, which rounds ties to even where a fixed-point type rounds them up.)"""
     import onnxruntime as ort
@@ -305,7 +308,7 @@ def test_the_8_bit_engines_sums_are_onnxruntimes_integer_convolution_bit_for_bit
     (expected,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
         None, {"x": codes})
     layer = EngineLayer(16, [8, 8], 24, [8, 8], [3, 3], [1, 1], [1, 1], [1, 1], False, lanes=8, vector=8,
-                        pixels=pixels, buffer_window=LARGEST_WINDOW)
+                        pixels=pixels, shared=pixels == 2, buffer_window=LARGEST_WINDOW)
     layer, region = quantized(layer, weights.transpose(0, 2, 3, 1).astype(np.float64), np.zeros(24), 8, "ap_uint<8>",
                               "ap_int<32>")
     assert (layer.weight_fraction, layer.in_fraction, layer.out_fraction) == (0, 0, 0)
@@ -318,12 +321,12 @@ def test_the_8_bit_engines_sums_are_onnxruntimes_integer_convolution_bit_for_bit
                          ids=["on chip", "staged from DDR", "output in DDR"])
 @pytest.mark.parametrize("kind", ["3x3", "1x1", "dense of 10", "3x3 in pairs", "1x1 in pairs", "stem in pairs", "1-D",
                                   "grouped", "depthwise"])
-@pytest.mark.parametrize("iw, ow, in_type, out_type, residual_type, vector, pixels",
-                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,5>", 4, 2),
-                          (8, 8, "ap_ufixed<8,3>", "ap_ufixed<8,4>", "ap_ufixed<8,2>", 8, 1),
-                          (8, 8, "ap_fixed<8,1>", "ap_fixed<8,2>", "ap_fixed<8,-6>", 8, 2)])
+@pytest.mark.parametrize("iw, ow, in_type, out_type, residual_type, vector, pixels, shared",
+                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,5>", 4, 2, True),
+                          (8, 8, "ap_ufixed<8,3>", "ap_ufixed<8,4>", "ap_ufixed<8,2>", 8, 1, False),
+                          (8, 8, "ap_fixed<8,1>", "ap_fixed<8,2>", "ap_fixed<8,-6>", 8, 2, False)])
 def test_a_residual_map_is_added_to_the_sums_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, residual_type,
-                                                          vector, pixels, staged, output_in_ddr):
+                                                          vector, pixels, shared, staged, output_in_ddr):
     """A layer ended by an Add of another map (ResNet's and MobileNetV2's residual connections), then its ReLU or
     Clip where it has one: the residual's codes (signed or not; a binary point coarser than the sums' and, at
     ap_fixed<8,-6>, finer) added to the exact sums, bit for bit against the exact reference, on an engine of one
@@ -335,8 +338,8 @@ def test_a_residual_map_is_added_to_the_sums_bit_for_bit(tmp_path, kind, iw, ow,
     from hetdeploy.planning.units import engine_layer_cycles
 
     rng = np.random.default_rng(11)
-    layer = EngineLayer(*LAYERS[kind], lanes=8, vector=vector, pixels=pixels, buffer_window=LARGEST_WINDOW,
-                        clip=CLIPS.get(kind), residual=True, groups=GROUPS.get(kind, 1))
+    layer = EngineLayer(*LAYERS[kind], lanes=8, vector=vector, pixels=pixels, shared=shared,
+                        buffer_window=LARGEST_WINDOW, clip=CLIPS.get(kind), residual=True, groups=GROUPS.get(kind, 1))
     weights = rng.normal(0, 0.5, (layer.filters, *layer.kernel, layer.channels // layer.groups))
     ww = iw
     layer, region = quantized(layer, weights, rng.normal(0, 1, layer.filters), ww, in_type, out_type, residual_type)
@@ -464,15 +467,15 @@ int main(int argc, char **argv) {
         hetdeploy::word_t *m = memory.data(), *s = staging.data(), *o = other.data();
         if (staged)
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, 0,
-                              %(pixels)d, %(bundles)d>(
+                              %(pixels)d, %(bundles)d, %(shared)s>(
                 m, s, o, m, source, output_in_ddr ? after : apart, stage, residual, w[0], w[1], w[2], w[3], g);
         else if (output_in_ddr)
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, 2,
-                              %(pixels)d, %(bundles)d>(
+                              %(pixels)d, %(bundles)d, %(shared)s>(
                 m, s, o, m, source, apart, unstaged, residual, w[0], w[1], w[2], w[3], g);
         else
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, -1,
-                              %(pixels)d, %(bundles)d>(
+                              %(pixels)d, %(bundles)d, %(shared)s>(
                 m, s, o, m, source, after, unstaged, residual, w[0], w[1], w[2], w[3], g);
         std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
     }
@@ -495,6 +498,7 @@ MOBILENET_V2_DEPTHWISE = [(c, c, 3, stride, c) for c, stride in ((32, 1), (96, 2
 
 @pytest.mark.parametrize("lanes, uram_lanes, vector, port, pixels, bundles",
                          [(32, 0, 4, 1, 1, 1), (32, 0, 2, 4, 1, 1), (104, 84, 4, 4, 2, 2)])
+# (an engine of two pixels: its pairs sharing their windows among the tiles it holds)
 def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilenet_v2_layers(tmp_path, lanes,
                                                                                             uram_lanes, vector, port,
                                                                                             pixels, bundles):
@@ -524,6 +528,7 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
     window = max(layer[6] * (-(-layer[7] * layer[0] // 4) * 4 if engine_row_values(layer[7], layer[0], layer[14], 1, 16)
                              else layer[0] // layer[14] * layer[7]) for layer in layers)
     (tmp_path / "count.cpp").write_text(COUNTING % dict(lanes=lanes, uram_lanes=uram_lanes, vector=vector,
+                                                        shared=str(pixels == 2).lower(),
                                                         window=window, port=port, pixels=pixels,
                                                         bundles=bundles))
     subprocess.run([compiler(), "-std=c++14", "-O2", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o",
@@ -539,7 +544,8 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
         estimated = engine_cycles(per_group * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16, lanes,
                                   vector=vector, channels=per_group, groups=layer[14], port_words=port,
                                   row=engine_row_values(layer[7], per_group, layer[14], 1, 16), staging=staging,
-                                  pixels_at_once=pixels, buffer_window=window, output_in_ddr=bool(layer[16]),
+                                  pixels_at_once=pixels, shared=pixels == 2, buffer_window=window,
+                                  output_in_ddr=bool(layer[16]),
                                   residual=bool(layer[17]))
         assert abs(estimated["cycles"] - cycles) <= 0.02 * cycles, (layer, cycles, estimated)
         assert estimated["weight_words"] == words, (layer, words, estimated)

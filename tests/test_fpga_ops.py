@@ -401,7 +401,7 @@ def _shares_windows(unit, width: int, where) -> bool:
     written = 1 if layer.residual or where[unit.outputs[0]].memory == "ddr" else 2
     entries = [-(-values // per_word) * (per_word // layer.vector) for values in (layer.buffer_window, layer.window)]
     return costs.engine_shares_windows(
-        layer.pixels == 2, layer.lanes % per_word == 0 and layer.filters % per_word == 0, False,
+        layer.shared and layer.pixels == 2, layer.lanes % per_word == 0 and layer.filters % per_word == 0, False,
         bool(costs.engine_row_values(layer.kernel[1], channels, layer.groups, layer.dilations[1], width)),
         layer.groups, channels % layer.vector == 0, layer.window // layer.vector, layer.lanes // per_word, written,
         layer.residual) and layer.filters > layer.lanes and entries[0] >= 2 * entries[1]
@@ -409,8 +409,7 @@ def _shares_windows(unit, width: int, where) -> bool:
 
 @pytest.mark.slow
 def test_an_engine_input_in_ddr_is_copied_on_chip_for_its_tiles_and_matches_onnxruntime(tmp_path):
-    """Five convolutions on the engine (16 lanes of 4 values) on a KV260 of 60 BRAM18s (4 of them its window
-    buffer's) and no URAM: the map the
+    """Five convolutions on the engine (16 lanes of 4 values) on a KV260 of 56 BRAM18s and no URAM: the map the
     second writes (8 x 8 x 64) lies in DDR, live while the 32 KiB input is and then the third's 256 filters are
     written. The third reads it in 16 tiles: staging its rows again for each would take more than twice a copy, so
     it asks for a copy of its own step, which fits on chip (the board's reserve): the top copies the map there in
@@ -428,8 +427,8 @@ def test_an_engine_input_in_ddr_is_copied_on_chip_for_its_tiles_and_matches_onnx
     graph = b.graph(b.add(b.unary("Relu", b.conv(e, 16, 1)), b.unary("Relu", b.conv(a, 16, 3, stride=2))))
     onnx.save(graphs.to_onnx(graph), str(tmp_path / "model.onnx"))
     shipped = (Path(hetdeploy.__file__).parent / "boards" / "kv260.yaml").read_text()
-    board = tmp_path / "kv260-60.yaml"
-    board.write_text(shipped.replace("bram18: 288,", "bram18: 60,").replace("uram: 64}", "uram: 0}"))
+    board = tmp_path / "kv260-56.yaml"
+    board.write_text(shipped.replace("bram18: 288,", "bram18: 56,").replace("uram: 64}", "uram: 0}"))
     plan = build(BuildOptions(model=tmp_path / "model.onnx", board=str(board), out_dir=tmp_path / "out",
                               memory_strategy="greedy", engine_size=(16, 4),
                               strategies={n.name: "Engine" for n in graph.nodes if n.op == "Conv"}),
@@ -827,7 +826,7 @@ def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_out
     declared = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_units.h").read_text()
     # its loop built; its weights read four DDR words at a time, two through each of two bundles (the KV260's
     # 128-bit HP ports HP1 and HP2), each its own m_axi port of the top
-    engine_template = r"engine<16, 16, 16, \d+, \d+, \d+, \d+, true,\s+4, \d, -?\d, [12], 2>"
+    engine_template = r"engine<16, 16, 16, \d+, \d+, \d+, \d+, true,\s+4, \d, -?\d, [12], 2, (true|false)>"
     assert (depthwise.port_words, depthwise.bundles) == (4, 2) and re.search(engine_template, declared)
     assert "typedef ap_uint<128> engine_weights_t" in declared
     # its one instance (the ALLOCATION pragma) gets the same memories at every call, wherever a layer's buffers lie

@@ -517,12 +517,10 @@ def test_the_engine_is_sized_to_the_boards_dsps_and_its_brams_and_urams():
     # at 8 bits two lanes' products of a value share a DSP48 (engine.h's ENGINE_PACKED, Xilinx WP486)
     assert engine_resources(window, 8, EngineSize(64, 0, 8))["dsp"] == 64 * 8 // 2 + 4
     assert engine_resources(window, 16, EngineSize(64, 0, 4))["dsp"] == 64 * 4 + 4
-    # two output pixels at once: each lane's multipliers twice, its weight buffers once, and the window buffer a
-    # pair's windows shared among tiles are kept in (engine.h's ``pair_window``: 512 words of 64 bits a pixel, two
-    # BRAM18s)
+    # two output pixels at once: each lane's multipliers twice, its weight buffers once
     pair = engine_resources(window, 16, EngineSize(64, 0, 4, pixels=2))
     assert pair["dsp"] == 2 * 64 * 4 + 4 and pair["bram18"] == engine_resources(window, 16, EngineSize(64, 0, 4))[
-        "bram18"] + 2 * 2
+        "bram18"]
 
     def fits(resources, allowance):
         return all(resources[k] <= allowance[k] for k in allowance)

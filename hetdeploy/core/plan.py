@@ -348,6 +348,8 @@ class EngineLayer:
     groups: int = 1  # a grouped convolution's: output channel o reads group o // (filters // groups)'s channels
     port_words: int = 1  # the 64-bit words the engine's weights port reads a cycle (units.engine_port)
     pixels: int = 1  # the output pixels the engine computes at once: 1, or 2 (hls/engine.h's engine_pairs)
+    # an engine of two pixels whose pairs share their windows among the tiles it holds (hls/engine.h's SHARED)
+    shared: bool = False
     bundles: int = 1  # the m_axi bundles the weights port is, each on a DDR port of its own (units.engine_port)
     # the largest window the engine's lanes' buffers hold (values; their depth): a staged layer keeps as many tiles'
     # weights at once as fit (hls/engine.h's engine_resident)

@@ -29,7 +29,8 @@ def engine_layer(node: Node, last: Node, size: units.EngineSize, residual: bool 
         (first,), (out,) = node.input_shapes, node.output_shapes
         return EngineLayer(first[-1], [1, 1], out[-1], [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], relu, size.lanes,
                            size.vector, size.uram_lanes, port_words=size.port_words, pixels=size.pixels,
-                           bundles=size.bundles, buffer_window=size.window, clip=clip, residual=residual)
+                           bundles=size.bundles, buffer_window=size.window, clip=clip, residual=residual,
+                           shared=size.shared)
     first, out = node.input_shapes[0], node.output_shapes[0]
     spatial = len(first) - 2
 
@@ -41,7 +42,8 @@ def engine_layer(node: Node, last: Node, size: units.EngineSize, residual: bool 
                        as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
                        as_2d(node.attrs.get("dilations") or [1] * spatial), relu, size.lanes, size.vector,
                        size.uram_lanes, node.attrs.get("group", 1), size.port_words, pixels=size.pixels,
-                       bundles=size.bundles, buffer_window=size.window, clip=clip, residual=residual)
+                       bundles=size.bundles, buffer_window=size.window, clip=clip, residual=residual,
+                       shared=size.shared)
 
 
 def _bound(value: Optional[float]) -> Optional[float]:

@@ -111,7 +111,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
                                          bits=8 * units.ARENA_WORD_BYTES * bundle_words) + "\n"
         declarations += "".join(ENGINE.statement(
             "engine_function", name=name, lanes=call.lanes, uram_lanes=call.uram_lanes, vector=call.vector,
-            pixels=call.pixels,
+            pixels=call.pixels, shared=str(call.shared).lower(),
             window=call.window, in_bits=call.bits[0], out_bits=call.bits[1], weight_bits=call.bits[2],
             depthwise=str(call.depthwise).lower(), port=call.port_words, bundles=call.bundles,
             listed=", ".join(call.memories),
@@ -292,7 +292,8 @@ class EngineCall:
     of them), and where the unit's input (its copy on chip, where it has one) and output lie and, where its input
     lies in DDR and is staged, the staging buffer its rows are staged in, and the residual map it adds ((-1, 0):
     none): (the index of their memory among those, their first word); where its input is copied on chip before it
-    runs, the copy's source, target (the top's expressions) and words; the output pixels it computes at once."""
+    runs, the copy's source, target (the top's expressions) and words; the output pixels it computes at once, and
+    whether its pairs share their windows among tiles."""
 
     function: str
     bits: tuple[int, int, int]
@@ -311,6 +312,7 @@ class EngineCall:
     pixels: int = 1  # the output pixels the engine computes at once
     bundles: int = 1  # the engines' weights ports (bundles), PORT / bundles DDR words a read each
     residual: tuple[int, int] = (-1, 0)
+    shared: bool = False  # its pairs' windows shared among the tiles it holds (engine.h's SHARED)
 
 
 def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buffer],
@@ -368,7 +370,8 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
                                (at(buffers[u.inputs[0]]), at(read[u.name]), read[u.name].size
                                 // units.ARENA_WORD_BYTES) if u.engine.copied else None, u.engine.pixels,
                                u.engine.bundles,
-                               place(u, buffers[u.residual]) if u.residual is not None else (-1, 0))
+                               place(u, buffers[u.residual]) if u.residual is not None else (-1, 0),
+                               u.engine.shared)
             for u in on_engine}
 
 
@@ -389,7 +392,7 @@ def _engine_template(call: EngineCall) -> str:
     return ENGINE.statement("engine_template", lanes=call.lanes, uram_lanes=call.uram_lanes, vector=call.vector,
                             window=call.window, in_bits=call.bits[0], out_bits=call.bits[1], weight_bits=call.bits[2],
                             depthwise=str(call.depthwise).lower(), port=call.port_words, memories=len(call.memories),
-                            ddr=ddr, pixels=call.pixels, bundles=call.bundles)
+                            ddr=ddr, pixels=call.pixels, bundles=call.bundles, shared=str(call.shared).lower())
 
 
 def _engine_memories(memories: tuple[str, ...]) -> tuple[str, ...]:

@@ -11,7 +11,9 @@
 // board's memory ports' width, two on a Zynq UltraScale+ HP port of 128 bits), how many memories its calls' buffers
 // lie in (MEMORIES), DDR the DDR-th of them (-1: none), the output pixels it computes at once (PIXELS: one, or two,
 // each weight read serving both, where a layer gains: engine_pairs), and the m_axi bundles its weights port is
-// (BUNDLES: each PORT / BUNDLES words of a read, on a DDR port of its own, where the board has several).
+// (BUNDLES: each PORT / BUNDLES words of a read, on a DDR port of its own, where the board has several), and, on one
+// of two pixels, whether its pairs share their windows among the tiles it holds (SHARED: engine_shares_windows; its
+// window buffer, bias slots and kept sums only where it does).
 //
 // Every call passes the one instance the same memories (the top's on-chip arena, URAM and reserve arrays and its DDR
 // port, those its calls' buffers lie in, in one order) and says where its input and output lie (engine_place): the
@@ -677,13 +679,13 @@ struct engine_tile {
 };
 
 // The tiles whose weights a layer keeps in the lanes' buffers at once, each in a slot of ``filter_entries`` of their
-// ``entries``: where its input is staged or its pairs' windows are read once for all of them (``shared``), as many
-// as fit, at most ENGINE_MAX_TILES (the slots of their biases) (each row of output pixels then staged once for all
-// of them, each window read once, not once a tile); else one
-inline int engine_resident(bool shared, int entries, int filter_entries) {
+// ``entries``: where its input is staged, as many as fit (each row of output pixels then staged once for all of
+// them, not once a tile); where its pairs' windows are read once for all of them (``shares``), as many as fit up to
+// ENGINE_MAX_TILES (the slots of their biases); else one
+inline int engine_resident(bool staged, bool shares, int entries, int filter_entries) {
 #pragma HLS INLINE
-    const int fit = entries / filter_entries < ENGINE_MAX_TILES ? entries / filter_entries : ENGINE_MAX_TILES;
-    return shared && fit > 1 ? fit : 1;
+    const int fit = entries / filter_entries;
+    return fit > 1 && staged ? fit : fit > 1 && shares ? (fit < ENGINE_MAX_TILES ? fit : ENGINE_MAX_TILES) : 1;
 }
 
 // Whether a tile whose outputs are whole words (``words`` a pixel, ``written`` of them an iteration that reads
@@ -932,7 +934,7 @@ load_bias:
 }
 
 template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW, bool DEPTHWISE, int PORT,
-          int MEMORIES, int DDR, int PIXELS = 1, int BUNDLES = 1>
+          int MEMORIES, int DDR, int PIXELS = 1, int BUNDLES = 1, bool SHARED = false>
 void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &source, const engine_place &target,
             const engine_place &staging, const engine_place &residual, const ap_uint<64 * PORT / BUNDLES> *w0,
             const ap_uint<64 * PORT / BUNDLES> *w1, const ap_uint<64 * PORT / BUNDLES> *w2,
@@ -971,7 +973,7 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
 #pragma HLS ARRAY_PARTITION variable=sums complete dim=0
     // where a pair's windows are read once for the tiles held at once (engine_shares_windows): the tile before's sums,
     // each held tile's biases (a lane's a small memory of its own) and the pair's window, a step's input word of each
-    // pixel an entry (a pixel's a memory of its own: a write and a read of each a cycle at most)
+    // pixel an entry (a pixel's a memory of its own, in LUTs: a write or a read of each a cycle, never both)
     sum_t done_pair[PIXELS][LANES];
 #pragma HLS ARRAY_PARTITION variable=done_pair complete dim=0
     static sum_t held_bias[ENGINE_MAX_TILES][LANES];
@@ -979,6 +981,7 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     static const int SHARED_STEPS = WINDOW_ENTRIES < ENGINE_SHARED_STEPS ? WINDOW_ENTRIES : ENGINE_SHARED_STEPS;
     static word_t pair_window[PIXELS][SHARED_STEPS];
 #pragma HLS ARRAY_PARTITION variable=pair_window complete dim=1
+#pragma HLS BIND_STORAGE variable=pair_window type=ram_s2p impl=lutram
     const int channels = g.in_c / g.groups, group_filters = g.out_c / g.groups;  // a group's
     const int window = g.k_h * g.k_w * channels;
     // VEC values an iteration where a pixel's channels of a group come in whole groups of VEC (each group then lies
@@ -1033,10 +1036,10 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     // whether the pairs of output pixels read each window once for all the tiles held at once
     // (engine_shares_windows); the tiles whose weights the lanes' buffers hold at once, each in a slot of
     // filter_entries entries, where it does or the input is staged (``engine_resident``)
-    const bool shares = engine_shares_windows(PIXELS == 2, aligned, depthwise, rows, g.groups, step == VEC, steps,
-                                              LANES / L, written, added);
+    const bool shares = engine_shares_windows(SHARED && PIXELS == 2, aligned, depthwise, rows, g.groups, step == VEC,
+                                              steps, LANES / L, written, added);
     const int filter_entries = filter_words * EPW;
-    const int resident = engine_resident(staged || shares, WINDOW_ENTRIES, filter_entries);
+    const int resident = engine_resident(staged, shares, WINDOW_ENTRIES, filter_entries);
     // a dense layer (one output pixel of a 1 x 1 window) whose filters are deeper than the lanes' buffers (the
     // planner sizes them for at most units.ENGINE_DENSE_CHUNK of a dense layer's values: each of its weights is read
     // once a sample, so a deeper buffer would take lanes and gain nothing): each tile's window in chunks of the
@@ -1121,10 +1124,10 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                 engine_stage<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, r * g.s_h - g.pad_top,
                                                 slot_words, r > 0 ? kept_rows : 0, ring.slot);
             t = group_first;
-            // a group of tiles whose pairs share their windows: the tiles' biases into their slots, then one loop of
-            // the pass's pairs, a phase a tile and a last one of the last tile's words (engine_reused_span); else
-            // each tile's own loops (``own_loops`` of them)
-            const bool shared = shares && held > 1;
+            // a group of tiles whose pairs share their windows (as many as the biases' slots): the tiles' biases
+            // into their slots, then one loop of the pass's pairs, a phase a tile and a last one of the last tile's
+            // words (engine_reused_span); else each tile's own loops (``own_loops`` of them)
+            const bool shared = shares && held > 1 && held <= ENGINE_MAX_TILES;
             const int own_loops = shared ? 0 : held;
             if (shared) {
             held_biases:

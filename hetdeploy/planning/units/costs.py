@@ -97,9 +97,11 @@ ENGINE_CONTROL_LUT, ENGINE_CONTROL_FF, ENGINE_CONTROL_DSP = 1500, 1500, 4
 ENGINE_DEPTHWISE_LANE_LUT = 96
 ENGINE_LANE_LUT, ENGINE_LANE_FF = 64, 64
 # An engine of two pixels at once shares a pair's windows among the tiles it holds (engine_shares_windows): a lane's
-# biases of those tiles (ENGINE_MAX_TILES slots of 64 bits: a LUT6 a bit, 64 deep, LUTs a lane) and the tile before's
-# sums (a register a lane a pixel, as ENGINE_LANE_FF)
+# biases of those tiles (ENGINE_MAX_TILES slots of 64 bits: a LUT6 a bit, 64 deep, LUTs a lane), the tile before's
+# sums (a register a lane a pixel, as ENGINE_LANE_FF) and the window buffer, ENGINE_SHARED_STEPS 64-bit words a
+# pixel in LUTRAM of a write port and a read port (a RAM64X1D, two LUT6s, a bit of 64 words: LUTs a word)
 ENGINE_BIAS_SLOTS_LUT = 64
+ENGINE_WINDOW_WORD_LUT = 2
 # The depths of the engine's pipelined loops (hls/engine.h's ENGINE_MOVE_DEPTH and ENGINE_MAC_DEPTH): a word
 # moved (read, then written), and a window value's (its address, the read, the product, the sum): hetdeploy's
 # model of the schedule, not a synthesis result
@@ -171,6 +173,9 @@ class EngineSize:
     pixels: int = 1  # output pixels at once: 1, or 2 (hls/engine.h's engine_pairs; each lane's multipliers twice)
     bundles: int = 1  # the m_axi bundles its weights port is, port_words / bundles words each, a DDR port each
     window: int = 0  # the largest window its buffers hold (values: engine_window), their depth
+    # at two pixels, whether its pairs share their windows among the tiles it holds (hls/engine.h's SHARED: its
+    # window buffer, bias slots and kept sums besides)
+    shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -291,7 +296,7 @@ def bound_products(count: int, width: int, bits: int, dsp_binding: tuple[int, in
 def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int, vector: int = 1,
                   channels: int = 0, groups: int = 1, port_words: int = 1, row: int = 0,
                   staging: Sequence[int] = (), pixels_at_once: int = 1, buffer_window: int = 0,
-                  output_in_ddr: bool = False, residual: bool = False) -> dict[str, int]:
+                  output_in_ddr: bool = False, residual: bool = False, shared: bool = False) -> dict[str, int]:
     """hls/engine.h's cycles for a layer of ``filters`` output channels over ``pixels`` output pixels, ``window``
     products each over ``channels`` input channels of its group (0: the window's), in ``groups`` groups, its
     weights and values ``width`` bits, on ``lanes`` x ``vector`` multipliers whose weights port reads
@@ -299,7 +304,7 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     iterations at II 1 and its depth once, and a cycle an iteration of the loops around them. The tiles of a
     group's filters, ``lanes`` at a time, in groups of as many as the lanes' buffers hold at once (their depth: a
     ``buffer_window`` of values, the engine's largest; ``engine_resident``) where the input is staged or the pairs
-    share their windows, else one: per
+    share their windows (an engine ``shared``), else one: per
     group, each tile's weights (its filters', a word of ``port_words`` filters' windows a read: ``weight_reads``);
     then per pass of pixels, each tile's biases (a read each for ``port_words`` filters) and its pixels' windows,
     ``vector`` values an iteration when the channels are a multiple of it (else
@@ -336,9 +341,9 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     filter_entries = filter_words * (per_word // vector)
     passes = list(staging) or [0]  # each pass's staging cycles
     pass_pixels = pixels // len(passes)
-    shares = engine_shares_windows(pixels_at_once == 2, aligned, depthwise, bool(row), groups,
+    shares = engine_shares_windows(shared and pixels_at_once == 2, aligned, depthwise, bool(row), groups,
                                    (channels or window) % vector == 0, steps, lanes // per_word, written, residual)
-    resident = engine_resident(bool(staging) or shares, -(-buffer_window // per_word) * (per_word // vector),
+    resident = engine_resident(bool(staging), shares, -(-buffer_window // per_word) * (per_word // vector),
                                filter_entries)
     cycles = weight_words = weight_cycles = 0
     chunk_words = -(-buffer_window // per_word)  # the lanes' buffers' words
@@ -357,7 +362,7 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
             weight_words += reads * port_words * filter_words
             weight_cycles += reads * filter_entries
         cycles += sum(1 + staged for staged in passes)
-        if shares and len(held) > 1:  # each pass: the tiles' biases, then one loop of its pairs, each window once
+        if shares and 1 < len(held) <= ENGINE_MAX_TILES:  # each pass: the tiles' biases, one loop of its pairs
             for _, _, reads in held:
                 cycles += len(passes) * (1 + _loop(reads, ENGINE_MOVE_DEPTH))
                 weight_words += len(passes) * reads * port_words
@@ -418,12 +423,12 @@ def _chunked_cycles(window: int, filters: int, vector: int, channels: int, port_
     return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
 
 
-def engine_resident(shared: bool, entries: int, filter_entries: int) -> int:
+def engine_resident(staged: bool, shares: bool, entries: int, filter_entries: int) -> int:
     """hls/engine.h's engine_resident: the tiles whose weights a layer keeps in the lanes' buffers of ``entries`` at
-    once, each in ``filter_entries``: where its input is staged or its pairs share their windows (``shared``), as
-    many as fit, at most ENGINE_MAX_TILES (the slots of their biases), else one."""
-    fit = min(entries // filter_entries, ENGINE_MAX_TILES)
-    return fit if shared and fit > 1 else 1
+    once, each in ``filter_entries``: where its input is staged, as many as fit; where its pairs share their windows
+    (``shares``), as many up to ENGINE_MAX_TILES (the slots of their biases); else one."""
+    fit = entries // filter_entries
+    return 1 if fit <= 1 or not (staged or shares) else fit if staged else min(fit, ENGINE_MAX_TILES)
 
 
 def engine_shares_windows(pairs: bool, aligned: bool, depthwise: bool, rows: bool, groups: int, whole_steps: bool,
@@ -533,25 +538,24 @@ def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words:
     the most lanes whose multipliers, control and weight buffers fit (URAM's first, then BRAM's), a multiple of the
     outputs a word holds, and the most whose buffers are all URAM, then each half of those down to one word's; each
     at one output pixel at once and, where the DSPs allow, at two (the pair's multipliers sharing each weight read:
-    no more weight buffers); the most multiply-accumulators a cycle first; at least one lane of one value."""
+    no more weight buffers), with and without the pairs' windows shared among tiles (``shared``: more LUTs and
+    registers, which the other units may need); the most multiply-accumulators a cycle first; at least one lane of
+    one value."""
     sizes = []
     vector = multiple = ARENA_WORD_BYTES // element_bytes(width)
     while vector >= 1:
+        held, uram_most = buffer_lanes(width, allowance, window, vector)
         for pixels in (1, 2):
-            # (the BRAM18s the window buffer of two pixels takes are no lane's)
-            buffer_allowance = allowance | {"bram18": allowance.get("bram18", 0)
-                                            - window_buffer_bram18(window, width, vector, pixels)}
-            held, uram_most = buffer_lanes(width, buffer_allowance, window, vector)
             most = min(held, (allowance.get("dsp", 0) - ENGINE_CONTROL_DSP) * _engine_products_a_dsp(width) // (
                 vector * pixels * dsps_a_product(width)))
             for lanes in {most - most % multiple, min(most, uram_most) - min(most, uram_most) % multiple}:
                 while lanes >= multiple:  # the most, and the most without BRAM, then their halves
-                    sizes.append(EngineSize(lanes, min(lanes, uram_most), vector, port_words, pixels, bundles,
-                                            window))
+                    sizes += [EngineSize(lanes, min(lanes, uram_most), vector, port_words, pixels, bundles, window,
+                                         shared) for shared in ((False, True) if pixels == 2 else (False,))]
                     lanes = lanes // 2 - lanes // 2 % multiple
         vector //= 2
     most_first = sorted(set(sizes), key=lambda size: (-size.lanes * size.vector * size.pixels, -size.vector,
-                                                      size.lanes - size.uram_lanes, size.pixels))
+                                                      size.lanes - size.uram_lanes, size.pixels, not size.shared))
     return most_first or [EngineSize(1, 0, 1, port_words, 1, bundles, window)]
 
 
@@ -627,7 +631,7 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
                             vector=shape.engine.vector, channels=channels, groups=groups,
                             port_words=shape.engine.port_words, row=_row_values(shape, width),
                             pixels_at_once=shape.engine.pixels, buffer_window=shape.engine.window,
-                            residual=shape.residual)
+                            residual=shape.residual, shared=shape.engine.shared)
     cycles = counted["cycles"]
     ddr = 0 if ddr_bytes_per_cycle is None else max(
         0, math.ceil(counted["weight_words"] * ARENA_WORD_BYTES / (ddr_bytes_per_cycle * shape.engine.bundles))
@@ -654,24 +658,16 @@ def engine_resources(window: int, width: int, size: EngineSize, depthwise: bool 
     products = size.lanes * size.vector * size.pixels
     packed = _engine_products_a_dsp(width) == 2 and size.lanes % 2 == 0
     depthwise_dsp = ARENA_WORD_BYTES // element_bytes(width) * dsps_a_product(width) if depthwise else 0
-    shares = size.pixels == 2  # a pair's windows shared among tiles (engine_shares_windows): biases and sums kept
+    shares = size.shared and size.pixels == 2  # its pairs' windows shared (engine_shares_windows): biases, sums
     lane_lut = ENGINE_LANE_LUT * size.pixels + (ENGINE_DEPTHWISE_LANE_LUT if depthwise else 0) \
         + (ENGINE_BIAS_SLOTS_LUT if shares else 0)
+    window_lut = size.pixels * min(_lane_entries(window, width, size.vector), ENGINE_SHARED_STEPS) \
+        * ENGINE_WINDOW_WORD_LUT if shares else 0
     logic = {"dsp": (-(-products // 2) if packed else products * dsps_a_product(width)) + ENGINE_CONTROL_DSP
              + depthwise_dsp,
-             "lut": ENGINE_CONTROL_LUT + size.lanes * lane_lut,
+             "lut": ENGINE_CONTROL_LUT + size.lanes * lane_lut + window_lut,
              "ff": ENGINE_CONTROL_FF + size.lanes * (ENGINE_LANE_FF * size.pixels * (2 if shares else 1) + 2 * width)}
-    buffers = engine_buffers(window, width, size)
-    return logic | buffers | {"bram18": buffers["bram18"] + window_buffer_bram18(window, width, size.vector,
-                                                                                  size.pixels)}
-
-
-def window_buffer_bram18(window: int, width: int, vector: int, pixels: int) -> int:
-    """The BRAM18s of an engine's window buffer (hls/engine.h's ``pair_window``), on one of two pixels at once: a
-    step's input word of each pixel's window, as many as a lane's buffer's entries up to ENGINE_SHARED_STEPS, a
-    pixel's a memory of its own."""
-    entries = min(_lane_entries(window, width, vector), ENGINE_SHARED_STEPS)
-    return pixels * bram18_blocks(entries, 8 * ARENA_WORD_BYTES) if pixels == 2 else 0
+    return logic | engine_buffers(window, width, size)
 
 
 def adder_levels_a_cycle(shape: Shape) -> int:
