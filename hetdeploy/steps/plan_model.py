@@ -701,11 +701,40 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
                             f"folded ({', '.join(over)}){kept}; the latency policy moves what does not fit elsewhere")
     shapes = [whole[k] if f.strategy == units.ENGINE else s for k, (s, f) in enumerate(zip(shapes, foldings))]
     estimates = [units.folded_estimate(s, f, w, rate) for s, f, w in zip(shapes, foldings, widths)]
+    _share_windows(shapes, foldings, widths, estimates, engines, budget, rate)
     for group, resources in engines.items():  # the engine, with its first unit on it (none on it: none)
         first = next((k for k in group if foldings[k].strategy == units.ENGINE), None)
         if first is not None:
             estimates[first] = estimates[first] | {r: estimates[first].get(r, 0) + n for r, n in resources.items()}
     return _DeviceFolding(split, shapes, foldings, widths, bands, estimates, rate, with_engine, first_fit)
+
+
+def _share_windows(shapes: list[units.Shape], foldings: list[units.Folding], widths: list[int],
+                   estimates: list[dict[str, int]], engines: dict[tuple[int, ...], dict[str, int]],
+                   budget: Mapping[str, int], rate: float) -> None:
+    """Each engine of two pixels at once, folded, made one whose pairs share their windows among the tiles it
+    holds (``EngineSize.shared``, hls/engine.h's SHARED) where the LUTs and registers that takes fit the budget
+    beside the units as they are folded: their units' shapes and estimates, and its resources (``engines``, each
+    group of units' engine), changed in place. After the folding, which weighs engines without it, so that the
+    foldings, the partition and the memory plan are those it gives; only the engine's loops are shorter."""
+    used = {r: sum(e.get(r, 0) for e in estimates) + sum(e.get(r, 0) for e in engines.values()) for r in budget}
+    for group, resources in engines.items():
+        on_it = [k for k in group if foldings[k].strategy == units.ENGINE]
+        size = shapes[on_it[0]].engine if on_it else None
+        if size is None or size.pixels != 2:
+            continue
+        width = max(widths[k] for k in on_it)
+        depthwise = any(units.depthwise_on_engine(shapes[k]) for k in on_it)
+        shared = dataclasses.replace(size, shared=True)
+        more = {r: n - units.engine_resources(size.window, width, size, depthwise).get(r, 0)
+                for r, n in units.engine_resources(size.window, width, shared, depthwise).items()}
+        if any(used.get(r, 0) + n > budget.get(r, 0) for r, n in more.items() if n > 0):
+            continue
+        for k in on_it:
+            shapes[k] = dataclasses.replace(shapes[k], engine=shared)
+            estimates[k] = units.folded_estimate(shapes[k], foldings[k], widths[k], rate)
+        engines[group] = {r: n + more.get(r, 0) for r, n in resources.items()}
+        used = {r: n + more.get(r, 0) for r, n in used.items()}
 
 
 def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int, units.Shape], widths: list[int]

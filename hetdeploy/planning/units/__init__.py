@@ -435,8 +435,8 @@ def engine_sizes_for(device: Device, width: int, shapes: Sequence[Shape],
     allowance = dict(allowance or engine_allowance(device))
     if device.engine_size is not None:  # its lanes and values pinned; two pixels at once too where the DSPs allow
         pinned = pinned_engine_size(device, width, window)
-        pairs = [dataclasses.replace(pinned, pixels=2, shared=shared) for shared in (True, False)]
-        sizes = [pinned] + pairs * (engine_resources(window, width, pairs[0])["dsp"] <= allowance.get("dsp", 0))
+        pair = dataclasses.replace(pinned, pixels=2)
+        sizes = [pinned] + [pair] * (engine_resources(window, width, pair)["dsp"] <= allowance.get("dsp", 0))
     else:
         sizes = engine_sizes(width, allowance, window, *engine_port(device))
     # (of two sizes as fast, the one of a pixel at once: fewer DSPs)

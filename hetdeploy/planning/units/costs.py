@@ -538,9 +538,8 @@ def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words:
     the most lanes whose multipliers, control and weight buffers fit (URAM's first, then BRAM's), a multiple of the
     outputs a word holds, and the most whose buffers are all URAM, then each half of those down to one word's; each
     at one output pixel at once and, where the DSPs allow, at two (the pair's multipliers sharing each weight read:
-    no more weight buffers), with and without the pairs' windows shared among tiles (``shared``: more LUTs and
-    registers, which the other units may need); the most multiply-accumulators a cycle first; at least one lane of
-    one value."""
+    no more weight buffers); the most multiply-accumulators a cycle first; at least one lane of one value (none of
+    them ``shared``: the folding shares an engine's pairs' windows after it, ``share_windows``)."""
     sizes = []
     vector = multiple = ARENA_WORD_BYTES // element_bytes(width)
     while vector >= 1:
@@ -550,12 +549,12 @@ def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words:
                 vector * pixels * dsps_a_product(width)))
             for lanes in {most - most % multiple, min(most, uram_most) - min(most, uram_most) % multiple}:
                 while lanes >= multiple:  # the most, and the most without BRAM, then their halves
-                    sizes += [EngineSize(lanes, min(lanes, uram_most), vector, port_words, pixels, bundles, window,
-                                         shared) for shared in ((False, True) if pixels == 2 else (False,))]
+                    sizes.append(EngineSize(lanes, min(lanes, uram_most), vector, port_words, pixels, bundles,
+                                            window))
                     lanes = lanes // 2 - lanes // 2 % multiple
         vector //= 2
     most_first = sorted(set(sizes), key=lambda size: (-size.lanes * size.vector * size.pixels, -size.vector,
-                                                      size.lanes - size.uram_lanes, size.pixels, not size.shared))
+                                                      size.lanes - size.uram_lanes, size.pixels))
     return most_first or [EngineSize(1, 0, 1, port_words, 1, bundles, window)]
 
 
