@@ -345,10 +345,10 @@ def test_a_resnet18_shaped_network_on_the_engine_matches_onnxruntime(tmp_path):
 def test_engine_inputs_in_ddr_are_staged_on_chip_and_match_onnxruntime(tmp_path):
     """A ResNet-18 (widths 6 to 48) on a KV260 of 48 BRAM18s and no URAM, every buffer its own bytes
     (--memory-strategy fastest), its engine pinned to 16 lanes of 4 values (two pixels at once: the layers of two
-    tiles or more share each pair's windows), under the latency policy: the inputs of the stem (its window walked along its
-    rows), of 3 x 3 convolutions and of a strided 1 x 1 shortcut lie in DDR. Each such unit stages them (its engine
-    layer ``staged``): the rows a row of output pixels reads copied, a burst each, to the subfunction's staging
-    buffer on chip, which its windows read; no window loop reads DDR. The top passes each call that buffer; the
+    tiles or more share each pair's windows), under the latency policy: the inputs of the stem (its window walked
+    along its rows), of 3 x 3 convolutions and of a strided 1 x 1 shortcut lie in DDR. Each such unit stages them
+    (its engine layer ``staged``): the rows a row of output pixels reads copied, a burst each, to the subfunction's
+    staging buffer on chip, which its windows read; no window loop reads DDR. The top passes each call that buffer; the
     residual Adds fused into the engine units before them, their other maps read from DDR by some and from chip by
     others; the whole pipeline, emulated in C-simulation, within tolerance of onnxruntime; the staging's cycles
     are the plan's."""

@@ -40,9 +40,9 @@
 // while the next pixel's window is read, those past its window's iterations after them, or, on an engine of two
 // pixels where that is shorter (engine_pairs), a pair of pixels at a time, their windows read together, then their
 // words; else each pixel's window, then its words (a word the tile shares with other channels read first). On an
-// engine of two pixels, where the buffers hold several tiles of a layer whose pair's loop that makes no longer
-// (engine_shares_windows), the tiles' pairs are one loop: a pair's windows read once, for its first tile, and kept
-// in the window buffer, which the other tiles' steps read while the tile before's words are written.
+// engine of two pixels built to (SHARED), where the buffers hold several tiles of a layer whose pair's loop that
+// makes no longer (engine_shares_windows), the tiles' pairs are one loop: a pair's windows read once, for its first
+// tile, and kept in the window buffer, which the other tiles' steps read while the tile before's words are written.
 // Addresses step with counters; a loop whose bound is a call's value says its largest trip count (LOOP_TRIPCOUNT);
 // no pipelined loop reads a memory word an earlier iteration wrote. At 8-bit inputs and weights two lanes' products
 // of a value share one DSP48 (ENGINE_PACKED).
