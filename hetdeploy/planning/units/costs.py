@@ -329,7 +329,8 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     ``weight_words``: the DDR words of weights and biases it reads."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
     written = 1 if output_in_ddr or residual else 2  # output words an iteration that reads nothing
-    steps = window // vector if (channels or window) % vector == 0 else window
+    whole_steps = (channels or window) % vector == 0  # a step a group of ``vector`` channels (else one value)
+    steps = window // vector if whole_steps else window
     stored = stored_window(window, row, width)
     if row:  # each of its rows: its first word's iteration, then its padded values ``vector`` an iteration
         rows = window // row
@@ -342,7 +343,7 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     passes = list(staging) or [0]  # each pass's staging cycles
     pass_pixels = pixels // len(passes)
     shares = engine_shares_windows(shared and pixels_at_once == 2, aligned, depthwise, bool(row), groups,
-                                   (channels or window) % vector == 0, steps, lanes // per_word, written, residual)
+                                   whole_steps, steps, lanes // per_word, written, residual)
     resident = engine_resident(bool(staging), shares, -(-buffer_window // per_word) * (per_word // vector),
                                filter_entries)
     cycles = weight_words = weight_cycles = 0
@@ -428,7 +429,9 @@ def engine_resident(staged: bool, shares: bool, entries: int, filter_entries: in
     once, each in ``filter_entries``: where its input is staged, as many as fit; where its pairs share their windows
     (``shares``), as many up to ENGINE_MAX_TILES (the slots of their biases); else one."""
     fit = entries // filter_entries
-    return 1 if fit <= 1 or not (staged or shares) else fit if staged else min(fit, ENGINE_MAX_TILES)
+    if fit <= 1:
+        return 1
+    return fit if staged else min(fit, ENGINE_MAX_TILES) if shares else 1
 
 
 def engine_shares_windows(pairs: bool, aligned: bool, depthwise: bool, rows: bool, groups: int, whole_steps: bool,
@@ -539,7 +542,7 @@ def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words:
     outputs a word holds, and the most whose buffers are all URAM, then each half of those down to one word's; each
     at one output pixel at once and, where the DSPs allow, at two (the pair's multipliers sharing each weight read:
     no more weight buffers); the most multiply-accumulators a cycle first; at least one lane of one value (none of
-    them ``shared``: the folding shares an engine's pairs' windows after it, ``share_windows``)."""
+    them ``shared``: the folding shares an engine's pairs' windows after it, ``steps.plan_model._share_windows``)."""
     sizes = []
     vector = multiple = ARENA_WORD_BYTES // element_bytes(width)
     while vector >= 1:
