@@ -44,15 +44,17 @@ int main(int argc, char **argv) {
     const hetdeploy::engine_layer g = {%(layer)s};
     const int source_word = v[%(fields)d], outputs = v[%(fields)d + 1], staging_words = v[%(fields)d + 2];
     const int out_words = outputs * %(out_bytes)d / 8 + 1;
-    std::vector<hetdeploy::word_t> memory(bytes.size() / 8), unused(1);
+    // (whole reads of a bundle of the weights port)
+    std::vector<hetdeploy::word_t> memory((bytes.size() / 8 + %(bundle_words)d - 1) / %(bundle_words)d
+                                          * %(bundle_words)d), unused(1);
     hetdeploy::load_bytes(memory.data(), bytes.data(), bytes.size());
     // the output in a memory of its own at a word past its first, garbage around it: the engine's third of three
     // (DDR where the output lies there)
     std::vector<hetdeploy::word_t> written(out_words + 2, hetdeploy::word_t(-1));
     hetdeploy::word_t *target = written.data() + 1;
-    // the weights region as each of its %(bundles)d bundles reads it (%(bundle_words)d words a read), bundle b from its
-    // block of the region on
-    std::vector<ap_uint<64 * %(bundle_words)d> > reads(source_word / %(bundle_words)d);
+    // the DDR region as each of the weights port's %(bundles)d bundles reads it (%(bundle_words)d words a read), bundle
+    // b from its block of the weights on, the region's first read the staging's
+    std::vector<ap_uint<64 * %(bundle_words)d> > reads(memory.size() / %(bundle_words)d);
     hetdeploy::engine_port_view<%(bundle_words)d>(memory.data(), reads.data(), reads.size());
     const ap_uint<64 * %(bundle_words)d> *w[4];
     for (int b = 0; b < 4; b++) w[b] = reads.data() + (b < %(bundles)d ? b * (source_word / %(port)d) : 0);
@@ -64,7 +66,7 @@ int main(int argc, char **argv) {
     hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 4,
                       %(ddr)d, %(pixels)d, %(bundles)d, %(shared)s>(unused.data(), memory.data(), written.data(),
                                                                     staging.data(), source, output, stage, residual,
-                                                                    w[0], w[1], w[2], w[3], g);
+                                                                    reads.data(), w[0], w[1], w[2], w[3], g);
     for (int i = 0; i < outputs; i++)
         std::printf("%%lld\n", (long long)hetdeploy::read<ap_int<%(ow)d> >(target, i).to_int64());
     std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
@@ -74,6 +76,9 @@ int main(int argc, char **argv) {
 # largest window of the layers below: one program of each engine the tests run serves all its calls, each call's
 # numbers read at run time
 LAYER_FIELDS, LARGEST_WINDOW = 26, 256
+# a staged input begins this many words past the weights (whole reads of the port): not a read's first word where a
+# read is two
+STAGED_GAP = 1
 CLIP_FIELDS = (21, 22)  # long long
 _programs: dict[tuple, Path] = {}
 
@@ -112,6 +117,11 @@ def filter_biases(region: bytes, layer: EngineLayer) -> np.ndarray:
     return np.frombuffer(port_reads(region, layer)[-8 * stored:], dtype="<i8")[:layer.filters]
 
 
+def staged_first_word(region: bytes) -> int:
+    """The DDR word a staged input begins at in ``run_engine``, after the weights ``region``."""
+    return len(region) // ARENA_WORD_BYTES + STAGED_GAP
+
+
 def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, iw: int, ow: int, ww: int,
                staged: bool = False, output_in_ddr: bool = False, raw_residual: Optional[np.ndarray] = None):
     """engine.h compiled with g++ (once for each engine: its bits, lanes, values a cycle, port, pixels and which of
@@ -146,9 +156,11 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
                         str(folder / "main"), str(folder / "main.cpp")], check=True, capture_output=True)
         _programs[key] = folder / "main"
     staging_words = layer.kernel[0] * -(-layer.input[1] * layer.channels * element_bytes(iw) // ARENA_WORD_BYTES)
-    numbers = fields + [len(region) // ARENA_WORD_BYTES, outputs, staging_words, 3 if staged else -1, residual_word]
+    gap = STAGED_GAP if staged else 0  # garbage words between the weights and a staged input
+    numbers = fields + [staged_first_word(region) if staged else len(region) // ARENA_WORD_BYTES, outputs, staging_words, 3 if staged else -1,
+                        residual_word]
     (tmp_path / "numbers.txt").write_text(" ".join(map(str, numbers)))
-    (tmp_path / "memory.bin").write_bytes(region + source)
+    (tmp_path / "memory.bin").write_bytes(region + b"\xa5" * ARENA_WORD_BYTES * gap + source)
     *got, counted = subprocess.run([str(_programs[key]), str(tmp_path / "memory.bin"), str(tmp_path / "numbers.txt")],
                                    check=True, capture_output=True, text=True).stdout.splitlines()
     return [int(v) for v in got], tuple(int(v) for v in counted.split())
@@ -235,12 +247,14 @@ CLIPS = {"1x1": [0.0, 1.5], "dense": [-3.3, 7.9], "1-D": [None, 2.45]}
                          [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 1, 2, 1, False),
                           (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 8, 2, 2, 1, 1, False),
                           (8, 16, "ap_fixed<8,3>", "ap_fixed<16,6>", 8, 2, 2, 2, 2, True),
-                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 4, 4, 1, 2, False)])
+                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 4, 4, 1, 2, False),
+                          (16, 16, "ap_fixed<16,5>", "ap_fixed<16,6>", 4, 2, 8, 1, 1, False)])
 def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, vector, uram_lanes,
                                                     port, pixels, bundles, shared, staged, output_in_ddr):
     """Each layer on 4 lanes of ``vector`` values a cycle, ``uram_lanes`` of them with their weights in URAM (two a
     block: none, half, all), its weights port ``port`` DDR words wide (``bundles`` m_axi bundles, each its share of
-    a read's words from its block of the weights region): the layers whose channels are a multiple of
+    a read's words from its block of the weights region, the first bundle staging a DDR input: 1, 2 or 8 words a
+    read, a word past a read's first): the layers whose channels are a multiple of
     it take that many a cycle, the others (5 and 3 channels; 4 at 8 a cycle) one; a tile's filters need not begin
     a port's word (the grouped layer's second group: filters 6 to 11). Its input on chip, or in DDR, staged a row of
     output pixels at a time (rows of 7 x 5 values and, at 8 bits, 12 x 3: rows that do not begin a word), or its
@@ -269,7 +283,7 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
                           layer.input[0] * layer.input[1] * layer.channels)
     got, (cycles, _) = run_engine(tmp_path, layer, region, raw_in, iw, ow, ww, staged, output_in_ddr)
     if iw == ow:  # engine_cycles' one width: the inputs' and outputs' words alike
-        assert cycles == engine_layer_cycles(layer, iw, staged, output_in_ddr)
+        assert cycles == engine_layer_cycles(layer, iw, staged, output_in_ddr, staged_first_word(region))
     exact = reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow)
     expected = exact
     if not layer.out_signed:  # read back as signed: the top bit of an unsigned code
@@ -350,7 +364,7 @@ def test_a_residual_map_is_added_to_the_sums_bit_for_bit(tmp_path, kind, iw, ow,
     raw_residual = rng.integers(-(2 ** (ow - 1)) if layer.residual_signed else 0,
                                 2 ** (ow - 1) if layer.residual_signed else 2 ** ow, outputs)
     got, (cycles, _) = run_engine(tmp_path, layer, region, raw_in, iw, ow, ww, staged, output_in_ddr, raw_residual)
-    assert cycles == engine_layer_cycles(layer, iw, staged, output_in_ddr)
+    assert cycles == engine_layer_cycles(layer, iw, staged, output_in_ddr, staged_first_word(region))
     exact = reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow, raw_residual)
     expected = [v - 2 ** ow if not layer.out_signed and v >= 2 ** (ow - 1) else v for v in exact]
     assert got == [int(v) for v in expected]
@@ -390,7 +404,8 @@ def test_a_depthwise_convolution_takes_a_lane_a_channel_bit_for_bit(tmp_path, iw
     expected = reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, ow)
     assert got == [int(v) for v in expected] and len(set(got)) > 3
     if iw == ow:  # engine_cycles' one width: the inputs' and outputs' words alike
-        staging = staging_cycles(size, 48, [3, 3], strides, pads, dilations, out, iw) if staged else ()
+        staging = staging_cycles(size, 48, [3, 3], strides, pads, dilations, out, iw, port // bundles,
+                                 staged_first_word(region)) if staged else ()
         estimate = engine_cycles(9, 48, out[0] * out[1], iw, 32, vector=vector, channels=1, groups=48,
                                  port_words=port, staging=staging, buffer_window=LARGEST_WINDOW)
         assert estimate["cycles"] == cycles
@@ -460,6 +475,8 @@ int main(int argc, char **argv) {
         const int source_words = g.in_h * g.in_w * g.in_c / 4 + 1, target_words = g.out_h * g.out_w * g.out_c / 4 + 1;
         const int staging_words = g.k_h * ((g.in_w * g.in_c + 3) / 4) + 1;
         std::vector<hetdeploy::word_t> memory(source_words + target_words), other(target_words);
+        // the DDR region (memory 0, staged) as the weights port's first bundle reads it
+        std::vector<ap_uint<64 * %(port)d / %(bundles)d> > region(memory.size());
         std::vector<hetdeploy::word_t> staging(staging_words + target_words);
         const hetdeploy::engine_place source = {0, 0}, after = {0, source_words}, apart = {2, 0}, unstaged = {-1, 0},
                                       stage = {1, 0}, residual = {g.residual ? 1 : -1, staging_words};
@@ -468,15 +485,16 @@ int main(int argc, char **argv) {
         if (staged)
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, 0,
                               %(pixels)d, %(bundles)d, %(shared)s>(
-                m, s, o, m, source, output_in_ddr ? after : apart, stage, residual, w[0], w[1], w[2], w[3], g);
+                m, s, o, m, source, output_in_ddr ? after : apart, stage, residual, region.data(), w[0], w[1], w[2],
+                w[3], g);
         else if (output_in_ddr)
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, 2,
                               %(pixels)d, %(bundles)d, %(shared)s>(
-                m, s, o, m, source, apart, unstaged, residual, w[0], w[1], w[2], w[3], g);
+                m, s, o, m, source, apart, unstaged, residual, region.data(), w[0], w[1], w[2], w[3], g);
         else
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, -1,
                               %(pixels)d, %(bundles)d, %(shared)s>(
-                m, s, o, m, source, after, unstaged, residual, w[0], w[1], w[2], w[3], g);
+                m, s, o, m, source, after, unstaged, residual, region.data(), w[0], w[1], w[2], w[3], g);
         std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
     }
 }
@@ -540,7 +558,7 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
         cycles, words = map(int, line.split())
         per_group = layer[0] // layer[14]
         staging = staging_cycles(layer[1:3], layer[0], layer[6:8], layer[8:10], layer[10:12], layer[12:14],
-                                 layer[4:6], 16) if layer[15] else ()
+                                 layer[4:6], 16, port // bundles) if layer[15] else ()
         estimated = engine_cycles(per_group * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16, lanes,
                                   vector=vector, channels=per_group, groups=layer[14], port_words=port,
                                   row=engine_row_values(layer[7], per_group, layer[14], 1, 16), staging=staging,

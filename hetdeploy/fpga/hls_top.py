@@ -89,6 +89,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     sub = source.name
     extent = {m: max((b.offset + b.size for b in source.memory.buffers if b.memory == m), default=0)
               for m in ("bram", "uram", "reserved", "ddr")}
+    extent["ddr"] = max(extent["ddr"], source.memory.ddr_bytes)  # (whole reads of the engines' weights port)
     if any(b.offset % units.ARENA_WORD_BYTES or b.size % units.ARENA_WORD_BYTES for b in source.memory.buffers):
         raise RuntimeError(f"{sub}: a buffer of the memory plan is not whole {units.ARENA_WORD_BYTES}-byte words")
     ddr_words = max(1, extent["ddr"] // units.ARENA_WORD_BYTES)
@@ -402,18 +403,17 @@ def _engine_memories(memories: tuple[str, ...]) -> tuple[str, ...]:
 
 def engine_ports(units_of_sub: list[ExecutionUnit], memory: MemoryPlan) -> list[WeightPort]:
     """The engines' weights ports (``engine_port_names``): m_axi ports of bundles of their own that the host points
-    at the DDR region's start, each as many of its reads (its share of the port's words) as reach the last engine
-    unit's weights; none without an engine unit."""
+    at the DDR region's start, each as many of its reads (its share of the port's words) as the region holds (the
+    first port stages the engine units' DDR inputs too: engine.h's engine_stage); none without an engine unit."""
     on_engine = [u for u in units_of_sub if u.engine is not None]
     if not on_engine:
         return []
     port, bundles = on_engine[0].engine.port_words, on_engine[0].engine.bundles
     if any((u.engine.port_words, u.engine.bundles) != (port, bundles) for u in on_engine):
         raise RuntimeError("the engine units of a subfunction read their weights through ports of different widths")
-    where = {b.tensor: b for b in memory.buffers if b.kind == "weights"}
-    end = max(where[f"{u.name}.weights"].offset + where[f"{u.name}.weights"].size for u in on_engine)
     read = port // bundles * units.ARENA_WORD_BYTES
-    return [WeightPort(name, "", f"ap_uint<{8 * read}>", -(-end // read), 0) for name, _ in engine_port_names(bundles)]
+    return [WeightPort(name, "", f"ap_uint<{8 * read}>", -(-memory.ddr_bytes // read), 0)
+            for name, _ in engine_port_names(bundles)]
 
 
 def _parameters(unit: ExecutionUnit, weights: list[WeightPort]) -> str:

@@ -30,7 +30,8 @@ from ..core.plan import ExecutionUnit, LocalResponse as LocalResponseAttributes,
     Window as WindowGeometry
 from ..core.precision import CppFixed, weight_fixed
 from ..intake.ort_adapter import OrtModel
-from ..planning.units import ENGINE_PORT_MAX_BUNDLES, XNOR_POPCOUNT, token_interval as schedule_interval, tokens_of
+from ..planning.units import ENGINE_PORT_MAX_BUNDLES, XNOR_POPCOUNT, arena_words, token_interval as schedule_interval, \
+    tokens_of
 from .engine import affine as engine_affine, layer_values as engine_layer_values, quantized as engine_quantized, \
     weights_bytes as engine_weights_bytes
 from . import open_synth
@@ -207,12 +208,19 @@ class Engine(TopKind):
 
     def run(self, unit, buffers):
         call = buffers.engine
-        copy = self.line("copy_input", source=call.copy[0], target=call.copy[1], words=call.copy[2]) if call.copy \
+        before = self.line("copy_input", source=call.copy[0], target=call.copy[1], words=call.copy[2]) if call.copy \
             else ""
-        return copy + self.line("run_engine", name=call.function, memories=", ".join(call.memories),
-                         source=", ".join(map(str, call.source)), target=", ".join(map(str, call.target)),
-                         staging=", ".join(map(str, call.staging)), residual=", ".join(map(str, call.residual)),
-                         weights=", ".join(engine_weights_pointers(call.weights_reads)), unit=unit.name)
+        if call.staging[0] >= 0:  # staged through the weights port's first bundle, R words a read
+            read = call.port_words // call.bundles
+            first, end = call.source[1], call.source[1] + arena_words(values_of(unit.engine.input) *
+                                                                      unit.engine.channels, call.bits[0])
+            before += self.line("staged_view", port=read, first=first // read, region=ENGINE_PORT,
+                                 reads=(end - 1) // read - first // read + 1)
+        places = {name: ", ".join(map(str, place)) for name, place in (
+            ("source", call.source), ("target", call.target), ("staging", call.staging), ("residual", call.residual))}
+        return before + self.line("run_engine", name=call.function, memories=", ".join(call.memories), **places,
+                                  region=ENGINE_PORT, weights=", ".join(engine_weights_pointers(call.weights_reads)),
+                                  unit=unit.name)
 
     def declaration(self, unit: ExecutionUnit, out_bits: int) -> str:
         """``<unit>_layer``, the C++ constant of the unit's layer (engine.h's engine_layer) for its ``out_bits``-bit

@@ -20,7 +20,8 @@
 // instance's ports are those memories' whatever the layer, as one instance of a function needs (its arguments
 // cannot be an on-chip array at one call and an m_axi pointer at another). The window loops never read DDR: an input
 // there is staged (the call's ``staging``, a buffer of the memory plan on chip), a row of output pixels at a time,
-// the input rows their windows read copied first, each row one burst (engine_stage); those pixels' windows then read
+// the input rows their windows read copied first, each row one burst of the weights port's first bundle, through
+// ``region``, the port's reads from the DDR region's start (engine_stage); those pixels' windows then read
 // the staging buffer. A staged layer (or one whose pairs share their windows) keeps as many tiles' weights in the
 // buffers at once as fit (engine_resident), each tile's in a slot of its own, and stages each row once for all of
 // them.
@@ -298,20 +299,44 @@ template <int K> word_t *engine_memory(word_t *m0, word_t *m1, word_t *m2, word_
     return m0;
 }
 
+// Slot words ``first`` .. ``first`` + R - 1 of a staging slot (at ``slot``; those of its ``slot_words``) from two
+// reads of the weights port, ``earlier`` and ``later``, one after the other: word first + t from their bit (R + t -
+// spans) * 64 + ``shift_bits`` on (the earlier's bit 0 the first)
+template <int MEMORIES, int DDR, int R>
+void engine_stage_words(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &staging, int slot,
+                        int slot_words, const ap_uint<64 * R> &earlier, const ap_uint<64 * R> &later, int first,
+                        int spans, int shift_bits) {
+#pragma HLS INLINE
+    ap_uint<128 * R> both = later;
+    both = (both << (64 * R)) | earlier;
+stage_words:
+    for (int t = 0; t < R; t++) {
+#pragma HLS UNROLL
+        const int i = first + t;
+        if (i >= 0 && i < slot_words)
+            engine_write<MEMORIES, DDR>(m0, m1, m2, m3, staging, slot + i,
+                                        word_t(both >> ((R + t - spans) * 64 + shift_bits)));
+    }
+}
+
 // An input in DDR (memory DDR of m0 .. m3) staged for a row of output pixels: the input rows their windows read
 // (``row0`` + ky * d_h, ky < k_h, those inside the map) but the first ``kept`` (staged for the row before, still in
 // their slots) copied to the staging buffer (at ``staging``, ``slot_words`` words a slot: a row's in_w x in_c
 // values), a ring of k_h slots, row ky in slot ``first_slot`` + ky (past the last, from the first again), each row
-// one burst: its DDR words read in order, every iteration one, nothing else read of the port. Slot word i holds the
-// row's values i * IPW onwards: where the row does not begin a word, each from the two DDR words it spans (the last,
-// where its second lies past the input, from the first alone).
-template <int IW, int MEMORIES, int DDR>
-void engine_stage(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_layer &g, const engine_place &source,
-                  const engine_place &staging, int row0, int slot_words, int kept, int first_slot) {
+// one burst of the weights port (``region``: its reads from the DDR region's first word on, R of its words a read,
+// as wide as a bundle of the port: the DDR port's width): the reads the row's DDR words lie in, in order, one an
+// iteration, each iteration writing R slot words (two a cycle, the staging memory's two ports: an iteration every
+// (R + 1) / 2 cycles). Slot word i holds the row's values i * IPW onwards: each from the DDR word its first value
+// lies in and, where the row does not begin a word, the next (the last, where that lies past the input's last read,
+// from a zero read).
+template <int IW, int MEMORIES, int DDR, int R>
+void engine_stage(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const ap_uint<64 * R> *region,
+                  const engine_layer &g, const engine_place &source, const engine_place &staging, int row0,
+                  int slot_words, int kept, int first_slot) {
 #pragma HLS INLINE
     static const int IPW = lane<ap_uint<IW> >::per_word, IB = 8 * lane<ap_uint<IW> >::bytes;
-    const word_t *dram = engine_memory<DDR>(m0, m1, m2, m3) + source.word;
-    const int input_words = (g.in_h * g.in_w * g.in_c + IPW - 1) / IPW;
+    static const int II = (R + 1) / 2;
+    const int last_read = (source.word + (g.in_h * g.in_w * g.in_c + IPW - 1) / IPW - 1) / R;  // the input's
     int ring = first_slot + kept < g.k_h ? first_slot + kept : first_slot + kept - g.k_h;  // row ky's slot
 slots:
     for (int ky = kept, row = row0 + kept * g.d_h; ky < g.k_h; ky++, row += g.d_h) {
@@ -321,26 +346,27 @@ slots:
         if (++ring == g.k_h) ring = 0;
         if (row < 0 || row >= g.in_h) continue;  // padding: never read
         const int first = row * g.in_w * g.in_c;  // the row's first value
-        const int word0 = first / IPW, shift = first % IPW;
-        const int reads = shift ? slot_words + 1 : slot_words;
-        const int in_input = reads < input_words - word0 ? reads : input_words - word0;  // the reads in the input
-        word_t held = 0;
+        const int word0 = source.word + first / IPW, shift = first % IPW, spans = shift ? 1 : 0;
+        // the slot words read k writes: i = k * R - lead + t (t < R), slot word i from bit (R + t - spans) * 64 +
+        // shift * IB of the reads k - 1 and k one after the other (its DDR words word0 + i and the next)
+        const int lead = word0 % R + spans, read0 = word0 / R;
+        const int reads = (lead + slot_words - 1) / R + 1;
+        const int in_input = reads < last_read - read0 + 1 ? reads : last_read - read0 + 1;  // the reads in the input
+        ap_uint<64 * R> held = 0;
     stage_row:
         for (int k = 0; k < in_input; k++) {
-#pragma HLS PIPELINE II=1
+#pragma HLS PIPELINE II=II
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROW_WORDS
-            const word_t fresh = dram[word0 + k];
-            if (shift == 0)
-                engine_write<MEMORIES>(m0, m1, m2, m3, staging, slot + k, fresh);
-            else if (k > 0)
-                engine_write<MEMORIES>(m0, m1, m2, m3, staging, slot + k - 1,
-                                       (held >> (shift * IB)) | (fresh << ((IPW - shift) * IB)));
+            const ap_uint<64 * R> fresh = region[read0 + k];
+            engine_stage_words<MEMORIES, DDR, R>(m0, m1, m2, m3, staging, slot, slot_words, held, fresh,
+                                                 k * R - lead, spans, shift * IB);
             held = fresh;
         }
-        HETDEPLOY_COUNTED(count_loop(in_input, ENGINE_MOVE_DEPTH));
-        if (in_input < reads) {  // the slot's last word: the input's last values (a cycle)
-            engine_write<MEMORIES>(m0, m1, m2, m3, staging, slot + slot_words - 1, held >> (shift * IB));
-            HETDEPLOY_COUNTED(engine_counted().cycles++);
+        HETDEPLOY_COUNTED(count_loop(in_input, ENGINE_MOVE_DEPTH, II));
+        if (in_input < reads) {  // the slot's last words: the input's last values (an iteration)
+            engine_stage_words<MEMORIES, DDR, R>(m0, m1, m2, m3, staging, slot, slot_words, held,
+                                                 ap_uint<64 * R>(0), in_input * R - lead, spans, shift * IB);
+            HETDEPLOY_COUNTED(engine_counted().cycles += II);
         }
     }
 }
@@ -936,9 +962,9 @@ load_bias:
 template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW, bool DEPTHWISE, int PORT,
           int MEMORIES, int DDR, int PIXELS = 1, int BUNDLES = 1, bool SHARED = false>
 void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &source, const engine_place &target,
-            const engine_place &staging, const engine_place &residual, const ap_uint<64 * PORT / BUNDLES> *w0,
-            const ap_uint<64 * PORT / BUNDLES> *w1, const ap_uint<64 * PORT / BUNDLES> *w2,
-            const ap_uint<64 * PORT / BUNDLES> *w3, const engine_layer &g) {
+            const engine_place &staging, const engine_place &residual, const ap_uint<64 * PORT / BUNDLES> *region,
+            const ap_uint<64 * PORT / BUNDLES> *w0, const ap_uint<64 * PORT / BUNDLES> *w1,
+            const ap_uint<64 * PORT / BUNDLES> *w2, const ap_uint<64 * PORT / BUNDLES> *w3, const engine_layer &g) {
     typedef ap_uint<IW> raw_in_t;
     typedef ap_uint<OW> raw_out_t;
     typedef ap_int<WW> weight_t;
@@ -1050,7 +1076,8 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     if (filter_words > chunk_words) {
         if (DDR >= 0 && staged) {  // its one row of values staged once
             HETDEPLOY_COUNTED(engine_counted().cycles++);
-            engine_stage<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, -g.pad_top, slot_words, 0, 0);
+            engine_stage<IW, MEMORIES, DDR, PORT / BUNDLES>(m0, m1, m2, m3, region, g, source, staging, -g.pad_top,
+                                                            slot_words, 0, 0);
         }
         engine_tile c;
         c.begin(g, false, LANES, group_filters, channels);
@@ -1121,8 +1148,9 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROWS
             HETDEPLOY_COUNTED(engine_counted().cycles++);
             if (DDR >= 0 && staged)  // (an engine none of whose buffers lies in DDR has no staging loops)
-                engine_stage<IW, MEMORIES, DDR>(m0, m1, m2, m3, g, source, staging, r * g.s_h - g.pad_top,
-                                                slot_words, r > 0 ? kept_rows : 0, ring.slot);
+                engine_stage<IW, MEMORIES, DDR, PORT / BUNDLES>(m0, m1, m2, m3, region, g, source, staging,
+                                                                r * g.s_h - g.pad_top, slot_words,
+                                                                r > 0 ? kept_rows : 0, ring.slot);
             t = group_first;
             // a group of tiles whose pairs share their windows (as many as the biases' slots): the tiles' biases
             // into their slots, then one loop of the pass's pairs, a phase a tile and a last one of the last tile's

@@ -410,20 +410,6 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                                       len(steps) - 1, "ap_uint<64>", kind="staging")] if staging else []
             if staging:
                 used_in[staging_memory] += staging
-            # an engine unit reads a DDR input in its staging loops, or the top's copy of it, a word a cycle: their
-            # cycles, not its bytes
-            staged_cycles = sum(units.engine_staging_cycles(u.engine, 8 * element_bytes_of(u.inputs[0]))
-                                for u in sub.execution_units if u.engine is not None and u.engine.staged)
-            staged_cycles += sum(units.copy_cycles(b.size) for b in copy_buffers)
-            # an engine unit writes an output in DDR a word a cycle, not two (its estimate's): the cycles that adds
-            memory_of = {b.tensor: p.memory for b, p in zip(lives, placements)}
-            ddr_output_cycles = sum(units.engine_ddr_output_cycles(u.engine, 8 * element_bytes_of(u.outputs[0]))
-                                    for u in sub.execution_units
-                                    if u.engine is not None and memory_of.get(u.outputs[0]) == "ddr")
-            readers = {b.tensor: 1 + sum(_ddr_reads(u, b.tensor) for u in sub.execution_units) for b in lives}
-            ddr_traffic = sum(r.size * readers[b.tensor]
-                              for b, r, p in zip(lives, requests, placements) if p.memory == "ddr")
-            staging_s = staged_cycles / (device.clock_mhz * 1e6)
             weights, weights_end, weight_traffic = [], 0, 0
             for unit in (u for u in sub.execution_units if u.weights_in_ddr):
                 size = units.buffer_bytes(weights_bytes_of(unit), 1)
@@ -437,11 +423,31 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                 unit_graph = units.Unit(unit.pe, [index[n] for n in unit.nodes])
                 weight_traffic += size / unit.engine.bundles if unit.engine is not None else \
                     size * units.unit_shape(graph, unit_graph, device.clock_mhz).vectors
+            # an engine unit reads a DDR input in its staging loops (through its weights port, from the DDR region's
+            # start: the input's first word there), or the top's copy of it, a word a cycle: their cycles, not its
+            # bytes
+            memory_of = {b.tensor: p for b, p in zip(lives, placements)}
+            staged_cycles = sum(units.engine_staging_cycles(
+                u.engine, 8 * element_bytes_of(u.inputs[0]),
+                (weights_end + memory_of[u.inputs[0]].offset) // units.ARENA_WORD_BYTES)
+                for u in sub.execution_units if u.engine is not None and u.engine.staged)
+            staged_cycles += sum(units.copy_cycles(b.size) for b in copy_buffers)
+            # an engine unit writes an output in DDR a word a cycle, not two (its estimate's): the cycles that adds
+            ddr_output_cycles = sum(units.engine_ddr_output_cycles(u.engine, 8 * element_bytes_of(u.outputs[0]))
+                                    for u in sub.execution_units
+                                    if u.engine is not None and u.outputs[0] in memory_of
+                                    and memory_of[u.outputs[0]].memory == "ddr")
+            readers = {b.tensor: 1 + sum(_ddr_reads(u, b.tensor) for u in sub.execution_units) for b in lives}
+            ddr_traffic = sum(r.size * readers[b.tensor]
+                              for b, r, p in zip(lives, requests, placements) if p.memory == "ddr")
+            staging_s = staged_cycles / (device.clock_mhz * 1e6)
             sub.memory = MemoryPlan(
                 strategy=strategy, target_bytes=target, reserved_bytes=reserve,
                 reserved_used_bytes=used_in["reserved"], bram_bytes=used_in["bram"], uram_target_bytes=uram,
                 uram_bytes=used_in["uram"],
-                ddr_bytes=weights_end + used_in["ddr"], lower_bound_bytes=lower_bound(requests),
+                # whole reads of the widest weights port: the engine stages its DDR inputs through it
+                ddr_bytes=-(-(weights_end + used_in["ddr"]) // WEIGHTS_ALIGNMENT) * WEIGHTS_ALIGNMENT,
+                lower_bound_bytes=lower_bound(requests),
                 ddr_transfer_s=ddr_traffic / device.memory.bandwidth_bytes_per_s + staging_s
                 + ddr_output_cycles / (device.clock_mhz * 1e6),
                 engine_staging_s=staging_s,

@@ -483,12 +483,13 @@ def _engine_latency(shape: Shape, width: int, rate: float, size: EngineSize) -> 
     return engine_estimate(dataclasses.replace(shape, engine=size), width, rate)["latency_cycles"]
 
 
-def engine_layer_cycles(layer: EngineLayer, width: int, staged: bool, output_in_ddr: bool = False) -> int:
-    """``engine_cycles`` of a unit's engine layer at ``width`` bits, its input on chip, or ``staged`` from DDR, its
-    output on chip or in DDR (``output_in_ddr``)."""
+def engine_layer_cycles(layer: EngineLayer, width: int, staged: bool, output_in_ddr: bool = False,
+                        first_word: int = 0) -> int:
+    """``engine_cycles`` of a unit's engine layer at ``width`` bits, its input on chip, or ``staged`` from DDR (from
+    word ``first_word`` of the DDR region on), its output on chip or in DDR (``output_in_ddr``)."""
     channels = layer.channels // layer.groups
     staging = staging_cycles(layer.input, layer.channels, layer.kernel, layer.strides, layer.pads, layer.dilations,
-                             layer.output, width) if staged else ()
+                             layer.output, width, layer.port_words // layer.bundles, first_word) if staged else ()
     return engine_cycles(layer.window, layer.filters, layer.output[0] * layer.output[1], width, layer.lanes,
                          vector=layer.vector, channels=channels, groups=layer.groups, port_words=layer.port_words,
                          row=engine_row_values(layer.kernel[1], channels, layer.groups, layer.dilations[1], width),
@@ -496,10 +497,10 @@ def engine_layer_cycles(layer: EngineLayer, width: int, staged: bool, output_in_
                          output_in_ddr=output_in_ddr, residual=layer.residual, shared=layer.shared)["cycles"]
 
 
-def engine_staging_cycles(layer: EngineLayer, width: int) -> int:
-    """The cycles staging a unit's ``width``-bit input from DDR adds to its engine layer's (``engine_layer_cycles``
-    staged, less on chip)."""
-    return engine_layer_cycles(layer, width, True) - engine_layer_cycles(layer, width, False)
+def engine_staging_cycles(layer: EngineLayer, width: int, first_word: int = 0) -> int:
+    """The cycles staging a unit's ``width``-bit input from DDR (from word ``first_word`` of the DDR region on) adds
+    to its engine layer's (``engine_layer_cycles`` staged, less on chip)."""
+    return engine_layer_cycles(layer, width, True, first_word=first_word) - engine_layer_cycles(layer, width, False)
 
 
 def engine_ddr_output_cycles(layer: EngineLayer, width: int) -> int:

@@ -456,17 +456,20 @@ def engine_pairs(depthwise: bool, steps: int, words: int, written: int, residual
 
 
 def staging_cycles(input_map: Sequence[int], channels: int, kernel: Sequence[int], strides: Sequence[int],
-                   pads: Sequence[int], dilations: Sequence[int], output_map: Sequence[int], width: int
-                   ) -> tuple[int, ...]:
+                   pads: Sequence[int], dilations: Sequence[int], output_map: Sequence[int], width: int,
+                   read_words: int = 1, first_word: int = 0) -> tuple[int, ...]:
     """hls/engine.h's engine_stage's cycles for each row of output pixels of a layer whose ``width``-bit input (rows
-    x columns of ``channels``) lies in DDR: a cycle for each of its window's k_h rows but those the row before staged
-    (its slots a ring: where the window's rows are one apart, the k_h - s_h the rows share), and for each inside the
-    map a loop reading the row's words (in_w x in_c values, one DDR word more where the row does not begin a word),
-    one an iteration."""
+    x columns of ``channels``) lies in DDR from word ``first_word`` of the DDR region on: a cycle for each of its
+    window's k_h rows but those the row before staged (its slots a ring: where the window's rows are one apart, the
+    k_h - s_h the rows share), and for each inside the map a loop over the reads of ``read_words`` DDR words (the
+    weights port's bundle's) that the row's words lie in (in_w x in_c values, and the DDR word after them where the
+    row does not begin a word), one an iteration, an iteration every ceil(read_words / 2) cycles (the staging
+    memory's two ports)."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
     row_values = input_map[1] * channels
     slot_words = -(-row_values // per_word)
     kept = kernel[0] - strides[0] if dilations[0] == 1 and strides[0] < kernel[0] else 0
+    ii = -(-read_words // 2)
     result = []
     for y in range(output_map[0]):
         cycles = 0
@@ -474,7 +477,9 @@ def staging_cycles(input_map: Sequence[int], channels: int, kernel: Sequence[int
             row = y * strides[0] - pads[0] + ky * dilations[0]
             cycles += 1
             if 0 <= row < input_map[0]:
-                cycles += _loop(slot_words + (1 if row * row_values % per_word else 0), ENGINE_MOVE_DEPTH)
+                word0 = first_word + row * row_values // per_word
+                lead = word0 % read_words + (1 if row * row_values % per_word else 0)
+                cycles += _loop((lead + slot_words - 1) // read_words + 1, ENGINE_MOVE_DEPTH, ii)
         result.append(cycles)
     return tuple(result)
 
