@@ -606,6 +606,9 @@ class FpgaResources:
     budget: dict[str, int]  # the resources less the reserve, within the utilisation caps
     resources: dict[str, int]  # the chip's
     dataflow: dict[str, int] = field(default_factory=dict)  # bram18, lut, ff of its dataflow tops' FIFOs and copies
+    # the share of its DSP budget its engines were sized within (units.engine_allowance; None: units.ENGINE_SHARES's,
+    # which plan_model.folded_plan weighs against all of them, 1.0)
+    engine_dsp_share: Optional[float] = None
 
 
 @dataclass

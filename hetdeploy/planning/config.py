@@ -87,6 +87,9 @@ class BuildOptions:
     # (no flag: plan_model.folded_plan's) the folding takes the fastest engine beside which the other units fit, not
     # the size of the fewest cycles of all the units
     engine_first_fit: bool = False
+    # (no flag: plan_model.folded_plan's) the share of each FPGA's DSP budget its engine may take (None:
+    # units.ENGINE_SHARES's)
+    engine_dsp_share: Optional[float] = None
     top: str = "auto"  # how each FPGA subfunction's top runs its units (TOP_CHOICES; plan_model.choose_tops)
     table_sizes: dict[str, int] = field(default_factory=dict)  # ONNX node name -> its unit's lookup tables' entries
     io_types: dict[str, str] = field(default_factory=dict)  # ONNX node name -> its unit's hls4ml IOType
@@ -457,7 +460,8 @@ OPTIONS = (
            "64-bit word's at the width), over the board file's engine key; its weight buffers in the URAM as far as "
            "it holds them, then in BRAM; refused where it alone exceeds the FPGA's budget; at two output pixels at "
            "once where the DSPs allow and that is faster. Default: the folding sizes it, the fastest for the "
-           "subfunction's layers within three quarters of the DSPs, BRAM18s and URAM",
+           "subfunction's layers within three quarters of the DSPs, BRAM18s and URAM (or all of the DSPs, where that "
+           "plan is the faster)",
            metavar="LANESxVALUES", written=lambda value: f"{value[0]}x{value[1]}"),
     Option("top", "top", choice(TOP_CHOICES), "folding and memory", "how each FPGA subfunction's top runs its "
            "units: sequential, one after another a sample over the memory plan's buffers (their space reused); "

@@ -349,8 +349,11 @@ def _unit_widths(state: BuildState) -> BuildState:
     for line in matched:
         state.progress(f"      {line}")
     if matched or state.unit_widths:
+        # (the engines in the share of the DSPs the plan sized them in)
+        shares = {r.engine_dsp_share for r in plan.fpga_resources.values()}
+        folding = dataclasses.replace(state.options, engine_dsp_share=shares.pop() if len(shares) == 1 else None)
         try:
-            fold_units(plan, loaded, state.board, state.options, state.layer_widths)
+            fold_units(plan, loaded, state.board, folding, state.layer_widths)
         except UnitsDoNotFit as err:
             if state.layer_widths == state.partitioned_widths:
                 raise

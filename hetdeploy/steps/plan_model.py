@@ -110,8 +110,20 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
             # engine beside which the others fit is weighed too, by the plan's estimate, memory included (a smaller
             # engine of fewer cycles may leave the memory plan more to spill)
             first_fit = dataclasses.replace(fold_options, engine_first_fit=True)
-            fold_units(partitioned, loaded, board, first_fit, layer_widths)
-            plans.append(memory_and_times(partitioned, first_fit))
+            refolded = copy.deepcopy(partitioned)
+            fold_units(refolded, loaded, board, first_fit, layer_widths)
+            plans.append(memory_and_times(refolded, first_fit))
+        if partitioned is not None and options.engine_size is None:
+            # the engine's share of the DSPs (a quarter left to the other units, which the partition priced beside
+            # it) weighed against all of them, by the plan's estimate: more lanes are more cycles saved where the
+            # other units fit beside them and the buffers leave the memory plan as much (ResNet-50 at 8 bits on
+            # the KV260: 128 lanes, not 104)
+            whole_dsps = dataclasses.replace(fold_options, engine_dsp_share=1.0)
+            try:
+                fold_units(partitioned, loaded, board, whole_dsps, layer_widths)
+            except UserError:  # (the other plans stand)
+                continue
+            plans.append(memory_and_times(partitioned, whole_dsps))
     plans = [p for p in plans if p is not None]
     if not plans:
         raise refused
@@ -572,7 +584,8 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
             continue
         plan.fpga_resources[device.name] = FpgaResources(
             [s.name for s in subs], {k: sum(s.resources[k] for s in subs) for k in units.RESOURCES},
-            chip_budget, {k: device.resources.get(k, 0) for k in units.RESOURCES})
+            chip_budget, {k: device.resources.get(k, 0) for k in units.RESOURCES},
+            engine_dsp_share=options.engine_dsp_share)
     return beyond_first_fit
 
 
@@ -664,7 +677,8 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
         start += len(units_of_sub)
     group_of = {k: group for group in groups for k in group}
     best = None  # (the units' cycles, their engines' shapes, the engines' resources, the foldings, the first fit)
-    for engine_cycles, sized, engines in _engine_sizes(device, [g for g in groups if g], whole, widths):
+    for engine_cycles, sized, engines in _engine_sizes(device, [g for g in groups if g], whole, widths,
+                                                       units.engine_allowance(device, options.engine_dsp_share)):
         if best is not None and (engine_cycles >= best[0] or options.target_rate is not None or
                                  options.engine_first_fit):
             break
@@ -737,13 +751,14 @@ def _share_windows(shapes: list[units.Shape], foldings: list[units.Folding], wid
         used = {r: n + more.get(r, 0) for r, n in used.items()}
 
 
-def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int, units.Shape], widths: list[int]
+def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int, units.Shape], widths: list[int],
+                  allowance: dict[str, int]
                   ) -> list[tuple[int, dict[tuple[int, ...], units.EngineSize], dict[tuple[int, ...], dict[str, int]]]]:
     """The sizes of the engines of ``groups`` (each a subfunction's units that may run on its engine, priced as
-    ``whole``) to try, each after the cycles all those units take on them and with the engines' resources, the
-    fewest cycles first: the group of
+    ``whole``) to try in the FPGA's engine ``allowance``, each after the cycles all those units take on them and with
+    the engines' resources, the fewest cycles first: the group of
     the most multiply-accumulates takes each of its sizes (``units.engine_sizes_for``); each other group the fastest
-    size in its share, by its multiply-accumulates, of the FPGA's engine allowance that leaves, then, in turn, the
+    size in its share, by its multiply-accumulates, of the allowance that leaves, then, in turn, the
     fastest in its share and what the others' shares left unused."""
     if not groups:
         return [(0, {}, {})]
@@ -763,10 +778,9 @@ def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int
         return units.engine_cycles_of(device, width[group], [whole[k] for k in group], size)
 
     first, *others = sorted(groups, key=macs.get, reverse=True)
-    allowance = units.engine_allowance(device)
     rest = sum(macs[group] for group in others) or 1
     tried = []
-    for size in sizes(first):
+    for size in sizes(first, allowance):
         sized = {first: size}
         left = {k: n - resources(first, size).get(k, 0) for k, n in allowance.items()}
         for group in others:

@@ -411,10 +411,12 @@ class Folding(NamedTuple):
         return "Resource" if self.weights_in_ddr else self.strategy or strategy_for(self.reuse_factor)
 
 
-def engine_allowance(device: Device) -> dict[str, int]:
-    """The DSPs, BRAM18s and URAM blocks an FPGA's engine may take: ENGINE_SHARES of its budget's."""
+def engine_allowance(device: Device, dsp_share: Optional[float] = None) -> dict[str, int]:
+    """The DSPs, BRAM18s and URAM blocks an FPGA's engine may take: ENGINE_SHARES of its budget's, or ``dsp_share``
+    of its DSPs."""
     budget = device.budget()
-    return {k: int(budget.get(k, 0) * share) for k, share in ENGINE_SHARES.items()}
+    shares = ENGINE_SHARES if dsp_share is None else ENGINE_SHARES | {"dsp": dsp_share}
+    return {k: int(budget.get(k, 0) * share) for k, share in shares.items()}
 
 
 def engine_holds(device: Device, window: int, width: int) -> bool:

@@ -69,7 +69,9 @@ REFERENCE_CLOCK_MHZ = 200.0
 # the activations' (URAM the memory plan's level after BRAM). Three quarters of the DSPs: a CNN's layers are mostly
 # the engine's (at half, the KV260's ResNet-50 engine at two pixels at once had 68 lanes, at three quarters 104; at
 # nine tenths the latency policy moved benchmarks/graphs.py's DenseNet-121's Concats and BatchNormalizations from
-# the KV260's FPGA to its A53s, and with them most of its MACs)
+# the KV260's FPGA to its A53s, and with them most of its MACs). The partition prices the engine in these shares;
+# plan_model.folded_plan folds its partition once more with all of the DSP budget the engine's, and keeps the
+# faster plan (ResNet-50 at 8 bits on the KV260: 128 lanes, not 104)
 ENGINE_SHARES = {"dsp": 0.75, "bram18": 0.75, "uram": 0.75}
 # The engine's weights port is at most this many 64-bit words wide (512 bits: the widest AXI data bus of the boards'
 # memory ports, an Alveo card's DDR; a Zynq UltraScale+ HP port is 128 bits, a Zynq-7000's 64: UG1085, UG585)
@@ -544,7 +546,9 @@ def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words:
     blocks), its largest window is ``window`` values and its weights port reads ``port_words`` words a cycle
     (through ``bundles`` bundles): for each number of values a lane takes a cycle (a power of two up to a word's),
     the most lanes whose multipliers, control and weight buffers fit (URAM's first, then BRAM's), a multiple of the
-    outputs a word holds, and the most whose buffers are all URAM, then each half of those down to one word's; each
+    outputs a word holds, and the most whose buffers are all URAM, each of those also down to a multiple of each
+    power of two up to it (whole tiles of filters that come in powers of two), then each half of those down to one
+    word's; each
     at one output pixel at once and, where the DSPs allow, at two (the pair's multipliers sharing each weight read:
     no more weight buffers); the most multiply-accumulators a cycle first; at least one lane of one value (none of
     them ``shared``: the folding shares an engine's pairs' windows after it, ``steps.plan_model._share_windows``)."""
@@ -555,8 +559,11 @@ def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words:
         for pixels in (1, 2):
             most = min(held, (allowance.get("dsp", 0) - ENGINE_CONTROL_DSP) * _engine_products_a_dsp(width) // (
                 vector * pixels * dsps_a_product(width)))
-            for lanes in {most - most % multiple, min(most, uram_most) - min(most, uram_most) % multiple}:
-                while lanes >= multiple:  # the most, and the most without BRAM, then their halves
+            # (a multiple of a power of two: more of a layer's tiles full where its filters are one, 128 lanes,
+            # not 136, for ResNet's 64 x 2^k)
+            tops = {most, min(most, uram_most)}
+            for lanes in {top - top % step for top in tops for step in _powers_of_two(multiple, most)}:
+                while lanes >= multiple:  # then their halves
                     sizes.append(EngineSize(lanes, min(lanes, uram_most), vector, port_words, pixels, bundles,
                                             window))
                     lanes = lanes // 2 - lanes // 2 % multiple
@@ -564,6 +571,14 @@ def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words:
     most_first = sorted(set(sizes), key=lambda size: (-size.lanes * size.vector * size.pixels, -size.vector,
                                                       size.lanes - size.uram_lanes, size.pixels))
     return most_first or [EngineSize(1, 0, 1, port_words, 1, bundles, window)]
+
+
+def _powers_of_two(least: int, most: int) -> list[int]:
+    """The powers of two from ``least`` (one) up to ``most``."""
+    powers = [least]
+    while powers[-1] * 2 <= most:
+        powers.append(powers[-1] * 2)
+    return powers
 
 
 def buffer_lanes(width: int, allowance: dict[str, int], window: int, vector: int) -> tuple[int, int]:
