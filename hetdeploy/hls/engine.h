@@ -290,15 +290,6 @@ inline int engine_window_first(const engine_layer &g, const engine_pixel &p, int
                   : (p.row0 * g.in_w + p.column0) * g.in_c + channel0;
 }
 
-// Memory K of m0 .. m3 (K fixed when the engine is built)
-template <int K> word_t *engine_memory(word_t *m0, word_t *m1, word_t *m2, word_t *m3) {
-#pragma HLS INLINE
-    if (K == 3) return m3;
-    if (K == 2) return m2;
-    if (K == 1) return m1;
-    return m0;
-}
-
 // Slot words ``first`` .. ``first`` + R - 1 of a staging slot (at ``slot``; those of its ``slot_words``) from two
 // reads of the weights port, ``earlier`` and ``later``, one after the other: word first + t from their bit (R + t -
 // spans) * 64 + ``shift_bits`` on (the earlier's bit 0 the first)

@@ -424,7 +424,7 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                 weight_traffic += size / unit.engine.bundles if unit.engine is not None else \
                     size * units.unit_shape(graph, unit_graph, device.clock_mhz).vectors
             # an engine unit reads a DDR input in its staging loops (through its weights port, from the DDR region's
-            # start: the input's first word there), or the top's copy of it, a word a cycle: their cycles, not its
+            # start: the input's first word there), or the top's copy of it (a word a cycle): their cycles, not its
             # bytes
             memory_of = {b.tensor: p for b, p in zip(lives, placements)}
             staged_cycles = sum(units.engine_staging_cycles(
