@@ -155,6 +155,7 @@ def main() -> None:
     if args.export:
         export_blocks(args.export)
         return
+    import torch
     import torchvision
 
     import hetdeploy
@@ -165,6 +166,7 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as folder:
         for name in args.models:
+            torch.manual_seed(0)  # its convolutions' weights drawn the same each run
             model = _with_statistics(getattr(torchvision.models, name)(weights=None))
             x = np.random.default_rng(1).standard_normal((args.samples, *SHAPE[1:])).astype(np.float32)
             want = outputs(model, x) if args.build else None
