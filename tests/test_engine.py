@@ -414,6 +414,38 @@ def test_a_depthwise_convolution_takes_a_lane_a_channel_bit_for_bit(tmp_path, iw
                                       port_words=port)["cycles"]
 
 
+@pytest.mark.parametrize("pixels", [1, 2])
+def test_a_grouped_convolution_run_as_one_group_is_the_grouped_one_bit_for_bit(tmp_path, pixels):
+    """A grouped 1 x 1 convolution whose groups are no whole word (ShuffleNet's: 24 channels into 32 filters in 4
+    groups, 6 channels and 8 filters a group, at 8 bits) run as one group of block-diagonal weights (zeros past each
+    filter's group: ``block_diagonal``): its outputs those of the grouped layer, bit for bit, in the cycles
+    engine_cycles counts for the one group, fewer than the grouped layer's (units.engine_dense_groups' choice)."""
+    from hetdeploy.planning.units import engine_cycles
+
+    rng = np.random.default_rng(11)
+    grouped = EngineLayer(24, [5, 6], 32, [5, 6], [1, 1], [1, 1], [0, 0], [1, 1], True, lanes=16, vector=8,
+                          groups=4, port_words=2, pixels=pixels, buffer_window=LARGEST_WINDOW)
+    weights = rng.normal(0, 0.5, (32, 1, 1, 6))
+    bias = rng.normal(0, 1, 32)
+    one_group, region = quantized(dataclasses.replace(grouped, groups=1), weights, bias, 8, "ap_fixed<8,3>",
+                                  "ap_fixed<8,4>")
+    whole = filter_codes(region, one_group, 8).reshape(32, 1, 1, 24)
+    codes_w = np.stack([whole[o, ..., o // 8 * 6:o // 8 * 6 + 6] for o in range(32)])
+    outside = whole.copy()
+    for o in range(32):
+        outside[o, ..., o // 8 * 6:o // 8 * 6 + 6] = 0
+    assert not outside.any() and codes_w.any()  # block-diagonal: each filter's group's channels alone
+    raw_in = rng.integers(-128, 128, 5 * 6 * 24)
+    got, (cycles, _) = run_engine(tmp_path, one_group, region, raw_in, 8, 8, 8)
+    expected = reference(dataclasses.replace(one_group, groups=4), raw_in, codes_w, filter_biases(region, one_group),
+                         8)
+    assert got == [int(v) for v in expected] and len(set(got)) > 3
+    assert cycles == engine_cycles(24, 32, 30, 8, 16, vector=8, channels=24, port_words=2, pixels_at_once=pixels,
+                                   buffer_window=LARGEST_WINDOW)["cycles"]
+    assert cycles < engine_cycles(6, 32, 30, 8, 16, vector=8, channels=6, groups=4, port_words=2,
+                                  pixels_at_once=pixels, buffer_window=LARGEST_WINDOW)["cycles"]
+
+
 def test_the_weights_region_is_the_layers_values_at_their_binary_points():
     """quantized: each weight at the weight fraction it reports, within half a step (or saturated at the largest
     code), each bias at the sum's binary point."""

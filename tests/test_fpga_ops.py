@@ -613,8 +613,9 @@ def test_convolutions_hls4ml_has_no_layer_for_run_on_the_engine_and_match_onnxru
     4-group 1 x 1 convolution and its 3 x 3 stride-2 average pooling that does not count the padding (count_include_pad
     0), and a dilated convolution (their attributes as the zoo's files have them), on the KV260: all on the
     FPGA, the convolutions on the engine (the engine_conv PE: hls4ml has no layer for them), each group's filters a
-    tile, the pooling on the top's window PE, the LRN on the top's lrn PE; every unit within tolerance of
-    onnxruntime, the pipeline emulated."""
+    tile, but the 4-group one's (2 channels and 4 filters a group, no whole word), run as one group of
+    block-diagonal weights (units.engine_dense_groups: fewer cycles), the pooling on the top's window PE, the LRN on
+    the top's lrn PE; every unit within tolerance of onnxruntime, the pipeline emulated."""
     b = Builder(1)
 
     def conv(x, name, filters, channels, kernel, group=1, **attrs):
@@ -635,7 +636,7 @@ def test_convolutions_hls4ml_has_no_layer_for_run_on_the_engine_and_match_onnxru
     plan = build_and_emulate(path, tmp_path / "zoo_ops", "kv260")  # the PYNQ-Z2 runs LRN on its Cortex-A9s
     where = on_fpga(plan, [n.name for n in b.nodes])
     units = {u.name: u for s in plan.subfunctions for u in s.execution_units}
-    for name, groups in (("stem", 1), ("grouped5", 2), ("grouped1", 4), ("dilated", 1)):
+    for name, groups in (("stem", 1), ("grouped5", 2), ("grouped1", 1), ("dilated", 1)):
         unit = units[where[name]["unit"]]
         assert (unit.pe, unit.strategy, unit.engine.groups, unit.verification.passed) == (
             "engine_conv", "Engine", groups, True), name

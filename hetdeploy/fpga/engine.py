@@ -19,10 +19,12 @@ from ..planning import units
 BIAS_BYTES = 8  # a bias is a 64-bit lane: the sum's binary point
 
 
-def engine_layer(node: Node, last: Node, size: units.EngineSize, residual: bool = False) -> EngineLayer:
+def engine_layer(node: Node, last: Node, size: units.EngineSize, residual: bool = False,
+                 dense_groups: bool = False) -> EngineLayer:
     """The engine's layer for ``node`` (its unit's main node; ``last``: the unit's last, a ReLU or a Clip ending it;
-    ``residual``: an Add of another map before it, ``units.residual_input``) on an engine of ``size``, its binary
-    points still to be set by the build (``quantized``)."""
+    ``residual``: an Add of another map before it, ``units.residual_input``; ``dense_groups``: a grouped
+    convolution run as one group, ``units.engine_dense_groups``) on an engine of ``size``, its binary points still
+    to be set by the build (``quantized``)."""
     relu = last.op == "Relu"
     clip = [_bound(last.scalars.get(1)), _bound(last.scalars.get(2))] if last.op == "Clip" else None
     if node.op != "Conv":  # a dense layer: a 1 x 1 convolution of one pixel
@@ -41,7 +43,8 @@ def engine_layer(node: Node, last: Node, size: units.EngineSize, residual: bool 
     return EngineLayer(first[1], as_2d(first[2:]), out[1], as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
                        as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
                        as_2d(node.attrs.get("dilations") or [1] * spatial), relu, size.lanes, size.vector,
-                       size.uram_lanes, node.attrs.get("group", 1), size.port_words, pixels=size.pixels,
+                       size.uram_lanes, 1 if dense_groups else node.attrs.get("group", 1), size.port_words,
+                       pixels=size.pixels,
                        bundles=size.bundles, buffer_window=size.window, clip=clip, residual=residual,
                        shared=size.shared)
 
@@ -101,7 +104,9 @@ def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: 
     rows, ``row_values``), word i of filters q * P .. q * P + P - 1 together in the weights port's word (q, i) (P:
     its words, ``layer.port_words``; filters past the last zeros); then each filter's bias at the sum's binary
     point, as a 64-bit lane, P filters' a port's word. Where the port is ``layer.bundles`` bundles, its reads in
-    that many blocks, block b each read's words b * P / bundles onwards (a bundle's reads one run)."""
+    that many blocks, block b each read's words b * P / bundles onwards (a bundle's reads one run). Weights of a
+    grouped convolution the layer runs as one group are its ``block_diagonal`` ones."""
+    weights = block_diagonal(weights, layer.channels // layer.groups)
     w_width, w_integer = weight_fixed(weights, width)
     source, target = CppFixed.parse(in_type), CppFixed.parse(out_type)
     added = CppFixed.parse(residual_type) if layer.residual else target
@@ -133,6 +138,21 @@ def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: 
     reads = np.frombuffer(packed + biases.tobytes(), dtype=np.uint8).reshape(-1, layer.bundles,
                                                                                port // layer.bundles * 8)
     return set_layer, reads.transpose(1, 0, 2).tobytes()
+
+
+def block_diagonal(weights: np.ndarray, channels: int) -> np.ndarray:
+    """A grouped convolution's ``weights`` (filters, k_h, k_w, a group's channels) as those of one over ``channels``
+    (its groups'): filter o's over its group's (o // (filters / groups)), zeros over the others'; as they are where
+    they span ``channels`` already."""
+    filters, *kernel, group_channels = weights.shape
+    groups = channels // group_channels
+    if groups == 1:
+        return weights
+    whole = np.zeros((filters, *kernel, channels), dtype=weights.dtype)
+    for o in range(filters):
+        first = o // (filters // groups) * group_channels
+        whole[o, ..., first:first + group_channels] = weights[o]
+    return whole
 
 
 def weights_bytes(layer: EngineLayer, width: int) -> int:

@@ -116,7 +116,8 @@ from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDE
                     UNIT_CONTROL_FF, UNIT_CONTROL_LUT, VITIS_SOFTMAX_TABLE_BRAM18, EngineSize, Shape, accumulator_bits,
                     arena_words, bram18_blocks, buffer_bytes, buffer_lanes, copy_cycles, ddr_cycles_per_vector,
                     depthwise_on_engine,
-                    distributed_arithmetic_lut, element_bytes, engine_buffers, engine_cycles, engine_estimate,
+                    distributed_arithmetic_lut, element_bytes, engine_buffers, engine_cycles, engine_dense_groups,
+                    engine_estimate,
                     buffered_window, engine_row_values, engine_window, staging_cycles, stored_window,
                     engine_resources, engine_sizes, fifo_bram18, iterations, pipeline_cycles, strategy_for, streams,
                     valid_reuse_factors, weight_reads, XNOR_POPCOUNT)

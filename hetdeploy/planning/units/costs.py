@@ -648,18 +648,42 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     (``engine_cycles``), at least the DDR's time for its weights' words when that is longer than the loops that
     read them (``ddr_bytes_per_cycle`` through each of its weights port's bundles, a DDR port each). It reads and
     writes its buffers itself: no moves besides."""
-    channels, groups, _ = _window_channels(shape)
-    counted = engine_cycles(shape.n_in, shape.n_out, shape.vectors, width, shape.engine.lanes,
-                            vector=shape.engine.vector, channels=channels, groups=groups,
-                            port_words=shape.engine.port_words, row=_row_values(shape, width),
-                            pixels_at_once=shape.engine.pixels, buffer_window=shape.engine.window,
-                            residual=shape.residual, shared=shape.engine.shared)
+    counted = _engine_counted(shape, width, engine_dense_groups(shape, width))
     cycles = counted["cycles"]
     ddr = 0 if ddr_bytes_per_cycle is None else max(
         0, math.ceil(counted["weight_words"] * ARENA_WORD_BYTES / (ddr_bytes_per_cycle * shape.engine.bundles))
         - counted["weight_cycles"])
     return {"dsp": 0, "bram18": 0, "lut": 0, "ff": 0, "latency_cycles": cycles + ddr, "compute_cycles": cycles + ddr,
             "buffer_cycles": 0, "ddr_cycles": ddr}
+
+
+def engine_dense_groups(shape: Shape, width: int) -> bool:
+    """Whether a grouped convolution, not a depthwise one, runs on the engine as a convolution of one group, its
+    weights block-diagonal (each filter's window over every input channel, zeros past its group's): where that
+    counts fewer cycles (``engine_cycles``; the zeros' products are more, but whole tiles of whole words: a group
+    of channels or filters no whole word walks its window a value a cycle and writes its outputs into words it
+    shares) and its window fits the lanes' buffers."""
+    channels, groups, kernel_width = _window_channels(shape)
+    if groups == 1 or depthwise_on_engine(shape) or \
+            stored_window(shape.n_in * groups, engine_row_values(kernel_width, channels * groups, 1,
+                                                                 shape.column_dilation, width), width) \
+            > shape.engine.window:
+        return False
+    return _engine_counted(shape, width, True)["cycles"] < _engine_counted(shape, width, False)["cycles"]
+
+
+def _engine_counted(shape: Shape, width: int, dense_groups: bool) -> dict[str, int]:
+    """``engine_cycles`` of a unit on the engine of its shape's size, its groups run as one (``dense_groups``:
+    ``engine_dense_groups``) or each its own."""
+    channels, groups, kernel_width = _window_channels(shape)
+    window = shape.n_in
+    if dense_groups:
+        channels, window, groups = channels * groups, window * groups, 1
+    return engine_cycles(window, shape.n_out, shape.vectors, width, shape.engine.lanes, vector=shape.engine.vector,
+                         channels=channels, groups=groups, port_words=shape.engine.port_words,
+                         row=engine_row_values(kernel_width, channels, groups, shape.column_dilation, width),
+                         pixels_at_once=shape.engine.pixels, buffer_window=shape.engine.window,
+                         residual=shape.residual, shared=shape.engine.shared)
 
 
 def depthwise_on_engine(shape: Shape) -> bool:
