@@ -375,25 +375,29 @@ def test_a_residual_map_is_added_to_the_sums_bit_for_bit(tmp_path, kind, iw, ow,
     assert (list(alone) != list(exact) or outputs < 10 and below_half_step) and len(set(got)) > 3
 
 
-@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port, bundles",
-                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 2, 2),
-                          (8, 8, "ap_ufixed<8,3>", "ap_fixed<8,4>", 8, 8, 4, 1),
-                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 16, 1, 1)])
+@pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port, bundles, pixels",
+                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 2, 2, 1),
+                          (16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 2, 2, 2),
+                          (8, 8, "ap_ufixed<8,3>", "ap_fixed<8,4>", 8, 8, 4, 1, 2),
+                          (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 16, 1, 1, 1)])
 @pytest.mark.parametrize("geometry", [([7, 6], [4, 3], [2, 2], [1, 0], [1, 1]),  # strided, padded at the top
                                       ([6, 6], [6, 6], [1, 1], [2, 2], [2, 2])])  # dilated
 @pytest.mark.parametrize("staged", [False, True], ids=["on chip", "staged from DDR"])
 def test_a_depthwise_convolution_takes_a_lane_a_channel_bit_for_bit(tmp_path, iw, ow, in_type, out_type, vector,
-                                                                    uram_lanes, port, bundles, geometry, staged):
+                                                                    uram_lanes, port, bundles, pixels, geometry,
+                                                                    staged):
     """A depthwise 3 x 3 convolution of 48 channels (a tile of 32 and one of 16) on 32 lanes: each lane its own
-    channel, a word of inputs an iteration, the ReLU6 after it; its input on chip or staged from DDR; bit for bit
-    against the exact reference, in the cycles units.engine_cycles counts for it (a place's input words a pixel's
-    iterations, not a lane a group)."""
+    channel, a word of inputs an iteration (of each pixel of a pair, on an engine of two pixels at once: rows of 3
+    and of 6 pixels, each odd row's last alone), the ReLU6 after it; its input on chip or staged from DDR; bit for
+    bit against the exact reference, in the cycles units.engine_cycles counts for it (a place's input words a pixel's
+    or a pair's iterations, not a lane a group), at two pixels fewer than at one."""
     from hetdeploy.planning.units import engine_cycles, staging_cycles
 
     rng = np.random.default_rng(3)
     size, out, strides, pads, dilations = geometry
     layer = EngineLayer(48, size, 48, out, [3, 3], strides, pads, dilations, False, lanes=32, vector=vector,
-                        uram_lanes=uram_lanes, groups=48, port_words=port, bundles=bundles, clip=[0.0, 1.5])
+                        uram_lanes=uram_lanes, groups=48, port_words=port, bundles=bundles, pixels=pixels,
+                        clip=[0.0, 1.5])
     weights = rng.normal(0, 0.5, (48, 3, 3, 1))
     ww = 8 if iw == 8 else 16
     layer, region = quantized(layer, weights, rng.normal(0, 1, 48), ww, in_type, out_type)
@@ -407,8 +411,12 @@ def test_a_depthwise_convolution_takes_a_lane_a_channel_bit_for_bit(tmp_path, iw
         staging = staging_cycles(size, 48, [3, 3], strides, pads, dilations, out, iw, port // bundles,
                                  staged_first_word(region)) if staged else ()
         estimate = engine_cycles(9, 48, out[0] * out[1], iw, 32, vector=vector, channels=1, groups=48,
-                                 port_words=port, staging=staging, buffer_window=LARGEST_WINDOW)
+                                 port_words=port, staging=staging, buffer_window=LARGEST_WINDOW,
+                                 pixels_at_once=pixels)
         assert estimate["cycles"] == cycles
+        if pixels == 2:
+            assert cycles < engine_cycles(9, 48, out[0] * out[1], iw, 32, vector=vector, channels=1, groups=48,
+                                          port_words=port, staging=staging, buffer_window=LARGEST_WINDOW)["cycles"]
         # fewer than a lane a group would take (30 lanes, not whole words: each channel a tile of its own)
         assert cycles < engine_cycles(9, 48, out[0] * out[1], iw, 30, vector=vector, channels=1, groups=48,
                                       port_words=port)["cycles"]

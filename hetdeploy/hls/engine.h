@@ -550,14 +550,15 @@ void engine_row_accumulate(const word_t &fresh, const engine_layer &g, engine_ro
     w.held = fresh;
 }
 
-// One step of a depthwise tile (lane t: the tile's channel t, its own input channel): ``in_word``, the input word
-// ``word`` of the tile's channels at the walk's window place (zero in the padding), each of its IPW values multiplied
-// by its lane's weight at that place (entry ``entry``, its lane ``at_lane``) and added to that lane's sum: IPW
-// multipliers, each lane's weight chosen among the lanes the word's place k can be, and its sum among those.
-template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, typename entry_t, typename sum_t>
-void engine_depthwise_accumulate(const word_t &in_word, const engine_layer &g, int word, int entry, int at_lane,
-                                 const entry_t tile[][ENTRIES],
-                                 const entry_t paired[][2 * ENTRIES], sum_t sums[LANES]) {
+// One step of a depthwise tile (lane t: the tile's channel t, its own input channel) for P output pixels at once:
+// ``in_words[p]``, pixel p's input word ``word`` of the tile's channels at its walk's window place (zero in the
+// padding), each of its IPW values multiplied by its lane's weight at that place (entry ``entry``, its lane
+// ``at_lane``; read once for the P pixels) and added to that lane's sum of pixel p: P x IPW multipliers, each lane's
+// weight chosen among the lanes the word's place k can be, and its sum among those.
+template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, int P, typename entry_t, typename sum_t>
+void engine_depthwise_accumulate(const word_t in_words[P], const engine_layer &g, int word, int entry, int at_lane,
+                                 const entry_t tile[][ENTRIES], const entry_t paired[][2 * ENTRIES],
+                                 sum_t sums[][LANES]) {
 #pragma HLS INLINE
     typedef ap_uint<IW> raw_in_t;
     typedef ap_int<WW> weight_t;
@@ -566,18 +567,34 @@ void engine_depthwise_accumulate(const word_t &in_word, const engine_layer &g, i
     static const int IPW = lane<raw_in_t>::per_word, LB = 8 * lane<weight_t>::bytes;
     for (int k = 0; k < IPW; k++) {
 #pragma HLS UNROLL
-        const raw_in_t raw = lane_value<raw_in_t>(in_word, k);
-        product_t product = g.in_signed ? value_t(ap_int<IW>(raw)) : value_t(raw);
         weight_t weight = 0;
         for (int t = k; t < LANES; t += IPW) {
 #pragma HLS UNROLL
             const entry_t e = t < URAM_LANES ? paired[t / 2][t % 2 * ENTRIES + entry] : tile[t - URAM_LANES][entry];
             if (t / IPW == word) weight = e.range(LB * at_lane + WW - 1, LB * at_lane);
         }
-        product *= weight;
-        for (int t = k; t < LANES; t += IPW) {
+        for (int p = 0; p < P; p++) {
 #pragma HLS UNROLL
-            if (t / IPW == word) sums[t] += product;
+            const raw_in_t raw = lane_value<raw_in_t>(in_words[p], k);
+            product_t product = g.in_signed ? value_t(ap_int<IW>(raw)) : value_t(raw);
+            product *= weight;
+            for (int t = k; t < LANES; t += IPW) {
+#pragma HLS UNROLL
+                if (t / IPW == word) sums[p][t] += product;
+            }
+        }
+    }
+}
+
+// A depthwise walk's next window place's input word (``word`` of the tile's ``channel_words``), and that place's
+// weights' entry and lane in it (a place's weights the next lane of the entry, VEC an entry)
+template <int VEC> void engine_depthwise_next(int &word, int &entry, int &at_lane, int channel_words) {
+#pragma HLS INLINE
+    if (++word == channel_words) {
+        word = 0;
+        if (++at_lane == VEC) {
+            at_lane = 0;
+            entry++;
         }
     }
 }
@@ -706,13 +723,13 @@ inline int engine_resident(bool staged, bool shares, int entries, int filter_ent
 }
 
 // Whether a tile whose outputs are whole words (``words`` a pixel, ``written`` of them an iteration that reads
-// nothing) runs two output pixels at a time on an engine built for pairs: a layer walked a step a channel group or
-// along its rows (not a depthwise one) whose pair's loop, the window's steps then both pixels' words, is shorter
-// than two pixels' loops (each its steps, and its words past them ``written`` an iteration); always where a residual
-// is added (a pixel's words then all past its steps, which a pair shares)
-inline bool engine_pairs(bool depthwise, int steps, int words, int written, bool residual) {
+// nothing) runs two output pixels at a time on an engine built for pairs: a layer whose pair's loop, the window's
+// ``steps`` (a depthwise tile's: its places' input words) then both pixels' words, is shorter than two pixels' loops
+// (each its steps, and its words past them ``written`` an iteration); always where a residual is added (a pixel's
+// words then all past its steps, which a pair shares)
+inline bool engine_pairs(int steps, int words, int written, bool residual) {
 #pragma HLS INLINE
-    return !depthwise && (residual || steps * written > 2 * words);
+    return residual || steps * written > 2 * words;
 }
 
 // Whether a layer's pairs of output pixels read their windows once for all the tiles its buffers hold at once (on an
@@ -729,7 +746,7 @@ inline bool engine_shares_windows(bool pairs, bool aligned, bool depthwise, bool
                                   int steps, int words, int written, bool residual) {
 #pragma HLS INLINE
     return pairs && aligned && !depthwise && !rows && groups == 1 && whole_steps && steps >= ENGINE_MAC_DEPTH &&
-           steps <= ENGINE_SHARED_STEPS && (written == 2 || engine_pairs(false, steps, words, written, residual));
+           steps <= ENGINE_SHARED_STEPS && (written == 2 || engine_pairs(steps, words, written, residual));
 }
 
 // A pair's iterations in a phase of a loop that shares its windows among ``held`` tiles (its first tile's: the
@@ -1271,13 +1288,20 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                 engine_row_walk row_walk;
                 engine_start_walks(g, output, channel0, staged, ring, slot_elements, walk, row_walk);
                 const int words = filters / L, channel_words = filters / IPW;
-                if (aligned && PIXELS == 2 && engine_pairs(depthwise, steps, words, written, added)) {
+                // a pixel's window's iterations (a depthwise tile's: its window places' input words of its channels,
+                // place after place) and, for a depthwise walk, the element's move after a place's
+                const int pixel_steps = depthwise ? channel_words * g.k_h * g.k_w : steps;
+                const int column_step_dw = g.d_w * g.in_c - filters;
+                // a depthwise step's input word of its place, and that place's weights' entry and lane in it
+                int word = 0, entry = 0, at_lane = 0;
+                if (aligned && PIXELS == 2 && engine_pairs(pixel_steps, words, written, added)) {
                     // two output pixels at a time: a pixel (``output``) and the one after it in the pass
                     // (``second``; none past the pass's last), each weight entry read once for both; a pair's loop
                     // of ``pair_span`` iterations: its window's steps, one input word of each pixel read an
                     // iteration, then its 2 x words output words written, the first pixel's then the second's,
                     // ``written`` an iteration (an iteration reads a memory twice or writes it twice: its two ports)
-                    const int pair_span = steps + (2 * words + written - 1) / written, pairs = (row_pixels + 1) / 2;
+                    const int pair_span = pixel_steps + (2 * words + written - 1) / written;
+                    const int pairs = (row_pixels + 1) / 2;
                     engine_pixel second;
                     engine_walk second_walk;
                     engine_row_walk second_row_walk;
@@ -1297,13 +1321,22 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                                 sums[PIXELS - 1][lane_t] = bias[lane_t];
                             }
                         }
-                        if (j < steps) {  // a step of both windows: a read of each pixel's input word
+                        if (j < pixel_steps) {  // a step of both windows: a read of each pixel's input word
                             const word_t first_word = engine_window_word<IW, VEC, MEMORIES, DDR>(
                                 m0, m1, m2, m3, input, g, rows, walk, row_walk, input_elements);
                             const word_t second_word = has_second ? engine_window_word<IW, VEC, MEMORIES, DDR>(
                                 m0, m1, m2, m3, input, g, rows, second_walk, second_row_walk, input_elements)
                                                                   : word_t(0);
-                            if (rows) {  // walked along their rows: values past a row's first iteration
+                            if (depthwise) {  // each pixel's word of the place, by the place's weights
+                                word_t in_words[PIXELS];  // (an engine of one pixel never runs pairs)
+                                in_words[PIXELS - 1] = second_word;
+                                in_words[0] = first_word;
+                                engine_depthwise_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES, PIXELS>(
+                                    in_words, g, word, slot + entry, at_lane, tile, paired, sums);
+                                walk.next(g, filters, IPW, IPW, output.column0, column_step_dw, row_step);
+                                second_walk.next(g, filters, IPW, IPW, second.column0, column_step_dw, row_step);
+                                engine_depthwise_next<VEC>(word, entry, at_lane, channel_words);
+                            } else if (rows) {  // walked along their rows: values past a row's first iteration
                                 ap_int<IW + 1> value[PIXELS][VEC];
 #pragma HLS ARRAY_PARTITION variable=value complete dim=0
                                 engine_row_step_values<IW, VEC>(first_word, g, row_walk, value[0]);
@@ -1323,9 +1356,9 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                         } else if (added) {  // a word of the pair's outputs, its residual's word read for it
                             engine_pair_word<OW, MEMORIES, -1, true, PIXELS, LANES>(m0, m1, m2, m3, target, residual,
                                                                                    output, second, has_second, sums,
-                                                                                   j - steps, words, g, out);
+                                                                                   j - pixel_steps, words, g, out);
                         } else {  // ``written`` words of the pair's outputs, the second never to DDR
-                            const int q = (j - steps) * written;
+                            const int q = (j - pixel_steps) * written;
                             engine_pair_word<OW, MEMORIES, -1, false, PIXELS, LANES>(m0, m1, m2, m3, target, residual,
                                                                                     output, second, has_second, sums,
                                                                                     q, words, g, out);
@@ -1335,7 +1368,7 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                                     g, out);
                         }
                         if (++j == pair_span) {
-                            j = 0;
+                            j = word = entry = at_lane = 0;
                             pixel += 2;
                             output.next(g);
                             if (has_second) output.next(g);
@@ -1352,15 +1385,12 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                     // other words ``written`` an iteration; the pass's last pixel's after the loop. Where a residual
                     // is added, none during the steps (an iteration there reads the input: its residual word's read
                     // could meet both in one memory)
-                    const int pixel_steps = depthwise ? channel_words * g.k_h * g.k_w : steps;
                     const int overlap = added ? 0 : pixel_steps < words ? pixel_steps : words;
                     const int span = pixel_steps + (words - overlap + written - 1) / written;
-                    const int column_step_dw = g.d_w * g.in_c - filters;  // a depthwise walk's, after a place's
                     sum_t done[LANES];
 #pragma HLS ARRAY_PARTITION variable=done complete
-                    // the pixel's iteration; a depthwise step's input word of its place, and that place's weights'
-                    // entry and lane in it; the first word of the previous pixel's outputs
-                    int j = 0, word = 0, entry = 0, at_lane = 0, done_word = 0;
+                    // the pixel's iteration; the first word of the previous pixel's outputs
+                    int j = 0, done_word = 0;
                     bool previous = false;  // a pixel before this one in the pass, its sums in done
                     HETDEPLOY_COUNTED(long long iterations = 0);
                 overlapped:
@@ -1378,17 +1408,11 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                             const word_t in_word = engine_window_word<IW, VEC, MEMORIES, DDR>(
                                 m0, m1, m2, m3, input, g, rows, walk, row_walk, input_elements);
                             if (depthwise) {
-                                engine_depthwise_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
-                                    in_word, g, word, slot + entry, at_lane, tile, paired, sums[0]);
+                                const word_t in_words[1] = {in_word};
+                                engine_depthwise_accumulate<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES, 1>(
+                                    in_words, g, word, slot + entry, at_lane, tile, paired, sums);
                                 walk.next(g, filters, IPW, IPW, output.column0, column_step_dw, row_step);
-                                // the next window place: its weights the next in the entry
-                                if (++word == channel_words) {
-                                    word = 0;
-                                    if (++at_lane == VEC) {
-                                        at_lane = 0;
-                                        entry++;
-                                    }
-                                }
+                                engine_depthwise_next<VEC>(word, entry, at_lane, channel_words);
                             } else {
                                 engine_window_step<IW, WW, LANES, URAM_LANES, VEC, WINDOW_ENTRIES>(
                                     in_word, g, rows, strides, output.column0, slot, walk, row_walk, tile, paired,

@@ -317,13 +317,12 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     a ``residual``). Where every tile's outputs are whole words (the lanes and a group's filters multiples of a
     word's outputs) one loop a pixel of a window's iterations, the previous pixel's words written during it a word
     each (none where a residual is added), then its words past them, then the pass's last pixel's words, or, on an
-    engine of two pixels at once (``pixels_at_once``) where that is shorter and the layer is no depthwise one
-    (``engine_pairs``), one loop of a window's iterations and both pixels' words a pair of pixels (the pass's last
+    engine of two pixels at once (``pixels_at_once``) where that is shorter (``engine_pairs``), one loop of a window's iterations and both pixels' words a pair of pixels (the pass's last
     alone where its pixels are odd); else per pixel a cycle, the window, then the words its outputs lie in, one an
     iteration (two cycles each where a residual's word is read beside the shared word). A depthwise convolution (a
     group a channel) whose channels and lanes are whole words: ``lanes`` channels a tile, a lane each, a pixel's
-    window place after place, each place's input words of the tile one an iteration, its output words written
-    during the next pixel's, as above. Where a pair's windows are shared among the group's tiles
+    window place after place, each place's input words of the tile one an iteration (of both pixels of a pair),
+    its output words written as above. Where a pair's windows are shared among the group's tiles
     (``engine_shares_windows``): each pass, the tiles' biases, then one loop of its pairs, each the first tile's
     steps, then each other tile's, as long as the tile before's words where they are more, then the last tile's words.
     The pixels in one pass; or, where its input is staged from DDR (``staging``: each output row's staging cycles,
@@ -379,12 +378,12 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
             weight_words += len(passes) * reads * port_words
             weight_cycles += len(passes) * reads
             outputs = tile // per_word  # (where they are whole words)
-            if (depthwise or aligned) and pixels_at_once == 2 and engine_pairs(depthwise, steps, outputs, written,
+            pixel_steps = window * tile // per_word if depthwise else steps  # (a depthwise tile's places' words)
+            if (depthwise or aligned) and pixels_at_once == 2 and engine_pairs(pixel_steps, outputs, written,
                                                                                 residual):
-                cycles += len(passes) * _loop(-(-pass_pixels // 2) * (steps + -(-2 * outputs // written)),
+                cycles += len(passes) * _loop(-(-pass_pixels // 2) * (pixel_steps + -(-2 * outputs // written)),
                                               ENGINE_MAC_DEPTH)
             elif depthwise or aligned:
-                pixel_steps = window * tile // per_word if depthwise else steps
                 overlap = 0 if residual else min(outputs, pixel_steps)  # the words written during the next window
                 span = pixel_steps + -(-(outputs - overlap) // written)
                 cycles += len(passes) * (_loop(pass_pixels * span, ENGINE_MAC_DEPTH)
@@ -446,15 +445,15 @@ def engine_shares_windows(pairs: bool, aligned: bool, depthwise: bool, rows: boo
     (``engine_pairs``) or whose words are written two an iteration (then never slower than the tiles' own loops)."""
     return pairs and aligned and not depthwise and not rows and groups == 1 and whole_steps and \
         ENGINE_MAC_DEPTH <= steps <= ENGINE_SHARED_STEPS and \
-        (written == 2 or engine_pairs(False, steps, words, written, residual))
+        (written == 2 or engine_pairs(steps, words, written, residual))
 
 
-def engine_pairs(depthwise: bool, steps: int, words: int, written: int, residual: bool = False) -> bool:
+def engine_pairs(steps: int, words: int, written: int, residual: bool = False) -> bool:
     """hls/engine.h's engine_pairs: whether a tile of whole output words (``words`` a pixel, ``written`` an iteration
-    that reads nothing) runs two pixels at a time on an engine built for pairs: walked a step a channel group or along
-    its rows (not a depthwise one), its pair's loop (its window's ``steps``, then both pixels' words) shorter than
-    two pixels' loops; always where a ``residual`` is added (a pixel's words then all past its steps)."""
-    return not depthwise and (residual or steps * written > 2 * words)
+    that reads nothing) runs two pixels at a time on an engine built for pairs: its pair's loop (its window's
+    ``steps``, a depthwise tile's its places' input words, then both pixels' words) shorter than two pixels' loops;
+    always where a ``residual`` is added (a pixel's words then all past its steps)."""
+    return residual or steps * written > 2 * words
 
 
 def staging_cycles(input_map: Sequence[int], channels: int, kernel: Sequence[int], strides: Sequence[int],
@@ -699,11 +698,13 @@ def engine_resources(window: int, width: int, size: EngineSize, depthwise: bool 
     fewer, engine.h's ENGINE_PACKED) and the control's, the lanes' weight
     buffers (``engine_buffers``), each lane's sum and the control in LUT and FF (hetdeploy's model, see
     ENGINE_SHARES); ``depthwise``: one of its layers a depthwise convolution, its loop too (a word's values of
-    multipliers, ENGINE_DEPTHWISE_LANE_LUT a lane). At two output pixels at once, each lane's multipliers and sum
+    multipliers a pixel at once, ENGINE_DEPTHWISE_LANE_LUT a lane). At two output pixels at once, each lane's
+    multipliers and sum
     twice."""
     products = size.lanes * size.vector * size.pixels
     packed = _engine_products_a_dsp(width) == 2 and size.lanes % 2 == 0
-    depthwise_dsp = ARENA_WORD_BYTES // element_bytes(width) * dsps_a_product(width) if depthwise else 0
+    depthwise_dsp = ARENA_WORD_BYTES // element_bytes(width) * dsps_a_product(width) * size.pixels \
+        if depthwise else 0
     shares = size.shared and size.pixels == 2  # its pairs' windows shared (engine_shares_windows): biases, sums
     lane_lut = ENGINE_LANE_LUT * size.pixels + (ENGINE_DEPTHWISE_LANE_LUT if depthwise else 0) \
         + (ENGINE_BIAS_SLOTS_LUT if shares else 0)
