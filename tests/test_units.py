@@ -650,7 +650,8 @@ def test_the_engine_takes_its_units_one_window_value_a_cycle_per_tile_of_lanes()
 def test_a_grouped_convolution_runs_on_the_engine_as_one_group_where_that_counts_fewer_cycles():
     """ShuffleNet's 1 x 1 convolution of 4 groups of 34 channels and filters (no whole word of 8-bit values: each
     group walked a value a cycle, its outputs written into shared words) runs as one group of block-diagonal weights
-    (``engine_dense_groups``), its estimate that one's; a convolution of 2 groups of whole words (AlexNet's) stays
+    (``engine_dense_groups``), its estimate that one's, but where the DDR delivers its block-diagonal weights (four
+    times the bytes) too slowly; a convolution of 2 groups of whole words (AlexNet's) stays
     grouped (as one it would compute twice the products); and none runs as one whose window the lanes' buffers do
     not hold."""
     from hetdeploy.planning.units import EngineSize, engine_cycles, engine_dense_groups, engine_estimate
@@ -663,14 +664,16 @@ def test_a_grouped_convolution_runs_on_the_engine_as_one_group_where_that_counts
 
     size = EngineSize(64, 0, 8, port_words=2, pixels=2, window=512)
     shuffle = grouped(136, 136, 4, size)
-    assert engine_dense_groups(shuffle, 8)
+    assert engine_dense_groups(shuffle, 8, 16.0)
+    assert not engine_dense_groups(shuffle, 8, 0.25)  # its four times the weights' bytes at a quarter byte a cycle
     as_one = engine_cycles(136, 136, 196, 8, 64, vector=8, channels=136, port_words=2, pixels_at_once=2,
                            buffer_window=512)["cycles"]
-    assert engine_estimate(shuffle, 8, None)["latency_cycles"] == as_one
+    assert engine_estimate(shuffle, 8, 16.0)["latency_cycles"] == as_one
     assert as_one < engine_cycles(34, 136, 196, 8, 64, vector=8, channels=34, groups=4, port_words=2,
                                   pixels_at_once=2, buffer_window=512)["cycles"]
-    assert not engine_dense_groups(grouped(96, 128, 2, size), 8)  # 48 channels and 64 filters a group
-    assert not engine_dense_groups(dataclasses.replace(shuffle, engine=dataclasses.replace(size, window=128)), 8)
+    assert not engine_dense_groups(grouped(96, 128, 2, size), 8, 16.0)  # 48 channels and 64 filters a group
+    assert not engine_dense_groups(dataclasses.replace(shuffle, engine=dataclasses.replace(size, window=128)), 8,
+                                   16.0)
 
 
 def test_what_hls4ml_computes_combinationally_takes_no_cycle():

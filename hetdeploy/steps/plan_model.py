@@ -577,7 +577,8 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     foldable=units.kind_of(shape).foldable, inputs=unit.inputs, band=None if on_engine else band,
                     outputs=[unit.output],
                     engine=engine_layer(main, loaded.graph.nodes[unit.nodes[-1]], shape.engine, shape.residual,
-                                        units.engine_dense_groups(shape, width)) if on_engine else None))
+                                        units.engine_dense_groups(shape, width, units.ddr_bytes_per_cycle(device)))
+                    if on_engine else None))
             sub.resources = _unit_totals(sub)
             sub.budget = budget
         if not subs:

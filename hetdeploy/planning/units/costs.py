@@ -646,8 +646,16 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     (nothing: the engine's resources are ``engine_resources``, once for all its units), and its cycles
     (``engine_cycles``), at least the DDR's time for its weights' words when that is longer than the loops that
     read them (``ddr_bytes_per_cycle`` through each of its weights port's bundles, a DDR port each). It reads and
-    writes its buffers itself: no moves besides."""
-    counted = _engine_counted(shape, width, engine_dense_groups(shape, width))
+    writes its buffers itself: no moves besides. A grouped convolution runs as one group where that is faster
+    (``engine_dense_groups``)."""
+    return _engine_estimate(shape, width, ddr_bytes_per_cycle,
+                            engine_dense_groups(shape, width, ddr_bytes_per_cycle))
+
+
+def _engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float],
+                     dense_groups: bool) -> dict[str, int]:
+    """``engine_estimate``, a grouped convolution's groups run as one (``dense_groups``) or each its own."""
+    counted = _engine_counted(shape, width, dense_groups)
     cycles = counted["cycles"]
     ddr = 0 if ddr_bytes_per_cycle is None else max(
         0, math.ceil(counted["weight_words"] * ARENA_WORD_BYTES / (ddr_bytes_per_cycle * shape.engine.bundles))
@@ -656,19 +664,21 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
             "buffer_cycles": 0, "ddr_cycles": ddr}
 
 
-def engine_dense_groups(shape: Shape, width: int) -> bool:
+def engine_dense_groups(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float]) -> bool:
     """Whether a grouped convolution, not a depthwise one, runs on the engine as a convolution of one group, its
     weights block-diagonal (each filter's window over every input channel, zeros past its group's): where that
-    counts fewer cycles (``engine_cycles``; the zeros' products are more, but whole tiles of whole words: a group
-    of channels or filters no whole word walks its window a value a cycle and writes its outputs into words it
-    shares) and its window fits the lanes' buffers."""
+    takes fewer cycles (``engine_estimate``'s, its weights read from DDR at ``ddr_bytes_per_cycle``; the zeros'
+    products and weights are more, but whole tiles of whole words: a group of channels or filters no whole word
+    walks its window a value a cycle and writes its outputs into words it shares) and its window fits the lanes'
+    buffers."""
     channels, groups, kernel_width = _window_channels(shape)
     if groups == 1 or depthwise_on_engine(shape) or \
             stored_window(shape.n_in * groups, engine_row_values(kernel_width, channels * groups, 1,
                                                                  shape.column_dilation, width), width) \
             > shape.engine.window:
         return False
-    return _engine_counted(shape, width, True)["cycles"] < _engine_counted(shape, width, False)["cycles"]
+    return _engine_estimate(shape, width, ddr_bytes_per_cycle, True)["latency_cycles"] < \
+        _engine_estimate(shape, width, ddr_bytes_per_cycle, False)["latency_cycles"]
 
 
 def _engine_counted(shape: Shape, width: int, dense_groups: bool) -> dict[str, int]:
