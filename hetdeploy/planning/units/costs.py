@@ -709,8 +709,7 @@ def engine_resources(window: int, width: int, size: EngineSize, depthwise: bool 
     buffers (``engine_buffers``), each lane's sum and the control in LUT and FF (hetdeploy's model, see
     ENGINE_SHARES); ``depthwise``: one of its layers a depthwise convolution, its loop too (a word's values of
     multipliers a pixel at once, ENGINE_DEPTHWISE_LANE_LUT a lane). At two output pixels at once, each lane's
-    multipliers and sum
-    twice."""
+    multipliers and sum twice."""
     products = size.lanes * size.vector * size.pixels
     packed = _engine_products_a_dsp(width) == 2 and size.lanes % 2 == 0
     depthwise_dsp = ARENA_WORD_BYTES // element_bytes(width) * dsps_a_product(width) * size.pixels \
