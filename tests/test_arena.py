@@ -404,6 +404,78 @@ def test_the_tops_lrn_matches_onnxruntime(tmp_path):
                                                                                    np.abs(got - want).max())
 
 
+QUANT_PROGRAM = r"""
+#include <cstdio>
+#include "arena.h"
+
+typedef %(a)s in_t;
+typedef %(t)s out_t;
+static hetdeploy::word_t source[4096], target[4096];
+
+int main() {
+    static const double x[] = {%(values)s};
+    const int n = sizeof(x) / sizeof(x[0]);
+    for (int i = 0; i < n; i++) hetdeploy::set_lane<in_t>(source[i / hetdeploy::lane<in_t>::per_word],
+                                                          i %% hetdeploy::lane<in_t>::per_word, in_t(x[i]));
+    %(call)s
+    for (int i = 0; i < n; i++) std::printf("%%.17g\n", hetdeploy::read<out_t>(target, i).to_double());
+}
+"""
+
+
+# (quantizer, input type, output type): onnxruntime's QDQ activations (uint8, a zero point), a signed 4-bit one
+# (narrow), one rounding down, and a power-of-two scale whose ties the input type holds exactly (to even)
+QUANT_CASES = [
+    ((0.010515524074435234, 0, 8, False, False, "ROUND"), "ap_fixed<16,3>", "ap_fixed<16,3,AP_RND,AP_SAT>"),
+    ((0.037230949848890305, 123, 8, False, False, "ROUND"), "ap_fixed<16,4>", "ap_fixed<16,5,AP_RND,AP_SAT>"),
+    ((0.3, -2, 4, True, True, "ROUND"), "ap_fixed<16,5>", "ap_fixed<16,4,AP_RND,AP_SAT>"),
+    ((0.07, 3, 6, True, False, "FLOOR"), "ap_fixed<8,3>", "ap_fixed<12,4,AP_RND,AP_SAT>"),
+    ((0.25, 0, 4, True, False, "ROUND"), "ap_fixed<12,4>", "ap_fixed<12,4,AP_RND,AP_SAT>"),
+]
+
+
+@pytest.mark.parametrize("quant, a, t", QUANT_CASES)
+def test_the_tops_quantizer_is_qonnxs_quant(tmp_path, quant, a, t):
+    """arena.h's quantize as a build's top calls it (top_kinds.QUANTIZE's line, the unit's Quantizer as generate
+    makes it from the node) against qonnx's own Quant (float64) on the values the input type holds, each output as
+    the output type rounds it: equal, value for value; the codes clamped at both ends, and, at a power-of-two scale,
+    ties rounded to even (2.5 steps -> 2, 3.5 -> 4)."""
+    from types import SimpleNamespace
+
+    from qonnx.custom_op.general.quant import quant as qonnx_quant
+
+    from hetdeploy.core.precision import CppFixed
+    from hetdeploy.fpga.top_kinds import QUANTIZE
+
+    (scale, zero_point, bits, signed, narrow, rounding) = quant
+    fa, ft = CppFixed.parse(a), CppFixed.parse(t)
+    rng = np.random.default_rng(13)
+    top = (2 ** (bits - 1) if signed else 2 ** bits) * scale
+    values = fa.quantize(np.concatenate([rng.uniform(-1.5 * top, 1.5 * top, 400), [2.5 * scale, 3.5 * scale,
+                                                                                   -2.5 * scale]]))
+    node = SimpleNamespace(name="q", op="Quant", scalars={1: scale, 2: float(zero_point), 3: float(bits)},
+                           attrs={"signed": int(signed), "narrow": int(narrow), "rounding_mode": rounding})
+    unit = SimpleNamespace(name="q", inputs=["x"], outputs=["y"], quantizer=None, reuse_factor=2, elementwise=[])
+    source = SimpleNamespace(nodes=[node], size_inputs=lambda u: None, size=lambda *args: None, envs=None)
+    QUANTIZE.generate(unit, source)
+    buffers = SimpleNamespace(types={"x": "in_t", "y": "out_t"}, shapes={"y": [values.size]},
+                              at=lambda name: {"x": "source", "y": "target"}[name])
+    (tmp_path / "quant.cpp").write_text(QUANT_PROGRAM % dict(a=a, t=t, values=", ".join(map(repr, values.tolist())),
+                                                             call=QUANTIZE.run(unit, buffers).strip()))
+    binary = tmp_path / "quant"
+    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
+                    str(tmp_path / "quant.cpp")], check=True, capture_output=True)
+    got = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
+                   dtype=np.float64)
+    want = ft.quantize(qonnx_quant(values, np.float64(scale), np.float64(zero_point), np.float64(bits), signed, narrow,
+                                   rounding))
+    assert got.tolist() == want.tolist()
+    codes = np.round(want / scale).astype(int) + zero_point
+    assert {codes.min(), codes.max()} == {unit.quantizer.least, unit.quantizer.most}  # clamped at both ends
+    if scale == 0.25:  # exact ties: to even
+        assert got[-3:].tolist() == [0.5, 1.0, -0.5]
+
+
 CODES_PROGRAM = r"""
 #include <cstdio>
 #include "arena.h"

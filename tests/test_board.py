@@ -118,6 +118,24 @@ def test_a_node_goes_to_the_first_pe_that_runs_it_within_the_pes_limits():
     assert fpga.why_not(with_indices) == "2 outputs: an FPGA unit writes one"
 
 
+def test_a_quant_of_one_scale_and_an_integer_zero_point_over_a_map_goes_to_the_tops_quantizer():
+    """onnxruntime's activation quantizer (a float scale, a zero point) over a map: the top's quant PE; one whose zero
+    point is no integer (integer_constants), one of a scale per channel (scalar_constants) or one over a flat vector
+    (spatial_dims): hls4ml's elementwise PE."""
+    fpga = load_board("kv260").device("fpga")
+
+    def quant(scale=0.0105, zero_point=3.0, shape=(1, 8, 4, 4)):
+        shapes = {1: [] if isinstance(scale, float) else [8], 2: [], 3: []}
+        scalars = {k: v for k, v in ((1, scale), (2, zero_point), (3, 8.0)) if isinstance(v, float)}
+        return Node("q", "Quant", ["x"], ["y"], input_shapes=[list(shape)], output_shapes=[list(shape)],
+                    constants={1: "s", 2: "z", 3: "b"}, constant_shapes=shapes, scalars=scalars)
+
+    assert fpga.pe_for(quant()) == "quant" and fpga.pes["quant"].engine == "top"
+    assert fpga.pe_for(quant(zero_point=2.5)) == "elementwise"
+    assert fpga.pe_for(quant(scale=[0.01] * 8)) == "elementwise"
+    assert fpga.pe_for(quant(shape=(1, 8))) == "elementwise"
+
+
 def test_a_selu_of_other_constants_than_onnxs_defaults_stays_off_the_fpga():
     """hls4ml's ONNX front end drops Selu's alpha and gamma and computes ONNX's defaults: onnx's test_selu (alpha 2,
     gamma 3) built for the FPGA C-simulated 5.9 off (benchmarks/onnx_node_models.py --build). Every shipped FPGA

@@ -371,6 +371,11 @@ def test_a_layer_before_a_quantizer_no_fixed_point_type_gives_exactly_may_run_on
     result = plan(path, "kv260").plan
     strategies = [u.strategy for s in result.subfunctions if s.kind == "fpga" for u in s.execution_units]
     assert "Engine" in strategies
+    # the quantizers after the engine's layers: the top's (one scale, one zero point, a word a cycle), not hls4ml's
+    fpga = [u for s in result.subfunctions if s.kind == "fpga" for u in s.execution_units]
+    after_engine = [fpga[k + 1] for k, u in enumerate(fpga[:-1]) if u.strategy == "Engine"
+                    and fpga[k + 1].nodes[0] in {n.name for n in quantizers}]
+    assert after_engine and {u.pe for u in after_engine} == {"quant"}
 
 
 @pytest.mark.slow
@@ -388,6 +393,9 @@ def test_a_quantized_cnn_with_engine_units_answers_as_onnxruntime(quantized_mbv2
                    progress=lambda message: None)
     engine = [u for s in result.subfunctions for u in s.execution_units if u.strategy == "Engine"]
     assert engine and all(u.verification.passed for u in engine)
+    # the top's quantizers (arena.h's quantize) each within tolerance of qonnx's on the unit's inputs
+    quant = [u for s in result.subfunctions for u in s.execution_units if u.pe == "quant"]
+    assert quant and all(u.quantizer is not None and u.verification.passed for u in quant)
     emulated = emulate(out, str(tmp_path / "check.npy"))
     assert emulated.comparison.passed, emulated.table()
     got = emulated.comparison.outputs["y"]
@@ -508,7 +516,8 @@ def test_a_quantizer_only_qonnx_runs_is_refused_on_the_cpu_at_build(tmp_path, ca
 
 def test_a_target_rate_folds_the_tfc_export_to_the_fewest_resources_that_reach_it(capsys, tmp_path):
     """FINN's target_fps on the Brevitas TFC-like export: 150,000 samples/s of batches of 1000 on the
-    PYNQ-Z2 with no DSP and under 2x the 2,190 LUT finn-plus estimates for it; without a target the
+    PYNQ-Z2 with no DSP but the input quantizer's (the top's: its two products by constants, its scale no power of
+    two, on two DSPs each) and under 2x the 2,190 LUT finn-plus estimates for it; without a target the
     units of a sequential top fold to the least latency the chip holds (many more LUT). A config file's
     target_rate too."""
     import json
@@ -520,7 +529,9 @@ def test_a_target_rate_folds_the_tfc_export_to_the_fewest_resources_that_reach_i
     assert main(["plan", *common, "--target-rate", "150000"]) == 0
     plan = json.loads(capsys.readouterr().out)
     used = plan["fpga_resources"]["fpga"]["used"]
-    assert plan["estimate"]["throughput_per_s"] >= 150_000 and used["dsp"] == 0 and used["lut"] <= 4_400
+    assert plan["estimate"]["throughput_per_s"] >= 150_000 and used["dsp"] == 4 and used["lut"] <= 4_400
+    units = [u for s in plan["subfunctions"] for u in s["execution_units"]]
+    assert [u["estimate"]["dsp"] for u in units if u["pe"] == "quant"] == [4]
     assert all(u["rate_per_s"] >= 150_000 for s in plan["subfunctions"] for u in s["execution_units"])
     assert main(["plan", *common, "--top", "sequential"]) == 0  # as a dataflow they fold balanced instead
     fastest = json.loads(capsys.readouterr().out)

@@ -48,8 +48,9 @@ RELAYOUT_OPS = ("Flatten", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Dept
 TOP_WINDOW_OPS = ("MaxPool", "AveragePool", "GlobalAveragePool")
 # Ops the top computes itself over whole buffers (arena.h's add, concat and affine): a residual Add and a
 # BatchNormalization not folded into a layer before it, each with a ReLU after it fused (TOP_FUSED_OPS); a Concat
-# along the channels; a local response normalization across the channels (arena.h's lrn)
-TOP_ELEMENTWISE_OPS = ("Add", "Concat", "BatchNormalization", "LRN")
+# along the channels; a local response normalization across the channels (arena.h's lrn); a Quant of one scale and
+# one integer zero point (arena.h's quantize)
+TOP_ELEMENTWISE_OPS = ("Add", "Concat", "BatchNormalization", "LRN", "Quant")
 TOP_FUSING_OPS = ("Add", "BatchNormalization")  # those of them the top fuses a ReLU after
 TOP_FUSED_OPS = ("Relu",)
 
@@ -256,6 +257,10 @@ def _limit_violation(limits: dict, node: Node) -> Optional[str]:
             several = [i for i in allowed if i in node.constant_shapes and i not in node.scalars]
             if several:
                 return f"input {several[0]} holds {node.constant_shapes[several[0]]} values, not one (per tensor)"
+        if key == "integer_constants":
+            fractional = [i for i in allowed if i in node.scalars and node.scalars[i] != round(node.scalars[i])]
+            if fractional:
+                return f"input {fractional[0]} is {node.scalars[fractional[0]]:g}, not an integer"
         if key == "channel_constants":
             for k in allowed:
                 const = node.constant_shapes.get(k)
@@ -374,6 +379,7 @@ _LIMITS = {
     "padding_counted": (False, _BOOL),
     "finite_attributes": (False, _BOOL),
     "scalar_constants": (False, _indices("a list of input indices")),
+    "integer_constants": (False, _indices("a list of input indices")),
     "channel_constants": (False, _indices("a list of input indices")),
     "constant_range": (False, _is(dict, "a mapping of input index to [lowest, highest], two numbers in order",
                                   lambda v: all(str(k).isdigit() and isinstance(r, list) and len(r) == 2

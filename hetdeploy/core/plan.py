@@ -325,6 +325,19 @@ class LocalResponse:
 
 
 @dataclass
+class Quantizer:
+    """A QONNX Quant the subfunction's top computes itself (arena.h's quantize; onnxruntime's QuantizeLinear and
+    DequantizeLinear pairs as intake reads them): its scale and zero point (one each), the least and the most of its
+    codes, and whether it rounds down (FLOOR) rather than to the nearest, ties to even (ROUND)."""
+
+    scale: float
+    zero_point: int
+    least: int
+    most: int
+    floor: bool = False
+
+
+@dataclass
 class EngineLayer:
     """A convolution or dense unit the subfunction's layer-sequential engine runs (hls/engine.h: one array of
     ``lanes`` multiply-accumulators the top calls once per such unit): its shape over channels-last buffers (a
@@ -468,12 +481,13 @@ class ExecutionUnit:
     # position), a C++ header relative to the subfunction's HLS project
     index_table: str = ""
     window: Optional[Window] = None  # a window op the top reduces (a MaxPool, an AveragePool, ...): its geometry
-    # ops the top computes itself over whole buffers (arena.h's add, concat, affine, lrn): ["Add"], ["Add", "Relu"],
-    # ["Concat"], ["BatchNormalization"], ["BatchNormalization", "Relu"], ["LRN"]
+    # ops the top computes itself over whole buffers (arena.h's add, concat, affine, lrn, quantize): ["Add"],
+    # ["Add", "Relu"], ["Concat"], ["BatchNormalization"], ["BatchNormalization", "Relu"], ["LRN"], ["Quant"]
     elementwise: list[str] = field(default_factory=list)
     # a BatchNormalization's: the C++ header of its per-channel scale and shift, relative to the HLS project
     affine: str = ""
     local_response: Optional[LocalResponse] = None  # an LRN the top computes: its attributes
+    quantizer: Optional[Quantizer] = None  # a Quant the top computes: its parameters
     band: Optional[Band] = None  # run band by band, through two band buffers (``band_buffers``)
     engine: Optional[EngineLayer] = None  # run on the subfunction's engine (strategy "engine")
     verification: Optional[Verification] = None

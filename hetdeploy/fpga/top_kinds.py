@@ -26,7 +26,7 @@ from onnx import helper, numpy_helper
 from ..core.board import TOP_WINDOW_OPS
 from ..core.board_runtime import channels_first, channels_last, stored_shape
 from ..core.graph import Node
-from ..core.plan import ExecutionUnit, LocalResponse as LocalResponseAttributes, UnitHls, WeightPort, \
+from ..core.plan import ExecutionUnit, LocalResponse as LocalResponseAttributes, Quantizer, UnitHls, WeightPort, \
     Window as WindowGeometry
 from ..core.precision import CppFixed, weight_fixed
 from ..intake.ort_adapter import OrtModel
@@ -407,6 +407,49 @@ class LocalResponse(_Computed):
                     beta=repr(float(lrn.beta)), bias=repr(float(lrn.bias)))
 
 
+class Quantize(_Computed):
+    """A Quant of one scale and one zero point (an integer), rounding to the nearest or down: its 1 / scale and its
+    scale as fixed-point constants of QUANT_CONSTANT_BITS bits, rounded to the nearest (exact where the scale is a
+    power of two: then the product by its inverse is a shift)."""
+
+    name = "quant"
+    ops = ("Quant",)
+
+    def generate(self, unit, source):
+        super().generate(unit, source)
+        node = source.nodes[0]
+        scale, zero_point, bits = (node.scalars[k] for k in (1, 2, 3))  # (the PE's limits: one each, an integer)
+        signed, narrow = bool(node.attrs.get("signed", 1)), bool(node.attrs.get("narrow", 0))
+        bits = int(bits)
+        least = -(2 ** (bits - 1)) + narrow if signed else 0
+        most = 2 ** (bits - 1) - 1 if signed else 2 ** bits - 1 - narrow
+        rounding = node.attrs.get("rounding_mode", "ROUND")
+        rounding = rounding.decode() if isinstance(rounding, bytes) else rounding
+        unit.quantizer = Quantizer(float(scale), int(zero_point), least, most, rounding.upper() == "FLOOR")
+
+    def is_one(self, unit):
+        return unit.quantizer is not None
+
+    def values(self, unit, buffers):
+        (x,), (y,), at, types, shapes = unit.inputs, unit.outputs, buffers.at, buffers.types, buffers.shapes
+        q = unit.quantizer
+        return dict(in_type=types[x], type=types[y], source=at(x), target=at(y), values=values_of(shapes[y]),
+                    inverse_type=_constant_type(1.0 / q.scale), inverse=repr(1.0 / q.scale),
+                    scale_type=_constant_type(q.scale), scale=repr(q.scale), zero_point=q.zero_point,
+                    least=q.least, most=q.most, floor=str(q.floor).lower(), reuse=unit.reuse_factor)
+
+
+# The bits of a quantizer's constants (its scale and 1 / scale): past float32's 24 of a value's significand, so that
+# a product by them rounds where the model's float32 arithmetic does, but for ties
+QUANT_CONSTANT_BITS = 40
+
+
+def _constant_type(value: float) -> str:
+    """An unsigned fixed-point type of QUANT_CONSTANT_BITS bits whose integer bits just hold ``value`` (> 0),
+    rounding to the nearest."""
+    return f"ap_ufixed<{QUANT_CONSTANT_BITS},{math.floor(math.log2(value)) + 1},AP_RND>"
+
+
 class Add(_Computed):
     """x + x reads one buffer twice."""
 
@@ -540,10 +583,10 @@ class Gather(_Moved):
                     values=values_of(buffers.shapes[y]))
 
 
-ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, LOCAL_RESPONSE, ADD, WINDOW, FLATTEN, GATHER = (
-    Engine(), Banded(), Hls4ml(), Affine(), Concat(), LocalResponse(), Add(), Window(), Flatten(), Gather())
+ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, LOCAL_RESPONSE, QUANTIZE, ADD, WINDOW, FLATTEN, GATHER = (
+    Engine(), Banded(), Hls4ml(), Affine(), Concat(), LocalResponse(), Quantize(), Add(), Window(), Flatten(), Gather())
 # In the order a unit is tried against them: the first that makes it, or says it is one, is its kind.
-TOP_KINDS = (ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, LOCAL_RESPONSE, ADD, WINDOW, FLATTEN, GATHER)
+TOP_KINDS = (ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, LOCAL_RESPONSE, QUANTIZE, ADD, WINDOW, FLATTEN, GATHER)
 
 
 def kind_to_generate(unit: ExecutionUnit, op: str, engine: str) -> TopKind:

@@ -468,10 +468,10 @@ template <class A, class S, class T> T affine_value(A value, S scale, S shift, b
     return T(relu && sum < 0 ? sum_t(0) : sum);
 }
 
-// That BatchNormalization over a channels-last buffer of n values (value j's channel is j % channels): a word of
-// T's lanes every REUSE cycles (the loop's II), so that each of L / REUSE multipliers serves REUSE lanes.
-template <class A, class S, class T, int REUSE = 1>
-void affine(const word_t *source, word_t *target, const S *scale, const S *shift, int channels, int n, bool relu) {
+// A per-value op over a buffer of n values (``op(value, j)`` of value j: affine's, quantize's): a word of T's lanes
+// every REUSE cycles (the loop's II), so that each of the op's L / REUSE sets of multipliers serves REUSE lanes.
+template <class A, class T, int REUSE, class Op>
+void each_value(const word_t *source, word_t *target, int n, const Op &op) {
     static const int L = lane<T>::per_word;
     for (int w = 0; w * L < n; w++) {
 #pragma HLS PIPELINE II=REUSE
@@ -480,11 +480,67 @@ void affine(const word_t *source, word_t *target, const S *scale, const S *shift
         read_run<A, L>(source, w, values);
         for (int k = 0; k < L; k++) {
 #pragma HLS UNROLL
-            const int j = w * L + k, c = j % channels;
-            lanes[k] = j < n ? affine_value<A, S, T>(values[k], scale[c], shift[c], relu) : T(0);
+            const int j = w * L + k;
+            lanes[k] = j < n ? op(values[k], j) : T(0);
         }
         write_run<T, L>(target, w, lanes);
     }
+}
+
+// That BatchNormalization over a channels-last buffer of n values (value j's channel is j % channels)
+template <class A, class S, class T> struct affine_op {
+    const S *scale, *shift;
+    int channels;
+    bool relu;
+    T operator()(A value, int j) const {
+#pragma HLS INLINE
+        return affine_value<A, S, T>(value, scale[j % channels], shift[j % channels], relu);
+    }
+};
+
+template <class A, class S, class T, int REUSE = 1>
+void affine(const word_t *source, word_t *target, const S *scale, const S *shift, int channels, int n, bool relu) {
+    const affine_op<A, S, T> op = {scale, shift, channels, relu};
+    each_value<A, T, REUSE>(source, target, n, op);
+}
+
+// One value of a QONNX Quant the top computes itself (one whose scale is no power of two or whose zero point is not
+// 0: onnxruntime's QuantizeLinear and DequantizeLinear pairs, as intake reads them): the value times ``inverse`` (1 /
+// the scale, of the fixed type I: exact where the scale is a power of two) plus the zero point, exactly, rounded to
+// an integer (``floor``: down; else to the nearest, ties to even, QONNX's ROUND), clamped to the codes [least, most],
+// less the zero point, times the scale (of the fixed type S), exactly, converted to T as T rounds and saturates.
+template <class A, class I, class S, class T>
+T quantize_value(A value, I inverse, S scale, int zero_point, int least, int most, bool floor) {
+#pragma HLS INLINE
+    typedef ap_fixed<A::width + I::width + 1, A::iwidth + I::iwidth + 1> ratio_t;  // past the sum's largest
+    static const int FRACTION = ratio_t::width - ratio_t::iwidth;
+    static_assert(FRACTION > 0 && ratio_t::iwidth > 1, "the ratio holds its integer and fraction bits");
+    const ratio_t ratio = ratio_t(value * inverse) + ratio_t(zero_point);
+    // its integer part (down) and its fraction's bits, half of one: 1 then zeros
+    ap_int<ratio_t::iwidth> code = ratio.range(ratio_t::width - 1, FRACTION);
+    const ap_uint<FRACTION> fraction = ratio.range(FRACTION - 1, 0), half = ap_uint<FRACTION>(1) << (FRACTION - 1);
+    if (!floor && (fraction > half || (fraction == half && code[0]))) code++;
+    const int clamped = code < least ? least : code > most ? most : int(code);
+    return T(ap_int<ratio_t::iwidth + 1>(clamped - zero_point) * scale);
+}
+
+// That Quant over a buffer of n values
+template <class A, class I, class S, class T> struct quantize_op {
+    I inverse;
+    S scale;
+    int zero_point, least, most;
+    bool floor;
+    T operator()(A value, int) const {
+#pragma HLS INLINE
+        return quantize_value<A, I, S, T>(value, inverse, scale, zero_point, least, most, floor);
+    }
+};
+
+template <class A, class I, class S, class T, int REUSE = 1>
+void quantize(const word_t *source, word_t *target, I inverse, S scale, int zero_point, int least, int most,
+              bool floor, int n) {
+    const quantize_op<A, I, S, T> op = {inverse, scale, zero_point, least, most, floor};
+    each_value<A, T, REUSE>(source, target, n, op);
 }
 
 // The top's ops that a dataflow top computes a token at a time (kinds/<kind>.cpp.in's token statements): an Add of

@@ -275,6 +275,10 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
         return Shape("add", len(main.inputs), channels, math.prod(main_out[2:]), False, 0, output_values, softmax)
     if unit.engine == "top" and main.op == "BatchNormalization":  # the top's scale and shift: a product a value
         return Shape("affine", 1, channels, math.prod(main_out[2:]), False, 0, output_values, softmax)
+    if unit.engine == "top" and main.op == "Quant":  # the top's quantizer: n_in, its products a value by constants
+        # no power of two (a product by 2^k is a shift); the PE's limits: one scale
+        products = 0 if math.frexp(main.scalars[1])[0] == 0.5 else 2
+        return Shape("quant", products, channels, math.prod(main_out[2:]), False, 0, output_values, softmax)
     if unit.engine == "top" and main.op == "LRN":  # the top's LRN: n_in, the channels of a value's window
         return Shape("lrn", main.attrs.get("size", 1), channels, math.prod(main_out[2:]), False, 0, output_values,
                      softmax)
@@ -489,12 +493,15 @@ def _engine_latency(shape: Shape, width: int, rate: float, size: EngineSize) -> 
 def engine_layer_cycles(layer: EngineLayer, width: int, staged: bool, output_in_ddr: bool = False,
                         first_word: int = 0) -> int:
     """``engine_cycles`` of a unit's engine layer at ``width`` bits, its input on chip, or ``staged`` from DDR (from
-    word ``first_word`` of the DDR region on), its output on chip or in DDR (``output_in_ddr``)."""
+    word ``first_word`` of the DDR region on), its output on chip or in DDR (``output_in_ddr``): at most a word's
+    values a lane a cycle, as the build's engine function of such buffers takes (``hls_top._engines``: a quantized
+    model's 8-bit engine whose buffers the memory plan holds at ``width``)."""
     channels = layer.channels // layer.groups
+    vector = min(layer.vector, ARENA_WORD_BYTES // element_bytes(width))
     staging = staging_cycles(layer.input, layer.channels, layer.kernel, layer.strides, layer.pads, layer.dilations,
                              layer.output, width, layer.port_words // layer.bundles, first_word) if staged else ()
     return engine_cycles(layer.window, layer.filters, layer.output[0] * layer.output[1], width, layer.lanes,
-                         vector=layer.vector, channels=channels, groups=layer.groups, port_words=layer.port_words,
+                         vector=vector, channels=channels, groups=layer.groups, port_words=layer.port_words,
                          row=engine_row_values(layer.kernel[1], channels, layer.groups, layer.dilations[1], width),
                          staging=staging, pixels_at_once=layer.pixels, buffer_window=layer.buffer_window,
                          output_in_ddr=output_in_ddr, residual=layer.residual, shared=layer.shared)["cycles"]

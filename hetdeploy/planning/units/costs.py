@@ -115,6 +115,9 @@ ENGINE_SHARED_STEPS = 512
 # The top's LRN (arena.h's lrn): a float power a value, pipelined at II 1 (its log, product and exp), in these
 # resources and this pipeline's depth: hetdeploy's model, not checked against a synthesis report
 LRN_POWER_DSP, LRN_POWER_LUT, LRN_POWER_FF, LRN_POWER_DEPTH = 20, 6000, 8000, 40
+# The top's Quant (arena.h's quantize): a product by a 40-bit constant (a value by 1 / scale, a code by the scale)
+# takes two DSPs (a DSP48's 25- or 27-bit port twice); hetdeploy's model, not a synthesis report
+QUANT_DSPS_A_PRODUCT = 2
 # Ops an engine unit may end with after its main node (BatchNormalizations are folded into its weights), and its
 # last op, its output stage
 ENGINE_FUSED_OPS = LAYER_ENGINE_FUSED_OPS
@@ -185,7 +188,8 @@ class Shape:
     """What the estimates need of a unit's main node."""
 
     # 'kernel' (multiply-accumulate layer), 'window' (hls4ml's pooling), 'gather' (the top's window op), 'add' (the
-    # top's Add of n_in buffers), 'concat' (the top's Concat), 'affine' (the top's BatchNormalization),
+    # top's Add of n_in buffers), 'concat' (the top's Concat), 'affine' (the top's BatchNormalization), 'quant' (the
+    # top's Quant),
     # 'elementwise', 'data' (the top's relayout)
     kind: str  # the name of its kind (kinds.KINDS)
     n_in: int  # multiplications per output value

@@ -8,8 +8,8 @@ a kind's name. Adding an op that an existing kind runs touches that kind alone; 
   depthwise convolution), folded by its reuse factor, its weights on chip or in DDR;
 - ``window``: hls4ml's max pooling;
 - ``elementwise``: hls4ml's activations and arithmetic a value at a time;
-- ``gather``, ``add``, ``concat``, ``affine``, ``lrn``: ops the subfunction's top computes over whole buffers
-  (arena.h's window_op, add, concat, affine, lrn), their reads of the buffers being their compute;
+- ``gather``, ``add``, ``concat``, ``affine``, ``lrn``, ``quant``: ops the subfunction's top computes over whole
+  buffers (arena.h's window_op, add, concat, affine, lrn, quantize), their reads of the buffers being their compute;
 - ``data``: a relayout the top moves (no logic).
 What every kind shares (the unit's control, its tables, streaming, its moves through the arena) is
 ``units.estimate``'s; the constants are ``costs``'.
@@ -23,7 +23,8 @@ from typing import ClassVar, Optional, Sequence
 
 from ..dataflow import Op, loop_ops, whole_ops
 from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, BRAM_MIN_DEPTH, DISTRIBUTED_ARITHMETIC, LRN_POWER_DEPTH,
-                    LRN_POWER_DSP, LRN_POWER_FF, LRN_POWER_LUT, LUTRAM_DEPTH, Shape, accumulator_bits,
+                    LRN_POWER_DSP, LRN_POWER_FF, LRN_POWER_LUT, LUTRAM_DEPTH, QUANT_DSPS_A_PRODUCT, Shape,
+                    accumulator_bits,
                     adder_levels_a_cycle, arena_words, bound_products, bram18_blocks, ddr_cycles_per_vector,
                     distributed_arithmetic_lut, dsps_a_product, element_bytes, first_product_cycles, iterations,
                     popcount_lut, strategy_for, valid_reuse_factors, weight_codes, weight_type_bits, XNOR_POPCOUNT)
@@ -332,6 +333,23 @@ class Affine(_TokenByToken):
         lanes = self.lanes(width)
         return Arithmetic(dsp=lanes // reuse_factor * dsps_a_product(width),
                           lut=lanes * width * 2,  # the adder and the ReLU's multiplexer a lane
+                          ff=lanes * width * 2, cycles=arena_words(shape.output_values, width) * reuse_factor)
+
+
+@unit_kind
+class Quantize(_TopKind):
+    """arena.h's quantize (a QONNX Quant of one scale and one zero point): a word read and a word written every R
+    cycles (its reuse factor), each lane's products by constants (n_in: two, none where the scale is a power of two
+    and they are shifts) on lanes / R sets of multipliers, each shared by R lanes, its rounding and clamping in
+    LUTs."""
+
+    name = "quant"
+    reuse_factors = Affine.reuse_factors
+
+    def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
+        lanes = self.lanes(width)
+        return Arithmetic(dsp=lanes // reuse_factor * shape.n_in * QUANT_DSPS_A_PRODUCT,
+                          lut=lanes * width * 4,  # the zero point's and the rounding's adders, the two comparisons
                           ff=lanes * width * 2, cycles=arena_words(shape.output_values, width) * reuse_factor)
 
 
