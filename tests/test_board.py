@@ -119,9 +119,9 @@ def test_a_node_goes_to_the_first_pe_that_runs_it_within_the_pes_limits():
 
 
 def test_a_quant_of_one_scale_and_an_integer_zero_point_over_a_map_goes_to_the_tops_quantizer():
-    """onnxruntime's activation quantizer (a float scale, a zero point) over a map: the top's quant PE; one whose zero
-    point is no integer (integer_constants), one of a scale per channel (scalar_constants) or one over a flat vector
-    (spatial_dims): hls4ml's elementwise PE."""
+    """onnxruntime's activation quantizer (a float scale, a zero point), over a map or a flat vector: the top's quant
+    PE; one whose zero point is no integer (integer_constants) or of a scale per channel (scalar_constants): hls4ml's
+    elementwise PE."""
     fpga = load_board("kv260").device("fpga")
 
     def quant(scale=0.0105, zero_point=3.0, shape=(1, 8, 4, 4)):
@@ -133,7 +133,7 @@ def test_a_quant_of_one_scale_and_an_integer_zero_point_over_a_map_goes_to_the_t
     assert fpga.pe_for(quant()) == "quant" and fpga.pes["quant"].engine == "top"
     assert fpga.pe_for(quant(zero_point=2.5)) == "elementwise"
     assert fpga.pe_for(quant(scale=[0.01] * 8)) == "elementwise"
-    assert fpga.pe_for(quant(shape=(1, 8))) == "elementwise"
+    assert fpga.pe_for(quant(shape=(1, 8))) == "quant"
 
 
 def test_a_selu_of_other_constants_than_onnxs_defaults_stays_off_the_fpga():
