@@ -41,6 +41,14 @@ def source_quantizer(graph: Graph, tensor: str, producers: Mapping[str, int],
     return None
 
 
+def quantizer_codes(bits: int, signed: bool, narrow: bool) -> tuple[int, int]:
+    """The least and the most integer code of a QONNX Quant of ``bits`` bits (qonnx's min_int and max_int): a
+    narrow one leaves out the most negative (signed) or the largest (unsigned) code."""
+    if signed:
+        return -(2 ** (bits - 1)) + narrow, 2 ** (bits - 1) - 1
+    return 0, 2 ** bits - 1 - narrow
+
+
 @dataclass(frozen=True)
 class Quantizer:
     """A QONNX Quant (and a QuantizeLinear/DequantizeLinear pair) with constant parameters:

@@ -28,7 +28,7 @@ from ..core.board_runtime import channels_first, channels_last, stored_shape
 from ..core.graph import Node
 from ..core.plan import ExecutionUnit, LocalResponse as LocalResponseAttributes, Quantizer, UnitHls, WeightPort, \
     Window as WindowGeometry
-from ..core.precision import CppFixed, weight_fixed
+from ..core.precision import CppFixed, quantizer_codes, weight_fixed
 from ..intake.ort_adapter import OrtModel
 from ..planning.units import ENGINE_PORT_MAX_BUNDLES, XNOR_POPCOUNT, arena_words, token_interval as schedule_interval, \
     tokens_of
@@ -419,13 +419,9 @@ class Quantize(_Computed):
         super().generate(unit, source)
         node = source.nodes[0]
         scale, zero_point, bits = (node.scalars[k] for k in (1, 2, 3))  # (the PE's limits: one each, an integer)
-        signed, narrow = bool(node.attrs.get("signed", 1)), bool(node.attrs.get("narrow", 0))
-        bits = int(bits)
-        least = -(2 ** (bits - 1)) + narrow if signed else 0
-        most = 2 ** (bits - 1) - 1 if signed else 2 ** bits - 1 - narrow
-        rounding = node.attrs.get("rounding_mode", "ROUND")
-        rounding = rounding.decode() if isinstance(rounding, bytes) else rounding
-        unit.quantizer = Quantizer(float(scale), int(zero_point), least, most, rounding.upper() == "FLOOR")
+        least, most = quantizer_codes(int(bits), bool(node.attrs.get("signed", 1)), bool(node.attrs.get("narrow", 0)))
+        unit.quantizer = Quantizer(float(scale), int(zero_point), least, most,
+                                   node.attrs.get("rounding_mode", "ROUND").upper() == "FLOOR")
 
     def is_one(self, unit):
         return unit.quantizer is not None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.graph import Graph
+from ..core.precision import quantizer_codes
 from ..core.plan import PortCodes
 
 # Ops that only move or scale values (their other operands constants): what exporters put between a
@@ -61,9 +62,7 @@ def port_codes(graph: Graph) -> dict[str, PortCodes]:
             zero, bits = node.scalars[2], node.scalars[3]
             if bits != int(bits) or not 1 <= bits <= 8 or zero != int(zero):
                 continue
-            signed, narrow = bool(node.attrs.get("signed", 1)), bool(node.attrs.get("narrow", 0))
-            low = -(2 ** (int(bits) - 1)) + narrow if signed else 0
-            high = 2 ** (int(bits) - 1) - 1 if signed else 2 ** int(bits) - 1 - narrow
+            low, high = quantizer_codes(int(bits), bool(node.attrs.get("signed", 1)), bool(node.attrs.get("narrow", 0)))
             values, first, step = (np.arange(low, high + 1, dtype=np.float32) - np.float32(zero)) * scale, low, 1
         else:
             continue

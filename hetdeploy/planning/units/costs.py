@@ -304,32 +304,31 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
                   staging: Sequence[int] = (), pixels_at_once: int = 1, buffer_window: int = 0,
                   output_in_ddr: bool = False, residual: bool = False, shared: bool = False) -> dict[str, int]:
     """hls/engine.h's cycles for a layer of ``filters`` output channels over ``pixels`` output pixels, ``window``
-    products each over ``channels`` input channels of its group (0: the window's), in ``groups`` groups, its
-    weights and values ``width`` bits, on ``lanes`` x ``vector`` multipliers whose weights port reads
-    ``port_words`` DDR words a cycle: its loops as C-simulation counts them (engine_counted), each pipelined loop's
-    iterations at II 1 and its depth once, and a cycle an iteration of the loops around them. The tiles of a
-    group's filters, ``lanes`` at a time, in groups of as many as the lanes' buffers hold at once (their depth: a
-    ``buffer_window`` of values, the engine's largest; ``engine_resident``) where the input is staged or the pairs
-    share their windows (an engine ``shared``), else one: per
-    group, each tile's weights (its filters', a word of ``port_words`` filters' windows a read: ``weight_reads``);
-    then per pass of pixels, each tile's biases (a read each for ``port_words`` filters) and its pixels' windows,
-    ``vector`` values an iteration when the channels are a multiple of it (else
-    one), or, where the engine walks the window along its rows (``row``: a row's values, ``engine_row_values``),
-    a row's values padded to whole words of weights ``vector`` an iteration after one iteration reading the row's
-    first word. Output words are written two an iteration where the iteration reads nothing (one where the
-    output lies in DDR, ``output_in_ddr``: its one port; one, its residual's word read beside it, where the layer adds
-    a ``residual``). Where every tile's outputs are whole words (the lanes and a group's filters multiples of a
-    word's outputs) one loop a pixel of a window's iterations, the previous pixel's words written during it a word
-    each (none where a residual is added), then its words past them, then the pass's last pixel's words, or, on an
-    engine of two pixels at once (``pixels_at_once``) where that is shorter (``engine_pairs``), one loop of a window's iterations and both pixels' words a pair of pixels (the pass's last
-    alone where its pixels are odd); else per pixel a cycle, the window, then the words its outputs lie in, one an
-    iteration (two cycles each where a residual's word is read beside the shared word). A depthwise convolution (a
-    group a channel) whose channels and lanes are whole words: ``lanes`` channels a tile, a lane each, a pixel's
-    window place after place, each place's input words of the tile one an iteration (of both pixels of a pair),
+    products each over ``channels`` input channels of its group (0: the window's), in ``groups`` groups, its weights and
+    values ``width`` bits, on ``lanes`` x ``vector`` multipliers whose weights port reads ``port_words`` DDR words a
+    cycle: its loops as C-simulation counts them (engine_counted), each pipelined loop's iterations at II 1 and its
+    depth once, and a cycle an iteration of the loops around them. The tiles of a group's filters, ``lanes`` at a time,
+    in groups of as many as the lanes' buffers hold at once (their depth: a ``buffer_window`` of values, the engine's
+    largest; ``engine_resident``) where the input is staged or the pairs share their windows (an engine ``shared``),
+    else one: per group, each tile's weights (its filters', a word of ``port_words`` filters' windows a read:
+    ``weight_reads``); then per pass of pixels, each tile's biases (a read each for ``port_words`` filters) and its
+    pixels' windows, ``vector`` values an iteration when the channels are a multiple of it (else one), or, where the
+    engine walks the window along its rows (``row``: a row's values, ``engine_row_values``), a row's values padded to
+    whole words of weights ``vector`` an iteration after one iteration reading the row's first word. Output words are
+    written two an iteration where the iteration reads nothing (one where the output lies in DDR, ``output_in_ddr``: its
+    one port; one, its residual's word read beside it, where the layer adds a ``residual``). Where every tile's outputs
+    are whole words (the lanes and a group's filters multiples of a word's outputs) one loop a pixel of a window's
+    iterations, the previous pixel's words written during it a word each (none where a residual is added), then its
+    words past them, then the pass's last pixel's words, or, on an engine of two pixels at once (``pixels_at_once``)
+    where that is shorter (``engine_pairs``), one loop of a window's iterations and both pixels' words a pair of pixels
+    (the pass's last alone where its pixels are odd); else per pixel a cycle, the window, then the words its outputs lie
+    in, one an iteration (two cycles each where a residual's word is read beside the shared word). A depthwise
+    convolution (a group a channel) whose channels and lanes are whole words: ``lanes`` channels a tile, a lane each, a
+    pixel's window place after place, each place's input words of the tile one an iteration (of both pixels of a pair),
     its output words written as above. Where a pair's windows are shared among the group's tiles
-    (``engine_shares_windows``): each pass, the tiles' biases, then one loop of its pairs, each the first tile's
-    steps, then each other tile's, as long as the tile before's words where they are more, then the last tile's words.
-    The pixels in one pass; or, where its input is staged from DDR (``staging``: each output row's staging cycles,
+    (``engine_shares_windows``): each pass, the tiles' biases, then one loop of its pairs, each the first tile's steps,
+    then each other tile's, as long as the tile before's words where they are more, then the last tile's words. The
+    pixels in one pass; or, where its input is staged from DDR (``staging``: each output row's staging cycles,
     ``staging_cycles``), a pass a row of output pixels, the row's staging, then each tile's pixels of the row.
     ``weight_words``: the DDR words of weights and biases it reads."""
     per_word = ARENA_WORD_BYTES // element_bytes(width)
@@ -652,8 +651,7 @@ def engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[floa
     read them (``ddr_bytes_per_cycle`` through each of its weights port's bundles, a DDR port each). It reads and
     writes its buffers itself: no moves besides. A grouped convolution runs as one group where that is faster
     (``engine_dense_groups``)."""
-    return _engine_estimate(shape, width, ddr_bytes_per_cycle,
-                            engine_dense_groups(shape, width, ddr_bytes_per_cycle))
+    return _engine_choice(shape, width, ddr_bytes_per_cycle)[0]
 
 
 def _engine_estimate(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float],
@@ -675,14 +673,20 @@ def engine_dense_groups(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[
     products and weights are more, but whole tiles of whole words: a group of channels or filters no whole word
     walks its window a value a cycle and writes its outputs into words it shares) and its window fits the lanes'
     buffers."""
+    return _engine_choice(shape, width, ddr_bytes_per_cycle)[1]
+
+
+def _engine_choice(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float]) -> tuple[dict[str, int], bool]:
+    """``engine_estimate`` and ``engine_dense_groups``: each grouping's estimate computed once."""
     channels, groups, kernel_width = _window_channels(shape)
+    as_groups = _engine_estimate(shape, width, ddr_bytes_per_cycle, False)
     if groups == 1 or depthwise_on_engine(shape) or \
             stored_window(shape.n_in * groups, engine_row_values(kernel_width, channels * groups, 1,
                                                                  shape.column_dilation, width), width) \
             > shape.engine.window:
-        return False
-    return _engine_estimate(shape, width, ddr_bytes_per_cycle, True)["latency_cycles"] < \
-        _engine_estimate(shape, width, ddr_bytes_per_cycle, False)["latency_cycles"]
+        return as_groups, False
+    as_one = _engine_estimate(shape, width, ddr_bytes_per_cycle, True)
+    return (as_one, True) if as_one["latency_cycles"] < as_groups["latency_cycles"] else (as_groups, False)
 
 
 def _engine_counted(shape: Shape, width: int, dense_groups: bool) -> dict[str, int]:
