@@ -304,6 +304,54 @@ def test_the_tops_concat_puts_each_pixels_channels_side_by_side(tmp_path, a, b, 
     assert got.tolist() == expected.tolist()
 
 
+SLICES_PROGRAM = r"""
+#include <cstdio>
+#include "arena.h"
+
+typedef %(t)s t_t;
+static const int P = %(pixels)d, C = %(channels)d;
+%(types)s
+int main() {
+    static hetdeploy::word_t target[P * C];
+%(slices)s
+    for (int i = 0; i < P * C; i++) std::printf("%%.17g\n", hetdeploy::read<t_t>(target, i).to_double());
+}
+"""
+
+
+def test_a_chain_of_concats_moves_each_tensor_once_into_its_channels(tmp_path):
+    """arena.h's concat_slice, as a unit of a chain of Concats (Inception's four branches) calls it once a tensor:
+    tensors of three types and three channel counts, each into its channels of every output pixel, each value as the
+    output type holds it (precision.quantize), bit for bit; a slice put at the wrong channels or pixels fails."""
+    from hetdeploy.core.precision import CppFixed
+
+    rng = np.random.default_rng(11)
+    pixels, t = 5, "ap_fixed<8,4,AP_RND,AP_SAT>"
+    tensors = [("ap_fixed<8,3>", 16, 1.0), ("ap_fixed<16,6>", 8, 6.0), ("ap_fixed<8,2>", 24, 0.5),
+               ("ap_fixed<16,7>", 8, 30.0)]  # the last saturates
+    values = [CppFixed.parse(kind).quantize(rng.normal(0, spread, pixels * c)) for kind, c, spread in tensors]
+    channels = sum(c for _, c, _ in tensors)
+    slices, first = [], 0
+    for k, ((kind, c, _), v) in enumerate(zip(tensors, values)):
+        slices.append(f"    static hetdeploy::word_t x{k}[P * {c}];\n"
+                      f"    static const double v{k}[P * {c}] = {{{', '.join(map(repr, v.tolist()))}}};\n"
+                      f"    hetdeploy::write_array<x{k}_t>(x{k}, v{k}, P * {c});\n"
+                      f"    hetdeploy::concat_slice<x{k}_t, t_t>(x{k}, target, P, {c}, {first}, C);")
+        first += c
+    (tmp_path / "slices.cpp").write_text(SLICES_PROGRAM % dict(
+        t=t, pixels=pixels, channels=channels, slices="\n".join(slices),
+        types="".join(f"typedef {kind} x{k}_t;\n" for k, (kind, _, _) in enumerate(tensors))))
+    binary = tmp_path / "slices"
+    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
+                    str(tmp_path / "slices.cpp")], check=True, capture_output=True)
+    got = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
+                   dtype=np.float64)
+    expected = CppFixed.parse(t).quantize(np.concatenate(
+        [v.reshape(pixels, c) for v, (_, c, _) in zip(values, tensors)], axis=1).reshape(-1))
+    assert got.tolist() == expected.tolist()
+    assert len(set(expected.tolist())) > len(expected) // 4
+
+
 AFFINE_PROGRAM = r"""
 #include <cstdio>
 #include "arena.h"

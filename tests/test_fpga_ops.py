@@ -607,6 +607,32 @@ def test_a_channel_shuffle_is_one_table_of_the_tops_and_matches_onnxruntime(tmp_
     assert (moved.pe, len(moved.nodes), bool(moved.index_table), moved.verification.passed) == ("data", 3, True, True)
 
 
+@pytest.mark.parametrize("top", ["sequential", "dataflow"])
+def test_inceptions_four_branches_are_one_concat_of_the_tops_and_match_onnxruntime(tmp_path, top):
+    """An Inception block's Concat of four branches (16, 8, 8 and 8 channels), which intake splits into a chain of
+    three two-input Concats, on the KV260: one unit of the top's concat PE, each branch moved once into its channels
+    of the output (sequential: arena.h's concat_slice a branch; dataflow: a pixel's channels of the four at once),
+    within tolerance of onnxruntime, the pipeline emulated (a branch moved into the wrong channels fails)."""
+    b = Builder(1)
+
+    def conv(x, name, filters, kernel):
+        weights = b.random(f"{name}.w", [filters, 8, kernel, kernel])
+        return b.node("Relu", [b.node("Conv", [x, weights, b.random(f"{name}.b", [filters])], name,
+                                      kernel_shape=[kernel, kernel], pads=[kernel // 2] * 4)], f"{name}.relu")
+
+    branches = [conv("input", "b1", 16, 1), conv("input", "b3", 8, 3), conv("input", "b5", 8, 5),
+                conv("input", "b3b", 8, 3)]
+    b.node("Relu", [b.node("Concat", branches, "concat", axis=1)], "relu")
+    path = save_model(b, tmp_path / "inception.onnx", [1, 8, 6, 6])
+    plan = build_and_emulate(path, tmp_path / "inception", "kv260", top=top)
+    units = {u.name: u for s in plan.subfunctions for u in s.execution_units}
+    unit = units[on_fpga(plan, ["concat"])["concat"]["unit"]]
+    assert (unit.pe, unit.nodes, unit.verification.passed) == (
+        "concat", ["concat.part1", "concat.part2", "concat"], True)
+    assert unit.inputs == branches
+    assert [s.top.kind for s in plan.subfunctions if s.kind == "fpga"] == [top]
+
+
 @pytest.mark.slow
 def test_convolutions_hls4ml_has_no_layer_for_run_on_the_engine_and_match_onnxruntime(tmp_path):
     """The model zoo's AlexNet's 11 x 11 stride-4 stem, its LRN and its two-group 5 x 5 convolution, ShuffleNet's

@@ -127,6 +127,40 @@ def test_a_batch_normalization_kept_in_a_unit_is_a_product_a_value():
     assert added == {conv: 8, parallel: 8 * 6 * 6}
 
 
+def test_a_chain_of_the_tops_concats_is_one_unit_that_moves_each_tensor_once():
+    """Intake splits a Concat of four tensors (Inception's branches) into a chain of two-input Concats; on the top's
+    concat PE the chain is one unit, in its last Concat's place, reading the four tensors in order: a word of output a
+    cycle (the tensors moved once), not each part's output moved again. Not where a part's output is read elsewhere,
+    nor where a tensor's channels are no whole number of words at every width."""
+    fpga = load_board("kv260").device("fpga")
+
+    def inception(channels):
+        b = graphs.Builder([1, 8, 6, 6])
+        x = b.concat([b.conv("input", channels[0], 1), b.conv("input", channels[1], 3)])
+        for c in channels[2:]:  # as intake writes it: each part's first input the part before's output
+            x = b.concat([x, b.conv("input", c, 1)])
+        return b.graph(b.unary("Relu", x))
+
+    graph = inception([16, 8, 24, 8])
+    units = split_units(graph, range(len(graph.nodes)), fpga)
+    concats = [u for u in units if u.pe == "concat"]
+    assert len(concats) == 1
+    (unit,) = concats
+    assert [graph.nodes[i].op for i in unit.nodes] == ["Concat"] * 3
+    assert unit.inputs == graph.nodes[unit.nodes[0]].inputs + [graph.nodes[i].inputs[1] for i in unit.nodes[1:]]
+    assert units.index(unit) == max(units.index(u) for u in units if u.output in unit.inputs) + 1
+    shape = unit_shape(graph, unit, fpga.clock_mhz)
+    assert (shape.n_in, shape.output_values) == (8, 56 * 36)
+    assert estimate(shape, 1, 8)["compute_cycles"] == 56 * 36 // 8  # a word a cycle at 8 bits: the output once
+
+    graph = inception([16, 4, 24, 8])  # 4 channels: no whole word of 8-bit values
+    assert len([u for u in split_units(graph, range(len(graph.nodes)), fpga) if u.pe == "concat"]) == 3
+    graph = inception([16, 8, 24, 8])
+    first_part = next(n for n in graph.nodes if n.op == "Concat").outputs[0]
+    assert len([u for u in split_units(graph, range(len(graph.nodes)), fpga, keep={first_part})
+                if u.pe == "concat"]) == 2  # the first part's output read outside: the other two joined
+
+
 def test_a_tensor_read_elsewhere_is_not_fused_away():
     graph = conv_stack(1)
     conv_out = graph.nodes[0].outputs[0]

@@ -364,13 +364,24 @@ class Affine(_Computed):
 
 
 class Concat(_Computed):
-    """A channels-last buffer's channels are its axis 1; Concat(x, x) reads x twice."""
+    """A channels-last buffer's channels are its axis 1; Concat(x, x) reads x twice. A unit of a chain of Concats
+    (``units.concat_slices``: intake's split of one of more tensors, each a whole number of words) moves each of its
+    tensors, its inputs in order, into its channels of the output (arena.h's concat_slice)."""
 
     name = "concat"
     ops = ("Concat",)
 
     def is_one(self, unit):
-        return unit.elementwise == ["Concat"]
+        return bool(unit.elementwise) and set(unit.elementwise) == {"Concat"}
+
+    def run(self, unit, buffers):
+        if len(unit.elementwise) == 1:
+            return super().run(unit, buffers)
+        (y,), at, types, shapes = unit.outputs, buffers.at, buffers.types, buffers.shapes
+        firsts = np.cumsum([0] + [shapes[x][1] for x in unit.inputs])
+        return "".join(self.line("concat_slice", in_type=types[x], type=types[y], source=at(x), target=at(y),
+                                 pixels=values_of(shapes[y][2:]), in_channels=shapes[x][1], first=int(first),
+                                 channels=shapes[y][1]) for x, first in zip(unit.inputs, firsts))
 
     def values(self, unit, buffers):
         (a, b), (y,), at, types, shapes = (unit.inputs * 2)[:2], unit.outputs, buffers.at, buffers.types, \
@@ -380,8 +391,17 @@ class Concat(_Computed):
                     second_channels=shapes[b][1])
 
     def token_op(self, unit, tokens, buffers):
-        """A pixel's channels of each input at a time."""
-        return self.statement("concat_token", **self.values(unit, dataclasses.replace(buffers, at=tokens.get)))
+        """A pixel's channels of each input at a time: of a chain, the channels so far (at the output's type)
+        beside the next tensor's."""
+        tensors, (y,), types, shapes = (unit.inputs * 2)[:max(2, len(unit.inputs))], unit.outputs, buffers.types, \
+            buffers.shapes
+        expression, channels, kind = tokens[tensors[0]], shapes[tensors[0]][1], types[tensors[0]]
+        for x in tensors[1:]:
+            expression = self.statement("concat_token", first_type=kind, second_type=types[x], type=types[y],
+                                        first=expression, second=tokens[x], first_channels=channels,
+                                        second_channels=shapes[x][1])
+            channels, kind = channels + shapes[x][1], types[y]
+        return expression
 
 
 class LocalResponse(_Computed):

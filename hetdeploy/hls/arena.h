@@ -427,32 +427,47 @@ template <class A, class B, class T> void add(const word_t *a, const word_t *b, 
     }
 }
 
+// One tensor of a Concat along the channels: ``source``'s ``c_in`` channels a pixel into channels first .. first +
+// c_in - 1 of each of ``pixels`` pixels of ``target``, ``channels`` a pixel, each value converted to T (a move:
+// exact where T holds it); a word of T's lanes an iteration, its input's run of values read, the word written (c_in,
+// first and channels whole words of T's lanes).
+template <class A, class T>
+void concat_slice(const word_t *source, word_t *target, int pixels, int c_in, int first, int channels) {
+    static const int L = lane<T>::per_word;
+    const int words = c_in / L;  // a pixel's
+    for (int w = 0, pixel = 0, k = 0; w < pixels * words; w++) {
+#pragma HLS PIPELINE
+        A values[L];
+        T lanes[L];
+        read_run<A, L>(source, w, values);
+        for (int j = 0; j < L; j++) lanes[j] = T(values[j]);
+        write_run<T, L>(target, (pixel * channels + first) / L + k, lanes);
+        if (++k == words) {
+            k = 0;
+            pixel++;
+        }
+    }
+}
+
 // A Concat of two channels-last buffers along the channels (a flat buffer's values are its channels): output
-// pixel p's channels are a's c_a, then b's c_b, each value converted to T (a move: exact where T holds it);
-// a word of T's lanes at a time: when both inputs' channels fill whole words of them, the word's lanes are one
-// input's run of values (its words read once); else each value a read.
+// pixel p's channels are a's c_a, then b's c_b, each value converted to T (a move: exact where T holds it). When
+// both inputs' channels fill whole words of T's lanes, each input into its channels (concat_slice: its words read
+// once); else a word of T's lanes at a time, each value a read.
 template <class A, class B, class T>
 void concat(const word_t *a, const word_t *b, word_t *target, int pixels, int c_a, int c_b) {
     static const int L = lane<T>::per_word;
     const int channels = c_a + c_b, n = pixels * channels;
-    const bool whole = c_a % L == 0 && c_b % L == 0;
+    if (c_a % L == 0 && c_b % L == 0) {
+        concat_slice<A, T>(a, target, pixels, c_a, 0, channels);
+        concat_slice<B, T>(b, target, pixels, c_b, c_a, channels);
+        return;
+    }
     for (int w = 0; w * L < n; w++) {
 #pragma HLS PIPELINE
         T lanes[L];
-        const int first = w * L, pixel = first / channels, c = first % channels;
-        if (whole && c < c_a) {
-            A values[L];
-            read_run<A, L>(a, (pixel * c_a + c) / L, values);
-            for (int k = 0; k < L; k++) lanes[k] = T(values[k]);
-        } else if (whole) {
-            B values[L];
-            read_run<B, L>(b, (pixel * c_b + c - c_a) / L, values);
-            for (int k = 0; k < L; k++) lanes[k] = T(values[k]);
-        } else {
-            for (int k = 0; k < L; k++) {
-                const int j = first + k, at = j / channels, ch = j % channels;
-                lanes[k] = j >= n ? T(0) : ch < c_a ? T(read<A>(a, at * c_a + ch)) : T(read<B>(b, at * c_b + ch - c_a));
-            }
+        for (int k = 0; k < L; k++) {
+            const int j = w * L + k, at = j / channels, ch = j % channels;
+            lanes[k] = j >= n ? T(0) : ch < c_a ? T(read<A>(a, at * c_a + ch)) : T(read<B>(b, at * c_b + ch - c_a));
         }
         write_run<T, L>(target, w, lanes);
     }

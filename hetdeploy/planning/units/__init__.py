@@ -201,7 +201,45 @@ def split_units(graph: Graph, nodes: Sequence[int], device: Device, keep: set[st
         if len(node.outputs) != 1:
             raise ValueError(f"node '{node.name}': {node.op} with {len(node.outputs)} outputs on the FPGA")
         units.append(own)
-    return units
+    return _joined_concats(graph, units, outputs)
+
+
+def concat_slices(graph: Graph, unit: Unit) -> list[str]:
+    """The tensors a unit of the top's Concats writes side by side along the channels, in order: its first Concat's
+    inputs, then each later one's second (its first the Concat before's output, ``_joined_concats``)."""
+    first, *later = (graph.nodes[i] for i in unit.nodes)
+    return list(first.inputs) + [node.inputs[1] for node in later]
+
+
+def _joined_concats(graph: Graph, units: list[Unit], outputs: Collection[str]) -> list[Unit]:
+    """``units`` with each chain of the top's two-input Concats along the channels (intake's split of a Concat of
+    three or more tensors: Inception's four branches) one unit, in the chain's last one's place: its Concats' first
+    input the output of the one before, which nothing else reads, and every tensor a whole number of words at any
+    width (channels a multiple of ARENA_WORD_BYTES), so that the top moves each tensor once, into its channels of
+    the last output (arena.h's concat_slice), not each part's output again into the next. Its inputs are its
+    tensors in order (none twice)."""
+    consumers = graph.consumers()
+
+    def joinable(unit: Unit) -> bool:
+        nodes = [graph.nodes[i] for i in unit.nodes]
+        return unit.engine == "top" and all(
+            n.op == "Concat" and len(n.inputs) == 2 and len(n.input_shapes) == 2 and
+            all(s and len(s) > 1 and n.attrs.get("axis", 0) % len(s) == 1 and s[1] % ARENA_WORD_BYTES == 0
+                for s in n.input_shapes) for n in nodes)
+
+    joined: list[Unit] = []
+    for unit in units:
+        source = graph.nodes[unit.nodes[0]].inputs[0] if joinable(unit) else None
+        before = next((k for k, u in enumerate(joined) if u.output == source), None)
+        if before is not None and joinable(joined[before]) and consumers.get(source) == [unit.nodes[0]] and \
+                source not in outputs:
+            chain = joined[before]
+            tensors = chain.inputs + [t for t in unit.inputs if t != source]
+            if tensors == concat_slices(graph, Unit(unit.pe, chain.nodes + unit.nodes)):  # (each read once)
+                del joined[before]
+                unit = Unit(unit.pe, chain.nodes + unit.nodes, tensors, unit.output, unit.engine)
+        joined.append(unit)
+    return joined
 
 
 def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str] = None,
@@ -282,9 +320,10 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
     if unit.engine == "top" and main.op == "LRN":  # the top's LRN: n_in, the channels of a value's window
         return Shape("lrn", main.attrs.get("size", 1), channels, math.prod(main_out[2:]), False, 0, output_values,
                      softmax)
-    if unit.engine == "top" and main.op == "Concat":  # the top's Concat: n_in, the channels both inputs' divide
-        return Shape("concat", math.gcd(*[s[1] for s in main.input_shapes]), main_out[1], math.prod(main_out[2:]),
-                     False, 0, output_values, softmax)
+    if unit.engine == "top" and main.op == "Concat":  # the top's Concat: n_in, the channels all its tensors' divide
+        channels_of = {t: s[1] for i in unit.nodes for t, s in zip(graph.nodes[i].inputs, graph.nodes[i].input_shapes)}
+        return Shape("concat", math.gcd(*[channels_of[t] for t in concat_slices(graph, unit)]), out[1],
+                     math.prod(out[2:]), False, 0, output_values, softmax)
     if unit.engine == "top":  # a window the top reduces (arena.h): each output value reads its window's values
         kernel = first[2:] if main.op.startswith("Global") else main.attrs.get("kernel_shape") or [1]
         return Shape("gather", math.prod(kernel), main_out[1], math.prod(main_out[2:]), False, 0, output_values,
