@@ -411,10 +411,13 @@ LRN_CASES = [
 ]
 
 
-def test_the_tops_lrn_matches_onnxruntime(tmp_path):
+@pytest.mark.parametrize("reuse", [1, 2, 4])
+def test_the_tops_lrn_matches_onnxruntime(tmp_path, reuse):
     """arena.h's lrn as a build's top calls it (top_kinds.LOCAL_RESPONSE's line) against onnxruntime on the same
     values, multiples of 1/64 that ap_fixed<16,5> holds exactly: within a step of 1/2048 (AP_RND) and float's
-    error; each case's normalization moves its values (the check could not pass on the input itself)."""
+    error; each case's normalization moves its values (the check could not pass on the input itself). At each reuse
+    factor: a word's four values, two or one an iteration (the window's values shifted that many at a time; the
+    cases' channels and values not multiples of them)."""
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
@@ -433,7 +436,8 @@ def test_the_tops_lrn_matches_onnxruntime(tmp_path):
         x = (rng.integers(-15 * 64, 15 * 64, shape) / 64).astype(np.float32)
         (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
         assert np.abs(y - x).max() > 2.0 ** -8, attrs  # the normalization shows
-        unit = SimpleNamespace(name=f"case{k}", inputs=["x"], outputs=["y"], local_response=LocalResponse(**attrs))
+        unit = SimpleNamespace(name=f"case{k}", inputs=["x"], outputs=["y"], local_response=LocalResponse(**attrs),
+                               reuse_factor=reuse)
         buffers = SimpleNamespace(types={"x": "value_t", "y": "value_t"}, shapes={"y": list(shape)},
                                   at=lambda t: {"x": "source", "y": "target"}[t])
         values = ", ".join(f"{v:.6f}f" for v in channels_last(x).reshape(-1))

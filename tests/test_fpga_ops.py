@@ -641,7 +641,8 @@ def test_convolutions_hls4ml_has_no_layer_for_run_on_the_engine_and_match_onnxru
     FPGA, the convolutions on the engine (the engine_conv PE: hls4ml has no layer for them), each group's filters a
     tile, but the 4-group one's (2 channels and 4 filters a group, no whole word), run as one group of
     block-diagonal weights (units.engine_dense_groups: fewer cycles), the pooling on the top's window PE, the LRN on
-    the top's lrn PE; every unit within tolerance of onnxruntime, the pipeline emulated."""
+    the top's lrn PE (a word's four values an iteration: reuse factor 1); every unit within tolerance of onnxruntime,
+    the pipeline emulated."""
     b = Builder(1)
 
     def conv(x, name, filters, channels, kernel, group=1, **attrs):
@@ -669,7 +670,7 @@ def test_convolutions_hls4ml_has_no_layer_for_run_on_the_engine_and_match_onnxru
     pool = units[where["pool"]["unit"]]
     assert (pool.pe, pool.window.reduce, pool.verification.passed) == ("window", "mean_inside", True)
     norm = units[where["norm"]["unit"]]
-    assert (norm.pe, norm.local_response.size, norm.verification.passed) == ("lrn", 5, True)
+    assert (norm.pe, norm.local_response.size, norm.reuse_factor, norm.verification.passed) == ("lrn", 5, 1, True)
     assert len({s.name for s in plan.subfunctions}) == 1
 
 

@@ -105,6 +105,23 @@ def test_the_tops_scale_and_shift_shares_its_multipliers_among_a_words_lanes_whe
             assert folded["dsp"] == lanes // r and folded["compute_cycles"] == words * r
 
 
+def test_the_tops_lrn_computes_a_words_values_over_its_reuse_factor_an_iteration():
+    """The top's LRN (AlexNet's, GoogLeNet's, ZFNet's) computes P values an iteration, a word's lanes over its reuse
+    factor R: P squares and P float powers at once, so P times the power's resources for 1 / P of the cycles (the
+    window's half ahead read first, the power's pipeline once); the folding may give it any R dividing the lanes."""
+    from hetdeploy.planning.units.costs import LRN_POWER_DEPTH, LRN_POWER_DSP
+
+    shape = Shape("lrn", 5, 64, 56 * 56, False, 0, 64 * 56 * 56, False, input_values=64 * 56 * 56)
+    for width, lanes in ((16, 4), (8, 8)):
+        reuse = [f.reuse_factor for f in folding_options(shape, width)]
+        assert reuse == [r for r in (1, 2, 4, 8) if r <= lanes]
+        for r in reuse:
+            values = lanes // r
+            folded = folded_estimate(shape, Folding(r), width, None)
+            assert folded["dsp"] == values * (1 + LRN_POWER_DSP)
+            assert folded["compute_cycles"] == 64 * 56 * 56 // values + -(-2 // values) + LRN_POWER_DEPTH
+
+
 def test_a_batch_normalization_kept_in_a_unit_is_a_product_a_value():
     """A BatchNormalization left after a layer (intake folds none into a quantized layer's weights) is hls4ml's
     normalize at the unit's reuse factor R (hls4ml_adapter gives it the layer's): ceil(n / R) products by constants

@@ -424,7 +424,7 @@ class LocalResponse(_Computed):
         lrn = unit.local_response
         return dict(in_type=types[x], type=types[y], size=lrn.size, source=at(x), target=at(y),
                     channels=shapes[y][1], values=values_of(shapes[y]), alpha=repr(float(lrn.alpha)),
-                    beta=repr(float(lrn.beta)), bias=repr(float(lrn.bias)))
+                    beta=repr(float(lrn.beta)), bias=repr(float(lrn.bias)), reuse=unit.reuse_factor)
 
 
 class Quantize(_Computed):

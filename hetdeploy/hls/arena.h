@@ -64,12 +64,14 @@ template <class T, int N> struct run {
     static int last_word(int i) { return (first_lane(i) + N - 1) / per_word; }  // of the run, from its first
 };
 
-template <class T, int N, class V> void read_run(const word_t *base, int i, V values[N]) {
+// (of a buffer of ``n`` values: no word past its last one read)
+template <class T, int N, class V> void read_run(const word_t *base, int i, V values[N], int n = 1 << 30) {
 #pragma HLS INLINE
     word_t window[run<T, N>::words];
     for (int w = 0; w < run<T, N>::words; w++) {
 #pragma HLS UNROLL
-        window[w] = w <= run<T, N>::last_word(i) ? base[run<T, N>::first_word(i) + w] : word_t(0);
+        const int word = run<T, N>::first_word(i) + w;
+        window[w] = w <= run<T, N>::last_word(i) && word * lane<T>::per_word < n ? base[word] : word_t(0);
     }
     for (int c = 0; c < N; c++) {
 #pragma HLS UNROLL
@@ -620,47 +622,64 @@ inline float power(float x, float y) {
 // A local response normalization (ONNX's LRN) the top computes itself over a channels-last buffer of n values,
 // ``channels`` a pixel: value x of channel c becomes x / (bias + alpha / SIZE * s)^beta, s the sum of the squares
 // of its pixel's values of channels c - (SIZE - 1) / 2 to c + SIZE / 2 (those the pixel has), exact; the power in
-// float, the quotient converted to T as T rounds and saturates. One pass, a value an iteration: each value read
-// SIZE / 2 values ahead of the one written, the window's values and their pixels in shift registers, the output
-// written a whole word at a time.
-template <class S, class T, int SIZE>
+// float, the quotient converted to T as T rounds and saturates. One pass, P = a word of T's lanes over REUSE values
+// an iteration (P powers at once): each iteration reads the next run of P values (DELAY runs ahead of the P it
+// writes, at least SIZE / 2 values), the window's values, their squares and their pixels in shift registers, the
+// output written a whole word at a time.
+template <class S, class T, int SIZE, int REUSE = 1>
 void lrn(const word_t *source, word_t *target, int channels, int n, float alpha, float beta, float bias) {
-    static const int L = lane<T>::per_word, AHEAD = SIZE / 2, BEHIND = (SIZE - 1) / 2;
+    static const int L = lane<T>::per_word, P = L / REUSE, AHEAD = SIZE / 2, BEHIND = (SIZE - 1) / 2;
+    static const int DELAY = (AHEAD + P - 1) / P, RING = (DELAY + 1) * P + BEHIND;
     typedef ap_fixed<2 * S::width + 8, 2 * S::iwidth + 8> square_sum_t;  // up to 256 squares, exact
-    S values[SIZE];  // elements o - BEHIND .. o + AHEAD, o the one written
-    int pixels[SIZE];  // theirs (-1: none)
+    S values[RING];  // elements o - BEHIND .. o + P - 1 + DELAY * P, o the first written
+    square_sum_t squares[RING];
+    int pixels[RING];  // theirs (-1: none)
 #pragma HLS ARRAY_PARTITION variable=values complete
+#pragma HLS ARRAY_PARTITION variable=squares complete
 #pragma HLS ARRAY_PARTITION variable=pixels complete
-    for (int k = 0; k < SIZE; k++) {
+    for (int k = 0; k < RING; k++) {
 #pragma HLS UNROLL
         values[k] = 0;
+        squares[k] = 0;
         pixels[k] = -1;
     }
     word_t out = 0;
     int pixel = 0, channel = 0;  // of the next value read
-    for (int j = 0; j < n + AHEAD; j++) {
+    const int runs = (n + P - 1) / P;
+    for (int j = 0; j < runs + DELAY; j++) {
 #pragma HLS PIPELINE II=1
-        for (int k = 0; k + 1 < SIZE; k++) {
+        for (int k = 0; k + P < RING; k++) {
 #pragma HLS UNROLL
-            values[k] = values[k + 1];
-            pixels[k] = pixels[k + 1];
+            values[k] = values[k + P];
+            squares[k] = squares[k + P];
+            pixels[k] = pixels[k + P];
         }
-        values[SIZE - 1] = j < n ? read<S>(source, j) : S(0);
-        pixels[SIZE - 1] = j < n ? pixel : -1;
-        if (++channel == channels) {
-            channel = 0;
-            pixel++;
+        S read_values[P];
+        read_run<S, P>(source, j, read_values, j < runs ? n : 0);
+        for (int t = 0; t < P; t++) {
+#pragma HLS UNROLL
+            const bool inside = j * P + t < n;
+            values[RING - P + t] = read_values[t];
+            squares[RING - P + t] = square_sum_t(read_values[t] * read_values[t]);
+            pixels[RING - P + t] = inside ? pixel : -1;
+            if (inside && ++channel == channels) {
+                channel = 0;
+                pixel++;
+            }
         }
-        const int o = j - AHEAD;
+        const int o = (j - DELAY) * P;
         if (o < 0) continue;
-        square_sum_t sum = 0;
-        for (int k = 0; k < SIZE; k++) {
+        for (int t = 0; t < P; t++) {
 #pragma HLS UNROLL
-            if (pixels[k] == pixels[BEHIND]) sum += square_sum_t(values[k] * values[k]);
+            square_sum_t sum = 0;
+            for (int k = 0; k < SIZE; k++) {
+#pragma HLS UNROLL
+                if (pixels[t + k] == pixels[BEHIND + t]) sum += squares[t + k];
+            }
+            const float scale = power(bias + alpha / SIZE * sum.to_float(), -beta);
+            if (o + t < n) set_lane<T>(out, (o + t) % L, T(values[BEHIND + t].to_float() * scale));
         }
-        const float scale = power(bias + alpha / SIZE * sum.to_float(), -beta);
-        set_lane<T>(out, o % L, T(values[BEHIND].to_float() * scale));
-        if (o % L == L - 1 || o == n - 1) {
+        if ((o + P) % L == 0 || o + P >= n) {
             target[o / L] = out;
             out = 0;
         }

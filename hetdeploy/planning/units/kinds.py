@@ -273,6 +273,11 @@ class _TopKind(UnitKind):
     def lanes(width: int) -> int:
         return ARENA_WORD_BYTES // element_bytes(width)
 
+    def word_reuse_factors(self, width: int) -> list[int]:
+        """Reuse factors R of an op a word's lanes over R an iteration computes (its II: R), each divisor of them."""
+        lanes = self.lanes(width)
+        return [r for r in range(1, lanes + 1) if lanes % r == 0]
+
     def dataflow_ops(self, shape, reuse_factor, compute_cycles, reads, writes, tokens, words):
         """In a dataflow top, over its own copy of its buffers: each input token copied in a word a cycle, its
         op, then each output token copied out (hls/dataflow_top.cpp.in's buffered process)."""
@@ -326,8 +331,7 @@ class Affine(_TokenByToken):
     name = "affine"
 
     def reuse_factors(self, shape, width):
-        lanes = self.lanes(width)
-        return [r for r in range(1, lanes + 1) if lanes % r == 0]
+        return self.word_reuse_factors(width)
 
     def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
         lanes = self.lanes(width)
@@ -355,15 +359,21 @@ class Quantize(_TopKind):
 
 @unit_kind
 class LocalResponse(_TopKind):
-    """arena.h's lrn: a value an iteration, read its window's half ahead of the one written, a word written each
-    word of them; its window's squares (a product a value of it) exact, then a float power (LRN_POWER_*)."""
+    """arena.h's lrn: P values an iteration (a word's lanes over its reuse factor R), read the runs that hold its
+    window's half ahead of those written, a word written each word of them; each value's square (a product) exact,
+    the window's sum of squares (n_in values, an adder each), then a float power (LRN_POWER_*) a value written."""
 
     name = "lrn"
 
+    def reuse_factors(self, shape, width):
+        return self.word_reuse_factors(width)
+
     def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
-        return Arithmetic(dsp=shape.n_in * dsps_a_product(width) + LRN_POWER_DSP,
-                          lut=shape.n_in * width * 2 + LRN_POWER_LUT, ff=shape.n_in * width * 2 + LRN_POWER_FF,
-                          cycles=shape.output_values + shape.n_in // 2 + LRN_POWER_DEPTH)
+        values = self.lanes(width) // reuse_factor  # P, an iteration
+        return Arithmetic(dsp=values * (dsps_a_product(width) + LRN_POWER_DSP),
+                          lut=values * (shape.n_in * width * 2 + LRN_POWER_LUT),
+                          ff=values * (shape.n_in * width * 2 + LRN_POWER_FF),
+                          cycles=-(-shape.output_values // values) + -(-(shape.n_in // 2) // values) + LRN_POWER_DEPTH)
 
 
 @unit_kind
