@@ -349,13 +349,12 @@ BRAM18_BYTES = BRAM18_BITS // 8
 
 
 def _ddr_reads(unit: ExecutionUnit, tensor: str) -> int:
-    """The reads of ``tensor``'s bytes ``unit`` makes where the tensor lies in DDR: one of an input; none of an
-    engine unit's input it stages or copies (charged as those loops' cycles), but one of the residual map it adds,
-    which it reads beside its output words (the same tensor as its input, for a skip over one layer)."""
-    if unit.engine is None:
-        return int(tensor in unit.inputs)
-    read_directly = tensor == unit.inputs[0] and not (unit.engine.staged or unit.engine.copied)
-    return int(read_directly) + int(tensor == unit.residual)
+    """The reads of ``tensor``'s bytes ``unit`` makes where the tensor lies in DDR, beside its cycles: one of an input
+    of a unit the top or hls4ml runs; none of an engine unit's, whose loops move its words a cycle each (an input
+    staged or copied: the staging's or the copy's cycles; the residual map it adds: a word read beside each output
+    word, in its own loops' cycles), a 64-bit word a cycle being half a port's bandwidth (the board files' 3.2 GB/s
+    at 200 MHz)."""
+    return int(unit.engine is None and tensor in unit.inputs)
 
 
 def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: Board, policy: str, width: int,
@@ -437,7 +436,12 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                                     for u in sub.execution_units
                                     if u.engine is not None and u.outputs[0] in memory_of
                                     and memory_of[u.outputs[0]].memory == "ddr")
-            readers = {b.tensor: 1 + sum(_ddr_reads(u, b.tensor) for u in sub.execution_units) for b in lives}
+            # each buffer in DDR written once (but by an engine unit, whose loops write its words: its cycles and
+            # ddr_output_cycles) and read by each of its readers (_ddr_reads)
+            engine_written = {u.outputs[0] for u in sub.execution_units if u.engine is not None}
+            readers = {b.tensor: int(b.tensor not in engine_written) + sum(_ddr_reads(u, b.tensor)
+                                                                           for u in sub.execution_units)
+                       for b in lives}
             ddr_traffic = sum(r.size * readers[b.tensor]
                               for b, r, p in zip(lives, requests, placements) if p.memory == "ddr")
             staging_s = staged_cycles / (device.clock_mhz * 1e6)
