@@ -130,22 +130,35 @@ WINDOW_CASES = [
     ("GlobalAveragePool", [1, 5, 7, 5], {}),
     ("GlobalAveragePool", [1, 6, 20], {}),
     ("GlobalAveragePool", [1, 12, 9, 10], {}),
+    # whole words reduced a column at a time (arena.h's window_columns): Inception's pool branch, a mean counting
+    # the padding, a dilated window, padding on one side, a 1-D row of three chunks (WINDOW_CHUNK), and a global
+    # average 20 columns wide (past WINDOW_RING: a value at a time)
+    ("MaxPool", [1, 4, 7, 6], {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]}),
+    ("AveragePool", [1, 8, 6, 9], {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1],
+                                   "count_include_pad": 1}),
+    ("MaxPool", [1, 4, 10, 10], {"kernel_shape": [2, 2], "strides": [1, 2], "dilations": [2, 3]}),
+    ("AveragePool", [1, 4, 6, 7], {"kernel_shape": [2, 3], "strides": [2, 1], "pads": [0, 1, 1, 0]}),
+    ("MaxPool", [1, 4, 600], {"kernel_shape": [3], "strides": [1], "pads": [1, 1]}),
+    ("GlobalAveragePool", [1, 4, 6, 20], {}),
 ]
 
 
 def test_the_tops_window_ops_match_onnxruntime_on_every_geometry(tmp_path):
-    """arena.h's window_op on each case's geometry (top_kinds.WINDOW.window_of, as a build writes it) against
+    """arena.h's window_op on each case's geometry (plan.Window.of, as a build writes it) against
     onnxruntime on the same values, multiples of 1/64 that ap_fixed<16,5> holds exactly: a maximum is
     one of them, exact; a mean (over the whole kernel where ONNX counts the padding, else over the positions inside
-    the input) is within half a step of 1/2048 (AP_RND) of the true one."""
+    the input) is within half a step of 1/2048 (AP_RND) of the true one. The cycles C-simulation counts as its loops
+    run are the cost model's (costs.window_cycles), to the cycle."""
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
     from hetdeploy.core.board_runtime import channels_last
     from hetdeploy.core.graph import Node
+    from hetdeploy.core.plan import Window
     from types import SimpleNamespace
 
     from hetdeploy.fpga.top_kinds import WINDOW
+    from hetdeploy.planning.units.costs import window_cycles
 
     rng = np.random.default_rng(7)
     declarations, calls, cases = [], [], []
@@ -156,24 +169,26 @@ def test_the_tops_window_ops_match_onnxruntime_on_every_geometry(tmp_path):
         model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
         x = (rng.integers(-15 * 64, 15 * 64, shape) / 64).astype(np.float32)
         (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
-        window = WINDOW.window_of(Node(f"case{k}", op, ["x"], ["y"], attrs, input_shapes=[shape],
-                                       output_shapes=[list(y.shape)]))
+        window = Window.of(Node(f"case{k}", op, ["x"], ["y"], attrs, input_shapes=[shape],
+                                output_shapes=[list(y.shape)]))
         declarations.append(WINDOW.declaration(SimpleNamespace(name=f"case{k}", window=window)))
         values = ", ".join(f"{v:.6f}f" for v in channels_last(x).reshape(-1))
         reduce = WINDOW.line(f"window_{window.reduce}", type="value_t", source="source", target="target",
                              unit=f"case{k}")  # as a build's top calls it
         calls.append(f"{{ static const float x[] = {{{values}}}; hetdeploy::from_float<value_t>(x, source, {x.size}); "
-                     f"{reduce.strip()} print(target, {y.size}); }}")
-        cases.append(channels_last(y).reshape(-1))
+                     f"hetdeploy::window_counted() = 0; {reduce.strip()} print(target, {y.size}); "
+                     f"std::printf(\"%lld\\n\", hetdeploy::window_counted()); }}")
+        cases.append((channels_last(y).reshape(-1), window_cycles(window.values(), 16)))
     (tmp_path / "main.cpp").write_text(WINDOW_PROGRAM % {"declarations": "\n".join(declarations),
                                                           "calls": "\n    ".join(calls)})
     binary = tmp_path / "main"
     subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
                     str(tmp_path / "main.cpp")], check=True, capture_output=True)
     lines = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split("\n")
-    for (op, shape, attrs), want, line in zip(WINDOW_CASES, cases, lines):
+    for (op, shape, attrs), (want, cycles), line, counted in zip(WINDOW_CASES, cases, lines[::2], lines[1::2]):
         got = np.array(line.split(), dtype=np.float64)
         assert got.shape == want.shape, (op, shape, attrs)
+        assert int(counted) == cycles, (op, shape, attrs)
         if op == "MaxPool":
             assert (got == want).all(), (op, shape, attrs, np.flatnonzero(got != want)[:5])
         else:

@@ -163,7 +163,7 @@ def test_the_integer_programme_finds_the_exhaustive_optimum_from_a_worse_start(b
     assert sorted(i for _, nodes in result.solution for i in nodes) == list(range(len(graph.nodes)))
 
 
-@pytest.mark.parametrize("board, seed", [("zcu104", 0), ("pynq-z2", 9), ("ultra96-v2", 0)])
+@pytest.mark.parametrize("board, seed", [("zcu104", 3), ("pynq-z2", 9), ("ultra96-v2", 0)])
 def test_the_integer_programme_prices_a_stream_as_the_cost_model_and_beats_the_search(board, seed):
     """Under the throughput objective (batches of 4) the programme's objective is the cost model's
     stream figure for its plan, and from the search's plan it finds a faster stream (on these graphs

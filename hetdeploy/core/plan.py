@@ -312,6 +312,28 @@ class Window:
     pads: list[int]  # before the first row and column
     dilations: list[int]
 
+    @classmethod
+    def of(cls, node) -> "Window":
+        """The geometry of the window op ``node`` (a graph.Node: MaxPool, AveragePool, GlobalAveragePool), from its
+        attributes and shapes."""
+        first, out = node.input_shapes[0], node.output_shapes[0]
+        spatial = len(first) - 2
+
+        def as_2d(values, fill=1):  # a 1-D op's one row
+            return [fill] * (2 - spatial) + list(values)
+
+        if node.op == "GlobalAveragePool":
+            return cls("mean", first[1], as_2d(first[2:]), as_2d(out[2:]), as_2d(first[2:]), [1, 1], [0, 0], [1, 1])
+        pads = node.attrs.get("pads") or [0] * (2 * spatial)
+        reduce = "max" if node.op == "MaxPool" else "mean" if node.attrs.get("count_include_pad") else "mean_inside"
+        return cls(reduce, first[1], as_2d(first[2:]), as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
+                   as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
+                   as_2d(node.attrs.get("dilations") or [1] * spatial))
+
+    def values(self) -> list[int]:
+        """arena.h's window_geometry, in its fields' order."""
+        return [self.channels, *self.input, *self.output, *self.kernel, *self.strides, *self.pads, *self.dilations]
+
 
 @dataclass
 class LocalResponse:

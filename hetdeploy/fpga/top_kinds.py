@@ -495,25 +495,7 @@ class Window(_Moved):
 
     def generate(self, unit, source):
         super().generate(unit, source)
-        unit.window = self.window_of(source.nodes[0])
-
-    @staticmethod
-    def window_of(node: Node) -> WindowGeometry:
-        """The geometry of the window op ``node``, from its attributes and shapes."""
-        first, out = node.input_shapes[0], node.output_shapes[0]
-        spatial = len(first) - 2
-
-        def as_2d(values, fill=1):  # a 1-D op's one row
-            return [fill] * (2 - spatial) + list(values)
-
-        if node.op == "GlobalAveragePool":
-            return WindowGeometry("mean", first[1], as_2d(first[2:]), as_2d(out[2:]), as_2d(first[2:]), [1, 1],
-                                  [0, 0], [1, 1])
-        pads = node.attrs.get("pads") or [0] * (2 * spatial)
-        reduce = "max" if node.op == "MaxPool" else "mean" if node.attrs.get("count_include_pad") else "mean_inside"
-        return WindowGeometry(reduce, first[1], as_2d(first[2:]), as_2d(out[2:]), as_2d(node.attrs["kernel_shape"]),
-                              as_2d(node.attrs.get("strides") or [1] * spatial), as_2d(pads[:spatial], fill=0),
-                              as_2d(node.attrs.get("dilations") or [1] * spatial))
+        unit.window = WindowGeometry.of(source.nodes[0])
 
     def is_one(self, unit):
         return unit.window is not None
@@ -528,9 +510,7 @@ class Window(_Moved):
 
     def declaration(self, unit: ExecutionUnit) -> str:
         """``<unit>_window``, the C++ constant of its window (arena.h's window_geometry, in its field order)."""
-        w = unit.window
-        values = [w.channels, *w.input, *w.output, *w.kernel, *w.strides, *w.pads, *w.dilations]
-        return self.statement("window_geometry", unit=unit.name, values=", ".join(map(str, values)))
+        return self.statement("window_geometry", unit=unit.name, values=", ".join(map(str, unit.window.values())))
 
 
 def flatten_geometry(shape: list[int]) -> tuple[int, int]:

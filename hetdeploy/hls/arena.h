@@ -332,15 +332,35 @@ template <class T> void gather(const word_t *source, word_t *target, const int *
 // A window op (MaxPool, AveragePool, GlobalAveragePool) over a channels-last buffer: output value (pixel (y, x),
 // channel c) reduces channel c of the input pixels (y * s_h - pad_top + i * d_h, x * s_w - pad_left +
 // j * d_w), i < k_h, j < k_w, that lie inside the input; those outside are padding, which a maximum
-// ignores (a window wholly in padding gives 0). One target word at a time: when the channels fill whole
-// words, its lanes are one pixel's channels and each window position is one word read for all of them;
-// else each lane's window values are a word read each.
+// ignores (a window wholly in padding gives 0). Where the channels fill whole words and a window's columns are at
+// most WINDOW_RING (window_columns): each of an output row's columns reduced once, two of its rows an iteration,
+// each output from the columns of its window; else a target word at a time, each lane's window values a word read
+// each (window_values).
 struct window_geometry {
     int channels, in_h, in_w, out_h, out_w, k_h, k_w, s_h, s_w, pad_top, pad_left, d_h, d_w;
 };
 
+// the columns of a window window_columns keeps (its span: (k_w - 1) * d_w + 1), the outputs of a row it reduces at a
+// time (a chunk), and the depth of its loops' pipelines (a column's: the address, the read, the reduction, the ring;
+// a move's): hetdeploy's model of the schedule, no HLS tool ran
+static const int WINDOW_RING = 16, WINDOW_CHUNK = 256, WINDOW_DEPTH = 4, WINDOW_MOVE_DEPTH = 2;
+
+#ifndef __SYNTHESIS__
+// C-simulation's count of the window ops' cycles as they run: each pipelined loop's iterations at II 1 and its depth
+// once, a cycle an iteration of the loops around them (planning/units/costs.py's window_cycles, from the same loops)
+inline long long &window_counted() {
+    static long long cycles = 0;
+    return cycles;
+}
+#define HETDEPLOY_COUNTED(statement) statement
+#else
+#define HETDEPLOY_COUNTED(statement)
+#endif
+
+// A window op's general form: per target word, per lane (all of them at once when the channels fill whole words), a
+// read a window position, the window's positions one pipelined loop.
 template <class T, class Reduce>
-void window_op(const word_t *source, word_t *target, const window_geometry &g, const Reduce &reduce) {
+void window_values(const word_t *source, word_t *target, const window_geometry &g, const Reduce &reduce) {
     static const int L = lane<T>::per_word;
     const int together = g.channels % L == 0 ? L : 1;  // lanes one read serves
     const int n = g.out_h * g.out_w * g.channels;
@@ -352,6 +372,7 @@ void window_op(const word_t *source, word_t *target, const window_geometry &g, c
             const int c = j % g.channels, pixel = j / g.channels, y = pixel / g.out_w, x = pixel % g.out_w;
             bool any = false;
             int count = 0;  // the window's positions inside the input
+            HETDEPLOY_COUNTED(window_counted() += 1 + (g.k_h * g.k_w - 1 + WINDOW_DEPTH));  // (a perfect nest: one)
             for (int i = 0; i < g.k_h; i++) {
                 for (int m = 0; m < g.k_w; m++) {
 #pragma HLS PIPELINE
@@ -375,11 +396,114 @@ void window_op(const word_t *source, word_t *target, const window_geometry &g, c
     }
 }
 
+// The rows of a window that lie inside the input, from its first (``first``, of k_h) on, for output row ``y``
+inline void window_rows(const window_geometry &g, int y, int &first, int &rows) {
+    const int row0 = y * g.s_h - g.pad_top;
+    first = row0 < 0 ? (-row0 + g.d_h - 1) / g.d_h : 0;
+    const int end = row0 >= g.in_h ? 0 : (g.in_h - row0 + g.d_h - 1) / g.d_h;  // (past the last inside)
+    rows = (end < g.k_h ? end : g.k_h) - first;
+    if (rows < 0) rows = 0;
+}
+
+// A window op over whole words of channels, its windows' columns at most WINDOW_RING: per output row, per chunk of
+// at most WINDOW_CHUNK of its outputs, per channel word, one pipelined loop over the columns the chunk's windows
+// span (padding columns too, reading nothing), each column's rows inside the input two an iteration (the memory's
+// two ports; one iteration where none is inside), the column's reduction then shifted into a ring of the last
+// WINDOW_RING, and where an output's window ends at it, that output from its columns in the ring into a row of
+// words; then that row written, two words an iteration.
+template <class T, class Reduce>
+void window_columns(const word_t *source, word_t *target, const window_geometry &g, const Reduce &reduce) {
+    typedef typename Reduce::template of<T>::sum_t sum_t;
+    static const int L = lane<T>::per_word;
+    const int words = g.channels / L, span = (g.k_w - 1) * g.d_w + 1;
+    bool in_window[WINDOW_RING];  // the ring's places an output's columns are at, the newest last
+    for (int j = 0; j < WINDOW_RING; j++) {
+        const int m = j - (WINDOW_RING - span);
+        in_window[j] = m >= 0 && m % g.d_w == 0;
+    }
+    for (int y = 0; y < g.out_h; y++) {
+        int first, rows;
+        window_rows(g, y, first, rows);
+        const int pairs = rows > 2 ? (rows + 1) / 2 : 1, row0 = y * g.s_h - g.pad_top + first * g.d_h;
+        for (int x0 = 0; x0 < g.out_w; x0 += WINDOW_CHUNK) {
+            const int outs = g.out_w - x0 < WINDOW_CHUNK ? g.out_w - x0 : WINDOW_CHUNK;
+            const int columns = (outs - 1) * g.s_w + span, column0 = x0 * g.s_w - g.pad_left;
+            for (int cw = 0; cw < words; cw++) {
+                word_t row[WINDOW_CHUNK];
+#pragma HLS ARRAY_PARTITION variable=row cyclic factor=2
+                sum_t column[L], ring[WINDOW_RING][L];
+                bool inside[WINDOW_RING];  // whether the ring's column has values (lies inside the input)
+#pragma HLS ARRAY_PARTITION variable=ring complete dim=0
+#pragma HLS ARRAY_PARTITION variable=inside complete
+                for (int j = 0; j < WINDOW_RING; j++) inside[j] = false;
+                int it = 0;
+                for (int v = 0, p = 0, x = 0; it < columns * pairs; it++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=(2 * WINDOW_CHUNK + WINDOW_RING) * 2
+                    const int c = column0 + v;
+                    const bool has = c >= 0 && c < g.in_w && rows > 0;
+                    for (int t = 0; t < 2; t++) {
+#pragma HLS UNROLL
+                        const int i = 2 * p + t;
+                        if (has && i < rows) {
+                            const word_t word = source[((row0 + i * g.d_h) * g.in_w + c) * words + cw];
+                            for (int k = 0; k < L; k++) {
+                                const T value = lane_value<T>(word, k);
+                                column[k] = i == 0 ? reduce.template first<T>(value)
+                                                   : reduce.template add<T>(column[k], value);
+                            }
+                        }
+                    }
+                    if (++p < pairs) continue;
+                    p = 0;
+                    for (int j = 0; j + 1 < WINDOW_RING; j++) {
+                        for (int k = 0; k < L; k++) ring[j][k] = ring[j + 1][k];
+                        inside[j] = inside[j + 1];
+                    }
+                    for (int k = 0; k < L; k++) ring[WINDOW_RING - 1][k] = column[k];
+                    inside[WINDOW_RING - 1] = has;
+                    if (v++ != x * g.s_w + span - 1) continue;  // no output's window ends at this column
+                    sum_t sums[L];
+                    int count = 0;  // the window's positions inside the input
+                    for (int j = 0; j < WINDOW_RING; j++) {
+                        if (!in_window[j] || !inside[j]) continue;
+                        for (int k = 0; k < L; k++) sums[k] = count ? reduce.template merge<T>(sums[k], ring[j][k])
+                                                                    : ring[j][k];
+                        count += rows;
+                    }
+                    word_t out = 0;
+                    for (int k = 0; k < L; k++)
+                        set_lane<T>(out, k, count ? reduce.template result<T>(sums[k], count, g) : T(0));
+                    row[x++] = out;
+                }
+                int pair = 0;
+                for (; 2 * pair < outs; pair++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=WINDOW_CHUNK / 2
+                    const int x = 2 * pair, at = (y * g.out_w + x0 + x) * words + cw;
+                    target[at] = row[x];
+                    if (x + 1 < outs) target[at + words] = row[x + 1];
+                }
+                HETDEPLOY_COUNTED(window_counted() += 1 + (it - 1 + WINDOW_DEPTH) + (pair - 1 + WINDOW_MOVE_DEPTH));
+            }
+        }
+    }
+}
+
+template <class T, class Reduce>
+void window_op(const word_t *source, word_t *target, const window_geometry &g, const Reduce &reduce) {
+    if (g.channels % lane<T>::per_word == 0 && (g.k_w - 1) * g.d_w + 1 <= WINDOW_RING)
+        window_columns<T>(source, target, g, reduce);
+    else
+        window_values<T>(source, target, g, reduce);
+}
+
 // the largest value of a window (a value of T: exact)
 struct window_max {
     template <class T> struct of { typedef T sum_t; };
     template <class T> T first(T value) const { return value; }
     template <class T> T add(T best, T value) const { return value > best ? value : best; }
+    template <class T> T merge(T best, T other) const { return other > best ? other : best; }
     template <class T> T result(T best, int, const window_geometry &) const { return best; }
 };
 
@@ -393,6 +517,9 @@ struct window_mean {
     template <class T> struct of { typedef ap_fixed<T::width + 25, T::iwidth + 25> sum_t; };
     template <class T> typename of<T>::sum_t first(T value) const { return value; }
     template <class T> typename of<T>::sum_t add(typename of<T>::sum_t sum, T value) const { return sum + value; }
+    template <class T> typename of<T>::sum_t merge(typename of<T>::sum_t sum, typename of<T>::sum_t other) const {
+        return sum + other;
+    }
     template <class T> T result(typename of<T>::sum_t sum, int inside, const window_geometry &g) const {
         const ap_ufixed<48, 1, AP_RND> inverse = 1.0 / (count_padding ? g.k_h * g.k_w : inside);
         return T(sum * inverse);

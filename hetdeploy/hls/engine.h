@@ -188,9 +188,6 @@ template <int PORT> void engine_port_view(const word_t *words, ap_uint<64 * PORT
         for (int p = 0; p < PORT; p++) reads[r].range(64 * p + 63, 64 * p) = words[r * PORT + p];
     }
 }
-#define HETDEPLOY_COUNTED(statement) statement
-#else
-#define HETDEPLOY_COUNTED(statement)
 #endif
 
 // Where a window's rows lie in the staging buffer, a ring of k_h slots (engine_stage): the slot of the row a walk is

@@ -100,7 +100,7 @@ from ...core.board import LAYER_ENGINE_OPS, RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS,
 from ...core.errors import UserError
 from ...core.graph import Graph, Node
 from ...core.precision import DEFAULT_WIDTH, SIGN_KEEPING_OPS, source_quantizer
-from ...core.plan import Band, EngineLayer, ExecutionUnit, Fifo, Subfunction
+from ...core.plan import Band, EngineLayer, ExecutionUnit, Fifo, Subfunction, Window
 from ..dataflow import DataflowError, Op, Process, check, fifo_depths, free_schedule
 # the cost model's constants and shared arithmetic, read by the stages as units.NAME
 from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDED_OPS, BAND_FIFO_SHARE, BRAM18_SHAPES,
@@ -327,7 +327,7 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
     if unit.engine == "top":  # a window the top reduces (arena.h): each output value reads its window's values
         kernel = first[2:] if main.op.startswith("Global") else main.attrs.get("kernel_shape") or [1]
         return Shape("gather", math.prod(kernel), main_out[1], math.prod(main_out[2:]), False, 0, output_values,
-                     softmax)
+                     softmax, pool=tuple(Window.of(main).values()))
     if main.op == "Conv":
         kernel = main.attrs.get("kernel_shape") or [1] * (len(first) - 2)
         group = main.attrs.get("group", 1)

@@ -115,6 +115,10 @@ ENGINE_SHARED_STEPS = 512
 # The top's LRN (arena.h's lrn): a float power a value, pipelined at II 1 (its log, product and exp), in these
 # resources and this pipeline's depth: hetdeploy's model, not checked against a synthesis report
 LRN_POWER_DSP, LRN_POWER_LUT, LRN_POWER_FF, LRN_POWER_DEPTH = 20, 6000, 8000, 40
+# The top's window ops (arena.h's window_op): the columns of a window its sliding form keeps in a ring, the outputs of
+# a row it reduces at a time, and its pipelined loops' depths (a column's: the address, the read, the reduction, the
+# ring; a move's): hetdeploy's model of the schedule
+WINDOW_RING, WINDOW_CHUNK, WINDOW_DEPTH, WINDOW_MOVE_DEPTH = 16, 256, 4, 2
 # The top's Quant (arena.h's quantize): a product by a 40-bit constant (a value by 1 / scale, a code by the scale)
 # takes two DSPs (a DSP48's 25- or 27-bit port twice); hetdeploy's model, not a synthesis report
 QUANT_DSPS_A_PRODUCT = 2
@@ -234,6 +238,8 @@ class Shape:
     padded: bool = False
     # its window over that map: (k_h, k_w, s_h, s_w, pad top, left, bottom, right); a 1-D one a row of one
     window_geometry: tuple[int, ...] = ()
+    # a window op the top reduces: its geometry (plan.Window.values, arena.h's window_geometry)
+    pool: tuple[int, ...] = ()
     column_dilation: int = 1  # a convolution's, along its rows
     # on the engine, its size (``engine_sizes``, the folding's choice)
     engine: EngineSize = EngineSize(ENGINE_HOLD_LANES, 0, 1)
@@ -625,6 +631,34 @@ def _engine_products_a_dsp(width: int) -> int:
 def dsps_a_product(width: int) -> int:
     """DSPs one product of ``width``-bit data takes: a DSP48 multiplies 27 x 18 (25 x 18) bits, two past 18."""
     return 2 if width > 18 else 1
+
+
+def window_cycles(pool: Sequence[int], width: int) -> int:
+    """arena.h's window_op over the geometry ``pool`` (plan.Window.values) at ``width`` bits: where the channels fill
+    whole words and a window spans at most WINDOW_RING columns (window_columns), per output row, per chunk of its
+    outputs (WINDOW_CHUNK), per channel word, a cycle, then a pipelined loop of an iteration per column the chunk's
+    windows span and pair of its rows inside the input (one where there are at most two), then one writing the chunk's
+    outputs two an iteration; else (window_values), per output word, per lane (all of them at once where the channels
+    fill whole words), a cycle, then a pipelined loop of a window position an iteration (its rows' and columns' loops
+    one)."""
+    channels, in_h, _, out_h, out_w, k_h, k_w, s_h, s_w, pad_top, _, d_h, d_w = pool
+    lanes = ARENA_WORD_BYTES // element_bytes(width)
+    span = (k_w - 1) * d_w + 1
+    if channels % lanes or span > WINDOW_RING:
+        together = lanes if channels % lanes == 0 else 1
+        return arena_words(out_h * out_w * channels, width) * lanes // together * (1 + _loop(k_h * k_w, WINDOW_DEPTH))
+    cycles = 0
+    for y in range(out_h):
+        row0 = y * s_h - pad_top
+        first = -(row0 // d_h) if row0 < 0 else 0
+        end = 0 if row0 >= in_h else -(-(in_h - row0) // d_h)
+        rows = max(0, min(end, k_h) - first)
+        pairs = -(-rows // 2) if rows > 2 else 1
+        for x0 in range(0, out_w, WINDOW_CHUNK):
+            outs = min(WINDOW_CHUNK, out_w - x0)
+            cycles += channels // lanes * (1 + _loop(((outs - 1) * s_w + span) * pairs, WINDOW_DEPTH)
+                                           + _loop(-(-outs // 2), WINDOW_MOVE_DEPTH))
+    return cycles
 
 
 def _loop(iterations: int, depth: int, ii: int = 1) -> int:

@@ -27,7 +27,8 @@ from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, BRAM_MIN_DEPTH, DISTRIBUTED_A
                     accumulator_bits,
                     adder_levels_a_cycle, arena_words, bound_products, bram18_blocks, ddr_cycles_per_vector,
                     distributed_arithmetic_lut, dsps_a_product, element_bytes, first_product_cycles, iterations,
-                    popcount_lut, strategy_for, valid_reuse_factors, weight_codes, weight_type_bits, XNOR_POPCOUNT)
+                    popcount_lut, strategy_for, valid_reuse_factors, weight_codes, weight_type_bits, window_cycles,
+                    XNOR_POPCOUNT)
 
 
 @dataclass
@@ -264,10 +265,15 @@ class Elementwise(UnitKind):
 
 
 class _TopKind(UnitKind):
-    """An op the subfunction's top computes over whole buffers (arena.h), a lane of a word at a time."""
+    """An op the subfunction's top computes over whole buffers (arena.h), a lane of a word at a time: its loops read
+    its inputs and write its output words (its cycles), two words a cycle over a memory's two ports."""
 
     reads_are_its_work = True
     holds_its_input = False
+
+    def moved_out(self, shape: Shape) -> int:
+        """None besides its loops, which write its output words."""
+        return 0
 
     @staticmethod
     def lanes(width: int) -> int:
@@ -297,21 +303,20 @@ class _TokenByToken(_TopKind):
 
 @unit_kind
 class Gather(_TopKind):
-    """arena.h's window_op: each output value reads its n_in window values, a word read serving a whole word of
-    lanes when the channels fill whole words."""
+    """arena.h's window_op over its geometry (``costs.window_cycles``): a comparator (or adder) and a multiplexer
+    a lane of a word."""
 
     name = "gather"
 
     def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
         lanes = self.lanes(width)
-        together = lanes if shape.n_out % lanes == 0 else 1
-        return Arithmetic(lut=lanes * width * 2,  # a comparator (or adder) and a multiplexer a lane
-                          ff=lanes * width, cycles=-(-shape.output_values * shape.n_in // (together * ARENA_PORTS)))
+        return Arithmetic(lut=lanes * width * 2, ff=lanes * width, cycles=window_cycles(shape.pool, width))
 
 
 @unit_kind
 class Add(_TokenByToken):
-    """arena.h's add: a word of each input for a word of the output's lanes."""
+    """arena.h's add: a word of each input read and a word of the output's lanes written an iteration, over a
+    memory's two ports (the three may lie in one)."""
 
     name = "add"
 
@@ -319,7 +324,7 @@ class Add(_TokenByToken):
         lanes = self.lanes(width)
         return Arithmetic(lut=lanes * width * 2,  # an adder and the ReLU's multiplexer a lane
                           ff=lanes * width,
-                          cycles=-(-arena_words(shape.output_values, width) * shape.n_in // ARENA_PORTS))
+                          cycles=arena_words(shape.output_values, width) * -(-(shape.n_in + 1) // ARENA_PORTS))
 
 
 @unit_kind
