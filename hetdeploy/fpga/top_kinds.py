@@ -365,8 +365,8 @@ class Affine(_Computed):
 
 class Concat(_Computed):
     """A channels-last buffer's channels are its axis 1; Concat(x, x) reads x twice. A unit of a chain of Concats
-    (``units.concat_slices``: intake's split of one of more tensors, each a whole number of words) moves each of its
-    tensors, its inputs in order, into its channels of the output (arena.h's concat_slice)."""
+    (``units.concat_slices``: intake's split of one of three or more tensors, each a whole number of words) moves
+    each of its tensors, its inputs in order, into its channels of the output (arena.h's concat_slice)."""
 
     name = "concat"
     ops = ("Concat",)
