@@ -352,6 +352,10 @@ inline long long &window_counted() {
     static long long cycles = 0;
     return cycles;
 }
+// a pipelined loop's cycles: its iterations at its II, and its pipeline's depth once (none where it has none)
+inline long long loop_cycles(long long iterations, int depth, int ii = 1) {
+    return iterations > 0 ? (iterations - 1) * ii + depth : 0;
+}
 #define HETDEPLOY_COUNTED(statement) statement
 #else
 #define HETDEPLOY_COUNTED(statement)
@@ -372,7 +376,7 @@ void window_values(const word_t *source, word_t *target, const window_geometry &
             const int c = j % g.channels, pixel = j / g.channels, y = pixel / g.out_w, x = pixel % g.out_w;
             bool any = false;
             int count = 0;  // the window's positions inside the input
-            HETDEPLOY_COUNTED(window_counted() += 1 + (g.k_h * g.k_w - 1 + WINDOW_DEPTH));  // (a perfect nest: one)
+            HETDEPLOY_COUNTED(window_counted() += 1 + loop_cycles(g.k_h * g.k_w, WINDOW_DEPTH));  // (a perfect nest)
             for (int i = 0; i < g.k_h; i++) {
                 for (int m = 0; m < g.k_w; m++) {
 #pragma HLS PIPELINE
@@ -484,7 +488,8 @@ void window_columns(const word_t *source, word_t *target, const window_geometry 
                     target[at] = row[x];
                     if (x + 1 < outs) target[at + words] = row[x + 1];
                 }
-                HETDEPLOY_COUNTED(window_counted() += 1 + (it - 1 + WINDOW_DEPTH) + (pair - 1 + WINDOW_MOVE_DEPTH));
+                HETDEPLOY_COUNTED(window_counted() += 1 + loop_cycles(it, WINDOW_DEPTH) +
+                                                      loop_cycles(pair, WINDOW_MOVE_DEPTH));
             }
         }
     }

@@ -176,9 +176,9 @@ inline engine_counts &engine_counted() {
     static engine_counts counts = {0, 0};
     return counts;
 }
-// a pipelined loop's cycles: its iterations at its II, and its pipeline's depth once
+// a pipelined loop's cycles (arena.h's loop_cycles) into the engine's count
 inline void count_loop(long long iterations, int depth, int ii = 1) {
-    if (iterations > 0) engine_counted().cycles += (iterations - 1) * ii + depth;
+    engine_counted().cycles += loop_cycles(iterations, depth, ii);
 }
 
 // C-simulation's view of the weights port: ``count`` of its words from the DDR region's words (``words``, the

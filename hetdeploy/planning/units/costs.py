@@ -662,7 +662,7 @@ def window_cycles(pool: Sequence[int], width: int) -> int:
 
 
 def _loop(iterations: int, depth: int, ii: int = 1) -> int:
-    """A pipelined loop's cycles: its iterations at its II, and its pipeline's depth once (engine.h's count_loop)."""
+    """A pipelined loop's cycles: its iterations at its II, and its pipeline's depth once (arena.h's loop_cycles)."""
     return (iterations - 1) * ii + depth if iterations > 0 else 0
 
 
