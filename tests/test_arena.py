@@ -593,3 +593,106 @@ def test_a_codes_port_gives_the_buffer_a_float_port_gives(tmp_path, bits, signed
     subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
                     str(tmp_path / "main.cpp")], check=True, capture_output=True)
     assert subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split() == ["1"]
+
+
+# relayouts as exporters write them, between two ReLUs (ONNX shapes; each case's nodes: op, extra inputs, attributes)
+RELAYOUT_CASES = [
+    ("channel shuffle", [1, 12, 6, 6], [("Reshape", [[1, 3, 4, 6, 6]], {}),
+                                        ("Transpose", [], {"perm": [0, 2, 1, 3, 4]}),
+                                        ("Reshape", [[1, 12, 6, 6]], {})]),
+    ("shuffle of 2 groups", [1, 48, 12, 12], [("Reshape", [[1, 2, 24, 12, 12]], {}),  # its steps repeated
+                                              ("Transpose", [], {"perm": [0, 2, 1, 3, 4]}),
+                                              ("Reshape", [[1, 48, 12, 12]], {})]),
+    ("flatten", [1, 24, 7, 7], [("Flatten", [], {})]),
+    ("transpose", [1, 16, 5, 3], [("Transpose", [], {"perm": [0, 1, 3, 2]})]),
+    ("depth to space", [1, 16, 3, 3], [("DepthToSpace", [], {"blocksize": 2})]),
+    ("depth to space CRD", [1, 16, 3, 3], [("DepthToSpace", [], {"blocksize": 2, "mode": "CRD"})]),
+    ("space to depth", [1, 4, 6, 6], [("SpaceToDepth", [], {"blocksize": 2})]),
+    ("channel slice", [1, 20, 4, 4], [("Slice", [[3], [17], [1]], {})]),
+    ("row slice", [1, 8, 6, 5], [("Slice", [[1], [-1], [2], [2]], {})]),
+    ("squeeze and flatten", [1, 40, 1, 1], [("Squeeze", [[2, 3]], {}), ("Flatten", [], {})]),
+]
+
+RELAYOUT_PROGRAM = r"""
+#include <cstdio>
+#include "arena.h"
+
+typedef ap_fixed<%(width)d, 8> value_t;
+%(tables)s
+
+static hetdeploy::word_t source[8192], target[8192];
+
+int main() {
+    %(calls)s
+}
+"""
+
+
+@pytest.mark.parametrize("width", [8, 16])
+def test_the_tops_relayouts_move_onnxruntimes_values_a_step_a_cycle(tmp_path, width):
+    """Each relayout of RELAYOUT_CASES, loaded as a model (intake's nodes): the map planning computes from the nodes
+    (relayout.chain_of) is onnxruntime's; arena.h's relayout, run on its steps as a build writes them (GATHER's
+    table and call), moves each value where onnxruntime puts it, bit for bit; its cycles, counted in C-simulation,
+    are the estimate's (kinds' Data) to the cycle, and about one an output word where each input word holds values
+    of few output words (a shuffle's, a Flatten's, a slice's: each input word read about once)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    from hetdeploy.core.board import RELAYOUT_OPS
+    from hetdeploy.core.board_runtime import channels_first, channels_last, stored_shape
+    from hetdeploy.fpga.top_kinds import GATHER
+    from hetdeploy.intake.model import load_model
+    from hetdeploy.planning.units.costs import RELAYOUT_DEPTH, Shape, arena_words, loop_cycles, word_values
+    from hetdeploy.planning.units.kinds import kind_of
+    from hetdeploy.planning.units.relayout import chain_index, chain_of, relayout_steps
+
+    lanes = word_values(width)
+    rng = np.random.default_rng(3)
+    tables, calls, cases = [], [], []
+    for k, (what, shape, nodes) in enumerate(RELAYOUT_CASES):
+        inits, made, x = [], [helper.make_node("Relu", ["x"], ["t0"])], "t0"
+        for n, (op, constants, attrs) in enumerate(nodes):
+            names = [f"c{n}_{i}" for i in range(len(constants))]
+            inits += [numpy_helper.from_array(np.array(c, dtype=np.int64), name) for c, name in zip(constants, names)]
+            made.append(helper.make_node(op, [x] + names, [f"t{n + 1}"], **attrs))
+            x = f"t{n + 1}"
+        made.append(helper.make_node("Relu", [x], ["y"]))
+        graph = helper.make_graph(made, "r", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        positions = np.arange(np.prod(shape), dtype=np.float32)  # through the ReLUs as they are
+        (y,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+            None, {"x": channels_first(positions.reshape(stored_shape(shape, 1)))})
+        model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, list(y.shape)))
+        (tmp_path / f"{k}.onnx").write_bytes(model.SerializeToString())
+        relayouts = [n for n in load_model(tmp_path / f"{k}.onnx").graph.nodes if n.op in RELAYOUT_OPS]
+        chain = chain_of(relayouts)
+        index = channels_last(y).reshape(-1).astype(np.int64)
+        assert np.array_equal(chain_index(chain), index), what
+        steps = relayout_steps(index, lanes)
+        planned = Shape("data", 0, 0, 0, False, 0, 0, False, input_values=int(np.prod(shape)), relayout=chain)
+        estimate = kind_of(planned).arithmetic(planned, 1, width, None, None, (0, 0), False)
+        tables.append(GATHER.table(f"case{k}", steps))
+        values = rng.integers(-2 ** (width - 1), 2 ** (width - 1), int(np.prod(shape)))
+        words = ", ".join(f"{int(v) & (2 ** width - 1)}" for v in values)
+        call = GATHER.line("gather", type="value_t", source="source", target="target", unit=f"case{k}").strip()
+        calls.append(f"{{ static const long long codes[] = {{{words}}}; for (int i = 0; i < {values.size}; i++) "
+                     f"{{ hetdeploy::word_t w = source[i / {lanes}]; value_t v; v.range() = codes[i]; "
+                     f"hetdeploy::set_lane<value_t>(w, i % {lanes}, v); source[i / {lanes}] = w; }} "
+                     f"hetdeploy::relayout_counted() = 0; {call} "
+                     f"for (int i = 0; i < {index.size}; i++) std::printf(\"%d \", "
+                     f"int(hetdeploy::read<value_t>(target, i).range())); "
+                     f"std::printf(\"\\n%lld\\n\", hetdeploy::relayout_counted()); }}")
+        words = max(arena_words(index.size, width), arena_words(values.size, width))  # the words it moves
+        cases.append((what, values, index, steps, estimate.cycles, words))
+    (tmp_path / "main.cpp").write_text(RELAYOUT_PROGRAM % {"width": width, "tables": "".join(tables),
+                                                            "calls": "\n    ".join(calls)})
+    binary = tmp_path / "main"
+    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
+                    str(tmp_path / "main.cpp")], check=True, capture_output=True)
+    lines = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split("\n")
+    for (what, values, index, steps, estimated, words), line, counted in zip(cases, lines[::2], lines[1::2]):
+        codes = np.array(line.split(), dtype=np.int64) & (2 ** width - 1)
+        assert np.array_equal(codes, values[index] & (2 ** width - 1)), what
+        assert int(counted) == loop_cycles(steps.iterations, RELAYOUT_DEPTH) == estimated, what
+        assert steps.iterations <= 1.125 * words + 4, (what, steps.iterations, words)

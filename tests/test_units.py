@@ -1220,3 +1220,53 @@ def test_a_layer_reads_signs_only_through_ops_that_keep_each_value():
     assert signs([]) and signs(["Flatten", "MaxPool", "Reshape"])
     assert not signs(["Relu"]) and not signs(["Flatten", "Relu"])
     assert not signs([], scale=0.5)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 40), st.sampled_from([1, 2, 4, 8]), st.integers(0, 2 ** 31))
+def test_a_relayouts_steps_move_its_map_each_input_word_about_once(groups, per_group, lanes, seed):
+    """relayout_steps on a channel shuffle of ``groups`` x ``per_group`` channels over 9 pixels, a Flatten of its
+    pixels and channels, and a random permutation: the steps move exactly the map (index_of), each output word at
+    worst a read a lane and a write; where a pixel's channels fill whole words, a shuffle and a Flatten read each input
+    word about once (a step a word, and a few a period)."""
+    from hetdeploy.planning.units.relayout import index_of, relayout_steps
+
+    channels, pixels = groups * per_group, 9
+    c = np.arange(channels)
+    shuffle = (np.arange(pixels)[:, None] * channels + (c % groups * per_group + c // groups)).reshape(-1)
+    j = np.arange(pixels * channels)
+    flatten = j % pixels * channels + j // pixels
+    permutation = np.random.default_rng(seed).permutation(pixels * channels)
+    aligned = channels % lanes == 0
+    for index, bounded in ((shuffle, aligned), (flatten, aligned), (permutation, False)):
+        steps = relayout_steps(index, lanes)
+        assert np.array_equal(index_of(steps, lanes, index.size), index)
+        words = -(-index.size // lanes)
+        assert steps.iterations <= words * (lanes + 1)  # each output word's lanes in words of their own at worst
+        if bounded:
+            assert steps.iterations <= 1.25 * words + 4 * steps.repeat, (index.size, lanes, steps.iterations)
+
+
+def test_planning_knows_a_chain_of_relayouts_map_from_its_nodes_or_bounds_its_steps():
+    """chain_of / chain_index on a channel shuffle's nodes (Reshape, Transpose, Reshape: channels-last buffers), a
+    Slice of one axis (its constants one-value initializers) and one of two axes (its constants not held: no map);
+    where planning has no map, the Data kind charges the bound (each output word's lanes in words of their own)."""
+    from hetdeploy.core.graph import Node
+    from hetdeploy.planning.units.costs import RELAYOUT_DEPTH, Shape, loop_cycles
+    from hetdeploy.planning.units.kinds import kind_of
+    from hetdeploy.planning.units.relayout import chain_index, chain_of
+
+    shuffle = [Node("a", "Reshape", ["x"], ["a"], input_shapes=[[1, 6, 2, 2]], output_shapes=[[1, 2, 3, 2, 2]]),
+               Node("b", "Transpose", ["a"], ["b"], {"perm": [0, 2, 1, 3, 4]}, output_shapes=[[1, 3, 2, 2, 2]]),
+               Node("c", "Reshape", ["b"], ["c"], output_shapes=[[1, 6, 2, 2]])]
+    c = np.arange(6)
+    shuffled = np.arange(4)[:, None] * 6 + c % 2 * 3 + c // 2  # each pixel's channels 0, 3, 1, 4, 2, 5
+    assert chain_index(chain_of(shuffle)).tolist() == shuffled.reshape(-1).tolist()
+    one_axis = Node("s", "Slice", ["x"], ["s"], constants={1: "st", 2: "en", 3: "ax"}, scalars={1: 1, 2: 3, 3: 1},
+                    input_shapes=[[1, 4, 1, 2]], output_shapes=[[1, 2, 1, 2]])
+    assert chain_index(chain_of([one_axis])).tolist() == [1, 2, 5, 6]  # channels 1 and 2 of each pixel
+    two_axes = dataclasses.replace(one_axis, scalars={}, constants={1: "st", 2: "en"})
+    assert chain_of([two_axes]) == ()
+    shape = Shape("data", 0, 0, 0, False, 0, 0, False, input_values=64)
+    assert kind_of(shape).arithmetic(shape, 1, 8, None, None, (0, 0), False).cycles == \
+        loop_cycles(8 * 9, RELAYOUT_DEPTH)

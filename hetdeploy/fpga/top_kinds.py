@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, ClassVar, Optional
@@ -31,7 +32,8 @@ from ..core.plan import ExecutionUnit, LocalResponse as LocalResponseAttributes,
 from ..core.precision import CppFixed, quantizer_codes, weight_fixed
 from ..intake.ort_adapter import OrtModel
 from ..planning.units import ENGINE_PORT_MAX_BUNDLES, XNOR_POPCOUNT, arena_words, token_interval as schedule_interval, \
-    tokens_of
+    tokens_of, word_values
+from ..planning.units.relayout import RelayoutSteps, index_of, relayout_steps
 from .engine import affine as engine_affine, layer_values as engine_layer_values, quantized as engine_quantized, \
     weights_bytes as engine_weights_bytes
 from . import open_synth
@@ -513,40 +515,13 @@ class Window(_Moved):
         return self.statement("window_geometry", unit=unit.name, values=", ".join(map(str, unit.window.values())))
 
 
-def flatten_geometry(shape: list[int]) -> tuple[int, int]:
-    """(channels, pixels) arena.h's flatten_channels_last reorders a buffer of ``shape`` by: channels-last when
-    its rank is >= 3, else one channel (a plain copy)."""
-    return (shape[1], values_of(shape[2:])) if len(shape) >= 3 else (1, values_of(shape))
-
-
-class Flatten(_Moved):
-    """A Flatten: the channels-last buffer reordered into ONNX's order, with no table."""
-
-    name = "flatten"
-    ops = ("Flatten",)
-
-    def makes(self, unit, op, engine):
-        return op in self.ops and len(unit.nodes) == 1  # a chain of relayouts: one table (Gather)
-
-    def is_one(self, unit):
-        return not unit.index_table
-
-    def moved(self, unit, project, input_shape):
-        """arena.h's flatten_channels_last: ONNX's (C, H, W) order from (H, W, C)."""
-        channels, pixels = flatten_geometry(list(input_shape))
-        values = np.arange(values_of(list(input_shape)))
-        return dict(index=(values % pixels) * channels + values // pixels)
-
-    def run(self, unit, buffers):
-        (x,), (y,) = unit.inputs, unit.outputs
-        channels, pixels = flatten_geometry(buffers.shapes[x])
-        return "    " + self.statement("flatten", type=buffers.types[x], source=buffers.at(x),
-                                       target=buffers.at(y), pixels=pixels, channels=channels) + "\n"
+# an entry of a relayout's steps as index.h writes it (arena.h's relayout_step): {read, write, slot, {select ...}}
+STEP_ENTRY = re.compile(r"\{(-?\d+), (-?\d+), (-?\d+), \{([-\d, ]+)\}\}")
 
 
 class Gather(_Moved):
-    """Any other op that only moves values (a relayout: Reshape, Transpose, Slice ...), by a table of where each
-    output value comes from."""
+    """Any op that only moves values (a relayout: Flatten, Reshape, Transpose, Slice ...; a chain of them one unit),
+    by a table of steps (planning/units/relayout.py) that reads each input word about once."""
 
     name = "gather"
 
@@ -554,35 +529,49 @@ class Gather(_Moved):
         return True
 
     def generate(self, unit, source):
-        """The table (buffers of rank >= 3 are channels-last), found by running the unit's own ONNX model on the
-        input buffer's positions, so any op that only moves values is right by construction."""
+        """Its steps, from where each output value comes from (buffers of rank >= 3 are channels-last), found by
+        running the unit's own ONNX model on the input buffer's positions, so any op that only moves values is right
+        by construction."""
         super().generate(unit, source)
         (name, in_shape), = source.reference.inputs
         (_, out_shape), = source.reference.outputs
         positions = np.arange(values_of(in_shape), dtype=np.float32)  # exact up to 2**24 values
         moved = source.reference.run({name: channels_first(positions.reshape(stored_shape(in_shape, in_shape[0])))})
         index = channels_last(next(iter(moved.values())).reshape(out_shape)).reshape(-1).astype(np.int64)
-        unit.index_table = source.write(unit, "index.h", self.statement(
-            "index_table", unit=unit.name, size=index.size, values=", ".join(map(str, index))) + "\n")
+        steps = relayout_steps(index, word_values(CppFixed.parse(source.cpp_types[unit.inputs[0]]).width))
+        unit.index_table = source.write(unit, "index.h", self.table(unit.name, steps))
+
+    def table(self, name: str, steps: RelayoutSteps) -> str:
+        """units/<unit>/index.h of unit ``name``: its ``steps`` as C++ constants (arena.h's relayout_step)."""
+        entries = (f"{{{read}, {write}, {slot}, {{{', '.join(map(str, select))}}}}}" for read, write, slot, select
+                   in zip(steps.reads.tolist(), steps.writes.tolist(), steps.slots.tolist(), steps.selects.tolist()))
+        return self.statement("index_table", unit=name, size=len(steps), repeat=steps.repeat,
+                              source_words=steps.source_words, target_words=steps.target_words,
+                              values=", ".join(entries)) + "\n"
 
     def is_one(self, unit):
         return bool(unit.index_table)
 
     def moved(self, unit, project, input_shape):
-        """The table generate wrote (units/<unit>/index.h)."""
+        """The map the steps generate wrote move (units/<unit>/index.h)."""
         table = (project / unit.index_table).read_text()
-        return dict(index=np.array([int(v) for v in table[table.index("{") + 1:table.rindex("}")].split(",")]))
+        entries = STEP_ENTRY.findall(table)
+        selects = np.array([[int(v) for v in select.split(",")] for *_, select in entries])
+        reads, writes, slots = (np.array([int(entry[k]) for entry in entries]) for k in range(3))
+        repeat, source_words, target_words = (int(re.search(rf"{unit.name}_{name} = (\d+)", table).group(1))
+                                              for name in ("repeat", "source_words", "target_words"))
+        steps = RelayoutSteps(reads, slots, writes, selects, repeat, source_words, target_words)
+        return dict(index=index_of(steps, selects.shape[1], values_of(list(input_shape))))
 
     def values(self, unit, buffers):
         (x,), (y,) = unit.inputs, unit.outputs
-        return dict(type=buffers.types[x], source=buffers.at(x), target=buffers.at(y), unit=unit.name,
-                    values=values_of(buffers.shapes[y]))
+        return dict(type=buffers.types[x], source=buffers.at(x), target=buffers.at(y), unit=unit.name)
 
 
-ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, LOCAL_RESPONSE, QUANTIZE, ADD, WINDOW, FLATTEN, GATHER = (
-    Engine(), Banded(), Hls4ml(), Affine(), Concat(), LocalResponse(), Quantize(), Add(), Window(), Flatten(), Gather())
+ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, LOCAL_RESPONSE, QUANTIZE, ADD, WINDOW, GATHER = (
+    Engine(), Banded(), Hls4ml(), Affine(), Concat(), LocalResponse(), Quantize(), Add(), Window(), Gather())
 # In the order a unit is tried against them: the first that makes it, or says it is one, is its kind.
-TOP_KINDS = (ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, LOCAL_RESPONSE, QUANTIZE, ADD, WINDOW, FLATTEN, GATHER)
+TOP_KINDS = (ENGINE, BANDED, HLS4ML, AFFINE, CONCAT, LOCAL_RESPONSE, QUANTIZE, ADD, WINDOW, GATHER)
 
 
 def kind_to_generate(unit: ExecutionUnit, op: str, engine: str) -> TopKind:

@@ -291,42 +291,63 @@ inline void copy_words(const word_t *source, word_t *target, int words) {
     }
 }
 
-// A relayout, one target word at a time: target value j is source value index(j), each read a word
-// access, each target word written once.
-template <class T, class Index> void relayout(const word_t *source, word_t *target, const Index &index, int n) {
-    for (int w = 0; w * lane<T>::per_word < n; w++) {
-#pragma HLS PIPELINE
-        T lanes[lane<T>::per_word];
-        for (int k = 0; k < lane<T>::per_word; k++) {
+// A relayout (Flatten, Reshape, Transpose, Squeeze, Unsqueeze, DepthToSpace, SpaceToDepth, Slice) by its steps
+// (planning/units/relayout.py wrote them into units/<unit>/index.h): one pipelined loop of an iteration a step, the
+// table's ``count`` steps ``repeat`` times, the n-th time reading and writing n * source_words and n * target_words
+// words on (a map the same at each pixel); each step reads at most one source word into one of 2 x per_word
+// registers, then writes at most one target word, lane k of it lane select[k] % per_word of register
+// select[k] / per_word (-1: zero). A read and a write an iteration: the memories' two ports; no target word is
+// read. Its cycles: relayout_counted.
+struct relayout_step {
+    int read, write;
+    signed char slot, select[WORD_BYTES];
+};
+
+static const int RELAYOUT_DEPTH = 3;  // the step's entry, the word read, the target word written
+
+#ifndef __SYNTHESIS__
+// a pipelined loop's cycles: its iterations at its II, and its pipeline's depth once (none where it has none)
+inline long long loop_cycles(long long iterations, int depth, int ii = 1) {
+    return iterations > 0 ? (iterations - 1) * ii + depth : 0;
+}
+#define HETDEPLOY_COUNTED(statement) statement
+// C-simulation's count of the relayouts' cycles as they run (planning/units/relayout.py's steps: one a cycle)
+inline long long &relayout_counted() {
+    static long long cycles = 0;
+    return cycles;
+}
+#else
+#define HETDEPLOY_COUNTED(statement)
+#endif
+
+template <class T>
+void relayout(const word_t *source, word_t *target, const relayout_step *steps, int count, int repeat,
+              int source_words, int target_words) {
+    static const int L = lane<T>::per_word;
+    word_t held[2 * L];
+#pragma HLS ARRAY_PARTITION variable=held complete
+    int i = 0, source_at = 0, target_at = 0;  // the step, and its repeat's first words
+    for (int t = 0; t < count * repeat; t++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=262144
+        const relayout_step step = steps[i];
+        if (step.read >= 0) held[step.slot] = source[source_at + step.read];
+        if (step.write >= 0) {
+            T lanes[L];
+            for (int k = 0; k < L; k++) {
 #pragma HLS UNROLL
-            const int j = w * lane<T>::per_word + k;
-            lanes[k] = j < n ? read<T>(source, index(j)) : T(0);
+                const int select = step.select[k];
+                lanes[k] = select < 0 ? T(0) : lane_value<T>(held[select / L], select % L);
+            }
+            write_run<T, L>(target, target_at + step.write, lanes);
         }
-        write_run<T, lane<T>::per_word>(target, w, lanes);
+        if (++i == count) {
+            i = 0;
+            source_at += source_words;
+            target_at += target_words;
+        }
     }
-}
-
-// ONNX Flatten of a channels-last buffer: pixel-major (H, W, C) values to ONNX's (C, H, W) order
-struct channels_last_to_first {
-    int pixels, channels;
-    int operator()(int j) const { return (j % pixels) * channels + j / pixels; }
-};
-
-template <class T> void flatten_channels_last(const word_t *source, word_t *target, int pixels, int channels) {
-    const channels_last_to_first index = {pixels, channels};
-    relayout<T>(source, target, index, pixels * channels);
-}
-
-// Any other relayout (Reshape, Transpose, Squeeze, Unsqueeze, DepthToSpace, SpaceToDepth, Slice): target value j
-// is source value index[j], the table hetdeploy computed from the op (units/<unit>/index.h)
-struct table_index {
-    const int *table;
-    int operator()(int j) const { return table[j]; }
-};
-
-template <class T> void gather(const word_t *source, word_t *target, const int *index, int n) {
-    const table_index lookup = {index};
-    relayout<T>(source, target, lookup, n);
+    HETDEPLOY_COUNTED(relayout_counted() += loop_cycles((long long)count * repeat, RELAYOUT_DEPTH));
 }
 
 // A window op (MaxPool, AveragePool, GlobalAveragePool) over a channels-last buffer: output value (pixel (y, x),
@@ -352,13 +373,6 @@ inline long long &window_counted() {
     static long long cycles = 0;
     return cycles;
 }
-// a pipelined loop's cycles: its iterations at its II, and its pipeline's depth once (none where it has none)
-inline long long loop_cycles(long long iterations, int depth, int ii = 1) {
-    return iterations > 0 ? (iterations - 1) * ii + depth : 0;
-}
-#define HETDEPLOY_COUNTED(statement) statement
-#else
-#define HETDEPLOY_COUNTED(statement)
 #endif
 
 // A window op's general form: per target word, per lane (all of them at once when the channels fill whole words), a

@@ -138,8 +138,17 @@ def capacity(device: Device) -> dict[str, float]:
 
 
 def node_shape(device: Device, graph: Graph, index: int, width: int) -> units.Shape:
-    """An FPGA node as its own execution unit, in the bands ``units.chosen_band`` gives it."""
+    """An FPGA node as its own execution unit, in the bands ``units.chosen_band`` gives it; a relayout with the
+    relayouts ``units.split_units`` fuses after it (one table moves the chain's values: theirs take no time of their
+    own, ``fused_into``)."""
     unit = units.node_unit(graph, index, device)
+    while graph.nodes[index].op in units.RELAYOUT_OPS:
+        after = graph.consumers().get(graph.nodes[index].outputs[0], [])
+        if len(after) != 1 or graph.nodes[after[0]].op not in units.RELAYOUT_OPS or \
+                _fused_after(device, graph, after[0]) != index:
+            break
+        index = after[0]
+        unit.nodes.append(index)
     shape = units.unit_shape(graph, unit, device.clock_mhz, hls_tool=device.hls_tool)
     band = units.chosen_band(graph, unit, shape, device.budget(), width, reader_fifo(device, graph, index))
     return units.banded(shape, band) if band is not None else shape
@@ -217,13 +226,15 @@ def _fused_after(device: Device, graph: Graph, index: int) -> Optional[int]:
 
 def fused_into(device: Device, graph: Graph, index: int, on_engine: Collection[int] = ()) -> bool:
     """Whether the folding stage fuses node ``index`` into a unit before it that computes it in what it has:
-    a ReLU after the top's Add (``units.split_units``), or, where ``on_engine`` holds the nodes that may run on
+    a ReLU after the top's Add (``units.split_units``), a relayout after a relayout, or, where ``on_engine`` holds the nodes that may run on
     the engine, a BatchNormalization, ReLU or Clip after one of them (through BatchNormalizations, the ReLU or Clip
     last):
     nothing more of the chip, no cycle more."""
     before = _fused_after(device, graph, index)
     if before is None:
         return False
+    if graph.nodes[index].op in units.RELAYOUT_OPS and graph.nodes[before].op in units.RELAYOUT_OPS:
+        return True  # a chain of relayouts is one table, its first node's (``node_shape``)
     # the top's, unless that op is itself fused into a unit before it (a BatchNormalization after a convolution),
     # whose the ReLU then is
     if units.node_unit(graph, before, device).engine == "top" and _fused_after(device, graph, before) is None:

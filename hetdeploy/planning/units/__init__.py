@@ -120,8 +120,9 @@ from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDE
                     engine_estimate,
                     buffered_window, engine_row_values, engine_window, staging_cycles, stored_window,
                     engine_resources, engine_sizes, fifo_bram18, iterations, pipeline_cycles, strategy_for, streams,
-                    valid_reuse_factors, weight_reads, XNOR_POPCOUNT)
+                    valid_reuse_factors, weight_reads, word_values, XNOR_POPCOUNT)
 from .kinds import KINDS, Arithmetic, UnitKind, kind_of, token_interval
+from .relayout import chain_of
 
 
 @dataclass
@@ -307,7 +308,8 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
     softmax = any(graph.nodes[i].op == "Softmax" for i in unit.nodes)
     output_values = math.prod(out)
     if main.op in RELAYOUT_OPS:  # values moved by the top: no logic, no buffer of its own
-        return Shape("data", 0, 0, 0, False, 0, 0, softmax)
+        return Shape("data", 0, 0, 0, False, 0, 0, softmax,
+                     relayout=chain_of([graph.nodes[i] for i in unit.nodes]))
     channels = main_out[1] if len(main_out) > 1 else main_out[0]  # a shape intake could not infer: one value
     if unit.engine == "top" and main.op == "Add":  # the top's Add: an output value of two reads
         return Shape("add", len(main.inputs), channels, math.prod(main_out[2:]), False, 0, output_values, softmax)
@@ -500,7 +502,7 @@ def pinned_engine_size(device: Device, width: int, window: int) -> EngineSize:
     holds at that width, or where its multipliers and buffers alone exceed the FPGA's budget (PinnedEngineRefused)."""
     lanes, vector = device.engine_size
     pinned = f"the engine pinned on {device.name} ({lanes} lanes of {vector} values a cycle)"
-    per_word = ARENA_WORD_BYTES // element_bytes(width)
+    per_word = word_values(width)
     if vector > per_word:
         raise PinnedEngineRefused(f"{pinned} takes more values a cycle than a 64-bit word holds at {width} bits "
                                   f"({per_word})")
@@ -536,7 +538,7 @@ def engine_layer_cycles(layer: EngineLayer, width: int, staged: bool, output_in_
     values a lane a cycle, as the build's engine function of such buffers takes (``hls_top._engines``: a quantized
     model's 8-bit engine whose buffers the memory plan holds at ``width``)."""
     channels = layer.channels // layer.groups
-    vector = min(layer.vector, ARENA_WORD_BYTES // element_bytes(width))
+    vector = min(layer.vector, word_values(width))
     staging = staging_cycles(layer.input, layer.channels, layer.kernel, layer.strides, layer.pads, layer.dilations,
                              layer.output, width, layer.port_words // layer.bundles, first_word) if staged else ()
     return engine_cycles(layer.window, layer.filters, layer.output[0] * layer.output[1], width, layer.lanes,

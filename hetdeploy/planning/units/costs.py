@@ -140,6 +140,10 @@ VITIS_SOFTMAX_TABLE_BRAM18 = 2
 # two accesses, shared by a unit's reads and writes).
 ARENA_WORD_BYTES = 8
 ARENA_PORTS = 2
+# arena.h's relayout: its loop's depth (a step's entry read, the input word read, the output word written) and the
+# bits of a step in its table's ROM (relayout_step: two ints, a register's char and a char a lane)
+RELAYOUT_DEPTH = 3
+RELAYOUT_STEP_BITS = 2 * 32 + 8 + 8 * ARENA_WORD_BYTES
 # Entries of the lookup tables hetdeploy gives hls4ml's Softmax and TABLE_OPS unless --table-size pins
 # others (its TableSize; hls4ml's own default, 1024, errs by up to ~0.004), each 18 bits wide.
 TABLE_OPS = frozenset({"Tanh", "Sigmoid", "Softsign", "Softplus", "Elu", "Selu"})
@@ -250,6 +254,8 @@ class Shape:
     # an Add of another map of its output's shape ends it before its activation (a residual connection the engine
     # adds as it writes its outputs: ``residual_input``)
     residual: bool = False
+    # a relayout the top moves: its chain of nodes as planning reads it (relayout.chain_of; () where it cannot)
+    relayout: tuple = ()
 
 
 def valid_reuse_factors(n_in: int, n_out: int) -> list[int]:
@@ -276,6 +282,11 @@ def element_bytes(width: int) -> int:
     """Bytes a W-bit fixed-point element takes in any of a subfunction's memories: the next power of
     two of whole bytes (a lane of an arena word; how an m_axi port lays out an array of them)."""
     return 1 << max(0, math.ceil(math.log2(-(-width // 8))))
+
+
+def word_values(width: int) -> int:
+    """The ``width``-bit values an arena word holds (arena.h's lane<T>::per_word)."""
+    return ARENA_WORD_BYTES // element_bytes(width)
 
 
 def buffer_bytes(values: int, element: int) -> int:
@@ -337,7 +348,7 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     pixels in one pass; or, where its input is staged from DDR (``staging``: each output row's staging cycles,
     ``staging_cycles``), a pass a row of output pixels, the row's staging, then each tile's pixels of the row.
     ``weight_words``: the DDR words of weights and biases it reads."""
-    per_word = ARENA_WORD_BYTES // element_bytes(width)
+    per_word = word_values(width)
     written = 1 if output_in_ddr or residual else 2  # output words an iteration that reads nothing
     whole_steps = (channels or window) % vector == 0  # a step a group of ``vector`` channels (else one value)
     steps = window // vector if whole_steps else window
@@ -369,38 +380,38 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
     for held in (tiles[k:k + resident] for k in range(0, len(tiles), resident)):
         cycles += 1
         for _, _, reads in held:  # its weights into its slot
-            cycles += 1 + _loop(reads * filter_entries, ENGINE_MOVE_DEPTH)
+            cycles += 1 + loop_cycles(reads * filter_entries, ENGINE_MOVE_DEPTH)
             weight_words += reads * port_words * filter_words
             weight_cycles += reads * filter_entries
         cycles += sum(1 + staged for staged in passes)
         if shares and 1 < len(held) <= ENGINE_MAX_TILES:  # each pass: the tiles' biases, one loop of its pairs
             for _, _, reads in held:
-                cycles += len(passes) * (1 + _loop(reads, ENGINE_MOVE_DEPTH))
+                cycles += len(passes) * (1 + loop_cycles(reads, ENGINE_MOVE_DEPTH))
                 weight_words += len(passes) * reads * port_words
                 weight_cycles += len(passes) * reads
             full, last = (-(-2 * (tile // per_word) // written) for tile in (lanes, held[-1][1]))
             pair_span = steps + (len(held) - 1) * max(steps, full) + last
-            cycles += len(passes) * _loop(-(-pass_pixels // 2) * pair_span, ENGINE_MAC_DEPTH)
+            cycles += len(passes) * loop_cycles(-(-pass_pixels // 2) * pair_span, ENGINE_MAC_DEPTH)
             continue
         for first, tile, reads in held:  # each pass's pixels of it, after its biases
-            cycles += len(passes) * (1 + _loop(reads, ENGINE_MOVE_DEPTH))
+            cycles += len(passes) * (1 + loop_cycles(reads, ENGINE_MOVE_DEPTH))
             weight_words += len(passes) * reads * port_words
             weight_cycles += len(passes) * reads
             outputs = tile // per_word  # (where they are whole words)
             pixel_steps = window * tile // per_word if depthwise else steps  # (a depthwise tile's places' words)
             if (depthwise or aligned) and pixels_at_once == 2 and engine_pairs(pixel_steps, outputs, written,
                                                                                 residual):
-                cycles += len(passes) * _loop(-(-pass_pixels // 2) * (pixel_steps + -(-2 * outputs // written)),
+                cycles += len(passes) * loop_cycles(-(-pass_pixels // 2) * (pixel_steps + -(-2 * outputs // written)),
                                               ENGINE_MAC_DEPTH)
             elif depthwise or aligned:
                 overlap = 0 if residual else min(outputs, pixel_steps)  # the words written during the next window
                 span = pixel_steps + -(-(outputs - overlap) // written)
-                cycles += len(passes) * (_loop(pass_pixels * span, ENGINE_MAC_DEPTH)
-                                         + _loop(-(-outputs // written), ENGINE_MOVE_DEPTH))
+                cycles += len(passes) * (loop_cycles(pass_pixels * span, ENGINE_MAC_DEPTH)
+                                         + loop_cycles(-(-outputs // written), ENGINE_MOVE_DEPTH))
             else:
                 shared = _output_words(first, tile, filters, pixels, per_word)  # (each read, then written)
                 ii = 2 if residual else 1  # its residual's word read too: two reads and a write a word
-                cycles += pixels * (1 + _loop(steps, ENGINE_MAC_DEPTH)) + ii * shared \
+                cycles += pixels * (1 + loop_cycles(steps, ENGINE_MAC_DEPTH)) + ii * shared \
                     + pixels * (ENGINE_MOVE_DEPTH - ii)
     return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
 
@@ -419,18 +430,18 @@ def _chunked_cycles(window: int, filters: int, vector: int, channels: int, port_
     for first in range(0, filters, lanes):
         tile = min(lanes, filters - first)
         reads = weight_reads(first, tile, port_words)
-        cycles += 1 + _loop(reads, ENGINE_MOVE_DEPTH)
+        cycles += 1 + loop_cycles(reads, ENGINE_MOVE_DEPTH)
         weight_words += reads * port_words
         weight_cycles += reads
         for word0 in range(0, filter_words, chunk_words):
             words = min(chunk_words, filter_words - word0)
             entries = reads * words * (per_word // vector)
             values = min(words * per_word, window - word0 * per_word)
-            cycles += 1 + _loop(entries, ENGINE_MOVE_DEPTH) + _loop(-(-values // step), ENGINE_MAC_DEPTH)
+            cycles += 1 + loop_cycles(entries, ENGINE_MOVE_DEPTH) + loop_cycles(-(-values // step), ENGINE_MAC_DEPTH)
             weight_words += reads * port_words * words
             weight_cycles += entries
         # (a residual's word read beside each shared word: II 2)
-        cycles += _loop(_output_words(first, tile, filters, 1, per_word), ENGINE_MOVE_DEPTH, 2 if residual else 1)
+        cycles += loop_cycles(_output_words(first, tile, filters, 1, per_word), ENGINE_MOVE_DEPTH, 2 if residual else 1)
     return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
 
 
@@ -475,7 +486,7 @@ def staging_cycles(input_map: Sequence[int], channels: int, kernel: Sequence[int
     weights port's bundle's) that the row's words lie in (in_w x in_c values, and the DDR word after them where the
     row does not begin a word), one an iteration, an iteration every ceil(read_words / 2) cycles (the staging
     memory's two ports)."""
-    per_word = ARENA_WORD_BYTES // element_bytes(width)
+    per_word = word_values(width)
     row_values = input_map[1] * channels
     slot_words = -(-row_values // per_word)
     kept = kernel[0] - strides[0] if dilations[0] == 1 and strides[0] < kernel[0] else 0
@@ -489,21 +500,21 @@ def staging_cycles(input_map: Sequence[int], channels: int, kernel: Sequence[int
             if 0 <= row < input_map[0]:
                 word0 = first_word + row * row_values // per_word
                 lead = word0 % read_words + (1 if row * row_values % per_word else 0)
-                cycles += _loop((lead + slot_words - 1) // read_words + 1, ENGINE_MOVE_DEPTH, ii)
+                cycles += loop_cycles((lead + slot_words - 1) // read_words + 1, ENGINE_MOVE_DEPTH, ii)
         result.append(cycles)
     return tuple(result)
 
 
 def copy_cycles(size: int) -> int:
     """The cycles of arena.h's copy_words over a buffer of ``size`` bytes: a word an iteration, one pipelined loop."""
-    return _loop(size // ARENA_WORD_BYTES, ENGINE_MOVE_DEPTH)
+    return loop_cycles(size // ARENA_WORD_BYTES, ENGINE_MOVE_DEPTH)
 
 
 def engine_row_values(kernel_width: int, channels: int, groups: int, column_dilation: int, width: int) -> int:
     """The values of a window row hls/engine.h walks along (``engine_rows``: one group, columns one apart, channels
     no whole word of ``width``-bit weights: a first layer's three); 0 where it walks the window a place at a
     time."""
-    per_word = ARENA_WORD_BYTES // element_bytes(width)
+    per_word = word_values(width)
     return kernel_width * channels if groups == 1 and column_dilation == 1 and channels % per_word else 0
 
 
@@ -511,7 +522,7 @@ def stored_window(window: int, row: int, width: int) -> int:
     """The values a filter's ``window`` takes in the engine's weights and a lane's buffer at ``width`` bits: each of
     its rows of ``row`` values padded to whole words of weights where the engine walks it along its rows (``row``:
     ``engine_row_values``, 0 where it does not)."""
-    per_word = ARENA_WORD_BYTES // element_bytes(width)
+    per_word = word_values(width)
     return window // row * -(-row // per_word) * per_word if row else window
 
 
@@ -561,7 +572,7 @@ def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words:
     no more weight buffers); the most multiply-accumulators a cycle first; at least one lane of one value (none of
     them ``shared``: the folding shares an engine's pairs' windows after it, ``steps.plan_model._share_windows``)."""
     sizes = []
-    vector = multiple = ARENA_WORD_BYTES // element_bytes(width)
+    vector = multiple = word_values(width)
     while vector >= 1:
         held, uram_most = buffer_lanes(width, allowance, window, vector)
         for pixels in (1, 2):
@@ -608,7 +619,7 @@ def engine_buffers(window: int, width: int, size: EngineSize) -> dict[str, int]:
 
 def _lane_entries(window: int, width: int, vector: int) -> int:
     """A lane's weight buffer's entries: its window's DDR words, each ``vector`` values an entry."""
-    per_word = ARENA_WORD_BYTES // element_bytes(width)
+    per_word = word_values(width)
     return -(-window // per_word) * (per_word // vector)
 
 
@@ -642,11 +653,12 @@ def window_cycles(pool: Sequence[int], width: int) -> int:
     fill whole words), a cycle, then a pipelined loop of a window position an iteration (its rows' and columns' loops
     one)."""
     channels, in_h, _, out_h, out_w, k_h, k_w, s_h, s_w, pad_top, _, d_h, d_w = pool
-    lanes = ARENA_WORD_BYTES // element_bytes(width)
+    lanes = word_values(width)
     span = (k_w - 1) * d_w + 1
     if channels % lanes or span > WINDOW_RING:
         together = lanes if channels % lanes == 0 else 1
-        return arena_words(out_h * out_w * channels, width) * lanes // together * (1 + _loop(k_h * k_w, WINDOW_DEPTH))
+        return arena_words(out_h * out_w * channels, width) * lanes // together * \
+            (1 + loop_cycles(k_h * k_w, WINDOW_DEPTH))
     cycles = 0
     for y in range(out_h):
         row0 = y * s_h - pad_top
@@ -656,12 +668,12 @@ def window_cycles(pool: Sequence[int], width: int) -> int:
         pairs = -(-rows // 2) if rows > 2 else 1
         for x0 in range(0, out_w, WINDOW_CHUNK):
             outs = min(WINDOW_CHUNK, out_w - x0)
-            cycles += channels // lanes * (1 + _loop(((outs - 1) * s_w + span) * pairs, WINDOW_DEPTH)
-                                           + _loop(-(-outs // 2), WINDOW_MOVE_DEPTH))
+            cycles += channels // lanes * (1 + loop_cycles(((outs - 1) * s_w + span) * pairs, WINDOW_DEPTH)
+                                           + loop_cycles(-(-outs // 2), WINDOW_MOVE_DEPTH))
     return cycles
 
 
-def _loop(iterations: int, depth: int, ii: int = 1) -> int:
+def loop_cycles(iterations: int, depth: int, ii: int = 1) -> int:
     """A pipelined loop's cycles: its iterations at its II, and its pipeline's depth once (arena.h's loop_cycles)."""
     return (iterations - 1) * ii + depth if iterations > 0 else 0
 
@@ -754,7 +766,7 @@ def engine_resources(window: int, width: int, size: EngineSize, depthwise: bool 
     multipliers and sum twice."""
     products = size.lanes * size.vector * size.pixels
     packed = _engine_products_a_dsp(width) == 2 and size.lanes % 2 == 0
-    depthwise_dsp = ARENA_WORD_BYTES // element_bytes(width) * dsps_a_product(width) * size.pixels \
+    depthwise_dsp = word_values(width) * dsps_a_product(width) * size.pixels \
         if depthwise else 0
     shares = size.shared and size.pixels == 2  # its pairs' windows shared (engine_shares_windows): biases, sums
     lane_lut = ENGINE_LANE_LUT * size.pixels + (ENGINE_DEPTHWISE_LANE_LUT if depthwise else 0) \
@@ -830,6 +842,11 @@ def bram18_blocks(depth: int, bits: int, bound: bool = False) -> int:
     if not bound and (depth <= 2 or depth * bits < BRAM_MIN_BITS):
         return 0
     return min(math.ceil(bits / wide) * math.ceil(depth / deep) for deep, wide in BRAM18_SHAPES)
+
+
+def mux_lut(inputs: int) -> int:
+    """LUTs of a bit's multiplexer over ``inputs`` values: a tree of LUT6s, four inputs and two select bits each."""
+    return -(-(inputs - 1) // 3)
 
 
 def popcount_lut(bits: int) -> int:

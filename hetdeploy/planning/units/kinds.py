@@ -23,12 +23,14 @@ from typing import ClassVar, Optional, Sequence
 
 from ..dataflow import Op, loop_ops, whole_ops
 from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, BRAM_MIN_DEPTH, DISTRIBUTED_ARITHMETIC, LRN_POWER_DEPTH,
-                    LRN_POWER_DSP, LRN_POWER_FF, LRN_POWER_LUT, LUTRAM_DEPTH, QUANT_DSPS_A_PRODUCT, Shape,
+                    LRN_POWER_DSP, LRN_POWER_FF, LRN_POWER_LUT, LUTRAM_DEPTH, QUANT_DSPS_A_PRODUCT, RELAYOUT_DEPTH,
+                    RELAYOUT_STEP_BITS, Shape,
                     accumulator_bits,
                     adder_levels_a_cycle, arena_words, bound_products, bram18_blocks, ddr_cycles_per_vector,
-                    distributed_arithmetic_lut, dsps_a_product, element_bytes, first_product_cycles, iterations,
+                    distributed_arithmetic_lut, dsps_a_product, first_product_cycles, iterations, loop_cycles, mux_lut,
                     popcount_lut, strategy_for, valid_reuse_factors, weight_codes, weight_type_bits, window_cycles,
-                    XNOR_POPCOUNT)
+                    word_values, XNOR_POPCOUNT)
+from .relayout import registers, relayout_cost
 
 
 @dataclass
@@ -277,7 +279,7 @@ class _TopKind(UnitKind):
 
     @staticmethod
     def lanes(width: int) -> int:
-        return ARENA_WORD_BYTES // element_bytes(width)
+        return word_values(width)
 
     def word_reuse_factors(self, width: int) -> list[int]:
         """Reuse factors R of an op a word's lanes over R an iteration computes (its II: R), each divisor of them."""
@@ -397,12 +399,21 @@ class Concat(_TokenByToken):
 
 
 @unit_kind
-class Data(UnitKind):
-    """A relayout (Flatten, Reshape, Transpose ...): the top moves its values, no logic."""
+class Data(_TopKind):
+    """A relayout (Flatten, Reshape, Transpose ...; a chain of them): arena.h's relayout, a step a cycle (its map's
+    steps, ``relayout``; where planning cannot know the map, as many as an output word's lanes, each in a word of its
+    own, and the word written alone, would take), its table a ROM; registers of 2 x lanes input words, and a
+    multiplexer a bit of the output word over the registers' values at its place."""
 
     name = "data"
-    holds_its_input = False
-    dataflow_ops = _TopKind.dataflow_ops  # the top moves it over its own copy of its buffers too
 
-    def moved_out(self, shape: Shape) -> int:
-        return shape.input_values
+    def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
+        lanes = self.lanes(width)
+        if shape.relayout:
+            iterations, steps = relayout_cost(shape.relayout, lanes)
+        else:
+            iterations = steps = arena_words(shape.input_values, width) * (lanes + 1)
+        held = registers(lanes)
+        return Arithmetic(lut=8 * ARENA_WORD_BYTES * mux_lut(held * lanes), ff=8 * ARENA_WORD_BYTES * held,
+                          bram18=bram18_blocks(steps, RELAYOUT_STEP_BITS),
+                          cycles=loop_cycles(iterations, RELAYOUT_DEPTH))

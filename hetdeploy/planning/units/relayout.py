@@ -1,0 +1,260 @@
+"""A relayout's steps: how the top moves a Reshape, Transpose, Flatten ... a word a cycle (arena.h's relayout).
+
+A relayout's output value j is its input value index[j] (buffers of rank >= 3 channels-last). Read a value at a time,
+an output word of L lanes would take L word reads (a channel shuffle's or a Flatten's lanes each lie in another
+input word). The top instead keeps 2 L input words in registers and runs a table of steps, each reading at most one
+input word into a register and writing at most one output word, each of whose lanes is a register's lane:
+
+- the output words are taken in the order of the input words they need (each's sorted list of them), so that the
+  words of a transpose's block (L pixels by L channels) are read once for all the block's outputs;
+- a needed word not in the registers is read into a free one, else into the one whose word is needed furthest ahead
+  (Belady's rule), never one a waiting output word needs;
+- an output word whose words are in the registers waits for a step that reads (the next outputs' words); where none
+  comes, or the registers are all needed, the oldest waiting word is written in a step of its own.
+
+Its steps are its cycles (a pipelined loop of an iteration a step, C-simulation counts them): about one an output
+word where each input word is read once. ``index_of`` reads the map back from the steps.
+
+``chain_index`` is the map of a chain of relayouts at planning, from its nodes' shapes, attributes and one-value
+constants (what the estimate needs before any op runs); the build's steps come from the map the model's own nodes
+give on onnxruntime."""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ...core.board import RELAYOUT_OPS
+from ...core.board_runtime import channels_first, channels_last, stored_shape
+from ...core.graph import Node
+
+# the output words a period of steps writes at least (``period``): a ROM of that many steps
+PERIOD_WORDS = 64
+
+
+@dataclass(frozen=True)
+class RelayoutSteps:
+    """A relayout's steps, one entry each (arena.h's relayout_step), run ``repeat`` times, the n-th time its reads
+    and writes ``n * source_words`` and ``n * target_words`` words on (a map the same at each pixel: ``period``)."""
+
+    reads: np.ndarray  # the input word it reads into register ``slots`` (-1: none)
+    slots: np.ndarray
+    writes: np.ndarray  # the output word it writes (-1: none), after its read
+    selects: np.ndarray  # [step, lane]: register * lanes + lane of the output lane's value (-1: zero, past the end)
+    repeat: int = 1
+    source_words: int = 0
+    target_words: int = 0
+
+    def __len__(self) -> int:
+        return len(self.reads)
+
+    @property
+    def iterations(self) -> int:
+        """The steps it runs: its loop's iterations."""
+        return self.repeat * len(self)
+
+
+def registers(lanes: int) -> int:
+    """The input words the top keeps at once: two output words' worth (one word's reads while another waits)."""
+    return 2 * lanes
+
+
+def relayout_steps(index: np.ndarray, lanes: int) -> RelayoutSteps:
+    """The steps that move output value j from input value ``index[j]``, ``lanes`` values a word: those of its
+    ``period``, repeated."""
+    target, source = period(index, lanes)
+    repeat = index.size // target
+    first = _steps(index[:target], lanes)
+    return RelayoutSteps(first.reads, first.slots, first.writes, first.selects, repeat,
+                         source // lanes if repeat > 1 else 0, target // lanes if repeat > 1 else 0)
+
+
+def period(index: np.ndarray, lanes: int) -> tuple[int, int]:
+    """(T, S): output values T, a multiple of ``lanes`` dividing the map's, after which the map repeats S input values
+    on (index[j + T] = index[j] + S, S a multiple of ``lanes`` too; a channel shuffle's: a pixel's channels, or two
+    pixels' where they fill no whole words): the fewest such, times the fewest repeats that make PERIOD_WORDS output
+    words at least (the words a period ends with writing alone, a few, then weigh little); (n, 0) where none."""
+    n = index.size
+    for target in range(lanes, n // 2 + 1, lanes):
+        if n % target:
+            continue
+        rows = index.reshape(-1, target)
+        source = int(rows[1, 0] - rows[0, 0])
+        if source % lanes == 0 and np.array_equal(rows, rows[:1] + source * np.arange(len(rows))[:, None]):
+            times = next(m for m in range(1, len(rows) + 1) if len(rows) % m == 0 and
+                         (m * target // lanes >= PERIOD_WORDS or m == len(rows)))
+            return times * target, times * source
+    return n, 0
+
+
+def _steps(index: np.ndarray, lanes: int) -> RelayoutSteps:
+    words = -(-index.size // lanes)
+    padded = np.full(words * lanes, -1, dtype=np.int64)
+    padded[:index.size] = index
+    source = np.where(padded >= 0, padded // lanes, -1).reshape(words, lanes)
+    needs = [sorted(set(row[row >= 0].tolist())) for row in source]
+    order = _order(needs, registers(lanes))
+    uses: dict[int, deque] = {}
+    for position, w in enumerate(order):
+        for s in needs[w]:
+            uses.setdefault(s, deque()).append(position)
+    slots = registers(lanes)
+    held: list[Optional[int]] = [None] * slots
+    where: dict[int, int] = {}
+    waiting: deque = deque()  # output words whose inputs are held, oldest first
+    steps: list[tuple[int, int, int]] = []  # (read, slot, write)
+    select_rows: list[np.ndarray] = []
+
+    def selects(w: int) -> np.ndarray:
+        row = padded[w * lanes:(w + 1) * lanes]
+        return np.array([where[v // lanes] * lanes + v % lanes if v >= 0 else -1 for v in row.tolist()])
+
+    def step(read: int, slot: int, write: Optional[int]) -> None:
+        steps.append((read, slot, -1 if write is None else write))
+        select_rows.append(selects(write) if write is not None else np.full(lanes, -1))
+
+    for position, w in enumerate(order):
+        for s in needs[w]:
+            uses[s].popleft()
+        for s in needs[w]:
+            if s in where:
+                continue
+            while True:
+                kept = set(needs[w]).union(*(needs[x] for x in waiting))
+                free = [k for k in range(slots) if held[k] is None or held[k] not in kept]
+                if free:
+                    break
+                step(-1, 0, waiting.popleft())  # every register needed: the oldest waiting word alone
+            slot = max(free, key=lambda k: math.inf if held[k] is None or not uses[held[k]] else uses[held[k]][0])
+            if held[slot] is not None:
+                del where[held[slot]]
+            held[slot], where[s] = s, slot
+            step(s, slot, waiting.popleft() if waiting else None)
+        waiting.append(w)
+        if len(waiting) > lanes:  # more waiting than reads to come for them
+            step(-1, 0, waiting.popleft())
+    while waiting:
+        step(-1, 0, waiting.popleft())
+    reads, slot_of, writes = (np.array(column, dtype=np.int64) for column in zip(*steps))
+    return RelayoutSteps(reads, slot_of, writes, np.array(select_rows, dtype=np.int64).reshape(len(steps), lanes))
+
+
+def _order(needs: list[list[int]], held: int) -> list[int]:
+    """The output words in the order their steps write them: next, of those needing a word among the last ``held``
+    distinct input words read, the one needing the fewest others (then the most of them, then the least words); where
+    none, the first left in the order of the words they need."""
+    users: dict[int, list[int]] = {}
+    for w, words in enumerate(needs):
+        for s in words:
+            users.setdefault(s, []).append(w)
+    by_words = iter(sorted(range(len(needs)), key=lambda w: (needs[w], w)))
+    recent: dict[int, None] = {}  # the last ``held`` input words read, oldest first
+    done = [False] * len(needs)
+    order: list[int] = []
+    while len(order) < len(needs):
+        candidates = {w for s in recent for w in users[s] if not done[w]}
+        if candidates:
+            def rank(w: int) -> tuple:
+                kept = sum(s in recent for s in needs[w])
+                return len(needs[w]) - kept, -kept, needs[w], w
+            w = min(candidates, key=rank)
+        else:
+            w = next(x for x in by_words if not done[x])
+        done[w] = True
+        order.append(w)
+        for s in needs[w]:
+            recent.pop(s, None)
+            recent[s] = None
+        while len(recent) > held:
+            del recent[next(iter(recent))]
+    return order
+
+
+def index_of(steps: RelayoutSteps, lanes: int, values: int) -> np.ndarray:
+    """The map ``steps`` move: output value j from input value index[j] (their C++ run in numpy's terms)."""
+    held = np.full(registers(lanes), -1, dtype=np.int64)
+    index = np.full(-(-values // lanes) * lanes, -1, dtype=np.int64)
+    for n in range(steps.repeat):
+        for read, slot, write, select in zip(steps.reads, steps.slots, steps.writes, steps.selects):
+            if read >= 0:
+                held[slot] = read + n * steps.source_words
+            if write >= 0:
+                at = (write + n * steps.target_words) * lanes
+                index[at:at + lanes] = np.where(select >= 0, held[select // lanes] * lanes + select % lanes, -1)
+    return index[:values]
+
+
+def chain_of(nodes: Sequence[Node]) -> tuple:
+    """A chain of relayouts as ``relayout_cost`` reads it: its first input's ONNX shape, then each node's op, the
+    attributes and constants that say what it moves, and its output's shape; () where planning cannot know its map (a
+    node not of RELAYOUT_OPS, a Slice whose starts, ends, axes or steps are no single values, a shape not inferred)."""
+    if not nodes or not nodes[0].input_shapes or not all(n.op in RELAYOUT_OPS and n.output_shapes for n in nodes):
+        return ()
+    chain: list = [tuple(nodes[0].input_shapes[0])]
+    for node in nodes:
+        moves: tuple = ()
+        if node.op == "Transpose":
+            moves = tuple(node.attrs.get("perm") or ())
+        elif node.op in ("DepthToSpace", "SpaceToDepth"):
+            moves = (node.attrs["blocksize"], node.attrs.get("mode", "DCR"))
+        elif node.op == "Slice":
+            moves = _slice_of(node)
+            if not moves:
+                return ()
+        chain.append((node.op, moves, tuple(node.output_shapes[0])))
+    return tuple(chain)
+
+
+def _slice_of(node: Node) -> tuple:
+    """A Slice of one axis: (axis, start, end, step); () otherwise. Opset 1's in attributes, later ones' in inputs
+    (1 .. 4: a one-value initializer's value each, ``Node.scalars``)."""
+    if "starts" in node.attrs:
+        starts, ends, axes = node.attrs["starts"], node.attrs["ends"], node.attrs.get("axes") or [0]
+        steps = [1]
+    else:
+        if any(i in node.constants and i not in node.scalars for i in range(1, 5)) or not {1, 2} <= node.scalars.keys():
+            return ()
+        starts, ends = [node.scalars[1]], [node.scalars[2]]
+        axes, steps = [node.scalars.get(3, 0)], [node.scalars.get(4, 1)]
+    if len(starts) != 1:
+        return ()
+    return int(axes[0]), int(starts[0]), int(max(min(ends[0], 2 ** 62), -2 ** 62)), int(steps[0])
+
+
+def chain_index(chain: tuple) -> np.ndarray:
+    """The map of a chain of relayouts (``chain_of``'s, not ()): output value j from input value index[j], the
+    buffers channels-last at rank >= 3 as the arena holds them."""
+    stored, *nodes = chain
+    positions = channels_first(np.arange(math.prod(stored)).reshape(stored_shape(list(stored), stored[0])))
+    for op, moves, shape in nodes:
+        positions = _moved(op, moves, positions).reshape(shape)
+    return channels_last(positions).reshape(-1)
+
+
+@functools.lru_cache(maxsize=256)
+def relayout_cost(chain: tuple, lanes: int) -> tuple[int, int]:
+    """(iterations, steps) of the chain's relayout, ``lanes`` values a word: its loop's and its table's."""
+    steps = relayout_steps(chain_index(chain), lanes)
+    return steps.iterations, len(steps)
+
+
+def _moved(op: str, moves: tuple, x: np.ndarray) -> np.ndarray:
+    """ONNX's ``op`` on ``x`` (those that only reshape it: ``x``, which the caller reshapes)."""
+    if op == "Transpose":
+        return np.transpose(x, moves or None)
+    if op == "Slice":
+        axis, start, end, step = moves
+        return x[(slice(None),) * (axis % x.ndim) + (slice(start, end, step),)]
+    if op in ("DepthToSpace", "SpaceToDepth"):
+        (b, c, h, w), (size, mode) = x.shape, moves
+        if op == "SpaceToDepth":
+            return x.reshape(b, c, h // size, size, w // size, size).transpose(0, 3, 5, 1, 2, 4)
+        if mode == "CRD":
+            return x.reshape(b, c // size ** 2, size, size, h, w).transpose(0, 1, 4, 2, 5, 3)
+        return x.reshape(b, size, size, c // size ** 2, h, w).transpose(0, 3, 4, 1, 5, 2)
+    return x
