@@ -499,8 +499,8 @@ class ExecutionUnit:
     outputs: list[str] = field(default_factory=list)
     onnx: str = ""  # the unit as an ONNX model (the reference it is verified against)
     hls: Optional[UnitHls] = None  # None for a unit our top implements itself (Flatten, Reshape, ..., MaxPool)
-    # such a unit other than a Flatten: its index table (output buffer position -> input buffer
-    # position), a C++ header relative to the subfunction's HLS project
+    # such a unit that moves values (a relayout): its table of steps (arena.h's relayout), a C++ header relative to
+    # the subfunction's HLS project
     index_table: str = ""
     window: Optional[Window] = None  # a window op the top reduces (a MaxPool, an AveragePool, ...): its geometry
     # ops the top computes itself over whole buffers (arena.h's add, concat, affine, lrn, quantize): ["Add"],

@@ -4,8 +4,8 @@ keeps a template per layer call.
 
 Generating a unit, the first kind in ``TOP_KINDS`` that makes it (``makes``: the unit has an engine layer, its PE
 is hls4ml's, or the top computes its first op) writes what the top needs of it (``generate``: hls4ml's project,
-the engine's weights, an index or scale table) and the type of its output buffer. Afterwards a unit is of the
-first kind that says it is one (``is_one``, read from what the plan holds of it), and that kind writes the
+the engine's weights, a relayout's steps or a scale table) and the type of its output buffer. Afterwards a unit is of
+the first kind that says it is one (``is_one``, read from what the plan holds of it), and that kind writes the
 statement that runs it on the buffers of the top (``run``), in the top's schedule and in its own C-simulation
 entry alike. A new kind of unit is a class here and its template file; what planning knows of it (its estimate
 and folding) is its class in ``planning.units.kinds``.

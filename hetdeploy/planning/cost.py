@@ -226,10 +226,9 @@ def _fused_after(device: Device, graph: Graph, index: int) -> Optional[int]:
 
 def fused_into(device: Device, graph: Graph, index: int, on_engine: Collection[int] = ()) -> bool:
     """Whether the folding stage fuses node ``index`` into a unit before it that computes it in what it has:
-    a ReLU after the top's Add (``units.split_units``), a relayout after a relayout, or, where ``on_engine`` holds the nodes that may run on
-    the engine, a BatchNormalization, ReLU or Clip after one of them (through BatchNormalizations, the ReLU or Clip
-    last):
-    nothing more of the chip, no cycle more."""
+    a ReLU after the top's Add (``units.split_units``), a relayout after a relayout, or, where ``on_engine`` holds
+    the nodes that may run on the engine, a BatchNormalization, ReLU or Clip after one of them (through
+    BatchNormalizations, the ReLU or Clip last): nothing more of the chip, no cycle more."""
     before = _fused_after(device, graph, index)
     if before is None:
         return False

@@ -66,7 +66,8 @@ them): no weight BRAM or LUTs, and every output vector reads all the weights thr
 so a vector takes at least weight bytes / DDR bytes per cycle; its reuse factor is the least that
 keeps its multipliers no faster than that.
 The subfunction's top implements some units itself (board PEs of ``engine: top``): a relayout moves its
-values (reads and writes, no logic); a window op (MaxPool, GlobalAveragePool: kind 'gather') reads each
+values by a table of steps, an input word read and an output word written a step, a step a cycle
+(``relayout``); a window op (MaxPool, GlobalAveragePool: kind 'gather') reads each
 output value's window values, a word read for a word of lanes when the channels fill whole words, two
 reads a cycle, with a comparator or adder a lane; an Add of two buffers (kind 'add') reads a word of each for a
 word of output, with an adder a lane; a Concat (kind 'concat') a word of one input's for a word of output

@@ -10,7 +10,7 @@ a kind's name. Adding an op that an existing kind runs touches that kind alone; 
 - ``elementwise``: hls4ml's activations and arithmetic a value at a time;
 - ``gather``, ``add``, ``concat``, ``affine``, ``lrn``, ``quant``: ops the subfunction's top computes over whole
   buffers (arena.h's window_op, add, concat, affine, lrn, quantize), their reads of the buffers being their compute;
-- ``data``: a relayout the top moves (no logic).
+- ``data``: a relayout the top moves by its steps (``relayout``).
 What every kind shares (the unit's control, its tables, streaming, its moves through the arena) is
 ``units.estimate``'s; the constants are ``costs``'.
 """
