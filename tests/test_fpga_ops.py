@@ -579,12 +579,13 @@ def test_the_window_ops_hls4ml_cannot_run_are_reduced_by_the_top(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_channel_shuffle_is_one_table_of_the_tops_and_matches_onnxruntime(tmp_path):
+@pytest.mark.parametrize("reuse_factor", [1, 4])
+def test_a_channel_shuffle_is_one_table_of_the_tops_and_matches_onnxruntime(tmp_path, reuse_factor):
     """ShuffleNet's channel shuffle as its exporters write it (Reshape to groups, Transpose, Reshape back) between two
-    grouped convolutions on the KV260's engine: the three relayouts are one unit of the top, one index table moving
-    each value once (the table found by running the three ops on the buffer's positions), not three; the unit and
-    the pipeline within tolerance of onnxruntime (a table that missed the Transpose would move the channels
-    wrong)."""
+    grouped convolutions on the KV260's engine: the three relayouts are one unit of the top, one table of steps moving
+    each value once (made from running the three ops on the buffer's positions), not three, as folded (reuse factor
+    4, a word's lanes at 16 bits: one input word held) or not; the unit and the pipeline within tolerance of
+    onnxruntime (steps that missed the Transpose would move the channels wrong)."""
     b = Builder(1)
 
     def conv(x, name, kernel):
@@ -599,12 +600,15 @@ def test_a_channel_shuffle_is_one_table_of_the_tops_and_matches_onnxruntime(tmp_
     x = b.node("Reshape", [x, b.const("channels", [1, 12, 6, 6])], "to_channels")
     conv(x, "grouped3", 3)
     path = save_model(b, tmp_path / "shuffle.onnx", [1, 12, 6, 6])
-    plan = build_and_emulate(path, tmp_path / "shuffle", "kv260")
+    plan = build_and_emulate(path, tmp_path / "shuffle", "kv260", reuse_factors={"to_groups": reuse_factor})
     where = on_fpga(plan, [n.name for n in b.nodes])
     assert len({where[n]["unit"] for n in ("to_groups", "shuffle", "to_channels")}) == 1
     units = {u.name: u for s in plan.subfunctions for u in s.execution_units}
     moved = units[where["shuffle"]["unit"]]
     assert (moved.pe, len(moved.nodes), bool(moved.index_table), moved.verification.passed) == ("data", 3, True, True)
+    held = 1 if reuse_factor > 1 else 8  # input words
+    assert moved.reuse_factor == reuse_factor and f"{moved.name}_held = {held};" in \
+        (tmp_path / "shuffle" / "hls" / where["shuffle"]["subfunction"] / moved.index_table).read_text()
 
 
 @pytest.mark.parametrize("top", ["sequential", "dataflow"])

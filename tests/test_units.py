@@ -1229,7 +1229,7 @@ def test_a_relayouts_steps_move_its_map_each_input_word_about_once(groups, per_g
     pixels and channels, and a random permutation: the steps move exactly the map (index_of), each output word at
     worst a read a lane and a write; where a pixel's channels fill whole words, a shuffle and a Flatten read each input
     word about once (a step a word, and a few a period)."""
-    from hetdeploy.planning.units.relayout import index_of, relayout_steps
+    from hetdeploy.planning.units.relayout import held_words, index_of, relayout_steps
 
     channels, pixels = groups * per_group, 9
     c = np.arange(channels)
@@ -1239,12 +1239,16 @@ def test_a_relayouts_steps_move_its_map_each_input_word_about_once(groups, per_g
     permutation = np.random.default_rng(seed).permutation(pixels * channels)
     aligned = channels % lanes == 0
     for index, bounded in ((shuffle, aligned), (flatten, aligned), (permutation, False)):
-        steps = relayout_steps(index, lanes)
-        assert np.array_equal(index_of(steps, lanes, index.size), index)
+        steps = relayout_steps(index, lanes, held_words(lanes, 1))
+        assert np.array_equal(index_of(steps, lanes, index.size, held_words(lanes, 1)), index)
         words = -(-index.size // lanes)
         assert steps.iterations <= words * (lanes + 1)  # each output word's lanes in words of their own at worst
         if bounded:
             assert steps.iterations <= 1.25 * words + 4 * steps.repeat, (index.size, lanes, steps.iterations)
+        if lanes > 1:  # folded: each output word's input words
+            folded = relayout_steps(index, lanes, held_words(lanes, lanes))
+            assert np.array_equal(index_of(folded, lanes, index.size, 1), index)
+            assert folded.iterations == sum(len(set(index[w:w + lanes] // lanes)) for w in range(0, index.size, lanes))
 
 
 def test_planning_knows_a_chain_of_relayouts_map_from_its_nodes_or_bounds_its_steps():

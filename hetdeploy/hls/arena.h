@@ -294,10 +294,12 @@ inline void copy_words(const word_t *source, word_t *target, int words) {
 // A relayout (Flatten, Reshape, Transpose, Squeeze, Unsqueeze, DepthToSpace, SpaceToDepth, Slice) by its steps
 // (planning/units/relayout.py wrote them into units/<unit>/index.h): one pipelined loop of an iteration a step, the
 // table's ``count`` steps ``repeat`` times, the n-th time reading and writing n * source_words and n * target_words
-// words on (a map the same at each pixel); each step reads at most one source word into one of 2 x per_word
-// registers, then writes at most one target word, lane k of it lane select[k] % per_word of register
-// select[k] / per_word (-1: zero). A read and a write an iteration: the memories' two ports; no target word is
-// read. Its cycles: relayout_counted.
+// words on (a map the same at each pixel), each step reading at most one source word and writing at most one target
+// word: a read and a write an iteration, the memories' two ports; no target word is read. Its lanes move as raw bits
+// of E bytes (a value's padding bits with it). HELD = 2 x per_word: each step's word read into register ``slot``,
+// lane k of the word written lane select[k] % per_word of register select[k] / per_word (-1: zero); HELD = 1 (the
+// unit folded): each lane k of the output word with select[k] >= 0 takes lane select[k] of the word read, the word
+// written (then cleared) with its last step. Its cycles: relayout_counted.
 struct relayout_step {
     int read, write;
     signed char slot, select[WORD_BYTES];
@@ -320,26 +322,36 @@ inline long long &relayout_counted() {
 #define HETDEPLOY_COUNTED(statement)
 #endif
 
-template <class T>
+template <int E, int HELD>
 void relayout(const word_t *source, word_t *target, const relayout_step *steps, int count, int repeat,
               int source_words, int target_words) {
+    typedef ap_uint<8 * E> T;
     static const int L = lane<T>::per_word;
-    word_t held[2 * L];
+    word_t held[HELD];
 #pragma HLS ARRAY_PARTITION variable=held complete
+    T assembled[L];  // HELD = 1: the output word's lanes so far
+#pragma HLS ARRAY_PARTITION variable=assembled complete
+    for (int k = 0; k < L; k++) assembled[k] = 0;
     int i = 0, source_at = 0, target_at = 0;  // the step, and its repeat's first words
     for (int t = 0; t < count * repeat; t++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=262144
         const relayout_step step = steps[i];
-        if (step.read >= 0) held[step.slot] = source[source_at + step.read];
-        if (step.write >= 0) {
-            T lanes[L];
-            for (int k = 0; k < L; k++) {
+        if (step.read >= 0) held[HELD == 1 ? 0 : step.slot] = source[source_at + step.read];
+        T lanes[L];
+        for (int k = 0; k < L; k++) {
 #pragma HLS UNROLL
-                const int select = step.select[k];
+            const int select = step.select[k];
+            if (HELD == 1) {
+                if (select >= 0) assembled[k] = lane_value<T>(held[0], select);
+                lanes[k] = assembled[k];
+            } else {
                 lanes[k] = select < 0 ? T(0) : lane_value<T>(held[select / L], select % L);
             }
+        }
+        if (step.write >= 0) {
             write_run<T, L>(target, target_at + step.write, lanes);
+            for (int k = 0; k < L; k++) assembled[k] = 0;
         }
         if (++i == count) {
             i = 0;

@@ -13,7 +13,11 @@ input word into a register and writing at most one output word, each of whose la
   comes, or the registers are all needed, the oldest waiting word is written in a step of its own.
 
 Its steps are its cycles (a pipelined loop of an iteration a step, C-simulation counts them): about one an output
-word where each input word is read once. ``index_of`` reads the map back from the steps.
+word where each input word is read once. Its multiplexers (each output lane's bits over the registers' lanes: some
+2,800 LUTs at 8 bits) are what folding it saves: held = 1, one input word a step, each of whose lanes an output lane
+takes goes into a register of that lane (a lane's multiplexer over the word's lanes), and an output word is written
+with the step that reads the last input word it needs; its steps, each output word's input words, are as many as
+those (a Flatten's: a word's lanes). ``index_of`` reads the map back from the steps.
 
 ``chain_index`` is the map of a chain of relayouts at planning, from its nodes' shapes, attributes and one-value
 constants (what the estimate needs before any op runs); the build's steps come from the map the model's own nodes
@@ -59,17 +63,18 @@ class RelayoutSteps:
         return self.repeat * len(self)
 
 
-def registers(lanes: int) -> int:
-    """The input words the top keeps at once: two output words' worth (one word's reads while another waits)."""
-    return 2 * lanes
+def held_words(lanes: int, reuse_factor: int) -> int:
+    """The input words the top keeps at once: two output words' worth (one word's reads while another waits); folded
+    (its reuse factor the word's ``lanes``), one."""
+    return 2 * lanes if reuse_factor == 1 else 1
 
 
-def relayout_steps(index: np.ndarray, lanes: int) -> RelayoutSteps:
-    """The steps that move output value j from input value ``index[j]``, ``lanes`` values a word: those of its
-    ``period``, repeated."""
+def relayout_steps(index: np.ndarray, lanes: int, held: int) -> RelayoutSteps:
+    """The steps that move output value j from input value ``index[j]``, ``lanes`` values a word, ``held`` input words
+    kept (``held_words``): those of its ``period``, repeated."""
     target, source = period(index, lanes)
     repeat = index.size // target
-    first = _steps(index[:target], lanes)
+    first = _steps(index[:target], lanes) if held > 1 else _assembled(index[:target], lanes)
     return RelayoutSteps(first.reads, first.slots, first.writes, first.selects, repeat,
                          source // lanes if repeat > 1 else 0, target // lanes if repeat > 1 else 0)
 
@@ -92,18 +97,34 @@ def period(index: np.ndarray, lanes: int) -> tuple[int, int]:
     return n, 0
 
 
-def _steps(index: np.ndarray, lanes: int) -> RelayoutSteps:
+def _needs(index: np.ndarray, lanes: int) -> tuple[np.ndarray, list[list[int]]]:
+    """The map padded to whole output words (-1 past its end), and each output word's input words, in order."""
     words = -(-index.size // lanes)
     padded = np.full(words * lanes, -1, dtype=np.int64)
     padded[:index.size] = index
     source = np.where(padded >= 0, padded // lanes, -1).reshape(words, lanes)
-    needs = [sorted(set(row[row >= 0].tolist())) for row in source]
-    order = _order(needs, registers(lanes))
+    return padded, [sorted(set(row[row >= 0].tolist())) for row in source]
+
+
+def _assembled(index: np.ndarray, lanes: int) -> RelayoutSteps:
+    """One input word held: each output word in order, a step an input word it needs, each lane of the output it
+    gives taking its lane, the word written with the last."""
+    padded, needs = _needs(index, lanes)
+    rows = [(s, w if k == len(words) - 1 else -1, np.where(padded[w * lanes:(w + 1) * lanes] // lanes == s,
+                                                           padded[w * lanes:(w + 1) * lanes] % lanes, -1))
+            for w, words in enumerate(needs) for k, s in enumerate(words)]
+    return RelayoutSteps(np.array([r[0] for r in rows]), np.zeros(len(rows), dtype=np.int64),
+                         np.array([r[1] for r in rows]), np.array([r[2] for r in rows]).reshape(len(rows), lanes))
+
+
+def _steps(index: np.ndarray, lanes: int) -> RelayoutSteps:
+    padded, needs = _needs(index, lanes)
+    order = _order(needs, held_words(lanes, 1))
     uses: dict[int, deque] = {}
     for position, w in enumerate(order):
         for s in needs[w]:
             uses.setdefault(s, deque()).append(position)
-    slots = registers(lanes)
+    slots = held_words(lanes, 1)
     held: list[Optional[int]] = [None] * slots
     where: dict[int, int] = {}
     waiting: deque = deque()  # output words whose inputs are held, oldest first
@@ -175,17 +196,23 @@ def _order(needs: list[list[int]], held: int) -> list[int]:
     return order
 
 
-def index_of(steps: RelayoutSteps, lanes: int, values: int) -> np.ndarray:
-    """The map ``steps`` move: output value j from input value index[j] (their C++ run in numpy's terms)."""
-    held = np.full(registers(lanes), -1, dtype=np.int64)
+def index_of(steps: RelayoutSteps, lanes: int, values: int, held: int) -> np.ndarray:
+    """The map ``steps`` move, ``held`` input words kept: output value j from input value index[j] (their C++ run in
+    numpy's terms)."""
+    words = np.full(held, -1, dtype=np.int64)
+    assembled = np.full(lanes, -1, dtype=np.int64)  # (one word held) the output word's lanes so far
     index = np.full(-(-values // lanes) * lanes, -1, dtype=np.int64)
     for n in range(steps.repeat):
         for read, slot, write, select in zip(steps.reads, steps.slots, steps.writes, steps.selects):
             if read >= 0:
-                held[slot] = read + n * steps.source_words
+                words[slot] = read + n * steps.source_words
+            if held == 1:
+                assembled = np.where(select >= 0, words[0] * lanes + select, assembled)
             if write >= 0:
                 at = (write + n * steps.target_words) * lanes
-                index[at:at + lanes] = np.where(select >= 0, held[select // lanes] * lanes + select % lanes, -1)
+                index[at:at + lanes] = assembled if held == 1 else \
+                    np.where(select >= 0, words[select // lanes] * lanes + select % lanes, -1)
+                assembled = np.full(lanes, -1, dtype=np.int64)
     return index[:values]
 
 
@@ -237,9 +264,10 @@ def chain_index(chain: tuple) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=256)
-def relayout_cost(chain: tuple, lanes: int) -> tuple[int, int]:
-    """(iterations, steps) of the chain's relayout, ``lanes`` values a word: its loop's and its table's."""
-    steps = relayout_steps(chain_index(chain), lanes)
+def relayout_cost(chain: tuple, lanes: int, held: int) -> tuple[int, int]:
+    """(iterations, steps) of the chain's relayout, ``lanes`` values a word, ``held`` input words kept: its loop's and
+    its table's."""
+    steps = relayout_steps(chain_index(chain), lanes, held)
     return steps.iterations, len(steps)
 
 
