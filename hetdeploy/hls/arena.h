@@ -331,11 +331,17 @@ void relayout(const word_t *source, word_t *target, const relayout_step *steps, 
 #pragma HLS ARRAY_PARTITION variable=held complete
     T assembled[L];  // HELD = 1: the output word's lanes so far
 #pragma HLS ARRAY_PARTITION variable=assembled complete
-    for (int k = 0; k < L; k++) assembled[k] = 0;
+    for (int k = 0; k < L; k++) {
+#pragma HLS UNROLL
+        assembled[k] = 0;
+    }
     int i = 0, source_at = 0, target_at = 0;  // the step, and its repeat's first words
     for (int t = 0; t < count * repeat; t++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=262144
+// no word it writes is read (the memory plan places source and target apart, in one memory or two)
+#pragma HLS DEPENDENCE variable=source inter false
+#pragma HLS DEPENDENCE variable=target inter false
         const relayout_step step = steps[i];
         if (step.read >= 0) held[HELD == 1 ? 0 : step.slot] = source[source_at + step.read];
         T lanes[L];
