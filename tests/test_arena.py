@@ -646,11 +646,10 @@ def test_the_tops_relayouts_move_onnxruntimes_values_a_step_a_cycle(tmp_path, wi
     from hetdeploy.intake.model import load_model
     from hetdeploy.planning.units.costs import RELAYOUT_DEPTH, Shape, arena_words, loop_cycles, word_values
     from hetdeploy.planning.units.kinds import kind_of
-    from hetdeploy.planning.units.relayout import chain_index, chain_of, held_words, relayout_steps
+    from hetdeploy.planning.units.relayout import chain_index, chain_of, relayout_steps
 
     lanes = word_values(width)
     reuse_factor = lanes if folded else 1
-    held = held_words(lanes, reuse_factor)
     rng = np.random.default_rng(3)
     tables, calls, cases = [], [], []
     for k, (what, shape, nodes) in enumerate(RELAYOUT_CASES):
@@ -673,10 +672,10 @@ def test_the_tops_relayouts_move_onnxruntimes_values_a_step_a_cycle(tmp_path, wi
         chain = chain_of(relayouts)
         index = channels_last(y).reshape(-1).astype(np.int64)
         assert np.array_equal(chain_index(chain), index), what
-        steps = relayout_steps(index, lanes, held)
+        steps = relayout_steps(index, lanes, folded)
         planned = Shape("data", 0, 0, 0, False, 0, 0, False, input_values=int(np.prod(shape)), relayout=chain)
         estimate = kind_of(planned).arithmetic(planned, reuse_factor, width, None, None, (0, 0), False)
-        tables.append(GATHER.table(f"case{k}", steps, held))
+        tables.append(GATHER.table(f"case{k}", steps))
         values = rng.integers(-2 ** (width - 1), 2 ** (width - 1), int(np.prod(shape)))
         words = ", ".join(f"{int(v) & (2 ** width - 1)}" for v in values)
         call = GATHER.line("gather", type="value_t", source="source", target="target", unit=f"case{k}").strip()

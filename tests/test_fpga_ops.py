@@ -606,9 +606,9 @@ def test_a_channel_shuffle_is_one_table_of_the_tops_and_matches_onnxruntime(tmp_
     units = {u.name: u for s in plan.subfunctions for u in s.execution_units}
     moved = units[where["shuffle"]["unit"]]
     assert (moved.pe, len(moved.nodes), bool(moved.index_table), moved.verification.passed) == ("data", 3, True, True)
-    held = 1 if reuse_factor > 1 else 8  # input words
-    assert moved.reuse_factor == reuse_factor and f"{moved.name}_held = {held};" in \
-        (tmp_path / "shuffle" / "hls" / where["shuffle"]["subfunction"] / moved.index_table).read_text()
+    table = (tmp_path / "shuffle" / "hls" / where["shuffle"]["subfunction"] / moved.index_table).read_text()
+    held = int(re.search(rf"{moved.name}_held = (\d+);", table).group(1))  # input words
+    assert moved.reuse_factor == reuse_factor and (held == 1 if reuse_factor > 1 else 1 < held <= 8)
 
 
 @pytest.mark.parametrize("top", ["sequential", "dataflow"])

@@ -33,7 +33,7 @@ from ..core.precision import CppFixed, quantizer_codes, weight_fixed
 from ..intake.ort_adapter import OrtModel
 from ..planning.units import ENGINE_PORT_MAX_BUNDLES, XNOR_POPCOUNT, arena_words, token_interval as schedule_interval, \
     tokens_of, word_values
-from ..planning.units.relayout import RelayoutSteps, held_words, index_of, relayout_steps
+from ..planning.units.relayout import RelayoutSteps, index_of, relayout_steps
 from .engine import affine as engine_affine, layer_values as engine_layer_values, quantized as engine_quantized, \
     weights_bytes as engine_weights_bytes
 from . import open_synth
@@ -538,18 +538,16 @@ class Gather(_Moved):
         positions = np.arange(values_of(in_shape), dtype=np.float32)  # exact up to 2**24 values
         moved = source.reference.run({name: channels_first(positions.reshape(stored_shape(in_shape, in_shape[0])))})
         index = channels_last(next(iter(moved.values())).reshape(out_shape)).reshape(-1).astype(np.int64)
-        lanes = word_values(CppFixed.parse(source.cpp_types[unit.inputs[0]]).width)
-        held = held_words(lanes, unit.reuse_factor)
-        steps = relayout_steps(index, lanes, held)
-        unit.index_table = source.write(unit, "index.h", self.table(unit.name, steps, held))
+        steps = relayout_steps(index, word_values(CppFixed.parse(source.cpp_types[unit.inputs[0]]).width),
+                               unit.reuse_factor > 1)
+        unit.index_table = source.write(unit, "index.h", self.table(unit.name, steps))
 
-    def table(self, name: str, steps: RelayoutSteps, held: int) -> str:
-        """units/<unit>/index.h of unit ``name``: its ``steps`` as C++ constants (arena.h's relayout_step), ``held``
-        input words kept."""
+    def table(self, name: str, steps: RelayoutSteps) -> str:
+        """units/<unit>/index.h of unit ``name``: its ``steps`` as C++ constants (arena.h's relayout_step)."""
         entries = (f"{{{read}, {write}, {slot}, {{{', '.join(map(str, select))}}}}}" for read, write, slot, select
                    in zip(steps.reads.tolist(), steps.writes.tolist(), steps.slots.tolist(), steps.selects.tolist()))
         return self.statement("index_table", unit=name, size=len(steps), repeat=steps.repeat,
-                              source_words=steps.source_words, target_words=steps.target_words, held=held,
+                              source_words=steps.source_words, target_words=steps.target_words, held=steps.held,
                               values=", ".join(entries)) + "\n"
 
     def is_one(self, unit):
@@ -563,8 +561,8 @@ class Gather(_Moved):
         reads, writes, slots = (np.array([int(entry[k]) for entry in entries]) for k in range(3))
         repeat, source_words, target_words, held = (int(re.search(rf"{unit.name}_{name} = (\d+)", table).group(1))
                                                     for name in ("repeat", "source_words", "target_words", "held"))
-        steps = RelayoutSteps(reads, slots, writes, selects, repeat, source_words, target_words)
-        return dict(index=index_of(steps, selects.shape[1], values_of(list(input_shape)), held))
+        steps = RelayoutSteps(reads, slots, writes, selects, repeat, source_words, target_words, held)
+        return dict(index=index_of(steps, selects.shape[1], values_of(list(input_shape))))
 
     def values(self, unit, buffers):
         (x,), (y,) = unit.inputs, unit.outputs

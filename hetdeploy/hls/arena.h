@@ -296,7 +296,7 @@ inline void copy_words(const word_t *source, word_t *target, int words) {
 // table's ``count`` steps ``repeat`` times, the n-th time reading and writing n * source_words and n * target_words
 // words on (a map the same at each pixel), each step reading at most one source word and writing at most one target
 // word: a read and a write an iteration, the memories' two ports; no target word is read. Its lanes move as raw bits
-// of E bytes (a value's padding bits with it). HELD = 2 x per_word: each step's word read into register ``slot``,
+// of E bytes (a value's padding bits with it). HELD > 1 registers: each step's word read into register ``slot``,
 // lane k of the word written lane select[k] % per_word of register select[k] / per_word (-1: zero); HELD = 1 (the
 // unit folded): each lane k of the output word with select[k] >= 0 takes lane select[k] of the word read, the word
 // written (then cleared) with its last step. Its cycles: relayout_counted.
@@ -327,6 +327,7 @@ void relayout(const word_t *source, word_t *target, const relayout_step *steps, 
               int source_words, int target_words) {
     typedef ap_uint<8 * E> T;
     static const int L = lane<T>::per_word;
+    static_assert(HELD * L <= 128, "a step's select (a signed char) names each held word's lanes");
     word_t held[HELD];
 #pragma HLS ARRAY_PARTITION variable=held complete
     T assembled[L];  // HELD = 1: the output word's lanes so far

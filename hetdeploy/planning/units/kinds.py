@@ -30,7 +30,7 @@ from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, BRAM_MIN_DEPTH, DISTRIBUTED_A
                     distributed_arithmetic_lut, dsps_a_product, first_product_cycles, iterations, loop_cycles, mux_lut,
                     popcount_lut, strategy_for, valid_reuse_factors, weight_codes, weight_type_bits, window_cycles,
                     word_values, XNOR_POPCOUNT)
-from .relayout import held_words, relayout_cost
+from .relayout import relayout_cost
 
 
 @dataclass
@@ -402,10 +402,10 @@ class Concat(_TokenByToken):
 class Data(_TopKind):
     """A relayout (Flatten, Reshape, Transpose ...; a chain of them): arena.h's relayout, a step a cycle (its map's
     steps, ``relayout``; where planning cannot know the map, as many as an output word's lanes, each in a word of its
-    own, and the word written alone, would take), its table a ROM. Unfolded, registers of 2 x lanes input words and a
-    multiplexer a bit of the output word over the registers' values at its place; folded (its reuse factor a word's
-    lanes), one input word and a register a lane, each lane's multiplexer over the word's lanes, each output word a
-    step an input word it needs."""
+    own, and the word written alone, would take), its table a ROM. Unfolded, registers of the input words its steps
+    hold (2 x lanes where its map is not known) and a multiplexer a bit of the output word over their values at its
+    place; folded (its reuse factor a word's lanes), one input word and a register a lane, each lane's multiplexer
+    over the word's lanes, each output word a step an input word it needs."""
 
     name = "data"
 
@@ -414,11 +414,11 @@ class Data(_TopKind):
 
     def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
         lanes = self.lanes(width)
-        held = held_words(lanes, reuse_factor)
         if shape.relayout:
-            iterations, steps = relayout_cost(shape.relayout, lanes, held)
+            iterations, steps, held = relayout_cost(shape.relayout, lanes, reuse_factor > 1)
         else:
             iterations = steps = arena_words(shape.input_values, width) * (lanes + 1)
+            held = 1 if reuse_factor > 1 else 2 * lanes
         word_bits = 8 * ARENA_WORD_BYTES
         return Arithmetic(lut=word_bits * mux_lut(held * lanes if held > 1 else lanes),
                           ff=word_bits * (held + (held == 1)), bram18=bram18_blocks(steps, RELAYOUT_STEP_BITS),

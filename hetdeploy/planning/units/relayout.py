@@ -2,7 +2,7 @@
 
 A relayout's output value j is its input value index[j] (buffers of rank >= 3 channels-last). Read a value at a time,
 an output word of L lanes would take L word reads (a channel shuffle's or a Flatten's lanes each lie in another
-input word). The top instead keeps 2 L input words in registers and runs a table of steps, each reading at most one
+input word). The top instead keeps a few input words in registers and runs a table of steps, each reading at most one
 input word into a register and writing at most one output word, each of whose lanes is a register's lane:
 
 - the output words are taken in the order of the input words they need (each's sorted list of them), so that the
@@ -13,11 +13,14 @@ input word into a register and writing at most one output word, each of whose la
   comes, or the registers are all needed, the oldest waiting word is written in a step of its own.
 
 Its steps are its cycles (a pipelined loop of an iteration a step, C-simulation counts them): about one an output
-word where each input word is read once. Its multiplexers (each output lane's bits over the registers' lanes: some
-2,800 LUTs at 8 bits) are what folding it saves: held = 1, one input word a step, each of whose lanes an output lane
-takes goes into a register of that lane (a lane's multiplexer over the word's lanes), and an output word is written
-with the step that reads the last input word it needs; its steps, each output word's input words, are as many as
-those (a Flatten's: a word's lanes). ``index_of`` reads the map back from the steps.
+word where each input word is read once. It holds the fewest registers, a multiple of half a word's lanes from the
+most input words an output word needs up to 2 L, whose steps are within REGISTERS_SLACK of 2 L's (a 3-group channel
+shuffle's: L, a Flatten's: 2 L at 8 bits), each bit of the output word multiplexed over their values at its place
+(``held``: the multiplexers, some 1,300 LUTs at 8 bits and L registers, 2,800 at 2 L). Folded, it holds one input word
+a step, each of whose lanes an output lane takes going into a register of that lane (a lane's multiplexer over the
+word's lanes), and an output word is written with the step that reads the last input word it needs; its steps, each
+output word's input words, are as many as those (a Flatten's: a word's lanes). ``index_of`` reads the map back from
+the steps.
 
 ``chain_index`` is the map of a chain of relayouts at planning, from its nodes' shapes, attributes and one-value
 constants (what the estimate needs before any op runs); the build's steps come from the map the model's own nodes
@@ -25,6 +28,7 @@ give on onnxruntime."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections import deque
@@ -39,6 +43,8 @@ from ...core.graph import Node
 
 # the output words a period of steps writes at least (``period``): a ROM of that many steps
 PERIOD_WORDS = 64
+# the steps fewer registers may add to 2 L's (``relayout_steps``): a share of them
+REGISTERS_SLACK = 0.01
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,7 @@ class RelayoutSteps:
     repeat: int = 1
     source_words: int = 0
     target_words: int = 0
+    held: int = 1  # the input words it keeps in registers (1: folded, each output word assembled a lane at a time)
 
     def __len__(self) -> int:
         return len(self.reads)
@@ -63,20 +70,25 @@ class RelayoutSteps:
         return self.repeat * len(self)
 
 
-def held_words(lanes: int, reuse_factor: int) -> int:
-    """The input words the top keeps at once: two output words' worth (one word's reads while another waits); folded
-    (its reuse factor the word's ``lanes``), one."""
-    return 2 * lanes if reuse_factor == 1 else 1
-
-
-def relayout_steps(index: np.ndarray, lanes: int, held: int) -> RelayoutSteps:
-    """The steps that move output value j from input value ``index[j]``, ``lanes`` values a word, ``held`` input words
-    kept (``held_words``): those of its ``period``, repeated."""
+def relayout_steps(index: np.ndarray, lanes: int, folded: bool) -> RelayoutSteps:
+    """The steps that move output value j from input value ``index[j]``, ``lanes`` values a word, those of its
+    ``period`` repeated: folded, one input word held; else the fewest registers within REGISTERS_SLACK of 2 L's
+    steps."""
     target, source = period(index, lanes)
     repeat = index.size // target
-    first = _steps(index[:target], lanes) if held > 1 else _assembled(index[:target], lanes)
-    return RelayoutSteps(first.reads, first.slots, first.writes, first.selects, repeat,
-                         source // lanes if repeat > 1 else 0, target // lanes if repeat > 1 else 0)
+    if folded:
+        first = _assembled(index[:target], lanes)
+    else:
+        most = max(len(words) for words in _needs(index[:target], lanes)[1])
+        half = max(1, lanes // 2)
+        first = widest = _steps(index[:target], lanes, 2 * lanes)
+        for held in range(-(-most // half) * half, 2 * lanes, half):
+            fewer = _steps(index[:target], lanes, held)
+            if len(fewer) <= len(widest) * (1 + REGISTERS_SLACK):
+                first = fewer
+                break
+    return dataclasses.replace(first, repeat=repeat, source_words=source // lanes if repeat > 1 else 0,
+                               target_words=target // lanes if repeat > 1 else 0)
 
 
 def period(index: np.ndarray, lanes: int) -> tuple[int, int]:
@@ -117,14 +129,14 @@ def _assembled(index: np.ndarray, lanes: int) -> RelayoutSteps:
                          np.array([r[1] for r in rows]), np.array([r[2] for r in rows]).reshape(len(rows), lanes))
 
 
-def _steps(index: np.ndarray, lanes: int) -> RelayoutSteps:
+def _steps(index: np.ndarray, lanes: int, slots: int) -> RelayoutSteps:
+    """``slots`` input words held (at least the most an output word needs): the module's rules."""
     padded, needs = _needs(index, lanes)
-    order = _order(needs, held_words(lanes, 1))
+    order = _order(needs, slots)
     uses: dict[int, deque] = {}
     for position, w in enumerate(order):
         for s in needs[w]:
             uses.setdefault(s, deque()).append(position)
-    slots = held_words(lanes, 1)
     held: list[Optional[int]] = [None] * slots
     where: dict[int, int] = {}
     waiting: deque = deque()  # output words whose inputs are held, oldest first
@@ -162,7 +174,8 @@ def _steps(index: np.ndarray, lanes: int) -> RelayoutSteps:
     while waiting:
         step(-1, 0, waiting.popleft())
     reads, slot_of, writes = (np.array(column, dtype=np.int64) for column in zip(*steps))
-    return RelayoutSteps(reads, slot_of, writes, np.array(select_rows, dtype=np.int64).reshape(len(steps), lanes))
+    return RelayoutSteps(reads, slot_of, writes, np.array(select_rows, dtype=np.int64).reshape(len(steps), lanes),
+                         held=slots)
 
 
 def _order(needs: list[list[int]], held: int) -> list[int]:
@@ -196,9 +209,9 @@ def _order(needs: list[list[int]], held: int) -> list[int]:
     return order
 
 
-def index_of(steps: RelayoutSteps, lanes: int, values: int, held: int) -> np.ndarray:
-    """The map ``steps`` move, ``held`` input words kept: output value j from input value index[j] (their C++ run in
-    numpy's terms)."""
+def index_of(steps: RelayoutSteps, lanes: int, values: int) -> np.ndarray:
+    """The map ``steps`` move: output value j from input value index[j] (their C++ run in numpy's terms)."""
+    held = steps.held
     words = np.full(held, -1, dtype=np.int64)
     assembled = np.full(lanes, -1, dtype=np.int64)  # (one word held) the output word's lanes so far
     index = np.full(-(-values // lanes) * lanes, -1, dtype=np.int64)
@@ -264,11 +277,11 @@ def chain_index(chain: tuple) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=256)
-def relayout_cost(chain: tuple, lanes: int, held: int) -> tuple[int, int]:
-    """(iterations, steps) of the chain's relayout, ``lanes`` values a word, ``held`` input words kept: its loop's and
-    its table's."""
-    steps = relayout_steps(chain_index(chain), lanes, held)
-    return steps.iterations, len(steps)
+def relayout_cost(chain: tuple, lanes: int, folded: bool) -> tuple[int, int, int]:
+    """(iterations, steps, held) of the chain's relayout, ``lanes`` values a word, folded or not: its loop's, its
+    table's, and the input words it keeps."""
+    steps = relayout_steps(chain_index(chain), lanes, folded)
+    return steps.iterations, len(steps), steps.held
 
 
 def _moved(op: str, moves: tuple, x: np.ndarray) -> np.ndarray:
