@@ -1275,3 +1275,26 @@ def test_planning_knows_a_chain_of_relayouts_map_from_its_nodes_or_bounds_its_st
     shape = Shape("data", 0, 0, 0, False, 0, 0, False, input_values=64)
     assert kind_of(shape).arithmetic(shape, 1, 8, None, None, (0, 0), False).cycles == \
         loop_cycles(8 * 9, RELAYOUT_DEPTH)
+
+
+def test_the_partitioner_charges_a_chain_of_relayouts_to_its_first_node_as_one_table():
+    """ShuffleNet's channel shuffle as graphs.py writes it (Reshape, Transpose, Reshape after a convolution): the
+    partitioner's time of its first node is the one table the folding stage makes of the three (the chain's map,
+    about a word a cycle), and the two after it take none of their own (each alone would be a map with its lanes
+    scattered over the words: the 5-D layout's)."""
+    from hetdeploy.planning.cost import fpga_seconds, fused_into, node_shape
+    from hetdeploy.planning.units.relayout import relayout_cost
+
+    b = graphs.Builder([1, 24, 8, 8])
+    x = b.conv("input", 24, 1)
+    x = b.op("Reshape", [x], [1, 3, 8, 8, 8])
+    x = b.op("Transpose", [x], [1, 8, 3, 8, 8], perm=[0, 2, 1, 3, 4])
+    graph = b.graph(b.op("Reshape", [x], [1, 24, 8, 8]))
+    first = node_shape(FPGA, graph, 1, 8)
+    assert [op for op, _, _ in first.relayout[1:]] == ["Reshape", "Transpose", "Reshape"]
+    iterations = relayout_cost(first.relayout, 8, False)[0]
+    assert iterations <= 1.1 * 24 * 64 // 8 + 8  # a word a cycle, about
+    assert not fused_into(FPGA, graph, 1) and fused_into(FPGA, graph, 2) and fused_into(FPGA, graph, 3)
+    assert fpga_seconds(FPGA, graph, 2, 8) == fpga_seconds(FPGA, graph, 3, 8) == 0.0 < fpga_seconds(FPGA, graph, 1, 8)
+    alone = node_shape(FPGA, graph, 2, 8).relayout  # the Transpose as a unit of its own: a costlier map
+    assert relayout_cost(alone, 8, False)[0] > iterations
