@@ -701,6 +701,10 @@ def test_the_tops_relayouts_move_onnxruntimes_values_a_step_a_cycle(tmp_path, wi
         assert np.array_equal(codes[:index.size], values[index] & (2 ** width - 1)), what
         assert not codes[index.size:].any(), what  # the last word's lanes past the values: zeros
         assert int(counted) == loop_cycles(steps.iterations, RELAYOUT_DEPTH) == estimated, what
+        # a copy where each output word is an input word as it is: the spatial transpose's pixels, the Flatten's
+        whole = index.size % lanes == 0 and np.array_equal(index.reshape(-1, lanes) % lanes, np.tile(
+            np.arange(lanes), (index.size // lanes, 1))) and np.all(np.diff(index.reshape(-1, lanes), axis=1) == 1)
+        assert (steps.held == 0) == whole and (whole or what not in ("transpose", "squeeze and flatten")), what
         if folded:
             assert steps.iterations == words, (what, steps.iterations, words)
         else:

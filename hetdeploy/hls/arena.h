@@ -299,7 +299,8 @@ inline void copy_words(const word_t *source, word_t *target, int words) {
 // of E bytes (a value's padding bits with it). HELD > 1 registers: each step's word read into register ``slot``,
 // lane k of the word written lane select[k] % per_word of register select[k] / per_word (-1: zero); HELD = 1 (the
 // unit folded): each lane k of the output word with select[k] >= 0 takes lane select[k] of the word read, the word
-// written (then cleared) with its last step. Its cycles: relayout_counted.
+// written (then cleared) with its last step; HELD = 0 (each output word an input word as it is): the word read written.
+// Its cycles: relayout_counted.
 struct relayout_step {
     int read, write;
     signed char slot, select[WORD_BYTES];
@@ -328,7 +329,7 @@ void relayout(const word_t *source, word_t *target, const relayout_step *steps, 
     typedef ap_uint<8 * E> T;
     static const int L = lane<T>::per_word;
     static_assert(HELD * L <= 128, "a step's select (a signed char) names each held word's lanes");
-    word_t held[HELD];
+    word_t held[HELD > 0 ? HELD : 1];
 #pragma HLS ARRAY_PARTITION variable=held complete
     T assembled[L];  // HELD = 1: the output word's lanes so far
 #pragma HLS ARRAY_PARTITION variable=assembled complete
@@ -344,7 +345,7 @@ void relayout(const word_t *source, word_t *target, const relayout_step *steps, 
 #pragma HLS DEPENDENCE variable=source inter false
 #pragma HLS DEPENDENCE variable=target inter false
         const relayout_step step = steps[i];
-        if (step.read >= 0) held[HELD == 1 ? 0 : step.slot] = source[source_at + step.read];
+        if (step.read >= 0) held[HELD <= 1 ? 0 : step.slot] = source[source_at + step.read];
         T lanes[L];
         for (int k = 0; k < L; k++) {
 #pragma HLS UNROLL
@@ -356,7 +357,8 @@ void relayout(const word_t *source, word_t *target, const relayout_step *steps, 
                 lanes[k] = select < 0 ? T(0) : lane_value<T>(held[select / L], select % L);
             }
         }
-        if (step.write >= 0) {
+        if (step.write >= 0 && HELD == 0) target[target_at + step.write] = held[0];
+        if (step.write >= 0 && HELD > 0) {
             write_run<T, L>(target, target_at + step.write, lanes);
             for (int k = 0; k < L; k++) assembled[k] = 0;
         }

@@ -405,7 +405,8 @@ class Data(_TopKind):
     own, and the word written alone, would take), its table a ROM. Unfolded, registers of the input words its steps
     hold (2 x lanes where its map is not known) and a multiplexer a bit of the output word over their values at its
     place; folded (its reuse factor a word's lanes), one input word and a register a lane, each lane's multiplexer
-    over the word's lanes, each output word a step an input word it needs."""
+    over the word's lanes, each output word a step an input word it needs; where each output word is an input word as
+    it is, a copy (a register)."""
 
     name = "data"
 
@@ -420,6 +421,6 @@ class Data(_TopKind):
             iterations = steps = arena_words(shape.input_values, width) * (lanes + 1)
             held = 1 if reuse_factor > 1 else 2 * lanes
         word_bits = 8 * ARENA_WORD_BYTES
-        return Arithmetic(lut=word_bits * mux_lut(held * lanes if held > 1 else lanes),
-                          ff=word_bits * (held + (held == 1)), bram18=bram18_blocks(steps, RELAYOUT_STEP_BITS),
+        return Arithmetic(lut=word_bits * (mux_lut(held * lanes if held > 1 else lanes) if held else 0),
+                          ff=word_bits * (max(1, held) + (held == 1)), bram18=bram18_blocks(steps, RELAYOUT_STEP_BITS),
                           cycles=loop_cycles(iterations, RELAYOUT_DEPTH))

@@ -19,8 +19,9 @@ shuffle's: L, a Flatten's: 2 L at 8 bits), each bit of the output word multiplex
 (``held``: the multiplexers, some 1,300 LUTs at 8 bits and L registers, 2,800 at 2 L). Folded, it holds one input word
 a step, each of whose lanes an output lane takes going into a register of that lane (a lane's multiplexer over the
 word's lanes), and an output word is written with the step that reads the last input word it needs; its steps, each
-output word's input words, are as many as those (a Flatten's: a word's lanes). ``index_of`` reads the map back from
-the steps.
+output word's input words, are as many as those (a Flatten's: a word's lanes). A map whose output words are input
+words as they are is a copy, a word a step, no register or multiplexer. ``index_of`` reads the map back from the
+steps.
 
 ``chain_index`` is the map of a chain of relayouts at planning, from its nodes' shapes, attributes and one-value
 constants (what the estimate needs before any op runs); the build's steps come from the map the model's own nodes
@@ -59,7 +60,9 @@ class RelayoutSteps:
     repeat: int = 1
     source_words: int = 0
     target_words: int = 0
-    held: int = 1  # the input words it keeps in registers (1: folded, each output word assembled a lane at a time)
+    # the input words it keeps in registers (1: folded, each output word assembled a lane at a time; 0: a copy of whole
+    # words, each output word an input word as it is)
+    held: int = 1
 
     def __len__(self) -> int:
         return len(self.reads)
@@ -76,7 +79,9 @@ def relayout_steps(index: np.ndarray, lanes: int, folded: bool) -> RelayoutSteps
     steps."""
     target, source = period(index, lanes)
     repeat = index.size // target
-    if folded:
+    if _whole_words(index[:target], lanes):
+        first = _copied(index[:target], lanes)
+    elif folded:
         first = _assembled(index[:target], lanes)
     else:
         most = max(len(words) for words in _needs(index[:target], lanes)[1])
@@ -116,6 +121,23 @@ def _needs(index: np.ndarray, lanes: int) -> tuple[np.ndarray, list[list[int]]]:
     padded[:index.size] = index
     source = np.where(padded >= 0, padded // lanes, -1).reshape(words, lanes)
     return padded, [sorted(set(row[row >= 0].tolist())) for row in source]
+
+
+def _whole_words(index: np.ndarray, lanes: int) -> bool:
+    """Whether each output word is an input word as it is (a Flatten after a global pooling, a Reshape that keeps the
+    channels-last order, a Slice of whole pixels): the values whole words, each word's ``lanes`` values one input
+    word's in order."""
+    if index.size % lanes:
+        return False
+    words = index.reshape(-1, lanes)
+    return bool(np.all(words[:, :1] % lanes == 0) and np.array_equal(words, words[:, :1] + np.arange(lanes)))
+
+
+def _copied(index: np.ndarray, lanes: int) -> RelayoutSteps:
+    """No input word held (held 0): each output word a step, the input word it is, read and written as it is."""
+    words = index.reshape(-1, lanes)
+    return RelayoutSteps(words[:, 0] // lanes, np.zeros(len(words), dtype=np.int64), np.arange(len(words)),
+                         np.tile(np.arange(lanes), (len(words), 1)), held=0)
 
 
 def _assembled(index: np.ndarray, lanes: int) -> RelayoutSteps:
@@ -212,18 +234,18 @@ def _order(needs: list[list[int]], held: int) -> list[int]:
 def index_of(steps: RelayoutSteps, lanes: int, values: int) -> np.ndarray:
     """The map ``steps`` move: output value j from input value index[j] (their C++ run in numpy's terms)."""
     held = steps.held
-    words = np.full(held, -1, dtype=np.int64)
+    words = np.full(max(1, held), -1, dtype=np.int64)
     assembled = np.full(lanes, -1, dtype=np.int64)  # (one word held) the output word's lanes so far
     index = np.full(-(-values // lanes) * lanes, -1, dtype=np.int64)
     for n in range(steps.repeat):
         for read, slot, write, select in zip(steps.reads, steps.slots, steps.writes, steps.selects):
             if read >= 0:
                 words[slot] = read + n * steps.source_words
-            if held == 1:
+            if held <= 1:
                 assembled = np.where(select >= 0, words[0] * lanes + select, assembled)
             if write >= 0:
                 at = (write + n * steps.target_words) * lanes
-                index[at:at + lanes] = assembled if held == 1 else \
+                index[at:at + lanes] = assembled if held <= 1 else \
                     np.where(select >= 0, words[select // lanes] * lanes + select % lanes, -1)
                 assembled = np.full(lanes, -1, dtype=np.int64)
     return index[:values]
