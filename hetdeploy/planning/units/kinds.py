@@ -421,6 +421,10 @@ class Data(_TopKind):
             iterations = steps = arena_words(shape.input_values, width) * (lanes + 1)
             held = 1 if reuse_factor > 1 else 2 * lanes
         word_bits = 8 * ARENA_WORD_BYTES
-        return Arithmetic(lut=word_bits * (mux_lut(held * lanes if held > 1 else lanes) if held else 0),
-                          ff=word_bits * (max(1, held) + (held == 1)), bram18=bram18_blocks(steps, RELAYOUT_STEP_BITS),
+        # its table a ROM: in LUTs where shallower than BRAM_MIN_DEPTH, as Vivado maps a small array (constants in
+        # the logic at two steps or fewer, as bram18_blocks takes registers)
+        rom_lut = RELAYOUT_STEP_BITS * -(-steps // LUTRAM_DEPTH) if 2 < steps < BRAM_MIN_DEPTH else 0
+        return Arithmetic(lut=word_bits * (mux_lut(held * lanes if held > 1 else lanes) if held else 0) + rom_lut,
+                          ff=word_bits * (max(1, held) + (held == 1)),
+                          bram18=0 if steps < BRAM_MIN_DEPTH else bram18_blocks(steps, RELAYOUT_STEP_BITS),
                           cycles=loop_cycles(iterations, RELAYOUT_DEPTH))

@@ -77,9 +77,10 @@ def relayout_steps(index: np.ndarray, lanes: int, folded: bool) -> RelayoutSteps
     """The steps that move output value j from input value ``index[j]``, ``lanes`` values a word, those of its
     ``period`` repeated: folded, one input word held; else the fewest registers within REGISTERS_SLACK of 2 L's
     steps."""
-    target, source = period(index, lanes)
+    copy = _whole_words(index, lanes)
+    target, source = period(index, lanes, 1 if copy else PERIOD_WORDS)
     repeat = index.size // target
-    if _whole_words(index[:target], lanes):
+    if copy:
         first = _copied(index[:target], lanes)
     elif folded:
         first = _assembled(index[:target], lanes)
@@ -96,11 +97,12 @@ def relayout_steps(index: np.ndarray, lanes: int, folded: bool) -> RelayoutSteps
                                target_words=target // lanes if repeat > 1 else 0)
 
 
-def period(index: np.ndarray, lanes: int) -> tuple[int, int]:
+def period(index: np.ndarray, lanes: int, least_words: int) -> tuple[int, int]:
     """(T, S): output values T, a multiple of ``lanes`` dividing the map's, after which the map repeats S input values
     on (index[j + T] = index[j] + S, S a multiple of ``lanes`` too; a channel shuffle's: a pixel's channels, or two
-    pixels' where they fill no whole words): the fewest such, times the fewest repeats that make PERIOD_WORDS output
-    words at least (the words a period ends with writing alone, a few, then weigh little); (n, 0) where none."""
+    pixels' where they fill no whole words): the fewest such, times the fewest repeats that make ``least_words``
+    output words at least (PERIOD_WORDS: the words a period ends with writing alone, a few, then weigh little; a copy
+    writes none so: 1); (n, 0) where none."""
     n = index.size
     for target in range(lanes, n // 2 + 1, lanes):
         if n % target:
@@ -109,7 +111,7 @@ def period(index: np.ndarray, lanes: int) -> tuple[int, int]:
         source = int(rows[1, 0] - rows[0, 0])
         if source % lanes == 0 and np.array_equal(rows, rows[:1] + source * np.arange(len(rows))[:, None]):
             times = next(m for m in range(1, len(rows) + 1) if len(rows) % m == 0 and
-                         (m * target // lanes >= PERIOD_WORDS or m == len(rows)))
+                         (m * target // lanes >= least_words or m == len(rows)))
             return times * target, times * source
     return n, 0
 
