@@ -123,12 +123,13 @@ def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: 
     row = row_values(layer, width)
     if row:  # walked along its rows: each row's values padded to whole words
         rows = codes.reshape(len(codes), -1, row)
-        codes = np.zeros((len(codes), rows.shape[1], -(-row // _per_word(width)) * _per_word(width)), dtype=codes.dtype)
+        per_word = units.word_values(width)
+        codes = np.zeros((len(codes), rows.shape[1], -(-row // per_word) * per_word), dtype=codes.dtype)
         codes[:, :, :row] = rows
         codes = codes.reshape(len(codes), -1)
     words, port = _filter_words(layer, width), layer.port_words
     filters = -(-len(codes) // port) * port
-    padded = np.zeros((filters, words * _per_word(width)), dtype=np.int64)
+    padded = np.zeros((filters, words * units.word_values(width)), dtype=np.int64)
     padded[:len(codes), :codes.shape[1]] = codes
     lanes = padded.astype(f"<i{units.element_bytes(width)}").view(np.uint8).reshape(filters // port, port, words, -1)
     packed = lanes.transpose(0, 2, 1, 3).tobytes()  # (q, i, filter q * P + p's word i)
@@ -161,11 +162,6 @@ def weights_bytes(layer: EngineLayer, width: int) -> int:
     return filters * (_filter_words(layer, width) * units.ARENA_WORD_BYTES + BIAS_BYTES)
 
 
-def _per_word(width: int) -> int:
-    """Weights of ``width`` bits a word holds."""
-    return units.ARENA_WORD_BYTES // units.element_bytes(width)
-
-
 def row_values(layer: EngineLayer, width: int) -> int:
     """The values of a window row the engine walks along (units.engine_row_values); 0: it walks a place at a time."""
     return units.engine_row_values(layer.kernel[1], layer.channels // layer.groups, layer.groups, layer.dilations[1],
@@ -180,4 +176,4 @@ def stored_window(layer: EngineLayer, width: int) -> int:
 
 def _filter_words(layer: EngineLayer, width: int) -> int:
     """The words a filter's window takes."""
-    return -(-stored_window(layer, width) // _per_word(width))
+    return -(-stored_window(layer, width) // units.word_values(width))

@@ -331,7 +331,7 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
                      if bits[u.name] == b) for b in bits.values()}
     # a lane's values a cycle lie in one word of inputs and one of weights: at most the wider's a word
     vector = {b: min([u.engine.vector for u in on_engine if bits[u.name] == b] +
-                     [units.ARENA_WORD_BYTES // units.element_bytes(max(b[0], b[2]))]) for b in bits.values()}
+                     [units.word_values(max(b[0], b[2]))]) for b in bits.values()}
     depthwise = {b: any(u.engine.depthwise for u in on_engine if bits[u.name] == b) for b in bits.values()}
     read_bytes = {u.name: units.ARENA_WORD_BYTES * u.engine.port_words for u in on_engine}
     if any(weights[f"{u.name}.weights"].offset % read_bytes[u.name] for u in on_engine):

@@ -346,21 +346,24 @@ void relayout(const word_t *source, word_t *target, const relayout_step *steps, 
 #pragma HLS DEPENDENCE variable=target inter false
         const relayout_step step = steps[i];
         if (step.read >= 0) held[HELD <= 1 ? 0 : step.slot] = source[source_at + step.read];
-        T lanes[L];
-        for (int k = 0; k < L; k++) {
+        if (HELD == 0) {
+            if (step.write >= 0) target[target_at + step.write] = held[0];
+        } else {
+            T lanes[L];
+            for (int k = 0; k < L; k++) {
 #pragma HLS UNROLL
-            const int select = step.select[k];
-            if (HELD == 1) {
-                if (select >= 0) assembled[k] = lane_value<T>(held[0], select);
-                lanes[k] = assembled[k];
-            } else {
-                lanes[k] = select < 0 ? T(0) : lane_value<T>(held[select / L], select % L);
+                const int select = step.select[k];
+                if (HELD == 1) {
+                    if (select >= 0) assembled[k] = lane_value<T>(held[0], select);
+                    lanes[k] = assembled[k];
+                } else {
+                    lanes[k] = select < 0 ? T(0) : lane_value<T>(held[select / L], select % L);
+                }
             }
-        }
-        if (step.write >= 0 && HELD == 0) target[target_at + step.write] = held[0];
-        if (step.write >= 0 && HELD > 0) {
-            write_run<T, L>(target, target_at + step.write, lanes);
-            for (int k = 0; k < L; k++) assembled[k] = 0;
+            if (step.write >= 0) {
+                write_run<T, L>(target, target_at + step.write, lanes);
+                for (int k = 0; k < L; k++) assembled[k] = 0;
+            }
         }
         if (++i == count) {
             i = 0;

@@ -402,7 +402,7 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
             if (depthwise or aligned) and pixels_at_once == 2 and engine_pairs(pixel_steps, outputs, written,
                                                                                 residual):
                 cycles += len(passes) * loop_cycles(-(-pass_pixels // 2) * (pixel_steps + -(-2 * outputs // written)),
-                                              ENGINE_MAC_DEPTH)
+                                                    ENGINE_MAC_DEPTH)
             elif depthwise or aligned:
                 overlap = 0 if residual else min(outputs, pixel_steps)  # the words written during the next window
                 span = pixel_steps + -(-(outputs - overlap) // written)
