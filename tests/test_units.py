@@ -16,6 +16,7 @@ from hetdeploy.planning.units import (BAND_FIFO_SHARE, CYCLES, DSP_MIN_CONSTANT_
                                       estimate_range, fifo_bram18, fold, fold_for_interval, fold_for_rate,
                                       folded_estimate, folding_options, hls4ml_builds, registers_output, resource_parts,
                                       reuse_factors_for, split_units, streams, unit_shape, valid_reuse_factors)
+from hetdeploy.planning.units import _give_back
 
 FPGA = load_board("pynq-z2").device("fpga")
 
@@ -305,6 +306,34 @@ def test_no_unit_of_a_dataflow_is_folded_faster_than_its_float_ports_let_samples
              for name, f in (("free", free), ("floored", floored))}
     assert share["floored"] <= share["free"] + 1e-9
     assert_balanced(shapes, floored, budget, floor)
+
+
+def _given_back(steps, budget, starts):
+    """``_give_back`` over units whose options (least folded first) are ``steps``' (LUTs, cycles) pairs."""
+    options = [[Folding(rf) for rf in range(1, len(unit) + 1)] for unit in steps]
+    zero = {k: 0 for k in RESOURCES}
+
+    def estimate_of(u, k):
+        return zero | {"lut": steps[u][k][0], "latency_cycles": steps[u][k][1]}
+    chosen = _give_back(options, starts, zero | {"lut": budget}, estimate_of)
+    return [steps[u][f.reuse_factor - 1] for u, f in enumerate(chosen)]
+
+
+def test_giving_back_takes_whichever_rule_leaves_the_fewer_cycles():
+    """Unfolding where the budget allows, from the most folded (each unit's last option): the step that saves the
+    most cycles first can spend the budget on one coarse step (a relayout's multiplexers) that two finer steps of
+    another unit put to better use, and the step that saves the most cycles for its share can take a small step that
+    leaves no room for a large one; the folding keeps whichever leaves the fewer cycles."""
+    coarse = [(90, 100), (0, 400)]  # unfolding saves 300 cycles for 90 LUTs
+    fine = [(90, 100), (45, 300), (0, 500)]  # two steps of 200 cycles for 45 LUTs each
+    chosen = _given_back([coarse, fine], 90, [[1, 2]])
+    assert chosen == [coarse[1], fine[0]]  # 500 cycles, not 600 (the coarse step first)
+    small = [(10, 300), (0, 400)]  # 100 cycles for 10 LUTs
+    chosen = _given_back([coarse, small], 90, [[1, 1]])
+    assert chosen == [coarse[0], small[1]]  # 500 cycles, not 700 (the small step first)
+    # from each of several foldings: the coarse unit already unfolded, or every unit at its most folded
+    assert _given_back([coarse, fine], 90, [[0, 2]]) == [coarse[0], fine[2]]
+    assert _given_back([coarse, fine], 90, [[0, 2], [1, 2]]) == [coarse[1], fine[0]]
 
 
 @settings(max_examples=40, deadline=None)

@@ -1166,8 +1166,10 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[
                if f.strategy != ENGINE or u in strategies else
                [o for o in folding_options(s, widths[u], ddr_bytes_per_cycle) if cycles(u, o) < cycles(u, f)] + [f]
                for u, (s, f) in enumerate(zip(shapes, foldings))]
-    choice = [o.index(f) for o, f in zip(options, foldings)]
-    return _give_back(options, choice, budget, lambda u, k: unit_estimate(u, options[u][k]))
+    # from these foldings, and from the most folded, every unit unfolding again (a unit the engine gave back may put
+    # what another unit's earlier unfolding took to better use)
+    starts = [[o.index(f) for o, f in zip(options, foldings)], [len(o) - 1 for o in options]]
+    return _give_back(options, starts, budget, lambda u, k: unit_estimate(u, options[u][k]))
 
 
 def takes_distributed_arithmetic(shape: Shape) -> bool:
@@ -1310,7 +1312,7 @@ def _fold_for_rate_under(shapes: Sequence[Shape], budget: dict[str, int], widths
                 if any(totals[k] - current[u][k] + nxt[k] > budget.get(k, 0) for k in RESOURCES):
                     continue  # the chip holds no less folded a unit
                 saved = current[u][measure] - nxt[measure]
-                added = sum(max(0, nxt[k] - current[u][k]) / max(1, budget.get(k, 0)) for k in RESOURCES)
+                added = _share_added(current[u], nxt, budget)
                 if saved > 0 and saved / max(added, 1e-9) > best_gain:
                     best, best_gain = u, saved / max(added, 1e-9)
             if best is None:
@@ -1323,7 +1325,7 @@ def _fold_for_rate_under(shapes: Sequence[Shape], budget: dict[str, int], widths
             steps = []
             for u in (u for u in group if choice[u] + 1 < len(options[u])):
                 more = estimate_of(u, choice[u] + 1)
-                freed = sum(max(0, current[u][k] - more[k]) / max(1, budget.get(k, 0)) for k in RESOURCES)
+                freed = _share_added(more, current[u], budget)
                 if freed > 0 and took - current[u][measure] + more[measure] <= allowed:
                     steps.append((freed, -u, more))
             if not steps:
@@ -1347,8 +1349,8 @@ def _fold_under(shapes: Sequence[Shape], budget: dict[str, int], widths: Sequenc
 
     Greedy: start unfolded; while over budget, raise the reuse factor of the unit whose next step
     frees the most over-budget resource per added cycle; then lower reuse factors again where the
-    design still fits, the step that saves the most cycles first (weights come back on chip whenever
-    they fit, even at some cycles: DDR traffic competes with the host's)."""
+    design still fits (``_give_back``; weights come back on chip whenever they fit, even at some cycles: DDR
+    traffic competes with the host's)."""
     pinned, strategies = pinned or {}, strategies or {}
     options = [[pinned[u]] if u in pinned else folding_options(s, widths[u], ddr_bytes_per_cycle, strategies.get(u))
                + ([Folding(1, True, ENGINE)] if u in engine else []) for u, s in enumerate(shapes)]
@@ -1399,14 +1401,29 @@ def _fold_under(shapes: Sequence[Shape], budget: dict[str, int], widths: Sequenc
             excess, steps = now, []
         elif (g := gain(best, excess)) > 0:
             heapq.heappush(steps, (-g, best, choice[best]))
-    return _give_back(options, choice, budget, estimate_of)
+    return _give_back(options, [choice], budget, estimate_of)
 
 
-def _give_back(options: list[list[Folding]], choice: list[int], budget: dict[str, int],
+def _share_added(before: dict[str, int], after: dict[str, int], budget: dict[str, int]) -> float:
+    """The shares of ``budget`` that a unit's estimate ``after`` takes more of than ``before``, summed."""
+    return sum(max(0, after[k] - before[k]) / max(1, budget.get(k, 0)) for k in RESOURCES)
+
+
+def _give_back(options: list[list[Folding]], choices: Sequence[list[int]], budget: dict[str, int],
                estimate_of: Callable[[int, int], dict[str, int]]) -> list[Folding]:
-    """The foldings ``choice`` picks of each unit's ``options`` (least folded first), unfolded one step at a
-    time where the units still fit ``budget``, the step that saves the most cycles first (the folding's
-    steps are coarse)."""
+    """The foldings each of ``choices`` picks of each unit's ``options`` (least folded first), unfolded one step
+    at a time where the units still fit ``budget``: by each of two rules, the step that saves the most cycles first,
+    or the step that saves the most cycles for the share of the budget it adds (the folding's steps are coarse: one
+    large step, a relayout's multiplexers, can take what several convolutions' smaller steps would have put to
+    better use, or the other way round); whichever leaves the fewer cycles in all (the first on a tie)."""
+    return min((_unfolded(options, choice, budget, estimate_of, per_share)
+                for choice in choices for per_share in (False, True)), key=lambda unfolded: unfolded[1])[0]
+
+
+def _unfolded(options: list[list[Folding]], choice: list[int], budget: dict[str, int],
+              estimate_of: Callable[[int, int], dict[str, int]], per_share: bool) -> tuple[list[Folding], int]:
+    """``_give_back`` by one rule (``per_share``: the cycles a step saves over the share of the budget it adds,
+    else the cycles alone), and the units' cycles then."""
     choice = list(choice)
     current = [estimate_of(u, c) for u, c in enumerate(choice)]
     while True:
@@ -1416,9 +1433,12 @@ def _give_back(options: list[list[Folding]], choice: list[int], budget: dict[str
             if choice[u] > 0:
                 previous = estimate_of(u, choice[u] - 1)
                 if all(totals[k] - current[u][k] + previous[k] <= budget.get(k, 0) for k in RESOURCES):
-                    steps.append((current[u]["latency_cycles"] - previous["latency_cycles"], -u, previous))
+                    saved = current[u]["latency_cycles"] - previous["latency_cycles"]
+                    share = _share_added(current[u], previous, budget)
+                    steps.append((saved / share if per_share and share > 0 else math.inf if per_share else saved,
+                                  -u, previous))
         if not steps:
-            return [o[c] for o, c in zip(options, choice)]
+            return [o[c] for o, c in zip(options, choice)], sum(e["latency_cycles"] for e in current)
         _, u, previous = max(steps)
         choice[-u] -= 1
         current[-u] = previous
