@@ -140,6 +140,12 @@ WINDOW_CASES = [
     ("AveragePool", [1, 4, 6, 7], {"kernel_shape": [2, 3], "strides": [2, 1], "pads": [0, 1, 1, 0]}),
     ("MaxPool", [1, 4, 600], {"kernel_shape": [3], "strides": [1], "pads": [1, 1]}),
     ("GlobalAveragePool", [1, 4, 6, 20], {}),
+    # two output rows at once (window_row_pairs): their windows meeting (stride 3), the last row alone (5 rows),
+    # padding of two rows below, an average of two rows' windows and a window of one row
+    ("MaxPool", [1, 4, 9, 8], {"kernel_shape": [3, 3], "strides": [3, 2]}),
+    ("MaxPool", [1, 4, 8, 7], {"kernel_shape": [3, 2], "strides": [1, 1], "pads": [0, 0, 2, 1]}),
+    ("AveragePool", [1, 4, 8, 8], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    ("MaxPool", [1, 8, 5, 6], {"kernel_shape": [1, 3], "strides": [1, 1], "pads": [0, 1, 0, 1]}),
 ]
 
 

@@ -378,9 +378,9 @@ void relayout(const word_t *source, word_t *target, const relayout_step *steps, 
 // channel c) reduces channel c of the input pixels (y * s_h - pad_top + i * d_h, x * s_w - pad_left +
 // j * d_w), i < k_h, j < k_w, that lie inside the input; those outside are padding, which a maximum
 // ignores (a window wholly in padding gives 0). Where the channels fill whole words and a window's columns are at
-// most WINDOW_RING (window_columns): each of an output row's columns reduced once, two of its rows an iteration,
-// each output from the columns of its window; else a target word at a time, each lane's window values a word read
-// each (window_values).
+// most WINDOW_RING (window_columns): each of an output row's columns reduced once (two output rows' at once where
+// that takes fewer iterations), two of its rows an iteration, each output from the columns of its window; else a
+// target word at a time, each lane's window values a word read each (window_values).
 struct window_geometry {
     int channels, in_h, in_w, out_h, out_w, k_h, k_w, s_h, s_w, pad_top, pad_left, d_h, d_w;
 };
@@ -447,87 +447,122 @@ inline void window_rows(const window_geometry &g, int y, int &first, int &rows) 
     if (rows < 0) rows = 0;
 }
 
-// A window op over whole words of channels, its windows' columns at most WINDOW_RING: per output row, per chunk of
-// at most WINDOW_CHUNK of its outputs, per channel word, one pipelined loop over the columns the chunk's windows
-// span (padding columns too, reading nothing), each column's rows inside the input two an iteration (the memory's
-// two ports; one iteration where none is inside), the column's reduction then shifted into a ring of the last
-// WINDOW_RING, and where an output's window ends at it, that output from its columns in the ring into a row of
-// words; then that row written, two words an iteration.
+// Whether window_columns reduces two output rows at once: where the rows are not dilated and the windows of two
+// rows overlap or meet (s_h <= k_h), their input rows are read once for both, in fewer iterations than two rows'
+// apart (a 3 x 3 window of stride 1: four rows in two iterations, not three in two for each row)
+inline bool window_row_pairs(const window_geometry &g) {
+    const int apart = 2 * (g.k_h > 2 ? (g.k_h + 1) / 2 : 1), span = g.k_h + g.s_h;
+    return g.out_h > 1 && g.d_h == 1 && g.s_h <= g.k_h && (span > 2 ? (span + 1) / 2 : 1) < apart;
+}
+
+// A window op over whole words of channels, its windows' columns at most WINDOW_RING: per pass of one output row, or
+// two (window_row_pairs), per chunk of at most WINDOW_CHUNK of its outputs, per channel word, one pipelined loop over
+// the columns the chunk's windows span (padding columns too, reading nothing), each column's input rows that the
+// pass's windows take (from the first to the last inside the input) two an iteration (the memory's two ports; one
+// iteration where none is inside), each row into the column's reduction of each window it lies in, each reduction
+// then shifted into a ring of the last WINDOW_RING, and where an output's window ends at it, each row's output from
+// its columns in its ring into a row of words; then each row written, two words an iteration.
 template <class T, class Reduce>
 void window_columns(const word_t *source, word_t *target, const window_geometry &g, const Reduce &reduce) {
     typedef typename Reduce::template of<T>::sum_t sum_t;
     static const int L = lane<T>::per_word;
-    const int words = g.channels / L, span = (g.k_w - 1) * g.d_w + 1;
+    const int words = g.channels / L, span = (g.k_w - 1) * g.d_w + 1, together = window_row_pairs(g) ? 2 : 1;
     bool in_window[WINDOW_RING];  // the ring's places an output's columns are at, the newest last
     for (int j = 0; j < WINDOW_RING; j++) {
         const int m = j - (WINDOW_RING - span);
         in_window[j] = m >= 0 && m % g.d_w == 0;
     }
-    for (int y = 0; y < g.out_h; y++) {
-        int first, rows;
-        window_rows(g, y, first, rows);
-        const int pairs = rows > 2 ? (rows + 1) / 2 : 1, row0 = y * g.s_h - g.pad_top + first * g.d_h;
+    for (int y = 0; y < g.out_h; y += together) {
+        // each output row's rows inside the input (none past the map's last row) and the first of them; the rows
+        // read, from the first either window takes, d_h apart, and where each window's first is among them
+        int first[2], rows[2], row0[2], offset[2], lo = 0, read = 0;
+        for (int b = 0; b < 2; b++) {
+            rows[b] = 0;
+            if (b < together && y + b < g.out_h) window_rows(g, y + b, first[b], rows[b]);
+            row0[b] = (y + b) * g.s_h - g.pad_top + (rows[b] ? first[b] : 0) * g.d_h;
+        }
+        for (int b = 0; b < 2; b++) {
+            if (!rows[b]) continue;
+            const int end = b && read ? row0[b] + rows[b] - lo : rows[b];  // (two rows: d_h 1)
+            if (!read) lo = row0[b];
+            if (end > read) read = end;
+        }
+        for (int b = 0; b < 2; b++) offset[b] = (row0[b] - lo) / g.d_h;
+        const int iterations = read > 2 ? (read + 1) / 2 : 1;
         for (int x0 = 0; x0 < g.out_w; x0 += WINDOW_CHUNK) {
             const int outs = g.out_w - x0 < WINDOW_CHUNK ? g.out_w - x0 : WINDOW_CHUNK;
             const int columns = (outs - 1) * g.s_w + span, column0 = x0 * g.s_w - g.pad_left;
             for (int cw = 0; cw < words; cw++) {
-                word_t row[WINDOW_CHUNK];
-#pragma HLS ARRAY_PARTITION variable=row cyclic factor=2
-                sum_t column[L], ring[WINDOW_RING][L];
+                word_t row[2][WINDOW_CHUNK];
+#pragma HLS ARRAY_PARTITION variable=row cyclic factor=2 dim=2
+#pragma HLS ARRAY_PARTITION variable=row complete dim=1
+                sum_t column[2][L], ring[2][WINDOW_RING][L];
                 bool inside[WINDOW_RING];  // whether the ring's column has values (lies inside the input)
+#pragma HLS ARRAY_PARTITION variable=column complete dim=0
 #pragma HLS ARRAY_PARTITION variable=ring complete dim=0
 #pragma HLS ARRAY_PARTITION variable=inside complete
                 for (int j = 0; j < WINDOW_RING; j++) inside[j] = false;
                 int it = 0;
-                for (int v = 0, p = 0, x = 0; it < columns * pairs; it++) {
+                for (int v = 0, p = 0, x = 0; it < columns * iterations; it++) {
 #pragma HLS PIPELINE II=1
-#pragma HLS LOOP_TRIPCOUNT max=(2 * WINDOW_CHUNK + WINDOW_RING) * 2
+#pragma HLS LOOP_TRIPCOUNT max=(2 * WINDOW_CHUNK + WINDOW_RING) * 3
                     const int c = column0 + v;
-                    const bool has = c >= 0 && c < g.in_w && rows > 0;
+                    const bool has = c >= 0 && c < g.in_w && read > 0;
                     for (int t = 0; t < 2; t++) {
 #pragma HLS UNROLL
                         const int i = 2 * p + t;
-                        if (has && i < rows) {
-                            const word_t word = source[((row0 + i * g.d_h) * g.in_w + c) * words + cw];
-                            for (int k = 0; k < L; k++) {
-                                const T value = lane_value<T>(word, k);
-                                column[k] = i == 0 ? reduce.template first<T>(value)
-                                                   : reduce.template add<T>(column[k], value);
+                        if (has && i < read) {
+                            const word_t word = source[((lo + i * g.d_h) * g.in_w + c) * words + cw];
+                            for (int b = 0; b < 2; b++) {
+                                const int at = i - offset[b];  // the row of window b it is, if any
+                                if (at < 0 || at >= rows[b]) continue;
+                                for (int k = 0; k < L; k++) {
+                                    const T value = lane_value<T>(word, k);
+                                    column[b][k] = at == 0 ? reduce.template first<T>(value)
+                                                           : reduce.template add<T>(column[b][k], value);
+                                }
                             }
                         }
                     }
-                    if (++p < pairs) continue;
+                    if (++p < iterations) continue;
                     p = 0;
                     for (int j = 0; j + 1 < WINDOW_RING; j++) {
-                        for (int k = 0; k < L; k++) ring[j][k] = ring[j + 1][k];
+                        for (int b = 0; b < 2; b++)
+                            for (int k = 0; k < L; k++) ring[b][j][k] = ring[b][j + 1][k];
                         inside[j] = inside[j + 1];
                     }
-                    for (int k = 0; k < L; k++) ring[WINDOW_RING - 1][k] = column[k];
+                    for (int b = 0; b < 2; b++)
+                        for (int k = 0; k < L; k++) ring[b][WINDOW_RING - 1][k] = column[b][k];
                     inside[WINDOW_RING - 1] = has;
                     if (v++ != x * g.s_w + span - 1) continue;  // no output's window ends at this column
-                    sum_t sums[L];
-                    int count = 0;  // the window's positions inside the input
-                    for (int j = 0; j < WINDOW_RING; j++) {
-                        if (!in_window[j] || !inside[j]) continue;
-                        for (int k = 0; k < L; k++) sums[k] = count ? reduce.template merge<T>(sums[k], ring[j][k])
-                                                                    : ring[j][k];
-                        count += rows;
+                    for (int b = 0; b < together; b++) {
+                        sum_t sums[L];
+                        int count = 0;  // the window's positions inside the input
+                        for (int j = 0; j < WINDOW_RING; j++) {
+                            if (!in_window[j] || !inside[j] || !rows[b]) continue;
+                            for (int k = 0; k < L; k++)
+                                sums[k] = count ? reduce.template merge<T>(sums[k], ring[b][j][k]) : ring[b][j][k];
+                            count += rows[b];
+                        }
+                        word_t out = 0;
+                        for (int k = 0; k < L; k++)
+                            set_lane<T>(out, k, count ? reduce.template result<T>(sums[k], count, g) : T(0));
+                        row[b][x] = out;
                     }
-                    word_t out = 0;
-                    for (int k = 0; k < L; k++)
-                        set_lane<T>(out, k, count ? reduce.template result<T>(sums[k], count, g) : T(0));
-                    row[x++] = out;
+                    x++;
                 }
-                int pair = 0;
-                for (; 2 * pair < outs; pair++) {
+                HETDEPLOY_COUNTED(window_counted() += 1 + loop_cycles(it, WINDOW_DEPTH));
+                for (int b = 0; b < together && y + b < g.out_h; b++) {
+                    int pair = 0;
+                    for (; 2 * pair < outs; pair++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=WINDOW_CHUNK / 2
-                    const int x = 2 * pair, at = (y * g.out_w + x0 + x) * words + cw;
-                    target[at] = row[x];
-                    if (x + 1 < outs) target[at + words] = row[x + 1];
+                        const int x = 2 * pair, at = ((y + b) * g.out_w + x0 + x) * words + cw;
+                        target[at] = row[b][x];
+                        if (x + 1 < outs) target[at + words] = row[b][x + 1];
+                    }
+                    HETDEPLOY_COUNTED(window_counted() += loop_cycles(pair, WINDOW_MOVE_DEPTH));
                 }
-                HETDEPLOY_COUNTED(window_counted() += 1 + loop_cycles(it, WINDOW_DEPTH) +
-                                                      loop_cycles(pair, WINDOW_MOVE_DEPTH));
             }
         }
     }

@@ -646,12 +646,13 @@ def dsps_a_product(width: int) -> int:
 
 def window_cycles(pool: Sequence[int], width: int) -> int:
     """arena.h's window_op over the geometry ``pool`` (plan.Window.values) at ``width`` bits: where the channels fill
-    whole words and a window spans at most WINDOW_RING columns (window_columns), per output row, per chunk of its
-    outputs (WINDOW_CHUNK), per channel word, a cycle, then a pipelined loop of an iteration per column the chunk's
-    windows span and pair of its rows inside the input (one where there are at most two), then one writing the chunk's
-    outputs two an iteration; else (window_values), per output word, per lane (all of them at once where the channels
-    fill whole words), a cycle, then a pipelined loop of a window position an iteration (its rows' and columns' loops
-    one)."""
+    whole words and a window spans at most WINDOW_RING columns (window_columns), per pass of one output row or two
+    (``window_row_pairs``), per chunk of its outputs (WINDOW_CHUNK), per channel word, a cycle, then a pipelined loop
+    of an iteration per column the chunk's windows span and pair of the rows the pass reads (from the first inside
+    the input either window takes to the last; one iteration where there are at most two), then, for each of its
+    output rows, one writing the chunk's outputs two an iteration; else (window_values), per output word, per lane
+    (all of them at once where the channels fill whole words), a cycle, then a pipelined loop of a window position an
+    iteration (its rows' and columns' loops one)."""
     channels, in_h, _, out_h, out_w, k_h, k_w, s_h, s_w, pad_top, _, d_h, d_w = pool
     lanes = word_values(width)
     span = (k_w - 1) * d_w + 1
@@ -659,18 +660,36 @@ def window_cycles(pool: Sequence[int], width: int) -> int:
         together = lanes if channels % lanes == 0 else 1
         return arena_words(out_h * out_w * channels, width) * lanes // together * \
             (1 + loop_cycles(k_h * k_w, WINDOW_DEPTH))
-    cycles = 0
-    for y in range(out_h):
+
+    def rows_of(y: int) -> tuple[int, int]:  # output row y's first input row inside the input, and how many
         row0 = y * s_h - pad_top
         first = -(row0 // d_h) if row0 < 0 else 0
         end = 0 if row0 >= in_h else -(-(in_h - row0) // d_h)
         rows = max(0, min(end, k_h) - first)
-        pairs = -(-rows // 2) if rows > 2 else 1
+        return row0 + first * d_h, rows
+
+    together = 2 if window_row_pairs(pool) else 1
+    cycles = 0
+    for y in range(0, out_h, together):
+        windows = [rows_of(y + b) for b in range(together) if y + b < out_h]
+        taken = [(row0, rows) for row0, rows in windows if rows]  # (two rows: d_h 1)
+        read = max(row0 + rows for row0, rows in taken) - taken[0][0] if taken else 0
+        iterations = -(-read // 2) if read > 2 else 1
         for x0 in range(0, out_w, WINDOW_CHUNK):
             outs = min(WINDOW_CHUNK, out_w - x0)
-            cycles += channels // lanes * (1 + loop_cycles(((outs - 1) * s_w + span) * pairs, WINDOW_DEPTH)
-                                           + loop_cycles(-(-outs // 2), WINDOW_MOVE_DEPTH))
+            cycles += channels // lanes * (1 + loop_cycles(((outs - 1) * s_w + span) * iterations, WINDOW_DEPTH)
+                                           + len(windows) * loop_cycles(-(-outs // 2), WINDOW_MOVE_DEPTH))
     return cycles
+
+
+def window_row_pairs(pool: Sequence[int]) -> bool:
+    """arena.h's window_row_pairs: whether window_columns reduces two output rows at once (rows not dilated, two
+    rows' windows overlapping or meeting, their rows together read in fewer iterations than each row's apart)."""
+    _, _, _, out_h, _, k_h, _, s_h, _, _, _, d_h, _ = pool
+
+    def iterations(rows: int) -> int:
+        return -(-rows // 2) if rows > 2 else 1
+    return out_h > 1 and d_h == 1 and s_h <= k_h and iterations(k_h + s_h) < 2 * iterations(k_h)
 
 
 def loop_cycles(iterations: int, depth: int, ii: int = 1) -> int:
