@@ -287,6 +287,9 @@ inline void copy_words(const word_t *source, word_t *target, int words) {
     for (int w = 0; w < words; w++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=262144
+// no word it writes is read (the memory plan places source and target apart, in one memory or two)
+#pragma HLS DEPENDENCE variable=source inter false
+#pragma HLS DEPENDENCE variable=target inter false
         target[w] = source[w];
     }
 }
@@ -621,6 +624,10 @@ template <class A, class B, class T> void add(const word_t *a, const word_t *b, 
     static const int L = lane<T>::per_word;
     for (int w = 0; w * L < n; w++) {
 #pragma HLS PIPELINE
+// no word it writes is read (the memory plan places both inputs and the target apart, in one memory or two)
+#pragma HLS DEPENDENCE variable=a inter false
+#pragma HLS DEPENDENCE variable=b inter false
+#pragma HLS DEPENDENCE variable=target inter false
         A first[L];
         B second[L];
         T lanes[L];
@@ -644,6 +651,9 @@ void concat_slice(const word_t *source, word_t *target, int pixels, int c_in, in
     const int words = c_in / L;  // a pixel's
     for (int w = 0, pixel = 0, k = 0; w < pixels * words; w++) {
 #pragma HLS PIPELINE
+// no word it writes is read (the memory plan places source and target apart, in one memory or two)
+#pragma HLS DEPENDENCE variable=source inter false
+#pragma HLS DEPENDENCE variable=target inter false
         A values[L];
         T lanes[L];
         read_run<A, L>(source, w, values);
@@ -671,6 +681,10 @@ void concat(const word_t *a, const word_t *b, word_t *target, int pixels, int c_
     }
     for (int w = 0; w * L < n; w++) {
 #pragma HLS PIPELINE
+// no word it writes is read (the memory plan places both inputs and the target apart, in one memory or two)
+#pragma HLS DEPENDENCE variable=a inter false
+#pragma HLS DEPENDENCE variable=b inter false
+#pragma HLS DEPENDENCE variable=target inter false
         T lanes[L];
         for (int k = 0; k < L; k++) {
             const int j = w * L + k, at = j / channels, ch = j % channels;
@@ -697,6 +711,9 @@ void each_value(const word_t *source, word_t *target, int n, const Op &op) {
     static const int L = lane<T>::per_word;
     for (int w = 0; w * L < n; w++) {
 #pragma HLS PIPELINE II=REUSE
+// no word it writes is read (the memory plan places source and target apart, in one memory or two)
+#pragma HLS DEPENDENCE variable=source inter false
+#pragma HLS DEPENDENCE variable=target inter false
         A values[L];
         T lanes[L];
         read_run<A, L>(source, w, values);
@@ -853,6 +870,9 @@ void lrn(const word_t *source, word_t *target, int channels, int n, float alpha,
     const int runs = (n + P - 1) / P;
     for (int j = 0; j < runs + DELAY; j++) {
 #pragma HLS PIPELINE II=1
+// no word it writes is read (the memory plan places source and target apart, in one memory or two)
+#pragma HLS DEPENDENCE variable=source inter false
+#pragma HLS DEPENDENCE variable=target inter false
         for (int k = 0; k + P < RING; k++) {
 #pragma HLS UNROLL
             values[k] = values[k + P];
