@@ -715,3 +715,64 @@ def test_the_tops_relayouts_move_onnxruntimes_values_a_step_a_cycle(tmp_path, wi
             assert steps.iterations == words, (what, steps.iterations, words)
         else:
             assert steps.iterations <= 1.125 * words + 4, (what, steps.iterations, words)
+
+
+BAND_PROGRAM = r"""
+#include <cstdio>
+#include "arena.h"
+
+typedef ap_fixed<%(width)d, 6> value_t;
+static const int HEIGHT = %(height)d, ROW = %(row)d, FIRST = %(first)d, ROWS = %(rows)d;
+static const int L = hetdeploy::lane<value_t>::per_word, WORDS = (HEIGHT * ROW + L - 1) / L;
+
+int main() {
+    // the buffer and its copy between guard words of ones, as many as a band's rows reach past the map
+    static const int GUARD = 2 * (ROW + L - 1) / L + ROWS * ROW / L + 1;
+    static hetdeploy::word_t memory[GUARD + WORDS + GUARD], band[(ROWS * ROW + L - 1) / L], copy[GUARD + WORDS + GUARD];
+    for (int w = 0; w < GUARD + WORDS + GUARD; w++) memory[w] = copy[w] = ~hetdeploy::word_t(0);
+    hetdeploy::word_t *buffer = memory + GUARD, *back = copy + GUARD;
+    float values[HEIGHT * ROW];
+    for (int i = 0; i < HEIGHT * ROW; i++) values[i] = (i * 37 %% 101 - 50) / 4.0f;
+    hetdeploy::from_float<value_t>(values, buffer, HEIGHT * ROW);
+    for (int w = 0; w < WORDS; w++) back[w] = buffer[w];
+    hetdeploy::band_in<value_t>(buffer, band, HEIGHT, ROW, FIRST, ROWS);
+    for (int j = 0; j < ROWS * ROW; j++) std::printf("%%g\n", hetdeploy::read<value_t>(band, j).to_float());
+    for (int j = 0; j < ROWS * ROW; j++) hetdeploy::set_lane<value_t>(band[j / L], j %% L, value_t(-j %% 7));
+    const int out = FIRST < 0 ? 0 : FIRST;  // a band of output rows starts inside the map
+    hetdeploy::band_out<value_t>(band, back, HEIGHT, ROW, out, ROWS);
+    for (int j = 0; j < HEIGHT * ROW; j++) std::printf("%%g\n", hetdeploy::read<value_t>(back, j).to_float());
+    bool guarded = true;  // no word outside the copy written
+    for (int w = 0; w < GUARD; w++) guarded = guarded && copy[w] == ~hetdeploy::word_t(0) &&
+                                              copy[GUARD + WORDS + w] == ~hetdeploy::word_t(0);
+    std::printf("%%d\n", int(guarded));
+}
+"""
+
+
+@pytest.mark.parametrize("width, height, row, first, rows", [
+    (16, 6, 8, -1, 4),  # rows of whole words, the padding row above
+    (8, 5, 16, 3, 4),  # the last band: rows past the map, dropped on the way out
+    (16, 6, 6, 2, 3),  # rows that share words: a value at a time
+    (8, 4, 12, -2, 7)])
+def test_a_band_moves_its_rows_in_and_out_whole_words_where_they_are(tmp_path, width, height, row, first, rows):
+    """arena.h's band_in copies rows first .. first + rows - 1 of a buffer into a band, zeros for rows outside it,
+    and band_out writes a band's rows back from row ``first`` on, dropping those past the map and keeping every other
+    value of the buffer, whether its rows are whole words (a word an iteration) or not (a value at a time)."""
+    (tmp_path / "main.cpp").write_text(BAND_PROGRAM % {"width": width, "height": height, "row": row, "first": first,
+                                                       "rows": rows})
+    binary = tmp_path / "main"
+    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
+                    str(tmp_path / "main.cpp")], check=True, capture_output=True)
+    got = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
+                   dtype=np.float64)
+    values = (np.arange(height * row) * 37 % 101 - 50) / 4.0
+    buffer = values.reshape(height, row)
+    want_band = np.array([buffer[r] if 0 <= r < height else np.zeros(row) for r in range(first, first + rows)])
+    assert (got[:rows * row] == want_band.reshape(-1)).all()
+    back = buffer.copy()
+    written = -(np.arange(rows * row) % 7).reshape(rows, row)  # C++'s -j % 7
+    out = max(first, 0)
+    kept = min(rows, height - out)
+    back[out:out + kept] = written[:kept]
+    assert (got[rows * row:-1] == back.reshape(-1)).all()
+    assert got[-1] == 1  # nothing written past the copy's rows

@@ -16,7 +16,7 @@ from hetdeploy.planning.units import (BAND_FIFO_SHARE, CYCLES, DSP_MIN_CONSTANT_
                                       estimate_range, fifo_bram18, fold, fold_for_interval, fold_for_rate,
                                       folded_estimate, folding_options, hls4ml_builds, registers_output, resource_parts,
                                       reuse_factors_for, split_units, streams, unit_shape, valid_reuse_factors)
-from hetdeploy.planning.units import _give_back
+from hetdeploy.planning.units import _give_back, band_copy_cycles
 
 FPGA = load_board("pynq-z2").device("fpga")
 
@@ -947,8 +947,11 @@ def test_bands_of_a_units_rows_and_their_estimate():
     """A 3 x 3, stride 2, padding 1 convolution + ReLU of 32 x 32 x 3 to 16 x 16 x 8, in bands of 3 output
     rows: 6 bands (the last one's two rows past the map dropped), each 7 input rows (two rows' stride and the
     kernel's halo) from row 6b - 1 (the padding row above the map). One band's FIFO holds 3 of the 16 rows;
-    the unit runs 6 times, and the top copies each band in and out (7 x 96 + 3 x 128 values, 16-bit: 264
-    words over two ports, 132 cycles a band)."""
+    the unit runs 6 times, and the top copies each band in and out (rows of whole 16-bit words: 7 x 24 words in, a
+    word read and written an iteration, 168 + 1 cycles with the move's depth of 2, and 3 x 32 words out, 96 + 1: 266
+    cycles a band). Rows that are no whole words move a value at a time: 7 rows of 3 x 9 values in, a word of the
+    band an iteration reading its 4 values each (II 3 on the memory's two ports, 48 words), and 3 rows of 3 x 9
+    values out, a value an iteration read back and written (II 3)."""
     b = graphs.Builder([1, 3, 32, 32])
     graph = b.graph(b.unary("Relu", b.conv("input", 8, 3, stride=2)))
     (unit,) = split_units(graph, [0, 1], FPGA)
@@ -961,7 +964,8 @@ def test_bands_of_a_units_rows_and_their_estimate():
     assert (one.vectors, one.fifos, one.bands) == (48, ((48, 8),), 6) and whole.fifos == ((256, 8),)
     e, single = estimate(one, 1, 16), estimate(dataclasses.replace(one, bands=1), 1, 16)
     assert e["compute_cycles"] == 6 * single["compute_cycles"]
-    assert e["latency_cycles"] == 6 * (single["latency_cycles"] + 132)
+    assert e["latency_cycles"] == 6 * (single["latency_cycles"] + 266)
+    assert band_copy_cycles(7, 27, 16, False) == 47 * 3 + 2 and band_copy_cycles(3, 27, 16, True) == 80 * 3 + 2
     assert {k: e[k] for k in RESOURCES} == {k: single[k] for k in RESOURCES}
     # a unit that starts with a Gemm has no rows to band; one that computes each pixel on its own has no halo
     d = graphs.Builder([1, 16])

@@ -913,31 +913,62 @@ void lrn(const word_t *source, word_t *target, int channels, int n, float alpha,
 
 // A unit run in bands (plan.json's "band"): ``rows`` rows of ``row_values`` values (channels-last) from
 // row ``first`` of a buffer of ``height`` rows into a band buffer, rows outside it zeros (the layer's
-// padding); a word of the band at a time.
+// padding). Where a row is whole words of T's lanes, a word an iteration, read and written (a word of zeros in a row
+// outside the buffer); else a word of the band an iteration, each of its lanes' values read on its own.
 template <class T> void band_in(const word_t *source, word_t *band, int height, int row_values, int first, int rows) {
+    static const int L = lane<T>::per_word;
     const int n = rows * row_values;
-    for (int w = 0; w * lane<T>::per_word < n; w++) {
+    if (row_values % L == 0) {
+        const int row_words = row_values / L;
+        for (int w = 0, row = first, k = 0; w < rows * row_words; w++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=262144
+// no word it writes is read (the memory plan places the buffer and the band apart)
+#pragma HLS DEPENDENCE variable=source inter false
+#pragma HLS DEPENDENCE variable=band inter false
+            band[w] = row >= 0 && row < height ? source[row * row_words + k] : word_t(0);
+            if (++k == row_words) {
+                k = 0;
+                row++;
+            }
+        }
+        return;
+    }
+    for (int w = 0; w * L < n; w++) {
 #pragma HLS PIPELINE
-        T lanes[lane<T>::per_word];
-        for (int k = 0; k < lane<T>::per_word; k++) {
+        T lanes[L];
+        for (int k = 0; k < L; k++) {
 #pragma HLS UNROLL
-            const int j = w * lane<T>::per_word + k, row = first + j / row_values;
+            const int j = w * L + k, row = first + j / row_values;
             lanes[k] = j < n && row >= 0 && row < height ? read<T>(source, first * row_values + j) : T(0);
         }
-        write_run<T, lane<T>::per_word>(band, w, lanes);
+        write_run<T, L>(band, w, lanes);
     }
 }
 
 // ... and an output band back: band rows 0..rows-1 to rows ``first``.. of a buffer of ``height`` rows
-// (the last band's rows past it dropped), a value at a time (a row need not start on a word)
+// (the last band's rows past it dropped): where a row is whole words, a word an iteration; else a value at a time,
+// its target word read, the value's lane set and the word written back (a row need not start on a word).
 template <class T> void band_out(const word_t *band, word_t *target, int height, int row_values, int first, int rows) {
-    const int n = (first + rows <= height ? rows : height - first) * row_values;
+    static const int L = lane<T>::per_word;
+    const int valid = first + rows <= height ? rows : height - first, n = valid * row_values;
+    if (row_values % L == 0) {
+        for (int w = 0; w < n / L; w++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=262144
+// no word it writes is read (the memory plan places the band and the buffer apart)
+#pragma HLS DEPENDENCE variable=band inter false
+#pragma HLS DEPENDENCE variable=target inter false
+            target[first * (row_values / L) + w] = band[w];
+        }
+        return;
+    }
     for (int j = 0; j < n; j++) {
 #pragma HLS PIPELINE
         const int at = first * row_values + j;
-        word_t word = target[at / lane<T>::per_word];
-        set_lane<T>(word, at % lane<T>::per_word, read<T>(band, j));
-        target[at / lane<T>::per_word] = word;
+        word_t word = target[at / L];
+        set_lane<T>(word, at % L, read<T>(band, j));
+        target[at / L] = word;
     }
 }
 

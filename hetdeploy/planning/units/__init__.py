@@ -115,7 +115,8 @@ from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDE
                     NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ, RESOURCES, RESOURCE_PARTS, SOFTMAX_REFERENCE_CYCLES,
                     STRATEGIES, SYNTHESIS_LUT_SHARE, TABLE_INDEX_LUT_PER_BIT, TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES,
                     UNIT_CONTROL_FF, UNIT_CONTROL_LUT, VITIS_SOFTMAX_TABLE_BRAM18, EngineSize, Shape, accumulator_bits,
-                    arena_words, bram18_blocks, buffer_bytes, buffer_lanes, copy_cycles, ddr_cycles_per_vector,
+                    arena_words, band_copy_cycles, bram18_blocks, buffer_bytes, buffer_lanes, copy_cycles,
+                    ddr_cycles_per_vector,
                     depthwise_on_engine,
                     distributed_arithmetic_lut, element_bytes, engine_buffers, engine_cycles, engine_dense_groups,
                     engine_estimate,
@@ -416,7 +417,8 @@ def banded(shape: Shape, band: Band) -> Shape:
     return dataclasses.replace(shape, vectors=band.rows * columns, output_values=band.rows * band.output_row_values,
                                input_values=band.input_rows * band.input_row_values,
                                fifos=tuple((band.rows * columns, channels) for _, channels in shape.fifos),
-                               bands=band.count,
+                               bands=band.count, band_rows=(band.input_rows, band.input_row_values, band.rows,
+                                                            band.output_row_values),
                                input_map=(band.input_rows, *shape.input_map[1:]) if shape.input_map else ())
 
 
@@ -638,7 +640,9 @@ def estimate(shape: Shape, reuse_factor: int, width: int,
     # a stream overlaps the moves of one vector with the arithmetic of another: one vector (a dense layer's) waits
     latency = max(cycles, moved) if shape.streamed and shape.vectors > 1 else cycles + moved
     if shape.bands > 1:  # the top copies each band in and out around its run, and the unit runs once a band
-        copies = -(-(arena_words(shape.input_values, width) + arena_words(shape.output_values, width)) // ARENA_PORTS)
+        in_rows, in_values, out_rows, out_values = shape.band_rows
+        copies = band_copy_cycles(in_rows, in_values, width, False) + \
+            band_copy_cycles(out_rows, out_values, width, True)
         cycles, ddr, latency = cycles * shape.bands, ddr * shape.bands, (latency + copies) * shape.bands
     return {"dsp": dsp, "bram18": bram18, "lut": lut, "ff": ff, "latency_cycles": latency, "compute_cycles": cycles,
             "buffer_cycles": latency - cycles, "ddr_cycles": ddr}

@@ -140,6 +140,8 @@ VITIS_SOFTMAX_TABLE_BRAM18 = 2
 # two accesses, shared by a unit's reads and writes).
 ARENA_WORD_BYTES = 8
 ARENA_PORTS = 2
+# band_out's II a value where a row is no whole words: the target word read, its lane set, the word written back
+BAND_VALUE_II = 3
 # arena.h's relayout: its loop's depth (a step's entry read, the input word read, the output word written) and the
 # bits of a step in its table's ROM (relayout_step: two ints, a register's char and a char a lane)
 RELAYOUT_DEPTH = 3
@@ -225,6 +227,8 @@ class Shape:
     table_entries: int = LOOKUP_TABLE_SIZE  # entries of each lookup table (Softmax's, TABLE_OPS'): hls4ml's TableSize
     clock_mhz: float = REFERENCE_CLOCK_MHZ  # the clock the unit runs at (the board's FPGA clock: hls4ml's ClockPeriod)
     bands: int = 1  # runs of the unit, one band of rows each (``banded``): the other fields are one band's
+    # run in bands: a band's input rows and the values of each, and its output rows and theirs (``banded``)
+    band_rows: tuple[int, ...] = ()
     hls_tool: str = VITIS_HLS  # the HLS tool that synthesises it (HLS_TOOLS: the board's FPGA's)
     # bits of the accumulator a kernel's products are summed in (hls4ml's accum_t); None: the one hls4ml infers for
     # hetdeploy's units, whose accum precision is "auto" (``accumulator_bits``)
@@ -503,6 +507,20 @@ def staging_cycles(input_map: Sequence[int], channels: int, kernel: Sequence[int
                 cycles += loop_cycles((lead + slot_words - 1) // read_words + 1, ENGINE_MOVE_DEPTH, ii)
         result.append(cycles)
     return tuple(result)
+
+
+def band_copy_cycles(rows: int, row_values: int, width: int, out: bool) -> int:
+    """The cycles of arena.h's band_in (``out``: band_out) over ``rows`` rows of ``row_values`` values at ``width``
+    bits: where a row is whole words, a word read and written an iteration; else band_in a band word an iteration,
+    each of its lanes' values a read of its own and the word written (lanes + 1 accesses of a memory of two ports),
+    band_out a value an iteration, its target word read and written back, the next value's read of that word
+    waiting on the write (BAND_VALUE_II: hetdeploy's model, no HLS tool ran)."""
+    lanes = word_values(width)
+    if row_values % lanes == 0:
+        return loop_cycles(rows * row_values // lanes, ENGINE_MOVE_DEPTH)
+    if out:
+        return loop_cycles(rows * row_values, ENGINE_MOVE_DEPTH, BAND_VALUE_II)
+    return loop_cycles(arena_words(rows * row_values, width), ENGINE_MOVE_DEPTH, -(-(lanes + 1) // ARENA_PORTS))
 
 
 def copy_cycles(size: int) -> int:
