@@ -149,12 +149,14 @@ WINDOW_CASES = [
 ]
 
 
-def test_the_tops_window_ops_match_onnxruntime_on_every_geometry(tmp_path):
+@pytest.mark.parametrize("rows", [1, 2])
+def test_the_tops_window_ops_match_onnxruntime_on_every_geometry(tmp_path, rows):
     """arena.h's window_op on each case's geometry (plan.Window.of, as a build writes it) against
     onnxruntime on the same values, multiples of 1/64 that ap_fixed<16,5> holds exactly: a maximum is
     one of them, exact; a mean (over the whole kernel where ONNX counts the padding, else over the positions inside
     the input) is within half a step of 1/2048 (AP_RND) of the true one. The cycles C-simulation counts as its loops
-    run are the cost model's (costs.window_cycles), to the cycle."""
+    run are the cost model's (costs.window_cycles), to the cycle: built for one output row at a time, and for two
+    (window_rows: where two rows' windows share their reads)."""
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
@@ -180,11 +182,11 @@ def test_the_tops_window_ops_match_onnxruntime_on_every_geometry(tmp_path):
         declarations.append(WINDOW.declaration(SimpleNamespace(name=f"case{k}", window=window)))
         values = ", ".join(f"{v:.6f}f" for v in channels_last(x).reshape(-1))
         reduce = WINDOW.line(f"window_{window.reduce}", type="value_t", source="source", target="target",
-                             unit=f"case{k}")  # as a build's top calls it
+                             unit=f"case{k}", rows=rows)  # as a build's top calls it
         calls.append(f"{{ static const float x[] = {{{values}}}; hetdeploy::from_float<value_t>(x, source, {x.size}); "
                      f"hetdeploy::window_counted() = 0; {reduce.strip()} print(target, {y.size}); "
                      f"std::printf(\"%lld\\n\", hetdeploy::window_counted()); }}")
-        cases.append((channels_last(y).reshape(-1), window_cycles(window.values(), 16)))
+        cases.append((channels_last(y).reshape(-1), window_cycles(window.values(), 16, rows)))
     (tmp_path / "main.cpp").write_text(WINDOW_PROGRAM % {"declarations": "\n".join(declarations),
                                                           "calls": "\n    ".join(calls)})
     binary = tmp_path / "main"

@@ -911,19 +911,26 @@ def test_a_window_the_top_reduces_is_priced_by_its_loops():
     channel word a cycle, then its 13 columns, the pair's rows two an iteration (rows 0 to 3 for the first pair,
     padding above: 26 iterations; five rows, 39, for the others) and the loop's depth of 4, then each row's 6 output
     words two an iteration (3) and a move's depth of 2: 2 words x (1 + 29 + 2 x 4) + 2 pairs x 2 words x (1 + 42 +
-    2 x 4) = 280 cycles (382 one row at a time). With 6 channels (no whole word: window_values) per output word, per
-    lane, a cycle and its 9 positions (8 + 4): 54 x 4 x 13 = 2808. Its writes are its loops': no cycles besides."""
+    2 x 4) = 280 cycles; folded (reuse factor 2) one row at a time, per output row and channel word a cycle, its 13
+    columns, two of their three rows an iteration (one row in the first, padding above), then its 3 pairs of output
+    words: 5 x 2 x (1 + 29 + 4) + 2 x (1 + 16 + 4) = 382, with half the comparators and registers. With 6 channels
+    (no whole word: window_values) per output word, per lane, a cycle and its 9 positions (8 + 4): 54 x 4 x 13 =
+    2808. Its writes are its loops': no cycles besides."""
     def stem(channels):
         b = graphs.Builder([1, channels, 12, 12])
         graph = b.graph(b.pool("MaxPool", "input", 3, 2, 1))
         (unit,) = split_units(graph, [0], FPGA)
         return unit, unit_shape(graph, unit, FPGA.clock_mhz)
 
-    for channels, cycles in ((8, 280), (6, 2808)):
+    for channels, reuse_factor, cycles in ((8, 1, 280), (8, 2, 382), (6, 1, 2808)):
         unit, shape = stem(channels)
         assert (unit.pe, unit.engine, shape.kind, shape.n_in) == ("window", "top", "gather", 9)
-        e = estimate(shape, 1, 16)
+        e = estimate(shape, reuse_factor, 16)
         assert (e["compute_cycles"], e["buffer_cycles"], e["dsp"], e["bram18"]) == (cycles, 0, 0, 0)
+    shape = stem(8)[1]
+    assert [f.reuse_factor for f in folding_options(shape, 16)] == [1, 2]
+    assert [f.reuse_factor for f in folding_options(stem(6)[1], 16)] == [1]
+    assert estimate(shape, 2, 16)["lut"] < estimate(shape, 1, 16)["lut"]
 
 
 def test_a_node_goes_to_the_first_pe_that_holds_it_fully_folded():

@@ -33,6 +33,7 @@ from ..core.precision import CppFixed, quantizer_codes, weight_fixed
 from ..intake.ort_adapter import OrtModel
 from ..planning.units import ENGINE_PORT_MAX_BUNDLES, XNOR_POPCOUNT, arena_words, token_interval as schedule_interval, \
     tokens_of, word_values
+from ..planning.units.costs import window_rows
 from ..planning.units.relayout import RelayoutSteps, index_of, relayout_steps
 from .engine import affine as engine_affine, layer_values as engine_layer_values, quantized as engine_quantized, \
     weights_bytes as engine_weights_bytes
@@ -508,7 +509,8 @@ class Window(_Moved):
     def run(self, unit, buffers):
         (x,), (y,) = unit.inputs, unit.outputs
         return self.line(f"window_{unit.window.reduce}", type=buffers.types[x], source=buffers.at(x),
-                         target=buffers.at(y), unit=unit.name)
+                         target=buffers.at(y), unit=unit.name,
+                         rows=window_rows(unit.window.values(), unit.reuse_factor))
 
     def declaration(self, unit: ExecutionUnit) -> str:
         """``<unit>_window``, the C++ constant of its window (arena.h's window_geometry, in its field order)."""

@@ -459,17 +459,18 @@ inline bool window_row_pairs(const window_geometry &g) {
 }
 
 // A window op over whole words of channels, its windows' columns at most WINDOW_RING: per pass of one output row, or
-// two (window_row_pairs), per chunk of at most WINDOW_CHUNK of its outputs, per channel word, one pipelined loop over
+// two (ROWS 2, where window_row_pairs: twice the reductions' registers and comparators), per chunk of at most WINDOW_CHUNK of its outputs, per channel word, one pipelined loop over
 // the columns the chunk's windows span (padding columns too, reading nothing), each column's input rows that the
 // pass's windows take (from the first to the last inside the input) two an iteration (the memory's two ports; one
 // iteration where none is inside), each row into the column's reduction of each window it lies in, each reduction
 // then shifted into a ring of the last WINDOW_RING, and where an output's window ends at it, each row's output from
 // its columns in its ring into a row of words; then each row written, two words an iteration.
-template <class T, class Reduce>
+template <class T, int ROWS, class Reduce>
 void window_columns(const word_t *source, word_t *target, const window_geometry &g, const Reduce &reduce) {
     typedef typename Reduce::template of<T>::sum_t sum_t;
     static const int L = lane<T>::per_word;
-    const int words = g.channels / L, span = (g.k_w - 1) * g.d_w + 1, together = window_row_pairs(g) ? 2 : 1;
+    const int words = g.channels / L, span = (g.k_w - 1) * g.d_w + 1;
+    const int together = ROWS == 2 && window_row_pairs(g) ? 2 : 1;
     bool in_window[WINDOW_RING];  // the ring's places an output's columns are at, the newest last
     for (int j = 0; j < WINDOW_RING; j++) {
         const int m = j - (WINDOW_RING - span);
@@ -478,28 +479,28 @@ void window_columns(const word_t *source, word_t *target, const window_geometry 
     for (int y = 0; y < g.out_h; y += together) {
         // each output row's rows inside the input (none past the map's last row) and the first of them; the rows
         // read, from the first either window takes, d_h apart, and where each window's first is among them
-        int first[2], rows[2], row0[2], offset[2], lo = 0, read = 0;
-        for (int b = 0; b < 2; b++) {
+        int first[ROWS], rows[ROWS], row0[ROWS], offset[ROWS], lo = 0, read = 0;
+        for (int b = 0; b < ROWS; b++) {
             rows[b] = 0;
             if (b < together && y + b < g.out_h) window_rows(g, y + b, first[b], rows[b]);
             row0[b] = (y + b) * g.s_h - g.pad_top + (rows[b] ? first[b] : 0) * g.d_h;
         }
-        for (int b = 0; b < 2; b++) {
+        for (int b = 0; b < ROWS; b++) {
             if (!rows[b]) continue;
             const int end = b && read ? row0[b] + rows[b] - lo : rows[b];  // (two rows: d_h 1)
             if (!read) lo = row0[b];
             if (end > read) read = end;
         }
-        for (int b = 0; b < 2; b++) offset[b] = (row0[b] - lo) / g.d_h;
+        for (int b = 0; b < ROWS; b++) offset[b] = (row0[b] - lo) / g.d_h;
         const int iterations = read > 2 ? (read + 1) / 2 : 1;
         for (int x0 = 0; x0 < g.out_w; x0 += WINDOW_CHUNK) {
             const int outs = g.out_w - x0 < WINDOW_CHUNK ? g.out_w - x0 : WINDOW_CHUNK;
             const int columns = (outs - 1) * g.s_w + span, column0 = x0 * g.s_w - g.pad_left;
             for (int cw = 0; cw < words; cw++) {
-                word_t row[2][WINDOW_CHUNK];
+                word_t row[ROWS][WINDOW_CHUNK];
 #pragma HLS ARRAY_PARTITION variable=row cyclic factor=2 dim=2
 #pragma HLS ARRAY_PARTITION variable=row complete dim=1
-                sum_t column[2][L], ring[2][WINDOW_RING][L];
+                sum_t column[ROWS][L], ring[ROWS][WINDOW_RING][L];
                 bool inside[WINDOW_RING];  // whether the ring's column has values (lies inside the input)
 #pragma HLS ARRAY_PARTITION variable=column complete dim=0
 #pragma HLS ARRAY_PARTITION variable=ring complete dim=0
@@ -516,7 +517,7 @@ void window_columns(const word_t *source, word_t *target, const window_geometry 
                         const int i = 2 * p + t;
                         if (has && i < read) {
                             const word_t word = source[((lo + i * g.d_h) * g.in_w + c) * words + cw];
-                            for (int b = 0; b < 2; b++) {
+                            for (int b = 0; b < ROWS; b++) {
                                 const int at = i - offset[b];  // the row of window b it is, if any
                                 if (at < 0 || at >= rows[b]) continue;
                                 for (int k = 0; k < L; k++) {
@@ -530,11 +531,11 @@ void window_columns(const word_t *source, word_t *target, const window_geometry 
                     if (++p < iterations) continue;
                     p = 0;
                     for (int j = 0; j + 1 < WINDOW_RING; j++) {
-                        for (int b = 0; b < 2; b++)
+                        for (int b = 0; b < ROWS; b++)
                             for (int k = 0; k < L; k++) ring[b][j][k] = ring[b][j + 1][k];
                         inside[j] = inside[j + 1];
                     }
-                    for (int b = 0; b < 2; b++)
+                    for (int b = 0; b < ROWS; b++)
                         for (int k = 0; k < L; k++) ring[b][WINDOW_RING - 1][k] = column[b][k];
                     inside[WINDOW_RING - 1] = has;
                     if (v++ != x * g.s_w + span - 1) continue;  // no output's window ends at this column
@@ -571,10 +572,10 @@ void window_columns(const word_t *source, word_t *target, const window_geometry 
     }
 }
 
-template <class T, class Reduce>
+template <class T, int ROWS, class Reduce>
 void window_op(const word_t *source, word_t *target, const window_geometry &g, const Reduce &reduce) {
     if (g.channels % lane<T>::per_word == 0 && (g.k_w - 1) * g.d_w + 1 <= WINDOW_RING)
-        window_columns<T>(source, target, g, reduce);
+        window_columns<T, ROWS>(source, target, g, reduce);
     else
         window_values<T>(source, target, g, reduce);
 }

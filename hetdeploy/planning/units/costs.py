@@ -662,10 +662,11 @@ def dsps_a_product(width: int) -> int:
     return 2 if width > 18 else 1
 
 
-def window_cycles(pool: Sequence[int], width: int) -> int:
-    """arena.h's window_op over the geometry ``pool`` (plan.Window.values) at ``width`` bits: where the channels fill
-    whole words and a window spans at most WINDOW_RING columns (window_columns), per pass of one output row or two
-    (``window_row_pairs``), per chunk of its outputs (WINDOW_CHUNK), per channel word, a cycle, then a pipelined loop
+def window_cycles(pool: Sequence[int], width: int, rows: int = 1) -> int:
+    """arena.h's window_op over the geometry ``pool`` (plan.Window.values) at ``width`` bits, built for ``rows``
+    output rows at once (``window_rows``): where the channels fill whole words and a window spans at most
+    WINDOW_RING columns (window_columns), per pass of one output row or two (``rows`` 2 where
+    ``window_row_pairs``), per chunk of its outputs (WINDOW_CHUNK), per channel word, a cycle, then a pipelined loop
     of an iteration per column the chunk's windows span and pair of the rows the pass reads (from the first inside
     the input either window takes to the last; one iteration where there are at most two), then, for each of its
     output rows, one writing the chunk's outputs two an iteration; else (window_values), per output word, per lane
@@ -674,7 +675,7 @@ def window_cycles(pool: Sequence[int], width: int) -> int:
     channels, in_h, _, out_h, out_w, k_h, k_w, s_h, s_w, pad_top, _, d_h, d_w = pool
     lanes = word_values(width)
     span = (k_w - 1) * d_w + 1
-    if channels % lanes or span > WINDOW_RING:
+    if not window_by_columns(pool, width):
         together = lanes if channels % lanes == 0 else 1
         return arena_words(out_h * out_w * channels, width) * lanes // together * \
             (1 + loop_cycles(k_h * k_w, WINDOW_DEPTH))
@@ -686,7 +687,7 @@ def window_cycles(pool: Sequence[int], width: int) -> int:
         rows = max(0, min(end, k_h) - first)
         return row0 + first * d_h, rows
 
-    together = 2 if window_row_pairs(pool) else 1
+    together = 2 if rows == 2 and window_row_pairs(pool) else 1
     cycles = 0
     for y in range(0, out_h, together):
         windows = [rows_of(y + b) for b in range(together) if y + b < out_h]
@@ -698,6 +699,21 @@ def window_cycles(pool: Sequence[int], width: int) -> int:
             cycles += channels // lanes * (1 + loop_cycles(((outs - 1) * s_w + span) * iterations, WINDOW_DEPTH)
                                            + len(windows) * loop_cycles(-(-outs // 2), WINDOW_MOVE_DEPTH))
     return cycles
+
+
+def window_by_columns(pool: Sequence[int], width: int) -> bool:
+    """Whether arena.h's window_op reduces the geometry ``pool`` at ``width`` bits a column at a time
+    (window_columns): its channels whole words, its windows at most WINDOW_RING columns wide."""
+    channels, k_w, d_w = pool[0], pool[6], pool[12]
+    return channels % word_values(width) == 0 and (k_w - 1) * d_w + 1 <= WINDOW_RING
+
+
+def window_rows(pool: Sequence[int], reuse_factor: int) -> int:
+    """The output rows arena.h's window_op is built to reduce at once (its ROWS) for a window op of geometry ``pool``
+    at a unit's ``reuse_factor``: two at 1 where two rows' windows share their reads (``window_row_pairs``; only
+    window_columns reduces rows together), else one (more cycles for half the reductions' registers and comparators,
+    the folding's choice)."""
+    return 2 if reuse_factor == 1 and window_row_pairs(pool) else 1
 
 
 def window_row_pairs(pool: Sequence[int]) -> bool:
