@@ -684,15 +684,14 @@ def window_cycles(pool: Sequence[int], width: int, rows: int = 1) -> int:
         row0 = y * s_h - pad_top
         first = -(row0 // d_h) if row0 < 0 else 0
         end = 0 if row0 >= in_h else -(-(in_h - row0) // d_h)
-        rows = max(0, min(end, k_h) - first)
-        return row0 + first * d_h, rows
+        return row0 + first * d_h, max(0, min(end, k_h) - first)
 
     together = 2 if rows == 2 and window_row_pairs(pool) else 1
     cycles = 0
     for y in range(0, out_h, together):
         windows = [rows_of(y + b) for b in range(together) if y + b < out_h]
-        taken = [(row0, rows) for row0, rows in windows if rows]  # (two rows: d_h 1)
-        read = max(row0 + rows for row0, rows in taken) - taken[0][0] if taken else 0
+        taken = [(row0, count) for row0, count in windows if count]  # (two rows: d_h 1)
+        read = max(row0 + count for row0, count in taken) - taken[0][0] if taken else 0
         iterations = -(-read // 2) if read > 2 else 1
         for x0 in range(0, out_w, WINDOW_CHUNK):
             outs = min(WINDOW_CHUNK, out_w - x0)
