@@ -211,6 +211,8 @@ def test_dense_estimate_follows_hls4ml_multiplier_limit():
 @settings(max_examples=60, deadline=None)
 @given(layers=st.integers(1, 4), channels=st.sampled_from([8, 16, 32, 64]), dsp=st.integers(20, 400),
        bram=st.integers(0, 400), ddr_rate=st.sampled_from([None, 12.0]))
+# the most folded options over the budget in flip-flops or DSPs (weights in DDR): the unfolding must not start there
+@example(layers=4, channels=16, dsp=20, bram=162, ddr_rate=12.0)
 def test_folding_fits_the_budget_whenever_the_most_folded_design_does(layers, channels, dsp, bram, ddr_rate):
     graph = conv_stack(layers, channels, 16)
     shapes = [unit_shape(graph, u, FPGA.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), FPGA)]

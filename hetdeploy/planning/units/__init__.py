@@ -1423,9 +1423,15 @@ def _give_back(options: list[list[Folding]], choices: Sequence[list[int]], budge
     most cycles first, or the step that saves the most cycles for the share of the budget it adds (the folding's
     steps are coarse: one large step, a relayout's multiplexers, can take what several convolutions' smaller steps
     would have put to better use, or the other way round); whichever leaves the fewest cycles in all (the first on
-    a tie)."""
+    a tie). The first of ``choices`` must fit ``budget``; a later one that does not is left out."""
+    def fits(choice: list[int]) -> bool:
+        return all(sum(estimate_of(u, c)[k] for u, c in enumerate(choice)) <= budget.get(k, 0) for k in RESOURCES)
+
+    # a start over the budget is no start: the most folded options need not take the least of every resource (a
+    # unit with its weights in DDR holds their fetch in flip-flops)
     return min((_unfolded(options, choice, budget, estimate_of, per_share)
-                for choice in choices for per_share in (False, True)), key=lambda unfolded: unfolded[1])[0]
+                for choice in choices if fits(choice) for per_share in (False, True)),
+               key=lambda unfolded: unfolded[1])[0]
 
 
 def _unfolded(options: list[list[Folding]], choice: list[int], budget: dict[str, int],
