@@ -17,6 +17,7 @@ from hetdeploy.planning.units import (BAND_FIFO_SHARE, CYCLES, DSP_MIN_CONSTANT_
                                       folded_estimate, folding_options, hls4ml_builds, registers_output, resource_parts,
                                       reuse_factors_for, split_units, streams, unit_shape, valid_reuse_factors)
 from hetdeploy.planning.units import _give_back, band_copy_cycles
+from hetdeploy.planning.units.costs import window_rows
 
 FPGA = load_board("pynq-z2").device("fpga")
 
@@ -933,6 +934,11 @@ def test_a_window_the_top_reduces_is_priced_by_its_loops():
     assert [f.reuse_factor for f in folding_options(shape, 16)] == [1, 2]
     assert [f.reuse_factor for f in folding_options(stem(6)[1], 16)] == [1]
     assert estimate(shape, 2, 16)["lut"] < estimate(shape, 1, 16)["lut"]
+    # the C++'s ROWS (window_rows): two for the whole words only; window_values reduces a row at a time
+    assert [window_rows(s.pool, 16, 1) for s in (shape, stem(6)[1])] == [2, 1]
+    # a comparator and a multiplexer a lane of one word, for each row reduced at once
+    assert [resource_parts(s, Folding(rf, False), 16, None)["arithmetic"]["lut"]
+            for s, rf in ((shape, 1), (shape, 2), (stem(6)[1], 1))] == [2 * 4 * 16 * 2, 4 * 16 * 2, 4 * 16 * 2]
 
 
 def test_a_node_goes_to_the_first_pe_that_holds_it_fully_folded():

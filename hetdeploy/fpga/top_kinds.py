@@ -510,7 +510,9 @@ class Window(_Moved):
         (x,), (y,) = unit.inputs, unit.outputs
         return self.line(f"window_{unit.window.reduce}", type=buffers.types[x], source=buffers.at(x),
                          target=buffers.at(y), unit=unit.name,
-                         rows=window_rows(unit.window.values(), unit.reuse_factor))
+                         # (its precision: its input's type, its output's too; window_op's lanes are its)
+                         rows=window_rows(unit.window.values(), CppFixed.parse(unit.precision).width,
+                                          unit.reuse_factor))
 
     def declaration(self, unit: ExecutionUnit) -> str:
         """``<unit>_window``, the C++ constant of its window (arena.h's window_geometry, in its field order)."""

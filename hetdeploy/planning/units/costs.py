@@ -707,12 +707,13 @@ def window_by_columns(pool: Sequence[int], width: int) -> bool:
     return channels % word_values(width) == 0 and (k_w - 1) * d_w + 1 <= WINDOW_RING
 
 
-def window_rows(pool: Sequence[int], reuse_factor: int) -> int:
+def window_rows(pool: Sequence[int], width: int, reuse_factor: int) -> int:
     """The output rows arena.h's window_op is built to reduce at once (its ROWS) for a window op of geometry ``pool``
-    at a unit's ``reuse_factor``: two at 1 where two rows' windows share their reads (``window_row_pairs``; only
-    window_columns reduces rows together), else one (more cycles for half the reductions' registers and comparators,
-    the folding's choice)."""
-    return 2 if reuse_factor == 1 and window_row_pairs(pool) else 1
+    at ``width`` bits and a unit's ``reuse_factor``: two at 1 where it reduces a column at a time
+    (``window_by_columns``: window_values reduces a row at a time) and two rows' windows share their reads
+    (``window_row_pairs``), else one (more cycles for half the reductions' registers and comparators, the folding's
+    choice)."""
+    return 2 if reuse_factor == 1 and window_by_columns(pool, width) and window_row_pairs(pool) else 1
 
 
 def window_row_pairs(pool: Sequence[int]) -> bool:

@@ -29,7 +29,7 @@ from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, BRAM_MIN_DEPTH, DISTRIBUTED_A
                     adder_levels_a_cycle, arena_words, bound_products, bram18_blocks, ddr_cycles_per_vector,
                     distributed_arithmetic_lut, dsps_a_product, first_product_cycles, iterations, loop_cycles, mux_lut,
                     popcount_lut, strategy_for, valid_reuse_factors, weight_codes, weight_type_bits, window_cycles,
-                    window_by_columns, window_row_pairs, window_rows,
+                    window_rows,
                     word_values, XNOR_POPCOUNT)
 from .relayout import relayout_cost
 
@@ -313,12 +313,12 @@ class Gather(_TopKind):
     name = "gather"
 
     def reuse_factors(self, shape, width):
-        return [1, 2] if window_by_columns(shape.pool, width) and window_row_pairs(shape.pool) else [1]
+        return [1, 2] if window_rows(shape.pool, width, 1) == 2 else [1]
 
     def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
-        rows = window_rows(shape.pool, reuse_factor)
-        lanes = self.lanes(width) * (rows if window_by_columns(shape.pool, width) else 1)
-        return Arithmetic(lut=lanes * width * 2, ff=lanes * width, cycles=window_cycles(shape.pool, width, rows))
+        rows = window_rows(shape.pool, width, reuse_factor)
+        return Arithmetic(lut=self.lanes(width) * rows * width * 2, ff=self.lanes(width) * rows * width,
+                          cycles=window_cycles(shape.pool, width, rows))
 
 
 @unit_kind
