@@ -126,6 +126,10 @@ WINDOW_CASES = [
     ("AveragePool", [1, 5, 9, 9], {"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1, 1, 1, 1]}),
     ("AveragePool", [1, 8, 10, 7], {"kernel_shape": [3, 2], "strides": [2, 2], "pads": [1, 0, 1, 1]}),
     ("AveragePool", [1, 3, 13], {"kernel_shape": [4], "strides": [3], "pads": [2, 1]}),
+    # the values inside with no padding: ceil_mode's last windows past the input's edge (a window's count varies:
+    # a table of inverses by count), and every window inside (the kernel's size's inverse alone)
+    ("AveragePool", [1, 4, 10, 10], {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}),
+    ("AveragePool", [1, 3, 8, 6], {"kernel_shape": [2, 3], "strides": [2, 3]}),
     ("GlobalAveragePool", [1, 3, 12, 12], {}),
     ("GlobalAveragePool", [1, 5, 7, 5], {}),
     ("GlobalAveragePool", [1, 6, 20], {}),
@@ -181,8 +185,7 @@ def test_the_tops_window_ops_match_onnxruntime_on_every_geometry(tmp_path, rows)
                                 output_shapes=[list(y.shape)]))
         declarations.append(WINDOW.declaration(SimpleNamespace(name=f"case{k}", window=window)))
         values = ", ".join(f"{v:.6f}f" for v in channels_last(x).reshape(-1))
-        reduce = WINDOW.line(f"window_{window.reduce}", type="value_t", source="source", target="target",
-                             unit=f"case{k}", rows=rows)  # as a build's top calls it
+        reduce = WINDOW.reduction(f"case{k}", window, "value_t", "source", "target", rows)  # as a build's top
         calls.append(f"{{ static const float x[] = {{{values}}}; hetdeploy::from_float<value_t>(x, source, {x.size}); "
                      f"hetdeploy::window_counted() = 0; {reduce.strip()} print(target, {y.size}); "
                      f"std::printf(\"%lld\\n\", hetdeploy::window_counted()); }}")

@@ -334,6 +334,16 @@ class Window:
         """arena.h's window_geometry, in its fields' order."""
         return [self.channels, *self.input, *self.output, *self.kernel, *self.strides, *self.pads, *self.dilations]
 
+    def inverse_counts(self) -> list[int]:
+        """The window positions whose inverses a mean's table holds (arena.h's window_mean): each count 0 .. k_h x k_w
+        where a window's positions inside the input vary ("mean_inside" with a window past the input's edges: its
+        padding, or ceil_mode's last windows; 0 never divides), else the kernel's size alone."""
+        size = self.kernel[0] * self.kernel[1]
+        past_edges = any(pad > 0 or (out - 1) * stride - pad + (k - 1) * dilation > extent - 1 for extent, out, k,
+                         stride, pad, dilation in zip(self.input, self.output, self.kernel, self.strides, self.pads,
+                                                      self.dilations))
+        return list(range(size + 1)) if self.reduce == "mean_inside" and past_edges else [size]
+
 
 @dataclass
 class LocalResponse:

@@ -508,15 +508,28 @@ class Window(_Moved):
 
     def run(self, unit, buffers):
         (x,), (y,) = unit.inputs, unit.outputs
-        return self.line(f"window_{unit.window.reduce}", type=buffers.types[x], source=buffers.at(x),
-                         target=buffers.at(y), unit=unit.name,
-                         # (its precision: its input's type, its output's too; window_op's lanes are its)
-                         rows=window_rows(unit.window.values(), CppFixed.parse(unit.precision).width,
+        # (its precision: its input's type, its output's too; window_op's lanes are its)
+        return self.reduction(unit.name, unit.window, buffers.types[x], buffers.at(x), buffers.at(y),
+                              window_rows(unit.window.values(), CppFixed.parse(unit.precision).width,
                                           unit.reuse_factor))
 
+    def reduction(self, name: str, window: WindowGeometry, value_type: str, source: str, target: str,
+                  rows: int) -> str:
+        """The lines of arena.h's window_op over ``window`` (its constants unit ``name``'s: ``declaration``) from the
+        ``value_type`` values at ``source`` to ``target``, built for ``rows`` output rows at once."""
+        mean = window.reduce != "max"
+        return self.line("window_mean" if mean else "window_max", type=value_type, source=source, target=target,
+                         unit=name, rows=rows, by_count=str(len(window.inverse_counts()) > 1).lower())
+
     def declaration(self, unit: ExecutionUnit) -> str:
-        """``<unit>_window``, the C++ constant of its window (arena.h's window_geometry, in its field order)."""
-        return self.statement("window_geometry", unit=unit.name, values=", ".join(map(str, unit.window.values())))
+        """``<unit>_window``, the C++ constant of its window (arena.h's window_geometry, in its field order), and a
+        mean's ``<unit>_inverses``, those of its ``inverse_counts`` (1.0 / n, as the compiler folds it; 0 for none)."""
+        geometry = self.statement("window_geometry", unit=unit.name, values=", ".join(map(str, unit.window.values())))
+        if unit.window.reduce == "max":
+            return geometry
+        inverses = ", ".join(f"hetdeploy::window_inverse_t({f'1.0 / {n}' if n else 0})"
+                             for n in unit.window.inverse_counts())
+        return geometry + "\n" + self.statement("window_inverses", unit=unit.name, inverses=inverses)
 
 
 # an entry of a relayout's steps as index.h writes it (arena.h's relayout_step): {read, write, slot, {select ...}}

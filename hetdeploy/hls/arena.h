@@ -589,22 +589,27 @@ struct window_max {
     template <class T> T result(T best, int, const window_geometry &) const { return best; }
 };
 
+// 1 / n for a window of n positions, rounded to the nearest (ties up) of its 47 fraction bits
+typedef ap_ufixed<48, 1, AP_RND> window_inverse_t;
+
 // the mean of a window (GlobalAveragePool, AveragePool): the sum of its values inside the input exact (as many
 // more integer bits as 2**25 values need), times the inverse of the kernel's size where padding counts (as
 // zeros: ONNX's count_include_pad=1), else of the positions inside the input (count_include_pad=0), then rounded
-// as T rounds
+// as T rounds. The inverses are the unit's constants (``inverses``, each window_inverse_t(1.0 / n) folded by the
+// compiler): a table, not a division in the loop. ``by_count``: entry n is the inverse of n, for a window of n
+// positions inside the input; else the one entry is the kernel's size's (padding counted, or every window inside).
 struct window_mean {
-    bool count_padding;
-    explicit window_mean(bool count_padding) : count_padding(count_padding) {}
+    const window_inverse_t *inverses;
+    bool by_count;
+    window_mean(const window_inverse_t *inverses, bool by_count) : inverses(inverses), by_count(by_count) {}
     template <class T> struct of { typedef ap_fixed<T::width + 25, T::iwidth + 25> sum_t; };
     template <class T> typename of<T>::sum_t first(T value) const { return value; }
     template <class T> typename of<T>::sum_t add(typename of<T>::sum_t sum, T value) const { return sum + value; }
     template <class T> typename of<T>::sum_t merge(typename of<T>::sum_t sum, typename of<T>::sum_t other) const {
         return sum + other;
     }
-    template <class T> T result(typename of<T>::sum_t sum, int inside, const window_geometry &g) const {
-        const ap_ufixed<48, 1, AP_RND> inverse = 1.0 / (count_padding ? g.k_h * g.k_w : inside);
-        return T(sum * inverse);
+    template <class T> T result(typename of<T>::sum_t sum, int inside, const window_geometry &) const {
+        return T(sum * inverses[by_count ? inside : 0]);
     }
 };
 
