@@ -331,7 +331,7 @@ def _main_shape(graph: Graph, unit: Unit) -> Shape:
     if unit.engine == "top":  # a window the top reduces (arena.h): each output value reads its window's values
         kernel = first[2:] if main.op.startswith("Global") else main.attrs.get("kernel_shape") or [1]
         return Shape("gather", math.prod(kernel), main_out[1], math.prod(main_out[2:]), False, 0, output_values,
-                     softmax, pool=tuple(Window.of(main).values()), pool_mean=Window.of(main).reduce != "max")
+                     softmax, pool=tuple(Window.of(main).values()))
     if main.op == "Conv":
         kernel = main.attrs.get("kernel_shape") or [1] * (len(first) - 2)
         group = main.attrs.get("group", 1)

@@ -119,8 +119,6 @@ LRN_POWER_DSP, LRN_POWER_LUT, LRN_POWER_FF, LRN_POWER_DEPTH = 20, 6000, 8000, 40
 # a row it reduces at a time, and its pipelined loops' depths (a column's: the address, the read, the reduction, the
 # ring; a move's): hetdeploy's model of the schedule
 WINDOW_RING, WINDOW_CHUNK, WINDOW_DEPTH, WINDOW_MOVE_DEPTH = 16, 256, 4, 2
-# ... its window_mean's exact sum's more integer bits (2**25 values) and its window_inverse_t's bits
-WINDOW_MEAN_BITS, WINDOW_INVERSE_BITS = 25, 48
 # The top's Quant (arena.h's quantize): a product by a 40-bit constant (a value by 1 / scale, a code by the scale)
 # takes two DSPs (a DSP48's 25- or 27-bit port twice); hetdeploy's model, not a synthesis report
 QUANT_DSPS_A_PRODUCT = 2
@@ -248,10 +246,8 @@ class Shape:
     padded: bool = False
     # its window over that map: (k_h, k_w, s_h, s_w, pad top, left, bottom, right); a 1-D one a row of one
     window_geometry: tuple[int, ...] = ()
-    # a window op the top reduces: its geometry (plan.Window.values, arena.h's window_geometry), and whether it is a
-    # mean (a product by an inverse each result), not a maximum
+    # a window op the top reduces: its geometry (plan.Window.values, arena.h's window_geometry)
     pool: tuple[int, ...] = ()
-    pool_mean: bool = False
     column_dilation: int = 1  # a convolution's, along its rows
     # on the engine, its size (``engine_sizes``, the folding's choice)
     engine: EngineSize = EngineSize(ENGINE_HOLD_LANES, 0, 1)
@@ -702,34 +698,6 @@ def window_cycles(pool: Sequence[int], width: int, rows: int = 1) -> int:
             cycles += channels // lanes * (1 + loop_cycles(((outs - 1) * s_w + span) * iterations, WINDOW_DEPTH)
                                            + len(windows) * loop_cycles(-(-outs // 2), WINDOW_MOVE_DEPTH))
     return cycles
-
-
-def window_resources(pool: Sequence[int], width: int, rows: int, mean: bool) -> dict[str, int]:
-    """arena.h's window_op's datapath over the geometry ``pool`` at ``width`` bits, built for ``rows`` output rows at
-    once (``window_rows``), a maximum or (``mean``) a mean: each reduction a comparator or adder and a multiplexer of
-    its sum's bits (a mean's exact sum: WINDOW_MEAN_BITS more), each register its sum's, a mean's result its sum times
-    its window's inverse (WINDOW_INVERSE_BITS: ``wide_product_dsps``). Reducing a column at a time
-    (``window_by_columns``), for each row and lane of a word: the column's two reductions an iteration, the ring of
-    WINDOW_RING sums and their WINDOW_RING - 1 merges (unrolled), and the result; and each row's chunk of output words
-    (two banks of WINDOW_CHUNK / 2 words). Else (window_values) the lanes one read serves (a word's where the channels
-    fill whole words, else one): a reduction and a sum each, and one result (its loop not pipelined). hetdeploy's
-    model of its C++, not a synthesis report."""
-    lanes = word_values(width)
-    bits = width + WINDOW_MEAN_BITS if mean else width
-    if window_by_columns(pool, width):
-        reductions, registers, results = rows * lanes * (1 + WINDOW_RING), rows * lanes * (1 + WINDOW_RING), rows * lanes
-        bram18 = rows * 2 * bram18_blocks(WINDOW_CHUNK // 2, 8 * ARENA_WORD_BYTES)
-    else:
-        reductions = registers = lanes if pool[0] % lanes == 0 else 1
-        results, bram18 = 1, 0
-    return {"dsp": results * wide_product_dsps(bits, WINDOW_INVERSE_BITS) if mean else 0, "bram18": bram18,
-            "lut": reductions * 2 * bits, "ff": registers * bits}
-
-
-def wide_product_dsps(bits: int, other_bits: int) -> int:
-    """DSP48s a product of ``bits`` by ``other_bits`` takes, in tiles of a DSP48E1's 25 x 18 (each operand split
-    into parts of one port's width, either way round, the fewer tiles)."""
-    return min(-(-bits // 25) * -(-other_bits // 18), -(-bits // 18) * -(-other_bits // 25))
 
 
 def window_by_columns(pool: Sequence[int], width: int) -> bool:

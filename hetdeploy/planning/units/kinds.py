@@ -29,7 +29,7 @@ from .costs import (ARENA_PORTS, ARENA_WORD_BYTES, BRAM_MIN_DEPTH, DISTRIBUTED_A
                     adder_levels_a_cycle, arena_words, bound_products, bram18_blocks, ddr_cycles_per_vector,
                     distributed_arithmetic_lut, dsps_a_product, first_product_cycles, iterations, loop_cycles, mux_lut,
                     popcount_lut, strategy_for, valid_reuse_factors, weight_codes, weight_type_bits, window_cycles,
-                    window_resources, window_rows,
+                    window_rows,
                     word_values, XNOR_POPCOUNT)
 from .relayout import relayout_cost
 
@@ -306,9 +306,9 @@ class _TokenByToken(_TopKind):
 
 @unit_kind
 class Gather(_TopKind):
-    """arena.h's window_op over its geometry (``costs.window_cycles``), its datapath ``costs.window_resources``'s
-    for each output row it reduces at once (``costs.window_rows``: two unfolded where two rows' windows share their
-    reads, one at reuse factor 2)."""
+    """arena.h's window_op over its geometry (``costs.window_cycles``): a comparator (or adder) and a multiplexer
+    a lane of a word, for each output row it reduces at once (``costs.window_rows``: two unfolded where two rows'
+    windows share their reads, one at reuse factor 2)."""
 
     name = "gather"
 
@@ -317,8 +317,8 @@ class Gather(_TopKind):
 
     def arithmetic(self, shape, reuse_factor, width, ddr_bytes_per_cycle, strategy, dsp_binding, products_registered):
         rows = window_rows(shape.pool, width, reuse_factor)
-        return Arithmetic(cycles=window_cycles(shape.pool, width, rows),
-                          **window_resources(shape.pool, width, rows, shape.pool_mean))
+        return Arithmetic(lut=self.lanes(width) * rows * width * 2, ff=self.lanes(width) * rows * width,
+                          cycles=window_cycles(shape.pool, width, rows))
 
 
 @unit_kind
