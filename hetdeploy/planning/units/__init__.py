@@ -1438,22 +1438,33 @@ def _unfolded(options: list[list[Folding]], choice: list[int], budget: dict[str,
               estimate_of: Callable[[int, int], dict[str, int]], per_share: bool) -> tuple[list[Folding], int]:
     """The foldings ``choice`` picks of each unit's ``options``, unfolded one step at a time where the units still
     fit ``budget``, the step that saves the most cycles first (``per_share``: the most cycles over the share of the
-    budget it adds), and the units' cycles then."""
+    budget it adds; the lower unit on a tie), and the units' cycles then."""
     choice = list(choice)
     current = [estimate_of(u, c) for u, c in enumerate(choice)]
+    totals = [sum(e[k] for e in current) for k in RESOURCES]
+    limits = [budget.get(k, 0) for k in RESOURCES]
+
+    def next_step(u: int) -> Optional[tuple[float, list[int]]]:
+        """Unit u's next step, weighed (the cycles it saves, or those over the share it adds), and the resources it
+        adds; None for a unit unfolded in full. A unit's step changes only when it steps: each is weighed once."""
+        if choice[u] == 0:
+            return None
+        previous = estimate_of(u, choice[u] - 1)
+        saved = current[u]["latency_cycles"] - previous["latency_cycles"]
+        share = _share_added(current[u], previous, budget)
+        weight = saved / share if per_share and share > 0 else math.inf if per_share else saved
+        return weight, [previous[k] - current[u][k] for k in RESOURCES]
+
+    steps = [next_step(u) for u in range(len(options))]
     while True:
-        totals = {k: sum(e[k] for e in current) for k in RESOURCES}
-        steps = []
-        for u in range(len(options)):
-            if choice[u] > 0:
-                previous = estimate_of(u, choice[u] - 1)
-                if all(totals[k] - current[u][k] + previous[k] <= budget.get(k, 0) for k in RESOURCES):
-                    saved = current[u]["latency_cycles"] - previous["latency_cycles"]
-                    share = _share_added(current[u], previous, budget)
-                    steps.append((saved / share if per_share and share > 0 else math.inf if per_share else saved,
-                                  -u, previous))
-        if not steps:
+        best = None
+        for u, step in enumerate(steps):
+            if step is not None and (best is None or step[0] > steps[best][0]) and \
+                    all(total + added <= limit for total, added, limit in zip(totals, step[1], limits)):
+                best = u
+        if best is None:
             return [o[c] for o, c in zip(options, choice)], sum(e["latency_cycles"] for e in current)
-        _, u, previous = max(steps)
-        choice[-u] -= 1
-        current[-u] = previous
+        totals = [total + added for total, added in zip(totals, steps[best][1])]
+        choice[best] -= 1
+        current[best] = estimate_of(best, choice[best])
+        steps[best] = next_step(best)
