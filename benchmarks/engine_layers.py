@@ -14,10 +14,11 @@ rows x columns, stride, groups, whether it adds a residual map), its cycles (the
 the cost model's engine_cycles, which tests/test_engine.py holds within 2 % of the engine's C-simulation count on
 ResNet-50's and MobileNetV2's layer shapes at a reduced map), the cycles its multiply-accumulates take with every
 multiplier of the engine busy (its MACs over lanes x values a lane a cycle x output pixels at once), the cycles its
-weights' bytes take at the weights port's bytes a cycle (the engine loads a tile's weights before it computes on
-them, not beside), and its efficiency (the MAC bound over its cycles). Then the engine's units together, in ms at
-the FPGA's clock, and the memory plan's DDR time (its spilled maps and the engine's staging of its inputs from DDR).
-Estimates of hetdeploy's cost model at the board file's clock, not measurements: no synthesis ran.
+weights region (fpga/engine.py's weights_bytes: each filter's words and its bias, as the build writes them to DDR)
+takes at the weights port's bytes a cycle (the engine loads a tile's weights before it computes on them, not
+beside), and its efficiency (the MAC bound over its cycles). Then the engine's units together, in ms at the FPGA's
+clock, and the memory plan's DDR time (its spilled maps and the engine's staging of its inputs from DDR). Estimates
+of hetdeploy's cost model at the board file's clock, not measurements: no synthesis ran.
 """
 
 from __future__ import annotations
@@ -36,8 +37,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import graphs  # noqa: E402
 
 from hetdeploy.core.errors import UserError  # noqa: E402
+from hetdeploy.fpga.engine import weights_bytes  # noqa: E402
 from hetdeploy.planning.config import BuildOptions  # noqa: E402
-from hetdeploy.planning.units.costs import ARENA_WORD_BYTES, element_bytes  # noqa: E402
+from hetdeploy.planning.units.costs import ARENA_WORD_BYTES  # noqa: E402
 from hetdeploy.steps.build import plan_stages  # noqa: E402
 
 ZOO = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
@@ -75,7 +77,7 @@ def layers(model: Path, board_name: str, width: int, folder: Path) -> dict:
                 "output": f"{g.output[0]}x{g.output[1]}", "stride": g.strides[0], "groups": g.groups,
                 "residual": g.residual, "cycles": unit.estimate["latency_cycles"],
                 "mac_bound_cycles": -(-macs // (g.lanes * g.vector * g.pixels)),
-                "weight_cycles": -(-g.filters * window * element_bytes(width) // (g.port_words * ARENA_WORD_BYTES)),
+                "weight_cycles": -(-weights_bytes(g, width) // (g.port_words * ARENA_WORD_BYTES)),
                 "engine": f"{g.lanes}x{g.vector}{'x2' if g.pixels == 2 else ''}"})
     total = {key: sum(row[key] for row in rows) for key in ("cycles", "mac_bound_cycles", "weight_cycles")}
     return {"model": model.stem, "board": board_name, "width": width, "latency_ms": plan.estimate.latency_s * 1e3,
