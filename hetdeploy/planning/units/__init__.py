@@ -1423,26 +1423,27 @@ def _give_back(options: list[list[Folding]], choices: Sequence[list[int]], budge
     most cycles first, or the step that saves the most cycles for the share of the budget it adds (the folding's
     steps are coarse: one large step, a relayout's multiplexers, can take what several convolutions' smaller steps
     would have put to better use, or the other way round); whichever leaves the fewest cycles in all (the first on
-    a tie). The first of ``choices`` must fit ``budget``; a later one that does not is left out."""
-    def fits(choice: list[int]) -> bool:
-        return all(sum(estimate_of(u, c)[k] for u, c in enumerate(choice)) <= budget.get(k, 0) for k in RESOURCES)
-
-    # a start over the budget is no start: the most folded options need not take the least of every resource (a
-    # unit with its weights in DDR holds their fetch in flip-flops)
-    return min((_unfolded(options, choice, budget, estimate_of, per_share)
-                for choice in choices if fits(choice) for per_share in (False, True)),
-               key=lambda unfolded: unfolded[1])[0]
+    a tie). The first of ``choices`` must fit ``budget``; a later one that does not is left out (``_unfolded``: the
+    most folded options need not take the least of every resource, a unit with its weights in DDR holds their fetch
+    in flip-flops)."""
+    unfolded = (_unfolded(options, choice, budget, estimate_of, per_share)
+                for choice in choices for per_share in (False, True))
+    return min((design for design in unfolded if design is not None), key=lambda design: design[1])[0]
 
 
 def _unfolded(options: list[list[Folding]], choice: list[int], budget: dict[str, int],
-              estimate_of: Callable[[int, int], dict[str, int]], per_share: bool) -> tuple[list[Folding], int]:
+              estimate_of: Callable[[int, int], dict[str, int]], per_share: bool
+              ) -> Optional[tuple[list[Folding], int]]:
     """The foldings ``choice`` picks of each unit's ``options``, unfolded one step at a time where the units still
     fit ``budget``, the step that saves the most cycles first (``per_share``: the most cycles over the share of the
-    budget it adds; the lower unit on a tie), and the units' cycles then."""
+    budget it adds; the lower unit on a tie), and the units' cycles then; None where ``choice`` does not fit
+    ``budget`` (no start)."""
     choice = list(choice)
     current = [estimate_of(u, c) for u, c in enumerate(choice)]
     totals = [sum(e[k] for e in current) for k in RESOURCES]
     limits = [budget.get(k, 0) for k in RESOURCES]
+    if any(total > limit for total, limit in zip(totals, limits)):
+        return None
 
     def next_step(u: int) -> Optional[tuple[float, list[int]]]:
         """Unit u's next step, weighed (the cycles it saves, or those over the share it adds), and the resources it
