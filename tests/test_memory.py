@@ -133,11 +133,11 @@ def test_fit_packs_zero_slack_tilings_however_time_is_numbered(seed, pieces):
 def test_a_search_that_cannot_be_compiled_is_one_line(tmp_path, monkeypatch):
     from hetdeploy.core import csim
     from hetdeploy.core.errors import ToolError
-    from hetdeploy.planning import exact_packing
+    from hetdeploy.planning import packing
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("CXX", str(tmp_path / "no-such-compiler"))
     csim.compiler_identity.cache_clear()
-    exact_packing._library.cache_clear()
+    packing._library.cache_clear()
     try:
         with pytest.raises(ToolError, match="could not compile hetdeploy's buffer-packing search") as error:
             fit([Request(4, 0, 1), Request(2, 1, 2)], 6)
@@ -145,7 +145,7 @@ def test_a_search_that_cannot_be_compiled_is_one_line(tmp_path, monkeypatch):
         assert not list(tmp_path.rglob("*.so"))  # no half-made library left behind
     finally:
         csim.compiler_identity.cache_clear()
-        exact_packing._library.cache_clear()
+        packing._library.cache_clear()
 
 
 def test_greedy_falls_back_to_the_search_when_it_would_spill():
@@ -160,6 +160,17 @@ def test_greedy_falls_back_to_the_search_when_it_would_spill():
     # the same on a sparse clock (steps numbered by another tool): greedy numbers the events itself
     sparse = [Request(r.size, r.first * 1000, r.last * 1000 + 999) for r in requests]
     assert place(sparse, "greedy") == place(requests, "greedy")
+
+
+def test_greedy_climbs_to_a_smaller_spill_where_no_placement_fits():
+    # 11 bytes live at steps 0 and 1 of 10: something spills and the search cannot help. Greedy takes a
+    # (6 bytes, steps 0..1) first, then b (5, steps 1..2) and c (5, step 0) meet it and both spill: 10
+    # bytes. The climb's swaps find an order that spills a alone: 6 bytes, b and c sharing offset 0.
+    requests = [Request(6, 0, 1), Request(5, 1, 2), Request(5, 0, 0)]
+    assert lower_bound(requests) == 11
+    placements = place(requests, "greedy", target=10)
+    assert [p.memory for p in placements] == ["ddr", "bram", "bram"]
+    assert [p.offset for p in placements[1:]] == [0, 0]
 
 
 def test_refcount_reuses_a_block_only_when_free_and_large_enough():

@@ -26,7 +26,8 @@ When greedy spills out of a bounded pool that the lower bound says could hold ev
 (unbounded) is above the lower bound, an exact depth-first search (``fit``, after MiniMalloc,
 Moffitt, ASPLOS 2023; C++ compiled with g++, exact_packing.cpp) looks for a placement within the
 pool, or on the lower bound; when that search runs out of nodes, a seeded hill climb over greedy's
-order follows (swap two buffers, keep what is no worse).
+order follows (swap two buffers, keep what is no worse; greedy and the climb in C++ as well,
+greedy_packing.cpp).
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ import dataclasses
 import math
 import random
 from dataclasses import dataclass
-from itertools import chain
 from typing import Callable, NamedTuple, Optional, Sequence
 
 import numpy as np
@@ -45,7 +45,7 @@ from ..core.board_runtime import port_values
 from ..core.errors import UserError
 from ..core.graph import Graph
 from ..core.plan import Buffer, ExecutionUnit, MemoryPlan, Plan, Subfunction
-from . import exact_packing, units
+from . import packing, units
 from .cost import FLOAT_BYTES
 
 STRATEGIES = ("refcount", "greedy", "fastest")
@@ -185,83 +185,37 @@ def _greedy_search(requests, capacities, memories) -> list[Placement]:
     """Greedy by size; when it misses its goal (nothing spilled out of the first memory, or unbounded
     the lower bound), the exact search for that goal; when that runs out of nodes, a hill climb over
     greedy's order (as TVM's USMP does): swap two buffers in it and keep the result when it is no
-    worse, until the goal or a number of tries that shrinks with the buffer count."""
+    worse, until the goal or a number of tries that shrinks with the buffer count. Greedy: each
+    buffer, in turn, into the first memory it fits, in the smallest gap the buffers placed there
+    and live beside it leave (TFLite's arena planner). Its score: bounded, the bytes beyond the
+    first memory, then those in DDR; else the footprint (greedy_packing.cpp, as the climb)."""
     n = len(requests)
     # largest first, then earliest (a stable sort keeps the buffers' order on ties); one integer key
     # per buffer sorts faster than tuples
     steps = 1 + max((r.last for r in requests), default=0)
     order = sorted(range(n), key=[r.first - r.size * steps for r in requests].__getitem__)
     bounded = capacities[0] is not None
-
-    def score(placements) -> tuple[int, int]:
-        """Bounded: bytes beyond the first memory, then beyond the second; else the footprint."""
-        if not bounded:
-            return footprint(requests, placements, memories[0]), 0
-        return (sum(r.size for r, p in zip(requests, placements) if p.memory != memories[0]),
-                sum(r.size for r, p in zip(requests, placements) if p.memory == "ddr"))
-
     packed = requests
     if steps > 2 * n:
         # sparse time (buffers from another tool's clock): greedy keeps a list per step, so it runs
         # on the events' numbers instead (the same buffers overlap); the search keeps the real times
         events = _event_numbers(requests)
         packed = [Request(r.size, events[r.first], events[r.last + 1] - 1) for r in requests]
-    best = _greedy(packed, order, capacities, memories)
-    best_score = score(best)
+    columns = ([r.size for r in packed], [r.first for r in packed], [r.last for r in packed], capacities,
+               memories.index("ddr") if "ddr" in memories else -1)
+    pools, offsets, score = packing.greedy_climb(*columns, order)
     bound = lower_bound(requests)
     goal = (0, 0) if bounded else (bound, 0)
     pool = capacities[0] if bounded else bound  # bounded: all in the first memory; else on the bound
-    if best_score > goal and bound <= pool:
-        offsets = fit(requests, pool, SEARCH_NODES if bounded else FOOTPRINT_SEARCH_NODES)
-        if offsets is not None:
-            return [Placement(memories[0], offset) for offset in offsets]
-    rng = random.Random(0)
-    for _ in range(min(CLIMB_STEPS, CLIMB_WORK // max(1, n))):
-        if best_score <= goal or n < 2:
-            break
-        i, j = rng.sample(range(n), 2)
-        candidate_order = list(order)
-        candidate_order[i], candidate_order[j] = candidate_order[j], candidate_order[i]
-        candidate = _greedy(packed, candidate_order, capacities, memories)
-        candidate_score = score(candidate)
-        if candidate_score <= best_score:
-            order, best, best_score = candidate_order, candidate, candidate_score
-    return best
-
-
-def _greedy(requests, order, capacities, memories) -> list[Placement]:
-    result: list[Optional[Placement]] = [None] * len(requests)
-    steps = 1 + max((r.last for r in requests), default=0)
-    # per pool and step: the placed buffers live then, as (offset, end); a pool's lists are made
-    # when a buffer first reaches it
-    live: list[Optional[list[list[tuple[int, int]]]]] = [None] * len(capacities)
-    for i in order:
-        size, first, last = requests[i]
-        for k, cap in enumerate(capacities):
-            spans = live[k]
-            if spans is None:
-                spans = live[k] = [[] for _ in range(steps)]
-            if first == last:
-                taken = sorted(spans[first])
-            else:  # a buffer live at several of these steps appears more than once: harmless below
-                taken = sorted(chain.from_iterable(spans[first:last + 1]))
-            # best fit: the smallest gap between taken ranges that holds the buffer, else the end
-            offset, best_gap, cursor = -1, 0, 0
-            for start, end in taken:
-                gap = start - cursor
-                if gap >= size and (offset < 0 or gap < best_gap):
-                    offset, best_gap = cursor, gap
-                if end > cursor:
-                    cursor = end
-            if offset < 0:
-                offset = cursor
-            if cap is None or offset + size <= cap:
-                result[i] = Placement(memories[k], offset)
-                span = (offset, offset + size)
-                for step in range(first, last + 1):
-                    spans[step].append(span)
-                break
-    return result
+    if score > goal and bound <= pool:
+        found = fit(requests, pool, SEARCH_NODES if bounded else FOOTPRINT_SEARCH_NODES)
+        if found is not None:
+            return [Placement(memories[0], offset) for offset in found]
+    if score > goal and n >= 2:
+        rng = random.Random(0)
+        swaps = [rng.sample(range(n), 2) for _ in range(min(CLIMB_STEPS, CLIMB_WORK // n))]
+        pools, offsets, score = packing.greedy_climb(*columns, order, swaps, goal)
+    return [Placement(memories[k], offset) for k, offset in zip(pools, offsets)]
 
 
 def fit(requests: Sequence[Request], capacity: int, nodes: int = SEARCH_NODES) -> Optional[list[int]]:
@@ -274,7 +228,7 @@ def fit(requests: Sequence[Request], capacity: int, nodes: int = SEARCH_NODES) -
         return []
     if lower_bound(requests) > capacity:  # also covers a buffer larger than the capacity
         return None
-    return exact_packing.search([r.size for r in requests], [r.first for r in requests],
+    return packing.search([r.size for r in requests], [r.first for r in requests],
                                 [r.last for r in requests], capacity, SEARCH_ORDERS, nodes)
 
 
