@@ -39,11 +39,14 @@ class ModelIndex:
     """An ONNX model's graph with the look-ups the rewrites share (rebuilt by each pass); not the
     partitioner's ``graph.Graph``."""
 
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: onnx.ModelProto, shapes: Optional[dict[str, list[int]]] = None):
+        """``shapes``: the index's before a rewrite that added constants (through add_constant, which
+        records theirs) and removed or rewired nodes, and so changed no tensor's shape: reading them
+        again from the model is most of the index's time."""
         self.model = model
         self.g = model.graph
         self.inits = {t.name: t for t in self.g.initializer}
-        self.shapes = tensor_shapes(model)
+        self.shapes = tensor_shapes(model) if shapes is None else shapes
         self.outputs = {o.name for o in self.g.output}
         self.inputs = {i.name for i in self.g.input}
         self.consumers: dict[str, list[onnx.NodeProto]] = {}
@@ -71,6 +74,7 @@ class ModelIndex:
         tensor = numpy_helper.from_array(value, unique)
         self.g.initializer.append(tensor)
         self.inits[unique] = tensor
+        self.shapes[unique] = list(tensor.dims)
         return unique
 
     def sole_consumer(self, tensor: str) -> Optional[onnx.NodeProto]:
@@ -352,7 +356,7 @@ def fold_batchnorm(model: onnx.ModelProto) -> bool:
             continue
         layer.output[0] = bn.output[0]
         graph.remove(bn)
-        graph = ModelIndex(model)
+        graph = ModelIndex(model, graph.shapes)
         changed = True
     return changed
 
