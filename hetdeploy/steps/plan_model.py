@@ -769,14 +769,21 @@ def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int
     window = {g: max(units.engine_window(whole[k], width[g]) for k in g) for g in groups}
 
     def sizes(group: tuple[int, ...], allowance: Optional[dict[str, int]] = None) -> list[units.EngineSize]:
-        return units.engine_sizes_for(device, width[group], [whole[k] for k in group], allowance)
+        return units.engine_sizes_for(device, width[group], [whole[k] for k in group], allowance,
+                                      lambda size: cycles(group, size))
 
     def resources(group: tuple[int, ...], size: units.EngineSize) -> dict[str, int]:
         return units.engine_resources(window[group], width[group], size,
                                       any(units.depthwise_on_engine(whole[k]) for k in group))
 
+    counted: dict[tuple[tuple[int, ...], units.EngineSize], int] = {}
+
     def cycles(group: tuple[int, ...], size: units.EngineSize) -> int:
-        return units.engine_cycles_of(device, width[group], [whole[k] for k in group], size)
+        """The group's units' cycles on an engine of ``size``, each pair counted once: the sizes of every share
+        of the allowance are sorted by them, many sizes alike."""
+        if (group, size) not in counted:
+            counted[group, size] = units.engine_cycles_of(device, width[group], [whole[k] for k in group], size)
+        return counted[group, size]
 
     first, *others = sorted(groups, key=macs.get, reverse=True)
     rest = sum(macs[group] for group in others) or 1

@@ -477,11 +477,12 @@ def engine_holds(device: Device, window: int, width: int) -> bool:
 
 
 def engine_sizes_for(device: Device, width: int, shapes: Sequence[Shape],
-                     allowance: Optional[Mapping[str, int]] = None) -> list[EngineSize]:
+                     allowance: Optional[Mapping[str, int]] = None,
+                     cycles: Optional[Callable[[EngineSize], int]] = None) -> list[EngineSize]:
     """The engine sizes the folding tries on ``device`` for units of ``shapes`` at ``width`` bits (``engine_sizes``
     in ``allowance``, by default its share of the FPGA, for their largest window), the fewest cycles of theirs first
-    (``engine_cycles_of``): more lanes share each value read, more values a lane load its weights in fewer
-    cycles, two pixels at once share each weight read."""
+    (``engine_cycles_of``, or ``cycles``, the caller's memo of it): more lanes share each value read, more values a
+    lane load its weights in fewer cycles, two pixels at once share each weight read."""
     window = max(engine_window(s, width) for s in shapes)
     allowance = dict(allowance or engine_allowance(device))
     if device.engine_size is not None:  # its lanes and values pinned; two pixels at once too where the DSPs allow
@@ -491,7 +492,8 @@ def engine_sizes_for(device: Device, width: int, shapes: Sequence[Shape],
     else:
         sizes = engine_sizes(width, allowance, window, *engine_port(device))
     # (of two sizes as fast, the one of a pixel at once: fewer DSPs)
-    return sorted(sizes, key=lambda size: (engine_cycles_of(device, width, shapes, size), size.pixels))
+    cycles = cycles or (lambda size: engine_cycles_of(device, width, shapes, size))
+    return sorted(sizes, key=lambda size: (cycles(size), size.pixels))
 
 
 class PinnedEngineRefused(UserError):
