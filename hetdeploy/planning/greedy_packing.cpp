@@ -26,11 +26,11 @@ struct Score {
 
 class Greedy {
  public:
-  Greedy(int n, const int64_t* sizes, const int64_t* firsts, const int64_t* lasts, int pools,
+  Greedy(int64_t n, const int64_t* sizes, const int64_t* firsts, const int64_t* lasts, int pools,
          const int64_t* capacities, int last_resort)
-      : n_(n), sizes_(sizes), firsts_(firsts), lasts_(lasts), capacities_(capacities, capacities + pools),
+      : sizes_(sizes), firsts_(firsts), lasts_(lasts), capacities_(capacities, capacities + pools),
         last_resort_(last_resort), pool_(n), offset_(n) {
-    for (int i = 0; i < n; i++) steps_ = std::max<int64_t>(steps_, lasts[i] + 1);
+    for (int64_t i = 0; i < n; i++) steps_ = std::max<int64_t>(steps_, lasts[i] + 1);
   }
 
   // Greedy in ``order``; false when its score passes ``give_up_past`` in its first part (then pool() and
@@ -74,7 +74,6 @@ class Greedy {
   const std::vector<int64_t>& offset() const { return offset_; }
 
  private:
-  const int n_;
   const int64_t *sizes_, *firsts_, *lasts_;
   const std::vector<int64_t> capacities_;
   const int last_resort_;
@@ -94,7 +93,7 @@ extern "C" void hetdeploy_greedy_climb(int64_t n, const int64_t* sizes, const in
                                        int64_t pools, const int64_t* capacities, int64_t last_resort,
                                        const int64_t* order, int64_t tries, const int64_t* pairs, int64_t goal_beyond,
                                        int64_t goal_last_resort, int64_t* pool, int64_t* offset, int64_t* score) {
-  Greedy greedy(static_cast<int>(n), sizes, firsts, lasts, static_cast<int>(pools), capacities,
+  Greedy greedy(n, sizes, firsts, lasts, static_cast<int>(pools), capacities,
                 static_cast<int>(last_resort));
   std::vector<int64_t> best_order(order, order + n);
   greedy.Run(best_order, INT64_MAX);

@@ -229,7 +229,7 @@ def fit(requests: Sequence[Request], capacity: int, nodes: int = SEARCH_NODES) -
     if lower_bound(requests) > capacity:  # also covers a buffer larger than the capacity
         return None
     return packing.search([r.size for r in requests], [r.first for r in requests],
-                                [r.last for r in requests], capacity, SEARCH_ORDERS, nodes)
+                          [r.last for r in requests], capacity, SEARCH_ORDERS, nodes)
 
 
 # Seeded random topological orders the schedule also tries, at most this many and at most

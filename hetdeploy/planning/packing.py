@@ -3,7 +3,7 @@
 memory._greedy_search's).
 
 The library is kept in the cache folder (``cache.default_root()/native/``) under a key of the
-source and the compiler, compiled into a temporary file and renamed into place, so that two
+sources and the compiler, compiled into a temporary file and renamed into place, so that two
 processes compiling at once both end with a whole library.
 """
 
