@@ -49,18 +49,22 @@ class Graph:
     nodes: list[Node]  # in a topological order
     inputs: list[str]
     outputs: list[str]
-    # ``consumers`` as made from the first so many nodes: the cost loops ask it for every node, and a graph only
-    # ever grows (benchmarks' graphs.Builder appends to the list a Graph holds)
+    # ``consumers`` and ``producers`` as made from the first so many nodes: the cost loops ask them for every node,
+    # and a graph only ever grows (benchmarks' graphs.Builder appends to the list a Graph holds)
     _consumers: Optional[tuple[int, dict[str, list[int]]]] = field(default=None, init=False, repr=False,
                                                                    compare=False)
+    _producers: Optional[tuple[int, dict[str, int]]] = field(default=None, init=False, repr=False, compare=False)
 
     def node_index(self) -> dict[str, int]:
         """Node name -> its index."""
         return {n.name: i for i, n in enumerate(self.nodes)}
 
     def producers(self) -> dict[str, int]:
-        """Tensor name -> index of the node that writes it."""
-        return {t: i for i, n in enumerate(self.nodes) for t in n.outputs}
+        """Tensor name -> index of the node that writes it (the same dict each call while the nodes are as many:
+        not to be changed)."""
+        if self._producers is None or self._producers[0] != len(self.nodes):
+            self._producers = (len(self.nodes), {t: i for i, n in enumerate(self.nodes) for t in n.outputs})
+        return self._producers[1]
 
     def consumers(self) -> dict[str, list[int]]:
         """Tensor name -> indices of the nodes that read it (the same dict each call while the nodes are as many:
