@@ -21,9 +21,10 @@ emulated, against onnxruntime's outputs of the quantized model) like the float o
 own layers, at 3 x 32 x 32: ReLU6 ends its convolutions, a depthwise one among them, and a residual Add) and
 ``densenet_block.onnx`` (a convolution, then torchvision's DenseNet block of three layers and its transition at 3 x
 16 x 16: each layer's BatchNormalization and ReLU before its convolutions, the block's features concatenated anew
-before each layer) and ``vgg_head.onnx`` (torchvision's VGG of two convolutions at 3 x 28 x 28, its first Linear of
-4,704 inputs: ``VggHead``), each with its ``.npz`` (8 inputs ``x`` and PyTorch's outputs ``y``), with the TorchScript
-exporter at opset 17.
+before each layer), ``squeezenet_fires.onnx`` (torchvision's SqueezeNet 1.1's first five layers at 3 x 32 x 32: its
+stem, its pooling and two Fire modules, each concatenating its two expand convolutions) and ``vgg_head.onnx``
+(torchvision's VGG of two convolutions at 3 x 28 x 28, its first Linear of 4,704 inputs: ``VggHead``), each with its
+``.npz`` (8 inputs ``x`` and PyTorch's outputs ``y``), with the TorchScript exporter at opset 17.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def outputs(model, x: np.ndarray) -> np.ndarray:
 
 def export_blocks(folder: Path) -> None:
     import torch
+    import torchvision
     from torchvision.models.densenet import _DenseBlock, _Transition
     from torchvision.models.mobilenetv2 import InvertedResidual
     from torchvision.ops.misc import Conv2dNormActivation
@@ -116,6 +118,11 @@ def export_blocks(folder: Path) -> None:
     export(model, folder / "densenet_block.onnx", (1, 3, 16, 16), dynamo=False, opset=17)
     x = np.random.default_rng(0).standard_normal((8, 3, 16, 16)).astype(np.float32)
     np.savez(folder / "densenet_block.npz", x=x, y=outputs(model, x))
+    torch.manual_seed(0)
+    model = torchvision.models.squeezenet1_1(weights=None).features[:5].eval()
+    export(model, folder / "squeezenet_fires.onnx", (1, 3, 32, 32), dynamo=False, opset=17)
+    x = np.random.default_rng(0).standard_normal((8, 3, 32, 32)).astype(np.float32)
+    np.savez(folder / "squeezenet_fires.npz", x=x, y=outputs(model, x))
     torch.manual_seed(0)
     model = VggHead().eval()
     export(model, folder / "vgg_head.onnx", (1, 3, 28, 28), dynamo=False, opset=17)

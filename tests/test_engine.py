@@ -72,10 +72,10 @@ int main(int argc, char **argv) {
     std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
 }
 """
-# the engine_layer's fields (engine.layer_values: ints, the Clip's two codes, then the residual's three ints) and the
-# largest window of the layers below: one program of each engine the tests run serves all its calls, each call's
-# numbers read at run time
-LAYER_FIELDS, LARGEST_WINDOW = 26, 256
+# the engine_layer's fields (engine.layer_values: ints, the Clip's two codes, then the residual's three ints and the
+# output's pixel stride) and the largest window of the layers below: one program of each engine the tests run serves
+# all its calls, each call's numbers read at run time
+LAYER_FIELDS, LARGEST_WINDOW = 27, 256
 # a staged input begins this many words past the weights (whole reads of the port): not a read's first word where a
 # read is two
 STAGED_GAP = 1
@@ -128,7 +128,8 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
     its memories is DDR) and run on ``region`` (the layer's weights) and ``raw_in`` (its input's codes), ``staged``:
     the input in DDR, staged a row of output pixels at a time; else ``output_in_ddr``: the output there; where the
     layer adds a residual, ``raw_residual`` its codes (``ow`` bits), after the input in its memory: its output
-    codes (read back as signed) and what it counted, (cycles, weight words)."""
+    codes (read back as signed; where the layer writes into a wider buffer, ``out_stride``, that buffer's every
+    channel) and what it counted, (cycles, weight words)."""
     assert layer.dense or stored_window(layer, ww) <= LARGEST_WINDOW  # (a dense layer deeper: in chunks)
     source = raw_in.astype(f"<i{element_bytes(iw)}" if layer.in_signed else f"<u{element_bytes(iw)}").tobytes()
     source += bytes(-len(source) % ARENA_WORD_BYTES)
@@ -137,7 +138,7 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
         source += raw_residual.astype(f"<i{element_bytes(ow)}" if layer.residual_signed
                                       else f"<u{element_bytes(ow)}").tobytes()
         source += bytes(-len(source) % ARENA_WORD_BYTES)
-    outputs = layer.output[0] * layer.output[1] * layer.filters
+    outputs = layer.output[0] * layer.output[1] * (layer.out_stride or layer.filters)
     fields = layer_values(layer, ow)
     assert len(fields) == LAYER_FIELDS
     engine = dict(iw=iw, ow=ow, ww=ww, lanes=layer.lanes, uram_lanes=layer.uram_lanes, vector=layer.vector,
@@ -294,6 +295,37 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
         unclipped = reference(dataclasses.replace(layer, clip=None), raw_in, codes_w.reshape(weights.shape), codes_b,
                               ow)
         assert list(unclipped) != list(exact)
+
+
+@pytest.mark.parametrize("kind", ["3x3", "1x1 in pairs", "3x3 in pairs", "stem in pairs", "depthwise", "dense",
+                                  "dense in chunks"])
+@pytest.mark.parametrize("iw, vector, pixels, shared", [(16, 4, 2, True), (8, 8, 1, False)])
+def test_a_layer_writes_its_channels_into_a_wider_buffer_and_leaves_the_others(tmp_path, kind, iw, vector, pixels,
+                                                                                 shared):
+    """A layer whose output pixels lie ``out_stride`` elements apart (its channels a slice of a Concat's output,
+    which it writes in place: ``units.concats_in_place``) writes each pixel's channels there, the values of the
+    same layer run alone, and leaves the channels between them as they were (garbage here: every bit set), whether
+    its outputs fill whole words (the pairs' loops) or share them (9 filters: the word-at-a-time loop, which reads a
+    word it shares first), in the cycles it takes alone."""
+    from hetdeploy.planning.units import engine_layer_cycles
+
+    rng = np.random.default_rng(11)
+    base = EngineLayer(*LAYERS[kind], lanes=4, vector=vector, uram_lanes=2, groups=GROUPS.get(kind, 1), port_words=2,
+                       pixels=pixels, shared=shared, buffer_window=LARGEST_WINDOW)
+    spread = 0.02 if kind.endswith("in chunks") else 0.5
+    weights = rng.normal(0, spread, (base.filters, *base.kernel, base.channels // base.groups))
+    base, region = quantized(base, weights, rng.normal(0, 1, base.filters), iw, f"ap_fixed<{iw},3>",
+                             f"ap_fixed<{iw},6>")
+    raw_in = rng.integers(-(2 ** (iw - 1)), 2 ** (iw - 1), base.input[0] * base.input[1] * base.channels)
+    alone, (cycles_alone, _) = run_engine(tmp_path, base, region, raw_in, iw, iw, iw)
+    stride = base.filters + 2 * ARENA_WORD_BYTES // element_bytes(iw)  # two words of other channels a pixel
+    layer = dataclasses.replace(base, out_stride=stride)
+    got, (cycles, _) = run_engine(tmp_path, layer, region, raw_in, iw, iw, iw)
+    got = np.array(got).reshape(-1, stride)
+    assert got[:, :base.filters].reshape(-1).tolist() == alone
+    assert (got[:, base.filters:] == -1).all()
+    assert len(set(alone)) > 3
+    assert cycles == cycles_alone == engine_layer_cycles(base, iw, False)
 
 
 @pytest.mark.parametrize("pixels", [1, 2])
@@ -501,6 +533,7 @@ int main(int argc, char **argv) {
         g.in_fraction = g.weight_fraction = g.out_fraction = g.residual_fraction = 8;
         g.in_signed = g.out_signed = g.relu = g.residual_signed = 1;
         g.clip_low = -(1LL << 62), g.clip_high = 1LL << 62;
+        g.out_stride = g.out_c;
         // a window walked along its rows (one group, columns one apart, channels no whole word): rows padded
         const bool rows = g.groups == 1 && g.d_w == 1 && g.in_c %% 4 != 0;
         const int window = rows ? g.k_h * ((g.k_w * g.in_c + 3) / 4 * 4) : g.k_h * g.k_w * g.in_c / g.groups;

@@ -839,6 +839,38 @@ def test_torchvisions_densenet_block_runs_one_concat_a_layer_on_the_fpga_and_giv
 
 
 @pytest.mark.slow
+def test_squeezenets_expands_write_into_their_concats_in_place_and_the_build_gives_pytorchs_outputs(tmp_path):
+    """torchvision's SqueezeNet 1.1's first five layers (its stem, its pooling and two Fire modules, as
+    torch.onnx.export writes them: benchmarks/torchvision_models.py --export) built for the KV260: the expand
+    convolutions on the engine write their outputs straight into their channels of their Fire's Concat
+    (units.concats_in_place: their engine layers' out_stride the Concat's 128 channels), so that the top moves only
+    the inputs other units wrote (one concat_slice each), none where every input was written in place (the second
+    Fire's, the model's output: a Concat of no cycles). Every unit within tolerance of onnxruntime on its own, and the
+    pipeline's outputs within 0.1 % of PyTorch's own on its 8 exported samples, which the build neither sized nor
+    verified on."""
+    from hetdeploy.commands.api import Pipeline
+
+    data = Path(__file__).parent / "data" / "torch"
+    plan = build(BuildOptions(model=data / "squeezenet_fires.onnx", board="kv260", out_dir=tmp_path / "out"),
+                 progress=lambda m: None)
+    (sub,) = plan.subfunctions
+    assert sub.kind == "fpga" and sub.verification.passed
+    assert all(u.verification.passed for u in sub.execution_units)
+    concats = [u for u in sub.execution_units if u.pe == "concat"]
+    assert len(concats) == 2 and concats[-1].outputs == ["y"]
+    assert concats[-1].in_place == concats[-1].inputs and concats[-1].estimate["latency_cycles"] == 0
+    written = {x for u in concats for x in u.in_place}
+    assert written > set(concats[-1].inputs)
+    assert all(u.engine.out_stride == 128 for u in sub.execution_units if u.outputs[0] in written)
+    top = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_top.cpp").read_text()
+    moved = sum(x not in written for u in concats for x in u.inputs)
+    assert top.split("#ifndef __SYNTHESIS__")[0].count("concat_slice") == moved
+    samples = np.load(data / "squeezenet_fires.npz")
+    (got,) = Pipeline(tmp_path / "out").predict(samples["x"])
+    assert np.isfinite(got).all() and np.max(np.abs(got - samples["y"])) <= 1e-3 * np.max(np.abs(samples["y"]))
+
+
+@pytest.mark.slow
 def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_outputs(tmp_path):
     """MobileNetV2's stem and two inverted residual blocks, torchvision's layers as torch.onnx.export writes them
     (benchmarks/torchvision_models.py --export): ReLU6 is a Clip(0, 6) after each BatchNormalization. The stem, a

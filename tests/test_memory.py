@@ -420,6 +420,47 @@ def test_engine_inputs_in_ddr_are_staged_or_copied_on_chip_and_charged_their_cyc
                                                       + output_cycles / (fpga.clock_mhz * 1e6))
 
 
+def test_a_concats_inputs_written_in_place_lie_in_its_output_and_no_other_buffer_does():
+    """The model zoo's SqueezeNet planned for the KV260 at 8 bits: its Fire modules' expand convolutions on the engine
+    write their outputs straight into their channels of the Fire's Concat (units.concats_in_place). Each such
+    input's buffer is a view of the Concat's output (its memory, its offset the output's plus its first channel's
+    bytes, the output's steps); the output is live from the first step that writes it, and no other buffer's bytes
+    lie in it while it is; a Concat whose inputs are all written in place takes no cycles."""
+    import onnx as onnx_package
+
+    from hetdeploy.planning.config import BuildOptions
+    from hetdeploy.steps.build import plan_stages
+
+    model = Path(onnx_package.__file__).parent / "backend" / "test" / "data" / "light" / "light_squeezenet.onnx"
+    loaded, _, plan = plan_stages(BuildOptions(model=model, board="kv260", out_dir=Path("."), policy="latency",
+                                               width=8), lambda kind, what: None)
+    (sub,) = [s for s in plan.subfunctions if s.memory is not None]
+    shapes = loaded.tensor_shapes()
+    where = {b.tensor: b for b in sub.memory.buffers}
+    step = {t: k for k, u in enumerate(sub.execution_units) for t in u.outputs}
+    concats = [u for u in sub.execution_units if u.in_place]
+    assert len(concats) >= 7 and sum(len(u.in_place) == 2 for u in concats) >= 6
+    for unit in concats:
+        (y,) = unit.outputs
+        output = where[y]
+        assert output.first == min(step[x] for x in unit.in_place) and not output.view_of
+        first = 0
+        for x in unit.inputs:
+            if x in unit.in_place:
+                view = where[x]
+                assert (view.view_of, view.memory, view.offset, view.first, view.last) == (
+                    y, output.memory, output.offset + first, output.first, output.last)
+                writer = next(u for u in sub.execution_units if u.outputs == [x])
+                assert writer.engine.out_stride == shapes[y][1] and not writer.engine.residual
+            first += shapes[x][1]  # a channel a byte at 8 bits
+        if len(unit.in_place) == len(unit.inputs):
+            assert unit.estimate["latency_cycles"] == 0
+    placed = [b for b in sub.memory.buffers if not b.view_of]
+    for a, b in itertools.combinations(placed, 2):
+        if a.memory == b.memory and a.first <= b.last and b.first <= a.last:
+            assert a.offset + a.size <= b.offset or b.offset + b.size <= a.offset, (a, b)
+
+
 def test_an_engine_units_reads_of_ddr_are_its_loops_cycles_not_bytes_besides():
     """memory._ddr_reads: an engine unit's loops move the words it reads a cycle each (an input in DDR staged or
     copied: the staging's or the copy's cycles; the residual map it adds: a word read beside each output word),

@@ -180,6 +180,55 @@ def test_a_chain_of_the_tops_concats_is_one_unit_that_moves_each_tensor_once():
                 if u.pe == "concat"]) == 2  # the first part's output read outside: the other two joined
 
 
+def test_engine_units_write_a_concats_inputs_in_place_where_nothing_else_reads_them():
+    """units.concats_in_place: an input of a Concat of the top's that an engine unit writes is written straight into
+    its channels of the output (the unit's out_stride the output's channels; the Concat's in_place), and the
+    Concat's cycles are those of moving the others; not an input another node reads too, one the build may not type
+    (a pinned unit's), one whose unit adds a residual or is not on the engine or is of another precision, nor one
+    whose channels (or first channel) are no whole words at every width."""
+    from hetdeploy.core.plan import EngineLayer, ExecutionUnit, Subfunction
+    from hetdeploy.planning.units import concats_in_place
+
+    fpga = load_board("kv260").device("fpga")
+
+    def planned(channels, read_elsewhere=(), untyped=(), residual=(), hls=(), wider=()):
+        """A Concat of one convolution per entry of ``channels``, each a unit of its own on the engine (``hls``:
+        not), the Concat one of the top's: its in_place, each convolution's out_stride, its cycles."""
+        b = graphs.Builder([1, 8, 6, 6])
+        features = [b.conv("input", c, 1) for c in channels]
+        y = b.concat(features)
+        for k in read_elsewhere:
+            b.unary("Relu", features[k])
+        graph = b.graph(y)
+        units = []
+        for k, node in enumerate(graph.nodes[:len(channels)]):
+            layer = EngineLayer(8, [6, 6], channels[k], [6, 6], [1, 1], [1, 1], [0, 0], [1, 1], False, lanes=8,
+                                residual=k in residual)
+            units.append(ExecutionUnit(f"u{k}", [node.name], "engine_conv", 1, "Engine",
+                                       "ap_fixed<16,6>" if k in wider else "ap_fixed<8,6>", {"latency_cycles": 10},
+                                       inputs=["input"], outputs=node.outputs,
+                                       engine=None if k in hls else layer))
+        concat = ExecutionUnit("c", [graph.nodes[len(channels)].name], "concat", 1, "Latency", "ap_fixed<8,6>",
+                               {"latency_cycles": 36 * sum(channels) // 8, "compute_cycles": 36 * sum(channels) // 8},
+                               inputs=features, outputs=[y])
+        sub = Subfunction("sf0_fpga", "fpga", "fpga", [n.name for n in graph.nodes], ["input"], [y],
+                          execution_units=units + [concat])
+        concats_in_place(graph, sub, fpga, {u.name for u in units if int(u.name[1:]) not in untyped})
+        return ([features.index(t) for t in concat.in_place], [u.engine and u.engine.out_stride for u in units],
+                concat.estimate["latency_cycles"])
+
+    assert planned([16, 8]) == ([0, 1], [24, 24], 0)
+    assert planned([16, 8, 16, 8]) == ([0, 1, 2, 3], [48] * 4, 0)  # a chain of four: one unit
+    assert planned([16, 8], read_elsewhere=[1]) == ([0], [24, 0], 36 * 8 // 8)  # the other's words moved
+    assert planned([4, 4, 16]) == ([2], [0, 0, 24], 36 * 8 // 8)  # 4 channels: no whole word at 8 bits
+    assert planned([16, 4]) == ([], [0, 0], 36 * 20 // 8)  # an output of 20 channels
+    assert planned([4, 8, 12]) == ([], [0, 0, 0], 36 * 24 // 8)  # 8 channels from the fifth on: none a word's first
+    assert planned([16, 8], untyped=[0]) == ([1], [0, 24], 36 * 16 // 8)
+    assert planned([16, 8], residual=[1]) == ([0], [24, 0], 36 * 8 // 8)
+    assert planned([16, 8], hls=[0]) == ([1], [None, 24], 36 * 16 // 8)
+    assert planned([16, 8], wider=[0]) == ([1], [0, 24], 36 * 16 // 8)
+
+
 def test_a_tensor_read_elsewhere_is_not_fused_away():
     graph = conv_stack(1)
     conv_out = graph.nodes[0].outputs[0]

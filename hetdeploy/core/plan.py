@@ -415,6 +415,9 @@ class EngineLayer:
     residual: bool = False
     residual_fraction: int = 0
     residual_signed: bool = True
+    # where it writes its output straight into its channels of a Concat's (``units.concats_in_place``): that output's
+    # channels, the elements from one of its pixels to the next there; 0: its own filters
+    out_stride: int = 0
 
     @property
     def dense(self) -> bool:
@@ -521,9 +524,14 @@ class ExecutionUnit:
     local_response: Optional[LocalResponse] = None  # an LRN the top computes: its attributes
     quantizer: Optional[Quantizer] = None  # a Quant the top computes: its parameters
     band: Optional[Band] = None  # run band by band, through two band buffers (``band_buffers``)
+    # a Concat the top runs: its inputs whose engine units write them into its output's channels themselves
+    # (``units.concats_in_place``); it moves only the others
+    in_place: list[str] = field(default_factory=list)
     engine: Optional[EngineLayer] = None  # run on the subfunction's engine (strategy "engine")
     verification: Optional[Verification] = None
-    rate_per_s: float = 0.0  # samples a second it sustains on its own: the FPGA's clock over its cycles a sample
+    # samples a second it sustains on its own: the FPGA's clock over its cycles a sample (0: it runs no loop, a Concat
+    # whose inputs their units wrote in place)
+    rate_per_s: float = 0.0
     open_synthesis: Optional[OpenSynthesis] = None  # build --open-synth's
 
     @property
@@ -561,6 +569,10 @@ class Buffer:
     # (``<subfunction>.staging``, resident over every step); or "copy": the on-chip copy of such an input, live over
     # its unit's step (``<unit>.copy``)
     kind: str = "activation"
+    # an input of a Concat its engine unit writes in place (``ExecutionUnit.in_place``): the Concat's output, whose
+    # buffer holds its values, its channels a slice of each pixel's (offset: its first channel's in the first pixel;
+    # first and last: the output's)
+    view_of: str = ""
 
 
 @dataclass

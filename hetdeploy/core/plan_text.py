@@ -113,8 +113,8 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
                      f"{'buffers':>8} {'DDR':>8} {'samples/s':>11}")
         # io: hls4ml's IOType without its prefix; tables: entries of each lookup table (none: blank)
         rows = [(u.name, u.pe, len(u.nodes), u.reuse_factor, u.strategy, u.io_type.removeprefix("io_"),
-                 u.table_size or "", "DDR" if u.weights_in_ddr else "on chip", u.estimate, f"{u.rate_per_s:,.0f}")
-                for u in sub.execution_units]
+                 u.table_size or "", "DDR" if u.weights_in_ddr else "on chip", u.estimate,
+                 f"{u.rate_per_s:,.0f}" if u.rate_per_s else "-") for u in sub.execution_units]
         rows += [("total", "", "", "", "", "", "", "", sub.resources, ""),
                  ("budget", "", "", "", "", "", "", "", sub.budget, "")]
         parts = {u.name: u.listed_parts() for u in sub.execution_units}

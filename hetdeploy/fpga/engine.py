@@ -57,7 +57,8 @@ def _bound(value: Optional[float]) -> Optional[float]:
 def layer_values(layer: EngineLayer, out_width: int) -> list[int]:
     """The unit's engine_layer as engine.h's struct takes it, its fields in order: the Clip's bounds as output codes
     (each rounded as the engine rounds its outputs, to the nearest with ties up, so that clamping the rounded
-    output to them is rounding the clamped value), else the output type's own range; then its residual's."""
+    output to them is rounding the clamped value), else the output type's own range; then its residual's, and the
+    elements from one output pixel to the next in its target."""
     least, most = (-(2 ** (out_width - 1)), 2 ** (out_width - 1) - 1) if layer.out_signed else (0, 2 ** out_width - 1)
     low, high = layer.clip or (None, None)
     codes = [least if low is None else max(least, min(most, math.floor(low * 2.0 ** layer.out_fraction + 0.5))),
@@ -65,7 +66,7 @@ def layer_values(layer: EngineLayer, out_width: int) -> list[int]:
     return [layer.channels, *layer.input, layer.filters, *layer.output, *layer.kernel, *layer.strides, *layer.pads,
             *layer.dilations, layer.in_fraction, int(layer.in_signed), layer.weight_fraction, layer.out_fraction,
             int(layer.out_signed), int(layer.relu), layer.groups, *codes, int(layer.residual), layer.residual_fraction,
-            int(layer.residual_signed)]
+            int(layer.residual_signed), layer.out_stride or layer.filters]
 
 
 def affine(model: onnx.ModelProto) -> tuple[np.ndarray, np.ndarray]:

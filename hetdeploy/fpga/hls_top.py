@@ -202,10 +202,11 @@ def _write_sequential_top(source: SubfunctionSource, project_dir: Path, buffers:
         return at(buffers[tensor])
 
     body = [_sample_in(p, k, types, at_tensor(p.tensor)) for k, p in enumerate(source.inputs)]
+    in_place = frozenset(t for u in source.units for t in u.in_place)
     for step, unit in enumerate(source.units):
         body.append(line("step_comment", step=step, unit=unit.name, pe=unit.pe, nodes=_comment(unit.nodes)))
         body.append(top_kind(unit).run(unit, Buffers(at_tensor, types, source.shapes, ports_of[unit.name],
-                                                     engines.get(unit.name))))
+                                                     engines.get(unit.name), in_place)))
     body += [_sample_out(p, k, types, at_tensor(p.tensor)) for k, p in enumerate(source.outputs)]
     body = [textwrap.indent(statements, "    ") for statements in body]  # inside the samples loop
 
@@ -314,6 +315,7 @@ class EngineCall:
     bundles: int = 1  # the engines' weights ports (bundles), PORT / bundles DDR words a read each
     residual: tuple[int, int] = (-1, 0)
     shared: bool = False  # its pairs' windows shared among the tiles it holds (engine.h's SHARED)
+    alone: bool = False  # the unit checked alone, on buffers of its own (engine.h's engine_alone)
 
 
 def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buffer],
@@ -481,7 +483,7 @@ def _unit_entry(unit: ExecutionUnit, types: dict[str, str], shapes: dict[str, li
         scratch = tuple(f"{names[t]}_words" for t in dict.fromkeys([unit.inputs[0], unit.outputs[0]] + unit.inputs))
         engine = dataclasses.replace(engine, memories=scratch, source=(0, 0), target=(1, 0), staging=(-1, 0),
                                      copy=None, residual=(-1 if unit.residual is None else
-                                                          0 if unit.residual == unit.inputs[0] else 2, 0))
+                                                          0 if unit.residual == unit.inputs[0] else 2, 0), alone=True)
         engine = dataclasses.replace(engine, function=_engine_template(engine), memories=_engine_memories(scratch))
     lines.append(top_kind(unit).run(unit, Buffers(lambda t: f"{names[t]}_words", types, shapes, weights, engine)))
     lines += [line("to_float", type=types[t], source=f"{names[t]}_words", target=names[t], values=values_of(shapes[t]))

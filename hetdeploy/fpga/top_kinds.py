@@ -31,8 +31,8 @@ from ..core.plan import ExecutionUnit, LocalResponse as LocalResponseAttributes,
     Window as WindowGeometry
 from ..core.precision import CppFixed, quantizer_codes, weight_fixed
 from ..intake.ort_adapter import OrtModel
-from ..planning.units import ENGINE_PORT_MAX_BUNDLES, XNOR_POPCOUNT, arena_words, token_interval as schedule_interval, \
-    tokens_of, word_values
+from ..planning.units import ENGINE_PORT_MAX_BUNDLES, XNOR_POPCOUNT, arena_words, concat_channels, \
+    token_interval as schedule_interval, tokens_of, word_values
 from ..planning.units.costs import window_rows
 from ..planning.units.relayout import RelayoutSteps, index_of, relayout_steps
 from .engine import affine as engine_affine, layer_values as engine_layer_values, quantized as engine_quantized, \
@@ -56,6 +56,9 @@ class Buffers:
     shapes: dict[str, list[int]]
     weights: list[WeightPort]
     engine: Optional["EngineCall"] = None
+    # the tensors their engine units wrote into a Concat's output already (the top's: ``ExecutionUnit.in_place``;
+    # none where a unit is checked alone, on buffers of its own)
+    in_place: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -221,9 +224,11 @@ class Engine(TopKind):
                                  reads=(end - 1) // read - first // read + 1)
         places = {name: ", ".join(map(str, place)) for name, place in (
             ("source", call.source), ("target", call.target), ("staging", call.staging), ("residual", call.residual))}
+        # (a unit checked alone writes its output pixels its own channels apart, into a buffer of its own)
+        layer = self.statement("alone", unit=unit.name) if call.alone else f"{unit.name}_layer"
         return before + self.line("run_engine", name=call.function, memories=", ".join(call.memories), **places,
                                   region=ENGINE_PORT, weights=", ".join(engine_weights_pointers(call.weights_reads)),
-                                  unit=unit.name)
+                                  layer=layer)
 
     def declaration(self, unit: ExecutionUnit, out_bits: int) -> str:
         """``<unit>_layer``, the C++ constant of the unit's layer (engine.h's engine_layer) for its ``out_bits``-bit
@@ -378,13 +383,15 @@ class Concat(_Computed):
         return bool(unit.elementwise) and set(unit.elementwise) == {"Concat"}
 
     def run(self, unit, buffers):
-        if len(unit.elementwise) == 1:
+        """Its inputs moved into their channels of the output, but those their engine units wrote there already."""
+        if len(unit.elementwise) == 1 and not buffers.in_place & set(unit.inputs):
             return super().run(unit, buffers)
         (y,), at, types, shapes = unit.outputs, buffers.at, buffers.types, buffers.shapes
-        firsts = np.cumsum([0] + [shapes[x][1] for x in unit.inputs])
         return "".join(self.line("concat_slice", in_type=types[x], type=types[y], source=at(x), target=at(y),
-                                 pixels=values_of(shapes[y][2:]), in_channels=shapes[x][1], first=int(first),
-                                 channels=shapes[y][1]) for x, first in zip(unit.inputs, firsts))
+                                 pixels=values_of(shapes[y][2:]), in_channels=shapes[x][1], first=first,
+                                 channels=shapes[y][1])
+                       for x, first in concat_channels(unit, shapes) if x not in buffers.in_place) or \
+            self.line("concat_in_place")
 
     def values(self, unit, buffers):
         (a, b), (y,), at, types, shapes = (unit.inputs * 2)[:2], unit.outputs, buffers.at, buffers.types, \

@@ -121,7 +121,17 @@ struct engine_layer {
     // a residual map added to the sums before the ReLU (an Add fused after the layer: a buffer of the output's shape
     // and width, the call's ``residual``), its binary point and signedness; residual 0: none
     int residual, residual_fraction, residual_signed;
+    // the elements from one output pixel to the next in the target buffer: out_c, or, where the layer writes its
+    // channels into a Concat's output in place, that output's channels (the target the first of its slice; never
+    // a layer that adds a residual, whose words it reads where it writes its own)
+    int out_stride;
 };
+
+// A layer as it runs on buffers of its own (a unit checked alone): its output pixels its own channels apart
+inline engine_layer engine_alone(engine_layer g) {
+    g.out_stride = g.out_c;
+    return g;
+}
 
 // A layer's output stage: its sums and its residual's values shifted up to one binary point (the finer of the two),
 // then rounded by ``shift`` to the output's, and saturated to [least, most]
@@ -263,11 +273,11 @@ struct engine_pixel {
         x = 0;
         row0 = row * g.s_h - g.pad_top;
         column0 = -g.pad_left;
-        out_first = first + row * g.out_w * g.out_c;
+        out_first = first + row * g.out_w * g.out_stride;
     }
 
     void next(const engine_layer &g) {
-        out_first += g.out_c;
+        out_first += g.out_stride;
         column0 += g.s_w;
         if (++x == g.out_w) {
             x = 0;

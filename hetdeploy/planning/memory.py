@@ -89,7 +89,7 @@ class Placement(NamedTuple):  # a tuple: built once per buffer, on the planner's
 def lifetimes(steps: Sequence[tuple[Sequence[str], Sequence[str]]], inputs: Sequence[str],
               outputs: Sequence[str]) -> list[Lifetime]:
     """``steps``: per schedule step, the tensors its unit reads and writes. Buffers in the order
-    they are first written (inputs first)."""
+    they are first written (inputs first), each live from its first write to its last read."""
     end = len(steps) - 1
     first: dict[str, int] = {t: 0 for t in inputs}
     last: dict[str, int] = {t: 0 for t in inputs}
@@ -98,8 +98,9 @@ def lifetimes(steps: Sequence[tuple[Sequence[str], Sequence[str]]], inputs: Sequ
             if t not in first:
                 raise ValueError(f"step {step} reads '{t}' before any step writes it")
             last[t] = step
-        for t in writes:
-            first[t], last[t] = step, step
+        for t in writes:  # (a Concat's output written in place is written by several: live from the first)
+            first.setdefault(t, step)
+            last[t] = step
     for t in outputs:
         last[t] = end
     return [Lifetime(t, first[t], last[t]) for t in first]
@@ -344,7 +345,12 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                 order = schedule(steps, sizes, sub.inputs, sub.outputs)
                 sub.execution_units = [sub.execution_units[k] for k in order]
                 steps = [steps[k] for k in order]
-            lives = lifetimes(steps, sub.inputs, sub.outputs)
+            # a Concat's inputs its engine units write in place lie in its output's buffer (``Buffer.view_of``): the
+            # output live from the first of those writes on, the inputs no buffers of their own
+            views = {x: (u.outputs[0], first) for u in sub.execution_units
+                     for x, first in units.concat_channels(u, shapes) if x in u.in_place}
+            lives = lifetimes([([views.get(t, (t,))[0] for t in reads], [views.get(t, (t,))[0] for t in writes])
+                               for reads, writes in steps], sub.inputs, sub.outputs)
             requests = [Request(sizes[b.tensor], b.first, b.last) for b in lives]
             footprints = {s: footprint(requests, place(requests, s), "bram")
                           for s in STRATEGIES}
@@ -380,6 +386,7 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
             # start: the input's first word there), or the top's copy of it (a word a cycle): their cycles, not its
             # bytes
             memory_of = {b.tensor: p for b, p in zip(lives, placements)}
+            memory_of |= {x: memory_of[o] for x, (o, _) in views.items()}
             staged_cycles = sum(units.engine_staging_cycles(
                 u.engine, 8 * element_bytes_of(u.inputs[0]),
                 (weights_end + memory_of[u.inputs[0]].offset) // units.ARENA_WORD_BYTES)
@@ -391,14 +398,22 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                                     if u.engine is not None and u.outputs[0] in memory_of
                                     and memory_of[u.outputs[0]].memory == "ddr")
             # each buffer in DDR written once (but by an engine unit, whose loops write its words: its cycles and
-            # ddr_output_cycles) and read by each of its readers (_ddr_reads)
+            # ddr_output_cycles; a Concat's output only where its inputs are not written in place) and read by each
+            # of its readers (_ddr_reads)
             engine_written = {u.outputs[0] for u in sub.execution_units if u.engine is not None}
-            readers = {b.tensor: int(b.tensor not in engine_written) + sum(_ddr_reads(u, b.tensor)
-                                                                           for u in sub.execution_units)
-                       for b in lives}
+            moved = {u.outputs[0]: 1 - sum(shapes[x][1] for x in u.in_place) / shapes[u.outputs[0]][1]
+                     for u in sub.execution_units if u.in_place}
+            readers = {b.tensor: moved.get(b.tensor, int(b.tensor not in engine_written))
+                       + sum(_ddr_reads(u, b.tensor) for u in sub.execution_units) for b in lives}
             ddr_traffic = sum(r.size * readers[b.tensor]
                               for b, r, p in zip(lives, requests, placements) if p.memory == "ddr")
             staging_s = staged_cycles / (device.clock_mhz * 1e6)
+            activations = [Buffer(b.tensor, p.memory, p.offset + (weights_end if p.memory == "ddr" else 0), r.size,
+                                  b.first, b.last, f"ap_fixed<{width},6>")
+                           for b, r, p in zip(lives, requests, placements)]
+            of = {b.tensor: b for b in activations}
+            activations += [Buffer(x, of[o].memory, of[o].offset + first * element_bytes_of(x), sizes[x], of[o].first,
+                                   of[o].last, of[o].precision, view_of=o) for x, (o, first) in views.items()]
             sub.memory = MemoryPlan(
                 strategy=strategy, target_bytes=target, reserved_bytes=reserve,
                 reserved_used_bytes=used_in["reserved"], bram_bytes=used_in["bram"], uram_target_bytes=uram,
@@ -410,10 +425,7 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                 + ddr_output_cycles / (device.clock_mhz * 1e6),
                 engine_staging_s=staging_s,
                 ddr_weights_s=weight_traffic / device.memory.bandwidth_bytes_per_s, footprints=footprints,
-                buffers=weights + [Buffer(b.tensor, p.memory, p.offset + (weights_end if p.memory == "ddr" else 0),
-                                          r.size, b.first, b.last, f"ap_fixed<{width},6>")
-                                   for b, r, p in zip(lives, requests, placements)] + copy_buffers
-                + staging_buffers,
+                buffers=weights + activations + copy_buffers + staging_buffers,
                 batch_bytes=batch_bytes(sub, shapes, batch))
             target -= used_in["bram"]
             reserve -= used_in["reserved"]

@@ -181,7 +181,7 @@ def memory_figure(sub: Subfunction, memory: MemoryPlan) -> Figure:
         target_shown = "bram" in memories and memory.target_bytes <= 3 * used
         extent = 1.08 * max(used, memory.target_bytes if target_shown else 0)
         for key, b in enumerate(memory.buffers):
-            if b.memory not in memories:
+            if b.memory not in memories or b.view_of:  # (a view lies within the buffer it is of)
                 continue
             base = memory.target_bytes if b.memory == "reserved" else 0
             kind = "weights" if b.kind == "weights" else b.memory
@@ -241,7 +241,7 @@ def units_table(plan: Plan) -> str:
                          e.get("dsp"), e.get("bram18"), e.get("lut"), e.get("ff"),
                          *[e.get(k) if e.get(k) is not None else "-" for k in
                            ("latency_cycles", "compute_cycles", "buffer_cycles", "ddr_cycles")],
-                         f"{u.rate_per_s:,.0f}", _verdict(u.verification)])
+                         f"{u.rate_per_s:,.0f}" if u.rate_per_s else "-", _verdict(u.verification)])
             rows += [["", f"{u.name}: {part}", "", "", "", "", "", "", "",
                       *[used.get(k, 0) for k in RESOURCES], "", "", "", "", "", ""]
                      for part, used in u.listed_parts().items()]  # as the plan lists them
@@ -295,7 +295,8 @@ def open_synth_section(plan: Plan) -> list[str]:
 
 def buffers_table(memory: MemoryPlan) -> str:
     return _table(["key", "tensor", "memory", "offset (B)", "size (B)", "steps", "element type"],
-                  [[f"b{k}", b.tensor, b.memory, f"{b.offset:,}", f"{b.size:,}", f"{b.first}..{b.last}", b.precision]
+                  [[f"b{k}", b.tensor, f"{b.memory}, in {b.view_of}" if b.view_of else b.memory, f"{b.offset:,}",
+                    f"{b.size:,}", f"{b.first}..{b.last}", b.precision]
                    for k, b in enumerate(memory.buffers)], names=2)
 
 

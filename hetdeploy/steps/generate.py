@@ -20,6 +20,7 @@ from ..core.csim import compile_library
 from ..core.errors import ToolError, UserError, VerificationError, first_line, raised_in_hetdeploy
 from ..core.graph import Graph, Node
 from ..core.plan import Band, ExecutionUnit, HlsPort, HlsProject, Plan, PlanFormatError, Subfunction, UnitHls, from_dict
+from ..core.precision import CppFixed
 from ..core.progress import Progress, Reporter, stderr_progress
 from ..fpga.hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitIsACopy, UnitSettings, ap_types_headers, fixed_config,
                                    generate_unit)
@@ -132,7 +133,27 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
             cpp_types[band] = cpp_types[tensor]
         progress.detail(f"        {unit.name} ({_ops(unit, nodes)}): {top_kind(unit).how}, {unit.precision}")
         done()
+    _type_in_place(sub, config_types, cpp_types)
     return cpp_types
+
+
+def _type_in_place(sub: Subfunction, config_types: dict[str, str], cpp_types: dict[str, str]) -> None:
+    """Each Concat input its engine unit writes in place (``units.concats_in_place``) of the Concat's output's type,
+    which holds its values (sized on all the inputs' together): the unit's output binary point and signedness that
+    type's. Where the two differ in width (a unit widened since planning), the Concat moves the input after all."""
+    writers = {u.outputs[0]: u for u in sub.execution_units if u.engine is not None}
+    for unit in (u for u in sub.execution_units if u.in_place):
+        (output,) = unit.outputs
+        target = CppFixed.parse(cpp_types[output])
+        for tensor in list(unit.in_place):
+            writer = writers[tensor]
+            if CppFixed.parse(cpp_types[tensor]).width != target.width:
+                unit.in_place.remove(tensor)
+                writer.engine.out_stride = 0
+                continue
+            writer.engine = dataclasses.replace(writer.engine, out_fraction=target.fraction, out_signed=target.signed)
+            config_types[tensor], cpp_types[tensor] = config_types[output], cpp_types[output]
+            writer.precision = cpp_types[output]
 
 
 def _ops(unit: ExecutionUnit, nodes: dict[str, Node]) -> str:

@@ -381,7 +381,8 @@ def fpga_times(plan: Plan, board: Board, first: bool = True) -> None:
             continue
         clock_hz = board.device(sub.device).clock_mhz * 1e6
         for unit in sub.execution_units:
-            unit.rate_per_s = clock_hz / max(1, unit.estimate["latency_cycles"])
+            cycles = unit.estimate["latency_cycles"]
+            unit.rate_per_s = clock_hz / cycles if cycles else 0.0
         factors = plan.measured.fpga_nodes.get(sub.device, {}) if plan.measured is not None else {}
         ports = (sub.top.port_cycles if sub.top is not None else 0) / clock_hz
         compute = sum(u.estimate["latency_cycles"] * factors.get(u.nodes[0], 1.0)
@@ -579,6 +580,9 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     engine=engine_layer(main, loaded.graph.nodes[unit.nodes[-1]], shape.engine, shape.residual,
                                         units.engine_dense_groups(shape, width, units.ddr_bytes_per_cycle(device)))
                     if on_engine else None))
+            # (a unit whose output type --precision pins keeps it: it writes no Concat's output in place)
+            units.concats_in_place(loaded.graph, sub, device, {u.name for u in sub.execution_units
+                                                               if not set(u.nodes) & options.precisions.keys()})
             sub.resources = _unit_totals(sub)
             sub.budget = budget
         if not subs:

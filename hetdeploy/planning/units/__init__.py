@@ -93,6 +93,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import heapq
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
@@ -243,6 +244,46 @@ def _joined_concats(graph: Graph, units: list[Unit], outputs: Collection[str]) -
                 unit = Unit(unit.pe, chain.nodes + unit.nodes, tensors, unit.output, unit.engine)
         joined.append(unit)
     return joined
+
+
+def concat_channels(unit: ExecutionUnit, shapes: Mapping[str, list[int]]) -> list[tuple[str, int]]:
+    """A Concat unit's inputs (its tensors side by side, a chain's too: ``_joined_concats``) with the first of their
+    channels in its output."""
+    return list(zip(unit.inputs, itertools.accumulate((shapes[t][1] for t in unit.inputs), initial=0)))
+
+
+def concats_in_place(graph: Graph, sub: Subfunction, device: Device, typed: Collection[str]) -> None:
+    """Each Concat the top runs in ``sub`` (a chain of them too) whose inputs engine units write: each such unit
+    writes its output straight into its channels of the Concat's (the Concat's ``in_place``; the unit's engine layer's
+    ``out_stride`` the output's channels, the memory plan putting the input in the output's buffer, ``memory``), and
+    the top moves only the Concat's other inputs, its cycles theirs (none: it runs no loop). DenseNet's new features
+    beside a block's, SqueezeNet's and Inception's branches. An input is written in place where the Concat is all
+    that reads it (nothing else, the host neither, reads it in its own layout), once; its unit adds no residual (whose
+    words it reads where it writes its own) and is one whose output type the build sets (``typed``: its type becomes
+    the Concat's output's, which holds its values); and it, its first channel and the output are whole words a
+    pixel at any width (channels a multiple of ARENA_WORD_BYTES, as ``_joined_concats`` asks) at the Concat's
+    precision."""
+    index, consumers, shapes = graph.node_index(), graph.consumers(), _tensor_shapes(graph)
+    writers = {u.outputs[0]: u for u in sub.execution_units if u.engine is not None and u.name in typed}
+    for unit in sub.execution_units:
+        nodes = [index[n] for n in unit.nodes]
+        (output,) = unit.outputs
+        if device.pes[unit.pe].engine != "top" or any(graph.nodes[i].op != "Concat" or len(shapes[output]) < 2 or
+                                                       graph.nodes[i].attrs.get("axis", 0) % len(shapes[output]) != 1
+                                                       for i in nodes) \
+                or shapes[output][1] % ARENA_WORD_BYTES or len(set(unit.inputs)) < len(unit.inputs):
+            continue
+        for tensor, first in concat_channels(unit, shapes):
+            writer = writers.get(tensor)
+            if writer is not None and not writer.engine.residual and writer.precision == unit.precision and \
+                    tensor not in sub.outputs and set(consumers.get(tensor, ())) <= set(nodes) and \
+                    first % ARENA_WORD_BYTES == 0 and shapes[tensor][1] % ARENA_WORD_BYTES == 0:
+                unit.in_place.append(tensor)
+                writer.engine.out_stride = shapes[output][1]
+        if unit.in_place:  # its loops move the other inputs' words alone
+            moved = sum(shapes[t][1] for t in unit.inputs if t not in unit.in_place)
+            for key in ("latency_cycles", "compute_cycles"):
+                unit.estimate[key] = unit.estimate[key] * moved // shapes[output][1]
 
 
 def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str] = None,
