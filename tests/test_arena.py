@@ -385,37 +385,44 @@ AFFINE_PROGRAM = r"""
 typedef %(a)s a_t;
 typedef %(s)s s_t;
 typedef %(t)s t_t;
-static const int C = %(channels)d, N = %(n)d;
+static const int C = %(channels)d, N = %(n)d, STRIDE = %(stride)d, FIRST = %(first)d;
 
+// its input the channels FIRST .. FIRST + C - 1 of a buffer of STRIDE channels a pixel
 int main() {
-    static hetdeploy::word_t source[N], target[N];
-    static const double values[N] = {%(values)s};
+    static hetdeploy::word_t source[N / C * STRIDE], target[N];
+    static const double values[N / C * STRIDE] = {%(values)s};
     static const s_t scale[C] = {%(scale)s}, shift[C] = {%(shift)s};
-    hetdeploy::write_array<a_t>(source, values, N);
-    hetdeploy::affine<a_t, s_t, t_t>(source, target, scale, shift, C, N, %(relu)s);
+    hetdeploy::write_array<a_t>(source, values, N / C * STRIDE);
+    hetdeploy::affine<a_t, s_t, t_t>(source + FIRST / hetdeploy::lane<a_t>::per_word, target, scale, shift, C, N,
+                                     %(relu)s, STRIDE);
     for (int i = 0; i < N; i++) std::printf("%%.17g\n", hetdeploy::read<t_t>(target, i).to_double());
 }
 """
 
 
+@pytest.mark.parametrize("channels, stride, first", [(5, 5, 0), (8, 24, 8)], ids=["own buffer", "a slice"])
 @pytest.mark.parametrize("a, s, t, relu", [
     ("ap_fixed<16,4>", "ap_fixed<16,3,AP_RND,AP_SAT>", "ap_fixed<16,6,AP_RND,AP_SAT>", "false"),
     ("ap_ufixed<8,3>", "ap_fixed<12,5,AP_RND,AP_SAT>", "ap_fixed<8,3,AP_RND,AP_SAT>", "true"),  # saturates too
 ])
-def test_the_tops_batchnormalization_scales_and_shifts_each_channel(tmp_path, a, s, t, relu):
+def test_the_tops_batchnormalization_scales_and_shifts_each_channel(tmp_path, a, s, t, relu, channels, stride, first):
     """arena.h's affine (a BatchNormalization not folded into a layer before it, a ReLU after it fused): each
     value times its channel's scale plus its channel's shift (channels-last, 5 channels: not whole words), the
-    product and sum exact, then the ReLU, then the output type's rounding and saturation, bit for bit."""
+    product and sum exact, then the ReLU, then the output type's rounding and saturation, bit for bit; or, its input
+    a slice of a wider buffer (a Concat's output that holds it, DenseNet's block: 8 channels from the 9th of each
+    pixel of 24), the same of that slice's values alone."""
     from hetdeploy.core.precision import CppFixed
 
     rng = np.random.default_rng(11)
-    channels, pixels = 5, 9
+    pixels = 9
     fa, fs, ft = (CppFixed.parse(x) for x in (a, s, t))
-    values = fa.quantize(rng.normal(1, 2, channels * pixels))
+    held = fa.quantize(rng.normal(1, 2, (pixels, stride)))
+    values = held[:, first:first + channels].reshape(-1)
     scale, shift = fs.quantize(rng.normal(0, 1.5, channels)), fs.quantize(rng.normal(0, 2, channels))
     (tmp_path / "affine.cpp").write_text(AFFINE_PROGRAM % dict(
-        a=a, s=s, t=t, channels=channels, n=values.size, relu=relu, values=", ".join(map(repr, values.tolist())),
-        scale=", ".join(map(repr, scale.tolist())), shift=", ".join(map(repr, shift.tolist()))))
+        a=a, s=s, t=t, channels=channels, n=values.size, relu=relu, stride=stride, first=first,
+        values=", ".join(map(repr, held.reshape(-1).tolist())), scale=", ".join(map(repr, scale.tolist())),
+        shift=", ".join(map(repr, shift.tolist()))))
     binary = tmp_path / "affine"
     subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
                     str(tmp_path / "affine.cpp")], check=True, capture_output=True)

@@ -817,9 +817,11 @@ def test_torchvisions_densenet_block_runs_one_concat_a_layer_on_the_fpga_and_giv
     concatenates all the block's features anew before each layer: a Concat of one, two, three and four tensors. At
     intake the first is its one input and each other one Concat of the one before it and the newest feature (before,
     the Concat of one failed in hls4ml, and a Concat of k a chain of k - 1). Built for the KV260, every node on the
-    FPGA in one subfunction, each layer's BatchNormalization and ReLU on the top's scale and shift; the pipeline's
-    outputs within 0.1 % of PyTorch's own on its 8 exported samples, which the build neither sized nor verified
-    on."""
+    FPGA in one subfunction, each layer's BatchNormalization and ReLU on the top's scale and shift; each layer's
+    features so far lie in the block's last Concat's buffer (units.concats_in_place: a Concat's output written in
+    place into the next one's, which the scale and shift before the next layer read as a slice of it), so that a
+    Concat moves only the newest feature; the pipeline's outputs within 0.1 % of PyTorch's own on its 8 exported
+    samples, which the build neither sized nor verified on."""
     from hetdeploy.commands.api import Pipeline
     from hetdeploy.intake.model import load_model
 
@@ -833,6 +835,10 @@ def test_torchvisions_densenet_block_runs_one_concat_a_layer_on_the_fpga_and_giv
     (sub,) = plan.subfunctions
     assert sub.kind == "fpga" and len(sub.nodes) == len(graph.nodes) and sub.verification.passed
     assert [u.pe for u in sub.execution_units].count("affine") == 4
+    concats = [u for u in sub.execution_units if u.pe == "concat"]
+    assert all(u.inputs[0] in u.in_place for u in concats[1:])
+    views = {b.tensor: b.view_of for b in sub.memory.buffers if b.view_of}
+    assert all(views[u.outputs[0]] == concats[-1].outputs[0] for u in concats[:-1])
     samples = np.load(data / "densenet_block.npz")
     (got,) = Pipeline(tmp_path / "out").predict(samples["x"])
     assert np.isfinite(got).all() and np.max(np.abs(got - samples["y"])) <= 1e-3 * np.max(np.abs(samples["y"]))

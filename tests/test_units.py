@@ -228,6 +228,33 @@ def test_engine_units_write_a_concats_inputs_in_place_where_nothing_else_reads_t
     assert planned([16, 8], hls=[0]) == ([1], [None, 24], 36 * 16 // 8)
     assert planned([16, 8], wider=[0]) == ([1], [0, 24], 36 * 16 // 8)
 
+    def chain(reader):
+        """DenseNet's: x1 = Concat(x0, f1), x2 = Concat(x1, f2), each f an engine unit's, x1 read by ``reader`` too:
+        each Concat's in_place, the engine units' out_stride."""
+        b = graphs.Builder([1, 16, 6, 6])
+        f1 = b.conv("input", 8, 3)
+        x1 = b.concat(["input", f1])
+        read = b.unary("BatchNormalization", x1) if reader == "scale" else b.conv(x1, 8, 1)
+        f2 = b.conv(read, 8, 3)
+        x2 = b.concat([x1, f2])
+        graph = b.graph(x2)
+        units = []
+        for node in graph.nodes:
+            kind = {"Conv": "engine_conv", "Concat": "concat", "BatchNormalization": "affine"}[node.op]
+            layer = EngineLayer(16, [6, 6], 8, [6, 6], [1, 1], [1, 1], [0, 0], [1, 1], False, lanes=8) \
+                if kind == "engine_conv" else None
+            units.append(ExecutionUnit(node.name, [node.name], kind, 1, "Latency", "ap_fixed<8,6>",
+                                       {"latency_cycles": 36 * 3, "compute_cycles": 36 * 3},
+                                       inputs=list(node.inputs), outputs=node.outputs, engine=layer))
+        sub = Subfunction("sf0_fpga", "fpga", "fpga", [n.name for n in graph.nodes], ["input"], [x2],
+                          execution_units=units)
+        concats_in_place(graph, sub, fpga, {u.name for u in units})
+        return [u.in_place for u in units if u.pe == "concat"], [u.engine.out_stride for u in units if u.engine]
+
+    # x1 a slice of x2 (the scale and shift read it there): f1 and f2 written into x2's 32 channels
+    assert chain("scale") == ([["Conv_0_out"], ["Concat_1_out", "Conv_3_out"]], [32, 32])
+    assert chain("conv") == ([["Conv_0_out"], ["Conv_3_out"]], [24, 0, 32])  # a convolution reads x1 whole
+
 
 def test_a_tensor_read_elsewhere_is_not_fused_away():
     graph = conv_stack(1)

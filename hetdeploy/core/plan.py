@@ -415,8 +415,8 @@ class EngineLayer:
     residual: bool = False
     residual_fraction: int = 0
     residual_signed: bool = True
-    # where it writes its output straight into its channels of a Concat's (``units.concats_in_place``): that output's
-    # channels, the elements from one of its pixels to the next there; 0: its own filters
+    # where it writes its output straight into its channels of a Concat's (``units.concats_in_place``): the channels
+    # of the buffer that holds it (``Buffer.view_of``), the elements from one of its pixels to the next; 0: its own
     out_stride: int = 0
 
     @property
@@ -524,8 +524,8 @@ class ExecutionUnit:
     local_response: Optional[LocalResponse] = None  # an LRN the top computes: its attributes
     quantizer: Optional[Quantizer] = None  # a Quant the top computes: its parameters
     band: Optional[Band] = None  # run band by band, through two band buffers (``band_buffers``)
-    # a Concat the top runs: its inputs whose engine units write them into its output's channels themselves
-    # (``units.concats_in_place``); it moves only the others
+    # a Concat the top runs: its inputs whose units (engine units, Concats) write them into its output's channels
+    # themselves (``units.concats_in_place``); it moves only the others
     in_place: list[str] = field(default_factory=list)
     engine: Optional[EngineLayer] = None  # run on the subfunction's engine (strategy "engine")
     verification: Optional[Verification] = None
@@ -569,9 +569,9 @@ class Buffer:
     # (``<subfunction>.staging``, resident over every step); or "copy": the on-chip copy of such an input, live over
     # its unit's step (``<unit>.copy``)
     kind: str = "activation"
-    # an input of a Concat its engine unit writes in place (``ExecutionUnit.in_place``): the Concat's output, whose
-    # buffer holds its values, its channels a slice of each pixel's (offset: its first channel's in the first pixel;
-    # first and last: the output's)
+    # an input of a Concat written in place (``ExecutionUnit.in_place``): the tensor whose buffer holds its values,
+    # its channels a slice of each pixel's (the Concat's output, or the last of a chain of Concats each written into
+    # the next, the root; offset: its first channel's in the root's first pixel; first and last: the root's)
     view_of: str = ""
 
 

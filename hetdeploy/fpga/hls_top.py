@@ -203,10 +203,11 @@ def _write_sequential_top(source: SubfunctionSource, project_dir: Path, buffers:
 
     body = [_sample_in(p, k, types, at_tensor(p.tensor)) for k, p in enumerate(source.inputs)]
     in_place = frozenset(t for u in source.units for t in u.in_place)
+    strides = {b.tensor: source.shapes[b.view_of][1] for b in source.memory.buffers if b.view_of}
     for step, unit in enumerate(source.units):
         body.append(line("step_comment", step=step, unit=unit.name, pe=unit.pe, nodes=_comment(unit.nodes)))
         body.append(top_kind(unit).run(unit, Buffers(at_tensor, types, source.shapes, ports_of[unit.name],
-                                                     engines.get(unit.name), in_place)))
+                                                     engines.get(unit.name), in_place, strides)))
     body += [_sample_out(p, k, types, at_tensor(p.tensor)) for k, p in enumerate(source.outputs)]
     body = [textwrap.indent(statements, "    ") for statements in body]  # inside the samples loop
 

@@ -18,7 +18,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, ClassVar, Optional
+from typing import TYPE_CHECKING, Callable, ClassVar, Mapping, Optional
 
 import numpy as np
 import onnx
@@ -56,9 +56,15 @@ class Buffers:
     shapes: dict[str, list[int]]
     weights: list[WeightPort]
     engine: Optional["EngineCall"] = None
-    # the tensors their engine units wrote into a Concat's output already (the top's: ``ExecutionUnit.in_place``;
-    # none where a unit is checked alone, on buffers of its own)
+    # the tensors their units wrote into a Concat's output already (the top's: ``ExecutionUnit.in_place``; none where
+    # a unit is checked alone, on buffers of its own), and the elements from one pixel to the next of those that lie
+    # in another's buffer (a view's: its root's channels, ``Buffer.view_of``)
     in_place: frozenset[str] = frozenset()
+    strides: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    def stride(self, tensor: str) -> int:
+        """The elements from one of ``tensor``'s pixels to the next in the buffer that holds it."""
+        return self.strides.get(tensor, self.shapes[tensor][1])
 
 
 @dataclass
@@ -359,7 +365,7 @@ class Affine(_Computed):
         (x,), (y,), at, types, shapes = unit.inputs, unit.outputs, buffers.at, buffers.types, buffers.shapes
         return dict(in_type=types[x], unit=unit.name, type=types[y], source=at(x), target=at(y),
                     channels=shapes[y][1], values=values_of(shapes[y]), relu=str("Relu" in unit.elementwise).lower(),
-                    reuse=unit.reuse_factor)
+                    reuse=unit.reuse_factor, stride=buffers.stride(x))
 
     def token_op(self, unit, tokens, buffers):
         """A pixel's channels (a flat tensor's values: its channels) at a time."""
@@ -383,13 +389,16 @@ class Concat(_Computed):
         return bool(unit.elementwise) and set(unit.elementwise) == {"Concat"}
 
     def run(self, unit, buffers):
-        """Its inputs moved into their channels of the output, but those their engine units wrote there already."""
-        if len(unit.elementwise) == 1 and not buffers.in_place & set(unit.inputs):
+        """Its inputs moved into their channels of the output, but those their units wrote there already; each a
+        slice of its own where its output lies in a wider buffer (a later Concat's, written in place)."""
+        (y,) = unit.outputs
+        if len(unit.elementwise) == 1 and not buffers.in_place & set(unit.inputs) and \
+                buffers.stride(y) == buffers.shapes[y][1]:
             return super().run(unit, buffers)
-        (y,), at, types, shapes = unit.outputs, buffers.at, buffers.types, buffers.shapes
+        at, types, shapes = buffers.at, buffers.types, buffers.shapes
         return "".join(self.line("concat_slice", in_type=types[x], type=types[y], source=at(x), target=at(y),
                                  pixels=values_of(shapes[y][2:]), in_channels=shapes[x][1], first=first,
-                                 channels=shapes[y][1])
+                                 channels=buffers.stride(y))
                        for x, first in concat_channels(unit, shapes) if x not in buffers.in_place) or \
             self.line("concat_in_place")
 

@@ -711,24 +711,32 @@ template <class A, class S, class T> T affine_value(A value, S scale, S shift, b
 }
 
 // A per-value op over a buffer of n values (``op(value, j)`` of value j: affine's, quantize's): a word of T's lanes
-// every REUSE cycles (the loop's II), so that each of the op's L / REUSE sets of multipliers serves REUSE lanes.
+// every REUSE cycles (the loop's II), so that each of the op's L / REUSE sets of multipliers serves REUSE lanes. Its
+// source may be a slice of a wider buffer (a Concat's output that holds it, written in place): its pixels of
+// ``channels`` values ``stride`` elements apart there (channels and stride whole runs of L; else stride channels),
+// the run a word reads stepped by counters.
 template <class A, class T, int REUSE, class Op>
-void each_value(const word_t *source, word_t *target, int n, const Op &op) {
+void each_value(const word_t *source, word_t *target, int n, const Op &op, int channels, int stride) {
     static const int L = lane<T>::per_word;
-    for (int w = 0; w * L < n; w++) {
+    for (int w = 0, pixel = 0, c = 0; w * L < n; w++) {
 #pragma HLS PIPELINE II=REUSE
 // no word it writes is read (the memory plan places source and target apart, in one memory or two)
 #pragma HLS DEPENDENCE variable=source inter false
 #pragma HLS DEPENDENCE variable=target inter false
         A values[L];
         T lanes[L];
-        read_run<A, L>(source, w, values);
+        read_run<A, L>(source, stride == channels ? w : (pixel + c) / L, values);
         for (int k = 0; k < L; k++) {
 #pragma HLS UNROLL
             const int j = w * L + k;
             lanes[k] = j < n ? op(values[k], j) : T(0);
         }
         write_run<T, L>(target, w, lanes);
+        c += L;
+        if (c >= channels) {
+            c = 0;
+            pixel += stride;
+        }
     }
 }
 
@@ -743,10 +751,12 @@ template <class A, class S, class T> struct affine_op {
     }
 };
 
+// (its source's pixels ``stride`` elements apart: a slice of a wider buffer where that is not ``channels``)
 template <class A, class S, class T, int REUSE = 1>
-void affine(const word_t *source, word_t *target, const S *scale, const S *shift, int channels, int n, bool relu) {
+void affine(const word_t *source, word_t *target, const S *scale, const S *shift, int channels, int n, bool relu,
+            int stride) {
     const affine_op<A, S, T> op = {scale, shift, channels, relu};
-    each_value<A, T, REUSE>(source, target, n, op);
+    each_value<A, T, REUSE>(source, target, n, op, channels, stride);
 }
 
 // One value of a QONNX Quant the top computes itself (one whose scale is no power of two or whose zero point is not
@@ -785,7 +795,7 @@ template <class A, class I, class S, class T, int REUSE = 1>
 void quantize(const word_t *source, word_t *target, I inverse, S scale, int zero_point, int least, int most,
               bool floor, int n) {
     const quantize_op<A, I, S, T> op = {inverse, scale, zero_point, least, most, floor};
-    each_value<A, T, REUSE>(source, target, n, op);
+    each_value<A, T, REUSE>(source, target, n, op, n, n);
 }
 
 // The top's ops that a dataflow top computes a token at a time (kinds/<kind>.cpp.in's token statements): an Add of

@@ -345,10 +345,13 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                 order = schedule(steps, sizes, sub.inputs, sub.outputs)
                 sub.execution_units = [sub.execution_units[k] for k in order]
                 steps = [steps[k] for k in order]
-            # a Concat's inputs its engine units write in place lie in its output's buffer (``Buffer.view_of``): the
-            # output live from the first of those writes on, the inputs no buffers of their own
-            views = {x: (u.outputs[0], first) for u in sub.execution_units
-                     for x, first in units.concat_channels(u, shapes) if x in u.in_place}
+            # a Concat's inputs written in place lie in its output's buffer, a chain of them in its last output's
+            # (the root: ``Buffer.view_of``), from their first channel there on (``views``): the root live from the
+            # first of those writes on, the inputs no buffers of their own
+            outer = {x: u.outputs[0] for u in sub.execution_units for x in u.in_place}
+            firsts = {x: first for u in sub.execution_units for x, first in units.concat_channels(u, shapes)
+                      if x in u.in_place}
+            views = {x: (units.view_root(x, outer), sum(firsts[t] for t in _chain(x, outer))) for x in outer}
             lives = lifetimes([([views.get(t, (t,))[0] for t in reads], [views.get(t, (t,))[0] for t in writes])
                                for reads, writes in steps], sub.inputs, sub.outputs)
             requests = [Request(sizes[b.tensor], b.first, b.last) for b in lives]
@@ -398,15 +401,18 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                                     if u.engine is not None and u.outputs[0] in memory_of
                                     and memory_of[u.outputs[0]].memory == "ddr")
             # each buffer in DDR written once (but by an engine unit, whose loops write its words: its cycles and
-            # ddr_output_cycles; a Concat's output only where its inputs are not written in place) and read by each
-            # of its readers (_ddr_reads)
+            # ddr_output_cycles; of a root, the channels its Concats move themselves) and read by each of its
+            # readers (_ddr_reads; a view's bytes where it is read)
             engine_written = {u.outputs[0] for u in sub.execution_units if u.engine is not None}
-            moved = {u.outputs[0]: 1 - sum(shapes[x][1] for x in u.in_place) / shapes[u.outputs[0]][1]
-                     for u in sub.execution_units if u.in_place}
-            readers = {b.tensor: moved.get(b.tensor, int(b.tensor not in engine_written))
-                       + sum(_ddr_reads(u, b.tensor) for u in sub.execution_units) for b in lives}
-            ddr_traffic = sum(r.size * readers[b.tensor]
-                              for b, r, p in zip(lives, requests, placements) if p.memory == "ddr")
+            written = {t: float(t not in engine_written) for t in sizes}
+            for root in {r for r, _ in views.values()}:
+                written[root] = sum(shapes[x][1] for u in sub.execution_units
+                                    if views.get(u.outputs[0], (u.outputs[0],))[0] == root
+                                    for x in u.inputs if x not in u.in_place) / shapes[root][1]
+            in_ddr = {b.tensor for b, p in zip(lives, placements) if p.memory == "ddr"}
+            ddr_traffic = sum(sizes[t] * ((t in in_ddr) * written[t] + sum(_ddr_reads(u, t)
+                                                                           for u in sub.execution_units))
+                              for t in sizes if views.get(t, (t,))[0] in in_ddr)
             staging_s = staged_cycles / (device.clock_mhz * 1e6)
             activations = [Buffer(b.tensor, p.memory, p.offset + (weights_end if p.memory == "ddr" else 0), r.size,
                                   b.first, b.last, f"ap_fixed<{width},6>")
@@ -488,6 +494,14 @@ def _place_staged(sub: Subfunction, lives: Sequence[Lifetime], requests: Sequenc
             return copies, placements, staging, memory
         asked += newly
         staging = needed
+
+
+def _chain(tensor: str, outer: dict[str, str]) -> list[str]:
+    """``tensor`` and each Concat output it lies in but the root (``units.view_root``)."""
+    chain = [tensor]
+    while outer.get(chain[-1]) in outer:
+        chain.append(outer[chain[-1]])
+    return chain
 
 
 def batch_bytes(sub: Subfunction, shapes: dict[str, list[int]], batch: int) -> int:

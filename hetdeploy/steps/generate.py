@@ -33,6 +33,7 @@ from ..intake.subgraph import band_model, extract
 from ..planning import memory
 from ..planning.config import BuildOptions
 from ..planning.cost import node_work
+from ..planning.units import view_root
 from ..running import runtime, verify
 from ..running.deploy import write_manifests
 from ..running.samples import FLIPS, uniform_samples
@@ -138,22 +139,26 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
 
 
 def _type_in_place(sub: Subfunction, config_types: dict[str, str], cpp_types: dict[str, str]) -> None:
-    """Each Concat input its engine unit writes in place (``units.concats_in_place``) of the Concat's output's type,
-    which holds its values (sized on all the inputs' together): the unit's output binary point and signedness that
-    type's. Where the two differ in width (a unit widened since planning), the Concat moves the input after all."""
-    writers = {u.outputs[0]: u for u in sub.execution_units if u.engine is not None}
-    for unit in (u for u in sub.execution_units if u.in_place):
-        (output,) = unit.outputs
-        target = CppFixed.parse(cpp_types[output])
-        for tensor in list(unit.in_place):
-            writer = writers[tensor]
-            if CppFixed.parse(cpp_types[tensor]).width != target.width:
-                unit.in_place.remove(tensor)
-                writer.engine.out_stride = 0
-                continue
+    """Each Concat input written in place (``units.concats_in_place``) of the type of the Concat output whose buffer
+    holds it (its root's: sized on all the values it holds), an engine unit writing it at that type's binary point
+    and signedness. Where one differs from its root in width (a unit widened since planning), every Concat moves its
+    inputs after all."""
+    outer = {x: u.outputs[0] for u in sub.execution_units for x in u.in_place}
+    roots = {x: view_root(x, outer) for x in outer}
+    writers = {u.outputs[0]: u for u in sub.execution_units}
+    if any(CppFixed.parse(cpp_types[x]).width != CppFixed.parse(cpp_types[root]).width for x, root in roots.items()):
+        for unit in sub.execution_units:
+            unit.in_place = []
+            if unit.engine is not None:
+                unit.engine.out_stride = 0
+        return
+    for tensor, root in roots.items():
+        config_types[tensor], cpp_types[tensor] = config_types[root], cpp_types[root]
+        writer = writers[tensor]
+        writer.precision = cpp_types[root]
+        if writer.engine is not None:
+            target = CppFixed.parse(cpp_types[root])
             writer.engine = dataclasses.replace(writer.engine, out_fraction=target.fraction, out_signed=target.signed)
-            config_types[tensor], cpp_types[tensor] = config_types[output], cpp_types[output]
-            writer.precision = cpp_types[output]
 
 
 def _ops(unit: ExecutionUnit, nodes: dict[str, Node]) -> str:

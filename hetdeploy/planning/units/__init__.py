@@ -253,37 +253,61 @@ def concat_channels(unit: ExecutionUnit, shapes: Mapping[str, list[int]]) -> lis
 
 
 def concats_in_place(graph: Graph, sub: Subfunction, device: Device, typed: Collection[str]) -> None:
-    """Each Concat the top runs in ``sub`` (a chain of them too) whose inputs engine units write: each such unit
-    writes its output straight into its channels of the Concat's (the Concat's ``in_place``; the unit's engine layer's
-    ``out_stride`` the output's channels, the memory plan putting the input in the output's buffer, ``memory``), and
-    the top moves only the Concat's other inputs, its cycles theirs (none: it runs no loop). DenseNet's new features
-    beside a block's, SqueezeNet's and Inception's branches. An input is written in place where the Concat is all
-    that reads it (nothing else, the host neither, reads it in its own layout), once; its unit adds no residual (whose
-    words it reads where it writes its own) and is one whose output type the build sets (``typed``: its type becomes
-    the Concat's output's, which holds its values); and it, its first channel and the output are whole words a
-    pixel at any width (channels a multiple of ARENA_WORD_BYTES, as ``_joined_concats`` asks) at the Concat's
-    precision."""
+    """Each Concat the top runs in ``sub`` (a chain of them too), where ``sub`` has engine units (its top then
+    sequential): each input whose engine unit or Concat unit could write it straight into its channels of the
+    Concat's output does (the Concat's ``in_place``), and the top moves only the Concat's other inputs, its cycles
+    theirs (none: it runs no loop). The memory plan puts such an input's buffer in the output's (``memory``; a
+    Concat's output written into a later Concat's in turn, DenseNet's block: each layer's features a slice of the
+    block's last Concat's, the root), an engine unit writing its output pixels the root's channels apart (its
+    layer's ``out_stride``), a Concat its inputs' (``Buffer.view_of``). SqueezeNet's and Inception's branches,
+    DenseNet's features. An input is written in place where the Concat reads it once and nothing else reads it but
+    the top's BatchNormalizations (which read a slice of a wider buffer: DenseNet's, before each layer), the host
+    neither; its unit adds no residual (whose words it reads where it writes its own) and is one whose output type
+    the build sets (``typed``, or a Concat: its type becomes the root's, which holds its values) at the Concat's
+    precision; and it, its first channel and the output are whole words a pixel at any width (channels a multiple
+    of ARENA_WORD_BYTES, as ``_joined_concats`` asks)."""
+    if not any(u.engine is not None for u in sub.execution_units):
+        return
     index, consumers, shapes = graph.node_index(), graph.consumers(), _tensor_shapes(graph)
-    writers = {u.outputs[0]: u for u in sub.execution_units if u.engine is not None and u.name in typed}
-    for unit in sub.execution_units:
-        nodes = [index[n] for n in unit.nodes]
+
+    def concat(unit: ExecutionUnit) -> bool:
+        return device.pes[unit.pe].engine == "top" and all(graph.nodes[index[n]].op == "Concat" for n in unit.nodes)
+
+    # (a Concat writes its output into a wider buffer where it moves whole words: each input a slice of its own)
+    writers = {u.outputs[0]: u for u in sub.execution_units if u.name in typed and u.engine is not None
+               or concat(u) and all(shapes[t][1] % ARENA_WORD_BYTES == 0 for t in u.inputs)}
+    scales = {n for u in sub.execution_units if device.pes[u.pe].engine == "top"
+              and graph.nodes[index[u.nodes[0]]].op == "BatchNormalization" for n in u.nodes[:1]}
+    outer: dict[str, str] = {}  # an input written in place -> the Concat output it lies in
+    for unit in (u for u in sub.execution_units if concat(u)):
+        nodes = {index[n] for n in unit.nodes}
         (output,) = unit.outputs
-        if device.pes[unit.pe].engine != "top" or any(graph.nodes[i].op != "Concat" or len(shapes[output]) < 2 or
-                                                       graph.nodes[i].attrs.get("axis", 0) % len(shapes[output]) != 1
-                                                       for i in nodes) \
-                or shapes[output][1] % ARENA_WORD_BYTES or len(set(unit.inputs)) < len(unit.inputs):
+        if any(len(shapes[output]) < 2 or graph.nodes[i].attrs.get("axis", 0) % len(shapes[output]) != 1
+               for i in nodes) or shapes[output][1] % ARENA_WORD_BYTES or len(set(unit.inputs)) < len(unit.inputs):
             continue
         for tensor, first in concat_channels(unit, shapes):
             writer = writers.get(tensor)
-            if writer is not None and not writer.engine.residual and writer.precision == unit.precision and \
-                    tensor not in sub.outputs and set(consumers.get(tensor, ())) <= set(nodes) and \
+            if writer is not None and not (writer.engine is not None and writer.engine.residual) and \
+                    writer.precision == unit.precision and tensor not in sub.outputs and \
+                    all(i in nodes or graph.nodes[i].name in scales for i in consumers.get(tensor, ())) and \
                     first % ARENA_WORD_BYTES == 0 and shapes[tensor][1] % ARENA_WORD_BYTES == 0:
                 unit.in_place.append(tensor)
-                writer.engine.out_stride = shapes[output][1]
+                outer[tensor] = output
         if unit.in_place:  # its loops move the other inputs' words alone
             moved = sum(shapes[t][1] for t in unit.inputs if t not in unit.in_place)
             for key in ("latency_cycles", "compute_cycles"):
                 unit.estimate[key] = unit.estimate[key] * moved // shapes[output][1]
+    for tensor, writer in writers.items():
+        if writer.engine is not None and tensor in outer:
+            writer.engine.out_stride = shapes[view_root(tensor, outer)][1]
+
+
+def view_root(tensor: str, outer: Mapping[str, str]) -> str:
+    """The tensor whose buffer holds ``tensor``'s values: the last Concat output of the chain of those it is
+    written into in place (``outer``: an input -> the output of the Concat it is written into), or itself."""
+    while tensor in outer:
+        tensor = outer[tensor]
+    return tensor
 
 
 def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str] = None,
