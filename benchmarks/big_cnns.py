@@ -21,7 +21,11 @@ the ARM and against the support policy (whose plan may not fit: "fits" says), ea
 lanes x the values a lane takes a cycle, x2 where it computes two output pixels at once / the bits its weights port
 reads a cycle), the DSPs the engine's multipliers take (its lanes x values a cycle, twice at two pixels, two
 products a DSP at 8 bits: the shared-operand packing of Xilinx WP486), the
-board's compute bound at that width (the model's MACs at one MAC a DSP a cycle at the FPGA's clock, two at 8 bits), the FPGA units run in bands, and the DDR bytes a sample moves (spilled activations written once and
+board's compute bound at that width (the model's MACs at one MAC a DSP a cycle at the FPGA's clock, two at 8 bits),
+its roofline at one sample a call (each layer the longer of its MACs at that rate on the DSPs of the FPGA's budget and
+its weights, at that width, read once from DDR through the ports the board file gives them: every DDR port but the
+first, the cores' buffers'; a bound no design of that clock and those ports beats, whatever its architecture), the
+FPGA units run in bands, and the DDR bytes a sample moves (spilled activations written once and
 read by each reader, DDR weights read per output vector: the memory plan's traffic); where the Vitis AI 2.5 model
 zoo publishes the DPU's frames a second for the network on the board (INT8, single-thread), that figure and its
 source beside it. Estimates of hetdeploy's cost
@@ -80,6 +84,10 @@ def measure(model: Path, board_name: str, width: int) -> dict:
                if any(u.engine is not None for u in s.execution_units)]
     products_a_dsp = 2 if width <= 8 else 1
     bound_s = sum(macs.values()) / (fpga.resources["dsp"] * products_a_dsp * fpga.clock_mhz * 1e6)
+    rate = fpga.budget()["dsp"] * products_a_dsp * fpga.clock_mhz * 1e6  # MACs a second
+    weights_rate = max(1, fpga.memory.ports - 1) * fpga.memory.bandwidth_bytes_per_s  # bytes a second
+    roofline_s = sum(max(macs[n.name] / rate, n.constant_elements * width / 8 / weights_rate)
+                     for n in loaded.graph.nodes if macs[n.name])
     return {"model": model.stem, "board": board_name, "width": width, "nodes": len(loaded.graph.nodes),
             "fpga_nodes": len(on_fpga), "mac_share": sum(macs[n] for n in on_fpga) / max(1.0, sum(macs.values())),
             "frames_per_s": 1.0 / e.latency_s,
@@ -89,7 +97,7 @@ def measure(model: Path, board_name: str, width: int) -> dict:
             # each FPGA subfunction's engine: lanes x values a lane a cycle (x 2: two output pixels at once), and its
             # weights port's bits
             "engines": [f"{g.lanes}x{g.vector}{'x2' if g.pixels == 2 else ''}/{64 * g.port_words}" for g in engines],
-            "compute_bound_s": bound_s,
+            "compute_bound_s": bound_s, "roofline_s": roofline_s,
             "dpu_frames_per_s": DPU_FPS.get((model.stem.removeprefix("light_"), board_name)),
             "latency_s": e.latency_s, "all_cpu_latency_s": e.all_cpu_latency_s,
             "support_latency_s": e.support_latency_s, "support_fits": e.support_fits,
@@ -133,8 +141,8 @@ def print_row(r: dict, first: bool) -> None:
         print(f"DPU figures: {DPU_SOURCE}")
         print("| model | board | bits | nodes | on FPGA | FPGA MAC share | latency ms | frames/s | x all-ARM | "
               "x support (fits) | engine (lanes x values [x pixels] / port bits) | engine DSP | compute bound ms | "
-              "x bound | DPU frames/s | banded units | DDR MB a sample | plan s |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+              "x bound | roofline ms | x roofline | DPU frames/s | banded units | DDR MB a sample | plan s |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     if "refused" in r:
         print(f"| {r['model']} | {r['board']} | {r['width']} | not planned: {r['refused']} |", flush=True)
         return
@@ -142,8 +150,9 @@ def print_row(r: dict, first: bool) -> None:
     print(f"| {r['model']} | {r['board']} | {r['width']} | {r['nodes']} | {r['fpga_nodes']} | {r['mac_share']:.1%} | "
           f"{r['latency_s'] * 1e3:.1f} | {r['frames_per_s']:.2f} | {r['all_cpu_latency_s'] / r['latency_s']:.2f} | "
           f"{r['support_latency_s'] / r['latency_s']:.2f} ({'yes' if r['support_fits'] else 'no'}) | "
-          f"{', '.join(r['engines'])} | {r['engine_dsp']} | {r['compute_bound_s'] * 1e3:.1f} | {r['latency_s'] / r['compute_bound_s']:.0f} | "
-          f"{dpu} | {r['banded_units']} | {r['ddr_bytes_per_sample'] / 1e6:.2f} | {r['plan_s']} |", flush=True)
+          f"{', '.join(r['engines'])} | {r['engine_dsp']} | {r['compute_bound_s'] * 1e3:.1f} | "
+          f"{r['latency_s'] / r['compute_bound_s']:.0f} | {r['roofline_s'] * 1e3:.1f} | "
+          f"{r['latency_s'] / r['roofline_s']:.1f} | {dpu} | {r['banded_units']} | {r['ddr_bytes_per_sample'] / 1e6:.2f} | {r['plan_s']} |", flush=True)
 
 
 if __name__ == "__main__":
