@@ -346,12 +346,9 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
                 sub.execution_units = [sub.execution_units[k] for k in order]
                 steps = [steps[k] for k in order]
             # a Concat's inputs written in place lie in its output's buffer, a chain of them in its last output's
-            # (the root: ``Buffer.view_of``), from their first channel there on (``views``): the root live from the
-            # first of those writes on, the inputs no buffers of their own
-            outer = {x: u.outputs[0] for u in sub.execution_units for x in u.in_place}
-            firsts = {x: first for u in sub.execution_units for x, first in units.concat_channels(u, shapes)
-                      if x in u.in_place}
-            views = {x: (units.view_root(x, outer), sum(firsts[t] for t in _chain(x, outer))) for x in outer}
+            # (the root: ``Buffer.view_of``), from their first channel there on: the root live from the first of
+            # those writes on, the inputs no buffers of their own
+            views = units.concat_views(sub.execution_units, shapes)
             lives = lifetimes([([views.get(t, (t,))[0] for t in reads], [views.get(t, (t,))[0] for t in writes])
                                for reads, writes in steps], sub.inputs, sub.outputs)
             requests = [Request(sizes[b.tensor], b.first, b.last) for b in lives]
@@ -494,14 +491,6 @@ def _place_staged(sub: Subfunction, lives: Sequence[Lifetime], requests: Sequenc
             return copies, placements, staging, memory
         asked += newly
         staging = needed
-
-
-def _chain(tensor: str, outer: dict[str, str]) -> list[str]:
-    """``tensor`` and each Concat output it lies in but the root (``units.view_root``)."""
-    chain = [tensor]
-    while outer.get(chain[-1]) in outer:
-        chain.append(outer[chain[-1]])
-    return chain
 
 
 def batch_bytes(sub: Subfunction, shapes: dict[str, list[int]], batch: int) -> int:

@@ -33,7 +33,7 @@ from ..intake.subgraph import band_model, extract
 from ..planning import memory
 from ..planning.config import BuildOptions
 from ..planning.cost import node_work
-from ..planning.units import view_root
+from ..planning.units import concat_views
 from ..running import runtime, verify
 from ..running.deploy import write_manifests
 from ..running.samples import FLIPS, uniform_samples
@@ -134,17 +134,17 @@ def _generate_units(sub: Subfunction, loaded: LoadedModel, device, options: Buil
             cpp_types[band] = cpp_types[tensor]
         progress.detail(f"        {unit.name} ({_ops(unit, nodes)}): {top_kind(unit).how}, {unit.precision}")
         done()
-    _type_in_place(sub, config_types, cpp_types)
+    _type_in_place(sub, loaded.tensor_shapes(), config_types, cpp_types)
     return cpp_types
 
 
-def _type_in_place(sub: Subfunction, config_types: dict[str, str], cpp_types: dict[str, str]) -> None:
+def _type_in_place(sub: Subfunction, shapes: dict[str, list[int]], config_types: dict[str, str],
+                   cpp_types: dict[str, str]) -> None:
     """Each Concat input written in place (``units.concats_in_place``) of the type of the Concat output whose buffer
     holds it (its root's: sized on all the values it holds), an engine unit writing it at that type's binary point
     and signedness. Where one differs from its root in width (a unit widened since planning), every Concat moves its
     inputs after all."""
-    outer = {x: u.outputs[0] for u in sub.execution_units for x in u.in_place}
-    roots = {x: view_root(x, outer) for x in outer}
+    roots = {x: root for x, (root, _) in concat_views(sub.execution_units, shapes).items()}
     writers = {u.outputs[0]: u for u in sub.execution_units}
     if any(CppFixed.parse(cpp_types[x]).width != CppFixed.parse(cpp_types[root]).width for x, root in roots.items()):
         for unit in sub.execution_units:

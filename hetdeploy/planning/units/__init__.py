@@ -276,9 +276,8 @@ def concats_in_place(graph: Graph, sub: Subfunction, device: Device, typed: Coll
     # (a Concat writes its output into a wider buffer where it moves whole words: each input a slice of its own)
     writers = {u.outputs[0]: u for u in sub.execution_units if u.name in typed and u.engine is not None
                or concat(u) and all(shapes[t][1] % ARENA_WORD_BYTES == 0 for t in u.inputs)}
-    scales = {n for u in sub.execution_units if device.pes[u.pe].engine == "top"
-              and graph.nodes[index[u.nodes[0]]].op == "BatchNormalization" for n in u.nodes[:1]}
-    outer: dict[str, str] = {}  # an input written in place -> the Concat output it lies in
+    scales = {u.nodes[0] for u in sub.execution_units if device.pes[u.pe].engine == "top"
+              and graph.nodes[index[u.nodes[0]]].op == "BatchNormalization"}
     for unit in (u for u in sub.execution_units if concat(u)):
         nodes = {index[n] for n in unit.nodes}
         (output,) = unit.outputs
@@ -292,22 +291,27 @@ def concats_in_place(graph: Graph, sub: Subfunction, device: Device, typed: Coll
                     all(i in nodes or graph.nodes[i].name in scales for i in consumers.get(tensor, ())) and \
                     first % ARENA_WORD_BYTES == 0 and shapes[tensor][1] % ARENA_WORD_BYTES == 0:
                 unit.in_place.append(tensor)
-                outer[tensor] = output
         if unit.in_place:  # its loops move the other inputs' words alone
             moved = sum(shapes[t][1] for t in unit.inputs if t not in unit.in_place)
             for key in ("latency_cycles", "compute_cycles"):
                 unit.estimate[key] = unit.estimate[key] * moved // shapes[output][1]
-    for tensor, writer in writers.items():
-        if writer.engine is not None and tensor in outer:
-            writer.engine.out_stride = shapes[view_root(tensor, outer)][1]
+    for tensor, (root, _) in concat_views(sub.execution_units, shapes).items():
+        if writers[tensor].engine is not None:
+            writers[tensor].engine.out_stride = shapes[root][1]
 
 
-def view_root(tensor: str, outer: Mapping[str, str]) -> str:
-    """The tensor whose buffer holds ``tensor``'s values: the last Concat output of the chain of those it is
-    written into in place (``outer``: an input -> the output of the Concat it is written into), or itself."""
-    while tensor in outer:
-        tensor = outer[tensor]
-    return tensor
+def concat_views(execution_units: Sequence[ExecutionUnit], shapes: Mapping[str, list[int]]
+                 ) -> dict[str, tuple[str, int]]:
+    """Each Concat input written in place (``concats_in_place``): the tensor whose buffer holds it, the root (the
+    last Concat output of the chain of those it is written into, each into the next), and its first channel there."""
+    outer = {x: (u.outputs[0], first) for u in execution_units for x, first in concat_channels(u, shapes)
+             if x in u.in_place}
+    views = {}
+    for tensor, (root, first) in outer.items():
+        while root in outer:
+            root, first = outer[root][0], first + outer[root][1]
+        views[tensor] = (root, first)
+    return views
 
 
 def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str] = None,
