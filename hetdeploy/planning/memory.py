@@ -403,9 +403,8 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
             engine_written = {u.outputs[0] for u in sub.execution_units if u.engine is not None}
             written = {t: float(t not in engine_written) for t in sizes}
             for root in {r for r, _ in views.values()}:
-                written[root] = sum(shapes[x][1] for u in sub.execution_units
-                                    if views.get(u.outputs[0], (u.outputs[0],))[0] == root
-                                    for x in u.inputs if x not in u.in_place) / shapes[root][1]
+                written[root] = sum(units.concat_moved_channels(u, shapes) for u in sub.execution_units
+                                    if views.get(u.outputs[0], (u.outputs[0],))[0] == root) / shapes[root][1]
             in_ddr = {b.tensor for b, p in zip(lives, placements) if p.memory == "ddr"}
             ddr_traffic = sum(sizes[t] * ((t in in_ddr) * written[t] + sum(_ddr_reads(u, t)
                                                                            for u in sub.execution_units))

@@ -252,6 +252,11 @@ def concat_channels(unit: ExecutionUnit, shapes: Mapping[str, list[int]]) -> lis
     return list(zip(unit.inputs, itertools.accumulate((shapes[t][1] for t in unit.inputs), initial=0)))
 
 
+def concat_moved_channels(unit: ExecutionUnit, shapes: Mapping[str, list[int]]) -> int:
+    """The channels a Concat unit moves into its output itself: its inputs' but those written in place."""
+    return sum(shapes[t][1] for t in unit.inputs if t not in unit.in_place)
+
+
 def concats_in_place(graph: Graph, sub: Subfunction, device: Device, typed: Collection[str]) -> None:
     """Each Concat the top runs in ``sub`` (a chain of them too), where ``sub`` has engine units (its top then
     sequential): each input whose engine unit or Concat unit could write it straight into its channels of the
@@ -292,7 +297,7 @@ def concats_in_place(graph: Graph, sub: Subfunction, device: Device, typed: Coll
                     first % ARENA_WORD_BYTES == 0 and shapes[tensor][1] % ARENA_WORD_BYTES == 0:
                 unit.in_place.append(tensor)
         if unit.in_place:  # its loops move the other inputs' words alone
-            moved = sum(shapes[t][1] for t in unit.inputs if t not in unit.in_place)
+            moved = concat_moved_channels(unit, shapes)
             for key in ("latency_cycles", "compute_cycles"):
                 unit.estimate[key] = unit.estimate[key] * moved // shapes[output][1]
     for tensor, (root, _) in concat_views(sub.execution_units, shapes).items():
