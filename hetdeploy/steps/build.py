@@ -349,9 +349,12 @@ def _unit_widths(state: BuildState) -> BuildState:
     for line in matched:
         state.progress(f"      {line}")
     if matched or state.unit_widths:
-        # (the engines in the share of the DSPs the plan sized them in)
+        # (the engines in the share of the DSPs the plan sized them in, Concat inputs written in place where it wrote
+        # them so)
         shares = {r.engine_dsp_share for r in plan.fpga_resources.values()}
-        folding = dataclasses.replace(state.options, engine_dsp_share=shares.pop() if len(shares) == 1 else None)
+        folding = dataclasses.replace(state.options, engine_dsp_share=shares.pop() if len(shares) == 1 else None,
+                                      concats_in_place=any(u.in_place for s in plan.subfunctions
+                                                           for u in s.execution_units))
         try:
             fold_units(plan, loaded, state.board, folding, state.layer_widths)
         except UnitsDoNotFit as err:

@@ -49,8 +49,12 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
     on the sizing samples (``transfers.zero_shares``), for --compress-transfers. Under the latency policy, unless
     --no-engine, the partition is made twice, without and with each FPGA's engine (``CostModel``), and the plan
     estimated faster kept; with the engine, where the folding took an engine size other than the fastest beside
-    which the other units fit, that partition's plan with the fastest that fits too."""
+    which the other units fit, that partition's plan with the fastest that fits too. Where the plan kept has engine
+    units writing Concat inputs in place, the same partition folded with every Concat moving its inputs is weighed
+    too (``concats_in_place``: an output written in place is live from its first input's write, which may leave
+    other maps to DDR), the faster kept."""
     plans, refused = [], None
+    unfolded: dict[int, tuple[Plan, BuildOptions]] = {}  # id(plan) -> its partition, unfolded, and its folding
     # the partition with each FPGA's engine too (its resources off the FPGA's, what it computes there at its
     # time and none of the chip's) where the policy weighs capacity; the faster plan kept (the one without on a tie)
     engine = not options.no_engine and options.policy == "latency" and any(
@@ -85,6 +89,19 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
         fpga_times(plan, board)
         return plan
 
+    def seconds(plan: Plan) -> float:
+        """What the objective weighs a plan by: its latency, or its seconds a sample in a stream."""
+        return plan.estimate.latency_s if options.objective == "latency" else 1.0 / plan.estimate.throughput_per_s
+
+    def weigh(plan: Plan, fold_options: BuildOptions, partitioned: Optional[Plan]) -> None:
+        """``plan``, folded from ``partitioned``, one of the plans weighed (``memory_and_times``), its partition
+        kept where it writes Concat inputs in place."""
+        planned = memory_and_times(plan, fold_options)
+        plans.append(planned)
+        if planned is not None and partitioned is not None and \
+                any(u.in_place for s in planned.subfunctions for u in s.execution_units):
+            unfolded[id(planned)] = (partitioned, fold_options)
+
     for with_engine in tries:
         plan = None
         fold_options = folds.get(with_engine, options)
@@ -104,7 +121,7 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
         if with_engine is True and any(sum(any(u.engine for u in s.execution_units) for s in plan.subfunctions
                                            if s.device == d.name) > 1 for d in board.devices):
             tries += _largest_engine_try(plan, loaded, board, options, layer_widths)
-        plans.append(memory_and_times(plan, fold_options))
+        weigh(plan, fold_options, partitioned)
         if partitioned is not None and beyond_first_fit:
             # the folding weighs engine sizes by the units' cycles, before their memory is planned: the fastest
             # engine beside which the others fit is weighed too, by the plan's estimate, memory included (a smaller
@@ -112,23 +129,34 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
             first_fit = dataclasses.replace(fold_options, engine_first_fit=True)
             refolded = copy.deepcopy(partitioned)
             fold_units(refolded, loaded, board, first_fit, layer_widths)
-            plans.append(memory_and_times(refolded, first_fit))
+            weigh(refolded, first_fit, partitioned)
         if partitioned is not None and options.engine_size is None:
             # the engine's share of the DSPs (a quarter left to the other units, which the partition priced beside
             # it) weighed against all of them, by the plan's estimate: more lanes are more cycles saved where the
             # other units fit beside them and the buffers leave the memory plan as much (ResNet-50 at 8 bits on
             # the KV260: 128 lanes, not 104)
             whole_dsps = dataclasses.replace(fold_options, engine_dsp_share=1.0)
+            whole = copy.deepcopy(partitioned)
             try:
-                fold_units(partitioned, loaded, board, whole_dsps, layer_widths)
+                fold_units(whole, loaded, board, whole_dsps, layer_widths)
             except UserError:  # (the other plans stand)
                 continue
-            plans.append(memory_and_times(partitioned, whole_dsps))
+            weigh(whole, whole_dsps, partitioned)
     plans = [p for p in plans if p is not None]
     if not plans:
         raise refused
-    return min(plans, key=lambda p: p.estimate.latency_s if options.objective == "latency"
-               else 1.0 / p.estimate.throughput_per_s)
+    best = min(plans, key=seconds)
+    if id(best) in unfolded:
+        partitioned, fold_options = unfolded[id(best)]
+        moved = dataclasses.replace(fold_options, concats_in_place=False)
+        try:
+            fold_units(partitioned, loaded, board, moved, layer_widths)
+        except UserError:  # (the plan with them in place stands)
+            return best
+        plan = memory_and_times(partitioned, moved)
+        if plan is not None and seconds(plan) < seconds(best):
+            return plan
+    return best
 
 
 def _with_dataflow_room(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
@@ -581,8 +609,9 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                                         units.engine_dense_groups(shape, width, units.ddr_bytes_per_cycle(device)))
                     if on_engine else None))
             # (a unit whose output type --precision pins keeps it: it writes no Concat's output in place)
-            units.concats_in_place(loaded.graph, sub, device, {u.name for u in sub.execution_units
-                                                               if not set(u.nodes) & options.precisions.keys()})
+            if options.concats_in_place:
+                units.concats_in_place(loaded.graph, sub, device, {u.name for u in sub.execution_units
+                                                                   if not set(u.nodes) & options.precisions.keys()})
             sub.resources = _unit_totals(sub)
             sub.budget = budget
         if not subs:
