@@ -716,7 +716,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
         if best is not None and (engine_cycles >= best[0] or options.target_rate is not None or
                                  options.engine_first_fit):
             break
-        on_engine = {k: dataclasses.replace(s, engine=sized[group_of[k]]) for k, s in whole.items()}
+        on_engine = {k: s.replaced(engine=sized[group_of[k]]) for k, s in whole.items()}
         # URAM is no budget the units are folded into: the engines' must fit the FPGA's beside each other
         foldings = _fold_beside(shapes, engines, device, split, subs, options, widths, pinned, rate, strategies,
                                 io_fixed, {k: on_engine[k] for k in may}, loaded.graph, kept_bram18) \

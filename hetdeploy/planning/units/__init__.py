@@ -332,14 +332,13 @@ def unit_shape(graph: Graph, unit: Unit, clock_mhz: float, io_type: Optional[str
     layers = sum(graph.nodes[i].op not in NOT_HLS4ML_LAYER_OPS for i in unit.nodes)
     selects = sum(graph.nodes[i].op in TABLE_SELECT_OPS for i in unit.nodes)
     normalizations = sum(graph.nodes[i].op == "BatchNormalization" for i in unit.nodes[1:])
-    shape = dataclasses.replace(_main_shape(graph, unit), input_values=read, table_layers=tables, table_selects=selects,
-                                layers=max(1, layers), normalizations=normalizations,
-                                weight_octaves=main.weight_octaves, weight_bits=main.weight_bits,
-                                weight_integer=main.weight_integer, clock_mhz=clock_mhz,
-                                hls_tool=hls_tool, bipolar=_signs_by_signs(graph, main),
-                                residual=residual_input(graph, unit) is not None)
     fifos = tuple(f for i in unit.nodes[:-1] for f in output_fifo(graph, i))  # counted where it streams
-    return with_io_type(dataclasses.replace(shape, fifos=fifos), io_type)
+    shape = _main_shape(graph, unit).replaced(
+        input_values=read, table_layers=tables, table_selects=selects, layers=max(1, layers),
+        normalizations=normalizations, weight_octaves=main.weight_octaves, weight_bits=main.weight_bits,
+        weight_integer=main.weight_integer, clock_mhz=clock_mhz, hls_tool=hls_tool,
+        bipolar=_signs_by_signs(graph, main), residual=residual_input(graph, unit) is not None, fifos=fifos)
+    return with_io_type(shape, io_type)
 
 
 def _signs_by_signs(graph: Graph, main: Node) -> bool:
@@ -356,7 +355,7 @@ def _signs_by_signs(graph: Graph, main: Node) -> bool:
 
 def with_io_type(shape: Shape, io_type: Optional[str]) -> Shape:
     """``shape`` under hls4ml's IOType ``io_type`` (IO_TYPES; None: as it is)."""
-    return shape if io_type is None else dataclasses.replace(shape, streamed=io_type == "io_stream")
+    return shape if io_type is None else shape.replaced(streamed=io_type == "io_stream")
 
 
 def takes_either_io_type(shape: Shape) -> bool:
@@ -488,12 +487,12 @@ def banded(shape: Shape, band: Band) -> Shape:
     """``shape`` of a unit run in ``band``s: one band's values, vectors and FIFOs (its resources), ``count`` runs."""
     columns = band.output_row_values // max(1, shape.n_out)
     # hls4ml's project of one band reads ``input_rows`` rows, its padding above and below dropped (band_model)
-    return dataclasses.replace(shape, vectors=band.rows * columns, output_values=band.rows * band.output_row_values,
-                               input_values=band.input_rows * band.input_row_values,
-                               fifos=tuple((band.rows * columns, channels) for _, channels in shape.fifos),
-                               bands=band.count, band_rows=(band.input_rows, band.input_row_values, band.rows,
-                                                            band.output_row_values),
-                               input_map=(band.input_rows, *shape.input_map[1:]) if shape.input_map else ())
+    return shape.replaced(vectors=band.rows * columns, output_values=band.rows * band.output_row_values,
+                          input_values=band.input_rows * band.input_row_values,
+                          fifos=tuple((band.rows * columns, channels) for _, channels in shape.fifos),
+                          bands=band.count, band_rows=(band.input_rows, band.input_row_values, band.rows,
+                                                       band.output_row_values),
+                          input_map=(band.input_rows, *shape.input_map[1:]) if shape.input_map else ())
 
 
 def windowed(shape: Shape, first: Sequence[int], kernel: Sequence[int], strides: Optional[Sequence[int]] = None,
@@ -511,8 +510,8 @@ def windowed(shape: Shape, first: Sequence[int], kernel: Sequence[int], strides:
     steps = list(strides or [1] * len(spatial))
     geometry = (kernel[0], kernel[-1], steps[0], steps[-1], ends[0], ends[len(spatial) - 1], ends[len(spatial)],
                 ends[-1]) if len(spatial) > 1 else (1, kernel[0], 1, steps[0], 0, ends[0], 0, ends[1])
-    return dataclasses.replace(shape, line_buffer_values=line, window_values=first[1] * math.prod(kernel),
-                               input_map=(rows, columns, first[1]), padded=any(ends), window_geometry=geometry)
+    return shape.replaced(line_buffer_values=line, window_values=first[1] * math.prod(kernel),
+                          input_map=(rows, columns, first[1]), padded=any(ends), window_geometry=geometry)
 
 
 class Folding(NamedTuple):
@@ -607,7 +606,7 @@ def engine_cycles_of(device: Device, width: int, shapes: Sequence[Shape], size: 
 @functools.lru_cache(maxsize=None)
 def _engine_latency(shape: Shape, width: int, rate: float, size: EngineSize) -> int:
     """A unit's cycles on an engine of ``size``: cached, the folding weighing every size for every unit."""
-    return engine_estimate(dataclasses.replace(shape, engine=size), width, rate)["latency_cycles"]
+    return engine_estimate(shape.replaced(engine=size), width, rate)["latency_cycles"]
 
 
 def engine_layer_cycles(layer: EngineLayer, width: int, staged: bool, output_in_ddr: bool = False,
