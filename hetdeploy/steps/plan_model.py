@@ -49,12 +49,13 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
     on the sizing samples (``transfers.zero_shares``), for --compress-transfers. Under the latency policy, unless
     --no-engine, the partition is made twice, without and with each FPGA's engine (``CostModel``), and the plan
     estimated faster kept; with the engine, where the folding took an engine size other than the fastest beside
-    which the other units fit, that partition's plan with the fastest that fits too. Where the plan kept has engine
-    units writing Concat inputs in place, the same partition folded with every Concat moving its inputs is weighed
-    too (``concats_in_place``: an output written in place is live from its first input's write, which may leave
-    other maps to DDR), the faster kept."""
+    which the other units fit, that partition's plan with the fastest that fits too. Each folding is weighed with
+    every Concat moving its inputs and, where its engine units may write Concat inputs in place, with them so
+    written (``place_concats``: an output written in place is live from its first input's write, which may leave
+    other maps to DDR)."""
     plans, refused = [], None
-    unfolded: dict[int, tuple[Plan, BuildOptions]] = {}  # id(plan) -> its partition, unfolded, and its folding
+    # each folding with every Concat moving its inputs; ``weigh`` weighs each with the inputs it may write in place
+    moving = dataclasses.replace(options, concats_in_place=False)
     # the partition with each FPGA's engine too (its resources off the FPGA's, what it computes there at its
     # time and none of the chip's) where the policy weighs capacity; the faster plan kept (the one without on a tie)
     engine = not options.no_engine and options.policy == "latency" and any(
@@ -63,10 +64,10 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
     tries: list[Optional[bool | frozenset[str]]] = [False, True] if engine else [False]
     # a dataflow top, which no unit on the engine takes part in, may make a stream faster, or is asked for: the
     # folding without the engine too (the partition without it)
-    folds = {False: options}
+    folds = {False: moving}
     if engine and (options.top == "dataflow" or options.objective == "throughput" and options.top == "auto"):
         tries.append(None)
-        folds[None] = dataclasses.replace(options, no_engine=True)
+        folds[None] = dataclasses.replace(moving, no_engine=True)
     index = loaded.graph.node_index()
 
     def plan_memory(plan: Plan) -> None:
@@ -93,18 +94,23 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
         """What the objective weighs a plan by: its latency, or its seconds a sample in a stream."""
         return plan.estimate.latency_s if options.objective == "latency" else 1.0 / plan.estimate.throughput_per_s
 
-    def weigh(plan: Plan, fold_options: BuildOptions, partitioned: Optional[Plan]) -> None:
-        """``plan``, folded from ``partitioned``, one of the plans weighed (``memory_and_times``), its partition
-        kept where it writes Concat inputs in place."""
-        planned = memory_and_times(plan, fold_options)
-        plans.append(planned)
-        if planned is not None and partitioned is not None and \
-                any(u.in_place for s in planned.subfunctions for u in s.execution_units):
-            unfolded[id(planned)] = (partitioned, fold_options)
+    def weigh(plan: Plan, fold_options: BuildOptions) -> None:
+        """``plan``, folded with every Concat moving its inputs, one of the plans weighed (``memory_and_times``),
+        and, unless the options say every Concat moves them, a copy of it whose engine units write the Concat inputs
+        they may in place (``place_concats``: the folding is the same), where they may any (the first of two as
+        fast kept: the one without)."""
+        plans.append(memory_and_times(plan, fold_options))
+        if not options.concats_in_place:
+            return
+        placing = dataclasses.replace(fold_options, concats_in_place=True)
+        placed = copy.deepcopy(plan)
+        place_concats(placed, loaded, board, placing)
+        if any(u.in_place for s in placed.subfunctions for u in s.execution_units):
+            plans.append(memory_and_times(placed, placing))
 
     for with_engine in tries:
         plan = None
-        fold_options = folds.get(with_engine, options)
+        fold_options = folds.get(with_engine, moving)
         try:  # a partition that cannot hold the units, or the user's per-node settings (which name nodes the
             # other partition puts on an FPGA: a config written from a plan with the engine; a node --device pins
             # to an FPGA that holds it only on the engine), is not had
@@ -121,7 +127,7 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
         if with_engine is True and any(sum(any(u.engine for u in s.execution_units) for s in plan.subfunctions
                                            if s.device == d.name) > 1 for d in board.devices):
             tries += _largest_engine_try(plan, loaded, board, options, layer_widths)
-        weigh(plan, fold_options, partitioned)
+        weigh(plan, fold_options)
         if partitioned is not None and beyond_first_fit:
             # the folding weighs engine sizes by the units' cycles, before their memory is planned: the fastest
             # engine beside which the others fit is weighed too, by the plan's estimate, memory included (a smaller
@@ -129,34 +135,22 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
             first_fit = dataclasses.replace(fold_options, engine_first_fit=True)
             refolded = copy.deepcopy(partitioned)
             fold_units(refolded, loaded, board, first_fit, layer_widths)
-            weigh(refolded, first_fit, partitioned)
+            weigh(refolded, first_fit)
         if partitioned is not None and options.engine_size is None:
             # the engine's share of the DSPs (a quarter left to the other units, which the partition priced beside
             # it) weighed against all of them, by the plan's estimate: more lanes are more cycles saved where the
             # other units fit beside them and the buffers leave the memory plan as much (ResNet-50 at 8 bits on
             # the KV260: 128 lanes, not 104)
             whole_dsps = dataclasses.replace(fold_options, engine_dsp_share=1.0)
-            whole = copy.deepcopy(partitioned)
             try:
-                fold_units(whole, loaded, board, whole_dsps, layer_widths)
+                fold_units(partitioned, loaded, board, whole_dsps, layer_widths)
             except UserError:  # (the other plans stand)
                 continue
-            weigh(whole, whole_dsps, partitioned)
+            weigh(partitioned, whole_dsps)
     plans = [p for p in plans if p is not None]
     if not plans:
         raise refused
-    best = min(plans, key=seconds)
-    if id(best) in unfolded:
-        partitioned, fold_options = unfolded[id(best)]
-        moved = dataclasses.replace(fold_options, concats_in_place=False)
-        try:
-            fold_units(partitioned, loaded, board, moved, layer_widths)
-        except UserError:  # (the plan with them in place stands)
-            return best
-        plan = memory_and_times(partitioned, moved)
-        if plan is not None and seconds(plan) < seconds(best):
-            return plan
-    return best
+    return min(plans, key=seconds)
 
 
 def _with_dataflow_room(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
@@ -608,10 +602,6 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
                     engine=engine_layer(main, loaded.graph.nodes[unit.nodes[-1]], shape.engine, shape.residual,
                                         units.engine_dense_groups(shape, width, units.ddr_bytes_per_cycle(device)))
                     if on_engine else None))
-            # (a unit whose output type --precision pins keeps it: it writes no Concat's output in place)
-            if options.concats_in_place:
-                units.concats_in_place(loaded.graph, sub, device, {u.name for u in sub.execution_units
-                                                                   if not set(u.nodes) & options.precisions.keys()})
             sub.resources = _unit_totals(sub)
             sub.budget = budget
         if not subs:
@@ -620,7 +610,19 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
             [s.name for s in subs], {k: sum(s.resources[k] for s in subs) for k in units.RESOURCES},
             chip_budget, {k: device.resources.get(k, 0) for k in units.RESOURCES},
             engine_dsp_share=options.engine_dsp_share)
+    if options.concats_in_place:
+        place_concats(plan, loaded, board, options)
     return beyond_first_fit
+
+
+def place_concats(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions) -> None:
+    """In each FPGA subfunction of folded ``plan``, the Concat inputs its engine units may write in place written so
+    (``units.concats_in_place``); a unit whose output type --precision pins keeps it: it writes none."""
+    for sub in plan.subfunctions:
+        device = board.device(sub.device)
+        if device.kind == "fpga":
+            units.concats_in_place(loaded.graph, sub, device, {u.name for u in sub.execution_units
+                                                               if not set(u.nodes) & options.precisions.keys()})
 
 
 def _stream_may_flow(options: BuildOptions) -> bool:
