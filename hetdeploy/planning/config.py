@@ -90,8 +90,9 @@ class BuildOptions:
     # (no flag: plan_model.folded_plan's) the share of each FPGA's DSP budget its engine may take (None:
     # units.ENGINE_SHARES's)
     engine_dsp_share: Optional[float] = None
-    # (no flag: plan_model.folded_plan's) engine units write the Concat inputs they may straight into the Concat's
-    # output (units.concats_in_place); False: every Concat moves its inputs (the memory they keep live is weighed)
+    # (no flag: plan_model's) engine units may write Concat inputs straight into the Concat's output
+    # (units.concats_in_place): folded_plan weighs each folding with them so written and without, the faster kept,
+    # and fold_units writes them so; False: every Concat moves its inputs
     concats_in_place: bool = True
     top: str = "auto"  # how each FPGA subfunction's top runs its units (TOP_CHOICES; plan_model.choose_tops)
     table_sizes: dict[str, int] = field(default_factory=dict)  # ONNX node name -> its unit's lookup tables' entries
