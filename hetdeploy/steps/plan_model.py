@@ -99,11 +99,11 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
         and, unless the options say every Concat moves them, a copy of it whose engine units write the Concat inputs
         they may in place (``place_concats``: the folding is the same), where they may any (the first of two as
         fast kept: the one without)."""
+        placed = copy.deepcopy(plan) if options.concats_in_place else None  # (before its memory is planned)
         plans.append(memory_and_times(plan, fold_options))
-        if not options.concats_in_place:
+        if placed is None:
             return
         placing = dataclasses.replace(fold_options, concats_in_place=True)
-        placed = copy.deepcopy(plan)
         place_concats(placed, loaded, board, placing)
         if any(u.in_place for s in placed.subfunctions for u in s.execution_units):
             plans.append(memory_and_times(placed, placing))
