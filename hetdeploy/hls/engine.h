@@ -430,10 +430,12 @@ template <int IW, int VEC>
 void engine_step_values(const word_t &in_word, const engine_layer &g, const engine_walk &w, int step,
                         ap_int<IW + 1> value[VEC]) {
 #pragma HLS INLINE
-    static const int IPW = lane<ap_uint<IW> >::per_word;
+    static const int IPW = lane<ap_uint<IW> >::per_word;  // (a power of two)
     for (int v = 0; v < VEC; v++) {
 #pragma HLS UNROLL
-        value[v] = v >= step ? ap_int<IW + 1>(0) : engine_value<IW>(in_word, (w.at + v) % IPW, g);
+        // its lane in the word: the place's low bits, not ``% IPW``, which is negative at a padding place before the
+        // input's first element (its word a zero, but a part-select below bit 0 is out of range)
+        value[v] = v >= step ? ap_int<IW + 1>(0) : engine_value<IW>(in_word, (w.at + v) & (IPW - 1), g);
     }
 }
 
