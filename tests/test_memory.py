@@ -1,5 +1,6 @@
 """The memory planner as pure functions (no onnx, no hls4ml), and a corrupted plan caught in C-simulation."""
 
+import copy
 import itertools
 import json
 from pathlib import Path
@@ -375,12 +376,13 @@ def test_engine_inputs_in_ddr_are_staged_or_copied_on_chip_and_charged_their_cyc
     bytes once; and, for each engine unit whose output lies in DDR, the cycles its words take written one a cycle
     rather than two (units.engine_ddr_output_cycles), not its bytes besides, nor those of a residual map in DDR an
     engine unit reads beside its output words (its loops' cycles); the bytes of the buffers the others write or
-    read."""
+    read; that traffic counted once in the subfunction's estimate, however often the plan is timed."""
     import onnx as onnx_package
 
     from hetdeploy.planning.config import BuildOptions
     from hetdeploy.planning.units import copy_cycles, engine_ddr_output_cycles, engine_staging_cycles, staging_bytes
     from hetdeploy.steps.build import plan_stages
+    from hetdeploy.steps.plan_model import fpga_times
 
     model = Path(onnx_package.__file__).parent / "backend" / "test" / "data" / "light" / "light_resnet50.onnx"
     _, board, plan = plan_stages(BuildOptions(model=model, board="ultra96-v2", out_dir=Path("."), policy="latency"),
@@ -418,6 +420,12 @@ def test_engine_inputs_in_ddr_are_staged_or_copied_on_chip_and_charged_their_cyc
     assert sub.memory.ddr_transfer_s == pytest.approx(spilled / fpga.memory.bandwidth_bytes_per_s
                                                       + sub.memory.engine_staging_s
                                                       + output_cycles / (fpga.clock_mhz * 1e6))
+    # the estimate holds that traffic once (its transfers' memory_transfer_s), and timed again, as the folding's
+    # weighing may time a plan, it is the same estimate (not the traffic twice)
+    assert sub.estimate.memory_transfer_s > 0
+    estimates = copy.deepcopy((plan.estimate, [s.estimate for s in plan.subfunctions]))
+    fpga_times(plan, board)
+    assert (plan.estimate, [s.estimate for s in plan.subfunctions]) == estimates
 
 
 def test_a_concats_inputs_written_in_place_lie_in_its_output_and_no_other_buffer_does():

@@ -213,6 +213,9 @@ class SubfunctionEstimate:
     out_bytes: int
     batch_s: float = 0.0  # one call on a batch of the plan's ``estimate.batch`` samples
     resource: str = ""  # what its calls occupy in a stream: its device, or on an FPGA its own core
+    # of an FPGA subfunction's transfer_s, what its memory plan put there (plan_model.fpga_times: its spilled buffers'
+    # DDR traffic, less the port bytes its top's loops move), so that timing it again replaces it, not adds it twice
+    memory_transfer_s: float = 0.0
 
 
 @dataclass

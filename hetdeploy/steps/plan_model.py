@@ -393,11 +393,12 @@ def fpga_times(plan: Plan, board: Board, first: bool = True) -> None:
     """Each FPGA subfunction's compute time becomes its top's: the sum of its folded units' cycles at the FPGA's
     clock (what the partitioner priced each node at, folded as the chip's units share it) and its ports' cycles
     (``Top.port_cycles``: a float a cycle, a buffer word of codes a cycle), one after another, or a dataflow's
-    latency and interval. ``first`` (when the memory is first planned, not again for units folded anew after a
-    widening): the DDR traffic of its spilled buffers adds to its transfers, and its ports' bytes leave them where
-    the top's loops, moving them, are the slower (the partitioner priced them at the link's bandwidth: counted once,
-    at the slower of the two). The plan's estimate follows, so it equals the sum of its tables; a profile measured
-    on the board scales each unit's cycles as it scaled its nodes' (``profile``)."""
+    latency and interval. ``first`` (when the memory is planned, not for units folded anew after a widening, whose
+    memory plan stands): the DDR traffic of its spilled buffers adds to its transfers, and its ports' bytes leave them
+    where the top's loops, moving them, are the slower (the partitioner priced them at the link's bandwidth: counted
+    once, at the slower of the two); timed again, those take the place of the ones it counted before
+    (``memory_transfer_s``). The plan's estimate follows, so it equals the sum of its tables; a profile measured on
+    the board scales each unit's cycles as it scaled its nodes' (``profile``)."""
     for sub in plan.subfunctions:
         if sub.kind != "fpga" or sub.estimate is None:
             continue
@@ -413,14 +414,18 @@ def fpga_times(plan: Plan, board: Board, first: bool = True) -> None:
         if sub.top is not None and sub.top.kind == "dataflow":  # a sample each interval after the first's latency
             compute = sub.top.latency_cycles / clock_hz
             batch_compute = (sub.top.latency_cycles + (plan.estimate.batch - 1) * sub.top.interval_cycles) / clock_hz
-        spilled = sub.memory.ddr_transfer_s if first and sub.memory is not None and \
-            (sub.top is None or sub.top.kind == "sequential") else 0.0
-        moved = min(ports, _port_link_seconds(sub, board, plan)) if first else 0.0
-        change = compute - sub.estimate.compute_s + spilled - moved
+        memory_transfer = sub.estimate.memory_transfer_s
+        if first:
+            spilled = sub.memory.ddr_transfer_s if sub.memory is not None and \
+                (sub.top is None or sub.top.kind == "sequential") else 0.0
+            memory_transfer = spilled - min(ports, _port_link_seconds(sub, board, plan))
+        memory_change = memory_transfer - sub.estimate.memory_transfer_s
+        change = compute - sub.estimate.compute_s + memory_change
         sub.estimate.batch_s += batch_compute - plan.estimate.batch * sub.estimate.compute_s + \
-            plan.estimate.batch * (spilled - moved)
+            plan.estimate.batch * memory_change
         sub.estimate.compute_s = compute
-        sub.estimate.transfer_s += spilled - moved
+        sub.estimate.transfer_s += memory_change
+        sub.estimate.memory_transfer_s = memory_transfer
         sub.estimate.latency_s += change
         plan.estimate.latency_s += change
     stages = {s.name: (s.kind, s.estimate.resource, s.estimate.batch_s, s.estimate.overhead_s)
