@@ -80,15 +80,16 @@ def test_units_pinned_to_the_engine_share_it_and_read_their_weights_from_ddr(tmp
     sub, found = planned("--strategy", "conv1=engine", "--strategy", "conv2=engine", "--strategy", "fc=engine")
     # the PYNQ-Z2's engine at 16 bits: 16 lanes of 4 values a cycle, two output pixels at once (132 DSPs, the 132
     # its share allows; the conv layers' windows take more iterations than two pixels' words), sized to fc's window,
-    # its pairs sharing their windows among its tiles (its LUTs and registers for that fit beside the units)
-    engine = engine_resources(256, 16, EngineSize(16, 0, 4, pixels=2, shared=True))
+    # its pairs sharing their windows among its tiles and streaming the weights of layers of at most 128 pairs (its
+    # LUTs and registers for that fit beside the units)
+    engine = engine_resources(256, 16, EngineSize(16, 0, 4, pixels=2, shared=True, stream=128))
     assert engine["dsp"] == 2 * 16 * 4 + 4 and engine["bram18"] > 0
     for node in ("conv1", "conv2", "fc"):
         unit = found[node]
         assert (unit["strategy"], unit["weights_in_ddr"], unit["io_type"]) == ("Engine", True, "")
         assert unit["engine"]["lanes"] == 16 and unit["engine"]["relu"] == (node != "fc")
         assert (unit["engine"]["vector"], unit["engine"]["uram_lanes"], unit["engine"]["pixels"],
-                unit["engine"]["shared"]) == (4, 0, 2, True)
+                unit["engine"]["shared"], unit["engine"]["stream"]) == (4, 0, 2, True, 128)
         first = node == "conv1"  # carries the engine
         assert {k: unit["estimate"].get(k, 0) for k in engine} == (engine if first else {k: 0 for k in engine})
         weights = next(b for b in sub["memory"]["buffers"] if b["tensor"] == f"{unit['name']}.weights")

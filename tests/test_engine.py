@@ -64,7 +64,8 @@ int main(int argc, char **argv) {
     // the residual in the input's memory, after it
     const hetdeploy::engine_place residual = {v[%(fields)d + 4] < 0 ? -1 : 1, source_word + int(v[%(fields)d + 4])};
     hetdeploy::engine<%(iw)d, %(ow)d, %(ww)d, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 4,
-                      %(ddr)d, %(pixels)d, %(bundles)d, %(shared)s>(unused.data(), memory.data(), written.data(),
+                      %(ddr)d, %(pixels)d, %(bundles)d, %(shared)s, %(stream)d>(unused.data(), memory.data(),
+                                                                    written.data(),
                                                                     staging.data(), source, output, stage, residual,
                                                                     reads.data(), w[0], w[1], w[2], w[3], g);
     for (int i = 0; i < outputs; i++)
@@ -75,7 +76,7 @@ int main(int argc, char **argv) {
 # the engine_layer's fields (engine.layer_values: ints, the Clip's two codes, then the residual's three ints and the
 # output's pixel stride) and the largest window of the layers below: one program of each engine the tests run serves
 # all its calls, each call's numbers read at run time
-LAYER_FIELDS, LARGEST_WINDOW = 27, 256
+LAYER_FIELDS, LARGEST_WINDOW = 28, 256
 # a staged input begins this many words past the weights (whole reads of the port): not a read's first word where a
 # read is two
 STAGED_GAP = 1
@@ -92,15 +93,21 @@ def port_reads(region: bytes, layer: EngineLayer) -> bytes:
 
 
 def filter_codes(region: bytes, layer: EngineLayer, ww: int) -> np.ndarray:
-    """The weights region's codes, (filters, window): each filter's in words of its own, the lanes of its last
-    word past the window zeros, word i of filters q * P .. q * P + P - 1 one after the other in the port's word
-    (q, i) (P: the port's words); filters past the last zeros; where the engine walks the window along its rows,
-    each row padded to whole words with zeros."""
+    """The weights region's codes, (filters, window): each filter's in words of its own, the lanes of its last word past
+    the window zeros, word i of filters q * P .. q * P + P - 1 one after the other in the port's word (q, i) (P: the
+    port's words; a streamed layer's, each tile's reads of its words i one run, word after word); filters past the last
+    zeros; where the engine walks the window along its rows, each row padded to whole words with zeros."""
     region = port_reads(region, layer)
     per_word, port, stored = ARENA_WORD_BYTES // element_bytes(ww), layer.port_words, stored_window(layer, ww)
     words, reads = -(-stored // per_word), -(-layer.filters // port)
     codes = np.frombuffer(region[:reads * words * ARENA_WORD_BYTES * port], dtype=f"<i{element_bytes(ww)}")
-    codes = codes.reshape(reads, words, port, per_word).transpose(0, 2, 1, 3).reshape(reads * port, -1)
+    if layer.streamed:  # each tile's reads of its filters' word i one run, word after word
+        tiles = [codes[q * words * port * per_word:(q + r) * words * port * per_word].reshape(words, r, port, per_word)
+                 .transpose(1, 2, 0, 3) for q in range(0, reads, layer.lanes // port)
+                 for r in [min(layer.lanes // port, reads - q)]]
+        codes = np.concatenate(tiles).reshape(reads * port, -1)
+    else:
+        codes = codes.reshape(reads, words, port, per_word).transpose(0, 2, 1, 3).reshape(reads * port, -1)
     assert not codes[:, stored:].any() and not codes[layer.filters:].any()
     codes = codes[:layer.filters, :stored]
     row = row_values(layer, ww)
@@ -145,7 +152,7 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
                   window=LARGEST_WINDOW, port=layer.port_words, pixels=layer.pixels,
                   ddr=1 if staged else 2 if output_in_ddr else -1,
                   bundles=layer.bundles, bundle_words=layer.port_words // layer.bundles,
-                  shared=str(layer.shared).lower(),
+                  shared=str(layer.shared).lower(), stream=layer.stream,
                   out_bytes=element_bytes(ow), fields=LAYER_FIELDS, numbers=LAYER_FIELDS + 5,
                   layer=", ".join(f"v[{k}]" if k in CLIP_FIELDS else f"int(v[{k}])" for k in range(LAYER_FIELDS)))
     key = tuple(sorted(engine.items()))
@@ -407,6 +414,51 @@ def test_a_residual_map_is_added_to_the_sums_bit_for_bit(tmp_path, kind, iw, ow,
     assert (list(alone) != list(exact) or outputs < 10 and below_half_step) and len(set(got)) > 3
 
 
+STREAMED = {  # ResNet-50's 7 x 7 maps: 25 pairs, three tiles of 8 filters
+    "7 x 7 in tiles": (16, [7, 7], 24, [7, 7], [3, 3], [1, 1], [1, 1], [1, 1], True),
+    "strided dilated in pairs": LAYERS["strided dilated in pairs"],
+    "1x1 of 40": (40, [4, 5], 16, [4, 5], [1, 1], [1, 1], [0, 0], [1, 1], False),
+}
+
+
+@pytest.mark.parametrize("case", ["on chip", "output in DDR", "residual"])
+@pytest.mark.parametrize("kind", STREAMED)
+@pytest.mark.parametrize("iw, in_type, out_type, residual_type, vector, port, bundles",
+                         [(16, "ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,5>", 4, 2, 1),
+                          (8, "ap_ufixed<8,3>", "ap_fixed<8,4>", "ap_fixed<8,3>", 8, 4, 2)])
+def test_a_streamed_layer_computes_bit_for_bit_in_the_cycles_estimated(tmp_path, kind, iw, in_type, out_type,
+                                                                        residual_type, vector, port, bundles, case):
+    """A layer whose weights stream from DDR while the lanes compute (engine.h's engine_stream, on an engine of two
+    pixels that streams layers of up to 32 pairs (units.ENGINE_STREAM_PAIRS' fewest): the build's choice where that is
+    shorter, ``engine_layer_streams``): bit for bit against the exact reference at 16 and at 8 bits (two lanes' products
+    a DSP48), several tiles of filters (24 on 8 lanes), strided, dilated and padded windows, odd pixels (a last pair of
+    one), its output on chip, in DDR, or a residual added; in the cycles ``units.engine_layer_cycles`` estimates and
+    reading the weights region once."""
+    from hetdeploy.planning.units import ENGINE_STREAM_PAIRS, engine_layer_cycles
+
+    rng = np.random.default_rng(17)
+    layer = EngineLayer(*STREAMED[kind], lanes=8, vector=vector, uram_lanes=4, port_words=port, bundles=bundles,
+                        pixels=2, shared=True, stream=ENGINE_STREAM_PAIRS[-1], buffer_window=LARGEST_WINDOW,
+                        residual=case == "residual")
+    weights = rng.normal(0, 0.4, (layer.filters, *layer.kernel, layer.channels))
+    layer, region = quantized(layer, weights, rng.normal(0, 1, layer.filters), iw, in_type, out_type, residual_type)
+    assert layer.streamed  # (shorter than held in the buffers)
+    codes_w, codes_b = filter_codes(region, layer, iw), filter_biases(region, layer)
+    step = 2.0 ** -layer.weight_fraction  # the region's codes are the weights (laid out as engine_stream reads them)
+    assert np.max(np.abs(codes_w.reshape(weights.shape) * step - weights)) <= step / 2
+    raw_in = rng.integers(-(2 ** (iw - 1)) if layer.in_signed else 0, 2 ** (iw - 1) if layer.in_signed else 2 ** iw,
+                          layer.input[0] * layer.input[1] * layer.channels)
+    outputs = layer.output[0] * layer.output[1] * layer.filters
+    raw_residual = rng.integers(-(2 ** (iw - 1)), 2 ** (iw - 1), outputs) if layer.residual else None
+    output_in_ddr = case == "output in DDR"
+    got, (cycles, weight_words) = run_engine(tmp_path, layer, region, raw_in, iw, iw, iw, False, output_in_ddr,
+                                             raw_residual)
+    assert cycles == engine_layer_cycles(layer, iw, False, output_in_ddr)
+    assert weight_words * ARENA_WORD_BYTES == len(region)
+    exact = reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, iw, raw_residual)
+    assert got == [int(v) for v in exact] and len(set(got)) > 3
+
+
 @pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port, bundles, pixels",
                          [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 2, 2, 1),
                           (16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 2, 2, 2),
@@ -522,14 +574,16 @@ COUNTING = r"""
 #include "engine.h"
 
 // each line of argv[1] a layer (engine_layer's fields), whether its input is staged from DDR, whether its output
-// lies in DDR and whether it adds a residual: it runs on zeros, printing what the engine counted
+// lies in DDR, whether it adds a residual and whether it streams its weights: it runs on zeros, printing what the
+// engine counted
 int main(int argc, char **argv) {
     std::FILE *f = std::fopen(argv[1], "r");
     hetdeploy::engine_layer g;
     int staged, output_in_ddr;
-    while (std::fscanf(f, "%%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d", &g.in_c, &g.in_h,
-                       &g.in_w, &g.out_c, &g.out_h, &g.out_w, &g.k_h, &g.k_w, &g.s_h, &g.s_w, &g.pad_top,
-                       &g.pad_left, &g.d_h, &g.d_w, &g.groups, &staged, &output_in_ddr, &g.residual) == 18) {
+    while (std::fscanf(f, "%%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d %%d", &g.in_c,
+                       &g.in_h, &g.in_w, &g.out_c, &g.out_h, &g.out_w, &g.k_h, &g.k_w, &g.s_h, &g.s_w, &g.pad_top,
+                       &g.pad_left, &g.d_h, &g.d_w, &g.groups, &staged, &output_in_ddr, &g.residual,
+                       &g.streamed) == 19) {
         g.in_fraction = g.weight_fraction = g.out_fraction = g.residual_fraction = 8;
         g.in_signed = g.out_signed = g.relu = g.residual_signed = 1;
         g.clip_low = -(1LL << 62), g.clip_high = 1LL << 62;
@@ -557,16 +611,16 @@ int main(int argc, char **argv) {
         hetdeploy::word_t *m = memory.data(), *s = staging.data(), *o = other.data();
         if (staged)
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, 0,
-                              %(pixels)d, %(bundles)d, %(shared)s>(
+                              %(pixels)d, %(bundles)d, %(shared)s, %(stream)d>(
                 m, s, o, m, source, output_in_ddr ? after : apart, stage, residual, region.data(), w[0], w[1], w[2],
                 w[3], g);
         else if (output_in_ddr)
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, 2,
-                              %(pixels)d, %(bundles)d, %(shared)s>(
+                              %(pixels)d, %(bundles)d, %(shared)s, %(stream)d>(
                 m, s, o, m, source, apart, unstaged, residual, region.data(), w[0], w[1], w[2], w[3], g);
         else
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, -1,
-                              %(pixels)d, %(bundles)d, %(shared)s>(
+                              %(pixels)d, %(bundles)d, %(shared)s, %(stream)d>(
                 m, s, o, m, source, after, unstaged, residual, region.data(), w[0], w[1], w[2], w[3], g);
         std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
     }
@@ -587,18 +641,20 @@ MOBILENET_V2_DEPTHWISE = [(c, c, 3, stride, c) for c, stride in ((32, 1), (96, 2
                                                                    (192, 2), (384, 1), (576, 1), (576, 2), (960, 1))]
 
 
-@pytest.mark.parametrize("lanes, uram_lanes, vector, port, pixels, bundles",
-                         [(32, 0, 4, 1, 1, 1), (32, 0, 2, 4, 1, 1), (104, 84, 4, 4, 2, 2)])
-# (an engine of two pixels: its pairs sharing their windows among the tiles it holds)
+@pytest.mark.parametrize("lanes, uram_lanes, vector, port, pixels, bundles, stream",
+                         [(32, 0, 4, 1, 1, 1, 0), (32, 0, 2, 4, 1, 1, 0), (104, 84, 4, 4, 2, 2, 32)])
+# (an engine of two pixels: its pairs sharing their windows among the tiles it holds, and streaming the weights of
+# layers of at most 32 pairs)
 def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilenet_v2_layers(tmp_path, lanes,
                                                                                             uram_lanes, vector, port,
-                                                                                            pixels, bundles):
+                                                                                            pixels, bundles, stream):
     """Issue 65's counted-cycles check: every layer shape of ResNet-50 and MobileNetV2 the engine runs, at a 5 x 5
     output map (the count is per output pixel, so a reduced map counts what a full one would, pixel for pixel;
     kernel 0: the classifier, a dense layer's one pixel), run in C-simulation on ``lanes`` of ``vector`` values a
     cycle (the 3-channel first layers one; at 2, a DDR word of weights is two entries of the weight buffer; 104
     lanes, 84 of them in URAM, its weights port four DDR words wide in two bundles, two output pixels at once: the
-    KV260's engine for ResNet-50 at 16 bits):
+    KV260's engine for ResNet-50 at 16 bits, its layers of at most 32 pairs streaming their weights where that is
+    shorter, engine_stream):
     the cycles and DDR words engine.h counts are what ``units.engine_cycles`` estimates, within 2 %; each layer with
     its input on chip, and in DDR, staged a row of output pixels at a time (``units.staging_cycles``), and its output
     on chip and in DDR (its words written one a cycle where a cycle reads nothing, not two: DDR's one port)."""
@@ -615,11 +671,23 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
         layers += [(channels, size, size, filters, side, side, k, k, stride, stride, pad, pad, 1, 1,
                     groups[0] if groups else 1, staged, output_in_ddr, residual) for staged in (0, 1)
                    for output_in_ddr in (0, 1) for residual in (0, 1)]
-    (tmp_path / "layers.txt").write_text("".join(" ".join(map(str, layer)) + "\n" for layer in layers))
     window = max(layer[6] * (-(-layer[7] * layer[0] // 4) * 4 if engine_row_values(layer[7], layer[0], layer[14], 1, 16)
                              else layer[0] // layer[14] * layer[7]) for layer in layers)
+    estimates = []
+    for layer in layers:
+        per_group = layer[0] // layer[14]
+        staging = staging_cycles(layer[1:3], layer[0], layer[6:8], layer[8:10], layer[10:12], layer[12:14],
+                                 layer[4:6], 16, port // bundles) if layer[15] else ()
+        estimates.append(engine_cycles(per_group * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16, lanes,
+                                       vector=vector, channels=per_group, groups=layer[14], port_words=port,
+                                       row=engine_row_values(layer[7], per_group, layer[14], 1, 16), staging=staging,
+                                       pixels_at_once=pixels, shared=pixels == 2, buffer_window=window,
+                                       output_in_ddr=bool(layer[16]), residual=bool(layer[17]), stream=stream))
+    # (each layer streamed where the estimate takes it so: the build's choice)
+    (tmp_path / "layers.txt").write_text("".join(" ".join(map(str, layer + (int(estimated["streamed"]),))) + "\n"
+                                                 for layer, estimated in zip(layers, estimates)))
     (tmp_path / "count.cpp").write_text(COUNTING % dict(lanes=lanes, uram_lanes=uram_lanes, vector=vector,
-                                                        shared=str(pixels == 2).lower(),
+                                                        shared=str(pixels == 2).lower(), stream=stream,
                                                         window=window, port=port, pixels=pixels,
                                                         bundles=bundles))
     subprocess.run([compiler(), "-std=c++14", "-O2", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o",
@@ -630,16 +698,9 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
     assert not run.stderr, run.stderr[:400]
     counted = run.stdout.splitlines()
     assert len(counted) == len(layers)
-    for layer, line in zip(layers, counted):
+    if stream:  # (some of them streamed: those of few pairs and many filters)
+        assert sum(e["streamed"] for e in estimates) >= 10
+    for layer, line, estimated in zip(layers, counted, estimates):
         cycles, words = map(int, line.split())
-        per_group = layer[0] // layer[14]
-        staging = staging_cycles(layer[1:3], layer[0], layer[6:8], layer[8:10], layer[10:12], layer[12:14],
-                                 layer[4:6], 16, port // bundles) if layer[15] else ()
-        estimated = engine_cycles(per_group * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16, lanes,
-                                  vector=vector, channels=per_group, groups=layer[14], port_words=port,
-                                  row=engine_row_values(layer[7], per_group, layer[14], 1, 16), staging=staging,
-                                  pixels_at_once=pixels, shared=pixels == 2, buffer_window=window,
-                                  output_in_ddr=bool(layer[16]),
-                                  residual=bool(layer[17]))
         assert abs(estimated["cycles"] - cycles) <= 0.02 * cycles, (layer, cycles, estimated)
         assert estimated["weight_words"] == words, (layer, words, estimated)

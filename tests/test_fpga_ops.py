@@ -641,12 +641,13 @@ def test_inceptions_four_branches_are_one_concat_of_the_tops_and_match_onnxrunti
 def test_convolutions_hls4ml_has_no_layer_for_run_on_the_engine_and_match_onnxruntime(tmp_path):
     """The model zoo's AlexNet's 11 x 11 stride-4 stem, its LRN and its two-group 5 x 5 convolution, ShuffleNet's
     4-group 1 x 1 convolution and its 3 x 3 stride-2 average pooling that does not count the padding (count_include_pad
-    0), and a dilated convolution (their attributes as the zoo's files have them), on the KV260: all on the
-    FPGA, the convolutions on the engine (the engine_conv PE: hls4ml has no layer for them), each group's filters a
-    tile, but the 4-group one's (2 channels and 4 filters a group, no whole word), run as one group of
-    block-diagonal weights (units.engine_dense_groups: fewer cycles), the pooling on the top's window PE, the LRN on
-    the top's lrn PE (a word's four values an iteration: reuse factor 1); every unit within tolerance of onnxruntime,
-    the pipeline emulated."""
+    0), and a dilated convolution (their attributes as the zoo's files have them), on the KV260: all on the FPGA, the
+    convolutions on the engine (the engine_conv PE: hls4ml has no layer for them), the grouped ones run as one group of
+    block-diagonal weights (units.engine_dense_groups: fewer cycles; the 4-group one has 2 channels and 4 filters a
+    group, no whole word), the layers of at most 128 pairs of pixels after the stem streaming their weights (engine.h's
+    engine_stream, the two-group one's block-diagonal), the pooling on the top's window PE, the LRN on the top's lrn PE
+    (a word's four values an iteration: reuse factor 1); every unit within tolerance of onnxruntime, the pipeline
+    emulated."""
     b = Builder(1)
 
     def conv(x, name, filters, channels, kernel, group=1, **attrs):
@@ -667,10 +668,10 @@ def test_convolutions_hls4ml_has_no_layer_for_run_on_the_engine_and_match_onnxru
     plan = build_and_emulate(path, tmp_path / "zoo_ops", "kv260")  # the PYNQ-Z2 runs LRN on its Cortex-A9s
     where = on_fpga(plan, [n.name for n in b.nodes])
     units = {u.name: u for s in plan.subfunctions for u in s.execution_units}
-    for name, groups in (("stem", 1), ("grouped5", 2), ("grouped1", 1), ("dilated", 1)):
+    for name, streamed in (("stem", False), ("grouped5", True), ("grouped1", True), ("dilated", True)):
         unit = units[where[name]["unit"]]
-        assert (unit.pe, unit.strategy, unit.engine.groups, unit.verification.passed) == (
-            "engine_conv", "Engine", groups, True), name
+        assert (unit.pe, unit.strategy, unit.engine.groups, unit.engine.streamed, unit.verification.passed) == (
+            "engine_conv", "Engine", 1, streamed, True), name
     pool = units[where["pool"]["unit"]]
     assert (pool.pe, pool.window.reduce, pool.verification.passed) == ("window", "mean_inside", True)
     norm = units[where["norm"]["unit"]]
@@ -901,7 +902,7 @@ def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_out
     declared = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_units.h").read_text()
     # its loop built; its weights read four DDR words at a time, two through each of two bundles (the KV260's
     # 128-bit HP ports HP1 and HP2), each its own m_axi port of the top
-    engine_template = r"engine<16, 16, 16, \d+, \d+, \d+, \d+, true,\s+4, \d, -?\d, [12], 2, (true|false)>"
+    engine_template = r"engine<16, 16, 16, \d+, \d+, \d+, \d+, true,\s+4, \d, -?\d, [12], 2, (true|false), \d+>"
     assert (depthwise.port_words, depthwise.bundles) == (4, 2) and re.search(engine_template, declared)
     assert "typedef ap_uint<128> engine_weights_t" in declared
     # its one instance (the ALLOCATION pragma) gets the same memories at every call, wherever a layer's buffers lie

@@ -398,6 +398,10 @@ class EngineLayer:
     pixels: int = 1  # the output pixels the engine computes at once: 1, or 2 (hls/engine.h's engine_pairs)
     # an engine of two pixels whose pairs share their windows among the tiles it holds (hls/engine.h's SHARED)
     shared: bool = False
+    # an engine of two pixels that streams the weights of layers of at most this many pairs (hls/engine.h's STREAM),
+    # and whether this layer's stream (engine_stream: units.engine_layer_streams; its weights region laid out so)
+    stream: int = 0
+    streamed: bool = False
     bundles: int = 1  # the m_axi bundles the weights port is, each on a DDR port of its own (units.engine_port)
     # the largest window the engine's lanes' buffers hold (values; their depth): a staged layer keeps as many tiles'
     # weights at once as fit (hls/engine.h's engine_resident)

@@ -32,7 +32,7 @@ def engine_layer(node: Node, last: Node, size: units.EngineSize, residual: bool 
         return EngineLayer(first[-1], [1, 1], out[-1], [1, 1], [1, 1], [1, 1], [0, 0], [1, 1], relu, size.lanes,
                            size.vector, size.uram_lanes, port_words=size.port_words, pixels=size.pixels,
                            bundles=size.bundles, buffer_window=size.window, clip=clip, residual=residual,
-                           shared=size.shared)
+                           shared=size.shared, stream=size.stream)
     first, out = node.input_shapes[0], node.output_shapes[0]
     spatial = len(first) - 2
 
@@ -46,7 +46,7 @@ def engine_layer(node: Node, last: Node, size: units.EngineSize, residual: bool 
                        size.uram_lanes, 1 if dense_groups else node.attrs.get("group", 1), size.port_words,
                        pixels=size.pixels,
                        bundles=size.bundles, buffer_window=size.window, clip=clip, residual=residual,
-                       shared=size.shared)
+                       shared=size.shared, stream=size.stream)
 
 
 def _bound(value: Optional[float]) -> Optional[float]:
@@ -66,7 +66,7 @@ def layer_values(layer: EngineLayer, out_width: int) -> list[int]:
     return [layer.channels, *layer.input, layer.filters, *layer.output, *layer.kernel, *layer.strides, *layer.pads,
             *layer.dilations, layer.in_fraction, int(layer.in_signed), layer.weight_fraction, layer.out_fraction,
             int(layer.out_signed), int(layer.relu), layer.groups, *codes, int(layer.residual), layer.residual_fraction,
-            int(layer.residual_signed), layer.out_stride or layer.filters]
+            int(layer.residual_signed), layer.out_stride or layer.filters, int(layer.streamed)]
 
 
 def affine(model: onnx.ModelProto) -> tuple[np.ndarray, np.ndarray]:
@@ -103,7 +103,9 @@ def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: 
     (engine.h's layout): the weights as ``width``-bit lanes, each filter's window in words of its own (its last
     word's lanes past the window zeros; each row of it padded to whole words where the engine walks it along its
     rows, ``row_values``), word i of filters q * P .. q * P + P - 1 together in the weights port's word (q, i) (P:
-    its words, ``layer.port_words``; filters past the last zeros); then each filter's bias at the sum's binary
+    its words, ``layer.port_words``; filters past the last zeros), or, where the layer streams its weights
+    (``units.engine_layer_streams``), each tile's reads (``layer.lanes`` filters) word after word, the tile's reads of
+    word i one run; then each filter's bias at the sum's binary
     point, as a 64-bit lane, P filters' a port's word. Where the port is ``layer.bundles`` bundles, its reads in
     that many blocks, block b each read's words b * P / bundles onwards (a bundle's reads one run). Weights of a
     grouped convolution the layer runs as one group are its ``block_diagonal`` ones."""
@@ -115,6 +117,7 @@ def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: 
         raise ValueError(f"an engine layer's residual of {added.width} bits beside {target.width}-bit outputs: the "
                          f"engine reads it an output word's lanes at a time")
     set_layer = EngineLayer(**{**layer.__dict__, "weight_fraction": w_width - w_integer,
+                               "streamed": units.engine_layer_streams(layer, 8 * units.element_bytes(source.width)),
                                "in_fraction": source.fraction, "in_signed": source.signed,
                                "out_fraction": target.fraction, "out_signed": target.signed,
                                "residual_fraction": added.fraction if layer.residual else 0,
@@ -133,7 +136,12 @@ def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: 
     padded = np.zeros((filters, words * units.word_values(width)), dtype=np.int64)
     padded[:len(codes), :codes.shape[1]] = codes
     lanes = padded.astype(f"<i{units.element_bytes(width)}").view(np.uint8).reshape(filters // port, port, words, -1)
-    packed = lanes.transpose(0, 2, 1, 3).tobytes()  # (q, i, filter q * P + p's word i)
+    if set_layer.streamed:  # each tile's reads of its filters' word i one run, word after word (engine_stream)
+        tile_reads = layer.lanes // port
+        packed = b"".join(lanes[q:q + tile_reads].transpose(2, 0, 1, 3).tobytes()
+                          for q in range(0, len(lanes), tile_reads))
+    else:
+        packed = lanes.transpose(0, 2, 1, 3).tobytes()  # (q, i, filter q * P + p's word i)
     sum_fraction = set_layer.in_fraction + set_layer.weight_fraction
     biases = np.zeros(filters, dtype="<i8")
     biases[:len(bias)] = np.round(bias * 2.0 ** sum_fraction)

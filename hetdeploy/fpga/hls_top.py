@@ -112,7 +112,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
                                          bits=8 * units.ARENA_WORD_BYTES * bundle_words) + "\n"
         declarations += "".join(ENGINE.statement(
             "engine_function", name=name, lanes=call.lanes, uram_lanes=call.uram_lanes, vector=call.vector,
-            pixels=call.pixels, shared=str(call.shared).lower(),
+            pixels=call.pixels, shared=str(call.shared).lower(), stream=call.stream,
             window=call.window, in_bits=call.bits[0], out_bits=call.bits[1], weight_bits=call.bits[2],
             depthwise=str(call.depthwise).lower(), port=call.port_words, bundles=call.bundles,
             listed=", ".join(call.memories),
@@ -316,6 +316,7 @@ class EngineCall:
     bundles: int = 1  # the engines' weights ports (bundles), PORT / bundles DDR words a read each
     residual: tuple[int, int] = (-1, 0)
     shared: bool = False  # its pairs' windows shared among the tiles it holds (engine.h's SHARED)
+    stream: int = 0  # the most pairs of a layer whose weights it streams (engine.h's STREAM)
     alone: bool = False  # the unit checked alone, on buffers of its own (engine.h's engine_alone)
 
 
@@ -375,7 +376,7 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
                                 // units.ARENA_WORD_BYTES) if u.engine.copied else None, u.engine.pixels,
                                u.engine.bundles,
                                place(u, buffers[u.residual]) if u.residual is not None else (-1, 0),
-                               u.engine.shared)
+                               u.engine.shared, stream=u.engine.stream)
             for u in on_engine}
 
 
@@ -396,7 +397,8 @@ def _engine_template(call: EngineCall) -> str:
     return ENGINE.statement("engine_template", lanes=call.lanes, uram_lanes=call.uram_lanes, vector=call.vector,
                             window=call.window, in_bits=call.bits[0], out_bits=call.bits[1], weight_bits=call.bits[2],
                             depthwise=str(call.depthwise).lower(), port=call.port_words, memories=len(call.memories),
-                            ddr=ddr, pixels=call.pixels, bundles=call.bundles, shared=str(call.shared).lower())
+                            ddr=ddr, pixels=call.pixels, bundles=call.bundles, shared=str(call.shared).lower(),
+                            stream=call.stream)
 
 
 def _engine_memories(memories: tuple[str, ...]) -> tuple[str, ...]:

@@ -13,7 +13,8 @@
 // each weight read serving both, where a layer gains: engine_pairs), and the m_axi bundles its weights port is
 // (BUNDLES: each PORT / BUNDLES words of a read, on a DDR port of its own, where the board has several), and, on one
 // of two pixels, whether its pairs share their windows among the tiles it holds (SHARED: engine_shares_windows; its
-// window buffer, bias slots and kept sums only where it does).
+// window buffer, bias slots and kept sums only where it does), and the most pairs of output pixels of a layer whose
+// weights it streams (STREAM: engine_stream; 0: none, no such loop).
 //
 // Every call passes the one instance the same memories (the top's on-chip arena, URAM and reserve arrays and its DDR
 // port, those its calls' buffers lie in, in one order) and says where its input and output lie (engine_place): the
@@ -69,7 +70,9 @@
 // window, ((o * k_h + ky) * k_w + kx) * (in_c / groups) + c (c of its group's channels), as WW-bit lanes (value *
 // 2^weight_fraction) in F = ceil(window / lanes a word) DDR words, its last word's lanes past the window zeros; the
 // port's word q * F + i holds word i of channels q * PORT .. q * PORT + PORT - 1, the first in its low 64 bits
-// (channels past the last: zeros), so that a tile's words are one run and a read fills PORT lanes; then, from read
+// (channels past the last: zeros), so that a tile's words are one run and a read fills PORT lanes (a streamed
+// layer's, engine_stream: the tile's reads of word i one after another, word after word, from the tile's first read
+// q0, q0 * F on); then, from read
 // ceil(out_c / PORT) * F, each output channel's bias as a 64-bit lane, PORT channels' a read (bias * 2^(in_fraction +
 // weight_fraction), the sum's binary point). Read by BUNDLES bundles, a layer's reads lie in BUNDLES blocks one after
 // another, block b holding words b * PORT / BUNDLES .. (b + 1) * PORT / BUNDLES - 1 of each read in order (a
@@ -125,6 +128,8 @@ struct engine_layer {
     // channels into a Concat's output in place, that output's channels (the target the first of its slice; never
     // a layer that adds a residual, whose words it reads where it writes its own)
     int out_stride;
+    // whether its weights stream from DDR while the lanes compute (engine_stream), on an engine of STREAM pairs
+    int streamed;
 };
 
 // A layer as it runs on buffers of its own (a unit checked alone): its output pixels its own channels apart
@@ -381,16 +386,46 @@ template <int IW> ap_int<IW + 1> engine_value(const word_t &word, int k, const e
     return g.in_signed ? ap_int<IW + 1>(ap_int<IW>(raw)) : ap_int<IW + 1>(raw);
 }
 
-// P output pixels' VEC values each (``value[p]``), each multiplied by every lane's weight of entry ``at`` from its
-// place ``first`` on (lane t's from tile, or from paired for a URAM lane: read once, shared by the pixels) and added
-// to that pixel's sum of the lane (``sums[p]``).
-template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, int P, typename entry_t, typename sum_t>
-void engine_products(const ap_int<IW + 1> value[][VEC], int at, int first, const entry_t tile[][ENTRIES],
-                     const entry_t paired[][2 * ENTRIES], sum_t sums[][LANES]) {
+// P output pixels' VEC values each (``value[p]``), each multiplied by lane ``lane_t``'s weights of its ``entry``
+// (read once, shared by the pixels) and, where two lanes' products share a DSP48 (ENGINE_PACKED), by lane ``odd``'s
+// of its ``odd_entry`` too, from its place ``first`` on, and added to that pixel's sum of the lane (``sums[p]``)
+template <int IW, int WW, int LANES, int VEC, int P, typename entry_t, typename sum_t>
+void engine_lane_products(const ap_int<IW + 1> value[][VEC], int first, int lane_t, int odd, const entry_t &entry,
+                          const entry_t &odd_entry, sum_t sums[][LANES]) {
 #pragma HLS INLINE
     typedef ap_int<WW> weight_t;
     typedef ap_int<IW + 1 + WW> product_t;  // exact: a value by a weight
     static const int LB = 8 * lane<weight_t>::bytes;
+    for (int pv = 0; pv < P * VEC; pv++) {
+#pragma HLS UNROLL
+        const int p = pv / VEC, v = pv % VEC;
+        const int at_lane = (first + v) % VEC;
+        const weight_t weight = entry.range(LB * at_lane + WW - 1, LB * at_lane);
+        if (ENGINE_PACKED(IW, WW, LANES)) {
+            // two lanes' products of one value in one DSP48's 27 x 18 multiply (Xilinx WP486): the second
+            // lane's weight 18 bits up, the first's below it; the low 18 bits are the first product (signed:
+            // |value x weight| < 2^(IW + WW - 1) <= 2^16), the rest the second's, both exact
+            const ap_int<27> weights = (ap_int<27>(weight_t(odd_entry.range(LB * at_lane + WW - 1,
+                                                                              LB * at_lane))) << 18) + weight;
+            const ap_int<45> both = weights * ap_int<18>(value[p][v]);
+            const ap_int<18> low = both;  // its low 18 bits, signed
+            sums[p][lane_t] += low;
+            sums[p][odd] += (both - low) >> 18;
+        } else {
+            // in place: ap_int's value * weight widens both to the product's width first, and two operands
+            // of over 32 bits multiply in C-simulation through a heap-allocated multi-word type
+            product_t product = value[p][v];
+            product *= weight;
+            sums[p][lane_t] += product;
+        }
+    }
+}
+
+// ... every lane's, its weights of entry ``at`` of its buffer (lane t's from tile, or from paired for a URAM lane)
+template <int IW, int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, int P, typename entry_t, typename sum_t>
+void engine_products(const ap_int<IW + 1> value[][VEC], int at, int first, const entry_t tile[][ENTRIES],
+                     const entry_t paired[][2 * ENTRIES], sum_t sums[][LANES]) {
+#pragma HLS INLINE
     for (int lane_t = 0; lane_t < LANES; lane_t += ENGINE_PACKED(IW, WW, LANES) ? 2 : 1) {
 #pragma HLS UNROLL
         const entry_t entry = lane_t < URAM_LANES ? paired[lane_t / 2][lane_t % 2 * ENTRIES + at]
@@ -398,29 +433,7 @@ void engine_products(const ap_int<IW + 1> value[][VEC], int at, int first, const
         const int odd = lane_t + 1 < LANES ? lane_t + 1 : lane_t;  // a packed pair's second lane
         const entry_t odd_entry = odd < URAM_LANES ? paired[odd / 2][odd % 2 * ENTRIES + at]
                                                    : tile[odd - URAM_LANES][at];
-        for (int pv = 0; pv < P * VEC; pv++) {
-#pragma HLS UNROLL
-            const int p = pv / VEC, v = pv % VEC;
-            const int at_lane = (first + v) % VEC;
-            const weight_t weight = entry.range(LB * at_lane + WW - 1, LB * at_lane);
-            if (ENGINE_PACKED(IW, WW, LANES)) {
-                // two lanes' products of one value in one DSP48's 27 x 18 multiply (Xilinx WP486): the second
-                // lane's weight 18 bits up, the first's below it; the low 18 bits are the first product (signed:
-                // |value x weight| < 2^(IW + WW - 1) <= 2^16), the rest the second's, both exact
-                const ap_int<27> weights = (ap_int<27>(weight_t(odd_entry.range(LB * at_lane + WW - 1,
-                                                                                  LB * at_lane))) << 18) + weight;
-                const ap_int<45> both = weights * ap_int<18>(value[p][v]);
-                const ap_int<18> low = both;  // its low 18 bits, signed
-                sums[p][lane_t] += low;
-                sums[p][odd] += (both - low) >> 18;
-            } else {
-                // in place: ap_int's value * weight widens both to the product's width first, and two operands
-                // of over 32 bits multiply in C-simulation through a heap-allocated multi-word type
-                product_t product = value[p][v];
-                product *= weight;
-                sums[p][lane_t] += product;
-            }
-        }
+        engine_lane_products<IW, WW, LANES, VEC, P>(value, first, lane_t, odd, entry, odd_entry, sums);
     }
 }
 
@@ -842,6 +855,26 @@ void engine_pair_word(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engi
     }
 }
 
+// Iteration ``k`` of the loop over a pair of output pixels' words: ``written`` of them, the second never to memory
+// SKIP, or, ``added``, one, its residual's word read for it (engine_pair_word)
+template <int OW, int MEMORIES, int SKIP, int PIXELS, int LANES, typename sum_t>
+void engine_pair_words(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &target,
+                       const engine_place &residual, const engine_pixel &first, const engine_pixel &second,
+                       bool has_second, const sum_t sums[PIXELS][LANES], int k, int words, int written, bool added,
+                       const engine_layer &g, const engine_out<sum_t> &o) {
+#pragma HLS INLINE
+    if (added) {
+        engine_pair_word<OW, MEMORIES, -1, true, PIXELS, LANES>(m0, m1, m2, m3, target, residual, first, second,
+                                                               has_second, sums, k, words, g, o);
+        return;
+    }
+    engine_pair_word<OW, MEMORIES, -1, false, PIXELS, LANES>(m0, m1, m2, m3, target, residual, first, second,
+                                                            has_second, sums, k * written, words, g, o);
+    if (written == 2)
+        engine_pair_word<OW, MEMORIES, SKIP, false, PIXELS, LANES>(m0, m1, m2, m3, target, residual, first, second,
+                                                                  has_second, sums, k * written + 1, words, g, o);
+}
+
 // Output word ``word`` of a tile whose outputs share words with other channels' (a pixel's ``filters`` outputs from
 // element ``out_first`` on, in ``sums``): the tile's lanes set from its sums, the word's other lanes kept (the word
 // read first where it is not the tile's alone), the residual's word at the same place read for it where RESIDUAL
@@ -976,8 +1009,219 @@ load_bias:
     HETDEPLOY_COUNTED(count_loop(reads, ENGINE_MOVE_DEPTH); engine_counted().weight_words += (long long)reads * PORT);
 }
 
+// The bits of n's ceiling power of two (a sum of n products takes this many more bits than one)
+constexpr int engine_bits(int n) { return n <= 1 ? 0 : 1 + engine_bits((n + 1) / 2); }
+
+// The fewest iterations a step of a streamed layer takes: a pair's kept sums are read a step's iterations after they
+// were written, never before the write is done (the window loop's depth)
+static const int ENGINE_STREAM_MIN_SPAN = ENGINE_MAC_DEPTH;
+
+// A layer's output pixels' place in the input: an engine_pixel and the input element its window begins at
+// (``first``, before the map: padding), stepped by counters (``column_move`` elements a pixel, ``row_move`` more
+// from a row's last pixel to the next row's first)
+struct engine_stream_pixel {
+    engine_pixel p;
+    int first;
+
+    void start(const engine_layer &g, int out_first) {
+        p.start(g, out_first, 0);
+        first = (p.row0 * g.in_w + p.column0) * g.in_c;
+    }
+
+    void next(const engine_layer &g, int column_move, int row_move) {
+        first += p.x + 1 == g.out_w ? row_move : column_move;
+        p.next(g);
+    }
+};
+
+// A streamed layer (the call's ``streamed``: the planner's choice, units.engine_streams; a layer of one group whose
+// pairs of output pixels are at most STREAM, its input on chip, its channels whole entries of VEC values and its
+// tiles' outputs whole words, VEC a word's weights: an entry a DDR word): its weights never held in the buffers but
+// streamed from DDR while the lanes compute. For each tile of LANES filters (the port's reads of a window step's
+// words one run, the tile's steps one after another: fpga/engine.py writes them so), its biases, its first step's
+// words (``first_entries``), then one loop of the window's steps, a step ``span`` iterations (the most of the tile's
+// reads a step, the pairs and ENGINE_STREAM_MIN_SPAN): iteration j reads the port's next word into the next step's
+// entries (j below the reads) and computes pair j's step (j below the pairs: a word of each pixel read, its products
+// added to the pair's sums, kept in ``kept``, a lane's memory a pixel, read back a step later); then the pairs'
+// words, ``written`` an iteration (their sums and biases).
+template <int IW, int OW, int WW, int LANES, int VEC, int MAX_WINDOW, int PORT, int MEMORIES, int DDR, int PIXELS,
+          int BUNDLES, int STREAM, typename sum_t>
+void engine_stream(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &input,
+                   const engine_place &target, const engine_place &residual, const ap_uint<64 * PORT / BUNDLES> *w0,
+                   const ap_uint<64 * PORT / BUNDLES> *w1, const ap_uint<64 * PORT / BUNDLES> *w2,
+                   const ap_uint<64 * PORT / BUNDLES> *w3, const engine_layer &g, const engine_out<sum_t> &out,
+                   int filter_words, int bias_read, int written) {
+#pragma HLS INLINE
+    typedef ap_int<WW> weight_t;
+    static const int IPW = lane<ap_uint<IW> >::per_word, L = lane<ap_uint<OW> >::per_word;
+    static const int LB = 8 * lane<weight_t>::bytes;
+    typedef ap_uint<VEC * LB> entry_t;
+    static_assert(STREAM == 0 || (PIXELS == 2 && VEC * LB == 64), "a streamed layer: pairs, an entry a DDR word");
+    static const int DEPTH = STREAM > 0 ? STREAM : 1;  // (an engine without the loop: never called)
+    // a pair's sum of a lane without its bias: a window of at most MAX_WINDOW products, each within IW + WW bits
+    typedef ap_int<IW + WW + 1 + engine_bits(MAX_WINDOW)> kept_t;
+    static kept_t kept[PIXELS][LANES][DEPTH];
+#pragma HLS ARRAY_PARTITION variable=kept complete dim=1
+#pragma HLS ARRAY_PARTITION variable=kept complete dim=2
+#pragma HLS BIND_STORAGE variable=kept type=ram_s2p impl=lutram
+    entry_t entries[LANES], next_entries[LANES];  // a step's weights of each lane, and the next step's
+#pragma HLS ARRAY_PARTITION variable=entries complete
+#pragma HLS ARRAY_PARTITION variable=next_entries complete
+    sum_t bias[LANES];
+#pragma HLS ARRAY_PARTITION variable=bias complete
+    sum_t sums[PIXELS][LANES];
+#pragma HLS ARRAY_PARTITION variable=sums complete dim=0
+    static const int TILE_READS = LANES / PORT;
+    static const int MOST_SPAN = DEPTH > TILE_READS ? DEPTH : TILE_READS;
+    // (a pragma's value is a name, not an expression)
+    static const int MAX_STEP_ITERATIONS = (MAX_WINDOW / VEC + 1) * MOST_SPAN;
+    static const int OUTPUT_ITERATIONS = DEPTH * (2 * LANES / L + 1);
+    const int steps = g.k_h * g.k_w * g.in_c / VEC;
+    const int pixels = g.out_h * g.out_w, pairs = (pixels + 1) / 2;
+    // a step's place from a pixel's window's first element, walked as a pixel's (engine_walk: its row and column
+    // from the window's first, its element from the window's first element), on an input on chip (a slot never
+    // passed)
+    const int column_step = (g.d_w - 1) * g.in_c, row_step = (g.d_h * g.in_w - g.k_w * g.d_w) * g.in_c;
+    const engine_ring no_ring = {0, g.k_h + 1, 0};
+    const int column_move = g.s_w * g.in_c, row_move = (g.s_h * g.in_w - (g.out_w - 1) * g.s_w) * g.in_c;
+    engine_tile t;
+    t.begin(g, false, LANES, g.out_c, g.in_c);
+stream_tiles:
+    for (; t.first < g.out_c; t.next(g, false, LANES, g.out_c, g.in_c)) {
+#pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_TILES
+        HETDEPLOY_COUNTED(engine_counted().cycles++);
+        const int first_read = t.first_read(PORT), reads = t.reads(PORT), words = t.filters / L;
+        const int most = reads > pairs ? reads : pairs;
+        const int span = most > ENGINE_STREAM_MIN_SPAN ? most : ENGINE_STREAM_MIN_SPAN;
+        engine_load_biases<LANES, PORT, BUNDLES>(w0, w1, w2, w3, bias, t.first, first_read, reads, bias_read);
+        int next = first_read * filter_words;  // the port's next read
+    first_entries:
+        for (int q = 0; q < reads; q++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=TILE_READS
+            const ap_uint<64 * PORT> read = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, next++);
+            for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+                const int p = lane_t - q * PORT;
+                if (p >= 0 && p < PORT) entries[lane_t] = read.range(64 * p + 63, 64 * p);
+            }
+        }
+        HETDEPLOY_COUNTED(count_loop(reads, ENGINE_MOVE_DEPTH);
+                          engine_counted().weight_words += (long long)reads * PORT);
+        engine_walk walk;
+        walk.start(0, 0, 0, no_ring);
+        engine_stream_pixel output, second;
+        output.start(g, t.first);
+        second = output;
+        second.next(g, column_move, row_move);
+        const engine_stream_pixel first_pair = output, first_second = second;
+        int j = 0, s = 0;  // the step's iteration, the step
+        HETDEPLOY_COUNTED(long long iterations = 0);
+    stream_steps:
+        for (int i = 0; i < steps * span; i++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=MAX_STEP_ITERATIONS
+#pragma HLS DEPENDENCE variable=kept inter false
+            HETDEPLOY_COUNTED(iterations++);
+            if (j < reads && s + 1 < steps) {  // the next step's words
+                const ap_uint<64 * PORT> read = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, next++);
+                for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+                    const int p = lane_t - j * PORT;
+                    if (p >= 0 && p < PORT) next_entries[lane_t] = read.range(64 * p + 63, 64 * p);
+                }
+            }
+            if (j < pairs) {  // pair j's step: a word of each pixel, by every lane's entry
+                const bool has_second = 2 * j + 1 < pixels;
+                engine_walk at[PIXELS];
+                at[0] = walk;
+                at[0].at += output.first;
+                at[0].row += output.p.row0;
+                at[0].column += output.p.column0;
+                at[PIXELS - 1] = walk;
+                at[PIXELS - 1].at += second.first;
+                at[PIXELS - 1].row += second.p.row0;
+                at[PIXELS - 1].column += second.p.column0;
+                ap_int<IW + 1> value[PIXELS][VEC];
+#pragma HLS ARRAY_PARTITION variable=value complete dim=0
+                for (int p = 0; p < PIXELS; p++) {
+#pragma HLS UNROLL
+                    const bool in_map = (p == 0 || has_second) && at[p].inside(g);
+                    const word_t in_word = in_map ? engine_read<MEMORIES, DDR>(m0, m1, m2, m3, input, at[p].at / IPW)
+                                                  : word_t(0);
+                    engine_step_values<IW, VEC>(in_word, g, at[p], VEC, value[p]);
+                }
+                for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+                    for (int p = 0; p < PIXELS; p++) {
+#pragma HLS UNROLL
+                        sums[p][lane_t] = s == 0 ? sum_t(0) : sum_t(kept[p][lane_t][j]);
+                    }
+                }
+                for (int lane_t = 0; lane_t < LANES; lane_t += ENGINE_PACKED(IW, WW, LANES) ? 2 : 1) {
+#pragma HLS UNROLL
+                    const int odd = lane_t + 1 < LANES ? lane_t + 1 : lane_t;
+                    engine_lane_products<IW, WW, LANES, VEC, PIXELS>(value, 0, lane_t, odd, entries[lane_t],
+                                                                     entries[odd], sums);
+                }
+                for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+                    for (int p = 0; p < PIXELS; p++) {
+#pragma HLS UNROLL
+                        kept[p][lane_t][j] = kept_t(sums[p][lane_t]);
+                    }
+                }
+                output.next(g, column_move, row_move);
+                output.next(g, column_move, row_move);
+                second.next(g, column_move, row_move);
+                second.next(g, column_move, row_move);
+            }
+            if (++j == span) {  // the next step: its entries, its place, the first pair
+                j = 0;
+                s++;
+                for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+                    entries[lane_t] = next_entries[lane_t];
+                }
+                walk.next(g, g.in_c, VEC, VEC, 0, column_step, row_step);
+                output = first_pair;
+                second = first_second;
+            }
+        }
+        HETDEPLOY_COUNTED(count_loop(iterations, ENGINE_MAC_DEPTH);
+                          engine_counted().weight_words += (long long)reads * PORT * (steps - 1));
+        const int pair_words = (2 * words + written - 1) / written;  // a pair's iterations
+        int k = 0, pair = 0;
+    stream_outputs:
+        for (int i = 0; i < pairs * pair_words; i++) {
+#pragma HLS PIPELINE II=1
+#pragma HLS LOOP_TRIPCOUNT max=OUTPUT_ITERATIONS
+            for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+                for (int p = 0; p < PIXELS; p++) {
+#pragma HLS UNROLL
+                    sums[p][lane_t] = sum_t(kept[p][lane_t][pair]) + bias[lane_t];
+                }
+            }
+            engine_pair_words<OW, MEMORIES, DDR, PIXELS, LANES>(m0, m1, m2, m3, target, residual, output.p, second.p,
+                                                               2 * pair + 1 < pixels, sums, k, words, written,
+                                                               g.residual != 0, g, out);
+            if (++k == pair_words) {
+                k = 0;
+                pair++;
+                output.next(g, column_move, row_move);
+                output.next(g, column_move, row_move);
+                second.next(g, column_move, row_move);
+                second.next(g, column_move, row_move);
+            }
+        }
+        HETDEPLOY_COUNTED(count_loop((long long)pairs * pair_words, ENGINE_MOVE_DEPTH));
+    }
+}
+
 template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WINDOW, bool DEPTHWISE, int PORT,
-          int MEMORIES, int DDR, int PIXELS = 1, int BUNDLES = 1, bool SHARED = false>
+          int MEMORIES, int DDR, int PIXELS = 1, int BUNDLES = 1, bool SHARED = false,
+          int STREAM = 0>
 void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &source, const engine_place &target,
             const engine_place &staging, const engine_place &residual, const ap_uint<64 * PORT / BUNDLES> *region,
             const ap_uint<64 * PORT / BUNDLES> *w0, const ap_uint<64 * PORT / BUNDLES> *w1,
@@ -1090,6 +1334,11 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     // one run a read's filters), then its values ``step`` an iteration, the sums kept from chunk to chunk; then the
     // tile's output words, one an iteration (engine_shared_words)
     const int chunk_words = WINDOW_ENTRIES / EPW;
+    if (STREAM > 0 && g.streamed) {
+        engine_stream<IW, OW, WW, LANES, VEC, MAX_WINDOW, PORT, MEMORIES, DDR, PIXELS, BUNDLES, STREAM>(
+            m0, m1, m2, m3, source, target, residual, w0, w1, w2, w3, g, out, filter_words, bias_read, written);
+        return;
+    }
     if (filter_words > chunk_words) {
         if (DDR >= 0 && staged) {  // its one row of values staged once
             HETDEPLOY_COUNTED(engine_counted().cycles++);
@@ -1362,19 +1611,11 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                                     first_word, second_word, g, strides, slot, output.column0, second.column0, walk,
                                     second_walk, tile, paired, sums);
                             }
-                        } else if (added) {  // a word of the pair's outputs, its residual's word read for it
-                            engine_pair_word<OW, MEMORIES, -1, true, PIXELS, LANES>(m0, m1, m2, m3, target, residual,
-                                                                                   output, second, has_second, sums,
-                                                                                   j - pixel_steps, words, g, out);
-                        } else {  // ``written`` words of the pair's outputs, the second never to DDR
-                            const int q = (j - pixel_steps) * written;
-                            engine_pair_word<OW, MEMORIES, -1, false, PIXELS, LANES>(m0, m1, m2, m3, target, residual,
-                                                                                    output, second, has_second, sums,
-                                                                                    q, words, g, out);
-                            if (written == 2)
-                                engine_pair_word<OW, MEMORIES, DDR, false, PIXELS, LANES>(
-                                    m0, m1, m2, m3, target, residual, output, second, has_second, sums, q + 1, words,
-                                    g, out);
+                        } else {  // ``written`` words of the pair's outputs
+                            engine_pair_words<OW, MEMORIES, DDR, PIXELS, LANES>(m0, m1, m2, m3, target, residual,
+                                                                               output, second, has_second, sums,
+                                                                               j - pixel_steps, words, written, added,
+                                                                               g, out);
                         }
                         if (++j == pair_span) {
                             j = word = entry = at_lane = 0;

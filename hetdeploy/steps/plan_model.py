@@ -768,28 +768,37 @@ def _share_windows(shapes: list[units.Shape], foldings: list[units.Folding], wid
                    estimates: list[dict[str, int]], engines: dict[tuple[int, ...], dict[str, int]],
                    budget: Mapping[str, int], rate: float) -> None:
     """Each engine of two pixels at once, folded, made one whose pairs share their windows among the tiles it
-    holds (``EngineSize.shared``, hls/engine.h's SHARED) where the LUTs and registers that takes fit the budget
-    beside the units as they are folded: their units' shapes and estimates, and its resources (``engines``, each
-    group of units' engine), changed in place. After the folding, which weighs engines without it, so that the
-    foldings, the partition and the memory plan are those it gives; only the engine's loops are shorter."""
+    holds (``EngineSize.shared``, hls/engine.h's SHARED), then one that streams the weights of layers of at most
+    as many pairs as the first of ENGINE_STREAM_PAIRS that fits (``EngineSize.stream``, hls/engine.h's STREAM),
+    each where the LUTs and registers that
+    takes fit the budget beside the units as they are folded (and, streaming, some unit on it streams): their units'
+    shapes and estimates, and its resources (``engines``, each group of units' engine), changed in place. After the
+    folding, which weighs engines without them, so that the foldings, the partition and the memory plan are those it
+    gives; only the engine's loops are shorter."""
     used = {r: sum(e.get(r, 0) for e in estimates) + sum(e.get(r, 0) for e in engines.values()) for r in budget}
-    for group, resources in engines.items():
-        on_it = [k for k in group if foldings[k].strategy == units.ENGINE]
-        size = shapes[on_it[0]].engine if on_it else None
-        if size is None or size.pixels != 2:
-            continue
-        width = max(widths[k] for k in on_it)
-        depthwise = any(units.depthwise_on_engine(shapes[k]) for k in on_it)
-        shared = dataclasses.replace(size, shared=True)
-        more = {r: n - units.engine_resources(size.window, width, size, depthwise).get(r, 0)
-                for r, n in units.engine_resources(size.window, width, shared, depthwise).items()}
-        if any(used.get(r, 0) + n > budget.get(r, 0) for r, n in more.items() if n > 0):
-            continue
-        for k in on_it:
-            shapes[k] = dataclasses.replace(shapes[k], engine=shared)
-            estimates[k] = units.folded_estimate(shapes[k], foldings[k], widths[k], rate)
-        engines[group] = {r: n + more.get(r, 0) for r, n in resources.items()}
-        used = {r: n + more.get(r, 0) for r, n in used.items()}
+    for change in ({"shared": True}, *({"stream": pairs} for pairs in units.ENGINE_STREAM_PAIRS)):
+        for group, resources in engines.items():
+            on_it = [k for k in group if foldings[k].strategy == units.ENGINE]
+            size = shapes[on_it[0]].engine if on_it else None
+            if size is None or size.pixels != 2 or "stream" in change and size.stream:  # (the most pairs first)
+                continue
+            width = max(widths[k] for k in on_it)
+            depthwise = any(units.depthwise_on_engine(shapes[k]) for k in on_it)
+            changed = dataclasses.replace(size, **change)
+            more = {r: n - units.engine_resources(size.window, width, size, depthwise).get(r, 0)
+                    for r, n in units.engine_resources(size.window, width, changed, depthwise).items()}
+            if any(used.get(r, 0) + n > budget.get(r, 0) for r, n in more.items() if n > 0):
+                continue
+            shorter = {k: units.folded_estimate(dataclasses.replace(shapes[k], engine=changed), foldings[k], widths[k],
+                                                rate) for k in on_it}
+            if "stream" in change and all(shorter[k]["latency_cycles"] >= estimates[k]["latency_cycles"]
+                                          for k in on_it):  # (no loop that none of its layers takes)
+                continue
+            for k in on_it:
+                shapes[k] = dataclasses.replace(shapes[k], engine=changed)
+                estimates[k] = shorter[k]
+            engines[group] = {r: n + more.get(r, 0) for r, n in resources.items()}
+            used = {r: n + more.get(r, 0) for r, n in used.items()}
 
 
 def _engine_sizes(device: Device, groups: list[tuple[int, ...]], whole: dict[int, units.Shape], widths: list[int],

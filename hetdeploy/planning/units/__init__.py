@@ -111,7 +111,7 @@ from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDE
                     ENGINE_CONTROL_DSP, ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_DENSE_CHUNK, ENGINE_FUSED_OPS,
                     ENGINE_HOLD_LANES,
                     ENGINE_LANE_FF, ENGINE_LANE_LUT, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, ENGINE_PORT_MAX_BUNDLES,
-                    ENGINE_PORT_MAX_WORDS, ENGINE_SHARES,
+                    ENGINE_PORT_MAX_WORDS, ENGINE_SHARES, ENGINE_STREAM_PAIRS,
                     FOLDED_STRATEGIES, IO_TYPES, LOOKUP_TABLE_BITS, LOOKUP_TABLE_SIZE, NOT_HLS4ML_LAYER_OPS,
                     NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ, RESOURCES, RESOURCE_PARTS, SOFTMAX_REFERENCE_CYCLES,
                     STRATEGIES, SYNTHESIS_LUT_SHARE, TABLE_INDEX_LUT_PER_BIT, TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES,
@@ -615,6 +615,19 @@ def engine_layer_cycles(layer: EngineLayer, width: int, staged: bool, output_in_
     word ``first_word`` of the DDR region on), its output on chip or in DDR (``output_in_ddr``): at most a word's
     values a lane a cycle, as the build's engine function of such buffers takes (``hls_top._engines``: a quantized
     model's 8-bit engine whose buffers the memory plan holds at ``width``)."""
+    return _engine_layer_counted(layer, width, staged, output_in_ddr, first_word)["cycles"]
+
+
+def engine_layer_streams(layer: EngineLayer, width: int) -> bool:
+    """Whether a unit's engine layer at ``width`` bits streams its weights (``engine_cycles``' choice, its input where
+    the layer says, hls/engine.h's engine_stream): the build lays its weights region out for it and tells the engine
+    so (``EngineLayer.streamed``)."""
+    return _engine_layer_counted(layer, width, layer.staged)["streamed"]
+
+
+def _engine_layer_counted(layer: EngineLayer, width: int, staged: bool, output_in_ddr: bool = False,
+                          first_word: int = 0) -> dict[str, int]:
+    """``engine_cycles`` of ``engine_layer_cycles``."""
     channels = layer.channels // layer.groups
     vector = min(layer.vector, word_values(width))
     staging = staging_cycles(layer.input, layer.channels, layer.kernel, layer.strides, layer.pads, layer.dilations,
@@ -623,7 +636,8 @@ def engine_layer_cycles(layer: EngineLayer, width: int, staged: bool, output_in_
                          vector=vector, channels=channels, groups=layer.groups, port_words=layer.port_words,
                          row=engine_row_values(layer.kernel[1], channels, layer.groups, layer.dilations[1], width),
                          staging=staging, pixels_at_once=layer.pixels, buffer_window=layer.buffer_window,
-                         output_in_ddr=output_in_ddr, residual=layer.residual, shared=layer.shared)["cycles"]
+                         output_in_ddr=output_in_ddr, residual=layer.residual, shared=layer.shared,
+                         stream=layer.stream)
 
 
 def engine_staging_cycles(layer: EngineLayer, width: int, first_word: int = 0) -> int:

@@ -112,6 +112,17 @@ ENGINE_MOVE_DEPTH, ENGINE_MAC_DEPTH = 2, 6
 ENGINE_MAX_TILES = 64
 # ... and ENGINE_SHARED_STEPS: the steps of a pair's windows its window buffer keeps (engine_shares_windows)
 ENGINE_SHARED_STEPS = 512
+# An engine of two pixels at once streams a layer's weights from DDR while it computes (hls/engine.h's engine_stream)
+# where the layer's pairs of output pixels are at most one of ENGINE_STREAM_PAIRS (the most that fits the LUTs:
+# ResNet-50's 14 x 14 maps, 98 pairs, or its 7 x 7 ones, 25): each lane's sums of that many pairs in LUTRAM (a
+# RAM32M, four LUT6s, 6 bits of 32 words: LUTs a bit of a pair's sums, as wide as a window of the engine's largest at
+# ``width``-bit products needs) and a step's weights and the next step's in registers (ENGINE_STREAM_ENTRY_FF a
+# lane); a step at least ENGINE_STREAM_MIN_SPAN iterations (its MAC depth: a pair's kept sums read back no sooner
+# than they are written)
+ENGINE_STREAM_PAIRS = (128, 64, 32)
+ENGINE_STREAM_LUT_A_BIT = 4 / 6
+ENGINE_STREAM_ENTRY_FF = 2 * 64
+ENGINE_STREAM_MIN_SPAN = ENGINE_MAC_DEPTH
 # The top's LRN (arena.h's lrn): a float power a value, pipelined at II 1 (its log, product and exp), in these
 # resources and this pipeline's depth: hetdeploy's model, not checked against a synthesis report
 LRN_POWER_DSP, LRN_POWER_LUT, LRN_POWER_FF, LRN_POWER_DEPTH = 20, 6000, 8000, 40
@@ -191,6 +202,9 @@ class EngineSize:
     # at two pixels, whether its pairs share their windows among the tiles it holds (hls/engine.h's SHARED: its
     # window buffer, bias slots and kept sums besides)
     shared: bool = False
+    # at two pixels, the most pairs of a layer whose weights it streams (hls/engine.h's STREAM: engine_streams); 0:
+    # none
+    stream: int = 0
 
 
 @dataclass(frozen=True)
@@ -334,7 +348,64 @@ def bound_products(count: int, width: int, bits: int, dsp_binding: tuple[int, in
 def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int, vector: int = 1,
                   channels: int = 0, groups: int = 1, port_words: int = 1, row: int = 0,
                   staging: Sequence[int] = (), pixels_at_once: int = 1, buffer_window: int = 0,
-                  output_in_ddr: bool = False, residual: bool = False, shared: bool = False) -> dict[str, int]:
+                  output_in_ddr: bool = False, residual: bool = False, shared: bool = False,
+                  stream: int = 0) -> dict[str, int]:
+    """hls/engine.h's cycles for a layer (``held_cycles``, its weights held in the lanes' buffers), or, on an engine
+    that streams the weights of layers of at most ``stream`` pairs of output pixels, where the layer may
+    (``engine_streams``) and that takes fewer cycles with its output on chip (the build's choice, made before its
+    output's place is known), ``streamed_cycles``; ``streamed``: which."""
+    held = dict(window=window, filters=filters, pixels=pixels, width=width, lanes=lanes, vector=vector,
+                channels=channels, groups=groups, port_words=port_words, row=row, staging=staging,
+                pixels_at_once=pixels_at_once, buffer_window=buffer_window, residual=residual, shared=shared)
+    if not engine_streams(window, filters, pixels, width, lanes, vector, channels, groups, port_words, row, staging,
+                          pixels_at_once, buffer_window, stream):
+        return held_cycles(**held, output_in_ddr=output_in_ddr) | {"streamed": False}
+    streamed = dict(window=window, filters=filters, pixels=pixels, width=width, lanes=lanes, vector=vector,
+                    port_words=port_words, residual=residual)
+    pays = streamed_cycles(**streamed, output_in_ddr=False)["cycles"] < held_cycles(**held)["cycles"]
+    return (streamed_cycles(**streamed, output_in_ddr=output_in_ddr) if pays
+            else held_cycles(**held, output_in_ddr=output_in_ddr)) | {"streamed": pays}
+
+
+def engine_streams(window: int, filters: int, pixels: int, width: int, lanes: int, vector: int, channels: int,
+                   groups: int, port_words: int, row: int, staging: Sequence[int], pixels_at_once: int,
+                   buffer_window: int, stream: int) -> bool:
+    """Whether hls/engine.h's engine_stream may run a layer (``engine_cycles``' arguments): on an engine of two pixels
+    at once that streams layers of at most ``stream`` pairs, a layer of one group of whole words of channels (an entry
+    of ``vector`` values a DDR word of weights), not walked along its rows, its input on chip, its tiles' outputs
+    whole words, every tile's filters beginning a read of the port, its window no wider than the buffers' (the kept
+    sums' bits), its pairs at most ``stream``."""
+    per_word = word_values(width)
+    return bool(stream) and pixels_at_once == 2 and groups == 1 and not row and not staging and \
+        vector == per_word and (channels or window) % vector == 0 and lanes % per_word == 0 and \
+        filters % per_word == 0 and lanes % port_words == 0 and window <= buffer_window and -(-pixels // 2) <= stream
+
+
+def streamed_cycles(window: int, filters: int, pixels: int, width: int, lanes: int, vector: int, port_words: int,
+                    residual: bool, output_in_ddr: bool) -> dict[str, int]:
+    """hls/engine.h's engine_stream's cycles for a layer (``engine_streams``): per tile of ``lanes`` filters, a cycle,
+    its biases (a read each for ``port_words`` filters), its first step's words (as many reads), one loop of the
+    window's steps (``vector`` values each), a step as many iterations as the most of the tile's reads, its pairs and
+    ENGINE_STREAM_MIN_SPAN, then one loop of its pairs' output words, ``written`` an iteration (``held_cycles``)."""
+    per_word = word_values(width)
+    written = 1 if output_in_ddr or residual else 2
+    steps, pairs = window // vector, -(-pixels // 2)
+    cycles = weight_words = weight_cycles = 0
+    for first in range(0, filters, lanes):
+        tile = min(lanes, filters - first)
+        reads = weight_reads(first, tile, port_words)
+        span = max(reads, pairs, ENGINE_STREAM_MIN_SPAN)
+        cycles += 1 + 2 * loop_cycles(reads, ENGINE_MOVE_DEPTH) + loop_cycles(steps * span, ENGINE_MAC_DEPTH) \
+            + loop_cycles(pairs * -(-2 * (tile // per_word) // written), ENGINE_MOVE_DEPTH)
+        weight_words += reads * port_words * (steps + 1)
+        weight_cycles += reads * (steps + 1)
+    return {"cycles": cycles, "weight_words": weight_words, "weight_cycles": weight_cycles}
+
+
+def held_cycles(window: int, filters: int, pixels: int, width: int, lanes: int, vector: int = 1,
+                channels: int = 0, groups: int = 1, port_words: int = 1, row: int = 0,
+                staging: Sequence[int] = (), pixels_at_once: int = 1, buffer_window: int = 0,
+                output_in_ddr: bool = False, residual: bool = False, shared: bool = False) -> dict[str, int]:
     """hls/engine.h's cycles for a layer of ``filters`` output channels over ``pixels`` output pixels, ``window``
     products each over ``channels`` input channels of its group (0: the window's), in ``groups`` groups, its weights and
     values ``width`` bits, on ``lanes`` x ``vector`` multipliers whose weights port reads ``port_words`` DDR words a
@@ -810,7 +881,7 @@ def _engine_counted(shape: Shape, width: int, dense_groups: bool) -> dict[str, i
                          channels=channels, groups=groups, port_words=shape.engine.port_words,
                          row=engine_row_values(kernel_width, channels, groups, shape.column_dilation, width),
                          pixels_at_once=shape.engine.pixels, buffer_window=shape.engine.window,
-                         residual=shape.residual, shared=shape.engine.shared)
+                         residual=shape.residual, shared=shape.engine.shared, stream=shape.engine.stream)
 
 
 def depthwise_on_engine(shape: Shape) -> bool:
@@ -837,10 +908,15 @@ def engine_resources(window: int, width: int, size: EngineSize, depthwise: bool 
         + (ENGINE_BIAS_SLOTS_LUT if shares else 0)
     window_lut = size.pixels * min(_lane_entries(window, width, size.vector), ENGINE_SHARED_STEPS) \
         * ENGINE_WINDOW_WORD_LUT if shares else 0
+    streams = size.stream and size.pixels == 2  # its streamed layers' kept sums and entries (ENGINE_STREAM_PAIRS)
+    kept_bits = 2 * width + 1 + math.ceil(math.log2(max(2, window)))
+    stream_lut = math.ceil(size.pixels * kept_bits * ENGINE_STREAM_LUT_A_BIT) * -(-size.stream // 32) \
+        if streams else 0
     logic = {"dsp": (-(-products // 2) if packed else products * dsps_a_product(width)) + ENGINE_CONTROL_DSP
              + depthwise_dsp,
-             "lut": ENGINE_CONTROL_LUT + size.lanes * lane_lut + window_lut,
-             "ff": ENGINE_CONTROL_FF + size.lanes * (ENGINE_LANE_FF * size.pixels * (2 if shares else 1) + 2 * width)}
+             "lut": ENGINE_CONTROL_LUT + size.lanes * (lane_lut + stream_lut) + window_lut,
+             "ff": ENGINE_CONTROL_FF + size.lanes * (ENGINE_LANE_FF * size.pixels * (2 if shares else 1) + 2 * width
+                                                     + (ENGINE_STREAM_ENTRY_FF if streams else 0))}
     return logic | engine_buffers(window, width, size)
 
 
