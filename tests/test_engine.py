@@ -434,12 +434,13 @@ def test_a_streamed_layer_computes_bit_for_bit_in_the_cycles_estimated(tmp_path,
     a DSP48), several tiles of filters (24 on 8 lanes), strided, dilated and padded windows, odd pixels (a last pair of
     one), its output on chip, in DDR, or a residual added; in the cycles ``units.engine_layer_cycles`` estimates and
     reading the weights region once."""
-    from hetdeploy.planning.units import ENGINE_STREAM_PAIRS, engine_layer_cycles
+    from hetdeploy.planning.units import ENGINE_STREAM_PAIRS, engine_layer_cycles, engine_layer_streams
 
     rng = np.random.default_rng(17)
     layer = EngineLayer(*STREAMED[kind], lanes=8, vector=vector, uram_lanes=4, port_words=port, bundles=bundles,
                         pixels=2, shared=True, stream=ENGINE_STREAM_PAIRS[-1], buffer_window=LARGEST_WINDOW,
                         residual=case == "residual")
+    layer = dataclasses.replace(layer, streamed=engine_layer_streams(layer, iw))  # (the memory plan's choice)
     weights = rng.normal(0, 0.4, (layer.filters, *layer.kernel, layer.channels))
     layer, region = quantized(layer, weights, rng.normal(0, 1, layer.filters), iw, in_type, out_type, residual_type)
     assert layer.streamed  # (shorter than held in the buffers)

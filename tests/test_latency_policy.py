@@ -18,6 +18,7 @@ from hetdeploy.core.graph import Graph, Node
 from hetdeploy.core.plan import duration
 from hetdeploy.planning.cost import CostModel, node_shape, node_work
 from hetdeploy.planning.partition import Group, latency_solution, optimal_solution, partition_graph, solution_seconds
+from hetdeploy.planning.units import engine_layer_cycles
 from test_partition import group_graph
 from test_rewrites import ZOO
 
@@ -547,6 +548,13 @@ def test_the_engine_takes_the_layers_of_a_resnet50_that_hls4ml_cannot_fit(tmp_pa
                         graph.nodes[index[unit_of[a].nodes[-1]]].op == "Relu" and len(unit_of[a].inputs) == 2
                         for a in adds)
     assert not [u for u in main.execution_units if u.pe == "add"]
+    # the layers of its 7 x 7 maps (25 pairs of pixels, their inputs on chip) stream their weights from DDR while the
+    # lanes compute (engine.h's engine_stream), the plan's choice: each in fewer cycles than held in the buffers
+    last_stage = [u for u in on_engine if u.engine.output == [7, 7]]
+    assert on_engine[0].engine.stream >= 32 and len(last_stage) >= 9
+    assert all(u.engine.streamed and not u.engine.staged for u in last_stage)
+    assert all(engine_layer_cycles(u.engine, 16, False) < engine_layer_cycles(dataclasses.replace(
+        u.engine, stream=0), 16, False) for u in last_stage)
 
 
 @pytest.mark.parametrize("name, width", [("densenet121", 16), ("densenet121", 8), ("googlenet", 16),

@@ -399,7 +399,8 @@ class EngineLayer:
     # an engine of two pixels whose pairs share their windows among the tiles it holds (hls/engine.h's SHARED)
     shared: bool = False
     # an engine of two pixels that streams the weights of layers of at most this many pairs (hls/engine.h's STREAM),
-    # and whether this layer's stream (engine_stream: units.engine_layer_streams; its weights region laid out so)
+    # and whether this layer's stream (engine_stream: the memory plan's units.engine_layer_streams, its input's place
+    # known; its weights region laid out so)
     stream: int = 0
     streamed: bool = False
     bundles: int = 1  # the m_axi bundles the weights port is, each on a DDR port of its own (units.engine_port)

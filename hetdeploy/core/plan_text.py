@@ -150,6 +150,10 @@ def plan_table(plan: Plan, board: Board, nodes: bool) -> str:
                          + ", one after another; its resources "
                          f"counted with {on_engine[0].name}, hetdeploy's model of it): "
                          + ", ".join(u.name for u in on_engine))
+            streamed = [u.name for u in on_engine if u.engine.streamed]
+            if streamed:  # (engine.h's engine_stream)
+                lines.append(f"  their weights streamed from DDR while the lanes compute (layers of at most "
+                             f"{engine.stream} pairs of output pixels): " + ", ".join(streamed))
     for line in chip_totals(plan):
         lines.append(f"\n{line}")
     for sub in plan.subfunctions:
