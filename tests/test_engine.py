@@ -425,15 +425,17 @@ STREAMED = {  # ResNet-50's 7 x 7 maps: 25 pairs, three tiles of 8 filters
 @pytest.mark.parametrize("kind", STREAMED)
 @pytest.mark.parametrize("iw, in_type, out_type, residual_type, vector, port, bundles",
                          [(16, "ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,5>", 4, 2, 1),
+                          (16, "ap_ufixed<16,5>", "ap_fixed<16,7>", "ap_fixed<16,6>", 4, 1, 1),
                           (8, "ap_ufixed<8,3>", "ap_fixed<8,4>", "ap_fixed<8,3>", 8, 4, 2)])
 def test_a_streamed_layer_computes_bit_for_bit_in_the_cycles_estimated(tmp_path, kind, iw, in_type, out_type,
                                                                         residual_type, vector, port, bundles, case):
     """A layer whose weights stream from DDR while the lanes compute (engine.h's engine_stream, on an engine of two
     pixels that streams layers of up to 32 pairs (units.ENGINE_STREAM_PAIRS' fewest): the build's choice where that is
     shorter, ``engine_layer_streams``): bit for bit against the exact reference at 16 and at 8 bits (two lanes' products
-    a DSP48), several tiles of filters (24 on 8 lanes), strided, dilated and padded windows, odd pixels (a last pair of
-    one), its output on chip, in DDR, or a residual added; in the cycles ``units.engine_layer_cycles`` estimates and
-    reading the weights region once."""
+    a DSP48), its weights port one DDR word wide (the PYNQ-Z2's), two, and four in two bundles (the KV260's), several
+    tiles of filters (24 on 8 lanes), strided, dilated and padded windows, odd pixels (a last pair of one), its output
+    on chip, in DDR, or a residual added; in the cycles ``units.engine_layer_cycles`` estimates and reading the weights
+    region once."""
     from hetdeploy.planning.units import ENGINE_STREAM_PAIRS, engine_layer_cycles, engine_layer_streams
 
     rng = np.random.default_rng(17)
