@@ -1034,16 +1034,16 @@ struct engine_stream_pixel {
     }
 };
 
-// A streamed layer (the call's ``streamed``: the planner's choice, units.engine_streams; a layer of one group whose
-// pairs of output pixels are at most STREAM, its input on chip, its channels whole entries of VEC values and its
+// A streamed layer (the call's ``streamed``: the memory plan's choice, units.engine_layer_streams; a layer of one group
+// whose pairs of output pixels are at most STREAM, its input on chip, its channels whole entries of VEC values and its
 // tiles' outputs whole words, VEC a word's weights: an entry a DDR word): its weights never held in the buffers but
-// streamed from DDR while the lanes compute. For each tile of LANES filters (the port's reads of a window step's
-// words one run, the tile's steps one after another: fpga/engine.py writes them so), its biases, its first step's
-// words (``first_entries``), then one loop of the window's steps, a step ``span`` iterations (the most of the tile's
-// reads a step, the pairs and ENGINE_STREAM_MIN_SPAN): iteration j reads the port's next word into the next step's
-// entries (j below the reads) and computes pair j's step (j below the pairs: a word of each pixel read, its products
-// added to the pair's sums, kept in ``kept``, a lane's memory a pixel, read back a step later); then the pairs'
-// words, ``written`` an iteration (their sums and biases).
+// streamed from DDR while the lanes compute. For each tile of LANES filters (the port's reads of a window step's words
+// one run, the tile's steps one after another: fpga/engine.py writes them so), its biases, its first step's words
+// (``first_entries``), then one loop of the window's steps, a step ``span`` iterations (the most of the tile's reads a
+// step, the pairs and ENGINE_STREAM_MIN_SPAN): iteration j reads the port's next word into the next step's entries (j
+// below the reads) and computes pair j's step (j below the pairs: a word of each pixel read, its products added to the
+// pair's sums, kept in ``kept``, a lane's memory a pixel, read back a step later); then the pairs' words, ``written``
+// an iteration (their sums and biases).
 template <int IW, int OW, int WW, int LANES, int VEC, int MAX_WINDOW, int PORT, int MEMORIES, int DDR, int PIXELS,
           int BUNDLES, int STREAM, typename sum_t>
 void engine_stream(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &input,
