@@ -104,8 +104,8 @@ def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: 
     word's lanes past the window zeros; each row of it padded to whole words where the engine walks it along its
     rows, ``row_values``), word i of filters q * P .. q * P + P - 1 together in the weights port's word (q, i) (P:
     its words, ``layer.port_words``; filters past the last zeros), or, where the layer streams its weights
-    (``layer.streamed``, the memory plan's ``units.engine_layer_streams``), each tile's reads (``layer.lanes`` filters) word after word, the tile's reads of
-    word i one run; then each filter's bias at the sum's binary
+    (``layer.streamed``, the memory plan's ``units.engine_layer_streams``), each tile's reads (``layer.lanes``
+    filters) word after word, the tile's reads of word i one run; then each filter's bias at the sum's binary
     point, as a 64-bit lane, P filters' a port's word. Where the port is ``layer.bundles`` bundles, its reads in
     that many blocks, block b each read's words b * P / bundles onwards (a bundle's reads one run). Weights of a
     grouped convolution the layer runs as one group are its ``block_diagonal`` ones."""

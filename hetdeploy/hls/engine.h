@@ -1032,7 +1032,39 @@ struct engine_stream_pixel {
         first += p.x + 1 == g.out_w ? row_move : column_move;
         p.next(g);
     }
+
+    // the place in the input of a window step ``step`` walks to from a window's first element (its row and column
+    // from the window's first) for this pixel
+    engine_walk at(const engine_walk &step) const {
+        engine_walk place = step;
+        place.at += first;
+        place.row += p.row0;
+        place.column += p.column0;
+        return place;
+    }
 };
+
+// A pair of output pixels moved on to the next pair
+inline void engine_next_pair(const engine_layer &g, int column_move, int row_move, engine_stream_pixel &output,
+                             engine_stream_pixel &second) {
+#pragma HLS INLINE
+    for (int k = 0; k < 2; k++) {
+#pragma HLS UNROLL
+        output.next(g, column_move, row_move);
+        second.next(g, column_move, row_move);
+    }
+}
+
+// Read ``q`` of a tile's step's words (PORT lanes' entries, from lane q * PORT on) into ``entries``
+template <int LANES, int PORT, typename entry_t>
+void engine_read_entries(const ap_uint<64 * PORT> &read, int q, entry_t entries[LANES]) {
+#pragma HLS INLINE
+    for (int lane_t = 0; lane_t < LANES; lane_t++) {
+#pragma HLS UNROLL
+        const int p = lane_t - q * PORT;
+        if (p >= 0 && p < PORT) entries[lane_t] = read.range(64 * p + 63, 64 * p);
+    }
+}
 
 // A streamed layer (the call's ``streamed``: the memory plan's choice, units.engine_layer_streams; a layer of one group
 // whose pairs of output pixels are at most STREAM, its input on chip, its channels whole entries of VEC values and its
@@ -1099,12 +1131,7 @@ stream_tiles:
         for (int q = 0; q < reads; q++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=TILE_READS
-            const ap_uint<64 * PORT> read = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, next++);
-            for (int lane_t = 0; lane_t < LANES; lane_t++) {
-#pragma HLS UNROLL
-                const int p = lane_t - q * PORT;
-                if (p >= 0 && p < PORT) entries[lane_t] = read.range(64 * p + 63, 64 * p);
-            }
+            engine_read_entries<LANES, PORT>(engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, next++), q, entries);
         }
         HETDEPLOY_COUNTED(count_loop(reads, ENGINE_MOVE_DEPTH);
                           engine_counted().weight_words += (long long)reads * PORT);
@@ -1123,25 +1150,14 @@ stream_tiles:
 #pragma HLS LOOP_TRIPCOUNT max=MAX_STEP_ITERATIONS
 #pragma HLS DEPENDENCE variable=kept inter false
             HETDEPLOY_COUNTED(iterations++);
-            if (j < reads && s + 1 < steps) {  // the next step's words
-                const ap_uint<64 * PORT> read = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, next++);
-                for (int lane_t = 0; lane_t < LANES; lane_t++) {
-#pragma HLS UNROLL
-                    const int p = lane_t - j * PORT;
-                    if (p >= 0 && p < PORT) next_entries[lane_t] = read.range(64 * p + 63, 64 * p);
-                }
-            }
+            if (j < reads && s + 1 < steps)  // the next step's words
+                engine_read_entries<LANES, PORT>(engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, next++), j,
+                                                 next_entries);
             if (j < pairs) {  // pair j's step: a word of each pixel, by every lane's entry
                 const bool has_second = 2 * j + 1 < pixels;
                 engine_walk at[PIXELS];
-                at[0] = walk;
-                at[0].at += output.first;
-                at[0].row += output.p.row0;
-                at[0].column += output.p.column0;
-                at[PIXELS - 1] = walk;
-                at[PIXELS - 1].at += second.first;
-                at[PIXELS - 1].row += second.p.row0;
-                at[PIXELS - 1].column += second.p.column0;
+                at[0] = output.at(walk);
+                at[PIXELS - 1] = second.at(walk);
                 ap_int<IW + 1> value[PIXELS][VEC];
 #pragma HLS ARRAY_PARTITION variable=value complete dim=0
                 for (int p = 0; p < PIXELS; p++) {
@@ -1171,10 +1187,7 @@ stream_tiles:
                         kept[p][lane_t][j] = kept_t(sums[p][lane_t]);
                     }
                 }
-                output.next(g, column_move, row_move);
-                output.next(g, column_move, row_move);
-                second.next(g, column_move, row_move);
-                second.next(g, column_move, row_move);
+                engine_next_pair(g, column_move, row_move, output, second);
             }
             if (++j == span) {  // the next step: its entries, its place, the first pair
                 j = 0;
@@ -1209,10 +1222,7 @@ stream_tiles:
             if (++k == pair_words) {
                 k = 0;
                 pair++;
-                output.next(g, column_move, row_move);
-                output.next(g, column_move, row_move);
-                second.next(g, column_move, row_move);
-                second.next(g, column_move, row_move);
+                engine_next_pair(g, column_move, row_move, output, second);
             }
         }
         HETDEPLOY_COUNTED(count_loop((long long)pairs * pair_words, ENGINE_MOVE_DEPTH));

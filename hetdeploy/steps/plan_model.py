@@ -756,7 +756,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
                             f"folded ({', '.join(over)}){kept}; the latency policy moves what does not fit elsewhere")
     shapes = [whole[k] if f.strategy == units.ENGINE else s for k, (s, f) in enumerate(zip(shapes, foldings))]
     estimates = [units.folded_estimate(s, f, w, rate) for s, f, w in zip(shapes, foldings, widths)]
-    _share_windows(shapes, foldings, widths, estimates, engines, budget, rate)
+    _add_engine_loops(shapes, foldings, widths, estimates, engines, budget, rate)
     for group, resources in engines.items():  # the engine, with its first unit on it (none on it: none)
         first = next((k for k in group if foldings[k].strategy == units.ENGINE), None)
         if first is not None:
@@ -764,17 +764,16 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
     return _DeviceFolding(split, shapes, foldings, widths, bands, estimates, rate, with_engine, first_fit)
 
 
-def _share_windows(shapes: list[units.Shape], foldings: list[units.Folding], widths: list[int],
-                   estimates: list[dict[str, int]], engines: dict[tuple[int, ...], dict[str, int]],
-                   budget: Mapping[str, int], rate: float) -> None:
-    """Each engine of two pixels at once, folded, made one whose pairs share their windows among the tiles it
-    holds (``EngineSize.shared``, hls/engine.h's SHARED), then one that streams the weights of layers of at most
-    as many pairs as the first of ENGINE_STREAM_PAIRS that fits (``EngineSize.stream``, hls/engine.h's STREAM),
-    each where the LUTs and registers that
-    takes fit the budget beside the units as they are folded (and, streaming, some unit on it streams): their units'
-    shapes and estimates, and its resources (``engines``, each group of units' engine), changed in place. After the
-    folding, which weighs engines without them, so that the foldings, the partition and the memory plan are those it
-    gives; only the engine's loops are shorter."""
+def _add_engine_loops(shapes: list[units.Shape], foldings: list[units.Folding], widths: list[int],
+                      estimates: list[dict[str, int]], engines: dict[tuple[int, ...], dict[str, int]],
+                      budget: Mapping[str, int], rate: float) -> None:
+    """Each engine of two pixels at once, folded, made one whose pairs share their windows among the tiles it holds
+    (``EngineSize.shared``, hls/engine.h's SHARED), then one that streams the weights of layers of at most as many pairs
+    as the first of ENGINE_STREAM_PAIRS that fits (``EngineSize.stream``, hls/engine.h's STREAM), each where the LUTs
+    and registers that takes fit the budget beside the units as they are folded (and, streaming, some unit on it
+    streams): their units' shapes and estimates, and its resources (``engines``, each group of units' engine), changed
+    in place. After the folding, which weighs engines without them, so that the foldings, the partition and the memory
+    plan are those it gives; only the engine's loops are shorter."""
     used = {r: sum(e.get(r, 0) for e in estimates) + sum(e.get(r, 0) for e in engines.values()) for r in budget}
     for change in ({"shared": True}, *({"stream": pairs} for pairs in units.ENGINE_STREAM_PAIRS)):
         for group, resources in engines.items():

@@ -362,9 +362,12 @@ def engine_cycles(window: int, filters: int, pixels: int, width: int, lanes: int
         return held_cycles(**held, output_in_ddr=output_in_ddr) | {"streamed": False}
     streamed = dict(window=window, filters=filters, pixels=pixels, width=width, lanes=lanes, vector=vector,
                     port_words=port_words, residual=residual)
-    pays = streamed_cycles(**streamed, output_in_ddr=False)["cycles"] < held_cycles(**held)["cycles"]
-    return (streamed_cycles(**streamed, output_in_ddr=output_in_ddr) if pays
-            else held_cycles(**held, output_in_ddr=output_in_ddr)) | {"streamed": pays}
+    on_chip = {True: streamed_cycles(**streamed, output_in_ddr=False), False: held_cycles(**held)}
+    pays = on_chip[True]["cycles"] < on_chip[False]["cycles"]
+    if not output_in_ddr:
+        return on_chip[pays] | {"streamed": pays}
+    return (streamed_cycles(**streamed, output_in_ddr=True) if pays
+            else held_cycles(**held, output_in_ddr=True)) | {"streamed": pays}
 
 
 def engine_streams(window: int, filters: int, pixels: int, width: int, lanes: int, vector: int, channels: int,
@@ -670,7 +673,7 @@ def engine_sizes(width: int, allowance: dict[str, int], window: int, port_words:
     word's; each
     at one output pixel at once and, where the DSPs allow, at two (the pair's multipliers sharing each weight read:
     no more weight buffers); the most multiply-accumulators a cycle first; at least one lane of one value (none of
-    them ``shared``: the folding shares an engine's pairs' windows after it, ``steps.plan_model._share_windows``)."""
+    them ``shared``: the folding shares an engine's pairs' windows after it, ``steps.plan_model._add_engine_loops``)."""
     sizes = []
     vector = multiple = word_values(width)
     while vector >= 1:
