@@ -557,6 +557,28 @@ def test_the_engine_takes_the_layers_of_a_resnet50_that_hls4ml_cannot_fit(tmp_pa
         u.engine, stream=0), 16, False) for u in last_stage)
 
 
+def test_units_the_folding_gave_hls4ml_move_onto_the_engine_where_its_loops_then_fit_and_take_longer_off():
+    """The model zoo's ResNet-50 at 8 bits on the ZCU104: the folding gives one 1 x 1 convolution to hls4ml (2,048
+    products in LUTs, a few hundred cycles faster than on the engine), which leaves the engine's shared windows and
+    streamed weights no LUTs (before: neither, streaming only layers of 32 pairs, 21.8 ms). Moved onto the engine,
+    every convolution and the classifier run there, the engine shares its windows and streams layers of 128 pairs,
+    and the plan is faster than with the unit where the folding put it (pinned there)."""
+    from hetdeploy.commands.api import plan
+
+    model = ZOO / "light_resnet50.onnx"
+    result = plan(model, "zcu104", width=8).plan
+    (main,) = [s for s in result.subfunctions if s.kind == "fpga"]
+    layers = [u for u in main.execution_units if u.pe in ("conv", "dense")]
+    assert len(layers) == 54 and all(u.engine is not None for u in layers)
+    engine = next(u.engine for u in main.execution_units if u.engine is not None)
+    assert engine.shared and engine.stream == 128
+    (moved,) = [u.nodes[0] for u in main.execution_units if u.pe == "conv" and u.engine is not None
+                and u.engine.output == [56, 56] and u.engine.filters == 256 and not u.engine.residual]
+    kept = plan(model, "zcu104", width=8, strategies={moved: "latency"}).plan
+    assert not any(u.engine for u in kept.subfunctions[0].execution_units if moved in u.nodes)
+    assert result.estimate.latency_s < 0.95 * kept.estimate.latency_s
+
+
 @pytest.mark.parametrize("name, width", [("densenet121", 16), ("densenet121", 8), ("googlenet", 16),
                                          ("squeezenet", 16)])
 def test_the_model_zoos_networks_run_on_the_kv260s_fpga(tmp_path, name, width):
