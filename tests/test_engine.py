@@ -462,6 +462,26 @@ def test_a_streamed_layer_computes_bit_for_bit_in_the_cycles_estimated(tmp_path,
     assert got == [int(v) for v in exact] and len(set(got)) > 3
 
 
+@pytest.mark.parametrize("kind", STREAMED)
+@pytest.mark.parametrize("width, vector, port, bundles", [(16, 4, 2, 1), (12, 4, 1, 1), (8, 8, 4, 2)])
+def test_a_weights_region_laid_out_anew_is_the_one_written_in_that_layout(kind, width, vector, port, bundles):
+    """A layer's weights region written held and then laid out to stream (fpga/engine.py's ``relaid``: the memory
+    plan of the buffers' real widths streams a widened unit the plan held), and the other way round, byte for byte
+    the region ``quantized`` writes in that layout; the two layouts differ (tiles of 8 filters on 24 or 16)."""
+    from hetdeploy.fpga.engine import relaid
+
+    rng = np.random.default_rng(5)
+    layer = EngineLayer(*STREAMED[kind], lanes=8, vector=vector, port_words=port, bundles=bundles, pixels=2,
+                        stream=32, buffer_window=LARGEST_WINDOW)
+    weights, bias = rng.normal(0, 0.4, (layer.filters, *layer.kernel, layer.channels)), rng.normal(0, 1, layer.filters)
+    written = {streamed: quantized(dataclasses.replace(layer, streamed=streamed), weights, bias, width,
+                                   f"ap_fixed<{width},4>", f"ap_fixed<{width},6>")
+               for streamed in (False, True)}
+    assert written[False][1] != written[True][1] and len(written[False][1]) == len(written[True][1])
+    for streamed in (False, True):
+        assert relaid(written[streamed][0], written[not streamed][1], width) == written[streamed][1]
+
+
 @pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port, bundles, pixels",
                          [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 2, 2, 1),
                           (16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 2, 2, 2),

@@ -135,18 +135,44 @@ def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: 
     padded = np.zeros((filters, words * units.word_values(width)), dtype=np.int64)
     padded[:len(codes), :codes.shape[1]] = codes
     lanes = padded.astype(f"<i{units.element_bytes(width)}").view(np.uint8).reshape(filters // port, port, words, -1)
-    if set_layer.streamed:  # each tile's reads of its filters' word i one run, word after word (engine_stream)
+    sum_fraction = set_layer.in_fraction + set_layer.weight_fraction
+    biases = np.zeros(filters, dtype="<i8")
+    biases[:len(bias)] = np.round(bias * 2.0 ** sum_fraction)
+    return set_layer, _region(set_layer, lanes, biases)
+
+
+def _region(layer: EngineLayer, lanes: np.ndarray, biases: np.ndarray) -> bytes:
+    """``quantized``'s bytes of a weights region: ``lanes`` (each read's filters' words: reads x the port's words x
+    a filter's words x a word's bytes) in the layer's layout, then ``biases``, in the port's bundles' blocks."""
+    port = layer.port_words
+    if layer.streamed:  # each tile's reads of its filters' word i one run, word after word (engine_stream)
         tile_reads = layer.lanes // port
         packed = b"".join(lanes[q:q + tile_reads].transpose(2, 0, 1, 3).tobytes()
                           for q in range(0, len(lanes), tile_reads))
     else:
         packed = lanes.transpose(0, 2, 1, 3).tobytes()  # (q, i, filter q * P + p's word i)
-    sum_fraction = set_layer.in_fraction + set_layer.weight_fraction
-    biases = np.zeros(filters, dtype="<i8")
-    biases[:len(bias)] = np.round(bias * 2.0 ** sum_fraction)
     reads = np.frombuffer(packed + biases.tobytes(), dtype=np.uint8).reshape(-1, layer.bundles,
                                                                                port // layer.bundles * 8)
-    return set_layer, reads.transpose(1, 0, 2).tobytes()
+    return reads.transpose(1, 0, 2).tobytes()
+
+
+def relaid(layer: EngineLayer, region: bytes, width: int) -> bytes:
+    """A weights region ``quantized`` wrote at ``width`` bits in the other layout than ``layer.streamed``'s (held
+    where it streams, or streamed where it is held), in the layer's: the memory plan of the buffers' real widths,
+    made after the units' weights are written, may decide otherwise than the plan's (a widened unit's input)."""
+    port, words = layer.port_words, _filter_words(layer, width)
+    reads = -(-layer.filters // port)
+    blocks = np.frombuffer(region, dtype=np.uint8).reshape(layer.bundles, -1, port // layer.bundles * 8)
+    flat = blocks.transpose(1, 0, 2).tobytes()
+    packed = np.frombuffer(flat[:reads * port * words * 8], dtype=np.uint8)
+    biases = np.frombuffer(flat[reads * port * words * 8:], dtype="<i8")
+    if layer.streamed:  # written held: (q, i, p, bytes)
+        lanes = packed.reshape(reads, words, port, 8).transpose(0, 2, 1, 3)
+    else:  # written streamed: each tile's (i, q, p, bytes)
+        tile_reads = layer.lanes // port
+        lanes = np.concatenate([packed[q * words * port * 8:min(q + tile_reads, reads) * words * port * 8].reshape(
+            words, -1, port, 8).transpose(1, 2, 0, 3) for q in range(0, reads, tile_reads)])
+    return _region(layer, lanes, biases)
 
 
 def block_diagonal(weights: np.ndarray, channels: int) -> np.ndarray:

@@ -337,6 +337,13 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
     vector = {b: min([u.engine.vector for u in on_engine if bits[u.name] == b] +
                      [units.word_values(max(b[0], b[2]))]) for b in bits.values()}
     depthwise = {b: any(u.engine.depthwise for u in on_engine if bits[u.name] == b) for b in bits.values()}
+    # a function whose values are one width, a step's weights one DDR word, has the streaming loop (engine_stream)
+    # where the engine has it; the memory plan streams no layer of another
+    streams = {b: len({units.element_bytes(n) for n in b}) == 1 and vector[b] == units.word_values(b[2])
+               for b in bits.values()}
+    if any(u.engine.streamed and not streams[bits[u.name]] for u in on_engine):
+        raise RuntimeError(f"{sub}: an engine unit streams its weights, and its values are not one width or a step's "
+                           f"weights not a DDR word")
     read_bytes = {u.name: units.ARENA_WORD_BYTES * u.engine.port_words for u in on_engine}
     if any(weights[f"{u.name}.weights"].offset % read_bytes[u.name] for u in on_engine):
         raise RuntimeError(f"{sub}: an engine unit's weights do not begin a read of the engines' weights port")
@@ -376,7 +383,7 @@ def _engines(sub: str, units_of_sub: list[ExecutionUnit], buffers: dict[str, Buf
                                 // units.ARENA_WORD_BYTES) if u.engine.copied else None, u.engine.pixels,
                                u.engine.bundles,
                                place(u, buffers[u.residual]) if u.residual is not None else (-1, 0),
-                               u.engine.shared, stream=u.engine.stream)
+                               u.engine.shared, stream=u.engine.stream if streams[bits[u.name]] else 0)
             for u in on_engine}
 
 

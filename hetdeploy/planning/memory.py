@@ -483,8 +483,11 @@ def _place_staged(sub: Subfunction, lives: Sequence[Lifetime], requests: Sequenc
         for unit in engine:
             unit.engine.copied = unit.name in in_ddr and unit.name in copied
             unit.engine.staged = unit.name in in_ddr and unit.name not in copied
-            # (a staged input is read row by row: its weights are held, never streamed)
-            unit.engine.streamed = units.engine_layer_streams(unit.engine, 8 * element_bytes_of(unit.inputs[0]))
+            # (a staged input is read row by row: its weights are held, never streamed; engine_stream takes one
+            # width, its input's, its outputs' and its weights', which are its outputs': a layer whose input a
+            # widening made wider or narrower than its own values runs held)
+            unit.engine.streamed = element_bytes_of(unit.inputs[0]) == element_bytes_of(unit.outputs[0]) and \
+                units.engine_layer_streams(unit.engine, 8 * element_bytes_of(unit.inputs[0]))
         needed = max([staging] + [units.staging_bytes(u.engine, element_bytes_of(u.inputs[0]))
                                   for u in engine if u.engine.staged])
         newly = [u for u in engine if u.name in in_ddr and u.name not in {a.name for a in asked} and copy_pays(u)]

@@ -25,7 +25,8 @@ from ..core.progress import Progress, Reporter, stderr_progress
 from ..fpga.hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitIsACopy, UnitSettings, ap_types_headers, fixed_config,
                                    generate_unit)
 from ..fpga.hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, library_name, write_project
-from ..fpga.packing import precision_bytes
+from ..fpga.engine import relaid as relaid_weights
+from ..fpga.packing import UNIT_WEIGHTS_FILE, precision_bytes
 from ..fpga.top_kinds import UnitSource, kind_to_generate, top_kind
 from ..intake.model import LoadedModel
 from ..intake.ort_adapter import open_model
@@ -56,10 +57,16 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
                                          unit_widths, progress, done, cache)
             progress.detail(f"      {sub.name}: {len(sub.execution_units)} execution units converted by hls4ml in "
                             f"{time.monotonic() - started:.1f} s")
-        # the same plan as `hetdeploy plan` made, on the buffers' real element sizes
+        # the same plan as `hetdeploy plan` made, on the buffers' real element sizes; an engine layer it streams where
+        # the plan held it, or holds where the plan streamed it (a widened unit's), has its weights laid out anew
+        written_streamed = {u.name: u.engine.streamed for _, s in fpga for u in s.execution_units if u.engine}
         memory.plan_memory(plan, loaded.graph, loaded.tensor_shapes(), board, options.memory_strategy, options.width,
                            options.batch, lambda t: precision_bytes(precision[t]),
                            lambda u: top_kind(u).ddr_weights(u, unit_widths[u.name])[0], reorder=False)
+        for _, sub in fpga:
+            for unit in (u for u in sub.execution_units if u.engine and u.engine.streamed != written_streamed[u.name]):
+                path = build_dir / "hls" / sub.name / "units" / unit.name / UNIT_WEIGHTS_FILE
+                path.write_bytes(relaid_weights(unit.engine, path.read_bytes(), unit_widths[unit.name]))
         for _, sub in fpga:
             started = time.monotonic()
             weights = {f"{u.name}.weights": top_kind(u).ddr_weights(u, unit_widths[u.name])[1]
