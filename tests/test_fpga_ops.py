@@ -878,6 +878,28 @@ def test_squeezenets_expands_write_into_their_concats_in_place_and_the_build_giv
 
 
 @pytest.mark.slow
+def test_widened_engine_layers_that_the_final_memory_plan_streams_read_their_weights_as_it_lays_them_out(tmp_path):
+    """torchvision's SqueezeNet Fires (torch.onnx.export's file) at --width 8 on the KV260: verification widens some
+    engine units to 12 or 16 bits, and the memory plan of the buffers' real widths, made after their weights were
+    written held (the plan's, at 8 bits, streamed none of them: a step of its engine is 4 values, not an 8-bit word's
+    8), streams them, so their weights are laid out anew (fpga/engine.py's ``relaid``; without it the widened units
+    failed verification). Every unit verified; the pipeline within the build's tolerance of PyTorch's outputs on
+    its 8 exported samples, which the build neither sized nor verified on."""
+    from hetdeploy.commands.api import Pipeline
+
+    data = Path(__file__).parent / "data" / "torch"
+    plan = build(BuildOptions(model=data / "squeezenet_fires.onnx", board="kv260", out_dir=tmp_path / "out", width=8),
+                 progress=lambda m: None)
+    widened = {w.unit for w in plan.widened}
+    units = [u for s in plan.subfunctions for u in s.execution_units]
+    assert any(u.engine is not None and u.engine.streamed and u.name in widened for u in units)
+    assert all(u.verification.passed for u in units if u.verification is not None)
+    samples = np.load(data / "squeezenet_fires.npz")
+    (got,) = Pipeline(tmp_path / "out").predict(samples["x"])
+    assert np.isfinite(got).all() and np.max(np.abs(got - samples["y"])) <= 0.05 * np.max(np.abs(samples["y"]))
+
+
+@pytest.mark.slow
 def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_outputs(tmp_path):
     """MobileNetV2's stem and two inverted residual blocks, torchvision's layers as torch.onnx.export writes them
     (benchmarks/torchvision_models.py --export): ReLU6 is a Clip(0, 6) after each BatchNormalization. The stem, a
