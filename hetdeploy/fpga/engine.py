@@ -162,16 +162,17 @@ def relaid(layer: EngineLayer, region: bytes, width: int) -> bytes:
     made after the units' weights are written, may decide otherwise than the plan's (a widened unit's input)."""
     port, words = layer.port_words, _filter_words(layer, width)
     reads = -(-layer.filters // port)
+    read_bytes = words * port * units.ARENA_WORD_BYTES  # a read's filters' windows
     blocks = np.frombuffer(region, dtype=np.uint8).reshape(layer.bundles, -1, port // layer.bundles * 8)
     flat = blocks.transpose(1, 0, 2).tobytes()
-    packed = np.frombuffer(flat[:reads * port * words * 8], dtype=np.uint8)
-    biases = np.frombuffer(flat[reads * port * words * 8:], dtype="<i8")
+    packed = np.frombuffer(flat[:reads * read_bytes], dtype=np.uint8)
+    biases = np.frombuffer(flat[reads * read_bytes:], dtype="<i8")
     if layer.streamed:  # written held: (q, i, p, bytes)
-        lanes = packed.reshape(reads, words, port, 8).transpose(0, 2, 1, 3)
+        lanes = packed.reshape(reads, words, port, -1).transpose(0, 2, 1, 3)
     else:  # written streamed: each tile's (i, q, p, bytes)
         tile_reads = layer.lanes // port
-        lanes = np.concatenate([packed[q * words * port * 8:min(q + tile_reads, reads) * words * port * 8].reshape(
-            words, -1, port, 8).transpose(1, 2, 0, 3) for q in range(0, reads, tile_reads)])
+        lanes = np.concatenate([packed[q * read_bytes:min(q + tile_reads, reads) * read_bytes].reshape(
+            words, -1, port, units.ARENA_WORD_BYTES).transpose(1, 2, 0, 3) for q in range(0, reads, tile_reads)])
     return _region(layer, lanes, biases)
 
 

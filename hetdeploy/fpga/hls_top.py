@@ -28,7 +28,7 @@ from ..planning import units
 from ..planning.memory import MEMORIES
 from .dataflow_top import DataflowSource, TokenStreams, processes_and_calls, unit_tokens
 from .engine import stored_window
-from .packing import UNIT_WEIGHTS_FILE, precision_width
+from .packing import precision_width, unit_weights_path
 from .templates import TEMPLATES, line, project_line, statement, template
 from .top_kinds import ENGINE, ENGINE_PORT, HLS4ML, WINDOW, Buffers, engine_port_names, top_kind, values_of
 
@@ -253,7 +253,7 @@ def _sample_out(port: HlsPort, k: int, types: dict[str, str], source: str) -> st
 
 
 def _write_ddr_image(source: SubfunctionSource, project_dir: Path) -> None:
-    """``DDR_IMAGE``: the DDR weights of every unit (its ``UNIT_WEIGHTS_FILE``) at its buffer's offset."""
+    """``DDR_IMAGE``: the DDR weights of every unit (its ``unit_weights_path``) at its buffer's offset."""
     weights = {b.tensor: b for b in source.memory.buffers if b.kind == "weights"}
     (project_dir / DDR_IMAGE).unlink(missing_ok=True)
     if not weights:
@@ -261,7 +261,7 @@ def _write_ddr_image(source: SubfunctionSource, project_dir: Path) -> None:
     image = bytearray(max(b.offset + b.size for b in weights.values()))
     for unit in (u for u in source.units if u.weights_in_ddr):
         b = weights[f"{unit.name}.weights"]
-        packed = (project_dir / "units" / unit.name / UNIT_WEIGHTS_FILE).read_bytes()
+        packed = unit_weights_path(project_dir, unit.name).read_bytes()
         if len(packed) != b.size:
             raise RuntimeError(f"{project_dir}: {unit.name}'s DDR weights are {len(packed)} bytes, the plan gives "
                                f"{b.size}")

@@ -3,12 +3,19 @@ values packed into the little-endian lanes an m_axi port and arena.h's load_arra
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from ..core.precision import CppFixed, fixed_grid
 from ..planning import units
 
 UNIT_WEIGHTS_FILE = "weights.bin"  # in a unit's project: its DDR weights, packed (pack_fixed)
+
+
+def unit_weights_path(project: Path, unit: str) -> Path:
+    """The ``UNIT_WEIGHTS_FILE`` of ``unit`` in its subfunction's HLS ``project`` (its folder ``units/<unit>``)."""
+    return project / "units" / unit / UNIT_WEIGHTS_FILE
 
 
 def pack_fixed(values: np.ndarray, precision: str) -> bytes:

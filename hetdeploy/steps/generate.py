@@ -26,7 +26,7 @@ from ..fpga.hls4ml_adapter import (HLS4ML_LOG, HlsOptions, UnitIsACopy, UnitSett
                                    generate_unit)
 from ..fpga.hls_top import DDR_IMAGE, SYNTHESIS_SCRIPT, SubfunctionSource, library_name, write_project
 from ..fpga.engine import relaid as relaid_weights
-from ..fpga.packing import UNIT_WEIGHTS_FILE, precision_bytes
+from ..fpga.packing import precision_bytes, unit_weights_path
 from ..fpga.top_kinds import UnitSource, kind_to_generate, top_kind
 from ..intake.model import LoadedModel
 from ..intake.ort_adapter import open_model
@@ -65,7 +65,7 @@ def generate_hls(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOp
                            lambda u: top_kind(u).ddr_weights(u, unit_widths[u.name])[0], reorder=False)
         for _, sub in fpga:
             for unit in (u for u in sub.execution_units if u.engine and u.engine.streamed != written_streamed[u.name]):
-                path = build_dir / "hls" / sub.name / "units" / unit.name / UNIT_WEIGHTS_FILE
+                path = unit_weights_path(build_dir / "hls" / sub.name, unit.name)
                 path.write_bytes(relaid_weights(unit.engine, path.read_bytes(), unit_widths[unit.name]))
         for _, sub in fpga:
             started = time.monotonic()

@@ -737,7 +737,7 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
         if best is not None:
             continue
         folded = [units.folded_estimate(on_engine.get(k, s), pinned.get(k) or (units.folding_options(
-            s, widths[k], rate, strategies.get(k)) + [units.Folding(1, True, units.ENGINE)] * (k in may))[-1],
+            s, widths[k], rate, strategies.get(k)) + [units.ENGINE_FOLDING] * (k in may))[-1],
             widths[k], rate) for k, s in enumerate(shapes)] + list(engines.values())
         used = {k: sum(e.get(k, 0) for e in folded) for k in (*units.RESOURCES, "uram")}
         over = {k: n for k, n in used.items() if n > budget.get(k, 0)}
@@ -779,7 +779,6 @@ def _add_engine_loops(shapes: list[units.Shape], foldings: list[units.Folding], 
     what they took (the model zoo's ResNet-50 at 8 bits on the ZCU104: a 1 x 1 convolution of 2,048 products in
     178,476 LUTs, 591 cycles faster than on the engine, left no room for either loop, which take 2.3 ms off)."""
     used = {r: sum(e.get(r, 0) for e in estimates) + sum(e.get(r, 0) for e in engines.values()) for r in budget}
-    on_engine = units.Folding(1, True, units.ENGINE)
     for change in ({"shared": True}, *({"stream": pairs} for pairs in units.ENGINE_STREAM_PAIRS)):
         for group, resources in engines.items():
             on_it = [k for k in group if foldings[k].strategy == units.ENGINE]
@@ -803,7 +802,7 @@ def _add_engine_loops(shapes: list[units.Shape], foldings: list[units.Folding], 
             if over:
                 continue
             shorter = {k: units.folded_estimate(dataclasses.replace(whole[k], engine=changed),
-                                                on_engine if k in moved else foldings[k], widths[k], rate)
+                                                units.ENGINE_FOLDING if k in moved else foldings[k], widths[k], rate)
                        for k in on_it + moved}
             saved = sum(estimates[k]["latency_cycles"] - shorter[k]["latency_cycles"] for k in shorter)
             if ("stream" in change or moved) and saved <= 0:  # (no loop that none of its layers takes)
@@ -812,7 +811,7 @@ def _add_engine_loops(shapes: list[units.Shape], foldings: list[units.Folding], 
                 used = {r: n + shorter[k].get(r, 0) - estimates[k].get(r, 0) for r, n in used.items()}
                 shapes[k], estimates[k] = dataclasses.replace(whole[k], engine=changed), shorter[k]
             for k in moved:
-                foldings[k] = on_engine
+                foldings[k] = units.ENGINE_FOLDING
             engines[group] = {r: n + more.get(r, 0) for r, n in resources.items()}
             used = {r: n + more.get(r, 0) for r, n in used.items()}
 

@@ -533,6 +533,9 @@ class Folding(NamedTuple):
         return "Resource" if self.weights_in_ddr else self.strategy or strategy_for(self.reuse_factor)
 
 
+ENGINE_FOLDING = Folding(1, True, ENGINE)  # a unit run on its subfunction's engine, its weights in DDR
+
+
 def engine_allowance(device: Device, dsp_share: Optional[float] = None) -> dict[str, int]:
     """The DSPs, BRAM18s and URAM blocks an FPGA's engine may take: ENGINE_SHARES of its budget's, or ``dsp_share``
     of its DSPs."""
@@ -1243,15 +1246,14 @@ def fold(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[
     pinned = pinned or {}
     foldings = by_cost(foldings, shapes, widths, budget, unit_estimate, latency_then_bram_then_share,
                        set(strategies or {}) | set(pinned), ddr_bytes_per_cycle, distributed_arithmetic, io_fixed)
-    on_engine = Folding(1, True, ENGINE)
 
     def cycles(u: int, folding: Folding) -> int:
         return unit_estimate(u, folding)["latency_cycles"]
 
     movable = [u for u in engine if u not in strategies and u not in pinned]
     for u in movable:  # the engine takes nothing of the budget: a unit it runs faster goes to it
-        if cycles(u, on_engine) < cycles(u, foldings[u]):
-            foldings[u] = on_engine
+        if cycles(u, ENGINE_FOLDING) < cycles(u, foldings[u]):
+            foldings[u] = ENGINE_FOLDING
     # a unit on the engine unfolds back to hls4ml only to a faster folding, if that fits (``_give_back``); a
     # pinned unit keeps its folding as ``by_cost`` left it (the strategy and io type it chose where not pinned)
     options = [[f] if u in pinned else
@@ -1446,7 +1448,7 @@ def _fold_under(shapes: Sequence[Shape], budget: dict[str, int], widths: Sequenc
     they fit, even at some cycles: DDR traffic competes with the host's)."""
     pinned, strategies = pinned or {}, strategies or {}
     options = [[pinned[u]] if u in pinned else folding_options(s, widths[u], ddr_bytes_per_cycle, strategies.get(u))
-               + ([Folding(1, True, ENGINE)] if u in engine else []) for u, s in enumerate(shapes)]
+               + ([ENGINE_FOLDING] if u in engine else []) for u, s in enumerate(shapes)]
 
     def estimate_of(u: int, k: int) -> dict[str, int]:
         return unit_estimate(u, options[u][k])
