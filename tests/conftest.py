@@ -15,8 +15,8 @@ import networks  # noqa: E402
 # the README's -n auto --dist loadfile --no-loadscope-reorder (xdist's own order would be by the number of
 # tests a file holds) each goes to a worker at the start, and the other files share the workers meanwhile,
 # rather than one of these starting last while the other workers wait.
-LONGEST_FIRST = ("test_real_models.py", "test_open_synth.py", "test_end_to_end.py", "test_fpga_ops.py",
-                 "test_quantized.py", "test_latency_policy.py")
+LONGEST_FIRST = ("test_fpga_ops.py", "test_brevitas.py", "test_end_to_end.py", "test_rewrites.py", "test_engine.py",
+                 "test_latency_policy.py", "test_quantized.py", "test_open_synth.py")
 
 
 def pytest_collection_modifyitems(items):

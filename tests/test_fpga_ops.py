@@ -288,6 +288,7 @@ def build_in_bands(graph, board, bands, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # (units in bands: the MobileNetV2-shaped build above and test_units_run_in_bands_match_onnxruntime)
 def test_a_resnet18_shaped_network_in_bands_builds_for_the_kv260_with_most_macs_on_the_fpga(tmp_path):
     """ResNet-18 at 3 x 64 x 64 (graphs.resnet18, widths 4 to 32: its stem, MaxPool, eight basic blocks with
     their residual Adds and strided 1 x 1 shortcuts) planned by the latency policy for the KV260, the stem and

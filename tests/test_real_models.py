@@ -17,7 +17,8 @@ DATA = Path(qonnx.__file__).parent / "data" / "onnx"
 @pytest.mark.parametrize("model,policy,all_on_fpga", [
     ("mnist-conv/model.onnx", "support", True),
     ("bsd300x3-espcn/subpixel/float_model.onnx", "support", True),
-    ("bsd300x3-espcn/nn_resize/float_model.onnx", "latency", True),  # in bands
+    # in bands (test_fpga_ops builds Resize and units in bands on small maps)
+    pytest.param("bsd300x3-espcn/nn_resize/float_model.onnx", "latency", True, marks=pytest.mark.long),
 ])
 def test_shipped_models_build_and_emulate_on_pynq_z2(tmp_path, model, policy, all_on_fpga):
     """One sample to size on (two to verify on: another and one stretched onto its range's edges) and one more
@@ -35,6 +36,7 @@ def test_shipped_models_build_and_emulate_on_pynq_z2(tmp_path, model, policy, al
 
 
 @pytest.mark.slow
+@pytest.mark.long  # (widened units partitioned again: test_end_to_end; the flip samples' cap: test_verify)
 def test_a_shipped_qonnx_model_builds_and_emulates_against_its_quantized_reference(tmp_path):
     """The Brevitas-exported ESPCN qonnx ships (Quant in domain onnx.brevitas): planned, built and
     emulated against the quantized model's own reference (qonnx's execution). Its weight quantizers fold

@@ -141,6 +141,7 @@ def test_a_running_dask_cluster_gives_the_local_clusters_records(cnn, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # (each thread's own stdout: test_captured_stdout_keeps_each_threads_lines_apart)
 def test_builds_on_one_worker_of_two_threads_equal_the_local_clusters_and_keep_their_own_logs(built, tmp_path):
     """dask worker --nthreads 2: two builds in one process at once, converting units through hls4ml
     (which prints to stdout) side by side. The records equal the local cluster's byte for byte, and
