@@ -11,10 +11,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from hetdeploy.core.csim import compiler
-from hetdeploy.fpga.hls4ml_adapter import ap_types_headers
-from hetdeploy.fpga.hls_top import TEMPLATES
 from hetdeploy.fpga.packing import pack_fixed
+from programs import compile_program
 
 PROGRAM = r"""
 #include <cstdio>
@@ -55,8 +53,7 @@ int main() {
 def test_runs_arrays_and_bytes_round_trip_through_words(tmp_path, width, run, runs):
     (tmp_path / "main.cpp").write_text(PROGRAM % {"width": width, "run": run, "runs": runs})
     binary = tmp_path / "main"
-    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
-                    str(tmp_path / "main.cpp")], check=True, capture_output=True)
+    compile_program(tmp_path / "main.cpp", binary, "-std=c++14", "-O1")
     lines = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split("\n")
     values = run * runs
     source = np.array([(i * 37 % 101 - 50) / 4.0 for i in range(values)], dtype=np.float32)
@@ -96,8 +93,7 @@ def test_packing_and_the_budgets_rounding_are_ap_fixeds_own_on_every_mode(tmp_pa
                f"int main() {{\n    const int n = {len(values)};\n{dumps}\n    return 0;\n}}\n")
     (tmp_path / "modes.cpp").write_text(program)
     binary = tmp_path / "modes"
-    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{ap_types_headers()}", "-o", str(binary),
-                    str(tmp_path / "modes.cpp")], check=True, capture_output=True)
+    compile_program(tmp_path / "modes.cpp", binary, "-std=c++14", "-O1")
     lines = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.splitlines()
     assert len(lines) == len(types)
     mask = (1 << 8) - 1
@@ -193,8 +189,7 @@ def test_the_tops_window_ops_match_onnxruntime_on_every_geometry(tmp_path, rows)
     (tmp_path / "main.cpp").write_text(WINDOW_PROGRAM % {"declarations": "\n".join(declarations),
                                                           "calls": "\n    ".join(calls)})
     binary = tmp_path / "main"
-    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
-                    str(tmp_path / "main.cpp")], check=True, capture_output=True)
+    compile_program(tmp_path / "main.cpp", binary, "-std=c++14", "-O1")
     lines = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split("\n")
     for (op, shape, attrs), (want, cycles), line, counted in zip(WINDOW_CASES, cases, lines[::2], lines[1::2]):
         got = np.array(line.split(), dtype=np.float64)
@@ -273,8 +268,7 @@ def test_the_tops_add_is_the_exact_sum_as_its_output_type_holds_it(tmp_path, a, 
                   vb=", ".join(map(repr, vb.tolist())))
     (tmp_path / "add.cpp").write_text(ADD_PROGRAM % values)
     binary = tmp_path / "add"
-    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
-                    str(tmp_path / "add.cpp")], check=True, capture_output=True)
+    compile_program(tmp_path / "add.cpp", binary, "-std=c++14", "-O1")
     got = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
                    dtype=np.float64)
     total = va + vb
@@ -322,8 +316,7 @@ def test_the_tops_concat_puts_each_pixels_channels_side_by_side(tmp_path, a, b, 
         a=a, b=b, t=t, pixels=pixels, ca=ca, cb=cb, va=", ".join(map(repr, va.tolist())),
         vb=", ".join(map(repr, vb.tolist()))))
     binary = tmp_path / "concat"
-    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
-                    str(tmp_path / "concat.cpp")], check=True, capture_output=True)
+    compile_program(tmp_path / "concat.cpp", binary, "-std=c++14", "-O1")
     got = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
                    dtype=np.float64)
     expected = ft.quantize(np.concatenate([va.reshape(pixels, ca), vb.reshape(pixels, cb)], axis=1).reshape(-1))
@@ -368,8 +361,7 @@ def test_a_chain_of_concats_moves_each_tensor_once_into_its_channels(tmp_path):
         t=t, pixels=pixels, channels=channels, slices="\n".join(slices),
         types="".join(f"typedef {kind} x{k}_t;\n" for k, (kind, _, _) in enumerate(tensors))))
     binary = tmp_path / "slices"
-    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
-                    str(tmp_path / "slices.cpp")], check=True, capture_output=True)
+    compile_program(tmp_path / "slices.cpp", binary, "-std=c++14", "-O1")
     got = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
                    dtype=np.float64)
     expected = CppFixed.parse(t).quantize(np.concatenate(
@@ -424,8 +416,7 @@ def test_the_tops_batchnormalization_scales_and_shifts_each_channel(tmp_path, a,
         values=", ".join(map(repr, held.reshape(-1).tolist())), scale=", ".join(map(repr, scale.tolist())),
         shift=", ".join(map(repr, shift.tolist()))))
     binary = tmp_path / "affine"
-    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
-                    str(tmp_path / "affine.cpp")], check=True, capture_output=True)
+    compile_program(tmp_path / "affine.cpp", binary, "-std=c++14", "-O1")
     got = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
                    dtype=np.float64)
     total = (values.reshape(pixels, channels) * scale + shift).reshape(-1)
@@ -479,8 +470,7 @@ def test_the_tops_lrn_matches_onnxruntime(tmp_path, reuse):
         cases.append(channels_last(y).reshape(-1))
     (tmp_path / "main.cpp").write_text(WINDOW_PROGRAM % {"declarations": "", "calls": "\n    ".join(calls)})
     binary = tmp_path / "main"
-    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
-                    str(tmp_path / "main.cpp")], check=True, capture_output=True)
+    compile_program(tmp_path / "main.cpp", binary, "-std=c++14", "-O1")
     lines = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split("\n")
     for (shape, attrs), want, line in zip(LRN_CASES, cases, lines):
         got = np.array(line.split(), dtype=np.float64)
@@ -548,8 +538,7 @@ def test_the_tops_quantizer_is_qonnxs_quant(tmp_path, quant, a, t):
     (tmp_path / "quant.cpp").write_text(QUANT_PROGRAM % dict(a=a, t=t, values=", ".join(map(repr, values.tolist())),
                                                              call=QUANTIZE.run(unit, buffers).strip()))
     binary = tmp_path / "quant"
-    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
-                    str(tmp_path / "quant.cpp")], check=True, capture_output=True)
+    compile_program(tmp_path / "quant.cpp", binary, "-std=c++14", "-O1")
     got = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
                    dtype=np.float64)
     want = ft.quantize(qonnx_quant(values, np.float64(scale), np.float64(zero_point), np.float64(bits), signed, narrow,
@@ -608,8 +597,7 @@ def test_a_codes_port_gives_the_buffer_a_float_port_gives(tmp_path, bits, signed
         "width": width, "integer": 6, "table": table, "n": count, "bits": codes.bits,
         "words": ", ".join(f"{int(w)}ULL" for w in words), "floats": ", ".join(f"{float(v)!r}f" for v in values)})
     binary = tmp_path / "main"
-    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
-                    str(tmp_path / "main.cpp")], check=True, capture_output=True)
+    compile_program(tmp_path / "main.cpp", binary, "-std=c++14", "-O1")
     assert subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split() == ["1"]
 
 
@@ -711,8 +699,7 @@ def test_the_tops_relayouts_move_onnxruntimes_values_a_step_a_cycle(tmp_path, wi
     (tmp_path / "main.cpp").write_text(RELAYOUT_PROGRAM % {"width": width, "tables": "".join(tables),
                                                             "calls": "\n    ".join(calls)})
     binary = tmp_path / "main"
-    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
-                    str(tmp_path / "main.cpp")], check=True, capture_output=True)
+    compile_program(tmp_path / "main.cpp", binary, "-std=c++14", "-O1")
     lines = subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split("\n")
     for (what, values, index, steps, estimated, words), line, counted in zip(cases, lines[::2], lines[1::2]):
         codes = np.array(line.split(), dtype=np.int64) & (2 ** width - 1)
@@ -773,8 +760,7 @@ def test_a_band_moves_its_rows_in_and_out_whole_words_where_they_are(tmp_path, w
     (tmp_path / "main.cpp").write_text(BAND_PROGRAM % {"width": width, "height": height, "row": row, "first": first,
                                                        "rows": rows})
     binary = tmp_path / "main"
-    subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o", str(binary),
-                    str(tmp_path / "main.cpp")], check=True, capture_output=True)
+    compile_program(tmp_path / "main.cpp", binary, "-std=c++14", "-O1")
     got = np.array(subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split(),
                    dtype=np.float64)
     values = (np.arange(height * row) * 37 % 101 - 50) / 4.0

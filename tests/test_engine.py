@@ -16,12 +16,10 @@ from typing import Optional
 import numpy as np
 import pytest
 
-from hetdeploy.core.csim import compiler
 from hetdeploy.core.plan import EngineLayer
 from hetdeploy.fpga.engine import layer_values, quantized, row_values, stored_window, weights_bytes
-from hetdeploy.fpga.hls4ml_adapter import ap_types_headers
-from hetdeploy.fpga.hls_top import TEMPLATES
 from hetdeploy.planning.units import ARENA_WORD_BYTES, element_bytes
+from programs import compile_program
 
 PROGRAM = r"""
 #include <cstdio>
@@ -160,8 +158,7 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
         folder = tmp_path / "engine"
         folder.mkdir()
         (folder / "main.cpp").write_text(PROGRAM % engine)
-        subprocess.run([compiler(), "-std=c++14", "-O1", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o",
-                        str(folder / "main"), str(folder / "main.cpp")], check=True, capture_output=True)
+        compile_program(folder / "main.cpp", folder / "main", "-std=c++14", "-O1")
         _programs[key] = folder / "main"
     staging_words = layer.kernel[0] * -(-layer.input[1] * layer.channels * element_bytes(iw) // ARENA_WORD_BYTES)
     gap = STAGED_GAP if staged else 0  # garbage words between the weights and a staged input
@@ -713,8 +710,7 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
                                                         shared=str(pixels == 2).lower(), stream=stream,
                                                         window=window, port=port, pixels=pixels,
                                                         bundles=bundles))
-    subprocess.run([compiler(), "-std=c++14", "-O2", f"-I{TEMPLATES}", f"-I{ap_types_headers()}", "-o",
-                    str(tmp_path / "count"), str(tmp_path / "count.cpp")], check=True, capture_output=True)
+    compile_program(tmp_path / "count.cpp", tmp_path / "count", "-std=c++14", "-O2")
     run = subprocess.run([str(tmp_path / "count"), str(tmp_path / "layers.txt")], check=True, capture_output=True,
                          text=True)
     # no warning of ap_types' (a part-select out of its word's bits: a padding place's lane taken as negative)
