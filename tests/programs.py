@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from hetdeploy.core.csim import compiler
+from hetdeploy.core.csim import PRECOMPILED_TEXT, compiler
 from hetdeploy.fpga.hls4ml_adapter import ap_types_headers
 from hetdeploy.fpga.hls_top import TEMPLATES
 
@@ -20,7 +20,7 @@ _FOLDER = tempfile.TemporaryDirectory(prefix="hetdeploy-test-headers-")  # remov
 def _precompiled(flags: tuple[str, ...]) -> Path:
     folder = Path(_FOLDER.name)
     header = folder / f"ap_types_{len(list(folder.glob('*.h')))}.h"  # one for each set of flags
-    header.write_text('#include "ap_fixed.h"\n#include "ap_int.h"\n')
+    header.write_text(PRECOMPILED_TEXT)  # the build's own precompiled header
     subprocess.run([compiler(), *flags, "-x", "c++-header", str(header), "-o", f"{header}.gch"], check=True,
                    capture_output=True)
     return header
