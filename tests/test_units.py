@@ -16,6 +16,7 @@ from hetdeploy.planning.units import (BAND_FIFO_SHARE, CYCLES, DSP_MIN_CONSTANT_
                                       estimate_range, fifo_bram18, fold, fold_for_interval, fold_for_rate,
                                       folded_estimate, folding_options, hls4ml_builds, registers_output, resource_parts,
                                       reuse_factors_for, split_units, streams, unit_shape, valid_reuse_factors)
+from hetdeploy.planning import units as units_module
 from hetdeploy.planning.units import _give_back, band_copy_cycles
 from hetdeploy.planning.units.costs import window_rows
 
@@ -306,6 +307,21 @@ def test_folding_fits_the_budget_whenever_the_most_folded_design_does(layers, ch
                    for s, f in zip(shapes, chosen))
         if ddr_rate is None:
             assert not any(f.weights_in_ddr for f in chosen)
+
+
+@settings(max_examples=40, deadline=None)
+@given(layers=st.integers(1, 4), channels=st.sampled_from([8, 16, 32, 64]), dsp=st.integers(0, 400),
+       bram=st.integers(0, 200), ddr_rate=st.sampled_from([None, 12.0]))
+def test_the_foldings_early_refusal_changes_no_folding(layers, channels, dsp, bram, ddr_rate):
+    """``fold`` refuses at once a budget below the units' least resources (``_least_resources``, the engine sizes
+    that leave too little): the same answer as its greedy without that check, folding or None."""
+    graph = conv_stack(layers, channels, 16)
+    shapes = [unit_shape(graph, u, FPGA.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
+    budget = {"dsp": dsp, "bram18": bram, "lut": 47880, "ff": 95760}
+    checked = fold(shapes, budget, 16, ddr_bytes_per_cycle=ddr_rate)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(units_module, "_least_resources", lambda *_: (0,) * len(RESOURCES))
+        assert fold(shapes, budget, 16, ddr_bytes_per_cycle=ddr_rate) == checked
 
 
 @settings(max_examples=25, deadline=None)

@@ -1453,6 +1453,15 @@ def _fold_under(shapes: Sequence[Shape], budget: dict[str, int], widths: Sequenc
     def estimate_of(u: int, k: int) -> dict[str, int]:
         return unit_estimate(u, options[u][k])
 
+    # No design fits where the units' least of a resource, each over its options, already exceeds the budget: the
+    # greedy below would find that only when stuck, after every step (the engine sizes the folding tries that leave
+    # the other units too little, hundreds on a large FPGA)
+    least = [[unit_estimate(u, pinned[u])[k] for k in RESOURCES] if u in pinned else
+             [min(n, unit_estimate(u, ENGINE_FOLDING)[k]) if u in engine else n
+              for k, n in zip(RESOURCES, _least_resources(s, widths[u], ddr_bytes_per_cycle, strategies.get(u)))]
+             for u, s in enumerate(shapes)]
+    if any(sum(column) > budget.get(k, 0) for k, column in zip(RESOURCES, zip(*least))):
+        return None
     choice = [0] * len(shapes)
     current = [estimate_of(u, 0) for u in range(len(shapes))]
     totals = {k: sum(e[k] for e in current) for k in RESOURCES}
@@ -1500,6 +1509,15 @@ def _fold_under(shapes: Sequence[Shape], budget: dict[str, int], widths: Sequenc
     # nothing, unfolds units into BRAM the memory plan's maps wanted (the model zoo's SqueezeNet on the Ultra96 at 8
     # bits: 12.11 ms, its maps' DDR time 0.87 -> 2.22 ms, not 10.81)
     return _unfolded(options, choice, budget, estimate_of, False)[0]
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _least_resources(shape: Shape, width: int, ddr_bytes_per_cycle: Optional[float], strategy: Optional[str]
+                     ) -> tuple[int, ...]:
+    """The least of each resource (RESOURCES' order) that a unit takes under any of its ``folding_options``."""
+    estimates = [folded_estimate(shape, folding, width, ddr_bytes_per_cycle)
+                 for folding in folding_options(shape, width, ddr_bytes_per_cycle, strategy)]
+    return tuple(min(e[k] for e in estimates) for k in RESOURCES)
 
 
 def _share_added(before: dict[str, int], after: dict[str, int], budget: dict[str, int]) -> float:
