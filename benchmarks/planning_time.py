@@ -56,8 +56,10 @@ def plan_row(loaded, model: Path, board_name: str) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", nargs="+", default=list(MODELS), help="model-zoo names (light_resnet50, ...)")
-    parser.add_argument("--board", nargs="+", default=available_boards(), help="boards (default: every one)")
+    parser.add_argument("--model", nargs="+", default=list(MODELS), choices=MODELS,
+                        help="model-zoo names (default: all nine)")
+    parser.add_argument("--board", nargs="+", default=available_boards(), choices=available_boards(),
+                        help="shipped boards (default: every one)")
     parser.add_argument("--json", action="store_true", help="a JSON line a plan, then one of the total")
     args = parser.parse_args(argv)
     total = 0.0
