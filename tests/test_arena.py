@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from hetdeploy.fpga.packing import pack_fixed
+from hetdeploy.planning.units import ARENA_WORD_BYTES
 from programs import compile_program
 
 PROGRAM = r"""
@@ -43,7 +44,8 @@ int main() {
     hetdeploy::to_float<value_t>(buffer, back, VALUES);
     for (int i = 0; i < VALUES; i++) std::printf("%%g\n", back[i]);
     for (int b = 0; b < WORDS * hetdeploy::WORD_BYTES; b++)
-        std::printf("%%d\n", int(buffer[b / 8].range(8 * (b %% 8) + 7, 8 * (b %% 8))));
+        std::printf("%%d\n", int(buffer[b / hetdeploy::WORD_BYTES].range(8 * (b %% hetdeploy::WORD_BYTES) + 7,
+                                                                8 * (b %% hetdeploy::WORD_BYTES))));
     std::printf("%%d\n", int(memory[0] == ~hetdeploy::word_t(0) && memory[WORDS + 1] == ~hetdeploy::word_t(0)));
 }
 """
@@ -67,7 +69,8 @@ def test_runs_arrays_and_bytes_round_trip_through_words(tmp_path, width, run, ru
     mask = (1 << width) - 1  # a lane's bits above the value's are not the value's (the host sign-extends)
     assert [int.from_bytes(layout[k:k + lane], "little") & mask for k in range(0, len(packed), lane)] == \
         [int.from_bytes(packed[k:k + lane], "little") & mask for k in range(0, len(packed), lane)]
-    assert len(layout) % 8 == 0 and not any(layout[len(packed):])  # whole words; the last one's padding zero
+    # whole words; the last one's padding zero
+    assert len(layout) % ARENA_WORD_BYTES == 0 and not any(layout[len(packed):])
     assert lines[-2] == "1"  # nothing written outside the buffer's words
 
 

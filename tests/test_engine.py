@@ -41,10 +41,10 @@ int main(int argc, char **argv) {
     std::fclose(numbers);
     const hetdeploy::engine_layer g = {%(layer)s};
     const int source_word = v[%(fields)d], outputs = v[%(fields)d + 1], staging_words = v[%(fields)d + 2];
-    const int out_words = outputs * %(out_bytes)d / 8 + 1;
+    const int out_words = outputs * %(out_bytes)d / hetdeploy::WORD_BYTES + 1;
     // (whole reads of a bundle of the weights port)
-    std::vector<hetdeploy::word_t> memory((bytes.size() / 8 + %(bundle_words)d - 1) / %(bundle_words)d
-                                          * %(bundle_words)d), unused(1);
+    std::vector<hetdeploy::word_t> memory(
+        (bytes.size() / hetdeploy::WORD_BYTES + %(bundle_words)d - 1) / %(bundle_words)d * %(bundle_words)d), unused(1);
     hetdeploy::load_bytes(memory.data(), bytes.data(), bytes.size());
     // the output in a memory of its own at a word past its first, garbage around it: the engine's third of three
     // (DDR where the output lies there)
@@ -52,9 +52,9 @@ int main(int argc, char **argv) {
     hetdeploy::word_t *target = written.data() + 1;
     // the DDR region as each of the weights port's %(bundles)d bundles reads it (%(bundle_words)d words a read), bundle
     // b from its block of the weights on, the region's first read the staging's
-    std::vector<ap_uint<64 * %(bundle_words)d> > reads(memory.size() / %(bundle_words)d);
+    std::vector<ap_uint<hetdeploy::WORD_BITS * %(bundle_words)d> > reads(memory.size() / %(bundle_words)d);
     hetdeploy::engine_port_view<%(bundle_words)d>(memory.data(), reads.data(), reads.size());
-    const ap_uint<64 * %(bundle_words)d> *w[4];
+    const ap_uint<hetdeploy::WORD_BITS * %(bundle_words)d> *w[4];
     for (int b = 0; b < 4; b++) w[b] = reads.data() + (b < %(bundles)d ? b * (source_word / %(port)d) : 0);
     // staged (the input in DDR, memory 1): its rows through a staging buffer of the layer's k_h rows, the fourth
     std::vector<hetdeploy::word_t> staging(staging_words + 1, hetdeploy::word_t(-1));
@@ -117,9 +117,11 @@ def filter_codes(region: bytes, layer: EngineLayer, ww: int) -> np.ndarray:
 
 
 def filter_biases(region: bytes, layer: EngineLayer) -> np.ndarray:
-    """The weights region's biases: after the weights, a 64-bit lane a filter, the port's words whole."""
+    """The weights region's biases: after the weights, a word a filter, its low 64 bits the bias, the port's words
+    whole."""
     stored = -(-layer.filters // layer.port_words) * layer.port_words
-    return np.frombuffer(port_reads(region, layer)[-8 * stored:], dtype="<i8")[:layer.filters]
+    words = np.frombuffer(port_reads(region, layer)[-ARENA_WORD_BYTES * stored:], dtype="<i8")
+    return words.reshape(stored, -1)[:layer.filters, 0]
 
 
 def staged_first_word(region: bytes) -> int:
@@ -584,8 +586,9 @@ def test_a_port_of_two_bundles_reads_each_half_of_the_ports_reads_from_a_block_o
     weights, bias = rng.normal(0, 0.3, (layer.filters, *layer.kernel, layer.channels)), rng.normal(0, 2, layer.filters)
     _, whole = quantized(layer, weights, bias, 16, "ap_fixed<16,5>", "ap_fixed<16,6>")
     _, halves = quantized(dataclasses.replace(layer, bundles=2), weights, bias, 16, "ap_fixed<16,5>", "ap_fixed<16,6>")
-    reads = [whole[r:r + 32] for r in range(0, len(whole), 32)]
-    assert len(reads) > 2 and halves == b"".join(r[:16] for r in reads) + b"".join(r[16:] for r in reads)
+    read = 4 * ARENA_WORD_BYTES
+    reads = [whole[r:r + read] for r in range(0, len(whole), read)]
+    assert len(reads) > 2 and halves == b"".join(r[:read // 2] for r in reads) + b"".join(r[read // 2:] for r in reads)
 
 
 COUNTING = r"""
@@ -596,6 +599,8 @@ COUNTING = r"""
 // each line of argv[1] a layer (engine_layer's fields), whether its input is staged from DDR, whether its output
 // lies in DDR, whether it adds a residual and whether it streams its weights: it runs on zeros, printing what the
 // engine counted
+static const int PW = hetdeploy::WORD_BYTES / 2;  // 16-bit values a word
+
 int main(int argc, char **argv) {
     std::FILE *f = std::fopen(argv[1], "r");
     hetdeploy::engine_layer g;
@@ -609,21 +614,21 @@ int main(int argc, char **argv) {
         g.clip_low = -(1LL << 62), g.clip_high = 1LL << 62;
         g.out_stride = g.out_c;
         // a window walked along its rows (one group, columns one apart, channels no whole word): rows padded
-        const bool rows = g.groups == 1 && g.d_w == 1 && g.in_c %% 4 != 0;
-        const int window = rows ? g.k_h * ((g.k_w * g.in_c + 3) / 4 * 4) : g.k_h * g.k_w * g.in_c / g.groups;
-        const int filter_words = (window + 3) / 4;
+        const bool rows = g.groups == 1 && g.d_w == 1 && g.in_c %% PW != 0;
+        const int window = rows ? g.k_h * ((g.k_w * g.in_c + PW - 1) / PW * PW) : g.k_h * g.k_w * g.in_c / g.groups;
+        const int filter_words = (window + PW - 1) / PW;
         // the port's reads, in %(bundles)d blocks of reads of %(port)d / %(bundles)d words, a bundle's each
         const int reads = (g.out_c + %(port)d - 1) / %(port)d * (filter_words + 1);
-        std::vector<ap_uint<64 * %(port)d / %(bundles)d> > weights(reads * %(bundles)d);
-        const ap_uint<64 * %(port)d / %(bundles)d> *w[4];
+        std::vector<ap_uint<hetdeploy::WORD_BITS * %(port)d / %(bundles)d> > weights(reads * %(bundles)d);
+        const ap_uint<hetdeploy::WORD_BITS * %(port)d / %(bundles)d> *w[4];
         for (int b = 0; b < 4; b++) w[b] = weights.data() + (b < %(bundles)d ? b * reads : 0);
         // memory 0: the input, then the output (staged: DDR, the output there too where it lies in DDR); memory 1:
         // the staging buffer, then the residual; memory 2: the output elsewhere (unstaged, in DDR: memory 2 is)
-        const int source_words = g.in_h * g.in_w * g.in_c / 4 + 1, target_words = g.out_h * g.out_w * g.out_c / 4 + 1;
-        const int staging_words = g.k_h * ((g.in_w * g.in_c + 3) / 4) + 1;
+        const int source_words = g.in_h * g.in_w * g.in_c / PW + 1, target_words = g.out_h * g.out_w * g.out_c / PW + 1;
+        const int staging_words = g.k_h * ((g.in_w * g.in_c + PW - 1) / PW) + 1;
         std::vector<hetdeploy::word_t> memory(source_words + target_words), other(target_words);
         // the DDR region (memory 0, staged) as the weights port's first bundle reads it
-        std::vector<ap_uint<64 * %(port)d / %(bundles)d> > region(memory.size());
+        std::vector<ap_uint<hetdeploy::WORD_BITS * %(port)d / %(bundles)d> > region(memory.size());
         std::vector<hetdeploy::word_t> staging(staging_words + target_words);
         const hetdeploy::engine_place source = {0, 0}, after = {0, source_words}, apart = {2, 0}, unstaged = {-1, 0},
                                       stage = {1, 0}, residual = {g.residual ? 1 : -1, staging_words};
@@ -678,7 +683,7 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
     the cycles and DDR words engine.h counts are what ``units.engine_cycles`` estimates, within 2 %; each layer with
     its input on chip, and in DDR, staged a row of output pixels at a time (``units.staging_cycles``), and its output
     on chip and in DDR (its words written one a cycle where a cycle reads nothing, not two: DDR's one port)."""
-    from hetdeploy.planning.units import engine_cycles, engine_row_values, staging_cycles
+    from hetdeploy.planning.units import engine_cycles, engine_row_values, staging_cycles, word_values
 
     layers = []
     # and two layers whose outputs share words with the next pixel's (10 and 9 filters): a pixel's window, then
@@ -691,7 +696,9 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
         layers += [(channels, size, size, filters, side, side, k, k, stride, stride, pad, pad, 1, 1,
                     groups[0] if groups else 1, staged, output_in_ddr, residual) for staged in (0, 1)
                    for output_in_ddr in (0, 1) for residual in (0, 1)]
-    window = max(layer[6] * (-(-layer[7] * layer[0] // 4) * 4 if engine_row_values(layer[7], layer[0], layer[14], 1, 16)
+    per_word = word_values(16)
+    window = max(layer[6] * (-(-layer[7] * layer[0] // per_word) * per_word
+                             if engine_row_values(layer[7], layer[0], layer[14], 1, 16)
                              else layer[0] // layer[14] * layer[7]) for layer in layers)
     estimates = []
     for layer in layers:

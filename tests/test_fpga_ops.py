@@ -357,7 +357,7 @@ def test_engine_inputs_in_ddr_are_staged_on_chip_and_match_onnxruntime(tmp_path)
     others; the whole pipeline, emulated in C-simulation, within tolerance of onnxruntime; the staging's cycles
     are the plan's."""
     import graphs
-    from hetdeploy.planning.units import engine_staging_cycles, staging_bytes
+    from hetdeploy.planning.units import ARENA_WORD_BYTES, engine_staging_cycles, staging_bytes
 
     graph = graphs.resnet18(64, (6, 12, 24, 48), classes=10)
     onnx.save(graphs.to_onnx(graph), str(tmp_path / "model.onnx"))
@@ -389,8 +389,9 @@ def test_engine_inputs_in_ddr_are_staged_on_chip_and_match_onnxruntime(tmp_path)
     places = re.findall(r"hetdeploy::engine_place\{(-?\d), (\d+)\}, hetdeploy::engine_place\{-?\d, \d+\}, "
                         r"engine_weights", top)
     staged_places = [p for p in places if p[0] != "-1"]  # each staged call's staging buffer: (memory, word)
-    assert len(staged_places) == len(staged) and {word for _, word in staged_places} == {str(staging.offset // 8)}
-    cycles = sum(engine_staging_cycles(u.engine, 16, where[u.inputs[0]].offset // 8) for u in staged)
+    word = ARENA_WORD_BYTES
+    assert len(staged_places) == len(staged) and {w for _, w in staged_places} == {str(staging.offset // word)}
+    cycles = sum(engine_staging_cycles(u.engine, 16, where[u.inputs[0]].offset // word) for u in staged)
     assert sub.memory.engine_staging_s == pytest.approx(cycles / 200e6)
 
 
@@ -422,7 +423,7 @@ def test_an_engine_input_in_ddr_is_copied_on_chip_for_its_tiles_and_matches_onnx
     plan charges the copy's cycles, not the map's bytes. The pipeline, emulated in C-simulation, within tolerance of
     onnxruntime."""
     import graphs
-    from hetdeploy.planning.units import copy_cycles
+    from hetdeploy.planning.units import ARENA_WORD_BYTES, copy_cycles
 
     b = graphs.Builder([1, 64, 16, 16])
     a = b.conv("input", 16, 3)
@@ -449,8 +450,9 @@ def test_an_engine_input_in_ddr_is_copied_on_chip_for_its_tiles_and_matches_onnx
     assert copy.kind == "copy" and copy.memory != "ddr" and copy.size == where[copied.inputs[0]].size
     top = (tmp_path / "out" / sub.hls.project / f"{sub.name}_top.cpp").read_text().split(CSIM_ENTRIES)[0]
     memory = {"bram": "arena", "uram": "uram", "reserved": "reserve"}[copy.memory]
-    assert f"hetdeploy::copy_words(ddr + {where[copied.inputs[0]].offset // 8}, {memory} + {copy.offset // 8}, " \
-           f"{copy.size // 8});" in top
+    word = ARENA_WORD_BYTES
+    assert f"hetdeploy::copy_words(ddr + {where[copied.inputs[0]].offset // word}, {memory} + {copy.offset // word}, " \
+           f"{copy.size // word});" in top
     assert sub.memory.engine_staging_s == pytest.approx(copy_cycles(copy.size) / 200e6)
 
 

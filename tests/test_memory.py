@@ -380,7 +380,8 @@ def test_engine_inputs_in_ddr_are_staged_or_copied_on_chip_and_charged_their_cyc
     import onnx as onnx_package
 
     from hetdeploy.planning.config import BuildOptions
-    from hetdeploy.planning.units import copy_cycles, engine_ddr_output_cycles, engine_staging_cycles, staging_bytes
+    from hetdeploy.planning.units import (ARENA_WORD_BYTES, copy_cycles, engine_ddr_output_cycles, engine_staging_cycles,
+                                          staging_bytes)
     from hetdeploy.steps.build import plan_stages
     from hetdeploy.steps.plan_model import fpga_times
 
@@ -402,7 +403,8 @@ def test_engine_inputs_in_ddr_are_staged_or_copied_on_chip_and_charged_their_cyc
     assert staging.memory != "ddr" and staging.size == max(staging_bytes(u.engine, 2) for u in staged)
     on_chip = [b for b in sub.memory.buffers if b.memory == staging.memory and b is not staging]
     assert all(b.offset + b.size <= staging.offset or staging.offset + staging.size <= b.offset for b in on_chip)
-    cycles = sum(engine_staging_cycles(u.engine, 16, where[u.inputs[0]].offset // 8) for u in staged) \
+    cycles = sum(engine_staging_cycles(u.engine, 16, where[u.inputs[0]].offset // ARENA_WORD_BYTES)
+                 for u in staged) \
         + sum(copy_cycles(c.size) for c in copies)
     fpga = board.device(sub.device)
     assert sub.memory.engine_staging_s == pytest.approx(cycles / (fpga.clock_mhz * 1e6))

@@ -394,7 +394,7 @@ class EngineLayer:
     vector: int = 1  # the values each lane takes a cycle (units.engine_sizes: its FPGA's budget and the width)
     uram_lanes: int = 0  # the lanes whose weight buffers are URAM, two a block (the others' BRAM)
     groups: int = 1  # a grouped convolution's: output channel o reads group o // (filters // groups)'s channels
-    port_words: int = 1  # the 64-bit words the engine's weights port reads a cycle (units.engine_port)
+    port_words: int = 1  # the words the engine's weights port reads a cycle (units.engine_port)
     pixels: int = 1  # the output pixels the engine computes at once: 1, or 2 (hls/engine.h's engine_pairs)
     # an engine of two pixels whose pairs share their windows among the tiles it holds (hls/engine.h's SHARED)
     shared: bool = False
@@ -614,7 +614,7 @@ class MemoryPlan:
 @dataclass
 class Fifo:
     """A FIFO of a dataflow top: tensor ``tensor`` from the process that writes it to one that reads it, ``depth``
-    tokens (a pixel's channels, or a flat tensor whole) of ``token_bits`` each (its values' lanes, whole 64-bit
+    tokens (a pixel's channels, or a flat tensor whole) of ``token_bits`` each (its values' lanes, whole arena
     words), the depth the schedule needs (planning/dataflow.py's ``fifo_depths``)."""
 
     name: str  # "<tensor>><reader>"

@@ -16,7 +16,7 @@ from ..core.plan import EngineLayer
 from ..core.precision import CppFixed, weight_fixed
 from ..planning import units
 
-BIAS_BYTES = 8  # a bias is a 64-bit lane: the sum's binary point
+BIAS_BYTES = units.ARENA_WORD_BYTES  # a bias is a word, the sum's 64 bits its low ones, at the sum's binary point
 
 
 def engine_layer(node: Node, last: Node, size: units.EngineSize, residual: bool = False,
@@ -106,9 +106,10 @@ def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: 
     its words, ``layer.port_words``; filters past the last zeros), or, where the layer streams its weights
     (``layer.streamed``, the memory plan's ``units.engine_layer_streams``), each tile's reads (``layer.lanes``
     filters) word after word, the tile's reads of word i one run; then each filter's bias at the sum's binary
-    point, as a 64-bit lane, P filters' a port's word. Where the port is ``layer.bundles`` bundles, its reads in
-    that many blocks, block b each read's words b * P / bundles onwards (a bundle's reads one run). Weights of a
-    grouped convolution the layer runs as one group are its ``block_diagonal`` ones."""
+    point, as a word (its 64 low bits, sign-extended), P filters' a port's word. Where the port is
+    ``layer.bundles`` bundles, its reads in that many blocks, block b each read's words b * P / bundles onwards (a
+    bundle's reads one run). Weights of a grouped convolution the layer runs as one group are its ``block_diagonal``
+    ones."""
     weights = block_diagonal(weights, layer.channels // layer.groups)
     w_width, w_integer = weight_fixed(weights, width)
     source, target = CppFixed.parse(in_type), CppFixed.parse(out_type)
@@ -136,8 +137,9 @@ def quantized(layer: EngineLayer, weights: np.ndarray, bias: np.ndarray, width: 
     padded[:len(codes), :codes.shape[1]] = codes
     lanes = padded.astype(f"<i{units.element_bytes(width)}").view(np.uint8).reshape(filters // port, port, words, -1)
     sum_fraction = set_layer.in_fraction + set_layer.weight_fraction
-    biases = np.zeros(filters, dtype="<i8")
-    biases[:len(bias)] = np.round(bias * 2.0 ** sum_fraction)
+    biases = np.zeros((filters, BIAS_BYTES // 8), dtype="<i8")  # (each sign-extended to the word)
+    biases[:len(bias), 0] = np.round(bias * 2.0 ** sum_fraction)
+    biases[:, 1:] = np.where(biases[:, :1] < 0, -1, 0)
     return set_layer, _region(set_layer, lanes, biases)
 
 
@@ -151,8 +153,8 @@ def _region(layer: EngineLayer, lanes: np.ndarray, biases: np.ndarray) -> bytes:
                           for q in range(0, len(lanes), tile_reads))
     else:
         packed = lanes.transpose(0, 2, 1, 3).tobytes()  # (q, i, filter q * P + p's word i)
-    reads = np.frombuffer(packed + biases.tobytes(), dtype=np.uint8).reshape(-1, layer.bundles,
-                                                                               port // layer.bundles * 8)
+    bundle_bytes = port // layer.bundles * units.ARENA_WORD_BYTES
+    reads = np.frombuffer(packed + biases.tobytes(), dtype=np.uint8).reshape(-1, layer.bundles, bundle_bytes)
     return reads.transpose(1, 0, 2).tobytes()
 
 
@@ -163,10 +165,11 @@ def relaid(layer: EngineLayer, region: bytes, width: int) -> bytes:
     port, words = layer.port_words, _filter_words(layer, width)
     reads = -(-layer.filters // port)
     read_bytes = words * port * units.ARENA_WORD_BYTES  # a read's filters' windows
-    blocks = np.frombuffer(region, dtype=np.uint8).reshape(layer.bundles, -1, port // layer.bundles * 8)
+    bundle_bytes = port // layer.bundles * units.ARENA_WORD_BYTES
+    blocks = np.frombuffer(region, dtype=np.uint8).reshape(layer.bundles, -1, bundle_bytes)
     flat = blocks.transpose(1, 0, 2).tobytes()
     packed = np.frombuffer(flat[:reads * read_bytes], dtype=np.uint8)
-    biases = np.frombuffer(flat[reads * read_bytes:], dtype="<i8")
+    biases = np.frombuffer(flat[reads * read_bytes:], dtype="<i8").reshape(-1, BIAS_BYTES // 8)
     if layer.streamed:  # written held: (q, i, p, bytes)
         lanes = packed.reshape(reads, words, port, -1).transpose(0, 2, 1, 3)
     else:  # written streamed: each tile's (i, q, p, bytes)

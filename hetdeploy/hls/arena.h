@@ -1,6 +1,7 @@
 // hetdeploy: the word-wide memories of an FPGA subfunction (the on-chip arena, the reserve, and DDR).
 //
-// A memory is an array of 64-bit words. Every buffer of the memory plan starts on a word and takes
+// A memory is an array of 64-bit words (WORD_BYTES; WORD_BITS, word_t: one constant, as planning/units/costs.py's
+// ARENA_WORD_BYTES). Every buffer of the memory plan starts on a word and takes
 // whole words. An element is the raw bits of its fixed-point type in a lane of E bytes, E the next
 // power of two of ceil(width / 8): word k of a buffer holds its elements k * (8 / E) onwards, the
 // first in the lowest bits, so the bytes are those of little-endian elements one after another (the
@@ -21,8 +22,8 @@
 namespace hetdeploy {
 
 typedef unsigned char byte_t;
-typedef ap_uint<64> word_t;
-static const int WORD_BYTES = 8;
+static const int WORD_BYTES = 8, WORD_BITS = 8 * WORD_BYTES;
+typedef ap_uint<WORD_BITS> word_t;
 
 template <class T> struct lane {
     static const int whole_bytes = (T::width + 7) / 8;

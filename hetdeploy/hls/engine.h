@@ -69,14 +69,14 @@
 // Weights in the port's words of PORT DDR words (fpga/engine.py writes them): output channel o's
 // window, ((o * k_h + ky) * k_w + kx) * (in_c / groups) + c (c of its group's channels), as WW-bit lanes (value *
 // 2^weight_fraction) in F = ceil(window / lanes a word) DDR words, its last word's lanes past the window zeros; the
-// port's word q * F + i holds word i of channels q * PORT .. q * PORT + PORT - 1, the first in its low 64 bits
+// port's word q * F + i holds word i of channels q * PORT .. q * PORT + PORT - 1, the first in its low word
 // (channels past the last: zeros), so that a tile's words are one run and a read fills PORT lanes (a streamed
 // layer's, engine_stream: the tile's reads of word i one after another, word after word, from the tile's first read
 // q0, q0 * F on); then, from read
-// ceil(out_c / PORT) * F, each output channel's bias as a 64-bit lane, PORT channels' a read (bias * 2^(in_fraction +
-// weight_fraction), the sum's binary point). Read by BUNDLES bundles, a layer's reads lie in BUNDLES blocks one after
-// another, block b holding words b * PORT / BUNDLES .. (b + 1) * PORT / BUNDLES - 1 of each read in order (a
-// bundle's reads one run: its bursts); the call points bundle b (w0 .. w3) at block b.
+// ceil(out_c / PORT) * F, each output channel's bias as a word (its 64 low bits, sign-extended), PORT channels' a
+// read (bias * 2^(in_fraction + weight_fraction), the sum's binary point). Read by BUNDLES bundles, a layer's reads
+// lie in BUNDLES blocks one after another, block b holding words b * PORT / BUNDLES .. (b + 1) * PORT / BUNDLES - 1
+// of each read in order (a bundle's reads one run: its bursts); the call points bundle b (w0 .. w3) at block b.
 #ifndef HETDEPLOY_ENGINE_H_
 #define HETDEPLOY_ENGINE_H_
 
@@ -178,7 +178,7 @@ static const int ENGINE_MAX_TILES = 64;  // (and the slots of the biases of the 
 static const int ENGINE_SHARED_STEPS = 512;
 // ... and the chunks of a dense layer deeper than the buffers (VGG-19's first of 25,088 values, 4,096 a chunk)
 static const int ENGINE_MAX_CHUNKS = 8;
-static const int ENGINE_MAX_KERNEL = 11, ENGINE_MAX_ROW_WORDS = 224 * 64 / 4;
+static const int ENGINE_MAX_KERNEL = 11, ENGINE_MAX_ROW_WORDS = 224 * 64 * 2 / WORD_BYTES;
 // ... and a tile's iterations over its pixels' windows (ENGINE_MAX_PIXELS of 3 x 3 x 64 values, four a cycle)
 static const int ENGINE_MAX_ITERATIONS = ENGINE_MAX_PIXELS * 144;
 
@@ -198,9 +198,10 @@ inline void count_loop(long long iterations, int depth, int ii = 1) {
 
 // C-simulation's view of the weights port: ``count`` of its words from the DDR region's words (``words``, the
 // region's first PORT * count), word p of a read in its bits 64 p .. 64 p + 63, as the port reads the same bytes
-template <int PORT> void engine_port_view(const word_t *words, ap_uint<64 * PORT> *reads, long long count) {
+template <int PORT> void engine_port_view(const word_t *words, ap_uint<WORD_BITS * PORT> *reads, long long count) {
     for (long long r = 0; r < count; r++) {
-        for (int p = 0; p < PORT; p++) reads[r].range(64 * p + 63, 64 * p) = words[r * PORT + p];
+        for (int p = 0; p < PORT; p++)
+            reads[r].range(WORD_BITS * p + WORD_BITS - 1, WORD_BITS * p) = words[r * PORT + p];
     }
 }
 #endif
@@ -307,18 +308,18 @@ inline int engine_window_first(const engine_layer &g, const engine_pixel &p, int
 // spans) * 64 + ``shift_bits`` on (the earlier's bit 0 the first)
 template <int MEMORIES, int DDR, int R>
 void engine_stage_words(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &staging, int slot,
-                        int slot_words, const ap_uint<64 * R> &earlier, const ap_uint<64 * R> &later, int first,
-                        int spans, int shift_bits) {
+                        int slot_words, const ap_uint<WORD_BITS * R> &earlier, const ap_uint<WORD_BITS * R> &later,
+                        int first, int spans, int shift_bits) {
 #pragma HLS INLINE
-    ap_uint<128 * R> both = later;
-    both = (both << (64 * R)) | earlier;
+    ap_uint<2 * WORD_BITS * R> both = later;
+    both = (both << (WORD_BITS * R)) | earlier;
 stage_words:
     for (int t = 0; t < R; t++) {
 #pragma HLS UNROLL
         const int i = first + t;
         if (i >= 0 && i < slot_words)
             engine_write<MEMORIES, DDR>(m0, m1, m2, m3, staging, slot + i,
-                                        word_t(both >> ((R + t - spans) * 64 + shift_bits)));
+                                        word_t(both >> ((R + t - spans) * WORD_BITS + shift_bits)));
     }
 }
 
@@ -333,7 +334,7 @@ stage_words:
 // lies in and, where the row does not begin a word, the next (the last, where that lies past the input's last read,
 // from a zero read).
 template <int IW, int MEMORIES, int DDR, int R>
-void engine_stage(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const ap_uint<64 * R> *region,
+void engine_stage(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const ap_uint<WORD_BITS * R> *region,
                   const engine_layer &g, const engine_place &source, const engine_place &staging, int row0,
                   int slot_words, int kept, int first_slot) {
 #pragma HLS INLINE
@@ -355,12 +356,12 @@ slots:
         const int lead = word0 % R + spans, read0 = word0 / R;
         const int reads = (lead + slot_words - 1) / R + 1;
         const int in_input = reads < last_read - read0 + 1 ? reads : last_read - read0 + 1;  // the reads in the input
-        ap_uint<64 * R> held = 0;
+        ap_uint<WORD_BITS * R> held = 0;
     stage_row:
         for (int k = 0; k < in_input; k++) {
 #pragma HLS PIPELINE II=II
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROW_WORDS
-            const ap_uint<64 * R> fresh = region[read0 + k];
+            const ap_uint<WORD_BITS * R> fresh = region[read0 + k];
             engine_stage_words<MEMORIES, DDR, R>(m0, m1, m2, m3, staging, slot, slot_words, held, fresh,
                                                  k * R - lead, spans, shift * IB);
             held = fresh;
@@ -368,7 +369,7 @@ slots:
         HETDEPLOY_COUNTED(count_loop(in_input, ENGINE_MOVE_DEPTH, II));
         if (in_input < reads) {  // the slot's last words: the input's last values (an iteration)
             engine_stage_words<MEMORIES, DDR, R>(m0, m1, m2, m3, staging, slot, slot_words, held,
-                                                 ap_uint<64 * R>(0), in_input * R - lead, spans, shift * IB);
+                                                 ap_uint<WORD_BITS * R>(0), in_input * R - lead, spans, shift * IB);
             HETDEPLOY_COUNTED(engine_counted().cycles += II);
         }
     }
@@ -928,12 +929,13 @@ shared_words:
 // its own; the others never read) read PORT / BUNDLES words of at once: bundle b's read r, in the read's bits from
 // 64 * PORT / BUNDLES * b on
 template <int PORT, int BUNDLES>
-ap_uint<64 * PORT> engine_weights_read(const ap_uint<64 * PORT / BUNDLES> *w0, const ap_uint<64 * PORT / BUNDLES> *w1,
-                                       const ap_uint<64 * PORT / BUNDLES> *w2, const ap_uint<64 * PORT / BUNDLES> *w3,
-                                       int r) {
+ap_uint<WORD_BITS * PORT> engine_weights_read(const ap_uint<WORD_BITS * PORT / BUNDLES> *w0,
+                                              const ap_uint<WORD_BITS * PORT / BUNDLES> *w1,
+                                              const ap_uint<WORD_BITS * PORT / BUNDLES> *w2,
+                                              const ap_uint<WORD_BITS * PORT / BUNDLES> *w3, int r) {
 #pragma HLS INLINE
-    static const int BITS = 64 * PORT / BUNDLES;
-    ap_uint<64 * PORT> read = w0[r];
+    static const int BITS = WORD_BITS * PORT / BUNDLES;
+    ap_uint<WORD_BITS * PORT> read = w0[r];
     if (BUNDLES > 1) read.range(2 * BITS - 1, BITS) = w1[r];
     if (BUNDLES > 2) read.range(3 * BITS - 1, 2 * BITS) = w2[r];
     if (BUNDLES > 3) read.range(4 * BITS - 1, 3 * BITS) = w3[r];
@@ -947,8 +949,8 @@ ap_uint<64 * PORT> engine_weights_read(const ap_uint<64 * PORT / BUNDLES> *w0, c
 // past the words not loaded); each lane takes its filter's entry of the read that holds it (one write a lane a
 // cycle), an entry of VEC weights a cycle of a word's EPW
 template <int WW, int LANES, int URAM_LANES, int VEC, int ENTRIES, int PORT, int BUNDLES, typename entry_t>
-void engine_load_weights(const ap_uint<64 * PORT / BUNDLES> *w0, const ap_uint<64 * PORT / BUNDLES> *w1,
-                         const ap_uint<64 * PORT / BUNDLES> *w2, const ap_uint<64 * PORT / BUNDLES> *w3,
+void engine_load_weights(const ap_uint<WORD_BITS * PORT / BUNDLES> *w0, const ap_uint<WORD_BITS * PORT / BUNDLES> *w1,
+                         const ap_uint<WORD_BITS * PORT / BUNDLES> *w2, const ap_uint<WORD_BITS * PORT / BUNDLES> *w3,
                          entry_t tile[][ENTRIES], entry_t paired[][2 * ENTRIES], int first, int filters, int first_read,
                          int reads, int filter_words, int word0, int words, int slot) {
 #pragma HLS INLINE
@@ -956,7 +958,7 @@ void engine_load_weights(const ap_uint<64 * PORT / BUNDLES> *w0, const ap_uint<6
     static const int TILE_ENTRIES = (LANES / PORT + 1) * ENTRIES;  // (a pragma's value is a name)
     int next = first_read * filter_words + word0;  // the port's next read
     int q = 0, i = 0, k = 0;  // the read's filters (from first_read), its word of those loaded, the entry
-    ap_uint<64 * PORT> word = 0;
+    ap_uint<WORD_BITS * PORT> word = 0;
 load_weights:
     for (int e = 0; e < reads * words * EPW; e++) {
 #pragma HLS PIPELINE II=1
@@ -967,7 +969,7 @@ load_weights:
 #pragma HLS UNROLL
             const int p = lane_t - base;
             if (p >= 0 && p < PORT && lane_t < filters) {
-                const entry_t entry = word.range(64 * p + VEC * LB * (k + 1) - 1, 64 * p + VEC * LB * k);
+                const entry_t entry = word.range(WORD_BITS * p + VEC * LB * (k + 1) - 1, WORD_BITS * p + VEC * LB * k);
                 const int at = slot + i * EPW + k;
                 if (lane_t < URAM_LANES) paired[lane_t / 2][lane_t % 2 * ENTRIES + at] = entry;
                 else tile[lane_t - URAM_LANES][at] = entry;
@@ -989,8 +991,8 @@ load_weights:
 // A tile's filters' biases (the tile's filters from ``first``, in the port's reads from ``biases`` + ``first_read``
 // on, ``reads`` of them: PORT channels' a read) into ``bias``, a lane's each; the lanes past the tile's take others'
 template <int LANES, int PORT, int BUNDLES, typename sum_t>
-void engine_load_biases(const ap_uint<64 * PORT / BUNDLES> *w0, const ap_uint<64 * PORT / BUNDLES> *w1,
-                        const ap_uint<64 * PORT / BUNDLES> *w2, const ap_uint<64 * PORT / BUNDLES> *w3,
+void engine_load_biases(const ap_uint<WORD_BITS * PORT / BUNDLES> *w0, const ap_uint<WORD_BITS * PORT / BUNDLES> *w1,
+                        const ap_uint<WORD_BITS * PORT / BUNDLES> *w2, const ap_uint<WORD_BITS * PORT / BUNDLES> *w3,
                         sum_t bias[LANES], int first, int first_read, int reads, int biases) {
 #pragma HLS INLINE
     static const int TILE_READS = LANES / PORT + 1;
@@ -998,12 +1000,13 @@ load_bias:
     for (int b = 0; b < reads; b++) {
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT max=TILE_READS
-        const ap_uint<64 * PORT> read = engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, biases + first_read + b);
+        const ap_uint<WORD_BITS * PORT> read =
+            engine_weights_read<PORT, BUNDLES>(w0, w1, w2, w3, biases + first_read + b);
         const int base = (first_read + b) * PORT - first;
         for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
             const int p = lane_t - base;
-            if (p >= 0 && p < PORT) bias[lane_t] = sum_t(read.range(64 * p + 63, 64 * p));
+            if (p >= 0 && p < PORT) bias[lane_t] = sum_t(read.range(WORD_BITS * p + WORD_BITS - 1, WORD_BITS * p));
         }
     }
     HETDEPLOY_COUNTED(count_loop(reads, ENGINE_MOVE_DEPTH); engine_counted().weight_words += (long long)reads * PORT);
@@ -1057,12 +1060,12 @@ inline void engine_next_pair(const engine_layer &g, int column_move, int row_mov
 
 // Read ``q`` of a tile's step's words (PORT lanes' entries, from lane q * PORT on) into ``entries``
 template <int LANES, int PORT, typename entry_t>
-void engine_read_entries(const ap_uint<64 * PORT> &read, int q, entry_t entries[LANES]) {
+void engine_read_entries(const ap_uint<WORD_BITS * PORT> &read, int q, entry_t entries[LANES]) {
 #pragma HLS INLINE
     for (int lane_t = 0; lane_t < LANES; lane_t++) {
 #pragma HLS UNROLL
         const int p = lane_t - q * PORT;
-        if (p >= 0 && p < PORT) entries[lane_t] = read.range(64 * p + 63, 64 * p);
+        if (p >= 0 && p < PORT) entries[lane_t] = read.range(WORD_BITS * p + WORD_BITS - 1, WORD_BITS * p);
     }
 }
 
@@ -1079,16 +1082,18 @@ void engine_read_entries(const ap_uint<64 * PORT> &read, int q, entry_t entries[
 template <int IW, int OW, int WW, int LANES, int VEC, int MAX_WINDOW, int PORT, int MEMORIES, int DDR, int PIXELS,
           int BUNDLES, int STREAM, typename sum_t>
 void engine_stream(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &input,
-                   const engine_place &target, const engine_place &residual, const ap_uint<64 * PORT / BUNDLES> *w0,
-                   const ap_uint<64 * PORT / BUNDLES> *w1, const ap_uint<64 * PORT / BUNDLES> *w2,
-                   const ap_uint<64 * PORT / BUNDLES> *w3, const engine_layer &g, const engine_out<sum_t> &out,
+                   const engine_place &target, const engine_place &residual,
+                   const ap_uint<WORD_BITS * PORT / BUNDLES> *w0, const ap_uint<WORD_BITS * PORT / BUNDLES> *w1,
+                   const ap_uint<WORD_BITS * PORT / BUNDLES> *w2, const ap_uint<WORD_BITS * PORT / BUNDLES> *w3,
+                   const engine_layer &g, const engine_out<sum_t> &out,
                    int filter_words, int bias_read, int written) {
 #pragma HLS INLINE
     typedef ap_int<WW> weight_t;
     static const int IPW = lane<ap_uint<IW> >::per_word, L = lane<ap_uint<OW> >::per_word;
     static const int LB = 8 * lane<weight_t>::bytes;
     typedef ap_uint<VEC * LB> entry_t;
-    static_assert(STREAM == 0 || (PIXELS == 2 && VEC * LB == 64), "a streamed layer: pairs, an entry a DDR word");
+    static_assert(STREAM == 0 || (PIXELS == 2 && VEC * LB == WORD_BITS),
+                  "a streamed layer: pairs, an entry a DDR word");
     static const int DEPTH = STREAM > 0 ? STREAM : 1;  // (an engine without the loop: never called)
     // a pair's sum of a lane without its bias: a window of at most MAX_WINDOW products, each within IW + WW bits
     typedef ap_int<IW + WW + 1 + engine_bits(MAX_WINDOW)> kept_t;
@@ -1233,9 +1238,10 @@ template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WI
           int MEMORIES, int DDR, int PIXELS = 1, int BUNDLES = 1, bool SHARED = false,
           int STREAM = 0>
 void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &source, const engine_place &target,
-            const engine_place &staging, const engine_place &residual, const ap_uint<64 * PORT / BUNDLES> *region,
-            const ap_uint<64 * PORT / BUNDLES> *w0, const ap_uint<64 * PORT / BUNDLES> *w1,
-            const ap_uint<64 * PORT / BUNDLES> *w2, const ap_uint<64 * PORT / BUNDLES> *w3, const engine_layer &g) {
+            const engine_place &staging, const engine_place &residual,
+            const ap_uint<WORD_BITS * PORT / BUNDLES> *region, const ap_uint<WORD_BITS * PORT / BUNDLES> *w0,
+            const ap_uint<WORD_BITS * PORT / BUNDLES> *w1, const ap_uint<WORD_BITS * PORT / BUNDLES> *w2,
+            const ap_uint<WORD_BITS * PORT / BUNDLES> *w3, const engine_layer &g) {
     typedef ap_uint<IW> raw_in_t;
     typedef ap_uint<OW> raw_out_t;
     typedef ap_int<WW> weight_t;

@@ -40,6 +40,7 @@ def input_quantizers(graph: Graph) -> list[int]:
 
 
 PORT_CODE_BITS = (1, 2, 4, 8)  # a code's bits on a port: 64-bit words hold whole codes
+CODE_WORD_BITS = 64  # a codes port's word (hls/arena.h's codes_t)
 
 
 def port_codes(graph: Graph) -> dict[str, PortCodes]:

@@ -307,8 +307,8 @@ def _ddr_reads(unit: ExecutionUnit, tensor: str) -> int:
     """The reads of ``tensor``'s bytes ``unit`` makes where the tensor lies in DDR, beside its cycles: one of an input
     of a unit the top or hls4ml runs; none of an engine unit's, whose loops move its words a cycle each (an input
     staged or copied: the staging's or the copy's cycles; the residual map it adds: a word read beside each output
-    word, in its own loops' cycles), a 64-bit word a cycle being half a port's bandwidth (the board files' 3.2 GB/s
-    at 200 MHz)."""
+    word, in its own loops' cycles), a word a cycle being at most a port's bandwidth (a 64-bit word: half the board
+    files' 3.2 GB/s at 200 MHz; where a port delivers less, plan_memory stretches those words' cycles)."""
     return int(unit.engine is None and tensor in unit.inputs)
 
 
@@ -362,11 +362,12 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
             placed = list(requests) + [request for _, request in copies]  # the buffers, then the copies
             used_in = {m: footprint(placed, placements, m) for m in MEMORIES}
             # each copy on chip, used (the others' requests dropped: their bytes stay unused)
-            copy_buffers = [Buffer(f"{unit.name}.copy", p.memory, p.offset, r.size, r.first, r.last, "ap_uint<64>",
+            word_type = f"ap_uint<{8 * units.ARENA_WORD_BYTES}>"
+            copy_buffers = [Buffer(f"{unit.name}.copy", p.memory, p.offset, r.size, r.first, r.last, word_type,
                                    kind="copy") for (unit, r), p in zip(copies, placements[len(lives):])
                             if unit.engine.copied]
             staging_buffers = [Buffer(f"{sub.name}.staging", staging_memory, used_in[staging_memory], staging, 0,
-                                      len(steps) - 1, "ap_uint<64>", kind="staging")] if staging else []
+                                      len(steps) - 1, word_type, kind="staging")] if staging else []
             if staging:
                 used_in[staging_memory] += staging
             weights, weights_end, weight_traffic = [], 0, 0
@@ -409,7 +410,15 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
             ddr_traffic = sum(sizes[t] * ((t in in_ddr) * written[t] + sum(_ddr_reads(u, t)
                                                                            for u in sub.execution_units))
                               for t in sizes if views.get(t, (t,))[0] in in_ddr)
-            staging_s = staged_cycles / (device.clock_mhz * 1e6)
+            # a DDR port that delivers less than an arena word a cycle (none of the shipped boards') makes
+            # each word the engine's loops move there a cycle each take longer: its staged or copied inputs' (their
+            # cycles at most), its outputs' and the residuals it reads there
+            slower = max(0.0, units.ARENA_WORD_BYTES / units.ddr_bytes_per_cycle(device) - 1)
+            engine_ddr_words = sum(sizes[t] for u in sub.execution_units if u.engine is not None
+                                   for t in u.outputs[:1] + u.inputs[1:2] * u.engine.residual
+                                   if t in memory_of and memory_of[t].memory == "ddr") // units.ARENA_WORD_BYTES
+            ddr_output_cycles += slower * engine_ddr_words
+            staging_s = staged_cycles * (1 + slower) / (device.clock_mhz * 1e6)
             activations = [Buffer(b.tensor, p.memory, p.offset + (weights_end if p.memory == "ddr" else 0), r.size,
                                   b.first, b.last, f"ap_fixed<{width},6>")
                            for b, r, p in zip(lives, requests, placements)]

@@ -104,6 +104,7 @@ from ...core.graph import Graph, Node
 from ...core.precision import DEFAULT_WIDTH, SIGN_KEEPING_OPS, source_quantizer
 from ...core.plan import Band, EngineLayer, ExecutionUnit, Fifo, Subfunction, Window
 from ..dataflow import DataflowError, Op, Process, check, fifo_depths, free_schedule
+from ..input_codes import CODE_WORD_BITS
 # the cost model's constants and shared arithmetic, read by the stages as units.NAME
 from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDED_OPS, BAND_FIFO_SHARE, BRAM18_SHAPES,
                     BRAM_MIN_BITS, BRAM_MIN_DEPTH, CYCLES, DA_COST_PER_DIGIT_BIT, DA_MAX_INPUTS, DA_MAX_PRODUCTS,
@@ -585,7 +586,7 @@ def pinned_engine_size(device: Device, width: int, window: int) -> EngineSize:
     pinned = f"the engine pinned on {device.name} ({lanes} lanes of {vector} values a cycle)"
     per_word = word_values(width)
     if vector > per_word:
-        raise PinnedEngineRefused(f"{pinned} takes more values a cycle than a 64-bit word holds at {width} bits "
+        raise PinnedEngineRefused(f"{pinned} takes more values a cycle than a word holds at {width} bits "
                                   f"({per_word})")
     budget = device.budget()
     uram = min(lanes, buffer_lanes(width, {"uram": budget.get("uram", 0)}, window, vector)[1])
@@ -662,11 +663,12 @@ def staging_bytes(layer: EngineLayer, element: int) -> int:
 
 
 def engine_port(device: Device) -> tuple[int, int]:
-    """The 64-bit words the engine's weights port reads a cycle on ``device`` and the m_axi bundles it is: a bundle
+    """The words the engine's weights port reads a cycle on ``device`` and the m_axi bundles it is: a bundle
     on each DDR port of the FPGA's but the first (its cores' other bundle's: ``Memory.ports``), a power of two of
     them up to ENGINE_PORT_MAX_BUNDLES (one, the first port's, where it has one), each reading the most words, a
-    power of two, that a port delivers a cycle (128 bits on a Zynq UltraScale+ HP port at 3.2 GB/s and 200 MHz; 64
-    on the PYNQ-Z2's), at least one; ENGINE_PORT_MAX_WORDS in all at most."""
+    power of two, that a port delivers a cycle (two, 128 bits, on a Zynq UltraScale+ HP port at 3.2 GB/s and
+    200 MHz; one on the PYNQ-Z2's), at least one (a slower port's reads then wait on it, ``engine_estimate``);
+    ENGINE_PORT_MAX_WORDS in all at most."""
     words = bundles = 1
     while 2 * words <= ENGINE_PORT_MAX_WORDS and 2 * words * ARENA_WORD_BYTES <= ddr_bytes_per_cycle(device):
         words *= 2
@@ -799,7 +801,7 @@ def tokens_of(shape: Sequence[int]) -> tuple[int, int]:
 
 
 def token_words(values: int, lane_bytes: int) -> int:
-    """The 64-bit words a token of ``values`` lanes of ``lane_bytes`` takes (its values from the first)."""
+    """The words a token of ``values`` lanes of ``lane_bytes`` takes (its values from the first)."""
     return -(-values * lane_bytes // ARENA_WORD_BYTES)
 
 
@@ -882,7 +884,7 @@ def code_token_gaps(tokens: int, values: int, bits: int) -> list[int]:
     """The cycles before each of ``tokens`` tokens of ``values`` values a codes port's sample gives, its 64-bit
     words read one a cycle (64 // ``bits`` codes each) and each token written as its last code comes, at most one
     a cycle (hls/dataflow.cpp.in's codes_tokens)."""
-    per_word = ARENA_WORD_BYTES * 8 // bits
+    per_word = CODE_WORD_BITS // bits
     gaps, at = [], 0
     for k in range(tokens):
         whole = ((k + 1) * values - 1) // per_word + 1  # the words read when token k is whole
@@ -904,7 +906,7 @@ def port_cycles(graph: Graph, sub: Subfunction, lane_bytes: int = 2) -> dict[str
     for t in (*sub.outputs, *sub.inputs):
         values = math.prod(shapes.get(t) or [1])
         codes = sub.input_codes.get(t)
-        cycles[t] = values if codes is None else max(-(-values * codes.bits // (8 * ARENA_WORD_BYTES)),
+        cycles[t] = values if codes is None else max(-(-values * codes.bits // CODE_WORD_BITS),
                                                      token_words(values, lane_bytes))
     return cycles
 

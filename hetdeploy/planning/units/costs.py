@@ -73,14 +73,16 @@ REFERENCE_CLOCK_MHZ = 200.0
 # plan_model.folded_plan folds its partition once more with all of the DSP budget the engine's, and keeps the
 # faster plan (ResNet-50 at 8 bits on the KV260: 128 lanes, not 104)
 ENGINE_SHARES = {"dsp": 0.75, "bram18": 0.75, "uram": 0.75}
-# The engine's weights port is at most this many 64-bit words wide (512 bits: the widest AXI data bus of the boards'
+# The subfunction's memories (hls/arena.h) are arrays of words of this many bytes (its WORD_BYTES), each element in
+# a lane of ``element_bytes``; a unit moves whole words, ARENA_PORTS a cycle (a true dual-port BRAM gives two
+# accesses, shared by a unit's reads and writes).
+ARENA_WORD_BYTES = 8
+ARENA_PORTS = 2
+# The engine's weights port is at most this many words wide (512 bits: the widest AXI data bus of the boards'
 # memory ports, an Alveo card's DDR; a Zynq UltraScale+ HP port is 128 bits, a Zynq-7000's 64: UG1085, UG585)
-ENGINE_PORT_MAX_WORDS = 8
+ENGINE_PORT_MAX_WORDS = 512 // (8 * ARENA_WORD_BYTES)
 # ... and at most this many m_axi bundles (engine.h's w0 .. w3), a DDR port each
 ENGINE_PORT_MAX_BUNDLES = 4
-# Lanes come in multiples of this (the outputs a word holds at 8 bits: a tile of lanes then writes whole words of a
-# layer whose filters are a multiple of it), but for an engine too small for one
-ENGINE_LANE_MULTIPLE = 8
 # The engine takes a layer whose window its buffers hold at one value a cycle in this many lanes (``engine_holds``)
 # A dense layer's window takes at most this many values of the lanes' buffers (``engine_window``): one longer runs in
 # chunks of the buffers' depth (hls/engine.h), each weight read once a sample either way, so a deeper buffer would take
@@ -100,10 +102,10 @@ ENGINE_DEPTHWISE_LANE_LUT = 96
 ENGINE_LANE_LUT, ENGINE_LANE_FF = 64, 64
 # An engine of two pixels at once shares a pair's windows among the tiles it holds (engine_shares_windows): a lane's
 # biases of those tiles (ENGINE_MAX_TILES slots of 64 bits: a LUT6 a bit, 64 deep, LUTs a lane), the tile before's
-# sums (a register a lane a pixel, as ENGINE_LANE_FF) and the window buffer, ENGINE_SHARED_STEPS 64-bit words a
-# pixel in LUTRAM of a write port and a read port (a RAM64X1D, two LUT6s, a bit of 64 words: LUTs a word)
+# sums (a register a lane a pixel, as ENGINE_LANE_FF) and the window buffer, ENGINE_SHARED_STEPS words a pixel in
+# LUTRAM of a write port and a read port (a RAM64X1D, two LUT6s, a bit of 64 words: LUTs a word)
 ENGINE_BIAS_SLOTS_LUT = 64
-ENGINE_WINDOW_WORD_LUT = 2
+ENGINE_WINDOW_WORD_LUT = 2 * 8 * ARENA_WORD_BYTES // 64
 # The depths of the engine's pipelined loops (hls/engine.h's ENGINE_MOVE_DEPTH and ENGINE_MAC_DEPTH): a word
 # moved (read, then written), and a window value's (its address, the read, the product, the sum): hetdeploy's
 # model of the schedule, not a synthesis result
@@ -146,11 +148,6 @@ SOFTMAX_REFERENCE_CYCLES = 2
 # under 2023.2: 12 for 10; a streamed Conv1D under 2024.1). Vitis HLS 2025.1 and 2025.2 reports (an AXI-wrapped
 # iris MLP, a streamed jet tagger) show the single figure; hetdeploy's scripts are written for 2022.1 to 2023.2.
 VITIS_SOFTMAX_TABLE_BRAM18 = 2
-# The subfunction's memories (hls/arena.h) are arrays of words of this many bytes, each element in a
-# lane of ``element_bytes``; a unit moves whole words, ARENA_PORTS a cycle (a true dual-port BRAM gives
-# two accesses, shared by a unit's reads and writes).
-ARENA_WORD_BYTES = 8
-ARENA_PORTS = 2
 # band_out's II a value where a row is no whole words: the target word read, its lane set, the word written back
 BAND_VALUE_II = 3
 # arena.h's relayout: its loop's depth (a step's entry read, the input word read, the output word written) and the
@@ -189,8 +186,8 @@ SYNTHESIS_LUT_SHARE = 0.5
 @dataclass(frozen=True)
 class EngineSize:
     """An engine's lanes, of which ``uram_lanes`` (an even number) hold their weights in URAM, two a block, the
-    others in BRAM, the values each lane takes a cycle, and the 64-bit words its weights port reads a cycle (the
-    board's DDR ports': ``engine_port``), one word to each of as many lanes."""
+    others in BRAM, the values each lane takes a cycle, and the words its weights port reads a cycle (the board's
+    DDR ports': ``engine_port``), one word to each of as many lanes."""
 
     lanes: int
     uram_lanes: int
@@ -731,9 +728,10 @@ def _bram18_a_lane(window: int, width: int, vector: int) -> int:
 
 
 def _uram_blocks_a_pair(window: int, width: int, vector: int) -> int:
-    """URAM blocks two lanes' buffers take: an entry of at most URAM_BITS a word (ENGINE's entries are at most an
-    arena word's 64 bits), the two lanes' entries one after the other."""
-    return -(-2 * _lane_entries(window, width, vector) // URAM_DEPTH)
+    """URAM blocks two lanes' buffers take: the two lanes' entries one after the other, an entry wider than a
+    block's URAM_BITS in blocks side by side."""
+    side_by_side = -(-vector * 8 * element_bytes(width) // URAM_BITS)
+    return side_by_side * -(-2 * _lane_entries(window, width, vector) // URAM_DEPTH)
 
 
 def _engine_products_a_dsp(width: int) -> int:
