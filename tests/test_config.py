@@ -147,7 +147,7 @@ def test_the_engine_is_pinned_by_the_board_file_or_engine_and_refused_where_it_d
     assert engines(str(board)) == {(16, 1, 0, 1, 1)}
     assert engines(str(board), "--engine", "8x4") == {(8, 4, 0, 1, 1)}
     for size, fragments in (("200x4", ["does not fit it at 16 bits", "DSPs of"]),
-                            ("8x8", ["more values a cycle than a 64-bit word holds at 16 bits (4)"])):
+                            ("8x8", ["more values a cycle than a word holds at 16 bits (4)"])):
         assert main(["plan", str(model), "--board", "pynq-z2", "--policy", "support", *pins, "--engine", size]) == 2
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and all(f in err for f in fragments), err
