@@ -197,7 +197,7 @@ inline void count_loop(long long iterations, int depth, int ii = 1) {
 }
 
 // C-simulation's view of the weights port: ``count`` of its words from the DDR region's words (``words``, the
-// region's first PORT * count), word p of a read in its bits 64 p .. 64 p + 63, as the port reads the same bytes
+// region's first PORT * count), word p of a read in its bits WORD_BITS p onwards, as the port reads the same bytes
 template <int PORT> void engine_port_view(const word_t *words, ap_uint<WORD_BITS * PORT> *reads, long long count) {
     for (long long r = 0; r < count; r++) {
         for (int p = 0; p < PORT; p++)
@@ -305,7 +305,7 @@ inline int engine_window_first(const engine_layer &g, const engine_pixel &p, int
 
 // Slot words ``first`` .. ``first`` + R - 1 of a staging slot (at ``slot``; those of its ``slot_words``) from two
 // reads of the weights port, ``earlier`` and ``later``, one after the other: word first + t from their bit (R + t -
-// spans) * 64 + ``shift_bits`` on (the earlier's bit 0 the first)
+// spans) * WORD_BITS + ``shift_bits`` on (the earlier's bit 0 the first)
 template <int MEMORIES, int DDR, int R>
 void engine_stage_words(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &staging, int slot,
                         int slot_words, const ap_uint<WORD_BITS * R> &earlier, const ap_uint<WORD_BITS * R> &later,
@@ -351,8 +351,9 @@ slots:
         if (row < 0 || row >= g.in_h) continue;  // padding: never read
         const int first = row * g.in_w * g.in_c;  // the row's first value
         const int word0 = source.word + first / IPW, shift = first % IPW, spans = shift ? 1 : 0;
-        // the slot words read k writes: i = k * R - lead + t (t < R), slot word i from bit (R + t - spans) * 64 +
-        // shift * IB of the reads k - 1 and k one after the other (its DDR words word0 + i and the next)
+        // the slot words read k writes: i = k * R - lead + t (t < R), slot word i from bit
+        // (R + t - spans) * WORD_BITS + shift * IB of the reads k - 1 and k one after the other (its DDR words
+        // word0 + i and the next)
         const int lead = word0 % R + spans, read0 = word0 / R;
         const int reads = (lead + slot_words - 1) / R + 1;
         const int in_input = reads < last_read - read0 + 1 ? reads : last_read - read0 + 1;  // the reads in the input
@@ -927,7 +928,7 @@ shared_words:
 
 // Read ``r`` of the weights port of PORT DDR words, which BUNDLES m_axi bundles (w0 .. w3, each on a DDR port of
 // its own; the others never read) read PORT / BUNDLES words of at once: bundle b's read r, in the read's bits from
-// 64 * PORT / BUNDLES * b on
+// WORD_BITS * PORT / BUNDLES * b on
 template <int PORT, int BUNDLES>
 ap_uint<WORD_BITS * PORT> engine_weights_read(const ap_uint<WORD_BITS * PORT / BUNDLES> *w0,
                                               const ap_uint<WORD_BITS * PORT / BUNDLES> *w1,
