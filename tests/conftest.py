@@ -49,8 +49,9 @@ def build_cache(tmp_path_factory):
 # the FPGA cores' largest batch (build --batch) of the reference builds that test batched calls
 BATCHES = {"split_by_lrn": 4, "jet_tagger_mlp": 50}
 # ... and their other build options: four_conv64's first convolution pinned to hls4ml's Resource strategy, so that
-# an hls4ml unit runs in bands beside the engine's (the engine, faster, would take all four)
-OPTIONS = {"four_conv64": ["--strategy", "conv1=resource"]}
+# an hls4ml unit runs in bands beside the engine's (the engine, faster, would take all four); wide_mlp without the
+# engine, so that hls4ml's Dense reads its weights from DDR (the engine, faster, would take the first layer)
+OPTIONS = {"four_conv64": ["--strategy", "conv1=resource"], "wide_mlp": ["--no-engine"]}
 
 
 @pytest.fixture(scope="session")

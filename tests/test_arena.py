@@ -11,6 +11,7 @@ import subprocess
 import numpy as np
 import pytest
 
+from hetdeploy.planning.units import ARENA_WORD_BYTES
 from hetdeploy.fpga.packing import pack_fixed
 from hetdeploy.planning.units import ARENA_WORD_BYTES
 from programs import compile_program
@@ -349,8 +350,8 @@ def test_a_chain_of_concats_moves_each_tensor_once_into_its_channels(tmp_path):
 
     rng = np.random.default_rng(11)
     pixels, t = 5, "ap_fixed<8,4,AP_RND,AP_SAT>"
-    tensors = [("ap_fixed<8,3>", 16, 1.0), ("ap_fixed<16,6>", 8, 6.0), ("ap_fixed<8,2>", 24, 0.5),
-               ("ap_fixed<16,7>", 8, 30.0)]  # the last saturates
+    tensors = [("ap_fixed<8,3>", 16, 1.0), ("ap_fixed<16,6>", 16, 6.0), ("ap_fixed<8,2>", 48, 0.5),
+               ("ap_fixed<16,7>", 32, 30.0)]  # the last saturates
     values = [CppFixed.parse(kind).quantize(rng.normal(0, spread, pixels * c)) for kind, c, spread in tensors]
     channels = sum(c for _, c, _ in tensors)
     slices, first = [], 0
@@ -395,7 +396,7 @@ int main() {
 """
 
 
-@pytest.mark.parametrize("channels, stride, first", [(5, 5, 0), (8, 24, 8)], ids=["own buffer", "a slice"])
+@pytest.mark.parametrize("channels, stride, first", [(5, 5, 0), (16, 48, 16)], ids=["own buffer", "a slice"])
 @pytest.mark.parametrize("a, s, t, relu", [
     ("ap_fixed<16,4>", "ap_fixed<16,3,AP_RND,AP_SAT>", "ap_fixed<16,6,AP_RND,AP_SAT>", "false"),
     ("ap_ufixed<8,3>", "ap_fixed<12,5,AP_RND,AP_SAT>", "ap_fixed<8,3,AP_RND,AP_SAT>", "true"),  # saturates too
@@ -404,8 +405,8 @@ def test_the_tops_batchnormalization_scales_and_shifts_each_channel(tmp_path, a,
     """arena.h's affine (a BatchNormalization not folded into a layer before it, a ReLU after it fused): each
     value times its channel's scale plus its channel's shift (channels-last, 5 channels: not whole words), the
     product and sum exact, then the ReLU, then the output type's rounding and saturation, bit for bit; or, its input
-    a slice of a wider buffer (a Concat's output that holds it, DenseNet's block: 8 channels from the 9th of each
-    pixel of 24), the same of that slice's values alone."""
+    a slice of a wider buffer (a Concat's output that holds it, DenseNet's block: 16 channels from the 17th of each
+    pixel of 48), the same of that slice's values alone."""
     from hetdeploy.core.precision import CppFixed
 
     rng = np.random.default_rng(11)
@@ -619,7 +620,7 @@ RELAYOUT_CASES = [
     ("space to depth", [1, 4, 6, 6], [("SpaceToDepth", [], {"blocksize": 2})]),
     ("channel slice", [1, 20, 4, 4], [("Slice", [[3], [17], [1]], {})]),
     ("row slice", [1, 8, 6, 5], [("Slice", [[1], [-1], [2], [2]], {})]),
-    ("squeeze and flatten", [1, 40, 1, 1], [("Squeeze", [[2, 3]], {}), ("Flatten", [], {})]),
+    ("squeeze and flatten", [1, 48, 1, 1], [("Squeeze", [[2, 3]], {}), ("Flatten", [], {})]),
     ("flatten of 75 values", [1, 3, 5, 5], [("Flatten", [], {})]),  # its last word's padding lanes zero
 ]
 

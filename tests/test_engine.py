@@ -251,11 +251,11 @@ CLIPS = {"1x1": [0.0, 1.5], "dense": [-3.3, 7.9], "1-D": [None, 2.45]}
                          ids=["on chip", "staged from DDR", "output in DDR"])
 @pytest.mark.parametrize("kind", LAYERS)
 @pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port, pixels, bundles, shared",
-                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 1, 2, 1, False),
-                          (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 8, 2, 2, 1, 1, False),
-                          (8, 16, "ap_fixed<8,3>", "ap_fixed<16,6>", 8, 2, 2, 2, 2, True),
+                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 8, 0, 1, 2, 1, False),
+                          (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 16, 2, 2, 1, 1, False),
+                          (8, 16, "ap_fixed<8,3>", "ap_fixed<16,6>", 16, 2, 2, 2, 2, True),
                           (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 4, 4, 1, 2, False),
-                          (16, 16, "ap_fixed<16,5>", "ap_fixed<16,6>", 4, 2, 8, 1, 1, False)])
+                          (16, 16, "ap_fixed<16,5>", "ap_fixed<16,6>", 4, 2, 4, 1, 1, False)])
 def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, vector, uram_lanes,
                                                     port, pixels, bundles, shared, staged, output_in_ddr):
     """Each layer on 4 lanes of ``vector`` values a cycle, ``uram_lanes`` of them with their weights in URAM (two a
@@ -305,7 +305,7 @@ def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_t
 
 @pytest.mark.parametrize("kind", ["3x3", "1x1 in pairs", "3x3 in pairs", "stem in pairs", "depthwise", "dense",
                                   "dense in chunks"])
-@pytest.mark.parametrize("iw, vector, pixels, shared", [(16, 4, 2, True), (8, 8, 1, False)])
+@pytest.mark.parametrize("iw, vector, pixels, shared", [(16, 8, 2, True), (8, 16, 1, False)])
 def test_a_layer_writes_its_channels_into_a_wider_buffer_and_leaves_the_others(tmp_path, kind, iw, vector, pixels,
                                                                                  shared):
     """A layer whose output pixels lie ``out_stride`` elements apart (its channels a slice of a Concat's output,
@@ -374,9 +374,9 @@ def test_the_8_bit_engines_sums_are_onnxruntimes_integer_convolution_bit_for_bit
 @pytest.mark.parametrize("kind", ["3x3", "1x1", "dense of 10", "3x3 in pairs", "1x1 in pairs", "stem in pairs", "1-D",
                                   "grouped", "depthwise"])
 @pytest.mark.parametrize("iw, ow, in_type, out_type, residual_type, vector, pixels, shared",
-                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,5>", 4, 2, True),
-                          (8, 8, "ap_ufixed<8,3>", "ap_ufixed<8,4>", "ap_ufixed<8,2>", 8, 1, False),
-                          (8, 8, "ap_fixed<8,1>", "ap_fixed<8,2>", "ap_fixed<8,-6>", 8, 2, False)])
+                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,5>", 8, 2, True),
+                          (8, 8, "ap_ufixed<8,3>", "ap_ufixed<8,4>", "ap_ufixed<8,2>", 16, 1, False),
+                          (8, 8, "ap_fixed<8,1>", "ap_fixed<8,2>", "ap_fixed<8,-6>", 16, 2, False)])
 def test_a_residual_map_is_added_to_the_sums_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, residual_type,
                                                           vector, pixels, shared, staged, output_in_ddr):
     """A layer ended by an Add of another map (ResNet's and MobileNetV2's residual connections), then its ReLU or
@@ -413,32 +413,32 @@ def test_a_residual_map_is_added_to_the_sums_bit_for_bit(tmp_path, kind, iw, ow,
     assert (list(alone) != list(exact) or outputs < 10 and below_half_step) and len(set(got)) > 3
 
 
-STREAMED = {  # ResNet-50's 7 x 7 maps: 25 pairs, three tiles of 8 filters
-    "7 x 7 in tiles": (16, [7, 7], 24, [7, 7], [3, 3], [1, 1], [1, 1], [1, 1], True),
-    "strided dilated in pairs": LAYERS["strided dilated in pairs"],
-    "1x1 of 40": (40, [4, 5], 16, [4, 5], [1, 1], [1, 1], [0, 0], [1, 1], False),
+STREAMED = {  # ResNet-50's 7 x 7 maps: 25 pairs, three tiles of 16 filters (whole words at 8 bits)
+    "7 x 7 in tiles": (16, [7, 7], 48, [7, 7], [3, 3], [1, 1], [1, 1], [1, 1], True),
+    "strided dilated in pairs": (16, [9, 8], 16, [4, 3], [3, 3], [2, 2], [1, 0], [2, 2], False),
+    "1x1 of 48": (48, [4, 5], 32, [4, 5], [1, 1], [1, 1], [0, 0], [1, 1], False),
 }
 
 
 @pytest.mark.parametrize("case", ["on chip", "output in DDR", "residual"])
 @pytest.mark.parametrize("kind", STREAMED)
 @pytest.mark.parametrize("iw, in_type, out_type, residual_type, vector, port, bundles",
-                         [(16, "ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,5>", 4, 2, 1),
-                          (16, "ap_ufixed<16,5>", "ap_fixed<16,7>", "ap_fixed<16,6>", 4, 1, 1),
-                          (8, "ap_ufixed<8,3>", "ap_fixed<8,4>", "ap_fixed<8,3>", 8, 4, 2)])
+                         [(16, "ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,5>", 8, 2, 1),
+                          (16, "ap_ufixed<16,5>", "ap_fixed<16,7>", "ap_fixed<16,6>", 8, 1, 1),
+                          (8, "ap_ufixed<8,3>", "ap_fixed<8,4>", "ap_fixed<8,3>", 16, 4, 2)])
 def test_a_streamed_layer_computes_bit_for_bit_in_the_cycles_estimated(tmp_path, kind, iw, in_type, out_type,
                                                                         residual_type, vector, port, bundles, case):
     """A layer whose weights stream from DDR while the lanes compute (engine.h's engine_stream, on an engine of two
     pixels that streams layers of up to 32 pairs (units.ENGINE_STREAM_PAIRS' fewest): the build's choice where that is
     shorter, ``engine_layer_streams``): bit for bit against the exact reference at 16 and at 8 bits (two lanes' products
     a DSP48), its weights port one DDR word wide (the PYNQ-Z2's), two, and four in two bundles (the KV260's), several
-    tiles of filters (24 on 8 lanes), strided, dilated and padded windows, odd pixels (a last pair of one), its output
+    tiles of filters (48 on 16 lanes), strided, dilated and padded windows, odd pixels (a last pair of one), its output
     on chip, in DDR, or a residual added; in the cycles ``units.engine_layer_cycles`` estimates and reading the weights
     region once."""
     from hetdeploy.planning.units import ENGINE_STREAM_PAIRS, engine_layer_cycles, engine_layer_streams
 
     rng = np.random.default_rng(17)
-    layer = EngineLayer(*STREAMED[kind], lanes=8, vector=vector, uram_lanes=4, port_words=port, bundles=bundles,
+    layer = EngineLayer(*STREAMED[kind], lanes=16, vector=vector, uram_lanes=4, port_words=port, bundles=bundles,
                         pixels=2, shared=True, stream=ENGINE_STREAM_PAIRS[-1], buffer_window=LARGEST_WINDOW,
                         residual=case == "residual")
     layer = dataclasses.replace(layer, streamed=engine_layer_streams(layer, iw))  # (the memory plan's choice)
@@ -462,15 +462,15 @@ def test_a_streamed_layer_computes_bit_for_bit_in_the_cycles_estimated(tmp_path,
 
 
 @pytest.mark.parametrize("kind", STREAMED)
-@pytest.mark.parametrize("width, vector, port, bundles", [(16, 4, 2, 1), (12, 4, 1, 1), (8, 8, 4, 2)])
+@pytest.mark.parametrize("width, vector, port, bundles", [(16, 8, 2, 1), (12, 8, 1, 1), (8, 16, 4, 2)])
 def test_a_weights_region_laid_out_anew_is_the_one_written_in_that_layout(kind, width, vector, port, bundles):
     """A layer's weights region written held and then laid out to stream (fpga/engine.py's ``relaid``: the memory
     plan of the buffers' real widths streams a widened unit the plan held), and the other way round, byte for byte
-    the region ``quantized`` writes in that layout; the two layouts differ (tiles of 8 filters on 24 or 16)."""
+    the region ``quantized`` writes in that layout; the two layouts differ (tiles of 16 filters on 48, 16 or 32)."""
     from hetdeploy.fpga.engine import relaid
 
     rng = np.random.default_rng(5)
-    layer = EngineLayer(*STREAMED[kind], lanes=8, vector=vector, port_words=port, bundles=bundles, pixels=2,
+    layer = EngineLayer(*STREAMED[kind], lanes=16, vector=vector, port_words=port, bundles=bundles, pixels=2,
                         stream=32, buffer_window=LARGEST_WINDOW)
     weights, bias = rng.normal(0, 0.4, (layer.filters, *layer.kernel, layer.channels)), rng.normal(0, 1, layer.filters)
     written = {streamed: quantized(dataclasses.replace(layer, streamed=streamed), weights, bias, width,
@@ -482,9 +482,9 @@ def test_a_weights_region_laid_out_anew_is_the_one_written_in_that_layout(kind, 
 
 
 @pytest.mark.parametrize("iw, ow, in_type, out_type, vector, uram_lanes, port, bundles, pixels",
-                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 2, 2, 1),
-                          (16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 4, 0, 2, 2, 2),
-                          (8, 8, "ap_ufixed<8,3>", "ap_fixed<8,4>", 8, 8, 4, 1, 2),
+                         [(16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 8, 0, 2, 2, 1),
+                          (16, 16, "ap_fixed<16,4>", "ap_fixed<16,6>", 8, 0, 2, 2, 2),
+                          (8, 8, "ap_ufixed<8,3>", "ap_fixed<8,4>", 16, 8, 4, 1, 2),
                           (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 16, 1, 1, 1)])
 @pytest.mark.parametrize("geometry", [([7, 6], [4, 3], [2, 2], [1, 0], [1, 1]),  # strided, padded at the top
                                       ([6, 6], [6, 6], [1, 1], [2, 2], [2, 2])])  # dilated
@@ -533,8 +533,9 @@ def test_a_grouped_convolution_run_as_one_group_is_the_grouped_one_bit_for_bit(t
     """A grouped 1 x 1 convolution whose groups are no whole word (ShuffleNet's: 24 channels into 32 filters in 4
     groups, 6 channels and 8 filters a group, at 8 bits) run as one group of block-diagonal weights (zeros past each
     filter's group: ``block_diagonal``): its outputs those of the grouped layer, bit for bit, in the cycles
-    engine_cycles counts for the one group, fewer than the grouped layer's (units.engine_dense_groups' choice)."""
-    from hetdeploy.planning.units import engine_cycles
+    engine_cycles counts for the one group (its 24 channels no whole word either: its window walked as a row),
+    fewer than the grouped layer's (units.engine_dense_groups' choice)."""
+    from hetdeploy.planning.units import engine_cycles, engine_row_values
 
     rng = np.random.default_rng(11)
     grouped = EngineLayer(24, [5, 6], 32, [5, 6], [1, 1], [1, 1], [0, 0], [1, 1], True, lanes=16, vector=8,
@@ -554,8 +555,9 @@ def test_a_grouped_convolution_run_as_one_group_is_the_grouped_one_bit_for_bit(t
     expected = reference(dataclasses.replace(one_group, groups=4), raw_in, codes_w, filter_biases(region, one_group),
                          8)
     assert got == [int(v) for v in expected] and len(set(got)) > 3
-    assert cycles == engine_cycles(24, 32, 30, 8, 16, vector=8, channels=24, port_words=2, pixels_at_once=pixels,
-                                   buffer_window=LARGEST_WINDOW)["cycles"]
+    row = engine_row_values(1, 24, 1, 1, 8)  # (24 channels: no whole word at 8 bits)
+    assert cycles == engine_cycles(24, 32, 30, 8, 16, vector=8, channels=24, port_words=2, row=row,
+                                   pixels_at_once=pixels, buffer_window=LARGEST_WINDOW)["cycles"]
     assert cycles < engine_cycles(6, 32, 30, 8, 16, vector=8, channels=6, groups=4, port_words=2,
                                   pixels_at_once=pixels, buffer_window=LARGEST_WINDOW)["cycles"]
 
@@ -667,7 +669,7 @@ MOBILENET_V2_DEPTHWISE = [(c, c, 3, stride, c) for c, stride in ((32, 1), (96, 2
 
 
 @pytest.mark.parametrize("lanes, uram_lanes, vector, port, pixels, bundles, stream",
-                         [(32, 0, 4, 1, 1, 1, 0), (32, 0, 2, 4, 1, 1, 0), (104, 84, 4, 4, 2, 2, 32)])
+                         [(32, 0, 8, 1, 1, 1, 0), (32, 0, 2, 4, 1, 1, 0), (64, 42, 8, 2, 2, 2, 32)])
 # (an engine of two pixels: its pairs sharing their windows among the tiles it holds, and streaming the weights of
 # layers of at most 32 pairs)
 def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilenet_v2_layers(tmp_path, lanes,
@@ -676,8 +678,8 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
     """Issue 65's counted-cycles check: every layer shape of ResNet-50 and MobileNetV2 the engine runs, at a 5 x 5
     output map (the count is per output pixel, so a reduced map counts what a full one would, pixel for pixel;
     kernel 0: the classifier, a dense layer's one pixel), run in C-simulation on ``lanes`` of ``vector`` values a
-    cycle (the 3-channel first layers one; at 2, a DDR word of weights is two entries of the weight buffer; 104
-    lanes, 84 of them in URAM, its weights port four DDR words wide in two bundles, two output pixels at once: the
+    cycle (the 3-channel first layers one; at 2, a DDR word of weights is four entries of the weight buffer; 64
+    lanes, 42 of them in URAM, its weights port two DDR words wide in two bundles, two output pixels at once: the
     KV260's engine for ResNet-50 at 16 bits, its layers of at most 32 pairs streaming their weights where that is
     shorter, engine_stream):
     the cycles and DDR words engine.h counts are what ``units.engine_cycles`` estimates, within 2 %; each layer with
@@ -685,6 +687,7 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
     on chip and in DDR (its words written one a cycle where a cycle reads nothing, not two: DDR's one port)."""
     from hetdeploy.planning.units import engine_cycles, engine_row_values, staging_cycles, word_values
 
+    per_word = word_values(16)
     layers = []
     # and two layers whose outputs share words with the next pixel's (10 and 9 filters): a pixel's window, then
     # its words; and a grouped 1 x 1 convolution of 4 groups (ShuffleNet's)
@@ -696,7 +699,6 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
         layers += [(channels, size, size, filters, side, side, k, k, stride, stride, pad, pad, 1, 1,
                     groups[0] if groups else 1, staged, output_in_ddr, residual) for staged in (0, 1)
                    for output_in_ddr in (0, 1) for residual in (0, 1)]
-    per_word = word_values(16)
     window = max(layer[6] * (-(-layer[7] * layer[0] // per_word) * per_word
                              if engine_row_values(layer[7], layer[0], layer[14], 1, 16)
                              else layer[0] // layer[14] * layer[7]) for layer in layers)

@@ -177,7 +177,7 @@ def test_hls4ml_builds_and_verifies_the_strategies_table_sizes_and_io_types_pinn
     strategies = {"conv": "Resource", "fc1": "Latency", "fc2": "Resource", "fc3": "Resource"}
     reuse = {"fc1": 100, "fc2": 8, "fc3": 32}  # 100 does not divide 24 x 16C; 8 < 24 inputs; 32 > 16 inputs
     tables = {"sigmoid": 512, "softmax": 1024}
-    io_types = {"pool": "io_parallel", "fc2": "io_stream", "fc3": "io_stream"}
+    io_types = {"conv": "io_stream", "pool": "io_parallel", "fc2": "io_stream", "fc3": "io_stream"}
     types = {"weight": (10, 2), "bias": (12, 3), "accum": (24, 10)}
     plan = build_and_emulate(path, tmp_path / "strategies", strategies=strategies, reuse_factors=reuse,
                              table_sizes=tables, io_types=io_types, precisions={"fc2": types})
@@ -193,7 +193,7 @@ def test_hls4ml_builds_and_verifies_the_strategies_table_sizes_and_io_types_pinn
         assert f"strategy = nnet::{strategy.lower()};" in layer, (node, layer)
         if node in reuse:
             assert f"reuse_factor = {reuse[node]};" in layer, (node, layer)
-    for node, io_type in {**io_types, "conv": "io_stream", "fc1": "io_parallel"}.items():  # pinned, and defaults
+    for node, io_type in {**io_types, "fc1": "io_parallel"}.items():  # pinned, and the folding's
         unit = found[node]
         assert unit.io_type == unit.hls.io_type == io_type, node
         top = tmp_path / "strategies" / unit.hls.project / "firmware" / f"{unit.name}.cpp"
@@ -271,14 +271,16 @@ def test_a_mobilenet_v2_shaped_network_in_bands_matches_onnxruntime(tmp_path):
 
 
 def build_in_bands(graph, board, bands, tmp_path):
-    """``graph`` (graphs.Graph) built for ``board`` by the latency policy with each node of ``bands`` in bands of
-    its rows, checked to run in its count of them; every unit verified (none widened) and the pipeline emulated
-    within tolerance. (The plan, its units by their first node.)"""
+    """``graph`` (graphs.Graph) built for ``board`` by the latency policy with each node of ``bands`` on its FPGA
+    (--device: the partition weighs a node before its bands) in bands of its rows, checked to run in its count of
+    them; every unit verified (none widened) and the pipeline emulated within tolerance. (The plan, its units by
+    their first node.)"""
     import graphs
 
     onnx.save(graphs.to_onnx(graph), str(tmp_path / "model.onnx"))
     plan = build(BuildOptions(model=tmp_path / "model.onnx", board=board, out_dir=tmp_path / "out",
-                              band_rows={n: rows for n, (rows, _) in bands.items()}), progress=lambda m: None)
+                              band_rows={n: rows for n, (rows, _) in bands.items()},
+                              devices=dict.fromkeys(bands, "fpga")), progress=lambda m: None)
     found = {u.nodes[0]: u for s in plan.subfunctions for u in s.execution_units}
     assert {n: (found[n].band.rows, found[n].band.count) for n in bands} == bands
     assert not plan.widened and all(u.verification.passed for u in found.values())
@@ -415,13 +417,13 @@ def _shares_windows(unit, width: int, where) -> bool:
 @pytest.mark.slow
 def test_an_engine_input_in_ddr_is_copied_on_chip_for_its_tiles_and_matches_onnxruntime(tmp_path):
     """Five convolutions on the engine (16 lanes of 4 values) on a KV260 of 56 BRAM18s, no URAM and DDR ports of 64
-    bits (1.6 GB/s at 200 MHz: its staging reads a word a cycle, as a copy does): the map the
-    second writes (8 x 8 x 64) lies in DDR, live while the 32 KiB input is and then the third's 256 filters are
-    written. The third reads it in 16 tiles: staging its rows again for each would take more than twice a copy, so
-    it asks for a copy of its own step, which fits on chip (the board's reserve): the top copies the map there in
-    one burst (arena.h's copy_words) before the unit runs, and the unit reads the copy (its layer ``copied``); the
-    plan charges the copy's cycles, not the map's bytes. The pipeline, emulated in C-simulation, within tolerance of
-    onnxruntime."""
+    bits (1.6 GB/s at 200 MHz: half a 128-bit arena word a cycle, so that a word a copy or staging reads takes two
+    cycles, plan_memory's stretch): the map the second writes (8 x 8 x 64) lies in DDR, live while the 32 KiB input
+    is and then the third's 256 filters are written. The third reads it in 16 tiles: staging its rows again for each
+    would take more than twice a copy, so it asks for a copy of its own step, which fits on chip (the board's
+    reserve): the top copies the map there in one burst (arena.h's copy_words) before the unit runs, and the unit
+    reads the copy (its layer ``copied``); the plan charges the copy's cycles, not the map's bytes. The pipeline,
+    emulated in C-simulation, within tolerance of onnxruntime."""
     import graphs
     from hetdeploy.planning.units import ARENA_WORD_BYTES, copy_cycles
 
@@ -453,7 +455,7 @@ def test_an_engine_input_in_ddr_is_copied_on_chip_for_its_tiles_and_matches_onnx
     word = ARENA_WORD_BYTES
     assert f"hetdeploy::copy_words(ddr + {where[copied.inputs[0]].offset // word}, {memory} + {copy.offset // word}, " \
            f"{copy.size // word});" in top
-    assert sub.memory.engine_staging_s == pytest.approx(copy_cycles(copy.size) / 200e6)
+    assert sub.memory.engine_staging_s == pytest.approx(copy_cycles(copy.size) * word / 8 / 200e6)
 
 
 @pytest.mark.slow
@@ -582,12 +584,12 @@ def test_the_window_ops_hls4ml_cannot_run_are_reduced_by_the_top(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("reuse_factor", [1, 4])
+@pytest.mark.parametrize("reuse_factor", [1, 8])
 def test_a_channel_shuffle_is_one_table_of_the_tops_and_matches_onnxruntime(tmp_path, reuse_factor):
     """ShuffleNet's channel shuffle as its exporters write it (Reshape to groups, Transpose, Reshape back) between two
     grouped convolutions on the KV260's engine: the three relayouts are one unit of the top, one table of steps moving
     each value once (made from running the three ops on the buffer's positions), not three, as folded (reuse factor
-    4, a word's lanes at 16 bits: one input word held) or not; the unit and the pipeline within tolerance of
+    8, a word's lanes at 16 bits: one input word held) or not; the unit and the pipeline within tolerance of
     onnxruntime (steps that missed the Transpose would move the channels wrong)."""
     b = Builder(1)
 
@@ -616,7 +618,7 @@ def test_a_channel_shuffle_is_one_table_of_the_tops_and_matches_onnxruntime(tmp_
 
 @pytest.mark.parametrize("top", ["sequential", "dataflow"])
 def test_inceptions_four_branches_are_one_concat_of_the_tops_and_match_onnxruntime(tmp_path, top):
-    """An Inception block's Concat of four branches (16, 8, 8 and 8 channels), which intake splits into a chain of
+    """An Inception block's Concat of four branches of 16 channels, which intake splits into a chain of
     three two-input Concats, on the KV260: one unit of the top's concat PE, each branch moved once into its channels
     of the output (sequential: arena.h's concat_slice a branch; dataflow: a pixel's channels of the four at once),
     within tolerance of onnxruntime, the pipeline emulated (a branch moved into the wrong channels fails)."""
@@ -627,8 +629,8 @@ def test_inceptions_four_branches_are_one_concat_of_the_tops_and_match_onnxrunti
         return b.node("Relu", [b.node("Conv", [x, weights, b.random(f"{name}.b", [filters])], name,
                                       kernel_shape=[kernel, kernel], pads=[kernel // 2] * 4)], f"{name}.relu")
 
-    branches = [conv("input", "b1", 16, 1), conv("input", "b3", 8, 3), conv("input", "b5", 8, 5),
-                conv("input", "b3b", 8, 3)]
+    branches = [conv("input", "b1", 16, 1), conv("input", "b3", 16, 3), conv("input", "b5", 16, 5),
+                conv("input", "b3b", 16, 3)]
     b.node("Relu", [b.node("Concat", branches, "concat", axis=1)], "relu")
     path = save_model(b, tmp_path / "inception.onnx", [1, 8, 6, 6])
     plan = build_and_emulate(path, tmp_path / "inception", "kv260", top=top)
@@ -906,15 +908,19 @@ def test_widened_engine_layers_that_the_final_memory_plan_streams_read_their_wei
 def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_outputs(tmp_path):
     """MobileNetV2's stem and two inverted residual blocks, torchvision's layers as torch.onnx.export writes them
     (benchmarks/torchvision_models.py --export): ReLU6 is a Clip(0, 6) after each BatchNormalization. The stem, a
-    1 x 1 expansion and a depthwise convolution (a lane a channel) pinned to the KV260's engine each end with their
-    Clip there (its output stage clamps to the bounds' codes); the pipeline's outputs within 0.1 % of PyTorch's own
-    on its 8 exported samples, which the build neither sized nor verified on."""
+    1 x 1 expansion and a depthwise convolution (a lane a channel) pinned to the engine of a KV260 of 180 BRAM18s
+    (its maps then in BRAM and in URAM) each end with their Clip there (its output stage clamps to the bounds'
+    codes); the pipeline's outputs within 0.1 % of PyTorch's own on its 8 exported samples, which the build neither
+    sized nor verified on."""
     from hetdeploy.commands.api import Pipeline
     from hetdeploy.planning.config import hls_strategy
 
     data = Path(__file__).parent / "data" / "torch"
     engine = ["/0/0.0/Conv", "/1/conv/conv.0/conv.0.0/Conv", "/1/conv/conv.1/conv.1.0/Conv"]
-    plan = build(BuildOptions(model=data / "mbv2_blocks.onnx", board="kv260", out_dir=tmp_path / "out",
+    board = tmp_path / "kv260-180.yaml"
+    board.write_text((Path(hetdeploy.__file__).parent / "boards" / "kv260.yaml").read_text().replace(
+        "bram18: 288,", "bram18: 180,"))
+    plan = build(BuildOptions(model=data / "mbv2_blocks.onnx", board=str(board), out_dir=tmp_path / "out",
                               policy="support", strategies={node: hls_strategy("engine") for node in engine}),
                  progress=lambda m: None)
     units = {u.name: u for s in plan.subfunctions for u in s.execution_units}
@@ -923,12 +929,12 @@ def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_out
         assert (unit.strategy, unit.engine.clip, unit.verification.passed) == ("Engine", [0.0, 6.0], True), node
         assert len(unit.nodes) == 2  # the convolution and its Clip: the BatchNormalization folded at intake
     depthwise = units[plan.node_map[engine[2]]["unit"]].engine
-    assert depthwise.depthwise and depthwise.lanes % 4 == 0  # a lane a channel, four 16-bit channels a word
+    assert depthwise.depthwise and depthwise.lanes % 8 == 0  # a lane a channel, eight 16-bit channels a word
     declared = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_units.h").read_text()
-    # its loop built; its weights read four DDR words at a time, two through each of two bundles (the KV260's
+    # its loop built; its weights read two 128-bit DDR words at a time, one through each of two bundles (the KV260's
     # 128-bit HP ports HP1 and HP2), each its own m_axi port of the top
-    engine_template = r"engine<16, 16, 16, \d+, \d+, \d+, \d+, true,\s+4, \d, -?\d, [12], 2, (true|false), \d+>"
-    assert (depthwise.port_words, depthwise.bundles) == (4, 2) and re.search(engine_template, declared)
+    engine_template = r"engine<16, 16, 16, \d+, \d+, \d+, \d+, true,\s+2, \d, -?\d, [12], 2, (true|false), \d+>"
+    assert (depthwise.port_words, depthwise.bundles) == (2, 2) and re.search(engine_template, declared)
     assert "typedef ap_uint<128> engine_weights_t" in declared
     # its one instance (the ALLOCATION pragma) gets the same memories at every call, wherever a layer's buffers lie
     top = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_top.cpp").read_text()

@@ -97,11 +97,11 @@ def test_units_fuse_batchnorm_and_activation_into_their_layer():
 def test_the_tops_scale_and_shift_shares_its_multipliers_among_a_words_lanes_when_folded():
     """The top's affine unit (a BatchNormalization alone: DenseNet's before each convolution) computes a word's
     lanes a cycle on a multiplier each; at reuse factor R (its loop's II) every R lanes share one, a word each R
-    cycles: the folding may give it any R dividing the lanes a word holds (4 at 16 bits, 8 at 8)."""
+    cycles: the folding may give it any R dividing the lanes a word holds (8 at 16 bits, 16 at 8)."""
     shape = Shape("affine", 1, 64, 56 * 56, False, 0, 64 * 56 * 56, False, input_values=64 * 56 * 56)
-    for width, lanes in ((16, 4), (8, 8)):
+    for width, lanes in ((16, 8), (8, 16)):
         reuse = [f.reuse_factor for f in folding_options(shape, width)]
-        assert reuse == [r for r in (1, 2, 4, 8) if r <= lanes]
+        assert reuse == [r for r in (1, 2, 4, 8, 16) if r <= lanes]
         words = 64 * 56 * 56 // lanes
         for r in reuse:
             folded = folded_estimate(shape, Folding(r), width, None)
@@ -115,9 +115,9 @@ def test_the_tops_lrn_computes_a_words_values_over_its_reuse_factor_an_iteration
     from hetdeploy.planning.units.costs import LRN_POWER_DEPTH, LRN_POWER_DSP
 
     shape = Shape("lrn", 5, 64, 56 * 56, False, 0, 64 * 56 * 56, False, input_values=64 * 56 * 56)
-    for width, lanes in ((16, 4), (8, 8)):
+    for width, lanes in ((16, 8), (8, 16)):
         reuse = [f.reuse_factor for f in folding_options(shape, width)]
-        assert reuse == [r for r in (1, 2, 4, 8) if r <= lanes]
+        assert reuse == [r for r in (1, 2, 4, 8, 16) if r <= lanes]
         for r in reuse:
             values = lanes // r
             folded = folded_estimate(shape, Folding(r), width, None)
@@ -161,7 +161,7 @@ def test_a_chain_of_the_tops_concats_is_one_unit_that_moves_each_tensor_once():
             x = b.concat([x, b.conv("input", c, 1)])
         return b.graph(b.unary("Relu", x))
 
-    graph = inception([16, 8, 24, 8])
+    graph = inception([32, 16, 48, 16])
     units = split_units(graph, range(len(graph.nodes)), fpga)
     concats = [u for u in units if u.pe == "concat"]
     assert len(concats) == 1
@@ -170,12 +170,12 @@ def test_a_chain_of_the_tops_concats_is_one_unit_that_moves_each_tensor_once():
     assert unit.inputs == graph.nodes[unit.nodes[0]].inputs + [graph.nodes[i].inputs[1] for i in unit.nodes[1:]]
     assert units.index(unit) == max(units.index(u) for u in units if u.output in unit.inputs) + 1
     shape = unit_shape(graph, unit, fpga.clock_mhz)
-    assert (shape.n_in, shape.output_values) == (8, 56 * 36)
-    assert estimate(shape, 1, 8)["compute_cycles"] == 56 * 36 // 8  # a word a cycle at 8 bits: the output once
+    assert (shape.n_in, shape.output_values) == (16, 112 * 36)
+    assert estimate(shape, 1, 8)["compute_cycles"] == 112 * 36 // 16  # a word a cycle at 8 bits: the output once
 
-    graph = inception([16, 4, 24, 8])  # 4 channels: no whole word of 8-bit values
+    graph = inception([32, 8, 48, 16])  # 8 channels: no whole word of 8-bit values
     assert len([u for u in split_units(graph, range(len(graph.nodes)), fpga) if u.pe == "concat"]) == 3
-    graph = inception([16, 8, 24, 8])
+    graph = inception([32, 16, 48, 16])
     first_part = next(n for n in graph.nodes if n.op == "Concat").outputs[0]
     assert len([u for u in split_units(graph, range(len(graph.nodes)), fpga, keep={first_part})
                 if u.pe == "concat"]) == 2  # the first part's output read outside: the other two joined
@@ -203,14 +203,14 @@ def test_engine_units_write_a_concats_inputs_in_place_where_nothing_else_reads_t
         graph = b.graph(y)
         units = []
         for k, node in enumerate(graph.nodes[:len(channels)]):
-            layer = EngineLayer(8, [6, 6], channels[k], [6, 6], [1, 1], [1, 1], [0, 0], [1, 1], False, lanes=8,
+            layer = EngineLayer(8, [6, 6], channels[k], [6, 6], [1, 1], [1, 1], [0, 0], [1, 1], False, lanes=16,
                                 residual=k in residual)
             units.append(ExecutionUnit(f"u{k}", [node.name], "engine_conv", 1, "Engine",
                                        "ap_fixed<16,6>" if k in wider else "ap_fixed<8,6>", {"latency_cycles": 10},
                                        inputs=["input"], outputs=node.outputs,
                                        engine=None if k in hls else layer))
         concat = ExecutionUnit("c", [graph.nodes[len(channels)].name], "concat", 1, "Latency", "ap_fixed<8,6>",
-                               {"latency_cycles": 36 * sum(channels) // 8, "compute_cycles": 36 * sum(channels) // 8},
+                               {"latency_cycles": 36 * sum(channels) // 16, "compute_cycles": 36 * sum(channels) // 16},
                                inputs=features, outputs=[y])
         sub = Subfunction("sf0_fpga", "fpga", "fpga", [n.name for n in graph.nodes], ["input"], [y],
                           execution_units=units + [concat])
@@ -218,31 +218,32 @@ def test_engine_units_write_a_concats_inputs_in_place_where_nothing_else_reads_t
         return ([features.index(t) for t in concat.in_place], [u.engine and u.engine.out_stride for u in units],
                 concat.estimate["latency_cycles"])
 
-    assert planned([16, 8]) == ([0, 1], [24, 24], 0)
-    assert planned([16, 8, 16, 8]) == ([0, 1, 2, 3], [48] * 4, 0)  # a chain of four: one unit
-    assert planned([16, 8], read_elsewhere=[1]) == ([0], [24, 0], 36 * 8 // 8)  # the other's words moved
-    assert planned([4, 4, 16]) == ([2], [0, 0, 24], 36 * 8 // 8)  # 4 channels: no whole word at 8 bits
-    assert planned([16, 4]) == ([], [0, 0], 36 * 20 // 8)  # an output of 20 channels
-    assert planned([4, 8, 12]) == ([], [0, 0, 0], 36 * 24 // 8)  # 8 channels from the fifth on: none a word's first
-    assert planned([16, 8], untyped=[0]) == ([1], [0, 24], 36 * 16 // 8)
-    assert planned([16, 8], residual=[1]) == ([0], [24, 0], 36 * 8 // 8)
-    assert planned([16, 8], hls=[0]) == ([1], [None, 24], 36 * 16 // 8)
-    assert planned([16, 8], wider=[0]) == ([1], [0, 24], 36 * 16 // 8)
+    assert planned([32, 16]) == ([0, 1], [48, 48], 0)
+    assert planned([32, 16, 32, 16]) == ([0, 1, 2, 3], [96] * 4, 0)  # a chain of four: one unit
+    assert planned([32, 16], read_elsewhere=[1]) == ([0], [48, 0], 36 * 16 // 16)  # the other's words moved
+    assert planned([8, 8, 32]) == ([2], [0, 0, 48], 36 * 16 // 16)  # 8 channels: no whole word at 8 bits
+    assert planned([32, 8]) == ([], [0, 0], 36 * 40 // 16)  # an output of 40 channels
+    # 16 channels from the ninth on: none a word's first
+    assert planned([8, 16, 24]) == ([], [0, 0, 0], 36 * 48 // 16)
+    assert planned([32, 16], untyped=[0]) == ([1], [0, 48], 36 * 32 // 16)
+    assert planned([32, 16], residual=[1]) == ([0], [48, 0], 36 * 16 // 16)
+    assert planned([32, 16], hls=[0]) == ([1], [None, 48], 36 * 32 // 16)
+    assert planned([32, 16], wider=[0]) == ([1], [0, 48], 36 * 32 // 16)
 
     def chain(reader):
         """DenseNet's: x1 = Concat(x0, f1), x2 = Concat(x1, f2), each f an engine unit's, x1 read by ``reader`` too:
         each Concat's in_place, the engine units' out_stride."""
-        b = graphs.Builder([1, 16, 6, 6])
-        f1 = b.conv("input", 8, 3)
+        b = graphs.Builder([1, 32, 6, 6])
+        f1 = b.conv("input", 16, 3)
         x1 = b.concat(["input", f1])
-        read = b.unary("BatchNormalization", x1) if reader == "scale" else b.conv(x1, 8, 1)
-        f2 = b.conv(read, 8, 3)
+        read = b.unary("BatchNormalization", x1) if reader == "scale" else b.conv(x1, 16, 1)
+        f2 = b.conv(read, 16, 3)
         x2 = b.concat([x1, f2])
         graph = b.graph(x2)
         units = []
         for node in graph.nodes:
             kind = {"Conv": "engine_conv", "Concat": "concat", "BatchNormalization": "affine"}[node.op]
-            layer = EngineLayer(16, [6, 6], 8, [6, 6], [1, 1], [1, 1], [0, 0], [1, 1], False, lanes=8) \
+            layer = EngineLayer(32, [6, 6], 16, [6, 6], [1, 1], [1, 1], [0, 0], [1, 1], False, lanes=16) \
                 if kind == "engine_conv" else None
             units.append(ExecutionUnit(node.name, [node.name], kind, 1, "Latency", "ap_fixed<8,6>",
                                        {"latency_cycles": 36 * 3, "compute_cycles": 36 * 3},
@@ -252,9 +253,9 @@ def test_engine_units_write_a_concats_inputs_in_place_where_nothing_else_reads_t
         concats_in_place(graph, sub, fpga, {u.name for u in units})
         return [u.in_place for u in units if u.pe == "concat"], [u.engine.out_stride for u in units if u.engine]
 
-    # x1 a slice of x2 (the scale and shift read it there): f1 and f2 written into x2's 32 channels
-    assert chain("scale") == ([["Conv_0_out"], ["Concat_1_out", "Conv_3_out"]], [32, 32])
-    assert chain("conv") == ([["Conv_0_out"], ["Conv_3_out"]], [24, 0, 32])  # a convolution reads x1 whole
+    # x1 a slice of x2 (the scale and shift read it there): f1 and f2 written into x2's 64 channels
+    assert chain("scale") == ([["Conv_0_out"], ["Concat_1_out", "Conv_3_out"]], [64, 64])
+    assert chain("conv") == ([["Conv_0_out"], ["Conv_3_out"]], [48, 0, 64])  # a convolution reads x1 whole
 
 
 def test_a_tensor_read_elsewhere_is_not_fused_away():
@@ -557,12 +558,12 @@ def test_the_clock_sets_the_pipeline_depth_and_what_vitis_hls_registers_in_it():
     unit = split_units(graph, range(len(graph.nodes)), FPGA)[-1]  # dense 64 x 10 and its Softmax
     at = {mhz: estimate(unit_shape(graph, unit, mhz, hls_tool="vivado_hls"), 4, 16) for mhz in (100.0, 200.0, 400.0)}
     # at 200 MHz (hls4ml's 5 ns) a product and three adder levels a cycle: 4 + log2(64) / 3 = 2 cycles of
-    # the tree, Softmax's 2; moving its 64 inputs and 10 outputs (16 + 3 words of 8 bytes) through the arena's
-    # two ports 10 at any clock
+    # the tree, Softmax's 2; moving its 64 inputs and 10 outputs (8 + 2 words of 16 bytes) through the arena's
+    # two ports 5 at any clock
     assert at[200.0]["compute_cycles"] == 4 + 2 + 2
     assert at[100.0]["compute_cycles"] == 4 + 1 + 1  # (1 + 6 / 3) / 2 cycles, less the product's own
     assert at[400.0]["compute_cycles"] == 4 + 5 + 4  # (1 + 6 / 3) x 2
-    assert all(at[mhz]["latency_cycles"] - at[mhz]["compute_cycles"] == 10 for mhz in at)
+    assert all(at[mhz]["latency_cycles"] - at[mhz]["compute_cycles"] == 5 for mhz in at)
     assert all({k: at[mhz][k] for k in RESOURCES} == {k: at[200.0][k] for k in RESOURCES} for mhz in at)
     vitis = {mhz: estimate(unit_shape(graph, unit, mhz), 4, 16) for mhz in (100.0, 200.0, 400.0)}
     assert all(vitis[mhz][k] == at[mhz][k] for mhz in at for k in RESOURCES + CYCLES if k not in ("ff", "bram18"))
@@ -621,7 +622,7 @@ def test_the_folding_chooses_each_units_io_type_by_cost():
         return unit_shape(graph, unit, FPGA.clock_mhz)
 
     budget = {"dsp": 220, "bram18": 280, "lut": 53200, "ff": 106400}
-    one_pixel, larger, small = conv_relu(3), conv_relu(16), conv_relu(4)
+    one_pixel, larger, small = conv_relu(3), conv_relu(24), conv_relu(4)
     (chosen,) = fold([one_pixel], budget, 16)
     assert chosen.io_type == "io_parallel" and one_pixel.streamed  # spatial: streamed unless the folding says
     assert folded_estimate(one_pixel, chosen, 16, None)["latency_cycles"] < \
@@ -725,7 +726,7 @@ def test_the_engine_is_sized_to_the_boards_dsps_and_its_brams_and_urams():
 
 
 def test_the_engines_weights_port_is_as_wide_as_the_boards_ddr_ports_deliver_a_cycle():
-    """``engine_port``: the 64-bit words the engine's weights port reads a cycle and the m_axi bundles it is: a
+    """``engine_port``: the 128-bit words the engine's weights port reads a cycle and the m_axi bundles it is: a
     bundle on each of the FPGA's DDR ports but the first (``memory.ports``; a power of two of them, four at most),
     each as many words as a port delivers a cycle at the FPGA's clock (a Zynq UltraScale+ HP port's 128 bits at 3.2
     GB/s and 200 MHz; the PYNQ-Z2's 1.2 GB/s at 100 MHz: one word), up to 512 bits in all (the workstation's Alveo
@@ -737,15 +738,15 @@ def test_the_engines_weights_port_is_as_wide_as_the_boards_ddr_ports_deliver_a_c
 
     ports = {board: engine_port(load_board(board).device("fpga"))
              for board in ("pynq-z2", "ultra96-v2", "kv260", "zcu104", "workstation")}
-    assert ports == {"pynq-z2": (1, 1), "ultra96-v2": (2, 1), "kv260": (4, 2), "zcu104": (4, 2), "workstation": (8, 1)}
+    assert ports == {"pynq-z2": (1, 1), "ultra96-v2": (1, 1), "kv260": (2, 2), "zcu104": (2, 2), "workstation": (4, 1)}
     more = {board: engine_port(dataclasses.replace(load_board(board).device("fpga"), memory=dataclasses.replace(
         load_board(board).device("fpga").memory, ports=n))) for board, n in (("kv260", 5), ("pynq-z2", 4))}
-    assert more == {"kv260": (8, 4), "pynq-z2": (2, 2)}  # four bundles of two words; two of one (of three ports)
+    assert more == {"kv260": (4, 4), "pynq-z2": (2, 2)}  # four bundles of a word; two of one (of three ports)
     fpga = load_board("kv260").device("fpga")
     b = graphs.Builder([1, 64, 14, 14])
     graph = b.graph(b.conv("input", 128, 3))
     shapes = [unit_shape(graph, u, fpga.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), fpga)]
-    assert all((size.port_words, size.bundles) == (4, 2) for size in engine_sizes_for(fpga, 16, shapes))
+    assert all((size.port_words, size.bundles) == (2, 2) for size in engine_sizes_for(fpga, 16, shapes))
     # a 1 x 1 layer of few pixels on a port far wider than the DDR delivers: the DDR's time bounds its weights', at
     # the rate of all its bundles' ports
     b = graphs.Builder([1, 512, 1, 1])
@@ -757,9 +758,9 @@ def test_the_engines_weights_port_is_as_wide_as_the_boards_ddr_ports_deliver_a_c
     assert ddr[1] > 2 * ddr[2] > 0
     assert weight_reads(0, 32, 2) == 16 and weight_reads(6, 4, 4) == 2 and weight_reads(7, 1, 2) == 1
     # a tile of 32 filters of a 3 x 3 x 512 window on a 7 x 7 map: its loads are most of its cycles
-    one, two = (engine_cycles(4608, 32, 49, 16, 32, vector=4, port_words=p) for p in (1, 2))
-    assert two["weight_words"] == one["weight_words"] == 32 * (1152 + 1)
-    assert one["weight_cycles"] == 32 * (1152 + 1) and two["weight_cycles"] == 16 * (1152 + 1)
+    one, two = (engine_cycles(4608, 32, 49, 16, 32, vector=8, port_words=p) for p in (1, 2))
+    assert two["weight_words"] == one["weight_words"] == 32 * (576 + 1)
+    assert one["weight_cycles"] == 32 * (576 + 1) and two["weight_cycles"] == 16 * (576 + 1)
     assert one["cycles"] - two["cycles"] == one["weight_cycles"] - two["weight_cycles"]
 
 
@@ -786,26 +787,26 @@ def test_the_engine_takes_its_units_one_window_value_a_cycle_per_tile_of_lanes()
     assert folding == Folding(1, True, ENGINE)
     used = folded_estimate(shape, folding, 16, 8.0)
     window, pixels = 16 * 9, 100
-    filter_words = window // 4  # four 16-bit weights a word
+    filter_words = window // 8  # eight 16-bit weights a word
     # the two tiles (32 filters, then 8): weight words, biases, and per pixel the window (more iterations than
-    # its output words: the first tile's 32 channels take 8 words, the second's 8 two), then the last pixel's words,
+    # its output words: the first tile's 32 channels take 4 words, the second's 8 one), then the last pixel's words,
     # two a cycle (on chip: a port each)
-    tiles = [(32, 32 * filter_words, 8), (8, 8 * filter_words, 2)]
-    # (one value a lane a cycle, as an FPGA that allows the engine nothing more gets: a word's four weights are
-    # four entries of its weight buffers, loaded one a cycle)
-    # (its weights port one DDR word wide, as the FPGA's 8 bytes a cycle deliver: a read a filter's word, then a
-    # read a filter's bias)
+    tiles = [(32, 32 * filter_words, 4), (8, 8 * filter_words, 1)]
+    # (one value a lane a cycle, as an FPGA that allows the engine nothing more gets: a word's eight weights are
+    # eight entries of its weight buffers, loaded one a cycle)
+    # (its weights port one DDR word wide, as the FPGA's 8 bytes a cycle deliver at least: a read a filter's word,
+    # then a read a filter's bias)
     assert shape.engine.port_words == 1
     # (a cycle for each tile's group of one, for its weights, for its one pass of the pixels (its input on chip) and
     # for its pixels in the pass)
-    expected = sum(2 + 4 * words - 1 + ENGINE_MOVE_DEPTH + filters - 1 + ENGINE_MOVE_DEPTH
-                   + 2 + pixels * window - 1 + ENGINE_MAC_DEPTH + written // 2 - 1 + ENGINE_MOVE_DEPTH
+    expected = sum(2 + 8 * words - 1 + ENGINE_MOVE_DEPTH + filters - 1 + ENGINE_MOVE_DEPTH
+                   + 2 + pixels * window - 1 + ENGINE_MAC_DEPTH + -(-written // 2) - 1 + ENGINE_MOVE_DEPTH
                    for filters, words, written in tiles)
     assert used["latency_cycles"] == expected
     assert {k: used[k] for k in RESOURCES} == {k: 0 for k in RESOURCES}
-    slow_ddr = folded_estimate(shape, folding, 16, 0.25)  # a word's 8 bytes take 32 cycles
+    slow_ddr = folded_estimate(shape, folding, 16, 0.25)  # a word's 16 bytes take 64 cycles
     words = 40 * filter_words + 40
-    assert slow_ddr["ddr_cycles"] == words * 32 - (4 * 40 * filter_words + 40)  # less its loops
+    assert slow_ddr["ddr_cycles"] == words * 64 - (8 * 40 * filter_words + 40)  # less its loops
     assert slow_ddr["latency_cycles"] == used["latency_cycles"] + slow_ddr["ddr_cycles"]
     size = EngineSize(lanes, 0, 1)
     assert engine_resources(window, 16, size)["dsp"] == lanes + 4
@@ -823,7 +824,7 @@ def test_the_engine_takes_its_units_one_window_value_a_cycle_per_tile_of_lanes()
 
 
 def test_a_grouped_convolution_runs_on_the_engine_as_one_group_where_that_counts_fewer_cycles():
-    """ShuffleNet's 1 x 1 convolution of 4 groups of 34 channels and filters (no whole word of 8-bit values: each
+    """ShuffleNet's 1 x 1 convolution of 4 groups of 40 channels and filters (no whole word of 8-bit values: each
     group walked a value a cycle, its outputs written into shared words) runs as one group of block-diagonal weights
     (``engine_dense_groups``), its estimate that one's, but where the DDR delivers its block-diagonal weights (four
     times the bytes) too slowly; a convolution of 2 groups of whole words (AlexNet's) stays
@@ -837,14 +838,14 @@ def test_a_grouped_convolution_runs_on_the_engine_as_one_group_where_that_counts
         (unit,) = split_units(graph, range(len(graph.nodes)), FPGA)
         return dataclasses.replace(unit_shape(graph, unit, FPGA.clock_mhz), engine=size)
 
-    size = EngineSize(64, 0, 8, port_words=2, pixels=2, window=512)
-    shuffle = grouped(136, 136, 4, size)
+    size = EngineSize(64, 0, 8, port_words=1, pixels=2, window=512)
+    shuffle = grouped(160, 160, 4, size)
     assert engine_dense_groups(shuffle, 8, 16.0)
     assert not engine_dense_groups(shuffle, 8, 0.25)  # its four times the weights' bytes at a quarter byte a cycle
-    as_one = engine_cycles(136, 136, 196, 8, 64, vector=8, channels=136, port_words=2, pixels_at_once=2,
+    as_one = engine_cycles(160, 160, 196, 8, 64, vector=8, channels=160, port_words=1, pixels_at_once=2,
                            buffer_window=512)["cycles"]
     assert engine_estimate(shuffle, 8, 16.0)["latency_cycles"] == as_one
-    assert as_one < engine_cycles(34, 136, 196, 8, 64, vector=8, channels=34, groups=4, port_words=2,
+    assert as_one < engine_cycles(40, 160, 196, 8, 64, vector=8, channels=40, groups=4, port_words=1,
                                   pixels_at_once=2, buffer_window=512)["cycles"]
     assert not engine_dense_groups(grouped(96, 128, 2, size), 8, 16.0)  # 48 channels and 64 filters a group
     assert not engine_dense_groups(dataclasses.replace(shuffle, engine=dataclasses.replace(size, window=128)), 8,
@@ -981,11 +982,11 @@ def test_a_units_latency_is_its_arithmetic_plus_moving_its_buffers():
     graph = conv_stack(1, channels=4, size=8)
     conv, *_, dense = [unit_shape(graph, u, FPGA.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), FPGA)]
     assert (conv.input_values, conv.output_values, dense.input_values, dense.output_values) == (192, 256, 64, 10)
-    # The arena moves two 64-bit words a cycle, each holding 8, 4 or 2 values (a lane of 1, 2 or 4 bytes). The
-    # dense unit reads, computes and writes in turn: at 8 bits 8 + 2 words, 5 cycles; at 16 bits 16 + 3, 10; at
-    # 20 bits 32 + 5, 19. The streamed convolution moves its 192 + 256 values while it computes (at most 112
-    # words, 56 cycles, under its arithmetic): nothing added.
-    for width, moves in ((8, 5), (16, 10), (20, 19)):
+    # The arena moves two 128-bit words a cycle, each holding 16, 8 or 4 values (a lane of 1, 2 or 4 bytes). The
+    # dense unit reads, computes and writes in turn: at 8 bits 4 + 1 words, 3 cycles; at 16 bits 8 + 2, 5; at
+    # 20 bits 16 + 3, 10. The streamed convolution moves its 192 + 256 values while it computes (at most 56
+    # words, 28 cycles, under its arithmetic): nothing added.
+    for width, moves in ((8, 3), (16, 5), (20, 10)):
         e, c = estimate(dense, 4, width), estimate(conv, 4, width)
         assert e["latency_cycles"] == e["compute_cycles"] + moves and e["buffer_cycles"] == moves
         assert c["latency_cycles"] == c["compute_cycles"] and c["buffer_cycles"] == 0
@@ -1001,23 +1002,23 @@ def test_a_units_latency_is_its_arithmetic_plus_moving_its_buffers():
 
 def test_a_window_the_top_reduces_is_priced_by_its_loops():
     """ResNet's stem pooling (kernel 3, stride 2, padding 1) on 12 x 12: a unit of the top's window PE, no hls4ml
-    layer. With 8 channels (whole words of 4 16-bit lanes: arena.h's window_columns), two output rows at once (their
+    layer. With 8 channels (a whole word of 8 16-bit lanes: arena.h's window_columns), two output rows at once (their
     windows' five rows in three iterations, not three rows in two iterations each), per pair of output rows and
     channel word a cycle, then its 13 columns, the pair's rows two an iteration (rows 0 to 3 for the first pair,
     padding above: 26 iterations; five rows, 39, for the others) and the loop's depth of 4, then each row's 6 output
-    words two an iteration (3) and a move's depth of 2: 2 words x (1 + 29 + 2 x 4) + 2 pairs x 2 words x (1 + 42 +
-    2 x 4) = 280 cycles; folded (reuse factor 2) one row at a time, per output row and channel word a cycle, its 13
+    words two an iteration (3) and a move's depth of 2: a word x (1 + 29 + 2 x 4) + 2 pairs x a word x (1 + 42 +
+    2 x 4) = 140 cycles; folded (reuse factor 2) one row at a time, per output row and channel word a cycle, its 13
     columns, two of their three rows an iteration (one row in the first, padding above), then its 3 pairs of output
-    words: 5 x 2 x (1 + 29 + 4) + 2 x (1 + 16 + 4) = 382, with half the comparators and registers. With 6 channels
-    (no whole word: window_values) per output word, per lane, a cycle and its 9 positions (8 + 4): 54 x 4 x 13 =
-    2808. Its writes are its loops': no cycles besides."""
+    words: 5 x (1 + 29 + 4) + (1 + 16 + 4) = 191, with half the comparators and registers. With 6 channels (no
+    whole word: window_values) per output word, per lane, a cycle and its 9 positions (8 + 4): 27 x 8 x 13 = 2808.
+    Its writes are its loops': no cycles besides."""
     def stem(channels):
         b = graphs.Builder([1, channels, 12, 12])
         graph = b.graph(b.pool("MaxPool", "input", 3, 2, 1))
         (unit,) = split_units(graph, [0], FPGA)
         return unit, unit_shape(graph, unit, FPGA.clock_mhz)
 
-    for channels, reuse_factor, cycles in ((8, 1, 280), (8, 2, 382), (6, 1, 2808)):
+    for channels, reuse_factor, cycles in ((8, 1, 140), (8, 2, 191), (6, 1, 2808)):
         unit, shape = stem(channels)
         assert (unit.pe, unit.engine, shape.kind, shape.n_in) == ("window", "top", "gather", 9)
         e = estimate(shape, reuse_factor, 16)
@@ -1030,7 +1031,7 @@ def test_a_window_the_top_reduces_is_priced_by_its_loops():
     assert [window_rows(s.pool, 16, 1) for s in (shape, stem(6)[1])] == [2, 1]
     # a comparator and a multiplexer a lane of one word, for each row reduced at once
     assert [resource_parts(s, Folding(rf, False), 16, None)["arithmetic"]["lut"]
-            for s, rf in ((shape, 1), (shape, 2), (stem(6)[1], 1))] == [2 * 4 * 16 * 2, 4 * 16 * 2, 4 * 16 * 2]
+            for s, rf in ((shape, 1), (shape, 2), (stem(6)[1], 1))] == [2 * 8 * 16 * 2, 8 * 16 * 2, 8 * 16 * 2]
 
 
 def test_a_node_goes_to_the_first_pe_that_holds_it_fully_folded():
@@ -1054,10 +1055,10 @@ def test_bands_of_a_units_rows_and_their_estimate():
     """A 3 x 3, stride 2, padding 1 convolution + ReLU of 32 x 32 x 3 to 16 x 16 x 8, in bands of 3 output
     rows: 6 bands (the last one's two rows past the map dropped), each 7 input rows (two rows' stride and the
     kernel's halo) from row 6b - 1 (the padding row above the map). One band's FIFO holds 3 of the 16 rows;
-    the unit runs 6 times, and the top copies each band in and out (rows of whole 16-bit words: 7 x 24 words in, a
-    word read and written an iteration, 168 + 1 cycles with the move's depth of 2, and 3 x 32 words out, 96 + 1: 266
+    the unit runs 6 times, and the top copies each band in and out (rows of whole 16-bit words: 7 x 12 words in, a
+    word read and written an iteration, 84 + 1 cycles with the move's depth of 2, and 3 x 16 words out, 48 + 1: 134
     cycles a band). Rows that are no whole words move a value at a time: 7 rows of 3 x 9 values in, a word of the
-    band an iteration reading its 4 values each (II 3 on the memory's two ports, 48 words), and 3 rows of 3 x 9
+    band an iteration reading its 8 values each (II 5 on the memory's two ports, 24 words), and 3 rows of 3 x 9
     values out, a value an iteration read back and written (II 3)."""
     b = graphs.Builder([1, 3, 32, 32])
     graph = b.graph(b.unary("Relu", b.conv("input", 8, 3, stride=2)))
@@ -1071,8 +1072,8 @@ def test_bands_of_a_units_rows_and_their_estimate():
     assert (one.vectors, one.fifos, one.bands) == (48, ((48, 8),), 6) and whole.fifos == ((256, 8),)
     e, single = estimate(one, 1, 16), estimate(dataclasses.replace(one, bands=1), 1, 16)
     assert e["compute_cycles"] == 6 * single["compute_cycles"]
-    assert e["latency_cycles"] == 6 * (single["latency_cycles"] + 266)
-    assert band_copy_cycles(7, 27, 16, False) == 47 * 3 + 2 and band_copy_cycles(3, 27, 16, True) == 80 * 3 + 2
+    assert e["latency_cycles"] == 6 * (single["latency_cycles"] + 134)
+    assert band_copy_cycles(7, 27, 16, False) == 23 * 5 + 2 and band_copy_cycles(3, 27, 16, True) == 80 * 3 + 2
     assert {k: e[k] for k in RESOURCES} == {k: single[k] for k in RESOURCES}
     # a unit that starts with a Gemm has no rows to band; one that computes each pixel on its own has no halo
     d = graphs.Builder([1, 16])
@@ -1416,12 +1417,12 @@ def test_planning_knows_a_chain_of_relayouts_map_from_its_nodes_or_bounds_its_st
     assert chain_of([two_axes]) == ()
     shape = Shape("data", 0, 0, 0, False, 0, 0, False, input_values=64)
     assert kind_of(shape).arithmetic(shape, 1, 8, None, None, (0, 0), False).cycles == \
-        loop_cycles(8 * 9, RELAYOUT_DEPTH)
+        loop_cycles(4 * 17, RELAYOUT_DEPTH)  # (four words of 16 8-bit lanes, each lane's word read, then the word)
     # a Flatten after a global pooling keeps the channels-last order: a copy, a word a cycle, no multiplexer
     flatten = [Node("f", "Flatten", ["x"], ["f"], input_shapes=[[1, 64, 1, 1]], output_shapes=[[1, 64]])]
     shape = Shape("data", 0, 0, 0, False, 0, 0, False, input_values=64, relayout=chain_of(flatten))
     copy = kind_of(shape).arithmetic(shape, 1, 8, None, None, (0, 0), False)
-    assert (copy.cycles, copy.lut) == (loop_cycles(8, RELAYOUT_DEPTH), 0)
+    assert (copy.cycles, copy.lut) == (loop_cycles(4, RELAYOUT_DEPTH), 0)
 
 
 def test_the_partitioner_charges_a_chain_of_relayouts_to_its_first_node_as_one_table():

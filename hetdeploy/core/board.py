@@ -31,7 +31,8 @@ OP_CLASSES = ("conv", "dense", "pool", "elementwise", "normalization", "softmax"
 COMPUTE_DTYPES = ("float32", "float16", "fixed16", "fixed8", "int8")
 # On-chip capacity of a BRAM18 without parity bits: 1024 x 16 bit (Xilinx UG473).
 BRAM18_BITS = 16 * 1024
-# What a URAM288 block holds of 64-bit words: 4,096 words of its 72-bit width (Xilinx UG573, UltraScale+ only).
+# What a URAM288 block holds: 4,096 words of its 72-bit width, 64 bits of data each (a 128-bit arena word takes two
+# blocks side by side; Xilinx UG573, UltraScale+ only).
 URAM_BYTES = 4096 * 8
 # Who implements a PE's ops: hls4ml (a project per unit), hetdeploy's subfunction top itself
 # (hetdeploy/hls/arena.h), which moves values (the relayouts) and reduces windows (the window ops), or hetdeploy's
@@ -407,8 +408,9 @@ _FPGA_ONLY_KEYS = {"board_part": "only an fpga device sits on a Vivado board par
                    "board_connections": "only an fpga device sits on a Vivado board part",
                    "hls_tool": "only an fpga device is synthesised by an HLS tool",
                    "engine": "only an fpga device has the layer-sequential engine"}
-# an FPGA's engine pinned: its lanes, and the values a lane takes a cycle (a power of two, at most a 64-bit word's)
-ENGINE_VALUES, ENGINE_MAX_LANES = (1, 2, 4, 8), 4096
+# an FPGA's engine pinned: its lanes, and the values a lane takes a cycle (a power of two, at most a 128-bit arena
+# word's: 16 at 8 bits)
+ENGINE_VALUES, ENGINE_MAX_LANES = (1, 2, 4, 8, 16), 4096
 _ENGINE = {"lanes": (True, _is(int, f"a whole number of lanes from 1 to {ENGINE_MAX_LANES}",
                                lambda v: 1 <= v <= ENGINE_MAX_LANES)),
            "values": (True, _is(int, f"one of {', '.join(map(str, ENGINE_VALUES))}", lambda v: v in ENGINE_VALUES))}

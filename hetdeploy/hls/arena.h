@@ -1,13 +1,13 @@
 // hetdeploy: the word-wide memories of an FPGA subfunction (the on-chip arena, the reserve, and DDR).
 //
-// A memory is an array of 64-bit words (WORD_BYTES; WORD_BITS, word_t: one constant, as planning/units/costs.py's
-// ARENA_WORD_BYTES). Every buffer of the memory plan starts on a word and takes
-// whole words. An element is the raw bits of its fixed-point type in a lane of E bytes, E the next
-// power of two of ceil(width / 8): word k of a buffer holds its elements k * (8 / E) onwards, the
+// A memory is an array of 128-bit words (WORD_BYTES; WORD_BITS, word_t: one constant, as planning/units/costs.py's
+// ARENA_WORD_BYTES; a Zynq UltraScale+ HP port's beat, UG1085). Every buffer of the memory plan starts on a word and
+// takes whole words. An element is the raw bits of its fixed-point type in a lane of E bytes, E the next
+// power of two of ceil(width / 8): word k of a buffer holds its elements k * (16 / E) onwards, the
 // first in the lowest bits, so the bytes are those of little-endian elements one after another (the
 // layout of an m_axi array of them, and of the DDR image the host writes). Units move whole words:
-// an io_parallel layer's vector 8 / E values an access, a streamed layer's pixel of C channels in
-// the ceil(C * E / 8) words it lies in, never a byte at a time.
+// an io_parallel layer's vector 16 / E values an access, a streamed layer's pixel of C channels in
+// the ceil(C * E / 16) words it lies in, never a byte at a time.
 #ifndef HETDEPLOY_ARENA_H_
 #define HETDEPLOY_ARENA_H_
 
@@ -22,7 +22,7 @@
 namespace hetdeploy {
 
 typedef unsigned char byte_t;
-static const int WORD_BYTES = 8, WORD_BITS = 8 * WORD_BYTES;
+static const int WORD_BYTES = 16, WORD_BITS = 8 * WORD_BYTES;
 typedef ap_uint<WORD_BITS> word_t;
 
 template <class T> struct lane {

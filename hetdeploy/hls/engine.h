@@ -8,7 +8,7 @@
 // of its ports (ram_t2p; the others in BRAM, a lane's own), the values each lane takes a cycle (VEC: a divisor of
 // the values a word holds, of the inputs' and the weights'), the largest window of its layers (its weight
 // buffers' depth), whether it has the depthwise loop, the DDR words its weights port reads a cycle (PORT: the
-// board's memory ports' width, two on a Zynq UltraScale+ HP port of 128 bits), how many memories its calls' buffers
+// board's memory ports' width, one on a Zynq UltraScale+ HP port of 128 bits), how many memories its calls' buffers
 // lie in (MEMORIES), DDR the DDR-th of them (-1: none), the output pixels it computes at once (PIXELS: one, or two,
 // each weight read serving both, where a layer gains: engine_pairs), and the m_axi bundles its weights port is
 // (BUNDLES: each PORT / BUNDLES words of a read, on a DDR port of its own, where the board has several), and, on one

@@ -460,8 +460,8 @@ OPTIONS = (
            "folding weigh it for every Conv, Gemm and MatMul (with BatchNormalizations and a ReLU) as the most "
            "folded design, beside a plan without it, and keep the faster"),
     Option("engine_size", "engine", engine_size, "folding and memory", "pin the layer-sequential engine of every "
-           "FPGA to LANES lanes (output channels at once) of VALUES values a lane a cycle (1, 2, 4 or 8, at most a "
-           "64-bit word's at the width), over the board file's engine key; its weight buffers in the URAM as far as "
+           "FPGA to LANES lanes (output channels at once) of VALUES values a lane a cycle (1, 2, 4, 8 or 16, at most "
+           "a 128-bit word's at the width), over the board file's engine key; its weight buffers in the URAM as far as "
            "it holds them, then in BRAM; refused where it alone exceeds the FPGA's budget; at two output pixels at "
            "once where the DSPs allow and that is faster. Default: the folding sizes it, the fastest for the "
            "subfunction's layers within three quarters of the DSPs, BRAM18s and URAM (or all of the DSPs, where that "

@@ -10,9 +10,10 @@ output stays live to the last step (the top reads it after every unit ran). Two 
 bytes only when their lifetimes are disjoint.
 
 Memories, tried in this order for every buffer: the BRAM target memory (what the FPGA's budget
-leaves after the units' weights and FIFOs), the URAM (the budget's URAM288 blocks, 32 KiB of 64-bit
-words each, less those of the engines' weight buffers: no hls4ml unit uses them), the reserved pool (the board's reserve: used only when the target is
-short, and reported) and DDR (unbounded; its traffic costs time).
+leaves after the units' weights and FIFOs), the URAM (the budget's URAM288 blocks, 32 KiB each: 4,096
+of its 72-bit words' 64 data bits, a 128-bit arena word in two side by side, less those of the engines'
+weight buffers: no hls4ml unit uses them), the reserved pool (the board's reserve: used only when the
+target is short, and reported) and DDR (unbounded; its traffic costs time).
 
 Strategies (``place``):
 - ``refcount``, the seed's rule: buffers are taken in schedule order; each gets the first block
@@ -307,8 +308,8 @@ def _ddr_reads(unit: ExecutionUnit, tensor: str) -> int:
     """The reads of ``tensor``'s bytes ``unit`` makes where the tensor lies in DDR, beside its cycles: one of an input
     of a unit the top or hls4ml runs; none of an engine unit's, whose loops move its words a cycle each (an input
     staged or copied: the staging's or the copy's cycles; the residual map it adds: a word read beside each output
-    word, in its own loops' cycles), a word a cycle being at most a port's bandwidth (a 64-bit word: half the board
-    files' 3.2 GB/s at 200 MHz; where a port delivers less, plan_memory stretches those words' cycles)."""
+    word, in its own loops' cycles), a word a cycle being at most a port's bandwidth (16 bytes: the board files'
+    3.2 GB/s at 200 MHz; where a port delivers less, plan_memory stretches those words' cycles)."""
     return int(unit.engine is None and tensor in unit.inputs)
 
 
@@ -410,7 +411,7 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
             ddr_traffic = sum(sizes[t] * ((t in in_ddr) * written[t] + sum(_ddr_reads(u, t)
                                                                            for u in sub.execution_units))
                               for t in sizes if views.get(t, (t,))[0] in in_ddr)
-            # a DDR port that delivers less than an arena word a cycle (none of the shipped boards') makes
+            # a DDR port that delivers less than an arena word a cycle (the PYNQ-Z2's 12 bytes at 100 MHz) makes
             # each word the engine's loops move there a cycle each take longer: its staged or copied inputs' (their
             # cycles at most), its outputs' and the residuals it reads there
             slower = max(0.0, units.ARENA_WORD_BYTES / units.ddr_bytes_per_cycle(device) - 1)

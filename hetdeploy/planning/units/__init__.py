@@ -59,7 +59,7 @@ out its layers:
   a dataflow process that reads a word the cycle after it was written); none for io_parallel pooling,
   activations without a table and a product with no sum at R = 1 (combinational: hls4ml's io_parallel
   MaxPooling and Dense(1 -> 64) + ReLU baselines report 0); plus moving the unit's inputs and outputs
-  through the subfunction's word-wide arena (two 64-bit words a cycle, each holding 8 / E values of E
+  through the subfunction's word-wide arena (two 128-bit words a cycle, each holding 16 / E values of E
   bytes): after the arithmetic for an io_parallel unit or a single vector, beside it for a streamed one.
 A multiply-accumulate unit may instead keep its weights in DDR (when the FPGA's BRAM cannot hold
 them): no weight BRAM or LUTs, and every output vector reads all the weights through the DDR port,
@@ -666,8 +666,8 @@ def engine_port(device: Device) -> tuple[int, int]:
     """The words the engine's weights port reads a cycle on ``device`` and the m_axi bundles it is: a bundle
     on each DDR port of the FPGA's but the first (its cores' other bundle's: ``Memory.ports``), a power of two of
     them up to ENGINE_PORT_MAX_BUNDLES (one, the first port's, where it has one), each reading the most words, a
-    power of two, that a port delivers a cycle (two, 128 bits, on a Zynq UltraScale+ HP port at 3.2 GB/s and
-    200 MHz; one on the PYNQ-Z2's), at least one (a slower port's reads then wait on it, ``engine_estimate``);
+    power of two, that a port delivers a cycle (one, 128 bits, on a Zynq UltraScale+ HP port at 3.2 GB/s and
+    200 MHz), at least one (the PYNQ-Z2's 64-bit port's reads then wait on it, ``engine_estimate``);
     ENGINE_PORT_MAX_WORDS in all at most."""
     words = bundles = 1
     while 2 * words <= ENGINE_PORT_MAX_WORDS and 2 * words * ARENA_WORD_BYTES <= ddr_bytes_per_cycle(device):

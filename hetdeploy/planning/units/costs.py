@@ -75,8 +75,10 @@ REFERENCE_CLOCK_MHZ = 200.0
 ENGINE_SHARES = {"dsp": 0.75, "bram18": 0.75, "uram": 0.75}
 # The subfunction's memories (hls/arena.h) are arrays of words of this many bytes (its WORD_BYTES), each element in
 # a lane of ``element_bytes``; a unit moves whole words, ARENA_PORTS a cycle (a true dual-port BRAM gives two
-# accesses, shared by a unit's reads and writes).
-ARENA_WORD_BYTES = 8
+# accesses, shared by a unit's reads and writes). 128 bits: a Zynq UltraScale+ HP port's (UG1085), so that a DDR
+# word is one beat, and twice the values a cycle of a memory's ports that 64-bit words gave the engine, whose layers
+# those ports bound (a 1 x 1 convolution's output words, a residual's words beside them)
+ARENA_WORD_BYTES = 16
 ARENA_PORTS = 2
 # The engine's weights port is at most this many words wide (512 bits: the widest AXI data bus of the boards'
 # memory ports, an Alveo card's DDR; a Zynq UltraScale+ HP port is 128 bits, a Zynq-7000's 64: UG1085, UG585)
