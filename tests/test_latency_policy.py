@@ -668,6 +668,22 @@ def test_concat_inputs_are_written_in_place_where_the_plan_is_faster_so(tmp_path
         assert chosen.estimate.latency_s == moved.estimate.latency_s
 
 
+@pytest.mark.parametrize("width, in_place", [(16, True), (8, False)])
+def test_a_concat_writes_into_the_next_one_where_its_channels_are_whole_words_at_its_width(tmp_path, width, in_place):
+    """torchvision's DenseNet block (tests/data/torch/densenet_block.onnx) on the KV260: its Concats' outputs of 16,
+    24 and 32 channels are whole 128-bit words at 16 bits (8 channels a word), each written in place into the next
+    Concat's; at 8 bits (16 channels a word) 24 channels are not, and no Concat writes into another."""
+    from hetdeploy.planning.config import BuildOptions
+    from hetdeploy.steps.build import plan_stages
+
+    model = Path(__file__).parent / "data" / "torch" / "densenet_block.onnx"
+    result = plan_stages(BuildOptions(model=model, board="kv260", out_dir=tmp_path, width=width),
+                         lambda key, what: None)[2]
+    concats = [u for s in result.subfunctions for u in s.execution_units if u.pe == "concat"]
+    assert len(concats) == 3
+    assert [u.inputs[0] in u.in_place for u in concats[1:]] == [in_place] * 2
+
+
 def test_of_the_engines_weighed_by_their_cycles_the_plan_keeps_the_faster_in_full():
     """The model zoo's Inception v2 on the ZCU104 at 8 bits. The folding weighs engine sizes by the units' cycles,
     before the memory is planned, in three quarters of the FPGA's DSPs (the rest the other units', which the

@@ -34,7 +34,7 @@ from ..intake.subgraph import band_model, extract
 from ..planning import memory
 from ..planning.config import BuildOptions
 from ..planning.cost import node_work
-from ..planning.units import concat_views
+from ..planning.units import concat_views, whole_words
 from ..running import runtime, verify
 from ..running.deploy import write_manifests
 from ..running.samples import FLIPS, uniform_samples
@@ -149,11 +149,14 @@ def _type_in_place(sub: Subfunction, shapes: dict[str, list[int]], config_types:
                    cpp_types: dict[str, str]) -> None:
     """Each Concat input written in place (``units.concats_in_place``) of the type of the Concat output whose buffer
     holds it (its root's: sized on all the values it holds), an engine unit writing it at that type's binary point
-    and signedness. Where one differs from its root in width (a unit widened since planning), every Concat moves its
-    inputs after all."""
-    roots = {x: root for x, (root, _) in concat_views(sub.execution_units, shapes).items()}
+    and signedness. Where one differs from its root in width (a unit widened since planning), or its channels are no
+    longer whole words of its root's type, every Concat moves its inputs after all."""
+    views = concat_views(sub.execution_units, shapes)
+    roots = {x: root for x, (root, _) in views.items()}
     writers = {u.outputs[0]: u for u in sub.execution_units}
-    if any(CppFixed.parse(cpp_types[x]).width != CppFixed.parse(cpp_types[root]).width for x, root in roots.items()):
+    if any(CppFixed.parse(cpp_types[x]).width != CppFixed.parse(cpp_types[root]).width or
+           not all(whole_words(c, cpp_types[root]) for c in (first, shapes[x][1], shapes[root][1]))
+           for x, (root, first) in views.items()):
         for unit in sub.execution_units:
             unit.in_place = []
             if unit.engine is not None:

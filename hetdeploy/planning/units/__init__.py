@@ -101,7 +101,7 @@ from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
 from ...core.board import LAYER_ENGINE_OPS, RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS, Device
 from ...core.errors import UserError
 from ...core.graph import Graph, Node
-from ...core.precision import DEFAULT_WIDTH, SIGN_KEEPING_OPS, source_quantizer
+from ...core.precision import DEFAULT_WIDTH, SIGN_KEEPING_OPS, CppFixed, source_quantizer
 from ...core.plan import Band, EngineLayer, ExecutionUnit, Fifo, Subfunction, Window
 from ..dataflow import DataflowError, Op, Process, check, fifo_depths, free_schedule
 from ..input_codes import CODE_WORD_BITS
@@ -270,8 +270,8 @@ def concats_in_place(graph: Graph, sub: Subfunction, device: Device, typed: Coll
     the top's BatchNormalizations (which read a slice of a wider buffer: DenseNet's, before each layer), the host
     neither; its unit adds no residual (whose words it reads where it writes its own) and is one whose output type
     the build sets (``typed``, or a Concat: its type becomes the root's, which holds its values) at the Concat's
-    precision; and it, its first channel and the output are whole words a pixel at any width (channels a multiple
-    of ARENA_WORD_BYTES, as ``_joined_concats`` asks)."""
+    precision; and it, its first channel and the output are whole words a pixel at that precision (``whole_words``:
+    8 channels of 16 bits a 128-bit word; generation moves them all after all where a width changes since)."""
     if not any(u.engine is not None for u in sub.execution_units):
         return
     index, consumers, shapes = graph.node_index(), graph.consumers(), _tensor_shapes(graph)
@@ -281,21 +281,22 @@ def concats_in_place(graph: Graph, sub: Subfunction, device: Device, typed: Coll
 
     # (a Concat writes its output into a wider buffer where it moves whole words: each input a slice of its own)
     writers = {u.outputs[0]: u for u in sub.execution_units if u.name in typed and u.engine is not None
-               or concat(u) and all(shapes[t][1] % ARENA_WORD_BYTES == 0 for t in u.inputs)}
+               or concat(u) and all(whole_words(shapes[t][1], u.precision) for t in u.inputs)}
     scales = {u.nodes[0] for u in sub.execution_units if device.pes[u.pe].engine == "top"
               and graph.nodes[index[u.nodes[0]]].op == "BatchNormalization"}
     for unit in (u for u in sub.execution_units if concat(u)):
         nodes = {index[n] for n in unit.nodes}
         (output,) = unit.outputs
         if any(len(shapes[output]) < 2 or graph.nodes[i].attrs.get("axis", 0) % len(shapes[output]) != 1
-               for i in nodes) or shapes[output][1] % ARENA_WORD_BYTES or len(set(unit.inputs)) < len(unit.inputs):
+               for i in nodes) or not whole_words(shapes[output][1], unit.precision) or \
+                len(set(unit.inputs)) < len(unit.inputs):
             continue
         for tensor, first in concat_channels(unit, shapes):
             writer = writers.get(tensor)
             if writer is not None and not (writer.engine is not None and writer.engine.residual) and \
                     writer.precision == unit.precision and tensor not in sub.outputs and \
                     all(i in nodes or graph.nodes[i].name in scales for i in consumers.get(tensor, ())) and \
-                    first % ARENA_WORD_BYTES == 0 and shapes[tensor][1] % ARENA_WORD_BYTES == 0:
+                    whole_words(first, unit.precision) and whole_words(shapes[tensor][1], unit.precision):
                 unit.in_place.append(tensor)
         if unit.in_place:  # its loops move the other inputs' words alone
             moved = concat_moved_channels(unit, shapes)
@@ -304,6 +305,11 @@ def concats_in_place(graph: Graph, sub: Subfunction, device: Device, typed: Coll
     for tensor, (root, _) in concat_views(sub.execution_units, shapes).items():
         if writers[tensor].engine is not None:
             writers[tensor].engine.out_stride = shapes[root][1]
+
+
+def whole_words(channels: int, precision: str) -> bool:
+    """Whether ``channels`` values of C++ type ``precision`` fill whole arena words."""
+    return channels % word_values(CppFixed.parse(precision).width) == 0
 
 
 def concat_views(execution_units: Sequence[ExecutionUnit], shapes: Mapping[str, list[int]]
