@@ -307,7 +307,8 @@ inline void copy_words(const word_t *source, word_t *target, int words) {
 // Its cycles: relayout_counted.
 struct relayout_step {
     int read, write;
-    signed char slot, select[WORD_BYTES];
+    signed char slot;
+    short select[WORD_BYTES];  // up to 2 L registers of L lanes: 512 at 8 bits and 128-bit words
 };
 
 static const int RELAYOUT_DEPTH = 3;  // the step's entry, the word read, the target word written
@@ -332,7 +333,7 @@ void relayout(const word_t *source, word_t *target, const relayout_step *steps, 
               int source_words, int target_words) {
     typedef ap_uint<8 * E> T;
     static const int L = lane<T>::per_word;
-    static_assert(HELD * L <= 128, "a step's select (a signed char) names each held word's lanes");
+    static_assert(HELD * L <= 32768, "a step's select (a short) names each held word's lanes");
     word_t held[HELD > 0 ? HELD : 1];
 #pragma HLS ARRAY_PARTITION variable=held complete
     T assembled[L];  // HELD = 1: the output word's lanes so far

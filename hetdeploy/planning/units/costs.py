@@ -153,9 +153,9 @@ VITIS_SOFTMAX_TABLE_BRAM18 = 2
 # band_out's II a value where a row is no whole words: the target word read, its lane set, the word written back
 BAND_VALUE_II = 3
 # arena.h's relayout: its loop's depth (a step's entry read, the input word read, the output word written) and the
-# bits of a step in its table's ROM (relayout_step: two ints, a register's char and a char a lane)
+# bits of a step in its table's ROM (relayout_step: two ints, a register's char and a short a lane)
 RELAYOUT_DEPTH = 3
-RELAYOUT_STEP_BITS = 2 * 32 + 8 + 8 * ARENA_WORD_BYTES
+RELAYOUT_STEP_BITS = 2 * 32 + 8 + 16 * ARENA_WORD_BYTES
 # Entries of the lookup tables hetdeploy gives hls4ml's Softmax and TABLE_OPS unless --table-size pins
 # others (its TableSize; hls4ml's own default, 1024, errs by up to ~0.004), each 18 bits wide.
 TABLE_OPS = frozenset({"Tanh", "Sigmoid", "Softsign", "Softplus", "Elu", "Selu"})
