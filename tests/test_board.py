@@ -242,7 +242,7 @@ def test_unknown_board_name():
         ("    clock_mhz: 650", "    clock_mhz: 650\n    engine: {lanes: 32, values: 4}",
          r"devices\[0\]\.engine: only an fpga device has the layer-sequential engine"),
         ("    hls_tool: vitis_hls ", "    hls_tool: vitis_hls\n    engine: {lanes: 32, values: 3}\n   ",
-         r"devices\[1\]\.engine\.values: expected one of 1, 2, 4, 8, got 3"),
+         r"devices\[1\]\.engine\.values: expected one of 1, 2, 4, 8, 16, got 3"),
         ("    hls_tool: vitis_hls ", "    hls_tool: vitis_hls\n    engine: {lanes: 32}\n   ",
          r"devices\[1\]\.engine: missing key 'values'"),
     ],
