@@ -1157,8 +1157,49 @@ def fold_for_rate(shapes: Sequence[Shape], budget: dict[str, int], width: int | 
                      for group, allowed in zip(groups, cycles))
         return missed, budget_share(used, budget)
 
-    return by_cost(foldings, shapes, widths, budget, unit_estimate, missed_then_share,
-                   set(strategies or {}) | set(pinned or {}), ddr_bytes_per_cycle, distributed_arithmetic, io_fixed)
+    foldings = by_cost(foldings, shapes, widths, budget, unit_estimate, missed_then_share,
+                       set(strategies or {}) | set(pinned or {}), ddr_bytes_per_cycle, distributed_arithmetic, io_fixed)
+    if measure == DATAFLOW_MEASURE:  # fold_for_interval's trials: its bisection finds the least interval
+        return foldings
+    return _unfolded_for_rate(foldings, shapes, widths, budget, groups, cycles, unit_estimate, set(pinned or {}),
+                              ddr_bytes_per_cycle, measure)
+
+
+def _unfolded_for_rate(foldings: list[Folding], shapes: Sequence[Shape], widths: Sequence[int],
+                       budget: dict[str, int], groups: Sequence[Sequence[int]], cycles: Sequence[float],
+                       unit_estimate: Callable[[int, Folding], dict[str, int]], pinned: Collection[int],
+                       ddr_bytes_per_cycle: Optional[float], measure: str) -> list[Folding]:
+    """``foldings`` (``by_cost``'s) with, while a group misses its cycles, the unit of it whose one step less folded
+    under its own strategy and io type saves the most cycles per share of the budget it adds and still fits, so
+    unfolded: the strategies by_cost chose may free what the greedy's held (Resource's LUTs for Latency's), which
+    another unit's step then takes. The units not ``pinned``."""
+    foldings = list(foldings)
+    used = [unit_estimate(u, f) for u, f in enumerate(foldings)]
+
+    def less_folded(u: int) -> Optional[Folding]:
+        options = [o._replace(io_type=foldings[u].io_type)
+                   for o in folding_options(shapes[u], widths[u], ddr_bytes_per_cycle, foldings[u].strategy)]
+        k = options.index(foldings[u]) if foldings[u] in options else 0
+        return options[k - 1] if k > 0 and hls4ml_builds(shapes[u], options[k - 1]) else None
+
+    for group, allowed in zip(groups, cycles):
+        while sum(used[u][measure] for u in group) > allowed:
+            totals = {k: sum(e[k] for e in used) for k in RESOURCES}
+            best, best_gain = None, 0.0
+            for u in (u for u in group if u not in pinned and foldings[u].strategy != ENGINE):
+                step = less_folded(u)
+                if step is None:
+                    continue
+                trial = unit_estimate(u, step)
+                saved = used[u][measure] - trial[measure]
+                gain = saved / max(_share_added(used[u], trial, budget), 1e-9)
+                if saved > 0 and gain > best_gain and \
+                        all(totals[k] - used[u][k] + trial[k] <= budget.get(k, 0) for k in RESOURCES):
+                    best, best_gain = (u, step, trial), gain
+            if best is None:
+                break
+            u, foldings[u], used[u] = best
+    return foldings
 
 
 def fold_for_interval(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
@@ -1168,10 +1209,10 @@ def fold_for_interval(shapes: Sequence[Shape], budget: dict[str, int], width: in
     """Foldings for units that run as a dataflow, each its own process: the fewest resources (``fold_for_rate``,
     each unit a group of its own) that reach the least interval, its slowest unit's cycles, the budget lets them
     all reach, found by bisection over that interval (FINN's folding to a target rate, balanced: no unit faster
-    than the slowest needs), or ``fold``'s least-latency folding where its slowest unit is faster; None when even
-    the most folded design does not fit (``fold``'s units then ``_slowed_to`` its interval). ``floors``: per unit,
-    an interval its dataflow cannot beat anyway (its float ports', ``port_interval``), which no unit of it need be
-    faster than."""
+    than the slowest needs), or ``fold``'s least-latency folding where its slowest unit is faster or the most
+    folded design does not fit (``fold``'s units then ``_slowed_to`` its interval); None when neither fits.
+    ``floors``: per unit, an interval its dataflow cannot beat anyway (its float ports', ``port_interval``), which no
+    unit of it need be faster than."""
     widths = _per_unit(width, shapes)
     alone = [[u] for u in range(len(shapes))]
     floors = list(floors) or [0] * len(shapes)
@@ -1189,9 +1230,7 @@ def fold_for_interval(shapes: Sequence[Shape], budget: dict[str, int], width: in
                    for s, f, w, floor in zip(shapes, foldings, widths, floors))
 
     best = folded(math.inf)
-    if best is None:
-        return None
-    low, high = 0, slowest(best)
+    low, high = 0, slowest(best) if best is not None else 0
     while low < high:
         middle = (low + high) // 2
         foldings = folded(middle)
@@ -1200,9 +1239,10 @@ def fold_for_interval(shapes: Sequence[Shape], budget: dict[str, int], width: in
         else:
             low = middle + 1
     # the greedy steps through reuse factors under the strategies they imply; the least-latency folding may reach
-    # a shorter interval with other strategies or io types
+    # a shorter interval with other strategies or io types, or fit where the most folded design does not (a unit's
+    # BRAM18s more at a larger reuse factor: its banks' shapes)
     fastest = fold(shapes, budget, widths, pinned, ddr_bytes_per_cycle, strategies, distributed_arithmetic, io_fixed)
-    if fastest is None or slowest(fastest) >= slowest(best):
+    if fastest is None or best is not None and slowest(fastest) >= slowest(best):
         return best
     # ``fold``'s least latency leaves the units it need not slow as fast as the budget let them be
     return _slowed_to(shapes, fastest, widths, slowest(fastest), budget, ddr_bytes_per_cycle, set(pinned or {}))
