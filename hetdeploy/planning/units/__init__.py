@@ -96,7 +96,7 @@ import heapq
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Collection, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Collection, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 from ...core.board import LAYER_ENGINE_OPS, RELAYOUT_OPS, VITIS_HLS, VIVADO_HLS, Device
 from ...core.errors import UserError
@@ -1184,22 +1184,30 @@ def _unfolded_for_rate(foldings: list[Folding], shapes: Sequence[Shape], widths:
 
     for group, allowed in zip(groups, cycles):
         while sum(used[u][measure] for u in group) > allowed:
-            totals = {k: sum(e[k] for e in used) for k in RESOURCES}
-            best, best_gain = None, 0.0
-            for u in (u for u in group if u not in pinned and foldings[u].strategy != ENGINE):
-                step = less_folded(u)
-                if step is None:
-                    continue
-                trial = unit_estimate(u, step)
-                saved = used[u][measure] - trial[measure]
-                gain = saved / max(_share_added(used[u], trial, budget), 1e-9)
-                if saved > 0 and gain > best_gain and \
-                        all(totals[k] - used[u][k] + trial[k] <= budget.get(k, 0) for k in RESOURCES):
-                    best, best_gain = (u, step, trial), gain
+            steps = ((u, step) for u in group if u not in pinned and foldings[u].strategy != ENGINE
+                     for step in [less_folded(u)] if step is not None)
+            best = _gainful_step(((u, step, unit_estimate(u, step)) for u, step in steps), used, budget, measure)
             if best is None:
                 break
             u, foldings[u], used[u] = best
     return foldings
+
+
+def _gainful_step(candidates: Iterable[tuple[int, Any, dict[str, int]]], used: Sequence[dict[str, int]],
+                  budget: dict[str, int], measure: str) -> Optional[tuple[int, Any, dict[str, int]]]:
+    """Of ``candidates`` (a unit, a step less folded, the step's estimate), the first of those that save the most
+    ``measure`` cycles per share of ``budget`` they add to the unit's estimate in ``used`` and still fit beside the
+    other units; None where none saves a cycle and fits."""
+    totals = {k: sum(e[k] for e in used) for k in RESOURCES}
+    best, best_gain = None, 0.0
+    for u, step, trial in candidates:
+        if any(totals[k] - used[u][k] + trial[k] > budget.get(k, 0) for k in RESOURCES):
+            continue  # the chip holds no less folded a unit
+        saved = used[u][measure] - trial[measure]
+        gain = saved / max(_share_added(used[u], trial, budget), 1e-9)
+        if saved > 0 and gain > best_gain:
+            best, best_gain = (u, step, trial), gain
+    return best
 
 
 def fold_for_interval(shapes: Sequence[Shape], budget: dict[str, int], width: int | Sequence[int],
@@ -1448,20 +1456,11 @@ def _fold_for_rate_under(shapes: Sequence[Shape], budget: dict[str, int], widths
         return None
     for group, allowed in zip(groups, cycles):
         while sum(current[u][measure] for u in group) > allowed:
-            best, best_gain = None, 0.0
-            totals = {k: sum(e[k] for e in current) for k in RESOURCES}
-            for u in (u for u in group if choice[u] > 0):
-                nxt = estimate_of(u, choice[u] - 1)
-                if any(totals[k] - current[u][k] + nxt[k] > budget.get(k, 0) for k in RESOURCES):
-                    continue  # the chip holds no less folded a unit
-                saved = current[u][measure] - nxt[measure]
-                added = _share_added(current[u], nxt, budget)
-                if saved > 0 and saved / max(added, 1e-9) > best_gain:
-                    best, best_gain = u, saved / max(added, 1e-9)
+            best = _gainful_step(((u, choice[u] - 1, estimate_of(u, choice[u] - 1)) for u in group if choice[u] > 0),
+                                 current, budget, measure)
             if best is None:
                 break
-            choice[best] -= 1
-            current[best] = estimate_of(best, choice[best])
+            u, choice[u], current[u] = best
         # The steps are coarse: fold back what the rate lets fold, the most resources freed first.
         while sum(current[u][measure] for u in group) <= allowed:
             took = sum(current[u][measure] for u in group)
