@@ -51,7 +51,7 @@ int main(int argc, char **argv) {
     std::vector<hetdeploy::word_t> written(out_words + 2, hetdeploy::word_t(-1));
     hetdeploy::word_t *target = written.data() + 1;
     // the DDR region as each of the weights port's %(bundles)d bundles reads it (%(bundle_words)d words a read), bundle
-    // b from its block of the weights on, the region's first read the staging's
+    // b from its block of the weights on, and from the region's first read, as the staging's bundles read it
     std::vector<ap_uint<hetdeploy::WORD_BITS * %(bundle_words)d> > reads(memory.size() / %(bundle_words)d);
     hetdeploy::engine_port_view<%(bundle_words)d>(memory.data(), reads.data(), reads.size());
     const ap_uint<hetdeploy::WORD_BITS * %(bundle_words)d> *w[4];
@@ -65,7 +65,8 @@ int main(int argc, char **argv) {
                       %(ddr)d, %(pixels)d, %(bundles)d, %(shared)s, %(stream)d>(unused.data(), memory.data(),
                                                                     written.data(),
                                                                     staging.data(), source, output, stage, residual,
-                                                                    reads.data(), w[0], w[1], w[2], w[3], g);
+                                                                    reads.data(), reads.data(), w[0], w[1], w[2],
+                                                                    w[3], g);
     for (int i = 0; i < outputs; i++)
         std::printf("%%lld\n", (long long)hetdeploy::read<ap_int<%(ow)d> >(target, i).to_int64());
     std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
@@ -164,8 +165,8 @@ def run_engine(tmp_path, layer: EngineLayer, region: bytes, raw_in: np.ndarray, 
         _programs[key] = folder / "main"
     staging_words = layer.kernel[0] * -(-layer.input[1] * layer.channels * element_bytes(iw) // ARENA_WORD_BYTES)
     gap = STAGED_GAP if staged else 0  # garbage words between the weights and a staged input
-    numbers = fields + [staged_first_word(region) if staged else len(region) // ARENA_WORD_BYTES, outputs, staging_words, 3 if staged else -1,
-                        residual_word]
+    numbers = fields + [staged_first_word(region) if staged else len(region) // ARENA_WORD_BYTES, outputs,
+                        staging_words, 3 if staged else -1, residual_word]
     (tmp_path / "numbers.txt").write_text(" ".join(map(str, numbers)))
     (tmp_path / "memory.bin").write_bytes(region + b"\xa5" * ARENA_WORD_BYTES * gap + source)
     *got, counted = subprocess.run([str(_programs[key]), str(tmp_path / "memory.bin"), str(tmp_path / "numbers.txt")],
@@ -515,7 +516,7 @@ def test_a_depthwise_convolution_takes_a_lane_a_channel_bit_for_bit(tmp_path, iw
     assert got == [int(v) for v in expected] and len(set(got)) > 3
     if iw == ow:  # engine_cycles' one width: the inputs' and outputs' words alike
         staging = staging_cycles(size, 48, [3, 3], strides, pads, dilations, out, iw, port // bundles,
-                                 staged_first_word(region)) if staged else ()
+                                 staged_first_word(region), bundles) if staged else ()
         estimate = engine_cycles(9, 48, out[0] * out[1], iw, 32, vector=vector, channels=1, groups=48,
                                  port_words=port, staging=staging, buffer_window=LARGEST_WINDOW,
                                  pixels_at_once=pixels)
@@ -629,7 +630,7 @@ int main(int argc, char **argv) {
         const int source_words = g.in_h * g.in_w * g.in_c / PW + 1, target_words = g.out_h * g.out_w * g.out_c / PW + 1;
         const int staging_words = g.k_h * ((g.in_w * g.in_c + PW - 1) / PW) + 1;
         std::vector<hetdeploy::word_t> memory(source_words + target_words), other(target_words);
-        // the DDR region (memory 0, staged) as the weights port's first bundle reads it
+        // the DDR region (memory 0, staged) as the weights port's bundles read it from its start
         std::vector<ap_uint<hetdeploy::WORD_BITS * %(port)d / %(bundles)d> > region(memory.size());
         std::vector<hetdeploy::word_t> staging(staging_words + target_words);
         const hetdeploy::engine_place source = {0, 0}, after = {0, source_words}, apart = {2, 0}, unstaged = {-1, 0},
@@ -639,16 +640,18 @@ int main(int argc, char **argv) {
         if (staged)
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, 0,
                               %(pixels)d, %(bundles)d, %(shared)s, %(stream)d>(
-                m, s, o, m, source, output_in_ddr ? after : apart, stage, residual, region.data(), w[0], w[1], w[2],
-                w[3], g);
+                m, s, o, m, source, output_in_ddr ? after : apart, stage, residual, region.data(), region.data(), w[0],
+                w[1], w[2], w[3], g);
         else if (output_in_ddr)
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, 2,
                               %(pixels)d, %(bundles)d, %(shared)s, %(stream)d>(
-                m, s, o, m, source, apart, unstaged, residual, region.data(), w[0], w[1], w[2], w[3], g);
+                m, s, o, m, source, apart, unstaged, residual, region.data(), region.data(), w[0], w[1], w[2],
+                w[3], g);
         else
             hetdeploy::engine<16, 16, 16, %(lanes)d, %(uram_lanes)d, %(vector)d, %(window)d, true, %(port)d, 3, -1,
                               %(pixels)d, %(bundles)d, %(shared)s, %(stream)d>(
-                m, s, o, m, source, after, unstaged, residual, region.data(), w[0], w[1], w[2], w[3], g);
+                m, s, o, m, source, after, unstaged, residual, region.data(), region.data(), w[0], w[1], w[2],
+                w[3], g);
         std::printf("%%lld %%lld\n", hetdeploy::engine_counted().cycles, hetdeploy::engine_counted().weight_words);
     }
 }
@@ -706,7 +709,7 @@ def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilene
     for layer in layers:
         per_group = layer[0] // layer[14]
         staging = staging_cycles(layer[1:3], layer[0], layer[6:8], layer[8:10], layer[10:12], layer[12:14],
-                                 layer[4:6], 16, port // bundles) if layer[15] else ()
+                                 layer[4:6], 16, port // bundles, bundles=bundles) if layer[15] else ()
         estimates.append(engine_cycles(per_group * layer[6] * layer[7], layer[3], layer[4] * layer[5], 16, lanes,
                                        vector=vector, channels=per_group, groups=layer[14], port_words=port,
                                        row=engine_row_values(layer[7], per_group, layer[14], 1, 16), staging=staging,

@@ -222,7 +222,7 @@ class Engine(TopKind):
         call = buffers.engine
         before = self.line("copy_input", source=call.copy[0], target=call.copy[1], words=call.copy[2]) if call.copy \
             else ""
-        if call.staging[0] >= 0:  # staged through the weights port's first bundle, R words a read
+        if call.staging[0] >= 0:  # staged through the weights port's first bundles, R words a read
             read = call.port_words // call.bundles
             first, end = call.source[1], call.source[1] + arena_words(values_of(unit.engine.input) *
                                                                       unit.engine.channels, call.bits[0])
@@ -232,9 +232,11 @@ class Engine(TopKind):
             ("source", call.source), ("target", call.target), ("staging", call.staging), ("residual", call.residual))}
         # (a unit checked alone writes its output pixels its own channels apart, into a buffer of its own)
         layer = self.statement("alone", unit=unit.name) if call.alone else f"{unit.name}_layer"
+        # the bundles' ports from the DDR region's start: the first two stage its rows (one where the port is one)
+        regions = [port for port, _ in engine_port_names(call.bundles)]
         return before + self.line("run_engine", name=call.function, memories=", ".join(call.memories), **places,
-                                  region=ENGINE_PORT, weights=", ".join(engine_weights_pointers(call.weights_reads)),
-                                  layer=layer)
+                                  region=regions[0], region1=regions[min(1, call.bundles - 1)],
+                                  weights=", ".join(engine_weights_pointers(call.weights_reads)), layer=layer)
 
     def declaration(self, unit: ExecutionUnit, out_bits: int) -> str:
         """``<unit>_layer``, the C++ constant of the unit's layer (engine.h's engine_layer) for its ``out_bits``-bit

@@ -21,9 +21,9 @@
 // instance's ports are those memories' whatever the layer, as one instance of a function needs (its arguments
 // cannot be an on-chip array at one call and an m_axi pointer at another). The window loops never read DDR: an input
 // there is staged (the call's ``staging``, a buffer of the memory plan on chip), a row of output pixels at a time,
-// the input rows their windows read copied first, each row one burst of the weights port's first bundle, through
-// ``region``, the port's reads from the DDR region's start (engine_stage); those pixels' windows then read
-// the staging buffer. A staged layer (or one whose pairs share their windows) keeps as many tiles' weights in the
+// the input rows their windows read copied first, each row read through the weights port's first bundle (``region``,
+// its reads from the DDR region's start) and, where a bundle's read is one word, its second (``region1``) at once, a
+// burst of each (engine_stage); those pixels' windows then read the staging buffer. A staged layer (or one whose pairs share their windows) keeps as many tiles' weights in the
 // buffers at once as fit (engine_resident), each tile's in a slot of its own, and stages each row once for all of
 // them.
 //
@@ -323,23 +323,29 @@ stage_words:
     }
 }
 
+// The bundles of the weights port a staged row is read through at once: two where a bundle's read is one word (the
+// staging memory's two ports take a word of each a cycle), else one (its read's words already two or more a cycle)
+#define ENGINE_STAGING_BUNDLES(BUNDLES, R) ((BUNDLES) >= 2 && (R) == 1 ? 2 : 1)
+
 // An input in DDR (memory DDR of m0 .. m3) staged for a row of output pixels: the input rows their windows read
 // (``row0`` + ky * d_h, ky < k_h, those inside the map) but the first ``kept`` (staged for the row before, still in
 // their slots) copied to the staging buffer (at ``staging``, ``slot_words`` words a slot: a row's in_w x in_c
 // values), a ring of k_h slots, row ky in slot ``first_slot`` + ky (past the last, from the first again), each row
-// one burst of the weights port (``region``: its reads from the DDR region's first word on, R of its words a read,
-// as wide as a bundle of the port: the DDR port's width): the reads the row's DDR words lie in, in order, one an
-// iteration, each iteration writing R slot words (two a cycle, the staging memory's two ports: an iteration every
-// (R + 1) / 2 cycles). Slot word i holds the row's values i * IPW onwards: each from the DDR word its first value
-// lies in and, where the row does not begin a word, the next (the last, where that lies past the input's last read,
-// from a zero read).
-template <int IW, int MEMORIES, int DDR, int R>
+// read from the DDR region's first word on (R words a read, as wide as a bundle of the weights port: the DDR port's
+// width) through S = ENGINE_STAGING_BUNDLES bundles at once (``region``, the first's reads, ``region1``, the
+// second's), each a burst of its own in one pipelined loop: the reads the row's DDR words lie in (n of them), in
+// order, the first bundle's the first H = ceil((n + S - 1) / S), the second's the last H (its first one's words the
+// first's: it only primes the word before its own), one of each an iteration, each iteration writing R slot words of
+// each bundle's read (two a cycle, the staging memory's two ports: an iteration every (S * R + 1) / 2 cycles). Slot
+// word i holds the row's values i * IPW onwards: each from the DDR word its first value lies in and, where the row
+// does not begin a word, the next (the last, where that lies past the input's last read, from a zero read).
+template <int IW, int MEMORIES, int DDR, int R, int BUNDLES>
 void engine_stage(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const ap_uint<WORD_BITS * R> *region,
-                  const engine_layer &g, const engine_place &source, const engine_place &staging, int row0,
-                  int slot_words, int kept, int first_slot) {
+                  const ap_uint<WORD_BITS * R> *region1, const engine_layer &g, const engine_place &source,
+                  const engine_place &staging, int row0, int slot_words, int kept, int first_slot) {
 #pragma HLS INLINE
     static const int IPW = lane<ap_uint<IW> >::per_word, IB = 8 * lane<ap_uint<IW> >::bytes;
-    static const int II = (R + 1) / 2;
+    static const int S = ENGINE_STAGING_BUNDLES(BUNDLES, R), II = (S * R + 1) / 2;
     const int last_read = (source.word + (g.in_h * g.in_w * g.in_c + IPW - 1) / IPW - 1) / R;  // the input's
     int ring = first_slot + kept < g.k_h ? first_slot + kept : first_slot + kept - g.k_h;  // row ky's slot
 slots:
@@ -357,19 +363,28 @@ slots:
         const int lead = word0 % R + spans, read0 = word0 / R;
         const int reads = (lead + slot_words - 1) / R + 1;
         const int in_input = reads < last_read - read0 + 1 ? reads : last_read - read0 + 1;  // the reads in the input
-        ap_uint<WORD_BITS * R> held = 0;
+        const int each = (in_input + 2 * S - 2) / S, second = in_input - each;  // a bundle's reads, and
+        // the second's first
+        ap_uint<WORD_BITS * R> held = 0, held1 = 0;
     stage_row:
-        for (int k = 0; k < in_input; k++) {
+        for (int k = 0; k < each; k++) {
 #pragma HLS PIPELINE II=II
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROW_WORDS
             const ap_uint<WORD_BITS * R> fresh = region[read0 + k];
             engine_stage_words<MEMORIES, DDR, R>(m0, m1, m2, m3, staging, slot, slot_words, held, fresh,
                                                  k * R - lead, spans, shift * IB);
             held = fresh;
+            if (S == 2) {  // the second bundle's read: its words where the first's reads end (its first primes)
+                const ap_uint<WORD_BITS * R> fresh1 = region1[read0 + second + k];
+                if (second + k >= each)
+                    engine_stage_words<MEMORIES, DDR, R>(m0, m1, m2, m3, staging, slot, slot_words, held1, fresh1,
+                                                         (second + k) * R - lead, spans, shift * IB);
+                held1 = fresh1;
+            }
         }
-        HETDEPLOY_COUNTED(count_loop(in_input, ENGINE_MOVE_DEPTH, II));
+        HETDEPLOY_COUNTED(count_loop(each, ENGINE_MOVE_DEPTH, II));
         if (in_input < reads) {  // the slot's last words: the input's last values (an iteration)
-            engine_stage_words<MEMORIES, DDR, R>(m0, m1, m2, m3, staging, slot, slot_words, held,
+            engine_stage_words<MEMORIES, DDR, R>(m0, m1, m2, m3, staging, slot, slot_words, S == 2 ? held1 : held,
                                                  ap_uint<WORD_BITS * R>(0), in_input * R - lead, spans, shift * IB);
             HETDEPLOY_COUNTED(engine_counted().cycles += II);
         }
@@ -1240,7 +1255,8 @@ template <int IW, int OW, int WW, int LANES, int URAM_LANES, int VEC, int MAX_WI
           int STREAM = 0>
 void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &source, const engine_place &target,
             const engine_place &staging, const engine_place &residual,
-            const ap_uint<WORD_BITS * PORT / BUNDLES> *region, const ap_uint<WORD_BITS * PORT / BUNDLES> *w0,
+            const ap_uint<WORD_BITS * PORT / BUNDLES> *region, const ap_uint<WORD_BITS * PORT / BUNDLES> *region1,
+            const ap_uint<WORD_BITS * PORT / BUNDLES> *w0,
             const ap_uint<WORD_BITS * PORT / BUNDLES> *w1, const ap_uint<WORD_BITS * PORT / BUNDLES> *w2,
             const ap_uint<WORD_BITS * PORT / BUNDLES> *w3, const engine_layer &g) {
     typedef ap_uint<IW> raw_in_t;
@@ -1359,8 +1375,8 @@ void engine(word_t *m0, word_t *m1, word_t *m2, word_t *m3, const engine_place &
     if (filter_words > chunk_words) {
         if (DDR >= 0 && staged) {  // its one row of values staged once
             HETDEPLOY_COUNTED(engine_counted().cycles++);
-            engine_stage<IW, MEMORIES, DDR, PORT / BUNDLES>(m0, m1, m2, m3, region, g, source, staging, -g.pad_top,
-                                                            slot_words, 0, 0);
+            engine_stage<IW, MEMORIES, DDR, PORT / BUNDLES, BUNDLES>(m0, m1, m2, m3, region, region1, g, source,
+                                                                     staging, -g.pad_top, slot_words, 0, 0);
         }
         engine_tile c;
         c.begin(g, false, LANES, group_filters, channels);
@@ -1431,9 +1447,9 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
 #pragma HLS LOOP_TRIPCOUNT max=ENGINE_MAX_ROWS
             HETDEPLOY_COUNTED(engine_counted().cycles++);
             if (DDR >= 0 && staged)  // (an engine none of whose buffers lies in DDR has no staging loops)
-                engine_stage<IW, MEMORIES, DDR, PORT / BUNDLES>(m0, m1, m2, m3, region, g, source, staging,
-                                                                r * g.s_h - g.pad_top, slot_words,
-                                                                r > 0 ? kept_rows : 0, ring.slot);
+                engine_stage<IW, MEMORIES, DDR, PORT / BUNDLES, BUNDLES>(m0, m1, m2, m3, region, region1, g, source,
+                                                                         staging, r * g.s_h - g.pad_top, slot_words,
+                                                                         r > 0 ? kept_rows : 0, ring.slot);
             t = group_first;
             // a group of tiles whose pairs share their windows (as many as the biases' slots): the tiles' biases
             // into their slots, then one loop of the pass's pairs, a phase a tile and a last one of the last tile's

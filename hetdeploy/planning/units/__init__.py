@@ -641,7 +641,8 @@ def _engine_layer_counted(layer: EngineLayer, width: int, staged: bool, output_i
     channels = layer.channels // layer.groups
     vector = min(layer.vector, word_values(width))
     staging = staging_cycles(layer.input, layer.channels, layer.kernel, layer.strides, layer.pads, layer.dilations,
-                             layer.output, width, layer.port_words // layer.bundles, first_word) if staged else ()
+                             layer.output, width, layer.port_words // layer.bundles, first_word, layer.bundles
+                             ) if staged else ()
     return engine_cycles(layer.window, layer.filters, layer.output[0] * layer.output[1], width, layer.lanes,
                          vector=vector, channels=channels, groups=layer.groups, port_words=layer.port_words,
                          row=engine_row_values(layer.kernel[1], channels, layer.groups, layer.dilations[1], width),

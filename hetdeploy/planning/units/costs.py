@@ -564,21 +564,32 @@ def engine_pairs(steps: int, words: int, written: int, residual: bool = False) -
     return residual or steps * written > 2 * words
 
 
+def staging_bundles(read_words: int, bundles: int) -> int:
+    """hls/engine.h's ENGINE_STAGING_BUNDLES: the bundles of an engine's weights port (``bundles`` of them, each
+    ``read_words`` DDR words a read) a staged row is read through at once: two where a read is one word (the staging
+    memory's two ports take a word of each a cycle), else one."""
+    return 2 if bundles >= 2 and read_words == 1 else 1
+
+
 def staging_cycles(input_map: Sequence[int], channels: int, kernel: Sequence[int], strides: Sequence[int],
                    pads: Sequence[int], dilations: Sequence[int], output_map: Sequence[int], width: int,
-                   read_words: int = 1, first_word: int = 0) -> tuple[int, ...]:
+                   read_words: int = 1, first_word: int = 0, bundles: int = 1) -> tuple[int, ...]:
     """hls/engine.h's engine_stage's cycles for each row of output pixels of a layer whose ``width``-bit input (rows
-    x columns of ``channels``) lies in DDR from word ``first_word`` of the DDR region on: a cycle for each of its
-    window's k_h rows but those the row before staged (its slots a ring: where the window's rows are one apart, the
-    k_h - s_h the rows share), and for each inside the map a loop over the reads of ``read_words`` DDR words (the
-    weights port's bundle's) that the row's words lie in (in_w x in_c values, and the DDR word after them where the
-    row does not begin a word), one an iteration, an iteration every ceil(read_words / 2) cycles (the staging
-    memory's two ports)."""
+    x columns of ``channels``) lies in DDR from word ``first_word`` of the DDR region on, on an engine whose weights
+    port is ``bundles`` bundles of ``read_words`` DDR words a read: a cycle for each of its window's k_h rows but those
+    the row before staged (its slots a ring: where the window's rows are one apart, the k_h - s_h the rows share), and
+    for each inside the map a loop over the n reads that the row's words lie in (in_w x in_c values, and the DDR word
+    after them where the row does not begin a word; those in the input), S (``staging_bundles``) of them an
+    iteration, one of each bundle, each bundle ceil((n + S - 1) / S) of them (a bundle past the first primes its
+    first), an iteration every ceil(S x read_words / 2) cycles (the staging memory's two ports), and an iteration
+    more where the row's last word lies past the input's last read."""
     per_word = word_values(width)
     row_values = input_map[1] * channels
     slot_words = -(-row_values // per_word)
+    last_read = (first_word + -(-input_map[0] * row_values // per_word) - 1) // read_words
     kept = kernel[0] - strides[0] if dilations[0] == 1 and strides[0] < kernel[0] else 0
-    ii = -(-read_words // 2)
+    parts = staging_bundles(read_words, bundles)
+    ii = -(-parts * read_words // 2)
     result = []
     for y in range(output_map[0]):
         cycles = 0
@@ -588,7 +599,10 @@ def staging_cycles(input_map: Sequence[int], channels: int, kernel: Sequence[int
             if 0 <= row < input_map[0]:
                 word0 = first_word + row * row_values // per_word
                 lead = word0 % read_words + (1 if row * row_values % per_word else 0)
-                cycles += loop_cycles((lead + slot_words - 1) // read_words + 1, ENGINE_MOVE_DEPTH, ii)
+                reads = (lead + slot_words - 1) // read_words + 1
+                in_input = min(reads, last_read - word0 // read_words + 1)
+                cycles += loop_cycles((in_input + 2 * parts - 2) // parts, ENGINE_MOVE_DEPTH, ii) \
+                    + (ii if in_input < reads else 0)
         result.append(cycles)
     return tuple(result)
 
