@@ -414,6 +414,35 @@ def test_a_residual_map_is_added_to_the_sums_bit_for_bit(tmp_path, kind, iw, ow,
     assert (list(alone) != list(exact) or outputs < 10 and below_half_step) and len(set(got)) > 3
 
 
+@pytest.mark.parametrize("staged", [False, True], ids=["on chip", "staged from DDR"])
+@pytest.mark.parametrize("residual", [False, True], ids=["", "residual"])
+def test_a_window_of_fewer_steps_than_the_pipelines_depth_is_shared_among_tiles_bit_for_bit(tmp_path, residual,
+                                                                                          staged):
+    """A 1 x 1 convolution of 32 channels into 32 filters (ResNet-50's 64-channel ones at 8 bits: four steps, and
+    four tiles) on 8 lanes of 8 values a cycle, two pixels at once (rows of 5, odd), its pairs' windows shared among
+    its four tiles: its window's 4 steps fewer than ENGINE_MAC_DEPTH, its first phase padded to that (a word kept is
+    read a phase after it was written), since the other tiles' phases save more (engine_group_shares): bit for bit
+    against the exact reference, its residual added or not, its input on chip or staged, in the cycles
+    ``units.engine_layer_cycles`` estimates, fewer than without the shared loop."""
+    from hetdeploy.planning.units import engine_layer_cycles
+
+    rng = np.random.default_rng(17)
+    layer = EngineLayer(32, [3, 5], 32, [3, 5], [1, 1], [1, 1], [0, 0], [1, 1], True, lanes=8, vector=8, pixels=2,
+                        shared=True, buffer_window=LARGEST_WINDOW, residual=residual)
+    weights = rng.normal(0, 0.5, (32, 1, 1, 32))
+    layer, region = quantized(layer, weights, rng.normal(0, 1, 32), 16, "ap_fixed<16,4>", "ap_fixed<16,6>",
+                              "ap_fixed<16,5>" if residual else None)
+    codes_w, codes_b = filter_codes(region, layer, 16), filter_biases(region, layer)
+    raw_in = rng.integers(-2 ** 15, 2 ** 15, 3 * 5 * 32)
+    raw_residual = rng.integers(-2 ** 15, 2 ** 15, 3 * 5 * 32) if residual else None
+    got, (cycles, _) = run_engine(tmp_path, layer, region, raw_in, 16, 16, 16, staged, False, raw_residual)
+    expected = reference(layer, raw_in, codes_w.reshape(weights.shape), codes_b, 16, raw_residual)
+    assert got == [int(v) for v in expected] and len(set(got)) > 3
+    assert cycles == engine_layer_cycles(layer, 16, staged, False, staged_first_word(region))
+    assert cycles < engine_layer_cycles(dataclasses.replace(layer, shared=False), 16, staged, False,
+                                        staged_first_word(region))
+
+
 STREAMED = {  # ResNet-50's 7 x 7 maps: 25 pairs, three tiles of 16 filters (whole words at 8 bits)
     "7 x 7 in tiles": (16, [7, 7], 48, [7, 7], [3, 3], [1, 1], [1, 1], [1, 1], True),
     "strided dilated in pairs": (16, [9, 8], 16, [4, 3], [3, 3], [2, 2], [1, 0], [2, 2], False),

@@ -23,9 +23,9 @@
 // there is staged (the call's ``staging``, a buffer of the memory plan on chip), a row of output pixels at a time,
 // the input rows their windows read copied first, each row read through the weights port's first bundle (``region``,
 // its reads from the DDR region's start) and, where a bundle's read is one word, its second (``region1``) at once, a
-// burst of each (engine_stage); those pixels' windows then read the staging buffer. A staged layer (or one whose pairs share their windows) keeps as many tiles' weights in the
-// buffers at once as fit (engine_resident), each tile's in a slot of its own, and stages each row once for all of
-// them.
+// burst of each (engine_stage); those pixels' windows then read the staging buffer. A staged layer (or one whose
+// pairs share their windows) keeps as many tiles' weights in the buffers at once as fit (engine_resident), each
+// tile's in a slot of its own, and stages each row once for all of them.
 //
 // A call computes a convolution (a dense layer: a 1 x 1 convolution of one pixel) over channels-last buffers of the
 // subfunction's memories (arena.h), its weights and biases read from DDR: for each tile of LANES output channels (each
@@ -43,7 +43,7 @@
 // pixels where that is shorter (engine_pairs), a pair of pixels at a time, their windows read together, then their
 // words; else each pixel's window, then its words (a word the tile shares with other channels read first). On an
 // engine of two pixels built to (SHARED), where the buffers hold several tiles of a layer whose pair's loop that
-// makes no longer (engine_shares_windows), the tiles' pairs are one loop: a pair's windows read once, for its first
+// makes no longer (engine_shares_windows, engine_group_shares), the tiles' pairs are one loop: a pair's windows read once, for its first
 // tile, and kept in the window buffer, which the other tiles' steps read while the tile before's words are written.
 // Addresses step with counters; a loop whose bound is a call's value says its largest trip count (LOOP_TRIPCOUNT);
 // no pipelined loop reads a memory word an earlier iteration wrote. At 8-bit inputs and weights two lanes' products
@@ -771,30 +771,42 @@ inline bool engine_pairs(int steps, int words, int written, bool residual) {
     return residual || steps * written > 2 * words;
 }
 
-// Whether a layer's pairs of output pixels read their windows once for all the tiles its buffers hold at once (on an
-// engine of two pixels, ``pairs``): each window step's two input words kept in the engine's window buffer, which the
-// other tiles' steps read, leaving the memories' ports to the previous tile's output words, written during them
-// (engine_reused_span). A layer of one group walked a channel group a step (whole groups of VEC channels: a step
+// Whether a layer's pairs of output pixels may read their windows once for all the tiles its buffers hold at once
+// (on an engine of two pixels, ``pairs``): each window step's two input words kept in the engine's window buffer,
+// which the other tiles' steps read, leaving the memories' ports to the previous tile's output words, written during
+// them (engine_reused_span). A layer of one group walked a channel group a step (whole groups of VEC channels: a step
 // one word of each pixel), whose tiles' outputs are whole words (``words`` a pixel of a tile of LANES), of
-// ENGINE_MAC_DEPTH steps at least (a word kept is read a window's steps after it was written: never before the write
-// is done) and ENGINE_SHARED_STEPS at most (the window buffer's depth), whose tiles would each run in pairs
-// (engine_pairs: always where a residual is added) or whose words are written two an iteration. A pair's loop is
-// then never longer than the tiles' own loops: a tile's phase the longer of its steps and the words before, not
-// both; where two an iteration, a pixel's own loop is at least its steps or its words.
+// ENGINE_SHARED_STEPS steps at most (the window buffer's depth), whose tiles would each run in pairs (engine_pairs:
+// always where a residual is added) or whose words are written two an iteration. A pair's loop is then never longer
+// than the tiles' own loops but by its first phase's idle iterations (engine_group_shares weighs them): a tile's
+// phase the longer of its steps and the words before, not both; where two an iteration, a pixel's own loop is at
+// least its steps or its words.
 inline bool engine_shares_windows(bool pairs, bool aligned, bool depthwise, bool rows, int groups, bool whole_steps,
                                   int steps, int words, int written, bool residual) {
 #pragma HLS INLINE
-    return pairs && aligned && !depthwise && !rows && groups == 1 && whole_steps && steps >= ENGINE_MAC_DEPTH &&
-           steps <= ENGINE_SHARED_STEPS && (written == 2 || engine_pairs(steps, words, written, residual));
+    return pairs && aligned && !depthwise && !rows && groups == 1 && whole_steps && steps <= ENGINE_SHARED_STEPS &&
+           (written == 2 || engine_pairs(steps, words, written, residual));
 }
 
 // A pair's iterations in a phase of a loop that shares its windows among ``held`` tiles (its first tile's: the
-// window's ``steps``, its words read from memory; each other tile's: its steps from the window buffer, during which
-// the tile before's pair of outputs are written, ``full`` of them (``written`` an iteration), as many as the longer;
-// then the last tile's ``last`` outputs): phase ``phase`` of 0 .. held
+// window's ``steps``, its words read from memory and kept, at least ENGINE_MAC_DEPTH: a word kept is read a phase
+// after it was written, never before the write is done; each other tile's: its steps from the window buffer, during
+// which the tile before's pair of outputs are written, ``full`` of them (``written`` an iteration), as many as the
+// longer; then the last tile's ``last`` outputs): phase ``phase`` of 0 .. held
 inline int engine_reused_span(int phase, int held, int steps, int full, int last) {
 #pragma HLS INLINE
-    return phase == 0 ? steps : phase < held ? (steps > full ? steps : full) : last;
+    return phase == 0 ? (steps > ENGINE_MAC_DEPTH ? steps : ENGINE_MAC_DEPTH)
+                      : phase < held ? (steps > full ? steps : full) : last;
+}
+
+// Whether a group of ``held`` tiles of a layer that may share its pairs' windows (engine_shares_windows) does: two
+// tiles or more, as many as the biases' slots at most, where its first phase's idle iterations (a window of fewer
+// than ENGINE_MAC_DEPTH steps) are no more than the other tiles' phases save on their own loops (each the shorter of
+// its steps and its ``full`` iterations of words, which its phase overlaps)
+inline bool engine_group_shares(int held, int steps, int full) {
+#pragma HLS INLINE
+    return held > 1 && held <= ENGINE_MAX_TILES &&
+           ENGINE_MAC_DEPTH - steps <= (held - 1) * (steps < full ? steps : full);
 }
 
 // A sum as an output value's raw bits: the residual's value ``r`` added (where the layer has one), the layer's
@@ -1454,7 +1466,9 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
             // a group of tiles whose pairs share their windows (as many as the biases' slots): the tiles' biases
             // into their slots, then one loop of the pass's pairs, a phase a tile and a last one of the last tile's
             // words (engine_reused_span); else each tile's own loops (``own_loops`` of them)
-            const bool shared = shares && held > 1 && held <= ENGINE_MAX_TILES;
+            // (a pixel's words of a tile, and the iterations a pair's take, ``written`` an iteration)
+            const int full_words = LANES / L, full = (2 * full_words + written - 1) / written;
+            const bool shared = shares && engine_group_shares(held, steps, full);
             const int own_loops = shared ? 0 : held;
             if (shared) {
             held_biases:
@@ -1465,13 +1479,11 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                                                              t.reads(PORT), bias_read);
                     t.next(g, depthwise, LANES, group_filters, channels);
                 }
-                // the words of a pixel's outputs of a tile (the group's last tile's: ``last_words``) and the
-                // iterations a pair's take, ``written`` an iteration
-                const int full_words = LANES / L;
+                // the words of a pixel's outputs of the group's last tile, and the iterations a pair's take
                 const int last_words = (t.first - group_first.first) / L - (held - 1) * full_words;
-                const int full = (2 * full_words + written - 1) / written;
                 const int last = (2 * last_words + written - 1) / written;
-                const int pair_span = steps + (held - 1) * engine_reused_span(1, held, steps, full, last) + last;
+                const int pair_span = engine_reused_span(0, held, steps, full, last) +
+                                      (held - 1) * engine_reused_span(1, held, steps, full, last) + last;
                 // the pair's pixels (at the group's first tile's channels), their walks, and the pair's pixels at the
                 // tile before's channels (``done_first``, ``done_second``: the words of done_pair are theirs)
                 engine_pixel output, second, done_first, done_second;
@@ -1484,7 +1496,7 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                 done_second = second;
                 // the iteration of the phase, the phase (its tile's, or ``held``: the last words'), the pair's first
                 // pixel in the pass, the phase's tile's slot of the buffers and the phase's iterations
-                int j = 0, phase = 0, pixel = 0, slot = 0, span = steps;
+                int j = 0, phase = 0, pixel = 0, slot = 0, span = engine_reused_span(0, held, steps, full, last);
                 HETDEPLOY_COUNTED(long long iterations = 0);
             shared_pairs:
                 for (int i = 0; i < (row_pixels + 1) / 2 * pair_span; i++) {
@@ -1505,8 +1517,9 @@ tile_groups:  // of ``resident`` tiles: their weights, then each pass of pixels 
                     }
                     if (phase < held && j < steps) {
                         // a step of both windows: the first tile's reads each pixel's input word and keeps it (a word
-                        // kept is read ``steps`` iterations after it is written, at least ENGINE_MAC_DEPTH: the kept
-                        // words' dependence, which the pragma drops, is always met), the others' read the kept word
+                        // kept is read a first phase's iterations after it is written, at least ENGINE_MAC_DEPTH: the
+                        // kept words' dependence, which the pragma drops, is always met), the others' read the kept
+                        // word
                         word_t first_word, second_word;
                         if (phase == 0) {
                             first_word = engine_window_word<IW, VEC, MEMORIES, DDR>(m0, m1, m2, m3, input, g, false,

@@ -431,8 +431,9 @@ def held_cycles(window: int, filters: int, pixels: int, width: int, lanes: int, 
     convolution (a group a channel) whose channels and lanes are whole words: ``lanes`` channels a tile, a lane each, a
     pixel's window place after place, each place's input words of the tile one an iteration (of both pixels of a pair),
     its output words written as above. Where a pair's windows are shared among the group's tiles
-    (``engine_shares_windows``): each pass, the tiles' biases, then one loop of its pairs, each the first tile's steps,
-    then each other tile's, as long as the tile before's words where they are more, then the last tile's words. The
+    (``engine_shares_windows``, ``engine_group_shares``): each pass, the tiles' biases, then one loop of its pairs,
+    each the first tile's steps (at least ENGINE_MAC_DEPTH iterations), then each other tile's, as long as the tile
+    before's words where they are more, then the last tile's words. The
     pixels in one pass; or, where its input is staged from DDR (``staging``: each output row's staging cycles,
     ``staging_cycles``), a pass a row of output pixels, the row's staging, then each tile's pixels of the row.
     ``weight_words``: the DDR words of weights and biases it reads."""
@@ -472,13 +473,13 @@ def held_cycles(window: int, filters: int, pixels: int, width: int, lanes: int, 
             weight_words += reads * port_words * filter_words
             weight_cycles += reads * filter_entries
         cycles += sum(1 + staged for staged in passes)
-        if shares and 1 < len(held) <= ENGINE_MAX_TILES:  # each pass: the tiles' biases, one loop of its pairs
+        full, last = (-(-2 * (tile // per_word) // written) for tile in (lanes, held[-1][1]))
+        if shares and engine_group_shares(len(held), steps, full):  # each pass: the tiles' biases, one loop of pairs
             for _, _, reads in held:
                 cycles += len(passes) * (1 + loop_cycles(reads, ENGINE_MOVE_DEPTH))
                 weight_words += len(passes) * reads * port_words
                 weight_cycles += len(passes) * reads
-            full, last = (-(-2 * (tile // per_word) // written) for tile in (lanes, held[-1][1]))
-            pair_span = steps + (len(held) - 1) * max(steps, full) + last
+            pair_span = max(steps, ENGINE_MAC_DEPTH) + (len(held) - 1) * max(steps, full) + last
             cycles += len(passes) * loop_cycles(-(-pass_pixels // 2) * pair_span, ENGINE_MAC_DEPTH)
             continue
         for first, tile, reads in held:  # each pass's pixels of it, after its biases
@@ -546,14 +547,23 @@ def engine_resident(staged: bool, shares: bool, entries: int, filter_entries: in
 def engine_shares_windows(pairs: bool, aligned: bool, depthwise: bool, rows: bool, groups: int, whole_steps: bool,
                           steps: int, words: int, written: int, residual: bool) -> bool:
     """hls/engine.h's engine_shares_windows: whether a layer's pairs of output pixels (on an engine of two,
-    ``pairs``) read their windows once for all the tiles the buffers hold at once, each step's input words kept in
+    ``pairs``) may read their windows once for all the tiles the buffers hold at once, each step's input words kept in
     the window buffer for the other tiles, whose steps leave the memories' ports to the tile before's output words:
     a layer of one group walked a channel group a step (``whole_steps``), its outputs whole words (``words`` a pixel
-    of a full tile), of ENGINE_MAC_DEPTH to ENGINE_SHARED_STEPS steps, whose tiles would run in pairs
-    (``engine_pairs``) or whose words are written two an iteration (then never slower than the tiles' own loops)."""
+    of a full tile), of at most ENGINE_SHARED_STEPS steps, whose tiles would run in pairs (``engine_pairs``) or whose
+    words are written two an iteration (then never slower than the tiles' own loops but by the first phase's idle
+    iterations, which ``engine_group_shares`` weighs)."""
     return pairs and aligned and not depthwise and not rows and groups == 1 and whole_steps and \
-        ENGINE_MAC_DEPTH <= steps <= ENGINE_SHARED_STEPS and \
-        (written == 2 or engine_pairs(steps, words, written, residual))
+        steps <= ENGINE_SHARED_STEPS and (written == 2 or engine_pairs(steps, words, written, residual))
+
+
+def engine_group_shares(held: int, steps: int, full: int) -> bool:
+    """hls/engine.h's engine_group_shares: whether a group of ``held`` tiles of a layer that may share its pairs'
+    windows (``engine_shares_windows``) does: two tiles or more, at most ENGINE_MAX_TILES (the biases' slots), where
+    its first phase, a window's ``steps`` but at least ENGINE_MAC_DEPTH (a word kept is read a phase after it was
+    written), idles no more iterations than the other tiles' phases save on their own loops (each the shorter of its
+    steps and its ``full`` iterations of words, which its phase overlaps)."""
+    return 1 < held <= ENGINE_MAX_TILES and ENGINE_MAC_DEPTH - steps <= (held - 1) * min(steps, full)
 
 
 def engine_pairs(steps: int, words: int, written: int, residual: bool = False) -> bool:
