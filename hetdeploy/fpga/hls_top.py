@@ -416,7 +416,7 @@ def _engine_memories(memories: tuple[str, ...]) -> tuple[str, ...]:
 def engine_ports(units_of_sub: list[ExecutionUnit], memory: MemoryPlan) -> list[WeightPort]:
     """The engines' weights ports (``engine_port_names``): m_axi ports of bundles of their own that the host points
     at the DDR region's start, each as many of its reads (its share of the port's words) as the region holds (the
-    first port stages the engine units' DDR inputs too: engine.h's engine_stage); none without an engine unit."""
+    first two stage the engine units' DDR inputs too: engine.h's engine_stage); none without an engine unit."""
     on_engine = [u for u in units_of_sub if u.engine is not None]
     if not on_engine:
         return []
