@@ -404,12 +404,16 @@ inline long long &window_counted() {
 }
 #endif
 
-// A window op's general form: per target word, per lane (all of them at once when the channels fill whole words), a
-// read a window position, the window's positions one pipelined loop.
+// A window op's general form: per target word, per group of its lanes, a read a window position, the window's
+// positions one pipelined loop. A group is as many lanes as the largest power of two that divides the channels (all
+// of a word's where they fill whole words; 8 of 16 for 24 channels): its values are consecutive channels of one pixel,
+// and so are those of each of its window's input pixels, which lie in one input word (their first lane a multiple of
+// the group's).
 template <class T, class Reduce>
 void window_values(const word_t *source, word_t *target, const window_geometry &g, const Reduce &reduce) {
     static const int L = lane<T>::per_word;
-    const int together = g.channels % L == 0 ? L : 1;  // lanes one read serves
+    int together = L;  // lanes one read serves
+    while (g.channels % together != 0) together /= 2;
     const int n = g.out_h * g.out_w * g.channels;
     for (int w = 0; w * L < n; w++) {
         T lanes[L];
@@ -427,10 +431,12 @@ void window_values(const word_t *source, word_t *target, const window_geometry &
                     if (j >= n || row < 0 || row >= g.in_h || column < 0 || column >= g.in_w) continue;
                     const int at = (row * g.in_w + column) * g.channels + c;
                     const word_t word = source[at / L];
-                    for (int t = 0; t < together; t++) {
-                        const T value = lane_value<T>(word, at % L + t);
-                        sums[k + t] = any ? reduce.template add<T>(sums[k + t], value)
-                                          : reduce.template first<T>(value);
+                    for (int t = 0; t < L; t++) {  // (a constant bound: unrolled, its lanes past the group's idle)
+                        if (t < together) {
+                            const T value = lane_value<T>(word, at % L + t);
+                            sums[k + t] = any ? reduce.template add<T>(sums[k + t], value)
+                                              : reduce.template first<T>(value);
+                        }
                     }
                     any = true;
                     count++;

@@ -778,14 +778,14 @@ def window_cycles(pool: Sequence[int], width: int, rows: int = 1) -> int:
     ``window_row_pairs``), per chunk of its outputs (WINDOW_CHUNK), per channel word, a cycle, then a pipelined loop
     of an iteration per column the chunk's windows span and pair of the rows the pass reads (from the first inside
     the input either window takes to the last; one iteration where there are at most two), then, for each of its
-    output rows, one writing the chunk's outputs two an iteration; else (window_values), per output word, per lane
-    (all of them at once where the channels fill whole words), a cycle, then a pipelined loop of a window position an
-    iteration (its rows' and columns' loops one)."""
+    output rows, one writing the chunk's outputs two an iteration; else (window_values), per output word, per group
+    of its lanes (as many as the largest power of two dividing the channels: all of them where they fill whole words),
+    a cycle, then a pipelined loop of a window position an iteration (its rows' and columns' loops one)."""
     channels, in_h, _, out_h, out_w, k_h, k_w, s_h, s_w, pad_top, _, d_h, d_w = pool
     lanes = word_values(width)
     span = (k_w - 1) * d_w + 1
     if not window_by_columns(pool, width):
-        together = lanes if channels % lanes == 0 else 1
+        together = math.gcd(channels, lanes)  # (lanes a power of two)
         return arena_words(out_h * out_w * channels, width) * lanes // together * \
             (1 + loop_cycles(k_h * k_w, WINDOW_DEPTH))
 
