@@ -74,6 +74,47 @@ def test_runs_arrays_and_bytes_round_trip_through_words(tmp_path, width, run, ru
     assert lines[-2] == "1"  # nothing written outside the buffer's words
 
 
+WORD_BITS_PROGRAM = r"""
+#include <cstdio>
+#include "arena.h"
+
+// word_bits<W> of every lane of W bits (a lane of 8, 16, 32 or 64, as arena.h's lane) in two words of known bytes
+template <int W> void lanes(const hetdeploy::word_t &word) {
+    for (int low = 0; low + W <= hetdeploy::WORD_BITS; low += W <= 8 ? 8 : W <= 16 ? 16 : W <= 32 ? 32 : 64)
+        std::printf("%d %d %llu\n", W, low, (unsigned long long)hetdeploy::word_bits<W>(word, low).to_uint64());
+}
+
+int main() {
+    hetdeploy::word_t words[2];
+    for (int w = 0; w < 2; w++)
+        for (int b = 0; b < hetdeploy::WORD_BYTES; b++)
+            words[w].range(8 * b + 7, 8 * b) = (37 * b + 101 * w + 13) % 256;
+    for (int w = 0; w < 2; w++) {
+        lanes<1>(words[w]); lanes<5>(words[w]); lanes<8>(words[w]); lanes<13>(words[w]); lanes<16>(words[w]);
+        lanes<20>(words[w]); lanes<32>(words[w]); lanes<48>(words[w]); lanes<64>(words[w]);
+    }
+}
+"""
+
+
+def test_a_lanes_bits_are_those_of_the_words_bytes_at_every_width_and_place(tmp_path):
+    """arena.h's word_bits (every lane read from a word, in C-simulation from the 64-bit half it lies in) gives the
+    bits of the word's little-endian bytes at each lane's place, for widths of 1 to 64 bits."""
+    (tmp_path / "main.cpp").write_text(WORD_BITS_PROGRAM)
+    compile_program(tmp_path / "main.cpp", tmp_path / "main", "-std=c++14", "-O1")
+    lines = subprocess.run([str(tmp_path / "main")], check=True, capture_output=True, text=True).stdout.split()
+    rows = np.array(lines, dtype=object).reshape(-1, 3)
+    expected, seen = [], []
+    for w in range(2):
+        word = int.from_bytes(bytes((37 * b + 101 * w + 13) % 256 for b in range(ARENA_WORD_BYTES)), "little")
+        for width in (1, 5, 8, 13, 16, 20, 32, 48, 64):
+            lane = next(bits for bits in (8, 16, 32, 64) if width <= bits)
+            for low in range(0, 8 * ARENA_WORD_BYTES - width + 1, lane):
+                expected.append((width, low, (word >> low) & ((1 << width) - 1)))
+    seen = [(int(a), int(b), int(c)) for a, b, c in rows]
+    assert len(seen) == len(expected) > 100 and seen == expected
+
+
 ROUNDINGS = ("AP_TRN", "AP_TRN_ZERO", "AP_RND", "AP_RND_ZERO", "AP_RND_MIN_INF", "AP_RND_INF", "AP_RND_CONV")
 OVERFLOWS = ("AP_WRAP", "AP_SAT", "AP_SAT_SYM")
 

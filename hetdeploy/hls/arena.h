@@ -31,11 +31,22 @@ template <class T> struct lane {
     static const int per_word = WORD_BYTES / bytes;
 };
 
+// Bits low .. low + W - 1 of a word of N bits, which lie in one of its 64-bit halves (a lane's, W <= 64): the range
+// itself in synthesis; in C-simulation read from that half (ap_int's value there, V, is an ap_private of 64-bit
+// words), the same bits: a range of a word of over 64 bits is a multi-word copy and shift there, which took most of
+// an engine's C-simulation time at 128-bit words
+template <int W, int N> ap_uint<W> word_bits(const ap_uint<N> &word, int low) {
+#pragma HLS INLINE
+#ifndef __SYNTHESIS__
+    if (N > 64) return ap_uint<W>(word.V.get_pVal(low / 64) >> (low % 64));
+#endif
+    return word.range(low + W - 1, low);
+}
+
 template <class T> T lane_value(const word_t &word, int k) {
 #pragma HLS INLINE
-    const int low = 8 * lane<T>::bytes * k;
     T value;
-    value.range(T::width - 1, 0) = word.range(low + T::width - 1, low);
+    value.range(T::width - 1, 0) = word_bits<T::width>(word, 8 * lane<T>::bytes * k);
     return value;
 }
 

@@ -417,13 +417,12 @@ void engine_lane_products(const ap_int<IW + 1> value[][VEC], int first, int lane
 #pragma HLS UNROLL
         const int p = pv / VEC, v = pv % VEC;
         const int at_lane = (first + v) % VEC;
-        const weight_t weight = entry.range(LB * at_lane + WW - 1, LB * at_lane);
+        const weight_t weight = word_bits<WW>(entry, LB * at_lane);
         if (ENGINE_PACKED(IW, WW, LANES)) {
             // two lanes' products of one value in one DSP48's 27 x 18 multiply (Xilinx WP486): the second
             // lane's weight 18 bits up, the first's below it; the low 18 bits are the first product (signed:
             // |value x weight| < 2^(IW + WW - 1) <= 2^16), the rest the second's, both exact
-            const ap_int<27> weights = (ap_int<27>(weight_t(odd_entry.range(LB * at_lane + WW - 1,
-                                                                              LB * at_lane))) << 18) + weight;
+            const ap_int<27> weights = (ap_int<27>(weight_t(word_bits<WW>(odd_entry, LB * at_lane))) << 18) + weight;
             const ap_int<45> both = weights * ap_int<18>(value[p][v]);
             const ap_int<18> low = both;  // its low 18 bits, signed
             sums[p][lane_t] += low;
@@ -610,7 +609,7 @@ void engine_depthwise_accumulate(const word_t in_words[P], const engine_layer &g
         for (int t = k; t < LANES; t += IPW) {
 #pragma HLS UNROLL
             const entry_t e = t < URAM_LANES ? paired[t / 2][t % 2 * ENTRIES + entry] : tile[t - URAM_LANES][entry];
-            if (t / IPW == word) weight = e.range(LB * at_lane + WW - 1, LB * at_lane);
+            if (t / IPW == word) weight = word_bits<WW>(e, LB * at_lane);
         }
         for (int p = 0; p < P; p++) {
 #pragma HLS UNROLL
