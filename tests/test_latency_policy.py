@@ -690,7 +690,9 @@ def test_of_the_engines_weighed_by_their_cycles_the_plan_keeps_the_faster_in_ful
     partition priced beside the engine): the plans of its choice, of the fastest engine that fits beside the other
     units, and of its choice in all of the DSPs are each made, memory included, and the fastest kept. That is an
     engine of 96 lanes of 16 values at two pixels, in all the DSPs, faster than the engines of 48 and 64 lanes
-    (both within three quarters of the DSPs, pinned)."""
+    (both within three quarters of the DSPs, pinned). An engine of 96 lanes of 16 values pinned is weighed in all the
+    DSPs too: it takes two pixels, as the folding's own choice (before, one pixel: three quarters of the DSPs hold
+    no pair of it)."""
     from hetdeploy.commands.api import plan
 
     model = ZOO / "light_inception_v2.onnx"
@@ -703,6 +705,10 @@ def test_of_the_engines_weighed_by_their_cycles_the_plan_keeps_the_faster_in_ful
         assert {(u.engine.lanes, u.engine.pixels) for s in pinned.subfunctions for u in s.execution_units
                 if u.engine is not None} == {(lanes, 2)}
         assert chosen.estimate.latency_s < pinned.estimate.latency_s
+    pinned = plan(model, "zcu104", width=8, engine_size=(96, 16)).plan
+    assert {(u.engine.lanes, u.engine.pixels) for s in pinned.subfunctions for u in s.execution_units
+            if u.engine is not None} == {(96, 2)}
+    assert [r.engine_dsp_share for r in pinned.fpga_resources.values()] == [1.0]
 
 
 def test_a_dense_layer_deeper_than_the_engines_buffers_runs_on_it_in_chunks_and_leaves_the_chip_room():

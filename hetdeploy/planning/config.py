@@ -463,7 +463,7 @@ OPTIONS = (
            "FPGA to LANES lanes (output channels at once) of VALUES values a lane a cycle (1, 2, 4, 8 or 16, at most "
            "a 128-bit word's at the width), over the board file's engine key; its weight buffers in the URAM as far as "
            "it holds them, then in BRAM; refused where it alone exceeds the FPGA's budget; at two output pixels at "
-           "once where the DSPs allow and that is faster. Default: the folding sizes it, the fastest for the "
+           "once where the FPGA's DSPs hold them and that plan is the faster. Default: the folding sizes it, the fastest for the "
            "subfunction's layers within three quarters of the DSPs, BRAM18s and URAM (or all of the DSPs, where that "
            "plan is the faster)",
            metavar="LANESxVALUES", written=lambda value: f"{value[0]}x{value[1]}"),

@@ -136,11 +136,12 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
             refolded = copy.deepcopy(partitioned)
             fold_units(refolded, loaded, board, first_fit, layer_widths)
             weigh(refolded, first_fit)
-        if partitioned is not None and options.engine_size is None:
+        if partitioned is not None:
             # the engine's share of the DSPs (a quarter left to the other units, which the partition priced beside
             # it) weighed against all of them, by the plan's estimate: more lanes are more cycles saved where the
             # other units fit beside them and the buffers leave the memory plan as much (ResNet-50 at 8 bits on
-            # the KV260: 128 lanes, not 104)
+            # the KV260: 128 lanes, not 104); an engine pinned (--engine, the board file) may so take two pixels
+            # at once (ResNet-50 at 8 bits on the ZCU104 pinned at 96 x 16: 14.2 ms, not 25.0 at one pixel)
             whole_dsps = dataclasses.replace(fold_options, engine_dsp_share=1.0)
             try:
                 fold_units(partitioned, loaded, board, whole_dsps, layer_widths)
