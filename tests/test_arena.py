@@ -78,9 +78,9 @@ WORD_BITS_PROGRAM = r"""
 #include <cstdio>
 #include "arena.h"
 
-// word_bits<W> of every lane of W bits (a lane of 8, 16, 32 or 64, as arena.h's lane) in two words of known bytes
+// word_bits<W> of every lane of W bits (arena.h's lane of an ap_uint<W>) in two words of known bytes
 template <int W> void lanes(const hetdeploy::word_t &word) {
-    for (int low = 0; low + W <= hetdeploy::WORD_BITS; low += W <= 8 ? 8 : W <= 16 ? 16 : W <= 32 ? 32 : 64)
+    for (int low = 0; low + W <= hetdeploy::WORD_BITS; low += 8 * hetdeploy::lane<ap_uint<W> >::bytes)
         std::printf("%d %d %llu\n", W, low, (unsigned long long)hetdeploy::word_bits<W>(word, low).to_uint64());
 }
 
@@ -104,7 +104,7 @@ def test_a_lanes_bits_are_those_of_the_words_bytes_at_every_width_and_place(tmp_
     compile_program(tmp_path / "main.cpp", tmp_path / "main", "-std=c++14", "-O1")
     lines = subprocess.run([str(tmp_path / "main")], check=True, capture_output=True, text=True).stdout.split()
     rows = np.array(lines, dtype=object).reshape(-1, 3)
-    expected, seen = [], []
+    expected = []
     for w in range(2):
         word = int.from_bytes(bytes((37 * b + 101 * w + 13) % 256 for b in range(ARENA_WORD_BYTES)), "little")
         for width in (1, 5, 8, 13, 16, 20, 32, 48, 64):

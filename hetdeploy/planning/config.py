@@ -463,9 +463,9 @@ OPTIONS = (
            "FPGA to LANES lanes (output channels at once) of VALUES values a lane a cycle (1, 2, 4, 8 or 16, at most "
            "a 128-bit word's at the width), over the board file's engine key; its weight buffers in the URAM as far as "
            "it holds them, then in BRAM; refused where it alone exceeds the FPGA's budget; at two output pixels at "
-           "once where the FPGA's DSPs hold them and that plan is the faster. Default: the folding sizes it, the fastest for the "
-           "subfunction's layers within three quarters of the DSPs, BRAM18s and URAM (or all of the DSPs, where that "
-           "plan is the faster)",
+           "once where the FPGA's DSPs hold them and that plan is the faster. Default: the folding sizes it, the "
+           "fastest for the subfunction's layers within three quarters of the DSPs, BRAM18s and URAM (or all of the "
+           "DSPs, where that plan is the faster)",
            metavar="LANESxVALUES", written=lambda value: f"{value[0]}x{value[1]}"),
     Option("top", "top", choice(TOP_CHOICES), "folding and memory", "how each FPGA subfunction's top runs its "
            "units: sequential, one after another a sample over the memory plan's buffers (their space reused); "
