@@ -73,19 +73,43 @@ def test_tiny_inputs_that_the_fpga_rounds_to_zero_fail_emulation(tmp_path):
 
 
 def test_saturations_are_counted_against_the_output_type():
-    from hetdeploy.fpga.packing import fixed_range
+    from hetdeploy.fpga.packing import precision_grid
 
-    assert fixed_range("ap_fixed<8,3,AP_RND,AP_SAT,0>") == (-4.0, 4.0 - 2 ** -5)
-    assert fixed_range("ap_ufixed<4,-1>") == (0.0, 0.5 - 2 ** -5)
+    assert precision_grid("ap_fixed<8,3,AP_RND,AP_SAT,0>") == (2 ** -5, -4.0, 4.0 - 2 ** -5)
+    assert precision_grid("ap_ufixed<4,-1>") == (2 ** -5, 0.0, 0.5 - 2 ** -5)
     # symmetric saturation (a narrow signed quantizer) never reaches the most negative code
-    assert fixed_range("ap_fixed<8,3,AP_RND,AP_SAT_SYM,0>") == (-(4.0 - 2 ** -5), 4.0 - 2 ** -5)
-    assert fixed_range("ap_ufixed<8,3,AP_RND,AP_SAT_SYM,0>") == (0.0, 8.0 - 2 ** -5)
-    c = SubfunctionCheck("u", "fpga", 0.05, ranges={"y": fixed_range("ap_fixed<8,3>")})
+    assert precision_grid("ap_fixed<8,3,AP_RND,AP_SAT_SYM,0>") == (2 ** -5, -(4.0 - 2 ** -5), 4.0 - 2 ** -5)
+    assert precision_grid("ap_ufixed<8,3,AP_RND,AP_SAT_SYM,0>") == (2 ** -5, 0.0, 8.0 - 2 ** -5)
+    c = SubfunctionCheck("u", "fpga", 0.05, grids={"y": precision_grid("ap_fixed<8,3>")})
     c.add({"y": np.array([3.96875, 0.5, -4.0])}, {"y": np.array([7.0, 0.5, -9.0])})
     assert c.tensors["y"].saturated == 2 and c.record(1).outputs[0].saturated == 2
-    symmetric = SubfunctionCheck("u", "fpga", 0.05, ranges={"y": fixed_range("ap_fixed<8,3,AP_RND,AP_SAT_SYM,0>")})
+    symmetric = SubfunctionCheck("u", "fpga", 0.05, grids={"y": precision_grid("ap_fixed<8,3,AP_RND,AP_SAT_SYM,0>")})
     symmetric.add({"y": np.array([-(4.0 - 2 ** -5), 0.5])}, {"y": np.array([-9.0, 0.5])})
     assert symmetric.tensors["y"].saturated == 1  # at its negative limit, one step above -4
+
+
+def test_a_quantized_output_one_code_off_passes_with_its_types_rounding_and_no_more():
+    """A quantizer's output of step 0.046125 written in ap_fixed<16,2> (a grid of 2^-14): its code one off and
+    the code times the step rounded to the grid is the step and up to half a grid step off, and passes;
+    a whole grid step more, or a second code, fails. Without a fixed-point type (a CPU's output) the step alone."""
+    from hetdeploy.fpga.packing import precision_grid
+
+    step, grid = 0.046125, 2.0 ** -14
+    want = np.array([7 * step, 0.0, -3 * step])
+
+    def verdict(got, grids):
+        c = SubfunctionCheck("u", "fpga", 1e-6, grids=grids, steps={"y": step})
+        c.add({"y": got}, {"y": want})
+        return c.tensors["y"]
+
+    fixed = {"y": precision_grid("ap_fixed<16,2,AP_RND,AP_SAT,0>")}
+    written = np.round(np.array([8 * step, 0.0, -3 * step]) / grid) * grid  # code 8 for 7, on the type's grid
+    assert abs(written[0] - want[0]) > step  # the rounding is past the step
+    assert verdict(written, fixed).passed and verdict(written, fixed).record().agreement == "within one step"
+    assert not verdict(written + np.array([grid, 0, 0]), fixed).passed
+    assert not verdict(np.array([9 * step, 0.0, -3 * step]), fixed).passed
+    assert not verdict(written, {}).passed and verdict(np.array([8 * step, 0.0, -3 * step]), {}).passed
+    assert "one step of its quantizer and half a step of its type" in verdict(written + grid, fixed).problem()
 
 
 @pytest.mark.slow

@@ -31,13 +31,12 @@ def pack_fixed(values: np.ndarray, precision: str) -> bytes:
     return codes.astype(f"<i{units.element_bytes(fixed.width)}").tobytes()  # two's complement, sign-extended
 
 
-def fixed_range(precision: str) -> tuple[float, float]:
-    """The least and largest value of ap_fixed<W,I,...> / ap_ufixed<W,I,...> (``precision`` C++): a
+def precision_grid(precision: str) -> tuple[float, float, float]:
+    """(step, least, largest value) of ap_fixed<W,I,...> / ap_ufixed<W,I,...> (``precision`` C++): a
     signed type saturating symmetrically (AP_SAT_SYM, a narrow signed quantizer's) stops one step above
     the most negative code."""
     fixed = CppFixed.parse(precision)
-    _, least, largest = fixed_grid(fixed.width, fixed.integer, fixed.signed, fixed.overflow)
-    return least, largest
+    return fixed_grid(fixed.width, fixed.integer, fixed.signed, fixed.overflow)
 
 
 def precision_width(precision: str) -> int:

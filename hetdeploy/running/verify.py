@@ -4,7 +4,9 @@ Every output tensor is judged on its own: it passes when every value is finite (
 result or in the reference fails it) and its largest error is at most ``relative`` times the
 largest magnitude of its own reference, or one step of the quantizer that writes it (a QONNX Quant
 or a DequantizeLinear, through ops that keep values), whichever is larger: a quantized output
-rounded at a tie the other way is one step off, however small a share of the peak a step is. An
+rounded at a tie the other way is one step off, however small a share of the peak a step is. A
+quantized FPGA output is that step times its code written in its fixed-point type, which rounds it
+to its own grid: half a step of that grid more. An
 output whose reference is all zeros must come out all zeros. A check passes only when every tensor
 it saw passed, and one that saw no tensor fails.
 An execution unit's outputs also count their saturations: reference values beyond what the
@@ -25,7 +27,7 @@ from ..core.csim import CSimCrash
 from ..core.errors import VerificationError
 from ..core.plan import Plan, Subfunction, TensorVerification, Verification, Widening
 from ..core.progress import Progress
-from ..fpga.packing import fixed_range
+from ..fpga.packing import precision_grid
 from ..intake.ort_adapter import OrtModel, open_model
 from . import runtime
 
@@ -41,7 +43,8 @@ class TensorCheck:
     nonfinite: int = 0  # NaN or Inf in the result
     reference_nonfinite: int = 0  # NaN or Inf in the reference
     values: int = 0
-    range: Optional[tuple[float, float]] = None  # what the result's fixed-point type holds
+    # the result's fixed-point type: its step, least and largest value
+    grid: Optional[tuple[float, float, float]] = None
     saturated: int = 0  # reference values outside ``range``: the result holds the rail instead
     beyond: float = 0.0  # the reference value farthest outside ``range`` (when ``saturated``)
     step: float = 0.0  # the largest step of the quantizer that writes it (0: not quantized)
@@ -61,16 +64,27 @@ class TensorCheck:
         if finite.any():
             self.max_abs_error = max(self.max_abs_error, float(np.max(np.abs(got[finite] - want[finite]))))
             self.peak = max(self.peak, float(np.max(np.abs(want[finite]))))
-        if self.range is not None:
-            low, high = self.range
+        if self.grid is not None:
+            _, low, high = self.grid
             outside = want[(want < low) | (want > high)]
             self.saturated += outside.size
             if outside.size and np.max(np.abs(outside)) > abs(self.beyond):
                 self.beyond = float(outside[np.argmax(np.abs(outside))])
 
     @property
+    def range(self) -> Optional[tuple[float, float]]:
+        """What the result's fixed-point type holds (None: not a fixed-point type)."""
+        return None if self.grid is None else self.grid[1:]
+
+    @property
+    def quantized_tolerance(self) -> float:
+        """A quantized output's: its quantizer's step, and half its fixed-point type's (the code times
+        the step rounded to that type's grid); 0 where it is not quantized."""
+        return self.step + (self.grid[0] / 2 if self.step and self.grid is not None else 0.0)
+
+    @property
     def tolerance(self) -> float:
-        return max(self.relative * self.peak, self.step)
+        return max(self.relative * self.peak, self.quantized_tolerance)
 
     @property
     def passed(self) -> bool:
@@ -100,10 +114,12 @@ class TensorCheck:
         if self.max_abs_error > self.drift_limit and self.max_abs_error <= self.tolerance:
             times = f"{self.max_abs_error / self.verified_error:.3g} times" if self.verified_error else "above"
             return (f"output '{self.tensor}' differs by {self.max_abs_error:.4g}, {times} the "
-                    f"{self.verified_error:.4g} the build measured when it verified (at most {self.drift_limit:.4g} here): within its tolerance "
+                    f"{self.verified_error:.4g} the build measured when it verified (at most {self.drift_limit:.4g} "
+                    f"here): within its tolerance "
                     f"{self.tolerance:.4g}, but not what this build computes on inputs like its own")
         if self.max_abs_error > self.tolerance:
-            rule = ("one step of its quantizer" if self.step > self.relative * self.peak else
+            rule = ("one step of its quantizer" + (" and half a step of its type" if self.grid is not None else "")
+                    if self.quantized_tolerance > self.relative * self.peak else
                     f"{self.relative:g} of its peak {self.peak:.4g}")
             return (f"output '{self.tensor}' differs by {self.max_abs_error:.4g} (tolerance {self.tolerance:.4g}, "
                     f"{rule})")
@@ -122,12 +138,12 @@ class SubfunctionCheck:
     kind: str
     relative: float
     tensors: dict[str, TensorCheck] = field(default_factory=dict)
-    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)  # tensor -> its fixed-point range
+    grids: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # tensor -> its type's (precision_grid)
     steps: dict[str, float] = field(default_factory=dict)  # tensor -> its quantizer's step (quantizer_steps)
 
     def add(self, got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:
         for name, value in want.items():
-            self.tensors.setdefault(name, TensorCheck(name, self.relative, range=self.ranges.get(name),
+            self.tensors.setdefault(name, TensorCheck(name, self.relative, grid=self.grids.get(name),
                                                       step=self.steps.get(name, 0.0))).add(got[name], value)
 
     @property
@@ -198,7 +214,8 @@ _STEP_INPUT = {"Quant": {4: 1}, "DequantizeLinear": {2: 1, 3: 1}, "Trunc": {5: 1
 
 # An FPGA output's error on inputs within the build's calibration ranges may grow to DRIFT times the
 # largest error its verification recorded (on the held-out samples and, for a quantized network, the
-# further samples of count_flips; more samples find larger ones), or one quantizer step, or DRIFT_FLOOR
+# further samples of count_flips; more samples find larger ones), or one quantizer step (and half its
+# type's, as ``TensorCheck.quantized_tolerance``), or DRIFT_FLOOR
 # of its tolerance, whichever is largest; past that, what runs is not what was verified (a damaged
 # file, another library) even when it is within the tolerance.
 DRIFT, DRIFT_FLOOR = 20.0, 0.01
@@ -210,7 +227,8 @@ def bound_drift(check: SubfunctionCheck, verification: Verification) -> None:
         tensor = check.tensors.get(recorded.tensor)
         if tensor is not None:
             tensor.verified_error = max(recorded.max_abs_error, recorded.further_error)
-            tensor.drift_limit = max(DRIFT * tensor.verified_error, recorded.step, DRIFT_FLOOR * recorded.tolerance)
+            tensor.drift_limit = max(DRIFT * tensor.verified_error, recorded.step, tensor.quantized_tolerance,
+                                     DRIFT_FLOOR * recorded.tolerance)
 
 
 def quantizer_steps(path: Path) -> dict[str, float]:
@@ -240,17 +258,17 @@ def build_steps(build_dir: Path) -> dict[str, float]:
     return {**quantizer_steps(build_dir / "model.onnx"), **quantizer_steps(build_dir / "source.onnx")}
 
 
-def output_ranges(sub) -> dict[str, tuple[float, float]]:
-    """What an FPGA subfunction's output buffers hold (their fixed-point types'), so that its check counts
-    the reference values beyond them; none for a CPU or GPU subfunction."""
-    ranges = {}
+def output_grids(sub) -> dict[str, tuple[float, float, float]]:
+    """The grids of an FPGA subfunction's output buffers' fixed-point types (``precision_grid``), so that its
+    check counts the reference values beyond them; none for a CPU or GPU subfunction."""
+    grids = {}
     for buffer in sub.memory.buffers if sub.hls is not None and sub.memory is not None else []:
         if buffer.tensor in sub.outputs:
             try:
-                ranges[buffer.tensor] = fixed_range(buffer.precision)
+                grids[buffer.tensor] = precision_grid(buffer.precision)
             except ValueError:  # not an ap_fixed type (a one-bit or integer buffer): nothing to count
                 pass
-    return ranges
+    return grids
 
 
 def compare(plan: Plan, device, reference, source: OrtModel, samples: list[dict[str, np.ndarray]], batch: int = 1,
@@ -261,7 +279,7 @@ def compare(plan: Plan, device, reference, source: OrtModel, samples: list[dict[
     the very inputs it got (so an error upstream is not counted against it), and the final outputs
     against the user's model. ``steps``: the quantized tensors' steps (``build_steps``)."""
     steps = steps or {}
-    checks = [SubfunctionCheck(s.name, s.kind, plan.relative_tolerance, ranges=output_ranges(s), steps=steps)
+    checks = [SubfunctionCheck(s.name, s.kind, plan.relative_tolerance, grids=output_grids(s), steps=steps)
               for s in plan.subfunctions]
     pipeline = SubfunctionCheck("overall", "pipeline", plan.relative_tolerance, steps=steps)
     envs = runtime.stream(plan, device, samples, batch, pipelined, times)
@@ -350,8 +368,8 @@ def check_units(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
         if sub.hls is None:
             continue
         for unit, (csim, reference) in zip(sub.execution_units, runtime.unit_executors(libraries, sub)):
-            ranges = {p.tensor: fixed_range(p.precision) for p in unit.hls.outputs} if unit.hls else {}
-            check = checks[unit.name] = SubfunctionCheck(unit.name, "fpga", plan.relative_tolerance, ranges=ranges,
+            grids = {p.tensor: precision_grid(p.precision) for p in unit.hls.outputs} if unit.hls else {}
+            check = checks[unit.name] = SubfunctionCheck(unit.name, "fpga", plan.relative_tolerance, grids=grids,
                                                          steps=steps)
             for env in seen[index]:
                 want = reference.run(env)
