@@ -258,12 +258,13 @@ def build_steps(build_dir: Path) -> dict[str, float]:
     return {**quantizer_steps(build_dir / "model.onnx"), **quantizer_steps(build_dir / "source.onnx")}
 
 
-def output_grids(sub) -> dict[str, tuple[float, float, float]]:
-    """The grids of an FPGA subfunction's output buffers' fixed-point types (``precision_grid``), so that its
-    check counts the reference values beyond them; none for a CPU or GPU subfunction."""
+def output_grids(sub, tensors: Optional[list[str]] = None) -> dict[str, tuple[float, float, float]]:
+    """The grids of an FPGA subfunction's output buffers' fixed-point types (``precision_grid``), or of its buffers
+    of ``tensors`` (a unit's outputs), so that its check counts the reference values beyond them and allows a
+    quantized output its type's rounding; none for a CPU or GPU subfunction."""
     grids = {}
     for buffer in sub.memory.buffers if sub.hls is not None and sub.memory is not None else []:
-        if buffer.tensor in sub.outputs:
+        if buffer.tensor in (sub.outputs if tensors is None else tensors):
             try:
                 grids[buffer.tensor] = precision_grid(buffer.precision)
             except ValueError:  # not an ap_fixed type (a one-bit or integer buffer): nothing to count
@@ -368,7 +369,9 @@ def check_units(plan: Plan, build_dir: Path, samples: list[dict[str, np.ndarray]
         if sub.hls is None:
             continue
         for unit, (csim, reference) in zip(sub.execution_units, runtime.unit_executors(libraries, sub)):
-            grids = {p.tensor: precision_grid(p.precision) for p in unit.hls.outputs} if unit.hls else {}
+            # (an hls4ml unit's output types are its ports'; a unit the top computes writes its buffers')
+            grids = {p.tensor: precision_grid(p.precision) for p in unit.hls.outputs} if unit.hls else \
+                output_grids(sub, unit.outputs)
             check = checks[unit.name] = SubfunctionCheck(unit.name, "fpga", plan.relative_tolerance, grids=grids,
                                                          steps=steps)
             for env in seen[index]:
