@@ -143,7 +143,7 @@ def write_project(source: SubfunctionSource, project_dir: Path) -> list[WeightPo
     names = [f"in_{k}" for k in range(len(source.inputs))] + [f"out_{k}" for k in range(len(source.outputs))]
     depth = {name: batch * _port_elements(p) for name, p in zip(names, source.inputs + source.outputs)}
     port_parameters = [statement(f"{'codes' if p.codes else 'packed' if p.compressed else 'float'}_{name[:-2]}put",
-                                 name=name, values=depth[name])
+                                 name=name, values=depth[name], floats=p.floats)
                        for name, p in zip(names, source.inputs + source.outputs)]
     buffer_types += "".join(_codes_table(p, k, types) for k, p in enumerate(source.inputs) if p.codes)
     float_ports = ", ".join(port_parameters)
@@ -229,8 +229,8 @@ def _sample_in(port: HlsPort, k: int, types: dict[str, str], target: str) -> str
     if port.codes:
         return line("from_codes", type=types[port.tensor], bits=port.codes.bits, source=source, table=f"codes_{k}",
                     target=target, values=values_of(port.shape))
-    return line("from_zero_compressed" if port.compressed else "from_float", type=types[port.tensor],
-                source=source, target=target, values=values_of(port.shape))
+    return line("from_zero_compressed" if port.compressed else "from_float_words", type=types[port.tensor],
+                source=source, target=target, values=values_of(port.shape), floats=port.floats)
 
 
 def _sample_of(port: HlsPort, k: int) -> str:
@@ -277,11 +277,11 @@ def _load_weights(ports: list[WeightPort]) -> str:
 
 
 def _port_elements(port: HlsPort) -> int:
-    """The elements of its C array a sample of ``port`` takes: floats, 32-bit words zero-compressed, or 64-bit
-    words of codes."""
+    """The elements of its C array a sample of ``port`` takes: words of ``port.floats`` floats (an output's: a float
+    each), 32-bit words zero-compressed, or 64-bit words of codes."""
     if port.codes:
         return code_words(values_of(port.shape), port.codes.bits)
-    return port_values(values_of(port.shape), port.compressed)
+    return port_values(values_of(port.shape), port.compressed) // port.floats
 
 
 @dataclass(frozen=True)

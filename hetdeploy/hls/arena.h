@@ -186,7 +186,8 @@ template <class T, int C> void token_to_buffer(const typename token_of<T, C>::ty
     write_run<T, C>(buffer, p, values);
 }
 
-// float ports of the top <-> fixed-point buffers (T's rounding and saturation apply)
+// float arrays (a float output port of the top; a unit's C-simulation wrapper's input) <-> fixed-point buffers (T's
+// rounding and saturation apply)
 template <class T> void from_float(const float *source, word_t *buffer, int n) {
     write_array<T>(buffer, source, n);
 }
@@ -239,6 +240,38 @@ inline packed_t bits_of_float(float value) {
     union { packed_t bits; float value; } both;
     both.value = value;
     return both.bits;
+}
+
+// A float input port of the top, read F floats at a time (planning.units.port_floats: as many as the board's DDR
+// port delivers a cycle, up to a 128-bit word, and a divisor of a sample's values, so that each sample of a batch
+// begins a read): words of 32 * F bits, float j of a sample in bits (j % F) * 32 onwards of its word j / F, as the
+// host's float32 array lies in memory.
+template <int F> struct floats {
+    typedef ap_uint<32 * F> word;
+#ifndef __SYNTHESIS__
+    static_assert(sizeof(word) == 4 * F, "C-simulation reads the host's floats as the port's words");
+#endif
+};
+
+// a sample of such a port into a buffer of n values of T (as from_float converts them), a port word an iteration: a
+// buffer word's L lanes from its L / F port words (F divides L), written with the last of them (the lanes past n,
+// zeros: the buffer's padding)
+template <class T, int F> void from_float_words(const typename floats<F>::word *source, word_t *buffer, int n) {
+    static const int L = lane<T>::per_word, R = L / F;
+    T lanes[L];
+    for (int r = 0; r * F < n; r++) {
+#pragma HLS PIPELINE
+        const typename floats<F>::word word = source[r];
+        for (int k = 0; k < L; k++) {
+#pragma HLS UNROLL
+            const int j = r / R * L + k;  // lane k's value of the sample
+            if (k / F == r % R)
+                lanes[k] = j < n ? T(float_of_bits(packed_t(word_bits<32>(word, 32 * (k % F))))) : T(0);
+            else if (r % R == 0)
+                lanes[k] = T(0);
+        }
+        if (r % R == R - 1 || (r + 1) * F >= n) write_run<T, L>(buffer, r / R, lanes);
+    }
 }
 
 // a sample's compressed words into a buffer of n values of T (as from_float converts them), a value a cycle
