@@ -647,6 +647,7 @@ def test_a_codes_port_gives_the_buffer_a_float_port_gives(tmp_path, bits, signed
 
 FLOAT_WORDS_PROGRAM = r"""
 #include <cstdio>
+#include <cstring>
 #include "arena.h"
 
 typedef ap_fixed<%(width)d, 4> value_t;
@@ -656,6 +657,8 @@ alignas(16) static const float host[2 * N] = {%(values)s};  // two samples, one 
 
 int main() {
     const hetdeploy::floats<F>::word *port = reinterpret_cast<const hetdeploy::floats<F>::word *>(host);
+    alignas(16) static float written[2 * N + F], floats[2 * N + F];  // the host's output arrays, a guard word past
+    for (int j = 0; j < 2 * N + F; j++) written[j] = floats[j] = -1.0f;
     int same = 1;
     for (int s = 0; s < 2; s++) {
         static hetdeploy::word_t read[WORDS + 2], converted[WORDS + 2];  // a guard word either side
@@ -664,7 +667,12 @@ int main() {
         hetdeploy::from_float_words<value_t, F>(port + s * (N / F), read + 1, N);
         hetdeploy::from_float<value_t>(host + s * N, converted + 1, N);
         for (int w = 0; w < WORDS + 2; w++) same &= read[w] == converted[w];
+        // ... and back out: the output port's words, as the host reads its float32 array
+        hetdeploy::to_float_words<value_t, F>(read + 1, reinterpret_cast<hetdeploy::floats<F>::word *>(written) +
+                                                        s * (N / F), N);
+        hetdeploy::to_float<value_t>(converted + 1, floats + s * N, N);
     }
+    same &= std::memcmp(written, floats, sizeof(written)) == 0;
     std::printf("%%d\n", same);
 }
 """
@@ -672,12 +680,12 @@ int main() {
 
 @pytest.mark.parametrize("width, floats, count", [(8, 4, 148), (16, 4, 36), (16, 2, 10), (8, 2, 38), (32, 4, 12),
                                                   (20, 1, 7), (8, 1, 5)])
-def test_a_float_port_read_several_floats_at_a_time_gives_the_buffer_a_float_array_gives(tmp_path, width, floats,
-                                                                                          count):
-    """A float input port of ``floats`` floats a read (arena.h's from_float_words, as the top reads a sample of the
-    host's float32 array: two samples one after the other) gives the same buffer words as the floats through
-    from_float, bit for bit, its last word's padding lanes zeros, and nothing written outside the buffer; rounding
-    and saturating values included."""
+def test_a_float_port_moving_several_floats_a_word_gives_what_float_arrays_give(tmp_path, width, floats, count):
+    """A float port of ``floats`` floats a word (arena.h's from_float_words, as the top reads a sample of the host's
+    float32 array: two samples one after the other) gives the same buffer words as the floats through from_float,
+    bit for bit, its last word's padding lanes zeros, and nothing written outside the buffer; rounding and
+    saturating values included; and written back out (to_float_words, as the host reads its output array) the same
+    floats as to_float's, nothing past the two samples."""
     values = np.random.default_rng(count).normal(0, 4, 2 * count).astype(np.float32)
     values[:3] = [9.0, -9.0, 2.0 ** -20]  # beyond ap_fixed<W, 4>'s range, and under its step
     (tmp_path / "main.cpp").write_text(FLOAT_WORDS_PROGRAM % {
@@ -687,9 +695,9 @@ def test_a_float_port_read_several_floats_at_a_time_gives_the_buffer_a_float_arr
     assert subprocess.run([str(binary)], check=True, capture_output=True, text=True).stdout.split() == ["1"]
 
 
-def test_a_float_input_port_reads_as_many_floats_as_the_ddr_port_gives_that_divide_a_sample():
-    """units.port_floats: four a read at a Zynq UltraScale+ HP port's 16 bytes a cycle, two at the PYNQ-Z2's 12,
-    one at 4; never more than divide a sample's values; and the port's cycles are its reads (port_cycles)."""
+def test_a_float_port_moves_as_many_floats_as_the_ddr_port_gives_that_divide_a_sample():
+    """units.port_floats: four a word at a Zynq UltraScale+ HP port's 16 bytes a cycle, two at the PYNQ-Z2's 12,
+    one at 4; never more than divide a sample's values; and a port's cycles are its words (port_cycles)."""
     from hetdeploy.core.graph import Graph, Node
     from hetdeploy.core.plan import Subfunction
     from hetdeploy.planning.units import port_cycles, port_floats
@@ -697,8 +705,8 @@ def test_a_float_input_port_reads_as_many_floats_as_the_ddr_port_gives_that_divi
     assert [port_floats(150528, rate) for rate in (16.0, 32.0, 12.0, 8.0, 4.0)] == [4, 4, 2, 2, 1]
     assert [port_floats(values, 16.0) for values in (16, 150530, 7)] == [4, 2, 1]
     relu = Node("r", "Relu", ["x"], ["y"], input_shapes=[[1, 3, 4, 6]], output_shapes=[[1, 3, 4, 6]])
-    sub = Subfunction("sf0_fpga", "fpga", "fpga", ["r"], ["x"], ["y"], float_reads={"x": 4})
-    assert port_cycles(Graph([relu], ["x"], ["y"]), sub) == {"x": 18, "y": 72}
+    sub = Subfunction("sf0_fpga", "fpga", "fpga", ["r"], ["x"], ["y"], floats_a_word={"x": 4, "y": 2})
+    assert port_cycles(Graph([relu], ["x"], ["y"]), sub) == {"x": 18, "y": 36}
 
 
 # relayouts as exporters write them, between two ReLUs (ONNX shapes; each case's nodes: op, extra inputs, attributes)

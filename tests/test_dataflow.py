@@ -174,10 +174,11 @@ def test_a_plans_units_run_as_processes_at_their_slowest_and_its_skip_fifo_one_s
     assert check(processes, fifo_depths(free)) is None
     assert free.interval == max(p.interval for p in processes) < sum(u.estimate["latency_cycles"]
                                                                      for u in sub.execution_units)
-    # the float input two values a cycle (the PYNQ-Z2's DDR port's 12 bytes a cycle), the output a value a cycle:
+    # the float input two values a cycle (the PYNQ-Z2's DDR port's 12 bytes a cycle), the 5 outputs one (no pair
+    # divides them):
     # "input" converts the 16 inputs before copying out their token (two 128-bit words of 16-bit values, a word a
     # cycle), "output" copies in its token (a word) and converts the 5 outputs
-    assert sub.float_reads == {sub.inputs[0]: 2}
+    assert sub.floats_a_word == {sub.inputs[0]: 2}
     assert port_cycles(load_model(jet).graph, sub) == {sub.inputs[0]: 8, sub.outputs[0]: 5}
     assert processes[0].interval >= processes[0].ops[0].gap >= 8 + 2
     # a sample's latency from its first value in: the schedule's from the first token written, after those 8 + 2
@@ -309,7 +310,7 @@ def test_plan_prints_the_tops_choice_and_a_dataflow_that_cannot_be_had_is_one_li
     fifos = {k: sub["top"][f"dataflow_{k}"] for k in ("bram18", "lut", "ff")}
     assert chip["dataflow"] == fifos and fifos["ff"] > 0
     assert chip["used"] == {k: sub["resources"][k] + fifos.get(k, 0) for k in ("dsp", "bram18", "lut", "ff")}
-    # both tops' cycles count the float ports, 16 values in two a cycle and 5 out one a cycle
+    # both tops' cycles count the float ports, 16 values in two a cycle and 5 out one a cycle (5 is odd)
     assert sub["top"]["port_cycles"] == 13
     assert sub["top"]["sequential_latency_cycles"] == sub["resources"]["latency_cycles"] + 13
     assert "(its dataflow tops' FIFOs and buffer copies among them: BRAM18 " in out

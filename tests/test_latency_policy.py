@@ -354,11 +354,11 @@ def test_throughput_objective_moves_a_small_mlp_to_the_fpga_and_prices_the_strea
     assert e["batch_s"] == pytest.approx(1000 * (e["compute_s"] - dispatch) + dispatch + e["overhead_s"])
     for s in fpga:  # a batch's call: one overhead and one latency per link, and a thousand samples' compute as a
         # dataflow: the first sample's latency, then one each interval at the PYNQ-Z2's 100 MHz; the samples' bytes
-        # are moved by its input and output processes, the input two floats a cycle (the PYNQ-Z2's DDR port's 12
-        # bytes a cycle), the output one, slower than the HP port carries them
+        # are moved by its input and output processes, the 16 inputs two floats a cycle (the PYNQ-Z2's DDR port's 12
+        # bytes a cycle), the 5 outputs one (no pair divides them), slower than the HP port carries them
         e, top = s["estimate"], s["top"]
         moved = (e["in_bytes"] + e["out_bytes"]) / 1.2e9  # a sample's bytes over the PYNQ-Z2's HP port
-        assert s["float_reads"] == {s["inputs"][0]: 2}
+        assert s["floats_a_word"] == {s["inputs"][0]: 2}
         assert top["port_cycles"] == e["in_bytes"] // 8 + e["out_bytes"] // 4 and top["port_cycles"] / 100e6 > moved
         latencies = e["transfer_s"]  # the one-sample call's: paid once a batch too
         assert latencies == pytest.approx(2 * 2e-5)

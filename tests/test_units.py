@@ -1138,8 +1138,10 @@ def test_the_plan_prices_the_fpga_as_its_units_do():
     assert subs
     for sub in subs:
         cycles = sum(u.estimate["latency_cycles"] for u in sub.execution_units)
-        (tensor,) = sub.inputs  # its float input read several floats at a time (units.port_floats), outputs one
-        ports = sub.estimate.in_bytes // 4 // sub.float_reads.get(tensor, 1) + sub.estimate.out_bytes // 4
+        # its float ports moved several floats a word (units.port_floats), a word a cycle
+        (x,), (y,) = sub.inputs, sub.outputs
+        ports = sub.estimate.in_bytes // 4 // sub.floats_a_word.get(x, 1) + \
+            sub.estimate.out_bytes // 4 // sub.floats_a_word.get(y, 1)
         assert sub.top.port_cycles == ports > 0
         assert sub.estimate.compute_s == pytest.approx((cycles + ports) / (fpga.clock_mhz * 1e6), rel=1e-12)
         assert sub.resources["latency_cycles"] == cycles

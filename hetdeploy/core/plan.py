@@ -75,7 +75,7 @@ class HlsPort:
     # 32-bit words, the most zero_compress's can take, its encoding first
     compressed: bool = False
     codes: Optional[PortCodes] = None  # an input of a quantizer's codes (the subfunction's "input_codes")
-    floats: int = 1  # a float input's floats a read of the port (the subfunction's "float_reads")
+    floats: int = 1  # a float port's floats a word (the subfunction's "floats_a_word")
 
 
 @dataclass
@@ -723,8 +723,9 @@ class Subfunction:
     # an FPGA subfunction's inputs that a quantizer on the host gives, travelling as its codes (1 to 8 bits each,
     # not a float: planning.input_codes.port_codes)
     input_codes: dict[str, PortCodes] = field(default_factory=dict)
-    # an FPGA subfunction's float inputs that its top reads several floats at a time (units.port_floats): how many
-    float_reads: dict[str, int] = field(default_factory=dict)
+    # an FPGA subfunction's float ports (inputs and outputs) that its top reads or writes several floats at a time
+    # (units.port_floats): how many
+    floats_a_word: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass

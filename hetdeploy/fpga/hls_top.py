@@ -247,9 +247,9 @@ def _codes_table(port: HlsPort, k: int, types: dict[str, str]) -> str:
 
 def _sample_out(port: HlsPort, k: int, types: dict[str, str], source: str) -> str:
     """... and the buffer of words at ``source`` into sample ``s`` of float port ``out_<k>``."""
-    return line("to_zero_compressed" if port.compressed else "to_float", type=types[port.tensor], source=source,
+    return line("to_zero_compressed" if port.compressed else "to_float_words", type=types[port.tensor], source=source,
                 target=statement("sample_of", port=f"out_{k}", values=_port_elements(port)),
-                values=values_of(port.shape))
+                values=values_of(port.shape), floats=port.floats)
 
 
 def _write_ddr_image(source: SubfunctionSource, project_dir: Path) -> None:
@@ -277,8 +277,8 @@ def _load_weights(ports: list[WeightPort]) -> str:
 
 
 def _port_elements(port: HlsPort) -> int:
-    """The elements of its C array a sample of ``port`` takes: words of ``port.floats`` floats (an output's: a float
-    each), 32-bit words zero-compressed, or 64-bit words of codes."""
+    """The elements of its C array a sample of ``port`` takes: words of ``port.floats`` floats, 32-bit words
+    zero-compressed, or 64-bit words of codes."""
     if port.codes:
         return code_words(values_of(port.shape), port.codes.bits)
     return port_values(values_of(port.shape), port.compressed) // port.floats

@@ -186,8 +186,8 @@ template <class T, int C> void token_to_buffer(const typename token_of<T, C>::ty
     write_run<T, C>(buffer, p, values);
 }
 
-// float arrays (a float output port of the top; a unit's C-simulation wrapper's input) <-> fixed-point buffers (T's
-// rounding and saturation apply)
+// float arrays (a unit's C-simulation wrapper's inputs and outputs) <-> fixed-point buffers (T's rounding and
+// saturation apply)
 template <class T> void from_float(const float *source, word_t *buffer, int n) {
     write_array<T>(buffer, source, n);
 }
@@ -242,9 +242,9 @@ inline packed_t bits_of_float(float value) {
     return both.bits;
 }
 
-// A float input port of the top, read F floats at a time (planning.units.port_floats: as many as the board's DDR
-// port delivers a cycle, up to a 128-bit word, and a divisor of a sample's values, so that each sample of a batch
-// begins a read): words of 32 * F bits, float j of a sample in bits (j % F) * 32 onwards of its word j / F, as the
+// A float port of the top, read or written F floats at a time (planning.units.port_floats: as many as the board's
+// DDR port delivers a cycle, up to a 128-bit word, and a divisor of a sample's values, so that each sample of a batch
+// begins a word): words of 32 * F bits, float j of a sample in bits (j % F) * 32 onwards of its word j / F, as the
 // host's float32 array lies in memory.
 template <int F> struct floats {
     typedef ap_uint<32 * F> word;
@@ -271,6 +271,23 @@ template <class T, int F> void from_float_words(const typename floats<F>::word *
                 lanes[k] = T(0);
         }
         if (r % R == R - 1 || (r + 1) * F >= n) write_run<T, L>(buffer, r / R, lanes);
+    }
+}
+
+// a buffer of n values of T into a sample of such a port (their values, exactly), a port word an iteration: a buffer
+// word read with the first of its L / F port words
+template <class T, int F> void to_float_words(const word_t *buffer, typename floats<F>::word *target, int n) {
+    static const int L = lane<T>::per_word, R = L / F;
+    word_t bits = 0;
+    for (int r = 0; r * F < n; r++) {
+#pragma HLS PIPELINE
+        if (r % R == 0) bits = buffer[r / R];
+        typename floats<F>::word word = 0;
+        for (int k = 0; k < F; k++) {
+#pragma HLS UNROLL
+            word.range(32 * k + 31, 32 * k) = bits_of_float(float(lane_value<T>(bits, r % R * F + k)));
+        }
+        target[r] = word;
     }
 }
 

@@ -212,8 +212,8 @@ def _write_top(sub: Subfunction, shapes: dict[str, list[int]], part: str, clock_
     project = build_dir / "hls" / sub.name
     compressed = {t.tensor for t in sub.transfers if t.compressed}
     ports_in, ports_out = ([HlsPort(t, shapes[t], "channels_last" if len(shapes[t]) >= 3 else "onnx", t in compressed,
-                                    sub.input_codes.get(t), floats.get(t, 1))
-                            for t in tensors] for tensors, floats in ((sub.inputs, sub.float_reads), (sub.outputs, {})))
+                                    sub.input_codes.get(t), sub.floats_a_word.get(t, 1))
+                            for t in tensors] for tensors in (sub.inputs, sub.outputs))
     weight_ports = write_project(SubfunctionSource(sub.name, sub.execution_units, sub.memory, shapes, ports_in,
                                                    ports_out, part, clock_period_ns, ap_types_headers(), max_batch,
                                                    sub.top),

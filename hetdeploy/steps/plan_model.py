@@ -504,11 +504,11 @@ def partition(loaded: LoadedModel, board: Board, options: BuildOptions, layer_wi
                     input_codes={t: codes[t] for t in c.inputs if t in codes} if kinds[c.device] == "fpga" else {})
         for c, e, batch_s in zip(result.cuts, result.costs, result.batch_seconds)
     ]
-    for sub in (s for s in subfunctions if s.kind == "fpga"):  # its float inputs read several floats at a time
+    for sub in (s for s in subfunctions if s.kind == "fpga"):  # its float ports moved several floats at a time
         compressed = {t.tensor for t in sub.transfers if t.compressed}
         rate = units.ddr_bytes_per_cycle(board.device(sub.device))
-        sub.float_reads = {t: floats for t in dict.fromkeys(sub.inputs) if t not in sub.input_codes and
-                           t not in compressed and (floats := units.port_floats(math.prod(shapes[t]), rate)) > 1}
+        sub.floats_a_word = {t: floats for t in dict.fromkeys(sub.inputs + sub.outputs) if t not in sub.input_codes
+                             and t not in compressed and (floats := units.port_floats(math.prod(shapes[t]), rate)) > 1}
     return Plan(
         codes_input=codes_input(subfunctions, loaded),
         board=board.name,

@@ -845,7 +845,7 @@ def dataflow_processes(graph: Graph, sub: Subfunction, clock_mhz: float, hls_too
                                           [(fifo_name(t, u.name), tokens(t), words(t)) for t in u.inputs],
                                           fifos.get(u.outputs[0], []), tokens(u.outputs[0]), words(u.outputs[0]))
         processes.append(Process(u.name, ops))
-    # "input" converts each float port's sample into a buffer (a read of its floats a cycle, ``port_cycles``), then
+    # "input" converts each float port's sample into a buffer (a word of its floats a cycle, ``port_cycles``), then
     # copies its tokens out of it, a word a cycle (as the top's buffered ops do: ``dataflow.whole_ops``), or
     # assembles a codes port's tokens as its words come (``code_token_gaps``); the tokens spread over a sample each
     # slowest unit's interval (the units' back-pressure paces it so)
@@ -902,11 +902,11 @@ def code_token_gaps(tokens: int, values: int, bits: int) -> list[int]:
 
 def port_cycles(graph: Graph, sub: Subfunction, lane_bytes: int = 2) -> dict[str, int]:
     """Each port of an FPGA subfunction (a tensor it takes from or gives to the host): the cycles the top's loop
-    converting a sample of it into or out of a buffer of ``lane_bytes`` lanes takes. A float input port reads
-    its floats ``Subfunction.float_reads`` at a time (``port_floats``; else one), a read a cycle (hls/arena.h's
-    from_float_words); a float output port's m_axi writes are 32 bits wide: a value a cycle (to_float), as the
-    zero-compressed ports' from_zero_compressed and to_zero_compressed (compressing saves the link's bytes, not
-    these). A port of an input quantizer's codes (``Subfunction.input_codes``) reads a 64-bit word of codes a cycle
+    converting a sample of it into or out of a buffer of ``lane_bytes`` lanes takes. A float port moves its floats
+    ``Subfunction.floats_a_word`` at a time (``port_floats``; else one), a word a cycle (hls/arena.h's
+    from_float_words and to_float_words); a zero-compressed port a value a cycle (from_zero_compressed and
+    to_zero_compressed: compressing saves the link's bytes, not these cycles, its m_axi reads and writes 32 bits
+    wide). A port of an input quantizer's codes (``Subfunction.input_codes``) reads a 64-bit word of codes a cycle
     and writes the buffer a word a cycle (from_codes). These cycles, not the link's bandwidth, bound how fast a
     sample gets in and out."""
     shapes = _tensor_shapes(graph)
@@ -914,22 +914,22 @@ def port_cycles(graph: Graph, sub: Subfunction, lane_bytes: int = 2) -> dict[str
     for t in (*sub.outputs, *sub.inputs):
         values = math.prod(shapes.get(t) or [1])
         codes = sub.input_codes.get(t)
-        cycles[t] = -(-values // sub.float_reads.get(t, 1)) if codes is None else \
+        cycles[t] = -(-values // sub.floats_a_word.get(t, 1)) if codes is None else \
             max(-(-values * codes.bits // CODE_WORD_BITS), token_words(values, lane_bytes))
     return cycles
 
 
-# The most floats a read of an FPGA top's float input port holds: a 128-bit word, a Zynq UltraScale+ HP port's width
+# The most floats a word of an FPGA top's float port holds: a 128-bit word, a Zynq UltraScale+ HP port's width
 # (UG1085)
 FLOAT_PORT_MAX_FLOATS = 4
 
 
 def port_floats(values: int, bytes_per_cycle: float) -> int:
-    """The floats a read of an FPGA top's float input port of ``values`` values a sample holds (hls/arena.h's
-    from_float_words): a power of two, at most FLOAT_PORT_MAX_FLOATS and what the board's DDR port delivers a cycle
-    (``ddr_bytes_per_cycle``: four at 16 bytes, a Zynq UltraScale+ HP port at 200 MHz; two at the PYNQ-Z2's 12),
-    that divides ``values``, so that every sample of a batch, which the host lays one after another, begins a
-    read."""
+    """The floats a word of an FPGA top's float port of ``values`` values a sample holds (hls/arena.h's
+    from_float_words and to_float_words): a power of two, at most FLOAT_PORT_MAX_FLOATS and what the board's DDR
+    port delivers a cycle (``ddr_bytes_per_cycle``: four at 16 bytes, a Zynq UltraScale+ HP port at 200 MHz; two at
+    the PYNQ-Z2's 12), that divides ``values``, so that every sample of a batch, which the host lays one after
+    another, begins a word."""
     floats = 1
     while 2 * floats <= FLOAT_PORT_MAX_FLOATS and 8 * floats <= bytes_per_cycle and values % (2 * floats) == 0:
         floats *= 2
@@ -938,7 +938,7 @@ def port_floats(values: int, bytes_per_cycle: float) -> int:
 
 def port_interval(graph: Graph, sub: Subfunction, lane_bytes: int = 2) -> int:
     """The least cycles between samples a dataflow of FPGA subfunction ``sub`` can have for its ports: its input
-    process converts every float input's values, a read of them a cycle, and copies out their tokens, a word a cycle,
+    process converts every float input's values, a word of them a cycle, and copies out their tokens, a word a cycle,
     and assembles a codes input's tokens as its words come; its output process copies in the outputs' tokens and
     converts their values (``dataflow_processes``)."""
     cycles, shapes = port_cycles(graph, sub, lane_bytes), _tensor_shapes(graph)
