@@ -315,9 +315,11 @@ def test_block_design_uses_the_zynq_ultrascale_processing_system(tmp_path, board
 
 
 def test_the_engines_weights_bundles_each_take_a_slave_port_of_their_own(tmp_path):
-    """four_conv64 on the KV260 (its FPGA's memory.ports: 3) runs on the engine, whose weights port is two bundles:
-    the block design enables HP0 to HP2 and connects the cores' gmem to HP0, gmem_engine to HP1 and gmem_engine1 to
-    HP2; a board asking for more ports than the part's processing system has is refused in one line."""
+    """four_conv64 on the KV260 (its FPGA's memory.ports: 4) runs on the engine, whose weights port is two bundles
+    (the folding's engine's lanes no multiple of three words): the block design enables HP0 to HP2 and connects the
+    cores' gmem to HP0, gmem_engine to HP1 and gmem_engine1 to HP2; on the ZCU104 pinned at 48 lanes, three bundles,
+    the third on HP3, each engine unit's weights region beginning a read of the port's three words; a board asking
+    for more ports than the part's processing system has is refused in one line."""
     import dataclasses
 
     import onnx
@@ -344,6 +346,15 @@ def test_the_engines_weights_bundles_each_take_a_slave_port_of_their_own(tmp_pat
                 u.engine = dataclasses.replace(u.engine, bundles=4)
     with pytest.raises(UserError, match="memory.ports asks for 5 ports into the DDR; a xc7z020clg400-1 has 4"):
         write_block_design(plan, zynq7000, tmp_path)
+    _, board, plan = plan_stages(BuildOptions(model=model, board="zcu104", out_dir=tmp_path, policy="latency",
+                                              engine_size=(48, 8)), lambda k, what: None)
+    on_engine = [u for s in plan.subfunctions for u in s.execution_units if u.engine]
+    assert {(u.engine.port_words, u.engine.bundles) for u in on_engine} == {(3, 3)}
+    regions = {b.tensor: b.offset for s in plan.subfunctions for b in s.memory.buffers if b.kind == "weights"}
+    assert all(regions[f"{u.name}.weights"] % (3 * 16) == 0 for u in on_engine)
+    assert len({regions[f"{u.name}.weights"] % 64 for u in on_engine}) == 1  # (a word of the widest port too)
+    design = write_block_design(plan, board, tmp_path).read_text()
+    assert "gmem_engine1 S_AXI_HP2_FPD gmem_engine2 S_AXI_HP3_FPD}" in design and "S_AXI_GP5 {1}" in design
 
 
 def test_a_board_without_board_part_gets_the_bare_part_and_says_so(tmp_path):

@@ -256,13 +256,15 @@ CLIPS = {"1x1": [0.0, 1.5], "dense": [-3.3, 7.9], "1-D": [None, 2.45]}
                           (8, 16, "ap_ufixed<8,3>", "ap_ufixed<16,7>", 16, 2, 2, 1, 1, False),
                           (8, 16, "ap_fixed<8,3>", "ap_fixed<16,6>", 16, 2, 2, 2, 2, True),
                           (16, 8, "ap_fixed<16,2>", "ap_fixed<8,4>", 2, 4, 4, 1, 2, False),
-                          (16, 16, "ap_fixed<16,5>", "ap_fixed<16,6>", 4, 2, 4, 1, 1, False)])
+                          (16, 16, "ap_fixed<16,5>", "ap_fixed<16,6>", 4, 2, 4, 1, 1, False),
+                          (8, 16, "ap_fixed<8,3>", "ap_fixed<16,6>", 16, 2, 3, 2, 3, True)])
 def test_the_engine_computes_each_layer_bit_for_bit(tmp_path, kind, iw, ow, in_type, out_type, vector, uram_lanes,
                                                     port, pixels, bundles, shared, staged, output_in_ddr):
     """Each layer on 4 lanes of ``vector`` values a cycle, ``uram_lanes`` of them with their weights in URAM (two a
     block: none, half, all), its weights port ``port`` DDR words wide (``bundles`` m_axi bundles, each its share of
     a read's words from its block of the weights region, the first bundle staging a DDR input: 1, 2 or 8 words a
-    read, a word past a read's first): the layers whose channels are a multiple of
+    read, a word past a read's first; three words in three bundles: a tile of 4 filters spans two reads): the layers
+    whose channels are a multiple of
     it take that many a cycle, the others (5 and 3 channels; 4 at 8 a cycle) one; a tile's filters need not begin
     a port's word (the grouped layer's second group: filters 6 to 11). Its input on chip, or in DDR, staged a row of
     output pixels at a time (rows of 7 x 5 values and, at 8 bits, 12 x 3: rows that do not begin a word), or its
@@ -452,23 +454,26 @@ STREAMED = {  # ResNet-50's 7 x 7 maps: 25 pairs, three tiles of 16 filters (who
 
 @pytest.mark.parametrize("case", ["on chip", "output in DDR", "residual"])
 @pytest.mark.parametrize("kind", STREAMED)
-@pytest.mark.parametrize("iw, in_type, out_type, residual_type, vector, port, bundles",
-                         [(16, "ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,5>", 8, 2, 1),
-                          (16, "ap_ufixed<16,5>", "ap_fixed<16,7>", "ap_fixed<16,6>", 8, 1, 1),
-                          (8, "ap_ufixed<8,3>", "ap_fixed<8,4>", "ap_fixed<8,3>", 16, 4, 2)])
+@pytest.mark.parametrize("iw, in_type, out_type, residual_type, vector, port, bundles, lanes",
+                         [(16, "ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,5>", 8, 2, 1, 16),
+                          (16, "ap_ufixed<16,5>", "ap_fixed<16,7>", "ap_fixed<16,6>", 8, 1, 1, 16),
+                          (8, "ap_ufixed<8,3>", "ap_fixed<8,4>", "ap_fixed<8,3>", 16, 4, 2, 16),
+                          (16, "ap_fixed<16,4>", "ap_fixed<16,6>", "ap_fixed<16,5>", 8, 3, 3, 48)])
 def test_a_streamed_layer_computes_bit_for_bit_in_the_cycles_estimated(tmp_path, kind, iw, in_type, out_type,
-                                                                        residual_type, vector, port, bundles, case):
+                                                                        residual_type, vector, port, bundles, lanes,
+                                                                        case):
     """A layer whose weights stream from DDR while the lanes compute (engine.h's engine_stream, on an engine of two
     pixels that streams layers of up to 32 pairs (units.ENGINE_STREAM_PAIRS' fewest): the build's choice where that is
     shorter, ``engine_layer_streams``): bit for bit against the exact reference at 16 and at 8 bits (two lanes' products
-    a DSP48), its weights port one DDR word wide (the PYNQ-Z2's), two, and four in two bundles (the KV260's), several
-    tiles of filters (48 on 16 lanes), strided, dilated and padded windows, odd pixels (a last pair of one), its output
+    a DSP48), its weights port one DDR word wide (the PYNQ-Z2's), two, four in two bundles, and three in three (the
+    ZCU104's, on 48 lanes: a multiple of its words), several tiles of filters (48 on 16 lanes),
+    strided, dilated and padded windows, odd pixels (a last pair of one), its output
     on chip, in DDR, or a residual added; in the cycles ``units.engine_layer_cycles`` estimates and reading the weights
     region once."""
     from hetdeploy.planning.units import ENGINE_STREAM_PAIRS, engine_layer_cycles, engine_layer_streams
 
     rng = np.random.default_rng(17)
-    layer = EngineLayer(*STREAMED[kind], lanes=16, vector=vector, uram_lanes=4, port_words=port, bundles=bundles,
+    layer = EngineLayer(*STREAMED[kind], lanes=lanes, vector=vector, uram_lanes=4, port_words=port, bundles=bundles,
                         pixels=2, shared=True, stream=ENGINE_STREAM_PAIRS[-1], buffer_window=LARGEST_WINDOW,
                         residual=case == "residual")
     layer = dataclasses.replace(layer, streamed=engine_layer_streams(layer, iw))  # (the memory plan's choice)
@@ -492,7 +497,7 @@ def test_a_streamed_layer_computes_bit_for_bit_in_the_cycles_estimated(tmp_path,
 
 
 @pytest.mark.parametrize("kind", STREAMED)
-@pytest.mark.parametrize("width, vector, port, bundles", [(16, 8, 2, 1), (12, 8, 1, 1), (8, 16, 4, 2)])
+@pytest.mark.parametrize("width, vector, port, bundles", [(16, 8, 2, 1), (12, 8, 1, 1), (8, 16, 4, 2), (16, 8, 3, 3)])
 def test_a_weights_region_laid_out_anew_is_the_one_written_in_that_layout(kind, width, vector, port, bundles):
     """A layer's weights region written held and then laid out to stream (fpga/engine.py's ``relaid``: the memory
     plan of the buffers' real widths streams a widened unit the plan held), and the other way round, byte for byte
@@ -701,9 +706,11 @@ MOBILENET_V2_DEPTHWISE = [(c, c, 3, stride, c) for c, stride in ((32, 1), (96, 2
 
 
 @pytest.mark.parametrize("lanes, uram_lanes, vector, port, pixels, bundles, stream",
-                         [(32, 0, 8, 1, 1, 1, 0), (32, 0, 2, 4, 1, 1, 0), (64, 42, 8, 2, 2, 2, 32)])
+                         [(32, 0, 8, 1, 1, 1, 0), (32, 0, 2, 4, 1, 1, 0), (64, 42, 8, 2, 2, 2, 32),
+                          (48, 32, 8, 3, 2, 3, 32)])
 # (an engine of two pixels: its pairs sharing their windows among the tiles it holds, and streaming the weights of
-# layers of at most 32 pairs)
+# layers of at most 32 pairs; its weights port two DDR words in two bundles, the KV260's, or three in three, the
+# ZCU104's)
 def test_the_engines_counted_cycles_are_the_cost_models_on_resnet50_and_mobilenet_v2_layers(tmp_path, lanes,
                                                                                             uram_lanes, vector, port,
                                                                                             pixels, bundles, stream):

@@ -437,7 +437,7 @@ def test_an_engine_input_in_ddr_is_copied_on_chip_for_its_tiles_and_matches_onnx
     shipped = (Path(hetdeploy.__file__).parent / "boards" / "kv260.yaml").read_text()
     board = tmp_path / "kv260-56.yaml"
     board.write_text(shipped.replace("bram18: 288,", "bram18: 56,").replace("uram: 64}", "uram: 0}").replace(
-        "bandwidth_bytes_per_s: 3.2e+9, ports: 3", "bandwidth_bytes_per_s: 1.6e+9, ports: 3"))
+        "bandwidth_bytes_per_s: 3.2e+9, ports: 4", "bandwidth_bytes_per_s: 1.6e+9, ports: 4"))
     plan = build(BuildOptions(model=tmp_path / "model.onnx", board=str(board), out_dir=tmp_path / "out",
                               memory_strategy="greedy", engine_size=(16, 4),
                               strategies={n.name: "Engine" for n in graph.nodes if n.op == "Conv"}),

@@ -727,27 +727,30 @@ def test_the_engine_is_sized_to_the_boards_dsps_and_its_brams_and_urams():
 
 
 def test_the_engines_weights_port_is_as_wide_as_the_boards_ddr_ports_deliver_a_cycle():
-    """``engine_port``: the 128-bit words the engine's weights port reads a cycle and the m_axi bundles it is: a
-    bundle on each of the FPGA's DDR ports but the first (``memory.ports``; a power of two of them, four at most),
-    each as many words as a port delivers a cycle at the FPGA's clock (a Zynq UltraScale+ HP port's 128 bits at 3.2
-    GB/s and 200 MHz; the PYNQ-Z2's 1.2 GB/s at 100 MHz: one word), up to 512 bits in all (the workstation's Alveo
-    DDR). A tile's weights then take a read of the port for each word of that many filters' windows
-    (``weight_reads``: the filters a read holds begin at a multiple of them), so a ResNet-50 layer's weights load in
-    half the cycles on the KV260 through two ports as through one, and the DDR's time for them is the two ports'."""
+    """``engine_ports``: the 128-bit words the engine's weights port reads a cycle and the m_axi bundles it is: a
+    bundle on each of the FPGA's DDR ports but the first (``memory.ports``; four at most), and, where those are no
+    power of two, as many as the most that is too (a layer streams its weights only on lanes a multiple of the
+    port's words), each as many words as a port delivers a cycle at the FPGA's clock (a Zynq UltraScale+ HP port's
+    128 bits at 3.2 GB/s and 200 MHz; the PYNQ-Z2's 1.2 GB/s at 100 MHz: one word), up to 512 bits in all (the
+    workstation's Alveo DDR). A tile's weights then take a read of the port for each word of that many filters'
+    windows (``weight_reads``: the filters a read holds begin at a multiple of them), so a ResNet-50 layer's weights
+    load in a third of the cycles on the KV260 through three ports as through one, and the DDR's time for them is
+    the three ports'."""
     from hetdeploy.planning.units import (EngineSize, ddr_bytes_per_cycle, engine_cycles, engine_estimate,
-                                          engine_port, engine_sizes_for, weight_reads)
+                                          engine_ports, engine_sizes_for, weight_reads)
 
-    ports = {board: engine_port(load_board(board).device("fpga"))
+    ports = {board: engine_ports(load_board(board).device("fpga"))
              for board in ("pynq-z2", "ultra96-v2", "kv260", "zcu104", "workstation")}
-    assert ports == {"pynq-z2": (1, 1), "ultra96-v2": (1, 1), "kv260": (2, 2), "zcu104": (2, 2), "workstation": (4, 1)}
-    more = {board: engine_port(dataclasses.replace(load_board(board).device("fpga"), memory=dataclasses.replace(
-        load_board(board).device("fpga").memory, ports=n))) for board, n in (("kv260", 5), ("pynq-z2", 4))}
-    assert more == {"kv260": (4, 4), "pynq-z2": (2, 2)}  # four bundles of a word; two of one (of three ports)
+    assert ports == {"pynq-z2": [(1, 1)], "ultra96-v2": [(1, 1)], "kv260": [(3, 3), (2, 2)],
+                     "zcu104": [(3, 3), (2, 2)], "workstation": [(4, 1)]}
+    more = {board: engine_ports(dataclasses.replace(load_board(board).device("fpga"), memory=dataclasses.replace(
+        load_board(board).device("fpga").memory, ports=n))) for board, n in (("kv260", 5), ("pynq-z2", 3))}
+    assert more == {"kv260": [(4, 4)], "pynq-z2": [(2, 2)]}  # four bundles of a word; two of one (of three ports)
     fpga = load_board("kv260").device("fpga")
     b = graphs.Builder([1, 64, 14, 14])
     graph = b.graph(b.conv("input", 128, 3))
     shapes = [unit_shape(graph, u, fpga.clock_mhz) for u in split_units(graph, range(len(graph.nodes)), fpga)]
-    assert all((size.port_words, size.bundles) == (2, 2) for size in engine_sizes_for(fpga, 16, shapes))
+    assert {(size.port_words, size.bundles) for size in engine_sizes_for(fpga, 16, shapes)} == {(3, 3), (2, 2)}
     # a 1 x 1 layer of few pixels on a port far wider than the DDR delivers: the DDR's time bounds its weights', at
     # the rate of all its bundles' ports
     b = graphs.Builder([1, 512, 1, 1])
@@ -759,9 +762,10 @@ def test_the_engines_weights_port_is_as_wide_as_the_boards_ddr_ports_deliver_a_c
     assert ddr[1] > 2 * ddr[2] > 0
     assert weight_reads(0, 32, 2) == 16 and weight_reads(6, 4, 4) == 2 and weight_reads(7, 1, 2) == 1
     # a tile of 32 filters of a 3 x 3 x 512 window on a 7 x 7 map: its loads are most of its cycles
-    one, two = (engine_cycles(4608, 32, 49, 16, 32, vector=8, port_words=p) for p in (1, 2))
+    one, two, three = (engine_cycles(4608, 32, 49, 16, 32, vector=8, port_words=p) for p in (1, 2, 3))
     assert two["weight_words"] == one["weight_words"] == 32 * (576 + 1)
     assert one["weight_cycles"] == 32 * (576 + 1) and two["weight_cycles"] == 16 * (576 + 1)
+    assert three["weight_cycles"] == 11 * (576 + 1)  # 32 filters in reads of 3: the last read's third filter none
     assert one["cycles"] - two["cycles"] == one["weight_cycles"] - two["weight_cycles"]
 
 

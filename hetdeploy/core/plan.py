@@ -397,7 +397,7 @@ class EngineLayer:
     vector: int = 1  # the values each lane takes a cycle (units.engine_sizes: its FPGA's budget and the width)
     uram_lanes: int = 0  # the lanes whose weight buffers are URAM, two a block (the others' BRAM)
     groups: int = 1  # a grouped convolution's: output channel o reads group o // (filters // groups)'s channels
-    port_words: int = 1  # the words the engine's weights port reads a cycle (units.engine_port)
+    port_words: int = 1  # the words the engine's weights port reads a cycle (units.engine_ports)
     pixels: int = 1  # the output pixels the engine computes at once: 1, or 2 (hls/engine.h's engine_pairs)
     # an engine of two pixels whose pairs share their windows among the tiles it holds (hls/engine.h's SHARED)
     shared: bool = False
@@ -406,7 +406,7 @@ class EngineLayer:
     # known; its weights region laid out so)
     stream: int = 0
     streamed: bool = False
-    bundles: int = 1  # the m_axi bundles the weights port is, each on a DDR port of its own (units.engine_port)
+    bundles: int = 1  # the m_axi bundles the weights port is, each on a DDR port of its own (units.engine_ports)
     # the largest window the engine's lanes' buffers hold (values; their depth): a staged layer keeps as many tiles'
     # weights at once as fit (hls/engine.h's engine_resident)
     buffer_window: int = 0

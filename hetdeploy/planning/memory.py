@@ -374,8 +374,11 @@ def plan_memory(plan: Plan, graph: Graph, shapes: dict[str, list[int]], board: B
             weights, weights_end, weight_traffic = [], 0, 0
             for unit in (u for u in sub.execution_units if u.weights_in_ddr):
                 size = units.buffer_bytes(weights_bytes_of(unit), 1)
-                # each from a word of the widest weights port (the engine's reads its region in such words)
-                weights_end = -(-weights_end // WEIGHTS_ALIGNMENT) * WEIGHTS_ALIGNMENT
+                # each from a word of the widest weights port, and an engine unit's from a read of its engine's
+                # port (which reads its region in such reads: three words where the port is three bundles)
+                align = WEIGHTS_ALIGNMENT if unit.engine is None else \
+                    math.lcm(WEIGHTS_ALIGNMENT, unit.engine.port_words * units.ARENA_WORD_BYTES)
+                weights_end = -(-weights_end // align) * align
                 weights.append(Buffer(f"{unit.name}.weights", "ddr", weights_end, size, 0,
                                       len(sub.execution_units) - 1, f"ap_fixed<{width},6>", kind="weights"))
                 weights_end += size

@@ -568,12 +568,17 @@ def engine_sizes_for(device: Device, width: int, shapes: Sequence[Shape],
     lane load its weights in fewer cycles, two pixels at once share each weight read."""
     window = max(engine_window(s, width) for s in shapes)
     allowance = dict(allowance or engine_allowance(device))
-    if device.engine_size is not None:  # its lanes and values pinned; two pixels at once too where the DSPs allow
-        pinned = pinned_engine_size(device, width, window)
-        pair = dataclasses.replace(pinned, pixels=2)
-        sizes = [pinned] + [pair] * (engine_resources(window, width, pair)["dsp"] <= allowance.get("dsp", 0))
-    else:
-        sizes = engine_sizes(width, allowance, window, *engine_port(device))
+    sizes = []
+    for port_words, bundles in engine_ports(device):
+        if device.engine_size is not None:  # its lanes and values pinned; two pixels at once too where the DSPs allow
+            pinned = pinned_engine_size(device, width, window, port_words, bundles)
+            pair = dataclasses.replace(pinned, pixels=2)
+            of_port = [pinned] + [pair] * (engine_resources(window, width, pair)["dsp"] <= allowance.get("dsp", 0))
+        else:
+            of_port = engine_sizes(width, allowance, window, port_words, bundles)
+        # a port of words no power of two only on lanes a multiple of them, on which its layers may stream (the
+        # sizes are weighed without streaming, which the folding adds after: ``engine_streams``)
+        sizes += [s for s in of_port if port_words & (port_words - 1) == 0 or s.lanes % port_words == 0]
     # (of two sizes as fast, the one of a pixel at once: fewer DSPs)
     cycles = cycles or (lambda size: engine_cycles_of(device, width, shapes, size))
     return sorted(sizes, key=lambda size: (cycles(size), size.pixels))
@@ -583,9 +588,10 @@ class PinnedEngineRefused(UserError):
     """The engine the board file or --engine pins cannot be built: the plan is refused, not made without it."""
 
 
-def pinned_engine_size(device: Device, width: int, window: int) -> EngineSize:
+def pinned_engine_size(device: Device, width: int, window: int, port_words: int, bundles: int) -> EngineSize:
     """The engine ``device.engine_size`` pins (its lanes and values a cycle; the board file's engine key, or
-    --engine), for a largest window of ``window`` values at ``width`` bits: as many of its lanes' buffers in URAM as
+    --engine), for a largest window of ``window`` values at ``width`` bits, its weights port of ``port_words`` words
+    in ``bundles`` bundles (one of ``engine_ports``): as many of its lanes' buffers in URAM as
     the FPGA's URAM budget holds, the others in BRAM. UserError where a lane takes more values a cycle than a word
     holds at that width, or where its multipliers and buffers alone exceed the FPGA's budget (PinnedEngineRefused)."""
     lanes, vector = device.engine_size
@@ -596,7 +602,6 @@ def pinned_engine_size(device: Device, width: int, window: int) -> EngineSize:
                                   f"({per_word})")
     budget = device.budget()
     uram = min(lanes, buffer_lanes(width, {"uram": budget.get("uram", 0)}, window, vector)[1])
-    port_words, bundles = engine_port(device)
     size = EngineSize(lanes, uram - uram % 2, vector, port_words, bundles=bundles, window=window)
     needs = engine_resources(window, width, size)
     over = [f"{needs[k]:,} {k.upper() if k != 'bram18' else 'BRAM18'}s of {budget.get(k, 0):,}" for k in needs
@@ -669,20 +674,21 @@ def staging_bytes(layer: EngineLayer, element: int) -> int:
     return layer.kernel[0] * buffer_bytes(layer.input[1] * layer.channels, element)
 
 
-def engine_port(device: Device) -> tuple[int, int]:
-    """The words the engine's weights port reads a cycle on ``device`` and the m_axi bundles it is: a bundle
-    on each DDR port of the FPGA's but the first (its cores' other bundle's: ``Memory.ports``), a power of two of
-    them up to ENGINE_PORT_MAX_BUNDLES (one, the first port's, where it has one), each reading the most words, a
-    power of two, that a port delivers a cycle (one, 128 bits, on a Zynq UltraScale+ HP port at 3.2 GB/s and
-    200 MHz), at least one (the PYNQ-Z2's 64-bit port's reads then wait on it, ``engine_estimate``);
-    ENGINE_PORT_MAX_WORDS in all at most."""
-    words = bundles = 1
+def engine_ports(device: Device) -> list[tuple[int, int]]:
+    """The weights ports an engine on ``device`` may have: the words it reads a cycle and the m_axi bundles it is, a
+    bundle on each of as many DDR ports of the FPGA's but the first (its cores' other bundle's: ``Memory.ports``) up
+    to ENGINE_PORT_MAX_BUNDLES, each reading the most words, a power of two, that a port delivers a cycle (one, 128
+    bits, on a Zynq UltraScale+ HP port at 3.2 GB/s and 200 MHz), at least one (the PYNQ-Z2's 64-bit port's reads
+    then wait on it, ``engine_estimate``), ENGINE_PORT_MAX_WORDS in all at most: the most bundles (one, the first
+    port's, where it has one) and, where that is no power of two, the most that is (the KV260's and ZCU104's three
+    and two): a port of P words reads P lanes' weights at once, and a layer streams its weights only on lanes a
+    multiple of P (``engine_streams``), so the folding weighs both (``engine_sizes_for``)."""
+    words = 1
     while 2 * words <= ENGINE_PORT_MAX_WORDS and 2 * words * ARENA_WORD_BYTES <= ddr_bytes_per_cycle(device):
         words *= 2
-    while 2 * bundles <= min(ENGINE_PORT_MAX_BUNDLES, device.memory.ports - 1) and \
-            2 * bundles * words <= ENGINE_PORT_MAX_WORDS:
-        bundles *= 2
-    return words * bundles, bundles
+    most = max(1, min(ENGINE_PORT_MAX_BUNDLES, device.memory.ports - 1, ENGINE_PORT_MAX_WORDS // words))
+    power = 1 << (most.bit_length() - 1)
+    return [(words * bundles, bundles) for bundles in dict.fromkeys((most, power))]
 
 
 def ddr_bytes_per_cycle(device: Device) -> float:

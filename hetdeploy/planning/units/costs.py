@@ -189,7 +189,7 @@ SYNTHESIS_LUT_SHARE = 0.5
 class EngineSize:
     """An engine's lanes, of which ``uram_lanes`` (an even number) hold their weights in URAM, two a block, the
     others in BRAM, the values each lane takes a cycle, and the words its weights port reads a cycle (the board's
-    DDR ports': ``engine_port``), one word to each of as many lanes."""
+    DDR ports': ``engine_ports``), one word to each of as many lanes."""
 
     lanes: int
     uram_lanes: int
