@@ -290,9 +290,10 @@ def test_the_dataflow_top_matches_onnxruntime_and_the_sequential_tops_outputs_bi
 
 def test_plan_prints_the_tops_choice_and_a_dataflow_that_cannot_be_had_is_one_line(tmp_path, capsys):
     """plan says which top each FPGA subfunction has, why, both tops' cycles and the dataflow's FIFOs; a stream
-    (--objective throughput) of the jet tagger takes the dataflow. four_conv64's convolutions run on the PYNQ-Z2's
-    engine (their maps do not fit on chip), no dataflow process: --top dataflow, or the config key, is refused in
-    one line naming the subfunction, the unit and why."""
+    (--objective throughput) of the jet tagger takes the dataflow. Under --top dataflow no unit goes on the engine
+    (no dataflow process); four_conv64's convolutions then run in bands on the PYNQ-Z2 (their maps do not fit on
+    chip), no dataflow process either: --top dataflow, or the config key, is refused in one line naming the
+    subfunction, the unit and why."""
     import networks
 
     jet = tmp_path / "jet.onnx"
@@ -322,7 +323,7 @@ def test_plan_prints_the_tops_choice_and_a_dataflow_that_cannot_be_had_is_one_li
         assert main(["plan", str(model), "--board", "pynq-z2", *asked]) == 2
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1
-        assert f"{named}: subfunction sf0_fpga has no dataflow top: unit 'sf0_fpga_u0' runs on the engine: it reads " \
+        assert f"{named}: subfunction sf0_fpga has no dataflow top: unit 'sf0_fpga_u0' runs in bands: it reads " \
                "its input whole from memory, no dataflow process" in err
 
 

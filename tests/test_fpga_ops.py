@@ -884,7 +884,8 @@ def test_squeezenets_expands_write_into_their_concats_in_place_and_the_build_giv
 
 @pytest.mark.slow
 def test_widened_engine_layers_that_the_final_memory_plan_streams_read_their_weights_as_it_lays_them_out(tmp_path):
-    """torchvision's SqueezeNet Fires (torch.onnx.export's file) at --width 8 on the KV260: verification widens some
+    """torchvision's SqueezeNet Fires (torch.onnx.export's file) at --width 8 on a KV260 of three DDR ports (its
+    engine's weights through two): verification widens some
     engine units to 12 or 16 bits, and the memory plan of the buffers' real widths, made after their weights were
     written held (the plan's, at 8 bits, streamed none of them: a step of its engine is 4 values, not an 8-bit word's
     8), streams them, so their weights are laid out anew (fpga/engine.py's ``relaid``; without it the widened units
@@ -893,8 +894,13 @@ def test_widened_engine_layers_that_the_final_memory_plan_streams_read_their_wei
     from hetdeploy.commands.api import Pipeline
 
     data = Path(__file__).parent / "data" / "torch"
-    plan = build(BuildOptions(model=data / "squeezenet_fires.onnx", board="kv260", out_dir=tmp_path / "out", width=8),
-                 progress=lambda m: None)
+    # (the engine's weights port two bundles, HP1 and HP2, as the KV260's was before HP3: on three, the folding's
+    # engine for these Fires differs and no widened layer streams)
+    board = tmp_path / "kv260-3-ports.yaml"
+    board.write_text((Path(hetdeploy.__file__).parent / "boards" / "kv260.yaml").read_text().replace(
+        "bandwidth_bytes_per_s: 3.2e+9, ports: 4}", "bandwidth_bytes_per_s: 3.2e+9, ports: 3}"))
+    plan = build(BuildOptions(model=data / "squeezenet_fires.onnx", board=str(board), out_dir=tmp_path / "out",
+                              width=8), progress=lambda m: None)
     widened = {w.unit for w in plan.widened}
     units = [u for s in plan.subfunctions for u in s.execution_units]
     assert any(u.engine is not None and u.engine.streamed and u.name in widened for u in units)
@@ -931,14 +937,15 @@ def test_relu6_ends_a_convolution_on_the_engine_and_the_build_gives_pytorchs_out
     depthwise = units[plan.node_map[engine[2]]["unit"]].engine
     assert depthwise.depthwise and depthwise.lanes % 8 == 0  # a lane a channel, eight 16-bit channels a word
     declared = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_units.h").read_text()
-    # its loop built; its weights read two 128-bit DDR words at a time, one through each of two bundles (the KV260's
-    # 128-bit HP ports HP1 and HP2), each its own m_axi port of the top
-    engine_template = r"engine<16, 16, 16, \d+, \d+, \d+, \d+, true,\s+2, \d, -?\d, [12], 2, (true|false), \d+>"
-    assert (depthwise.port_words, depthwise.bundles) == (2, 2) and re.search(engine_template, declared)
+    # its loop built; its weights read three 128-bit DDR words at a time, one through each of three bundles (the
+    # KV260's 128-bit HP ports HP1 to HP3), each its own m_axi port of the top
+    engine_template = r"engine<16, 16, 16, \d+, \d+, \d+, \d+, true,\s+3, \d, -?\d, [12], 3, (true|false), \d+>"
+    assert (depthwise.port_words, depthwise.bundles) == (3, 3) and re.search(engine_template, declared)
     assert "typedef ap_uint<128> engine_weights_t" in declared
     # its one instance (the ALLOCATION pragma) gets the same memories at every call, wherever a layer's buffers lie
     top = (tmp_path / "out" / "hls" / "sf0_fpga" / "sf0_fpga_top.cpp").read_text()
-    for port, bundle in (("engine_weights", "gmem_engine"), ("engine_weights1", "gmem_engine1")):
+    for port, bundle in (("engine_weights", "gmem_engine"), ("engine_weights1", "gmem_engine1"),
+                         ("engine_weights2", "gmem_engine2")):
         assert f"#pragma HLS INTERFACE m_axi port={port} offset=slave bundle={bundle}" in top
     calls = re.findall(r"sf0_fpga_engine_16_16_16\(([a-z, ]+), hetdeploy::engine_place\{(\d), \d+\}, "
                        r"hetdeploy::engine_place\{(\d), \d+\}", top.split(CSIM_ENTRIES)[0])

@@ -412,7 +412,7 @@ def test_a_quantized_exports_codes_port_leaves_its_dataflow_to_its_units(capsys)
     assert plan["codes_input"]["throughput_per_s"] > 5 * plan["estimate"]["throughput_per_s"]
     top, slowest = fpga["top"], max(u["estimate"]["compute_cycles"] for u in fpga["execution_units"])
     assert [c["bits"] for c in fpga["input_codes"].values()] == [1]
-    assert top["kind"] == "dataflow" and top["port_cycles"] == 98 + 10
+    assert top["kind"] == "dataflow" and top["port_cycles"] == 98 + 10 // 2  # its 10 floats out two a word
     assert slowest <= top["dataflow_interval_cycles"] <= slowest + 1 < 882 / 10  # a cycle for its tokens
     assert fpga["estimate"]["in_bytes"] == 13 * 8
 
@@ -564,7 +564,7 @@ def test_units_the_folding_gave_hls4ml_move_onto_the_engine_where_its_loops_then
     products in LUTs, a few hundred cycles faster than on the engine), which leaves the engine's shared windows and
     streamed weights no LUTs (before: neither, streaming only layers of 32 pairs, 21.8 ms). Moved onto the engine,
     every convolution and the classifier run there, the engine shares its windows and streams layers of 128 pairs,
-    and the plan is faster than with the unit where the folding put it (pinned there: 14.58 ms against 15.34)."""
+    and the plan is faster than with the unit where the folding put it (pinned there: 12.47 ms against 12.98)."""
     from hetdeploy.commands.api import plan
 
     model = ZOO / "light_resnet50.onnx"
@@ -578,7 +578,7 @@ def test_units_the_folding_gave_hls4ml_move_onto_the_engine_where_its_loops_then
                 and u.engine.output == [56, 56] and u.engine.filters == 256 and not u.engine.residual]
     kept = plan(model, "zcu104", width=8, strategies={moved: "latency"}).plan
     assert not any(u.engine for u in kept.subfunctions[0].execution_units if moved in u.nodes)
-    assert result.estimate.latency_s < 0.96 * kept.estimate.latency_s
+    assert result.estimate.latency_s < 0.97 * kept.estimate.latency_s
 
 
 @pytest.mark.parametrize("name, width", [("densenet121", 16), ("densenet121", 8), ("googlenet", 16),

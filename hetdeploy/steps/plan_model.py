@@ -564,10 +564,11 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         # with the engine too (where a unit may take it): its resources come off the budget, so the folding
         # without it is weighed beside it, and the faster kept (the one without on a tie). Each subfunction has
         # its own engine (its top's): where they do not all fit, those with the fewest multiply-accumulates the
-        # engine could take do without, one after another
+        # engine could take do without, one after another; none under --top dataflow (no unit on the engine takes
+        # part in a dataflow)
         capable = set(engine_capable(device, loaded.graph, node_bits))
         macs = {s.name: _engine_macs(s, capable, loaded) for s in subs}
-        engine_subs = [] if options.no_engine or options.target_rate is not None else \
+        engine_subs = [] if options.no_engine or options.target_rate is not None or options.top == "dataflow" else \
             sorted((s for s in subs if macs[s.name]), key=lambda s: -macs[s.name])
         tries = [set()] + [{s.name for s in engine_subs[:k]} for k in range(len(engine_subs), 0, -1)]
         if any(s.execution_units for s in subs):  # folded anew (a widening): its units stay the units they were
