@@ -507,10 +507,13 @@ def _write_build_files(source: SubfunctionSource, project_dir: Path) -> None:
     for unit in (u for u in source.units if u.hls is not None):
         base = f"units/{unit.name}"
         prefix = project_line("weights_prefix", folder=f"{base}/firmware/weights/")
-        for cpp, flags in ((f"{base}/firmware/{unit.name}.cpp", prefix), (f"{base}/{unit.name}_step.cpp", "")):
-            objects.append(cpp[:-4] + ".o")
-            rules.append(project_line("make_rule", object=objects[-1], source=cpp, flags=flags) + "\n")
-            add_files.append(project_line("add_files", source=cpp))
+        firmware, step = f"{base}/firmware/{unit.name}.cpp", f"{base}/{unit.name}_step.cpp"
+        # one object a unit in C-simulation: its hls4ml project's file and its step compiled as one (g++ parses
+        # ap_types, hls4ml's headers and the unit's once, not twice); two files of the synthesis project
+        objects.append(step[:-4] + ".o")
+        rules.append(project_line("unit_make_rule", object=objects[-1], step=step, firmware=firmware,
+                                  flags=prefix) + "\n")
+        add_files += [project_line("add_files", source=cpp) for cpp in (firmware, step)]
     objects.append(f"{sub}_top.o")
     rules.append(project_line("make_rule", object=objects[-1], source=f"{sub}_top.cpp", flags="") + "\n")
     add_files.append(project_line("add_files", source=f"{sub}_top.cpp"))
