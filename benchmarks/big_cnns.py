@@ -151,8 +151,8 @@ def print_row(r: dict, first: bool) -> None:
           f"{r['latency_s'] * 1e3:.1f} | {r['frames_per_s']:.2f} | {r['all_cpu_latency_s'] / r['latency_s']:.2f} | "
           f"{r['support_latency_s'] / r['latency_s']:.2f} ({'yes' if r['support_fits'] else 'no'}) | "
           f"{', '.join(r['engines'])} | {r['engine_dsp']} | {r['compute_bound_s'] * 1e3:.1f} | "
-          f"{r['latency_s'] / r['compute_bound_s']:.0f} | {r['roofline_s'] * 1e3:.1f} | "
-          f"{r['latency_s'] / r['roofline_s']:.1f} | {dpu} | {r['banded_units']} | {r['ddr_bytes_per_sample'] / 1e6:.2f} | {r['plan_s']} |", flush=True)
+          f"{r['latency_s'] / r['compute_bound_s']:.2f} | {r['roofline_s'] * 1e3:.1f} | "
+          f"{r['latency_s'] / r['roofline_s']:.2f} | {dpu} | {r['banded_units']} | {r['ddr_bytes_per_sample'] / 1e6:.2f} | {r['plan_s']} |", flush=True)
 
 
 if __name__ == "__main__":
