@@ -644,18 +644,25 @@ def test_the_engine_taken_is_the_one_of_the_fewest_cycles_of_all_units_not_the_f
     assert folded(chosen) < folded(first_fit)
 
 
-@pytest.mark.parametrize("name, width, in_place", [("inception_v1", 16, False), ("inception_v2", 16, True)])
-def test_concat_inputs_are_written_in_place_where_the_plan_is_faster_so(tmp_path, name, width, in_place):
-    """The model zoo's networks on the KV260: a Concat input written in place (``units.concats_in_place``) keeps the
-    Concat's output live from its first input's write, which may push other maps to DDR. The plan folded with every
-    Concat moving its inputs is weighed too, the faster kept: Inception v1 at 16 bits keeps none in place (the plan
-    with them in place no faster than its 18.07 ms), Inception v2 at 16 bits writes its branches into their Concats
-    and is faster so (18.80 ms, 18.87 moving them)."""
+@pytest.mark.parametrize("name, width, uram, in_place", [("inception_v1", 16, 32, False),
+                                                          ("inception_v2", 16, 64, True)])
+def test_concat_inputs_are_written_in_place_where_the_plan_is_faster_so(tmp_path, name, width, uram, in_place):
+    """The model zoo's networks on the KV260 (its 64 URAM blocks, or 32): a Concat input written in place
+    (``units.concats_in_place``) keeps the Concat's output live from its first input's write, which may push other maps
+    to DDR. The plan folded with every Concat moving its inputs is weighed too, the faster kept: Inception v1 at 16
+    bits on a KV260 of 32 URAM blocks keeps none in place (the plan with them in place no faster than its 18.05 ms),
+    Inception v2 at 16 bits on the KV260 writes its branches into their Concats and is faster so (16.40 ms, 16.97
+    moving them)."""
     from hetdeploy.planning.config import BuildOptions
     from hetdeploy.steps.build import plan_stages
 
+    shipped = (Path(hetdeploy.__file__).parent / "boards" / "kv260.yaml").read_text()
+    assert "uram: 64}" in shipped
+    board = tmp_path / "kv260.yaml"
+    board.write_text(shipped.replace("uram: 64}", f"uram: {uram}}}"))
+
     def plan(**options):
-        return plan_stages(BuildOptions(model=ZOO / f"light_{name}.onnx", board="kv260", out_dir=tmp_path,
+        return plan_stages(BuildOptions(model=ZOO / f"light_{name}.onnx", board=str(board), out_dir=tmp_path,
                                         width=width, **options), lambda key, what: None)[2]
 
     def written_in_place(result):
@@ -668,6 +675,32 @@ def test_concat_inputs_are_written_in_place_where_the_plan_is_faster_so(tmp_path
         assert chosen.estimate.latency_s < moved.estimate.latency_s
     else:
         assert chosen.estimate.latency_s == moved.estimate.latency_s
+
+
+def test_the_engines_share_of_the_uram_is_weighed_against_the_maps_that_would_spill_to_ddr(tmp_path, monkeypatch):
+    """The model zoo's SqueezeNet on the KV260 at 16 bits: with its engine's weight buffers in ENGINE_SHARES' share of
+    the URAM, the memory plan spills maps to DDR (6.20 ms a frame); folded again with less of it for the engine
+    (ENGINE_URAM_SHARES), more of its lanes' buffers in BRAM, the URAM holds those maps and the plan is faster (5.01
+    ms at 0.3), so kept, and says the share its engine was sized in."""
+    from hetdeploy.planning import units
+    from hetdeploy.planning.config import BuildOptions
+    from hetdeploy.steps.build import plan_stages
+
+    def plan():
+        return plan_stages(BuildOptions(model=ZOO / "light_squeezenet.onnx", board="kv260", out_dir=tmp_path,
+                                        width=16), lambda key, what: None)[2]
+
+    weighed = plan()
+    monkeypatch.setattr(units, "ENGINE_URAM_SHARES", ())
+    default = plan()
+    assert default.fpga_resources["fpga"].engine_uram_share is None
+    assert weighed.fpga_resources["fpga"].engine_uram_share in (0.6, 0.3)
+    assert weighed.estimate.latency_s < 0.9 * default.estimate.latency_s
+    fast, slow = (p.subfunctions[0].memory for p in (weighed, default))
+    assert fast.uram_bytes > slow.uram_bytes and fast.ddr_transfer_s < slow.ddr_transfer_s
+    engines = [next(u.engine for u in p.subfunctions[0].execution_units if u.engine is not None)
+               for p in (weighed, default)]
+    assert engines[0].uram_lanes < engines[1].uram_lanes
 
 
 @pytest.mark.parametrize("width, in_place", [(16, True), (8, False)])

@@ -678,6 +678,8 @@ class FpgaResources:
     # the share of its DSP budget its engines were sized within (units.engine_allowance; None: units.ENGINE_SHARES's,
     # which plan_model.folded_plan weighs against all of them, 1.0)
     engine_dsp_share: Optional[float] = None
+    # ... and of its URAM blocks (None: units.ENGINE_SHARES's; plan_model.folded_plan weighs ENGINE_URAM_SHARES too)
+    engine_uram_share: Optional[float] = None
 
 
 @dataclass

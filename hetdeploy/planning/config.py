@@ -90,6 +90,9 @@ class BuildOptions:
     # (no flag: plan_model.folded_plan's) the share of each FPGA's DSP budget its engine may take (None:
     # units.ENGINE_SHARES's)
     engine_dsp_share: Optional[float] = None
+    # (no flag: plan_model.folded_plan's) the share of each FPGA's URAM blocks its engine's weight buffers may take
+    # (None: units.ENGINE_SHARES's); the rest is the memory plan's, after BRAM
+    engine_uram_share: Optional[float] = None
     # (no flag: plan_model's) engine units may write Concat inputs straight into the Concat's output
     # (units.concats_in_place): folded_plan weighs each folding with them so written and without, the faster kept,
     # and fold_units writes them so; False: every Concat moves its inputs
@@ -465,7 +468,7 @@ OPTIONS = (
            "it holds them, then in BRAM; refused where it alone exceeds the FPGA's budget; at two output pixels at "
            "once where the FPGA's DSPs hold them and that plan is the faster. Default: the folding sizes it, the "
            "fastest for the subfunction's layers within three quarters of the DSPs, BRAM18s and URAM (or all of the "
-           "DSPs, where that plan is the faster)",
+           "DSPs, and then 0.6 or 0.3 of the URAM, leaving the rest to the maps, where that plan is the faster)",
            metavar="LANESxVALUES", written=lambda value: f"{value[0]}x{value[1]}"),
     Option("top", "top", choice(TOP_CHOICES), "folding and memory", "how each FPGA subfunction's top runs its "
            "units: sequential, one after another a sample over the memory plan's buffers (their space reused); "

@@ -349,10 +349,11 @@ def _unit_widths(state: BuildState) -> BuildState:
     for line in matched:
         state.progress(f"      {line}")
     if matched or state.unit_widths:
-        # (the engines in the share of the DSPs the plan sized them in, Concat inputs written in place where it wrote
-        # them so)
-        shares = {r.engine_dsp_share for r in plan.fpga_resources.values()}
-        folding = dataclasses.replace(state.options, engine_dsp_share=shares.pop() if len(shares) == 1 else None,
+        # (the engines in the shares of the DSPs and URAM the plan sized them in, Concat inputs written in place where it
+        # wrote them so)
+        shares = {(r.engine_dsp_share, r.engine_uram_share) for r in plan.fpga_resources.values()}
+        dsp_share, uram_share = shares.pop() if len(shares) == 1 else (None, None)
+        folding = dataclasses.replace(state.options, engine_dsp_share=dsp_share, engine_uram_share=uram_share,
                                       concats_in_place=any(u.in_place for s in plan.subfunctions
                                                            for u in s.execution_units))
         try:

@@ -143,15 +143,36 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
             # the KV260: 128 lanes, not 104); an engine pinned (--engine, the board file) may so take two pixels
             # at once (ResNet-50 at 8 bits on the ZCU104 pinned at 96 x 16: 14.2 ms, not 25.0 at one pixel)
             whole_dsps = dataclasses.replace(fold_options, engine_dsp_share=1.0)
+            folded = copy.deepcopy(partitioned)
             try:
-                fold_units(partitioned, loaded, board, whole_dsps, layer_widths)
+                fold_units(folded, loaded, board, whole_dsps, layer_widths)
             except UserError:  # (the other plans stand)
                 continue
-            weigh(partitioned, whole_dsps)
+            # and so with less of the URAM for its weight buffers (ENGINE_URAM_SHARES), where it took more: their
+            # lanes' buffers in BRAM instead, or fewer lanes, leave the memory plan URAM to hold maps it would
+            # spill to DDR (ResNet-50 on the ZCU104 at 16 bits: 25.10 ms at 0.6, not 25.54; on the KV260 at 8 bits
+            # 14.55 at 0.3, not 15.45)
+            shares = [share for share in units.ENGINE_URAM_SHARES if any(
+                _engines_uram(folded, d) > units.engine_allowance(d, uram_share=share)["uram"]
+                for d in board.devices if d.kind == "fpga")]
+            weigh(folded, whole_dsps)
+            for share in shares:
+                less_uram = dataclasses.replace(whole_dsps, engine_uram_share=share)
+                folded = copy.deepcopy(partitioned)
+                try:
+                    fold_units(folded, loaded, board, less_uram, layer_widths)
+                except UserError:
+                    continue
+                weigh(folded, less_uram)
     plans = [p for p in plans if p is not None]
     if not plans:
         raise refused
     return min(plans, key=seconds)
+
+
+def _engines_uram(plan: Plan, device: Device) -> int:
+    """The URAM blocks the engines of ``plan``'s subfunctions on ``device`` take (no other unit takes any)."""
+    return sum(s.resources.get("uram", 0) for s in plan.subfunctions if s.device == device.name and s.resources)
 
 
 def _with_dataflow_room(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOptions,
@@ -622,7 +643,7 @@ def fold_units(plan: Plan, loaded: LoadedModel, board: Board, options: BuildOpti
         plan.fpga_resources[device.name] = FpgaResources(
             [s.name for s in subs], {k: sum(s.resources[k] for s in subs) for k in units.RESOURCES},
             chip_budget, {k: device.resources.get(k, 0) for k in units.RESOURCES},
-            engine_dsp_share=options.engine_dsp_share)
+            engine_dsp_share=options.engine_dsp_share, engine_uram_share=options.engine_uram_share)
     if options.concats_in_place:
         place_concats(plan, loaded, board, options)
     return beyond_first_fit
@@ -727,7 +748,8 @@ def _fold_device(subs: list[Subfunction], device: Device, loaded: LoadedModel, o
     group_of = {k: group for group in groups for k in group}
     best = None  # (the units' cycles, their engines' shapes, the engines' resources, the foldings, the first fit)
     for engine_cycles, sized, engines in _engine_sizes(device, [g for g in groups if g], whole, widths,
-                                                       units.engine_allowance(device, options.engine_dsp_share)):
+                                                       units.engine_allowance(device, options.engine_dsp_share,
+                                                                              options.engine_uram_share)):
         if best is not None and (engine_cycles >= best[0] or options.target_rate is not None or
                                  options.engine_first_fit):
             break

@@ -112,7 +112,7 @@ from .costs import (ADDER_LEVELS_PER_CYCLE, ARENA_PORTS, ARENA_WORD_BYTES, BANDE
                     ENGINE_CONTROL_DSP, ENGINE_CONTROL_FF, ENGINE_CONTROL_LUT, ENGINE_DENSE_CHUNK, ENGINE_FUSED_OPS,
                     ENGINE_HOLD_LANES,
                     ENGINE_LANE_FF, ENGINE_LANE_LUT, ENGINE_MAC_DEPTH, ENGINE_MOVE_DEPTH, ENGINE_PORT_MAX_BUNDLES,
-                    ENGINE_PORT_MAX_WORDS, ENGINE_SHARES, ENGINE_STREAM_PAIRS,
+                    ENGINE_PORT_MAX_WORDS, ENGINE_SHARES, ENGINE_STREAM_PAIRS, ENGINE_URAM_SHARES,
                     FOLDED_STRATEGIES, IO_TYPES, LOOKUP_TABLE_BITS, LOOKUP_TABLE_SIZE, NOT_HLS4ML_LAYER_OPS,
                     NOT_PER_PIXEL_OPS, REFERENCE_CLOCK_MHZ, RESOURCES, RESOURCE_PARTS, SOFTMAX_REFERENCE_CYCLES,
                     STRATEGIES, SYNTHESIS_LUT_SHARE, TABLE_INDEX_LUT_PER_BIT, TABLE_OPS, TABLE_SELECT_OPS, TABLE_SIZES,
@@ -543,11 +543,13 @@ class Folding(NamedTuple):
 ENGINE_FOLDING = Folding(1, True, ENGINE)  # a unit run on its subfunction's engine, its weights in DDR
 
 
-def engine_allowance(device: Device, dsp_share: Optional[float] = None) -> dict[str, int]:
+def engine_allowance(device: Device, dsp_share: Optional[float] = None,
+                     uram_share: Optional[float] = None) -> dict[str, int]:
     """The DSPs, BRAM18s and URAM blocks an FPGA's engine may take: ENGINE_SHARES of its budget's, or ``dsp_share``
-    of its DSPs."""
+    of its DSPs and ``uram_share`` of its URAM blocks."""
     budget = device.budget()
-    shares = ENGINE_SHARES if dsp_share is None else ENGINE_SHARES | {"dsp": dsp_share}
+    shares = ENGINE_SHARES | ({} if dsp_share is None else {"dsp": dsp_share}) | \
+        ({} if uram_share is None else {"uram": uram_share})
     return {k: int(budget.get(k, 0) * share) for k, share in shares.items()}
 
 

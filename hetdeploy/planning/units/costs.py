@@ -73,6 +73,11 @@ REFERENCE_CLOCK_MHZ = 200.0
 # plan_model.folded_plan folds its partition once more with all of the DSP budget the engine's, and keeps the
 # faster plan (ResNet-50 at 8 bits on the KV260: 128 lanes, not 104)
 ENGINE_SHARES = {"dsp": 0.75, "bram18": 0.75, "uram": 0.75}
+# ... and the plan is folded again with the engine in these shares of the URAM where it took more
+# (plan_model.folded_plan), the faster kept: the URAM its weight buffers leave is the memory plan's, after BRAM, and
+# maps it holds need not spill to DDR (ResNet-50 at 16 bits on the ZCU104: 25.10 ms at 0.6, not 25.54; at 8 bits on
+# the KV260 14.55 at 0.3, not 15.45; a lower share may cost lanes where the BRAM cannot take their buffers)
+ENGINE_URAM_SHARES = (0.6, 0.3)
 # The subfunction's memories (hls/arena.h) are arrays of words of this many bytes (its WORD_BYTES), each element in
 # a lane of ``element_bytes``; a unit moves whole words, ARENA_PORTS a cycle (a true dual-port BRAM gives two
 # accesses, shared by a unit's reads and writes). 128 bits: a Zynq UltraScale+ HP port's (UG1085), so that a DDR
