@@ -857,7 +857,8 @@ def test_plan_says_why_nothing_goes_to_the_fpga_and_shows_the_chips_total(tmp_pa
         "budget": {"dsp": 198, "bram18": 252, "lut": 47880, "ff": 95760},
         "resources": {"dsp": 220, "bram18": 280, "lut": 53200, "ff": 106400},
         "dataflow": {},  # sequential tops: no FIFOs
-        "engine_dsp_share": None}}  # (its engine within ENGINE_SHARES' three quarters: the faster plan)
+        # (its engine within ENGINE_SHARES' three quarters: the faster plan; the PYNQ-Z2 has no URAM)
+        "engine_dsp_share": None, "engine_uram_share": None}}
 
 
 @pytest.mark.slow
