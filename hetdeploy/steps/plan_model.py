@@ -108,6 +108,16 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
         if any(u.in_place for s in placed.subfunctions for u in s.execution_units):
             plans.append(memory_and_times(placed, placing))
 
+    def folded_anew(partitioned: Plan, refold: BuildOptions) -> Optional[Plan]:
+        """A copy of the unfolded ``partitioned`` folded with ``refold``; None where its units do not fit so (the
+        other plans stand)."""
+        folded = copy.deepcopy(partitioned)
+        try:
+            fold_units(folded, loaded, board, refold, layer_widths)
+        except UserError:
+            return None
+        return folded
+
     for with_engine in tries:
         plan = None
         fold_options = folds.get(with_engine, moving)
@@ -143,27 +153,21 @@ def folded_plan(loaded: LoadedModel, board: Board, options: BuildOptions,
             # the KV260: 128 lanes, not 104); an engine pinned (--engine, the board file) may so take two pixels
             # at once (ResNet-50 at 8 bits on the ZCU104 pinned at 96 x 16: 14.2 ms, not 25.0 at one pixel)
             whole_dsps = dataclasses.replace(fold_options, engine_dsp_share=1.0)
-            folded = copy.deepcopy(partitioned)
-            try:
-                fold_units(folded, loaded, board, whole_dsps, layer_widths)
-            except UserError:  # (the other plans stand)
+            whole = folded_anew(partitioned, whole_dsps)
+            if whole is None:
                 continue
             # and so with less of the URAM for its weight buffers (ENGINE_URAM_SHARES), where it took more: their
             # lanes' buffers in BRAM instead, or fewer lanes, leave the memory plan URAM to hold maps it would
             # spill to DDR (ResNet-50 on the ZCU104 at 16 bits: 25.10 ms at 0.6, not 25.54; on the KV260 at 8 bits
             # 14.55 at 0.3, not 15.45)
             shares = [share for share in units.ENGINE_URAM_SHARES if any(
-                _engines_uram(folded, d) > units.engine_allowance(d, uram_share=share)["uram"]
+                _engines_uram(whole, d) > units.engine_allowance(d, uram_share=share)["uram"]
                 for d in board.devices if d.kind == "fpga")]
-            weigh(folded, whole_dsps)
-            for share in shares:
-                less_uram = dataclasses.replace(whole_dsps, engine_uram_share=share)
-                folded = copy.deepcopy(partitioned)
-                try:
-                    fold_units(folded, loaded, board, less_uram, layer_widths)
-                except UserError:
-                    continue
-                weigh(folded, less_uram)
+            weigh(whole, whole_dsps)
+            for less_uram in (dataclasses.replace(whole_dsps, engine_uram_share=share) for share in shares):
+                folded = folded_anew(partitioned, less_uram)
+                if folded is not None:
+                    weigh(folded, less_uram)
     plans = [p for p in plans if p is not None]
     if not plans:
         raise refused
